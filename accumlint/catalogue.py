@@ -1,0 +1,81 @@
+"""The rule catalogue as the CLI sees it: rule metadata from the registry and rule pages.
+
+A rule's page is ``README.md`` in the folder ``<CODE>-<name>/`` of the catalogue: the
+installed wheel carries the repository's ``rules/`` as ``accumlint/_catalogue/``; in a
+source checkout the ``rules/`` folder beside the package is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import accumlint
+from accumlint import checks
+from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+from accumlint.findings import Severity
+
+PARSE_ERROR_SUMMARY = "a file could not be read, decoded or parsed, so it was not checked"
+PARSE_ERROR_PAGE = """\
+# ACC000 parse-error
+
+**What it reports.** A file that accumlint could not check: it could not be read (the
+reason from the operating system is in the message), its bytes could not be decoded
+(PEP 263 coding line, UTF-8 BOM, default UTF-8), or it is not valid Python.
+
+**Why it matters.** Nothing in that file was checked. The finding carries the position
+of the problem; every other file of the run is still checked, and the exit status is 1.
+
+**Fix.** Make the file valid Python as the interpreter that runs it would parse it, or
+exclude it (`exclude` in `[tool.accumlint]`). Line `# noqa` comments do not suppress it;
+`ignore = ["ACC000"]` does.
+"""
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What the CLI and the README table show about one code."""
+
+    code: str
+    name: str
+    severity: Severity
+    default_enabled: bool
+    summary: str
+    url: str
+
+
+def rule_infos() -> list[RuleInfo]:
+    """``ACC000`` and every registered rule, in code order."""
+    infos = [RuleInfo(PARSE_ERROR_CODE, PARSE_ERROR_NAME, Severity.ERROR, True, PARSE_ERROR_SUMMARY, "")]
+    for rule in checks.ALL_RULES:
+        infos.append(
+            RuleInfo(rule.code, rule.name, rule.severity, rule.default_enabled, rule.summary, rule.url())
+        )
+    return sorted(infos, key=lambda info: info.code)
+
+
+def rule_info(code: str) -> RuleInfo | None:
+    """The info for ``code`` (case-insensitive), or ``None`` if no such rule exists."""
+    wanted = code.strip().upper()
+    return next((info for info in rule_infos() if info.code == wanted), None)
+
+
+def catalogue_dirs() -> list[Path]:
+    """Where rule folders are looked up: the wheel's ``_catalogue``, then the checkout's ``rules/``."""
+    package = Path(accumlint.__file__).resolve().parent
+    return [package / "_catalogue", package.parent / "rules"]
+
+
+def rule_page(info: RuleInfo) -> str | None:
+    """The text of the rule's ``README.md`` page, or ``None`` if no catalogue holds it."""
+    for directory in catalogue_dirs():
+        if not directory.is_dir():
+            continue
+        exact = directory / f"{info.code}-{info.name}" / "README.md"
+        candidates = [exact, *sorted(directory.glob(f"{info.code}-*/README.md"))]
+        for page in candidates:
+            if page.is_file():
+                return page.read_text(encoding="utf-8")
+    if info.code == PARSE_ERROR_CODE:
+        return PARSE_ERROR_PAGE
+    return None

@@ -1,0 +1,112 @@
+"""Framework usage contracts: Accelerate's ``accumulate()`` and DeepSpeed's ``engine.step()`` (P1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.names import dotted, int_value
+from accumlint.model.sites import FrameKind
+
+
+class AccumulateContextMisplaced(Rule):
+    """ACC501: Accelerate's ``accumulate()`` entered in the wrong place (or not at all)."""
+
+    code = "ACC501"
+    name = "accumulate-context-misplaced"
+    severity = Severity.ERROR
+    principle = "P1"
+    summary = "accelerator.accumulate() around the whole loop, missing, or with a reset before the backward"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for group in model.loops:
+            sites = [s for s in group.scope.sites if s.inside(group.loop)]
+            for site in sites[:1]:
+                for frame in site.frames:
+                    if frame.node is group.loop:
+                        break
+                    if frame.kind is FrameKind.WITH and model.is_accumulate_context(frame.node) and (
+                            id(frame.node) not in reported):
+                        reported.add(id(frame.node))
+                        yield Hit(
+                            frame.node,
+                            "`accumulate()` is entered once around the whole loop, so Accelerate decides "
+                            "only once whether to synchronize: the prepared optimizer never updates (or "
+                            "updates every microbatch) for the whole loop",
+                            "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
+                        )
+            yield from self._reset_before_backward(group)
+            yield from self._never_entered(model, group)
+
+    def _reset_before_backward(self, group) -> Iterator[Hit]:
+        for context in group.accumulate_contexts:
+            inside = [e for e in group.events if e.site.inside(context)]
+            backwards = [e.order for e in inside if e.kind is EventKind.BACKWARD]
+            if not backwards:
+                continue
+            for reset in inside:
+                if (reset.kind is EventKind.RESET and group.cadence(reset) is Cadence.FRAMEWORK_GATED
+                        and reset.order < min(backwards)):
+                    yield Hit(
+                        reset.node,
+                        "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
+                        "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
+                        "accumulated, so only the last microbatch reaches the update",
+                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+                    )
+
+    def _never_entered(self, model: FileModel, group) -> Iterator[Hit]:
+        if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:
+            return
+        backwards = [b for b in group.of_kind(EventKind.BACKWARD) if b.role.role is Role.ACCELERATOR]
+        if not backwards or any(s.inside(f.node) for b in backwards for s in [b.site] for f in b.site.frames
+                                if f.kind is FrameKind.WITH and model.is_accumulate_context(f.node)):
+            return
+        configured = model.accelerate_accumulation(backwards[0].role)
+        if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
+            return
+        for update in group.of_kind(EventKind.UPDATE):
+            if group.cadence(update) is Cadence.MICROBATCH and update.role.role is Role.OPTIMIZER:
+                yield Hit(
+                    update.node,
+                    "the Accelerator is configured with gradient_accumulation_steps but `accumulate()` is never "
+                    "entered, so the prepared optimizer updates on every microbatch with gradients divided by A",
+                    "wrap each microbatch in `with accelerator.accumulate(model):`",
+                )
+
+
+class EngineStepGated(Rule):
+    """ACC502: DeepSpeed's ``engine.step()`` behind the user's own boundary test."""
+
+    code = "ACC502"
+    name = "engine-step-gated"
+    severity = Severity.ERROR
+    principle = "P1"
+    summary = "DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        if model.deepspeed_unmanaged:
+            return
+        for group in model.loops:
+            for update in group.of_kind(EventKind.UPDATE):
+                role = update.role
+                engine_step = role.role is Role.ENGINE and update.method == "step"
+                if engine_step and group.cadence(update) is Cadence.UPDATE:
+                    yield Hit(
+                        update.node,
+                        "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
+                        "itself; gated by hand it sees one micro-step per group, so updates come every A² "
+                        "microbatches (or never)",
+                        "call `engine.step()` unconditionally after every `engine.backward(loss)`",
+                    )
+                elif role.role is Role.OPTIMIZER and (role.owner == "deepspeed" or (
+                        dotted(update.target) or "").endswith("engine.optimizer")):
+                    yield Hit(
+                        update.node,
+                        "the DeepSpeed optimizer is stepped directly, bypassing the engine: no boundary "
+                        "check, no gradient reduction or reset, no engine-owned scheduler step",
+                        "call `engine.step()` after every microbatch instead",
+                    )

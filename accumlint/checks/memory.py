@@ -1,0 +1,101 @@
+"""Graph lifetime: nothing that holds a microbatch's autograd graph may outlive it (P5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+from accumlint.model import Cadence, EventKind, FileModel
+from accumlint.model.dataflow import names_feeding, reaching_assignment
+from accumlint.model.names import calls_in, dotted, method_name, positional
+
+_DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
+
+
+class LossKeptWithGraph(Rule):
+    """ACC201: a loss (or its graph-holding parts) stored across microbatches."""
+
+    code = "ACC201"
+    name = "loss-kept-with-graph"
+    severity = Severity.ERROR
+    principle = "P5"
+    summary = "a loss that still holds its autograd graph is kept across microbatches: memory grows with A"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD)
+                         if group.in_loop(b) and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
+            if not backwards:
+                continue
+            graph_names = _graph_names(backwards)
+            for site in group.scope.sites:
+                if not site.inside(group.loop) or site.in_helper or _under_no_grad(site):
+                    continue
+                stored, container = _stored_value(site)
+                if stored is None or container is None:
+                    continue
+                if not (set(names_feeding(stored)) & graph_names) or _detached(stored):
+                    continue
+                if not container.startswith("self."):
+                    definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order)
+                    if definition is not None and definition.inside(group.loop):
+                        continue  # a fresh container every microbatch
+                yield Hit(
+                    site.statement,
+                    f"`{container}` keeps the loss with its autograd graph across microbatches: every "
+                    "microbatch's graph stays alive until the group ends, so memory grows with A",
+                    "store `loss.detach()` (or `loss.item()` for logging) instead",
+                )
+
+
+def _graph_names(backwards) -> set[str]:
+    names: set[str] = set()
+    for backward in backwards:
+        if backward.loss is None:
+            continue
+        for name in names_feeding(backward.loss):
+            names.add(name)
+            definition = reaching_assignment(backward.site.scope, name, backward.order)
+            if definition is not None and definition.value is not None and not isinstance(
+                    definition.node, (cst.For, cst.With)):
+                value = definition.value
+                # a rename or a division keeps the graph-holding value; a product's factors need not
+                if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
+                        isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
+                    names.update(names_feeding(value))
+    return names
+
+
+def _stored_value(site) -> tuple[cst.BaseExpression | None, str | None]:
+    """(value, container) when the site keeps a value beyond the statement."""
+    if site.augmented is not None and isinstance(site.augmented, (cst.AddAssign, cst.SubtractAssign)):
+        target = site.targets[0] if site.targets else None
+        return site.value, target
+    if site.call is not None and method_name(site.call) in ("append", "extend", "insert"):
+        value = positional(site.call, 1 if method_name(site.call) == "insert" else 0)
+        return value, dotted(site.call.func.value)  # type: ignore[attr-defined]
+    if site.augmented is None and site.value is not None and len(site.targets) == 1 and site.call is None:
+        statement = site.statement
+        if isinstance(statement, cst.Assign) and isinstance(statement.targets[0].target, cst.Subscript):
+            return site.value, dotted(statement.targets[0].target.value)
+    return None, None
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    for call in calls_in(value):
+        if (method_name(call) or dotted(call.func) or "") in _DETACHING:
+            return True
+    return False
+
+
+def _under_no_grad(site) -> bool:
+    for frame in site.frames:
+        if isinstance(frame.node, cst.With):
+            for item in frame.node.items:
+                text = dotted(item.item.func) if isinstance(item.item, cst.Call) else None
+                if text and text.split(".")[-1] in ("no_grad", "inference_mode"):
+                    return True
+    return False

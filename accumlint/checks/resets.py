@@ -1,0 +1,125 @@
+"""Gradient resets: where ``zero_grad`` (or ``p.grad = None``) may and may not run (P2, P3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.kinds import Evidence
+from accumlint.model.names import dotted
+
+_ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
+
+
+class ZeroGradInsideGroup(Rule):
+    """ACC001: a gradient reset on a path that runs every microbatch while the update runs once per group."""
+
+    code = "ACC001"
+    name = "zero-grad-inside-group"
+    severity = Severity.ERROR
+    principle = "P2"
+    summary = "gradients reset every microbatch, so only the last microbatch of a group is learned from"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            grouped_update = group.style is LoopStyle.DEEPSPEED or any(
+                group.cadence(u) in _ONCE_PER_GROUP for u in group.of_kind(EventKind.UPDATE)
+            )
+            if not grouped_update:
+                continue
+            for reset in group.of_kind(EventKind.RESET):
+                if group.cadence(reset) is Cadence.MICROBATCH:
+                    what = dotted(reset.target) or "the gradients"
+                    yield Hit(
+                        reset.node,
+                        f"`{what}` is reset on every microbatch while the optimizer update runs once per group, "
+                        "so each update sees only the last microbatch's gradient and accumulation has no effect",
+                        "reset the gradients once per group: after the optimizer update, under the same "
+                        "boundary test (or before the group's first microbatch)",
+                    )
+
+
+class MissingGradReset(Rule):
+    """ACC002: an optimizer update that nothing in the file ever resets the gradients for."""
+
+    code = "ACC002"
+    name = "missing-grad-reset"
+    severity = Severity.ERROR
+    principle = "P3"
+    summary = "no gradient reset anywhere: every update also contains all previous groups' gradients"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        if any(e.kind is EventKind.RESET for e in model.all_events()) or _mentions_reset(model):
+            return
+        for group in model.loops:
+            if group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.UNGATED):
+                continue
+            for update in group.of_kind(EventKind.UPDATE):
+                role = update.role
+                if role.owner is not None or role.role in (Role.ENGINE, Role.OPTIM_WRAPPER):
+                    continue  # the framework resets (DeepSpeed engine, mmengine wrapper, Fabric-managed)
+                if role.evidence is Evidence.NAME and not model.imports.imports_module("torch"):
+                    continue
+                if group.cadence(update) not in (Cadence.UPDATE, Cadence.MICROBATCH):
+                    continue
+                yield Hit(
+                    update.node,
+                    "the optimizer update is never followed by a gradient reset, so `.grad` keeps growing: "
+                    "every update also applies the gradients of all previous groups",
+                    "call `optimizer.zero_grad(set_to_none=True)` right after the optimizer update",
+                )
+
+
+def _mentions_reset(model: FileModel) -> bool:
+    """A reset we could not classify (a helper from another module, a custom method) counts as one."""
+    for event_scope in model.scopes:
+        for site in event_scope.sites:
+            if site.call is not None:
+                name = (dotted(site.call.func) or "").lower()
+                if "zero_grad" in name or "reset_grad" in name or "clear_grad" in name:
+                    return True
+            if any(t and t.endswith(".grad") for t in site.targets):
+                return True
+    return False
+
+
+class ResetBetweenBackwardAndStep(Rule):
+    """ACC003: a reset after the group's last backward and before its update wipes the group."""
+
+    code = "ACC003"
+    name = "reset-between-backward-and-step"
+    severity = Severity.ERROR
+    principle = "P3"
+    summary = "gradients reset after the last backward and before the update: the update applies zeros"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            events = group.events
+            for index, update in enumerate(events):
+                if update.kind is not EventKind.UPDATE or group.cadence(update) not in _ONCE_PER_GROUP:
+                    continue
+                stepped = dotted(update.target)
+                for earlier in reversed(events[:index]):
+                    if earlier.kind is EventKind.BACKWARD or earlier.kind is EventKind.UPDATE:
+                        break
+                    if earlier.kind is not EventKind.RESET or group.cadence(earlier) not in _ONCE_PER_GROUP:
+                        continue
+                    same = dotted(earlier.target) == stepped or earlier.role.role in (Role.MODEL, Role.DDP_MODEL)
+                    if same and _same_path(earlier.site.frames, update.site.frames):
+                        yield Hit(
+                            earlier.node,
+                            "the gradients are reset after the group's last backward and before the optimizer "
+                            "update, so the update applies zero gradients and the whole group is lost",
+                            "move the reset after the optimizer update",
+                        )
+
+
+def _same_path(a: tuple, b: tuple) -> bool:
+    """Both sites sit under the same branches (one runs whenever the other does)."""
+    return [f.node for f in a] == [f.node for f in b] or set(map(id, (f.node for f in a))) <= set(
+        map(id, (f.node for f in b))
+    )

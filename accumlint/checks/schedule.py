@@ -1,0 +1,41 @@
+"""The LR scheduler follows its unit: once per optimizer update (P8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
+from accumlint.model.names import dotted
+
+
+class SchedulerPerMicrobatch(Rule):
+    """ACC304: a scheduler stepped every microbatch while the optimizer updates once per group."""
+
+    code = "ACC304"
+    name = "scheduler-per-microbatch"
+    severity = Severity.ERROR
+    principle = "P8"
+    summary = "LR scheduler stepped every microbatch: the schedule runs A times too fast"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            if group.accumulates is not True or group.style is LoopStyle.DEEPSPEED:
+                continue
+            if not any(group.cadence(u) in (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
+                       for u in group.of_kind(EventKind.UPDATE)):
+                continue
+            for step in group.of_kind(EventKind.SCHEDULER_STEP):
+                if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
+                    continue
+                name = dotted(step.target) or "the scheduler"
+                unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (
+                    group.style is LoopStyle.ACCELERATE and step.role.prepared is False) else ""
+                yield Hit(
+                    step.node,
+                    f"`{name}` advances on every microbatch while the optimizer updates once per group of A"
+                    f"{unprepared}: warmup and decay run A times faster than planned",
+                    "step the scheduler once per optimizer update, right after it "
+                    "(under the same boundary test or `if accelerator.sync_gradients:`)",
+                )

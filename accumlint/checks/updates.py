@@ -1,0 +1,124 @@
+"""The optimizer update: gated once per group, on the right microbatch (P1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.boundary import first_value
+from accumlint.model.groups import LoopAnalysis
+from accumlint.model.names import children, dotted
+from accumlint.model.sites import FrameKind
+
+
+class StepEveryMicrobatch(Rule):
+    """ACC004: the loss is scaled for accumulation but the optimizer updates every microbatch."""
+
+    code = "ACC004"
+    name = "step-every-microbatch"
+    severity = Severity.ERROR
+    principle = "P1"
+    summary = "loss scaled for accumulation but the optimizer update runs every microbatch"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            if group.style is not LoopStyle.UNGATED or not _accumulation_evidence(model, group):
+                continue
+            for update in group.of_kind(EventKind.UPDATE):
+                if update.role.role not in (Role.OPTIMIZER, Role.SCALER) or update.role.owner is not None:
+                    continue
+                if group.cadence(update) is Cadence.MICROBATCH:
+                    yield Hit(
+                        update.node,
+                        "the optimizer update runs on every microbatch although the loop is written for "
+                        "accumulation: parameters change inside what should be one group, and a loss divided "
+                        "by A only shrinks the learning rate",
+                        "run the update (and the reset and scheduler step) under `if (i + 1) % A == 0:`",
+                    )
+
+
+def _accumulation_evidence(model: FileModel, group) -> bool:
+    """The loop divides its loss by an A-like value, or tests a boundary on one."""
+    for backward in group.of_kind(EventKind.BACKWARD):
+        if backward.role.role is Role.ACCELERATOR:
+            return False  # Accelerate's own contract: ACC501 speaks for it
+        if model.divisions_by(backward, model.is_accumulation_name):
+            return True
+    for site in group.scope.sites:
+        if not site.inside(group.loop):
+            continue
+        for frame in site.frames_inside(group.loop):
+            test = frame.test if frame.kind in (FrameKind.IF, FrameKind.GUARD) else None
+            if test is not None and _modulo_by_accumulation(model, test):
+                return True
+    return False
+
+
+def _modulo_by_accumulation(model: FileModel, test: cst.BaseExpression) -> bool:
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            if model.is_accumulation_name(node.right):
+                return True
+        stack.extend(children(node))
+    return False
+
+
+class IrregularUpdateBoundary(Rule):
+    """ACC006: a boundary test that does not fire on the last microbatch of every group of A."""
+
+    code = "ACC006"
+    name = "irregular-update-boundary"
+    severity = Severity.ERROR
+    principle = "P1"
+    summary = "the update gate does not select the last microbatch of every group of A"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            gate = group.gate
+            if group.style is not LoopStyle.GATED or gate is None or gate.test is None:
+                continue
+            test = gate.test
+            if test.kind != "modulo" or test.extra or test.report is None:
+                continue
+            updates = [u for u in group.of_kind(EventKind.UPDATE) if group.cadence(u) is Cadence.UPDATE]
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)]
+            if not updates or not backwards or min(u.order for u in updates) < min(b.order for b in backwards):
+                continue  # update at the top of the loop body: it applies the previous microbatches
+            fires_on_residue = test.polarity == (gate.update_branch == "body")
+            analysis = LoopAnalysis(group.scope, model.events[group.scope], model.is_accumulate_context)
+            divisor = dotted(test.divisor)
+            if divisor is not None and divisor in analysis.assigned_in(group.loop):
+                yield Hit(test.report, f"the accumulation steps `{divisor}` are reassigned inside the loop, so "
+                          "group sizes change from one update to the next",
+                          "compute A once before the loop and gate with `(i + 1) % A == 0`")
+                continue
+            if not fires_on_residue:
+                yield Hit(
+                    test.report,
+                    "the update runs when the remainder is non-zero, i.e. on A−1 of every A microbatches "
+                    "(and never when A = 1): accumulation is inverted",
+                    "gate the update with `(i + 1) % A == 0` on a 0-based index",
+                )
+                continue
+            test_order = next((s.order for s in group.scope.sites if s.node is gate.frame_node
+                               or s.statement is gate.frame_node), updates[0].order)
+            first = first_value(test.dividend, group.loop, group.scope.sites, test_order)
+            wanted = 1 if test.residue == 0 else 0
+            if first is None or first == wanted:
+                continue
+            size = "a single microbatch" if first == wanted - 1 or (first == 0 and wanted == 1) else (
+                "a different number of microbatches than A")
+            yield Hit(
+                test.report,
+                f"the boundary test fires on the first microbatch, so the first group holds {size} and every "
+                "later group is shifted; the tail of the epoch is left in `.grad`"
+                if first == 0 and wanted == 1 else
+                f"the boundary test is off by {first - wanted}: the first group holds {size}, later groups are shifted",
+                "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)",
+            )

@@ -1,0 +1,202 @@
+"""The ``accumlint`` command line: ``accumlint check [PATHS]...`` and ``accumlint rule CODE``.
+
+Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal error,
+2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+
+from accumlint import __version__, config, engine
+from accumlint.catalogue import rule_info, rule_infos, rule_page
+from accumlint.config import ConfigError, SelectionLayer, Settings
+from accumlint.discovery import DiscoveryError, discover
+from accumlint.findings import Finding, Severity
+from accumlint.output import FORMATS, render, summary_line
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+def _fail(message: str) -> None:
+    """Print a one-line error to stderr and exit with status 2."""
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _split_codes(values: Iterable[str]) -> list[str]:
+    """Flatten repeatable, comma-separated option values (``--select A,B --select C``)."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _use_color() -> bool:
+    """Colors only on a terminal and only when ``NO_COLOR`` is unset or empty."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _unreadable(path: str, exc: OSError) -> Finding:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return Finding(
+        path=path,
+        line=1,
+        column=1,
+        code=engine.PARSE_ERROR_CODE,
+        name=engine.PARSE_ERROR_NAME,
+        severity=Severity.ERROR,
+        message=f"file could not be read: {reason}",
+        fix="make the file readable, or exclude it",
+    )
+
+
+def _lines(data: bytes) -> list[str]:
+    try:
+        text = engine.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError):
+        text = data.decode("utf-8", errors="replace")
+    # number lines as the parser does: only \n, \r\n and \r end a line
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _cli_layer(
+    select: tuple[str, ...], ignore: tuple[str, ...], extend_select: tuple[str, ...]
+) -> SelectionLayer:
+    selected = _split_codes(select)
+    return SelectionLayer(
+        select=tuple(config.validate_selectors(selected, "--select")) if select else None,
+        ignore=tuple(config.validate_selectors(_split_codes(ignore), "--ignore")),
+        extend_select=tuple(config.validate_selectors(_split_codes(extend_select), "--extend-select")),
+    )
+
+
+def check_files(
+    files: Iterable[str], settings: Settings, enabled: frozenset[str]
+) -> tuple[list[Finding], list[str], dict[str, bytes]]:
+    """Check each file with the enabled codes minus its per-file ignores.
+
+    Returns the findings, the internal errors and the bytes of the files that have findings
+    (for the source snippets of the text format).
+    """
+    findings: list[Finding] = []
+    errors: list[str] = []
+    sources: dict[str, bytes] = {}
+    for path in files:
+        codes = enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:  # unreadable, a directory, vanished since discovery
+            if engine.PARSE_ERROR_CODE in codes:
+                findings.append(_unreadable(path, exc))
+            continue
+        result = engine.check_source(path, data, engine.rules_for(codes))
+        kept = [f for f in result.findings if f.code in codes]
+        if kept:
+            sources[path] = data
+        findings.extend(kept)
+        errors.extend(result.internal_errors)
+    return findings, errors, sources
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="accumlint", message="%(prog)s %(version)s")
+def main() -> None:
+    """accumlint: find gradient-accumulation bugs in PyTorch training code."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--select", multiple=True, metavar="CODES", help="Codes/prefixes to enable (replaces config).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Codes/prefixes to disable.")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Codes/prefixes to enable in addition.")
+@click.option("--exclude", multiple=True, metavar="GLOBS", help="Globs to skip (replaces config `exclude`).")
+@click.option(
+    "--output-format", type=click.Choice(FORMATS), default="text", show_default=True, help="How to print."
+)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=str),
+    help="Use this pyproject.toml instead of searching for one.",
+)
+def check(
+    paths: tuple[str, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    exclude: tuple[str, ...],
+    output_format: str,
+    exit_zero: bool,
+    quiet: bool,
+    statistics: bool,
+    config_path: str | None,
+) -> None:
+    """Check PATHS (files or directories; default: the current directory)."""
+    targets = list(paths) or ["."]
+    try:
+        settings = config.discover_settings(targets, config_path)
+        layers = [settings.layer(), _cli_layer(select, ignore, extend_select)]
+        enabled = config.resolve_selection(layers)
+        excludes = _split_codes(exclude) if exclude else settings.exclude
+        files = discover(targets, exclude=[*excludes, *settings.extend_exclude], root=settings.project_root)
+    except (ConfigError, DiscoveryError) as exc:
+        _fail(str(exc))
+        return
+
+    findings, errors, sources = check_files(files, settings, enabled)
+    color = _use_color()
+
+    def source_lines(path: str) -> list[str] | None:
+        return _lines(sources[path]) if path in sources else None
+
+    body = render(findings, output_format, source_lines=source_lines, color=color, statistics=statistics)
+    if body:
+        click.echo(body, color=color)
+    if output_format != "json" and not quiet and not statistics:
+        if findings:
+            click.echo("")
+        click.echo(summary_line(len(findings), color=color), color=color)
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    if errors:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="List every rule: code, name, severity, default.")
+def rule(code: str | None, show_all: bool) -> None:
+    """Print the catalogue page of rule CODE (e.g. ACC001), or list all rules."""
+    if show_all:
+        infos = rule_infos()
+        width = max(len(info.name) for info in infos)
+        for info in infos:
+            default = "on" if info.default_enabled else "off"
+            severity = info.severity.value
+            click.echo(f"{info.code}  {info.name:<{width}}  {severity:<7}  {default:<3}  {info.summary}")
+        return
+    if code is None:
+        _fail("give a rule code (e.g. `accumlint rule ACC001`) or --all")
+        return
+    info = rule_info(code)
+    if info is None:
+        valid = ", ".join(i.code for i in rule_infos())
+        _fail(f"unknown rule code {code!r}; valid codes: {valid}")
+        return
+    page = rule_page(info)
+    if page is None:
+        click.echo(f"{info.code} {info.name} [{info.severity.value}]: {info.summary}")
+        if info.url:
+            click.echo(f"see: {info.url}")
+        click.echo(f"note: the catalogue page of {info.code} is not installed", err=True)
+        return
+    click.echo(page.rstrip("\n"))

@@ -1,0 +1,321 @@
+"""``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
+
+Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
+``per-file-ignores``. The configuration is the first ``pyproject.toml`` with a
+``[tool.accumlint]`` table found walking up from the checked path (or the file given
+with ``--config``); its directory is the project root that exclude and per-file-ignores
+globs are relative to.
+
+Selectors are full codes (``ACC001``), prefixes (``ACC1``, ``ACC00``) or ``ALL``. The
+default selection is every rule with ``default_enabled = True`` plus ``ACC000``; any
+explicit selector (``ALL``, ``ACC9``) also enables rules that are off by default. As in
+ruff, when a code is matched by both a select and an ignore selector, the more specific
+selector wins and ``ignore`` wins a tie. ``ACC000`` (a file could not be checked) stays
+on unless it is ignored by its full code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from accumlint import checks
+from accumlint.engine import PARSE_ERROR_CODE
+
+ALL_SELECTOR = "ALL"
+CONFIG_FILE = "pyproject.toml"
+KNOWN_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores")
+
+
+class ConfigError(Exception):
+    """A configuration problem; the message is one line naming the key or value at fault."""
+
+
+@dataclass(frozen=True)
+class SelectionLayer:
+    """One layer of rule selection (the config file, then the command line).
+
+    ``select`` is ``None`` when the layer does not set it: the previous layer's selection
+    carries over and ``extend_select``/``ignore`` adjust it.
+    """
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+
+
+@dataclass
+class Settings:
+    """The ``[tool.accumlint]`` settings in effect (defaults where no config file was found)."""
+
+    project_root: Path
+    config_path: Path | None = None
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    extend_exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+
+    def layer(self) -> SelectionLayer:
+        """The config file's rule-selection layer."""
+        return SelectionLayer(
+            select=None if self.select is None else tuple(self.select),
+            ignore=tuple(self.ignore),
+            extend_select=tuple(self.extend_select),
+        )
+
+
+# --- codes and selectors ----------------------------------------------------------
+
+
+def known_codes() -> list[str]:
+    """Every code that can be selected: ``ACC000`` and the registered rules, sorted."""
+    return sorted({PARSE_ERROR_CODE, *(rule.code for rule in checks.ALL_RULES)})
+
+
+def default_codes() -> frozenset[str]:
+    """The codes enabled when nothing is selected: default-enabled rules plus ``ACC000``."""
+    return frozenset({PARSE_ERROR_CODE, *(r.code for r in checks.ALL_RULES if r.default_enabled)})
+
+
+def _allowed_selectors_hint(codes: Sequence[str]) -> str:
+    prefixes = sorted({code[:4] for code in codes})
+    return f"allowed: ALL, a code ({', '.join(codes)}) or a prefix of one (e.g. {', '.join(prefixes)})"
+
+
+def validate_selector(value: object, key: str) -> str:
+    """Return ``value`` as a normalized selector, or raise :class:`ConfigError` naming ``key``."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: expected a rule code string, got {value!r}")
+    selector = value.strip().upper()
+    codes = known_codes()
+    if selector == ALL_SELECTOR or (
+        selector.startswith("ACC") and any(code.startswith(selector) for code in codes)
+    ):
+        return selector
+    raise ConfigError(f"{key}: unknown rule selector {value!r}; {_allowed_selectors_hint(codes)}")
+
+
+def validate_selectors(values: Iterable[object], key: str) -> list[str]:
+    """Validate a list of selectors (see :func:`validate_selector`)."""
+    return [validate_selector(v, key) for v in values]
+
+
+def _matches(selector: str, code: str) -> bool:
+    if code == PARSE_ERROR_CODE:  # only its full code names ACC000
+        return selector == PARSE_ERROR_CODE
+    return selector == ALL_SELECTOR or code.startswith(selector)
+
+
+def _specificity(selector: str) -> int:
+    return 0 if selector == ALL_SELECTOR else len(selector)
+
+
+def resolve_selection(layers: Sequence[SelectionLayer], codes: Iterable[str] | None = None) -> frozenset[str]:
+    """The enabled codes after applying ``layers`` in order to the default selection.
+
+    Within a layer, selectors are applied from least to most specific; at each
+    specificity the select selectors are applied first and the ignore selectors after,
+    so a more specific selector wins and ``ignore`` wins a tie (ruff's semantics).
+    """
+    universe = sorted(known_codes() if codes is None else set(codes))
+    enabled = set(default_codes() & set(universe))
+    parse_error_ignored = False
+    for layer in layers:
+        if layer.select is not None:
+            enabled = set()
+            selects = [*layer.select, *layer.extend_select]
+        else:
+            selects = list(layer.extend_select)
+        ignores = list(layer.ignore)
+        if PARSE_ERROR_CODE in ignores:
+            parse_error_ignored = True
+        elif PARSE_ERROR_CODE in selects:
+            parse_error_ignored = False
+        for spec in sorted({_specificity(s) for s in [*selects, *ignores]}):
+            for selector in selects:
+                if _specificity(selector) == spec:
+                    enabled.update(code for code in universe if _matches(selector, code))
+            for selector in ignores:
+                if _specificity(selector) == spec:
+                    enabled.difference_update(code for code in universe if _matches(selector, code))
+    if not parse_error_ignored:
+        enabled.add(PARSE_ERROR_CODE)
+    return frozenset(enabled)
+
+
+def ignored_codes(selectors: Iterable[str], enabled: Iterable[str]) -> frozenset[str]:
+    """The codes among ``enabled`` that ``selectors`` (an ignore list) match."""
+    selectors = list(selectors)
+    return frozenset(code for code in enabled if any(_matches(s, code) for s in selectors))
+
+
+# --- paths and globs --------------------------------------------------------------
+
+
+def _posix_relative(path: Path, root: Path) -> str | None:
+    try:
+        return PurePath(os.path.relpath(path, root)).as_posix() if path.is_relative_to(root) else None
+    except ValueError:  # different drives on Windows
+        return None
+
+
+def glob_matches(path: str | os.PathLike[str], pattern: str, root: Path, *, ancestors: bool = True) -> bool:
+    """Whether ``pattern`` matches ``path`` the way ruff's exclude globs do.
+
+    The pattern is tried against the path's basename, its path relative to ``root`` and
+    its absolute path; with ``ancestors`` a pattern that matches a directory above the
+    path (below ``root``) matches too. ``*`` matches across ``/``.
+    """
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    pattern = pattern.rstrip("/") or pattern
+    absolute = Path(os.path.abspath(path))
+    relative = _posix_relative(absolute, root)
+    candidates = [absolute.as_posix(), absolute.name]
+    if relative is not None and relative != ".":
+        parts = PurePath(relative).parts
+        stop = 0 if ancestors else len(parts) - 1
+        for end in range(len(parts), stop, -1):  # the path, then its ancestors below the root
+            candidates.append("/".join(parts[:end]))
+            candidates.append(parts[end - 1])
+    return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
+
+
+# --- loading ----------------------------------------------------------------------
+
+
+def _string_list(table: Mapping[str, Any], key: str) -> list[str] | None:
+    if key not in table:
+        return None
+    value = table[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"[tool.accumlint] {key}: expected a list of strings, got {value!r}")
+    return list(value)
+
+
+def settings_from_table(table: Mapping[str, Any], project_root: Path, config_path: Path | None) -> Settings:
+    """Validate a ``[tool.accumlint]`` table and turn it into :class:`Settings`."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[tool.accumlint] must be a table, got {table!r}")
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"[tool.accumlint] unknown key {unknown[0]!r} in {config_path or 'config'}; "
+            f"allowed keys: {', '.join(KNOWN_KEYS)}"
+        )
+    settings = Settings(project_root=project_root, config_path=config_path)
+    select = _string_list(table, "select")
+    if select is not None:
+        settings.select = validate_selectors(select, "[tool.accumlint] select")
+    for key, attr in (("ignore", "ignore"), ("extend-select", "extend_select")):
+        values = _string_list(table, key)
+        if values is not None:
+            setattr(settings, attr, validate_selectors(values, f"[tool.accumlint] {key}"))
+    for key, attr in (("exclude", "exclude"), ("extend-exclude", "extend_exclude")):
+        values = _string_list(table, key)
+        if values is not None:
+            setattr(settings, attr, values)
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, Mapping):
+            raise ConfigError(
+                f"[tool.accumlint] per-file-ignores: expected a table of glob = [codes], got {pfi!r}"
+            )
+        for pattern, codes in pfi.items():
+            key = f"[tool.accumlint] per-file-ignores {pattern!r}"
+            if not isinstance(codes, list):
+                raise ConfigError(f"{key}: expected a list of rule codes, got {codes!r}")
+            settings.per_file_ignores[pattern] = validate_selectors(codes, key)
+    return settings
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+
+
+def _accumlint_table(data: Mapping[str, Any]) -> Any:
+    tool = data.get("tool")
+    if isinstance(tool, Mapping) and "accumlint" in tool:
+        return tool["accumlint"]
+    return None
+
+
+def load_settings(config_path: str | os.PathLike[str]) -> Settings:
+    """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``)."""
+    path = Path(config_path).absolute()
+    if path.is_dir():
+        path = path / CONFIG_FILE
+    table = _accumlint_table(_read_toml(path))
+    return settings_from_table({} if table is None else table, path.parent, path)
+
+
+def find_config(start: str | os.PathLike[str]) -> Path | None:
+    """The first ``pyproject.toml`` with a ``[tool.accumlint]`` table, walking up from ``start``.
+
+    Stops at the filesystem root. A ``pyproject.toml`` that cannot be parsed on the way
+    raises :class:`ConfigError` (silently skipping it would hide the user's settings).
+    """
+    here = Path(os.path.abspath(start))
+    if not here.is_dir():
+        here = here.parent
+    for directory in (here, *here.parents):
+        candidate = directory / CONFIG_FILE
+        if candidate.is_file() and _accumlint_table(_read_toml(candidate)) is not None:
+            return candidate
+    return None
+
+
+def common_start(paths: Sequence[str | os.PathLike[str]]) -> Path:
+    """The directory to start the config search from: the deepest common ancestor of ``paths``."""
+    if not paths:
+        return Path.cwd()
+    absolute = [os.path.abspath(p) for p in paths]
+    try:
+        return Path(os.path.commonpath(absolute))
+    except ValueError:  # different drives
+        return Path(absolute[0])
+
+
+def discover_settings(
+    paths: Sequence[str | os.PathLike[str]], config: str | os.PathLike[str] | None = None
+) -> Settings:
+    """Settings for checking ``paths``: from ``config`` if given, else found by walking up.
+
+    Without any config file the project root is the current directory.
+    """
+    if config is not None:
+        return load_settings(config)
+    found = find_config(common_start(paths))
+    if found is None:
+        return Settings(project_root=Path.cwd())
+    return load_settings(found)
+
+
+def per_file_ignored(path: str | os.PathLike[str], settings: Settings) -> list[str]:
+    """The ignore selectors that ``per-file-ignores`` applies to ``path``."""
+    selectors: list[str] = []
+    for pattern, codes in settings.per_file_ignores.items():
+        if glob_matches(path, pattern, settings.project_root):
+            selectors.extend(codes)
+    return selectors

@@ -1,0 +1,134 @@
+"""Which files to check: the paths given, walked for ``.py`` files, minus the excluded ones.
+
+* Directories are walked for ``*.py`` files. Version-control folders, virtual
+  environments (also any folder holding a ``pyvenv.cfg``), build output, caches and
+  ``site-packages`` are skipped (:data:`SKIP_DIRS`, :data:`SKIP_DIR_GLOBS`), as are
+  directories and files matching the ``exclude`` globs (matched against the path
+  relative to the project root, the absolute path and the basename, like ruff).
+* A path named explicitly is never excluded (like ruff without ``--force-exclude``): an
+  explicit file is checked whatever its suffix, an explicit directory is walked.
+* Symlinked directories are followed when they lead out of the walked trees, once: a
+  symlink into a walked tree (which the walk reaches anyway) and a directory whose real
+  path was already walked are skipped, so symlink loops end. A file is listed once.
+* The result is sorted, so the order does not depend on the filesystem.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from accumlint.config import glob_matches
+
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".eggs",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".accumlint_cache",
+        "site-packages",
+    }
+)
+SKIP_DIR_GLOBS = ("*.egg-info",)
+PYTHON_SUFFIXES = (".py",)
+
+
+class DiscoveryError(Exception):
+    """A path given on the command line cannot be used (for example, it does not exist)."""
+
+
+def is_skipped_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether a directory is one of the built-in skips (VCS, venv, build output, caches)."""
+    name = os.path.basename(os.path.normpath(path))
+    if name in SKIP_DIRS or any(fnmatch.fnmatchcase(name, g) for g in SKIP_DIR_GLOBS):
+        return True
+    return os.path.isfile(os.path.join(path, "pyvenv.cfg"))
+
+
+def is_excluded(path: str | os.PathLike[str], patterns: Iterable[str], root: Path) -> bool:
+    """Whether ``path`` itself matches one of the exclude globs (relative to ``root``)."""
+    return any(glob_matches(path, pattern, root, ancestors=False) for pattern in patterns)
+
+
+def _display(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def _inside(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _walk(
+    top: str, patterns: Sequence[str], root: Path, roots: Sequence[str], seen_dirs: set[str]
+) -> Iterable[str]:
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
+        kept = []
+        for name in sorted(dirnames):
+            sub = os.path.join(dirpath, name)
+            if is_skipped_dir(sub) or is_excluded(sub, patterns, root):
+                continue
+            real = os.path.realpath(sub)
+            # a symlink into a tree that is walked anyway is redundant (and may be a loop);
+            # any directory reached a second time is skipped
+            if real in seen_dirs or (os.path.islink(sub) and _inside(real, roots)):
+                continue
+            seen_dirs.add(real)
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if not name.endswith(PYTHON_SUFFIXES):
+                continue
+            path = os.path.join(dirpath, name)
+            if not is_excluded(path, patterns, root):
+                yield path
+
+
+def discover(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    exclude: Sequence[str] = (),
+    root: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """The files to check under ``paths``, as sorted display paths.
+
+    ``exclude`` globs are relative to ``root`` (default: the current directory).
+    Raises :class:`DiscoveryError` if a path does not exist.
+    """
+    project_root = Path(os.path.abspath(root if root is not None else os.getcwd()))
+    patterns = [p for p in exclude if p.strip()]
+    for path in paths:
+        if not os.path.lexists(path):
+            raise DiscoveryError(f"{os.fspath(path)}: path does not exist")
+    found: dict[str, str] = {}  # real path -> display path (first route wins)
+    seen_dirs: set[str] = set()
+    roots = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
+
+    def add(path: str) -> None:
+        found.setdefault(os.path.realpath(path), _display(path))
+
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            real = os.path.realpath(path)
+            if real in seen_dirs:
+                continue
+            seen_dirs.add(real)
+            for file in _walk(path, patterns, project_root, roots, seen_dirs):
+                add(file)
+        else:  # a file (or a dangling symlink: reading it reports the reason)
+            add(path)
+    return sorted(set(found.values()))

@@ -1,0 +1,51 @@
+"""The unit of output: one finding of one rule at one place in one file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How sure and how bad: error = the run computes something other than intended;
+    warning = very likely wrong; info = a fact worth recording."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """One finding.
+
+    Positions are 1-based lines and 1-based columns (as ruff reports them); ``end_*`` is
+    the end of the flagged node. ``message`` says what happens at run time, ``fix`` how to
+    repair it (a sentence, not an edit), ``url`` the rule's page.
+    """
+
+    path: str
+    line: int
+    column: int
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    fix: str = ""
+    end_line: int = 0
+    end_column: int = 0
+    url: str = ""
+
+    def to_json(self) -> dict:
+        """The finding as a ruff-shaped JSON object (``--output-format json``)."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "severity": self.severity.value,
+            "filename": self.path,
+            "location": {"row": self.line, "column": self.column},
+            "end_location": {"row": self.end_line or self.line, "column": self.end_column or self.column},
+            "fix": {"message": self.fix, "applicability": "display-only", "edits": []} if self.fix else None,
+            "url": self.url,
+        }

@@ -1,0 +1,106 @@
+"""Just enough data flow for the rules: the assignment that reaches a use (by execution
+order inside one scope), and the divisions a loss went through before its backward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import libcst as cst
+
+from accumlint.model.names import dotted
+from accumlint.model.sites import Scope, Site
+
+MAX_CHAIN = 5
+
+
+def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNode | None = None) -> Site | None:
+    """The last plain or augmented assignment to ``name`` executed before position ``before``
+    (optionally only those inside ``within``); assignments inside inlined helpers do not count."""
+    found: Site | None = None
+    for site in scope.sites:
+        if site.order >= before:
+            break
+        if name in site.targets and not site.in_helper and (within is None or site.inside(within)):
+            found = site
+    return found
+
+
+def _divisions_in(expression: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
+    """(node, divisor) for every ``x / d`` and ``x * (1 / d)`` in the arithmetic of ``expression``,
+    not looking into call arguments (``model(x / 255)`` is not a loss normalization)."""
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.Divide):
+                yield node, node.right
+            elif isinstance(node.operator, cst.Multiply):
+                for side in (node.left, node.right):
+                    if isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Divide):
+                        yield node, side.right
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+        elif isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)  # (loss / A).mean()
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            stack.append(node.value)
+
+
+def names_feeding(expression: cst.BaseExpression) -> list[str]:
+    """Dotted names whose value flows arithmetically into ``expression`` (same limits as above)."""
+    names: list[str] = []
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        node = stack.pop()
+        text = dotted(node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        if text is not None:
+            names.append(text)
+            if isinstance(node, (cst.Attribute, cst.Subscript)):
+                stack.append(node.value)
+            continue
+        if isinstance(node, cst.BinaryOperation):
+            # the divisor is not part of the loss's value history
+            stack.extend((node.left,) if isinstance(node.operator, cst.Divide) else (node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            stack.append(node.func.value)
+    return names
+
+
+def loss_divisions(
+    expression: cst.BaseExpression | None, site: Site, is_divisor: Callable[[cst.BaseExpression], bool],
+) -> list[cst.CSTNode]:
+    """The statements or nodes where the value of ``expression`` (used at ``site``) was divided
+    by a divisor that ``is_divisor`` accepts, following assignments back through the scope."""
+    if expression is None:
+        return []
+    found: list[cst.CSTNode] = []
+    seen: set[int] = set()
+    work: list[tuple[cst.BaseExpression, int, int]] = [(expression, site.order, 0)]
+    while work:
+        current, order, depth = work.pop()
+        for node, divisor in _divisions_in(current):
+            if is_divisor(divisor):
+                found.append(node)
+        if depth >= MAX_CHAIN:
+            continue
+        for name in names_feeding(current):
+            definition = reaching_assignment(site.scope, name, order)
+            if definition is None or id(definition) in seen or definition.value is None:
+                continue
+            seen.add(id(definition))
+            if definition.augmented is not None:
+                if isinstance(definition.augmented, cst.DivideAssign) and is_divisor(definition.value):
+                    found.append(definition.node)
+                previous = reaching_assignment(site.scope, name, definition.order)
+                if previous is not None and previous.value is not None and id(previous) not in seen:
+                    seen.add(id(previous))
+                    work.append((previous.value, previous.order, depth + 1))
+                continue
+            if isinstance(definition.node, (cst.For, cst.With)):
+                continue
+            work.append((definition.value, definition.order, depth + 1))
+    return found

@@ -1,0 +1,105 @@
+"""Which training event a site performs: backward, gradient reset, optimizer update,
+scheduler step, clipping, unscale, scaler update.
+
+A method call counts only when its receiver's role makes it unambiguous: ``x.step()`` is
+an optimizer update for an optimizer, a scheduler step for a scheduler, and nothing for
+an object we cannot place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from accumlint.model.kinds import EventKind, Role
+from accumlint.model.names import dotted, last_segment, method_name, positional, receiver
+from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
+from accumlint.model.sites import Site
+
+_CLIP = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+_BACKWARD_OWNERS = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER})
+
+
+@dataclass(frozen=True, eq=False)
+class Event:
+    """A site classified as a training event.
+
+    ``target``: the object acted on (the optimizer stepped, the model reset …) and its role;
+    ``loss``: for a backward, the expression whose gradient is taken.
+    """
+
+    kind: EventKind
+    site: Site
+    target: cst.BaseExpression | None
+    role: RoleInfo
+    method: str
+    loss: cst.BaseExpression | None = None
+
+    @property
+    def node(self) -> cst.CSTNode:
+        return self.site.node
+
+    @property
+    def order(self) -> int:
+        return self.site.order
+
+
+def classify(site: Site, roles: Roles) -> Event | None:
+    """The event ``site`` performs, or ``None`` (not an event, or not decidable)."""
+    if site.call is None:
+        return _classify_assignment(site)
+    call = site.call
+    method = method_name(call)
+    if method is None:
+        name = dotted(call.func) or ""
+        if name.endswith("autograd.backward"):
+            return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward", positional(call, 0))
+        if last_segment(name) in _CLIP:
+            return Event(EventKind.CLIP, site, positional(call, 0), UNKNOWN, last_segment(name))
+        if last_segment(name) == "optimizer_step":  # torch_xla xm.optimizer_step(optimizer)
+            target = positional(call, 0)
+            return Event(EventKind.UPDATE, site, target, roles.of(target, site), "optimizer_step")
+        return None
+    target = receiver(call)
+    role = roles.of(target, site)
+    if method in ("backward", "manual_backward"):
+        if method == "manual_backward" or (positional(call, 0) is not None and role.role in _BACKWARD_OWNERS):
+            return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
+        loss = target
+        if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
+            loss = positional(loss, 0)
+        return Event(EventKind.BACKWARD, site, target, role, method, loss)
+    if method == "update_params" and role.role is Role.OPTIM_WRAPPER:
+        return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
+    if method == "zero_grad":
+        return Event(EventKind.RESET, site, target, role, method) if role.role is not Role.SCHEDULER else None
+    if method in ("zero_", "detach_") and target is not None and (dotted(target) or "").endswith(".grad"):
+        return Event(EventKind.RESET, site, target, role, method)
+    if method == "step":
+        if role.role in (Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER):
+            return Event(EventKind.UPDATE, site, target, role, method)
+        if role.role is Role.SCALER:
+            return Event(EventKind.UPDATE, site, positional(call, 0), role, "scaler.step")
+        if role.role is Role.SCHEDULER:
+            return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
+        return None
+    if method == "step_update" and role.role is Role.SCHEDULER:
+        return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
+    if method in _CLIP:
+        return Event(EventKind.CLIP, site, target, role, method)
+    if method == "unscale_" and role.role is Role.SCALER:
+        return Event(EventKind.UNSCALE, site, positional(call, 0), role, method)
+    if method == "update" and role.role is Role.SCALER:
+        return Event(EventKind.SCALER_UPDATE, site, target, role, method)
+    return None
+
+
+def _classify_assignment(site: Site) -> Event | None:
+    if not site.targets or site.is_return or site.augmented is not None:
+        return None
+    if isinstance(site.value, cst.Name) and site.value.value == "None":
+        for name in site.targets:
+            if name and name.endswith(".grad"):
+                return Event(EventKind.RESET, site, None, UNKNOWN, "grad = None")
+    return None

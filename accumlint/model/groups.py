@@ -1,0 +1,301 @@
+"""Accumulation loops: which loop iterates microbatches, how its optimizer update is gated,
+and how often each training event in it runs (every microbatch, once per update, …).
+
+Shapes recognized:
+- GATED: the update sits under a boundary test inside the microbatch loop;
+- MICRO_LOOP: an inner loop of backwards followed (after the loop) by the update;
+- ACCELERATE: the loop body enters ``accelerator.accumulate()``, prepared objects are gated;
+- DEEPSPEED: ``engine.step()`` runs every microbatch and the engine decides the boundary;
+- UNGATED: the update runs every microbatch (no accumulation, or ACC004).
+When none fits, the loop is UNKNOWN and rules stay silent about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import libcst as cst
+
+from accumlint.model import boundary
+from accumlint.model import frameworks as fw
+from accumlint.model.events import Event
+from accumlint.model.kinds import Cadence, EventKind, Role
+from accumlint.model.names import children, dotted, method_name, names_in
+from accumlint.model.sites import Frame, FrameKind, Scope, Site
+
+_PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
+
+
+class LoopStyle(str, Enum):
+    GATED = "optimizer update gated by a boundary test"
+    MICRO_LOOP = "inner microbatch loop followed by the optimizer update"
+    ACCELERATE = "Accelerate accumulate()"
+    DEEPSPEED = "DeepSpeed engine owns the boundary"
+    UNGATED = "optimizer update on every microbatch"
+    NO_UPDATE = "no optimizer update in this function"
+    UNKNOWN = "undecided"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The ``if`` (or ``continue`` guard) that gates the update, and the branch the update is in."""
+
+    frame_node: cst.CSTNode
+    update_branch: str  # "body" or "orelse"
+    test: boundary.BoundaryTest | None
+
+
+@dataclass(eq=False)
+class AccumulationLoop:
+    """One microbatch loop and the events of its group.
+
+    ``events``: every event of the group region in execution order (the loop, plus for
+    MICRO_LOOP the statements around it in the enclosing block). ``accumulates``: True
+    when a group holds several microbatches, False when it holds one, None when unknown.
+    """
+
+    scope: Scope
+    loop: cst.For | cst.While
+    style: LoopStyle
+    events: list[Event]
+    gate: Gate | None = None
+    accumulates: bool | None = None
+    cadences: dict[int, Cadence] = field(default_factory=dict)
+    accumulate_contexts: list[cst.With] = field(default_factory=list)
+
+    def cadence(self, event: Event) -> Cadence:
+        """How often ``event`` runs relative to the group (``UNKNOWN`` when undecidable)."""
+        return self.cadences.get(id(event), Cadence.UNKNOWN)
+
+    def of_kind(self, *kinds: EventKind) -> list[Event]:
+        return [event for event in self.events if event.kind in kinds]
+
+    def in_loop(self, event: Event) -> bool:
+        return event.site.inside(self.loop)
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.scope.loop_spans[self.loop]
+
+
+class LoopAnalysis:
+    """Builds :class:`AccumulationLoop` objects for one scope."""
+
+    def __init__(self, scope: Scope, events: list[Event], accumulate_test) -> None:
+        self.scope = scope
+        self.events = events
+        self.is_accumulate_context = accumulate_test  # With node -> bool
+
+    # --- loops ------------------------------------------------------------------------------
+    def microbatch_loops(self) -> list[cst.For | cst.While]:
+        """Innermost own loops that contain a backward (in this scope or a helper it calls)."""
+        loops: list[cst.For | cst.While] = []
+        for event in self.events:
+            if event.kind is not EventKind.BACKWARD:
+                continue
+            own = _own_frames(event.site)
+            if len(own) < len(event.site.frames) and any(
+                f.kind is FrameKind.LOOP for f in event.site.frames[len(own):]
+            ):
+                continue  # the backward is in a loop of the helper: that scope analyses it
+            inner = [f.node for f in own if f.kind is FrameKind.LOOP]
+            if inner and inner[-1] not in loops and inner[-1] in self.scope.loop_spans:
+                loops.append(inner[-1])  # type: ignore[arg-type]
+        return loops
+
+    def analyse(self, loop: cst.For | cst.While) -> AccumulationLoop:
+        inside = [e for e in self.events if e.site.inside(loop)]
+        updates = [e for e in inside if e.kind is EventKind.UPDATE]
+        accumulate = [f.node for e in inside for f in e.site.frames_inside(loop)
+                      if f.kind is FrameKind.WITH and self.is_accumulate_context(f.node)]
+        contexts = list(dict.fromkeys(accumulate))
+        gate = None
+        conditional_unknown = False
+        for update in updates:
+            found, unknown = self._gate_of(update.site, loop)
+            if found is not None and gate is None:
+                gate = found
+            conditional_unknown = conditional_unknown or (found is None and unknown)
+        if gate is not None:
+            style = LoopStyle.GATED
+        elif updates and not conditional_unknown:
+            if any(any(f.node in contexts for f in u.site.frames) for u in updates):
+                style = LoopStyle.ACCELERATE
+            elif any(u.role.role is Role.ENGINE for u in updates):
+                style = LoopStyle.DEEPSPEED
+            else:
+                style = LoopStyle.UNGATED
+        elif updates:
+            style = LoopStyle.UNKNOWN
+        elif contexts:
+            style = LoopStyle.ACCELERATE
+        else:
+            style = LoopStyle.MICRO_LOOP if self._updates_after(loop) else LoopStyle.NO_UPDATE
+        group = AccumulationLoop(self.scope, loop, style, [], gate, accumulate_contexts=contexts)  # type: ignore[arg-type]
+        self._fill(group)
+        return group
+
+    # --- gates ------------------------------------------------------------------------------
+    def _gate_of(self, site: Site, loop: cst.CSTNode) -> tuple[Gate | None, bool]:
+        """The boundary gate around ``site`` inside ``loop``; second value: under an unknown condition."""
+        unknown = False
+        for frame in site.frames_inside(loop):
+            if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
+                unknown = True
+            if frame.kind not in (FrameKind.IF, FrameKind.GUARD):
+                continue
+            test = self.boundary_test(frame, loop)
+            if test is not None:
+                branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
+                return Gate(frame.node, branch, test), False
+            if not self.invariant(frame.test, loop):
+                unknown = True
+        return None, unknown
+
+    def boundary_test(self, frame: Frame, loop: cst.CSTNode) -> boundary.BoundaryTest | None:
+        test = frame.test
+        if test is None:
+            return None
+        order = next((s.order for s in self.scope.sites if s.statement is frame.node or s.node is frame.node), None)
+        found = boundary.analyze(test, lambda name: self.flag_value(name, loop, order))
+        if found is None or (found.kind != "framework" and self.invariant(test, loop)):
+            return None
+        return found
+
+    def flag_value(
+        self, name: str, loop: cst.CSTNode, before: int | None
+    ) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
+        """The value last assigned to ``name`` inside ``loop`` before execution position ``before``."""
+        best: Site | None = None
+        for site in self.scope.sites:
+            if (site.targets == (name,) and site.augmented is None and site.value is not None
+                    and not site.in_helper and site.inside(loop) and (before is None or site.order < before)):
+                best = site
+        return (best.value, best.statement) if best is not None else None  # type: ignore[return-value]
+
+    def invariant(self, test: cst.BaseExpression | None, loop: cst.CSTNode) -> bool:
+        """Whether a condition has the same value on every microbatch of ``loop`` (a config flag)."""
+        if test is None:
+            return False
+        assigned = self.assigned_in(loop)
+        for name in names_in(test):
+            if any(name == a or name.startswith(a + ".") or name.startswith(a + "[") or a.startswith(name + ".")
+                   for a in assigned):
+                return False
+        stack: list[cst.CSTNode] = [test]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call) and dotted(node.func) not in _PURE_CALLS:
+                return False
+            if isinstance(node, cst.Attribute) and node.attr.value in fw.ACCELERATE_BOUNDARY_ATTRS:
+                return False
+            stack.extend(children(node))
+        return True
+
+    def assigned_in(self, loop: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+        for site in self.scope.sites:
+            if site.targets and (site.inside(loop) or site.node is loop):
+                names.update(n for n in site.targets if n)
+        return names
+
+    def _updates_after(self, loop: cst.CSTNode) -> bool:
+        root = self._region_root(loop)
+        _, end = self.scope.loop_spans[loop]
+        return any(e.kind is EventKind.UPDATE and e.order >= end and (root is None or e.site.inside(root))
+                   for e in self.events)
+
+    def _region_root(self, loop: cst.CSTNode) -> cst.CSTNode | None:
+        """The loop that encloses ``loop`` in this scope (None: the function body)."""
+        frames = next((s.frames for s in self.scope.sites if s.inside(loop)), ())
+        nodes = [f.node for f in frames]
+        index = next((i for i, node in enumerate(nodes) if node is loop), len(frames))
+        outer = [f.node for f in frames[:index] if f.kind is FrameKind.LOOP]
+        return outer[-1] if outer else None
+
+    # --- cadences ---------------------------------------------------------------------------
+    def _fill(self, group: AccumulationLoop) -> None:
+        loop = group.loop
+        start, end = self.scope.loop_spans[loop]
+        if group.style is LoopStyle.MICRO_LOOP:
+            root = self._region_root(loop)
+            region = [e for e in self.events if root is None or e.site.inside(root)]
+        else:
+            region = [e for e in self.events if e.site.inside(loop)]
+        group.events = region
+        for event in region:
+            if event.site.inside(loop):
+                cadence = self._cadence_in_loop(group, event)
+            else:
+                root = self._region_root(loop)
+                frames = event.site.frames_inside(root) if root is not None else event.site.frames
+                cadence = Cadence.GROUP_START if event.order < start else Cadence.UPDATE
+                for frame in frames:
+                    if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
+                        cadence = Cadence.UNKNOWN
+                    elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
+                        cadence = Cadence.UNKNOWN
+            group.cadences[id(event)] = cadence
+        group.accumulates = {
+            LoopStyle.GATED: True,
+            LoopStyle.MICRO_LOOP: True,
+            LoopStyle.UNGATED: False,
+        }.get(group.style)
+
+    def _cadence_in_loop(self, group: AccumulationLoop, event: Event) -> Cadence:
+        if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN):
+            return Cadence.UNKNOWN
+        cadence = Cadence.MICROBATCH
+        in_accumulate = False
+        for frame in event.site.frames_inside(group.loop):
+            if frame.kind is FrameKind.WITH and frame.node in group.accumulate_contexts:
+                in_accumulate = True
+            elif frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
+                return Cadence.UNKNOWN
+            elif frame.kind in (FrameKind.IF, FrameKind.GUARD):
+                branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
+                if group.gate is not None and frame.node is group.gate.frame_node:
+                    return Cadence.UPDATE if branch == group.gate.update_branch else Cadence.NON_BOUNDARY
+                test = self.boundary_test(frame, group.loop)
+                if test is not None and test.kind == "framework":
+                    positive = (branch == "body") == test.polarity
+                    return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
+                if test is not None and group.gate is not None and _same_test(test, group.gate.test):
+                    positive = (branch == "body") == (test.polarity == group.gate.test.polarity) == (
+                        group.gate.update_branch == "body")
+                    return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
+                if not self.invariant(frame.test, group.loop):
+                    return Cadence.UNKNOWN
+        if in_accumulate and event.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.SCHEDULER_STEP):
+            role = event.role
+            if event.kind is EventKind.RESET and role.role is Role.MODEL:
+                return Cadence.MICROBATCH
+            if role.role not in fw.ACCELERATE_GATED_ROLES:
+                return Cadence.UNKNOWN
+            if role.prepared is True:
+                return Cadence.FRAMEWORK_GATED
+            return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
+        return cadence
+
+
+def _same_test(a: boundary.BoundaryTest, b: boundary.BoundaryTest | None) -> bool:
+    return (b is not None and a.kind == b.kind == "modulo" and dotted(a.divisor) is not None
+            and dotted(a.divisor) == dotted(b.divisor))
+
+
+def _own_frames(site: Site) -> tuple[Frame, ...]:
+    return _own_frames_list(site.frames)
+
+
+def _own_frames_list(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The frames before the first inlined-helper frame (the scope's own control flow)."""
+    for index, frame in enumerate(frames):
+        if frame.kind is FrameKind.HELPER:
+            return frames[:index]
+    return frames
+
+
+def is_accumulate_call(node: cst.CSTNode) -> bool:
+    """Whether a ``with`` item is ``<accelerator>.accumulate(...)``."""
+    return isinstance(node, cst.Call) and method_name(node) == "accumulate"

@@ -1,0 +1,57 @@
+"""The vocabulary of the model: object roles, training events, and how often code runs."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Role(str, Enum):
+    """What an object is in a training loop."""
+
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "LR scheduler"
+    SCALER = "gradient scaler"
+    MODEL = "model"
+    DDP_MODEL = "DDP-wrapped model"
+    FSDP_MODEL = "FSDP-wrapped model"
+    ACCELERATOR = "Accelerate accelerator"
+    FABRIC = "Lightning Fabric"
+    ENGINE = "DeepSpeed engine"
+    OPTIM_WRAPPER = "mmengine optimizer wrapper"
+    LOADER = "data loader"
+    OTHER = "other"  # a value we know is none of the above (e.g. parser.parse_args())
+    UNKNOWN = "unknown"
+
+
+class Evidence(int, Enum):
+    """How we know a role, weakest first; rules may demand a minimum."""
+
+    NAME = 1  # the variable's name only
+    ANNOTATION = 2  # a type annotation
+    CONSTRUCTOR = 3  # built by a known constructor / returned by a known framework call
+
+
+class EventKind(str, Enum):
+    """A training event a call (or an assignment) performs."""
+
+    BACKWARD = "backward"
+    RESET = "gradient reset"
+    UPDATE = "optimizer update"
+    SCHEDULER_STEP = "scheduler step"
+    CLIP = "gradient clipping"
+    UNSCALE = "unscale"
+    SCALER_UPDATE = "scaler update"
+    ASSIGN = "assignment"
+    HELPER_CALL = "call of a helper of this module"
+
+
+class Cadence(str, Enum):
+    """How often a statement runs relative to the accumulation group."""
+
+    MICROBATCH = "every microbatch"
+    UPDATE = "once per group, after its last backward"
+    GROUP_START = "once per group, before its first microbatch"
+    NON_BOUNDARY = "on the microbatches that do not end a group"
+    FRAMEWORK_GATED = "every microbatch, but the framework acts only at the group boundary"
+    OUTSIDE = "outside the accumulation loop"
+    UNKNOWN = "unknown"

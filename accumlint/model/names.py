@@ -1,0 +1,202 @@
+"""Expression helpers shared by the model: dotted names, imports, qualified names.
+
+Our own small pass instead of LibCST's ScopeProvider/QualifiedNameProvider: the rules
+need only the module's imports and the dotted text of receivers, and the metadata
+providers cost several times the parse (measured: ScopeProvider 4–6× ``parse_module``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+
+
+def dotted(node: cst.BaseExpression | None) -> str | None:
+    """The dotted text of a name, attribute chain or constant-key subscript, else ``None``.
+
+    ``self.optimizer`` → ``"self.optimizer"``; ``state["iter_num"]`` → ``"state['iter_num']"``;
+    ``self.optimizers()`` → ``"self.optimizers()"`` (a call with no arguments keeps its
+    parentheses, Lightning's accessor style).
+    """
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, (cst.SimpleString, cst.Integer)):
+            base = dotted(node.value)
+            raw = index.value.value
+            key = raw.strip("'\"") if isinstance(index.value, cst.SimpleString) else raw
+            return f"{base}['{key}']" if base else None
+    if isinstance(node, cst.Call) and not node.args:
+        base = dotted(node.func)
+        return f"{base}()" if base else None
+    return None
+
+
+def last_segment(name: str | None) -> str:
+    """The last component of a dotted name (``"self.lr_scheduler"`` → ``"lr_scheduler"``)."""
+    if not name:
+        return ""
+    tail = name.rsplit(".", 1)[-1]
+    return tail.rstrip("()").split("[", 1)[0] if "['" not in tail else tail.split("['", 1)[1].rstrip("']")
+
+
+def call_name(call: cst.Call) -> str | None:
+    """The dotted text of a call's callee (``torch.optim.AdamW(...)`` → ``"torch.optim.AdamW"``)."""
+    return dotted(call.func)
+
+
+def method_name(call: cst.Call) -> str | None:
+    """The attribute called (``x.y.step()`` → ``"step"``), or ``None`` for a plain function call."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def receiver(call: cst.Call) -> cst.BaseExpression | None:
+    """The object a method is called on (``opt.step()`` → ``opt``)."""
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    """The value of keyword argument ``name`` of ``call``, if given."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def positional(call: cst.Call, index: int) -> cst.BaseExpression | None:
+    """The ``index``-th positional argument of ``call``, if given."""
+    values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    return values[index] if index < len(values) else None
+
+
+def int_value(node: cst.BaseExpression | None) -> int | None:
+    """The value of an integer literal (signed), else ``None``."""
+    if isinstance(node, cst.Integer):
+        try:
+            return int(node.value.replace("_", ""), 0)
+        except ValueError:
+            return None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = int_value(node.expression)
+        return -inner if inner is not None else None
+    return None
+
+
+def names_in(node: cst.CSTNode) -> Iterator[str]:
+    """Every dotted name read in an expression (outermost chains only: ``a.b.c`` once, not ``a``)."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        text = dotted(current) if isinstance(current, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        if text is not None:
+            yield text
+            continue
+        if isinstance(current, (cst.Lambda, cst.FunctionDef)):
+            continue
+        stack.extend(children(current))
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Every call inside ``node`` in execution order (arguments and receivers before the call),
+    not descending into lambdas or nested definitions."""
+    result: list[cst.Call] = []
+
+    def visit(current: cst.CSTNode) -> None:
+        if isinstance(current, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            return
+        for child in children(current):
+            visit(child)
+        if isinstance(current, cst.Call):
+            result.append(current)
+
+    visit(node)
+    return result
+
+
+class ImportMap:
+    """Local name → qualified name, from the module's ``import`` statements (any nesting level).
+
+    ``import torch.nn as nn`` maps ``nn`` → ``torch.nn``; ``from accelerate import
+    Accelerator as A`` maps ``A`` → ``accelerate.Accelerator``. Relative imports keep their
+    dots stripped (``from .x import y`` → ``x.y``).
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.names: dict[str, str] = {}
+        self.modules: set[str] = set()
+        stack: list[cst.CSTNode] = [module]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    full = dotted(alias.name) or ""
+                    self.modules.add(full)
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        self.names[alias.asname.name.value] = full
+                    else:
+                        head = full.split(".", 1)[0]
+                        self.names.setdefault(head, head)
+            elif isinstance(node, cst.ImportFrom):
+                base = dotted(node.module) if node.module is not None else ""
+                self.modules.add(base or "")
+                if isinstance(node.names, cst.ImportStar):
+                    continue
+                for alias in node.names:
+                    name = dotted(alias.name) or ""
+                    local = name
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        local = alias.asname.name.value
+                    self.names[local] = f"{base}.{name}" if base else name
+            else:
+                stack.extend(children(node))
+
+    def qualify(self, name: str | None) -> str | None:
+        """Resolve the head of a dotted name through the imports (``nn.Linear`` → ``torch.nn.Linear``)."""
+        if not name:
+            return None
+        head, _, rest = name.partition(".")
+        resolved = self.names.get(head)
+        if resolved is None:
+            return None
+        return f"{resolved}.{rest}" if rest else resolved
+
+    def imports_module(self, prefix: str) -> bool:
+        """Whether the module imports ``prefix`` or something under it."""
+        return any(m == prefix or m.startswith(prefix + ".") for m in self.modules) or any(
+            q == prefix or q.startswith(prefix + ".") for q in self.names.values()
+        )
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_SKIPPED_FIELDS = ("lpar", "rpar", "comma", "semicolon", "header", "footer", "leading_lines", "lines_after_decorators")
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The syntax children of ``node`` without whitespace and punctuation, in field order.
+
+    LibCST's own ``children`` property runs a visitor per call; reading the dataclass
+    fields directly is an order of magnitude cheaper on the hot path.
+    """
+    kind = type(node)
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        names = tuple(
+            f.name for f in dataclasses.fields(node)
+            if not f.name.startswith("whitespace") and f.name not in _SKIPPED_FIELDS
+        )
+        _CHILD_FIELDS[kind] = names
+    out: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            if not isinstance(value, (cst.BaseParenthesizableWhitespace, cst.Comment, cst.Newline)):
+                out.append(value)
+        elif isinstance(value, (tuple, list)):
+            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return out

@@ -1,0 +1,227 @@
+"""Which object plays which role: optimizer, scheduler, scaler, model, DDP model, accelerator,
+DeepSpeed engine …
+
+Evidence, strongest first: a known constructor or framework call (resolved through the
+module's imports), ``accelerator.prepare(...)`` / ``deepspeed.initialize(...)`` unpacking,
+a type annotation, and last the variable's name. The latest binding before a use wins
+(source order inside the function; then the class's ``self.`` attributes; then the module).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from accumlint.model import frameworks as fw
+from accumlint.model.kinds import Evidence, Role
+from accumlint.model.names import (
+    ImportMap,
+    call_name,
+    dotted,
+    last_segment,
+    method_name,
+    positional,
+    receiver,
+)
+from accumlint.model.sites import Scope, Site
+
+
+@dataclass(frozen=True)
+class RoleInfo:
+    """What we know of one object.
+
+    ``prepared``: True when it came out of ``accelerator.prepare`` (or a ``prepare_*``
+    call), False when it was built in this code and never prepared, None when unknown.
+    ``owner``: ``"deepspeed"`` for objects returned by ``deepspeed.initialize``.
+    ``origin``: the call that built it (e.g. the ``Accelerator(...)`` call, to read its A).
+    """
+
+    role: Role
+    evidence: Evidence
+    prepared: bool | None = None
+    owner: str | None = None
+    origin: cst.Call | None = None
+
+
+UNKNOWN = RoleInfo(Role.UNKNOWN, Evidence.NAME)
+_DEEPSPEED_TUPLE = (Role.ENGINE, Role.OPTIMIZER, Role.LOADER, Role.SCHEDULER)
+_PREPARE_SINGLE = {
+    "prepare_model": Role.MODEL,
+    "prepare_optimizer": Role.OPTIMIZER,
+    "prepare_scheduler": Role.SCHEDULER,
+    "prepare_data_loader": Role.LOADER,
+}
+
+
+def role_from_name(name: str | None) -> Role:
+    """The role a variable's name suggests (weakest evidence), ``UNKNOWN`` if none."""
+    if not name:
+        return Role.UNKNOWN
+    if name in fw.LIGHTNING_ACCESSORS:
+        return fw.LIGHTNING_ACCESSORS[name]
+    segment = last_segment(name).lower()
+    for pattern, role in fw.NAME_PATTERNS:
+        if pattern.match(segment):
+            return role
+    return Role.UNKNOWN
+
+
+class Roles:
+    """Role lookups for one module."""
+
+    def __init__(self, imports: ImportMap, scopes: list[Scope]) -> None:
+        self.imports = imports
+        self.scopes = scopes
+        self.module_scope = scopes[0]
+        self._bindings: dict[Scope, dict[str, list[Site]]] = {}
+        self._class_bindings: dict[cst.ClassDef, dict[str, list[Site]]] = {}
+        for scope in scopes:
+            table: dict[str, list[Site]] = {}
+            for site in scope.sites:
+                if site.targets and not site.in_helper and site.augmented is None:
+                    for name in site.targets:
+                        if name:
+                            table.setdefault(name, []).append(site)
+                            if scope.class_def is not None and name.startswith("self."):
+                                self._class_bindings.setdefault(scope.class_def, {}).setdefault(name, []).append(
+                                    site
+                                )
+            self._bindings[scope] = table
+        self._cache: dict[tuple[int, str, int], RoleInfo] = {}
+
+    # --- public -----------------------------------------------------------------------------
+    def of(self, expression: cst.BaseExpression | None, site: Site) -> RoleInfo:
+        """The role of ``expression`` as seen at ``site`` (``UNKNOWN`` when undecidable)."""
+        if expression is None:
+            return UNKNOWN
+        if isinstance(expression, cst.Call):
+            info = self._from_value(expression, site.scope, site.order, 0, "")
+            if info is not None:
+                return info
+        return self.named(dotted(expression), site.scope, site.order)
+
+    def named(self, name: str | None, scope: Scope, order: int, depth: int = 0) -> RoleInfo:
+        """The role of the dotted ``name`` at execution position ``order`` of ``scope``."""
+        if not name:
+            return UNKNOWN
+        key = (id(scope), name, order)
+        if key not in self._cache:
+            self._cache[key] = self._resolve(name, scope, order, depth)
+        return self._cache[key]
+
+    def qualify_call(self, call: cst.Call) -> str:
+        """A call's callee, resolved through the imports when possible (else its own text)."""
+        text = call_name(call) or ""
+        return self.imports.qualify(text) or text
+
+    # --- resolution -------------------------------------------------------------------------
+    def _resolve(self, name: str, scope: Scope, order: int, depth: int) -> RoleInfo:
+        if depth > 6:
+            return UNKNOWN
+        for site in reversed(self._bindings[scope].get(name, [])):
+            if site.order < order:
+                info = self._from_binding(site, name, depth)
+                if info is not None:
+                    return info
+                break
+        if name.startswith("self.") and scope.class_def is not None:
+            for site in reversed(self._class_bindings.get(scope.class_def, {}).get(name, [])):
+                if site.scope is not scope or site.order < order:
+                    info = self._from_binding(site, name, depth)
+                    if info is not None:
+                        return info
+                    break
+        annotated = self._from_parameter(name, scope)
+        if annotated is not None:
+            return annotated
+        if scope is not self.module_scope and "." not in name:
+            for site in reversed(self._bindings[self.module_scope].get(name, [])):
+                info = self._from_binding(site, name, depth)
+                if info is not None:
+                    return info
+                break
+        role = role_from_name(name)
+        if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
+            role = Role.UNKNOWN
+        return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
+
+    def _from_binding(self, site: Site, name: str, depth: int) -> RoleInfo | None:
+        position = site.targets.index(name)
+        value = site.value
+        if isinstance(site.node, (cst.For, cst.With)):
+            return None  # loop targets and `as` names: no role from the iterable
+        if isinstance(value, (cst.Tuple, cst.List)) and len(site.targets) == len(value.elements):
+            value = value.elements[position].value
+            position = 0
+        if isinstance(value, cst.Call):
+            return self._from_value(value, site.scope, site.order, position, name, depth)
+        if isinstance(value, (cst.Name, cst.Attribute)) and dotted(value) != name:
+            info = self.named(dotted(value), site.scope, site.order, depth + 1)
+            return info if info.role is not Role.UNKNOWN else None
+        return None
+
+    def _from_value(self, call: cst.Call, scope: Scope, order: int, position: int, target: str,
+                    depth: int = 0) -> RoleInfo | None:
+        qualified = self.qualify_call(call)
+        method = method_name(call)
+        if qualified.endswith("deepspeed.initialize") or qualified == "initialize" and self.imports.qualify(
+            "initialize"
+        ) == "deepspeed.initialize":
+            if position < len(_DEEPSPEED_TUPLE):
+                return RoleInfo(_DEEPSPEED_TUPLE[position], Evidence.CONSTRUCTOR, owner="deepspeed", origin=call)
+            return None
+        if method is not None:
+            owner = self.named(dotted(receiver(call)), scope, order, depth + 1)
+            if owner.role is Role.ACCELERATOR or (owner.role is Role.UNKNOWN and method.startswith("prepare")):
+                if method == "prepare":
+                    argument = positional(call, position)
+                    inner = self.named(dotted(argument), scope, order, depth + 1) if argument is not None else UNKNOWN
+                    if inner.role is Role.UNKNOWN:
+                        inner = RoleInfo(role_from_name(target), Evidence.NAME)
+                    return replace(inner, prepared=True)
+                if method in _PREPARE_SINGLE:
+                    return RoleInfo(_PREPARE_SINGLE[method], Evidence.CONSTRUCTOR, prepared=True, origin=call)
+            if owner.role is Role.FABRIC and method in ("setup", "setup_module", "setup_optimizers"):
+                role = Role.MODEL if (method == "setup_module" or (method == "setup" and position == 0)) else (
+                    Role.OPTIMIZER
+                )
+                return RoleInfo(role, Evidence.CONSTRUCTOR, owner="fabric", origin=call)
+        text = call_name(call)
+        if text in fw.LIGHTNING_ACCESSORS:
+            return RoleInfo(fw.LIGHTNING_ACCESSORS[text], Evidence.CONSTRUCTOR, origin=call)
+        role = constructor_role(qualified, self.imports.qualify(text) is not None)
+        if role is not None:
+            return RoleInfo(role, Evidence.CONSTRUCTOR, prepared=False, origin=call)
+        return None
+
+    def _from_parameter(self, name: str, scope: Scope) -> RoleInfo | None:
+        if not isinstance(scope.node, cst.FunctionDef) or "." in name:
+            return None
+        for param in scope.node.params.params + scope.node.params.kwonly_params:
+            if param.name.value == name and param.annotation is not None:
+                annotation = param.annotation.annotation
+                text = dotted(annotation) if isinstance(annotation, (cst.Name, cst.Attribute)) else None
+                role = constructor_role(self.imports.qualify(text) or text or "", False)
+                if role is not None:
+                    return RoleInfo(role, Evidence.ANNOTATION)
+        return None
+
+
+def constructor_role(qualified: str, resolved: bool) -> Role | None:
+    """The role of the value a callee returns, from the framework constructor tables."""
+    if not qualified:
+        return None
+    if qualified in fw.CONSTRUCTORS:
+        return fw.CONSTRUCTORS[qualified]
+    for prefix, role in fw.CONSTRUCTOR_PREFIXES:
+        if qualified.startswith(prefix):
+            tail = qualified[len(prefix):]
+            if role is Role.OPTIMIZER and (not tail[:1].isupper() or "." in tail):
+                continue
+            return role
+    segment = last_segment(qualified)
+    for pattern, role in fw.CONSTRUCTOR_NAME_PATTERNS:
+        if pattern.match(segment):
+            return role
+    return None

@@ -1,0 +1,289 @@
+"""One pass over a scope's statements: every call and assignment, in execution order, with
+the control-flow frames (loops, branches, contexts, inlined helpers) that enclose it.
+
+This is the only place that walks statements; roles, events and groups read its output.
+Calls of functions and methods defined in the same module are followed (inlined) so that
+a backward or a reset done in a helper counts where the helper is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import libcst as cst
+
+from accumlint.model.names import calls_in, dotted
+
+MAX_HELPER_DEPTH = 3
+
+
+class FrameKind(str, Enum):
+    LOOP = "loop"
+    IF = "if"  # branch "body" or "orelse"
+    GUARD = "guard"  # statements after `if cond: continue` run only when cond is false
+    WITH = "with"
+    HANDLER = "except handler"
+    HELPER = "helper call"
+    MATCH = "match case"
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """A control construct around a site. ``node`` is the loop / if / with / try / call node."""
+
+    kind: FrameKind
+    node: cst.CSTNode
+    branch: str = ""  # for IF: "body" or "orelse"
+
+    @property
+    def test(self) -> cst.BaseExpression | None:
+        """The condition of an IF or GUARD frame, or a while loop's test."""
+        if isinstance(self.node, (cst.If, cst.While)):
+            return self.node.test
+        return None
+
+
+@dataclass(eq=False)
+class Scope:
+    """A function (or the module's top level) whose statements were walked."""
+
+    node: cst.FunctionDef | cst.Module
+    class_def: cst.ClassDef | None
+    sites: list[Site] = field(default_factory=list)
+    loop_spans: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)  # loop → (first, last) order
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value if isinstance(self.node, cst.FunctionDef) else "<module>"
+
+
+@dataclass(eq=False)
+class Site:
+    """A call or an assignment at one place of a scope.
+
+    ``order`` is the execution order inside the scope (inlined helper sites included);
+    ``frames`` go from the outermost to the innermost construct.
+    """
+
+    node: cst.CSTNode  # the Call, or the assignment statement, or the Return
+    statement: cst.BaseSmallStatement
+    frames: tuple[Frame, ...]
+    order: int
+    scope: Scope
+    call: cst.Call | None = None
+    targets: tuple[str | None, ...] = ()  # dotted names bound by an assignment (None: not a name)
+    value: cst.BaseExpression | None = None  # the assigned value (for an AugAssign: the operand)
+    augmented: cst.BaseAugOp | None = None
+    is_return: bool = False
+    helper: cst.FunctionDef | None = None  # set on sites that came from an inlined helper
+
+    @property
+    def in_helper(self) -> bool:
+        return self.helper is not None
+
+    def inside(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` (a loop, with, if …) encloses this site."""
+        return any(frame.node is node for frame in self.frames)
+
+    def frames_inside(self, node: cst.CSTNode) -> tuple[Frame, ...]:
+        """The frames nested inside ``node`` (empty when ``node`` does not enclose the site)."""
+        for index, frame in enumerate(self.frames):
+            if frame.node is node:
+                return self.frames[index + 1 :]
+        return ()
+
+
+def _target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: list[str | None] = []
+        for element in target.elements:
+            value = element.value
+            names.extend(_target_names(value) if isinstance(value, (cst.Tuple, cst.List)) else (dotted(value),))
+        return tuple(names)
+    return (dotted(target),)
+
+
+class ModuleFunctions:
+    """Functions of the module by the names a call can use: ``f`` (module level) and ``Class.m``."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
+        self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
+        for statement in module.body:
+            if isinstance(statement, cst.FunctionDef):
+                self.functions[statement.name.value] = statement
+                self.class_of[statement] = None
+            elif isinstance(statement, cst.ClassDef):
+                for member in statement.body.body:
+                    if isinstance(member, cst.FunctionDef):
+                        self.methods[(statement, member.name.value)] = member
+                        self.class_of[member] = statement
+
+    def resolve(self, call: cst.Call, class_def: cst.ClassDef | None) -> cst.FunctionDef | None:
+        """The same-module function a call reaches, if it is ``f(...)`` or ``self.m(...)``."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.functions.get(func.value)
+        if (
+            class_def is not None
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            return self.methods.get((class_def, func.attr.value))
+        return None
+
+    def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
+        """Every module-level function and method, in source order."""
+        return list(self.class_of.items())
+
+
+class _Walker:
+    def __init__(self, scope: Scope, functions: ModuleFunctions) -> None:
+        self.scope = scope
+        self.functions = functions
+        self.order = 0
+        self.helper_stack: list[cst.FunctionDef] = []
+
+    # --- statements -----------------------------------------------------------------------
+    def block(self, statements: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement],
+              frames: tuple[Frame, ...]) -> None:
+        guards: tuple[Frame, ...] = ()
+        for statement in statements:
+            self.statement(statement, frames + guards)
+            if _is_continue_guard(statement):
+                guards = guards + (Frame(FrameKind.GUARD, statement),)
+
+    def suite(self, body: cst.BaseSuite, frames: tuple[Frame, ...]) -> None:
+        if isinstance(body, cst.IndentedBlock):
+            self.block(body.body, frames)
+        else:  # SimpleStatementSuite: `if x: a(); b()`
+            for small in body.body:
+                self.small(small, frames)
+
+    def statement(self, statement: cst.BaseStatement, frames: tuple[Frame, ...]) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.small(small, frames)
+        elif isinstance(statement, cst.If):
+            self.expression(statement.test, statement, frames)
+            self.suite(statement.body, frames + (Frame(FrameKind.IF, statement, "body"),))
+            if statement.orelse is not None:
+                inner = frames + (Frame(FrameKind.IF, statement, "orelse"),)
+                if isinstance(statement.orelse, cst.If):
+                    self.statement(statement.orelse, inner)
+                else:
+                    self.suite(statement.orelse.body, inner)
+        elif isinstance(statement, (cst.For, cst.While)):
+            start = self.order
+            loop = frames + (Frame(FrameKind.LOOP, statement),)
+            if isinstance(statement, cst.For):
+                self.expression(statement.iter, statement, frames)
+                self.record_assign(statement, (statement.target,), statement.iter, None, loop)
+            else:
+                self.expression(statement.test, statement, loop)
+            self.suite(statement.body, loop)
+            if statement.orelse is not None:
+                self.suite(statement.orelse.body, frames)
+            if not self.helper_stack:
+                self.scope.loop_spans[statement] = (start, self.order)
+        elif isinstance(statement, cst.With):
+            for item in statement.items:
+                self.expression(item.item, statement, frames)
+                if item.asname is not None:
+                    self.record_assign(statement, (item.asname.name,), item.item, None, frames)
+            self.suite(statement.body, frames + (Frame(FrameKind.WITH, statement),))
+        elif isinstance(statement, cst.Try):
+            self.suite(statement.body, frames)
+            for handler in statement.handlers:
+                self.suite(handler.body, frames + (Frame(FrameKind.HANDLER, handler),))
+            if statement.orelse is not None:
+                self.suite(statement.orelse.body, frames)
+            if statement.finalbody is not None:
+                self.suite(statement.finalbody.body, frames)
+        elif isinstance(statement, cst.Match):
+            self.expression(statement.subject, statement, frames)
+            for case in statement.cases:
+                self.suite(case.body, frames + (Frame(FrameKind.MATCH, case),))
+        # nested FunctionDef / ClassDef: separate scopes, not walked here
+
+    def small(self, small: cst.BaseSmallStatement, frames: tuple[Frame, ...]) -> None:
+        if isinstance(small, cst.Assign):
+            self.expression(small.value, small, frames)
+            self.record_assign(small, tuple(t.target for t in small.targets), small.value, None, frames)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.expression(small.value, small, frames)
+                self.record_assign(small, (small.target,), small.value, None, frames)
+        elif isinstance(small, cst.AugAssign):
+            self.expression(small.value, small, frames)
+            self.record_assign(small, (small.target,), small.value, small.operator, frames)
+        elif isinstance(small, cst.Return):
+            if small.value is not None:
+                self.expression(small.value, small, frames)
+                self.add(Site(small, small, frames, self.order, self.scope, value=small.value, is_return=True))
+        elif isinstance(small, cst.Expr):
+            self.expression(small.value, small, frames)
+
+    # --- expressions ------------------------------------------------------------------------
+    def expression(self, expression: cst.CSTNode, statement: cst.CSTNode, frames: tuple[Frame, ...]) -> None:
+        for call in calls_in(expression):
+            self.add(Site(call, statement, frames, self.order, self.scope, call=call))  # type: ignore[arg-type]
+            helper = self.functions.resolve(call, self.scope.class_def)
+            if (
+                helper is not None
+                and helper not in self.helper_stack
+                and helper is not self.scope.node
+                and len(self.helper_stack) < MAX_HELPER_DEPTH
+            ):
+                self.helper_stack.append(helper)
+                self.suite(helper.body, frames + (Frame(FrameKind.HELPER, call),))
+                self.helper_stack.pop()
+
+    def record_assign(self, statement: cst.CSTNode, targets: tuple[cst.BaseExpression, ...],
+                      value: cst.BaseExpression, operator: cst.BaseAugOp | None,
+                      frames: tuple[Frame, ...]) -> None:
+        names: list[str | None] = []
+        for target in targets:
+            names.extend(_target_names(target))
+        self.add(Site(statement, statement, frames, self.order, self.scope,  # type: ignore[arg-type]
+                      targets=tuple(names), value=value, augmented=operator))
+
+    def add(self, site: Site) -> None:
+        if self.helper_stack:
+            site.helper = self.helper_stack[-1]
+        self.scope.sites.append(site)
+        self.order += 1
+
+
+def _is_continue_guard(statement: cst.BaseStatement) -> bool:
+    """`if cond: continue` (no else): the rest of the loop body runs only when cond is false."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None:
+        return False
+    body = statement.body
+    last: cst.CSTNode | None = None
+    if isinstance(body, cst.IndentedBlock) and body.body:
+        final = body.body[-1]
+        if isinstance(final, cst.SimpleStatementLine) and final.body:
+            last = final.body[-1]
+    elif isinstance(body, cst.SimpleStatementSuite) and body.body:
+        last = body.body[-1]
+    return isinstance(last, cst.Continue)
+
+
+def walk_scopes(module: cst.Module) -> tuple[list[Scope], ModuleFunctions]:
+    """Walk the module's top level and every module-level function and method."""
+    functions = ModuleFunctions(module)
+    scopes: list[Scope] = []
+    top = Scope(module, None)
+    _Walker(top, functions).block(
+        [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))], ()
+    )
+    scopes.append(top)
+    for function, class_def in functions.scopes():
+        scope = Scope(function, class_def)
+        _Walker(scope, functions).suite(function.body, ())
+        scopes.append(scope)
+    return scopes, functions

@@ -1,0 +1,139 @@
+"""``# noqa`` handling: line directives and the file-level ``# accumlint: noqa``.
+
+The syntax follows ruff's:
+
+* ``# noqa`` (bare) on a line suppresses every finding that starts on that line;
+* ``# noqa: ACC001, ACC4`` (also ``# noqa:ACC001`` or codes separated by spaces)
+  suppresses the named codes and code prefixes on that line (codes match case-insensitively);
+* ``# accumlint: noqa`` in a comment on a line of its own suppresses the whole file, and
+  ``# accumlint: noqa: ACC001`` suppresses those codes in the whole file.
+
+A finding that spans several lines is suppressed by a directive on its first line.
+``ACC000`` (the file could not be checked) is never suppressed.
+
+Directives are read from real comments (found with :mod:`tokenize`), so ``"# noqa"``
+inside a string does not count. When the file cannot be tokenized, a line-based regex
+is used instead.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from accumlint.findings import Finding
+
+UNSUPPRESSIBLE = frozenset({"ACC000"})
+
+# A code or code prefix as written in a directive: letters then digits (``ACC001``, ``ACC4``).
+_CODE = r"[A-Za-z]+[0-9]+"
+_CODES = rf"{_CODE}(?:(?:\s*,\s*|\s+){_CODE})*"
+
+# The word ``noqa`` must be followed by the end of the comment, whitespace, ``#`` or ``:``
+# (so ``noqafoo`` is not a directive). With ``:`` it must be followed by at least one code,
+# otherwise the directive is invalid and ignored (as in ruff).
+_LINE_DIRECTIVE = re.compile(
+    rf"#\s*noqa(?P<sep>\s*:\s*(?P<codes>{_CODES})?)?(?=$|[\s#,]|(?<=:))",
+    re.IGNORECASE,
+)
+_FILE_DIRECTIVE = re.compile(
+    rf"^#\s*accumlint\s*:\s*noqa(?P<sep>\s*:\s*(?P<codes>{_CODES})?)?\s*(?:$|#)",
+    re.IGNORECASE,
+)
+_SPLIT = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class Directive:
+    """One parsed directive: ``codes`` is ``None`` for a bare ``noqa`` (everything)."""
+
+    codes: frozenset[str] | None
+
+    def suppresses(self, code: str) -> bool:
+        """Whether this directive suppresses a finding with ``code``."""
+        if code.upper() in UNSUPPRESSIBLE:
+            return False
+        if self.codes is None:
+            return True
+        upper = code.upper()
+        return any(upper.startswith(prefix) for prefix in self.codes)
+
+
+@dataclass
+class NoqaMap:
+    """The directives of one file: per line (1-based) and file-wide."""
+
+    lines: dict[int, list[Directive]] = field(default_factory=dict)
+    file: list[Directive] = field(default_factory=list)
+
+    def suppresses(self, finding: Finding) -> bool:
+        """Whether ``finding`` is suppressed by a file-level or first-line directive."""
+        if any(d.suppresses(finding.code) for d in self.file):
+            return True
+        return any(d.suppresses(finding.code) for d in self.lines.get(finding.line, ()))
+
+
+def _directive(match: re.Match[str]) -> Directive | None:
+    sep, codes = match.group("sep"), match.group("codes")
+    if sep is None:
+        return Directive(None)
+    if not codes:  # a colon without codes: invalid, ignored
+        return None
+    return Directive(frozenset(c.upper() for c in _SPLIT.split(codes.strip()) if c))
+
+
+def _add_comment(noqa: NoqaMap, line: int, comment: str, own_line: bool) -> None:
+    if own_line:
+        match = _FILE_DIRECTIVE.match(comment.strip())
+        if match:
+            directive = _directive(match)
+            if directive is not None:
+                noqa.file.append(directive)
+            return
+    for match in _LINE_DIRECTIVE.finditer(comment):
+        directive = _directive(match)
+        if directive is not None:
+            noqa.lines.setdefault(line, []).append(directive)
+            return  # the first valid directive of a comment counts, as in ruff
+
+
+def _comments_by_tokenize(text: str) -> list[tuple[int, str, bool]]:
+    comments = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            comments.append((row, tok.string, not tok.line[:col].strip()))
+    return comments
+
+
+def _comments_by_regex(text: str) -> list[tuple[int, str, bool]]:
+    comments = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        hash_at = line.find("#")
+        if hash_at >= 0:
+            comments.append((number, line[hash_at:], not line[:hash_at].strip()))
+    return comments
+
+
+def parse_noqa(text: str) -> NoqaMap:
+    """Collect every ``noqa`` directive of a source text."""
+    try:
+        comments = _comments_by_tokenize(text)
+    except (tokenize.TokenError, SyntaxError):
+        comments = _comments_by_regex(text)
+    noqa = NoqaMap()
+    for line, comment, own_line in comments:
+        _add_comment(noqa, line, comment, own_line)
+    return noqa
+
+
+def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
+    """Drop the findings that a ``# noqa`` directive in ``text`` suppresses; keep the order."""
+    findings = list(findings)
+    if not findings or "noqa" not in text.lower():
+        return findings
+    noqa = parse_noqa(text)
+    return [f for f in findings if not noqa.suppresses(f)]

@@ -1,0 +1,50 @@
+"""ACC304 bad: scheduler.step() on every microbatch while the optimizer updates once per group.
+
+The schedule is sized in optimizer updates (6) but advanced per microbatch (24 calls),
+so it runs A = 4 times too fast: the linear decay reaches 0 before the second update
+and updates 2-6 use a learning rate of 0. Plain PyTorch, runs on CPU.
+"""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+EPOCHS = 2
+
+
+def make_loader():
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = inputs.sum(dim=1, keepdim=True)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=MICROBATCH_SIZE, shuffle=True)
+
+
+def main():
+    torch.manual_seed(0)
+    loader = make_loader()
+    assert len(loader) % ACCUMULATION_STEPS == 0  # no partial final group
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    total_updates = EPOCHS * len(loader) // ACCUMULATION_STEPS
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda updates_done: max(0.0, 1.0 - updates_done / total_updates)
+    )
+    loss_fn = nn.MSELoss()
+
+    update_lrs = []  # learning rate used by each optimizer update
+    for epoch in range(EPOCHS):
+        for i, (x, y) in enumerate(loader):
+            loss = loss_fn(model(x), y) / ACCUMULATION_STEPS
+            loss.backward()
+            if (i + 1) % ACCUMULATION_STEPS == 0:
+                update_lrs.append(optimizer.param_groups[0]["lr"])
+                optimizer.step()
+                optimizer.zero_grad()
+            scheduler.step()  # expect: ACC304
+        print(f"epoch {epoch}: last microbatch loss {loss.item() * ACCUMULATION_STEPS:.4f}")
+    print(f"learning rates of the {len(update_lrs)} updates: {[round(lr, 4) for lr in update_lrs]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Shared fixtures: a tiny fake rule registry, so CLI tests do not depend on the real rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import libcst as cst
+import pytest
+
+from accumlint import checks, engine
+from accumlint.checks.base import Hit, Rule
+from accumlint.findings import Severity
+
+
+class _CallCollector(cst.CSTVisitor):
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if name == self.target:
+            self.calls.append(node)
+
+
+class CallRule(Rule):
+    """Flags every call whose function (or method) is named ``target``."""
+
+    target: ClassVar[str]
+    principle = "P0"
+
+    def check(self, model: object) -> Iterator[Hit]:
+        collector = _CallCollector(self.target)
+        model.module.visit(collector)  # type: ignore[attr-defined]
+        for call in collector.calls:
+            yield Hit(call, f"`{self.target}` is called here", f"do not call `{self.target}`")
+
+
+class FakeZeroGrad(CallRule):
+    code = "ACC001"
+    name = "fake-zero-grad"
+    severity = Severity.ERROR
+    summary = "flags zero_grad calls"
+    target = "zero_grad"
+
+
+class FakeClip(CallRule):
+    code = "ACC301"
+    name = "fake-clip"
+    severity = Severity.WARNING
+    summary = "flags clip_grad_norm_ calls"
+    target = "clip_grad_norm_"
+
+
+class FakeInfo(CallRule):
+    code = "ACC901"
+    name = "fake-batchnorm"
+    severity = Severity.INFO
+    summary = "flags BatchNorm1d calls (off by default)"
+    default_enabled = False
+    target = "BatchNorm1d"
+
+
+class FakeCrash(Rule):
+    code = "ACC002"
+    name = "fake-crash"
+    severity = Severity.ERROR
+    principle = "P0"
+    summary = "always crashes"
+
+    def check(self, model: object) -> Iterator[Hit]:
+        raise RuntimeError("boom")
+
+
+FAKE_RULES: list[type[Rule]] = [FakeZeroGrad, FakeClip, FakeInfo]
+
+
+def install_rules(monkeypatch: pytest.MonkeyPatch, rules: list[type[Rule]]) -> None:
+    """Make ``rules`` the whole registry (class list and engine instances)."""
+    monkeypatch.setattr(checks, "ALL_RULES", list(rules))
+    monkeypatch.setattr(engine, "ALL_RULES_INSTANCES", tuple(rule() for rule in rules))
+
+
+@pytest.fixture
+def fake_rules(monkeypatch: pytest.MonkeyPatch) -> list[type[Rule]]:
+    """Replace the registry with three fake rules: ACC001 and ACC301 (on), ACC901 (off by default)."""
+    install_rules(monkeypatch, FAKE_RULES)
+    return FAKE_RULES

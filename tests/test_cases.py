@@ -1,0 +1,61 @@
+"""The reduced real bug reports of ../shared/cases: each faulty file reports its expected
+code on an expected line, each fixed twin (``_ok.py``) reports nothing."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from accumlint.checks import ALL_RULES
+from accumlint.engine import check_source, rules_for
+from tests.shared_data import SHARED, require_shared
+
+IMPLEMENTED = {rule.code for rule in ALL_RULES}
+ALL_SELECTED = rules_for(IMPLEMENTED)
+
+
+def _expected() -> list[dict[str, str]]:
+    table = SHARED / "cases" / "expected.tsv"
+    if not table.exists():
+        return []
+    with table.open(newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def _codes(required: str) -> set[str]:
+    return {code for part in required.split(";") for code in part.split("|") if code}
+
+
+def _findings(path: Path) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in check_source(str(path), path.read_bytes(), ALL_SELECTED).findings]
+
+
+@pytest.mark.parametrize("row", _expected(), ids=lambda row: row["file"])
+def test_faulty_case_reports_its_code_on_its_line(row: dict[str, str]) -> None:
+    path = require_shared("cases", row["file"])
+    required = _codes(row["required"])
+    lines = {int(line) for line in row["lines"].split(",")}
+    found = _findings(path)
+    # never a code the case does not name (the header lists every accepted finding)
+    assert {code for code, _ in found} <= required, found
+    if required & IMPLEMENTED:
+        assert any(code in required and line in lines for code, line in found), (row, found)
+
+
+def _twins() -> list[str]:
+    folder = SHARED / "cases"
+    return sorted(p.name for p in folder.glob("*_ok.py")) if folder.exists() else []
+
+
+@pytest.mark.parametrize("name", _twins())
+def test_fixed_twin_reports_nothing(name: str) -> None:
+    path = require_shared("cases", name)
+    assert _findings(path) == []
+
+
+def test_cases_are_present_in_ci() -> None:
+    """In CI the shared folder is laid beside the clone; an empty parametrization would hide that."""
+    require_shared("cases", "expected.tsv")
+    assert len(_expected()) >= 20 and len(_twins()) >= 10

@@ -1,0 +1,88 @@
+"""One file through the engine: decoding, parse errors, rule crashes, noqa."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accumlint import engine
+from accumlint.engine import check_source
+from tests.conftest import FakeCrash, FakeZeroGrad, install_rules
+
+
+def codes_at(result: engine.FileResult) -> list[tuple[str, int, int]]:
+    return [(f.code, f.line, f.column) for f in result.findings]
+
+
+def test_syntax_error_is_acc000_at_the_interpreters_position() -> None:
+    result = check_source("bad.py", b"import os\n\ndef f(:\n    pass\n", [])
+    assert codes_at(result) == [("ACC000", 3, 7)]
+    assert result.findings[0].message == "file could not be checked: syntax error: invalid syntax"
+    unclosed = check_source("bad.py", b"x = 1\ny = (\nz = 2\n", [])
+    assert codes_at(unclosed) == [("ACC000", 2, 5)]
+    assert "'(' was never closed" in unclosed.findings[0].message
+
+
+def test_undecodable_bytes_are_acc000_at_the_bad_byte() -> None:
+    result = check_source("bin.py", b"x = 1\ny = '\xff'\n", [])
+    assert codes_at(result) == [("ACC000", 2, 6)]
+    assert "undecodable bytes" in result.findings[0].message
+
+
+def test_unknown_coding_declaration_is_acc000() -> None:
+    result = check_source("enc.py", b"# -*- coding: klingon -*-\nx = 1\n", [])
+    assert [f.code for f in result.findings] == ["ACC000"]
+    assert "klingon" in result.findings[0].message
+
+
+def test_latin1_file_with_coding_line_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_rules(monkeypatch, [FakeZeroGrad])
+    data = "# -*- coding: latin-1 -*-\nname = 'café'\nopt.zero_grad()\n".encode("latin-1")
+    assert b"\xe9" in data  # not valid UTF-8
+    result = check_source("latin.py", data, engine.rules_for(["ACC001"]))
+    assert codes_at(result) == [("ACC001", 3, 1)]
+
+
+def test_utf8_bom_file_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_rules(monkeypatch, [FakeZeroGrad])
+    data = b"\xef\xbb\xbfimport torch\n    \nopt.zero_grad()\n"
+    result = check_source("bom.py", data, engine.rules_for(["ACC001"]))
+    assert codes_at(result) == [("ACC001", 3, 1)]
+
+
+def test_rule_crash_is_an_internal_error_and_other_rules_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_rules(monkeypatch, [FakeZeroGrad, FakeCrash])
+    result = check_source("t.py", b"opt.zero_grad()\n", engine.rules_for(["ACC001", "ACC002"]))
+    assert codes_at(result) == [("ACC001", 1, 1)]
+    assert len(result.internal_errors) == 1
+    assert "t.py: internal error in ACC002" in result.internal_errors[0]
+    assert "boom" in result.internal_errors[0]
+
+
+def test_findings_carry_span_url_and_noqa_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_rules(monkeypatch, [FakeZeroGrad])
+    source = b"opt.zero_grad()\nmodel.zero_grad()  # noqa: ACC001\n"
+    (finding,) = check_source("t.py", source, engine.rules_for(["ACC001"])).findings
+    assert (finding.line, finding.column, finding.end_line, finding.end_column) == (1, 1, 1, 16)
+    assert finding.url.endswith("/rules/ACC001-fake-zero-grad/README.md")
+
+
+def test_a_bad_file_does_not_stop_the_run(
+    fake_rules: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from accumlint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_bad.py").write_bytes(b"def f(:\n")
+    (tmp_path / "b_bin.py").write_bytes(b"s = '\xff'\n")
+    (tmp_path / "c_good.py").write_bytes(b"import torch\nopt.zero_grad()\n")
+    result = CliRunner().invoke(main, ["check", "--output-format", "concise", "."])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("a_bad.py:1:7: ACC000 file could not be checked: syntax error")
+    assert lines[1].startswith("b_bin.py:1:6: ACC000 file could not be checked: undecodable bytes")
+    assert lines[2] == "c_good.py:2:1: ACC001 `zero_grad` is called here"
+    assert lines[-1] == "Found 3 findings."
