@@ -9,6 +9,7 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel
+from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, positional
 
@@ -30,7 +31,7 @@ class LossKeptWithGraph(Rule):
                          if group.in_loop(b) and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             if not backwards:
                 continue
-            graph_names = _graph_names(backwards)
+            graph_names = _graph_names(backwards) | _forward_outputs(model, group)
             for site in group.scope.sites:
                 if not site.inside(group.loop) or site.in_helper or _under_no_grad(site):
                     continue
@@ -66,6 +67,18 @@ def _graph_names(backwards) -> set[str]:
                 if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
                         isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
                     names.update(names_feeding(value))
+    return names
+
+
+def _forward_outputs(model: FileModel, group) -> set[str]:
+    """Names bound to a model's output in the loop (``output = model(x)``): they hold the graph."""
+    names: set[str] = set()
+    for site in group.scope.sites:
+        value = site.value
+        if (site.inside(group.loop) and not site.in_helper and site.augmented is None and site.call is None
+                and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
+                and model.roles.of(value.func, site).role in fw.MODEL_ROLES):
+            names.update(name for name in site.targets if name)
     return names
 
 

@@ -1,0 +1,70 @@
+"""The rule catalogue (rules/): every example is checked by the linter and must produce
+exactly the findings marked on its lines (``# expect: ACC001``); good twins produce none.
+Examples whose framework runs on CPU are also run, since the runtime guard is tested on them."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accumlint.checks import ALL_RULES
+from accumlint.engine import check_source, rules_for
+
+RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
+EXAMPLES = sorted(RULES_DIR.glob("ACC*/*.py"))
+MARK = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+SELECTED = rules_for(rule.code for rule in ALL_RULES)
+
+
+def _marks(path: Path) -> set[tuple[str, int]]:
+    marks: set[tuple[str, int]] = set()
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        match = MARK.search(line)
+        if match:
+            marks.update((code.strip(), number) for code in match.group(1).split(",") if code.strip())
+    return marks
+
+
+def _id(path: Path) -> str:
+    return f"{path.parent.name.split('-')[0]}/{path.name}"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=_id)
+def test_example_findings_match_marks(path: Path) -> None:
+    found = {(f.code, f.line) for f in check_source(str(path), path.read_bytes(), SELECTED).findings}
+    assert found == _marks(path)
+
+
+def test_every_rule_has_bad_and_good_examples() -> None:
+    for rule in ALL_RULES:
+        folder = RULES_DIR / f"{rule.code}-{rule.name}"
+        assert (folder / "README.md").exists(), folder
+        bad = list(folder.glob("bad_*.py"))
+        assert bad and list(folder.glob("good_*.py")), folder
+        assert any((rule.code, line) in _marks(p) for p in bad for _, line in _marks(p)), folder
+
+
+def _runnable(path: Path) -> str | None:
+    """Why the example cannot run here, or None when it can."""
+    text = path.read_text()
+    if "import deepspeed" in text:
+        return "DeepSpeed examples only need to parse"
+    for module in ("torch", "accelerate", "lightning"):
+        if re.search(rf"^\s*(import|from) {module}\b", text, re.M) and importlib.util.find_spec(module) is None:
+            return f"{module} is not installed"
+    return None
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=_id)
+def test_example_runs_on_cpu(path: Path) -> None:
+    reason = _runnable(path)
+    if reason:
+        pytest.skip(reason)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=path.parent)
+    assert done.returncode == 0, done.stderr[-2000:]

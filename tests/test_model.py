@@ -1,0 +1,361 @@
+"""The group model on small snippets: loop shapes, roles, cadences — and the cases where it
+cannot decide and every rule must stay silent (precision over recall)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from accumlint.engine import check_source
+from accumlint.model import EventKind, LoopStyle, Role, build_model
+
+
+def lint(source: str) -> list[tuple[str, int]]:
+    data = textwrap.dedent(source).encode()
+    return [(f.code, f.line) for f in check_source("snippet.py", data).findings]
+
+
+def model_of(source: str):
+    return build_model(cst.parse_module(textwrap.dedent(source)))
+
+
+def cadences(source: str) -> list[tuple[str, str, str]]:
+    model = model_of(source)
+    (group,) = model.loops
+    return [(e.kind.name, e.method, group.cadence(e).name) for e in group.events]
+
+
+# --- shapes --------------------------------------------------------------------------------
+
+def test_gated_loop_splits_microbatch_and_update_paths() -> None:
+    src = """
+    import torch
+    opt = torch.optim.SGD([], lr=0.1)
+    for i, b in enumerate(loader):
+        loss = model(b) / A
+        loss.backward()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    (group,) = model_of(src).loops
+    assert group.style is LoopStyle.GATED and group.accumulates is True
+    assert cadences(src) == [("BACKWARD", "backward", "MICROBATCH"), ("UPDATE", "step", "UPDATE"),
+                             ("RESET", "zero_grad", "UPDATE")]
+
+
+def test_continue_guard_gates_the_rest_of_the_body() -> None:
+    src = """
+    for i, b in enumerate(loader):
+        (model(b) / A).backward()
+        if (i + 1) % A != 0:
+            continue
+        optimizer.step()
+        optimizer.zero_grad()
+    """
+    assert cadences(src)[1:] == [("UPDATE", "step", "UPDATE"), ("RESET", "zero_grad", "UPDATE")]
+    assert lint(src) == []
+
+
+def test_inner_micro_loop_then_update() -> None:
+    src = """
+    def train_step(model, optimizer, microbatches):
+        optimizer.zero_grad()
+        for mb in microbatches:
+            (model(mb) / len(microbatches)).backward()
+        optimizer.step()
+    """
+    (group,) = model_of(src).loops
+    assert group.style is LoopStyle.MICRO_LOOP
+    assert cadences(src) == [("RESET", "zero_grad", "GROUP_START"), ("BACKWARD", "backward", "MICROBATCH"),
+                             ("UPDATE", "step", "UPDATE")]
+
+
+def test_backward_in_a_same_module_helper_counts_inside_the_loop() -> None:
+    src = """
+    def compute(model, b):
+        loss = model(b)
+        loss.backward()
+        return loss
+
+    def train(model, optimizer, loader, A):
+        for i, b in enumerate(loader):
+            optimizer.zero_grad()
+            compute(model, b)
+            if (i + 1) % A == 0:
+                optimizer.step()
+    """
+    assert lint(src) == [("ACC001", 9)]
+
+
+def test_accelerate_prepared_objects_are_gated_inside_accumulate() -> None:
+    src = """
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    model, optimizer, sched = accelerator.prepare(model, optimizer, sched)
+    raw_sched = get_scheduler("linear", optimizer)
+    for b in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(b))
+            optimizer.step()
+            sched.step()
+            raw_sched.step()
+            optimizer.zero_grad()
+    """
+    (group,) = model_of(src).loops
+    assert group.style is LoopStyle.ACCELERATE and group.accumulates is True
+    assert [c for *_, c in cadences(src)] == ["MICROBATCH", "FRAMEWORK_GATED", "FRAMEWORK_GATED", "MICROBATCH",
+                                            "FRAMEWORK_GATED"]
+    assert lint(src) == [("ACC304", 11)]
+
+
+def test_roles_from_imports_prepare_and_deepspeed() -> None:
+    model = model_of("""
+    import deepspeed
+    from torch.optim import AdamW as W
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    o = W(params)
+    net = DDP(m)
+    engine, ds_opt, _, ds_sched = deepspeed.initialize(model=m, config=cfg)
+    thing = make()
+    """)
+    scope = model.scopes[0]
+    end = len(scope.sites)
+    role = {name: model.roles.named(name, scope, end) for name in ("o", "net", "engine", "ds_opt", "ds_sched", "thing")}
+    assert role["o"].role is Role.OPTIMIZER and role["o"].prepared is False
+    assert role["net"].role is Role.DDP_MODEL
+    assert role["engine"].role is Role.ENGINE and role["ds_sched"].owner == "deepspeed"
+    assert role["ds_opt"].role is Role.OPTIMIZER and role["ds_opt"].owner == "deepspeed"
+    assert role["thing"].role is Role.UNKNOWN
+
+
+def test_step_on_an_object_of_unknown_role_is_no_event() -> None:
+    model = model_of("""
+    for b in loader:
+        loss.backward()
+        thing.step()
+    """)
+    kinds = [e.kind for e in model.all_events()]
+    assert kinds == [EventKind.BACKWARD]
+
+
+# --- precision: undecidable → silent -------------------------------------------------------
+
+def test_reset_under_an_unknown_condition_is_silent() -> None:
+    assert lint("""
+    for i, b in enumerate(loader):
+        if should_reset(b):
+            optimizer.zero_grad()
+        (model(b) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+def test_reset_at_group_start_under_boundary_test_is_fine() -> None:
+    assert lint("""
+    for i, b in enumerate(loader):
+        if i % A == 0:
+            optimizer.zero_grad()
+        (model(b) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """) == []
+
+
+def test_default_accelerator_with_manual_division_is_silent() -> None:
+    """Accelerator() without A does not divide (A = 1): manual /A plus a gate is the documented form."""
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator()
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for i, b in enumerate(loader):
+        loss = model(b) / gradient_accumulation_steps
+        accelerator.backward(loss)
+        if (i + 1) % gradient_accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+def test_accelerate_token_loss_multiplication_is_not_a_division() -> None:
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=A)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for b in loader:
+        with accelerator.accumulate(model):
+            loss = loss_sum * A * accelerator.num_processes / global_tokens
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+def test_counter_of_unknown_start_is_silent_for_acc006() -> None:
+    assert lint("""
+    def train(state, loader, A):
+        for b in loader:
+            state.iter += 1
+            (model(b) / A).backward()
+            if state.iter % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """) == []
+
+
+def test_counter_incremented_before_the_test_is_aligned() -> None:
+    src = """
+    step = 0
+    for b in loader:
+        step += 1
+        (model(b) / A).backward()
+        if step % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert lint(src) == []
+    assert lint(src.replace("        step += 1\n", "").replace("optimizer.zero_grad()", "optimizer.zero_grad()\n"
+                                                              "        step += 1")) == [("ACC006", 5)]
+
+
+def test_update_at_top_of_body_applies_previous_microbatches() -> None:
+    assert lint("""
+    for i, b in enumerate(loader):
+        if i % A == 0 and i > 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        (model(b) / A).backward()
+    """) == []
+
+
+def test_nanogpt_flag_before_forward_is_fine() -> None:
+    assert lint("""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(raw)
+    for it in range(iters):
+        for k in range(A):
+            model.require_backward_grad_sync = (k == A - 1)
+            loss = model(x) / A
+            scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+    """) == []
+
+
+def test_flag_assigned_after_forward_is_flagged() -> None:
+    assert lint("""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(raw)
+    for it in range(iters):
+        for k in range(A):
+            loss = model(x) / A
+            model.require_backward_grad_sync = (k == A - 1)
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    """) == [("ACC401", 7)]
+
+
+def test_fsdp_reads_its_sync_flag_at_backward_time() -> None:
+    assert lint("""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    model = FSDP(raw)
+    for i, b in enumerate(loader):
+        loss = model(b) / A
+        ctx = model.no_sync() if (i + 1) % A != 0 else nullcontext()
+        with ctx:
+            loss.backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+def test_fabric_enabled_flag_with_pre_incremented_counter() -> None:
+    """litgpt's shape: counter incremented before the test, sync switched by `enabled=`."""
+    assert lint("""
+    def fit(fabric, model, optimizer, loader, A):
+        iter_num = 0
+        for batch in loader:
+            iter_num += 1
+            is_accumulating = iter_num % A != 0
+            with fabric.no_backward_sync(model, enabled=is_accumulating):
+                loss = model(batch)
+                fabric.backward(loss / A)
+            if not is_accumulating:
+                optimizer.step()
+                optimizer.zero_grad()
+    """) == []
+
+
+def test_fabric_flag_on_zero_based_index_is_acc006() -> None:
+    assert lint("""
+    def fit(fabric, model, optimizer, loader, A):
+        for i, batch in enumerate(loader):
+            is_accumulating = i % A != 0
+            with fabric.no_backward_sync(model, enabled=is_accumulating):
+                fabric.backward(model(batch) / A)
+            if not is_accumulating:
+                optimizer.step()
+                optimizer.zero_grad()
+    """) == [("ACC006", 4)]
+
+
+def test_unconditional_no_sync_never_syncs() -> None:
+    assert lint("""
+    for i, b in enumerate(loader):
+        with model.no_sync():
+            loss = model(b) / A
+            loss.backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == [("ACC402", 3)]
+
+
+def test_plain_training_loop_without_accumulation_is_clean() -> None:
+    assert lint("""
+    import torch
+    optimizer = torch.optim.AdamW(model.parameters())
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 1.0, total_steps=10)
+    losses = []
+    for b in loader:
+        optimizer.zero_grad()
+        loss = model(b)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    """) == []
+
+
+def test_running_loss_tensor_keeps_the_graph() -> None:
+    assert lint("""
+    total = torch.zeros(())
+    for i, b in enumerate(loader):
+        loss = model(b) / A
+        loss.backward()
+        total += loss
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == [("ACC201", 6)]
+
+
+def test_product_factor_is_not_a_graph_holder() -> None:
+    """torchtune multiplies the loss by a token count; summing the count is not ACC201."""
+    assert lint("""
+    num_tokens = 0
+    for i, b in enumerate(loader):
+        n = (b["labels"] != -100).sum()
+        num_tokens += n
+        loss = loss_fn(model(b)) * n
+        loss.backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
