@@ -107,8 +107,8 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))
         return result
-    if not rules:
-        return result
+    if not rules or all(rule.markers and not any(m in data for m in rule.markers) for rule in rules):
+        return result  # no selected rule can fire on this file: skip the model
     try:
         model = build_model(module)
     except RecursionError:

@@ -30,6 +30,7 @@ class CallRule(Rule):
 
     target: ClassVar[str]
     principle = "P0"
+    markers = ()
 
     def check(self, model: object) -> Iterator[Hit]:
         collector = _CallCollector(self.target)
@@ -69,6 +70,7 @@ class FakeCrash(Rule):
     severity = Severity.ERROR
     principle = "P0"
     summary = "always crashes"
+    markers = ()
 
     def check(self, model: object) -> Iterator[Hit]:
         raise RuntimeError("boom")

@@ -359,3 +359,90 @@ def test_product_factor_is_not_a_graph_holder() -> None:
             optimizer.step()
             optimizer.zero_grad()
     """) == []
+
+
+def test_unpacking_a_pair_does_not_spread_its_name_role() -> None:
+    """Regression (transformers Trainer): `self.optimizer, self.lr_scheduler = optimizers`
+    once made the scheduler an optimizer, and its step() an update (ACC003 false positive)."""
+    src = """
+    class T:
+        def __init__(self, optimizers):
+            self.optimizer, self.lr_scheduler = optimizers
+
+        def loop(self, model, loader, A):
+            for i, b in enumerate(loader):
+                model(b).backward()
+                if (i + 1) % A == 0:
+                    self.optimizer.step()
+                    self.lr_scheduler.step()
+                    model.zero_grad()
+    """
+    model = model_of(src)
+    (group,) = model.loops
+    assert [e.kind for e in group.events] == [EventKind.BACKWARD, EventKind.UPDATE, EventKind.SCHEDULER_STEP,
+                                              EventKind.RESET]
+    assert lint(src) == []
+
+
+# --- regressions from real code (reduced snippets, written for these tests) -----------------
+
+def test_kept_losses_for_a_later_backward_are_not_acc201() -> None:
+    """accelerate test_sync.py shape: a helper backpropagates its own `loss`; the loop keeps
+    another `loss` for a later backward. Names in the helper are not the loop's names."""
+    assert lint("""
+    def step_model(model, x, y):
+        loss = (model(x) - y).pow(2).mean()
+        loss.backward()
+
+    def check(model, ddp_model, loader, accelerator):
+        losses = []
+        for i, (x, y) in enumerate(loader):
+            step_model(model, x, y)
+            with accelerator.no_sync(ddp_model):
+                loss = (ddp_model(x) - y).pow(2).mean()
+                losses.append(loss)
+            if (i + 1) % 2 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """) == []
+
+
+def test_loss_rebound_to_a_float_before_it_is_kept() -> None:
+    """allennlp find_learning_rate shape: `loss = loss.detach().cpu().item()` then append."""
+    assert lint("""
+    losses = []
+    for i, b in enumerate(loader):
+        loss = model(b) / A
+        loss.backward()
+        loss = loss.detach().cpu().item()
+        losses.append(loss)
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+def test_optimizer_built_inside_the_loop_needs_no_reset() -> None:
+    """diffusers pix2pix-zero shape: a fresh optimizer over a fresh tensor every iteration."""
+    assert lint("""
+    import torch
+    for t in timesteps:
+        x = latents.detach().clone().requires_grad_(True)
+        opt = torch.optim.SGD([x], lr=0.1)
+        loss = guidance_loss(unet(x, t))
+        loss.backward()
+        opt.step()
+    """) == []
+
+
+def test_losses_kept_in_a_loop_without_accumulation_are_not_acc201() -> None:
+    """torchtitan test shape: one update per microbatch, losses returned for comparison."""
+    assert lint("""
+    losses = []
+    for _ in range(epochs):
+        optim.zero_grad()
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        optim.step()
+        losses.append(loss)
+    """) == []

@@ -39,6 +39,9 @@ class Rule:
     principle: ClassVar[str]  # the property of the accumulation guide it protects, e.g. "P2"
     summary: ClassVar[str]  # one line, for the rule table
     default_enabled: ClassVar[bool] = True
+    #: Source substrings without which the rule cannot fire (the engine skips the model when a
+    #: file holds none of the selected rules' markers; empty: always run). Every loop rule needs a backward.
+    markers: ClassVar[tuple[bytes, ...]] = (b"backward", b"update_params")
 
     @classmethod
     def url(cls) -> str:

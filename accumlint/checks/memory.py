@@ -8,11 +8,12 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
-from accumlint.model import Cadence, EventKind, FileModel
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, positional
 
+_ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
 _DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
 
 
@@ -27,10 +28,11 @@ class LossKeptWithGraph(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
-            backwards = [b for b in group.of_kind(EventKind.BACKWARD)
-                         if group.in_loop(b) and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
-            if not backwards:
-                continue
+            if group.style not in _ACCUMULATING:
+                continue  # a loop that updates every microbatch has no group to keep alive
+            # a helper's backward names live in the helper's namespace: only the loop's own count
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b) and not b.site.in_helper
+                         and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             graph_names = _graph_names(backwards) | _forward_outputs(model, group)
             for site in group.scope.sites:
                 if not site.inside(group.loop) or site.in_helper or _under_no_grad(site):
@@ -38,7 +40,7 @@ class LossKeptWithGraph(Rule):
                 stored, container = _stored_value(site)
                 if stored is None or container is None:
                     continue
-                if not (set(names_feeding(stored)) & graph_names) or _detached(stored):
+                if _detached(stored) or not _holds_graph(stored, site, graph_names, group.loop):
                     continue
                 if not container.startswith("self."):
                     definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order)
@@ -68,6 +70,16 @@ def _graph_names(backwards) -> set[str]:
                         isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
                     names.update(names_feeding(value))
     return names
+
+
+def _holds_graph(stored: cst.BaseExpression, site, graph_names: set[str], loop: cst.CSTNode) -> bool:
+    """Whether a graph-holding name reaches the stored value (a name re-bound to
+    ``loss.item()`` earlier in the iteration no longer holds the graph)."""
+    for name in set(names_feeding(stored)) & graph_names:
+        definition = reaching_assignment(site.scope, name, site.order, loop)
+        if definition is None or definition.value is None or not _detached(definition.value):
+            return True
+    return False
 
 
 def _forward_outputs(model: FileModel, group) -> set[str]:

@@ -66,12 +66,20 @@ class MissingGradReset(Rule):
                     continue
                 if group.cadence(update) not in (Cadence.UPDATE, Cadence.MICROBATCH):
                     continue
+                if _built_in_loop(model, update, group.loop):
+                    continue  # a fresh optimizer (over fresh tensors) every iteration: nothing accumulates
                 yield Hit(
                     update.node,
                     "the optimizer update is never followed by a gradient reset, so `.grad` keeps growing: "
                     "every update also applies the gradients of all previous groups",
                     "call `optimizer.zero_grad(set_to_none=True)` right after the optimizer update",
                 )
+
+
+def _built_in_loop(model: FileModel, update, loop) -> bool:
+    name = dotted(update.target)
+    definition = model.reaching(name, update.site) if name else None
+    return definition is not None and definition.inside(loop)
 
 
 def _mentions_reset(model: FileModel) -> bool:

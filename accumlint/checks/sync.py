@@ -137,7 +137,12 @@ class NoSyncNeverSyncs(Rule):
             if definition is not None:
                 sites.append(definition)
         for site in sites:
-            frames = site.frames_inside(group.loop)
+            if group.style is LoopStyle.MICRO_LOOP and group.region_root is not None:
+                frames = site.frames_inside(group.region_root)
+            elif group.style is LoopStyle.MICRO_LOOP:
+                frames = site.frames
+            else:
+                frames = site.frames_inside(group.loop)
             for index, frame in enumerate(frames):
                 if frame.kind is not FrameKind.WITH:
                     continue

@@ -10,7 +10,6 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value
-from accumlint.model.groups import LoopAnalysis
 from accumlint.model.names import children, dotted
 from accumlint.model.sites import FrameKind
 
@@ -91,9 +90,8 @@ class IrregularUpdateBoundary(Rule):
             if not updates or not backwards or min(u.order for u in updates) < min(b.order for b in backwards):
                 continue  # update at the top of the loop body: it applies the previous microbatches
             fires_on_residue = test.polarity == (gate.update_branch == "body")
-            analysis = LoopAnalysis(group.scope, model.events[group.scope], model.is_accumulate_context)
             divisor = dotted(test.divisor)
-            if divisor is not None and divisor in analysis.assigned_in(group.loop):
+            if divisor is not None and divisor in group.assigned:
                 yield Hit(test.report, f"the accumulation steps `{divisor}` are reassigned inside the loop, so "
                           "group sizes change from one update to the next",
                           "compute A once before the loop and gate with `(i + 1) % A == 0`")

@@ -63,6 +63,17 @@ class AccumulationLoop:
     accumulates: bool | None = None
     cadences: dict[int, Cadence] = field(default_factory=dict)
     accumulate_contexts: list[cst.With] = field(default_factory=list)
+    #: for MICRO_LOOP: the loop that encloses the group's region (None: the function body)
+    region_root: cst.CSTNode | None = None
+    #: dotted names assigned inside the microbatch loop (its loop-variant names)
+    assigned: frozenset[str] = frozenset()
+
+    def region_frames(self, event: Event):
+        """The frames of an event inside the group's region (the loop, or for MICRO_LOOP the
+        block around it)."""
+        if self.style is LoopStyle.MICRO_LOOP:
+            return event.site.frames_inside(self.region_root) if self.region_root is not None else event.site.frames
+        return event.site.frames_inside(self.loop)
 
     def cadence(self, event: Event) -> Cadence:
         """How often ``event`` runs relative to the group (``UNKNOWN`` when undecidable)."""
@@ -86,6 +97,7 @@ class LoopAnalysis:
         self.scope = scope
         self.events = events
         self.is_accumulate_context = accumulate_test  # With node -> bool
+        self._assigned: dict[int, set[str]] = {}
 
     # --- loops ------------------------------------------------------------------------------
     def microbatch_loops(self) -> list[cst.For | cst.While]:
@@ -194,10 +206,14 @@ class LoopAnalysis:
         return True
 
     def assigned_in(self, loop: cst.CSTNode) -> set[str]:
+        cached = self._assigned.get(id(loop))
+        if cached is not None:
+            return cached
         names: set[str] = set()
         for site in self.scope.sites:
             if site.targets and (site.inside(loop) or site.node is loop):
                 names.update(n for n in site.targets if n)
+        self._assigned[id(loop)] = names
         return names
 
     def _updates_after(self, loop: cst.CSTNode) -> bool:
@@ -224,6 +240,9 @@ class LoopAnalysis:
         else:
             region = [e for e in self.events if e.site.inside(loop)]
         group.events = region
+        group.assigned = frozenset(self.assigned_in(loop))
+        if group.style is LoopStyle.MICRO_LOOP:
+            group.region_root = self._region_root(loop)
         for event in region:
             if event.site.inside(loop):
                 cadence = self._cadence_in_loop(group, event)

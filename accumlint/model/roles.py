@@ -156,6 +156,8 @@ class Roles:
             position = 0
         if isinstance(value, cst.Call):
             return self._from_value(value, site.scope, site.order, position, name, depth)
+        if len(site.targets) > 1:
+            return None  # `a, b = pair`: the pair's role says nothing about its elements
         if isinstance(value, (cst.Name, cst.Attribute)) and dotted(value) != name:
             info = self.named(dotted(value), site.scope, site.order, depth + 1)
             return info if info.role is not Role.UNKNOWN else None

@@ -13,7 +13,7 @@ from enum import Enum
 
 import libcst as cst
 
-from accumlint.model.names import calls_in, dotted
+from accumlint.model.names import calls_in, children, dotted
 
 MAX_HELPER_DEPTH = 3
 
@@ -111,15 +111,25 @@ class ModuleFunctions:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
         self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
-        for statement in module.body:
-            if isinstance(statement, cst.FunctionDef):
-                self.functions[statement.name.value] = statement
-                self.class_of[statement] = None
-            elif isinstance(statement, cst.ClassDef):
-                for member in statement.body.body:
-                    if isinstance(member, cst.FunctionDef):
-                        self.methods[(statement, member.name.value)] = member
-                        self.class_of[member] = statement
+        # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
+        # is a def directly in a class body
+        stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
+        while stack:
+            node, owner = stack.pop()
+            for child in reversed(children(node)):
+                if isinstance(child, cst.FunctionDef):
+                    self.class_of[child] = owner
+                    if owner is not None:
+                        self.methods.setdefault((owner, child.name.value), child)
+                    else:
+                        self.functions.setdefault(child.name.value, child)
+                    stack.append((child, None))
+                elif isinstance(child, cst.ClassDef):
+                    stack.append((child.body, child))
+                elif isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)) and owner is not None:
+                    stack.append((child, owner))
+                elif not isinstance(child, (cst.BaseExpression, cst.BaseSmallStatement)):
+                    stack.append((child, None if not isinstance(node, cst.IndentedBlock) else owner))
 
     def resolve(self, call: cst.Call, class_def: cst.ClassDef | None) -> cst.FunctionDef | None:
         """The same-module function a call reaches, if it is ``f(...)`` or ``self.m(...)``."""

@@ -37,7 +37,7 @@ def main():
             if (i + 1) % ACCUMULATION_STEPS == 0:
                 optimizer.step()
                 optimizer.zero_grad()
-        print(f"epoch {epoch}: mean group loss {float(epoch_loss) / GROUPS_PER_EPOCH:.4f}")
+        print(f"epoch {epoch}: mean group loss {epoch_loss.item() / GROUPS_PER_EPOCH:.4f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""ACC501 good: twin of bad_zero_grad_before_backward.py.
+
+The prepared optimizer.zero_grad() follows optimizer.step(): on the sync microbatch it
+clears the gradients right after the update. Runs on CPU when `accelerate` is installed.
+"""
+import torch
+from accelerate import Accelerator
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+EPOCHS = 2
+
+
+def make_loader():
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = inputs.sum(dim=1, keepdim=True)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=MICROBATCH_SIZE, shuffle=True)
+
+
+def main():
+    accelerator = Accelerator(gradient_accumulation_steps=ACCUMULATION_STEPS, cpu=True)
+    torch.manual_seed(0)
+    loader = make_loader()
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = nn.MSELoss()
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    assert len(loader) % ACCUMULATION_STEPS == 0  # no partial final group
+
+    updates = 0
+    for epoch in range(EPOCHS):
+        epoch_loss = 0.0
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                loss = loss_fn(model(x), y)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    updates += 1
+            epoch_loss += loss.item()
+        accelerator.print(f"epoch {epoch}: mean microbatch loss {epoch_loss / len(loader):.4f}")
+    accelerator.print(f"optimizer updates: {updates}")
+
+
+if __name__ == "__main__":
+    main()
