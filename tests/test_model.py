@@ -446,3 +446,23 @@ def test_losses_kept_in_a_loop_without_accumulation_are_not_acc201() -> None:
         optim.step()
         losses.append(loss)
     """) == []
+
+
+def test_private_attribute_names_carry_their_role() -> None:
+    """torchtune shape: `self._optimizer` built by a method of the recipe is still an optimizer."""
+    src = """
+    class Recipe:
+        def setup(self):
+            self._optimizer = self._setup_optimizer()
+
+        def train(self, loader):
+            for idx, batch in enumerate(loader):
+                loss = self._loss_step(batch)
+                loss.backward()
+                if (idx + 1) % self._gradient_accumulation_steps == 0:
+                    self._optimizer.step()
+                    self._optimizer.zero_grad(set_to_none=True)
+    """
+    (group,) = model_of(src).loops
+    assert group.style is LoopStyle.GATED
+    assert [e.role.role for e in group.events if e.kind is EventKind.UPDATE] == [Role.OPTIMIZER]

@@ -60,7 +60,7 @@ def role_from_name(name: str | None) -> Role:
         return Role.UNKNOWN
     if name in fw.LIGHTNING_ACCESSORS:
         return fw.LIGHTNING_ACCESSORS[name]
-    segment = last_segment(name).lower()
+    segment = last_segment(name).lower().lstrip("_")  # private attributes: self._optimizer
     for pattern, role in fw.NAME_PATTERNS:
         if pattern.match(segment):
             return role

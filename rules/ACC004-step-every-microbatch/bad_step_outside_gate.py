@@ -37,7 +37,7 @@ def main():
             group_loss += loss.item()
             if (i + 1) % ACCUMULATION_STEPS == 0:
                 groups_done += 1
-                print(f"group {groups_done}: loss {group_loss:.4f}")
+                print(f"epoch {epoch}, group {groups_done}: loss {group_loss:.4f}")
                 group_loss = 0.0
             optimizer.step()  # expect: ACC004
             optimizer.zero_grad()

@@ -38,7 +38,7 @@ def main():
                 optimizer.step()
                 optimizer.zero_grad()
                 groups_done += 1
-                print(f"group {groups_done}: loss {group_loss:.4f}")
+                print(f"epoch {epoch}, group {groups_done}: loss {group_loss:.4f}")
                 group_loss = 0.0
 
 

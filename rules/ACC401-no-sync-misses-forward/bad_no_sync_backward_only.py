@@ -53,10 +53,10 @@ def main():
             epoch_loss = 0.0
             for i, (x, y) in enumerate(loader):
                 is_last = (i + 1) % ACCUMULATION_STEPS == 0
-                loss = loss_fn(model(x), y) / ACCUMULATION_STEPS
+                loss = loss_fn(model(x), y) / ACCUMULATION_STEPS  # expect: ACC401
                 ctx = nullcontext() if is_last else model.no_sync()
                 with ctx:
-                    loss.backward()  # expect: ACC401
+                    loss.backward()
                 epoch_loss += loss.item()
                 if is_last:
                     optimizer.step()

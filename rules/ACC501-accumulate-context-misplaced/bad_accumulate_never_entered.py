@@ -1,8 +1,9 @@
-"""ACC004 good: twin of bad_accelerate_step_without_accumulate.py.
+"""ACC501 bad: Accelerator(gradient_accumulation_steps=A), but accumulate() is never entered.
 
-Each microbatch runs inside accelerator.accumulate(model): the prepared optimizer's
-step() and zero_grad() act only on the group's last microbatch. Runs on CPU when
-`accelerate` is installed.
+accelerator.backward() divides every loss by A, yet outside accumulate() the sync flag
+stays True and the prepared optimizer is not gated: it updates on every microbatch
+(observed: 4 updates in 4 microbatches), each with 1/A of the gradient. Runs on CPU
+when `accelerate` is installed.
 """
 import torch
 from accelerate import Accelerator
@@ -34,11 +35,10 @@ def main():
     for epoch in range(EPOCHS):
         epoch_loss = 0.0
         for x, y in loader:
-            with accelerator.accumulate(model):
-                loss = loss_fn(model(x), y)
-                accelerator.backward(loss)  # divides by ACCUMULATION_STEPS
-                optimizer.step()
-                optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            accelerator.backward(loss)  # divides by ACCUMULATION_STEPS
+            optimizer.step()  # expect: ACC501
+            optimizer.zero_grad()
             epoch_loss += loss.item()
         accelerator.print(f"epoch {epoch}: mean microbatch loss {epoch_loss / len(loader):.4f}")
 
