@@ -86,3 +86,12 @@ def test_a_bad_file_does_not_stop_the_run(
     assert lines[1].startswith("b_bin.py:1:6: ACC000 file could not be checked: undecodable bytes")
     assert lines[2] == "c_good.py:2:1: ACC001 `zero_grad` is called here"
     assert lines[-1] == "Found 3 findings."
+
+
+def test_syntax_error_is_reported_with_and_without_rule_markers() -> None:
+    """Files no selected rule can fire on skip the model but still get ACC000 (via ``ast``)."""
+    plain = check_source("plain.py", b"x = 1\ndef f(:\n    pass\n")
+    assert codes_at(plain) == [("ACC000", 2, 7)]
+    training = check_source("train.py", b"loss.backward()\ndef f(:\n    pass\n")
+    assert codes_at(training) == [("ACC000", 2, 7)]
+    assert check_source("ok.py", b"x = 1\n").findings == []

@@ -48,8 +48,9 @@ class LossKeptWithGraph(Rule):
                         continue  # a fresh container every microbatch
                 yield Hit(
                     site.statement,
-                    f"`{container}` keeps the loss with its autograd graph across microbatches: every "
-                    "microbatch's graph stays alive until the group ends, so memory grows with A",
+                    f"`{container}` keeps the loss with its autograd graph beyond its microbatch: the graph of "
+                    f"every microbatch stays referenced for as long as `{container}` lives, so memory grows "
+                    "with each microbatch",
                     "store `loss.detach()` (or `loss.item()` for logging) instead",
                 )
 

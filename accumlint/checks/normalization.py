@@ -11,7 +11,7 @@ from accumlint.findings import Severity
 from accumlint.model import EventKind, FileModel, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
-from accumlint.model.names import dotted, int_value, keyword, last_segment
+from accumlint.model.names import dotted, int_value, keyword
 
 
 class DoubleNormalization(Rule):
@@ -76,7 +76,7 @@ class DoubleNormalization(Rule):
             node = scope.node
             if not isinstance(node, cst.FunctionDef) or node.name.value != "training_step" or scope.class_def is None:
                 continue
-            if not _is_lightning_module(scope.class_def) or _manual_optimization(model, scope.class_def):
+            if not model.lightning_automatic(scope.class_def):
                 continue
             for site in scope.sites:
                 if not site.is_return or site.in_helper or site.value is None:
@@ -95,16 +95,3 @@ class DoubleNormalization(Rule):
                             "A times too small",
                             "return the undivided loss",
                         )
-
-
-def _is_lightning_module(class_def: cst.ClassDef) -> bool:
-    return any(last_segment(dotted(base.value)) == "LightningModule" for base in class_def.bases)
-
-
-def _manual_optimization(model: FileModel, class_def: cst.ClassDef) -> bool:
-    for scope in model.scopes:
-        if scope.class_def is class_def:
-            for site in scope.sites:
-                if "self.automatic_optimization" in site.targets:
-                    return True
-    return False

@@ -117,6 +117,17 @@ class FileModel:
                     return not (isinstance(node.value, cst.Name) and node.value.value == "True")
         return False
 
+    def lightning_automatic(self, class_def: cst.ClassDef) -> bool:
+        """Whether a class is a LightningModule under automatic optimization (no
+        ``self.automatic_optimization = False`` in any of its methods). Source: lightning
+        2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
+        if not any(last_segment(dotted(base.value)) in fw.LIGHTNING_MODULE_BASES for base in class_def.bases):
+            return False
+        return not any(
+            "self.automatic_optimization" in site.targets
+            for scope in self.scopes if scope.class_def is class_def for site in scope.sites
+        )
+
     # --- data flow --------------------------------------------------------------------------
     def divisions_by(self, event: Event, is_divisor) -> list[cst.CSTNode]:
         """Where the loss of a backward ``event`` was divided by a divisor ``is_divisor`` accepts."""

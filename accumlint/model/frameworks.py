@@ -190,4 +190,4 @@ FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC}
 
 #: LightningModule hooks where automatic optimization owns normalization, reset, update
 #: (lightning 2.6.6 loops/optimization/automatic.py: loss / accumulate_grad_batches).
-LIGHTNING_MODULE_BASES = frozenset({"LightningModule", "pl.LightningModule", "L.LightningModule"})
+LIGHTNING_MODULE_BASES = frozenset({"LightningModule"})  # last segment of the base class
