@@ -38,12 +38,7 @@ SCORING = {
 }
 
 #: Covered bug rows the linter does not find yet, with the reason (documented misses, not FPs).
-KNOWN_MISSES = {
-    "colossalai/legacy/engine/gradient_accumulation/_gradient_accumulation.py": (
-        "framework internals: the no_sync is entered in a wrapper class's backward(), the forward in another "
-        "method; a per-file loop model cannot see that they belong to one microbatch"
-    ),
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 IMPLEMENTED = {rule.code for rule in ALL_RULES}
 SELECTED = rules_for(IMPLEMENTED)

@@ -173,3 +173,24 @@ def test_bad_variant(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_good_variant(name: str) -> None:
     assert lint(GOOD[name]) == []
+
+
+def test_no_sync_around_the_backward_of_a_loss_received_as_argument() -> None:
+    """colossalai's wrapper shape: `backward(self, loss)` enters no_sync around the backward
+    of a loss whose forward ran in the caller."""
+    src = """
+    from torch.nn.parallel import DistributedDataParallel
+
+    class Accumulating:
+        def backward(self, loss):
+            self.count += 1
+            with self.model.no_sync():
+                scaled = loss / self.size
+                scaled.backward()
+    """
+    assert lint(src) == [("ACC401", 9)]
+    # an FSDP import makes the wrapper unknown: FSDP reads its flag at backward time
+    assert lint(src.replace("import DistributedDataParallel",
+                            "import DistributedDataParallel\n    from torch.distributed.fsdp import fully_shard")) == []
+    # a forward inside the same context is fine
+    assert lint(src.replace("scaled = loss / self.size", "loss = self.model(loss)\n                scaled = loss")) == []

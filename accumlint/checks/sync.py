@@ -33,6 +33,29 @@ def _no_sync_call(model: FileModel, item: cst.BaseExpression, site: Site) -> tup
     return None, False
 
 
+def _root(expression: cst.BaseExpression | None) -> str | None:
+    """The name a loss expression starts from (``loss / A`` → ``loss``)."""
+    while isinstance(expression, cst.BinaryOperation):
+        expression = expression.left
+    return dotted(expression)
+
+
+def _is_parameter(scope, name: str | None, site: Site, depth: int = 0) -> bool:
+    """Whether ``name`` at ``site`` still holds (a scaling of) a parameter of the function."""
+    if name is None or depth > 4 or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    definition = reaching_assignment(scope, name, site.order)
+    if definition is None:
+        params = scope.node.params
+        return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+    if definition.augmented is not None or definition.value is None:
+        return False
+    value = definition.value
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.Multiply)):
+        return _is_parameter(scope, _root(value), definition, depth + 1)
+    return False
+
+
 def _synced_model(call: cst.Call) -> cst.BaseExpression | None:
     """The model whose sync the call switches: the receiver (``ddp.no_sync()``) or the first
     argument (``accelerator.no_sync(model)``, ``fabric.no_backward_sync(model)``)."""
@@ -49,34 +72,62 @@ class NoSyncMissesForward(Rule):
     summary = "no_sync() wraps the backward but not the forward: DDP still all-reduces every microbatch"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for scope in model.scopes:
+            for backward in model.events[scope]:
+                if backward.kind is not EventKind.BACKWARD:
+                    continue
+                for context, synced in self._forward_deciding_contexts(model, backward):
+                    hit = self._forward_outside(model, backward, context, synced)
+                    if hit is not None and id(hit.node) not in reported:
+                        reported.add(id(hit.node))
+                        yield hit
         for group in model.loops:
             loop_sites = [s for s in group.scope.sites if s.inside(group.loop) and not s.in_helper]
-            for backward in group.of_kind(EventKind.BACKWARD):
-                for frame in backward.site.frames_inside(group.loop):
-                    if frame.kind is not FrameKind.WITH:
-                        continue
-                    for item in frame.node.items:  # type: ignore[attr-defined]
-                        call, _ = _no_sync_call(model, item.item, backward.site)
-                        if call is None:
-                            continue
-                        owner = model.roles.of(receiver(call), backward.site)
-                        if owner.role not in fw.FORWARD_DECIDES_SYNC and owner.role is not Role.MODEL:
-                            continue
-                        synced = dotted(_synced_model(call))
-                        if synced is None or model.roles.named(synced, group.scope, backward.order).role is (
-                                Role.FSDP_MODEL):
-                            continue
-                        forwards = [s for s in loop_sites if s.call is not None and dotted(s.call.func) == synced
-                                    and s.order < backward.order]
-                        if forwards and not any(s.inside(frame.node) for s in forwards):
-                            yield Hit(
-                                forwards[-1].node,
-                                f"this forward of `{synced}` runs outside the `no_sync()` that wraps its backward; DDP "
-                                "decides at forward time whether the next backward all-reduces, so the backward "
-                                "still communicates on every microbatch (correct, but the saving is lost)",
-                                "open the no-sync context before the forward so it covers forward and backward",
-                            )
             yield from self._flag_assigned_late(model, group, loop_sites)
+
+    def _forward_deciding_contexts(self, model: FileModel, backward) -> Iterator[tuple[cst.With, str]]:
+        """The no-sync ``with`` statements around a backward whose model decides sync at forward time."""
+        for frame in backward.site.frames:
+            if frame.kind is not FrameKind.WITH:
+                continue
+            for item in frame.node.items:  # type: ignore[attr-defined]
+                call, _ = _no_sync_call(model, item.item, backward.site)
+                if call is None:
+                    continue
+                synced = dotted(_synced_model(call))
+                owner = model.roles.of(receiver(call), backward.site)
+                if owner.role is not Role.ACCELERATOR and owner.role is not Role.FABRIC:
+                    owner = model.roles.named(synced, backward.site.scope, backward.order)
+                if synced is not None and model.sync_decided_at_forward(owner) is True:
+                    yield frame.node, synced  # type: ignore[misc]
+
+    def _forward_outside(self, model: FileModel, backward, context: cst.With, synced: str) -> Hit | None:
+        """A hit when the forward producing the backward's loss ran outside ``context``."""
+        scope = backward.site.scope
+        loop = next((f.node for f in reversed(backward.site.frames) if f.kind is FrameKind.LOOP), None)
+        region = [s for s in scope.sites if not s.in_helper and (loop is None or s.inside(loop))
+                  and s.order < backward.order]
+        forwards = [s for s in region if s.call is not None and dotted(s.call.func) == synced]
+        if forwards:
+            if any(s.inside(context) for s in forwards):
+                return None
+            return Hit(
+                forwards[-1].node,
+                f"this forward of `{synced}` runs outside the `no_sync()` that wraps its backward; DDP decides "
+                "at forward time whether the next backward all-reduces, so the backward still communicates on "
+                "every microbatch (correct, but the saving is lost)",
+                "open the no-sync context before the forward so it covers forward and backward",
+            )
+        if backward.site.in_helper or not _is_parameter(scope, _root(backward.loss), backward.site):
+            return None
+        return Hit(
+            backward.node,
+            "the loss backpropagated under `no_sync()` arrives as an argument, so its forward ran before the "
+            "context was entered; DDP decided at that forward to all-reduce, and this backward still "
+            "communicates (correct, but the saving is lost)",
+            "enter the no-sync context around the forward as well (in the caller)",
+        )
 
     def _flag_assigned_late(self, model: FileModel, group, loop_sites: list[Site]) -> Iterator[Hit]:
         for site in loop_sites:

@@ -128,6 +128,22 @@ class FileModel:
             for scope in self.scopes if scope.class_def is class_def for site in scope.sites
         )
 
+    def sync_decided_at_forward(self, info: RoleInfo) -> bool | None:
+        """Whether the sync switch of this model is read at forward time (DDP, Accelerate and
+        Fabric over DDP: torch 2.13.0 ``nn/parallel/distributed.py`` arms the reducer in
+        forward) rather than in the backward hooks (FSDP1/FSDP2). For a model of unknown
+        wrapper, the module's imports decide: DDP imported and no FSDP → True; else None."""
+        if info.role in fw.FORWARD_DECIDES_SYNC:
+            return True
+        if info.role is Role.FSDP_MODEL:
+            return False
+        if info.role in (Role.MODEL, Role.UNKNOWN):
+            names = set(self.imports.names.values())
+            ddp = any(n.endswith("DistributedDataParallel") for n in names)
+            fsdp = any(n.endswith(("FullyShardedDataParallel", "fully_shard")) for n in names)
+            return True if ddp and not fsdp else None
+        return None
+
     # --- data flow --------------------------------------------------------------------------
     def divisions_by(self, event: Event, is_divisor) -> list[cst.CSTNode]:
         """Where the loss of a backward ``event`` was divided by a divisor ``is_divisor`` accepts."""

@@ -18,7 +18,10 @@ from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.sites import Site
 
 _CLIP = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
-_BACKWARD_OWNERS = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER})
+# `owner.backward(loss)`: these roles take the loss as argument (apex/colossalai optimizers do too)
+_BACKWARD_OWNERS = frozenset(
+    {Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER, Role.OPTIMIZER}
+)
 
 
 @dataclass(frozen=True, eq=False)
