@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.names import dotted, int_value
+from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
 
@@ -23,13 +25,12 @@ class AccumulateContextMisplaced(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
         for group in model.loops:
-            sites = [s for s in group.scope.sites if s.inside(group.loop)]
-            for site in sites[:1]:
+            for site in group.loop_sites[:1]:
                 for frame in site.frames:
-                    if frame.node is group.loop:
+                    if frame.node is group.loop or frame.kind is FrameKind.HELPER:
                         break
                     if frame.kind is FrameKind.WITH and model.is_accumulate_context(frame.node) and (
-                            id(frame.node) not in reported):
+                            id(frame.node) not in reported) and _forwards_in_loop(group, frame.node):
                         reported.add(id(frame.node))
                         yield Hit(
                             frame.node,
@@ -76,6 +77,15 @@ class AccumulateContextMisplaced(Rule):
                     "entered, so the prepared optimizer updates on every microbatch with gradients divided by A",
                     "wrap each microbatch in `with accelerator.accumulate(model):`",
                 )
+
+
+def _forwards_in_loop(group, context: cst.With) -> bool:
+    """Whether the loop inside ``accumulate(model)`` runs the forward of that model, i.e. iterates
+    microbatches (a loop over several losses of one microbatch does not)."""
+    call = next(item.item for item in context.items if isinstance(item.item, cst.Call)
+                and method_name(item.item) == "accumulate")
+    models = {dotted(arg.value) for arg in call.args}  # type: ignore[union-attr]
+    return any(s.call is not None and dotted(s.call.func) in models for s in group.loop_sites)
 
 
 class EngineStepGated(Rule):

@@ -34,8 +34,8 @@ class LossKeptWithGraph(Rule):
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b) and not b.site.in_helper
                          and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             graph_names = _graph_names(backwards) | _forward_outputs(model, group)
-            for site in group.scope.sites:
-                if not site.inside(group.loop) or site.in_helper or _under_no_grad(site):
+            for site in group.loop_sites:
+                if site.in_helper or site.under_no_grad:
                     continue
                 stored, container = _stored_value(site)
                 if stored is None or container is None:
@@ -86,9 +86,9 @@ def _holds_graph(stored: cst.BaseExpression, site, graph_names: set[str], loop: 
 def _forward_outputs(model: FileModel, group) -> set[str]:
     """Names bound to a model's output in the loop (``output = model(x)``): they hold the graph."""
     names: set[str] = set()
-    for site in group.scope.sites:
+    for site in group.loop_sites:
         value = site.value
-        if (site.inside(group.loop) and not site.in_helper and site.augmented is None and site.call is None
+        if (not site.in_helper and site.augmented is None and site.call is None
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
                 and model.roles.of(value.func, site).role in fw.MODEL_ROLES):
             names.update(name for name in site.targets if name)
@@ -114,14 +114,4 @@ def _detached(value: cst.BaseExpression) -> bool:
     for call in calls_in(value):
         if (method_name(call) or dotted(call.func) or "") in _DETACHING:
             return True
-    return False
-
-
-def _under_no_grad(site) -> bool:
-    for frame in site.frames:
-        if isinstance(frame.node, cst.With):
-            for item in frame.node.items:
-                text = dotted(item.item.func) if isinstance(item.item, cst.Call) else None
-                if text and text.split(".")[-1] in ("no_grad", "inference_mode"):
-                    return True
     return False

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted
+from accumlint.model.sites import FrameKind
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 
@@ -26,21 +29,31 @@ class ZeroGradInsideGroup(Rule):
         for group in model.loops:
             if group.accumulates is not True:
                 continue
-            grouped_update = group.style is LoopStyle.DEEPSPEED or any(
-                group.cadence(u) in _ONCE_PER_GROUP for u in group.of_kind(EventKind.UPDATE)
-            )
-            if not grouped_update:
+            updates = group.of_kind(EventKind.UPDATE)
+            grouped = {dotted(u.target) for u in updates if group.cadence(u) in _ONCE_PER_GROUP}
+            every_microbatch = {dotted(u.target) for u in updates if group.cadence(u) is Cadence.MICROBATCH}
+            if group.style is not LoopStyle.DEEPSPEED and not grouped:
                 continue
+            if _writes_gradients(group):
+                continue  # the loop moves gradients by hand (per-example buffers, DP-SGD): not decidable
             for reset in group.of_kind(EventKind.RESET):
-                if group.cadence(reset) is Cadence.MICROBATCH:
-                    what = dotted(reset.target) or "the gradients"
-                    yield Hit(
-                        reset.node,
-                        f"`{what}` is reset on every microbatch while the optimizer update runs once per group, "
-                        "so each update sees only the last microbatch's gradient and accumulation has no effect",
-                        "reset the gradients once per group: after the optimizer update, under the same "
-                        "boundary test (or before the group's first microbatch)",
-                    )
+                if group.cadence(reset) is not Cadence.MICROBATCH:
+                    continue
+                target = dotted(reset.target)
+                if reset.role.role is Role.OPTIMIZER:
+                    # pair the reset with its own optimizer: a GAN's discriminator may update every microbatch
+                    if target in every_microbatch or (target not in grouped and every_microbatch):
+                        continue
+                elif every_microbatch:
+                    continue  # a module reset next to an optimizer that updates every microbatch: whose params?
+                what = target or "the gradients"
+                yield Hit(
+                    reset.node,
+                    f"`{what}` is reset on every microbatch while the optimizer update runs once per group, "
+                    "so each update sees only the last microbatch's gradient and accumulation has no effect",
+                    "reset the gradients once per group: after the optimizer update, under the same "
+                    "boundary test (or before the group's first microbatch)",
+                )
 
 
 class MissingGradReset(Rule):
@@ -74,6 +87,16 @@ class MissingGradReset(Rule):
                     "every update also applies the gradients of all previous groups",
                     "call `optimizer.zero_grad(set_to_none=True)` right after the optimizer update",
                 )
+
+
+def _writes_gradients(group) -> bool:
+    """Whether the loop assigns gradients itself (``p.grad = buffer``), other than resetting them."""
+    for site in group.region_sites:
+        for target in site.targets:
+            if target and target.endswith(".grad") and not (
+                    isinstance(site.value, cst.Name) and site.value.value == "None"):
+                return True
+    return False
 
 
 def _built_in_loop(model: FileModel, update, loop) -> bool:
@@ -126,8 +149,10 @@ class ResetBetweenBackwardAndStep(Rule):
                         )
 
 
-def _same_path(a: tuple, b: tuple) -> bool:
-    """Both sites sit under the same branches (one runs whenever the other does)."""
-    return [f.node for f in a] == [f.node for f in b] or set(map(id, (f.node for f in a))) <= set(
-        map(id, (f.node for f in b))
-    )
+def _same_path(reset_frames: tuple, update_frames: tuple) -> bool:
+    """Whether the update runs whenever the reset does: every branch around the reset also
+    encloses the update (a reset under `if not finite: ...; continue` is not on the update's path)."""
+    def branches(frames: tuple) -> set[tuple[int, str]]:
+        return {(id(f.node), "orelse" if f.kind is FrameKind.GUARD else f.branch) for f in frames
+                if f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)}
+    return branches(reset_frames) <= branches(update_frames)

@@ -83,7 +83,7 @@ class NoSyncMissesForward(Rule):
                         reported.add(id(hit.node))
                         yield hit
         for group in model.loops:
-            loop_sites = [s for s in group.scope.sites if s.inside(group.loop) and not s.in_helper]
+            loop_sites = [s for s in group.loop_sites if not s.in_helper]
             yield from self._flag_assigned_late(model, group, loop_sites)
 
     def _forward_deciding_contexts(self, model: FileModel, backward) -> Iterator[tuple[cst.With, str]]:
@@ -108,7 +108,7 @@ class NoSyncMissesForward(Rule):
         loop = next((f.node for f in reversed(backward.site.frames) if f.kind is FrameKind.LOOP), None)
         region = [s for s in scope.sites if not s.in_helper and (loop is None or s.inside(loop))
                   and s.order < backward.order]
-        forwards = [s for s in region if s.call is not None and dotted(s.call.func) == synced]
+        forwards = [s for s in region if s.call is not None and dotted(s.call.func) == synced and not s.under_no_grad]
         if forwards:
             if any(s.inside(context) for s in forwards):
                 return None
@@ -136,7 +136,7 @@ class NoSyncMissesForward(Rule):
                 continue
             owner = flag.rsplit(".", 1)[0]
             forwards = [s for s in loop_sites if s.call is not None and dotted(s.call.func) == owner
-                        and s.order < site.order]
+                        and s.order < site.order and not s.under_no_grad]
             later_backward = any(b.order > site.order for b in group.of_kind(EventKind.BACKWARD))
             if forwards and later_backward:
                 yield Hit(
@@ -145,6 +145,18 @@ class NoSyncMissesForward(Rule):
                     "so the group synchronizes on the wrong microbatch",
                     "assign the flag before the forward of each microbatch",
                 )
+
+
+def _reduces_by_hand(group) -> bool:
+    """Whether the group region all-reduces gradients itself (``dist.all_reduce(p.grad)``)."""
+    return any(
+        s.call is not None and (dotted(s.call.func) or "").rsplit(".", 1)[-1] in _MANUAL_REDUCTIONS
+        for s in group.region_sites
+    )
+
+
+_MANUAL_REDUCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor",
+                                "allreduce", "all_reduce_gradients", "sync_gradients", "allreduce_gradients"})
 
 
 class NoSyncNeverSyncs(Rule):
@@ -162,7 +174,7 @@ class NoSyncNeverSyncs(Rule):
                 continue
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)]
             after = [b for b in group.of_kind(EventKind.BACKWARD) if not group.in_loop(b)]
-            if not backwards or after:
+            if not backwards or after or _reduces_by_hand(group):
                 continue
             contexts: list[cst.With] = []
             for backward in backwards:

@@ -44,6 +44,7 @@ CONSTRUCTORS: dict[str, Role] = {
     "transformers.get_scheduler": Role.SCHEDULER,
     "diffusers.optimization.get_scheduler": Role.SCHEDULER,
     "torch.distributed.optim.ZeroRedundancyOptimizer": Role.OPTIMIZER,
+    "torch.nn.Module": Role.MODEL,
 }
 
 #: Qualified-name prefixes (module → every public class in it has the role).
@@ -71,6 +72,7 @@ CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^Accelerator$"), Role.ACCELERATOR),
     (re.compile(r"^Fabric$"), Role.FABRIC),
     (re.compile(r"^DataLoader$"), Role.LOADER),
+    (re.compile(r"^(Module|LightningModule|\w*PreTrainedModel)$"), Role.MODEL),
 )
 
 #: Variable names, the weakest evidence (matched against the last segment, lower-cased).

@@ -67,6 +67,10 @@ class AccumulationLoop:
     region_root: cst.CSTNode | None = None
     #: dotted names assigned inside the microbatch loop (its loop-variant names)
     assigned: frozenset[str] = frozenset()
+    #: every site inside the microbatch loop, in execution order (inlined helpers included)
+    loop_sites: list[Site] = field(default_factory=list)
+    #: every site of the group region (the loop; for MICRO_LOOP the block around it too)
+    region_sites: list[Site] = field(default_factory=list)
 
     def region_frames(self, event: Event):
         """The frames of an event inside the group's region (the loop, or for MICRO_LOOP the
@@ -161,7 +165,7 @@ class LoopAnalysis:
             if test is not None:
                 branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
                 return Gate(frame.node, branch, test), False
-            if not self.invariant(frame.test, loop):
+            if not self.invariant(frame.test, loop, site):
                 unknown = True
         return None, unknown
 
@@ -186,11 +190,19 @@ class LoopAnalysis:
                 best = site
         return (best.value, best.statement) if best is not None else None  # type: ignore[return-value]
 
-    def invariant(self, test: cst.BaseExpression | None, loop: cst.CSTNode) -> bool:
-        """Whether a condition has the same value on every microbatch of ``loop`` (a config flag)."""
+    def invariant(self, test: cst.BaseExpression | None, loop: cst.CSTNode, site: Site | None = None) -> bool:
+        """Whether a condition has the same value on every microbatch of ``loop`` (a config flag).
+
+        Names bound by a loop nested inside ``loop`` around ``site`` (``for p in
+        model.parameters(): if p.grad is not None``) vary per element, not per microbatch.
+        """
         if test is None:
             return False
         assigned = self.assigned_in(loop)
+        if site is not None:
+            inner = self._inner_loop_targets(site, loop)
+            if inner:
+                assigned = assigned - inner
         for name in names_in(test):
             if any(name == a or name.startswith(a + ".") or name.startswith(a + "[") or a.startswith(name + ".")
                    for a in assigned):
@@ -204,6 +216,15 @@ class LoopAnalysis:
                 return False
             stack.extend(children(node))
         return True
+
+    def _inner_loop_targets(self, site: Site, loop: cst.CSTNode) -> set[str]:
+        names: set[str] = set()
+        for frame in site.frames_inside(loop):
+            if frame.kind is FrameKind.LOOP and isinstance(frame.node, cst.For):
+                binding = next((s for s in self.scope.sites if s.node is frame.node), None)
+                if binding is not None:
+                    names.update(n for n in binding.targets if n)
+        return names
 
     def assigned_in(self, loop: cst.CSTNode) -> set[str]:
         cached = self._assigned.get(id(loop))
@@ -240,9 +261,14 @@ class LoopAnalysis:
         else:
             region = [e for e in self.events if e.site.inside(loop)]
         group.events = region
+        group.loop_sites = [site for site in self.scope.sites if site.inside(loop)]
         group.assigned = frozenset(self.assigned_in(loop))
         if group.style is LoopStyle.MICRO_LOOP:
             group.region_root = self._region_root(loop)
+            group.region_sites = [site for site in self.scope.sites
+                                  if group.region_root is None or site.inside(group.region_root)]
+        else:
+            group.region_sites = group.loop_sites
         for event in region:
             if event.site.inside(loop):
                 cadence = self._cadence_in_loop(group, event)
@@ -281,11 +307,17 @@ class LoopAnalysis:
                     positive = (branch == "body") == test.polarity
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
                 if test is not None and group.gate is not None and _same_test(test, group.gate.test):
-                    positive = (branch == "body") == (test.polarity == group.gate.test.polarity) == (
-                        group.gate.update_branch == "body")
+                    gate = group.gate.test
+                    # the gate's test is (update_branch == "body") on the boundary microbatch; the
+                    # remainder hits there iff that value equals the gate's polarity
+                    residue_hit = (group.gate.update_branch == "body") == gate.polarity  # type: ignore[union-attr]
+                    positive = (branch == "body") == (residue_hit == test.polarity)
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
-                if not self.invariant(frame.test, group.loop):
+                if not self.invariant(frame.test, group.loop, event.site):
                     return Cadence.UNKNOWN
+        # Accelerate's prepared optimizer and scheduler read the sync flag that the loop's
+        # accumulate() set, wherever in the loop they are called (accelerate 1.15.0 optimizer.py)
+        in_accumulate = in_accumulate or bool(group.accumulate_contexts)
         if in_accumulate and event.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.SCHEDULER_STEP):
             role = event.role
             if event.kind is EventKind.RESET and role.role is Role.MODEL:
@@ -299,8 +331,11 @@ class LoopAnalysis:
 
 
 def _same_test(a: boundary.BoundaryTest, b: boundary.BoundaryTest | None) -> bool:
+    """Both tests are the same modulo: same dividend (index and offset), divisor and residue."""
     return (b is not None and a.kind == b.kind == "modulo" and dotted(a.divisor) is not None
-            and dotted(a.divisor) == dotted(b.divisor))
+            and dotted(a.divisor) == dotted(b.divisor) and a.residue == b.residue
+            and boundary.index_offset(a.dividend) is not None
+            and boundary.index_offset(a.dividend) == boundary.index_offset(b.dividend))
 
 
 def _own_frames(site: Site) -> tuple[Frame, ...]:

@@ -24,7 +24,7 @@ from accumlint.model.names import (
     positional,
     receiver,
 )
-from accumlint.model.sites import Scope, Site
+from accumlint.model.sites import FrameKind, Scope, Site
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class RoleInfo:
 
 UNKNOWN = RoleInfo(Role.UNKNOWN, Evidence.NAME)
 _DEEPSPEED_TUPLE = (Role.ENGINE, Role.OPTIMIZER, Role.LOADER, Role.SCHEDULER)
+_STEPPING_ROLES = frozenset({Role.SCHEDULER, Role.OPTIMIZER, Role.SCALER, Role.ENGINE, Role.ACCELERATOR,
+                             Role.OPTIM_WRAPPER})
 _PREPARE_SINGLE = {
     "prepare_model": Role.MODEL,
     "prepare_optimizer": Role.OPTIMIZER,
@@ -89,6 +91,11 @@ class Roles:
                                 )
             self._bindings[scope] = table
         self._cache: dict[tuple[int, str, int], RoleInfo] = {}
+        self.classes: dict[str, cst.ClassDef] = {
+            statement.name.value: statement
+            for statement in scopes[0].node.body  # type: ignore[union-attr]
+            if isinstance(statement, cst.ClassDef)
+        }
 
     # --- public -----------------------------------------------------------------------------
     def of(self, expression: cst.BaseExpression | None, site: Site) -> RoleInfo:
@@ -119,9 +126,14 @@ class Roles:
     def _resolve(self, name: str, scope: Scope, order: int, depth: int) -> RoleInfo:
         if depth > 6:
             return UNKNOWN
-        for site in reversed(self._bindings[scope].get(name, [])):
+        bindings = self._bindings[scope].get(name, [])
+        for index, site in enumerate(reversed(bindings)):
             if site.order < order:
                 info = self._from_binding(site, name, depth)
+                if info is not None and self._conditional(site, scope, order) and (
+                        index < len(bindings) - 1 or self._is_parameter(name, scope)):
+                    # `if args.deepspeed: optimizer = ...` — the name may still hold its earlier value
+                    return replace(info, prepared=None, owner=None)
                 if info is not None:
                     return info
                 break
@@ -145,6 +157,21 @@ class Roles:
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
+
+    @staticmethod
+    def _conditional(binding: Site, scope: Scope, order: int) -> bool:
+        """Whether the binding sits under a branch that does not also enclose the use."""
+        use = scope.sites[order] if order < len(scope.sites) else None
+        use_nodes = {id(f.node) for f in use.frames} if use is not None else set()
+        return any(f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)
+                   and id(f.node) not in use_nodes for f in binding.frames)
+
+    @staticmethod
+    def _is_parameter(name: str, scope: Scope) -> bool:
+        if not isinstance(scope.node, cst.FunctionDef):
+            return False
+        params = scope.node.params
+        return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
     def _from_binding(self, site: Site, name: str, depth: int) -> RoleInfo | None:
         position = site.targets.index(name)
@@ -190,6 +217,17 @@ class Roles:
                 )
                 return RoleInfo(role, Evidence.CONSTRUCTOR, owner="fabric", origin=call)
         text = call_name(call)
+        local = self.classes.get(text or "")
+        if local is not None:
+            # a class of this module: a scheduler or optimizer only if it derives from one
+            for base in local.bases:
+                base_name = dotted(base.value)
+                role = constructor_role(self.imports.qualify(base_name) or base_name or "", False)
+                if role is not None:
+                    return RoleInfo(role, Evidence.CONSTRUCTOR, prepared=False, origin=call)
+            if role_from_name(target) in _STEPPING_ROLES:
+                return RoleInfo(Role.OTHER, Evidence.CONSTRUCTOR, origin=call)  # e.g. a KL annealer's step()
+            return None
         if text in fw.LIGHTNING_ACCESSORS:
             return RoleInfo(fw.LIGHTNING_ACCESSORS[text], Evidence.CONSTRUCTOR, origin=call)
         role = constructor_role(qualified, self.imports.qualify(text) is not None)

@@ -82,6 +82,18 @@ class Site:
     def in_helper(self) -> bool:
         return self.helper is not None
 
+    @property
+    def under_no_grad(self) -> bool:
+        """Whether the site runs inside ``with torch.no_grad()`` / ``torch.inference_mode()``
+        (no graph is built there)."""
+        for frame in self.frames:
+            if isinstance(frame.node, cst.With):
+                for item in frame.node.items:
+                    callee = dotted(item.item.func) if isinstance(item.item, cst.Call) else None
+                    if callee and callee.rsplit(".", 1)[-1] in ("no_grad", "inference_mode"):
+                        return True
+        return False
+
     def inside(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` (a loop, with, if …) encloses this site."""
         return any(frame.node is node for frame in self.frames)
