@@ -193,7 +193,8 @@ def test_no_sync_around_the_backward_of_a_loss_received_as_argument() -> None:
     assert lint(src.replace("import DistributedDataParallel",
                             "import DistributedDataParallel\n    from torch.distributed.fsdp import fully_shard")) == []
     # a forward inside the same context is fine
-    assert lint(src.replace("scaled = loss / self.size", "loss = self.model(loss)\n                scaled = loss")) == []
+    forward_inside = src.replace("scaled = loss / self.size", "loss = self.model(loss)\n                scaled = loss")
+    assert lint(forward_inside) == []
 
 
 #: False positives a fresh user found on correct loops (reduced snippets written for the tests).

@@ -121,7 +121,8 @@ class LoopAnalysis:
         return loops
 
     def analyse(self, loop: cst.For | cst.While) -> AccumulationLoop:
-        inside = [e for e in self.events if e.site.inside(loop)]
+        start, end = self.scope.loop_spans[loop]
+        inside = [e for e in self.events if start <= e.order < end]
         updates = [e for e in inside if e.kind is EventKind.UPDATE]
         accumulate = [f.node for e in inside for f in e.site.frames_inside(loop)
                       if f.kind is FrameKind.WITH and self.is_accumulate_context(f.node)]
@@ -173,7 +174,7 @@ class LoopAnalysis:
         test = frame.test
         if test is None:
             return None
-        order = next((s.order for s in self.scope.sites if s.statement is frame.node or s.node is frame.node), None)
+        order = self.scope.statement_orders.get(id(frame.node))
         found = boundary.analyze(test, lambda name: self.flag_value(name, loop, order))
         if found is None or (found.kind != "framework" and self.invariant(test, loop)):
             return None
@@ -184,9 +185,9 @@ class LoopAnalysis:
     ) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
         """The value last assigned to ``name`` inside ``loop`` before execution position ``before``."""
         best: Site | None = None
-        for site in self.scope.sites:
+        for site in self.scope.within(loop):
             if (site.targets == (name,) and site.augmented is None and site.value is not None
-                    and not site.in_helper and site.inside(loop) and (before is None or site.order < before)):
+                    and not site.in_helper and (before is None or site.order < before)):
                 best = site
         return (best.value, best.statement) if best is not None else None  # type: ignore[return-value]
 
@@ -221,7 +222,8 @@ class LoopAnalysis:
         names: set[str] = set()
         for frame in site.frames_inside(loop):
             if frame.kind is FrameKind.LOOP and isinstance(frame.node, cst.For):
-                binding = next((s for s in self.scope.sites if s.node is frame.node), None)
+                binding = self.scope.sites[self.scope.loop_spans[frame.node][0]] if (
+                    frame.node in self.scope.loop_spans) else None
                 if binding is not None:
                     names.update(n for n in binding.targets if n)
         return names
@@ -231,8 +233,8 @@ class LoopAnalysis:
         if cached is not None:
             return cached
         names: set[str] = set()
-        for site in self.scope.sites:
-            if site.targets and (site.inside(loop) or site.node is loop):
+        for site in self.scope.within(loop):
+            if site.targets:
                 names.update(n for n in site.targets if n)
         self._assigned[id(loop)] = names
         return names
@@ -245,7 +247,8 @@ class LoopAnalysis:
 
     def _region_root(self, loop: cst.CSTNode) -> cst.CSTNode | None:
         """The loop that encloses ``loop`` in this scope (None: the function body)."""
-        frames = next((s.frames for s in self.scope.sites if s.inside(loop)), ())
+        inside = self.scope.within(loop)
+        frames = inside[0].frames if inside else ()
         nodes = [f.node for f in frames]
         index = next((i for i, node in enumerate(nodes) if node is loop), len(frames))
         outer = [f.node for f in frames[:index] if f.kind is FrameKind.LOOP]
@@ -255,25 +258,23 @@ class LoopAnalysis:
     def _fill(self, group: AccumulationLoop) -> None:
         loop = group.loop
         start, end = self.scope.loop_spans[loop]
-        if group.style is LoopStyle.MICRO_LOOP:
-            root = self._region_root(loop)
-            region = [e for e in self.events if root is None or e.site.inside(root)]
-        else:
-            region = [e for e in self.events if e.site.inside(loop)]
-        group.events = region
-        group.loop_sites = [site for site in self.scope.sites if site.inside(loop)]
+        group.loop_sites = self.scope.within(loop)
         group.assigned = frozenset(self.assigned_in(loop))
         if group.style is LoopStyle.MICRO_LOOP:
             group.region_root = self._region_root(loop)
-            group.region_sites = [site for site in self.scope.sites
-                                  if group.region_root is None or site.inside(group.region_root)]
+            group.region_sites = (self.scope.within(group.region_root) if group.region_root is not None
+                                  else self.scope.sites)
+            low, high = group.region_sites[0].order, group.region_sites[-1].order + 1
+            region = [e for e in self.events if low <= e.order < high]
         else:
             group.region_sites = group.loop_sites
+            region = [e for e in self.events if start <= e.order < end]
+        group.events = region
+        root = group.region_root
         for event in region:
-            if event.site.inside(loop):
+            if start <= event.order < end:
                 cadence = self._cadence_in_loop(group, event)
             else:
-                root = self._region_root(loop)
                 frames = event.site.frames_inside(root) if root is not None else event.site.frames
                 cadence = Cadence.GROUP_START if event.order < start else Cadence.UPDATE
                 for frame in frames:

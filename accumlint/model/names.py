@@ -119,6 +119,25 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     return result
 
 
+def _bodies(statement: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
+    """The statements directly inside a compound statement (all its blocks)."""
+    blocks: list[cst.BaseSuite] = [statement.body]
+    for attr in ("orelse", "finalbody"):
+        extra = getattr(statement, attr, None)
+        if isinstance(extra, cst.If):
+            blocks.append(cst.IndentedBlock(body=[extra]))
+        elif extra is not None:
+            blocks.append(extra.body)
+    for handler in getattr(statement, "handlers", ()):
+        blocks.append(handler.body)
+    for case in getattr(statement, "cases", ()):
+        blocks.append(case.body)
+    out: list[cst.CSTNode] = []
+    for block in blocks:
+        out.extend(block.body if isinstance(block, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ())
+    return out
+
+
 class ImportMap:
     """Local name → qualified name, from the module's ``import`` statements (any nesting level).
 
@@ -130,9 +149,16 @@ class ImportMap:
     def __init__(self, module: cst.Module) -> None:
         self.names: dict[str, str] = {}
         self.modules: set[str] = set()
-        stack: list[cst.CSTNode] = [module]
+        stack: list[cst.CSTNode] = list(module.body)
         while stack:
             node = stack.pop()
+            if isinstance(node, cst.SimpleStatementLine):
+                stack.extend(node.body)
+                continue
+            if isinstance(node, cst.BaseCompoundStatement):
+                # imports are statements: walk bodies, never expressions
+                stack.extend(_bodies(node))
+                continue
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     full = dotted(alias.name) or ""
@@ -153,8 +179,6 @@ class ImportMap:
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         local = alias.asname.name.value
                     self.names[local] = f"{base}.{name}" if base else name
-            else:
-                stack.extend(children(node))
 
     def qualify(self, name: str | None) -> str | None:
         """Resolve the head of a dotted name through the imports (``nn.Linear`` → ``torch.nn.Linear``)."""
@@ -194,9 +218,32 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, (cst.BaseParenthesizableWhitespace, cst.Comment, cst.Newline)):
-                out.append(value)
-        elif isinstance(value, (tuple, list)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+        kind_of = _KIND.get(type(value))
+        if kind_of is None:
+            kind_of = _classify(type(value))
+        if kind_of == 1:
+            out.append(value)
+        elif kind_of == 2:
+            for element in value:
+                element_kind = _KIND.get(type(element))
+                if element_kind is None:
+                    element_kind = _classify(type(element))
+                if element_kind == 1:
+                    out.append(element)
     return out
+
+
+#: type → 1 (a syntax node we walk), 2 (a sequence), 0 (anything else); isinstance on
+#: LibCST's abstract node classes is slow, a per-type cache is not
+_KIND: dict[type, int] = {}
+
+
+def _classify(kind: type) -> int:
+    if issubclass(kind, cst.CSTNode):
+        result = 0 if issubclass(kind, (cst.BaseParenthesizableWhitespace, cst.Comment, cst.Newline)) else 1
+    elif issubclass(kind, (tuple, list)):
+        result = 2
+    else:
+        result = 0
+    _KIND[kind] = result
+    return result

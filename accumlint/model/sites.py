@@ -51,7 +51,13 @@ class Scope:
     node: cst.FunctionDef | cst.Module
     class_def: cst.ClassDef | None
     sites: list[Site] = field(default_factory=list)
-    loop_spans: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)  # loop → (first, last) order
+    loop_spans: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)  # loop → (first, end) order
+    statement_orders: dict[int, int] = field(default_factory=dict)  # id(compound statement) → its first order
+
+    def within(self, loop: cst.CSTNode) -> list[Site]:
+        """The sites inside one of this scope's own loops, in execution order."""
+        start, end = self.loop_spans[loop]
+        return self.sites[start:end]
 
     @property
     def name(self) -> str:
@@ -186,6 +192,8 @@ class _Walker:
                 self.small(small, frames)
 
     def statement(self, statement: cst.BaseStatement, frames: tuple[Frame, ...]) -> None:
+        if not self.helper_stack:
+            self.scope.statement_orders.setdefault(id(statement), self.order)
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 self.small(small, frames)
@@ -199,18 +207,20 @@ class _Walker:
                 else:
                     self.suite(statement.orelse.body, inner)
         elif isinstance(statement, (cst.For, cst.While)):
-            start = self.order
             loop = frames + (Frame(FrameKind.LOOP, statement),)
             if isinstance(statement, cst.For):
                 self.expression(statement.iter, statement, frames)
+                start = self.order
                 self.record_assign(statement, (statement.target,), statement.iter, None, loop)
             else:
+                start = self.order
                 self.expression(statement.test, statement, loop)
             self.suite(statement.body, loop)
+            if not self.helper_stack:
+                # sites[start:end] are exactly the sites inside the loop (order == index)
+                self.scope.loop_spans[statement] = (start, self.order)
             if statement.orelse is not None:
                 self.suite(statement.orelse.body, frames)
-            if not self.helper_stack:
-                self.scope.loop_spans[statement] = (start, self.order)
         elif isinstance(statement, cst.With):
             for item in statement.items:
                 self.expression(item.item, statement, frames)
