@@ -68,6 +68,9 @@ def _cli_layer(
     select: tuple[str, ...], ignore: tuple[str, ...], extend_select: tuple[str, ...]
 ) -> SelectionLayer:
     selected = _split_codes(select)
+    if select and not selected:
+        # an empty variable in a CI script must not silently switch every rule off
+        raise ConfigError("--select: empty selection; give codes or prefixes (e.g. ACC0, ACC101) or ALL")
     return SelectionLayer(
         select=tuple(config.validate_selectors(selected, "--select")) if select else None,
         ignore=tuple(config.validate_selectors(_split_codes(ignore), "--ignore")),

@@ -370,3 +370,15 @@ def test_colors_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     monkeypatch.delenv("NO_COLOR")
     assert cli._use_color() is False
+
+
+def test_empty_select_is_a_usage_error(tmp_path) -> None:
+    """An empty `--select ""` (an unset CI variable) must not switch every rule off silently."""
+    from click.testing import CliRunner
+
+    from accumlint.cli import main
+
+    (tmp_path / "train.py").write_text("x = 1\n")
+    result = CliRunner().invoke(main, ["check", "--select", "", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "empty selection" in result.output

@@ -329,3 +329,33 @@ REGRESSIONS = {
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_correct_loop_found_by_a_user_stays_clean(name: str) -> None:
     assert lint(REGRESSIONS[name]) == []
+
+
+def test_losses_kept_for_one_backward_at_the_boundary() -> None:
+    """All A graphs alive at once: the big-batch memory that accumulation exists to avoid."""
+    src = """
+    for epoch in range(epochs):
+        group_losses = []
+        for i, (x, y) in enumerate(loader):
+            loss = loss_fn(model(x), y)
+            group_losses.append(loss)
+            if (i + 1) % A == 0:
+                (sum(group_losses) / A).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                group_losses = []
+    """
+    assert lint(src) == [("ACC201", 6)]
+    assert lint(src.replace("group_losses.append(loss)", "group_losses.append(loss.detach())")) == []
+
+
+def test_in_place_reset_of_each_parameter_gradient_every_microbatch() -> None:
+    assert lint("""
+    for i, (x, y) in enumerate(loader):
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
+        (loss_fn(model(x), y) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """) == [("ACC001", 5)]

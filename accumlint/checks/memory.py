@@ -11,7 +11,7 @@ from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
-from accumlint.model.names import calls_in, dotted, method_name, positional
+from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
 _DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
@@ -34,13 +34,24 @@ class LossKeptWithGraph(Rule):
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b) and not b.site.in_helper
                          and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             graph_names = _graph_names(backwards) | _forward_outputs(model, group)
+            deferred = _deferred_containers(group)
             for site in group.loop_sites:
                 if site.in_helper or site.under_no_grad:
                     continue
                 stored, container = _stored_value(site)
-                if stored is None or container is None:
+                if stored is None or container is None or _detached(stored):
                     continue
-                if _detached(stored) or not _holds_graph(stored, site, graph_names, group.loop):
+                if container in deferred and not (group.gate and site.inside(group.gate.frame_node)):
+                    yield Hit(
+                        site.statement,
+                        f"`{container}` keeps every microbatch's loss with its graph until the group's single "
+                        "backward: the activations of all A microbatches are alive at once, so memory grows "
+                        "with A and accumulation saves nothing",
+                        "backpropagate each microbatch as it comes (`(loss / A).backward()`) and keep only "
+                        "`loss.detach()`",
+                    )
+                    continue
+                if not _holds_graph(stored, site, graph_names, group.loop):
                     continue
                 if not container.startswith("self."):
                     definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order)
@@ -53,6 +64,22 @@ class LossKeptWithGraph(Rule):
                     "with each microbatch",
                     "store `loss.detach()` (or `loss.item()` for logging) instead",
                 )
+
+
+def _deferred_containers(group) -> set[str]:
+    """Containers whose contents are backpropagated once at the group boundary
+    (``sum(group_losses).backward()``, ``torch.stack(losses).mean().backward()``)."""
+    names: set[str] = set()
+    for backward in group.of_kind(EventKind.BACKWARD):
+        if backward.loss is None or group.cadence(backward) is not Cadence.UPDATE or backward.site.in_helper:
+            continue
+        used = set(names_in(backward.loss))
+        for name in list(used):
+            definition = reaching_assignment(backward.site.scope, name, backward.order, group.loop)
+            if definition is not None and definition.value is not None and definition.augmented is None:
+                used.update(names_in(definition.value))
+        names.update(used)
+    return names
 
 
 def _graph_names(backwards) -> set[str]:
