@@ -359,3 +359,29 @@ def test_in_place_reset_of_each_parameter_gradient_every_microbatch() -> None:
         if (i + 1) % A == 0:
             optimizer.step()
     """) == [("ACC001", 5)]
+
+
+def test_lightning_training_step_is_the_body_of_a_microbatch_loop() -> None:
+    src = """
+    import lightning as L
+
+    class M(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            sch = self.lr_schedulers()
+            self.manual_backward(self.loss(batch) / 4)
+            if (batch_idx + 1) % 4 == 0:
+                opt.step()
+                opt.zero_grad()
+            sch.step()
+    """
+    assert lint(src) == [("ACC304", 16)]
+    gated = src.replace("            sch.step()\n", "")
+    gated = gated.replace("opt.zero_grad()", "opt.zero_grad()\n                sch.step()")
+    assert lint(gated) == []
+    # the same method on a class that is no LightningModule is an ordinary function
+    assert lint(src.replace("(L.LightningModule)", "")) == []

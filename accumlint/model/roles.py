@@ -228,8 +228,8 @@ class Roles:
             if role_from_name(target) in _STEPPING_ROLES:
                 return RoleInfo(Role.OTHER, Evidence.CONSTRUCTOR, origin=call)  # e.g. a KL annealer's step()
             return None
-        if text in fw.LIGHTNING_ACCESSORS:
-            return RoleInfo(fw.LIGHTNING_ACCESSORS[text], Evidence.CONSTRUCTOR, origin=call)
+        if f"{text}()" in fw.LIGHTNING_ACCESSORS:  # opt = self.optimizers()
+            return RoleInfo(fw.LIGHTNING_ACCESSORS[f"{text}()"], Evidence.CONSTRUCTOR, origin=call)
         role = constructor_role(qualified, self.imports.qualify(text) is not None)
         if role is not None:
             return RoleInfo(role, Evidence.CONSTRUCTOR, prepared=False, origin=call)

@@ -283,6 +283,19 @@ class _Walker:
         self.add(Site(statement, statement, frames, self.order, self.scope,  # type: ignore[arg-type]
                       targets=tuple(names), value=value, augmented=operator))
 
+    def hook(self, function: cst.FunctionDef) -> None:
+        """Walk a framework hook's body as the body of the loop that calls it: the function node
+        stands for that loop, its parameters (batch, batch_idx) for the loop's targets."""
+        loop = (Frame(FrameKind.LOOP, function),)
+        start = self.order
+        params = function.params
+        names = [cst.Name(p.name.value) for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                 if p.name.value != "self"]
+        self.add(Site(function, function, loop, self.order, self.scope,  # type: ignore[arg-type]
+                      targets=tuple(n.value for n in names), value=None))
+        self.suite(function.body, loop)
+        self.scope.loop_spans[function] = (start, self.order)
+
     def add(self, site: Site) -> None:
         if self.helper_stack:
             site.helper = self.helper_stack[-1]
@@ -316,6 +329,25 @@ def walk_scopes(module: cst.Module) -> tuple[list[Scope], ModuleFunctions]:
     scopes.append(top)
     for function, class_def in functions.scopes():
         scope = Scope(function, class_def)
-        _Walker(scope, functions).suite(function.body, ())
+        walker = _Walker(scope, functions)
+        if is_microbatch_hook(function, class_def):
+            walker.hook(function)
+        else:
+            walker.suite(function.body, ())
         scopes.append(scope)
     return scopes, functions
+
+
+def is_microbatch_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None) -> bool:
+    """A method the framework calls once per microbatch: ``training_step`` of a LightningModule
+    (lightning 2.6.6 ``loops/optimization``: automatic and manual optimization both call it per batch)."""
+    return (
+        class_def is not None
+        and function.name.value in MICROBATCH_HOOKS
+        and any((dotted(base.value) or "").rsplit(".", 1)[-1] in HOOK_BASES for base in class_def.bases)
+    )
+
+
+#: Methods a framework calls once per microbatch, and the base classes that make them so.
+MICROBATCH_HOOKS = frozenset({"training_step"})
+HOOK_BASES = frozenset({"LightningModule"})
