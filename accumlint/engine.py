@@ -24,6 +24,7 @@ from accumlint.suppression import apply_noqa
 
 PARSE_ERROR_CODE = "ACC000"
 PARSE_ERROR_NAME = "parse-error"
+PARSE_ERROR_URL = "https://github.com/accumlint/accumlint/blob/main/README.md#exit-codes"
 
 
 @dataclass
@@ -62,6 +63,7 @@ def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
         severity=Severity.ERROR,
         message=f"file could not be checked: {reason}",
         fix="make the file valid Python (as the interpreter that runs it would parse it)",
+        url=PARSE_ERROR_URL,
     )
 
 

@@ -34,6 +34,8 @@ class ZeroGradInsideGroup(Rule):
             every_microbatch = {dotted(u.target) for u in updates if group.cadence(u) is Cadence.MICROBATCH}
             if group.style is not LoopStyle.DEEPSPEED and not grouped:
                 continue
+            if not any(group.cadence(b) is Cadence.MICROBATCH for b in group.of_kind(EventKind.BACKWARD)):
+                continue  # no contribution accumulates across microbatches for a reset to wipe
             if _writes_gradients(group):
                 continue  # the loop moves gradients by hand (per-example buffers, DP-SGD): not decidable
             for reset in group.of_kind(EventKind.RESET):

@@ -21,7 +21,7 @@ from accumlint.model import boundary
 from accumlint.model import frameworks as fw
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, method_name, names_in
+from accumlint.model.names import children, dotted, int_value, method_name, names_in
 from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
 _PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
@@ -316,6 +316,8 @@ class LoopAnalysis:
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
                 if not self.invariant(frame.test, group.loop, event.site):
                     return Cadence.UNKNOWN
+                if _single_microbatch_branch(frame.test, branch):
+                    return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
         # Accelerate's prepared optimizer and scheduler read the sync flag that the loop's
         # accumulate() set, wherever in the loop they are called (accelerate 1.15.0 optimizer.py)
         in_accumulate = in_accumulate or bool(group.accumulate_contexts)
@@ -329,6 +331,21 @@ class LoopAnalysis:
                 return Cadence.FRAMEWORK_GATED
             return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
         return cadence
+
+
+def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> bool:
+    """Whether ``branch`` of an ``if`` on the accumulation steps runs only when A == 1
+    (``if A == 1:`` body, ``else`` of ``if A > 1:``)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    names = (dotted(test.left) or "", int_value(target.comparator))
+    if not fw.ACCUMULATION_NAME.search(names[0].rsplit(".", 1)[-1]):
+        return False
+    operator, value = type(target.operator), names[1]
+    only_one = (operator, value) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2))
+    more_than_one = (operator, value) in ((cst.GreaterThan, 1), (cst.NotEqual, 1), (cst.GreaterThanEqual, 2))
+    return (only_one and branch == "body") or (more_than_one and branch == "orelse")
 
 
 def _same_test(a: boundary.BoundaryTest, b: boundary.BoundaryTest | None) -> bool:

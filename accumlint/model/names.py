@@ -121,7 +121,8 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
 def _bodies(statement: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
     """The statements directly inside a compound statement (all its blocks)."""
-    blocks: list[cst.BaseSuite] = [statement.body]
+    body = getattr(statement, "body", None)  # a `match` has cases, no body
+    blocks: list[cst.BaseSuite] = [body] if isinstance(body, cst.BaseSuite) else []
     for attr in ("orelse", "finalbody"):
         extra = getattr(statement, attr, None)
         if isinstance(extra, cst.If):

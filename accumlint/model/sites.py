@@ -181,8 +181,7 @@ class _Walker:
         guards: tuple[Frame, ...] = ()
         for statement in statements:
             self.statement(statement, frames + guards)
-            if _is_continue_guard(statement):
-                guards = guards + (Frame(FrameKind.GUARD, statement),)
+            guards = guards + tuple(Frame(FrameKind.GUARD, guard) for guard in _continue_guards(statement))
 
     def suite(self, body: cst.BaseSuite, frames: tuple[Frame, ...]) -> None:
         if isinstance(body, cst.IndentedBlock):
@@ -301,6 +300,38 @@ class _Walker:
             site.helper = self.helper_stack[-1]
         self.scope.sites.append(site)
         self.order += 1
+
+
+def _continue_guards(statement: cst.BaseStatement) -> list[cst.If]:
+    """The `if cond: continue` statements in ``statement`` (itself, or nested in its branches,
+    contexts and try blocks, not in inner loops) after which the rest of the loop body runs
+    only when ``cond`` was false: `if A > 1: if (i + 1) % A: continue` gates what follows."""
+    if _is_continue_guard(statement):
+        return [statement]  # type: ignore[list-item]
+    found: list[cst.If] = []
+    if isinstance(statement, (cst.If, cst.With, cst.Try)):
+        for inner in _blocks_of(statement):
+            found.extend(_continue_guards(inner))
+    return found
+
+
+def _blocks_of(statement: cst.BaseCompoundStatement) -> list[cst.BaseStatement]:
+    suites: list[cst.BaseSuite] = [statement.body]
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        return [*_suite_statements(statement.body), orelse]
+    if orelse is not None:
+        suites.append(orelse.body)
+    for handler in getattr(statement, "handlers", ()):
+        suites.append(handler.body)
+    finalbody = getattr(statement, "finalbody", None)
+    if finalbody is not None:
+        suites.append(finalbody.body)
+    return [inner for suite in suites for inner in _suite_statements(suite)]
+
+
+def _suite_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    return list(suite.body) if isinstance(suite, cst.IndentedBlock) else []
 
 
 def _is_continue_guard(statement: cst.BaseStatement) -> bool:
