@@ -10,56 +10,10 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
-from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import reaching_assignment
-from accumlint.model.names import calls_in, dotted, keyword, method_name, positional, receiver
+from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
-
-
-def _no_sync_call(model: FileModel, item: cst.BaseExpression, site: Site) -> tuple[cst.Call | None, bool]:
-    """The no-sync call a ``with`` item enters (directly, or through a name bound to an
-    expression containing one) and whether it is entered unconditionally."""
-    candidates: list[tuple[cst.BaseExpression, bool]] = [(item, True)]
-    name = dotted(item)
-    if name is not None:
-        definition = reaching_assignment(site.scope, name, site.order)
-        if definition is not None and definition.value is not None:
-            candidates.append((definition.value, False))
-    for expression, direct in candidates:
-        for call in calls_in(expression):
-            if method_name(call) in fw.NO_SYNC_METHODS:
-                unconditional = direct and isinstance(expression, cst.Call) and keyword(call, "enabled") is None
-                return call, unconditional
-    return None, False
-
-
-def _root(expression: cst.BaseExpression | None) -> str | None:
-    """The name a loss expression starts from (``loss / A`` → ``loss``)."""
-    while isinstance(expression, cst.BinaryOperation):
-        expression = expression.left
-    return dotted(expression)
-
-
-def _is_parameter(scope, name: str | None, site: Site, depth: int = 0) -> bool:
-    """Whether ``name`` at ``site`` still holds (a scaling of) a parameter of the function."""
-    if name is None or depth > 4 or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    definition = reaching_assignment(scope, name, site.order)
-    if definition is None:
-        params = scope.node.params
-        return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
-    if definition.augmented is not None or definition.value is None:
-        return False
-    value = definition.value
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.Multiply)):
-        return _is_parameter(scope, _root(value), definition, depth + 1)
-    return False
-
-
-def _synced_model(call: cst.Call) -> cst.BaseExpression | None:
-    """The model whose sync the call switches: the receiver (``ddp.no_sync()``) or the first
-    argument (``accelerator.no_sync(model)``, ``fabric.no_backward_sync(model)``)."""
-    return positional(call, 0) or receiver(call)
+from accumlint.model.sync import expression_root, from_parameter, no_sync_contexts, reduces_by_hand
 
 
 class NoSyncMissesForward(Rule):
@@ -88,19 +42,12 @@ class NoSyncMissesForward(Rule):
 
     def _forward_deciding_contexts(self, model: FileModel, backward) -> Iterator[tuple[cst.With, str]]:
         """The no-sync ``with`` statements around a backward whose model decides sync at forward time."""
-        for frame in backward.site.frames:
-            if frame.kind is not FrameKind.WITH:
-                continue
-            for item in frame.node.items:  # type: ignore[attr-defined]
-                call, _ = _no_sync_call(model, item.item, backward.site)
-                if call is None:
-                    continue
-                synced = dotted(_synced_model(call))
-                owner = model.roles.of(receiver(call), backward.site)
-                if owner.role is not Role.ACCELERATOR and owner.role is not Role.FABRIC:
-                    owner = model.roles.named(synced, backward.site.scope, backward.order)
-                if synced is not None and model.sync_decided_at_forward(owner) is True:
-                    yield frame.node, synced  # type: ignore[misc]
+        for context in no_sync_contexts(backward.site):
+            owner = model.roles.of(receiver(context.call), backward.site)
+            if owner.role is not Role.ACCELERATOR and owner.role is not Role.FABRIC:
+                owner = model.roles.named(context.synced, backward.site.scope, backward.order)
+            if context.synced is not None and model.sync_decided_at_forward(owner) is True:
+                yield context.node, context.synced
 
     def _forward_outside(self, model: FileModel, backward, context: cst.With, synced: str) -> Hit | None:
         """A hit when the forward producing the backward's loss ran outside ``context``."""
@@ -119,7 +66,7 @@ class NoSyncMissesForward(Rule):
                 "every microbatch (correct, but the saving is lost)",
                 "open the no-sync context before the forward so it covers forward and backward",
             )
-        if backward.site.in_helper or not _is_parameter(scope, _root(backward.loss), backward.site):
+        if backward.site.in_helper or not from_parameter(scope, expression_root(backward.loss), backward.site):
             return None
         return Hit(
             backward.node,
@@ -147,18 +94,6 @@ class NoSyncMissesForward(Rule):
                 )
 
 
-def _reduces_by_hand(group) -> bool:
-    """Whether the group region all-reduces gradients itself (``dist.all_reduce(p.grad)``)."""
-    return any(
-        s.call is not None and (dotted(s.call.func) or "").rsplit(".", 1)[-1] in _MANUAL_REDUCTIONS
-        for s in group.region_sites
-    )
-
-
-_MANUAL_REDUCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor",
-                                "allreduce", "all_reduce_gradients", "sync_gradients", "allreduce_gradients"})
-
-
 class NoSyncNeverSyncs(Rule):
     """ACC402: every microbatch runs under ``no_sync``: replicas never all-reduce."""
 
@@ -174,7 +109,7 @@ class NoSyncNeverSyncs(Rule):
                 continue
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)]
             after = [b for b in group.of_kind(EventKind.BACKWARD) if not group.in_loop(b)]
-            if not backwards or after or _reduces_by_hand(group):
+            if not backwards or after or reduces_by_hand(group.region_sites):
                 continue
             contexts: list[cst.With] = []
             for backward in backwards:
@@ -200,19 +135,13 @@ class NoSyncNeverSyncs(Rule):
             if definition is not None:
                 sites.append(definition)
         for site in sites:
-            if group.style is LoopStyle.MICRO_LOOP and group.region_root is not None:
-                frames = site.frames_inside(group.region_root)
-            elif group.style is LoopStyle.MICRO_LOOP:
-                frames = site.frames
-            else:
-                frames = site.frames_inside(group.loop)
+            frames = group.region_frames(site)
             for index, frame in enumerate(frames):
                 if frame.kind is not FrameKind.WITH:
                     continue
                 if any(f.kind in (FrameKind.IF, FrameKind.GUARD) for f in frames[:index]):
                     continue
-                for item in frame.node.items:  # type: ignore[attr-defined]
-                    call, unconditional = _no_sync_call(model, item.item, site)
-                    if call is not None and unconditional:
-                        return frame.node  # type: ignore[return-value]
+                for context in no_sync_contexts(site, (frame,)):
+                    if context.unconditional:
+                        return context.node
         return None

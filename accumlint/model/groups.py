@@ -72,12 +72,12 @@ class AccumulationLoop:
     #: every site of the group region (the loop; for MICRO_LOOP the block around it too)
     region_sites: list[Site] = field(default_factory=list)
 
-    def region_frames(self, event: Event):
-        """The frames of an event inside the group's region (the loop, or for MICRO_LOOP the
+    def region_frames(self, site: Site) -> tuple[Frame, ...]:
+        """The frames of a site inside the group's region (the loop, or for MICRO_LOOP the
         block around it)."""
         if self.style is LoopStyle.MICRO_LOOP:
-            return event.site.frames_inside(self.region_root) if self.region_root is not None else event.site.frames
-        return event.site.frames_inside(self.loop)
+            return site.frames_inside(self.region_root) if self.region_root is not None else site.frames
+        return site.frames_inside(self.loop)
 
     def cadence(self, event: Event) -> Cadence:
         """How often ``event`` runs relative to the group (``UNKNOWN`` when undecidable)."""

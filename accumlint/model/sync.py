@@ -1,0 +1,104 @@
+"""Sync switches: the contexts and flags that make a data-parallel backward skip its
+gradient all-reduce (DDP ``no_sync``, ``accelerator.no_sync``, Fabric ``no_backward_sync``).
+
+Sources: torch 2.13.0 ``nn/parallel/distributed.py`` (``no_sync`` flips
+``require_backward_grad_sync``; the reducer is armed in forward), accelerate 1.15.0
+``accelerator.py`` (``no_sync(model)``), lightning 2.6.6 ``fabric.py``
+(``no_backward_sync(model, enabled=...)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from accumlint.model import frameworks as fw
+from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.names import calls_in, dotted, keyword, method_name, positional, receiver
+from accumlint.model.sites import FrameKind, Scope, Site
+
+
+@dataclass(frozen=True)
+class NoSyncContext:
+    """A ``with`` around a site that skips the all-reduce for ``synced`` (the model's dotted name).
+
+    ``unconditional``: entered on every pass (a direct call, no ``enabled=`` flag, not chosen
+    by a conditional expression). ``call``: the no-sync call itself.
+    """
+
+    node: cst.With
+    call: cst.Call
+    synced: str | None
+    unconditional: bool
+
+
+def no_sync_contexts(site: Site, frames: tuple | None = None) -> list[NoSyncContext]:
+    """The no-sync contexts among ``frames`` (default: all frames of ``site``), outermost first."""
+    found: list[NoSyncContext] = []
+    for frame in site.frames if frames is None else frames:
+        if frame.kind is not FrameKind.WITH:
+            continue
+        for item in frame.node.items:  # type: ignore[attr-defined]
+            call, unconditional = _no_sync_call(item.item, site)
+            if call is not None:
+                found.append(NoSyncContext(frame.node, call, dotted(_synced_model(call)), unconditional))  # type: ignore[arg-type]
+    return found
+
+
+def from_parameter(scope: Scope, name: str | None, site: Site, depth: int = 0) -> bool:
+    """Whether ``name`` at ``site`` still holds (a scaling of) a parameter of the function:
+    its value was computed by the caller."""
+    if name is None or depth > 4 or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    definition = reaching_assignment(scope, name, site.order)
+    if definition is None:
+        params = scope.node.params
+        return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+    if definition.augmented is not None or definition.value is None:
+        return False
+    value = definition.value
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.Multiply)):
+        return from_parameter(scope, expression_root(value), definition, depth + 1)
+    return False
+
+
+def expression_root(expression: cst.BaseExpression | None) -> str | None:
+    """The name an arithmetic expression starts from (``loss / A`` → ``loss``)."""
+    while isinstance(expression, cst.BinaryOperation):
+        expression = expression.left
+    return dotted(expression)
+
+
+def reduces_by_hand(sites: list[Site]) -> bool:
+    """Whether the sites all-reduce gradients themselves (``dist.all_reduce(p.grad)``)."""
+    return any(
+        s.call is not None and (dotted(s.call.func) or "").rsplit(".", 1)[-1] in _MANUAL_REDUCTIONS for s in sites
+    )
+
+
+_MANUAL_REDUCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor",
+                                "allreduce", "all_reduce_gradients", "allreduce_gradients"})
+
+
+def _no_sync_call(item: cst.BaseExpression, site: Site) -> tuple[cst.Call | None, bool]:
+    """The no-sync call a ``with`` item enters (directly, or through a name bound to an
+    expression containing one) and whether it is entered unconditionally."""
+    candidates: list[tuple[cst.BaseExpression, bool]] = [(item, True)]
+    name = dotted(item)
+    if name is not None:
+        definition = reaching_assignment(site.scope, name, site.order)
+        if definition is not None and definition.value is not None:
+            candidates.append((definition.value, False))
+    for expression, direct in candidates:
+        for call in calls_in(expression):
+            if method_name(call) in fw.NO_SYNC_METHODS:
+                unconditional = direct and isinstance(expression, cst.Call) and keyword(call, "enabled") is None
+                return call, unconditional
+    return None, False
+
+
+def _synced_model(call: cst.Call) -> cst.BaseExpression | None:
+    """The model whose sync the call switches: the receiver (``ddp.no_sync()``) or the first
+    argument (``accelerator.no_sync(model)``, ``fabric.no_backward_sync(model)``)."""
+    return positional(call, 0) or receiver(call)
