@@ -70,6 +70,14 @@ BAD = {
             optimizer.step()
             optimizer.zero_grad()
     """, [("ACC006", 4)]),
+    "zero-based modulo with a last-batch clause (old HF no_trainer examples)": ("""
+    for step, batch in enumerate(train_dataloader):
+        loss = model(**batch).loss / args.gradient_accumulation_steps
+        accelerator.backward(loss)
+        if step % args.gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, [("ACC006", 5)]),
     "losses kept in a dict": ("""
     history = {}
     for i, b in enumerate(loader):

@@ -115,7 +115,7 @@ class IrregularUpdateBoundary(Rule):
             yield Hit(
                 test.report,
                 f"the boundary test fires on the first microbatch, so the first group holds {size} and every "
-                "later group is shifted; the tail of the epoch is left in `.grad`"
+                "later group is shifted" + ("" if test.tail else "; the tail of the epoch is left in `.grad`")
                 if first == 0 and wanted == 1 else
                 f"the boundary test is off by {first - wanted}: the first group holds {size}, later groups are shifted",
                 "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)",
