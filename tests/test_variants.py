@@ -440,3 +440,26 @@ def test_match_statements_are_walked() -> None:
         if (i + 1) % A == 0:
             optimizer.step()
     """) == [("ACC001", 8)]
+
+
+def test_scheduler_sized_in_microbatches_on_purpose() -> None:
+    """diffusers realfill shape (reduced): horizon and warmup multiplied by A, stepped every
+    microbatch: consistent units. Without the factor it is case 011's bug."""
+    src = """
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+    accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+    sched = get_scheduler("cosine", optimizer=optimizer,
+                          num_warmup_steps=args.warmup * args.gradient_accumulation_steps,
+                          num_training_steps=args.max_train_steps * args.gradient_accumulation_steps)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch).loss)
+            optimizer.step()
+            sched.step()
+            optimizer.zero_grad()
+    """
+    assert lint(src) == []
+    unscaled = src.replace(" * args.gradient_accumulation_steps", "")
+    assert lint(unscaled) == [("ACC304", 13)]

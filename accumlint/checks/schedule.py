@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
-from accumlint.model.names import dotted
+from accumlint.model.names import children, dotted
 
 
 class SchedulerPerMicrobatch(Rule):
@@ -29,6 +31,8 @@ class SchedulerPerMicrobatch(Rule):
             for step in group.of_kind(EventKind.SCHEDULER_STEP):
                 if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
                     continue
+                if _horizon_in_microbatches(model, step.role.origin):
+                    continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
                 name = dotted(step.target) or "the scheduler"
                 unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (
                     group.style is LoopStyle.ACCELERATE and step.role.prepared is False) else ""
@@ -39,3 +43,21 @@ class SchedulerPerMicrobatch(Rule):
                     "step the scheduler once per optimizer update, right after it "
                     "(under the same boundary test or `if accelerator.sync_gradients:`)",
                 )
+
+
+def _horizon_in_microbatches(model: FileModel, constructor: cst.Call | None) -> bool:
+    """Whether a scheduler's constructor sizes its horizon or warmup as a product with A
+    (``num_training_steps=max_train_steps * gradient_accumulation_steps``): the schedule is
+    then written in microbatches and per-microbatch stepping matches it."""
+    if constructor is None:
+        return False
+    for arg in constructor.args:
+        stack: list[cst.CSTNode] = [arg.value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                if model.is_accumulation_name(node.left) or model.is_accumulation_name(node.right):
+                    return True
+            if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
+                stack.extend(children(node))
+    return False
