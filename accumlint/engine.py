@@ -81,6 +81,25 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
     return exc.raw_line, exc.raw_column + 1, exc.message
 
 
+def _mentions_markers(text: str, data: bytes, markers: tuple[bytes, ...]) -> bool:
+    """Whether the file uses a rule's marker as code: an attribute, a name or a function
+    definition (``loss.backward()``, ``def training_step``), not just in a comment or string.
+    The byte test comes first: most files never contain a marker at all."""
+    if not any(marker in data for marker in markers):
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # let the full parser report it
+    wanted = {marker.decode() for marker in markers}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in wanted) or (
+            isinstance(node, ast.Name) and node.id in wanted
+        ) or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in wanted):
+            return True
+    return False
+
+
 def _interpreter_syntax_error(text: str) -> tuple[int, int, str] | None:
     """(line, column, reason) of the first syntax error ``ast.parse`` finds, or None."""
     try:
@@ -113,7 +132,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
-    if not rules or all(rule.markers and not any(m in data for m in rule.markers) for rule in rules):
+    if not rules or all(rule.markers and not _mentions_markers(text, data, rule.markers) for rule in rules):
         # no selected rule can fire on this file: the interpreter's own parser (an order of
         # magnitude faster than LibCST's) is enough to report a file that does not parse
         error = _interpreter_syntax_error(text)

@@ -95,3 +95,10 @@ def test_syntax_error_is_reported_with_and_without_rule_markers() -> None:
     training = check_source("train.py", b"loss.backward()\ndef f(:\n    pass\n")
     assert codes_at(training) == [("ACC000", 2, 7)]
     assert check_source("ok.py", b"x = 1\n").findings == []
+
+
+def test_marker_only_in_a_comment_skips_the_model_but_not_acc000() -> None:
+    """`backward` in a comment or string does not make a file relevant; it is still parsed."""
+    assert check_source("notes.py", b"# call loss.backward() per microbatch\nx = 'backward'\n").findings == []
+    broken = check_source("notes.py", b"# loss.backward()\ndef f(:\n")
+    assert codes_at(broken) == [("ACC000", 2, 7)]
