@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import codecs
+import functools
 import io
+import re
 import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -81,23 +83,21 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
     return exc.raw_line, exc.raw_column + 1, exc.message
 
 
-def _mentions_markers(text: str, data: bytes, markers: tuple[bytes, ...]) -> bool:
-    """Whether the file uses a rule's marker as code: an attribute, a name or a function
-    definition (``loss.backward()``, ``def training_step``), not just in a comment or string.
-    The byte test comes first: most files never contain a marker at all."""
-    if not any(marker in data for marker in markers):
-        return False
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True  # let the full parser report it
-    wanted = {marker.decode() for marker in markers}
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and node.attr in wanted) or (
-            isinstance(node, ast.Name) and node.id in wanted
-        ) or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in wanted):
-            return True
-    return False
+@functools.cache
+def _marker_pattern(markers: frozenset[bytes]) -> re.Pattern[bytes]:
+    """Markers used as code: a call (``loss.backward(``, ``backward(``) or a definition
+    (``def training_step``), not a word in prose. Comments and strings can still match: the
+    pattern only decides whether the file is worth the full parse."""
+    names = b"|".join(re.escape(m) for m in sorted(markers))
+    return re.compile(rb"(?:\.\s*|(?<![\w.]))(?:" + names + rb")\s*\(|\bdef\s+(?:" + names + rb")\b")
+
+
+def _relevant(data: bytes, rules: Sequence[Rule]) -> bool:
+    """Whether any selected rule can fire on this file (a rule without markers always can)."""
+    if any(not rule.markers for rule in rules):
+        return True
+    markers = frozenset(m for rule in rules for m in rule.markers)
+    return _marker_pattern(markers).search(data) is not None
 
 
 def _interpreter_syntax_error(text: str) -> tuple[int, int, str] | None:
@@ -132,7 +132,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
-    if not rules or all(rule.markers and not _mentions_markers(text, data, rule.markers) for rule in rules):
+    if not rules or not _relevant(data, rules):
         # no selected rule can fire on this file: the interpreter's own parser (an order of
         # magnitude faster than LibCST's) is enough to report a file that does not parse
         error = _interpreter_syntax_error(text)

@@ -102,3 +102,18 @@ def test_marker_only_in_a_comment_skips_the_model_but_not_acc000() -> None:
     assert check_source("notes.py", b"# call loss.backward() per microbatch\nx = 'backward'\n").findings == []
     broken = check_source("notes.py", b"# loss.backward()\ndef f(:\n")
     assert codes_at(broken) == [("ACC000", 2, 7)]
+
+
+def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:
+    """The marker prefilter must never drop a file a rule fires on, whatever the selection."""
+    from pathlib import Path
+
+    from accumlint.engine import rules_for
+
+    root = Path(__file__).resolve().parents[1] / "rules"
+    for folder in sorted(root.glob("ACC*")):
+        code = folder.name.split("-")[0]
+        for example in sorted(folder.glob("bad_*.py")):
+            marked = f"expect: {code}" in example.read_text() or f", {code}" in example.read_text()
+            found = [f.code for f in check_source(str(example), example.read_bytes(), rules_for([code])).findings]
+            assert (code in found) == marked, example

@@ -41,7 +41,7 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     #: Source substrings without which the rule cannot fire (the engine skips the model when a
     #: file holds none of the selected rules' markers; empty: always run). Every loop rule needs a backward.
-    markers: ClassVar[tuple[bytes, ...]] = (b"backward", b"update_params")
+    markers: ClassVar[tuple[bytes, ...]] = (b"backward", b"manual_backward", b"update_params")
 
     @classmethod
     def url(cls) -> str:

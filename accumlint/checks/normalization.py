@@ -22,7 +22,7 @@ class DoubleNormalization(Rule):
     severity = Severity.ERROR
     principle = "P4"
     summary = "loss divided by A by hand and again by the framework: gradients A times too small"
-    markers = (b"backward", b"update_params", b"training_step")
+    markers = (b"backward", b"manual_backward", b"update_params", b"training_step")
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
