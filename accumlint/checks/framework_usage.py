@@ -63,9 +63,8 @@ class AccumulateContextMisplaced(Rule):
         if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:
             return
         backwards = [b for b in group.of_kind(EventKind.BACKWARD) if b.role.role is Role.ACCELERATOR]
-        if not backwards or any(s.inside(f.node) for b in backwards for s in [b.site] for f in b.site.frames
-                                if f.kind is FrameKind.WITH and model.is_accumulate_context(f.node)):
-            return
+        if not backwards or any(model.is_accumulate_context(f.node) for b in backwards for f in b.site.frames):
+            return  # accumulate() entered around the loop: the first check of this rule speaks
         configured = model.accelerate_accumulation(backwards[0].role)
         if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
             return

@@ -47,9 +47,7 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
             return False  # Accelerate's own contract: ACC501 speaks for it
         if model.divisions_by(backward, model.is_accumulation_name):
             return True
-    for site in group.scope.sites:
-        if not site.inside(group.loop):
-            continue
+    for site in group.loop_sites:
         for frame in site.frames_inside(group.loop):
             test = frame.test if frame.kind in (FrameKind.IF, FrameKind.GUARD) else None
             if test is not None and _modulo_by_accumulation(model, test):
@@ -104,19 +102,18 @@ class IrregularUpdateBoundary(Rule):
                     "gate the update with `(i + 1) % A == 0` on a 0-based index",
                 )
                 continue
-            test_order = next((s.order for s in group.scope.sites if s.node is gate.frame_node
-                               or s.statement is gate.frame_node), updates[0].order)
+            test_order = group.scope.statement_orders.get(id(gate.frame_node), updates[0].order)
             first = first_value(test.dividend, group.loop, group.scope.sites, test_order)
             wanted = 1 if test.residue == 0 else 0
             if first is None or first == wanted:
                 continue
-            size = "a single microbatch" if first == wanted - 1 or (first == 0 and wanted == 1) else (
-                "a different number of microbatches than A")
-            yield Hit(
-                test.report,
-                f"the boundary test fires on the first microbatch, so the first group holds {size} and every "
-                "later group is shifted" + ("" if test.tail else "; the tail of the epoch is left in `.grad`")
-                if first == 0 and wanted == 1 else
-                f"the boundary test is off by {first - wanted}: the first group holds {size}, later groups are shifted",
-                "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)",
-            )
+            if first == wanted - 1:
+                message = ("the boundary test fires on the first microbatch, so the first group holds a single "
+                           "microbatch and every later group is shifted")
+                if not test.tail:
+                    message += "; the tail of the epoch is left in `.grad`"
+            else:
+                message = (f"the boundary test is off by {first - wanted}: the first group holds a different number "
+                           "of microbatches than A, later groups are shifted")
+            yield Hit(test.report, message,
+                      "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)")

@@ -170,11 +170,6 @@ def _walk(node: cst.CSTNode):
         stack.extend(children(current))
 
 
-def literal_int(node: cst.BaseExpression | None) -> int | None:
-    """An integer literal's value (re-exported for rules)."""
-    return int_value(node)
-
-
 def build_model(module: cst.Module) -> FileModel:
     """Build the model of one parsed module."""
     return FileModel(module)

@@ -100,11 +100,6 @@ MODEL_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGIN
 
 # --- accumulation configuration --------------------------------------------------------------
 
-#: Keyword / config-key names that carry the accumulation steps A of a framework.
-ACCUMULATION_KEYS = frozenset(
-    {"gradient_accumulation_steps", "accumulate_grad_batches", "accumulative_counts", "iters_to_accumulate"}
-)
-
 #: Names that say "this is A" (variables, attributes, config fields).
 ACCUMULATION_NAME = re.compile(
     r"(grad(ient)?_?acc|accum|accumulat|(^|_)gas$|^ga$|(^|_)ga_steps$|iters_to_accumulate|update_freq|"
@@ -193,3 +188,7 @@ FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC}
 #: LightningModule hooks where automatic optimization owns normalization, reset, update
 #: (lightning 2.6.6 loops/optimization/automatic.py: loss / accumulate_grad_batches).
 LIGHTNING_MODULE_BASES = frozenset({"LightningModule"})  # last segment of the base class
+
+#: Methods a framework calls once per microbatch, read as the body of that loop (lightning
+#: 2.6.6 ``loops/optimization``: automatic and manual optimization both call training_step per batch).
+MICROBATCH_HOOKS = frozenset({"training_step"})

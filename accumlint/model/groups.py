@@ -21,7 +21,7 @@ from accumlint.model import boundary
 from accumlint.model import frameworks as fw
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, int_value, method_name, names_in
+from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in
 from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
 _PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
@@ -89,10 +89,6 @@ class AccumulationLoop:
     def in_loop(self, event: Event) -> bool:
         return event.site.inside(self.loop)
 
-    @property
-    def span(self) -> tuple[int, int]:
-        return self.scope.loop_spans[self.loop]
-
 
 class LoopAnalysis:
     """Builds :class:`AccumulationLoop` objects for one scope."""
@@ -110,7 +106,7 @@ class LoopAnalysis:
         for event in self.events:
             if event.kind is not EventKind.BACKWARD:
                 continue
-            own = _own_frames(event.site)
+            own = _own_frames_list(event.site.frames)
             if len(own) < len(event.site.frames) and any(
                 f.kind is FrameKind.LOOP for f in event.site.frames[len(own):]
             ):
@@ -339,10 +335,9 @@ def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> b
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False
     target = test.comparisons[0]
-    names = (dotted(test.left) or "", int_value(target.comparator))
-    if not fw.ACCUMULATION_NAME.search(names[0].rsplit(".", 1)[-1]):
+    if not fw.ACCUMULATION_NAME.search(last_segment(dotted(test.left))):
         return False
-    operator, value = type(target.operator), names[1]
+    operator, value = type(target.operator), int_value(target.comparator)
     only_one = (operator, value) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2))
     more_than_one = (operator, value) in ((cst.GreaterThan, 1), (cst.NotEqual, 1), (cst.GreaterThanEqual, 2))
     return (only_one and branch == "body") or (more_than_one and branch == "orelse")
@@ -354,10 +349,6 @@ def _same_test(a: boundary.BoundaryTest, b: boundary.BoundaryTest | None) -> boo
             and dotted(a.divisor) == dotted(b.divisor) and a.residue == b.residue
             and boundary.index_offset(a.dividend) is not None
             and boundary.index_offset(a.dividend) == boundary.index_offset(b.dividend))
-
-
-def _own_frames(site: Site) -> tuple[Frame, ...]:
-    return _own_frames_list(site.frames)
 
 
 def _own_frames_list(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:

@@ -13,7 +13,8 @@ from enum import Enum
 
 import libcst as cst
 
-from accumlint.model.names import calls_in, children, dotted
+from accumlint.model import frameworks as fw
+from accumlint.model.names import calls_in, children, dotted, last_segment
 
 MAX_HELPER_DEPTH = 3
 
@@ -371,14 +372,9 @@ def walk_scopes(module: cst.Module) -> tuple[list[Scope], ModuleFunctions]:
 
 def is_microbatch_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None) -> bool:
     """A method the framework calls once per microbatch: ``training_step`` of a LightningModule
-    (lightning 2.6.6 ``loops/optimization``: automatic and manual optimization both call it per batch)."""
+    (the framework table in ``frameworks.py`` lists both)."""
     return (
         class_def is not None
-        and function.name.value in MICROBATCH_HOOKS
-        and any((dotted(base.value) or "").rsplit(".", 1)[-1] in HOOK_BASES for base in class_def.bases)
+        and function.name.value in fw.MICROBATCH_HOOKS
+        and any(last_segment(dotted(base.value)) in fw.LIGHTNING_MODULE_BASES for base in class_def.bases)
     )
-
-
-#: Methods a framework calls once per microbatch, and the base classes that make them so.
-MICROBATCH_HOOKS = frozenset({"training_step"})
-HOOK_BASES = frozenset({"LightningModule"})
