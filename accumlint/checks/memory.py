@@ -142,3 +142,16 @@ def _detached(value: cst.BaseExpression) -> bool:
         if (method_name(call) or dotted(call.func) or "") in _DETACHING:
             return True
     return False
+
+
+class RetainGraphInLoop(Rule):
+    """ACC202: backward(retain_graph=True) in the loop keeps every microbatch's graph alive"""
+
+    code = "ACC202"
+    name = "retain-graph-in-loop"
+    severity = Severity.WARNING
+    principle = "P5"
+    summary = "backward(retain_graph=True) in the loop keeps every microbatch's graph alive"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written

@@ -95,3 +95,56 @@ class DoubleNormalization(Rule):
                             "A times too small",
                             "return the undivided loss",
                         )
+
+
+class MeanOfMeans(Rule):
+    """ACC102: per-microbatch mean token losses averaged over A: tokens weighted unequally"""
+
+    code = "ACC102"
+    name = "mean-of-means"
+    severity = Severity.WARNING
+    principle = "P4"
+    summary = "per-microbatch mean token losses averaged over A: tokens weighted unequally"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
+
+
+class MissingNormalization(Rule):
+    """ACC103: accumulated loss never divided by A: gradients are A times the mean"""
+
+    code = "ACC103"
+    name = "missing-normalization"
+    severity = Severity.WARNING
+    principle = "P4"
+    summary = "accumulated loss never divided by A: gradients are A times the mean"
+    default_enabled = False
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
+
+
+class NormalizationAfterBackward(Rule):
+    """ACC104: loss divided after its backward ran: only the logged value changes"""
+
+    code = "ACC104"
+    name = "normalization-after-backward"
+    severity = Severity.ERROR
+    principle = "P4"
+    summary = "loss divided after its backward ran: only the logged value changes"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
+
+
+class FrameworkExpectsNormalization(Rule):
+    """ACC105: an API that leaves normalization to the user, used without it"""
+
+    code = "ACC105"
+    name = "framework-expects-normalization"
+    severity = Severity.ERROR
+    principle = "P4"
+    summary = "an API that leaves normalization to the user, used without it"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written

@@ -61,3 +61,43 @@ def _horizon_in_microbatches(model: FileModel, constructor: cst.Call | None) -> 
             if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
                 stack.extend(children(node))
     return False
+
+
+class SchedulerHorizonUnitMismatch(Rule):
+    """ACC305: scheduler horizon counted in microbatches while stepped per update (or the reverse)"""
+
+    code = "ACC305"
+    name = "scheduler-horizon-unit-mismatch"
+    severity = Severity.WARNING
+    principle = "P8"
+    summary = "scheduler horizon counted in microbatches while stepped per update (or the reverse)"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
+
+
+class SchedulerSteppedTwice(Rule):
+    """ACC306: a scheduler the framework already steps is stepped again by hand"""
+
+    code = "ACC306"
+    name = "scheduler-stepped-twice"
+    severity = Severity.ERROR
+    principle = "P8"
+    summary = "a scheduler the framework already steps is stepped again by hand"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
+
+
+class AmbiguousStepUnit(Rule):
+    """ACC902: a counter named step counts microbatches, not optimizer updates"""
+
+    code = "ACC902"
+    name = "ambiguous-step-unit"
+    severity = Severity.INFO
+    principle = "-"
+    summary = "a counter named step counts microbatches, not optimizer updates"
+    default_enabled = False
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        return iter(())  # SCAFFOLD: to be written
