@@ -11,16 +11,20 @@ from functools import cached_property
 import libcst as cst
 
 from accumlint.model import frameworks as fw
+from accumlint.model import losses
 from accumlint.model.dataflow import loss_divisions, reaching_assignment
 from accumlint.model.events import Event, classify
 from accumlint.model.groups import AccumulationLoop, LoopAnalysis, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import ImportMap, children, dotted, int_value, keyword, last_segment
+from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import Scope, Site, walk_scopes
+from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
 __all__ = [
-    "AccumulationLoop", "Cadence", "Event", "EventKind", "FileModel", "LoopStyle", "Role", "RoleInfo", "build_model",
+    "AccumulationLoop", "Cadence", "Event", "EventKind", "FileModel", "LoopStyle", "Role", "RoleInfo", "Tail",
+    "build_model",
 ]
 
 
@@ -123,10 +127,63 @@ class FileModel:
         2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
         if not any(last_segment(dotted(base.value)) in fw.LIGHTNING_MODULE_BASES for base in class_def.bases):
             return False
+        if any(f.name.value == "automatic_optimization" for (owner, _), f in self.functions.methods.items()
+               if owner is class_def) or _class_assigns(class_def, "automatic_optimization"):
+            return False  # a property override or a class attribute: its value is not read here
         return not any(
             "self.automatic_optimization" in site.targets
             for scope in self.scopes if scope.class_def is class_def for site in scope.sites
         )
+
+    def lightning_automatic_hooks(self) -> list[Scope]:
+        """The microbatch hooks (``training_step``) of LightningModules under automatic
+        optimization that run no backward themselves: Lightning runs the microbatch's backward
+        after the hook returns (lightning 2.6.6 ``loops/optimization/automatic.py``
+        ``Closure.closure``: ``training_step``, then ``zero_grad`` on a group's first batch, then
+        backward), so whatever the hook does to ``.grad`` sees earlier microbatches only."""
+        return [
+            scope for scope in self.scopes
+            if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
+            and scope.node in scope.loop_spans and self.lightning_automatic(scope.class_def)
+            and not any(e.kind is EventKind.BACKWARD for e in self.events[scope])
+        ]
+
+    @staticmethod
+    def scaler_enabled(info: RoleInfo) -> bool | None:
+        """Whether a GradScaler scales the loss: False when built with ``enabled=False``, True
+        when built without ``enabled=`` (or with ``True``), None when its constructor is not
+        visible or ``enabled=`` is an expression (a flag: on in some runs). A disabled scaler
+        returns the loss unscaled and its ``unscale_``/``update`` do nothing (torch 2.13.0
+        ``amp/grad_scaler.py``)."""
+        if info.role is not Role.SCALER or info.origin is None:
+            return None
+        value = keyword(info.origin, fw.SCALER_ENABLED_KEYWORD)
+        if value is None:  # `enabled` is the 5th (torch.cuda.amp) or 6th (torch.amp) positional
+            args = info.origin.args
+            positionals = [a for a in args if a.keyword is None and not a.star]
+            return True if len(positionals) < 5 and not any(a.star for a in args) else None
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value == "True"
+        return None
+
+    def clip_unscales(self, event: Event) -> bool | None:
+        """Whether a clip event unscales GradScaler gradients itself before clipping: True for
+        Accelerate's and Fabric's clips, False for ``torch.nn.utils.clip_grad_*`` and FSDP's
+        ``clip_grad_norm_`` (``frameworks.py`` tables), None for a callee we cannot place."""
+        if event.role.role in fw.UNSCALING_CLIP_OWNERS:
+            return True
+        if event.role.role in fw.PLAIN_CLIP_OWNERS:
+            return False
+        call = event.site.call
+        if call is None:
+            return None
+        return False if self.roles.qualify_call(call).startswith(fw.PLAIN_CLIP_PREFIX) else None
+
+    def accelerate_deepspeed(self, info: RoleInfo) -> bool:
+        """Whether an Accelerator is visibly built for the DeepSpeed backend (``deepspeed_plugin=``):
+        its ``clip_grad_norm_`` then clips nothing (``frameworks.ACCELERATE_DEEPSPEED_KEYWORDS``)."""
+        return info.role is Role.ACCELERATOR and info.origin is not None and any(
+            keyword(info.origin, name) is not None for name in fw.ACCELERATE_DEEPSPEED_KEYWORDS)
 
     def sync_decided_at_forward(self, info: RoleInfo) -> bool | None:
         """Whether the sync switch of this model is read at forward time (DDP, Accelerate and
@@ -144,6 +201,93 @@ class FileModel:
             return True if ddp and not fsdp else None
         return None
 
+    def tail(self, group: AccumulationLoop) -> Tail | None:
+        """What ``group`` does with the last partial group of each pass (None: undecided)."""
+        return tail_of(self, group)
+
+    @cached_property
+    def length_arithmetic(self) -> dict[str, LengthFact]:
+        """Loader names (last segment) → what the module computes from ``len(loader)`` and A."""
+        return length_arithmetic(self.module, self.is_accumulation_name)
+
+    def divided_by_a(self, event: Event) -> bool:
+        """Whether the loss of a backward ``event`` was divided by an A-named value."""
+        return bool(self.divisions_by(event, self.is_accumulation_name))
+
+    # --- losses -------------------------------------------------------------------------------
+    def token_mean(self, event: Event) -> losses.TokenMean | None:
+        """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
+        return losses.token_mean(event, lambda name, site: self.reaching(name, site))
+
+    @staticmethod
+    def never_scaled(event: Event) -> bool:
+        """Whether the loss of a backward reaches it with no division or multiplication at all."""
+        return losses.never_scaled(event)
+
+    @staticmethod
+    def scales_gradients(group: AccumulationLoop) -> bool:
+        """Whether the group's code rescales ``.grad`` by hand (normalizing after the backward)."""
+        return losses.scales_gradients(group.region_sites)
+
+    def divided_after_backward(self, group: AccumulationLoop) -> list[tuple[cst.CSTNode, Event]]:
+        """Divisions by A (or a microbatch count) of a loss whose backward already ran, in ``group``."""
+        events = [e for e in self.events[group.scope] if e.site.inside(group.loop)]
+        return [(node, event) for node, event in losses.divided_after_backward(group.scope, events, self._is_count)
+                if event.site.inside(group.loop) and any(s.node is node or s.value is node for s in group.loop_sites)]
+
+    def _is_count(self, divisor: cst.BaseExpression) -> bool:
+        return self.is_accumulation_name(divisor) or (isinstance(divisor, cst.Call) and dotted(divisor.func) == "len")
+
+    def retained_backwards(self, group: AccumulationLoop) -> list[Event]:
+        """Backwards of ``group``'s loop with ``retain_graph=True`` that nothing backpropagates again."""
+        if group.accumulates is not True:
+            return []
+        events = [e for e in group.events if group.in_loop(e) and self._fresh_graph(e, group)]
+        return losses.retained_backwards(events, group.loop_sites)
+
+    def _fresh_graph(self, event: Event, group: AccumulationLoop) -> bool:
+        """Whether a backward's loss is computed anew in each pass of the loop (a forward call in
+        the expression, or an assignment in the loop body), not a graph built once outside it."""
+        if event.loss is None:
+            return False
+        if isinstance(event.loss, cst.Call) or any(isinstance(n, cst.Call) for n in _walk(event.loss)):
+            return True
+        name = dotted(event.loss)
+        definition = self.reaching(name, event.site) if name else None
+        return (definition is not None and definition.inside(group.loop)
+                and not isinstance(definition.node, (cst.For, cst.With)))
+
+    def hf_overrides_ignoring_count(self) -> list[cst.FunctionDef]:
+        """HF Trainer subclasses' ``compute_loss`` overrides that accept ``num_items_in_batch`` and
+        ignore it, with no declaration of how their loss is normalized and no division by A
+        (transformers 5.24.0 trainer.py ``training_step``: the loss then counts as normalized)."""
+        if not (self.imports.imports_module("transformers") or self.imports.imports_module("trl")):
+            return []
+        found: list[cst.FunctionDef] = []
+        for scope in self.scopes:
+            function, owner = scope.node, scope.class_def
+            if not isinstance(function, cst.FunctionDef) or function.name.value != "compute_loss" or owner is None:
+                continue
+            if not any(self.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES for base in owner.bases):
+                continue
+            if not losses.ignores_parameter(function, losses.HF_COUNT_PARAMETER):
+                continue
+            if not losses.reads_key(function, "labels"):
+                continue  # without labels in the batch the Trainer counts nothing and divides by A itself
+            if losses.declares_attribute(owner, losses.HF_NORMALIZATION_ATTRS):
+                continue
+            returns = [s for s in scope.sites if s.is_return and not s.in_helper and s.value is not None]
+            if any(loss_divisions(s.value, s, self.is_accumulation_name) for s in returns):
+                continue  # `mean / A`: a mean of means at the right scale (ACC102's matter)
+            found.append(function)
+        return found
+
+    @cached_property
+    def parallel(self) -> DataParallel:
+        """Data-parallel facts: replicas, the loader each loop reads, GPU and world counts,
+        sums over replicas, BatchNorm layers (see :mod:`accumlint.model.parallel`)."""
+        return DataParallel(self)
+
     # --- data flow --------------------------------------------------------------------------
     def divisions_by(self, event: Event, is_divisor) -> list[cst.CSTNode]:
         """Where the loss of a backward ``event`` was divided by a divisor ``is_divisor`` accepts."""
@@ -155,11 +299,33 @@ class FileModel:
 
     @staticmethod
     def is_accumulation_name(expression: cst.BaseExpression | None) -> bool:
-        """Whether an expression is named like the accumulation steps A."""
+        """Whether an expression is named like the accumulation steps A (a name, an attribute, or
+        a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``)."""
+        if isinstance(expression, cst.Call):
+            expression = expression.func
         return bool(fw.ACCUMULATION_NAME.search(last_segment(dotted(expression)) if expression is not None else ""))
+
+    @cached_property
+    def call_sites(self) -> dict[int, Site]:
+        """Every call's own site (not a copy inlined into a caller), by ``id`` of its ``cst.Call``."""
+        return {id(site.call): site for scope in self.scopes for site in scope.sites
+                if site.call is not None and not site.in_helper}
 
     def all_events(self) -> list[Event]:
         return [event for scope in self.scopes for event in self.events[scope]]
+
+
+def _class_assigns(class_def: cst.ClassDef, name: str) -> bool:
+    """Whether the class body assigns the class attribute ``name`` (``automatic_optimization = False``)."""
+    body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
+                           else [small.target] if isinstance(small, cst.AnnAssign) else [])
+                if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                    return True
+    return False
 
 
 def _walk(node: cst.CSTNode):

@@ -25,19 +25,14 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
     return found
 
 
-def _divisions_in(expression: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
-    """(node, divisor) for every ``x / d`` and ``x * (1 / d)`` in the arithmetic of ``expression``,
-    not looking into call arguments (``model(x / 255)`` is not a loss normalization)."""
+def arithmetic(expression: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
+    """The binary operations of ``expression``'s arithmetic, not looking into call arguments
+    (``model(x / 255)`` is not a loss normalization)."""
     stack: list[cst.CSTNode] = [expression]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, cst.Divide):
-                yield node, node.right
-            elif isinstance(node.operator, cst.Multiply):
-                for side in (node.left, node.right):
-                    if isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Divide):
-                        yield node, side.right
+            yield node
             stack.extend((node.left, node.right))
         elif isinstance(node, cst.UnaryOperation):
             stack.append(node.expression)
@@ -46,6 +41,22 @@ def _divisions_in(expression: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode,
                 stack.append(node.func.value)  # (loss / A).mean()
         elif isinstance(node, (cst.Attribute, cst.Subscript)):
             stack.append(node.value)
+
+
+def _divisions_in(expression: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
+    """(node, divisor) for every ``x / d`` and ``x * (1 / d)`` in the arithmetic of ``expression``;
+    not the divisions inside a divisor (``loss / (n / A)`` multiplies by A)."""
+    in_divisor: set[int] = set()
+    for node in arithmetic(expression):
+        if id(node) in in_divisor:
+            continue
+        if isinstance(node.operator, cst.Divide):
+            in_divisor.update(id(inner) for inner in arithmetic(node.right))
+            yield node, node.right
+        elif isinstance(node.operator, cst.Multiply):
+            for side in (node.left, node.right):
+                if isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Divide):
+                    yield node, side.right
 
 
 def names_feeding(expression: cst.BaseExpression) -> list[str]:
@@ -67,7 +78,44 @@ def names_feeding(expression: cst.BaseExpression) -> list[str]:
             stack.append(node.expression)
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             stack.append(node.func.value)
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            stack.append(node.value)  # `targets[..., 1:]`, `f(x).loss`: the value sliced or read
+        elif isinstance(node, cst.IfExp):
+            stack.extend((node.body, node.orelse))  # `(loss, out) if return_outputs else loss`
+        elif isinstance(node, cst.Tuple):
+            stack.extend(element.value for element in node.elements)
     return names
+
+
+def value_history(
+    expression: cst.BaseExpression, site: Site,
+) -> Iterator[tuple[cst.BaseExpression, cst.BaseAugOp | None, cst.CSTNode | None]]:
+    """The expressions the value of ``expression`` (used at ``site``) was computed from, following
+    assignments back through the scope (at most ``MAX_CHAIN`` deep): ``(expression, None, None)``
+    for the expression itself and each reaching assignment's value; ``(operand, operator,
+    statement)`` for an augmented assignment (``loss /= A`` → ``(A, DivideAssign, statement)``)."""
+    seen: set[int] = set()
+    work: list[tuple[cst.BaseExpression, int, int]] = [(expression, site.order, 0)]
+    while work:
+        current, order, depth = work.pop()
+        yield current, None, None
+        if depth >= MAX_CHAIN:
+            continue
+        for name in names_feeding(current):
+            definition = reaching_assignment(site.scope, name, order)
+            if definition is None or id(definition) in seen or definition.value is None:
+                continue
+            seen.add(id(definition))
+            if definition.augmented is not None:
+                yield definition.value, definition.augmented, definition.node
+                previous = reaching_assignment(site.scope, name, definition.order)
+                if previous is not None and previous.value is not None and id(previous) not in seen:
+                    seen.add(id(previous))
+                    work.append((previous.value, previous.order, depth + 1))
+                continue
+            if isinstance(definition.node, (cst.For, cst.With)):
+                continue
+            work.append((definition.value, definition.order, depth + 1))
 
 
 def loss_divisions(
@@ -78,29 +126,9 @@ def loss_divisions(
     if expression is None:
         return []
     found: list[cst.CSTNode] = []
-    seen: set[int] = set()
-    work: list[tuple[cst.BaseExpression, int, int]] = [(expression, site.order, 0)]
-    while work:
-        current, order, depth = work.pop()
-        for node, divisor in _divisions_in(current):
-            if is_divisor(divisor):
-                found.append(node)
-        if depth >= MAX_CHAIN:
-            continue
-        for name in names_feeding(current):
-            definition = reaching_assignment(site.scope, name, order)
-            if definition is None or id(definition) in seen or definition.value is None:
-                continue
-            seen.add(id(definition))
-            if definition.augmented is not None:
-                if isinstance(definition.augmented, cst.DivideAssign) and is_divisor(definition.value):
-                    found.append(definition.node)
-                previous = reaching_assignment(site.scope, name, definition.order)
-                if previous is not None and previous.value is not None and id(previous) not in seen:
-                    seen.add(id(previous))
-                    work.append((previous.value, previous.order, depth + 1))
-                continue
-            if isinstance(definition.node, (cst.For, cst.With)):
-                continue
-            work.append((definition.value, definition.order, depth + 1))
+    for value, operator, statement in value_history(expression, site):
+        if operator is None:
+            found.extend(node for node, divisor in _divisions_in(value) if is_divisor(divisor))
+        elif isinstance(operator, cst.DivideAssign) and is_divisor(value):
+            found.append(statement)  # type: ignore[arg-type]
     return found

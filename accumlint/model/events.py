@@ -13,11 +13,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accumlint.model.kinds import EventKind, Role
-from accumlint.model.names import dotted, last_segment, method_name, positional, receiver
+from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.sites import Site
 
 _CLIP = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+#: unscale methods and the receiver roles they unscale for: ``GradScaler.unscale_(optimizer)``
+#: (torch 2.13.0 amp/grad_scaler.py) and ``Accelerator.unscale_gradients(optimizer=None)``
+#: (accelerate 1.15.0 accelerator.py, a no-op unless fp16 with native AMP)
+_UNSCALE = {"unscale_": (Role.SCALER, Role.UNKNOWN), "unscale_gradients": (Role.ACCELERATOR, Role.UNKNOWN)}
 # `owner.backward(loss)`: these roles take the loss as argument (apex/colossalai optimizers do too)
 _BACKWARD_OWNERS = frozenset(
     {Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER, Role.OPTIMIZER}
@@ -54,6 +58,8 @@ def classify(site: Site, roles: Roles) -> Event | None:
         return _classify_assignment(site)
     call = site.call
     method = method_name(call)
+    if (dotted(call.func) or "").endswith("autograd.backward"):  # torch.autograd.backward(loss): a function
+        method = None
     if method is None:
         name = dotted(call.func) or ""
         if name.endswith("autograd.backward"):
@@ -91,8 +97,9 @@ def classify(site: Site, roles: Roles) -> Event | None:
         return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
     if method in _CLIP:
         return Event(EventKind.CLIP, site, target, role, method)
-    if method == "unscale_" and role.role is Role.SCALER:
-        return Event(EventKind.UNSCALE, site, positional(call, 0), role, method)
+    if method in _UNSCALE and role.role in _UNSCALE[method]:
+        # an unscale we cannot place (unknown receiver) still counts: rules use it to stay silent
+        return Event(EventKind.UNSCALE, site, positional(call, 0) or keyword(call, "optimizer"), role, method)
     if method == "update" and role.role is Role.SCALER:
         return Event(EventKind.SCALER_UPDATE, site, target, role, method)
     return None

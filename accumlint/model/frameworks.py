@@ -89,7 +89,7 @@ NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^fsdp_model$"), Role.FSDP_MODEL),
     (re.compile(r"^(model_engine|engine|ds_engine|deepspeed_engine)$"), Role.ENGINE),
     (re.compile(r"^(\w+_)?(model|net|network|module|policy|student|generator|discriminator)$"), Role.MODEL),
-    (re.compile(r"^(\w+_)?(loader|dataloader)$"), Role.LOADER),
+    (re.compile(r"^_*(\w+_)?(loader|dataloader)$"), Role.LOADER),
 )
 
 #: Lightning accessors inside a LightningModule.
@@ -192,3 +192,279 @@ LIGHTNING_MODULE_BASES = frozenset({"LightningModule"})  # last segment of the b
 #: Methods a framework calls once per microbatch, read as the body of that loop (lightning
 #: 2.6.6 ``loops/optimization``: automatic and manual optimization both call training_step per batch).
 MICROBATCH_HOOKS = frozenset({"training_step"})
+
+# --- the epoch's last partial group (r = microbatches per epoch mod A) -----------------------
+
+
+class TailTreatment(str, Enum):
+    """What happens to the last ``r < A`` microbatches of an epoch (the partial final group)."""
+
+    LEAKS = "carried into the first group of the next epoch"
+    NOT_APPLIED = "backpropagated but never applied by this loop"
+    WEIGHTED = "applied, but weighted r/A (each microbatch still divided by A)"
+    TRUE_COUNT = "applied with its true size r"
+    DROPPED = "dropped: the gradients are reset before they are applied"
+    MERGED = "merged into the next epoch: groups of exactly A microbatches span the epoch boundary"
+
+
+@dataclass(frozen=True)
+class FrameworkTail:
+    """How a framework that owns the group boundary treats the partial final group."""
+
+    framework: str
+    treatment: TailTreatment
+    source: str
+
+
+#: The frameworks disagree; the linter reports what the user's own gate does and leaves a
+#: framework's documented choice to the runtime card.
+FRAMEWORK_TAILS: dict[str, FrameworkTail] = {
+    "accelerate-prepared-loader": FrameworkTail(
+        "Accelerate", TailTreatment.WEIGHTED,
+        "accelerate 1.15.0 accelerator.py _do_sync: sync_with_dataloader syncs at end_of_dataloader; "
+        "backward still divides by A"),
+    "accelerate-unprepared-loader": FrameworkTail(
+        "Accelerate", TailTreatment.MERGED,
+        "accelerate 1.15.0 accelerator.py _do_sync: without a prepared loader the step counter runs on"),
+    "deepspeed": FrameworkTail(
+        "DeepSpeed", TailTreatment.MERGED,
+        "deepspeed 0.19.8 runtime/engine.py is_gradient_accumulation_boundary: (micro_steps + 1) % GAS"),
+    "lightning": FrameworkTail(
+        "Lightning", TailTreatment.WEIGHTED,
+        "lightning 2.6.6 loops/training_epoch_loop.py _should_accumulate: steps on the last batch; "
+        "loops/optimization/automatic.py divides by accumulate_grad_batches"),
+    "hf-trainer": FrameworkTail(
+        "HF Trainer", TailTreatment.TRUE_COUNT,
+        "transformers 5.24.0 trainer.py: the epoch's last update prefetches fewer batches and divides by their count"),
+}
+
+# --- gradient clipping and the gradient scaler ------------------------------------------------
+
+#: Clip owners whose clip unscales the GradScaler's gradients itself before clipping:
+#: accelerate 1.15.0 ``accelerator.py`` ``clip_grad_norm_``/``clip_grad_value_`` call
+#: ``unscale_gradients()`` (fp16 with native AMP; a no-op otherwise) on every call, with no
+#: sync guard; lightning 2.6.6 ``fabric/strategies/strategy.py`` ``clip_gradients_norm``/
+#: ``clip_gradients_value`` call ``precision.unscale_gradients(optimizer)``.
+UNSCALING_CLIP_OWNERS = frozenset({Role.ACCELERATOR, Role.FABRIC})
+
+#: Clips that act on plain ``.grad`` without unscaling: torch 2.13.0 ``nn/utils/clip_grad.py``
+#: (qualified-name prefix) and FSDP1's ``FullyShardedDataParallel.clip_grad_norm_``
+#: (``distributed/fsdp/fully_sharded_data_parallel.py``).
+PLAIN_CLIP_PREFIX = "torch.nn.utils."
+PLAIN_CLIP_OWNERS = frozenset({Role.FSDP_MODEL})
+
+#: Accelerator keywords that select the DeepSpeed backend, where ``accelerator.clip_grad_norm_``
+#: only returns the engine's norm and clips nothing (accelerate 1.15.0 ``accelerator.py``
+#: ``clip_grad_norm_``, DeepSpeed branch; the engine clips at its boundary from its config).
+ACCELERATE_DEEPSPEED_KEYWORDS = ("deepspeed_plugin", "deepspeed_plugins")
+
+#: ``GradScaler(enabled=...)``: a disabled scaler returns the loss unscaled and its ``unscale_``
+#: and ``update`` do nothing (torch 2.13.0 ``amp/grad_scaler.py``).
+SCALER_ENABLED_KEYWORD = "enabled"
+
+# --- schedulers: who steps them, and the parameters that size them ---------------------------
+
+#: ``deepspeed.initialize(lr_scheduler=...)``: the engine keeps the client scheduler (or builds
+#: one from the config's ``"scheduler"`` section when none is passed) and steps it inside
+#: ``engine.step()`` on every accumulation boundary whose update was not skipped for overflow.
+#: Source: deepspeed 0.19.6 (deepspeedai master @edaa722) ``runtime/engine.py``
+#: (``_configure_lr_scheduler``; ``step`` → ``_take_model_step`` → ``self.lr_scheduler.step()``)
+#: and ``runtime/constants.py`` (``SCHEDULER = "scheduler"``).
+DEEPSPEED_SCHEDULER_KEYWORD = "lr_scheduler"
+DEEPSPEED_SCHEDULER_POSITION = 5  # initialize(args, model, optimizer, model_parameters, training_data, lr_scheduler, …)
+DEEPSPEED_CONFIG_KEYWORDS = ("config", "config_params")
+DEEPSPEED_SCHEDULER_CONFIG_KEY = "scheduler"
+
+#: Lightning under automatic optimization steps every scheduler that ``configure_optimizers``
+#: returns (once per optimizer update with ``interval="step"``, once per epoch by default)
+#: through the ``lr_scheduler_step`` hook; under manual optimization it steps none.
+#: Source: lightning 2.6.2 (master @7f0c343) ``pytorch/loops/training_epoch_loop.py``
+#: ``_update_learning_rates`` (returns early unless ``automatic_optimization``).
+LIGHTNING_CONFIGURE_OPTIMIZERS = "configure_optimizers"
+LIGHTNING_SCHEDULER_STEP_HOOK = "lr_scheduler_step"  # overriding it hands the stepping to the user
+LIGHTNING_SCHEDULER_KEYS = frozenset({"lr_scheduler", "scheduler"})  # dict keys of the returned config
+#: LightningModule hooks that run during the fit loop (per batch or per epoch): a scheduler
+#: step there runs in addition to Lightning's own (lightning 2.6.2 ``pytorch/core/hooks.py``).
+LIGHTNING_TRAINING_HOOKS = frozenset({
+    "training_step", "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
+    "on_before_optimizer_step", "optimizer_step", "on_train_epoch_start", "on_train_epoch_end",
+})
+
+#: Parameters that size a schedule (its horizon or warmup, in scheduler steps), by keyword.
+#: Sources: torch 2.13.0 ``optim/lr_scheduler.py`` (``T_max``, ``T_0``, ``total_steps``,
+#: ``steps_per_epoch``, ``total_iters``); transformers 5.23.0 and diffusers 0.42.1
+#: ``optimization.py`` (``num_warmup_steps``, ``num_training_steps``, ``num_decay_steps``);
+#: pytorch-transformers 1.x ``WarmupLinearSchedule(warmup_steps, t_total)``.
+SCHEDULE_HORIZON_KEYWORDS = frozenset({
+    "num_training_steps", "num_warmup_steps", "num_decay_steps", "T_max", "T_0", "total_steps",
+    "steps_per_epoch", "total_iters", "warmup_steps", "t_total",
+})
+
+#: The same parameters by position, for constructors whose signature is fixed (callee last
+#: segment → {position: parameter}); ``get_scheduler`` differs between transformers and
+#: diffusers, so only its keywords count.
+SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
+    **{name: {1: "num_warmup_steps", 2: "num_training_steps"} for name in (
+        "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+        "get_cosine_with_hard_restarts_schedule_with_warmup", "get_polynomial_decay_schedule_with_warmup",
+        "get_cosine_with_min_lr_schedule_with_warmup")},
+    "get_constant_schedule_with_warmup": {1: "num_warmup_steps"},
+    "CosineAnnealingLR": {1: "T_max"},
+    "CosineAnnealingWarmRestarts": {1: "T_0"},
+    "OneCycleLR": {2: "total_steps", 4: "steps_per_epoch"},
+    "PolynomialLR": {1: "total_iters"},
+    "LinearLR": {3: "total_iters"},
+}
+
+# --- logging: the argument that is the x-axis of a logged curve -------------------------------
+
+#: Keywords that give a logged value its x position: ``wandb.log(data, step=None)``,
+#: accelerate 1.15.0 ``Accelerator.log(values, step=None)``, lightning 2.6.6 fabric
+#: ``Logger.log_metrics(metrics, step=None)``, torch 2.13.0 ``utils/tensorboard/writer.py``
+#: ``SummaryWriter.add_*(tag, value, global_step=None)``.
+LOGGING_STEP_KEYWORDS = frozenset({"step", "global_step"})
+#: The calls those keywords are read on (callee last segment): ``log``, ``log_metrics``,
+#: ``log_metric`` (mlflow 2.x ``log_metric(key, value, step=None)``), ``add_scalar`` …, aim's
+#: ``track`` (not ``range``/``arange``-like calls, whose ``step=`` is a stride).
+LOGGING_STEP_CALLEE = re.compile(r"^(log\w*|add_\w+|track|record\w*)$")
+#: Logging methods whose x position is positional (method → position).
+LOGGING_STEP_POSITIONS: dict[str, int] = {
+    "add_scalar": 2, "add_scalars": 2, "add_histogram": 2, "add_image": 2, "add_images": 2, "add_figure": 2,
+    "add_text": 2, "add_audio": 2, "add_pr_curve": 3, "log_metrics": 1,
+}
+#: Calls that print or record a progress line (callee last segment, lower-cased): a counter
+#: formatted into their message labels the line's position in training.
+LOGGING_CALLS = frozenset({
+    "print", "log", "info", "debug", "warning", "logger", "write", "print_rank_0", "log_dist", "set_description",
+    "set_postfix", "set_postfix_str",
+})
+
+# --- data parallelism: replicas, loaders, samplers, counts (ACC403-ACC405, ACC901) -----------
+
+#: Callees (last segment) that start a process group: the module runs as several processes
+#: (torch 2.13.0 ``distributed/distributed_c10d.py`` ``init_process_group``; deepspeed 0.19.6
+#: ``comm/comm.py`` ``init_distributed``, which calls it).
+PROCESS_GROUP_INIT = frozenset({"init_process_group", "init_distributed"})
+
+#: Single-process replication (torch 2.13.0 ``nn/parallel/data_parallel.py``): one process
+#: splits the loader's batch over the visible GPUs, so there the GPU count *is* the replica count.
+SINGLE_PROCESS_REPLICATION = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+})
+
+#: torch's DataLoader, whose sampler decides what each replica reads (torch 2.13.0
+#: ``utils/data/dataloader.py``); positional order of its first parameters.
+TORCH_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DATALOADER_PARAMETERS = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler")
+
+#: Samplers that hand every replica the whole dataset (torch 2.13.0 ``utils/data/sampler.py``:
+#: none of them reads a rank), by last segment; ``BatchSampler`` wraps its first argument.
+LOCAL_SAMPLERS = frozenset({"RandomSampler", "SequentialSampler", "WeightedRandomSampler"})
+BATCH_SAMPLER_WRAPPERS = frozenset({"BatchSampler"})
+#: Any sampler class (last segment): a call of one never shards a dataset by itself.
+SAMPLER_NAME = re.compile(r"Sampler$")
+
+#: Map-style datasets: with no sampler every replica reads all of them. ``shuffle=True`` also
+#: proves a map-style dataset (torch 2.13.0 ``dataloader.py`` raises for an IterableDataset).
+MAP_STYLE_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+MAP_STYLE_PREFIXES = ("torchvision.datasets.",)
+MAP_STYLE_BASES = frozenset({"Dataset", "TensorDataset"})  # last segment of a local class's base
+
+
+@dataclass(frozen=True)
+class LoaderSharding:
+    """A framework call that gives each replica its own samples when it builds or prepares a loader."""
+
+    framework: str
+    call: str  # method name, or ``module.function`` with ``keyword`` naming the dataset argument
+    keyword: str | None
+    source: str
+
+
+LOADER_SHARDING: tuple[LoaderSharding, ...] = (
+    LoaderSharding("Accelerate", "prepare", None,
+                   "accelerate 1.15.0 data_loader.py prepare_data_loader: BatchSamplerShard / "
+                   "IterableDatasetShard over num_processes"),
+    LoaderSharding("Accelerate", "prepare_data_loader", None, "accelerate 1.15.0 data_loader.py"),
+    LoaderSharding("Lightning Fabric", "setup_dataloaders", None,
+                   "lightning 2.6.6 fabric/fabric.py _setup_dataloader: DistributedSampler when "
+                   "use_distributed_sampler (default True)"),
+    LoaderSharding("DeepSpeed", "deepspeed.initialize", "training_data",
+                   "deepspeed 0.19.6 runtime/engine.py deepspeed_io -> runtime/dataloader.py DeepSpeedDataLoader: "
+                   "DistributedSampler(num_replicas=data_parallel_world_size, rank=data_parallel_rank) when "
+                   "local_rank >= 0 and no data_sampler is given"),
+)
+
+#: Names that hold a replica's rank (last segment, lower-cased) and calls that return it.
+RANK_NAME = re.compile(r"^_*(\w+_)?rank(_id|_index)?$|^(local_)?process_index$")
+RANK_CALLS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_data_parallel_rank", "get_dp_rank"})
+#: Calls that split a dataset between nodes or replicas by name (HF datasets ``shard`` /
+#: ``split_dataset_by_node``, webdataset ``split_by_node``).
+SHARDING_CALL = re.compile(r"shard|split_dataset_by_node|split_by_node|nodesplitter", re.IGNORECASE)
+#: Callees whose rank argument places a process or a tensor, never a dataset.
+RANK_PLACEMENT_CALLS = frozenset({
+    "init_process_group", "init_distributed", "new_group", "DistributedDataParallel", "DDP",
+    "FullyShardedDataParallel", "FSDP", "fully_shard", "cuda", "to", "device", "set_device", "print", "format",
+    "manual_seed", "seed", "barrier", "spawn", "int", "str", "float", "bool", "info", "warning", "debug", "error",
+    "log", "write", "broadcast", "all_reduce", "all_gather", "gather", "reduce", "Generator",
+})
+
+#: Calls that count the GPUs of this node (torch 2.13.0 ``cuda/__init__.py`` ``device_count``;
+#: ``torch.xpu``/``torch.accelerator`` and DeepSpeed's ``get_accelerator()`` have the same method).
+DEVICE_COUNT_CALLS = frozenset({"device_count"})
+#: Names and environment variables that hold the number of processes of one node.
+DEVICE_COUNT_NAME = re.compile(r"^(nproc_per_node|n?gpus_per_node|num_gpus_per_node|local_world_size)$", re.I)
+DEVICE_COUNT_ENV = frozenset({"LOCAL_WORLD_SIZE"})
+#: Names that count nodes (a GPU count times a node count is the world size).
+NODE_COUNT_NAME = re.compile(r"^(n_?nodes|num_?nodes|node_count|num_machines|n_machines)$", re.I)
+#: The whole world size (every process, data-parallel or not): torch 2.13.0
+#: ``distributed_c10d.get_world_size(group=None)`` and torchrun's ``WORLD_SIZE``.
+WORLD_SIZE_CALLS = frozenset({"get_world_size"})
+WORLD_SIZE_ENV = frozenset({"WORLD_SIZE"})
+#: Names that count data-parallel replicas (or every process): multiplying by one undoes
+#: DDP's average (``shared/docs/framework-contracts.md`` section 0; Accelerate ``num_processes``;
+#: Fabric ``world_size``).
+REPLICA_COUNT_NAME = re.compile(
+    r"^_*(\w+_)?(world_size|num_processes|num_replicas|n_replicas|nranks|n_ranks|dp_size|dp_degree|"
+    r"data_parallel_size|dp_world_size|get_world_size|get_data_parallel_world_size)$", re.I)
+#: Tensor- and pipeline-parallel sizes: GPUs that share one replica.
+MODEL_PARALLEL_NAME = re.compile(
+    r"^(tp|pp)_?(size|degree|world_size)$|^(tensor|pipeline)(_model)?_parallel(_size|_degree|_world_size)?$|"
+    r"^model_parallel(_size|_degree)?$", re.I)
+#: Effective / global batch names (A is recognised by ``ACCUMULATION_NAME``).
+GLOBAL_BATCH_NAME = re.compile(
+    r"^(global|total|effective|eff)_\w*batch\w*$|^tokens_per_(iter|iteration|step|update)$", re.I)
+
+#: Reductions whose result is the sum over replicas. In place: torch 2.13.0
+#: ``distributed_c10d.all_reduce(tensor, op=ReduceOp.SUM)``. Returned: accelerate 1.15.0
+#: ``Accelerator.reduce(tensor, reduction="sum")``; Fabric's ``all_reduce`` defaults to "mean"
+#: (lightning 2.6.6 ``fabric.py``), so only an explicit "sum" counts; ``gather(...).sum()``.
+IN_PLACE_SUM = frozenset({"all_reduce"})
+RETURNED_REDUCTIONS = frozenset({"reduce", "all_reduce"})
+GATHERS = frozenset({"gather", "all_gather", "gather_for_metrics"})
+SUM_DEFAULT_REDUCTIONS = frozenset({"reduce"})  # accelerate Accelerator.reduce
+#: Switches that change what a wrapper does with the replicas' gradients (torch 2.13.0 DDP
+#: ``register_comm_hook``; FSDP1/FSDP2 divide factors): with one, the average is not known.
+AVERAGING_OVERRIDES = frozenset({"register_comm_hook", "gradient_divide_factor", "set_gradient_divide_factor",
+                                 "set_reduce_scatter_divide_factor", "gradient_predivide_factor"})
+
+#: Calls that rescale gradients after the backward (torchtune 0.6.1 ``training/_grad_scaler.py``
+#: ``scale_grads(model, scaler)``; tensor ``mul_``/``div_``; torch ``_foreach_mul_``/``_foreach_div_``):
+#: a replica count among their arguments undoes (or changes) the wrapper's average.
+GRAD_SCALING_CALLS = frozenset({"scale_grads", "mul_", "div_", "_foreach_mul_", "_foreach_div_"})
+
+#: BatchNorm layers (torch 2.13.0 ``nn/modules/batchnorm.py``): statistics per forward pass.
+BATCHNORM_CLASSES = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+                               "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"})
+
+# --- HF Trainer -------------------------------------------------------------------------------
+
+#: Trainer classes whose ``training_step`` decides the division by A from
+#: ``model_accepts_loss_kwargs`` (transformers 5.24.0 trainer.py ``training_step``; the
+#: group count ``num_items_in_batch`` exists only when batches carry ``"labels"``,
+#: ``_get_num_items_in_batch``). Subclasses from other packages (trl, unsloth) may declare
+#: their own normalization, so only these bases are judged.
+HF_TRAINER_CLASSES = frozenset({
+    "transformers.Trainer", "transformers.trainer.Trainer",
+    "transformers.Seq2SeqTrainer", "transformers.trainer_seq2seq.Seq2SeqTrainer",
+})

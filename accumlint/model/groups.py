@@ -21,9 +21,11 @@ from accumlint.model import boundary
 from accumlint.model import frameworks as fw
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in
+from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in, positional
 from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
+#: Calls that wrap a loader without changing what it yields (the index comes from enumerate).
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
 _PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
 
 
@@ -62,9 +64,13 @@ class AccumulationLoop:
     gate: Gate | None = None
     accumulates: bool | None = None
     cadences: dict[int, Cadence] = field(default_factory=dict)
+    #: how often each counter increment of the loop's own code (``n += k``) runs, by id of its site
+    increment_cadences: dict[int, Cadence] = field(default_factory=dict)
     accumulate_contexts: list[cst.With] = field(default_factory=list)
     #: for MICRO_LOOP: the loop that encloses the group's region (None: the function body)
     region_root: cst.CSTNode | None = None
+    #: the innermost loop of this scope around the microbatch loop (an epoch loop; None: none)
+    outer_loop: cst.CSTNode | None = None
     #: dotted names assigned inside the microbatch loop (its loop-variant names)
     assigned: frozenset[str] = frozenset()
     #: every site inside the microbatch loop, in execution order (inlined helpers included)
@@ -82,6 +88,26 @@ class AccumulationLoop:
     def cadence(self, event: Event) -> Cadence:
         """How often ``event`` runs relative to the group (``UNKNOWN`` when undecidable)."""
         return self.cadences.get(id(event), Cadence.UNKNOWN)
+
+    def increment_cadence(self, site: Site) -> Cadence:
+        """How often a counter increment ``n += k`` of the loop's own code runs (``UNKNOWN`` when
+        undecidable, or for a site that is no such increment)."""
+        return self.increment_cadences.get(id(site), Cadence.UNKNOWN)
+
+    @property
+    def iterable(self) -> cst.Name | cst.Attribute | None:
+        """What a ``for`` microbatch loop iterates, through ``enumerate``/``tqdm``/``iter``
+        (``for i, b in enumerate(tqdm(train_loader))`` → ``train_loader``); None for a
+        ``while`` loop or a computed iterable (``range(n)``, ``zip(a, b)``)."""
+        if not isinstance(self.loop, cst.For):
+            return None
+        iterable: cst.BaseExpression = self.loop.iter
+        while isinstance(iterable, cst.Call) and last_segment(dotted(iterable.func)) in _ITERATION_WRAPPERS:
+            first = positional(iterable, 0)
+            if first is None:
+                return None
+            iterable = first
+        return iterable if isinstance(iterable, (cst.Name, cst.Attribute)) else None
 
     def of_kind(self, *kinds: EventKind) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]
@@ -256,6 +282,7 @@ class LoopAnalysis:
         start, end = self.scope.loop_spans[loop]
         group.loop_sites = self.scope.within(loop)
         group.assigned = frozenset(self.assigned_in(loop))
+        group.outer_loop = self._region_root(loop)
         if group.style is LoopStyle.MICRO_LOOP:
             group.region_root = self._region_root(loop)
             group.region_sites = (self.scope.within(group.region_root) if group.region_root is not None
@@ -279,6 +306,10 @@ class LoopAnalysis:
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
                         cadence = Cadence.UNKNOWN
             group.cadences[id(event)] = cadence
+        for site in group.loop_sites:
+            if isinstance(site.augmented, cst.AddAssign) and not site.in_helper:
+                nested = any(f.kind is FrameKind.LOOP for f in site.frames_inside(loop))
+                group.increment_cadences[id(site)] = Cadence.UNKNOWN if nested else self._site_cadence(group, site)
         group.accumulates = {
             LoopStyle.GATED: True,
             LoopStyle.MICRO_LOOP: True,
@@ -286,14 +317,29 @@ class LoopAnalysis:
         }.get(group.style)
 
     def _cadence_in_loop(self, group: AccumulationLoop, event: Event) -> Cadence:
+        cadence = self._site_cadence(group, event.site)
+        if cadence is not Cadence.MICROBATCH:
+            return cadence
+        # Accelerate's prepared optimizer and scheduler read the sync flag that the loop's
+        # accumulate() set, wherever in the loop they are called (accelerate 1.15.0 optimizer.py)
+        if group.accumulate_contexts and event.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.SCHEDULER_STEP):
+            role = event.role
+            if event.kind is EventKind.RESET and role.role is Role.MODEL:
+                return Cadence.MICROBATCH
+            if role.role not in fw.ACCELERATE_GATED_ROLES:
+                return Cadence.UNKNOWN
+            if role.prepared is True:
+                return Cadence.FRAMEWORK_GATED
+            return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
+        return cadence
+
+    def _site_cadence(self, group: AccumulationLoop, site: Site) -> Cadence:
+        """How often a site inside the microbatch loop runs, from its control flow alone
+        (``MICROBATCH`` when no gate, boundary test or loop-variant condition encloses it)."""
         if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN):
             return Cadence.UNKNOWN
-        cadence = Cadence.MICROBATCH
-        in_accumulate = False
-        for frame in event.site.frames_inside(group.loop):
-            if frame.kind is FrameKind.WITH and frame.node in group.accumulate_contexts:
-                in_accumulate = True
-            elif frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
+        for frame in site.frames_inside(group.loop):
+            if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
                 return Cadence.UNKNOWN
             elif frame.kind in (FrameKind.IF, FrameKind.GUARD):
                 branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
@@ -310,23 +356,11 @@ class LoopAnalysis:
                     residue_hit = (group.gate.update_branch == "body") == gate.polarity  # type: ignore[union-attr]
                     positive = (branch == "body") == (residue_hit == test.polarity)
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
-                if not self.invariant(frame.test, group.loop, event.site):
+                if not self.invariant(frame.test, group.loop, site):
                     return Cadence.UNKNOWN
                 if _single_microbatch_branch(frame.test, branch):
                     return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
-        # Accelerate's prepared optimizer and scheduler read the sync flag that the loop's
-        # accumulate() set, wherever in the loop they are called (accelerate 1.15.0 optimizer.py)
-        in_accumulate = in_accumulate or bool(group.accumulate_contexts)
-        if in_accumulate and event.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.SCHEDULER_STEP):
-            role = event.role
-            if event.kind is EventKind.RESET and role.role is Role.MODEL:
-                return Cadence.MICROBATCH
-            if role.role not in fw.ACCELERATE_GATED_ROLES:
-                return Cadence.UNKNOWN
-            if role.prepared is True:
-                return Cadence.FRAMEWORK_GATED
-            return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
-        return cadence
+        return Cadence.MICROBATCH
 
 
 def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> bool:

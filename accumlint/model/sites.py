@@ -105,6 +105,21 @@ class Site:
         """Whether ``node`` (a loop, with, if …) encloses this site."""
         return any(frame.node is node for frame in self.frames)
 
+    def excludes(self, other: Site) -> bool:
+        """Whether this site and ``other`` never run in the same pass: they sit in different
+        branches of one ``if``, or one is in the body of an ``if cond: continue`` and the other
+        after it."""
+        mine = {id(frame.node): frame for frame in self.frames}
+        for frame in other.frames:
+            own = mine.get(id(frame.node))
+            if own is None or own.kind is frame.kind is FrameKind.GUARD:
+                continue
+            if own.kind is frame.kind is FrameKind.IF and own.branch != frame.branch:
+                return True
+            if {own.kind, frame.kind} == {FrameKind.IF, FrameKind.GUARD}:
+                return True
+        return False
+
     def frames_inside(self, node: cst.CSTNode) -> tuple[Frame, ...]:
         """The frames nested inside ``node`` (empty when ``node`` does not enclose the site)."""
         for index, frame in enumerate(self.frames):

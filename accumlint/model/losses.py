@@ -1,0 +1,281 @@
+"""What a loss is before it reaches backward: a per-microbatch token mean, a value some
+helper already backpropagated, an override's contract with the HF Trainer (P4).
+
+Every answer is evidence the code shows; when it shows none, the answer is "no".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from accumlint.model.dataflow import arithmetic, names_feeding, reaching_assignment, value_history
+from accumlint.model.events import Event
+from accumlint.model.kinds import EventKind
+from accumlint.model.names import calls_in, children, dotted, keyword, last_segment, method_name
+from accumlint.model.sites import FrameKind, Scope, Site
+
+#: Losses that average over the (unmasked) elements they are given (torch 2.13.0
+#: nn/functional.py: ``reduction="mean"`` is the default and skips ``ignore_index``).
+_MEAN_LOSS = re.compile(r"(cross_entropy|CrossEntropyLoss|nll_loss|NLLLoss)$")
+#: Keys and names that carry masked token labels (HF convention: -100 marks unsupervised tokens).
+#: Reshapes that lay token positions out for a token loss (flattened, or classes moved to dim 1).
+_TOKEN_LAYOUT = frozenset({"view", "reshape", "flatten", "transpose", "permute"})
+_LABEL_KEYS = frozenset({"labels", "label_ids", "lm_labels", "target_ids"})
+
+
+@dataclass(frozen=True)
+class TokenMean:
+    """A mean-reduced token loss feeding a backward: ``call`` computes it; ``evidence`` says
+    why its denominator varies per microbatch (masked labels, ``ignore_index``)."""
+
+    call: cst.Call
+    evidence: str
+
+
+def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> TokenMean | None:
+    """The token-mean loss whose value a backward ``event`` differentiates, when the code shows
+    (1) a mean-reduced cross entropy / NLL, (2) over flattened or shifted token positions and
+    (3) labels that may be masked (an ``ignore_index`` or labels read from a ``"labels"`` key).
+    ``resolve(name, site)`` finds the assignment reaching a name. ``None`` otherwise."""
+    if event.loss is None:
+        return None
+    at = event.site
+    for value, operator, _ in value_history(event.loss, event.site):
+        if operator is not None:
+            continue
+        for call in calls_in(value):
+            constructor = _mean_loss(call, at, resolve)
+            if constructor is None:
+                continue
+            if not _token_level(call, at):
+                continue
+            evidence = _masking(call, constructor, at)
+            if evidence is not None:
+                return TokenMean(call, evidence)
+    return None
+
+
+def _mean_loss(call: cst.Call, site: Site, resolve) -> cst.Call | None:
+    """The call (or the criterion's constructor) when ``call`` is a mean-reduced token loss."""
+    name = dotted(call.func) or ""
+    constructor = call
+    if not _MEAN_LOSS.search(last_segment(name)):
+        binding = resolve(name, site) if name else None  # criterion = nn.CrossEntropyLoss(...)
+        if binding is None or not isinstance(binding.value, cst.Call):
+            return None
+        if not _MEAN_LOSS.search(last_segment(dotted(binding.value.func))):
+            return None
+        constructor = binding.value
+    reduction = keyword(constructor, "reduction") or keyword(call, "reduction")
+    if reduction is not None and not (isinstance(reduction, cst.SimpleString)
+                                      and reduction.evaluated_value == "mean"):
+        return None
+    return constructor
+
+
+def _token_level(call: cst.Call, site: Site) -> bool:
+    """The loss's inputs are per-token: flattened (``view(-1, V)``, ``reshape``, ``flatten``) or
+    shifted (``logits[..., :-1, :]``) positions."""
+    for arg in call.args:
+        for value, _, _ in value_history(arg.value, site):
+            for node in _walk(value):
+                if isinstance(node, cst.Call) and (method_name(node) or dotted(node.func)) in _TOKEN_LAYOUT:
+                    return True
+                if isinstance(node, cst.Slice) and (_is_int(node.upper, -1) or _is_int(node.lower, 1)):
+                    return True
+    return False
+
+
+def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
+    if keyword(constructor, "ignore_index") is not None or keyword(call, "ignore_index") is not None:
+        return "`ignore_index` skips masked tokens"
+    for arg in call.args[1:]:
+        for value, _, _ in value_history(arg.value, site):
+            for node in _walk(value):
+                if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
+                    return "the labels come from a `labels` field (masked tokens are -100)"
+    return None
+
+
+def _is_int(node: cst.CSTNode | None, value: int) -> bool:
+    if isinstance(node, cst.Integer):
+        return node.value == str(value)
+    return (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and isinstance(node.expression, cst.Integer) and node.expression.value == str(-value))
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
+def never_scaled(event: Event) -> bool:
+    """Whether nothing divides or multiplies the loss of a backward ``event`` on its way there
+    (no ``/``, ``*``, ``/=``, ``*=`` in its value history)."""
+    if event.loss is None:
+        return False
+    for value, operator, _ in value_history(event.loss, event.site):
+        if isinstance(operator, (cst.DivideAssign, cst.MultiplyAssign)):
+            return False
+        if any(isinstance(node.operator, (cst.Divide, cst.Multiply)) for node in arithmetic(value)):
+            return False
+    return True
+
+
+_GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients"})
+
+
+def scales_gradients(sites: list[Site]) -> bool:
+    """Whether some site rescales gradients by hand (``p.grad /= n``, ``p.grad.div_(n)``,
+    torchtune's ``scale_grads``), which normalizes after the backward instead of before."""
+    for site in sites:
+        if site.call is not None and last_segment(dotted(site.call.func)) in _GRADIENT_SCALING:
+            return True
+        if any(t and t.endswith(".grad") for t in site.targets) and site.value is not None and (
+                site.augmented is not None or any(True for _ in arithmetic(site.value))):
+            return True
+    return False
+
+
+def retained_backwards(events: list[Event], sites: list[Site]) -> list[Event]:
+    """Backwards with ``retain_graph=True`` after which no backward (nor ``autograd.grad``) of
+    the same sites runs again: the retained graph is never used."""
+    backwards = [e for e in events if e.kind is EventKind.BACKWARD and e.site.call is not None]
+    second_pass = any(s.call is not None and (dotted(s.call.func) or "").endswith("autograd.grad") for s in sites)
+    retained: list[Event] = []
+    for event in backwards:
+        flag = keyword(event.site.call, "retain_graph")  # type: ignore[arg-type]
+        if not (isinstance(flag, cst.Name) and flag.value == "True") or second_pass:
+            continue
+        if not any(other.order > event.order for other in backwards):
+            retained.append(event)
+    return retained
+
+
+# --- a value backpropagated before it is divided ----------------------------------------------
+
+
+def backpropagated_values(events: list[Event], sites: list[Site]) -> dict[int, Event]:
+    """Nodes of the scope whose value was already backpropagated, mapped to that backward:
+    ``id(call)`` of a same-module helper call that runs backward on the value it returns."""
+    found: dict[int, Event] = {}
+    for event in events:
+        if event.kind is not EventKind.BACKWARD or not event.site.in_helper or event.loss is None:
+            continue
+        call = _innermost_helper_call(event.site)
+        if call is None:
+            continue
+        loss_names = set(names_feeding(event.loss))
+        for site in sites:
+            if (site.is_return and site.helper is event.site.helper and _innermost_helper_call(site) is call
+                    and site.value is not None and loss_names & set(names_feeding(site.value))):
+                found[id(call)] = event
+    return found
+
+
+def _innermost_helper_call(site: Site) -> cst.CSTNode | None:
+    for frame in reversed(site.frames):
+        if frame.kind is FrameKind.HELPER:
+            return frame.node
+    return None
+
+
+def divided_after_backward(
+    scope: Scope, events: list[Event], is_divisor: Callable[[cst.BaseExpression], bool]
+) -> Iterator[tuple[cst.CSTNode, Event]]:
+    """Divisions by an accepted divisor of a value whose backward already ran: ``helper(b) / A``
+    where the helper backpropagates what it returns, or ``loss /= A`` (``loss = loss / A``)
+    after ``loss.backward()`` with no backward of the result afterwards."""
+    done = backpropagated_values(events, scope.sites)
+    own = [e for e in events if e.kind is EventKind.BACKWARD and not e.site.in_helper and e.loss is not None]
+    for site in scope.sites:
+        if site.in_helper or site.value is None or not site.targets:
+            continue
+        if isinstance(site.augmented, cst.DivideAssign) and is_divisor(site.value):
+            name = site.targets[0]
+            event = _backward_of(name, site, own)
+            if event is not None and not _backpropagated_later(name, site, events):
+                yield site.node, event
+            continue
+        value = site.value
+        if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)
+                and is_divisor(value.right)):
+            continue
+        numerator = value.left
+        if isinstance(numerator, cst.Call) and id(numerator) in done:
+            if not any(_backpropagated_later(t, site, events) for t in site.targets if t):
+                yield value, done[id(numerator)]
+            continue
+        name = dotted(numerator)
+        if name is None:
+            continue
+        definition = reaching_assignment(scope, name, site.order)
+        if (definition is not None and isinstance(definition.value, cst.Call) and id(definition.value) in done
+                and not _backpropagated_later(name, site, events)):
+            yield value, done[id(definition.value)]  # loss = helper(b); loss = loss / A
+        elif name in site.targets:
+            event = _backward_of(name, site, own)
+            if event is not None and not _backpropagated_later(name, site, events):
+                yield value, event
+
+
+def _backward_of(name: str, site: Site, backwards: list[Event]) -> Event | None:
+    """The backward of ``name``'s current value that ran before ``site`` in the same pass."""
+    definition = reaching_assignment(site.scope, name, site.order)
+    for event in backwards:
+        if not (event.order < site.order and dotted(event.loss) == name):
+            continue
+        if definition is None or definition.order < event.order:
+            return event
+    return None
+
+
+def _backpropagated_later(name: str, site: Site, events: list[Event]) -> bool:
+    return any(e.kind is EventKind.BACKWARD and e.order > site.order and e.loss is not None
+               and name in names_feeding(e.loss) for e in events)
+
+
+# --- HF Trainer compute_loss overrides ---------------------------------------------------------
+
+#: Trainer attributes by which a subclass declares how its loss is normalized (transformers
+#: 5.24.0 trainer.py: ``model_accepts_loss_kwargs`` decides whether ``training_step`` divides
+#: by A; ``loss_is_scaled_for_ga`` overrides that decision).
+HF_NORMALIZATION_ATTRS = frozenset({"model_accepts_loss_kwargs", "loss_is_scaled_for_ga"})
+HF_COUNT_PARAMETER = "num_items_in_batch"
+
+
+def ignores_parameter(function: cst.FunctionDef, parameter: str) -> bool:
+    """Whether ``function`` declares ``parameter`` and never reads it (nor passes ``locals()``)."""
+    params = function.params
+    declared = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    if parameter not in declared:
+        return False
+    for node in _walk(function.body):
+        if isinstance(node, cst.Name) and node.value in (parameter, "locals", "vars"):
+            return False
+    return True
+
+
+def reads_key(function: cst.FunctionDef, key: str) -> bool:
+    """Whether ``function``'s body mentions the string constant ``key`` (``inputs["labels"]``,
+    ``inputs.pop("labels")``)."""
+    return any(isinstance(node, cst.SimpleString) and node.evaluated_value == key for node in _walk(function.body))
+
+
+def declares_attribute(class_def: cst.ClassDef, names: frozenset[str]) -> bool:
+    """Whether the class body or one of its methods assigns one of ``names`` (``x = ...`` in the
+    class body or ``self.x = ...`` anywhere in it)."""
+    for node in _walk(class_def.body):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if last_segment(dotted(target)) in names:
+                    return True
+    return False

@@ -1,0 +1,470 @@
+"""Schedule units: what a scheduler's horizon is counted in, which schedulers a framework
+steps by itself, and which counters advance once per microbatch.
+
+A schedule sized for U scheduler steps must be stepped U times. When the scheduler is
+stepped once per optimizer update, its horizon (``num_training_steps``, ``T_max``, warmup …)
+must count optimizer updates; a horizon computed from ``len(loader)`` without dividing by
+the accumulation steps A counts microbatches and stretches the schedule A-fold.
+
+The horizon's unit is read from its arithmetic, following assignments back through the
+constructor's scope: ``len(<the loop's loader>)`` is one microbatch factor, an A-named value
+one accumulation factor; products add the factors, divisions subtract them. Anything the
+arithmetic cannot place (a division by an unknown value, branches that disagree, an
+assignment under a condition) leaves the unit undecided, and rules stay silent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, NamedTuple
+
+import libcst as cst
+
+from accumlint.model import frameworks as fw
+from accumlint.model.boundary import index_offset
+from accumlint.model.groups import AccumulationLoop, LoopStyle
+from accumlint.model.kinds import Cadence, EventKind, Role
+from accumlint.model.names import children, dotted, keyword, last_segment, method_name, positional
+from accumlint.model.sites import FrameKind, Site
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+    from accumlint.model.events import Event
+
+#: Counters named like a training step (last segment): ``step``, ``steps``, ``global_step`` …
+STEP_COUNTER_NAME = re.compile(r"^(global_|train_|cur_|curr_|current_)?steps?$")
+
+_MAX_DEPTH = 8
+_PASS_THROUGH = frozenset({"int", "ceil", "floor", "round", "abs"})
+_CONDITIONAL = (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)
+
+
+# --- horizons ---------------------------------------------------------------------------------
+
+
+class HorizonUnit(str, Enum):
+    """What one unit of a schedule's horizon stands for."""
+
+    MICROBATCHES = "microbatches"
+    UPDATES = "optimizer updates"
+    UPDATES_TIMES_A = "a count multiplied by the accumulation steps A"
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """One sizing argument of a scheduler constructor and its unit.
+
+    ``parameter``: the parameter's name (``num_training_steps``); ``node``: the argument's
+    value; ``evidence``: the ``len(loader)`` call (microbatches) or the ``* A`` product
+    (times A) that decided the unit, None for updates.
+    """
+
+    parameter: str
+    node: cst.BaseExpression
+    unit: HorizonUnit
+    evidence: cst.CSTNode | None
+
+
+class _Unit(NamedTuple):
+    """Exponents of the microbatch and accumulation factors of a count; ``opaque``: the value
+    comes from a call we cannot read (dimensionless only when no factor meets it)."""
+
+    micro: int
+    accum: int
+    evidence: cst.CSTNode | None = None
+    opaque: bool = False
+
+    @property
+    def plain(self) -> bool:
+        return self.micro == 0 and self.accum == 0
+
+
+_PLAIN = _Unit(0, 0)
+
+
+def horizon_multiplied_by_accumulation(constructor: cst.Call | None,
+                                       is_accumulation: Callable[[cst.BaseExpression], bool]) -> bool:
+    """Whether any argument of a scheduler constructor is (or contains) a product with an
+    A-named value (``num_training_steps=max_train_steps * gradient_accumulation_steps``): the
+    schedule is then written in microbatches, and stepping it every microbatch matches it."""
+    if constructor is None:
+        return False
+    for arg in constructor.args:
+        stack: list[cst.CSTNode] = [arg.value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                if is_accumulation(node.left) or is_accumulation(node.right):
+                    return True
+            if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
+                stack.extend(children(node))
+    return False
+
+
+def schedule_horizons(model: FileModel, constructor: cst.Call, loader: str | None) -> list[Horizon]:
+    """The sizing arguments of a scheduler constructor whose unit the arithmetic decides.
+
+    ``loader``: the dotted name of the loader whose ``len()`` counts microbatches (the loader
+    the accumulation loop iterates); without it no horizon is read as microbatches. Sizing
+    parameters are those of ``frameworks.SCHEDULE_HORIZON_KEYWORDS`` (by keyword) and
+    ``SCHEDULE_HORIZON_POSITIONS`` (by position). Undecided arguments are left out.
+    """
+    site = model.call_sites.get(id(constructor))
+    if site is None:
+        return []
+    arguments: list[tuple[str, cst.BaseExpression]] = [
+        (arg.keyword.value, arg.value) for arg in constructor.args
+        if arg.keyword is not None and arg.keyword.value in fw.SCHEDULE_HORIZON_KEYWORDS
+    ]
+    for position, parameter in fw.SCHEDULE_HORIZON_POSITIONS.get(last_segment(dotted(constructor.func)), {}).items():
+        value = positional(constructor, position)
+        if value is not None:
+            arguments.append((parameter, value))
+    found: list[Horizon] = []
+    for parameter, value in arguments:
+        unit = _unit(model, value, site, loader, 0)
+        if unit is None or unit.opaque:
+            continue
+        if (unit.micro, unit.accum) == (1, 0) and unit.evidence is not None:
+            found.append(Horizon(parameter, value, HorizonUnit.MICROBATCHES, unit.evidence))
+        elif (unit.micro, unit.accum) == (0, 1) and unit.evidence is not None:
+            found.append(Horizon(parameter, value, HorizonUnit.UPDATES_TIMES_A, unit.evidence))
+        elif unit.accum == -1 and unit.micro in (0, 1):
+            found.append(Horizon(parameter, value, HorizonUnit.UPDATES, None))
+    return found
+
+
+def _unit(model: FileModel, node: cst.BaseExpression, site: Site, loader: str | None, depth: int) -> _Unit | None:
+    """The unit of a count expression evaluated at ``site`` (None: undecided)."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return _PLAIN
+    if isinstance(node, cst.UnaryOperation):
+        return _unit(model, node.expression, site, loader, depth + 1)
+    if isinstance(node, cst.BinaryOperation):
+        left = _unit(model, node.left, site, loader, depth + 1)
+        right = _unit(model, node.right, site, loader, depth + 1)
+        return _combine(node, node.operator, left, right)
+    if isinstance(node, cst.IfExp):
+        body = _unit(model, node.body, site, loader, depth + 1)
+        orelse = _unit(model, node.orelse, site, loader, depth + 1)
+        same = body is not None and orelse is not None and (body.micro, body.accum) == (orelse.micro, orelse.accum)
+        return body if same else None
+    if isinstance(node, cst.Call):
+        return _call_unit(model, node, site, loader, depth)
+    name = dotted(node)
+    if name is None:
+        return None
+    if model.is_accumulation_name(node):
+        return _Unit(0, 1)
+    return _name_unit(model, name, site, loader, depth)
+
+
+def _call_unit(model: FileModel, call: cst.Call, site: Site, loader: str | None, depth: int) -> _Unit | None:
+    callee = last_segment(dotted(call.func))
+    values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if callee == "len" and len(call.args) == 1 and values:
+        counted = dotted(values[0])
+        return _Unit(1, 0, call) if loader is not None and counted == loader else _PLAIN
+    if callee in _PASS_THROUGH and values:
+        return _unit(model, values[0], site, loader, depth + 1)
+    if callee in ("max", "min") and values:
+        counted = [v for v in values if not isinstance(v, (cst.Integer, cst.Float))]
+        units = [_unit(model, v, site, loader, depth + 1) for v in counted]
+        if not units or any(u is None for u in units):
+            return None
+        first = units[0]
+        same = all((u.micro, u.accum) == (first.micro, first.accum) for u in units)  # type: ignore[union-attr]
+        return first if same else None
+    return _Unit(0, 0, None, True)
+
+
+def _name_unit(model: FileModel, name: str, site: Site, loader: str | None, depth: int) -> _Unit | None:
+    definition = model.reaching(name, site)
+    if definition is None:
+        return _PLAIN  # a parameter, a config field, a module constant: a plain count
+    if _conditional(definition, site) or isinstance(definition.node, (cst.For, cst.With)):
+        return None
+    value = definition.value
+    if value is None:
+        return None
+    if len(definition.targets) > 1:
+        if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(definition.targets):
+            return None
+        value = value.elements[definition.targets.index(name)].value
+    if definition.augmented is None:
+        return _unit(model, value, definition, loader, depth + 1)
+    previous = _name_unit(model, name, definition, loader, depth + 1)
+    operand = _unit(model, value, definition, loader, depth + 1)
+    operator = {cst.MultiplyAssign: cst.Multiply(), cst.DivideAssign: cst.Divide(),
+                cst.FloorDivideAssign: cst.FloorDivide(), cst.AddAssign: cst.Add(),
+                cst.SubtractAssign: cst.Subtract()}.get(type(definition.augmented))
+    return _combine(definition.node, operator, previous, operand) if operator is not None else None
+
+
+def _combine(node: cst.CSTNode, operator: cst.BaseBinaryOp | None, left: _Unit | None,
+             right: _Unit | None) -> _Unit | None:
+    if left is None or right is None:
+        return None
+    evidence = left.evidence or right.evidence
+    if isinstance(operator, cst.Multiply):
+        if (left.opaque and not right.plain) or (right.opaque and not left.plain):
+            return None
+        accum = left.accum + right.accum
+        if accum == 1 and left.micro + right.micro == 0 and (left.accum == 1) != (right.accum == 1):
+            evidence = node  # the `* A` product itself
+        return _Unit(left.micro + right.micro, accum, evidence, left.opaque and right.opaque)
+    if isinstance(operator, (cst.Divide, cst.FloorDivide)):
+        if right.plain:
+            return left if left.plain else None  # divided by a count we cannot place (a literal A?)
+        return _Unit(left.micro - right.micro, left.accum - right.accum, evidence)
+    if isinstance(operator, (cst.Add, cst.Subtract)):
+        if left.plain:
+            return right
+        if right.plain or (left.micro, left.accum) == (right.micro, right.accum):
+            return left
+        return None
+    return left if left.plain and right.plain else None
+
+
+def _conditional(definition: Site, use: Site) -> bool:
+    """Whether an assignment sits under a branch that does not also enclose the use."""
+    enclosing = {id(frame.node) for frame in use.frames}
+    return any(frame.kind in _CONDITIONAL and id(frame.node) not in enclosing for frame in definition.frames)
+
+
+def iterated_loader(group: AccumulationLoop) -> str | None:
+    """The dotted name a ``for`` microbatch loop iterates (``AccumulationLoop.iterable``)."""
+    return dotted(group.iterable)
+
+
+# --- schedulers a framework steps itself ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineScheduler:
+    """A ``deepspeed.initialize`` call whose engine steps a scheduler at every boundary.
+
+    ``passed``: the dotted name handed as ``lr_scheduler=`` (None when the scheduler comes
+    from the config's ``"scheduler"`` section or from an expression).
+    """
+
+    call: cst.Call
+    site: Site
+    passed: str | None
+
+
+def engine_schedulers(model: FileModel) -> list[EngineScheduler]:
+    """The ``deepspeed.initialize`` calls of the module that hand the engine a scheduler
+    (``lr_scheduler=`` not None, or a config dict with a ``"scheduler"`` section)."""
+    found: list[EngineScheduler] = []
+    for scope in model.scopes:
+        for site in scope.sites:
+            call = site.call
+            if call is None or site.in_helper or not model.roles.qualify_call(call).endswith("deepspeed.initialize"):
+                continue
+            handed = keyword(call, fw.DEEPSPEED_SCHEDULER_KEYWORD)
+            if handed is None:
+                handed = positional(call, fw.DEEPSPEED_SCHEDULER_POSITION)
+            if handed is not None and not (isinstance(handed, cst.Name) and handed.value == "None"):
+                found.append(EngineScheduler(call, site, dotted(handed)))
+            elif _config_has_scheduler(model, call, site):
+                found.append(EngineScheduler(call, site, None))
+    return found
+
+
+def _config_has_scheduler(model: FileModel, call: cst.Call, site: Site) -> bool:
+    """Whether the config given to ``deepspeed.initialize`` is a dict literal (directly or
+    through one unconditional assignment) with a top-level ``"scheduler"`` key."""
+    for name in fw.DEEPSPEED_CONFIG_KEYWORDS:
+        value = keyword(call, name)
+        if value is None:
+            continue
+        text = dotted(value)
+        if text is not None:
+            definition = model.reaching(text, site)
+            if definition is None or _conditional(definition, site) or definition.augmented is not None:
+                return False
+            value = definition.value
+        return isinstance(value, cst.Dict) and any(
+            isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+            and element.key.evaluated_value == fw.DEEPSPEED_SCHEDULER_CONFIG_KEY
+            for element in value.elements
+        )
+    return False
+
+
+def stepped_by_engine(model: FileModel, event: Event, handoffs: list[EngineScheduler]) -> EngineScheduler | None:
+    """The hand-off whose engine also steps the scheduler a ``SCHEDULER_STEP`` event steps:
+    the scheduler ``deepspeed.initialize`` returned, or the object passed as ``lr_scheduler=``
+    (same scope, not rebound after the hand-off). Hand-offs under a branch that does not
+    enclose the step (``if args.deepspeed:``) do not count."""
+    for handoff in handoffs:
+        if _conditional(handoff.site, event.site):
+            continue
+        if event.role.owner == "deepspeed" and event.role.origin is handoff.call:
+            return handoff
+        name = dotted(event.target)
+        if (handoff.passed is not None and name == handoff.passed and handoff.site.scope is event.site.scope
+                and handoff.site.order < event.order and not event.site.in_helper):
+            definition = model.reaching(name, event.site)
+            if definition is None or definition.order < handoff.site.order:
+                return handoff
+    return None
+
+
+def lightning_configured_schedulers(model: FileModel, class_def: cst.ClassDef) -> set[str] | None:
+    """The dotted names of the schedulers a LightningModule's ``configure_optimizers`` returns
+    (``return [opt], [self.sched]``; ``{"optimizer": o, "lr_scheduler": {"scheduler": s}}``),
+    ``"self.lr_schedulers()"`` standing for all of them. None when it returns no scheduler,
+    is not defined in the class, or the class overrides ``lr_scheduler_step`` (then the user
+    decides how Lightning steps them)."""
+    methods = {name: function for (owner, name), function in model.functions.methods.items() if owner is class_def}
+    if fw.LIGHTNING_SCHEDULER_STEP_HOOK in methods or fw.LIGHTNING_CONFIGURE_OPTIMIZERS not in methods:
+        return None
+    scope = next((s for s in model.scopes if s.node is methods[fw.LIGHTNING_CONFIGURE_OPTIMIZERS]), None)
+    if scope is None:
+        return None
+    names: set[str] = set()
+    returned = False
+    for site in scope.sites:
+        if not site.is_return or site.in_helper or site.value is None:
+            continue
+        value = site.value
+        text = dotted(value)
+        if text is not None:
+            definition = model.reaching(text, site)
+            value = definition.value if definition is not None and definition.value is not None else value
+        schedulers = _returned_schedulers(value)
+        if schedulers:
+            returned = True
+            names.update(dotted(s) or "" for s in schedulers)
+    if not returned:
+        return None
+    names.discard("")
+    names.update(accessor for accessor, role in fw.LIGHTNING_ACCESSORS.items() if role is Role.SCHEDULER)
+    return names
+
+
+def _returned_schedulers(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The scheduler expressions in a ``configure_optimizers`` return value."""
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == 2:
+        second = value.elements[1].value
+        if isinstance(second, (cst.Tuple, cst.List)):
+            found: list[cst.BaseExpression] = []
+            for element in second.elements:
+                found.extend(_scheduler_entry(element.value))
+            return found
+    if isinstance(value, cst.Dict):
+        return _scheduler_entry(value)
+    return []
+
+
+def _scheduler_entry(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """A scheduler, or a ``{"scheduler": s, "interval": ...}`` / ``{"lr_scheduler": ...}`` dict."""
+    if isinstance(value, cst.Dict):
+        for element in value.elements:
+            if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+                    and element.key.evaluated_value in fw.LIGHTNING_SCHEDULER_KEYS):
+                inner = element.value
+                if isinstance(inner, cst.Name) and inner.value == "None":
+                    return []
+                return _scheduler_entry(inner) if isinstance(inner, cst.Dict) else [inner]
+        return []
+    if isinstance(value, cst.Name) and value.value == "None":
+        return []
+    return [value]
+
+
+# --- counters -------------------------------------------------------------------------------
+
+
+def microbatch_counters(group: AccumulationLoop) -> dict[str, Site]:
+    """Names that advance once per microbatch in the loop, with the site that advances them:
+    the loop's own index (``for step, batch in enumerate(loader)``, ``for step in range(n)``)
+    and counters incremented by a constant on every microbatch (``global_step += 1`` with no
+    gate around it, and no other assignment to the name inside the loop)."""
+    counters: dict[str, Site] = {}
+    if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN) or not group.loop_sites:
+        return counters
+    binding = group.loop_sites[0]
+    if isinstance(group.loop, cst.For) and binding.node is group.loop:
+        iterator, target = group.loop.iter, group.loop.target
+        while (isinstance(iterator, cst.Call) and last_segment(dotted(iterator.func)) == "tqdm"
+               and positional(iterator, 0) is not None):
+            iterator = positional(iterator, 0)  # tqdm(enumerate(loader))
+        callee = dotted(iterator.func) if isinstance(iterator, cst.Call) else None
+        if callee == "enumerate" and isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+            index = dotted(target.elements[0].value)
+            if index is not None:
+                counters[index] = binding
+        elif callee == "range" and isinstance(target, cst.Name):
+            counters[target.value] = binding
+    for site in group.loop_sites:
+        if (len(site.targets) == 1 and site.targets[0] is not None and isinstance(site.value, cst.Integer)
+                and group.increment_cadence(site) is Cadence.MICROBATCH):
+            name = site.targets[0]
+            others = [s for s in group.loop_sites if name in s.targets and s is not site]
+            if not others:
+                counters[name] = site
+    return counters
+
+
+def step_axis_uses(group: AccumulationLoop, name: str) -> list[tuple[Site, str]]:
+    """Where the loop's own code uses counter ``name`` (or ``name ± k``) as a training position:
+    the x-axis of a logged value (``step=``/``global_step=`` keywords, TensorBoard's
+    ``global_step`` position, a progress line formatting it) or a scheduler's argument.
+    Each use comes with a few words saying which."""
+    uses: list[tuple[Site, str]] = []
+    for site in group.loop_sites:
+        call = site.call
+        if call is None or site.in_helper:
+            continue
+        what = _step_use(call, name, group)
+        if what is not None:
+            uses.append((site, what))
+    return uses
+
+
+def _is_counter(value: cst.BaseExpression | None, name: str) -> bool:
+    split = index_offset(value)
+    return split is not None and split[0] == name
+
+
+def _step_use(call: cst.Call, name: str, group: AccumulationLoop) -> str | None:
+    callee = last_segment(dotted(call.func)) or (method_name(call) or "")
+    for arg in call.args:
+        if (arg.keyword is not None and arg.keyword.value in fw.LOGGING_STEP_KEYWORDS
+                and fw.LOGGING_STEP_CALLEE.match(callee) and _is_counter(arg.value, name)):
+            return f"the `{arg.keyword.value}=` of a logged value"
+    position = fw.LOGGING_STEP_POSITIONS.get(callee)
+    if position is not None and _is_counter(positional(call, position), name):
+        return "the x-axis of a logged value"
+    stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
+    if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
+        return "the argument of a scheduler step"
+    if callee.lower() in fw.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
+        return "the position in a logged progress line"
+    return None
+
+
+def _formats(value: cst.BaseExpression, name: str) -> bool:
+    """Whether a logged argument shows the counter: the counter itself, an f-string field, or
+    an argument of ``"...".format(...)`` / ``"..." % (...)``."""
+    if _is_counter(value, name):
+        return True
+    if isinstance(value, cst.FormattedString):
+        return any(isinstance(part, cst.FormattedStringExpression) and _is_counter(part.expression, name)
+                   for part in value.parts)
+    if isinstance(value, cst.Call) and method_name(value) == "format":
+        return any(_is_counter(arg.value, name) for arg in value.args)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo) and isinstance(
+            value.left, (cst.SimpleString, cst.ConcatenatedString)):
+        right = value.right
+        items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+        return any(_is_counter(item, name) for item in items)
+    return False
