@@ -144,14 +144,24 @@ def _detached(value: cst.BaseExpression) -> bool:
     return False
 
 
+
 class RetainGraphInLoop(Rule):
-    """ACC202: backward(retain_graph=True) in the loop keeps every microbatch's graph alive"""
+    """ACC202: ``backward(retain_graph=True)`` with no later backward through that graph."""
 
     code = "ACC202"
     name = "retain-graph-in-loop"
     severity = Severity.WARNING
     principle = "P5"
-    summary = "backward(retain_graph=True) in the loop keeps every microbatch's graph alive"
+    summary = "backward(retain_graph=True) in the loop keeps a microbatch's graph alive for nothing"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            for event in model.retained_backwards(group):
+                yield Hit(
+                    event.node,
+                    "`retain_graph=True` keeps this microbatch's saved activations after its backward, and "
+                    "no later backward of this microbatch goes through them: they stay alive until the loss "
+                    "is rebound (or, if it is stored, for the whole group), raising peak memory for nothing",
+                    "drop `retain_graph=True`; keep it only for a second backward through the same graph "
+                    "(a hidden state carried into the next microbatch needs `.detach()` instead)",
+                )

@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
-from accumlint.model import EventKind, FileModel, Role
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.names import dotted, int_value, keyword
@@ -97,8 +97,10 @@ class DoubleNormalization(Rule):
                         )
 
 
+
 class MeanOfMeans(Rule):
-    """ACC102: per-microbatch mean token losses averaged over A: tokens weighted unequally"""
+    """ACC102: a per-microbatch token mean divided by A: the update averages microbatch means,
+    so tokens in short microbatches weigh more than tokens in long ones."""
 
     code = "ACC102"
     name = "mean-of-means"
@@ -107,11 +109,34 @@ class MeanOfMeans(Rule):
     summary = "per-microbatch mean token losses averaged over A: tokens weighted unequally"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        reported: set[int] = set()
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for event in group.of_kind(EventKind.BACKWARD):
+                divisions = model.divisions_by(event, model.is_accumulation_name)
+                if not divisions:
+                    continue
+                mean = model.token_mean(event)
+                if mean is None:
+                    continue
+                for node in divisions:
+                    if id(node) in reported:
+                        continue
+                    reported.add(id(node))
+                    yield Hit(
+                        node,
+                        f"the loss is a mean over this microbatch's supervised tokens ({mean.evidence}) and is "
+                        "then divided by A: every microbatch weighs 1/A whatever its token count, so the update "
+                        "is a mean of microbatch means, not the group's token mean",
+                        "sum the token losses (`reduction=\"sum\"`) and divide by the group's supervised-token "
+                        "count, counted before the group's first backward (across replicas under DDP, times D)",
+                    )
 
 
 class MissingNormalization(Rule):
-    """ACC103: accumulated loss never divided by A: gradients are A times the mean"""
+    """ACC103 (off by default): a plain-torch accumulation loop whose loss is never divided
+    (nor its gradients scaled): each update applies the sum of A microbatch gradients."""
 
     code = "ACC103"
     name = "missing-normalization"
@@ -121,11 +146,35 @@ class MissingNormalization(Rule):
     default_enabled = False
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            if group.accumulates is not True or group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
+                continue
+            if model.scales_gradients(group):
+                continue
+            if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):
+                continue  # reset every microbatch: nothing is summed (ACC001's matter)
+            late = {id(event) for _, event in model.divided_after_backward(group)}  # ACC104's matter
+            for event in group.of_kind(EventKind.BACKWARD):
+                if (not group.in_loop(event) or event.site.in_helper
+                        or group.cadence(event) is not Cadence.MICROBATCH):
+                    continue  # a helper's own assignments are not followed: its loss history is unknown
+                contract = fw.backward_contract(event.role.role, event.method)
+                if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
+                    continue
+                if event.method != "backward" or id(event) in late or not model.never_scaled(event):
+                    continue
+                yield Hit(
+                    event.node,
+                    "the loss reaches backward undivided in a loop that accumulates A microbatches: each "
+                    "update applies the sum of A gradients, A times the mean, which silently multiplies "
+                    "the effective learning rate by A",
+                    "divide the loss by A before backward (or sum token losses and divide by the group's "
+                    "token count); if the sum is intended, say so with `# noqa: ACC103`",
+                )
 
 
 class NormalizationAfterBackward(Rule):
-    """ACC104: loss divided after its backward ran: only the logged value changes"""
+    """ACC104: a loss divided by A after its backward ran: only the logged value changes."""
 
     code = "ACC104"
     name = "normalization-after-backward"
@@ -134,17 +183,55 @@ class NormalizationAfterBackward(Rule):
     summary = "loss divided after its backward ran: only the logged value changes"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            if group.accumulates is False:
+                continue
+            for node, event in model.divided_after_backward(group):
+                if model.divided_by_a(event):
+                    continue  # the backward already saw a loss divided by A: this one is for the log
+                contract = fw.backward_contract(event.role.role, event.method)
+                if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
+                    continue  # the backward API may have divided already (Accelerate, DeepSpeed)
+                yield Hit(
+                    node,
+                    "this division comes after the loss's backward already ran, so it changes only the "
+                    "value you log: the gradients are the sum of the undivided microbatch losses, A times "
+                    "too large",
+                    "divide the loss before calling backward (inside the helper that calls it)",
+                )
 
 
 class FrameworkExpectsNormalization(Rule):
-    """ACC105: an API that leaves normalization to the user, used without it"""
+    """ACC105: an API that leaves normalization to the user, used without it: Lightning manual
+    optimization under accumulation, an HF ``compute_loss`` override that ignores
+    ``num_items_in_batch``."""
 
     code = "ACC105"
     name = "framework-expects-normalization"
     severity = Severity.ERROR
     principle = "P4"
     summary = "an API that leaves normalization to the user, used without it"
+    markers = (b"manual_backward", b"compute_loss")
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for event in group.of_kind(EventKind.BACKWARD):
+                if event.method != "manual_backward" or event.site.in_helper or not model.never_scaled(event):
+                    continue
+                yield Hit(
+                    event.node,
+                    "under manual optimization Lightning does not divide the loss by the accumulation "
+                    "steps: the A backwards of a group add up to A times the mean gradient",
+                    "divide the loss by the number of microbatches per update before `self.manual_backward`",
+                )
+        for function in model.hf_overrides_ignoring_count():
+            yield Hit(
+                function,
+                "this `compute_loss` receives `num_items_in_batch` and ignores it: when the model accepts "
+                "loss kwargs (most HF language models) the Trainer takes the returned loss as already "
+                "normalized for the group and does not divide by A, so gradients are A times too large",
+                "divide a summed loss by `num_items_in_batch`, or set `self.model_accepts_loss_kwargs = False` "
+                "(transformers 5.x: `loss_is_scaled_for_ga = False`) so the Trainer divides by A",
+            )

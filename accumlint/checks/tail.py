@@ -7,16 +7,56 @@ from collections.abc import Iterator
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import FileModel
+from accumlint.model.frameworks import TailTreatment
+
+_WHAT_HAPPENS = {
+    TailTreatment.LEAKS: (
+        "when the loader's length is not a multiple of A, the last r microbatches of each epoch are "
+        "backpropagated but not applied: their gradients stay in `.grad` and join the next epoch's first "
+        "update ({merged}), and the last epoch's tail is never applied"
+    ),
+    TailTreatment.NOT_APPLIED: (
+        "when the loader's length is not a multiple of A, the last r microbatches are backpropagated but "
+        "never applied by this loop: their gradients stay in `.grad` and, if the loop runs again, join its "
+        "first update ({merged})"
+    ),
+    TailTreatment.WEIGHTED: (
+        "the last partial group of r < A microbatches is applied, but each of its microbatches is still "
+        "divided by A: that update weighs r/A of a full group"
+    ),
+}
+_FIX = {
+    TailTreatment.WEIGHTED: "divide the tail's losses by its true size r (or make the epoch length a multiple of A)",
+}
+_DEFAULT_FIX = ("apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's "
+                "losses by its true size r; or reset the gradients at the start of each epoch to drop it "
+                "on purpose; or make the epoch length a multiple of A")
 
 
 class PartialFinalGroup(Rule):
-    """ACC005: the epoch's last partial group leaks into the next epoch, is dropped, or is mis-weighted"""
+    """ACC005: the user's own update gate leaves the epoch's last ``len % A`` microbatches
+    unapplied (carried into the next epoch) or applies them weighted r/A.
+
+    Only user-set boundaries are reported; a framework's documented treatment (Accelerate,
+    Lightning: r/A; DeepSpeed: merged; HF Trainer: true count) is a fact for the runtime card.
+    """
 
     code = "ACC005"
     name = "partial-final-group"
     severity = Severity.WARNING
     principle = "P9"
-    summary = "the epoch's last partial group leaks into the next epoch, is dropped, or is mis-weighted"
+    summary = "the epoch's last partial group leaks into the next epoch, is never applied, or is weighted r/A"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            tail = model.tail(group)
+            if tail is None or tail.framework is not None or tail.report is None:
+                continue
+            text = _WHAT_HAPPENS.get(tail.treatment)
+            if text is None:
+                continue
+            merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
+                      else "a group of A + r microbatches that mixes two epochs")
+            yield Hit(tail.report, text.format(merged=merged), _FIX.get(tail.treatment, _DEFAULT_FIX))
