@@ -4,39 +4,198 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
-from accumlint.model import FileModel
+from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.kinds import Evidence
+from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
+
+_ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
+_CLIP_MARKERS = (b"clip_grad_norm_", b"clip_grad_value_", b"clip_grad_norm", b"clip_gradients")
+#: Owners whose clip is not the user's business inside a loop: the DeepSpeed engine clips at its
+#: own boundary, mmengine's wrapper clips inside its boundary ``step()``.
+_FRAMEWORK_CLIPPERS = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
+
+
+def _accumulating_groups(model: FileModel) -> Iterator[AccumulationLoop]:
+    """Loops whose optimizer update runs once per group of A > 1 microbatches, with no
+    optimizer updating on every microbatch next to it (a GAN's discriminator may own the
+    per-microbatch gradient operations) and no gradient reset on every microbatch (then each
+    microbatch's gradient is handled alone, e.g. DP-SGD's per-example clipping; ACC001 speaks
+    when that is a bug)."""
+    for group in model.loops:
+        if group.accumulates is not True or group.style is LoopStyle.DEEPSPEED:
+            continue
+        updates = group.of_kind(EventKind.UPDATE)
+        grouped = {dotted(u.target) for u in updates if group.cadence(u) in _ONCE_PER_GROUP}
+        every_microbatch = {dotted(u.target) for u in updates if group.cadence(u) is Cadence.MICROBATCH}
+        if not grouped or every_microbatch - grouped:
+            continue
+        if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):
+            continue
+        yield group
+
+
+def _measures_only(clip: Event) -> bool:
+    """Whether a clip's threshold is infinite (``clip_grad_norm_(params, float("inf"))``): it
+    only measures the norm and leaves the gradients unchanged."""
+    call = clip.site.call
+    if call is None:
+        return False
+    threshold = keyword(call, "max_norm") or keyword(call, "clip_value") or positional(call, 1)
+    if threshold is None:
+        return False
+    if last_segment(dotted(threshold)) == "inf":  # math.inf, torch.inf, np.inf
+        return True
+    return (isinstance(threshold, cst.Call) and dotted(threshold.func) == "float" and len(threshold.args) == 1
+            and isinstance(threshold.args[0].value, cst.SimpleString)
+            and threshold.args[0].value.evaluated_value.lower().lstrip("+") in ("inf", "infinity"))
+
+
+def _callee(event: Event) -> str:
+    call = event.site.call
+    return (dotted(call.func) if call is not None else None) or event.method
 
 
 class ClipInsideGroup(Rule):
-    """ACC301: gradients clipped every microbatch: partial sums are clipped, not the group's gradient"""
+    """ACC301: gradients clipped on a path that runs every microbatch of a group.
+
+    Flags ``clip_grad_norm_``/``clip_grad_value_`` (torch, Accelerate, Fabric, Lightning's
+    ``self.clip_gradients``) whose cadence is "every microbatch" in a loop that updates once
+    per group of A > 1, and any clip in the ``training_step`` of a LightningModule under
+    automatic optimization (it runs before that microbatch's backward). Exempt: clips under the
+    update gate or ``if accelerator.sync_gradients:``; clips with an infinite threshold (norm
+    measurement); loops that reset or update every microbatch; DeepSpeed and mmengine, which
+    clip at their own boundary; Accelerate built with ``deepspeed_plugin=`` (its clip is a no-op).
+    """
 
     code = "ACC301"
     name = "clip-inside-group"
     severity = Severity.ERROR
     principle = "P6"
     summary = "gradients clipped every microbatch: partial sums are clipped, not the group's gradient"
+    markers = _CLIP_MARKERS
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        reported: set[int] = set()
+        for group in _accumulating_groups(model):
+            for clip in group.of_kind(EventKind.CLIP):
+                if (group.cadence(clip) is not Cadence.MICROBATCH or id(clip.node) in reported
+                        or clip.role.role in _FRAMEWORK_CLIPPERS or _measures_only(clip)):
+                    continue
+                if model.accelerate_deepspeed(clip.role):
+                    continue
+                reported.add(id(clip.node))
+                callee = _callee(clip)
+                if clip.role.role is Role.ACCELERATOR and group.accumulate_contexts:
+                    yield Hit(
+                        clip.node,
+                        f"`{callee}` is not gated by `accumulate()`: it runs on every microbatch and clips partial "
+                        "sums of the group's gradient (under fp16 it also unscales each time, and the second "
+                        "unscale before the update raises)",
+                        "guard the clip with `if accelerator.sync_gradients:` inside the `accumulate()` block",
+                    )
+                    continue
+                yield Hit(
+                    clip.node,
+                    f"`{callee}` runs on every microbatch, so it clips partial sums of the group's gradient "
+                    "(early contributions are clipped several times) instead of the accumulated gradient the "
+                    "optimizer update applies",
+                    "clip once per group, after the last backward and right before the optimizer update "
+                    "(under the same boundary test)",
+                )
+        for scope in model.lightning_automatic_hooks():
+            for clip in model.events[scope]:
+                if clip.kind is not EventKind.CLIP or id(clip.node) in reported or _measures_only(clip):
+                    continue
+                reported.add(id(clip.node))
+                yield Hit(
+                    clip.node,
+                    f"Lightning runs this microbatch's backward after `training_step` returns, so `{_callee(clip)}` "
+                    "acts on earlier microbatches' gradients (a partial sum under `accumulate_grad_batches` > 1, "
+                    "otherwise gradients already applied) and never on the gradient the update uses",
+                    "let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in "
+                    "`configure_gradient_clipping` / `on_before_optimizer_step`",
+                )
 
 
 class ClipBeforeUnscale(Rule):
-    """ACC302: gradients clipped while still multiplied by the GradScaler's scale"""
+    """ACC302: gradients clipped while still multiplied by the GradScaler's scale.
+
+    Flags a torch clip (``torch.nn.utils.clip_grad_*``, FSDP's ``clip_grad_norm_``) followed on
+    the same path by ``scaler.step(opt)`` with no ``unscale_`` before the clip. A scaler built
+    with ``enabled=False`` is exempt; ``enabled=<expression>`` is flagged: the clip is wrong in
+    every run where the scaler is on, the runs it exists for. Exempt: Accelerate's and Fabric's
+    clips (they unscale), clips whose threshold is multiplied by the scale or infinite, and a
+    clip whose function is also called from a place where an unscale precedes it.
+    """
 
     code = "ACC302"
     name = "clip-before-unscale"
     severity = Severity.ERROR
     principle = "P7"
     summary = "gradients clipped while still multiplied by the GradScaler's scale"
+    markers = _CLIP_MARKERS
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        verdicts: dict[int, list[tuple[Event, Event] | None]] = {}
+        for scope in model.scopes:
+            events = model.events[scope]
+            for clip in events:
+                if clip.kind is not EventKind.CLIP or model.clip_unscales(clip) is not False:
+                    continue
+                if _measures_only(clip) or _threshold_scaled(clip):
+                    continue
+                step = next((e for e in events if e.kind is EventKind.UPDATE and e.method == "scaler.step"
+                             and e.order > clip.order and not clip.site.excludes(e.site)), None)
+                if step is None:
+                    continue
+                unscaled = any(e.kind is EventKind.UNSCALE and e.order < clip.order for e in events)
+                verdicts.setdefault(id(clip.node), []).append(None if unscaled else (clip, step))
+        for found in verdicts.values():
+            if any(v is None for v in found):
+                continue  # in one caller's context the gradients were unscaled first: not decidable
+            clip, step = found[0]  # type: ignore[misc]
+            if model.scaler_enabled(step.role) is False:
+                continue
+            if step.role.evidence is Evidence.NAME and not model.imports.imports_module("torch"):
+                continue
+            scaler = dotted(step.site.call.func.value) if step.site.call is not None else None  # type: ignore[union-attr]
+            scaler = scaler or "scaler"
+            yield Hit(
+                clip.node,
+                f"`{_callee(clip)}` runs before `{scaler}.unscale_(...)`, so it measures gradients still "
+                "multiplied by the loss scale (65536 at first) and nearly every update is clipped to a "
+                "gradient norm of the threshold divided by the scale",
+                f"call `{scaler}.unscale_(optimizer)` once per update, right before the clip",
+            )
+
+
+def _threshold_scaled(clip: Event) -> bool:
+    """Whether the clip's arguments read the scaler's scale (``max_norm * scaler.get_scale()``):
+    clipping scaled gradients with a scaled threshold is consistent."""
+    call = clip.site.call
+    if call is None:
+        return False
+    for arg in call.args[1:]:
+        for name in names_in(arg.value):
+            if "scale" in last_segment(name).lower():
+                return True
+        if any(method_name(node) == "get_scale" for node in calls_in(arg.value)):
+            return True
+    return False
 
 
 class ScalerInsideGroup(Rule):
-    """ACC303: GradScaler unscale/step/update on every microbatch"""
+    """ACC303: GradScaler ``unscale_``/``step``/``update`` on a path that runs every microbatch.
+
+    Only in loops that update once per group of A > 1. ``unscale_`` and ``update`` of a scaler
+    built with ``enabled=False`` do nothing and are exempt; ``scaler.step`` still updates the
+    optimizer and is flagged. A ``scaler.step``/``unscale_`` whose optimizer also updates every
+    microbatch is left alone.
+    """
 
     code = "ACC303"
     name = "scaler-inside-group"
@@ -45,4 +204,33 @@ class ScalerInsideGroup(Rule):
     summary = "GradScaler unscale/step/update on every microbatch"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        reported: set[int] = set()
+        for group in _accumulating_groups(model):
+            for event in group.events:
+                if group.cadence(event) is not Cadence.MICROBATCH or id(event.node) in reported:
+                    continue
+                if event.role.role is not Role.SCALER:
+                    continue
+                call = event.site.call
+                scaler = dotted(call.func.value) if call is not None else None  # type: ignore[union-attr]
+                scaler = scaler or "scaler"
+                disabled = model.scaler_enabled(event.role) is False
+                if event.kind is EventKind.UNSCALE and not disabled:
+                    message = (f"`{scaler}.unscale_` runs on every microbatch: the second call before "
+                               f"`{scaler}.update()` raises RuntimeError, and a single early call leaves the "
+                               "later contributions multiplied by the scale")
+                elif event.kind is EventKind.SCALER_UPDATE and not disabled:
+                    message = (f"`{scaler}.update()` runs on every microbatch: with no `{scaler}.step()` since the "
+                               "last update it raises AssertionError, otherwise it changes the scale inside the "
+                               "group and the contributions are summed at different scales")
+                elif event.kind is EventKind.UPDATE and event.method == "scaler.step":
+                    message = (f"`{scaler}.step(...)` runs on every microbatch: the optimizer updates inside the "
+                               f"group (a second step before `{scaler}.update()` raises RuntimeError)")
+                else:
+                    continue
+                reported.add(id(event.node))
+                yield Hit(
+                    event.node, message,
+                    f"call `{scaler}.unscale_`, the clip, `{scaler}.step` and `{scaler}.update()` once per group, "
+                    "after its last backward (under the update's boundary test)",
+                )

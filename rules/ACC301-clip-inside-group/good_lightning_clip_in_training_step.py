@@ -1,0 +1,44 @@
+"""ACC301 good: twin of bad_lightning_clip_in_training_step.py.
+
+Lightning clips: `Trainer(gradient_clip_val=1.0)` clips the accumulated gradient once
+per optimizer update, after the group's last backward (a custom clip belongs in
+`configure_gradient_clipping` or `on_before_optimizer_step`).
+Runs on CPU when `lightning` is installed (not a dependency of the test environment:
+there the catalogue only parses it).
+"""
+import lightning as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+
+
+class Regressor(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(16, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.mse_loss(self.layer(x), y)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = 3.0 * inputs.sum(dim=1, keepdim=True)
+    loader = DataLoader(TensorDataset(inputs, targets), batch_size=MICROBATCH_SIZE)
+    trainer = L.Trainer(max_epochs=1, accumulate_grad_batches=ACCUMULATION_STEPS, gradient_clip_val=1.0,
+                        accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(Regressor(), loader)
+
+
+if __name__ == "__main__":
+    main()
