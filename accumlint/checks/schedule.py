@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
-from accumlint.model.names import children, dotted
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import frameworks as fw
+from accumlint.model.names import dotted, last_segment
+from accumlint.model.schedules import (
+    STEP_COUNTER_NAME,
+    HorizonUnit,
+    engine_schedulers,
+    horizon_multiplied_by_accumulation,
+    iterated_loader,
+    lightning_configured_schedulers,
+    microbatch_counters,
+    schedule_horizons,
+    step_axis_uses,
+    stepped_by_engine,
+)
 
 
 class SchedulerPerMicrobatch(Rule):
@@ -31,7 +42,7 @@ class SchedulerPerMicrobatch(Rule):
             for step in group.of_kind(EventKind.SCHEDULER_STEP):
                 if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
                     continue
-                if _horizon_in_microbatches(model, step.role.origin):
+                if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
                 name = dotted(step.target) or "the scheduler"
                 unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (
@@ -45,26 +56,14 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
-def _horizon_in_microbatches(model: FileModel, constructor: cst.Call | None) -> bool:
-    """Whether a scheduler's constructor sizes its horizon or warmup as a product with A
-    (``num_training_steps=max_train_steps * gradient_accumulation_steps``): the schedule is
-    then written in microbatches and per-microbatch stepping matches it."""
-    if constructor is None:
-        return False
-    for arg in constructor.args:
-        stack: list[cst.CSTNode] = [arg.value]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-                if model.is_accumulation_name(node.left) or model.is_accumulation_name(node.right):
-                    return True
-            if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
-                stack.extend(children(node))
-    return False
 
 
 class SchedulerHorizonUnitMismatch(Rule):
-    """ACC305: scheduler horizon counted in microbatches while stepped per update (or the reverse)"""
+    """ACC305: a scheduler stepped once per optimizer update whose horizon or warmup counts
+    microbatches (``len(loader) * epochs`` without dividing by A) or is multiplied by A.
+
+    Only horizons whose arithmetic reaches ``len()`` of the loader the accumulating loop
+    iterates (or an explicit ``* A``) are judged; anything else stays silent."""
 
     code = "ACC305"
     name = "scheduler-horizon-unit-mismatch"
@@ -73,24 +72,116 @@ class SchedulerHorizonUnitMismatch(Rule):
     summary = "scheduler horizon counted in microbatches while stepped per update (or the reverse)"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        reported: set[int] = set()
+        for group in model.loops:
+            if group.accumulates is not True or group.style is LoopStyle.DEEPSPEED:
+                continue
+            steps_by_scheduler: dict[int, list] = {}
+            for step in group.of_kind(EventKind.SCHEDULER_STEP):
+                if step.role.origin is not None and step.role.owner is None:
+                    steps_by_scheduler.setdefault(id(step.role.origin), []).append(step)
+            for steps in steps_by_scheduler.values():
+                cadences = {group.cadence(step) for step in steps}
+                if not cadences <= {Cadence.UPDATE, Cadence.FRAMEWORK_GATED}:
+                    continue  # stepped per microbatch (ACC304) or undecided
+                name = dotted(steps[0].target) or "the scheduler"
+                gated = Cadence.FRAMEWORK_GATED in cadences
+                for horizon in schedule_horizons(model, steps[0].role.origin, iterated_loader(group)):
+                    if id(horizon.node) in reported or horizon.unit is HorizonUnit.UPDATES:
+                        continue
+                    reported.add(id(horizon.node))
+                    yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, gated)
+
+    @staticmethod
+    def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool) -> Hit:
+        if unit is HorizonUnit.MICROBATCHES:
+            fold = "A-fold (A / num_processes-fold for a prepared Accelerate scheduler)" if gated else "A-fold"
+            return Hit(
+                node,
+                f"`{parameter}` of `{name}` counts microbatches (it is computed from the loader's length) but the "
+                f"scheduler is stepped once per optimizer update: the run ends after 1/A of the schedule, "
+                f"with warmup and decay stretched {fold}",
+                "count the horizon in optimizer updates: `math.ceil(len(loader) / A) * epochs`"
+                + (" (times `accelerator.num_processes` for a prepared scheduler)" if gated else ""),
+            )
+        return Hit(
+            node,
+            f"`{parameter}` of `{name}` is multiplied by the accumulation steps A but the scheduler is stepped "
+            f"once per optimizer update: the schedule is stretched A-fold (warmup lasts A times longer and the "
+            f"decay never completes)",
+            "drop the `* A` factor: a scheduler stepped once per optimizer update counts updates",
+        )
 
 
 class SchedulerSteppedTwice(Rule):
-    """ACC306: a scheduler the framework already steps is stepped again by hand"""
+    """ACC306: a scheduler the framework already steps is stepped again by hand: the scheduler
+    handed to ``deepspeed.initialize`` (``lr_scheduler=`` or the config's ``"scheduler"``), or
+    one returned by a LightningModule's ``configure_optimizers`` under automatic optimization
+    and stepped in a training hook."""
 
     code = "ACC306"
     name = "scheduler-stepped-twice"
     severity = Severity.ERROR
     principle = "P8"
     summary = "a scheduler the framework already steps is stepped again by hand"
+    markers = (b"initialize", fw.LIGHTNING_CONFIGURE_OPTIMIZERS.encode())
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        reported: set[int] = set()
+        for event, hit in (*self._deepspeed(model), *self._lightning(model)):
+            if id(event.node) not in reported:
+                reported.add(id(event.node))
+                yield hit
+
+    @staticmethod
+    def _deepspeed(model: FileModel) -> Iterator[tuple]:
+        handoffs = engine_schedulers(model)
+        events = model.all_events()
+        if not handoffs or not any(e.kind is EventKind.UPDATE and e.role.role is Role.ENGINE for e in events):
+            return
+        for event in events:
+            if event.kind is not EventKind.SCHEDULER_STEP or stepped_by_engine(model, event, handoffs) is None:
+                continue
+            name = dotted(event.target) or "the scheduler"
+            yield event, Hit(
+                event.node,
+                f"`{name}` was handed to `deepspeed.initialize`, whose `engine.step()` already steps it at every "
+                f"accumulation boundary: this call steps it a second time, so the schedule runs ahead",
+                "remove the manual scheduler step (the engine steps it), or do not pass the scheduler to "
+                "`deepspeed.initialize`",
+            )
+
+    @staticmethod
+    def _lightning(model: FileModel) -> Iterator[tuple]:
+        for scope in model.scopes:
+            class_def = scope.class_def
+            if class_def is None or scope.name not in fw.LIGHTNING_TRAINING_HOOKS:
+                continue
+            if not model.lightning_automatic(class_def):
+                continue
+            configured = lightning_configured_schedulers(model, class_def)
+            if configured is None:
+                continue
+            for event in model.events[scope]:
+                if event.kind is not EventKind.SCHEDULER_STEP:
+                    continue
+                name = dotted(event.target)
+                origin = dotted(event.role.origin) if event.role.origin is not None else None
+                if name not in configured and origin not in configured:
+                    continue
+                yield event, Hit(
+                    event.node,
+                    f"`{name}` steps a scheduler returned by `configure_optimizers`, which Lightning already steps "
+                    f"under automatic optimization (per optimizer update with `interval=\"step\"`, else per epoch): "
+                    f"this call in `{scope.name}` steps it a second time, so the schedule runs ahead",
+                    "remove the manual step and set `interval`/`frequency` in `configure_optimizers`, or switch to "
+                    "manual optimization (`self.automatic_optimization = False`)",
+                )
 
 
 class AmbiguousStepUnit(Rule):
-    """ACC902: a counter named step counts microbatches, not optimizer updates"""
+    """ACC902: a counter named like a training step (``step``, ``global_step``) advances every
+    microbatch of an accumulating loop and is used as a logging x-axis or a scheduler argument."""
 
     code = "ACC902"
     name = "ambiguous-step-unit"
@@ -100,4 +191,17 @@ class AmbiguousStepUnit(Rule):
     default_enabled = False
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for name in microbatch_counters(group):
+                if not STEP_COUNTER_NAME.match(last_segment(name)):
+                    continue
+                for site, use in step_axis_uses(group, name):
+                    yield Hit(
+                        site.node,
+                        f"`{name}` advances on every microbatch (A times per optimizer update) but is used as "
+                        f"{use}: readers take it for a count of optimizer updates",
+                        f"log and schedule by a counter incremented with the optimizer update (or `{name} // A`), "
+                        f"or name this one after microbatches",
+                    )

@@ -1,0 +1,59 @@
+"""ACC305 good: twin of bad_accelerate_horizon_in_microbatches.py.
+
+The horizon counts optimizer updates, `ceil(len(loader) / A) * EPOCHS`, times
+`accelerator.num_processes` because the prepared scheduler advances once per process at
+every update (Accelerate's documented factor): the decay ends with the last update.
+Runs on CPU when `accelerate` is installed.
+"""
+import math
+
+import torch
+from accelerate import Accelerator
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+EPOCHS = 2
+
+
+def make_loader():
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = inputs.sum(dim=1, keepdim=True)
+    return DataLoader(TensorDataset(inputs, targets), batch_size=MICROBATCH_SIZE, shuffle=True)
+
+
+def main():
+    accelerator = Accelerator(gradient_accumulation_steps=ACCUMULATION_STEPS, cpu=True)
+    torch.manual_seed(0)
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, make_loader())
+    assert len(loader) % ACCUMULATION_STEPS == 0  # no partial final group
+    updates_per_epoch = math.ceil(len(loader) / ACCUMULATION_STEPS)
+    scheduler = torch.optim.lr_scheduler.LinearLR(
+        optimizer, start_factor=1.0, end_factor=0.0,
+        total_iters=updates_per_epoch * EPOCHS * accelerator.num_processes,
+    )
+    scheduler = accelerator.prepare(scheduler)
+    loss_fn = nn.MSELoss()
+
+    update_lrs = []  # learning rate used by each optimizer update
+    for epoch in range(EPOCHS):
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                loss = loss_fn(model(x), y)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients:
+                    update_lrs.append(optimizer.param_groups[0]["lr"])
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+        accelerator.print(f"epoch {epoch}: last microbatch loss {loss.item():.4f}")
+    accelerator.print(f"learning rates of the {len(update_lrs)} updates: {[round(lr, 4) for lr in update_lrs]}")
+    accelerator.print(f"learning rate at the end of training: {scheduler.get_last_lr()[0]:.4f} (planned: 0)")
+
+
+if __name__ == "__main__":
+    main()
