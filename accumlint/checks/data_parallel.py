@@ -3,40 +3,126 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
+
+import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
-from accumlint.model import FileModel
+from accumlint.model import EventKind, FileModel
+from accumlint.model import frameworks as fw
+from accumlint.model.dataflow import names_feeding, value_history
+from accumlint.model.events import Event
+from accumlint.model.names import dotted, last_segment, method_name
+from accumlint.model.parallel import DataParallel, Sampling
+from accumlint.model.sync import reduces_by_hand
 
 
 class DuplicateSamplesAcrossReplicas(Rule):
-    """ACC403: every replica reads the same samples: no distributed sampler or rank sharding"""
+    """ACC403: a loop of a DDP/FSDP (or process-group) module reads a ``DataLoader`` built here
+    with no distributed sampler and no rank sharding, so every replica reads the same samples.
+
+    Silent when the loader is prepared by Accelerate, set up by Fabric or built by DeepSpeed,
+    when its sampler is a variable, when its dataset may be iterable (no ``shuffle=True``,
+    unknown class), or when anything in the module slices or shards data by rank."""
 
     code = "ACC403"
     name = "duplicate-samples-across-replicas"
     severity = Severity.ERROR
     principle = "P11"
     summary = "every replica reads the same samples: no distributed sampler or rank sharding"
+    markers = (b"DataLoader",)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        parallel = model.parallel
+        if not parallel.replicated:
+            return
+        reported: set[int] = set()
+        for group in model.loops:
+            use = parallel.loader_of(group)
+            if use is None or use.built_here is None or id(use.built_here) in reported:
+                continue
+            if parallel.sampling(use) is not Sampling.REPLICATED:
+                continue
+            reported.add(id(use.built_here))
+            yield Hit(
+                use.built_here,
+                "this DataLoader has no distributed sampler and nothing shards its dataset by rank, so each of "
+                "the D data-parallel replicas reads the whole dataset: the replicas average gradients of the same "
+                "examples (identical batches when every rank seeds alike), the effective batch is m x A instead "
+                "of m x A x D, and an epoch is D times longer",
+                "pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` every epoch), "
+                "shard the dataset by rank, or let Accelerate/Fabric prepare the loader",
+            )
 
 
 class EffectiveBatchCountsDevices(Rule):
-    """ACC404: effective batch computed from the GPU count instead of the data-parallel size"""
+    """ACC404: A or an effective/global batch computed from the GPU count (``torch.cuda.device_count()``,
+    ``nproc_per_node``, ``LOCAL_WORLD_SIZE``) in a multi-process run, or from the whole world
+    size while tensor/pipeline parallelism (size > 1) is configured in the same code.
+
+    Silent with ``nn.DataParallel`` (one process: the GPU count is the replica count), when
+    the world is built from the GPU count (``mp.spawn(nprocs=ngpus)``, ``world_size = ngpus * nodes``),
+    and when the expression also reads a node count or a tensor/pipeline size."""
 
     code = "ACC404"
     name = "effective-batch-counts-devices"
     severity = Severity.WARNING
     principle = "P12"
     summary = "effective batch computed from the GPU count instead of the data-parallel size"
+    # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
+    markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
+               b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        parallel = model.parallel
+        devices_apply = (parallel.replicated and not parallel.single_process_replicas
+                         and not parallel.device_count_defines_world)
+        for scope in model.scopes:
+            for site in scope.sites:
+                if site.in_helper or site.value is None or site.call is not None or site.is_return:
+                    continue
+                if isinstance(site.node, (cst.For, cst.With)):
+                    continue
+                target = next((t for t in site.targets if t and _counts_a_or_batch(t)), None)
+                if target is None:
+                    continue
+                value = site.value
+                if parallel.counts_replicas(value) and not parallel.counts_whole_world(value):
+                    continue  # a data-parallel size is read: the count is right, or the mix is not ours to judge
+                if devices_apply and parallel.counts_devices(value) and not parallel.counts_nodes(value):
+                    yield Hit(
+                        site.statement,
+                        f"`{target}` is computed from the number of GPUs on this node, not from the data-parallel "
+                        "world size D: with fewer processes than GPUs, or several nodes, the effective batch "
+                        "m x A x D differs from the one intended",
+                        "use the data-parallel world size (`dist.get_world_size()` or `WORLD_SIZE`, divided by "
+                        "the tensor/pipeline-parallel sizes if any)",
+                    )
+                elif (parallel.counts_whole_world(value) and not parallel.mentions_model_parallel(value)
+                      and parallel.model_parallel_configured):
+                    yield Hit(
+                        site.statement,
+                        f"`{target}` is computed from the whole world size while tensor/pipeline parallelism is "
+                        "configured: GPUs that share one model replica are counted as data-parallel replicas, so "
+                        "the effective batch is off by the tensor x pipeline parallel size",
+                        "use the data-parallel size: world size // (tensor_parallel_size * pipeline_parallel_size), "
+                        "or the size of the data-parallel process group",
+                    )
+
+
+def _counts_a_or_batch(name: str) -> bool:
+    tail = last_segment(name)
+    return bool(fw.ACCUMULATION_NAME.search(tail) or fw.GLOBAL_BATCH_NAME.match(tail))
 
 
 class GlobalDenominatorWithAveraging(Rule):
-    """ACC405: global denominator on top of DDP's averaging: gradients 1/D too small"""
+    """ACC405: a loss divided by a count summed over the replicas (or by the world size) while
+    DDP/FSDP already averages gradients over them: gradients are D times too small.
+
+    Silent when the loss (or the gradients, ``scale_grads(model, world_size / n)``) are
+    multiplied by a replica count, when the divisor itself contains one, when the wrapper's
+    reduction is changed (comm hook, divide factor), and when gradients are reduced by hand."""
 
     code = "ACC405"
     name = "global-denominator-with-averaging"
@@ -45,4 +131,69 @@ class GlobalDenominatorWithAveraging(Rule):
     summary = "global denominator on top of DDP's averaging: gradients 1/D too small"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        return iter(())  # SCAFFOLD: to be written
+        parallel = model.parallel
+        if not parallel.averaging_wrapper:
+            return
+        module_sites = [site for scope in model.scopes for site in scope.sites]
+        if reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)]):
+            return
+        reported: set[int] = set()
+        for event in model.all_events():
+            if event.kind is not EventKind.BACKWARD or event.loss is None or self._compensated(model, event):
+                continue
+            for node in model.divisions_by(event, partial(_summed_count, parallel, event)):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield Hit(
+                        node,
+                        "the loss is divided by a count summed over all D replicas, and DDP/FSDP then averages "
+                        "the gradients over the replicas again: gradients (and the effective learning rate) are "
+                        "D times too small",
+                        "multiply the loss by the data-parallel world size (`loss * world_size / global_count`), "
+                        "or divide by the local count",
+                    )
+            for node in model.divisions_by(event, partial(_world_size, parallel)):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield Hit(
+                        node,
+                        "the loss is divided by the world size, and DDP/FSDP already averages the gradients over "
+                        "the D replicas: gradients (and the effective learning rate) are D times too small",
+                        "remove the division by the world size; DDP's all-reduce already takes the mean",
+                    )
+
+    @staticmethod
+    def _compensated(model: FileModel, event: Event) -> bool:
+        """Whether a replica count multiplies the loss's value history or rescales the gradients
+        in the backward's function."""
+        parallel = model.parallel
+        for value, operator, _ in value_history(event.loss, event.site):  # type: ignore[arg-type]
+            if operator is None and any(parallel.is_replica_count(n) for n in names_feeding(value)):
+                return True
+            if isinstance(operator, cst.MultiplyAssign) and parallel.counts_replicas(value):
+                return True
+        for site in event.site.scope.sites:
+            call = site.call
+            if call is not None and (method_name(call) or last_segment(dotted(call.func))) in fw.GRAD_SCALING_CALLS:
+                if any(parallel.counts_replicas(arg.value) for arg in call.args):
+                    return True
+            if (site.augmented is not None and site.value is not None
+                    and any(t and ".grad" in t for t in site.targets) and parallel.counts_replicas(site.value)):
+                return True
+        return False
+
+
+def _summed_count(parallel: DataParallel, event: Event, divisor: cst.BaseExpression) -> bool:
+    """A divisor that holds a count summed over the replicas when the backward runs."""
+    return not parallel.counts_replicas(divisor) and any(
+        parallel.summed_over_replicas(name, event.site.scope, event.order) for name in names_feeding(divisor))
+
+
+def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
+    """A divisor that is the world size itself (a name or call, not an expression)."""
+    return dotted(divisor) is not None and parallel.counts_replicas(divisor)
+
+
+def _reduces_gradients(call: cst.Call) -> bool:
+    """Whether a collective acts on gradients (``dist.all_reduce(p.grad)``, ``all_reduce_coalesced(grads)``)."""
+    return any("grad" in (dotted(arg.value) or "") for arg in call.args)

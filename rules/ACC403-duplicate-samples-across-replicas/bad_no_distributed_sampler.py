@@ -1,0 +1,63 @@
+"""ACC403 bad: a DDP training loop reads a DataLoader that has no DistributedSampler.
+
+Every replica iterates the whole dataset; with the same seed on every rank they even draw
+the same shuffled batches. The D replicas then average gradients of the same examples:
+the effective batch is m x A, not m x A x D, and an epoch is D times longer than planned.
+Plain PyTorch DDP (gloo, one process), runs on CPU.
+"""
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+EPOCHS = 2
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def make_dataset():
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = inputs.sum(dim=1, keepdim=True)
+    return TensorDataset(inputs, targets)
+
+
+def main():
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        dataset = make_dataset()
+        loader = DataLoader(dataset, batch_size=MICROBATCH_SIZE, shuffle=True)  # expect: ACC403
+        assert len(loader) % ACCUMULATION_STEPS == 0  # no partial final group
+        model = DistributedDataParallel(nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        loss_fn = nn.MSELoss()
+
+        for epoch in range(EPOCHS):
+            epoch_loss = 0.0
+            for i, (x, y) in enumerate(loader):
+                loss = loss_fn(model(x), y) / ACCUMULATION_STEPS
+                loss.backward()
+                epoch_loss += loss.item()
+                if (i + 1) % ACCUMULATION_STEPS == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+            print(f"epoch {epoch}: mean group loss {epoch_loss / GROUPS_PER_EPOCH:.4f}")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
