@@ -7,13 +7,19 @@ import textwrap
 
 import libcst as cst
 
-from accumlint.engine import check_source
+from accumlint.checks import ALL_RULES
+from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, LoopStyle, Role, build_model
 
+DEFAULT_RULES = rules_for(rule.code for rule in ALL_RULES if rule.default_enabled)
 
-def lint(source: str) -> list[tuple[str, int]]:
+
+def lint(source: str, select: str | None = None) -> list[tuple[str, int]]:
+    """(code, line) findings of a dedented snippet: the default rule set, or the codes in
+    ``select`` (comma-separated, as ``--select``; off-by-default rules need it)."""
     data = textwrap.dedent(source).encode()
-    return [(f.code, f.line) for f in check_source("snippet.py", data).findings]
+    rules = DEFAULT_RULES if select is None else rules_for(select.split(","))
+    return [(f.code, f.line) for f in check_source("snippet.py", data, rules).findings]
 
 
 def model_of(source: str):

@@ -77,7 +77,7 @@ BAD = {
         if step % args.gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
             optimizer.step()
             optimizer.zero_grad()
-    """, [("ACC006", 5)]),
+    """, [("ACC005", 5), ("ACC006", 5)]),  # the flushed tail is still divided by A: weighted r/A
     "losses kept in a dict": ("""
     history = {}
     for i, b in enumerate(loader):
