@@ -16,7 +16,7 @@ import click
 from accumlint import __version__, config, engine
 from accumlint.catalogue import rule_info, rule_infos, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
-from accumlint.discovery import DiscoveryError, discover
+from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding, Severity
 from accumlint.output import FORMATS, render, summary_line
 
@@ -122,6 +122,11 @@ def main() -> None:
     "--output-format", type=click.Choice(FORMATS), default="text", show_default=True, help="How to print."
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply the exclude globs to files named on the command line too (for pre-commit).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
 @click.option(
@@ -138,6 +143,7 @@ def check(
     exclude: tuple[str, ...],
     output_format: str,
     exit_zero: bool,
+    force_exclude: bool,
     quiet: bool,
     statistics: bool,
     config_path: str | None,
@@ -149,7 +155,10 @@ def check(
         layers = [settings.layer(), _cli_layer(select, ignore, extend_select)]
         enabled = config.resolve_selection(layers)
         excludes = _split_codes(exclude) if exclude else settings.exclude
-        files = discover(targets, exclude=[*excludes, *settings.extend_exclude], root=settings.project_root)
+        all_excludes = [*excludes, *settings.extend_exclude]
+        files = discover(targets, exclude=all_excludes, root=settings.project_root)
+        if force_exclude:
+            files = [f for f in files if not is_force_excluded(f, all_excludes, settings.project_root)]
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
         return

@@ -64,6 +64,16 @@ def is_excluded(path: str | os.PathLike[str], patterns: Iterable[str], root: Pat
     return any(glob_matches(path, pattern, root, ancestors=False) for pattern in patterns)
 
 
+def is_force_excluded(path: str | os.PathLike[str], patterns: Iterable[str], root: Path) -> bool:
+    """Whether a file named explicitly is excluded under ``--force-exclude``: the file or a
+    folder above it (below ``root``) matches an exclude glob or is a built-in skip."""
+    patterns = [p for p in patterns if p.strip()]
+    if any(glob_matches(path, pattern, root, ancestors=True) for pattern in patterns):
+        return True
+    parent = Path(os.path.abspath(path)).parent
+    return any(is_skipped_dir(folder) for folder in (parent, *parent.parents) if folder.is_relative_to(root))
+
+
 def _display(path: str) -> str:
     return os.path.normpath(path)
 

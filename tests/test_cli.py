@@ -382,3 +382,14 @@ def test_empty_select_is_a_usage_error(tmp_path) -> None:
     result = CliRunner().invoke(main, ["check", "--select", "", str(tmp_path)])
     assert result.exit_code == 2
     assert "empty selection" in result.output
+
+
+def test_force_exclude_applies_to_named_files(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.accumlint]\nexclude = ["legacy"]\n', encoding="utf-8")
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old.py").write_text(BUGGY, encoding="utf-8")
+    assert run("check", "legacy/old.py").exit_code == 1  # a named file is checked...
+    result = run("check", "--force-exclude", "legacy/old.py", "clean.py")
+    assert result.exit_code == 0  # ...unless --force-exclude (pre-commit passes every staged file)
+    assert result.stdout == "All checks passed!\n"
+    assert run("check", "--force-exclude", "legacy/old.py", "train.py").exit_code == 1
