@@ -18,7 +18,7 @@ from accumlint.catalogue import rule_info, rule_infos, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding, Severity
-from accumlint.output import FORMATS, render, summary_line
+from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -172,7 +172,7 @@ def check(
     body = render(findings, output_format, source_lines=source_lines, color=color, statistics=statistics)
     if body:
         click.echo(body, color=color)
-    if output_format != "json" and not quiet and not statistics:
+    if output_format in HUMAN_FORMATS and not quiet and not statistics:
         if findings:
             click.echo("")
         click.echo(summary_line(len(findings), color=color), color=color)

@@ -21,7 +21,9 @@ class Finding:
 
     Positions are 1-based lines and 1-based columns (as ruff reports them); ``end_*`` is
     the end of the flagged node. ``message`` says what happens at run time, ``fix`` how to
-    repair it (a sentence, not an edit), ``url`` the rule's page.
+    repair it (a sentence, not an edit), ``url`` the rule's page. In a notebook, ``cell``
+    is the 1-based index of the code cell and ``line`` counts from that cell's first line
+    (``0``: not a notebook).
     """
 
     path: str
@@ -35,10 +37,17 @@ class Finding:
     end_line: int = 0
     end_column: int = 0
     url: str = ""
+    cell: int = 0
+
+    @property
+    def where(self) -> str:
+        """``path:line:col`` (``path:cell N:line:col`` in a notebook), as the text formats print it."""
+        cell = f"cell {self.cell}:" if self.cell else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def to_json(self) -> dict:
         """The finding as a ruff-shaped JSON object (``--output-format json``)."""
-        return {
+        data = {
             "code": self.code,
             "name": self.name,
             "message": self.message,
@@ -49,3 +58,6 @@ class Finding:
             "fix": {"message": self.fix, "applicability": "display-only", "edits": []} if self.fix else None,
             "url": self.url,
         }
+        if self.cell:
+            data["cell"] = self.cell
+        return data

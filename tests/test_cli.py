@@ -65,7 +65,7 @@ def test_findings_exit_1_with_full_text_output(project: Path) -> None:
     out = result.stdout
     assert "\x1b[" not in out  # not a terminal: no colors
     assert out.startswith("train.py:6:5: ACC001 [error] `zero_grad` is called here\n")
-    assert "6 |     opt.zero_grad()\n  |     ^^^^^^^^^^^^^^^\n" in out
+    assert "6 |     opt.zero_grad()\n  |     ^^^^^^^^^^^^^^^ fake-zero-grad\n" in out
     assert "  help: do not call `zero_grad`\n" in out
     assert (
         "  see: https://github.com/accumlint/accumlint/blob/main/rules/ACC001-fake-zero-grad/README.md\n"

@@ -17,7 +17,7 @@ _SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.I
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Findings in report order: by path, line, column, then code."""
-    return sorted(findings, key=lambda f: (f.path, f.line, f.column, f.code, f.message))
+    return sorted(findings, key=lambda f: (f.path, f.cell, f.line, f.column, f.code, f.message))
 
 
 def _style(text: str, color: bool, **styles: Any) -> str:
@@ -26,7 +26,7 @@ def _style(text: str, color: bool, **styles: Any) -> str:
 
 def _location(finding: Finding, color: bool) -> str:
     path = _style(finding.path, color, bold=True)
-    return f"{path}:{finding.line}:{finding.column}:"
+    return f"{path}{finding.where[len(finding.path):]}:"
 
 
 def _code(finding: Finding, color: bool) -> str:
@@ -61,11 +61,12 @@ def _full_one(finding: Finding, lines: list[str] | None, color: bool) -> list[st
         number = str(finding.line)
         gutter = " " * len(number)
         text, carets = _caret_line(lines[finding.line - 1], finding)
+        label = _style(f"{carets} {finding.name}", color, fg=_SEVERITY_COLOR.get(finding.severity), bold=True)
         bar = _style("|", color, fg="blue", bold=True)
         out += [
             f"{gutter} {bar}",
             f"{_style(number, color, fg='blue', bold=True)} {bar} {text}",
-            f"{gutter} {bar} {_style(carets, color, fg=_SEVERITY_COLOR.get(finding.severity), bold=True)}",
+            f"{gutter} {bar} {label}",
             f"{gutter} {bar}",
         ]
     if finding.fix:

@@ -1,0 +1,49 @@
+"""GitHub Actions workflow commands (``--output-format github``): one annotation per finding.
+
+``::error file=train.py,line=6,col=5,endLine=6,endColumn=20,title=ACC001 zero-grad-inside-group::message``
+(``warning`` and ``notice`` for the other severities). Values are escaped as the Actions
+runner expects: ``%``, ``\\r`` and ``\\n`` everywhere, and also ``:`` and ``,`` in the
+properties. The message carries the fix and the rule page on lines of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from accumlint.findings import Finding, Severity
+from accumlint.output.text import sort_findings
+
+COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def escape_data(value: str) -> str:
+    """Escape a workflow command's message (the part after ``::``)."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """Escape a workflow command's property value (``file=…``, ``title=…``)."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(finding: Finding) -> str:
+    """The workflow command for one finding."""
+    properties = [("file", finding.path), ("line", str(finding.line)), ("col", str(finding.column))]
+    if finding.end_line:
+        properties += [("endLine", str(finding.end_line)), ("endColumn", str(finding.end_column))]
+    title = f"{finding.code} {finding.name}"
+    if finding.cell:
+        title += f" (cell {finding.cell})"
+    properties.append(("title", title))
+    message = finding.message
+    if finding.fix:
+        message += f"\nhelp: {finding.fix}"
+    if finding.url:
+        message += f"\nsee: {finding.url}"
+    props = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
+    return f"::{COMMANDS[finding.severity]} {props}::{escape_data(message)}"
+
+
+def format_github(findings: Iterable[Finding]) -> str:
+    """One annotation line per finding, in report order."""
+    return "\n".join(annotation(f) for f in sort_findings(findings))

@@ -1,0 +1,106 @@
+"""SARIF 2.1.0 output (``--output-format sarif``) for code-scanning services.
+
+One run whose tool driver lists every rule with its metadata (id, name, short and full
+description, help text and URI, default level and whether it is on by default); each
+finding is a result pointing at its rule by id and index. Paths are URIs relative to the
+``%SRCROOT%`` base (the current directory). A notebook finding's region counts lines from
+the start of its cell; the cell number is in the result's properties.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path, PurePath
+from urllib.parse import quote
+
+from accumlint import __version__
+from accumlint.findings import Finding, Severity
+from accumlint.output.text import sort_findings
+from accumlint.rule_docs import RuleDoc, rule_docs
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+INFORMATION_URI = "https://github.com/accumlint/accumlint"
+LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _rule(doc: RuleDoc) -> dict:
+    info = doc.info
+    rule = {
+        "id": info.code,
+        "name": info.name,
+        "shortDescription": {"text": info.summary},
+        "fullDescription": {"text": doc.full_description},
+        "help": {"text": doc.page, "markdown": doc.page},
+        "defaultConfiguration": {"level": LEVELS[info.severity], "enabled": info.default_enabled},
+        "properties": {"tags": [info.severity.value]},
+    }
+    if doc.url:
+        rule["helpUri"] = doc.url
+    return rule
+
+
+def _uri(path: str) -> str:
+    if os.path.isabs(path):
+        return Path(path).as_uri()
+    return quote(PurePath(os.path.normpath(path)).as_posix())
+
+
+def _result(finding: Finding, index: dict[str, int]) -> dict:
+    region = {"startLine": finding.line, "startColumn": finding.column}
+    if finding.end_line:
+        region.update(endLine=finding.end_line, endColumn=max(finding.end_column, 1))
+    text = finding.message
+    if finding.fix:
+        text += f" Fix: {finding.fix}"
+    result: dict = {
+        "ruleId": finding.code,
+        "level": LEVELS[finding.severity],
+        "message": {"text": text},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
+                    "region": region,
+                }
+            }
+        ],
+    }
+    if finding.code in index:
+        result["ruleIndex"] = index[finding.code]
+    if finding.cell:
+        result["properties"] = {"cell": finding.cell}
+    return result
+
+
+def sarif_log(findings: Iterable[Finding]) -> dict:
+    """The SARIF log object for ``findings`` (every known rule is listed in the driver)."""
+    docs = rule_docs()
+    index = {doc.info.code: i for i, doc in enumerate(docs)}
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": SARIF_VERSION,
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "accumlint",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": [_rule(doc) for doc in docs],
+                    }
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
+                "results": [_result(f, index) for f in sort_findings(findings)],
+                "columnKind": "unicodeCodePoints",
+            }
+        ],
+    }
+
+
+def format_sarif(findings: Iterable[Finding]) -> str:
+    """``findings`` as a SARIF 2.1.0 JSON document."""
+    return json.dumps(sarif_log(findings), indent=2)
