@@ -14,6 +14,7 @@ import accumlint
 from accumlint import checks
 from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from accumlint.findings import Severity
+from accumlint.fixes import fix_applicability
 
 PARSE_ERROR_SUMMARY = "a file could not be read, decoded or parsed, so it was not checked"
 PARSE_ERROR_PAGE = """\
@@ -79,3 +80,20 @@ def rule_page(info: RuleInfo) -> str | None:
     if info.code == PARSE_ERROR_CODE:
         return PARSE_ERROR_PAGE
     return None
+
+
+def rule_json(info: RuleInfo) -> dict:
+    """``accumlint rule --output-format json``: the rule's metadata and its page (``explanation``).
+
+    ``fix`` is ``"safe"``, ``"unsafe"`` or ``None`` (no automatic fix, see ``--fix``).
+    """
+    return {
+        "code": info.code,
+        "name": info.name,
+        "severity": info.severity.value,
+        "default_enabled": info.default_enabled,
+        "summary": info.summary,
+        "url": info.url,
+        "fix": fix_applicability(info.code),
+        "explanation": rule_page(info),
+    }

@@ -6,6 +6,7 @@ Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal erro
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterable
@@ -14,7 +15,7 @@ from pathlib import Path
 import click
 
 from accumlint import __version__, config, engine
-from accumlint.catalogue import rule_info, rule_infos, rule_page
+from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding, Severity
@@ -186,10 +187,20 @@ def check(
 @main.command()
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule: code, name, severity, default.")
-def rule(code: str | None, show_all: bool) -> None:
+@click.option(
+    "--output-format",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+    help="text: the rule page (a table with --all); json: the rule's metadata and page.",
+)
+def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Print the catalogue page of rule CODE (e.g. ACC001), or list all rules."""
     if show_all:
         infos = rule_infos()
+        if output_format == "json":
+            click.echo(json.dumps([rule_json(info) for info in infos], indent=2))
+            return
         width = max(len(info.name) for info in infos)
         for info in infos:
             default = "on" if info.default_enabled else "off"
@@ -203,6 +214,9 @@ def rule(code: str | None, show_all: bool) -> None:
     if info is None:
         valid = ", ".join(i.code for i in rule_infos())
         _fail(f"unknown rule code {code!r}; valid codes: {valid}")
+        return
+    if output_format == "json":
+        click.echo(json.dumps(rule_json(info), indent=2))
         return
     page = rule_page(info)
     if page is None:

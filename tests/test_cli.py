@@ -318,6 +318,30 @@ def test_rule_all(catalogue_dir: Path) -> None:
     assert result.stdout.splitlines()[3].endswith("flags BatchNorm1d calls (off by default)")
 
 
+def test_rule_json(catalogue_dir: Path) -> None:
+    result = run("rule", "ACC001", "--output-format", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {
+        "code": "ACC001",
+        "name": "fake-zero-grad",
+        "severity": "error",
+        "default_enabled": True,
+        "summary": "flags zero_grad calls",
+        "url": "https://github.com/accumlint/accumlint/blob/main/rules/ACC001-fake-zero-grad/README.md",
+        "fix": catalogue.fix_applicability("ACC001"),
+        "explanation": "# ACC001 fake-zero-grad\n\nGradients are cleared every microbatch.\n",
+    }
+    listed = json.loads(run("rule", "--all", "--output-format", "json").stdout)
+    assert [(r["code"], r["default_enabled"]) for r in listed] == [
+        ("ACC000", True),
+        ("ACC001", True),
+        ("ACC301", True),
+        ("ACC901", False),
+    ]
+    assert listed[2]["explanation"] is None  # no page for ACC301 in this catalogue
+    assert listed[0]["explanation"].startswith("# ACC000 parse-error")
+
+
 def test_every_registered_rule_has_a_catalogue_page() -> None:
     """With the real registry and the repository's rules/ folder."""
     missing = [info.code for info in catalogue.rule_infos() if catalogue.rule_page(info) is None]
