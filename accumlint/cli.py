@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from accumlint import __version__, config, engine
+from accumlint import __version__, config, engine, notebook
 from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
@@ -98,7 +98,10 @@ def check_files(
             if engine.PARSE_ERROR_CODE in codes:
                 findings.append(_unreadable(path, exc))
             continue
-        result = engine.check_source(path, data, engine.rules_for(codes))
+        if notebook.is_notebook(path):
+            result = notebook.check_notebook(path, data, engine.rules_for(codes))
+        else:
+            result = engine.check_source(path, data, engine.rules_for(codes))
         kept = [f for f in result.findings if f.code in codes]
         if kept:
             sources[path] = data
@@ -167,8 +170,10 @@ def check(
     findings, errors, sources = check_files(files, settings, enabled)
     color = _use_color()
 
-    def source_lines(path: str) -> list[str] | None:
-        return _lines(sources[path]) if path in sources else None
+    def source_lines(path: str, cell: int = 0) -> list[str] | None:
+        if path not in sources:
+            return None
+        return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
     body = render(findings, output_format, source_lines=source_lines, color=color, statistics=statistics)
     if body:

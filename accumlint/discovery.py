@@ -1,6 +1,6 @@
-"""Which files to check: the paths given, walked for ``.py`` files, minus the excluded ones.
+"""Which files to check: the paths given, walked for ``.py`` and ``.ipynb`` files, minus the excluded ones.
 
-* Directories are walked for ``*.py`` files. Version-control folders, virtual
+* Directories are walked for ``*.py`` files and ``*.ipynb`` notebooks. Version-control folders, virtual
   environments (also any folder holding a ``pyvenv.cfg``), build output, caches and
   ``site-packages`` are skipped (:data:`SKIP_DIRS`, :data:`SKIP_DIR_GLOBS`), as are
   directories and files matching the ``exclude`` globs (matched against the path
@@ -40,11 +40,12 @@ SKIP_DIRS = frozenset(
         ".ruff_cache",
         ".pytest_cache",
         ".accumlint_cache",
+        ".ipynb_checkpoints",
         "site-packages",
     }
 )
 SKIP_DIR_GLOBS = ("*.egg-info",)
-PYTHON_SUFFIXES = (".py",)
+PYTHON_SUFFIXES = (".py", ".ipynb")
 
 
 class DiscoveryError(Exception):

@@ -10,7 +10,7 @@ import click
 
 from accumlint.findings import Finding, Severity
 
-SourceLines = Callable[[str], "list[str] | None"]
+SourceLines = Callable[..., "list[str] | None"]
 
 _SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -82,14 +82,19 @@ def format_full(
     """The full format: header line, the source line with carets, ``help:`` and ``see:`` lines.
 
     ``source_lines(path)`` returns the file's lines (or ``None`` when unavailable, in which
-    case the snippet is left out).
+    case the snippet is left out); for a notebook finding it is called as
+    ``source_lines(path, cell)`` and returns that cell's lines.
     """
     blocks = []
-    cache: dict[str, list[str] | None] = {}
+    cache: dict[tuple[str, int], list[str] | None] = {}
     for finding in sort_findings(findings):
-        if finding.path not in cache:
-            cache[finding.path] = source_lines(finding.path) if source_lines else None
-        blocks.append("\n".join(_full_one(finding, cache[finding.path], color)))
+        key = (finding.path, finding.cell)
+        if key not in cache:
+            if source_lines is None:
+                cache[key] = None
+            else:  # a notebook's snippet comes from the finding's cell
+                cache[key] = source_lines(finding.path, finding.cell) if finding.cell else source_lines(finding.path)
+        blocks.append("\n".join(_full_one(finding, cache[key], color)))
     return "\n\n".join(blocks)
 
 

@@ -1,0 +1,133 @@
+"""Jupyter notebooks: code cells checked together, findings placed by cell, magics neutralized."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accumlint.cli import main
+from accumlint.discovery import discover
+from accumlint.notebook import check_notebook, neutralize, notebook_source
+
+DATA = Path(__file__).resolve().parent / "data"
+NOTEBOOK = DATA / "train_notebook.ipynb"
+
+
+def notebook(*cells: tuple[str, str]) -> bytes:
+    """A minimal nbformat 4 notebook; ``source`` as a list of lines, as Jupyter saves it."""
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True)}
+                | ({"outputs": [], "execution_count": None} if kind == "code" else {})
+                for kind, text in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    ).encode()
+
+
+def test_bad_cell_is_reported_with_its_cell_and_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
+    before = (tmp_path / "train.ipynb").read_bytes()
+    result = CliRunner().invoke(main, ["check", "--output-format", "concise", "."])
+    assert result.exit_code == 1
+    # cell 5 (counting the markdown cells) is the loop with `optimizer.zero_grad()` on its line 3;
+    # the same bug in cell 6 is suppressed by a noqa comment for ACC001
+    assert result.output.splitlines() == [
+        "train.ipynb:cell 5:3:5: ACC001 `optimizer` is reset on every microbatch while the optimizer update runs "
+        "once per group, so each update sees only the last microbatch's gradient and accumulation has no effect",
+        "",
+        "Found 1 finding.",
+    ]
+    assert (tmp_path / "train.ipynb").read_bytes() == before  # never modified
+
+
+def test_full_text_shows_the_cell_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
+    out = CliRunner().invoke(main, ["check", "train.ipynb"]).output
+    assert out.startswith("train.ipynb:cell 5:3:5: ACC001 [error]")
+    assert "3 |     optimizer.zero_grad()\n  |     ^^^^^^^^^^^^^^^^^^^^^ zero-grad-inside-group\n" in out
+
+
+def test_json_and_sarif_carry_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
+    [item] = json.loads(CliRunner().invoke(main, ["check", "--output-format", "json", "train.ipynb"]).output)
+    assert (item["cell"], item["location"], item["end_location"]) == (
+        5,
+        {"row": 3, "column": 5},
+        {"row": 3, "column": 26},
+    )
+    sarif = json.loads(CliRunner().invoke(main, ["check", "--output-format", "sarif", "train.ipynb"]).output)
+    [res] = sarif["runs"][0]["results"]
+    assert res["properties"] == {"cell": 5}
+    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+
+
+def test_noqa_in_a_cell_and_file_level_noqa() -> None:
+    loop = (
+        "for i, (x, y) in enumerate(loader):\n"
+        "    optimizer.zero_grad(){noqa}\n"
+        "    (loss_fn(model(x), y) / 4).backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        optimizer.step()\n"
+    )
+    setup = "import torch\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nassert len(loader) % 4 == 0\n"
+    findings = check_notebook("n.ipynb", notebook(("code", setup), ("code", loop.format(noqa="")))).findings
+    assert [(f.code, f.cell, f.line, f.column) for f in findings] == [("ACC001", 2, 2, 5)]
+    quiet = notebook(("code", setup), ("code", loop.format(noqa="  # noqa: ACC001")))
+    assert check_notebook("n.ipynb", quiet).findings == []
+    whole = notebook(("code", "# accumlint: noqa\n" + setup), ("code", loop.format(noqa="")))
+    assert check_notebook("n.ipynb", whole).findings == []
+
+
+def test_magics_and_shell_lines_keep_line_numbers() -> None:
+    assert neutralize(["%matplotlib inline", "!pip install x", "files = !ls", "model?", "x = 1"]) == [
+        "pass",
+        "pass",
+        "pass",
+        "pass",
+        "x = 1",
+    ]
+    assert neutralize(["for a in b:", "    %time f(a)", "    !echo \\", "      more"]) == [
+        "for a in b:",
+        "    pass",
+        "    pass",
+        "",
+    ]
+    assert neutralize(["%%bash", "echo hi", "", "ls"]) == ["# %%bash", "# echo hi", "", "# ls"]
+    assert neutralize(["%%time", "x = 1"]) == ["pass", "x = 1"]
+    # valid Python is left alone, even a line that looks like a magic inside a string
+    assert neutralize(['s = """', "%d items", '"""']) == ['s = """', "%d items", '"""']
+
+
+def test_source_maps_lines_back_to_cells() -> None:
+    source = notebook_source(notebook(("markdown", "# t"), ("code", "a = 1\nb = 2"), ("code", "%time c = 3\n")))
+    assert source.text == "a = 1\nb = 2\npass\n\n"
+    assert [source.locate(n) for n in (1, 2, 3, 4)] == [(2, 1), (2, 2), (3, 1), (3, 2)]
+    assert source.cell_lines(3) == ["%time c = 3", ""]
+
+
+def test_syntax_error_and_invalid_json_are_acc000() -> None:
+    broken = check_notebook("n.ipynb", notebook(("code", "x = 1"), ("code", "y = (\n"))).findings
+    assert [(f.code, f.cell, f.line) for f in broken] == [("ACC000", 2, 1)]
+    [invalid] = check_notebook("n.ipynb", b"{not json").findings
+    assert invalid.code == "ACC000" and invalid.message.startswith("file could not be checked: not a notebook")
+
+
+def test_discovery_picks_up_notebooks_but_not_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "a.ipynb").write_bytes(notebook(("code", "x = 1")))
+    (tmp_path / "nb" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "nb" / ".ipynb_checkpoints" / "a-checkpoint.ipynb").write_bytes(notebook(("code", "x = 1")))
+    (tmp_path / "nb" / "b.py").write_text("x = 1\n")
+    assert discover([str(tmp_path / "nb")]) == [str(tmp_path / "nb" / "a.ipynb"), str(tmp_path / "nb" / "b.py")]
