@@ -19,6 +19,7 @@ from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding, Severity
+from accumlint.fixes.apply import fix_files, fix_summary
 from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
 
 EXIT_OK = 0
@@ -131,6 +132,9 @@ def main() -> None:
     is_flag=True,
     help="Apply the exclude globs to files named on the command line too (for pre-commit).",
 )
+@click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply the unsafe fixes (with --fix or --diff).")
+@click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if any.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
 @click.option(
@@ -148,6 +152,9 @@ def check(
     output_format: str,
     exit_zero: bool,
     force_exclude: bool,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
     quiet: bool,
     statistics: bool,
     config_path: str | None,
@@ -167,6 +174,26 @@ def check(
         _fail(str(exc))
         return
 
+    fixed = 0
+    if fix or diff:
+        results = fix_files(
+            files,
+            lambda path: enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled),
+            unsafe=unsafe_fixes,
+            write=not diff,
+        )
+        fixed = sum(sum(r.applied.values()) for r in results)
+        if diff:
+            patch = "".join(r.diff() for r in results)
+            if patch:
+                click.echo(patch, nl=False)
+            for line in fix_summary(results, diff=True):
+                click.echo(line, err=True)
+            sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
+        if not quiet:
+            for line in fix_summary(results, diff=False):
+                click.echo(line, err=True)
+
     findings, errors, sources = check_files(files, settings, enabled)
     color = _use_color()
 
@@ -181,7 +208,11 @@ def check(
     if output_format in HUMAN_FORMATS and not quiet and not statistics:
         if findings:
             click.echo("")
-        click.echo(summary_line(len(findings), color=color), color=color)
+        summary = summary_line(len(findings), color=color)
+        if fix and fixed:
+            total = len(findings) + fixed
+            summary = f"Found {total} finding{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining)."
+        click.echo(summary, color=color)
     for error in errors:
         click.echo(f"error: {error}", err=True)
     if errors:

@@ -1,17 +1,20 @@
 """Automatic fixes (``accumlint check --fix``): LibCST codemods, one per rule that has one.
 
-Each fix is marked like ruff's: *safe* fixes keep what the code computes except for the bug
-(applied by ``--fix``); *unsafe* fixes may change behaviour a reader relies on (applied only
-with ``--unsafe-fixes``).
+Each fix is marked like ruff's: *safe* fixes only remove the bug (applied by ``--fix``);
+*unsafe* fixes may also change something a reader relies on, such as a logged value
+(applied only with ``--unsafe-fixes``). See :mod:`accumlint.fixes.rules` for what each
+codemod does and :mod:`accumlint.fixes.apply` for how fixes are applied and checked.
 """
 
 from __future__ import annotations
 
-SAFE = "safe"
-UNSAFE = "unsafe"
+from accumlint.fixes.base import SAFE, UNSAFE
+from accumlint.fixes.rules import FIXERS
 
-#: code -> applicability of its fix
-APPLICABILITY: dict[str, str] = {}
+__all__ = ["APPLICABILITY", "SAFE", "UNSAFE", "fix_applicability"]
+
+#: code -> applicability of its fix (a fixer may mark one occurrence unsafe)
+APPLICABILITY: dict[str, str] = {code: applicability for code, (applicability, _) in FIXERS.items()}
 
 
 def fix_applicability(code: str) -> str | None:

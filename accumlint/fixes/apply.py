@@ -1,0 +1,187 @@
+"""Applying fixes to a file: one fix at a time, each re-checked, then an atomic write.
+
+A fix is kept only if the fixed text still parses and the file then has fewer findings of
+the fixed code and no finding of a code (or more of one) it did not have before;
+otherwise that occurrence is left as it is. Fixing repeats until nothing changes (at most
+:data:`MAX_ROUNDS` fixes per file), so a second ``--fix`` run changes nothing.
+Notebooks are never written: they are skipped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import difflib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from accumlint import engine
+from accumlint.checks.base import Rule
+from accumlint.findings import Finding
+from accumlint.fixes.base import UNSAFE, Located
+from accumlint.fixes.rules import FIXERS
+from accumlint.notebook import is_notebook
+
+MAX_ROUNDS = 100
+
+
+@dataclass
+class FixResult:
+    """What fixing one file did: the new bytes and the count of fixes applied and held back."""
+
+    path: str
+    original: bytes
+    fixed: bytes
+    applied: Counter[str] = field(default_factory=Counter)
+    unsafe_pending: int = 0  # fixes available only with --unsafe-fixes
+
+    @property
+    def changed(self) -> bool:
+        """Whether any fix changed the file."""
+        return self.fixed != self.original
+
+    def diff(self) -> str:
+        """A unified diff of the fix (``--diff``); empty when nothing changed."""
+        if not self.changed:
+            return ""
+        before = _decode(self.original)[0].splitlines(keepends=True)
+        after = _decode(self.fixed)[0].splitlines(keepends=True)
+        lines = difflib.unified_diff(before, after, fromfile=f"a/{self.path}", tofile=f"b/{self.path}")
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _decode(data: bytes) -> tuple[str, str]:
+    """The text and the encoding to write it back with (a UTF-8 BOM is kept)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    if encoding == "utf-8" and data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
+    return data.decode(encoding), encoding
+
+
+def _codes(findings: Iterable[Finding]) -> Counter[str]:
+    return Counter(f.code for f in findings)
+
+
+def _key(finding: Finding) -> tuple[str, str, int]:
+    return finding.code, finding.message, finding.column
+
+
+def fix_source(
+    path: str, data: bytes, rules: Sequence[Rule], *, unsafe: bool = False, codes: Iterable[str] | None = None
+) -> FixResult:
+    """Apply the fixes of the findings that ``rules`` report in ``data`` (only ``codes`` if given)."""
+    result = FixResult(path, data, data)
+    fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
+    if is_notebook(path) or not fixable:
+        return result
+    try:
+        text, encoding = _decode(data)
+    except (SyntaxError, UnicodeDecodeError):
+        return result
+    held_back: set[tuple[str, str, int]] = set()
+    skipped: set[tuple[str, str, int]] = set()
+    findings = engine.check_source(path, data, rules).findings
+    for _ in range(MAX_ROUNDS):
+        if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
+            break
+        candidates = [f for f in findings if f.code in fixable and _key(f) not in skipped | held_back]
+        progress = False
+        for finding in candidates:
+            applicability, fixer = FIXERS[finding.code]
+            try:
+                edit = fixer(Located(cst.parse_module(text), finding))
+            except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding as it is
+                edit = None
+            if edit is None:
+                skipped.add(_key(finding))
+                continue
+            if UNSAFE in (applicability, edit.applicability) and not unsafe:
+                held_back.add(_key(finding))
+                continue
+            new_text = edit.module.code
+            new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
+            before, after = _codes(findings), _codes(new_findings)
+            if after[finding.code] >= before[finding.code] or any(after[c] > before[c] for c in after):
+                skipped.add(_key(finding))
+                continue
+            text, findings = new_text, new_findings
+            result.applied[finding.code] += 1
+            progress = True
+            break
+        if not progress:
+            break
+    result.unsafe_pending = len(held_back)
+    result.fixed = text.encode(encoding) if result.applied else data
+    return result
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file's bytes atomically: a temporary file in the same folder, then ``os.replace``.
+
+    The file's permission bits are kept; a symlink is followed (its target is replaced).
+    """
+    target = Path(os.path.realpath(path))
+    mode = stat.S_IMODE(target.stat().st_mode)
+    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".accumlint-tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+
+def fix_files(
+    files: Iterable[str],
+    codes_for: Callable[[str], frozenset[str]],
+    *,
+    unsafe: bool = False,
+    write: bool = True,
+) -> list[FixResult]:
+    """Fix each file with its enabled codes (``codes_for(path)``); write the changed ones if ``write``.
+
+    Unreadable files and notebooks are skipped (the check that follows reports them).
+    """
+    results = []
+    for path in files:
+        if is_notebook(path):
+            continue
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue
+        codes = codes_for(path)
+        result = fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
+        if write and result.changed:
+            write_atomic(path, result.fixed)
+        results.append(result)
+    return results
+
+
+def fix_summary(results: Sequence[FixResult], *, diff: bool) -> list[str]:
+    """The lines that say what ``--fix`` did (or ``--diff`` would do) and what ``--unsafe-fixes`` would add."""
+    fixed = sum(sum(r.applied.values()) for r in results)
+    pending = sum(r.unsafe_pending for r in results)
+    lines = []
+    if diff:
+        lines.append(f"Would fix {fixed} finding{'s' if fixed != 1 else ''}." if fixed else "No fixes to apply.")
+    if pending:
+        lines.append(
+            f"{pending} unsafe fix{'es' if pending != 1 else ''} can be applied with the `--unsafe-fixes` option."
+        )
+    return lines

@@ -1,0 +1,207 @@
+"""What the codemods share: locating a finding's node, the loop around it, statement moves.
+
+A fixer gets the parsed module (wrapped for positions and parents) and one finding, and
+returns an :class:`Edit` (the new module and whether the fix is safe) or ``None`` when this
+occurrence has no mechanical fix. Everything outside the replaced nodes is printed back
+as it was read (LibCST keeps whitespace and comments), so the rest of the file stays
+byte-identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from accumlint.findings import Finding
+from accumlint.model.names import dotted, method_name, receiver
+
+SAFE = "safe"
+UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A fixer's result: the whole new module and the fix's applicability (``safe``/``unsafe``)."""
+
+    module: cst.Module
+    applicability: str
+
+
+class Located:
+    """A parsed module with positions and parents, and the node a finding points at."""
+
+    def __init__(self, module: cst.Module, finding: Finding) -> None:
+        wrapper = MetadataWrapper(module)
+        self.module = wrapper.module
+        self.positions = wrapper.resolve(PositionProvider)
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.finding = finding
+        start = (finding.line, finding.column - 1)
+        end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
+        self.candidates = [
+            node
+            for node, where in self.positions.items()
+            if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
+        ]
+
+    def node(self, *types: type[cst.CSTNode]) -> cst.CSTNode | None:
+        """The flagged node of one of ``types`` (the outermost one when several share the span)."""
+        matching = [n for n in self.candidates if isinstance(n, types)]
+        return matching[0] if matching else None
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The node's parent (``None`` for the module)."""
+        return self.parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """The node's parents, innermost first."""
+        current = self.parents.get(node)
+        while current is not None:
+            yield current
+            current = self.parents.get(current)
+
+    def statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The innermost statement (simple line or compound) holding ``node``."""
+        for current in (node, *self.ancestors(node)):
+            if isinstance(current, cst.BaseStatement):
+                return current
+        return None
+
+    def owner_in(self, node: cst.CSTNode, frame: cst.CSTNode) -> cst.BaseStatement | None:
+        """The innermost statement holding ``node`` that belongs to ``frame``'s own block tree
+        (through ``if``/``with``/``try``; a nested loop holding ``node`` is itself that statement)."""
+        for current in (node, *self.ancestors(node)):
+            if current is frame:
+                return None
+            if isinstance(current, cst.BaseStatement) and self.parent_frame(current) is frame:
+                return current
+        return None
+
+    def parent_frame(self, statement: cst.CSTNode) -> cst.CSTNode | None:
+        """The loop or function whose body (through ``if``/``with``/``try``) holds ``statement``."""
+        for current in self.ancestors(statement):
+            if isinstance(current, (cst.For, cst.While, cst.FunctionDef, cst.Module)):
+                return current
+        return None
+
+    def enclosing_frames(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The loops and the function around ``node``, innermost first."""
+        frames = []
+        for current in self.ancestors(node):
+            if isinstance(current, (cst.For, cst.While)):
+                frames.append(current)
+            elif isinstance(current, cst.FunctionDef):
+                frames.append(current)
+                break
+        return frames
+
+
+def statements_in(frame: cst.CSTNode) -> Iterator[cst.BaseStatement]:
+    """Every statement of ``frame``'s own block tree, through ``if``/``with``/``try``, in order."""
+
+    def walk(block: cst.CSTNode) -> Iterator[cst.BaseStatement]:
+        body = getattr(block, "body", ())
+        for statement in body if isinstance(body, Sequence) else ():
+            yield statement
+            if isinstance(statement, (cst.If, cst.With, cst.Try)):
+                yield from walk(statement.body)
+                orelse = getattr(statement, "orelse", None)
+                while orelse is not None:
+                    yield from walk(orelse.body)
+                    orelse = getattr(orelse, "orelse", None) if isinstance(orelse, cst.If) else None
+                for handler in getattr(statement, "handlers", ()):
+                    yield from walk(handler.body)
+
+    yield from walk(frame.body)  # type: ignore[attr-defined]
+
+
+def expression_call(statement: cst.CSTNode) -> cst.Call | None:
+    """The call of a one-expression statement line (``optimizer.step()``)."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        expr = statement.body[0]
+        if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call):
+            return expr.value
+    return None
+
+
+def is_step(statement: cst.CSTNode, exclude: str | None = None) -> bool:
+    """Whether a statement is a bare ``X.step(...)`` call (not of ``exclude``, e.g. the scheduler)."""
+    call = expression_call(statement)
+    return call is not None and method_name(call) == "step" and dotted(receiver(call)) != exclude
+
+
+@dataclass(frozen=True)
+class Gate:
+    """An ``if`` in a loop (or ``training_step``) whose body holds the optimizer update."""
+
+    node: cst.If
+    step: cst.BaseStatement  # the update statement in its body
+
+
+def find_gate(frame: cst.CSTNode, exclude: str | None = None) -> Gate | None:
+    """The update gate of a loop body: the first ``if`` whose own body calls ``X.step()``."""
+    for statement in statements_in(frame):
+        if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock):
+            steps = [s for s in statement.body.body if is_step(s, exclude)]
+            if steps:
+                return Gate(statement, steps[0])
+    return None
+
+
+class _Rewriter(cst.CSTTransformer):
+    """Remove statements, insert statements after others, replace nodes: by identity."""
+
+    def __init__(
+        self,
+        remove: Sequence[cst.CSTNode] = (),
+        insert_after: dict[cst.CSTNode, list[cst.BaseStatement]] | None = None,
+        replace: dict[cst.CSTNode, cst.CSTNode] | None = None,
+    ) -> None:
+        super().__init__()
+        self.remove = set(map(id, remove))
+        self.insert_after = {id(k): v for k, v in (insert_after or {}).items()}
+        self.replace = {id(k): v for k, v in (replace or {}).items()}
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+        updated = super().on_leave(original, updated)
+        if id(original) in self.replace:
+            return self.replace[id(original)]
+        if isinstance(original, (cst.IndentedBlock, cst.Module)) and isinstance(updated, type(original)):
+            body = []
+            for old, new in zip(original.body, updated.body, strict=True):
+                if id(old) not in self.remove:
+                    body.append(new)
+                body.extend(self.insert_after.get(id(old), ()))
+            if not body and isinstance(updated, cst.IndentedBlock):
+                body = [cst.SimpleStatementLine([cst.Pass()])]
+            return updated.with_changes(body=body)
+        return updated
+
+
+def rewrite(
+    module: cst.Module,
+    *,
+    remove: Sequence[cst.CSTNode] = (),
+    insert_after: dict[cst.CSTNode, list[cst.BaseStatement]] | None = None,
+    replace: dict[cst.CSTNode, cst.CSTNode] | None = None,
+) -> cst.Module:
+    """``module`` with statements removed, statements inserted and nodes replaced (all by identity)."""
+    return module.visit(_Rewriter(remove, insert_after, replace))  # type: ignore[return-value]
+
+
+def moved(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """A statement ready to be inserted elsewhere: without the blank lines and comments above it."""
+    return statement.with_changes(leading_lines=())
+
+
+def parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr`` wrapped in parentheses unless it is an atom (name, attribute, call, subscript)."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+Fixer = Callable[[Located], "Edit | None"]

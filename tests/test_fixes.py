@@ -1,0 +1,189 @@
+"""``--fix``, ``--diff`` and ``--unsafe-fixes``: the codemods on the catalogue and the CLI contract."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accumlint import engine
+from accumlint.cli import main
+from accumlint.fixes import APPLICABILITY, fix_applicability
+from accumlint.fixes.apply import fix_source, write_atomic
+
+REPO = Path(__file__).resolve().parent.parent
+RULES = REPO / "rules"
+FIXABLE_BAD = sorted(p for code in APPLICABILITY for p in RULES.glob(f"{code}-*/bad_*.py"))
+GOOD = sorted(RULES.glob("*/good_*.py"))
+
+
+def codes(path: Path | str, data: bytes | None = None) -> list[str]:
+    data = Path(path).read_bytes() if data is None else data
+    return [f.code for f in engine.check_source(str(path), data).findings]
+
+
+def fix(*args: str) -> tuple[int, str, str]:
+    try:
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(main, ["check", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_every_planned_rule_has_a_fix() -> None:
+    assert APPLICABILITY == {
+        "ACC001": "safe",
+        "ACC006": "safe",
+        "ACC101": "unsafe",
+        "ACC201": "safe",
+        "ACC304": "safe",
+    }
+    assert fix_applicability("acc101") == "unsafe" and fix_applicability("ACC002") is None
+    assert len(FIXABLE_BAD) == 15
+
+
+def _runnable(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8")
+    needed = ["torch"] + [m for m in ("accelerate", "deepspeed", "lightning") if f"import {m}" in text or
+                          f"from {m}" in text]
+    return all(importlib.util.find_spec(m) is not None for m in needed)
+
+
+@pytest.mark.parametrize("bad", FIXABLE_BAD, ids=lambda p: f"{p.parent.name[:6]}/{p.name}")
+def test_fix_repairs_every_bad_example(bad: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code = bad.parent.name[:6]
+    target = tmp_path / bad.name
+    shutil.copy(bad, target)
+    monkeypatch.chdir(tmp_path)
+    assert code in codes(target)
+
+    status, _, _ = fix("--fix", "--unsafe-fixes", "--output-format", "concise", bad.name)
+    fixed = target.read_text(encoding="utf-8")
+    compile(fixed, str(target), "exec")  # still parses
+    assert code not in codes(target)  # the linter accepts it for that code
+    assert status == (1 if codes(target) else 0)
+
+    # only the fixed statements changed: every other line is byte-identical
+    before = bad.read_text(encoding="utf-8").splitlines(keepends=True)
+    after = target.read_text(encoding="utf-8").splitlines(keepends=True)
+    changed = [line for line in difflib.unified_diff(before, after, n=0) if line[:1] in "+-"][2:]
+    assert 1 <= len(changed) <= 5, changed
+
+    # a second run changes nothing
+    again = target.read_bytes()
+    assert fix("--fix", "--unsafe-fixes", bad.name)[0] in (0, 1)
+    assert target.read_bytes() == again
+
+    if _runnable(target):  # and it runs (on CPU, a few seconds)
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        ran = subprocess.run([sys.executable, str(target)], capture_output=True, text=True, timeout=300, env=env)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+
+
+@pytest.mark.parametrize("good", GOOD, ids=lambda p: f"{p.parent.name[:6]}/{p.name}")
+def test_fix_changes_no_good_example(good: Path) -> None:
+    data = good.read_bytes()
+    result = fix_source(str(good), data, engine.ALL_RULES_INSTANCES, unsafe=True)
+    assert result.fixed == data
+    assert dict(result.applied) == {}
+
+
+EXPECTED_DIFF = """\
+--- a/train.py
++++ b/train.py
+@@ -2,7 +2,7 @@
+ optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\r
+ assert len(loader) % 4 == 0\r
+ for i, batch in enumerate(loader):\r
+-    optimizer.zero_grad()\r
+     (model(batch).mean() / 4).backward()\r
+     if (i + 1) % 4 == 0:\r
+         optimizer.step()\r
++        optimizer.zero_grad()\r
+"""
+
+SOURCE = (
+    "import torch\r\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\r\n"
+    "assert len(loader) % 4 == 0\r\n"
+    "for i, batch in enumerate(loader):\r\n"
+    "    optimizer.zero_grad()\r\n"
+    "    (model(batch).mean() / 4).backward()\r\n"
+    "    if (i + 1) % 4 == 0:\r\n"
+    "        optimizer.step()\r\n"
+)
+
+
+def test_diff_writes_nothing_and_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_bytes(SOURCE.encode())
+    status, out, err = fix("--diff", "train.py")
+    assert status == 1
+    assert out.replace("\r\n", "\n") == EXPECTED_DIFF.replace("\r\n", "\n").replace("\r", "")
+    assert err == "Would fix 1 finding.\n"
+    assert (tmp_path / "train.py").read_bytes() == SOURCE.encode()
+
+    status, out, _ = fix("--fix", "train.py")
+    assert status == 0
+    assert out == "Found 1 finding (1 fixed, 0 remaining).\n"
+    fixed = (tmp_path / "train.py").read_bytes()
+    assert fixed.count(b"\r\n") == SOURCE.count("\r\n") and b"\n" not in fixed.replace(b"\r\n", b"")  # CRLF kept
+    assert fixed.endswith(b"        optimizer.step()\r\n        optimizer.zero_grad()\r\n")
+    assert fix("--diff", "train.py")[:2] == (0, "")  # nothing pending any more
+
+
+def test_unsafe_fixes_only_on_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad = RULES / "ACC101-double-normalization" / "bad_accelerate_backward_divided.py"
+    shutil.copy(bad, tmp_path / "train.py")
+    status, out, err = fix("--fix", "--output-format", "concise", "train.py")
+    assert status == 1
+    assert (tmp_path / "train.py").read_bytes() == bad.read_bytes()
+    assert err == "1 unsafe fix can be applied with the `--unsafe-fixes` option.\n"
+    assert out.splitlines()[0].startswith("train.py:39:24: ACC101")
+    status, out, _ = fix("--fix", "--unsafe-fixes", "--output-format", "concise", "train.py")
+    assert (status, out) == (0, "Found 1 finding (1 fixed, 0 remaining).\n")
+    assert b"loss = loss / ACCUMULATION_STEPS" not in (tmp_path / "train.py").read_bytes()
+
+
+def test_fix_respects_selection_and_leaves_notebooks_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_bytes(SOURCE.encode())
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": SOURCE.replace("\r\n", "\n")}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    before = (tmp_path / "nb.ipynb").read_bytes()
+    assert fix("--fix", "--ignore", "ACC001", ".")[0] == 0
+    assert (tmp_path / "train.py").read_bytes() == SOURCE.encode()
+    status, out, _ = fix("--fix", "--output-format", "concise", ".")
+    assert status == 1
+    assert out.startswith("nb.ipynb:cell 1:5:5: ACC001")
+    assert (tmp_path / "nb.ipynb").read_bytes() == before
+    assert b"optimizer.zero_grad()\r\n" in (tmp_path / "train.py").read_bytes()
+
+
+def test_write_atomic_keeps_the_mode_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "run.py"
+    target.write_bytes(b"old\n")
+    target.chmod(0o750)
+    link = tmp_path / "link.py"
+    link.symlink_to(target)
+    write_atomic(link, b"new\n")
+    assert target.read_bytes() == b"new\n"
+    assert link.is_symlink()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "run.py"]
