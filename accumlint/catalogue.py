@@ -15,6 +15,7 @@ from accumlint import checks
 from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from accumlint.findings import Severity
 from accumlint.fixes import fix_applicability
+from accumlint.noqa_report import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
 
 PARSE_ERROR_SUMMARY = "a file could not be read, decoded or parsed, so it was not checked"
 PARSE_ERROR_PAGE = """\
@@ -46,8 +47,11 @@ class RuleInfo:
 
 
 def rule_infos() -> list[RuleInfo]:
-    """``ACC000`` and every registered rule, in code order."""
-    infos = [RuleInfo(PARSE_ERROR_CODE, PARSE_ERROR_NAME, Severity.ERROR, True, PARSE_ERROR_SUMMARY, "")]
+    """``ACC000``, ``ACC990`` and every registered rule, in code order."""
+    infos = [
+        RuleInfo(PARSE_ERROR_CODE, PARSE_ERROR_NAME, Severity.ERROR, True, PARSE_ERROR_SUMMARY, ""),
+        RuleInfo(UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, Severity.INFO, False, UNUSED_NOQA_SUMMARY, ""),
+    ]
     for rule in checks.ALL_RULES:
         infos.append(
             RuleInfo(rule.code, rule.name, rule.severity, rule.default_enabled, rule.summary, rule.url())
@@ -79,6 +83,8 @@ def rule_page(info: RuleInfo) -> str | None:
                 return page.read_text(encoding="utf-8")
     if info.code == PARSE_ERROR_CODE:
         return PARSE_ERROR_PAGE
+    if info.code == UNUSED_NOQA_CODE:
+        return UNUSED_NOQA_PAGE
     return None
 
 

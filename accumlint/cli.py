@@ -14,13 +14,14 @@ from pathlib import Path
 
 import click
 
-from accumlint import __version__, config, engine, notebook
+from accumlint import __version__, config, engine, noqa_report, notebook
 from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding, Severity
 from accumlint.fixes.apply import fix_files, fix_summary
 from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
+from accumlint.show_settings import format_settings
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -80,6 +81,20 @@ def _cli_layer(
     )
 
 
+def _check_noqa(path: str, data: bytes, suppressed: list[Finding], codes: frozenset[str]) -> list[Finding]:
+    """Warn about unknown ``ACC`` codes in ``# noqa`` directives; ``ACC990`` findings when enabled."""
+    try:
+        text = engine.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError):
+        return []
+    known = config.known_codes()
+    for line, code in noqa_report.unknown_codes(text, known):
+        click.echo(f"warning: {path}:{line}: unknown rule code {code} in a `noqa` directive", err=True)
+    if noqa_report.UNUSED_NOQA_CODE not in codes:
+        return []
+    return noqa_report.unused_noqa(path, text, suppressed, known, codes)
+
+
 def check_files(
     files: Iterable[str], settings: Settings, enabled: frozenset[str]
 ) -> tuple[list[Finding], list[str], dict[str, bytes]]:
@@ -104,6 +119,8 @@ def check_files(
         else:
             result = engine.check_source(path, data, engine.rules_for(codes))
         kept = [f for f in result.findings if f.code in codes]
+        if b"noqa" in data.lower() and not notebook.is_notebook(path):
+            kept += _check_noqa(path, data, result.suppressed, codes)
         if kept:
             sources[path] = data
         findings.extend(kept)
@@ -135,6 +152,9 @@ def main() -> None:
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply the unsafe fixes (with --fix or --diff).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if any.")
+@click.option(
+    "--show-settings", is_flag=True, help="Print the settings in effect and the files to check; check nothing."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
 @click.option(
@@ -155,6 +175,7 @@ def check(
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
+    show_settings: bool,
     quiet: bool,
     statistics: bool,
     config_path: str | None,
@@ -173,6 +194,13 @@ def check(
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
         return
+
+    if show_settings:
+        text = format_settings(
+            settings, enabled, excludes, files, output_format=output_format, fix=fix, unsafe_fixes=unsafe_fixes
+        )
+        click.echo(text)
+        sys.exit(EXIT_OK)
 
     fixed = 0
     if fix or diff:

@@ -11,7 +11,8 @@ default selection is every rule with ``default_enabled = True`` plus ``ACC000``;
 explicit selector (``ALL``, ``ACC9``) also enables rules that are off by default. As in
 ruff, when a code is matched by both a select and an ignore selector, the more specific
 selector wins and ``ignore`` wins a tie. ``ACC000`` (a file could not be checked) stays
-on unless it is ignored by its full code.
+on unless it is ignored by its full code. ``ACC990`` (unused ``noqa``) is off by default and
+is selected by ``ALL``, ``ACC99`` or its full code (not by ``ACC9``, the info facts).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from accumlint import checks
 from accumlint.engine import PARSE_ERROR_CODE
+from accumlint.noqa_report import UNUSED_NOQA_CODE
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
@@ -80,8 +82,8 @@ class Settings:
 
 
 def known_codes() -> list[str]:
-    """Every code that can be selected: ``ACC000`` and the registered rules, sorted."""
-    return sorted({PARSE_ERROR_CODE, *(rule.code for rule in checks.ALL_RULES)})
+    """Every code that can be selected: ``ACC000``, ``ACC990`` (unused noqa) and the registered rules, sorted."""
+    return sorted({PARSE_ERROR_CODE, UNUSED_NOQA_CODE, *(rule.code for rule in checks.ALL_RULES)})
 
 
 def default_codes() -> frozenset[str]:
@@ -115,6 +117,8 @@ def validate_selectors(values: Iterable[object], key: str) -> list[str]:
 def _matches(selector: str, code: str) -> bool:
     if code == PARSE_ERROR_CODE:  # only its full code names ACC000
         return selector == PARSE_ERROR_CODE
+    if code == UNUSED_NOQA_CODE:  # a check of the directives, not a fact: ALL, ACC99 or ACC990, not ACC9
+        return selector == ALL_SELECTOR or (len(selector) > len("ACC9") and code.startswith(selector))
     return selector == ALL_SELECTOR or code.startswith(selector)
 
 

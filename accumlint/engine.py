@@ -31,11 +31,13 @@ PARSE_ERROR_URL = "https://github.com/accumlint/accumlint/blob/main/README.md#ex
 
 @dataclass
 class FileResult:
-    """What checking one file produced: findings (noqa applied) and internal errors (rule crashes)."""
+    """What checking one file produced: findings (noqa applied), the findings that ``# noqa``
+    suppressed, and internal errors (rule crashes)."""
 
     path: str
     findings: list[Finding] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)  # removed by noqa directives
 
 
 def decode_source(data: bytes) -> str:
@@ -187,6 +189,8 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
             )
         )
     result.findings = sorted(set(apply_noqa(findings, text)))
+    kept = set(result.findings)
+    result.suppressed = [f for f in findings if f not in kept]
     return result
 
 

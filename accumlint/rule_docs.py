@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from accumlint.catalogue import RuleInfo, rule_infos, rule_page
 from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_URL
+from accumlint.noqa_report import UNUSED_NOQA_CODE
+
+UNUSED_NOQA_URL = "https://github.com/accumlint/accumlint/blob/main/README.md#suppression"
 
 _HEADING = re.compile(r"^#{2,6}\s+(.*?)\s*$", re.MULTILINE)
 
@@ -26,8 +29,10 @@ class RuleDoc:
 
     @property
     def url(self) -> str:
-        """The rule's page (for ``ACC000``, the README section on exit codes)."""
-        return self.info.url or (PARSE_ERROR_URL if self.info.code == PARSE_ERROR_CODE else "")
+        """The rule's page (for ``ACC000`` and ``ACC990``, a section of the README)."""
+        if self.info.url:
+            return self.info.url
+        return {PARSE_ERROR_CODE: PARSE_ERROR_URL, UNUSED_NOQA_CODE: UNUSED_NOQA_URL}.get(self.info.code, "")
 
 
 def _unwrap(text: str) -> str:

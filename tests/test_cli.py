@@ -301,7 +301,7 @@ def test_rule_without_a_page_prints_the_summary(catalogue_dir: Path) -> None:
 def test_rule_unknown_code_exits_2_listing_valid_codes(catalogue_dir: Path) -> None:
     result = run("rule", "ACC777")
     assert result.exit_code == 2
-    assert result.stderr == "error: unknown rule code 'ACC777'; valid codes: ACC000, ACC001, ACC301, ACC901\n"
+    assert result.stderr == "error: unknown rule code 'ACC777'; valid codes: ACC000, ACC001, ACC301, ACC901, ACC990\n"
     assert run("rule").exit_code == 2
 
 
@@ -314,6 +314,7 @@ def test_rule_all(catalogue_dir: Path) -> None:
         ["ACC001", "fake-zero-grad", "error", "on"],
         ["ACC301", "fake-clip", "warning", "on"],
         ["ACC901", "fake-batchnorm", "info", "off"],
+        ["ACC990", "unused-noqa", "info", "off"],
     ]
     assert result.stdout.splitlines()[3].endswith("flags BatchNorm1d calls (off by default)")
 
@@ -337,6 +338,7 @@ def test_rule_json(catalogue_dir: Path) -> None:
         ("ACC001", True),
         ("ACC301", True),
         ("ACC901", False),
+        ("ACC990", False),
     ]
     assert listed[2]["explanation"] is None  # no page for ACC301 in this catalogue
     assert listed[0]["explanation"].startswith("# ACC000 parse-error")
@@ -417,3 +419,22 @@ def test_force_exclude_applies_to_named_files(project: Path) -> None:
     assert result.exit_code == 0  # ...unless --force-exclude (pre-commit passes every staged file)
     assert result.stdout == "All checks passed!\n"
     assert run("check", "--force-exclude", "legacy/old.py", "train.py").exit_code == 1
+
+
+def test_show_settings(project: Path) -> None:
+    (project / "pyproject.toml").write_text(
+        '[tool.accumlint]\nignore = ["ACC301"]\nexclude = ["legacy"]\n\n'
+        '[tool.accumlint.per-file-ignores]\n"clean.py" = ["ACC001"]\n',
+        encoding="utf-8",
+    )
+    result = run("check", "--show-settings", "--extend-select", "ACC901")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"# settings file: {project / 'pyproject.toml'}"
+    assert 'enabled = ["ACC000", "ACC001", "ACC901"]' in lines
+    assert "# on by default but not enabled: ACC301" in lines
+    assert "# enabled but off by default: ACC901" in lines
+    assert 'exclude = ["legacy"]' in lines
+    assert '"clean.py" = ["ACC001"]' in lines
+    assert lines[-1] == 'files = ["clean.py", "train.py"]'
+    assert "Found" not in result.stdout  # nothing was checked

@@ -128,8 +128,9 @@ def test_default_is_default_enabled_rules_plus_acc000(fake_rules: object) -> Non
 
 
 def test_explicit_selection_enables_off_by_default_rules(fake_rules: object) -> None:
-    assert resolve(SelectionLayer(select=("ALL",))) == ["ACC000", "ACC001", "ACC301", "ACC901"]
-    assert resolve(SelectionLayer(select=("ACC9",))) == ["ACC000", "ACC901"]
+    assert resolve(SelectionLayer(select=("ALL",))) == ["ACC000", "ACC001", "ACC301", "ACC901", "ACC990"]
+    assert resolve(SelectionLayer(select=("ACC9",))) == ["ACC000", "ACC901"]  # ACC990 only by ALL, ACC99, ACC990
+    assert resolve(SelectionLayer(select=("ACC99",))) == ["ACC000", "ACC990"]
     assert resolve(SelectionLayer(extend_select=("ACC901",))) == ["ACC000", "ACC001", "ACC301", "ACC901"]
 
 
@@ -145,6 +146,7 @@ def test_more_specific_selector_wins_and_ignore_wins_ties(fake_rules: object) ->
         "ACC001",
         "ACC301",
         "ACC901",
+        "ACC990",
     ]
     # a more specific ignore beats a broader select
     assert resolve(SelectionLayer(select=("ACC0",), ignore=("ACC001",))) == ["ACC000"]

@@ -64,6 +64,13 @@ def test_rule_table_rows(fake_rules: object) -> None:
             "off",
             "flags BatchNorm1d calls (off by default)",
         ],
+        [
+            "ACC990",
+            "`unused-noqa`",
+            "info",
+            "off",
+            "a `# noqa` directive names an ACC code that suppresses nothing there",
+        ],
     ]
 
 
