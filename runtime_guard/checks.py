@@ -210,7 +210,7 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
                        else f"before microbatch(es) {unobserved} by an operation the probe did not see "
                             "(e.g. p.grad = None)")
                 yield _finding(
-                    "ACC001", g.index, (plain[0].microbatch if plain else unobserved[0]),
+                    "ACC001", g.index, (plain[0].microbatch + 1 if plain else unobserved[0]),
                     f"gradients reset inside group {g.index}, between its microbatches: {how}", _trace(g.events))
         if g.closed and g.grads_at_update is not None and g.microbatches and "ACC003" not in reported:
             last = g.microbatches[-1].grads_after_backward

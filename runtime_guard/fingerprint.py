@@ -78,7 +78,7 @@ def grad_state(params: Sequence[torch.Tensor]) -> GradState:
             norms = torch.stack([n.float().cpu() for n in torch._foreach_norm(locals_)])
             sums = torch.stack([_bit_sum(g).cpu() for g in locals_]).tolist()
             norm = float(norms.square().sum().sqrt())
-            nonzero = int((norms > 0).sum())
+            nonzero = int((norms != 0).sum())  # NaN counts as non-zero
         else:
             sums, norm, nonzero = [], 0.0, 0
     it = iter(sums)

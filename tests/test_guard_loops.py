@@ -1,0 +1,151 @@
+"""The runtime guard on real loops: each faulty variant produces exactly its rule code, the
+correct-placement variants produce none (runtime-guard-design.md §1, §3), and the card holds
+the observed values."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from guard_loops import A, make_data, train  # noqa: E402
+
+import runtime_guard  # noqa: E402
+
+EXPECTED = {
+    "correct": set(),
+    "zero_each": {"ACC001"},
+    "grad_none_each": {"ACC001"},
+    "no_zero": {"ACC002"},
+    "sched_each": {"ACC304"},
+    "step_each": {"ACC004"},
+    "clip_each": {"ACC301"},
+    "clip_each_prebound": {"ACC301"},
+    "second_optimizer": {"ACC004"},
+    "losses_list": {"ACC201"},
+    "running_total": {"ACC201"},
+    "outputs_list": {"ACC201"},
+    "sum_then_backward": {"ACC201"},
+    "retain_graph": {"ACC202"},
+    "zero_before_step": {"ACC003"},
+    "zero_at_group_start": set(),
+    "zero_between_forward_and_backward": set(),
+    "eval_forward": set(),
+    "divided_twice": {"ACC101"},
+    "not_divided": {"ACC103"},
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_scheduler_warning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+        yield
+
+
+@pytest.mark.parametrize("variant", sorted(EXPECTED))
+def test_variant_codes(variant: str) -> None:
+    assert train(variant).report.codes == EXPECTED[variant]
+
+
+@pytest.mark.parametrize(("variant", "expected"), [
+    ("correct", set()), ("unscale_update_each", {"ACC303"}), ("clip_before_unscale", {"ACC302"}),
+    ("inject_inf", set()),
+])
+def test_scaler_variants(variant: str, expected: set[str]) -> None:
+    assert train(variant, scaler=True).report.codes == expected
+
+
+def test_mean_of_means_only_with_variable_lengths() -> None:
+    lengths = [12, 11, 4, 11]
+    report = train("mean_of_means", lengths=lengths).report
+    assert report.codes == {"ACC102"}
+    assert report.card["normalization"] == "mean of microbatch means"
+    assert train("mean_of_means").report.codes == set()  # equal lengths: the same objective
+
+
+def test_correct_card_values() -> None:
+    report = train("correct").report
+    card = report.card
+    data = make_data(2)
+    tokens = [sum(int((labels != -100).sum()) for _, labels in data[g * A:(g + 1) * A]) for g in range(2)]
+    assert (card["m"], card["A"], card["D"], card["effective_batch"]) == (4, A, 1, 4 * A)
+    assert card["A_source"] == "given to the probe"
+    assert card["group_sizes"] == [A, A]
+    assert card["supervised_tokens_per_group"]["local"] == tokens
+    assert card["normalization"] == "token-weighted mean over the group"
+    assert card["normalization_weight_sums"] == pytest.approx([1.0, 1.0], rel=1e-6)
+    assert card["updates"] == {"attempted": 2, "applied": 2, "skipped_non_finite": "not observable without the "
+                                                                                    "GradScaler"}
+    assert card["scheduler_steps_per_update"] == 1.0
+    assert card["groups"][0]["timeline"] == "F B | F B | F B | F B ‖ clip step sched zero"
+    assert card["groups"][2] == {"index": 2, "tail": True, "microbatches": 1, "timeline": "F B", "trace": "F B"}
+    assert card["counts"]["microbatches"] == 2 * A + 1
+    assert card["counts"]["examples"] == 4 * (2 * A + 1)
+    per_mb = card["memory"]["per_microbatch"]
+    assert len(per_mb) == 2 * A + 1 and all(row["saved_activation_peak_bytes"] > 0 for row in per_mb)
+    assert max(row["graphs_alive_at_forward"] for row in per_mb) == 1  # only the loop variable
+
+
+def test_findings_locate_and_explain() -> None:
+    finding = next(iter(train("zero_each").report.findings))
+    assert (finding.code, finding.name, finding.group, finding.microbatch) == ("ACC001", "zero-grad-inside-group", 0, 1)
+    assert "3x by optimizer.zero_grad()" in finding.observed
+    assert finding.evidence.startswith("F B Z F B Z F B Z F B")
+    assert finding.fix and finding.meaning and finding.url.endswith("ACC001-zero-grad-inside-group/README.md")
+    kept = next(iter(train("losses_list").report.findings))
+    assert kept.code == "ACC201" and f"A + 1 = {A + 1}" in kept.observed
+
+
+def test_scaler_attempts_and_applied_are_counted_apart() -> None:
+    card = train("inject_inf", scaler=True).report.card
+    assert card["updates"] == {"attempted": 2, "applied": 1, "skipped_non_finite": 1}
+    assert card["precision"]["scaler_scale"] == [128.0, 256.0]
+
+
+def test_accumulation_steps_inferred_when_omitted() -> None:
+    card = train("correct", accumulation_steps=None).report.card
+    assert card["A"] == A
+    assert card["A_source"] == f"inferred from observed group sizes {[A, A]}"
+    # without A, an update per microbatch reads as A = 1: the fault shows as what it does to those
+    # updates, gradients of earlier updates leaking into later ones
+    report = train("step_each", accumulation_steps=None).report
+    assert report.codes == {"ACC002"} and report.card["A"] == 1
+
+
+def test_batchnorm_listed_on_card() -> None:
+    card = train("correct", batchnorm=True, dropout=0.0).report.card
+    assert card["batchnorm"] == {"modules": ["norm"], "train_mode": True, "examples_per_statistics": 4}
+
+
+def test_on_finding_warn_and_raise() -> None:
+    with pytest.warns(runtime_guard.GuardWarning, match="ACC001"):
+        train("zero_each", probe_options={"on_finding": "warn"})
+    with pytest.raises(runtime_guard.GuardFindingError, match="ACC304") as info:
+        train("sched_each", probe_options={"on_finding": "raise"})
+    assert info.value.report.codes == {"ACC304"}
+
+
+def test_attach_detach_without_context_manager() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    p = runtime_guard.probe(model, opt, accumulation_steps=2, groups=1).attach()
+    for i in range(6):  # keeps running after the auto-detach
+        model(torch.randn(5, 3)).sum().backward()
+        if i % 2 == 1:
+            opt.step()
+            opt.zero_grad()
+    assert not p.attached
+    report = p.detach()
+    assert report.card["group_sizes"] == [2] and report.codes == set()
+
+
+def test_invalid_arguments() -> None:
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for bad in ({"groups": 0}, {"on_finding": "shout"}, {"normalization": "guess"}, {"accumulation_steps": 0}):
+        with pytest.raises(ValueError):
+            runtime_guard.probe(model, opt, **bad)
