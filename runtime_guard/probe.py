@@ -261,7 +261,7 @@ class Probe:
         self._push_saved_tensor_hooks()
         if self.count_comm and self.record.ddp:
             self._comm = dist_helpers.CommCounter()
-            model.register_comm_hook(None, self._comm.hook)
+            model.register_comm_hook(None, self._comm.make_hook())
             comm = self._comm
             undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
         undo.push("logits gradient hooks", self._remove_logit_hooks)
