@@ -44,7 +44,7 @@ def memory_series(card: dict[str, Any]) -> dict[str, list[float]]:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items() if v is not None)
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items() if v is not None) or "-"
     if isinstance(value, list):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
