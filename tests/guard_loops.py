@@ -75,8 +75,8 @@ def train(
     Variants: correct, zero_each, grad_none_each, no_zero, sched_each, step_each, clip_each,
     clip_each_prebound, second_optimizer, losses_list, running_total, outputs_list, sum_then_backward,
     retain_graph, zero_before_step, zero_at_group_start, zero_between_forward_and_backward,
-    eval_forward, mean_of_means, divided_twice, not_divided, unscale_update_each, clip_before_unscale,
-    inject_inf.
+    eval_forward, mean_of_means, divided_twice, not_divided, label_smoothing, unscale_update_each,
+    clip_before_unscale, inject_inf.
     """
     torch.manual_seed(0)
     model = TinyLM(dropout, batchnorm)
@@ -119,7 +119,9 @@ def train(
                 loss = nn.functional.cross_entropy(flat_logits, flat_labels)
                 loss = loss if variant == "not_divided" else loss / A
             else:
-                loss = nn.functional.cross_entropy(flat_logits, flat_labels, reduction="sum") / group_tokens[i // A]
+                smoothing = 0.1 if variant == "label_smoothing" else 0.0
+                loss = nn.functional.cross_entropy(flat_logits, flat_labels, reduction="sum",
+                                                   label_smoothing=smoothing) / group_tokens[i // A]
                 if variant == "divided_twice":
                     loss = loss / A
             if variant == "sum_then_backward":

@@ -66,6 +66,20 @@ def test_mean_of_means_only_with_variable_lengths() -> None:
     assert train("mean_of_means").report.codes == set()  # equal lengths: the same objective
 
 
+def test_other_losses_leave_normalization_not_inferred() -> None:
+    report = train("label_smoothing").report
+    assert report.codes == set()
+    assert report.card["normalization"].startswith("not inferred: the loss is not plain softmax cross entropy")
+    assert report.card["checks"]["ACC101"] == "not observable: normalization not inferred"
+
+
+def test_effective_batch_mismatch_is_acc404() -> None:
+    assert train("correct", probe_options={"effective_batch": 4 * A}).report.codes == set()
+    finding = train("correct", probe_options={"effective_batch": 4 * A * 8}).report.findings[0]
+    assert finding.code == "ACC404"
+    assert finding.observed == f"configured effective batch {4 * A * 8}, observed m x A x D = {4 * A}"
+
+
 def test_correct_card_values() -> None:
     report = train("correct").report
     card = report.card
