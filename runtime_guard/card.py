@@ -105,6 +105,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         },
         "normalization": norm.verdict,
         "normalization_weight_sums": [round(s, 8) for s in norm.weight_sums] or None,
+        "normalization_replay": [g.replay for g in full if g.replay is not None] or None,
         "last_group": "not observed: the probe ran at the start; an epoch's final partial group needs the probe "
                       "at the epoch end",
         "updates": {

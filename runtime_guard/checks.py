@@ -462,8 +462,55 @@ class Normalization:
     codes: list[tuple[str, int, str]]
 
 
+def _from_replay(rec: RunRecord) -> Normalization | None:
+    groups = [g for g in rec.full_groups if g.replay is not None]
+    if not groups:
+        return None
+    ratio_tol, _ = normalization_tolerance(rec)
+    cos_tol = ratio_tol / 10  # fp32 1e-4, bf16/fp16 1e-3 (design notes §3)
+    verdicts, codes = [], []
+    compared = False
+    for g in groups:
+        r = g.replay
+        if isinstance(r, str):
+            verdicts.append(r)
+            continue
+        a = len(g.microbatches)
+        token, mean = 1 - r["cos_token"] < cos_tol, 1 - r["cos_mean"] < cos_tol
+        compared = True
+        evidence = (f"group {g.index}: vs token-weighted 1-cos {1 - r['cos_token']:.2g}, ratio {r['ratio_token']:.6g};"
+                    f" vs mean of means 1-cos {1 - r['cos_mean']:.2g}, ratio {r['ratio_mean']:.6g}")
+        ref, ratio = ("token-weighted mean over the group", r["ratio_token"]) if token else (
+            "mean of microbatch means", r["ratio_mean"])
+        if not token and mean:
+            codes.append(("ACC102", g.index, f"the accumulated gradient of group {g.index} matches the mean of "
+                                             f"microbatch means, not the token-weighted reference ({evidence})"))
+        if not token and not mean:
+            verdicts.append(f"differs from both references ({evidence})")
+            continue
+        if abs(ratio - 1) <= ratio_tol:
+            verdicts.append(f"{ref} (replay)")
+        elif a > 1 and abs(ratio * a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, divided by A again (replay)")
+            codes.append(("ACC101", g.index, f"the accumulated gradient of group {g.index} is 1/A of the "
+                                             f"reference ({evidence})"))
+        elif a > 1 and abs(ratio / a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, not divided by A (replay)")
+            codes.append(("ACC103", g.index, f"the accumulated gradient of group {g.index} is A times the "
+                                             f"reference ({evidence})"))
+        else:
+            verdicts.append(f"{ref} scaled by {ratio:.4g} (replay)")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(verdicts)
+    tokens = [[mb.ce.tokens for mb in g.microbatches if mb.ce] for g in groups]
+    return Normalization(compared, verdict, [], tokens if all(tokens) else [], codes)
+
+
 def infer_normalization(rec: RunRecord) -> Normalization:
-    """Classify the per-token weights of every closed group (see ``ce_weights``)."""
+    """Classify the loss normalization of every closed group: from the replay when it ran,
+    else from the per-token weights (see ``ce_weights``)."""
+    replayed = _from_replay(rec)
+    if replayed is not None:
+        return replayed
     if not rec.ce_possible:
         return Normalization(False, f"not inferred: {rec.ce_reason}", [], [], [])
     ratio_tol, residual_tol = normalization_tolerance(rec)

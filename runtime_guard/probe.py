@@ -23,12 +23,13 @@ from runtime_guard.ce_weights import infer_weights, logits_of
 from runtime_guard.fingerprint import GradState, bit_checksums, grad_state
 from runtime_guard.graphs import GraphTracker
 from runtime_guard.record import RunRecord
+from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Event, Group, Microbatch
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
 
 OnFinding = Literal["collect", "warn", "raise"]
-Normalization = Literal["infer"] | None
+Normalization = Literal["infer", "replay"] | None
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
@@ -67,7 +68,13 @@ class Probe:
         scaler: the ``torch.amp.GradScaler``; without it, skipped updates are invisible.
         groups: accumulation groups to probe (>= 1; ACC201 from kept lists needs 2).
         normalization: ``"infer"`` infers per-token loss weights from dL/dlogits for
-            softmax cross-entropy outputs (free); ``None`` turns it off.
+            softmax cross-entropy outputs (free); ``"replay"`` also replays each probed group
+            at its update against a token-weighted and a mean-of-means reference (+1
+            forward/backward per microbatch, 3x parameter memory during the probed groups);
+            ``None`` turns both off.
+        labels: for replay: the forward's kwarg that holds the labels (HF style, default
+            ``"labels"``) or ``callable(args, kwargs, output) -> labels``.
+        ignore_index: for replay: the label value excluded from the loss.
         on_finding: ``"collect"`` (only in the report), ``"warn"`` (a :class:`GuardWarning`
             per finding when the probe detaches) or ``"raise"`` (:class:`GuardFindingError`
             at detach, after everything was removed).
@@ -95,13 +102,15 @@ class Probe:
         accelerator: Any = None,
         count_comm: bool = False,
         effective_batch: int | None = None,
+        labels: LabelsSpec = "labels",
+        ignore_index: int = -100,
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
         if on_finding not in ("collect", "warn", "raise"):
             raise ValueError(f"on_finding must be 'collect', 'warn' or 'raise', got {on_finding!r}")
-        if normalization not in ("infer", None):
-            raise ValueError(f"normalization must be 'infer' or None, got {normalization!r}")
+        if normalization not in ("infer", "replay", None):
+            raise ValueError(f"normalization must be 'infer', 'replay' or None, got {normalization!r}")
         if accumulation_steps is not None and accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
@@ -115,6 +124,11 @@ class Probe:
         self.normalization = normalization
         self.on_finding = on_finding
         self.count_comm = count_comm
+        self.labels = labels
+        self.ignore_index = ignore_index
+        self._captured: dict[int, Captured] = {}
+        self._snapshot: list[torch.Tensor | None] | None = None
+        self._replaying = False
         self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
@@ -290,6 +304,8 @@ class Probe:
         for handle in self._logit_handles:
             handle.remove()
         self._logit_handles.clear()
+        self._captured.clear()  # replay inputs are not kept after detach
+        self._snapshot = None
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _entry(self) -> bool:
@@ -331,7 +347,7 @@ class Probe:
 
     # -- forward -------------------------------------------------------------------------
     def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not self._entry() or not torch.is_grad_enabled():
+        if self._replaying or not self._entry() or not torch.is_grad_enabled():
             return
         self._in_backward = False
         group = self._group
@@ -374,6 +390,8 @@ class Probe:
         self._tracker.peak_bytes = self._tracker.live_bytes
         group.microbatches.append(mb)
         self._mb = mb
+        if self.normalization == "replay":
+            self._captured[mb.serial] = capture(args, kwargs)
         self._event("F")
 
     def _too_long(self, group: Group) -> bool:
@@ -393,10 +411,10 @@ class Probe:
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
         mb = self._mb
-        if not self._attached or self._done or mb is None or not torch.is_grad_enabled():
+        if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return
         self._tracker.watch_output(mb.serial, output)
-        if self.normalization == "infer" and self.record.ce_possible:
+        if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
                 self.record.ce_possible = False
@@ -417,7 +435,7 @@ class Probe:
 
     # -- backward ------------------------------------------------------------------------
     def _on_param_grad(self, param: torch.Tensor) -> None:
-        if not self._attached or self._done or self._in_backward:
+        if self._replaying or not self._attached or self._done or self._in_backward:
             return
         self._in_backward = True
         mb = self._mb
@@ -447,6 +465,9 @@ class Probe:
         group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
         peaks = self._device_peaks(reset=False)
         mb.device_peak_bytes = peaks
+        if self.normalization == "replay":
+            scale = mb.scale or 1.0
+            self._snapshot = [None if p.grad is None else p.grad.detach().clone() / scale for p in self.params]
         if self._comm is not None:
             mb.allreduce_buckets = self._comm.buckets - self._comm_start
         self._event("B", retained_saved_bytes=retained)
@@ -499,6 +520,27 @@ class Probe:
             group.replicas_equal = all(c == checksums[0] for c in checksums)
         if self.scheduler is not None:
             group.lr_before = self._lrs()
+        if self.normalization == "replay" and not group.tail and group.microbatches and self._snapshot is not None:
+            self._replay(group)
+
+    def _replay(self, group: Group) -> None:
+        dp = self.record.data_parallel
+        module = self.model.module if self.record.ddp else self.model
+        captured = [self._captured.pop(mb.serial) for mb in group.microbatches if mb.serial in self._captured]
+        if self.record.bn_training:
+            group.replay = "not comparable: BatchNorm in train mode computes statistics per forward (ACC901)"
+            return
+        self._replaying = True
+        self._tracker.active = False
+        try:
+            group.replay = replay_group(
+                module, self.params, captured, self._snapshot or [], self.labels, self.ignore_index,
+                replicas=(dp.size or 1) if dp is not None else 1, group=dp.group if dp is not None else None,
+            )
+        finally:
+            self._replaying = False
+            self._tracker.active = True
+            self._snapshot = None
 
     def _lrs(self) -> list[float]:
         return [float(g["lr"]) for g in self.optimizer.param_groups]

@@ -99,6 +99,7 @@ class Group:
     saved_peak_bytes: int = 0
     device_peak_bytes: dict[str, int] = field(default_factory=dict)
     replicas_equal: bool | None = None  # grad checksums of all replicas equal at the update (D > 1)
+    replay: dict[str, float] | str | None = None  # normalization="replay": cos/ratio vs both references
 
     @property
     def closed(self) -> bool:

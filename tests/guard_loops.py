@@ -28,7 +28,8 @@ class TinyLM(nn.Module):
         self.norm = nn.BatchNorm1d(16) if batchnorm else None
         self.head = nn.Linear(16, VOCAB)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """``labels`` is accepted and ignored (HF style), so that the replay can find them."""
         h = self.drop(self.embed(ids))
         if self.norm is not None:
             h = self.norm(h.transpose(1, 2)).transpose(1, 2)
@@ -108,7 +109,7 @@ def train(
                 with torch.no_grad():
                     model(ids)
                 model.train()
-            logits = model(ids)
+            logits = model(ids, labels=labels) if options.get("normalization") == "replay" else model(ids)
             if variant == "zero_between_forward_and_backward" and k == 0:
                 opt.zero_grad()
             if variant == "grad_none_each":

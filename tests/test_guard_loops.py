@@ -163,3 +163,27 @@ def test_invalid_arguments() -> None:
     for bad in ({"groups": 0}, {"on_finding": "shout"}, {"normalization": "guess"}, {"accumulation_steps": 0}):
         with pytest.raises(ValueError):
             runtime_guard.probe(model, opt, **bad)
+
+
+@pytest.mark.parametrize(("variant", "lengths", "expected", "verdict"), [
+    ("correct", [12, 11, 4, 11], set(), "token-weighted mean over the group (replay)"),
+    ("mean_of_means", [12, 11, 4, 11], {"ACC102"}, "mean of microbatch means (replay)"),
+    ("divided_twice", None, {"ACC101"}, "token-weighted mean over the group, divided by A again (replay)"),
+    ("not_divided", None, {"ACC103"}, "token-weighted mean over the group, not divided by A (replay)"),
+])
+def test_replay_against_references(variant: str, lengths, expected: set[str], verdict: str) -> None:
+    """Dropout 0.1: the replay must restore each microbatch's RNG state to match (design notes §3)."""
+    report = train(variant, lengths=lengths, probe_options={"normalization": "replay"}).report
+    assert report.codes == expected
+    assert report.card["normalization"] == verdict
+    replay = report.card["normalization_replay"][0]
+    assert set(replay) == {"cos_token", "ratio_token", "cos_mean", "ratio_mean"}
+
+
+def test_replay_is_bitwise_invisible() -> None:
+    from guard_loops import bitwise_equal
+
+    options = {"normalization": "replay"}
+    plain = train("correct", guard=False, probe_options=options)
+    assert bitwise_equal(plain, train("correct", guard=False, probe_options=options))
+    assert bitwise_equal(plain, train("correct", guard=True, probe_options=options))
