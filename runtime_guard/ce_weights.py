@@ -5,7 +5,8 @@ For softmax cross entropy each supervised row ``t`` of dL/dlogits is
 ``w_t = g[t, y] / (p[t, y] - 1)``. Rows of padding or ``ignore_index`` are all zeros, so the
 supervised-token count comes out of the same pass. A residual check marks other losses
 (label smoothing, z-loss, MSE on a vector output, ...) as "not inferred". No labels and no
-extra forward are needed; it sees the gradient before any clip or unscale.
+extra forward are needed; it sees the gradient before any clip or unscale. The softmax is
+computed on a sample of rows only, so a 128k vocabulary never needs GBs of fp32 at once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from __future__ import annotations
 import torch
 
 from runtime_guard.trace import CEWeights
-
-#: Softmax work per chunk, in bytes of fp32 (a 128k vocabulary must not allocate GBs at once).
-CHUNK_BYTES = 64 * 2**20
 
 
 def logits_of(output: object) -> torch.Tensor | None:
@@ -40,16 +38,18 @@ def logits_of(output: object) -> torch.Tensor | None:
     return None
 
 
-#: Rows per microbatch on which the softmax form is verified (evenly spaced, no RNG drawn).
-RESIDUAL_ROWS = 32
+#: Supervised rows per microbatch whose weights are computed (evenly spaced, no RNG drawn).
+SAMPLE_ROWS = 64
 
 
 def infer_weights(logits: torch.Tensor, grad: torch.Tensor, scale: float = 1.0) -> CEWeights:
     """Infer the cross-entropy weights of one microbatch.
 
-    Two passes over ``[N, V]`` give the weights (argmin of the gradient, logsumexp of the
-    logits); the full softmax form is verified on ``RESIDUAL_ROWS`` evenly spaced supervised
-    rows, which is enough to tell cross entropy from label smoothing, z-loss or MSE.
+    One pass over the ``[N, V]`` gradient counts the supervised rows (rows of padding or
+    ``ignore_index`` are all zeros); weights and the softmax form are computed on at most
+    ``SAMPLE_ROWS`` evenly spaced supervised rows. The weight sum is ``mean weight x
+    supervised rows``, exact when the weights are uniform inside the microbatch, which the
+    sample checks (``spread``): a non-uniform weighting is reported as such and never judged.
 
     Args:
         logits: ``[..., V]`` values of the forward output (any float dtype).
@@ -63,32 +63,20 @@ def infer_weights(logits: torch.Tensor, grad: torch.Tensor, scale: float = 1.0) 
     with torch.no_grad():
         z = logits.detach().reshape(-1, logits.shape[-1])
         g = grad.detach().reshape(-1, grad.shape[-1])
-        rows_per_chunk = max(1, CHUNK_BYTES // (4 * z.shape[1]))
-        weights: list[torch.Tensor] = []
-        checked: list[torch.Tensor] = []
-        for start in range(0, z.shape[0], rows_per_chunk):
-            zc = z[start:start + rows_per_chunk]
-            gc = g[start:start + rows_per_chunk]
-            target = gc.argmin(dim=1, keepdim=True)
-            g_target = gc.gather(1, target).float().squeeze(1)
-            # an unsupervised row is all zeros: its "target" entry is 0 too
-            supervised = g_target != 0
-            log_p = zc.gather(1, target).float().squeeze(1) - torch.logsumexp(zc.float(), dim=1)
-            w = g_target / torch.expm1(log_p)  # p - 1 without cancellation
-            weights.append(w[supervised])
-            checked.append(supervised.nonzero().squeeze(1) + start)
-        w_all = torch.cat(weights).double() / scale
-        rows = torch.cat(checked)
-        if w_all.numel() == 0:
+        rows = (g.abs().amax(dim=1) != 0).nonzero().squeeze(1)
+        supervised = int(rows.numel())
+        if supervised == 0:
             return CEWeights(0.0, 0, 0.0, 0.0, z.shape[0])
-        pick = torch.linspace(0, rows.numel() - 1, min(RESIDUAL_ROWS, rows.numel())).round().long()
+        pick = torch.linspace(0, supervised - 1, min(SAMPLE_ROWS, supervised), device=rows.device).round().long()
         sample = rows[pick]
         zs, gs = z[sample].float(), g[sample].float()
-        ws = (w_all[pick] * scale).float().unsqueeze(1)
         target = gs.argmin(dim=1, keepdim=True)
-        expected = ws * torch.softmax(zs, dim=1)
-        expected.scatter_add_(1, target, -ws)
+        log_p = torch.log_softmax(zs, dim=1)
+        w = gs.gather(1, target) / torch.expm1(log_p.gather(1, target))  # p - 1 without cancellation
+        expected = w * log_p.exp()
+        expected.scatter_add_(1, target, -w)
         residual = float(((gs - expected).abs().amax(dim=1) / gs.abs().amax(dim=1)).max())
-        mean = float(w_all.mean())
-        spread = float((w_all.max() - w_all.min()) / mean) if mean != 0 else float("inf")
-        return CEWeights(float(w_all.sum()), int(w_all.numel()), spread, residual, z.shape[0])
+        w64 = w.squeeze(1).double() / scale
+        mean = float(w64.mean())
+        spread = float((w64.max() - w64.min()) / mean) if mean != 0 else float("inf")
+        return CEWeights(mean * supervised, supervised, spread, residual, z.shape[0])

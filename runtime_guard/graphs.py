@@ -38,20 +38,22 @@ class _Sentinel:
 
 
 class _Saved:
-    """What a pack hook returns: a detached alias of the saved tensor plus accounting."""
+    """What a pack hook returns: a detached alias of the saved tensor plus accounting.
 
-    __slots__ = ("tensor", "serial", "nbytes", "tracker", "unpacked_in", "__weakref__")
+    ``state`` = [serial, nbytes, backward that last unpacked it] is shared with the tracker,
+    which never references the holder itself (the autograd graph owns it)."""
+
+    __slots__ = ("tensor", "state", "tracker")
 
     def __init__(self, tensor: torch.Tensor, serial: int, tracker: GraphTracker) -> None:
         self.tensor = tensor
-        self.serial = serial
-        self.nbytes = tensor.untyped_storage().nbytes() if tensor.layout == torch.strided else 0
+        nbytes = tensor.untyped_storage().nbytes() if tensor.layout == torch.strided else 0
+        self.state = [serial, nbytes, -1]
         self.tracker = tracker
-        self.unpacked_in: int = -1
-        tracker._saved_add(self)
+        tracker._saved_add(id(self), self.state)
 
     def __del__(self) -> None:
-        self.tracker._saved_remove(self)
+        self.tracker._saved_remove(id(self))
 
 
 def tensors_in(value: Any) -> Iterator[torch.Tensor]:
@@ -77,9 +79,7 @@ class GraphTracker:
         self.current = -1
         self.graphs_alive: set[int] = set()
         self.saved_bytes: dict[int, int] = defaultdict(int)
-        # weak: the autograd graph owns the holders; the tracker must not keep them alive
-        self._live_saved: weakref.WeakValueDictionary[int, _Saved] = weakref.WeakValueDictionary()
-        self._live_ids: set[int] = set()
+        self._live_saved: dict[int, list[int]] = {}  # id(holder) -> its shared state
         self.live_bytes = 0
         self.peak_bytes = 0
         self.output_bytes: dict[int, int] = defaultdict(int)
@@ -87,18 +87,17 @@ class GraphTracker:
         self.active = True
 
     # -- saved tensors -------------------------------------------------------------------
-    def _saved_add(self, holder: _Saved) -> None:
-        self._live_saved[id(holder)] = holder
-        self._live_ids.add(id(holder))
-        self.saved_bytes[holder.serial] += holder.nbytes
-        self.live_bytes += holder.nbytes
+    def _saved_add(self, key: int, state: list[int]) -> None:
+        self._live_saved[key] = state
+        self.saved_bytes[state[0]] += state[1]
+        self.live_bytes += state[1]
         self.peak_bytes = max(self.peak_bytes, self.live_bytes)
 
-    def _saved_remove(self, holder: _Saved) -> None:
-        if id(holder) in self._live_ids:
-            self._live_ids.discard(id(holder))
-            self.saved_bytes[holder.serial] -= holder.nbytes
-            self.live_bytes -= holder.nbytes
+    def _saved_remove(self, key: int) -> None:
+        state = self._live_saved.pop(key, None)
+        if state is not None:
+            self.saved_bytes[state[0]] -= state[1]
+            self.live_bytes -= state[1]
 
     def pack(self, tensor: torch.Tensor) -> Any:
         """Pack hook: a holder of ``tensor.detach()`` while probing, the tensor itself after."""
@@ -109,14 +108,13 @@ class GraphTracker:
     def unpack(self, packed: Any) -> torch.Tensor:
         """Unpack hook: the saved tensor (records which backward unpacked it)."""
         if isinstance(packed, _Saved):
-            packed.unpacked_in = self.backward_serial
-            # the holder only stored a detached alias: restore requires_grad-less tensor as saved
+            packed.state[2] = self.backward_serial
             return packed.tensor
         return packed
 
     def retained_after_backward(self) -> int:
         """Bytes unpacked by the current backward that are still alive (ACC202 evidence)."""
-        return sum(h.nbytes for h in list(self._live_saved.values()) if h.unpacked_in == self.backward_serial)
+        return sum(state[1] for state in list(self._live_saved.values()) if state[2] == self.backward_serial)
 
     # -- graphs and outputs --------------------------------------------------------------
     def watch_output(self, serial: int, output: Any) -> None:

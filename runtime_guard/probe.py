@@ -21,7 +21,7 @@ from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
 from runtime_guard.fingerprint import GradState, bit_checksums, grad_state
-from runtime_guard.graphs import GraphTracker
+from runtime_guard.graphs import GraphTracker, tensors_in
 from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
@@ -414,6 +414,11 @@ class Probe:
         if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return
         self._tracker.watch_output(mb.serial, output)
+        # the backward reaching this output starts a backward: FSDP2 with sync off (and engines that
+        # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
+        start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
+        if start is not None:
+            self._logit_handles.append(start.register_hook(self._on_output_grad))
         if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
@@ -434,6 +439,9 @@ class Probe:
             mb.ce.residual = max(mb.ce.residual, weights.residual)
 
     # -- backward ------------------------------------------------------------------------
+    def _on_output_grad(self, grad: torch.Tensor) -> None:
+        self._on_param_grad(grad)
+
     def _on_param_grad(self, param: torch.Tensor) -> None:
         if self._replaying or not self._attached or self._done or self._in_backward:
             return

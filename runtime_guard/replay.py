@@ -88,8 +88,9 @@ def replay_group(
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     buffers = [(b, b.detach().clone()) for b in module.buffers()]
-    token_sum: torch.Tensor | None = None
-    mean_sum: torch.Tensor | None = None
+    # fp32 accumulators shaped like the parameters (flattened to float64 once, at the end)
+    token_acc = [torch.zeros_like(p, dtype=torch.float32) for p in params]
+    mean_acc = [torch.zeros_like(p, dtype=torch.float32) for p in params]
     tokens = 0
     try:
         for cap in captured:
@@ -110,10 +111,10 @@ def replay_group(
             loss = torch.nn.functional.cross_entropy(flat_logits, flat_target, ignore_index=ignore_index,
                                                      reduction="sum")
             grads = torch.autograd.grad(loss, list(params), allow_unused=True)
-            flat = _flat(grads, params)
-            token_sum = flat if token_sum is None else token_sum + flat
-            term = flat / max(n, 1)
-            mean_sum = term if mean_sum is None else mean_sum + term
+            pairs = [(t, m, g.float()) for t, m, g in zip(token_acc, mean_acc, grads, strict=True) if g is not None]
+            if pairs:
+                torch._foreach_add_([t for t, _, _ in pairs], [g for _, _, g in pairs])
+                torch._foreach_add_([m for _, m, _ in pairs], [g for _, _, g in pairs], alpha=1.0 / max(n, 1))
             tokens += n
     finally:
         for buffer, saved in buffers:
@@ -121,7 +122,7 @@ def replay_group(
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-    assert token_sum is not None and mean_sum is not None
+    token_sum, mean_sum = _flat(token_acc, params), _flat(mean_acc, params)
     total = torch.tensor([float(tokens)], dtype=torch.float64)
     if replicas > 1:
         torch.distributed.all_reduce(total, group=group)
