@@ -53,6 +53,21 @@ class GradState:
     refs: tuple[weakref.ref[torch.Tensor] | None, ...] = field(compare=False, repr=False)
     norm: float
     nonzero: int
+    versions: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    def still_current(self, params: Sequence[torch.Tensor]) -> bool:
+        """True when every grad is the same tensor with the same in-place version counter as when
+        this state was taken, i.e. nothing replaced or modified it in place since (a clip, a
+        reset and backward accumulation all bump the counter); no pass over the data."""
+        if len(self.refs) != len(params) or len(self.versions) != len(params):
+            return False
+        for ref, version, p in zip(self.refs, self.versions, params, strict=True):
+            grad = p.grad
+            if (ref is None) != (grad is None):
+                return False
+            if grad is not None and (ref() is not grad or grad._version != version):
+                return False
+        return True
 
     @property
     def all_zero(self) -> bool:
@@ -83,4 +98,10 @@ def grad_state(params: Sequence[torch.Tensor]) -> GradState:
             sums, norm, nonzero = [], 0.0, 0
     it = iter(sums)
     checksums = tuple(None if g is None else next(it) for g in grads)
-    return GradState(checksums, tuple(None if g is None else weakref.ref(g) for g in grads), norm, nonzero)
+    return GradState(checksums, tuple(None if g is None else weakref.ref(g) for g in grads), norm, nonzero,
+                     tuple(-1 if g is None else g._version for g in grads))
+
+
+def versions(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:
+    """The in-place version counters of ``tensors`` (optimizer updates bump them)."""
+    return tuple(t._version for t in tensors)

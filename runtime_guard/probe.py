@@ -20,7 +20,7 @@ import torch
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
-from runtime_guard.fingerprint import GradState, bit_checksums, grad_state
+from runtime_guard.fingerprint import GradState, bit_checksums, grad_state, versions
 from runtime_guard.graphs import GraphTracker, tensors_in
 from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
@@ -147,6 +147,9 @@ class Probe:
         self._logit_handles: list[Any] = []
         self._comm: dist_helpers.CommCounter | None = None
         self._comm_start = 0
+        self._last_grads: GradState | None = None
+        self._param_versions: tuple[int, ...] = ()
+        self._param_checksums_cache: tuple[int, ...] | None = None
         self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
 
@@ -327,7 +330,20 @@ class Probe:
         return event
 
     def _grads(self) -> GradState:
-        return grad_state(self.params)
+        # unchanged since the last fingerprint (same tensors, same version counters): reuse it
+        last = self._last_grads
+        if last is not None and last.still_current(self.params):
+            return last
+        self._last_grads = grad_state(self.params)
+        return self._last_grads
+
+    def _param_checksums(self) -> tuple[int, ...]:
+        # parameters are only checksummed when an in-place write bumped a version counter
+        current = versions(self.params)
+        if current != self._param_versions or self._param_checksums_cache is None:
+            self._param_versions = current
+            self._param_checksums_cache = bit_checksums(self.params)
+        return self._param_checksums_cache
 
     def _device_memory(self) -> dict[str, int]:
         if not torch.cuda.is_available():
@@ -368,7 +384,7 @@ class Probe:
             serial=self._serial,
             examples=int(batch.shape[0]) if batch is not None else None,
             grads_at_forward=self._grads(),
-            params_at_forward=bit_checksums(self.params),
+            params_at_forward=self._param_checksums(),
             graphs_alive=sorted(self._tracker.graphs_alive),
             saved_bytes_at_forward=self._tracker.live_bytes,
             kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
