@@ -15,12 +15,14 @@ def main(argv: list[str] | None = None) -> int:
     show = sub.add_parser("show", help="pretty-print a saved report/card JSON")
     show.add_argument("card", type=Path)
     show.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
-    run = sub.add_parser("run", help="run a training script under the probe (zero code changes)")
+    run = sub.add_parser("run", help="run a training script under the probe (zero code changes)",
+                         usage="python -m runtime_guard run [-A N] [--groups G] [--json OUT] SCRIPT [ARGS ...]")
     run.add_argument("script", type=Path)
     run.add_argument("--accumulation-steps", "-A", type=int, default=None)
     run.add_argument("--groups", type=int, default=2)
     run.add_argument("--json", type=Path, help="write the report (findings + card) here")
-    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (options of `run` go "
+                                                            "before SCRIPT)")
     demo = sub.add_parser("demo", help="the linter and the guard on the bundled example")
     demo.add_argument("paths", nargs="*", default=["examples"])
     demo.add_argument("--groups", type=int, default=2)

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from guard_loops import train  # noqa: E402
 
 from runtime_guard.__main__ import main  # noqa: E402
 from runtime_guard.render import sparkline  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_sparkline_scales_to_the_maximum() -> None:
@@ -42,6 +45,20 @@ def test_show_prints_card_and_writes_html(tmp_path, capsys) -> None:
     assert "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
 
 
+def test_run_writes_the_report_then_show_reads_it(tmp_path, capsys) -> None:
+    out = tmp_path / "report.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        status = main(["run", "-A", "4", "--json", str(out), str(EXAMPLES / "train_buggy.py")])
+    assert status == 1
+    saved = json.loads(out.read_text())
+    assert sorted(f["code"] for f in saved["findings"]) == ["ACC001", "ACC201", "ACC304"]
+    assert saved["card"]["A_source"] == "given to the probe"
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    assert "ACC304 [error] scheduler-per-microbatch" in capsys.readouterr().out
+
+
 def test_show_accepts_a_bare_card(tmp_path, capsys) -> None:
     path = tmp_path / "card.json"
     path.write_text(json.dumps(train("correct").report.card))
@@ -52,7 +69,7 @@ def test_show_accepts_a_bare_card(tmp_path, capsys) -> None:
 def test_demo_both_engines_agree_on_the_bundled_example(capsys) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        status = main(["demo", "examples"])
+        status = main(["demo", str(EXAMPLES)])
     out = capsys.readouterr().out
     table = out.split("both engines:")[1].splitlines()
     buggy = next(line for line in table if "train_buggy.py" in line).split()
@@ -66,7 +83,7 @@ def test_linter_never_imports_torch_or_the_guard() -> None:
     code = (
         "import sys, accumlint.cli, accumlint.checks, accumlint.engine, accumlint.catalogue\n"
         "from click.testing import CliRunner\n"
-        "CliRunner().invoke(accumlint.cli.main, ['check', 'examples', '--exit-zero'])\n"
+        f"CliRunner().invoke(accumlint.cli.main, ['check', {str(EXAMPLES)!r}, '--exit-zero'])\n"
         "assert 'torch' not in sys.modules and 'runtime_guard' not in sys.modules, 'imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
