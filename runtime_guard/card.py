@@ -37,7 +37,7 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool) -> dict[str, st
         else:
             status[code] = "card fact"
     if rec.unobservable:
-        for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC101", "ACC102", "ACC103"):
+        for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
     return status
 
@@ -135,7 +135,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         "counts": {
             "microbatches": len(mbs),
             "update_attempts": attempted,
-            "applied_updates": applied,
+            "applied_updates": applied if not rec.unobservable else "not observed",
             "examples": sum(mb.examples or 0 for mb in mbs),
             "supervised_tokens": sum(tokens_local) if tokens_local else None,
         },

@@ -273,10 +273,12 @@ def _graphs(rec: RunRecord) -> Iterator[Finding]:
                 if old:
                     kept = f"; outputs of earlier microbatches alive: {mb.kept_output_bytes:,} B" \
                         if mb.kept_output_bytes else ""
+                    which = (f"the graph of probed microbatch {old[0]} was" if len(old) == 1
+                             else f"the graphs of probed microbatches {old[0]}-{old[-1]} were")
                     yield _finding(
                         "ACC201", mb.group, mb.index,
-                        f"at the forward of microbatch {mb.serial} the graphs of microbatches {old[0]}-{old[-1]} "
-                        f"were still alive, more than A + 1 = {a + 1} microbatches after their forward{kept}",
+                        f"at the forward of probed microbatch {mb.serial} {which} still alive, more than "
+                        f"A + 1 = {a + 1} microbatches after their forward{kept}",
                         f"graphs alive at each forward: {counts}")
                     break
     for mb in mbs:
@@ -509,8 +511,15 @@ def infer_normalization(rec: RunRecord) -> Normalization:
     """Classify the loss normalization of every closed group: from the replay when it ran,
     else from the per-token weights (see ``ce_weights``)."""
     replayed = _from_replay(rec)
-    if replayed is not None:
+    if replayed is not None and replayed.inferred:
         return replayed
+    weights = _from_weights(rec)
+    if replayed is not None:  # the replay compared nothing: say why, next to the free inference
+        weights.verdict = f"{weights.verdict}; replay {replayed.verdict}"
+    return weights
+
+
+def _from_weights(rec: RunRecord) -> Normalization:
     if not rec.ce_possible:
         return Normalization(False, f"not inferred: {rec.ce_reason}", [], [], [])
     ratio_tol, residual_tol = normalization_tolerance(rec)

@@ -70,6 +70,23 @@ def is_deepspeed_engine(model: Any) -> bool:
     return type(model).__name__ == "DeepSpeedEngine" or _module_of(model).startswith("deepspeed")
 
 
+def _fsdp2_mesh_info(model: Any) -> Any:
+    """The data-parallel mesh info of the first FSDP2 parameter group under ``model`` (torch 2.13:
+    ``FSDPState._fsdp_param_groups[i].mesh_info``; the root often holds no parameters itself)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if not isinstance(module, FSDPModule):
+            continue
+        state = module._get_fsdp_state()
+        groups = getattr(state, "_fsdp_param_groups", None) or [getattr(state, "_fsdp_param_group", None)]
+        for group in groups:
+            info = getattr(group, "mesh_info", None)
+            if info is not None:
+                return info
+    return None
+
+
 @dataclass
 class DataParallel:
     """D and where it comes from. ``size`` is ``None`` when it cannot be known."""
@@ -79,6 +96,8 @@ class DataParallel:
     world_size: int | None = None
     group: Any = None
     notes: list[str] = field(default_factory=list)
+    #: each replica holds a different shard of the grads (FSDP2): no replica-checksum comparison
+    sharded: bool = False
 
 
 def data_parallel(model: Any, accelerator: Any = None) -> DataParallel:
@@ -89,12 +108,19 @@ def data_parallel(model: Any, accelerator: Any = None) -> DataParallel:
         group = model.process_group
         return DataParallel(group.size(), "DistributedDataParallel.process_group.size()", world, group)
     if is_fsdp2(model):
-        mesh = getattr(getattr(model, "_get_fsdp_state", lambda: None)(), "_mesh_info", None)
+        info = _fsdp2_mesh_info(model)
         size = None
-        if mesh is not None and hasattr(mesh, "shard_mesh_size"):
-            size = mesh.shard_mesh_size * getattr(mesh, "replicate_mesh_size", 1)
+        if info is not None and hasattr(info, "shard_mesh_size"):
+            size = info.shard_mesh_size * getattr(info, "replicate_mesh_size", 1)
         size = size or world
-        return DataParallel(size, "FSDP2 mesh (shard x replicate)", world, None)
+        # the data-parallel group is the whole mesh: its group when 1-D, the default group when a
+        # 2-D (HSDP) mesh spans every rank; otherwise nothing is gathered across replicas
+        mesh, group = getattr(info, "mesh", None), None
+        if mesh is not None and mesh.ndim == 1:
+            group = mesh.get_group()
+        elif mesh is not None and world is not None and mesh.size() == world:
+            group = dist.group.WORLD
+        return DataParallel(size, "FSDP2 mesh (shard x replicate)", world, group, sharded=True)
     if accelerator is not None and getattr(accelerator, "num_processes", None) is not None:
         return DataParallel(int(accelerator.num_processes), "accelerator.num_processes", world)
     if world is None or world == 1:

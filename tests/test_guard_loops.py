@@ -187,3 +187,77 @@ def test_replay_is_bitwise_invisible() -> None:
     plain = train("correct", guard=False, probe_options=options)
     assert bitwise_equal(plain, train("correct", guard=False, probe_options=options))
     assert bitwise_equal(plain, train("correct", guard=True, probe_options=options))
+
+
+def test_accumulation_steps_read_from_the_accelerator() -> None:
+    """A omitted with an Accelerator: A is ``gradient_state.num_steps``, and the prepared
+    optimizer's no-op steps inside ``accumulate()`` do not split the groups."""
+    pytest.importorskip("accelerate")
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    try:
+        accelerator = Accelerator(gradient_accumulation_steps=3, cpu=True)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        with runtime_guard.probe(model, optimizer, accelerator=accelerator) as p:
+            for _ in range(9):
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(torch.randn(4, 6)).pow(2).mean())
+                    optimizer.step()
+                    optimizer.zero_grad()
+        card = p.report().card
+        assert (card["A"], card["A_source"]) == (3, "accelerator.gradient_state.num_steps")
+        assert card["group_sizes"] == [3, 3] and p.report().codes == set()
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+
+class DeepSpeedEngine(torch.nn.Module):
+    """Stands in for a ZeRO-2 engine: it divides the loss by A, moves each backward's grads into
+    its own buffer (``.grad`` is None between microbatches), and owns the update and the reset."""
+
+    def __init__(self, module: torch.nn.Module, optimizer: torch.optim.Optimizer, steps: int) -> None:
+        super().__init__()
+        self.module, self.optimizer, self.steps, self.micro = module, optimizer, steps, 0
+        self.flat = [torch.zeros_like(p) for p in module.parameters()]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss / self.steps).backward()
+        for buffer, param in zip(self.flat, self.module.parameters(), strict=True):
+            buffer += param.grad
+            param.grad = None
+
+    def step(self) -> None:
+        self.micro += 1
+        if self.micro % self.steps == 0:
+            for buffer, param in zip(self.flat, self.module.parameters(), strict=True):
+                param.grad = buffer.clone()
+                buffer.zero_()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def test_engine_that_owns_the_update_is_declared_not_guessed() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine = DeepSpeedEngine(model, optimizer, A)
+    with runtime_guard.probe(engine, optimizer, accumulation_steps=A) as p:
+        for _ in range(3 * A):
+            engine.backward(engine(torch.randn(5, 8)).pow(2).mean())
+            engine.step()
+    report = p.report()
+    card = report.card
+    assert report.codes == set()  # .grad is None between microbatches: not a reset the loop did
+    assert card["unobservable"] and card["unobservable"][0].startswith("DeepSpeed engine: it owns")
+    for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
+        assert card["checks"][code] == "not observable: DeepSpeed engine owns the update", code
+    assert card["updates"]["applied"] == card["counts"]["applied_updates"] == "not observed"
+
