@@ -20,7 +20,7 @@ import torch
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
-from runtime_guard.fingerprint import GradState, bit_checksums, grad_state, versions
+from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
 from runtime_guard.graphs import GraphTracker, tensors_in
 from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
@@ -127,7 +127,10 @@ class Probe:
         self.labels = labels
         self.ignore_index = ignore_index
         self._captured: dict[int, Captured] = {}
-        self._snapshot: list[torch.Tensor | None] | None = None
+        # replay: the grads at the group's last backward (tensors, scaler scale), taken just before
+        # the first call that may change them; a string says why there is none
+        self._snapshot: tuple[list[torch.Tensor | None], float] | str | None = None
+        self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
         self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
@@ -148,7 +151,7 @@ class Probe:
         self._comm: dist_helpers.CommCounter | None = None
         self._comm_start = 0
         self._last_grads: GradState | None = None
-        self._param_versions: tuple[int, ...] = ()
+        self._param_key: tuple[Any, ...] = ()
         self._param_checksums_cache: tuple[int, ...] | None = None
         self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
@@ -309,6 +312,7 @@ class Probe:
         self._logit_handles.clear()
         self._captured.clear()  # replay inputs are not kept after detach
         self._snapshot = None
+        self._snapshot_pending = None
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _entry(self) -> bool:
@@ -329,21 +333,26 @@ class Probe:
         (group.events if group is not None else self.record.before_first_forward).append(event)
         return event
 
-    def _grads(self) -> GradState:
-        # unchanged since the last fingerprint (same tensors, same version counters): reuse it
+    def _grads(self, measure: bool = False) -> GradState:
+        """The grads' fingerprint, reused while they are unchanged (same tensors, version counters
+        and sampled bits); ``measure`` also takes the exact values (a pass over the grads)."""
         last = self._last_grads
-        if last is not None and last.still_current(self.params):
-            return last
-        self._last_grads = grad_state(self.params)
-        return self._last_grads
+        if last is None or not last.still_current(self.params):
+            last = self._last_grads = grad_state(self.params)
+        return last.measure(self.params) if measure else last
 
     def _param_checksums(self) -> tuple[int, ...]:
-        # parameters are only checksummed when an in-place write bumped a version counter
-        current = versions(self.params)
-        if current != self._param_versions or self._param_checksums_cache is None:
-            self._param_versions = current
+        # parameters are only checksummed after a write: a version counter bumped, or sampled
+        # bits changed (writes through .data bypass the counter)
+        current = (versions(self.params), bit_samples(self.params))
+        if current != self._param_key or self._param_checksums_cache is None:
+            self._param_key = current
             self._param_checksums_cache = bit_checksums(self.params)
         return self._param_checksums_cache
+
+    def _compares_replicas(self) -> bool:
+        dp = self.record.data_parallel
+        return dp is not None and (dp.size or 1) > 1 and dp.group is not None and not dp.sharded
 
     def _device_memory(self) -> dict[str, int]:
         if not torch.cuda.is_available():
@@ -366,6 +375,7 @@ class Probe:
         if self._replaying or not self._entry() or not torch.is_grad_enabled():
             return
         self._in_backward = False
+        self._snapshot_pending = None  # the last backward was not the group's last
         group = self._group
         if group is None or group.closed:
             index = 0 if group is None else group.index + 1
@@ -383,7 +393,7 @@ class Probe:
             index=len(group.microbatches),
             serial=self._serial,
             examples=int(batch.shape[0]) if batch is not None else None,
-            grads_at_forward=self._grads(),
+            grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
             params_at_forward=self._param_checksums(),
             graphs_alive=sorted(self._tracker.graphs_alive),
             saved_bytes_at_forward=self._tracker.live_bytes,
@@ -489,9 +499,8 @@ class Probe:
         group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
         peaks = self._device_peaks(reset=False)
         mb.device_peak_bytes = peaks
-        if self.normalization == "replay":
-            scale = mb.scale or 1.0
-            self._snapshot = [None if p.grad is None else p.grad.detach().clone() / scale for p in self.params]
+        if self.normalization == "replay":  # copied only if this backward turns out to be the group's last
+            self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
         if self._comm is not None:
             mb.allreduce_buckets = self._comm.buckets - self._comm_start
         self._event("B", retained_saved_bytes=retained)
@@ -505,6 +514,7 @@ class Probe:
             def zero_grad(*args: Any, **kwargs: Any) -> Any:
                 if not self._entry():
                     return original(*args, **kwargs)
+                self._take_snapshot()
                 before = self._grads()
                 result = original(*args, **kwargs)
                 after = self._grads()
@@ -539,13 +549,30 @@ class Probe:
         group.grads_at_update = grads
         group.device_peak_bytes = self._device_peaks(reset=True)
         dp = self.record.data_parallel
-        if dp is not None and (dp.size or 1) > 1 and dp.group is not None and not dp.sharded:
+        if self._compares_replicas():
             checksums = dist_helpers.all_gather_objects(grads.checksums, dp.group)
             group.replicas_equal = all(c == checksums[0] for c in checksums)
         if self.scheduler is not None:
             group.lr_before = self._lrs()
-        if self.normalization == "replay" and not group.tail and group.microbatches and self._snapshot is not None:
-            self._replay(group)
+        if self.normalization == "replay" and not group.tail and group.microbatches:
+            self._take_snapshot()
+            if isinstance(self._snapshot, str):
+                group.replay, self._snapshot = self._snapshot, None
+            elif self._snapshot is not None:
+                self._replay(group)
+
+    def _take_snapshot(self) -> None:
+        """Copy the grads of the last backward, before a call that may change them (reset, clip,
+        unscale, update); a forward in between drops the pending copy (more backwards follow)."""
+        if self._snapshot_pending is None:
+            return
+        state, scale = self._snapshot_pending
+        self._snapshot_pending = None
+        if state.still_current(self.params):
+            self._snapshot = ([None if p.grad is None else p.grad.detach().clone() for p in self.params], scale)
+        else:
+            self._snapshot = ("not compared: the gradients were changed after the last backward by an operation "
+                              "the probe did not see")
 
     def _replay(self, group: Group) -> None:
         dp = self.record.data_parallel
@@ -561,7 +588,7 @@ class Probe:
         self._tracker.active = False
         try:
             group.replay = replay_group(
-                module, self.params, captured, self._snapshot or [], self.labels, self.ignore_index,
+                module, self.params, captured, *self._snapshot, self.labels, self.ignore_index,
                 replicas=(dp.size or 1) if dp is not None else 1, group=dp.group if dp is not None else None,
             )
         finally:
@@ -575,7 +602,7 @@ class Probe:
     def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._entry():
             return
-        grads = self._grads()
+        grads = self._grads(measure=self._compares_replicas())
         event = self._event("S", inside_scaler_step=self._scaler_step_depth > 0)
         if self._scaler_step_depth == 0:
             self._close_group(event, grads)
@@ -601,6 +628,7 @@ class Probe:
         def clip(*args: Any, **kwargs: Any) -> Any:
             if not self._entry():
                 return original(*args, **kwargs)
+            self._take_snapshot()
             before = self._grads()
             result = original(*args, **kwargs)
             after = self._grads()
@@ -627,6 +655,7 @@ class Probe:
         @functools.wraps(original)
         def unscale_(optimizer: Any) -> Any:
             if self._entry():
+                self._take_snapshot()
                 self._event("X", inside_scaler_step=self._scaler_step_depth > 0,
                             scale=float(self.scaler.get_scale()))
             return original(optimizer)
@@ -639,7 +668,7 @@ class Probe:
             if not self._entry():
                 return original(optimizer, *args, **kwargs)
             event = self._event("s", scale=float(self.scaler.get_scale()))
-            self._close_group(event, self._grads())
+            self._close_group(event, self._grads(measure=self._compares_replicas()))
             group = self._group
             self._scaler_step_depth += 1
             try:

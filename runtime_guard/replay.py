@@ -55,9 +55,10 @@ def _labels(spec: LabelsSpec, cap: Captured, output: Any) -> torch.Tensor | None
     return cap.kwargs.get(spec)
 
 
-def _flat(grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([(g if g is not None else torch.zeros_like(p)).detach().reshape(-1).double()
-                      for g, p in zip(grads, params, strict=True)])
+def _dot(a: Sequence[torch.Tensor | None], b: Sequence[torch.Tensor | None]) -> float:
+    """Sum over tensors of ``a[i] . b[i]`` (fp32 products, cascade sums per tensor, added in double);
+    ``None`` is a zero tensor."""
+    return sum(float((x * y).sum()) for x, y in zip(a, b, strict=True) if x is not None and y is not None)
 
 
 def replay_group(
@@ -65,6 +66,7 @@ def replay_group(
     params: Sequence[torch.Tensor],
     captured: Sequence[Captured],
     user_grads: Sequence[torch.Tensor | None],
+    user_scale: float,
     labels: LabelsSpec,
     ignore_index: int,
     replicas: int = 1,
@@ -76,7 +78,8 @@ def replay_group(
         module: the module to run (``ddp.module`` under DDP).
         params: the probed parameters, in the order of ``user_grads``.
         captured: one :class:`Captured` per microbatch of the group.
-        user_grads: the accumulated grads at the group's last backward (unscaled).
+        user_grads: the accumulated grads at the group's last backward (as in ``.grad``).
+        user_scale: the GradScaler scale they carry (1.0 without scaler).
         labels: kwarg name of the labels, or ``callable(args, kwargs, output)``.
         ignore_index: label value excluded from the loss.
         replicas: D; when > 1 the references are averaged over ``group`` with an all-reduce.
@@ -84,13 +87,17 @@ def replay_group(
     Returns:
         ``{"cos_token": …, "ratio_token": …, "cos_mean": …, "ratio_mean": …}`` (ratio = |user| /
         |reference|), or a string saying why no comparison was possible.
+
+    The comparison never flattens or upcasts the gradients: per tensor, fp32 products summed
+    (cascade sums, relative error far below the 1e-4 tolerance on 1 - cos), added in double;
+    the scalar factors (1/tokens, 1/A, 1/scale) are applied to the sums.
     """
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     buffers = [(b, b.detach().clone()) for b in module.buffers()]
-    # fp32 accumulators shaped like the parameters (flattened to float64 once, at the end)
-    token_acc = [torch.zeros_like(p, dtype=torch.float32) for p in params]
-    mean_acc = [torch.zeros_like(p, dtype=torch.float32) for p in params]
+    # fp32 accumulators shaped like the parameters: the first microbatch's grads, then added to
+    token_acc: list[torch.Tensor | None] = [None] * len(params)
+    mean_acc: list[torch.Tensor | None] = [None] * len(params)
     tokens = 0
     try:
         for cap in captured:
@@ -111,10 +118,15 @@ def replay_group(
             loss = torch.nn.functional.cross_entropy(flat_logits, flat_target, ignore_index=ignore_index,
                                                      reduction="sum")
             grads = torch.autograd.grad(loss, list(params), allow_unused=True)
-            pairs = [(t, m, g.float()) for t, m, g in zip(token_acc, mean_acc, grads, strict=True) if g is not None]
-            if pairs:
-                torch._foreach_add_([t for t, _, _ in pairs], [g for _, _, g in pairs])
-                torch._foreach_add_([m for _, m, _ in pairs], [g for _, _, g in pairs], alpha=1.0 / max(n, 1))
+            fresh = [i for i, g in enumerate(grads) if g is not None and token_acc[i] is None]
+            for i in fresh:
+                token_acc[i] = grads[i].float()
+                mean_acc[i] = grads[i].float() / max(n, 1)
+            rest = [i for i, g in enumerate(grads) if g is not None and i not in fresh]
+            if rest:
+                torch._foreach_add_([token_acc[i] for i in rest], [grads[i].float() for i in rest])
+                torch._foreach_add_([mean_acc[i] for i in rest], [grads[i].float() for i in rest],
+                                    alpha=1.0 / max(n, 1))
             tokens += n
     finally:
         for buffer, saved in buffers:
@@ -122,20 +134,27 @@ def replay_group(
         torch.set_rng_state(rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
-    token_sum, mean_sum = _flat(token_acc, params), _flat(mean_acc, params)
+    token_acc = [t if t is not None else torch.zeros_like(p, dtype=torch.float32) for t, p in zip(token_acc, params,
+                                                                                                 strict=True)]
+    mean_acc = [m if m is not None else torch.zeros_like(p, dtype=torch.float32) for m, p in zip(mean_acc, params,
+                                                                                                strict=True)]
     total = torch.tensor([float(tokens)], dtype=torch.float64)
+    mean_factor = 1.0 / len(captured)
     if replicas > 1:
         torch.distributed.all_reduce(total, group=group)
-        torch.distributed.all_reduce(token_sum, group=group)
-        torch.distributed.all_reduce(mean_sum, group=group)
-        mean_sum /= replicas
-    # token-weighted over the global group; DDP then averages over replicas: times D / D
-    reference_token = token_sum / total.item()
-    reference_mean = mean_sum / len(captured)
-    user = _flat(user_grads, params)
+        for t in (*token_acc, *mean_acc):
+            torch.distributed.all_reduce(t, group=group)
+        mean_factor /= replicas
+    # token-weighted over the global group (DDP then averages over replicas: times D / D);
+    # mean of the microbatch means over the group and the replicas
+    token_factor = 1.0 / total.item() if total.item() else 0.0
+    user = [None if g is None else g.float() for g in user_grads]
+    user_sq = _dot(user, user) / user_scale**2
     out = {}
-    for name, ref in (("token", reference_token), ("mean", reference_mean)):
-        denom = float(ref.norm() * user.norm())
-        out[f"cos_{name}"] = float(user @ ref) / denom if denom else 0.0
-        out[f"ratio_{name}"] = float(user.norm() / ref.norm()) if float(ref.norm()) else float("inf")
+    for name, acc, factor in (("token", token_acc, token_factor), ("mean", mean_acc, mean_factor)):
+        ref_sq = _dot(acc, acc) * factor**2
+        cross = _dot(user, acc) * factor / user_scale
+        denom = (ref_sq * user_sq) ** 0.5
+        out[f"cos_{name}"] = cross / denom if denom else 0.0
+        out[f"ratio_{name}"] = (user_sq / ref_sq) ** 0.5 if ref_sq else float("inf")
     return out

@@ -77,7 +77,8 @@ def train(
     clip_each_prebound, second_optimizer, losses_list, running_total, outputs_list, sum_then_backward,
     retain_graph, zero_before_step, zero_at_group_start, zero_between_forward_and_backward,
     eval_forward, mean_of_means, divided_twice, not_divided, label_smoothing, unscale_update_each,
-    clip_before_unscale, inject_inf.
+    clip_before_unscale, inject_inf; writes through ``.data`` (no version-counter bump):
+    data_zero_each, data_scale_each, data_update_each.
     """
     torch.manual_seed(0)
     model = TinyLM(dropout, batchnorm)
@@ -102,6 +103,10 @@ def train(
             last = k == A - 1
             if variant == "zero_each":
                 opt.zero_grad()
+            if variant == "data_zero_each":  # the legacy reset, invisible to version counters
+                for param in model.parameters():
+                    if param.grad is not None:
+                        param.grad.data.zero_()
             if variant == "zero_at_group_start" and k == 0:
                 opt.zero_grad()
             if variant == "eval_forward":
@@ -148,6 +153,12 @@ def train(
                 sched.step()
             if variant == "second_optimizer":
                 other.step()
+            if variant == "data_scale_each":  # a hand-made clip through .data
+                for param in model.parameters():
+                    param.grad.data.mul_(0.5)
+            if variant == "data_update_each":  # a hand-made SGD step through .data, not the probed optimizer
+                for param in model.head.parameters():
+                    param.data.add_(param.grad.data, alpha=-1e-3)
             if variant == "unscale_update_each" and not last:
                 grad_scaler.unscale_(opt)
                 grad_scaler.update()

@@ -24,6 +24,9 @@ EXPECTED = {
     "clip_each": {"ACC301"},
     "clip_each_prebound": {"ACC301"},
     "second_optimizer": {"ACC004"},
+    "data_zero_each": {"ACC001"},
+    "data_scale_each": {"ACC301"},
+    "data_update_each": {"ACC004"},
     "losses_list": {"ACC201"},
     "running_total": {"ACC201"},
     "outputs_list": {"ACC201"},
@@ -261,3 +264,22 @@ def test_engine_that_owns_the_update_is_declared_not_guessed() -> None:
         assert card["checks"][code] == "not observable: DeepSpeed engine owns the update", code
     assert card["updates"]["applied"] == card["counts"]["applied_updates"] == "not observed"
 
+
+def test_correct_loop_takes_no_pass_over_the_grads(monkeypatch) -> None:
+    """Bit samples carry a correct loop: exact values (two passes over every grad) are only
+    measured where a check needs them, which a correct loop never reaches."""
+    from runtime_guard.fingerprint import GradState
+
+    passes = []
+    original = GradState.measure
+
+    def counting(self, params):
+        if not self.measured and any(p.grad is not None for p in params):
+            passes.append(1)
+        return original(self, params)
+
+    monkeypatch.setattr(GradState, "measure", counting)
+    assert train("correct").report.codes == set()
+    assert passes == []
+    assert train("data_zero_each").report.codes == {"ACC001"}
+    assert passes  # zeroed in place: sampled zeros are measured to be sure the grads are all zero
