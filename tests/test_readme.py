@@ -12,7 +12,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 
-RUN_COMMAND = "python -m venv .venv && . .venv/bin/activate && pip install -e . && accumlint check examples/"
+RUN_COMMAND = (
+    'python -m venv .venv && . .venv/bin/activate && pip install -e ".[guard]" torch==2.13.0 '
+    "&& accumlint check examples/; python -m runtime_guard demo examples/"
+)
 TEST_COMMAND = (
     'python -m venv .venv && . .venv/bin/activate && pip install -e ".[dev,guard]" torch==2.13.0 && pytest'
 )
@@ -95,7 +98,10 @@ def test_quick_start_comes_first_with_exactly_the_two_commands() -> None:
 
 @pytest.mark.parametrize(
     "section",
-    ["What it catches", "Configuration", "Suppression", "Exit codes", "Output formats", "Project layout"],
+    [
+        "What it catches", "Runtime guard", "Configuration", "Suppression", "Exit codes", "Output formats",
+        "Project layout",
+    ],
 )
 def test_readme_sections(section: str) -> None:
     assert f"\n## {section}\n" in README.read_text(encoding="utf-8")

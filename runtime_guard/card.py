@@ -1,0 +1,151 @@
+"""The card: the record of a probed run, as a JSON-ready dict (accumulation guide, "The record
+of a run"): m, A, D, effective batch, supervised tokens, precision, normalization, last-group
+treatment, attempted vs applied updates, scheduler steps per update, all-reduce rounds,
+memory peaks per device per group, BatchNorm modules (ACC901) and the separate counts of
+microbatches, updates, examples and tokens (ACC902)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from runtime_guard.checks import RUNTIME_CHECKS, infer_normalization, microbatch_size
+from runtime_guard.record import RunRecord
+
+SCHEMA = "runtime_guard.card/1"
+
+
+def _checks_status(rec: RunRecord, normalization_inferred: bool) -> dict[str, str]:
+    observed_any = any(g.microbatches for g in rec.groups)
+    d = rec.data_parallel.size if rec.data_parallel else None
+    status = {}
+    for code, check in RUNTIME_CHECKS.items():
+        if not observed_any:
+            status[code] = "not observed: no grad-enabled forward of the probed model"
+        elif check.needs == "events":
+            status[code] = "checked"
+        elif check.needs == "ddp":
+            status[code] = "checked" if rec.ddp else "not observable: the model is not a DDP wrapper"
+        elif check.needs == "data-parallel":
+            status[code] = "checked" if (d or 1) > 1 else "not observable: D = 1"
+        elif check.needs == "ce-loss":
+            status[code] = "checked" if normalization_inferred else "not observable: normalization not inferred"
+        elif check.needs == "effective-batch":
+            status[code] = ("checked" if rec.expected_effective_batch is not None
+                            else "card fact: pass effective_batch= to compare")
+        else:
+            status[code] = "card fact"
+    if rec.unobservable:
+        for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
+            status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
+    return status
+
+
+def _allreduce(rec: RunRecord) -> dict[str, Any]:
+    if not rec.ddp:
+        return {"rounds_per_group": None, "how": "no DDP wrapper"}
+    counted = [
+        [mb.allreduce_buckets for mb in g.microbatches] for g in rec.groups
+        if all(mb.allreduce_buckets is not None for mb in g.microbatches) and g.microbatches
+    ]
+    if counted and len(counted) == len(rec.groups):
+        return {"rounds_per_group": [sum(1 for b in c if b) for c in counted],
+                "buckets_per_microbatch": counted, "how": "counted by the comm hook (count_comm=True)"}
+    return {
+        "rounds_per_group": [sum(1 for mb in g.microbatches if mb.sync_at_forward) for g in rec.groups],
+        "how": "microbatches whose forward ran with require_backward_grad_sync on (DDP arms its all-reduce there)",
+    }
+
+
+def build_card(rec: RunRecord) -> dict[str, Any]:
+    """The card of ``rec`` as a dict of plain JSON types."""
+    a, a_source = rec.effective_a()
+    m = microbatch_size(rec)
+    dp = rec.data_parallel
+    d = dp.size if dp else None
+    norm = infer_normalization(rec)
+    full = rec.full_groups
+    mbs = [mb for g in rec.groups for mb in g.microbatches]
+    tokens_local = [sum(n) for n in norm.tokens] if norm.inferred else None
+    tokens_global = None
+    if norm.inferred and rec.replica_ce:
+        tokens_global = [sum(r[i][1] for r in rec.replica_ce if i < len(r)) for i in range(len(full))]
+    attempted = sum(g.attempted for g in rec.groups)
+    applied = sum(g.applied for g in rec.groups)
+    skipped = sum(1 for g in rec.groups if g.found_inf)
+    lsteps = sum(g.count("L") for g in rec.groups)
+    memory_groups = []
+    for g in rec.groups:
+        memory_groups.append({
+            "group": g.index,
+            "tail": g.tail,
+            "saved_activation_peak_bytes": g.saved_peak_bytes,
+            "device_peak_bytes": g.device_peak_bytes or None,
+        })
+    card: dict[str, Any] = {
+        "schema": SCHEMA,
+        "torch": torch.__version__,
+        "model": rec.model_class,
+        "optimizer": rec.optimizer_class,
+        "parameters": rec.parameters,
+        "m": m,
+        "A": a,
+        "A_source": a_source,
+        "D": d,
+        "D_source": dp.source if dp else "unknown",
+        "effective_batch": m * a * d if None not in (m, a, d) else None,
+        "group_sizes": [len(g.microbatches) for g in full],
+        "supervised_tokens_per_group": {"local": tokens_local, "global": tokens_global},
+        "precision": {
+            "param_dtypes": rec.param_dtypes,
+            "autocast": sorted({mb.autocast for mb in mbs if mb.autocast}) or None,
+            "scaler_scale": sorted({mb.scale for mb in mbs if mb.scale is not None}) or
+            (None if rec.scaler_given else "no GradScaler given"),
+        },
+        "normalization": norm.verdict,
+        "normalization_weight_sums": [round(s, 8) for s in norm.weight_sums] or None,
+        "normalization_replay": [g.replay for g in full if g.replay is not None] or None,
+        "last_group": "not observed: the probe ran at the start; an epoch's final partial group needs the probe "
+                      "at the epoch end",
+        "updates": {
+            "attempted": attempted,
+            "applied": applied if not rec.unobservable else "not observed",
+            "skipped_non_finite": skipped if rec.scaler_given else "not observable without the GradScaler",
+        },
+        "scheduler_steps_per_update": (round(lsteps / attempted, 3) if attempted and rec.scheduler_given
+                                       else None),
+        "all_reduce": _allreduce(rec),
+        "memory": {
+            "per_group": memory_groups,
+            "per_microbatch": [
+                {"group": mb.group, "microbatch": mb.index, "saved_activation_peak_bytes": mb.saved_peak_bytes,
+                 "graphs_alive_at_forward": len(mb.graphs_alive), "kept_output_bytes": mb.kept_output_bytes,
+                 "device_bytes_at_forward": mb.device_bytes or None,
+                 "device_peak_bytes": mb.device_peak_bytes or None}
+                for mb in mbs
+            ],
+            "devices": rec.param_devices,
+            "note": "group 0 includes the optimizer state allocated lazily at the first update; on CPU the "
+                    "figures are saved activations alive (outside checkpointed regions), CUDA counters per device "
+                    "where present",
+        },
+        "batchnorm": {"modules": rec.batchnorm, "train_mode": rec.bn_training,
+                      "examples_per_statistics": m if rec.batchnorm else None},
+        "counts": {
+            "microbatches": len(mbs),
+            "update_attempts": attempted,
+            "applied_updates": applied if not rec.unobservable else "not observed",
+            "examples": sum(mb.examples or 0 for mb in mbs),
+            "supervised_tokens": sum(tokens_local) if tokens_local else None,
+        },
+        "groups": [
+            {"index": g.index, "tail": g.tail, "microbatches": len(g.microbatches), "timeline": g.timeline(),
+             "trace": " ".join(e.kind for e in g.events)}
+            for g in rec.groups
+        ],
+        "checks": _checks_status(rec, norm.inferred),
+        "unobservable": rec.unobservable,
+        "notes": rec.notes + ([] if rec.clean_exit else ["the probe detached on an exception"]),
+    }
+    return card

@@ -1,0 +1,599 @@
+"""The rules of the catalogue, evaluated on the observed trace (same codes as the linter).
+
+``RUNTIME_CHECKS`` says, per code, what the guard needs to observe it; the catalogue test
+uses it to decide which expected codes of a ``bad_*.py`` example a run must reproduce.
+Each check stays silent where the evidence is ambiguous (precision over recall): resets are
+judged by fingerprints before and after (a framework no-op ``zero_grad`` is not a reset),
+and group-structure findings switch off the checks that assume the groups are right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from runtime_guard.record import RunRecord
+from runtime_guard.report import Finding
+from runtime_guard.trace import Event, Group, Microbatch
+
+
+@dataclass(frozen=True)
+class RuntimeCheck:
+    """How the guard observes one code. ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP
+    wrapper, any D), ``"data-parallel"`` (D > 1), ``"ce-loss"`` (a softmax cross-entropy
+    output whose weights the card reports as inferred), ``"effective-batch"`` (the configured
+    effective batch given to the probe), ``"card"`` (a fact on the card, never a finding)."""
+
+    needs: str
+    evidence: str
+
+
+RUNTIME_CHECKS: dict[str, RuntimeCheck] = {
+    "ACC001": RuntimeCheck("events", "grads reset (fingerprint before/after) between microbatches of one group"),
+    "ACC002": RuntimeCheck("events", "grads of the previous group still present at the next group's first backward"),
+    "ACC003": RuntimeCheck("events", "all-zero or None grads at the update attempt after non-zero grads"),
+    "ACC004": RuntimeCheck("events", "an update after every microbatch while A > 1; parameters changed inside a group"),
+    "ACC006": RuntimeCheck("events", "observed group sizes differ from A"),
+    "ACC101": RuntimeCheck("ce-loss", "per-token weights sum to 1/A over a group"),
+    "ACC102": RuntimeCheck("ce-loss", "each microbatch weighted equally while token counts differ"),
+    "ACC103": RuntimeCheck("ce-loss", "per-token weights sum to A over a group"),
+    "ACC201": RuntimeCheck("events", "a microbatch graph alive > A+1 microbatches later; A forwards, one backward"),
+    "ACC202": RuntimeCheck("events", "saved activations unpacked by a backward still alive at the next forward"),
+    "ACC301": RuntimeCheck("events", "clip before the group's last backward, or more than once per group"),
+    "ACC302": RuntimeCheck("events", "clip before unscale_ while the scale is not 1"),
+    "ACC303": RuntimeCheck("events", "unscale_/scaler.step/update before the last backward; scale changes in a group"),
+    "ACC304": RuntimeCheck("events", "more scheduler steps between two update attempts than the contract allows"),
+    "ACC401": RuntimeCheck("ddp", "DDP sync flag True at forward and False during backward (or the reverse)"),
+    "ACC402": RuntimeCheck("ddp", "no microbatch of a group forwarded with sync on; replica checksums differ"),
+    "ACC403": RuntimeCheck("data-parallel", "input-row hashes overlap across replicas"),
+    "ACC404": RuntimeCheck("effective-batch", "observed m x A x D differs from the configured effective batch"),
+    "ACC501": RuntimeCheck("events", "Accelerate: update cadence differs from A, or a prepared reset wipes a group"),
+    "ACC005": RuntimeCheck("card", "last-group treatment: observed only with the probe at an epoch end (not built)"),
+    "ACC901": RuntimeCheck("card", "BatchNorm modules in train mode and their microbatch size"),
+    "ACC902": RuntimeCheck("card", "microbatches, update attempts, applied updates, examples and tokens, apart"),
+}
+
+FIXES = {
+    "ACC001": "reset once per group: after the optimizer update (or before the group's first backward)",
+    "ACC002": "reset the gradients after every optimizer update (optimizer.zero_grad(set_to_none=True))",
+    "ACC003": "move the reset after the optimizer update; nothing may clear .grad between the last backward "
+              "and the update",
+    "ACC004": "update only on the last microbatch of each group: if (i + 1) % A == 0: optimizer.step(); "
+              "optimizer.zero_grad()",
+    "ACC006": "gate the update with (i + 1) % A == 0 on a 0-based microbatch index",
+    "ACC101": "divide the loss once: remove the manual / A when the backward API already divides by A",
+    "ACC102": "sum the per-token losses of each microbatch and divide by the supervised tokens of the whole group",
+    "ACC103": "divide each microbatch loss by A (or the summed token loss by the group's supervised tokens)",
+    "ACC201": "keep loss.item() or loss.detach() (and outputs .detach()) across microbatches, not the tensors "
+              "with their graph",
+    "ACC202": "drop retain_graph=True unless a second backward goes through the same graph",
+    "ACC301": "clip once per group, after the last backward and before the update",
+    "ACC302": "call scaler.unscale_(optimizer) before clipping",
+    "ACC303": "call scaler.unscale_ / scaler.step / scaler.update once per group, after the last backward",
+    "ACC304": "step the scheduler once per optimizer update, under the same gate as optimizer.step()",
+    "ACC401": "enter no_sync() (or set require_backward_grad_sync) before the forward, not only around the backward",
+    "ACC402": "run the forward and backward of each group's last microbatch outside no_sync()",
+    "ACC403": "give each replica different examples: a DistributedSampler (and sampler.set_epoch(epoch))",
+    "ACC404": "count D as the data-parallel group size: effective batch = m x A x D",
+    "ACC501": "enter accelerator.accumulate(model) once per microbatch and reset after the backward "
+              "(optimizer.step(); optimizer.zero_grad())",
+}
+
+MEANINGS = {
+    "ACC001": "only the microbatches after the last reset reach the update; the rest of the group is discarded",
+    "ACC002": "every update also contains the gradients of all earlier groups",
+    "ACC003": "the update applies zero gradients: the group's work is thrown away",
+    "ACC004": "parameters move inside the group, so accumulation has no effect (and the loss is still divided by A)",
+    "ACC006": "groups do not hold A microbatches: the update cadence and the loss scale disagree",
+    "ACC101": "gradients are A times too small: the effective learning rate is divided by A",
+    "ACC102": "a mean of microbatch means: tokens of short microbatches weigh more than tokens of long ones",
+    "ACC103": "gradients are A times the group mean: the effective learning rate is multiplied by A",
+    "ACC201": "memory grows with every kept microbatch graph",
+    "ACC202": "saved activations of every microbatch stay in memory",
+    "ACC301": "a partial sum of the group's gradients is clipped, not the group's gradient",
+    "ACC302": "the clip threshold is compared with scaled gradients, so it clips far too much",
+    "ACC303": "later contributions keep the scale or the scale changes inside the group: mixed-up gradient units",
+    "ACC304": "the schedule runs faster than the optimizer updates it is sized in",
+    "ACC401": "DDP decides at forward time: this microbatch all-reduced anyway (or the update used unsynchronized "
+              "gradients)",
+    "ACC402": "replicas never average their gradients and silently diverge",
+    "ACC403": "every replica trains on the same examples: D adds no information to the effective batch",
+    "ACC404": "the effective batch used for the learning rate or A is not the one training runs with",
+    "ACC501": "Accelerate's accumulation is not doing what A says: the update cadence or the group's gradients "
+              "are wrong",
+}
+
+
+def _finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "") -> Finding:
+    return Finding(code, group, microbatch, observed, MEANINGS[code], FIXES[code], evidence)
+
+
+def _trace(events: list[Event]) -> str:
+    return " ".join(e.kind for e in events)
+
+
+def _run_trace(rec: RunRecord) -> str:
+    return " ‖ ".join(_trace(g.events) + ("*" if g.tail else "") for g in rec.groups)
+
+
+def _between(group: Group, start: int, end: int, kind: str) -> list[Event]:
+    return [e for e in group.events if e.kind == kind and start < e.seq < end]
+
+
+def _forward_seq(group: Group, index: int) -> int:
+    return [e.seq for e in group.events if e.kind == "F"][index]
+
+
+def _backward_end_seq(group: Group, mb: Microbatch) -> int | None:
+    seqs = [e.seq for e in group.events if e.kind == "B" and e.microbatch == mb.index]
+    return seqs[-1] if seqs else None
+
+
+# -- group structure (ACC004, ACC006, ACC501) ------------------------------------------------
+def _structure(rec: RunRecord) -> tuple[list[Finding], bool]:
+    findings: list[Finding] = []
+    a, source = rec.effective_a()
+    given = rec.accumulation_steps is not None
+    sizes = rec.group_sizes()
+    code_sizes = "ACC501" if rec.accelerate else None
+    open_groups = [g for g in rec.groups if not g.closed and not g.tail]
+    trace = _run_trace(rec)
+    if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes):
+        code = code_sizes or "ACC004"
+        findings.append(_finding(
+            code, 0, 0,
+            f"an optimizer update was attempted after every microbatch ({len(sizes)} groups of 1) while A = {a} "
+            f"({source})", trace))
+    else:
+        irregular = [(g.index, len(g.microbatches)) for g in rec.full_groups if a is not None and len(g.microbatches)
+                     != a]
+        # the last closed group may be an epoch's final partial group (ACC005, not ACC006)
+        if irregular and irregular[-1][0] == rec.full_groups[-1].index and irregular[-1][1] < (a or 0) \
+                and len(irregular) == 1 and len(rec.full_groups) > 1:
+            rec.notes.append(f"group {irregular[-1][0]} had {irregular[-1][1]} microbatches (< A = {a}): "
+                             "an epoch's final partial group?")
+            irregular = []
+        if irregular and (given or len(set(sizes)) > 1):
+            group, size = irregular[0]
+            findings.append(_finding(
+                code_sizes or "ACC006", group, None,
+                f"observed group sizes {sizes} (microbatches per update attempt); A = {a} ({source})", trace))
+    if not findings and open_groups and a is not None and len(open_groups[-1].microbatches) > a:
+        g = open_groups[-1]
+        findings.append(_finding(
+            code_sizes or "ACC006", g.index, None,
+            f"{len(g.microbatches)} microbatches and no optimizer update attempt while A = {a} ({source})", trace))
+    # ACC004 from parameter checksums: an update the probed optimizer did not make
+    for g in rec.groups:
+        for prev, mb in zip(g.microbatches, g.microbatches[1:], strict=False):
+            if prev.params_at_forward != mb.params_at_forward:
+                findings.append(_finding(
+                    "ACC004", g.index, mb.index,
+                    f"parameters changed between microbatch {prev.index} and {mb.index} of group {g.index} "
+                    "without an update of the probed optimizer (another optimizer, or an update the probe "
+                    "did not see)", _trace(g.events)))
+                return findings, True
+    return findings, bool(findings)
+
+
+# -- resets (ACC001, ACC002, ACC003; ACC501 for prepared resets) -------------------------
+def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
+    reported: set[str] = set()
+    for g in rec.groups:
+        first_b, last_b = g.first_backward_seq(), g.last_backward_seq()
+        if first_b is not None and last_b is not None and first_b < last_b:
+            inside = [e for e in _between(g, first_b, last_b, "Z") if e.detail.get("zeroed")]
+            prepared = [e for e in inside if e.detail.get("prepared")]
+            plain = [e for e in inside if not e.detail.get("prepared")]
+            if prepared and "ACC501" not in reported:
+                reported.add("ACC501")
+                yield _finding(
+                    "ACC501", g.index, prepared[0].microbatch,
+                    f"the prepared optimizer's zero_grad() reset the gradients before microbatch "
+                    f"{prepared[0].microbatch + 1} of group {g.index}: inside accumulate() a reset before the "
+                    "backward runs for real on the sync microbatch and wipes the group", _trace(g.events))
+            unobserved = []
+            for prev, mb in zip(g.microbatches, g.microbatches[1:], strict=False):
+                before = prev.grads_after_backward
+                if before is None or before.all_zero:
+                    continue
+                start = _backward_end_seq(g, prev) or 0
+                end = _backward_end_seq(g, mb) or 0
+                if _between(g, start, end, "Z"):
+                    continue
+                # reset at the forward (grads gone) or between forward and backward (grads replaced)
+                if mb.grads_at_forward.all_zero or mb.grads_replaced_before_backward:
+                    unobserved.append(mb.index)
+            if (plain or unobserved) and "ACC001" not in reported:
+                reported.add("ACC001")
+                how = (f"{len(plain)}x by {plain[0].detail['source']}()" if plain
+                       else f"before microbatch(es) {unobserved} by an operation the probe did not see "
+                            "(e.g. p.grad = None)")
+                yield _finding(
+                    "ACC001", g.index, (plain[0].microbatch + 1 if plain else unobserved[0]),
+                    f"gradients reset inside group {g.index}, between its microbatches: {how}", _trace(g.events))
+        if g.closed and g.grads_at_update is not None and g.microbatches and "ACC003" not in reported:
+            last = g.microbatches[-1].grads_after_backward
+            if last is not None and not last.all_zero and g.grads_at_update.all_zero:
+                zs = [e for e in g.events if e.kind == "Z" and (last_b or -1) < e.seq < (g.boundary_seq or 0)
+                      and e.detail.get("zeroed")]
+                how = f"by {zs[0].detail['source']}()" if zs else "by an operation the probe did not see"
+                reported.add("ACC003")
+                yield _finding(
+                    "ACC003", g.index, None,
+                    f"the update of group {g.index} was attempted with all-zero or None gradients: they were "
+                    f"reset after the last backward {how}", _trace(g.events))
+    if structure_bad:
+        return
+    # a loop that resets late in its groups (before the update, e.g. a prepared reset on the sync
+    # microbatch) would reset the watched tail later too: the tail alone proves nothing then
+    late_resets = any(
+        e.kind == "Z" and e.detail.get("zeroed") and e.seq < (g.boundary_seq or 0)
+        for g in rec.full_groups for e in g.events)
+    for prev_group, g in zip(rec.groups, rec.groups[1:], strict=False):
+        if not g.microbatches or "ACC002" in reported or not prev_group.closed or (g.tail and late_resets):
+            continue
+        mb0 = g.microbatches[0]
+        if mb0.backwards == 0 or mb0.grads_at_forward.all_zero:
+            continue
+        first_b = g.first_backward_seq() or 0
+        end = g.boundary_seq if g.closed else first_b
+        resets = [e for e in prev_group.events if e.kind == "Z" and e.seq > (prev_group.boundary_seq or 0)]
+        # a reset later in the group (before its update) also keeps the leak out of the update
+        resets += [e for e in g.events if e.kind == "Z" and e.seq < max(end, first_b)]
+        if any(e.detail.get("zeroed") or e.detail.get("changed") for e in resets):
+            continue
+        if mb0.grads_replaced_before_backward:
+            continue  # grads were replaced (set to None) between the forward and the backward
+        reported.add("ACC002")
+        yield _finding(
+            "ACC002", g.index, 0,
+            f"the gradients of group {prev_group.index} were still in .grad (norm {mb0.grads_at_forward.norm:.3g}) "
+            f"when the first backward of group {g.index} added to them: no reset after the update",
+            _trace(prev_group.events) + " ‖ " + _trace(g.events))
+
+
+# -- graph lifetime (ACC201, ACC202) -----------------------------------------------------
+def _graphs(rec: RunRecord) -> Iterator[Finding]:
+    a, _ = rec.effective_a()
+    mbs = [mb for g in rec.groups for mb in g.microbatches]
+    counts = " ".join(str(len(mb.graphs_alive)) for mb in mbs)
+    for g in rec.full_groups:
+        if len(g.microbatches) >= 2 and g.count("B") == 1 and g.microbatches[-1].backwards == 1:
+            peak = g.saved_peak_bytes
+            yield _finding(
+                "ACC201", g.index, None,
+                f"{len(g.microbatches)} forwards and one backward in group {g.index}: all {len(g.microbatches)} "
+                f"graphs were alive at once (saved activations peak {peak:,} B)", _trace(g.events))
+            break
+    else:
+        if a is not None:
+            for mb in mbs:
+                old = [s for s in mb.graphs_alive if mb.serial - s > a + 1]
+                if old:
+                    kept = f"; outputs of earlier microbatches alive: {mb.kept_output_bytes:,} B" \
+                        if mb.kept_output_bytes else ""
+                    which = (f"the graph of probed microbatch {old[0]} was" if len(old) == 1
+                             else f"the graphs of probed microbatches {old[0]}-{old[-1]} were")
+                    yield _finding(
+                        "ACC201", mb.group, mb.index,
+                        f"at the forward of probed microbatch {mb.serial} {which} still alive, more than "
+                        f"A + 1 = {a + 1} microbatches after their forward{kept}",
+                        f"graphs alive at each forward: {counts}")
+                    break
+    for mb in mbs:
+        if mb.retained_saved_bytes and mb.saved_alive_at_next_forward:
+            yield _finding(
+                "ACC202", mb.group, mb.index,
+                f"{mb.retained_saved_bytes:,} B of saved activations unpacked by the backward of microbatch "
+                f"{mb.serial} were still alive at the next forward (backward(retain_graph=True))",
+                f"saved bytes alive at each forward: {' '.join(str(m.saved_bytes_at_forward) for m in mbs)}")
+            break
+
+
+# -- gradient operations and GradScaler (ACC301, ACC302, ACC303) ------------------------
+def _grad_ops(rec: RunRecord) -> Iterator[Finding]:
+    reported: set[str] = set()
+    for g in rec.groups:
+        last_b = g.last_backward_seq()
+        first_f = g.events[0].seq if g.events else 0
+        end = g.boundary_seq if g.closed else (g.events[-1].seq + 1 if g.events else 0)
+        clips = [e for e in g.events if e.kind == "C" and first_f < e.seq < end]
+        early = [e for e in clips if last_b is not None and e.seq < last_b]
+        if "ACC301" not in reported and (early or len(clips) > 1):
+            reported.add("ACC301")
+            yield _finding("ACC301", g.index, clips[0].microbatch,
+                           f"gradients clipped {len(clips)}x in group {g.index}"
+                           + (f", {len(early)}x before its last backward" if early else ""), _trace(g.events))
+        if "ACC301" not in reported:
+            for prev, mb in zip(g.microbatches, g.microbatches[1:], strict=False):
+                before = prev.grads_after_backward
+                after = mb.grads_at_forward
+                if before is None or after.all_zero or before.same_values(after):
+                    continue
+                start = _backward_end_seq(g, prev) or 0
+                seen = [e for e in g.events if start < e.seq < _forward_seq(g, mb.index) and e.kind in "ZCXsU"]
+                if not seen:
+                    reported.add("ACC301")
+                    yield _finding("ACC301", g.index, mb.index,
+                                   f"gradients were modified between microbatch {prev.index} and {mb.index} of group "
+                                   f"{g.index} by an operation the probe did not see (a clip function bound "
+                                   "before the probe attached?)", _trace(g.events))
+                    break
+        if not rec.scaler_given:
+            continue
+        scales = {mb.scale for mb in g.microbatches if mb.scale is not None}
+        if "ACC302" not in reported:
+            for c in clips:
+                unscaled = [e for e in g.events if e.kind == "X" and e.seq < c.seq]
+                if not unscaled and any(s != 1.0 for s in scales):
+                    reported.add("ACC302")
+                    yield _finding("ACC302", g.index, c.microbatch,
+                                   f"gradients clipped before scaler.unscale_ while the scale was {max(scales):g}",
+                                   _trace(g.events))
+                    break
+        if "ACC303" not in reported and last_b is not None:
+            early_ops = [e for e in g.events if e.kind in "XUs" and e.seq < last_b
+                         and not e.detail.get("inside_scaler_step")]
+            if early_ops or len(scales) > 1:
+                reported.add("ACC303")
+                what = (", ".join(sorted({_SCALER_WORDS[e.kind] for e in early_ops})) + " before the last backward"
+                        if early_ops else f"the scale changed inside the group ({sorted(scales)})")
+                yield _finding("ACC303", g.index, early_ops[0].microbatch if early_ops else None,
+                               f"group {g.index}: {what}", _trace(g.events))
+
+
+_SCALER_WORDS = {"X": "scaler.unscale_", "U": "scaler.update", "s": "scaler.step"}
+
+
+# -- scheduler (ACC304) ------------------------------------------------------------------
+def _scheduler(rec: RunRecord) -> Iterator[Finding]:
+    events = sorted([e for g in rec.groups for e in g.events] + rec.before_first_forward, key=lambda e: e.seq)
+    boundaries = [g.boundary_seq for g in rec.groups if g.closed]
+    allowed = rec.scheduler_steps_per_update
+    edges = [-1, *boundaries, (events[-1].seq + 1) if events else 0]
+    for start, end in zip(edges, edges[1:], strict=False):
+        segment = [e for e in events if start < e.seq <= end]
+        steps = sum(e.kind == "L" for e in segment)
+        if steps > allowed:
+            where = next(e for e in segment if e.kind == "L")
+            yield _finding(
+                "ACC304", where.group if where.group >= 0 else None, where.microbatch,
+                f"the LR scheduler stepped {steps}x between two optimizer update attempts (expected {allowed})",
+                _trace(segment))
+            return
+
+
+# -- data parallel (ACC401, ACC402, ACC403, ACC404) ---------------------------------------
+def _data_parallel(rec: RunRecord) -> Iterator[Finding]:
+    if rec.ddp:
+        for g in rec.groups:
+            for mb in g.microbatches:
+                if mb.sync_at_forward and mb.sync_in_backward is False:
+                    yield _finding(
+                        "ACC401", g.index, mb.index,
+                        f"microbatch {mb.index} of group {g.index}: sync flag True at forward, False during "
+                        "backward — no_sync() covered only the backward, DDP all-reduced anyway",
+                        _flags(g))
+                    break
+                if (mb is g.microbatches[-1] and g.closed and mb.sync_at_forward is False
+                        and mb.sync_in_backward):
+                    yield _finding(
+                        "ACC401", g.index, mb.index,
+                        f"the last microbatch of group {g.index} ran its forward with sync off and set it on only "
+                        "after: DDP armed no all-reduce, so the update used unsynchronized gradients", _flags(g))
+                    break
+            else:
+                continue
+            break
+        for g in rec.full_groups:
+            if g.microbatches and all(mb.sync_at_forward is False for mb in g.microbatches):
+                extra = "; replica gradient checksums differed at the update" if g.replicas_equal is False else ""
+                yield _finding(
+                    "ACC402", g.index, None,
+                    f"no microbatch of group {g.index} ran its forward with gradient sync on: nothing was "
+                    f"all-reduced before the update{extra}", _flags(g))
+                break
+        else:
+            for g in rec.full_groups:
+                if g.replicas_equal is False:
+                    yield _finding("ACC402", g.index, None,
+                                   f"replica gradient checksums differed at the update of group {g.index}", _flags(g))
+                    break
+    if rec.replica_hashes and len(rec.replica_hashes) > 1:
+        mine = rec.replica_hashes[0]
+        others = set().union(*map(set, rec.replica_hashes[1:]))
+        overlap = sum(h in others for h in mine)
+        if mine and overlap >= len(mine) / 2:
+            yield _finding(
+                "ACC403", None, None,
+                f"{overlap} of {len(mine)} examples rank 0 processed in the probed groups were also processed by "
+                "another replica (input-row hashes)", f"overlap {overlap}/{len(mine)}")
+    observed = _effective_batch(rec)
+    if rec.expected_effective_batch is not None and observed is not None and observed != rec.expected_effective_batch:
+        yield _finding("ACC404", None, None,
+                       f"configured effective batch {rec.expected_effective_batch}, observed m x A x D = {observed}",
+                       _effective_batch_text(rec))
+
+
+def _flags(g: Group) -> str:
+    def f(v: bool | None) -> str:
+        return "-" if v is None else ("T" if v else "f")
+
+    return ("sync at forward / in backward: "
+            + " ".join(f(mb.sync_at_forward) for mb in g.microbatches) + " / "
+            + " ".join(f(mb.sync_in_backward) for mb in g.microbatches))
+
+
+def microbatch_size(rec: RunRecord) -> int | None:
+    """m: the most common examples-per-microbatch (first dimension of the first input tensor)."""
+    sizes = [mb.examples for g in rec.groups for mb in g.microbatches if mb.examples is not None]
+    return max(set(sizes), key=sizes.count) if sizes else None
+
+
+def _effective_batch(rec: RunRecord) -> int | None:
+    m = microbatch_size(rec)
+    a, _ = rec.effective_a()
+    d = rec.data_parallel.size if rec.data_parallel else None
+    return m * a * d if None not in (m, a, d) else None
+
+
+def _effective_batch_text(rec: RunRecord) -> str:
+    a, _ = rec.effective_a()
+    d = rec.data_parallel.size if rec.data_parallel else None
+    return f"m = {microbatch_size(rec)}, A = {a}, D = {d}"
+
+
+# -- loss normalization (ACC101, ACC102, ACC103) ------------------------------------------
+def normalization_tolerance(rec: RunRecord) -> tuple[float, float]:
+    """(ratio tolerance, residual tolerance): fp32 1e-3, bf16/fp16 (params or autocast) 1e-2
+    (design notes §3: measured noise 4.8e-8 fp32, 7.2e-4 bf16 autocast)."""
+    low = any(d in ("bfloat16", "float16") for d in rec.param_dtypes) or any(
+        mb.autocast for g in rec.groups for mb in g.microbatches)
+    return (1e-2, 5e-2) if low else (1e-3, 1e-2)
+
+
+@dataclass
+class Normalization:
+    """The inferred loss normalization of the probed groups (for the card and the checks)."""
+
+    inferred: bool
+    verdict: str
+    weight_sums: list[float]
+    tokens: list[list[int]]
+    codes: list[tuple[str, int, str]]
+
+
+def _from_replay(rec: RunRecord) -> Normalization | None:
+    groups = [g for g in rec.full_groups if g.replay is not None]
+    if not groups:
+        return None
+    ratio_tol, _ = normalization_tolerance(rec)
+    cos_tol = ratio_tol / 10  # fp32 1e-4, bf16/fp16 1e-3 (design notes §3)
+    verdicts, codes = [], []
+    compared = False
+    for g in groups:
+        r = g.replay
+        if isinstance(r, str):
+            verdicts.append(r)
+            continue
+        a = len(g.microbatches)
+        token, mean = 1 - r["cos_token"] < cos_tol, 1 - r["cos_mean"] < cos_tol
+        compared = True
+        evidence = (f"group {g.index}: vs token-weighted 1-cos {1 - r['cos_token']:.2g}, ratio {r['ratio_token']:.6g};"
+                    f" vs mean of means 1-cos {1 - r['cos_mean']:.2g}, ratio {r['ratio_mean']:.6g}")
+        ref, ratio = ("token-weighted mean over the group", r["ratio_token"]) if token else (
+            "mean of microbatch means", r["ratio_mean"])
+        if not token and mean:
+            codes.append(("ACC102", g.index, f"the accumulated gradient of group {g.index} matches the mean of "
+                                             f"microbatch means, not the token-weighted reference ({evidence})"))
+        if not token and not mean:
+            verdicts.append(f"differs from both references ({evidence})")
+            continue
+        if abs(ratio - 1) <= ratio_tol:
+            verdicts.append(f"{ref} (replay)")
+        elif a > 1 and abs(ratio * a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, divided by A again (replay)")
+            codes.append(("ACC101", g.index, f"the accumulated gradient of group {g.index} is 1/A of the "
+                                             f"reference ({evidence})"))
+        elif a > 1 and abs(ratio / a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, not divided by A (replay)")
+            codes.append(("ACC103", g.index, f"the accumulated gradient of group {g.index} is A times the "
+                                             f"reference ({evidence})"))
+        else:
+            verdicts.append(f"{ref} scaled by {ratio:.4g} (replay)")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(verdicts)
+    tokens = [[mb.ce.tokens for mb in g.microbatches if mb.ce] for g in groups]
+    return Normalization(compared, verdict, [], tokens if all(tokens) else [], codes)
+
+
+def infer_normalization(rec: RunRecord) -> Normalization:
+    """Classify the loss normalization of every closed group: from the replay when it ran,
+    else from the per-token weights (see ``ce_weights``)."""
+    replayed = _from_replay(rec)
+    if replayed is not None and replayed.inferred:
+        return replayed
+    weights = _from_weights(rec)
+    if replayed is not None:  # the replay compared nothing: say why, next to the free inference
+        weights.verdict = f"{weights.verdict}; replay {replayed.verdict}"
+    return weights
+
+
+def _from_weights(rec: RunRecord) -> Normalization:
+    if not rec.ce_possible:
+        return Normalization(False, f"not inferred: {rec.ce_reason}", [], [], [])
+    ratio_tol, residual_tol = normalization_tolerance(rec)
+    groups = [g for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)]
+    if not groups:
+        return Normalization(False, "not inferred: no closed group with cross-entropy gradients observed", [], [], [])
+    worst = max(mb.ce.residual for g in groups for mb in g.microbatches)
+    if worst > residual_tol:
+        return Normalization(False, f"not inferred: the loss is not plain softmax cross entropy (residual "
+                                    f"{worst:.2g})", [], [], [])
+    d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
+    sums, tokens, codes = [], [], []
+    verdicts = []
+    for g in groups:
+        n = [mb.ce.tokens for mb in g.microbatches]
+        w = [mb.ce.weight_sum for mb in g.microbatches]
+        total = sum(w)
+        if rec.replica_ce and d > 1:
+            index = rec.full_groups.index(g)
+            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d
+        a = len(g.microbatches)
+        sums.append(total)
+        tokens.append(n)
+        means = [wk / nk for wk, nk in zip(w, n, strict=False) if nk]
+        spread = max(mb.ce.spread for mb in g.microbatches)
+
+        def near(x: float, target: float) -> bool:
+            return abs(x / target - 1) <= ratio_tol
+
+        if spread > ratio_tol * 10:
+            verdicts.append("per-token weights vary inside a microbatch (e.g. per-sequence means)")
+            continue
+        uniform = bool(means) and max(means) / min(means) - 1 <= ratio_tol
+        equal_microbatches = bool(w) and all(near(wk, total * d / a) for wk in w) if total else False
+        unit = "token-weighted mean over the group" if uniform else "mean of microbatch means"
+        if not uniform and equal_microbatches and len(set(n)) > 1:
+            codes.append(("ACC102", g.index,
+                          f"each microbatch of group {g.index} carries weight {w[0]:.4g} whatever its supervised "
+                          f"tokens {n}: per-token weights {', '.join(f'{m:.3g}' for m in means)}"))
+        elif not uniform:
+            unit = "per-token weights differ between microbatches"
+        if near(total, 1.0):
+            verdicts.append(unit)
+        elif a > 1 and near(total, 1.0 / a):
+            verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
+            codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = 1/A "
+                                             f"(A = {a}): the loss was divided by A once too often"))
+        elif a > 1 and near(total, float(a)):
+            verdicts.append(f"{unit}, not divided by A (weights sum to A)")
+            codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = A "
+                                             f"(A = {a}): the loss was not divided by A"))
+        else:
+            verdicts.append(f"{unit}, weights sum to {total:.4g}")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
+    return Normalization(True, verdict, sums, tokens, codes)
+
+
+def _normalization(rec: RunRecord) -> Iterator[Finding]:
+    norm = infer_normalization(rec)
+    seen: set[str] = set()
+    for code, group, text in norm.codes:
+        if code not in seen:
+            seen.add(code)
+            yield _finding(code, group, None, text, f"weights sum per group {[round(s, 6) for s in norm.weight_sums]}; "
+                                                    f"supervised tokens per microbatch {norm.tokens}")
+
+
+def evaluate(rec: RunRecord) -> list[Finding]:
+    """Every runtime check on the record, in code order."""
+    findings, structure_bad = _structure(rec)
+    findings += list(_resets(rec, structure_bad))
+    findings += list(_graphs(rec))
+    findings += list(_grad_ops(rec))
+    findings += list(_scheduler(rec))
+    findings += list(_data_parallel(rec))
+    findings += list(_normalization(rec))
+    return sorted(findings, key=lambda f: (f.code, f.group if f.group is not None else -1))

@@ -1,0 +1,137 @@
+"""Zero-code mode: run an unchanged script and probe the loop it runs.
+
+A global forward pre-hook (``torch.nn.modules.module.register_module_forward_pre_hook``)
+waits for the first grad-enabled forward of a module with trainable parameters: that
+module is the model (DDP wrapper included, the outermost module is called first). Its
+optimizer, LR scheduler, GradScaler and Accelerator are then found once among the live
+objects (one ``gc`` walk), the probe attaches, and the global hook is removed. Everything is
+removed when the script ends, also when it raises.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import runpy
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runtime_guard import frameworks
+from runtime_guard.probe import Probe
+from runtime_guard.report import Report
+
+
+def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
+    params = {id(p) for p in model.parameters()}
+    found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": []}
+    accelerator_cls = None
+    if "accelerate" in sys.modules:
+        accelerator_cls = getattr(sys.modules["accelerate"], "Accelerator", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on some lazy module proxies warns
+        for obj in gc.get_objects():
+            try:
+                kind = _kind(obj, accelerator_cls)
+            except Exception:  # noqa: BLE001 - objects whose __class__ lookup fails are not ours
+                continue
+            if kind == "optimizer":
+                if any(id(p) in params for g in obj.param_groups for p in g["params"]):
+                    found["optimizers"].append(obj)
+            elif kind:
+                found[kind].append(obj)
+    return found
+
+
+def _kind(obj: Any, accelerator_cls: Any) -> str | None:
+    if isinstance(obj, torch.optim.Optimizer):
+        return "optimizer"
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+        return "schedulers"
+    if isinstance(obj, torch.amp.GradScaler):
+        return "scalers"
+    if accelerator_cls is not None and isinstance(obj, accelerator_cls):
+        return "accelerators"
+    return None
+
+
+class ScriptProbe:
+    """Probes the first training loop a script runs (see the module docstring).
+
+    Args:
+        probe_options: keyword arguments of :class:`~runtime_guard.probe.Probe`
+            (``accumulation_steps``, ``groups``, ...); model, optimizer, scheduler, scaler and
+            accelerator are discovered.
+    """
+
+    def __init__(self, **probe_options: Any) -> None:
+        self.options = probe_options
+        self.probe: Probe | None = None
+        self.reason = "no grad-enabled forward of a module with trainable parameters was seen"
+        self._handle: Any = None
+
+    def _on_any_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self.probe is not None or not torch.is_grad_enabled() or not module.training:
+            return
+        if not any(p.requires_grad for p in module.parameters()):
+            return
+        self._handle.remove()
+        found = _find_objects(module)
+        plain = [o for o in found["optimizers"] if not frameworks.is_accelerate(o)]
+        prepared = [o for o in found["optimizers"] if frameworks.is_accelerate(o)]
+        if not found["optimizers"]:
+            self.reason = f"no optimizer holds the parameters of {type(module).__name__} at its first forward"
+            return
+        optimizer = prepared[0] if prepared else plain[0]
+        inner = frameworks.unwrap_optimizer(optimizer)
+        schedulers = [s for s in found["schedulers"] if getattr(s, "optimizer", None) is inner]
+        prepared_scheds = [s for s in gc.get_referrers(*schedulers) if frameworks.is_accelerate(s)
+                           and getattr(s, "scheduler", None) in schedulers] if schedulers else []
+        scheduler = prepared_scheds[0] if prepared_scheds else (schedulers[0] if schedulers else None)
+        # only the Accelerator that prepared this optimizer (other runs' objects may still be alive)
+        accelerator = next((a for a in found["accelerators"]
+                            if any(o is optimizer for o in getattr(a, "_optimizers", []))), None)
+        scaler = found["scalers"][0] if found["scalers"] else getattr(accelerator, "scaler", None)
+        self.probe = Probe(module, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
+                           **self.options)
+        self.probe.attach()
+        # this forward's hooks were collected before the probe's own were registered
+        self.probe._on_forward_pre(module, args, {})
+
+    def __enter__(self) -> ScriptProbe:
+        self._handle = torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._handle.remove()
+        if self.probe is not None:
+            self.probe._detach(clean=exc_type is None)
+
+    def report(self) -> Report | None:
+        """The probe's report, or ``None`` when nothing was probed (``reason`` says why)."""
+        return self.probe.report() if self.probe is not None else None
+
+
+def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **probe_options: Any) -> ScriptProbe:
+    """Run ``path`` as ``__main__`` under a :class:`ScriptProbe` and return it.
+
+    The working directory, ``sys.argv``, ``sys.path[0]`` and the environment are restored
+    afterwards. Exceptions of the script propagate (after everything was removed).
+    """
+    path = Path(path).resolve()
+    saved = (os.getcwd(), list(sys.argv), list(sys.path), dict(os.environ))
+    sys.argv = [str(path), *(argv or [])]
+    sys.path.insert(0, str(path.parent))
+    os.chdir(path.parent)
+    try:
+        with ScriptProbe(**probe_options) as sp:
+            runpy.run_path(str(path), run_name="__main__")
+        return sp
+    finally:
+        os.chdir(saved[0])
+        sys.argv, sys.path[:] = saved[1], saved[2]
+        os.environ.clear()
+        os.environ.update(saved[3])

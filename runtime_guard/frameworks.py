@@ -1,0 +1,140 @@
+"""What the guard needs to know about the objects it is given, by framework.
+
+Facts used here (checked against the installed sources):
+
+* torch 2.13.0 ``torch/nn/parallel/distributed.py``: DDP reads
+  ``require_backward_grad_sync`` inside ``forward`` (``_pre_forward`` / ``_post_forward``);
+  ``no_sync()`` only flips that attribute. Its replica group is ``process_group``.
+* torch 2.13.0 ``torch/distributed/fsdp/_fully_shard/_fully_shard.py``: FSDP2 modules are
+  instances of the dynamic class ``FSDP<Module>`` deriving from ``FSDPModule``; the sync
+  switch (``set_requires_gradient_sync``) is read in the post-backward hook, so forward
+  placement does not decide (ACC401 does not apply).
+* accelerate 1.15.0 ``accelerate/optimizer.py`` / ``scheduler.py``: ``AcceleratedOptimizer``
+  wraps the user's optimizer as ``.optimizer`` and calls its ``step`` / ``zero_grad`` only when
+  ``gradient_state.sync_gradients`` is True; ``AcceleratedScheduler`` wraps ``.scheduler`` and
+  steps it ``num_processes`` times per update unless ``split_batches``.
+  ``accelerate/accelerator.py``: ``gradient_state.num_steps`` is the configured A.
+* DeepSpeed ``DeepSpeedEngine`` owns ``step`` / ``zero_grad`` and the loss division: the guard
+  cannot see updates or resets of such an engine and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def _module_of(obj: Any) -> str:
+    return type(obj).__module__ or ""
+
+
+def is_accelerate(obj: Any) -> bool:
+    """True for objects defined by the ``accelerate`` package."""
+    return _module_of(obj).startswith("accelerate")
+
+
+def unwrap_optimizer(optimizer: Any) -> Any:
+    """The torch optimizer that really updates: ``AcceleratedOptimizer.optimizer`` or itself."""
+    inner = getattr(optimizer, "optimizer", None)
+    if is_accelerate(optimizer) and isinstance(inner, torch.optim.Optimizer):
+        return inner
+    return optimizer
+
+
+def unwrap_scheduler(scheduler: Any) -> Any:
+    """The torch LR scheduler: ``AcceleratedScheduler.scheduler`` or itself."""
+    inner = getattr(scheduler, "scheduler", None)
+    if is_accelerate(scheduler) and inner is not None:
+        return inner
+    return scheduler
+
+
+def is_ddp(model: Any) -> bool:
+    """True for ``torch.nn.parallel.DistributedDataParallel`` (sync decided at forward time)."""
+    return isinstance(model, torch.nn.parallel.DistributedDataParallel)
+
+
+def is_fsdp2(model: Any) -> bool:
+    """True for a module sharded with ``fully_shard`` (FSDP2)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch without distributed
+        return False
+    return isinstance(model, FSDPModule)
+
+
+def is_deepspeed_engine(model: Any) -> bool:
+    """True for a DeepSpeed engine (it owns step, reset and normalization)."""
+    return type(model).__name__ == "DeepSpeedEngine" or _module_of(model).startswith("deepspeed")
+
+
+def _fsdp2_mesh_info(model: Any) -> Any:
+    """The data-parallel mesh info of the first FSDP2 parameter group under ``model`` (torch 2.13:
+    ``FSDPState._fsdp_param_groups[i].mesh_info``; the root often holds no parameters itself)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if not isinstance(module, FSDPModule):
+            continue
+        state = module._get_fsdp_state()
+        groups = getattr(state, "_fsdp_param_groups", None) or [getattr(state, "_fsdp_param_group", None)]
+        for group in groups:
+            info = getattr(group, "mesh_info", None)
+            if info is not None:
+                return info
+    return None
+
+
+@dataclass
+class DataParallel:
+    """D and where it comes from. ``size`` is ``None`` when it cannot be known."""
+
+    size: int | None
+    source: str
+    world_size: int | None = None
+    group: Any = None
+    notes: list[str] = field(default_factory=list)
+    #: each replica holds a different shard of the grads (FSDP2): no replica-checksum comparison
+    sharded: bool = False
+
+
+def data_parallel(model: Any, accelerator: Any = None) -> DataParallel:
+    """D: the data-parallel replica count, from the wrapper's process group (not the GPU count)."""
+    dist = torch.distributed
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+    if is_ddp(model):
+        group = model.process_group
+        return DataParallel(group.size(), "DistributedDataParallel.process_group.size()", world, group)
+    if is_fsdp2(model):
+        info = _fsdp2_mesh_info(model)
+        size = None
+        if info is not None and hasattr(info, "shard_mesh_size"):
+            size = info.shard_mesh_size * getattr(info, "replicate_mesh_size", 1)
+        size = size or world
+        # the data-parallel group is the whole mesh: its group when 1-D, the default group when a
+        # 2-D (HSDP) mesh spans every rank; otherwise nothing is gathered across replicas
+        mesh, group = getattr(info, "mesh", None), None
+        if mesh is not None and mesh.ndim == 1:
+            group = mesh.get_group()
+        elif mesh is not None and world is not None and mesh.size() == world:
+            group = dist.group.WORLD
+        return DataParallel(size, "FSDP2 mesh (shard x replicate)", world, group, sharded=True)
+    if accelerator is not None and getattr(accelerator, "num_processes", None) is not None:
+        return DataParallel(int(accelerator.num_processes), "accelerator.num_processes", world)
+    if world is None or world == 1:
+        return DataParallel(1, "no data-parallel wrapper and no process group", world)
+    return DataParallel(
+        None, f"torch.distributed is initialized (world size {world}) but the model is not a DDP/FSDP wrapper",
+        world,
+    )
+
+
+def batchnorm_modules(model: torch.nn.Module) -> list[str]:
+    """Names of BatchNorm modules (statistics per microbatch, not per effective batch: ACC901)."""
+    return [
+        name or type(module).__name__
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
+    ]

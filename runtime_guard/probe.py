@@ -1,0 +1,753 @@
+"""The probe: two lines around an unchanged training loop, observing its first groups.
+
+``with probe(model, optimizer, accumulation_steps=A) as p:`` installs hooks and instance
+wrappers that only observe (design notes §1), records the event trace of ``groups``
+accumulation groups plus the next forward/backward (to see whether grads were reset),
+then removes everything on the user's thread. ``p.report()`` gives the findings (same
+rule codes as the linter) and the card.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any, Literal
+
+import torch
+
+from runtime_guard import distributed as dist_helpers
+from runtime_guard import frameworks
+from runtime_guard.ce_weights import infer_weights, logits_of
+from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
+from runtime_guard.graphs import GraphTracker, tensors_in
+from runtime_guard.record import RunRecord
+from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
+from runtime_guard.report import GuardFindingError, GuardWarning, Report
+from runtime_guard.trace import Event, Group, Microbatch
+from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
+
+OnFinding = Literal["collect", "warn", "raise"]
+Normalization = Literal["infer", "replay"] | None
+
+#: Without a known A, a group that has not ended after this many microbatches ends the probe.
+MAX_MICROBATCHES_WITHOUT_A = 256
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            return value
+    return None
+
+
+def _autocast_state() -> str | None:
+    for device in ("cuda", "cpu"):
+        try:
+            if torch.is_autocast_enabled(device):
+                return f"{device}:{str(torch.get_autocast_dtype(device)).removeprefix('torch.')}"
+        except RuntimeError:  # device type not built into this torch
+            continue
+    return None
+
+
+class Probe:
+    """Observes the first ``groups`` accumulation groups of a training loop.
+
+    Args:
+        model: the module the loop calls for each microbatch: a plain ``nn.Module``, a
+            ``DistributedDataParallel`` wrapper, an FSDP2 (``fully_shard``) module or an
+            Accelerate-prepared model.
+        optimizer: the optimizer whose update closes a group (an Accelerate
+            ``AcceleratedOptimizer`` is unwrapped to the optimizer it gates).
+        accumulation_steps: A, microbatches per optimizer update; ``None``: read from the
+            Accelerator (``gradient_state.num_steps``) or inferred from the observed groups
+            and reported as inferred.
+        scheduler: the LR scheduler, to count scheduler steps per update (ACC304).
+        scaler: the ``torch.amp.GradScaler``; without it, skipped updates are invisible.
+        groups: accumulation groups to probe (>= 1; ACC201 from kept lists needs 2).
+        normalization: ``"infer"`` infers per-token loss weights from dL/dlogits for
+            softmax cross-entropy outputs (free); ``"replay"`` also replays each probed group
+            at its update against a token-weighted and a mean-of-means reference (+1
+            forward/backward per microbatch, 3x parameter memory during the probed groups);
+            ``None`` turns both off.
+        labels: for replay: the forward's kwarg that holds the labels (HF style, default
+            ``"labels"``) or ``callable(args, kwargs, output) -> labels``.
+        ignore_index: for replay: the label value excluded from the loss.
+        on_finding: ``"collect"`` (only in the report), ``"warn"`` (a :class:`GuardWarning`
+            per finding when the probe detaches) or ``"raise"`` (:class:`GuardFindingError`
+            at detach, after everything was removed).
+        accelerator: the ``accelerate.Accelerator``, when the loop uses one.
+        count_comm: install a counting DDP comm hook (all-reduce rounds per microbatch). It
+            cannot be unregistered: after detach it only forwards to the default all-reduce.
+        effective_batch: the effective batch (examples per optimizer update) the run is
+            configured for; compared with the observed m x A x D (ACC404).
+
+    Raises:
+        ValueError: for invalid arguments.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        accumulation_steps: int | None = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        groups: int = 2,
+        normalization: Normalization = "infer",
+        on_finding: OnFinding = "collect",
+        accelerator: Any = None,
+        count_comm: bool = False,
+        effective_batch: int | None = None,
+        labels: LabelsSpec = "labels",
+        ignore_index: int = -100,
+    ) -> None:
+        if groups < 1:
+            raise ValueError(f"groups must be >= 1, got {groups}")
+        if on_finding not in ("collect", "warn", "raise"):
+            raise ValueError(f"on_finding must be 'collect', 'warn' or 'raise', got {on_finding!r}")
+        if normalization not in ("infer", "replay", None):
+            raise ValueError(f"normalization must be 'infer', 'replay' or None, got {normalization!r}")
+        if accumulation_steps is not None and accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
+        self.model = model
+        self.prepared_optimizer = optimizer if frameworks.is_accelerate(optimizer) else None
+        self.optimizer = frameworks.unwrap_optimizer(optimizer)
+        self.prepared_scheduler = scheduler if scheduler is not None and frameworks.is_accelerate(scheduler) else None
+        self.scheduler = frameworks.unwrap_scheduler(scheduler) if scheduler is not None else None
+        self.scaler = scaler
+        self.accelerator = accelerator
+        self.n_groups = groups
+        self.normalization = normalization
+        self.on_finding = on_finding
+        self.count_comm = count_comm
+        self.labels = labels
+        self.ignore_index = ignore_index
+        self._captured: dict[int, Captured] = {}
+        # replay: the grads at the group's last backward (tensors, scaler scale), taken just before
+        # the first call that may change them; a string says why there is none
+        self._snapshot: tuple[list[torch.Tensor | None], float] | str | None = None
+        self._snapshot_pending: tuple[GradState, float] | None = None
+        self._replaying = False
+        self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch)
+        self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
+        self._undo = UndoStack()
+        self._tracker = GraphTracker()
+        self._attached = False
+        self._detached = False
+        self._thread: int | None = None
+        self._seq = 0
+        self._serial = 0
+        self._group: Group | None = None
+        self._mb: Microbatch | None = None
+        self._in_backward = False
+        self._done = False
+        self._scaler_step_depth = 0
+        self._prepared_zero_depth = 0
+        self._logit_handles: list[Any] = []
+        self._comm: dist_helpers.CommCounter | None = None
+        self._comm_start = 0
+        self._last_grads: GradState | None = None
+        self._param_key: tuple[Any, ...] = ()
+        self._param_checksums_cache: tuple[int, ...] | None = None
+        self._saved_hooks: tuple[Any, Any] | None = None
+        self._report: Report | None = None
+
+    # -- public API ----------------------------------------------------------------------
+    def __enter__(self) -> Probe:
+        return self.attach()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._detach(clean=exc_type is None)
+
+    def attach(self) -> Probe:
+        """Install the hooks and wrappers (on the calling thread, which must run the loop).
+
+        Raises:
+            RuntimeError: when called twice.
+        """
+        if self._attached or self._detached:
+            raise RuntimeError("a probe attaches once; create a new probe for another run")
+        self._thread = threading.get_ident()
+        self._describe_setup()
+        try:
+            self._install()
+        except BaseException:
+            self._undo.run()
+            raise
+        self._attached = True
+        return self
+
+    def detach(self) -> Report:
+        """Remove everything the probe installed and compute the report (idempotent)."""
+        self._detach(clean=True)
+        assert self._report is not None
+        return self._report
+
+    def report(self) -> Report:
+        """The findings and the card; detaches first when still attached."""
+        if self._report is None:
+            self._detach(clean=True)
+        assert self._report is not None
+        return self._report
+
+    @property
+    def attached(self) -> bool:
+        """True while hooks are installed."""
+        return self._attached
+
+    # -- setup ---------------------------------------------------------------------------
+    def _describe_setup(self) -> None:
+        rec = self.record
+        rec.model_class = type(self.model).__name__
+        rec.optimizer_class = type(self.optimizer).__name__
+        rec.ddp = frameworks.is_ddp(self.model)
+        rec.fsdp2 = frameworks.is_fsdp2(self.model)
+        rec.scaler_given = self.scaler is not None
+        rec.scheduler_given = self.scheduler is not None
+        rec.data_parallel = frameworks.data_parallel(self.model, self.accelerator)
+        rec.param_dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in self.params})
+        rec.param_devices = sorted({str(p.device) for p in self.params})
+        rec.parameters = sum(p.numel() for p in self.params)
+        rec.batchnorm = frameworks.batchnorm_modules(self.model) if isinstance(self.model, torch.nn.Module) else []
+        rec.bn_training = bool(rec.batchnorm) and self.model.training
+        if self.accelerator is not None:
+            rec.accelerate = True
+            num_steps = getattr(getattr(self.accelerator, "gradient_state", None), "num_steps", None)
+            rec.accelerate_num_steps = num_steps
+            if rec.accumulation_steps is None and num_steps:
+                rec.accumulation_steps = int(num_steps)
+                rec.accumulation_source = "accelerator.gradient_state.num_steps"
+        rec.accelerate = rec.accelerate or self.prepared_optimizer is not None
+        if self.prepared_scheduler is not None:
+            split = bool(getattr(self.prepared_scheduler, "split_batches", True))
+            procs = getattr(self.accelerator, "num_processes", 1) if self.accelerator is not None else 1
+            rec.scheduler_steps_per_update = 1 if split else int(procs)
+            rec.notes.append(
+                "Accelerate prepared scheduler: steps the wrapped scheduler "
+                f"{rec.scheduler_steps_per_update}x per update (num_processes unless split_batches; "
+                "accelerate 1.15.0 scheduler.py)"
+            )
+        if rec.accumulation_steps is not None and rec.accumulation_source == "":
+            rec.accumulation_source = "given to the probe"
+        if frameworks.is_deepspeed_engine(self.model):
+            rec.unobservable.append(
+                "DeepSpeed engine: it owns the optimizer update, the gradient reset and the loss division "
+                "(engine.step / engine.backward); update attempts, resets and normalization are not observed"
+            )
+        if rec.fsdp2:
+            rec.notes.append("FSDP2: grads are sharded DTensors; fingerprints use each rank's local shards")
+        if isinstance(self.model, torch.nn.Module) and any(
+            type(m).__name__ == "CheckpointWrapper" for m in self.model.modules()
+        ):
+            rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
+
+    def _install(self) -> None:
+        undo = self._undo
+        model = self.model
+        h = model.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
+        undo.push("model forward pre-hook", h.remove)
+        h = model.register_forward_hook(self._on_forward, with_kwargs=True)
+        undo.push("model forward hook", h.remove)
+        for p in self.params:
+            h = p.register_post_accumulate_grad_hook(self._on_param_grad)
+            undo.push("parameter post-accumulate hook", h.remove)
+        h = self.optimizer.register_step_pre_hook(self._on_step_pre)
+        undo.push("optimizer step pre-hook", h.remove)
+        h = self.optimizer.register_step_post_hook(self._on_step_post)
+        undo.push("optimizer step post-hook", h.remove)
+        wrap_instance_method(undo, self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))
+        if isinstance(model, torch.nn.Module):
+            wrap_instance_method(undo, model, "zero_grad", self._zero_grad_wrapper("model.zero_grad"))
+        if self.prepared_optimizer is not None:
+            wrap_instance_method(undo, self.prepared_optimizer, "zero_grad", self._prepared_zero_wrapper)
+        if self.scheduler is not None:
+            wrap_instance_method(undo, self.scheduler, "step", self._scheduler_wrapper)
+        if self.scaler is not None:
+            wrap_instance_method(undo, self.scaler, "scale", self._scale_wrapper)
+            wrap_instance_method(undo, self.scaler, "unscale_", self._unscale_wrapper)
+            wrap_instance_method(undo, self.scaler, "step", self._scaler_step_wrapper)
+            wrap_instance_method(undo, self.scaler, "update", self._scaler_update_wrapper)
+        clip_module = torch.nn.utils.clip_grad
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            original = getattr(torch.nn.utils, name)
+            wrapper = self._clip_wrapper(name, original)
+            patch_module_attribute(undo, torch.nn.utils, name, wrapper)
+            if getattr(clip_module, name, None) is original:
+                patch_module_attribute(undo, clip_module, name, wrapper)
+        self._push_saved_tensor_hooks()
+        if self.count_comm and self.record.ddp:
+            self._comm = dist_helpers.CommCounter()
+            model.register_comm_hook(None, self._comm.make_hook())
+            comm = self._comm
+            undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
+        undo.push("logits gradient hooks", self._remove_logit_hooks)
+
+    def _push_saved_tensor_hooks(self) -> None:
+        tracker = self._tracker
+        pack, unpack = tracker.pack, tracker.unpack
+        torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+        self._saved_hooks = (pack, unpack)
+
+        def pop() -> None:
+            tracker.active = False  # pass-through from now on, even if it cannot be popped yet
+            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            if top is not None and top[0] == pack:
+                torch._C._autograd._pop_saved_tensors_default_hooks()
+                self._saved_hooks = None
+            else:
+                self.record.notes.append(
+                    "saved-tensor hooks pushed later by the program are still active: the guard's own "
+                    "pass-through hooks stay below them until they are popped"
+                )
+
+        self._undo.push("saved-tensor hooks", pop)
+
+    def _remove_logit_hooks(self) -> None:
+        for handle in self._logit_handles:
+            handle.remove()
+        self._logit_handles.clear()
+        self._captured.clear()  # replay inputs are not kept after detach
+        self._snapshot = None
+        self._snapshot_pending = None
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _entry(self) -> bool:
+        """Called first by every observer: False when nothing must be recorded. Runs a due
+        auto-detach here, on the user's thread (never inside the autograd engine)."""
+        if not self._attached:
+            return False
+        if self._done and threading.get_ident() == self._thread:
+            self._detach(clean=True)
+            return False
+        return not self._done
+
+    def _event(self, kind: str, **detail: Any) -> Event:
+        group = self._group
+        microbatch = group.microbatches[-1].index if group is not None and group.microbatches else None
+        event = Event(self._seq, kind, group.index if group is not None else -1, microbatch, detail)
+        self._seq += 1
+        (group.events if group is not None else self.record.before_first_forward).append(event)
+        return event
+
+    def _grads(self, measure: bool = False) -> GradState:
+        """The grads' fingerprint, reused while they are unchanged (same tensors, version counters
+        and sampled bits); ``measure`` also takes the exact values (a pass over the grads)."""
+        last = self._last_grads
+        if last is None or not last.still_current(self.params):
+            last = self._last_grads = grad_state(self.params)
+        return last.measure(self.params) if measure else last
+
+    def _param_checksums(self) -> tuple[int, ...]:
+        # parameters are only checksummed after a write: a version counter bumped, or sampled
+        # bits changed (writes through .data bypass the counter)
+        current = (versions(self.params), bit_samples(self.params))
+        if current != self._param_key or self._param_checksums_cache is None:
+            self._param_key = current
+            self._param_checksums_cache = bit_checksums(self.params)
+        return self._param_checksums_cache
+
+    def _compares_replicas(self) -> bool:
+        dp = self.record.data_parallel
+        return dp is not None and (dp.size or 1) > 1 and dp.group is not None and not dp.sharded
+
+    def _device_memory(self) -> dict[str, int]:
+        if not torch.cuda.is_available():
+            return {}
+        devices = {p.device for p in self.params if p.device.type == "cuda"}
+        return {str(d): torch.cuda.memory_allocated(d) for d in sorted(devices, key=str)}
+
+    def _device_peaks(self, reset: bool) -> dict[str, int]:
+        if not torch.cuda.is_available():
+            return {}
+        peaks = {}
+        for d in sorted({p.device for p in self.params if p.device.type == "cuda"}, key=str):
+            peaks[str(d)] = torch.cuda.max_memory_allocated(d)
+            if reset:
+                torch.cuda.reset_peak_memory_stats(d)
+        return peaks
+
+    # -- forward -------------------------------------------------------------------------
+    def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._replaying or not self._entry() or not torch.is_grad_enabled():
+            return
+        self._in_backward = False
+        self._snapshot_pending = None  # the last backward was not the group's last
+        group = self._group
+        if group is None or group.closed:
+            index = 0 if group is None else group.index + 1
+            if index == 0:
+                self._device_peaks(reset=True)
+            group = Group(index=index, tail=index >= self.n_groups)
+            self.record.groups.append(group)
+            self._group = group
+        elif group.tail or self._too_long(group):
+            self._finish_now()
+            return
+        batch = _first_tensor(args, kwargs)
+        mb = Microbatch(
+            group=group.index,
+            index=len(group.microbatches),
+            serial=self._serial,
+            examples=int(batch.shape[0]) if batch is not None else None,
+            grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
+            params_at_forward=self._param_checksums(),
+            graphs_alive=sorted(self._tracker.graphs_alive),
+            saved_bytes_at_forward=self._tracker.live_bytes,
+            kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
+            device_bytes=self._device_memory(),
+            autocast=_autocast_state(),
+        )
+        if self.record.ddp:
+            mb.sync_at_forward = bool(getattr(self.model, "require_backward_grad_sync", True))
+        dp = self.record.data_parallel
+        if batch is not None and dp is not None and (dp.size or 1) > 1:
+            mb.input_hashes = dist_helpers.row_hashes(batch)
+        previous = self._mb
+        if previous is not None:
+            previous.saved_alive_at_next_forward = self._tracker.saved_bytes.get(previous.serial, 0)
+        if self._comm is not None:
+            self._comm_start = self._comm.buckets
+        self._serial += 1
+        self._tracker.current = mb.serial
+        self._tracker.peak_bytes = self._tracker.live_bytes
+        group.microbatches.append(mb)
+        self._mb = mb
+        if self.normalization == "replay":
+            self._captured[mb.serial] = capture(args, kwargs)
+        self._event("F")
+
+    def _too_long(self, group: Group) -> bool:
+        a = self.record.accumulation_steps
+        limit = 4 * a * self.n_groups if a else MAX_MICROBATCHES_WITHOUT_A
+        if len(group.microbatches) >= limit:
+            self.record.notes.append(
+                f"group {group.index} reached {len(group.microbatches)} microbatches without an optimizer "
+                "update attempt; the probe stopped watching"
+            )
+            return True
+        return False
+
+    def _finish_now(self) -> None:
+        self._done = True
+        self._detach(clean=True)
+
+    def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        mb = self._mb
+        if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
+            return
+        self._tracker.watch_output(mb.serial, output)
+        # the backward reaching this output starts a backward: FSDP2 with sync off (and engines that
+        # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
+        start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
+        if start is not None:
+            self._logit_handles.append(start.register_hook(self._on_output_grad))
+        if self.normalization is not None and self.record.ce_possible:
+            logits = logits_of(output)
+            if logits is None:
+                self.record.ce_possible = False
+                self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
+                return
+            values = logits.detach()
+            self._logit_handles.append(logits.register_hook(functools.partial(self._on_logits_grad, mb, values)))
+
+    def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
+        if not self._attached or self._done or not self.record.ce_possible:
+            return
+        weights = infer_weights(values, grad, mb.scale or 1.0)
+        if mb.ce is None:
+            mb.ce = weights
+        else:  # a second backward through the same microbatch (rare): add up
+            mb.ce.weight_sum += weights.weight_sum
+            mb.ce.residual = max(mb.ce.residual, weights.residual)
+
+    # -- backward ------------------------------------------------------------------------
+    def _on_output_grad(self, grad: torch.Tensor) -> None:
+        self._on_param_grad(grad)
+
+    def _on_param_grad(self, param: torch.Tensor) -> None:
+        if self._replaying or not self._attached or self._done or self._in_backward:
+            return
+        self._in_backward = True
+        mb = self._mb
+        if mb is not None and self.record.ddp:
+            mb.sync_in_backward = bool(getattr(self.model, "require_backward_grad_sync", True))
+        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_queued)
+
+    def _on_backward_queued(self) -> None:
+        # DDP copies the all-reduced buckets into .grad in its own end-of-backward callback,
+        # queued later than ours: re-queue so that we read .grad after it (design notes §1).
+        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+
+    def _on_backward_end(self) -> None:
+        self._in_backward = False
+        mb, group = self._mb, self._group
+        if not self._attached or self._done or mb is None or group is None:
+            return
+        retained = self._tracker.retained_after_backward()
+        self._tracker.backward_serial += 1
+        grads = self._grads()
+        if mb.backwards == 0:
+            mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
+        mb.backwards += 1
+        mb.grads_after_backward = grads
+        mb.retained_saved_bytes = max(mb.retained_saved_bytes, retained)
+        mb.saved_peak_bytes = max(mb.saved_peak_bytes, self._tracker.peak_bytes)
+        group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
+        peaks = self._device_peaks(reset=False)
+        mb.device_peak_bytes = peaks
+        if self.normalization == "replay":  # copied only if this backward turns out to be the group's last
+            self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
+        if self._comm is not None:
+            mb.allreduce_buckets = self._comm.buckets - self._comm_start
+        self._event("B", retained_saved_bytes=retained)
+        if group.tail:
+            self._done = True  # detach at the next call on the user's thread
+
+    # -- resets --------------------------------------------------------------------------
+    def _zero_grad_wrapper(self, source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def zero_grad(*args: Any, **kwargs: Any) -> Any:
+                if not self._entry():
+                    return original(*args, **kwargs)
+                self._take_snapshot()
+                before = self._grads()
+                result = original(*args, **kwargs)
+                after = self._grads()
+                self._event(
+                    "Z", source=source, prepared=self._prepared_zero_depth > 0,
+                    zeroed=not before.all_zero and after.all_zero, changed=not before.same_values(after),
+                )
+                return result
+
+            return zero_grad
+
+        return make
+
+    def _prepared_zero_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def zero_grad(*args: Any, **kwargs: Any) -> Any:
+            self._prepared_zero_depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._prepared_zero_depth -= 1
+
+        return zero_grad
+
+    # -- update --------------------------------------------------------------------------
+    def _close_group(self, event: Event, grads: GradState) -> None:
+        group = self._group
+        if group is None or group.closed:
+            return
+        group.boundary_seq = event.seq
+        group.attempted = True
+        group.grads_at_update = grads
+        group.device_peak_bytes = self._device_peaks(reset=True)
+        dp = self.record.data_parallel
+        if self._compares_replicas():
+            checksums = dist_helpers.all_gather_objects(grads.checksums, dp.group)
+            group.replicas_equal = all(c == checksums[0] for c in checksums)
+        if self.scheduler is not None:
+            group.lr_before = self._lrs()
+        if self.normalization == "replay" and not group.tail and group.microbatches:
+            self._take_snapshot()
+            if isinstance(self._snapshot, str):
+                group.replay, self._snapshot = self._snapshot, None
+            elif self._snapshot is not None:
+                self._replay(group)
+
+    def _take_snapshot(self) -> None:
+        """Copy the grads of the last backward, before a call that may change them (reset, clip,
+        unscale, update); a forward in between drops the pending copy (more backwards follow)."""
+        if self._snapshot_pending is None:
+            return
+        state, scale = self._snapshot_pending
+        self._snapshot_pending = None
+        if state.still_current(self.params):
+            self._snapshot = ([None if p.grad is None else p.grad.detach().clone() for p in self.params], scale)
+        else:
+            self._snapshot = ("not compared: the gradients were changed after the last backward by an operation "
+                              "the probe did not see")
+
+    def _replay(self, group: Group) -> None:
+        dp = self.record.data_parallel
+        module = self.model.module if self.record.ddp else self.model
+        captured = [self._captured.pop(mb.serial) for mb in group.microbatches if mb.serial in self._captured]
+        if self.record.bn_training:
+            group.replay = "not comparable: BatchNorm in train mode computes statistics per forward (ACC901)"
+            return
+        if self.record.fsdp2:
+            group.replay = "not compared: the replay does not run FSDP2 (sharded parameters) modules"
+            return
+        self._replaying = True
+        self._tracker.active = False
+        try:
+            group.replay = replay_group(
+                module, self.params, captured, *self._snapshot, self.labels, self.ignore_index,
+                replicas=(dp.size or 1) if dp is not None else 1, group=dp.group if dp is not None else None,
+            )
+        finally:
+            self._replaying = False
+            self._tracker.active = True
+            self._snapshot = None
+
+    def _lrs(self) -> list[float]:
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+    def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._entry():
+            return
+        grads = self._grads(measure=self._compares_replicas())
+        event = self._event("S", inside_scaler_step=self._scaler_step_depth > 0)
+        if self._scaler_step_depth == 0:
+            self._close_group(event, grads)
+
+    def _on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._attached and self._group is not None and self._group.closed:
+            self._group.applied = True
+
+    def _scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            before = self._lrs()
+            result = original(*args, **kwargs)
+            self._event("L", lr_before=before, lr_after=self._lrs())
+            return result
+
+        return step
+
+    def _clip_wrapper(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def clip(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            self._take_snapshot()
+            before = self._grads()
+            result = original(*args, **kwargs)
+            after = self._grads()
+            self._event("C", function=name, changed=not before.same_values(after))
+            return result
+
+        return clip
+
+    # -- GradScaler ----------------------------------------------------------------------
+    def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def scale(outputs: Any) -> Any:
+            result = original(outputs)
+            if self._entry():
+                value = float(self.scaler.get_scale())
+                if self._mb is not None:
+                    self._mb.scale = value
+                self._event("K", scale=value)
+            return result
+
+        return scale
+
+    def _unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def unscale_(optimizer: Any) -> Any:
+            if self._entry():
+                self._take_snapshot()
+                self._event("X", inside_scaler_step=self._scaler_step_depth > 0,
+                            scale=float(self.scaler.get_scale()))
+            return original(optimizer)
+
+        return unscale_
+
+    def _scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(optimizer, *args, **kwargs)
+            event = self._event("s", scale=float(self.scaler.get_scale()))
+            self._close_group(event, self._grads(measure=self._compares_replicas()))
+            group = self._group
+            self._scaler_step_depth += 1
+            try:
+                return original(optimizer, *args, **kwargs)
+            finally:
+                self._scaler_step_depth -= 1
+                state = getattr(self.scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
+                found = state.get("found_inf_per_device", {})
+                if group is not None and found:
+                    group.found_inf = bool(sum(float(v) for v in found.values()))
+
+        return step
+
+    def _scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def update(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            before = float(self.scaler.get_scale())
+            result = original(*args, **kwargs)
+            self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()))
+            return result
+
+        return update
+
+    # -- detach and report ---------------------------------------------------------------
+    def _detach(self, clean: bool) -> None:
+        if self._detached:
+            return
+        was_attached = self._attached
+        self._attached = False
+        self._detached = True
+        try:
+            self._undo.run()
+        finally:
+            if self._comm is not None:
+                self.record.comm_buckets = self._comm.buckets
+            self.record.clean_exit = clean
+            if was_attached:
+                self._finalize(clean)
+
+    def _finalize(self, clean: bool) -> None:
+        from runtime_guard.card import build_card
+        from runtime_guard.checks import evaluate
+
+        rec = self.record
+        dp = rec.data_parallel
+        if clean and dp is not None and (dp.size or 1) > 1 and dp.group is not None:
+            self._gather_across_replicas(dp.group)
+        card = build_card(rec)
+        # a code the card marks not observable (e.g. an engine that owns the update) is never guessed at
+        findings = [f for f in evaluate(rec) if not card["checks"].get(f.code, "").startswith("not observable")]
+        self._report = Report(findings=findings, card=card)
+        if not clean:
+            return
+        if self.on_finding == "warn":
+            for finding in findings:
+                warnings.warn(GuardWarning(finding.one_line()), stacklevel=3)
+        elif self.on_finding == "raise" and findings:
+            raise GuardFindingError(self._report)
+
+    def _gather_across_replicas(self, group: Any) -> None:
+        rec = self.record
+        local = {
+            "hashes": [h for g in rec.groups for mb in g.microbatches for h in mb.input_hashes],
+            "ce": [
+                (sum(mb.ce.weight_sum for mb in g.microbatches if mb.ce), sum(mb.ce.tokens for mb in g.microbatches
+                                                                            if mb.ce))
+                for g in rec.groups
+            ],
+        }
+        gathered = dist_helpers.all_gather_objects(local, group)
+        rec.replica_hashes = [item["hashes"] for item in gathered]
+        rec.replica_ce = [item["ce"] for item in gathered]
+
+
+def probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> Probe:
+    """Create a :class:`Probe` (use it as a context manager, or call ``.attach()``).
+
+    ``options`` are the keyword arguments of :class:`Probe`.
+    """
+    return Probe(model, optimizer, **options)

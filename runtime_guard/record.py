@@ -1,0 +1,68 @@
+"""Everything one probe observed, in one object that the checks and the card read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_guard.frameworks import DataParallel
+from runtime_guard.trace import Event, Group
+
+
+@dataclass
+class RunRecord:
+    """The probed run: setup facts, the groups with their events, and what could not be seen.
+
+    ``accumulation_steps`` is A as given (or read from the Accelerator); ``None`` means it is
+    inferred from the observed groups by the checks and the card.
+    """
+
+    accumulation_steps: int | None = None
+    accumulation_source: str = ""
+    expected_effective_batch: int | None = None
+    groups: list[Group] = field(default_factory=list)
+    before_first_forward: list[Event] = field(default_factory=list)
+    model_class: str = ""
+    optimizer_class: str = ""
+    parameters: int = 0
+    param_dtypes: list[str] = field(default_factory=list)
+    param_devices: list[str] = field(default_factory=list)
+    ddp: bool = False
+    fsdp2: bool = False
+    accelerate: bool = False
+    accelerate_num_steps: int | None = None
+    scaler_given: bool = False
+    scheduler_given: bool = False
+    scheduler_steps_per_update: int = 1
+    data_parallel: DataParallel | None = None
+    batchnorm: list[str] = field(default_factory=list)
+    bn_training: bool = False
+    ce_possible: bool = True
+    ce_reason: str = ""
+    comm_buckets: int | None = None
+    replica_hashes: list[list[int]] | None = None
+    replica_ce: list[list[tuple[float, int]]] | None = None
+    unobservable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    clean_exit: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def full_groups(self) -> list[Group]:
+        """Groups closed by an update attempt, without the watched tail."""
+        return [g for g in self.groups if g.closed and not g.tail]
+
+    def group_sizes(self) -> list[int]:
+        """Microbatches (grad-enabled forwards) per closed group."""
+        return [len(g.microbatches) for g in self.full_groups]
+
+    def effective_a(self) -> tuple[int | None, str]:
+        """A and where it comes from: given, read from a framework, or inferred (most common
+        observed group size); ``(None, reason)`` when no group closed."""
+        if self.accumulation_steps is not None:
+            return self.accumulation_steps, self.accumulation_source or "given to the probe"
+        sizes = self.group_sizes()
+        if not sizes:
+            return None, "not inferred: no optimizer update attempt observed"
+        common = max(set(sizes), key=lambda s: (sizes.count(s), s))
+        return common, f"inferred from observed group sizes {sizes}"

@@ -1,0 +1,113 @@
+"""Text rendering of a report or a saved card: findings, the card table, group timelines
+and memory per microbatch as a terminal sparkline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float]) -> str:
+    """One block character per value, scaled between 0 and the maximum (``""`` for no values)."""
+    if not values:
+        return ""
+    top = max(values)
+    if top <= 0:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(len(BARS) - 1, int(v / top * (len(BARS) - 1) + 0.5))] for v in values)
+
+
+def human_bytes(n: float | None) -> str:
+    """``1536`` -> ``"1.5 KiB"``."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def memory_series(card: dict[str, Any]) -> dict[str, list[float]]:
+    """Per device, one value per microbatch: CUDA peaks where recorded, else saved activations (CPU)."""
+    rows = card.get("memory", {}).get("per_microbatch", [])
+    series: dict[str, list[float]] = {}
+    for row in rows:
+        peaks = row.get("device_peak_bytes") or {}
+        for device, value in peaks.items():
+            series.setdefault(device, []).append(value)
+    if not series:
+        series["saved activations (cpu)"] = [row.get("saved_activation_peak_bytes", 0) for row in rows]
+    return series
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items() if v is not None) or "-"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def render_card(card: dict[str, Any]) -> str:
+    """The card as a two-column table, the group timelines and the memory sparkline."""
+    eff = card.get("effective_batch")
+    rows = [
+        ("m (examples / microbatch)", card.get("m")),
+        ("A (accumulation steps)", f"{card.get('A')}  ({card.get('A_source')})"),
+        ("D (data-parallel replicas)", f"{card.get('D')}  ({card.get('D_source')})"),
+        ("effective batch m·A·D", eff),
+        ("group sizes", card.get("group_sizes")),
+        ("supervised tokens / group", card.get("supervised_tokens_per_group")),
+        ("precision", card.get("precision")),
+        ("normalization", card.get("normalization")),
+        ("last group", card.get("last_group")),
+        ("updates", card.get("updates")),
+        ("scheduler steps / update", card.get("scheduler_steps_per_update")),
+        ("all-reduce rounds / group", card.get("all_reduce", {}).get("rounds_per_group")),
+        ("BatchNorm (ACC901)", card.get("batchnorm", {}).get("modules") or "none"),
+        ("counts (ACC902)", card.get("counts")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"  {k.ljust(width)}  {_fmt(v)}" for k, v in rows]
+    lines.append("  memory peaks per group:")
+    for g in card.get("memory", {}).get("per_group", []):
+        devices = g.get("device_peak_bytes") or {}
+        dev = "  ".join(f"{d} {human_bytes(b)}" for d, b in devices.items())
+        label = f"group {g['group']}" + (" (tail)" if g.get("tail") else "")
+        lines.append(f"    {label}: saved activations {human_bytes(g['saved_activation_peak_bytes'])}"
+                     + (f"  {dev}" if dev else ""))
+    lines.append("  memory per microbatch:")
+    for device, values in memory_series(card).items():
+        lines.append(f"    {device}: {sparkline(values)}  (max {human_bytes(max(values) if values else 0)})")
+    lines.append("  timeline:")
+    for g in card.get("groups", []):
+        label = f"group {g['index']}" + ("*" if g.get("tail") else "")
+        lines.append(f"    {label}: {g['timeline']}")
+    for title, key in (("cannot observe", "unobservable"), ("notes", "notes")):
+        for item in card.get(key) or []:
+            lines.append(f"  {title}: {item}")
+    return "\n".join(lines)
+
+
+def render_findings(findings: list[dict[str, Any]]) -> str:
+    """One block per finding: code, where, what was observed, evidence, meaning, fix."""
+    if not findings:
+        return "runtime guard: no findings in the probed groups."
+    lines = [f"runtime guard: {len(findings)} finding(s)"]
+    for f in findings:
+        where = "run" if f["group"] is None else f"group {f['group']}" + (
+            f", microbatch {f['microbatch']}" if f["microbatch"] is not None else "")
+        lines.append(f"  {f['code']} [{f['severity']}] {f['name']} ({where}): {f['observed']}")
+        if f.get("evidence"):
+            lines.append(f"    evidence: {f['evidence']}")
+        lines.append(f"    means: {f['meaning']}")
+        lines.append(f"    help: {f['fix']}")
+        lines.append(f"    see: {f['url']}")
+    return "\n".join(lines)
+
+
+def render_report(report: dict[str, Any]) -> str:
+    """Findings, then the card."""
+    return render_findings(report.get("findings", [])) + "\ncard:\n" + render_card(report.get("card", {}))

@@ -1,0 +1,140 @@
+"""The event trace of the probed groups: what happened, in order, per group and microbatch.
+
+Letters (design notes §1): F forward, B end of one backward, Z gradient reset, C clip,
+S optimizer update, L scheduler step, K ``scaler.scale``, X ``scaler.unscale_``,
+s ``scaler.step``, U ``scaler.update``. A group ends at its update attempt (``scaler.step``
+when a scaler is probed, else the optimizer update); events after it and before the next
+forward (scheduler step, reset) still belong to that group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime_guard.fingerprint import GradState
+
+#: Words used for the letters in the one-line timeline of a group.
+EVENT_WORDS = {
+    "F": "F", "B": "B", "Z": "zero", "C": "clip", "S": "step", "L": "sched",
+    "K": "scale", "X": "unscale", "s": "scaler.step", "U": "scaler.update",
+}
+
+
+@dataclass
+class Event:
+    """One observed call. ``microbatch`` is the index within the group of the latest forward
+    (``None`` before the group's first forward); ``detail`` holds the evidence (e.g. the
+    fingerprints before and after a reset, ``source`` naming the call)."""
+
+    seq: int
+    kind: str
+    group: int
+    microbatch: int | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CEWeights:
+    """Per-token loss weights of one microbatch inferred from dL/dlogits (design notes §3).
+
+    ``weight_sum`` (unitless, already divided by the scaler scale) and ``tokens`` (supervised
+    rows: rows whose logits gradient is not all zero); ``spread`` is (max-min)/mean of the
+    per-token weights inside the microbatch; ``residual`` the worst relative deviation from the
+    softmax cross-entropy form (large: another loss, nothing inferred).
+    """
+
+    weight_sum: float
+    tokens: int
+    spread: float
+    residual: float
+    rows: int
+
+
+@dataclass
+class Microbatch:
+    """What the guard saw of one microbatch (a grad-enabled forward of the probed model)."""
+
+    group: int
+    index: int  # within the group
+    serial: int  # over the whole probe
+    examples: int | None
+    grads_at_forward: GradState
+    params_at_forward: tuple[int, ...]
+    sync_at_forward: bool | None = None
+    sync_in_backward: bool | None = None
+    backwards: int = 0
+    grads_after_backward: GradState | None = None
+    graphs_alive: list[int] = field(default_factory=list)  # serials of earlier microbatches
+    saved_bytes_at_forward: int = 0
+    kept_output_bytes: int = 0
+    retained_saved_bytes: int = 0  # unpacked by its backward, still alive after it
+    saved_alive_at_next_forward: int = 0  # its saved bytes still alive when the next microbatch starts
+    allreduce_buckets: int | None = None  # counted by the opt-in DDP comm hook
+    saved_peak_bytes: int = 0
+    device_bytes: dict[str, int] = field(default_factory=dict)  # allocated at forward, per device
+    device_peak_bytes: dict[str, int] = field(default_factory=dict)
+    autocast: str | None = None
+    scale: float | None = None
+    ce: CEWeights | None = None
+    input_hashes: list[int] = field(default_factory=list)
+    grads_replaced_before_backward: bool = False  # a grad present at forward was replaced before its backward
+
+
+@dataclass
+class Group:
+    """One accumulation group: its microbatches and the events up to the next forward."""
+
+    index: int
+    tail: bool = False  # the extra F/B watched after the last probed group
+    microbatches: list[Microbatch] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    boundary_seq: int | None = None  # the update attempt that closed the group
+    attempted: bool = False
+    applied: bool = False
+    found_inf: bool | None = None
+    grads_at_update: GradState | None = None
+    lr_before: list[float] | None = None
+    lr_after: list[float] | None = None
+    saved_peak_bytes: int = 0
+    device_peak_bytes: dict[str, int] = field(default_factory=dict)
+    replicas_equal: bool | None = None  # grad checksums of all replicas equal at the update (D > 1)
+    replay: dict[str, float] | str | None = None  # normalization="replay": cos/ratio vs both references
+
+    @property
+    def closed(self) -> bool:
+        """True once the group's update attempt happened."""
+        return self.boundary_seq is not None
+
+    def letters(self, kinds: str = "FBZCSLKXsU") -> str:
+        """The group's events as letters, e.g. ``"FBFBFBFBCSLZ"``."""
+        return "".join(e.kind for e in self.events if e.kind in kinds)
+
+    def count(self, kind: str) -> int:
+        """How many events of ``kind`` the group holds."""
+        return sum(e.kind == kind for e in self.events)
+
+    def last_backward_seq(self) -> int | None:
+        """Sequence number of the group's last B, or ``None``."""
+        seqs = [e.seq for e in self.events if e.kind == "B"]
+        return seqs[-1] if seqs else None
+
+    def first_backward_seq(self) -> int | None:
+        """Sequence number of the group's first B, or ``None``."""
+        return next((e.seq for e in self.events if e.kind == "B"), None)
+
+    def timeline(self) -> str:
+        """One line: ``F B | F B | F B | F B ‖ clip step sched zero`` (K and X shown as words)."""
+        last_b = self.last_backward_seq()
+        parts: list[list[str]] = [[]]
+        after: list[str] = []
+        for e in self.events:
+            word = EVENT_WORDS[e.kind]
+            if last_b is not None and e.seq > last_b:
+                after.append(word)
+            elif e.kind == "F" and parts[-1]:
+                parts.append([word])
+            else:
+                parts[-1].append(word)
+        line = " | ".join(" ".join(p) for p in parts if p)
+        return f"{line} ‖ {' '.join(after)}" if after else line

@@ -1,0 +1,59 @@
+"""Runs catalogue examples under the runtime guard's script probe, all in one process (one torch
+import), and writes {path: {"codes": [...], "checks": {...}} | {"error": ...}} as JSON.
+
+Usage: python guard_catalogue_runner.py OUT.json EXAMPLE.py ...
+Each example runs as __main__ with A from its ACCUMULATION_STEPS; between examples the
+environment, cwd and Accelerate's singleton state are reset, and the runner checks that no
+global module hook was left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import sys
+import traceback
+import warnings
+
+import torch
+
+from runtime_guard.discover import run_script
+
+
+def _reset_accelerate() -> None:
+    if "accelerate" in sys.modules:
+        from accelerate.state import AcceleratorState, GradientState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+
+def main(out: str, paths: list[str]) -> None:
+    torch.set_num_threads(1)
+    results: dict[str, object] = {}
+    for path in paths:
+        text = open(path, encoding="utf-8").read()
+        match = re.search(r"^ACCUMULATION_STEPS\s*=\s*(\d+)", text, re.M)
+        options = {"accumulation_steps": int(match.group(1))} if match else {}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                probe = run_script(path, **options)
+            report = probe.report()
+            leftover = len(torch.nn.modules.module._global_forward_pre_hooks)
+            results[path] = (
+                {"codes": sorted(report.codes), "checks": report.card["checks"], "leftover_hooks": leftover}
+                if report is not None else {"error": f"nothing probed: {probe.reason}"}
+            )
+        except BaseException:  # noqa: BLE001 - report per example, keep going
+            results[path] = {"error": traceback.format_exc(limit=3)}
+        finally:
+            _reset_accelerate()
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump(results, handle)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

@@ -1,0 +1,86 @@
+"""One rank of the 2-process gloo DDP checks of the runtime guard (runtime-guard-design.md §4).
+
+Usage: RANK=r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=p python guard_ddp_worker.py OUT_PREFIX
+Runs every placement in one process group and writes OUT_PREFIX.<rank>.json with, per
+placement, the codes found, D, the effective batch, all-reduce rounds and a weight checksum.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, TensorDataset
+
+import runtime_guard
+
+A = 4
+M = 4
+GROUPS = 3
+
+
+def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(GROUPS * A * M * 2, 6), torch.randn(GROUPS * A * M * 2, 1))
+    if placement == "random_sampler":  # seeded the same on both ranks: duplicate examples
+        sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
+    else:
+        sampler = DistributedSampler(data, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=M, sampler=sampler)
+    ddp = DistributedDataParallel(nn.Linear(6, 1))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    options = dict(accumulation_steps=A, groups=2, count_comm=count_comm, effective_batch=M * A * 2)
+    ctx = runtime_guard.probe(ddp, opt, **options) if guard else nullcontext()
+    with ctx as p:
+        for i, (x, y) in enumerate(loader):
+            if i >= GROUPS * A:
+                break
+            last = (i + 1) % A == 0
+            if placement == "flag_nanogpt":
+                ddp.require_backward_grad_sync = last
+            both = ddp.no_sync() if placement == "no_sync_both" and not last else nullcontext()
+            with both, (ddp.no_sync() if placement == "all_inside" else nullcontext()):
+                out = ddp(x)
+                if placement == "backward_only" and not last:
+                    with ddp.no_sync():
+                        (nn.functional.mse_loss(out, y) / A).backward()
+                else:
+                    (nn.functional.mse_loss(out, y) / A).backward()
+            if last:
+                opt.step()
+                opt.zero_grad()
+    weights = torch.cat([t.detach().reshape(-1) for t in ddp.module.state_dict().values()])
+    result = {"weights": weights.tolist(), "rank": rank}
+    if guard:
+        report = p.report()
+        result.update(codes=sorted(report.codes), D=report.card["D"], effective_batch=report.card["effective_batch"],
+                      rounds=report.card["all_reduce"]["rounds_per_group"], findings=[f.one_line()
+                                                                                     for f in report.findings])
+    return result
+
+
+def main(prefix: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    try:
+        out = {
+            name: run(name)
+            for name in ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", "random_sampler")
+        }
+        out["counted"] = run("no_sync_both", count_comm=True)
+        out["plain"] = run("no_sync_both", guard=False)
+        out["plain_again"] = run("no_sync_both", guard=False)
+    finally:
+        dist.destroy_process_group()
+    with open(f"{prefix}.{dist.get_rank() if dist.is_initialized() else out['none']['rank']}.json", "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

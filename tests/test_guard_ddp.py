@@ -1,0 +1,70 @@
+"""The runtime guard under DDP with 2 gloo processes on CPU: sync placement (ACC401/ACC402),
+duplicate examples across replicas (ACC403), D and the effective batch on the card (ACC404),
+all-reduce rounds, and weights bitwise equal with and without the guard on both ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+WORKER = Path(__file__).with_name("guard_ddp_worker.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> list[dict]:
+    prefix = tmp_path_factory.mktemp("ddp") / "out"
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.mark.parametrize(("placement", "codes", "rounds"), [
+    ("none", set(), [4, 4, 1]),
+    ("no_sync_both", set(), [1, 1, 0]),
+    ("backward_only", {"ACC401"}, [4, 4, 1]),
+    ("all_inside", {"ACC402"}, [0, 0, 0]),
+    ("flag_nanogpt", set(), [1, 1, 0]),
+    ("random_sampler", {"ACC403"}, [4, 4, 1]),
+])
+def test_placements(ranks: list[dict], placement: str, codes: set[str], rounds: list[int]) -> None:
+    for rank in ranks:
+        result = rank[placement]
+        assert set(result["codes"]) == codes, result["findings"]
+        assert result["rounds"] == rounds
+        assert (result["D"], result["effective_batch"]) == (2, 4 * 4 * 2)
+
+
+def test_replicas_diverge_only_when_never_synced(ranks: list[dict]) -> None:
+    assert ranks[0]["all_inside"]["weights"] != ranks[1]["all_inside"]["weights"]
+    assert ranks[0]["no_sync_both"]["weights"] == ranks[1]["no_sync_both"]["weights"]
+
+
+def test_comm_hook_counts_rounds(ranks: list[dict]) -> None:
+    for rank in ranks:
+        assert rank["counted"]["rounds"] == [1, 1, 0]
+        assert rank["counted"]["codes"] == []
+
+
+def test_bitwise_equal_with_and_without_guard(ranks: list[dict]) -> None:
+    for rank in ranks:
+        assert rank["plain"]["weights"] == rank["plain_again"]["weights"]  # control
+        assert rank["plain"]["weights"] == rank["no_sync_both"]["weights"]
+        assert rank["plain"]["weights"] == rank["counted"]["weights"]  # the comm hook forwards only
