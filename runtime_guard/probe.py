@@ -199,6 +199,12 @@ class Probe:
         """True while hooks are installed."""
         return self._attached
 
+    @property
+    def done(self) -> bool:
+        """True once the probed groups and the watched tail were observed (or the probe detached):
+        the next call on the loop's thread detaches it; a caller may also ``detach()`` now."""
+        return self._done or self._detached
+
     # -- setup ---------------------------------------------------------------------------
     def _describe_setup(self) -> None:
         rec = self.record
@@ -599,9 +605,38 @@ class Probe:
     def _lrs(self) -> list[float]:
         return [float(g["lr"]) for g in self.optimizer.param_groups]
 
-    def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         if not self._entry():
-            return
+            return None
+        # torch 2.13 optim/optimizer.py profile_hook_step: ``args`` starts with the optimizer itself
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if callable(closure):
+            # optimizer.step(closure): torch runs the pre-hooks before the step body calls the closure, and
+            # the closure may run the forward and backward of the group's last microbatch (Lightning's
+            # automatic optimization: lightning 2.6.6 plugins/precision/precision.py optimizer_step). The
+            # update attempt is recorded when the closure returns, right before the parameters change.
+            wrapped = self._closure_wrapper(closure)
+            if "closure" in kwargs:
+                return args, {**kwargs, "closure": wrapped}
+            return (args[0], wrapped, *args[2:]), kwargs
+        self._record_step()
+        return None
+
+    def _closure_wrapper(self, closure: Callable[..., Any]) -> Callable[..., Any]:
+        calls = 0
+
+        @functools.wraps(closure)
+        def run_closure(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            result = closure(*args, **kwargs)
+            if calls == 1 and self._entry():  # a re-evaluating optimizer (LBFGS) calls it again: one attempt
+                self._record_step()
+            return result
+
+        return run_closure
+
+    def _record_step(self) -> None:
         grads = self._grads(measure=self._compares_replicas())
         event = self._event("S", inside_scaler_step=self._scaler_step_depth > 0)
         if self._scaler_step_depth == 0:

@@ -1,0 +1,113 @@
+"""What both framework callbacks share: one probe, attached on the loop's thread, detached after
+the probed groups, and the report published once (attribute, JSON file, log line, printout)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+from runtime_guard.probe import OnFinding, Probe
+from runtime_guard.report import GuardFindingError, GuardWarning, Report
+
+logger = logging.getLogger("runtime_guard.integrations")
+
+
+class GuardSession:
+    """One probe run driven by a framework's callback hooks.
+
+    The probe itself always collects; ``on_finding`` is applied here, at the callback hook that
+    publishes the report, so a ``"raise"`` surfaces from a framework hook (after the hooks were
+    removed and the report was written) instead of from inside the model's forward.
+    """
+
+    def __init__(
+        self,
+        framework: str,
+        *,
+        groups: int,
+        on_finding: OnFinding,
+        json_path: str | Path | None,
+        print_report: bool,
+        probe_options: dict[str, Any],
+    ) -> None:
+        if groups < 1:
+            raise ValueError(f"groups must be >= 1, got {groups}")
+        if on_finding not in ("collect", "warn", "raise"):
+            raise ValueError(f"on_finding must be 'collect', 'warn' or 'raise', got {on_finding!r}")
+        for key in ("on_finding", "groups", "accumulation_steps", "scheduler", "scaler", "accelerator"):
+            if key in probe_options:
+                raise ValueError(f"{key} is set by the callback, not through probe options")
+        self.framework = framework
+        self.groups = groups
+        self.on_finding = on_finding
+        self.json_path = json_path
+        self.print_report = print_report
+        self.probe_options = probe_options
+        self.probe: Probe | None = None
+        self.report: Report | None = None
+        self.framework_facts: dict[str, Any] = {"name": framework}
+
+    @property
+    def started(self) -> bool:
+        """True once a probe was created (it attaches once per callback)."""
+        return self.probe is not None
+
+    def start(
+        self,
+        model: Any,
+        optimizer: Any,
+        *,
+        accumulation_steps: int | None,
+        accumulation_source: str,
+        scheduler: Any = None,
+        scaler: Any = None,
+        notes: list[str] | None = None,
+        unobservable: list[str] | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> Probe:
+        """Create and attach the probe (on the calling thread, which must run the loop)."""
+        probe = Probe(model, optimizer, accumulation_steps=accumulation_steps, scheduler=scheduler, scaler=scaler,
+                      groups=self.groups, on_finding="collect", **self.probe_options)
+        if accumulation_steps is not None:
+            probe.record.accumulation_source = accumulation_source
+        probe.record.notes.extend(notes or [])
+        probe.record.unobservable.extend(unobservable or [])
+        self.framework_facts.update(facts or {})
+        self.probe = probe.attach()
+        return probe
+
+    def poll(self, publish: bool) -> None:
+        """Finish once the probe has seen its groups (it may have detached itself already)."""
+        if self.probe is not None and self.report is None and self.probe.done:
+            self.finish(clean=True, publish=publish)
+
+    def finish(self, clean: bool, publish: bool, no_forward_hint: str = "") -> Report | None:
+        """Detach (idempotent), keep the report, and publish it: JSON, print, log, then warn/raise."""
+        if self.probe is None or self.report is not None:
+            return self.report
+        probe = self.probe
+        if probe.attached and no_forward_hint and not any(g.microbatches for g in probe.record.groups):
+            probe.record.notes.append(no_forward_hint)
+        if probe.attached:
+            probe.__exit__(None if clean else RuntimeError, None, None)
+        report = probe.report()
+        report.card["framework"] = self.framework_facts
+        self.report = report
+        if publish:
+            if self.json_path is not None:
+                report.to_json(self.json_path)
+            if self.print_report:
+                print(report)
+        card = report.card
+        logger.info("runtime_guard (%s): %d finding(s) %s; A = %s, m = %s, update attempts = %s", self.framework,
+                    len(report.findings), sorted(report.codes), card.get("A"), card.get("m"),
+                    card.get("updates", {}).get("attempted"))
+        if clean and report.findings:
+            if self.on_finding == "warn":
+                for finding in report.findings:
+                    warnings.warn(GuardWarning(finding.one_line()), stacklevel=2)
+            elif self.on_finding == "raise":
+                raise GuardFindingError(report)
+        return report
