@@ -257,7 +257,7 @@ class Probe:
 
     @property
     def attached(self) -> bool:
-        """True while hooks are installed."""
+        """True while anything is installed (at an epoch end: from the loader watch on, before the hooks)."""
         return self._attached
 
     # -- setup ---------------------------------------------------------------------------
