@@ -16,10 +16,13 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("card", type=Path)
     show.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
     run = sub.add_parser("run", help="run a training script under the probe (zero code changes)",
-                         usage="python -m runtime_guard run [-A N] [--groups G] [--json OUT] SCRIPT [ARGS ...]")
+                         usage="python -m runtime_guard run [-A N] [--groups G] [--at-epoch-end] [--json OUT] "
+                               "SCRIPT [ARGS ...]")
     run.add_argument("script", type=Path)
     run.add_argument("--accumulation-steps", "-A", type=int, default=None)
     run.add_argument("--groups", type=int, default=2)
+    run.add_argument("--at-epoch-end", action="store_true",
+                     help="probe the end of the first epoch of the DataLoader the loop iterates (ACC005; needs -A)")
     run.add_argument("--json", type=Path, help="write the report (findings + card) here")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (options of `run` go "
                                                             "before SCRIPT)")
@@ -43,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command == "run":
         from runtime_guard.discover import run_script
 
-        probe = run_script(ns.script, ns.args, accumulation_steps=ns.accumulation_steps, groups=ns.groups)
+        probe = run_script(ns.script, ns.args, accumulation_steps=ns.accumulation_steps, groups=ns.groups,
+                           at="epoch_end" if ns.at_epoch_end else "start")
         report = probe.report()
         if report is None:
             print(f"runtime guard: nothing probed: {probe.reason}", file=sys.stderr)

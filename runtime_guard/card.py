@@ -10,13 +10,13 @@ from typing import Any
 
 import torch
 
-from runtime_guard.checks import RUNTIME_CHECKS, infer_normalization, microbatch_size
+from runtime_guard.checks import RUNTIME_CHECKS, LastGroup, infer_normalization, last_group, microbatch_size
 from runtime_guard.record import RunRecord
 
 SCHEMA = "runtime_guard.card/1"
 
 
-def _checks_status(rec: RunRecord, normalization_inferred: bool) -> dict[str, str]:
+def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup) -> dict[str, str]:
     observed_any = any(g.microbatches for g in rec.groups)
     d = rec.data_parallel.size if rec.data_parallel else None
     status = {}
@@ -31,6 +31,8 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool) -> dict[str, st
             status[code] = "checked" if (d or 1) > 1 else "not observable: D = 1"
         elif check.needs == "ce-loss":
             status[code] = "checked" if normalization_inferred else "not observable: normalization not inferred"
+        elif check.needs == "epoch-end":
+            status[code] = "checked" if last.treatment != "not observed" else f"not observed: {last.detail}"
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
@@ -65,6 +67,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
     dp = rec.data_parallel
     d = dp.size if dp else None
     norm = infer_normalization(rec)
+    last = last_group(rec)
     full = rec.full_groups
     mbs = [mb for g in rec.groups for mb in g.microbatches]
     tokens_local = [sum(n) for n in norm.tokens] if norm.inferred else None
@@ -106,8 +109,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         "normalization": norm.verdict,
         "normalization_weight_sums": [round(s, 8) for s in norm.weight_sums] or None,
         "normalization_replay": [g.replay for g in full if g.replay is not None] or None,
-        "last_group": "not observed: the probe ran at the start; an epoch's final partial group needs the probe "
-                      "at the epoch end",
+        "last_group": last.card,
         "updates": {
             "attempted": attempted,
             "applied": applied if not rec.unobservable else "not observed",
@@ -140,11 +142,11 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
             "supervised_tokens": sum(tokens_local) if tokens_local else None,
         },
         "groups": [
-            {"index": g.index, "tail": g.tail, "microbatches": len(g.microbatches), "timeline": g.timeline(),
-             "trace": " ".join(e.kind for e in g.events)}
+            {"index": g.index, "tail": g.tail, **({"role": g.role} if g.role else {}),
+             "microbatches": len(g.microbatches), "timeline": g.timeline(), "trace": " ".join(e.kind for e in g.events)}
             for g in rec.groups
         ],
-        "checks": _checks_status(rec, norm.inferred),
+        "checks": _checks_status(rec, norm.inferred, last),
         "unobservable": rec.unobservable,
         "notes": rec.notes + ([] if rec.clean_exit else ["the probe detached on an exception"]),
     }

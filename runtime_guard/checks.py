@@ -22,7 +22,8 @@ class RuntimeCheck:
     """How the guard observes one code. ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP
     wrapper, any D), ``"data-parallel"`` (D > 1), ``"ce-loss"`` (a softmax cross-entropy
     output whose weights the card reports as inferred), ``"effective-batch"`` (the configured
-    effective batch given to the probe), ``"card"`` (a fact on the card, never a finding)."""
+    effective batch given to the probe), ``"epoch-end"`` (the probe placed at an epoch end with
+    the loader, ``at="epoch_end"``), ``"card"`` (a fact on the card, never a finding)."""
 
     needs: str
     evidence: str
@@ -48,7 +49,8 @@ RUNTIME_CHECKS: dict[str, RuntimeCheck] = {
     "ACC403": RuntimeCheck("data-parallel", "input-row hashes overlap across replicas"),
     "ACC404": RuntimeCheck("effective-batch", "observed m x A x D differs from the configured effective batch"),
     "ACC501": RuntimeCheck("events", "Accelerate: update cadence differs from A, or a prepared reset wipes a group"),
-    "ACC005": RuntimeCheck("card", "last-group treatment: observed only with the probe at an epoch end (not built)"),
+    "ACC005": RuntimeCheck("epoch-end", "the epoch's partial group: no update after it (dropped, or leaking into the "
+                                        "next epoch's first group), or applied with weights summing to r/A"),
     "ACC901": RuntimeCheck("card", "BatchNorm modules in train mode and their microbatch size"),
     "ACC902": RuntimeCheck("card", "microbatches, update attempts, applied updates, examples and tokens, apart"),
 }
@@ -77,7 +79,12 @@ FIXES = {
     "ACC404": "count D as the data-parallel group size: effective batch = m x A x D",
     "ACC501": "enter accelerator.accumulate(model) once per microbatch and reset after the backward "
               "(optimizer.step(); optimizer.zero_grad())",
+    "ACC005": "apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's losses by "
+              "its true size r; or make the epoch length a multiple of A (drop_last, or a loader length chosen "
+              "for A), so that no examples are backpropagated for nothing",
 }
+#: The fix for a partial group applied but weighted r/A (the linter's wording).
+FIX_WEIGHTED = "divide the tail's losses by its true size r (or make the epoch length a multiple of A)"
 
 MEANINGS = {
     "ACC001": "only the microbatches after the last reset reach the update; the rest of the group is discarded",
@@ -101,11 +108,14 @@ MEANINGS = {
     "ACC404": "the effective batch used for the learning rate or A is not the one training runs with",
     "ACC501": "Accelerate's accumulation is not doing what A says: the update cadence or the group's gradients "
               "are wrong",
+    "ACC005": "the examples of the epoch's last partial group are not learned from like the others: lost, "
+              "mixed into another epoch's update, or weighted r/A of a full group",
 }
 
 
-def _finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "") -> Finding:
-    return Finding(code, group, microbatch, observed, MEANINGS[code], FIXES[code], evidence)
+def _finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "",
+             fix: str | None = None) -> Finding:
+    return Finding(code, group, microbatch, observed, MEANINGS[code], fix or FIXES[code], evidence)
 
 
 def _trace(events: list[Event]) -> str:
@@ -233,6 +243,8 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
     for prev_group, g in zip(rec.groups, rec.groups[1:], strict=False):
         if not g.microbatches or "ACC002" in reported or not prev_group.closed or (g.tail and late_resets):
             continue
+        if prev_group.role == "partial":
+            continue  # what happens to the partial group's gradients is ACC005's business
         mb0 = g.microbatches[0]
         if mb0.backwards == 0 or mb0.grads_at_forward.all_zero:
             continue
@@ -587,9 +599,135 @@ def _normalization(rec: RunRecord) -> Iterator[Finding]:
                                                     f"supervised tokens per microbatch {norm.tokens}")
 
 
+# -- the epoch's partial group (ACC005) -----------------------------------------------------
+@dataclass
+class LastGroup:
+    """What the loop did with the epoch's last partial group (probe at an epoch end).
+
+    ``treatment`` uses the linter's terms: "applied, true denominator", "applied, weighted
+    r/A", "applied" (weighting not inferred), "dropped", "leaks into the next epoch", "merged
+    into the next epoch" (groups of exactly A span the boundary), "never applied" (the probe
+    detached after the epoch end before any update or reset), "no partial group"
+    (``len(loader) % A == 0``) or "not observed". ``finding`` is the observed text of an
+    ACC005 finding, ``None`` for none.
+    """
+
+    treatment: str
+    detail: str
+    finding: str | None = None
+    group: int | None = None
+    fix: str | None = None
+
+    @property
+    def card(self) -> str:
+        """``"treatment: detail"`` for the card."""
+        return f"{self.treatment}: {self.detail}" if self.detail else self.treatment
+
+
+def _microbatch_weights(rec: RunRecord, mbs: list[Microbatch]) -> tuple[list[float] | None, str]:
+    """Weight of each microbatch's loss (unitless; a full group's sum is 1 when normalized over the
+    group): per-token cross-entropy weights when inferred, else dL/d(mean loss); or why not."""
+    _, residual_tol = normalization_tolerance(rec)
+    if mbs and rec.ce_possible and all(mb.ce is not None and mb.ce.residual <= residual_tol for mb in mbs):
+        return [mb.ce.weight_sum for mb in mbs], "per-token cross-entropy weights"
+    if mbs and all(mb.loss_weight is not None for mb in mbs):
+        return [mb.loss_weight for mb in mbs], "the factor on each microbatch's mean loss"
+    return None, ("neither cross-entropy weights nor a scaled mean loss (a loss / constant backward) "
+                  "were observed")
+
+
+def _tail_ratio(rec: RunRecord, tail: list[Microbatch]) -> tuple[float | None, str]:
+    """The partial group's weight relative to a full group's in the window (1.0 when none closed)."""
+    weights, how = _microbatch_weights(rec, tail)
+    if weights is None:
+        return None, how
+    full = [w for g in rec.full_groups if g.attempted for w in [_microbatch_weights(rec, g.microbatches)[0]]
+            if w is not None]
+    reference = sum(map(sum, full)) / len(full) if full else 1.0
+    if not reference:
+        return None, "a full group's weights sum to 0"
+    where = f"a full group's weights sum to {reference:.4g}" if full else "no full group observed, 1 assumed"
+    return sum(weights) / reference, f"{how}: the partial group's sum to {sum(weights):.4g}, {where}"
+
+
+def _reset_between(rec: RunRecord, start: int, end: int) -> bool:
+    return any(e.kind == "Z" and start < e.seq < end and (e.detail.get("zeroed") or e.detail.get("changed"))
+               for g in rec.groups for e in g.events)
+
+
+def last_group(rec: RunRecord) -> LastGroup:
+    """Classify the epoch's last partial group from the events of a probe at an epoch end."""
+    if not rec.at_epoch_end:
+        return LastGroup("not observed", "the probe ran at the start; an epoch's final partial group needs the "
+                                         "probe at the epoch end (at=\"epoch_end\", loader=...)")
+    if rec.epoch_unobserved:
+        return LastGroup("not observed", rec.epoch_unobserved)
+    a, n = rec.accumulation_steps or 1, rec.loader_length or 0
+    r = n % a
+    if r == 0:
+        return LastGroup("no partial group", f"len(loader) = {n} is a multiple of A = {a}")
+    if rec.epoch_end_seq is None:
+        return LastGroup("not observed", "the probe detached before the watched epoch ended")
+    size = f"r = {r} microbatches (len(loader) = {n}, A = {a})"
+    partial = [g for g in rec.groups if g.role == "partial"]
+    tail = [mb for g in partial for mb in g.microbatches if mb.epoch == rec.watched_epoch and (mb.batch or 0) >= n - r]
+    if not tail:
+        return LastGroup("not observed", f"no forward of the partial group's {size} was seen")
+    group = partial[-1]
+    if group.attempted:
+        ratio, how = _tail_ratio(rec, tail)
+        ratio_tol, _ = normalization_tolerance(rec)
+        if ratio is None:
+            return LastGroup("applied", f"{size}, updated by group {group.index}'s step; weighting not inferred "
+                                        f"({how})")
+        if abs(ratio - 1) <= ratio_tol:
+            return LastGroup("applied, true denominator", f"{size}, weighted like a full group ({how})")
+        if abs(ratio / (r / a) - 1) <= ratio_tol:
+            return LastGroup(
+                "applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group ({how})",
+                f"applied, weighted r/A: the epoch's last partial group of {r} microbatches was applied, but each "
+                f"of its microbatches is still divided by A: that update weighs r/A = {r}/{a} of a full group ({how})",
+                group.index, FIX_WEIGHTED)
+        return LastGroup("applied", f"{size}, weighted {ratio:.4g} of a full group ({how})")
+    last_b = max((e.seq for g in partial for e in g.events if e.kind == "B"), default=rec.epoch_end_seq)
+    following = next((g for g in rec.groups if g.role == "next" and g.microbatches), None)
+    if following is None:
+        return LastGroup(
+            "never applied", f"{size} backpropagated, no update before the probe detached after the epoch end",
+            f"never applied: the epoch's last {r} microbatches were backpropagated but no update followed "
+            "before the probe "
+            "detached after the epoch's end: their examples were never learned from", group.index)
+    mb0 = following.microbatches[0]
+    first_b = following.first_backward_seq() or following.events[-1].seq + 1
+    if _reset_between(rec, last_b, first_b) or mb0.grads_at_forward.all_zero or mb0.grads_replaced_before_backward:
+        return LastGroup(
+            "dropped", f"{size} backpropagated, no update; gradients reset before the next epoch's first backward",
+            f"dropped: the epoch's last {r} microbatches were backpropagated but no update followed; their "
+            f"gradients were reset before the next epoch's first backward, so {r} microbatches' examples were "
+            "seen and never learned from", group.index)
+    if following.closed and len(following.microbatches) + r == a:
+        return LastGroup("merged into the next epoch", f"{size}; the group spanning the epoch boundary holds "
+                                                       f"exactly A = {a} microbatches")
+    held = len(following.microbatches) + r
+    return LastGroup(
+        "leaks into the next epoch", f"{size} not applied, not reset: the next epoch's first group holds {held} "
+                                     "microbatches' gradients",
+        f"leaks into the next epoch: no update and no reset after the epoch's last {r} microbatches, so "
+        f"the next epoch's first update (group {following.index}) applies a group of A + r = {held} "
+        f"microbatches' gradients (grads norm {mb0.grads_at_forward.norm:.3g} at its first forward)",
+        following.index)
+
+
+def _last_group(rec: RunRecord) -> Iterator[Finding]:
+    lg = last_group(rec)
+    if lg.finding is not None:
+        yield _finding("ACC005", lg.group, None, lg.finding, _run_trace(rec), lg.fix)
+
+
 def evaluate(rec: RunRecord) -> list[Finding]:
     """Every runtime check on the record, in code order."""
     findings, structure_bad = _structure(rec)
+    findings += list(_last_group(rec))
     findings += list(_resets(rec, structure_bad))
     findings += list(_graphs(rec))
     findings += list(_grad_ops(rec))

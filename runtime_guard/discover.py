@@ -6,6 +6,10 @@ module is the model (DDP wrapper included, the outermost module is called first)
 optimizer, LR scheduler, GradScaler and Accelerator are then found once among the live
 objects (one ``gc`` walk), the probe attaches, and the global hook is removed. Everything is
 removed when the script ends, also when it raises.
+
+With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
+whose iterator is running at that first forward (found in the same walk); that iterator
+(epoch 0, already started) is watched in place as well.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from runtime_guard.report import Report
 
 def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
     params = {id(p) for p in model.parameters()}
-    found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": []}
+    found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": [],
+                             "loaders": [], "loader_iterators": []}
     accelerator_cls = None
     if "accelerate" in sys.modules:
         accelerator_cls = getattr(sys.modules["accelerate"], "Accelerator", None)
@@ -55,7 +60,21 @@ def _kind(obj: Any, accelerator_cls: Any) -> str | None:
         return "scalers"
     if accelerator_cls is not None and isinstance(obj, accelerator_cls):
         return "accelerators"
+    if isinstance(obj, torch.utils.data.DataLoader):
+        return "loaders"
+    if isinstance(obj, torch.utils.data.dataloader._BaseDataLoaderIter):
+        return "loader_iterators"
     return None
+
+
+def _running_loader(found: dict[str, Any]) -> tuple[Any, Any]:
+    """The DataLoader whose iterator is running (same dataset and sampler) and that iterator,
+    or ``(None, None)``."""
+    for it in found["loader_iterators"]:
+        for loader in found["loaders"]:
+            if it._dataset is loader.dataset and it._index_sampler is loader._index_sampler:
+                return loader, it
+    return None, None
 
 
 class ScriptProbe:
@@ -95,9 +114,21 @@ class ScriptProbe:
         accelerator = next((a for a in found["accelerators"]
                             if any(o is optimizer for o in getattr(a, "_optimizers", []))), None)
         scaler = found["scalers"][0] if found["scalers"] else getattr(accelerator, "scaler", None)
+        options = dict(self.options)
+        loader, iterator = None, None
+        if options.get("at") == "epoch_end" and options.get("loader") is None:
+            loader, iterator = _running_loader(found)
+            if loader is None:
+                options["at"] = "start"
+            options["loader"] = loader
         self.probe = Probe(module, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
-                           **self.options)
+                           **options)
+        if options.get("at") == "start" and self.options.get("at") == "epoch_end":
+            self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
+                                           "first forward; probed from the start")
         self.probe.attach()
+        if iterator is not None:
+            self.probe.adopt_iterator(iterator, iterator._num_yielded)
         # this forward's hooks were collected before the probe's own were registered
         self.probe._on_forward_pre(module, args, {})
 

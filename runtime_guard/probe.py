@@ -5,6 +5,12 @@ wrappers that only observe (design notes §1), records the event trace of ``grou
 accumulation groups plus the next forward/backward (to see whether grads were reset),
 then removes everything on the user's thread. ``p.report()`` gives the findings (same
 rule codes as the linter) and the card.
+
+Placed at an epoch end (``at="epoch_end"`` with ``loader=``), the probe first only watches the
+loader (:mod:`runtime_guard.epoch`) and installs its hooks when the epoch reaches its last
+``groups`` full groups; it then follows the partial group (``len(loader) % A`` microbatches)
+and the next epoch's first group, and detaches after that group's update (plus the next
+forward/backward), so that the card can say what the loop does with the partial group (ACC005).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import torch
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
+from runtime_guard.epoch import LoaderWatch, loader_length
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
 from runtime_guard.graphs import GraphTracker, tensors_in
 from runtime_guard.record import RunRecord
@@ -30,6 +37,15 @@ from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
+Placement = Literal["start", "epoch_end"]
+
+#: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
+#: all elements): the gradient reaching them is the weight the loop gave that microbatch's mean loss.
+_MEAN_LOSS_NODES = frozenset({
+    "MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0", "NllLossBackward0",
+    "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "KlDivBackward0",
+})
+_MEAN_REDUCTION = 1  # at::Reduction::Mean
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
@@ -49,6 +65,25 @@ def _autocast_state() -> str | None:
                 return f"{device}:{str(torch.get_autocast_dtype(device)).removeprefix('torch.')}"
         except RuntimeError:  # device type not built into this torch
             continue
+    return None
+
+
+def _mean_loss_node(tensors: Any) -> Any:
+    """The backward node of the mean-reduced loss under a scalar root made of constant
+    multiplications and divisions (``loss / A``, ``scaler.scale(loss * w)``), or ``None``."""
+    if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or tensors.grad_fn is None:
+        return None
+    node = tensors.grad_fn
+    for _ in range(16):
+        name = type(node).__name__
+        if name == "MeanBackward0" or (name in _MEAN_LOSS_NODES
+                                       and getattr(node, "_saved_reduction", None) == _MEAN_REDUCTION):
+            return node
+        if name not in ("MulBackward0", "DivBackward0") or not node.next_functions:
+            return None
+        node = node.next_functions[0][0]
+        if node is None:
+            return None
     return None
 
 
@@ -83,9 +118,22 @@ class Probe:
             cannot be unregistered: after detach it only forwards to the default all-reduce.
         effective_batch: the effective batch (examples per optimizer update) the run is
             configured for; compared with the observed m x A x D (ACC404).
+        loader: the training loader the loop iterates once per epoch, one microbatch per item
+            (a ``DataLoader`` or any object with ``__len__`` and ``__iter__`` whose class can be
+            swapped; not a ``list``). Needed by ``at="epoch_end"``; ignored otherwise.
+        at: ``"start"`` (default): probe the first ``groups`` groups. ``"epoch_end"``: probe
+            the end of the first epoch that reaches it: the last ``groups`` full groups of the
+            epoch, the partial group of ``r = len(loader) % A`` microbatches and the next
+            epoch's first group, then detach; the card's ``last_group`` says what the loop does
+            with the partial group (ACC005). Until then only the loader is watched: while
+            attached, ``type(loader)`` is a subclass of its class (restored on detach), batches
+            and their order are unchanged. A loader without ``len()`` falls back to
+            ``"start"`` and leaves the treatment "not observed". Needs A (given or from the
+            Accelerator).
 
     Raises:
-        ValueError: for invalid arguments.
+        ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
+            attach, without a known A).
     """
 
     def __init__(
@@ -104,6 +152,8 @@ class Probe:
         effective_batch: int | None = None,
         labels: LabelsSpec = "labels",
         ignore_index: int = -100,
+        loader: Any = None,
+        at: Placement = "start",
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -111,6 +161,10 @@ class Probe:
             raise ValueError(f"on_finding must be 'collect', 'warn' or 'raise', got {on_finding!r}")
         if normalization not in ("infer", "replay", None):
             raise ValueError(f"normalization must be 'infer', 'replay' or None, got {normalization!r}")
+        if at not in ("start", "epoch_end"):
+            raise ValueError(f"at must be 'start' or 'epoch_end', got {at!r}")
+        if at == "epoch_end" and loader is None:
+            raise ValueError("at='epoch_end' needs the training loader: probe(..., loader=train_loader)")
         if accumulation_steps is not None and accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
@@ -126,6 +180,12 @@ class Probe:
         self.count_comm = count_comm
         self.labels = labels
         self.ignore_index = ignore_index
+        self.loader = loader
+        self.at = at
+        self._watch: LoaderWatch | None = None
+        self._window_start: int | None = None  # epoch_end: the batch index at which the hooks go in
+        self._position: tuple[int, int] | None = None  # (epoch, batch) last yielded by the watched loader
+        self._hooks_installed = False
         self._captured: dict[int, Captured] = {}
         # replay: the grads at the group's last backward (tensors, scaler scale), taken just before
         # the first call that may change them; a string says why there is none
@@ -174,7 +234,8 @@ class Probe:
         self._thread = threading.get_ident()
         self._describe_setup()
         try:
-            self._install()
+            if not (self.at == "epoch_end" and self._place_at_epoch_end()):
+                self._install()
         except BaseException:
             self._undo.run()
             raise
@@ -196,7 +257,7 @@ class Probe:
 
     @property
     def attached(self) -> bool:
-        """True while hooks are installed."""
+        """True while anything is installed (at an epoch end: from the loader watch on, before the hooks)."""
         return self._attached
 
     @property
@@ -251,7 +312,54 @@ class Probe:
         ):
             rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
 
+    def _place_at_epoch_end(self) -> bool:
+        """Watch the loader for ``at="epoch_end"``. True: the hooks go in when the loader yields
+        the first batch of the window; False: probe from the start (the card says why).
+
+        Raises:
+            ValueError: when A is not known.
+        """
+        rec = self.record
+        rec.at_epoch_end = True
+        a = rec.accumulation_steps
+        if a is None:
+            raise ValueError("at='epoch_end' needs A: pass accumulation_steps= (or the Accelerator)")
+        n = rec.loader_length = loader_length(self.loader)
+        if n is None:
+            rec.epoch_unobserved = "the loader has no len(): the epoch's end cannot be placed; probed from the start"
+            return False
+        watch = LoaderWatch(self._on_batch, self._on_epoch_end)
+        why = watch.watch(self._undo, self.loader)
+        if why is not None:
+            rec.epoch_unobserved = f"the loader cannot be watched: {why}; probed from the start"
+            return False
+        self._watch = watch
+        self._undo.push("loader watch callbacks", lambda: setattr(watch, "active", False))
+        full = n // a
+        self._window_start = (full - min(self.n_groups, full)) * a
+        return True
+
+    def adopt_iterator(self, iterator: Any, yielded: int) -> bool:
+        """``at="epoch_end"`` attached after the first epoch began: watch its running iterator
+        too, which has already yielded ``yielded`` batches (its class is swapped in place and
+        restored on detach). Returns False when it cannot be watched (nothing changed)."""
+        if self._watch is None or not self._attached:
+            return False
+        return self._watch.adopt(self._undo, iterator, yielded)
+
+    def _on_batch(self, epoch: int, index: int) -> None:
+        self._position = (epoch, index)
+        if not self._hooks_installed and not self._detached and index == self._window_start:
+            self.record.watched_epoch = epoch
+            self._install()
+
+    def _on_epoch_end(self, epoch: int, batches: int) -> None:
+        rec = self.record
+        if epoch == rec.watched_epoch and rec.epoch_end_seq is None and self._entry():
+            rec.epoch_end_seq = self._event("E", epoch=epoch, batches=batches).seq
+
     def _install(self) -> None:
+        self._hooks_installed = True
         undo = self._undo
         model = self.model
         h = model.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
@@ -284,6 +392,8 @@ class Probe:
             patch_module_attribute(undo, torch.nn.utils, name, wrapper)
             if getattr(clip_module, name, None) is original:
                 patch_module_attribute(undo, clip_module, name, wrapper)
+        if self.record.at_epoch_end:
+            patch_module_attribute(undo, torch.autograd, "backward", self._backward_wrapper(torch.autograd.backward))
         self._push_saved_tensor_hooks()
         if self.count_comm and self.record.ddp:
             self._comm = dist_helpers.CommCounter()
@@ -312,6 +422,31 @@ class Probe:
 
         self._undo.push("saved-tensor hooks", pop)
 
+    def _backward_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``torch.autograd.backward`` (``Tensor.backward`` calls it) observed at an epoch end: when
+        the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the
+        mean node reads dL/d(mean loss), i.e. the weight the loop gave this microbatch (the weight
+        of the partial group when the loss is not softmax cross entropy)."""
+        @functools.wraps(original)
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            mb = self._mb
+            node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
+            if node is None:
+                return original(tensors, *args, **kwargs)
+
+            def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
+                grad = grad_outputs[0] if grad_outputs else None
+                if grad is not None and grad.numel() == 1:
+                    mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
+
+            handle = node.register_prehook(seen)
+            try:
+                return original(tensors, *args, **kwargs)
+            finally:
+                handle.remove()
+
+        return backward
+
     def _remove_logit_hooks(self) -> None:
         for handle in self._logit_handles:
             handle.remove()
@@ -324,7 +459,7 @@ class Probe:
     def _entry(self) -> bool:
         """Called first by every observer: False when nothing must be recorded. Runs a due
         auto-detach here, on the user's thread (never inside the autograd engine)."""
-        if not self._attached:
+        if not self._attached or not self._hooks_installed:
             return False
         if self._done and threading.get_ident() == self._thread:
             self._detach(clean=True)
@@ -383,16 +518,22 @@ class Probe:
         self._in_backward = False
         self._snapshot_pending = None  # the last backward was not the group's last
         group = self._group
+        if group is not None and not group.closed and self._past_epoch_end(group):
+            group.boundary_seq = self.record.epoch_end_seq  # the epoch end closes it: no update attempt
         if group is None or group.closed:
             index = 0 if group is None else group.index + 1
             if index == 0:
                 self._device_peaks(reset=True)
-            group = Group(index=index, tail=index >= self.n_groups)
+            group = Group(index=index, tail=self._next_is_tail(index))
+            if self.record.epoch_end_seq is not None and not group.tail:
+                group.role = "next"
             self.record.groups.append(group)
             self._group = group
         elif group.tail or self._too_long(group):
             self._finish_now()
             return
+        if self._in_partial_group():
+            group.role = "partial"
         batch = _first_tensor(args, kwargs)
         mb = Microbatch(
             group=group.index,
@@ -406,6 +547,8 @@ class Probe:
             kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
             device_bytes=self._device_memory(),
             autocast=_autocast_state(),
+            epoch=self._position[0] if self._position else None,
+            batch=self._position[1] if self._position else None,
         )
         if self.record.ddp:
             mb.sync_at_forward = bool(getattr(self.model, "require_backward_grad_sync", True))
@@ -425,6 +568,27 @@ class Probe:
         if self.normalization == "replay":
             self._captured[mb.serial] = capture(args, kwargs)
         self._event("F")
+
+    def _next_is_tail(self, index: int) -> bool:
+        """The group about to start is the watched F/B after the probed groups: after group
+        ``groups - 1`` from the start, after the next epoch's first group at an epoch end."""
+        if self.record.at_epoch_end and self._watch is not None:
+            return any(g.role == "next" for g in self.record.groups)
+        return index >= self.n_groups
+
+    def _past_epoch_end(self, group: Group) -> bool:
+        """The open ``group`` began before the watched epoch's end and this forward is after it."""
+        rec = self.record
+        return (rec.epoch_end_seq is not None and bool(group.microbatches) and self._position is not None
+                and group.microbatches[-1].epoch == rec.watched_epoch and self._position[0] != rec.watched_epoch)
+
+    def _in_partial_group(self) -> bool:
+        """This forward is one of the watched epoch's last ``len(loader) % A`` microbatches."""
+        rec, pos = self.record, self._position
+        if self._watch is None or pos is None or rec.loader_length is None or pos[0] != rec.watched_epoch:
+            return False
+        r = rec.loader_length % (rec.accumulation_steps or 1)
+        return r > 0 and pos[1] >= rec.loader_length - r
 
     def _too_long(self, group: Group) -> bool:
         a = self.record.accumulation_steps

@@ -46,11 +46,19 @@ class RunRecord:
     notes: list[str] = field(default_factory=list)
     clean_exit: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    # probe at an epoch end (``at="epoch_end"``): batches per epoch (None: no len()), the epoch whose end is
+    # watched, the seq of its epoch-end event, and why the end could not be watched
+    at_epoch_end: bool = False
+    loader_length: int | None = None
+    watched_epoch: int | None = None
+    epoch_end_seq: int | None = None
+    epoch_unobserved: str = ""
 
     @property
     def full_groups(self) -> list[Group]:
-        """Groups closed by an update attempt, without the watched tail."""
-        return [g for g in self.groups if g.closed and not g.tail]
+        """Groups closed by an update attempt, without the watched tail and the groups at an epoch
+        boundary (the partial group and the next epoch's first: ACC005's business)."""
+        return [g for g in self.groups if g.closed and not g.tail and not g.role]
 
     def group_sizes(self) -> list[int]:
         """Microbatches (grad-enabled forwards) per closed group."""

@@ -2,7 +2,8 @@
 
 Letters (design notes §1): F forward, B end of one backward, Z gradient reset, C clip,
 S optimizer update, L scheduler step, K ``scaler.scale``, X ``scaler.unscale_``,
-s ``scaler.step``, U ``scaler.update``. A group ends at its update attempt (``scaler.step``
+s ``scaler.step``, U ``scaler.update``, E the watched loader's epoch iterator exhausted
+(probe at an epoch end). A group ends at its update attempt (``scaler.step``
 when a scaler is probed, else the optimizer update); events after it and before the next
 forward (scheduler step, reset) still belong to that group.
 """
@@ -17,7 +18,7 @@ from runtime_guard.fingerprint import GradState
 #: Words used for the letters in the one-line timeline of a group.
 EVENT_WORDS = {
     "F": "F", "B": "B", "Z": "zero", "C": "clip", "S": "step", "L": "sched",
-    "K": "scale", "X": "unscale", "s": "scaler.step", "U": "scaler.update",
+    "K": "scale", "X": "unscale", "s": "scaler.step", "U": "scaler.update", "E": "epoch-end",
 }
 
 
@@ -79,6 +80,11 @@ class Microbatch:
     ce: CEWeights | None = None
     input_hashes: list[int] = field(default_factory=list)
     grads_replaced_before_backward: bool = False  # a grad present at forward was replaced before its backward
+    epoch: int | None = None  # probe at an epoch end: the watched loader's epoch and batch (0-based) of this forward
+    batch: int | None = None
+    # probe at an epoch end: dL/d(the mean-reduced loss) of this microbatch's backward (the factor its mean
+    # loss was multiplied by, scaler scale included); None when the backward root is no scaled mean loss
+    loss_weight: float | None = None
 
 
 @dataclass
@@ -87,6 +93,9 @@ class Group:
 
     index: int
     tail: bool = False  # the extra F/B watched after the last probed group
+    # probe at an epoch end: "partial" (holds the epoch's last len(loader) % A microbatches), "next" (the next
+    # epoch's first group), "" otherwise. A partial group not closed by an update is closed by the epoch end.
+    role: str = ""
     microbatches: list[Microbatch] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     boundary_seq: int | None = None  # the update attempt that closed the group
@@ -106,7 +115,7 @@ class Group:
         """True once the group's update attempt happened."""
         return self.boundary_seq is not None
 
-    def letters(self, kinds: str = "FBZCSLKXsU") -> str:
+    def letters(self, kinds: str = "FBZCSLKXsUE") -> str:
         """The group's events as letters, e.g. ``"FBFBFBFBCSLZ"``."""
         return "".join(e.kind for e in self.events if e.kind in kinds)
 

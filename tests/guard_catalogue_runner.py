@@ -2,7 +2,8 @@
 import), and writes {path: {"codes": [...], "checks": {...}} | {"error": ...}} as JSON.
 
 Usage: python guard_catalogue_runner.py OUT.json EXAMPLE.py ...
-Each example runs as __main__ with A from its ACCUMULATION_STEPS; between examples the
+Each example runs as __main__ with A from its ACCUMULATION_STEPS, and with the probe at the
+epoch end (``at="epoch_end"``) in the folders of codes that need it (``RUNTIME_CHECKS``); between examples the
 environment, cwd and Accelerate's singleton state are reset, and the runner checks that no
 global module hook was left behind.
 """
@@ -19,6 +20,7 @@ import warnings
 
 import torch
 
+from runtime_guard.checks import RUNTIME_CHECKS
 from runtime_guard.discover import run_script
 
 
@@ -36,7 +38,10 @@ def main(out: str, paths: list[str]) -> None:
     for path in paths:
         text = open(path, encoding="utf-8").read()
         match = re.search(r"^ACCUMULATION_STEPS\s*=\s*(\d+)", text, re.M)
-        options = {"accumulation_steps": int(match.group(1))} if match else {}
+        options: dict[str, object] = {"accumulation_steps": int(match.group(1))} if match else {}
+        code = re.search(r"(ACC\d{3})-[^/\\]*[/\\][^/\\]+$", path)
+        if code and code.group(1) in RUNTIME_CHECKS and RUNTIME_CHECKS[code.group(1)].needs == "epoch-end":
+            options["at"] = "epoch_end"
         try:
             with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")

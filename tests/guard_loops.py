@@ -206,3 +206,75 @@ def bitwise_equal(a: Result, b: Result) -> bool:
         return x == y
 
     return same(a.params, b.params) and same(a.optimizer_state, b.optimizer_state) and same(a.rng, b.rng)
+
+
+#: Loops over a shuffled DataLoader for the probe at an epoch end (ACC005): what each does with
+#: the epoch's last ``len(loader) % A`` microbatches.
+EPOCH_VARIANTS = {
+    "true_denominator": "updated after the loader's last batch, each tail loss divided by the tail's size r",
+    "weighted_r_over_a": "updated after the loader's last batch, each tail loss still divided by A",
+    "dropped": "no update after the tail; optimizer.zero_grad() at the start of every epoch",
+    "leaks": "no update after the tail and no reset: the tail joins the next epoch's first group",
+}
+
+
+class Unsized:
+    """An iterable over a loader's batches that has no ``len()``."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __iter__(self) -> Any:
+        return iter(self.loader)
+
+
+def epoch_loader(batches: int, sized: bool = True) -> Any:
+    """A shuffled ``DataLoader`` of ``batches`` microbatches (ids and labels ``[4, 12]``, every token
+    supervised) per epoch; wrapped in :class:`Unsized` when ``sized`` is False."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (batches * 4, 12), generator=g)
+    labels = torch.randint(0, VOCAB, (batches * 4, 12), generator=g)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(ids, labels), batch_size=4, shuffle=True)
+    return loader if sized else Unsized(loader)
+
+
+def train_epochs(
+    variant: str,
+    *,
+    guard: bool = True,
+    batches: int = 14,
+    epochs: int = 2,
+    sized: bool = True,
+    probe_options: dict[str, Any] | None = None,
+    fail_at: tuple[int, int] | None = None,
+) -> Result:
+    """``epochs`` epochs of the loop ``variant`` (:data:`EPOCH_VARIANTS`) over :func:`epoch_loader`,
+    probed at the first epoch's end (``at="epoch_end"``, ``loader=``) unless ``probe_options`` says
+    otherwise. ``fail_at=(epoch, batch)`` raises ``KeyError`` after that microbatch's backward.
+    The loop uses ``len(loader)`` only when ``sized``; else the known ``batches``."""
+    torch.manual_seed(0)
+    model = TinyLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    loader = epoch_loader(batches, sized)
+    n = len(loader) if sized else batches
+    flush = variant in ("true_denominator", "weighted_r_over_a")
+    options: dict[str, Any] = dict(accumulation_steps=A, loader=loader, at="epoch_end")
+    options.update(probe_options or {})
+    ctx = runtime_guard.probe(model, opt, **options) if guard else contextlib.nullcontext()
+    with ctx as p:
+        for epoch in range(epochs):
+            if variant == "dropped":
+                opt.zero_grad()
+            for i, (ids, labels) in enumerate(loader):
+                size = min(A, n - (i - i % A)) if variant == "true_denominator" else A
+                loss = nn.functional.cross_entropy(model(ids).reshape(-1, VOCAB), labels.reshape(-1)) / size
+                loss.backward()
+                if fail_at == (epoch, i):
+                    raise KeyError(f"user error at epoch {epoch}, microbatch {i}")
+                if (i + 1) % A == 0 or (flush and i + 1 == n):
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    opt.zero_grad()
+    report = p.report() if guard else None
+    return Result(report, [t.detach().clone() for t in model.state_dict().values()], opt.state_dict(),
+                  torch.get_rng_state())

@@ -1,0 +1,155 @@
+"""Watching a data loader's epochs without touching its batches (ACC005 at an epoch end).
+
+The probe placed at an epoch end (``probe(..., loader=train_loader, at="epoch_end")``) needs to
+know which batch of which epoch each microbatch is, and when an epoch's iterator is
+exhausted. ``for batch in loader`` looks ``__iter__`` up on the *type*, so an instance
+attribute cannot observe it: the loader's ``__class__`` is swapped for a subclass (same
+layout, ``__slots__ = ()``) whose ``__iter__`` returns the original iterator behind a
+forwarding proxy. Nothing else changes: the same iterator yields the same batches in the
+same order, the guard draws no random numbers, and ``isinstance(loader, type(loader))``
+still holds. Detaching puts the original class back (the instance dict is never touched);
+iterators handed out while attached keep forwarding, silently, after detach.
+
+A script probe attaches after the first epoch started: its running ``DataLoader`` iterator
+is adopted by swapping *its* class the same way (restored on detach).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from runtime_guard.undo import UndoStack
+
+#: ``on_batch(epoch, index)``: batch ``index`` (0-based) of epoch ``epoch`` was just yielded.
+OnBatch = Callable[[int, int], None]
+#: ``on_end(epoch, batches)``: epoch ``epoch``'s iterator is exhausted after ``batches`` batches.
+OnEnd = Callable[[int, int], None]
+
+
+def loader_length(loader: Any) -> int | None:
+    """``len(loader)`` (batches per epoch), or ``None`` when the loader has no length
+    (an iterable-style dataset, a generator)."""
+    try:
+        return int(len(loader))
+    except (TypeError, NotImplementedError):
+        return None
+
+
+class LoaderWatch:
+    """Counts the epochs and batches a loader yields and reports them to two callbacks.
+
+    Epoch ``e`` is the ``e``-th iterator created from the loader while it is watched
+    (0-based; an adopted running iterator is epoch 0). Once :attr:`active` is False the
+    wrappers only forward.
+    """
+
+    def __init__(self, on_batch: OnBatch, on_end: OnEnd) -> None:
+        self.on_batch = on_batch
+        self.on_end = on_end
+        self.active = True
+        self.epochs = 0  # iterators started so far
+
+    def _new_epoch(self) -> int:
+        epoch = self.epochs
+        self.epochs += 1
+        return epoch
+
+    def _yielded(self, epoch: int, index: int) -> None:
+        if self.active:
+            self.on_batch(epoch, index)
+
+    def _exhausted(self, epoch: int, batches: int) -> None:
+        if self.active:
+            self.on_end(epoch, batches)
+
+    def watch(self, undo: UndoStack, loader: Any) -> str | None:
+        """Swap ``loader``'s class for a watching subclass (restored by ``undo``).
+
+        Returns:
+            ``None`` on success, else why the loader cannot be watched (e.g. a ``list``,
+            whose class cannot be swapped).
+        """
+        original = type(loader)
+        watch = self
+
+        def __iter__(self: Any) -> Iterator[Any]:  # noqa: N807 - the iteration protocol
+            return _Watched(original.__iter__(self), watch, watch._new_epoch(), 0)
+
+        subclass = type(original.__name__, (original,), {"__iter__": __iter__, "__slots__": (),
+                                                         "__module__": original.__module__})
+        try:
+            loader.__class__ = subclass
+        except TypeError as error:
+            return f"its class {original.__name__} cannot be wrapped ({error})"
+        undo.push(f"{original.__name__} epoch watch", lambda: _restore_class(loader, subclass, original))
+        return None
+
+    def adopt(self, undo: UndoStack, iterator: Any, yielded: int) -> bool:
+        """Watch an iterator that already yielded ``yielded`` batches (epoch 0), in place.
+
+        Returns:
+            False when its class cannot be swapped (nothing was changed).
+        """
+        original = type(iterator)
+        watch = self
+        epoch = self._new_epoch()
+        count = [yielded]
+
+        def __next__(self: Any) -> Any:  # noqa: N807 - the iteration protocol
+            try:
+                item = original.__next__(self)
+            except StopIteration:
+                watch._exhausted(epoch, count[0])
+                raise
+            count[0] += 1
+            watch._yielded(epoch, count[0] - 1)
+            return item
+
+        subclass = type(original.__name__, (original,), {"__next__": __next__, "__slots__": (),
+                                                         "__module__": original.__module__})
+        try:
+            iterator.__class__ = subclass
+        except TypeError:
+            self.epochs -= 1
+            return False
+        undo.push(f"{original.__name__} iterator watch", lambda: _restore_class(iterator, subclass, original))
+        if yielded:
+            self._yielded(epoch, yielded - 1)
+        return True
+
+
+def _restore_class(obj: Any, installed: type, original: type) -> None:
+    if type(obj) is installed:
+        obj.__class__ = original
+
+
+class _Watched:
+    """A forwarding iterator: the same items, in the same order; counts them."""
+
+    __slots__ = ("_it", "_watch", "_epoch", "_count")
+
+    def __init__(self, iterator: Iterator[Any], watch: LoaderWatch, epoch: int, count: int) -> None:
+        self._it = iterator
+        self._watch = watch
+        self._epoch = epoch
+        self._count = count
+
+    def __iter__(self) -> _Watched:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self._it)
+        except StopIteration:
+            self._watch._exhausted(self._epoch, self._count)
+            raise
+        self._count += 1
+        self._watch._yielded(self._epoch, self._count - 1)
+        return item
+
+    def __len__(self) -> int:
+        return len(self._it)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._it, name)

@@ -1,0 +1,145 @@
+"""The probe at an epoch end (ACC005): what the loop does with the epoch's last partial group of
+``len(loader) % A`` microbatches, decided from the events, on shuffled DataLoaders; and the
+loader watch is a guest like every other wrapper (bitwise-identical training, nothing left after
+exit or an exception)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from guard_loops import EPOCH_VARIANTS, A, TinyLM, bitwise_equal, epoch_loader, train_epochs  # noqa: E402
+
+import runtime_guard  # noqa: E402
+
+TREATMENTS = {
+    "true_denominator": ("applied, true denominator", set()),
+    "weighted_r_over_a": ("applied, weighted r/A", {"ACC005"}),
+    "dropped": ("dropped", {"ACC005"}),
+    "leaks": ("leaks into the next epoch", {"ACC005"}),
+}
+
+
+def test_every_epoch_variant_has_an_expectation() -> None:
+    assert set(TREATMENTS) == set(EPOCH_VARIANTS)
+
+
+@pytest.mark.parametrize("variant", sorted(TREATMENTS))
+def test_partial_group_treatment(variant: str) -> None:
+    report = train_epochs(variant).report
+    treatment, codes = TREATMENTS[variant]
+    assert report.card["last_group"].split(":")[0] == treatment
+    assert report.codes == codes
+    assert report.card["checks"]["ACC005"] == "checked"
+    roles = [g.get("role") for g in report.card["groups"]]
+    assert roles == [None, None, "partial", "next", None]  # 2 last full groups, partial, next epoch's first, tail
+    assert report.card["group_sizes"] == [A, A]
+    if codes:
+        finding = report.findings[0]
+        assert finding.severity == "warning"
+        assert finding.observed.startswith(treatment + ":")  # the message names the treatment
+        assert "E" in finding.evidence.split()  # the epoch end is in the trace
+
+
+def test_leak_names_the_merged_group_size() -> None:
+    finding = train_epochs("leaks").report.findings[0]
+    assert finding.group == 3 and "A + r = 6 microbatches" in finding.observed
+
+
+def test_weighting_comes_from_the_cross_entropy_weights() -> None:
+    card = train_epochs("weighted_r_over_a").report.card
+    assert "weighted 0.5 = r/A" in card["last_group"] and "per-token cross-entropy weights" in card["last_group"]
+
+
+@pytest.mark.parametrize("variant", ["leaks", "weighted_r_over_a"])
+def test_no_partial_group_when_the_length_is_a_multiple_of_a(variant: str) -> None:
+    report = train_epochs(variant, batches=3 * A).report
+    assert report.card["last_group"] == f"no partial group: len(loader) = {3 * A} is a multiple of A = {A}"
+    assert report.codes == set()
+    assert report.card["checks"]["ACC005"] == "checked"
+
+
+def test_loader_without_len_is_not_observed() -> None:
+    report = train_epochs("leaks", sized=False).report
+    assert report.card["last_group"].startswith("not observed: the loader has no len()")
+    assert report.card["checks"]["ACC005"].startswith("not observed")
+    assert report.codes == set()
+    assert [g.get("role") for g in report.card["groups"]] == [None, None, None]  # probed from the start
+
+
+def test_probe_at_the_start_leaves_the_treatment_not_observed() -> None:
+    report = train_epochs("leaks", probe_options={"at": "start"}).report
+    assert report.card["last_group"].startswith("not observed: the probe ran at the start")
+    assert report.codes == set()
+
+
+def test_epoch_end_needs_a_loader_and_a() -> None:
+    model = TinyLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="needs the training loader"):
+        runtime_guard.probe(model, opt, accumulation_steps=A, at="epoch_end")
+    with pytest.raises(ValueError, match="at must be"):
+        runtime_guard.probe(model, opt, accumulation_steps=A, at="end")
+    loader = epoch_loader(6)
+    p = runtime_guard.probe(model, opt, loader=loader, at="epoch_end")
+    with pytest.raises(ValueError, match="needs A"):
+        p.attach()
+    assert type(loader) is torch.utils.data.DataLoader
+
+
+@pytest.mark.parametrize(("variant", "batches"), [(v, 14) for v in sorted(TREATMENTS)] + [("leaks", 12)])
+def test_bitwise_identical_with_and_without_the_epoch_probe(variant: str, batches: int) -> None:
+    """Dropout on and a shuffled loader: a batch skipped, added, reordered or an RNG draw would show."""
+    plain_a = train_epochs(variant, guard=False, batches=batches)
+    plain_b = train_epochs(variant, guard=False, batches=batches)
+    assert bitwise_equal(plain_a, plain_b)  # control: the harness itself is deterministic
+    assert bitwise_equal(plain_a, train_epochs(variant, batches=batches))
+    assert not bitwise_equal(plain_a, train_epochs(variant, guard=False, batches=batches, epochs=1))  # it bites
+
+
+def _loader_state(loader) -> tuple[type, dict]:
+    return type(loader), dict(vars(loader))
+
+
+@pytest.mark.parametrize("fail_at", [None, (0, 2), (0, 13), (1, 1)])
+def test_loader_and_hooks_restored_on_exit_and_exception(fail_at) -> None:
+    """Before the window (0, 2), inside it (0, 13), in the next epoch (1, 1), and a clean run."""
+    torch.manual_seed(0)
+    model = TinyLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = epoch_loader(14)
+    before = _loader_state(loader)
+    backward, clip = torch.autograd.backward, torch.nn.utils.clip_grad_norm_
+    iterators = []
+    with pytest.raises(KeyError) if fail_at else _nothing(), \
+            runtime_guard.probe(model, opt, accumulation_steps=A, loader=loader, at="epoch_end") as p:
+        for epoch in range(2):
+            it = iter(loader)
+            iterators.append(it)
+            for i, (ids, labels) in enumerate(it):
+                torch.nn.functional.cross_entropy(model(ids).reshape(-1, 7), labels.reshape(-1)).backward()
+                if fail_at == (epoch, i):
+                    raise KeyError("user error")
+                if (i + 1) % A == 0:
+                    opt.step()
+                    opt.zero_grad()
+    assert not p.attached
+    assert _loader_state(loader) == before
+    assert torch.autograd.backward is backward and torch.nn.utils.clip_grad_norm_ is clip
+    assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()) == 0
+    assert sum(len(q._post_accumulate_grad_hooks or {}) for q in model.parameters()) == 0
+    assert "zero_grad" not in vars(opt) and "zero_grad" not in vars(model)
+    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+    # an iterator handed out while attached keeps yielding the same batches after detach
+    assert len(list(iterators[-1])) == 0 or fail_at is not None
+    if fail_at is None:
+        assert p.report().card["last_group"].startswith("leaks into the next epoch")
+
+
+class _nothing:  # noqa: N801 - a null context for the parametrized raise
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
