@@ -1,0 +1,185 @@
+"""Checking many files: the cache, the byte prefilter and a process pool for the parsing.
+
+The main process reads each file once, looks its hash up in the cache and runs the byte
+prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may fire on are
+parsed, by a pool of ``jobs`` worker processes (``jobs=1``: in this process) that gets
+each file as soon as it is found. Results are collected in file order, so the output
+never depends on the number of workers or on which of them finished first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accumlint import config, engine
+from accumlint.cache import ResultCache, content_digest
+from accumlint.config import Settings
+from accumlint.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+
+@dataclass
+class RunResult:
+    """What a run produced: findings and internal errors in file order, the bytes of the files
+    with findings (for the source snippets of the text format), and counts."""
+
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sources: dict[str, bytes] = field(default_factory=dict)
+    cached: int = 0  #: files answered from the cache
+    parsed: int = 0  #: files that passed the byte prefilter and were parsed
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _unreadable(path: str, exc: OSError) -> Finding:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return Finding(
+        path=path,
+        line=1,
+        column=1,
+        code=engine.PARSE_ERROR_CODE,
+        name=engine.PARSE_ERROR_NAME,
+        severity=Severity.ERROR,
+        message=f"file could not be read: {reason}",
+        fix="make the file readable, or exclude it",
+    )
+
+
+def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    """One file with the rules of ``codes``, its findings limited to those codes (runs in a worker)."""
+    result = engine.check_source(path, data, engine.rules_for(codes))
+    result.findings = [f for f in result.findings if f.code in codes]
+    return result
+
+
+class _Scheduler:
+    """Checks files in this process, or in a pool started once a second file needs parsing
+    (a run that parses one file does not pay for starting workers)."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+        self.waiting: tuple[int, str, bytes, frozenset[str]] | None = None
+        self.futures: dict[int, tuple[str, Future[engine.FileResult]]] = {}
+        self.results: dict[int, engine.FileResult] = {}
+
+    def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        """Queue one file (with one job it is checked at once)."""
+        if self.jobs == 1:
+            self.results[index] = _check(path, data, codes)
+        elif self.pool is None and self.waiting is None:
+            self.waiting = (index, path, data, codes)
+        else:
+            if self.pool is None:
+                import multiprocessing  # here: a run that parses at most one file never needs them
+                from concurrent.futures import ProcessPoolExecutor
+
+                # fork where it is safe and cheap (Linux): the workers start with what this
+                # process imported and with its rule registry; elsewhere the default method
+                context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+                self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context)
+                self._send(*self.waiting)  # type: ignore[misc]
+                self.waiting = None
+            self._send(index, path, data, codes)
+
+    def _send(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        assert self.pool is not None
+        self.futures[index] = (path, self.pool.submit(_check, path, data, codes))
+
+    def collect(self) -> dict[int, engine.FileResult]:
+        """Every queued file's result, by index."""
+        if self.waiting is not None:
+            index, path, data, codes = self.waiting
+            self.results[index] = _check(path, data, codes)
+            self.waiting = None
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            for index, (path, future) in self.futures.items():
+                try:
+                    self.results[index] = future.result()
+                except BrokenProcessPool as exc:  # a worker was killed (memory) or crashed in native code
+                    error = f"{path}: internal error: a worker process died ({exc}); rerun with --jobs 1"
+                    self.results[index] = engine.FileResult(path, internal_errors=[error])
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+        return self.results
+
+
+def check_files(
+    files: Sequence[str],
+    settings: Settings,
+    enabled: frozenset[str],
+    *,
+    jobs: int | None = None,
+    cache: ResultCache | None = None,
+) -> RunResult:
+    """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
+
+    ``jobs`` worker processes parse the files (default: one per CPU; 1: all in this
+    process). ``cache``, if given, answers for files whose bytes it has seen and receives
+    the results of the others (except files with internal errors), and is saved at the end.
+    """
+    run = RunResult()
+    scheduler = _Scheduler(default_jobs() if jobs is None else max(1, jobs))
+    findings: dict[int, list[Finding]] = {}
+    errors: dict[int, list[str]] = {}
+    parsed: dict[int, tuple[str, bytes, str]] = {}  # index -> (path, bytes, digest)
+    codes_for: dict[tuple[str, ...], frozenset[str]] = {}
+    for index, path in enumerate(files):
+        ignored = tuple(config.per_file_ignored(path, settings))
+        if ignored not in codes_for:
+            codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
+        codes = codes_for[ignored]
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:  # unreadable, a directory, vanished since discovery
+            if engine.PARSE_ERROR_CODE in codes:
+                findings[index] = [_unreadable(path, exc)]
+            continue
+        digest = ""
+        if cache is not None:
+            digest = content_digest(data)
+            hit = cache.get(path, digest)
+            if hit is not None:
+                run.cached += 1
+                findings[index] = hit
+                if hit:
+                    run.sources[path] = data
+                continue
+        rules = engine.rules_for(codes)
+        if rules and not engine.may_fire(data, rules):
+            if cache is not None:
+                cache.put(path, digest, [])
+            continue
+        run.parsed += 1
+        parsed[index] = (path, data, digest)
+        scheduler.submit(index, path, data, codes)
+    for index, result in scheduler.collect().items():
+        path, data, digest = parsed[index]
+        findings[index] = result.findings
+        errors[index] = result.internal_errors
+        if result.findings:
+            run.sources[path] = data
+        if cache is not None and not result.internal_errors:
+            cache.put(path, digest, result.findings)
+    for index in sorted(findings.keys() | errors.keys()):
+        run.findings.extend(findings.get(index, ()))
+        run.errors.extend(errors.get(index, ()))
+    if cache is not None:
+        cache.save()
+    return run

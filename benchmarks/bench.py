@@ -1,0 +1,299 @@
+"""Speed benchmark: accumlint against ruff and against a bare LibCST parse, in one run.
+
+    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling]
+
+Fetches the speed trees with ``shared/corpus/fetch.py --speed`` (torch, transformers,
+diffusers, nemo, fairseq), then times, as separate processes started the way a user
+starts them, with alternating repetitions (A B, B A, ...) after one untimed warm-up each,
+and prints medians and ratios against the targets of the speed issue:
+
+* accumlint (cold cache) vs ``ruff check --isolated --no-cache`` (ruff's default rules)
+  on the transformers tree and on the whole speed set;
+* accumlint vs a bare ``libcst.parse_module`` over the corpus loop files (the ``path``
+  column of ``shared/corpus/manifest.tsv``; every one of them is parsed);
+* cold vs warm cache, ``--jobs 1`` vs all cores;
+* peak memory on the whole speed set (largest process, and the sampled sum over the
+  process tree on Linux);
+* 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly).
+
+Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
+``time.perf_counter`` for wall time and ``os.wait4`` for peak RSS. The commands run
+with Python's bytecode cache enabled (``PYTHONDONTWRITEBYTECODE`` removed), as on a
+user's machine. Not a test: the figures depend on the machine, so nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+#: the environment of every timed command: bytecode caching on, as a user has it
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+BARE_PARSE = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"
+
+
+def tool(name: str) -> list[str]:
+    """The command of a tool installed beside this Python (else on PATH)."""
+    candidate = BIN / name
+    if candidate.exists():
+        return [str(candidate)]
+    found = shutil.which(name)
+    if found is None:
+        sys.exit(f"bench: `{name}` not found; install the dev extra: pip install -e '.[dev]'")
+    return [found]
+
+
+ACCUMLINT = tool("accumlint")
+RUFF = tool("ruff")
+
+
+def fetch_speed_trees(shared: Path) -> tuple[Path, list[Path]]:
+    """Run fetch.py --speed; return the corpus folder and the speed trees in it."""
+    fetch = shared / "corpus" / "fetch.py"
+    if not fetch.exists():
+        sys.exit(f"bench: {fetch} not found (give --shared or set ACCUMLINT_SHARED)")
+    done = subprocess.run([sys.executable, str(fetch), "--speed"], check=True, capture_output=True, text=True)
+    dest = Path(done.stdout.strip().splitlines()[-1])
+    spec = importlib.util.spec_from_file_location("corpus_fetch", fetch)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dest, [dest / f"{name}-{version}-{kind}" for name, version, kind in module.SPEED]
+
+
+def loop_files(shared: Path, dest: Path) -> list[str]:
+    """The distinct corpus loop files of the manifest, under the unpacked packages."""
+    with (shared / "corpus" / "manifest.tsv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    paths = {dest / f"{r['package']}-{r['version']}-{r['archive_kind']}" / r["path"] for r in rows}
+    return sorted(str(p) for p in paths if p.exists())
+
+
+def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Callable[[], float]:
+    """A runner of ``command`` that returns its wall time (``setup`` runs first, untimed)."""
+
+    def run() -> float:
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False)
+        return time.perf_counter() - start
+
+    return run
+
+
+def alternate(runs: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
+    """Median wall time of each run: one untimed warm-up each, then ``repeat`` rounds that
+    alternate the order (A B, B A, ...) so drift in the machine's load hits both alike."""
+    for run in runs.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for round_ in range(repeat):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            times[name].append(runs[name]())
+    for name, values in times.items():
+        print(
+            f"    {name:<34} median {statistics.median(values):7.3f} s   (min {min(values):.3f}, max {max(values):.3f})"
+        )
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def verdict(label: str, ratio: float, target: float | None, higher: bool = False) -> str:
+    line = f"  => {label:<48} {ratio:6.2f}"
+    if target is not None:
+        ok = ratio >= target if higher else ratio <= target
+        line += f"   target {'>=' if higher else '<='} {target:<4} {'MET' if ok else 'MISSED'}"
+    print(line)
+    return line
+
+
+def _tree_rss(root: int) -> int:
+    """Sum of the resident set sizes (bytes) of ``root`` and its descendants (Linux /proc)."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        rss[pid] = int(fields[21]) * page
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(rss.get(pid, 0) for pid in tree)
+
+
+def peak_memory(command: Sequence[str]) -> tuple[float, float | None]:
+    """(largest single process's peak RSS, peak of the sampled sum over the process tree), in MB."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    sampled = 0 if os.path.isdir("/proc") else None
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            break
+        if sampled is not None:
+            sampled = max(sampled, _tree_rss(process.pid))
+        time.sleep(0.05)
+    largest = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 2**20
+    return largest, None if sampled is None else sampled / 2**20
+
+
+def copies(tree: Path, count: int, into: Path) -> Path:
+    """``count`` hard-linked copies of ``tree`` (plain copies where links fail) under ``into``."""
+    target = into / f"x{count}"
+    for index in range(count):
+        shutil.copytree(tree, target / f"copy{index}", copy_function=_link_or_copy)
+    return target
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def python_files(*trees: Path) -> int:
+    return sum(1 for tree in trees for _ in tree.rglob("*.py"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_shared = os.environ.get("ACCUMLINT_SHARED", str(REPO.parent / "shared"))
+    parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
+    parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
+    args = parser.parse_args()
+
+    dest, trees = fetch_speed_trees(args.shared)
+    transformers = next(t for t in trees if t.name.startswith("transformers-"))
+    loops = loop_files(args.shared, dest)
+    versions = subprocess.run([*RUFF, "--version"], capture_output=True, text=True).stdout.strip()
+    accumlint_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {accumlint_version}; {versions}")
+    print(
+        f"transformers tree: {python_files(transformers)} files; speed set: {python_files(*trees)} files "
+        f"in {len(trees)} trees; corpus loop files: {len(loops)}; {args.repeat} rounds each\n"
+    )
+
+    scratch = Path(tempfile.mkdtemp(prefix="accumlint-bench-", dir=dest))
+    cache_dir = scratch / "cache"
+    check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
+    ruff = [*RUFF, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet"]
+
+    def clear_cache() -> None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    lines: list[str] = []
+    try:
+        print("1. transformers tree: accumlint (cold cache, all cores) vs ruff --no-cache (default rules)")
+        t = alternate(
+            {
+                "accumlint cold": timed([*check, str(transformers)], clear_cache),
+                "ruff": timed([*ruff, str(transformers)]),
+            },
+            args.repeat,
+        )
+        lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"] / t["ruff"], 1.0))
+
+        print("2. transformers tree: warm cache vs cold, and vs ruff")
+        subprocess.run([*check, str(transformers)], stdout=subprocess.DEVNULL, env=ENV, check=False)  # prime the cache
+        w = alternate(
+            {"accumlint warm": timed([*check, str(transformers)]), "ruff": timed([*ruff, str(transformers)])},
+            args.repeat,
+        )
+        lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"] / w["ruff"], 0.3))
+        lines.append(verdict("transformers: cold / warm (speed-up)", t["accumlint cold"] / w["accumlint warm"], None))
+
+        print("3. transformers tree, cold: --jobs 1 vs all cores")
+        j = alternate(
+            {
+                "accumlint --jobs 1": timed([*check, "--no-cache", "--jobs", "1", str(transformers)]),
+                "accumlint all cores": timed([*check, "--no-cache", str(transformers)]),
+            },
+            args.repeat,
+        )
+        lines.append(
+            verdict("--jobs 1 / all cores (speed-up)", j["accumlint --jobs 1"] / j["accumlint all cores"], None)
+        )
+
+        print("4. whole speed set: accumlint (cold cache) vs ruff")
+        paths = [str(tree) for tree in trees]
+        s = alternate(
+            {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
+        )
+        lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"] / s["ruff"], 1.0))
+        subprocess.run([*check, *paths], stdout=subprocess.DEVNULL, env=ENV, check=False)
+        sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
+        lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"] / sw["ruff"], 0.3))
+
+        print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
+        bare = [sys.executable, "-c", BARE_PARSE, *loops]
+        c = alternate(
+            {
+                "accumlint --jobs 1": timed([*check, "--no-cache", "--jobs", "1", *loops]),
+                "accumlint all cores": timed([*check, "--no-cache", *loops]),
+                "bare libcst parse": timed(bare),
+            },
+            args.repeat,
+        )
+        lines.append(
+            verdict(
+                "loop files: accumlint --jobs 1 / bare parse", c["accumlint --jobs 1"] / c["bare libcst parse"], 1.5
+            )
+        )
+        lines.append(
+            verdict(
+                "loop files: accumlint all cores / bare parse", c["accumlint all cores"] / c["bare libcst parse"], 1.5
+            )
+        )
+
+        print("6. peak memory, whole speed set, cold (MB)")
+        for label, extra in (("all cores", []), ("--jobs 1", ["--jobs", "1"])):
+            largest, total = peak_memory([*check, "--no-cache", *extra, *paths])
+            summed = "n/a" if total is None else f"{total:.0f}"
+            print(f"    {label:<12} largest process {largest:6.0f} MB   process tree (sampled sum) {summed} MB")
+            lines.append(verdict(f"peak memory {label}: largest process (MB)", largest, 300))
+            if total is not None:
+                lines.append(verdict(f"peak memory {label}: process tree sum (MB)", total, 300))
+
+        if not args.skip_scaling:
+            print("7. scaling: 1x, 2x, 4x copies of the transformers tree (cold, all cores)")
+            runs = {f"{n}x": timed([*check, "--no-cache", str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
+            k = alternate(runs, max(3, args.repeat // 2))
+            lines.append(verdict("2x / 1x (linear: 2)", k["2x"] / k["1x"], None))
+            lines.append(verdict("4x / 1x (linear: 4)", k["4x"] / k["1x"], None))
+            lines.append(verdict("4x / 2x (linear: 2)", k["4x"] / k["2x"], None))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print("\nsummary")
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
