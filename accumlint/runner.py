@@ -1,16 +1,19 @@
 """Checking many files: the cache, the byte prefilter and a process pool for the parsing.
 
-The main process reads each file once, looks its hash up in the cache and runs the byte
-prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may fire on are
-parsed, by a pool of ``jobs`` worker processes (``jobs=1``: in this process) that gets
-each file as soon as it is found. Results are collected in file order, so the output
+The main process reads each file once, largest first, looks its hash up in the cache and
+runs the byte prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may
+fire on are parsed, by a pool of ``jobs`` worker processes (``jobs=1``: in this process)
+that gets each file as soon as it is found. Results are collected in file order, so the output
 never depends on the number of workers or on which of them finished first.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -64,9 +67,27 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     return result
 
 
+def _worker_start(parent: int) -> None:
+    """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
+    exit within half a second once the main process is gone, instead of waiting for work forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 class _Scheduler:
     """Checks files in this process, or in a pool started once a second file needs parsing
-    (a run that parses one file does not pay for starting workers)."""
+    (a run that parses one file does not pay for starting workers).
+
+    Used as a context manager: leaving it normally waits for the workers; leaving it on an
+    exception (Ctrl-C, a bug) cancels what is queued and terminates them. A worker also exits
+    by itself once the main process is gone (killed, or ended by SIGTERM).
+    """
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
@@ -74,6 +95,22 @@ class _Scheduler:
         self.waiting: tuple[int, str, bytes, frozenset[str]] | None = None
         self.futures: dict[int, tuple[str, Future[engine.FileResult]]] = {}
         self.results: dict[int, engine.FileResult] = {}
+
+    def __enter__(self) -> _Scheduler:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if self.pool is None:
+            return
+        if kind is None:
+            self.pool.shutdown(wait=True)
+        elif hasattr(self.pool, "terminate_workers"):  # Python 3.14+
+            self.pool.terminate_workers()
+        else:  # a worker may be in the middle of a long parse: do not wait for it
+            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
 
     def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """Queue one file (with one job it is checked at once)."""
@@ -83,16 +120,21 @@ class _Scheduler:
             self.waiting = (index, path, data, codes)
         else:
             if self.pool is None:
-                import multiprocessing  # here: a run that parses at most one file never needs them
-                from concurrent.futures import ProcessPoolExecutor
-
-                # fork where it is safe and cheap (Linux): the workers start with what this
-                # process imported and with its rule registry; elsewhere the default method
-                context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-                self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context)
+                self._start()
                 self._send(*self.waiting)  # type: ignore[misc]
                 self.waiting = None
             self._send(index, path, data, codes)
+
+    def _start(self) -> None:
+        import multiprocessing  # here: a run that parses at most one file never needs them
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork where it is safe and cheap (Linux): the workers start with what this process
+        # imported and with its rule registry; elsewhere the platform's default method
+        context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        self.pool = ProcessPoolExecutor(
+            max_workers=self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+        )
 
     def _send(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         assert self.pool is not None
@@ -100,23 +142,32 @@ class _Scheduler:
 
     def collect(self) -> dict[int, engine.FileResult]:
         """Every queued file's result, by index."""
+        from concurrent.futures.process import BrokenProcessPool
+
         if self.waiting is not None:
             index, path, data, codes = self.waiting
             self.results[index] = _check(path, data, codes)
             self.waiting = None
-        from concurrent.futures.process import BrokenProcessPool
-
-        try:
-            for index, (path, future) in self.futures.items():
-                try:
-                    self.results[index] = future.result()
-                except BrokenProcessPool as exc:  # a worker was killed (memory) or crashed in native code
-                    error = f"{path}: internal error: a worker process died ({exc}); rerun with --jobs 1"
-                    self.results[index] = engine.FileResult(path, internal_errors=[error])
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True, cancel_futures=True)
+        for index, (path, future) in self.futures.items():
+            try:
+                self.results[index] = future.result()
+            except BrokenProcessPool as exc:  # a worker was killed (memory) or crashed in native code
+                error = f"{path}: internal error: a worker process died ({exc}); rerun with --jobs 1"
+                self.results[index] = engine.FileResult(path, internal_errors=[error])
         return self.results
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _largest_first(files: Sequence[str]) -> list[int]:
+    """The indexes of ``files``, largest file first: a big file that needs parsing is the
+    longest task, so it goes to a worker before the small ones (results keep file order)."""
+    return sorted(range(len(files)), key=lambda index: -_size(files[index]))
 
 
 def check_files(
@@ -134,42 +185,44 @@ def check_files(
     the results of the others (except files with internal errors), and is saved at the end.
     """
     run = RunResult()
-    scheduler = _Scheduler(default_jobs() if jobs is None else max(1, jobs))
     findings: dict[int, list[Finding]] = {}
     errors: dict[int, list[str]] = {}
     parsed: dict[int, tuple[str, bytes, str]] = {}  # index -> (path, bytes, digest)
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
-    for index, path in enumerate(files):
-        ignored = tuple(config.per_file_ignored(path, settings))
-        if ignored not in codes_for:
-            codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
-        codes = codes_for[ignored]
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:  # unreadable, a directory, vanished since discovery
-            if engine.PARSE_ERROR_CODE in codes:
-                findings[index] = [_unreadable(path, exc)]
-            continue
-        digest = ""
-        if cache is not None:
-            digest = content_digest(data)
-            hit = cache.get(path, digest)
-            if hit is not None:
-                run.cached += 1
-                findings[index] = hit
-                if hit:
-                    run.sources[path] = data
+    with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
+        for index in _largest_first(files):
+            path = files[index]
+            ignored = tuple(config.per_file_ignored(path, settings))
+            if ignored not in codes_for:
+                codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
+            codes = codes_for[ignored]
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError as exc:  # unreadable, a directory, vanished since discovery
+                if engine.PARSE_ERROR_CODE in codes:
+                    findings[index] = [_unreadable(path, exc)]
                 continue
-        rules = engine.rules_for(codes)
-        if rules and not engine.may_fire(data, rules):
+            digest = ""
             if cache is not None:
-                cache.put(path, digest, [])
-            continue
-        run.parsed += 1
-        parsed[index] = (path, data, digest)
-        scheduler.submit(index, path, data, codes)
-    for index, result in scheduler.collect().items():
+                digest = content_digest(data)
+                hit = cache.get(path, digest)
+                if hit is not None:
+                    run.cached += 1
+                    findings[index] = hit
+                    if hit:
+                        run.sources[path] = data
+                    continue
+            rules = engine.rules_for(codes)
+            if rules and not engine.may_fire(data, rules):
+                if cache is not None:
+                    cache.put(path, digest, [])
+                continue
+            run.parsed += 1
+            parsed[index] = (path, data, digest)
+            scheduler.submit(index, path, data, codes)
+        results = scheduler.collect()
+    for index, result in results.items():
         path, data, digest = parsed[index]
         findings[index] = result.findings
         errors[index] = result.internal_errors

@@ -35,12 +35,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-#: the environment of every timed command: bytecode caching on, as a user has it
+#: the environment of every timed command: bytecode caching on, as a user has it, and this
+#: checkout's accumlint first on the path (an installed accumlint may be another checkout)
 ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 BARE_PARSE = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"
 
 
@@ -81,41 +84,63 @@ def loop_files(shared: Path, dest: Path) -> list[str]:
     return sorted(str(p) for p in paths if p.exists())
 
 
-def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Callable[[], float]:
-    """A runner of ``command`` that returns its wall time (``setup`` runs first, untimed)."""
+@dataclass(frozen=True)
+class Sample:
+    """One timed run: wall seconds, and CPU seconds (user + system) of the whole process tree."""
 
-    def run() -> float:
+    wall: float
+    cpu: float
+
+
+def execute(command: Sequence[str]) -> tuple[Sample, float]:
+    """Run ``command``; its :class:`Sample` and the peak RSS (MB) of its largest process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    _, status, usage = os.wait4(process.pid, 0)  # the usage includes the reaped worker processes
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    peak = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
+    return Sample(wall, usage.ru_utime + usage.ru_stime), peak
+
+
+def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Callable[[], Sample]:
+    """A runner of ``command`` (``setup`` runs first, untimed)."""
+
+    def run() -> Sample:
         if setup is not None:
             setup()
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, check=False)
-        return time.perf_counter() - start
+        return execute(command)[0]
 
     return run
 
 
-def alternate(runs: dict[str, Callable[[], float]], repeat: int) -> dict[str, float]:
-    """Median wall time of each run: one untimed warm-up each, then ``repeat`` rounds that
-    alternate the order (A B, B A, ...) so drift in the machine's load hits both alike."""
+def alternate(runs: dict[str, Callable[[], Sample]], repeat: int) -> dict[str, Sample]:
+    """Median wall and CPU time of each run: one untimed warm-up each, then ``repeat`` rounds
+    that alternate the order (A B, B A, ...) so drift in the machine's load hits both alike."""
     for run in runs.values():
         run()
-    times: dict[str, list[float]] = {name: [] for name in runs}
+    samples: dict[str, list[Sample]] = {name: [] for name in runs}
     names = list(runs)
     for round_ in range(repeat):
         for name in names if round_ % 2 == 0 else reversed(names):
-            times[name].append(runs[name]())
-    for name, values in times.items():
+            samples[name].append(runs[name]())
+    medians = {}
+    for name, values in samples.items():
+        walls = [v.wall for v in values]
+        medians[name] = Sample(statistics.median(walls), statistics.median(v.cpu for v in values))
         print(
-            f"    {name:<34} median {statistics.median(values):7.3f} s   (min {min(values):.3f}, max {max(values):.3f})"
+            f"    {name:<28} wall {medians[name].wall:7.3f} s (min {min(walls):.3f}, max {max(walls):.3f})"
+            f"   cpu {medians[name].cpu:7.3f} s"
         )
-    return {name: statistics.median(values) for name, values in times.items()}
+    return medians
 
 
-def verdict(label: str, ratio: float, target: float | None, higher: bool = False) -> str:
-    line = f"  => {label:<48} {ratio:6.2f}"
+def verdict(label: str, a: Sample, b: Sample, target: float | None) -> str:
+    """Print and return the wall-time ratio a/b (judged against ``target``) and the CPU-time ratio."""
+    ratio = a.wall / b.wall
+    line = f"  => {label:<44} wall {ratio:5.2f}   cpu {a.cpu / b.cpu:5.2f}"
     if target is not None:
-        ok = ratio >= target if higher else ratio <= target
-        line += f"   target {'>=' if higher else '<='} {target:<4} {'MET' if ok else 'MISSED'}"
+        line += f"   target wall <= {target:<4} {'MET' if ratio <= target else 'MISSED'}"
     print(line)
     return line
 
@@ -157,7 +182,7 @@ def peak_memory(command: Sequence[str]) -> tuple[float, float | None]:
         if sampled is not None:
             sampled = max(sampled, _tree_rss(process.pid))
         time.sleep(0.05)
-    largest = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 2**20
+    largest = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
     return largest, None if sampled is None else sampled / 2**20
 
 
@@ -190,18 +215,21 @@ def main() -> int:
 
     dest, trees = fetch_speed_trees(args.shared)
     transformers = next(t for t in trees if t.name.startswith("transformers-"))
+    paths = [str(tree) for tree in trees]
     loops = loop_files(args.shared, dest)
-    versions = subprocess.run([*RUFF, "--version"], capture_output=True, text=True).stdout.strip()
-    accumlint_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {accumlint_version}; {versions}")
+    ruff_version = subprocess.run([*RUFF, "--version"], capture_output=True, text=True).stdout.strip()
+    own_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True, env=ENV).stdout.strip()
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {own_version} from {REPO}; {ruff_version}")
     print(
         f"transformers tree: {python_files(transformers)} files; speed set: {python_files(*trees)} files "
-        f"in {len(trees)} trees; corpus loop files: {len(loops)}; {args.repeat} rounds each\n"
+        f"in {len(trees)} trees; corpus loop files: {len(loops)}; {args.repeat} rounds each; "
+        f"load average at start: {os.getloadavg()[0]:.1f}\n"
     )
 
     scratch = Path(tempfile.mkdtemp(prefix="accumlint-bench-", dir=dest))
     cache_dir = scratch / "cache"
     check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
+    cold = [*check, "--no-cache"]
     ruff = [*RUFF, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet"]
 
     def clear_cache() -> None:
@@ -209,7 +237,7 @@ def main() -> int:
 
     lines: list[str] = []
     try:
-        print("1. transformers tree: accumlint (cold cache, all cores) vs ruff --no-cache (default rules)")
+        print("1. transformers tree, cold: accumlint (empty cache, all cores) vs ruff (default rules)")
         t = alternate(
             {
                 "accumlint cold": timed([*check, str(transformers)], clear_cache),
@@ -217,79 +245,66 @@ def main() -> int:
             },
             args.repeat,
         )
-        lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"] / t["ruff"], 1.0))
+        lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"], t["ruff"], 1.0))
 
-        print("2. transformers tree: warm cache vs cold, and vs ruff")
-        subprocess.run([*check, str(transformers)], stdout=subprocess.DEVNULL, env=ENV, check=False)  # prime the cache
+        print("2. transformers tree, warm cache")
+        execute([*check, str(transformers)])  # fill the cache
         w = alternate(
             {"accumlint warm": timed([*check, str(transformers)]), "ruff": timed([*ruff, str(transformers)])},
             args.repeat,
         )
-        lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"] / w["ruff"], 0.3))
-        lines.append(verdict("transformers: cold / warm (speed-up)", t["accumlint cold"] / w["accumlint warm"], None))
+        lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"], w["ruff"], 0.3))
+        lines.append(verdict("transformers: warm / cold accumlint", w["accumlint warm"], t["accumlint cold"], None))
 
-        print("3. transformers tree, cold: --jobs 1 vs all cores")
+        print("3. transformers tree, cold: all cores vs --jobs 1")
         j = alternate(
             {
-                "accumlint --jobs 1": timed([*check, "--no-cache", "--jobs", "1", str(transformers)]),
-                "accumlint all cores": timed([*check, "--no-cache", str(transformers)]),
+                "accumlint all cores": timed([*cold, str(transformers)]),
+                "accumlint --jobs 1": timed([*cold, "--jobs", "1", str(transformers)]),
             },
             args.repeat,
         )
-        lines.append(
-            verdict("--jobs 1 / all cores (speed-up)", j["accumlint --jobs 1"] / j["accumlint all cores"], None)
-        )
+        lines.append(verdict("all cores / --jobs 1", j["accumlint all cores"], j["accumlint --jobs 1"], None))
 
-        print("4. whole speed set: accumlint (cold cache) vs ruff")
-        paths = [str(tree) for tree in trees]
+        print("4. whole speed set: accumlint (empty cache, then warm) vs ruff")
         s = alternate(
             {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
         )
-        lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"] / s["ruff"], 1.0))
-        subprocess.run([*check, *paths], stdout=subprocess.DEVNULL, env=ENV, check=False)
+        lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
+        execute([*check, *paths])
         sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
-        lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"] / sw["ruff"], 0.3))
+        lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
 
         print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
-        bare = [sys.executable, "-c", BARE_PARSE, *loops]
         c = alternate(
             {
-                "accumlint --jobs 1": timed([*check, "--no-cache", "--jobs", "1", *loops]),
-                "accumlint all cores": timed([*check, "--no-cache", *loops]),
-                "bare libcst parse": timed(bare),
+                "accumlint --jobs 1": timed([*cold, "--jobs", "1", *loops]),
+                "accumlint all cores": timed([*cold, *loops]),
+                "bare libcst parse": timed([sys.executable, "-c", BARE_PARSE, *loops]),
             },
             args.repeat,
         )
-        lines.append(
-            verdict(
-                "loop files: accumlint --jobs 1 / bare parse", c["accumlint --jobs 1"] / c["bare libcst parse"], 1.5
-            )
-        )
-        lines.append(
-            verdict(
-                "loop files: accumlint all cores / bare parse", c["accumlint all cores"] / c["bare libcst parse"], 1.5
-            )
-        )
+        for name in ("accumlint --jobs 1", "accumlint all cores"):
+            lines.append(verdict(f"loop files: {name} / bare parse", c[name], c["bare libcst parse"], 1.5))
 
-        print("6. peak memory, whole speed set, cold (MB)")
+        print("6. peak memory, whole speed set, cold (MB; target <= 300)")
         for label, extra in (("all cores", []), ("--jobs 1", ["--jobs", "1"])):
-            largest, total = peak_memory([*check, "--no-cache", *extra, *paths])
+            largest, total = peak_memory([*cold, *extra, *paths])
             summed = "n/a" if total is None else f"{total:.0f}"
-            print(f"    {label:<12} largest process {largest:6.0f} MB   process tree (sampled sum) {summed} MB")
-            lines.append(verdict(f"peak memory {label}: largest process (MB)", largest, 300))
-            if total is not None:
-                lines.append(verdict(f"peak memory {label}: process tree sum (MB)", total, 300))
+            line = f"  => peak memory {label:<10} largest process {largest:5.0f} MB, process tree {summed} MB"
+            line += "   MET" if max(largest, total or 0) <= 300 else "   MISSED"
+            print(line)
+            lines.append(line)
 
         if not args.skip_scaling:
             print("7. scaling: 1x, 2x, 4x copies of the transformers tree (cold, all cores)")
-            runs = {f"{n}x": timed([*check, "--no-cache", str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
+            runs = {f"{n}x": timed([*cold, str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
             k = alternate(runs, max(3, args.repeat // 2))
-            lines.append(verdict("2x / 1x (linear: 2)", k["2x"] / k["1x"], None))
-            lines.append(verdict("4x / 1x (linear: 4)", k["4x"] / k["1x"], None))
-            lines.append(verdict("4x / 2x (linear: 2)", k["4x"] / k["2x"], None))
+            lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], None))
+            lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], None))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print("\nsummary")
+    print(f"\nsummary (load average at the end: {os.getloadavg()[0]:.1f})")
     for line in lines:
         print(line)
     return 0

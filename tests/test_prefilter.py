@@ -53,6 +53,32 @@ def test_the_examples_are_found() -> None:
     assert {code for p in examples for code in expected_codes(p)} >= {"ACC001", "ACC201", "ACC304", "ACC501"}
 
 
+def catalogue_examples() -> list[Path]:
+    """Every bad_*.py and good_*.py example of the rule catalogue."""
+    return sorted([*REPO.glob("rules/ACC*/bad_*.py"), *REPO.glob("rules/ACC*/good_*.py")])
+
+
+@pytest.mark.parametrize("example", catalogue_examples(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_catalogue_example_is_kept_for_its_rule(example: Path) -> None:
+    """Good examples too: they are the cases the rule must see and stay silent on."""
+    code = example.parent.name.split("-")[0]
+    data = example.read_bytes()
+    assert kept(data, {code}), f"{example}: the prefilter drops it for {code}"
+    assert kept(data, {rule.code for rule in ALL_RULES})
+
+
+def test_the_prefilter_loses_no_finding_on_the_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The findings of every example, all rules, with both cheap stages and with neither."""
+    examples = [*catalogue_examples(), *REPO.glob("examples/*.py")]
+    assert len(examples) >= 60
+    filtered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
+    monkeypatch.setattr(engine, "may_fire", lambda data, rules: True)
+    monkeypatch.setattr(engine, "_code_use_likely", lambda data, rules: True)  # straight to LibCST
+    unfiltered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
+    assert filtered == unfiltered
+    assert sum(len(findings) for findings in filtered.values()) >= 30
+
+
 MARKERS = frozenset({"backward", "training_step"})
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +146,30 @@ def test_internal_errors_from_workers_are_reported(
         ("c.py", "ACC001"),
     ]
     assert not (tmp_path / "cache").exists()  # files with internal errors are not cached
+
+
+def _slow_check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    time.sleep(60)
+    return engine.FileResult(path)
+
+
+def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_check", _slow_check)
+    with pytest.raises(KeyboardInterrupt), runner._Scheduler(2) as scheduler:
+        scheduler.submit(0, "a.py", b"", frozenset())
+        scheduler.submit(1, "b.py", b"", frozenset())
+        processes = list(scheduler.pool._processes.values())  # type: ignore[union-attr]
+        assert len(processes) == 2
+        raise KeyboardInterrupt
+    for process in processes:
+        process.join(timeout=30)
+        # killed by the signal, not ended after finishing its file (that would be exit code 0)
+        assert process.exitcode == -signal.SIGTERM
+
+
+def test_a_worker_exits_when_the_main_process_is_gone() -> None:
+    """A worker whose parent is not the main process it was started by exits (status 1)."""
+    orphan = multiprocessing.Process(target=runner._exit_with_parent, args=(-1,))  # -1: never a parent's id
+    orphan.start()
+    orphan.join(timeout=30)
+    assert orphan.exitcode == 1
