@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import platform
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -173,3 +175,24 @@ def test_a_worker_exits_when_the_main_process_is_gone() -> None:
     orphan.start()
     orphan.join(timeout=30)
     assert orphan.exitcode == 1
+
+
+def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(runner, "_malloc_trim", lambda: trims.append)
+    small = b"loss.backward()\n"
+    large = small * (runner.TRIM_ABOVE // len(small) + 1)
+    codes = frozenset({"ACC001"})
+    assert runner._check("small.py", small, codes).findings == []
+    assert trims == []
+    assert runner._check("large.py", large, codes).findings == []
+    assert trims == [0]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+def test_malloc_trim_is_found_with_glibc() -> None:
+    trim = runner._malloc_trim()
+    assert trim is not None
+    assert trim(0) in (0, 1)
