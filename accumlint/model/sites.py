@@ -127,7 +127,8 @@ def _target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
 @functools.cache
 def _is_code(kind: type) -> bool:
     """Whether a node type is an expression or a small statement: no ``def`` or ``class`` is inside one."""
-    return issubclass(kind, (cst.BaseExpression, cst.BaseSmallStatement))
+    # the MRO, not issubclass: ABCMeta answers "no" by asking every subclass of BaseExpression
+    return cst.BaseExpression in kind.__mro__ or cst.BaseSmallStatement in kind.__mro__
 
 
 class ModuleFunctions:
