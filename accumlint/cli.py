@@ -1,4 +1,5 @@
-"""The ``accumlint`` command line: ``accumlint check [PATHS]...`` and ``accumlint rule CODE``.
+"""The ``accumlint`` command line: ``accumlint check [PATHS]...``, ``accumlint rule CODE`` and
+``accumlint clean``.
 
 Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal error,
 2 a usage or configuration error.
@@ -14,11 +15,10 @@ from pathlib import Path
 
 import click
 
-from accumlint import __version__, config, engine, noqa_report, notebook
+from accumlint import __version__, cache, config, engine, notebook, runner
 from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
-from accumlint.findings import Finding, Severity
 from accumlint.fixes.apply import fix_files, fix_summary
 from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
 from accumlint.show_settings import format_settings
@@ -44,20 +44,6 @@ def _use_color() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def _unreadable(path: str, exc: OSError) -> Finding:
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return Finding(
-        path=path,
-        line=1,
-        column=1,
-        code=engine.PARSE_ERROR_CODE,
-        name=engine.PARSE_ERROR_NAME,
-        severity=Severity.ERROR,
-        message=f"file could not be read: {reason}",
-        fix="make the file readable, or exclude it",
-    )
-
-
 def _lines(data: bytes) -> list[str]:
     try:
         text = engine.decode_source(data)
@@ -81,51 +67,32 @@ def _cli_layer(
     )
 
 
-def _check_noqa(path: str, data: bytes, suppressed: list[Finding], codes: frozenset[str]) -> list[Finding]:
-    """Warn about unknown ``ACC`` codes in ``# noqa`` directives; ``ACC990`` findings when enabled."""
-    try:
-        text = engine.decode_source(data)
-    except (SyntaxError, UnicodeDecodeError):
-        return []
-    known = config.known_codes()
-    for line, code in noqa_report.unknown_codes(text, known):
-        click.echo(f"warning: {path}:{line}: unknown rule code {code} in a `noqa` directive", err=True)
-    if noqa_report.UNUSED_NOQA_CODE not in codes:
-        return []
-    return noqa_report.unused_noqa(path, text, suppressed, known, codes)
+_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=str),
+    help="Use this pyproject.toml instead of searching for one.",
+)
+_cache_dir_option = click.option(
+    "--cache-dir",
+    envvar=cache.CACHE_DIR_ENV,
+    type=click.Path(path_type=str),
+    help=f"Cache directory (env {cache.CACHE_DIR_ENV}; default: {cache.CACHE_DIR_NAME} in the project root).",
+)
 
 
-def check_files(
-    files: Iterable[str], settings: Settings, enabled: frozenset[str]
-) -> tuple[list[Finding], list[str], dict[str, bytes]]:
-    """Check each file with the enabled codes minus its per-file ignores.
+def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
+    return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
-    Returns the findings, the internal errors and the bytes of the files that have findings
-    (for the source snippets of the text format).
-    """
-    findings: list[Finding] = []
-    errors: list[str] = []
-    sources: dict[str, bytes] = {}
-    for path in files:
-        codes = enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:  # unreadable, a directory, vanished since discovery
-            if engine.PARSE_ERROR_CODE in codes:
-                findings.append(_unreadable(path, exc))
-            continue
-        if notebook.is_notebook(path):
-            result = notebook.check_notebook(path, data, engine.rules_for(codes))
-        else:
-            result = engine.check_source(path, data, engine.rules_for(codes))
-        kept = [f for f in result.findings if f.code in codes]
-        if b"noqa" in data.lower() and not notebook.is_notebook(path):
-            kept += _check_noqa(path, data, result.suppressed, codes)
-        if kept:
-            sources[path] = data
-        findings.extend(kept)
-        errors.extend(result.internal_errors)
-    return findings, errors, sources
+
+def _open_cache(settings: Settings, enabled: frozenset[str], cache_dir: str | None) -> cache.ResultCache:
+    key = cache.fingerprint(
+        enabled=enabled,
+        per_file_ignores=settings.per_file_ignores,
+        project_root=settings.project_root,
+        registry=[type(rule) for rule in engine.ALL_RULES_INSTANCES],
+    )
+    return cache.ResultCache.load(_cache_location(settings, cache_dir), key)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,12 +124,16 @@ def main() -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
+@_config_option
 @click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=str),
-    help="Use this pyproject.toml instead of searching for one.",
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Worker processes that parse files (default: one per CPU; 1: no workers).",
 )
+@click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@_cache_dir_option
 def check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -179,6 +150,9 @@ def check(
     quiet: bool,
     statistics: bool,
     config_path: str | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
     targets = list(paths) or ["."]
@@ -222,7 +196,11 @@ def check(
             for line in fix_summary(results, diff=False):
                 click.echo(line, err=True)
 
-    findings, errors, sources = check_files(files, settings, enabled)
+    results = None if no_cache else _open_cache(settings, enabled, cache_dir)
+    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results)
+    for warning in run.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    findings, errors, sources = run.findings, run.errors, run.sources
     color = _use_color()
 
     def source_lines(path: str, cell: int = 0) -> list[str] | None:
@@ -290,3 +268,21 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
         click.echo(f"note: the catalogue page of {info.code} is not installed", err=True)
         return
     click.echo(page.rstrip("\n"))
+
+
+@main.command()
+@_config_option
+@_cache_dir_option
+def clean(config_path: str | None, cache_dir: str | None) -> None:
+    """Remove the cache directory of the project in the current directory."""
+    try:
+        settings = config.discover_settings(["."], config_path)
+        location = _cache_location(settings, cache_dir)
+        removed = cache.clean(location)
+    except (ConfigError, cache.NotACacheError) as exc:
+        _fail(str(exc))
+        return
+    except OSError as exc:
+        _fail(f"{exc.filename or ''}: cannot remove the cache ({exc.strerror or exc})")
+        return
+    click.echo(f"Removed {location}" if removed else f"No cache at {location}")

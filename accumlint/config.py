@@ -1,7 +1,7 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``. The configuration is the first ``pyproject.toml`` with a
+``per-file-ignores``, ``cache-dir``. The configuration is the first ``pyproject.toml`` with a
 ``[tool.accumlint]`` table found walking up from the checked path (or the file given
 with ``--config``); its directory is the project root that exclude and per-file-ignores
 globs are relative to.
@@ -36,7 +36,7 @@ from accumlint.noqa_report import UNUSED_NOQA_CODE
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
-KNOWN_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores")
+KNOWN_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "cache-dir")
 
 
 class ConfigError(Exception):
@@ -68,6 +68,8 @@ class Settings:
     exclude: list[str] = field(default_factory=list)
     extend_exclude: list[str] = field(default_factory=list)
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    #: ``cache-dir``, resolved against the project root (None: the default location)
+    cache_dir: Path | None = None
 
     def layer(self) -> SelectionLayer:
         """The config file's rule-selection layer."""
@@ -243,6 +245,11 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
             if not isinstance(codes, list):
                 raise ConfigError(f"{key}: expected a list of rule codes, got {codes!r}")
             settings.per_file_ignores[pattern] = validate_selectors(codes, key)
+    if "cache-dir" in table:
+        value = table["cache-dir"]
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"[tool.accumlint] cache-dir: expected a directory path, got {value!r}")
+        settings.cache_dir = project_root / Path(value).expanduser()
     return settings
 
 

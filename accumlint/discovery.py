@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from accumlint.config import glob_matches
@@ -84,28 +84,44 @@ def _inside(real: str, roots: Sequence[str]) -> bool:
 
 
 def _walk(
-    top: str, patterns: Sequence[str], root: Path, roots: Sequence[str], seen_dirs: set[str]
-) -> Iterable[str]:
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
-        kept = []
-        for name in sorted(dirnames):
-            sub = os.path.join(dirpath, name)
-            if is_skipped_dir(sub) or is_excluded(sub, patterns, root):
+    top: str, real_top: str, patterns: Sequence[str], root: Path, roots: Sequence[str], seen_dirs: set[str]
+) -> Iterator[tuple[str, str]]:
+    """(display path, real path) of each Python file under ``top``, depth first in name order.
+
+    One ``scandir`` per directory: a real path is resolved only for a symlink (elsewhere it
+    is the directory's real path joined with the name), which keeps a walk over thousands of
+    files from costing a path resolution each.
+    """
+    stack = [(top, real_top)]
+    while stack:
+        dirpath, real_dir = stack.pop()
+        try:
+            with os.scandir(dirpath) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        subdirs = []
+        prefix = real_dir if real_dir.endswith(os.sep) else real_dir + os.sep
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+                is_link = entry.is_symlink()
+            except OSError:
                 continue
-            real = os.path.realpath(sub)
-            # a symlink into a tree that is walked anyway is redundant (and may be a loop);
-            # any directory reached a second time is skipped
-            if real in seen_dirs or (os.path.islink(sub) and _inside(real, roots)):
-                continue
-            seen_dirs.add(real)
-            kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            if not name.endswith(PYTHON_SUFFIXES):
-                continue
-            path = os.path.join(dirpath, name)
-            if not is_excluded(path, patterns, root):
-                yield path
+            if is_dir:
+                if is_skipped_dir(entry.path) or (patterns and is_excluded(entry.path, patterns, root)):
+                    continue
+                real = os.path.realpath(entry.path) if is_link else prefix + entry.name
+                # a symlink into a tree that is walked anyway is redundant (and may be a loop);
+                # any directory reached a second time is skipped
+                if real in seen_dirs or (is_link and _inside(real, roots)):
+                    continue
+                seen_dirs.add(real)
+                subdirs.append((entry.path, real))
+            elif entry.name.endswith(PYTHON_SUFFIXES) and not (patterns and is_excluded(entry.path, patterns, root)):
+                real = os.path.realpath(entry.path) if is_link else prefix + entry.name
+                yield _display(entry.path), real
+        stack.extend(reversed(subdirs))
 
 
 def discover(
@@ -128,9 +144,6 @@ def discover(
     seen_dirs: set[str] = set()
     roots = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
 
-    def add(path: str) -> None:
-        found.setdefault(os.path.realpath(path), _display(path))
-
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -138,8 +151,8 @@ def discover(
             if real in seen_dirs:
                 continue
             seen_dirs.add(real)
-            for file in _walk(path, patterns, project_root, roots, seen_dirs):
-                add(file)
+            for display, real_file in _walk(path, real, patterns, project_root, roots, seen_dirs):
+                found.setdefault(real_file, display)
         else:  # a file (or a dangling symlink: reading it reports the reason)
-            add(path)
+            found.setdefault(os.path.realpath(path), _display(path))
     return sorted(set(found.values()))

@@ -1,7 +1,17 @@
 """One file through the pipeline: bytes → text → LibCST tree → group model → rules → findings.
 
-Everything that can go wrong with one file (undecodable bytes, a syntax error, a rule
-that crashes) is reported for that file and never stops the run.
+Most files of a large repository hold no training loop, so two cheap stages come first:
+
+1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
+   is called or defined there, the file is done, neither decoded nor parsed (it gets no
+   ``ACC000`` either: no rule needed to read it).
+2. The interpreter's own parser (``ast``, an order of magnitude faster than LibCST's)
+   reports a file that does not parse, and drops one whose markers appear only in
+   docstrings or comments (:func:`markers_in_code`).
+
+Only then does LibCST parse the file for the model and the rules. Everything that can go
+wrong with one file (undecodable bytes, a syntax error, a rule that crashes) is reported
+for that file and never stops the run.
 """
 
 from __future__ import annotations
@@ -12,16 +22,16 @@ import functools
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
+from accumlint.positions import node_positions
 from accumlint.suppression import apply_noqa
 
 PARSE_ERROR_CODE = "ACC000"
@@ -85,45 +95,133 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
     return exc.raw_line, exc.raw_column + 1, exc.message
 
 
-@functools.cache
-def _marker_pattern(markers: frozenset[bytes]) -> re.Pattern[bytes]:
-    """Markers used as code: a call (``loss.backward(``, ``backward(``) or a definition
-    (``def training_step``), not a word in prose. Comments and strings can still match: the
-    pattern only decides whether the file is worth the full parse."""
-    names = b"|".join(re.escape(m) for m in sorted(markers))
-    return re.compile(rb"(?:\.\s*|(?<![\w.]))(?:" + names + rb")\s*\(|\bdef\s+(?:" + names + rb")\b")
+#: Bytes that continue an identifier (``\w`` of a bytes pattern): a marker preceded by one is
+#: only the tail of a longer name.
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+#: What follows a marker used as code: an opening parenthesis, and the first parameter's name.
+_CALL_TAIL = re.compile(rb"\s*\(\s*(\w*)")
+#: The first parameter of an autograd ``Function``'s static ``forward``/``backward``.
+_AUTOGRAD_CONTEXT = "ctx"
 
 
-def _relevant(data: bytes, rules: Sequence[Rule]) -> bool:
-    """Whether any selected rule can fire on this file (a rule without markers always can)."""
+def selected_markers(rules: Sequence[Rule]) -> frozenset[str] | None:
+    """The union of the markers of ``rules``, or None when a rule has none (it can fire anywhere)."""
+    return _markers(tuple(rules))
+
+
+@functools.lru_cache(maxsize=64)
+def _markers(rules: tuple[Rule, ...]) -> frozenset[str] | None:
     if any(not rule.markers for rule in rules):
-        return True
-    markers = frozenset(m for rule in rules for m in rule.markers)
-    return _marker_pattern(markers).search(data) is not None
+        return None
+    return frozenset(marker.decode("ascii") for rule in rules for marker in rule.markers)
 
 
-def _interpreter_syntax_error(text: str) -> tuple[int, int, str] | None:
-    """(line, column, reason) of the first syntax error ``ast.parse`` finds, or None."""
+def _marker_uses(data: bytes, marker: bytes) -> Iterator[int]:
+    """The offsets where ``marker`` occurs in ``data`` as a whole name that is called or defined.
+
+    A call (``loss.backward(``, ``backward (``) or a definition (``def training_step(self``)
+    counts; a longer name that merely contains the marker (``register_backward_hook(``), a
+    bare mention (``# then backward``) and an autograd ``Function``'s ``def backward(ctx``
+    do not. Strings and comments still count here: :func:`markers_in_code` decides those.
+    """
+    start = data.find(marker)
+    while start != -1:
+        end = start + len(marker)
+        if not (start and data[start - 1] in _WORD_BYTES):
+            tail = _CALL_TAIL.match(data, end)
+            if tail is not None and not (
+                tail.group(1) == _AUTOGRAD_CONTEXT.encode() and data[max(0, start - 4) : start] == b"def "
+            ):
+                yield start
+        start = data.find(marker, end)
+
+
+def _looks_like_code(data: bytes, start: int) -> bool:
+    """A guess, from the bytes alone, that the marker at ``start`` is code: it is not after a
+    ``#`` or a doctest prompt on its line, nor after an odd number of triple quotes.
+
+    A wrong guess costs time, never a finding: a file whose marker only looks like prose
+    goes through the exact ``ast`` check, one that looks like code straight to LibCST.
+    """
+    line = data[data.rfind(b"\n", 0, start) + 1 : start]
+    if b"#" in line or line.lstrip().startswith((b">>>", b"...")):
+        return False
+    return data.count(b'"""', 0, start) % 2 == 0 and data.count(b"'''", 0, start) % 2 == 0
+
+
+def may_fire(data: bytes, rules: Sequence[Rule]) -> bool:
+    """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes.
+
+    True when a rule has no markers; otherwise when one of the rules' markers is called or
+    defined somewhere in the bytes (see :func:`_marker_uses`). Works on the undecoded bytes:
+    Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
+    never dropped for its encoding (a multibyte encoding can only add false matches).
+    """
+    markers = _marker_bytes(tuple(rules))
+    return markers is None or any(next(_marker_uses(data, marker), None) is not None for marker in markers)
+
+
+def _code_use_likely(data: bytes, rules: Sequence[Rule]) -> bool:
+    """Whether one of the rules' markers in ``data`` looks like code (:func:`_looks_like_code`)."""
+    markers = _marker_bytes(tuple(rules)) or ()
+    return any(_looks_like_code(data, start) for marker in markers for start in _marker_uses(data, marker))
+
+
+@functools.lru_cache(maxsize=64)
+def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...] | None:
+    markers = _markers(rules)
+    return None if markers is None else tuple(sorted(marker.encode("ascii") for marker in markers))
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def markers_in_code(tree: ast.AST, markers: frozenset[str]) -> bool:
+    """Whether the parsed module calls or defines one of ``markers`` as code.
+
+    The exact counterpart of :func:`_marker_uses` on an ``ast`` tree, so a marker that
+    appears only in a docstring or a comment no longer makes the file worth LibCST's parse.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if _called_name(node) in markers:
+                return True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in markers:
+            params = [*node.args.posonlyargs, *node.args.args]
+            if not params or params[0].arg != _AUTOGRAD_CONTEXT:
+                return True
+    return False
+
+
+def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
+    """The ``ast`` module of ``text``, or (line, column, reason) of its first syntax error."""
     try:
-        ast.parse(text)
+        return ast.parse(text)
     except SyntaxError as err:
         return err.lineno or 1, err.offset or 1, f"syntax error: {err.msg}"
     except (RecursionError, MemoryError):
         return 1, 1, "nesting too deep for the parser"
     except ValueError as err:  # null bytes
         return 1, 1, f"syntax error: {err}"
-    return None
 
 
 def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
     A file that cannot be decoded or parsed yields one ``ACC000`` finding with the position
-    of the problem. A rule that raises is recorded in ``internal_errors`` and the other
-    rules still run.
+    of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
+    (then it is not decoded or parsed at all). With no rules (only ``ACC000`` selected)
+    every file is decoded and parsed: a syntax check. A rule that raises is recorded in
+    ``internal_errors`` and the other rules still run.
     """
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
+    if rules and not may_fire(data, rules):
+        return result  # no selected rule can fire here: the file is neither decoded nor parsed
     try:
         text = decode_source(data)
     except SyntaxError as exc:  # unknown encoding in the coding line
@@ -134,13 +232,17 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
-    if not rules or not _relevant(data, rules):
-        # no selected rule can fire on this file: the interpreter's own parser (an order of
-        # magnitude faster than LibCST's) is enough to report a file that does not parse
-        error = _interpreter_syntax_error(text)
-        if error is not None:
-            result.findings.append(_parse_error(path, *error))
-        return result
+    markers = selected_markers(rules)
+    if markers is not None and not _code_use_likely(data, rules):
+        # every marker looks like prose: the interpreter's parser (an order of magnitude faster
+        # than LibCST's) decides, reporting a file that does not parse on the way
+        tree = _interpreter_parse(text)
+        if isinstance(tree, tuple):
+            result.findings.append(_parse_error(path, *tree))
+            return result
+        if not markers_in_code(tree, markers):
+            return result
+        del tree
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
@@ -168,8 +270,8 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
             )
     if not hits:
         return result
-    # positions cost a full code generation: only files with findings pay for them
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    # positions cost a code generation: only files with findings pay for it, up to the last hit
+    positions = node_positions(module, [hit.node for _, hit in hits])
     findings: list[Finding] = []
     for rule, hit in hits:
         where = positions[hit.node]

@@ -359,7 +359,7 @@ def test_python_m_accumlint(tmp_path: Path) -> None:
         [sys.executable, "-m", "accumlint", "--version"], capture_output=True, text=True, env=env, check=False
     )
     assert (version.returncode, version.stdout) == (0, f"accumlint {__version__}\n")
-    (tmp_path / "bad.py").write_text("x = (\n", encoding="utf-8")
+    (tmp_path / "bad.py").write_text("loss.backward()\nx = (\n", encoding="utf-8")
     bad = subprocess.run(
         [sys.executable, "-m", "accumlint", "check", "--output-format", "concise", "bad.py"],
         capture_output=True,
@@ -370,7 +370,7 @@ def test_python_m_accumlint(tmp_path: Path) -> None:
     )
     assert bad.returncode == 1
     assert bad.stdout.startswith(
-        "bad.py:1:5: ACC000 file could not be checked: syntax error: '(' was never closed"
+        "bad.py:2:5: ACC000 file could not be checked: syntax error: '(' was never closed"
     )
 
 

@@ -88,12 +88,13 @@ def test_a_bad_file_does_not_stop_the_run(
     assert lines[-1] == "Found 3 findings."
 
 
-def test_syntax_error_is_reported_with_and_without_rule_markers() -> None:
-    """Files no selected rule can fire on skip the model but still get ACC000 (via ``ast``)."""
-    plain = check_source("plain.py", b"x = 1\ndef f(:\n    pass\n")
-    assert codes_at(plain) == [("ACC000", 2, 7)]
+def test_syntax_error_is_reported_where_a_rule_needs_the_file() -> None:
+    """ACC000 for a file a selected rule would read; a file no rule can fire on is not parsed."""
     training = check_source("train.py", b"loss.backward()\ndef f(:\n    pass\n")
     assert codes_at(training) == [("ACC000", 2, 7)]
+    plain = b"x = 1\ndef f(:\n    pass\n"
+    assert check_source("plain.py", plain).findings == []
+    assert codes_at(check_source("plain.py", plain, [])) == [("ACC000", 2, 7)]  # only ACC000 selected
     assert check_source("ok.py", b"x = 1\n").findings == []
 
 

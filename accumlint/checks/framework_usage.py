@@ -97,13 +97,12 @@ class EngineStepGated(Rule):
     summary = "DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        if model.deepspeed_unmanaged:
-            return
         for group in model.loops:
             for update in group.of_kind(EventKind.UPDATE):
                 role = update.role
                 engine_step = role.role is Role.ENGINE and update.method == "step"
-                if engine_step and group.cadence(update) is Cadence.UPDATE:
+                # the config search walks the whole module: only once a gated step is seen
+                if engine_step and group.cadence(update) is Cadence.UPDATE and not model.deepspeed_unmanaged:
                     yield Hit(
                         update.node,
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "

@@ -72,7 +72,7 @@ class FileModel:
     def deepspeed_accumulates(self) -> bool | None:
         """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``)."""
         for node in _walk(self.module):
-            if (isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString)
+            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
                     and node.key.evaluated_value == "gradient_accumulation_steps"):
                 literal = int_value(node.value)
                 return literal != 1 if literal is not None else True
@@ -116,7 +116,8 @@ class FileModel:
         """Whether a DeepSpeed config in this module turns managed accumulation off
         (``"managed_gradient_accumulation": False``, deepspeed 0.19.x)."""
         for node in _walk(self.module):
-            if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString):
+            # type(), not isinstance: this sees every node, and isinstance on LibCST's classes is slow
+            if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString):
                 if node.key.evaluated_value == fw.DEEPSPEED_UNMANAGED_KEY:
                     return not (isinstance(node.value, cst.Name) and node.value.value == "True")
         return False

@@ -8,6 +8,7 @@ a backward or a reset done in a helper counts where the helper is called.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -138,6 +139,13 @@ def _target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
     return (dotted(target),)
 
 
+@functools.cache
+def _is_code(kind: type) -> bool:
+    """Whether a node type is an expression or a small statement: no ``def`` or ``class`` is inside one."""
+    # the MRO, not issubclass: ABCMeta answers "no" by asking every subclass of BaseExpression
+    return cst.BaseExpression in kind.__mro__ or cst.BaseSmallStatement in kind.__mro__
+
+
 class ModuleFunctions:
     """Functions of the module by the names a call can use: ``f`` (module level) and ``Class.m``."""
 
@@ -145,25 +153,27 @@ class ModuleFunctions:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
         self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
+        self._calls: dict[int, list[cst.Call]] = {}  # id(expression) → its calls (the tree outlives this)
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
         stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
         while stack:
             node, owner = stack.pop()
             for child in reversed(children(node)):
-                if isinstance(child, cst.FunctionDef):
+                kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow here
+                if kind is cst.FunctionDef:
                     self.class_of[child] = owner
                     if owner is not None:
                         self.methods.setdefault((owner, child.name.value), child)
                     else:
                         self.functions.setdefault(child.name.value, child)
                     stack.append((child, None))
-                elif isinstance(child, cst.ClassDef):
+                elif kind is cst.ClassDef:
                     stack.append((child.body, child))
-                elif isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)) and owner is not None:
+                elif (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and owner is not None:
                     stack.append((child, owner))
-                elif not isinstance(child, (cst.BaseExpression, cst.BaseSmallStatement)):
-                    stack.append((child, None if not isinstance(node, cst.IndentedBlock) else owner))
+                elif not _is_code(kind):
+                    stack.append((child, None if type(node) is not cst.IndentedBlock else owner))
 
     def resolve(self, call: cst.Call, class_def: cst.ClassDef | None) -> cst.FunctionDef | None:
         """The same-module function a call reaches, if it is ``f(...)`` or ``self.m(...)``."""
@@ -178,6 +188,14 @@ class ModuleFunctions:
         ):
             return self.methods.get((class_def, func.attr.value))
         return None
+
+    def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
+        """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
+        body is walked again at each call of the helper."""
+        calls = self._calls.get(id(expression))
+        if calls is None:
+            calls = self._calls[id(expression)] = calls_in(expression)
+        return calls
 
     def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
         """Every module-level function and method, in source order."""
@@ -257,26 +275,27 @@ class _Walker:
         # nested FunctionDef / ClassDef: separate scopes, not walked here
 
     def small(self, small: cst.BaseSmallStatement, frames: tuple[Frame, ...]) -> None:
-        if isinstance(small, cst.Assign):
+        kind = type(small)
+        if kind is cst.Assign:
             self.expression(small.value, small, frames)
             self.record_assign(small, tuple(t.target for t in small.targets), small.value, None, frames)
-        elif isinstance(small, cst.AnnAssign):
+        elif kind is cst.AnnAssign:
             if small.value is not None:
                 self.expression(small.value, small, frames)
                 self.record_assign(small, (small.target,), small.value, None, frames)
-        elif isinstance(small, cst.AugAssign):
+        elif kind is cst.AugAssign:
             self.expression(small.value, small, frames)
             self.record_assign(small, (small.target,), small.value, small.operator, frames)
-        elif isinstance(small, cst.Return):
+        elif kind is cst.Return:
             if small.value is not None:
                 self.expression(small.value, small, frames)
                 self.add(Site(small, small, frames, self.order, self.scope, value=small.value, is_return=True))
-        elif isinstance(small, cst.Expr):
+        elif kind is cst.Expr:
             self.expression(small.value, small, frames)
 
     # --- expressions ------------------------------------------------------------------------
     def expression(self, expression: cst.CSTNode, statement: cst.CSTNode, frames: tuple[Frame, ...]) -> None:
-        for call in calls_in(expression):
+        for call in self.functions.calls_in(expression):
             self.add(Site(call, statement, frames, self.order, self.scope, call=call))  # type: ignore[arg-type]
             helper = self.functions.resolve(call, self.scope.class_def)
             if (
@@ -318,6 +337,9 @@ class _Walker:
         self.order += 1
 
 
+_GUARD_CONTAINERS = frozenset({cst.If, cst.With, cst.Try})
+
+
 def _continue_guards(statement: cst.BaseStatement) -> list[cst.If]:
     """The `if cond: continue` statements in ``statement`` (itself, or nested in its branches,
     contexts and try blocks, not in inner loops) after which the rest of the loop body runs
@@ -325,7 +347,7 @@ def _continue_guards(statement: cst.BaseStatement) -> list[cst.If]:
     if _is_continue_guard(statement):
         return [statement]  # type: ignore[list-item]
     found: list[cst.If] = []
-    if isinstance(statement, (cst.If, cst.With, cst.Try)):
+    if type(statement) in _GUARD_CONTAINERS:
         for inner in _blocks_of(statement):
             found.extend(_continue_guards(inner))
     return found
@@ -352,7 +374,7 @@ def _suite_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
 
 def _is_continue_guard(statement: cst.BaseStatement) -> bool:
     """`if cond: continue` (no else): the rest of the loop body runs only when cond is false."""
-    if not isinstance(statement, cst.If) or statement.orelse is not None:
+    if type(statement) is not cst.If or statement.orelse is not None:
         return False
     body = statement.body
     last: cst.CSTNode | None = None

@@ -1,0 +1,245 @@
+"""The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
+
+One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
+maps each checked file (absolute path) to the SHA-256 of its bytes and its findings.
+The fingerprint covers everything else a file's findings depend on: the accumlint
+version and a hash of its own source files (so an edit to an editable install
+invalidates the cache), the Python and LibCST versions (the parsers), the rule
+registry, the enabled codes, ``per-file-ignores`` and the project root. A warm run over
+an unchanged tree therefore only reads and hashes the files.
+
+The cache is the one thing the linter writes unasked, as ruff does: the directory holds
+a ``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``; the file is replaced atomically; a
+corrupt, unreadable or unwritable cache is ignored (the run checks the files anew).
+Entries not seen for :data:`MAX_UNSEEN_DAYS` days are dropped when the file is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from accumlint import __version__
+from accumlint.findings import Finding, Severity
+
+CACHE_DIR_NAME = ".accumlint_cache"
+CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
+#: The layout of a cache file; bump it when the entry format changes.
+FORMAT = 1
+MAX_UNSEEN_DAYS = 30
+CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by accumlint.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+GITIGNORE = "# Automatically created by accumlint.\n*\n"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def resolve_cache_dir(option: str | os.PathLike[str] | None, configured: Path | None, project_root: Path) -> Path:
+    """Where the cache lives: ``--cache-dir`` / ``$ACCUMLINT_CACHE_DIR`` (relative to the current
+    directory), else the config's ``cache-dir``, else ``.accumlint_cache`` in the project root."""
+    if option is not None and os.fspath(option) != "":
+        return Path(os.path.abspath(option))
+    if configured is not None:
+        return configured
+    return project_root / CACHE_DIR_NAME
+
+
+@functools.cache
+def source_hash() -> str:
+    """SHA-256 over the accumlint package's own ``.py`` files (paths and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _libcst_version() -> str:
+    try:  # the version file setuptools-scm writes (importlib.metadata costs more than a warm run's hashing)
+        from libcst._version import __version__ as version
+    except ImportError:  # pragma: no cover - another build of libcst
+        from importlib import metadata
+
+        return metadata.version("libcst")
+    return str(version)
+
+
+def fingerprint(
+    *,
+    enabled: Iterable[str],
+    per_file_ignores: Mapping[str, Sequence[str]],
+    project_root: Path,
+    registry: Iterable[type],
+) -> str:
+    """The key of the cache file: a hash of everything besides a file's bytes that its findings
+    depend on (see the module docstring)."""
+    parts = {
+        "format": FORMAT,
+        "version": __version__,
+        "source": source_hash(),
+        "python": [sys.implementation.name, *sys.version_info[:2]],
+        "libcst": _libcst_version(),
+        "registry": [f"{cls.__module__}.{cls.__qualname__}" for cls in registry],
+        "enabled": sorted(enabled),
+        "per_file_ignores": sorted((glob, sorted(codes)) for glob, codes in per_file_ignores.items()),
+        "root": os.fspath(project_root),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def content_digest(data: bytes) -> str:
+    """The key of one file's bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def _encode(finding: Finding) -> list[Any]:
+    return [
+        finding.line,
+        finding.column,
+        finding.code,
+        finding.name,
+        finding.severity.value,
+        finding.message,
+        finding.fix,
+        finding.end_line,
+        finding.end_column,
+        finding.url,
+        finding.cell,
+    ]
+
+
+def _decode(path: str, row: Sequence[Any]) -> Finding:
+    line, column, code, name, severity, message, fix, end_line, end_column, url, cell = row
+    finding = Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell)
+    if not all(isinstance(v, int) for v in (line, column, end_line, end_column, cell)):
+        raise TypeError("positions must be integers")
+    if not all(isinstance(v, str) for v in (code, name, message, fix, url)):
+        raise TypeError("texts must be strings")
+    return finding
+
+
+def _today() -> int:
+    return int(time.time() // 86400)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new file in the same directory and a rename, so a
+    reader sees the old file or the new one, never a part (the umask sets the mode)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+class ResultCache:
+    """The cached findings of one project and fingerprint; see the module docstring."""
+
+    def __init__(self, directory: Path, key: str) -> None:
+        self.directory = directory
+        self.file = directory / __version__ / f"{key}.json"
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._today = _today()
+        self._dirty = False
+        self._cwd = os.getcwd()
+
+    def _key(self, path: str) -> str:
+        """The absolute form of ``path`` (``os.path.abspath`` without a ``getcwd`` per file)."""
+        return os.path.normpath(path if os.path.isabs(path) else os.path.join(self._cwd, path))
+
+    @classmethod
+    def load(cls, directory: Path, key: str) -> ResultCache:
+        """The cache file for ``key`` under ``directory``; empty if it is absent, unreadable or corrupt."""
+        cache = cls(directory, key)
+        try:
+            data = json.loads(cache.file.read_bytes())
+        except (OSError, ValueError):
+            return cache
+        if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
+            cache._entries = data["files"]
+        return cache
+
+    def get(self, path: str, digest: str) -> list[Finding] | None:
+        """The findings stored for ``path`` with bytes of ``digest``, or None (absent, stale or corrupt)."""
+        entry = self._entries.get(self._key(path))
+        if not isinstance(entry, dict) or entry.get("digest") != digest:
+            return None
+        try:
+            findings = [_decode(path, row) for row in entry["findings"]]
+        except (KeyError, TypeError, ValueError):
+            return None
+        if entry.get("seen") != self._today:
+            entry["seen"] = self._today
+            self._dirty = True
+        return findings
+
+    def put(self, path: str, digest: str, findings: Iterable[Finding]) -> None:
+        """Store the findings of ``path`` (bytes of ``digest``)."""
+        self._entries[self._key(path)] = {
+            "digest": digest,
+            "seen": self._today,
+            "findings": [_encode(f) for f in findings],
+        }
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache file if anything changed; errors (read-only tree, full disk) are ignored."""
+        if not self._dirty:
+            return
+        oldest = self._today - MAX_UNSEEN_DAYS
+        files = {
+            path: entry
+            for path, entry in self._entries.items()
+            if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
+        }
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)):
+                if not (self.directory / name).exists():
+                    _atomic_write(self.directory / name, text)
+            _atomic_write(self.file, json.dumps({"format": FORMAT, "files": files}, separators=(",", ":")))
+        except OSError:
+            return
+        self._dirty = False
+
+
+class NotACacheError(Exception):
+    """``accumlint clean`` was pointed at a directory that accumlint did not create."""
+
+
+def clean(directory: Path) -> bool:
+    """Remove the cache directory; False if there was none.
+
+    Raises :class:`NotACacheError` for a directory without accumlint's ``CACHEDIR.TAG``
+    (a mistyped ``--cache-dir`` must not delete someone's files).
+    """
+    if not directory.exists():
+        return False
+    tag = directory / "CACHEDIR.TAG"
+    try:
+        ours = tag.read_text(encoding="utf-8") == CACHEDIR_TAG
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
+        raise NotACacheError(f"{directory}: not an accumlint cache (no CACHEDIR.TAG written by accumlint); not removed")
+    shutil.rmtree(directory)
+    return True

@@ -1,0 +1,288 @@
+"""Checking many files: the cache, the byte prefilter and a process pool for the parsing.
+
+The main process reads each file once, largest first, looks its hash up in the cache and
+runs the byte prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may
+fire on are parsed, by a pool of ``jobs`` worker processes (``jobs=1``: in this process)
+that gets each file as soon as it is found. Results are collected in file order, so the output
+never depends on the number of workers or on which of them finished first.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accumlint import config, engine, noqa_report, notebook
+from accumlint.cache import ResultCache, content_digest
+from accumlint.config import Settings
+from accumlint.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+
+@dataclass
+class RunResult:
+    """What a run produced: findings and internal errors in file order, the bytes of the files
+    with findings (for the source snippets of the text format), and counts."""
+
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    sources: dict[str, bytes] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  #: not findings: unknown codes in noqa directives
+    cached: int = 0  #: files answered from the cache
+    parsed: int = 0  #: files that passed the byte prefilter and were parsed
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _unreadable(path: str, exc: OSError) -> Finding:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return Finding(
+        path=path,
+        line=1,
+        column=1,
+        code=engine.PARSE_ERROR_CODE,
+        name=engine.PARSE_ERROR_NAME,
+        severity=Severity.ERROR,
+        message=f"file could not be read: {reason}",
+        fix="make the file readable, or exclude it",
+    )
+
+
+#: a file at least this large gives its parse's memory back to the system once checked
+TRIM_ABOVE = 64 * 1024
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None on other C libraries and systems."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the C library this process runs on
+    except (OSError, AttributeError):
+        return None
+
+
+def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    """One file (a notebook cell by cell) with the rules of ``codes``, its findings limited to
+    those codes, plus the unused-noqa findings when that code is enabled (runs in a worker)."""
+    rules = engine.rules_for(codes)
+    if notebook.is_notebook(path):
+        result = notebook.check_notebook(path, data, rules)
+    else:
+        result = engine.check_source(path, data, rules)
+    result.findings = [f for f in result.findings if f.code in codes]
+    if _reports_unused_noqa(path, data, codes) and not any(f.code == engine.PARSE_ERROR_CODE for f in result.findings):
+        text = engine.decode_source(data)  # decodable: the file was parsed
+        result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
+    if len(data) >= TRIM_ABOVE and (trim := _malloc_trim()) is not None:
+        # a LibCST tree takes ~400 bytes per source byte, and glibc keeps the freed heap: without
+        # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
+        trim(0)
+    return result
+
+
+def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
+    return noqa_report.UNUSED_NOQA_CODE in codes and not notebook.is_notebook(path) and b"noqa" in data.lower()
+
+
+def _unknown_noqa_codes(path: str, data: bytes) -> list[str]:
+    """Warnings for ``ACC`` codes in this file's noqa directives that name no rule."""
+    if notebook.is_notebook(path) or b"noqa" not in data.lower():
+        return []
+    try:
+        text = engine.decode_source(data)
+    except (SyntaxError, UnicodeDecodeError):
+        return []
+    return [f"{path}:{line}: unknown rule code {code} in a `noqa` directive"
+            for line, code in noqa_report.unknown_codes(text, config.known_codes())]
+
+
+def _worker_start(parent: int) -> None:
+    """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
+    exit within half a second once the main process is gone, instead of waiting for work forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+class _Scheduler:
+    """Checks files in this process, or in a pool started once a second file needs parsing
+    (a run that parses one file does not pay for starting workers).
+
+    Used as a context manager: leaving it normally waits for the workers; leaving it on an
+    exception (Ctrl-C, a bug) cancels what is queued and terminates them. A worker also exits
+    by itself once the main process is gone (killed, or ended by SIGTERM).
+    """
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+        self.waiting: tuple[int, str, bytes, frozenset[str]] | None = None
+        self.futures: dict[int, tuple[str, Future[engine.FileResult]]] = {}
+        self.results: dict[int, engine.FileResult] = {}
+
+    def __enter__(self) -> _Scheduler:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if self.pool is None:
+            return
+        if kind is None:
+            self.pool.shutdown(wait=True)
+        elif hasattr(self.pool, "terminate_workers"):  # Python 3.14+
+            self.pool.terminate_workers()
+        else:  # a worker may be in the middle of a long parse: do not wait for it
+            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.terminate()
+
+    def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        """Queue one file (with one job it is checked at once)."""
+        if self.jobs == 1:
+            self.results[index] = _check(path, data, codes)
+        elif self.pool is None and self.waiting is None:
+            self.waiting = (index, path, data, codes)
+        else:
+            if self.pool is None:
+                self._start()
+                self._send(*self.waiting)  # type: ignore[misc]
+                self.waiting = None
+            self._send(index, path, data, codes)
+
+    def _start(self) -> None:
+        import multiprocessing  # here: a run that parses at most one file never needs them
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork where it is safe and cheap (Linux): the workers start with what this process
+        # imported and with its rule registry; elsewhere the platform's default method
+        context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        self.pool = ProcessPoolExecutor(
+            max_workers=self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+        )
+
+    def _send(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        assert self.pool is not None
+        self.futures[index] = (path, self.pool.submit(_check, path, data, codes))
+
+    def collect(self) -> dict[int, engine.FileResult]:
+        """Every queued file's result, by index."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self.waiting is not None:
+            index, path, data, codes = self.waiting
+            self.results[index] = _check(path, data, codes)
+            self.waiting = None
+        for index, (path, future) in self.futures.items():
+            try:
+                self.results[index] = future.result()
+            except BrokenProcessPool as exc:  # a worker was killed (memory) or crashed in native code
+                error = f"{path}: internal error: a worker process died ({exc}); rerun with --jobs 1"
+                self.results[index] = engine.FileResult(path, internal_errors=[error])
+        return self.results
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _largest_first(files: Sequence[str]) -> list[int]:
+    """The indexes of ``files``, largest file first: a big file that needs parsing is the
+    longest task, so it goes to a worker before the small ones (results keep file order)."""
+    return sorted(range(len(files)), key=lambda index: -_size(files[index]))
+
+
+def check_files(
+    files: Sequence[str],
+    settings: Settings,
+    enabled: frozenset[str],
+    *,
+    jobs: int | None = None,
+    cache: ResultCache | None = None,
+) -> RunResult:
+    """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
+
+    ``jobs`` worker processes parse the files (default: one per CPU; 1: all in this
+    process). ``cache``, if given, answers for files whose bytes it has seen and receives
+    the results of the others (except files with internal errors), and is saved at the end.
+    """
+    run = RunResult()
+    findings: dict[int, list[Finding]] = {}
+    errors: dict[int, list[str]] = {}
+    warnings: dict[int, list[str]] = {}
+    parsed: dict[int, tuple[str, bytes, str]] = {}  # index -> (path, bytes, digest)
+    codes_for: dict[tuple[str, ...], frozenset[str]] = {}
+    with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
+        for index in _largest_first(files):
+            path = files[index]
+            ignored = tuple(config.per_file_ignored(path, settings))
+            if ignored not in codes_for:
+                codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
+            codes = codes_for[ignored]
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError as exc:  # unreadable, a directory, vanished since discovery
+                if engine.PARSE_ERROR_CODE in codes:
+                    findings[index] = [_unreadable(path, exc)]
+                continue
+            warnings[index] = _unknown_noqa_codes(path, data)
+            digest = ""
+            if cache is not None:
+                digest = content_digest(data)
+                hit = cache.get(path, digest)
+                if hit is not None:
+                    run.cached += 1
+                    findings[index] = hit
+                    if hit:
+                        run.sources[path] = data
+                    continue
+            rules = engine.rules_for(codes)
+            if rules and not engine.may_fire(data, rules) and not _reports_unused_noqa(path, data, codes):
+                if cache is not None:
+                    cache.put(path, digest, [])
+                continue
+            run.parsed += 1
+            parsed[index] = (path, data, digest)
+            scheduler.submit(index, path, data, codes)
+        results = scheduler.collect()
+    for index, result in results.items():
+        path, data, digest = parsed[index]
+        findings[index] = result.findings
+        errors[index] = result.internal_errors
+        if result.findings:
+            run.sources[path] = data
+        if cache is not None and not result.internal_errors:
+            cache.put(path, digest, result.findings)
+    for index in sorted(findings.keys() | errors.keys()):
+        run.findings.extend(findings.get(index, ()))
+        run.errors.extend(errors.get(index, ()))
+    run.warnings = [warning for index in sorted(warnings) for warning in warnings[index]]
+    if cache is not None:
+        cache.save()
+    return run

@@ -1,0 +1,324 @@
+"""Speed benchmark: accumlint against ruff and against a bare LibCST parse, in one run.
+
+    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling]
+
+Fetches the speed trees with ``shared/corpus/fetch.py --speed`` (torch, transformers,
+diffusers, nemo, fairseq), then times, as separate processes started the way a user
+starts them, with alternating repetitions (A B, B A, ...) after one untimed warm-up each,
+and prints medians and ratios against the targets of the speed issue:
+
+* accumlint (cold cache) vs ``ruff check --isolated --no-cache`` (ruff's default rules)
+  on the transformers tree and on the whole speed set;
+* accumlint vs a bare ``libcst.parse_module`` over the corpus loop files (the ``path``
+  column of ``shared/corpus/manifest.tsv``; every one of them is parsed);
+* cold vs warm cache, ``--jobs 1`` vs all cores;
+* peak memory on the whole speed set (largest process, and the sampled RSS and PSS
+  sums over the process tree on Linux; the target is judged on the RSS sum);
+* 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly).
+
+Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
+``time.perf_counter`` for wall time and ``os.wait4`` for peak RSS. The commands run
+with Python's bytecode cache enabled (``PYTHONDONTWRITEBYTECODE`` removed), as on a
+user's machine. Not a test: the figures depend on the machine, so nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+#: the environment of every timed command: bytecode caching on, as a user has it, and this
+#: checkout's accumlint first on the path (an installed accumlint may be another checkout)
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+BARE_PARSE = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"
+
+
+def tool(name: str) -> list[str]:
+    """The command of a tool installed beside this Python (else on PATH)."""
+    candidate = BIN / name
+    if candidate.exists():
+        return [str(candidate)]
+    found = shutil.which(name)
+    if found is None:
+        sys.exit(f"bench: `{name}` not found; install the dev extra: pip install -e '.[dev]'")
+    return [found]
+
+
+ACCUMLINT = tool("accumlint")
+RUFF = tool("ruff")
+
+
+def fetch_speed_trees(shared: Path) -> tuple[Path, list[Path]]:
+    """Run fetch.py --speed; return the corpus folder and the speed trees in it."""
+    fetch = shared / "corpus" / "fetch.py"
+    if not fetch.exists():
+        sys.exit(f"bench: {fetch} not found (give --shared or set ACCUMLINT_SHARED)")
+    done = subprocess.run([sys.executable, str(fetch), "--speed"], check=True, capture_output=True, text=True)
+    dest = Path(done.stdout.strip().splitlines()[-1])
+    spec = importlib.util.spec_from_file_location("corpus_fetch", fetch)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dest, [dest / f"{name}-{version}-{kind}" for name, version, kind in module.SPEED]
+
+
+def loop_files(shared: Path, dest: Path) -> list[str]:
+    """The distinct corpus loop files of the manifest, under the unpacked packages."""
+    with (shared / "corpus" / "manifest.tsv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    paths = {dest / f"{r['package']}-{r['version']}-{r['archive_kind']}" / r["path"] for r in rows}
+    return sorted(str(p) for p in paths if p.exists())
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed run: wall seconds, and CPU seconds (user + system) of the whole process tree."""
+
+    wall: float
+    cpu: float
+
+
+def execute(command: Sequence[str]) -> tuple[Sample, float]:
+    """Run ``command``; its :class:`Sample` and the peak RSS (MB) of its largest process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    _, status, usage = os.wait4(process.pid, 0)  # the usage includes the reaped worker processes
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    peak = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
+    return Sample(wall, usage.ru_utime + usage.ru_stime), peak
+
+
+def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Callable[[], Sample]:
+    """A runner of ``command`` (``setup`` runs first, untimed)."""
+
+    def run() -> Sample:
+        if setup is not None:
+            setup()
+        return execute(command)[0]
+
+    return run
+
+
+def alternate(runs: dict[str, Callable[[], Sample]], repeat: int) -> dict[str, Sample]:
+    """Median wall and CPU time of each run: one untimed warm-up each, then ``repeat`` rounds
+    that alternate the order (A B, B A, ...) so drift in the machine's load hits both alike."""
+    for run in runs.values():
+        run()
+    samples: dict[str, list[Sample]] = {name: [] for name in runs}
+    names = list(runs)
+    for round_ in range(repeat):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            samples[name].append(runs[name]())
+    medians = {}
+    for name, values in samples.items():
+        walls = [v.wall for v in values]
+        medians[name] = Sample(statistics.median(walls), statistics.median(v.cpu for v in values))
+        print(
+            f"    {name:<28} wall {medians[name].wall:7.3f} s (min {min(walls):.3f}, max {max(walls):.3f})"
+            f"   cpu {medians[name].cpu:7.3f} s"
+        )
+    return medians
+
+
+def verdict(label: str, a: Sample, b: Sample, target: float | None) -> str:
+    """Print and return the wall-time ratio a/b (judged against ``target``) and the CPU-time ratio."""
+    ratio = a.wall / b.wall
+    line = f"  => {label:<44} wall {ratio:5.2f}   cpu {a.cpu / b.cpu:5.2f}"
+    if target is not None:
+        line += f"   target wall <= {target:<4} {'MET' if ratio <= target else 'MISSED'}"
+    print(line)
+    return line
+
+
+def _tree_memory(root: int) -> tuple[int, int]:
+    """RSS and PSS (kB) summed over ``root`` and its descendants (Linux /proc). The RSS sum
+    counts the pages forked workers share with the main process once per process; PSS
+    splits them among the processes, so its sum is the memory the run really holds."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                parents[int(entry.name)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except OSError:
+            continue
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    rss = pss = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss, pss
+
+
+def peak_memory(command: Sequence[str]) -> tuple[float, tuple[float, float] | None]:
+    """The largest single process's peak RSS, and the peaks of the RSS and PSS sums sampled
+    over the process tree (None where /proc is missing), in MB."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    sampled = (0, 0) if os.path.isdir("/proc") else None
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            break
+        if sampled is not None:
+            rss, pss = _tree_memory(process.pid)
+            sampled = (max(sampled[0], rss), max(sampled[1], pss))
+        time.sleep(0.05)
+    largest = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
+    return largest, None if sampled is None else (sampled[0] / 1024, sampled[1] / 1024)
+
+
+def copies(tree: Path, count: int, into: Path) -> Path:
+    """``count`` hard-linked copies of ``tree`` (plain copies where links fail) under ``into``."""
+    target = into / f"x{count}"
+    for index in range(count):
+        shutil.copytree(tree, target / f"copy{index}", copy_function=_link_or_copy)
+    return target
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def python_files(*trees: Path) -> int:
+    return sum(1 for tree in trees for _ in tree.rglob("*.py"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_shared = os.environ.get("ACCUMLINT_SHARED", str(REPO.parent / "shared"))
+    parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
+    parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
+    args = parser.parse_args()
+
+    dest, trees = fetch_speed_trees(args.shared)
+    transformers = next(t for t in trees if t.name.startswith("transformers-"))
+    paths = [str(tree) for tree in trees]
+    loops = loop_files(args.shared, dest)
+    ruff_version = subprocess.run([*RUFF, "--version"], capture_output=True, text=True).stdout.strip()
+    own_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True, env=ENV).stdout.strip()
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {own_version} from {REPO}; {ruff_version}")
+    print(
+        f"transformers tree: {python_files(transformers)} files; speed set: {python_files(*trees)} files "
+        f"in {len(trees)} trees; corpus loop files: {len(loops)}; {args.repeat} rounds each; "
+        f"load average at start: {os.getloadavg()[0]:.1f}\n"
+    )
+
+    scratch = Path(tempfile.mkdtemp(prefix="accumlint-bench-", dir=dest))
+    cache_dir = scratch / "cache"
+    check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
+    cold = [*check, "--no-cache"]
+    ruff = [*RUFF, "check", "--isolated", "--no-cache", "--exit-zero", "--quiet"]
+
+    def clear_cache() -> None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    lines: list[str] = []
+    try:
+        print("1. transformers tree, cold: accumlint (empty cache, all cores) vs ruff (default rules)")
+        t = alternate(
+            {
+                "accumlint cold": timed([*check, str(transformers)], clear_cache),
+                "ruff": timed([*ruff, str(transformers)]),
+            },
+            args.repeat,
+        )
+        lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"], t["ruff"], 1.0))
+
+        print("2. transformers tree, warm cache")
+        execute([*check, str(transformers)])  # fill the cache
+        w = alternate(
+            {"accumlint warm": timed([*check, str(transformers)]), "ruff": timed([*ruff, str(transformers)])},
+            args.repeat,
+        )
+        lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"], w["ruff"], 0.3))
+        lines.append(verdict("transformers: warm / cold accumlint", w["accumlint warm"], t["accumlint cold"], None))
+
+        print("3. transformers tree, cold: all cores vs --jobs 1")
+        j = alternate(
+            {
+                "accumlint all cores": timed([*cold, str(transformers)]),
+                "accumlint --jobs 1": timed([*cold, "--jobs", "1", str(transformers)]),
+            },
+            args.repeat,
+        )
+        lines.append(verdict("all cores / --jobs 1", j["accumlint all cores"], j["accumlint --jobs 1"], None))
+
+        print("4. whole speed set: accumlint (empty cache, then warm) vs ruff")
+        s = alternate(
+            {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
+        )
+        lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
+        execute([*check, *paths])
+        sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
+        lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
+
+        print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
+        c = alternate(
+            {
+                "accumlint --jobs 1": timed([*cold, "--jobs", "1", *loops]),
+                "accumlint all cores": timed([*cold, *loops]),
+                "bare libcst parse": timed([sys.executable, "-c", BARE_PARSE, *loops]),
+            },
+            args.repeat,
+        )
+        for name in ("accumlint --jobs 1", "accumlint all cores"):
+            lines.append(verdict(f"loop files: {name} / bare parse", c[name], c["bare libcst parse"], 1.5))
+
+        print("6. peak memory, whole speed set, cold (MB; target <= 300)")
+        for label, extra in (("all cores", []), ("--jobs 1", ["--jobs", "1"])):
+            largest, tree = peak_memory([*cold, *extra, *paths])
+            summed = "n/a" if tree is None else f"RSS {tree[0]:.0f} MB (PSS {tree[1]:.0f} MB)"
+            line = f"  => peak memory {label:<10} largest process {largest:5.0f} MB, process tree {summed}"
+            line += "   MET" if max(largest, tree[0] if tree else 0) <= 300 else "   MISSED"
+            print(line)
+            lines.append(line)
+
+        if not args.skip_scaling:
+            print("7. scaling: 1x, 2x, 4x copies of the transformers tree (cold, all cores)")
+            runs = {f"{n}x": timed([*cold, str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
+            k = alternate(runs, max(3, args.repeat // 2))
+            lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], None))
+            lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], None))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\nsummary (load average at the end: {os.getloadavg()[0]:.1f})")
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

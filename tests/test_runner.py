@@ -1,0 +1,198 @@
+"""Many files at once: the findings never depend on ``--jobs`` or on the cache."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import platform
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accumlint import engine, runner
+from accumlint.cache import ResultCache
+from accumlint.cli import main
+from accumlint.config import Settings, resolve_selection
+
+REPO = Path(__file__).resolve().parents[1]
+BUGGY = (REPO / "examples" / "train_buggy.py").read_text(encoding="utf-8")
+FIXED = (REPO / "examples" / "train_fixed.py").read_text(encoding="utf-8")
+
+
+def make_tree(root: Path, copies: int = 6) -> Path:
+    """A small project: buggy and fixed loops, plain modules, and the odd files a tree holds."""
+    for i in range(copies):
+        package = root / f"pkg{i % 3}" / f"sub{i}"
+        package.mkdir(parents=True)
+        (package / f"train_{i}.py").write_text(BUGGY, encoding="utf-8")
+        (package / f"fixed_{i}.py").write_text(FIXED, encoding="utf-8")
+        (package / f"model_{i}.py").write_text(f"import torch\n\nWIDTH = {i}\n", encoding="utf-8")
+    (root / "doc.py").write_text('"""Call loss.backward() once per microbatch."""\nx = 1\n', encoding="utf-8")
+    (root / "broken.py").write_text("loss.backward()\ndef f(:\n", encoding="utf-8")
+    (root / "broken_plain.py").write_text("def f(:\n", encoding="utf-8")
+    (root / "latin.py").write_bytes("# -*- coding: latin-1 -*-\ns = 'café'\nloss.backward()\n".encode("latin-1"))
+    (root / "binary.py").write_bytes(b"loss.backward()\ns = '\xff'\n")
+    return root
+
+
+def cli_json(*args: str) -> tuple[int, list[dict]]:
+    result = CliRunner().invoke(main, ["check", "--output-format", "json", "--exit-zero", *args])
+    assert result.exit_code == 0, result.output
+    return result.exit_code, json.loads(result.output)
+
+
+def located(report: list[dict]) -> list[tuple[str, int, str]]:
+    return [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in report]
+
+
+def test_same_findings_with_one_job_many_jobs_cold_and_warm_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = make_tree(tmp_path / "tree")
+    monkeypatch.chdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    _, serial = cli_json("--jobs", "1", "--no-cache", "tree")
+    _, parallel = cli_json("--jobs", "3", "--no-cache", "tree")
+    _, default = cli_json("--no-cache", "tree")
+    _, cold = cli_json("--jobs", "2", "--cache-dir", str(cache_dir), "tree")
+    assert (cache_dir / "CACHEDIR.TAG").is_file()
+    _, warm = cli_json("--jobs", "2", "--cache-dir", str(cache_dir), "tree")
+    _, warm_serial = cli_json("--jobs", "1", "--cache-dir", str(cache_dir), "tree")
+    assert serial == parallel == default == cold == warm == warm_serial
+    found = located(serial)
+    for i in range(6):
+        assert [(row, code) for name, row, code in found if name == f"train_{i}.py"] == [
+            (54, "ACC001"),
+            (57, "ACC201"),
+            (61, "ACC304"),
+        ]
+    assert not [f for f in found if f[0].startswith(("fixed_", "model_", "doc", "latin"))]
+    assert ("broken.py", 2, "ACC000") in found
+    assert ("binary.py", 2, "ACC000") in found
+    assert not [f for f in found if f[0] == "broken_plain.py"]  # no rule can fire there: not parsed
+    assert len(found) == 6 * 3 + 2
+    assert tree.is_dir()
+
+
+def test_same_findings_on_the_rule_catalogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rules/ and examples/ file, serial vs parallel vs cached (read from disk: new rules count)."""
+    for folder in ("rules", "examples"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    monkeypatch.chdir(tmp_path)
+    _, serial = cli_json("--select", "ALL", "--jobs", "1", "--no-cache", "rules", "examples")
+    _, parallel = cli_json("--select", "ALL", "--jobs", "2", "--no-cache", "rules", "examples")
+    _, cold = cli_json("--select", "ALL", "--jobs", "2", "rules", "examples")
+    _, warm = cli_json("--select", "ALL", "--jobs", "2", "rules", "examples")
+    assert serial == parallel == cold == warm
+    expected = {
+        (str(path.relative_to(tmp_path)), line, code)
+        for path in sorted(tmp_path.glob("*/**/*.py"))
+        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "# expect:" in text
+        for code in (c.strip() for c in text.split("# expect:")[1].split(","))
+        if code in {rule.code for rule in engine.ALL_RULES_INSTANCES}
+    }
+    assert expected and expected <= {(f["filename"], f["location"]["row"], f["code"]) for f in serial}
+
+
+def test_a_warm_run_only_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = make_tree(tmp_path / "tree", copies=2)
+    files = sorted(str(p) for p in tree.rglob("*.py"))
+    settings = Settings(project_root=tmp_path)
+    enabled = resolve_selection([])
+    cache = ResultCache.load(tmp_path / "cache", "key")
+    cold = runner.check_files(files, settings, enabled, jobs=2, cache=cache)
+    # the byte prefilter decides model_* and broken_plain.py (doc.py needs the ast stage)
+    assert (cold.cached, cold.parsed) == (0, len(files) - 3)
+
+    def refuse(*args: object) -> object:
+        raise AssertionError("a warm run parsed a file")
+
+    monkeypatch.setattr(engine, "check_source", refuse)
+    monkeypatch.setattr(engine, "may_fire", refuse)
+    warm = runner.check_files(files, settings, enabled, jobs=1, cache=ResultCache.load(tmp_path / "cache", "key"))
+    assert (warm.cached, warm.parsed) == (len(files), 0)
+    assert warm.findings == cold.findings and warm.sources == cold.sources
+    assert len(warm.findings) == 2 * 3 + 2
+
+
+def test_results_come_in_file_order_whatever_finishes_first(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "tree", copies=4)
+    files = sorted(str(p) for p in tree.rglob("*.py"))
+    run = runner.check_files(files, Settings(project_root=tmp_path), resolve_selection([]), jobs=4)
+    order = [files.index(f.path) for f in run.findings]
+    assert order == sorted(order)
+
+
+def test_internal_errors_from_workers_are_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    from tests.conftest import FakeCrash, install_rules
+
+    install_rules(monkeypatch, [*fake_rules, FakeCrash])  # type: ignore[misc]
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text("opt.zero_grad()\n", encoding="utf-8")
+    files = sorted(str(p) for p in tmp_path.glob("*.py"))
+    enabled = frozenset({"ACC000", "ACC001", "ACC002"})
+    cache = ResultCache.load(tmp_path / "cache", "key")
+    run = runner.check_files(files, Settings(project_root=tmp_path), enabled, jobs=2, cache=cache)
+    assert [e.split(":")[0] for e in run.errors] == files
+    assert [(Path(f.path).name, f.code) for f in run.findings] == [
+        ("a.py", "ACC001"),
+        ("b.py", "ACC001"),
+        ("c.py", "ACC001"),
+    ]
+    assert not (tmp_path / "cache").exists()  # files with internal errors are not cached
+
+
+def _slow_check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    time.sleep(60)
+    return engine.FileResult(path)
+
+
+def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_check", _slow_check)
+    with pytest.raises(KeyboardInterrupt), runner._Scheduler(2) as scheduler:
+        scheduler.submit(0, "a.py", b"", frozenset())
+        scheduler.submit(1, "b.py", b"", frozenset())
+        processes = list(scheduler.pool._processes.values())  # type: ignore[union-attr]
+        assert len(processes) == 2
+        raise KeyboardInterrupt
+    for process in processes:
+        process.join(timeout=30)
+        # killed by the signal, not ended after finishing its file (that would be exit code 0)
+        assert process.exitcode == -signal.SIGTERM
+
+
+def test_a_worker_exits_when_the_main_process_is_gone() -> None:
+    """A worker whose parent is not the main process it was started by exits (status 1)."""
+    orphan = multiprocessing.Process(target=runner._exit_with_parent, args=(-1,))  # -1: never a parent's id
+    orphan.start()
+    orphan.join(timeout=30)
+    assert orphan.exitcode == 1
+
+
+def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(runner, "_malloc_trim", lambda: trims.append)
+    small = b"loss.backward()\n"
+    large = small * (runner.TRIM_ABOVE // len(small) + 1)
+    codes = frozenset({"ACC001"})
+    assert runner._check("small.py", small, codes).findings == []
+    assert trims == []
+    assert runner._check("large.py", large, codes).findings == []
+    assert trims == [0]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+def test_malloc_trim_is_found_with_glibc() -> None:
+    trim = runner._malloc_trim()
+    assert trim is not None
+    assert trim(0) in (0, 1)
