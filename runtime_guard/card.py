@@ -10,7 +10,14 @@ from typing import Any
 
 import torch
 
-from runtime_guard.checks import RUNTIME_CHECKS, LastGroup, infer_normalization, last_group, microbatch_size
+from runtime_guard.checks import (
+    RUNTIME_CHECKS,
+    LastGroup,
+    infer_normalization,
+    last_group,
+    microbatch_size,
+    scheduler_owners,
+)
 from runtime_guard.record import RunRecord
 
 SCHEMA = "runtime_guard.card/1"
@@ -33,6 +40,13 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
             status[code] = "checked" if normalization_inferred else "not observable: normalization not inferred"
         elif check.needs == "epoch-end":
             status[code] = "checked" if last.treatment != "not observed" else f"not observed: {last.detail}"
+        elif check.needs == "loss-contract":
+            status[code] = ("checked" if rec.user_normalizes and normalization_inferred else
+                            "not observable: normalization not inferred" if rec.user_normalizes else
+                            "not observable: no framework contract leaving the normalization to the loss is known")
+        elif check.needs == "scheduler-owner":
+            status[code] = ("checked" if scheduler_owners(rec) else
+                            "not observable: no framework (Lightning, DeepSpeed) was seen stepping the scheduler")
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")

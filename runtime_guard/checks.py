@@ -21,7 +21,9 @@ from runtime_guard.trace import Event, Group, Microbatch
 class RuntimeCheck:
     """How the guard observes one code. ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP
     wrapper, any D), ``"data-parallel"`` (D > 1), ``"ce-loss"`` (a softmax cross-entropy
-    output whose weights the card reports as inferred), ``"effective-batch"`` (the configured
+    output whose weights the card reports as inferred), ``"loss-contract"`` (a framework contract
+    that leaves the group normalization to the loss, and the normalization inferred),
+    ``"scheduler-owner"`` (a framework seen stepping the scheduler), ``"effective-batch"`` (the configured
     effective batch given to the probe), ``"epoch-end"`` (the probe placed at an epoch end with
     the loader, ``at="epoch_end"``), ``"card"`` (a fact on the card, never a finding)."""
 
@@ -43,7 +45,11 @@ RUNTIME_CHECKS: dict[str, RuntimeCheck] = {
     "ACC301": RuntimeCheck("events", "clip before the group's last backward, or more than once per group"),
     "ACC302": RuntimeCheck("events", "clip before unscale_ while the scale is not 1"),
     "ACC303": RuntimeCheck("events", "unscale_/scaler.step/update before the last backward; scale changes in a group"),
+    "ACC105": RuntimeCheck("loss-contract", "a framework that leaves the group normalization to the loss (HF "
+                                            "Trainer with num_items_in_batch): weights sum to A, or a mean of means"),
     "ACC304": RuntimeCheck("events", "more scheduler steps between two update attempts than the contract allows"),
+    "ACC306": RuntimeCheck("scheduler-owner", "a scheduler a framework steps per update (Lightning, DeepSpeed) "
+                                              "also stepped by the user's code"),
     "ACC401": RuntimeCheck("ddp", "DDP sync flag True at forward and False during backward (or the reverse)"),
     "ACC402": RuntimeCheck("ddp", "no microbatch of a group forwarded with sync on; replica checksums differ"),
     "ACC403": RuntimeCheck("data-parallel", "input-row hashes overlap across replicas"),
@@ -72,7 +78,9 @@ FIXES = {
     "ACC301": "clip once per group, after the last backward and before the update",
     "ACC302": "call scaler.unscale_(optimizer) before clipping",
     "ACC303": "call scaler.unscale_ / scaler.step / scaler.update once per group, after the last backward",
+    "ACC105": "normalize the returned loss over the group: sum the token losses and divide by num_items_in_batch",
     "ACC304": "step the scheduler once per optimizer update, under the same gate as optimizer.step()",
+    "ACC306": "remove the manual scheduler.step(): the framework already steps the scheduler it was given",
     "ACC401": "enter no_sync() (or set require_backward_grad_sync) before the forward, not only around the backward",
     "ACC402": "run the forward and backward of each group's last microbatch outside no_sync()",
     "ACC403": "give each replica different examples: a DistributedSampler (and sampler.set_epoch(epoch))",
@@ -100,7 +108,10 @@ MEANINGS = {
     "ACC301": "a partial sum of the group's gradients is clipped, not the group's gradient",
     "ACC302": "the clip threshold is compared with scaled gradients, so it clips far too much",
     "ACC303": "later contributions keep the scale or the scale changes inside the group: mixed-up gradient units",
+    "ACC105": "the framework takes the loss as normalized over the group: each microbatch counts as a whole "
+              "group, gradients are about A times too large",
     "ACC304": "the schedule runs faster than the optimizer updates it is sized in",
+    "ACC306": "the schedule advances once more per manual step than the framework's own stepping: it ends early",
     "ACC401": "DDP decides at forward time: this microbatch all-reduced anyway (or the update used unsynchronized "
               "gradients)",
     "ACC402": "replicas never average their gradients and silently diverge",
@@ -347,12 +358,34 @@ def _grad_ops(rec: RunRecord) -> Iterator[Finding]:
         if "ACC303" not in reported and last_b is not None:
             early_ops = [e for e in g.events if e.kind in "XUs" and e.seq < last_b
                          and not e.detail.get("inside_scaler_step")]
-            if early_ops or len(scales) > 1:
+            orphans = _updates_without_step(g)
+            if early_ops or len(scales) > 1 or orphans:
                 reported.add("ACC303")
-                what = (", ".join(sorted({_SCALER_WORDS[e.kind] for e in early_ops})) + " before the last backward"
-                        if early_ops else f"the scale changed inside the group ({sorted(scales)})")
-                yield _finding("ACC303", g.index, early_ops[0].microbatch if early_ops else None,
+                if early_ops:
+                    what = ", ".join(sorted({_SCALER_WORDS[e.kind] for e in early_ops})) + " before the last backward"
+                elif len(scales) > 1:
+                    what = f"the scale changed inside the group ({sorted(scales)})"
+                else:
+                    raised = " (torch raised: no inf checks were recorded)" if orphans[0].detail.get("raised") else ""
+                    what = (f"scaler.update() after microbatch {orphans[0].microbatch} with no scaler.step() since "
+                            f"the previous update{raised}")
+                first = (early_ops or orphans or [None])[0]
+                yield _finding("ACC303", g.index, first.microbatch if first else None,
                                f"group {g.index}: {what}", _trace(g.events))
+
+
+def _updates_without_step(group: Group) -> list[Event]:
+    """``scaler.update()`` calls of an enabled scaler with no ``scaler.step()`` between them and the
+    previous update (or the group's start): always a per-microbatch update (torch raises on them)."""
+    orphans, stepped = [], False
+    for e in group.events:
+        if e.kind == "s":
+            stepped = True
+        elif e.kind == "U":
+            if not stepped and e.detail.get("enabled", True):
+                orphans.append(e)
+            stepped = False
+    return orphans
 
 
 _SCALER_WORDS = {"X": "scaler.unscale_", "U": "scaler.update", "s": "scaler.step"}
@@ -366,14 +399,30 @@ def _scheduler(rec: RunRecord) -> Iterator[Finding]:
     edges = [-1, *boundaries, (events[-1].seq + 1) if events else 0]
     for start, end in zip(edges, edges[1:], strict=False):
         segment = [e for e in events if start < e.seq <= end]
-        steps = sum(e.kind == "L" for e in segment)
-        if steps > allowed:
-            where = next(e for e in segment if e.kind == "L")
+        steps = [e for e in segment if e.kind == "L"]
+        if len(steps) > allowed:
+            where = steps[0]
+            group = where.group if where.group >= 0 else None
+            owners = scheduler_owners(rec)
+            by_user = [e for e in steps if not e.detail.get("by")]
+            if owners and by_user:  # the framework steps it and the user steps it again
+                yield _finding(
+                    "ACC306", group, by_user[0].microbatch,
+                    f"the LR scheduler stepped {len(steps)}x between two optimizer update attempts, "
+                    f"{len(by_user)}x by the user's code, while {', '.join(owners)} steps it too (per update)",
+                    _trace(segment))
+                return
             yield _finding(
-                "ACC304", where.group if where.group >= 0 else None, where.microbatch,
-                f"the LR scheduler stepped {steps}x between two optimizer update attempts (expected {allowed})",
+                "ACC304", group, where.microbatch,
+                f"the LR scheduler stepped {len(steps)}x between two optimizer update attempts (expected {allowed})",
                 _trace(segment))
             return
+
+
+def scheduler_owners(rec: RunRecord) -> list[str]:
+    """The frameworks seen stepping the probed scheduler (``frameworks.scheduler_caller``)."""
+    events = [e for g in rec.groups for e in g.events] + rec.before_first_forward
+    return sorted({e.detail["by"] for e in events if e.kind == "L" and e.detail.get("by")})
 
 
 # -- data parallel (ACC401, ACC402, ACC403, ACC404) ---------------------------------------
@@ -593,6 +642,9 @@ def _normalization(rec: RunRecord) -> Iterator[Finding]:
     norm = infer_normalization(rec)
     seen: set[str] = set()
     for code, group, text in norm.codes:
+        if rec.user_normalizes and code in ("ACC102", "ACC103"):
+            # the framework left the group normalization to this loss: its count was not used (one cause)
+            code, text = "ACC105", f"{text}; {rec.user_normalizes}"
         if code not in seen:
             seen.add(code)
             yield _finding(code, group, None, text, f"weights sum per group {[round(s, 6) for s in norm.weight_sums]}; "
@@ -604,6 +656,8 @@ def _normalization(rec: RunRecord) -> Iterator[Finding]:
 class LastGroup:
     """What the loop did with the epoch's last partial group (probe at an epoch end).
 
+    "Dropped" (a reset before the next epoch, accumulation guide P9) and Accelerate's documented
+    "applied, weighted r/A" (gradient_state known, loader prepared or unknown) are card facts only.
     ``treatment`` uses the linter's terms: "applied, true denominator", "applied, weighted
     r/A", "applied" (weighting not inferred), "dropped", "leaks into the next epoch", "merged
     into the next epoch" (groups of exactly A span the boundary), "never applied" (the probe
@@ -683,6 +737,11 @@ def last_group(rec: RunRecord) -> LastGroup:
         if abs(ratio - 1) <= ratio_tol:
             return LastGroup("applied, true denominator", f"{size}, weighted like a full group ({how})")
         if abs(ratio / (r / a) - 1) <= ratio_tol:
+            if rec.accelerate_num_steps is not None and not rec.loader_unprepared:
+                # Accelerate's documented weighting of its prepared loader's last group (sync_with_dataloader;
+                # rules-spec exemption): a card fact, not a finding
+                return LastGroup("applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group "
+                                                          f"({how}); Accelerate's documented treatment")
             return LastGroup(
                 "applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group ({how})",
                 f"applied, weighted r/A: the epoch's last partial group of {r} microbatches was applied, but each "
@@ -700,11 +759,10 @@ def last_group(rec: RunRecord) -> LastGroup:
     mb0 = following.microbatches[0]
     first_b = following.first_backward_seq() or following.events[-1].seq + 1
     if _reset_between(rec, last_b, first_b) or mb0.grads_at_forward.all_zero or mb0.grads_replaced_before_backward:
+        # an explicit choice (accumulation guide P9; the linter is silent on it): a card fact, not a finding
         return LastGroup(
-            "dropped", f"{size} backpropagated, no update; gradients reset before the next epoch's first backward",
-            f"dropped: the epoch's last {r} microbatches were backpropagated but no update followed; their "
-            f"gradients were reset before the next epoch's first backward, so {r} microbatches' examples were "
-            "seen and never learned from", group.index)
+            "dropped", f"{size} backpropagated, no update; gradients reset before the next epoch's first backward "
+                       "(their examples are not learned from this epoch)")
     if following.closed and len(following.microbatches) + r == a:
         return LastGroup("merged into the next epoch", f"{size}; the group spanning the epoch boundary holds "
                                                        f"exactly A = {a} microbatches")

@@ -4,7 +4,10 @@ A global forward pre-hook (``torch.nn.modules.module.register_module_forward_pre
 waits for the first grad-enabled forward of a module with trainable parameters: that
 module is the model (DDP wrapper included, the outermost module is called first). Its
 optimizer, LR scheduler, GradScaler and Accelerator are then found once among the live
-objects (one ``gc`` walk), the probe attaches, and the global hook is removed. Everything is
+objects (one ``gc`` walk), the probe attaches, and the global hook is removed. A module that
+no optimizer trains (a reference or teacher model forwarded with grad) is skipped, with its
+submodules, and the hook waits for the next one; an HF ``Trainer`` training the model tells
+whether the loss must be normalized over the group by the user (ACC105). Everything is
 removed when the script ends, also when it raises.
 
 With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
@@ -19,6 +22,7 @@ import os
 import runpy
 import sys
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +36,14 @@ from runtime_guard.report import Report
 def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
     params = {id(p) for p in model.parameters()}
     found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": [],
-                             "loaders": [], "loader_iterators": []}
-    accelerator_cls = None
-    if "accelerate" in sys.modules:
-        accelerator_cls = getattr(sys.modules["accelerate"], "Accelerator", None)
+                             "loaders": [], "loader_iterators": [], "trainers": []}
+    classes = {"accelerators": _class_of("accelerate", "Accelerator"), "trainers": _class_of("transformers", "Trainer")}
+    gc.collect()  # unreachable objects of an earlier run (a finished script's GradScaler) are not candidates
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # isinstance on some lazy module proxies warns
         for obj in gc.get_objects():
             try:
-                kind = _kind(obj, accelerator_cls)
+                kind = _kind(obj, classes)
             except Exception:  # noqa: BLE001 - objects whose __class__ lookup fails are not ours
                 continue
             if kind == "optimizer":
@@ -51,15 +54,21 @@ def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
     return found
 
 
-def _kind(obj: Any, accelerator_cls: Any) -> str | None:
+def _class_of(package: str, name: str) -> Any:
+    """``package.name`` when the script already imported ``package`` (never imports it), else ``None``."""
+    return getattr(sys.modules[package], name, None) if package in sys.modules else None
+
+
+def _kind(obj: Any, classes: dict[str, Any]) -> str | None:
     if isinstance(obj, torch.optim.Optimizer):
         return "optimizer"
     if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
         return "schedulers"
     if isinstance(obj, torch.amp.GradScaler):
         return "scalers"
-    if accelerator_cls is not None and isinstance(obj, accelerator_cls):
-        return "accelerators"
+    for kind, cls in classes.items():
+        if cls is not None and isinstance(obj, cls):
+            return kind
     if isinstance(obj, torch.utils.data.DataLoader):
         return "loaders"
     if isinstance(obj, torch.utils.data.dataloader._BaseDataLoaderIter):
@@ -77,6 +86,12 @@ def _running_loader(found: dict[str, Any]) -> tuple[Any, Any]:
     return None, None
 
 
+def _trains(trainer: Any, module: torch.nn.Module) -> bool:
+    """The HF ``trainer`` trains ``module`` (itself or wrapped)."""
+    model = getattr(trainer, "model", None)
+    return model is module or getattr(model, "module", None) is module
+
+
 class ScriptProbe:
     """Probes the first training loop a script runs (see the module docstring).
 
@@ -91,20 +106,27 @@ class ScriptProbe:
         self.probe: Probe | None = None
         self.reason = "no grad-enabled forward of a module with trainable parameters was seen"
         self._handle: Any = None
+        # modules forwarded with grad but trained by no optimizer (a reference or teacher model): skipped
+        self._untrained: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
     def _on_any_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        if self.probe is not None or not torch.is_grad_enabled() or not module.training:
+        if self.probe is not None or not torch.is_grad_enabled() or not module.training or module in self._untrained:
             return
         if not any(p.requires_grad for p in module.parameters()):
             return
-        self._handle.remove()
         found = _find_objects(module)
         plain = [o for o in found["optimizers"] if not frameworks.is_accelerate(o)]
         prepared = [o for o in found["optimizers"] if frameworks.is_accelerate(o)]
         if not found["optimizers"]:
+            # keep waiting for the model an optimizer trains (one gc walk per skipped module)
+            for sub in module.modules():  # no optimizer holds their parameters either
+                self._untrained.add(sub)
             self.reason = f"no optimizer holds the parameters of {type(module).__name__} at its first forward"
             return
-        optimizer = prepared[0] if prepared else plain[0]
+        self._handle.remove()
+        # several candidates (e.g. a framework that built its optimizers twice): prefer one a scheduler drives
+        scheduled = [o for o in plain if any(getattr(s, "optimizer", None) is o for s in found["schedulers"])]
+        optimizer = prepared[0] if prepared else (scheduled or plain)[0]
         inner = frameworks.unwrap_optimizer(optimizer)
         schedulers = [s for s in found["schedulers"] if getattr(s, "optimizer", None) is inner]
         prepared_scheds = [s for s in gc.get_referrers(*schedulers) if frameworks.is_accelerate(s)
@@ -126,6 +148,8 @@ class ScriptProbe:
         if options.get("at") == "start" and self.options.get("at") == "epoch_end":
             self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
                                            "first forward; probed from the start")
+        self.probe.record.user_normalizes = next(
+            (text for t in found["trainers"] if _trains(t, module) for text in [frameworks.hf_user_normalizes(t)]), "")
         self.probe.attach()
         if iterator is not None:
             self.probe.adopt_iterator(iterator, iterator._num_yielded)

@@ -138,3 +138,44 @@ def batchnorm_modules(model: torch.nn.Module) -> list[str]:
         for name, module in model.named_modules()
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
     ]
+
+
+def hf_user_normalizes(trainer: Any) -> str:
+    """For a Hugging Face ``Trainer``: why the loss normalization over the group is left to the
+    user's loss (ACC105), or ``""`` when the Trainer divides by A itself.
+
+    transformers 5.24.0 ``Trainer.training_step``: the loss is divided by the group's microbatch
+    count unless ``loss_is_scaled_for_ga`` — set explicitly, or ``model_accepts_loss_kwargs``
+    (``num_items_in_batch`` is passed during training) or a ``compute_loss_func``.
+    """
+    explicit = getattr(trainer, "loss_is_scaled_for_ga", None)
+    kwargs = bool(getattr(trainer, "model_accepts_loss_kwargs", False))
+    func = getattr(trainer, "compute_loss_func", None) is not None
+    scaled = explicit if explicit is not None else (kwargs or func)
+    if not scaled:
+        return ""
+    why = ("loss_is_scaled_for_ga=True" if explicit is not None else
+           "the model takes loss kwargs" if kwargs else "a compute_loss_func is set")
+    return (f"HF Trainer ({why}): it passes num_items_in_batch (the group's supervised tokens) to compute_loss and "
+            "does not divide the loss by A, so the returned loss must be normalized over the group")
+
+
+#: Packages whose code steps an LR scheduler it was configured with (ACC306 when the user steps it too).
+SCHEDULER_OWNERS = ("lightning", "pytorch_lightning", "deepspeed")
+
+
+def scheduler_caller(frame: Any) -> str:
+    """The framework that called a scheduler's ``step`` (``frame``: the caller's frame), or ``""``
+    for user code. lightning 2.6.6 steps configured schedulers through
+    ``LightningModule.lr_scheduler_step`` (a user override of that hook still counts as Lightning's
+    call); DeepSpeed's engine steps its ``lr_scheduler`` in ``_take_model_step``."""
+    for _ in range(2):
+        if frame is None:
+            return ""
+        package = (frame.f_globals.get("__name__") or "").split(".")[0]
+        if package in SCHEDULER_OWNERS:
+            return package
+        if frame.f_code.co_name != "lr_scheduler_step":
+            return ""
+        frame = frame.f_back
+    return ""

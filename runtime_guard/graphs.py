@@ -114,7 +114,11 @@ class GraphTracker:
 
     def retained_after_backward(self) -> int:
         """Bytes unpacked by the current backward that are still alive (ACC202 evidence)."""
-        return sum(state[1] for state in list(self._live_saved.values()) if state[2] == self.backward_serial)
+        return self.alive_unpacked_by(self.backward_serial)
+
+    def alive_unpacked_by(self, backward: int) -> int:
+        """Bytes still alive whose last unpacking was by backward number ``backward``."""
+        return sum(state[1] for state in list(self._live_saved.values()) if state[2] == backward)
 
     # -- graphs and outputs --------------------------------------------------------------
     def watch_output(self, serial: int, output: Any) -> None:

@@ -16,6 +16,7 @@ forward/backward), so that the card can say what the loop does with the partial 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -325,6 +326,7 @@ class Probe:
         if a is None:
             raise ValueError("at='epoch_end' needs A: pass accumulation_steps= (or the Accelerator)")
         n = rec.loader_length = loader_length(self.loader)
+        rec.loader_unprepared = not frameworks.is_accelerate(self.loader)
         if n is None:
             rec.epoch_unobserved = "the loader has no len(): the epoch's end cannot be placed; probed from the start"
             return False
@@ -557,7 +559,9 @@ class Probe:
             mb.input_hashes = dist_helpers.row_hashes(batch)
         previous = self._mb
         if previous is not None:
-            previous.saved_alive_at_next_forward = self._tracker.saved_bytes.get(previous.serial, 0)
+            previous.saved_alive_at_next_forward = (
+                self._tracker.alive_unpacked_by(previous.last_backward_serial)
+                if previous.last_backward_serial is not None else 0)
         if self._comm is not None:
             self._comm_start = self._comm.buckets
         self._serial += 1
@@ -658,13 +662,16 @@ class Probe:
         if not self._attached or self._done or mb is None or group is None:
             return
         retained = self._tracker.retained_after_backward()
+        mb.last_backward_serial = self._tracker.backward_serial
         self._tracker.backward_serial += 1
         grads = self._grads()
         if mb.backwards == 0:
             mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
         mb.backwards += 1
         mb.grads_after_backward = grads
-        mb.retained_saved_bytes = max(mb.retained_saved_bytes, retained)
+        # the last backward decides: an earlier retain_graph=True whose graph a later backward of the same
+        # microbatch went through again is a genuine multi-backward pattern (ACC202's exemption)
+        mb.retained_saved_bytes = retained
         mb.saved_peak_bytes = max(mb.saved_peak_bytes, self._tracker.peak_bytes)
         group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
         peaks = self._device_peaks(reset=False)
@@ -816,8 +823,9 @@ class Probe:
             if not self._entry():
                 return original(*args, **kwargs)
             before = self._lrs()
+            caller = frameworks.scheduler_caller(sys._getframe(1))
             result = original(*args, **kwargs)
-            self._event("L", lr_before=before, lr_after=self._lrs())
+            self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
             return result
 
         return step
@@ -887,8 +895,13 @@ class Probe:
             if not self._entry():
                 return original(*args, **kwargs)
             before = float(self.scaler.get_scale())
-            result = original(*args, **kwargs)
-            self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()))
+            raised = True
+            try:
+                result = original(*args, **kwargs)
+                raised = False
+            finally:  # torch raises when no scaler.step() recorded inf checks since the last update
+                self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()), raised=raised,
+                            enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()))
             return result
 
         return update

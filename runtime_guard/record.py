@@ -43,6 +43,9 @@ class RunRecord:
     replica_hashes: list[list[int]] | None = None
     replica_ce: list[list[tuple[float, int]]] | None = None
     unobservable: list[str] = field(default_factory=list)
+    # a framework contract that leaves the loss normalization over the group to the user's loss (ACC105), e.g.
+    # "HF Trainer: ... passes num_items_in_batch and does not divide by A"; "" when none is known
+    user_normalizes: str = ""
     notes: list[str] = field(default_factory=list)
     clean_exit: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -53,6 +56,7 @@ class RunRecord:
     watched_epoch: int | None = None
     epoch_end_seq: int | None = None
     epoch_unobserved: str = ""
+    loader_unprepared: bool = False  # the watched loader is known and is not an Accelerate-prepared one
 
     @property
     def full_groups(self) -> list[Group]:

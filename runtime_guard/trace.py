@@ -69,8 +69,9 @@ class Microbatch:
     graphs_alive: list[int] = field(default_factory=list)  # serials of earlier microbatches
     saved_bytes_at_forward: int = 0
     kept_output_bytes: int = 0
-    retained_saved_bytes: int = 0  # unpacked by its backward, still alive after it
-    saved_alive_at_next_forward: int = 0  # its saved bytes still alive when the next microbatch starts
+    retained_saved_bytes: int = 0  # unpacked by its last backward, still alive after it
+    last_backward_serial: int | None = None  # the tracker's number of its last backward
+    saved_alive_at_next_forward: int = 0  # bytes its last backward unpacked, alive when the next one starts
     allreduce_buckets: int | None = None  # counted by the opt-in DDP comm hook
     saved_peak_bytes: int = 0
     device_bytes: dict[str, int] = field(default_factory=dict)  # allocated at forward, per device

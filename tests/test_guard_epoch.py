@@ -16,7 +16,7 @@ import runtime_guard  # noqa: E402
 TREATMENTS = {
     "true_denominator": ("applied, true denominator", set()),
     "weighted_r_over_a": ("applied, weighted r/A", {"ACC005"}),
-    "dropped": ("dropped", {"ACC005"}),
+    "dropped": ("dropped", set()),  # an explicit choice (guide P9): a card fact, as in the linter
     "leaks": ("leaks into the next epoch", {"ACC005"}),
 }
 
@@ -40,6 +40,25 @@ def test_partial_group_treatment(variant: str) -> None:
         assert finding.severity == "warning"
         assert finding.observed.startswith(treatment + ":")  # the message names the treatment
         assert "E" in finding.evidence.split()  # the epoch end is in the trace
+
+
+def test_accelerate_weighting_is_a_card_fact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accelerate's prepared loader weights its last group r/A by contract (rules-spec exemption): with
+    the Accelerator's gradient_state known, the treatment stays on the card and is no finding."""
+    from runtime_guard.probe import Probe
+
+    place = Probe._place_at_epoch_end
+
+    def as_if_prepared(self: Probe) -> bool:  # what an Accelerator with a prepared loader gives the record
+        placed = place(self)
+        self.record.accelerate_num_steps, self.record.loader_unprepared = A, False
+        return placed
+
+    monkeypatch.setattr(Probe, "_place_at_epoch_end", as_if_prepared)
+    report = train_epochs("weighted_r_over_a").report
+    assert report.card["last_group"].startswith("applied, weighted r/A:")
+    assert "Accelerate's documented treatment" in report.card["last_group"]
+    assert report.codes == set()
 
 
 def test_leak_names_the_merged_group_size() -> None:

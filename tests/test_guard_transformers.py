@@ -153,11 +153,11 @@ def test_compute_loss_dividing_by_a_again_is_acc101(tmp_path: Path) -> None:
     assert guard.report.codes == {"ACC101"}, [f.one_line() for f in guard.report.findings]
 
 
-def test_compute_loss_mean_taken_as_scaled_is_acc103(tmp_path: Path) -> None:
+def test_compute_loss_mean_taken_as_scaled_is_acc105(tmp_path: Path) -> None:
     guard = GuardCallback(groups=2)
     train(tmp_path, guard, 2, MeanPerMicrobatch)
     assert guard.report is not None
-    assert "ACC103" in guard.report.codes, [f.one_line() for f in guard.report.findings]
+    assert "ACC105" in guard.report.codes, [f.one_line() for f in guard.report.findings]
 
 
 def test_on_finding_raise(tmp_path: Path) -> None:

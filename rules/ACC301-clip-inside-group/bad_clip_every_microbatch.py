@@ -5,6 +5,8 @@ clipped again and again, the last one not at all, so the update applies a gradie
 is neither the accumulated gradient nor its clipped version. Plain PyTorch, runs on CPU;
 it prints the applied first-update gradient next to the correctly clipped one.
 """
+import copy
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -23,16 +25,15 @@ def make_loader():
 
 
 def reference_first_gradient(model, loader, loss_fn):
-    """The group's accumulated gradient, clipped once (what the first update should apply)."""
-    model.zero_grad()
+    """The group's accumulated gradient, clipped once (what the first update should apply),
+    computed on a copy: the trained model's gradients stay untouched."""
+    model = copy.deepcopy(model)
     for i, (x, y) in enumerate(loader):
         if i == ACCUMULATION_STEPS:
             break
         (loss_fn(model(x), y) / ACCUMULATION_STEPS).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-    gradient = torch.cat([p.grad.flatten() for p in model.parameters()])
-    model.zero_grad()
-    return gradient
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
 
 
 def main():

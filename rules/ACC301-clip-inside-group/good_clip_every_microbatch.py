@@ -4,6 +4,8 @@ The clip runs once per group, under the update gate, after the group's last back
 every microbatch keeps its weight and the update applies the clipped accumulated
 gradient (cosine 1.0 with the reference). Plain PyTorch, runs on CPU.
 """
+import copy
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -22,16 +24,15 @@ def make_loader():
 
 
 def reference_first_gradient(model, loader, loss_fn):
-    """The group's accumulated gradient, clipped once (what the first update should apply)."""
-    model.zero_grad()
+    """The group's accumulated gradient, clipped once (what the first update should apply),
+    computed on a copy: the trained model's gradients stay untouched."""
+    model = copy.deepcopy(model)
     for i, (x, y) in enumerate(loader):
         if i == ACCUMULATION_STEPS:
             break
         (loss_fn(model(x), y) / ACCUMULATION_STEPS).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-    gradient = torch.cat([p.grad.flatten() for p in model.parameters()])
-    model.zero_grad()
-    return gradient
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
 
 
 def main():

@@ -66,6 +66,7 @@ class GuardSession:
         notes: list[str] | None = None,
         unobservable: list[str] | None = None,
         facts: dict[str, Any] | None = None,
+        user_normalizes: str = "",
     ) -> Probe:
         """Create and attach the probe (on the calling thread, which must run the loop)."""
         probe = Probe(model, optimizer, accumulation_steps=accumulation_steps, scheduler=scheduler, scaler=scaler,
@@ -74,6 +75,7 @@ class GuardSession:
             probe.record.accumulation_source = accumulation_source
         probe.record.notes.extend(notes or [])
         probe.record.unobservable.extend(unobservable or [])
+        probe.record.user_normalizes = user_normalizes
         self.framework_facts.update(facts or {})
         self.probe = probe.attach()
         return probe

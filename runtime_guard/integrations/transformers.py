@@ -28,7 +28,7 @@ The contract it relies on (transformers 5.24.0, read in the installed ``transfor
   ``sum / num_items_in_batch`` and is not divided again. Either way the per-token weights of a
   group sum to 1 — the framework's division is never ACC101; a ``compute_loss`` override dividing
   by A again sums to 1/A (ACC101), one returning a per-microbatch mean while the Trainer believes it
-  scaled sums to A (ACC103);
+  scaled sums to A or weighs every microbatch alike (ACC105: the Trainer left the normalization to it);
 * clipping goes through ``accelerator.clip_grad_norm_`` → ``torch.nn.utils.clip_grad_norm_``
   (accelerate 1.15.0 ``accelerator.py``), observed by the probe at the boundary.
 
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import transformers
@@ -153,6 +154,7 @@ class GuardCallback(transformers.TrainerCallback):
             model, frameworks.unwrap_optimizer(optimizer), accumulation_steps=a, accumulation_source=source,
             scheduler=kwargs.get("lr_scheduler"), scaler=getattr(optimizer, "scaler", None), notes=notes,
             unobservable=unobservable,
+            user_normalizes=frameworks.hf_user_normalizes(SimpleNamespace(model_accepts_loss_kwargs=loss_kwargs)),
             facts={"version": transformers.__version__, "gradient_accumulation_steps": int(
                 args.gradient_accumulation_steps), "model_accepts_loss_kwargs": loss_kwargs,
                    "divides_loss": "by num_items_in_batch (model)" if loss_kwargs else "by the group's microbatches",
