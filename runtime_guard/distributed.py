@@ -1,11 +1,19 @@
 """torch.distributed helpers: input-row hashes, all-gathers of small values, comm counting.
 
 Collectives run only on the user's thread at points every rank reaches in the same order
-(an update attempt, a clean detach), never on the exception path.
+(an update attempt, a clean detach), never on the exception path. They go through a
+:class:`GuardGroup`: a gloo group of the data-parallel ranks of the guard's own, with a
+timeout (``collective_timeout``, default :data:`DEFAULT_TIMEOUT_S` seconds, or the
+``RUNTIME_GUARD_COLLECTIVE_TIMEOUT`` environment variable). The user's process group is
+never used by the guard's gathers (its collective sequence stays the program's), and a rank
+that raised, or that disagrees on A, makes the others give up after the timeout with a note
+on the card instead of hanging.
 """
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -34,6 +42,89 @@ def all_gather_objects(value: Any, group: Any = None) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(out, value, group=group)
     return out
+
+
+#: seconds one of the guard's own collectives waits for the other ranks before giving up
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def collective_timeout(seconds: float | None = None) -> float:
+    """``seconds``, else ``RUNTIME_GUARD_COLLECTIVE_TIMEOUT`` from the environment, else the default."""
+    if seconds is None:
+        seconds = float(os.environ.get("RUNTIME_GUARD_COLLECTIVE_TIMEOUT", DEFAULT_TIMEOUT_S))
+    if seconds <= 0:
+        raise ValueError(f"collective_timeout must be > 0 seconds, got {seconds}")
+    return seconds
+
+
+#: (default group, data-parallel ranks) -> (default group, the guard's gloo group or why it was retired); the
+#: default group is kept alive with the entry, so that its id stays unique
+_GROUPS: dict[tuple[int, tuple[int, ...]], tuple[Any, Any]] = {}
+
+
+class GuardGroup:
+    """The guard's own gloo group over the ranks of the data-parallel ``group``, with a timeout.
+
+    Made at the first attach of a probe with D > 1 (every rank enters the probe at the same point
+    of its program) and kept for the later probes of the process: torch names such a group after
+    its ranks, and a group destroyed and made again under the same name can meet its
+    predecessor's rendezvous keys in the store. Its timeout is the first probe's. Each gather
+    waits at most that long. The first failure (a timeout, a lost peer, ranks that disagree) is
+    kept in ``failure`` and turns every later gather of this probe into ``None``: the guard then
+    compares nothing across ranks instead of waiting again. A timeout or a lost peer also retires
+    the group for the process (its ranks' collectives may no longer line up): later probes
+    compare nothing across ranks and say why.
+    """
+
+    def __init__(self, group: Any, timeout_s: float) -> None:
+        dist = torch.distributed
+        self.timeout_s = timeout_s
+        self.failure: str | None = None
+        self.group: Any = None
+        world = dist.group.WORLD
+        ranks = tuple(dist.get_process_group_ranks(group))
+        self._key = (id(world), ranks)
+        self._world = world
+        cached = _GROUPS.get(self._key)
+        if cached is not None and isinstance(cached[1], str):
+            self.failure = f"an earlier gather of the guard in this process failed, its group is retired ({cached[1]})"
+            return
+        if cached is None:
+            try:
+                made = dist.new_group(list(ranks), timeout=timedelta(seconds=timeout_s), backend="gloo",
+                                      use_local_synchronization=True)
+            except Exception as error:  # noqa: BLE001 - a store timeout or a missing rank: compare nothing
+                self._retire(f"the guard's process group could not be made within {timeout_s:g} s "
+                             f"({_short(error)})")
+                return
+            cached = (world, made)
+            _GROUPS[self._key] = cached
+        self.group = cached[1]
+
+    def _retire(self, why: str) -> None:
+        self.failure = self.failure or why
+        self.group = None
+        _GROUPS[self._key] = (self._world, why)
+
+    def all_gather(self, value: Any, what: str) -> list[Any] | None:
+        """``value`` from every rank in rank order, or ``None`` once anything failed (then ``failure`` says why)."""
+        if self.failure is not None or self.group is None:
+            return None
+        try:
+            return all_gather_objects(value, self.group)
+        except Exception as error:  # noqa: BLE001 - gloo raises RuntimeError on a timeout or a lost peer
+            self._retire(f"{what}: the other ranks did not answer (timeout {self.timeout_s:g} s; a rank "
+                         f"raised or stopped, or the ranks reached different updates) ({_short(error)})")
+            return None
+
+    def fail(self, why: str) -> None:
+        """Stop gathering for this probe (the group stays usable for later probes)."""
+        self.failure = self.failure or why
+
+
+def _short(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 class CommCounter:

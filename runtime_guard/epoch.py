@@ -74,7 +74,12 @@ class LoaderWatch:
         watch = self
 
         def __iter__(self: Any) -> Iterator[Any]:  # noqa: N807 - the iteration protocol
-            return _Watched(original.__iter__(self), watch, watch._new_epoch(), 0)
+            iterator = original.__iter__(self)
+            # the loader's own iterator object, its class swapped back at detach (no guard type left
+            # in the program after the probe); a forwarding wrapper only when its class is fixed
+            if watch.adopt(undo, iterator, 0):
+                return iterator
+            return _Watched(iterator, watch, watch._new_epoch(), 0)
 
         subclass = type(original.__name__, (original,), {"__iter__": __iter__, "__slots__": (),
                                                          "__module__": original.__module__})

@@ -117,6 +117,12 @@ class Probe:
         accelerator: the ``accelerate.Accelerator``, when the loop uses one.
         count_comm: install a counting DDP comm hook (all-reduce rounds per microbatch). It
             cannot be unregistered: after detach it only forwards to the default all-reduce.
+        collective_timeout: seconds each of the guard's own cross-rank gathers (D > 1) waits
+            for the other ranks; ``None``: ``RUNTIME_GUARD_COLLECTIVE_TIMEOUT`` or 60. They run on
+            a gloo group of the guard's (created at attach, destroyed at detach), never on the
+            program's group. At attach the ranks compare A, ``groups`` and ``at``; when they
+            disagree, or a rank does not answer in time (it raised, or stopped), the guard stops
+            comparing across ranks and says so in the card's notes instead of hanging.
         effective_batch: the effective batch (examples per optimizer update) the run is
             configured for; compared with the observed m x A x D (ACC404).
         loader: the training loader the loop iterates once per epoch, one microbatch per item
@@ -150,6 +156,7 @@ class Probe:
         on_finding: OnFinding = "collect",
         accelerator: Any = None,
         count_comm: bool = False,
+        collective_timeout: float | None = None,
         effective_batch: int | None = None,
         labels: LabelsSpec = "labels",
         ignore_index: int = -100,
@@ -179,6 +186,8 @@ class Probe:
         self.normalization = normalization
         self.on_finding = on_finding
         self.count_comm = count_comm
+        self.collective_timeout = dist_helpers.collective_timeout(collective_timeout)
+        self._xrank: dist_helpers.GuardGroup | None = None
         self.labels = labels
         self.ignore_index = ignore_index
         self.loader = loader
@@ -235,10 +244,12 @@ class Probe:
         self._thread = threading.get_ident()
         self._describe_setup()
         try:
+            self._open_guard_group()
             if not (self.at == "epoch_end" and self._place_at_epoch_end()):
                 self._install()
         except BaseException:
             self._undo.run()
+            self._close_guard_group()
             raise
         self._attached = True
         return self
@@ -312,6 +323,30 @@ class Probe:
             type(m).__name__ == "CheckpointWrapper" for m in self.model.modules()
         ):
             rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
+
+    def _open_guard_group(self) -> None:
+        """D > 1: the guard's own gloo group with a timeout, and the ranks' A, groups and ``at``
+        compared once (collectives at update attempts only line up when these agree)."""
+        dp = self.record.data_parallel
+        if dp is None or (dp.size or 1) <= 1 or dp.group is None:
+            return
+        self._xrank = dist_helpers.GuardGroup(dp.group, self.collective_timeout)
+        mine = {"A": self.record.accumulation_steps, "groups": self.n_groups, "at": self.at}
+        ranks = self._xrank.all_gather(mine, "comparing the probe's settings at attach")
+        if ranks is not None and any(r != mine for r in ranks):
+            settings = "; ".join(f"rank {i}: " + ", ".join(f"{k}={v}" for k, v in r.items())
+                                 for i, r in enumerate(ranks))
+            self._xrank.fail(f"the ranks disagree on the probe's settings ({settings})")
+
+    def _close_guard_group(self) -> None:
+        xrank, self._xrank = self._xrank, None
+        if xrank is None:
+            return
+        if xrank.failure is not None:
+            self.record.notes.append(f"not compared across ranks: {xrank.failure}")
+
+    def _gather(self, value: Any, what: str) -> list[Any] | None:
+        return self._xrank.all_gather(value, what) if self._xrank is not None else None
 
     def _place_at_epoch_end(self) -> bool:
         """Watch the loader for ``at="epoch_end"``. True: the hooks go in when the loader yields
@@ -725,10 +760,10 @@ class Probe:
         group.attempted = True
         group.grads_at_update = grads
         group.device_peak_bytes = self._device_peaks(reset=True)
-        dp = self.record.data_parallel
         if self._compares_replicas():
-            checksums = dist_helpers.all_gather_objects(grads.checksums, dp.group)
-            group.replicas_equal = all(c == checksums[0] for c in checksums)
+            checksums = self._gather(grads.checksums, f"replica gradient checksums at group {group.index}'s update")
+            if checksums is not None:
+                group.replicas_equal = all(c == checksums[0] for c in checksums)
         if self.scheduler is not None:
             group.lr_before = self._lrs()
         if self.normalization == "replay" and not group.tail and group.microbatches:
@@ -760,6 +795,9 @@ class Probe:
             return
         if self.record.fsdp2:
             group.replay = "not compared: the replay does not run FSDP2 (sharded parameters) modules"
+            return
+        if self._xrank is not None and self._xrank.failure is not None:
+            group.replay = "not compared: the ranks stopped answering the guard's gathers (card notes)"
             return
         self._replaying = True
         self._tracker.active = False
@@ -919,8 +957,12 @@ class Probe:
             if self._comm is not None:
                 self.record.comm_buckets = self._comm.buckets
             self.record.clean_exit = clean
-            if was_attached:
-                self._finalize(clean)
+            try:
+                if was_attached:
+                    self._finalize(clean)
+            finally:
+                if self._xrank is not None:  # _finalize did not get to the card (it raised)
+                    self._close_guard_group()
 
     def _finalize(self, clean: bool) -> None:
         from runtime_guard.card import build_card
@@ -929,7 +971,8 @@ class Probe:
         rec = self.record
         dp = rec.data_parallel
         if clean and dp is not None and (dp.size or 1) > 1 and dp.group is not None:
-            self._gather_across_replicas(dp.group)
+            self._gather_across_replicas()
+        self._close_guard_group()
         card = build_card(rec)
         # a code the card marks not observable (e.g. an engine that owns the update) is never guessed at
         findings = [f for f in evaluate(rec) if not card["checks"].get(f.code, "").startswith("not observable")]
@@ -942,7 +985,7 @@ class Probe:
         elif self.on_finding == "raise" and findings:
             raise GuardFindingError(self._report)
 
-    def _gather_across_replicas(self, group: Any) -> None:
+    def _gather_across_replicas(self) -> None:
         rec = self.record
         local = {
             "hashes": [h for g in rec.groups for mb in g.microbatches for h in mb.input_hashes],
@@ -952,7 +995,9 @@ class Probe:
                 for g in rec.groups
             ],
         }
-        gathered = dist_helpers.all_gather_objects(local, group)
+        gathered = self._gather(local, "input hashes and loss weights at detach")
+        if gathered is None:
+            return
         rec.replica_hashes = [item["hashes"] for item in gathered]
         rec.replica_ce = [item["ce"] for item in gathered]
 

@@ -4,6 +4,7 @@ without it (runtime-guard-design.md §7). Every bitwise comparison has a plain-v
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import pytest
@@ -143,3 +144,221 @@ def test_probe_consumes_no_rng() -> None:
     p = runtime_guard.probe(model, opt, accumulation_steps=2).attach()
     p.detach()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+# -- no trace, compared object by object (issue 7, item 5) ------------------------------------------
+def _dict_items(value: object) -> list[tuple[object, int]]:
+    return [(k, id(v)) for k, v in value.items()] if isinstance(value, dict) else []
+
+
+def _hooks(obj: object) -> dict[str, list[tuple[object, int]]]:
+    """Every hook dict in the instance dict (forward, pre, backward, state-dict, step hooks ...)."""
+    return {k: _dict_items(v) for k, v in vars(obj).items() if "hook" in k.lower() and isinstance(v, dict)}
+
+
+def _methods(obj: object) -> dict[str, int]:
+    """Callables set on the instance (wrappers, or the scheduler's own ``step`` wrapper on the optimizer)."""
+    return {k: id(v) for k, v in vars(obj).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+
+
+def trace_state(model, opt, sched=None, scaler=None, loader=None, iterators=()) -> dict[str, object]:  # noqa: ANN001
+    """Hook dicts and bound methods of every object the probe touches, and the globals it may patch."""
+    module, optimizer = torch.nn.modules.module, importlib.import_module("torch.optim.optimizer")
+    clip = torch.nn.utils.clip_grad
+    return {
+        "module hooks": {name: _hooks(m) for name, m in model.named_modules()},
+        "module methods": {name: _methods(m) for name, m in model.named_modules()},
+        "parameter hooks": [(_dict_items(p._post_accumulate_grad_hooks), _dict_items(p._backward_hooks))
+                            for p in model.parameters()],
+        "optimizer hooks": _hooks(opt),
+        "optimizer methods": _methods(opt),
+        "scheduler methods": _methods(sched) if sched is not None else None,
+        "scaler methods": _methods(scaler) if scaler is not None else None,
+        "global module hooks": {k: _dict_items(v) for k, v in vars(module).items() if k.startswith("_global_")},
+        "global optimizer hooks": {k: _dict_items(v) for k, v in vars(optimizer).items() if k.startswith("_global_")},
+        "functions": [id(f) for f in (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad_value_,
+                                      clip.clip_grad_norm_, clip.clip_grad_value_, torch.autograd.backward,
+                                      torch.autograd.grad, torch.Tensor.backward)],
+        "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False),
+        "grad mode": torch.is_grad_enabled(),
+        "loader type": type(loader),
+        "iterator types": [type(it) for it in iterators],
+    }
+
+
+class Boom(KeyError):
+    """The user's error in the loop."""
+
+
+def _epoch_setup(scaler: bool = True):
+    from guard_loops import TinyLM, epoch_loader
+
+    torch.manual_seed(0)
+    model = TinyLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.9)
+    grad_scaler = torch.amp.GradScaler("cpu", init_scale=256.0) if scaler else None
+    return model, opt, sched, grad_scaler, epoch_loader(10)  # 10 batches: r = 2 at A = 4
+
+
+def _epoch_loop(model, opt, sched, scaler, loader, iterators, fail=None, a: int = 4) -> None:  # noqa: ANN001
+    """Two epochs; ``fail = (epoch, microbatch, where, exception)`` raises at ``where`` in
+    "loop" (after the backward), "forward" (inside the model's forward) or "backward" (in a grad hook)."""
+    from guard_loops import VOCAB
+
+    for epoch in range(2):
+        it = iter(loader)
+        iterators.append(it)
+        for i, (ids, labels) in enumerate(it):
+            here = fail is not None and fail[:2] == (epoch, i)
+            handle = None
+            if here and fail[2] == "forward":
+                def raise_in_forward(mod, args, exc=fail[3]):  # noqa: ANN001, ANN202
+                    raise exc("interrupted inside the forward")
+                handle = model.head.register_forward_pre_hook(raise_in_forward)
+            if here and fail[2] == "backward":
+                def raise_in_backward(grad, exc=fail[3]):  # noqa: ANN001, ANN202
+                    raise exc("interrupted inside the backward")
+                handle = model.head.weight.register_hook(raise_in_backward)
+            try:
+                loss = torch.nn.functional.cross_entropy(model(ids).reshape(-1, VOCAB), labels.reshape(-1)) / a
+                (scaler.scale(loss) if scaler is not None else loss).backward()
+            finally:
+                if handle is not None:
+                    handle.remove()
+            if here and fail[2] == "loop":
+                raise fail[3]("the user's loop raised")
+            if (i + 1) % a == 0:
+                if scaler is not None:
+                    scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if scaler is not None:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
+                sched.step()
+                opt.zero_grad()
+
+
+NO_TRACE_CASES = {
+    # name: (probe options, fail)
+    "normal exit": ({}, None),
+    "exception mid-group": ({}, (0, 1, "loop", Boom)),
+    "KeyboardInterrupt in the loop": ({}, (0, 5, "loop", KeyboardInterrupt)),
+    "KeyboardInterrupt inside a forward": ({}, (0, 2, "forward", KeyboardInterrupt)),
+    "KeyboardInterrupt inside a backward": ({}, (0, 2, "backward", KeyboardInterrupt)),
+    "exception after auto-detach": ({"groups": 1}, (1, 3, "loop", Boom)),
+    "replay, exception mid-group": ({"normalization": "replay"}, (0, 6, "loop", Boom)),
+    "epoch end, normal exit": ({"at": "epoch_end"}, None),
+    "epoch end, exception before the window": ({"at": "epoch_end"}, (0, 1, "loop", Boom)),
+    "epoch end, KeyboardInterrupt in the window": ({"at": "epoch_end"}, (0, 9, "loop", KeyboardInterrupt)),
+    "epoch end, KeyboardInterrupt in a backward": ({"at": "epoch_end"}, (1, 1, "backward", KeyboardInterrupt)),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_TRACE_CASES))
+@pytest.mark.parametrize("with_scaler", [True, False], ids=["scaler", "no-scaler"])
+def test_no_trace_after_probe(case: str, with_scaler: bool) -> None:
+    options, fail = NO_TRACE_CASES[case]
+    model, opt, sched, scaler, loader = _epoch_setup(with_scaler)
+    iterators: list[object] = []
+    _epoch_loop(model, opt, sched, scaler, loader, iterators)  # warm-up: lazy imports and state exist now
+    clean = trace_state(model, opt, sched, scaler, loader)
+    iterators.clear()
+    options = dict(accumulation_steps=4, scheduler=sched, scaler=scaler, loader=loader, **options)
+    p = runtime_guard.probe(model, opt, **options)
+    if fail is None:
+        with p:
+            _epoch_loop(model, opt, sched, scaler, loader, iterators)
+    else:
+        with pytest.raises(fail[3]), p:
+            _epoch_loop(model, opt, sched, scaler, loader, iterators, fail)
+    assert not p.attached
+    after = trace_state(model, opt, sched, scaler, loader, iterators)
+    assert after["iterator types"] == [type(iter(loader))] * len(iterators)
+    assert after == {**clean, "iterator types": after["iterator types"]}
+    report = p.report()  # the report is there on every path
+    assert report.card["notes"][-1:] == ([] if fail is None or "auto-detach" in case else
+                                         ["the probe detached on an exception"])
+
+
+def test_trace_state_sees_the_attached_probe() -> None:
+    """Negative control for the comparison above: while attached, each kind of change shows."""
+    model, opt, sched, scaler, loader = _epoch_setup()
+    clean = trace_state(model, opt, sched, scaler, loader)
+    with runtime_guard.probe(model, opt, accumulation_steps=4, scheduler=sched, scaler=scaler):
+        during = trace_state(model, opt, sched, scaler, loader)
+    changed = {k for k in clean if clean[k] != during[k]}
+    assert changed == {"module hooks", "module methods", "parameter hooks", "optimizer hooks", "optimizer methods",
+                       "scheduler methods", "scaler methods", "functions", "saved-tensor hooks"}
+    with runtime_guard.probe(model, opt, accumulation_steps=4, loader=loader, at="epoch_end"):
+        assert trace_state(model, opt, sched, scaler, loader)["loader type"] is not clean["loader type"]
+    assert trace_state(model, opt, sched, scaler, loader) == clean
+
+
+def test_no_trace_with_on_finding_raise() -> None:
+    """GuardFindingError comes from the exit, after everything was removed."""
+    model, opt, sched, scaler, loader = _epoch_setup(scaler=False)
+    clean = trace_state(model, opt, sched, scaler, loader)
+    with pytest.raises(runtime_guard.GuardFindingError), runtime_guard.probe(
+            model, opt, accumulation_steps=4, on_finding="raise"):
+        for ids, _ in loader:
+            opt.zero_grad()  # every microbatch: ACC001
+            model(ids).square().mean().backward()
+    assert trace_state(model, opt, sched, scaler, loader) == clean
+
+
+# -- changes nothing, all state compared (issue 7, item 6) ------------------------------------------
+def _full_run(guard: bool, precision: str, lr: float = 1e-2) -> dict[str, object]:
+    """Two epochs drawing from torch, ``random`` and numpy RNGs; every piece of state at the end."""
+    import random
+
+    np = pytest.importorskip("numpy")
+    from guard_loops import VOCAB
+
+    model, opt, sched, scaler, loader = _epoch_setup(scaler=precision != "fp32")
+    for group in opt.param_groups:
+        group["lr"] = lr
+    random.seed(0)
+    np.random.seed(0)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    ctx = runtime_guard.probe(model, opt, accumulation_steps=4, scheduler=sched, scaler=scaler) if guard else None
+    with ctx if ctx is not None else warnings.catch_warnings():
+        for i, (ids, labels) in enumerate(list(loader) * 2):
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+                logits = model(ids)
+            noise = float(np.random.rand()) * 1e-3 + random.random() * 1e-3  # the program's own draws
+            loss = (torch.nn.functional.cross_entropy(logits.float().reshape(-1, VOCAB), labels.reshape(-1))
+                    + noise) / 4
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            if (i + 1) % 4 == 0:
+                if scaler is not None:
+                    scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt) if scaler is not None else opt.step()
+                if scaler is not None:
+                    scaler.update()
+                sched.step()
+                opt.zero_grad()
+    state = {
+        "params": {k: v.view(torch.uint8).tolist() for k, v in model.state_dict().items() if v.dim()},
+        "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "torch rng": torch.get_rng_state().tolist(), "python rng": random.getstate(),
+        "numpy rng": [x.tolist() if hasattr(x, "tolist") else x for x in np.random.get_state()],
+    }
+    state["optimizer"] = {k: {i: {n: t.view(torch.uint8).tolist() if t.dim() else float(t) for n, t in s.items()}
+                              for i, s in v.items()} if k == "state" else v for k, v in state["optimizer"].items()}
+    return state
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_all_state_bitwise_identical(precision: str) -> None:
+    """fp32 without a scaler; bf16 and fp16 autocast on CPU with ``torch.amp.GradScaler("cpu")``."""
+    plain = _full_run(False, precision)
+    assert plain == _full_run(False, precision)  # control: the harness is deterministic
+    assert plain["params"] != _full_run(False, precision, lr=2e-2)["params"]  # control: it can fail
+    guarded = _full_run(True, precision)
+    for key in plain:
+        assert plain[key] == guarded[key], key
