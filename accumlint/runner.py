@@ -64,10 +64,6 @@ def _unreadable(path: str, exc: OSError) -> Finding:
 
 #: a file at least this large gives its parse's memory back to the system once checked
 TRIM_ABOVE = 64 * 1024
-#: with workers, files at least this large are parsed one at a time in the main process (while the
-#: workers take the rest): a LibCST tree costs ~400 bytes per source byte, so two 450 KB files parsed
-#: at once by two workers would hold ~2 x 190 MB
-ONE_AT_A_TIME_ABOVE = 256 * 1024
 
 
 @functools.cache
@@ -146,7 +142,6 @@ class _Scheduler:
         self.waiting: tuple[int, str, bytes, frozenset[str]] | None = None
         self.futures: dict[int, tuple[str, Future[engine.FileResult]]] = {}
         self.results: dict[int, engine.FileResult] = {}
-        self.large: list[tuple[int, str, bytes, frozenset[str]]] = []
 
     def __enter__(self) -> _Scheduler:
         return self
@@ -168,8 +163,6 @@ class _Scheduler:
         """Queue one file (with one job it is checked at once)."""
         if self.jobs == 1:
             self.results[index] = _check(path, data, codes)
-        elif len(data) >= ONE_AT_A_TIME_ABOVE:
-            self.large.append((index, path, data, codes))
         elif self.pool is None and self.waiting is None:
             self.waiting = (index, path, data, codes)
         else:
@@ -202,9 +195,6 @@ class _Scheduler:
             index, path, data, codes = self.waiting
             self.results[index] = _check(path, data, codes)
             self.waiting = None
-        for index, path, data, codes in self.large:  # meanwhile the workers check the other files
-            self.results[index] = _check(path, data, codes)
-        self.large.clear()
         for index, (path, future) in self.futures.items():
             try:
                 self.results[index] = future.result()

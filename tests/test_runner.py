@@ -196,26 +196,3 @@ def test_malloc_trim_is_found_with_glibc() -> None:
     trim = runner._malloc_trim()
     assert trim is not None
     assert trim(0) in (0, 1)
-
-
-def test_large_files_are_parsed_one_at_a_time_in_the_main_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = make_tree(tmp_path / "tree", copies=3)
-    files = sorted(str(p) for p in tree.rglob("*.py"))
-    settings, enabled = Settings(project_root=tmp_path), resolve_selection([])
-    serial = runner.check_files(files, settings, enabled, jobs=1)
-    sizes = sorted({len(Path(f).read_bytes()) for f in files if Path(f).name.startswith(("train_", "fixed_"))})
-    monkeypatch.setattr(runner, "ONE_AT_A_TIME_ABOVE", sizes[0])  # every loop file counts as large
-    in_main: list[str] = []
-    collect = runner._Scheduler.collect
-
-    def recording(self: runner._Scheduler) -> dict:
-        in_main.extend(path for _, path, _, _ in self.large)  # what the main process will parse
-        return collect(self)
-
-    monkeypatch.setattr(runner._Scheduler, "collect", recording)
-    mixed = runner.check_files(files, settings, enabled, jobs=2)
-    assert mixed.findings == serial.findings and mixed.errors == serial.errors
-    large = {f for f in files if len(Path(f).read_bytes()) >= sizes[0]}
-    assert set(in_main) == large and len(in_main) == len(large)
