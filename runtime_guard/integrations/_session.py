@@ -113,3 +113,28 @@ class GuardSession:
             elif self.on_finding == "raise":
                 raise GuardFindingError(report)
         return report
+
+
+class SessionCallback:
+    """The user-facing part both callbacks share (mixed into the framework's callback class)."""
+
+    _session: GuardSession
+    _publish: bool
+
+    @property
+    def report(self) -> Report | None:
+        """The report once the probe finished."""
+        return self._session.report
+
+    @property
+    def probe(self) -> Probe | None:
+        """The probe once attached."""
+        return self._session.probe
+
+    def detach(self) -> Report | None:
+        """Detach now (idempotent) and publish the report."""
+        return self._session.finish(clean=True, publish=self._publish, no_forward_hint=self._no_forward_hint())
+
+    def _no_forward_hint(self) -> str:
+        """What the card says when no forward of the model was seen."""
+        return ""

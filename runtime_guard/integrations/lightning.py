@@ -48,9 +48,8 @@ try:
 except ImportError:  # pragma: no cover - the standalone package
     import pytorch_lightning as pl  # type: ignore[no-redef]
 
-from runtime_guard.integrations._session import GuardSession
-from runtime_guard.probe import OnFinding, Probe
-from runtime_guard.report import Report
+from runtime_guard.integrations._session import GuardSession, SessionCallback
+from runtime_guard.probe import OnFinding
 from runtime_guard.undo import wrap_instance_method
 
 __all__ = ["GuardCallback"]
@@ -58,7 +57,7 @@ __all__ = ["GuardCallback"]
 _SRC = f"lightning {pl.__version__}"
 
 
-class GuardCallback(pl.Callback):
+class GuardCallback(SessionCallback, pl.Callback):
     """Run the runtime guard on the first ``groups`` accumulation groups of ``Trainer.fit``.
 
     Args:
@@ -98,20 +97,6 @@ class GuardCallback(pl.Callback):
         self.module = module
         self._publish = True
 
-    @property
-    def report(self) -> Report | None:
-        """The report once the probe finished."""
-        return self._session.report
-
-    @property
-    def probe(self) -> Probe | None:
-        """The probe once attached."""
-        return self._session.probe
-
-    def detach(self) -> Report | None:
-        """Detach now (idempotent) and publish the report."""
-        return self._session.finish(clean=True, publish=self._publish, no_forward_hint=self._hint())
-
     # -- Lightning hooks -----------------------------------------------------------------
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         """Attach before the first training batch (once)."""
@@ -131,10 +116,10 @@ class GuardCallback(pl.Callback):
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Detach on an exception (no warn/raise then: the report is kept as observed)."""
-        self._session.finish(clean=False, publish=self._publish, no_forward_hint=self._hint())
+        self._session.finish(clean=False, publish=self._publish, no_forward_hint=self._no_forward_hint())
 
     # -- setup ---------------------------------------------------------------------------
-    def _hint(self) -> str:
+    def _no_forward_hint(self) -> str:
         return ("no grad-enabled forward of the probed module was seen: when training_step does not call "
                 "self(...), pass GuardCallback(module='<attribute of the LightningModule>')")
 

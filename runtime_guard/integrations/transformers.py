@@ -46,9 +46,8 @@ from typing import Any
 import transformers
 
 from runtime_guard import frameworks
-from runtime_guard.integrations._session import GuardSession
-from runtime_guard.probe import OnFinding, Probe
-from runtime_guard.report import Report
+from runtime_guard.integrations._session import GuardSession, SessionCallback
+from runtime_guard.probe import OnFinding
 
 __all__ = ["GuardCallback"]
 
@@ -65,7 +64,7 @@ def _accepts_loss_kwargs(model: Any) -> bool:
     return any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-class GuardCallback(transformers.TrainerCallback):
+class GuardCallback(SessionCallback, transformers.TrainerCallback):
     """Run the runtime guard on the first ``groups`` accumulation groups of ``Trainer.train``.
 
     Args:
@@ -97,20 +96,6 @@ class GuardCallback(transformers.TrainerCallback):
                                      print_report=print_report, probe_options=probe_options)
         self.accumulation_steps = accumulation_steps
         self._publish = True
-
-    @property
-    def report(self) -> Report | None:
-        """The report once the probe finished."""
-        return self._session.report
-
-    @property
-    def probe(self) -> Probe | None:
-        """The probe once attached."""
-        return self._session.probe
-
-    def detach(self) -> Report | None:
-        """Detach now (idempotent) and publish the report."""
-        return self._session.finish(clean=True, publish=self._publish, no_forward_hint=_NO_FORWARD)
 
     # -- Trainer events ------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -168,6 +153,9 @@ class GuardCallback(transformers.TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Detach once the probed groups and the next microbatch were seen."""
         self._session.poll(self._publish)
+
+    def _no_forward_hint(self) -> str:
+        return _NO_FORWARD
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Detach when training ends before the probe saw all its groups."""
