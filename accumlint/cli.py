@@ -184,7 +184,7 @@ def check(
             unsafe=unsafe_fixes,
             write=not diff,
         )
-        fixed = sum(sum(r.applied.values()) for r in results)
+        fixed = sum(sum(r.applied.values()) for r in results if not r.error)
         if diff:
             patch = "".join(r.diff() for r in results)
             if patch:
@@ -192,8 +192,8 @@ def check(
             for line in fix_summary(results, diff=True):
                 click.echo(line, err=True)
             sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
-        if not quiet:
-            for line in fix_summary(results, diff=False):
+        for line in fix_summary(results, diff=False):
+            if not quiet or line.startswith("error: "):
                 click.echo(line, err=True)
 
     results = None if no_cache else _open_cache(settings, enabled, cache_dir)
