@@ -7,6 +7,7 @@ Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal erro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -155,6 +156,9 @@ def check(
     cache_dir: str | None,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     targets = list(paths) or ["."]
     try:
         settings = config.discover_settings(targets, config_path)
