@@ -160,6 +160,10 @@ def check(
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     targets = list(paths) or ["."]
+    if fix and diff:
+        _fail("--fix and --diff cannot be used together (--diff prints the fixes without writing them)")
+    if unsafe_fixes and not (fix or diff):
+        _fail("--unsafe-fixes needs --fix or --diff")
     try:
         settings = config.discover_settings(targets, config_path)
         layers = [settings.layer(), _cli_layer(select, ignore, extend_select)]
