@@ -7,6 +7,7 @@ Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal erro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -155,7 +156,14 @@ def check(
     cache_dir: str | None,
 ) -> None:
     """Check PATHS (files or directories; default: the current directory)."""
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     targets = list(paths) or ["."]
+    if fix and diff:
+        _fail("--fix and --diff cannot be used together (--diff prints the fixes without writing them)")
+    if unsafe_fixes and not (fix or diff):
+        _fail("--unsafe-fixes needs --fix or --diff")
     try:
         settings = config.discover_settings(targets, config_path)
         layers = [settings.layer(), _cli_layer(select, ignore, extend_select)]
@@ -184,7 +192,7 @@ def check(
             unsafe=unsafe_fixes,
             write=not diff,
         )
-        fixed = sum(sum(r.applied.values()) for r in results)
+        fixed = sum(sum(r.applied.values()) for r in results if not r.error)
         if diff:
             patch = "".join(r.diff() for r in results)
             if patch:
@@ -192,8 +200,8 @@ def check(
             for line in fix_summary(results, diff=True):
                 click.echo(line, err=True)
             sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
-        if not quiet:
-            for line in fix_summary(results, diff=False):
+        for line in fix_summary(results, diff=False):
+            if not quiet or line.startswith("error: "):
                 click.echo(line, err=True)
 
     results = None if no_cache else _open_cache(settings, enabled, cache_dir)

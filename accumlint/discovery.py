@@ -106,8 +106,8 @@ def _walk(
             try:
                 is_dir = entry.is_dir()
                 is_link = entry.is_symlink()
-            except OSError:
-                continue
+            except OSError:  # a symlink loop: listed if it looks like a file, so that reading it says why
+                is_dir, is_link = False, True
             if is_dir:
                 if is_skipped_dir(entry.path) or (patterns and is_excluded(entry.path, patterns, root)):
                     continue

@@ -21,6 +21,7 @@ import codecs
 import functools
 import io
 import re
+import threading
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -209,12 +210,95 @@ def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
         return 1, 1, f"syntax error: {err}"
 
 
+#: A file larger than this is not parsed: LibCST needs about 400 bytes of memory per source byte.
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+#: A file at least this large goes through the interpreter's parser before LibCST's: the
+#: interpreter's nesting limits (200 brackets, ~3,000 nested operators) and :data:`MAX_CHAIN`
+#: keep LibCST's native parser, which recurses without a depth check, off the end of its stack.
+INTERPRETER_FIRST_ABOVE = 64 * 1024
+#: The longest flat chain (``a and b and ...``, ``a < b < ...``) handed to LibCST: the
+#: interpreter's tree keeps it flat, LibCST's parser recurses once per operand.
+MAX_CHAIN = 5000
+#: The stack of the thread that runs LibCST's native parser (address space, touched only as
+#: deep as a file nests): 64 times the usual 8 MiB, so no file under
+#: :data:`INTERPRETER_FIRST_ABOVE` can nest deep enough to overflow it.
+PARSER_STACK = 512 * 1024 * 1024
+_stack_lock = threading.Lock()
+
+
+_BRACKETS = b"()[]{}"
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(_BRACKETS)))
+#: the interpreter's limit on nested brackets (its tokenizer's MAXLEVEL)
+MAX_BRACKET_DEPTH = 200
+
+
+def _bracket_depth_exceeds(data: bytes, limit: int = MAX_BRACKET_DEPTH) -> bool:
+    """Whether the brackets in ``data`` (strings and comments included) nest deeper than ``limit``.
+
+    An upper bound on the real nesting, read from the bytes: True sends the file through the
+    interpreter's parser, whose exact limit rejects a real case before LibCST (whose time and
+    memory grow with the square of the depth: 5,000 brackets take it 2.6 GB) sees it.
+    """
+    brackets = data.translate(None, _NOT_BRACKETS)
+    if brackets.count(b"(") + brackets.count(b"[") + brackets.count(b"{") <= limit:
+        return False
+    depth = 0
+    for byte in brackets:
+        if byte in b"([{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(depth - 1, 0)
+    return False
+
+
+def _longest_chain(tree: ast.AST) -> int:
+    """The most operands of one boolean operation or comparison in ``tree``."""
+    longest = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BoolOp):
+            longest = max(longest, len(node.values))
+        elif isinstance(node, ast.Compare):
+            longest = max(longest, len(node.ops) + 1)
+    return longest
+
+
+def parse_module(text: str) -> cst.Module:
+    """``libcst.parse_module`` on a thread with a :data:`PARSER_STACK` stack.
+
+    LibCST's native parser recurses once per nesting level and has no depth check: on the
+    usual 8 MiB stack ~1,300 nested brackets end the process with a segmentation fault.
+    Raises what ``parse_module`` raises.
+    """
+    outcome: list[object] = []
+
+    def parse() -> None:
+        try:
+            outcome.append(cst.parse_module(text))
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome.append(exc)
+
+    with _stack_lock:  # the stack size is process-wide: set it only for this thread
+        previous = threading.stack_size(PARSER_STACK)
+        try:
+            thread = threading.Thread(target=parse, name="accumlint-parse", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]  # type: ignore[return-value]
+
+
 def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
     A file that cannot be decoded or parsed yields one ``ACC000`` finding with the position
     of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
-    (then it is not decoded or parsed at all). With no rules (only ``ACC000`` selected)
+    (then it is not decoded or parsed at all); a file over :data:`MAX_SOURCE_BYTES` gets an
+    ``ACC000`` that says so instead of being parsed. With no rules (only ``ACC000`` selected)
     every file is decoded and parsed: a syntax check. A rule that raises is recorded in
     ``internal_errors`` and the other rules still run.
     """
@@ -222,6 +306,10 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     result = FileResult(path)
     if rules and not may_fire(data, rules):
         return result  # no selected rule can fire here: the file is neither decoded nor parsed
+    if len(data) > MAX_SOURCE_BYTES:
+        size, limit = len(data) / 2**20, MAX_SOURCE_BYTES / 2**20
+        result.findings.append(_parse_error(path, 1, 1, f"file too large to parse ({size:.1f} MiB > {limit:.0f} MiB)"))
+        return result
     try:
         text = decode_source(data)
     except SyntaxError as exc:  # unknown encoding in the coding line
@@ -233,18 +321,22 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
     markers = selected_markers(rules)
-    if markers is not None and not _code_use_likely(data, rules):
-        # every marker looks like prose: the interpreter's parser (an order of magnitude faster
-        # than LibCST's) decides, reporting a file that does not parse on the way
+    large = len(data) >= INTERPRETER_FIRST_ABOVE
+    if large or _bracket_depth_exceeds(data) or (markers is not None and not _code_use_likely(data, rules)):
+        # every marker looks like prose, or the file is large or deeply bracketed: the interpreter's parser (an order
+        # of magnitude faster than LibCST's) decides, reporting a file that does not parse on the way
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
             result.findings.append(_parse_error(path, *tree))
             return result
-        if not markers_in_code(tree, markers):
+        if markers is not None and not markers_in_code(tree, markers):
+            return result
+        if large and _longest_chain(tree) > MAX_CHAIN:
+            result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
             return result
         del tree
     try:
-        module = cst.parse_module(text)
+        module = parse_module(text)
     except cst.ParserSyntaxError as exc:
         line, column, reason = _syntax_error_position(text, exc)
         result.findings.append(_parse_error(path, line, column, f"syntax error: {reason}"))

@@ -142,6 +142,7 @@ class _Scheduler:
         self.waiting: tuple[int, str, bytes, frozenset[str]] | None = None
         self.futures: dict[int, tuple[str, Future[engine.FileResult]]] = {}
         self.results: dict[int, engine.FileResult] = {}
+        self.sent: dict[int, tuple[bytes, frozenset[str]]] = {}
 
     def __enter__(self) -> _Scheduler:
         return self
@@ -185,6 +186,7 @@ class _Scheduler:
 
     def _send(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         assert self.pool is not None
+        self.sent[index] = (data, codes)
         self.futures[index] = (path, self.pool.submit(_check, path, data, codes))
 
     def collect(self) -> dict[int, engine.FileResult]:
@@ -198,10 +200,26 @@ class _Scheduler:
         for index, (path, future) in self.futures.items():
             try:
                 self.results[index] = future.result()
-            except BrokenProcessPool as exc:  # a worker was killed (memory) or crashed in native code
-                error = f"{path}: internal error: a worker process died ({exc}); rerun with --jobs 1"
-                self.results[index] = engine.FileResult(path, internal_errors=[error])
+            except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
+                # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
+                self.results[index] = _check_alone(path, *self.sent[index])
         return self.results
+
+
+def _check_alone(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    """:func:`_check` in a fresh one-worker pool: a file whose check kills the process gets an
+    internal error, and the run goes on."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        try:
+            return pool.submit(_check, path, data, codes).result()
+        except BrokenProcessPool as exc:
+            error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
+            return engine.FileResult(path, internal_errors=[error])
 
 
 def _size(path: str) -> int:

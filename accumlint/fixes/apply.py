@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
-
 from accumlint import engine
 from accumlint.checks.base import Rule
 from accumlint.findings import Finding
@@ -43,6 +41,7 @@ class FixResult:
     fixed: bytes
     applied: Counter[str] = field(default_factory=Counter)
     unsafe_pending: int = 0  # fixes available only with --unsafe-fixes
+    error: str = ""  #: why the fixed bytes were not written (the file changed meanwhile, an OS error)
 
     @property
     def changed(self) -> bool:
@@ -98,7 +97,7 @@ def fix_source(
         for finding in candidates:
             applicability, fixer = FIXERS[finding.code]
             try:
-                edit = fixer(Located(cst.parse_module(text), finding))
+                edit = fixer(Located(engine.parse_module(text), finding))
             except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding as it is
                 edit = None
             if edit is None:
@@ -146,6 +145,17 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 
+def _write_fixed(path: str, original: bytes, fixed: bytes) -> str:
+    """Write ``fixed`` unless the file no longer holds ``original``; the reason it was not written, or ""."""
+    try:
+        if Path(path).read_bytes() != original:
+            return f"{path}: not fixed: the file changed while it was being fixed"
+        write_atomic(path, fixed)
+    except OSError as exc:
+        return f"{path}: not fixed: {exc.strerror or exc}"
+    return ""
+
+
 def fix_files(
     files: Iterable[str],
     codes_for: Callable[[str], frozenset[str]],
@@ -168,16 +178,16 @@ def fix_files(
         codes = codes_for(path)
         result = fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
         if write and result.changed:
-            write_atomic(path, result.fixed)
+            result.error = _write_fixed(path, data, result.fixed)
         results.append(result)
     return results
 
 
 def fix_summary(results: Sequence[FixResult], *, diff: bool) -> list[str]:
     """The lines that say what ``--fix`` did (or ``--diff`` would do) and what ``--unsafe-fixes`` would add."""
-    fixed = sum(sum(r.applied.values()) for r in results)
+    fixed = sum(sum(r.applied.values()) for r in results if not r.error)
     pending = sum(r.unsafe_pending for r in results)
-    lines = []
+    lines = [f"error: {r.error}" for r in results if r.error]
     if diff:
         lines.append(f"Would fix {fixed} finding{'s' if fixed != 1 else ''}." if fixed else "No fixes to apply.")
     if pending:

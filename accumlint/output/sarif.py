@@ -45,7 +45,8 @@ def _rule(doc: RuleDoc) -> dict:
 def _uri(path: str) -> str:
     if os.path.isabs(path):
         return Path(path).as_uri()
-    return quote(PurePath(os.path.normpath(path)).as_posix())
+    # the file system's bytes: a name that is not UTF-8 holds surrogate escapes
+    return quote(os.fsencode(PurePath(os.path.normpath(path)).as_posix()))
 
 
 def _result(finding: Finding, index: dict[str, int]) -> dict:

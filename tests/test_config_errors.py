@@ -1,0 +1,53 @@
+"""Configuration errors (issue 7 item 4): one clear line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from accumlint.cli import main
+
+
+def cli(*args: str) -> Result:
+    try:
+        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "args", "message"),
+    [
+        ("[tool.accumlint\nselect = [", (), "pyproject.toml: invalid TOML (Expected ']'"),
+        ("[tool.accumlint]\nselct = ['ACC0']\n", (), "[tool.accumlint] unknown key 'selct'"),
+        ("[tool.accumlint]\nselect = ['ACC777']\n", (), "[tool.accumlint] select: unknown rule selector 'ACC777'"),
+        ("[tool.accumlint]\nselect = 'ACC0'\n", (), "[tool.accumlint] select: expected a list of strings"),
+        ("[tool.accumlint]\nper-file-ignores = {'*.py' = 'ACC0'}\n", (), "per-file-ignores '*.py': expected a list"),
+        ("[tool.accumlint]\ncache-dir = ''\n", (), "[tool.accumlint] cache-dir: expected a directory path"),
+        ("", ("--select", "XYZ1"), "--select: unknown rule selector 'XYZ1'"),
+        ("", ("--ignore", "ACC0,,ACC77x"), "--ignore: unknown rule selector 'ACC77x'"),
+        ("", ("--select", ""), "--select: empty selection"),
+        ("", ("--config", "missing.toml"), "missing.toml: config file does not exist"),
+        ("", ("--diff", "--fix"), "--fix and --diff"),
+        ("", ("--unsafe-fixes",), "--unsafe-fixes needs --fix or --diff"),
+        ("", ("--jobs", "0"), "Invalid value for '-j' / '--jobs'"),
+    ],
+    ids=["broken-toml", "unknown-key", "bad-code", "not-a-list", "bad-pfi", "empty-cache-dir", "cli-bad-code",
+         "cli-bad-ignore", "cli-empty-select", "missing-config", "fix-and-diff", "unsafe-alone", "jobs-0"],
+)
+def test_config_error_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pyproject: str, args: tuple[str, ...], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    if pyproject:
+        (tmp_path / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    (tmp_path / "train.py").write_text("loss.backward()\n", encoding="utf-8")
+    result = cli("check", *args, "train.py")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 or "Usage:" in result.stderr, result.stderr
+    assert message in result.stderr
+    assert result.stdout == ""

@@ -1,0 +1,138 @@
+"""``--fix`` never corrupts a file (issue 7 item 3): atomic replace, mode and line endings kept,
+a file changed meanwhile refused, a kill during the write leaves the old or the new bytes.
+
+A kill between the temporary file's creation and the rename leaves an orphan named
+``.<file>.<random>.accumlint-tmp`` next to the file: not a ``.py`` name, so never checked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from accumlint.cli import main
+from accumlint.fixes import apply
+
+REPO = Path(__file__).resolve().parent.parent
+#: ACC001 with a safe fix: the reset moves into the update branch
+BUGGY = b"""\
+for i, batch in enumerate(loader):
+    loss = model(batch).mean() / 4
+    optimizer.zero_grad()
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+"""
+
+
+def cli(*args: str) -> Result:
+    try:
+        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner().invoke(main, list(args))
+
+
+def test_fix_keeps_mode_and_crlf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "train.py"
+    target.write_bytes(BUGGY.replace(b"\n", b"\r\n"))
+    target.chmod(0o751)
+    result = cli("check", "--no-cache", "--fix", "train.py")
+    fixed = target.read_bytes()
+    assert fixed != BUGGY.replace(b"\n", b"\r\n"), result.stdout
+    assert fixed.count(b"\r\n") == fixed.count(b"\n")
+    assert oct(target.stat().st_mode & 0o777) == oct(0o751)
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
+
+
+def test_fix_refuses_a_file_changed_since_it_was_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "train.py"
+    target.write_bytes(BUGGY)
+    real = apply.fix_source
+
+    def edit_meanwhile(*args: object, **kwargs: object) -> apply.FixResult:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        target.write_bytes(BUGGY + b"# edited by the user\n")
+        return result
+
+    monkeypatch.setattr(apply, "fix_source", edit_meanwhile)
+    result = cli("check", "--no-cache", "--fix", "train.py")
+    assert target.read_bytes() == BUGGY + b"# edited by the user\n"
+    assert "error: train.py: not fixed: the file changed while it was being fixed" in result.stderr
+    assert result.exit_code == 1  # the finding is still there
+
+
+def test_a_fix_that_does_not_parse_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accumlint.fixes import base
+
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "train.py"
+    target.write_bytes(BUGGY)
+
+    class Broken:
+        applicability = base.SAFE
+
+        @property
+        def module(self) -> object:
+            return type("M", (), {"code": "def broken(:\n    loss.backward()\n"})()
+
+    monkeypatch.setitem(apply.FIXERS, "ACC001", (base.SAFE, lambda located: Broken()))
+    cli("check", "--no-cache", "--fix", "train.py")
+    assert target.read_bytes() == BUGGY
+
+
+KILLED_DURING_WRITE = """
+import os, sys, time
+from accumlint.fixes import apply
+real_fsync = os.fsync
+def slow_fsync(fd):
+    print("writing", flush=True)   # half the new bytes are in the temp file
+    time.sleep(60)
+os.fsync = slow_fsync
+real_fdopen = os.fdopen
+class Half:
+    def __init__(self, handle): self.handle = handle
+    def __enter__(self): return self
+    def __exit__(self, *exc): return self.handle.__exit__(*exc)
+    def write(self, data):
+        self.handle.write(data[: len(data) // 2]); self.handle.flush(); return len(data)
+    def flush(self): self.handle.flush()
+    def fileno(self): return self.handle.fileno()
+os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
+from accumlint.cli import main
+sys.argv = ["accumlint", "check", "--no-cache", "--fix", sys.argv[1]]
+main()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_kill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "train.py"
+    target.write_bytes(BUGGY)
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED_DURING_WRITE, str(target)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == b"writing\n"
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert target.read_bytes() == BUGGY  # old, never partial
+    orphans = [p.name for p in tmp_path.iterdir() if p.name != "train.py"]
+    assert len(orphans) == 1 and orphans[0].startswith(".train.py.") and orphans[0].endswith(".accumlint-tmp")
+    # the orphan is never checked, and a second --fix completes
+    os.chdir(tmp_path)
+    try:
+        result = cli("check", "--no-cache", "--fix", ".")
+    finally:
+        os.chdir(REPO)
+    assert target.read_bytes() != BUGGY and b"optimizer.zero_grad()" in target.read_bytes()
+    assert ".accumlint-tmp" not in result.stdout

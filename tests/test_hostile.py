@@ -1,0 +1,255 @@
+"""Hostile inputs through the command line (issue 7): every file gets ACC000 or a clear error
+line, the exit status is 1 (never a traceback), and every other file of the run is checked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from accumlint import engine, runner
+from accumlint.cli import main
+
+#: a real ACC001 bug: the gradients are reset every microbatch
+BUGGY = b"""\
+for i, batch in enumerate(loader):
+    loss = model(batch).mean() / 4
+    optimizer.zero_grad()
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+"""
+MARKER = b"loss.backward()\noptimizer.step()\n"
+
+
+def cli(*args: str) -> Result:
+    try:
+        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner().invoke(main, list(args))
+
+
+def check(tmp_path: Path, hostile: dict[str, bytes], *extra: str) -> Result:
+    """Run ``check`` on the hostile files plus two buggy files around them; assert that both
+    buggy files were checked and that nothing raised."""
+    (tmp_path / "a_first.py").write_bytes(BUGGY)
+    (tmp_path / "z_last.py").write_bytes(BUGGY)
+    for name, data in hostile.items():
+        (tmp_path / name).write_bytes(data)
+    os.chdir(tmp_path)
+    result = cli("check", "--no-cache", "--output-format", "concise", *extra, ".")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    for name in ("a_first.py", "z_last.py"):
+        assert f"{name}:3:5: ACC001" in result.stdout
+    return result
+
+
+def acc000(result: Result, name: str) -> str:
+    lines = [line for line in result.stdout.splitlines() if line.startswith(f"{name}:") and "ACC000" in line]
+    assert len(lines) == 1, result.stdout
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _cwd(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(os.getcwd())  # check() changes directory; restore it
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"def f(:\n" + MARKER, "1:7: ACC000 file could not be checked: syntax error: invalid syntax"),
+        (MARKER + b"x = '\xff'\n", "3:6: ACC000 file could not be checked: undecodable bytes"),
+        (b"# -*- coding: nope -*-\n" + MARKER, "1:1: ACC000 file could not be checked: unknown encoding: nope"),
+        (b"# coding: ascii\n" + MARKER + "x = 'é'\n".encode(), "4:6: ACC000 file could not be checked: undecodable"),
+        (MARKER + b"x = 1\x00\n", "ACC000 file could not be checked: syntax error: source code string cannot"),
+        (b"if x:\n\tloss.backward()\n        opt.step()\n", "3:1: ACC000 file could not be checked: syntax"),
+        (os.urandom(2048).replace(b"\n", b"") + b"\xff" + MARKER, "ACC000 file could not be checked: undecodable"),
+    ],
+    ids=["syntax", "undecodable", "unknown-coding", "wrong-coding", "null-byte", "mixed-tabs", "binary"],
+)
+def test_a_broken_file_is_acc000_and_the_others_are_checked(tmp_path: Path, data: bytes, reason: str) -> None:
+    result = check(tmp_path, {"hostile.py": data})
+    assert reason in acc000(result, "hostile.py")
+
+
+def test_a_broken_file_without_markers_is_skipped_unparsed(tmp_path: Path) -> None:
+    result = check(tmp_path, {"broken.py": b"def f(:\n", "binary.py": os.urandom(512).replace(b"(", b"")})
+    assert "broken.py" not in result.stdout and "binary.py" not in result.stdout
+    # a syntax check (ACC000 alone) parses every file
+    os.chdir(tmp_path)
+    syntax = cli("check", "--no-cache", "--output-format", "concise", "--select", "ACC000", "broken.py")
+    assert syntax.stdout.startswith("broken.py:1:7: ACC000")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xef\xbb\xbf" + BUGGY,
+        BUGGY.replace(b"\n", b"\r\n"),
+        BUGGY.replace(b"\n", b"\r"),
+        BUGGY.replace(b"    ", b"\t"),
+        b"\x0c" + BUGGY.replace(b"    loss.backward()\n", b"    loss.backward()\n\x0c\n"),
+    ],
+    ids=["bom", "crlf", "cr", "tabs", "form-feed"],
+)
+def test_odd_but_valid_files_are_checked(tmp_path: Path, data: bytes) -> None:
+    result = check(tmp_path, {"odd.py": data})
+    assert "odd.py:3:" in result.stdout and "ACC001" in result.stdout
+    assert "ACC000" not in result.stdout
+
+
+def test_pep_695_generics_on_the_running_interpreter(tmp_path: Path) -> None:
+    """3.12 syntax: LibCST reads it on any interpreter, so a training loop in such a file is
+    checked; the syntax check (``--select ACC000``) follows the running interpreter."""
+    data = b"class Box[T]:\n    pass\n\ntype Alias = list[int]\n\n" + BUGGY
+    result = check(tmp_path, {"generic.py": data})
+    assert "generic.py:8:5: ACC001" in result.stdout
+    syntax = cli("check", "--no-cache", "--output-format", "concise", "--select", "ACC000", "generic.py")
+    if sys.version_info >= (3, 12):
+        assert syntax.exit_code == 0
+    else:
+        assert syntax.stdout.startswith("generic.py:1:10: ACC000 file could not be checked: syntax error")
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    result = check(tmp_path, {"empty.py": b"", "blank.py": b"\n\n", "__init__.py": b""})
+    assert "empty.py" not in result.stdout and "blank.py" not in result.stdout
+
+
+def test_5000_deep_nested_expression(tmp_path: Path) -> None:
+    deep = b"x = " + b"(" * 5000 + b"1" + b")" * 5000 + b"\n"
+    brackets = b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n"
+    unary = b"x = " + b"-" * 5000 + b"1\n"
+    result = check(tmp_path, {"deep.py": MARKER + deep, "brackets.py": MARKER + brackets, "unary.py": MARKER + unary})
+    assert "syntax error: too many nested parentheses" in acc000(result, "deep.py")
+    assert "syntax error: too many nested parentheses" in acc000(result, "brackets.py")
+    assert "nesting too deep" in acc000(result, "unary.py")
+
+
+def test_20_mb_file(tmp_path: Path) -> None:
+    line = b"x = [1, 2, 3]  # padding padding padding padding padding\n"
+    big = MARKER + line * (20 * 2**20 // len(line))
+    result = check(tmp_path, {"big.py": big, "big_plain.py": line * (20 * 2**20 // len(line))})
+    assert "file too large to parse (20.0 MiB > 4 MiB)" in acc000(result, "big.py")
+    assert "big_plain.py" not in result.stdout  # no marker: read, never parsed
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_symlink_loops(tmp_path: Path) -> None:
+    os.symlink("self.py", tmp_path / "self.py")
+    (tmp_path / "sub").mkdir()
+    os.symlink("..", tmp_path / "sub" / "up")
+    result = check(tmp_path, {})
+    assert "Too many levels of symbolic links" in acc000(result, "self.py")
+    assert result.stdout.count("a_first.py:3:5") == 1  # the directory loop is walked once
+
+
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = open
+
+    def guarded(file: object, *args: object, **kwargs: object) -> object:
+        if str(file).endswith("secret.py"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr("builtins.open", guarded)
+    result = check(tmp_path, {"secret.py": BUGGY})
+    assert acc000(result, "secret.py").endswith("file could not be read: Permission denied")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file_by_its_mode(tmp_path: Path) -> None:
+    (tmp_path / "secret.py").write_bytes(BUGGY)
+    (tmp_path / "secret.py").chmod(0)
+    result = check(tmp_path, {})
+    assert acc000(result, "secret.py").endswith("file could not be read: Permission denied")
+
+
+def test_directory_named_like_a_python_file(tmp_path: Path) -> None:
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "inner.py").write_bytes(BUGGY)
+    result = check(tmp_path, {})
+    assert "pkg.py/inner.py:3:5: ACC001" in result.stdout
+    os.chdir(tmp_path)
+    explicit = cli("check", "--no-cache", "--output-format", "concise", "pkg.py", "a_first.py")
+    assert explicit.exit_code == 1 and "pkg.py/inner.py:3:5: ACC001" in explicit.stdout
+
+
+def test_file_that_vanishes_during_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import accumlint.cli as cli_module
+
+    real = cli_module.discover
+
+    def discover_then_delete(*args: object, **kwargs: object) -> list[str]:
+        files = real(*args, **kwargs)  # type: ignore[arg-type]
+        (tmp_path / "gone.py").unlink()
+        return files
+
+    monkeypatch.setattr(cli_module, "discover", discover_then_delete)
+    result = check(tmp_path, {"gone.py": BUGGY})
+    assert acc000(result, "gone.py").endswith("file could not be read: No such file or directory")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="bytes file names")
+@pytest.mark.parametrize("output_format", ["concise", "json", "sarif", "junit", "github"])
+def test_non_utf8_file_name(tmp_path: Path, output_format: str) -> None:
+    (tmp_path / "a_first.py").write_bytes(BUGGY)
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.py"), "wb") as handle:
+        handle.write(BUGGY)
+    os.chdir(tmp_path)
+    result = cli("check", "--no-cache", "--output-format", output_format, ".")
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1
+    assert "caf" in result.stdout and "a_first.py" in result.stdout
+
+
+# --- a rule that crashes ------------------------------------------------------------
+
+
+def _crashing_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = next(r for r in engine.ALL_RULES_INSTANCES if r.code == "ACC003")
+    real = type(rule).check
+
+    def check(self: object, model: object) -> object:
+        if model.module.code.startswith("# crash"):  # type: ignore[attr-defined]
+            raise RuntimeError("boom")
+        return real(self, model)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(rule), "check", check)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_rule_crash_is_an_internal_error_for_that_file_and_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str
+) -> None:
+    _crashing_rule(monkeypatch)
+    result = check(tmp_path, {"m_crash.py": b"# crash\n" + BUGGY}, "--jobs", jobs)
+    assert "m_crash.py:4:5: ACC001" in result.stdout  # the other rules still ran on it
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: m_crash.py: internal error in ACC003 (RuntimeError('boom')); please report it with this file"
+    ]
+
+
+_REAL_CHECK = runner._check
+
+
+def _dying(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    if path.endswith("killer.py"):
+        os._exit(9)  # what a segmentation fault in native code does to the worker
+    return _REAL_CHECK(path, data, codes)
+
+
+def test_a_worker_that_dies_loses_only_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_check", _dying)
+    result = check(tmp_path, {"killer.py": BUGGY, "m_ok.py": BUGGY}, "--jobs", "2")
+    assert "m_ok.py:3:5: ACC001" in result.stdout
+    assert [line for line in result.stderr.splitlines() if "internal error" in line] == [
+        "error: killer.py: internal error: the process checking this file died (A process in the process pool was "
+        "terminated abruptly while the future was running or pending.); please report it"
+    ]
