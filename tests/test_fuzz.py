@@ -1,7 +1,8 @@
 """Property tests (issue 7 item 2): generated programs (hypothesmith) and mutated real files never
 make :func:`check_source` raise or report an internal error, and findings are deterministic.
 
-``ACCUMLINT_FUZZ=long`` runs the long profile (thousands of examples); the default is a fast one.
+``ACCUMLINT_FUZZ=long`` runs the long profile (5,000 examples a test), ``ACCUMLINT_FUZZ=N`` N examples;
+the default is a fast one (100, derandomized).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from hypothesis import strategies as st  # noqa: E402
 from accumlint.engine import check_source  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-LONG = os.environ.get("ACCUMLINT_FUZZ") == "long"
-EXAMPLES = 5000 if LONG else 100
+FUZZ = os.environ.get("ACCUMLINT_FUZZ", "")  # "long" (5,000 examples a test) or a count
+LONG = bool(FUZZ)
+EXAMPLES = 5000 if FUZZ == "long" else int(FUZZ) if FUZZ.isdigit() else 100
 PROFILE = settings(
     max_examples=EXAMPLES, deadline=None, derandomize=not LONG, suppress_health_check=list(HealthCheck)
 )
