@@ -118,6 +118,9 @@ def _worker_start(parent: int) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # terminate() must end the worker even if the main process installed its own SIGTERM handler
+    # (inherited through fork; Lightning's Trainer installs one, for instance)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 

@@ -155,8 +155,7 @@ def _slow_check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileRes
     return engine.FileResult(path)
 
 
-def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_check", _slow_check)
+def _interrupt_a_run_of_two_slow_files() -> list:
     with pytest.raises(KeyboardInterrupt), runner._Scheduler(2) as scheduler:
         scheduler.submit(0, "a.py", b"", frozenset())
         scheduler.submit(1, "b.py", b"", frozenset())
@@ -165,8 +164,24 @@ def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPat
         raise KeyboardInterrupt
     for process in processes:
         process.join(timeout=30)
-        # killed by the signal, not ended after finishing its file (that would be exit code 0)
-        assert process.exitcode == -signal.SIGTERM
+    return [process.exitcode for process in processes]
+
+
+def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_check", _slow_check)
+    # killed by the signal, not ended after finishing its file (that would be exit code 0)
+    assert _interrupt_a_run_of_two_slow_files() == [-signal.SIGTERM] * 2
+
+
+def test_workers_end_even_if_the_main_process_handles_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM handler of the main process (Lightning's Trainer installs one) is inherited
+    through fork; without resetting it a terminated worker would sleep on."""
+    monkeypatch.setattr(runner, "_check", _slow_check)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        assert _interrupt_a_run_of_two_slow_files() == [-signal.SIGTERM] * 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_worker_exits_when_the_main_process_is_gone() -> None:
