@@ -155,13 +155,15 @@ class _Scheduler:
             return
         if kind is None:
             self.pool.shutdown(wait=True)
-        elif hasattr(self.pool, "terminate_workers"):  # Python 3.14+
-            self.pool.terminate_workers()
+        elif hasattr(self.pool, "kill_workers"):  # Python 3.14+
+            self.pool.kill_workers()
         else:  # a worker may be in the middle of a long parse: do not wait for it
             processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
             self.pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
-                process.terminate()
+                # SIGKILL: a worker holds nothing to clean up, and a SIGTERM can arrive before its
+                # initializer resets a handler the main process installed (inherited through fork)
+                process.kill()
 
     def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """Queue one file (with one job it is checked at once)."""
