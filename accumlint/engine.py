@@ -20,6 +20,8 @@ import ast
 import codecs
 import functools
 import io
+import os
+import queue
 import re
 import threading
 import tokenize
@@ -265,31 +267,49 @@ def _longest_chain(tree: ast.AST) -> int:
 
 
 def parse_module(text: str) -> cst.Module:
-    """``libcst.parse_module`` on a thread with a :data:`PARSER_STACK` stack.
+    """``libcst.parse_module`` on this process's parser thread, whose stack is :data:`PARSER_STACK`.
 
     LibCST's native parser recurses once per nesting level and has no depth check: on the
     usual 8 MiB stack ~1,300 nested brackets end the process with a segmentation fault.
-    Raises what ``parse_module`` raises.
+    The thread lives as long as the process: a fresh thread per file made each parse about
+    a third slower (the native parser's per-thread state starts cold). Raises what
+    ``parse_module`` raises.
     """
-    outcome: list[object] = []
+    reply: queue.SimpleQueue[tuple[bool, object]] = queue.SimpleQueue()
+    _parser_requests().put((text, reply))
+    parsed, outcome = reply.get()
+    if not parsed:
+        raise outcome  # type: ignore[misc]
+    return outcome  # type: ignore[return-value]
 
-    def parse() -> None:
+
+_parser: tuple[int, queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]] | None = None
+
+
+def _parser_requests() -> queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]:
+    """The request queue of this process's parser thread, started on first use (again in a
+    forked child, which inherits the queue but not the thread)."""
+    global _parser
+    with _stack_lock:
+        if _parser is None or _parser[0] != os.getpid():
+            requests: queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]] = queue.SimpleQueue()
+            previous = threading.stack_size(PARSER_STACK)  # process-wide: set only for this thread
+            try:
+                threading.Thread(target=_serve, args=(requests,), name="accumlint-parse", daemon=True).start()
+            finally:
+                threading.stack_size(previous)
+            _parser = (os.getpid(), requests)
+        return _parser[1]
+
+
+def _serve(requests: queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]) -> None:
+    while True:
+        text, reply = requests.get()
         try:
-            outcome.append(cst.parse_module(text))
+            reply.put((True, cst.parse_module(text)))
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-            outcome.append(exc)
-
-    with _stack_lock:  # the stack size is process-wide: set it only for this thread
-        previous = threading.stack_size(PARSER_STACK)
-        try:
-            thread = threading.Thread(target=parse, name="accumlint-parse", daemon=True)
-            thread.start()
-        finally:
-            threading.stack_size(previous)
-    thread.join()
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]  # type: ignore[return-value]
+            reply.put((False, exc))
+        del text, reply  # hold nothing of a finished file while waiting for the next
 
 
 def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult:

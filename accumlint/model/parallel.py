@@ -75,7 +75,13 @@ class DataParallel:
     """Data-parallel facts of one module (built lazily by :attr:`FileModel.parallel`)."""
 
     def __init__(self, model: FileModel) -> None:
-        self._model = model
+        # the model's parts, not the model: a reference back to it would make a cycle that
+        # keeps the whole LibCST tree alive until the garbage collector's next full pass
+        self._roles = model.roles
+        self._imports = model.imports
+        self._functions = model.functions
+        self._module = model.module
+        self._scopes = model.scopes
         self._sites = [site for scope in model.scopes for site in scope.sites if not site.in_helper]
         self._calls = [site for site in self._sites if site.call is not None]
 
@@ -98,7 +104,7 @@ class DataParallel:
     def single_process_replicas(self) -> bool:
         """Whether the module builds ``nn.DataParallel`` (one process splitting each batch over
         the GPUs: there the GPU count is the replica count)."""
-        return any(self._model.roles.qualify_call(site.call) in fw.SINGLE_PROCESS_REPLICATION  # type: ignore[arg-type]
+        return any(self._roles.qualify_call(site.call) in fw.SINGLE_PROCESS_REPLICATION  # type: ignore[arg-type]
                    for site in self._calls)
 
     @cached_property
@@ -119,14 +125,14 @@ class DataParallel:
                 continue
             if method_name(site.value) in ("prepare", "prepare_model", "setup", "setup_module"):
                 for name in site.targets:
-                    info = self._model.roles.named(name, site.scope, site.order + 1)
+                    info = self._roles.named(name, site.scope, site.order + 1)
                     if info.role is Role.MODEL and (info.prepared is True or info.owner == "fabric"):
                         return True
         return False
 
     def _constructs(self, call: cst.Call) -> Role | None:
-        qualified = self._model.roles.qualify_call(call)
-        return constructor_role(qualified, self._model.imports.qualify(dotted(call.func)) is not None)
+        qualified = self._roles.qualify_call(call)
+        return constructor_role(qualified, self._imports.qualify(dotted(call.func)) is not None)
 
     # --- loaders ----------------------------------------------------------------------------
     def loader_of(self, group: AccumulationLoop) -> LoaderUse | None:
@@ -134,7 +140,7 @@ class DataParallel:
         loop around it in the same function (``for i, b in enumerate(loader)``), or the
         argument of a ``next(...)`` in the loop (``next(it)`` with ``it = iter(loader)``).
         ``None`` when no loader role is found (a parameter of unknown origin, a framework hook)."""
-        roles = self._model.roles
+        roles = self._roles
         scope = group.scope
         if not isinstance(group.loop, (cst.For, cst.While)):
             return None  # a framework hook (Lightning training_step): the framework owns the loader
@@ -172,7 +178,7 @@ class DataParallel:
         SHARDED when the module hands the loader to a framework that shards it or slices data
         by rank; UNKNOWN otherwise (a sampler in a variable, ``**kwargs``, an unknown dataset)."""
         call = use.built_here
-        if call is None or self._model.roles.qualify_call(call) not in fw.TORCH_DATALOADERS:
+        if call is None or self._roles.qualify_call(call) not in fw.TORCH_DATALOADERS:
             return Sampling.UNKNOWN
         if self.handed_to_framework(use) or self.rank_sharded:
             return Sampling.SHARDED
@@ -203,7 +209,7 @@ class DataParallel:
                 if rule.keyword is None and method_name(call) == rule.call:  # type: ignore[arg-type]
                     if any(dotted(arg.value) == name for arg in call.args):  # type: ignore[union-attr]
                         return True
-                elif rule.keyword is not None and self._model.roles.qualify_call(call).endswith(rule.call):  # type: ignore[arg-type]
+                elif rule.keyword is not None and self._roles.qualify_call(call).endswith(rule.call):  # type: ignore[arg-type]
                     value = keyword(call, rule.keyword)  # type: ignore[arg-type]
                     if value is not None and dotted(value) == name:
                         return True
@@ -215,7 +221,7 @@ class DataParallel:
         rank (``files[rank::world_size]``), a sharding call (``ds.shard(...)``,
         ``split_dataset_by_node``), or a call outside this module that takes a rank (a dataset
         or sampler built per rank; calls that only place a process or tensor do not count)."""
-        local_functions = set(self._model.functions.functions)
+        local_functions = set(self._functions.functions)
         for site in self._calls:
             call = site.call
             name = last_segment(dotted(call.func)) or method_name(call) or ""  # type: ignore[union-attr,arg-type]
@@ -229,7 +235,7 @@ class DataParallel:
                     return True
                 if any(self.is_rank(n) for n in names_feeding(arg.value)):
                     return True
-        for node in _walk(self._model.module):
+        for node in _walk(self._module):
             if isinstance(node, cst.Subscript) and any(
                 self.is_rank(n) for element in node.slice for n in names_in(element.slice)
             ):
@@ -254,7 +260,7 @@ class DataParallel:
         if not isinstance(value, cst.Call) or depth > 3:
             return False
         callee = last_segment(dotted(value.func))
-        qualified = self._model.roles.qualify_call(value)
+        qualified = self._roles.qualify_call(value)
         if not qualified.startswith("torch.utils.data"):
             return False
         if callee in fw.BATCH_SAMPLER_WRAPPERS:
@@ -270,10 +276,10 @@ class DataParallel:
             return True
         if not isinstance(value, cst.Call):
             return False
-        qualified = self._model.roles.qualify_call(value)
+        qualified = self._roles.qualify_call(value)
         if qualified in fw.MAP_STYLE_DATASETS or qualified.startswith(fw.MAP_STYLE_PREFIXES):
             return True
-        local = self._model.roles.classes.get(dotted(value.func) or "")
+        local = self._roles.classes.get(dotted(value.func) or "")
         return local is not None and any(last_segment(dotted(base.value)) in fw.MAP_STYLE_BASES
                                          for base in local.bases)
 
@@ -284,8 +290,8 @@ class DataParallel:
         if name is None:
             return None
         definition = reaching_assignment(site.scope, name, site.order)
-        if definition is None and site.scope is not self._model.scopes[0]:
-            top = [s for s in self._model.scopes[0].sites if name in s.targets and not s.in_helper]
+        if definition is None and site.scope is not self._scopes[0]:
+            top = [s for s in self._scopes[0].sites if name in s.targets and not s.in_helper]
             definition = top[0] if len(top) == 1 else None
         if definition is None or definition.augmented is not None or len(definition.targets) != 1:
             return None
@@ -443,7 +449,7 @@ class DataParallel:
         """The name an in-place SUM all-reduce of torch.distributed writes, else None."""
         if method_name(call) not in fw.IN_PLACE_SUM and last_segment(dotted(call.func)) not in fw.IN_PLACE_SUM:
             return None
-        if not self._model.roles.qualify_call(call).startswith("torch.distributed"):
+        if not self._roles.qualify_call(call).startswith("torch.distributed"):
             return None
         op = keyword(call, "op") or positional(call, 1)
         if op is not None and last_segment(dotted(op)).upper() != "SUM":
@@ -464,7 +470,7 @@ class DataParallel:
                       or positional(node, 1))
                 if op is None:
                     receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-                    owner = self._model.roles.of(receiver, site)
+                    owner = self._roles.of(receiver, site)
                     if method in fw.SUM_DEFAULT_REDUCTIONS and owner.role is Role.ACCELERATOR:
                         return True
                     continue
@@ -482,7 +488,7 @@ class DataParallel:
         seen: set[int] = set()
         for site in self._calls:
             call = site.call
-            qualified = self._model.roles.qualify_call(call)  # type: ignore[arg-type]
+            qualified = self._roles.qualify_call(call)  # type: ignore[arg-type]
             if (last_segment(qualified) in fw.BATCHNORM_CLASSES and qualified.startswith("torch.")
                     and id(call) not in seen):
                 seen.add(id(call))

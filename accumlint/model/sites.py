@@ -8,14 +8,15 @@ a backward or a reset done in a helper counts where the helper is called.
 
 from __future__ import annotations
 
-import functools
+import weakref
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.names import calls_in, children, dotted, last_segment
+from accumlint.model.names import calls_in, children, derives, dotted, last_segment
 
 MAX_HELPER_DEPTH = 3
 
@@ -66,6 +67,27 @@ class Scope:
         return self.node.name.value if isinstance(self.node, cst.FunctionDef) else "<module>"
 
 
+class _WeakScope:
+    """A dataclass field that holds its :class:`Scope` by weak reference.
+
+    A scope lists its sites and each site names its scope: held strongly, that cycle keeps
+    the file's whole LibCST tree alive until the garbage collector's next full pass, so the
+    memory of a large file is not given back before the next file is parsed. The model's
+    scope list owns the scopes; a site read after its model is gone has no scope (None).
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attribute = f"_{name}_ref"
+
+    def __get__(self, site: Any, owner: type | None = None) -> Scope:
+        if site is None:
+            raise AttributeError("no default")  # the dataclass field is required
+        return site.__dict__[self.attribute]()
+
+    def __set__(self, site: Any, scope: Scope) -> None:
+        site.__dict__[self.attribute] = weakref.ref(scope)
+
+
 @dataclass(eq=False)
 class Site:
     """A call or an assignment at one place of a scope.
@@ -78,7 +100,7 @@ class Site:
     statement: cst.BaseSmallStatement
     frames: tuple[Frame, ...]
     order: int
-    scope: Scope
+    scope: Scope = _WeakScope()  # type: ignore[assignment]  # required: the descriptor has no default
     call: cst.Call | None = None
     targets: tuple[str | None, ...] = ()  # dotted names bound by an assignment (None: not a name)
     value: cst.BaseExpression | None = None  # the assigned value (for an AugAssign: the operand)
@@ -139,11 +161,9 @@ def _target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
     return (dotted(target),)
 
 
-@functools.cache
 def _is_code(kind: type) -> bool:
     """Whether a node type is an expression or a small statement: no ``def`` or ``class`` is inside one."""
-    # the MRO, not issubclass: ABCMeta answers "no" by asking every subclass of BaseExpression
-    return cst.BaseExpression in kind.__mro__ or cst.BaseSmallStatement in kind.__mro__
+    return derives(kind, cst.BaseExpression) or derives(kind, cst.BaseSmallStatement)
 
 
 class ModuleFunctions:
