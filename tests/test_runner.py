@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,45 @@ def test_malloc_trim_is_found_with_glibc() -> None:
     trim = runner._malloc_trim()
     assert trim is not None
     assert trim(0) in (0, 1)
+
+
+class _ManualPool:
+    """Stands in for the process pool: records what is sent, finishes nothing by itself."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Future[engine.FileResult]]] = []
+
+    def submit(self, function: object, path: str, data: bytes, codes: frozenset[str]) -> Future[engine.FileResult]:
+        future: Future[engine.FileResult] = Future()
+        self.sent.append((path, future))
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_files_in_flight_stay_within_the_parse_budget() -> None:
+    """Largest first, a smaller file overtakes one that does not fit, and a file larger than
+    the whole budget runs alone, before the others."""
+    scheduler = runner._Scheduler(2)
+    scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE  # room for 1,000 bytes of source
+    pool = _ManualPool()
+    scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
+    sizes = {"huge.py": 3000, "a.py": 900, "b.py": 600, "c.py": 300, "d.py": 200, "e.py": 100}
+    for index, (name, size) in enumerate(sizes.items()):
+        scheduler.submit(index, name, b"#" * size, frozenset())
+    history: list[list[str]] = []
+    while True:
+        running = [path for path, future in pool.sent if not future.done()]
+        history.append(running)
+        assert len(running) == 1 or sum(sizes[path] for path in running) <= 1000, running
+        if not running:
+            break
+        next(future for path, future in pool.sent if path == running[0]).set_result(engine.FileResult(running[0]))
+        scheduler._finished()
+        scheduler._dispatch()
+    assert history[0] == ["huge.py"]  # alone, and first
+    assert history[1] == ["a.py", "e.py"]  # 900 fits, then only 100 of the remaining room
+    assert history[2] == ["e.py", "b.py", "c.py"]
+    assert sorted(path for path, _ in pool.sent) == sorted(sizes)
+    assert scheduler.pending == [] and scheduler.memory == 0
