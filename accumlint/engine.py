@@ -407,7 +407,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     if not hits:
         return result
     # positions cost a code generation: only files with findings pay for it, up to the last hit
-    positions = node_positions(module, [hit.node for _, hit in hits])
+    positions = node_positions(module, [hit.node for _, hit in hits], text)
     findings: list[Finding] = []
     for rule, hit in hits:
         where = positions[hit.node]

@@ -66,9 +66,11 @@ def _unreadable(path: str, exc: OSError) -> Finding:
     )
 
 
-#: a file at least this large gives its parse's memory back to the system once checked
-#: (its tree took megabytes; a trim costs well under a millisecond)
-TRIM_ABOVE = 8 * 1024
+#: in a worker, a file at least this large gives its parse's memory back to the system once
+#: checked. Not in a run with one job: the next file would fault the pages in again (~6 % of
+#: the run), and one process holds one file's peak whether it trims or not
+TRIM_ABOVE = 64 * 1024
+_in_worker = False  #: set by the pool's initializer
 
 
 @functools.cache
@@ -96,7 +98,7 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     if _reports_unused_noqa(path, data, codes) and not any(f.code == engine.PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
         result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
-    if len(data) >= TRIM_ABOVE and (trim := _malloc_trim()) is not None:
+    if _in_worker and len(data) >= TRIM_ABOVE and (trim := _malloc_trim()) is not None:
         # a LibCST tree takes ~400 bytes per source byte, and glibc keeps the freed heap: without
         # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
         trim(0)
@@ -122,6 +124,8 @@ def _unknown_noqa_codes(path: str, data: bytes) -> list[str]:
 def _worker_start(parent: int) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever."""
+    global _in_worker
+    _in_worker = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # terminate() must end the worker even if the main process installed its own SIGTERM handler
     # (inherited through fork; Lightning's Trainer installs one, for instance)

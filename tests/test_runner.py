@@ -210,11 +210,15 @@ def test_a_worker_exits_when_the_main_process_is_gone() -> None:
 def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
     monkeypatch.setattr(runner, "_malloc_trim", lambda: trims.append)
+    monkeypatch.setattr(runner, "_in_worker", True)
     small = b"loss.backward()\n"
     large = small * (runner.TRIM_ABOVE // len(small) + 1)
     codes = frozenset({"ACC001"})
     assert runner._check("small.py", small, codes).findings == []
     assert trims == []
+    assert runner._check("large.py", large, codes).findings == []
+    assert trims == [0]
+    monkeypatch.setattr(runner, "_in_worker", False)  # one process, one file at a time: no trim
     assert runner._check("large.py", large, codes).findings == []
     assert trims == [0]
 

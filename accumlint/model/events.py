@@ -26,6 +26,11 @@ _UNSCALE = {"unscale_": (Role.SCALER, Role.UNKNOWN), "unscale_gradients": (Role.
 _BACKWARD_OWNERS = frozenset(
     {Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER, Role.OPTIMIZER}
 )
+#: every method name :func:`classify` turns into an event: any other method call is none, and
+#: its receiver's role (the costly part) is never looked up
+_EVENT_METHODS = frozenset(
+    {"backward", "manual_backward", "update_params", "zero_grad", "zero_", "detach_", "step", "step_update", "update"}
+) | _CLIP | frozenset(_UNSCALE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +74,8 @@ def classify(site: Site, roles: Roles) -> Event | None:
         if last_segment(name) == "optimizer_step":  # torch_xla xm.optimizer_step(optimizer)
             target = positional(call, 0)
             return Event(EventKind.UPDATE, site, target, roles.of(target, site), "optimizer_step")
+        return None
+    if method not in _EVENT_METHODS:
         return None
     target = receiver(call)
     role = roles.of(target, site)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator
+import operator
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import libcst as cst
 
@@ -121,18 +124,20 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     # iterative: a recursive closure is a reference cycle that would keep the result (and
     # the nodes it holds) alive until the garbage collector's next full pass
     result: list[cst.Call] = []
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    stack: list[cst.CSTNode | tuple[cst.Call]] = [node]  # a 1-tuple: a call whose children are done
     while stack:
-        current, visited = stack.pop()
-        if visited:  # a call whose children are done
-            result.append(current)  # type: ignore[arg-type]
-            continue
+        current = stack.pop()
         kind = type(current)  # exact types: isinstance on LibCST's (ABC) node classes is slow here
-        if kind in _NOT_ENTERED:
+        if kind is tuple:
+            result.append(current[0])  # type: ignore[index]
+            continue
+        if kind in _NOT_ENTERED or is_leaf(kind):  # a name, a literal
             continue
         if kind is cst.Call:
-            stack.append((current, True))
-        stack.extend((child, False) for child in reversed(children(current)))
+            stack.append((current,))  # type: ignore[arg-type]
+        below = children(current)  # type: ignore[arg-type]
+        below.reverse()
+        stack += below
     return result
 
 
@@ -216,7 +221,6 @@ class ImportMap:
         )
 
 
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _SKIPPED_FIELDS = ("lpar", "rpar", "comma", "semicolon", "header", "footer", "leading_lines", "lines_after_decorators")
 
 
@@ -224,32 +228,60 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntax children of ``node`` without whitespace and punctuation, in field order.
 
     LibCST's own ``children`` property runs a visitor per call; reading the dataclass
-    fields directly is an order of magnitude cheaper on the hot path.
+    fields directly (all at once, with one ``attrgetter`` per node type) is an order of
+    magnitude cheaper on the hot path.
     """
     kind = type(node)
-    names = _CHILD_FIELDS.get(kind)
-    if names is None:
-        names = tuple(
-            f.name for f in dataclasses.fields(node)
-            if not f.name.startswith("whitespace") and f.name not in _SKIPPED_FIELDS
-        )
-        _CHILD_FIELDS[kind] = names
+    reader = _READERS.get(kind, _UNSEEN)
+    if reader is _UNSEEN:
+        reader = _reader(kind)
+    if reader is None:
+        return []
+    read, single = reader
+    values = (read(node),) if single else read(node)
     out: list[cst.CSTNode] = []
-    for name in names:
-        value = getattr(node, name)
-        kind_of = _KIND.get(type(value))
+    kinds = _KIND
+    for value in values:
+        kind_of = kinds.get(type(value))
         if kind_of is None:
             kind_of = _classify(type(value))
         if kind_of == 1:
             out.append(value)
         elif kind_of == 2:
             for element in value:
-                element_kind = _KIND.get(type(element))
+                element_kind = kinds.get(type(element))
                 if element_kind is None:
                     element_kind = _classify(type(element))
                 if element_kind == 1:
                     out.append(element)
     return out
+
+
+def is_leaf(kind: type) -> bool:
+    """Whether nodes of this type have no syntax children (names, literals), once seen by :func:`children`."""
+    return _READERS.get(kind, _UNSEEN) is None
+
+
+#: node type → (a reader of the fields that may hold syntax children, whether it reads a
+#: single field), or None for a type without such fields
+_READERS: dict[type, tuple[Callable[[cst.CSTNode], Any], bool] | None] = {}
+_UNSEEN = object()
+
+
+def _reader(kind: type) -> tuple[Callable[[cst.CSTNode], Any], bool] | None:
+    names = tuple(
+        f.name for f in dataclasses.fields(kind)
+        if not f.name.startswith("whitespace") and f.name not in _SKIPPED_FIELDS and not _is_text(f.type)
+    )
+    reader = (operator.attrgetter(*names), len(names) == 1) if names else None
+    _READERS[kind] = reader
+    return reader
+
+
+def _is_text(annotation: object) -> bool:
+    """Whether a LibCST field's annotation says it holds source text, never a node
+    (``Name.value: str``, ``Arg.star: Literal["", "*", "**"]``)."""
+    return annotation is str or typing.get_origin(annotation) is typing.Literal
 
 
 #: type → 1 (a syntax node we walk), 2 (a sequence), 0 (anything else); isinstance on

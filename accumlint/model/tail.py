@@ -37,6 +37,9 @@ class LengthFact(str, Enum):
     MULTIPLE_OF_A = "asserts len % A == 0"
 
 
+_GROUP_COUNT_OPERATORS = (cst.FloorDivide, cst.Modulo, cst.Divide)
+
+
 def length_arithmetic(module: cst.Module, is_a) -> dict[str, LengthFact]:
     """Loader names (last segment) → what the module computes from ``len(loader)`` and A
     (``is_a(expression)`` says whether an expression is A)."""
@@ -44,14 +47,14 @@ def length_arithmetic(module: cst.Module, is_a) -> dict[str, LengthFact]:
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Assert):
-            found = _len_modulo(node.test, is_a)
+        kind = type(node)  # exact types: this walks the whole module, and isinstance on LibCST's nodes is slow
+        if kind is cst.Assert:
+            found = _len_modulo(node.test, is_a)  # type: ignore[attr-defined]
             if found is not None:
                 facts[found] = LengthFact.MULTIPLE_OF_A
                 continue
-        if isinstance(node, cst.BinaryOperation) and isinstance(
-                node.operator, (cst.FloorDivide, cst.Modulo, cst.Divide)) and is_a(node.right):
-            name = _len_of(node.left)
+        if kind is cst.BinaryOperation and type(node.operator) in _GROUP_COUNT_OPERATORS and is_a(node.right):  # type: ignore[attr-defined]
+            name = _len_of(node.left)  # type: ignore[attr-defined]
             if name is not None:
                 facts.setdefault(name, LengthFact.COUNTS_GROUPS)
         stack.extend(children(node))
