@@ -135,6 +135,17 @@ def test_5000_deep_nested_expression(tmp_path: Path) -> None:
         assert "nesting too deep" in acc000(result, name)
 
 
+def test_a_chain_of_thousands_of_operands_in_a_large_file(tmp_path: Path) -> None:
+    """LibCST's parser recurses once per operand of ``a and b and ...`` (the interpreter keeps
+    the chain flat): a large file holding such a chain is reported, not parsed."""
+    boolean = b"x = " + b" and ".join([b"a"] * 12_000) + b"\n"
+    comparison = b"x = " + b" < ".join([b"a"] * 20_000) + b"\n"
+    assert min(len(boolean), len(comparison)) >= engine.INTERPRETER_FIRST_ABOVE
+    result = check(tmp_path, {"boolean.py": MARKER + boolean, "comparison.py": MARKER + comparison})
+    for name in ("boolean.py", "comparison.py"):
+        assert f"an expression of more than {engine.MAX_CHAIN} operands" in acc000(result, name)
+
+
 def test_20_mb_file(tmp_path: Path) -> None:
     line = b"x = [1, 2, 3]  # padding padding padding padding padding\n"
     big = MARKER + line * (20 * 2**20 // len(line))

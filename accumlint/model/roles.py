@@ -91,6 +91,7 @@ class Roles:
                                 )
             self._bindings[scope] = table
         self._cache: dict[tuple[int, str, int], RoleInfo] = {}
+        self._callees: dict[int, str] = {}  # id(call) → qualify_call(call); the tree outlives this
         self.classes: dict[str, cst.ClassDef] = {
             statement.name.value: statement
             for statement in scopes[0].node.body  # type: ignore[union-attr]
@@ -119,8 +120,11 @@ class Roles:
 
     def qualify_call(self, call: cst.Call) -> str:
         """A call's callee, resolved through the imports when possible (else its own text)."""
-        text = call_name(call) or ""
-        return self.imports.qualify(text) or text
+        qualified = self._callees.get(id(call))  # several rules ask for every call of the module
+        if qualified is None:
+            text = call_name(call) or ""
+            qualified = self._callees[id(call)] = self.imports.qualify(text) or text
+        return qualified
 
     # --- resolution -------------------------------------------------------------------------
     def _resolve(self, name: str, scope: Scope, order: int, depth: int) -> RoleInfo:
