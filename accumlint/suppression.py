@@ -44,6 +44,8 @@ _FILE_DIRECTIVE = re.compile(
     re.IGNORECASE,
 )
 _SPLIT = re.compile(r"[\s,]+")
+#: what every file-wide directive holds
+_FILE_MENTION = re.compile(r"accumlint\s*:\s*noqa", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,13 @@ def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
     """Drop the findings that a ``# noqa`` directive in ``text`` suppresses; keep the order."""
     findings = list(findings)
     if not findings or "noqa" not in text.lower():
+        return findings
+    # a finding is suppressed by a directive on its own line or a file-wide one: where no such
+    # line can hold one, the (pure Python, slow) tokenizer need not look for the comments
+    lines = text.splitlines()
+    if _FILE_MENTION.search(text) is None and not any(
+        0 < f.line <= len(lines) and "noqa" in lines[f.line - 1].lower() for f in findings
+    ):
         return findings
     noqa = parse_noqa(text)
     return [f for f in findings if not noqa.suppresses(f)]

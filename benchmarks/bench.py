@@ -1,19 +1,24 @@
 """Speed benchmark: accumlint against ruff and against a bare LibCST parse, in one run.
 
-    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling]
+    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling] [--sections 1234567]
 
 Fetches the speed trees with ``shared/corpus/fetch.py --speed`` (torch, transformers,
 diffusers, nemo, fairseq), then times, as separate processes started the way a user
 starts them, with alternating repetitions (A B, B A, ...) after one untimed warm-up each,
-and prints medians and ratios against the targets of the speed issue:
+and prints medians and ratios (the median of the per-round ratios) against the targets of
+the speed issue:
 
 * accumlint (cold cache) vs ``ruff check --isolated --no-cache`` (ruff's default rules)
   on the transformers tree and on the whole speed set;
 * accumlint vs a bare ``libcst.parse_module`` over the corpus loop files (the ``path``
-  column of ``shared/corpus/manifest.tsv``; every one of them is parsed);
+  column of ``shared/corpus/manifest.tsv``; every one of them is parsed), as run by default
+  (all cores) and with ``--jobs 1`` (one process, like the bare parse: CPU for CPU);
 * cold vs warm cache, ``--jobs 1`` vs all cores;
-* peak memory on the whole speed set (largest process, and the sampled RSS and PSS
-  sums over the process tree on Linux; the target is judged on the RSS sum);
+* peak memory on the whole speed set: the sampled PSS sum over the process tree on Linux
+  (proportional set size: a page that forked workers share with the main process counts
+  once, split between them; the memory the run holds, and what the target is judged on),
+  with the RSS sum (which counts each shared page once per process) and the largest
+  process's peak RSS beside it;
 * 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly).
 
 Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
@@ -114,9 +119,9 @@ def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Ca
     return run
 
 
-def alternate(runs: dict[str, Callable[[], Sample]], repeat: int) -> dict[str, Sample]:
-    """Median wall and CPU time of each run: one untimed warm-up each, then ``repeat`` rounds
-    that alternate the order (A B, B A, ...) so drift in the machine's load hits both alike."""
+def alternate(runs: dict[str, Callable[[], Sample]], repeat: int) -> dict[str, list[Sample]]:
+    """Each run's samples: one untimed warm-up each, then ``repeat`` rounds that alternate the
+    order (A B, B A, ...) so drift in the machine's load hits both alike. Prints the medians."""
     for run in runs.values():
         run()
     samples: dict[str, list[Sample]] = {name: [] for name in runs}
@@ -124,21 +129,22 @@ def alternate(runs: dict[str, Callable[[], Sample]], repeat: int) -> dict[str, S
     for round_ in range(repeat):
         for name in names if round_ % 2 == 0 else reversed(names):
             samples[name].append(runs[name]())
-    medians = {}
     for name, values in samples.items():
         walls = [v.wall for v in values]
-        medians[name] = Sample(statistics.median(walls), statistics.median(v.cpu for v in values))
         print(
-            f"    {name:<28} wall {medians[name].wall:7.3f} s (min {min(walls):.3f}, max {max(walls):.3f})"
-            f"   cpu {medians[name].cpu:7.3f} s"
+            f"    {name:<28} wall {statistics.median(walls):7.3f} s (min {min(walls):.3f}, max {max(walls):.3f})"
+            f"   cpu {statistics.median(v.cpu for v in values):7.3f} s"
         )
-    return medians
+    return samples
 
 
-def verdict(label: str, a: Sample, b: Sample, target: float | None) -> str:
-    """Print and return the wall-time ratio a/b (judged against ``target``) and the CPU-time ratio."""
-    ratio = a.wall / b.wall
-    line = f"  => {label:<44} wall {ratio:5.2f}   cpu {a.cpu / b.cpu:5.2f}"
+def verdict(label: str, a: list[Sample], b: list[Sample], target: float | None) -> str:
+    """Print and return the wall-time ratio a/b, judged against ``target``, and the CPU-time
+    ratio: each the median of the per-round ratios (a round's two runs are neighbours in time,
+    so a change in the machine's speed between rounds cancels out)."""
+    ratio = statistics.median(x.wall / y.wall for x, y in zip(a, b, strict=True))
+    cpu = statistics.median(x.cpu / y.cpu for x, y in zip(a, b, strict=True))
+    line = f"  => {label:<44} wall {ratio:5.2f}   cpu {cpu:5.2f}"
     if target is not None:
         line += f"   target wall <= {target:<4} {'MET' if ratio <= target else 'MISSED'}"
     print(line)
@@ -221,6 +227,7 @@ def main() -> int:
     parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
+    parser.add_argument("--sections", default="1234567", help="which of the numbered comparisons to run (default all)")
     args = parser.parse_args()
 
     dest, trees = fetch_speed_trees(args.shared)
@@ -247,66 +254,78 @@ def main() -> int:
 
     lines: list[str] = []
     try:
-        print("1. transformers tree, cold: accumlint (empty cache, all cores) vs ruff (default rules)")
-        t = alternate(
-            {
-                "accumlint cold": timed([*check, str(transformers)], clear_cache),
-                "ruff": timed([*ruff, str(transformers)]),
-            },
-            args.repeat,
-        )
-        lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"], t["ruff"], 1.0))
+        if "1" in args.sections:
+            print("1. transformers tree, cold: accumlint (empty cache, all cores) vs ruff (default rules)")
+            t = alternate(
+                {
+                    "accumlint cold": timed([*check, str(transformers)], clear_cache),
+                    "ruff": timed([*ruff, str(transformers)]),
+                },
+                args.repeat,
+            )
+            lines.append(verdict("transformers cold: accumlint / ruff", t["accumlint cold"], t["ruff"], 1.0))
 
-        print("2. transformers tree, warm cache")
-        execute([*check, str(transformers)])  # fill the cache
-        w = alternate(
-            {"accumlint warm": timed([*check, str(transformers)]), "ruff": timed([*ruff, str(transformers)])},
-            args.repeat,
-        )
-        lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"], w["ruff"], 0.3))
-        lines.append(verdict("transformers: warm / cold accumlint", w["accumlint warm"], t["accumlint cold"], None))
+        if "2" in args.sections:
+            print("2. transformers tree, warm cache")
+            execute([*check, str(transformers)])  # fill the cache
+            w = alternate(
+                {"accumlint warm": timed([*check, str(transformers)]), "ruff": timed([*ruff, str(transformers)])},
+                args.repeat,
+            )
+            lines.append(verdict("transformers warm: accumlint / ruff", w["accumlint warm"], w["ruff"], 0.3))
+            if "1" in args.sections:
+                lines.append(verdict("transformers: warm / cold", w["accumlint warm"], t["accumlint cold"], None))
 
-        print("3. transformers tree, cold: all cores vs --jobs 1")
-        j = alternate(
-            {
-                "accumlint all cores": timed([*cold, str(transformers)]),
-                "accumlint --jobs 1": timed([*cold, "--jobs", "1", str(transformers)]),
-            },
-            args.repeat,
-        )
-        lines.append(verdict("all cores / --jobs 1", j["accumlint all cores"], j["accumlint --jobs 1"], None))
+        if "3" in args.sections:
+            print("3. transformers tree, cold: all cores vs --jobs 1")
+            j = alternate(
+                {
+                    "accumlint all cores": timed([*cold, str(transformers)]),
+                    "accumlint --jobs 1": timed([*cold, "--jobs", "1", str(transformers)]),
+                },
+                args.repeat,
+            )
+            lines.append(verdict("all cores / --jobs 1", j["accumlint all cores"], j["accumlint --jobs 1"], None))
 
-        print("4. whole speed set: accumlint (empty cache, then warm) vs ruff")
-        s = alternate(
-            {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
-        )
-        lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
-        execute([*check, *paths])
-        sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
-        lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
+        if "4" in args.sections:
+            print("4. whole speed set: accumlint (empty cache, then warm) vs ruff")
+            s = alternate(
+                {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
+            )
+            lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
+            execute([*check, *paths])
+            sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
+            lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
 
-        print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
-        c = alternate(
-            {
-                "accumlint --jobs 1": timed([*cold, "--jobs", "1", *loops]),
-                "accumlint all cores": timed([*cold, *loops]),
-                "bare libcst parse": timed([sys.executable, "-c", BARE_PARSE, *loops]),
-            },
-            args.repeat,
-        )
-        for name in ("accumlint --jobs 1", "accumlint all cores"):
-            lines.append(verdict(f"loop files: {name} / bare parse", c[name], c["bare libcst parse"], 1.5))
+        if "5" in args.sections:
+            print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
+            c = alternate(
+                {
+                    "accumlint --jobs 1": timed([*cold, "--jobs", "1", *loops]),
+                    "accumlint all cores": timed([*cold, *loops]),
+                    "bare libcst parse": timed([sys.executable, "-c", BARE_PARSE, *loops]),
+                },
+                args.repeat,
+            )
+            for name in ("accumlint --jobs 1", "accumlint all cores"):
+                lines.append(verdict(f"loop files: {name} / bare parse", c[name], c["bare libcst parse"], 1.5))
 
-        print("6. peak memory, whole speed set, cold (MB; target <= 300)")
-        for label, extra in (("all cores", []), ("--jobs 1", ["--jobs", "1"])):
-            largest, tree = peak_memory([*cold, *extra, *paths])
-            summed = "n/a" if tree is None else f"RSS {tree[0]:.0f} MB (PSS {tree[1]:.0f} MB)"
-            line = f"  => peak memory {label:<10} largest process {largest:5.0f} MB, process tree {summed}"
-            line += "   MET" if max(largest, tree[0] if tree else 0) <= 300 else "   MISSED"
-            print(line)
-            lines.append(line)
+        if "6" in args.sections:
+            print("6. peak memory, whole speed set, cold (MB; target <= 300, judged on the process tree's PSS)")
+            for label, extra in (("all cores", []), ("--jobs 1", ["--jobs", "1"])):
+                largest, tree = peak_memory([*cold, *extra, *paths])
+                if tree is None:  # no /proc: the largest process is all there is to judge
+                    line = f"  => peak memory {label:<10} largest process {largest:5.0f} MB"
+                    judged = largest
+                else:
+                    line = (f"  => peak memory {label:<10} process tree PSS {tree[1]:4.0f} MB "
+                            f"(RSS sum {tree[0]:.0f} MB, largest process {largest:.0f} MB)")
+                    judged = tree[1]
+                line += "   MET" if judged <= 300 else "   MISSED"
+                print(line)
+                lines.append(line)
 
-        if not args.skip_scaling:
+        if "7" in args.sections and not args.skip_scaling:
             print("7. scaling: 1x, 2x, 4x copies of the transformers tree (cold, all cores)")
             runs = {f"{n}x": timed([*cold, str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
             k = alternate(runs, max(3, args.repeat // 2))
