@@ -5,16 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from accumlint.cli import main
-
-
-def cli(*args: str) -> Result:
-    try:
-        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner().invoke(main, list(args))
+from tests.cli_helpers import cli
 
 
 @pytest.mark.parametrize(

@@ -14,28 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from accumlint.cli import main
 from accumlint.fixes import apply
+from tests.cli_helpers import ACC001_LOOP, cli
 
 REPO = Path(__file__).resolve().parent.parent
-#: ACC001 with a safe fix: the reset moves into the update branch
-BUGGY = b"""\
-for i, batch in enumerate(loader):
-    loss = model(batch).mean() / 4
-    optimizer.zero_grad()
-    loss.backward()
-    if (i + 1) % 4 == 0:
-        optimizer.step()
-"""
-
-
-def cli(*args: str) -> Result:
-    try:
-        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner().invoke(main, list(args))
+BUGGY = ACC001_LOOP
 
 
 def test_fix_keeps_mode_and_crlf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,28 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from accumlint import engine, runner
-from accumlint.cli import main
+from tests.cli_helpers import ACC001_LOOP, cli
 
-#: a real ACC001 bug: the gradients are reset every microbatch
-BUGGY = b"""\
-for i, batch in enumerate(loader):
-    loss = model(batch).mean() / 4
-    optimizer.zero_grad()
-    loss.backward()
-    if (i + 1) % 4 == 0:
-        optimizer.step()
-"""
+BUGGY = ACC001_LOOP
 MARKER = b"loss.backward()\noptimizer.step()\n"
-
-
-def cli(*args: str) -> Result:
-    try:
-        return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner().invoke(main, list(args))
 
 
 def check(tmp_path: Path, hostile: dict[str, bytes], *extra: str) -> Result:
