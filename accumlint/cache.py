@@ -1,7 +1,8 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-maps each checked file (absolute path) to the SHA-256 of its bytes and its findings.
+maps each checked file (absolute path) to the SHA-256 of its bytes, its findings and the
+unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings).
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -26,6 +27,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from accumlint.findings import Finding, Severity
 CACHE_DIR_NAME = ".accumlint_cache"
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 1
+FORMAT = 2
 MAX_UNSEEN_DAYS = 30
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -151,6 +153,21 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+@dataclass(frozen=True)
+class CachedResult:
+    """What the cache holds for one file: its findings, and ``(line, code)`` for each ``ACC``
+    code of a ``noqa`` directive that names no rule."""
+
+    findings: list[Finding]
+    unknown_noqa: list[tuple[int, str]]
+
+
+def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
+    if not all(isinstance(line, int) and isinstance(code, str) for line, code in rows):
+        raise TypeError("unknown noqa codes must be (line, code)")
+    return [(line, code) for line, code in rows]
+
+
 class ResultCache:
     """The cached findings of one project and fingerprint; see the module docstring."""
 
@@ -178,26 +195,30 @@ class ResultCache:
             cache._entries = data["files"]
         return cache
 
-    def get(self, path: str, digest: str) -> list[Finding] | None:
-        """The findings stored for ``path`` with bytes of ``digest``, or None (absent, stale or corrupt)."""
+    def get(self, path: str, digest: str) -> CachedResult | None:
+        """What is stored for ``path`` with bytes of ``digest``, or None (absent, stale or corrupt)."""
         entry = self._entries.get(self._key(path))
         if not isinstance(entry, dict) or entry.get("digest") != digest:
             return None
         try:
             findings = [_decode(path, row) for row in entry["findings"]]
+            unknown = _decode_unknown(entry["unknown_noqa"])
         except (KeyError, TypeError, ValueError):
             return None
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
             self._dirty = True
-        return findings
+        return CachedResult(findings, unknown)
 
-    def put(self, path: str, digest: str, findings: Iterable[Finding]) -> None:
-        """Store the findings of ``path`` (bytes of ``digest``)."""
+    def put(self, path: str, digest: str, findings: Iterable[Finding],
+            unknown_noqa: Iterable[tuple[int, str]] = ()) -> None:
+        """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
+        ``noqa`` directives as ``(line, code)``."""
         self._entries[self._key(path)] = {
             "digest": digest,
             "seen": self._today,
             "findings": [_encode(f) for f in findings],
+            "unknown_noqa": [list(pair) for pair in unknown_noqa],
         }
         self._dirty = True
 

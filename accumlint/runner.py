@@ -109,16 +109,19 @@ def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
     return noqa_report.UNUSED_NOQA_CODE in codes and not notebook.is_notebook(path) and b"noqa" in data.lower()
 
 
-def _unknown_noqa_codes(path: str, data: bytes) -> list[str]:
-    """Warnings for ``ACC`` codes in this file's noqa directives that name no rule."""
+def _unknown_noqa_codes(path: str, data: bytes) -> list[tuple[int, str]]:
+    """``(line, code)`` for the ``ACC`` codes in this file's noqa directives that name no rule."""
     if notebook.is_notebook(path) or b"noqa" not in data.lower():
         return []
     try:
         text = engine.decode_source(data)
     except (SyntaxError, UnicodeDecodeError):
         return []
-    return [f"{path}:{line}: unknown rule code {code} in a `noqa` directive"
-            for line, code in noqa_report.unknown_codes(text, config.known_codes())]
+    return noqa_report.unknown_codes(text, config.known_codes())
+
+
+def _unknown_noqa_warnings(path: str, unknown: list[tuple[int, str]]) -> list[str]:
+    return [f"{path}:{line}: unknown rule code {code} in a `noqa` directive" for line, code in unknown]
 
 
 def _worker_start(parent: int) -> None:
@@ -345,7 +348,8 @@ def check_files(
     findings: dict[int, list[Finding]] = {}
     errors: dict[int, list[str]] = {}
     warnings: dict[int, list[str]] = {}
-    parsed: dict[int, tuple[str, bytes, str]] = {}  # index -> (path, bytes, digest)
+    # index -> (path, bytes, digest, unknown noqa codes)
+    parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
         for index in _largest_first(files):
@@ -361,34 +365,36 @@ def check_files(
                 if engine.PARSE_ERROR_CODE in codes:
                     findings[index] = [_unreadable(path, exc)]
                 continue
-            warnings[index] = _unknown_noqa_codes(path, data)
             digest = ""
             if cache is not None:
                 digest = content_digest(data)
                 hit = cache.get(path, digest)
                 if hit is not None:
                     run.cached += 1
-                    findings[index] = hit
-                    if hit:
+                    findings[index] = hit.findings
+                    warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
+                    if hit.findings:
                         run.sources[path] = data
                     continue
+            unknown = _unknown_noqa_codes(path, data)
+            warnings[index] = _unknown_noqa_warnings(path, unknown)
             rules = engine.rules_for(codes)
             if rules and not engine.may_fire(data, rules) and not _reports_unused_noqa(path, data, codes):
                 if cache is not None:
-                    cache.put(path, digest, [])
+                    cache.put(path, digest, [], unknown)
                 continue
             run.parsed += 1
-            parsed[index] = (path, data, digest)
+            parsed[index] = (path, data, digest, unknown)
             scheduler.submit(index, path, data, codes)
         results = scheduler.collect()
     for index, result in results.items():
-        path, data, digest = parsed[index]
+        path, data, digest, unknown = parsed[index]
         findings[index] = result.findings
         errors[index] = result.internal_errors
         if result.findings:
             run.sources[path] = data
         if cache is not None and not result.internal_errors:
-            cache.put(path, digest, result.findings)
+            cache.put(path, digest, result.findings, unknown)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))
         run.errors.extend(errors.get(index, ()))

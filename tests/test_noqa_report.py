@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from accumlint import noqa_report
 from accumlint.cli import main
 from accumlint.noqa_report import directives, unknown_codes
 
@@ -42,6 +43,17 @@ def test_unknown_code_is_warned_about_even_when_acc990_is_off(project: Path) -> 
     status, out, err = run("train.py")
     assert (status, out) == (0, "All checks passed!\n")  # the ACC001 finding on line 5 is suppressed
     assert err == "warning: train.py:6: unknown rule code ACC777 in a `noqa` directive\n"
+
+
+def test_a_warm_run_warns_from_the_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    warning = "warning: train.py:6: unknown rule code ACC777 in a `noqa` directive\n"
+    assert run("train.py")[2] == warning
+
+    def refuse(text: str, known: object) -> list[tuple[int, str]]:
+        raise AssertionError("the directives of an unchanged file were read again")
+
+    monkeypatch.setattr(noqa_report, "unknown_codes", refuse)
+    assert run("train.py")[2] == warning
 
 
 def test_unused_noqa_when_selected(project: Path) -> None:
