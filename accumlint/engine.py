@@ -5,9 +5,11 @@ Most files of a large repository hold no training loop, so two cheap stages come
 1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
    is called or defined there, the file is done, neither decoded nor parsed (it gets no
    ``ACC000`` either: no rule needed to read it).
-2. The interpreter's own parser (``ast``, an order of magnitude faster than LibCST's)
-   reports a file that does not parse, and drops one whose markers appear only in
-   docstrings or comments (:func:`markers_in_code`).
+2. Unless the bytes already show a call that makes a backward event (a training loop that
+   every loop rule reads), the interpreter's own parser (``ast``, an order of magnitude
+   faster than LibCST's) reports a file that does not parse, and each selected rule decides
+   from the names of its code (:mod:`accumlint.source_facts`, strings and comments
+   excluded) whether it can fire there (:meth:`~accumlint.checks.base.Rule.applies`).
 
 Only then does LibCST parse the file for the model and the rules. Everything that can go
 wrong with one file (undecodable bytes, a syntax error, a rule that crashes) is reported
@@ -29,6 +31,7 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 import libcst as cst
 
@@ -36,7 +39,9 @@ from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
+from accumlint.model.events import BACKWARD_CALLS
 from accumlint.positions import node_positions
+from accumlint.source_facts import AUTOGRAD_CONTEXT, source_facts
 from accumlint.suppression import apply_noqa
 
 PARSE_ERROR_CODE = "ACC000"
@@ -105,20 +110,62 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 #: What follows a marker used as code: an opening parenthesis, and the first parameter's name.
 _CALL_TAIL = re.compile(rb"\s*\(\s*(\w*)")
-#: The first parameter of an autograd ``Function``'s static ``forward``/``backward``.
-_AUTOGRAD_CONTEXT = "ctx"
+#: The markers of the calls that make a backward event: where one looks like code the file
+#: goes straight to LibCST (it most likely holds a loop every loop rule reads).
+_BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
-def selected_markers(rules: Sequence[Rule]) -> frozenset[str] | None:
-    """The union of the markers of ``rules``, or None when a rule has none (it can fire anywhere)."""
-    return _markers(tuple(rules))
+#: Markers that share a substring at least this long are searched for together, by that substring.
+MIN_SHARED_ANCHOR = 8
 
 
-@functools.lru_cache(maxsize=64)
-def _markers(rules: tuple[Rule, ...]) -> frozenset[str] | None:
-    if any(not rule.markers for rule in rules):
-        return None
-    return frozenset(marker.decode("ascii") for rule in rules for marker in rule.markers)
+@dataclass(frozen=True)
+class _Anchor:
+    """A byte string searched for once on behalf of the markers that contain it: ``members``
+    holds each marker with the offsets of ``text`` in it."""
+
+    text: bytes
+    members: tuple[tuple[bytes, tuple[int, ...]], ...]
+
+
+def _anchors(markers: Iterable[bytes]) -> tuple[_Anchor, ...]:
+    """The markers grouped by a shared substring of :data:`MIN_SHARED_ANCHOR` bytes or more
+    (``backward`` of ``manual_backward``, ``clip_grad`` of the four clip calls): a scan of a
+    file's bytes costs the same for any needle, so each group costs one scan, not one per marker."""
+    groups: list[tuple[bytes, list[bytes]]] = []
+    for marker in sorted(set(markers), key=lambda m: (len(m), m)):
+        for index, (text, members) in enumerate(groups):
+            match = SequenceMatcher(None, text, marker, autojunk=False).find_longest_match()
+            if match.size >= MIN_SHARED_ANCHOR:
+                groups[index] = (text[match.a : match.a + match.size], [*members, marker])
+                break
+        else:
+            groups.append((marker, [marker]))
+    return tuple(
+        _Anchor(text, tuple((m, tuple(i for i in range(len(m)) if m.startswith(text, i))) for m in members))
+        for text, members in groups
+    )
+
+
+def _is_use(data: bytes, start: int, marker: bytes) -> bool:
+    """Whether the ``marker`` at ``start`` is a whole name that is called or defined (see :func:`_marker_uses`)."""
+    if start and data[start - 1] in _WORD_BYTES:
+        return False
+    tail = _CALL_TAIL.match(data, start + len(marker))
+    return tail is not None and not (
+        tail.group(1) == AUTOGRAD_CONTEXT.encode() and data[max(0, start - 4) : start] == b"def ")
+
+
+def _anchored_uses(data: bytes, anchor: _Anchor) -> Iterator[int]:
+    """The offsets of the uses of ``anchor``'s markers in ``data`` (in the order their anchor occurs)."""
+    position = data.find(anchor.text)
+    while position != -1:
+        for marker, offsets in anchor.members:
+            for offset in offsets:
+                start = position - offset
+                if start >= 0 and data.startswith(marker, start) and _is_use(data, start, marker):
+                    yield start
+        position = data.find(anchor.text, position + 1)
 
 
 def _marker_uses(data: bytes, marker: bytes) -> Iterator[int]:
@@ -127,18 +174,9 @@ def _marker_uses(data: bytes, marker: bytes) -> Iterator[int]:
     A call (``loss.backward(``, ``backward (``) or a definition (``def training_step(self``)
     counts; a longer name that merely contains the marker (``register_backward_hook(``), a
     bare mention (``# then backward``) and an autograd ``Function``'s ``def backward(ctx``
-    do not. Strings and comments still count here: :func:`markers_in_code` decides those.
+    do not. Strings and comments still count here: the ``ast`` stage decides those.
     """
-    start = data.find(marker)
-    while start != -1:
-        end = start + len(marker)
-        if not (start and data[start - 1] in _WORD_BYTES):
-            tail = _CALL_TAIL.match(data, end)
-            if tail is not None and not (
-                tail.group(1) == _AUTOGRAD_CONTEXT.encode() and data[max(0, start - 4) : start] == b"def "
-            ):
-                yield start
-        start = data.find(marker, end)
+    return _anchored_uses(data, _Anchor(marker, ((marker, (0,)),)))
 
 
 def _looks_like_code(data: bytes, start: int) -> bool:
@@ -162,44 +200,27 @@ def may_fire(data: bytes, rules: Sequence[Rule]) -> bool:
     Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
     never dropped for its encoding (a multibyte encoding can only add false matches).
     """
-    markers = _marker_bytes(tuple(rules))
-    return markers is None or any(next(_marker_uses(data, marker), None) is not None for marker in markers)
+    anchors = _rule_anchors(tuple(rules))
+    return anchors is None or any(next(_anchored_uses(data, anchor), None) is not None for anchor in anchors)
 
 
-def _code_use_likely(data: bytes, rules: Sequence[Rule]) -> bool:
-    """Whether one of the rules' markers in ``data`` looks like code (:func:`_looks_like_code`)."""
-    markers = _marker_bytes(tuple(rules)) or ()
+def _code_use_likely(data: bytes, markers: Sequence[bytes]) -> bool:
+    """Whether one of ``markers`` in ``data`` looks like code (:func:`_looks_like_code`)."""
     return any(_looks_like_code(data, start) for marker in markers for start in _marker_uses(data, marker))
 
 
 @functools.lru_cache(maxsize=64)
+def _rule_anchors(rules: tuple[Rule, ...]) -> tuple[_Anchor, ...] | None:
+    markers = _marker_bytes(rules)
+    return None if markers is None else _anchors(markers)
+
+
+@functools.lru_cache(maxsize=64)
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...] | None:
-    markers = _markers(rules)
-    return None if markers is None else tuple(sorted(marker.encode("ascii") for marker in markers))
-
-
-def _called_name(call: ast.Call) -> str | None:
-    func = call.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else None
-
-
-def markers_in_code(tree: ast.AST, markers: frozenset[str]) -> bool:
-    """Whether the parsed module calls or defines one of ``markers`` as code.
-
-    The exact counterpart of :func:`_marker_uses` on an ``ast`` tree, so a marker that
-    appears only in a docstring or a comment no longer makes the file worth LibCST's parse.
-    """
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            if _called_name(node) in markers:
-                return True
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in markers:
-            params = [*node.args.posonlyargs, *node.args.args]
-            if not params or params[0].arg != _AUTOGRAD_CONTEXT:
-                return True
-    return False
+    """The union of the markers of ``rules``, or None when a rule has none (it can fire anywhere)."""
+    if any(not rule.markers for rule in rules):
+        return None
+    return tuple(sorted({marker for rule in rules for marker in rule.markers}))
 
 
 def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
@@ -355,9 +376,11 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     A file that cannot be decoded or parsed yields one ``ACC000`` finding with the position
     of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
     (then it is not decoded or parsed at all); a file over :data:`MAX_SOURCE_BYTES` gets an
-    ``ACC000`` that says so instead of being parsed. With no rules (only ``ACC000`` selected)
-    every file is decoded and parsed: a syntax check. A rule that raises is recorded in
-    ``internal_errors`` and the other rules still run.
+    ``ACC000`` that says so instead of being parsed. A file that parses, but where none of
+    ``rules`` applies (:meth:`Rule.applies` on its :mod:`~accumlint.source_facts`), is not
+    given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
+    parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
+    in ``internal_errors`` and the other rules still run.
     """
     with _collector_paused():
         return _check_source(path, data, rules)
@@ -400,17 +423,20 @@ def _check_source(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileR
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
-    markers = selected_markers(rules)
     large = len(data) >= INTERPRETER_FIRST_ABOVE
-    if large or _nests_deep(data) or (markers is not None and not _code_use_likely(data, rules)):
-        # every marker looks like prose, or the file is large or nests deeply: the interpreter's parser (an order
-        # of magnitude faster than LibCST's) decides, reporting a file that does not parse on the way
+    if large or not rules or _nests_deep(data) or not _code_use_likely(data, _BACKWARD_MARKERS):
+        # no backward call that looks like code, a syntax check (no rules), or the file is large or nests deeply:
+        # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting a file that
+        # does not parse on the way
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
             result.findings.append(_parse_error(path, *tree))
             return result
-        if markers is not None and not markers_in_code(tree, markers):
-            return result
+        if rules:
+            facts = source_facts(tree)
+            rules = [rule for rule in rules if rule.applies(facts)]
+            if not rules:
+                return result  # no selected rule can fire on this code
         if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
             result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
             return result

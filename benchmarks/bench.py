@@ -292,10 +292,10 @@ def main() -> int:
             s = alternate(
                 {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
             )
-            lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
+            lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], None))
             execute([*check, *paths])
             sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
-            lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
+            lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], None))
 
         if "5" in args.sections:
             print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")

@@ -1,4 +1,5 @@
-"""The two cheap stages before LibCST: the byte prefilter and the ``ast`` marker check.
+"""The two cheap stages before LibCST: the byte prefilter and the ``ast`` stage (each rule's
+:meth:`~accumlint.checks.base.Rule.applies` on the names of the code).
 
 No finding may be lost to them: every example of the rule catalogue (read from disk, so
 new rules and examples are covered as they are added) is kept for the codes it expects.
@@ -15,7 +16,8 @@ import pytest
 
 from accumlint import engine
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, markers_in_code, may_fire, rules_for, selected_markers
+from accumlint.engine import check_source, may_fire, rules_for
+from accumlint.source_facts import source_facts
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECT = re.compile(r"#\s*expect:\s*(ACC\d{3}(?:\s*,\s*ACC\d{3})*)")
@@ -33,8 +35,8 @@ def example_files() -> list[Path]:
 def kept(data: bytes, codes: set[str]) -> bool:
     """Whether both stages keep a file for the rules of ``codes``."""
     rules = rules_for(codes)
-    markers = selected_markers(rules)
-    return may_fire(data, rules) and (markers is None or markers_in_code(ast.parse(data), markers))
+    facts = source_facts(ast.parse(data))
+    return may_fire(data, rules) and any(rule.applies(facts) for rule in rules)
 
 
 @pytest.mark.parametrize("example", example_files(), ids=lambda p: str(p.relative_to(REPO)))
@@ -101,7 +103,7 @@ MARKERS = frozenset({"backward", "training_step"})
 )
 def test_markers_are_names_called_or_defined(source: bytes, used: bool) -> None:
     assert any(next(engine._marker_uses(source, m.encode()), None) is not None for m in MARKERS) is used
-    assert markers_in_code(ast.parse(source), MARKERS) is used
+    assert source_facts(ast.parse(source)).uses(MARKERS) is used
 
 
 @pytest.mark.parametrize(
@@ -114,7 +116,7 @@ def test_markers_are_names_called_or_defined(source: bytes, used: bool) -> None:
 )
 def test_markers_only_in_strings_and_comments_pass_the_bytes_but_not_the_ast_stage(source: bytes) -> None:
     assert any(next(engine._marker_uses(source, m.encode()), None) is not None for m in MARKERS)
-    assert not markers_in_code(ast.parse(source), MARKERS)
+    assert not source_facts(ast.parse(source)).uses(MARKERS)
 
 
 def test_a_docstring_only_file_is_never_given_to_libcst(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,8 +139,9 @@ def test_a_rule_without_markers_sees_every_file() -> None:
         code = "ACC999"
         markers = ()
 
-    assert selected_markers([Everywhere()]) is None
+    assert engine._marker_bytes((Everywhere(),)) is None
     assert may_fire(b"x = 1\n", [Everywhere()])
+    assert Everywhere().applies(source_facts(ast.parse("x = 1\n")))
 
 
 @pytest.mark.parametrize(
@@ -157,7 +160,7 @@ def test_the_guess_that_a_marker_is_code(source: bytes, code: bool) -> None:
     assert engine._looks_like_code(source, start) is code
 
 
-def test_the_ast_stage_runs_only_where_markers_look_like_prose(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ast_stage_runs_unless_a_backward_call_looks_like_code(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
     real = engine._interpreter_parse
 
@@ -170,6 +173,53 @@ def test_the_ast_stage_runs_only_where_markers_look_like_prose(monkeypatch: pyte
     assert seen == []
     check_source("doc.py", b'"""Call loss.backward()."""\n')
     assert seen == ['"""Call loss.backward()."""\n']
+    seen.clear()
+    check_source("gpus.py", b"n = torch.cuda.device_count()\n")  # a marker, but no backward: the rules decide
+    assert seen == ["n = torch.cuda.device_count()\n"]
     # without the ast stage a syntax error still gets ACC000, at the interpreter's position
     broken = check_source("broken.py", b"loss.backward()\ndef f(:\n")
     assert [(f.code, f.line, f.column) for f in broken.findings] == [("ACC000", 2, 7)]
+
+
+def test_markers_that_share_a_long_substring_are_searched_for_by_it() -> None:
+    markers = [b"backward", b"manual_backward", b"clip_grad_norm_", b"clip_gradients", b"DDP", b"FSDP"]
+    anchors = {anchor.text: sorted(m for m, _ in anchor.members) for anchor in engine._anchors(markers)}
+    assert anchors == {
+        b"backward": [b"backward", b"manual_backward"],
+        b"clip_grad": [b"clip_grad_norm_", b"clip_gradients"],
+        b"DDP": [b"DDP"],
+        b"FSDP": [b"FSDP"],
+    }
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"self.manual_backward(loss)\n",
+        b"torch.nn.utils.clip_grad_value_(params, 1.0)\n",
+        b"fabric.clip_gradients(model, opt)\n",
+        b"model = FullyShardedDataParallel(model)\n",
+        b"dist.init_distributed(backend)\n",
+        b"x = my_clip_grad_norm_(p)\nregister_backward_hook(h)\n",
+        b"clip_grad_norm_ = 1\nmanual_backward = None\n",
+    ],
+)
+def test_the_grouped_search_finds_what_one_search_per_marker_finds(source: bytes) -> None:
+    rules = list(engine.ALL_RULES_INSTANCES)
+    markers = engine._marker_bytes(tuple(rules))
+    assert markers is not None
+    per_marker = any(next(engine._marker_uses(source, m), None) is not None for m in markers)
+    assert may_fire(source, rules) is per_marker
+    assert sum(len(anchor.members) for anchor in engine._rule_anchors(tuple(rules))) == len(markers)
+
+
+def test_the_grouped_search_agrees_on_the_catalogue() -> None:
+    rules = list(engine.ALL_RULES_INSTANCES)
+    markers = engine._marker_bytes(tuple(rules))
+    assert markers is not None
+    for path in [*catalogue_examples(), *REPO.glob("examples/*.py"), *REPO.glob("accumlint/**/*.py")]:
+        data = path.read_bytes()
+        for rule in rules:
+            own = engine._marker_bytes((rule,)) or ()
+            expected = any(next(engine._marker_uses(data, m), None) is not None for m in own)
+            assert may_fire(data, [rule]) is expected, (path, rule.code)

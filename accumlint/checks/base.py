@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, ClassVar
 import libcst as cst
 
 from accumlint.findings import Severity
+from accumlint.model import frameworks as fw
+from accumlint.model.events import BACKWARD_CALLS
+from accumlint.source_facts import SourceFacts
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -41,7 +44,19 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     #: Source substrings without which the rule cannot fire (the engine skips the model when a
     #: file holds none of the selected rules' markers; empty: always run). Every loop rule needs a backward.
-    markers: ClassVar[tuple[bytes, ...]] = (b"backward", b"manual_backward", b"update_params")
+    markers: ClassVar[tuple[bytes, ...]] = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """Whether the rule may fire on a module with these facts: False only where its check
+        cannot yield a hit, whatever the rest of the file (the engine then skips the LibCST
+        parse unless another selected rule applies; tests/test_applicability.py checks every
+        rule on every example with findings).
+
+        The default fits a rule that reads the model's microbatch loops or backward events:
+        both need a call that makes a backward event (``model/events.py``). A rule without
+        markers applies everywhere.
+        """
+        return not self.markers or facts.calls(BACKWARD_CALLS)
 
     @classmethod
     def url(cls) -> str:
@@ -50,3 +65,10 @@ class Rule:
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         raise NotImplementedError
+
+
+def defines_lightning_hook(facts: SourceFacts) -> bool:
+    """Whether the module may define a LightningModule's microbatch hook (``training_step`` in
+    a class with a base named ``LightningModule``, lightning 2.6.6): the model walks such a
+    hook as a microbatch loop even when the module calls no backward."""
+    return facts.defines(fw.MICROBATCH_HOOKS) and facts.mentions(fw.LIGHTNING_MODULE_BASES)

@@ -16,6 +16,7 @@ from accumlint.model.events import Event
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import DataParallel, Sampling
 from accumlint.model.sync import reduces_by_hand
+from accumlint.source_facts import SourceFacts
 
 
 class DuplicateSamplesAcrossReplicas(Rule):
@@ -31,7 +32,8 @@ class DuplicateSamplesAcrossReplicas(Rule):
     severity = Severity.ERROR
     principle = "P11"
     summary = "every replica reads the same samples: no distributed sampler or rank sharding"
-    markers = (b"DataLoader",)
+    # markers and gate: the loop that reads the loader runs a backward (a DataLoader marker
+    # would only add files to the byte stage that the gate then drops)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel
@@ -73,6 +75,10 @@ class EffectiveBatchCountsDevices(Rule):
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
     markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """An assignment to a name of A or of an effective/global batch: the statement it flags."""
+        return facts.binds(_counts_a_or_batch)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel

@@ -6,14 +6,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from accumlint.checks.base import Hit, Rule
+from accumlint.checks.base import Hit, Rule, defines_lightning_hook
 from accumlint.findings import Severity
 from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.events import CLIP_CALLS
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.source_facts import SourceFacts
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
-_CLIP_MARKERS = (b"clip_grad_norm_", b"clip_grad_value_", b"clip_grad_norm", b"clip_gradients")
+_CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
 #: Owners whose clip is not the user's business inside a loop: the DeepSpeed engine clips at its
 #: own boundary, mmengine's wrapper clips inside its boundary ``step()``.
 _FRAMEWORK_CLIPPERS = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
@@ -78,6 +80,10 @@ class ClipInsideGroup(Rule):
     summary = "gradients clipped every microbatch: partial sums are clipped, not the group's gradient"
     markers = _CLIP_MARKERS
 
+    def applies(self, facts: SourceFacts) -> bool:
+        """A clip, and a group (a backward event) or a Lightning microbatch hook to clip in."""
+        return facts.calls(CLIP_CALLS) and (super().applies(facts) or defines_lightning_hook(facts))
+
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
         for group in _accumulating_groups(model):
@@ -138,6 +144,10 @@ class ClipBeforeUnscale(Rule):
     principle = "P7"
     summary = "gradients clipped while still multiplied by the GradScaler's scale"
     markers = _CLIP_MARKERS
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """A clip and a ``scaler.step(...)`` (the update it must precede)."""
+        return facts.calls(CLIP_CALLS) and facts.calls(("step",))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         verdicts: dict[int, list[tuple[Event, Event] | None]] = {}

@@ -8,6 +8,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
+from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, last_segment
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
@@ -21,6 +22,7 @@ from accumlint.model.schedules import (
     step_axis_uses,
     stepped_by_engine,
 )
+from accumlint.source_facts import SourceFacts
 
 
 class SchedulerPerMicrobatch(Rule):
@@ -125,6 +127,10 @@ class SchedulerSteppedTwice(Rule):
     principle = "P8"
     summary = "a scheduler the framework already steps is stepped again by hand"
     markers = (b"initialize", fw.LIGHTNING_CONFIGURE_OPTIMIZERS.encode())
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """A scheduler step: the call this rule flags."""
+        return facts.calls(SCHEDULER_STEP_METHODS)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()

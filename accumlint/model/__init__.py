@@ -267,7 +267,7 @@ class FileModel:
         found: list[cst.FunctionDef] = []
         for scope in self.scopes:
             function, owner = scope.node, scope.class_def
-            if not isinstance(function, cst.FunctionDef) or function.name.value != "compute_loss" or owner is None:
+            if not isinstance(function, cst.FunctionDef) or function.name.value != fw.HF_COMPUTE_LOSS or owner is None:
                 continue
             if not any(self.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES for base in owner.bases):
                 continue

@@ -17,7 +17,13 @@ from accumlint.model.names import dotted, keyword, last_segment, method_name, po
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.sites import Site
 
-_CLIP = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+#: the calls that make a backward event (:func:`classify`): a file that calls none of them has
+#: no microbatch loop and no backward for a rule to read
+BACKWARD_CALLS = frozenset({"backward", "manual_backward", "update_params"})
+#: the methods that make a scheduler step (on a receiver in the scheduler role)
+SCHEDULER_STEP_METHODS = frozenset({"step", "step_update"})
+#: the calls that clip gradients (a function such as ``torch.nn.utils.clip_grad_norm_`` or a method)
+CLIP_CALLS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
 #: unscale methods and the receiver roles they unscale for: ``GradScaler.unscale_(optimizer)``
 #: (torch 2.13.0 amp/grad_scaler.py) and ``Accelerator.unscale_gradients(optimizer=None)``
 #: (accelerate 1.15.0 accelerator.py, a no-op unless fp16 with native AMP)
@@ -29,8 +35,8 @@ _BACKWARD_OWNERS = frozenset(
 #: every method name :func:`classify` turns into an event: any other method call is none, and
 #: its receiver's role (the costly part) is never looked up
 _EVENT_METHODS = frozenset(
-    {"backward", "manual_backward", "update_params", "zero_grad", "zero_", "detach_", "step", "step_update", "update"}
-) | _CLIP | frozenset(_UNSCALE)
+    {"zero_grad", "zero_", "detach_", "update"}
+) | BACKWARD_CALLS | SCHEDULER_STEP_METHODS | CLIP_CALLS | frozenset(_UNSCALE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +75,7 @@ def classify(site: Site, roles: Roles) -> Event | None:
         name = dotted(call.func) or ""
         if name.endswith("autograd.backward"):
             return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward", positional(call, 0))
-        if last_segment(name) in _CLIP:
+        if last_segment(name) in CLIP_CALLS:
             return Event(EventKind.CLIP, site, positional(call, 0), UNKNOWN, last_segment(name))
         if last_segment(name) == "optimizer_step":  # torch_xla xm.optimizer_step(optimizer)
             target = positional(call, 0)
@@ -102,7 +108,7 @@ def classify(site: Site, roles: Roles) -> Event | None:
         return None
     if method == "step_update" and role.role is Role.SCHEDULER:
         return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
-    if method in _CLIP:
+    if method in CLIP_CALLS:
         return Event(EventKind.CLIP, site, target, role, method)
     if method in _UNSCALE and role.role in _UNSCALE[method]:
         # an unscale we cannot place (unknown receiver) still counts: rules use it to stay silent

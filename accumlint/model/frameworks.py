@@ -468,3 +468,7 @@ HF_TRAINER_CLASSES = frozenset({
     "transformers.Trainer", "transformers.trainer.Trainer",
     "transformers.Seq2SeqTrainer", "transformers.trainer_seq2seq.Seq2SeqTrainer",
 })
+#: the classes' own names, whatever module they are imported from
+HF_TRAINER_CLASS_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in HF_TRAINER_CLASSES)
+#: the Trainer method a subclass overrides to compute the loss of a microbatch
+HF_COMPUTE_LOSS = "compute_loss"

@@ -1,0 +1,143 @@
+"""Each rule's ``applies`` (decided from the names of a file's code, before LibCST) never
+excludes a file the rule fires on.
+
+The rules run ungated on every file with findings we have: the catalogue's examples, the
+bundled examples, the reduced real bug reports (``../shared/cases``) and the corpus of real
+training loops (``../shared/corpus``); wherever a rule yields a hit, it must apply.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+from collections import Counter
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from accumlint import engine
+from accumlint.checks import ALL_RULES
+from accumlint.engine import ALL_RULES_INSTANCES, check_source, rules_for
+from accumlint.model import build_model
+from accumlint.source_facts import source_facts
+from tests.shared_data import require_shared
+from tests.test_corpus import corpus_root
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def unapplied_hits(paths: list[Path]) -> tuple[list[str], Counter[str]]:
+    """Every (file, rule) where the rule yields a hit but does not apply, and the hits per code."""
+    wrong: list[str] = []
+    hits: Counter[str] = Counter()
+    for path in paths:
+        text = engine.decode_source(path.read_bytes())
+        model = build_model(cst.parse_module(text))
+        facts = source_facts(ast.parse(text))
+        for rule in ALL_RULES_INSTANCES:
+            found = len(list(rule.check(model)))
+            hits[rule.code] += found
+            if found and not rule.applies(facts):
+                wrong.append(f"{path}: {rule.code} fires but does not apply")
+    return wrong, hits
+
+
+def test_on_the_catalogue_and_the_examples() -> None:
+    paths = sorted([*REPO.glob("rules/ACC*/*.py"), *REPO.glob("examples/*.py")])
+    wrong, hits = unapplied_hits(paths)
+    assert wrong == []
+    # every rule of the catalogue fires somewhere in it, so every gate was tried on a hit
+    assert {code for code, count in hits.items() if count} == {rule.code for rule in ALL_RULES}
+
+
+def test_on_the_real_bug_reports() -> None:
+    paths = sorted(require_shared("cases").glob("*.py"))
+    wrong, hits = unapplied_hits(paths)
+    assert wrong == []
+    assert sum(hits.values()) >= 20
+
+
+def test_on_the_corpus_of_real_training_loops() -> None:
+    manifest = require_shared("corpus", "manifest.tsv")
+    root = corpus_root()
+    if root is None:
+        pytest.skip("the corpus could not be downloaded (no package index reachable)")
+    with manifest.open(newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    paths = sorted({root / f"{r['package']}-{r['version']}-{r['archive_kind']}" / r["path"] for r in rows})
+    wrong, hits = unapplied_hits(paths)
+    assert wrong == []
+    assert len(paths) >= 40 and sum(hits.values()) >= 10
+
+
+def applies(code: str, source: str) -> bool:
+    (rule,) = rules_for([code])
+    return rule.applies(source_facts(ast.parse(source)))
+
+
+LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def training_step(self, batch, i):\n{body}"
+
+
+@pytest.mark.parametrize(
+    ("code", "source", "expected"),
+    [
+        ("ACC001", "for b in loader:\n    loss.backward()\n", True),
+        ("ACC001", "torch.autograd.backward(loss)\n", True),
+        ("ACC001", "loader = DataLoader(ds)\nopt.zero_grad()\n", False),
+        ("ACC403", "loader = DataLoader(ds)\nmodel = DDP(model)\n", False),  # no loop that runs a backward
+        ("ACC404", "global_batch_size = m * torch.cuda.device_count()\n", True),
+        ("ACC404", "cfg.gradient_accumulation_steps = 4\n", True),
+        ("ACC404", "n_gpu = torch.cuda.device_count()\nmodel = DDP(model)\nloss.backward()\n", False),
+        ("ACC306", "scheduler.step()\n", True),
+        ("ACC306", "engine, opt, _, sched = deepspeed.initialize(model=m, lr_scheduler=s)\n", False),
+        ("ACC302", "clip_grad_norm_(params, 1.0)\nscaler.step(opt)\n", True),
+        ("ACC302", "clip_grad_norm_(params, 1.0)\n", False),
+        ("ACC301", "clip_grad_norm_(params, 1.0)\nloss.backward()\n", True),
+        ("ACC301", LIGHTNING.format(body="        clip_grad_norm_(self.parameters(), 1.0)\n"), True),
+        ("ACC301", "class M:\n    def training_step(self, b):\n        clip_grad_norm_(p, 1.0)\n", False),
+        ("ACC101", LIGHTNING.format(body="        return loss / self.accum\n"), True),
+        ("ACC101", "class M:\n    def training_step(self, b):\n        return loss / accum\n", False),
+        ("ACC105", "from transformers import Trainer\nclass T(Trainer):\n    def compute_loss(self, m, i):\n"
+                   "        pass\n", True),
+        ("ACC105", "class Model:\n    def compute_loss(self, logits, labels):\n        pass\n", False),
+    ],
+)
+def test_what_each_gate_needs(code: str, source: str, expected: bool) -> None:
+    assert applies(code, source) is expected
+
+
+def test_the_names_of_the_code() -> None:
+    facts = source_facts(ast.parse(
+        "import torch.distributed as dist\nfrom transformers import Trainer as T\n"
+        "class F(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, g):\n        return g\n"
+        "def training_step(self, batch):\n    '''then loss.backward()'''\n"
+        "for (a, *rest) in pairs:\n    pass\n"
+        "with open(p) as self.handle:\n    pass\n"
+        "if (n := len(x)):\n    run(accum=n)\n"
+    ))
+    assert facts.defined == {"training_step"}  # an autograd Function's backward(ctx) is no hook
+    assert facts.called == {"open", "len", "run"}  # the docstring's backward is prose
+    assert {"a", "rest", "handle", "n"} <= facts.bound
+    assert {"torch", "distributed", "dist", "transformers", "Trainer", "T", "accum", "batch", "F"} <= facts.mentioned
+
+
+def test_a_file_no_rule_applies_to_is_never_given_to_libcst(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(text: str) -> cst.Module:
+        raise AssertionError("LibCST parsed a file that no selected rule applies to")
+
+    monkeypatch.setattr(engine, "parse_module", refuse)
+    # device_count passes the byte prefilter (ACC404's marker), but nothing is named like A or a global batch
+    source = b"import torch\nn_gpu = torch.cuda.device_count()\nloader = DataLoader(ds)\n"
+    assert may_pass_bytes(source)
+    assert check_source("utils.py", source).findings == []
+
+
+def may_pass_bytes(source: bytes) -> bool:
+    return engine.may_fire(source, ALL_RULES_INSTANCES)
+
+
+def test_a_file_without_code_at_all_still_gets_acc000() -> None:
+    source = b"n = torch.cuda.device_count(\n"
+    assert [f.code for f in check_source("broken.py", source).findings] == ["ACC000"]
+
