@@ -238,6 +238,9 @@ def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
 #: The peak memory of checking a file, per byte of source: LibCST's tree plus the model
 #: (measured on torch 2.13.0's distributed_test.py, 462 KB: 187 MB on top of the process).
 PARSE_MEMORY_PER_BYTE = 400
+#: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
+#: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
+SCREEN_MEMORY_PER_BYTE = 80
 #: A file larger than this is not parsed: at :data:`PARSE_MEMORY_PER_BYTE` it would take 1.6 GB.
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
 #: A file at least this large goes through the interpreter's parser before LibCST's: the
@@ -383,7 +386,31 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     in ``internal_errors`` and the other rules still run.
     """
     with _collector_paused():
-        return _check_source(path, data, rules)
+        verdict = _screen(path, data, rules)
+        return verdict if isinstance(verdict, FileResult) else _check_text(path, verdict.text, verdict.rules)
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A file the cheap stages pass on to LibCST: its text and the rules that apply to it."""
+
+    text: str
+    rules: tuple[Rule, ...]
+
+
+def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
+    """The stages of :func:`check_source` before LibCST: the file's final result when they
+    decide it (no rule applies, or ``ACC000``), else what LibCST has to check. Takes about
+    :data:`SCREEN_MEMORY_PER_BYTE` (the ``ast`` tree), not :data:`PARSE_MEMORY_PER_BYTE`."""
+    with _collector_paused():
+        return _screen(path, data, rules)
+
+
+def check_screened(path: str, screened: Screened) -> FileResult:
+    """LibCST, the model and the rules on a file that :func:`screen` passed on (the rest of
+    :func:`check_source`)."""
+    with _collector_paused():
+        return _check_text(path, screened.text, screened.rules)
 
 
 @contextmanager
@@ -404,7 +431,7 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _check_source(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult:
+def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
     if rules and not may_fire(data, rules):
@@ -424,15 +451,17 @@ def _check_source(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileR
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
     large = len(data) >= INTERPRETER_FIRST_ABOVE
-    if large or not rules or _nests_deep(data) or not _code_use_likely(data, _BACKWARD_MARKERS):
-        # no backward call that looks like code, a syntax check (no rules), or the file is large or nests deeply:
-        # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting a file that
-        # does not parse on the way
+    # a backward call that looks like code: most likely a loop every loop rule reads, so the
+    # rules are not asked (that walk would cost more than the little it saves on such files)
+    loop_likely = bool(rules) and _code_use_likely(data, _BACKWARD_MARKERS)
+    if large or not loop_likely or _nests_deep(data):
+        # no likely loop, a syntax check (no rules), or the file is large or nests deeply: the interpreter's
+        # parser (an order of magnitude faster than LibCST's) decides, reporting a file that does not parse
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
             result.findings.append(_parse_error(path, *tree))
             return result
-        if rules:
+        if rules and not loop_likely:
             facts = source_facts(tree)
             rules = [rule for rule in rules if rule.applies(facts)]
             if not rules:
@@ -441,6 +470,11 @@ def _check_source(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileR
             result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
             return result
         del tree
+    return Screened(text, tuple(rules))
+
+
+def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
+    result = FileResult(path)
     try:
         module = parse_module(text)
     except cst.ParserSyntaxError as exc:

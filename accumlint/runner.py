@@ -88,12 +88,31 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     """One file (a notebook cell by cell) with the rules of ``codes``, its findings limited to
-    those codes, plus the unused-noqa findings when that code is enabled (runs in a worker)."""
+    those codes, plus the unused-noqa findings when that code is enabled."""
     rules = engine.rules_for(codes)
     if notebook.is_notebook(path):
         result = notebook.check_notebook(path, data, rules)
     else:
         result = engine.check_source(path, data, rules)
+    return _finish(path, data, codes, result)
+
+
+def _check_in_worker(
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+) -> engine.FileResult | engine.Screened:
+    """A worker's part of :func:`_check`, in two stages: without ``screened``, the cheap
+    stages (:func:`accumlint.engine.screen`), which return what LibCST still has to check
+    (the main process sends it again, within the budget of a LibCST parse); with it, the rest.
+    A notebook is checked whole."""
+    if screened is not None:
+        return _finish(path, data, codes, engine.check_screened(path, screened))
+    if notebook.is_notebook(path):
+        return _check(path, data, codes)
+    verdict = engine.screen(path, data, engine.rules_for(codes))
+    return verdict if isinstance(verdict, engine.Screened) else _finish(path, data, codes, verdict)
+
+
+def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult) -> engine.FileResult:
     result.findings = [f for f in result.findings if f.code in codes]
     if _reports_unused_noqa(path, data, codes) and not any(f.code == engine.PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
@@ -157,20 +176,34 @@ class _Job:
     path: str
     data: bytes
     codes: frozenset[str]
+    screened: engine.Screened | None = None  #: set for the second stage (LibCST)
 
-    @property
+    @functools.cached_property
+    def parses(self) -> bool:
+        """Whether this stage runs LibCST (a second stage, or a notebook checked whole)."""
+        return self.screened is not None or notebook.is_notebook(self.path)
+
+    @functools.cached_property
     def memory(self) -> int:
-        """The estimated peak memory (bytes) of checking this file."""
-        return len(self.data) * engine.PARSE_MEMORY_PER_BYTE
+        """The estimated peak memory (bytes) of this stage of checking the file."""
+        return len(self.data) * (engine.PARSE_MEMORY_PER_BYTE if self.parses else engine.SCREEN_MEMORY_PER_BYTE)
+
+    @functools.cached_property
+    def rank(self) -> tuple[bool, int, int]:
+        """The order of the queue: LibCST stages first (the long tasks), each kind largest first."""
+        return (not self.parses, -len(self.data), self.index)
 
 
 class _Scheduler:
     """Checks files in this process, or in a pool started once a second file needs parsing
     (a run that parses one file does not pay for starting workers).
 
-    Files are handed to the pool in the order they are submitted (largest first), as long as
-    the estimated memory of the files in flight stays within the parse budget; a smaller file
-    may overtake one that does not fit yet, so the workers stay busy.
+    Each file goes to the pool twice: first for the cheap stages, which take little memory and
+    decide most files, then, if LibCST must read it, for the rest. A stage is sent only when a
+    worker is free (so this queue, not the pool's, decides the order): LibCST stages first,
+    largest first, as long as the estimated memory of the LibCST stages in flight stays within
+    the parse budget; a smaller one may overtake one that does not fit yet, and the cheap
+    stages run beside them, so the workers stay busy.
 
     Used as a context manager: leaving it normally waits for the workers; leaving it on an
     exception (Ctrl-C, a bug) cancels what is queued and terminates them. A worker also exits
@@ -181,11 +214,10 @@ class _Scheduler:
         self.jobs = jobs
         self.budget = max(PARSE_BUDGET, jobs * PARSE_BUDGET_PER_JOB)
         self.pool: ProcessPoolExecutor | None = None
-        self.pending: list[_Job] = []  # not sent yet, largest first
-        self.in_flight: dict[int, tuple[_Job, Future[engine.FileResult]]] = {}
-        self.memory = 0  # estimated, of the files in flight
+        self.pending: list[_Job] = []  # not sent yet, by rank
+        self.in_flight: dict[int, tuple[_Job, Future[engine.FileResult | engine.Screened]]] = {}
+        self.memory = 0  # estimated, of the LibCST stages in flight
         self.frozen = False  # gc.freeze() until the workers have forked
-        self.futures: dict[int, tuple[_Job, Future[engine.FileResult]]] = {}
         self.results: dict[int, engine.FileResult] = {}
 
     def __enter__(self) -> _Scheduler:
@@ -211,13 +243,19 @@ class _Scheduler:
         if self.jobs == 1:
             self.results[index] = _check(path, data, codes)
             return
-        self.pending.append(_Job(index, path, data, codes))
+        self._queue(_Job(index, path, data, codes))
         if self.pool is None:
             if len(self.pending) < 2:
                 return  # perhaps the only file to parse: checked here at the end, no pool needed
             self._start()
-        self._finished()
-        self._dispatch()
+        self.poll()
+
+    def poll(self) -> None:
+        """Collect the stages that finished and send what a free worker may take (cheap: the
+        main process calls it for every file it reads, so a worker never waits long)."""
+        if self.pool is not None:
+            self._finished()
+            self._dispatch()
 
     def _start(self) -> None:
         import multiprocessing  # here: a run that parses at most one file never needs them
@@ -236,42 +274,51 @@ class _Scheduler:
             max_workers=self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
         )
 
+    def _queue(self, job: _Job) -> None:
+        """Add a stage to ``pending``, which stays ordered by :attr:`_Job.rank`."""
+        self.pending.insert(bisect.bisect_right(self.pending, job.rank, key=lambda queued: queued.rank), job)
+
     def _dispatch(self) -> None:
-        """Send the largest pending files that fit in the budget. A file larger than the whole
-        budget goes when nothing else is in flight, before any smaller file: it is the longest
-        task, and a fresh worker parses it with the least memory besides."""
-        while self.pending:
-            if self.pending[0].memory > self.budget:
-                if self.in_flight:
-                    return
-                self._send(self.pending.pop(0))
-                continue
-            room = self.budget - self.memory
-            # pending is largest first: the first file whose estimate fits in the room
-            position = bisect.bisect_left(self.pending, -room, key=lambda job: -job.memory)
-            if position == len(self.pending):
+        """While a worker is free, send the first pending stage that may run. A LibCST stage
+        larger than the whole budget goes when no other LibCST stage is in flight, before any
+        smaller one: it is the longest task, and it is parsed with the least memory besides."""
+        while self.pending and len(self.in_flight) < self.jobs:
+            position = next((i for i, job in enumerate(self.pending) if self._may_run(job)), None)
+            if position is None:
                 return
             self._send(self.pending.pop(position))
+
+    def _may_run(self, job: _Job) -> bool:
+        if not job.parses:
+            return True  # the cheap stages: an ast tree, a fifth of LibCST's estimate at most
+        if self.memory == 0:
+            return True
+        head = self.pending[0]
+        if head.parses and head.memory > self.budget:
+            return False  # the oversize file waits for the LibCST stages in flight, then runs alone
+        return self.memory + job.memory <= self.budget
 
     def _send(self, job: _Job) -> None:
         from concurrent.futures.process import BrokenProcessPool
 
         assert self.pool is not None
         try:
-            future = self.pool.submit(_check, job.path, job.data, job.codes)
-        except BrokenProcessPool:  # a worker died: the files it had are rechecked in collect()
+            future = self.pool.submit(_check_in_worker, job.path, job.data, job.codes, job.screened)
+        except BrokenProcessPool:  # a worker died: the files it had are rechecked alone (_take)
             self.pool.shutdown(wait=False)
             self._start()
-            future = self.pool.submit(_check, job.path, job.data, job.codes)
+            future = self.pool.submit(_check_in_worker, job.path, job.data, job.codes, job.screened)
         if self.frozen:
             gc.unfreeze()  # the workers exist now (they fork at the first submit)
             self.frozen = False
-        self.in_flight[job.index] = self.futures[job.index] = (job, future)
-        self.memory += job.memory
+        self.in_flight[job.index] = (job, future)
+        if job.parses:
+            self.memory += job.memory
 
     def _finished(self, wait: bool = False) -> None:
-        """Take the finished files out of the budget (with ``wait``: after one more finishes)."""
-        if wait:
+        """Take the finished stages out of the budget (with ``wait``: after one more finishes):
+        a file's result is kept, a file that LibCST must read is queued for its second stage."""
+        if wait and self.in_flight:
             from concurrent.futures import FIRST_COMPLETED
             from concurrent.futures import wait as wait_for
 
@@ -279,25 +326,33 @@ class _Scheduler:
         for index, (job, future) in list(self.in_flight.items()):
             if future.done():
                 del self.in_flight[index]
-                self.memory -= job.memory
+                if job.parses:
+                    self.memory -= job.memory
+                self._take(job, future)
+
+    def _take(self, job: _Job, future: Future[engine.FileResult | engine.Screened]) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            outcome = future.result()
+        except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
+            # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
+            self.results[job.index] = _check_alone(job.path, job.data, job.codes)
+            return
+        if isinstance(outcome, engine.Screened):
+            self._queue(_Job(job.index, job.path, job.data, job.codes, outcome))
+        else:
+            self.results[job.index] = outcome
 
     def collect(self) -> dict[int, engine.FileResult]:
         """Every queued file's result, by index."""
-        from concurrent.futures.process import BrokenProcessPool
-
         if self.pool is None:
             for job in self.pending:  # at most one
                 self.results[job.index] = _check(job.path, job.data, job.codes)
             self.pending.clear()
-        while self.pending:
+        while self.pending or self.in_flight:
             self._finished(wait=True)
             self._dispatch()
-        for index, (job, future) in self.futures.items():
-            try:
-                self.results[index] = future.result()
-            except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
-                # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
-                self.results[index] = _check_alone(job.path, job.data, job.codes)
         return self.results
 
 
@@ -353,6 +408,7 @@ def check_files(
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
         for index in _largest_first(files):
+            scheduler.poll()  # a worker that finished a stage gets the next at once
             path = files[index]
             ignored = tuple(config.per_file_ignored(path, settings))
             if ignored not in codes_for:

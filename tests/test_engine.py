@@ -118,3 +118,23 @@ def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:
             marked = f"expect: {code}" in example.read_text() or f", {code}" in example.read_text()
             found = [f.code for f in check_source(str(example), example.read_bytes(), rules_for([code])).findings]
             assert (code in found) == marked, example
+
+
+def test_screen_then_check_screened_is_check_source() -> None:
+    """The two stages the worker pool runs apart give what one call gives, on every example."""
+    repo = Path(__file__).resolve().parents[1]
+    examples = sorted([*repo.glob("rules/ACC*/*.py"), *repo.glob("examples/*.py")])
+    handed_on = 0
+    for path in examples:
+        data = path.read_bytes()
+        verdict = engine.screen(str(path), data)
+        if isinstance(verdict, engine.Screened):
+            handed_on += 1
+            staged = engine.check_screened(str(path), verdict)
+        else:
+            staged = verdict
+        whole = check_source(str(path), data)
+        assert (staged.findings, staged.internal_errors) == (whole.findings, whole.internal_errors), path
+    assert handed_on >= 60
+    # a file the cheap stages decide never reaches the second stage
+    assert engine.screen("gpus.py", b"n = torch.cuda.device_count()\n") == engine.FileResult("gpus.py")

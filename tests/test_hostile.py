@@ -237,6 +237,7 @@ def test_a_rule_crash_is_an_internal_error_for_that_file_and_rule(
 
 
 _REAL_CHECK = runner._check
+_REAL_CHECK_IN_WORKER = runner._check_in_worker
 
 
 def _dying(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
@@ -245,8 +246,17 @@ def _dying(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     return _REAL_CHECK(path, data, codes)
 
 
+def _dying_in_worker(
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+) -> engine.FileResult | engine.Screened:
+    if path.endswith("killer.py") and screened is not None:
+        os._exit(9)  # in the LibCST stage, where native code runs
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+
+
 def test_a_worker_that_dies_loses_only_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_check", _dying)
+    monkeypatch.setattr(runner, "_check_in_worker", _dying_in_worker)
+    monkeypatch.setattr(runner, "_check", _dying)  # and again when it is checked alone
     result = check(tmp_path, {"killer.py": BUGGY, "m_ok.py": BUGGY}, "--jobs", "2")
     assert "m_ok.py:3:5: ACC001" in result.stdout
     assert [line for line in result.stderr.splitlines() if "internal error" in line] == [

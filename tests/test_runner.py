@@ -152,7 +152,7 @@ def test_internal_errors_from_workers_are_reported(
     assert not (tmp_path / "cache").exists()  # files with internal errors are not cached
 
 
-def _slow_check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def _slow_check(path: str, data: bytes, codes: frozenset[str], screened: object) -> engine.FileResult:
     time.sleep(60)
     return engine.FileResult(path)
 
@@ -183,7 +183,7 @@ def _interrupt_a_run_of_two_slow_files() -> list[bool]:
 
 
 def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "_check", _slow_check)
+    monkeypatch.setattr(runner, "_check_in_worker", _slow_check)
     # killed by the signal, not ended after finishing its file (that would be exit code 0)
     assert _interrupt_a_run_of_two_slow_files() == [True, True]
 
@@ -191,7 +191,7 @@ def test_an_interrupted_run_terminates_its_workers(monkeypatch: pytest.MonkeyPat
 def test_workers_end_even_if_the_main_process_handles_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
     """A SIGTERM handler of the main process (Lightning's Trainer installs one) is inherited
     through fork; a worker stopped with SIGTERM could sleep on, one stopped with SIGKILL cannot."""
-    monkeypatch.setattr(runner, "_check", _slow_check)
+    monkeypatch.setattr(runner, "_check_in_worker", _slow_check)
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
         assert _interrupt_a_run_of_two_slow_files() == [True, True]
@@ -237,38 +237,87 @@ class _ManualPool:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, Future[engine.FileResult]]] = []
+        self.second: list[bool] = []  # whether each sent stage is a file's second (LibCST)
 
-    def submit(self, function: object, path: str, data: bytes, codes: frozenset[str]) -> Future[engine.FileResult]:
+    def submit(
+        self, function: object, path: str, data: bytes, codes: frozenset[str], screened: object
+    ) -> Future[engine.FileResult]:
         future: Future[engine.FileResult] = Future()
         self.sent.append((path, future))
+        self.second.append(screened is not None)
         return future
+
+    @property
+    def stages(self) -> list[tuple[str, bool]]:
+        return [(path, second) for (path, _), second in zip(self.sent, self.second, strict=True)]
+
+    def libcst(self) -> list[tuple[str, Future[engine.FileResult]]]:
+        """The second stages sent so far."""
+        return [sent for sent, second in zip(self.sent, self.second, strict=True) if second]
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         pass
 
 
-def test_files_in_flight_stay_within_the_parse_budget() -> None:
+def _stage_history(scheduler: runner._Scheduler, pool: _ManualPool) -> list[list[str]]:
+    """Run the queue to its end: every cheap stage hands its file on to LibCST, and the LibCST
+    stages in flight finish one at a time, the first sent first. Returns what was parsing
+    after each step."""
+    history: list[list[str]] = []
+    while True:
+        for (_, future), second in zip(pool.sent, pool.second, strict=True):
+            if not second and not future.done():
+                future.set_result(engine.Screened("", ()))  # type: ignore[arg-type]
+        scheduler.poll()
+        running = [path for path, future in pool.libcst() if not future.done()]
+        if not running:
+            assert scheduler.pending == [] and scheduler.in_flight == {}
+            return history
+        history.append(running)
+        assert len(scheduler.in_flight) <= scheduler.jobs
+        next(future for path, future in pool.libcst() if path == running[0]).set_result(engine.FileResult(running[0]))
+
+
+def test_libcst_stages_in_flight_stay_within_the_parse_budget() -> None:
     """Largest first, a smaller file overtakes one that does not fit, and a file larger than
-    the whole budget runs alone, before the others."""
-    scheduler = runner._Scheduler(2)
-    scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE  # room for 1,000 bytes of source
+    the whole budget is parsed alone, before the others."""
+    scheduler = runner._Scheduler(4)
+    scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE  # room to parse 1,000 bytes of source
     pool = _ManualPool()
     scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
     sizes = {"huge.py": 3000, "a.py": 900, "b.py": 600, "c.py": 300, "d.py": 200, "e.py": 100}
     for index, (name, size) in enumerate(sizes.items()):
         scheduler.submit(index, name, b"#" * size, frozenset())
-    history: list[list[str]] = []
-    while True:
-        running = [path for path, future in pool.sent if not future.done()]
-        history.append(running)
+    history = _stage_history(scheduler, pool)
+    for running in history:
         assert len(running) == 1 or sum(sizes[path] for path in running) <= 1000, running
-        if not running:
-            break
-        next(future for path, future in pool.sent if path == running[0]).set_result(engine.FileResult(running[0]))
-        scheduler._finished()
-        scheduler._dispatch()
     assert history[0] == ["huge.py"]  # alone, and first
     assert history[1] == ["a.py", "e.py"]  # 900 fits, then only 100 of the remaining room
     assert history[2] == ["e.py", "b.py", "c.py"]
-    assert sorted(path for path, _ in pool.sent) == sorted(sizes)
-    assert scheduler.pending == [] and scheduler.memory == 0
+    assert sorted(path for path, second in pool.stages if second) == sorted(sizes)
+    assert scheduler.memory == 0
+
+
+def test_a_file_libcst_must_read_comes_back_before_the_cheap_stages() -> None:
+    """A stage is sent only when a worker is free; a file handed on to LibCST goes before the
+    files still waiting for their cheap stages, within LibCST's budget."""
+    scheduler = runner._Scheduler(2)
+    scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE
+    pool = _ManualPool()
+    scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
+    sizes = {"train.py": 800, "loop.py": 700, "util.py": 100}
+    for index, (name, size) in enumerate(sizes.items()):
+        scheduler.submit(index, name, b"#" * size, frozenset())
+    assert pool.stages == [("train.py", False), ("loop.py", False)]  # two workers
+    for _, future in pool.sent:
+        future.set_result(engine.Screened("", ()))  # type: ignore[arg-type]
+    scheduler.poll()
+    # train.py's LibCST stage first; loop.py's does not fit beside it, util.py's cheap stage does
+    assert pool.stages[2:] == [("train.py", True), ("util.py", False)]
+    assert scheduler.memory == 800 * engine.PARSE_MEMORY_PER_BYTE
+    pool.sent[3][1].set_result(engine.FileResult("util.py"))
+    pool.sent[2][1].set_result(engine.FileResult("train.py"))
+    scheduler.poll()
+    assert pool.stages[4:] == [("loop.py", True)]
+    pool.sent[4][1].set_result(engine.FileResult("loop.py"))
+    assert sorted(scheduler.collect()) == [0, 1, 2]
