@@ -16,13 +16,17 @@ from pathlib import Path
 
 import click
 
-from accumlint import __version__, cache, config, engine, notebook, runner
-from accumlint.catalogue import rule_info, rule_infos, rule_json, rule_page
+from accumlint import __version__, cache, config, registry, runner
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
-from accumlint.fixes.apply import fix_files, fix_summary
+from accumlint.lazy import lazy_module
 from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
 from accumlint.show_settings import format_settings
+
+# LibCST and the rules load only when a file is checked, fixed or a rule described
+engine = lazy_module("accumlint.engine")
+notebook = lazy_module("accumlint.notebook")
+catalogue = lazy_module("accumlint.catalogue")
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -91,7 +95,7 @@ def _open_cache(settings: Settings, enabled: frozenset[str], cache_dir: str | No
         enabled=enabled,
         per_file_ignores=settings.per_file_ignores,
         project_root=settings.project_root,
-        registry=[type(rule) for rule in engine.ALL_RULES_INSTANCES],
+        registry=[entry.qualified_name for entry in registry.RULES],
     )
     return cache.ResultCache.load(_cache_location(settings, cache_dir), key)
 
@@ -186,7 +190,9 @@ def check(
 
     fixed = 0
     if fix or diff:
-        results = fix_files(
+        from accumlint.fixes import apply as fixes  # LibCST: loaded only to fix
+
+        results = fixes.fix_files(
             files,
             lambda path: enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled),
             unsafe=unsafe_fixes,
@@ -197,10 +203,10 @@ def check(
             patch = "".join(r.diff() for r in results)
             if patch:
                 click.echo(patch, nl=False)
-            for line in fix_summary(results, diff=True):
+            for line in fixes.fix_summary(results, diff=True):
                 click.echo(line, err=True)
             sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
-        for line in fix_summary(results, diff=False):
+        for line in fixes.fix_summary(results, diff=False):
             if not quiet or line.startswith("error: "):
                 click.echo(line, err=True)
 
@@ -247,9 +253,9 @@ def check(
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Print the catalogue page of rule CODE (e.g. ACC001), or list all rules."""
     if show_all:
-        infos = rule_infos()
+        infos = catalogue.rule_infos()
         if output_format == "json":
-            click.echo(json.dumps([rule_json(info) for info in infos], indent=2))
+            click.echo(json.dumps([catalogue.rule_json(info) for info in infos], indent=2))
             return
         width = max(len(info.name) for info in infos)
         for info in infos:
@@ -260,15 +266,15 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
     if code is None:
         _fail("give a rule code (e.g. `accumlint rule ACC001`) or --all")
         return
-    info = rule_info(code)
+    info = catalogue.rule_info(code)
     if info is None:
-        valid = ", ".join(i.code for i in rule_infos())
+        valid = ", ".join(i.code for i in catalogue.rule_infos())
         _fail(f"unknown rule code {code!r}; valid codes: {valid}")
         return
     if output_format == "json":
-        click.echo(json.dumps(rule_json(info), indent=2))
+        click.echo(json.dumps(catalogue.rule_json(info), indent=2))
         return
-    page = rule_page(info)
+    page = catalogue.rule_page(info)
     if page is None:
         click.echo(f"{info.code} {info.name} [{info.severity.value}]: {info.summary}")
         if info.url:

@@ -30,9 +30,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from accumlint import checks
-from accumlint.engine import PARSE_ERROR_CODE
+from accumlint import registry
 from accumlint.noqa_report import UNUSED_NOQA_CODE
+from accumlint.registry import PARSE_ERROR_CODE
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
@@ -85,12 +85,12 @@ class Settings:
 
 def known_codes() -> list[str]:
     """Every code that can be selected: ``ACC000``, ``ACC990`` (unused noqa) and the registered rules, sorted."""
-    return sorted({PARSE_ERROR_CODE, UNUSED_NOQA_CODE, *(rule.code for rule in checks.ALL_RULES)})
+    return sorted({PARSE_ERROR_CODE, UNUSED_NOQA_CODE, *(rule.code for rule in registry.RULES)})
 
 
 def default_codes() -> frozenset[str]:
     """The codes enabled when nothing is selected: default-enabled rules plus ``ACC000``."""
-    return frozenset({PARSE_ERROR_CODE, *(r.code for r in checks.ALL_RULES if r.default_enabled)})
+    return frozenset({PARSE_ERROR_CODE, *(r.code for r in registry.RULES if r.default_enabled)})
 
 
 def _allowed_selectors_hint(codes: Sequence[str]) -> str:

@@ -41,12 +41,9 @@ from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.positions import node_positions
+from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import AUTOGRAD_CONTEXT, source_facts
 from accumlint.suppression import apply_noqa
-
-PARSE_ERROR_CODE = "ACC000"
-PARSE_ERROR_NAME = "parse-error"
-PARSE_ERROR_URL = "https://github.com/accumlint/accumlint/blob/main/README.md#exit-codes"
 
 
 @dataclass

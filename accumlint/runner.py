@@ -23,10 +23,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint import config, engine, noqa_report, notebook
+from accumlint import config, noqa_report
 from accumlint.cache import ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
+from accumlint.lazy import lazy_module
+from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+
+# LibCST and the rules load at the first file that is not answered from the cache
+engine = lazy_module("accumlint.engine")
+notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -58,8 +64,8 @@ def _unreadable(path: str, exc: OSError) -> Finding:
         path=path,
         line=1,
         column=1,
-        code=engine.PARSE_ERROR_CODE,
-        name=engine.PARSE_ERROR_NAME,
+        code=PARSE_ERROR_CODE,
+        name=PARSE_ERROR_NAME,
         severity=Severity.ERROR,
         message=f"file could not be read: {reason}",
         fix="make the file readable, or exclude it",
@@ -114,7 +120,7 @@ def _check_in_worker(
 
 def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult) -> engine.FileResult:
     result.findings = [f for f in result.findings if f.code in codes]
-    if _reports_unused_noqa(path, data, codes) and not any(f.code == engine.PARSE_ERROR_CODE for f in result.findings):
+    if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
         result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
     if _in_worker and len(data) >= TRIM_ABOVE and (trim := _malloc_trim()) is not None:
@@ -418,7 +424,7 @@ def check_files(
                 with open(path, "rb") as handle:
                     data = handle.read()
             except OSError as exc:  # unreadable, a directory, vanished since discovery
-                if engine.PARSE_ERROR_CODE in codes:
+                if PARSE_ERROR_CODE in codes:
                     findings[index] = [_unreadable(path, exc)]
                 continue
             digest = ""

@@ -13,12 +13,19 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from accumlint import __version__
 from accumlint.findings import Finding, Severity
+from accumlint.lazy import lazy_module
 from accumlint.output.text import sort_findings
-from accumlint.rule_docs import RuleDoc, rule_docs
+
+if TYPE_CHECKING:
+    from accumlint.rule_docs import RuleDoc
+
+# the rule catalogue loads the rules (and LibCST): only a SARIF log needs it
+rule_docs = lazy_module("accumlint.rule_docs")
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -78,7 +85,7 @@ def _result(finding: Finding, index: dict[str, int]) -> dict:
 
 def sarif_log(findings: Iterable[Finding]) -> dict:
     """The SARIF log object for ``findings`` (every known rule is listed in the driver)."""
-    docs = rule_docs()
+    docs = rule_docs.rule_docs()
     index = {doc.info.code: i for i, doc in enumerate(docs)}
     return {
         "$schema": SARIF_SCHEMA,
