@@ -171,7 +171,8 @@ def _exit_with_parent(parent: int) -> None:
 #: :data:`~accumlint.engine.PARSE_MEMORY_PER_BYTE`: at least this much, or
 #: :data:`PARSE_BUDGET_PER_JOB` per worker on a machine with more than two. A file larger than
 #: the budget runs alone. On two cores (torch 2.13.0, transformers, diffusers, NeMo, fairseq:
-#: 7,848 files) this keeps the run under 250 MB and costs no time; a budget of 64 MiB cost 30 %.
+#: 7,848 files) this keeps the run near 260 MB (PSS, cheap stages beside it included) and costs no time; a
+#: budget of 64 MiB cost 30 %.
 PARSE_BUDGET = 96 * 2**20
 PARSE_BUDGET_PER_JOB = 48 * 2**20
 
