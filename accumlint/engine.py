@@ -107,6 +107,7 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 #: What follows a marker used as code: an opening parenthesis, and the first parameter's name.
 _CALL_TAIL = re.compile(rb"\s*\(\s*(\w*)")
+_AUTOGRAD_CONTEXT = AUTOGRAD_CONTEXT.encode()
 #: The markers of the calls that make a backward event: where one looks like code the file
 #: goes straight to LibCST (it most likely holds a loop every loop rule reads).
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
@@ -150,7 +151,7 @@ def _is_use(data: bytes, start: int, marker: bytes) -> bool:
         return False
     tail = _CALL_TAIL.match(data, start + len(marker))
     return tail is not None and not (
-        tail.group(1) == AUTOGRAD_CONTEXT.encode() and data[max(0, start - 4) : start] == b"def ")
+        tail.group(1) == _AUTOGRAD_CONTEXT and data[max(0, start - 4) : start] == b"def ")
 
 
 def _anchored_uses(data: bytes, anchor: _Anchor) -> Iterator[int]:

@@ -37,10 +37,6 @@ class SourceFacts:
     bound: frozenset[str]
     mentioned: frozenset[str]
 
-    def uses(self, names: Iterable[str]) -> bool:
-        """Whether one of ``names`` is called or defined (the sense of a rule's markers)."""
-        return any(name in self.called or name in self.defined for name in names)
-
     def calls(self, names: Iterable[str]) -> bool:
         """Whether one of ``names`` is called."""
         return not self.called.isdisjoint(names)

@@ -11,11 +11,9 @@ from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
+from accumlint.model.events import MANUAL_BACKWARD
 from accumlint.model.names import dotted, int_value, keyword
 from accumlint.source_facts import SourceFacts
-
-#: Lightning's backward under manual optimization (lightning 2.6.6 ``core/module.py``)
-_MANUAL_BACKWARD = "manual_backward"
 
 
 class DoubleNormalization(Rule):
@@ -26,7 +24,7 @@ class DoubleNormalization(Rule):
     severity = Severity.ERROR
     principle = "P4"
     summary = "loss divided by A by hand and again by the framework: gradients A times too small"
-    markers = (b"backward", b"manual_backward", b"update_params", b"training_step")
+    markers = (*Rule.markers, *(hook.encode() for hook in sorted(fw.MICROBATCH_HOOKS)))
 
     def applies(self, facts: SourceFacts) -> bool:
         """A backward event, or a Lightning ``training_step`` whose returned loss Lightning divides."""
@@ -219,12 +217,12 @@ class FrameworkExpectsNormalization(Rule):
     severity = Severity.ERROR
     principle = "P4"
     summary = "an API that leaves normalization to the user, used without it"
-    markers = (_MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode())
+    markers = (MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode())
 
     def applies(self, facts: SourceFacts) -> bool:
         """A ``manual_backward`` call, or a ``compute_loss`` defined where an HF Trainer class
         is named (the base of the class that overrides it)."""
-        return facts.calls((_MANUAL_BACKWARD,)) or (
+        return facts.calls((MANUAL_BACKWARD,)) or (
             facts.defines((fw.HF_COMPUTE_LOSS,)) and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
@@ -232,7 +230,7 @@ class FrameworkExpectsNormalization(Rule):
             if group.accumulates is not True:
                 continue
             for event in group.of_kind(EventKind.BACKWARD):
-                if event.method != _MANUAL_BACKWARD or event.site.in_helper or not model.never_scaled(event):
+                if event.method != MANUAL_BACKWARD or event.site.in_helper or not model.never_scaled(event):
                     continue
                 yield Hit(
                     event.node,

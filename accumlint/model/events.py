@@ -17,9 +17,11 @@ from accumlint.model.names import dotted, keyword, last_segment, method_name, po
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.sites import Site
 
+#: Lightning's backward under manual optimization (lightning 2.6.6 ``core/module.py``)
+MANUAL_BACKWARD = "manual_backward"
 #: the calls that make a backward event (:func:`classify`): a file that calls none of them has
 #: no microbatch loop and no backward for a rule to read
-BACKWARD_CALLS = frozenset({"backward", "manual_backward", "update_params"})
+BACKWARD_CALLS = frozenset({"backward", MANUAL_BACKWARD, "update_params"})
 #: the methods that make a scheduler step (on a receiver in the scheduler role)
 SCHEDULER_STEP_METHODS = frozenset({"step", "step_update"})
 #: the calls that clip gradients (a function such as ``torch.nn.utils.clip_grad_norm_`` or a method)
@@ -85,8 +87,8 @@ def classify(site: Site, roles: Roles) -> Event | None:
         return None
     target = receiver(call)
     role = roles.of(target, site)
-    if method in ("backward", "manual_backward"):
-        if method == "manual_backward" or (positional(call, 0) is not None and role.role in _BACKWARD_OWNERS):
+    if method in ("backward", MANUAL_BACKWARD):
+        if method == MANUAL_BACKWARD or (positional(call, 0) is not None and role.role in _BACKWARD_OWNERS):
             return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
         loss = target
         if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
