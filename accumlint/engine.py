@@ -3,8 +3,8 @@
 Most files of a large repository hold no training loop, so two cheap stages come first:
 
 1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
-   is called or defined there, the file is done, neither decoded nor parsed (it gets no
-   ``ACC000`` either: no rule needed to read it).
+   is called or defined in the code there (strings and comments excluded), the file is done,
+   neither decoded nor parsed (it gets no ``ACC000`` either: no rule needed to read it).
 2. Unless the bytes already show a call that makes a backward event (a training loop that
    every loop rule reads), the interpreter's own parser (``ast``, an order of magnitude
    faster than LibCST's) reports a file that does not parse, and each selected rule decides
@@ -31,7 +31,6 @@ import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 
 import libcst as cst
 
@@ -41,8 +40,9 @@ from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.positions import node_positions
+from accumlint.prefilter import marker_search
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
-from accumlint.source_facts import AUTOGRAD_CONTEXT, source_facts
+from accumlint.source_facts import source_facts
 from accumlint.suppression import apply_noqa
 
 
@@ -102,122 +102,45 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
     return exc.raw_line, exc.raw_column + 1, exc.message
 
 
-#: Bytes that continue an identifier (``\w`` of a bytes pattern): a marker preceded by one is
-#: only the tail of a longer name.
-_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-#: What follows a marker used as code: an opening parenthesis, and the first parameter's name.
-_CALL_TAIL = re.compile(rb"\s*\(\s*(\w*)")
-_AUTOGRAD_CONTEXT = AUTOGRAD_CONTEXT.encode()
-#: The markers of the calls that make a backward event: where one looks like code the file
-#: goes straight to LibCST (it most likely holds a loop every loop rule reads).
+#: The markers of the calls that make a backward event: where one is used in the code the
+#: file goes straight to LibCST (it most likely holds a loop every loop rule reads).
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
-#: Markers that share a substring at least this long are searched for together, by that substring.
-MIN_SHARED_ANCHOR = 8
+def _calls_backward(data: bytes) -> bool:
+    """Whether the code of ``data`` calls one of :data:`_BACKWARD_MARKERS` (from the bytes alone)."""
+    return bool(marker_search(_BACKWARD_MARKERS).uses(data))
 
 
-@dataclass(frozen=True)
-class _Anchor:
-    """A byte string searched for once on behalf of the markers that contain it: ``members``
-    holds each marker with the offsets of ``text`` in it."""
-
-    text: bytes
-    members: tuple[tuple[bytes, tuple[int, ...]], ...]
-
-
-def _anchors(markers: Iterable[bytes]) -> tuple[_Anchor, ...]:
-    """The markers grouped by a shared substring of :data:`MIN_SHARED_ANCHOR` bytes or more
-    (``backward`` of ``manual_backward``, ``clip_grad`` of the four clip calls): a scan of a
-    file's bytes costs the same for any needle, so each group costs one scan, not one per marker."""
-    groups: list[tuple[bytes, list[bytes]]] = []
-    for marker in sorted(set(markers), key=lambda m: (len(m), m)):
-        for index, (text, members) in enumerate(groups):
-            match = SequenceMatcher(None, text, marker, autojunk=False).find_longest_match()
-            if match.size >= MIN_SHARED_ANCHOR:
-                groups[index] = (text[match.a : match.a + match.size], [*members, marker])
-                break
-        else:
-            groups.append((marker, [marker]))
-    return tuple(
-        _Anchor(text, tuple((m, tuple(i for i in range(len(m)) if m.startswith(text, i))) for m in members))
-        for text, members in groups
-    )
-
-
-def _is_use(data: bytes, start: int, marker: bytes) -> bool:
-    """Whether the ``marker`` at ``start`` is a whole name that is called or defined (see :func:`_marker_uses`)."""
-    if start and data[start - 1] in _WORD_BYTES:
-        return False
-    tail = _CALL_TAIL.match(data, start + len(marker))
-    return tail is not None and not (
-        tail.group(1) == _AUTOGRAD_CONTEXT and data[max(0, start - 4) : start] == b"def ")
-
-
-def _anchored_uses(data: bytes, anchor: _Anchor) -> Iterator[int]:
-    """The offsets of the uses of ``anchor``'s markers in ``data`` (in the order their anchor occurs)."""
-    position = data.find(anchor.text)
-    while position != -1:
-        for marker, offsets in anchor.members:
-            for offset in offsets:
-                start = position - offset
-                if start >= 0 and data.startswith(marker, start) and _is_use(data, start, marker):
-                    yield start
-        position = data.find(anchor.text, position + 1)
-
-
-def _marker_uses(data: bytes, marker: bytes) -> Iterator[int]:
-    """The offsets where ``marker`` occurs in ``data`` as a whole name that is called or defined.
-
-    A call (``loss.backward(``, ``backward (``) or a definition (``def training_step(self``)
-    counts; a longer name that merely contains the marker (``register_backward_hook(``), a
-    bare mention (``# then backward``) and an autograd ``Function``'s ``def backward(ctx``
-    do not. Strings and comments still count here: the ``ast`` stage decides those.
-    """
-    return _anchored_uses(data, _Anchor(marker, ((marker, (0,)),)))
-
-
-def _looks_like_code(data: bytes, start: int) -> bool:
-    """A guess, from the bytes alone, that the marker at ``start`` is code: it is not after a
-    ``#`` or a doctest prompt on its line, nor after an odd number of triple quotes.
-
-    A wrong guess costs time, never a finding: a file whose marker only looks like prose
-    goes through the exact ``ast`` check, one that looks like code straight to LibCST.
-    """
-    line = data[data.rfind(b"\n", 0, start) + 1 : start]
-    if b"#" in line or line.lstrip().startswith((b">>>", b"...")):
-        return False
-    return data.count(b'"""', 0, start) % 2 == 0 and data.count(b"'''", 0, start) % 2 == 0
-
-
-def may_fire(data: bytes, rules: Sequence[Rule]) -> bool:
+def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) -> bool:
     """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes.
 
-    True when a rule has no markers; otherwise when one of the rules' markers is called or
-    defined somewhere in the bytes (see :func:`_marker_uses`). Works on the undecoded bytes:
+    True when a rule has no markers; otherwise when, for one of the rules, one of its markers
+    is called or defined somewhere in the code (:mod:`accumlint.prefilter`: strings and
+    comments excluded) and the bytes match its :attr:`~accumlint.checks.base.Rule.requires`
+    pattern, if any. Works on the undecoded bytes:
     Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
     never dropped for its encoding (a multibyte encoding can only add false matches).
+    ``in_strings``: uses in strings and comments count too (a notebook's JSON).
     """
-    anchors = _rule_anchors(tuple(rules))
-    return anchors is None or any(next(_anchored_uses(data, anchor), None) is not None for anchor in anchors)
+    return bool(_rules_in_bytes(data, rules, in_strings))
 
 
-def _code_use_likely(data: bytes, markers: Sequence[bytes]) -> bool:
-    """Whether one of ``markers`` in ``data`` looks like code (:func:`_looks_like_code`)."""
-    return any(_looks_like_code(data, start) for marker in markers for start in _marker_uses(data, marker))
+def _rules_in_bytes(data: bytes, rules: Sequence[Rule], in_strings: bool = False) -> list[Rule]:
+    """The rules of ``rules`` that may fire on ``data`` by its bytes (see :func:`may_fire`)."""
+    markers = _marker_bytes(tuple(rules))
+    used = marker_search(markers).used(data, in_strings) if markers else set()
+    return [
+        rule
+        for rule in rules
+        if not rule.markers
+        or (not used.isdisjoint(rule.markers) and (rule.requires is None or rule.requires.search(data)))
+    ]
 
 
 @functools.lru_cache(maxsize=64)
-def _rule_anchors(rules: tuple[Rule, ...]) -> tuple[_Anchor, ...] | None:
-    markers = _marker_bytes(rules)
-    return None if markers is None else _anchors(markers)
-
-
-@functools.lru_cache(maxsize=64)
-def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...] | None:
-    """The union of the markers of ``rules``, or None when a rule has none (it can fire anywhere)."""
-    if any(not rule.markers for rule in rules):
-        return None
+def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
+    """The union of the markers of ``rules`` (a rule without markers adds none: it may fire anywhere)."""
     return tuple(sorted({marker for rule in rules for marker in rule.markers}))
 
 
@@ -236,6 +159,12 @@ def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
 #: The peak memory of checking a file, per byte of source: LibCST's tree plus the model
 #: (measured on torch 2.13.0's distributed_test.py, 462 KB: 187 MB on top of the process).
 PARSE_MEMORY_PER_BYTE = 400
+#: The same per node of the interpreter's tree, where the cheap stages built one: closer than
+#: per byte, which varies with the share of comments and docstrings (measured on transformers
+#: 5.23.0's trainer.py, training_args.py, modeling_reformer.py, trainer_pt_utils.py and
+#: testing_utils.py and on torch 2.13.0's distributed_test.py and _tensor.py: 2,040 to 2,500
+#: bytes per node, 115 to 315 per source byte).
+PARSE_MEMORY_PER_NODE = 2600
 #: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
@@ -390,10 +319,13 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
 
 @dataclass(frozen=True)
 class Screened:
-    """A file the cheap stages pass on to LibCST: its text and the rules that apply to it."""
+    """A file the cheap stages pass on to LibCST: its text, the rules that apply to it and,
+    where the interpreter's tree was built, the estimated peak memory (bytes) of the rest
+    (:data:`PARSE_MEMORY_PER_NODE`; None: estimate from the size)."""
 
     text: str
     rules: tuple[Rule, ...]
+    memory: int | None = None
 
 
 def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
@@ -432,8 +364,10 @@ def _collector_paused() -> Iterator[None]:
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
-    if rules and not may_fire(data, rules):
-        return result  # no selected rule can fire here: the file is neither decoded nor parsed
+    if rules:
+        rules = _rules_in_bytes(data, rules)
+        if not rules:
+            return result  # no selected rule can fire here: the file is neither decoded nor parsed
     if len(data) > MAX_SOURCE_BYTES:
         size, limit = len(data) / 2**20, MAX_SOURCE_BYTES / 2**20
         result.findings.append(_parse_error(path, 1, 1, f"file too large to parse ({size:.1f} MiB > {limit:.0f} MiB)"))
@@ -448,10 +382,11 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
+    memory = None
     large = len(data) >= INTERPRETER_FIRST_ABOVE
-    # a backward call that looks like code: most likely a loop every loop rule reads, so the
-    # rules are not asked (that walk would cost more than the little it saves on such files)
-    loop_likely = bool(rules) and _code_use_likely(data, _BACKWARD_MARKERS)
+    # a backward call in the code: most likely a loop every loop rule reads, so the rules are
+    # not asked (that walk would cost more than the little it saves on such files)
+    loop_likely = bool(rules) and _calls_backward(data)
     if large or not loop_likely or _nests_deep(data):
         # no likely loop, a syntax check (no rules), or the file is large or nests deeply: the interpreter's
         # parser (an order of magnitude faster than LibCST's) decides, reporting a file that does not parse
@@ -467,8 +402,9 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
             result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
             return result
+        memory = PARSE_MEMORY_PER_NODE * sum(1 for _ in ast.walk(tree))
         del tree
-    return Screened(text, tuple(rules))
+    return Screened(text, tuple(rules), memory)
 
 
 def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:

@@ -4,8 +4,8 @@ The main process reads each file once, largest first, looks its hash up in the c
 runs the byte prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may
 fire on are parsed, by a pool of ``jobs`` worker processes (``jobs=1``: in this process)
 that gets each file as soon as it is found and the memory budget allows (a LibCST tree takes
-~400 bytes per source byte: two of a repository's largest files parsed at once would double
-the run's peak). Results are collected in file order, so the output never depends on the
+~2,600 bytes per node of the interpreter's tree: two of a repository's largest files parsed at
+once would double the run's peak). Results are collected in file order, so the output never depends on the
 number of workers or on which of them finished first.
 """
 
@@ -15,6 +15,7 @@ import bisect
 import functools
 import gc
 import os
+import re
 import signal
 import sys
 import threading
@@ -134,10 +135,17 @@ def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
     return noqa_report.UNUSED_NOQA_CODE in codes and not notebook.is_notebook(path) and b"noqa" in data.lower()
 
 
+#: ``noqa`` and, later on its line, ``acc`` (in the lowered bytes): where a directive may name an ACC code
+_MAY_NAME_ACC = re.compile(rb"noqa[^\n]*acc")
+
+
 def _unknown_noqa_codes(path: str, data: bytes) -> list[tuple[int, str]]:
     """``(line, code)`` for the ``ACC`` codes in this file's noqa directives that name no rule."""
-    if notebook.is_notebook(path) or b"noqa" not in data.lower():
+    if notebook.is_notebook(path):
         return []
+    lowered = data.lower()
+    if b"noqa" not in lowered or _MAY_NAME_ACC.search(lowered) is None:
+        return []  # decoded only where a directive may name an ACC code
     try:
         text = engine.decode_source(data)
     except (SyntaxError, UnicodeDecodeError):
@@ -168,7 +176,8 @@ def _exit_with_parent(parent: int) -> None:
 
 
 #: What the files being parsed at once may take together, estimated by
-#: :data:`~accumlint.engine.PARSE_MEMORY_PER_BYTE`: at least this much, or
+#: :data:`~accumlint.engine.PARSE_MEMORY_PER_NODE` (or, where no ``ast`` tree was built,
+#: :data:`~accumlint.engine.PARSE_MEMORY_PER_BYTE`): at least this much, or
 #: :data:`PARSE_BUDGET_PER_JOB` per worker on a machine with more than two. A file larger than
 #: the budget runs alone. On two cores (torch 2.13.0, transformers, diffusers, NeMo, fairseq:
 #: 7,848 files) this keeps the run near 260 MB (PSS, cheap stages beside it included) and costs no time; a
@@ -192,7 +201,10 @@ class _Job:
 
     @functools.cached_property
     def memory(self) -> int:
-        """The estimated peak memory (bytes) of this stage of checking the file."""
+        """The estimated peak memory (bytes) of this stage of checking the file: the cheap
+        stages' own estimate of the LibCST stage where they made one, else from the size."""
+        if self.screened is not None and self.screened.memory is not None:
+            return self.screened.memory
         return len(self.data) * (engine.PARSE_MEMORY_PER_BYTE if self.parses else engine.SCREEN_MEMORY_PER_BYTE)
 
     @functools.cached_property
@@ -413,6 +425,7 @@ def check_files(
     # index -> (path, bytes, digest, unknown noqa codes)
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
+    rules_for: dict[frozenset[str], list[engine.Rule]] = {}
     with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
         for index in _largest_first(files):
             scheduler.poll()  # a worker that finished a stage gets the next at once
@@ -441,8 +454,15 @@ def check_files(
                     continue
             unknown = _unknown_noqa_codes(path, data)
             warnings[index] = _unknown_noqa_warnings(path, unknown)
-            rules = engine.rules_for(codes)
-            if rules and not engine.may_fire(data, rules) and not _reports_unused_noqa(path, data, codes):
+            if codes not in rules_for:
+                rules_for[codes] = engine.rules_for(codes)
+            rules = rules_for[codes]
+            notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
+            if (
+                rules
+                and not engine.may_fire(data, rules, in_strings=notebook_json)
+                and not _reports_unused_noqa(path, data, codes)
+            ):
                 if cache is not None:
                     cache.put(path, digest, [], unknown)
                 continue

@@ -98,11 +98,13 @@ def test_syntax_error_is_reported_where_a_rule_needs_the_file() -> None:
     assert check_source("ok.py", b"x = 1\n").findings == []
 
 
-def test_marker_only_in_a_comment_skips_the_model_but_not_acc000() -> None:
-    """`backward` in a comment or string does not make a file relevant; it is still parsed."""
+def test_a_marker_only_in_a_comment_or_string_is_no_marker() -> None:
+    """`backward` in a comment or string does not make a file relevant: like a file without
+    markers, it is decided by its bytes, unparsed (no ACC000), unless only ACC000 is selected."""
     assert check_source("notes.py", b"# call loss.backward() per microbatch\nx = 'backward'\n").findings == []
-    broken = check_source("notes.py", b"# loss.backward()\ndef f(:\n")
-    assert codes_at(broken) == [("ACC000", 2, 7)]
+    broken = b"# loss.backward()\ns = 'loss.backward()'\ndef f(:\n"
+    assert check_source("notes.py", broken).findings == []
+    assert codes_at(check_source("notes.py", broken, [])) == [("ACC000", 3, 7)]
 
 
 def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:

@@ -8,16 +8,25 @@ new rules and examples are covered as they are added) is kept for the codes it e
 from __future__ import annotations
 
 import ast
+import io
+import json
 import re
+import tokenize
+from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accumlint import engine
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, may_fire, rules_for
+from accumlint.model import frameworks as fw
+from accumlint.prefilter import MarkerSearch, NeedlePattern, is_use
 from accumlint.source_facts import source_facts
+from tests.test_applicability import corpus_loop_files
 
 REPO = Path(__file__).resolve().parents[1]
 EXPECT = re.compile(r"#\s*expect:\s*(ACC\d{3}(?:\s*,\s*ACC\d{3})*)")
@@ -77,7 +86,7 @@ def test_the_prefilter_loses_no_finding_on_the_catalogue(monkeypatch: pytest.Mon
     assert len(examples) >= 60
     filtered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
     monkeypatch.setattr(engine, "may_fire", lambda data, rules: True)
-    monkeypatch.setattr(engine, "_code_use_likely", lambda data, rules: True)  # straight to LibCST
+    monkeypatch.setattr(engine, "_calls_backward", lambda data: True)  # straight to LibCST
     unfiltered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
     assert filtered == unfiltered
     assert sum(len(findings) for findings in filtered.values()) >= 30
@@ -102,7 +111,7 @@ MARKERS = frozenset({"backward", "training_step"})
     ],
 )
 def test_markers_are_names_called_or_defined(source: bytes, used: bool) -> None:
-    assert any(next(engine._marker_uses(source, m.encode()), None) is not None for m in MARKERS) is used
+    assert any(MarkerSearch([m.encode()]).uses(source) for m in MARKERS) is used
     facts = source_facts(ast.parse(source))
     assert (facts.calls(MARKERS) or facts.defines(MARKERS)) is used  # the ast counterpart
 
@@ -115,10 +124,10 @@ def test_markers_are_names_called_or_defined(source: bytes, used: bool) -> None:
         b"s = 'call loss.backward() per microbatch'\n",
     ],
 )
-def test_markers_only_in_strings_and_comments_pass_the_bytes_but_not_the_ast_stage(source: bytes) -> None:
-    assert any(next(engine._marker_uses(source, m.encode()), None) is not None for m in MARKERS)
+def test_markers_only_in_strings_and_comments_are_no_use(source: bytes) -> None:
+    assert not any(MarkerSearch([m.encode()]).uses(source) for m in MARKERS)
     facts = source_facts(ast.parse(source))
-    assert not (facts.calls(MARKERS) or facts.defines(MARKERS))
+    assert not (facts.calls(MARKERS) or facts.defines(MARKERS))  # the ast stage agrees
 
 
 def test_a_docstring_only_file_is_never_given_to_libcst(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,8 +150,10 @@ def test_a_rule_without_markers_sees_every_file() -> None:
         code = "ACC999"
         markers = ()
 
-    assert engine._marker_bytes((Everywhere(),)) is None
-    assert may_fire(b"x = 1\n", [Everywhere()])
+    everywhere = Everywhere()
+    assert engine._marker_bytes((everywhere,)) == ()
+    assert engine._rules_in_bytes(b"x = 1\n", [everywhere, *rules_for(["ACC001"])]) == [everywhere]
+    assert may_fire(b"x = 1\n", [everywhere])
     assert Everywhere().applies(source_facts(ast.parse("x = 1\n")))
 
 
@@ -154,15 +165,37 @@ def test_a_rule_without_markers_sees_every_file() -> None:
         (b'"""\n    >>> loss.backward()\n"""\n', False),
         (b"def f():\n    '''\n    loss.backward()\n    '''\n", False),
         (b"x = 1  # then loss.backward()\n", False),
-        (b"    ... loss.backward()\n", False),
+        (b"s = 'it\\'s loss.backward()'\n", False),  # an escaped quote does not end the string
+        (b's = "a\\\\"; loss.backward()\n', True),  # an escaped backslash does not escape the quote
+        (b"s = '''a''' ; loss.backward()  # c\n", True),
+        (b"s = 'unterminated\nloss.backward()\n", True),  # a single-quoted string ends with its line
+        (b'print(f"{loss.backward()}")\n', True),  # an f-string's replacement fields are code
+        (b'x = rf"""{loss.backward()}"""\n', True),
+        (b'if"x":loss.backward()\n', True),  # the f of `if` is no prefix
+        (b'x = f  # c\ny = "loss.backward()"\n', False),
+        (b"# -*- coding: latin-1 -*-\n'loss.backward()'\n", False),
+        (b"# -*- coding: shift_jis -*-\n'loss.backward()'\n", True),  # its bytes are not scanned
+        # a file that does not decode is not scanned either (where a rule reads it: ACC000)
+        (b"x = '\xff'\n'loss.backward()'\n", True),
+        (b"# coding: ascii\nx = '\xc3\xa9'\n'loss.backward()'\n", True),
     ],
 )
-def test_the_guess_that_a_marker_is_code(source: bytes, code: bool) -> None:
-    start = next(engine._marker_uses(source, b"backward"))
-    assert engine._looks_like_code(source, start) is code
+def test_uses_in_strings_and_comments_are_dropped(source: bytes, code: bool) -> None:
+    assert bool(MarkerSearch([b"backward"]).uses(source)) is code
+    assert MarkerSearch([b"backward"]).uses(source, in_strings=True)  # a notebook's JSON: all count
+    if not any(unscanned in source for unscanned in (b"shift_jis", b"unterminated", b"\xff", b"ascii")):
+        assert bool(one_search_per_marker(source, [b"backward"])) is code  # the tokenizer agrees
 
 
-def test_the_ast_stage_runs_unless_a_backward_call_looks_like_code(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_notebooks_json_counts_the_uses_in_its_strings() -> None:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": "for b in loader:\n    loss.backward()\n"}
+    data = json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+    rules = rules_for(["ACC001"])
+    assert not may_fire(data, rules)  # as Python source the whole notebook is one big string
+    assert may_fire(data, rules, in_strings=True)
+
+
+def test_the_ast_stage_runs_unless_the_code_calls_backward(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
     real = engine._interpreter_parse
 
@@ -173,25 +206,49 @@ def test_the_ast_stage_runs_unless_a_backward_call_looks_like_code(monkeypatch: 
     monkeypatch.setattr(engine, "_interpreter_parse", spy)
     check_source("train.py", b"for batch in loader:\n    loss.backward()\n")
     assert seen == []
-    check_source("doc.py", b'"""Call loss.backward()."""\n')
-    assert seen == ['"""Call loss.backward()."""\n']
-    seen.clear()
-    check_source("gpus.py", b"n = torch.cuda.device_count()\n")  # a marker, but no backward: the rules decide
-    assert seen == ["n = torch.cuda.device_count()\n"]
+    check_source("doc.py", b'"""Call loss.backward()."""\n')  # no use: the bytes decide
+    assert seen == []
+    check_source("gpus.py", b"n = torch.cuda.device_count()\naccum = 4\n")  # no backward: the rules decide
+    assert seen == ["n = torch.cuda.device_count()\naccum = 4\n"]
     # without the ast stage a syntax error still gets ACC000, at the interpreter's position
     broken = check_source("broken.py", b"loss.backward()\ndef f(:\n")
     assert [(f.code, f.line, f.column) for f in broken.findings] == [("ACC000", 2, 7)]
 
 
-def test_markers_that_share_a_long_substring_are_searched_for_by_it() -> None:
-    markers = [b"backward", b"manual_backward", b"clip_grad_norm_", b"clip_gradients", b"DDP", b"FSDP"]
-    anchors = {anchor.text: sorted(m for m, _ in anchor.members) for anchor in engine._anchors(markers)}
-    assert anchors == {
-        b"backward": [b"backward", b"manual_backward"],
-        b"clip_grad": [b"clip_grad_norm_", b"clip_gradients"],
-        b"DDP": [b"DDP"],
-        b"FSDP": [b"FSDP"],
-    }
+def prose_spans(data: bytes) -> list[tuple[int, int]]:
+    """The byte spans of the comments and of the strings other than f-strings, by the standard
+    tokenizer (the oracle of the byte scan)."""
+    lines = data.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    text = [line.decode(encoding) for line in lines]
+
+    def offset(row: int, column: int) -> int:
+        return offsets[row - 1] + len(text[row - 1][:column].encode(encoding)) if row <= len(lines) else offsets[-1]
+
+    spans = []
+    for token in tokenize.tokenize(io.BytesIO(data).readline):
+        prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))]
+        if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and "f" not in prefix.lower()):
+            spans.append((offset(*token.start), offset(*token.end)))
+    return spans
+
+
+def one_search_per_marker(
+    data: bytes, markers: Iterable[bytes], spans: list[tuple[int, int]] | None = None
+) -> list[int]:
+    """The oracle of the single pass: every occurrence of every marker, checked one by one,
+    outside the strings and comments that the standard tokenizer finds (``spans``, if given)."""
+    starts = {(m.start(), marker) for marker in markers for m in re.finditer(re.escape(marker), data)}
+    spans = spans if spans is not None or not starts else prose_spans(data)
+    return sorted(
+        {start for start, marker in starts if is_use(data, start, marker) and not any(a <= start < b for a, b in spans)}
+    )
+
+
+ALL_MARKERS = engine._marker_bytes(tuple(engine.ALL_RULES_INSTANCES))
 
 
 @pytest.mark.parametrize(
@@ -200,28 +257,79 @@ def test_markers_that_share_a_long_substring_are_searched_for_by_it() -> None:
         b"self.manual_backward(loss)\n",
         b"torch.nn.utils.clip_grad_value_(params, 1.0)\n",
         b"fabric.clip_gradients(model, opt)\n",
-        b"model = FullyShardedDataParallel(model)\n",
+        b"model = FullyShardedDataParallel(model)\nm = FSDP(m)\n",
         b"dist.init_distributed(backend)\n",
         b"x = my_clip_grad_norm_(p)\nregister_backward_hook(h)\n",
         b"clip_grad_norm_ = 1\nmanual_backward = None\n",
+        b"clip_grad_norm(p)\nclip_grad_norm_(p)\n",  # a marker that is a prefix of another, both used
+        b"backward_manual_backward(x)\nmanual_backward(x)backward(y)\n",  # overlaps, back to back
     ],
 )
-def test_the_grouped_search_finds_what_one_search_per_marker_finds(source: bytes) -> None:
-    rules = list(engine.ALL_RULES_INSTANCES)
-    markers = engine._marker_bytes(tuple(rules))
-    assert markers is not None
-    per_marker = any(next(engine._marker_uses(source, m), None) is not None for m in markers)
-    assert may_fire(source, rules) is per_marker
-    assert sum(len(anchor.members) for anchor in engine._rule_anchors(tuple(rules))) == len(markers)
+def test_the_single_pass_finds_what_one_search_per_marker_finds(source: bytes) -> None:
+    assert len(ALL_MARKERS) >= 15
+    assert list(MarkerSearch(ALL_MARKERS).uses(source)) == one_search_per_marker(source, ALL_MARKERS)
+    used = {marker for marker in ALL_MARKERS if one_search_per_marker(source, [marker])}
+    assert MarkerSearch(ALL_MARKERS).used(source) == used
 
 
-def test_the_grouped_search_agrees_on_the_catalogue() -> None:
-    rules = list(engine.ALL_RULES_INSTANCES)
-    markers = engine._marker_bytes(tuple(rules))
-    assert markers is not None
-    for path in [*catalogue_examples(), *REPO.glob("examples/*.py"), *REPO.glob("accumlint/**/*.py")]:
+def test_the_single_pass_agrees_on_the_catalogue_and_the_corpus() -> None:
+    """Every rule's markers alone and all of them together, on every example, accumlint's own
+    source and (where ``../shared`` and the package index are at hand) the corpus loop files."""
+    paths = [*catalogue_examples(), *REPO.glob("examples/*.py"), *REPO.glob("accumlint/**/*.py")]
+    paths += corpus_loop_files()
+    marker_sets = [ALL_MARKERS, *(engine._marker_bytes((rule,)) for rule in engine.ALL_RULES_INSTANCES)]
+    searches = [(MarkerSearch(markers), markers) for markers in marker_sets if markers]
+    found = 0
+    for path in paths:
         data = path.read_bytes()
-        for rule in rules:
-            own = engine._marker_bytes((rule,)) or ()
-            expected = any(next(engine._marker_uses(data, m), None) is not None for m in own)
-            assert may_fire(data, [rule]) is expected, (path, rule.code)
+        spans = prose_spans(data)
+        for search, markers in searches:
+            expected = one_search_per_marker(data, markers, spans)
+            assert list(search.uses(data)) == expected, (path, markers)
+            found += len(expected)
+    assert found >= 100
+
+
+@pytest.mark.parametrize("markers", [[b"loss.backward"], [b"zero grad"], [b""], []])
+def test_a_marker_must_be_an_identifier(markers: list[bytes]) -> None:
+    with pytest.raises(ValueError, match="identifiers"):
+        MarkerSearch(markers)
+
+
+def test_a_rules_second_byte_test_is_read_only_with_its_markers() -> None:
+    (rule,) = rules_for(["ACC404"])
+    assert rule.requires is not None
+    assert may_fire(b"n = torch.cuda.device_count()\nga_steps = 8 // n\n", [rule])
+    assert not may_fire(b"n = torch.cuda.device_count()\nbatch = 8 // n\n", [rule])  # no name of A
+    assert not may_fire(b"gradient_accumulation_steps = 4\n", [rule])  # no marker
+    # with another rule selected, its markers alone still keep the file
+    assert may_fire(b"n = torch.cuda.device_count()\nloss.backward()\n", rules_for(["ACC404", "ACC001"]))
+
+
+ASCII_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
+
+
+@given(
+    name=st.one_of(
+        ASCII_NAME,
+        st.from_regex(fw.ACCUMULATION_NAME.pattern.encode(), fullmatch=False).filter(bytes.isascii).map(bytes.decode),
+        st.from_regex(fw.GLOBAL_BATCH_NAME.pattern.encode(), fullmatch=False).filter(bytes.isascii).map(bytes.decode),
+    ),
+    before=st.sampled_from(["", "self.", "cfg.args."]),
+)
+def test_the_byte_pattern_of_a_names_holds_wherever_the_names_match(name: str, before: str) -> None:
+    """``A_OR_GLOBAL_BATCH_BYTES`` is a superset of ACC404's own name test on ASCII names."""
+    if fw.ACCUMULATION_NAME.search(name) or fw.GLOBAL_BATCH_NAME.match(name):
+        source = f"{before}{name} = world * 8\n".encode()
+        assert fw.A_OR_GLOBAL_BATCH_BYTES.search(source), name
+
+
+def test_a_needle_pattern_tries_its_pattern_where_each_needle_starts() -> None:
+    pattern = NeedlePattern({b"ga": rb"ga(s)?(?![a-z_])", b"gas_": rb"gas_steps"})
+    assert pattern.search(b"self.GAS = 4\n")  # any case
+    assert pattern.search(b"x = ga\n")
+    assert not pattern.search(b"omega_gamma = 1\nlegacy = 2\n")  # needles found, patterns not
+    assert pattern.search(b"n = gas_steps\n")  # two needles at one offset: both tried
+    assert not pattern.search(b"")
+    with pytest.raises(ValueError, match="lowercase"):
+        NeedlePattern({b"GA": b"ga"})

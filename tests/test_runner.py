@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import multiprocessing
 import os
@@ -109,8 +110,8 @@ def test_a_warm_run_only_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     enabled = resolve_selection([])
     cache = ResultCache.load(tmp_path / "cache", "key")
     cold = runner.check_files(files, settings, enabled, jobs=2, cache=cache)
-    # the byte prefilter decides model_* and broken_plain.py (doc.py needs the ast stage)
-    assert (cold.cached, cold.parsed) == (0, len(files) - 3)
+    # the byte prefilter decides model_*, broken_plain.py and doc.py (its backward is prose)
+    assert (cold.cached, cold.parsed) == (0, len(files) - 4)
 
     def refuse(*args: object) -> object:
         raise AssertionError("a warm run parsed a file")
@@ -321,3 +322,19 @@ def test_a_file_libcst_must_read_comes_back_before_the_cheap_stages() -> None:
     assert pool.stages[4:] == [("loop.py", True)]
     pool.sent[4][1].set_result(engine.FileResult("loop.py"))
     assert sorted(scheduler.collect()) == [0, 1, 2]
+
+
+def test_a_libcst_stage_is_budgeted_by_the_estimate_of_the_cheap_stages() -> None:
+    """Per node of the interpreter's tree where the cheap stages built one, else per source byte."""
+    line = b"x = 1  # a comment: bytes, no nodes" + b"." * 100 + b"\n"
+    data = b"for batch in loader:\n    loss.backward()\n" + line * 600
+    assert len(data) >= engine.INTERPRETER_FIRST_ABOVE
+    screened = engine.screen("train.py", data)
+    assert isinstance(screened, engine.Screened)
+    nodes = sum(1 for _ in ast.walk(ast.parse(data)))
+    assert screened.memory == nodes * engine.PARSE_MEMORY_PER_NODE
+    assert runner._Job(0, "train.py", data, frozenset(), screened).memory == screened.memory
+    assert screened.memory < len(data) * engine.PARSE_MEMORY_PER_BYTE / 2  # comments cost no nodes
+    small = engine.screen("loop.py", b"for batch in loader:\n    loss.backward()\n")
+    assert isinstance(small, engine.Screened) and small.memory is None  # no ast stage: by the size
+    assert runner._Job(0, "loop.py", b"x" * 50, frozenset(), small).memory == 50 * engine.PARSE_MEMORY_PER_BYTE

@@ -11,6 +11,7 @@ import libcst as cst
 from accumlint.findings import Severity
 from accumlint.model import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS
+from accumlint.prefilter import NeedlePattern
 from accumlint.source_facts import SourceFacts
 
 if TYPE_CHECKING:
@@ -45,6 +46,10 @@ class Rule:
     #: Source substrings without which the rule cannot fire (the engine skips the model when a
     #: file holds none of the selected rules' markers; empty: always run). Every loop rule needs a backward.
     markers: ClassVar[tuple[bytes, ...]] = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
+    #: For a rule whose markers are common names (ACC404: ``device_count``): a pattern the bytes
+    #: must match as well, searched for only in a file where one of the markers is used. None:
+    #: the markers decide alone.
+    requires: ClassVar[NeedlePattern | None] = None
 
     def applies(self, facts: SourceFacts) -> bool:
         """Whether the rule may fire on a module with these facts: False only where its check

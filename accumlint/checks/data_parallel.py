@@ -75,6 +75,8 @@ class EffectiveBatchCountsDevices(Rule):
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
     markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
+    # and the name the statement it flags assigns to (the bytes' counterpart of applies())
+    requires = fw.A_OR_GLOBAL_BATCH_BYTES
 
     def applies(self, facts: SourceFacts) -> bool:
         """An assignment to a name of A or of an effective/global batch: the statement it flags."""

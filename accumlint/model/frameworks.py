@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from accumlint.model.kinds import Role
+from accumlint.prefilter import NeedlePattern
 
 # --- constructors: qualified callee → role of the value it returns -------------------------
 
@@ -434,6 +435,24 @@ MODEL_PARALLEL_NAME = re.compile(
 #: Effective / global batch names (A is recognised by ``ACCUMULATION_NAME``).
 GLOBAL_BATCH_NAME = re.compile(
     r"^(global|total|effective|eff)_\w*batch\w*$|^tokens_per_(iter|iteration|step|update)$", re.I)
+#: What a file's bytes hold wherever it names A (``ACCUMULATION_NAME``) or a global batch
+#: (``GLOBAL_BATCH_NAME``): the two patterns with their anchors loosened, so a match of either
+#: in a name spelled in ASCII implies a match here. Strings and comments match too: the
+#: ``ast`` stage decides those.
+_NAME_END = rb"(?![a-z0-9_\x80-\xff])"
+A_OR_GLOBAL_BATCH_BYTES = NeedlePattern(
+    {
+        b"accum": b"accum",  # also accumulat, iters_to_accumulate, accumulative_counts
+        b"grad": rb"grad(ient)?_?acc",
+        b"ga": rb"ga(s|_steps)?" + _NAME_END,
+        b"update_freq": b"update_freq",
+        b"micro": rb"micro_?(steps|batches)",  # also num_micro_batches, n_micro_batches
+        b"global_": rb"global_[a-z0-9_\x80-\xff]*batch",
+        b"total_": rb"total_[a-z0-9_\x80-\xff]*batch",
+        b"eff": rb"eff(ective)?_[a-z0-9_\x80-\xff]*batch",
+        b"tokens_per_": rb"tokens_per_(iter|step|update)",
+    }
+)
 
 #: Reductions whose result is the sum over replicas. In place: torch 2.13.0
 #: ``distributed_c10d.all_reduce(tensor, op=ReduceOp.SUM)``. Returned: accelerate 1.15.0
