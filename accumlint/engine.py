@@ -107,9 +107,9 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
-def _calls_backward(data: bytes) -> bool:
-    """Whether the code of ``data`` calls one of :data:`_BACKWARD_MARKERS` (from the bytes alone)."""
-    return bool(marker_search(_BACKWARD_MARKERS).uses(data))
+def _calls_backward(used: set[bytes]) -> bool:
+    """Whether the markers a file's code uses include one of :data:`_BACKWARD_MARKERS`."""
+    return not used.isdisjoint(_BACKWARD_MARKERS)
 
 
 def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) -> bool:
@@ -123,13 +123,14 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) ->
     never dropped for its encoding (a multibyte encoding can only add false matches).
     ``in_strings``: uses in strings and comments count too (a notebook's JSON).
     """
-    return bool(_rules_in_bytes(data, rules, in_strings))
-
-
-def _rules_in_bytes(data: bytes, rules: Sequence[Rule], in_strings: bool = False) -> list[Rule]:
-    """The rules of ``rules`` that may fire on ``data`` by its bytes (see :func:`may_fire`)."""
     markers = _marker_bytes(tuple(rules))
     used = marker_search(markers).used(data, in_strings) if markers else set()
+    return bool(_rules_in_bytes(data, rules, used))
+
+
+def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> list[Rule]:
+    """The rules of ``rules`` that may fire on ``data``, whose code uses the markers ``used``
+    (see :func:`may_fire`)."""
     return [
         rule
         for rule in rules
@@ -142,6 +143,12 @@ def _rules_in_bytes(data: bytes, rules: Sequence[Rule], in_strings: bool = False
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
     """The union of the markers of ``rules`` (a rule without markers adds none: it may fire anywhere)."""
     return tuple(sorted({marker for rule in rules for marker in rule.markers}))
+
+
+@functools.lru_cache(maxsize=64)
+def _screen_markers(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
+    """The markers of ``rules`` and :data:`_BACKWARD_MARKERS`: the cheap stages search for both in one pass."""
+    return tuple(sorted({*_marker_bytes(rules), *_BACKWARD_MARKERS}))
 
 
 def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
@@ -364,8 +371,10 @@ def _collector_paused() -> Iterator[None]:
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
+    used: set[bytes] = set()
     if rules:
-        rules = _rules_in_bytes(data, rules)
+        used = marker_search(_screen_markers(tuple(rules))).used(data)
+        rules = _rules_in_bytes(data, rules, used)
         if not rules:
             return result  # no selected rule can fire here: the file is neither decoded nor parsed
     if len(data) > MAX_SOURCE_BYTES:
@@ -386,7 +395,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
     large = len(data) >= INTERPRETER_FIRST_ABOVE
     # a backward call in the code: most likely a loop every loop rule reads, so the rules are
     # not asked (that walk would cost more than the little it saves on such files)
-    loop_likely = bool(rules) and _calls_backward(data)
+    loop_likely = bool(rules) and _calls_backward(used)
     if large or not loop_likely or _nests_deep(data):
         # no likely loop, a syntax check (no rules), or the file is large or nests deeply: the interpreter's
         # parser (an order of magnitude faster than LibCST's) decides, reporting a file that does not parse

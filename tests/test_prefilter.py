@@ -86,7 +86,7 @@ def test_the_prefilter_loses_no_finding_on_the_catalogue(monkeypatch: pytest.Mon
     assert len(examples) >= 60
     filtered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
     monkeypatch.setattr(engine, "may_fire", lambda data, rules: True)
-    monkeypatch.setattr(engine, "_calls_backward", lambda data: True)  # straight to LibCST
+    monkeypatch.setattr(engine, "_calls_backward", lambda used: True)  # straight to LibCST
     unfiltered = {path: check_source(str(path), path.read_bytes()).findings for path in examples}
     assert filtered == unfiltered
     assert sum(len(findings) for findings in filtered.values()) >= 30
@@ -152,7 +152,7 @@ def test_a_rule_without_markers_sees_every_file() -> None:
 
     everywhere = Everywhere()
     assert engine._marker_bytes((everywhere,)) == ()
-    assert engine._rules_in_bytes(b"x = 1\n", [everywhere, *rules_for(["ACC001"])]) == [everywhere]
+    assert engine._rules_in_bytes(b"x = 1\n", [everywhere, *rules_for(["ACC001"])], set()) == [everywhere]
     assert may_fire(b"x = 1\n", [everywhere])
     assert Everywhere().applies(source_facts(ast.parse("x = 1\n")))
 
