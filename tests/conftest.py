@@ -96,3 +96,25 @@ def fake_rules(monkeypatch: pytest.MonkeyPatch) -> list[type[Rule]]:
     """Replace the registry with three fake rules: ACC001 and ACC301 (on), ACC901 (off by default)."""
     install_rules(monkeypatch, FAKE_RULES)
     return FAKE_RULES
+
+
+#: The slow tier (``pytest -m slow``; the fast tier is ``-m "not slow"``): tests that run torch,
+#: the runtime guard, a subprocess per example, worker processes or the fuzzer. Listed here, in
+#: one place, by module (every test in it) or by ``module::test``; ``@pytest.mark.slow`` on a
+#: test works as well.
+SLOW_MODULES = ("test_guard_", "test_fuzz", "test_precommit", "test_fix_safety", "test_new_rule")
+SLOW_TESTS = frozenset({
+    "test_catalogue.py::test_example_runs_on_cpu",
+    "test_fixes.py::test_fix_repairs_every_bad_example",
+    "test_registry.py::test_import_runtime_guard_loads_no_libcst",
+    "test_registry.py::test_the_guard_prints_the_specs_words",
+    "test_registry.py::test_a_run_answered_from_the_cache_loads_neither_libcst_nor_the_rules",
+    "test_registry.py::test_the_spec_loads_neither_libcst_nor_torch",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.name
+        if module.startswith(SLOW_MODULES) or f"{module}::{item.originalname}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
