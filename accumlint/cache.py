@@ -9,9 +9,10 @@ invalidates the cache), the Python and LibCST versions (the parsers), the rule
 registry, the enabled codes, ``per-file-ignores`` and the project root. A warm run over
 an unchanged tree therefore only reads and hashes the files.
 
-The cache is the one thing the linter writes unasked, as ruff does: the directory holds
-a ``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``; the file is replaced atomically; a
-corrupt, unreadable or unwritable cache is ignored (the run checks the files anew).
+The cache is the one thing the linter writes unasked, as ruff does, and only into a directory
+of its own (:mod:`accumlint.cache_dir`: created with a ``CACHEDIR.TAG`` and a ``.gitignore``
+of ``*``); the file is replaced atomically; a corrupt, unreadable or unwritable cache is
+ignored (the run checks the files anew).
 Entries not seen for :data:`MAX_UNSEEN_DAYS` days are dropped when the file is written.
 """
 
@@ -23,8 +24,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import secrets
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,20 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accumlint import __version__
+from accumlint import __version__, cache_dir
+from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
 
-CACHE_DIR_NAME = ".accumlint_cache"
+__all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
+
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
 FORMAT = 2
 MAX_UNSEEN_DAYS = 30
-CACHEDIR_TAG = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by accumlint.\n"
-    "# For information about cache directory tags see https://bford.info/cachedir/\n"
-)
-GITIGNORE = "# Automatically created by accumlint.\n*\n"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -144,7 +139,7 @@ def _today() -> int:
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a new file in the same directory and a rename, so a
     reader sees the old file or the new one, never a part (the umask sets the mode)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    temporary = path.with_name(cache_dir.temporary_name(path.name))
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -236,34 +231,10 @@ class ResultCache:
             if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
         }
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)):
-                if not (self.directory / name).exists():
-                    _atomic_write(self.directory / name, text)
+            if not cache_dir.create(self.directory):
+                return  # made meanwhile by someone else, and not accumlint's: leave it alone
+            self.file.parent.mkdir(exist_ok=True)
             _atomic_write(self.file, json.dumps({"format": FORMAT, "files": files}, separators=(",", ":")))
         except OSError:
             return
         self._dirty = False
-
-
-class NotACacheError(Exception):
-    """``accumlint clean`` was pointed at a directory that accumlint did not create."""
-
-
-def clean(directory: Path) -> bool:
-    """Remove the cache directory; False if there was none.
-
-    Raises :class:`NotACacheError` for a directory without accumlint's ``CACHEDIR.TAG``
-    (a mistyped ``--cache-dir`` must not delete someone's files).
-    """
-    if not directory.exists():
-        return False
-    tag = directory / "CACHEDIR.TAG"
-    try:
-        ours = tag.read_text(encoding="utf-8") == CACHEDIR_TAG
-    except (OSError, UnicodeDecodeError):
-        ours = False
-    if not ours:
-        raise NotACacheError(f"{directory}: not an accumlint cache (no CACHEDIR.TAG written by accumlint); not removed")
-    shutil.rmtree(directory)
-    return True

@@ -207,22 +207,172 @@ def test_clean_removes_the_cache(project: Path) -> None:
     assert run("clean").output == f"No cache at {project / cache.CACHE_DIR_NAME}\n"
 
 
-def test_clean_refuses_a_directory_accumlint_did_not_create(project: Path) -> None:
+# --- the cache directory is accumlint's own (issue 19): nothing else is written or removed ---
+
+
+def snapshot(top: Path) -> dict[str, tuple[str, bytes | str, int]]:
+    """Every entry under ``top`` (``.git`` included): kind, bytes or link target, mode."""
+    found: dict[str, tuple[str, bytes | str, int]] = {}
+    for path in sorted(top.rglob("*")):
+        mode = path.lstat().st_mode
+        if path.is_symlink():
+            found[str(path.relative_to(top))] = ("link", os.readlink(path), mode)
+        elif path.is_dir():
+            found[str(path.relative_to(top))] = ("dir", b"", mode)
+        else:
+            found[str(path.relative_to(top))] = ("file", path.read_bytes(), mode)
+    return found
+
+
+def a_repository(top: Path) -> Path:
+    """A small repository: a `.git`, a README, a package with a bug in it."""
+    (top / ".git" / "objects").mkdir(parents=True)
+    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (top / ".git" / "objects" / "ab").write_bytes(b"\x00\x01blob")
+    (top / "README.md").write_text("# precious\n", encoding="utf-8")
+    (top / "src").mkdir()
+    (top / "src" / "train.py").write_text(BUGGY, encoding="utf-8")
+    return top
+
+
+def test_cache_dir_dot_neither_writes_into_nor_cleans_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `check --cache-dir . src; clean --cache-dir .` deleted the project."""
+    monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
+    project = a_repository(tmp_path / "project")
+    monkeypatch.chdir(project)
+    before = snapshot(project)
+    result = run("check", "--cache-dir", ".", "src")
+    assert result.exit_code == 1
+    refused = f"warning: cache not used: {project}: not used as the cache directory: it contains {project}"
+    assert refused in result.output
+    assert snapshot(project) == before  # no CACHEDIR.TAG, no .gitignore of `*`
+    cleaned = run("clean", "--cache-dir", ".")
+    assert cleaned.exit_code == 2
+    assert "not used as the cache directory: it contains" in cleaned.output
+    assert snapshot(project) == before
+
+
+def test_a_home_directory_as_cache_dir_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `ACCUMLINT_CACHE_DIR=<home>` deleted the home directory."""
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    (home / ".bashrc").write_text("export PATH\n", encoding="utf-8")
+    (home / ".config" / "settings.ini").write_bytes(b"[a]\nb = 1\n")
+    project = a_repository(home / "work")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(home))
+    monkeypatch.chdir(project)
+    before = snapshot(home)
+    result = run("check", "src")
+    assert result.exit_code == 1
+    assert "warning: cache not used:" in result.output
+    assert snapshot(home) == before
+    assert run("clean").exit_code == 2
+    assert snapshot(home) == before
+
+
+def test_a_folder_accumlint_did_not_make_gets_a_cache_folder_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """A home-like folder that holds no project: the cache goes to `.accumlint_cache` inside it,
+    and `clean` removes that and nothing else."""
+    folder = tmp_path / "folder"
+    (folder / "Documents").mkdir(parents=True)
+    (folder / "Documents" / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    (folder / ".gitignore").write_text("*.log\n", encoding="utf-8")  # someone's own ignore file
+    (folder / "0.1.0").mkdir()  # named like a version folder, but not accumlint's
+    (folder / "0.1.0" / "0123456789abcdef0123456789abcdef.json").write_text("{}", encoding="utf-8")
+    project = a_repository(tmp_path / "project")
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(folder))
+    monkeypatch.chdir(project)
+    before = snapshot(folder)
+    assert run("check", "src").exit_code == 1
+    inner = folder / cache.CACHE_DIR_NAME
+    assert (inner / "CACHEDIR.TAG").read_text(encoding="utf-8") == CACHEDIR_TAG
+    assert (inner / ".gitignore").read_text(encoding="utf-8") == GITIGNORE
+    assert {k: v for k, v in snapshot(folder).items() if not k.startswith(cache.CACHE_DIR_NAME)} == before
+    result = run("clean")
+    assert (result.exit_code, result.output) == (0, f"Removed {inner}\n")
+    assert snapshot(folder) == before
+
+
+def test_a_vendored_config_cannot_point_the_cache_at_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `vendor/lib/pyproject.toml` with `cache-dir = "../.."` wrote `.gitignore: *`
+    into the repository root, and `clean` then deleted the repository, `.git` included."""
+    monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
+    repository = a_repository(tmp_path / "repo")
+    vendored = repository / "vendor" / "lib"
+    vendored.mkdir(parents=True)
+    (vendored / "pyproject.toml").write_text('[tool.accumlint]\ncache-dir = "../.."\n', encoding="utf-8")
+    (vendored / "train.py").write_text(BUGGY, encoding="utf-8")
+    monkeypatch.chdir(vendored)
+    before = snapshot(repository)
+    result = run("check")
+    assert result.exit_code == 1
+    assert "warning: cache not used:" in result.output and "it contains" in result.output
+    assert snapshot(repository) == before
+    assert not (repository / ".gitignore").exists()
+    assert run("clean").exit_code == 2
+    assert snapshot(repository) == before
+
+
+def test_a_tagged_directory_holding_other_files_is_not_used_and_clean_keeps_them(project: Path) -> None:
+    concise("--cache-dir", "lint-cache")
+    directory = project / "lint-cache"
+    (directory / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    (directory / cache.__version__ / "mine.json").write_text("{}", encoding="utf-8")
+    os.symlink(project / "train.py", directory / cache.__version__ / ("f" * 32 + ".json"))  # named like an entry
+    kept = {k: v for k, v in snapshot(directory).items() if k in {"notes.txt", f"{cache.__version__}/mine.json"}}
+    result = run("check", "--cache-dir", "lint-cache", "--exit-zero")
+    assert "holds files accumlint did not write" in result.output
+    result = run("clean", "--cache-dir", "lint-cache")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"Removed accumlint's files from {directory}; kept 3 it did not write")
+    assert not (directory / "CACHEDIR.TAG").exists() and not (directory / ".gitignore").exists()
+    assert sorted(p.name for p in (directory / cache.__version__).iterdir()) == ["f" * 32 + ".json", "mine.json"]
+    assert {k: v for k, v in snapshot(directory).items() if k in kept} == kept
+    assert (project / "train.py").read_text(encoding="utf-8") == BUGGY  # the link was not followed
+
+
+def test_clean_refuses_a_directory_with_a_forged_tag_only_where_protected(project: Path) -> None:
+    """An accumlint tag planted in the project root does not make the project a cache."""
+    (project / "CACHEDIR.TAG").write_text(CACHEDIR_TAG, encoding="utf-8")
+    before = snapshot(project)
+    assert run("clean", "--cache-dir", ".").exit_code == 2
+    assert snapshot(project) == before
+
+
+def test_clean_of_a_folder_without_a_cache(project: Path) -> None:
     precious = project / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    before = snapshot(precious)
     result = run("clean", "--cache-dir", str(precious))
-    assert result.exit_code == 2
-    assert "not an accumlint cache" in result.output
-    assert (precious / "notes.txt").is_file()
+    assert (result.exit_code, result.output) == (0, f"No cache at {precious}\n")
+    assert snapshot(precious) == before
+
+
+def test_a_concurrent_creation_leaves_one_directory(tmp_path: Path) -> None:
+    from accumlint import cache_dir
+
+    target = tmp_path / "c"
+    assert cache_dir.create(target) and cache_dir.create(target)  # the second finds it made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no temporary sibling left
+    assert cache_dir.foreign_entries(target) == []
 
 
 def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = ResultCache(tmp_path, "key")
+    store = ResultCache(tmp_path / "cache", "0" * 32)
     store.put("old.py", "d1", [])
     store.save()
     monkeypatch.setattr(cache, "_today", lambda: store._today + cache.MAX_UNSEEN_DAYS + 1)
-    later = ResultCache.load(tmp_path, "key")
+    later = ResultCache.load(tmp_path / "cache", "0" * 32)
     later.put("new.py", "d2", [])
     later.save()
     assert [os.path.basename(p) for p in entries(later.file)] == ["new.py"]
