@@ -145,6 +145,13 @@ def main() -> None:
     metavar="N",
     help="Worker processes that parse files (default: one per CPU; 1: no workers).",
 )
+@click.option(
+    "--parse-timeout",
+    type=click.FloatRange(min=0, max=86400),
+    metavar="SECONDS",
+    help="A file whose check takes longer gets ACC000 (config `parse-timeout`; "
+    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit; none with --jobs 1).",
+)
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
 def check(
@@ -164,6 +171,7 @@ def check(
     statistics: bool,
     config_path: str | None,
     jobs: int | None,
+    parse_timeout: float | None,
     no_cache: bool,
     cache_dir: str | None,
 ) -> None:
@@ -219,7 +227,9 @@ def check(
                 click.echo(line, err=True)
 
     results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results)
+    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+    for note in run.notes:
+        click.echo(f"note: {note}", err=True)
     for warning in run.warnings:
         click.echo(f"warning: {warning}", err=True)
     findings, errors, sources = run.findings, run.errors, run.sources
