@@ -213,6 +213,7 @@ def check(
             lambda path: enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled),
             unsafe=unsafe_fixes,
             write=not diff,
+            trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
         )
         fixed = sum(sum(r.applied.values()) for r in results if not r.error)
         if diff:
