@@ -99,13 +99,16 @@ def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None)
     except cache_directory.CacheDirError as exc:
         click.echo(f"warning: cache not used: {exc}", err=True)
         return None
+    secret = cache.user_key()
+    if secret is None:  # nowhere to keep this user's key (a home that cannot be written): no cache
+        return None
     key = cache.fingerprint(
         enabled=enabled,
         per_file_ignores=settings.per_file_ignores,
         project_root=settings.project_root,
         registry=[entry.qualified_name for entry in registry.RULES],
     )
-    return cache.ResultCache.load(directory, key)
+    return cache.ResultCache.load(directory, key, secret)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -533,7 +533,8 @@ def check_files(
         digest = ""
         if cache is not None:
             digest = content_digest(data)
-            hit = cache.get(path, digest)
+            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None  # a cell's line: unbounded
+            hit = cache.get(path, digest, lines)
             if hit is not None:
                 run.cached += 1
                 findings[index] = hit.findings

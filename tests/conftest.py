@@ -92,3 +92,18 @@ def fake_rules(monkeypatch: pytest.MonkeyPatch) -> list[type[Rule]]:
     """Replace the registry with three fake rules: ACC001 and ACC301 (on), ACC901 (off by default)."""
     install_rules(monkeypatch, FAKE_RULES)
     return FAKE_RULES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The cache's per-user key (platformdirs' user cache directory) in a folder of this session,
+    not in the home directory of whoever runs the tests."""
+    import os
+
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("user-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous

@@ -167,17 +167,114 @@ def test_an_unwritable_cache_is_ignored(project: Path) -> None:
     assert blocker.read_text(encoding="utf-8").startswith("a file")
 
 
+def sign_again(path: Path, project: Path, change) -> None:
+    """Apply ``change`` to the stored entries and sign them again with this user's key (what
+    only this user, or code running as this user, can do)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    key = cache.user_key()
+    assert key is not None
+    for name, entry in data["files"].items():
+        change(entry)
+        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"])
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
 def test_no_cache_neither_writes_nor_reads(project: Path) -> None:
     assert concise("--no-cache") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert not (project / cache.CACHE_DIR_NAME).exists()
     concise()
     (file,) = cache_files(project)
-    stored = json.loads(file.read_text(encoding="utf-8"))
-    for entry in stored["files"].values():
-        entry["findings"] = []  # a cache that claims there is nothing to report
-    file.write_text(json.dumps(stored), encoding="utf-8")
+    sign_again(file, project, lambda entry: entry.update(findings=[]))  # a cache that claims there is nothing
     assert concise() == []
     assert concise("--no-cache") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+
+
+# --- entries bound to this user and machine (issue 19) ----------------------------------
+
+
+def test_blanked_entries_are_ignored(project: Path) -> None:
+    """Reproduction: blanking the entries turned the findings into "All checks passed!", exit 0
+    (a pull request that commits a cache directory could silence CI)."""
+    concise()
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    for entry in data["files"].values():
+        entry["findings"] = []
+    file.write_text(json.dumps(data), encoding="utf-8")
+    result = run("check", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "train.py:3:5: ACC001" in result.output
+
+
+@pytest.mark.parametrize(
+    "position",
+    [(True, 5), (10**30, 5), (3, 10**30), (0, 5), (99, 5), (3, 0), (3, -1), (3.0, 5), ("3", 5)],
+    ids=["true", "huge-line", "huge-column", "line-0", "past-the-end", "column-0", "negative", "float", "string"],
+)
+def test_forged_positions_are_ignored_even_when_signed(project: Path, position: tuple[object, object]) -> None:
+    concise()
+    (file,) = cache_files(project)
+    line, column = position
+
+    def forge(entry: dict) -> None:
+        for row in entry["findings"]:
+            row[0], row[1] = line, column
+
+    sign_again(file, project, forge)
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+
+
+def test_an_entry_signed_for_another_path_or_another_key_is_ignored(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / "twin.py").write_text(BUGGY, encoding="utf-8")
+    concise()
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    quiet = data["files"][str(project / "plain.py")]
+    data["files"][str(project / "twin.py")] = {**quiet, "digest": cache.content_digest(BUGGY.encode())}
+    file.write_text(json.dumps(data), encoding="utf-8")
+    assert "twin.py:3:5: ACC001 `zero_grad` is called here" in concise()
+    # another user or machine: another key, no entry verifies
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("other-user")))
+    checked = spy_checks(monkeypatch)
+    concise("--jobs", "1")
+    assert sorted(checked) == ["plain.py", "train.py", "twin.py"]
+
+
+def test_the_key_is_kept_outside_the_project(project: Path) -> None:
+    concise()
+    key_file = Path(os.environ["XDG_CACHE_HOME"]) / "accumlint" / cache.KEY_FILE
+    assert len(key_file.read_bytes()) == cache.KEY_BYTES
+    assert key_file.stat().st_mode & 0o077 == 0
+    assert not key_file.is_relative_to(project)
+    secret = key_file.read_bytes()
+    assert not [p for p in project.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def test_a_torn_key_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "accumlint").mkdir()
+    (tmp_path / "accumlint" / cache.KEY_FILE).write_bytes(b"half")
+    key = cache.user_key()
+    assert key is not None and len(key) == cache.KEY_BYTES
+    assert cache.user_key() == key == (tmp_path / "accumlint" / cache.KEY_FILE).read_bytes()
+
+
+def test_no_key_no_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = project / "not-a-folder"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert not (project / cache.CACHE_DIR_NAME).exists()
+
+
+def test_a_deeply_nested_cache_file_is_ignored(project: Path) -> None:
+    concise()
+    (file,) = cache_files(project)
+    file.write_text('{"format": 3, "files": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert sorted(os.path.basename(p) for p in entries(file)) == ["plain.py", "train.py"]
 
 
 def test_cache_dir_from_option_environment_and_config(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -368,11 +465,11 @@ def test_a_concurrent_creation_leaves_one_directory(tmp_path: Path) -> None:
 
 
 def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = ResultCache(tmp_path / "cache", "0" * 32)
+    store = ResultCache(tmp_path / "cache", "0" * 32, b"s" * 32)
     store.put("old.py", "d1", [])
     store.save()
     monkeypatch.setattr(cache, "_today", lambda: store._today + cache.MAX_UNSEEN_DAYS + 1)
-    later = ResultCache.load(tmp_path / "cache", "0" * 32)
+    later = ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32)
     later.put("new.py", "d2", [])
     later.save()
     assert [os.path.basename(p) for p in entries(later.file)] == ["new.py"]
