@@ -9,9 +9,18 @@ invalidates the cache), the Python and LibCST versions (the parsers), the rule
 registry, the enabled codes, ``per-file-ignores`` and the project root. A warm run over
 an unchanged tree therefore only reads and hashes the files.
 
-The cache is the one thing the linter writes unasked, as ruff does: the directory holds
-a ``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``; the file is replaced atomically; a
-corrupt, unreadable or unwritable cache is ignored (the run checks the files anew).
+Entries are bound to this user on this machine: each carries an HMAC-SHA256, under a random
+per-user key kept outside any repository (``cache-key`` in the platform's user cache
+directory, ``platformdirs``), over the file's path, the hash of its bytes, its findings and
+its unknown codes. An entry that does not verify (blanked or forged, copied from another
+machine or committed to a repository) is ignored and the file checked anew; positions are
+validated on read as well (integers, not booleans, within the file). No key (a home that
+cannot be written): no cache.
+
+The cache is the one thing the linter writes unasked, as ruff does, and only into a directory
+of its own (:mod:`accumlint.cache_dir`: created with a ``CACHEDIR.TAG`` and a ``.gitignore``
+of ``*``); the file is replaced atomically; a corrupt, unreadable or unwritable cache is
+ignored (the run checks the files anew).
 Entries not seen for :data:`MAX_UNSEEN_DAYS` days are dropped when the file is written.
 """
 
@@ -20,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import hmac
 import importlib.util
 import json
 import os
+import re
 import secrets
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,20 +42,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accumlint import __version__
+from accumlint import __version__, cache_dir
+from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
 
-CACHE_DIR_NAME = ".accumlint_cache"
+__all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
+
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 2
+FORMAT = 3
+KEY_FILE = "cache-key"
+KEY_BYTES = 32
+_CODE = re.compile(r"ACC[0-9]{3}")
+#: the largest position accepted from a cache entry (a file over this is never parsed)
+_MAX_POSITION = 8 * 1024 * 1024
 MAX_UNSEEN_DAYS = 30
-CACHEDIR_TAG = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by accumlint.\n"
-    "# For information about cache directory tags see https://bford.info/cachedir/\n"
-)
-GITIGNORE = "# Automatically created by accumlint.\n*\n"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -127,14 +138,70 @@ def _encode(finding: Finding) -> list[Any]:
     ]
 
 
-def _decode(path: str, row: Sequence[Any]) -> Finding:
+def _position(value: object, lowest: int, highest: int) -> int:
+    if type(value) is not int or not lowest <= value <= highest:  # not bool: `true` is no line
+        raise ValueError(f"position {value!r} out of range")
+    return value
+
+
+def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
+    """A finding of a cache entry, for a file of ``lines`` lines; raises ``ValueError`` or
+    ``TypeError`` for anything a finding of that file cannot hold."""
     line, column, code, name, severity, message, fix, end_line, end_column, url, cell = row
-    finding = Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell)
-    if not all(isinstance(v, int) for v in (line, column, end_line, end_column, cell)):
-        raise TypeError("positions must be integers")
-    if not all(isinstance(v, str) for v in (code, name, message, fix, url)):
-        raise TypeError("texts must be strings")
-    return finding
+    _position(line, 1, lines)
+    _position(end_line, 0, lines)
+    for value in (column, end_column, cell):
+        _position(value, 0 if value is not column else 1, _MAX_POSITION)
+    if not all(isinstance(v, str) for v in (code, name, message, fix, url)) or not _CODE.fullmatch(code):
+        raise TypeError("texts must be strings, the code an ACC code")
+    return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell)
+
+
+def user_key() -> bytes | None:
+    """This user's cache key (created on first use, mode 0600), or None if it cannot be kept."""
+    import platformdirs  # here: only a run that uses the cache needs it
+
+    folder = Path(platformdirs.user_cache_dir("accumlint", appauthor=False))
+    path = folder / KEY_FILE
+    key = _read_key(path)
+    if key is not None:
+        return key
+    torn = os.path.lexists(path)  # a kill while it was written, or someone else's bytes
+    key = secrets.token_bytes(KEY_BYTES)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temporary = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(key)
+        if torn:
+            os.replace(temporary, path)  # the entries signed with the old key no longer verify
+            return key
+        try:
+            os.link(temporary, path)  # the first of concurrent runs to make it wins
+        except FileExistsError:
+            return _read_key(path)
+        finally:
+            os.unlink(temporary)
+    except OSError:
+        return None
+    return key
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        key = path.read_bytes()
+    except OSError:
+        return None
+    return key if len(key) == KEY_BYTES else None
+
+
+def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any]) -> str:
+    """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings and unknown codes."""
+    # most files have neither findings nor unknown codes: no JSON to build for them
+    rows = json.dumps([findings, unknown], separators=(",", ":")) if findings or unknown else "[[],[]]"
+    message = f"{json.dumps(path)}\0{digest}\0{rows}".encode()
+    return hmac.digest(key, message, "sha256").hex()[:32]
 
 
 def _today() -> int:
@@ -144,7 +211,7 @@ def _today() -> int:
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a new file in the same directory and a rename, so a
     reader sees the old file or the new one, never a part (the umask sets the mode)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    temporary = path.with_name(cache_dir.temporary_name(path.name))
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -174,9 +241,10 @@ def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
 class ResultCache:
     """The cached findings of one project and fingerprint; see the module docstring."""
 
-    def __init__(self, directory: Path, key: str) -> None:
+    def __init__(self, directory: Path, key: str, secret: bytes) -> None:
         self.directory = directory
         self.file = directory / __version__ / f"{key}.json"
+        self._secret = secret
         self._entries: dict[str, dict[str, Any]] = {}
         self._today = _today()
         self._dirty = False
@@ -187,26 +255,33 @@ class ResultCache:
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(self._cwd, path))
 
     @classmethod
-    def load(cls, directory: Path, key: str) -> ResultCache:
-        """The cache file for ``key`` under ``directory``; empty if it is absent, unreadable or corrupt."""
-        cache = cls(directory, key)
+    def load(cls, directory: Path, key: str, secret: bytes) -> ResultCache:
+        """The cache file for ``key`` under ``directory``, its entries signed with ``secret``
+        (:func:`user_key`); empty if it is absent, unreadable or corrupt."""
+        cache = cls(directory, key, secret)
         try:
             data = json.loads(cache.file.read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return cache
         if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
             cache._entries = data["files"]
         return cache
 
-    def get(self, path: str, digest: str) -> CachedResult | None:
-        """What is stored for ``path`` with bytes of ``digest``, or None (absent, stale or corrupt)."""
-        entry = self._entries.get(self._key(path))
+    def get(self, path: str, digest: str, lines: int | None = None) -> CachedResult | None:
+        """What is stored for ``path`` with bytes of ``digest`` (``lines`` lines long), or None
+        (absent, stale, corrupt, or not signed with this user's key)."""
+        absolute = self._key(path)
+        entry = self._entries.get(absolute)
         if not isinstance(entry, dict) or entry.get("digest") != digest:
             return None
         try:
-            findings = [_decode(path, row) for row in entry["findings"]]
-            unknown = _decode_unknown(entry["unknown_noqa"])
-        except (KeyError, TypeError, ValueError):
+            rows, unknown_rows = entry["findings"], entry["unknown_noqa"]
+            mac = _mac(self._secret, absolute, digest, rows, unknown_rows)
+            if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], mac):
+                return None
+            findings = [_decode(path, row, _MAX_POSITION if lines is None else lines) for row in rows]
+            unknown = _decode_unknown(unknown_rows)
+        except (KeyError, TypeError, ValueError, RecursionError):
             return None
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
@@ -217,11 +292,15 @@ class ResultCache:
             unknown_noqa: Iterable[tuple[int, str]] = ()) -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
         ``noqa`` directives as ``(line, code)``."""
-        self._entries[self._key(path)] = {
+        absolute = self._key(path)
+        rows = [_encode(f) for f in findings]
+        unknown = [list(pair) for pair in unknown_noqa]
+        self._entries[absolute] = {
             "digest": digest,
             "seen": self._today,
-            "findings": [_encode(f) for f in findings],
-            "unknown_noqa": [list(pair) for pair in unknown_noqa],
+            "findings": rows,
+            "unknown_noqa": unknown,
+            "mac": _mac(self._secret, absolute, digest, rows, unknown),
         }
         self._dirty = True
 
@@ -236,34 +315,10 @@ class ResultCache:
             if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
         }
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", GITIGNORE)):
-                if not (self.directory / name).exists():
-                    _atomic_write(self.directory / name, text)
+            if not cache_dir.create(self.directory):
+                return  # made meanwhile by someone else, and not accumlint's: leave it alone
+            self.file.parent.mkdir(exist_ok=True)
             _atomic_write(self.file, json.dumps({"format": FORMAT, "files": files}, separators=(",", ":")))
         except OSError:
             return
         self._dirty = False
-
-
-class NotACacheError(Exception):
-    """``accumlint clean`` was pointed at a directory that accumlint did not create."""
-
-
-def clean(directory: Path) -> bool:
-    """Remove the cache directory; False if there was none.
-
-    Raises :class:`NotACacheError` for a directory without accumlint's ``CACHEDIR.TAG``
-    (a mistyped ``--cache-dir`` must not delete someone's files).
-    """
-    if not directory.exists():
-        return False
-    tag = directory / "CACHEDIR.TAG"
-    try:
-        ours = tag.read_text(encoding="utf-8") == CACHEDIR_TAG
-    except (OSError, UnicodeDecodeError):
-        ours = False
-    if not ours:
-        raise NotACacheError(f"{directory}: not an accumlint cache (no CACHEDIR.TAG written by accumlint); not removed")
-    shutil.rmtree(directory)
-    return True

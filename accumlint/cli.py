@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from accumlint import __version__, cache, config, registry, runner
+from accumlint import cache_dir as cache_directory
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.lazy import lazy_module
@@ -90,14 +91,24 @@ def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
     return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
 
-def _open_cache(settings: Settings, enabled: frozenset[str], cache_dir: str | None) -> cache.ResultCache:
+def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
+    """The run's cache, or None (with a warning) where the location is not accumlint's to write."""
+    try:
+        protected = cache_directory.protected_paths(settings.project_root)
+        directory = cache_directory.locate(_cache_location(settings, option), protected)
+    except cache_directory.CacheDirError as exc:
+        click.echo(f"warning: cache not used: {exc}", err=True)
+        return None
+    secret = cache.user_key()
+    if secret is None:  # nowhere to keep this user's key (a home that cannot be written): no cache
+        return None
     key = cache.fingerprint(
         enabled=enabled,
         per_file_ignores=settings.per_file_ignores,
         project_root=settings.project_root,
         registry=[entry.qualified_name for entry in registry.RULES],
     )
-    return cache.ResultCache.load(_cache_location(settings, cache_dir), key)
+    return cache.ResultCache.load(directory, key, secret)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -137,6 +148,13 @@ def main() -> None:
     metavar="N",
     help="Worker processes that parse files (default: one per CPU; 1: no workers).",
 )
+@click.option(
+    "--parse-timeout",
+    type=click.FloatRange(min=0, max=86400),
+    metavar="SECONDS",
+    help="A file whose check takes longer gets ACC000 (config `parse-timeout`; "
+    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit; none with --jobs 1).",
+)
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
 def check(
@@ -156,6 +174,7 @@ def check(
     statistics: bool,
     config_path: str | None,
     jobs: int | None,
+    parse_timeout: float | None,
     no_cache: bool,
     cache_dir: str | None,
 ) -> None:
@@ -197,6 +216,7 @@ def check(
             lambda path: enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled),
             unsafe=unsafe_fixes,
             write=not diff,
+            trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
         )
         fixed = sum(sum(r.applied.values()) for r in results if not r.error)
         if diff:
@@ -211,7 +231,9 @@ def check(
                 click.echo(line, err=True)
 
     results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results)
+    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+    for note in run.notes:
+        click.echo(f"note: {note}", err=True)
     for warning in run.warnings:
         click.echo(f"warning: {warning}", err=True)
     findings, errors, sources = run.findings, run.errors, run.sources
@@ -288,15 +310,23 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
 @_config_option
 @_cache_dir_option
 def clean(config_path: str | None, cache_dir: str | None) -> None:
-    """Remove the cache directory of the project in the current directory."""
+    """Remove the cache of the project in the current directory: only the files accumlint wrote,
+    then its directory if that left it empty."""
     try:
         settings = config.discover_settings(["."], config_path)
         location = _cache_location(settings, cache_dir)
-        removed = cache.clean(location)
-    except (ConfigError, cache.NotACacheError) as exc:
+        removed = cache_directory.clean(location, cache_directory.protected_paths(settings.project_root))
+    except (ConfigError, cache_directory.CacheDirError) as exc:
         _fail(str(exc))
         return
     except OSError as exc:
         _fail(f"{exc.filename or ''}: cannot remove the cache ({exc.strerror or exc})")
         return
-    click.echo(f"Removed {location}" if removed else f"No cache at {location}")
+    if removed is None:
+        click.echo(f"No cache at {location}")
+        return
+    directory, kept = removed
+    if kept:
+        click.echo(f"Removed accumlint's files from {directory}; kept {len(kept)} it did not write ({kept[0]}, ...)")
+    else:
+        click.echo(f"Removed {directory}")

@@ -1,7 +1,7 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``, ``cache-dir``. The configuration is the first ``pyproject.toml`` with a
+``per-file-ignores``, ``cache-dir``, ``parse-timeout``. The configuration is the first ``pyproject.toml`` with a
 ``[tool.accumlint]`` table found walking up from the checked path (or the file given
 with ``--config``); its directory is the project root that exclude and per-file-ignores
 globs are relative to.
@@ -36,7 +36,18 @@ from accumlint.registry import PARSE_ERROR_CODE
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
-KNOWN_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "cache-dir")
+KNOWN_KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "cache-dir",
+    "parse-timeout",
+)
+#: seconds a file's check may run in a worker before it gets ACC000 and the worker is replaced
+DEFAULT_PARSE_TIMEOUT = 10.0
 
 
 class ConfigError(Exception):
@@ -70,6 +81,8 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: ``cache-dir``, resolved against the project root (None: the default location)
     cache_dir: Path | None = None
+    #: ``parse-timeout``: seconds a file's check may take in a worker (0: no limit)
+    parse_timeout: float = DEFAULT_PARSE_TIMEOUT
 
     def layer(self) -> SelectionLayer:
         """The config file's rule-selection layer."""
@@ -250,7 +263,16 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"[tool.accumlint] cache-dir: expected a directory path, got {value!r}")
         settings.cache_dir = project_root / Path(value).expanduser()
+    if "parse-timeout" in table:
+        settings.parse_timeout = validate_timeout(table["parse-timeout"], "[tool.accumlint] parse-timeout")
     return settings
+
+
+def validate_timeout(value: object, key: str) -> float:
+    """``value`` as a number of seconds (0: no limit), or raise :class:`ConfigError` naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
+        raise ConfigError(f"{key}: expected seconds between 0 (no limit) and 86400, got {value!r}")
+    return float(value)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -263,6 +285,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML (not UTF-8: byte {exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML (arrays or tables nested too deep)") from None
 
 
 def _accumlint_table(data: Mapping[str, Any]) -> Any:

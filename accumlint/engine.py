@@ -41,6 +41,7 @@ from accumlint.model import build_model
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.positions import node_positions
 from accumlint.prefilter import marker_search
+from accumlint.reading import MAX_SOURCE_BYTES
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import source_facts
 from accumlint.suppression import apply_noqa
@@ -175,8 +176,6 @@ PARSE_MEMORY_PER_NODE = 2600
 #: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
-#: A file larger than this is not parsed: at :data:`PARSE_MEMORY_PER_BYTE` it would take 1.6 GB.
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 #: A file at least this large goes through the interpreter's parser before LibCST's: the
 #: interpreter's nesting limits (200 brackets, ~3,000 nested operators) and :data:`MAX_CHAIN`
 #: keep LibCST's native parser, which recurses without a depth check, off the end of its stack.

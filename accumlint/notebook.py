@@ -89,6 +89,10 @@ def read_cells(data: bytes) -> tuple[CodeCell, ...]:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotebookError(f"not a notebook: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise NotebookError("not a notebook: JSON nested too deep") from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise NotebookError(f"not a notebook: {str(exc).split(';')[0]}") from None
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
         raise NotebookError("not a notebook: no `cells` list (only nbformat 4 notebooks are read)")
@@ -135,9 +139,15 @@ def neutralize(lines: Sequence[str]) -> list[str]:
 
 
 def notebook_source(data: bytes) -> NotebookSource:
-    """Read a notebook's code cells and the Python text they are checked as."""
+    """Read a notebook's code cells and the Python text they are checked as; raises
+    :class:`NotebookError` where a cell is not text (a lone surrogate such as ``\\ud800``)."""
     cells = read_cells(data)
     text = "\n".join(line for cell in cells for line in neutralize(cell.lines))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        cell, line = NotebookSource(cells, text).locate(text.count("\n", 0, exc.start) + 1)
+        raise NotebookError(f"cell {cell}, line {line}: {exc.object[exc.start]!a} is not a character") from None
     return NotebookSource(cells, text + "\n" if text else "")
 
 

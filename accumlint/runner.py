@@ -29,7 +29,8 @@ from accumlint.cache import ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
-from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_source
+from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 # LibCST and the rules load at the first file that is not answered from the cache
 engine = lazy_module("accumlint.engine")
@@ -48,6 +49,7 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     sources: dict[str, bytes] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  #: not findings: unknown codes in noqa directives
+    notes: list[str] = field(default_factory=list)  #: files skipped unread: FIFOs, devices, sockets
     cached: int = 0  #: files answered from the cache
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 
@@ -71,6 +73,43 @@ def _unreadable(path: str, exc: OSError) -> Finding:
         message=f"file could not be read: {reason}",
         fix="make the file readable, or exclude it",
     )
+
+
+def _not_checked(path: str, reason: str, fix: str) -> Finding:
+    return Finding(
+        path=path,
+        line=1,
+        column=1,
+        code=PARSE_ERROR_CODE,
+        name=PARSE_ERROR_NAME,
+        severity=Severity.ERROR,
+        message=f"file could not be checked: {reason}",
+        fix=fix,
+        url=PARSE_ERROR_URL,
+    )
+
+
+def _too_large(path: str, size: int) -> Finding:
+    reason = f"file too large to parse ({size / 2**20:.1f} MiB > {MAX_SOURCE_BYTES / 2**20:.0f} MiB)"
+    return _not_checked(path, reason, "split the file, or exclude it")
+
+
+def _too_slow(path: str, seconds: float) -> Finding:
+    reason = f"took too long to parse (more than {seconds:g} s)"
+    return _not_checked(path, reason, "simplify the deepest expression, raise `parse-timeout`, or exclude the file")
+
+
+def _crashed(path: str, exc: BaseException) -> engine.FileResult:
+    """A file whose check raised where nothing should: an internal error for that file, the run goes on."""
+    error = f"{path}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}; please report it"
+    return engine.FileResult(path, internal_errors=[error])
+
+
+def _check_safely(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    try:
+        return _check(path, data, codes)
+    except Exception as exc:  # noqa: BLE001 - one file must not end the run
+        return _crashed(path, exc)
 
 
 #: in a worker, a file at least this large gives its parse's memory back to the system once
@@ -229,12 +268,15 @@ class _Scheduler:
     by itself once the main process is gone (killed, or ended by SIGTERM).
     """
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, timeout: float | None = None) -> None:
         self.jobs = jobs
+        self.timeout = timeout  # seconds a stage may run in a worker (None: no limit)
         self.budget = max(PARSE_BUDGET, jobs * PARSE_BUDGET_PER_JOB)
         self.pool: ProcessPoolExecutor | None = None
         self.pending: list[_Job] = []  # not sent yet, by rank
         self.in_flight: dict[int, tuple[_Job, Future[engine.FileResult | engine.Screened]]] = {}
+        self.deadlines: dict[int, float] = {}  # index -> monotonic time its stage must be done by
+        self.late: set[int] = set()  # files that ran past the time budget (their result is not cached)
         self.memory = 0  # estimated, of the LibCST stages in flight
         self.frozen = False  # gc.freeze() until the workers have forked
         self.results: dict[int, engine.FileResult] = {}
@@ -247,20 +289,27 @@ class _Scheduler:
             return
         if kind is None:
             self.pool.shutdown(wait=True)
-        elif hasattr(self.pool, "kill_workers"):  # Python 3.14+
+        else:
+            self._kill()
+
+    def _kill(self) -> None:
+        """End the pool's workers now (a worker may be in the middle of a long parse: do not wait for it)."""
+        assert self.pool is not None
+        if hasattr(self.pool, "kill_workers"):  # Python 3.14+
             self.pool.kill_workers()
-        else:  # a worker may be in the middle of a long parse: do not wait for it
+        else:
             processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
             self.pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
                 # SIGKILL: a worker holds nothing to clean up, and a SIGTERM can arrive before its
                 # initializer resets a handler the main process installed (inherited through fork)
                 process.kill()
+        self.pool = None
 
     def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """Queue one file (with one job it is checked at once)."""
         if self.jobs == 1:
-            self.results[index] = _check(path, data, codes)
+            self.results[index] = _check_safely(path, data, codes)
             return
         self._queue(_Job(index, path, data, codes))
         if self.pool is None:
@@ -276,7 +325,7 @@ class _Scheduler:
             self._finished()
             self._dispatch()
 
-    def _start(self) -> None:
+    def _start(self, workers: int | None = None) -> None:
         import multiprocessing  # here: a run that parses at most one file never needs them
         from concurrent.futures import ProcessPoolExecutor
 
@@ -290,7 +339,7 @@ class _Scheduler:
             gc.freeze()
             self.frozen = True
         self.pool = ProcessPoolExecutor(
-            max_workers=self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+            max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
         )
 
     def _queue(self, job: _Job) -> None:
@@ -320,6 +369,8 @@ class _Scheduler:
     def _send(self, job: _Job) -> None:
         from concurrent.futures.process import BrokenProcessPool
 
+        if self.pool is None:  # replaced: its worker ran past the time budget
+            self._start()
         assert self.pool is not None
         try:
             future = self.pool.submit(_check_in_worker, job.path, job.data, job.codes, job.screened)
@@ -331,6 +382,8 @@ class _Scheduler:
             gc.unfreeze()  # the workers exist now (they fork at the first submit)
             self.frozen = False
         self.in_flight[job.index] = (job, future)
+        if self.timeout is not None:
+            self.deadlines[job.index] = time.monotonic() + self.timeout
         if job.parses:
             self.memory += job.memory
 
@@ -341,13 +394,40 @@ class _Scheduler:
             from concurrent.futures import FIRST_COMPLETED
             from concurrent.futures import wait as wait_for
 
-            wait_for([future for _, future in self.in_flight.values()], return_when=FIRST_COMPLETED)
+            left = None
+            if self.deadlines:
+                left = max(0.0, min(self.deadlines.values()) - time.monotonic())
+            wait_for([future for _, future in self.in_flight.values()], timeout=left, return_when=FIRST_COMPLETED)
         for index, (job, future) in list(self.in_flight.items()):
             if future.done():
-                del self.in_flight[index]
-                if job.parses:
-                    self.memory -= job.memory
+                self._leave(index)
                 self._take(job, future)
+        now = time.monotonic()
+        late = [index for index, deadline in self.deadlines.items() if deadline <= now]
+        if late:
+            self._replace_workers(late)
+
+    def _leave(self, index: int) -> None:
+        job, _ = self.in_flight.pop(index)
+        self.deadlines.pop(index, None)
+        if job.parses:
+            self.memory -= job.memory
+
+    def _replace_workers(self, late: list[int]) -> None:
+        """The stages of ``late`` ran past the time budget: their files get ``ACC000``; the pool
+        is killed (a worker stuck in native code cannot be interrupted) and the stages it was
+        running besides go back to the queue, for a fresh pool."""
+        assert self.timeout is not None
+        for index in late:
+            job, _ = self.in_flight[index]
+            self._leave(index)
+            findings = [_too_slow(job.path, self.timeout)] if PARSE_ERROR_CODE in job.codes else []
+            self.results[index] = engine.FileResult(job.path, findings=findings)
+            self.late.add(index)
+        self._kill()
+        for index, (job, _) in list(self.in_flight.items()):
+            self._leave(index)
+            self._queue(job)
 
     def _take(self, job: _Job, future: Future[engine.FileResult | engine.Screened]) -> None:
         from concurrent.futures.process import BrokenProcessPool
@@ -356,7 +436,10 @@ class _Scheduler:
             outcome = future.result()
         except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
             # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
-            self.results[job.index] = _check_alone(job.path, job.data, job.codes)
+            self.results[job.index] = _check_alone(job.path, job.data, job.codes, self.timeout)
+            return
+        except Exception as exc:  # noqa: BLE001 - raised in the worker by this file: the run goes on
+            self.results[job.index] = _crashed(job.path, exc)
             return
         if isinstance(outcome, engine.Screened):
             self._queue(_Job(job.index, job.path, job.data, job.codes, outcome))
@@ -365,30 +448,43 @@ class _Scheduler:
 
     def collect(self) -> dict[int, engine.FileResult]:
         """Every queued file's result, by index."""
-        if self.pool is None:
+        if self.pool is None and self.timeout is None:
             for job in self.pending:  # at most one
-                self.results[job.index] = _check(job.path, job.data, job.codes)
+                self.results[job.index] = _check_safely(job.path, job.data, job.codes)
             self.pending.clear()
+        elif self.pool is None and self.pending:
+            self._start(1)  # one file, in a worker that can be replaced if it runs past the time budget
+            self._dispatch()
         while self.pending or self.in_flight:
             self._finished(wait=True)
             self._dispatch()
         return self.results
 
 
-def _check_alone(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
     """:func:`_check` in a fresh one-worker pool: a file whose check kills the process gets an
-    internal error, and the run goes on."""
+    internal error (one that runs past ``timeout`` seconds, ``ACC000``), and the run goes on."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as Late
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        try:
-            return pool.submit(_check, path, data, codes).result()
-        except BrokenProcessPool as exc:
-            error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
-            return engine.FileResult(path, internal_errors=[error])
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+    try:
+        return pool.submit(_check_safely, path, data, codes).result(timeout=timeout)
+    except BrokenProcessPool as exc:
+        error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
+        return engine.FileResult(path, internal_errors=[error])
+    except Late:
+        assert timeout is not None
+        return engine.FileResult(path, findings=[_too_slow(path, timeout)] if PARSE_ERROR_CODE in codes else [])
+    finally:
+        processes = list((pool._processes or {}).values())  # type: ignore[attr-defined]
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+            process.join()
 
 
 def _size(path: str) -> int:
@@ -411,12 +507,17 @@ def check_files(
     *,
     jobs: int | None = None,
     cache: ResultCache | None = None,
+    parse_timeout: float | None = None,
 ) -> RunResult:
     """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
 
     ``jobs`` worker processes parse the files (default: one per CPU; 1: all in this
     process). ``cache``, if given, answers for files whose bytes it has seen and receives
     the results of the others (except files with internal errors), and is saved at the end.
+    ``parse_timeout`` (seconds; default: the settings' ``parse-timeout``, 0: none): a file
+    whose check runs longer in a worker gets ``ACC000`` and its worker is replaced (with
+    ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
+    and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each.
     """
     run = RunResult()
     findings: dict[int, list[Finding]] = {}
@@ -426,7 +527,41 @@ def check_files(
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     rules_for: dict[frozenset[str], list[engine.Rule]] = {}
-    with _Scheduler(default_jobs() if jobs is None else max(1, jobs)) as scheduler:
+
+    def look_up_or_submit(index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        """The cache, the prefilter, then the scheduler, for one file read."""
+        digest = ""
+        if cache is not None:
+            digest = content_digest(data)
+            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None  # a cell's line: unbounded
+            hit = cache.get(path, digest, lines)
+            if hit is not None:
+                run.cached += 1
+                findings[index] = hit.findings
+                warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
+                if hit.findings:
+                    run.sources[path] = data
+                return
+        unknown = _unknown_noqa_codes(path, data)
+        warnings[index] = _unknown_noqa_warnings(path, unknown)
+        if codes not in rules_for:
+            rules_for[codes] = engine.rules_for(codes)
+        rules = rules_for[codes]
+        notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
+        if (
+            rules
+            and not engine.may_fire(data, rules, in_strings=notebook_json)
+            and not _reports_unused_noqa(path, data, codes)
+        ):
+            if cache is not None:
+                cache.put(path, digest, [], unknown)
+            return
+        run.parsed += 1
+        parsed[index] = (path, data, digest, unknown)
+        scheduler.submit(index, path, data, codes)
+
+    timeout = settings.parse_timeout if parse_timeout is None else parse_timeout
+    with _Scheduler(default_jobs() if jobs is None else max(1, jobs), timeout or None) as scheduler:
         for index in _largest_first(files):
             scheduler.poll()  # a worker that finished a stage gets the next at once
             path = files[index]
@@ -435,40 +570,22 @@ def check_files(
                 codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
             codes = codes_for[ignored]
             try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
+                data, size = read_source(path)
+            except NotARegularFile as exc:
+                run.notes.append(str(exc))
+                continue
             except OSError as exc:  # unreadable, a directory, vanished since discovery
                 if PARSE_ERROR_CODE in codes:
                     findings[index] = [_unreadable(path, exc)]
                 continue
-            digest = ""
-            if cache is not None:
-                digest = content_digest(data)
-                hit = cache.get(path, digest)
-                if hit is not None:
-                    run.cached += 1
-                    findings[index] = hit.findings
-                    warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
-                    if hit.findings:
-                        run.sources[path] = data
-                    continue
-            unknown = _unknown_noqa_codes(path, data)
-            warnings[index] = _unknown_noqa_warnings(path, unknown)
-            if codes not in rules_for:
-                rules_for[codes] = engine.rules_for(codes)
-            rules = rules_for[codes]
-            notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
-            if (
-                rules
-                and not engine.may_fire(data, rules, in_strings=notebook_json)
-                and not _reports_unused_noqa(path, data, codes)
-            ):
-                if cache is not None:
-                    cache.put(path, digest, [], unknown)
+            if size > MAX_SOURCE_BYTES:  # not read to the end: whether a rule may fire is unknown
+                if PARSE_ERROR_CODE in codes:
+                    findings[index] = [_too_large(path, size)]
                 continue
-            run.parsed += 1
-            parsed[index] = (path, data, digest, unknown)
-            scheduler.submit(index, path, data, codes)
+            try:
+                look_up_or_submit(index, path, data, codes)
+            except Exception as exc:  # noqa: BLE001 - one file must not end the run
+                errors[index] = _crashed(path, exc).internal_errors
         results = scheduler.collect()
     for index, result in results.items():
         path, data, digest, unknown = parsed[index]
@@ -476,7 +593,7 @@ def check_files(
         errors[index] = result.internal_errors
         if result.findings:
             run.sources[path] = data
-        if cache is not None and not result.internal_errors:
+        if cache is not None and not result.internal_errors and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))

@@ -98,6 +98,21 @@ def fake_rules(monkeypatch: pytest.MonkeyPatch) -> list[type[Rule]]:
     return FAKE_RULES
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The cache's per-user key (platformdirs' user cache directory) in a folder of this session,
+    not in the home directory of whoever runs the tests."""
+    import os
+
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("user-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 #: The slow tier (``pytest -m slow``; the fast tier is ``-m "not slow"``): tests that run torch,
 #: the runtime guard, a subprocess per example, worker processes or the fuzzer. Listed here, in
 #: one place, by module (every test in it) or by ``module::test``; ``@pytest.mark.slow`` on a

@@ -167,17 +167,114 @@ def test_an_unwritable_cache_is_ignored(project: Path) -> None:
     assert blocker.read_text(encoding="utf-8").startswith("a file")
 
 
+def sign_again(path: Path, project: Path, change) -> None:
+    """Apply ``change`` to the stored entries and sign them again with this user's key (what
+    only this user, or code running as this user, can do)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    key = cache.user_key()
+    assert key is not None
+    for name, entry in data["files"].items():
+        change(entry)
+        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"])
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
 def test_no_cache_neither_writes_nor_reads(project: Path) -> None:
     assert concise("--no-cache") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert not (project / cache.CACHE_DIR_NAME).exists()
     concise()
     (file,) = cache_files(project)
-    stored = json.loads(file.read_text(encoding="utf-8"))
-    for entry in stored["files"].values():
-        entry["findings"] = []  # a cache that claims there is nothing to report
-    file.write_text(json.dumps(stored), encoding="utf-8")
+    sign_again(file, project, lambda entry: entry.update(findings=[]))  # a cache that claims there is nothing
     assert concise() == []
     assert concise("--no-cache") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+
+
+# --- entries bound to this user and machine (issue 19) ----------------------------------
+
+
+def test_blanked_entries_are_ignored(project: Path) -> None:
+    """Reproduction: blanking the entries turned the findings into "All checks passed!", exit 0
+    (a pull request that commits a cache directory could silence CI)."""
+    concise()
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    for entry in data["files"].values():
+        entry["findings"] = []
+    file.write_text(json.dumps(data), encoding="utf-8")
+    result = run("check", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "train.py:3:5: ACC001" in result.output
+
+
+@pytest.mark.parametrize(
+    "position",
+    [(True, 5), (10**30, 5), (3, 10**30), (0, 5), (99, 5), (3, 0), (3, -1), (3.0, 5), ("3", 5)],
+    ids=["true", "huge-line", "huge-column", "line-0", "past-the-end", "column-0", "negative", "float", "string"],
+)
+def test_forged_positions_are_ignored_even_when_signed(project: Path, position: tuple[object, object]) -> None:
+    concise()
+    (file,) = cache_files(project)
+    line, column = position
+
+    def forge(entry: dict) -> None:
+        for row in entry["findings"]:
+            row[0], row[1] = line, column
+
+    sign_again(file, project, forge)
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+
+
+def test_an_entry_signed_for_another_path_or_another_key_is_ignored(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / "twin.py").write_text(BUGGY, encoding="utf-8")
+    concise()
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    quiet = data["files"][str(project / "plain.py")]
+    data["files"][str(project / "twin.py")] = {**quiet, "digest": cache.content_digest(BUGGY.encode())}
+    file.write_text(json.dumps(data), encoding="utf-8")
+    assert "twin.py:3:5: ACC001 `zero_grad` is called here" in concise()
+    # another user or machine: another key, no entry verifies
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("other-user")))
+    checked = spy_checks(monkeypatch)
+    concise("--jobs", "1")
+    assert sorted(checked) == ["plain.py", "train.py", "twin.py"]
+
+
+def test_the_key_is_kept_outside_the_project(project: Path) -> None:
+    concise()
+    key_file = Path(os.environ["XDG_CACHE_HOME"]) / "accumlint" / cache.KEY_FILE
+    assert len(key_file.read_bytes()) == cache.KEY_BYTES
+    assert key_file.stat().st_mode & 0o077 == 0
+    assert not key_file.is_relative_to(project)
+    secret = key_file.read_bytes()
+    assert not [p for p in project.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def test_a_torn_key_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "accumlint").mkdir()
+    (tmp_path / "accumlint" / cache.KEY_FILE).write_bytes(b"half")
+    key = cache.user_key()
+    assert key is not None and len(key) == cache.KEY_BYTES
+    assert cache.user_key() == key == (tmp_path / "accumlint" / cache.KEY_FILE).read_bytes()
+
+
+def test_no_key_no_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = project / "not-a-folder"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert not (project / cache.CACHE_DIR_NAME).exists()
+
+
+def test_a_deeply_nested_cache_file_is_ignored(project: Path) -> None:
+    concise()
+    (file,) = cache_files(project)
+    file.write_text('{"format": 3, "files": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert sorted(os.path.basename(p) for p in entries(file)) == ["plain.py", "train.py"]
 
 
 def test_cache_dir_from_option_environment_and_config(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,22 +304,172 @@ def test_clean_removes_the_cache(project: Path) -> None:
     assert run("clean").output == f"No cache at {project / cache.CACHE_DIR_NAME}\n"
 
 
-def test_clean_refuses_a_directory_accumlint_did_not_create(project: Path) -> None:
+# --- the cache directory is accumlint's own (issue 19): nothing else is written or removed ---
+
+
+def snapshot(top: Path) -> dict[str, tuple[str, bytes | str, int]]:
+    """Every entry under ``top`` (``.git`` included): kind, bytes or link target, mode."""
+    found: dict[str, tuple[str, bytes | str, int]] = {}
+    for path in sorted(top.rglob("*")):
+        mode = path.lstat().st_mode
+        if path.is_symlink():
+            found[str(path.relative_to(top))] = ("link", os.readlink(path), mode)
+        elif path.is_dir():
+            found[str(path.relative_to(top))] = ("dir", b"", mode)
+        else:
+            found[str(path.relative_to(top))] = ("file", path.read_bytes(), mode)
+    return found
+
+
+def a_repository(top: Path) -> Path:
+    """A small repository: a `.git`, a README, a package with a bug in it."""
+    (top / ".git" / "objects").mkdir(parents=True)
+    (top / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (top / ".git" / "objects" / "ab").write_bytes(b"\x00\x01blob")
+    (top / "README.md").write_text("# precious\n", encoding="utf-8")
+    (top / "src").mkdir()
+    (top / "src" / "train.py").write_text(BUGGY, encoding="utf-8")
+    return top
+
+
+def test_cache_dir_dot_neither_writes_into_nor_cleans_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `check --cache-dir . src; clean --cache-dir .` deleted the project."""
+    monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
+    project = a_repository(tmp_path / "project")
+    monkeypatch.chdir(project)
+    before = snapshot(project)
+    result = run("check", "--cache-dir", ".", "src")
+    assert result.exit_code == 1
+    refused = f"warning: cache not used: {project}: not used as the cache directory: it contains {project}"
+    assert refused in result.output
+    assert snapshot(project) == before  # no CACHEDIR.TAG, no .gitignore of `*`
+    cleaned = run("clean", "--cache-dir", ".")
+    assert cleaned.exit_code == 2
+    assert "not used as the cache directory: it contains" in cleaned.output
+    assert snapshot(project) == before
+
+
+def test_a_home_directory_as_cache_dir_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `ACCUMLINT_CACHE_DIR=<home>` deleted the home directory."""
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    (home / ".bashrc").write_text("export PATH\n", encoding="utf-8")
+    (home / ".config" / "settings.ini").write_bytes(b"[a]\nb = 1\n")
+    project = a_repository(home / "work")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(home))
+    monkeypatch.chdir(project)
+    before = snapshot(home)
+    result = run("check", "src")
+    assert result.exit_code == 1
+    assert "warning: cache not used:" in result.output
+    assert snapshot(home) == before
+    assert run("clean").exit_code == 2
+    assert snapshot(home) == before
+
+
+def test_a_folder_accumlint_did_not_make_gets_a_cache_folder_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """A home-like folder that holds no project: the cache goes to `.accumlint_cache` inside it,
+    and `clean` removes that and nothing else."""
+    folder = tmp_path / "folder"
+    (folder / "Documents").mkdir(parents=True)
+    (folder / "Documents" / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    (folder / ".gitignore").write_text("*.log\n", encoding="utf-8")  # someone's own ignore file
+    (folder / "0.1.0").mkdir()  # named like a version folder, but not accumlint's
+    (folder / "0.1.0" / "0123456789abcdef0123456789abcdef.json").write_text("{}", encoding="utf-8")
+    project = a_repository(tmp_path / "project")
+    monkeypatch.setenv(cache.CACHE_DIR_ENV, str(folder))
+    monkeypatch.chdir(project)
+    before = snapshot(folder)
+    assert run("check", "src").exit_code == 1
+    inner = folder / cache.CACHE_DIR_NAME
+    assert (inner / "CACHEDIR.TAG").read_text(encoding="utf-8") == CACHEDIR_TAG
+    assert (inner / ".gitignore").read_text(encoding="utf-8") == GITIGNORE
+    assert {k: v for k, v in snapshot(folder).items() if not k.startswith(cache.CACHE_DIR_NAME)} == before
+    result = run("clean")
+    assert (result.exit_code, result.output) == (0, f"Removed {inner}\n")
+    assert snapshot(folder) == before
+
+
+def test_a_vendored_config_cannot_point_the_cache_at_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: object
+) -> None:
+    """Reproduction: `vendor/lib/pyproject.toml` with `cache-dir = "../.."` wrote `.gitignore: *`
+    into the repository root, and `clean` then deleted the repository, `.git` included."""
+    monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
+    repository = a_repository(tmp_path / "repo")
+    vendored = repository / "vendor" / "lib"
+    vendored.mkdir(parents=True)
+    (vendored / "pyproject.toml").write_text('[tool.accumlint]\ncache-dir = "../.."\n', encoding="utf-8")
+    (vendored / "train.py").write_text(BUGGY, encoding="utf-8")
+    monkeypatch.chdir(vendored)
+    before = snapshot(repository)
+    result = run("check")
+    assert result.exit_code == 1
+    assert "warning: cache not used:" in result.output and "it contains" in result.output
+    assert snapshot(repository) == before
+    assert not (repository / ".gitignore").exists()
+    assert run("clean").exit_code == 2
+    assert snapshot(repository) == before
+
+
+def test_a_tagged_directory_holding_other_files_is_not_used_and_clean_keeps_them(project: Path) -> None:
+    concise("--cache-dir", "lint-cache")
+    directory = project / "lint-cache"
+    (directory / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    (directory / cache.__version__ / "mine.json").write_text("{}", encoding="utf-8")
+    os.symlink(project / "train.py", directory / cache.__version__ / ("f" * 32 + ".json"))  # named like an entry
+    kept = {k: v for k, v in snapshot(directory).items() if k in {"notes.txt", f"{cache.__version__}/mine.json"}}
+    result = run("check", "--cache-dir", "lint-cache", "--exit-zero")
+    assert "holds files accumlint did not write" in result.output
+    result = run("clean", "--cache-dir", "lint-cache")
+    assert result.exit_code == 0
+    assert result.output.startswith(f"Removed accumlint's files from {directory}; kept 3 it did not write")
+    assert not (directory / "CACHEDIR.TAG").exists() and not (directory / ".gitignore").exists()
+    assert sorted(p.name for p in (directory / cache.__version__).iterdir()) == ["f" * 32 + ".json", "mine.json"]
+    assert {k: v for k, v in snapshot(directory).items() if k in kept} == kept
+    assert (project / "train.py").read_text(encoding="utf-8") == BUGGY  # the link was not followed
+
+
+def test_clean_refuses_a_directory_with_a_forged_tag_only_where_protected(project: Path) -> None:
+    """An accumlint tag planted in the project root does not make the project a cache."""
+    (project / "CACHEDIR.TAG").write_text(CACHEDIR_TAG, encoding="utf-8")
+    before = snapshot(project)
+    assert run("clean", "--cache-dir", ".").exit_code == 2
+    assert snapshot(project) == before
+
+
+def test_clean_of_a_folder_without_a_cache(project: Path) -> None:
     precious = project / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    before = snapshot(precious)
     result = run("clean", "--cache-dir", str(precious))
-    assert result.exit_code == 2
-    assert "not an accumlint cache" in result.output
-    assert (precious / "notes.txt").is_file()
+    assert (result.exit_code, result.output) == (0, f"No cache at {precious}\n")
+    assert snapshot(precious) == before
+
+
+def test_a_concurrent_creation_leaves_one_directory(tmp_path: Path) -> None:
+    from accumlint import cache_dir
+
+    target = tmp_path / "c"
+    assert cache_dir.create(target) and cache_dir.create(target)  # the second finds it made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no temporary sibling left
+    assert cache_dir.foreign_entries(target) == []
 
 
 def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = ResultCache(tmp_path, "key")
+    store = ResultCache(tmp_path / "cache", "0" * 32, b"s" * 32)
     store.put("old.py", "d1", [])
     store.save()
     monkeypatch.setattr(cache, "_today", lambda: store._today + cache.MAX_UNSEEN_DAYS + 1)
-    later = ResultCache.load(tmp_path, "key")
+    later = ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32)
     later.put("new.py", "d2", [])
     later.save()
     assert [os.path.basename(p) for p in entries(later.file)] == ["new.py"]

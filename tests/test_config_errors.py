@@ -43,3 +43,28 @@ def test_config_error_is_one_line_and_exit_2(
     assert len(lines) == 1 or "Usage:" in result.stderr, result.stderr
     assert message in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "message"),
+    [
+        (b'[tool.accumlint]\nselect = ["\xff"]\n', "pyproject.toml: invalid TOML (not UTF-8: byte 28)"),
+        (b"[tool.accumlint]\nx = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "arrays or tables nested too deep"),
+        (b"[tool.accumlint]\nx = " + b"{a = " * 50_000 + b"1" + b"}" * 50_000 + b"\n", "nested too deep"),
+        (b"[tool.accumlint]\nparse-timeout = -1\n", "parse-timeout: expected seconds between 0 (no limit) and 86400"),
+        (b"[tool.accumlint]\nparse-timeout = true\n", "parse-timeout: expected seconds"),
+    ],
+    ids=["not-utf8", "deep-arrays", "deep-tables", "negative-timeout", "bool-timeout"],
+)
+def test_a_hostile_pyproject_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 pyproject: bytes, message: str) -> None:
+    """Reproduction (issue 19): a pyproject.toml that is not UTF-8, or nests deeply, ended the run
+    with a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_bytes(pyproject)
+    (tmp_path / "train.py").write_text("loss.backward()\n", encoding="utf-8")
+    for args in (("check", "train.py"), ("clean",)):
+        result = cli(*args)
+        assert result.exit_code == 2, (result.stdout, result.stderr)
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr

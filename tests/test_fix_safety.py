@@ -120,3 +120,73 @@ def test_a_kill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
         os.chdir(REPO)
     assert target.read_bytes() != BUGGY and b"optimizer.zero_grad()" in target.read_bytes()
     assert ".accumlint-tmp" not in result.stdout
+
+
+# --- issue 19: the last look before the rename, symlinks out of the tree -------------------
+
+
+@pytest.mark.parametrize("change", ["edit", "same-size-same-mtime", "touch", "replaced"])
+def test_a_change_just_before_the_rename_is_not_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Reproduction: an edit saved after the "file changed?" comparison and before the rename was
+    overwritten. The comparison now runs once the new bytes are on disk, just before the rename:
+    the edit is made during the temporary file's fsync, the last step before it."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "train.py"
+    target.write_bytes(BUGGY)
+    user = BUGGY.replace(b"loss", b"LOSS")  # the same size
+    real_fsync = os.fsync
+
+    def edit_during_fsync(fd: int) -> None:
+        real_fsync(fd)
+        before = target.stat()
+        if change == "edit":
+            target.write_bytes(BUGGY + b"# saved by the user\n")
+        elif change == "same-size-same-mtime":  # only the bytes' hash can tell
+            with open(target, "r+b") as handle:
+                handle.write(user)
+            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+        elif change == "touch":
+            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+        else:  # an editor that saves by rename: same bytes, another inode
+            (tmp_path / "saved.tmp").write_bytes(BUGGY)
+            os.replace(tmp_path / "saved.tmp", target)
+
+    monkeypatch.setattr(os, "fsync", edit_during_fsync)
+    expected = {"edit": BUGGY + b"# saved by the user\n", "same-size-same-mtime": user}.get(change, BUGGY)
+    result = cli("check", "--no-cache", "--fix", "train.py")
+    assert target.read_bytes() == expected
+    assert "error: train.py: not fixed: the file changed while it was being fixed" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # the temporary file is gone
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_fix_does_not_write_through_a_symlink_out_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reproduction: `--fix` followed a symlinked file or folder out of the checked tree and
+    rewrote its target (a cloned repository with `pre-commit` and `--fix`)."""
+    outside = tmp_path / "outside"
+    (outside / "pkg").mkdir(parents=True)
+    (outside / "victim.py").write_bytes(BUGGY)
+    (outside / "pkg" / "module.py").write_bytes(BUGGY)
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "own.py").write_bytes(BUGGY)
+    (repo / "src" / "inner.py").symlink_to(repo / "src" / "own.py")  # within the tree: fixed (its target)
+    (repo / "src" / "link.py").symlink_to(outside / "victim.py")
+    (repo / "src" / "linked").symlink_to(outside / "pkg")
+    monkeypatch.chdir(repo)
+    for args in (["src"], ["src/link.py", "src/linked/module.py"]):  # walked, and named as pre-commit does
+        result = cli("check", "--no-cache", "--output-format", "concise", "--fix", *args)
+        assert (outside / "victim.py").read_bytes() == BUGGY
+        assert (outside / "pkg" / "module.py").read_bytes() == BUGGY
+        errors = sorted(line for line in result.stderr.splitlines() if line.startswith("error:"))
+        assert errors == [
+            f"error: src/link.py: not fixed: a symlink to {outside / 'victim.py'}, outside the checked trees",
+            f"error: src/linked/module.py: not fixed: a symlink to {outside / 'pkg' / 'module.py'}, "
+            "outside the checked trees",
+        ]
+        assert "src/link.py:3:5: ACC001" in result.stdout  # still reported
+        assert "src/linked/module.py:3:5: ACC001" in result.stdout
+    assert (repo / "src" / "own.py").read_bytes() != BUGGY  # fixed through src/own.py or src/inner.py
+    assert (repo / "src" / "inner.py").is_symlink()

@@ -1,5 +1,8 @@
 """Property tests (issue 7 item 2): generated programs (hypothesmith) and mutated real files never
 make :func:`check_source` raise or report an internal error, and findings are deterministic.
+Hostile inputs (issue 19): spliced source fragments (deep nesting, long chains, null bytes,
+odd encodings), damaged notebooks, cache files and ``pyproject.toml`` files end as ``ACC000``,
+an ignored entry or a one-line :class:`ConfigError`, never an exception.
 
 ``ACCUMLINT_FUZZ=long`` runs the long profile (5,000 examples a test), ``ACCUMLINT_FUZZ=N`` N examples;
 the default is a fast one (100, derandomized).
@@ -25,6 +28,10 @@ LONG = bool(FUZZ)
 EXAMPLES = 5000 if FUZZ == "long" else int(FUZZ) if FUZZ.isdigit() else 100
 PROFILE = settings(
     max_examples=EXAMPLES, deadline=None, derandomize=not LONG, suppress_health_check=list(HealthCheck)
+)
+#: the hostile-input tests below: fewer examples in the default profile (each one parses more)
+HOSTILE = settings(
+    max_examples=EXAMPLES if LONG else 25, deadline=None, derandomize=not LONG, suppress_health_check=list(HealthCheck)
 )
 CORPUS = Path.home() / ".cache" / "accumlint-corpus"
 SOURCES = sorted(REPO.glob("rules/*/*.py")) + (sorted(CORPUS.rglob("*.py"))[:2000] if CORPUS.is_dir() else [])
@@ -65,3 +72,105 @@ def test_mutated_real_files(path: Path, edits: list[tuple[str, int]]) -> None:
             j = (at // len(lines)) % len(lines)
             lines[i], lines[j] = lines[j], lines[i]
     _stable(path.name, b"".join(lines))
+
+
+# --- hostile inputs (issue 19): per-file failures are ACC000 or ignored, never an exception ----
+
+_FRAGMENTS = [
+    b"(" * 300, b")" * 300, b"[" * 250 + b"]" * 250, b"-" * 400 + b"1", b"not " * 300, b"lambda: " * 250,
+    b" if b else a" * 300, b" ** a" * 400, b" and a" * 800, b"\x00", b"\xef\xbb\xbf", b"\xff\xfe",
+    b"# -*- coding: utf-16 -*-\n", b"# coding: nope\n", b"\r", b"\r\n", b"\x0c", b"\t", b"\\\n",
+    b'"""', b"'", b'f"{', b"}", b"\xed\xa0\x80", b"9" * 5000, b"loss.backward()\n", b"optimizer.step()\n",
+    b"# noqa: ACC001, ACC999\n", b"async def f():\n    await x\n", b"match x:\n    case 1:\n        pass\n",
+]
+
+
+@HOSTILE
+@given(st.lists(st.sampled_from(_FRAGMENTS) | st.binary(max_size=40), max_size=12))
+def test_hostile_source_bytes(parts: list[bytes]) -> None:
+    data = PRELUDE.encode() + b"".join(parts)
+    result = check_source("hostile.py", data)
+    assert result.internal_errors == [], result.internal_errors
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=30,
+)
+_CELL_SOURCE = st.lists(
+    st.sampled_from(["loss.backward()\n", "optimizer.step()\n", "%time x\n", "!ls\n", "%%bash\n", "x?\n", "\ud800",
+                     "for b in loader:\n", "    loss.backward()\n", "    opt.zero_grad()\n", "def f(:\n"])
+    | st.text(max_size=30),
+    max_size=8,
+)
+
+
+@HOSTILE
+@given(
+    st.lists(
+        st.fixed_dictionaries({"cell_type": st.sampled_from(["code", "markdown", "raw", 3]), "source": _CELL_SOURCE})
+        | _JSON,
+        max_size=6,
+    ),
+    st.sampled_from(["plain", "deep", "bigint", "truncated", "bom"]),
+)
+def test_hostile_notebooks(cells: list[object], damage: str) -> None:
+    import json
+
+    from accumlint.notebook import check_notebook
+
+    text = json.dumps({"cells": cells, "nbformat": 4})
+    if damage == "deep":
+        text = text[:-1] + ', "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    elif damage == "bigint":
+        text = text[:-1] + ', "x": ' + "7" * 5000 + "}"
+    elif damage == "truncated":
+        text = text[: len(text) // 2]
+    data = text.encode("utf-8", "surrogatepass")
+    if damage == "bom":
+        data = b"\xef\xbb\xbf" + data
+    result = check_notebook("hostile.ipynb", data)
+    assert result.internal_errors == [], result.internal_errors
+
+
+@HOSTILE
+@given(_JSON, st.sampled_from(["files", "entry", "row"]))
+def test_hostile_cache_files(value: object, where: str) -> None:
+    import json
+    import tempfile
+
+    from accumlint.cache import FORMAT, ResultCache
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = ResultCache(Path(folder), "0" * 32, b"k" * 32)
+        store.file.parent.mkdir(parents=True)
+        path = os.path.join(folder, "x.py")
+        if where == "files":
+            document: object = {"format": FORMAT, "files": value}
+        elif where == "entry":
+            document = {"format": FORMAT, "files": {path: value}}
+        else:
+            document = {"format": FORMAT, "files": {path: {"digest": "d", "findings": [value], "unknown_noqa": value,
+                                                            "mac": "0" * 32}}}
+        store.file.write_text(json.dumps(document), encoding="utf-8")
+        loaded = ResultCache.load(Path(folder), "0" * 32, b"k" * 32)
+        assert loaded.get(path, "d", 10) is None  # nothing unsigned is ever served
+
+
+@HOSTILE
+@given(st.lists(st.sampled_from([b"[tool.accumlint]\n", b"select = [", b"]", b"{a = ", b"}", b"\xff", b"\n",
+                                 b"cache-dir = ", b'"x"', b"parse-timeout = ", b"1e400", b"true", b"-1",
+                                 b"[" * 2000, b"]" * 2000, b"'''", b"\x00"]) | st.binary(max_size=20), max_size=10))
+def test_hostile_pyproject(parts: list[bytes]) -> None:
+    import tempfile
+
+    from accumlint.config import ConfigError, load_settings
+
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "pyproject.toml"
+        config.write_bytes(b"".join(parts))
+        try:
+            load_settings(config)
+        except ConfigError as exc:
+            assert "\n" not in str(exc).strip()

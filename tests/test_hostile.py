@@ -136,7 +136,47 @@ def test_20_mb_file(tmp_path: Path) -> None:
     big = MARKER + line * (20 * 2**20 // len(line))
     result = check(tmp_path, {"big.py": big, "big_plain.py": line * (20 * 2**20 // len(line))})
     assert "file too large to parse (20.0 MiB > 4 MiB)" in acc000(result, "big.py")
-    assert "big_plain.py" not in result.stdout  # no marker: read, never parsed
+    # read no further than the limit: whether a rule could fire there is unknown, so it is said
+    assert "file too large to parse (20.0 MiB > 4 MiB)" in acc000(result, "big_plain.py")
+
+
+def test_a_sparse_8_gib_file_is_not_read_to_its_end(tmp_path: Path) -> None:
+    with open(tmp_path / "huge.py", "wb") as handle:
+        handle.write(MARKER)
+        handle.truncate(8 * 2**30)  # sparse: no disk, but reading it whole would take minutes and 8 GiB
+    result = check(tmp_path, {})
+    assert "file too large to parse (8192.0 MiB > 4 MiB)" in acc000(result, "huge.py")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_fifos_and_devices_are_skipped_with_a_note(tmp_path: Path, jobs: str) -> None:
+    """Reproduction: a FIFO named `*.py` made the run wait forever; a symlink to /dev/zero read
+    3 GB in 20 s before the size limit was looked at."""
+    os.mkfifo(tmp_path / "pipe.py")
+    os.symlink("/dev/zero", tmp_path / "zero.py")
+    result = check(tmp_path, {}, "--jobs", jobs)
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: pipe.py: skipped: a FIFO, not a regular file",
+        "note: zero.py: skipped: a character device, not a regular file",
+    ]
+    assert "pipe.py" not in result.stdout and "zero.py" not in result.stdout
+    explicit = cli("check", "--no-cache", "--output-format", "concise", "pipe.py", "a_first.py")
+    assert explicit.exit_code == 1 and "note: pipe.py: skipped: a FIFO" in explicit.stderr
+
+
+def test_a_socket_is_skipped(tmp_path: Path) -> None:
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    os.chdir(tmp_path)
+    server.bind("sock.py")  # a relative name: the absolute one may be too long for AF_UNIX
+    try:
+        result = check(tmp_path, {})
+        assert "note: sock.py: skipped: a socket, not a regular file" in result.stderr
+    finally:
+        server.close()
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
@@ -150,14 +190,14 @@ def test_symlink_loops(tmp_path: Path) -> None:
 
 
 def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_open = open
+    real_open = os.open
 
     def guarded(file: object, *args: object, **kwargs: object) -> object:
         if str(file).endswith("secret.py"):
             raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+        return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("builtins.open", guarded)
+    monkeypatch.setattr(os, "open", guarded)
     result = check(tmp_path, {"secret.py": BUGGY})
     assert acc000(result, "secret.py").endswith("file could not be read: Permission denied")
 
@@ -262,4 +302,94 @@ def test_a_worker_that_dies_loses_only_its_file(tmp_path: Path, monkeypatch: pyt
     assert [line for line in result.stderr.splitlines() if "internal error" in line] == [
         "error: killer.py: internal error: the process checking this file died (A process in the process pool was "
         "terminated abruptly while the future was running or pending.); please report it"
+    ]
+
+
+# --- issue 19: notebooks, the time budget, a crash in a worker ---------------------------
+
+CELL = '{"cell_type": "code", "source": "loss.backward()\\n"}'
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ('{"cells": [' + CELL + ", " + "[" * 100_000 + "]" * 100_000 + "]}", "not a notebook: JSON nested too deep"),
+        (
+            '{"cells": [' + CELL + '], "n": ' + "9" * 5000 + "}",
+            "not a notebook: Exceeds the limit (4300 digits) for integer string conversion",
+        ),
+        (
+            '{"cells": [{"cell_type": "code", "source": "loss.backward()\\nx = 1\\ud800"}]}',
+            "cell 1, line 2: '\\ud800' is not a character",
+        ),
+    ],
+    ids=["deep-json", "5000-digits", "lone-surrogate"],
+)
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_hostile_notebook_is_acc000(tmp_path: Path, data: str, reason: str, jobs: str) -> None:
+    result = check(tmp_path, {"hostile.ipynb": data.encode()}, "--jobs", jobs)
+    assert f"hostile.ipynb:1:1: ACC000 file could not be checked: {reason}" in acc000(result, "hostile.ipynb")
+
+
+def _slow_in_worker(
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+) -> engine.FileResult | engine.Screened:
+    if path.endswith("slow.py"):
+        import time
+
+        time.sleep(60)  # what LibCST does on a 60 KB chain of ternaries (> 180 s)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+
+
+@pytest.mark.parametrize("files", [{"slow.py": BUGGY}, {"slow.py": BUGGY, **{f"m{i}.py": BUGGY for i in range(6)}}])
+def test_a_file_past_the_time_budget_is_acc000_and_the_others_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]
+) -> None:
+    monkeypatch.setattr(runner, "_check_in_worker", _slow_in_worker)
+    result = check(tmp_path, files, "--jobs", "2", "--parse-timeout", "1.5")
+    late = "ACC000 file could not be checked: took too long to parse (more than 1.5 s)"
+    assert acc000(result, "slow.py").endswith(late)
+    for name in files:
+        if name != "slow.py":
+            assert f"{name}:3:5: ACC001" in result.stdout
+
+
+def test_the_time_budget_from_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_check_in_worker", _slow_in_worker)
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\nparse-timeout = 1\n", encoding="utf-8")
+    result = check(tmp_path, {"slow.py": BUGGY})
+    assert acc000(result, "slow.py").endswith("took too long to parse (more than 1 s)")
+
+
+def test_a_chain_of_ternaries_libcst_takes_minutes_on(tmp_path: Path) -> None:
+    """Reproduction: LibCST took more than 180 s on a 60 KB chain of conditional expressions."""
+    chain = b"x = " + b" if b else ".join([b"a"] * 2500) + b"\n"  # 30 KB: LibCST needs far more than 2 s
+    result = check(tmp_path, {"ternary.py": MARKER + chain}, "--parse-timeout", "2")
+    assert acc000(result, "ternary.py").endswith("took too long to parse (more than 2 s)")
+
+
+def _raising_in_worker(
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+) -> engine.FileResult | engine.Screened:
+    if path.endswith("raises.py"):
+        raise RecursionError("maximum recursion depth exceeded")
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+
+
+def _raising(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    if path.endswith("raises.py"):
+        raise RecursionError("maximum recursion depth exceeded")
+    return _REAL_CHECK(path, data, codes)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_exception_in_a_files_check_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str
+) -> None:
+    monkeypatch.setattr(runner, "_check_in_worker", _raising_in_worker)
+    monkeypatch.setattr(runner, "_check", _raising)
+    result = check(tmp_path, {"raises.py": BUGGY, "m_ok.py": BUGGY}, "--jobs", jobs)
+    assert "m_ok.py:3:5: ACC001" in result.stdout
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: raises.py: internal error: RecursionError: maximum recursion depth exceeded; please report it"
     ]

@@ -24,6 +24,7 @@ from accumlint.config import Settings, resolve_selection
 
 REPO = Path(__file__).resolve().parents[1]
 BUGGY = (REPO / "examples" / "train_buggy.py").read_text(encoding="utf-8")
+KEY, SECRET = "0" * 32, b"s" * 32  # a cache file name and a signing key
 FIXED = (REPO / "examples" / "train_fixed.py").read_text(encoding="utf-8")
 
 
@@ -108,7 +109,7 @@ def test_a_warm_run_only_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     files = sorted(str(p) for p in tree.rglob("*.py"))
     settings = Settings(project_root=tmp_path)
     enabled = resolve_selection([])
-    cache = ResultCache.load(tmp_path / "cache", "key")
+    cache = ResultCache.load(tmp_path / "cache", KEY, SECRET)
     cold = runner.check_files(files, settings, enabled, jobs=2, cache=cache)
     # the byte prefilter decides model_*, broken_plain.py and doc.py (its backward is prose)
     assert (cold.cached, cold.parsed) == (0, len(files) - 4)
@@ -118,7 +119,7 @@ def test_a_warm_run_only_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(engine, "check_source", refuse)
     monkeypatch.setattr(engine, "may_fire", refuse)
-    warm = runner.check_files(files, settings, enabled, jobs=1, cache=ResultCache.load(tmp_path / "cache", "key"))
+    warm = runner.check_files(files, settings, enabled, jobs=1, cache=ResultCache.load(tmp_path / "cache", KEY, SECRET))
     assert (warm.cached, warm.parsed) == (len(files), 0)
     assert warm.findings == cold.findings and warm.sources == cold.sources
     assert len(warm.findings) == 2 * 3 + 2
@@ -142,7 +143,7 @@ def test_internal_errors_from_workers_are_reported(
         (tmp_path / name).write_text("opt.zero_grad()\n", encoding="utf-8")
     files = sorted(str(p) for p in tmp_path.glob("*.py"))
     enabled = frozenset({"ACC000", "ACC001", "ACC002"})
-    cache = ResultCache.load(tmp_path / "cache", "key")
+    cache = ResultCache.load(tmp_path / "cache", KEY, SECRET)
     run = runner.check_files(files, Settings(project_root=tmp_path), enabled, jobs=2, cache=cache)
     assert [e.split(":")[0] for e in run.errors] == files
     assert [(Path(f.path).name, f.code) for f in run.findings] == [

@@ -5,6 +5,15 @@ the fixed code and no finding of a code (or more of one) it did not have before;
 otherwise that occurrence is left as it is. Fixing repeats until nothing changes (at most
 :data:`MAX_ROUNDS` fixes per file), so a second ``--fix`` run changes nothing.
 Notebooks are never written: they are skipped.
+
+Writing (:func:`write_fixed`) is atomic and refuses a file that changed since it was read:
+the new bytes go to a temporary file beside the target, and only then, immediately before
+the rename, are the file's ``stat`` (device, inode, size, modification time) and the hash of
+its bytes compared with those of the read; any difference leaves the file as it is. What
+remains is the window between that last comparison and the rename (microseconds): an edit
+saved exactly then is replaced, as with any tool that rewrites files without locking them
+(ruff documents the same). A file reached through a symlink that leads out of the checked
+trees is never written (:func:`leaves_trees`): its findings are reported, not fixed.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import difflib
+import hashlib
 import io
 import os
 import stat
@@ -28,6 +38,7 @@ from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
 from accumlint.notebook import is_notebook
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_source
 
 MAX_ROUNDS = 100
 
@@ -123,10 +134,27 @@ def fix_source(
     return result
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+class FileChangedError(Exception):
+    """The file is no longer the one that was read (its bytes or its ``stat``)."""
+
+
+def write_atomic(
+    path: str | os.PathLike[str], data: bytes, expect: tuple[tuple[int, int, int, int], bytes] | None = None
+) -> None:
     """Replace the file's bytes atomically: a temporary file in the same folder, then ``os.replace``.
 
     The file's permission bits are kept; a symlink is followed (its target is replaced).
+    ``expect``: the ``(stat identity, SHA-256)`` of the file as it was read; compared again
+    once the temporary file is written, immediately before the rename, and
+    :class:`FileChangedError` raised (nothing written) if either differs.
     """
     target = Path(os.path.realpath(path))
     mode = stat.S_IMODE(target.stat().st_mode)
@@ -137,6 +165,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temp, mode)
+        if expect is not None:
+            identity, digest = expect
+            now, size = read_source(target)
+            if _identity(os.stat(target)) != identity or size > MAX_SOURCE_BYTES or _digest(now) != digest:
+                raise FileChangedError(os.fspath(path))
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -144,15 +177,28 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
+def leaves_trees(path: str, trees: Sequence[str | os.PathLike[str]]) -> str | None:
+    """Where ``path`` leads if a symlink on it (the file, or a folder above it) leads out of
+    every one of ``trees``; None if it does not (no symlink, or one within a tree)."""
+    real = os.path.realpath(path)
+    if real == os.path.normpath(os.path.abspath(path)):
+        return None
+    for tree in trees:
+        root = os.path.realpath(tree)
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            return None
+    return real
 
-def _write_fixed(path: str, original: bytes, fixed: bytes) -> str:
-    """Write ``fixed`` unless the file no longer holds ``original``; the reason it was not written, or ""."""
+
+def write_fixed(path: str, fixed: bytes, identity: tuple[int, int, int, int], original: bytes) -> str:
+    """Write ``fixed`` unless the file is no longer the one read (``identity``, ``original``);
+    the reason it was not written, or ""."""
     try:
-        if Path(path).read_bytes() != original:
-            return f"{path}: not fixed: the file changed while it was being fixed"
-        write_atomic(path, fixed)
-    except OSError as exc:
-        return f"{path}: not fixed: {exc.strerror or exc}"
+        write_atomic(path, fixed, (identity, _digest(original)))
+    except FileChangedError:
+        return f"{path}: not fixed: the file changed while it was being fixed"
+    except (OSError, NotARegularFile) as exc:
+        return f"{path}: not fixed: {getattr(exc, 'strerror', None) or exc}"
     return ""
 
 
@@ -162,23 +208,33 @@ def fix_files(
     *,
     unsafe: bool = False,
     write: bool = True,
+    trees: Sequence[str | os.PathLike[str]] = (),
 ) -> list[FixResult]:
     """Fix each file with its enabled codes (``codes_for(path)``); write the changed ones if ``write``.
 
-    Unreadable files and notebooks are skipped (the check that follows reports them).
+    A file reached through a symlink that leads out of ``trees`` (the checked directories and
+    the project root) is not written (``error`` says why). Unreadable files, files that are
+    not regular or too large, and notebooks are skipped (the check that follows reports them).
     """
     results = []
     for path in files:
         if is_notebook(path):
             continue
         try:
-            data = Path(path).read_bytes()
-        except OSError:
+            data, size = read_source(path)
+            identity = _identity(os.stat(path))
+        except (OSError, NotARegularFile):
+            continue
+        if size > MAX_SOURCE_BYTES:
             continue
         codes = codes_for(path)
         result = fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
         if write and result.changed:
-            result.error = _write_fixed(path, data, result.fixed)
+            outside = leaves_trees(path, trees)
+            if outside is not None:
+                result.error = f"{path}: not fixed: a symlink to {outside}, outside the checked trees"
+            else:
+                result.error = write_fixed(path, result.fixed, identity, data)
         results.append(result)
     return results
 
