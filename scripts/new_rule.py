@@ -6,8 +6,9 @@
 Writes, and touches nothing else:
 - the rule's entry in ``accumlint/spec.py`` (in code order; meaning and fix to be worded);
 - a class in ``accumlint/checks/<module>.py`` (created if new) whose ``check`` yields nothing yet;
-- ``rules/<CODE>-<name>/`` with a page skeleton and a bad/good pair of runnable scripts that
-  mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``);
+- ``rules/<CODE>-<name>/`` with a page skeleton, a bad/good pair of runnable scripts that
+  mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``), and
+  ``cases.toml`` with one invalid and one valid snippet to start from;
 - with ``--runtime NEEDS``: the spec's runtime entry and a check function in
   ``runtime_guard/checks.py``, called from ``evaluate``;
 then regenerates the README's rule table. Until the check is written, the catalogue test fails
@@ -149,6 +150,34 @@ if __name__ == "__main__":
     main()
 '''
 
+CASES = """# Snippet cases of this rule (tests/test_rule_folders.py): invalid ones must report exactly
+# their findings (code, line; line 1 is the snippet's first line), valid ones nothing.
+
+[[invalid]]
+name = "TODO: the shape this snippet shows"
+findings = [["{code}", 5]]
+code = '''
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / A
+    loss.backward()
+    if (i + 1) % A == 0:
+        TODO_the_faulty_line()
+        optimizer.step()
+        optimizer.zero_grad()
+'''
+
+[[valid]]
+name = "TODO: the correct twin"
+code = '''
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y) / A
+    loss.backward()
+    if (i + 1) % A == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+'''
+"""
+
 RUNTIME = '''
 
 def _{slug}(rec: RunRecord) -> Iterator[Finding]:
@@ -188,6 +217,7 @@ def write_folder(args: argparse.Namespace) -> Path:
     (folder / f"bad_{slug}.py").write_text(
         SCRIPT.format(code=args.code, kind="bad", what=" wrong", mark=f"  # expect: {args.code}  TODO: move to the "
                       "faulty line"), encoding="utf-8")
+    (folder / "cases.toml").write_text(CASES.format(code=args.code), encoding="utf-8")
     (folder / f"good_{slug}.py").write_text(SCRIPT.format(code=args.code, kind="good", what=" right", mark=""),
                                             encoding="utf-8")
     return folder

@@ -41,6 +41,7 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
         "accumlint/spec.py",
         "rules/ACC399-grad-fiddle-inside-group/README.md",
         "rules/ACC399-grad-fiddle-inside-group/bad_grad_fiddle_inside_group.py",
+        "rules/ACC399-grad-fiddle-inside-group/cases.toml",
         "rules/ACC399-grad-fiddle-inside-group/good_grad_fiddle_inside_group.py",
         "runtime_guard/checks.py",
     ]
