@@ -1,7 +1,7 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``, ``cache-dir``. The configuration is the first ``pyproject.toml`` with a
+``per-file-ignores``, ``cache-dir``, ``respect-gitignore``. The configuration is the first ``pyproject.toml`` with a
 ``[tool.accumlint]`` table found walking up from the checked path (or the file given
 with ``--config``); its directory is the project root that exclude and per-file-ignores
 globs are relative to.
@@ -36,7 +36,16 @@ from accumlint.registry import PARSE_ERROR_CODE
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
-KNOWN_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "cache-dir")
+KNOWN_KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "cache-dir",
+    "respect-gitignore",
+)
 
 
 class ConfigError(Exception):
@@ -70,6 +79,8 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: ``cache-dir``, resolved against the project root (None: the default location)
     cache_dir: Path | None = None
+    #: ``respect-gitignore``: directory walks skip what git ignores (:mod:`accumlint.gitignore`)
+    respect_gitignore: bool = True
 
     def layer(self) -> SelectionLayer:
         """The config file's rule-selection layer."""
@@ -250,6 +261,11 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"[tool.accumlint] cache-dir: expected a directory path, got {value!r}")
         settings.cache_dir = project_root / Path(value).expanduser()
+    if "respect-gitignore" in table:
+        value = table["respect-gitignore"]
+        if not isinstance(value, bool):
+            raise ConfigError(f"[tool.accumlint] respect-gitignore: expected true or false, got {value!r}")
+        settings.respect_gitignore = value
     return settings
 
 
@@ -272,13 +288,29 @@ def _accumlint_table(data: Mapping[str, Any]) -> Any:
     return None
 
 
-def load_settings(config_path: str | os.PathLike[str]) -> Settings:
-    """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``)."""
+def load_settings(config_path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``),
+    with ``overrides`` (``--config KEY=VALUE``) replacing its keys."""
     path = Path(config_path).absolute()
     if path.is_dir():
         path = path / CONFIG_FILE
     table = _accumlint_table(_read_toml(path))
-    return settings_from_table({} if table is None else table, path.parent, path)
+    return settings_from_table({**({} if table is None else table), **(overrides or {})}, path.parent, path)
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """One ``--config KEY=VALUE`` override, VALUE in TOML (``select=["ACC0"]``, ``cache-dir=".c"``).
+
+    Raises :class:`ConfigError` when it is not one valid ``[tool.accumlint]`` key and value.
+    """
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {text!r}: neither a config file nor a TOML `key = value` ({exc})") from None
+    if len(table) != 1:
+        raise ConfigError(f"--config {text!r}: give one `key = value` per --config")
+    settings_from_table(table, Path.cwd(), None)  # validates the key and the value
+    return table
 
 
 def find_config(start: str | os.PathLike[str]) -> Path | None:
