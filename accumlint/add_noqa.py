@@ -14,7 +14,7 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
@@ -80,8 +80,11 @@ def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, i
     return "".join(lines), changed
 
 
-def add_noqa_files(findings: Iterable[Finding]) -> tuple[int, list[str]]:
-    """Add the directives for ``findings`` to their files; ``(directives added, errors)``."""
+def add_noqa_files(findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None) -> tuple[int, list[str]]:
+    """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
+
+    ``checked`` holds the bytes each file had when it was checked: a file that changed since is
+    left alone (its findings' lines may have moved)."""
     from accumlint.fixes.apply import _decode, write_atomic
     from accumlint.notebook import is_notebook
 
@@ -95,6 +98,9 @@ def add_noqa_files(findings: Iterable[Finding]) -> tuple[int, list[str]]:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
+            if checked is not None and path in checked and checked[path] != data:
+                errors.append(f"{path}: noqa not added: the file changed since it was checked")
+                continue
             text, encoding = _decode(data)
             new_text, changed = add_noqa_text(text, codes_by_line)
         except (OSError, SyntaxError, UnicodeDecodeError, LookupError, tokenize.TokenError) as exc:

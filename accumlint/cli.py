@@ -270,10 +270,17 @@ def check(
     if add_noqa:
         from accumlint.add_noqa import add_noqa_files
 
-        added, noqa_errors = add_noqa_files(findings)
+        added, noqa_errors = add_noqa_files(findings, sources)
         for error in [*errors, *noqa_errors]:
             click.echo(f"error: {error}", err=True)
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+        left = [f for f in findings if f.cell or f.code == "ACC000"]
+        if left:
+            click.echo(
+                f"{len(left)} finding{'s' if len(left) != 1 else ''} in notebooks or of ACC000 cannot take a directive;"
+                " fix or exclude them.",
+                err=True,
+            )
         sys.exit(EXIT_FINDINGS if errors or noqa_errors else EXIT_OK)
 
     def source_lines(path: str, cell: int = 0) -> list[str] | None:

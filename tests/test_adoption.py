@@ -180,6 +180,7 @@ def test_add_noqa_silences_every_finding_once(project: Path) -> None:
     result = cli("check", "--no-cache", "--add-noqa", ".")
     assert result.exit_code == 0
     assert "Added 2 noqa directives." in result.stderr
+    assert "1 finding in notebooks or of ACC000 cannot take a directive" in result.stderr
     assert (project / "train.py").read_text().splitlines()[2] == "    optimizer.zero_grad()  # reset  # noqa: ACC001"
     assert (project / "other.py").read_text().splitlines()[2] == "    optimizer.zero_grad()  # noqa: ACC001"
     assert notebook.read_bytes() == before  # never a notebook
@@ -187,6 +188,17 @@ def test_add_noqa_silences_every_finding_once(project: Path) -> None:
     assert "Added 0 noqa directives." in again.stderr
     remaining = cli("check", "--no-cache", "--output-format", "json", ".")
     assert _codes(remaining) == [("nb.ipynb", "ACC001")]
+
+
+def test_add_noqa_leaves_a_file_that_changed_since_it_was_checked(project: Path) -> None:
+    from accumlint.add_noqa import add_noqa_files
+    from accumlint.findings import Finding, Severity
+
+    (project / "train.py").write_bytes(ACC001_LOOP)
+    finding = Finding("train.py", 3, 5, "ACC001", "n", Severity.ERROR, "m")
+    added, errors = add_noqa_files([finding], {"train.py": b"older bytes"})
+    assert (added, errors) == (0, ["train.py: noqa not added: the file changed since it was checked"])
+    assert (project / "train.py").read_bytes() == ACC001_LOOP
 
 
 def test_add_noqa_text_merges_and_skips_what_cannot_take_a_comment() -> None:

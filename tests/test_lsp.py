@@ -36,6 +36,8 @@ for i, batch in enumerate(loader):
         optimizer.zero_grad()
 """
 TIMEOUT = 60
+#: ACC101: its fix is unsafe (a logged loss changes)
+UNSAFE_EXAMPLE = REPO / "rules" / "ACC101-double-normalization" / "bad_accelerate_backward_divided.py"
 
 
 class Session:
@@ -199,6 +201,15 @@ def test_changes_are_debounced_and_the_nearest_config_applies(tmp_path: Path) ->
             assert diagnostic.code == "ACC001"
             await asyncio.sleep(1.0)
             assert len(session.published[uri]) == 2  # the three changes gave one publication
+
+            unsafe_source = UNSAFE_EXAMPLE.read_text(encoding="utf-8")
+            unsafe_uri = _open(session, root / "accelerate_train.py", unsafe_source)
+            [acc101] = await session.next_diagnostics(unsafe_uri, 1)
+            assert acc101.code == "ACC101"
+            fix = next(a for a in await _code_actions(session, unsafe_uri, acc101) if a.title.startswith("Fix "))
+            assert fix.title.endswith("(unsafe)") and not fix.is_preferred
+            assert fix.edit is not None and fix.edit.changes is not None
+            assert _apply(unsafe_source, fix.edit.changes[unsafe_uri]) != unsafe_source
         finally:
             await session.stop()
 

@@ -67,11 +67,12 @@ def suggest_source(
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return {}
     rules = engine.rules_for(codes)
-    current = engine.check_source(path, data, rules).findings
-    wanted = None if findings is None else set(findings)
+    current: list[Finding] | None = None  # what --fix compares against: checked once an edit needs it
+    if findings is None:
+        current = engine.check_source(path, data, rules).findings
     fixes: dict[Finding, SuggestedFix] = {}
-    for finding in current:
-        if finding.code not in FIXERS or (wanted is not None and finding not in wanted):
+    for finding in list(current if findings is None else findings):
+        if finding.code not in FIXERS:
             continue
         applicability, fixer = FIXERS[finding.code]
         try:
@@ -83,6 +84,8 @@ def suggest_source(
         new_text = edit.module.code
         if new_text == text:
             continue
+        if current is None:
+            current = engine.check_source(path, data, rules).findings
         if not improves(current, engine.check_source(path, new_text.encode(encoding), rules).findings, finding.code):
             continue
         kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE
