@@ -7,17 +7,14 @@ source checkout the ``rules/`` folder beside the package is used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import accumlint
-from accumlint import checks
-from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
-from accumlint.findings import Severity
+from accumlint import spec
 from accumlint.fixes import fix_applicability
-from accumlint.noqa_report import UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, UNUSED_NOQA_PAGE, UNUSED_NOQA_SUMMARY
+from accumlint.noqa_report import UNUSED_NOQA_PAGE
+from accumlint.spec import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, RuleSpec
 
-PARSE_ERROR_SUMMARY = "a file could not be read, decoded or parsed, so it was not checked"
 PARSE_ERROR_PAGE = """\
 # ACC000 parse-error
 
@@ -34,29 +31,13 @@ exclude it (`exclude` in `[tool.accumlint]`). Line `# noqa` comments do not supp
 """
 
 
-@dataclass(frozen=True)
-class RuleInfo:
-    """What the CLI and the README table show about one code."""
-
-    code: str
-    name: str
-    severity: Severity
-    default_enabled: bool
-    summary: str
-    url: str
+RuleInfo = RuleSpec
+"""What the CLI and the README table show about one code: its spec (``accumlint/spec.py``)."""
 
 
-def rule_infos() -> list[RuleInfo]:
+def rule_infos() -> list[RuleSpec]:
     """``ACC000``, ``ACC990`` and every registered rule, in code order."""
-    infos = [
-        RuleInfo(PARSE_ERROR_CODE, PARSE_ERROR_NAME, Severity.ERROR, True, PARSE_ERROR_SUMMARY, ""),
-        RuleInfo(UNUSED_NOQA_CODE, UNUSED_NOQA_NAME, Severity.INFO, False, UNUSED_NOQA_SUMMARY, ""),
-    ]
-    for rule in checks.ALL_RULES:
-        infos.append(
-            RuleInfo(rule.code, rule.name, rule.severity, rule.default_enabled, rule.summary, rule.url())
-        )
-    return sorted(infos, key=lambda info: info.code)
+    return sorted((*spec.ENGINE_CODES, *spec.RULES), key=lambda info: info.code)
 
 
 def rule_info(code: str) -> RuleInfo | None:

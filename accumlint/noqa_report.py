@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from accumlint.findings import Finding, Severity
+from accumlint.spec import UNUSED_NOQA_CODE, spec_of
 from accumlint.suppression import (
     _FILE_DIRECTIVE,
     _LINE_DIRECTIVE,
@@ -24,9 +25,7 @@ from accumlint.suppression import (
     _comments_by_tokenize,
 )
 
-UNUSED_NOQA_CODE = "ACC990"
-UNUSED_NOQA_NAME = "unused-noqa"
-UNUSED_NOQA_SUMMARY = "a `# noqa` directive names an ACC code that suppresses nothing there"
+UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
 UNUSED_NOQA_PAGE = """\
 # ACC990 unused-noqa
 

@@ -11,10 +11,6 @@ import re
 from dataclasses import dataclass
 
 from accumlint.catalogue import RuleInfo, rule_infos, rule_page
-from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_URL
-from accumlint.noqa_report import UNUSED_NOQA_CODE
-
-UNUSED_NOQA_URL = "https://github.com/accumlint/accumlint/blob/main/README.md#suppression"
 
 _HEADING = re.compile(r"^#{2,6}\s+(.*?)\s*$", re.MULTILINE)
 
@@ -30,9 +26,7 @@ class RuleDoc:
     @property
     def url(self) -> str:
         """The rule's page (for ``ACC000`` and ``ACC990``, a section of the README)."""
-        if self.info.url:
-            return self.info.url
-        return {PARSE_ERROR_CODE: PARSE_ERROR_URL, UNUSED_NOQA_CODE: UNUSED_NOQA_URL}.get(self.info.code, "")
+        return self.info.url
 
 
 def _unwrap(text: str) -> str:

@@ -12,116 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from accumlint.spec import RULES, Runtime, spec_of
 from runtime_guard.record import RunRecord
 from runtime_guard.report import Finding
 from runtime_guard.trace import Event, Group, Microbatch
 
+RuntimeCheck = Runtime
+"""How the guard observes one code: the ``runtime`` entry of its spec (``accumlint/spec.py``)."""
 
-@dataclass(frozen=True)
-class RuntimeCheck:
-    """How the guard observes one code. ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP
-    wrapper, any D), ``"data-parallel"`` (D > 1), ``"ce-loss"`` (a softmax cross-entropy
-    output whose weights the card reports as inferred), ``"loss-contract"`` (a framework contract
-    that leaves the group normalization to the loss, and the normalization inferred),
-    ``"scheduler-owner"`` (a framework seen stepping the scheduler), ``"effective-batch"`` (the configured
-    effective batch given to the probe), ``"epoch-end"`` (the probe placed at an epoch end with
-    the loader, ``at="epoch_end"``), ``"card"`` (a fact on the card, never a finding)."""
-
-    needs: str
-    evidence: str
-
-
-RUNTIME_CHECKS: dict[str, RuntimeCheck] = {
-    "ACC001": RuntimeCheck("events", "grads reset (fingerprint before/after) between microbatches of one group"),
-    "ACC002": RuntimeCheck("events", "grads of the previous group still present at the next group's first backward"),
-    "ACC003": RuntimeCheck("events", "all-zero or None grads at the update attempt after non-zero grads"),
-    "ACC004": RuntimeCheck("events", "an update after every microbatch while A > 1; parameters changed inside a group"),
-    "ACC006": RuntimeCheck("events", "observed group sizes differ from A"),
-    "ACC101": RuntimeCheck("ce-loss", "per-token weights sum to 1/A over a group"),
-    "ACC102": RuntimeCheck("ce-loss", "each microbatch weighted equally while token counts differ"),
-    "ACC103": RuntimeCheck("ce-loss", "per-token weights sum to A over a group"),
-    "ACC201": RuntimeCheck("events", "a microbatch graph alive > A+1 microbatches later; A forwards, one backward"),
-    "ACC202": RuntimeCheck("events", "saved activations unpacked by a backward still alive at the next forward"),
-    "ACC301": RuntimeCheck("events", "clip before the group's last backward, or more than once per group"),
-    "ACC302": RuntimeCheck("events", "clip before unscale_ while the scale is not 1"),
-    "ACC303": RuntimeCheck("events", "unscale_/scaler.step/update before the last backward; scale changes in a group"),
-    "ACC105": RuntimeCheck("loss-contract", "a framework that leaves the group normalization to the loss (HF "
-                                            "Trainer with num_items_in_batch): weights sum to A, or a mean of means"),
-    "ACC304": RuntimeCheck("events", "more scheduler steps between two update attempts than the contract allows"),
-    "ACC306": RuntimeCheck("scheduler-owner", "a scheduler a framework steps per update (Lightning, DeepSpeed) "
-                                              "also stepped by the user's code"),
-    "ACC401": RuntimeCheck("ddp", "DDP sync flag True at forward and False during backward (or the reverse)"),
-    "ACC402": RuntimeCheck("ddp", "no microbatch of a group forwarded with sync on; replica checksums differ"),
-    "ACC403": RuntimeCheck("data-parallel", "input-row hashes overlap across replicas"),
-    "ACC404": RuntimeCheck("effective-batch", "observed m x A x D differs from the configured effective batch"),
-    "ACC501": RuntimeCheck("events", "Accelerate: update cadence differs from A, or a prepared reset wipes a group"),
-    "ACC005": RuntimeCheck("epoch-end", "the epoch's partial group: no update after it (dropped, or leaking into the "
-                                        "next epoch's first group), or applied with weights summing to r/A"),
-    "ACC901": RuntimeCheck("card", "BatchNorm modules in train mode and their microbatch size"),
-    "ACC902": RuntimeCheck("card", "microbatches, update attempts, applied updates, examples and tokens, apart"),
-}
-
-FIXES = {
-    "ACC001": "reset once per group: after the optimizer update (or before the group's first backward)",
-    "ACC002": "reset the gradients after every optimizer update (optimizer.zero_grad(set_to_none=True))",
-    "ACC003": "move the reset after the optimizer update; nothing may clear .grad between the last backward "
-              "and the update",
-    "ACC004": "update only on the last microbatch of each group: if (i + 1) % A == 0: optimizer.step(); "
-              "optimizer.zero_grad()",
-    "ACC006": "gate the update with (i + 1) % A == 0 on a 0-based microbatch index",
-    "ACC101": "divide the loss once: remove the manual / A when the backward API already divides by A",
-    "ACC102": "sum the per-token losses of each microbatch and divide by the supervised tokens of the whole group",
-    "ACC103": "divide each microbatch loss by A (or the summed token loss by the group's supervised tokens)",
-    "ACC201": "keep loss.item() or loss.detach() (and outputs .detach()) across microbatches, not the tensors "
-              "with their graph",
-    "ACC202": "drop retain_graph=True unless a second backward goes through the same graph",
-    "ACC301": "clip once per group, after the last backward and before the update",
-    "ACC302": "call scaler.unscale_(optimizer) before clipping",
-    "ACC303": "call scaler.unscale_ / scaler.step / scaler.update once per group, after the last backward",
-    "ACC105": "normalize the returned loss over the group: sum the token losses and divide by num_items_in_batch",
-    "ACC304": "step the scheduler once per optimizer update, under the same gate as optimizer.step()",
-    "ACC306": "remove the manual scheduler.step(): the framework already steps the scheduler it was given",
-    "ACC401": "enter no_sync() (or set require_backward_grad_sync) before the forward, not only around the backward",
-    "ACC402": "run the forward and backward of each group's last microbatch outside no_sync()",
-    "ACC403": "give each replica different examples: a DistributedSampler (and sampler.set_epoch(epoch))",
-    "ACC404": "count D as the data-parallel group size: effective batch = m x A x D",
-    "ACC501": "enter accelerator.accumulate(model) once per microbatch and reset after the backward "
-              "(optimizer.step(); optimizer.zero_grad())",
-    "ACC005": "apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's losses by "
-              "its true size r; or make the epoch length a multiple of A (drop_last, or a loader length chosen "
-              "for A), so that no examples are backpropagated for nothing",
-}
+#: The codes the guard checks, and how (every spec with a ``runtime`` entry).
+RUNTIME_CHECKS: dict[str, Runtime] = {rule.code: rule.runtime for rule in RULES if rule.runtime is not None}
+#: The fix and the meaning printed with a finding: the same words as the linter's (the spec's).
+FIXES = {code: spec_of(code).fix for code in RUNTIME_CHECKS}
+MEANINGS = {code: spec_of(code).meaning for code in RUNTIME_CHECKS}
 #: The fix for a partial group applied but weighted r/A (the linter's wording).
 FIX_WEIGHTED = "divide the tail's losses by its true size r (or make the epoch length a multiple of A)"
-
-MEANINGS = {
-    "ACC001": "only the microbatches after the last reset reach the update; the rest of the group is discarded",
-    "ACC002": "every update also contains the gradients of all earlier groups",
-    "ACC003": "the update applies zero gradients: the group's work is thrown away",
-    "ACC004": "parameters move inside the group, so accumulation has no effect (and the loss is still divided by A)",
-    "ACC006": "groups do not hold A microbatches: the update cadence and the loss scale disagree",
-    "ACC101": "gradients are A times too small: the effective learning rate is divided by A",
-    "ACC102": "a mean of microbatch means: tokens of short microbatches weigh more than tokens of long ones",
-    "ACC103": "gradients are A times the group mean: the effective learning rate is multiplied by A",
-    "ACC201": "memory grows with every kept microbatch graph",
-    "ACC202": "saved activations of every microbatch stay in memory",
-    "ACC301": "a partial sum of the group's gradients is clipped, not the group's gradient",
-    "ACC302": "the clip threshold is compared with scaled gradients, so it clips far too much",
-    "ACC303": "later contributions keep the scale or the scale changes inside the group: mixed-up gradient units",
-    "ACC105": "the framework takes the loss as normalized over the group: each microbatch counts as a whole "
-              "group, gradients are about A times too large",
-    "ACC304": "the schedule runs faster than the optimizer updates it is sized in",
-    "ACC306": "the schedule advances once more per manual step than the framework's own stepping: it ends early",
-    "ACC401": "DDP decides at forward time: this microbatch all-reduced anyway (or the update used unsynchronized "
-              "gradients)",
-    "ACC402": "replicas never average their gradients and silently diverge",
-    "ACC403": "every replica trains on the same examples: D adds no information to the effective batch",
-    "ACC404": "the effective batch used for the learning rate or A is not the one training runs with",
-    "ACC501": "Accelerate's accumulation is not doing what A says: the update cadence or the group's gradients "
-              "are wrong",
-    "ACC005": "the examples of the epoch's last partial group are not learned from like the others: lost, "
-              "mixed into another epoch's update, or weighted r/A of a full group",
-}
 
 
 def _finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "",

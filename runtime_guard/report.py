@@ -1,7 +1,7 @@
 """Findings and the report: the same rule codes, names and pages as the linter.
 
-Rule names, severities and page URLs come from the linter's registry
-(``accumlint.checks.ALL_RULES``, torch-free), so both engines share one vocabulary.
+Rule names, severities and page URLs come from the rule spec (``accumlint/spec.py``, free of
+torch and LibCST), so both engines share one vocabulary.
 """
 
 from __future__ import annotations
@@ -11,14 +11,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accumlint.checks import ALL_RULES
-
-_RULES = {rule.code: rule for rule in ALL_RULES}
+from accumlint.spec import spec_of
 
 
 def rule_name(code: str) -> str:
     """The kebab-case name of ``code`` (``"ACC001"`` -> ``"zero-grad-inside-group"``)."""
-    return _RULES[code].name
+    return spec_of(code).name
 
 
 @dataclass
@@ -42,10 +40,10 @@ class Finding:
     url: str = field(init=False)
 
     def __post_init__(self) -> None:
-        rule = _RULES[self.code]
+        rule = spec_of(self.code)
         self.name = rule.name
-        self.severity = rule.severity.value if hasattr(rule.severity, "value") else str(rule.severity)
-        self.url = rule.url()
+        self.severity = rule.severity.value
+        self.url = rule.url
 
     def where(self) -> str:
         """``group 1, microbatch 2`` / ``group 1`` / ``run``."""

@@ -31,7 +31,7 @@ def render_table() -> str:
     lines = ["| code | name | severity | default | what it flags |", "|---|---|---|---|---|"]
     for info in rule_infos():
         name = f"`{info.name}`"
-        if info.url:
+        if info.implemented_by is not None:  # the engine's own codes have no rule folder
             name = f"[{name}](rules/{info.code}-{info.name}/README.md)"
         default = "on" if info.default_enabled else "off"
         lines.append(f"| {info.code} | {name} | {info.severity.value} | {default} | {_cell(info.summary)} |")

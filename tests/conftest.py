@@ -8,7 +8,7 @@ from typing import ClassVar
 import libcst as cst
 import pytest
 
-from accumlint import checks, engine, registry
+from accumlint import checks, engine, registry, spec
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 
@@ -82,8 +82,12 @@ FAKE_RULES: list[type[Rule]] = [FakeZeroGrad, FakeClip, FakeInfo]
 def install_rules(monkeypatch: pytest.MonkeyPatch, rules: list[type[Rule]]) -> None:
     """Make ``rules`` the whole registry (class list, engine instances and the code table)."""
     monkeypatch.setattr(checks, "ALL_RULES", list(rules))
-    entries = tuple(registry.RuleEntry(rule.code, "fake", rule.__name__, rule.default_enabled) for rule in rules)
+    entries = tuple(
+        spec.RuleSpec(rule.code, rule.name, rule.severity, "-", ("fake", rule.__name__), summary=rule.summary,
+                      meaning="", fix="", default_enabled=rule.default_enabled)
+        for rule in rules)
     monkeypatch.setattr(registry, "RULES", entries)
+    monkeypatch.setattr(spec, "RULES", entries)
     monkeypatch.setattr(engine, "ALL_RULES_INSTANCES", tuple(rule() for rule in rules))
 
 

@@ -1,65 +1,22 @@
-"""The rule registry: every rule class, in code order."""
+"""The rule registry: every rule class, in code order, as the rule spec names them.
+
+A rule is declared once, in ``accumlint/spec.py`` (``implemented_by=(module, class)``); this
+list imports the classes it names, so adding a rule registers nothing here.
+"""
 
 from __future__ import annotations
 
-from accumlint.checks.base import Rule
-from accumlint.checks.data_parallel import (
-    DuplicateSamplesAcrossReplicas,
-    EffectiveBatchCountsDevices,
-    GlobalDenominatorWithAveraging,
-)
-from accumlint.checks.facts import BatchnormWithAccumulation
-from accumlint.checks.framework_usage import AccumulateContextMisplaced, EngineStepGated
-from accumlint.checks.gradient_ops import ClipBeforeUnscale, ClipInsideGroup, ScalerInsideGroup
-from accumlint.checks.memory import LossKeptWithGraph, RetainGraphInLoop
-from accumlint.checks.normalization import (
-    DoubleNormalization,
-    FrameworkExpectsNormalization,
-    MeanOfMeans,
-    MissingNormalization,
-    NormalizationAfterBackward,
-)
-from accumlint.checks.resets import MissingGradReset, ResetBetweenBackwardAndStep, ZeroGradInsideGroup
-from accumlint.checks.schedule import (
-    AmbiguousStepUnit,
-    SchedulerHorizonUnitMismatch,
-    SchedulerPerMicrobatch,
-    SchedulerSteppedTwice,
-)
-from accumlint.checks.sync import NoSyncMissesForward, NoSyncNeverSyncs
-from accumlint.checks.tail import PartialFinalGroup
-from accumlint.checks.updates import IrregularUpdateBoundary, StepEveryMicrobatch
+from importlib import import_module
 
-ALL_RULES: list[type[Rule]] = sorted(
-    [
-        ZeroGradInsideGroup,
-        MissingGradReset,
-        ResetBetweenBackwardAndStep,
-        StepEveryMicrobatch,
-        PartialFinalGroup,
-        IrregularUpdateBoundary,
-        DoubleNormalization,
-        MeanOfMeans,
-        MissingNormalization,
-        NormalizationAfterBackward,
-        FrameworkExpectsNormalization,
-        LossKeptWithGraph,
-        RetainGraphInLoop,
-        ClipInsideGroup,
-        ClipBeforeUnscale,
-        ScalerInsideGroup,
-        SchedulerPerMicrobatch,
-        SchedulerHorizonUnitMismatch,
-        SchedulerSteppedTwice,
-        NoSyncMissesForward,
-        NoSyncNeverSyncs,
-        DuplicateSamplesAcrossReplicas,
-        EffectiveBatchCountsDevices,
-        GlobalDenominatorWithAveraging,
-        AccumulateContextMisplaced,
-        EngineStepGated,
-        BatchnormWithAccumulation,
-        AmbiguousStepUnit,
-    ],
-    key=lambda rule: rule.code,
-)
+from accumlint.checks.base import Rule
+from accumlint.spec import RULES
+
+
+def _implementation(module: str, name: str) -> type[Rule]:
+    rule = getattr(import_module(f"accumlint.checks.{module}"), name)
+    if not (isinstance(rule, type) and issubclass(rule, Rule)):
+        raise TypeError(f"accumlint.checks.{module}.{name} is not a Rule")
+    return rule
+
+
+ALL_RULES: list[type[Rule]] = [_implementation(*rule.implemented_by) for rule in RULES if rule.implemented_by]

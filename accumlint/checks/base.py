@@ -13,11 +13,10 @@ from accumlint.model import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.prefilter import NeedlePattern
 from accumlint.source_facts import SourceFacts
+from accumlint.spec import BY_CODE, DOCS_URL, RuleSpec
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-
-DOCS_URL = "https://github.com/accumlint/accumlint/blob/main/rules/{code}-{name}/README.md"
 
 
 @dataclass(frozen=True)
@@ -28,16 +27,21 @@ class Hit:
     message: str
     fix: str
 
+_FROM_SPEC = frozenset({"name", "severity", "principle", "summary", "default_enabled"})
+
 
 class Rule:
     """Base class of every rule.
 
-    Subclasses set the class attributes and implement :meth:`check`, which must only read
-    the :class:`~accumlint.model.FileModel` (never re-derive loop structure) and must stay
-    silent where the model answers "unknown".
+    Subclasses set ``code`` and implement :meth:`check`, which must only read the
+    :class:`~accumlint.model.FileModel` (never re-derive loop structure) and must stay silent
+    where the model answers "unknown". Name, severity, principle, summary and default come from
+    the rule's entry in ``accumlint/spec.py`` (``spec``); a class whose code has no entry (a
+    test's stand-in rule) declares them itself.
     """
 
     code: ClassVar[str]
+    spec: ClassVar[RuleSpec | None] = None
     name: ClassVar[str]
     severity: ClassVar[Severity]
     principle: ClassVar[str]  # the property of the accumulation guide it protects, e.g. "P2"
@@ -50,6 +54,18 @@ class Rule:
     #: must match as well, searched for only in a file where one of the markers is used. None:
     #: the markers decide alone.
     requires: ClassVar[NeedlePattern | None] = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        spec = BY_CODE.get(cls.__dict__.get("code", ""))
+        if spec is None or spec.implemented_by != (cls.__module__.rsplit(".", 1)[-1], cls.__name__):
+            return
+        declared = sorted(_FROM_SPEC & set(cls.__dict__))
+        if declared:
+            raise TypeError(f"{cls.__name__} declares {', '.join(declared)}: the spec of {spec.code} says it")
+        cls.spec = spec
+        cls.name, cls.severity, cls.principle = spec.name, spec.severity, spec.principle
+        cls.summary, cls.default_enabled = spec.summary, spec.default_enabled
 
     def applies(self, facts: SourceFacts) -> bool:
         """Whether the rule may fire on a module with these facts: False only where its check

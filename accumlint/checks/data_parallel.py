@@ -8,7 +8,6 @@ from functools import partial
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import EventKind, FileModel
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, value_history
@@ -28,10 +27,6 @@ class DuplicateSamplesAcrossReplicas(Rule):
     unknown class), or when anything in the module slices or shards data by rank."""
 
     code = "ACC403"
-    name = "duplicate-samples-across-replicas"
-    severity = Severity.ERROR
-    principle = "P11"
-    summary = "every replica reads the same samples: no distributed sampler or rank sharding"
     # markers and gate: the loop that reads the loader runs a backward (a DataLoader marker
     # would only add files to the byte stage that the gate then drops)
 
@@ -68,10 +63,6 @@ class EffectiveBatchCountsDevices(Rule):
     and when the expression also reads a node count or a tensor/pipeline size."""
 
     code = "ACC404"
-    name = "effective-batch-counts-devices"
-    severity = Severity.WARNING
-    principle = "P12"
-    summary = "effective batch computed from the GPU count instead of the data-parallel size"
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
     markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
@@ -133,10 +124,6 @@ class GlobalDenominatorWithAveraging(Rule):
     reduction is changed (comm hook, divide factor), and when gradients are reduced by hand."""
 
     code = "ACC405"
-    name = "global-denominator-with-averaging"
-    severity = Severity.ERROR
-    principle = "P10"
-    summary = "global denominator on top of DDP's averaging: gradients 1/D too small"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import FileModel
 
 
@@ -14,11 +13,6 @@ class BatchnormWithAccumulation(Rule):
     (A > 1): its statistics come from each microbatch of m examples, not the effective batch."""
 
     code = "ACC901"
-    name = "batchnorm-with-accumulation"
-    severity = Severity.INFO
-    principle = "-"
-    summary = "BatchNorm statistics are per microbatch, not per effective batch"
-    default_enabled = False
     markers = tuple(name.encode() for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
                                                "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"))
 

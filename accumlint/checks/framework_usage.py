@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
@@ -17,10 +16,6 @@ class AccumulateContextMisplaced(Rule):
     """ACC501: Accelerate's ``accumulate()`` entered in the wrong place (or not at all)."""
 
     code = "ACC501"
-    name = "accumulate-context-misplaced"
-    severity = Severity.ERROR
-    principle = "P1"
-    summary = "accelerator.accumulate() around the whole loop, missing, or with a reset before the backward"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -91,10 +86,6 @@ class EngineStepGated(Rule):
     """ACC502: DeepSpeed's ``engine.step()`` behind the user's own boundary test."""
 
     code = "ACC502"
-    name = "engine-step-gated"
-    severity = Severity.ERROR
-    principle = "P1"
-    summary = "DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

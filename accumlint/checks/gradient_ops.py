@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
-from accumlint.findings import Severity
 from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
 from accumlint.model.kinds import Evidence
@@ -74,10 +73,6 @@ class ClipInsideGroup(Rule):
     """
 
     code = "ACC301"
-    name = "clip-inside-group"
-    severity = Severity.ERROR
-    principle = "P6"
-    summary = "gradients clipped every microbatch: partial sums are clipped, not the group's gradient"
     markers = _CLIP_MARKERS
 
     def applies(self, facts: SourceFacts) -> bool:
@@ -139,10 +134,6 @@ class ClipBeforeUnscale(Rule):
     """
 
     code = "ACC302"
-    name = "clip-before-unscale"
-    severity = Severity.ERROR
-    principle = "P7"
-    summary = "gradients clipped while still multiplied by the GradScaler's scale"
     markers = _CLIP_MARKERS
 
     def applies(self, facts: SourceFacts) -> bool:
@@ -208,10 +199,6 @@ class ScalerInsideGroup(Rule):
     """
 
     code = "ACC303"
-    name = "scaler-inside-group"
-    severity = Severity.ERROR
-    principle = "P7"
-    summary = "GradScaler unscale/step/update on every microbatch"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()

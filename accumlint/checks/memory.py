@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
@@ -21,10 +20,6 @@ class LossKeptWithGraph(Rule):
     """ACC201: a loss (or its graph-holding parts) stored across microbatches."""
 
     code = "ACC201"
-    name = "loss-kept-with-graph"
-    severity = Severity.ERROR
-    principle = "P5"
-    summary = "a loss that still holds its autograd graph is kept across microbatches: memory grows with A"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -149,10 +144,6 @@ class RetainGraphInLoop(Rule):
     """ACC202: ``backward(retain_graph=True)`` with no later backward through that graph."""
 
     code = "ACC202"
-    name = "retain-graph-in-loop"
-    severity = Severity.WARNING
-    principle = "P5"
-    summary = "backward(retain_graph=True) in the loop keeps a microbatch's graph alive for nothing"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

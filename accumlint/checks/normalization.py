@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
@@ -20,10 +19,6 @@ class DoubleNormalization(Rule):
     """ACC101: a manual division by A on a loss whose backward API already divides by A."""
 
     code = "ACC101"
-    name = "double-normalization"
-    severity = Severity.ERROR
-    principle = "P4"
-    summary = "loss divided by A by hand and again by the framework: gradients A times too small"
     markers = (*Rule.markers, *(hook.encode() for hook in sorted(fw.MICROBATCH_HOOKS)))
 
     def applies(self, facts: SourceFacts) -> bool:
@@ -109,10 +104,6 @@ class MeanOfMeans(Rule):
     so tokens in short microbatches weigh more than tokens in long ones."""
 
     code = "ACC102"
-    name = "mean-of-means"
-    severity = Severity.WARNING
-    principle = "P4"
-    summary = "per-microbatch mean token losses averaged over A: tokens weighted unequally"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -145,11 +136,6 @@ class MissingNormalization(Rule):
     (nor its gradients scaled): each update applies the sum of A microbatch gradients."""
 
     code = "ACC103"
-    name = "missing-normalization"
-    severity = Severity.WARNING
-    principle = "P4"
-    summary = "accumulated loss never divided by A: gradients are A times the mean"
-    default_enabled = False
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -183,10 +169,6 @@ class NormalizationAfterBackward(Rule):
     """ACC104: a loss divided by A after its backward ran: only the logged value changes."""
 
     code = "ACC104"
-    name = "normalization-after-backward"
-    severity = Severity.ERROR
-    principle = "P4"
-    summary = "loss divided after its backward ran: only the logged value changes"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -213,10 +195,6 @@ class FrameworkExpectsNormalization(Rule):
     ``num_items_in_batch``."""
 
     code = "ACC105"
-    name = "framework-expects-normalization"
-    severity = Severity.ERROR
-    principle = "P4"
-    summary = "an API that leaves normalization to the user, used without it"
     markers = (MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode())
 
     def applies(self, facts: SourceFacts) -> bool:

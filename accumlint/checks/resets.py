@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted
@@ -20,10 +19,6 @@ class ZeroGradInsideGroup(Rule):
     """ACC001: a gradient reset on a path that runs every microbatch while the update runs once per group."""
 
     code = "ACC001"
-    name = "zero-grad-inside-group"
-    severity = Severity.ERROR
-    principle = "P2"
-    summary = "gradients reset every microbatch, so only the last microbatch of a group is learned from"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -62,10 +57,6 @@ class MissingGradReset(Rule):
     """ACC002: an optimizer update that nothing in the file ever resets the gradients for."""
 
     code = "ACC002"
-    name = "missing-grad-reset"
-    severity = Severity.ERROR
-    principle = "P3"
-    summary = "no gradient reset anywhere: every update also contains all previous groups' gradients"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         if any(e.kind is EventKind.RESET for e in model.all_events()) or _mentions_reset(model):
@@ -124,10 +115,6 @@ class ResetBetweenBackwardAndStep(Rule):
     """ACC003: a reset after the group's last backward and before its update wipes the group."""
 
     code = "ACC003"
-    name = "reset-between-backward-and-step"
-    severity = Severity.ERROR
-    principle = "P3"
-    summary = "gradients reset after the last backward and before the update: the update applies zeros"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.events import SCHEDULER_STEP_METHODS
@@ -29,10 +28,6 @@ class SchedulerPerMicrobatch(Rule):
     """ACC304: a scheduler stepped every microbatch while the optimizer updates once per group."""
 
     code = "ACC304"
-    name = "scheduler-per-microbatch"
-    severity = Severity.ERROR
-    principle = "P8"
-    summary = "LR scheduler stepped every microbatch: the schedule runs A times too fast"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -68,10 +63,6 @@ class SchedulerHorizonUnitMismatch(Rule):
     iterates (or an explicit ``* A``) are judged; anything else stays silent."""
 
     code = "ACC305"
-    name = "scheduler-horizon-unit-mismatch"
-    severity = Severity.WARNING
-    principle = "P8"
-    summary = "scheduler horizon counted in microbatches while stepped per update (or the reverse)"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -122,10 +113,6 @@ class SchedulerSteppedTwice(Rule):
     and stepped in a training hook."""
 
     code = "ACC306"
-    name = "scheduler-stepped-twice"
-    severity = Severity.ERROR
-    principle = "P8"
-    summary = "a scheduler the framework already steps is stepped again by hand"
     markers = (b"initialize", fw.LIGHTNING_CONFIGURE_OPTIMIZERS.encode())
 
     def applies(self, facts: SourceFacts) -> bool:
@@ -190,11 +177,6 @@ class AmbiguousStepUnit(Rule):
     microbatch of an accumulating loop and is used as a logging x-axis or a scheduler argument."""
 
     code = "ACC902"
-    name = "ambiguous-step-unit"
-    severity = Severity.INFO
-    principle = "-"
-    summary = "a counter named step counts microbatches, not optimizer updates"
-    default_enabled = False
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

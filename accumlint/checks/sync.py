@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.names import dotted, receiver
@@ -20,10 +19,6 @@ class NoSyncMissesForward(Rule):
     """ACC401: a ``no_sync`` context around the backward but not the forward that produced its loss."""
 
     code = "ACC401"
-    name = "no-sync-misses-forward"
-    severity = Severity.WARNING
-    principle = "P10"
-    summary = "no_sync() wraps the backward but not the forward: DDP still all-reduces every microbatch"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -98,10 +93,6 @@ class NoSyncNeverSyncs(Rule):
     """ACC402: every microbatch runs under ``no_sync``: replicas never all-reduce."""
 
     code = "ACC402"
-    name = "no-sync-never-syncs"
-    severity = Severity.ERROR
-    principle = "P10"
-    summary = "every microbatch runs under no_sync(): gradients are never synchronized and replicas diverge"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

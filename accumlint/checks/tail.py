@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import FileModel
 from accumlint.model.frameworks import TailTreatment
 
@@ -42,10 +41,6 @@ class PartialFinalGroup(Rule):
     """
 
     code = "ACC005"
-    name = "partial-final-group"
-    severity = Severity.WARNING
-    principle = "P9"
-    summary = "the epoch's last partial group leaks into the next epoch, is never applied, or is weighted r/A"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value
 from accumlint.model.names import children, dotted
@@ -18,10 +17,6 @@ class StepEveryMicrobatch(Rule):
     """ACC004: the loss is scaled for accumulation but the optimizer updates every microbatch."""
 
     code = "ACC004"
-    name = "step-every-microbatch"
-    severity = Severity.ERROR
-    principle = "P1"
-    summary = "loss scaled for accumulation but the optimizer update runs every microbatch"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -70,10 +65,6 @@ class IrregularUpdateBoundary(Rule):
     """ACC006: a boundary test that does not fire on the last microbatch of every group of A."""
 
     code = "ACC006"
-    name = "irregular-update-boundary"
-    severity = Severity.ERROR
-    principle = "P1"
-    summary = "the update gate does not select the last microbatch of every group of A"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

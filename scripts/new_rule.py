@@ -1,0 +1,243 @@
+"""Scaffold a new rule: its spec entry, its check, its catalogue folder and (optionally) its runtime check.
+
+    python scripts/new_rule.py ACC307 grad-rescale-inside-group --principle P6 --severity error \
+        --summary "gradients rescaled every microbatch" --module gradient_ops [--runtime events]
+
+Writes, and touches nothing else:
+- the rule's entry in ``accumlint/spec.py`` (in code order; meaning and fix to be worded);
+- a class in ``accumlint/checks/<module>.py`` (created if new) whose ``check`` yields nothing yet;
+- ``rules/<CODE>-<name>/`` with a page skeleton and a bad/good pair of runnable scripts that
+  mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``);
+- with ``--runtime NEEDS``: the spec's runtime entry and a check function in
+  ``runtime_guard/checks.py``, called from ``evaluate``;
+then regenerates the README's rule table. Until the check is written, the catalogue test fails
+on the bad script: that is the rule's first test. CONTRIBUTING.md explains each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = re.compile(r"^ACC\d{3}$")
+NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+SEVERITIES = ("error", "warning", "info")
+NEEDS = ("events", "ddp", "data-parallel", "ce-loss", "loss-contract", "scheduler-owner", "effective-batch",
+         "epoch-end", "card")
+
+
+def class_name(name: str) -> str:
+    """``grad-rescale-inside-group`` -> ``GradRescaleInsideGroup``."""
+    return "".join(part.capitalize() for part in name.split("-"))
+
+
+def spec_entry(args: argparse.Namespace) -> str:
+    runtime = ""
+    if args.runtime:
+        runtime = (f'        runtime=Runtime(needs="{args.runtime}", evidence="TODO: what in the event trace shows '
+                   'it"),\n')
+    default = "" if args.default_enabled else "        default_enabled=False,\n"
+    return (
+        "    RuleSpec(\n"
+        f'        "{args.code}",\n        "{args.name}",\n        Severity.{args.severity.upper()},\n'
+        f'        "{args.principle}",\n'
+        f'        implemented_by=("{args.module}", "{class_name(args.name)}"),\n'
+        f'        summary="{args.summary}",\n'
+        '        meaning="TODO: what a finding does to training",\n'
+        '        fix="TODO: the general repair, in the words both engines print",\n'
+        f"{default}{runtime}"
+        "    ),\n"
+    )
+
+
+def insert_spec(text: str, code: str, entry: str) -> str:
+    """``spec.py``'s text with ``entry`` inserted into ``RULES`` before the first higher code."""
+    start = text.index("RULES: tuple[RuleSpec, ...] = (\n") + len("RULES: tuple[RuleSpec, ...] = (\n")
+    end = text.index("\n)\n", start) + 1
+    if f'"{code}",' in text[start:end]:
+        raise SystemExit(f"{code} is already in accumlint/spec.py")
+    for match in re.finditer(r'^    RuleSpec\(\n        "(ACC\d{3})",', text[start:end], re.M):
+        if match.group(1) > code:
+            at = start + match.start()
+            return text[:at] + entry + text[at:]
+    return text[:end] + entry + text[end:]
+
+
+CHECK = '''
+
+class {cls}(Rule):
+    """{code}: {summary}."""
+
+    code = "{code}"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        # Read the group model only (model.loops, group.cadence(event), ...): see CONTRIBUTING.md.
+        return iter(())
+'''
+
+MODULE_HEAD = '''"""{family}: {summary} ({principle})."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from accumlint.checks.base import Hit, Rule
+from accumlint.model import FileModel
+'''
+
+PAGE = """# {code} {name}
+
+{severity} · {principle}
+
+## What it does
+
+{summary}.
+
+## Why is this bad
+
+TODO: what it does to training, with numbers from `bad_{slug}.py`.
+
+## Example
+
+```python
+TODO: the smallest loop that shows it
+```
+
+## Use instead
+
+```python
+TODO
+```
+
+## Framework notes
+
+- TODO: frameworks whose contract changes the verdict (see shared/docs/framework-contracts.md).
+"""
+
+SCRIPT = '''"""{code} {kind}: TODO: one line on what this loop does{what}.
+
+Plain PyTorch, runs on CPU.
+"""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    loader = DataLoader(TensorDataset(inputs, inputs.sum(dim=1, keepdim=True)), batch_size=MICROBATCH_SIZE)
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for i, (x, y) in enumerate(loader):
+        loss = nn.functional.mse_loss(model(x), y) / ACCUMULATION_STEPS
+        loss.backward()
+        if (i + 1) % ACCUMULATION_STEPS == 0:
+            optimizer.step()
+            optimizer.zero_grad(){mark}
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+RUNTIME = '''
+
+def _{slug}(rec: RunRecord) -> Iterator[Finding]:
+    """{code}: {summary} (the spec's runtime evidence)."""
+    return iter(())
+'''
+
+
+def write_check(args: argparse.Namespace) -> Path:
+    path = ROOT / "accumlint" / "checks" / f"{args.module}.py"
+    cls = class_name(args.name)
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if f"class {cls}(" in text:
+            raise SystemExit(f"{path} already defines {cls}")
+        for needed in ("from collections.abc import Iterator", "from accumlint.checks.base import",
+                       "FileModel"):
+            if needed not in text:
+                raise SystemExit(f"{path} lacks `{needed}`: add the import, then run again")
+    else:
+        family = f"ACC{args.code[3]}xx"
+        text = MODULE_HEAD.format(family=family, summary=args.summary, principle=args.principle)
+    path.write_text(text.rstrip("\n") + "\n" + CHECK.format(cls=cls, code=args.code, summary=args.summary),
+                    encoding="utf-8")
+    return path
+
+
+def write_folder(args: argparse.Namespace) -> Path:
+    folder = ROOT / "rules" / f"{args.code}-{args.name}"
+    if folder.exists():
+        raise SystemExit(f"{folder} exists")
+    folder.mkdir(parents=True)
+    slug = args.name.replace("-", "_")
+    (folder / "README.md").write_text(
+        PAGE.format(code=args.code, name=args.name, severity=args.severity, principle=args.principle,
+                    summary=args.summary[:1].upper() + args.summary[1:], slug=slug), encoding="utf-8")
+    (folder / f"bad_{slug}.py").write_text(
+        SCRIPT.format(code=args.code, kind="bad", what=" wrong", mark=f"  # expect: {args.code}  TODO: move to the "
+                      "faulty line"), encoding="utf-8")
+    (folder / f"good_{slug}.py").write_text(SCRIPT.format(code=args.code, kind="good", what=" right", mark=""),
+                                            encoding="utf-8")
+    return folder
+
+
+def write_runtime(args: argparse.Namespace) -> Path:
+    path = ROOT / "runtime_guard" / "checks.py"
+    text = path.read_text(encoding="utf-8")
+    slug = args.name.replace("-", "_")
+    call = "    findings += list(_normalization(rec))\n"
+    if call not in text:
+        raise SystemExit("runtime_guard/checks.py: evaluate() has changed; add the call by hand")
+    text = text.replace(call, call + f"    findings += list(_{slug}(rec))\n")
+    at = text.index("\n\ndef evaluate(")
+    text = text[:at] + RUNTIME.format(slug=slug, code=args.code, summary=args.summary).rstrip("\n") + text[at:]
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("code", help="ACC + three digits; the hundreds digit is the family")
+    parser.add_argument("name", help="kebab-case, e.g. grad-rescale-inside-group")
+    parser.add_argument("--principle", required=True, help="P1-P12 of the accumulation guide, or - for a fact")
+    parser.add_argument("--severity", choices=SEVERITIES, default="error")
+    parser.add_argument("--summary", required=True, help="one line for the rule table")
+    parser.add_argument("--module", required=True, help="the module under accumlint/checks/ (new or existing)")
+    parser.add_argument("--off", dest="default_enabled", action="store_false", help="off by default")
+    parser.add_argument("--runtime", choices=NEEDS, help="the guard observes it: what it needs")
+    args = parser.parse_args(argv)
+    if not CODE.match(args.code) or not NAME.match(args.name) or not re.match(r"^[a-z_]+$", args.module):
+        parser.error("CODE is ACC + 3 digits, NAME kebab-case, --module a module name")
+    if '"' in args.summary:
+        parser.error("--summary may not contain a double quote")
+    sys.path.insert(0, str(ROOT))
+    from accumlint.spec import FAMILIES, PRINCIPLES
+
+    if int(args.code[3]) not in FAMILIES or args.principle not in PRINCIPLES:
+        parser.error(f"families: {sorted(FAMILIES)}; principles: {', '.join(PRINCIPLES)}")
+    spec = ROOT / "accumlint" / "spec.py"
+    spec.write_text(insert_spec(spec.read_text(encoding="utf-8"), args.code, spec_entry(args)), encoding="utf-8")
+    written = [spec, write_check(args), write_folder(args)]
+    if args.runtime:
+        written.append(write_runtime(args))
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "rule_table.py")], check=True, cwd=ROOT)
+    for path in written:
+        print(f"wrote {path.relative_to(ROOT)}")
+    print("regenerated the rule table in README.md; next: CONTRIBUTING.md, 'Add a rule'")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
