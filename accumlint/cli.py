@@ -20,12 +20,11 @@ from accumlint import __version__, cache, colors, config, registry, runner
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding
-from accumlint.fixes.suggest import FIXABLE_CODES
-from accumlint.gitignore import GitIgnore
 from accumlint.hierarchy import Resolver, excluded_by_own_settings
 from accumlint.lazy import lazy_module
 from accumlint.output import FIX_FORMATS, FORMATS, HUMAN_FORMATS, Fixes, fixable_counts, render, summary_line
 from accumlint.show_settings import format_settings
+from accumlint.suggested_fixes import FIXABLE_CODES
 
 # LibCST and the rules load only when a file is checked, fixed or a rule described
 engine = lazy_module("accumlint.engine")
@@ -341,7 +340,11 @@ def _discover(
     Walks skip what git ignores (unless turned off) and what each file's own settings exclude;
     with ``force_exclude`` the files named on the command line are filtered the same way."""
     respect = settings.respect_gitignore if respect_gitignore is None else respect_gitignore
-    ignored = GitIgnore() if respect else None
+    ignored = None
+    if respect:
+        from accumlint.gitignore import GitIgnore  # pathspec: loaded only to walk
+
+        ignored = GitIgnore()
     all_excludes = _excludes(settings, exclude)
     walked_ignore = ignored.ignored_in_walk if ignored is not None else None
     files = discover(targets, exclude=all_excludes, root=settings.project_root, ignore=walked_ignore)
@@ -395,7 +398,7 @@ def _suggest(
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
         return {}
-    from accumlint.fixes.suggest import suggest_run
+    from accumlint.suggested_fixes import suggest_run
 
     return suggest_run(findings, sources, codes_for)
 

@@ -16,7 +16,7 @@ pytest.importorskip("pygls", reason="the language server needs pygls (pip instal
 from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
-from accumlint.fixes.edits import TextEdit, apply_edits  # noqa: E402
+from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = """\

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import cli
 
-from accumlint.fixes.edits import TextEdit, apply_edits, text_edits
+from accumlint.text_edits import TextEdit, apply_edits, text_edits
 
 #: three findings with safe fixes that touch different lines: ACC001, ACC201, ACC006
 THREE_FIXES = """\
@@ -146,9 +146,9 @@ def test_text_edits_round_trip() -> None:
 def test_fixable_codes_are_the_fixers() -> None:
     from accumlint.fixes.base import SAFE, UNSAFE
     from accumlint.fixes.rules import FIXERS
-    from accumlint.fixes.suggest import FIXABLE_CODES
-    from accumlint.fixes.suggest import SAFE as S
-    from accumlint.fixes.suggest import UNSAFE as U
+    from accumlint.suggested_fixes import FIXABLE_CODES
+    from accumlint.suggested_fixes import SAFE as S
+    from accumlint.suggested_fixes import UNSAFE as U
 
     assert frozenset(FIXERS) == FIXABLE_CODES
     assert (S, U) == (SAFE, UNSAFE)

@@ -123,7 +123,8 @@ def _usage_commands() -> list[str]:
 def _actions_commands() -> list[str]:
     """The ``run: accumlint ...`` steps of the GitHub Actions workflow."""
     text = _section(README.read_text(encoding="utf-8"), "### GitHub Actions")
-    return [m.strip() for m in re.findall(r"- run: (accumlint .*)", text)]
+    steps = [m.strip() for m in re.findall(r"- run: (accumlint .*)", text)]
+    return steps + re.findall(r"`(accumlint check --output-format gitlab [^`]*)`", text)
 
 
 @pytest.fixture
@@ -169,6 +170,7 @@ def test_ci_commands_run_as_written(sandbox: Path) -> None:
     assert commands == [
         "accumlint check --output-format github .",
         "accumlint check --output-format sarif --exit-zero . > accumlint.sarif",
+        "accumlint check --output-format gitlab --exit-zero . > gl-code-quality-report.json",
     ]
     for command in commands:
         status, out = _run(command, sandbox)
@@ -176,6 +178,8 @@ def test_ci_commands_run_as_written(sandbox: Path) -> None:
     import json
 
     assert json.loads((sandbox / "accumlint.sarif").read_text(encoding="utf-8"))["version"] == "2.1.0"
+    report = json.loads((sandbox / "gl-code-quality-report.json").read_text(encoding="utf-8"))
+    assert {issue["check_name"] for issue in report} >= {"ACC001"}
 
 
 def test_precommit_rev_is_a_commit_holding_the_hook() -> None:

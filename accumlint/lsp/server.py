@@ -29,9 +29,9 @@ from accumlint import __version__, runner
 from accumlint.config import ConfigError
 from accumlint.discovery import is_force_excluded
 from accumlint.findings import Finding, Severity
-from accumlint.fixes.edits import TextEdit, text_edits
-from accumlint.fixes.suggest import SuggestedFix
 from accumlint.hierarchy import Resolver
+from accumlint.suggested_fixes import SuggestedFix
+from accumlint.text_edits import TextEdit, text_edits
 
 #: seconds without a change before a changed document is checked again
 DEBOUNCE_S = 0.3
@@ -113,7 +113,7 @@ class AccumlintServer(LanguageServer):
         if checked is None:
             return {}
         if checked.fixes is None:
-            from accumlint.fixes.suggest import suggest_source
+            from accumlint.suggested_fixes import suggest_source
 
             path = self.workspace.get_text_document(uri).path
             checked.fixes = suggest_source(path, checked.text.encode("utf-8"), checked.codes, checked.findings)

@@ -24,8 +24,8 @@ from accumlint.lazy import lazy_module
 from accumlint.output.text import Fixes, sort_findings
 
 if TYPE_CHECKING:
-    from accumlint.fixes.suggest import SuggestedFix
     from accumlint.rule_docs import RuleDoc
+    from accumlint.suggested_fixes import SuggestedFix
 
 # the rule catalogue loads the rules (and LibCST): only a SARIF log needs it
 rule_docs = lazy_module("accumlint.rule_docs")

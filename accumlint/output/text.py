@@ -11,7 +11,7 @@ import click
 from accumlint.findings import Finding, Severity
 
 if TYPE_CHECKING:
-    from accumlint.fixes.suggest import SuggestedFix
+    from accumlint.suggested_fixes import SuggestedFix
 
 SourceLines = Callable[..., "list[str] | None"]
 #: each finding's mechanical fix (findings without one are absent)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
-from accumlint.fixes.edits import TextEdit, text_edits
+from accumlint.text_edits import TextEdit, text_edits
 
 #: the codes with a fixer (kept here, not imported from the fixers, so that a run whose findings
 #: have none of them does not load LibCST)
