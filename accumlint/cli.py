@@ -11,18 +11,21 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
 
-from accumlint import __version__, cache, config, registry, runner
+from accumlint import __version__, cache, colors, config, registry, runner
 from accumlint import cache_dir as cache_directory
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
+from accumlint.findings import Finding
+from accumlint.hierarchy import Resolver, excluded_by_own_settings
 from accumlint.lazy import lazy_module
-from accumlint.output import FORMATS, HUMAN_FORMATS, render, summary_line
+from accumlint.output import FIX_FORMATS, FORMATS, HUMAN_FORMATS, Fixes, fixable_counts, render, summary_line
 from accumlint.show_settings import format_settings
+from accumlint.suggested_fixes import FIXABLE_CODES
 
 # LibCST and the rules load only when a file is checked, fixed or a rule described
 engine = lazy_module("accumlint.engine")
@@ -45,9 +48,9 @@ def _split_codes(values: Iterable[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def _use_color() -> bool:
-    """Colors only on a terminal and only when ``NO_COLOR`` is unset or empty."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+def _use_color(mode: str = "auto") -> bool:
+    """See :func:`accumlint.colors.use_color`."""
+    return colors.use_color(mode)
 
 
 def _lines(data: bytes) -> list[str]:
@@ -117,6 +120,16 @@ def main() -> None:
     """accumlint: find gradient-accumulation bugs in PyTorch training code."""
 
 
+_check_config_option = click.option(
+    "--config",
+    "config_args",
+    multiple=True,
+    metavar="FILE|KEY=VALUE",
+    help="A pyproject.toml to use for every file instead of the nearest one, or a TOML `key = value` "
+    "overriding one [tool.accumlint] key (repeatable).",
+)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--select", multiple=True, metavar="CODES", help="Codes/prefixes to enable (replaces config).")
@@ -130,17 +143,40 @@ def main() -> None:
 @click.option(
     "--force-exclude",
     is_flag=True,
-    help="Apply the exclude globs to files named on the command line too (for pre-commit).",
+    help="Apply the exclude globs (and .gitignore) to files named on the command line too (for pre-commit).",
 )
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply the unsafe fixes (with --fix or --diff).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if any.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied (--fix), or show each finding's fix.")
+@click.option(
+    "--add-noqa", is_flag=True, help="Add `# noqa: CODE` on the line of every finding (not in notebooks)."
+)
 @click.option(
     "--show-settings", is_flag=True, help="Print the settings in effect and the files to check; check nothing."
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
-@_config_option
+@_check_config_option
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option(
+    "--respect-gitignore/--no-respect-gitignore",
+    default=None,
+    help="Skip what git ignores when walking directories (default: on; config `respect-gitignore`).",
+)
+@click.option(
+    "--stdin-filename",
+    metavar="PATH",
+    help="With `check -`: the name of the source read from stdin (config, per-file-ignores, notebook).",
+)
+@click.option(
+    "--color",
+    "color_mode",
+    type=click.Choice(colors.MODES),
+    default="auto",
+    show_default=True,
+    help="Colors: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces them), always or never.",
+)
 @click.option(
     "-j",
     "--jobs",
@@ -169,16 +205,22 @@ def check(
     fix: bool,
     unsafe_fixes: bool,
     diff: bool,
+    show_fixes: bool,
+    add_noqa: bool,
     show_settings: bool,
     quiet: bool,
     statistics: bool,
-    config_path: str | None,
+    config_args: tuple[str, ...],
+    isolated: bool,
+    respect_gitignore: bool | None,
+    stdin_filename: str | None,
+    color_mode: str,
     jobs: int | None,
     parse_timeout: float | None,
     no_cache: bool,
     cache_dir: str | None,
 ) -> None:
-    """Check PATHS (files or directories; default: the current directory)."""
+    """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
         with contextlib.suppress(AttributeError, ValueError):
             stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
@@ -187,15 +229,22 @@ def check(
         _fail("--fix and --diff cannot be used together (--diff prints the fixes without writing them)")
     if unsafe_fixes and not (fix or diff):
         _fail("--unsafe-fixes needs --fix or --diff")
+    if add_noqa and (fix or diff):
+        _fail("--add-noqa cannot be used with --fix or --diff")
+    if "-" in targets and len(targets) > 1:
+        _fail("`-` (stdin) cannot be combined with other paths")
+    color = colors.use_color(color_mode)
     try:
-        settings = config.discover_settings(targets, config_path)
-        layers = [settings.layer(), _cli_layer(select, ignore, extend_select)]
-        enabled = config.resolve_selection(layers)
-        excludes = _split_codes(exclude) if exclude else settings.exclude
-        all_excludes = [*excludes, *settings.extend_exclude]
-        files = discover(targets, exclude=all_excludes, root=settings.project_root)
-        if force_exclude:
-            files = [f for f in files if not is_force_excluded(f, all_excludes, settings.project_root)]
+        resolver = _resolver(config_args, isolated, _cli_layer(select, ignore, extend_select))
+        if targets == ["-"]:
+            if add_noqa or diff:
+                _fail("--add-noqa and --diff need files, not stdin")
+            _check_stdin(resolver, stdin_filename, output_format, fix, unsafe_fixes, force_exclude,
+                         exclude, exit_zero, quiet, statistics, show_fixes, color)
+            return
+        settings = resolver.root_settings(targets)
+        enabled = resolver.enabled(settings)
+        files, excludes = _discover(resolver, settings, targets, exclude, force_exclude, respect_gitignore)
     except (ConfigError, DiscoveryError) as exc:
         _fail(str(exc))
         return
@@ -208,56 +257,283 @@ def check(
         sys.exit(EXIT_OK)
 
     fixed = 0
-    if fix or diff:
-        from accumlint.fixes import apply as fixes  # LibCST: loaded only to fix
+    try:
+        codes_for = _memo(resolver.codes_for)
+        if fix or diff:
+            from accumlint.fixes import apply as fixes  # LibCST: loaded only to fix
 
-        results = fixes.fix_files(
-            files,
-            lambda path: enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled),
-            unsafe=unsafe_fixes,
-            write=not diff,
-            trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
-        )
-        fixed = sum(sum(r.applied.values()) for r in results if not r.error)
-        if diff:
-            patch = "".join(r.diff() for r in results)
-            if patch:
-                click.echo(patch, nl=False)
-            for line in fixes.fix_summary(results, diff=True):
-                click.echo(line, err=True)
-            sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
-        for line in fixes.fix_summary(results, diff=False):
-            if not quiet or line.startswith("error: "):
-                click.echo(line, err=True)
-
-    results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+            fix_results = fixes.fix_files(
+                files, codes_for, unsafe=unsafe_fixes, write=not diff,
+                trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
+            )
+            fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
+            if diff:
+                patch = "".join(r.diff() for r in fix_results)
+                if patch:
+                    click.echo(patch, nl=False)
+                for line in fixes.fix_summary(fix_results, diff=True):
+                    click.echo(line, err=True)
+                sys.exit(EXIT_FINDINGS if fixed else EXIT_OK)
+            for line in fixes.fix_summary(fix_results, diff=False):
+                if not quiet or line.startswith("error: "):
+                    click.echo(line, err=True)
+            if show_fixes:
+                for line in fixed_listing(fix_results):
+                    click.echo(line, err=True)
+        run = _run_groups(resolver, files, jobs, None if no_cache else cache_dir, no_cache, parse_timeout)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     for warning in run.warnings:
         click.echo(f"warning: {warning}", err=True)
     findings, errors, sources = run.findings, run.errors, run.sources
-    color = _use_color()
+
+    if add_noqa:
+        from accumlint.add_noqa import add_noqa_files
+
+        added, noqa_errors = add_noqa_files(findings, sources)
+        for error in [*errors, *noqa_errors]:
+            click.echo(f"error: {error}", err=True)
+        click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+        left = [f for f in findings if f.cell or f.code == "ACC000"]
+        if left:
+            click.echo(
+                f"{len(left)} finding{'s' if len(left) != 1 else ''} in notebooks or of ACC000 cannot take a directive;"
+                " fix or exclude them.",
+                err=True,
+            )
+        sys.exit(EXIT_FINDINGS if errors or noqa_errors else EXIT_OK)
 
     def source_lines(path: str, cell: int = 0) -> list[str] | None:
         if path not in sources:
             return None
         return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
-    body = render(findings, output_format, source_lines=source_lines, color=color, statistics=statistics)
-    if body:
-        click.echo(body, color=color)
-    if output_format in HUMAN_FORMATS and not quiet and not statistics:
-        if findings:
-            click.echo("")
-        summary = summary_line(len(findings), color=color)
-        if fix and fixed:
-            total = len(findings) + fixed
-            summary = f"Found {total} finding{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining)."
-        click.echo(summary, color=color)
+    suggested = _suggest(findings, sources, codes_for, output_format, statistics)
+    _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
+            color, fixed=fixed if fix else 0)
     for error in errors:
         click.echo(f"error: {error}", err=True)
     if errors:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+
+
+def _memo(function: Callable[[str], frozenset[str]]) -> Callable[[str], frozenset[str]]:
+    cached: dict[str, frozenset[str]] = {}
+
+    def wrapper(path: str) -> frozenset[str]:
+        if path not in cached:
+            cached[path] = function(path)
+        return cached[path]
+
+    return wrapper
+
+
+def _resolver(config_args: tuple[str, ...], isolated: bool, cli_layer: SelectionLayer) -> Resolver:
+    """``--config`` values: a file (at most one) or ``KEY=VALUE`` overrides; ``--isolated``: no file."""
+    files = [arg for arg in config_args if "=" not in arg or os.path.isfile(arg)]
+    overrides: dict = {}
+    for arg in config_args:
+        if arg not in files:
+            overrides.update(config.parse_override(arg))
+    if len(files) > 1:
+        raise ConfigError(f"--config: give one configuration file, not {len(files)}")
+    if isolated and files:
+        raise ConfigError("--isolated ignores configuration files: it cannot be used with --config FILE")
+    return Resolver(config_path=files[0] if files else None, isolated=isolated, overrides=overrides,
+                    cli_layer=cli_layer)
+
+
+def _excludes(settings: Settings, exclude: tuple[str, ...]) -> list[str]:
+    return [*(_split_codes(exclude) if exclude else settings.exclude), *settings.extend_exclude]
+
+
+def _discover(
+    resolver: Resolver,
+    settings: Settings,
+    targets: list[str],
+    exclude: tuple[str, ...],
+    force_exclude: bool,
+    respect_gitignore: bool | None,
+) -> tuple[list[str], list[str]]:
+    """The files to check, and the exclude globs of the paths' own settings (for --show-settings).
+
+    Walks skip what git ignores (unless turned off) and what each file's own settings exclude;
+    with ``force_exclude`` the files named on the command line are filtered the same way."""
+    respect = settings.respect_gitignore if respect_gitignore is None else respect_gitignore
+    ignored = None
+    if respect:
+        from accumlint.gitignore import GitIgnore  # pathspec: loaded only to walk
+
+        ignored = GitIgnore()
+    all_excludes = _excludes(settings, exclude)
+    walked_ignore = ignored.ignored_in_walk if ignored is not None else None
+    files = discover(targets, exclude=all_excludes, root=settings.project_root, ignore=walked_ignore)
+    explicit = {os.path.normpath(t) for t in targets if not os.path.isdir(t)}
+
+    def own_exclude(path: str) -> bool:
+        own = resolver.settings_for(path)
+        if own is settings:
+            return False
+        return excluded_by_own_settings(resolver, path, lambda s: _excludes(s, exclude))
+
+    files = [f for f in files if f in explicit or not own_exclude(f)]
+    def force_excluded(path: str) -> bool:
+        own = resolver.settings_for(path)
+        if is_force_excluded(path, _excludes(own, exclude), own.project_root):
+            return True
+        return ignored is not None and ignored.ignored(path, False)
+
+    if force_exclude:
+        files = [f for f in files if f not in explicit or not force_excluded(f)]
+    return files, all_excludes
+
+
+def _run_groups(
+    resolver: Resolver, files: list[str], jobs: int | None, cache_dir: str | None, no_cache: bool,
+    parse_timeout: float | None = None,
+) -> runner.RunResult:
+    """Check ``files``, each group of files with the settings that judge them (and their own cache)."""
+    total = runner.RunResult()
+    for settings, group in resolver.group(files):
+        enabled = resolver.enabled(settings)
+        results = None if no_cache else _open_cache(settings, enabled, cache_dir)
+        run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+        total.findings += run.findings
+        total.notes += run.notes
+        total.errors += run.errors
+        total.warnings += run.warnings
+        total.sources.update(run.sources)
+        total.cached += run.cached
+        total.parsed += run.parsed
+    return total
+
+
+def _suggest(
+    findings: list[Finding],
+    sources: dict[str, bytes],
+    codes_for: Callable[[str], frozenset[str]],
+    output_format: str,
+    statistics: bool,
+) -> Fixes | None:
+    """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has one)."""
+    if output_format not in FIX_FORMATS and not statistics:
+        return None
+    if not any(f.code in FIXABLE_CODES for f in findings):
+        return {}
+    from accumlint.suggested_fixes import suggest_run
+
+    return suggest_run(findings, sources, codes_for)
+
+
+def _report(
+    findings: list[Finding],
+    output_format: str,
+    source_lines: Callable[..., list[str] | None],
+    suggested: Fixes | None,
+    unsafe_fixes: bool,
+    show_fixes: bool,
+    statistics: bool,
+    quiet: bool,
+    color: bool,
+    *,
+    fixed: int = 0,
+    err: bool = False,
+) -> None:
+    """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``)."""
+    body = render(
+        findings,
+        output_format,
+        source_lines=source_lines,
+        color=color,
+        statistics=statistics,
+        fixes=suggested,
+        unsafe=unsafe_fixes,
+        show_fixes=show_fixes,
+    )
+    if body:
+        click.echo(body, color=color, err=err)
+    if output_format in HUMAN_FORMATS and not quiet and not statistics:
+        if findings:
+            click.echo("", err=err)
+        now, more = fixable_counts(findings, suggested, unsafe_fixes)
+        summary = summary_line(len(findings), color=color, fixable=now, unsafe_fixable=more)
+        if fixed:
+            total = len(findings) + fixed
+            summary = f"Found {total} finding{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining)."
+        click.echo(summary, color=color, err=err)
+
+
+def fixed_listing(results: Iterable[object]) -> list[str]:
+    """``--fix --show-fixes``: what was fixed, per file and code (ruff's "Fixed N errors:")."""
+    rows = [(r.path, code, n) for r in results if not r.error for code, n in sorted(r.applied.items())]  # type: ignore[attr-defined]
+    if not rows:
+        return []
+    total = sum(n for _, _, n in rows)
+    lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"]
+    current = None
+    for path, code, n in rows:
+        if path != current:
+            lines.append(f"- {path}:")
+            current = path
+        lines.append(f"    {n} × {code}")
+    return lines
+
+
+def _check_stdin(
+    resolver: Resolver,
+    stdin_filename: str | None,
+    output_format: str,
+    fix: bool,
+    unsafe_fixes: bool,
+    force_exclude: bool,
+    exclude: tuple[str, ...],
+    exit_zero: bool,
+    quiet: bool,
+    statistics: bool,
+    show_fixes: bool,
+    color: bool,
+) -> None:
+    """``check -``: the source on stdin, judged as the file ``--stdin-filename`` names (its settings,
+    per-file ignores, notebook or not). ``--fix``: the fixed source on stdout, the findings left on
+    stderr. With ``--force-exclude`` an excluded name is not checked (``--fix`` echoes the source)."""
+    data = sys.stdin.buffer.read()
+    path = stdin_filename or "-"
+    settings = resolver.settings_for(path if stdin_filename else ".")
+    excluded = stdin_filename and is_force_excluded(path, _excludes(settings, exclude), settings.project_root)
+    if force_exclude and excluded:
+        if fix:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        sys.exit(EXIT_OK)
+    codes = resolver.codes_for(path) if stdin_filename else resolver.enabled(settings)
+    fixed = 0
+    if fix and not notebook.is_notebook(path):
+        from accumlint.fixes import apply as fixes
+
+        result = fixes.fix_source(path, data, engine.rules_for(codes), unsafe=unsafe_fixes, codes=codes)
+        data = result.fixed
+        fixed = sum(result.applied.values())
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    elif fix:  # a notebook is never modified: the source goes through unchanged
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    outcome = runner.check_one(path, data, codes)
+    findings = outcome.findings
+
+    def source_lines(_: str, cell: int = 0) -> list[str] | None:
+        return notebook.cell_lines(data, cell) if cell else _lines(data)
+
+    suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics)
+    _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
+            fixed=fixed, err=fix)
+    for error in outcome.internal_errors:
+        click.echo(f"error: {error}", err=True)
+    if outcome.internal_errors:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
 
@@ -304,6 +580,17 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
         click.echo(f"note: the catalogue page of {info.code} is not installed", err=True)
         return
     click.echo(page.rstrip("\n"))
+
+
+@main.command()
+def server() -> None:
+    """Run the language server on stdin/stdout (for editors; needs the `lsp` extra)."""
+    try:
+        from accumlint.lsp.server import serve
+    except ImportError as exc:
+        _fail(f"the language server needs pygls: pip install 'accumlint[lsp]' ({exc})")
+        return
+    serve()
 
 
 @main.command()

@@ -1,10 +1,10 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``, ``cache-dir``, ``parse-timeout``. The configuration is the first ``pyproject.toml`` with a
-``[tool.accumlint]`` table found walking up from the checked path (or the file given
-with ``--config``); its directory is the project root that exclude and per-file-ignores
-globs are relative to.
+``per-file-ignores``, ``cache-dir``, ``parse-timeout``, ``respect-gitignore``. The configuration
+is the first ``pyproject.toml`` with a ``[tool.accumlint]`` table found walking up from the
+checked path (or the file given with ``--config``); its directory is the project root that
+exclude and per-file-ignores globs are relative to.
 
 Selectors are full codes (``ACC001``), prefixes (``ACC1``, ``ACC00``) or ``ALL``. The
 default selection is every rule with ``default_enabled = True`` plus ``ACC000``; any
@@ -45,6 +45,7 @@ KNOWN_KEYS = (
     "per-file-ignores",
     "cache-dir",
     "parse-timeout",
+    "respect-gitignore",
 )
 #: seconds a file's check may run in a worker before it gets ACC000 and the worker is replaced
 DEFAULT_PARSE_TIMEOUT = 10.0
@@ -83,6 +84,8 @@ class Settings:
     cache_dir: Path | None = None
     #: ``parse-timeout``: seconds a file's check may take in a worker (0: no limit)
     parse_timeout: float = DEFAULT_PARSE_TIMEOUT
+    #: ``respect-gitignore``: directory walks skip what git ignores (:mod:`accumlint.gitignore`)
+    respect_gitignore: bool = True
 
     def layer(self) -> SelectionLayer:
         """The config file's rule-selection layer."""
@@ -265,6 +268,11 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
         settings.cache_dir = project_root / Path(value).expanduser()
     if "parse-timeout" in table:
         settings.parse_timeout = validate_timeout(table["parse-timeout"], "[tool.accumlint] parse-timeout")
+    if "respect-gitignore" in table:
+        value = table["respect-gitignore"]
+        if not isinstance(value, bool):
+            raise ConfigError(f"[tool.accumlint] respect-gitignore: expected true or false, got {value!r}")
+        settings.respect_gitignore = value
     return settings
 
 
@@ -298,13 +306,29 @@ def _accumlint_table(data: Mapping[str, Any]) -> Any:
     return None
 
 
-def load_settings(config_path: str | os.PathLike[str]) -> Settings:
-    """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``)."""
+def load_settings(config_path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``),
+    with ``overrides`` (``--config KEY=VALUE``) replacing its keys."""
     path = Path(config_path).absolute()
     if path.is_dir():
         path = path / CONFIG_FILE
     table = _accumlint_table(_read_toml(path))
-    return settings_from_table({} if table is None else table, path.parent, path)
+    return settings_from_table({**({} if table is None else table), **(overrides or {})}, path.parent, path)
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """One ``--config KEY=VALUE`` override, VALUE in TOML (``select=["ACC0"]``, ``cache-dir=".c"``).
+
+    Raises :class:`ConfigError` when it is not one valid ``[tool.accumlint]`` key and value.
+    """
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {text!r}: neither a config file nor a TOML `key = value` ({exc})") from None
+    if len(table) != 1:
+        raise ConfigError(f"--config {text!r}: give one `key = value` per --config")
+    settings_from_table(table, Path.cwd(), None)  # validates the key and the value
+    return table
 
 
 def find_config(start: str | os.PathLike[str]) -> Path | None:

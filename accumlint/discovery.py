@@ -10,6 +10,8 @@
 * Symlinked directories are followed when they lead out of the walked trees, once: a
   symlink into a walked tree (which the walk reaches anyway) and a directory whose real
   path was already walked are skipped, so symlink loops end. A file is listed once.
+* ``ignore(path, is_dir)``, when given, skips more of what a walk finds (git's ignored files:
+  :mod:`accumlint.gitignore`); an explicit path is never skipped by it.
 * The result is sorted, so the order does not depend on the filesystem.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from accumlint.config import glob_matches
@@ -84,7 +86,13 @@ def _inside(real: str, roots: Sequence[str]) -> bool:
 
 
 def _walk(
-    top: str, real_top: str, patterns: Sequence[str], root: Path, roots: Sequence[str], seen_dirs: set[str]
+    top: str,
+    real_top: str,
+    patterns: Sequence[str],
+    root: Path,
+    roots: Sequence[str],
+    seen_dirs: set[str],
+    ignore: Callable[[str, bool], bool] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """(display path, real path) of each Python file under ``top``, depth first in name order.
 
@@ -111,6 +119,8 @@ def _walk(
             if is_dir:
                 if is_skipped_dir(entry.path) or (patterns and is_excluded(entry.path, patterns, root)):
                     continue
+                if ignore is not None and ignore(entry.path, True):
+                    continue
                 real = os.path.realpath(entry.path) if is_link else prefix + entry.name
                 # a symlink into a tree that is walked anyway is redundant (and may be a loop);
                 # any directory reached a second time is skipped
@@ -119,6 +129,8 @@ def _walk(
                 seen_dirs.add(real)
                 subdirs.append((entry.path, real))
             elif entry.name.endswith(PYTHON_SUFFIXES) and not (patterns and is_excluded(entry.path, patterns, root)):
+                if ignore is not None and ignore(entry.path, False):
+                    continue
                 real = os.path.realpath(entry.path) if is_link else prefix + entry.name
                 yield _display(entry.path), real
         stack.extend(reversed(subdirs))
@@ -129,10 +141,12 @@ def discover(
     *,
     exclude: Sequence[str] = (),
     root: str | os.PathLike[str] | None = None,
+    ignore: Callable[[str, bool], bool] | None = None,
 ) -> list[str]:
     """The files to check under ``paths``, as sorted display paths.
 
-    ``exclude`` globs are relative to ``root`` (default: the current directory).
+    ``exclude`` globs are relative to ``root`` (default: the current directory); ``ignore(path,
+    is_dir)`` skips more of what the walk finds (not the paths given).
     Raises :class:`DiscoveryError` if a path does not exist.
     """
     project_root = Path(os.path.abspath(root if root is not None else os.getcwd()))
@@ -151,7 +165,7 @@ def discover(
             if real in seen_dirs:
                 continue
             seen_dirs.add(real)
-            for display, real_file in _walk(path, real, patterns, project_root, roots, seen_dirs):
+            for display, real_file in _walk(path, real, patterns, project_root, roots, seen_dirs, ignore):
                 found.setdefault(real_file, display)
         else:  # a file (or a dangling symlink: reading it reports the reason)
             found.setdefault(os.path.realpath(path), _display(path))

@@ -602,3 +602,9 @@ def check_files(
     if cache is not None:
         cache.save()
     return run
+
+
+def check_one(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    """One file's bytes (stdin, an editor's buffer) checked in this process with ``codes``: the
+    findings a run reports for the same bytes at that path (notebooks by the path's suffix)."""
+    return _check(path, data, codes)

@@ -69,20 +69,37 @@ def _hook_source(dest: Path) -> str:
     return _git(dest, "rev-parse", "HEAD").stdout.strip()
 
 
+def readme_hook_config(repo: Path, rev: str) -> str:
+    """The README's ``.pre-commit-config.yaml`` as written, pointed at ``repo`` and ``rev`` (a
+    snapshot of this checkout) instead of the public repository and its commit."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("### pre-commit", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines(keepends=True)
+    assert lines[1].strip() == "- repo: https://github.com/accumlint/accumlint"
+    assert lines[2].strip().startswith("rev: ")
+    lines[1] = f"  - repo: {repo}\n"
+    lines[2] = f"    rev: {rev}\n"
+    return "".join(lines)
+
+
 @pytest.fixture(scope="module")
-def hooked_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], list[str]]:
+def hook_source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A snapshot of this checkout as a hook repository: (its folder's parent, its HEAD)."""
+    _pre_commit()
+    base = tmp_path_factory.mktemp("precommit")
+    return base, _hook_source(base / "accumlint-src")
+
+
+@pytest.fixture(scope="module")
+def hooked_repo(hook_source: tuple[Path, str]) -> tuple[Path, dict[str, str], list[str]]:
     """A fresh user repository with the accumlint hook installed (``pre-commit install``)."""
     pre_commit = _pre_commit()
-    base = tmp_path_factory.mktemp("precommit")
-    rev = _hook_source(base / "accumlint-src")
+    base, rev = hook_source
     user = base / "user"
     user.mkdir()
     env = _env(base / "home")
     _git(user, "init", "-q")
-    (user / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {base / 'accumlint-src'}\n    rev: {rev}\n    hooks:\n      - id: accumlint\n",
-        encoding="utf-8",
-    )
+    (user / ".pre-commit-config.yaml").write_text(readme_hook_config(base / "accumlint-src", rev), encoding="utf-8")
     subprocess.run([*pre_commit, "install"], cwd=user, env=env, capture_output=True, text=True, check=True)
     # install the hook environment now, so that a failure to reach the package index skips
     installed = subprocess.run(
@@ -109,7 +126,7 @@ def test_hook_blocks_a_buggy_commit_and_passes_a_correct_one(
     out = bad.stdout + bad.stderr
     assert bad.returncode == 1, out
     assert "accumlint" in out and "Failed" in out
-    assert "train.py:33:13: ACC001 [error]" in out
+    assert "train.py:33:13: ACC001 [*] [error]" in out
     assert subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=user, env=env).returncode != 0
 
     subprocess.run(["git", "rm", "-q", "--cached", "train.py"], cwd=user, env=env, check=True)
@@ -138,3 +155,59 @@ def test_hook_definition() -> None:
     assert "entry: accumlint check --force-exclude\n" in text
     assert "types_or: [python, jupyter]\n" in text
     assert "require_serial: false\n" in text
+
+
+def _adoption_commands() -> list[str]:
+    """The command lines of the README's "Adopting accumlint on an existing repository" section."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Adopting accumlint on an existing repository\n", 1)[1].split("\n#", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_adopting_on_a_repository_with_50_findings_as_the_readme_says(
+    hook_source: tuple[Path, str], hooked_repo: tuple[Path, dict[str, str], list[str]]
+) -> None:
+    """The README's adoption steps, as written, on a repository with 50 findings: the baseline
+    commit passes the hook, the next commit that adds a bug is refused."""
+    base, rev = hook_source
+    _, env, _ = hooked_repo  # the hook environment is installed (PRE_COMMIT_HOME shared)
+    env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])}
+    user = base / "adopt"
+    user.mkdir()
+    _git(user, "init", "-q")
+    total = 0
+    for number, example in enumerate(sorted(REPO.glob("rules/*/bad_*.py"))):
+        listed = subprocess.run(
+            [sys.executable, "-m", "accumlint", "check", "--no-cache", "--output-format", "json-lines", str(example)],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        found = len(listed.splitlines())  # one finding per line
+        if found and total + found <= 50:
+            shutil.copy(example, user / f"train_{number:02d}.py")
+            total += found
+    assert total == 50
+    subprocess.run(["git", "add", "-A"], cwd=user, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "existing code"], cwd=user, env=env, check=True)
+    (user / ".pre-commit-config.yaml").write_text(readme_hook_config(base / "accumlint-src", rev), encoding="utf-8")
+
+    statuses = []
+    for command in _adoption_commands():
+        done = subprocess.run(["bash", "-c", command], cwd=user, env=env, capture_output=True, text=True, timeout=600)
+        statuses.append((command, done.returncode, done.stdout + done.stderr))
+    by_command = {command: (status, out) for command, status, out in statuses}
+    assert "accumlint check --add-noqa ." in by_command
+    status, out = by_command["accumlint check --add-noqa ."]
+    assert status == 0 and "noqa directive" in out, out
+    status, out = by_command["pre-commit run --all-files"]
+    assert status == 0 and "Passed" in out, out
+    committed = [c for c in by_command if c.startswith("git ") and "commit" in c]
+    assert committed and by_command[committed[0]][0] == 0, by_command[committed[0]][1]
+    status_after = subprocess.run(["git", "status", "--porcelain"], cwd=user, env=env, capture_output=True, text=True)
+    assert status_after.stdout == ""  # everything committed, nothing edited by hand
+
+    new_bug = _commit(user, env, "new_train.py", RULE / "bad_zero_grad_top_of_loop.py")
+    assert new_bug.returncode == 1, new_bug.stdout + new_bug.stderr
+    assert "new_train.py:33:13: ACC001" in new_bug.stdout + new_bug.stderr

@@ -105,3 +105,98 @@ def test_quick_start_comes_first_with_exactly_the_two_commands() -> None:
 )
 def test_readme_sections(section: str) -> None:
     assert f"\n## {section}\n" in README.read_text(encoding="utf-8")
+
+
+# --- the README's commands run as written ---------------------------------------------
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+def _usage_commands() -> list[str]:
+    """The lines of the Usage block, without their trailing comments."""
+    block = re.findall(r"```sh\n(.*?)```", _section(README.read_text(encoding="utf-8"), "## Usage"), re.DOTALL)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def _actions_commands() -> list[str]:
+    """The ``run: accumlint ...`` steps of the GitHub Actions workflow."""
+    text = _section(README.read_text(encoding="utf-8"), "### GitHub Actions")
+    steps = [m.strip() for m in re.findall(r"- run: (accumlint .*)", text)]
+    return steps + re.findall(r"`(accumlint check --output-format gitlab [^`]*)`", text)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small project with the paths the README's commands name: train.py, src/, nb/."""
+    import json
+    import shutil
+
+    shutil.copy(REPO / "examples" / "train_buggy.py", tmp_path / "train.py")
+    (tmp_path / "src").mkdir()
+    shutil.copy(REPO / "examples" / "train_fixed.py", tmp_path / "src" / "train_fixed.py")
+    (tmp_path / "nb").mkdir()
+    cell = {"cell_type": "code", "metadata": {}, "source": "x = 1\n", "outputs": [], "execution_count": 1}
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "nb" / "explore.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(command: str, cwd: Path) -> tuple[int, str]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_usage_commands_run_as_written(sandbox: Path) -> None:
+    commands = _usage_commands()
+    assert len(commands) >= 15 and "accumlint server" in commands
+    for command in commands:
+        status, out = _run(command, sandbox)
+        # 0: clean, 1: findings; never 2 (a usage or configuration error)
+        assert status in (0, 1), f"{command}: exit {status}\n{out}"
+
+
+def test_ci_commands_run_as_written(sandbox: Path) -> None:
+    commands = _actions_commands()
+    assert commands == [
+        "accumlint check --output-format github .",
+        "accumlint check --output-format sarif --exit-zero . > accumlint.sarif",
+        "accumlint check --output-format gitlab --exit-zero . > gl-code-quality-report.json",
+    ]
+    for command in commands:
+        status, out = _run(command, sandbox)
+        assert status in (0, 1), f"{command}: exit {status}\n{out}"
+    import json
+
+    assert json.loads((sandbox / "accumlint.sarif").read_text(encoding="utf-8"))["version"] == "2.1.0"
+    report = json.loads((sandbox / "gl-code-quality-report.json").read_text(encoding="utf-8"))
+    assert {issue["check_name"] for issue in report} >= {"ACC001"}
+
+
+def test_precommit_rev_is_a_commit_holding_the_hook() -> None:
+    """The snippet's ``rev`` is a full commit hash (no release is tagged) of this repository that
+    has ``.pre-commit-hooks.yaml`` with the ``accumlint`` hook."""
+    import shutil
+    import subprocess
+
+    text = _section(README.read_text(encoding="utf-8"), "### pre-commit")
+    [rev] = re.findall(r"rev: (\S+)", text)
+    assert re.fullmatch(r"[0-9a-f]{40}", rev), rev
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    shown = subprocess.run(
+        ["git", "show", f"{rev}:.pre-commit-hooks.yaml"], cwd=REPO, capture_output=True, text=True
+    )
+    if shown.returncode != 0 and ("bad object" in shown.stderr or "invalid object" in shown.stderr):
+        pytest.skip(f"{rev} is not in this clone (shallow?): {shown.stderr.strip()}")
+    assert shown.returncode == 0, shown.stderr
+    assert "- id: accumlint\n" in shown.stdout

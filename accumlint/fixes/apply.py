@@ -81,6 +81,12 @@ def _codes(findings: Iterable[Finding]) -> Counter[str]:
     return Counter(f.code for f in findings)
 
 
+def improves(before: Iterable[Finding], after: Iterable[Finding], code: str) -> bool:
+    """Whether a fix of a ``code`` finding is kept: fewer findings of ``code``, and no code with more."""
+    counts_before, counts_after = _codes(before), _codes(after)
+    return counts_after[code] < counts_before[code] and all(counts_after[c] <= counts_before[c] for c in counts_after)
+
+
 def _key(finding: Finding) -> tuple[str, str, int]:
     return finding.code, finding.message, finding.column
 
@@ -119,8 +125,7 @@ def fix_source(
                 continue
             new_text = edit.module.code
             new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
-            before, after = _codes(findings), _codes(new_findings)
-            if after[finding.code] >= before[finding.code] or any(after[c] > before[c] for c in after):
+            if not improves(findings, new_findings, finding.code):
                 skipped.add(_key(finding))
                 continue
             text, findings = new_text, new_findings

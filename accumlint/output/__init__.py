@@ -1,5 +1,6 @@
-"""Output formats for ``accumlint check``: ``text`` (full), ``concise``, ``json``, ``sarif``,
-``github`` (workflow-command annotations) and ``junit``.
+"""Output formats for ``accumlint check``: ``text`` (full), ``concise``, ``json``, ``json-lines``,
+``sarif``, ``github`` (workflow-command annotations), ``gitlab`` (Code Quality), ``rdjson``
+(reviewdog) and ``junit``.
 
 Every formatter takes the findings (any order; they are sorted here) and returns the
 text to print; :func:`render` picks one by name.
@@ -11,11 +12,15 @@ from collections.abc import Callable, Iterable
 
 from accumlint.findings import Finding
 from accumlint.output.github import format_github
-from accumlint.output.json import format_json, format_json_statistics
+from accumlint.output.gitlab import format_gitlab
+from accumlint.output.json import format_json, format_json_lines, format_json_statistics
 from accumlint.output.junit import format_junit
+from accumlint.output.rdjson import format_rdjson
 from accumlint.output.sarif import format_sarif
 from accumlint.output.text import (
+    Fixes,
     SourceLines,
+    fixable_counts,
     format_concise,
     format_full,
     format_statistics,
@@ -23,20 +28,28 @@ from accumlint.output.text import (
     summary_line,
 )
 
-FORMATS = ("text", "concise", "json", "sarif", "github", "junit")
+FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "rdjson", "junit")
 #: The formats for people: a summary line follows them.
 HUMAN_FORMATS = ("text", "concise")
+#: The formats that show fixes (so computing them is worth it); ``--statistics`` also does.
+FIX_FORMATS = ("text", "concise", "json", "json-lines", "sarif", "rdjson")
 
 __all__ = [
+    "FIX_FORMATS",
     "FORMATS",
     "HUMAN_FORMATS",
+    "Fixes",
     "SourceLines",
+    "fixable_counts",
     "format_concise",
     "format_full",
     "format_github",
+    "format_gitlab",
     "format_json",
+    "format_json_lines",
     "format_json_statistics",
     "format_junit",
+    "format_rdjson",
     "format_sarif",
     "format_statistics",
     "render",
@@ -49,27 +62,40 @@ def render(
     findings: Iterable[Finding],
     output_format: str,
     *,
-    source_lines: Callable[[str], list[str] | None] | None = None,
+    source_lines: Callable[..., list[str] | None] | None = None,
     color: bool = False,
     statistics: bool = False,
+    fixes: Fixes | None = None,
+    unsafe: bool = False,
+    show_fixes: bool = False,
 ) -> str:
     """The findings in ``output_format`` (or their per-code statistics), without a summary line.
 
-    ``--statistics`` is JSON for ``json`` and a text table for every other format.
+    ``fixes`` maps findings to their mechanical fixes (``[*]`` in text, ``fix`` in JSON, ``fixes`` in
+    SARIF, ``suggestions`` in rdjson); ``unsafe``: ``--unsafe-fixes`` is on, so unsafe fixes count as
+    applied. ``--statistics`` is JSON for ``json`` and a text table for every other format.
     """
     findings = list(findings)
     if output_format == "json":
-        return format_json_statistics(findings) if statistics else format_json(findings)
+        return format_json_statistics(findings, fixes, unsafe) if statistics else format_json(findings, fixes)
     if statistics:
-        return format_statistics(findings, color=color)
+        return format_statistics(findings, color=color, fixes=fixes, unsafe=unsafe)
     if output_format == "concise":
-        return format_concise(findings, color=color)
+        return format_concise(findings, color=color, fixes=fixes, unsafe=unsafe)
     if output_format == "text":
-        return format_full(findings, source_lines=source_lines, color=color)
+        return format_full(
+            findings, source_lines=source_lines, color=color, fixes=fixes, unsafe=unsafe, show_fixes=show_fixes
+        )
+    if output_format == "json-lines":
+        return format_json_lines(findings, fixes)
     if output_format == "sarif":
-        return format_sarif(findings)
+        return format_sarif(findings, fixes)
     if output_format == "github":
         return format_github(findings)
+    if output_format == "gitlab":
+        return format_gitlab(findings)
+    if output_format == "rdjson":
+        return format_rdjson(findings, source_lines=source_lines, fixes=fixes)
     if output_format == "junit":
         return format_junit(findings)
     raise ValueError(f"unknown output format {output_format!r}; allowed: {', '.join(FORMATS)}")

@@ -1,4 +1,5 @@
-"""Machine-readable output: a JSON list of findings in ruff's shape."""
+"""Machine-readable output: a JSON list of findings in ruff's shape (``json``), or one finding per
+line (``json-lines``)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,35 @@ import json
 from collections.abc import Iterable
 
 from accumlint.findings import Finding
-from accumlint.output.text import sort_findings, statistics
+from accumlint.output.text import Fixes, sort_findings, statistics
 
 
-def format_json(findings: Iterable[Finding]) -> str:
-    """A JSON list of :meth:`Finding.to_json` objects, sorted by filename, row and column."""
-    return json.dumps([f.to_json() for f in sort_findings(findings)], indent=2)
+def finding_json(finding: Finding, fixes: Fixes | None = None) -> dict:
+    """One finding as ruff prints it; ``fix`` holds the edits when the finding has a mechanical fix
+    (``{applicability: safe|unsafe, message, edits: [{content, location, end_location}]}``), is
+    ``display-only`` with no edits when only a sentence says how to repair it, else ``null``."""
+    data = finding.to_json()
+    fix = (fixes or {}).get(finding)
+    if fix is not None:
+        data["fix"] = fix.to_json()
+    return data
 
 
-def format_json_statistics(findings: Iterable[Finding]) -> str:
-    """``--statistics`` as JSON: ``[{"code", "name", "count"}]``, most frequent first."""
-    rows = [{"code": code, "name": name, "count": n} for code, name, n in statistics(findings)]
+def format_json(findings: Iterable[Finding], fixes: Fixes | None = None) -> str:
+    """A JSON list of :func:`finding_json` objects, sorted by filename, row and column."""
+    return json.dumps([finding_json(f, fixes) for f in sort_findings(findings)], indent=2)
+
+
+def format_json_lines(findings: Iterable[Finding], fixes: Fixes | None = None) -> str:
+    """``json-lines``: one :func:`finding_json` object per line, in report order."""
+    return "\n".join(json.dumps(finding_json(f, fixes)) for f in sort_findings(findings))
+
+
+def format_json_statistics(findings: Iterable[Finding], fixes: Fixes | None = None, unsafe: bool = False) -> str:
+    """``--statistics`` as JSON: ``[{"code", "name", "count", "fixable"}]``, most frequent first
+    (``fixable``: how many of them ``--fix`` repairs)."""
+    rows = [
+        {"code": code, "name": name, "count": n, "fixable": fixable}
+        for code, name, n, fixable in statistics(findings, fixes, unsafe)
+    ]
     return json.dumps(rows, indent=2)

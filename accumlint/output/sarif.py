@@ -4,7 +4,9 @@ One run whose tool driver lists every rule with its metadata (id, name, short an
 description, help text and URI, default level and whether it is on by default); each
 finding is a result pointing at its rule by id and index. Paths are URIs relative to the
 ``%SRCROOT%`` base (the current directory). A notebook finding's region counts lines from
-the start of its cell; the cell number is in the result's properties.
+the start of its cell; the cell number is in the result's properties. A finding with a
+mechanical fix carries it in ``fixes`` (one ``artifactChange`` of ``replacements``: the deleted
+region and the inserted text; unsafe fixes say so in their description).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from urllib.parse import quote
 from accumlint import __version__
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
-from accumlint.output.text import sort_findings
+from accumlint.output.text import Fixes, sort_findings
 
 if TYPE_CHECKING:
     from accumlint.rule_docs import RuleDoc
+    from accumlint.suggested_fixes import SuggestedFix
 
 # the rule catalogue loads the rules (and LibCST): only a SARIF log needs it
 rule_docs = lazy_module("accumlint.rule_docs")
@@ -56,7 +59,25 @@ def _uri(path: str) -> str:
     return quote(os.fsencode(PurePath(os.path.normpath(path)).as_posix()))
 
 
-def _result(finding: Finding, index: dict[str, int]) -> dict:
+def _fix(finding: Finding, fix: SuggestedFix) -> dict:
+    replacements = []
+    for edit in fix.edits:
+        (row, column), (end_row, end_column) = edit.location, edit.end_location
+        region = {"startLine": row, "startColumn": column, "endLine": end_row, "endColumn": end_column}
+        replacements.append({"deletedRegion": region, "insertedContent": {"text": edit.content}})
+    description = fix.message if fix.safe else f"{fix.message} (unsafe: --unsafe-fixes)"
+    return {
+        "description": {"text": description},
+        "artifactChanges": [
+            {
+                "artifactLocation": {"uri": _uri(finding.path), "uriBaseId": "%SRCROOT%"},
+                "replacements": replacements,
+            }
+        ],
+    }
+
+
+def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = None) -> dict:
     region = {"startLine": finding.line, "startColumn": finding.column}
     if finding.end_line:
         region.update(endLine=finding.end_line, endColumn=max(finding.end_column, 1))
@@ -80,10 +101,12 @@ def _result(finding: Finding, index: dict[str, int]) -> dict:
         result["ruleIndex"] = index[finding.code]
     if finding.cell:
         result["properties"] = {"cell": finding.cell}
+    if fix is not None:
+        result["fixes"] = [_fix(finding, fix)]
     return result
 
 
-def sarif_log(findings: Iterable[Finding]) -> dict:
+def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
     """The SARIF log object for ``findings`` (every known rule is listed in the driver)."""
     docs = rule_docs.rule_docs()
     index = {doc.info.code: i for i, doc in enumerate(docs)}
@@ -102,13 +125,13 @@ def sarif_log(findings: Iterable[Finding]) -> dict:
                     }
                 },
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
-                "results": [_result(f, index) for f in sort_findings(findings)],
+                "results": [_result(f, index, (fixes or {}).get(f)) for f in sort_findings(findings)],
                 "columnKind": "unicodeCodePoints",
             }
         ],
     }
 
 
-def format_sarif(findings: Iterable[Finding]) -> str:
+def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None) -> str:
     """``findings`` as a SARIF 2.1.0 JSON document."""
-    return json.dumps(sarif_log(findings), indent=2)
+    return json.dumps(sarif_log(findings, fixes), indent=2)

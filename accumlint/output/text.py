@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from accumlint.findings import Finding, Severity
 
+if TYPE_CHECKING:
+    from accumlint.suggested_fixes import SuggestedFix
+
 SourceLines = Callable[..., "list[str] | None"]
+#: each finding's mechanical fix (findings without one are absent)
+Fixes = Mapping[Finding, "SuggestedFix"]
+FIX_MARK = "[*]"
 
 _SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -33,9 +39,37 @@ def _code(finding: Finding, color: bool) -> str:
     return _style(finding.code, color, fg=_SEVERITY_COLOR.get(finding.severity, "red"), bold=True)
 
 
-def format_concise(findings: Iterable[Finding], *, color: bool = False) -> str:
-    """One line per finding: ``path:line:col: CODE message``."""
-    return "\n".join(f"{_location(f, color)} {_code(f, color)} {f.message}" for f in sort_findings(findings))
+def applies(finding: Finding, fixes: Fixes | None, unsafe: bool = False) -> bool:
+    """Whether ``--fix`` (with ``unsafe``: ``--fix --unsafe-fixes``) repairs this finding."""
+    fix = (fixes or {}).get(finding)
+    return fix is not None and (fix.safe or unsafe)
+
+
+def _mark(finding: Finding, fixes: Fixes | None, unsafe: bool, color: bool) -> str:
+    return f" {_style(FIX_MARK, color, fg='cyan')}" if applies(finding, fixes, unsafe) else ""
+
+
+def format_concise(
+    findings: Iterable[Finding], *, color: bool = False, fixes: Fixes | None = None, unsafe: bool = False
+) -> str:
+    """One line per finding: ``path:line:col: CODE [*] message`` (``[*]``: ``--fix`` repairs it)."""
+    return "\n".join(
+        f"{_location(f, color)} {_code(f, color)}{_mark(f, fixes, unsafe, color)} {f.message}"
+        for f in sort_findings(findings)
+    )
+
+
+def _fix_lines(fix: SuggestedFix, lines: list[str] | None, color: bool) -> list[str]:
+    """``--show-fixes``: the fix's edits as removed (``-``) and added (``+``) lines."""
+    out = [f"  {_style('fix:', color, fg='cyan', bold=True)} ({fix.applicability}) {fix.message}"]
+    for edit in fix.edits:
+        (row, _), (end_row, end_column) = edit.location, edit.end_location
+        if lines is not None:
+            old = lines[row - 1 : end_row - 1 if end_column == 1 else end_row]
+            out += [f"  {_style(f'{row + i:>4} -', color, fg='red')} {text}" for i, text in enumerate(old)]
+        new = edit.content.splitlines()
+        out += [f"  {_style(f'{row:>4} +', color, fg='green')} {text}" for text in new]
+    return out
 
 
 def _caret_line(source: str, finding: Finding) -> tuple[str, str]:
@@ -54,9 +88,12 @@ def _caret_line(source: str, finding: Finding) -> tuple[str, str]:
     return text, indent + "^" * width
 
 
-def _full_one(finding: Finding, lines: list[str] | None, color: bool) -> list[str]:
+def _full_one(
+    finding: Finding, lines: list[str] | None, color: bool, fixes: Fixes | None, unsafe: bool, show_fixes: bool
+) -> list[str]:
     severity = _style(f"[{finding.severity.value}]", color, fg=_SEVERITY_COLOR.get(finding.severity))
-    out = [f"{_location(finding, color)} {_code(finding, color)} {severity} {finding.message}"]
+    mark = _mark(finding, fixes, unsafe, color)
+    out = [f"{_location(finding, color)} {_code(finding, color)}{mark} {severity} {finding.message}"]
     if lines is not None and 1 <= finding.line <= len(lines):
         number = str(finding.line)
         gutter = " " * len(number)
@@ -73,13 +110,23 @@ def _full_one(finding: Finding, lines: list[str] | None, color: bool) -> list[st
         out.append(f"  {_style('help:', color, fg='cyan', bold=True)} {finding.fix}")
     if finding.url:
         out.append(f"  {_style('see:', color, dim=True)} {finding.url}")
+    fix = (fixes or {}).get(finding)
+    if show_fixes and fix is not None:
+        out += _fix_lines(fix, lines, color)
     return out
 
 
 def format_full(
-    findings: Iterable[Finding], *, source_lines: SourceLines | None = None, color: bool = False
+    findings: Iterable[Finding],
+    *,
+    source_lines: SourceLines | None = None,
+    color: bool = False,
+    fixes: Fixes | None = None,
+    unsafe: bool = False,
+    show_fixes: bool = False,
 ) -> str:
-    """The full format: header line, the source line with carets, ``help:`` and ``see:`` lines.
+    """The full format: header line (``[*]`` after the code: ``--fix`` repairs it), the source line
+    with carets, ``help:`` and ``see:`` lines, and with ``show_fixes`` the fix's edits.
 
     ``source_lines(path)`` returns the file's lines (or ``None`` when unavailable, in which
     case the snippet is left out); for a notebook finding it is called as
@@ -94,29 +141,54 @@ def format_full(
                 cache[key] = None
             else:  # a notebook's snippet comes from the finding's cell
                 cache[key] = source_lines(finding.path, finding.cell) if finding.cell else source_lines(finding.path)
-        blocks.append("\n".join(_full_one(finding, cache[key], color)))
+        blocks.append("\n".join(_full_one(finding, cache[key], color, fixes, unsafe, show_fixes)))
     return "\n\n".join(blocks)
 
 
-def statistics(findings: Iterable[Finding]) -> list[tuple[str, str, int]]:
-    """``(code, name, count)`` per code, most frequent first, then by code."""
+def statistics(
+    findings: Iterable[Finding], fixes: Fixes | None = None, unsafe: bool = False
+) -> list[tuple[str, str, int, int]]:
+    """``(code, name, count, fixable)`` per code, most frequent first, then by code; ``fixable``
+    counts the findings ``--fix`` (with ``unsafe``: ``--unsafe-fixes`` too) repairs."""
+    findings = list(findings)
     counts = Counter((f.code, f.name) for f in findings)
-    return sorted(((code, name, n) for (code, name), n in counts.items()), key=lambda t: (-t[2], t[0]))
+    fixable = Counter((f.code, f.name) for f in findings if applies(f, fixes, unsafe))
+    rows = [(code, name, n, fixable[code, name]) for (code, name), n in counts.items()]
+    return sorted(rows, key=lambda t: (-t[2], t[0]))
 
 
-def format_statistics(findings: Iterable[Finding], *, color: bool = False) -> str:
-    """Like ``ruff check --statistics``: ``count<TAB>code<TAB>name`` per code."""
-    rows = statistics(findings)
+def format_statistics(
+    findings: Iterable[Finding], *, color: bool = False, fixes: Fixes | None = None, unsafe: bool = False
+) -> str:
+    """Like ``ruff check --statistics``: ``count<TAB>code<TAB>[*]<TAB>name`` per code (``[*]``:
+    ``--fix`` repairs some of them; blank otherwise)."""
+    rows = statistics(findings, fixes, unsafe)
     if not rows:
         return ""
-    width = max(len(str(n)) for _, _, n in rows)
+    width = max(len(str(n)) for _, _, n, _ in rows)
+    blank = " " * len(FIX_MARK)
     return "\n".join(
-        f"{n:>{width}}\t{_style(code, color, fg='red', bold=True)}\t{name}" for code, name, n in rows
+        f"{n:>{width}}\t{_style(code, color, fg='red', bold=True)}\t{FIX_MARK if fixable else blank}\t{name}"
+        for code, name, n, fixable in rows
     )
 
 
-def summary_line(count: int, *, color: bool = False) -> str:
-    """``Found N findings.`` or ``All checks passed!``."""
+def fixable_counts(findings: Iterable[Finding], fixes: Fixes | None, unsafe: bool = False) -> tuple[int, int]:
+    """``(applied by --fix, more with --unsafe-fixes)`` (with ``unsafe``: all count as applied)."""
+    findings = list(findings)
+    now = sum(applies(f, fixes, unsafe) for f in findings)
+    return now, sum(applies(f, fixes, True) for f in findings) - now
+
+
+def summary_line(count: int, *, color: bool = False, fixable: int = 0, unsafe_fixable: int = 0) -> str:
+    """``Found N findings.`` or ``All checks passed!``, then, when some are fixable, a line
+    ``[*] N fixable with `--fix` (M more with `--unsafe-fixes`).``"""
     if count == 0:
         return _style("All checks passed!", color, fg="green", bold=True)
-    return f"Found {count} finding{'s' if count != 1 else ''}."
+    line = f"Found {count} finding{'s' if count != 1 else ''}."
+    if fixable:
+        more = f" ({unsafe_fixable} more with `--unsafe-fixes`)" if unsafe_fixable else ""
+        line += f"\n{_style(FIX_MARK, color, fg='cyan')} {fixable} fixable with `--fix`{more}."
+    elif unsafe_fixable:
+        line += f"\n{unsafe_fixable} fixable with `--fix --unsafe-fixes`."
+    return line

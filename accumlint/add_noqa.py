@@ -1,0 +1,117 @@
+"""``--add-noqa``: a ``# noqa: CODE`` directive on the first line of every current finding, so
+that an existing repository can adopt accumlint and only new findings fail from then on.
+
+A directive that already names codes gets the new ones added (``# noqa: ACC201, ACC001``); a
+bare ``# noqa`` already suppresses everything. A line that cannot take a comment (a line that
+continues with ``\\``, or one inside a multi-line string) is left alone. Notebooks and files
+that do not tokenize are never touched; ``ACC000`` cannot be suppressed. Files are replaced
+atomically, and a second run adds nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from accumlint.findings import Finding
+from accumlint.suppression import _LINE_DIRECTIVE, UNSUPPRESSIBLE
+
+_LINE_END = re.compile(r"(\r\n|\r|\n)$")
+#: a physical line as the tokenizer counts them (only \n, \r\n and \r end one)
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@dataclass(frozen=True)
+class _Line:
+    comment_at: int  #: column of the line's comment (-1: none)
+    can_end_with_comment: bool
+
+
+def _lines_info(text: str) -> dict[int, _Line]:
+    """For each physical line that ends outside a string: where its comment starts, if any."""
+    info: dict[int, _Line] = {}
+    comments: dict[int, int] = {}
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            comments[token.start[0]] = token.start[1]
+        elif token.type in (tokenize.NEWLINE, tokenize.NL) or (
+            token.type == tokenize.ENDMARKER and token.start[1] > 0
+        ):
+            row = token.start[0]
+            info[row] = _Line(comments.get(row, -1), True)
+    return info
+
+
+def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
+    """``text`` with the codes added to each line's directive, and how many directives changed.
+
+    Raises ``tokenize.TokenError`` / ``SyntaxError`` when ``text`` does not tokenize.
+    """
+    info = _lines_info(text)
+    lines = _PHYSICAL_LINE.findall(text)
+    changed = 0
+    for row, codes in sorted(codes_by_line.items()):
+        line_info = info.get(row)
+        if line_info is None or not 1 <= row <= len(lines):
+            continue
+        raw = lines[row - 1]
+        ending = _LINE_END.search(raw)
+        body, end = (raw[: ending.start()], ending.group()) if ending else (raw, "")
+        if line_info.comment_at >= 0:
+            comment = body[line_info.comment_at :]
+            match = _LINE_DIRECTIVE.search(comment)
+            if match is not None and match.group("sep") is None:
+                continue  # a bare noqa suppresses every code already
+            if match is not None and match.group("codes"):
+                present = {c.upper() for c in re.split(r"[\s,]+", match.group("codes").strip()) if c}
+                merged = ", ".join(sorted(present | codes))
+                if present >= codes:
+                    continue
+                new_comment = comment[: match.start()] + f"# noqa: {merged}" + comment[match.end() :]
+                lines[row - 1] = body[: line_info.comment_at] + new_comment + end
+                changed += 1
+                continue
+        lines[row - 1] = f"{body.rstrip()}  # noqa: {', '.join(sorted(codes))}{end}"
+        changed += 1
+    return "".join(lines), changed
+
+
+def add_noqa_files(findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None) -> tuple[int, list[str]]:
+    """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
+
+    ``checked`` holds the bytes each file had when it was checked: a file that changed since is
+    left alone (its findings' lines may have moved)."""
+    from accumlint.fixes.apply import _decode, write_atomic
+    from accumlint.notebook import is_notebook
+
+    by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for finding in findings:
+        if finding.cell or finding.code in UNSUPPRESSIBLE or is_notebook(finding.path):
+            continue
+        by_path[finding.path][finding.line].add(finding.code)
+    added, errors = 0, []
+    for path, codes_by_line in by_path.items():
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+            if checked is not None and path in checked and checked[path] != data:
+                errors.append(f"{path}: noqa not added: the file changed since it was checked")
+                continue
+            text, encoding = _decode(data)
+            new_text, changed = add_noqa_text(text, codes_by_line)
+        except (OSError, SyntaxError, UnicodeDecodeError, LookupError, tokenize.TokenError) as exc:
+            errors.append(f"{path}: noqa not added: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        if not changed:
+            continue
+        try:
+            write_atomic(path, new_text.encode(encoding))
+        except OSError as exc:
+            errors.append(f"{path}: noqa not added: {exc.strerror or exc}")
+            continue
+        added += changed
+    return added, errors

@@ -1,0 +1,100 @@
+"""Which settings judge each file: the nearest ``[tool.accumlint]`` above it (ruff's rule).
+
+A file is checked with the first ``pyproject.toml`` holding a ``[tool.accumlint]`` table found
+walking up from its folder, whatever else is on the command line, so a file's findings never
+depend on which other files are checked with it (pre-commit passes staged files in batches).
+``--config FILE`` makes one file judge them all; ``--isolated`` ignores every configuration
+file; ``--config KEY=VALUE`` overrides one key on top of whichever file applies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from accumlint import config
+from accumlint.config import SelectionLayer, Settings
+
+
+class Resolver:
+    """Settings per file, and the rule codes each settings' file enables on top of the command line.
+
+    ``config_path``: one file for every path; ``isolated``: defaults only; ``overrides``: the
+    ``--config KEY=VALUE`` keys; ``cli_layer``: the command line's rule selection. Raises
+    :class:`~accumlint.config.ConfigError` (from :meth:`settings_for`) for a broken file.
+    """
+
+    def __init__(
+        self,
+        *,
+        config_path: str | os.PathLike[str] | None = None,
+        isolated: bool = False,
+        overrides: Mapping[str, Any] | None = None,
+        cli_layer: SelectionLayer | None = None,
+    ) -> None:
+        self.config_path = config_path
+        self.isolated = isolated
+        self.overrides = dict(overrides or {})
+        self.cli_layer = cli_layer or SelectionLayer()
+        self._by_folder: dict[Path, Path | None] = {}
+        self._by_file: dict[Path | None, Settings] = {}
+
+    def _nearest(self, folder: Path) -> Path | None:
+        if folder not in self._by_folder:
+            candidate = folder / config.CONFIG_FILE
+            if candidate.is_file() and config._accumlint_table(config._read_toml(candidate)) is not None:
+                self._by_folder[folder] = candidate
+            else:
+                parent = folder.parent
+                self._by_folder[folder] = None if parent == folder else self._nearest(parent)
+        return self._by_folder[folder]
+
+    def _load(self, source: Path | None) -> Settings:
+        if source not in self._by_file:
+            if source is None:
+                self._by_file[source] = config.settings_from_table(self.overrides, Path.cwd(), None)
+            else:
+                self._by_file[source] = config.load_settings(source, self.overrides)
+        return self._by_file[source]
+
+    def settings_for(self, path: str | os.PathLike[str]) -> Settings:
+        """The settings that judge ``path`` (a file, or a folder: its own nearest configuration)."""
+        if self.isolated:
+            return self._load(None)
+        if self.config_path is not None:
+            return self._load(Path(os.path.abspath(self.config_path)))
+        absolute = Path(os.path.abspath(path))
+        return self._load(self._nearest(absolute if absolute.is_dir() else absolute.parent))
+
+    def root_settings(self, paths: Sequence[str | os.PathLike[str]]) -> Settings:
+        """The settings of the paths' common folder (the cache, ``--show-settings``, the walk's excludes)."""
+        return self.settings_for(config.common_start(paths))
+
+    def enabled(self, settings: Settings) -> frozenset[str]:
+        """The codes ``settings`` enable, after the command line's selection."""
+        return config.resolve_selection([settings.layer(), self.cli_layer])
+
+    def codes_for(self, path: str) -> frozenset[str]:
+        """The codes checked in ``path``: its settings' selection minus its per-file ignores."""
+        settings = self.settings_for(path)
+        enabled = self.enabled(settings)
+        return enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled)
+
+    def group(self, files: Iterable[str]) -> list[tuple[Settings, list[str]]]:
+        """``files`` grouped by the settings that judge them, in order of first appearance."""
+        groups: dict[int, tuple[Settings, list[str]]] = {}
+        for path in files:
+            settings = self.settings_for(path)
+            groups.setdefault(id(settings), (settings, []))[1].append(path)
+        return list(groups.values())
+
+
+def excluded_by_own_settings(resolver: Resolver, path: str, exclude: Callable[[Settings], list[str]]) -> bool:
+    """Whether a walked file is excluded by the ``exclude`` globs of the settings that judge it
+    (a nested project's own ``exclude``), relative to that settings' root."""
+    from accumlint.discovery import is_force_excluded
+
+    settings = resolver.settings_for(path)
+    return is_force_excluded(path, exclude(settings), settings.project_root)

@@ -1,0 +1,1 @@
+"""The language server (``accumlint server``); needs the ``lsp`` extra (pygls)."""

@@ -1,0 +1,337 @@
+"""``accumlint server``: a Language Server over stdio (pygls), for editors.
+
+* **Diagnostics** when a document is opened, changed (debounced: :data:`DEBOUNCE_S` after the
+  last change) or saved: the same engine and the same configuration as ``accumlint check``
+  (the nearest ``[tool.accumlint]`` above the file, its per-file ignores and excludes; a
+  notebook by its suffix), for the text in the editor, saved or not.
+* **Code actions** for a diagnostic: its fix (``quickfix``; preferred when safe, titled
+  "(unsafe)" otherwise), and ``# noqa: CODE`` on its line; ``source.fixAll.accumlint`` applies
+  the safe fixes of the document, as ``--fix`` would.
+* **Hover** over a diagnostic's range: the rule's summary, severity and page link.
+
+Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
+unless the client offers another), converted with pygls' position codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from accumlint import __version__, runner
+from accumlint.config import ConfigError
+from accumlint.discovery import is_force_excluded
+from accumlint.findings import Finding, Severity
+from accumlint.hierarchy import Resolver
+from accumlint.suggested_fixes import SuggestedFix
+from accumlint.text_edits import TextEdit, text_edits
+
+#: seconds without a change before a changed document is checked again
+DEBOUNCE_S = 0.3
+SOURCE = "accumlint"
+FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.accumlint"
+_SEVERITIES = {
+    Severity.ERROR: types.DiagnosticSeverity.Error,
+    Severity.WARNING: types.DiagnosticSeverity.Warning,
+    Severity.INFO: types.DiagnosticSeverity.Information,
+}
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+@dataclass
+class _Checked:
+    """A document's last check: its text, findings and (computed on demand) their fixes."""
+
+    version: int | None
+    text: str
+    findings: list[Finding]
+    codes: frozenset[str]
+    fixes: dict[Finding, SuggestedFix] | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+class AccumlintServer(LanguageServer):
+    """The language server; one :class:`~accumlint.hierarchy.Resolver` (configuration files are
+    read again when a ``pyproject.toml`` is saved)."""
+
+    def __init__(self) -> None:
+        super().__init__("accumlint", __version__)
+        self.resolver = Resolver()
+        self.checked: dict[str, _Checked] = {}
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+
+    # --- checking ---------------------------------------------------------------
+
+    def check_document(self, document: TextDocument) -> list[types.Diagnostic]:
+        """Check the document's current text and remember the findings; the diagnostics to publish."""
+        path = document.path if document.uri.startswith("file:") else os.path.join(os.getcwd(), "untitled.py")
+        text = document.source
+        try:
+            settings = self.resolver.settings_for(path)
+            excludes = [*settings.exclude, *settings.extend_exclude]
+            if is_force_excluded(path, excludes, settings.project_root):
+                codes: frozenset[str] = frozenset()
+                findings: list[Finding] = []
+            else:
+                codes = self.resolver.codes_for(path)
+                findings = runner.check_one(path, text.encode("utf-8"), codes).findings
+        except ConfigError as exc:
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"accumlint: {exc}"))
+            codes, findings = frozenset(), []
+        checked = _Checked(document.version, text, findings, codes, lines=_LINE.findall(text))
+        self.checked[document.uri] = checked
+        return [self._diagnostic(document, checked, f) for f in findings if not f.cell]
+
+    def publish(self, document: TextDocument) -> None:
+        """Check the document and publish its diagnostics."""
+        diagnostics = self.check_document(document)
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=document.uri, version=document.version, diagnostics=diagnostics)
+        )
+
+    def schedule(self, uri: str) -> None:
+        """Check ``uri`` once :data:`DEBOUNCE_S` passed without another change."""
+        if (handle := self.pending.pop(uri, None)) is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self.pending[uri] = loop.call_later(DEBOUNCE_S, self._publish_uri, uri)
+
+    def _publish_uri(self, uri: str) -> None:
+        self.pending.pop(uri, None)
+        self.publish(self.workspace.get_text_document(uri))
+
+    def fixes(self, uri: str) -> dict[Finding, SuggestedFix]:
+        """The fixes of the document's last findings (computed once per check)."""
+        checked = self.checked.get(uri)
+        if checked is None:
+            return {}
+        if checked.fixes is None:
+            from accumlint.suggested_fixes import suggest_source
+
+            path = self.workspace.get_text_document(uri).path
+            checked.fixes = suggest_source(path, checked.text.encode("utf-8"), checked.codes, checked.findings)
+        return checked.fixes
+
+    # --- positions --------------------------------------------------------------
+
+    def _position(self, document: TextDocument, lines: list[str], row: int, column: int) -> types.Position:
+        """A 1-based (row, code-point column) as an LSP position in the client's code units."""
+        if row > len(lines):
+            return types.Position(line=row - 1, character=0)
+        prefix = lines[row - 1][: column - 1]
+        return types.Position(line=row - 1, character=document.position_codec.client_num_units(prefix))
+
+    def _range(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Range:
+        start = self._position(document, checked.lines, finding.line, finding.column)
+        if finding.end_line:
+            end = self._position(document, checked.lines, finding.end_line, max(finding.end_column, 1))
+        else:
+            end = types.Position(line=start.line, character=start.character + 1)
+        return types.Range(start=start, end=end)
+
+    def _diagnostic(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Diagnostic:
+        return types.Diagnostic(
+            range=self._range(document, checked, finding),
+            message=finding.message,
+            severity=_SEVERITIES[finding.severity],
+            code=finding.code,
+            code_description=types.CodeDescription(href=finding.url) if finding.url else None,
+            source=SOURCE,
+            data={"name": finding.name},
+        )
+
+    def text_edits(self, document: TextDocument, checked: _Checked, edits: list[TextEdit]) -> list[types.TextEdit]:
+        """Our edits (1-based code points) as LSP text edits."""
+        return [
+            types.TextEdit(
+                range=types.Range(
+                    start=self._position(document, checked.lines, *edit.location),
+                    end=self._position(document, checked.lines, *edit.end_location),
+                ),
+                new_text=edit.content,
+            )
+            for edit in edits
+        ]
+
+    # --- features ---------------------------------------------------------------
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """The fixes and ``noqa`` quick-fixes of the findings whose ranges meet the requested one."""
+        uri = params.text_document.uri
+        checked = self.checked.get(uri)
+        if checked is None:
+            return []
+        document = self.workspace.get_text_document(uri)
+        wanted = params.context.only
+        actions: list[types.CodeAction] = []
+        fixes = self.fixes(uri)
+        if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
+            for finding in checked.findings:
+                if finding.cell or not _overlaps(self._range(document, checked, finding), params.range):
+                    continue
+                diagnostic = self._diagnostic(document, checked, finding)
+                fix = fixes.get(finding)
+                if fix is not None:
+                    title = f"Fix {finding.code}: {fix.message}" + ("" if fix.safe else " (unsafe)")
+                    actions.append(
+                        self._action(title, types.CodeActionKind.QuickFix, uri, document, checked, list(fix.edits),
+                                     diagnostic, preferred=fix.safe)
+                    )
+                noqa = self._noqa_edits(checked, finding)
+                if noqa:
+                    actions.append(
+                        self._action(f"Disable {finding.code} for this line (# noqa)", types.CodeActionKind.QuickFix,
+                                     uri, document, checked, noqa, diagnostic)
+                    )
+        if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
+            edits = self._fix_all(document, checked)
+            if edits:
+                actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, uri, document, checked,
+                                            edits))
+        return actions
+
+    def _action(
+        self,
+        title: str,
+        kind: str,
+        uri: str,
+        document: TextDocument,
+        checked: _Checked,
+        edits: list[TextEdit],
+        diagnostic: types.Diagnostic | None = None,
+        *,
+        preferred: bool = False,
+    ) -> types.CodeAction:
+        change = types.WorkspaceEdit(changes={uri: self.text_edits(document, checked, edits)})
+        return types.CodeAction(
+            title=title,
+            kind=kind,
+            diagnostics=[diagnostic] if diagnostic else None,
+            edit=change,
+            is_preferred=preferred or None,
+        )
+
+    def _noqa_edits(self, checked: _Checked, finding: Finding) -> list[TextEdit]:
+        from accumlint.add_noqa import add_noqa_text
+        from accumlint.suppression import UNSUPPRESSIBLE
+
+        if finding.code in UNSUPPRESSIBLE:
+            return []
+        try:
+            new_text, changed = add_noqa_text(checked.text, {finding.line: {finding.code}})
+        except (SyntaxError, ValueError, tokenize.TokenError):  # a text that does not tokenize: no action
+            return []
+        return text_edits(checked.text, new_text) if changed else []
+
+    def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
+        """The safe fixes of the whole document, as ``--fix`` applies them (one edit set)."""
+        from accumlint import engine
+        from accumlint.fixes.apply import fix_source
+
+        result = fix_source(document.path, checked.text.encode("utf-8"), engine.rules_for(checked.codes),
+                            codes=checked.codes)
+        if not result.changed:
+            return []
+        return text_edits(checked.text, result.fixed.decode("utf-8"))
+
+    def hover(self, params: types.HoverParams) -> types.Hover | None:
+        """The rule of the finding under the cursor: code, name, severity, summary, page link."""
+        checked = self.checked.get(params.text_document.uri)
+        if checked is None:
+            return None
+        document = self.workspace.get_text_document(params.text_document.uri)
+        for finding in checked.findings:
+            found = self._range(document, checked, finding)
+            if finding.cell or not _contains(found, params.position):
+                continue
+            return types.Hover(
+                contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=_hover_text(finding)),
+                range=found,
+            )
+        return None
+
+
+def _hover_text(finding: Finding) -> str:
+    from accumlint import catalogue
+
+    info = catalogue.rule_info(finding.code)
+    summary = info.summary if info is not None else finding.message
+    lines = [f"**{finding.code}** `{finding.name}` ({finding.severity.value})", "", summary]
+    if finding.fix:
+        lines += ["", f"Fix: {finding.fix}"]
+    if finding.url:
+        lines += ["", f"[Rule page]({finding.url})"]
+    return "\n".join(lines)
+
+
+def _before(a: types.Position, b: types.Position) -> bool:
+    return (a.line, a.character) < (b.line, b.character)
+
+
+def _overlaps(a: types.Range, b: types.Range) -> bool:
+    return not (_before(a.end, b.start) or _before(b.end, a.start))
+
+
+def _contains(r: types.Range, p: types.Position) -> bool:
+    return not _before(p, r.start) and not _before(r.end, p)
+
+
+def create_server() -> AccumlintServer:
+    """A server with its features registered (not started)."""
+    server = AccumlintServer()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AccumlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.publish(ls.workspace.get_text_document(params.text_document.uri))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    async def did_change(ls: AccumlintServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AccumlintServer, params: types.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        if uri.endswith("/pyproject.toml"):  # the configuration changed: read it again, check every document
+            ls.resolver = Resolver()
+            for open_uri in list(ls.checked):
+                ls.publish(ls.workspace.get_text_document(open_uri))
+            return
+        if (handle := ls.pending.pop(uri, None)) is not None:
+            handle.cancel()
+        ls.publish(ls.workspace.get_text_document(uri))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AccumlintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.checked.pop(uri, None)
+        if (handle := ls.pending.pop(uri, None)) is not None:
+            handle.cancel()
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
+    )
+    def code_action(ls: AccumlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return ls.code_actions(params)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: AccumlintServer, params: types.HoverParams) -> types.Hover | None:
+        return ls.hover(params)
+
+    return server
+
+
+def serve() -> None:
+    """Run the server on stdin/stdout until the client ends it."""
+    create_server().start_io()
+
+
+__all__ = ["DEBOUNCE_S", "AccumlintServer", "create_server", "serve"]

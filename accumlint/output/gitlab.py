@@ -1,0 +1,46 @@
+"""GitLab Code Quality (``--output-format gitlab``): a JSON list of issues in the Code Climate
+subset GitLab reads (https://docs.gitlab.com/ci/testing/code_quality/#code-quality-report-format):
+``description``, ``check_name``, ``fingerprint``, ``severity`` and ``location`` (``path`` and
+``lines.begin``/``lines.end``).
+
+The fingerprint is a SHA-256 of the path, the code, the message and the finding's rank among
+identical ones in its file, so it stays the same when lines move and GitLab can tell new
+findings from old ones in a merge request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable
+
+from accumlint.findings import Finding, Severity
+from accumlint.output.text import sort_findings
+
+SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
+
+
+def format_gitlab(findings: Iterable[Finding]) -> str:
+    """``findings`` as a GitLab Code Quality report."""
+    seen: Counter[tuple[str, str, str]] = Counter()
+    issues = []
+    for finding in sort_findings(findings):
+        key = (finding.path, finding.code, finding.message)
+        seen[key] += 1
+        fingerprint = hashlib.sha256("\0".join([*key, str(seen[key])]).encode("utf-8", "surrogateescape")).hexdigest()
+        issues.append(
+            {
+                "type": "issue",
+                "description": f"{finding.code} {finding.message}",
+                "check_name": finding.code,
+                "categories": ["Bug Risk"],
+                "fingerprint": fingerprint,
+                "severity": SEVERITIES[finding.severity],
+                "location": {
+                    "path": finding.path,
+                    "lines": {"begin": finding.line, "end": finding.end_line or finding.line},
+                },
+            }
+        )
+    return json.dumps(issues, indent=2)

@@ -1,0 +1,66 @@
+"""reviewdog's Diagnostic Format (``--output-format rdjson``): one ``DiagnosticResult`` object
+(https://github.com/reviewdog/reviewdog/tree/master/proto/rdf, ``jsonschema/DiagnosticResult.json``).
+
+Positions are 1-based; reviewdog counts columns in UTF-8 bytes, so a column is converted from
+the finding's code points with the flagged line's text where it is available. A finding with a
+mechanical fix carries it as ``suggestions`` (each edit: a range and its replacement text).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from accumlint.findings import Finding, Severity
+from accumlint.output.text import Fixes, SourceLines, sort_findings
+
+SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
+SOURCE = {"name": "accumlint", "url": "https://github.com/accumlint/accumlint"}
+
+
+def _byte_column(lines: list[str] | None, row: int, column: int) -> int:
+    if lines is None or not 1 <= row <= len(lines):
+        return column
+    return len(lines[row - 1][: column - 1].encode("utf-8", "surrogateescape")) + 1
+
+
+def _position(lines: list[str] | None, row: int, column: int) -> dict:
+    return {"line": row, "column": _byte_column(lines, row, column)}
+
+
+def format_rdjson(
+    findings: Iterable[Finding], *, source_lines: SourceLines | None = None, fixes: Fixes | None = None
+) -> str:
+    """``findings`` as an rdjson ``DiagnosticResult``."""
+    diagnostics = []
+    lines_of: dict[tuple[str, int], list[str] | None] = {}
+    for finding in sort_findings(findings):
+        key = (finding.path, finding.cell)
+        if key not in lines_of:
+            lines_of[key] = None if source_lines is None or finding.cell else source_lines(finding.path)
+        lines = lines_of[key]
+        end = (finding.end_line or finding.line, finding.end_column or finding.column + 1)
+        diagnostic: dict = {
+            "message": finding.message,
+            "location": {
+                "path": finding.path,
+                "range": {
+                    "start": _position(lines, finding.line, finding.column),
+                    "end": _position(lines, *end),
+                },
+            },
+            "severity": SEVERITIES[finding.severity],
+            "source": SOURCE,
+            "code": {"value": finding.code, "url": finding.url} if finding.url else {"value": finding.code},
+        }
+        fix = (fixes or {}).get(finding)
+        if fix is not None:
+            diagnostic["suggestions"] = [
+                {
+                    "range": {"start": _position(lines, *edit.location), "end": _position(lines, *edit.end_location)},
+                    "text": edit.content,
+                }
+                for edit in fix.edits
+            ]
+        diagnostics.append(diagnostic)
+    return json.dumps({"source": SOURCE, "diagnostics": diagnostics}, indent=2)

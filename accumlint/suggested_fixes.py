@@ -1,0 +1,109 @@
+"""Each finding's own fix, as text edits of the file it was found in, without writing anything.
+
+What the machine formats (``json``, ``sarif``, ``rdjson``), the ``[*]`` marks of the text
+output and the language server's code actions offer. A finding gets a fix when its rule's
+codemod applies to it alone and the result passes the test ``--fix`` applies
+(:func:`accumlint.fixes.apply.improves`): so applying the safe fixes' edits of a file gives the
+bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks get none
+(they are never modified).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from accumlint.findings import Finding
+from accumlint.text_edits import TextEdit, text_edits
+
+#: the codes with a fixer (kept here, not imported from the fixers, so that a run whose findings
+#: have none of them does not load LibCST)
+FIXABLE_CODES = frozenset({"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"})
+#: :data:`accumlint.fixes.base.SAFE` and ``UNSAFE``, without importing LibCST
+SAFE, UNSAFE = "safe", "unsafe"
+
+
+@dataclass(frozen=True)
+class SuggestedFix:
+    """One finding's fix: ``applicability`` is ``safe`` (applied by ``--fix``) or ``unsafe``
+    (only with ``--unsafe-fixes``); ``message`` says what it does; ``edits`` are relative to
+    the text that was checked (decoded, without a byte-order mark)."""
+
+    applicability: str
+    message: str
+    edits: tuple[TextEdit, ...]
+
+    @property
+    def safe(self) -> bool:
+        """Whether ``--fix`` applies it without ``--unsafe-fixes``."""
+        return self.applicability == SAFE
+
+    def to_json(self) -> dict:
+        """Ruff's ``fix`` object: ``{applicability, message, edits: [{content, location, end_location}]}``."""
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [edit.to_json() for edit in self.edits],
+        }
+
+
+def suggest_source(
+    path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None
+) -> dict[Finding, SuggestedFix]:
+    """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
+    only, when given). Loads LibCST."""
+    from accumlint import engine
+    from accumlint.fixes.apply import _decode, improves
+    from accumlint.fixes.base import Located
+    from accumlint.fixes.rules import FIXERS
+    from accumlint.notebook import is_notebook
+
+    codes = frozenset(codes)
+    if is_notebook(path) or not FIXABLE_CODES & codes:
+        return {}
+    try:
+        text, encoding = _decode(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return {}
+    rules = engine.rules_for(codes)
+    current: list[Finding] | None = None  # what --fix compares against: checked once an edit needs it
+    if findings is None:
+        current = engine.check_source(path, data, rules).findings
+    fixes: dict[Finding, SuggestedFix] = {}
+    for finding in list(current if findings is None else findings):
+        if finding.code not in FIXERS:
+            continue
+        applicability, fixer = FIXERS[finding.code]
+        try:
+            edit = fixer(Located(engine.parse_module(text), finding))
+        except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
+            edit = None
+        if edit is None:
+            continue
+        new_text = edit.module.code
+        if new_text == text:
+            continue
+        if current is None:
+            current = engine.check_source(path, data, rules).findings
+        if not improves(current, engine.check_source(path, new_text.encode(encoding), rules).findings, finding.code):
+            continue
+        kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE
+        fixes[finding] = SuggestedFix(kind, finding.fix, tuple(text_edits(text, new_text)))
+    return fixes
+
+
+def suggest_run(
+    findings: Iterable[Finding],
+    sources: Mapping[str, bytes],
+    codes_for: Callable[[str], frozenset[str]],
+) -> dict[Finding, SuggestedFix]:
+    """:func:`suggest_source` for every file of a run that has a finding of a fixable code."""
+    by_path: dict[str, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        if finding.code in FIXABLE_CODES and not finding.cell and finding.path in sources:
+            by_path[finding.path].append(finding)
+    fixes: dict[Finding, SuggestedFix] = {}
+    for path, listed in by_path.items():
+        fixes.update(suggest_source(path, sources[path], codes_for(path), listed))
+    return fixes

@@ -1,0 +1,216 @@
+"""``accumlint server``: the language server driven by a real LSP client (pygls' ``LanguageClient``)
+over stdio, as an editor would: initialize, open a buggy training loop, receive ACC001 at the
+flagged call's range, apply its code action, receive no diagnostic; the ``noqa`` quick-fix,
+hover, a debounced change and the nearest configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pygls", reason="the language server needs pygls (pip install -e '.[dev]')")
+
+from lsprotocol import types  # noqa: E402
+from pygls.lsp.client import LanguageClient  # noqa: E402
+
+from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+BAD = """\
+for i, batch in enumerate(loader):
+    loss = model(batch).mean() / 4
+    optimizer.zero_grad()
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+"""
+FIXED = """\
+for i, batch in enumerate(loader):
+    loss = model(batch).mean() / 4
+    loss.backward()
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+TIMEOUT = 60
+#: ACC101: its fix is unsafe (a logged loss changes)
+UNSAFE_EXAMPLE = REPO / "rules" / "ACC101-double-normalization" / "bad_accelerate_backward_divided.py"
+
+
+class Session:
+    """A client talking to ``accumlint server`` in a subprocess; collects published diagnostics."""
+
+    def __init__(self) -> None:
+        self.client = LanguageClient("test-client", "1")
+        self.published: dict[str, list[list[types.Diagnostic]]] = {}
+        self.arrived = asyncio.Event()
+
+        @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+            self.published.setdefault(params.uri, []).append(params.diagnostics)
+            self.arrived.set()
+
+    async def start(self, root: Path) -> types.InitializeResult:
+        await self.client.start_io(sys.executable, "-m", "accumlint", "server", cwd=str(root))
+        return await asyncio.wait_for(
+            self.client.initialize_async(
+                types.InitializeParams(
+                    capabilities=types.ClientCapabilities(), root_uri=root.as_uri(), process_id=None
+                )
+            ),
+            TIMEOUT,
+        )
+
+    async def next_diagnostics(self, uri: str, count: int) -> list[types.Diagnostic]:
+        """Wait until ``uri`` has had ``count`` publications; the last one."""
+        while len(self.published.get(uri, [])) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), TIMEOUT)
+        return list(self.published[uri][count - 1])
+
+    async def stop(self) -> None:
+        await asyncio.wait_for(self.client.shutdown_async(None), TIMEOUT)
+        self.client.exit(None)
+        await asyncio.wait_for(self.client.stop(), TIMEOUT)
+
+
+def _open(session: Session, path: Path, text: str, version: int = 1) -> str:
+    uri = path.as_uri()
+    session.client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+        )
+    )
+    return uri
+
+
+def _apply(text: str, edits: list[types.TextEdit]) -> str:
+    """The client's side of a workspace edit (ASCII text: UTF-16 units are code points)."""
+    ours = [
+        TextEdit(
+            (e.range.start.line + 1, e.range.start.character + 1),
+            (e.range.end.line + 1, e.range.end.character + 1),
+            e.new_text,
+        )
+        for e in edits
+    ]
+    return apply_edits(text, ours)
+
+
+async def _code_actions(session: Session, uri: str, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
+    result = await asyncio.wait_for(
+        session.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=diagnostic.range,
+                context=types.CodeActionContext(diagnostics=[diagnostic]),
+            )
+        ),
+        TIMEOUT,
+    )
+    return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+
+def _run(coroutine_function, tmp_path: Path) -> None:
+    asyncio.run(coroutine_function(tmp_path))
+
+
+def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
+    async def scenario(root: Path) -> None:
+        session = Session()
+        init = await session.start(root)
+        assert init.server_info is not None and init.server_info.name == "accumlint"
+        try:
+            uri = _open(session, root / "train.py", BAD)
+            [diagnostic] = await session.next_diagnostics(uri, 1)
+            assert diagnostic.code == "ACC001"
+            assert diagnostic.source == "accumlint"
+            assert diagnostic.severity == types.DiagnosticSeverity.Error
+            # `optimizer.zero_grad()`: line 3, columns 5-26 in the CLI's 1-based terms
+            assert diagnostic.range == types.Range(types.Position(2, 4), types.Position(2, 25))
+            assert diagnostic.code_description is not None
+            assert diagnostic.code_description.href.endswith("rules/ACC001-zero-grad-inside-group/README.md")
+
+            actions = await _code_actions(session, uri, diagnostic)
+            titles = [a.title for a in actions]
+            fix = next(a for a in actions if a.title.startswith("Fix ACC001"))
+            assert fix.kind == types.CodeActionKind.QuickFix and fix.is_preferred
+            assert "Disable ACC001 for this line (# noqa)" in titles
+            assert fix.edit is not None and fix.edit.changes is not None
+            fixed = _apply(BAD, fix.edit.changes[uri])
+            assert fixed == FIXED
+
+            session.client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
+                )
+            )
+            assert await session.next_diagnostics(uri, 2) == []
+
+            hover_uri = _open(session, root / "other.py", BAD)
+            [again] = await session.next_diagnostics(hover_uri, 1)
+            hover = await asyncio.wait_for(
+                session.client.text_document_hover_async(
+                    types.HoverParams(types.TextDocumentIdentifier(hover_uri), types.Position(2, 10))
+                ),
+                TIMEOUT,
+            )
+            assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+            assert hover.contents.value.startswith("**ACC001** `zero-grad-inside-group` (error)")
+            assert "gradients reset every microbatch" in hover.contents.value
+            assert "[Rule page](https://github.com/accumlint/accumlint/blob/main/rules/ACC001" in hover.contents.value
+
+            noqa = next(a for a in await _code_actions(session, hover_uri, again) if "noqa" in a.title)
+            assert noqa.edit is not None and noqa.edit.changes is not None
+            silenced = _apply(BAD, noqa.edit.changes[hover_uri])
+            assert silenced.splitlines()[2] == "    optimizer.zero_grad()  # noqa: ACC001"
+            session.client.text_document_did_save(
+                types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(hover_uri))
+            )
+            assert len(await session.next_diagnostics(hover_uri, 2)) == 1  # saved: checked again (unchanged)
+        finally:
+            await session.stop()
+
+    _run(scenario, tmp_path)
+
+
+def test_changes_are_debounced_and_the_nearest_config_applies(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "pyproject.toml").write_text('[tool.accumlint]\nignore = ["ACC001"]\n', encoding="utf-8")
+
+    async def scenario(root: Path) -> None:
+        session = Session()
+        await session.start(root)
+        try:
+            ignored = _open(session, root / "sub" / "train.py", BAD)
+            assert await session.next_diagnostics(ignored, 1) == []  # sub/pyproject.toml ignores ACC001
+            uri = _open(session, root / "train.py", FIXED)
+            assert await session.next_diagnostics(uri, 1) == []
+            for version, text in enumerate([BAD, FIXED, BAD], start=2):  # typed quickly: one check at the end
+                session.client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                    )
+                )
+            [diagnostic] = await session.next_diagnostics(uri, 2)
+            assert diagnostic.code == "ACC001"
+            await asyncio.sleep(1.0)
+            assert len(session.published[uri]) == 2  # the three changes gave one publication
+
+            unsafe_source = UNSAFE_EXAMPLE.read_text(encoding="utf-8")
+            unsafe_uri = _open(session, root / "accelerate_train.py", unsafe_source)
+            [acc101] = await session.next_diagnostics(unsafe_uri, 1)
+            assert acc101.code == "ACC101"
+            fix = next(a for a in await _code_actions(session, unsafe_uri, acc101) if a.title.startswith("Fix "))
+            assert fix.title.endswith("(unsafe)") and not fix.is_preferred
+            assert fix.edit is not None and fix.edit.changes is not None
+            assert _apply(unsafe_source, fix.edit.changes[unsafe_uri]) != unsafe_source
+        finally:
+            await session.stop()
+
+    _run(scenario, tmp_path)
