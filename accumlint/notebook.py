@@ -23,10 +23,16 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accumlint import engine
-from accumlint.checks.base import Rule
 from accumlint.findings import Finding, Severity
+from accumlint.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from accumlint.checks.base import Rule
+
+# LibCST loads with the engine, only when a notebook is checked (is_notebook is asked of every cached file)
+engine = lazy_module("accumlint.engine")
 
 NOTEBOOK_SUFFIX = ".ipynb"
 #: Cell magics whose body is Python that runs in the kernel.
