@@ -13,7 +13,9 @@ import torch
 from runtime_guard.checks import (
     RUNTIME_CHECKS,
     LastGroup,
+    graph_findings,
     infer_normalization,
+    kept_graph_unobservable,
     last_group,
     microbatch_size,
     scheduler_owners,
@@ -45,13 +47,16 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
                             "not observable: normalization not inferred" if rec.user_normalizes else
                             "not observable: no framework contract leaving the normalization to the loss is known")
         elif check.needs == "scheduler-owner":
-            status[code] = ("checked" if scheduler_owners(rec) else
+            status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
                             "not observable: no framework (Lightning, DeepSpeed) was seen stepping the scheduler")
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
         else:
             status[code] = "card fact"
+    kept = kept_graph_unobservable(rec)
+    if observed_any and kept is not None and not any(f.code == "ACC201" for f in graph_findings(rec)):
+        status["ACC201"] = kept
     if rec.unobservable:
         for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"

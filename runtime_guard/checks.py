@@ -40,7 +40,9 @@ RUNTIME_CHECKS: dict[str, RuntimeCheck] = {
     "ACC101": RuntimeCheck("ce-loss", "per-token weights sum to 1/A over a group"),
     "ACC102": RuntimeCheck("ce-loss", "each microbatch weighted equally while token counts differ"),
     "ACC103": RuntimeCheck("ce-loss", "per-token weights sum to A over a group"),
-    "ACC201": RuntimeCheck("events", "a microbatch graph alive > A+1 microbatches later; A forwards, one backward"),
+    "ACC201": RuntimeCheck("events", "a microbatch graph alive > A+1 microbatches later (needs A+3 probed "
+                                     "microbatches; a list of losses cleared at each update is not kept); A forwards, "
+                                     "one backward"),
     "ACC202": RuntimeCheck("events", "saved activations unpacked by a backward still alive at the next forward"),
     "ACC301": RuntimeCheck("events", "clip before the group's last backward, or more than once per group"),
     "ACC302": RuntimeCheck("events", "clip before unscale_ while the scale is not 1"),
@@ -156,7 +158,7 @@ def _structure(rec: RunRecord) -> tuple[list[Finding], bool]:
     a, source = rec.effective_a()
     given = rec.accumulation_steps is not None
     sizes = rec.group_sizes()
-    code_sizes = "ACC501" if rec.accelerate else None
+    code_sizes = "ACC501" if rec.accelerate_accumulates else None
     open_groups = [g for g in rec.groups if not g.closed and not g.tail]
     trace = _run_trace(rec)
     if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes):
@@ -204,8 +206,9 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
         first_b, last_b = g.first_backward_seq(), g.last_backward_seq()
         if first_b is not None and last_b is not None and first_b < last_b:
             inside = [e for e in _between(g, first_b, last_b, "Z") if e.detail.get("zeroed")]
-            prepared = [e for e in inside if e.detail.get("prepared")]
-            plain = [e for e in inside if not e.detail.get("prepared")]
+            # a prepared reset is Accelerate's matter only while its accumulation drives the loop
+            prepared = [e for e in inside if e.detail.get("prepared") and rec.accelerate_accumulates]
+            plain = [e for e in inside if e not in prepared]
             if prepared and "ACC501" not in reported:
                 reported.add("ACC501")
                 yield _finding(
@@ -277,6 +280,23 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
 
 
 # -- graph lifetime (ACC201, ACC202) -----------------------------------------------------
+def kept_graph_unobservable(rec: RunRecord) -> str | None:
+    """Why the probed microbatches cannot show a graph kept across microbatches (ACC201), or ``None``.
+
+    A graph counts as kept when it is alive at a forward more than A + 1 microbatches after its own
+    (a list of losses that lives within one group, cleared at the update, never is: its memory does
+    not grow with the run), so the probe must see A + 3 forwards; short or irregular groups (an
+    update every microbatch, ``groups=1``) may see fewer."""
+    a, _ = rec.effective_a()
+    seen = sum(len(g.microbatches) for g in rec.groups)
+    if a is None:
+        return f"not observable: {seen} microbatches, A unknown (no update attempt observed)"
+    if seen < a + 3:
+        return (f"not observable: {seen} microbatches, needs A + 3 = {a + 3} (a kept graph shows A + 2 forwards "
+                "after its own)")
+    return None
+
+
 def _graphs(rec: RunRecord) -> Iterator[Finding]:
     a, _ = rec.effective_a()
     mbs = [mb for g in rec.groups for mb in g.microbatches]
@@ -400,11 +420,19 @@ def _scheduler(rec: RunRecord) -> Iterator[Finding]:
     for start, end in zip(edges, edges[1:], strict=False):
         segment = [e for e in events if start < e.seq <= end]
         steps = [e for e in segment if e.kind == "L"]
+        if rec.scheduler_owner:  # the framework steps it per epoch: only the user's steps count here
+            steps, allowed = [e for e in steps if not e.detail.get("by")], 0
         if len(steps) > allowed:
             where = steps[0]
             group = where.group if where.group >= 0 else None
             owners = scheduler_owners(rec)
             by_user = [e for e in steps if not e.detail.get("by")]
+            if rec.scheduler_owner and by_user:
+                yield _finding(
+                    "ACC306", group, by_user[0].microbatch,
+                    f"the LR scheduler was stepped {len(by_user)}x by the user's code between two optimizer update "
+                    f"attempts, while {rec.scheduler_owner}", _trace(segment))
+                return
             if owners and by_user:  # the framework steps it and the user steps it again
                 yield _finding(
                     "ACC306", group, by_user[0].microbatch,
@@ -596,11 +624,11 @@ def _from_weights(rec: RunRecord) -> Normalization:
     verdicts = []
     for g in groups:
         n = [mb.ce.tokens for mb in g.microbatches]
-        w = [mb.ce.weight_sum for mb in g.microbatches]
+        w = [mb.ce.weight_sum / rec.loss_scale for mb in g.microbatches]
         total = sum(w)
         if rec.replica_ce and d > 1:
             index = rec.full_groups.index(g)
-            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d
+            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale
         a = len(g.microbatches)
         sums.append(total)
         tokens.append(n)
@@ -633,7 +661,17 @@ def _from_weights(rec: RunRecord) -> Normalization:
             codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = A "
                                              f"(A = {a}): the loss was not divided by A"))
         else:
-            verdicts.append(f"{unit}, weights sum to {total:.4g}")
+            verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {total:.4g}x the group's token mean")
+            # neither 1, 1/A nor A: a denominator off by a factor (a double division by something other than
+            # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
+            # quirk the card names explains it.
+            if uniform and not rec.weight_sum_explained and (d == 1 or rec.replica_ce):
+                code = "ACC101" if total < 1 else "ACC103"
+                codes.append((code, g.index, (
+                    f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
+                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the supervised tokens "
+                    f"were divided by {1 / total:.4g}x their count" if total else
+                    f"per-token weights of group {g.index} sum to 0")))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes)
 
@@ -641,9 +679,14 @@ def _from_weights(rec: RunRecord) -> Normalization:
 def _normalization(rec: RunRecord) -> Iterator[Finding]:
     norm = infer_normalization(rec)
     seen: set[str] = set()
+    undivided = {group for code, group, _ in norm.codes if code == "ACC103"}
     for code, group, text in norm.codes:
-        if rec.user_normalizes and code in ("ACC102", "ACC103"):
-            # the framework left the group normalization to this loss: its count was not used (one cause)
+        if rec.user_normalizes and code == "ACC102" and group not in undivided:
+            # the weights sum to 1: the framework did divide by A after all (transformers 5.24.0
+            # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means
+            text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"
+        elif rec.user_normalizes and code in ("ACC102", "ACC103"):
+            # weights summing to A: the framework left the group normalization to this loss and did not divide
             code, text = "ACC105", f"{text}; {rec.user_normalizes}"
         if code not in seen:
             seen.add(code)
@@ -737,7 +780,7 @@ def last_group(rec: RunRecord) -> LastGroup:
         if abs(ratio - 1) <= ratio_tol:
             return LastGroup("applied, true denominator", f"{size}, weighted like a full group ({how})")
         if abs(ratio / (r / a) - 1) <= ratio_tol:
-            if rec.accelerate_num_steps is not None and not rec.loader_unprepared:
+            if ((rec.accelerate_num_steps or 0) > 1 or rec.accumulate_seen) and not rec.loader_unprepared:
                 # Accelerate's documented weighting of its prepared loader's last group (sync_with_dataloader;
                 # rules-spec exemption): a card fact, not a finding
                 return LastGroup("applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group "
@@ -780,6 +823,11 @@ def _last_group(rec: RunRecord) -> Iterator[Finding]:
     lg = last_group(rec)
     if lg.finding is not None:
         yield _finding("ACC005", lg.group, None, lg.finding, _run_trace(rec), lg.fix)
+
+
+def graph_findings(rec: RunRecord) -> list[Finding]:
+    """The ACC201/ACC202 findings of ``rec`` (the card asks whether ACC201 was decided)."""
+    return list(_graphs(rec))
 
 
 def evaluate(rec: RunRecord) -> list[Finding]:

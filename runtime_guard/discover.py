@@ -128,7 +128,9 @@ class ScriptProbe:
         scheduled = [o for o in plain if any(getattr(s, "optimizer", None) is o for s in found["schedulers"])]
         optimizer = prepared[0] if prepared else (scheduled or plain)[0]
         inner = frameworks.unwrap_optimizer(optimizer)
-        schedulers = [s for s in found["schedulers"] if getattr(s, "optimizer", None) is inner]
+        # a scheduler built on the torch optimizer, or on the prepared one (not prepared itself)
+        schedulers = [s for s in found["schedulers"] if any(getattr(s, "optimizer", None) is o
+                                                            for o in (inner, optimizer))]
         prepared_scheds = [s for s in gc.get_referrers(*schedulers) if frameworks.is_accelerate(s)
                            and getattr(s, "scheduler", None) in schedulers] if schedulers else []
         scheduler = prepared_scheds[0] if prepared_scheds else (schedulers[0] if schedulers else None)

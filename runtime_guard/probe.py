@@ -137,6 +137,10 @@ class Probe:
             and their order are unchanged. A loader without ``len()`` falls back to
             ``"start"`` and leaves the treatment "not observed". Needs A (given or from the
             Accelerator).
+        loss_scale: the factor the loop deliberately puts on its cross-entropy loss (a task weight such
+            as ``0.5 * ce + 0.5 * other``): a group's per-token weights are expected to sum to it, not to 1.
+            Weights summing to neither it, it/A nor it x A are ACC101 (below) or ACC103 (above), with the
+            measured sum and the factor it implies.
 
     Raises:
         ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
@@ -162,6 +166,7 @@ class Probe:
         ignore_index: int = -100,
         loader: Any = None,
         at: Placement = "start",
+        loss_scale: float = 1.0,
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -173,6 +178,8 @@ class Probe:
             raise ValueError(f"at must be 'start' or 'epoch_end', got {at!r}")
         if at == "epoch_end" and loader is None:
             raise ValueError("at='epoch_end' needs the training loader: probe(..., loader=train_loader)")
+        if not loss_scale > 0:
+            raise ValueError(f"loss_scale must be > 0, got {loss_scale}")
         if accumulation_steps is not None and accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
@@ -202,7 +209,8 @@ class Probe:
         self._snapshot: tuple[list[torch.Tensor | None], float] | str | None = None
         self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
-        self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch)
+        self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch,
+                                loss_scale=float(loss_scale))
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
         self._tracker = GraphTracker()
@@ -225,6 +233,7 @@ class Probe:
         self._param_checksums_cache: tuple[int, ...] | None = None
         self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
+        self._gradient_state: Any = None
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -293,14 +302,19 @@ class Probe:
         rec.parameters = sum(p.numel() for p in self.params)
         rec.batchnorm = frameworks.batchnorm_modules(self.model) if isinstance(self.model, torch.nn.Module) else []
         rec.bn_training = bool(rec.batchnorm) and self.model.training
-        if self.accelerator is not None:
+        # Accelerate's GradientState (a shared singleton): its sync flag at each forward tells whether
+        # accumulate() drives the loop's cadence (accelerate 1.15.0 accelerator.py ``_do_sync``)
+        self._gradient_state = getattr(self.accelerator, "gradient_state", None) or getattr(
+            self.prepared_optimizer, "gradient_state", None)
+        if self.accelerator is not None or self.prepared_optimizer is not None:
             rec.accelerate = True
-            num_steps = getattr(getattr(self.accelerator, "gradient_state", None), "num_steps", None)
+            num_steps = getattr(self._gradient_state, "num_steps", None)
             rec.accelerate_num_steps = num_steps
-            if rec.accumulation_steps is None and num_steps:
+            # num_steps = 1 (the default) says nothing about a loop that accumulates by hand: A stays
+            # given or inferred then, and the plain codes apply (ACC001/ACC006, not ACC501)
+            if rec.accumulation_steps is None and num_steps and int(num_steps) > 1:
                 rec.accumulation_steps = int(num_steps)
                 rec.accumulation_source = "accelerator.gradient_state.num_steps"
-        rec.accelerate = rec.accelerate or self.prepared_optimizer is not None
         if self.prepared_scheduler is not None:
             split = bool(getattr(self.prepared_scheduler, "split_batches", True))
             procs = getattr(self.accelerator, "num_processes", 1) if self.accelerator is not None else 1
@@ -589,6 +603,8 @@ class Probe:
         )
         if self.record.ddp:
             mb.sync_at_forward = bool(getattr(self.model, "require_backward_grad_sync", True))
+        if self._gradient_state is not None and getattr(self._gradient_state, "sync_gradients", True) is False:
+            self.record.accumulate_seen = True
         dp = self.record.data_parallel
         if batch is not None and dp is not None and (dp.size or 1) > 1:
             mb.input_hashes = dist_helpers.row_hashes(batch)

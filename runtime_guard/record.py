@@ -31,9 +31,14 @@ class RunRecord:
     fsdp2: bool = False
     accelerate: bool = False
     accelerate_num_steps: int | None = None
+    # a microbatch ran with Accelerate's sync flag off: accumulate() (or its gradient state) drives the cadence
+    accumulate_seen: bool = False
     scaler_given: bool = False
     scheduler_given: bool = False
     scheduler_steps_per_update: int = 1
+    # a framework that steps the given scheduler outside the probed groups (Lightning's default
+    # interval="epoch"): every step by the user's code is then one too many (ACC306)
+    scheduler_owner: str = ""
     data_parallel: DataParallel | None = None
     batchnorm: list[str] = field(default_factory=list)
     bn_training: bool = False
@@ -46,6 +51,11 @@ class RunRecord:
     # a framework contract that leaves the loss normalization over the group to the user's loss (ACC105), e.g.
     # "HF Trainer: ... passes num_items_in_batch and does not divide by A"; "" when none is known
     user_normalizes: str = ""
+    # the factor the loop deliberately puts on its cross-entropy loss (a task weight): the per-token weights
+    # of a group are expected to sum to it
+    loss_scale: float = 1.0
+    # a framework quirk named on the card explains weights summing to neither 1, 1/A nor A (no finding then)
+    weight_sum_explained: bool = False
     notes: list[str] = field(default_factory=list)
     clean_exit: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -57,6 +67,13 @@ class RunRecord:
     epoch_end_seq: int | None = None
     epoch_unobserved: str = ""
     loader_unprepared: bool = False  # the watched loader is known and is not an Accelerate-prepared one
+
+    @property
+    def accelerate_accumulates(self) -> bool:
+        """Accelerate's own accumulation is in use (its A > 1, or a microbatch with its sync flag off):
+        group-structure and reset findings are then ACC501's; a prepared optimizer in a loop that
+        accumulates by hand (Accelerate's A = 1, sync always on) keeps the plain codes."""
+        return self.accelerate and (self.accumulate_seen or (self.accelerate_num_steps or 1) > 1)
 
     @property
     def full_groups(self) -> list[Group]:

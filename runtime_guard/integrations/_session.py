@@ -67,6 +67,7 @@ class GuardSession:
         unobservable: list[str] | None = None,
         facts: dict[str, Any] | None = None,
         user_normalizes: str = "",
+        scheduler_owner: str = "",
     ) -> Probe:
         """Create and attach the probe (on the calling thread, which must run the loop)."""
         probe = Probe(model, optimizer, accumulation_steps=accumulation_steps, scheduler=scheduler, scaler=scaler,
@@ -76,6 +77,8 @@ class GuardSession:
         probe.record.notes.extend(notes or [])
         probe.record.unobservable.extend(unobservable or [])
         probe.record.user_normalizes = user_normalizes
+        if scheduler_owner:
+            probe.record.scheduler_owner, probe.record.scheduler_steps_per_update = scheduler_owner, 0
         self.framework_facts.update(facts or {})
         self.probe = probe.attach()
         return probe
