@@ -413,6 +413,8 @@ _SCALER_WORDS = {"X": "scaler.unscale_", "U": "scaler.update", "s": "scaler.step
 
 # -- scheduler (ACC304) ------------------------------------------------------------------
 def _scheduler(rec: RunRecord) -> Iterator[Finding]:
+    if not any(g.microbatches for g in rec.groups):
+        return  # no microbatch seen (e.g. a compiled module called instead of the probed one): no segments
     events = sorted([e for g in rec.groups for e in g.events] + rec.before_first_forward, key=lambda e: e.seq)
     boundaries = [g.boundary_seq for g in rec.groups if g.closed]
     allowed = rec.scheduler_steps_per_update
@@ -620,6 +622,7 @@ def _from_weights(rec: RunRecord) -> Normalization:
         return Normalization(False, f"not inferred: the loss is not plain softmax cross entropy (residual "
                                     f"{worst:.2g})", [], [], [])
     d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
+    expected_a, _ = rec.effective_a()
     sums, tokens, codes = [], [], []
     verdicts = []
     for g in groups:
@@ -665,7 +668,9 @@ def _from_weights(rec: RunRecord) -> Normalization:
             # neither 1, 1/A nor A: a denominator off by a factor (a double division by something other than
             # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
             # quirk the card names explains it.
-            if uniform and not rec.weight_sum_explained and (d == 1 or rec.replica_ce):
+            # groups of the wrong size are the structure checks' matter (ACC004/ACC006); an inferred A may be wrong
+            if (uniform and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
+                    and rec.accumulation_steps is not None):
                 code = "ACC101" if total < 1 else "ACC103"
                 codes.append((code, g.index, (
                     f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "

@@ -35,6 +35,7 @@ from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Event, Group, Microbatch
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
+from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
@@ -50,6 +51,11 @@ _MEAN_REDUCTION = 1  # at::Reduction::Mean
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
+
+#: The probe attached in this process, if any. The process-wide patches (``clip_grad_norm_``, the
+#: saved-tensor default hooks) and the instance wrappers are undone in LIFO order per probe; two probes
+#: detaching out of order would put each other's wrappers back, so one probe is attached at a time.
+_attached: list[Probe] = []
 
 
 def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
@@ -86,6 +92,28 @@ def _mean_loss_node(tensors: Any) -> Any:
         if node is None:
             return None
     return None
+
+
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` kept out of ``torch.compile``'s tracing (it runs eagerly, a graph break) once dynamo is
+    loaded: the probe's hooks read and write Python state that a traced copy would freeze or fail on."""
+    dynamo = sys.modules.get("torch._dynamo")
+    return dynamo.disable(fn) if dynamo is not None else fn
+
+
+def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
+    """The ``torch.compile`` wrappers (``OptimizedModule``) of ``model`` alive now. torch 2.13 dynamo
+    skips guards on module hooks (``config.skip_nnmodule_hook_guards``): hooks added to ``model``
+    after its wrapper compiled are never called through it, so the probe hooks the wrapper too."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not isinstance(model, torch.nn.Module):
+        return []
+    import gc
+
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    # one walk over the live objects (only once dynamo is loaded): the wrapper holds the model two dicts deep
+    return [w for w in gc.get_objects() if type(w) is OptimizedModule and w._orig_mod is model]
 
 
 class Probe:
@@ -234,6 +262,8 @@ class Probe:
         self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
         self._gradient_state: Any = None
+        self._nested_forwards = False
+        self._active_forward: Any = None
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -250,6 +280,14 @@ class Probe:
         """
         if self._attached or self._detached:
             raise RuntimeError("a probe attaches once; create a new probe for another run")
+        for other in list(_attached):
+            if other.done and other._thread == threading.get_ident():
+                other._detach(clean=True)  # finished, waiting for its next call to detach: do it now
+                continue
+            raise RuntimeError(
+                f"another runtime_guard probe is attached in this process (on {type(other.model).__name__}, "
+                f"{type(other.optimizer).__name__}): one probe at a time; detach it first (p.detach(), or leave "
+                "its `with` block)")
         self._thread = threading.get_ident()
         self._describe_setup()
         try:
@@ -261,6 +299,7 @@ class Probe:
             self._close_guard_group()
             raise
         self._attached = True
+        _attached.append(self)
         return self
 
     def detach(self) -> Report:
@@ -413,16 +452,27 @@ class Probe:
         self._hooks_installed = True
         undo = self._undo
         model = self.model
-        h = model.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
-        undo.push("model forward pre-hook", h.remove)
-        h = model.register_forward_hook(self._on_forward, with_kwargs=True)
-        undo.push("model forward hook", h.remove)
+        wrappers = _compiled_wrappers(model)
+        self._nested_forwards = bool(wrappers)  # the wrapper's forward runs the model's: count it once
+        if wrappers:
+            self.record.notes.append(f"torch.compile: the probe also hooks the {len(wrappers)} compiled wrapper(s) of "
+                                     f"{type(model).__name__} (hooks inside a compiled region may not run)")
+        if isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None:
+            self.record.notes.append("the model was compiled in place (module.compile()): its forward hooks may not "
+                                     "run; give the probe a torch.compile(model) wrapper or the uncompiled model")
+        pre, post = _eager(self._on_forward_pre), _eager(self._on_forward)
+        for module in (model, *wrappers):
+            h = module.register_forward_pre_hook(pre, with_kwargs=True)
+            undo.push("model forward pre-hook", h.remove)
+            h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
+            undo.push("model forward hook", h.remove)
+        on_grad = _eager(self._on_param_grad)
         for p in self.params:
-            h = p.register_post_accumulate_grad_hook(self._on_param_grad)
+            h = p.register_post_accumulate_grad_hook(on_grad)
             undo.push("parameter post-accumulate hook", h.remove)
-        h = self.optimizer.register_step_pre_hook(self._on_step_pre)
+        h = self.optimizer.register_step_pre_hook(_eager(self._on_step_pre))
         undo.push("optimizer step pre-hook", h.remove)
-        h = self.optimizer.register_step_post_hook(self._on_step_post)
+        h = self.optimizer.register_step_post_hook(_eager(self._on_step_post))
         undo.push("optimizer step post-hook", h.remove)
         wrap_instance_method(undo, self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))
         if isinstance(model, torch.nn.Module):
@@ -564,6 +614,10 @@ class Probe:
 
     # -- forward -------------------------------------------------------------------------
     def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._nested_forwards:  # a compiled wrapper and its model: the outer forward is the microbatch
+            if self._active_forward is not None:
+                return
+            self._active_forward = module
         if self._replaying or not self._entry() or not torch.is_grad_enabled():
             return
         self._in_backward = False
@@ -661,6 +715,10 @@ class Probe:
         self._detach(clean=True)
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        if self._nested_forwards:
+            if module is not self._active_forward:
+                return
+            self._active_forward = None
         mb = self._mb
         if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return
@@ -669,7 +727,7 @@ class Probe:
         # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
         start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
         if start is not None:
-            self._logit_handles.append(start.register_hook(self._on_output_grad))
+            self._logit_handles.append(start.register_hook(_eager(self._on_output_grad)))
         if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
@@ -677,7 +735,8 @@ class Probe:
                 self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
                 return
             values = logits.detach()
-            self._logit_handles.append(logits.register_hook(functools.partial(self._on_logits_grad, mb, values)))
+            hook = _eager(functools.partial(self._on_logits_grad, mb, values))
+            self._logit_handles.append(logits.register_hook(hook))
 
     def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
         if not self._attached or self._done or not self.record.ce_possible:
@@ -744,7 +803,8 @@ class Probe:
                     return original(*args, **kwargs)
                 self._take_snapshot()
                 before = self._grads()
-                result = original(*args, **kwargs)
+                with warnings_at_caller():
+                    result = original(*args, **kwargs)
                 after = self._grads()
                 self._event(
                     "Z", source=source, prepared=self._prepared_zero_depth > 0,
@@ -878,7 +938,8 @@ class Probe:
                 return original(*args, **kwargs)
             before = self._lrs()
             caller = frameworks.scheduler_caller(sys._getframe(1))
-            result = original(*args, **kwargs)
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
             self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
             return result
 
@@ -891,7 +952,8 @@ class Probe:
                 return original(*args, **kwargs)
             self._take_snapshot()
             before = self._grads()
-            result = original(*args, **kwargs)
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
             after = self._grads()
             self._event("C", function=name, changed=not before.same_values(after))
             return result
@@ -967,6 +1029,8 @@ class Probe:
         was_attached = self._attached
         self._attached = False
         self._detached = True
+        if self in _attached:
+            _attached.remove(self)
         try:
             self._undo.run()
         finally:
@@ -997,7 +1061,7 @@ class Probe:
             return
         if self.on_finding == "warn":
             for finding in findings:
-                warnings.warn(GuardWarning(finding.one_line()), stacklevel=3)
+                warnings.warn(GuardWarning(finding.one_line()), stacklevel=stacklevel_outside_guard())
         elif self.on_finding == "raise" and findings:
             raise GuardFindingError(self._report)
 

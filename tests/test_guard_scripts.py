@@ -274,3 +274,162 @@ def test_losses_list_within_one_group_is_not_acc201() -> None:
     report = p.report()
     assert report.codes == set(), [f.one_line() for f in report.findings]
     assert report.card["checks"]["ACC201"] == "checked"
+
+
+def _compiled_loop(guard: bool, probe_inner: bool, sched_each: bool = False, compile_step: bool = False):
+    import runtime_guard
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(7, 8), torch.nn.Linear(8, 7))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1 / (1 + k))
+    compiled = torch.compile(model, backend="eager")  # no C++ compiler needed
+    step = torch.compile(optimizer.step, backend="eager") if compile_step else optimizer.step
+    probe = runtime_guard.probe(model if probe_inner else compiled, optimizer, accumulation_steps=A,
+                                scheduler=scheduler)
+    with probe if guard else contextlib.nullcontext():
+        for i in range(4 * A):
+            ids = torch.randint(0, 7, (2, 5))
+            loss = torch.nn.functional.cross_entropy(compiled(ids).flatten(0, 1), ids.flatten()) / A
+            loss.backward()
+            if sched_each:
+                scheduler.step()
+            if (i + 1) % A == 0:
+                step()
+                if not sched_each:
+                    scheduler.step()
+                optimizer.zero_grad()
+    return probe.report() if guard else [p.detach().clone() for p in model.parameters()]
+
+
+def test_torch_compile_after_an_earlier_compile() -> None:
+    """Issue 17 item 7: dynamo does not guard on module hooks (torch 2.13 ``skip_nnmodule_hook_guards``),
+    so hooks added to a model after an earlier compile in the process are never called through the
+    compiled wrapper; the probe hooks the wrapper too, and its hooks run eagerly (a graph break) where
+    they would be traced (a compiled optimizer step)."""
+    plain = _compiled_loop(guard=False, probe_inner=True)  # the earlier compile
+    for inner in (True, False):
+        report = _compiled_loop(guard=True, probe_inner=inner)
+        assert report.codes == set(), [f.one_line() for f in report.findings]
+        assert report.card["group_sizes"] == [A, A]
+    assert _compiled_loop(guard=True, probe_inner=True, sched_each=True).codes == {"ACC304"}
+    stepped = _compiled_loop(guard=True, probe_inner=True, compile_step=True)
+    assert stepped.codes == set() and stepped.card["updates"]["attempted"] == 2
+    assert all(torch.equal(a, b) for a, b in zip(plain, _compiled_loop(guard=False, probe_inner=True), strict=True))
+
+
+def test_warnings_point_at_the_users_line() -> None:
+    """Issue 17 item 10: torch's warning from a wrapped ``scheduler.step()`` and the guard's own
+    GuardWarning are attributed to the loop's lines, not to runtime_guard."""
+    import warnings
+
+    import runtime_guard
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with runtime_guard.probe(model, optimizer, accumulation_steps=2, scheduler=scheduler, on_finding="warn"):
+            for i in range(6):
+                model(torch.randn(2, 3)).sum().backward()
+                scheduler.step()  # every microbatch, before the first optimizer.step(): torch warns
+                if i % 2 == 1:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    ordering = [w for w in caught if "lr_scheduler.step()" in str(w.message)]
+    guard = [w for w in caught if isinstance(w.message, runtime_guard.GuardWarning)]
+    assert ordering and guard and "ACC304" in str(guard[0].message)
+    assert {Path(w.filename).name for w in ordering + guard} == {Path(__file__).name}
+
+
+BUGGY = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(8):
+    optimizer.zero_grad()  # every microbatch: ACC001
+    (model(torch.randn(2, 3)).sum() / 2).backward()
+    if i % 2 == 1:
+        optimizer.step()
+"""
+
+
+def test_run_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Issue 17 items 6 and 10: 1 on findings, 0 with --exit-zero and under torchrun (unless
+    --exit-code), 2 for a missing script or without torch, each with a one-line reason."""
+    import runtime_guard
+    from runtime_guard.__main__ import main
+
+    script = write(tmp_path, "train.py", BUGGY)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert main(["run", "-A", "2", str(script)]) == 1
+    assert "ACC001" in capsys.readouterr().out
+    assert main(["run", "-A", "2", "--exit-zero", str(script)]) == 0
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    assert main(["run", "-A", "2", "--json", str(tmp_path / "card.json"), str(script)]) == 0
+    assert "exit status 0 under torchrun" in capsys.readouterr().err
+    assert (tmp_path / "card.json").is_file()
+    assert main(["run", "-A", "2", "--exit-code", str(script)]) == 1
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "missing.py")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no such script: {tmp_path / 'missing.py'}"
+    monkeypatch.setattr(runtime_guard, "HAS_TORCH", False)
+    assert main(["run", str(script)]) == 2
+    assert "pip install 'accumlint[guard]'" in capsys.readouterr().err
+
+
+def test_without_torch_the_cli_says_how_to_install_it(tmp_path: Path) -> None:
+    """A real interpreter where ``import torch`` fails: no traceback, the install hint, status 2."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "block" / "torch"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
+    script = write(tmp_path, "train.py", BUGGY)
+    code = ("import importlib.util, sys; sys.path.insert(0, sys.argv[1]); "
+            "importlib.util.find_spec = (lambda f: (lambda name, *a: None if name == 'torch' else f(name, *a)))"
+            "(importlib.util.find_spec); import runpy; sys.argv = ['runtime_guard', 'run', sys.argv[2]]; "
+            "runpy.run_module('runtime_guard', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "block"), str(script)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "error: the runtime guard needs torch: pip install 'accumlint[guard]'"
+
+
+DDP_BUGGY = """
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(dist.get_rank())
+for i in range(8):
+    optimizer.zero_grad()  # every microbatch: ACC001
+    (model(torch.randn(2, 3, generator=g)).sum() / 2).backward()
+    if i % 2 == 1:
+        optimizer.step()
+dist.destroy_process_group()
+"""
+
+
+def test_findings_under_torchrun_end_cleanly(tmp_path: Path) -> None:
+    """Two gloo ranks under a real torchrun: the findings are printed by rank 0, every rank exits 0,
+    so the elastic agent reports no ChildFailedError."""
+    import subprocess
+    import sys
+
+    script = write(tmp_path, "train_ddp.py", DDP_BUGGY)
+    env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+         "runtime_guard", "run", "-A", "2", str(script)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=Path(__file__).parents[1])
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "ChildFailedError" not in output and "ACC001" in done.stdout
+    assert "runtime guard (rank 1): 1 finding(s) ['ACC001']" in done.stdout

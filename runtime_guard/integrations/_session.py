@@ -10,6 +10,7 @@ from typing import Any
 
 from runtime_guard.probe import OnFinding, Probe
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
+from runtime_guard.user_frames import stacklevel_outside_guard
 
 logger = logging.getLogger("runtime_guard.integrations")
 
@@ -112,7 +113,7 @@ class GuardSession:
         if clean and report.findings:
             if self.on_finding == "warn":
                 for finding in report.findings:
-                    warnings.warn(GuardWarning(finding.one_line()), stacklevel=2)
+                    warnings.warn(GuardWarning(finding.one_line()), stacklevel=stacklevel_outside_guard())
             elif self.on_finding == "raise":
                 raise GuardFindingError(report)
         return report
