@@ -433,3 +433,26 @@ def test_findings_under_torchrun_end_cleanly(tmp_path: Path) -> None:
     assert done.returncode == 0, output
     assert "ChildFailedError" not in output and "ACC001" in done.stdout
     assert "runtime guard (rank 1): 1 finding(s) ['ACC001']" in done.stdout
+
+
+def test_card_text_has_no_bare_none_and_explains_its_letters(tmp_path: Path) -> None:
+    """Issue 17 item 10: a plain loop without scheduler, DDP or cross entropy leaves many card values
+    unknown; each says why, and the evidence letters and timeline words come with a legend."""
+    script = write(tmp_path, "train.py", BUGGY)
+    with contextlib.redirect_stdout(io.StringIO()):
+        text = str(run_script(script, accumulation_steps=2).report())
+    assert "None" not in text
+    assert "scheduler steps / update    no scheduler given or found" in text
+    assert "all-reduce rounds / group   no DDP wrapper" in text
+    assert ("evidence letters: F = forward of the probed model (one microbatch), B = backward reaching its "
+            "parameters, Z = gradient reset (zero_grad), S = optimizer update attempt") in text
+    assert "legend: F = forward of the probed model (one microbatch)" in text and "zero = gradient reset" in text
+
+
+def test_guard_extra_installs_numpy() -> None:
+    """torch 2.13 warns "Failed to initialize NumPy" at import when numpy is absent (the README demo on
+    a fresh machine): the guard extra brings it."""
+    tomllib = pytest.importorskip("tomllib")
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert any(dep.startswith("numpy") for dep in pyproject["project"]["optional-dependencies"]["guard"])
