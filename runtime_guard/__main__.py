@@ -64,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command == "show":
         from runtime_guard.render import render_report
 
-        data = json.loads(ns.card.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(ns.card.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            print(f"error: cannot read the card {ns.card}: {error}", file=sys.stderr)
+            return EXIT_ERROR
         report = data if "card" in data else {"findings": [], "card": data}
         print(render_report(report))
         if ns.html:

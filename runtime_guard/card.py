@@ -6,6 +6,7 @@ microbatches, updates, examples and tokens (ACC902)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -79,6 +80,20 @@ def _allreduce(rec: RunRecord) -> dict[str, Any]:
     }
 
 
+#: Frameworks whose version the card names when the program imported them (never imported here).
+FRAMEWORK_PACKAGES = ("accelerate", "transformers", "lightning", "pytorch_lightning", "deepspeed")
+
+
+def _versions() -> dict[str, str]:
+    """torch's version and those of the frameworks the program imported."""
+    versions = {"torch": torch.__version__}
+    for name in FRAMEWORK_PACKAGES:
+        module = sys.modules.get(name)
+        if module is not None:
+            versions[name] = str(getattr(module, "__version__", "unknown"))
+    return versions
+
+
 def build_card(rec: RunRecord) -> dict[str, Any]:
     """The card of ``rec`` as a dict of plain JSON types."""
     a, a_source = rec.effective_a()
@@ -107,7 +122,9 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         })
     card: dict[str, Any] = {
         "schema": SCHEMA,
+        "script": rec.script or None,
         "torch": torch.__version__,
+        "versions": _versions(),
         "model": rec.model_class,
         "optimizer": rec.optimizer_class,
         "parameters": rec.parameters,

@@ -329,7 +329,9 @@ class Probe:
     # -- setup ---------------------------------------------------------------------------
     def _describe_setup(self) -> None:
         rec = self.record
-        rec.model_class = type(self.model).__name__
+        rec.script = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
+        inner = getattr(self.model, "_orig_mod", self.model)  # a torch.compile wrapper: the compiled model
+        rec.model_class = type(inner).__name__
         rec.optimizer_class = type(self.optimizer).__name__
         rec.ddp = frameworks.is_ddp(self.model)
         rec.fsdp2 = frameworks.is_fsdp2(self.model)

@@ -22,6 +22,7 @@ class RunRecord:
     expected_effective_batch: int | None = None
     groups: list[Group] = field(default_factory=list)
     before_first_forward: list[Event] = field(default_factory=list)
+    script: str = ""  # the program's __main__ file (the script under `run`)
     model_class: str = ""
     optimizer_class: str = ""
     parameters: int = 0

@@ -44,11 +44,12 @@ def memory_series(card: dict[str, Any]) -> dict[str, list[float]]:
     return series
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A card value as text: dicts as ``key: value`` pairs, lists in brackets, ``None`` as "not known"."""
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items() if v is not None) or "-"
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items() if v is not None) or "-"
     if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
     return "not known" if value is None else str(value)
 
 
@@ -85,7 +86,7 @@ def render_card(card: dict[str, Any]) -> str:
     """The card as a two-column table, the group timelines and the memory sparkline."""
     rows = card_rows(card)
     width = max(len(k) for k, _ in rows)
-    lines = [f"  {k.ljust(width)}  {_fmt(v)}" for k, v in rows]
+    lines = [f"  {k.ljust(width)}  {format_value(v)}" for k, v in rows]
     lines.append("  memory peaks per group:")
     for g in card.get("memory", {}).get("per_group", []):
         devices = g.get("device_peak_bytes") or {}
@@ -124,13 +125,13 @@ def render_findings(findings: list[dict[str, Any]]) -> str:
         lines.append(f"    means: {f['meaning']}")
         lines.append(f"    help: {f['fix']}")
         lines.append(f"    see: {f['url']}")
-    letters = legend(" ".join(f.get("evidence", "") for f in findings if _is_trace(f.get("evidence", ""))))
+    letters = legend(" ".join(f.get("evidence", "") for f in findings if is_trace(f.get("evidence", ""))))
     if letters:
         lines.append(f"  evidence letters: {letters}")
     return "\n".join(lines)
 
 
-def _is_trace(evidence: str) -> bool:
+def is_trace(evidence: str) -> bool:
     """Evidence written in event letters (``F B Z F B S``), not a sentence."""
     return bool(evidence) and all(t in EVENTS or t in ("‖", "|") or t.rstrip("*") in EVENTS
                                   for t in evidence.split())
