@@ -162,7 +162,9 @@ def _structure(rec: RunRecord) -> tuple[list[Finding], bool]:
     open_groups = [g for g in rec.groups if not g.closed and not g.tail]
     trace = _run_trace(rec)
     if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes):
-        code = code_sizes or "ACC004"
+        # Accelerate's A configured, nothing gating: accumulate() is missing (ACC501's "missing" case)
+        missing = rec.accelerate and (rec.accelerate_num_steps or 1) > 1
+        code = "ACC501" if code_sizes or missing else "ACC004"
         findings.append(_finding(
             code, 0, 0,
             f"an optimizer update was attempted after every microbatch ({len(sizes)} groups of 1) while A = {a} "

@@ -71,10 +71,11 @@ class RunRecord:
 
     @property
     def accelerate_accumulates(self) -> bool:
-        """Accelerate's own accumulation is in use (its A > 1, or a microbatch with its sync flag off):
-        group-structure and reset findings are then ACC501's; a prepared optimizer in a loop that
-        accumulates by hand (Accelerate's A = 1, sync always on) keeps the plain codes."""
-        return self.accelerate and (self.accumulate_seen or (self.accelerate_num_steps or 1) > 1)
+        """Accelerate's own accumulation drives the loop (a microbatch ran with its sync flag off, as
+        inside ``accumulate()``): group-structure and reset findings are then ACC501's. A prepared
+        optimizer in a loop that gates its updates by hand (sync always on) keeps the plain codes,
+        also with Accelerate's A > 1 configured (its ``backward`` then only divides by A)."""
+        return self.accelerate and self.accumulate_seen
 
     @property
     def full_groups(self) -> list[Group]:

@@ -456,3 +456,17 @@ def test_guard_extra_installs_numpy() -> None:
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert any(dep.startswith("numpy") for dep in pyproject["project"]["optional-dependencies"]["guard"])
+
+
+def test_accelerate_a_with_a_loop_gated_by_hand_keeps_plain_codes(tmp_path: Path, fresh_accelerate) -> None:
+    """Accelerate's A = 4 configured (accelerator.backward divides by it) but no accumulate(): the loop
+    gates its updates by hand, as Accelerate's autoregressive example does; a reset every microbatch
+    is ACC001 there, not ACC501."""
+    script = tmp_path / "train.py"
+    script.write_text(PREPARED_BY_HAND.format(a=A, reset="optimizer.zero_grad()", gate="(i + 1) % A == 0",
+                                              sched="pass").replace(
+        "Accelerator(cpu=True)", f"Accelerator(cpu=True, gradient_accumulation_steps={A})").replace(" / A\n", "\n"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = run_script(script).report()
+    assert report.card["A_source"] == "accelerator.gradient_state.num_steps"
+    assert report.codes == {"ACC001"}, [f.one_line() for f in report.findings]
