@@ -363,7 +363,10 @@ RULES: tuple[RuleSpec, ...] = (
         ),
         runtime=Runtime(
             needs="events",
-            evidence="a microbatch graph alive > A+1 microbatches later; A forwards, one backward",
+            evidence=(
+                "a microbatch graph alive > A+1 microbatches later (needs A+3 probed microbatches; a list of "
+                "losses cleared at each update is not kept); A forwards, one backward"
+            ),
         ),
     ),
     RuleSpec(

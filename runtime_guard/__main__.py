@@ -1,15 +1,40 @@
-"""``python -m runtime_guard``: ``show`` a saved card, ``run`` a script under the probe, ``demo``."""
+"""``python -m runtime_guard``: ``show`` a saved card, ``run`` a script under the probe, ``demo``.
+
+Exit status of ``run``: 0 when the probed groups gave no finding (also with findings under
+``--exit-zero``, and under ``torchrun``, see below), 1 when they gave findings, 2 when nothing
+was probed or the command could not run (no such script, torch not installed); a script that
+exits with a non-zero status or raises keeps its own status or traceback. Under ``torchrun``
+(``TORCHELASTIC_RUN_ID`` set) a non-zero status makes the elastic agent stop the other ranks and
+print a ``ChildFailedError``, so findings end the rank with 0 there (the report says so;
+``--exit-code`` keeps 1); the report is printed by rank 0 and each other rank prints one line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _under_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def _rank_path(path: Path, rank: int) -> Path:
+    """``card.json`` for rank 0, ``card.rank1.json`` for rank 1, ..."""
+    return path if rank == 0 else path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status (1 when findings were reported)."""
+    """Command-line entry point; returns the exit status (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m runtime_guard")
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="pretty-print a saved report/card JSON")
@@ -17,13 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
     run = sub.add_parser("run", help="run a training script under the probe (zero code changes)",
                          usage="python -m runtime_guard run [-A N] [--groups G] [--at-epoch-end] [--json OUT] "
-                               "SCRIPT [ARGS ...]")
+                               "[--exit-zero | --exit-code] SCRIPT [ARGS ...]",
+                         epilog="exit status: 0 no findings (or --exit-zero, or findings under torchrun unless "
+                                "--exit-code), 1 findings, 2 nothing probed / no such script / no torch")
     run.add_argument("script", type=Path)
     run.add_argument("--accumulation-steps", "-A", type=int, default=None)
     run.add_argument("--groups", type=int, default=2)
     run.add_argument("--at-epoch-end", action="store_true",
                      help="probe the end of the first epoch of the DataLoader the loop iterates (ACC005; needs -A)")
-    run.add_argument("--json", type=Path, help="write the report (findings + card) here")
+    run.add_argument("--json", type=Path, help="write the report (findings + card) here (rank R > 0: NAME.rankR.json)")
+    status = run.add_mutually_exclusive_group()
+    status.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    status.add_argument("--exit-code", action="store_true", help="exit 1 on findings under torchrun too")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script (options of `run` go "
                                                             "before SCRIPT)")
     demo = sub.add_parser("demo", help="the linter and the guard on the bundled example")
@@ -34,7 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command == "show":
         from runtime_guard.render import render_report
 
-        data = json.loads(ns.card.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(ns.card.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            print(f"error: cannot read the card {ns.card}: {error}", file=sys.stderr)
+            return EXIT_ERROR
         report = data if "card" in data else {"findings": [], "card": data}
         print(render_report(report))
         if ns.html:
@@ -42,23 +76,46 @@ def main(argv: list[str] | None = None) -> int:
 
             ns.html.write_text(render_html(report), encoding="utf-8")
             print(f"wrote {ns.html}")
-        return 0
-    if ns.command == "run":
-        from runtime_guard.discover import run_script
+        return EXIT_CLEAN
+    from runtime_guard import HAS_TORCH, INSTALL_HINT
 
-        probe = run_script(ns.script, ns.args, accumulation_steps=ns.accumulation_steps, groups=ns.groups,
-                           at="epoch_end" if ns.at_epoch_end else "start")
-        report = probe.report()
-        if report is None:
-            print(f"runtime guard: nothing probed: {probe.reason}", file=sys.stderr)
-            return 2
-        print(report)
-        if ns.json:
-            report.to_json(ns.json)
-        return 1 if report.findings else 0
+    if not HAS_TORCH:
+        print(f"error: {INSTALL_HINT}", file=sys.stderr)
+        return EXIT_ERROR
+    if ns.command == "run":
+        return _run(ns)
     from runtime_guard.demo import run_demo
 
     return run_demo(ns.paths, ns.groups)
+
+
+def _run(ns: argparse.Namespace) -> int:
+    from runtime_guard.discover import run_script
+
+    if not ns.script.is_file():
+        print(f"error: no such script: {ns.script}", file=sys.stderr)
+        return EXIT_ERROR
+    probe = run_script(ns.script, ns.args, accumulation_steps=ns.accumulation_steps, groups=ns.groups,
+                       at="epoch_end" if ns.at_epoch_end else "start")
+    report = probe.report()
+    if report is None:
+        print(f"runtime guard: nothing probed: {probe.reason}", file=sys.stderr)
+        return EXIT_ERROR
+    torchrun, rank = _under_torchrun(), _rank()
+    if rank == 0:
+        print(report)
+    else:
+        print(f"runtime guard (rank {rank}): {len(report.findings)} finding(s) {sorted(report.codes)}")
+    if ns.json:
+        report.to_json(_rank_path(ns.json, rank))
+    if not report.findings or ns.exit_zero:
+        return EXIT_CLEAN
+    if torchrun and not ns.exit_code:
+        if rank == 0:
+            print("runtime guard: exit status 0 under torchrun despite the findings above (a non-zero status "
+                  "would make torchrun stop the other ranks); --exit-code keeps 1", file=sys.stderr)
+        return EXIT_CLEAN
+    return EXIT_FINDINGS
 
 
 if __name__ == "__main__":

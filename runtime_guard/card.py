@@ -6,6 +6,7 @@ microbatches, updates, examples and tokens (ACC902)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -13,7 +14,9 @@ import torch
 from runtime_guard.checks import (
     RUNTIME_CHECKS,
     LastGroup,
+    graph_findings,
     infer_normalization,
+    kept_graph_unobservable,
     last_group,
     microbatch_size,
     scheduler_owners,
@@ -45,13 +48,16 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
                             "not observable: normalization not inferred" if rec.user_normalizes else
                             "not observable: no framework contract leaving the normalization to the loss is known")
         elif check.needs == "scheduler-owner":
-            status[code] = ("checked" if scheduler_owners(rec) else
+            status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
                             "not observable: no framework (Lightning, DeepSpeed) was seen stepping the scheduler")
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
         else:
             status[code] = "card fact"
+    kept = kept_graph_unobservable(rec)
+    if observed_any and kept is not None and not any(f.code == "ACC201" for f in graph_findings(rec)):
+        status["ACC201"] = kept
     if rec.unobservable:
         for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
@@ -72,6 +78,20 @@ def _allreduce(rec: RunRecord) -> dict[str, Any]:
         "rounds_per_group": [sum(1 for mb in g.microbatches if mb.sync_at_forward) for g in rec.groups],
         "how": "microbatches whose forward ran with require_backward_grad_sync on (DDP arms its all-reduce there)",
     }
+
+
+#: Frameworks whose version the card names when the program imported them (never imported here).
+FRAMEWORK_PACKAGES = ("accelerate", "transformers", "lightning", "pytorch_lightning", "deepspeed")
+
+
+def _versions() -> dict[str, str]:
+    """torch's version and those of the frameworks the program imported."""
+    versions = {"torch": torch.__version__}
+    for name in FRAMEWORK_PACKAGES:
+        module = sys.modules.get(name)
+        if module is not None:
+            versions[name] = str(getattr(module, "__version__", "unknown"))
+    return versions
 
 
 def build_card(rec: RunRecord) -> dict[str, Any]:
@@ -102,7 +122,9 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         })
     card: dict[str, Any] = {
         "schema": SCHEMA,
+        "script": rec.script or None,
         "torch": torch.__version__,
+        "versions": _versions(),
         "model": rec.model_class,
         "optimizer": rec.optimizer_class,
         "parameters": rec.parameters,

@@ -61,11 +61,13 @@ def _structure(rec: RunRecord) -> tuple[list[Finding], bool]:
     a, source = rec.effective_a()
     given = rec.accumulation_steps is not None
     sizes = rec.group_sizes()
-    code_sizes = "ACC501" if rec.accelerate else None
+    code_sizes = "ACC501" if rec.accelerate_accumulates else None
     open_groups = [g for g in rec.groups if not g.closed and not g.tail]
     trace = _run_trace(rec)
     if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes):
-        code = code_sizes or "ACC004"
+        # Accelerate's A configured, nothing gating: accumulate() is missing (ACC501's "missing" case)
+        missing = rec.accelerate and (rec.accelerate_num_steps or 1) > 1
+        code = "ACC501" if code_sizes or missing else "ACC004"
         findings.append(_finding(
             code, 0, 0,
             f"an optimizer update was attempted after every microbatch ({len(sizes)} groups of 1) while A = {a} "
@@ -109,8 +111,9 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
         first_b, last_b = g.first_backward_seq(), g.last_backward_seq()
         if first_b is not None and last_b is not None and first_b < last_b:
             inside = [e for e in _between(g, first_b, last_b, "Z") if e.detail.get("zeroed")]
-            prepared = [e for e in inside if e.detail.get("prepared")]
-            plain = [e for e in inside if not e.detail.get("prepared")]
+            # a prepared reset is Accelerate's matter only while its accumulation drives the loop
+            prepared = [e for e in inside if e.detail.get("prepared") and rec.accelerate_accumulates]
+            plain = [e for e in inside if e not in prepared]
             if prepared and "ACC501" not in reported:
                 reported.add("ACC501")
                 yield _finding(
@@ -182,6 +185,23 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
 
 
 # -- graph lifetime (ACC201, ACC202) -----------------------------------------------------
+def kept_graph_unobservable(rec: RunRecord) -> str | None:
+    """Why the probed microbatches cannot show a graph kept across microbatches (ACC201), or ``None``.
+
+    A graph counts as kept when it is alive at a forward more than A + 1 microbatches after its own
+    (a list of losses that lives within one group, cleared at the update, never is: its memory does
+    not grow with the run), so the probe must see A + 3 forwards; short or irregular groups (an
+    update every microbatch, ``groups=1``) may see fewer."""
+    a, _ = rec.effective_a()
+    seen = sum(len(g.microbatches) for g in rec.groups)
+    if a is None:
+        return f"not observable: {seen} microbatches, A unknown (no update attempt observed)"
+    if seen < a + 3:
+        return (f"not observable: {seen} microbatches, needs A + 3 = {a + 3} (a kept graph shows A + 2 forwards "
+                "after its own)")
+    return None
+
+
 def _graphs(rec: RunRecord) -> Iterator[Finding]:
     a, _ = rec.effective_a()
     mbs = [mb for g in rec.groups for mb in g.microbatches]
@@ -298,6 +318,8 @@ _SCALER_WORDS = {"X": "scaler.unscale_", "U": "scaler.update", "s": "scaler.step
 
 # -- scheduler (ACC304) ------------------------------------------------------------------
 def _scheduler(rec: RunRecord) -> Iterator[Finding]:
+    if not any(g.microbatches for g in rec.groups):
+        return  # no microbatch seen (e.g. a compiled module called instead of the probed one): no segments
     events = sorted([e for g in rec.groups for e in g.events] + rec.before_first_forward, key=lambda e: e.seq)
     boundaries = [g.boundary_seq for g in rec.groups if g.closed]
     allowed = rec.scheduler_steps_per_update
@@ -305,11 +327,19 @@ def _scheduler(rec: RunRecord) -> Iterator[Finding]:
     for start, end in zip(edges, edges[1:], strict=False):
         segment = [e for e in events if start < e.seq <= end]
         steps = [e for e in segment if e.kind == "L"]
+        if rec.scheduler_owner:  # the framework steps it per epoch: only the user's steps count here
+            steps, allowed = [e for e in steps if not e.detail.get("by")], 0
         if len(steps) > allowed:
             where = steps[0]
             group = where.group if where.group >= 0 else None
             owners = scheduler_owners(rec)
             by_user = [e for e in steps if not e.detail.get("by")]
+            if rec.scheduler_owner and by_user:
+                yield _finding(
+                    "ACC306", group, by_user[0].microbatch,
+                    f"the LR scheduler was stepped {len(by_user)}x by the user's code between two optimizer update "
+                    f"attempts, while {rec.scheduler_owner}", _trace(segment))
+                return
             if owners and by_user:  # the framework steps it and the user steps it again
                 yield _finding(
                     "ACC306", group, by_user[0].microbatch,
@@ -497,15 +527,16 @@ def _from_weights(rec: RunRecord) -> Normalization:
         return Normalization(False, f"not inferred: the loss is not plain softmax cross entropy (residual "
                                     f"{worst:.2g})", [], [], [])
     d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
+    expected_a, _ = rec.effective_a()
     sums, tokens, codes = [], [], []
     verdicts = []
     for g in groups:
         n = [mb.ce.tokens for mb in g.microbatches]
-        w = [mb.ce.weight_sum for mb in g.microbatches]
+        w = [mb.ce.weight_sum / rec.loss_scale for mb in g.microbatches]
         total = sum(w)
         if rec.replica_ce and d > 1:
             index = rec.full_groups.index(g)
-            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d
+            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale
         a = len(g.microbatches)
         sums.append(total)
         tokens.append(n)
@@ -538,7 +569,19 @@ def _from_weights(rec: RunRecord) -> Normalization:
             codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = A "
                                              f"(A = {a}): the loss was not divided by A"))
         else:
-            verdicts.append(f"{unit}, weights sum to {total:.4g}")
+            verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {total:.4g}x the group's token mean")
+            # neither 1, 1/A nor A: a denominator off by a factor (a double division by something other than
+            # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
+            # quirk the card names explains it.
+            # groups of the wrong size are the structure checks' matter (ACC004/ACC006); an inferred A may be wrong
+            if (uniform and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
+                    and rec.accumulation_steps is not None):
+                code = "ACC101" if total < 1 else "ACC103"
+                codes.append((code, g.index, (
+                    f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
+                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the supervised tokens "
+                    f"were divided by {1 / total:.4g}x their count" if total else
+                    f"per-token weights of group {g.index} sum to 0")))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes)
 
@@ -546,9 +589,14 @@ def _from_weights(rec: RunRecord) -> Normalization:
 def _normalization(rec: RunRecord) -> Iterator[Finding]:
     norm = infer_normalization(rec)
     seen: set[str] = set()
+    undivided = {group for code, group, _ in norm.codes if code == "ACC103"}
     for code, group, text in norm.codes:
-        if rec.user_normalizes and code in ("ACC102", "ACC103"):
-            # the framework left the group normalization to this loss: its count was not used (one cause)
+        if rec.user_normalizes and code == "ACC102" and group not in undivided:
+            # the weights sum to 1: the framework did divide by A after all (transformers 5.24.0
+            # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means
+            text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"
+        elif rec.user_normalizes and code in ("ACC102", "ACC103"):
+            # weights summing to A: the framework left the group normalization to this loss and did not divide
             code, text = "ACC105", f"{text}; {rec.user_normalizes}"
         if code not in seen:
             seen.add(code)
@@ -642,7 +690,7 @@ def last_group(rec: RunRecord) -> LastGroup:
         if abs(ratio - 1) <= ratio_tol:
             return LastGroup("applied, true denominator", f"{size}, weighted like a full group ({how})")
         if abs(ratio / (r / a) - 1) <= ratio_tol:
-            if rec.accelerate_num_steps is not None and not rec.loader_unprepared:
+            if ((rec.accelerate_num_steps or 0) > 1 or rec.accumulate_seen) and not rec.loader_unprepared:
                 # Accelerate's documented weighting of its prepared loader's last group (sync_with_dataloader;
                 # rules-spec exemption): a card fact, not a finding
                 return LastGroup("applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group "
@@ -685,6 +733,11 @@ def _last_group(rec: RunRecord) -> Iterator[Finding]:
     lg = last_group(rec)
     if lg.finding is not None:
         yield _finding("ACC005", lg.group, None, lg.finding, _run_trace(rec), lg.fix)
+
+
+def graph_findings(rec: RunRecord) -> list[Finding]:
+    """The ACC201/ACC202 findings of ``rec`` (the card asks whether ACC201 was decided)."""
+    return list(_graphs(rec))
 
 
 def evaluate(rec: RunRecord) -> list[Finding]:

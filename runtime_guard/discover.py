@@ -128,7 +128,9 @@ class ScriptProbe:
         scheduled = [o for o in plain if any(getattr(s, "optimizer", None) is o for s in found["schedulers"])]
         optimizer = prepared[0] if prepared else (scheduled or plain)[0]
         inner = frameworks.unwrap_optimizer(optimizer)
-        schedulers = [s for s in found["schedulers"] if getattr(s, "optimizer", None) is inner]
+        # a scheduler built on the torch optimizer, or on the prepared one (not prepared itself)
+        schedulers = [s for s in found["schedulers"] if any(getattr(s, "optimizer", None) is o
+                                                            for o in (inner, optimizer))]
         prepared_scheds = [s for s in gc.get_referrers(*schedulers) if frameworks.is_accelerate(s)
                            and getattr(s, "scheduler", None) in schedulers] if schedulers else []
         scheduler = prepared_scheds[0] if prepared_scheds else (schedulers[0] if schedulers else None)
@@ -162,8 +164,10 @@ class ScriptProbe:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._handle.remove()
+        # sys.exit(0) at the end of a script is a clean end
+        clean = exc_type is None or (exc_type is SystemExit and getattr(exc, "code", None) in (0, None))
         if self.probe is not None:
-            self.probe._detach(clean=exc_type is None)
+            self.probe._detach(clean=clean)
 
     def report(self) -> Report | None:
         """The probe's report, or ``None`` when nothing was probed (``reason`` says why)."""
@@ -174,8 +178,14 @@ def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **pr
     """Run ``path`` as ``__main__`` under a :class:`ScriptProbe` and return it.
 
     The working directory, ``sys.argv``, ``sys.path[0]`` and the environment are restored
-    afterwards. Exceptions of the script propagate (after everything was removed).
+    afterwards. Exceptions of the script propagate (after everything was removed), except
+    ``sys.exit(0)`` / ``sys.exit()``, a clean end.
+
+    Raises:
+        FileNotFoundError: when ``path`` is not a file.
     """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no such script: {path}")
     path = Path(path).resolve()
     saved = (os.getcwd(), list(sys.argv), list(sys.path), dict(os.environ))
     sys.argv = [str(path), *(argv or [])]
@@ -183,7 +193,11 @@ def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **pr
     os.chdir(path.parent)
     try:
         with ScriptProbe(**probe_options) as sp:
-            runpy.run_path(str(path), run_name="__main__")
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except SystemExit as end:
+                if end.code not in (0, None):
+                    raise
         return sp
     finally:
         os.chdir(saved[0])

@@ -35,6 +35,7 @@ from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Event, Group, Microbatch
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
+from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
@@ -50,6 +51,11 @@ _MEAN_REDUCTION = 1  # at::Reduction::Mean
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
+
+#: The probe attached in this process, if any. The process-wide patches (``clip_grad_norm_``, the
+#: saved-tensor default hooks) and the instance wrappers are undone in LIFO order per probe; two probes
+#: detaching out of order would put each other's wrappers back, so one probe is attached at a time.
+_attached: list[Probe] = []
 
 
 def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
@@ -86,6 +92,28 @@ def _mean_loss_node(tensors: Any) -> Any:
         if node is None:
             return None
     return None
+
+
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` kept out of ``torch.compile``'s tracing (it runs eagerly, a graph break) once dynamo is
+    loaded: the probe's hooks read and write Python state that a traced copy would freeze or fail on."""
+    dynamo = sys.modules.get("torch._dynamo")
+    return dynamo.disable(fn) if dynamo is not None else fn
+
+
+def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
+    """The ``torch.compile`` wrappers (``OptimizedModule``) of ``model`` alive now. torch 2.13 dynamo
+    skips guards on module hooks (``config.skip_nnmodule_hook_guards``): hooks added to ``model``
+    after its wrapper compiled are never called through it, so the probe hooks the wrapper too."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None or not isinstance(model, torch.nn.Module):
+        return []
+    import gc
+
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    # one walk over the live objects (only once dynamo is loaded): the wrapper holds the model two dicts deep
+    return [w for w in gc.get_objects() if type(w) is OptimizedModule and w._orig_mod is model]
 
 
 class Probe:
@@ -137,6 +165,10 @@ class Probe:
             and their order are unchanged. A loader without ``len()`` falls back to
             ``"start"`` and leaves the treatment "not observed". Needs A (given or from the
             Accelerator).
+        loss_scale: the factor the loop deliberately puts on its cross-entropy loss (a task weight such
+            as ``0.5 * ce + 0.5 * other``): a group's per-token weights are expected to sum to it, not to 1.
+            Weights summing to neither it, it/A nor it x A are ACC101 (below) or ACC103 (above), with the
+            measured sum and the factor it implies.
 
     Raises:
         ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
@@ -162,6 +194,7 @@ class Probe:
         ignore_index: int = -100,
         loader: Any = None,
         at: Placement = "start",
+        loss_scale: float = 1.0,
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -173,6 +206,8 @@ class Probe:
             raise ValueError(f"at must be 'start' or 'epoch_end', got {at!r}")
         if at == "epoch_end" and loader is None:
             raise ValueError("at='epoch_end' needs the training loader: probe(..., loader=train_loader)")
+        if not loss_scale > 0:
+            raise ValueError(f"loss_scale must be > 0, got {loss_scale}")
         if accumulation_steps is not None and accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
@@ -202,7 +237,8 @@ class Probe:
         self._snapshot: tuple[list[torch.Tensor | None], float] | str | None = None
         self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
-        self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch)
+        self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch,
+                                loss_scale=float(loss_scale))
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
         self._tracker = GraphTracker()
@@ -225,6 +261,9 @@ class Probe:
         self._param_checksums_cache: tuple[int, ...] | None = None
         self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
+        self._gradient_state: Any = None
+        self._nested_forwards = False
+        self._active_forward: Any = None
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -241,6 +280,14 @@ class Probe:
         """
         if self._attached or self._detached:
             raise RuntimeError("a probe attaches once; create a new probe for another run")
+        for other in list(_attached):
+            if other.done and other._thread == threading.get_ident():
+                other._detach(clean=True)  # finished, waiting for its next call to detach: do it now
+                continue
+            raise RuntimeError(
+                f"another runtime_guard probe is attached in this process (on {type(other.model).__name__}, "
+                f"{type(other.optimizer).__name__}): one probe at a time; detach it first (p.detach(), or leave "
+                "its `with` block)")
         self._thread = threading.get_ident()
         self._describe_setup()
         try:
@@ -252,6 +299,7 @@ class Probe:
             self._close_guard_group()
             raise
         self._attached = True
+        _attached.append(self)
         return self
 
     def detach(self) -> Report:
@@ -281,7 +329,9 @@ class Probe:
     # -- setup ---------------------------------------------------------------------------
     def _describe_setup(self) -> None:
         rec = self.record
-        rec.model_class = type(self.model).__name__
+        rec.script = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
+        inner = getattr(self.model, "_orig_mod", self.model)  # a torch.compile wrapper: the compiled model
+        rec.model_class = type(inner).__name__
         rec.optimizer_class = type(self.optimizer).__name__
         rec.ddp = frameworks.is_ddp(self.model)
         rec.fsdp2 = frameworks.is_fsdp2(self.model)
@@ -293,14 +343,19 @@ class Probe:
         rec.parameters = sum(p.numel() for p in self.params)
         rec.batchnorm = frameworks.batchnorm_modules(self.model) if isinstance(self.model, torch.nn.Module) else []
         rec.bn_training = bool(rec.batchnorm) and self.model.training
-        if self.accelerator is not None:
+        # Accelerate's GradientState (a shared singleton): its sync flag at each forward tells whether
+        # accumulate() drives the loop's cadence (accelerate 1.15.0 accelerator.py ``_do_sync``)
+        self._gradient_state = getattr(self.accelerator, "gradient_state", None) or getattr(
+            self.prepared_optimizer, "gradient_state", None)
+        if self.accelerator is not None or self.prepared_optimizer is not None:
             rec.accelerate = True
-            num_steps = getattr(getattr(self.accelerator, "gradient_state", None), "num_steps", None)
+            num_steps = getattr(self._gradient_state, "num_steps", None)
             rec.accelerate_num_steps = num_steps
-            if rec.accumulation_steps is None and num_steps:
+            # num_steps = 1 (the default) says nothing about a loop that accumulates by hand: A stays
+            # given or inferred then, and the plain codes apply (ACC001/ACC006, not ACC501)
+            if rec.accumulation_steps is None and num_steps and int(num_steps) > 1:
                 rec.accumulation_steps = int(num_steps)
                 rec.accumulation_source = "accelerator.gradient_state.num_steps"
-        rec.accelerate = rec.accelerate or self.prepared_optimizer is not None
         if self.prepared_scheduler is not None:
             split = bool(getattr(self.prepared_scheduler, "split_batches", True))
             procs = getattr(self.accelerator, "num_processes", 1) if self.accelerator is not None else 1
@@ -399,16 +454,27 @@ class Probe:
         self._hooks_installed = True
         undo = self._undo
         model = self.model
-        h = model.register_forward_pre_hook(self._on_forward_pre, with_kwargs=True)
-        undo.push("model forward pre-hook", h.remove)
-        h = model.register_forward_hook(self._on_forward, with_kwargs=True)
-        undo.push("model forward hook", h.remove)
+        wrappers = _compiled_wrappers(model)
+        self._nested_forwards = bool(wrappers)  # the wrapper's forward runs the model's: count it once
+        if wrappers:
+            self.record.notes.append(f"torch.compile: the probe also hooks the {len(wrappers)} compiled wrapper(s) of "
+                                     f"{type(model).__name__} (hooks inside a compiled region may not run)")
+        if isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None:
+            self.record.notes.append("the model was compiled in place (module.compile()): its forward hooks may not "
+                                     "run; give the probe a torch.compile(model) wrapper or the uncompiled model")
+        pre, post = _eager(self._on_forward_pre), _eager(self._on_forward)
+        for module in (model, *wrappers):
+            h = module.register_forward_pre_hook(pre, with_kwargs=True)
+            undo.push("model forward pre-hook", h.remove)
+            h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
+            undo.push("model forward hook", h.remove)
+        on_grad = _eager(self._on_param_grad)
         for p in self.params:
-            h = p.register_post_accumulate_grad_hook(self._on_param_grad)
+            h = p.register_post_accumulate_grad_hook(on_grad)
             undo.push("parameter post-accumulate hook", h.remove)
-        h = self.optimizer.register_step_pre_hook(self._on_step_pre)
+        h = self.optimizer.register_step_pre_hook(_eager(self._on_step_pre))
         undo.push("optimizer step pre-hook", h.remove)
-        h = self.optimizer.register_step_post_hook(self._on_step_post)
+        h = self.optimizer.register_step_post_hook(_eager(self._on_step_post))
         undo.push("optimizer step post-hook", h.remove)
         wrap_instance_method(undo, self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))
         if isinstance(model, torch.nn.Module):
@@ -550,6 +616,10 @@ class Probe:
 
     # -- forward -------------------------------------------------------------------------
     def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._nested_forwards:  # a compiled wrapper and its model: the outer forward is the microbatch
+            if self._active_forward is not None:
+                return
+            self._active_forward = module
         if self._replaying or not self._entry() or not torch.is_grad_enabled():
             return
         self._in_backward = False
@@ -589,6 +659,8 @@ class Probe:
         )
         if self.record.ddp:
             mb.sync_at_forward = bool(getattr(self.model, "require_backward_grad_sync", True))
+        if self._gradient_state is not None and getattr(self._gradient_state, "sync_gradients", True) is False:
+            self.record.accumulate_seen = True
         dp = self.record.data_parallel
         if batch is not None and dp is not None and (dp.size or 1) > 1:
             mb.input_hashes = dist_helpers.row_hashes(batch)
@@ -645,6 +717,10 @@ class Probe:
         self._detach(clean=True)
 
     def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        if self._nested_forwards:
+            if module is not self._active_forward:
+                return
+            self._active_forward = None
         mb = self._mb
         if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return
@@ -653,7 +729,7 @@ class Probe:
         # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
         start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
         if start is not None:
-            self._logit_handles.append(start.register_hook(self._on_output_grad))
+            self._logit_handles.append(start.register_hook(_eager(self._on_output_grad)))
         if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
@@ -661,7 +737,8 @@ class Probe:
                 self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
                 return
             values = logits.detach()
-            self._logit_handles.append(logits.register_hook(functools.partial(self._on_logits_grad, mb, values)))
+            hook = _eager(functools.partial(self._on_logits_grad, mb, values))
+            self._logit_handles.append(logits.register_hook(hook))
 
     def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
         if not self._attached or self._done or not self.record.ce_possible:
@@ -728,7 +805,8 @@ class Probe:
                     return original(*args, **kwargs)
                 self._take_snapshot()
                 before = self._grads()
-                result = original(*args, **kwargs)
+                with warnings_at_caller():
+                    result = original(*args, **kwargs)
                 after = self._grads()
                 self._event(
                     "Z", source=source, prepared=self._prepared_zero_depth > 0,
@@ -862,7 +940,8 @@ class Probe:
                 return original(*args, **kwargs)
             before = self._lrs()
             caller = frameworks.scheduler_caller(sys._getframe(1))
-            result = original(*args, **kwargs)
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
             self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
             return result
 
@@ -875,7 +954,8 @@ class Probe:
                 return original(*args, **kwargs)
             self._take_snapshot()
             before = self._grads()
-            result = original(*args, **kwargs)
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
             after = self._grads()
             self._event("C", function=name, changed=not before.same_values(after))
             return result
@@ -951,6 +1031,8 @@ class Probe:
         was_attached = self._attached
         self._attached = False
         self._detached = True
+        if self in _attached:
+            _attached.remove(self)
         try:
             self._undo.run()
         finally:
@@ -981,7 +1063,7 @@ class Probe:
             return
         if self.on_finding == "warn":
             for finding in findings:
-                warnings.warn(GuardWarning(finding.one_line()), stacklevel=3)
+                warnings.warn(GuardWarning(finding.one_line()), stacklevel=stacklevel_outside_guard())
         elif self.on_finding == "raise" and findings:
             raise GuardFindingError(self._report)
 

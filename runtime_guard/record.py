@@ -22,6 +22,7 @@ class RunRecord:
     expected_effective_batch: int | None = None
     groups: list[Group] = field(default_factory=list)
     before_first_forward: list[Event] = field(default_factory=list)
+    script: str = ""  # the program's __main__ file (the script under `run`)
     model_class: str = ""
     optimizer_class: str = ""
     parameters: int = 0
@@ -31,9 +32,14 @@ class RunRecord:
     fsdp2: bool = False
     accelerate: bool = False
     accelerate_num_steps: int | None = None
+    # a microbatch ran with Accelerate's sync flag off: accumulate() (or its gradient state) drives the cadence
+    accumulate_seen: bool = False
     scaler_given: bool = False
     scheduler_given: bool = False
     scheduler_steps_per_update: int = 1
+    # a framework that steps the given scheduler outside the probed groups (Lightning's default
+    # interval="epoch"): every step by the user's code is then one too many (ACC306)
+    scheduler_owner: str = ""
     data_parallel: DataParallel | None = None
     batchnorm: list[str] = field(default_factory=list)
     bn_training: bool = False
@@ -46,6 +52,11 @@ class RunRecord:
     # a framework contract that leaves the loss normalization over the group to the user's loss (ACC105), e.g.
     # "HF Trainer: ... passes num_items_in_batch and does not divide by A"; "" when none is known
     user_normalizes: str = ""
+    # the factor the loop deliberately puts on its cross-entropy loss (a task weight): the per-token weights
+    # of a group are expected to sum to it
+    loss_scale: float = 1.0
+    # a framework quirk named on the card explains weights summing to neither 1, 1/A nor A (no finding then)
+    weight_sum_explained: bool = False
     notes: list[str] = field(default_factory=list)
     clean_exit: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -57,6 +68,14 @@ class RunRecord:
     epoch_end_seq: int | None = None
     epoch_unobserved: str = ""
     loader_unprepared: bool = False  # the watched loader is known and is not an Accelerate-prepared one
+
+    @property
+    def accelerate_accumulates(self) -> bool:
+        """Accelerate's own accumulation drives the loop (a microbatch ran with its sync flag off, as
+        inside ``accumulate()``): group-structure and reset findings are then ACC501's. A prepared
+        optimizer in a loop that gates its updates by hand (sync always on) keeps the plain codes,
+        also with Accelerate's A > 1 configured (its ``backward`` then only divides by A)."""
+        return self.accelerate and self.accumulate_seen
 
     @property
     def full_groups(self) -> list[Group]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime_guard.events import EVENTS, legend, timeline_legend
+
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -42,35 +44,49 @@ def memory_series(card: dict[str, Any]) -> dict[str, list[float]]:
     return series
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A card value as text: dicts as ``key: value`` pairs, lists in brackets, ``None`` as "not known"."""
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items() if v is not None) or "-"
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items() if v is not None) or "-"
     if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
-    return str(value)
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    return "not known" if value is None else str(value)
 
 
-def render_card(card: dict[str, Any]) -> str:
-    """The card as a two-column table, the group timelines and the memory sparkline."""
-    eff = card.get("effective_batch")
-    rows = [
-        ("m (examples / microbatch)", card.get("m")),
-        ("A (accumulation steps)", f"{card.get('A')}  ({card.get('A_source')})"),
-        ("D (data-parallel replicas)", f"{card.get('D')}  ({card.get('D_source')})"),
-        ("effective batch m·A·D", eff),
+def _or(value: Any, why: str) -> Any:
+    """``value``, or the reason it is missing (the card never shows a bare None)."""
+    return why if value is None or value == {} else value
+
+
+def card_rows(card: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The card's facts as (label, value) rows, a reason in place of each missing value."""
+    tokens = card.get("supervised_tokens_per_group") or {}
+    tokens = {k: v for k, v in tokens.items() if v is not None} or None
+    all_reduce = card.get("all_reduce", {})
+    return [
+        ("m (examples / microbatch)", _or(card.get("m"), "not observed (no tensor input)")),
+        ("A (accumulation steps)", f"{_or(card.get('A'), 'not known')}  ({card.get('A_source')})"),
+        ("D (data-parallel replicas)", f"{_or(card.get('D'), 'not known')}  ({card.get('D_source')})"),
+        ("effective batch m·A·D", _or(card.get("effective_batch"), "not known (m, A or D not known)")),
         ("group sizes", card.get("group_sizes")),
-        ("supervised tokens / group", card.get("supervised_tokens_per_group")),
+        ("supervised tokens / group", _or(tokens, "not counted (normalization not inferred)")),
         ("precision", card.get("precision")),
         ("normalization", card.get("normalization")),
         ("last group", card.get("last_group")),
         ("updates", card.get("updates")),
-        ("scheduler steps / update", card.get("scheduler_steps_per_update")),
-        ("all-reduce rounds / group", card.get("all_reduce", {}).get("rounds_per_group")),
+        ("scheduler steps / update", _or(card.get("scheduler_steps_per_update"),
+                                         "no scheduler given or found, or no update attempt")),
+        ("all-reduce rounds / group", _or(all_reduce.get("rounds_per_group"), all_reduce.get("how", "not known"))),
         ("BatchNorm (ACC901)", card.get("batchnorm", {}).get("modules") or "none"),
         ("counts (ACC902)", card.get("counts")),
     ]
+
+
+def render_card(card: dict[str, Any]) -> str:
+    """The card as a two-column table, the group timelines and the memory sparkline."""
+    rows = card_rows(card)
     width = max(len(k) for k, _ in rows)
-    lines = [f"  {k.ljust(width)}  {_fmt(v)}" for k, v in rows]
+    lines = [f"  {k.ljust(width)}  {format_value(v)}" for k, v in rows]
     lines.append("  memory peaks per group:")
     for g in card.get("memory", {}).get("per_group", []):
         devices = g.get("device_peak_bytes") or {}
@@ -85,6 +101,10 @@ def render_card(card: dict[str, Any]) -> str:
     for g in card.get("groups", []):
         label = f"group {g['index']}" + ("*" if g.get("tail") else "")
         lines.append(f"    {label}: {g['timeline']}")
+    marks = " ".join(g["timeline"] for g in card.get("groups", [])) + (
+        " *" if any(g.get("tail") for g in card.get("groups", [])) else "")
+    if marks.strip():
+        lines.append(f"    legend: {timeline_legend(marks)}")
     for title, key in (("cannot observe", "unobservable"), ("notes", "notes")):
         for item in card.get(key) or []:
             lines.append(f"  {title}: {item}")
@@ -105,7 +125,16 @@ def render_findings(findings: list[dict[str, Any]]) -> str:
         lines.append(f"    means: {f['meaning']}")
         lines.append(f"    help: {f['fix']}")
         lines.append(f"    see: {f['url']}")
+    letters = legend(" ".join(f.get("evidence", "") for f in findings if is_trace(f.get("evidence", ""))))
+    if letters:
+        lines.append(f"  evidence letters: {letters}")
     return "\n".join(lines)
+
+
+def is_trace(evidence: str) -> bool:
+    """Evidence written in event letters (``F B Z F B S``), not a sentence."""
+    return bool(evidence) and all(t in EVENTS or t in ("‖", "|") or t.rstrip("*") in EVENTS
+                                  for t in evidence.split())
 
 
 def render_report(report: dict[str, Any]) -> str:

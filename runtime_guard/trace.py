@@ -13,13 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime_guard.events import EVENTS
 from runtime_guard.fingerprint import GradState
 
 #: Words used for the letters in the one-line timeline of a group.
-EVENT_WORDS = {
-    "F": "F", "B": "B", "Z": "zero", "C": "clip", "S": "step", "L": "sched",
-    "K": "scale", "X": "unscale", "s": "scaler.step", "U": "scaler.update", "E": "epoch-end",
-}
+EVENT_WORDS = {letter: word for letter, (word, _) in EVENTS.items()}
 
 
 @dataclass

@@ -148,3 +148,35 @@ def test_short_fit_detaches_at_train_end() -> None:
     report = guard.report
     assert report is not None and not guard.probe.attached
     assert report.card["group_sizes"] == [2, 2] and report.findings == []
+
+
+class EpochScheduled(Classifier):
+    """A scheduler with Lightning's default ``interval="epoch"``; ``by_hand`` also steps it in
+    ``training_step`` (ACC306: Lightning steps it at every epoch's end as well)."""
+
+    def __init__(self, by_hand: bool) -> None:
+        super().__init__()
+        self.by_hand = by_hand
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        if self.by_hand:
+            self.lr_schedulers().step()
+        return super().training_step(batch, batch_idx)
+
+    def configure_optimizers(self):  # noqa: ANN201
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)}
+
+
+@pytest.mark.parametrize("batches", [12, 4])  # 4: the probed groups reach the epoch end, where Lightning steps it
+def test_epoch_interval_scheduler_stepped_by_hand_is_acc306(batches: int) -> None:
+    """Issue 17 item 3: the default interval="epoch" scheduler is followed too."""
+    guard = GuardCallback(groups=2)
+    fit(EpochScheduled(by_hand=True), guard, 2, batches=batches)
+    report = guard.report
+    assert report is not None and report.codes == {"ACC306"}, [f.one_line() for f in report.findings]
+    assert "once per epoch" in report.findings[0].observed
+    clean = GuardCallback(groups=2)
+    fit(EpochScheduled(by_hand=False), clean, 2, batches=batches)
+    assert clean.report is not None and clean.report.findings == [], [f.one_line() for f in clean.report.findings]
+    assert clean.report.card["checks"]["ACC306"] == "checked"

@@ -362,3 +362,43 @@ def test_all_state_bitwise_identical(precision: str) -> None:
     guarded = _full_run(True, precision)
     for key in plain:
         assert plain[key] == guarded[key], key
+
+
+def test_second_probe_is_refused_and_nothing_is_left() -> None:
+    """Issue 17 item 8: a nested (or out-of-order) probe on the same objects is refused with a clear
+    error; the first probe keeps observing, and after it detaches nothing is installed and nothing
+    keeps it alive."""
+    import gc
+    import weakref
+
+    model, opt, sched, scaler = _setup()
+    clean = installed(model, opt, sched, scaler)
+    outer = runtime_guard.probe(model, opt, accumulation_steps=2, scheduler=sched, scaler=scaler).attach()
+    for other in (model, torch.nn.Linear(2, 2)):  # the same model, or any other: one probe at a time
+        second = runtime_guard.probe(other, torch.optim.SGD(other.parameters(), lr=0.1), accumulation_steps=2)
+        with pytest.raises(RuntimeError, match="another runtime_guard probe is attached .* one probe at a time"):
+            second.attach()
+        assert not second.attached
+    for i in range(6):
+        _microbatch(model, scaler, opt, sched, i)
+    report = outer.detach()
+    assert report.card["group_sizes"] == [2, 2] and report.codes == set()
+    assert installed(model, opt, sched, scaler) == clean
+    ref = weakref.ref(outer)
+    del outer, report
+    gc.collect()
+    assert ref() is None  # no wrapper, hook or patch still references the probe
+
+
+def test_finished_probe_is_detached_by_the_next_one() -> None:
+    """A probe that saw its groups but got no further call (it detaches at the next one) makes way."""
+    model, opt, sched, scaler = _setup()
+    clean = installed(model, opt, sched, scaler)
+    first = runtime_guard.probe(model, opt, accumulation_steps=2, groups=1).attach()
+    for i in range(3):  # one group plus the next forward and backward: done, still attached
+        _microbatch(model, scaler, opt, sched, i)
+    assert first.done and first.attached
+    second = runtime_guard.probe(model, opt, accumulation_steps=2, groups=1).attach()
+    assert not first.attached and first.report().card["group_sizes"] == [2]
+    second.detach()
+    assert installed(model, opt, sched, scaler) == clean

@@ -42,7 +42,11 @@ def test_show_prints_card_and_writes_html(tmp_path, capsys) -> None:
     assert "group 0: F B | F B | F B | F B ‖ clip step sched zero" in out
     html = page.read_text()
     assert "<svg" in html and "<polyline" in html and "ACC201" in html
-    assert "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
+    # self-contained: no external asset (stylesheet, script, image); links to the rules' pages only
+    import re
+
+    assert not re.search(r"""(src|href)=["'](?!https://github.com/accumlint/accumlint/blob/main/rules/)""", html)
+    assert not re.search(r"<(link|script|img)\b", html)
 
 
 def test_run_writes_the_report_then_show_reads_it(tmp_path, capsys) -> None:

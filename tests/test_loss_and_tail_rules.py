@@ -149,6 +149,21 @@ BAD = {
             loss = torch.nn.functional.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten())
             return (loss, outputs) if return_outputs else loss
     """, "ACC105", [("ACC105", 5)]),
+    "ACC105 model with loss kwargs given to the Trainer": ("""
+    import torch
+    from transformers import Trainer
+
+    class TinyLM(torch.nn.Module):
+        def forward(self, input_ids, labels=None, **kwargs):
+            return self.head(input_ids)
+
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs.pop("labels")
+            return torch.nn.functional.cross_entropy(model(**inputs).flatten(0, 1), labels.flatten())
+
+    MyTrainer(model=TinyLM(), args=args, train_dataset=data).train()
+    """, "ACC105", [("ACC105", 10)]),
     "ACC202 retain_graph with no second backward": ("""
     for i, batch in enumerate(loader):
         loss = model(batch) / A
@@ -380,6 +395,22 @@ GOOD = {
     class MyTrainer(Trainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             return model(**inputs).logits.mean()
+    """, "ACC105"),
+    "ACC105 silent: the model given to the Trainer takes no loss kwargs (the Trainer divides by A)": ("""
+    import torch
+    from transformers import Trainer
+
+    class TinyLM(torch.nn.Module):
+        def forward(self, input_ids, labels=None):
+            return self.head(input_ids)
+
+    class MyTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels = inputs.pop("labels")
+            return torch.nn.functional.cross_entropy(model(**inputs).flatten(0, 1), labels.flatten())
+
+    model = TinyLM()
+    MyTrainer(model=model, args=args, train_dataset=data).train()
     """, "ACC105"),
     "ACC202 silent: backward repeated through one graph built before the loop": ("""
     loss = model(x).sum()

@@ -277,6 +277,8 @@ class FileModel:
                 continue  # without labels in the batch the Trainer counts nothing and divides by A itself
             if losses.declares_attribute(owner, losses.HF_NORMALIZATION_ATTRS):
                 continue
+            if losses.trained_models_take_no_loss_kwargs(self.module, owner.name.value):
+                continue  # the Trainer divides by A itself: a mean of means at most (ACC102's matter)
             returns = [s for s in scope.sites if s.is_return and not s.in_helper and s.value is not None]
             if any(loss_divisions(s.value, s, self.is_accumulation_name) for s in returns):
                 continue  # `mean / A`: a mean of means at the right scale (ACC102's matter)

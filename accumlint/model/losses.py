@@ -279,3 +279,46 @@ def declares_attribute(class_def: cst.ClassDef, names: frozenset[str]) -> bool:
                 if last_segment(dotted(target)) in names:
                     return True
     return False
+
+
+def trained_models_take_no_loss_kwargs(module: cst.Module, trainer_class: str) -> bool:
+    """Whether every model this module gives ``trainer_class(model=...)`` is an instance of a class
+    defined here whose ``forward`` takes no ``**kwargs`` (and that declares no ``accepts_loss_kwargs``).
+
+    transformers 5.24.0 ``Trainer.__init__`` sets ``model_accepts_loss_kwargs`` from that signature;
+    without it ``num_items_in_batch`` is ``None`` in ``training_step``, which then divides the returned
+    loss by A itself. ``False`` when no such construction is seen or a model cannot be resolved."""
+    classes = {node.name.value: node for node in _walk(module) if isinstance(node, cst.ClassDef)}
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    for node in _walk(module):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    bound.setdefault(target.target.value, []).append(node.value)
+    models: list[cst.BaseExpression] = []
+    for node in _walk(module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == trainer_class:
+            given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "model"]
+            given += [node.args[0].value] if node.args and node.args[0].keyword is None else []
+            if not given:
+                return False
+            models.extend(given)
+    if not models:
+        return False
+    for expression in models:
+        calls = bound.get(expression.value, []) if isinstance(expression, cst.Name) else [expression]
+        if not calls:
+            return False
+        for call in calls:
+            name = call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None
+            if name not in classes or not _forward_takes_no_kwargs(classes[name]):
+                return False
+    return True
+
+
+def _forward_takes_no_kwargs(class_def: cst.ClassDef) -> bool:
+    if declares_attribute(class_def, frozenset({"accepts_loss_kwargs"})):
+        return False
+    body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
+    forward = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
+    return forward is not None and not isinstance(forward.params.star_kwarg, cst.Param)

@@ -10,6 +10,7 @@ from typing import Any
 
 from runtime_guard.probe import OnFinding, Probe
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
+from runtime_guard.user_frames import stacklevel_outside_guard
 
 logger = logging.getLogger("runtime_guard.integrations")
 
@@ -67,6 +68,7 @@ class GuardSession:
         unobservable: list[str] | None = None,
         facts: dict[str, Any] | None = None,
         user_normalizes: str = "",
+        scheduler_owner: str = "",
     ) -> Probe:
         """Create and attach the probe (on the calling thread, which must run the loop)."""
         probe = Probe(model, optimizer, accumulation_steps=accumulation_steps, scheduler=scheduler, scaler=scaler,
@@ -76,6 +78,8 @@ class GuardSession:
         probe.record.notes.extend(notes or [])
         probe.record.unobservable.extend(unobservable or [])
         probe.record.user_normalizes = user_normalizes
+        if scheduler_owner:
+            probe.record.scheduler_owner, probe.record.scheduler_steps_per_update = scheduler_owner, 0
         self.framework_facts.update(facts or {})
         self.probe = probe.attach()
         return probe
@@ -109,7 +113,7 @@ class GuardSession:
         if clean and report.findings:
             if self.on_finding == "warn":
                 for finding in report.findings:
-                    warnings.warn(GuardWarning(finding.one_line()), stacklevel=2)
+                    warnings.warn(GuardWarning(finding.one_line()), stacklevel=stacklevel_outside_guard())
             elif self.on_finding == "raise":
                 raise GuardFindingError(report)
         return report

@@ -158,16 +158,20 @@ class GuardCallback(SessionCallback, pl.Callback):
             notes.append(f"strategy {type(strategy).__name__}: the probe watches the LightningModule, not the "
                          "data-parallel wrapper (DDP sync flags are not read)")
         configs = list(getattr(trainer, "lr_scheduler_configs", []) or [])
-        scheduler = None
+        scheduler, owner = None, ""
         if configs and automatic:
             config = configs[0]
+            scheduler = config.scheduler
             if config.interval == "step":
-                scheduler = config.scheduler
                 if config.frequency != 1:
                     notes.append(f"scheduler frequency {config.frequency}: Lightning tests it against batch_idx + 1, "
                                  "not against the update count")
             else:
-                notes.append(f"scheduler interval {config.interval!r}: not stepped inside the probed groups")
+                # loops/training_epoch_loop.py update_lr_schedulers("epoch") runs at the epoch's end only:
+                # inside the probed groups only the user's code can step it
+                owner = f"Lightning steps it once per epoch (interval={config.interval!r}, {_SRC})"
+                notes.append(f"scheduler interval {config.interval!r}: Lightning steps it at the epoch's end, "
+                             "never inside the probed groups; a step from training_step is the user's (ACC306)")
         elif configs:
             scheduler = configs[0].scheduler  # manual optimization: stepped by the user
         scaler = getattr(trainer.precision_plugin, "scaler", None)
@@ -178,7 +182,7 @@ class GuardCallback(SessionCallback, pl.Callback):
                          "steps a final partial group still divided by A (ACC005)")
         probe = self._session.start(
             self._forward_module(pl_module), optimizer, accumulation_steps=a, accumulation_source=source,
-            scheduler=scheduler, scaler=scaler, notes=notes, unobservable=unobservable,
+            scheduler=scheduler, scaler=scaler, notes=notes, unobservable=unobservable, scheduler_owner=owner,
             facts={"version": pl.__version__, "automatic_optimization": automatic,
                    "accumulate_grad_batches": int(trainer.accumulate_grad_batches),
                    "strategy": type(strategy).__name__,

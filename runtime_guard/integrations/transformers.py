@@ -124,6 +124,7 @@ class GuardCallback(SessionCallback, transformers.TrainerCallback):
             ) + "; a compute_loss override or loss_is_scaled_for_ga changes this",
         ]
         inner = getattr(model, "module", model)
+        quirk = False
         if (loss_kwargs and getattr(inner, "loss_type", "") is None
                 and getattr(getattr(inner, "config", None), "is_encoder_decoder", False) is False
                 and type(inner).__name__.endswith(("LMHeadModel", "ForCausalLM"))):
@@ -131,11 +132,12 @@ class GuardCallback(SessionCallback, transformers.TrainerCallback):
                 f"{type(inner).__name__}.loss_type is None: the Trainer ({_SRC}, _loss_shifts_labels) counts "
                 "num_items_in_batch over all labels while the default ForCausalLMLoss shifts them, so supervised "
                 "position-0 labels are counted but never predicted (per-token weights sum slightly below 1)")
+            quirk = True
         unobservable = []
         if frameworks.is_deepspeed_engine(model) or "DeepSpeed" in type(optimizer).__name__:
             unobservable.append("DeepSpeed engine: it owns the optimizer update, the gradient reset and the loss "
                                 "division (the Trainer passes scale_wrt_gas=False)")
-        self._session.start(
+        probe = self._session.start(
             model, frameworks.unwrap_optimizer(optimizer), accumulation_steps=a, accumulation_source=source,
             scheduler=kwargs.get("lr_scheduler"), scaler=getattr(optimizer, "scaler", None), notes=notes,
             unobservable=unobservable,
@@ -145,6 +147,7 @@ class GuardCallback(SessionCallback, transformers.TrainerCallback):
                    "divides_loss": "by num_items_in_batch (model)" if loss_kwargs else "by the group's microbatches",
                    "steps_scheduler_per_update": True},
         )
+        probe.record.weight_sum_explained = quirk
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Detach once the probed groups and the next microbatch were seen."""
