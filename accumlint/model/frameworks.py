@@ -183,6 +183,9 @@ NO_SYNC_METHODS: dict[str, tuple[Role, ...]] = {
     "no_sync": (Role.DDP_MODEL, Role.ACCELERATOR, Role.MODEL, Role.FSDP_MODEL, Role.ENGINE),
     "no_backward_sync": (Role.FABRIC,),
 }
+#: Contexts that do nothing (``contextlib.nullcontext``, last segment): the other arm of a context
+#: chosen by a flag (``ctx = nullcontext if flag else accelerator.accumulate``).
+NULL_CONTEXTS = frozenset({"nullcontext"})
 #: Sync switches whose decision is taken at forward time.
 FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC})
 
