@@ -161,7 +161,13 @@ class LoopAnalysis:
             if found is not None and gate is None:
                 gate = found
             conditional_unknown = conditional_unknown or (found is None and unknown)
-        if gate is not None:
+        if gate is not None and self._both_arms_update(gate, updates):
+            # `if it % 2 == 0: opt_a.step() else: opt_b.step()`, DeepSpeed's `engine.step()` in both
+            # arms: an update runs on every microbatch, the `if` chooses which, not when
+            gate = None
+            style = (LoopStyle.DEEPSPEED if all(u.role.role is Role.ENGINE for u in updates)
+                     else LoopStyle.UNKNOWN)
+        elif gate is not None:
             style = LoopStyle.GATED
         elif updates and not conditional_unknown:
             if any(any(f.node in contexts for f in u.site.frames) for u in updates):
@@ -182,6 +188,19 @@ class LoopAnalysis:
         return group
 
     # --- gates ------------------------------------------------------------------------------
+    @staticmethod
+    def _both_arms_update(gate: Gate, updates: list[Event]) -> bool:
+        """Whether an update also runs on the gate's other branch (the ``else`` of its ``if``,
+        or the body of its ``continue`` guard)."""
+        for update in updates:
+            for frame in update.site.frames:
+                if frame.node is not gate.frame_node:
+                    continue
+                branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
+                if branch != gate.update_branch:
+                    return True
+        return False
+
     def _skip_guards(self, backwards: list[Event], loop: cst.CSTNode | None) -> frozenset[int]:
         """The ``continue`` guards inside ``loop`` that every backward runs behind and that test
         no boundary: a skipped iteration is no microbatch at all (no backward runs in it), so what
