@@ -91,7 +91,9 @@ BAD = {
 }
 
 GOOD = {
+    # with A's length unknown the flushed tail would weigh r/A (ACC005): the assert rules it out
     "tail flushed with an or-clause": """
+    assert len(loader) % A == 0
     for i, b in enumerate(loader):
         (model(b) / A).backward()
         if (i + 1) % A == 0 or (i + 1) == len(loader):

@@ -336,13 +336,39 @@ class FileModel:
         value ``name`` had on entry may reach it too (see :func:`dataflow.reaching_definitions`)."""
         return reaching_definitions(site.scope, name, site.order)
 
-    @staticmethod
-    def is_accumulation_name(expression: cst.BaseExpression | None) -> bool:
+    def is_accumulation_name(self, expression: cst.BaseExpression | None) -> bool:
         """Whether an expression is named like the accumulation steps A (a name, an attribute, or
-        a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``)."""
+        a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``),
+        or is a name the module uses as A (:attr:`accumulation_aliases`)."""
         if isinstance(expression, cst.Call):
             expression = expression.func
-        return bool(fw.ACCUMULATION_NAME.search(last_segment(dotted(expression)) if expression is not None else ""))
+        if expression is None:
+            return False
+        text = dotted(expression)
+        return bool(fw.ACCUMULATION_NAME.search(last_segment(text))) or (
+            text is not None and text in self.accumulation_aliases)
+
+    @cached_property
+    def accumulation_aliases(self) -> frozenset[str]:
+        """Names the module uses as A whatever they are called (the docs' own ``A``): the divisor
+        of a microbatch loop's modulo gate (``(i + 1) % A == 0``) and the value passed for a
+        keyword that configures A (``Trainer(accumulate_grad_batches=A)``,
+        ``frameworks.ACCUMULATION_KEYWORDS``)."""
+        names: set[str] = set()
+        for group in self.loops:
+            test = group.gate.test if group.gate is not None else None
+            if test is not None and test.kind == "modulo" and isinstance(test.divisor, (cst.Name, cst.Attribute)):
+                names.add(dotted(test.divisor) or "")
+        for scope in self.scopes:
+            for site in scope.sites:
+                if site.call is None or site.in_helper:
+                    continue
+                for arg in site.call.args:
+                    if (arg.keyword is not None and arg.keyword.value in fw.ACCUMULATION_KEYWORDS
+                            and isinstance(arg.value, (cst.Name, cst.Attribute))):
+                        names.add(dotted(arg.value) or "")
+        names.discard("")
+        return frozenset(names)
 
     @cached_property
     def call_sites(self) -> dict[int, Site]:

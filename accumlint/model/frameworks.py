@@ -108,6 +108,13 @@ ACCUMULATION_NAME = re.compile(
     re.IGNORECASE,
 )
 
+#: Keywords that configure A, so the value passed is A whatever its name (``A = 8``;
+#: ``Trainer(accumulate_grad_batches=A)``): Accelerate ``Accelerator(gradient_accumulation_steps=)``
+#: (accelerate 1.15.0), HF ``TrainingArguments(gradient_accumulation_steps=)`` (transformers
+#: 5.24.0), Lightning ``Trainer(accumulate_grad_batches=)`` (lightning 2.6.6), mmengine
+#: ``OptimWrapper(accumulative_counts=)`` (0.10.7).
+ACCUMULATION_KEYWORDS = frozenset({"gradient_accumulation_steps", "accumulate_grad_batches", "accumulative_counts"})
+
 # --- who divides the loss by A --------------------------------------------------------------
 
 
