@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.names import dotted, int_value, method_name
+from accumlint.model.names import dotted, int_value
 from accumlint.model.sites import FrameKind
 
 
@@ -24,8 +24,8 @@ class AccumulateContextMisplaced(Rule):
                 for frame in site.frames:
                     if frame.node is group.loop or frame.kind is FrameKind.HELPER:
                         break
-                    if frame.kind is FrameKind.WITH and model.is_accumulate_context(frame.node) and (
-                            id(frame.node) not in reported) and _forwards_in_loop(group, frame.node):
+                    if frame.kind is FrameKind.WITH and model.is_accumulate_context(frame.node, group.scope) and (
+                            id(frame.node) not in reported) and _forwards_in_loop(model, group, frame.node):
                         reported.add(id(frame.node))
                         yield Hit(
                             frame.node,
@@ -58,7 +58,8 @@ class AccumulateContextMisplaced(Rule):
         if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:
             return
         backwards = [b for b in group.of_kind(EventKind.BACKWARD) if b.role.role is Role.ACCELERATOR]
-        if not backwards or any(model.is_accumulate_context(f.node) for b in backwards for f in b.site.frames):
+        if not backwards or any(f.kind is FrameKind.WITH and model.accumulate_entry(f.node, b.site.scope, every=False)
+                                for b in backwards for f in b.site.frames):
             return  # accumulate() entered around the loop: the first check of this rule speaks
         configured = model.accelerate_accumulation(backwards[0].role)
         if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
@@ -73,12 +74,13 @@ class AccumulateContextMisplaced(Rule):
                 )
 
 
-def _forwards_in_loop(group, context: cst.With) -> bool:
+def _forwards_in_loop(model: FileModel, group, context: cst.With) -> bool:
     """Whether the loop inside ``accumulate(model)`` runs the forward of that model, i.e. iterates
     microbatches (a loop over several losses of one microbatch does not)."""
-    call = next(item.item for item in context.items if isinstance(item.item, cst.Call)
-                and method_name(item.item) == "accumulate")
-    models = {dotted(arg.value) for arg in call.args}  # type: ignore[union-attr]
+    entry = model.accumulate_entry(context, group.scope)
+    if entry is None:
+        return False
+    models = {dotted(arg.value) for arg in entry[1].args}
     return any(s.call is not None and dotted(s.call.func) in models for s in group.loop_sites)
 
 

@@ -83,8 +83,10 @@ def _graph_names(backwards) -> set[str]:
         if backward.loss is None:
             continue
         for name in names_feeding(backward.loss):
-            names.add(name)
             definition = reaching_assignment(backward.site.scope, name, backward.order)
+            if definition is not None and _graph_free(definition.value, definition):
+                continue  # a token count weighting the loss (`(loss * n_tok).backward()`)
+            names.add(name)
             if definition is not None and definition.value is not None and not isinstance(
                     definition.node, (cst.For, cst.With)):
                 value = definition.value
@@ -93,6 +95,34 @@ def _graph_names(backwards) -> set[str]:
                         isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
                     names.update(names_feeding(value))
     return names
+
+
+#: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
+_GRAPH_FREE_FUNCTIONS = frozenset({"len", "int", "float", "str"})
+_GRAPH_FREE_METHODS = frozenset({"numel", "count_nonzero", "size", "item", "detach", "tolist", "numpy"})
+
+
+def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
+    """Whether a value can hold no autograd graph: a comparison (a boolean mask), a count of one
+    (``(labels != -100).sum()``, ``mask.long().sum()``), ``len``/``numel``, a literal, a detached
+    value; a name is followed to its assignment."""
+    if value is None or depth > 4:
+        return False
+    if isinstance(value, (cst.Comparison, cst.Integer)):
+        return True
+    if isinstance(value, cst.Call):
+        if method_name(value) in _GRAPH_FREE_METHODS or dotted(value.func) in _GRAPH_FREE_FUNCTIONS:
+            return True
+        if isinstance(value.func, cst.Attribute):  # mask.sum(), mask.float().sum()
+            return _graph_free(value.func.value, site, depth + 1)
+        return False
+    name = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
+    definition = reaching_assignment(site.scope, name, site.order)
+    return (definition is not None and definition.augmented is None
+            and not isinstance(definition.node, (cst.For, cst.With)) and _graph_free(definition.value, definition,
+                                                                                      depth + 1))
 
 
 def _holds_graph(stored: cst.BaseExpression, site, graph_names: set[str], loop: cst.CSTNode) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
+from accumlint.model.boundary import index_offset
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, last_segment
 from accumlint.model.schedules import (
@@ -36,9 +37,12 @@ class SchedulerPerMicrobatch(Rule):
             if not any(group.cadence(u) in (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
                        for u in group.of_kind(EventKind.UPDATE)):
                 continue
+            counters = microbatch_counters(group)
             for step in group.of_kind(EventKind.SCHEDULER_STEP):
                 if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
                     continue
+                if _told_its_position(step, counters):
+                    continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
                 name = dotted(step.target) or "the scheduler"
@@ -53,6 +57,16 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
+
+
+def _told_its_position(step, counters: dict) -> bool:
+    """Whether a scheduler step is handed the loop's microbatch position (``sched.step(cur_step=i)``,
+    litgpt/LAVIS style): the learning rate is then a function of that position, not of the
+    number of calls, so calling it every microbatch does not run the schedule faster (whether
+    the position's unit matches the schedule's is not visible here)."""
+    call = step.site.call
+    return call is not None and any(
+        (split := index_offset(arg.value)) is not None and split[0] in counters for arg in call.args)
 
 
 class SchedulerHorizonUnitMismatch(Rule):

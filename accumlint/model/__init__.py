@@ -12,7 +12,7 @@ import libcst as cst
 
 from accumlint.model import frameworks as fw
 from accumlint.model import losses
-from accumlint.model.dataflow import loss_divisions, reaching_assignment
+from accumlint.model.dataflow import loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
 from accumlint.model.groups import AccumulationLoop, LoopAnalysis, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -47,7 +47,8 @@ class FileModel:
             self.events[scope] = [event for event in classified if event is not None]
         self.loops: list[AccumulationLoop] = []
         for scope in self.scopes:
-            analysis = LoopAnalysis(scope, self.events[scope], self.is_accumulate_context)
+            analysis = LoopAnalysis(scope, self.events[scope],
+                                    lambda node, scope=scope: self.is_accumulate_context(node, scope))
             self.loops.extend(analysis.analyse(loop) for loop in analysis.microbatch_loops())
         for group in self.loops:
             if group.accumulates is None:
@@ -56,10 +57,12 @@ class FileModel:
     def _framework_accumulates(self, group: AccumulationLoop) -> bool | None:
         """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
         if group.style is LoopStyle.ACCELERATE and group.accumulate_contexts:
-            with_node = group.accumulate_contexts[0]
-            call = next(item.item for item in with_node.items if is_accumulate_call(item.item))
+            entry = self.accumulate_entry(group.accumulate_contexts[0], group.scope)
+            if entry is None:
+                return None
+            accelerator, call = entry
             site = next(s for s in group.scope.sites if s.node is call)
-            configured = self.accelerate_accumulation(self.roles.of(call.func.value, site))  # type: ignore[attr-defined]
+            configured = self.accelerate_accumulation(self.roles.of(accelerator, site))
             if configured is None or configured is False:
                 return None
             literal = int_value(configured)  # type: ignore[arg-type]
@@ -79,10 +82,40 @@ class FileModel:
         return None
 
     # --- framework facts --------------------------------------------------------------------
-    @staticmethod
-    def is_accumulate_context(node: cst.CSTNode) -> bool:
-        """Whether a ``with`` statement enters ``<accelerator>.accumulate(...)``."""
-        return isinstance(node, cst.With) and any(is_accumulate_call(item.item) for item in node.items)
+    def is_accumulate_context(self, node: cst.CSTNode, scope: Scope | None = None) -> bool:
+        """Whether a ``with`` statement enters ``<accelerator>.accumulate(...)`` (directly, or in
+        ``scope`` through a variable, see :meth:`accumulate_entry`)."""
+        return isinstance(node, cst.With) and self.accumulate_entry(node, scope) is not None
+
+    def accumulate_entry(self, node: cst.With, scope: Scope | None = None, every: bool = True,
+                         ) -> tuple[cst.BaseExpression, cst.Call] | None:
+        """The accelerator a ``with`` statement enters ``accumulate()`` of, and the call that names
+        the accumulated models: ``with accelerator.accumulate(model):``, or through a variable of
+        ``scope`` whose every definition holds ``accelerator.accumulate`` or a null context
+        (``ctx = nullcontext if flag else accelerator.accumulate``; ``with ctx(model):``), so that
+        accumulate() runs in some configurations and nothing else does in the others.
+        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered)."""
+        for item in node.items:
+            value = item.item
+            if is_accumulate_call(value):
+                return value.func.value, value  # type: ignore[attr-defined]
+            if scope is None:
+                continue
+            order = scope.statement_orders.get(id(node))
+            called = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            name = value.func.value if called else dotted(value)  # type: ignore[attr-defined]
+            if order is None or name is None:
+                continue
+            definitions, on_entry = reaching_definitions(scope, name, order)
+            if (on_entry and every) or not definitions:
+                continue
+            arms = [arm for site in definitions for arm in _arms(site.value)]
+            entered = [arm for arm in arms if (isinstance(arm, cst.Attribute) and arm.attr.value == "accumulate"
+                                               if called else is_accumulate_call(arm))]
+            if entered and (not every or all(arm in entered or _null_context(arm, called) for arm in arms)):
+                first = entered[0]
+                return (first.value, value) if called else (first.func.value, first)  # type: ignore[attr-defined]
+        return None
 
     def accelerate_accumulation(self, info: RoleInfo) -> cst.BaseExpression | None | bool:
         """A configured on an Accelerator: the ``gradient_accumulation_steps=`` expression,
@@ -300,13 +333,44 @@ class FileModel:
         """The assignment to ``name`` that reaches ``site`` (execution order, same scope)."""
         return reaching_assignment(site.scope, name, site.order, within)
 
-    @staticmethod
-    def is_accumulation_name(expression: cst.BaseExpression | None) -> bool:
+    def reaching_definitions(self, name: str, site: Site) -> tuple[list[Site], bool]:
+        """Every assignment to ``name`` that may reach ``site`` (latest first), and whether the
+        value ``name`` had on entry may reach it too (see :func:`dataflow.reaching_definitions`)."""
+        return reaching_definitions(site.scope, name, site.order)
+
+    def is_accumulation_name(self, expression: cst.BaseExpression | None) -> bool:
         """Whether an expression is named like the accumulation steps A (a name, an attribute, or
-        a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``)."""
+        a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``),
+        or is a name the module uses as A (:attr:`accumulation_aliases`)."""
         if isinstance(expression, cst.Call):
             expression = expression.func
-        return bool(fw.ACCUMULATION_NAME.search(last_segment(dotted(expression)) if expression is not None else ""))
+        if expression is None:
+            return False
+        text = dotted(expression)
+        return bool(fw.ACCUMULATION_NAME.search(last_segment(text))) or (
+            text is not None and text in self.accumulation_aliases)
+
+    @cached_property
+    def accumulation_aliases(self) -> frozenset[str]:
+        """Names the module uses as A whatever they are called (the docs' own ``A``): the divisor
+        of a microbatch loop's modulo gate (``(i + 1) % A == 0``) and the value passed for a
+        keyword that configures A (``Trainer(accumulate_grad_batches=A)``,
+        ``frameworks.ACCUMULATION_KEYWORDS``)."""
+        names: set[str] = set()
+        for group in self.loops:
+            test = group.gate.test if group.gate is not None else None
+            if test is not None and test.kind == "modulo" and isinstance(test.divisor, (cst.Name, cst.Attribute)):
+                names.add(dotted(test.divisor) or "")
+        for scope in self.scopes:
+            for site in scope.sites:
+                if site.call is None or site.in_helper:
+                    continue
+                for arg in site.call.args:
+                    if (arg.keyword is not None and arg.keyword.value in fw.ACCUMULATION_KEYWORDS
+                            and isinstance(arg.value, (cst.Name, cst.Attribute))):
+                        names.add(dotted(arg.value) or "")
+        names.discard("")
+        return frozenset(names)
 
     @cached_property
     def call_sites(self) -> dict[int, Site]:
@@ -316,6 +380,23 @@ class FileModel:
 
     def all_events(self) -> list[Event]:
         return [event for scope in self.scopes for event in self.events[scope]]
+
+
+def _arms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The values a conditional expression may take (``a if c else b`` → a, b; nested too)."""
+    if isinstance(value, cst.IfExp):
+        return [*_arms(value.body), *_arms(value.orelse)]
+    return [value] if value is not None else [cst.Name("None")]
+
+
+def _null_context(value: cst.BaseExpression, called: bool) -> bool:
+    """``contextlib.nullcontext`` (a factory, when the ``with`` calls the variable) or
+    ``nullcontext()`` (a context, when it enters the variable itself)."""
+    if not called:
+        if not isinstance(value, cst.Call):
+            return False
+        value = value.func
+    return last_segment(dotted(value)) in fw.NULL_CONTEXTS
 
 
 def _class_assigns(class_def: cst.ClassDef, name: str) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.sites import Scope, Site
+from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
 MAX_CHAIN = 5
 
@@ -23,6 +23,89 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
         if name in site.targets and not site.in_helper and (within is None or site.inside(within)):
             found = site
     return found
+
+
+#: frames under which a definition may not run on the way to a use they do not also enclose
+_CONDITIONAL = frozenset({FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP})
+
+
+def reaching_definitions(scope: Scope, name: str, before: int,
+                         candidates: list[Site] | None = None) -> tuple[list[Site], bool]:
+    """Every assignment to ``name`` that may reach execution position ``before`` (latest first),
+    and whether the use may also see the value the name had on entry (a parameter, a global:
+    no assignment on some path).
+
+    A definition under a branch, handler, case or loop that does not also enclose the use may
+    not run, so the earlier ones reach too; an ``if``/``else`` that assigns on every branch
+    hides the earlier ones. Definitions in a branch the use cannot follow from (the other arm
+    of its own ``if``, the body of an ``if cond: continue`` the use comes after) do not reach;
+    assignments in inlined helpers do not count. ``candidates``: the scope's assignments to
+    ``name`` in execution order, when the caller has them. Loop-carried definitions (later in
+    the loop body, reaching the next pass) are not followed.
+    """
+    use = scope.sites[before] if before < len(scope.sites) else None
+    use_frames = {id(f.node): f for f in use.frames} if use is not None else {}
+    if candidates is None:
+        candidates = [s for s in scope.sites[:before] if name in s.targets and not s.in_helper]
+    found: list[Site] = []
+    branches: list[tuple[Site, tuple[Frame, ...]]] = []  # possible definitions with their own frames
+    for site in reversed(candidates):
+        if site.order >= before or site.in_helper or name not in site.targets:
+            continue
+        own = _own_frames(site, use_frames)
+        if own is None:
+            continue  # cannot reach the use
+        if any(not site.inside(node) and _covers(node, branches) for node in _first_conditionals(branches)):
+            return found, False  # an if/else that assigns on every branch lies between
+        found.append(site)
+        if not any(frame.kind in _CONDITIONAL for frame in own):
+            return found, False
+        branches.append((site, own))
+    if any(_covers(node, branches) for node in _first_conditionals(branches)):
+        return found, False
+    return found, True
+
+
+def _first_conditionals(branches: list[tuple[Site, tuple[Frame, ...]]]) -> list[cst.CSTNode]:
+    """The outermost conditional construct around each possible definition (once each)."""
+    nodes: dict[int, cst.CSTNode] = {}
+    for _, frames in branches:
+        first = next((frame.node for frame in frames if frame.kind in _CONDITIONAL), None)
+        if first is not None:
+            nodes.setdefault(id(first), first)
+    return list(nodes.values())
+
+
+def _own_frames(site: Site, use_frames: dict[int, Frame]) -> tuple[Frame, ...] | None:
+    """The frames around a definition that do not also enclose the use (None: the definition
+    sits where the use cannot follow from: the other arm of a shared ``if``, or the body of a
+    ``continue`` guard the use comes after)."""
+    own: list[Frame] = []
+    for frame in site.frames:
+        shared = use_frames.get(id(frame.node))
+        if shared is None:
+            own.append(frame)
+        elif shared.kind is not frame.kind or shared.branch != frame.branch:
+            return None
+    return tuple(own)
+
+
+def _covers(node: cst.CSTNode, branches: list[tuple[Site, tuple[Frame, ...]]]) -> bool:
+    """Whether an ``if`` with an ``else`` assigns on each of its branches: a definition in each
+    arm that runs whenever the arm does (or an inner ``if`` that covers in turn, ``elif``)."""
+    if not isinstance(node, cst.If) or node.orelse is None:
+        return False
+    for branch in ("body", "orelse"):
+        inside = [frames[index + 1:] for _, frames in branches for index, frame in enumerate(frames)
+                  if frame.node is node and frame.kind is FrameKind.IF and frame.branch == branch]
+        if not any(_settled(rest, branches) for rest in inside):
+            return False
+    return True
+
+
+def _settled(frames: tuple[Frame, ...], branches: list[tuple[Site, tuple[Frame, ...]]]) -> bool:
+    conditional = [frame for frame in frames if frame.kind in _CONDITIONAL]
+    return not conditional or _covers(conditional[0].node, branches)
 
 
 def arithmetic(expression: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:

@@ -108,6 +108,13 @@ ACCUMULATION_NAME = re.compile(
     re.IGNORECASE,
 )
 
+#: Keywords that configure A, so the value passed is A whatever its name (``A = 8``;
+#: ``Trainer(accumulate_grad_batches=A)``): Accelerate ``Accelerator(gradient_accumulation_steps=)``
+#: (accelerate 1.15.0), HF ``TrainingArguments(gradient_accumulation_steps=)`` (transformers
+#: 5.24.0), Lightning ``Trainer(accumulate_grad_batches=)`` (lightning 2.6.6), mmengine
+#: ``OptimWrapper(accumulative_counts=)`` (0.10.7).
+ACCUMULATION_KEYWORDS = frozenset({"gradient_accumulation_steps", "accumulate_grad_batches", "accumulative_counts"})
+
 # --- who divides the loss by A --------------------------------------------------------------
 
 
@@ -183,6 +190,9 @@ NO_SYNC_METHODS: dict[str, tuple[Role, ...]] = {
     "no_sync": (Role.DDP_MODEL, Role.ACCELERATOR, Role.MODEL, Role.FSDP_MODEL, Role.ENGINE),
     "no_backward_sync": (Role.FABRIC,),
 }
+#: Contexts that do nothing (``contextlib.nullcontext``, last segment): the other arm of a context
+#: chosen by a flag (``ctx = nullcontext if flag else accelerator.accumulate``).
+NULL_CONTEXTS = frozenset({"nullcontext"})
 #: Sync switches whose decision is taken at forward time.
 FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC})
 

@@ -77,6 +77,10 @@ class AccumulationLoop:
     loop_sites: list[Site] = field(default_factory=list)
     #: every site of the group region (the loop; for MICRO_LOOP the block around it too)
     region_sites: list[Site] = field(default_factory=list)
+    #: ids of the ``if cond: continue`` statements that skip whole microbatches: every backward
+    #: of the loop runs after them, so they choose which iterations are microbatches, not
+    #: which events of a microbatch run (the resume-skip `if step < resume_step: continue`)
+    skip_guards: frozenset[int] = frozenset()
 
     def region_frames(self, site: Site) -> tuple[Frame, ...]:
         """The frames of a site inside the group's region (the loop, or for MICRO_LOOP the
@@ -149,14 +153,21 @@ class LoopAnalysis:
         accumulate = [f.node for e in inside for f in e.site.frames_inside(loop)
                       if f.kind is FrameKind.WITH and self.is_accumulate_context(f.node)]
         contexts = list(dict.fromkeys(accumulate))
+        skips = self._skip_guards([e for e in inside if e.kind is EventKind.BACKWARD], loop)
         gate = None
         conditional_unknown = False
         for update in updates:
-            found, unknown = self._gate_of(update.site, loop)
+            found, unknown = self._gate_of(update.site, loop, skips)
             if found is not None and gate is None:
                 gate = found
             conditional_unknown = conditional_unknown or (found is None and unknown)
-        if gate is not None:
+        if gate is not None and self._both_arms_update(gate, updates):
+            # `if it % 2 == 0: opt_a.step() else: opt_b.step()`, DeepSpeed's `engine.step()` in both
+            # arms: an update runs on every microbatch, the `if` chooses which, not when
+            gate = None
+            style = (LoopStyle.DEEPSPEED if all(u.role.role is Role.ENGINE for u in updates)
+                     else LoopStyle.UNKNOWN)
+        elif gate is not None:
             style = LoopStyle.GATED
         elif updates and not conditional_unknown:
             if any(any(f.node in contexts for f in u.site.frames) for u in updates):
@@ -171,18 +182,48 @@ class LoopAnalysis:
             style = LoopStyle.ACCELERATE
         else:
             style = LoopStyle.MICRO_LOOP if self._updates_after(loop) else LoopStyle.NO_UPDATE
-        group = AccumulationLoop(self.scope, loop, style, [], gate, accumulate_contexts=contexts)  # type: ignore[arg-type]
+        group = AccumulationLoop(self.scope, loop, style, [], gate, accumulate_contexts=contexts,  # type: ignore[arg-type]
+                                 skip_guards=skips)
         self._fill(group)
         return group
 
     # --- gates ------------------------------------------------------------------------------
-    def _gate_of(self, site: Site, loop: cst.CSTNode) -> tuple[Gate | None, bool]:
+    @staticmethod
+    def _both_arms_update(gate: Gate, updates: list[Event]) -> bool:
+        """Whether an update also runs on the gate's other branch (the ``else`` of its ``if``,
+        or the body of its ``continue`` guard)."""
+        for update in updates:
+            for frame in update.site.frames:
+                if frame.node is not gate.frame_node:
+                    continue
+                branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
+                if branch != gate.update_branch:
+                    return True
+        return False
+
+    def _skip_guards(self, backwards: list[Event], loop: cst.CSTNode | None) -> frozenset[int]:
+        """The ``continue`` guards inside ``loop`` that every backward runs behind and that test
+        no boundary: a skipped iteration is no microbatch at all (no backward runs in it), so what
+        runs behind such a guard runs on every microbatch."""
+        common: set[int] | None = None
+        guards: dict[int, Frame] = {}
+        for backward in backwards:
+            frames = backward.site.frames_inside(loop) if loop is not None else backward.site.frames
+            own = {id(f.node): f for f in frames if f.kind is FrameKind.GUARD}
+            guards.update(own)
+            common = set(own) if common is None else common & set(own)
+        return frozenset(key for key in common or ()
+                         if loop is None or self.boundary_test(guards[key], loop) is None)
+
+    def _gate_of(self, site: Site, loop: cst.CSTNode,
+                 skips: frozenset[int] = frozenset()) -> tuple[Gate | None, bool]:
         """The boundary gate around ``site`` inside ``loop``; second value: under an unknown condition."""
         unknown = False
         for frame in site.frames_inside(loop):
             if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
                 unknown = True
-            if frame.kind not in (FrameKind.IF, FrameKind.GUARD):
+            if frame.kind not in (FrameKind.IF, FrameKind.GUARD) or (
+                    frame.kind is FrameKind.GUARD and id(frame.node) in skips):
                 continue
             test = self.boundary_test(frame, loop)
             if test is not None:
@@ -289,6 +330,8 @@ class LoopAnalysis:
                                   else self.scope.sites)
             low, high = group.region_sites[0].order, group.region_sites[-1].order + 1
             region = [e for e in self.events if low <= e.order < high]
+            group.skip_guards = self._skip_guards([e for e in region if e.kind is EventKind.BACKWARD],
+                                                  group.region_root)
         else:
             group.region_sites = group.loop_sites
             region = [e for e in self.events if start <= e.order < end]
@@ -301,6 +344,8 @@ class LoopAnalysis:
                 frames = event.site.frames_inside(root) if root is not None else event.site.frames
                 cadence = Cadence.GROUP_START if event.order < start else Cadence.UPDATE
                 for frame in frames:
+                    if frame.kind is FrameKind.GUARD and id(frame.node) in group.skip_guards:
+                        continue
                     if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
                         cadence = Cadence.UNKNOWN
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
@@ -341,6 +386,8 @@ class LoopAnalysis:
         for frame in site.frames_inside(group.loop):
             if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH):
                 return Cadence.UNKNOWN
+            elif frame.kind is FrameKind.GUARD and id(frame.node) in group.skip_guards:
+                continue
             elif frame.kind in (FrameKind.IF, FrameKind.GUARD):
                 branch = "orelse" if frame.kind is FrameKind.GUARD else frame.branch
                 if group.gate is not None and frame.node is group.gate.frame_node:

@@ -92,6 +92,8 @@ def _token_level(call: cst.Call, site: Site) -> bool:
 
 def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
     if keyword(constructor, "ignore_index") is not None or keyword(call, "ignore_index") is not None:
+        if len(call.args) > 1 and _fixed_window(call.args[1].value, site):
+            return None  # packed blocks cut to one length: every microbatch has the same token count
         return "`ignore_index` skips masked tokens"
     for arg in call.args[1:]:
         for value, _, _ in value_history(arg.value, site):
@@ -99,6 +101,27 @@ def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
                 if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
                     return "the labels come from a `labels` field (masked tokens are -100)"
     return None
+
+
+def _fixed_window(targets: cst.BaseExpression, site: Site) -> bool:
+    """Whether the targets are a window of fixed length cut from a packed block
+    (``blk[:, 1:ctx + 1]``: a slice whose upper bound is a name, plus a constant), not labels
+    read from a batch field: every microbatch then holds the same number of tokens."""
+    windows = labelled = 0
+    for value, _, _ in value_history(targets, site):
+        for node in _walk(value):
+            if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
+                labelled += 1
+            if isinstance(node, cst.Slice) and _named_bound(node.upper):
+                windows += 1
+    return windows > 0 and labelled == 0
+
+
+def _named_bound(node: cst.BaseExpression | None) -> bool:
+    """``ctx`` or ``ctx + 1`` (a length held in a name), not ``-1`` or ``None``."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        return _named_bound(node.left) and isinstance(node.right, cst.Integer)
+    return isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) != "None"
 
 
 def _is_int(node: cst.CSTNode | None, value: int) -> bool:
@@ -121,6 +144,10 @@ def never_scaled(event: Event) -> bool:
     (no ``/``, ``*``, ``/=``, ``*=`` in its value history)."""
     if event.loss is None:
         return False
+    for name in names_feeding(event.loss):
+        definition = reaching_assignment(event.site.scope, name, event.order)
+        if definition is not None and isinstance(definition.node, cst.With):
+            return False  # `with amp.scale_loss(loss, opt) as scaled:` — what the context yields is not read
     for value, operator, _ in value_history(event.loss, event.site):
         if isinstance(operator, (cst.DivideAssign, cst.MultiplyAssign)):
             return False

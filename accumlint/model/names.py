@@ -55,7 +55,11 @@ def last_segment(name: str | None) -> str:
     if not name:
         return ""
     tail = name.rsplit(".", 1)[-1]
-    return tail.rstrip("()").split("[", 1)[0] if "['" not in tail else tail.split("['", 1)[1].rstrip("']")
+    if "['" in tail:
+        key = tail.split("['", 1)[1].rstrip("']")
+        if not key.isdigit():
+            return key  # a keyed entry names itself: `self.opts['gen']` → "gen"
+    return tail.rstrip("()").split("[", 1)[0]  # an element of a list: `optimizers[0]` → "optimizers"
 
 
 def call_name(call: cst.Call) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from accumlint.model import frameworks as fw
+from accumlint.model.dataflow import reaching_definitions
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
     ImportMap,
@@ -24,7 +25,7 @@ from accumlint.model.names import (
     positional,
     receiver,
 )
-from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.sites import Scope, Site
 
 
 @dataclass(frozen=True)
@@ -131,16 +132,18 @@ class Roles:
         if depth > 6:
             return UNKNOWN
         bindings = self._bindings[scope].get(name, [])
-        for index, site in enumerate(reversed(bindings)):
-            if site.order < order:
-                info = self._from_binding(site, name, depth)
-                if info is not None and self._conditional(site, scope, order) and (
-                        index < len(bindings) - 1 or self._is_parameter(name, scope)):
-                    # `if args.deepspeed: optimizer = ...` — the name may still hold its earlier value
-                    return replace(info, prepared=None, owner=None)
-                if info is not None:
-                    return info
-                break
+        definitions, on_entry = reaching_definitions(scope, name, order, bindings) if bindings else ([], False)
+        if definitions:
+            infos = [self._from_binding(site, name, depth) for site in definitions]
+            latest = infos[0]
+            if latest is not None:
+                # a parameter's own value reaches too when no definition runs on some path
+                entry = on_entry and self._is_parameter(name, scope)
+                if not entry and all(info is not None and (info.role, info.prepared, info.owner) == (
+                        latest.role, latest.prepared, latest.owner) for info in infos):
+                    return latest  # every definition that may reach says the same (`prepare()` in both arms)
+                # `if args.deepspeed: optimizer = ...`: the name may still hold its earlier value
+                return replace(latest, prepared=None, owner=None)
         if name.startswith("self.") and scope.class_def is not None:
             for site in reversed(self._class_bindings.get(scope.class_def, {}).get(name, [])):
                 if site.scope is not scope or site.order < order:
@@ -161,14 +164,6 @@ class Roles:
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
-
-    @staticmethod
-    def _conditional(binding: Site, scope: Scope, order: int) -> bool:
-        """Whether the binding sits under a branch that does not also enclose the use."""
-        use = scope.sites[order] if order < len(scope.sites) else None
-        use_nodes = {id(f.node) for f in use.frames} if use is not None else set()
-        return any(f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)
-                   and id(f.node) not in use_nodes for f in binding.frames)
 
     @staticmethod
     def _is_parameter(name: str, scope: Scope) -> bool:

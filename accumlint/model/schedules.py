@@ -184,10 +184,26 @@ def _call_unit(model: FileModel, call: cst.Call, site: Site, loader: str | None,
 
 
 def _name_unit(model: FileModel, name: str, site: Site, loader: str | None, depth: int) -> _Unit | None:
-    definition = model.reaching(name, site)
-    if definition is None:
-        return _PLAIN  # a parameter, a config field, a module constant: a plain count
-    if _conditional(definition, site) or isinstance(definition.node, (cst.For, cst.With)):
+    """The unit of ``name`` at ``site``: every definition that may reach it must agree (a value
+    on entry, a parameter or a config field, is a plain count), else undecided."""
+    definitions, on_entry = model.reaching_definitions(name, site)
+    units = [_definition_unit(model, name, definition, loader, depth) for definition in definitions]
+    if on_entry:
+        units.append(_PLAIN)  # a parameter, a config field, a module constant: a plain count
+    if any(unit is None for unit in units):
+        return None
+    first = units[0]
+    assert first is not None
+    if any((unit.micro, unit.accum) != (first.micro, first.accum) for unit in units):  # type: ignore[union-attr]
+        return None
+    evidence = next((unit.evidence for unit in units if unit.evidence is not None), None)  # type: ignore[union-attr]
+    return _Unit(first.micro, first.accum, evidence, any(unit.opaque for unit in units))  # type: ignore[union-attr]
+
+
+def _definition_unit(model: FileModel, name: str, definition: Site, loader: str | None,
+                     depth: int) -> _Unit | None:
+    """The unit of the value one assignment gives ``name``."""
+    if isinstance(definition.node, (cst.For, cst.With)):
         return None
     value = definition.value
     if value is None:

@@ -1,0 +1,374 @@
+"""Control flow inside the microbatch loop (issue 14, family 4): ``continue`` / ``break`` /
+``return``, ``try``, contexts held in variables, values with several reaching definitions.
+
+Each statement kind has a faulty shape that must still be reported and a correct or
+undecidable one that must stay silent. The snippets were written for these tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_model import cadences, lint
+
+# --- continue -------------------------------------------------------------------------------
+
+CONTINUE_BAD = {
+    "resume skip nested under a resume flag (HF no_trainer style)": ("""
+    for epoch in range(epochs):
+        for step, batch in enumerate(loader):
+            if resume and epoch == first_epoch:
+                if step < resume_step:
+                    if step % accumulation_steps == 0:
+                        progress.update(1)
+                    continue
+            optimizer.zero_grad()
+            loss = model(**batch).loss / accumulation_steps
+            loss.backward()
+            if (step + 1) % accumulation_steps == 0:
+                optimizer.step()
+    """, [("ACC001", 9)]),
+    "dropped batch, clip on every microbatch": ("""
+    import torch
+    for it, sample in enumerate(stream):
+        if sample is None or not sample["ok"]:
+            log.warning("skipping a corrupt sample")
+            continue
+        (crit(net(sample["x"]), sample["y"]) / grad_accum).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        if (it + 1) % grad_accum == 0:
+            opt.step()
+            opt.zero_grad()
+    """, [("ACC301", 8)]),
+    "continue on a one-line if, scheduler after the backward": ("""
+    import torch
+    opt = torch.optim.SGD(params, lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 30)
+    for i, b in enumerate(loader):
+        if b is None: continue
+        (model(b) / A).backward()
+        sched.step()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, [("ACC304", 8)]),
+    "two skip guards, off-by-one gate": ("""
+    for i, b in enumerate(loader):
+        if i < start:
+            continue
+        if b["input_ids"].numel() == 0:
+            continue
+        (model(b) / A).backward()
+        if i % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, [("ACC006", 8)]),
+    "skip guard around an inner micro-loop (nanoGPT style with resume)": ("""
+    for it in range(max_iters):
+        if it < resume_iter:
+            continue
+        for micro in range(accum_steps):
+            opt.zero_grad(set_to_none=True)
+            (model(*get_batch()) / accum_steps).backward()
+        opt.step()
+    """, [("ACC001", 6)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CONTINUE_BAD))
+def test_a_skip_guard_does_not_hide_the_loop(name: str) -> None:
+    source, expected = CONTINUE_BAD[name]
+    assert lint(source) == expected
+
+
+def test_events_behind_a_skip_guard_run_every_microbatch() -> None:
+    src = """
+    for i, b in enumerate(loader):
+        if i < skip:
+            continue
+        optimizer.zero_grad()
+        (model(b) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """
+    assert cadences(src) == [("RESET", "zero_grad", "MICROBATCH"), ("BACKWARD", "backward", "MICROBATCH"),
+                             ("UPDATE", "step", "UPDATE")]
+
+
+CONTINUE_SILENT = {
+    "correct loop behind a skip guard": """
+    for i, b in enumerate(loader):
+        if b is None:
+            continue
+        (model(b) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """,
+    # the guard runs after the backward: the reset behind it runs on the microbatches the
+    # condition lets through, which the model cannot count
+    "unknown guard between the backward and the reset": """
+    for i, b in enumerate(loader):
+        (model(b) / A).backward()
+        if not is_finite(b):
+            continue
+        optimizer.zero_grad()
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """,
+    # two backwards, only one behind the guard: the guard chooses events, not microbatches
+    "guard between two backwards": """
+    for i, b in enumerate(loader):
+        (aux(b) / A).backward()
+        if b is None:
+            continue
+        optimizer.zero_grad()
+        (model(b) / A).backward()
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """,
+    "boundary continue gates the update": """
+    for i, b in enumerate(loader):
+        if b is None:
+            continue
+        (model(b) / A).backward()
+        if (i + 1) % A != 0:
+            continue
+        optimizer.step()
+        optimizer.zero_grad()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(CONTINUE_SILENT))
+def test_continue_shapes_that_stay_silent(name: str) -> None:
+    assert lint(CONTINUE_SILENT[name]) == []
+
+
+# --- break / return ---------------------------------------------------------------------------
+
+def test_a_budget_return_does_not_hide_the_reset() -> None:
+    """`if ...: return` ends the loop like `break`: what comes before it runs every microbatch."""
+    assert lint("""
+    def run(model, opt, stream, A, budget):
+        for i, (x, y) in enumerate(stream):
+            (model(x, y) / A).backward()
+            opt.zero_grad()
+            if (i + 1) % A == 0:
+                opt.step()
+            if i >= budget:
+                return i
+    """) == [("ACC001", 5)]
+
+
+def test_break_before_the_gated_update_is_silent() -> None:
+    assert lint("""
+    for i, b in enumerate(loader):
+        (model(b) / A).backward()
+        if i + 1 >= limit:
+            break
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """) == []
+
+
+# --- several reaching definitions ---------------------------------------------------------------
+
+TWO_DEFS_BAD = {
+    "epochs overridden by a smoke flag (both plain counts)": ("""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+    def main(model, loader, cfg):
+        epochs = cfg.epochs
+        if cfg.debug:
+            epochs = 2
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_linear_schedule_with_warmup(optimizer, 0, len(loader) * epochs)
+        for epoch in range(epochs):
+            for i, b in enumerate(loader):
+                (model(b) / cfg.grad_accum).backward()
+                if (i + 1) % cfg.grad_accum == 0:
+                    optimizer.step()
+                    sched.step()
+                    optimizer.zero_grad()
+    """, [("ACC305", 9)]),
+    "horizon chosen in if/elif/else, every arm in microbatches": ("""
+    import torch
+    from transformers import get_cosine_schedule_with_warmup
+    def main(model, loader, cfg, accum):
+        if cfg.mode == "short":
+            total = len(loader)
+        elif cfg.mode == "long":
+            total = len(loader) * 10
+        else:
+            total = len(loader) * cfg.epochs
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_cosine_schedule_with_warmup(optimizer, 100, total)
+        for i, b in enumerate(loader):
+            (model(b) / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                sched.step()
+                optimizer.zero_grad()
+    """, [("ACC305", 12)]),
+    "Accelerate prepare in both arms, horizon times A": ("""
+    import torch
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+    def main(args, model, ema, loader):
+        accelerator = Accelerator(gradient_accumulation_steps=args.accum_steps)
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_scheduler("cosine", optimizer=optimizer,
+                              num_training_steps=args.max_train_steps * args.accum_steps)
+        if args.use_ema:
+            model, ema, optimizer, loader, sched = accelerator.prepare(model, ema, optimizer, loader, sched)
+        else:
+            model, optimizer, loader, sched = accelerator.prepare(model, optimizer, loader, sched)
+        for b in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(b).loss)
+                optimizer.step()
+                sched.step()
+                optimizer.zero_grad()
+    """, [("ACC305", 9)]),
+}
+
+
+@pytest.mark.parametrize("name", list(TWO_DEFS_BAD))
+def test_definitions_that_agree_decide(name: str) -> None:
+    source, expected = TWO_DEFS_BAD[name]
+    assert lint(source) == expected
+
+
+TWO_DEFS_SILENT = {
+    # `max_steps` is a plain count on one path and updates on the other: undecided
+    "max_steps given or derived": """
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+    def main(model, loader, accum, max_steps=None):
+        assert len(loader) % accum == 0
+        if max_steps is None:
+            max_steps = len(loader) // accum
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_linear_schedule_with_warmup(optimizer, 0, max_steps)
+        for i, b in enumerate(loader):
+            (model(b) / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                sched.step()
+                optimizer.zero_grad()
+    """,
+    "horizon in microbatches on one arm only": """
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+    def main(model, loader, accum, cfg):
+        total = cfg.total_updates
+        if cfg.from_loader:
+            total = len(loader) * cfg.epochs
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_linear_schedule_with_warmup(optimizer, 0, total)
+        for i, b in enumerate(loader):
+            (model(b) / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                sched.step()
+                optimizer.zero_grad()
+    """,
+    # prepared in one arm only: the scheduler of the other arm is stepped every microbatch
+    "prepare in one arm only": """
+    import torch
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+    def main(args, model, loader):
+        accelerator = Accelerator(gradient_accumulation_steps=args.accum_steps)
+        optimizer = torch.optim.AdamW(model.parameters())
+        sched = get_scheduler("cosine", optimizer=optimizer,
+                              num_training_steps=args.max_train_steps * args.accum_steps)
+        if args.distributed:
+            model, optimizer, loader, sched = accelerator.prepare(model, optimizer, loader, sched)
+        for b in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(b).loss)
+                optimizer.step()
+                sched.step()
+                optimizer.zero_grad()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(TWO_DEFS_SILENT))
+def test_definitions_that_disagree_stay_silent(name: str) -> None:
+    assert lint(TWO_DEFS_SILENT[name]) == []
+
+
+# --- contexts held in variables -------------------------------------------------------------------
+
+CTX_BAD = {
+    "factory chosen by a flag, model reset inside": ("""
+    from contextlib import nullcontext
+    from accelerate import Accelerator
+    def train(model, optimizer, loader, cfg):
+        accelerator = Accelerator(gradient_accumulation_steps=cfg.accum)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        enter = accelerator.accumulate if cfg.accumulate else nullcontext
+        for batch in loader:
+            with enter(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                model.zero_grad()
+    """, [("ACC001", 12)]),
+    "context chosen per run, entered as a value": ("""
+    import contextlib
+    from accelerate import Accelerator
+    def train(model, optimizer, loader, cfg):
+        accelerator = Accelerator(gradient_accumulation_steps=cfg.accum)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            ctx = accelerator.accumulate(model) if cfg.accumulate else contextlib.nullcontext()
+            with ctx:
+                optimizer.zero_grad()
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+    """, [("ACC501", 10)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CTX_BAD))
+def test_accumulate_through_a_variable_is_read_as_accumulate(name: str) -> None:
+    source, expected = CTX_BAD[name]
+    assert lint(source) == expected
+
+
+CTX_SILENT = {
+    "factory chosen by a flag, correct body": """
+    from contextlib import nullcontext
+    from accelerate import Accelerator
+    def train(model, optimizer, loader, engine_accumulates):
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        enter = nullcontext if engine_accumulates else accelerator.accumulate
+        for batch in loader:
+            with enter(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                optimizer.zero_grad()
+    """,
+    # the other arm is a context of unknown effect: not read as accumulate(), not as missing
+    "factory with an unknown other arm": """
+    from accelerate import Accelerator
+    def train(model, optimizer, loader, cfg, profile):
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        enter = accelerator.accumulate if cfg.accumulate else profile.region
+        for batch in loader:
+            with enter(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                optimizer.zero_grad()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(CTX_SILENT))
+def test_contexts_in_variables_that_stay_silent(name: str) -> None:
+    assert lint(CTX_SILENT[name]) == []
