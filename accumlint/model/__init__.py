@@ -296,7 +296,7 @@ class FileModel:
 
     def reaching(self, name: str, site: Site, within: cst.CSTNode | None = None) -> Site | None:
         """The assignment to ``name`` that reaches ``site`` (execution order, same scope)."""
-        return reaching_assignment(site.scope, name, site.order, within)
+        return reaching_assignment(site.scope, name, site.order, within, site.inline)
 
     @staticmethod
     def is_accumulation_name(expression: cst.BaseExpression | None) -> bool:
