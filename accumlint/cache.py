@@ -28,7 +28,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from accumlint.findings import Finding, Severity
 CACHE_DIR_NAME = ".accumlint_cache"
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 2
+FORMAT = 3
 MAX_UNSEEN_DAYS = 30
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -163,6 +163,12 @@ class CachedResult:
 
     findings: list[Finding]
     unknown_noqa: list[tuple[int, str]]
+    #: project files the result depends on (path → SHA-256), the names this file defines that
+    #: perform a backward (the prefilter's project names), and the digest of the project's
+    #: names when the result was computed (:mod:`accumlint.project`)
+    dependencies: dict[str, str] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+    state: str = ""
 
 
 def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
@@ -206,22 +212,30 @@ class ResultCache:
         try:
             findings = [_decode(path, row) for row in entry["findings"]]
             unknown = _decode_unknown(entry["unknown_noqa"])
+            dependencies = {str(k): str(v) for k, v in dict(entry.get("dependencies", {})).items()}
+            names = tuple(str(name) for name in entry.get("names", ()))
+            state = str(entry.get("state", ""))
         except (KeyError, TypeError, ValueError):
             return None
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
             self._dirty = True
-        return CachedResult(findings, unknown)
+        return CachedResult(findings, unknown, dependencies, names, state)
 
     def put(self, path: str, digest: str, findings: Iterable[Finding],
-            unknown_noqa: Iterable[tuple[int, str]] = ()) -> None:
+            unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
+            names: Iterable[str] = (), state: str = "") -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
-        ``noqa`` directives as ``(line, code)``."""
+        ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``: see
+        :class:`CachedResult`."""
         self._entries[self._key(path)] = {
             "digest": digest,
             "seen": self._today,
             "findings": [_encode(f) for f in findings],
             "unknown_noqa": [list(pair) for pair in unknown_noqa],
+            "dependencies": dict(dependencies or {}),
+            "names": sorted(names),
+            "state": state,
         }
         self._dirty = True
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from accumlint import project
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
@@ -55,6 +56,8 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     suppressed: list[Finding] = field(default_factory=list)  # removed by noqa directives
+    #: project files the model followed calls into: path → SHA-256 of the bytes it read
+    dependencies: dict[str, str] = field(default_factory=dict)
 
 
 def decode_source(data: bytes) -> str:
@@ -107,12 +110,28 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
+def backward_used(data: bytes) -> bool:
+    """Whether the code of ``data`` calls a backward (:data:`_BACKWARD_MARKERS`)."""
+    return bool(marker_search(_BACKWARD_MARKERS).used(data))
+
+
+def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
+    """``used``, plus the backward markers when the file calls no backward itself but names a
+    function or class of its project whose module does (the model may follow the call there)."""
+    if path is None or _calls_backward(used):
+        return used
+    index = project.active()
+    if index is None or index.root_of(path) is None or not index.mentions_event_name(data):
+        return used
+    return used | set(_BACKWARD_MARKERS)
+
+
 def _calls_backward(used: set[bytes]) -> bool:
     """Whether the markers a file's code uses include one of :data:`_BACKWARD_MARKERS`."""
     return not used.isdisjoint(_BACKWARD_MARKERS)
 
 
-def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) -> bool:
+def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, path: str | None = None) -> bool:
     """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes.
 
     True when a rule has no markers; otherwise when, for one of the rules, one of its markers
@@ -121,10 +140,14 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) ->
     pattern, if any. Works on the undecoded bytes:
     Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
     never dropped for its encoding (a multibyte encoding can only add false matches).
-    ``in_strings``: uses in strings and comments count too (a notebook's JSON).
+    ``in_strings``: uses in strings and comments count too (a notebook's JSON). ``path``: the
+    file's path; in an activated project (:mod:`accumlint.project`) a file that names a
+    project function or class whose module calls a backward counts as calling one.
     """
     markers = _marker_bytes(tuple(rules))
     used = marker_search(markers).used(data, in_strings) if markers else set()
+    if markers:
+        used = _project_backward(path, data, used)
     return bool(_rules_in_bytes(data, rules, used))
 
 
@@ -373,7 +396,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
     result = FileResult(path)
     used: set[bytes] = set()
     if rules:
-        used = marker_search(_screen_markers(tuple(rules))).used(data)
+        used = _project_backward(path, data, marker_search(_screen_markers(tuple(rules))).used(data))
         rules = _rules_in_bytes(data, rules, used)
         if not rules:
             return result  # no selected rule can fire here: the file is neither decoded nor parsed
@@ -427,8 +450,10 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))
         return result
+    index = project.active()
+    view = index.view(path) if index is not None else None
     try:
-        model = build_model(module)
+        model = build_model(module, view)
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep to analyse"))
         return result
@@ -443,6 +468,8 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
             result.internal_errors.append(
                 f"{path}: internal error in {rule.code} ({exc!r}); please report it with this file"
             )
+    if view is not None:
+        result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
         return result
     # positions cost a code generation: only files with findings pay for it, up to the last hit

@@ -36,10 +36,10 @@ class FileModel:
     order), ``loops`` (every microbatch loop found, with its style and cadences).
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, project: object | None = None) -> None:
         self.module = module
         self.imports = ImportMap(module)
-        self.scopes, self.functions = walk_scopes(module)
+        self.scopes, self.functions = walk_scopes(module, project)
         self.roles = Roles(self.imports, self.scopes)
         self.events: dict[Scope, list[Event]] = {}
         for scope in self.scopes:
@@ -337,6 +337,7 @@ def _walk(node: cst.CSTNode):
         stack.extend(children(current))
 
 
-def build_model(module: cst.Module) -> FileModel:
-    """Build the model of one parsed module."""
-    return FileModel(module)
+def build_model(module: cst.Module, project: object | None = None) -> FileModel:
+    """Build the model of one parsed module; ``project`` (an
+    :class:`accumlint.project.ProjectView`) lets it follow calls into other project modules."""
+    return FileModel(module, project)

@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.callgraph import Inline, bind, local_names
+from accumlint.model.callgraph import Inline, bind, local_names, parameters
 from accumlint.model.names import ImportMap, calls_in, children, derives, dotted, last_segment
 
 MAX_HELPER_DEPTH = 4
@@ -242,6 +242,7 @@ class ModuleFunctions:
         self._backward: dict[cst.FunctionDef, bool] = {}
         self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
         self._method_names: set[str] | None = None
+        self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
         stack: list[tuple[cst.CSTNode, cst.ClassDef | None, cst.FunctionDef | None]] = [(module, None, None)]
@@ -399,6 +400,37 @@ class ModuleFunctions:
                         table.setdefault(name, set()).add(call.func.attr.value)
         return table
 
+    def passed_class(self, function: cst.FunctionDef, name: str) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The project class of the instance every call of ``function`` in this module passes
+        as its parameter ``name`` (``train(..., scaler, ...)`` called as ``train(..., AmpScaler(),
+        ...)`` or with a name assigned one); None when a call passes something else or none."""
+        if self.class_of.get(function) is not None or self.enclosing.get(function) is not None:
+            return None
+        if not any(p.name.value == name for p in parameters(function)):
+            return None
+        found: tuple[ModuleFunctions, cst.ClassDef] | None = None
+        calls = self.callers().get(function.name.value, [])
+        for call, caller in calls:
+            value = bind(function, call, None, False).get(name)
+            if isinstance(value, cst.Name) and caller is not None:
+                assigned = [v for (target, v) in _assignments(caller) if target == value.value]
+                value = assigned[0] if len(assigned) == 1 else None
+            located = self.class_named(dotted(value.func)) if isinstance(value, cst.Call) else None
+            if located is None or (found is not None and located[1] is not found[1]):
+                return None
+            found = located
+        return found
+
+    def callers(self) -> dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]]:
+        """Function name → the calls of it by name in this module, with the function they are in."""
+        if self._callers is None:
+            self._callers = {}
+            for function in self.class_of:
+                for call in self.calls_in(function.body):
+                    if isinstance(call.func, cst.Name):
+                        self._callers.setdefault(call.func.value, []).append((call, function))
+        return self._callers
+
     def duck_class(self, methods: set[str]) -> tuple[ModuleFunctions, cst.ClassDef] | None:
         """The one class of this module that defines every method of ``methods`` (at least two:
         one common name such as ``update`` or ``step`` proves nothing)."""
@@ -440,6 +472,17 @@ def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
             continue
         else:
             stack.extend(children(node))
+    return found
+
+
+def _assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) of every single-target assignment to a plain name in ``function``."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for statement in _statements(function.body):
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            pairs: dict[str, list[cst.BaseExpression]] = {}
+            _pair(statement.targets[0].target, statement.value, pairs)
+            found.extend((name, value) for name, values in pairs.items() for value in values if "." not in name)
     return found
 
 
@@ -636,6 +679,11 @@ class _Walker:
             found = owner.imported(name) if name not in owner.classes else None
             if found is not None and isinstance(found[1], cst.FunctionDef):
                 return [Callee(found[1], found[0])]
+            if found is None and name not in owner.classes:
+                located = self.class_of_value(func, inline, depth + 1)  # an instance called
+                if located is not None:
+                    method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")
+                    return [Callee(method[0], method[1], located[1], True, func)] if method else []
             return []
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -732,7 +780,8 @@ class _Walker:
             return None
         function = inline.function if inline is not None else self.scope.node
         if isinstance(function, cst.FunctionDef) and "." not in name:
-            return owner.duck_class(owner.receivers(function).get(name, set()))
+            passed = owner.passed_class(function, name) if inline is None else None
+            return passed or owner.duck_class(owner.receivers(function).get(name, set()))
         return None
 
     def record_assign(self, statement: cst.CSTNode, targets: tuple[cst.BaseExpression, ...],
