@@ -124,12 +124,15 @@ def _encode(finding: Finding) -> list[Any]:
         finding.end_column,
         finding.url,
         finding.cell,
+        [list(location) for location in finding.related],
     ]
 
 
 def _decode(path: str, row: Sequence[Any]) -> Finding:
-    line, column, code, name, severity, message, fix, end_line, end_column, url, cell = row
-    finding = Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell)
+    line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related = row
+    places = tuple((str(where), int(at), int(column_at)) for where, at, column_at in related)
+    finding = Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell,
+                      places)
     if not all(isinstance(v, int) for v in (line, column, end_line, end_column, cell)):
         raise TypeError("positions must be integers")
     if not all(isinstance(v, str) for v in (code, name, message, fix, url)):

@@ -40,6 +40,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
 from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
 from accumlint.prefilter import marker_search
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
@@ -473,10 +474,13 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
     if not hits:
         return result
     # positions cost a code generation: only files with findings pay for it, up to the last hit
-    positions = node_positions(module, [hit.node for _, hit in hits], text)
+    related = _related_nodes(model, hits)
+    local = [node for nodes in related.values() for owner, node in nodes if owner is None]
+    positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
     findings: list[Finding] = []
     for rule, hit in hits:
         where = positions[hit.node]
+        places = _places(path, related.get(id(hit.node), ()), positions)
         findings.append(
             Finding(
                 path=path,
@@ -490,12 +494,57 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
                 end_line=where.end.line,
                 end_column=where.end.column + 1,
                 url=rule.url(),
+                related=places,
             )
         )
     result.findings = sorted(set(apply_noqa(findings, text)))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     return result
+
+
+#: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
+#: helper that performs several events points into the helper at the one it is about
+_SUBJECT = {"ACC00": (EventKind.UPDATE,), "ACC001": (EventKind.RESET,), "ACC003": (EventKind.RESET,),
+            "ACC30": (EventKind.CLIP, EventKind.UNSCALE), "ACC303": (EventKind.UNSCALE, EventKind.SCALER_UPDATE),
+            "ACC304": (EventKind.SCHEDULER_STEP,), "ACC306": (EventKind.SCHEDULER_STEP,),
+            "ACC305": (EventKind.SCHEDULER_STEP,), "ACC1": (EventKind.BACKWARD,), "ACC2": (EventKind.BACKWARD,),
+            "ACC4": (EventKind.BACKWARD,), "ACC5": (EventKind.BACKWARD, EventKind.UPDATE)}
+
+
+def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[object | None, cst.CSTNode]]]:
+    """For each hit at a call that stands for a helper's events, the helper statement of the
+    event the rule is about: (its module, None for this one; its node)."""
+    found: dict[int, list[tuple[object | None, cst.CSTNode]]] = {}
+    for rule, hit in hits:
+        events = model.via.get(id(hit.node))
+        if not events:
+            continue
+        prefix = max((p for p in _SUBJECT if rule.code.startswith(p)), key=len, default=None)
+        kinds = _SUBJECT.get(prefix, ()) if prefix is not None else ()
+        chosen = next((e for kind in kinds for e in events if e.kind is kind), events[0])
+        found[id(hit.node)] = [(chosen.site.inline.foreign, chosen.site.node)]
+    return found
+
+
+def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
+    """(path, line, column) of related statements: this module's from ``positions``, another
+    project module's from its own tree (its file as the project index found it)."""
+    places: list[tuple[str, int, int]] = []
+    for owner, node in related:
+        if owner is None:
+            where = positions.get(node)
+            if where is not None:
+                places.append((path, where.start.line, where.start.column + 1))
+            continue
+        try:
+            where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a position we cannot compute is left out
+            continue
+        other = owner.project.path  # type: ignore[attr-defined]
+        relative = os.path.relpath(other)
+        places.append((other if relative.startswith("..") else relative, where.start.line, where.start.column + 1))
+    return tuple(places)
 
 
 ALL_RULES_INSTANCES: tuple[Rule, ...] = tuple(rule_cls() for rule_cls in ALL_RULES)

@@ -45,6 +45,13 @@ class FileModel:
         for scope in self.scopes:
             classified = (classify(site, self.roles) for site in scope.sites)
             self.events[scope] = [event for event in classified if event is not None]
+        #: id(reported node) → the helper events it stands for (a call of a helper that clips,
+        #: steps and resets stands for all three)
+        self.via: dict[int, list[Event]] = {}
+        for events in self.events.values():
+            for event in events:
+                if event.site.report is not event.site.node:
+                    self.via.setdefault(id(event.site.report), []).append(event)
         self.loops: list[AccumulationLoop] = []
         for scope in self.scopes:
             analysis = LoopAnalysis(scope, self.events[scope], self.is_accumulate_context)

@@ -83,7 +83,8 @@ class DataParallel:
         self._module = model.module
         self._scopes = model.scopes
         self._sites = [site for scope in model.scopes for site in scope.sites if not site.in_helper]
-        self._calls = [site for site in self._sites if site.call is not None]
+        # calls in helpers count: a project helper that wraps the model in FSDP runs in this module's process
+        self._calls = [site for scope in model.scopes for site in scope.sites if site.call is not None]
 
     # --- replicas ---------------------------------------------------------------------------
     @cached_property

@@ -35,7 +35,11 @@ def _code(finding: Finding, color: bool) -> str:
 
 def format_concise(findings: Iterable[Finding], *, color: bool = False) -> str:
     """One line per finding: ``path:line:col: CODE message``."""
-    return "\n".join(f"{_location(f, color)} {_code(f, color)} {f.message}" for f in sort_findings(findings))
+    return "\n".join(f"{_location(f, color)} {_code(f, color)} {f.message}{_via(f)}" for f in sort_findings(findings))
+
+
+def _via(finding: Finding) -> str:
+    return f" ({finding.via})" if finding.related else ""
 
 
 def _caret_line(source: str, finding: Finding) -> tuple[str, str]:
@@ -56,7 +60,7 @@ def _caret_line(source: str, finding: Finding) -> tuple[str, str]:
 
 def _full_one(finding: Finding, lines: list[str] | None, color: bool) -> list[str]:
     severity = _style(f"[{finding.severity.value}]", color, fg=_SEVERITY_COLOR.get(finding.severity))
-    out = [f"{_location(finding, color)} {_code(finding, color)} {severity} {finding.message}"]
+    out = [f"{_location(finding, color)} {_code(finding, color)} {severity} {finding.message}{_via(finding)}"]
     if lines is not None and 1 <= finding.line <= len(lines):
         number = str(finding.line)
         gutter = " " * len(number)
