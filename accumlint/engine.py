@@ -39,7 +39,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model
-from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
 from accumlint.prefilter import marker_search
@@ -111,20 +111,24 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
+#: the calls that make a module's functions worth following from another module: a backward,
+#: a gradient reset or a clip (a helper that performs one of them)
+_HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS)}))
+
+
 def backward_used(data: bytes) -> bool:
-    """Whether the code of ``data`` calls a backward (:data:`_BACKWARD_MARKERS`)."""
-    return bool(marker_search(_BACKWARD_MARKERS).used(data))
+    """Whether the code of ``data`` calls a backward, a gradient reset or a clip
+    (:data:`_HELPER_MARKERS`): its functions may perform them for a caller in another module."""
+    return bool(marker_search(_HELPER_MARKERS).used(data))
 
 
 def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
-    """``used``, plus the backward markers when the file calls no backward itself but names a
-    function or class of its project whose module does (the model may follow the call there)."""
-    if path is None or _calls_backward(used):
+    """``used``, plus every rule's markers when the file names a function or class of its
+    project whose module calls a backward, reset or clip (the model may follow the call there)."""
+    index = project.active() if path is not None else None
+    if index is None or index.root_of(path) is None or not index.mentions_event_name(data):  # type: ignore[arg-type]
         return used
-    index = project.active()
-    if index is None or index.root_of(path) is None or not index.mentions_event_name(data):
-        return used
-    return used | set(_BACKWARD_MARKERS)
+    return used | set(_screen_markers(ALL_RULES_INSTANCES))
 
 
 def _calls_backward(used: set[bytes]) -> bool:
