@@ -30,7 +30,7 @@ import threading
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -479,11 +479,14 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
         return result
     # positions cost a code generation: only files with findings pay for it, up to the last hit
     related = _related_nodes(model, hits)
+    hits = [_in_this_module(model, module, rule, hit, related) for rule, hit in hits]
     local = [node for nodes in related.values() for owner, node in nodes if owner is None]
     positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
     findings: list[Finding] = []
     for rule, hit in hits:
-        where = positions[hit.node]
+        where = positions.get(hit.node)
+        if where is None:
+            continue  # a node of another module the rule pointed at: no place in this file to report it
         places = _places(path, related.get(id(hit.node), ()), positions)
         findings.append(
             Finding(
@@ -529,6 +532,28 @@ def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[
         chosen = next((e for kind in kinds for e in events if e.kind is kind), events[0])
         found[id(hit.node)] = [(chosen.site.inline.foreign, chosen.site.node)]
     return found
+
+
+def _in_this_module(model, module: cst.Module, rule: Rule, hit: Hit, related: dict) -> tuple[Rule, Hit]:
+    """``hit``, moved to the call of this module when it points into another module's code
+    (the helper's node becomes its related location)."""
+    if id(hit.node) in related or model.via.get(id(hit.node)) or _is_local(model, hit.node):
+        return rule, hit
+    found = model.report_for(hit.node)
+    if found is None:
+        return rule, hit  # left for the position lookup to drop
+    call, site = found
+    related[id(call)] = [(_owner_of(site, hit.node), hit.node)]
+    return rule, replace(hit, node=call)
+
+
+def _is_local(model, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is a node of this module's own code (an own site's node or inside one)."""
+    return id(node) in model.local_nodes
+
+
+def _owner_of(site, node: cst.CSTNode):
+    return site.inline.foreign
 
 
 def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:

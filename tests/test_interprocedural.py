@@ -564,3 +564,61 @@ def test_the_prefilter_passes_a_file_whose_only_backward_is_in_a_project_helper(
         assert not isinstance(engine.screen(train, data, rules), engine.FileResult)
     finally:
         project.activate(previous)
+
+
+def test_a_division_in_another_modules_return_is_reported_at_the_call(tmp_path: Path) -> None:
+    files = {
+        "losses.py": """
+            import torch.nn.functional as F
+
+            def token_loss(model, batch, grad_accum_steps):
+                logits = model(batch["input_ids"])
+                loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+                return loss / grad_accum_steps
+        """,
+        "train.py": """
+            from losses import token_loss
+
+            def run(model, optimizer, loader, grad_accum_steps):
+                for i, batch in enumerate(loader):
+                    token_loss(model, batch, grad_accum_steps).backward()
+                    if (i + 1) % grad_accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+        """,
+    }
+    paths = tree(tmp_path, files)
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    assert [(Path(f.path).name, f.code, f.line, f.via) for f in run.findings] == [
+        ("train.py", "ACC102", 6, "via losses.py:7")]
+
+
+def test_a_loop_over_the_optimizers_after_the_micro_loop_updates_once_per_group(tmp_path: Path) -> None:
+    # field trial: several optimizers over one model (a Muon + Adam pair) stepped in a loop
+    source = """
+    def fit(model, batches, optimizers, accumulation, updates):
+        for _ in range(updates):
+            for _ in range(accumulation):
+                (model(next(batches)) / accumulation).backward()
+                model.zero_grad()
+            for optimizer in optimizers:
+                optimizer.step()
+            model.zero_grad(set_to_none=True)
+    """
+    assert one(tmp_path, source) == [("ACC001", 6)]
+
+
+def test_a_project_function_named_like_a_library_update_is_followed_not_classified(tmp_path: Path) -> None:
+    # field trial: the project's own `optimizer_step(loss, ...)` is not torch_xla's update
+    source = """
+    def optimizer_step(loss, opt, should_update):
+        loss.backward()
+        if should_update:
+            opt.step()
+            opt.zero_grad()
+
+    def fit(model, opt, loader, accum_steps):
+        for i, batch in enumerate(loader):
+            optimizer_step(model(batch) / accum_steps, opt, (i + 1) % accum_steps == 0)
+    """
+    assert one(tmp_path, source) == []

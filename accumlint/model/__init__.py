@@ -60,6 +60,22 @@ class FileModel:
             if group.accumulates is None:
                 group.accumulates = self._framework_accumulates(group)
 
+    @cached_property
+    def local_nodes(self) -> frozenset[int]:
+        """The ids of every node of this module's tree (computed for files with findings only)."""
+        return frozenset(id(node) for node in _walk(self.module))
+
+    def report_for(self, node: cst.CSTNode) -> tuple[cst.CSTNode, Site] | None:
+        """For a node of another module's code that a rule pointed at (a division in a helper's
+        ``return``), the call of this module to report it at and the helper's site holding it."""
+        for scope in self.scopes:
+            for site in scope.sites:
+                if site.inline is None or site.report is site.node:
+                    continue
+                if site.node is node or any(inner is node for inner in _walk(site.node)):
+                    return site.report, site
+        return None
+
     def _framework_accumulates(self, group: AccumulationLoop) -> bool | None:
         """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
         if group.style is LoopStyle.ACCELERATE and group.accumulate_contexts:

@@ -90,6 +90,8 @@ def _classify(site: Site, roles: Roles) -> Event | None:
     if (dotted(call.func) or "").endswith("autograd.backward") or site.alias is not None:
         method = None  # torch.autograd.backward(loss), a partial of a clip: functions
     if method is None:
+        if site.followed:
+            return None  # the project's own `optimizer_step(...)`: its body's events count instead
         name = site.alias or dotted(call.func) or ""
         if name.endswith("autograd.backward"):
             return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward", positional(call, 0))

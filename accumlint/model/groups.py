@@ -318,6 +318,8 @@ class LoopAnalysis:
                 frames = event.site.frames_inside(root) if root is not None else event.site.frames
                 cadence = Cadence.GROUP_START if event.order < start else Cadence.UPDATE
                 for frame in frames:
+                    if frame.kind is FrameKind.LOOP and not self._runs_backward(frame.node):
+                        continue  # `for opt in optimizers: opt.step()`: each element once per group
                     if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
                         cadence = Cadence.UNKNOWN
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
@@ -332,6 +334,15 @@ class LoopAnalysis:
             LoopStyle.MICRO_LOOP: True,
             LoopStyle.UNGATED: False,
         }.get(group.style)
+
+    def _runs_backward(self, loop: cst.CSTNode) -> bool:
+        """Whether a loop of this scope (a helper's too) runs a backward: its passes are
+        microbatches; a loop without one iterates something else (optimizers, parameters)."""
+        span = self.scope.loop_spans.get(loop)
+        if span is None:
+            return True  # not walked here: assume the worst
+        start, end = span
+        return any(e.kind is EventKind.BACKWARD and start <= e.order < end for e in self.events)
 
     def _cadence_in_loop(self, group: AccumulationLoop, event: Event) -> Cadence:
         cadence = self._site_cadence(group, event.site)

@@ -130,6 +130,8 @@ class Site:
     inline: Inline | None = None
     #: the library function a call stands for (``self.clip_fn = partial(clip_grad_norm_, ...)``)
     alias: str | None = None
+    #: the call was followed into a function of the project (it is no library call of that name)
+    followed: bool = False
 
     @property
     def in_helper(self) -> bool:
@@ -612,6 +614,7 @@ class _Walker:
                     site.alias = callee
                     continue
                 function = callee.function
+                site.followed = True
                 if function in self.helper_stack or function is self.scope.node:
                     continue  # recursion: cut
                 self.enter(call, callee, frames + ((callee.frame,) if callee.frame is not None else ()))
