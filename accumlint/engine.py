@@ -38,7 +38,7 @@ from accumlint import project
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
-from accumlint.model import build_model
+from accumlint.model import build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
@@ -125,10 +125,13 @@ def backward_used(data: bytes) -> bool:
 def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
     """``used``, plus every rule's markers when the file names a function or class of its
     project whose module calls a backward, reset or clip (the model may follow the call there)."""
+    everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
+    if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
+        return everything  # a library function a table row says performs events
     index = project.active() if path is not None else None
     if index is None or index.root_of(path) is None or not index.mentions_event_name(data):  # type: ignore[arg-type]
         return used
-    return used | set(_screen_markers(ALL_RULES_INSTANCES))
+    return everything
 
 
 def _calls_backward(used: set[bytes]) -> bool:
@@ -566,6 +569,8 @@ def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
             if where is not None:
                 places.append((path, where.start.line, where.start.column + 1))
             continue
+        if getattr(owner, "project", None) is None:
+            continue  # a library summary: no file to point at
         try:
             where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - a position we cannot compute is left out

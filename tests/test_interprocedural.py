@@ -622,3 +622,37 @@ def test_a_project_function_named_like_a_library_update_is_followed_not_classifi
             optimizer_step(model(batch) / accum_steps, opt, (i + 1) % accum_steps == 0)
     """
     assert one(tmp_path, source) == []
+
+
+def test_a_library_function_described_by_a_row_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accumlint.model import summaries
+    from accumlint.model.summaries import Summary, SummaryEvent
+
+    row = Summary("fancylib.AmpScaler.__call__",
+                  ("self", "loss", "optimizer", "clip_grad=None", "parameters=None", "update_grad=True"),
+                  (SummaryEvent("scaled_backward", "loss"),
+                   SummaryEvent("unscale", "optimizer", "update_grad"),
+                   SummaryEvent("clip", "parameters", "update_grad"),
+                   SummaryEvent("scaler_update", "optimizer", "update_grad")), method=True)
+    source = """
+    from fancylib import AmpScaler
+
+    def epoch(model, loader, optimizer, accum_iter):
+        scaler = AmpScaler()
+        for it, batch in enumerate(loader):
+            optimizer.zero_grad()
+            scaler(model(batch) / accum_iter, optimizer, parameters=model.parameters(),
+                   update_grad=(it + 1) % accum_iter == 0)
+    """
+    assert one(tmp_path, source) == []  # without the row the call is unknown
+    monkeypatch.setitem(summaries.LIBRARY_SUMMARIES, row.name, row)
+    assert one(tmp_path, source) == [("ACC001", 7)]
+
+
+def test_a_row_naming_no_parameter_is_refused() -> None:
+    from accumlint.model.summaries import Summary, SummaryEvent
+
+    with pytest.raises(ValueError, match="not a parameter"):
+        Summary("lib.f", ("loss",), (SummaryEvent("update", "optimizer"),))
+    with pytest.raises(ValueError, match="unknown event kind"):
+        Summary("lib.f", ("loss",), (SummaryEvent("explode", "loss"),))

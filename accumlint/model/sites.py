@@ -16,6 +16,7 @@ from typing import Any
 import libcst as cst
 
 from accumlint.model import frameworks as fw
+from accumlint.model import summaries
 from accumlint.model.callgraph import Inline, bind, local_names, parameters
 from accumlint.model.names import ImportMap, calls_in, children, derives, dotted, last_segment
 
@@ -671,6 +672,9 @@ class _Walker:
             if where is not inline or value is not func:
                 return self.callable_of(value, where, depth + 1)
         owner = self.module_of(inline)
+        row = summaries.lookup(owner.imports.qualify(dotted(func))) if summaries.LIBRARY_SUMMARIES else None
+        if row is not None:  # a library function described by a table row
+            return [Callee(row.function(), summaries.owner_of(row), None, row.method, None)]  # type: ignore[arg-type]
         if isinstance(func, cst.Name):
             name = func.value
             value = self.values.get((id(inline) if inline is not None else 0, name))
@@ -743,6 +747,10 @@ class _Walker:
                     return []  # a partial of a project function: its bindings are shifted, not followed
                 text = dotted(target)
                 return [text] if text else []
+            row = summaries.lookup(f"{self.module_of(inline).imports.qualify(dotted(value.func))}.__call__") if (
+                summaries.LIBRARY_SUMMARIES) else None
+            if row is not None:  # an instance of a library class whose __call__ a table row describes
+                return [Callee(row.function(), summaries.owner_of(row), None, True, None)]  # type: ignore[arg-type]
             located = self.class_of_value(value, inline, depth)
             if located is not None:  # an instance called: its __call__ (an nn.Module's: forward)
                 method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")
