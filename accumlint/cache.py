@@ -38,7 +38,7 @@ import secrets
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "Resu
 
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 3
+FORMAT = 4
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 _CODE = re.compile(r"ACC[0-9]{3}")
@@ -135,6 +135,7 @@ def _encode(finding: Finding) -> list[Any]:
         finding.end_column,
         finding.url,
         finding.cell,
+        [list(location) for location in finding.related],
     ]
 
 
@@ -146,15 +147,22 @@ def _position(value: object, lowest: int, highest: int) -> int:
 
 def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
     """A finding of a cache entry, for a file of ``lines`` lines; raises ``ValueError`` or
-    ``TypeError`` for anything a finding of that file cannot hold."""
-    line, column, code, name, severity, message, fix, end_line, end_column, url, cell = row
+    ``TypeError`` for anything a finding of that file cannot hold. Related locations name other
+    files, whose lines are bounded only by the largest file accumlint parses."""
+    line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related = row
     _position(line, 1, lines)
     _position(end_line, 0, lines)
     for value in (column, end_column, cell):
         _position(value, 0 if value is not column else 1, _MAX_POSITION)
     if not all(isinstance(v, str) for v in (code, name, message, fix, url)) or not _CODE.fullmatch(code):
         raise TypeError("texts must be strings, the code an ACC code")
-    return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell)
+    places = []
+    for where, at, column_at in related:
+        if not isinstance(where, str):
+            raise TypeError("a related location names its file")
+        places.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 0, _MAX_POSITION)))
+    return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell,
+                   tuple(places))
 
 
 def user_key() -> bytes | None:
@@ -188,6 +196,11 @@ def user_key() -> bytes | None:
     return key
 
 
+def _depends(dependencies: Any, names: Any, state: Any) -> list[Any] | None:
+    """What an entry's result depends on, as signed (None where it depends on nothing)."""
+    return [dependencies, names, state] if dependencies or names or state else None
+
+
 def _read_key(path: Path) -> bytes | None:
     try:
         key = path.read_bytes()
@@ -196,10 +209,13 @@ def _read_key(path: Path) -> bytes | None:
     return key if len(key) == KEY_BYTES else None
 
 
-def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any]) -> str:
-    """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings and unknown codes."""
-    # most files have neither findings nor unknown codes: no JSON to build for them
-    rows = json.dumps([findings, unknown], separators=(",", ":")) if findings or unknown else "[[],[]]"
+def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any],
+         depends: list[Any] | None = None) -> str:
+    """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings, unknown codes and
+    what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`)."""
+    # most files have neither findings nor unknown codes nor dependencies: no JSON to build for them
+    payload = [findings, unknown, depends] if depends else [findings, unknown]
+    rows = json.dumps(payload, separators=(",", ":")) if findings or unknown or depends else "[[],[]]"
     message = f"{json.dumps(path)}\0{digest}\0{rows}".encode()
     return hmac.digest(key, message, "sha256").hex()[:32]
 
@@ -230,6 +246,12 @@ class CachedResult:
 
     findings: list[Finding]
     unknown_noqa: list[tuple[int, str]]
+    #: project files the result depends on (path → SHA-256), the names this file defines that
+    #: perform a backward (the prefilter's project names), and the digest of the project's
+    #: names when the result was computed (:mod:`accumlint.project`)
+    dependencies: dict[str, str] = field(default_factory=dict)
+    names: tuple[str, ...] = ()
+    state: str = ""
 
 
 def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
@@ -276,31 +298,42 @@ class ResultCache:
             return None
         try:
             rows, unknown_rows = entry["findings"], entry["unknown_noqa"]
-            mac = _mac(self._secret, absolute, digest, rows, unknown_rows)
+            depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
+            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends)
             if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], mac):
                 return None
             findings = [_decode(path, row, _MAX_POSITION if lines is None else lines) for row in rows]
             unknown = _decode_unknown(unknown_rows)
+            dependencies = {str(k): str(v) for k, v in dict(entry.get("dependencies", {})).items()}
+            names = tuple(str(name) for name in entry.get("names", ()))
+            state = str(entry.get("state", ""))
         except (KeyError, TypeError, ValueError, RecursionError):
             return None
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
             self._dirty = True
-        return CachedResult(findings, unknown)
+        return CachedResult(findings, unknown, dependencies, names, state)
 
     def put(self, path: str, digest: str, findings: Iterable[Finding],
-            unknown_noqa: Iterable[tuple[int, str]] = ()) -> None:
+            unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
+            names: Iterable[str] = (), state: str = "") -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
-        ``noqa`` directives as ``(line, code)``."""
+        ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``: see
+        :class:`CachedResult`."""
         absolute = self._key(path)
         rows = [_encode(f) for f in findings]
         unknown = [list(pair) for pair in unknown_noqa]
+        depended = dict(dependencies or {})
+        named = sorted(names)
         self._entries[absolute] = {
             "digest": digest,
             "seen": self._today,
             "findings": rows,
             "unknown_noqa": unknown,
-            "mac": _mac(self._secret, absolute, digest, rows, unknown),
+            "dependencies": depended,
+            "names": named,
+            "state": state,
+            "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state)),
         }
         self._dirty = True
 

@@ -30,15 +30,17 @@ import threading
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from accumlint import project
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
-from accumlint.model import build_model
-from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model import build_model, summaries
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
+from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
 from accumlint.prefilter import marker_search
 from accumlint.reading import MAX_SOURCE_BYTES
@@ -56,6 +58,8 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
     suppressed: list[Finding] = field(default_factory=list)  # removed by noqa directives
+    #: project files the model followed calls into: path → SHA-256 of the bytes it read
+    dependencies: dict[str, str] = field(default_factory=dict)
 
 
 def decode_source(data: bytes) -> str:
@@ -108,12 +112,35 @@ def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, 
 _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 
+#: the calls that make a module's functions worth following from another module: a backward,
+#: a gradient reset or a clip (a helper that performs one of them)
+_HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS)}))
+
+
+def backward_used(data: bytes) -> bool:
+    """Whether the code of ``data`` calls a backward, a gradient reset or a clip
+    (:data:`_HELPER_MARKERS`): its functions may perform them for a caller in another module."""
+    return bool(marker_search(_HELPER_MARKERS).used(data))
+
+
+def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
+    """``used``, plus every rule's markers when the file names a function or class of its
+    project whose module calls a backward, reset or clip (the model may follow the call there)."""
+    everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
+    if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
+        return everything  # a library function a table row says performs events
+    index = project.active() if path is not None else None
+    if index is None or index.root_of(path) is None or not index.mentions_event_name(data):  # type: ignore[arg-type]
+        return used
+    return everything
+
+
 def _calls_backward(used: set[bytes]) -> bool:
     """Whether the markers a file's code uses include one of :data:`_BACKWARD_MARKERS`."""
     return not used.isdisjoint(_BACKWARD_MARKERS)
 
 
-def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) -> bool:
+def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, path: str | None = None) -> bool:
     """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes.
 
     True when a rule has no markers; otherwise when, for one of the rules, one of its markers
@@ -122,10 +149,14 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False) ->
     pattern, if any. Works on the undecoded bytes:
     Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
     never dropped for its encoding (a multibyte encoding can only add false matches).
-    ``in_strings``: uses in strings and comments count too (a notebook's JSON).
+    ``in_strings``: uses in strings and comments count too (a notebook's JSON). ``path``: the
+    file's path; in an activated project (:mod:`accumlint.project`) a file that names a
+    project function or class whose module calls a backward counts as calling one.
     """
     markers = _marker_bytes(tuple(rules))
     used = marker_search(markers).used(data, in_strings) if markers else set()
+    if markers:
+        used = _project_backward(path, data, used)
     return bool(_rules_in_bytes(data, rules, used))
 
 
@@ -372,7 +403,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
     result = FileResult(path)
     used: set[bytes] = set()
     if rules:
-        used = marker_search(_screen_markers(tuple(rules))).used(data)
+        used = _project_backward(path, data, marker_search(_screen_markers(tuple(rules))).used(data))
         rules = _rules_in_bytes(data, rules, used)
         if not rules:
             return result  # no selected rule can fire here: the file is neither decoded nor parsed
@@ -426,8 +457,10 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))
         return result
+    index = project.active()
+    view = index.view(path) if index is not None else None
     try:
-        model = build_model(module)
+        model = build_model(module, view)
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep to analyse"))
         return result
@@ -442,13 +475,21 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
             result.internal_errors.append(
                 f"{path}: internal error in {rule.code} ({exc!r}); please report it with this file"
             )
+    if view is not None:
+        result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
         return result
     # positions cost a code generation: only files with findings pay for it, up to the last hit
-    positions = node_positions(module, [hit.node for _, hit in hits], text)
+    related = _related_nodes(model, hits)
+    hits = [_in_this_module(model, module, rule, hit, related) for rule, hit in hits]
+    local = [node for nodes in related.values() for owner, node in nodes if owner is None]
+    positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
     findings: list[Finding] = []
     for rule, hit in hits:
-        where = positions[hit.node]
+        where = positions.get(hit.node)
+        if where is None:
+            continue  # a node of another module the rule pointed at: no place in this file to report it
+        places = _places(path, related.get(id(hit.node), ()), positions)
         findings.append(
             Finding(
                 path=path,
@@ -462,12 +503,81 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
                 end_line=where.end.line,
                 end_column=where.end.column + 1,
                 url=rule.url(),
+                related=places,
             )
         )
     result.findings = sorted(set(apply_noqa(findings, text)))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     return result
+
+
+#: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
+#: helper that performs several events points into the helper at the one it is about
+_SUBJECT = {"ACC00": (EventKind.UPDATE,), "ACC001": (EventKind.RESET,), "ACC003": (EventKind.RESET,),
+            "ACC30": (EventKind.CLIP, EventKind.UNSCALE), "ACC303": (EventKind.UNSCALE, EventKind.SCALER_UPDATE),
+            "ACC304": (EventKind.SCHEDULER_STEP,), "ACC306": (EventKind.SCHEDULER_STEP,),
+            "ACC305": (EventKind.SCHEDULER_STEP,), "ACC1": (EventKind.BACKWARD,), "ACC2": (EventKind.BACKWARD,),
+            "ACC4": (EventKind.BACKWARD,), "ACC5": (EventKind.BACKWARD, EventKind.UPDATE)}
+
+
+def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[object | None, cst.CSTNode]]]:
+    """For each hit at a call that stands for a helper's events, the helper statement of the
+    event the rule is about: (its module, None for this one; its node)."""
+    found: dict[int, list[tuple[object | None, cst.CSTNode]]] = {}
+    for rule, hit in hits:
+        events = model.via.get(id(hit.node))
+        if not events:
+            continue
+        prefix = max((p for p in _SUBJECT if rule.code.startswith(p)), key=len, default=None)
+        kinds = _SUBJECT.get(prefix, ()) if prefix is not None else ()
+        chosen = next((e for kind in kinds for e in events if e.kind is kind), events[0])
+        found[id(hit.node)] = [(chosen.site.inline.foreign, chosen.site.node)]
+    return found
+
+
+def _in_this_module(model, module: cst.Module, rule: Rule, hit: Hit, related: dict) -> tuple[Rule, Hit]:
+    """``hit``, moved to the call of this module when it points into another module's code
+    (the helper's node becomes its related location)."""
+    if id(hit.node) in related or model.via.get(id(hit.node)) or _is_local(model, hit.node):
+        return rule, hit
+    found = model.report_for(hit.node)
+    if found is None:
+        return rule, hit  # left for the position lookup to drop
+    call, site = found
+    related[id(call)] = [(_owner_of(site, hit.node), hit.node)]
+    return rule, replace(hit, node=call)
+
+
+def _is_local(model, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is a node of this module's own code (an own site's node or inside one)."""
+    return id(node) in model.local_nodes
+
+
+def _owner_of(site, node: cst.CSTNode):
+    return site.inline.foreign
+
+
+def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
+    """(path, line, column) of related statements: this module's from ``positions``, another
+    project module's from its own tree (its file as the project index found it)."""
+    places: list[tuple[str, int, int]] = []
+    for owner, node in related:
+        if owner is None:
+            where = positions.get(node)
+            if where is not None:
+                places.append((path, where.start.line, where.start.column + 1))
+            continue
+        if getattr(owner, "project", None) is None:
+            continue  # a library summary: no file to point at
+        try:
+            where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a position we cannot compute is left out
+            continue
+        other = owner.project.path  # type: ignore[attr-defined]
+        relative = os.path.relpath(other)
+        places.append((other if relative.startswith("..") else relative, where.start.line, where.start.column + 1))
+    return tuple(places)
 
 
 ALL_RULES_INSTANCES: tuple[Rule, ...] = tuple(rule_cls() for rule_cls in ALL_RULES)

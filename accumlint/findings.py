@@ -38,12 +38,20 @@ class Finding:
     end_column: int = 0
     url: str = ""
     cell: int = 0
+    #: where the reported call leads: (path, line, column) of the helper's statement that
+    #: performs the event (another module's file, or this one)
+    related: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def where(self) -> str:
         """``path:line:col`` (``path:cell N:line:col`` in a notebook), as the text formats print it."""
         cell = f"cell {self.cell}:" if self.cell else ""
         return f"{self.path}:{cell}{self.line}:{self.column}"
+
+    @property
+    def via(self) -> str:
+        """``via utils.py:41`` for each related location (paths relative to this file's folder)."""
+        return ", ".join(f"via {_relative(path, self.path)}:{line}" for path, line, _ in self.related)
 
     def to_json(self) -> dict:
         """The finding as a ruff-shaped JSON object (``--output-format json``)."""
@@ -60,4 +68,17 @@ class Finding:
         }
         if self.cell:
             data["cell"] = self.cell
+        if self.related:
+            data["related"] = [{"filename": path, "location": {"row": line, "column": column}}
+                               for path, line, column in self.related]
         return data
+
+
+def _relative(path: str, to: str) -> str:
+    """``path`` relative to the folder of the file ``to`` (itself when that fails)."""
+    import os
+
+    try:
+        return os.path.relpath(path, os.path.dirname(os.path.abspath(to)))
+    except ValueError:  # another drive
+        return path

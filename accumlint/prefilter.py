@@ -40,7 +40,8 @@ def is_use(data: bytes, start: int, marker: bytes) -> bool:
     """Whether the ``marker`` at offset ``start`` of ``data`` is a whole name that is called or defined.
 
     A call (``loss.backward(``, ``backward (``) or a definition (``def training_step(self``)
-    counts; a longer name that merely contains the marker (``register_backward_hook(``), a
+    counts, and so does the first argument of ``partial(`` (``partial(clip_grad_norm_, ...)``);
+    a longer name that merely contains the marker (``register_backward_hook(``), a
     bare mention (``# then backward``) and an autograd ``Function``'s ``def backward(ctx``
     do not. Only the bytes around the marker are read: :class:`MarkerSearch` drops the uses
     inside strings and comments.
@@ -48,9 +49,14 @@ def is_use(data: bytes, start: int, marker: bytes) -> bool:
     if start and data[start - 1] in _WORD_BYTES:
         return False
     tail = _CALL_TAIL.match(data, start + len(marker))
-    return tail is not None and not (
-        tail.group(1) == _AUTOGRAD_CONTEXT and data[max(0, start - 4) : start] == b"def "
-    )
+    if tail is None:
+        # `partial(torch.nn.utils.clip_grad_norm_, ...)`: calling the partial calls the marker
+        return _PARTIAL_HEAD.search(data, max(0, start - 120), start) is not None
+    return not (tail.group(1) == _AUTOGRAD_CONTEXT and data[max(0, start - 4) : start] == b"def ")
+
+
+#: the bytes before a name that is the first argument of ``functools.partial``
+_PARTIAL_HEAD = re.compile(rb"\bpartial\(\s*(?:[A-Za-z_][A-Za-z0-9_]*\s*\.\s*)*\Z")
 
 
 #: A comment or a string literal (its prefix aside), as Python's tokenizer reads them: a

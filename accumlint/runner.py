@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint import config, noqa_report
-from accumlint.cache import ResultCache, content_digest
+from accumlint import config, noqa_report, project
+from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
@@ -196,11 +196,14 @@ def _unknown_noqa_warnings(path: str, unknown: list[tuple[int, str]]) -> list[st
     return [f"{path}:{line}: unknown rule code {code} in a `noqa` directive" for line, code in unknown]
 
 
-def _worker_start(parent: int) -> None:
+def _worker_start(parent: int, index: project.ProjectIndex | None = None) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
-    exit within half a second once the main process is gone, instead of waiting for work forever."""
+    exit within half a second once the main process is gone, instead of waiting for work forever;
+    check with the run's project (``index``: sent along where the workers are not forked)."""
     global _in_worker
     _in_worker = True
+    if index is not None:
+        project.activate(index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # terminate() must end the worker even if the main process installed its own SIGTERM handler
     # (inherited through fork; Lightning's Trainer installs one, for instance)
@@ -339,7 +342,8 @@ class _Scheduler:
             gc.freeze()
             self.frozen = True
         self.pool = ProcessPoolExecutor(
-            max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+            max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
+            initargs=(os.getpid(), project.active() if context is None else None)
         )
 
     def _queue(self, job: _Job) -> None:
@@ -519,7 +523,69 @@ def check_files(
     ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
     and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each.
     """
+    previous = project.active()
+    index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
+    digests, hits, state = _project_pass(files, index_of_project, cache)
+    project.activate(index_of_project)
+    try:
+        return _check_files(files, settings, enabled, jobs, cache, index_of_project, digests, hits, state,
+                            parse_timeout)
+    finally:
+        project.activate(previous)
+
+
+def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: ResultCache | None,
+                  ) -> tuple[dict[int, str], dict[int, CachedResult], str]:
+    """One read of every file before the checks: its digest, its cache entry, and the names it
+    defines that perform a backward (from the entry, else from its bytes); these names make
+    the project's prefilter state, which a cached result must share to be used."""
+    digests: dict[int, str] = {}
+    hits: dict[int, CachedResult] = {}
+    names: dict[str, tuple[str, ...]] = {}
+    for position, path in enumerate(files):
+        try:
+            data, size = read_source(path)  # regular files only, bounded: a FIFO must not hang this pass
+        except (OSError, NotARegularFile):  # the checks report it
+            continue
+        if size > MAX_SOURCE_BYTES:
+            continue
+        digest = digests[position] = content_digest(data)
+        lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
+        hit = cache.get(path, digest, lines) if cache is not None else None
+        if hit is not None:
+            hits[position] = hit
+            names[path] = hit.names
+        else:
+            names[path] = index.names_of(data)
+    index.set_names(names)
+    return digests, hits, index.state()
+
+
+def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
+    """Whether a cached result still holds: same project names, same bytes of every project
+    file its model followed."""
+    if hit.state != state:
+        return False
+    for path, digest in hit.dependencies.items():
+        now = digests.get(path)
+        if now is None:
+            try:
+                data, size = read_source(path)
+            except (OSError, NotARegularFile):
+                return False
+            if size > MAX_SOURCE_BYTES:
+                return False
+            now = digests[path] = content_digest(data)
+        if now != digest:
+            return False
+    return True
+
+
+def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[str], jobs: int | None,
+                 cache: ResultCache | None, index_of_project: project.ProjectIndex, digests: dict[int, str],
+                 hits: dict[int, CachedResult], state: str, parse_timeout: float | None) -> RunResult:
     run = RunResult()
+    by_path = {os.path.abspath(files[i]): digest for i, digest in digests.items()}
     findings: dict[int, list[Finding]] = {}
     errors: dict[int, list[str]] = {}
     warnings: dict[int, list[str]] = {}
@@ -527,6 +593,7 @@ def check_files(
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     rules_for: dict[frozenset[str], list[engine.Rule]] = {}
+    extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
 
     def look_up_or_submit(index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """The cache, the prefilter, then the scheduler, for one file read."""
@@ -534,8 +601,8 @@ def check_files(
         if cache is not None:
             digest = content_digest(data)
             lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None  # a cell's line: unbounded
-            hit = cache.get(path, digest, lines)
-            if hit is not None:
+            hit = hits.get(index) if digests.get(index) == digest else cache.get(path, digest, lines)
+            if hit is not None and _current(hit, state, by_path):
                 run.cached += 1
                 findings[index] = hit.findings
                 warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
@@ -548,14 +615,16 @@ def check_files(
             rules_for[codes] = engine.rules_for(codes)
         rules = rules_for[codes]
         notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
+        names = index_of_project.names_for(path)
         if (
             rules
-            and not engine.may_fire(data, rules, in_strings=notebook_json)
+            and not engine.may_fire(data, rules, in_strings=notebook_json, path=path)
             and not _reports_unused_noqa(path, data, codes)
         ):
             if cache is not None:
-                cache.put(path, digest, [], unknown)
+                cache.put(path, digest, [], unknown, names=names, state=state)
             return
+        extra[index] = names
         run.parsed += 1
         parsed[index] = (path, data, digest, unknown)
         scheduler.submit(index, path, data, codes)
@@ -594,7 +663,8 @@ def check_files(
         if result.findings:
             run.sources[path] = data
         if cache is not None and not result.internal_errors and index not in scheduler.late:
-            cache.put(path, digest, result.findings, unknown)
+            cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
+                      names=extra.get(index, ()), state=state)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))
         run.errors.extend(errors.get(index, ()))

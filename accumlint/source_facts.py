@@ -24,7 +24,8 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 class SourceFacts:
     """Names of one module's code (strings, comments and docstrings excluded).
 
-    ``called``: the last name of every callee (``loss.backward()`` → ``backward``);
+    ``called``: the last name of every callee (``loss.backward()`` → ``backward``; the
+    function a ``functools.partial`` wraps counts as called);
     ``defined``: functions and methods defined, except an autograd ``Function``'s static
     methods (first parameter ``ctx``); ``bound``: the last name of every assignment target
     (``self.grad_accum = 4`` → ``grad_accum``; also loop, ``with`` and walrus targets);
@@ -77,6 +78,13 @@ def source_facts(tree: ast.AST) -> SourceFacts:
                 called.add(func.attr)
             elif type(func) is ast.Name:
                 called.add(func.id)
+            if (func.attr if type(func) is ast.Attribute else getattr(func, "id", None)) == "partial" and node.args:
+                # `partial(clip_grad_norm_, ...)`: the model counts a call of the partial as one of it
+                target = node.args[0]  # type: ignore[attr-defined]
+                if type(target) is ast.Attribute:
+                    called.add(target.attr)
+                elif type(target) is ast.Name:
+                    called.add(target.id)
         elif kind is ast.arg:
             mentioned.add(node.arg)  # type: ignore[attr-defined]
         elif kind is ast.keyword:

@@ -175,7 +175,8 @@ def sign_again(path: Path, project: Path, change) -> None:
     assert key is not None
     for name, entry in data["files"].items():
         change(entry)
-        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"])
+        depends = cache._depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
+        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"], depends)
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -204,6 +205,22 @@ def test_blanked_entries_are_ignored(project: Path) -> None:
     result = run("check", "--output-format", "concise")
     assert result.exit_code == 1
     assert "train.py:3:5: ACC001" in result.output
+
+
+def test_what_an_entry_depends_on_is_signed_too(tmp_path: Path) -> None:
+    """An entry's project state, the names it defines and the files its model followed are
+    signed with its findings: changing any of them makes the entry unusable."""
+    store = ResultCache(tmp_path / "cache", "0" * 32, b"s" * 32)
+    store.put("train.py", "d1", [], dependencies={"/p/utils.py": "d2"}, names=("loss_step",), state="s1")
+    store.save()
+    assert ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1") is not None
+    genuine = store.file.read_text(encoding="utf-8")
+    for key, forged in (("dependencies", {}), ("names", []), ("state", "s2")):
+        data = json.loads(genuine)
+        (entry,) = data["files"].values()
+        entry[key] = forged
+        store.file.write_text(json.dumps(data), encoding="utf-8")
+        assert ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1") is None, key
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,16 @@ class StepEveryMicrobatch(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
+            if group.style is LoopStyle.GATED:
+                for update in _ungated_beside_gate(model, group):
+                    yield Hit(
+                        update.node,
+                        "this optimizer updates on every microbatch while the loop gates its other updates "
+                        "once per group and divides the loss by A: on this path the parameters change inside "
+                        "what should be one group, and the division only shrinks the learning rate",
+                        "gate this update (and its reset) by the same boundary test as the others",
+                    )
+                continue
             if group.style is not LoopStyle.UNGATED or not _accumulation_evidence(model, group):
                 continue
             for update in group.of_kind(EventKind.UPDATE):
@@ -33,6 +43,35 @@ class StepEveryMicrobatch(Rule):
                         "by A only shrinks the learning rate",
                         "run the update (and the reset and scheduler step) under `if (i + 1) % A == 0:`",
                     )
+
+
+def _ungated_beside_gate(model: FileModel, group) -> list:
+    """In a gated loop, the optimizer updates that run every microbatch on a path where their
+    optimizer is never gated (another optimizer of the loop, or the other candidate of
+    ``step_fn = gated if flag else plain``), when every backward on that path divides its loss
+    by A or by the gate's divisor (a GAN's discriminator with an undivided loss stays silent)."""
+    gate = group.gate.test if group.gate is not None else None
+    divisor = dotted(gate.divisor) if gate is not None and gate.kind == "modulo" else None
+
+    def is_a(node: cst.BaseExpression) -> bool:
+        return model.is_accumulation_name(node) or (divisor is not None and dotted(node) == divisor)
+
+    updates = group.of_kind(EventKind.UPDATE)
+    backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.cadence(b) is Cadence.MICROBATCH]
+    found = []
+    for update in updates:
+        if (group.cadence(update) is not Cadence.MICROBATCH or update.role.role is not Role.OPTIMIZER
+                or update.role.owner is not None):
+            continue
+        target = dotted(update.target)
+        if target is None or any(dotted(other.target) == target and group.cadence(other) in (
+                Cadence.UPDATE, Cadence.FRAMEWORK_GATED) and not update.site.excludes(other.site)
+                for other in updates):
+            continue
+        on_path = [b for b in backwards if not update.site.excludes(b.site)]
+        if on_path and all(model.divisions_by(b, is_a) for b in on_path):
+            found.append(update)
+    return found
 
 
 def _accumulation_evidence(model: FileModel, group) -> bool:

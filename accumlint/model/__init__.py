@@ -36,15 +36,22 @@ class FileModel:
     order), ``loops`` (every microbatch loop found, with its style and cadences).
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, project: object | None = None) -> None:
         self.module = module
         self.imports = ImportMap(module)
-        self.scopes, self.functions = walk_scopes(module)
+        self.scopes, self.functions = walk_scopes(module, project)
         self.roles = Roles(self.imports, self.scopes)
         self.events: dict[Scope, list[Event]] = {}
         for scope in self.scopes:
             classified = (classify(site, self.roles) for site in scope.sites)
             self.events[scope] = [event for event in classified if event is not None]
+        #: id(reported node) → the helper events it stands for (a call of a helper that clips,
+        #: steps and resets stands for all three)
+        self.via: dict[int, list[Event]] = {}
+        for events in self.events.values():
+            for event in events:
+                if event.site.report is not event.site.node:
+                    self.via.setdefault(id(event.site.report), []).append(event)
         self.loops: list[AccumulationLoop] = []
         for scope in self.scopes:
             analysis = LoopAnalysis(scope, self.events[scope],
@@ -53,6 +60,22 @@ class FileModel:
         for group in self.loops:
             if group.accumulates is None:
                 group.accumulates = self._framework_accumulates(group)
+
+    @cached_property
+    def local_nodes(self) -> frozenset[int]:
+        """The ids of every node of this module's tree (computed for files with findings only)."""
+        return frozenset(id(node) for node in _walk(self.module))
+
+    def report_for(self, node: cst.CSTNode) -> tuple[cst.CSTNode, Site] | None:
+        """For a node of another module's code that a rule pointed at (a division in a helper's
+        ``return``), the call of this module to report it at and the helper's site holding it."""
+        for scope in self.scopes:
+            for site in scope.sites:
+                if site.inline is None or site.report is site.node:
+                    continue
+                if site.node is node or any(inner is node for inner in _walk(site.node)):
+                    return site.report, site
+        return None
 
     def _framework_accumulates(self, group: AccumulationLoop) -> bool | None:
         """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
@@ -331,7 +354,7 @@ class FileModel:
 
     def reaching(self, name: str, site: Site, within: cst.CSTNode | None = None) -> Site | None:
         """The assignment to ``name`` that reaches ``site`` (execution order, same scope)."""
-        return reaching_assignment(site.scope, name, site.order, within)
+        return reaching_assignment(site.scope, name, site.order, within, site.inline)
 
     def reaching_definitions(self, name: str, site: Site) -> tuple[list[Site], bool]:
         """Every assignment to ``name`` that may reach ``site`` (latest first), and whether the
@@ -420,6 +443,7 @@ def _walk(node: cst.CSTNode):
         stack.extend(children(current))
 
 
-def build_model(module: cst.Module) -> FileModel:
-    """Build the model of one parsed module."""
-    return FileModel(module)
+def build_model(module: cst.Module, project: object | None = None) -> FileModel:
+    """Build the model of one parsed module; ``project`` (an
+    :class:`accumlint.project.ProjectView`) lets it follow calls into other project modules."""
+    return FileModel(module, project)

@@ -7,20 +7,23 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
+from accumlint.model.callgraph import Inline
 from accumlint.model.names import dotted
 from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
 MAX_CHAIN = 5
 
 
-def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNode | None = None) -> Site | None:
+def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNode | None = None,
+                        inline: Inline | None = None) -> Site | None:
     """The last plain or augmented assignment to ``name`` executed before position ``before``
-    (optionally only those inside ``within``); assignments inside inlined helpers do not count."""
+    (optionally only those inside ``within``) in the namespace of ``inline`` (None: the scope's
+    own code; assignments inside inlined helpers do not count there)."""
     found: Site | None = None
     for site in scope.sites:
         if site.order >= before:
             break
-        if name in site.targets and not site.in_helper and (within is None or site.inside(within)):
+        if name in site.targets and site.inline is inline and (within is None or site.inside(within)):
             found = site
     return found
 
@@ -176,29 +179,56 @@ def value_history(
     """The expressions the value of ``expression`` (used at ``site``) was computed from, following
     assignments back through the scope (at most ``MAX_CHAIN`` deep): ``(expression, None, None)``
     for the expression itself and each reaching assignment's value; ``(operand, operator,
-    statement)`` for an augmented assignment (``loss /= A`` → ``(A, DivideAssign, statement)``)."""
+    statement)`` for an augmented assignment (``loss /= A`` → ``(A, DivideAssign, statement)``).
+
+    Across calls: in an inlined helper a parameter's value is the caller's argument, a closure's
+    free name the caller's; a call of a helper that was inlined here has the values its
+    ``return`` statements give (in the helper's names)."""
+    scope = site.scope
     seen: set[int] = set()
-    work: list[tuple[cst.BaseExpression, int, int]] = [(expression, site.order, 0)]
+    work: list[tuple[cst.BaseExpression, int, Inline | None, int]] = [(expression, site.order, site.inline, 0)]
     while work:
-        current, order, depth = work.pop()
+        current, order, inline, depth = work.pop()
         yield current, None, None
         if depth >= MAX_CHAIN:
             continue
+        if type(current) is cst.Call:
+            for returned in scope.returns_of(current):
+                if id(returned) not in seen and returned.value is not None:
+                    seen.add(id(returned))
+                    work.append((returned.value, returned.order, returned.inline, depth + 1))
         for name in names_feeding(current):
-            definition = reaching_assignment(site.scope, name, order)
+            definition = reaching_assignment(scope, name, order, None, inline)
+            if definition is None and inline is not None:
+                outer = _outer_value(name, inline)
+                if outer is not None:
+                    work.append((outer[0], order, outer[1], depth + 1))
+                continue
             if definition is None or id(definition) in seen or definition.value is None:
                 continue
             seen.add(id(definition))
             if definition.augmented is not None:
                 yield definition.value, definition.augmented, definition.node
-                previous = reaching_assignment(site.scope, name, definition.order)
+                previous = reaching_assignment(scope, name, definition.order, None, inline)
                 if previous is not None and previous.value is not None and id(previous) not in seen:
                     seen.add(id(previous))
-                    work.append((previous.value, previous.order, depth + 1))
+                    work.append((previous.value, previous.order, inline, depth + 1))
                 continue
             if isinstance(definition.node, (cst.For, cst.With)):
                 continue
-            work.append((definition.value, definition.order, depth + 1))
+            work.append((definition.value, definition.order, inline, depth + 1))
+
+
+def _outer_value(name: str, inline: Inline) -> tuple[cst.BaseExpression, Inline | None] | None:
+    """A helper's parameter (its argument) or a closure's free name, read in the caller."""
+    if "." in name or "[" in name:
+        return None
+    if name in inline.bindings:
+        value = inline.bindings[name]
+        return (value, inline.parent) if value is not None else None
+    if inline.closure and name not in inline._locals:
+        return cst.Name(name), inline.parent
+    return None
 
 
 def loss_divisions(

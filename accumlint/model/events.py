@@ -8,7 +8,7 @@ an object we cannot place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -58,7 +58,8 @@ class Event:
 
     @property
     def node(self) -> cst.CSTNode:
-        return self.site.node
+        """Where a finding about this event is reported (see :attr:`Site.report`)."""
+        return self.site.report
 
     @property
     def order(self) -> int:
@@ -66,15 +67,32 @@ class Event:
 
 
 def classify(site: Site, roles: Roles) -> Event | None:
-    """The event ``site`` performs, or ``None`` (not an event, or not decidable)."""
+    """The event ``site`` performs, or ``None`` (not an event, or not decidable). In an
+    inlined helper, the target and the loss are read in the caller's names where the
+    helper's parameters bind them (``opt.step()`` in ``helper(optimizer)`` steps ``optimizer``)."""
+    event = _classify(site, roles)
+    if event is None or site.inline is None:
+        return event
+    changes: dict = {}
+    if event.target is not None:
+        target, where = site.inline.resolve(event.target)
+        if where is None:
+            changes["target"] = target
+    # the loss stays in the helper's names: the data flow follows the bindings (dataflow.py)
+    return replace(event, **changes) if changes else event
+
+
+def _classify(site: Site, roles: Roles) -> Event | None:
     if site.call is None:
         return _classify_assignment(site)
     call = site.call
     method = method_name(call)
-    if (dotted(call.func) or "").endswith("autograd.backward"):  # torch.autograd.backward(loss): a function
-        method = None
+    if (dotted(call.func) or "").endswith("autograd.backward") or site.alias is not None:
+        method = None  # torch.autograd.backward(loss), a partial of a clip: functions
     if method is None:
-        name = dotted(call.func) or ""
+        if site.followed:
+            return None  # the project's own `optimizer_step(...)`: its body's events count instead
+        name = site.alias or dotted(call.func) or ""
         if name.endswith("autograd.backward"):
             return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward", positional(call, 0))
         if last_segment(name) in CLIP_CALLS:

@@ -140,11 +140,28 @@ class LoopAnalysis:
             if len(own) < len(event.site.frames) and any(
                 f.kind is FrameKind.LOOP for f in event.site.frames[len(own):]
             ):
-                continue  # the backward is in a loop of the helper: that scope analyses it
+                helper_loop = self._helper_micro_loop(event)
+                if helper_loop is not None and helper_loop not in loops:
+                    loops.append(helper_loop)
+                continue  # else the backward is in a loop of the helper: that scope analyses it
             inner = [f.node for f in own if f.kind is FrameKind.LOOP]
             if inner and inner[-1] not in loops and inner[-1] in self.scope.loop_spans:
                 loops.append(inner[-1])  # type: ignore[arg-type]
         return loops
+
+    def _helper_micro_loop(self, event: Event) -> cst.For | cst.While | None:
+        """The innermost loop of a helper around a backward, when that loop updates nothing
+        itself (the helper's own scope then finds no group) and this scope updates after it:
+        the helper's micro-loop, the caller's update (``accumulate_group(); opt.step()``)."""
+        loop = next((f.node for f in reversed(event.site.frames) if f.kind is FrameKind.LOOP), None)
+        if loop is None or loop not in self.scope.loop_spans:
+            return None
+        start, end = self.scope.loop_spans[loop]
+        if not (start <= event.order < end):
+            return None  # a later inlined copy of the helper: its first copy stands for it
+        if any(e.kind is EventKind.UPDATE and start <= e.order < end for e in self.events):
+            return None
+        return loop if self._updates_after(loop) else None  # type: ignore[return-value]
 
     def analyse(self, loop: cst.For | cst.While) -> AccumulationLoop:
         start, end = self.scope.loop_spans[loop]
@@ -346,6 +363,8 @@ class LoopAnalysis:
                 for frame in frames:
                     if frame.kind is FrameKind.GUARD and id(frame.node) in group.skip_guards:
                         continue
+                    if frame.kind is FrameKind.LOOP and not self._runs_backward(frame.node):
+                        continue  # `for opt in optimizers: opt.step()`: each element once per group
                     if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
                         cadence = Cadence.UNKNOWN
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
@@ -360,6 +379,15 @@ class LoopAnalysis:
             LoopStyle.MICRO_LOOP: True,
             LoopStyle.UNGATED: False,
         }.get(group.style)
+
+    def _runs_backward(self, loop: cst.CSTNode) -> bool:
+        """Whether a loop of this scope (a helper's too) runs a backward: its passes are
+        microbatches; a loop without one iterates something else (optimizers, parameters)."""
+        span = self.scope.loop_spans.get(loop)
+        if span is None:
+            return True  # not walked here: assume the worst
+        start, end = span
+        return any(e.kind is EventKind.BACKWARD and start <= e.order < end for e in self.events)
 
     def _cadence_in_loop(self, group: AccumulationLoop, event: Event) -> Cadence:
         cadence = self._site_cadence(group, event.site)

@@ -44,7 +44,7 @@ def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> Tok
     if event.loss is None:
         return None
     at = event.site
-    for value, operator, _ in value_history(event.loss, event.site):
+    for value, operator, _ in value_history(event.loss, at):
         if operator is not None:
             continue
         for call in calls_in(value):

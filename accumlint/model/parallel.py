@@ -84,20 +84,23 @@ class DataParallel:
         self._scopes = model.scopes
         self._sites = [site for scope in model.scopes for site in scope.sites if not site.in_helper]
         self._calls = [site for site in self._sites if site.call is not None]
+        # for what the process does (wrap, start a process group): calls in helpers count too, a
+        # project helper that applies fully_shard runs in this module's process
+        self._run_calls = [site for scope in model.scopes for site in scope.sites if site.call is not None]
 
     # --- replicas ---------------------------------------------------------------------------
     @cached_property
     def wrapper_calls(self) -> list[cst.Call]:
         """Every DDP/FSDP constructor call of the module (``DistributedDataParallel(model)``,
         ``FSDP(model)``, ``fully_shard(model)``)."""
-        return [site.call for site in self._calls if self._constructs(site.call) in _WRAPPER_ROLES]  # type: ignore[misc]
+        return [site.call for site in self._run_calls if self._constructs(site.call) in _WRAPPER_ROLES]  # type: ignore[misc]
 
     @cached_property
     def replicated(self) -> bool:
         """Whether the module runs as several data-parallel processes: it wraps a model in
         DDP/FSDP or starts a process group (``frameworks.PROCESS_GROUP_INIT``)."""
         return bool(self.wrapper_calls) or any(
-            last_segment(dotted(site.call.func)) in fw.PROCESS_GROUP_INIT for site in self._calls  # type: ignore[union-attr]
+            last_segment(dotted(site.call.func)) in fw.PROCESS_GROUP_INIT for site in self._run_calls  # type: ignore[union-attr]
         )
 
     @cached_property
@@ -116,7 +119,7 @@ class DataParallel:
         if any(last_segment(dotted(site.call.func)) in fw.AVERAGING_OVERRIDES  # type: ignore[union-attr]
                or any(arg.keyword is not None and arg.keyword.value in fw.AVERAGING_OVERRIDES
                       for arg in site.call.args)  # type: ignore[union-attr]
-               for site in self._calls):
+               for site in self._run_calls):
             return False
         if self.wrapper_calls:
             return True

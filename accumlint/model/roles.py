@@ -93,6 +93,7 @@ class Roles:
             self._bindings[scope] = table
         self._cache: dict[tuple[int, str, int], RoleInfo] = {}
         self._callees: dict[int, str] = {}  # id(call) → qualify_call(call); the tree outlives this
+        self._own: dict[int, Site] | None = None
         self.classes: dict[str, cst.ClassDef] = {
             statement.name.value: statement
             for statement in scopes[0].node.body  # type: ignore[union-attr]
@@ -104,6 +105,17 @@ class Roles:
         """The role of ``expression`` as seen at ``site`` (``UNKNOWN`` when undecidable)."""
         if expression is None:
             return UNKNOWN
+        if site.inline is not None:
+            # a helper's name: read it where its value lives (the caller's argument, or the
+            # helper's own assignments in its own scope)
+            resolved, where = site.inline.resolve(expression)
+            if where is None:
+                expression = resolved
+            else:
+                own = self.own_site(site.node) if where is site.inline and where.foreign is None else None
+                if own is None:
+                    return self._by_name(dotted(resolved))
+                site = own
         if isinstance(expression, cst.Call):
             info = self._from_value(expression, site.scope, site.order, 0, "")
             if info is not None:
@@ -118,6 +130,18 @@ class Roles:
         if key not in self._cache:
             self._cache[key] = self._resolve(name, scope, order, depth)
         return self._cache[key]
+
+    def own_site(self, node: cst.CSTNode) -> Site | None:
+        """The site of ``node`` in its own scope (not a copy inlined into a caller)."""
+        if self._own is None:
+            self._own = {id(site.node): site for scope in self.scopes for site in scope.sites if not site.in_helper}
+        return self._own.get(id(node))
+
+    def _by_name(self, name: str | None) -> RoleInfo:
+        role = role_from_name(name)
+        if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
+            role = Role.UNKNOWN
+        return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
 
     def qualify_call(self, call: cst.Call) -> str:
         """A call's callee, resolved through the imports when possible (else its own text)."""

@@ -16,9 +16,13 @@ from typing import Any
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.names import calls_in, children, derives, dotted, last_segment
+from accumlint.model import summaries
+from accumlint.model.callgraph import Inline, bind, local_names, parameters
+from accumlint.model.names import ImportMap, calls_in, children, derives, dotted, last_segment
 
-MAX_HELPER_DEPTH = 3
+MAX_HELPER_DEPTH = 4
+#: at most this many candidate callees of one call are followed (``step_fn = a if x else b``)
+MAX_CANDIDATES = 4
 
 
 class FrameKind(str, Enum):
@@ -38,11 +42,17 @@ class Frame:
     kind: FrameKind
     node: cst.CSTNode
     branch: str = ""  # for IF: "body" or "orelse"
+    #: in an inlined helper: the condition rewritten into the caller's names (``if update_grad:``
+    #: in ``scaler(loss, opt, update_grad=(i + 1) % A == 0)`` tests the caller's boundary)
+    bound: cst.BaseExpression | None = None
 
     @property
     def test(self) -> cst.BaseExpression | None:
-        """The condition of an IF or GUARD frame, or a while loop's test."""
-        if isinstance(self.node, (cst.If, cst.While)):
+        """The condition of an IF or GUARD frame, or a while loop's test; for the IF frame of
+        one candidate of ``f = a if cond else b``, ``cond``."""
+        if self.bound is not None:
+            return self.bound
+        if isinstance(self.node, (cst.If, cst.While, cst.IfExp)):
             return self.node.test
         return None
 
@@ -56,6 +66,16 @@ class Scope:
     sites: list[Site] = field(default_factory=list)
     loop_spans: dict[cst.CSTNode, tuple[int, int]] = field(default_factory=dict)  # loop → (first, end) order
     statement_orders: dict[int, int] = field(default_factory=dict)  # id(compound statement) → its first order
+    #: id(call) → the inlined calls of it; id(inlined call) → the `return` sites of its body
+    inlined: dict[int, list[Inline]] = field(default_factory=dict)
+    returns: dict[int, list[Site]] = field(default_factory=dict)
+
+    def returns_of(self, call: cst.Call) -> list[Site]:
+        """The ``return`` sites (in the helper's names) of the helpers ``call`` was inlined to."""
+        found: list[Site] = []
+        for inline in self.inlined.get(id(call), ()):
+            found.extend(self.returns.get(id(inline), ()))
+        return found
 
     def within(self, loop: cst.CSTNode) -> list[Site]:
         """The sites inside one of this scope's own loops, in execution order."""
@@ -107,10 +127,34 @@ class Site:
     augmented: cst.BaseAugOp | None = None
     is_return: bool = False
     helper: cst.FunctionDef | None = None  # set on sites that came from an inlined helper
+    #: the inlined call this site is part of (its bindings and the calls around it)
+    inline: Inline | None = None
+    #: the library function a call stands for (``self.clip_fn = partial(clip_grad_norm_, ...)``)
+    alias: str | None = None
+    #: the call was followed into a function of the project (it is no library call of that name)
+    followed: bool = False
 
     @property
     def in_helper(self) -> bool:
         return self.helper is not None
+
+    @property
+    def report(self) -> cst.CSTNode:
+        """The node a finding about this site is reported at: the site itself, or the call of
+        the helper it is part of when the helper is another module's (the finding belongs in the
+        file that calls it) or performs no backward (a clip or update wrapper, correct where it
+        is written: the call in the microbatch loop is what runs too often)."""
+        if self.inline is None:
+            return self.node
+        node: cst.CSTNode = self.node
+        outside = self.inline.foreign is not None  # `node` is in another module's code
+        for inline in self.inline.chain():
+            if outside or inline.foreign is not None or not inline.performs_backward:
+                node = inline.call
+                outside = inline.parent is not None and inline.parent.foreign is not None
+            else:
+                break
+        return node
 
     @property
     def under_no_grad(self) -> bool:
@@ -166,34 +210,70 @@ def _is_code(kind: type) -> bool:
     return derives(kind, cst.BaseExpression) or derives(kind, cst.BaseSmallStatement)
 
 
-class ModuleFunctions:
-    """Functions of the module by the names a call can use: ``f`` (module level) and ``Class.m``."""
+@dataclass(frozen=True, eq=False)
+class Callee:
+    """A function a call may reach: ``function`` of ``owner`` (this module's or a project
+    module's functions), as a method of ``class_def`` when bound (``self_value``: what its first
+    parameter is, an expression of the caller; None: unknown), under ``frame`` when it is one of
+    several candidates (the IF frame of its branch of ``f = a if cond else b``)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    function: cst.FunctionDef
+    owner: ModuleFunctions
+    class_def: cst.ClassDef | None = None
+    bound: bool = False
+    self_value: cst.BaseExpression | None = None
+    frame: Frame | None = None
+
+
+class ModuleFunctions:
+    """Functions of the module by the names a call can use: ``f`` (module level) and ``Class.m``,
+    classes with their bases, what methods assign to ``self`` attributes, and (through
+    ``project``) the functions and classes other modules of the project define."""
+
+    def __init__(self, module: cst.Module, project: object | None = None, name: str = "") -> None:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
         self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
+        self.enclosing: dict[cst.FunctionDef, cst.FunctionDef | None] = {}  # nested def → its def
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.project = project  # a ProjectIndex view (accumlint.project), or None: this module alone
+        self.name = name  # dotted module name in its project ("" unknown)
+        self._module = module
+        self._imports: ImportMap | None = None
         self._calls: dict[int, list[cst.Call]] = {}  # id(expression) → its calls (the tree outlives this)
+        self._attributes: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] | None = None
+        self._backward: dict[cst.FunctionDef, bool] = {}
+        self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
+        self._method_names: set[str] | None = None
+        self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
-        stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
+        stack: list[tuple[cst.CSTNode, cst.ClassDef | None, cst.FunctionDef | None]] = [(module, None, None)]
         while stack:
-            node, owner = stack.pop()
+            node, owner, outer = stack.pop()
             for child in reversed(children(node)):
                 kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow here
                 if kind is cst.FunctionDef:
                     self.class_of[child] = owner
+                    self.enclosing[child] = outer if owner is None else None
                     if owner is not None:
                         self.methods.setdefault((owner, child.name.value), child)
                     else:
                         self.functions.setdefault(child.name.value, child)
-                    stack.append((child, None))
+                    stack.append((child, None, child))
                 elif kind is cst.ClassDef:
-                    stack.append((child.body, child))
+                    self.classes.setdefault(child.name.value, child)
+                    stack.append((child.body, child, None))
                 elif (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and owner is not None:
-                    stack.append((child, owner))
+                    stack.append((child, owner, outer))
                 elif not _is_code(kind):
-                    stack.append((child, None if type(node) is not cst.IndentedBlock else owner))
+                    stack.append((child, None if type(node) is not cst.IndentedBlock else owner, outer))
+
+    @property
+    def imports(self) -> ImportMap:
+        if self._imports is None:
+            self._imports = ImportMap(self._module)
+        return self._imports
 
     def resolve(self, call: cst.Call, class_def: cst.ClassDef | None) -> cst.FunctionDef | None:
         """The same-module function a call reaches, if it is ``f(...)`` or ``self.m(...)``."""
@@ -206,8 +286,165 @@ class ModuleFunctions:
             and isinstance(func.value, cst.Name)
             and func.value.value == "self"
         ):
-            return self.methods.get((class_def, func.attr.value))
+            found = self.method(class_def, func.attr.value)
+            return found[0] if found is not None else None
         return None
+
+    # --- classes ------------------------------------------------------------------------------
+    def bases(self, class_def: cst.ClassDef) -> list[tuple[ModuleFunctions, cst.ClassDef]]:
+        """The base classes of ``class_def`` that this module or the project defines."""
+        found = []
+        for base in class_def.bases:
+            located = self.class_named(dotted(base.value))
+            if located is not None:
+                found.append(located)
+        return found
+
+    def class_named(self, name: str | None) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The class a (dotted) name refers to here: this module's, or one imported from the project."""
+        if not name:
+            return None
+        local = self.classes.get(name)
+        if local is not None:
+            return self, local
+        found = self.imported(name)
+        return found if found is not None and isinstance(found[1], cst.ClassDef) else None  # type: ignore[return-value]
+
+    def imported(self, name: str) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
+        """A project module's top-level function or class that ``name`` refers to through this
+        module's imports (None: not imported, not a project module, or not found)."""
+        if self.project is None:
+            return None
+        qualified = self.imports.qualify(name)
+        if qualified is None:
+            return None
+        return self.project.lookup(self, qualified)  # type: ignore[attr-defined]
+
+    def method(self, class_def: cst.ClassDef, name: str,
+               skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
+        """``name`` looked up on ``class_def`` and then its bases, depth first (a class hierarchy
+        with a cycle is cut); ``skip_own``: start at the bases (``super().name``)."""
+        seen: set[int] = set()
+        stack: list[tuple[ModuleFunctions, cst.ClassDef, bool]] = [(self, class_def, skip_own)]
+        while stack and len(seen) < 64:
+            owner, current, skip = stack.pop(0)
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if not skip:
+                found = owner.methods.get((current, name))
+                if found is not None:
+                    return found, owner, current
+            stack[0:0] = [(o, c, False) for o, c in owner.bases(current)]
+        return None
+
+    def subclass_method(self, class_def: cst.ClassDef,
+                        name: str) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
+        """``name`` defined by exactly one class of this module that derives from ``class_def``
+        (directly or not) when ``class_def`` and its bases do not define it."""
+        if self.method(class_def, name) is not None:
+            return None
+        found = []
+        for other in self.classes.values():
+            if other is class_def or (other, name) not in self.methods:
+                continue
+            if self._derives(other, class_def):
+                found.append(other)
+        return (self.methods[(found[0], name)], self, found[0]) if len(found) == 1 else None
+
+    def _derives(self, class_def: cst.ClassDef, base: cst.ClassDef) -> bool:
+        seen: set[int] = set()
+        stack = [class_def]
+        while stack and len(seen) < 64:
+            current = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            for _, parent in self.bases(current):
+                if parent is base:
+                    return True
+                stack.append(parent)
+        return False
+
+    def attributes(self, class_def: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``self.x`` → the values its methods assign to it (``self.model, self.opt = m, o`` too)."""
+        if self._attributes is None:
+            self._attributes = {}
+        table = self._attributes.get(class_def)
+        if table is None:
+            table = self._attributes[class_def] = {}
+            for (owner, _), function in self.methods.items():
+                if owner is not class_def:
+                    continue
+                for statement in _statements(function.body):
+                    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                        _pair(statement.targets[0].target, statement.value, table)
+        return table
+
+    def performs_backward(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function``'s body (not its nested defs) calls a backward (textually)."""
+        found = self._backward.get(function)
+        if found is None:
+            found = self._backward[function] = any(
+                isinstance(call.func, cst.Attribute) and call.func.attr.value in _BACKWARD_NAMES
+                or dotted(call.func) in ("torch.autograd.backward", "autograd.backward")
+                for call in self.calls_in(function.body))
+        return found
+
+    def receivers(self, function: cst.FunctionDef) -> dict[str, set[str]]:
+        """Dotted receiver → the methods ``function`` calls on it (``trainer`` → {accumulate, update})."""
+        table = self._receivers.get(function)
+        if table is None:
+            table = self._receivers[function] = {}
+            for call in self.calls_in(function.body):
+                if isinstance(call.func, cst.Attribute):
+                    name = dotted(call.func.value)
+                    if name:
+                        table.setdefault(name, set()).add(call.func.attr.value)
+        return table
+
+    def passed_class(self, function: cst.FunctionDef, name: str) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The project class of the instance every call of ``function`` in this module passes
+        as its parameter ``name`` (``train(..., scaler, ...)`` called as ``train(..., AmpScaler(),
+        ...)`` or with a name assigned one); None when a call passes something else or none."""
+        if self.class_of.get(function) is not None or self.enclosing.get(function) is not None:
+            return None
+        if not any(p.name.value == name for p in parameters(function)):
+            return None
+        found: tuple[ModuleFunctions, cst.ClassDef] | None = None
+        calls = self.callers().get(function.name.value, [])
+        for call, caller in calls:
+            value = bind(function, call, None, False).get(name)
+            if isinstance(value, cst.Name) and caller is not None:
+                assigned = [v for (target, v) in _assignments(caller) if target == value.value]
+                value = assigned[0] if len(assigned) == 1 else None
+            located = self.class_named(dotted(value.func)) if isinstance(value, cst.Call) else None
+            if located is None or (found is not None and located[1] is not found[1]):
+                return None
+            found = located
+        return found
+
+    def callers(self) -> dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]]:
+        """Function name → the calls of it by name in this module, with the function they are in."""
+        if self._callers is None:
+            self._callers = {}
+            for function in self.class_of:
+                for call in self.calls_in(function.body):
+                    if isinstance(call.func, cst.Name):
+                        self._callers.setdefault(call.func.value, []).append((call, function))
+        return self._callers
+
+    def duck_class(self, methods: set[str]) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The one class of this module that defines every method of ``methods`` (at least two:
+        one common name such as ``update`` or ``step`` proves nothing)."""
+        if len(methods) < 2:
+            return None
+        if self._method_names is None:
+            self._method_names = {name for _, name in self.methods}
+        if not methods <= self._method_names:
+            return None
+        found = [c for c in self.classes.values() if all(self.method(c, m) for m in methods)]
+        return (self, found[0]) if len(found) == 1 else None
 
     def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
         """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
@@ -222,12 +459,59 @@ class ModuleFunctions:
         return list(self.class_of.items())
 
 
+_BACKWARD_NAMES = frozenset({"backward", "manual_backward"})
+
+
+def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
+    """The small statements of a function body, nested blocks included (not nested defs)."""
+    found: list[cst.BaseSmallStatement] = []
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            found.extend(node.body)  # type: ignore[attr-defined]
+        elif kind in (cst.FunctionDef, cst.ClassDef) or _is_code(kind):
+            continue
+        else:
+            stack.extend(children(node))
+    return found
+
+
+def _assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) of every single-target assignment to a plain name in ``function``."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for statement in _statements(function.body):
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            pairs: dict[str, list[cst.BaseExpression]] = {}
+            _pair(statement.targets[0].target, statement.value, pairs)
+            found.extend((name, value) for name, values in pairs.items() for value in values if "." not in name)
+    return found
+
+
+def _pair(target: cst.BaseExpression, value: cst.BaseExpression, table: dict[str, list[cst.BaseExpression]]) -> None:
+    """Record ``target = value`` element-wise (``a, b = x, y``; ``a, b = prepare(x, y)`` keeps
+    the call: its position decides the role)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+            for element, item in zip(target.elements, value.elements, strict=True):
+                _pair(element.value, item.value, table)
+        return
+    name = dotted(target)
+    if name:
+        table.setdefault(name, []).append(value)
+
+
 class _Walker:
     def __init__(self, scope: Scope, functions: ModuleFunctions) -> None:
         self.scope = scope
         self.functions = functions
         self.order = 0
         self.helper_stack: list[cst.FunctionDef] = []
+        self.inline: Inline | None = None  # the inlined call being walked (None: the scope's own code)
+        self.owner = functions  # the module whose code is being walked (another one inside a project helper)
+        #: (id of the inlined call or 0, name) → the value last assigned to it (function-valued names)
+        self.values: dict[tuple[int, str], cst.BaseExpression] = {}
 
     # --- statements -----------------------------------------------------------------------
     def block(self, statements: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement],
@@ -235,7 +519,9 @@ class _Walker:
         guards: tuple[Frame, ...] = ()
         for statement in statements:
             self.statement(statement, frames + guards)
-            guards = guards + tuple(Frame(FrameKind.GUARD, guard) for guard in _continue_guards(statement))
+            guards = guards + tuple(
+                Frame(FrameKind.GUARD, guard, "", self.inline.rewrite(guard.test) if self.inline is not None else None)
+                for guard in _continue_guards(statement))
 
     def suite(self, body: cst.BaseSuite, frames: tuple[Frame, ...]) -> None:
         if isinstance(body, cst.IndentedBlock):
@@ -252,9 +538,10 @@ class _Walker:
                 self.small(small, frames)
         elif isinstance(statement, cst.If):
             self.expression(statement.test, statement, frames)
-            self.suite(statement.body, frames + (Frame(FrameKind.IF, statement, "body"),))
+            bound = self.inline.rewrite(statement.test) if self.inline is not None else None
+            self.suite(statement.body, frames + (Frame(FrameKind.IF, statement, "body", bound),))
             if statement.orelse is not None:
-                inner = frames + (Frame(FrameKind.IF, statement, "orelse"),)
+                inner = frames + (Frame(FrameKind.IF, statement, "orelse", bound),)
                 if isinstance(statement.orelse, cst.If):
                     self.statement(statement.orelse, inner)
                 else:
@@ -269,9 +556,12 @@ class _Walker:
                 start = self.order
                 self.expression(statement.test, statement, loop)
             self.suite(statement.body, loop)
+            # sites[start:end] are exactly the sites inside the loop (order == index); a helper's
+            # loop counts at its first inlined call (a micro-loop whose update is the caller's)
             if not self.helper_stack:
-                # sites[start:end] are exactly the sites inside the loop (order == index)
                 self.scope.loop_spans[statement] = (start, self.order)
+            else:
+                self.scope.loop_spans.setdefault(statement, (start, self.order))
             if statement.orelse is not None:
                 self.suite(statement.orelse.body, frames)
         elif isinstance(statement, cst.With):
@@ -315,18 +605,195 @@ class _Walker:
 
     # --- expressions ------------------------------------------------------------------------
     def expression(self, expression: cst.CSTNode, statement: cst.CSTNode, frames: tuple[Frame, ...]) -> None:
-        for call in self.functions.calls_in(expression):
-            self.add(Site(call, statement, frames, self.order, self.scope, call=call))  # type: ignore[arg-type]
-            helper = self.functions.resolve(call, self.scope.class_def)
-            if (
-                helper is not None
-                and helper not in self.helper_stack
-                and helper is not self.scope.node
-                and len(self.helper_stack) < MAX_HELPER_DEPTH
-            ):
-                self.helper_stack.append(helper)
-                self.suite(helper.body, frames + (Frame(FrameKind.HELPER, call),))
-                self.helper_stack.pop()
+        for call in self.owner.calls_in(expression):
+            site = Site(call, statement, frames, self.order, self.scope, call=call)  # type: ignore[arg-type]
+            self.add(site)
+            if len(self.helper_stack) >= MAX_HELPER_DEPTH:
+                continue
+            for callee in self.callees(call):
+                if isinstance(callee, str):
+                    site.alias = callee
+                    continue
+                function = callee.function
+                site.followed = True
+                if function in self.helper_stack or function is self.scope.node:
+                    continue  # recursion: cut
+                self.enter(call, callee, frames + ((callee.frame,) if callee.frame is not None else ()))
+
+    def enter(self, call: cst.Call, callee: Callee, frames: tuple[Frame, ...]) -> None:
+        """Walk ``callee``'s body as part of this scope, its parameters bound to ``call``'s arguments."""
+        function = callee.function
+        closure = callee.owner.enclosing.get(function) is not None and not callee.bound
+        inline = Inline(call, function, self.inline, bind(function, call, callee.self_value, callee.bound),
+                        callee.class_def, callee.owner if callee.owner is not self.functions else None,
+                        callee.owner.performs_backward(function), closure)
+        if closure:
+            inline._locals = local_names(function)
+        self.scope.inlined.setdefault(id(call), []).append(inline)
+        saved = self.inline, self.owner
+        self.inline, self.owner = inline, callee.owner
+        self.helper_stack.append(function)
+        try:
+            self.suite(function.body, frames + (Frame(FrameKind.HELPER, call),))
+        finally:
+            self.helper_stack.pop()
+            self.inline, self.owner = saved
+
+    # --- call resolution ----------------------------------------------------------------------
+    def callees(self, call: cst.Call) -> list[Callee | str]:
+        """The functions ``call`` may reach (several for a function-valued name with several
+        values), or the dotted name of the library function it stands for (a ``partial``)."""
+        found = self.callable_of(call.func, self.inline, 0)
+        return found[:MAX_CANDIDATES]
+
+    def current_class(self, inline: Inline | None) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        if inline is not None:
+            owner = inline.foreign if inline.foreign is not None else self.functions
+            if inline.class_def is not None:
+                return owner, inline.class_def  # type: ignore[return-value]
+            if not inline.closure:
+                return None
+            inline = inline.parent
+            return self.current_class(inline)
+        return (self.functions, self.scope.class_def) if self.scope.class_def is not None else None
+
+    def module_of(self, inline: Inline | None) -> ModuleFunctions:
+        while inline is not None and inline.closure and inline.foreign is None:
+            inline = inline.parent
+        if inline is not None and inline.foreign is not None:
+            return inline.foreign  # type: ignore[return-value]
+        return self.functions
+
+    def callable_of(self, func: cst.BaseExpression, inline: Inline | None, depth: int) -> list[Callee | str]:
+        if depth > 4:
+            return []
+        if inline is not None:
+            value, where = inline.resolve(func)
+            if where is not inline or value is not func:
+                return self.callable_of(value, where, depth + 1)
+        owner = self.module_of(inline)
+        row = summaries.lookup(owner.imports.qualify(dotted(func))) if summaries.LIBRARY_SUMMARIES else None
+        if row is not None:  # a library function described by a table row
+            return [Callee(row.function(), summaries.owner_of(row), None, row.method, None)]  # type: ignore[arg-type]
+        if isinstance(func, cst.Name):
+            name = func.value
+            value = self.values.get((id(inline) if inline is not None else 0, name))
+            if value is not None:
+                return self.value_callable(value, inline, depth)
+            function = owner.functions.get(name)
+            if function is not None and owner.class_of.get(function) is None:
+                return [Callee(function, owner)]
+            found = owner.imported(name) if name not in owner.classes else None
+            if found is not None and isinstance(found[1], cst.FunctionDef):
+                return [Callee(found[1], found[0])]
+            if found is None and name not in owner.classes:
+                located = self.class_of_value(func, inline, depth + 1)  # an instance called
+                if located is not None:
+                    method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")
+                    return [Callee(method[0], method[1], located[1], True, func)] if method else []
+            return []
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            if (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name)
+                    and receiver.func.value == "super"):
+                current = self.current_class(inline)
+                if current is None:
+                    return []
+                found = current[0].method(current[1], method, skip_own=True)
+                return [Callee(found[0], found[1], current[1], True, cst.Name("self"))] if found else []
+            located = self.class_of_value(receiver, inline, depth)
+            if located is not None:
+                found = located[0].method(located[1], method)
+                if found is not None:
+                    self_value = receiver if isinstance(receiver, (cst.Name, cst.Attribute)) else None
+                    return [Callee(found[0], found[1], located[1], True, self_value)]
+            if located is not None and dotted(receiver) == "self":
+                below = located[0].subclass_method(located[1], method)  # a mixin calls what a subclass defines
+                if below is not None:
+                    return [Callee(below[0], below[1], below[2], True, cst.Name("self"))]
+            name = dotted(receiver)
+            if name == "self" or (name and name.startswith("self.")):
+                current = self.current_class(inline)
+                if current is not None and name != "self":
+                    attribute = f"{name}.{method}"
+                    values = current[0].attributes(current[1]).get(attribute, [])
+                    if len(values) == 1:
+                        return self.value_callable(values[0], inline, depth)
+                elif current is not None:
+                    values = current[0].attributes(current[1]).get(f"self.{method}", [])
+                    if len(values) == 1:
+                        return self.value_callable(values[0], inline, depth)
+            return []
+        return []
+
+    def value_callable(self, value: cst.BaseExpression, inline: Inline | None, depth: int) -> list[Callee | str]:
+        """What calling a name bound to ``value`` reaches."""
+        if isinstance(value, cst.IfExp):
+            found: list[Callee | str] = []
+            bound = inline.rewrite(value.test) if inline is not None else None
+            for branch, arm in (("body", value.body), ("orelse", value.orelse)):
+                frame = Frame(FrameKind.IF, value, branch, bound)
+                for callee in self.callable_of(arm, inline, depth + 1):
+                    found.append(Callee(callee.function, callee.owner, callee.class_def, callee.bound,
+                                        callee.self_value, frame) if isinstance(callee, Callee) else callee)
+            return found
+        if isinstance(value, cst.Call):
+            name = dotted(value.func) or ""
+            if last_segment(name) == "partial" and value.args and value.args[0].keyword is None:
+                target = value.args[0].value
+                found = self.callable_of(target, inline, depth + 1)
+                if found:
+                    return []  # a partial of a project function: its bindings are shifted, not followed
+                text = dotted(target)
+                return [text] if text else []
+            row = summaries.lookup(f"{self.module_of(inline).imports.qualify(dotted(value.func))}.__call__") if (
+                summaries.LIBRARY_SUMMARIES) else None
+            if row is not None:  # an instance of a library class whose __call__ a table row describes
+                return [Callee(row.function(), summaries.owner_of(row), None, True, None)]  # type: ignore[arg-type]
+            located = self.class_of_value(value, inline, depth)
+            if located is not None:  # an instance called: its __call__ (an nn.Module's: forward)
+                method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")
+                return [Callee(method[0], method[1], located[1], True, None)] if method else []
+            return []
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            return self.callable_of(value, inline, depth + 1)
+        return []
+
+    def class_of_value(self, value: cst.BaseExpression, inline: Inline | None,
+                       depth: int) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The project class whose instance ``value`` is, when the code shows it: a constructor
+        call, a name or ``self`` attribute assigned one, the class of ``self``, or the one class
+        that defines every method the function calls on the name."""
+        if depth > 4:
+            return None
+        owner = self.module_of(inline)
+        if isinstance(value, cst.Call):
+            return owner.class_named(dotted(value.func))
+        name = dotted(value)
+        if not name:
+            return None
+        if name == "self":
+            return self.current_class(inline)
+        if inline is not None:
+            resolved, where = inline.resolve(value)
+            if where is not inline or resolved is not value:
+                return self.class_of_value(resolved, where, depth + 1)
+        bound = self.values.get((id(inline) if inline is not None else 0, name))
+        if bound is not None:
+            return self.class_of_value(bound, inline, depth + 1)
+        if name.startswith("self."):
+            current = self.current_class(inline)
+            if current is not None:
+                values = current[0].attributes(current[1]).get(name, [])
+                if len(values) == 1 and isinstance(values[0], cst.Call):
+                    return current[0].class_named(dotted(values[0].func))
+            return None
+        function = inline.function if inline is not None else self.scope.node
+        if isinstance(function, cst.FunctionDef) and "." not in name:
+            passed = owner.passed_class(function, name) if inline is None else None
+            return passed or owner.duck_class(owner.receivers(function).get(name, set()))
+        return None
 
     def record_assign(self, statement: cst.CSTNode, targets: tuple[cst.BaseExpression, ...],
                       value: cst.BaseExpression, operator: cst.BaseAugOp | None,
@@ -334,6 +801,12 @@ class _Walker:
         names: list[str | None] = []
         for target in targets:
             names.extend(_target_names(target))
+        if operator is None and len(targets) == 1 and value is not None:
+            key = id(self.inline) if self.inline is not None else 0
+            pairs: dict[str, list[cst.BaseExpression]] = {}
+            _pair(targets[0], value, pairs)
+            for name, values in pairs.items():
+                self.values[(key, name)] = values[-1]
         self.add(Site(statement, statement, frames, self.order, self.scope,  # type: ignore[arg-type]
                       targets=tuple(names), value=value, augmented=operator))
 
@@ -353,6 +826,9 @@ class _Walker:
     def add(self, site: Site) -> None:
         if self.helper_stack:
             site.helper = self.helper_stack[-1]
+            site.inline = self.inline
+            if site.is_return:
+                self.scope.returns.setdefault(id(self.inline), []).append(site)
         self.scope.sites.append(site)
         self.order += 1
 
@@ -407,9 +883,12 @@ def _is_continue_guard(statement: cst.BaseStatement) -> bool:
     return isinstance(last, cst.Continue)
 
 
-def walk_scopes(module: cst.Module) -> tuple[list[Scope], ModuleFunctions]:
-    """Walk the module's top level and every module-level function and method."""
-    functions = ModuleFunctions(module)
+def walk_scopes(module: cst.Module, project: object | None = None,
+                name: str = "") -> tuple[list[Scope], ModuleFunctions]:
+    """Walk the module's top level and every module-level function and method; ``project``
+    (an :class:`accumlint.project.ProjectView`) lets calls of other project modules' functions
+    be followed."""
+    functions = ModuleFunctions(module, project, name)
     scopes: list[Scope] = []
     top = Scope(module, None)
     _Walker(top, functions).block(

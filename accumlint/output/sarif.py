@@ -97,6 +97,18 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
             }
         ],
     }
+    if finding.related:
+        result["relatedLocations"] = [
+            {
+                "id": number,
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"},
+                    "region": {"startLine": line, "startColumn": column},
+                },
+                "message": {"text": "the helper's statement reached from the reported call"},
+            }
+            for number, (path, line, column) in enumerate(finding.related)
+        ]
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
     if finding.cell:

@@ -54,7 +54,7 @@ def format_concise(
 ) -> str:
     """One line per finding: ``path:line:col: CODE [*] message`` (``[*]``: ``--fix`` repairs it)."""
     return "\n".join(
-        f"{_location(f, color)} {_code(f, color)}{_mark(f, fixes, unsafe, color)} {f.message}"
+        f"{_location(f, color)} {_code(f, color)}{_mark(f, fixes, unsafe, color)} {f.message}{_via(f)}"
         for f in sort_findings(findings)
     )
 
@@ -70,6 +70,10 @@ def _fix_lines(fix: SuggestedFix, lines: list[str] | None, color: bool) -> list[
         new = edit.content.splitlines()
         out += [f"  {_style(f'{row:>4} +', color, fg='green')} {text}" for text in new]
     return out
+
+
+def _via(finding: Finding) -> str:
+    return f" ({finding.via})" if finding.related else ""
 
 
 def _caret_line(source: str, finding: Finding) -> tuple[str, str]:
@@ -93,7 +97,7 @@ def _full_one(
 ) -> list[str]:
     severity = _style(f"[{finding.severity.value}]", color, fg=_SEVERITY_COLOR.get(finding.severity))
     mark = _mark(finding, fixes, unsafe, color)
-    out = [f"{_location(finding, color)} {_code(finding, color)}{mark} {severity} {finding.message}"]
+    out = [f"{_location(finding, color)} {_code(finding, color)}{mark} {severity} {finding.message}{_via(finding)}"]
     if lines is not None and 1 <= finding.line <= len(lines):
         number = str(finding.line)
         gutter = " " * len(number)

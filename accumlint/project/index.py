@@ -1,0 +1,281 @@
+"""Project roots, module names and the project modules a file's model may follow (see the
+package docstring)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from accumlint.model.sites import ModuleFunctions
+
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
+#: LibCST trees of project modules kept per process (each ~400 bytes per source byte)
+MAX_LOADED = 32
+#: a project module larger than this is not loaded to follow its functions
+MAX_MODULE_BYTES = 512 * 1024
+#: re-exports followed through a package's ``__init__`` (``from .sub import f``)
+MAX_REEXPORT_DEPTH = 3
+#: the prefilter reads at most this many project files to learn which names perform a backward
+MAX_SCANNED = 20_000
+
+
+def find_root(path: str, fallback: str) -> str:
+    """The folder of the nearest ``pyproject.toml`` / ``setup.py`` / ``setup.cfg`` at or above
+    ``path``'s folder, else ``fallback`` (the folder the run was started on)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        if any(os.path.isfile(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return os.path.abspath(fallback)
+        folder = parent
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class _Loaded:
+    functions: ModuleFunctions
+    digest: str
+
+
+@dataclass
+class ProjectIndex:
+    """The project modules of one run: ``roots`` (absolute folders) and the checked ``files``.
+
+    Picklable: worker processes receive it and load trees on demand. ``event_names`` (bytes)
+    are the top-level functions and classes that project modules calling a backward define;
+    a file that mentions one may run a backward through it and so passes the prefilter.
+    """
+
+    roots: tuple[str, ...]
+    files: tuple[str, ...] = ()
+    _loaded: OrderedDict[str, _Loaded | None] = field(default_factory=OrderedDict, repr=False)
+    _names: frozenset[bytes] | None = field(default=None, repr=False)
+    _search: object | None = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {"roots": self.roots, "files": self.files, "_names": self._names}
+
+    def __setstate__(self, state: dict) -> None:
+        self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
+        self._loaded, self._search = OrderedDict(), None
+
+    @classmethod
+    def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
+        """The index of the roots that ``files`` lie in (``fallback``: the run's own folder)."""
+        fallback = os.path.abspath(fallback)
+        roots = sorted({find_root(path, fallback if os.path.abspath(path).startswith(fallback + os.sep)
+                                  else os.path.dirname(os.path.abspath(path))) for path in files})
+        return cls(tuple(roots), tuple(os.path.abspath(path) for path in files))
+
+    # --- names and paths -------------------------------------------------------------------
+    def root_of(self, path: str) -> str | None:
+        path = os.path.abspath(path)
+        found = [root for root in self.roots if path == root or path.startswith(root.rstrip(os.sep) + os.sep)]
+        return max(found, key=len) if found else None
+
+    def search_paths(self, importer: str) -> list[str]:
+        """Where an absolute import of ``importer`` is looked for: its own folder (a script's
+        ``sys.path[0]``), then its root and the root's ``src/``."""
+        folders = [os.path.dirname(os.path.abspath(importer))]
+        root = self.root_of(importer)
+        if root is not None:
+            folders += [root, os.path.join(root, "src")]
+        return list(dict.fromkeys(folders))
+
+    def module_path(self, folder: str, parts: Sequence[str]) -> str | None:
+        """The file of module ``parts`` under ``folder`` (``a/b.py`` or ``a/b/__init__.py``;
+        namespace packages need no ``__init__``)."""
+        base = os.path.join(folder, *parts)
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate
+        return None
+
+    def locate(self, importer: str, qualified: str) -> list[tuple[str, str]]:
+        """(module file, attribute) candidates for the dotted ``qualified`` name an import of
+        ``importer`` binds (``utils.AmpGradScaler`` → ``utils.py``, ``AmpGradScaler``); the
+        longest module prefix first. Relative imports arrive without their dots
+        (``ImportMap``): the importer's own folder is searched first."""
+        parts = qualified.split(".")
+        found: list[tuple[str, str]] = []
+        for split in range(len(parts) - 1, 0, -1):
+            for folder in self.search_paths(importer):
+                path = self.module_path(folder, parts[:split])
+                if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
+                    found.append((os.path.abspath(path), ".".join(parts[split:])))
+            if found:
+                break
+        return found
+
+    # --- loaded modules ----------------------------------------------------------------------
+    def load(self, path: str) -> ModuleFunctions | None:
+        """The functions of the project module at ``path`` (its LibCST tree parsed once per
+        process, at most :data:`MAX_LOADED` kept); None when it cannot be read or parsed."""
+        if path in self._loaded:
+            self._loaded.move_to_end(path)
+            entry = self._loaded[path]
+            return entry.functions if entry is not None else None
+        entry = self._parse(path)
+        self._loaded[path] = entry
+        while len(self._loaded) > MAX_LOADED:
+            self._loaded.popitem(last=False)
+        return entry.functions if entry is not None else None
+
+    def digest_of(self, path: str) -> str | None:
+        entry = self._loaded.get(path)
+        return entry.digest if entry is not None else None
+
+    def _parse(self, path: str) -> _Loaded | None:
+        from accumlint.engine import decode_source, parse_module  # the engine imports the model
+        from accumlint.model.sites import ModuleFunctions
+
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_MODULE_BYTES + 1)
+            if len(data) > MAX_MODULE_BYTES:
+                return None
+            module = parse_module(decode_source(data))
+        except (OSError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError):
+            return None
+        except Exception:  # noqa: BLE001 - LibCST's parser error: the module is not followed
+            return None
+        return _Loaded(ModuleFunctions(module, ProjectView(self, path)), _digest(data))
+
+    def view(self, path: str) -> ProjectView | None:
+        """What the model of the file at ``path`` may follow (None: the file is in no root)."""
+        return ProjectView(self, os.path.abspath(path)) if self.root_of(path) is not None else None
+
+    # --- the prefilter ---------------------------------------------------------------------
+    @staticmethod
+    def names_of(data: bytes) -> tuple[str, ...]:
+        """The top-level functions and classes a module defines, when its code calls a
+        backward (else none): what a call in another module may reach a backward through."""
+        from accumlint.engine import backward_used
+
+        if len(data) > MAX_MODULE_BYTES or not backward_used(data):
+            return ()
+        return tuple(_top_level_names(data))
+
+    def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
+        """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
+        self._by_path = {os.path.abspath(path): found for path, found in names.items()}
+        self._names = frozenset(name.encode() for found in names.values() for name in found)
+        self._search = None
+
+    def names_for(self, path: str) -> tuple[str, ...]:
+        return getattr(self, "_by_path", {}).get(os.path.abspath(path), ())
+
+    def state(self) -> str:
+        """A digest of the project's names: a cached result decided under other names is stale."""
+        return _digest(b"\0".join(sorted(self.event_names())))[:16]
+
+    def event_names(self) -> frozenset[bytes]:
+        """Top-level function and class names defined by the checked files whose code calls a
+        backward: a call of one of them may run a backward (read once per run)."""
+        if self._names is None:
+            names: set[bytes] = set()
+            for path in self.files[:MAX_SCANNED]:
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read(MAX_MODULE_BYTES + 1)
+                except OSError:
+                    continue
+                names.update(name.encode() for name in self.names_of(data))
+            self._names = frozenset(names)
+        return self._names
+
+    def mentions_event_name(self, data: bytes) -> bool:
+        """Whether ``data`` holds a whole-word occurrence of an :meth:`event_names` name (in
+        strings and comments too: a superset keeps the prefilter sound)."""
+        names = self.event_names()
+        if not names:
+            return False
+        if self._search is None:
+            from ahocorasick_rs import BytesAhoCorasick
+
+            self._search = BytesAhoCorasick(sorted(names))
+        for _, start, end in self._search.find_matches_as_indexes(data, overlapping=True):  # type: ignore[attr-defined]
+            before = data[start - 1:start]
+            after = data[end:end + 1]
+            if not (before.isalnum() or before == b"_") and not (after.isalnum() or after == b"_"):
+                return True
+        return False
+
+
+def _top_level_names(data: bytes) -> Iterable[str]:
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+@dataclass
+class ProjectView:
+    """One file's window on the project: resolves its imports to project modules and records
+    which project files its model read (``used``: path → SHA-256 of the bytes read)."""
+
+    index: ProjectIndex
+    path: str
+    used: dict[str, str] = field(default_factory=dict)
+
+    def lookup(self, importer: ModuleFunctions, qualified: str,
+               depth: int = 0) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
+        """The project function or class the import-qualified name refers to, from the module
+        ``importer`` (a re-export through a package ``__init__`` is followed a few levels)."""
+
+        if depth > MAX_REEXPORT_DEPTH:
+            return None
+        origin = getattr(importer.project, "path", self.path)
+        for path, attribute in self.index.locate(origin, qualified):
+            if "." in attribute:
+                continue  # `pkg.mod.Class.method`: not a top-level name
+            functions = self.index.load(path)
+            if functions is None:
+                continue
+            digest = self.index.digest_of(path)
+            if digest is not None:
+                self.used[path] = digest
+            found: cst.FunctionDef | cst.ClassDef | None = functions.classes.get(attribute)
+            if found is None:
+                candidate = functions.functions.get(attribute)
+                if candidate is not None and functions.class_of.get(candidate) is None \
+                        and functions.enclosing.get(candidate) is None:
+                    found = candidate
+            if found is not None:
+                functions.project.used = self.used  # type: ignore[union-attr]  # one record per checked file
+                return functions, found
+            again = functions.imports.qualify(attribute)
+            if again is not None and again != qualified:
+                result = functions.project.lookup(functions, again, depth + 1)  # type: ignore[union-attr]
+                if result is not None:
+                    return result
+        return None
+
+
+_active: ProjectIndex | None = None
+
+
+def activate(index: ProjectIndex | None) -> None:
+    """Make ``index`` the project of this process's checks (None: each file alone)."""
+    global _active
+    _active = index
+
+
+def active() -> ProjectIndex | None:
+    """The project of this process's checks, if one was activated."""
+    return _active

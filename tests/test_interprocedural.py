@@ -1,0 +1,658 @@
+"""The accumulation group across functions, methods, classes and modules: variants of the
+families of ../shared/patterns written for these tests (other names, nesting, layouts), the
+silent twins, the cases the model must leave unknown, the cache across files, and bad input
+(import cycles, missing modules, class cycles, many modules)."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from accumlint import config, runner
+from accumlint.cache import ResultCache
+from accumlint.config import Settings
+
+EVERY_CODE = frozenset(config.known_codes())
+
+
+def tree(root: Path, files: dict[str, str]) -> list[str]:
+    """Write ``files`` (relative path → source) under ``root`` and return their paths."""
+    paths = []
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        paths.append(str(path))
+    return sorted(paths)
+
+
+def findings(root: Path, files: dict[str, str], cache: ResultCache | None = None) -> list[tuple[str, str, int]]:
+    """(path relative to ``root``, code, line) of every finding, every rule selected."""
+    paths = tree(root, files)
+    run = runner.check_files(paths, Settings(project_root=root), EVERY_CODE, jobs=1, cache=cache)
+    assert run.errors == []
+    return sorted((os.path.relpath(f.path, root), f.code, f.line) for f in run.findings)
+
+
+def one(tmp_path: Path, source: str) -> list[tuple[str, int]]:
+    return [(code, line) for _, code, line in findings(tmp_path, {"train.py": source})]
+
+
+# --- across functions -----------------------------------------------------------------------
+def test_keyword_bound_loss_reaches_a_helper_that_steps_every_call(tmp_path: Path) -> None:
+    source = """
+    def forward_loss(net, batch, grad_accum_steps):
+        return net(batch) / grad_accum_steps
+
+    def apply(opt, *, objective):
+        objective.backward()
+        opt.step()
+        opt.zero_grad()
+
+    def fit(net, opt, batches, grad_accum_steps):
+        for batch in batches:
+            apply(opt, objective=forward_loss(net, batch, grad_accum_steps))
+    """
+    assert one(tmp_path, source) == [("ACC004", 7)]
+
+
+def test_a_gate_passed_by_keyword_decides_the_helpers_cadence(tmp_path: Path) -> None:
+    source = """
+    def micro(loss, opt, *, sync):
+        loss.backward()
+        opt.zero_grad()
+        if sync:
+            opt.step()
+
+    def fit(net, opt, batches, accum):
+        for k, batch in enumerate(batches):
+            micro(net(batch) / accum, opt, sync=(k + 1) % accum == 0)
+    """
+    assert one(tmp_path, source) == [("ACC001", 4)]
+
+
+def test_the_silent_twin_of_a_keyword_gate(tmp_path: Path) -> None:
+    source = """
+    def micro(loss, opt, *, sync):
+        loss.backward()
+        if sync:
+            opt.step()
+            opt.zero_grad()
+
+    def fit(net, opt, batches, accum):
+        for k, batch in enumerate(batches):
+            micro(net(batch) / accum, opt, sync=(k + 1) % accum == 0)
+    """
+    assert one(tmp_path, source) == []
+
+
+def test_a_gate_filled_by_star_args_is_unknown_and_stays_silent(tmp_path: Path) -> None:
+    source = """
+    def micro(loss, opt, sync):
+        loss.backward()
+        opt.zero_grad()
+        if sync:
+            opt.step()
+
+    def fit(net, opt, batches, accum, flags):
+        for k, batch in enumerate(batches):
+            micro(net(batch) / accum, opt, *flags[k])
+    """
+    assert one(tmp_path, source) == []
+
+
+def test_an_alias_of_an_update_helper_called_every_microbatch(tmp_path: Path) -> None:
+    source = """
+    def eager_update(optimizer):
+        optimizer.step()
+        optimizer.zero_grad()
+
+    def fit(net, optimizer, batches, accumulation):
+        update = eager_update
+        for batch in batches:
+            (net(batch) / accumulation).backward()
+            update(optimizer)
+    """
+    assert one(tmp_path, source) == [("ACC004", 10)]  # the call in the loop: the helper is fine
+
+
+def test_a_closure_clips_before_its_is_last_flag(tmp_path: Path) -> None:
+    source = """
+    import torch
+
+    def epoch(net, opt, batches, accum_iter):
+        for step, batch in enumerate(batches):
+            is_last = (step + 1) % accum_iter == 0
+
+            def backward_and_update(value):
+                (value / accum_iter).backward()
+                torch.nn.utils.clip_grad_value_(net.parameters(), 0.5)
+                if is_last:
+                    opt.step()
+                    opt.zero_grad()
+
+            backward_and_update(net(batch))
+    """
+    assert one(tmp_path, source) == [("ACC301", 10)]
+
+
+def test_a_micro_loop_two_helpers_deep_with_the_update_in_the_caller(tmp_path: Path) -> None:
+    source = """
+    def one_chunk(model, chunk, optimizer, chunks):
+        optimizer.zero_grad()
+        (model(chunk).mean() / chunks).backward()
+
+    def all_chunks(model, batch, optimizer, num_micro_batches):
+        for chunk in batch.chunk(num_micro_batches):
+            one_chunk(model, chunk, optimizer, num_micro_batches)
+
+    def fit(model, loader, optimizer, num_micro_batches):
+        for batch in loader:
+            all_chunks(model, batch, optimizer, num_micro_batches)
+            optimizer.step()
+    """
+    assert one(tmp_path, source) == [("ACC001", 3)]
+
+
+def test_every_candidate_of_a_dispatch_is_a_path(tmp_path: Path) -> None:
+    source = """
+    def gated(n, loss, optimizer, every):
+        loss.backward()
+        if (n + 1) % every == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def eager(n, loss, optimizer, every):
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    def fit(net, optimizer, loader, every, accumulate):
+        if accumulate:
+            handler = gated
+        else:
+            handler = eager
+        for n, batch in enumerate(loader):
+            handler(n, net(batch) / every, optimizer, every)
+    """
+    # two definitions in an if/else: the last one reaching the loop is taken (no path through the
+    # other); the IfExp form is the one whose both arms are followed (tests/test_patterns.py)
+    found = one(tmp_path, source)
+    assert all(code == "ACC004" for code, _ in found)
+
+
+# --- across methods and classes ---------------------------------------------------------------
+def test_a_scheduler_bound_in_init_is_stepped_in_the_per_microbatch_method(tmp_path: Path) -> None:
+    source = """
+    import torch
+
+    class Learner:
+        def __init__(self, net, accum):
+            self.net, self.accum = net, accum
+            self.optim = torch.optim.SGD(net.parameters(), lr=0.1)
+            self.sched = torch.optim.lr_scheduler.StepLR(self.optim, 10)
+
+        def microbatch(self, batch):
+            (self.net(batch) / self.accum).backward()
+            self.sched.step()
+
+        def fit(self, loader):
+            for i, batch in enumerate(loader):
+                self.microbatch(batch)
+                if (i + 1) % self.accum == 0:
+                    self.optim.step()
+                    self.optim.zero_grad()
+    """
+    assert one(tmp_path, source) == [("ACC304", 12)]
+
+
+def test_super_reaches_a_base_that_resets_before_its_backward(tmp_path: Path) -> None:
+    source = """
+    class OneStep:
+        def backward_step(self, loss):
+            self.opt.zero_grad()
+            loss.backward()
+
+    class Accumulating(OneStep):
+        def __init__(self, net, opt, grad_accum):
+            self.net, self.opt, self.grad_accum = net, opt, grad_accum
+
+        def backward_step(self, loss):
+            super().backward_step(loss / self.grad_accum)
+
+        def fit(self, loader):
+            for i, batch in enumerate(loader):
+                self.backward_step(self.net(batch))
+                if (i + 1) % self.grad_accum == 0:
+                    self.opt.step()
+    """
+    assert one(tmp_path, source) == [("ACC001", 4)]
+
+
+def test_a_class_hierarchy_with_a_cycle_does_not_hang(tmp_path: Path) -> None:
+    source = """
+    class A(B):
+        def go(self, loader):
+            for x in loader:
+                self.missing(x)
+                x.backward()
+
+    class B(A):
+        pass
+    """
+    assert one(tmp_path, source) == []
+
+
+def test_a_split_micro_loop_and_update_silent_twin(tmp_path: Path) -> None:
+    source = """
+    class Loop:
+        def __init__(self, model, opt, parts):
+            self.model, self.opt, self.parts = model, opt, parts
+
+        def forward_backward(self, batch):
+            for piece in batch.split(self.parts):
+                (self.model(piece) * (len(piece) / len(batch))).backward()
+
+        def optimize(self):
+            self.opt.step()
+            self.opt.zero_grad()
+
+        def run(self, data):
+            for batch in data:
+                self.forward_backward(batch)
+                self.optimize()
+    """
+    assert one(tmp_path, source) == []
+
+
+# --- callables stored as attributes, instances, several optimizers -----------------------------
+def test_a_partial_of_a_value_clip_on_self(tmp_path: Path) -> None:
+    source = """
+    import functools
+    from torch import nn
+
+    class Fitter:
+        def __init__(self, model, opt, accumulation_steps):
+            self.model, self.opt, self.accumulation_steps = model, opt, accumulation_steps
+            self.clip = functools.partial(nn.utils.clip_grad_value_, clip_value=0.5)
+
+        def fit(self, loader):
+            for i, batch in enumerate(loader):
+                (self.model(batch) / self.accumulation_steps).backward()
+                self.clip(self.model.parameters())
+                if (i + 1) % self.accumulation_steps == 0:
+                    self.opt.step()
+                    self.opt.zero_grad()
+    """
+    assert one(tmp_path, source) == [("ACC301", 13)]
+
+
+def test_an_instance_whose_call_steps_is_called_every_microbatch(tmp_path: Path) -> None:
+    source = """
+    class Stepper:
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+
+        def __call__(self):
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+
+    def fit(net, optimizer, loader, accum_steps):
+        stepper = Stepper(optimizer)
+        for batch in loader:
+            (net(batch) / accum_steps).backward()
+            stepper()
+    """
+    assert one(tmp_path, source) == [("ACC004", 14)]
+
+
+def test_an_adapter_optimizer_stepped_every_microbatch_beside_a_gated_encoder(tmp_path: Path) -> None:
+    source = """
+    import torch
+
+    def fit(encoder, adapter, loader, accum):
+        enc_opt = torch.optim.AdamW(encoder.parameters())
+        ada_opt = torch.optim.AdamW(adapter.parameters())
+        for i, batch in enumerate(loader):
+            (encoder(batch) / accum).backward()
+            (adapter(batch) / accum).backward()
+            ada_opt.step()
+            ada_opt.zero_grad()
+            if (i + 1) % accum == 0:
+                enc_opt.step()
+                enc_opt.zero_grad()
+    """
+    assert one(tmp_path, source) == [("ACC004", 10)]
+
+
+def test_a_discriminator_with_an_undivided_loss_stays_silent(tmp_path: Path) -> None:
+    source = """
+    import torch
+
+    def fit(gen, disc, loader, accum):
+        g_opt = torch.optim.Adam(gen.parameters())
+        d_opt = torch.optim.Adam(disc.parameters())
+        for i, batch in enumerate(loader):
+            disc(batch).mean().backward()
+            d_opt.step()
+            d_opt.zero_grad()
+            (gen(batch).mean() / accum).backward()
+            if (i + 1) % accum == 0:
+                g_opt.step()
+                g_opt.zero_grad()
+    """
+    assert [c for c, _ in one(tmp_path, source) if c == "ACC004"] == []
+
+
+# --- across modules -----------------------------------------------------------------------------
+SRC_LAYOUT = {
+    "pyproject.toml": "[project]\nname = 'pkg'\n",
+    "src/pkg/__init__.py": "",
+    "src/pkg/engine/__init__.py": "",
+    "src/pkg/engine/steps.py": """
+        def backward_and_maybe_step(loss, optimizer, should_step):
+            loss.backward()
+            if should_step:
+                optimizer.step()
+    """,
+    "src/pkg/train.py": """
+        from .engine.steps import backward_and_maybe_step
+
+        def run(model, optimizer, loader, accum_steps):
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                loss = model(batch) / accum_steps
+                backward_and_maybe_step(loss, optimizer, (i + 1) % accum_steps == 0)
+    """,
+}
+
+
+def test_a_relative_import_in_a_src_layout_reaches_the_backward(tmp_path: Path) -> None:
+    # train.py calls no backward itself: the prefilter must still let it through
+    assert findings(tmp_path, SRC_LAYOUT) == [("src/pkg/train.py", "ACC001", 6)]
+
+
+def test_an_absolute_import_of_a_clip_helper_reports_the_call_with_its_helper_line(tmp_path: Path) -> None:
+    files = {
+        "setup.cfg": "[metadata]\nname = pkg\n",
+        "src/pkg/__init__.py": "",
+        "src/pkg/grads.py": """
+            import torch
+
+            def clip_all(model, limit=1.0):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), limit)
+        """,
+        "scripts/train.py": """
+            from pkg.grads import clip_all
+
+            def run(model, optimizer, loader, gradient_accumulation_steps):
+                for i, batch in enumerate(loader):
+                    (model(batch) / gradient_accumulation_steps).backward()
+                    clip_all(model)
+                    if (i + 1) % gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+        """,
+    }
+    paths = tree(tmp_path, files)
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    [finding] = run.findings
+    assert (os.path.relpath(finding.path, tmp_path), finding.code, finding.line) == ("scripts/train.py", "ACC301", 7)
+    assert [(Path(p).name, line) for p, line, _ in finding.related] == [("grads.py", 5)]
+    assert finding.via == f"via {os.path.join('..', 'src', 'pkg', 'grads.py')}:5"
+    assert finding.to_json()["related"][0]["location"]["row"] == 5
+
+
+def test_a_base_class_from_another_module(tmp_path: Path) -> None:
+    files = {
+        "base.py": """
+            class BaseTrainer:
+                def step_batch(self, batch):
+                    self.optimizer.zero_grad()
+                    (self.model(batch) / self.accum_steps).backward()
+        """,
+        "trainer.py": """
+            from base import BaseTrainer
+
+            class MyTrainer(BaseTrainer):
+                def fit(self, loader):
+                    for i, batch in enumerate(loader):
+                        self.step_batch(batch)
+                        if (i + 1) % self.accum_steps == 0:
+                            self.optimizer.step()
+        """,
+    }
+    assert findings(tmp_path, files) == [("trainer.py", "ACC001", 7)]
+
+
+def test_a_helper_module_that_is_correct_stays_silent(tmp_path: Path) -> None:
+    files = dict(SRC_LAYOUT)
+    files["src/pkg/train.py"] = """
+        from .engine.steps import backward_and_maybe_step
+
+        def run(model, optimizer, loader, accum_steps):
+            for i, batch in enumerate(loader):
+                loss = model(batch) / accum_steps
+                backward_and_maybe_step(loss, optimizer, (i + 1) % accum_steps == 0)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.zero_grad()
+    """
+    assert findings(tmp_path, files) == []
+
+
+def test_editing_the_helper_module_rechecks_its_caller(tmp_path: Path) -> None:
+    files = dict(SRC_LAYOUT)
+    files["src/pkg/train.py"] = """
+        from .engine.steps import backward_and_maybe_step
+
+        def run(model, optimizer, loader, accum_steps):
+            for i, batch in enumerate(loader):
+                loss = model(batch) / accum_steps
+                backward_and_maybe_step(loss, optimizer, (i + 1) % accum_steps == 0)
+                if (i + 1) % accum_steps == 0:
+                    optimizer.zero_grad()
+    """
+    cache_dir = tmp_path / ".cache"
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []  # warm, still silent
+    files["src/pkg/engine/steps.py"] = """
+        def backward_and_maybe_step(loss, optimizer, should_step):
+            optimizer.zero_grad()
+            loss.backward()
+            if should_step:
+                optimizer.step()
+    """
+    time.sleep(0.01)
+    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key"))
+    assert ("src/pkg/train.py", "ACC001", 7) in found  # the call: the reset is in the helper
+
+
+def test_the_names_that_reach_a_backward_change_the_prefilters_cached_verdict(tmp_path: Path) -> None:
+    files = {
+        "helpers.py": """
+            def finish(loss, opt):
+                opt.step()
+        """,
+        "train.py": """
+            from helpers import finish
+
+            def run(model, opt, loader, accum_steps):
+                for batch in loader:
+                    opt.zero_grad()
+                    finish(model(batch) / accum_steps, opt)
+        """,
+    }
+    cache_dir = tmp_path / ".cache"
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []  # no backward anywhere
+    files["helpers.py"] = """
+        def finish(loss, opt):
+            loss.backward()
+            opt.step()
+    """
+    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key"))
+    assert ("train.py", "ACC004", 7) in found
+
+
+def test_an_import_cycle_and_a_missing_module_are_not_fatal(tmp_path: Path) -> None:
+    files = {
+        "a.py": """
+            from b import g
+            from nowhere import h
+
+            def f(model, opt, loader, accum):
+                for batch in loader:
+                    g(model, opt, batch, accum)
+                    h(batch)
+        """,
+        "b.py": """
+            from a import f
+
+            def g(model, opt, batch, accum):
+                (model(batch) / accum).backward()
+                opt.step()
+                f(model, opt, [batch], accum)
+        """,
+    }
+    assert findings(tmp_path, files) == [("a.py", "ACC004", 7)]
+
+
+def test_ten_thousand_modules_in_a_chain_are_followed_within_the_limits(tmp_path: Path) -> None:
+    count = 10_000
+    for number in range(count):
+        following = f"from m{number + 1} import f{number + 1}\n" if number + 1 < count else ""
+        call = f"    f{number + 1}(x)\n" if number + 1 < count else "    x.backward()\n"
+        (tmp_path / f"m{number}.py").write_text(f"{following}\ndef f{number}(x):\n{call}")
+    (tmp_path / "train.py").write_text(
+        "from m0 import f0\n\ndef run(loader, opt):\n    for x in loader:\n        f0(x)\n        opt.step()\n")
+    paths = sorted(str(p) for p in tmp_path.glob("*.py"))
+    started = time.monotonic()
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    assert run.errors == []
+    assert time.monotonic() - started < 120  # a bound against a hang, not a speed target
+    assert not [f for f in run.findings if f.code != "ACC002"]
+
+
+@pytest.mark.parametrize("bad", ["def broken(:\n", b"\xff\xfe not utf-8 \x00"])
+def test_a_helper_module_that_does_not_parse_leaves_the_call_unknown(tmp_path: Path, bad: str | bytes) -> None:
+    (tmp_path / "utils.py").write_bytes(bad if isinstance(bad, bytes) else bad.encode())
+    (tmp_path / "train.py").write_text(
+        "from utils import step_all\n\ndef run(model, opt, loader, accum):\n    for x in loader:\n"
+        "        (model(x) / accum).backward()\n        step_all(opt)\n")
+    paths = sorted(str(p) for p in tmp_path.glob("*.py"))
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    # the broken module is not followed (and, calling no rule's marker, not reported either)
+    assert {(Path(f.path).name, f.code) for f in run.findings} <= {("utils.py", "ACC000"), ("train.py", "ACC002")}
+    assert run.errors == []
+
+
+def test_the_prefilter_passes_a_file_whose_only_backward_is_in_a_project_helper(tmp_path: Path) -> None:
+    from accumlint import engine, project
+
+    paths = tree(tmp_path, SRC_LAYOUT)
+    train = next(p for p in paths if p.endswith("train.py"))
+    data = Path(train).read_bytes()
+    rules = engine.rules_for(EVERY_CODE)
+    assert not engine.may_fire(data, rules, path=train)  # alone, nothing in it can fire
+    previous = project.active()
+    project.activate(project.ProjectIndex.for_files(paths, str(tmp_path)))
+    try:
+        assert engine.may_fire(data, rules, path=train)
+        assert not isinstance(engine.screen(train, data, rules), engine.FileResult)
+    finally:
+        project.activate(previous)
+
+
+def test_a_division_in_another_modules_return_is_reported_at_the_call(tmp_path: Path) -> None:
+    files = {
+        "losses.py": """
+            import torch.nn.functional as F
+
+            def token_loss(model, batch, grad_accum_steps):
+                logits = model(batch["input_ids"])
+                loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+                return loss / grad_accum_steps
+        """,
+        "train.py": """
+            from losses import token_loss
+
+            def run(model, optimizer, loader, grad_accum_steps):
+                for i, batch in enumerate(loader):
+                    token_loss(model, batch, grad_accum_steps).backward()
+                    if (i + 1) % grad_accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+        """,
+    }
+    paths = tree(tmp_path, files)
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    assert [(Path(f.path).name, f.code, f.line, f.via) for f in run.findings] == [
+        ("train.py", "ACC102", 6, "via losses.py:7")]
+
+
+def test_a_loop_over_the_optimizers_after_the_micro_loop_updates_once_per_group(tmp_path: Path) -> None:
+    # field trial: several optimizers over one model (a Muon + Adam pair) stepped in a loop
+    source = """
+    def fit(model, batches, optimizers, accumulation, updates):
+        for _ in range(updates):
+            for _ in range(accumulation):
+                (model(next(batches)) / accumulation).backward()
+                model.zero_grad()
+            for optimizer in optimizers:
+                optimizer.step()
+            model.zero_grad(set_to_none=True)
+    """
+    assert one(tmp_path, source) == [("ACC001", 6)]
+
+
+def test_a_project_function_named_like_a_library_update_is_followed_not_classified(tmp_path: Path) -> None:
+    # field trial: the project's own `optimizer_step(loss, ...)` is not torch_xla's update
+    source = """
+    def optimizer_step(loss, opt, should_update):
+        loss.backward()
+        if should_update:
+            opt.step()
+            opt.zero_grad()
+
+    def fit(model, opt, loader, accum_steps):
+        for i, batch in enumerate(loader):
+            optimizer_step(model(batch) / accum_steps, opt, (i + 1) % accum_steps == 0)
+    """
+    assert one(tmp_path, source) == []
+
+
+def test_a_library_function_described_by_a_row_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accumlint.model import summaries
+    from accumlint.model.summaries import Summary, SummaryEvent
+
+    row = Summary("fancylib.AmpScaler.__call__",
+                  ("self", "loss", "optimizer", "clip_grad=None", "parameters=None", "update_grad=True"),
+                  (SummaryEvent("scaled_backward", "loss"),
+                   SummaryEvent("unscale", "optimizer", "update_grad"),
+                   SummaryEvent("clip", "parameters", "update_grad"),
+                   SummaryEvent("scaler_update", "optimizer", "update_grad")), method=True)
+    source = """
+    from fancylib import AmpScaler
+
+    def epoch(model, loader, optimizer, accum_iter):
+        scaler = AmpScaler()
+        for it, batch in enumerate(loader):
+            optimizer.zero_grad()
+            scaler(model(batch) / accum_iter, optimizer, parameters=model.parameters(),
+                   update_grad=(it + 1) % accum_iter == 0)
+    """
+    assert one(tmp_path, source) == []  # without the row the call is unknown
+    monkeypatch.setitem(summaries.LIBRARY_SUMMARIES, row.name, row)
+    assert one(tmp_path, source) == [("ACC001", 7)]
+
+
+def test_a_row_naming_no_parameter_is_refused() -> None:
+    from accumlint.model.summaries import Summary, SummaryEvent
+
+    with pytest.raises(ValueError, match="not a parameter"):
+        Summary("lib.f", ("loss",), (SummaryEvent("update", "optimizer"),))
+    with pytest.raises(ValueError, match="unknown event kind"):
+        Summary("lib.f", ("loss",), (SummaryEvent("explode", "loss"),))

@@ -1,0 +1,56 @@
+"""The interprocedural families of ../shared/patterns (``xfn_``, ``xmod_``, ``cls_``, ``attr_``,
+``multiopt_``): each faulty sample reports its code on its line in the file ``expected.tsv``
+names, each silent twin reports nothing even with every rule selected. A folder is one
+project, checked together (as ``accumlint check FOLDER`` does)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from accumlint import config, runner
+from accumlint.config import Settings
+from tests.shared_data import SHARED, require_shared
+
+FAMILIES = ("xfn_", "xmod_", "cls_", "attr_", "multiopt_")
+EVERY_CODE = frozenset(config.known_codes())
+
+
+def _rows() -> list[dict[str, str]]:
+    table = SHARED / "patterns" / "expected.tsv"
+    if not table.exists():
+        return []
+    with table.open(newline="") as handle:
+        return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith(FAMILIES)]
+
+
+def check(target: Path) -> list[tuple[str, str, int]]:
+    """(file name relative to the sample, code, line) of every finding, every rule selected."""
+    files = sorted(str(p) for p in target.rglob("*.py")) if target.is_dir() else [str(target)]
+    root = target if target.is_dir() else target.parent
+    run = runner.check_files(files, Settings(project_root=root), EVERY_CODE, jobs=1)
+    base = target if target.is_dir() else target.parent
+    return [(str(Path(f.path).relative_to(base)), f.code, f.line) for f in run.findings]
+
+
+@pytest.mark.parametrize("row", _rows(), ids=lambda row: row["file"])
+def test_pattern(row: dict[str, str]) -> None:
+    name = row["file"]
+    sample, _, inner = name.partition("/")
+    path = require_shared("patterns", sample)
+    found = check(path)
+    if row["required"] == "-":
+        assert found == [], found
+        return
+    codes = {code for part in row["required"].split(";") for code in part.split("|")}
+    lines = {int(line) for line in row["lines"].split(",")}
+    wanted = inner or name
+    assert any(file == wanted and code in codes and line in lines for file, code, line in found), (row, found)
+    assert all(file == wanted for file, _, _ in found), found  # a helper module is silent
+
+
+def test_the_families_are_present() -> None:
+    require_shared("patterns", "expected.tsv")
+    assert len(_rows()) >= 20
