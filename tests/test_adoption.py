@@ -155,6 +155,14 @@ def test_each_file_is_judged_by_its_nearest_config(project: Path) -> None:
     assert _codes(inside) == [("../" + name, code) for name, code in _codes(together)]
 
 
+def test_fix_follows_each_files_own_config(project: Path) -> None:
+    _nested(project)
+    result = cli("check", "--no-cache", "--fix", "sub/s.py", "top.py")
+    assert (project / "sub" / "s.py").read_bytes() == ACC001_LOOP  # ACC001 is ignored there
+    assert (project / "top.py").read_text(encoding="utf-8") == FIXED_LOOP
+    assert "1 fixed" in result.stdout
+
+
 def test_isolated_and_config_overrides(project: Path) -> None:
     _nested(project)
     isolated = cli("check", "--no-cache", "--isolated", "--output-format", "json", ".")

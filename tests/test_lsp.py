@@ -214,3 +214,16 @@ def test_changes_are_debounced_and_the_nearest_config_applies(tmp_path: Path) ->
             await session.stop()
 
     _run(scenario, tmp_path)
+
+
+def test_positions_count_the_clients_utf16_units() -> None:
+    from pygls.workspace import TextDocument
+
+    from accumlint.lsp.server import AccumlintServer
+
+    server = AccumlintServer()
+    document = TextDocument("file:///t.py", 'x = "😀é"; f()\n')
+    lines = ['x = "😀é"; f()\n']
+    # code point 11 (1-based) is `f`: the emoji takes two UTF-16 units
+    assert server._position(document, lines, 1, 11) == types.Position(line=0, character=11)
+    assert server._position(document, lines, 2, 1) == types.Position(line=1, character=0)  # the end of the file

@@ -87,6 +87,23 @@ def test_json_edits_give_exactly_what_fix_writes(project: Path) -> None:
     assert "running += loss.item()" in written
 
 
+def test_two_fixes_inserting_at_one_line_may_come_in_another_order_than_fix(project: Path) -> None:
+    """A known limit: ACC001 and ACC304 both insert after the update. Each finding's edits are
+    computed on the file as it is; ``--fix`` applies them one after the other, and the second
+    insertion lands above the first. Both orders reset once and step the scheduler once per update."""
+    source = THREE_FIXES.replace("    running += loss\n", "    scheduler.step()\n")
+    (project / "train.py").write_text(source, encoding="utf-8")
+    findings = _json("train.py")
+    assert [(f["code"], f["fix"]["applicability"]) for f in findings] == [("ACC001", "safe"), ("ACC304", "safe")]
+    applied = apply_edits(source, [e for f in findings for e in _edits(f["fix"])])
+    cli("check", "--no-cache", "--fix", "train.py")
+    written = (project / "train.py").read_text(encoding="utf-8")
+    tail = "        optimizer.step()\n"
+    assert applied.endswith(tail + "        optimizer.zero_grad()\n        scheduler.step()\n")
+    assert written.endswith(tail + "        scheduler.step()\n        optimizer.zero_grad()\n")
+    assert sorted(applied.splitlines()) == sorted(written.splitlines())
+
+
 def test_a_finding_without_a_mechanical_fix_has_no_edits(project: Path) -> None:
     shutil.copy(NO_RESET, project / "train.py")
     result = cli("check", "--no-cache", "--output-format", "json", "--select", "ACC002", "train.py")
