@@ -446,8 +446,10 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
                 data = handle.read()
         except OSError:
             continue
-        digest = digests[position] = content_digest(data)
-        hit = cache.get(path, digest) if cache is not None else None
+        hit = None
+        if cache is not None:
+            digest = digests[position] = content_digest(data)
+            hit = cache.get(path, digest)
         if hit is not None:
             hits[position] = hit
             names[path] = hit.names
