@@ -17,10 +17,12 @@ if TYPE_CHECKING:
     from accumlint.model.sites import ModuleFunctions
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
-#: LibCST trees of project modules kept per process (each ~400 bytes per source byte)
+#: LibCST trees of project modules kept per process, and the source bytes they may hold
+#: together (a tree takes ~400 bytes per source byte: 256 KiB of sources ≈ 100 MB)
 MAX_LOADED = 32
+MAX_LOADED_BYTES = 256 * 1024
 #: a project module larger than this is not loaded to follow its functions
-MAX_MODULE_BYTES = 512 * 1024
+MAX_MODULE_BYTES = 128 * 1024
 #: a project module that defines no name performing an event is followed only below this size
 MAX_PLAIN_MODULE_BYTES = 48 * 1024
 #: re-exports followed through a package's ``__init__`` (``from .sub import f``)
@@ -50,6 +52,7 @@ def _digest(data: bytes) -> str:
 class _Loaded:
     functions: ModuleFunctions
     digest: str
+    size: int
 
 
 @dataclass
@@ -132,7 +135,8 @@ class ProjectIndex:
             return entry.functions if entry is not None else None
         entry = self._parse(path)
         self._loaded[path] = entry
-        while len(self._loaded) > MAX_LOADED:
+        while len(self._loaded) > 1 and (len(self._loaded) > MAX_LOADED or sum(
+                loaded.size for loaded in self._loaded.values() if loaded is not None) > MAX_LOADED_BYTES):
             self._loaded.popitem(last=False)
         return entry.functions if entry is not None else None
 
@@ -154,7 +158,7 @@ class ProjectIndex:
             return None
         except Exception:  # noqa: BLE001 - LibCST's parser error: the module is not followed
             return None
-        return _Loaded(ModuleFunctions(module, ProjectView(self, path)), _digest(data))
+        return _Loaded(ModuleFunctions(module, ProjectView(self, path)), _digest(data), len(data))
 
     def view(self, path: str) -> ProjectView | None:
         """What the model of the file at ``path`` may follow (None: the file is in no root)."""
