@@ -39,6 +39,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model, summaries
+from accumlint.model import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
@@ -114,7 +115,8 @@ _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 
 #: the calls that make a module's functions worth following from another module: a backward,
 #: a gradient reset or a clip (a helper that performs one of them)
-_HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS)}))
+_HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS),
+                                 *(name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES)}))
 
 
 def backward_used(data: bytes) -> bool:

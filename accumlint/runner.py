@@ -549,9 +549,11 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
             continue
         if size > MAX_SOURCE_BYTES:
             continue
-        digest = digests[position] = content_digest(data)
-        lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
-        hit = cache.get(path, digest, lines) if cache is not None else None
+        hit = None
+        if cache is not None:
+            digest = digests[position] = content_digest(data)
+            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
+            hit = cache.get(path, digest, lines)
         if hit is not None:
             hits[position] = hit
             names[path] = hit.names

@@ -154,7 +154,8 @@ class ClipBeforeUnscale(Rule):
                 if step is None:
                     continue
                 unscaled = any(e.kind is EventKind.UNSCALE and e.order < clip.order for e in events)
-                verdicts.setdefault(id(clip.node), []).append(None if unscaled else (clip, step))
+                # keyed by the clip's own statement: its copies inlined into callers are the same clip
+                verdicts.setdefault(id(clip.site.node), []).append(None if unscaled else (clip, step))
         for found in verdicts.values():
             if any(v is None for v in found):
                 continue  # in one caller's context the gradients were unscaled first: not decidable

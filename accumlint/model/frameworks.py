@@ -372,6 +372,9 @@ DATALOADER_PARAMETERS = ("dataset", "batch_size", "shuffle", "sampler", "batch_s
 #: none of them reads a rank), by last segment; ``BatchSampler`` wraps its first argument.
 LOCAL_SAMPLERS = frozenset({"RandomSampler", "SequentialSampler", "WeightedRandomSampler"})
 BATCH_SAMPLER_WRAPPERS = frozenset({"BatchSampler"})
+#: the calls that wrap a model for data parallelism (torch 2.13.0 ``nn/parallel/distributed.py``,
+#: ``distributed/fsdp/``): a project helper that calls one makes its callers' models averaging
+WRAPPER_CONSTRUCTOR_NAMES = frozenset({"DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "fully_shard"})
 #: Any sampler class (last segment): a call of one never shards a dataset by itself.
 SAMPLER_NAME = re.compile(r"Sampler$")
 

@@ -6,7 +6,8 @@ file's own helpers.
   ``setup.cfg`` above a file, else the folder the run was started on.
 - :class:`ProjectIndex`: module name ↔ path for the roots (``src/`` layouts, packages,
   namespace packages, a script's own folder as ``sys.path[0]``, relative imports), the
-  modules' LibCST trees loaded on demand (bounded), the names a module defines whose code
+  modules' LibCST trees loaded on demand (at most 32 trees and 256 KiB of
+  sources per process; modules over 128 KiB are not followed), the names a module defines whose code
   performs a backward (for the prefilter), and the files each result depends on (for the
   cache: editing ``utils.py`` re-checks ``train.py``).
 

@@ -3,9 +3,9 @@ package docstring)."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,10 +17,14 @@ if TYPE_CHECKING:
     from accumlint.model.sites import ModuleFunctions
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
-#: LibCST trees of project modules kept per process (each ~400 bytes per source byte)
+#: LibCST trees of project modules kept per process, and the source bytes they may hold
+#: together (a tree takes ~400 bytes per source byte: 256 KiB of sources ≈ 100 MB)
 MAX_LOADED = 32
+MAX_LOADED_BYTES = 256 * 1024
 #: a project module larger than this is not loaded to follow its functions
-MAX_MODULE_BYTES = 512 * 1024
+MAX_MODULE_BYTES = 128 * 1024
+#: a project module that defines no name performing an event is followed only below this size
+MAX_PLAIN_MODULE_BYTES = 48 * 1024
 #: re-exports followed through a package's ``__init__`` (``from .sub import f``)
 MAX_REEXPORT_DEPTH = 3
 #: the prefilter reads at most this many project files to learn which names perform a backward
@@ -48,6 +52,7 @@ def _digest(data: bytes) -> str:
 class _Loaded:
     functions: ModuleFunctions
     digest: str
+    size: int
 
 
 @dataclass
@@ -130,7 +135,8 @@ class ProjectIndex:
             return entry.functions if entry is not None else None
         entry = self._parse(path)
         self._loaded[path] = entry
-        while len(self._loaded) > MAX_LOADED:
+        while len(self._loaded) > 1 and (len(self._loaded) > MAX_LOADED or sum(
+                loaded.size for loaded in self._loaded.values() if loaded is not None) > MAX_LOADED_BYTES):
             self._loaded.popitem(last=False)
         return entry.functions if entry is not None else None
 
@@ -152,7 +158,7 @@ class ProjectIndex:
             return None
         except Exception:  # noqa: BLE001 - LibCST's parser error: the module is not followed
             return None
-        return _Loaded(ModuleFunctions(module, ProjectView(self, path)), _digest(data))
+        return _Loaded(ModuleFunctions(module, ProjectView(self, path)), _digest(data), len(data))
 
     def view(self, path: str) -> ProjectView | None:
         """What the model of the file at ``path`` may follow (None: the file is in no root)."""
@@ -210,18 +216,22 @@ class ProjectIndex:
         for _, start, end in self._search.find_matches_as_indexes(data, overlapping=True):  # type: ignore[attr-defined]
             before = data[start - 1:start]
             after = data[end:end + 1]
-            if not (before.isalnum() or before == b"_") and not (after.isalnum() or after == b"_"):
-                return True
+            if (not (before.isalnum() or before == b"_") and not (after.isalnum() or after == b"_")
+                    and not _DEFINES.search(data, max(0, start - 12), start)):
+                return True  # (a module's own `def f` is no use of another module's `f`)
         return False
 
 
+#: a top-level ``def``/``class`` (column 0): read from the bytes, no parse (a superset: a
+#: string holding such a line adds a name, which only lets more files through the prefilter)
+_TOP_LEVEL = re.compile(rb"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+_DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
+
+
 def _top_level_names(data: bytes) -> Iterable[str]:
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ()
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [match.group(1).decode() for match in _TOP_LEVEL.finditer(data)]
 
 
 @dataclass
@@ -241,9 +251,18 @@ class ProjectView:
         if depth > MAX_REEXPORT_DEPTH:
             return None
         origin = getattr(importer.project, "path", self.path)
+        # a module that performs events is followed up to MAX_MODULE_BYTES; any other (a loss
+        # computed in a small model file) only up to MAX_PLAIN_MODULE_BYTES: parses cost
+        limit = MAX_MODULE_BYTES if qualified.rsplit(".", 1)[-1].encode() in self.index.event_names() else (
+            MAX_PLAIN_MODULE_BYTES)
         for path, attribute in self.index.locate(origin, qualified):
             if "." in attribute:
                 continue  # `pkg.mod.Class.method`: not a top-level name
+            try:
+                if os.path.getsize(path) > limit:
+                    continue
+            except OSError:
+                continue
             functions = self.index.load(path)
             if functions is None:
                 continue
