@@ -372,3 +372,35 @@ CTX_SILENT = {
 @pytest.mark.parametrize("name", list(CTX_SILENT))
 def test_contexts_in_variables_that_stay_silent(name: str) -> None:
     assert lint(CTX_SILENT[name]) == []
+
+
+# --- conditional expressions --------------------------------------------------------------------------
+
+def test_an_arm_of_a_conditional_expression_is_a_branch() -> None:
+    src = """
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch).loss)
+            _ = accelerator.clip_grad_norm_(model.parameters(), 1.0) if accelerator.sync_gradients else None
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert ("CLIP", "clip_grad_norm_", "UPDATE") in cadences(src)
+    assert lint(src) == []
+
+
+def test_a_clip_in_the_other_arm_still_runs_every_microbatch() -> None:
+    """`clip() if not sync else None`: the clip runs on the microbatches that end no group."""
+    src = """
+    import torch
+    for i, b in enumerate(loader):
+        (model(b) / accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) if (i + 1) % accum else None
+        if (i + 1) % accum == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert ("CLIP", "clip_grad_norm_", "NON_BOUNDARY") in cadences(src)

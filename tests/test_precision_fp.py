@@ -204,3 +204,19 @@ def test_labels_from_a_batch_field_are_still_a_mean_of_means() -> None:
                 opt.step()
                 opt.zero_grad()
     """) == [("ACC102", 8)]
+
+
+def test_a_manual_engine_boundary_allows_a_gated_step() -> None:
+    """`set_gradient_accumulation_boundary(flag)` before each backward: the engine's own counter
+    decides nothing, so stepping it only at the boundary is the same as stepping it always."""
+    assert lint("""
+    import deepspeed
+    def train(net, loader, cfg, k):
+        engine, *_ = deepspeed.initialize(model=net, model_parameters=net.parameters(), config=cfg)
+        for i, mb in enumerate(loader):
+            last = (i + 1) % k == 0
+            engine.set_gradient_accumulation_boundary(last)
+            engine.backward(engine(mb).loss)
+            if last:
+                engine.step()
+    """) == []

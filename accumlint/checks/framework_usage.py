@@ -9,7 +9,8 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Severity
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.names import dotted, int_value
+from accumlint.model import frameworks as fw
+from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
 
@@ -104,7 +105,8 @@ class EngineStepGated(Rule):
                 role = update.role
                 engine_step = role.role is Role.ENGINE and update.method == "step"
                 # the config search walks the whole module: only once a gated step is seen
-                if engine_step and group.cadence(update) is Cadence.UPDATE and not model.deepspeed_unmanaged:
+                if (engine_step and group.cadence(update) is Cadence.UPDATE and not _manual_boundary(group)
+                        and not model.deepspeed_unmanaged):
                     yield Hit(
                         update.node,
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
@@ -120,3 +122,9 @@ class EngineStepGated(Rule):
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
                         "call `engine.step()` after every microbatch instead",
                     )
+
+
+def _manual_boundary(group) -> bool:
+    """Whether the loop tells the engine the boundary itself (``set_gradient_accumulation_boundary``)."""
+    return any(site.call is not None and method_name(site.call) in fw.DEEPSPEED_MANUAL_BOUNDARY_CALLS
+               for site in group.loop_sites)

@@ -16,7 +16,7 @@ from typing import Any
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.names import calls_in, children, derives, dotted, last_segment
+from accumlint.model.names import Branches, calls_with_branches, children, derives, dotted, last_segment
 
 MAX_HELPER_DEPTH = 3
 
@@ -33,7 +33,8 @@ class FrameKind(str, Enum):
 
 @dataclass(frozen=True, eq=False)
 class Frame:
-    """A control construct around a site. ``node`` is the loop / if / with / try / call node."""
+    """A control construct around a site. ``node`` is the loop / if / with / try / call node
+    (for IF, also a conditional expression ``a if cond else b`` around a call in one arm)."""
 
     kind: FrameKind
     node: cst.CSTNode
@@ -42,7 +43,7 @@ class Frame:
     @property
     def test(self) -> cst.BaseExpression | None:
         """The condition of an IF or GUARD frame, or a while loop's test."""
-        if isinstance(self.node, (cst.If, cst.While)):
+        if isinstance(self.node, (cst.If, cst.While, cst.IfExp)):
             return self.node.test
         return None
 
@@ -173,7 +174,8 @@ class ModuleFunctions:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
         self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
-        self._calls: dict[int, list[cst.Call]] = {}  # id(expression) → its calls (the tree outlives this)
+        # id(expression) → its calls and their conditional-expression arms (the tree outlives this)
+        self._calls: dict[int, tuple[list[cst.Call], dict[int, Branches]]] = {}
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
         stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(module, None)]
@@ -212,10 +214,14 @@ class ModuleFunctions:
     def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
         """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
         body is walked again at each call of the helper."""
-        calls = self._calls.get(id(expression))
-        if calls is None:
-            calls = self._calls[id(expression)] = calls_in(expression)
-        return calls
+        return self.calls_and_branches(expression)[0]
+
+    def calls_and_branches(self, expression: cst.CSTNode) -> tuple[list[cst.Call], dict[int, Branches]]:
+        """:func:`~accumlint.model.names.calls_with_branches`, once per expression."""
+        found = self._calls.get(id(expression))
+        if found is None:
+            found = self._calls[id(expression)] = calls_with_branches(expression)
+        return found
 
     def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
         """Every module-level function and method, in source order."""
@@ -315,8 +321,14 @@ class _Walker:
 
     # --- expressions ------------------------------------------------------------------------
     def expression(self, expression: cst.CSTNode, statement: cst.CSTNode, frames: tuple[Frame, ...]) -> None:
-        for call in self.functions.calls_in(expression):
-            self.add(Site(call, statement, frames, self.order, self.scope, call=call))  # type: ignore[arg-type]
+        calls, branches = self.functions.calls_and_branches(expression)
+        for call in calls:
+            arms = branches.get(id(call))
+            if arms:  # an arm of `a if cond else b` runs like a branch of `if cond:`
+                frames_here = frames + tuple(Frame(FrameKind.IF, node, branch) for node, branch in arms)
+            else:
+                frames_here = frames
+            self.add(Site(call, statement, frames_here, self.order, self.scope, call=call))  # type: ignore[arg-type]
             helper = self.functions.resolve(call, self.scope.class_def)
             if (
                 helper is not None
@@ -325,7 +337,7 @@ class _Walker:
                 and len(self.helper_stack) < MAX_HELPER_DEPTH
             ):
                 self.helper_stack.append(helper)
-                self.suite(helper.body, frames + (Frame(FrameKind.HELPER, call),))
+                self.suite(helper.body, frames_here + (Frame(FrameKind.HELPER, call),))
                 self.helper_stack.pop()
 
     def record_assign(self, statement: cst.CSTNode, targets: tuple[cst.BaseExpression, ...],
