@@ -404,3 +404,55 @@ def test_a_clip_in_the_other_arm_still_runs_every_microbatch() -> None:
             opt.zero_grad()
     """
     assert ("CLIP", "clip_grad_norm_", "NON_BOUNDARY") in cadences(src)
+
+
+# --- a no-sync context chosen by a condition ------------------------------------------------------
+
+SYNC_CHOICE = {
+    # (source, findings): the context is picked inline, by a flag, or as a method reference
+    "inline, remainder of the zero-based index": ("""
+    from contextlib import nullcontext
+    for i, (x, y) in enumerate(loader):
+        with (ddp.no_sync() if i % A else nullcontext()):
+            (crit(ddp(x), y) / A).backward()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, [("ACC402", 4)]),
+    "inline, aligned with the gate": ("""
+    from contextlib import nullcontext
+    for i, (x, y) in enumerate(loader):
+        with (ddp.no_sync() if (i + 1) % A else nullcontext()):
+            (crit(ddp(x), y) / A).backward()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+    "factory chosen by a flag that names the group's last microbatch": ("""
+    import contextlib
+    for k, (x, y) in enumerate(loader):
+        last = k % A == A - 1
+        enter = contextlib.nullcontext if last else ddp.no_sync
+        with enter():
+            (crit(ddp(x), y) / A).backward()
+        if (k + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+    "flag of another counter: undecidable": ("""
+    from contextlib import nullcontext
+    for k, (x, y) in enumerate(loader):
+        ctx = nullcontext() if seen % A == 0 else ddp.no_sync()
+        with ctx:
+            (crit(ddp(x), y) / A).backward()
+        if (k + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+}
+
+
+@pytest.mark.parametrize("name", list(SYNC_CHOICE))
+def test_a_no_sync_chosen_on_the_update_microbatch(name: str) -> None:
+    source, expected = SYNC_CHOICE[name]
+    assert lint(source) == expected
