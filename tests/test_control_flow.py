@@ -456,3 +456,54 @@ SYNC_CHOICE = {
 def test_a_no_sync_chosen_on_the_update_microbatch(name: str) -> None:
     source, expected = SYNC_CHOICE[name]
     assert lint(source) == expected
+
+
+# --- accumulate() entered twice, or under an arm the model cannot decide ------------------------
+
+def test_two_accumulate_entries_in_one_with_statement() -> None:
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=8)
+    text, vision, opt, loader = accelerator.prepare(text, vision, opt, loader)
+    for batch in loader:
+        with accelerator.accumulate(vision), accelerator.accumulate(text):
+            accelerator.backward(clip_loss(vision(batch["img"]), text(batch["ids"])))
+            opt.step()
+            opt.zero_grad()
+    """) == [("ACC501", 6)]
+
+
+def test_reset_before_backward_inside_accumulate_under_an_alternating_arm() -> None:
+    """Which model trains alternates per group (undecidable for the gate), but inside each
+    accumulate() the prepared optimizer's reset runs before the backward."""
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=2)
+    actor, critic, a_opt, c_opt, loader = accelerator.prepare(actor, critic, a_opt, c_opt, loader)
+    for i, batch in enumerate(loader):
+        if (i // 2) % 2:
+            with accelerator.accumulate(actor):
+                a_opt.zero_grad()
+                accelerator.backward(actor(batch).loss)
+                a_opt.step()
+        else:
+            with accelerator.accumulate(critic):
+                accelerator.backward(critic(batch).loss)
+                c_opt.step()
+                c_opt.zero_grad()
+    """) == [("ACC501", 8)]
+
+
+def test_reset_under_a_condition_inside_accumulate_is_silent() -> None:
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=2)
+    actor, a_opt, loader = accelerator.prepare(actor, a_opt, loader)
+    for i, batch in enumerate(loader):
+        if (i // 2) % 2:
+            with accelerator.accumulate(actor):
+                if batch.fresh:
+                    a_opt.zero_grad()
+                accelerator.backward(actor(batch).loss)
+                a_opt.step()
+    """) == []
