@@ -507,3 +507,34 @@ def test_reset_under_a_condition_inside_accumulate_is_silent() -> None:
                 accelerator.backward(actor(batch).loss)
                 a_opt.step()
     """) == []
+
+
+# --- loops over optimizers around the update --------------------------------------------------------
+
+def test_an_update_loop_over_optimizers_runs_once_per_group() -> None:
+    src = """
+    for it in range(n_updates):
+        for k in range(grad_accum):
+            (net(*next(data)) / grad_accum).backward()
+            net.zero_grad()
+        for opt, sched in zip(optimizers, schedulers):
+            opt.step()
+            sched.step()
+        net.zero_grad(set_to_none=True)
+    """
+    assert ("UPDATE", "step", "UPDATE") in cadences(src)
+    assert lint(src) == [("ACC001", 5)]
+
+
+def test_an_update_loop_that_also_backpropagates_stays_undecided() -> None:
+    """A loop after the micro-loop that runs a backward of its own is no plain update loop."""
+    src = """
+    for it in range(n_updates):
+        for k in range(grad_accum):
+            (net(*next(data)) / grad_accum).backward()
+            net.zero_grad()
+        for opt in optimizers:
+            (reg(net) / len(optimizers)).backward()
+            opt.step()
+    """
+    assert lint(src) == []

@@ -375,6 +375,8 @@ class LoopAnalysis:
             region = [e for e in self.events if start <= e.order < end]
         group.events = region
         root = group.region_root
+        backward_loops = {f.node for e in region if e.kind is EventKind.BACKWARD
+                          for f in e.site.frames if f.kind is FrameKind.LOOP}
         for event in region:
             if start <= event.order < end:
                 cadence = self._cadence_in_loop(group, event)
@@ -384,6 +386,8 @@ class LoopAnalysis:
                 for frame in frames:
                     if frame.kind is FrameKind.GUARD and id(frame.node) in group.skip_guards:
                         continue
+                    if frame.kind is FrameKind.LOOP and frame.node not in backward_loops:
+                        continue  # `for opt in optimizers: opt.step()`: every pass runs it whole
                     if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
                         cadence = Cadence.UNKNOWN
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
