@@ -73,7 +73,8 @@ class EffectiveBatchCountsDevices(Rule):
     principle = "P12"
     summary = "effective batch computed from the GPU count instead of the data-parallel size"
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
-    markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
+    markers = (b"device_count", b"get_world_size", b"getenv", b"backward",  # getenv: WORLD_SIZE from the env
+               *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
     # and the name the statement it flags assigns to (the bytes' counterpart of applies())
     requires = fw.A_OR_GLOBAL_BATCH_BYTES
