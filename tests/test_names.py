@@ -89,3 +89,26 @@ def test_world_size_without_model_parallelism_is_the_replica_count() -> None:
         global_batch = micro_bs * grad_accum * dist.get_world_size()
         return global_batch
     """) == []
+
+
+def test_an_effective_batch_by_shape_whatever_its_name() -> None:
+    """`micro * A * gpus` is an effective batch even when it is called `n`."""
+    assert lint("""
+    import torch
+    import torch.distributed as dist
+    def setup(micro, accum_steps):
+        dist.init_process_group("nccl")
+        n = micro * accum_steps * torch.cuda.device_count()
+        return n
+    """) == [("ACC404", 6)]
+
+
+def test_a_product_without_a_is_not_read_as_an_effective_batch() -> None:
+    assert lint("""
+    import torch
+    import torch.distributed as dist
+    def setup(micro, seq_len):
+        dist.init_process_group("nccl")
+        n = micro * seq_len * torch.cuda.device_count()
+        return n
+    """) == []
