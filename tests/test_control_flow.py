@@ -372,3 +372,169 @@ CTX_SILENT = {
 @pytest.mark.parametrize("name", list(CTX_SILENT))
 def test_contexts_in_variables_that_stay_silent(name: str) -> None:
     assert lint(CTX_SILENT[name]) == []
+
+
+# --- conditional expressions --------------------------------------------------------------------------
+
+def test_an_arm_of_a_conditional_expression_is_a_branch() -> None:
+    src = """
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for batch in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(model(batch).loss)
+            _ = accelerator.clip_grad_norm_(model.parameters(), 1.0) if accelerator.sync_gradients else None
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert ("CLIP", "clip_grad_norm_", "UPDATE") in cadences(src)
+    assert lint(src) == []
+
+
+def test_a_clip_in_the_other_arm_still_runs_every_microbatch() -> None:
+    """`clip() if not sync else None`: the clip runs on the microbatches that end no group."""
+    src = """
+    import torch
+    for i, b in enumerate(loader):
+        (model(b) / accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) if (i + 1) % accum else None
+        if (i + 1) % accum == 0:
+            opt.step()
+            opt.zero_grad()
+    """
+    assert ("CLIP", "clip_grad_norm_", "NON_BOUNDARY") in cadences(src)
+
+
+# --- a no-sync context chosen by a condition ------------------------------------------------------
+
+SYNC_CHOICE = {
+    # (source, findings): the context is picked inline, by a flag, or as a method reference
+    "inline, remainder of the zero-based index": ("""
+    from contextlib import nullcontext
+    for i, (x, y) in enumerate(loader):
+        with (ddp.no_sync() if i % A else nullcontext()):
+            (crit(ddp(x), y) / A).backward()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, [("ACC402", 4)]),
+    "inline, aligned with the gate": ("""
+    from contextlib import nullcontext
+    for i, (x, y) in enumerate(loader):
+        with (ddp.no_sync() if (i + 1) % A else nullcontext()):
+            (crit(ddp(x), y) / A).backward()
+        if (i + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+    "factory chosen by a flag that names the group's last microbatch": ("""
+    import contextlib
+    for k, (x, y) in enumerate(loader):
+        last = k % A == A - 1
+        enter = contextlib.nullcontext if last else ddp.no_sync
+        with enter():
+            (crit(ddp(x), y) / A).backward()
+        if (k + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+    "flag of another counter: undecidable": ("""
+    from contextlib import nullcontext
+    for k, (x, y) in enumerate(loader):
+        ctx = nullcontext() if seen % A == 0 else ddp.no_sync()
+        with ctx:
+            (crit(ddp(x), y) / A).backward()
+        if (k + 1) % A == 0:
+            opt.step()
+            opt.zero_grad()
+    """, []),
+}
+
+
+@pytest.mark.parametrize("name", list(SYNC_CHOICE))
+def test_a_no_sync_chosen_on_the_update_microbatch(name: str) -> None:
+    source, expected = SYNC_CHOICE[name]
+    assert lint(source) == expected
+
+
+# --- accumulate() entered twice, or under an arm the model cannot decide ------------------------
+
+def test_two_accumulate_entries_in_one_with_statement() -> None:
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=8)
+    text, vision, opt, loader = accelerator.prepare(text, vision, opt, loader)
+    for batch in loader:
+        with accelerator.accumulate(vision), accelerator.accumulate(text):
+            accelerator.backward(clip_loss(vision(batch["img"]), text(batch["ids"])))
+            opt.step()
+            opt.zero_grad()
+    """) == [("ACC501", 6)]
+
+
+def test_reset_before_backward_inside_accumulate_under_an_alternating_arm() -> None:
+    """Which model trains alternates per group (undecidable for the gate), but inside each
+    accumulate() the prepared optimizer's reset runs before the backward."""
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=2)
+    actor, critic, a_opt, c_opt, loader = accelerator.prepare(actor, critic, a_opt, c_opt, loader)
+    for i, batch in enumerate(loader):
+        if (i // 2) % 2:
+            with accelerator.accumulate(actor):
+                a_opt.zero_grad()
+                accelerator.backward(actor(batch).loss)
+                a_opt.step()
+        else:
+            with accelerator.accumulate(critic):
+                accelerator.backward(critic(batch).loss)
+                c_opt.step()
+                c_opt.zero_grad()
+    """) == [("ACC501", 8)]
+
+
+def test_reset_under_a_condition_inside_accumulate_is_silent() -> None:
+    assert lint("""
+    from accelerate import Accelerator
+    accelerator = Accelerator(gradient_accumulation_steps=2)
+    actor, a_opt, loader = accelerator.prepare(actor, a_opt, loader)
+    for i, batch in enumerate(loader):
+        if (i // 2) % 2:
+            with accelerator.accumulate(actor):
+                if batch.fresh:
+                    a_opt.zero_grad()
+                accelerator.backward(actor(batch).loss)
+                a_opt.step()
+    """) == []
+
+
+# --- loops over optimizers around the update --------------------------------------------------------
+
+def test_an_update_loop_over_optimizers_runs_once_per_group() -> None:
+    src = """
+    for it in range(n_updates):
+        for k in range(grad_accum):
+            (net(*next(data)) / grad_accum).backward()
+            net.zero_grad()
+        for opt, sched in zip(optimizers, schedulers):
+            opt.step()
+            sched.step()
+        net.zero_grad(set_to_none=True)
+    """
+    assert ("UPDATE", "step", "UPDATE") in cadences(src)
+    assert lint(src) == [("ACC001", 5)]
+
+
+def test_an_update_loop_that_also_backpropagates_stays_undecided() -> None:
+    """A loop after the micro-loop that runs a backward of its own is no plain update loop."""
+    src = """
+    for it in range(n_updates):
+        for k in range(grad_accum):
+            (net(*next(data)) / grad_accum).backward()
+            net.zero_grad()
+        for opt in optimizers:
+            (reg(net) / len(optimizers)).backward()
+            opt.step()
+    """
+    assert lint(src) == []

@@ -204,3 +204,82 @@ def test_labels_from_a_batch_field_are_still_a_mean_of_means() -> None:
                 opt.step()
                 opt.zero_grad()
     """) == [("ACC102", 8)]
+
+
+def test_a_manual_engine_boundary_allows_a_gated_step() -> None:
+    """`set_gradient_accumulation_boundary(flag)` before each backward: the engine's own counter
+    decides nothing, so stepping it only at the boundary is the same as stepping it always."""
+    assert lint("""
+    import deepspeed
+    def train(net, loader, cfg, k):
+        engine, *_ = deepspeed.initialize(model=net, model_parameters=net.parameters(), config=cfg)
+        for i, mb in enumerate(loader):
+            last = (i + 1) % k == 0
+            engine.set_gradient_accumulation_boundary(last)
+            engine.backward(engine(mb).loss)
+            if last:
+                engine.step()
+    """) == []
+
+
+# --- ACC201: forward-only loops whose losses wait for one backward --------------------------------
+
+def test_losses_kept_for_one_backward_after_a_forward_only_loop() -> None:
+    assert lint("""
+    def step(net, opt, crit, micro_batches):
+        opt.zero_grad()
+        kept = {}
+        for k, (x, y) in enumerate(micro_batches):
+            kept[k] = crit(net(x), y)
+        sum(kept.values()).backward()
+        opt.step()
+    """) == [("ACC201", 6)]
+
+
+def test_a_running_sum_of_forwards_before_one_backward() -> None:
+    assert lint("""
+    def step(model, opt, crit, chunks):
+        acc = 0
+        for x, y in chunks:
+            out = model(x)
+            acc = acc + crit(out, y)
+        (acc / len(chunks)).backward()
+        opt.step()
+        opt.zero_grad()
+    """) == [("ACC201", 6)]
+
+
+FORWARD_ONLY_SILENT = {
+    "a regularizer summed over parameters": """
+    def step(model, opt, loss):
+        reg = 0
+        for p in model.parameters():
+            reg = reg + p.pow(2).sum()
+        (loss + 1e-4 * reg).backward()
+        opt.step()
+    """,
+    "outputs kept as numbers": """
+    def step(model, opt, crit, chunks, final):
+        seen = []
+        for x, y in chunks:
+            seen.append(crit(model(x), y).item())
+        final.backward()
+        opt.step()
+    """,
+    "forwards under no_grad (a teacher)": """
+    import torch
+    def step(student, teacher, opt, xs):
+        targets = []
+        with torch.no_grad():
+            for x in xs:
+                targets.append(teacher(x))
+        loss = sum((student(x) - t).pow(2).mean() for x, t in zip(xs, targets))
+        loss.backward()
+        opt.step()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", list(FORWARD_ONLY_SILENT))
+def test_forward_only_loops_that_stay_silent(name: str) -> None:
+    assert lint(FORWARD_ONLY_SILENT[name]) == []

@@ -64,14 +64,16 @@ class EffectiveBatchCountsDevices(Rule):
 
     code = "ACC404"
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
-    markers = (b"device_count", b"get_world_size", b"backward", *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
+    markers = (b"device_count", b"get_world_size", b"getenv", b"backward",  # getenv: WORLD_SIZE from the env
+               *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
     # and the name the statement it flags assigns to (the bytes' counterpart of applies())
     requires = fw.A_OR_GLOBAL_BATCH_BYTES
 
     def applies(self, facts: SourceFacts) -> bool:
-        """An assignment to a name of A or of an effective/global batch: the statement it flags."""
-        return facts.binds(_counts_a_or_batch)
+        """An assignment to a name of A or of an effective/global batch, or a name of A in the
+        code (a product m x A x D is an effective batch whatever it is called)."""
+        return facts.binds(_counts_a_or_batch) or any(fw.ACCUMULATION_NAME.search(name) for name in facts.mentioned)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel
@@ -84,6 +86,8 @@ class EffectiveBatchCountsDevices(Rule):
                 if isinstance(site.node, (cst.For, cst.With)):
                     continue
                 target = next((t for t in site.targets if t and _counts_a_or_batch(t)), None)
+                if target is None and len(site.targets) == 1 and _effective_batch_shape(model, site.value):
+                    target = site.targets[0]
                 if target is None:
                     continue
                 value = site.value
@@ -108,6 +112,22 @@ class EffectiveBatchCountsDevices(Rule):
                         "use the data-parallel size: world size // (tensor_parallel_size * pipeline_parallel_size), "
                         "or the size of the data-parallel process group",
                     )
+
+
+def _effective_batch_shape(model: FileModel, value: cst.BaseExpression) -> bool:
+    """Whether a value is a product of at least three factors, one of them A and one a replica,
+    process or GPU count (``micro_bs * grad_accum * world``): an effective batch by its shape."""
+    factors: list[cst.BaseExpression] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+            stack.extend((node.left, node.right))
+        else:
+            factors.append(node)
+    parallel = model.parallel
+    return len(factors) >= 3 and any(model.is_accumulation_name(f) for f in factors) and any(
+        parallel.counts_replicas(f) or parallel.counts_devices(f) for f in factors)
 
 
 def _counts_a_or_batch(name: str) -> bool:

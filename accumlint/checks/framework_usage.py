@@ -8,7 +8,9 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.names import dotted, int_value
+from accumlint.model import frameworks as fw
+from accumlint.model.groups import is_accumulate_call
+from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
 
@@ -35,6 +37,7 @@ class AccumulateContextMisplaced(Rule):
                             "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
                         )
             yield from self._reset_before_backward(group)
+            yield from self._entered_twice(model, group)
             yield from self._never_entered(model, group)
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
@@ -44,8 +47,8 @@ class AccumulateContextMisplaced(Rule):
             if not backwards:
                 continue
             for reset in inside:
-                if (reset.kind is EventKind.RESET and group.cadence(reset) is Cadence.FRAMEWORK_GATED
-                        and reset.order < min(backwards)):
+                if (reset.kind is EventKind.RESET and reset.order < min(backwards)
+                        and (group.cadence(reset) is Cadence.FRAMEWORK_GATED or _gated_by(reset, context))):
                     yield Hit(
                         reset.node,
                         "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
@@ -53,6 +56,19 @@ class AccumulateContextMisplaced(Rule):
                         "accumulated, so only the last microbatch reaches the update",
                         "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
                     )
+
+    def _entered_twice(self, model: FileModel, group) -> Iterator[Hit]:
+        for context in group.accumulate_contexts:
+            calls = [item.item for item in context.items if is_accumulate_call(item.item)]
+            accelerators = [dotted(call.func.value) for call in calls]  # type: ignore[attr-defined]
+            if len(calls) > 1 and len(set(accelerators)) == 1 and accelerators[0] is not None:
+                yield Hit(
+                    context,
+                    "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
+                    "counter, so groups hold A/2 microbatches (the boundary comes twice as often) and the "
+                    "outer context's model skips its all-reduce on the boundary",
+                    "enter it once with every model: `with accelerator.accumulate(model_a, model_b):`",
+                )
 
     def _never_entered(self, model: FileModel, group) -> Iterator[Hit]:
         if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:
@@ -72,6 +88,18 @@ class AccumulateContextMisplaced(Rule):
                     "entered, so the prepared optimizer updates on every microbatch with gradients divided by A",
                     "wrap each microbatch in `with accelerator.accumulate(model):`",
                 )
+
+
+def _gated_by(reset, context: cst.With) -> bool:
+    """Whether a reset is a prepared optimizer's (Accelerate gates it to the sync microbatch) and
+    runs whenever ``context`` is entered (no branch or loop of its own inside it), whatever the
+    loop around decides: `if gen_turn: with accelerator.accumulate(gen): g_opt.zero_grad(); ...`."""
+    role = reset.role
+    if role.role not in fw.ACCELERATE_GATED_ROLES or role.prepared is not True:
+        return False
+    frames = reset.site.frames_inside(context)
+    return not any(f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP,
+                              FrameKind.HELPER) for f in frames)
 
 
 def _forwards_in_loop(model: FileModel, group, context: cst.With) -> bool:
@@ -95,7 +123,8 @@ class EngineStepGated(Rule):
                 role = update.role
                 engine_step = role.role is Role.ENGINE and update.method == "step"
                 # the config search walks the whole module: only once a gated step is seen
-                if engine_step and group.cadence(update) is Cadence.UPDATE and not model.deepspeed_unmanaged:
+                if (engine_step and group.cadence(update) is Cadence.UPDATE and not _manual_boundary(group)
+                        and not model.deepspeed_unmanaged):
                     yield Hit(
                         update.node,
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
@@ -111,3 +140,9 @@ class EngineStepGated(Rule):
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
                         "call `engine.step()` after every microbatch instead",
                     )
+
+
+def _manual_boundary(group) -> bool:
+    """Whether the loop tells the engine the boundary itself (``set_gradient_accumulation_boundary``)."""
+    return any(site.call is not None and method_name(site.call) in fw.DEEPSPEED_MANUAL_BOUNDARY_CALLS
+               for site in group.loop_sites)

@@ -22,6 +22,7 @@ class LossKeptWithGraph(Rule):
     code = "ACC201"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        yield from _forward_only_loops(model)
         for group in model.loops:
             if group.style not in _ACCUMULATING:
                 continue  # a loop that updates every microbatch has no group to keep alive
@@ -59,6 +60,66 @@ class LossKeptWithGraph(Rule):
                     "with each microbatch",
                     "store `loss.detach()` (or `loss.item()` for logging) instead",
                 )
+
+
+_DEFERRED_MESSAGE = ("`{}` keeps every microbatch's loss with its graph until the group's single backward: the "
+                     "activations of all A microbatches are alive at once, so memory grows with A and "
+                     "accumulation saves nothing")
+_DEFERRED_FIX = "backpropagate each microbatch as it comes (`(loss / A).backward()`) and keep only `loss.detach()`"
+
+
+def _forward_only_loops(model: FileModel) -> Iterator[Hit]:
+    """Loops that only run forwards and keep their losses (``losses.append(crit(model(x), y))``,
+    ``total = total + loss``) for one backward right after the loop: a deferred group whose
+    graphs are all alive at once."""
+    for scope in model.scopes:
+        backwards = [e for e in model.events[scope] if e.kind is EventKind.BACKWARD and not e.site.in_helper]
+        reported: set[str] = set()
+        for backward in backwards:
+            if backward.loss is None:
+                continue
+            used = set(names_in(backward.loss))
+            for name in list(used):
+                definition = reaching_assignment(scope, name, backward.order)
+                if definition is not None and definition.value is not None and definition.augmented is None:
+                    used.update(names_in(definition.value))
+            used.update(prefix for name in list(used) for prefix in _prefixes(name))  # `kept.values()` reads `kept`
+            for loop, (start, end) in scope.loop_spans.items():
+                if end > backward.order or backward.site.inside(loop) or not isinstance(loop, (cst.For, cst.While)):
+                    continue
+                inside = scope.sites[start:end]
+                if not inside or any(e.kind is EventKind.BACKWARD and start <= e.order < end for e in backwards):
+                    continue
+                enclosing = {id(f.node) for f in inside[0].frames if f.node is not loop}
+                if not enclosing <= {id(f.node) for f in backward.site.frames}:
+                    continue  # the loop sits in another branch or loop than the backward
+                for site in inside:
+                    if site.in_helper or site.under_no_grad:
+                        continue
+                    stored, container = _stored_value(site)
+                    if (stored is None or container not in used or container in reported or _detached(stored)
+                            or not _runs_forward(model, stored, site, loop)):
+                        continue
+                    reported.add(container)
+                    yield Hit(site.statement, _DEFERRED_MESSAGE.format(container), _DEFERRED_FIX)
+
+
+def _runs_forward(model: FileModel, stored: cst.BaseExpression, site, loop: cst.CSTNode) -> bool:
+    """Whether a stored value comes from a model's forward in the loop (``crit(model(x), y)``,
+    or a name assigned one there): a regularizer summed over parameters is no microbatch."""
+    values = [stored]
+    for name in names_in(stored):  # `crit(out, y)` with `out = model(x)` earlier in the loop
+        definition = reaching_assignment(site.scope, name, site.order, loop)
+        if (definition is not None and definition.value is not None and definition.augmented is None
+                and not isinstance(definition.node, (cst.For, cst.With)) and not _detached(definition.value)):
+            values.append(definition.value)
+    return any(model.roles.of(call.func, site).role in fw.MODEL_ROLES for value in values for call in calls_in(value))
+
+
+def _prefixes(name: str) -> list[str]:
+    """``a.b.c`` → ``a``, ``a.b``."""
+    parts = name.split(".")
+    return [".".join(parts[:index]) for index in range(1, len(parts))]
 
 
 def _deferred_containers(group) -> set[str]:
@@ -159,6 +220,13 @@ def _stored_value(site) -> tuple[cst.BaseExpression | None, str | None]:
         statement = site.statement
         if isinstance(statement, cst.Assign) and isinstance(statement.targets[0].target, cst.Subscript):
             return site.value, dotted(statement.targets[0].target.value)
+        value = site.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            # `total = total + loss`: the running sum keeps what it adds
+            if dotted(value.left) == site.targets[0]:
+                return value.right, site.targets[0]
+            if dotted(value.right) == site.targets[0]:
+                return value.left, site.targets[0]
     return None, None
 
 

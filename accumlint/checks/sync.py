@@ -12,7 +12,7 @@ from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
-from accumlint.model.sync import expression_root, from_parameter, no_sync_contexts, reduces_by_hand
+from accumlint.model.sync import chosen_no_sync, expression_root, from_parameter, no_sync_contexts, reduces_by_hand
 
 
 class NoSyncMissesForward(Rule):
@@ -102,6 +102,17 @@ class NoSyncNeverSyncs(Rule):
             after = [b for b in group.of_kind(EventKind.BACKWARD) if not group.in_loop(b)]
             if not backwards or after or reduces_by_hand(group.region_sites):
                 continue
+            chosen = self._no_sync_on_update(group, backwards)
+            if chosen is not None:
+                yield Hit(
+                    chosen,
+                    "the condition that picks the context chooses no_sync() on the microbatch that ends each "
+                    "group: its all-reduce is skipped, so every replica updates with gradients of its own and "
+                    "the replicas silently diverge",
+                    "choose no_sync() on the microbatches that end no group and a null context on the last one "
+                    "(e.g. `model.no_sync() if (i + 1) % A != 0 else nullcontext()`)",
+                )
+                continue
             contexts: list[cst.With] = []
             for backward in backwards:
                 context = self._unconditional_context(model, group, backward)
@@ -116,6 +127,23 @@ class NoSyncNeverSyncs(Rule):
                     "run the last microbatch of each group outside no_sync() "
                     "(e.g. `ctx = model.no_sync() if (i + 1) % A != 0 else nullcontext()`)",
                 )
+
+    @staticmethod
+    def _no_sync_on_update(group, backwards) -> cst.CSTNode | None:
+        """The conditional expression that enters no_sync() around a backward on the update
+        microbatch (its test is known there, :meth:`AccumulationLoop.true_on_update`)."""
+        for backward in backwards:
+            for frame in group.region_frames(backward.site):
+                if frame.kind is not FrameKind.WITH:
+                    continue
+                for item in frame.node.items:  # type: ignore[attr-defined]
+                    chosen = chosen_no_sync(item.item, backward.site)
+                    if chosen is None:
+                        continue
+                    value = group.true_on_update(chosen.choice.test, chosen.order)
+                    if value is not None and (chosen.arm == "body") == value:
+                        return chosen.choice
+        return None
 
     def _unconditional_context(self, model: FileModel, group, backward) -> cst.With | None:
         """The unconditional no-sync ``with`` covering the backward (or, for DDP, its forward)."""

@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.boundary import first_value
+from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.names import children, dotted
 from accumlint.model.sites import FrameKind
 
@@ -111,8 +111,8 @@ class IrregularUpdateBoundary(Rule):
             if group.style is not LoopStyle.GATED or gate is None or gate.test is None:
                 continue
             test = gate.test
-            if test.kind != "modulo" or test.extra or test.report is None:
-                continue
+            if test.kind != "modulo" or test.extra or test.report is None or index_offset(test.dividend) is None:
+                continue  # `(i // 2) % 2` alternates groups: not a count of microbatches
             updates = [u for u in group.of_kind(EventKind.UPDATE) if group.cadence(u) is Cadence.UPDATE]
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)]
             if not updates or not backwards or min(u.order for u in updates) < min(b.order for b in backwards):

@@ -182,6 +182,10 @@ ACCELERATE_BOUNDARY_ATTRS = frozenset({"sync_gradients"})
 #: every microbatch (managed mode, the default) and only acts at the boundary.
 DEEPSPEED_BOUNDARY_CALLS = frozenset({"is_gradient_accumulation_boundary"})
 DEEPSPEED_UNMANAGED_KEY = "managed_gradient_accumulation"
+#: The engine told the boundary by hand before each backward (deepspeed 0.19.8 runtime/engine.py
+#: ``set_gradient_accumulation_boundary``): its own micro-step counter no longer decides, so
+#: ``engine.step()`` may run on the boundary only.
+DEEPSPEED_MANUAL_BOUNDARY_CALLS = frozenset({"set_gradient_accumulation_boundary"})
 
 #: Context managers that skip the gradient all-reduce, by receiver role and method.
 #: DDP decides at forward time (torch 2.13.0 nn/parallel/distributed.py, reducer armed in

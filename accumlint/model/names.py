@@ -145,6 +145,40 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     return result
 
 
+#: where a call sits among the conditional expressions of its statement: (IfExp, "body"/"orelse") pairs
+Branches = tuple[tuple[cst.IfExp, str], ...]
+
+
+def calls_with_branches(node: cst.CSTNode) -> tuple[list[cst.Call], dict[int, Branches]]:
+    """:func:`calls_in`, and for each call inside an arm of a conditional expression
+    (``clip(...) if accelerator.sync_gradients else None``) the arms around it, outermost first
+    (by ``id`` of the call; calls outside every arm are not keyed)."""
+    result: list[cst.Call] = []
+    branches: dict[int, Branches] = {}
+    stack: list[tuple[cst.CSTNode, Branches, bool]] = [(node, (), False)]  # (node, arms, children done)
+    while stack:
+        current, where, done = stack.pop()
+        if done:
+            result.append(current)  # type: ignore[arg-type]
+            if where:
+                branches[id(current)] = where
+            continue
+        kind = type(current)
+        if kind in _NOT_ENTERED or is_leaf(kind):
+            continue
+        if kind is cst.IfExp:  # test first, then one of the arms
+            stack.append((current.orelse, (*where, (current, "orelse")), False))  # type: ignore[attr-defined]
+            stack.append((current.body, (*where, (current, "body")), False))  # type: ignore[attr-defined]
+            stack.append((current.test, where, False))  # type: ignore[attr-defined]
+            continue
+        if kind is cst.Call:
+            stack.append((current, where, True))
+        below = children(current)
+        below.reverse()
+        stack += [(child, where, False) for child in below]
+    return result, branches
+
+
 def _bodies(statement: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
     """The statements directly inside a compound statement (all its blocks)."""
     body = getattr(statement, "body", None)  # a `match` has cases, no body

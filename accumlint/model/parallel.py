@@ -369,7 +369,22 @@ class DataParallel:
     @cached_property
     def model_parallel_configured(self) -> bool:
         """Whether a tensor- or pipeline-parallel size is set to a literal greater than 1 in
-        this module (an assignment, a keyword argument or an entry of a config dict)."""
+        this module (an assignment, a keyword argument, a parameter's default or an entry of a
+        config dict), or the module divides the world size by one (``dp = world // (tp * pp)``:
+        the code itself expects replicas to span several GPUs)."""
+        for scope in self._scopes:
+            if isinstance(scope.node, cst.FunctionDef):
+                params = scope.node.params
+                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                    literal = int_value(param.default) if param.default is not None else None
+                    if literal is not None and literal > 1 and fw.MODEL_PARALLEL_NAME.match(param.name.value):
+                        return True
+        for site in self._sites:
+            value = site.value
+            if (value is not None and isinstance(value, cst.BinaryOperation)
+                    and isinstance(value.operator, (cst.FloorDivide, cst.Divide))
+                    and self.counts_whole_world(value.left) and self.mentions_model_parallel(value.right)):
+                return True
         for site in self._sites:
             pairs: list[tuple[str | None, cst.BaseExpression]] = []
             if site.call is not None:

@@ -18,7 +18,15 @@ import libcst as cst
 from accumlint.model import frameworks as fw
 from accumlint.model import summaries
 from accumlint.model.callgraph import Inline, bind, local_names, parameters
-from accumlint.model.names import ImportMap, calls_in, children, derives, dotted, last_segment
+from accumlint.model.names import (
+    Branches,
+    ImportMap,
+    calls_with_branches,
+    children,
+    derives,
+    dotted,
+    last_segment,
+)
 
 MAX_HELPER_DEPTH = 4
 #: at most this many candidate callees of one call are followed (``step_fn = a if x else b``)
@@ -37,7 +45,8 @@ class FrameKind(str, Enum):
 
 @dataclass(frozen=True, eq=False)
 class Frame:
-    """A control construct around a site. ``node`` is the loop / if / with / try / call node."""
+    """A control construct around a site. ``node`` is the loop / if / with / try / call node
+    (for IF, also a conditional expression ``a if cond else b`` around a call in one arm)."""
 
     kind: FrameKind
     node: cst.CSTNode
@@ -240,7 +249,8 @@ class ModuleFunctions:
         self.name = name  # dotted module name in its project ("" unknown)
         self._module = module
         self._imports: ImportMap | None = None
-        self._calls: dict[int, list[cst.Call]] = {}  # id(expression) → its calls (the tree outlives this)
+        # id(expression) → its calls and their conditional-expression arms (the tree outlives this)
+        self._calls: dict[int, tuple[list[cst.Call], dict[int, Branches]]] = {}
         self._attributes: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] | None = None
         self._backward: dict[cst.FunctionDef, bool] = {}
         self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
@@ -449,10 +459,14 @@ class ModuleFunctions:
     def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
         """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
         body is walked again at each call of the helper."""
-        calls = self._calls.get(id(expression))
-        if calls is None:
-            calls = self._calls[id(expression)] = calls_in(expression)
-        return calls
+        return self.calls_and_branches(expression)[0]
+
+    def calls_and_branches(self, expression: cst.CSTNode) -> tuple[list[cst.Call], dict[int, Branches]]:
+        """:func:`~accumlint.model.names.calls_with_branches`, once per expression."""
+        found = self._calls.get(id(expression))
+        if found is None:
+            found = self._calls[id(expression)] = calls_with_branches(expression)
+        return found
 
     def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
         """Every module-level function and method, in source order."""
@@ -605,8 +619,14 @@ class _Walker:
 
     # --- expressions ------------------------------------------------------------------------
     def expression(self, expression: cst.CSTNode, statement: cst.CSTNode, frames: tuple[Frame, ...]) -> None:
-        for call in self.owner.calls_in(expression):
-            site = Site(call, statement, frames, self.order, self.scope, call=call)  # type: ignore[arg-type]
+        calls, branches = self.owner.calls_and_branches(expression)
+        for call in calls:
+            arms = branches.get(id(call))
+            if arms:  # an arm of `a if cond else b` runs like a branch of `if cond:`
+                frames_here = frames + tuple(Frame(FrameKind.IF, node, branch) for node, branch in arms)
+            else:
+                frames_here = frames
+            site = Site(call, statement, frames_here, self.order, self.scope, call=call)  # type: ignore[arg-type]
             self.add(site)
             if len(self.helper_stack) >= MAX_HELPER_DEPTH:
                 continue
@@ -618,7 +638,7 @@ class _Walker:
                 site.followed = True
                 if function in self.helper_stack or function is self.scope.node:
                     continue  # recursion: cut
-                self.enter(call, callee, frames + ((callee.frame,) if callee.frame is not None else ()))
+                self.enter(call, callee, frames_here + ((callee.frame,) if callee.frame is not None else ()))
 
     def enter(self, call: cst.Call, callee: Callee, frames: tuple[Frame, ...]) -> None:
         """Walk ``callee``'s body as part of this scope, its parameters bound to ``call``'s arguments."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.dataflow import reaching_assignment
-from accumlint.model.names import calls_in, dotted, keyword, method_name, positional, receiver
+from accumlint.model.dataflow import reaching_assignment, reaching_definitions
+from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.sites import FrameKind, Scope, Site
 
 
@@ -96,6 +96,49 @@ def _no_sync_call(item: cst.BaseExpression, site: Site) -> tuple[cst.Call | None
                 unconditional = direct and isinstance(expression, cst.Call) and keyword(call, "enabled") is None
                 return call, unconditional
     return None, False
+
+
+@dataclass(frozen=True)
+class ChosenNoSync:
+    """A no-sync context chosen by a conditional expression (``ctx = nullcontext() if last else
+    model.no_sync()``; ``cm = model.no_sync if at_boundary else nullcontext``): ``choice`` is the
+    expression, ``arm`` the side holding the no-sync (``"body"`` or ``"orelse"``), ``order``
+    where its test is evaluated."""
+
+    choice: cst.IfExp
+    arm: str
+    order: int
+
+
+def chosen_no_sync(item: cst.BaseExpression, site: Site) -> ChosenNoSync | None:
+    """The conditional expression a ``with`` item enters a no-sync context through (directly,
+    or through a name with one reaching assignment), when its other arm is a null context."""
+    choice, order = item, site.order
+    if isinstance(choice, cst.Call) and not choice.args and isinstance(choice.func, cst.Name):
+        choice = choice.func  # `with maybe_no_sync():` — the name holds the context factory
+    name = dotted(choice) if isinstance(choice, (cst.Name, cst.Attribute)) else None
+    if name is not None:
+        definitions, on_entry = reaching_definitions(site.scope, name, site.order)
+        if on_entry or len(definitions) != 1 or definitions[0].value is None:
+            return None
+        choice, order = definitions[0].value, definitions[0].order
+    if not isinstance(choice, cst.IfExp):
+        return None
+    arms = {"body": choice.body, "orelse": choice.orelse}
+    syncing = [arm for arm, value in arms.items() if _is_no_sync(value)]
+    if len(syncing) != 1:
+        return None
+    other = arms["orelse" if syncing[0] == "body" else "body"]
+    if last_segment(dotted(other.func if isinstance(other, cst.Call) else other)) not in fw.NULL_CONTEXTS:
+        return None
+    return ChosenNoSync(choice, syncing[0], order)
+
+
+def _is_no_sync(value: cst.BaseExpression) -> bool:
+    """``model.no_sync()`` or the method itself (``model.no_sync``)."""
+    if isinstance(value, cst.Call):
+        return method_name(value) in fw.NO_SYNC_METHODS
+    return isinstance(value, cst.Attribute) and value.attr.value in fw.NO_SYNC_METHODS
 
 
 def _synced_model(call: cst.Call) -> cst.BaseExpression | None:
