@@ -17,6 +17,7 @@ from accumlint.cache import ResultCache
 from accumlint.config import Settings
 
 EVERY_CODE = frozenset(config.known_codes())
+SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/test_cache.py covers it)
 
 
 def tree(root: Path, files: dict[str, str]) -> list[str]:
@@ -457,8 +458,8 @@ def test_editing_the_helper_module_rechecks_its_caller(tmp_path: Path) -> None:
                     optimizer.zero_grad()
     """
     cache_dir = tmp_path / ".cache"
-    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []
-    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []  # warm, still silent
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET)) == []
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET)) == []  # warm, still silent
     files["src/pkg/engine/steps.py"] = """
         def backward_and_maybe_step(loss, optimizer, should_step):
             optimizer.zero_grad()
@@ -467,7 +468,7 @@ def test_editing_the_helper_module_rechecks_its_caller(tmp_path: Path) -> None:
                 optimizer.step()
     """
     time.sleep(0.01)
-    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key"))
+    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET))
     assert ("src/pkg/train.py", "ACC001", 7) in found  # the call: the reset is in the helper
 
 
@@ -487,13 +488,13 @@ def test_the_names_that_reach_a_backward_change_the_prefilters_cached_verdict(tm
         """,
     }
     cache_dir = tmp_path / ".cache"
-    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key")) == []  # no backward anywhere
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET)) == []  # no backward anywhere
     files["helpers.py"] = """
         def finish(loss, opt):
             loss.backward()
             opt.step()
     """
-    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key"))
+    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET))
     assert ("train.py", "ACC004", 7) in found
 
 
