@@ -91,6 +91,12 @@ def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
     return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
 
+def _parse_timeout(settings: Settings, option: float | None, jobs: int | None) -> float | None:
+    """Seconds a file's check or fix may take in a worker; None: no limit (0, or ``--jobs 1``: no workers)."""
+    seconds = settings.parse_timeout if option is None else option
+    return None if jobs == 1 or not seconds else seconds
+
+
 def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
     """The run's cache, or None (with a warning) where the location is not accumlint's to write."""
     try:
@@ -217,6 +223,7 @@ def check(
             unsafe=unsafe_fixes,
             write=not diff,
             trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
+            timeout=_parse_timeout(settings, parse_timeout, jobs),
         )
         fixed = sum(sum(r.applied.values()) for r in results if not r.error)
         if diff:
@@ -231,7 +238,8 @@ def check(
                 click.echo(line, err=True)
 
     results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+    timeout = _parse_timeout(settings, parse_timeout, jobs) or 0  # 0: none (None would mean the settings')
+    run = runner.check_files(files, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout)
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     for warning in run.warnings:
