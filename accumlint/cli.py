@@ -94,6 +94,12 @@ def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
     return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
 
+def _parse_timeout(settings: Settings, option: float | None, jobs: int | None) -> float | None:
+    """Seconds a file's check or fix may take in a worker; None: no limit (0, or ``--jobs 1``: no workers)."""
+    seconds = settings.parse_timeout if option is None else option
+    return None if jobs == 1 or not seconds else seconds
+
+
 def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
     """The run's cache, or None (with a warning) where the location is not accumlint's to write."""
     try:
@@ -265,6 +271,7 @@ def check(
             fix_results = fixes.fix_files(
                 files, codes_for, unsafe=unsafe_fixes, write=not diff,
                 trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
+                timeout=_parse_timeout(settings, parse_timeout, jobs),
             )
             fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
             if diff:
@@ -401,7 +408,8 @@ def _run_groups(
     for settings, group in resolver.group(files):
         enabled = resolver.enabled(settings)
         results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-        run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=parse_timeout)
+        timeout = _parse_timeout(settings, parse_timeout, jobs) or 0  # 0: none (None would mean the settings')
+        run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout)
         total.findings += run.findings
         total.notes += run.notes
         total.errors += run.errors

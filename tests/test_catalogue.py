@@ -5,6 +5,7 @@ Examples whose framework runs on CPU are also run, since the runtime guard is te
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -60,11 +61,36 @@ def _runnable(path: Path) -> str | None:
     return None
 
 
+#: Installed (as ``sitecustomize``) into each example's interpreter: at exit, before the
+#: interpreter tears itself down, the names of the native threads of ``torch.distributed``
+#: still running (a process group that outlived ``destroy_process_group``: its gloo threads and
+#: its TCPStore's server thread are then destroyed during finalization, which now and then
+#: aborts the process with "terminate called without an active exception").
+THREADS_AT_EXIT = """
+import atexit, gc, os, sys
+
+def _report():
+    gc.collect()
+    try:
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return
+    alive = sorted(n for n in names if n.startswith(("gloo", "pt_gloo", "pt_tcpstore")))
+    if alive:
+        print("distributed threads alive at exit: " + " ".join(alive), file=sys.stderr)
+
+atexit.register(_report)
+"""
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=_id)
-def test_example_runs_on_cpu(path: Path) -> None:
+def test_example_runs_on_cpu(path: Path, tmp_path: Path) -> None:
     reason = _runnable(path)
     if reason:
         pytest.skip(reason)
+    (tmp_path / "sitecustomize.py").write_text(THREADS_AT_EXIT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120,
-                          cwd=path.parent)
+                          cwd=path.parent, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "distributed threads alive at exit" not in done.stderr, done.stderr[-2000:]

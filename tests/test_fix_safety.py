@@ -190,3 +190,25 @@ def test_fix_does_not_write_through_a_symlink_out_of_the_tree(tmp_path: Path, mo
         assert "src/linked/module.py:3:5: ACC001" in result.stdout
     assert (repo / "src" / "own.py").read_bytes() != BUGGY  # fixed through src/own.py or src/inner.py
     assert (repo / "src" / "inner.py").is_symlink()
+
+
+def _slow_fix(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> apply.FixResult:
+    if path.endswith("slow.py"):
+        import time
+
+        time.sleep(60)  # LibCST on a 60 KB chain of ternaries
+    return _REAL_FIX_ONE(path, data, codes, unsafe)
+
+
+_REAL_FIX_ONE = apply._fix_one
+
+
+def test_fix_has_the_parse_time_budget_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("slow.py", "z_fast.py"):
+        (tmp_path / name).write_bytes(BUGGY)
+    monkeypatch.setattr(apply, "_fix_one", _slow_fix)
+    result = cli("check", "--no-cache", "--fix", "--parse-timeout", "1", "--jobs", "2", ".")
+    assert "error: slow.py: not fixed: took too long to parse (more than 1 s)" in result.stderr
+    assert (tmp_path / "slow.py").read_bytes() == BUGGY
+    assert (tmp_path / "z_fast.py").read_bytes() != BUGGY  # fixed after the slow one, in a fresh worker

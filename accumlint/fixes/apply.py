@@ -25,12 +25,14 @@ import hashlib
 import io
 import os
 import stat
+import sys
 import tempfile
 import tokenize
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from accumlint import engine
 from accumlint.checks.base import Rule
@@ -39,6 +41,9 @@ from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
 from accumlint.notebook import is_notebook
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_source
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 MAX_ROUNDS = 100
 
@@ -207,6 +212,51 @@ def write_fixed(path: str, fixed: bytes, identity: tuple[int, int, int, int], or
     return ""
 
 
+def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
+    return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
+
+
+class _Fixer:
+    """Runs :func:`fix_source` in one worker process, replaced when a file takes longer than
+    ``timeout`` seconds (LibCST holds the GIL: only ending its process stops it) or kills it;
+    in this process when ``timeout`` is None."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.pool: ProcessPoolExecutor | None = None
+
+    def fix(self, path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
+        if self.timeout is None:
+            return _fix_one(path, data, codes, unsafe)
+        from concurrent.futures import TimeoutError as Late
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        try:
+            return self.pool.submit(_fix_one, path, data, codes, unsafe).result(timeout=self.timeout)
+        except Late:
+            self.close()
+            return FixResult(path, data, data, error=f"{path}: not fixed: took too long to parse "
+                             f"(more than {self.timeout:g} s)")
+        except BrokenProcessPool:
+            self.close()
+            return FixResult(path, data, data, error=f"{path}: not fixed: the process fixing it died")
+
+    def close(self) -> None:
+        if self.pool is not None:
+            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.kill()
+                process.join()
+            self.pool = None
+
+
 def fix_files(
     files: Iterable[str],
     codes_for: Callable[[str], frozenset[str]],
@@ -214,13 +264,31 @@ def fix_files(
     unsafe: bool = False,
     write: bool = True,
     trees: Sequence[str | os.PathLike[str]] = (),
+    timeout: float | None = None,
 ) -> list[FixResult]:
     """Fix each file with its enabled codes (``codes_for(path)``); write the changed ones if ``write``.
 
     A file reached through a symlink that leads out of ``trees`` (the checked directories and
-    the project root) is not written (``error`` says why). Unreadable files, files that are
-    not regular or too large, and notebooks are skipped (the check that follows reports them).
+    the project root) is not written (``error`` says why). ``timeout``: seconds one file's
+    fixing may take, in a worker process that is replaced past it (None: in this process, no
+    limit). Unreadable files, files that are not regular or too large, and notebooks are
+    skipped (the check that follows reports them).
     """
+    fixer = _Fixer(timeout)
+    try:
+        return _fix_all(files, codes_for, unsafe, write, trees, fixer)
+    finally:
+        fixer.close()
+
+
+def _fix_all(
+    files: Iterable[str],
+    codes_for: Callable[[str], frozenset[str]],
+    unsafe: bool,
+    write: bool,
+    trees: Sequence[str | os.PathLike[str]],
+    fixer: _Fixer,
+) -> list[FixResult]:
     results = []
     for path in files:
         if is_notebook(path):
@@ -232,9 +300,8 @@ def fix_files(
             continue
         if size > MAX_SOURCE_BYTES:
             continue
-        codes = codes_for(path)
-        result = fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
-        if write and result.changed:
+        result = fixer.fix(path, data, codes_for(path), unsafe)
+        if write and result.changed and not result.error:
             outside = leaves_trees(path, trees)
             if outside is not None:
                 result.error = f"{path}: not fixed: a symlink to {outside}, outside the checked trees"
