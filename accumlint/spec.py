@@ -275,6 +275,19 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC007",
+        "update-hook-per-microbatch",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("updates", "UpdateHookPerMicrobatch"),
+        summary="a once-per-update hook (weight EMA, model averaging, update_and_allocate) run every microbatch",
+        meaning=(
+            "the weight average (or rank allocation) advances A times per optimizer update over unchanged "
+            "weights: an EMA decays A times too fast and its warmup counts microbatches"
+        ),
+        fix="run the hook once per group, right after the optimizer update",
+    ),
+    RuleSpec(
         "ACC101",
         "double-normalization",
         Severity.ERROR,
@@ -465,6 +478,19 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC307",
+        "grad-rescale-inside-group",
+        Severity.ERROR,
+        "P6",
+        implemented_by=("gradient_ops", "GradRescaleInsideGroup"),
+        summary="gradients rescaled in place every microbatch: earlier microbatches shrink again by every later factor",
+        meaning=(
+            "each microbatch's gradient is multiplied by the factors of all later microbatches of its group, so "
+            "the update applies a reweighted sum, not the group's gradient"
+        ),
+        fix="rescale the accumulated gradients once per group, after the last backward and before the update",
+    ),
+    RuleSpec(
         "ACC401",
         "no-sync-misses-forward",
         Severity.WARNING,
@@ -534,6 +560,22 @@ RULES: tuple[RuleSpec, ...] = (
             "gradients are 1/D of the intended mean: the effective learning rate is divided by the data-parallel size"
         ),
         fix="multiply by the data-parallel size, or all-reduce with SUM instead of relying on DDP's average",
+    ),
+    RuleSpec(
+        "ACC406",
+        "no-sync-noop-under-fsdp2",
+        Severity.WARNING,
+        "P10",
+        implemented_by=("sync", "NoSyncNoopUnderFsdp2"),
+        summary="a DDP-only sync switch on an FSDP2 fully_shard model: every microbatch still reduce-scatters",
+        meaning=(
+            "the DDP-only switch does nothing on an FSDP2 module (or raises): every microbatch still reduce-"
+            "scatters its gradients"
+        ),
+        fix=(
+            "use FSDP2's set_requires_gradient_sync(False) on the non-final microbatches of the group and True on"
+            " the last"
+        ),
     ),
     RuleSpec(
         "ACC501",

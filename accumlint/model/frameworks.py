@@ -183,6 +183,16 @@ NO_SYNC_METHODS: dict[str, tuple[Role, ...]] = {
     "no_sync": (Role.DDP_MODEL, Role.ACCELERATOR, Role.MODEL, Role.FSDP_MODEL, Role.ENGINE),
     "no_backward_sync": (Role.FABRIC,),
 }
+#: FSDP2's ``fully_shard`` (torch 2.13.0 ``distributed/fsdp/_fully_shard/_fully_shard.py``): it
+#: shards the module in place and its class ``FSDPModule`` has no ``no_sync``; its switch is
+#: ``set_requires_gradient_sync(False)``, and ``require_backward_grad_sync`` is read by nothing.
+FSDP2_SHARD_CALLS = frozenset({
+    "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.fsdp._fully_shard.fully_shard", "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+})
+#: DDP's sync switches (torch 2.13.0 ``nn/parallel/distributed.py``): the context and the flag it flips
+DDP_NO_SYNC_METHOD = "no_sync"
+DDP_SYNC_FLAG = "require_backward_grad_sync"
 #: Sync switches whose decision is taken at forward time.
 FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC})
 
