@@ -288,6 +288,19 @@ RULES: tuple[RuleSpec, ...] = (
         fix="run the hook once per group, right after the optimizer update",
     ),
     RuleSpec(
+        "ACC008",
+        "grad-leak-across-models",
+        Severity.ERROR,
+        "P3",
+        implemented_by=("resets", "GradLeakAcrossModels"),
+        summary="a backward reaches a second accumulating model: its stray gradients enter that model's next update",
+        meaning=(
+            "another model's loss is backpropagated into this model's accumulated gradients, and its next "
+            "update applies them (a GAN's discriminator also steps on the generator's loss)"
+        ),
+        fix="cut the other model's pass off this model: requires_grad_(False) around it, or backward(inputs=...)",
+    ),
+    RuleSpec(
         "ACC101",
         "double-normalization",
         Severity.ERROR,
