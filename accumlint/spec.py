@@ -649,6 +649,30 @@ RULES: tuple[RuleSpec, ...] = (
             evidence="microbatches, update attempts, applied updates, examples and tokens, apart",
         ),
     ),
+    RuleSpec(
+        "ACC903",
+        "throughput-counts-one-microbatch",
+        Severity.WARNING,
+        "-",
+        implemented_by=("facts", "ThroughputCountsOneMicrobatch"),
+        summary="a throughput computed from one microbatch's count over a whole group's time: A times too small",
+        meaning=(
+            "the reported throughput counts one microbatch per group's time: it is A times too small"
+        ),
+        fix="count examples and tokens over the whole group (or multiply by A)",
+    ),
+    RuleSpec(
+        "ACC904",
+        "resume-counter-unit-mismatch",
+        Severity.WARNING,
+        "-",
+        implemented_by=("facts", "ResumeCounterUnitMismatch"),
+        summary="on resume, a counter of optimizer updates restored from a count of microbatches (or the reverse)",
+        meaning=(
+            "after resume the counter is off by a factor A: the scheduler, the logs and the stop condition jump"
+        ),
+        fix="convert between units on restore, or save both counters",
+    ),
 )
 """Every rule class's spec, in code order."""
 

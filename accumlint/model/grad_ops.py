@@ -17,7 +17,7 @@ from accumlint.model.events import Event
 from accumlint.model.groups import AccumulationLoop, LoopAnalysis
 from accumlint.model.kinds import Cadence
 from accumlint.model.names import dotted, names_in
-from accumlint.model.sites import FrameKind
+from accumlint.model.sites import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -80,10 +80,16 @@ def op_cadence(model: FileModel, group: AccumulationLoop, event: Event) -> Caden
     if cadence is not Cadence.UNKNOWN or not per_element_frames(group, event):
         return cadence
     site = _anchor(model, group, event)
-    if site is None:
+    return Cadence.UNKNOWN if site is None else site_cadence(model, group, site)
+
+
+def site_cadence(model: FileModel, group: AccumulationLoop, site: Site) -> Cadence:
+    """How often a site of ``group``'s own loop body runs, by the group model's gate logic
+    (``UNKNOWN`` for a site outside the loop or under a condition it cannot decide)."""
+    if not site.inside(group.loop):
         return Cadence.UNKNOWN
     analysis = LoopAnalysis(group.scope, model.events[group.scope], model.is_accumulate_context)
-    return analysis._site_cadence(group, site)  # the gate logic of the group model, at the anchor
+    return analysis._site_cadence(group, site)
 
 
 def _anchor(model: FileModel, group: AccumulationLoop, event: Event):
