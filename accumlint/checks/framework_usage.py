@@ -8,6 +8,7 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.accumulate import double_entries
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
@@ -36,6 +37,16 @@ class AccumulateContextMisplaced(Rule):
                         )
             yield from self._reset_before_backward(group)
             yield from self._never_entered(model, group)
+            if group.accumulates is not False:
+                for with_node in double_entries(group):
+                    yield Hit(
+                        with_node,
+                        "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
+                        "counter, so with an even A the sync and the update come every A/2 microbatches, each "
+                        "applying half a group divided by A",
+                        "enter one `accumulate()` per microbatch and pass it every model: "
+                        "`with accelerator.accumulate(model_a, model_b):`",
+                    )
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
         for context in group.accumulate_contexts:
