@@ -9,11 +9,13 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gradient_ops import _accumulating_groups
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import frameworks as fw
 from accumlint.model.boundary import first_value
 from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
 from accumlint.model.names import children, dotted
 from accumlint.model.sites import FrameKind
+from accumlint.model.update_counters import update_counter_gates
 from accumlint.source_facts import SourceFacts
 
 
@@ -69,8 +71,24 @@ class IrregularUpdateBoundary(Rule):
     """ACC006: a boundary test that does not fire on the last microbatch of every group of A."""
 
     code = "ACC006"
+    #: the backward of a loop, or the definition of an HF ``training_step`` override (a
+    #: per-microbatch hook that may gate on the update counter without calling backward itself)
+    markers = tuple(sorted(name.encode() for name in (*BACKWARD_CALLS, fw.HF_TRAINING_STEP)))
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """A backward, or a ``training_step`` defined in a module that mentions an HF Trainer class."""
+        return facts.calls(BACKWARD_CALLS) or (facts.defines((fw.HF_TRAINING_STEP,))
+                                               and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        for modulo in update_counter_gates(model):
+            yield Hit(
+                modulo,
+                "`self.state.global_step` counts optimizer updates and is constant inside a group, so this "
+                "test is true on all A microbatches of every A-th group instead of on the last microbatch of each",
+                "in `training_step` test a microbatch count of your own, or move once-per-update code to a "
+                "callback's `on_optimizer_step` / `on_step_end`",
+            )
         for group in model.loops:
             gate = group.gate
             if group.style is not LoopStyle.GATED or gate is None or gate.test is None:

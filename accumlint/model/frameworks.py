@@ -501,3 +501,8 @@ HF_TRAINER_CLASSES = frozenset({
 HF_TRAINER_CLASS_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in HF_TRAINER_CLASSES)
 #: the Trainer method a subclass overrides to compute the loss of a microbatch
 HF_COMPUTE_LOSS = "compute_loss"
+#: the Trainer method called once per microbatch (transformers 5.24.0 ``trainer.py``
+#: ``_inner_training_loop`` → ``training_step``) and the update counter it can read:
+#: ``self.state.global_step`` advances once per optimizer update, after the group's last microbatch
+HF_TRAINING_STEP = "training_step"
+HF_UPDATE_COUNTER = "self.state.global_step"
