@@ -61,6 +61,27 @@ def per_element_frames(group: AccumulationLoop, event: Event) -> bool:
     return True
 
 
+def _helper_conditions_per_element(group: AccumulationLoop, event: Event) -> bool:
+    """Whether every ``if`` inside the inlined helper(s) around ``event`` reads only names bound
+    by a ``for`` inside them (``if p.grad is not None``)."""
+    bound: set[str] = set()
+    inside = False
+    for frame in event.site.frames_inside(group.loop):
+        if frame.kind is FrameKind.HELPER:
+            inside = True
+        elif not inside:
+            continue
+        elif frame.kind is FrameKind.LOOP and isinstance(frame.node, cst.For):
+            bound.update(names_in(frame.node.target))
+        elif frame.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH):
+            test = frame.test
+            names = ({name.split(".")[0].split("[")[0] for name in names_in(test)} - _CONSTANTS
+                     if test is not None else {"?"})
+            if not names <= bound:
+                return False
+    return True
+
+
 def over_parameters(group: AccumulationLoop, event: Event) -> bool:
     """Whether ``event`` sits in a ``for`` (of the loop or of an inlined helper) over a model's
     parameters or their gradients."""
@@ -77,6 +98,8 @@ def op_cadence(model: FileModel, group: AccumulationLoop, event: Event) -> Caden
     else (an event under a per-parameter ``for``/``if``) the cadence of the helper call or of
     the event's own line with those element constructs set aside. ``UNKNOWN`` otherwise."""
     cadence = group.cadence(event)
+    if outer_helper_call(group, event) is not None and not _helper_conditions_per_element(group, event):
+        return Cadence.UNKNOWN  # `if now:` on a helper's parameter: the caller may pass a boundary test
     if cadence is not Cadence.UNKNOWN or not per_element_frames(group, event):
         return cadence
     site = _anchor(model, group, event)
