@@ -502,6 +502,11 @@ RULES: tuple[RuleSpec, ...] = (
             "the update applies a reweighted sum, not the group's gradient"
         ),
         fix="rescale the accumulated gradients once per group, after the last backward and before the update",
+        runtime=Runtime(
+            needs="events",
+            evidence="the gradients change in place between two microbatches of a group with no clip, unscale, "
+            "reset or update the probe saw",
+        ),
     ),
     RuleSpec(
         "ACC401",
