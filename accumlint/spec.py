@@ -601,7 +601,7 @@ RULES: tuple[RuleSpec, ...] = (
         Severity.ERROR,
         "P1",
         implemented_by=("framework_usage", "AccumulateContextMisplaced"),
-        summary="accelerator.accumulate() around the whole loop, missing, or with a reset before the backward",
+        summary="accumulate() around the whole loop, missing, entered twice, or with a reset before the backward",
         meaning=(
             "Accelerate's accumulation is not doing what A says: the update cadence or the group's gradients are wrong"
         ),
