@@ -275,6 +275,32 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC007",
+        "update-hook-per-microbatch",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("updates", "UpdateHookPerMicrobatch"),
+        summary="a once-per-update hook (weight EMA, model averaging, update_and_allocate) run every microbatch",
+        meaning=(
+            "the weight average (or rank allocation) advances A times per optimizer update over unchanged "
+            "weights: an EMA decays A times too fast and its warmup counts microbatches"
+        ),
+        fix="run the hook once per group, right after the optimizer update",
+    ),
+    RuleSpec(
+        "ACC008",
+        "grad-leak-across-models",
+        Severity.ERROR,
+        "P3",
+        implemented_by=("resets", "GradLeakAcrossModels"),
+        summary="a backward reaches a second accumulating model: its stray gradients enter that model's next update",
+        meaning=(
+            "another model's loss is backpropagated into this model's accumulated gradients, and its next "
+            "update applies them (a GAN's discriminator also steps on the generator's loss)"
+        ),
+        fix="cut the other model's pass off this model: requires_grad_(False) around it, or backward(inputs=...)",
+    ),
+    RuleSpec(
         "ACC101",
         "double-normalization",
         Severity.ERROR,
@@ -468,6 +494,24 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC307",
+        "grad-rescale-inside-group",
+        Severity.ERROR,
+        "P6",
+        implemented_by=("gradient_ops", "GradRescaleInsideGroup"),
+        summary="gradients rescaled in place every microbatch: earlier microbatches shrink again by every later factor",
+        meaning=(
+            "each microbatch's gradient is multiplied by the factors of all later microbatches of its group, so "
+            "the update applies a reweighted sum, not the group's gradient"
+        ),
+        fix="rescale the accumulated gradients once per group, after the last backward and before the update",
+        runtime=Runtime(
+            needs="events",
+            evidence="the gradients change in place between two microbatches of a group with no clip, unscale, "
+            "reset or update the probe saw",
+        ),
+    ),
+    RuleSpec(
         "ACC401",
         "no-sync-misses-forward",
         Severity.WARNING,
@@ -539,12 +583,28 @@ RULES: tuple[RuleSpec, ...] = (
         fix="multiply by the data-parallel size, or all-reduce with SUM instead of relying on DDP's average",
     ),
     RuleSpec(
+        "ACC406",
+        "no-sync-noop-under-fsdp2",
+        Severity.WARNING,
+        "P10",
+        implemented_by=("sync", "NoSyncNoopUnderFsdp2"),
+        summary="a DDP-only sync switch on an FSDP2 fully_shard model: every microbatch still reduce-scatters",
+        meaning=(
+            "the DDP-only switch does nothing on an FSDP2 module (or raises): every microbatch still reduce-"
+            "scatters its gradients"
+        ),
+        fix=(
+            "use FSDP2's set_requires_gradient_sync(False) on the non-final microbatches of the group and True on"
+            " the last"
+        ),
+    ),
+    RuleSpec(
         "ACC501",
         "accumulate-context-misplaced",
         Severity.ERROR,
         "P1",
         implemented_by=("framework_usage", "AccumulateContextMisplaced"),
-        summary="accelerator.accumulate() around the whole loop, missing, or with a reset before the backward",
+        summary="accumulate() around the whole loop, missing, entered twice, or with a reset before the backward",
         meaning=(
             "Accelerate's accumulation is not doing what A says: the update cadence or the group's gradients are wrong"
         ),
@@ -596,6 +656,30 @@ RULES: tuple[RuleSpec, ...] = (
             needs="card",
             evidence="microbatches, update attempts, applied updates, examples and tokens, apart",
         ),
+    ),
+    RuleSpec(
+        "ACC903",
+        "throughput-counts-one-microbatch",
+        Severity.WARNING,
+        "-",
+        implemented_by=("facts", "ThroughputCountsOneMicrobatch"),
+        summary="a throughput computed from one microbatch's count over a whole group's time: A times too small",
+        meaning=(
+            "the reported throughput counts one microbatch per group's time: it is A times too small"
+        ),
+        fix="count examples and tokens over the whole group (or multiply by A)",
+    ),
+    RuleSpec(
+        "ACC904",
+        "resume-counter-unit-mismatch",
+        Severity.WARNING,
+        "-",
+        implemented_by=("facts", "ResumeCounterUnitMismatch"),
+        summary="on resume, a counter of optimizer updates restored from a count of microbatches (or the reverse)",
+        meaning=(
+            "after resume the counter is off by a factor A: the scheduler, the logs and the stop condition jump"
+        ),
+        fix="convert between units on restore, or save both counters",
     ),
 )
 """Every rule class's spec, in code order."""

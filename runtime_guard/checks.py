@@ -261,12 +261,13 @@ def _grad_ops(rec: RunRecord) -> Iterator[Finding]:
                     continue
                 start = _backward_end_seq(g, prev) or 0
                 seen = [e for e in g.events if start < e.seq < _forward_seq(g, mb.index) and e.kind in "ZCXsU"]
-                if not seen:
-                    reported.add("ACC301")
-                    yield _finding("ACC301", g.index, mb.index,
-                                   f"gradients were modified between microbatch {prev.index} and {mb.index} of group "
-                                   f"{g.index} by an operation the probe did not see (a clip function bound "
-                                   "before the probe attached?)", _trace(g.events))
+                if not seen:  # an in-place rescale of .grad (ACC307); a clip the probe saw is ACC301 above
+                    reported.add("ACC307")
+                    yield _finding("ACC307", g.index, mb.index,
+                                   f"gradients were rescaled in place between microbatch {prev.index} and {mb.index} "
+                                   f"of group {g.index} by an operation the probe did not see (`p.grad.mul_`, "
+                                   "`scale_grads`, or a clip function bound before the probe attached)",
+                                   _trace(g.events))
                     break
         if not rec.scaler_given:
             continue

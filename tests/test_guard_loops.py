@@ -22,10 +22,10 @@ EXPECTED = {
     "sched_each": {"ACC304"},
     "step_each": {"ACC004"},
     "clip_each": {"ACC301"},
-    "clip_each_prebound": {"ACC301"},
+    "clip_each_prebound": {"ACC307"},  # a clip the probe did not see is an unseen in-place rescale
     "second_optimizer": {"ACC004"},
     "data_zero_each": {"ACC001"},
-    "data_scale_each": {"ACC301"},
+    "data_scale_each": {"ACC307"},
     "data_update_each": {"ACC004"},
     "losses_list": {"ACC201"},
     "running_total": {"ACC201"},

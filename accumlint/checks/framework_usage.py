@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
-from accumlint.model.groups import is_accumulate_call
+from accumlint.model.accumulate import double_entries
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
@@ -37,8 +37,17 @@ class AccumulateContextMisplaced(Rule):
                             "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
                         )
             yield from self._reset_before_backward(group)
-            yield from self._entered_twice(model, group)
             yield from self._never_entered(model, group)
+            if group.accumulates is not False:
+                for with_node in double_entries(group):
+                    yield Hit(
+                        with_node,
+                        "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
+                        "counter, so with an even A the sync and the update come every A/2 microbatches, each "
+                        "applying half a group divided by A",
+                        "enter one `accumulate()` per microbatch and pass it every model: "
+                        "`with accelerator.accumulate(model_a, model_b):`",
+                    )
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
         for context in group.accumulate_contexts:
@@ -56,19 +65,6 @@ class AccumulateContextMisplaced(Rule):
                         "accumulated, so only the last microbatch reaches the update",
                         "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
                     )
-
-    def _entered_twice(self, model: FileModel, group) -> Iterator[Hit]:
-        for context in group.accumulate_contexts:
-            calls = [item.item for item in context.items if is_accumulate_call(item.item)]
-            accelerators = [dotted(call.func.value) for call in calls]  # type: ignore[attr-defined]
-            if len(calls) > 1 and len(set(accelerators)) == 1 and accelerators[0] is not None:
-                yield Hit(
-                    context,
-                    "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
-                    "counter, so groups hold A/2 microbatches (the boundary comes twice as often) and the "
-                    "outer context's model skips its all-reduce on the boundary",
-                    "enter it once with every model: `with accelerator.accumulate(model_a, model_b):`",
-                )
 
     def _never_entered(self, model: FileModel, group) -> Iterator[Hit]:
         if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:

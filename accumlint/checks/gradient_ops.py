@@ -9,6 +9,7 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
 from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
+from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.source_facts import SourceFacts
@@ -231,4 +232,38 @@ class ScalerInsideGroup(Rule):
                     event.node, message,
                     f"call `{scaler}.unscale_`, the clip, `{scaler}.step` and `{scaler}.update()` once per group, "
                     "after its last backward (under the update's boundary test)",
+                )
+
+
+class GradRescaleInsideGroup(Rule):
+    """ACC307: the accumulated ``.grad`` tensors rescaled in place on a path that runs every microbatch.
+
+    Flags ``p.grad.div_(n)``/``mul_``, ``p.grad /= n``, ``multiply_grads(c)``, ``scale_grads(model,
+    c)`` and ``torch._foreach_mul_(grads, c)`` (also inside a same-module helper, reported at the
+    helper's call) whose cadence is "every microbatch" in a loop that updates once per group of
+    A > 1: microbatch k of the group is multiplied by the factors of microbatches k..A. Exempt
+    (the same groups as ACC301): rescales under the update gate or after the micro-loop, loops
+    that reset or update every microbatch, DeepSpeed; a rescale whose cadence the model cannot
+    decide.
+    """
+
+    code = "ACC307"
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for group in _accumulating_groups(model):
+            for event in group.of_kind(EventKind.GRAD_RESCALE):
+                node = report_node(group, event)
+                if id(node) in reported or op_cadence(model, group, event) is not Cadence.MICROBATCH:
+                    continue
+                reported.add(id(node))
+                what = f"`{_callee(event)}`" if event.site.call is not None else "the in-place `.grad` rescale"
+                if node is not event.node:
+                    what = f"`{dotted(node.func) or 'the helper'}(...)` (through {what})"  # type: ignore[attr-defined]
+                yield Hit(
+                    node,
+                    f"{what} rescales the accumulated gradients on every microbatch: the contribution of "
+                    "microbatch k is multiplied again by the factor of every later microbatch, so early "
+                    "microbatches shrink (or grow) geometrically and the update is not the group's gradient",
+                    "rescale once per group, after the last backward and before the optimizer update (under the "
+                    "same boundary test), by the group's denominator",
                 )

@@ -9,7 +9,8 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
-from accumlint.model.names import dotted
+from accumlint.model.leaks import models_reached, trained_model
+from accumlint.model.names import dotted, keyword
 from accumlint.model.sites import FrameKind
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
@@ -145,3 +146,68 @@ def _same_path(reset_frames: tuple, update_frames: tuple) -> bool:
         return {(id(f.node), "orelse" if f.kind is FrameKind.GUARD else f.branch) for f in frames
                 if f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)}
     return branches(reset_frames) <= branches(update_frames)
+
+
+class GradLeakAcrossModels(Rule):
+    """ACC008: a backward reaches the parameters of a second model that accumulates with its own optimizer.
+
+    Flags, in a loop where two optimizers built over two models (``Adam(net_g.parameters())``,
+    ``Adam(net_d.parameters())``) both update once per group of A > 1, a per-microbatch backward
+    whose loss flows through both models' forwards while another per-microbatch backward
+    reaches only one of them (that model's own loss): the GAN generator loss backpropagated
+    through the discriminator. Its gradients stay in the discriminator's ``.grad``, which is
+    reset only at its own boundary, and its next update applies them. Exempt: ``.detach()`` of
+    the other model's input; ``requires_grad_``/``requires_grad =`` toggles in the loop;
+    ``backward(inputs=...)``; a reset that runs every microbatch; optimizers or models the
+    model cannot name.
+    """
+
+    code = "ACC008"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            if group.accumulates is not True or group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
+                continue
+            owners = {trained_model(model, u): u for u in group.of_kind(EventKind.UPDATE)
+                      if group.cadence(u) is Cadence.UPDATE}
+            owners.pop(None, None)
+            if len(owners) < 2 or _toggles_requires_grad(group):
+                continue
+            if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):
+                continue
+            models = set(owners)  # type: ignore[arg-type]
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD)
+                         if group.cadence(b) is Cadence.MICROBATCH and not b.site.in_helper
+                         and b.site.call is not None and keyword(b.site.call, "inputs") is None]
+            reached = [(b, *models_reached(b, models)) for b in backwards]
+            # a model's own loss: it reaches that model alone and cuts the other one off with .detach()
+            own = {next(iter(found)): cut for _, found, cut in reached if len(found) == 1 and cut}
+            for backward, found, _ in reached:
+                if len(found) < 2:
+                    continue
+                for victim in sorted(found):
+                    others = sorted(found - {victim})
+                    if victim not in own or not set(others) & own[victim]:
+                        continue
+                    other = others[0]
+                    yield Hit(
+                        backward.node,
+                        f"this backward of `{other}`'s loss also flows through `{victim}`'s forward: its gradients "
+                        f"stay in `{victim}`'s `.grad`, which is reset only at `{victim}`'s own group boundary, so "
+                        f"`{victim}`'s next update applies them (its own loss detaches `{other}`'s output)",
+                        f"switch `{victim}`'s parameters to `requires_grad_(False)` around this pass, or "
+                        f"backpropagate it with `torch.autograd.grad(..., inputs=...)` / `backward(inputs=...)` "
+                        f"over `{other}`'s parameters only",
+                    )
+                    break
+
+
+def _toggles_requires_grad(group) -> bool:
+    """Whether the loop switches ``requires_grad`` (``set_requires_grad(net_d, False)``,
+    ``p.requires_grad = False``): the stray gradients are then not computed."""
+    for site in group.region_sites:
+        if site.call is not None and "requires_grad" in (dotted(site.call.func) or ""):
+            return True
+        if any(t and t.endswith("requires_grad") for t in site.targets):
+            return True
+    return False

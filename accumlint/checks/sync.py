@@ -10,9 +10,11 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
 from accumlint.model.sync import chosen_no_sync, expression_root, from_parameter, no_sync_contexts, reduces_by_hand
+from accumlint.source_facts import SourceFacts
 
 
 class NoSyncMissesForward(Rule):
@@ -164,3 +166,39 @@ class NoSyncNeverSyncs(Rule):
                     if context.unconditional:
                         return context.node
         return None
+
+
+class NoSyncNoopUnderFsdp2(Rule):
+    """ACC406: a DDP-only sync switch applied to a module sharded with FSDP2 ``fully_shard``.
+
+    Flags ``model.no_sync()``, ``getattr(model, "no_sync", ...)`` and ``model.require_backward_grad_sync
+    = ...`` where the same function (or class, for ``self.`` attributes) calls FSDP2's
+    ``fully_shard(model)``. Exempt: FSDP2's ``set_requires_gradient_sync``, FSDP1's
+    ``FullyShardedDataParallel.no_sync()``, and a module sharded in another function (the names
+    may not be the same object).
+    """
+
+    code = "ACC406"
+    markers = (b"fully_shard",)
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """FSDP2's ``fully_shard`` is called (it makes the sharded module)."""
+        return facts.calls(("fully_shard",))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for switch in ddp_switches_on_fsdp2(model):
+            if switch.how == "flag":
+                effect = ("FSDP2 never reads `require_backward_grad_sync`, so setting it changes nothing: every "
+                          "microbatch's backward still reduce-scatters the gradients")
+            elif switch.how == "getattr":
+                effect = ("an FSDP2 module has no `no_sync`, so the fallback is entered and nothing is skipped: "
+                          "every microbatch's backward still reduce-scatters the gradients")
+            else:
+                effect = ("an FSDP2 module has no `no_sync()` (AttributeError), and code that guards the call "
+                          "falls back to syncing every microbatch")
+            yield Hit(
+                switch.node,
+                f"`{switch.model}` is sharded with FSDP2 `fully_shard`: {effect}",
+                f"call `{switch.model}.set_requires_gradient_sync(False)` before the group's non-final backwards "
+                f"and `{switch.model}.set_requires_gradient_sync(True)` before its last one",
+            )

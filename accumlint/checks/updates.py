@@ -7,10 +7,16 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gradient_ops import _accumulating_groups
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import frameworks as fw
 from accumlint.model.boundary import first_value, index_offset
+from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
+from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
 from accumlint.model.names import children, dotted
 from accumlint.model.sites import FrameKind
+from accumlint.model.update_counters import update_counter_gates
+from accumlint.source_facts import SourceFacts
 
 
 class StepEveryMicrobatch(Rule):
@@ -104,8 +110,24 @@ class IrregularUpdateBoundary(Rule):
     """ACC006: a boundary test that does not fire on the last microbatch of every group of A."""
 
     code = "ACC006"
+    #: the backward of a loop, or the definition of an HF ``training_step`` override (a
+    #: per-microbatch hook that may gate on the update counter without calling backward itself)
+    markers = tuple(sorted(name.encode() for name in (*BACKWARD_CALLS, fw.HF_TRAINING_STEP)))
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """A backward, or a ``training_step`` defined in a module that mentions an HF Trainer class."""
+        return facts.calls(BACKWARD_CALLS) or (facts.defines((fw.HF_TRAINING_STEP,))
+                                               and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        for modulo in update_counter_gates(model):
+            yield Hit(
+                modulo,
+                "`self.state.global_step` counts optimizer updates and is constant inside a group, so this "
+                "test is true on all A microbatches of every A-th group instead of on the last microbatch of each",
+                "in `training_step` test a microbatch count of your own, or move once-per-update code to a "
+                "callback's `on_optimizer_step` / `on_step_end`",
+            )
         for group in model.loops:
             gate = group.gate
             if group.style is not LoopStyle.GATED or gate is None or gate.test is None:
@@ -147,3 +169,67 @@ class IrregularUpdateBoundary(Rule):
                            "of microbatches than A, later groups are shifted")
             yield Hit(test.report, message,
                       "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)")
+
+
+class UpdateHookPerMicrobatch(Rule):
+    """ACC007: an operation defined once per optimizer update run on a path that runs every microbatch.
+
+    Flags, in a loop that updates once per group of A > 1 (the groups ACC301 reads), a weight
+    EMA or model average (``ema.update(model)``, ``swa_model.update_parameters(model)``,
+    ``update_ema(...)``, a hand-written ``ema_p.mul_(d).add_(p, alpha=1 - d)`` over parameters)
+    and AdaLoRA's ``update_and_allocate(step)`` whose cadence is "every microbatch" (also inside
+    a same-module helper, reported at the helper's call). Exempt: the call under the update gate,
+    after the micro-loop, under ``if accelerator.sync_gradients:``; an EMA-named object that
+    smooths a metric (``ema_loss.update(loss)``); a cadence the model cannot decide.
+    """
+
+    code = "ACC007"
+    markers = tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"}))
+
+    def applies(self, facts: SourceFacts) -> bool:
+        """A backward (a group) and one of the hook calls."""
+        return facts.calls(BACKWARD_CALLS) and facts.calls(GRADIENT_OP_NAMES)
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for group in _accumulating_groups(model):
+            for event in group.of_kind(EventKind.UPDATE_HOOK):
+                node = report_node(group, event)
+                if id(node) in reported or _metric_average(event):
+                    continue
+                if event.method in ("mul_", "lerp_") and not over_parameters(group, event):
+                    continue  # a decay outside a walk over parameters: a smoothed number, not weights
+                if op_cadence(model, group, event) is not Cadence.MICROBATCH:
+                    continue
+                reported.add(id(node))
+                call = node if isinstance(node, cst.Call) else event.site.call
+                what = f"`{dotted(call.func) if call is not None else event.method}(...)`"
+                if event.method == "update_and_allocate":
+                    effect = ("the rank allocator advances its schedule A times per update and scores importance "
+                              "on partial sums of the group's gradient")
+                elif event.method == "update_parameters":
+                    effect = ("the average takes the same weights A times per optimizer update: an EMA `avg_fn` "
+                              "decays A times faster than its decay says, and `n_averaged` counts microbatches")
+                else:
+                    effect = ("the average moves A times per optimizer update over unchanged weights: it decays "
+                              "A times faster than its decay says and its warmup counts microbatches")
+                yield Hit(
+                    node,
+                    f"{what} is meant to run once per optimizer update but runs on every microbatch: {effect}",
+                    "call it once per group, right after the optimizer update (under the same boundary test, "
+                    "or `if accelerator.sync_gradients:`)",
+                )
+
+
+#: words that make an EMA-named object a smoothed metric rather than an average of weights
+_METRIC_WORDS = ("loss", "meter", "metric", "acc", "time", "speed", "throughput", "norm", "reward", "score", "stat",
+                 "sched", "optim")
+
+
+def _metric_average(event) -> bool:
+    """Whether an EMA hook's object is named for a metric (``ema_loss.update(loss)``)."""
+    target = event.target
+    while isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute):
+        target = target.func.value
+    name = (dotted(target) or "").lower() if target is not None else ""
+    return any(word in name for word in _METRIC_WORDS)

@@ -8,6 +8,7 @@ an object we cannot place.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import libcst as cst
@@ -67,10 +68,12 @@ class Event:
 
 
 def classify(site: Site, roles: Roles) -> Event | None:
-    """The event ``site`` performs, or ``None`` (not an event, or not decidable). In an
-    inlined helper, the target and the loss are read in the caller's names where the
-    helper's parameters bind them (``opt.step()`` in ``helper(optimizer)`` steps ``optimizer``)."""
-    event = _classify(site, roles)
+    """The event ``site`` performs, or ``None`` (not an event, or not decidable): a training
+    event of a role (:func:`_classify_training_event`) first, else a gradient rescale or a
+    once-per-update hook (:func:`classify_gradient_op`). In an inlined helper, the target and
+    the loss are read in the caller's names where the helper's parameters bind them
+    (``opt.step()`` in ``helper(optimizer)`` steps ``optimizer``)."""
+    event = _classify_training_event(site, roles) or classify_gradient_op(site)
     if event is None or site.inline is None:
         return event
     changes: dict = {}
@@ -82,7 +85,7 @@ def classify(site: Site, roles: Roles) -> Event | None:
     return replace(event, **changes) if changes else event
 
 
-def _classify(site: Site, roles: Roles) -> Event | None:
+def _classify_training_event(site: Site, roles: Roles) -> Event | None:
     if site.call is None:
         return _classify_assignment(site)
     call = site.call
@@ -145,4 +148,80 @@ def _classify_assignment(site: Site) -> Event | None:
         for name in site.targets:
             if name and name.endswith(".grad"):
                 return Event(EventKind.RESET, site, None, UNKNOWN, "grad = None")
+    return None
+
+
+# --- gradient rescales and once-per-update hooks (ACC307, ACC007) ------------------------------
+
+#: in-place tensor methods that rescale what they are called on (``p.grad.div_(n)``)
+_RESCALE_METHODS = frozenset({"div_", "mul_", "divide_", "multiply_"})
+#: calls that rescale every ``.grad`` of their argument (or receiver) in place: fairseq's
+#: ``optimizer.multiply_grads(c)`` (fairseq 0.12 ``optim/fairseq_optimizer.py``), torchtune's
+#: ``training.scale_grads(model, scaler)`` (torchtune 0.6 ``training/_grad_scaler.py``)
+GRAD_RESCALE_CALLS = frozenset({"multiply_grads", "scale_grads"})
+#: foreach kernels that rescale a list in place: a rescale when the list is named for gradients
+_FOREACH_RESCALES = frozenset({"_foreach_div_", "_foreach_mul_"})
+#: calls defined to run once per optimizer update: ``AveragedModel.update_parameters`` (torch
+#: 2.13.0 ``optim/swa_utils.py``), peft's AdaLoRA ``update_and_allocate(global_step)`` (peft 0.17
+#: ``tuners/adalora/model.py``), and EMA helpers named for it
+UPDATE_HOOK_CALLS = frozenset({"update_parameters", "update_and_allocate", "update_ema", "ema_update", "ema_step",
+                               "step_ema", "update_ema_model", "update_moving_average"})
+#: methods of an EMA-named object that move the average: ``ema.update(model)`` (timm 1.x
+#: ``utils/model_ema.py`` ``ModelEmaV2.update``, torch_ema ``ExponentialMovingAverage.update``),
+#: and the decay of a hand-written average (``ema_p.mul_(d).add_(p, alpha=1 - d)``, ``lerp_``)
+_EMA_METHODS = frozenset({"update", "step", "mul_", "lerp_"})
+_EMA_NAME = re.compile(r"(^|_)ema($|_|model|s$)")
+#: every name :func:`classify_gradient_op` looks at (others cost one set lookup)
+GRADIENT_OP_NAMES = _RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | UPDATE_HOOK_CALLS | _EMA_METHODS
+
+
+def _is_grad(expression: cst.BaseExpression | None) -> bool:
+    """``p.grad``, ``p.grad.data``, ``param.grad`` (a gradient tensor by attribute, not by guess)."""
+    name = dotted(expression) if expression is not None else None
+    return bool(name) and (name.endswith(".grad") or name.endswith(".grad.data"))  # type: ignore[union-attr]
+
+
+def is_ema_name(expression: cst.BaseExpression | None) -> bool:
+    """Whether an expression's root or last segment is named like an EMA (``ema``, ``model_ema``,
+    ``self.ema_model``, ``ema_p``); the chained ``ema_p.mul_(d).add_(...)`` is followed to ``ema_p``."""
+    while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+        expression = expression.func.value
+    name = dotted(expression) if expression is not None else None
+    if not name:
+        return False
+    parts = [part.lower() for part in name.split(".")]
+    return any(_EMA_NAME.search(part) for part in (parts[0], parts[-1]))
+
+
+def classify_gradient_op(site: Site) -> Event | None:
+    """A gradient rescale (``p.grad.div_(n)``, ``p.grad /= n``, ``multiply_grads``, ``scale_grads``)
+    or a once-per-update hook (``ema.update(model)``, ``swa.update_parameters(model)``,
+    ``model.update_and_allocate(step)``), or ``None``."""
+    call = site.call
+    if call is None:
+        if site.augmented is not None and isinstance(site.augmented, (cst.DivideAssign, cst.MultiplyAssign)):
+            if any(t and (t.endswith(".grad") or t.endswith(".grad.data")) for t in site.targets):
+                return Event(EventKind.GRAD_RESCALE, site, None, UNKNOWN, "grad rescale")
+        return None
+    method = method_name(call)
+    name = method or last_segment(dotted(call.func) or "")
+    if name not in GRADIENT_OP_NAMES:
+        return None
+    target = receiver(call) if method is not None else None
+    if name in _RESCALE_METHODS and _is_grad(target):
+        return Event(EventKind.GRAD_RESCALE, site, target, UNKNOWN, name)
+    if name in GRAD_RESCALE_CALLS:
+        return Event(EventKind.GRAD_RESCALE, site, target if target is not None else positional(call, 0),
+                     UNKNOWN, name)
+    if name in _FOREACH_RESCALES:
+        first = dotted(positional(call, 0)) or ""
+        if "grad" in last_segment(first).lower():
+            return Event(EventKind.GRAD_RESCALE, site, positional(call, 0), UNKNOWN, name)
+        return None
+    if name in UPDATE_HOOK_CALLS:
+        return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, name)
+    if name in _EMA_METHODS and method is not None and is_ema_name(target):
+        if name in ("update", "step") and isinstance(target, cst.Call):
+            return None  # `ema_p.mul_(d).update(...)` is no EMA object's method
+        return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, name)
     return None

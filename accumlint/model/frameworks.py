@@ -197,6 +197,16 @@ NO_SYNC_METHODS: dict[str, tuple[Role, ...]] = {
 #: Contexts that do nothing (``contextlib.nullcontext``, last segment): the other arm of a context
 #: chosen by a flag (``ctx = nullcontext if flag else accelerator.accumulate``).
 NULL_CONTEXTS = frozenset({"nullcontext"})
+#: FSDP2's ``fully_shard`` (torch 2.13.0 ``distributed/fsdp/_fully_shard/_fully_shard.py``): it
+#: shards the module in place and its class ``FSDPModule`` has no ``no_sync``; its switch is
+#: ``set_requires_gradient_sync(False)``, and ``require_backward_grad_sync`` is read by nothing.
+FSDP2_SHARD_CALLS = frozenset({
+    "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.fsdp._fully_shard.fully_shard", "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+})
+#: DDP's sync switches (torch 2.13.0 ``nn/parallel/distributed.py``): the context and the flag it flips
+DDP_NO_SYNC_METHOD = "no_sync"
+DDP_SYNC_FLAG = "require_backward_grad_sync"
 #: Sync switches whose decision is taken at forward time.
 FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL, Role.ACCELERATOR, Role.FABRIC})
 
@@ -508,3 +518,8 @@ HF_TRAINER_CLASSES = frozenset({
 HF_TRAINER_CLASS_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in HF_TRAINER_CLASSES)
 #: the Trainer method a subclass overrides to compute the loss of a microbatch
 HF_COMPUTE_LOSS = "compute_loss"
+#: the Trainer method called once per microbatch (transformers 5.24.0 ``trainer.py``
+#: ``_inner_training_loop`` → ``training_step``) and the update counter it can read:
+#: ``self.state.global_step`` advances once per optimizer update, after the group's last microbatch
+HF_TRAINING_STEP = "training_step"
+HF_UPDATE_COUNTER = "self.state.global_step"

@@ -43,6 +43,8 @@ class EventKind(str, Enum):
     SCALER_UPDATE = "scaler update"
     ASSIGN = "assignment"
     HELPER_CALL = "call of a helper of this module"
+    GRAD_RESCALE = "in-place rescale of the accumulated gradients"
+    UPDATE_HOOK = "once-per-update hook (weight EMA, model averaging, rank allocation)"
 
 
 class Cadence(str, Enum):

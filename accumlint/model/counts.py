@@ -1,0 +1,226 @@
+"""Counts and their units in a group (ACC903, ACC904): which counters advance per microbatch
+and which per optimizer update, throughputs computed under the update gate, and counters
+restored on resume.
+
+Units come from the loop's own increments (``n += 1`` with the group model's cadence), never
+from a counter's name alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from accumlint.model import frameworks as fw
+from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.grad_ops import site_cadence
+from accumlint.model.groups import AccumulationLoop
+from accumlint.model.kinds import Cadence
+from accumlint.model.names import children, dotted, last_segment, method_name, names_in
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+    from accumlint.model.sites import Site
+
+#: names of a rate: tokens/s, examples/s, samples per second, MFU
+THROUGHPUT_NAME = re.compile(
+    r"(throughput|per_?s(ec(ond)?)?$|_per_sec|_ps$|^tps$|^ips$|^sps$|^tgs$|tokens?_?per|samples?_?per|examples?_?per|mfu)",
+    re.I)
+#: calls that read a wall clock (``time.time()``, ``time.perf_counter()``, ``time.monotonic()``)
+_CLOCKS = frozenset({"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "monotonic_ns"})
+#: expressions that count one microbatch: ``x.numel()``, ``x.size(0)``, ``x.shape[0]``, ``len(batch)``
+_SIZE_METHODS = frozenset({"numel", "size", "nelement"})
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A rate computed once per group: ``node`` the assignment, ``count`` the per-microbatch
+    numerator, ``clock`` the group-long time it is divided by."""
+
+    node: cst.CSTNode
+    name: str
+    count: str
+
+
+def _is_clock(expression: cst.BaseExpression | None) -> bool:
+    return (isinstance(expression, cst.Call) and last_segment(dotted(expression.func)) in _CLOCKS
+            and (dotted(expression.func) or "").startswith("time"))
+
+
+def _microbatch_size(expression: cst.BaseExpression) -> bool:
+    """``x.numel()``, ``x.size(0)``, ``x.shape[0]``, ``len(batch)`` (one microbatch's count)."""
+    for node in _walk(expression):
+        if isinstance(node, cst.Call) and (method_name(node) in _SIZE_METHODS or dotted(node.func) == "len"):
+            return True
+        if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+            return True
+    return False
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
+def _group_long_clock(model: FileModel, group: AccumulationLoop, expression: cst.BaseExpression,
+                      site: Site) -> bool:
+    """Whether ``expression`` (or the name it is) is ``clock() - t0`` with ``t0`` read from the
+    clock once per group, under the update gate."""
+    if isinstance(expression, cst.Name) or isinstance(expression, cst.Attribute):
+        definition = reaching_assignment(site.scope, dotted(expression) or "", site.order)
+        if definition is None or definition.value is None:
+            return False
+        expression, site = definition.value, definition
+    if not (isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Subtract)):
+        return False
+    start = dotted(expression.right)
+    if not start or not _is_clock(expression.left) and dotted(expression.left) is None:
+        return False
+    resets = [s for s in group.loop_sites if s.targets == (start,) and not s.in_helper and _is_clock(s.value)]
+    return bool(resets) and all(site_cadence(model, group, s) is Cadence.UPDATE for s in resets)
+
+
+def throughputs_of_one_microbatch(model: FileModel, group: AccumulationLoop) -> list[Throughput]:
+    """Rates assigned under the update gate as (one microbatch's count) / (time since the last
+    update), with no A-named factor: the figure is A× too small."""
+    found: list[Throughput] = []
+    for site in group.loop_sites:
+        if site.in_helper or site.augmented is not None or len(site.targets) != 1 or site.value is None:
+            continue
+        name = site.targets[0] or ""
+        if not THROUGHPUT_NAME.search(last_segment(name)) or not isinstance(site.value, cst.BinaryOperation):
+            continue
+        if not isinstance(site.value.operator, cst.Divide):
+            continue
+        numerator, denominator = site.value.left, site.value.right
+        if any(fw.ACCUMULATION_NAME.search(last_segment(n)) or "world" in n.lower() for n in names_in(site.value)):
+            continue
+        if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in _walk(numerator)):
+            continue  # a count scaled by something (A, the replicas): not one microbatch's
+        if site_cadence(model, group, site) is not Cadence.UPDATE:
+            continue
+        count = _per_microbatch_count(model, group, numerator, site)
+        if count is None or not _group_long_clock(model, group, denominator, site):
+            continue
+        found.append(Throughput(site.node, name, count))
+    return found
+
+
+def _per_microbatch_count(model: FileModel, group: AccumulationLoop, numerator: cst.BaseExpression,
+                          site: Site) -> str | None:
+    """The text of a numerator that counts one microbatch: a size expression, or a name assigned
+    (not accumulated) from one on every microbatch."""
+    if _microbatch_size(numerator) and not isinstance(numerator, (cst.Name, cst.Attribute)):
+        return dotted(numerator) or "one microbatch's size"
+    name = dotted(numerator) if isinstance(numerator, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return None
+    definition = reaching_assignment(site.scope, name, site.order, group.loop)
+    if (definition is None or definition.augmented is not None or definition.value is None
+            or not _microbatch_size(definition.value)):
+        return None
+    if any(s.targets == (name,) and s.augmented is not None for s in group.loop_sites):
+        return None  # also accumulated somewhere: a group count
+    return name if site_cadence(model, group, definition) is Cadence.MICROBATCH else None
+
+
+# --- counters and resume --------------------------------------------------------------------
+
+
+def counter_units(model: FileModel) -> dict[str, str]:
+    """Counter names → ``"microbatch"`` or ``"update"``: names incremented by ``+= 1`` on every
+    microbatch, or only under the update gate, of some group of the module (a name with both
+    units, or with increments of other amounts, is left out)."""
+    units: dict[str, set[str]] = {}
+    for group in model.loops:
+        if group.accumulates is not True:
+            continue
+        for site in group.loop_sites:
+            if not isinstance(site.augmented, cst.AddAssign) or len(site.targets) != 1 or not site.targets[0]:
+                continue
+            cadence = group.increment_cadence(site)
+            unit = {Cadence.MICROBATCH: "microbatch", Cadence.UPDATE: "update"}.get(cadence)
+            units.setdefault(site.targets[0], set()).add(unit or "?")
+    return {name: next(iter(found)) for name, found in units.items() if len(found) == 1 and "?" not in found}
+
+
+@dataclass(frozen=True)
+class UnitMismatch:
+    """A counter of one unit assigned from a counter of the other: ``node`` the assignment."""
+
+    node: cst.CSTNode
+    target: str
+    target_unit: str
+    source: str
+    source_unit: str
+
+
+def resume_mismatches(model: FileModel) -> list[UnitMismatch]:
+    """Plain assignments ``U = M`` (or ``U = state["k"]`` where this module saves ``"k": M``)
+    outside the microbatch loops that give a counter of updates the value of a counter of
+    microbatches, or the reverse."""
+    units = counter_units(model)
+    if not units:
+        return []
+    saved = _saved_keys(model, units)
+    loops = [group.loop for group in model.loops]
+    found: list[UnitMismatch] = []
+    for scope in model.scopes:
+        for site in scope.sites:
+            if (site.in_helper or site.augmented is not None or len(site.targets) != 1 or site.value is None
+                    or any(site.inside(loop) for loop in loops)):
+                continue
+            target = site.targets[0]
+            unit = units.get(target or "")
+            if unit is None:
+                continue
+            source = dotted(site.value) if isinstance(site.value, (cst.Name, cst.Attribute)) else None
+            source_unit = units.get(source or "")
+            key = _subscript_key(site.value)
+            if source_unit is None and key is not None and key in saved:
+                holder = site.value.func.value if isinstance(site.value, cst.Call) else site.value.value  # type: ignore[attr-defined]
+                source, source_unit = f'{dotted(holder) or ""}["{key}"]', saved[key]
+            if source_unit is not None and source_unit != unit and source != target:
+                found.append(UnitMismatch(site.node, target, unit, source, source_unit))  # type: ignore[arg-type]
+    return found
+
+
+def _subscript_key(expression: cst.BaseExpression) -> str | None:
+    """``state["key"]`` → ``key``; ``state.get("key", 0)`` → ``key``."""
+    if isinstance(expression, cst.Call) and method_name(expression) == "get" and expression.args:
+        value = expression.args[0].value
+        return value.evaluated_value if isinstance(value, cst.SimpleString) else None  # type: ignore[return-value]
+    if isinstance(expression, cst.Subscript) and len(expression.slice) == 1:
+        index = expression.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            return index.value.evaluated_value  # type: ignore[return-value]
+    return None
+
+
+def _saved_keys(model: FileModel, units: dict[str, str]) -> dict[str, str]:
+    """Checkpoint keys → the unit of the counter this module stores under them (``{"step": n}``,
+    ``state["step"] = n``); a key stored with both units is left out."""
+    keys: dict[str, set[str]] = {}
+    for node in _walk(model.module):
+        if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString):
+            unit = units.get(dotted(node.value) or "")
+            if unit is not None:
+                keys.setdefault(node.key.evaluated_value, set()).add(unit)  # type: ignore[arg-type]
+    for scope in model.scopes:
+        for site in scope.sites:
+            if site.in_helper or site.value is None or not isinstance(site.node, cst.Assign):
+                continue
+            unit = units.get(dotted(site.value) or "")
+            if unit is None:
+                continue
+            for target in site.node.targets:
+                key = _subscript_key(target.target)
+                if key is not None:
+                    keys.setdefault(key, set()).add(unit)
+    return {key: next(iter(found)) for key, found in keys.items() if len(found) == 1}

@@ -1,0 +1,86 @@
+"""FSDP2 models and the DDP-only sync switches used on them (ACC406).
+
+``fully_shard(module)`` (torch 2.13.0 ``distributed/fsdp/_fully_shard/_fully_shard.py``) shards
+the module in place; the sharded module reduce-scatters in its post-backward hook unless
+``set_requires_gradient_sync(False)`` was called. DDP's ``no_sync()`` does not exist on it, and
+DDP's flag ``require_backward_grad_sync`` is an attribute nothing reads: a loop that sets it, or
+that enters ``getattr(model, "no_sync", nullcontext)()``, still communicates every microbatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from accumlint.model import frameworks as fw
+from accumlint.model.names import dotted, method_name, positional, receiver
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+    from accumlint.model.sites import Scope
+
+
+@dataclass(frozen=True)
+class DdpSwitchOnFsdp2:
+    """A DDP-only sync switch applied to an FSDP2-sharded module.
+
+    ``node``: the switch (the ``no_sync`` call, the flag assignment, the ``getattr``);
+    ``model``: the dotted name of the sharded module; ``how``: ``"no_sync"``, ``"flag"`` or
+    ``"getattr"``.
+    """
+
+    node: cst.CSTNode
+    model: str
+    how: str
+
+
+def _sharded_names(model: FileModel, scope: Scope) -> set[str]:
+    """Dotted names sharded by FSDP2 in ``scope``: ``fully_shard(m)``'s argument and the name
+    it is assigned to."""
+    names: set[str] = set()
+    for site in scope.sites:
+        if site.in_helper:
+            continue
+        if site.call is not None and model.roles.qualify_call(site.call) in fw.FSDP2_SHARD_CALLS:
+            argument = dotted(positional(site.call, 0))
+            if argument:
+                names.add(argument)
+        value = site.value
+        if (site.targets and isinstance(value, cst.Call)
+                and model.roles.qualify_call(value) in fw.FSDP2_SHARD_CALLS):
+            names.update(t for t in site.targets if t)
+    return names
+
+
+def ddp_switches_on_fsdp2(model: FileModel) -> list[DdpSwitchOnFsdp2]:
+    """Every DDP-only sync switch on a module the same function (or, for ``self.`` attributes,
+    the same class) shards with FSDP2. A name sharded in another function is not followed:
+    the two may not be the same object."""
+    sharded: dict[Scope, set[str]] = {scope: _sharded_names(model, scope) for scope in model.scopes}
+    by_class: dict[cst.ClassDef, set[str]] = {}
+    for scope, names in sharded.items():
+        if scope.class_def is not None:
+            by_class.setdefault(scope.class_def, set()).update(n for n in names if n.startswith("self."))
+    found: list[DdpSwitchOnFsdp2] = []
+    for scope in model.scopes:
+        names = sharded[scope] | by_class.get(scope.class_def, set()) if scope.class_def is not None else sharded[scope]
+        if not names:
+            continue
+        for site in scope.sites:
+            if site.in_helper:
+                continue
+            call = site.call
+            if call is not None and method_name(call) == fw.DDP_NO_SYNC_METHOD and dotted(receiver(call)) in names:
+                found.append(DdpSwitchOnFsdp2(call, dotted(receiver(call)), "no_sync"))  # type: ignore[arg-type]
+            elif (call is not None and dotted(call.func) == "getattr" and dotted(positional(call, 0)) in names
+                  and isinstance(positional(call, 1), cst.SimpleString)
+                  and positional(call, 1).evaluated_value == fw.DDP_NO_SYNC_METHOD):  # type: ignore[union-attr]
+                found.append(DdpSwitchOnFsdp2(call, dotted(positional(call, 0)), "getattr"))  # type: ignore[arg-type]
+            elif call is None:
+                for target in site.targets:
+                    owner, _, attr = (target or "").rpartition(".")
+                    if attr == fw.DDP_SYNC_FLAG and owner in names:
+                        found.append(DdpSwitchOnFsdp2(site.node, owner, "flag"))
+    return found

@@ -1,0 +1,87 @@
+"""Which trained models a backward reaches (ACC008): a GAN's generator loss flows through
+the discriminator's forward, so its backward leaves gradients in the discriminator's ``.grad``.
+
+A model is *trained* here when an optimizer built in view (``Adam(net_d.parameters())``) owns
+its parameters. A backward *reaches* a model when a call of that model (``net_d(x)``,
+``net_d.forward(x)``) feeds its loss through arguments, arithmetic and assignments of the same
+scope, not cut by ``.detach()`` or an assignment under ``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.events import Event
+from accumlint.model.kinds import Role
+from accumlint.model.names import dotted, method_name, positional, receiver
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+
+#: calls whose result carries no graph to their argument
+_CUTS = frozenset({"detach", "item", "tolist", "numpy", "cpu_detach"})
+_MAX_DEPTH = 6
+
+
+def trained_model(model: FileModel, optimizer: Event) -> str | None:
+    """The dotted name of the model an optimizer update's optimizer was built over
+    (``torch.optim.Adam(net_d.parameters(), ...)`` → ``net_d``), when its constructor is visible."""
+    info = optimizer.role
+    if info.role is not Role.OPTIMIZER or info.origin is None:
+        return None
+    params = positional(info.origin, 0)
+    if isinstance(params, cst.Call) and method_name(params) == "parameters" and not params.args:
+        return dotted(receiver(params))
+    return None
+
+
+def models_reached(backward: Event, models: set[str]) -> tuple[set[str], set[str]]:
+    """The names in ``models`` whose forward feeds the loss of ``backward`` (see the module doc),
+    and those whose output feeds it only through a ``.detach()`` (``net_d(fake.detach())``: the
+    author cut that model off this loss on purpose)."""
+    if backward.loss is None:
+        return set(), set()
+    found: set[str] = set()
+    cut: set[str] = set()
+    seen: set[int] = set()
+    work: list[tuple[cst.CSTNode, int, int, bool]] = [(backward.loss, backward.site.order, 0, False)]
+    scope = backward.site.scope
+    while work:
+        node, order, depth, detached = work.pop()
+        if isinstance(node, cst.Call):
+            if method_name(node) in _CUTS:
+                if isinstance(node.func, cst.Attribute):
+                    work.append((node.func.value, order, depth, True))
+                continue
+            callee = dotted(node.func)
+            if callee is not None and callee.endswith(".forward"):
+                callee = callee[: -len(".forward")]
+            if callee in models:
+                (cut if detached else found).add(callee)  # type: ignore[arg-type]
+            work.extend((arg.value, order, depth, detached) for arg in node.args)
+            if isinstance(node.func, cst.Attribute):
+                work.append((node.func.value, order, depth, detached))
+            continue
+        name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        if name is not None:
+            definition = reaching_assignment(scope, name, order)
+            if (definition is not None and definition.value is not None and depth < _MAX_DEPTH
+                    and id(definition) not in seen and not definition.under_no_grad
+                    and not isinstance(definition.node, (cst.For, cst.With))):
+                seen.add(id(definition))
+                work.append((definition.value, definition.order, depth + 1, detached))
+            if isinstance(node, (cst.Attribute, cst.Subscript)):
+                work.append((node.value, order, depth, detached))
+            continue
+        if isinstance(node, cst.BinaryOperation):
+            work.extend(((node.left, order, depth, detached), (node.right, order, depth, detached)))
+        elif isinstance(node, cst.UnaryOperation):
+            work.append((node.expression, order, depth, detached))
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            work.extend((element.value, order, depth, detached) for element in node.elements)
+        elif isinstance(node, cst.IfExp):
+            work.extend(((node.body, order, depth, detached), (node.orelse, order, depth, detached)))
+    return found, cut - found
