@@ -36,17 +36,29 @@ MAX_REEXPORT_DEPTH = 3
 MAX_SCANNED = 20_000
 
 
-def find_root(path: str, fallback: str) -> str:
+def find_root(path: str, fallback: str, known: dict[str, str | None] | None = None) -> str:
     """The folder of the nearest ``pyproject.toml`` / ``setup.py`` / ``setup.cfg`` at or above
-    ``path``'s folder, else ``fallback`` (the folder the run was started on)."""
+    ``path``'s folder, else ``fallback`` (the folder the run was started on). ``known``:
+    folder → its marked root or None, shared between calls (each folder is looked at once)."""
+    known = {} if known is None else known
     folder = os.path.dirname(os.path.abspath(path))
+    seen: list[str] = []
+    found: str | None = None
     while True:
+        if folder in known:
+            found = known[folder]
+            break
+        seen.append(folder)
         if any(os.path.isfile(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
-            return folder
+            found = folder
+            break
         parent = os.path.dirname(folder)
         if parent == folder:
-            return os.path.abspath(fallback)
+            break
         folder = parent
+    for folder in seen:
+        known[folder] = found
+    return found if found is not None else os.path.abspath(fallback)
 
 
 def _digest(data: bytes) -> str:
@@ -102,11 +114,12 @@ class ProjectIndex:
             except ValueError:  # several drives
                 common = os.path.dirname(outside[0])
         folders: dict[str, str] = {}
+        known: dict[str, str | None] = {}
         roots: set[str] = set()
         for path in absolute:
             folder = os.path.dirname(path)
             if folder not in folders:
-                folders[folder] = find_root(path, fallback if path.startswith(fallback + os.sep) else common)
+                folders[folder] = find_root(path, fallback if path.startswith(fallback + os.sep) else common, known)
             roots.add(folders[folder])
         return cls(tuple(sorted(roots)), tuple(absolute))
 
