@@ -116,7 +116,19 @@ _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 #: the calls that make a module's functions worth following from another module: a backward,
 #: a gradient reset or a clip (a helper that performs one of them)
 _HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS),
-                                 *(name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES)}))
+                                 *(name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES),
+                                 *(name.encode() for name in fw.TOKEN_LOSS_CALLS)}))
+
+
+#: what a helper must call for a file calling it to pass the prefilter: a backward, reset or
+#: clip (a token loss or a data-parallel wrapper matters only to a file with a backward of its own)
+_EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in fw.TOKEN_LOSS_CALLS}
+                              - {name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES}))
+
+
+def performs_events(data: bytes) -> bool:
+    """Whether ``data`` calls a backward, reset or clip (:data:`_EVENT_MARKERS`)."""
+    return bool(marker_search(_EVENT_MARKERS).used(data))
 
 
 def backward_used(data: bytes) -> bool:

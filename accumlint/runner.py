@@ -640,6 +640,13 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             if ignored not in codes_for:
                 codes_for[ignored] = enabled - config.ignored_codes(ignored, enabled)
             codes = codes_for[ignored]
+            early = hits.get(index)
+            if cache is not None and early is not None and _current(early, state, by_path) and not early.findings:
+                # the first pass read and hashed it: a silent cached result needs no second read
+                run.cached += 1
+                findings[index] = early.findings
+                warnings[index] = _unknown_noqa_warnings(path, early.unknown_noqa)
+                continue
             try:
                 data, size = read_source(path)
             except NotARegularFile as exc:

@@ -657,3 +657,10 @@ def test_a_row_naming_no_parameter_is_refused() -> None:
         Summary("lib.f", ("loss",), (SummaryEvent("update", "optimizer"),))
     with pytest.raises(ValueError, match="unknown event kind"):
         Summary("lib.f", ("loss",), (SummaryEvent("explode", "loss"),))
+
+
+def test_the_project_scan_substrings_cover_every_helper_marker() -> None:
+    from accumlint.engine import _HELPER_MARKERS
+    from accumlint.project.index import _NEEDLES
+
+    assert all(any(needle in marker for needle in _NEEDLES) for marker in _HELPER_MARKERS)

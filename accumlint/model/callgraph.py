@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from accumlint.model.names import names_in
+
 #: literal defaults that are bound at a call that does not pass the parameter (``update_grad=True``);
 #: any other default is an expression of the callee's module: the parameter stays unknown
 _LITERAL_DEFAULTS = (cst.Integer, cst.Float, cst.SimpleString)
@@ -130,6 +132,15 @@ class Inline:
                 return expression, None
             return self.parent.resolve(expression, depth + 1)
         return expression, self
+
+    def reads_outer(self, expression: cst.BaseExpression) -> bool:
+        """Whether ``expression`` reads a parameter of this call or (for a closure) a name of
+        the caller: only then does :meth:`rewrite` change it."""
+        for name in names_in(expression):
+            root = name.split(".", 1)[0].split("[", 1)[0]
+            if root in self.bindings or (self.closure and root not in self._locals):
+                return True
+        return False
 
     def rewrite(self, expression: cst.BaseExpression) -> cst.BaseExpression:
         """``expression`` with every parameter name replaced by its argument (read in the

@@ -389,6 +389,9 @@ BATCH_SAMPLER_WRAPPERS = frozenset({"BatchSampler"})
 #: the calls that wrap a model for data parallelism (torch 2.13.0 ``nn/parallel/distributed.py``,
 #: ``distributed/fsdp/``): a project helper that calls one makes its callers' models averaging
 WRAPPER_CONSTRUCTOR_NAMES = frozenset({"DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "fully_shard"})
+#: the token losses whose reduction decides a mean of means (torch 2.13.0 ``nn/functional.py``):
+#: a project module that calls one may return the loss a caller divides by A
+TOKEN_LOSS_CALLS = frozenset({"cross_entropy", "nll_loss"})
 #: Any sampler class (last segment): a call of one never shards a dataset by itself.
 SAMPLER_NAME = re.compile(r"Sampler$")
 

@@ -54,11 +54,17 @@ class Frame:
     #: in an inlined helper: the condition rewritten into the caller's names (``if update_grad:``
     #: in ``scaler(loss, opt, update_grad=(i + 1) % A == 0)`` tests the caller's boundary)
     bound: cst.BaseExpression | None = None
+    #: the inlined call whose names ``bound`` is rewritten from, on first use (rewriting costs)
+    binder: Inline | None = None
 
     @property
     def test(self) -> cst.BaseExpression | None:
         """The condition of an IF or GUARD frame, or a while loop's test; for the IF frame of
         one candidate of ``f = a if cond else b``, ``cond``."""
+        if self.binder is not None:
+            source = self.node.test if isinstance(self.node, (cst.If, cst.IfExp)) else None
+            object.__setattr__(self, "bound", self.binder.rewrite(source) if source is not None else None)
+            object.__setattr__(self, "binder", None)
         if self.bound is not None:
             return self.bound
         if isinstance(self.node, (cst.If, cst.While, cst.IfExp)):
@@ -534,8 +540,15 @@ class _Walker:
         for statement in statements:
             self.statement(statement, frames + guards)
             guards = guards + tuple(
-                Frame(FrameKind.GUARD, guard, "", self.inline.rewrite(guard.test) if self.inline is not None else None)
+                Frame(FrameKind.GUARD, guard, "", None, self._binder(guard.test))
                 for guard in _continue_guards(statement))
+
+    def _binder(self, test: cst.BaseExpression) -> Inline | None:
+        """The inlined call whose names a helper's condition is read through (None: the scope's
+        own code, or a condition that reads none of the helper's parameters)."""
+        if self.inline is None or not self.inline.reads_outer(test):
+            return None
+        return self.inline
 
     def suite(self, body: cst.BaseSuite, frames: tuple[Frame, ...]) -> None:
         if isinstance(body, cst.IndentedBlock):
@@ -552,10 +565,10 @@ class _Walker:
                 self.small(small, frames)
         elif isinstance(statement, cst.If):
             self.expression(statement.test, statement, frames)
-            bound = self.inline.rewrite(statement.test) if self.inline is not None else None
-            self.suite(statement.body, frames + (Frame(FrameKind.IF, statement, "body", bound),))
+            binder = self._binder(statement.test)
+            self.suite(statement.body, frames + (Frame(FrameKind.IF, statement, "body", None, binder),))
             if statement.orelse is not None:
-                inner = frames + (Frame(FrameKind.IF, statement, "orelse", bound),)
+                inner = frames + (Frame(FrameKind.IF, statement, "orelse", None, binder),)
                 if isinstance(statement.orelse, cst.If):
                     self.statement(statement.orelse, inner)
                 else:

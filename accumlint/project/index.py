@@ -7,7 +7,7 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,25 +23,42 @@ MAX_LOADED = 32
 MAX_LOADED_BYTES = 256 * 1024
 #: a project module larger than this is not loaded to follow its functions
 MAX_MODULE_BYTES = 128 * 1024
-#: a project module that defines no name performing an event is followed only below this size
-MAX_PLAIN_MODULE_BYTES = 48 * 1024
+#: substrings every helper marker contains one of (backward, zero_grad, clip_*, the wrappers, losses)
+_NEEDLES = (b"backward", b"zero_grad", b"clip_grad", b"DataParallel", b"FSDP", b"fully_shard",
+            b"cross_entropy", b"nll_loss", b"update_params")
+#: marks a name whose block only computes a token loss (see ProjectIndex.names_of)
+LOSS_ONLY = "~"
+#: the project modules one checked file's model may follow into
+MAX_FOLLOWED_MODULES = 4
 #: re-exports followed through a package's ``__init__`` (``from .sub import f``)
 MAX_REEXPORT_DEPTH = 3
 #: the prefilter reads at most this many project files to learn which names perform a backward
 MAX_SCANNED = 20_000
 
 
-def find_root(path: str, fallback: str) -> str:
+def find_root(path: str, fallback: str, known: dict[str, str | None] | None = None) -> str:
     """The folder of the nearest ``pyproject.toml`` / ``setup.py`` / ``setup.cfg`` at or above
-    ``path``'s folder, else ``fallback`` (the folder the run was started on)."""
+    ``path``'s folder, else ``fallback`` (the folder the run was started on). ``known``:
+    folder → its marked root or None, shared between calls (each folder is looked at once)."""
+    known = {} if known is None else known
     folder = os.path.dirname(os.path.abspath(path))
+    seen: list[str] = []
+    found: str | None = None
     while True:
+        if folder in known:
+            found = known[folder]
+            break
+        seen.append(folder)
         if any(os.path.isfile(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
-            return folder
+            found = folder
+            break
         parent = os.path.dirname(folder)
         if parent == folder:
-            return os.path.abspath(fallback)
+            break
         folder = parent
+    for folder in seen:
+        known[folder] = found
+    return found if found is not None else os.path.abspath(fallback)
 
 
 def _digest(data: bytes) -> str:
@@ -68,28 +85,64 @@ class ProjectIndex:
     files: tuple[str, ...] = ()
     _loaded: OrderedDict[str, _Loaded | None] = field(default_factory=OrderedDict, repr=False)
     _names: frozenset[bytes] | None = field(default=None, repr=False)
+    _followed: frozenset[bytes] | None = field(default=None, repr=False)
     _search: object | None = field(default=None, repr=False)
+    _roots: frozenset[str] | None = field(default=None, repr=False)
+    _root_cache: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _located: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict, repr=False)
 
     def __getstate__(self) -> dict:
-        return {"roots": self.roots, "files": self.files, "_names": self._names}
+        return {"roots": self.roots, "files": self.files, "_names": self._names,
+                "_followed": self._followed}
 
     def __setstate__(self, state: dict) -> None:
         self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
+        self._followed = state["_followed"]
         self._loaded, self._search = OrderedDict(), None
+        self._roots, self._root_cache, self._located = None, {}, {}
 
     @classmethod
     def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
         """The index of the roots that ``files`` lie in (``fallback``: the run's own folder)."""
+        absolute = [os.path.abspath(path) for path in files]
         fallback = os.path.abspath(fallback)
-        roots = sorted({find_root(path, fallback if os.path.abspath(path).startswith(fallback + os.sep)
-                                  else os.path.dirname(os.path.abspath(path))) for path in files})
-        return cls(tuple(roots), tuple(os.path.abspath(path) for path in files))
+        outside = [path for path in absolute if not path.startswith(fallback + os.sep)]
+        common = fallback
+        if outside:  # files outside the configured root: their common folder is the checked one
+            try:
+                common = os.path.commonpath([os.path.dirname(path) for path in outside])
+            except ValueError:  # several drives
+                common = os.path.dirname(outside[0])
+        folders: dict[str, str] = {}
+        known: dict[str, str | None] = {}
+        roots: set[str] = set()
+        for path in absolute:
+            folder = os.path.dirname(path)
+            if folder not in folders:
+                folders[folder] = find_root(path, fallback if path.startswith(fallback + os.sep) else common, known)
+            roots.add(folders[folder])
+        return cls(tuple(sorted(roots)), tuple(absolute))
 
     # --- names and paths -------------------------------------------------------------------
     def root_of(self, path: str) -> str | None:
-        path = os.path.abspath(path)
-        found = [root for root in self.roots if path == root or path.startswith(root.rstrip(os.sep) + os.sep)]
-        return max(found, key=len) if found else None
+        """The innermost root holding ``path`` (None: none), from its folders upwards."""
+        if self._roots is None:
+            self._roots, self._root_cache = frozenset(self.roots), {}
+        folder = os.path.dirname(os.path.abspath(path))
+        cached = self._root_cache.get(folder, "")
+        if cached != "":
+            return cached
+        current, found = folder, None
+        while True:
+            if current in self._roots:
+                found = current
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        self._root_cache[folder] = found
+        return found
 
     def search_paths(self, importer: str) -> list[str]:
         """Where an absolute import of ``importer`` is looked for: its own folder (a script's
@@ -110,6 +163,14 @@ class ProjectIndex:
         return None
 
     def locate(self, importer: str, qualified: str) -> list[tuple[str, str]]:
+        """:meth:`_locate`, remembered per importer folder and name."""
+        key = (os.path.dirname(importer), qualified, importer)
+        found = self._located.get(key)
+        if found is None:
+            found = self._located[key] = self._locate(importer, qualified)
+        return found
+
+    def _locate(self, importer: str, qualified: str) -> list[tuple[str, str]]:
         """(module file, attribute) candidates for the dotted ``qualified`` name an import of
         ``importer`` binds (``utils.AmpGradScaler`` → ``utils.py``, ``AmpGradScaler``); the
         longest module prefix first. Relative imports arrive without their dots
@@ -171,36 +232,58 @@ class ProjectIndex:
         backward (else none): what a call in another module may reach a backward through."""
         from accumlint.engine import backward_used
 
-        if len(data) > MAX_MODULE_BYTES or not backward_used(data):
-            return ()
-        return tuple(_top_level_names(data))
+        if len(data) > MAX_MODULE_BYTES or not any(needle in data for needle in _NEEDLES) or not backward_used(data):
+            return ()  # (the substring test first: most modules hold none, and it costs a memchr)
+        # only the top-level blocks (a def or class up to the next one) whose own code calls
+        # one: a module of many classes names only the few that do
+        # (a block that only computes a token loss is marked ``~``: worth following from a loop,
+        # but no reason for a file that calls it to pass the prefilter)
+        from accumlint.engine import performs_events
+
+        matches = list(_TOP_LEVEL.finditer(data))
+        names = []
+        for index, match in enumerate(matches):
+            end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
+            block = data[match.start():end]
+            if backward_used(block):
+                names.append(("" if performs_events(block) else LOSS_ONLY) + match.group(1).decode())
+        return tuple(names)
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
         """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
         self._by_path = {os.path.abspath(path): found for path, found in names.items()}
-        self._names = frozenset(name.encode() for found in names.values() for name in found)
+        every = {name for found in names.values() for name in found}
+        self._names = frozenset(name.encode() for name in every if not name.startswith(LOSS_ONLY))
+        self._followed = frozenset(name.lstrip(LOSS_ONLY).encode() for name in every)
         self._search = None
+
+    def followed_names(self) -> frozenset[bytes]:
+        """:meth:`event_names` and the names of blocks that compute a token loss."""
+        if self._followed is None:
+            names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
+            self._followed = frozenset(name.lstrip(LOSS_ONLY).encode() for name in names)
+        return self._followed
+
+    def _names_at(self, path: str) -> tuple[str, ...]:
+        try:
+            with open(path, "rb") as handle:
+                return self.names_of(handle.read(MAX_MODULE_BYTES + 1))
+        except OSError:
+            return ()
 
     def names_for(self, path: str) -> tuple[str, ...]:
         return getattr(self, "_by_path", {}).get(os.path.abspath(path), ())
 
     def state(self) -> str:
         """A digest of the project's names: a cached result decided under other names is stale."""
-        return _digest(b"\0".join(sorted(self.event_names())))[:16]
+        return _digest(b"\0".join(sorted(self.event_names())) + b"\1" + b"\0".join(sorted(self.followed_names())))[:16]
 
     def event_names(self) -> frozenset[bytes]:
         """Top-level function and class names defined by the checked files whose code calls a
         backward: a call of one of them may run a backward (read once per run)."""
         if self._names is None:
-            names: set[bytes] = set()
-            for path in self.files[:MAX_SCANNED]:
-                try:
-                    with open(path, "rb") as handle:
-                        data = handle.read(MAX_MODULE_BYTES + 1)
-                except OSError:
-                    continue
-                names.update(name.encode() for name in self.names_of(data))
-            self._names = frozenset(names)
+            names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
+            self._names = frozenset(name.encode() for name in names if not name.startswith(LOSS_ONLY))
         return self._names
 
     def mentions_event_name(self, data: bytes) -> bool:
@@ -230,10 +313,6 @@ _TOP_LEVEL = re.compile(rb"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_][A-Za-z0
 _DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
 
 
-def _top_level_names(data: bytes) -> Iterable[str]:
-    return [match.group(1).decode() for match in _TOP_LEVEL.finditer(data)]
-
-
 @dataclass
 class ProjectView:
     """One file's window on the project: resolves its imports to project modules and records
@@ -251,10 +330,11 @@ class ProjectView:
         if depth > MAX_REEXPORT_DEPTH:
             return None
         origin = getattr(importer.project, "path", self.path)
-        # a module that performs events is followed up to MAX_MODULE_BYTES; any other (a loss
-        # computed in a small model file) only up to MAX_PLAIN_MODULE_BYTES: parses cost
-        limit = MAX_MODULE_BYTES if qualified.rsplit(".", 1)[-1].encode() in self.index.event_names() else (
-            MAX_PLAIN_MODULE_BYTES)
+        # only a name that a module performing events defines is worth a parse, and only a few
+        # modules per checked file (each parse costs about as much as checking a file)
+        if qualified.rsplit(".", 1)[-1].encode() not in self.index.followed_names():
+            return None
+        limit = MAX_MODULE_BYTES
         for path, attribute in self.index.locate(origin, qualified):
             if "." in attribute:
                 continue  # `pkg.mod.Class.method`: not a top-level name
@@ -262,6 +342,8 @@ class ProjectView:
                 if os.path.getsize(path) > limit:
                     continue
             except OSError:
+                continue
+            if path not in self.used and len(self.used) >= MAX_FOLLOWED_MODULES:
                 continue
             functions = self.index.load(path)
             if functions is None:
