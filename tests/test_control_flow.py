@@ -595,3 +595,30 @@ TRY_SHAPES = {
 def test_try_shapes(name: str) -> None:
     source, expected = TRY_SHAPES[name]
     assert lint(source) == expected
+
+
+def test_gradients_rescaled_in_place_do_not_hide_the_reset() -> None:
+    """`p.grad /= A` after the micro-loop normalizes; it moves no gradient, so the reset after
+    each backward is still reported (field-trial reduction)."""
+    assert lint("""
+    for it in range(n_updates):
+        for k in range(accum):
+            net(*next(data)).backward()
+            opt.zero_grad()
+        for p in net.parameters():
+            p.grad *= 1.0 / accum
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    """) == [("ACC001", 5)]
+
+
+def test_gradients_replaced_by_hand_stay_undecided() -> None:
+    assert lint("""
+    for it in range(n_updates):
+        for k in range(accum):
+            (net(*next(data)) / accum).backward()
+            opt.zero_grad()
+        for p, buf in zip(net.parameters(), buffers):
+            p.grad = buf
+        opt.step()
+    """) == []
