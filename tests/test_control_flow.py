@@ -538,3 +538,87 @@ def test_an_update_loop_that_also_backpropagates_stays_undecided() -> None:
             opt.step()
     """
     assert lint(src) == []
+
+
+# --- try / except / finally -----------------------------------------------------------------------
+
+TRY_SHAPES = {
+    # the body of `try` runs on every microbatch that does not raise: it is the microbatch's path
+    "reset in the try body": ("""
+    for i, b in enumerate(loader):
+        try:
+            optimizer.zero_grad()
+            (model(b) / A).backward()
+        except RuntimeError:
+            log.warning("bad batch")
+        if (i + 1) % A == 0:
+            optimizer.step()
+    """, [("ACC001", 4)]),
+    # `finally` runs on every microbatch, raising or not
+    "reset in finally": ("""
+    for i, b in enumerate(loader):
+        try:
+            (model(b) / A).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+        finally:
+            optimizer.zero_grad()
+    """, [("ACC001", 8)]),
+    # the OOM-skip idiom: the handler wipes the failed microbatch and moves on; when it runs is unknown
+    "reset in an out-of-memory handler that continues": ("""
+    import torch
+    for i, b in enumerate(loader):
+        try:
+            (model(b) / A).backward()
+        except torch.cuda.OutOfMemoryError:
+            optimizer.zero_grad()
+            continue
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, []),
+    "update in a handler": ("""
+    for i, b in enumerate(loader):
+        try:
+            (model(b) / A).backward()
+        except StopTraining:
+            optimizer.step()
+            break
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, []),
+}
+
+
+@pytest.mark.parametrize("name", list(TRY_SHAPES))
+def test_try_shapes(name: str) -> None:
+    source, expected = TRY_SHAPES[name]
+    assert lint(source) == expected
+
+
+def test_gradients_rescaled_in_place_do_not_hide_the_reset() -> None:
+    """`p.grad /= A` after the micro-loop normalizes; it moves no gradient, so the reset after
+    each backward is still reported (field-trial reduction)."""
+    assert lint("""
+    for it in range(n_updates):
+        for k in range(accum):
+            net(*next(data)).backward()
+            opt.zero_grad()
+        for p in net.parameters():
+            p.grad *= 1.0 / accum
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    """) == [("ACC001", 5)]
+
+
+def test_gradients_replaced_by_hand_stay_undecided() -> None:
+    assert lint("""
+    for it in range(n_updates):
+        for k in range(accum):
+            (net(*next(data)) / accum).backward()
+            opt.zero_grad()
+        for p, buf in zip(net.parameters(), buffers):
+            p.grad = buf
+        opt.step()
+    """) == []

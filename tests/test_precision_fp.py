@@ -283,3 +283,49 @@ FORWARD_ONLY_SILENT = {
 @pytest.mark.parametrize("name", list(FORWARD_ONLY_SILENT))
 def test_forward_only_loops_that_stay_silent(name: str) -> None:
     assert lint(FORWARD_ONLY_SILENT[name]) == []
+
+
+# --- ACC304: a learning rate written by hand from the microbatch counter ------------------------
+
+LR_WRITES = {
+    "counter incremented in a while loop, horizon in updates": ("""
+    def train(model, opt, it, accum, total_updates, warmup_updates, lr_at):
+        micro = 0
+        while micro < total_updates * accum:
+            for g in opt.param_groups:
+                g["lr"] = lr_at(micro, warmup_updates, total_updates)
+            (model(next(it)) / accum).backward()
+            micro += 1
+            if micro % accum == 0:
+                opt.step()
+                opt.zero_grad()
+    """, [("ACC304", 6)]),
+    # the schedule counts in the same unit as the position handed to it: not decidable
+    "horizon named in iterations": ("""
+    def train(model, opt, loader, accum, max_iters, lr_at):
+        for i, b in enumerate(loader):
+            lr = lr_at(i, max_iters)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            (model(b) / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+    """, []),
+    "written once per update under the gate": ("""
+    def train(model, opt, loader, accum, max_updates, lr_at):
+        for i, b in enumerate(loader):
+            (model(b) / accum).backward()
+            if (i + 1) % accum == 0:
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(i // accum, max_updates)
+                opt.step()
+                opt.zero_grad()
+    """, []),
+}
+
+
+@pytest.mark.parametrize("name", list(LR_WRITES))
+def test_learning_rate_written_from_the_microbatch_counter(name: str) -> None:
+    source, expected = LR_WRITES[name]
+    assert lint(source) == expected

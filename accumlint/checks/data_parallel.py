@@ -71,9 +71,15 @@ class EffectiveBatchCountsDevices(Rule):
     requires = fw.A_OR_GLOBAL_BATCH_BYTES
 
     def applies(self, facts: SourceFacts) -> bool:
-        """An assignment to a name of A or of an effective/global batch, or a name of A in the
-        code (a product m x A x D is an effective batch whatever it is called)."""
-        return facts.binds(_counts_a_or_batch) or any(fw.ACCUMULATION_NAME.search(name) for name in facts.mentioned)
+        """An assignment to a name of A or of an effective/global batch, or a name of A beside a
+        replica or GPU count in the code (a product m x A x D is an effective batch whatever it
+        is called)."""
+        if facts.binds(_counts_a_or_batch):
+            return True
+        counts = facts.calls(fw.WORLD_SIZE_CALLS | fw.DEVICE_COUNT_CALLS) or any(
+            fw.REPLICA_COUNT_NAME.match(name) or fw.DEVICE_COUNT_NAME.match(name) for name in facts.mentioned)
+        values = facts.mentioned - facts.called - facts.defined  # `accumulate()` is a function, not A
+        return counts and any(fw.ACCUMULATION_NAME.search(name) for name in values)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel

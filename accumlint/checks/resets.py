@@ -84,8 +84,11 @@ class MissingGradReset(Rule):
 
 
 def _writes_gradients(group) -> bool:
-    """Whether the loop assigns gradients itself (``p.grad = buffer``), other than resetting them."""
+    """Whether the loop assigns gradients itself (``p.grad = buffer``), other than resetting them
+    or rescaling them in place (``p.grad /= A``: normalization on the gradient side)."""
     for site in group.region_sites:
+        if isinstance(site.augmented, (cst.DivideAssign, cst.MultiplyAssign)):
+            continue
         for target in site.targets:
             if target and target.endswith(".grad") and not (
                     isinstance(site.value, cst.Name) and site.value.value == "None"):

@@ -18,6 +18,7 @@ from accumlint.model.schedules import (
     iterated_loader,
     lightning_configured_schedulers,
     microbatch_counters,
+    microbatch_lr_writes,
     schedule_horizons,
     step_axis_uses,
     stepped_by_engine,
@@ -38,6 +39,15 @@ class SchedulerPerMicrobatch(Rule):
                        for u in group.of_kind(EventKind.UPDATE)):
                 continue
             counters = microbatch_counters(group)
+            for write in microbatch_lr_writes(group):
+                yield Hit(
+                    write.computed,
+                    f"the learning rate is written on every microbatch from the microbatch counter `{write.position}` "
+                    f"while the schedule's `{dotted(write.horizon)}` counts optimizer updates: warmup and decay run A "
+                    "times faster than planned",
+                    "compute the learning rate from the number of optimizer updates (or write it once per "
+                    "update, under the boundary test)",
+                )
             for step in group.of_kind(EventKind.SCHEDULER_STEP):
                 if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
                     continue

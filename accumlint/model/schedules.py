@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.events import Event
 
+#: Counts named in optimizer updates (last segment): ``max_updates``, ``warmup_updates``,
+#: ``num_optimizer_steps`` …
+UPDATE_COUNT_NAME = re.compile(r"(^|_)(updates|update_steps|optimizer_steps|opt_steps)$")
 #: Counters named like a training step (last segment): ``step``, ``steps``, ``global_step`` …
 STEP_COUNTER_NAME = re.compile(r"^(global_|train_|cur_|curr_|current_)?steps?$")
 
@@ -484,3 +487,54 @@ def _formats(value: cst.BaseExpression, name: str) -> bool:
         items = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
         return any(_is_counter(item, name) for item in items)
     return False
+
+
+@dataclass(frozen=True)
+class LearningRateWrite:
+    """A learning rate written by hand every microbatch (``group["lr"] = get_lr(micro, warmup_updates,
+    max_updates)``): ``position`` is the microbatch counter handed to the schedule, ``horizon`` an
+    argument named in optimizer updates, ``computed`` the statement that calls the schedule (the
+    write, or the assignment of the name it writes)."""
+
+    site: Site
+    position: str
+    horizon: cst.BaseExpression
+    computed: cst.CSTNode
+
+
+def microbatch_lr_writes(group: AccumulationLoop) -> list[LearningRateWrite]:
+    """Learning-rate writes into a param group (``g["lr"] = value``) that run on every microbatch of
+    ``group`` with a value computed, in the loop, by a call that takes a microbatch counter of the
+    loop and a count named in updates (:data:`UPDATE_COUNT_NAME`)."""
+    if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN, LoopStyle.MICRO_LOOP):
+        return []
+    counters = microbatch_counters(group)
+    found: list[LearningRateWrite] = []
+    for site in group.loop_sites:
+        statement = site.statement
+        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
+            continue
+        target = statement.targets[0].target
+        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)
+                and isinstance(target.slice[0].slice.value, cst.SimpleString)
+                and target.slice[0].slice.value.evaluated_value == "lr"):
+            continue
+        if any(f.kind in _CONDITIONAL and id(f.node) not in group.skip_guards for f in site.frames_inside(group.loop)):
+            continue  # written only on some microbatches
+        value, computed = site.value, site.statement
+        name = dotted(value) if isinstance(value, cst.Name) else None
+        if name is not None:
+            definition = next((s for s in reversed(group.loop_sites) if s.order < site.order and s.targets == (name,)
+                               and s.augmented is None and not s.in_helper), None)
+            if definition is not None and definition.value is not None:
+                value, computed = definition.value, definition.statement
+        if not isinstance(value, cst.Call):
+            continue
+        arguments = [arg.value for arg in value.args]
+        position = next((split[0] for arg in arguments if (split := index_offset(arg)) is not None
+                         and split[0] in counters), None)
+        horizon = next((arg for arg in arguments if UPDATE_COUNT_NAME.search(last_segment(dotted(arg)))), None)
+        if position is not None and horizon is not None:
+            found.append(LearningRateWrite(site, position, horizon, computed))
+    return found
