@@ -676,8 +676,8 @@ def _from_weights(rec: RunRecord) -> Normalization:
                 code = "ACC101" if total < 1 else "ACC103"
                 codes.append((code, g.index, (
                     f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
-                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the supervised tokens "
-                    f"were divided by {1 / total:.4g}x their count" if total else
+                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the denominator counted "
+                    f"{1 / total:.4g}x the supervised tokens" if total else
                     f"per-token weights of group {g.index} sum to 0")))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes)
