@@ -9,6 +9,7 @@ and group-structure findings switch off the checks that assume the groups are ri
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -575,24 +576,45 @@ def _from_weights(rec: RunRecord) -> Normalization:
             # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
             # quirk the card names explains it.
             # groups of the wrong size are the structure checks' matter (ACC004/ACC006); an inferred A may be wrong
-            if (uniform and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
-                    and rec.accumulation_steps is not None):
+            # and only for plain cross entropy beyond doubt (label smoothing fits within residual_tol but biases
+            # the weights by 1 - eps) and gradients not rescaled after the last backward (a sum-reduced loss
+            # divided at the boundary: p.grad /= tokens)
+            plain = max(mb.ce.residual for mb in g.microbatches) <= residual_tol / 100
+            if (uniform and plain and not _rescaled_after_backward(g) and not rec.weight_sum_explained
+                    and (d == 1 or rec.replica_ce) and a == expected_a and rec.accumulation_steps is not None):
                 code = "ACC101" if total < 1 else "ACC103"
                 codes.append((code, g.index, (
                     f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
-                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the supervised tokens "
-                    f"were divided by {1 / total:.4g}x their count" if total else
+                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the denominator counted "
+                    f"{1 / total:.4g}x the supervised tokens" if total else
                     f"per-token weights of group {g.index} sum to 0")))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes)
 
 
+def _rescaled_after_backward(g: Group) -> bool:
+    """The group's gradients changed between its last backward and its update attempt by something
+    other than a clip or an unscale the probe saw (a division of ``p.grad`` by a token count)."""
+    last = g.microbatches[-1].grads_after_backward if g.microbatches else None
+    if last is None or g.grads_at_update is None or last.same_values(g.grads_at_update):
+        return False
+    end = g.boundary_seq if g.boundary_seq is not None else -1
+    return not any(e.kind in "CX" and (g.last_backward_seq() or 0) < e.seq < end for e in g.events)
+
+
 def _normalization(rec: RunRecord) -> Iterator[Finding]:
     norm = infer_normalization(rec)
     seen: set[str] = set()
-    undivided = {group for code, group, _ in norm.codes if code == "ACC103"}
+    sums = dict(zip([g.index for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)],
+                    norm.weight_sums, strict=False))
+    sizes = {g.index: len(g.microbatches) for g in rec.full_groups}
+
+    def divided(group: int) -> bool:  # the weights sum nearer to 1 than to A: the framework divided by A
+        total, a = sums.get(group), sizes.get(group, 1)
+        return total is not None and total > 0 and abs(math.log(total)) < abs(math.log(total / a))
+
     for code, group, text in norm.codes:
-        if rec.user_normalizes and code == "ACC102" and group not in undivided:
+        if rec.user_normalizes and code == "ACC102" and divided(group):
             # the weights sum to 1: the framework did divide by A after all (transformers 5.24.0
             # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means
             text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"

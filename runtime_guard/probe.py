@@ -743,6 +743,11 @@ class Probe:
     def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
         if not self._attached or self._done or not self.record.ce_possible:
             return
+        if grad is None:  # the loss was computed inside a compiled region: its gradient never passes the logits
+            self.record.ce_possible = False
+            self.record.ce_reason = "the logits output received no gradient (the loss was computed from them inside " \
+                                    "a torch.compile'd region)"
+            return
         weights = infer_weights(values, grad, mb.scale or 1.0)
         if mb.ce is None:
             mb.ce = weights

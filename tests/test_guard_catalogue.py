@@ -60,7 +60,11 @@ def test_example_under_guard(path: Path, results: dict[str, dict]) -> None:
         return
     for code, check in RUNTIME_CHECKS.items():
         if check.needs == "events":  # observable in any loop: the card must say so
-            assert result["checks"][code] == "checked", code
+            status = result["checks"][code]
+            if code == "ACC201" and "needs A + 3" in status:  # too few microbatches probed (an update every one)
+                assert status.startswith("not observable: "), status
+                continue
+            assert status == "checked", code
     observable = {code for code in expected if result["checks"].get(code) == "checked"}
     assert observable <= found, f"expected {sorted(observable)} (of marks {sorted(expected)}), got {sorted(found)}"
     assert found <= expected, f"unmarked findings {sorted(found - expected)}"

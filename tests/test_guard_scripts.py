@@ -470,3 +470,34 @@ def test_accelerate_a_with_a_loop_gated_by_hand_keeps_plain_codes(tmp_path: Path
         report = run_script(script).report()
     assert report.card["A_source"] == "accelerator.gradient_state.num_steps"
     assert report.codes == {"ACC001"}, [f.one_line() for f in report.findings]
+
+
+class LossInside(torch.nn.Module):
+    """Returns (logits, loss) like nanoGPT's GPT: compiled, the loss's gradient never reaches ``logits``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = torch.nn.Embedding(7, 8), torch.nn.Linear(8, 7)
+
+    def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.head(self.embed(ids))
+        return logits, torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+
+def test_compiled_loss_inside_the_model_leaves_normalization_not_inferred() -> None:
+    """AOT autograd hands the logits output no gradient (None to its hook): no crash, no guess."""
+    import runtime_guard
+
+    torch.manual_seed(0)
+    model = torch.compile(LossInside(), backend="aot_eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+        for i in range(3 * A):
+            _, loss = model(torch.randint(0, 7, (2, 5)))
+            (loss / A).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    report = p.report()
+    assert report.codes == set() and report.card["group_sizes"] == [A, A]
+    assert report.card["normalization"].startswith("not inferred: the logits output received no gradient")
