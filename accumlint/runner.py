@@ -63,30 +63,17 @@ def default_jobs() -> int:
 
 def _unreadable(path: str, exc: OSError) -> Finding:
     reason = exc.strerror or str(exc) or type(exc).__name__
-    return Finding(
-        path=path,
-        line=1,
-        column=1,
-        code=PARSE_ERROR_CODE,
-        name=PARSE_ERROR_NAME,
-        severity=Severity.ERROR,
-        message=f"file could not be read: {reason}",
-        fix="make the file readable, or exclude it",
-    )
+    return _parse_error(path, f"file could not be read: {reason}", "make the file readable, or exclude it")
 
 
 def _not_checked(path: str, reason: str, fix: str) -> Finding:
-    return Finding(
-        path=path,
-        line=1,
-        column=1,
-        code=PARSE_ERROR_CODE,
-        name=PARSE_ERROR_NAME,
-        severity=Severity.ERROR,
-        message=f"file could not be checked: {reason}",
-        fix=fix,
-        url=PARSE_ERROR_URL,
-    )
+    return _parse_error(path, f"file could not be checked: {reason}", fix)
+
+
+def _parse_error(path: str, message: str, fix: str) -> Finding:
+    """The file's ``ACC000`` at its first line."""
+    return Finding(path=path, line=1, column=1, code=PARSE_ERROR_CODE, name=PARSE_ERROR_NAME,
+                   severity=Severity.ERROR, message=message, fix=fix, url=PARSE_ERROR_URL)
 
 
 def _too_large(path: str, size: int) -> Finding:

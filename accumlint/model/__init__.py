@@ -16,7 +16,7 @@ from accumlint.model.dataflow import loss_divisions, reaching_assignment, reachi
 from accumlint.model.events import Event, classify
 from accumlint.model.groups import AccumulationLoop, LoopAnalysis, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import ImportMap, children, dotted, int_value, keyword, last_segment
+from accumlint.model.names import ImportMap, dotted, int_value, keyword, last_segment, walk
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import Scope, Site, walk_scopes
@@ -64,7 +64,7 @@ class FileModel:
     @cached_property
     def local_nodes(self) -> frozenset[int]:
         """The ids of every node of this module's tree (computed for files with findings only)."""
-        return frozenset(id(node) for node in _walk(self.module))
+        return frozenset(id(node) for node in walk(self.module))
 
     def report_for(self, node: cst.CSTNode) -> tuple[cst.CSTNode, Site] | None:
         """For a node of another module's code that a rule pointed at (a division in a helper's
@@ -73,7 +73,7 @@ class FileModel:
             for site in scope.sites:
                 if site.inline is None or site.report is site.node:
                     continue
-                if site.node is node or any(inner is node for inner in _walk(site.node)):
+                if site.node is node or any(inner is node for inner in walk(site.node)):
                     return site.report, site
         return None
 
@@ -97,7 +97,7 @@ class FileModel:
     @cached_property
     def deepspeed_accumulates(self) -> bool | None:
         """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``)."""
-        for node in _walk(self.module):
+        for node in walk(self.module):
             if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
                     and node.key.evaluated_value == "gradient_accumulation_steps"):
                 literal = int_value(node.value)
@@ -171,7 +171,7 @@ class FileModel:
     def deepspeed_unmanaged(self) -> bool:
         """Whether a DeepSpeed config in this module turns managed accumulation off
         (``"managed_gradient_accumulation": False``, deepspeed 0.19.x)."""
-        for node in _walk(self.module):
+        for node in walk(self.module):
             # type(), not isinstance: this sees every node, and isinstance on LibCST's classes is slow
             if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString):
                 if node.key.evaluated_value == fw.DEEPSPEED_UNMANAGED_KEY:
@@ -307,7 +307,7 @@ class FileModel:
         the expression, or an assignment in the loop body), not a graph built once outside it."""
         if event.loss is None:
             return False
-        if isinstance(event.loss, cst.Call) or any(isinstance(n, cst.Call) for n in _walk(event.loss)):
+        if isinstance(event.loss, cst.Call) or any(isinstance(n, cst.Call) for n in walk(event.loss)):
             return True
         name = dotted(event.loss)
         definition = self.reaching(name, event.site) if name else None
@@ -434,13 +434,6 @@ def _class_assigns(class_def: cst.ClassDef, name: str) -> bool:
                     return True
     return False
 
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(children(current))
 
 
 def build_model(module: cst.Module, project: object | None = None) -> FileModel:

@@ -19,7 +19,7 @@ from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import AccumulationLoop
 from accumlint.model.kinds import Cadence
-from accumlint.model.names import children, dotted, last_segment, method_name, names_in
+from accumlint.model.names import dotted, last_segment, method_name, names_in, walk
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -52,20 +52,13 @@ def _is_clock(expression: cst.BaseExpression | None) -> bool:
 
 def _microbatch_size(expression: cst.BaseExpression) -> bool:
     """``x.numel()``, ``x.size(0)``, ``x.shape[0]``, ``len(batch)`` (one microbatch's count)."""
-    for node in _walk(expression):
+    for node in walk(expression):
         if isinstance(node, cst.Call) and (method_name(node) in _SIZE_METHODS or dotted(node.func) == "len"):
             return True
         if isinstance(node, cst.Attribute) and node.attr.value == "shape":
             return True
     return False
 
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(children(current))
 
 
 def _group_long_clock(model: FileModel, group: AccumulationLoop, expression: cst.BaseExpression,
@@ -101,7 +94,7 @@ def throughputs_of_one_microbatch(model: FileModel, group: AccumulationLoop) -> 
         numerator, denominator = site.value.left, site.value.right
         if any(fw.ACCUMULATION_NAME.search(last_segment(n)) or "world" in n.lower() for n in names_in(site.value)):
             continue
-        if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in _walk(numerator)):
+        if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in walk(numerator)):
             continue  # a count scaled by something (A, the replicas): not one microbatch's
         if site_cadence(model, group, site) is not Cadence.UPDATE:
             continue
@@ -207,7 +200,7 @@ def _saved_keys(model: FileModel, units: dict[str, str]) -> dict[str, str]:
     """Checkpoint keys → the unit of the counter this module stores under them (``{"step": n}``,
     ``state["step"] = n``); a key stored with both units is left out."""
     keys: dict[str, set[str]] = {}
-    for node in _walk(model.module):
+    for node in walk(model.module):
         if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString):
             unit = units.get(dotted(node.value) or "")
             if unit is not None:

@@ -15,7 +15,7 @@ import libcst as cst
 from accumlint.model.dataflow import arithmetic, names_feeding, reaching_assignment, value_history
 from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
-from accumlint.model.names import calls_in, children, dotted, keyword, last_segment, method_name
+from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
 from accumlint.model.sites import FrameKind, Scope, Site
 
 #: Losses that average over the (unmasked) elements they are given (torch 2.13.0
@@ -82,7 +82,7 @@ def _token_level(call: cst.Call, site: Site) -> bool:
     shifted (``logits[..., :-1, :]``) positions."""
     for arg in call.args:
         for value, _, _ in value_history(arg.value, site):
-            for node in _walk(value):
+            for node in walk(value):
                 if isinstance(node, cst.Call) and (method_name(node) or dotted(node.func)) in _TOKEN_LAYOUT:
                     return True
                 if isinstance(node, cst.Slice) and (_is_int(node.upper, -1) or _is_int(node.lower, 1)):
@@ -97,7 +97,7 @@ def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
         return "`ignore_index` skips masked tokens"
     for arg in call.args[1:]:
         for value, _, _ in value_history(arg.value, site):
-            for node in _walk(value):
+            for node in walk(value):
                 if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
                     return "the labels come from a `labels` field (masked tokens are -100)"
     return None
@@ -109,7 +109,7 @@ def _fixed_window(targets: cst.BaseExpression, site: Site) -> bool:
     read from a batch field: every microbatch then holds the same number of tokens."""
     windows = labelled = 0
     for value, _, _ in value_history(targets, site):
-        for node in _walk(value):
+        for node in walk(value):
             if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
                 labelled += 1
             if isinstance(node, cst.Slice) and _named_bound(node.upper):
@@ -130,13 +130,6 @@ def _is_int(node: cst.CSTNode | None, value: int) -> bool:
     return (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
             and isinstance(node.expression, cst.Integer) and node.expression.value == str(-value))
 
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(children(current))
 
 
 def never_scaled(event: Event) -> bool:
@@ -284,7 +277,7 @@ def ignores_parameter(function: cst.FunctionDef, parameter: str) -> bool:
     declared = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
     if parameter not in declared:
         return False
-    for node in _walk(function.body):
+    for node in walk(function.body):
         if isinstance(node, cst.Name) and node.value in (parameter, "locals", "vars"):
             return False
     return True
@@ -293,13 +286,13 @@ def ignores_parameter(function: cst.FunctionDef, parameter: str) -> bool:
 def reads_key(function: cst.FunctionDef, key: str) -> bool:
     """Whether ``function``'s body mentions the string constant ``key`` (``inputs["labels"]``,
     ``inputs.pop("labels")``)."""
-    return any(isinstance(node, cst.SimpleString) and node.evaluated_value == key for node in _walk(function.body))
+    return any(isinstance(node, cst.SimpleString) and node.evaluated_value == key for node in walk(function.body))
 
 
 def declares_attribute(class_def: cst.ClassDef, names: frozenset[str]) -> bool:
     """Whether the class body or one of its methods assigns one of ``names`` (``x = ...`` in the
     class body or ``self.x = ...`` anywhere in it)."""
-    for node in _walk(class_def.body):
+    for node in walk(class_def.body):
         if isinstance(node, (cst.Assign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
@@ -315,15 +308,15 @@ def trained_models_take_no_loss_kwargs(module: cst.Module, trainer_class: str) -
     transformers 5.24.0 ``Trainer.__init__`` sets ``model_accepts_loss_kwargs`` from that signature;
     without it ``num_items_in_batch`` is ``None`` in ``training_step``, which then divides the returned
     loss by A itself. ``False`` when no such construction is seen or a model cannot be resolved."""
-    classes = {node.name.value: node for node in _walk(module) if isinstance(node, cst.ClassDef)}
+    classes = {node.name.value: node for node in walk(module) if isinstance(node, cst.ClassDef)}
     bound: dict[str, list[cst.BaseExpression]] = {}
-    for node in _walk(module):
+    for node in walk(module):
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     bound.setdefault(target.target.value, []).append(node.value)
     models: list[cst.BaseExpression] = []
-    for node in _walk(module):
+    for node in walk(module):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == trainer_class:
             given = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "model"]
             given += [node.args[0].value] if node.args and node.args[0].keyword is None else []

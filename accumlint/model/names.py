@@ -262,6 +262,15 @@ class ImportMap:
 _SKIPPED_FIELDS = ("lpar", "rpar", "comma", "semicolon", "header", "footer", "leading_lines", "lines_after_decorators")
 
 
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node below it (depth first, iterative: no recursion limit on deep trees)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntax children of ``node`` without whitespace and punctuation, in field order.
 

@@ -10,7 +10,6 @@ enough, and the rules stay silent then.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
@@ -22,7 +21,6 @@ from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
-    children,
     dotted,
     int_value,
     keyword,
@@ -30,6 +28,7 @@ from accumlint.model.names import (
     method_name,
     names_in,
     positional,
+    walk,
 )
 from accumlint.model.roles import RoleInfo, constructor_role
 from accumlint.model.sites import FrameKind, Scope, Site
@@ -238,7 +237,7 @@ class DataParallel:
                     return True
                 if any(self.is_rank(n) for n in names_feeding(arg.value)):
                     return True
-        for node in _walk(self._module):
+        for node in walk(self._module):
             if isinstance(node, cst.Subscript) and any(
                 self.is_rank(n) for element in node.slice for n in names_in(element.slice)
             ):
@@ -424,7 +423,7 @@ class DataParallel:
 
     def _counts_devices_directly(self, expression: cst.BaseExpression, whole: bool = False) -> bool:
         """Whether the expression reads a device count (``whole``: is one, nothing more)."""
-        for node in (expression,) if whole else _walk(expression):
+        for node in (expression,) if whole else walk(expression):
             if isinstance(node, cst.Call) and method_name(node) in fw.DEVICE_COUNT_CALLS:
                 return True
             if isinstance(node, (cst.Name, cst.Attribute)) and fw.DEVICE_COUNT_NAME.match(last_segment(dotted(node))):
@@ -435,7 +434,7 @@ class DataParallel:
 
     def _whole_world_directly(self, expression: cst.BaseExpression, whole: bool = False) -> bool:
         """Whether the expression reads the whole world size (``whole``: is it, nothing more)."""
-        for node in (expression,) if whole else _walk(expression):
+        for node in (expression,) if whole else walk(expression):
             if (isinstance(node, cst.Call) and last_segment(dotted(node.func)) in fw.WORLD_SIZE_CALLS
                     and not node.args):
                 return True
@@ -475,7 +474,7 @@ class DataParallel:
         return dotted(positional(call, 0))
 
     def _sums(self, value: cst.BaseExpression, site: Site) -> bool:
-        for node in _walk(value):
+        for node in walk(value):
             if not isinstance(node, cst.Call):
                 continue
             method = method_name(node) or last_segment(dotted(node.func))
@@ -555,10 +554,3 @@ def _environment_key(node: cst.CSTNode) -> str | None:
             key = positional(node, 0)
     return str(key.evaluated_value) if isinstance(key, cst.SimpleString) else None
 
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(children(current))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint.model import frameworks as fw
-from accumlint.model.names import children, dotted
+from accumlint.model.names import children, dotted, walk
 from accumlint.model.sites import FrameKind
 
 if TYPE_CHECKING:
@@ -27,19 +27,12 @@ def _modulo_of_update_counter(model: FileModel, test: cst.BaseExpression) -> cst
         node = stack.pop()
         if (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
                 and model.is_accumulation_name(node.right)):
-            dividend = [n for n in _walk(node.left) if dotted(n) == fw.HF_UPDATE_COUNTER]  # type: ignore[arg-type]
+            dividend = [n for n in walk(node.left) if dotted(n) == fw.HF_UPDATE_COUNTER]  # type: ignore[arg-type]
             if dividend:
                 return node
         stack.extend(children(node))
     return None
 
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(children(current))
 
 
 def update_counter_gates(model: FileModel) -> list[cst.BinaryOperation]:
