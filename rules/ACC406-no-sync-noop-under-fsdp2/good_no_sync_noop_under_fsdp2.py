@@ -8,6 +8,10 @@ import os
 
 import torch
 import torch.distributed as dist
+# before init_process_group: torch.optim's first use imports torch._dynamo, whose modules bind the
+# default group into default arguments; imported later, they keep the group (and its gloo threads)
+# alive past destroy_process_group, to be torn down at interpreter exit, where that may abort
+import torch._dynamo  # noqa: F401
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.fsdp._fully_shard import _fsdp_param_group as param_group
