@@ -85,11 +85,11 @@ class Runtime:
     ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP wrapper, any D), ``"data-parallel"``
     (D > 1), ``"ce-loss"`` (a softmax cross-entropy output whose weights the card reports as
     inferred), ``"loss-contract"`` (a framework contract that leaves the group normalization to
-    the loss, and the normalization inferred), ``"scheduler-owner"`` (a framework seen stepping
-    the scheduler), ``"effective-batch"`` (the configured effective batch given to the probe),
-    ``"epoch-end"`` (the probe placed at an epoch end with the loader, ``at="epoch_end"``),
-    ``"card"`` (a fact on the card, never a finding). ``evidence``: what in the event trace
-    shows it.
+    the loss, and the normalization inferred), ``"scheduler"`` (an LR scheduler given to the
+    probe or found by it), ``"scheduler-owner"`` (a framework seen stepping the scheduler),
+    ``"effective-batch"`` (the configured effective batch given to the probe), ``"epoch-end"``
+    (the probe placed at an epoch end with the loader, ``at="epoch_end"``), ``"card"`` (a fact on
+    the card, never a finding). ``evidence``: what in the event trace shows it.
     """
 
     needs: str
@@ -461,7 +461,7 @@ RULES: tuple[RuleSpec, ...] = (
         meaning="the schedule runs faster than the optimizer updates it is sized in",
         fix="step the scheduler once per optimizer update, under the same gate as optimizer.step()",
         runtime=Runtime(
-            needs="events",
+            needs="scheduler",
             evidence="more scheduler steps between two update attempts than the contract allows",
         ),
     ),

@@ -47,6 +47,10 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
             status[code] = ("checked" if rec.user_normalizes and normalization_inferred else
                             "not observable: normalization not inferred" if rec.user_normalizes else
                             "not observable: no framework contract leaving the normalization to the loss is known")
+        elif check.needs == "scheduler":
+            status[code] = ("checked" if rec.scheduler_given else
+                            "not observable: no LR scheduler was given to the probe or found (a learning rate "
+                            "written into param_groups by hand is not followed)")
         elif check.needs == "scheduler-owner":
             status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
                             "not observable: no framework (Lightning, DeepSpeed) was seen stepping the scheduler")

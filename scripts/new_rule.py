@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = re.compile(r"^ACC\d{3}$")
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 SEVERITIES = ("error", "warning", "info")
-NEEDS = ("events", "ddp", "data-parallel", "ce-loss", "loss-contract", "scheduler-owner", "effective-batch",
-         "epoch-end", "card")
+NEEDS = ("events", "ddp", "data-parallel", "ce-loss", "loss-contract", "scheduler", "scheduler-owner",
+         "effective-batch", "epoch-end", "card")
 
 
 def class_name(name: str) -> str:

@@ -106,6 +106,14 @@ def test_correct_card_values() -> None:
     assert max(row["graphs_alive_at_forward"] for row in per_mb) == 1  # only the loop variable
 
 
+def test_a_scheduler_step_check_needs_a_scheduler() -> None:
+    """Without a scheduler given or found, the card does not claim ACC304 was checked (a learning
+    rate written into param_groups by hand is not followed); with one, it was."""
+    assert train("correct").report.card["checks"]["ACC304"] == "checked"
+    status = train("correct", probe_options={"scheduler": None}).report.card["checks"]["ACC304"]
+    assert status.startswith("not observable: no LR scheduler"), status
+
+
 def test_findings_locate_and_explain() -> None:
     finding = next(iter(train("zero_each").report.findings))
     assert (finding.code, finding.name, finding.group, finding.microbatch) == ("ACC001", "zero-grad-inside-group", 0, 1)
