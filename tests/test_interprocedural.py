@@ -664,3 +664,38 @@ def test_the_project_scan_substrings_cover_every_helper_marker() -> None:
     from accumlint.project.index import _NEEDLES
 
     assert all(any(needle in marker for needle in _NEEDLES) for marker in _HELPER_MARKERS)
+
+
+def test_a_reset_of_a_wrapper_that_resets_its_parts_is_one_reset(tmp_path: Path) -> None:
+    """Field trial (an optimizer wrapper of another module): `optimizer.zero_grad()` on a project
+    class whose `zero_grad` resets its inner optimizer and accumulator is one finding at the call,
+    not one more per object inside the wrapper."""
+    files = {
+        "pyproject.toml": "[project]\nname = 'p'\n",
+        "wrap.py": """
+            import torch
+
+            class Wrapped(torch.optim.Optimizer):
+                def __init__(self, optimizer, accumulator):
+                    self.optimizer = optimizer
+                    self.accumulator = accumulator
+
+                def zero_grad(self):
+                    self.optimizer.zero_grad()
+                    self.accumulator.zero_grad()
+                    super().zero_grad()
+        """,
+        "train.py": """
+            import torch
+            from wrap import Wrapped
+
+            optimizer = Wrapped(torch.optim.SGD(model.parameters(), lr=0.1), accumulator)
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                loss = model(batch) / 4
+                loss.backward()
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+        """,
+    }
+    assert findings(tmp_path, files) == [("train.py", "ACC001", 7)]

@@ -11,6 +11,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
+from accumlint.model.sites import FrameKind
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
 _DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
@@ -93,6 +94,8 @@ def _forward_only_loops(model: FileModel) -> Iterator[Hit]:
                 enclosing = {id(f.node) for f in inside[0].frames if f.node is not loop}
                 if not enclosing <= {id(f.node) for f in backward.site.frames}:
                     continue  # the loop sits in another branch or loop than the backward
+                if {id(f.node) for f in backward.site.frames if f.kind is FrameKind.LOOP} - enclosing:
+                    continue  # a backward per kept loss in a later loop: a two-phase schedule needs the graphs
                 for site in inside:
                     if site.in_helper or site.under_no_grad:
                         continue

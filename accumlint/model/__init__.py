@@ -43,8 +43,8 @@ class FileModel:
         self.roles = Roles(self.imports, self.scopes)
         self.events: dict[Scope, list[Event]] = {}
         for scope in self.scopes:
-            classified = (classify(site, self.roles) for site in scope.sites)
-            self.events[scope] = [event for event in classified if event is not None]
+            classified = [event for event in (classify(site, self.roles) for site in scope.sites) if event is not None]
+            self.events[scope] = _without_implementations(classified)
         #: id(reported node) → the helper events it stands for (a call of a helper that clips,
         #: steps and resets stands for all three)
         self.via: dict[int, list[Event]] = {}
@@ -440,3 +440,12 @@ def build_model(module: cst.Module, project: object | None = None) -> FileModel:
     """Build the model of one parsed module; ``project`` (an
     :class:`accumlint.project.ProjectView`) lets it follow calls into other project modules."""
     return FileModel(module, project)
+
+
+def _without_implementations(events: list[Event]) -> list[Event]:
+    """``events`` less those inside an inlined call that is itself an event of the same kind:
+    ``optimizer.zero_grad()`` on a project class whose ``zero_grad`` resets its inner optimizer
+    and accumulator is one reset, the user's, not three more under names the user never wrote."""
+    at_call = {(id(e.site.call), e.kind) for e in events if e.site.call is not None}
+    return [e for e in events if e.site.inline is None
+            or not any((id(inline.call), e.kind) in at_call for inline in e.site.inline.chain())]
