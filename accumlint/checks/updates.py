@@ -195,7 +195,7 @@ class UpdateHookPerMicrobatch(Rule):
         for group in _accumulating_groups(model):
             for event in group.of_kind(EventKind.UPDATE_HOOK):
                 node = report_node(group, event)
-                if id(node) in reported or _metric_average(event):
+                if id(node) in reported:
                     continue
                 if event.method in ("mul_", "lerp_") and not over_parameters(group, event):
                     continue  # a decay outside a walk over parameters: a smoothed number, not weights
@@ -220,16 +220,3 @@ class UpdateHookPerMicrobatch(Rule):
                     "or `if accelerator.sync_gradients:`)",
                 )
 
-
-#: words that make an EMA-named object a smoothed metric rather than an average of weights
-_METRIC_WORDS = ("loss", "meter", "metric", "acc", "time", "speed", "throughput", "norm", "reward", "score", "stat",
-                 "sched", "optim")
-
-
-def _metric_average(event) -> bool:
-    """Whether an EMA hook's object is named for a metric (``ema_loss.update(loss)``)."""
-    target = event.target
-    while isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute):
-        target = target.func.value
-    name = (dotted(target) or "").lower() if target is not None else ""
-    return any(word in name for word in _METRIC_WORDS)

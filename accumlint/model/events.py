@@ -181,6 +181,19 @@ def _is_grad(expression: cst.BaseExpression | None) -> bool:
     return bool(name) and (name.endswith(".grad") or name.endswith(".grad.data"))  # type: ignore[union-attr]
 
 
+#: words that make an EMA-named object a smoothed metric rather than an average of weights
+_METRIC_WORDS = ("loss", "meter", "metric", "acc", "time", "speed", "throughput", "norm", "reward", "score", "stat",
+                 "sched", "optim")
+
+
+def _names_a_metric(expression: cst.BaseExpression | None) -> bool:
+    """Whether a hook's object is named for a metric (``ema_loss.update(loss)``, ``meter.update_ema``)."""
+    while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+        expression = expression.func.value
+    name = (dotted(expression) or "").lower() if expression is not None else ""
+    return any(word in name for word in _METRIC_WORDS)
+
+
 def is_ema_name(expression: cst.BaseExpression | None) -> bool:
     """Whether an expression's root or last segment is named like an EMA (``ema``, ``model_ema``,
     ``self.ema_model``, ``ema_p``); the chained ``ema_p.mul_(d).add_(...)`` is followed to ``ema_p``."""
@@ -218,6 +231,8 @@ def classify_gradient_op(site: Site) -> Event | None:
         if "grad" in last_segment(first).lower():
             return Event(EventKind.GRAD_RESCALE, site, positional(call, 0), UNKNOWN, name)
         return None
+    if (name in UPDATE_HOOK_CALLS or name in _EMA_METHODS) and _names_a_metric(target):
+        return None  # a smoothed loss or meter: no once-per-update hook on the weights
     if name in UPDATE_HOOK_CALLS:
         return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, name)
     if name in _EMA_METHODS and method is not None and is_ema_name(target):
