@@ -34,12 +34,12 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint import project
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model, summaries
-from accumlint.model import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
@@ -116,14 +116,14 @@ _BACKWARD_MARKERS = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
 #: the calls that make a module's functions worth following from another module: a backward,
 #: a gradient reset or a clip (a helper that performs one of them)
 _HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode() for name in CLIP_CALLS),
-                                 *(name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES),
-                                 *(name.encode() for name in fw.TOKEN_LOSS_CALLS)}))
+                                 *(name.encode() for name in fw.pytorch.WRAPPER_CONSTRUCTOR_NAMES),
+                                 *(name.encode() for name in fw.pytorch.TOKEN_LOSS_CALLS)}))
 
 
 #: what a helper must call for a file calling it to pass the prefilter: a backward, reset or
 #: clip (a token loss or a data-parallel wrapper matters only to a file with a backward of its own)
-_EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in fw.TOKEN_LOSS_CALLS}
-                              - {name.encode() for name in fw.WRAPPER_CONSTRUCTOR_NAMES}))
+_EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in fw.pytorch.TOKEN_LOSS_CALLS}
+                              - {name.encode() for name in fw.pytorch.WRAPPER_CONSTRUCTOR_NAMES}))
 
 
 def performs_events(data: bytes) -> bool:

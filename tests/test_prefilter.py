@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from accumlint import engine
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, may_fire, rules_for
-from accumlint.model import frameworks as fw
+from accumlint.model import conventions
 from accumlint.prefilter import MarkerSearch, NeedlePattern, is_use
 from accumlint.source_facts import source_facts
 from tests.test_applicability import corpus_loop_files
@@ -312,16 +312,18 @@ ASCII_NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
 @given(
     name=st.one_of(
         ASCII_NAME,
-        st.from_regex(fw.ACCUMULATION_NAME.pattern.encode(), fullmatch=False).filter(bytes.isascii).map(bytes.decode),
-        st.from_regex(fw.GLOBAL_BATCH_NAME.pattern.encode(), fullmatch=False).filter(bytes.isascii).map(bytes.decode),
+        st.from_regex(conventions.ACCUMULATION_NAME.pattern.encode(), fullmatch=False)
+        .filter(bytes.isascii).map(bytes.decode),
+        st.from_regex(conventions.GLOBAL_BATCH_NAME.pattern.encode(), fullmatch=False)
+        .filter(bytes.isascii).map(bytes.decode),
     ),
     before=st.sampled_from(["", "self.", "cfg.args."]),
 )
 def test_the_byte_pattern_of_a_names_holds_wherever_the_names_match(name: str, before: str) -> None:
     """``A_OR_GLOBAL_BATCH_BYTES`` is a superset of ACC404's own name test on ASCII names."""
-    if fw.ACCUMULATION_NAME.search(name) or fw.GLOBAL_BATCH_NAME.match(name):
+    if conventions.ACCUMULATION_NAME.search(name) or conventions.GLOBAL_BATCH_NAME.match(name):
         source = f"{before}{name} = world * 8\n".encode()
-        assert fw.A_OR_GLOBAL_BATCH_BYTES.search(source), name
+        assert conventions.A_OR_GLOBAL_BATCH_BYTES.search(source), name
 
 
 def test_a_needle_pattern_tries_its_pattern_where_each_needle_starts() -> None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.findings import Severity
-from accumlint.model import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.prefilter import NeedlePattern
 from accumlint.source_facts import SourceFacts
@@ -92,4 +92,4 @@ def defines_lightning_hook(facts: SourceFacts) -> bool:
     """Whether the module may define a LightningModule's microbatch hook (``training_step`` in
     a class with a base named ``LightningModule``, lightning 2.6.6): the model walks such a
     hook as a microbatch loop even when the module calls no backward."""
-    return facts.defines(fw.MICROBATCH_HOOKS) and facts.mentions(fw.LIGHTNING_MODULE_BASES)
+    return facts.defines(fw.lightning.MICROBATCH_HOOKS) and facts.mentions(fw.lightning.MODULE_BASES)

@@ -7,9 +7,9 @@ from functools import partial
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.model import EventKind, FileModel
-from accumlint.model import frameworks as fw
+from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import Event
 from accumlint.model.names import dotted, last_segment, method_name
@@ -68,7 +68,7 @@ class EffectiveBatchCountsDevices(Rule):
                *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
     # and the name the statement it flags assigns to (the bytes' counterpart of applies())
-    requires = fw.A_OR_GLOBAL_BATCH_BYTES
+    requires = conventions.A_OR_GLOBAL_BATCH_BYTES
 
     def applies(self, facts: SourceFacts) -> bool:
         """An assignment to a name of A or of an effective/global batch, or a name of A beside a
@@ -76,10 +76,11 @@ class EffectiveBatchCountsDevices(Rule):
         is called)."""
         if facts.binds(_counts_a_or_batch):
             return True
-        counts = facts.calls(fw.WORLD_SIZE_CALLS | fw.DEVICE_COUNT_CALLS) or any(
-            fw.REPLICA_COUNT_NAME.match(name) or fw.DEVICE_COUNT_NAME.match(name) for name in facts.mentioned)
+        counts = facts.calls(fw.pytorch.WORLD_SIZE_CALLS | fw.pytorch.DEVICE_COUNT_CALLS) or any(
+            conventions.REPLICA_COUNT_NAME.match(name) or conventions.DEVICE_COUNT_NAME.match(name)
+            for name in facts.mentioned)
         values = facts.mentioned - facts.called - facts.defined  # `accumulate()` is a function, not A
-        return counts and any(fw.ACCUMULATION_NAME.search(name) for name in values)
+        return counts and any(conventions.ACCUMULATION_NAME.search(name) for name in values)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel
@@ -138,7 +139,7 @@ def _effective_batch_shape(model: FileModel, value: cst.BaseExpression) -> bool:
 
 def _counts_a_or_batch(name: str) -> bool:
     tail = last_segment(name)
-    return bool(fw.ACCUMULATION_NAME.search(tail) or fw.GLOBAL_BATCH_NAME.match(tail))
+    return bool(conventions.ACCUMULATION_NAME.search(tail) or conventions.GLOBAL_BATCH_NAME.match(tail))
 
 
 class GlobalDenominatorWithAveraging(Rule):

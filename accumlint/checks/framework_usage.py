@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model import frameworks as fw
 from accumlint.model.accumulate import double_entries
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
@@ -26,8 +26,8 @@ class AccumulateContextMisplaced(Rule):
                 for frame in site.frames:
                     if frame.node is group.loop or frame.kind is FrameKind.HELPER:
                         break
-                    if frame.kind is FrameKind.WITH and model.is_accumulate_context(frame.node, group.scope) and (
-                            id(frame.node) not in reported) and _forwards_in_loop(model, group, frame.node):
+                    if (frame.kind is FrameKind.WITH and model.frameworks.is_accumulate_context(frame.node, group.scope)
+                            and id(frame.node) not in reported and _forwards_in_loop(model, group, frame.node)):
                         reported.add(id(frame.node))
                         yield Hit(
                             frame.node,
@@ -70,10 +70,11 @@ class AccumulateContextMisplaced(Rule):
         if group.style is not LoopStyle.UNGATED or group.accumulate_contexts:
             return
         backwards = [b for b in group.of_kind(EventKind.BACKWARD) if b.role.role is Role.ACCELERATOR]
-        if not backwards or any(f.kind is FrameKind.WITH and model.accumulate_entry(f.node, b.site.scope, every=False)
+        entered = model.frameworks.accumulate_entry
+        if not backwards or any(f.kind is FrameKind.WITH and entered(f.node, b.site.scope, every=False)
                                 for b in backwards for f in b.site.frames):
             return  # accumulate() entered around the loop: the first check of this rule speaks
-        configured = model.accelerate_accumulation(backwards[0].role)
+        configured = model.frameworks.accelerate_accumulation(backwards[0].role)
         if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
             return
         for update in group.of_kind(EventKind.UPDATE):
@@ -91,7 +92,7 @@ def _gated_by(reset, context: cst.With) -> bool:
     runs whenever ``context`` is entered (no branch or loop of its own inside it), whatever the
     loop around decides: `if gen_turn: with accelerator.accumulate(gen): g_opt.zero_grad(); ...`."""
     role = reset.role
-    if role.role not in fw.ACCELERATE_GATED_ROLES or role.prepared is not True:
+    if role.role not in fw.accelerate.GATED_ROLES or role.prepared is not True:
         return False
     frames = reset.site.frames_inside(context)
     return not any(f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP,
@@ -101,7 +102,7 @@ def _gated_by(reset, context: cst.With) -> bool:
 def _forwards_in_loop(model: FileModel, group, context: cst.With) -> bool:
     """Whether the loop inside ``accumulate(model)`` runs the forward of that model, i.e. iterates
     microbatches (a loop over several losses of one microbatch does not)."""
-    entry = model.accumulate_entry(context, group.scope)
+    entry = model.frameworks.accumulate_entry(context, group.scope)
     if entry is None:
         return False
     models = {dotted(arg.value) for arg in entry[1].args}
@@ -120,7 +121,7 @@ class EngineStepGated(Rule):
                 engine_step = role.role is Role.ENGINE and update.method == "step"
                 # the config search walks the whole module: only once a gated step is seen
                 if (engine_step and group.cadence(update) is Cadence.UPDATE and not _manual_boundary(group)
-                        and not model.deepspeed_unmanaged):
+                        and not model.frameworks.deepspeed_unmanaged):
                     yield Hit(
                         update.node,
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
@@ -140,5 +141,5 @@ class EngineStepGated(Rule):
 
 def _manual_boundary(group) -> bool:
     """Whether the loop tells the engine the boundary itself (``set_gradient_accumulation_boundary``)."""
-    return any(site.call is not None and method_name(site.call) in fw.DEEPSPEED_MANUAL_BOUNDARY_CALLS
+    return any(site.call is not None and method_name(site.call) in fw.deepspeed.MANUAL_BOUNDARY_CALLS
                for site in group.loop_sites)

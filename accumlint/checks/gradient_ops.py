@@ -87,7 +87,7 @@ class ClipInsideGroup(Rule):
                 if (group.cadence(clip) is not Cadence.MICROBATCH or id(clip.node) in reported
                         or clip.role.role in _FRAMEWORK_CLIPPERS or _measures_only(clip)):
                     continue
-                if model.accelerate_deepspeed(clip.role):
+                if model.frameworks.accelerate_deepspeed(clip.role):
                     continue
                 reported.add(id(clip.node))
                 callee = _callee(clip)
@@ -108,7 +108,7 @@ class ClipInsideGroup(Rule):
                     "clip once per group, after the last backward and right before the optimizer update "
                     "(under the same boundary test)",
                 )
-        for scope in model.lightning_automatic_hooks():
+        for scope in model.frameworks.lightning_automatic_hooks():
             for clip in model.events[scope]:
                 if clip.kind is not EventKind.CLIP or id(clip.node) in reported or _measures_only(clip):
                     continue
@@ -146,7 +146,7 @@ class ClipBeforeUnscale(Rule):
         for scope in model.scopes:
             events = model.events[scope]
             for clip in events:
-                if clip.kind is not EventKind.CLIP or model.clip_unscales(clip) is not False:
+                if clip.kind is not EventKind.CLIP or model.frameworks.clip_unscales(clip) is not False:
                     continue
                 if _measures_only(clip) or _threshold_scaled(clip):
                     continue
@@ -161,7 +161,7 @@ class ClipBeforeUnscale(Rule):
             if any(v is None for v in found):
                 continue  # in one caller's context the gradients were unscaled first: not decidable
             clip, step = found[0]  # type: ignore[misc]
-            if model.scaler_enabled(step.role) is False:
+            if model.frameworks.scaler_enabled(step.role) is False:
                 continue
             if step.role.evidence is Evidence.NAME and not model.imports.imports_module("torch"):
                 continue
@@ -213,7 +213,7 @@ class ScalerInsideGroup(Rule):
                 call = event.site.call
                 scaler = dotted(call.func.value) if call is not None else None  # type: ignore[union-attr]
                 scaler = scaler or "scaler"
-                disabled = model.scaler_enabled(event.role) is False
+                disabled = model.frameworks.scaler_enabled(event.role) is False
                 if event.kind is EventKind.UNSCALE and not disabled:
                     message = (f"`{scaler}.unscale_` runs on every microbatch: the second call before "
                                f"`{scaler}.update()` raises RuntimeError, and a single early call leaves the "

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
-from accumlint.model import frameworks as fw
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
 from accumlint.model.sites import FrameKind
@@ -116,7 +115,8 @@ def _runs_forward(model: FileModel, stored: cst.BaseExpression, site, loop: cst.
         if (definition is not None and definition.value is not None and definition.augmented is None
                 and not isinstance(definition.node, (cst.For, cst.With)) and not _detached(definition.value)):
             values.append(definition.value)
-    return any(model.roles.of(call.func, site).role in fw.MODEL_ROLES for value in values for call in calls_in(value))
+    return any(model.roles.of(call.func, site).role in conventions.MODEL_ROLES
+               for value in values for call in calls_in(value))
 
 
 def _prefixes(name: str) -> list[str]:
@@ -206,7 +206,7 @@ def _forward_outputs(model: FileModel, group) -> set[str]:
         value = site.value
         if (not site.in_helper and site.augmented is None and site.call is None
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
-                and model.roles.of(value.func, site).role in fw.MODEL_ROLES):
+                and model.roles.of(value.func, site).role in conventions.MODEL_ROLES):
             names.update(name for name in site.targets if name)
     return names
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
 from accumlint.model.names import dotted, int_value, keyword
@@ -19,7 +19,7 @@ class DoubleNormalization(Rule):
     """ACC101: a manual division by A on a loss whose backward API already divides by A."""
 
     code = "ACC101"
-    markers = (*Rule.markers, *(hook.encode() for hook in sorted(fw.MICROBATCH_HOOKS)))
+    markers = (*Rule.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS)))
 
     def applies(self, facts: SourceFacts) -> bool:
         """A backward event, or a Lightning ``training_step`` whose returned loss Lightning divides."""
@@ -43,7 +43,7 @@ class DoubleNormalization(Rule):
 
     def _divisions(self, model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
         contract = fw.backward_contract(event.role.role, event.method)
-        ds_names = model.deepspeed_accumulation_names
+        ds_names = model.frameworks.deepspeed_accumulation_names
         if ds_names and event.role.role in (Role.ACCELERATOR, Role.ENGINE):
             # the divisor is DeepSpeed's own GAS: under DeepSpeed the engine divides by it
             found = model.divisions_by(event, lambda d: dotted(d) in ds_names)
@@ -58,10 +58,10 @@ class DoubleNormalization(Rule):
         if event.role.role is Role.ENGINE and (event.role.owner != "deepspeed" and
                                                not model.imports.imports_module("deepspeed")):
             return []
-        if event.role.role is Role.ENGINE and model.deepspeed_unmanaged:
+        if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
             return []
         if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
-            configured = model.accelerate_accumulation(event.role)
+            configured = model.frameworks.accelerate_accumulation(event.role)
             if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
                 return []
             text = dotted(configured)  # type: ignore[arg-type]
@@ -77,7 +77,7 @@ class DoubleNormalization(Rule):
             node = scope.node
             if not isinstance(node, cst.FunctionDef) or node.name.value != "training_step" or scope.class_def is None:
                 continue
-            if not model.lightning_automatic(scope.class_def):
+            if not model.frameworks.lightning_automatic(scope.class_def):
                 continue
             for site in scope.sites:
                 if not site.is_return or site.in_helper or site.value is None:
@@ -195,13 +195,13 @@ class FrameworkExpectsNormalization(Rule):
     ``num_items_in_batch``."""
 
     code = "ACC105"
-    markers = (MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode())
+    markers = (MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode())
 
     def applies(self, facts: SourceFacts) -> bool:
         """A ``manual_backward`` call, or a ``compute_loss`` defined where an HF Trainer class
         is named (the base of the class that overrides it)."""
         return facts.calls((MANUAL_BACKWARD,)) or (
-            facts.defines((fw.HF_COMPUTE_LOSS,)) and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
+            facts.defines((fw.transformers.COMPUTE_LOSS,)) and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -216,7 +216,7 @@ class FrameworkExpectsNormalization(Rule):
                     "steps: the A backwards of a group add up to A times the mean gradient",
                     "divide the loss by the number of microbatches per update before `self.manual_backward`",
                 )
-        for function in model.hf_overrides_ignoring_count():
+        for function in model.frameworks.hf_overrides_ignoring_count():
             yield Hit(
                 function,
                 "this `compute_loss` receives `num_items_in_batch` and ignores it: when the model accepts "

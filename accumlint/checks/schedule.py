@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model import frameworks as fw
 from accumlint.model.boundary import index_offset
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, last_segment
@@ -137,7 +137,7 @@ class SchedulerSteppedTwice(Rule):
     and stepped in a training hook."""
 
     code = "ACC306"
-    markers = (b"initialize", fw.LIGHTNING_CONFIGURE_OPTIMIZERS.encode())
+    markers = (b"initialize", fw.lightning.CONFIGURE_OPTIMIZERS.encode())
 
     def applies(self, facts: SourceFacts) -> bool:
         """A scheduler step: the call this rule flags."""
@@ -172,9 +172,9 @@ class SchedulerSteppedTwice(Rule):
     def _lightning(model: FileModel) -> Iterator[tuple]:
         for scope in model.scopes:
             class_def = scope.class_def
-            if class_def is None or scope.name not in fw.LIGHTNING_TRAINING_HOOKS:
+            if class_def is None or scope.name not in fw.lightning.TRAINING_HOOKS:
                 continue
-            if not model.lightning_automatic(class_def):
+            if not model.frameworks.lightning_automatic(class_def):
                 continue
             configured = lightning_configured_schedulers(model, class_def)
             if configured is None:

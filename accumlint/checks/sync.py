@@ -43,7 +43,7 @@ class NoSyncMissesForward(Rule):
             owner = model.roles.of(receiver(context.call), backward.site)
             if owner.role is not Role.ACCELERATOR and owner.role is not Role.FABRIC:
                 owner = model.roles.named(context.synced, backward.site.scope, backward.order)
-            if context.synced is not None and model.sync_decided_at_forward(owner) is True:
+            if context.synced is not None and model.frameworks.sync_decided_at_forward(owner) is True:
                 yield context.node, context.synced
 
     def _forward_outside(self, model: FileModel, backward, context: cst.With, synced: str) -> Hit | None:

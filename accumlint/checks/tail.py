@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
+from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
-from accumlint.model.frameworks import TailTreatment
 
 _WHAT_HAPPENS = {
     TailTreatment.LEAKS: (

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gradient_ops import _accumulating_groups
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model import frameworks as fw
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
@@ -112,12 +112,12 @@ class IrregularUpdateBoundary(Rule):
     code = "ACC006"
     #: the backward of a loop, or the definition of an HF ``training_step`` override (a
     #: per-microbatch hook that may gate on the update counter without calling backward itself)
-    markers = tuple(sorted(name.encode() for name in (*BACKWARD_CALLS, fw.HF_TRAINING_STEP)))
+    markers = tuple(sorted(name.encode() for name in (*BACKWARD_CALLS, fw.transformers.TRAINING_STEP)))
 
     def applies(self, facts: SourceFacts) -> bool:
         """A backward, or a ``training_step`` defined in a module that mentions an HF Trainer class."""
-        return facts.calls(BACKWARD_CALLS) or (facts.defines((fw.HF_TRAINING_STEP,))
-                                               and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
+        return facts.calls(BACKWARD_CALLS) or (facts.defines((fw.transformers.TRAINING_STEP,))
+                                               and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for modulo in update_counter_gates(model):

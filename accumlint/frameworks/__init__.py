@@ -5,5 +5,121 @@ the loss by A and by what, who gates the update, the reset, the scheduler and th
 gradient sync is decided, how the partial last group is treated, which user hooks it calls per
 microbatch and in which order, where A comes from), with the package version and the source file
 each fact was read from. The linter's model and the runtime guard both read these rows; a
-framework's version bump edits its one module.
+framework's version bump edits its one module. The row vocabulary is :mod:`.contracts`.
+
+This package imports neither LibCST nor torch. The tables below join the modules' rows where
+a question spans frameworks (which constructor builds which role, which backward divides).
 """
+
+from __future__ import annotations
+
+from accumlint.frameworks import (
+    accelerate,
+    apex,
+    bitsandbytes,
+    deepspeed,
+    diffusers,
+    fairseq,
+    lightning,
+    mmengine,
+    pytorch,
+    timm,
+    torchtune,
+    transformers,
+)
+from accumlint.frameworks.contracts import (
+    BackwardContract,
+    FrameworkTail,
+    GroupContract,
+    LoaderSharding,
+    Normalizes,
+    Owner,
+    Role,
+    TailTreatment,
+)
+
+__all__ = [
+    "ACCUMULATION_KEYWORDS", "BACKWARD_CONTRACTS", "CONSTRUCTORS", "CONSTRUCTOR_PREFIXES", "FORWARD_DECIDES_SYNC",
+    "FRAMEWORK_TAILS", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS", "LOADER_SHARDING", "NO_SYNC_METHODS",
+    "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS", "SCHEDULE_HORIZON_POSITIONS",
+    "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail", "GroupContract", "LoaderSharding", "Normalizes",
+    "Owner", "Role", "TailTreatment", "accelerate", "apex", "backward_contract", "bitsandbytes", "deepspeed",
+    "diffusers", "fairseq", "lightning", "mmengine", "pytorch", "timm", "torchtune", "transformers",
+]
+
+#: Exact qualified constructor names → the role of the value they return.
+CONSTRUCTORS: dict[str, Role] = {
+    **pytorch.CONSTRUCTORS, **accelerate.CONSTRUCTORS, **lightning.CONSTRUCTORS, **transformers.CONSTRUCTORS,
+    **diffusers.CONSTRUCTORS,
+}
+#: Qualified-name prefixes (module → every public class in it has the role), first match wins.
+CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (
+    *pytorch.CONSTRUCTOR_PREFIXES, *transformers.CONSTRUCTOR_PREFIXES, *timm.CONSTRUCTOR_PREFIXES,
+    *bitsandbytes.CONSTRUCTOR_PREFIXES, *apex.CONSTRUCTOR_PREFIXES, *deepspeed.CONSTRUCTOR_PREFIXES,
+)
+
+#: Keywords that configure A, so the value passed is A whatever its name (``A = 8``;
+#: ``Trainer(accumulate_grad_batches=A)``).
+ACCUMULATION_KEYWORDS = frozenset({
+    accelerate.ACCUMULATION_KEYWORD, transformers.ACCUMULATION_KEYWORD, lightning.ACCUMULATION_KEYWORD,
+    mmengine.ACCUMULATION_KEYWORD,
+})
+
+#: Backward APIs and whether they divide by A.
+BACKWARD_CONTRACTS: tuple[BackwardContract, ...] = (
+    accelerate.BACKWARD, deepspeed.BACKWARD, mmengine.BACKWARD, lightning.BACKWARD,
+)
+
+
+def backward_contract(role: Role, method: str) -> BackwardContract | None:
+    """The contract of ``<role>.<method>(loss)``, if a framework module has one."""
+    for contract in BACKWARD_CONTRACTS:
+        if contract.role is role and contract.method == method:
+            return contract
+    return None
+
+
+#: What each framework API does to the group (``shared/docs/framework-contracts.md``'s summary).
+GROUP_CONTRACTS: tuple[GroupContract, ...] = (
+    pytorch.CONTRACT, accelerate.CONTRACT, transformers.CONTRACT, lightning.CONTRACT, lightning.FABRIC_CONTRACT,
+    deepspeed.CONTRACT, mmengine.CONTRACT, torchtune.CONTRACT,
+)
+
+#: How frameworks that own the group boundary treat the partial final group. They disagree; the
+#: linter reports what the user's own gate does and leaves a framework's choice to the runtime card.
+FRAMEWORK_TAILS: dict[str, FrameworkTail] = {
+    **accelerate.TAILS, **deepspeed.TAILS, **lightning.TAILS, **transformers.TAILS,
+}
+
+#: Context managers that skip the gradient all-reduce: method → receiver roles.
+NO_SYNC_METHODS: dict[str, tuple[Role, ...]] = {
+    pytorch.DDP_NO_SYNC_METHOD: (*pytorch.NO_SYNC_ROLES, *accelerate.NO_SYNC_ROLES, *deepspeed.NO_SYNC_ROLES),
+    lightning.NO_SYNC_METHOD: lightning.NO_SYNC_ROLES,
+}
+#: Sync switches whose decision is taken at forward time.
+FORWARD_DECIDES_SYNC = pytorch.FORWARD_DECIDES_SYNC | accelerate.FORWARD_DECIDES_SYNC | lightning.FORWARD_DECIDES_SYNC
+#: Clip owners whose clip unscales the GradScaler's gradients itself before clipping.
+UNSCALING_CLIP_OWNERS = accelerate.UNSCALING_CLIP_OWNERS | lightning.UNSCALING_CLIP_OWNERS
+
+#: Parameters that size a schedule (its horizon or warmup, in scheduler steps), by keyword.
+SCHEDULE_HORIZON_KEYWORDS = (pytorch.SCHEDULE_HORIZON_KEYWORDS | transformers.SCHEDULE_HORIZON_KEYWORDS
+                             | transformers.LEGACY_SCHEDULE_HORIZON_KEYWORDS | diffusers.SCHEDULE_HORIZON_KEYWORDS)
+#: The same by position, for constructors whose signature is fixed (callee last segment →
+#: {position: parameter}); ``get_scheduler`` differs between transformers and diffusers, so only
+#: its keywords count.
+SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
+    **transformers.SCHEDULE_HORIZON_POSITIONS, **pytorch.SCHEDULE_HORIZON_POSITIONS,
+}
+
+#: Calls that start a process group: the module runs as several processes.
+PROCESS_GROUP_INIT = pytorch.PROCESS_GROUP_INIT | deepspeed.PROCESS_GROUP_INIT
+#: Frameworks whose loader call gives each replica its own samples.
+LOADER_SHARDING: tuple[LoaderSharding, ...] = (
+    *accelerate.LOADER_SHARDING, *lightning.LOADER_SHARDING, *deepspeed.LOADER_SHARDING,
+)
+#: Reductions whose returned result is the sum over replicas (``accelerator.reduce``; Fabric's
+#: ``all_reduce`` with an explicit "sum"), and gathers of every replica's values.
+RETURNED_REDUCTIONS = accelerate.RETURNED_REDUCTIONS | lightning.RETURNED_REDUCTIONS
+GATHERS = pytorch.GATHERS | accelerate.GATHERS
+#: Calls that rescale gradients after the backward.
+GRAD_SCALING_CALLS = torchtune.GRAD_RESCALE_CALLS | pytorch.IN_PLACE_RESCALES

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.names import children, dotted, int_value, method_name, names_in
 
 _TAIL_NAME = re.compile(r"(last|end|final|len|total|num_batch|n_batch|steps_per_epoch|max_|remain)", re.I)
@@ -66,7 +67,7 @@ def analyze(test: cst.BaseExpression, resolve_flag: FlagResolver, depth: int = 0
         return replace(main, extra=True)
     if isinstance(test, (cst.Name, cst.Attribute, cst.Subscript)):
         text = dotted(test) or ""
-        if isinstance(test, cst.Attribute) and test.attr.value in fw.ACCELERATE_BOUNDARY_ATTRS:
+        if isinstance(test, cst.Attribute) and test.attr.value in fw.accelerate.BOUNDARY_ATTRS:
             return BoundaryTest("framework", True, report=test)
         resolved = resolve_flag(text) if text else None
         if resolved is not None:
@@ -77,7 +78,7 @@ def analyze(test: cst.BaseExpression, resolve_flag: FlagResolver, depth: int = 0
             return replace(inner, report=where if inner.kind == "modulo" else inner.report, flag=text)
         return None
     if isinstance(test, cst.Call):
-        if method_name(test) in fw.DEEPSPEED_BOUNDARY_CALLS:
+        if method_name(test) in fw.deepspeed.BOUNDARY_CALLS:
             return BoundaryTest("framework", True, report=test)
         return None
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
@@ -106,7 +107,7 @@ def _comparison(test: cst.Comparison) -> BoundaryTest | None:
         return None
     if isinstance(operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
         names = [dotted(side) or "" for side in (left, right)]
-        if any(fw.ACCUMULATION_NAME.search(name) for name in names):
+        if any(conventions.ACCUMULATION_NAME.search(name) for name in names):
             return BoundaryTest("counter", True, left, right, None, report=test)
     return None
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import AccumulationLoop
@@ -92,7 +92,8 @@ def throughputs_of_one_microbatch(model: FileModel, group: AccumulationLoop) -> 
         if not isinstance(site.value.operator, cst.Divide):
             continue
         numerator, denominator = site.value.left, site.value.right
-        if any(fw.ACCUMULATION_NAME.search(last_segment(n)) or "world" in n.lower() for n in names_in(site.value)):
+        if any(conventions.ACCUMULATION_NAME.search(last_segment(n)) or "world" in n.lower()
+               for n in names_in(site.value)):
             continue
         if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in walk(numerator)):
             continue  # a count scaled by something (A, the replicas): not one microbatch's

@@ -13,24 +13,27 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.sites import Site
 
-#: Lightning's backward under manual optimization (lightning 2.6.6 ``core/module.py``)
-MANUAL_BACKWARD = "manual_backward"
+#: Lightning's backward under manual optimization
+MANUAL_BACKWARD = fw.lightning.MANUAL_BACKWARD
+#: mmengine's ``OptimWrapper.update_params(loss)``: a backward (and, at the boundary, the update)
+_UPDATE_PARAMS = fw.mmengine.BACKWARD.method
 #: the calls that make a backward event (:func:`classify`): a file that calls none of them has
 #: no microbatch loop and no backward for a rule to read
-BACKWARD_CALLS = frozenset({"backward", MANUAL_BACKWARD, "update_params"})
+BACKWARD_CALLS = frozenset({"backward", MANUAL_BACKWARD, _UPDATE_PARAMS})
 #: the methods that make a scheduler step (on a receiver in the scheduler role)
-SCHEDULER_STEP_METHODS = frozenset({"step", "step_update"})
+SCHEDULER_STEP_METHODS = frozenset({"step", fw.timm.SCHEDULER_STEP_METHOD})
 #: the calls that clip gradients (a function such as ``torch.nn.utils.clip_grad_norm_`` or a method)
-CLIP_CALLS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients"})
+CLIP_CALLS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", fw.lightning.CLIP_METHOD})
 #: unscale methods and the receiver roles they unscale for: ``GradScaler.unscale_(optimizer)``
 #: (torch 2.13.0 amp/grad_scaler.py) and ``Accelerator.unscale_gradients(optimizer=None)``
 #: (accelerate 1.15.0 accelerator.py, a no-op unless fp16 with native AMP)
-_UNSCALE = {"unscale_": (Role.SCALER, Role.UNKNOWN), "unscale_gradients": (Role.ACCELERATOR, Role.UNKNOWN)}
+_UNSCALE = {"unscale_": (Role.SCALER, Role.UNKNOWN), fw.accelerate.UNSCALE_METHOD: (Role.ACCELERATOR, Role.UNKNOWN)}
 # `owner.backward(loss)`: these roles take the loss as argument (apex/colossalai optimizers do too)
 _BACKWARD_OWNERS = frozenset(
     {Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.MODEL, Role.OPTIM_WRAPPER, Role.OPTIMIZER}
@@ -115,7 +118,7 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
         if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
             loss = positional(loss, 0)
         return Event(EventKind.BACKWARD, site, target, role, method, loss)
-    if method == "update_params" and role.role is Role.OPTIM_WRAPPER:
+    if method == _UPDATE_PARAMS and role.role is Role.OPTIM_WRAPPER:
         return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
     if method == "zero_grad":
         return Event(EventKind.RESET, site, target, role, method) if role.role is not Role.SCHEDULER else None
@@ -129,7 +132,7 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
         if role.role is Role.SCHEDULER:
             return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
         return None
-    if method == "step_update" and role.role is Role.SCHEDULER:
+    if method == fw.timm.SCHEDULER_STEP_METHOD and role.role is Role.SCHEDULER:
         return Event(EventKind.SCHEDULER_STEP, site, target, role, method)
     if method in CLIP_CALLS:
         return Event(EventKind.CLIP, site, target, role, method)
@@ -156,9 +159,8 @@ def _classify_assignment(site: Site) -> Event | None:
 #: in-place tensor methods that rescale what they are called on (``p.grad.div_(n)``)
 _RESCALE_METHODS = frozenset({"div_", "mul_", "divide_", "multiply_"})
 #: calls that rescale every ``.grad`` of their argument (or receiver) in place: fairseq's
-#: ``optimizer.multiply_grads(c)`` (fairseq 0.12 ``optim/fairseq_optimizer.py``), torchtune's
-#: ``training.scale_grads(model, scaler)`` (torchtune 0.6 ``training/_grad_scaler.py``)
-GRAD_RESCALE_CALLS = frozenset({"multiply_grads", "scale_grads"})
+#: ``optimizer.multiply_grads(c)``, torchtune's ``training.scale_grads(model, scaler)``
+GRAD_RESCALE_CALLS = fw.fairseq.GRAD_RESCALE_CALLS | fw.torchtune.GRAD_RESCALE_CALLS
 #: foreach kernels that rescale a list in place: a rescale when the list is named for gradients
 _FOREACH_RESCALES = frozenset({"_foreach_div_", "_foreach_mul_"})
 #: calls defined to run once per optimizer update: ``AveragedModel.update_parameters`` (torch

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
 from accumlint.model.names import dotted, method_name, positional, receiver
 
 if TYPE_CHECKING:
@@ -43,13 +43,13 @@ def _sharded_names(model: FileModel, scope: Scope) -> set[str]:
     for site in scope.sites:
         if site.in_helper:
             continue
-        if site.call is not None and model.roles.qualify_call(site.call) in fw.FSDP2_SHARD_CALLS:
+        if site.call is not None and model.roles.qualify_call(site.call) in fw.pytorch.FSDP2_SHARD_CALLS:
             argument = dotted(positional(site.call, 0))
             if argument:
                 names.add(argument)
         value = site.value
         if (site.targets and isinstance(value, cst.Call)
-                and model.roles.qualify_call(value) in fw.FSDP2_SHARD_CALLS):
+                and model.roles.qualify_call(value) in fw.pytorch.FSDP2_SHARD_CALLS):
             names.update(t for t in site.targets if t)
     return names
 
@@ -72,15 +72,16 @@ def ddp_switches_on_fsdp2(model: FileModel) -> list[DdpSwitchOnFsdp2]:
             if site.in_helper:
                 continue
             call = site.call
-            if call is not None and method_name(call) == fw.DDP_NO_SYNC_METHOD and dotted(receiver(call)) in names:
+            if (call is not None and method_name(call) == fw.pytorch.DDP_NO_SYNC_METHOD
+                    and dotted(receiver(call)) in names):
                 found.append(DdpSwitchOnFsdp2(call, dotted(receiver(call)), "no_sync"))  # type: ignore[arg-type]
             elif (call is not None and dotted(call.func) == "getattr" and dotted(positional(call, 0)) in names
                   and isinstance(positional(call, 1), cst.SimpleString)
-                  and positional(call, 1).evaluated_value == fw.DDP_NO_SYNC_METHOD):  # type: ignore[union-attr]
+                  and positional(call, 1).evaluated_value == fw.pytorch.DDP_NO_SYNC_METHOD):  # type: ignore[union-attr]
                 found.append(DdpSwitchOnFsdp2(call, dotted(positional(call, 0)), "getattr"))  # type: ignore[arg-type]
             elif call is None:
                 for target in site.targets:
                     owner, _, attr = (target or "").rpartition(".")
-                    if attr == fw.DDP_SYNC_FLAG and owner in names:
+                    if attr == fw.pytorch.DDP_SYNC_FLAG and owner in names:
                         found.append(DdpSwitchOnFsdp2(site.node, owner, "flag"))
     return found

@@ -111,7 +111,7 @@ def site_cadence(model: FileModel, group: AccumulationLoop, site: Site) -> Caden
     (``UNKNOWN`` for a site outside the loop or under a condition it cannot decide)."""
     if not site.inside(group.loop):
         return Cadence.UNKNOWN
-    analysis = LoopAnalysis(group.scope, model.events[group.scope], model.is_accumulate_context)
+    analysis = LoopAnalysis(group.scope, model.events[group.scope], model.frameworks.is_accumulate_context)
     return analysis._site_cadence(group, site)
 
 

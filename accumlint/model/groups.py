@@ -17,8 +17,8 @@ from enum import Enum
 
 import libcst as cst
 
-from accumlint.model import boundary
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import boundary, conventions
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in, positional
@@ -331,7 +331,7 @@ class LoopAnalysis:
             node = stack.pop()
             if isinstance(node, cst.Call) and dotted(node.func) not in _PURE_CALLS:
                 return False
-            if isinstance(node, cst.Attribute) and node.attr.value in fw.ACCELERATE_BOUNDARY_ATTRS:
+            if isinstance(node, cst.Attribute) and node.attr.value in fw.accelerate.BOUNDARY_ATTRS:
                 return False
             stack.extend(children(node))
         return True
@@ -437,7 +437,7 @@ class LoopAnalysis:
             role = event.role
             if event.kind is EventKind.RESET and role.role is Role.MODEL:
                 return Cadence.MICROBATCH
-            if role.role not in fw.ACCELERATE_GATED_ROLES:
+            if role.role not in fw.accelerate.GATED_ROLES:
                 return Cadence.UNKNOWN
             if role.prepared is True:
                 return Cadence.FRAMEWORK_GATED
@@ -482,7 +482,7 @@ def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> b
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False
     target = test.comparisons[0]
-    if not fw.ACCUMULATION_NAME.search(last_segment(dotted(test.left))):
+    if not conventions.ACCUMULATION_NAME.search(last_segment(dotted(test.left))):
         return False
     operator, value = type(target.operator), int_value(target.comparator)
     only_one = (operator, value) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2))
@@ -508,4 +508,4 @@ def _own_frames_list(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
 
 def is_accumulate_call(node: cst.CSTNode) -> bool:
     """Whether a ``with`` item is ``<accelerator>.accumulate(...)``."""
-    return isinstance(node, cst.Call) and method_name(node) == "accumulate"
+    return isinstance(node, cst.Call) and method_name(node) == fw.accelerate.ACCUMULATE_METHOD

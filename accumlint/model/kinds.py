@@ -4,23 +4,11 @@ from __future__ import annotations
 
 from enum import Enum
 
+# Roles are the frameworks' row vocabulary too (what a constructor builds): they live with the
+# rows, which the LibCST-free runtime guard reads.
+from accumlint.frameworks.contracts import Role
 
-class Role(str, Enum):
-    """What an object is in a training loop."""
-
-    OPTIMIZER = "optimizer"
-    SCHEDULER = "LR scheduler"
-    SCALER = "gradient scaler"
-    MODEL = "model"
-    DDP_MODEL = "DDP-wrapped model"
-    FSDP_MODEL = "FSDP-wrapped model"
-    ACCELERATOR = "Accelerate accelerator"
-    FABRIC = "Lightning Fabric"
-    ENGINE = "DeepSpeed engine"
-    OPTIM_WRAPPER = "mmengine optimizer wrapper"
-    LOADER = "data loader"
-    OTHER = "other"  # a value we know is none of the above (e.g. parser.parse_args())
-    UNKNOWN = "unknown"
+__all__ = ["Cadence", "EventKind", "Evidence", "Role"]
 
 
 class Evidence(int, Enum):

@@ -264,11 +264,7 @@ def _backpropagated_later(name: str, site: Site, events: list[Event]) -> bool:
 
 # --- HF Trainer compute_loss overrides ---------------------------------------------------------
 
-#: Trainer attributes by which a subclass declares how its loss is normalized (transformers
-#: 5.24.0 trainer.py: ``model_accepts_loss_kwargs`` decides whether ``training_step`` divides
-#: by A; ``loss_is_scaled_for_ga`` overrides that decision).
-HF_NORMALIZATION_ATTRS = frozenset({"model_accepts_loss_kwargs", "loss_is_scaled_for_ga"})
-HF_COUNT_PARAMETER = "num_items_in_batch"
+# (the Trainer's attributes and parameters are rows of ``accumlint.frameworks.transformers``)
 
 
 def ignores_parameter(function: cst.FunctionDef, parameter: str) -> bool:

@@ -3,7 +3,7 @@ group), which loader a microbatch loop reads and whether each replica gets its o
 which values count GPUs, processes or tensor/pipeline shards, which counts were summed over
 the replicas, and where BatchNorm layers are built.
 
-Every framework fact comes from the tables in ``frameworks.py`` (with their sources). Each
+Every framework fact comes from the rows of ``accumlint.frameworks`` (with their sources). Each
 question answers "unknown" (``None`` / ``Sampling.UNKNOWN``) when the module does not show
 enough, and the rules stay silent then.
 """
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
@@ -106,7 +107,7 @@ class DataParallel:
     def single_process_replicas(self) -> bool:
         """Whether the module builds ``nn.DataParallel`` (one process splitting each batch over
         the GPUs: there the GPU count is the replica count)."""
-        return any(self._roles.qualify_call(site.call) in fw.SINGLE_PROCESS_REPLICATION  # type: ignore[arg-type]
+        return any(self._roles.qualify_call(site.call) in fw.pytorch.SINGLE_PROCESS_REPLICATION  # type: ignore[arg-type]
                    for site in self._calls)
 
     @cached_property
@@ -115,8 +116,8 @@ class DataParallel:
         DDP/FSDP constructed here (torch 2.13.0: the reducer divides by the world size; FSDP2's
         default divide factor is the world size), or a model passed to ``accelerator.prepare``
         / ``fabric.setup``; and no switch that changes the reduction (comm hook, divide factor)."""
-        if any(last_segment(dotted(site.call.func)) in fw.AVERAGING_OVERRIDES  # type: ignore[union-attr]
-               or any(arg.keyword is not None and arg.keyword.value in fw.AVERAGING_OVERRIDES
+        if any(last_segment(dotted(site.call.func)) in fw.pytorch.AVERAGING_OVERRIDES  # type: ignore[union-attr]
+               or any(arg.keyword is not None and arg.keyword.value in fw.pytorch.AVERAGING_OVERRIDES
                       for arg in site.call.args)  # type: ignore[union-attr]
                for site in self._run_calls):
             return False
@@ -180,7 +181,7 @@ class DataParallel:
         SHARDED when the module hands the loader to a framework that shards it or slices data
         by rank; UNKNOWN otherwise (a sampler in a variable, ``**kwargs``, an unknown dataset)."""
         call = use.built_here
-        if call is None or self._roles.qualify_call(call) not in fw.TORCH_DATALOADERS:
+        if call is None or self._roles.qualify_call(call) not in fw.pytorch.TORCH_DATALOADERS:
             return Sampling.UNKNOWN
         if self.handed_to_framework(use) or self.rank_sharded:
             return Sampling.SHARDED
@@ -227,13 +228,14 @@ class DataParallel:
         for site in self._calls:
             call = site.call
             name = last_segment(dotted(call.func)) or method_name(call) or ""  # type: ignore[union-attr,arg-type]
-            if fw.SHARDING_CALL.search(name):
+            if conventions.SHARDING_CALL.search(name):
                 return True
-            if (name in fw.RANK_PLACEMENT_CALLS or fw.SAMPLER_NAME.search(name) or name in local_functions
+            if (name in conventions.RANK_PLACEMENT_CALLS or conventions.SAMPLER_NAME.search(name)
+                    or name in local_functions
                     or (isinstance(call.func, cst.Attribute) and dotted(call.func.value) == "self")):  # type: ignore[union-attr]
                 continue
             for arg in call.args:  # type: ignore[union-attr]
-                if arg.keyword is not None and fw.RANK_NAME.match(arg.keyword.value):
+                if arg.keyword is not None and conventions.RANK_NAME.match(arg.keyword.value):
                     return True
                 if any(self.is_rank(n) for n in names_feeding(arg.value)):
                     return True
@@ -248,12 +250,12 @@ class DataParallel:
     def is_rank(name: str) -> bool:
         """Whether a dotted name reads a replica's rank (``rank``, ``args.local_rank``, ``dist.get_rank()``)."""
         tail = last_segment(name)
-        return bool(fw.RANK_NAME.match(tail)) or (name.endswith("()") and tail in fw.RANK_CALLS)
+        return bool(conventions.RANK_NAME.match(tail)) or (name.endswith("()") and tail in conventions.RANK_CALLS)
 
     def _argument(self, call: cst.Call, name: str) -> cst.BaseExpression | None:
         value = keyword(call, name)
-        if value is None and name in fw.DATALOADER_PARAMETERS:
-            value = positional(call, fw.DATALOADER_PARAMETERS.index(name))
+        if value is None and name in fw.pytorch.DATALOADER_PARAMETERS:
+            value = positional(call, fw.pytorch.DATALOADER_PARAMETERS.index(name))
         return value
 
     def _local_sampler(self, value: cst.BaseExpression, site: Site, depth: int = 0) -> bool:
@@ -265,10 +267,10 @@ class DataParallel:
         qualified = self._roles.qualify_call(value)
         if not qualified.startswith("torch.utils.data"):
             return False
-        if callee in fw.BATCH_SAMPLER_WRAPPERS:
+        if callee in fw.pytorch.BATCH_SAMPLER_WRAPPERS:
             inner = self._argument_named(value, "sampler", 0)
             return inner is not None and self._local_sampler(inner, site, depth + 1)
-        return callee in fw.LOCAL_SAMPLERS
+        return callee in fw.pytorch.LOCAL_SAMPLERS
 
     def _map_style(self, dataset: cst.BaseExpression, site: Site) -> bool:
         """Whether a dataset expression is provably map-style (a list, a known map-style class,
@@ -279,10 +281,10 @@ class DataParallel:
         if not isinstance(value, cst.Call):
             return False
         qualified = self._roles.qualify_call(value)
-        if qualified in fw.MAP_STYLE_DATASETS or qualified.startswith(fw.MAP_STYLE_PREFIXES):
+        if qualified in fw.pytorch.MAP_STYLE_DATASETS or qualified.startswith(fw.pytorch.MAP_STYLE_PREFIXES):
             return True
         local = self._roles.classes.get(dotted(value.func) or "")
-        return local is not None and any(last_segment(dotted(base.value)) in fw.MAP_STYLE_BASES
+        return local is not None and any(last_segment(dotted(base.value)) in fw.pytorch.MAP_STYLE_BASES
                                          for base in local.bases)
 
     def _definition(self, expression: cst.BaseExpression, site: Site) -> cst.BaseExpression | None:
@@ -330,11 +332,11 @@ class DataParallel:
 
     def counts_nodes(self, expression: cst.BaseExpression) -> bool:
         """Whether an expression reads a node count (GPUs per node × nodes is the world size)."""
-        return any(fw.NODE_COUNT_NAME.match(last_segment(n)) for n in names_in(expression))
+        return any(conventions.NODE_COUNT_NAME.match(last_segment(n)) for n in names_in(expression))
 
     def mentions_model_parallel(self, expression: cst.BaseExpression) -> bool:
         """Whether an expression reads a tensor- or pipeline-parallel size."""
-        return any(fw.MODEL_PARALLEL_NAME.match(last_segment(n)) for n in names_in(expression))
+        return any(conventions.MODEL_PARALLEL_NAME.match(last_segment(n)) for n in names_in(expression))
 
     def counts_replicas(self, expression: cst.BaseExpression) -> bool:
         """Whether an expression reads a replica (or process) count: ``world_size``,
@@ -344,9 +346,9 @@ class DataParallel:
     def is_replica_count(self, name: str) -> bool:
         """Whether a dotted name holds a replica (or process) count (see :meth:`counts_replicas`)."""
         tail = last_segment(name)
-        if fw.DEVICE_COUNT_NAME.match(tail) or name in self.device_count_names:
+        if conventions.DEVICE_COUNT_NAME.match(tail) or name in self.device_count_names:
             return False  # local_world_size: the processes of one node
-        return bool(fw.REPLICA_COUNT_NAME.match(tail)) or name in self.whole_world_names
+        return bool(conventions.REPLICA_COUNT_NAME.match(tail)) or name in self.whole_world_names
 
     @cached_property
     def device_count_defines_world(self) -> bool:
@@ -358,8 +360,8 @@ class DataParallel:
                 nprocs = keyword(site.call, "nprocs")
                 if nprocs is not None and self.counts_devices(nprocs):
                     return True
-            elif site.value is not None and any(fw.REPLICA_COUNT_NAME.match(last_segment(t))
-                                                and not fw.DEVICE_COUNT_NAME.match(last_segment(t))
+            elif site.value is not None and any(conventions.REPLICA_COUNT_NAME.match(last_segment(t))
+                                                and not conventions.DEVICE_COUNT_NAME.match(last_segment(t))
                                                 for t in site.targets if t):
                 if self.counts_devices(site.value):
                     return True
@@ -376,7 +378,7 @@ class DataParallel:
                 params = scope.node.params
                 for param in (*params.posonly_params, *params.params, *params.kwonly_params):
                     literal = int_value(param.default) if param.default is not None else None
-                    if literal is not None and literal > 1 and fw.MODEL_PARALLEL_NAME.match(param.name.value):
+                    if literal is not None and literal > 1 and conventions.MODEL_PARALLEL_NAME.match(param.name.value):
                         return True
         for site in self._sites:
             value = site.value
@@ -395,7 +397,7 @@ class DataParallel:
                              if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString))
             for key, value in pairs:
                 literal = int_value(value)
-                if key and literal is not None and literal > 1 and fw.MODEL_PARALLEL_NAME.match(key):
+                if key and literal is not None and literal > 1 and conventions.MODEL_PARALLEL_NAME.match(key):
                     return True
         return False
 
@@ -424,21 +426,22 @@ class DataParallel:
     def _counts_devices_directly(self, expression: cst.BaseExpression, whole: bool = False) -> bool:
         """Whether the expression reads a device count (``whole``: is one, nothing more)."""
         for node in (expression,) if whole else walk(expression):
-            if isinstance(node, cst.Call) and method_name(node) in fw.DEVICE_COUNT_CALLS:
+            if isinstance(node, cst.Call) and method_name(node) in fw.pytorch.DEVICE_COUNT_CALLS:
                 return True
-            if isinstance(node, (cst.Name, cst.Attribute)) and fw.DEVICE_COUNT_NAME.match(last_segment(dotted(node))):
+            if (isinstance(node, (cst.Name, cst.Attribute))
+                    and conventions.DEVICE_COUNT_NAME.match(last_segment(dotted(node)))):
                 return True
-            if _environment_key(node) in fw.DEVICE_COUNT_ENV:
+            if _environment_key(node) in conventions.DEVICE_COUNT_ENV:
                 return True
         return False
 
     def _whole_world_directly(self, expression: cst.BaseExpression, whole: bool = False) -> bool:
         """Whether the expression reads the whole world size (``whole``: is it, nothing more)."""
         for node in (expression,) if whole else walk(expression):
-            if (isinstance(node, cst.Call) and last_segment(dotted(node.func)) in fw.WORLD_SIZE_CALLS
+            if (isinstance(node, cst.Call) and last_segment(dotted(node.func)) in fw.pytorch.WORLD_SIZE_CALLS
                     and not node.args):
                 return True
-            if _environment_key(node) in fw.WORLD_SIZE_ENV:
+            if _environment_key(node) in fw.pytorch.WORLD_SIZE_ENV:
                 return True
         return False
 
@@ -464,7 +467,8 @@ class DataParallel:
 
     def _in_place_sum(self, call: cst.Call) -> str | None:
         """The name an in-place SUM all-reduce of torch.distributed writes, else None."""
-        if method_name(call) not in fw.IN_PLACE_SUM and last_segment(dotted(call.func)) not in fw.IN_PLACE_SUM:
+        in_place = fw.pytorch.IN_PLACE_SUM
+        if method_name(call) not in in_place and last_segment(dotted(call.func)) not in in_place:
             return None
         if not self._roles.qualify_call(call).startswith("torch.distributed"):
             return None
@@ -488,7 +492,7 @@ class DataParallel:
                 if op is None:
                     receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
                     owner = self._roles.of(receiver, site)
-                    if method in fw.SUM_DEFAULT_REDUCTIONS and owner.role is Role.ACCELERATOR:
+                    if method in fw.accelerate.SUM_DEFAULT_REDUCTIONS and owner.role is Role.ACCELERATOR:
                         return True
                     continue
                 text = op.evaluated_value if isinstance(op, cst.SimpleString) else last_segment(dotted(op))
@@ -506,7 +510,7 @@ class DataParallel:
         for site in self._calls:
             call = site.call
             qualified = self._roles.qualify_call(call)  # type: ignore[arg-type]
-            if (last_segment(qualified) in fw.BATCHNORM_CLASSES and qualified.startswith("torch.")
+            if (last_segment(qualified) in fw.pytorch.BATCHNORM_CLASSES and qualified.startswith("torch.")
                     and id(call) not in seen):
                 seen.add(id(call))
                 found.append(call)  # type: ignore[arg-type]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_definitions
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
@@ -46,7 +47,7 @@ class RoleInfo:
 
 
 UNKNOWN = RoleInfo(Role.UNKNOWN, Evidence.NAME)
-_DEEPSPEED_TUPLE = (Role.ENGINE, Role.OPTIMIZER, Role.LOADER, Role.SCHEDULER)
+_DEEPSPEED_TUPLE = fw.deepspeed.INITIALIZE_RETURNS
 _STEPPING_ROLES = frozenset({Role.SCHEDULER, Role.OPTIMIZER, Role.SCALER, Role.ENGINE, Role.ACCELERATOR,
                              Role.OPTIM_WRAPPER})
 _PREPARE_SINGLE = {
@@ -61,10 +62,10 @@ def role_from_name(name: str | None) -> Role:
     """The role a variable's name suggests (weakest evidence), ``UNKNOWN`` if none."""
     if not name:
         return Role.UNKNOWN
-    if name in fw.LIGHTNING_ACCESSORS:
-        return fw.LIGHTNING_ACCESSORS[name]
+    if name in fw.lightning.ACCESSORS:
+        return fw.lightning.ACCESSORS[name]
     segment = last_segment(name).lower().lstrip("_")  # private attributes: self._optimizer
-    for pattern, role in fw.NAME_PATTERNS:
+    for pattern, role in conventions.NAME_PATTERNS:
         if pattern.match(segment):
             return role
     return Role.UNKNOWN
@@ -217,11 +218,13 @@ class Roles:
                     depth: int = 0) -> RoleInfo | None:
         qualified = self.qualify_call(call)
         method = method_name(call)
-        if qualified.endswith("deepspeed.initialize") or qualified == "initialize" and self.imports.qualify(
+        initialize = fw.deepspeed.INITIALIZE
+        if qualified.endswith(initialize) or qualified == "initialize" and self.imports.qualify(
             "initialize"
-        ) == "deepspeed.initialize":
+        ) == initialize:
             if position < len(_DEEPSPEED_TUPLE):
-                return RoleInfo(_DEEPSPEED_TUPLE[position], Evidence.CONSTRUCTOR, owner="deepspeed", origin=call)
+                return RoleInfo(_DEEPSPEED_TUPLE[position], Evidence.CONSTRUCTOR, owner=fw.deepspeed.PACKAGE,
+                                origin=call)
             return None
         if method is not None:
             owner = self.named(dotted(receiver(call)), scope, order, depth + 1)
@@ -251,8 +254,8 @@ class Roles:
             if role_from_name(target) in _STEPPING_ROLES:
                 return RoleInfo(Role.OTHER, Evidence.CONSTRUCTOR, origin=call)  # e.g. a KL annealer's step()
             return None
-        if f"{text}()" in fw.LIGHTNING_ACCESSORS:  # opt = self.optimizers()
-            return RoleInfo(fw.LIGHTNING_ACCESSORS[f"{text}()"], Evidence.CONSTRUCTOR, origin=call)
+        if f"{text}()" in fw.lightning.ACCESSORS:  # opt = self.optimizers()
+            return RoleInfo(fw.lightning.ACCESSORS[f"{text}()"], Evidence.CONSTRUCTOR, origin=call)
         role = constructor_role(qualified, self.imports.qualify(text) is not None)
         if role is not None:
             return RoleInfo(role, Evidence.CONSTRUCTOR, prepared=False, origin=call)
@@ -284,7 +287,7 @@ def constructor_role(qualified: str, resolved: bool) -> Role | None:
                 continue
             return role
     segment = last_segment(qualified)
-    for pattern, role in fw.CONSTRUCTOR_NAME_PATTERNS:
+    for pattern, role in conventions.CONSTRUCTOR_NAME_PATTERNS:
         if pattern.match(segment):
             return role
     return None

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
 from accumlint.model.groups import AccumulationLoop, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -284,11 +285,11 @@ def engine_schedulers(model: FileModel) -> list[EngineScheduler]:
     for scope in model.scopes:
         for site in scope.sites:
             call = site.call
-            if call is None or site.in_helper or not model.roles.qualify_call(call).endswith("deepspeed.initialize"):
+            if call is None or site.in_helper or not model.roles.qualify_call(call).endswith(fw.deepspeed.INITIALIZE):
                 continue
-            handed = keyword(call, fw.DEEPSPEED_SCHEDULER_KEYWORD)
+            handed = keyword(call, fw.deepspeed.SCHEDULER_KEYWORD)
             if handed is None:
-                handed = positional(call, fw.DEEPSPEED_SCHEDULER_POSITION)
+                handed = positional(call, fw.deepspeed.SCHEDULER_POSITION)
             if handed is not None and not (isinstance(handed, cst.Name) and handed.value == "None"):
                 found.append(EngineScheduler(call, site, dotted(handed)))
             elif _config_has_scheduler(model, call, site):
@@ -299,7 +300,7 @@ def engine_schedulers(model: FileModel) -> list[EngineScheduler]:
 def _config_has_scheduler(model: FileModel, call: cst.Call, site: Site) -> bool:
     """Whether the config given to ``deepspeed.initialize`` is a dict literal (directly or
     through one unconditional assignment) with a top-level ``"scheduler"`` key."""
-    for name in fw.DEEPSPEED_CONFIG_KEYWORDS:
+    for name in fw.deepspeed.CONFIG_KEYWORDS:
         value = keyword(call, name)
         if value is None:
             continue
@@ -311,7 +312,7 @@ def _config_has_scheduler(model: FileModel, call: cst.Call, site: Site) -> bool:
             value = definition.value
         return isinstance(value, cst.Dict) and any(
             isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-            and element.key.evaluated_value == fw.DEEPSPEED_SCHEDULER_CONFIG_KEY
+            and element.key.evaluated_value == fw.deepspeed.SCHEDULER_CONFIG_KEY
             for element in value.elements
         )
     return False
@@ -325,7 +326,7 @@ def stepped_by_engine(model: FileModel, event: Event, handoffs: list[EngineSched
     for handoff in handoffs:
         if _conditional(handoff.site, event.site):
             continue
-        if event.role.owner == "deepspeed" and event.role.origin is handoff.call:
+        if event.role.owner == fw.deepspeed.PACKAGE and event.role.origin is handoff.call:
             return handoff
         name = dotted(event.target)
         if (handoff.passed is not None and name == handoff.passed and handoff.site.scope is event.site.scope
@@ -343,9 +344,9 @@ def lightning_configured_schedulers(model: FileModel, class_def: cst.ClassDef) -
     is not defined in the class, or the class overrides ``lr_scheduler_step`` (then the user
     decides how Lightning steps them)."""
     methods = {name: function for (owner, name), function in model.functions.methods.items() if owner is class_def}
-    if fw.LIGHTNING_SCHEDULER_STEP_HOOK in methods or fw.LIGHTNING_CONFIGURE_OPTIMIZERS not in methods:
+    if fw.lightning.SCHEDULER_STEP_HOOK in methods or fw.lightning.CONFIGURE_OPTIMIZERS not in methods:
         return None
-    scope = next((s for s in model.scopes if s.node is methods[fw.LIGHTNING_CONFIGURE_OPTIMIZERS]), None)
+    scope = next((s for s in model.scopes if s.node is methods[fw.lightning.CONFIGURE_OPTIMIZERS]), None)
     if scope is None:
         return None
     names: set[str] = set()
@@ -365,7 +366,7 @@ def lightning_configured_schedulers(model: FileModel, class_def: cst.ClassDef) -
     if not returned:
         return None
     names.discard("")
-    names.update(accessor for accessor, role in fw.LIGHTNING_ACCESSORS.items() if role is Role.SCHEDULER)
+    names.update(accessor for accessor, role in fw.lightning.ACCESSORS.items() if role is Role.SCHEDULER)
     return names
 
 
@@ -388,7 +389,7 @@ def _scheduler_entry(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(value, cst.Dict):
         for element in value.elements:
             if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-                    and element.key.evaluated_value in fw.LIGHTNING_SCHEDULER_KEYS):
+                    and element.key.evaluated_value in fw.lightning.SCHEDULER_KEYS):
                 inner = element.value
                 if isinstance(inner, cst.Name) and inner.value == "None":
                     return []
@@ -457,16 +458,16 @@ def _is_counter(value: cst.BaseExpression | None, name: str) -> bool:
 def _step_use(call: cst.Call, name: str, group: AccumulationLoop) -> str | None:
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
-        if (arg.keyword is not None and arg.keyword.value in fw.LOGGING_STEP_KEYWORDS
-                and fw.LOGGING_STEP_CALLEE.match(callee) and _is_counter(arg.value, name)):
+        if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
+                and conventions.LOGGING_STEP_CALLEE.match(callee) and _is_counter(arg.value, name)):
             return f"the `{arg.keyword.value}=` of a logged value"
-    position = fw.LOGGING_STEP_POSITIONS.get(callee)
+    position = conventions.LOGGING_STEP_POSITIONS.get(callee)
     if position is not None and _is_counter(positional(call, position), name):
         return "the x-axis of a logged value"
     stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
-    if callee.lower() in fw.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
+    if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
         return "the position in a logged progress line"
     return None
 

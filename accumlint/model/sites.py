@@ -15,7 +15,7 @@ from typing import Any
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
 from accumlint.model import summaries
 from accumlint.model.callgraph import Inline, bind, local_names, parameters
 from accumlint.model.names import (
@@ -941,9 +941,9 @@ def walk_scopes(module: cst.Module, project: object | None = None,
 
 def is_microbatch_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None) -> bool:
     """A method the framework calls once per microbatch: ``training_step`` of a LightningModule
-    (the framework table in ``frameworks.py`` lists both)."""
+    (the framework rows in ``accumlint.frameworks`` list both)."""
     return (
         class_def is not None
-        and function.name.value in fw.MICROBATCH_HOOKS
-        and any(last_segment(dotted(base.value)) in fw.LIGHTNING_MODULE_BASES for base in class_def.bases)
+        and function.name.value in fw.lightning.MICROBATCH_HOOKS
+        and any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases)
     )

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment, reaching_definitions
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.sites import FrameKind, Scope, Site
@@ -129,7 +130,7 @@ def chosen_no_sync(item: cst.BaseExpression, site: Site) -> ChosenNoSync | None:
     if len(syncing) != 1:
         return None
     other = arms["orelse" if syncing[0] == "body" else "body"]
-    if last_segment(dotted(other.func if isinstance(other, cst.Call) else other)) not in fw.NULL_CONTEXTS:
+    if last_segment(dotted(other.func if isinstance(other, cst.Call) else other)) not in conventions.NULL_CONTEXTS:
         return None
     return ChosenNoSync(choice, syncing[0], order)
 

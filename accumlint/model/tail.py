@@ -3,7 +3,7 @@ full group of A (P9).
 
 Decided for the loops whose boundary the user's code sets (a modulo on a per-pass index of
 a loop over a data loader); loops whose boundary a framework owns take the framework's row
-of :data:`accumlint.model.frameworks.FRAMEWORK_TAILS`. ``None`` whenever the code does not
+of :data:`accumlint.frameworks.FRAMEWORK_TAILS`. ``None`` whenever the code does not
 show enough: an index that runs across epochs, an iterable of unknown kind, a range.
 """
 
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint import frameworks as fw
+from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import boundary
-from accumlint.model import frameworks as fw
 from accumlint.model.events import Event
-from accumlint.model.frameworks import TailTreatment
 from accumlint.model.groups import AccumulationLoop, LoopStyle
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.names import children, dotted, last_segment

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model import frameworks as fw
+from accumlint import frameworks as fw
 from accumlint.model.names import children, dotted, walk
 from accumlint.model.sites import FrameKind
 
@@ -27,7 +27,7 @@ def _modulo_of_update_counter(model: FileModel, test: cst.BaseExpression) -> cst
         node = stack.pop()
         if (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
                 and model.is_accumulation_name(node.right)):
-            dividend = [n for n in walk(node.left) if dotted(n) == fw.HF_UPDATE_COUNTER]  # type: ignore[arg-type]
+            dividend = [n for n in walk(node.left) if dotted(n) == fw.transformers.UPDATE_COUNTER]  # type: ignore[arg-type]
             if dividend:
                 return node
         stack.extend(children(node))
@@ -44,10 +44,11 @@ def update_counter_gates(model: FileModel) -> list[cst.BinaryOperation]:
     seen: set[int] = set()
     for scope in model.scopes:
         function, owner = scope.node, scope.class_def
-        if not isinstance(function, cst.FunctionDef) or function.name.value != fw.HF_TRAINING_STEP or owner is None:
+        if (not isinstance(function, cst.FunctionDef) or owner is None
+                or function.name.value != fw.transformers.TRAINING_STEP):
             continue
-        if not any(model.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES
-                   or dotted(base.value) in fw.HF_TRAINER_CLASS_NAMES for base in owner.bases):
+        if not any(model.imports.qualify(dotted(base.value)) in fw.transformers.TRAINER_CLASSES
+                   or dotted(base.value) in fw.transformers.TRAINER_CLASS_NAMES for base in owner.bases):
             continue
         for site in scope.sites:
             for frame in site.frames:

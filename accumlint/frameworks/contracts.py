@@ -1,0 +1,177 @@
+"""The shared row vocabulary of the framework modules: object roles, who does what to the
+accumulation group, and the rows each framework module fills in.
+
+Nothing here imports LibCST or torch: the linter's model and the runtime guard both read these
+rows (``import runtime_guard`` must stay LibCST-free).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Role(str, Enum):
+    """What an object is in a training loop."""
+
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "LR scheduler"
+    SCALER = "gradient scaler"
+    MODEL = "model"
+    DDP_MODEL = "DDP-wrapped model"
+    FSDP_MODEL = "FSDP-wrapped model"
+    ACCELERATOR = "Accelerate accelerator"
+    FABRIC = "Lightning Fabric"
+    ENGINE = "DeepSpeed engine"
+    OPTIM_WRAPPER = "mmengine optimizer wrapper"
+    LOADER = "data loader"
+    OTHER = "other"  # a value we know is none of the above (e.g. parser.parse_args())
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fact was read: the package, its version and the file (with the function)."""
+
+    package: str
+    version: str
+    file: str
+
+    def __str__(self) -> str:
+        return f"{self.package} {self.version} {self.file}"
+
+
+# --- who does what to one accumulation group --------------------------------------------------
+
+
+class Owner(str, Enum):
+    """Who performs one duty of the accumulation group (divide, reset, gate, ...)."""
+
+    USER = "the user's code"
+    FRAMEWORK = "the framework"
+    NOBODY = "nobody"
+
+
+class TailTreatment(str, Enum):
+    """What happens to the last ``r < A`` microbatches of an epoch (the partial final group)."""
+
+    LEAKS = "carried into the first group of the next epoch"
+    NOT_APPLIED = "backpropagated but never applied by this loop"
+    WEIGHTED = "applied, but weighted r/A (each microbatch still divided by A)"
+    TRUE_COUNT = "applied with its true size r"
+    DROPPED = "dropped: the gradients are reset before they are applied"
+    MERGED = "merged into the next epoch: groups of exactly A microbatches span the epoch boundary"
+
+
+@dataclass(frozen=True)
+class GroupContract:
+    """What a framework API does per microbatch and per optimizer update.
+
+    ``divides``/``divisor``: who divides the loss and by what (``"A"``, ``"the group's token
+    count"``, ``""`` when nobody does); ``resets``, ``gates_update``, ``steps_scheduler``,
+    ``clips``: who performs each; ``sync``: when the gradient all-reduce is decided;
+    ``tail``: the partial last group; ``a_from``: where the framework reads A; ``packages``: the
+    top-level import names whose code acts on the user's objects (the guard matches frames by
+    them). One row per API of ``shared/docs/framework-contracts.md``'s summary table.
+    """
+
+    framework: str
+    api: str
+    divides: Owner
+    divisor: str
+    resets: Owner
+    gates_update: Owner
+    steps_scheduler: Owner
+    clips: Owner
+    sync: str
+    tail: TailTreatment | None
+    a_from: str
+    packages: tuple[str, ...]
+    source: Source
+
+
+# --- the loss division by backward API ----------------------------------------------------------
+
+
+class Normalizes(str, Enum):
+    """Whether a backward API divides the loss by the configured A itself."""
+
+    ALWAYS = "always"  # by the configured A on every call
+    IF_CONFIGURED = "when A is configured"  # only when the object was built with A > 1
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class BackwardContract:
+    """One backward API and whether it normalizes by A."""
+
+    role: Role
+    method: str
+    normalizes: Normalizes
+    opt_out_keyword: str | None  # a keyword that, when given False, turns the division off
+    framework: str
+    source: str
+
+
+@dataclass(frozen=True)
+class FrameworkTail:
+    """How a framework that owns the group boundary treats the partial final group."""
+
+    framework: str
+    treatment: TailTreatment
+    source: str
+
+
+@dataclass(frozen=True)
+class LoaderSharding:
+    """A framework call that gives each replica its own samples when it builds or prepares a loader."""
+
+    framework: str
+    call: str  # method name, or ``module.function`` with ``keyword`` naming the dataset argument
+    keyword: str | None
+    source: str
+
+
+# --- library helpers, summarized ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HelperEvent:
+    """One training event a library helper performs: ``kind`` (a statement kind of
+    :mod:`accumlint.model.summaries`) on the parameter (or parameter attribute) ``on``, run only
+    when the parameter ``gate`` is true (None: always)."""
+
+    kind: str
+    on: str
+    gate: str | None = None
+
+
+@dataclass(frozen=True)
+class HelperRow:
+    """What calling a library function or method does to the accumulation group.
+
+    ``name``: its qualified name; ``params``: its parameters in order (``name=default`` gives a
+    literal default); ``method``: the first parameter is the receiver; ``divides``: the loss it
+    backpropagates is divided by this parameter first. The model turns a row into a summary it
+    inlines like a project function (:mod:`accumlint.model.summaries`)."""
+
+    name: str
+    params: tuple[str, ...]
+    events: tuple[HelperEvent, ...]
+    source: Source
+    method: bool = False
+    divides: str | None = None
+
+
+@dataclass(frozen=True)
+class ConfigCarrier:
+    """A call that carries a framework setting under another name: ``call`` (qualified, or last
+    segment) built with ``keyword=...`` stands for ``setting=...`` of the object it is passed to
+    as ``passed_as`` (``Accelerator(gradient_accumulation_plugin=GradientAccumulationPlugin
+    (num_steps=A))`` configures A like ``gradient_accumulation_steps=A``)."""
+
+    call: str
+    keyword: str
+    setting: str
+    passed_as: str
+    source: Source

@@ -1,0 +1,82 @@
+"""DeepSpeed (deepspeed 0.19.8 ``runtime/engine.py``; scheduler and loader facts read in
+deepspeedai master @edaa722, 0.19.6): the engine divides by its GAS, resets after the boundary
+update and steps its own scheduler; ``engine.step()`` must run after every microbatch.
+"""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import (
+    BackwardContract,
+    FrameworkTail,
+    GroupContract,
+    LoaderSharding,
+    Normalizes,
+    Owner,
+    Role,
+    Source,
+    TailTreatment,
+)
+
+VERSION = "0.19.8"
+
+CONTRACT = GroupContract(
+    "DeepSpeed", "DeepSpeedEngine, managed accumulation (the default)",
+    divides=Owner.FRAMEWORK, divisor="A (gradient_accumulation_steps of the config)", resets=Owner.FRAMEWORK,
+    gates_update=Owner.FRAMEWORK, steps_scheduler=Owner.FRAMEWORK, clips=Owner.FRAMEWORK,
+    sync="ZeRO 0/1: in the boundary backward only; ZeRO 2/3: every backward",
+    tail=TailTreatment.MERGED, a_from='the config\'s "gradient_accumulation_steps"', packages=("deepspeed",),
+    source=Source("deepspeed", VERSION, "runtime/engine.py backward/step/is_gradient_accumulation_boundary"),
+)
+
+BACKWARD = BackwardContract(
+    Role.ENGINE, "backward", Normalizes.ALWAYS, "scale_wrt_gas", "DeepSpeed",
+    f"deepspeed {VERSION} runtime/engine.py DeepSpeedEngine.backward(scale_wrt_gas=True) scales by 1/GAS",
+)
+
+#: The package (the ``owner`` of the objects ``initialize`` returns) and its entry point, which
+#: returns ``(engine, optimizer, training_dataloader, lr_scheduler)`` (``deepspeed/__init__.py``).
+PACKAGE = "deepspeed"
+INITIALIZE = "deepspeed.initialize"
+INITIALIZE_RETURNS = (Role.ENGINE, Role.OPTIMIZER, Role.LOADER, Role.SCHEDULER)
+#: The config key that holds A.
+ACCUMULATION_KEY = "gradient_accumulation_steps"
+#: The engine resets gradients after the boundary update, so a loop with ``engine.step()`` needs
+#: no reset of its own; ``engine.step()`` must run after every microbatch (managed mode, the
+#: default) and only acts at the boundary.
+BOUNDARY_CALLS = frozenset({"is_gradient_accumulation_boundary"})
+#: ``"managed_gradient_accumulation": False`` turns the engine's own accounting off (0.19.x).
+UNMANAGED_KEY = "managed_gradient_accumulation"
+#: The engine told the boundary by hand before each backward (``set_gradient_accumulation_boundary``):
+#: its own micro-step counter no longer decides, so ``engine.step()`` may run on the boundary only.
+MANUAL_BOUNDARY_CALLS = frozenset({"set_gradient_accumulation_boundary"})
+#: ``engine.no_sync()`` exists (ZeRO 0/1) and skips the all-reduce.
+NO_SYNC_ROLES = (Role.ENGINE,)
+
+#: ``deepspeed.initialize(lr_scheduler=...)``: the engine keeps the client scheduler (or builds
+#: one from the config's ``"scheduler"`` section when none is passed) and steps it inside
+#: ``engine.step()`` on every accumulation boundary whose update was not skipped for overflow.
+#: Source: deepspeed 0.19.6 (deepspeedai master @edaa722) ``runtime/engine.py``
+#: (``_configure_lr_scheduler``; ``step`` → ``_take_model_step`` → ``self.lr_scheduler.step()``)
+#: and ``runtime/constants.py`` (``SCHEDULER = "scheduler"``).
+SCHEDULER_KEYWORD = "lr_scheduler"
+SCHEDULER_POSITION = 5  # initialize(args, model, optimizer, model_parameters, training_data, lr_scheduler, …)
+CONFIG_KEYWORDS = ("config", "config_params")
+SCHEDULER_CONFIG_KEY = "scheduler"
+
+TAILS: dict[str, FrameworkTail] = {
+    "deepspeed": FrameworkTail(
+        "DeepSpeed", TailTreatment.MERGED,
+        f"deepspeed {VERSION} runtime/engine.py is_gradient_accumulation_boundary: (micro_steps + 1) % GAS"),
+}
+
+LOADER_SHARDING: tuple[LoaderSharding, ...] = (
+    LoaderSharding("DeepSpeed", "deepspeed.initialize", "training_data",
+                   "deepspeed 0.19.6 runtime/engine.py deepspeed_io -> runtime/dataloader.py DeepSpeedDataLoader: "
+                   "DistributedSampler(num_replicas=data_parallel_world_size, rank=data_parallel_rank) when "
+                   "local_rank >= 0 and no data_sampler is given"),
+)
+
+#: ``deepspeed.ops.adam.*``: optimizers.
+CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (("deepspeed.ops.adam.", Role.OPTIMIZER),)
+#: ``comm/comm.py`` ``init_distributed`` (0.19.6), which calls torch's ``init_process_group``.
+PROCESS_GROUP_INIT = frozenset({"init_distributed"})

@@ -1,0 +1,11 @@
+"""diffusers (diffusers 0.42.1 ``optimization.py``): its ``get_scheduler`` builds an LR
+scheduler, sized in scheduler steps like transformers' (``num_warmup_steps``, ``num_training_steps``)."""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import Role
+
+VERSION = "0.42.1"
+
+CONSTRUCTORS: dict[str, Role] = {"diffusers.optimization.get_scheduler": Role.SCHEDULER}
+SCHEDULE_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps"})

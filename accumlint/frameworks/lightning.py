@@ -1,0 +1,104 @@
+"""PyTorch Lightning and Lightning Fabric (lightning 2.6.6 installed; hooks and scheduler
+stepping read in master @7f0c343, 2.6.2): under automatic optimization the Trainer divides by
+``accumulate_grad_batches``, resets, updates and steps the schedulers; Fabric divides nothing.
+"""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import (
+    BackwardContract,
+    FrameworkTail,
+    GroupContract,
+    LoaderSharding,
+    Normalizes,
+    Owner,
+    Role,
+    Source,
+    TailTreatment,
+)
+
+VERSION = "2.6.6"
+
+CONTRACT = GroupContract(
+    "Lightning", "Trainer(accumulate_grad_batches=A), automatic optimization",
+    divides=Owner.FRAMEWORK, divisor="A", resets=Owner.FRAMEWORK, gates_update=Owner.FRAMEWORK,
+    steps_scheduler=Owner.FRAMEWORK, clips=Owner.FRAMEWORK,
+    sync="no_sync around forward and backward off the boundary", tail=TailTreatment.WEIGHTED,
+    a_from="Trainer(accumulate_grad_batches=)", packages=("lightning", "pytorch_lightning"),
+    source=Source("lightning", VERSION, "pytorch/loops/optimization/automatic.py; loops/training_epoch_loop.py"),
+)
+FABRIC_CONTRACT = GroupContract(
+    "Lightning Fabric", "Fabric.backward (and manual optimization)",
+    divides=Owner.USER, divisor="", resets=Owner.USER, gates_update=Owner.USER, steps_scheduler=Owner.USER,
+    clips=Owner.USER, sync="fabric.no_backward_sync(model) at forward", tail=None, a_from="the user's code",
+    packages=("lightning_fabric",),
+    source=Source("lightning", VERSION, "fabric/fabric.py Fabric.backward"),
+)
+
+CONSTRUCTORS: dict[str, Role] = {
+    "lightning.Fabric": Role.FABRIC,
+    "lightning.fabric.Fabric": Role.FABRIC,
+    "lightning_fabric.Fabric": Role.FABRIC,
+}
+
+#: ``Trainer(accumulate_grad_batches=)``: the value passed is A whatever its name.
+ACCUMULATION_KEYWORD = "accumulate_grad_batches"
+
+BACKWARD = BackwardContract(
+    Role.FABRIC, "backward", Normalizes.NEVER, None, "Lightning Fabric",
+    f"lightning {VERSION} fabric.py Fabric.backward: no division",
+)
+
+#: Lightning accessors inside a LightningModule.
+ACCESSORS: dict[str, Role] = {"self.optimizers()": Role.OPTIMIZER, "self.lr_schedulers()": Role.SCHEDULER}
+#: LightningModule hooks where automatic optimization owns normalization, reset, update
+#: (``loops/optimization/automatic.py``: loss / accumulate_grad_batches); last segment of the base.
+MODULE_BASES = frozenset({"LightningModule"})
+#: ``core/module.py``: ``automatic_optimization`` defaults to True; this attribute turns it off.
+AUTOMATIC_OPTIMIZATION_ATTR = "automatic_optimization"
+#: Methods called once per microbatch, read as the body of that loop (``loops/optimization``:
+#: automatic and manual optimization both call training_step per batch).
+MICROBATCH_HOOKS = frozenset({"training_step"})
+#: ``core/module.py`` ``manual_backward``: the backward under manual optimization.
+MANUAL_BACKWARD = "manual_backward"
+#: ``LightningModule.clip_gradients(optimizer, ...)``: a clip (through the precision plugin).
+CLIP_METHOD = "clip_gradients"
+
+#: ``Fabric.no_backward_sync(model)``: decided at forward time (over DDP).
+NO_SYNC_METHOD = "no_backward_sync"
+NO_SYNC_ROLES = (Role.FABRIC,)
+FORWARD_DECIDES_SYNC = frozenset({Role.FABRIC})
+#: ``fabric/strategies/strategy.py`` ``clip_gradients_norm``/``clip_gradients_value`` call
+#: ``precision.unscale_gradients(optimizer)``.
+UNSCALING_CLIP_OWNERS = frozenset({Role.FABRIC})
+
+#: Under automatic optimization Lightning steps every scheduler that ``configure_optimizers``
+#: returns (once per optimizer update with ``interval="step"``, once per epoch by default)
+#: through the ``lr_scheduler_step`` hook; under manual optimization it steps none.
+#: Source: lightning 2.6.2 (master @7f0c343) ``pytorch/loops/training_epoch_loop.py``
+#: ``_update_learning_rates`` (returns early unless ``automatic_optimization``).
+CONFIGURE_OPTIMIZERS = "configure_optimizers"
+SCHEDULER_STEP_HOOK = "lr_scheduler_step"  # overriding it hands the stepping to the user
+SCHEDULER_KEYS = frozenset({"lr_scheduler", "scheduler"})  # dict keys of the returned config
+#: LightningModule hooks that run during the fit loop (per batch or per epoch): a scheduler
+#: step there runs in addition to Lightning's own (lightning 2.6.2 ``pytorch/core/hooks.py``).
+TRAINING_HOOKS = frozenset({
+    "training_step", "on_train_batch_start", "on_train_batch_end", "on_before_backward", "on_after_backward",
+    "on_before_optimizer_step", "optimizer_step", "on_train_epoch_start", "on_train_epoch_end",
+})
+
+TAILS: dict[str, FrameworkTail] = {
+    "lightning": FrameworkTail(
+        "Lightning", TailTreatment.WEIGHTED,
+        f"lightning {VERSION} loops/training_epoch_loop.py _should_accumulate: steps on the last batch; "
+        "loops/optimization/automatic.py divides by accumulate_grad_batches"),
+}
+
+LOADER_SHARDING: tuple[LoaderSharding, ...] = (
+    LoaderSharding("Lightning Fabric", "setup_dataloaders", None,
+                   f"lightning {VERSION} fabric/fabric.py _setup_dataloader: DistributedSampler when "
+                   "use_distributed_sampler (default True)"),
+)
+
+#: Fabric's ``all_reduce`` defaults to "mean" (``fabric.py``): only an explicit "sum" counts.
+RETURNED_REDUCTIONS = frozenset({"all_reduce"})

@@ -1,0 +1,27 @@
+"""mmengine (OpenMMLab; mmengine 0.10.7 ``optim/optimizer/optimizer_wrapper.py``):
+``OptimWrapper(accumulative_counts=A).update_params(loss)`` divides, backpropagates, and updates
+and resets at the boundary; iteration schedulers are not gated.
+"""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import BackwardContract, GroupContract, Normalizes, Owner, Role, Source
+
+VERSION = "0.10.7"
+
+CONTRACT = GroupContract(
+    "mmengine", "OptimWrapper(accumulative_counts=A).update_params(loss)",
+    divides=Owner.FRAMEWORK, divisor="A, or the remainder for the last group of the run", resets=Owner.FRAMEWORK,
+    gates_update=Owner.FRAMEWORK, steps_scheduler=Owner.USER, clips=Owner.FRAMEWORK,
+    sync="optim_context -> no_sync, covers forward", tail=None, a_from="OptimWrapper(accumulative_counts=)",
+    packages=("mmengine",),
+    source=Source("mmengine", VERSION, "optim/optimizer/optimizer_wrapper.py update_params"),
+)
+
+#: ``OptimWrapper(accumulative_counts=)``: the value passed is A whatever its name.
+ACCUMULATION_KEYWORD = "accumulative_counts"
+
+BACKWARD = BackwardContract(
+    Role.OPTIM_WRAPPER, "update_params", Normalizes.ALWAYS, None, "mmengine",
+    f"mmengine {VERSION} OptimWrapper.update_params divides by accumulative_counts",
+)

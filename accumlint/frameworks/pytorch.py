@@ -1,0 +1,141 @@
+"""PyTorch itself (torch 2.13.0 installed sources): the constructors of the objects a training
+loop uses, DDP's and FSDP's sync switches, the plain clips, the GradScaler, the schedulers'
+horizon parameters, the data loader and samplers, and the process-group calls.
+
+Named ``pytorch`` so that ``from accumlint.frameworks import pytorch`` shadows no real package.
+"""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import GroupContract, Owner, Role, Source
+
+VERSION = "2.13.0"
+
+#: The baseline: in a loop the user writes, the user does everything
+#: (``shared/docs/framework-contracts.md`` section 0).
+CONTRACT = GroupContract(
+    "PyTorch", "a loop the user writes", divides=Owner.USER, divisor="", resets=Owner.USER,
+    gates_update=Owner.USER, steps_scheduler=Owner.USER, clips=Owner.USER,
+    sync="DDP: at forward (require_backward_grad_sync read in forward); FSDP: in the post-backward hook",
+    tail=None, a_from="the user's code", packages=("torch",),
+    source=Source("torch", VERSION, "nn/parallel/distributed.py; distributed/fsdp/"),
+)
+
+# --- constructors: qualified callee → role of the value it returns -------------------------
+
+CONSTRUCTORS: dict[str, Role] = {
+    "torch.nn.parallel.DistributedDataParallel": Role.DDP_MODEL,
+    "torch.nn.parallel.distributed.DistributedDataParallel": Role.DDP_MODEL,
+    "torch.distributed.fsdp.FullyShardedDataParallel": Role.FSDP_MODEL,
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": Role.FSDP_MODEL,
+    "torch.distributed.fsdp.fully_shard": Role.FSDP_MODEL,
+    "torch.distributed._composable.fsdp.fully_shard": Role.FSDP_MODEL,
+    "torch.cuda.amp.GradScaler": Role.SCALER,
+    "torch.amp.GradScaler": Role.SCALER,
+    "torch.cpu.amp.GradScaler": Role.SCALER,
+    "torch.GradScaler": Role.SCALER,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": Role.SCALER,
+    "torch.utils.data.DataLoader": Role.LOADER,
+    "torch.utils.data.dataloader.DataLoader": Role.LOADER,
+    "torch.distributed.optim.ZeroRedundancyOptimizer": Role.OPTIMIZER,
+    "torch.nn.Module": Role.MODEL,
+}
+
+#: Qualified-name prefixes (module → every public class in it has the role); order matters.
+CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (
+    ("torch.optim.lr_scheduler.", Role.SCHEDULER),
+    ("torch.optim.swa_utils.SWALR", Role.SCHEDULER),
+    ("torch.optim.", Role.OPTIMIZER),  # after lr_scheduler and SWALR
+)
+
+# --- gradient sync ---------------------------------------------------------------------------
+
+#: FSDP2's ``fully_shard`` (``distributed/fsdp/_fully_shard/_fully_shard.py``): it shards the
+#: module in place and its class ``FSDPModule`` has no ``no_sync``; its switch is
+#: ``set_requires_gradient_sync(False)``, and ``require_backward_grad_sync`` is read by nothing.
+FSDP2_SHARD_CALLS = frozenset({
+    "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed.fsdp._fully_shard.fully_shard", "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+})
+#: DDP's sync switches (``nn/parallel/distributed.py``): the context and the flag it flips.
+DDP_NO_SYNC_METHOD = "no_sync"
+DDP_SYNC_FLAG = "require_backward_grad_sync"
+#: DDP decides at forward time (reducer armed in forward); FSDP reads its flag in the
+#: post-backward hook, so forward placement does not matter there.
+FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL})
+#: the calls that wrap a model for data parallelism (``nn/parallel/distributed.py``,
+#: ``distributed/fsdp/``): a project helper that calls one makes its callers' models averaging
+WRAPPER_CONSTRUCTOR_NAMES = frozenset({"DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "fully_shard"})
+#: Switches that change what a wrapper does with the replicas' gradients (DDP
+#: ``register_comm_hook``; FSDP1/FSDP2 divide factors): with one, the average is not known.
+AVERAGING_OVERRIDES = frozenset({"register_comm_hook", "gradient_divide_factor", "set_gradient_divide_factor",
+                                 "set_reduce_scatter_divide_factor", "gradient_predivide_factor"})
+
+# --- clipping and the gradient scaler ----------------------------------------------------------
+
+#: Clips that act on plain ``.grad`` without unscaling: ``nn/utils/clip_grad.py``
+#: (qualified-name prefix) and FSDP1's ``FullyShardedDataParallel.clip_grad_norm_``
+#: (``distributed/fsdp/fully_sharded_data_parallel.py``).
+PLAIN_CLIP_PREFIX = "torch.nn.utils."
+PLAIN_CLIP_OWNERS = frozenset({Role.FSDP_MODEL})
+#: ``GradScaler(enabled=...)``: a disabled scaler returns the loss unscaled and its ``unscale_``
+#: and ``update`` do nothing (``amp/grad_scaler.py``).
+SCALER_ENABLED_KEYWORD = "enabled"
+
+# --- schedulers: the parameters that size them ---------------------------------------------------
+
+#: ``optim/lr_scheduler.py``: parameters that size a schedule (horizon or warmup, in scheduler steps).
+SCHEDULE_HORIZON_KEYWORDS = frozenset({"T_max", "T_0", "total_steps", "steps_per_epoch", "total_iters"})
+SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
+    "CosineAnnealingLR": {1: "T_max"},
+    "CosineAnnealingWarmRestarts": {1: "T_0"},
+    "OneCycleLR": {2: "total_steps", 4: "steps_per_epoch"},
+    "PolynomialLR": {1: "total_iters"},
+    "LinearLR": {3: "total_iters"},
+}
+
+# --- data parallelism: processes, loaders, samplers, reductions ------------------------------------
+
+#: ``distributed/distributed_c10d.py`` ``init_process_group``: the module runs as several processes.
+PROCESS_GROUP_INIT = frozenset({"init_process_group"})
+#: Single-process replication (``nn/parallel/data_parallel.py``): one process splits the
+#: loader's batch over the visible GPUs, so there the GPU count *is* the replica count.
+SINGLE_PROCESS_REPLICATION = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+})
+#: torch's DataLoader, whose sampler decides what each replica reads (``utils/data/dataloader.py``);
+#: positional order of its first parameters.
+TORCH_DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DATALOADER_PARAMETERS = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler")
+#: Samplers that hand every replica the whole dataset (``utils/data/sampler.py``: none of them
+#: reads a rank), by last segment; ``BatchSampler`` wraps its first argument.
+LOCAL_SAMPLERS = frozenset({"RandomSampler", "SequentialSampler", "WeightedRandomSampler"})
+BATCH_SAMPLER_WRAPPERS = frozenset({"BatchSampler"})
+#: Map-style datasets: with no sampler every replica reads all of them. ``shuffle=True`` also
+#: proves a map-style dataset (``dataloader.py`` raises for an IterableDataset).
+MAP_STYLE_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+MAP_STYLE_PREFIXES = ("torchvision.datasets.",)
+MAP_STYLE_BASES = frozenset({"Dataset", "TensorDataset"})  # last segment of a local class's base
+#: ``cuda/__init__.py`` ``device_count`` (``torch.xpu``/``torch.accelerator`` and DeepSpeed's
+#: ``get_accelerator()`` have the same method): the GPUs of this node.
+DEVICE_COUNT_CALLS = frozenset({"device_count"})
+#: The whole world size (every process, data-parallel or not): ``distributed_c10d.get_world_size
+#: (group=None)`` and torchrun's ``WORLD_SIZE``.
+WORLD_SIZE_CALLS = frozenset({"get_world_size"})
+WORLD_SIZE_ENV = frozenset({"WORLD_SIZE"})
+#: Reductions whose result is the sum over replicas, in place: ``distributed_c10d.all_reduce
+#: (tensor, op=ReduceOp.SUM)``.
+IN_PLACE_SUM = frozenset({"all_reduce"})
+#: the token losses whose reduction decides a mean of means (``nn/functional.py``): a project
+#: module that calls one may return the loss a caller divides by A
+TOKEN_LOSS_CALLS = frozenset({"cross_entropy", "nll_loss"})
+#: BatchNorm layers (``nn/modules/batchnorm.py``): statistics per forward pass.
+BATCHNORM_CLASSES = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+                               "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"})
+#: In-place rescales of gradients (tensor ``mul_``/``div_``; ``_foreach_mul_``/``_foreach_div_``):
+#: a replica count among their arguments undoes (or changes) the wrapper's average.
+IN_PLACE_RESCALES = frozenset({"mul_", "div_", "_foreach_mul_", "_foreach_div_"})
+#: Gathers of every replica's tensors (``distributed_c10d.gather`` / ``all_gather``).
+GATHERS = frozenset({"gather", "all_gather"})
+#: ``no_sync()`` of DDP, FSDP1 and of a model of unknown wrapper.
+NO_SYNC_ROLES = (Role.DDP_MODEL, Role.MODEL, Role.FSDP_MODEL)

@@ -1,0 +1,82 @@
+"""Hugging Face Transformers (transformers 5.24.0 ``trainer.py``, ``optimization.py``): the
+Trainer divides by the group's microbatch count, or leaves the normalization to a loss that
+takes ``num_items_in_batch``.
+"""
+
+from __future__ import annotations
+
+from accumlint.frameworks.contracts import FrameworkTail, GroupContract, Owner, Role, Source, TailTreatment
+
+VERSION = "5.24.0"
+
+CONTRACT = GroupContract(
+    "HF Trainer", "transformers.Trainer(args=TrainingArguments(gradient_accumulation_steps=A))",
+    divides=Owner.FRAMEWORK,
+    divisor="the group's microbatch count, or nothing (the loss is normalized by the group's token count "
+            "num_items_in_batch) when loss_is_scaled_for_ga, model_accepts_loss_kwargs or a compute_loss_func",
+    resets=Owner.FRAMEWORK, gates_update=Owner.FRAMEWORK, steps_scheduler=Owner.FRAMEWORK, clips=Owner.FRAMEWORK,
+    sync="no_sync through accelerator.accumulate() off the boundary", tail=TailTreatment.TRUE_COUNT,
+    a_from="TrainingArguments(gradient_accumulation_steps=)", packages=("transformers",),
+    source=Source("transformers", VERSION, "trainer.py _inner_training_loop / training_step"),
+)
+
+CONSTRUCTORS: dict[str, Role] = {
+    "transformers.AdamW": Role.OPTIMIZER,
+    "transformers.Adafactor": Role.OPTIMIZER,
+    "transformers.get_scheduler": Role.SCHEDULER,
+}
+CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (("transformers.optimization.get_", Role.SCHEDULER),)
+
+#: ``TrainingArguments(gradient_accumulation_steps=)``: the value passed is A whatever its name.
+ACCUMULATION_KEYWORD = "gradient_accumulation_steps"
+
+#: Trainer classes whose ``training_step`` decides the division by A from
+#: ``model_accepts_loss_kwargs`` (``training_step``; the group count ``num_items_in_batch``
+#: exists only when batches carry ``"labels"``, ``_get_num_items_in_batch``). Subclasses from
+#: other packages (trl, unsloth) may declare their own normalization, so only these bases are judged.
+TRAINER_CLASSES = frozenset({
+    "transformers.Trainer", "transformers.trainer.Trainer",
+    "transformers.Seq2SeqTrainer", "transformers.trainer_seq2seq.Seq2SeqTrainer",
+})
+#: the classes' own names, whatever module they are imported from
+TRAINER_CLASS_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in TRAINER_CLASSES)
+#: the Trainer method a subclass overrides to compute the loss of a microbatch
+COMPUTE_LOSS = "compute_loss"
+#: the Trainer method called once per microbatch (``_inner_training_loop`` → ``training_step``)
+#: and the update counter it can read: ``self.state.global_step`` advances once per optimizer
+#: update, after the group's last microbatch
+TRAINING_STEP = "training_step"
+UPDATE_COUNTER = "self.state.global_step"
+#: ``compute_loss``'s parameter holding the group's supervised-token count, and the batch key
+#: without which the Trainer counts nothing and divides by A itself (``_get_num_items_in_batch``)
+COUNT_PARAMETER = "num_items_in_batch"
+COUNTED_KEY = "labels"
+#: Packages whose Trainer classes a module subclasses (trl's trainers derive from transformers').
+TRAINER_PACKAGES = ("transformers", "trl")
+#: What makes ``training_step`` leave the division to the loss: ``loss_is_scaled_for_ga`` when
+#: set, else ``model_accepts_loss_kwargs`` or a ``compute_loss_func`` (``training_step``).
+EXPLICIT_SCALED_ATTR = "loss_is_scaled_for_ga"
+LOSS_KWARGS_ATTR = "model_accepts_loss_kwargs"
+LOSS_FUNC_ATTR = "compute_loss_func"
+#: The class attributes a Trainer subclass declares its loss's normalization with.
+NORMALIZATION_ATTRS = frozenset({LOSS_KWARGS_ATTR, EXPLICIT_SCALED_ATTR})
+
+#: ``optimization.py``: parameters that size a schedule (in scheduler steps); the
+#: ``get_*_schedule_with_warmup`` functions take them by position too.
+SCHEDULE_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps", "num_decay_steps"})
+SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
+    **{name: {1: "num_warmup_steps", 2: "num_training_steps"} for name in (
+        "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+        "get_cosine_with_hard_restarts_schedule_with_warmup", "get_polynomial_decay_schedule_with_warmup",
+        "get_cosine_with_min_lr_schedule_with_warmup")},
+    "get_constant_schedule_with_warmup": {1: "num_warmup_steps"},
+}
+#: pytorch-transformers 1.x ``WarmupLinearSchedule(warmup_steps, t_total)``.
+LEGACY_SCHEDULE_HORIZON_KEYWORDS = frozenset({"warmup_steps", "t_total"})
+
+TAILS: dict[str, FrameworkTail] = {
+    "hf-trainer": FrameworkTail(
+        "HF Trainer", TailTreatment.TRUE_COUNT,
+        f"transformers {VERSION} trainer.py: the epoch's last update prefetches fewer batches and divides by "
+        "their count"),
+}

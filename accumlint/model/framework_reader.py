@@ -1,0 +1,283 @@
+"""The model's framework-specific questions about one module (is this LightningModule under
+automatic optimization, which A does this Accelerator carry, does this DeepSpeed config turn
+managed accumulation off, ...), answered from the rows of :mod:`accumlint.frameworks`.
+
+They read LibCST trees, so they live here and not with the rows, which the LibCST-free runtime
+guard imports. :class:`accumlint.model.FileModel` keeps only framework-neutral questions and
+holds one :class:`FrameworkReader` as ``model.frameworks``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from accumlint import frameworks as fw
+from accumlint.model import conventions, losses
+from accumlint.model.dataflow import loss_divisions, reaching_definitions
+from accumlint.model.events import Event
+from accumlint.model.groups import AccumulationLoop, LoopStyle, is_accumulate_call
+from accumlint.model.kinds import EventKind, Role
+from accumlint.model.names import dotted, int_value, keyword, last_segment, walk
+from accumlint.model.roles import RoleInfo
+from accumlint.model.sites import Scope
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+
+
+class FrameworkReader:
+    """Framework facts of one :class:`FileModel`, each read from the tree through a framework row."""
+
+    def __init__(self, model: FileModel) -> None:
+        # a weak proxy: the model holds its reader, and a cycle would keep the tree alive
+        self.model: FileModel = weakref.proxy(model)
+
+    def accumulates(self, group: AccumulationLoop) -> bool | None:
+        """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
+        if group.style is LoopStyle.ACCELERATE and group.accumulate_contexts:
+            entry = self.accumulate_entry(group.accumulate_contexts[0], group.scope)
+            if entry is None:
+                return None
+            accelerator, call = entry
+            site = next(s for s in group.scope.sites if s.node is call)
+            configured = self.accelerate_accumulation(self.model.roles.of(accelerator, site))
+            if configured is None or configured is False:
+                return None
+            literal = int_value(configured)  # type: ignore[arg-type]
+            return literal != 1 if literal is not None else True
+        if group.style is LoopStyle.DEEPSPEED:
+            return self.deepspeed_accumulates
+        return None
+
+    @cached_property
+    def deepspeed_accumulates(self) -> bool | None:
+        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``)."""
+        for node in walk(self.model.module):
+            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
+                    and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
+                literal = int_value(node.value)
+                return literal != 1 if literal is not None else True
+        return None
+
+
+    def is_accumulate_context(self, node: cst.CSTNode, scope: Scope | None = None) -> bool:
+        """Whether a ``with`` statement enters ``<accelerator>.accumulate(...)`` (directly, or in
+        ``scope`` through a variable, see :meth:`accumulate_entry`)."""
+        return isinstance(node, cst.With) and self.accumulate_entry(node, scope) is not None
+
+    def accumulate_entry(self, node: cst.With, scope: Scope | None = None, every: bool = True,
+                         ) -> tuple[cst.BaseExpression, cst.Call] | None:
+        """The accelerator a ``with`` statement enters ``accumulate()`` of, and the call that names
+        the accumulated models: ``with accelerator.accumulate(model):``, or through a variable of
+        ``scope`` whose every definition holds ``accelerator.accumulate`` or a null context
+        (``ctx = nullcontext if flag else accelerator.accumulate``; ``with ctx(model):``), so that
+        accumulate() runs in some configurations and nothing else does in the others.
+        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered)."""
+        for item in node.items:
+            value = item.item
+            if is_accumulate_call(value):
+                return value.func.value, value  # type: ignore[attr-defined]
+            if scope is None:
+                continue
+            order = scope.statement_orders.get(id(node))
+            called = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            name = value.func.value if called else dotted(value)  # type: ignore[attr-defined]
+            if order is None or name is None:
+                continue
+            definitions, on_entry = reaching_definitions(scope, name, order)
+            if (on_entry and every) or not definitions:
+                continue
+            arms = [arm for site in definitions for arm in _arms(site.value)]
+            method = fw.accelerate.ACCUMULATE_METHOD
+            entered = [arm for arm in arms if (isinstance(arm, cst.Attribute) and arm.attr.value == method
+                                               if called else is_accumulate_call(arm))]
+            if entered and (not every or all(arm in entered or _null_context(arm, called) for arm in arms)):
+                first = entered[0]
+                return (first.value, value) if called else (first.func.value, first)  # type: ignore[attr-defined]
+        return None
+
+    def accelerate_accumulation(self, info: RoleInfo) -> cst.BaseExpression | None | bool:
+        """A configured on an Accelerator: the ``gradient_accumulation_steps=`` expression,
+        ``False`` when the constructor is seen without it (A = 1 unless set by the launcher),
+        ``None`` when the constructor is not visible."""
+        if info.role is not Role.ACCELERATOR or info.origin is None:
+            return None
+        value = keyword(info.origin, fw.accelerate.ACCUMULATION_KEYWORD)
+        if value is None:
+            return None if keyword(info.origin, fw.accelerate.PLUGIN_KEYWORD) is not None else False
+        return value
+
+    @cached_property
+    def deepspeed_accumulation_names(self) -> set[str]:
+        """Names bound to a DeepSpeed config's ``gradient_accumulation_steps`` (read from a
+        config dict), e.g. ``gas = ds_config["gradient_accumulation_steps"]``."""
+        names: set[str] = set()
+        for scope in self.model.scopes:
+            for site in scope.sites:
+                value = site.value
+                if (site.targets and isinstance(value, cst.Subscript) and len(value.slice) == 1
+                        and isinstance(value.slice[0].slice, cst.Index)
+                        and isinstance(value.slice[0].slice.value, cst.SimpleString)
+                        and value.slice[0].slice.value.evaluated_value == fw.deepspeed.ACCUMULATION_KEY
+                        and "deepspeed" in (dotted(value.value) or "")):
+                    names.update(n for n in site.targets if n)
+        return names
+
+    @cached_property
+    def deepspeed_unmanaged(self) -> bool:
+        """Whether a DeepSpeed config in this module turns managed accumulation off
+        (``"managed_gradient_accumulation": False``, deepspeed 0.19.x)."""
+        for node in walk(self.model.module):
+            # type(), not isinstance: this sees every node, and isinstance on LibCST's classes is slow
+            if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString):
+                if node.key.evaluated_value == fw.deepspeed.UNMANAGED_KEY:
+                    return not (isinstance(node.value, cst.Name) and node.value.value == "True")
+        return False
+
+    def lightning_automatic(self, class_def: cst.ClassDef) -> bool:
+        """Whether a class is a LightningModule under automatic optimization (no
+        ``self.automatic_optimization = False`` in any of its methods). Source: lightning
+        2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
+        if not any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases):
+            return False
+        attribute = fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR
+        if any(f.name.value == attribute for (owner, _), f in self.model.functions.methods.items()
+               if owner is class_def) or _class_assigns(class_def, attribute):
+            return False  # a property override or a class attribute: its value is not read here
+        return not any(
+            f"self.{attribute}" in site.targets
+            for scope in self.model.scopes if scope.class_def is class_def for site in scope.sites
+        )
+
+    def lightning_automatic_hooks(self) -> list[Scope]:
+        """The microbatch hooks (``training_step``) of LightningModules under automatic
+        optimization that run no backward themselves: Lightning runs the microbatch's backward
+        after the hook returns (lightning 2.6.6 ``loops/optimization/automatic.py``
+        ``Closure.closure``: ``training_step``, then ``zero_grad`` on a group's first batch, then
+        backward), so whatever the hook does to ``.grad`` sees earlier microbatches only."""
+        return [
+            scope for scope in self.model.scopes
+            if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
+            and scope.node in scope.loop_spans and self.lightning_automatic(scope.class_def)
+            and not any(e.kind is EventKind.BACKWARD for e in self.model.events[scope])
+        ]
+
+    @staticmethod
+    def scaler_enabled(info: RoleInfo) -> bool | None:
+        """Whether a GradScaler scales the loss: False when built with ``enabled=False``, True
+        when built without ``enabled=`` (or with ``True``), None when its constructor is not
+        visible or ``enabled=`` is an expression (a flag: on in some runs). A disabled scaler
+        returns the loss unscaled and its ``unscale_``/``update`` do nothing (torch 2.13.0
+        ``amp/grad_scaler.py``)."""
+        if info.role is not Role.SCALER or info.origin is None:
+            return None
+        value = keyword(info.origin, fw.pytorch.SCALER_ENABLED_KEYWORD)
+        if value is None:  # `enabled` is the 5th (torch.cuda.amp) or 6th (torch.amp) positional
+            args = info.origin.args
+            positionals = [a for a in args if a.keyword is None and not a.star]
+            return True if len(positionals) < 5 and not any(a.star for a in args) else None
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value == "True"
+        return None
+
+    def clip_unscales(self, event: Event) -> bool | None:
+        """Whether a clip event unscales GradScaler gradients itself before clipping: True for
+        Accelerate's and Fabric's clips, False for ``torch.nn.utils.clip_grad_*`` and FSDP's
+        ``clip_grad_norm_`` (``accumlint.frameworks`` rows), None for a callee we cannot place."""
+        if event.role.role in fw.UNSCALING_CLIP_OWNERS:
+            return True
+        if event.role.role in fw.pytorch.PLAIN_CLIP_OWNERS:
+            return False
+        call = event.site.call
+        if call is None:
+            return None
+        return False if self.model.roles.qualify_call(call).startswith(fw.pytorch.PLAIN_CLIP_PREFIX) else None
+
+    def accelerate_deepspeed(self, info: RoleInfo) -> bool:
+        """Whether an Accelerator is visibly built for the DeepSpeed backend (``deepspeed_plugin=``):
+        its ``clip_grad_norm_`` then clips nothing (``frameworks.ACCELERATE_DEEPSPEED_KEYWORDS``)."""
+        return info.role is Role.ACCELERATOR and info.origin is not None and any(
+            keyword(info.origin, name) is not None for name in fw.accelerate.DEEPSPEED_KEYWORDS)
+
+    def sync_decided_at_forward(self, info: RoleInfo) -> bool | None:
+        """Whether the sync switch of this model is read at forward time (DDP, Accelerate and
+        Fabric over DDP: torch 2.13.0 ``nn/parallel/distributed.py`` arms the reducer in
+        forward) rather than in the backward hooks (FSDP1/FSDP2). For a model of unknown
+        wrapper, the module's imports decide: DDP imported and no FSDP → True; else None."""
+        if info.role in fw.FORWARD_DECIDES_SYNC:
+            return True
+        if info.role is Role.FSDP_MODEL:
+            return False
+        if info.role in (Role.MODEL, Role.UNKNOWN):
+            names = set(self.model.imports.names.values())
+            ddp = any(n.endswith("DistributedDataParallel") for n in names)
+            fsdp = any(n.endswith(("FullyShardedDataParallel", "fully_shard")) for n in names)
+            return True if ddp and not fsdp else None
+        return None
+
+
+    def hf_overrides_ignoring_count(self) -> list[cst.FunctionDef]:
+        """HF Trainer subclasses' ``compute_loss`` overrides that accept ``num_items_in_batch`` and
+        ignore it, with no declaration of how their loss is normalized and no division by A
+        (transformers 5.24.0 trainer.py ``training_step``: the loss then counts as normalized)."""
+        if not any(self.model.imports.imports_module(package) for package in fw.transformers.TRAINER_PACKAGES):
+            return []
+        found: list[cst.FunctionDef] = []
+        for scope in self.model.scopes:
+            function, owner = scope.node, scope.class_def
+            if (not isinstance(function, cst.FunctionDef) or owner is None
+                    or function.name.value != fw.transformers.COMPUTE_LOSS):
+                continue
+            if not any(self.model.imports.qualify(dotted(base.value)) in fw.transformers.TRAINER_CLASSES
+                       for base in owner.bases):
+                continue
+            if not losses.ignores_parameter(function, fw.transformers.COUNT_PARAMETER):
+                continue
+            if not losses.reads_key(function, fw.transformers.COUNTED_KEY):
+                continue  # without labels in the batch the Trainer counts nothing and divides by A itself
+            if losses.declares_attribute(owner, fw.transformers.NORMALIZATION_ATTRS):
+                continue
+            if losses.trained_models_take_no_loss_kwargs(self.model.module, owner.name.value):
+                continue  # the Trainer divides by A itself: a mean of means at most (ACC102's matter)
+            returns = [s for s in scope.sites if s.is_return and not s.in_helper and s.value is not None]
+            if any(loss_divisions(s.value, s, self.model.is_accumulation_name) for s in returns):
+                continue  # `mean / A`: a mean of means at the right scale (ACC102's matter)
+            found.append(function)
+        return found
+
+
+
+def _arms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The values a conditional expression may take (``a if c else b`` → a, b; nested too)."""
+    if isinstance(value, cst.IfExp):
+        return [*_arms(value.body), *_arms(value.orelse)]
+    return [value] if value is not None else [cst.Name("None")]
+
+
+def _null_context(value: cst.BaseExpression, called: bool) -> bool:
+    """``contextlib.nullcontext`` (a factory, when the ``with`` calls the variable) or
+    ``nullcontext()`` (a context, when it enters the variable itself)."""
+    if not called:
+        if not isinstance(value, cst.Call):
+            return False
+        value = value.func
+    return last_segment(dotted(value)) in conventions.NULL_CONTEXTS
+
+
+def _class_assigns(class_def: cst.ClassDef, name: str) -> bool:
+    """Whether the class body assigns the class attribute ``name`` (``automatic_optimization = False``)."""
+    body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
+                           else [small.target] if isinstance(small, cst.AnnAssign) else [])
+                if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                    return True
+    return False
+
+
