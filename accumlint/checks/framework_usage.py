@@ -129,7 +129,7 @@ class EngineStepGated(Rule):
                         "microbatches (or never)",
                         "call `engine.step()` unconditionally after every `engine.backward(loss)`",
                     )
-                elif role.role is Role.OPTIMIZER and (role.owner == "deepspeed" or (
+                elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
                         dotted(update.target) or "").endswith("engine.optimizer")):
                     yield Hit(
                         update.node,

@@ -55,8 +55,8 @@ class DoubleNormalization(Rule):
             opt_out = keyword(event.site.call, contract.opt_out_keyword)
             if opt_out is not None:
                 return []  # scale_wrt_gas=... given explicitly: the caller owns the division
-        if event.role.role is Role.ENGINE and (event.role.owner != "deepspeed" and
-                                               not model.imports.imports_module("deepspeed")):
+        if event.role.role is Role.ENGINE and (event.role.owner != fw.deepspeed.PACKAGE and
+                                               not model.imports.imports_module(fw.deepspeed.PACKAGE)):
             return []
         if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
             return []

@@ -46,7 +46,7 @@ PLUGIN_KEYWORD = "gradient_accumulation_plugin"
 #: ``GradientAccumulationPlugin(num_steps=A)`` (``utils/dataclasses.py``; ``num_steps`` is its
 #: first field) passed as ``Accelerator(gradient_accumulation_plugin=...)`` configures A.
 ACCUMULATION_PLUGIN = ConfigCarrier(
-    "GradientAccumulationPlugin", "num_steps", ACCUMULATION_KEYWORD, PLUGIN_KEYWORD,
+    "GradientAccumulationPlugin", "num_steps", 0, ACCUMULATION_KEYWORD, PLUGIN_KEYWORD,
     Source("accelerate", VERSION, "utils/dataclasses.py GradientAccumulationPlugin"),
 )
 

@@ -172,6 +172,7 @@ class ConfigCarrier:
 
     call: str
     keyword: str
+    position: int  # the keyword's position when passed positionally
     setting: str
     passed_as: str
     source: Source

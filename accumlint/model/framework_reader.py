@@ -21,12 +21,16 @@ from accumlint.model.dataflow import loss_divisions, reaching_definitions
 from accumlint.model.events import Event
 from accumlint.model.groups import AccumulationLoop, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Role
-from accumlint.model.names import dotted, int_value, keyword, last_segment, walk
+from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
 from accumlint.model.roles import RoleInfo
 from accumlint.model.sites import Scope
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
+
+
+#: ``call_keyword``'s answer when a call visibly passes no such keyword
+_ABSENT = object()
 
 
 class FrameworkReader:
@@ -101,15 +105,69 @@ class FrameworkReader:
         return None
 
     def accelerate_accumulation(self, info: RoleInfo) -> cst.BaseExpression | None | bool:
-        """A configured on an Accelerator: the ``gradient_accumulation_steps=`` expression,
+        """A configured on an Accelerator: the ``gradient_accumulation_steps=`` expression (given
+        directly, through ``**options`` bound to a dict in the same scope, or as the ``num_steps``
+        of a ``GradientAccumulationPlugin`` passed as ``gradient_accumulation_plugin=``),
         ``False`` when the constructor is seen without it (A = 1 unless set by the launcher),
-        ``None`` when the constructor is not visible."""
+        ``None`` when the constructor is not visible or a ``**`` argument or plugin hides it."""
         if info.role is not Role.ACCELERATOR or info.origin is None:
             return None
-        value = keyword(info.origin, fw.accelerate.ACCUMULATION_KEYWORD)
-        if value is None:
-            return None if keyword(info.origin, fw.accelerate.PLUGIN_KEYWORD) is not None else False
-        return value
+        value = self.call_keyword(info.origin, fw.accelerate.ACCUMULATION_KEYWORD)
+        if value is not _ABSENT:
+            return value  # type: ignore[return-value]
+        plugin = self.call_keyword(info.origin, fw.accelerate.PLUGIN_KEYWORD)
+        if plugin is _ABSENT:
+            return False
+        return self._carried(plugin, info.origin, fw.accelerate.ACCUMULATION_PLUGIN) if plugin is not None else None
+
+    def call_keyword(self, call: cst.Call, name: str) -> cst.BaseExpression | object | None:
+        """The value ``call`` passes for the keyword ``name``: given directly, or through a
+        ``**options`` argument whose ``options`` is bound in the call's scope to a dict display
+        or a ``dict(...)`` call that holds the key. :data:`_ABSENT` when the call visibly passes
+        none; ``None`` when a ``**`` argument may hold it (unresolved, or a dict without the key
+        that later code may fill in)."""
+        value = keyword(call, name)
+        if value is not None:
+            return value
+        hidden = False
+        for arg in call.args:
+            if arg.star != "**":
+                continue
+            found = self._mapping_value(self._bound_value(arg.value, call), name)
+            if found is not None:
+                return found
+            hidden = True
+        return None if hidden else _ABSENT
+
+    def _bound_value(self, expression: cst.BaseExpression, near: cst.Call) -> cst.BaseExpression | None:
+        """``expression`` itself, or the value a plain name is assigned where ``near`` runs."""
+        if not isinstance(expression, cst.Name):
+            return expression
+        site = self.model.call_sites.get(id(near))
+        definition = self.model.reaching(expression.value, site) if site is not None else None
+        return definition.value if definition is not None else None
+
+    @staticmethod
+    def _mapping_value(mapping: cst.BaseExpression | None, name: str) -> cst.BaseExpression | None:
+        """The value a dict display (``{"name": v}``) or ``dict(name=v)`` gives the key ``name``."""
+        if isinstance(mapping, cst.Dict):
+            for element in mapping.elements:
+                if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+                        and element.key.evaluated_value == name):
+                    return element.value
+        if isinstance(mapping, cst.Call) and dotted(mapping.func) == "dict":
+            return keyword(mapping, name)
+        return None
+
+    def _carried(self, value: cst.BaseExpression, near: cst.Call, carrier: fw.contracts.ConfigCarrier,
+                 ) -> cst.BaseExpression | None:
+        """The setting a carrier object passes on (``GradientAccumulationPlugin(num_steps=A)`` → A),
+        built in the argument or bound to a name where ``near`` runs; None when not shown."""
+        built = self._bound_value(value, near)
+        if not isinstance(built, cst.Call) or last_segment(dotted(built.func)) != carrier.call:
+            return None
+        given = keyword(built, carrier.keyword) or positional(built, carrier.position)
+        return given
 
     @cached_property
     def deepspeed_accumulation_names(self) -> set[str]:
