@@ -16,6 +16,10 @@ Facts used here (checked against the installed sources):
   ``accelerate/accelerator.py``: ``gradient_state.num_steps`` is the configured A.
 * DeepSpeed ``DeepSpeedEngine`` owns ``step`` / ``zero_grad`` and the loss division: the guard
   cannot see updates or resets of such an engine and says so.
+
+What the guard shares with the linter (the flag and attribute names, which frameworks step the
+scheduler or normalize the loss) is read from the rows of :mod:`accumlint.frameworks`, which
+import neither LibCST nor torch; the predicates on live objects stay here, next to those rows.
 """
 
 from __future__ import annotations
@@ -25,14 +29,21 @@ from typing import Any
 
 import torch
 
+from accumlint import frameworks as fw
+from accumlint.frameworks.contracts import Owner
+
 
 def _module_of(obj: Any) -> str:
     return type(obj).__module__ or ""
 
 
+def _package_of(obj: Any) -> str:
+    return _module_of(obj).split(".", 1)[0]
+
+
 def is_accelerate(obj: Any) -> bool:
     """True for objects defined by the ``accelerate`` package."""
-    return _module_of(obj).startswith("accelerate")
+    return _package_of(obj) in fw.accelerate.CONTRACT.packages
 
 
 def unwrap_optimizer(optimizer: Any) -> Any:
@@ -56,6 +67,18 @@ def is_ddp(model: Any) -> bool:
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
 
 
+def ddp_syncs(model: Any) -> bool:
+    """Whether a DDP model's next backward all-reduces: its ``require_backward_grad_sync`` flag
+    (``frameworks.pytorch.DDP_SYNC_FLAG``; True when the model has none)."""
+    return bool(getattr(model, fw.pytorch.DDP_SYNC_FLAG, True))
+
+
+def accelerate_off_boundary(gradient_state: Any) -> bool:
+    """Whether Accelerate's gradient state says this microbatch does not end its group
+    (``sync_gradients`` is False: ``frameworks.accelerate.SYNC_FLAG``)."""
+    return getattr(gradient_state, fw.accelerate.SYNC_FLAG, True) is False
+
+
 def is_fsdp2(model: Any) -> bool:
     """True for a module sharded with ``fully_shard`` (FSDP2)."""
     try:
@@ -67,7 +90,7 @@ def is_fsdp2(model: Any) -> bool:
 
 def is_deepspeed_engine(model: Any) -> bool:
     """True for a DeepSpeed engine (it owns step, reset and normalization)."""
-    return type(model).__name__ == "DeepSpeedEngine" or _module_of(model).startswith("deepspeed")
+    return type(model).__name__ == "DeepSpeedEngine" or _package_of(model) == fw.deepspeed.PACKAGE
 
 
 def _fsdp2_mesh_info(model: Any) -> Any:
@@ -148,20 +171,25 @@ def hf_user_normalizes(trainer: Any) -> str:
     count unless ``loss_is_scaled_for_ga`` — set explicitly, or ``model_accepts_loss_kwargs``
     (``num_items_in_batch`` is passed during training) or a ``compute_loss_func``.
     """
-    explicit = getattr(trainer, "loss_is_scaled_for_ga", None)
-    kwargs = bool(getattr(trainer, "model_accepts_loss_kwargs", False))
-    func = getattr(trainer, "compute_loss_func", None) is not None
+    hf = fw.transformers
+    explicit = getattr(trainer, hf.EXPLICIT_SCALED_ATTR, None)
+    kwargs = bool(getattr(trainer, hf.LOSS_KWARGS_ATTR, False))
+    func = getattr(trainer, hf.LOSS_FUNC_ATTR, None) is not None
     scaled = explicit if explicit is not None else (kwargs or func)
     if not scaled:
         return ""
-    why = ("loss_is_scaled_for_ga=True" if explicit is not None else
-           "the model takes loss kwargs" if kwargs else "a compute_loss_func is set")
+    why = (f"{hf.EXPLICIT_SCALED_ATTR}=True" if explicit is not None else
+           "the model takes loss kwargs" if kwargs else f"a {hf.LOSS_FUNC_ATTR} is set")
     return (f"HF Trainer ({why}): it passes num_items_in_batch (the group's supervised tokens) to compute_loss and "
             "does not divide the loss by A, so the returned loss must be normalized over the group")
 
 
-#: Packages whose code steps an LR scheduler it was configured with (ACC306 when the user steps it too).
-SCHEDULER_OWNERS = ("lightning", "pytorch_lightning", "deepspeed")
+#: Packages whose code steps an LR scheduler it was configured with (ACC306 when the user steps it
+#: too): those of the framework contracts whose framework steps the scheduler.
+SCHEDULER_OWNERS = tuple(
+    package for contract in fw.GROUP_CONTRACTS if contract.steps_scheduler is Owner.FRAMEWORK
+    for package in contract.packages
+)
 
 
 def scheduler_caller(frame: Any) -> str:
@@ -175,7 +203,7 @@ def scheduler_caller(frame: Any) -> str:
         package = (frame.f_globals.get("__name__") or "").split(".")[0]
         if package in SCHEDULER_OWNERS:
             return package
-        if frame.f_code.co_name != "lr_scheduler_step":
+        if frame.f_code.co_name != fw.lightning.SCHEDULER_STEP_HOOK:
             return ""
         frame = frame.f_back
     return ""

@@ -658,8 +658,8 @@ class Probe:
             batch=self._position[1] if self._position else None,
         )
         if self.record.ddp:
-            mb.sync_at_forward = bool(getattr(self.model, "require_backward_grad_sync", True))
-        if self._gradient_state is not None and getattr(self._gradient_state, "sync_gradients", True) is False:
+            mb.sync_at_forward = frameworks.ddp_syncs(self.model)
+        if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
             self.record.accumulate_seen = True
         dp = self.record.data_parallel
         if batch is not None and dp is not None and (dp.size or 1) > 1:
@@ -765,7 +765,7 @@ class Probe:
         self._in_backward = True
         mb = self._mb
         if mb is not None and self.record.ddp:
-            mb.sync_in_backward = bool(getattr(self.model, "require_backward_grad_sync", True))
+            mb.sync_in_backward = frameworks.ddp_syncs(self.model)
         torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_queued)
 
     def _on_backward_queued(self) -> None:

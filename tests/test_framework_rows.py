@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import csv
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from accumlint.engine import check_source, rules_for
 from tests.shared_data import SHARED, require_shared
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def found(source: str) -> list[tuple[str, int]]:
@@ -127,3 +130,276 @@ def test_an_a_the_code_does_not_show_stays_undecided(name: str) -> None:
     Accelerate divides is unknown, so neither the division nor the reset is reported."""
     assert found(_script(UNDECIDED[name], " / hp.micro")) == []
     assert found(_script(UNDECIDED[name], reset="model")) == []
+
+
+# --- library helpers as summaries ---------------------------------------------------------------
+
+TIMM = """
+    from timm.utils import NativeScaler
+
+
+    def train_one_epoch(model, loader, optimizer, criterion, accum_iter, max_norm):
+        loss_scaler = NativeScaler()
+        for it, (images, targets) in enumerate(loader):
+    {body}
+"""
+
+
+def _timm(body: str) -> str:
+    return textwrap.dedent(TIMM).format(body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
+
+
+def test_timm_native_scaler_updates_only_when_asked() -> None:
+    """``need_update`` gates the scaler's step: a reset before every call wipes the group."""
+    source = _timm("""
+        optimizer.zero_grad()
+        loss = criterion(model(images), targets) / accum_iter
+        loss_scaler(loss, optimizer, clip_grad=max_norm, parameters=model.parameters(),
+                    need_update=(it + 1) % accum_iter == 0)
+    """)
+    assert found(source) == [("ACC001", 7)]
+
+
+def test_timm_native_scaler_gated_with_its_reset_is_silent() -> None:
+    source = _timm("""
+        loss = criterion(model(images), targets) / accum_iter
+        boundary = (it + 1) % accum_iter == 0
+        loss_scaler(loss, optimizer, clip_grad=max_norm, parameters=model.parameters(), need_update=boundary)
+        if boundary:
+            optimizer.zero_grad()
+    """)
+    assert found(source) == []
+
+
+def test_timm_native_scaler_without_need_update_updates_every_microbatch() -> None:
+    source = _timm("""
+        loss = criterion(model(images), targets) / accum_iter
+        loss_scaler(loss, optimizer, parameters=model.parameters())
+        if (it + 1) % accum_iter == 0:
+            optimizer.zero_grad()
+    """)
+    assert found(source) == [("ACC004", 8)]
+
+
+def test_a_project_class_named_like_the_helper_is_read_from_its_code() -> None:
+    """The row is timm's: a project's own ``NativeScaler`` (here: one that never updates) is
+    analysed from its code, so the per-call reset is no ACC001 against an update it lacks."""
+    source = """
+        class NativeScaler:
+            def __call__(self, loss, optimizer, need_update=True):
+                loss.backward()
+
+
+        def train(model, loader, optimizer, accum_iter):
+            loss_scaler = NativeScaler()
+            for it, batch in enumerate(loader):
+                optimizer.zero_grad()
+                loss_scaler(model(batch) / accum_iter, optimizer, need_update=(it + 1) % accum_iter == 0)
+    """
+    assert ("ACC001", 9) not in found(source)
+    assert found(_timm("""
+        optimizer.zero_grad()
+        loss_scaler(criterion(model(images), targets) / accum_iter, optimizer,
+                    need_update=(it + 1) % accum_iter == 0)
+    """)) == [("ACC001", 7)]
+
+
+def test_a_summary_event_with_a_given_parameter_runs_only_when_it_is_passed() -> None:
+    from accumlint.frameworks import timm
+
+    body = timm.SUMMARIES[0].source()
+    assert "    if need_update:\n        if clip_grad is not None:\n            torch.nn.utils.clip_grad_norm_(" in body
+    assert "    if need_update:\n        grad_scaler.step(optimizer)" in body
+
+
+TORCHTUNE = """
+    from torchtune import training
+
+
+    def setup_and_train(model, loader, optimizer, loss_fn, accum):
+        {shard}
+        for idx, batch in enumerate(loader):
+            if (idx + 1) % accum != 0:
+                {skip}
+                    loss_fn(model(batch["tokens"]), batch["labels"]).backward()
+            else:
+                loss_fn(model(batch["tokens"]), batch["labels"]).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+SHARD = 'training.shard_model(model=model, shard_conditions=[lambda name, module: False], cpu_offload=False)'
+
+
+def test_a_module_sharded_by_torchtune_has_no_ddp_switch() -> None:
+    source = TORCHTUNE.format(shard=SHARD, skip="with model.no_sync():")
+    assert found(source) == [("ACC406", 8)]
+    positional = TORCHTUNE.format(shard=SHARD.replace("model=model", "model"), skip="with model.no_sync():")
+    assert found(positional) == [("ACC406", 8)]
+
+
+def test_a_torchtune_module_with_fsdp2_s_own_switch_is_silent() -> None:
+    source = f"""
+        from torchtune import training
+
+
+        def setup_and_train(model, loader, optimizer, loss_fn, accum):
+            {SHARD}
+            for idx, batch in enumerate(loader):
+                boundary = (idx + 1) % accum == 0
+                model.set_requires_gradient_sync(boundary)
+                (loss_fn(model(batch["tokens"]), batch["labels"]) / accum).backward()
+                if boundary:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """
+    assert found(source) == []
+
+
+def test_a_project_function_named_shard_model_is_not_torchtune_s() -> None:
+    source = TORCHTUNE.format(shard=SHARD, skip="with model.no_sync():").replace(
+        "from torchtune import training", "import helpers as training")
+    assert found(source) == []
+
+
+# --- one statement of each contract ---------------------------------------------------------------
+
+def _modules():
+    import types
+
+    from accumlint import frameworks as fw
+
+    return {name: module for name, module in vars(fw).items()
+            if isinstance(module, types.ModuleType) and hasattr(module, "VERSION")}
+
+
+def test_the_rows_import_neither_libcst_nor_torch() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys, accumlint.frameworks; "
+                           "print(sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'torch'}))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_every_row_source_names_a_version_its_module_declares() -> None:
+    """A version bump edits the module's ``VERSION`` (and its rows, which read it)."""
+    from accumlint.frameworks.contracts import Source
+
+    for name, module in _modules().items():
+        assert module.READ_VERSIONS[0] == module.VERSION
+        for value in vars(module).values():
+            rows = value if isinstance(value, tuple) else (value,)
+            for row in rows:
+                source = getattr(row, "source", None) or getattr(row, "read_from", None)
+                if isinstance(source, Source):
+                    assert source.version in module.READ_VERSIONS, (name, row)
+        contract = getattr(module, "CONTRACT", None)
+        if contract is not None:
+            assert contract.source.version == module.VERSION, name
+
+
+#: a cited version: "accelerate 1.15.0 accelerator.py", "torch 2.13.0 ``nn/parallel/distributed.py``"
+CITATION = re.compile(r"\b(torch|accelerate|lightning|transformers|deepspeed|mmengine|torchtune|timm|diffusers) "
+                      r"(\d+\.\d+\.\d+[\w.]*),? (?:``)?[\w/]+\.py\b")
+PACKAGE_MODULE = {"torch": "pytorch"}
+
+
+def test_no_module_cites_a_framework_version_its_framework_module_does_not_declare() -> None:
+    """Two modules may not read one framework in different versions: a citation elsewhere in the
+    linter or the guard (a docstring, a row's text) must be a version the framework's module lists."""
+    modules = _modules()
+    stated = []
+    for root in ("accumlint", "runtime_guard"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            for match in CITATION.finditer(path.read_text(encoding="utf-8")):
+                package, version = match.groups()
+                module = modules[PACKAGE_MODULE.get(package, package)]
+                stated.append((path.name, package, version))
+                assert version in module.READ_VERSIONS, (path, match.group(0), module.READ_VERSIONS)
+    assert len(stated) > 20  # the pattern does find the citations
+
+
+def test_a_backward_contract_and_its_framework_contract_agree() -> None:
+    from accumlint import frameworks as fw
+    from accumlint.frameworks.contracts import Normalizes, Owner
+
+    contracts = {contract.framework: contract for contract in fw.GROUP_CONTRACTS}
+    for backward in fw.BACKWARD_CONTRACTS:
+        group = contracts[backward.framework]
+        assert (backward.normalizes is not Normalizes.NEVER) == (group.divides is Owner.FRAMEWORK), backward
+
+
+def test_a_framework_tail_and_its_framework_contract_agree() -> None:
+    from accumlint import frameworks as fw
+
+    tails = {(tail.framework, tail.treatment) for tail in fw.FRAMEWORK_TAILS.values()}
+    for contract in fw.GROUP_CONTRACTS:
+        if contract.tail is not None:
+            assert (contract.framework, contract.tail) in tails, contract
+
+
+#: names whose meaning is a framework's contract: stated as a literal only in their row
+CONTRACT_NAMES = (
+    "pytorch.DDP_SYNC_FLAG", "accelerate.SYNC_FLAG", "accelerate.PLUGIN_KEYWORD", "accelerate.UNSCALE_METHOD",
+    "accelerate.ACCUMULATION_KEYWORD", "lightning.ACCUMULATION_KEYWORD", "mmengine.ACCUMULATION_KEYWORD",
+    "deepspeed.UNMANAGED_KEY", "lightning.SCHEDULER_STEP_HOOK", "lightning.AUTOMATIC_OPTIMIZATION_ATTR",
+    "lightning.MANUAL_BACKWARD", "lightning.CONFIGURE_OPTIMIZERS", "transformers.EXPLICIT_SCALED_ATTR",
+    "transformers.LOSS_KWARGS_ATTR", "transformers.LOSS_FUNC_ATTR", "transformers.COUNT_PARAMETER",
+)
+
+
+def test_contract_names_are_literals_only_in_their_framework_module() -> None:
+    """A module of the linter or the guard that writes ``"sync_gradients"`` itself states Accelerate's
+    contract a second time; it reads ``frameworks.accelerate.SYNC_FLAG`` instead."""
+    import ast
+
+    from accumlint import frameworks as fw
+
+    names = {}
+    for dotted_name in CONTRACT_NAMES:
+        module, attribute = dotted_name.split(".")
+        names[getattr(getattr(fw, module), attribute)] = dotted_name
+    names.update({name: "deepspeed boundary calls" for name in fw.deepspeed.BOUNDARY_CALLS
+                  | fw.deepspeed.MANUAL_BOUNDARY_CALLS})
+    restated = []
+    for root in ("accumlint", "runtime_guard"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            if path.parent.name == "frameworks" and path.parent.parent.name == "accumlint":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            documented = {id(node.body[0].value) for node in ast.walk(tree)
+                          if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                          and node.body and isinstance(node.body[0], ast.Expr)}
+            restated += [(str(path.relative_to(REPO)), node.lineno, node.value) for node in ast.walk(tree)
+                         if isinstance(node, ast.Constant) and node.value in names and id(node) not in documented]
+    assert restated == []
+
+
+def test_the_guard_reads_the_scheduler_owners_from_the_rows() -> None:
+    pytest.importorskip("torch")
+    from accumlint import frameworks as fw
+    from accumlint.frameworks.contracts import Owner
+    from runtime_guard import frameworks as guard
+
+    stepping = {contract.framework for contract in fw.GROUP_CONTRACTS if contract.steps_scheduler is Owner.FRAMEWORK}
+    assert {"Lightning", "DeepSpeed", "HF Trainer"} <= stepping
+    assert not {"Accelerate", "mmengine", "Lightning Fabric", "PyTorch"} & stepping
+    assert set(guard.SCHEDULER_OWNERS) == {package for contract in fw.GROUP_CONTRACTS if contract.framework in stepping
+                                           for package in contract.packages}
+
+
+def test_the_guard_and_the_linter_read_one_hf_normalization_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Renaming the Trainer's attribute in the transformers module changes what the guard reads."""
+    pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from accumlint import frameworks as fw
+    from runtime_guard import frameworks as guard
+
+    hf = fw.transformers
+    assert {hf.EXPLICIT_SCALED_ATTR, hf.LOSS_KWARGS_ATTR} == hf.NORMALIZATION_ATTRS
+    assert guard.hf_user_normalizes(SimpleNamespace(model_accepts_loss_kwargs=True))
+    monkeypatch.setattr(fw.transformers, "LOSS_KWARGS_ATTR", "takes_token_counts")
+    assert guard.hf_user_normalizes(SimpleNamespace(model_accepts_loss_kwargs=True)) == ""
+    assert guard.hf_user_normalizes(SimpleNamespace(takes_token_counts=True))

@@ -626,8 +626,8 @@ def test_a_project_function_named_like_a_library_update_is_followed_not_classifi
 
 
 def test_a_library_function_described_by_a_row_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from accumlint.frameworks.contracts import Summary, SummaryEvent
     from accumlint.model import summaries
-    from accumlint.model.summaries import Summary, SummaryEvent
 
     row = Summary("fancylib.AmpScaler.__call__",
                   ("self", "loss", "optimizer", "clip_grad=None", "parameters=None", "update_grad=True"),
@@ -651,7 +651,7 @@ def test_a_library_function_described_by_a_row_is_followed(tmp_path: Path, monke
 
 
 def test_a_row_naming_no_parameter_is_refused() -> None:
-    from accumlint.model.summaries import Summary, SummaryEvent
+    from accumlint.frameworks.contracts import Summary, SummaryEvent
 
     with pytest.raises(ValueError, match="not a parameter"):
         Summary("lib.f", ("loss",), (SummaryEvent("update", "optimizer"),))

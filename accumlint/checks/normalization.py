@@ -75,7 +75,8 @@ class DoubleNormalization(Rule):
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
         for scope in model.scopes:
             node = scope.node
-            if not isinstance(node, cst.FunctionDef) or node.name.value != "training_step" or scope.class_def is None:
+            if (not isinstance(node, cst.FunctionDef) or node.name.value not in fw.lightning.MICROBATCH_HOOKS
+                    or scope.class_def is None):
                 continue
             if not model.frameworks.lightning_automatic(scope.class_def):
                 continue

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
@@ -173,17 +174,18 @@ class NoSyncNoopUnderFsdp2(Rule):
 
     Flags ``model.no_sync()``, ``getattr(model, "no_sync", ...)`` and ``model.require_backward_grad_sync
     = ...`` where the same function (or class, for ``self.`` attributes) calls FSDP2's
-    ``fully_shard(model)``. Exempt: FSDP2's ``set_requires_gradient_sync``, FSDP1's
+    ``fully_shard(model)`` (or torchtune's ``training.shard_model(model, ...)``, which calls it:
+    ``frameworks.FSDP2_SHARDS``). Exempt: FSDP2's ``set_requires_gradient_sync``, FSDP1's
     ``FullyShardedDataParallel.no_sync()``, and a module sharded in another function (the names
     may not be the same object).
     """
 
     code = "ACC406"
-    markers = (b"fully_shard",)
+    markers = tuple(sorted(name.encode() for name in fw.FSDP2_SHARD_NAMES))
 
     def applies(self, facts: SourceFacts) -> bool:
-        """FSDP2's ``fully_shard`` is called (it makes the sharded module)."""
-        return facts.calls(("fully_shard",))
+        """FSDP2's ``fully_shard`` (or a helper that applies it) is called: it makes the sharded module."""
+        return facts.calls(tuple(sorted(fw.FSDP2_SHARD_NAMES)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for switch in ddp_switches_on_fsdp2(model):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.fixes.base import (
     SAFE,
     UNSAFE,
@@ -105,7 +106,7 @@ def fix_acc304(located: Located) -> Edit | None:
     if accelerator is None:
         return None
     guarded = cst.If(
-        test=cst.Attribute(value=accelerator, attr=cst.Name("sync_gradients")),
+        test=cst.Attribute(value=accelerator, attr=cst.Name(fw.accelerate.SYNC_FLAG)),
         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
         leading_lines=statement.leading_lines,
     )

@@ -35,16 +35,18 @@ from accumlint.frameworks.contracts import (
     Normalizes,
     Owner,
     Role,
+    Summary,
     TailTreatment,
 )
 
 __all__ = [
     "ACCUMULATION_KEYWORDS", "BACKWARD_CONTRACTS", "CONSTRUCTORS", "CONSTRUCTOR_PREFIXES", "FORWARD_DECIDES_SYNC",
-    "FRAMEWORK_TAILS", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS", "LOADER_SHARDING", "NO_SYNC_METHODS",
-    "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS", "SCHEDULE_HORIZON_POSITIONS",
-    "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail", "GroupContract", "LoaderSharding", "Normalizes",
-    "Owner", "Role", "TailTreatment", "accelerate", "apex", "backward_contract", "bitsandbytes", "deepspeed",
-    "diffusers", "fairseq", "lightning", "mmengine", "pytorch", "timm", "torchtune", "transformers",
+    "FRAMEWORK_TAILS", "FSDP2_SHARDS", "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS",
+    "LOADER_SHARDING", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS",
+    "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
+    "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
+    "apex", "backward_contract", "bitsandbytes", "deepspeed", "diffusers", "fairseq", "lightning", "mmengine",
+    "pytorch", "timm", "torchtune", "transformers",
 ]
 
 #: Exact qualified constructor names → the role of the value they return.
@@ -113,6 +115,14 @@ SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
 
 #: Calls that start a process group: the module runs as several processes.
 PROCESS_GROUP_INIT = pytorch.PROCESS_GROUP_INIT | deepspeed.PROCESS_GROUP_INIT
+#: Calls that shard a module with FSDP2 in place (qualified name → the parameter naming it, also
+#: the first positional): torch's ``fully_shard(module)``, torchtune's ``shard_model(model, ...)``.
+FSDP2_SHARDS: dict[str, str] = {
+    **dict.fromkeys(pytorch.FSDP2_SHARD_CALLS, pytorch.FSDP2_SHARD_PARAMETER),
+    **dict.fromkeys(torchtune.SHARD_CALLS, torchtune.SHARD_PARAMETER),
+}
+#: Their last names (what a file's bytes show).
+FSDP2_SHARD_NAMES = frozenset(qualified.rsplit(".", 1)[-1] for qualified in FSDP2_SHARDS)
 #: Frameworks whose loader call gives each replica its own samples.
 LOADER_SHARDING: tuple[LoaderSharding, ...] = (
     *accelerate.LOADER_SHARDING, *lightning.LOADER_SHARDING, *deepspeed.LOADER_SHARDING,
@@ -123,3 +133,7 @@ RETURNED_REDUCTIONS = accelerate.RETURNED_REDUCTIONS | lightning.RETURNED_REDUCT
 GATHERS = pytorch.GATHERS | accelerate.GATHERS
 #: Calls that rescale gradients after the backward.
 GRAD_SCALING_CALLS = torchtune.GRAD_RESCALE_CALLS | pytorch.IN_PLACE_RESCALES
+
+#: Library functions and methods whose behaviour decides a verdict, summarized (the model
+#: inlines them like project functions: :mod:`accumlint.model.summaries`).
+SUMMARIES: tuple[Summary, ...] = (*timm.SUMMARIES,)

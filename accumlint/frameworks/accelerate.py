@@ -20,6 +20,8 @@ from accumlint.frameworks.contracts import (
 )
 
 VERSION = "1.15.0"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 CONTRACT = GroupContract(
     "Accelerate", "Accelerator(gradient_accumulation_steps=A) + accumulate() + accelerator.backward",
@@ -60,8 +62,10 @@ BACKWARD = BackwardContract(
 #: scheduler's ``step`` act only on the sync microbatch (``optimizer.py``, ``scheduler.py``).
 #: ``nn.Module.zero_grad`` and unprepared objects are never gated.
 GATED_ROLES = frozenset({Role.OPTIMIZER, Role.SCHEDULER})
-#: The boundary flags (``accelerator.sync_gradients``; ``gradient_state.sync_gradients``).
-BOUNDARY_ATTRS = frozenset({"sync_gradients"})
+#: The boundary flag (``accelerator.sync_gradients``; ``gradient_state.sync_gradients``): False
+#: on the microbatches inside ``accumulate()`` that do not end a group.
+SYNC_FLAG = "sync_gradients"
+BOUNDARY_ATTRS = frozenset({SYNC_FLAG})
 #: ``accelerator.no_sync(model)``: a sync switch decided at forward time (over DDP).
 NO_SYNC_ROLES = (Role.ACCELERATOR,)
 FORWARD_DECIDES_SYNC = frozenset({Role.ACCELERATOR})

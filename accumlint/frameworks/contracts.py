@@ -134,33 +134,77 @@ class LoaderSharding:
 
 # --- library helpers, summarized ------------------------------------------------------------------
 
+#: event kind → the statement that performs it on the row's ``on`` expression
+SUMMARY_STATEMENTS = {
+    "backward": "{on}.backward()",
+    "scaled_backward": "grad_scaler.scale({on}).backward()",
+    "unscale": "grad_scaler.unscale_({on})",
+    "clip": "torch.nn.utils.clip_grad_norm_({on}, 1.0)",
+    "update": "{on}.step()",
+    "scaler_update": "grad_scaler.step({on})\ngrad_scaler.update()",
+    "reset": "{on}.zero_grad()",
+    "scheduler_step": "{on}.step()",
+}
+
 
 @dataclass(frozen=True)
-class HelperEvent:
-    """One training event a library helper performs: ``kind`` (a statement kind of
-    :mod:`accumlint.model.summaries`) on the parameter (or parameter attribute) ``on``, run only
-    when the parameter ``gate`` is true (None: always)."""
+class SummaryEvent:
+    """One event of a summary: ``kind`` (a key of :data:`SUMMARY_STATEMENTS`) on the parameter
+    (or ``self`` attribute) ``on``, run only when the parameter ``gate`` is true (None: always)
+    and the parameter ``given`` is not None (None: no such condition)."""
 
     kind: str
     on: str
     gate: str | None = None
+    given: str | None = None
 
 
 @dataclass(frozen=True)
-class HelperRow:
-    """What calling a library function or method does to the accumulation group.
+class Summary:
+    """What calling the library function or method ``name`` (qualified) does to the group.
 
-    ``name``: its qualified name; ``params``: its parameters in order (``name=default`` gives a
-    literal default); ``method``: the first parameter is the receiver; ``divides``: the loss it
-    backpropagates is divided by this parameter first. The model turns a row into a summary it
-    inlines like a project function (:mod:`accumlint.model.summaries`)."""
+    ``params``: its parameters in order (a ``name=default`` string gives a literal default, as
+    a row writes it); ``method``: the first parameter is the receiver; ``divides``: the
+    backpropagated loss is divided by this parameter first; ``read_from``: the package version
+    and file the row was read from. The model inlines the body :meth:`source` writes like a
+    project function (:mod:`accumlint.model.summaries`). Raises ``ValueError`` when an event
+    names an unknown kind or parameter."""
 
     name: str
     params: tuple[str, ...]
-    events: tuple[HelperEvent, ...]
-    source: Source
+    events: tuple[SummaryEvent, ...]
     method: bool = False
     divides: str | None = None
+    read_from: Source | None = None
+
+    def __post_init__(self) -> None:
+        names = {param.split("=", 1)[0] for param in self.params}
+        for event in self.events:
+            if event.kind not in SUMMARY_STATEMENTS:
+                raise ValueError(f"{self.name}: unknown event kind {event.kind!r}")
+            root = event.on.split(".", 1)[0]
+            if root not in names:
+                raise ValueError(f"{self.name}: {event.on!r} is not a parameter")
+            for condition in (event.gate, event.given):
+                if condition is not None and condition not in names:
+                    raise ValueError(f"{self.name}: gate {condition!r} is not a parameter")
+
+    def source(self) -> str:
+        """The Python text of the body this summary stands for."""
+        lines = [f"def {self.name.rsplit('.', 1)[-1]}({', '.join(self.params)}):"]
+        for event in self.events:
+            on = event.on
+            if event.kind in ("backward", "scaled_backward") and self.divides:
+                on = f"({on} / {self.divides})"
+            indent = "    "
+            for test in ([event.gate] if event.gate else []) + ([f"{event.given} is not None"] if event.given else []):
+                lines.append(f"{indent}if {test}:")
+                indent += "    "
+            for statement in SUMMARY_STATEMENTS[event.kind].format(on=on).splitlines():
+                lines.append(indent + statement)
+        if len(lines) == 1:
+            lines.append("    pass")
+        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ from accumlint.frameworks.contracts import (
 )
 
 VERSION = "0.19.8"
+#: Every version a fact of this module was read in (the installed one first).
+#: 0.19.6: deepspeedai master @edaa722, read for the scheduler and loader facts.
+READ_VERSIONS = (VERSION, "0.19.6")
 
 CONTRACT = GroupContract(
     "DeepSpeed", "DeepSpeedEngine, managed accumulation (the default)",
@@ -71,7 +74,8 @@ TAILS: dict[str, FrameworkTail] = {
 
 LOADER_SHARDING: tuple[LoaderSharding, ...] = (
     LoaderSharding("DeepSpeed", "deepspeed.initialize", "training_data",
-                   "deepspeed 0.19.6 runtime/engine.py deepspeed_io -> runtime/dataloader.py DeepSpeedDataLoader: "
+                   f"deepspeed {READ_VERSIONS[1]} runtime/engine.py deepspeed_io -> runtime/dataloader.py "
+                   "DeepSpeedDataLoader: "
                    "DistributedSampler(num_replicas=data_parallel_world_size, rank=data_parallel_rank) when "
                    "local_rank >= 0 and no data_sampler is given"),
 )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import Role
 
 VERSION = "0.42.1"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 CONSTRUCTORS: dict[str, Role] = {"diffusers.optimization.get_scheduler": Role.SCHEDULER}
 SCHEDULE_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps"})

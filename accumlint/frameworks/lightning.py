@@ -18,6 +18,9 @@ from accumlint.frameworks.contracts import (
 )
 
 VERSION = "2.6.6"
+#: Every version a fact of this module was read in (the installed one first).
+#: 2.6.2: master @7f0c343, read for the hooks and the scheduler stepping.
+READ_VERSIONS = (VERSION, "2.6.2")
 
 CONTRACT = GroupContract(
     "Lightning", "Trainer(accumulate_grad_batches=A), automatic optimization",

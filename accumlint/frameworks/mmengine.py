@@ -8,6 +8,8 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import BackwardContract, GroupContract, Normalizes, Owner, Role, Source
 
 VERSION = "0.10.7"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 CONTRACT = GroupContract(
     "mmengine", "OptimWrapper(accumulative_counts=A).update_params(loss)",

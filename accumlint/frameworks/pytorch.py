@@ -10,6 +10,8 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import GroupContract, Owner, Role, Source
 
 VERSION = "2.13.0"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 #: The baseline: in a loop the user writes, the user does everything
 #: (``shared/docs/framework-contracts.md`` section 0).
@@ -57,6 +59,7 @@ FSDP2_SHARD_CALLS = frozenset({
     "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard",
     "torch.distributed.fsdp._fully_shard.fully_shard", "torch.distributed._composable.fsdp.fully_shard.fully_shard",
 })
+FSDP2_SHARD_PARAMETER = "module"
 #: DDP's sync switches (``nn/parallel/distributed.py``): the context and the flag it flips.
 DDP_NO_SYNC_METHOD = "no_sync"
 DDP_SYNC_FLAG = "require_backward_grad_sync"

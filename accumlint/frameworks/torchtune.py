@@ -8,6 +8,8 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import GroupContract, Owner, Source
 
 VERSION = "0.7.0"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 CONTRACT = GroupContract(
     "torchtune", "a recipe's train loop (full_finetune_distributed.py)",
@@ -21,4 +23,14 @@ CONTRACT = GroupContract(
 #: ``training.scale_grads(model, scaler)`` (``training/_grad_scaler.py``): multiplies every
 #: ``.grad`` of ``model`` in place by ``scaler``; a replica count among its arguments undoes
 #: (or changes) the wrapper's average.
-GRAD_RESCALE_CALLS = frozenset({"scale_grads"})  # torchtune 0.6.1 and 0.7.0 alike
+#: Matched by name, so not its successor ``scale_grads_(parameters, scaler)`` (0.7.0, where
+#: ``scale_grads`` is deprecated): projects define helpers of that name, and a project's own
+#: helper is read from its code (``shared/patterns/norm_grad_rescale_every_microbatch.py``).
+GRAD_RESCALE_CALLS = frozenset({"scale_grads"})
+
+#: ``training.shard_model(model, shard_conditions, *, cpu_offload, reshard_after_forward=True,
+#: dp_mesh=None)`` (``training/_distributed.py``): applies FSDP2's ``fully_shard`` to every module a
+#: condition selects and then to ``model`` itself, in place (it returns None). The model is then
+#: an FSDP2 module: DDP's ``no_sync()`` and ``require_backward_grad_sync`` do nothing on it.
+SHARD_CALLS = frozenset({"torchtune.training.shard_model", "torchtune.training._distributed.shard_model"})
+SHARD_PARAMETER = "model"

@@ -8,6 +8,8 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import FrameworkTail, GroupContract, Owner, Role, Source, TailTreatment
 
 VERSION = "5.24.0"
+#: Every version a fact of this module was read in (the installed one first).
+READ_VERSIONS = (VERSION,)
 
 CONTRACT = GroupContract(
     "HF Trainer", "transformers.Trainer(args=TrainingArguments(gradient_accumulation_steps=A))",

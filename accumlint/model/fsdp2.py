@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model.names import dotted, method_name, positional, receiver
+from accumlint.model.names import dotted, keyword, method_name, positional, receiver
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -37,14 +37,15 @@ class DdpSwitchOnFsdp2:
 
 
 def _sharded_names(model: FileModel, scope: Scope) -> set[str]:
-    """Dotted names sharded by FSDP2 in ``scope``: ``fully_shard(m)``'s argument and the name
-    it is assigned to."""
+    """Dotted names sharded by FSDP2 in ``scope``: the argument of ``fully_shard(m)`` (or of
+    another call of ``frameworks.FSDP2_SHARDS``) and the name ``fully_shard``'s result is assigned to."""
     names: set[str] = set()
     for site in scope.sites:
         if site.in_helper:
             continue
-        if site.call is not None and model.roles.qualify_call(site.call) in fw.pytorch.FSDP2_SHARD_CALLS:
-            argument = dotted(positional(site.call, 0))
+        parameter = fw.FSDP2_SHARDS.get(model.roles.qualify_call(site.call)) if site.call is not None else None
+        if parameter is not None:
+            argument = dotted(positional(site.call, 0) or keyword(site.call, parameter))  # type: ignore[arg-type]
             if argument:
                 names.add(argument)
         value = site.value

@@ -479,7 +479,7 @@ class ModuleFunctions:
         return list(self.class_of.items())
 
 
-_BACKWARD_NAMES = frozenset({"backward", "manual_backward"})
+_BACKWARD_NAMES = frozenset({"backward", fw.lightning.MANUAL_BACKWARD})
 
 
 def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
@@ -707,7 +707,8 @@ class _Walker:
         owner = self.module_of(inline)
         row = summaries.lookup(owner.imports.qualify(dotted(func))) if summaries.LIBRARY_SUMMARIES else None
         if row is not None:  # a library function described by a table row
-            return [Callee(row.function(), summaries.owner_of(row), None, row.method, None)]  # type: ignore[arg-type]
+            return [Callee(summaries.function(row), summaries.owner_of(row), None, row.method,  # type: ignore[arg-type]
+                           None)]
         if isinstance(func, cst.Name):
             name = func.value
             value = self.values.get((id(inline) if inline is not None else 0, name))
@@ -783,7 +784,8 @@ class _Walker:
             row = summaries.lookup(f"{self.module_of(inline).imports.qualify(dotted(value.func))}.__call__") if (
                 summaries.LIBRARY_SUMMARIES) else None
             if row is not None:  # an instance of a library class whose __call__ a table row describes
-                return [Callee(row.function(), summaries.owner_of(row), None, True, None)]  # type: ignore[arg-type]
+                return [Callee(summaries.function(row), summaries.owner_of(row), None, True,  # type: ignore[arg-type]
+                               None)]
             located = self.class_of_value(value, inline, depth)
             if located is not None:  # an instance called: its __call__ (an nn.Module's: forward)
                 method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")

@@ -48,6 +48,8 @@ try:
 except ImportError:  # pragma: no cover - the standalone package
     import pytorch_lightning as pl  # type: ignore[no-redef]
 
+from accumlint import frameworks as fw
+from accumlint.frameworks.contracts import Owner
 from runtime_guard.integrations._session import GuardSession, SessionCallback
 from runtime_guard.probe import OnFinding
 from runtime_guard.undo import wrap_instance_method
@@ -180,13 +182,15 @@ class GuardCallback(SessionCallback, pl.Callback):
         if a and isinstance(batches, int) and batches < a * (self._session.groups + 1):
             notes.append(f"the epoch has {batches} batches: the probed groups reach the epoch end, where Lightning "
                          "steps a final partial group still divided by A (ACC005)")
+        contract = fw.lightning.CONTRACT  # automatic optimization: Lightning divides and steps the scheduler
         probe = self._session.start(
             self._forward_module(pl_module), optimizer, accumulation_steps=a, accumulation_source=source,
             scheduler=scheduler, scaler=scaler, notes=notes, unobservable=unobservable, scheduler_owner=owner,
-            facts={"version": pl.__version__, "automatic_optimization": automatic,
-                   "accumulate_grad_batches": int(trainer.accumulate_grad_batches),
+            facts={"version": pl.__version__, fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR: automatic,
+                   fw.lightning.ACCUMULATION_KEYWORD: int(trainer.accumulate_grad_batches),
                    "strategy": type(strategy).__name__,
-                   "divides_loss_by_A": automatic, "steps_scheduler_per_update": automatic},
+                   "divides_loss_by_A": automatic and contract.divides is Owner.FRAMEWORK,
+                   "steps_scheduler_per_update": automatic and contract.steps_scheduler is Owner.FRAMEWORK},
         )
         # self.optimizers() hands out LightningOptimizer wrappers whose zero_grad is torch's, bound to the
         # wrapper: wrap those too, so a reset from training_step is seen by name

@@ -45,6 +45,8 @@ from typing import Any
 
 import transformers
 
+from accumlint import frameworks as fw
+from accumlint.frameworks.contracts import Owner
 from runtime_guard import frameworks
 from runtime_guard.integrations._session import GuardSession, SessionCallback
 from runtime_guard.probe import OnFinding
@@ -142,10 +144,10 @@ class GuardCallback(SessionCallback, transformers.TrainerCallback):
             scheduler=kwargs.get("lr_scheduler"), scaler=getattr(optimizer, "scaler", None), notes=notes,
             unobservable=unobservable,
             user_normalizes=frameworks.hf_user_normalizes(SimpleNamespace(model_accepts_loss_kwargs=loss_kwargs)),
-            facts={"version": transformers.__version__, "gradient_accumulation_steps": int(
-                args.gradient_accumulation_steps), "model_accepts_loss_kwargs": loss_kwargs,
+            facts={"version": transformers.__version__, fw.transformers.ACCUMULATION_KEYWORD: int(
+                args.gradient_accumulation_steps), fw.transformers.LOSS_KWARGS_ATTR: loss_kwargs,
                    "divides_loss": "by num_items_in_batch (model)" if loss_kwargs else "by the group's microbatches",
-                   "steps_scheduler_per_update": True},
+                   "steps_scheduler_per_update": fw.transformers.CONTRACT.steps_scheduler is Owner.FRAMEWORK},
         )
         probe.record.weight_sum_explained = quirk
 
