@@ -1,15 +1,16 @@
 """What the guard needs to know about the objects it is given, by framework.
 
-Facts used here (checked against the installed sources):
+Facts used here (checked against the installed sources, in the versions their framework
+modules of :mod:`accumlint.frameworks` name):
 
-* torch 2.13.0 ``torch/nn/parallel/distributed.py``: DDP reads
+* torch ``torch/nn/parallel/distributed.py``: DDP reads
   ``require_backward_grad_sync`` inside ``forward`` (``_pre_forward`` / ``_post_forward``);
   ``no_sync()`` only flips that attribute. Its replica group is ``process_group``.
-* torch 2.13.0 ``torch/distributed/fsdp/_fully_shard/_fully_shard.py``: FSDP2 modules are
+* torch ``torch/distributed/fsdp/_fully_shard/_fully_shard.py``: FSDP2 modules are
   instances of the dynamic class ``FSDP<Module>`` deriving from ``FSDPModule``; the sync
   switch (``set_requires_gradient_sync``) is read in the post-backward hook, so forward
   placement does not decide (ACC401 does not apply).
-* accelerate 1.15.0 ``accelerate/optimizer.py`` / ``scheduler.py``: ``AcceleratedOptimizer``
+* accelerate ``accelerate/optimizer.py`` / ``scheduler.py``: ``AcceleratedOptimizer``
   wraps the user's optimizer as ``.optimizer`` and calls its ``step`` / ``zero_grad`` only when
   ``gradient_state.sync_gradients`` is True; ``AcceleratedScheduler`` wraps ``.scheduler`` and
   steps it ``num_processes`` times per update unless ``split_batches``.
@@ -167,7 +168,7 @@ def hf_user_normalizes(trainer: Any) -> str:
     """For a Hugging Face ``Trainer``: why the loss normalization over the group is left to the
     user's loss (ACC105), or ``""`` when the Trainer divides by A itself.
 
-    transformers 5.24.0 ``Trainer.training_step``: the loss is divided by the group's microbatch
+    transformers ``Trainer.training_step``: the loss is divided by the group's microbatch
     count unless ``loss_is_scaled_for_ga`` — set explicitly, or ``model_accepts_loss_kwargs``
     (``num_items_in_batch`` is passed during training) or a ``compute_loss_func``.
     """
@@ -194,7 +195,7 @@ SCHEDULER_OWNERS = tuple(
 
 def scheduler_caller(frame: Any) -> str:
     """The framework that called a scheduler's ``step`` (``frame``: the caller's frame), or ``""``
-    for user code. lightning 2.6.6 steps configured schedulers through
+    for user code. lightning steps configured schedulers through
     ``LightningModule.lr_scheduler_step`` (a user override of that hook still counts as Lightning's
     call); DeepSpeed's engine steps its ``lr_scheduler`` in ``_take_model_step``."""
     for _ in range(2):

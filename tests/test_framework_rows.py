@@ -317,7 +317,7 @@ def test_no_module_cites_a_framework_version_its_framework_module_does_not_decla
                 module = modules[PACKAGE_MODULE.get(package, package)]
                 stated.append((path.name, package, version))
                 assert version in module.READ_VERSIONS, (path, match.group(0), module.READ_VERSIONS)
-    assert len(stated) > 20  # the pattern does find the citations
+    assert len(stated) > 10  # the pattern does find the citations
 
 
 def test_a_backward_contract_and_its_framework_contract_agree() -> None:

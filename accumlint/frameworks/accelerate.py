@@ -25,7 +25,7 @@ READ_VERSIONS = (VERSION,)
 
 CONTRACT = GroupContract(
     "Accelerate", "Accelerator(gradient_accumulation_steps=A) + accumulate() + accelerator.backward",
-    divides=Owner.FRAMEWORK, divisor="A", resets=Owner.FRAMEWORK, gates_update=Owner.FRAMEWORK,
+    divides=Owner.FRAMEWORK, divisor="A", resets=Owner.USER, gates_update=Owner.FRAMEWORK,
     steps_scheduler=Owner.USER, clips=Owner.USER,
     sync="at the entry of accumulate(): no_sync around the whole body off the boundary",
     tail=TailTreatment.WEIGHTED, a_from="Accelerator(gradient_accumulation_steps=) or its plugin's num_steps",

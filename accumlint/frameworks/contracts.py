@@ -68,8 +68,11 @@ class GroupContract:
     """What a framework API does per microbatch and per optimizer update.
 
     ``divides``/``divisor``: who divides the loss and by what (``"A"``, ``"the group's token
-    count"``, ``""`` when nobody does); ``resets``, ``gates_update``, ``steps_scheduler``,
-    ``clips``: who performs each; ``sync``: when the gradient all-reduce is decided;
+    count"``, ``""`` when nobody does); ``resets``, ``steps_scheduler``, ``clips``: whose code
+    calls the reset, the scheduler's step and the clip; ``gates_update``: who decides on which
+    microbatch the update (and a prepared object's reset or step) takes effect (Accelerate: the
+    user calls them every microbatch, the framework gates them); ``sync``: when the gradient
+    all-reduce is decided;
     ``tail``: the partial last group; ``a_from``: where the framework reads A; ``packages``: the
     top-level import names whose code acts on the user's objects (the guard matches frames by
     them). One row per API of ``shared/docs/framework-contracts.md``'s summary table.

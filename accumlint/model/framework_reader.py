@@ -4,7 +4,8 @@ managed accumulation off, ...), answered from the rows of :mod:`accumlint.framew
 
 They read LibCST trees, so they live here and not with the rows, which the LibCST-free runtime
 guard imports. :class:`accumlint.model.FileModel` keeps only framework-neutral questions and
-holds one :class:`FrameworkReader` as ``model.frameworks``.
+holds one :class:`FrameworkReader` as ``model.frameworks``. The sources cited below are the
+framework modules' (their ``VERSION``).
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ class FrameworkReader:
     def lightning_automatic_hooks(self) -> list[Scope]:
         """The microbatch hooks (``training_step``) of LightningModules under automatic
         optimization that run no backward themselves: Lightning runs the microbatch's backward
-        after the hook returns (lightning 2.6.6 ``loops/optimization/automatic.py``
+        after the hook returns (lightning ``loops/optimization/automatic.py``
         ``Closure.closure``: ``training_step``, then ``zero_grad`` on a group's first batch, then
         backward), so whatever the hook does to ``.grad`` sees earlier microbatches only."""
         return [
@@ -263,7 +264,7 @@ class FrameworkReader:
 
     def sync_decided_at_forward(self, info: RoleInfo) -> bool | None:
         """Whether the sync switch of this model is read at forward time (DDP, Accelerate and
-        Fabric over DDP: torch 2.13.0 ``nn/parallel/distributed.py`` arms the reducer in
+        Fabric over DDP: torch ``nn/parallel/distributed.py`` arms the reducer in
         forward) rather than in the backward hooks (FSDP1/FSDP2). For a model of unknown
         wrapper, the module's imports decide: DDP imported and no FSDP → True; else None."""
         if info.role in fw.FORWARD_DECIDES_SYNC:
@@ -281,7 +282,7 @@ class FrameworkReader:
     def hf_overrides_ignoring_count(self) -> list[cst.FunctionDef]:
         """HF Trainer subclasses' ``compute_loss`` overrides that accept ``num_items_in_batch`` and
         ignore it, with no declaration of how their loss is normalized and no division by A
-        (transformers 5.24.0 trainer.py ``training_step``: the loss then counts as normalized)."""
+        (transformers trainer.py ``training_step``: the loss then counts as normalized)."""
         if not any(self.model.imports.imports_module(package) for package in fw.transformers.TRAINER_PACKAGES):
             return []
         found: list[cst.FunctionDef] = []
