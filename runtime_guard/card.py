@@ -53,7 +53,8 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
                             "written into param_groups by hand is not followed)")
         elif check.needs == "scheduler-owner":
             status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
-                            "not observable: no framework (Lightning, DeepSpeed) was seen stepping the scheduler")
+                            "not observable: no framework (Lightning, DeepSpeed, the HF Trainer) was seen stepping the "
+                            "scheduler")
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
