@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
@@ -55,6 +57,8 @@ class SchedulerPerMicrobatch(Rule):
                     continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
+                if step.role.origin is None and _stops_on_microbatch_budget(group, counters):
+                    continue  # the run is counted in microbatches; the schedule's sizing is not in view
                 name = dotted(step.target) or "the scheduler"
                 unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (
                     group.style is LoopStyle.ACCELERATE and step.role.prepared is False) else ""
@@ -67,6 +71,34 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
+
+
+def _stops_on_microbatch_budget(group, counters: dict) -> bool:
+    """Whether the loop ends the run when a microbatch counter reaches a budget
+    (``if train_step == args.max_step: break``): the program counts its run in microbatches, so
+    a scheduler built elsewhere (LoRA's NLG example sizes it with the same ``max_step``) may be
+    sized in them too, and stepping it every microbatch is then on plan."""
+    stack: list[cst.CSTNode] = [group.loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+            continue
+        if isinstance(node, cst.If) and _is_budget_test(node.test, counters) and any(
+                isinstance(small, (cst.Break, cst.Return)) for line in node.body.body
+                if isinstance(line, cst.SimpleStatementLine) for small in line.body):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _is_budget_test(test: cst.BaseExpression, counters: dict) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+        return False
+    budget = dotted(target.comparator)
+    return dotted(test.left) in counters and budget is not None and budget not in counters
 
 
 def _told_its_position(step, counters: dict) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from accumlint.model.kinds import Role
+from accumlint.model.summaries import Summary, SummaryEvent
 from accumlint.prefilter import NeedlePattern
 
 # --- constructors: qualified callee → role of the value it returns -------------------------
@@ -286,6 +287,28 @@ ACCELERATE_DEEPSPEED_KEYWORDS = ("deepspeed_plugin", "deepspeed_plugins")
 #: ``GradScaler(enabled=...)``: a disabled scaler returns the loss unscaled and its ``unscale_``
 #: and ``update`` do nothing (torch 2.13.0 ``amp/grad_scaler.py``).
 SCALER_ENABLED_KEYWORD = "enabled"
+
+#: The loss-scaler convention of timm and the vision repositories built on it: an object called
+#: ``loss_scaler(loss, optimizer, clip_grad=None, parameters=None, create_graph=False, GATE=True)``
+#: runs ``scaler.scale(loss).backward()`` on every call and the scaler's ``step(optimizer)`` +
+#: ``update()`` only when GATE is true. Sources: timm 1.0.15 ``timm/utils/cuda.py``
+#: ``NativeScaler.__call__`` (gate ``need_update``); MAE / DeiT / ConvNeXt(-V2) ``util/misc.py``
+#: ``NativeScalerWithGradNormCount.__call__`` (gate ``update_grad``). Applied only to a call
+#: that the project does not resolve, whose callee is named like a scaler, that passes the
+#: loss and the optimizer by position and the gate by keyword (without the gate it may be
+#: any callable). GATE keyword → the summary of the call.
+LOSS_SCALER_CONVENTION: dict[str, Summary] = {
+    gate: Summary(
+        f"loss_scaler_{gate}.__call__",
+        ("self", "loss", "optimizer", "clip_grad=None", "parameters=None", "create_graph=False", f"{gate}=True"),
+        (SummaryEvent("scaled_backward", "loss"), SummaryEvent("scaler_update", "optimizer", gate)),
+        method=True,
+    )
+    for gate in ("need_update", "update_grad")
+}
+LOSS_SCALER_NAME = re.compile(r"scaler$", re.I)
+#: the bytes of a file that may call such a scaler (the prefilter's marker: no `backward(` of its own)
+LOSS_SCALER_GATE_BYTES = re.compile(rb"(?<![A-Za-z0-9_])(?:need_update|update_grad)\s*=(?!=)")
 
 # --- schedulers: who steps them, and the parameters that size them ---------------------------
 

@@ -469,11 +469,50 @@ class LoopAnalysis:
                     residue_hit = (group.gate.update_branch == "body") == gate.polarity  # type: ignore[union-attr]
                     positive = (branch == "body") == (residue_hit == test.polarity)
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
+                last = _last_iteration_test(frame.test, group) if group.style is LoopStyle.MICRO_LOOP else None
+                if last is not None:
+                    # the micro-loop's own test of its last microbatch (`if i < A:` over range(1, A + 1));
+                    # the last microbatch's arm is left undecided (no cadence says "the last microbatch")
+                    return Cadence.UNKNOWN if (branch == "body") == last else Cadence.NON_BOUNDARY
                 if not self.invariant(frame.test, group.loop, site):
                     return Cadence.UNKNOWN
                 if _single_microbatch_branch(frame.test, branch):
                     return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
         return Cadence.MICROBATCH
+
+
+def _last_iteration_test(test: cst.BaseExpression | None, group: AccumulationLoop) -> bool | None:
+    """Whether ``test`` holds on the last pass of the micro-loop ``for i in range([a,] stop)``
+    only (True), on every pass but the last (False), or is no such test (None): ``i < stop - 1``,
+    ``i + 1 != stop``, ``i == stop - 1`` … compared on the same name and constant offsets; the
+    index must not be assigned in the loop."""
+    loop = group.loop
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(loop, cst.For)
+            and isinstance(loop.target, cst.Name) and isinstance(loop.iter, cst.Call)
+            and dotted(loop.iter.func) == "range" and 1 <= len(loop.iter.args) <= 2
+            and not any(arg.keyword or arg.star for arg in loop.iter.args)):
+        return None
+    index = loop.target.value
+    if any(index in site.targets and site.node is not loop for site in group.loop_sites):
+        return None  # the index is rebound inside the loop
+    stop = boundary.index_offset(loop.iter.args[-1].value)
+    left, right = boundary.index_offset(test.left), boundary.index_offset(test.comparisons[0].comparator)
+    operator = test.comparisons[0].operator
+    if stop is None or left is None or right is None:
+        return None
+    if right[0] == index and left[0] != index:  # `A > i`: read as `i < A`
+        left, right = right, left
+        operator = {cst.LessThan: cst.GreaterThan(), cst.GreaterThan: cst.LessThan(),
+                    cst.LessThanEqual: cst.GreaterThanEqual(), cst.GreaterThanEqual: cst.LessThanEqual()}.get(
+            type(operator), operator)
+    if left[0] != index or right[0] != stop[0] or stop[0] == index:
+        return None
+    # on the last pass i = stop - 1: the left side is stop + last, the right side stop + bound
+    last, bound = stop[1] - 1 + left[1], right[1]
+    rows = {cst.LessThan: (bound, False), cst.NotEqual: (bound, False), cst.LessThanEqual: (bound + 1, False),
+            cst.Equal: (bound, True), cst.GreaterThanEqual: (bound, True), cst.GreaterThan: (bound + 1, True)}
+    row = rows.get(type(operator))
+    return row[1] if row is not None and row[0] == last else None
 
 
 def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> bool:
