@@ -325,3 +325,89 @@ def test_a_schedule_built_in_view_is_judged_whatever_the_budget(tmp_path: Path) 
     build = "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.decay_every)"
     source = BUDGET.format(build=build, stop="if seen == cfg.max_step:\n            break")
     assert one(tmp_path, source) == [("ACC304", 14)]
+
+
+# --- the prefilter keeps a world size read from the environment ---------------------------------
+def test_an_environment_subscript_is_a_use_of_environ_and_a_mention_is_not() -> None:
+    from accumlint.prefilter import MarkerSearch
+
+    search = MarkerSearch([b"environ"])
+    assert search.used(b'world = int(os.environ ["WORLD_SIZE"])\n') == {b"environ"}
+    assert search.used(b"env = os.environ\nprint(env)\n") == set()
+    assert search.used(b'# os.environ["WORLD_SIZE"]\nx = 1\n') == set()
+
+
+DP_FROM_ENV = """
+import os
+
+
+def plan(cfg):
+    world = int(os.environ["WORLD_SIZE"])
+    dp = world // (cfg.tp_size * cfg.pp_size)
+    global_batch = cfg.micro_batch * cfg.accum_steps * {replicas}
+    return global_batch, dp
+"""
+
+
+def test_the_whole_world_read_from_the_environment_counts_tensor_parallel_ranks(tmp_path: Path) -> None:
+    assert one(tmp_path, DP_FROM_ENV.format(replicas="world")) == [("ACC404", 8)]
+
+
+def test_the_silent_twin_counts_the_data_parallel_replicas(tmp_path: Path) -> None:
+    assert one(tmp_path, DP_FROM_ENV.format(replicas="dp")) == []
+
+
+# --- a reset followed into wrappers is reported once, at the call the user wrote --------------
+WRAPPED_TRAIN = """
+    from .optim.accumulating import AccumulatingOptimizer
+
+    def fit(model, make_inner, buffers, loader, accum):
+        opt = AccumulatingOptimizer(make_inner(model), buffers)
+        for i, batch in enumerate(loader):
+            (model(batch) / accum).backward()
+            {early}
+            if (i + 1) % accum == 0:
+                opt.step()
+                {late}
+"""
+
+
+def _wrapped(early: str, late: str) -> dict[str, str]:
+    files = {
+        "pyproject.toml": "[project]\nname = 'p'\n",
+        "pkg/__init__.py": "",
+        "pkg/optim/__init__.py": "",
+        "pkg/optim/base.py": """
+            class Buffers:
+                def __init__(self, inner):
+                    self.inner = inner
+
+                def zero_grad(self):
+                    self.inner.zero_grad()
+        """,
+        "pkg/optim/accumulating.py": """
+            from .base import Buffers
+
+            class AccumulatingOptimizer(Buffers):
+                def __init__(self, inner, buffers):
+                    super().__init__(inner)
+                    self.buffers = buffers
+
+                def zero_grad(self):
+                    self.buffers.zero_grad()
+                    super().zero_grad()
+
+                def step(self):
+                    self.inner.step()
+        """,
+        "pkg/train.py": WRAPPED_TRAIN.format(early=early, late=late),
+    }
+    return files
+
+
+def test_a_reset_through_two_levels_of_wrappers_in_a_package_is_one_finding(tmp_path: Path) -> None:
+    assert findings(tmp_path, _wrapped("opt.zero_grad()", "pass")) == [("pkg/train.py", "ACC001", 8)]
+
+
+def test_the_silent_twin_resets_the_wrapper_after_its_update(tmp_path: Path) -> None:
+    assert findings(tmp_path, _wrapped("pass", "opt.zero_grad()")) == []
