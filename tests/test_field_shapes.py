@@ -411,3 +411,72 @@ def test_a_reset_through_two_levels_of_wrappers_in_a_package_is_one_finding(tmp_
 
 def test_the_silent_twin_resets_the_wrapper_after_its_update(tmp_path: Path) -> None:
     assert findings(tmp_path, _wrapped("pass", "opt.zero_grad()")) == []
+
+
+# --- a warm-up threshold on a counter that grows every microbatch -------------------------------
+THRESHOLD = """
+def train(net, opt, ema, loader, cfg):
+    seen = 0
+    for i, batch in enumerate(loader):
+        loss = net(batch) / cfg.accum
+        loss.backward()
+        if (i + 1) % cfg.accum == 0:
+            opt.step()
+            opt.zero_grad()
+        seen += 1
+        if {test}:
+            ema.update(net)
+            {extra}
+"""
+
+
+def test_a_hook_past_a_warmup_threshold_runs_every_microbatch(tmp_path: Path) -> None:
+    assert one(tmp_path, THRESHOLD.format(test="seen >= cfg.ema_start", extra="pass")) == [("ACC007", 12)]
+
+
+def test_a_threshold_on_the_loop_index_written_the_other_way_round(tmp_path: Path) -> None:
+    assert one(tmp_path, THRESHOLD.format(test="cfg.ema_start < i", extra="pass")) == [("ACC007", 12)]
+
+
+def test_a_hook_before_a_threshold_is_left_undecided(tmp_path: Path) -> None:
+    # true for a while, then never: how long is not visible
+    assert one(tmp_path, THRESHOLD.format(test="seen < cfg.ema_start", extra="pass")) == []
+
+
+def test_a_threshold_that_ends_the_run_is_passed_once(tmp_path: Path) -> None:
+    assert one(tmp_path, THRESHOLD.format(test="seen >= cfg.ema_start", extra="break")) == []
+
+
+def test_a_counter_that_is_also_reset_is_no_threshold(tmp_path: Path) -> None:
+    source = THRESHOLD.format(test="seen >= cfg.ema_start", extra="seen = 0")
+    assert one(tmp_path, source) == []
+
+
+MODULE_SCHEDULE = """
+import torch
+
+
+def run_epoch(net, opt, sched, loader, cfg):
+    for i, batch in enumerate(loader):
+        (net(batch) / cfg.accum).backward()
+        if (i + 1) % cfg.accum == 0:
+            opt.step()
+            opt.zero_grad()
+        sched.step()
+
+
+def make(net, loader, cfg):
+    opt = torch.optim.AdamW(net.parameters())
+    cfg.horizon = {horizon}
+    return opt, torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.horizon)
+"""
+
+
+def test_a_scheduler_handed_in_where_the_module_sizes_schedules_in_microbatches(tmp_path: Path) -> None:
+    source = MODULE_SCHEDULE.format(horizon="cfg.epochs * len(loader)")
+    assert one(tmp_path, source) == []
+
+
+def test_a_scheduler_handed_in_where_the_module_sizes_schedules_in_updates(tmp_path: Path) -> None:
+    source = MODULE_SCHEDULE.format(horizon="cfg.epochs * len(loader) // cfg.accum")
+    assert one(tmp_path, source) == [("ACC304", 11)]

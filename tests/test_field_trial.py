@@ -23,8 +23,6 @@ KNOWN = {
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
     "norm_hf_seq2seq_loss_accelerate.py": "nothing: `outputs.loss` token mean divided by A under Accelerate",
-    "lr_adalora_allocate_per_microbatch.py": "nothing: PEFT's `update_and_allocate` is not ACC007's hook yet",
-    "fp_sched_microbatch_horizon_ok.py": "ACC304: a scheduler stepped per microbatch whose horizon is in microbatches",
     "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
 }
 

@@ -336,6 +336,42 @@ class LoopAnalysis:
             stack.extend(children(node))
         return True
 
+    def _from_threshold_on(self, test: cst.BaseExpression | None, group: AccumulationLoop, site: Site) -> bool:
+        """Whether ``test`` is ``counter >= bound`` (``>``, or written the other way round) on a
+        counter that grows on every microbatch of the loop and a bound that does not change in
+        it: false for a while, then true on every microbatch (a warm-up threshold)."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.GreaterThanEqual, cst.GreaterThan)):
+            counter, bound = test.left, target.comparator
+        elif isinstance(target.operator, (cst.LessThanEqual, cst.LessThan)):
+            counter, bound = target.comparator, test.left
+        else:
+            return False
+        name = dotted(counter)
+        return (name is not None and self._grows_every_microbatch(name, group)
+                and self.invariant(bound, group.loop, site))
+
+    def _grows_every_microbatch(self, name: str, group: AccumulationLoop) -> bool:
+        """``name`` is the loop's own index, or is only ever changed in the loop by an
+        unconditional ``name += k`` (k a positive integer) of the loop's own code."""
+        loop = group.loop
+        if isinstance(loop, cst.For):
+            target = loop.target
+            iterator = loop.iter
+            if isinstance(target, cst.Name) and target.value == name and isinstance(iterator, cst.Call) and (
+                    dotted(iterator.func) == "range" and len(iterator.args) <= 2):
+                return not any(name in s.targets and s.node is not loop for s in group.loop_sites)
+            if (isinstance(target, (cst.Tuple, cst.List)) and target.elements and isinstance(iterator, cst.Call)
+                    and dotted(iterator.func) == "enumerate" and dotted(target.elements[0].value) == name):
+                return not any(name in s.targets and s.node is not loop for s in group.loop_sites)
+        writes = [s for s in group.loop_sites if name in s.targets]
+        return len(writes) == 1 and not writes[0].in_helper and isinstance(writes[0].augmented, cst.AddAssign) and (
+            (int_value(writes[0].value) or 0) > 0) and not any(  # type: ignore[arg-type]
+            f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.LOOP, FrameKind.HANDLER, FrameKind.MATCH)
+            for f in writes[0].frames_inside(loop))
+
     def _inner_loop_targets(self, site: Site, loop: cst.CSTNode) -> set[str]:
         names: set[str] = set()
         for frame in site.frames_inside(loop):
@@ -474,11 +510,27 @@ class LoopAnalysis:
                     # the micro-loop's own test of its last microbatch (`if i < A:` over range(1, A + 1));
                     # the last microbatch's arm is left undecided (no cadence says "the last microbatch")
                     return Cadence.UNKNOWN if (branch == "body") == last else Cadence.NON_BOUNDARY
+                if branch == "body" and self._from_threshold_on(frame.test, group, site) and not _leaves(frame.node):
+                    continue  # `if global_step >= warmup:`: every microbatch once the counter passed it
                 if not self.invariant(frame.test, group.loop, site):
                     return Cadence.UNKNOWN
                 if _single_microbatch_branch(frame.test, branch):
                     return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
         return Cadence.MICROBATCH
+
+
+def _leaves(node: cst.CSTNode) -> bool:
+    """Whether an ``if`` statement's body may leave the loop (``break``, ``return``, ``raise``):
+    a threshold that ends the run is passed once, not on every microbatch after it."""
+    body = node.body if isinstance(node, cst.If) else None
+    stack: list[cst.CSTNode] = [body] if body is not None else []
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Break, cst.Return, cst.Raise)):
+            return True
+        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+            stack.extend(current.children)
+    return body is None
 
 
 def _last_iteration_test(test: cst.BaseExpression | None, group: AccumulationLoop) -> bool | None:
