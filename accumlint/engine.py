@@ -143,6 +143,8 @@ def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[by
     everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
     if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
         return everything  # a library function a table row says performs events
+    if fw.timm.LOSS_SCALER_GATE_BYTES.search(data):
+        return everything  # may call a timm-style loss scaler (its backward is behind the call)
     index = project.active() if path is not None else None
     if index is None or index.root_of(path) is None or not index.mentions_event_name(data):  # type: ignore[arg-type]
         return used

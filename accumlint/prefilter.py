@@ -33,6 +33,9 @@ _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: What follows a marker used as code: an opening parenthesis, and the first parameter's name.
 _CALL_TAIL = re.compile(rb"\s*\(\s*(\w*)")
+#: Markers whose use is a subscript, not a call (a mapping read: ``os.environ["WORLD_SIZE"]``).
+SUBSCRIPTED_MARKERS = frozenset({b"environ"})
+_SUBSCRIPT_TAIL = re.compile(rb"\s*\[")
 _AUTOGRAD_CONTEXT = AUTOGRAD_CONTEXT.encode()
 
 
@@ -49,6 +52,8 @@ def is_use(data: bytes, start: int, marker: bytes) -> bool:
     if start and data[start - 1] in _WORD_BYTES:
         return False
     tail = _CALL_TAIL.match(data, start + len(marker))
+    if tail is None and marker in SUBSCRIPTED_MARKERS:
+        return _SUBSCRIPT_TAIL.match(data, start + len(marker)) is not None  # `os.environ["WORLD_SIZE"]`
     if tail is None:
         # `partial(torch.nn.utils.clip_grad_norm_, ...)`: calling the partial calls the marker
         return _PARTIAL_HEAD.search(data, max(0, start - 120), start) is not None

@@ -17,20 +17,13 @@ FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 
 #: file -> what the linter does today instead (a known miss or false positive)
 KNOWN = {
-    "sync_backward_only_two_arms.py": "ACC401 only: the micro-loop's own last-microbatch test `if i < A:` is unread",
     "fp_sum_loss_in_forward_ok.py": "ACC103: a token-sum loss returned by the model's forward is not read as such",
     "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
-    "flow_rebound_optimizer_reset.py": "nothing: `net, opt = backend.optimize(net, optimizer=opt)` loses the role",
     "norm_masked_tokens_accelerate.py": "nothing: a masked token mean behind Accelerate's division",
-    "xmod_loss_scaler_argument/engine.py": "nothing: a scaler object passed in by another module's caller",
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
     "norm_hf_seq2seq_loss_accelerate.py": "nothing: `outputs.loss` token mean divided by A under Accelerate",
-    "lr_adalora_allocate_per_microbatch.py": "nothing: PEFT's `update_and_allocate` is not ACC007's hook yet",
-    "xfn_update_flag_helper.py": "nothing: a gate flag `True if step % A == 0 else False` passed to a helper",
-    "fp_sched_microbatch_horizon_ok.py": "ACC304: a scheduler stepped per microbatch whose horizon is in microbatches",
     "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
-    "xfn_loop_in_nested_closure.py": "nothing: the micro-loop inside a nested closure",
 }
 
 

@@ -16,9 +16,7 @@ from tests.shared_data import SHARED, require_shared
 FAMILIES = ("flow_", "fp_", "cfg_name_", "sync_", "lr_", "dp_", "mem_")
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
 #: samples the model does not decide yet, with the reason (strict: a pass makes the test fail)
-NOT_YET = {
-    "dp_world_with_tp.py": "the world size comes from os.environ[...]: the byte prefilter only keeps called markers",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _rows() -> list[dict[str, str]]:

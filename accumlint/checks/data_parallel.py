@@ -64,7 +64,7 @@ class EffectiveBatchCountsDevices(Rule):
 
     code = "ACC404"
     # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
-    markers = (b"device_count", b"get_world_size", b"getenv", b"backward",  # getenv: WORLD_SIZE from the env
+    markers = (b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
                *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
     # and the name the statement it flags assigns to (the bytes' counterpart of applies())

@@ -56,13 +56,25 @@ class AccumulateContextMisplaced(Rule):
             if not backwards:
                 continue
             for reset in inside:
-                if (reset.kind is EventKind.RESET and reset.order < min(backwards)
-                        and (group.cadence(reset) is Cadence.FRAMEWORK_GATED or _gated_by(reset, context))):
+                if reset.kind is not EventKind.RESET or reset.order >= min(backwards):
+                    continue
+                if group.cadence(reset) is Cadence.FRAMEWORK_GATED or _gated_by(reset, context):
                     yield Hit(
                         reset.node,
                         "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
                         "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
                         "accumulated, so only the last microbatch reaches the update",
+                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+                    )
+                elif group.accumulates is not False and _gated_by(reset, context, prepared=None):
+                    # prepared or not, the reset wipes the group: gated, on its last microbatch;
+                    # ungated, on every microbatch (ACC001's case)
+                    yield Hit(
+                        reset.node,
+                        "the optimizer's reset runs before the backward inside `accumulate()`: whether it is the "
+                        "prepared optimizer (Accelerate lets the reset through on the group's last microbatch) or "
+                        "not (then it runs on every microbatch), it wipes the contributions already accumulated, "
+                        "so only the last microbatch reaches the update",
                         "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
                     )
 
@@ -87,12 +99,15 @@ class AccumulateContextMisplaced(Rule):
                 )
 
 
-def _gated_by(reset, context: cst.With) -> bool:
+def _gated_by(reset, context: cst.With, prepared: bool | None = True) -> bool:
     """Whether a reset is a prepared optimizer's (Accelerate gates it to the sync microbatch) and
     runs whenever ``context`` is entered (no branch or loop of its own inside it), whatever the
-    loop around decides: `if gen_turn: with accelerator.accumulate(gen): g_opt.zero_grad(); ...`."""
+    loop around decides: `if gen_turn: with accelerator.accumulate(gen): g_opt.zero_grad(); ...`.
+    ``prepared=None``: the optimizer's preparation is undecided (its definitions disagree)."""
     role = reset.role
-    if role.role not in fw.accelerate.GATED_ROLES or role.prepared is not True:
+    if role.role not in fw.accelerate.GATED_ROLES or role.prepared is not prepared:
+        return False
+    if prepared is None and role.role is not Role.OPTIMIZER:
         return False
     frames = reset.site.frames_inside(context)
     return not any(f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP,

@@ -14,6 +14,8 @@ from accumlint.model.names import dotted, keyword
 from accumlint.model.sites import FrameKind
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
+#: backwards whose gradient a later microbatch's reset would wipe
+_CONTRIBUTES = (Cadence.MICROBATCH, Cadence.NON_BOUNDARY)
 
 
 class ZeroGradInsideGroup(Rule):
@@ -28,14 +30,25 @@ class ZeroGradInsideGroup(Rule):
             updates = group.of_kind(EventKind.UPDATE)
             grouped = {dotted(u.target) for u in updates if group.cadence(u) in _ONCE_PER_GROUP}
             every_microbatch = {dotted(u.target) for u in updates if group.cadence(u) is Cadence.MICROBATCH}
+            off_boundary = any(group.cadence(u) is Cadence.NON_BOUNDARY for u in updates)
             if group.style is not LoopStyle.DEEPSPEED and not grouped:
                 continue
-            if not any(group.cadence(b) is Cadence.MICROBATCH for b in group.of_kind(EventKind.BACKWARD)):
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.cadence(b) in _CONTRIBUTES]
+            if not backwards:
                 continue  # no contribution accumulates across microbatches for a reset to wipe
             if _writes_gradients(group):
                 continue  # the loop moves gradients by hand (per-example buffers, DP-SGD): not decidable
             for reset in group.of_kind(EventKind.RESET):
-                if group.cadence(reset) is not Cadence.MICROBATCH:
+                cadence = group.cadence(reset)
+                if cadence is Cadence.NON_BOUNDARY:
+                    # on the microbatches before the last one, after one of their backwards: what the
+                    # group accumulated so far is wiped (before the backward it may be the group start)
+                    if not any(b.order < reset.order and b.site.inside(group.loop) and not b.site.excludes(reset.site)
+                               for b in backwards):
+                        continue
+                    if off_boundary or (reset.role.role is Role.OPTIMIZER and dotted(reset.target) not in grouped):
+                        continue  # something updates on those microbatches (alternating optimizers): whose reset?
+                elif cadence is not Cadence.MICROBATCH:
                     continue
                 target = dotted(reset.target)
                 if reset.role.role is Role.OPTIMIZER:
@@ -45,9 +58,10 @@ class ZeroGradInsideGroup(Rule):
                 elif every_microbatch:
                     continue  # a module reset next to an optimizer that updates every microbatch: whose params?
                 what = target or "the gradients"
+                when = "on every microbatch" + ("" if cadence is Cadence.MICROBATCH else " but a group's last")
                 yield Hit(
                     reset.node,
-                    f"`{what}` is reset on every microbatch while the optimizer update runs once per group, "
+                    f"`{what}` is reset {when} while the optimizer update runs once per group, "
                     "so each update sees only the last microbatch's gradient and accumulation has no effect",
                     "reset the gradients once per group: after the optimizer update, under the same "
                     "boundary test (or before the group's first microbatch)",
@@ -99,7 +113,23 @@ def _writes_gradients(group) -> bool:
 def _built_in_loop(model: FileModel, update, loop) -> bool:
     name = dotted(update.target)
     definition = model.reaching(name, update.site) if name else None
-    return definition is not None and definition.inside(loop)
+    return definition is not None and definition.inside(loop) and not _helper_repeated(update, loop)
+
+
+def _helper_repeated(update, loop) -> bool:
+    """Whether ``update`` sits in a helper that one pass of ``loop`` calls twice with the same
+    arguments (``backprop(model)`` twice): the second call's fresh optimizer also applies the
+    gradients the first call left on the same parameters."""
+    inline = update.site.inline
+    if inline is None:
+        return False
+    outer = inline.chain()[-1]
+    scope = update.site.scope
+    text = cst.Module(body=[]).code_for_node
+    calls = [site for site in scope.sites if site.call is not None and site.inline is None and site.inside(loop)
+             and any(i.function is outer.function for i in scope.inlined.get(id(site.call), ()))
+             and text(site.call) == text(outer.call)]
+    return len(calls) >= 2 and not calls[0].excludes(calls[1])
 
 
 def _mentions_reset(model: FileModel) -> bool:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, last_segment
+from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
     HorizonUnit,
@@ -55,6 +58,9 @@ class SchedulerPerMicrobatch(Rule):
                     continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
+                if step.role.origin is None and (_stops_on_microbatch_budget(group, counters)
+                                                 or _module_schedules_in_microbatches(model, group)):
+                    continue  # the schedule's sizing is not in view, and what is in view counts microbatches
                 name = dotted(step.target) or "the scheduler"
                 unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (
                     group.style is LoopStyle.ACCELERATE and step.role.prepared is False) else ""
@@ -67,6 +73,55 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
+
+
+def _stops_on_microbatch_budget(group, counters: dict) -> bool:
+    """Whether the loop ends the run when a microbatch counter reaches a budget
+    (``if train_step == args.max_step: break``): the program counts its run in microbatches, so
+    a scheduler built elsewhere (LoRA's NLG example sizes it with the same ``max_step``) may be
+    sized in them too, and stepping it every microbatch is then on plan."""
+    stack: list[cst.CSTNode] = [group.loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+            continue
+        if isinstance(node, cst.If) and _is_budget_test(node.test, counters) and any(
+                isinstance(small, (cst.Break, cst.Return)) for line in node.body.body
+                if isinstance(line, cst.SimpleStatementLine) for small in line.body):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _module_schedules_in_microbatches(model: FileModel, group) -> bool:
+    """Whether the module builds schedulers and sizes every one of them in microbatches of the
+    loader the loop iterates (``max_step = epochs * len(loader)`` in a ``build()`` that returns
+    the scheduler the loop is handed): the one stepped here, built out of view, may be one of them."""
+    loader = iterated_loader(group)
+    if loader is None:
+        return False
+    units = []
+    for scope in model.scopes:
+        for site in scope.sites:
+            if site.call is None or site.in_helper:
+                continue
+            if constructor_role(model.roles.qualify_call(site.call), True) is not Role.SCHEDULER:
+                continue
+            horizons = schedule_horizons(model, site.call, loader)
+            if not horizons:
+                return False
+            units.extend(horizon.unit for horizon in horizons)
+    return bool(units) and all(unit is HorizonUnit.MICROBATCHES for unit in units)
+
+
+def _is_budget_test(test: cst.BaseExpression, counters: dict) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+        return False
+    budget = dotted(target.comparator)
+    return dotted(test.left) in counters and budget is not None and budget not in counters
 
 
 def _told_its_position(step, counters: dict) -> bool:

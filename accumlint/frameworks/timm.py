@@ -5,6 +5,8 @@ and the loss-scaler helper ``NativeScaler`` (read in timm 1.0.29.dev0, main @aa4
 
 from __future__ import annotations
 
+import re
+
 from accumlint.frameworks.contracts import Role, Source, Summary, SummaryEvent
 
 VERSION = "1.0.29.dev0"
@@ -38,3 +40,23 @@ SUMMARIES: tuple[Summary, ...] = tuple(
             read_from=Source("timm", VERSION, "timm/utils/cuda.py NativeScaler.__call__"))
     for module in ("timm.utils", "timm.utils.cuda")
 )
+
+#: The same convention where the scaler's class is out of view (an object passed in, a project
+#: copy in another file): MAE / DeiT / ConvNeXt(-V2) copy ``NativeScaler`` as
+#: ``NativeScalerWithGradNormCount`` (gate ``update_grad``), timm keeps ``need_update``. Applied
+#: only to a call that the project does not resolve, whose callee is named like a scaler, that
+#: passes the loss and the optimizer by position and the gate by keyword (without the gate it may
+#: be any callable). Gate keyword -> the summary of the call.
+LOSS_SCALER_CONVENTION: dict[str, Summary] = {
+    gate: Summary(
+        f"loss_scaler_{gate}.__call__",
+        ("self", "loss", "optimizer", "clip_grad=None", "parameters=None", "create_graph=False", f"{gate}=True"),
+        (SummaryEvent("scaled_backward", "loss"), SummaryEvent("scaler_update", "optimizer", gate)),
+        method=True,
+        read_from=Source("timm", VERSION, "timm/utils/cuda.py NativeScaler.__call__"),
+    )
+    for gate in ("need_update", "update_grad")
+}
+LOSS_SCALER_NAME = re.compile(r"scaler$", re.I)
+#: the bytes of a file that may call such a scaler (the prefilter's marker: no `backward(` of its own)
+LOSS_SCALER_GATE_BYTES = re.compile(rb"(?<![A-Za-z0-9_])(?:need_update|update_grad)\s*=(?!=)")

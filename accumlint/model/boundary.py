@@ -56,6 +56,13 @@ def analyze(test: cst.BaseExpression, resolve_flag: FlagResolver, depth: int = 0
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = analyze(test.expression, resolve_flag, depth + 1)
         return replace(inner, polarity=not inner.polarity) if inner else None
+    if isinstance(test, cst.IfExp):
+        # `True if i % A == 0 else False` (and the reverse) is the condition itself
+        arms = (_bool_literal(test.body), _bool_literal(test.orelse))
+        if arms not in ((True, False), (False, True)):
+            return None
+        inner = analyze(test.test, resolve_flag, depth + 1)
+        return replace(inner, polarity=inner.polarity == arms[0]) if inner else None
     if isinstance(test, cst.BooleanOperation):
         left = analyze(test.left, resolve_flag, depth + 1)
         right = analyze(test.right, resolve_flag, depth + 1)
@@ -85,6 +92,12 @@ def analyze(test: cst.BaseExpression, resolve_flag: FlagResolver, depth: int = 0
         return BoundaryTest("modulo", False, test.left, test.right, 0, report=test)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         return _comparison(test)
+    return None
+
+
+def _bool_literal(node: cst.BaseExpression) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
     return None
 
 

@@ -336,6 +336,42 @@ class LoopAnalysis:
             stack.extend(children(node))
         return True
 
+    def _from_threshold_on(self, test: cst.BaseExpression | None, group: AccumulationLoop, site: Site) -> bool:
+        """Whether ``test`` is ``counter >= bound`` (``>``, or written the other way round) on a
+        counter that grows on every microbatch of the loop and a bound that does not change in
+        it: false for a while, then true on every microbatch (a warm-up threshold)."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return False
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.GreaterThanEqual, cst.GreaterThan)):
+            counter, bound = test.left, target.comparator
+        elif isinstance(target.operator, (cst.LessThanEqual, cst.LessThan)):
+            counter, bound = target.comparator, test.left
+        else:
+            return False
+        name = dotted(counter)
+        return (name is not None and self._grows_every_microbatch(name, group)
+                and self.invariant(bound, group.loop, site))
+
+    def _grows_every_microbatch(self, name: str, group: AccumulationLoop) -> bool:
+        """``name`` is the loop's own index, or is only ever changed in the loop by an
+        unconditional ``name += k`` (k a positive integer) of the loop's own code."""
+        loop = group.loop
+        if isinstance(loop, cst.For):
+            target = loop.target
+            iterator = loop.iter
+            if isinstance(target, cst.Name) and target.value == name and isinstance(iterator, cst.Call) and (
+                    dotted(iterator.func) == "range" and len(iterator.args) <= 2):
+                return not any(name in s.targets and s.node is not loop for s in group.loop_sites)
+            if (isinstance(target, (cst.Tuple, cst.List)) and target.elements and isinstance(iterator, cst.Call)
+                    and dotted(iterator.func) == "enumerate" and dotted(target.elements[0].value) == name):
+                return not any(name in s.targets and s.node is not loop for s in group.loop_sites)
+        writes = [s for s in group.loop_sites if name in s.targets]
+        return len(writes) == 1 and not writes[0].in_helper and isinstance(writes[0].augmented, cst.AddAssign) and (
+            (int_value(writes[0].value) or 0) > 0) and not any(  # type: ignore[arg-type]
+            f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.LOOP, FrameKind.HANDLER, FrameKind.MATCH)
+            for f in writes[0].frames_inside(loop))
+
     def _inner_loop_targets(self, site: Site, loop: cst.CSTNode) -> set[str]:
         names: set[str] = set()
         for frame in site.frames_inside(loop):
@@ -469,11 +505,66 @@ class LoopAnalysis:
                     residue_hit = (group.gate.update_branch == "body") == gate.polarity  # type: ignore[union-attr]
                     positive = (branch == "body") == (residue_hit == test.polarity)
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
+                last = _last_iteration_test(frame.test, group) if group.style is LoopStyle.MICRO_LOOP else None
+                if last is not None:
+                    # the micro-loop's own test of its last microbatch (`if i < A:` over range(1, A + 1));
+                    # the last microbatch's arm is left undecided (no cadence says "the last microbatch")
+                    return Cadence.UNKNOWN if (branch == "body") == last else Cadence.NON_BOUNDARY
+                if branch == "body" and self._from_threshold_on(frame.test, group, site) and not _leaves(frame.node):
+                    continue  # `if global_step >= warmup:`: every microbatch once the counter passed it
                 if not self.invariant(frame.test, group.loop, site):
                     return Cadence.UNKNOWN
                 if _single_microbatch_branch(frame.test, branch):
                     return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
         return Cadence.MICROBATCH
+
+
+def _leaves(node: cst.CSTNode) -> bool:
+    """Whether an ``if`` statement's body may leave the loop (``break``, ``return``, ``raise``):
+    a threshold that ends the run is passed once, not on every microbatch after it."""
+    body = node.body if isinstance(node, cst.If) else None
+    stack: list[cst.CSTNode] = [body] if body is not None else []
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Break, cst.Return, cst.Raise)):
+            return True
+        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.For, cst.While)):
+            stack.extend(current.children)
+    return body is None
+
+
+def _last_iteration_test(test: cst.BaseExpression | None, group: AccumulationLoop) -> bool | None:
+    """Whether ``test`` holds on the last pass of the micro-loop ``for i in range([a,] stop)``
+    only (True), on every pass but the last (False), or is no such test (None): ``i < stop - 1``,
+    ``i + 1 != stop``, ``i == stop - 1`` … compared on the same name and constant offsets; the
+    index must not be assigned in the loop."""
+    loop = group.loop
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(loop, cst.For)
+            and isinstance(loop.target, cst.Name) and isinstance(loop.iter, cst.Call)
+            and dotted(loop.iter.func) == "range" and 1 <= len(loop.iter.args) <= 2
+            and not any(arg.keyword or arg.star for arg in loop.iter.args)):
+        return None
+    index = loop.target.value
+    if any(index in site.targets and site.node is not loop for site in group.loop_sites):
+        return None  # the index is rebound inside the loop
+    stop = boundary.index_offset(loop.iter.args[-1].value)
+    left, right = boundary.index_offset(test.left), boundary.index_offset(test.comparisons[0].comparator)
+    operator = test.comparisons[0].operator
+    if stop is None or left is None or right is None:
+        return None
+    if right[0] == index and left[0] != index:  # `A > i`: read as `i < A`
+        left, right = right, left
+        operator = {cst.LessThan: cst.GreaterThan(), cst.GreaterThan: cst.LessThan(),
+                    cst.LessThanEqual: cst.GreaterThanEqual(), cst.GreaterThanEqual: cst.LessThanEqual()}.get(
+            type(operator), operator)
+    if left[0] != index or right[0] != stop[0] or stop[0] == index:
+        return None
+    # on the last pass i = stop - 1: the left side is stop + last, the right side stop + bound
+    last, bound = stop[1] - 1 + left[1], right[1]
+    rows = {cst.LessThan: (bound, False), cst.NotEqual: (bound, False), cst.LessThanEqual: (bound + 1, False),
+            cst.Equal: (bound, True), cst.GreaterThanEqual: (bound, True), cst.GreaterThan: (bound + 1, True)}
+    row = rows.get(type(operator))
+    return row[1] if row is not None and row[0] == last else None
 
 
 def _single_microbatch_branch(test: cst.BaseExpression | None, branch: str) -> bool:

@@ -653,6 +653,15 @@ class _Walker:
                     continue  # recursion: cut
                 self.enter(call, callee, frames_here + ((callee.frame,) if callee.frame is not None else ()))
 
+    def from_outside(self, func: cst.BaseExpression) -> bool:
+        """Whether the root name of ``func`` is a parameter of the code being walked (``self``
+        included): an object its caller passed in, whose class this code does not show."""
+        function = self.inline.function if self.inline is not None else self.scope.node
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        root = (dotted(func) or "").split(".", 1)[0]
+        return bool(root) and any(param.name.value == root for param in parameters(function))
+
     def enter(self, call: cst.Call, callee: Callee, frames: tuple[Frame, ...]) -> None:
         """Walk ``callee``'s body as part of this scope, its parameters bound to ``call``'s arguments."""
         function = callee.function
@@ -677,6 +686,10 @@ class _Walker:
         """The functions ``call`` may reach (several for a function-valued name with several
         values), or the dotted name of the library function it stands for (a ``partial``)."""
         found = self.callable_of(call.func, self.inline, 0)
+        if not found and self.from_outside(call.func):
+            row = _loss_scaler_convention(call)
+            if row is not None:  # a timm-style scaler whose class the project does not show
+                return [Callee(summaries.function(row), summaries.owner_of(row), None, True, None)]  # type: ignore[arg-type]
         return found[:MAX_CANDIDATES]
 
     def current_class(self, inline: Inline | None) -> tuple[ModuleFunctions, cst.ClassDef] | None:
@@ -949,3 +962,18 @@ def is_microbatch_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None
         and function.name.value in fw.lightning.MICROBATCH_HOOKS
         and any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases)
     )
+
+
+def _loss_scaler_convention(call: cst.Call) -> summaries.Summary | None:
+    """The summary of ``loss_scaler(loss, optimizer, ..., update_grad=flag)`` when the call
+    follows the timm convention (:data:`accumlint.frameworks.timm.LOSS_SCALER_CONVENTION`): named like a
+    scaler, loss and optimizer passed by position, the gate by keyword. Asked only for an
+    object passed in (:meth:`from_outside`): a library class built in view is not guessed."""
+    if not fw.timm.LOSS_SCALER_NAME.search(last_segment(dotted(call.func)) or ""):
+        return None
+    positional_args = [arg for arg in call.args if arg.keyword is None]
+    if len(positional_args) < 2 or any(arg.star for arg in call.args):
+        return None
+    gates = [arg.keyword.value for arg in call.args if arg.keyword is not None
+             and arg.keyword.value in fw.timm.LOSS_SCALER_CONVENTION]
+    return fw.timm.LOSS_SCALER_CONVENTION[gates[0]] if len(gates) == 1 else None
