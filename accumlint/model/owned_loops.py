@@ -1,0 +1,268 @@
+"""Framework-owned loops: the loop a framework runs around the user's functions, rebuilt so the
+group model reads it like a loop the user wrote.
+
+The rows (``accumlint/frameworks/{ignite,catalyst,skorch,generic}.py``) say which user functions
+a framework calls and in which phase of its loop (:class:`accumlint.frameworks.loops.Phase`).
+Here a module's code is matched against them: ``Engine(process_fn)`` and the handlers
+registered on that engine, the callback classes of a runner, a framework subclass's per-batch
+method. The result, an :class:`OwnedLoop`, is walked by :mod:`accumlint.model.sites` as one
+scope: the per-batch function's node stands for the microbatch loop (as a LightningModule's
+``training_step`` does), the engine or class for the epoch loop, and the other functions'
+bodies are walked inside them in the framework's order.
+
+Precision: a loop is built only from a registration the code shows (the function handed to the
+engine, a handler registered with an unfiltered event) or a class whose base comes from the
+framework; a filtered event (``every=k``) or a function registered twice is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from accumlint.frameworks import catalyst, generic, ignite, skorch
+from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
+from accumlint.model.names import dotted, last_segment, walk
+
+#: the rows matched against every module, callback-style first
+CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, catalyst.RUNNER, catalyst.AFTER_BACKWARD_RUNNER,
+                                           generic.BASE_TRAINER)
+REGISTERED_ROWS: tuple[RegisteredLoop, ...] = (ignite.ENGINE_LOOP,)
+
+#: names without which no row can match: the prefilter's markers and the source facts' test
+MARKERS: frozenset[str] = frozenset(
+    {name for row in CALLBACK_ROWS for name, phase in row.hooks.items() if phase is not Phase.EPOCH_START
+     and phase is not Phase.EPOCH_END}
+    | {last_segment(name) for row in REGISTERED_ROWS for name in row.constructors}
+)
+
+
+@dataclass(eq=False)
+class OwnedLoop:
+    """One framework-owned microbatch loop of a module.
+
+    ``body``: the function whose node stands for the microbatch loop (the per-batch function, or
+    the first per-batch hook); ``parts``: (phase, function, its class) in the framework's call
+    order; ``epoch_node``: the node that stands for the epoch loop (None: no epoch hook);
+    ``counters``: dotted name → its value on the first microbatch (``engine.state.iteration``
+    → 1); ``backward_methods``: inherited method names that run the microbatch's backward."""
+
+    row: CallbackLoop | RegisteredLoop
+    body: cst.FunctionDef
+    body_class: cst.ClassDef | None
+    parts: list[tuple[Phase, cst.FunctionDef, cst.ClassDef | None]] = field(default_factory=list)
+    epoch_node: cst.CSTNode | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    backward_methods: frozenset[str] = frozenset()
+    backward_pattern: bool = False  # an inherited method named like a backward runs it (generic row)
+
+    @property
+    def framework_backward(self) -> bool:
+        """Whether the framework runs the microbatch's backward before the AFTER_BACKWARD hooks."""
+        return isinstance(self.row, CallbackLoop) and self.row.framework_backward
+
+    def functions(self, phase: Phase) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
+        return [(function, owner) for p, function, owner in self.parts if p is phase]
+
+
+def find(module: cst.Module, functions) -> dict[cst.FunctionDef, OwnedLoop]:
+    """The framework-owned loops of ``module`` by the function that stands for the microbatch
+    loop. ``functions``: the module's :class:`~accumlint.model.sites.ModuleFunctions`."""
+    found: dict[cst.FunctionDef, OwnedLoop] = {}
+    for loop in (*_registered(module, functions), *_callbacks(functions)):
+        if loop.body not in found:
+            found[loop.body] = loop
+    return found
+
+
+# --- engines handed a process function ---------------------------------------------------------
+
+def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
+    loops: list[OwnedLoop] = []
+    bound: dict[int, str] = {}  # id(engine constructor call) → the name it is assigned to
+    calls: list[cst.Call] = []
+    for node in walk(module):
+        kind = type(node)
+        if kind is cst.Assign and len(node.targets) == 1 and type(node.value) is cst.Call:
+            name = dotted(node.targets[0].target)
+            if name:
+                bound[id(node.value)] = name
+        elif kind is cst.Call:
+            calls.append(node)
+    for row in REGISTERED_ROWS:
+        for call in calls:
+            if functions.imports.qualify(dotted(call.func)) not in row.constructors or not call.args:
+                continue
+            process = _function_named(functions, call.args[0].value)
+            if process is None or call.args[0].keyword is not None:
+                continue
+            engine = bound.get(id(call))
+            handlers = _handlers(module, functions, row, engine) if engine else []
+            if handlers is None:
+                continue  # a handler we cannot place (a filtered event, one registered twice)
+            loop = OwnedLoop(row, process, functions.class_of.get(process))
+            loop.parts.append((Phase.BODY, process, loop.body_class))
+            for phase, handler in handlers:
+                loop.parts.append((phase, handler, functions.class_of.get(handler)))
+            if any(p in (Phase.EPOCH_START, Phase.EPOCH_END) for p, _, _ in loop.parts):
+                loop.epoch_node = call
+            engines = {engine} if engine else set()
+            for _, function, _ in loop.parts:
+                params = function.params.params
+                if params:
+                    engines.add(params[0].name.value)
+            loop.counters = {f"{name}.{path}": start for name in engines for path, start in row.counters.items()}
+            loops.append(loop)
+    return loops
+
+
+def _function_named(functions, value: cst.BaseExpression) -> cst.FunctionDef | None:
+    if isinstance(value, cst.Name):
+        return functions.functions.get(value.value)
+    return None
+
+
+def _handlers(module: cst.Module, functions, row: RegisteredLoop,
+              engine: str) -> list[tuple[Phase, cst.FunctionDef]] | None:
+    """(phase, handler) of every handler registered on ``engine`` for a per-iteration or epoch
+    event; None when a handler of a filtered event runs code we would misplace."""
+    found: list[tuple[Phase, cst.FunctionDef]] = []
+    for function in functions.class_of:
+        for decorator in function.decorators:
+            event = _registration(decorator.decorator, engine, row.register_methods, 0)
+            if event is _SKIP:
+                continue
+            phase = _phase(row, event)
+            if phase is None:
+                continue
+            found.append((phase, function))
+    for node in walk(module):
+        if type(node) is not cst.Call:
+            continue
+        event = _registration(node, engine, row.add_methods, 0)
+        if event is _SKIP or len(node.args) < 2:
+            continue
+        phase = _phase(row, event)
+        handler = _function_named(functions, node.args[1].value)
+        if phase is not None and handler is not None:
+            found.append((phase, handler))
+    order = {function: index for index, function in enumerate(functions.class_of)}
+    found.sort(key=lambda pair: order.get(pair[1], 0))
+    return found
+
+
+_SKIP = object()
+
+
+def _registration(node: cst.BaseExpression, engine: str, methods: frozenset[str], index: int):
+    """The event expression of ``engine.on(event)`` / ``engine.add_event_handler(event, fn)``."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return _SKIP
+    if node.func.attr.value not in methods or dotted(node.func.value) != engine or len(node.args) <= index:
+        return _SKIP
+    return node.args[index].value
+
+
+def _phase(row: RegisteredLoop, event: cst.BaseExpression) -> Phase | None:
+    """The phase of an unfiltered event (``Events.ITERATION_COMPLETED``); None for a filtered
+    one (``Events.ITERATION_COMPLETED(every=4)``: a gate of the framework's) or another event."""
+    if isinstance(event, cst.Call):
+        return None
+    name = dotted(event)
+    return row.events.get(last_segment(name)) if name else None
+
+
+# --- classes whose methods a framework calls ---------------------------------------------------
+
+def _callbacks(functions) -> list[OwnedLoop]:
+    loops: list[OwnedLoop] = []
+    for row in CALLBACK_ROWS:
+        members = [c for c in functions.classes.values() if _takes_part(functions, c, row)]
+        if not members:
+            continue
+        if row.bases:
+            loop = _loop_of(functions, row, members)
+            if loop is not None:
+                loops.append(loop)
+        else:  # each subclass runs its own loop
+            for member in members:
+                loop = _loop_of(functions, row, [member])
+                if loop is not None:
+                    loops.append(loop)
+    return loops
+
+
+def _takes_part(functions, class_def: cst.ClassDef, row: CallbackLoop) -> bool:
+    for base in class_def.bases:
+        name = dotted(base.value)
+        if not name or functions.class_named(name) is not None:
+            continue  # a project class: its own bases decide (not followed here)
+        qualified = functions.imports.qualify(name) or name
+        root = qualified.split(".")[0]
+        if root in row.excluded_packages:
+            return False
+        if row.packages and root not in row.packages:
+            continue
+        if not row.bases or last_segment(name) in row.bases:
+            return True
+    return False
+
+
+def _loop_of(functions, row: CallbackLoop, members: list[cst.ClassDef]) -> OwnedLoop | None:
+    parts: list[tuple[Phase, cst.FunctionDef, cst.ClassDef | None]] = []
+    for phase in Phase:
+        for member in members:
+            for name, hook_phase in row.hooks.items():
+                function = functions.methods.get((member, name))
+                if hook_phase is phase and function is not None:
+                    parts.append((phase, function, member))
+    per_batch = [(f, c) for p, f, c in parts if p not in (Phase.EPOCH_START, Phase.EPOCH_END)]
+    if not per_batch:
+        return None
+    bodies = [(f, c) for p, f, c in parts if p is Phase.BODY]
+    if row.uncalled and (len(bodies) != 1 or _called(functions, bodies[0][0].name.value)):
+        return None
+    body, owner = bodies[0] if bodies else per_batch[0]
+    loop = OwnedLoop(row, body, owner, parts, backward_methods=frozenset(
+        name for name in row.backward_methods if functions.method(owner, name) is None))
+    if not row.bases:  # the generic row: the hook must run a backward, its own or an inherited one's
+        loop.backward_pattern = True
+        if not (functions.performs_backward(body) or _inherited_backward(functions, body, owner)):
+            return None
+    if row.bases and not any(p is Phase.BODY for p, _, _ in parts) and not row.framework_backward:
+        # callbacks alone, whose runner's backward has no place in the order the row gives
+        if not any(functions.performs_backward(f) for f, _ in per_batch):
+            return None
+    if any(p in (Phase.EPOCH_START, Phase.EPOCH_END) for p, _, _ in parts):
+        loop.epoch_node = owner
+    return loop
+
+
+def _called(functions, name: str) -> bool:
+    """Whether the module calls a method or function ``name`` anywhere."""
+    for function in functions.class_of:
+        for call in functions.calls_in(function.body):
+            func = call.func
+            if (isinstance(func, cst.Attribute) and func.attr.value == name) or (
+                    isinstance(func, cst.Name) and func.value == name):
+                return True
+    return False
+
+
+def _inherited_backward(functions, body: cst.FunctionDef, owner: cst.ClassDef | None) -> bool:
+    return any(is_inherited_backward(functions, call, owner) for call in functions.calls_in(body.body))
+
+
+def is_inherited_backward(functions, call: cst.Call, owner: cst.ClassDef | None,
+                          names: frozenset[str] = frozenset(), pattern: bool = True) -> bool:
+    """Whether ``call`` is ``self.m(...)`` of a method the class does not define (the framework's
+    base class does) that runs the microbatch's backward: one of ``names``, or with ``pattern``
+    a name that says so (``forward_and_backward``)."""
+    func = call.func
+    if owner is None or not isinstance(func, cst.Attribute) or dotted(func.value) != "self":
+        return False
+    name = func.attr.value
+    if not (name in names or (pattern and generic.BACKWARD_NAME.search(name))):
+        return False
+    return functions.method(owner, name) is None
