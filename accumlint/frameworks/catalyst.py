@@ -45,3 +45,16 @@ AFTER_BACKWARD_RUNNER = CallbackLoop(
     excluded_packages=("lightning", "pytorch_lightning", "transformers", "keras", "tensorflow", "catalyst",
                        "ignite", "skorch", "mmengine", "fastai"),
 )
+
+#: the callback that owns the update cadence (catalyst 22.4 ``callbacks/optimizer.py``
+#: ``OptimizerCallback.on_batch_end``: counts batches, steps and resets when the count is a
+#: multiple of ``accumulation_steps``); the backward is ``BackwardCallback.on_batch_end``
+#: (``callbacks/backward.py``) on every batch. A user callback's per-batch hook that clips
+#: therefore sees a partial sum (or, ordered after the update, gradients just reset).
+OPTIMIZER_CALLBACKS = frozenset({
+    "catalyst.dl.OptimizerCallback", "catalyst.callbacks.OptimizerCallback",
+    "catalyst.callbacks.optimizer.OptimizerCallback",
+})
+ACCUMULATION_KEYWORD = "accumulation_steps"
+#: the per-batch hooks of a user callback
+BATCH_HOOKS = frozenset({"on_batch_start", "on_batch_end"})

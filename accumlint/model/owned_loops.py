@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint.frameworks import catalyst, generic, ignite, skorch
+from accumlint.frameworks import catalyst, generic, ignite, lightning, skorch
 from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
-from accumlint.model.names import dotted, last_segment, walk
+from accumlint.model.names import dotted, int_value, last_segment, walk
 
 #: the rows matched against every module, callback-style first
 CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, catalyst.RUNNER, catalyst.AFTER_BACKWARD_RUNNER,
@@ -266,3 +266,92 @@ def is_inherited_backward(functions, call: cst.Call, owner: cst.ClassDef | None,
     if not (name in names or (pattern and generic.BACKWARD_NAME.search(name))):
         return False
     return functions.method(owner, name) is None
+
+
+# --- Lightning: the hooks around each microbatch's backward ------------------------------------
+
+def lightning_backward_hooks(model) -> list:
+    """The scopes of ``on_before_backward`` / ``on_after_backward`` of LightningModules under
+    automatic optimization, in a module whose ``Trainer(accumulate_grad_batches=...)`` sets
+    A > 1 (an integer above 1, or an expression): Lightning calls them around every
+    microbatch's backward (:data:`accumlint.frameworks.lightning.BACKWARD_HOOKS`), so what
+    they do to ``.grad`` sees a partial sum of the group. ``model``: a
+    :class:`~accumlint.model.FileModel`. Empty when the module does not configure A > 1."""
+    if not lightning_accumulates(model):
+        return []
+    return [
+        scope for scope in model.scopes
+        if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
+        and scope.node.name.value in lightning.BACKWARD_HOOKS and model.lightning_automatic(scope.class_def)
+    ]
+
+
+def lightning_trainer_calls(model) -> list[cst.Call]:
+    """The module's ``Trainer(...)`` calls that pass ``accumulate_grad_batches``."""
+    found = []
+    for scope in model.scopes:
+        for site in scope.sites:
+            call = site.call
+            if (call is not None and not site.in_helper and last_segment(dotted(call.func)) == lightning.TRAINER
+                    and any(a.keyword is not None and a.keyword.value == lightning.ACCUMULATE_KEYWORD
+                            for a in call.args)):
+                found.append(call)
+    return found
+
+
+def _keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def lightning_accumulates(model) -> bool:
+    """Whether a ``Trainer(accumulate_grad_batches=A)`` of the module may have A > 1."""
+    for call in lightning_trainer_calls(model):
+        value = _keyword_value(call, lightning.ACCUMULATE_KEYWORD)
+        if value is not None and (int_value(value) is None or int_value(value) > 1):
+            return True
+    return False
+
+
+def lightning_short_epochs(model) -> list[tuple[cst.Call, int, int]]:
+    """``Trainer(accumulate_grad_batches=A, limit_train_batches=n)`` calls with integer n < A
+    (both literals): the epoch ends before a group is full, Lightning steps at the epoch's last
+    batch with the loss divided by A, so every update is a partial group weighted n/A
+    (:data:`accumlint.frameworks.lightning.LIMIT_KEYWORD`). (call, n, A)."""
+    found = []
+    for call in lightning_trainer_calls(model):
+        accumulate = int_value(_keyword_value(call, lightning.ACCUMULATE_KEYWORD))
+        limit = _keyword_value(call, lightning.LIMIT_KEYWORD)
+        # a float limit is a fraction of the loader (its length is not in the code)
+        if accumulate is None or limit is None or type(limit) is not cst.Integer:
+            continue
+        batches = int_value(limit)
+        if batches is not None and 0 < batches < accumulate:
+            found.append((call, batches, accumulate))
+    return found
+
+
+# --- catalyst: user callbacks next to an accumulating OptimizerCallback ------------------------
+
+def catalyst_batch_hooks(model) -> list:
+    """The scopes of the per-batch hooks (``on_batch_start`` / ``on_batch_end``) of the module's
+    catalyst callbacks, when the module builds an ``OptimizerCallback(accumulation_steps=A)``
+    with A > 1 (an integer above 1, or an expression): the optimizer callback updates once per
+    A batches (:data:`accumlint.frameworks.catalyst.OPTIMIZER_CALLBACKS`), these hooks run on
+    every batch. Empty otherwise."""
+    imports = model.functions.imports
+    accumulates = False
+    for scope in model.scopes:
+        for site in scope.sites:
+            call = site.call
+            if call is None or imports.qualify(dotted(call.func)) not in catalyst.OPTIMIZER_CALLBACKS:
+                continue
+            value = _keyword_value(call, catalyst.ACCUMULATION_KEYWORD)
+            accumulates |= value is not None and (int_value(value) is None or int_value(value) > 1)
+    if not accumulates:
+        return []
+    return [
+        scope for scope in model.scopes
+        if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
+        and scope.node.name.value in catalyst.BATCH_HOOKS
+        and _takes_part(model.functions, scope.class_def, catalyst.RUNNER)
+    ]

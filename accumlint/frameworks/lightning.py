@@ -1,0 +1,24 @@
+"""Lightning (owned-loop section; the coordinator merges it with the module's other rows)."""
+
+from __future__ import annotations
+
+# --- owned loop: the LightningModule hooks the fit loop calls around each microbatch's backward ---
+
+#: hooks called right before / right after each microbatch's backward under automatic
+#: optimization, on every microbatch of a group (lightning 2.6.6
+#: ``plugins/precision/precision.py`` ``pre_backward`` → ``on_before_backward``,
+#: ``post_backward`` → ``on_after_backward``; called from the closure's backward in
+#: ``loops/optimization/automatic.py``). A clip there clips a partial sum when A > 1.
+BACKWARD_HOOKS = frozenset({"on_before_backward", "on_after_backward"})
+#: the hooks Lightning calls once per optimizer update, after the group's last backward
+#: (``precision.py`` ``_after_closure``: ``on_before_optimizer_step``, then ``_clip_gradients`` →
+#: ``configure_gradient_clipping``): the place for a clip.
+UPDATE_HOOKS = frozenset({"on_before_optimizer_step", "configure_gradient_clipping"})
+#: the Trainer keyword that sets A, and the one that cuts an epoch to a number of batches
+#: (lightning 2.6.6 ``trainer/trainer.py``; ``loops/training_epoch_loop.py``
+#: ``_should_accumulate``: the epoch's last batch always steps, so an epoch of
+#: ``limit_train_batches`` < A batches makes every update a partial group divided by A)
+TRAINER = "Trainer"
+ACCUMULATE_KEYWORD = "accumulate_grad_batches"
+LIMIT_KEYWORD = "limit_train_batches"
+SOURCE = "lightning 2.6.6 plugins/precision/precision.py, loops/optimization/automatic.py, loops/training_epoch_loop.py"
