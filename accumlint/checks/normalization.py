@@ -7,11 +7,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
+from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
 from accumlint.model.names import dotted, int_value, keyword
+from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 from accumlint.source_facts import SourceFacts
 
 
@@ -195,13 +197,16 @@ class FrameworkExpectsNormalization(Rule):
     ``num_items_in_batch``."""
 
     code = "ACC105"
-    markers = (MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode())
+    markers = (MANUAL_BACKWARD.encode(), fw.HF_COMPUTE_LOSS.encode(),
+               *(name.encode() for name in sorted(fw.HF_TRAINER_CLASS_NAMES)))
 
     def applies(self, facts: SourceFacts) -> bool:
-        """A ``manual_backward`` call, or a ``compute_loss`` defined where an HF Trainer class
-        is named (the base of the class that overrides it)."""
+        """A ``manual_backward`` call, a ``compute_loss`` defined where an HF Trainer class
+        is named (the base of the class that overrides it), or an HF Trainer built with
+        ``compute_loss_func=``."""
         return facts.calls((MANUAL_BACKWARD,)) or (
-            facts.defines((fw.HF_COMPUTE_LOSS,)) and facts.mentions(fw.HF_TRAINER_CLASS_NAMES))
+            facts.defines((fw.HF_COMPUTE_LOSS,)) and facts.mentions(fw.HF_TRAINER_CLASS_NAMES)) or (
+            facts.calls(fw.HF_TRAINER_CLASS_NAMES) and facts.mentions((COMPUTE_LOSS_FUNC,)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -216,6 +221,15 @@ class FrameworkExpectsNormalization(Rule):
                     "steps: the A backwards of a group add up to A times the mean gradient",
                     "divide the loss by the number of microbatches per update before `self.manual_backward`",
                 )
+        for node, name in hf_loss_funcs_ignoring_count(model):
+            yield Hit(
+                node,
+                f"`{name}` is passed as `compute_loss_func`: the Trainer takes its loss as normalized for the whole "
+                "group and does not divide it by A, but it ignores `num_items_in_batch`, so with "
+                "`gradient_accumulation_steps` > 1 gradients are A times too large",
+                "divide a summed loss by `num_items_in_batch` (the group's item count) in the loss function, or "
+                "divide the loss by the accumulation steps there",
+            )
         for function in model.hf_overrides_ignoring_count():
             yield Hit(
                 function,

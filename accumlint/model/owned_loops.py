@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint.frameworks import catalyst, generic, ignite, lightning, skorch
+from accumlint.frameworks import catalyst, generic, ignite, lightning, mmengine, skorch, transformers
 from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
+from accumlint.model import frameworks as fw
+from accumlint.model import losses
 from accumlint.model.names import dotted, int_value, last_segment, walk
 
 #: the rows matched against every module, callback-style first
-CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, catalyst.RUNNER, catalyst.AFTER_BACKWARD_RUNNER,
-                                           generic.BASE_TRAINER)
+CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, mmengine.BASE_MODEL, catalyst.RUNNER,
+                                           catalyst.AFTER_BACKWARD_RUNNER, generic.BASE_TRAINER)
 REGISTERED_ROWS: tuple[RegisteredLoop, ...] = (ignite.ENGINE_LOOP,)
 
 #: names without which no row can match: the prefilter's markers and the source facts' test
@@ -355,3 +357,78 @@ def catalyst_batch_hooks(model) -> list:
         and scope.node.name.value in catalyst.BATCH_HOOKS
         and _takes_part(model.functions, scope.class_def, catalyst.RUNNER)
     ]
+
+
+# --- HF Trainer: a loss function handed to the Trainer ----------------------------------------
+
+def hf_loss_funcs_ignoring_count(model) -> list[tuple[cst.CSTNode, str]]:
+    """Loss functions handed to an HF ``Trainer(compute_loss_func=f)`` that ignore the group's
+    item count (no ``num_items_in_batch`` read, or no such parameter) and divide by nothing
+    A-named, in a module that configures ``gradient_accumulation_steps`` other than 1: the
+    Trainer does not divide a ``compute_loss_func``'s loss by A
+    (:data:`accumlint.frameworks.transformers.COMPUTE_LOSS_FUNC`), so each group's gradient is
+    the sum of A microbatch means. (the function or lambda, its name)."""
+    imports = model.imports
+    if not imports.imports_module("transformers") or not _hf_accumulates(model):
+        return []
+    found: list[tuple[cst.CSTNode, str]] = []
+    for scope in model.scopes:
+        for site in scope.sites:
+            call = site.call
+            if call is None or site.in_helper or not _is_hf_trainer(model, call):
+                continue
+            value = _keyword_value(call, transformers.COMPUTE_LOSS_FUNC)
+            function = _function_named(model.functions, value) if value is not None else None
+            node: cst.CSTNode | None = function
+            params = function.params if function is not None else None
+            body: cst.CSTNode | None = function.body if function is not None else None
+            if isinstance(value, cst.Lambda):
+                node, params, body = value, value.params, value.body
+            if node is None or params is None or body is None:
+                continue
+            declared = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            if params.star_kwarg is not None or (declared and transformers.COUNT_PARAMETER in declared
+                                                 and _reads(body, transformers.COUNT_PARAMETER)):
+                continue  # reads the count (or may, through **kwargs)
+            if _divides_by_a(model, body):
+                continue
+            found.append((node, dotted(value) or "lambda"))
+    return found
+
+
+def _reads(body: cst.CSTNode, name: str) -> bool:
+    return any(type(node) is cst.Name and node.value in (name, "locals", "vars") for node in walk(body))
+
+
+def _divides_by_a(model, body: cst.CSTNode) -> bool:
+    for node in walk(body):
+        if type(node) is cst.BinaryOperation and isinstance(node.operator, cst.Divide) and model.is_accumulation_name(
+                node.right):
+            return True
+    return False
+
+
+def _hf_accumulates(model) -> bool:
+    for scope in model.scopes:
+        for site in scope.sites:
+            call = site.call
+            if call is None:
+                continue
+            value = _keyword_value(call, transformers.ACCUMULATION_KEYWORD)
+            if value is not None and (int_value(value) is None or int_value(value) > 1):
+                return True
+    return False
+
+
+def _is_hf_trainer(model, call: cst.Call) -> bool:
+    """``call`` builds an HF Trainer or a subclass of the module's that does not declare its loss scaled."""
+    name = dotted(call.func)
+    if model.imports.qualify(name) in fw.HF_TRAINER_CLASSES:
+        return True
+    located = model.functions.class_named(name)
+    if located is None:
+        return False
+    _, class_def = located
+    if losses.declares_attribute(class_def, transformers.SCALED_FOR_GA):
+        return False
+    return any(model.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES for base in class_def.bases)
