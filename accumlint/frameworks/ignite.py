@@ -17,7 +17,9 @@ ENGINE_LOOP = RegisteredLoop(
     framework="pytorch-ignite",
     version="0.5.5",
     source="ignite/engine/engine.py Engine._run_once_on_dataset_as_gen",
-    constructors=frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine"}),
+    # DeterministicEngine (ignite/engine/deterministic.py) runs the same loop with seeded batches
+    constructors=frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine", "ignite.engine.DeterministicEngine",
+                            "ignite.engine.deterministic.DeterministicEngine"}),
     events={
         "EPOCH_STARTED": Phase.EPOCH_START,
         "ITERATION_STARTED": Phase.BATCH_START,
