@@ -21,4 +21,12 @@ UPDATE_HOOKS = frozenset({"on_before_optimizer_step", "configure_gradient_clippi
 TRAINER = "Trainer"
 ACCUMULATE_KEYWORD = "accumulate_grad_batches"
 LIMIT_KEYWORD = "limit_train_batches"
+#: ``LightningModule.optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)``: the closure
+#: runs the group's last ``training_step``, ``zero_grad`` (first batch of a group) and backward when
+#: the optimizer's ``step(closure=...)`` calls it (lightning 2.6.6 ``core/module.py``
+#: ``optimizer_step``; ``loops/optimization/automatic.py`` ``Closure``), so what the override does
+#: to ``.grad`` before handing the closure on misses that backward.
+OPTIMIZER_STEP = "optimizer_step"
+CLOSURE_PARAMETER = "optimizer_closure"
+CLOSURE_POSITION = 3  # after epoch, batch_idx, optimizer
 SOURCE = "lightning 2.6.6 plugins/precision/precision.py, loops/optimization/automatic.py, loops/training_epoch_loop.py"

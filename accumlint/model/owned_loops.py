@@ -25,6 +25,7 @@ from accumlint.frameworks import catalyst, generic, ignite, lightning, mmengine,
 from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
 from accumlint.model import frameworks as fw
 from accumlint.model import losses
+from accumlint.model.kinds import EventKind
 from accumlint.model.names import dotted, int_value, last_segment, walk
 
 #: the rows matched against every module, callback-style first
@@ -432,3 +433,29 @@ def _is_hf_trainer(model, call: cst.Call) -> bool:
     if losses.declares_attribute(class_def, transformers.SCALED_FOR_GA):
         return False
     return any(model.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES for base in class_def.bases)
+
+
+def lightning_clips_before_closure(model) -> list:
+    """Clip events of ``optimizer_step`` overrides of automatic LightningModules that run before
+    the override hands on (or calls) its ``optimizer_closure``: the closure runs the update's last
+    ``training_step`` and backward (:data:`accumlint.frameworks.lightning.OPTIMIZER_STEP`), so the
+    clip acts on gradients without it. Overrides whose closure use is not seen are left out."""
+    found = []
+    for scope in model.scopes:
+        function = scope.node
+        if (not isinstance(function, cst.FunctionDef) or scope.class_def is None
+                or function.name.value != lightning.OPTIMIZER_STEP or not model.lightning_automatic(scope.class_def)):
+            continue
+        params = [p.name.value for p in function.params.params]
+        if lightning.CLOSURE_PARAMETER in params:
+            closure = lightning.CLOSURE_PARAMETER
+        elif len(params) > lightning.CLOSURE_POSITION + 1 and params[0] == "self":
+            closure = params[lightning.CLOSURE_POSITION + 1]
+        else:
+            continue
+        uses = [site.order for site in scope.sites if site.call is not None and not site.in_helper and (
+            dotted(site.call.func) == closure or any(dotted(a.value) == closure for a in site.call.args))]
+        if not uses:
+            continue
+        found.extend(e for e in model.events[scope] if e.kind is EventKind.CLIP and e.order < min(uses))
+    return found
