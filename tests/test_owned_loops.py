@@ -1,5 +1,6 @@
 """Framework-owned loops (``accumlint/model/owned_loops.py``): the ``cb_`` family of
-../shared/patterns, and reduced cases of our own in ``tests/data/owned_loops`` whose first line
+../shared/patterns, and reduced cases of our own in ``tests/data/owned_loops`` (and
+``owned_loops_field``, from the field trial) whose first line
 says what they must report (``# expect: ACC001 line 18 -- why`` or ``# expect: nothing -- why``),
 every rule selected."""
 
@@ -18,6 +19,8 @@ from tests.test_patterns import _rows as _family_rows
 from tests.test_patterns import assert_row, check
 
 DATA = Path(__file__).parent / "data" / "owned_loops"
+#: reduced from the field trial of issue 15 (public projects on these frameworks), in our own words
+FIELD = Path(__file__).parent / "data" / "owned_loops_field"
 _EXPECT = re.compile(r"# expect: (?:nothing|(ACC\d{3}) line (\d+)) -- ")
 
 
@@ -43,7 +46,7 @@ def test_cb_patterns_present() -> None:
     assert len(_cb_rows()) >= 4
 
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted([*DATA.glob("*.py"), *FIELD.glob("*.py")]), ids=lambda p: p.name)
 def test_reduced_case(path: Path) -> None:
     match = _EXPECT.match(path.read_text().splitlines()[0])
     assert match is not None, "first line must say what the case expects"

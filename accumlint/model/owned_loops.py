@@ -95,10 +95,10 @@ def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
             calls.append(node)
     for row in REGISTERED_ROWS:
         for call in calls:
-            if functions.imports.qualify(dotted(call.func)) not in row.constructors or not call.args:
+            if not call.args or call.args[0].keyword is not None or not _builds_engine(functions, row, call):
                 continue
-            process = _function_named(functions, call.args[0].value)
-            if process is None or call.args[0].keyword is not None:
+            process = _process_function(functions, call.args[0].value)
+            if process is None:
                 continue
             engine = bound.get(id(call))
             handlers = _handlers(module, functions, row, engine) if engine else []
@@ -118,6 +118,36 @@ def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
             loop.counters = {f"{name}.{path}": start for name in engines for path, start in row.counters.items()}
             loops.append(loop)
     return loops
+
+
+def _builds_engine(functions, row: RegisteredLoop, call: cst.Call) -> bool:
+    """``call`` builds the row's engine, or an instance of a project subclass of it
+    (``class NmtEngine(Engine)``, in this module or another one of the project)."""
+    name = dotted(call.func)
+    if functions.imports.qualify(name) in row.constructors:
+        return True
+    located = functions.class_named(name)
+    for _ in range(8):  # a subclass chain, cut at a depth no real hierarchy reaches
+        if located is None:
+            return False
+        owner, class_def = located
+        bases = [dotted(base.value) for base in class_def.bases]
+        if any(owner.imports.qualify(base) in row.constructors for base in bases if base):
+            return True
+        located = next((owner.class_named(base) for base in bases if base and owner.class_named(base)), None)
+    return False
+
+
+def _process_function(functions, value: cst.BaseExpression) -> cst.FunctionDef | None:
+    """The function handed to the engine: a function of this module by name, or a method
+    of a class of this module (``NmtEngine.train``, a static method)."""
+    if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+        class_def = functions.classes.get(value.value.value)
+        found = functions.method(class_def, value.attr.value) if class_def is not None else None
+        if found is None or found[1] is not functions:
+            return None  # another module's code: its nodes are no part of this file
+        return found[0]
+    return _function_named(functions, value)
 
 
 def _function_named(functions, value: cst.BaseExpression) -> cst.FunctionDef | None:
