@@ -46,7 +46,15 @@ def test_cb_patterns_present() -> None:
     assert len(_cb_rows()) >= 4
 
 
-@pytest.mark.parametrize("path", sorted([*DATA.glob("*.py"), *FIELD.glob("*.py")]), ids=lambda p: p.name)
+def _case(path: Path):
+    """A case, marked as a strict xfail when its name says the model does not handle it yet."""
+    if path.name.startswith("xfail_"):
+        return pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="shape not handled yet (see header)"))
+    return path
+
+
+@pytest.mark.parametrize("path", [_case(p) for p in sorted([*DATA.glob("*.py"), *FIELD.glob("*.py")])],
+                         ids=lambda p: p.name)
 def test_reduced_case(path: Path) -> None:
     match = _EXPECT.match(path.read_text().splitlines()[0])
     assert match is not None, "first line must say what the case expects"
