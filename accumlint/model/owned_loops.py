@@ -83,6 +83,10 @@ def find(module: cst.Module, functions) -> dict[cst.FunctionDef, OwnedLoop]:
 
 def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
     loops: list[OwnedLoop] = []
+    rows = [row for row in REGISTERED_ROWS
+            if any(functions.imports.imports_module(name.split(".")[0]) for name in row.constructors)]
+    if not rows:
+        return loops  # the module imports no such framework: no walk over its nodes (every file pays it)
     bound: dict[int, str] = {}  # id(engine constructor call) → the name it is assigned to
     calls: list[cst.Call] = []
     for node in walk(module):
@@ -93,7 +97,7 @@ def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
                 bound[id(node.value)] = name
         elif kind is cst.Call:
             calls.append(node)
-    for row in REGISTERED_ROWS:
+    for row in rows:
         for call in calls:
             if not call.args or call.args[0].keyword is not None or not _builds_engine(functions, row, call):
                 continue
