@@ -12,12 +12,14 @@ bodies are walked inside them in the framework's order.
 
 Precision: a loop is built only from a registration the code shows (the function handed to the
 engine, a handler registered with an unfiltered event) or a class whose base comes from the
-framework; a filtered event (``every=k``) or a function registered twice is left out.
+framework; a handler of a filtered event (``every=k``) is left out, and so is a function whose
+name the module defines twice (which one is handed over is not read).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -27,6 +29,11 @@ from accumlint.model import frameworks as fw
 from accumlint.model import losses
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import dotted, int_value, last_segment, walk
+
+if TYPE_CHECKING:  # both import this module
+    from accumlint.model import FileModel
+    from accumlint.model.events import Event
+    from accumlint.model.sites import ModuleFunctions, Scope
 
 #: the rows matched against every module, callback-style first
 CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, mmengine.BASE_MODEL, catalyst.RUNNER,
@@ -69,7 +76,7 @@ class OwnedLoop:
         return [(function, owner) for p, function, owner in self.parts if p is phase]
 
 
-def find(module: cst.Module, functions) -> dict[cst.FunctionDef, OwnedLoop]:
+def find(module: cst.Module, functions: ModuleFunctions) -> dict[cst.FunctionDef, OwnedLoop]:
     """The framework-owned loops of ``module`` by the function that stands for the microbatch
     loop. ``functions``: the module's :class:`~accumlint.model.sites.ModuleFunctions`."""
     found: dict[cst.FunctionDef, OwnedLoop] = {}
@@ -106,8 +113,6 @@ def _registered(module: cst.Module, functions) -> list[OwnedLoop]:
                 continue
             engine = bound.get(id(call))
             handlers = _handlers(module, functions, row, engine) if engine else []
-            if handlers is None:
-                continue  # a handler we cannot place (a filtered event, one registered twice)
             loop = OwnedLoop(row, process, functions.class_of.get(process))
             loop.parts.append((Phase.BODY, process, loop.body_class))
             for phase, handler in handlers:
@@ -155,19 +160,22 @@ def _process_function(functions, value: cst.BaseExpression) -> cst.FunctionDef |
 
 
 def _function_named(functions, value: cst.BaseExpression) -> cst.FunctionDef | None:
-    if isinstance(value, cst.Name):
-        return functions.functions.get(value.value)
-    return None
+    """The module's one function (at any depth, not a method) named by ``value``."""
+    if not isinstance(value, cst.Name):
+        return None
+    same = [f for f, owner in functions.class_of.items() if owner is None and f.name.value == value.value]
+    return same[0] if len(same) == 1 else None
 
 
 def _handlers(module: cst.Module, functions, row: RegisteredLoop,
-              engine: str) -> list[tuple[Phase, cst.FunctionDef]] | None:
-    """(phase, handler) of every handler registered on ``engine`` for a per-iteration or epoch
-    event; None when a handler of a filtered event runs code we would misplace."""
+              engine: str) -> list[tuple[Phase, cst.FunctionDef]]:
+    """(phase, handler) of every handler registered on ``engine`` (``@engine.on(event)``,
+    ``engine.add_event_handler(event, fn)``) for an unfiltered per-iteration or epoch event, in
+    source order."""
     found: list[tuple[Phase, cst.FunctionDef]] = []
     for function in functions.class_of:
         for decorator in function.decorators:
-            event = _registration(decorator.decorator, engine, row.register_methods, 0)
+            event = _registration(decorator.decorator, engine, row.register_methods)
             if event is _SKIP:
                 continue
             phase = _phase(row, event)
@@ -177,7 +185,7 @@ def _handlers(module: cst.Module, functions, row: RegisteredLoop,
     for node in walk(module):
         if type(node) is not cst.Call:
             continue
-        event = _registration(node, engine, row.add_methods, 0)
+        event = _registration(node, engine, row.add_methods)
         if event is _SKIP or len(node.args) < 2:
             continue
         phase = _phase(row, event)
@@ -192,13 +200,14 @@ def _handlers(module: cst.Module, functions, row: RegisteredLoop,
 _SKIP = object()
 
 
-def _registration(node: cst.BaseExpression, engine: str, methods: frozenset[str], index: int):
-    """The event expression of ``engine.on(event)`` / ``engine.add_event_handler(event, fn)``."""
+def _registration(node: cst.BaseExpression, engine: str, methods: frozenset[str]):
+    """The event expression of ``engine.on(event)`` / ``engine.add_event_handler(event, fn)``
+    (``_SKIP`` for any other expression)."""
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
         return _SKIP
-    if node.func.attr.value not in methods or dotted(node.func.value) != engine or len(node.args) <= index:
+    if node.func.attr.value not in methods or dotted(node.func.value) != engine or not node.args:
         return _SKIP
-    return node.args[index].value
+    return node.args[0].value
 
 
 def _phase(row: RegisteredLoop, event: cst.BaseExpression) -> Phase | None:
@@ -291,7 +300,7 @@ def _inherited_backward(functions, body: cst.FunctionDef, owner: cst.ClassDef | 
     return any(is_inherited_backward(functions, call, owner) for call in functions.calls_in(body.body))
 
 
-def is_inherited_backward(functions, call: cst.Call, owner: cst.ClassDef | None,
+def is_inherited_backward(functions: ModuleFunctions, call: cst.Call, owner: cst.ClassDef | None,
                           names: frozenset[str] = frozenset(), pattern: bool = True) -> bool:
     """Whether ``call`` is ``self.m(...)`` of a method the class does not define (the framework's
     base class does) that runs the microbatch's backward: one of ``names``, or with ``pattern``
@@ -307,7 +316,7 @@ def is_inherited_backward(functions, call: cst.Call, owner: cst.ClassDef | None,
 
 # --- Lightning: the hooks around each microbatch's backward ------------------------------------
 
-def lightning_backward_hooks(model) -> list:
+def lightning_backward_hooks(model: FileModel) -> list[Scope]:
     """The scopes of ``on_before_backward`` / ``on_after_backward`` of LightningModules under
     automatic optimization, in a module whose ``Trainer(accumulate_grad_batches=...)`` sets
     A > 1 (an integer above 1, or an expression): Lightning calls them around every
@@ -323,7 +332,7 @@ def lightning_backward_hooks(model) -> list:
     ]
 
 
-def lightning_trainer_calls(model) -> list[cst.Call]:
+def lightning_trainer_calls(model: FileModel) -> list[cst.Call]:
     """The module's ``Trainer(...)`` calls that pass ``accumulate_grad_batches``."""
     found = []
     for scope in model.scopes:
@@ -340,7 +349,7 @@ def _keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
     return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
-def lightning_accumulates(model) -> bool:
+def lightning_accumulates(model: FileModel) -> bool:
     """Whether a ``Trainer(accumulate_grad_batches=A)`` of the module may have A > 1."""
     for call in lightning_trainer_calls(model):
         value = _keyword_value(call, lightning.ACCUMULATE_KEYWORD)
@@ -349,7 +358,7 @@ def lightning_accumulates(model) -> bool:
     return False
 
 
-def lightning_short_epochs(model) -> list[tuple[cst.Call, int, int]]:
+def lightning_short_epochs(model: FileModel) -> list[tuple[cst.Call, int, int]]:
     """``Trainer(accumulate_grad_batches=A, limit_train_batches=n)`` calls with integer n < A
     (both literals): the epoch ends before a group is full, Lightning steps at the epoch's last
     batch with the loss divided by A, so every update is a partial group weighted n/A
@@ -369,7 +378,7 @@ def lightning_short_epochs(model) -> list[tuple[cst.Call, int, int]]:
 
 # --- catalyst: user callbacks next to an accumulating OptimizerCallback ------------------------
 
-def catalyst_batch_hooks(model) -> list:
+def catalyst_batch_hooks(model: FileModel) -> list[Scope]:
     """The scopes of the per-batch hooks (``on_batch_start`` / ``on_batch_end``) of the module's
     catalyst callbacks, when the module builds an ``OptimizerCallback(accumulation_steps=A)``
     with A > 1 (an integer above 1, or an expression): the optimizer callback updates once per
@@ -396,7 +405,7 @@ def catalyst_batch_hooks(model) -> list:
 
 # --- HF Trainer: a loss function handed to the Trainer ----------------------------------------
 
-def hf_loss_funcs_ignoring_count(model) -> list[tuple[cst.CSTNode, str]]:
+def hf_loss_funcs_ignoring_count(model: FileModel) -> list[tuple[cst.CSTNode, str]]:
     """Loss functions handed to an HF ``Trainer(compute_loss_func=f)`` that ignore the group's
     item count (no ``num_items_in_batch`` read, or no such parameter) and divide by nothing
     A-named, in a module that configures ``gradient_accumulation_steps`` other than 1: the
@@ -469,7 +478,7 @@ def _is_hf_trainer(model, call: cst.Call) -> bool:
     return any(model.imports.qualify(dotted(base.value)) in fw.HF_TRAINER_CLASSES for base in class_def.bases)
 
 
-def lightning_clips_before_closure(model) -> list:
+def lightning_clips_before_closure(model: FileModel) -> list[Event]:
     """Clip events of ``optimizer_step`` overrides of automatic LightningModules that run before
     the override hands on (or calls) its ``optimizer_closure``: the closure runs the update's last
     ``training_step`` and backward (:data:`accumlint.frameworks.lightning.OPTIMIZER_STEP`), so the
