@@ -127,8 +127,8 @@ def neutralize(lines: Sequence[str]) -> list[str]:
         magic = lines[first].lstrip()[2:].split(maxsplit=1)
         out = list(lines)
         if magic and magic[0] in PYTHON_CELL_MAGICS:
-            out[first] = "pass"
-            return out
+            # the body is IPython too: `%%capture` over `!pip install ...` lines
+            return [*out[:first], "pass", *neutralize(out[first + 1:])]
         return [f"# {line}" if line else line for line in lines]
     out = []
     continued = False

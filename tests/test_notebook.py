@@ -106,6 +106,9 @@ def test_magics_and_shell_lines_keep_line_numbers() -> None:
     ]
     assert neutralize(["%%bash", "echo hi", "", "ls"]) == ["# %%bash", "# echo hi", "", "# ls"]
     assert neutralize(["%%time", "x = 1"]) == ["pass", "x = 1"]
+    # a Python cell magic over shell lines (a tutorial's install cell): its body is neutralized too
+    assert neutralize(["%%capture", "!pip install pytorch-ignite", "!pip install datasets"]) == [
+        "pass", "pass", "pass"]
     # valid Python is left alone, even a line that looks like a magic inside a string
     assert neutralize(['s = """', "%d items", '"""']) == ['s = """', "%d items", '"""']
 

@@ -11,6 +11,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.findings import Severity
 from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.owned_loops import MARKERS as OWNED_MARKERS
 from accumlint.prefilter import NeedlePattern
 from accumlint.source_facts import SourceFacts
 from accumlint.spec import BY_CODE, DOCS_URL, RuleSpec
@@ -49,7 +50,7 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     #: Source substrings without which the rule cannot fire (the engine skips the model when a
     #: file holds none of the selected rules' markers; empty: always run). Every loop rule needs a backward.
-    markers: ClassVar[tuple[bytes, ...]] = tuple(sorted(name.encode() for name in BACKWARD_CALLS))
+    markers: ClassVar[tuple[bytes, ...]] = tuple(sorted(name.encode() for name in BACKWARD_CALLS | OWNED_MARKERS))
     #: For a rule whose markers are common names (ACC404: ``device_count``): a pattern the bytes
     #: must match as well, searched for only in a file where one of the markers is used. None:
     #: the markers decide alone.
@@ -77,7 +78,7 @@ class Rule:
         both need a call that makes a backward event (``model/events.py``). A rule without
         markers applies everywhere.
         """
-        return not self.markers or facts.calls(BACKWARD_CALLS)
+        return not self.markers or facts.calls(BACKWARD_CALLS) or owns_loop(facts)
 
     @classmethod
     def url(cls) -> str:
@@ -86,6 +87,13 @@ class Rule:
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         raise NotImplementedError
+
+
+def owns_loop(facts: SourceFacts) -> bool:
+    """Whether the module may hand a framework a loop body (``Engine(process_fn)``, a callback's
+    ``on_batch_end``, a ``train_step`` override): the model rebuilds that framework's loop
+    (``model/owned_loops.py``) even when the module calls no backward itself."""
+    return facts.calls(OWNED_MARKERS) or facts.defines(OWNED_MARKERS)
 
 
 def defines_lightning_hook(facts: SourceFacts) -> bool:

@@ -145,7 +145,10 @@ class EngineStepGated(Rule):
                         "call `engine.step()` unconditionally after every `engine.backward(loss)`",
                     )
                 elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
-                        dotted(update.target) or "").endswith("engine.optimizer")):
+                        # `engine.optimizer` by name only where DeepSpeed is imported: an ignite
+                        # process function's `engine` is ignite's Engine
+                        model.imports.imports_module(fw.deepspeed.PACKAGE)
+                        and (dotted(update.target) or "").endswith("engine.optimizer"))):
                     yield Hit(
                         update.node,
                         "the DeepSpeed optimizer is stepped directly, bypassing the engine: no boundary "

@@ -12,6 +12,8 @@ from accumlint.model.events import CLIP_CALLS
 from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
+from accumlint.model.sites import FrameKind
 from accumlint.source_facts import SourceFacts
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
@@ -120,6 +122,43 @@ class ClipInsideGroup(Rule):
                     "otherwise gradients already applied) and never on the gradient the update uses",
                     "let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in "
                     "`configure_gradient_clipping` / `on_before_optimizer_step`",
+                )
+        for scope in catalyst_batch_hooks(model):
+            for clip in model.events[scope]:
+                if (clip.kind is not EventKind.CLIP or id(clip.node) in reported or _measures_only(clip)
+                        or any(f.kind in (FrameKind.IF, FrameKind.GUARD) for f in clip.site.frames)):
+                    continue  # a clip under a test of the user's: its cadence is not known here
+                reported.add(id(clip.node))
+                yield Hit(
+                    clip.node,
+                    f"`{scope.name}` runs on every batch while `OptimizerCallback(accumulation_steps=...)` updates "
+                    f"once per group, so `{_callee(clip)}` clips partial sums of the group's gradient",
+                    "clip once per update: pass `grad_clip_fn=` to catalyst's backward/optimizer callback, or clip "
+                    "under the same count test as the update",
+                )
+        for clip in lightning_clips_before_closure(model):
+            if id(clip.node) in reported or _measures_only(clip):
+                continue
+            reported.add(id(clip.node))
+            yield Hit(
+                clip.node,
+                f"`{_callee(clip)}` runs before this `optimizer_step` hands on `optimizer_closure`, which runs the "
+                "update's last `training_step` and backward: the clip never sees the gradient the update applies",
+                "clip after the closure has run (in `on_before_optimizer_step` or `configure_gradient_clipping`), "
+                "or let Lightning clip with `Trainer(gradient_clip_val=...)`",
+            )
+        for scope in lightning_backward_hooks(model):
+            for clip in model.events[scope]:
+                if clip.kind is not EventKind.CLIP or id(clip.node) in reported or _measures_only(clip):
+                    continue
+                reported.add(id(clip.node))
+                yield Hit(
+                    clip.node,
+                    f"Lightning calls `{scope.name}` around every microbatch's backward, so with "
+                    f"`accumulate_grad_batches` > 1 `{_callee(clip)}` clips partial sums of the group's gradient "
+                    "instead of the accumulated gradient the update applies",
+                    "let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in "
+                    "`configure_gradient_clipping` / `on_before_optimizer_step` (once per update)",
                 )
 
 

@@ -8,10 +8,12 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
+from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
 from accumlint.model.names import dotted, int_value, keyword
+from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 from accumlint.source_facts import SourceFacts
 
 
@@ -196,13 +198,16 @@ class FrameworkExpectsNormalization(Rule):
     ``num_items_in_batch``."""
 
     code = "ACC105"
-    markers = (MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode())
+    markers = (MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode(),
+               *(name.encode() for name in sorted(fw.transformers.TRAINER_CLASS_NAMES)))
 
     def applies(self, facts: SourceFacts) -> bool:
-        """A ``manual_backward`` call, or a ``compute_loss`` defined where an HF Trainer class
-        is named (the base of the class that overrides it)."""
+        """A ``manual_backward`` call, a ``compute_loss`` defined where an HF Trainer class
+        is named (the base of the class that overrides it), or an HF Trainer built with
+        ``compute_loss_func=``."""
         return facts.calls((MANUAL_BACKWARD,)) or (
-            facts.defines((fw.transformers.COMPUTE_LOSS,)) and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES))
+            facts.defines((fw.transformers.COMPUTE_LOSS,)) and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES)) or (
+            facts.calls(fw.transformers.TRAINER_CLASS_NAMES) and facts.mentions((COMPUTE_LOSS_FUNC,)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -217,6 +222,15 @@ class FrameworkExpectsNormalization(Rule):
                     "steps: the A backwards of a group add up to A times the mean gradient",
                     "divide the loss by the number of microbatches per update before `self.manual_backward`",
                 )
+        for node, name in hf_loss_funcs_ignoring_count(model):
+            yield Hit(
+                node,
+                f"`{name}` is passed as `compute_loss_func`: the Trainer takes its loss as normalized for the whole "
+                "group and does not divide it by A, but it ignores `num_items_in_batch`, so with "
+                "`gradient_accumulation_steps` > 1 gradients are A times too large",
+                "divide a summed loss by `num_items_in_batch` (the group's item count) in the loss function, or "
+                "divide the loss by the accumulation steps there",
+            )
         for function in model.frameworks.hf_overrides_ignoring_count():
             yield Hit(
                 function,

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from accumlint.checks.base import Hit, Rule
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
+from accumlint.model.owned_loops import lightning_short_epochs
+from accumlint.source_facts import SourceFacts
 
 _WHAT_HAPPENS = {
     TailTreatment.LEAKS: (
@@ -41,6 +43,11 @@ class PartialFinalGroup(Rule):
     """
 
     code = "ACC005"
+    #: a Lightning ``Trainer(limit_train_batches=n, accumulate_grad_batches=A)`` needs no backward in the file
+    markers = (*Rule.markers, b"Trainer")
+
+    def applies(self, facts: SourceFacts) -> bool:
+        return super().applies(facts) or facts.calls({"Trainer"})
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
@@ -55,3 +62,11 @@ class PartialFinalGroup(Rule):
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
                       else "a group of A + r microbatches that mixes two epochs")
             yield Hit(tail.report, text.format(merged=merged), _FIX.get(tail.treatment, _DEFAULT_FIX))
+        for call, batches, accumulation in lightning_short_epochs(model):
+            yield Hit(
+                call,
+                f"`limit_train_batches={batches}` ends every epoch before a group of `accumulate_grad_batches="
+                f"{accumulation}` is full: Lightning steps at the epoch's last batch with each loss still divided "
+                f"by {accumulation}, so every update weighs {batches}/{accumulation} of a full group",
+                "make `limit_train_batches` a multiple of `accumulate_grad_batches` (at least one full group)",
+            )

@@ -6,6 +6,7 @@ and resets at the boundary; iteration schedulers are not gated.
 from __future__ import annotations
 
 from accumlint.frameworks.contracts import BackwardContract, GroupContract, Normalizes, Owner, Role, Source
+from accumlint.frameworks.loops import CallbackLoop, Phase
 
 VERSION = "0.10.7"
 #: Every version a fact of this module was read in (the installed one first).
@@ -26,4 +27,23 @@ ACCUMULATION_KEYWORD = "accumulative_counts"
 BACKWARD = BackwardContract(
     Role.OPTIM_WRAPPER, "update_params", Normalizes.ALWAYS, None, "mmengine",
     f"mmengine {VERSION} OptimWrapper.update_params divides by accumulative_counts",
+)
+
+
+# --- owned loop: the Runner calls the model's train_step once per iteration (one microbatch) ---
+
+#: mmengine 0.10.7 ``runner/loops.py`` ``EpochBasedTrainLoop.run_iter`` /
+#: ``IterBasedTrainLoop.run_iter``: ``before_train_iter`` hooks, ``model.train_step(data_batch,
+#: optim_wrapper=...)``, ``after_train_iter`` hooks; ``model/base_model/base_model.py``
+#: ``BaseModel.train_step`` runs ``optim_wrapper.update_params(loss)``, which counts the
+#: microbatches against ``accumulative_counts`` (``optim/optimizer/optimizer_wrapper.py``).
+#: An override of ``train_step`` is the loop body; its ``optim_wrapper`` parameter is the wrapper.
+BASE_MODEL = CallbackLoop(
+    framework="mmengine",
+    version="0.10.7",
+    source="mmengine/runner/loops.py run_iter, model/base_model/base_model.py BaseModel.train_step",
+    bases=frozenset({"BaseModel"}),
+    hooks={"train_step": Phase.BODY},
+    packages=("mmengine", "mmcv"),
+    attributes={"optim_wrapper": "mmengine optimizer wrapper"},
 )

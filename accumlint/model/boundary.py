@@ -187,6 +187,9 @@ def first_value(
     if split is None:
         return None
     name, offset = split
+    counters = sites[0].scope.counter_starts if sites else {}
+    if name in counters and isinstance(loop, cst.FunctionDef):  # a framework-owned loop's counter
+        return counters[name] + offset
     if isinstance(loop, cst.For):
         start = _loop_index_start(loop, name)
         if start is not None:

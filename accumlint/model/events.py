@@ -76,6 +76,8 @@ def classify(site: Site, roles: Roles) -> Event | None:
     once-per-update hook (:func:`classify_gradient_op`). In an inlined helper, the target and
     the loss are read in the caller's names where the helper's parameters bind them
     (``opt.step()`` in ``helper(optimizer)`` steps ``optimizer``)."""
+    if site.framework == "backward":  # a framework-owned loop's backward (model/owned_loops.py)
+        return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward")
     event = _classify_training_event(site, roles) or classify_gradient_op(site)
     if event is None or site.inline is None:
         return event

@@ -141,6 +141,8 @@ def never_scaled(event: Event) -> bool:
         definition = reaching_assignment(event.site.scope, name, event.order)
         if definition is not None and isinstance(definition.node, cst.With):
             return False  # `with amp.scale_loss(loss, opt) as scaled:` — what the context yields is not read
+        if definition is not None and isinstance(definition.node, cst.For):
+            return False  # `for scaler, loss in zip(scalers, losses):` — the elements' history is not read
     for value, operator, _ in value_history(event.loss, event.site):
         if isinstance(operator, (cst.DivideAssign, cst.MultiplyAssign)):
             return False

@@ -127,6 +127,9 @@ class Roles:
         """The role of the dotted ``name`` at execution position ``order`` of ``scope``."""
         if not name:
             return UNKNOWN
+        framework = scope.framework_roles.get(name)
+        if framework is not None:  # bound by the framework that owns this loop (model/owned_loops.py)
+            return RoleInfo(Role(framework), Evidence.CONSTRUCTOR)
         key = (id(scope), name, order)
         if key not in self._cache:
             self._cache[key] = self._resolve(name, scope, order, depth)

@@ -16,7 +16,8 @@ from typing import Any
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import summaries
+from accumlint.frameworks.loops import MICROBATCH_PHASES, Phase
+from accumlint.model import owned_loops, summaries
 from accumlint.model.callgraph import Inline, bind, local_names, parameters
 from accumlint.model.names import (
     Branches,
@@ -84,6 +85,11 @@ class Scope:
     #: id(call) → the inlined calls of it; id(inlined call) → the `return` sites of its body
     inlined: dict[int, list[Inline]] = field(default_factory=dict)
     returns: dict[int, list[Site]] = field(default_factory=dict)
+    #: in a framework-owned loop: dotted counter name → its value on the first microbatch
+    #: (``engine.state.iteration`` → 1; :mod:`accumlint.model.owned_loops`)
+    counter_starts: dict[str, int] = field(default_factory=dict)
+    #: in a framework-owned loop: dotted names the framework binds → their role's value (``"optimizer"``)
+    framework_roles: dict[str, str] = field(default_factory=dict)
 
     def returns_of(self, call: cst.Call) -> list[Site]:
         """The ``return`` sites (in the helper's names) of the helpers ``call`` was inlined to."""
@@ -148,6 +154,9 @@ class Site:
     alias: str | None = None
     #: the call was followed into a function of the project (it is no library call of that name)
     followed: bool = False
+    #: the framework event this site stands for in a framework-owned loop (``"backward"``: the
+    #: framework's backward, or an inherited framework method that runs it)
+    framework: str | None = None
 
     @property
     def in_helper(self) -> bool:
@@ -871,6 +880,52 @@ class _Walker:
         self.suite(function.body, loop)
         self.scope.loop_spans[function] = (start, self.order)
 
+    def owned(self, loop: owned_loops.OwnedLoop) -> None:
+        """Walk a framework-owned loop (:mod:`accumlint.model.owned_loops`): its epoch hooks in
+        a loop standing for the epochs, its per-batch functions in the framework's order inside
+        the loop the per-batch function's node stands for, the framework's backward (a site on
+        that node) where the framework runs it."""
+        outer: tuple[Frame, ...] = ()
+        epoch_start = self.order
+        if loop.epoch_node is not None:
+            outer = (Frame(FrameKind.LOOP, loop.epoch_node),)
+        for function, owner in loop.functions(Phase.EPOCH_START):
+            self._part(function, owner, outer)
+        frames = outer + (Frame(FrameKind.LOOP, loop.body),)
+        start = self.order
+        params = loop.body.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                 if p.name.value != "self"]
+        self.add(Site(loop.body, loop.body, frames, self.order, self.scope,  # type: ignore[arg-type]
+                      targets=tuple(names), value=None))
+        for phase in MICROBATCH_PHASES:
+            if phase is Phase.AFTER_BACKWARD and loop.framework_backward:
+                self.add(Site(loop.body, loop.body, frames, self.order, self.scope,  # type: ignore[arg-type]
+                              framework="backward"))
+            for function, owner in loop.functions(phase):
+                self._part(function, owner, frames)
+        self.scope.loop_spans[loop.body] = (start, self.order)
+        for function, owner in loop.functions(Phase.EPOCH_END):
+            self._part(function, owner, outer)
+        if loop.epoch_node is not None:
+            self.scope.loop_spans[loop.epoch_node] = (epoch_start, self.order)
+        self.scope.counter_starts = dict(loop.counters)
+        self.scope.framework_roles = dict(getattr(loop.row, "attributes", {}))
+        for site in self.scope.sites[start:]:
+            if (site.call is not None and site.framework is None and not site.followed and site.inline is None
+                    and owned_loops.is_inherited_backward(self.functions, site.call, loop.body_class,
+                                                          loop.backward_methods, loop.backward_pattern)):
+                site.framework = "backward"
+
+    def _part(self, function: cst.FunctionDef, owner: cst.ClassDef | None, frames: tuple[Frame, ...]) -> None:
+        """One user function of an owned loop, walked with ``self`` meaning its own class."""
+        own = self.scope.class_def
+        self.scope.class_def = owner
+        try:
+            self.suite(function.body, frames)
+        finally:
+            self.scope.class_def = own
+
     def add(self, site: Site) -> None:
         if self.helper_stack:
             site.helper = self.helper_stack[-1]
@@ -937,6 +992,7 @@ def walk_scopes(module: cst.Module, project: object | None = None,
     (an :class:`accumlint.project.ProjectView`) lets calls of other project modules' functions
     be followed."""
     functions = ModuleFunctions(module, project, name)
+    owned = owned_loops.find(module, functions)
     scopes: list[Scope] = []
     top = Scope(module, None)
     _Walker(top, functions).block(
@@ -946,7 +1002,9 @@ def walk_scopes(module: cst.Module, project: object | None = None,
     for function, class_def in functions.scopes():
         scope = Scope(function, class_def)
         walker = _Walker(scope, functions)
-        if is_microbatch_hook(function, class_def):
+        if function in owned:
+            walker.owned(owned[function])
+        elif is_microbatch_hook(function, class_def):
             walker.hook(function)
         else:
             walker.suite(function.body, ())

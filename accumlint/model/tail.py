@@ -114,14 +114,21 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     if group.style is not LoopStyle.GATED or group.gate is None or group.gate.test is None:
         return None
     test = group.gate.test
-    if test.kind != "modulo" or not isinstance(group.loop, cst.For):
+    # a framework-owned loop (model/owned_loops.py) whose epoch hook restarts the gate's counter:
+    # the code counts passes itself, and the framework's loader has no length the code shows
+    owned = isinstance(group.loop, cst.FunctionDef) and group.outer_loop is not None
+    if test.kind != "modulo" or not (isinstance(group.loop, cst.For) or owned):
         return None
-    loader = _loader_of(group, roles)
-    if loader is None or not _per_pass_index(group, test):
-        return None
-    length = model.length_arithmetic.get(last_segment(dotted(loader)))
-    if length is LengthFact.MULTIPLE_OF_A or (length is None and not test.tail):
-        return None
+    if owned:
+        if not _per_pass_index(group, test):
+            return None
+    else:
+        loader = _loader_of(group, roles)
+        if loader is None or not _per_pass_index(group, test):
+            return None
+        length = model.length_arithmetic.get(last_segment(dotted(loader)))
+        if length is LengthFact.MULTIPLE_OF_A or (length is None and not test.tail):
+            return None
     backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
     divided = bool(backwards) and all(model.divided_by_a(e) for e in backwards)
     report = group.gate.frame_node if test.flag is None else test.report
