@@ -12,6 +12,7 @@ from accumlint.model import EventKind, FileModel
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import Event
+from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import DataParallel, Sampling
 from accumlint.model.sync import reduces_by_hand
@@ -182,6 +183,36 @@ class GlobalDenominatorWithAveraging(Rule):
                         "the D replicas: gradients (and the effective learning rate) are D times too small",
                         "remove the division by the world size; DDP's all-reduce already takes the mean",
                     )
+
+        yield from self._gradient_side(model, reported)
+
+    def _gradient_side(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """The ledger's gradient-side rescales by a count summed over the replicas
+        (``torch._foreach_div_(grads, tokens)`` after ``dist.all_reduce(tokens)``)."""
+        parallel = model.parallel
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            backwards = [e for e in group.of_kind(EventKind.BACKWARD) if e.loss is not None]
+            if not backwards or any(self._compensated(model, e) for e in backwards):
+                continue
+            for entry in gradient_rescales(model, group):
+                divisor, node = entry.divisor, entry.report or entry.node
+                if divisor is None or id(node) in reported or parallel.counts_replicas(divisor):
+                    continue
+                site = entry.source.site  # type: ignore[union-attr]
+                if not any(parallel.summed_over_replicas(name, site.scope, site.order)
+                           for name in names_feeding(divisor)):
+                    continue
+                reported.add(id(node))
+                yield Hit(
+                    node,
+                    "the accumulated gradients are divided by a count summed over all D replicas, and DDP/FSDP "
+                    "already averages them over the replicas: gradients (and the effective learning rate) are "
+                    "D times too small",
+                    "multiply the factor by the data-parallel world size (`world_size / global_count`), or "
+                    "divide by the local count",
+                )
 
     @staticmethod
     def _compensated(model: FileModel, event: Event) -> bool:

@@ -11,6 +11,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
+from accumlint.model.ledger import Factor, is_token_count
 from accumlint.model.names import dotted, int_value, keyword
 from accumlint.source_facts import SourceFacts
 
@@ -40,6 +41,38 @@ class DoubleNormalization(Rule):
                         f"remove the manual division; {framework} already normalizes by A",
                     )
         yield from self._lightning(model, reported)
+        yield from self._token_mean_then_gradient_division(model, reported)
+
+    @staticmethod
+    def _token_mean_then_gradient_division(model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """A per-microbatch token mean backpropagated unweighted (no product, no division by A),
+        then the group's accumulated gradients divided by the group's token count: the ledger
+        holds two token denominators."""
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for event in group.of_kind(EventKind.BACKWARD):
+                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+                    continue
+                book = model.ledger(group, event)
+                means = book.of(Factor.TOKEN_MEAN)
+                if not means or book.of(Factor.MULTIPLY) or book.of(Factor.DIVIDE_A):
+                    continue
+                for entry in book.of(Factor.GRAD_RESCALE):
+                    node = entry.report or entry.node
+                    if (id(node) in reported or entry.cadence is not Cadence.UPDATE
+                            or not is_token_count(model, group, entry.divisor)):
+                        continue
+                    reported.add(id(node))
+                    count = dotted(entry.divisor) or "the token count"
+                    yield Hit(
+                        node,
+                        f"the backpropagated loss is already a mean over each microbatch's tokens "
+                        f"({means[0].evidence}), and the group's gradients are divided by its token count "
+                        f"`{count}` again: gradients are 1/(tokens per microbatch) of the token mean",
+                        "backpropagate the summed token loss (`reduction=\"sum\"`) and divide once by the "
+                        "group's token count, or keep the mean and divide by A instead of the token count",
+                    )
 
     def _divisions(self, model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
         contract = fw.backward_contract(event.role.role, event.method)
@@ -111,13 +144,12 @@ class MeanOfMeans(Rule):
             if group.accumulates is not True:
                 continue
             for event in group.of_kind(EventKind.BACKWARD):
-                divisions = model.divisions_by(event, model.is_accumulation_name)
-                if not divisions:
+                book = model.ledger(group, event)
+                means = book.of(Factor.TOKEN_MEAN)
+                if not means:
                     continue
-                mean = model.token_mean(event)
-                if mean is None:
-                    continue
-                for node in divisions:
+                mean = means[0]
+                for node in (entry.node for entry in book.of(Factor.DIVIDE_A)):
                     if id(node) in reported:
                         continue
                     reported.add(id(node))

@@ -11,6 +11,7 @@ from functools import cached_property
 import libcst as cst
 
 from accumlint.model import frameworks as fw
+from accumlint.model import ledger as ledgers
 from accumlint.model import losses
 from accumlint.model.dataflow import loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
@@ -275,6 +276,11 @@ class FileModel:
     def token_mean(self, event: Event) -> losses.TokenMean | None:
         """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
         return losses.token_mean(event, lambda name, site: self.reaching(name, site))
+
+    def ledger(self, group: AccumulationLoop, event: Event) -> ledgers.Ledger:
+        """Every factor between a backward's per-element loss and the applied gradient
+        (:mod:`accumlint.model.ledger`)."""
+        return ledgers.ledger_of(self, group, event)
 
     @staticmethod
     def never_scaled(event: Event) -> bool:

@@ -59,6 +59,83 @@ def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> Tok
     return None
 
 
+def masked_mean_by_hand(event: Event) -> TokenMean | None:
+    """``(x * mask).sum() / mask.sum()`` (or ``... / mask.float().sum()``) in the value history
+    of a backward's loss: a mean over this microbatch's unmasked elements, written by hand."""
+    if event.loss is None:
+        return None
+    for value, operator, _ in value_history(event.loss, event.site):
+        if operator is not None:
+            continue
+        for node in arithmetic(value):
+            if not isinstance(node.operator, cst.Divide):
+                continue
+            mask = _summed_name(node.right)
+            if mask is not None and mask in _masked_sum_factors(node.left, event.site):
+                return TokenMean(node, f"`sum(... * {mask}) / {mask}.sum()` averages over the unmasked elements")
+    return None
+
+
+def _summed_name(expression: cst.BaseExpression) -> str | None:
+    """``mask.sum()`` / ``mask.float().sum()`` / ``torch.sum(mask)`` → ``mask``."""
+    if not isinstance(expression, cst.Call):
+        return None
+    if dotted(expression.func) == "torch.sum" and len(expression.args) == 1:
+        return dotted(expression.args[0].value)
+    if method_name(expression) != "sum" or expression.args:
+        return None
+    inner = expression.func.value  # type: ignore[attr-defined]
+    while isinstance(inner, cst.Call) and method_name(inner) in _CASTS:
+        inner = inner.func.value  # type: ignore[attr-defined]
+    return dotted(inner)
+
+
+_CASTS = frozenset({"float", "int", "long", "to", "type_as", "detach", "bool"})
+
+
+def _masked_sum_factors(expression: cst.BaseExpression, site: Site) -> set[str]:
+    """The names multiplied into a ``(...).sum()`` (following one assignment of the summed name)."""
+    found: set[str] = set()
+    if not (isinstance(expression, cst.Call) and method_name(expression) == "sum"):
+        return found
+    summed = expression.func.value  # type: ignore[attr-defined]
+    for value, _, _ in value_history(summed, site):
+        for node in arithmetic(value):
+            if isinstance(node.operator, cst.Multiply):
+                found.update(n for n in (dotted(node.left), dotted(node.right)) if n)
+    return found
+
+
+def hf_output_token_mean(event: Event, model_output: Callable[[cst.BaseExpression, Site], bool],
+                         collators: set[str]) -> TokenMean | None:
+    """``outputs.loss`` (``outputs["loss"]``) of a model call, in a module that builds one of
+    the label-masking collators ``collators``: the model's own token mean over the -100-padded
+    labels. ``model_output(expression, site)`` says whether an expression is a model's output."""
+    if event.loss is None or not collators:
+        return None
+    for value, operator, _ in value_history(event.loss, event.site):
+        if operator is not None:
+            continue
+        for node in arithmetic(value) if isinstance(value, cst.BinaryOperation) else [value]:
+            for side in ((node.left, node.right) if isinstance(node, cst.BinaryOperation) else (node,)):
+                holder = _loss_field(side)
+                if holder is not None and model_output(holder, event.site):
+                    return TokenMean(side, f"the model's own loss is a token mean over labels padded with -100 "
+                                     f"by `{sorted(collators)[0]}`")
+    return None
+
+
+def _loss_field(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(expression, cst.Attribute) and expression.attr.value == "loss":
+        return expression.value
+    if (isinstance(expression, cst.Subscript) and len(expression.slice) == 1
+            and isinstance(expression.slice[0].slice, cst.Index)
+            and isinstance(expression.slice[0].slice.value, cst.SimpleString)
+            and expression.slice[0].slice.value.evaluated_value == "loss"):
+        return expression.value
+    return None
+
+
 def _mean_loss(call: cst.Call, site: Site, resolve) -> cst.Call | None:
     """The call (or the criterion's constructor) when ``call`` is a mean-reduced token loss."""
     name = dotted(call.func) or ""
@@ -149,7 +226,8 @@ def never_scaled(event: Event) -> bool:
     return True
 
 
-_GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients"})
+_GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients",
+                               "_foreach_div_", "_foreach_mul_", "multiply_grads"})
 
 
 def scales_gradients(sites: list[Site]) -> bool:

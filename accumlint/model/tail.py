@@ -21,7 +21,7 @@ from accumlint.model import frameworks as fw
 from accumlint.model.events import Event
 from accumlint.model.frameworks import TailTreatment
 from accumlint.model.groups import AccumulationLoop, LoopStyle
-from accumlint.model.kinds import EventKind, Role
+from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import children, dotted, last_segment
 from accumlint.model.roles import Roles
 from accumlint.model.sites import FrameKind, Site
@@ -129,7 +129,7 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     if test.kind != "modulo":
         return None
     source = _pass_source(model, group)
-    if source is None or not _per_pass_index(group, test):
+    if source is None or not _per_pass_index(group, test) or not _backward_per_microbatch(group):
         return None
     length = model.length_arithmetic.get(source)
     if length is LengthFact.MULTIPLE_OF_A:
@@ -156,6 +156,13 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
 def _divided(model: FileModel, group: AccumulationLoop) -> bool:
     backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
     return bool(backwards) and all(model.divided_by_a(e) for e in backwards)
+
+
+def _backward_per_microbatch(group: AccumulationLoop) -> bool:
+    """Whether the loop backpropagates every microbatch (a tail exists in ``.grad``), not only
+    at the boundary (losses collected and backpropagated together leave no gradient behind)."""
+    backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
+    return bool(backwards) and all(group.cadence(e) is Cadence.MICROBATCH for e in backwards)
 
 
 def _flush_report(group: AccumulationLoop, update: Event) -> cst.CSTNode:
@@ -246,6 +253,8 @@ def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.Boun
         return None
     source = _pass_source(model, group)
     if source is None or model.length_arithmetic.get(source) is LengthFact.MULTIPLE_OF_A:
+        return None
+    if not _backward_per_microbatch(group):
         return None
     after = _events_after(group, scope_events)
     if any(e.kind in (EventKind.UPDATE, EventKind.RESET) for e in after):
