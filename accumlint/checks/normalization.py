@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model import frameworks as fw
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
 from accumlint.model.ledger import Factor, is_token_count
-from accumlint.model.names import dotted, int_value, keyword
+from accumlint.model.names import dotted
 from accumlint.source_facts import SourceFacts
 
 
@@ -74,36 +74,11 @@ class DoubleNormalization(Rule):
                         "group's token count, or keep the mean and divide by A instead of the token count",
                     )
 
-    def _divisions(self, model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
-        contract = fw.backward_contract(event.role.role, event.method)
-        ds_names = model.deepspeed_accumulation_names
-        if ds_names and event.role.role in (Role.ACCELERATOR, Role.ENGINE):
-            # the divisor is DeepSpeed's own GAS: under DeepSpeed the engine divides by it
-            found = model.divisions_by(event, lambda d: dotted(d) in ds_names)
-            if found:
-                return [(node, "DeepSpeed") for node in found]
-        if contract is None or contract.normalizes is fw.Normalizes.NEVER:
-            return []
-        if contract.opt_out_keyword and event.site.call is not None:
-            opt_out = keyword(event.site.call, contract.opt_out_keyword)
-            if opt_out is not None:
-                return []  # scale_wrt_gas=... given explicitly: the caller owns the division
-        if event.role.role is Role.ENGINE and (event.role.owner != "deepspeed" and
-                                               not model.imports.imports_module("deepspeed")):
-            return []
-        if event.role.role is Role.ENGINE and model.deepspeed_unmanaged:
-            return []
-        if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
-            configured = model.accelerate_accumulation(event.role)
-            if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
-                return []
-            text = dotted(configured)  # type: ignore[arg-type]
-
-            def is_a(divisor: cst.BaseExpression) -> bool:
-                return (text is not None and dotted(divisor) == text) or model.is_accumulation_name(divisor)
-
-            return [(node, contract.framework) for node in model.divisions_by(event, is_a)]
-        return [(node, contract.framework) for node in model.divisions_by(event, model.is_accumulation_name)]
+    @staticmethod
+    def _divisions(model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
+        """The manual divisions by A the ledger says the backward API repeats."""
+        return [(node, entry.evidence) for entry in model.ledger(None, event).of(Factor.FRAMEWORK_A)
+                for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
         for scope in model.scopes:

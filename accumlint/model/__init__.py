@@ -277,10 +277,18 @@ class FileModel:
         """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
         return losses.token_mean(event, lambda name, site: self.reaching(name, site))
 
-    def ledger(self, group: AccumulationLoop, event: Event) -> ledgers.Ledger:
+    def ledger(self, group: AccumulationLoop | None, event: Event) -> ledgers.Ledger:
         """Every factor between a backward's per-element loss and the applied gradient
-        (:mod:`accumlint.model.ledger`)."""
-        return ledgers.ledger_of(self, group, event)
+        (:mod:`accumlint.model.ledger`); ``group`` None: the loss side only. Computed once."""
+        key = (id(group), id(event))
+        book = self._ledgers.get(key)
+        if book is None:
+            book = self._ledgers[key] = ledgers.ledger_of(self, group, event)
+        return book
+
+    @cached_property
+    def _ledgers(self) -> dict[tuple[int, int], ledgers.Ledger]:
+        return {}
 
     @staticmethod
     def never_scaled(event: Event) -> bool:

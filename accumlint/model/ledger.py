@@ -7,7 +7,10 @@ microbatch's own supervised tokens (``cross_entropy(ignore_index=...)`` over tok
 a hand-written ``sum(x * mask) / mask.sum()``, an HF model's ``outputs.loss`` with a
 label-masking collator), divisions by A, any multiplication. Gradient side: in-place rescales
 of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_foreach_div_``,
-``scale_grads``, ``multiply_grads``) with their divisor and cadence. The rules ACC101, ACC102,
+``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
+backward API's own division by A (the framework rows: Accelerate, DeepSpeed) and, under a
+wrapper that averages over the replicas, divisions by a count summed over them or by the
+world size. The rules ACC101, ACC102,
 ACC307 and ACC405 read it, so they count the same denominators.
 """
 
@@ -15,17 +18,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from accumlint.model import frameworks as fw
 from accumlint.model import losses
-from accumlint.model.dataflow import arithmetic, value_history
+from accumlint.model.dataflow import arithmetic, names_feeding, value_history
 from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.groups import AccumulationLoop
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import dotted, keyword, last_segment, method_name, walk
+from accumlint.model.names import dotted, int_value, keyword, last_segment, method_name, walk
+from accumlint.model.parallel import DataParallel
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -38,6 +43,9 @@ class Factor(str, Enum):
 
     TOKEN_MEAN = "mean over the microbatch's supervised tokens"
     DIVIDE_A = "divided by the accumulation steps A"
+    FRAMEWORK_A = "divided by A by the backward API (Accelerate, DeepSpeed)"
+    DIVIDE_GLOBAL_COUNT = "divided by a count summed over the data-parallel replicas"
+    DIVIDE_WORLD = "divided by the data-parallel world size"
     MULTIPLY = "multiplied by a factor"
     GRAD_RESCALE = "accumulated gradients rescaled in place"
 
@@ -51,7 +59,8 @@ class Entry:
     expression the gradients are divided by (``n`` for ``div_(n)``, ``mul_(1 / n)``), else None;
     ``evidence``: why the entry is what it is, for messages; ``report``: where a finding about a
     gradient-side entry goes (the helper call in the loop, or the rescale itself); ``source``:
-    the rescale's event."""
+    the rescale's event; ``repeats``: for the framework's own division, the manual divisions by
+    the same A that it repeats."""
 
     factor: Factor
     node: cst.CSTNode
@@ -60,6 +69,7 @@ class Entry:
     evidence: str = ""
     report: cst.CSTNode | None = None
     source: Event | None = None
+    repeats: tuple[cst.CSTNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,18 +84,79 @@ class Ledger:
         return [entry for entry in self.entries if entry.factor is factor]
 
 
-def ledger_of(model: FileModel, group: AccumulationLoop, event: Event) -> Ledger:
-    """The ledger of a backward ``event`` of ``group`` (see the module docstring)."""
+def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) -> Ledger:
+    """The ledger of a backward ``event`` (of ``group``; None for a backward outside the
+    module's accumulation loops: no cadence, no gradient side). See the module docstring."""
+    cadence = group.cadence(event) if group is not None else Cadence.UNKNOWN
     entries: list[Entry] = []
     mean = token_mean_of(model, event)
     if mean is not None:
         entries.append(Entry(Factor.TOKEN_MEAN, mean.call, Cadence.MICROBATCH, evidence=mean.evidence))
     for node in model.divisions_by(event, model.is_accumulation_name):
-        entries.append(Entry(Factor.DIVIDE_A, node, group.cadence(event)))
+        entries.append(Entry(Factor.DIVIDE_A, node, cadence))
+    framework = _framework_division(model, event)
+    if framework is not None:
+        name, is_a = framework
+        repeats = tuple(model.divisions_by(event, is_a))
+        entries.append(Entry(Factor.FRAMEWORK_A, event.node, cadence, evidence=name, repeats=repeats))
+    parallel = model.parallel
+    if event.loss is not None and parallel.averaging_wrapper:
+        for node in model.divisions_by(event, partial(_summed_count, parallel, event)):
+            entries.append(Entry(Factor.DIVIDE_GLOBAL_COUNT, node, cadence))
+        for node in model.divisions_by(event, partial(_world_size, parallel)):
+            entries.append(Entry(Factor.DIVIDE_WORLD, node, cadence))
     for node in _multiplications(event):
-        entries.append(Entry(Factor.MULTIPLY, node, group.cadence(event)))
-    entries.extend(gradient_rescales(model, group))
+        entries.append(Entry(Factor.MULTIPLY, node, cadence))
+    if group is not None:
+        entries.extend(gradient_rescales(model, group))
     return Ledger(event, tuple(entries))
+
+
+def _framework_division(model: FileModel, event: Event):
+    """``(framework, is_a)`` when the backward API of ``event`` divides the loss by A itself
+    (its contract in :mod:`accumlint.model.frameworks`, and how the module configures it);
+    ``is_a`` accepts the divisors that are that A. None when it does not (or may not)."""
+    contract = fw.backward_contract(event.role.role, event.method)
+    ds_names = model.deepspeed_accumulation_names
+    if ds_names and event.role.role in (Role.ACCELERATOR, Role.ENGINE):
+        # the divisor is DeepSpeed's own GAS: under DeepSpeed the engine divides by it
+        def is_gas(divisor: cst.BaseExpression) -> bool:
+            return dotted(divisor) in ds_names
+
+        if model.divisions_by(event, is_gas):
+            return "DeepSpeed", is_gas
+    if contract is None or contract.normalizes is fw.Normalizes.NEVER:
+        return None
+    if contract.opt_out_keyword and event.site.call is not None:
+        if keyword(event.site.call, contract.opt_out_keyword) is not None:
+            return None  # scale_wrt_gas=... given explicitly: the caller owns the division
+    if event.role.role is Role.ENGINE and (event.role.owner != "deepspeed"
+                                           and not model.imports.imports_module("deepspeed")):
+        return None
+    if event.role.role is Role.ENGINE and model.deepspeed_unmanaged:
+        return None
+    if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
+        configured = model.accelerate_accumulation(event.role)
+        if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
+            return None
+        text = dotted(configured)  # type: ignore[arg-type]
+
+        def is_configured_a(divisor: cst.BaseExpression) -> bool:
+            return (text is not None and dotted(divisor) == text) or model.is_accumulation_name(divisor)
+
+        return contract.framework, is_configured_a
+    return contract.framework, model.is_accumulation_name
+
+
+def _summed_count(parallel: DataParallel, event: Event, divisor: cst.BaseExpression) -> bool:
+    """A divisor that holds a count summed over the replicas when the backward runs."""
+    return not parallel.counts_replicas(divisor) and any(
+        parallel.summed_over_replicas(name, event.site.scope, event.order) for name in names_feeding(divisor))
+
+
+def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
+    """A divisor that is the world size itself (a name or call, not an expression)."""
+    return dotted(divisor) is not None and parallel.counts_replicas(divisor)
 
 
 def token_mean_of(model: FileModel, event: Event) -> losses.TokenMean | None:
