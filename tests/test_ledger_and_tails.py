@@ -512,3 +512,65 @@ def test_shared_norm_and_tail_patterns(row: dict[str, str]) -> None:
         return
     lines = {int(line) for line in row["lines"].split(",")}
     assert any(code == row["required"] and line in lines for code, line in found), found
+
+
+LEDGER_KINDS = {
+    Factor.FRAMEWORK_A: ("""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(gradient_accumulation_steps=accum)
+    for i, b in enumerate(loader):
+        with accelerator.accumulate(model):
+            accelerator.backward(model(b) / accum)
+            optimizer.step()
+            optimizer.zero_grad()
+    """, "Accelerate"),
+    Factor.DIVIDE_GLOBAL_COUNT: ("""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(model)
+    for i, b in enumerate(loader):
+        n = b["mask"].sum()
+        dist.all_reduce(n)
+        ((model(b["x"]) * b["mask"]).sum() / n).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, ""),
+    Factor.DIVIDE_WORLD: ("""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(model)
+    world_size = dist.get_world_size()
+    for i, b in enumerate(loader):
+        (model(b) / accum / world_size).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, ""),
+    Factor.TOKEN_MEAN: ("""
+    for i, b in enumerate(loader):
+        keep = b["mask"]
+        loss = (model(b["x"]) * keep).sum() / keep.sum()
+        (loss / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """, "keep.sum()"),
+}
+
+
+@pytest.mark.parametrize("factor", list(LEDGER_KINDS), ids=lambda f: f.name)
+def test_each_ledger_entry_kind(factor: Factor) -> None:
+    source, evidence = LEDGER_KINDS[factor]
+    model = build_model(cst.parse_module(textwrap.dedent(source)))
+    backwards = [e for e in model.all_events() if e.kind is EventKind.BACKWARD]
+    assert len(backwards) == 1
+    (group,) = [g for g in model.loops if g.accumulates]
+    entries = model.ledger(group, backwards[0]).of(factor)
+    assert len(entries) == 1, model.ledger(group, backwards[0]).entries
+    assert evidence in entries[0].evidence
+    if factor is Factor.FRAMEWORK_A:
+        assert len(entries[0].repeats) == 1  # the manual `/ accum` Accelerate repeats
