@@ -157,6 +157,19 @@ BAD = {
         for _ in range(epochs):
             run_epoch(net, opt, stream, steps_per_epoch, accum)
     """, "ACC005", [("ACC005", 6)]),
+    "ACC005 method called per epoch through self, nothing resets": ("""
+    class Runner:
+        def epoch(self, train_loader):
+            for i, b in enumerate(train_loader):
+                (self.net(b) / self.accum).backward()
+                if (i + 1) % self.accum == 0:
+                    self.opt.step()
+                    self.opt.zero_grad()
+
+        def fit(self, train_loader, epochs):
+            for _ in range(epochs):
+                self.epoch(train_loader)
+    """, "ACC005", [("ACC005", 6)]),
     # --- ACC006 plain-loop update counter ------------------------------------------------------
     "ACC006 clip gated on the update counter, per microbatch": ("""
     import torch
@@ -376,6 +389,34 @@ GOOD = {
     def main(net, opt, stream, epochs, total_micro, accum):
         for _ in range(epochs):
             run(net, opt, stream, total_micro, accum)
+    """, "ACC005"),
+    "ACC005 silent: the caller's epoch loop resets the gradients before each call": ("""
+    def run_epoch(net, opt, stream, steps_per_epoch, accum):
+        for n in range(steps_per_epoch):
+            batch = next(stream)
+            (net(batch) / accum).backward()
+            if (n + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+
+    def main(net, opt, stream, epochs, steps_per_epoch, accum):
+        for _ in range(epochs):
+            opt.zero_grad()
+            run_epoch(net, opt, stream, steps_per_epoch, accum)
+    """, "ACC005"),
+    "ACC005 silent: a method of another class with the same name is called in a loop": ("""
+    class Runner:
+        def epoch(self, train_loader):
+            for i, b in enumerate(train_loader):
+                (self.net(b) / self.accum).backward()
+                if (i + 1) % self.accum == 0:
+                    self.opt.step()
+                    self.opt.zero_grad()
+
+    class Other:
+        def fit(self, epochs):
+            for _ in range(epochs):
+                self.epoch()
     """, "ACC005"),
     # --- ACC006 twins -------------------------------------------------------------------------
     "ACC006 silent: the update counter tested under the update gate": ("""

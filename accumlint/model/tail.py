@@ -229,17 +229,30 @@ def _epoch_range(group: AccumulationLoop) -> str | None:
 
 def _called_in_loop(model: FileModel, group: AccumulationLoop) -> bool:
     """Whether the function holding ``group`` is called from a loop of this module (an epoch
-    loop in the caller), as a plain function (a method's caller is not followed)."""
+    loop in the caller) whose own code neither resets the gradients nor updates: a plain
+    function by its name, a method through ``self.name(...)`` in the same class."""
     function = group.scope.node
-    if not isinstance(function, cst.FunctionDef) or group.scope.class_def is not None:
+    if not isinstance(function, cst.FunctionDef):
         return False
-    name = function.name.value
+    owner = group.scope.class_def
+    wanted = function.name.value if owner is None else f"self.{function.name.value}"
     for scope in model.scopes:
+        if owner is not None and scope.class_def is not owner:
+            continue
         for site in scope.sites:
-            if (site.call is not None and not site.in_helper and dotted(site.call.func) == name
-                    and any(frame.kind is FrameKind.LOOP for frame in site.frames)):
+            if site.call is None or site.in_helper or dotted(site.call.func) != wanted:
+                continue
+            loops = [frame.node for frame in site.frames if frame.kind is FrameKind.LOOP]
+            if loops and not _handled_around(model, scope, loops[-1]):
                 return True
     return False
+
+
+def _handled_around(model: FileModel, scope, loop: cst.CSTNode) -> bool:
+    """Whether the caller's loop resets the gradients or updates in its own code (not in the
+    callee inlined into it): the tail is then wiped or applied between the calls."""
+    return any(e.kind in (EventKind.RESET, EventKind.UPDATE) and not e.site.in_helper and e.site.inside(loop)
+               for e in model.events[scope])
 
 
 def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.BoundaryTest,
