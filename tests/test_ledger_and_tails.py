@@ -35,6 +35,18 @@ BAD = {
         opt.step()
         opt.zero_grad()
     """, "ACC102", [("ACC102", 8)]),
+    "ACC102 masked mean over a padding comparison, divided by A": ("""
+    def pretrain(net, opt, train_loader, accum):
+        assert len(train_loader) % accum == 0
+        for i, (ids, tgt) in enumerate(train_loader):
+            real = tgt != 0
+            err = net(ids, tgt)
+            loss = (err * real).sum() / real.sum()
+            (loss / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102", [("ACC102", 8)]),
     "ACC102 HF outputs['loss'] with DataCollatorForLanguageModeling": ("""
     from torch.utils.data import DataLoader
     from transformers import DataCollatorForLanguageModeling
@@ -210,6 +222,19 @@ GOOD = {
             ((per_elem * w).sum() / group_valid).backward()
         opt.step()
         opt.zero_grad()
+    """, "ACC102"),
+    "ACC102 silent: a masked mean over a mask the model draws (fixed masking ratio)": ("""
+    def pretrain(net, opt, train_loader, accum):
+        assert len(train_loader) % accum == 0
+        for i, imgs in enumerate(train_loader):
+            pred, target, hidden = net(imgs)
+            hidden = net.random_masking(imgs, 0.75)
+            err = ((pred - target) ** 2).mean(-1)
+            loss = (err * hidden).sum() / hidden.sum()
+            (loss / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
     """, "ACC102"),
     "ACC102 silent: outputs.loss without a label-masking collator": ("""
     def finetune(model, dl, opt, grad_acc_steps):

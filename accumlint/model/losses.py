@@ -71,9 +71,32 @@ def masked_mean_by_hand(event: Event) -> TokenMean | None:
             if not isinstance(node.operator, cst.Divide):
                 continue
             mask = _summed_name(node.right)
-            if mask is not None and mask in _masked_sum_factors(node.left, event.site):
+            if (mask is not None and mask in _masked_sum_factors(node.left, event.site)
+                    and _read_from_data(mask, event.site)):
                 return TokenMean(node, f"`sum(... * {mask}) / {mask}.sum()` averages over the unmasked elements")
     return None
+
+
+def _read_from_data(name: str, site: Site) -> bool:
+    """Whether a mask comes with the data, so its count varies per microbatch: a loop target
+    (``for x, y, mask in loader``), a field of a batch (``batch["loss_mask"]``, ``b.mask``), or
+    a comparison against a padding value (``labels != -100``). A mask computed by a call
+    (``random_masking(x, ratio)``: often a fixed count) or of unknown origin is not."""
+    for value, _, _ in value_history(cst.Name(name) if "." not in name else _attribute(name), site):
+        if isinstance(value, (cst.Subscript, cst.Comparison)):
+            return True
+        if isinstance(value, cst.Attribute) and dotted(value) != name:
+            return True
+    definition = reaching_assignment(site.scope, name, site.order, None, site.inline)
+    return definition is not None and isinstance(definition.node, cst.For)
+
+
+def _attribute(name: str) -> cst.BaseExpression:
+    head, *rest = name.split(".")
+    node: cst.BaseExpression = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
 
 
 def _summed_name(expression: cst.BaseExpression) -> str | None:
