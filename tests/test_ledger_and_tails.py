@@ -47,12 +47,12 @@ BAD = {
                 opt.step()
                 opt.zero_grad()
     """, "ACC102", [("ACC102", 8)]),
-    "ACC102 HF outputs['loss'] with DataCollatorForLanguageModeling": ("""
+    "ACC102 HF outputs['loss'] with DataCollatorForTokenClassification": ("""
     from torch.utils.data import DataLoader
-    from transformers import DataCollatorForLanguageModeling
+    from transformers import DataCollatorForTokenClassification
 
     def finetune(model, tok, ds, opt, grad_acc_steps):
-        coll = DataCollatorForLanguageModeling(tok, mlm=False)
+        coll = DataCollatorForTokenClassification(tok)
         dl = DataLoader(ds, batch_size=4, collate_fn=coll)
         assert len(dl) % grad_acc_steps == 0
         for k, inputs in enumerate(dl):
@@ -235,6 +235,38 @@ GOOD = {
             if (i + 1) % accum == 0:
                 opt.step()
                 opt.zero_grad()
+    """, "ACC102"),
+    # undecided, so silent: over grouped fixed-length blocks the causal labels hold no padding
+    "ACC102 silent: outputs['loss'] with DataCollatorForLanguageModeling": ("""
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorForLanguageModeling
+
+    def finetune(model, tok, ds, opt, grad_acc_steps):
+        coll = DataCollatorForLanguageModeling(tok, mlm=False)
+        dl = DataLoader(ds, batch_size=4, collate_fn=coll)
+        assert len(dl) % grad_acc_steps == 0
+        for k, inputs in enumerate(dl):
+            out = model(**inputs)
+            (out["loss"] / grad_acc_steps).backward()
+            if (k + 1) % grad_acc_steps == 0:
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102"),
+    "ACC102 silent: the label-padding collator feeds only the eval loader": ("""
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorForSeq2Seq, default_data_collator
+
+    def finetune(model, tok, train_ds, eval_ds, opt, grad_acc_steps):
+        eval_dl = DataLoader(eval_ds, collate_fn=DataCollatorForSeq2Seq(tok, model=model))
+        train_dl = DataLoader(train_ds, batch_size=8, collate_fn=default_data_collator)
+        assert len(train_dl) % grad_acc_steps == 0
+        for k, inputs in enumerate(train_dl):
+            out = model(**inputs)
+            (out.loss / grad_acc_steps).backward()
+            if (k + 1) % grad_acc_steps == 0:
+                opt.step()
+                opt.zero_grad()
+        return eval_dl
     """, "ACC102"),
     "ACC102 silent: outputs.loss without a label-masking collator": ("""
     def finetune(model, dl, opt, grad_acc_steps):

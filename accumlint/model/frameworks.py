@@ -526,11 +526,11 @@ HF_COMPUTE_LOSS = "compute_loss"
 #: ``self.state.global_step`` advances once per optimizer update, after the group's last microbatch
 HF_TRAINING_STEP = "training_step"
 HF_UPDATE_COUNTER = "self.state.global_step"
-#: Collators that pad (or mask) labels with -100 per batch, so a model's ``outputs.loss`` is a
-#: mean over a count of supervised tokens that varies per microbatch (transformers 5.24.0
-#: ``data/data_collator.py``: ``DataCollatorForSeq2Seq(label_pad_token_id=-100)``,
-#: ``DataCollatorForLanguageModeling`` sets pad positions (mlm: unmasked positions) to -100;
-#: ``modeling_utils`` / ``loss/loss_utils.py``: the built-in LM losses take ``ignore_index=-100``
-#: with mean reduction when no ``num_items_in_batch`` is passed).
-HF_LABEL_MASKING_COLLATORS = frozenset({"DataCollatorForSeq2Seq", "DataCollatorForLanguageModeling",
-                                        "DataCollatorForTokenClassification"})
+#: Collators that pad labels with -100 to each batch's longest sequence, so a model's
+#: ``outputs.loss`` is a mean over a count of supervised tokens that varies per microbatch
+#: (transformers 5.24.0 ``data/data_collator.py``: ``DataCollatorForSeq2Seq`` and
+#: ``DataCollatorForTokenClassification`` pad labels with ``label_pad_token_id=-100``; the
+#: built-in losses, ``loss/loss_utils.py``, take ``ignore_index=-100`` with a mean when no
+#: ``num_items_in_batch`` is passed). Not ``DataCollatorForLanguageModeling``: over grouped
+#: fixed-length blocks its causal labels have no padding, and its MLM masks a fixed ratio.
+HF_LABEL_MASKING_COLLATORS = frozenset({"DataCollatorForSeq2Seq", "DataCollatorForTokenClassification"})

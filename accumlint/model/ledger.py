@@ -89,7 +89,7 @@ def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) ->
     module's accumulation loops: no cadence, no gradient side). See the module docstring."""
     cadence = group.cadence(event) if group is not None else Cadence.UNKNOWN
     entries: list[Entry] = []
-    mean = token_mean_of(model, event)
+    mean = token_mean_of(model, event, group)
     if mean is not None:
         entries.append(Entry(Factor.TOKEN_MEAN, mean.call, Cadence.MICROBATCH, evidence=mean.evidence))
     for node in model.divisions_by(event, model.is_accumulation_name):
@@ -159,11 +159,15 @@ def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
     return dotted(divisor) is not None and parallel.counts_replicas(divisor)
 
 
-def token_mean_of(model: FileModel, event: Event) -> losses.TokenMean | None:
+def token_mean_of(model: FileModel, event: Event, group: AccumulationLoop | None = None) -> losses.TokenMean | None:
     """The per-microbatch token mean a backward differentiates, by any of the shapes the
-    ledger knows (:mod:`accumlint.model.losses`), or None."""
-    return (model.token_mean(event) or losses.masked_mean_by_hand(event)
-            or losses.hf_output_token_mean(event, lambda e, s: _model_output(model, e, s), _collators(model)))
+    ledger knows (:mod:`accumlint.model.losses`), or None. An HF model's own loss counts only
+    when ``group``'s loader is built with a label-padding collator."""
+    found = model.token_mean(event) or losses.masked_mean_by_hand(event)
+    if found is None and group is not None:
+        found = losses.hf_output_token_mean(event, lambda e, s: _model_output(model, e, s),
+                                            _collators_feeding(model, group))
+    return found
 
 
 def _multiplications(event: Event) -> list[cst.CSTNode]:
@@ -220,16 +224,22 @@ def _reciprocal_of(expression: cst.BaseExpression | None) -> cst.BaseExpression 
     return None
 
 
-def _collators(model: FileModel) -> set[str]:
-    """The label-masking collators this module constructs (framework rows)."""
-    found: set[str] = set()
-    for scope in model.scopes:
-        for site in scope.sites:
-            if site.call is not None and not site.in_helper:
-                name = last_segment(dotted(site.call.func) or "")
-                if name in fw.HF_LABEL_MASKING_COLLATORS:
-                    found.add(name)
-    return found
+def _collators_feeding(model: FileModel, group: AccumulationLoop) -> set[str]:
+    """The label-padding collator (framework rows) of the ``DataLoader(..., collate_fn=...)``
+    the group's loop iterates, when the module shows it."""
+    loader = group.iterable
+    name = dotted(loader) if loader is not None else None
+    built = model.reaching(name, group.loop_sites[0]) if name else None
+    call = built.value if built is not None else None
+    if not (isinstance(call, cst.Call) and last_segment(dotted(call.func) or "") == "DataLoader"):
+        return set()
+    collate = keyword(call, "collate_fn")
+    if isinstance(collate, (cst.Name, cst.Attribute)):
+        bound = model.reaching(dotted(collate) or "", built)  # type: ignore[arg-type]
+        collate = bound.value if bound is not None else None
+    if not isinstance(collate, cst.Call):
+        return set()
+    return {last_segment(dotted(collate.func) or "")} & fw.HF_LABEL_MASKING_COLLATORS
 
 
 def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> bool:
