@@ -80,6 +80,25 @@ BAD = {
                 opt.zero_grad()
                 seen = 0
     """, "ACC101", [("ACC101", 13)]),
+    "ACC101 token mean, then scale_grads(model, 1 / num_tokens) through a named count": ("""
+    import torch.nn.functional as F
+    from torchtune import training
+
+    def recipe(model, opt, dl, grad_accum_steps, ignore):
+        num_tokens = 0
+        for idx, batch in enumerate(dl):
+            labels = batch["labels"]
+            here = (labels != ignore).sum()
+            num_tokens += here
+            logits = model(batch["tokens"])
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=ignore)
+            loss.backward()
+            if (idx + 1) % grad_accum_steps == 0:
+                training.scale_grads(model, 1 / num_tokens)
+                opt.step()
+                opt.zero_grad()
+                num_tokens = 0
+    """, "ACC101", [("ACC101", 15)]),
     # --- ledger: global denominators on the gradient side -----------------------------------
     "ACC405 grads divided in place by an all-reduced count under DDP": ("""
     import torch.distributed as dist
@@ -312,6 +331,25 @@ GOOD = {
                 opt.step()
                 opt.zero_grad()
                 seen = 0
+    """, "ACC101"),
+    "ACC101 silent: torchtune's own shape, the token mean weighted by its tokens": ("""
+    import torch.nn.functional as F
+    from torchtune import training
+
+    def recipe(model, opt, dl, grad_accum_steps, ignore):
+        num_tokens = 0
+        for idx, batch in enumerate(dl):
+            labels = batch["labels"]
+            here = (labels != ignore).sum()
+            num_tokens += here
+            logits = model(batch["tokens"])
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=ignore) * here
+            loss.backward()
+            if (idx + 1) % grad_accum_steps == 0:
+                training.scale_grads(model, 1 / num_tokens)
+                opt.step()
+                opt.zero_grad()
+                num_tokens = 0
     """, "ACC101"),
     # the issue's acceptance case: sum over tokens, one division by the group's global token
     # count, times the world size under DDP

@@ -257,13 +257,15 @@ def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> b
 
 def is_token_count(model: FileModel, group: AccumulationLoop, divisor: cst.BaseExpression | None) -> bool:
     """Whether ``divisor`` is a count of tokens accumulated over the group: a name increased in
-    the loop (``n += (labels != -100).sum()``, ``n += mask.sum()``, ``n += x.numel()``)."""
+    the loop (``n += (labels != -100).sum()``, ``n += mask.sum()``, ``n += x.numel()``, or
+    ``n += k`` with ``k`` assigned one of those)."""
     name = dotted(divisor) if isinstance(divisor, (cst.Name, cst.Attribute)) else None
     if name is None:
         return False
     increments = [s for s in group.loop_sites if s.targets == (name,) and isinstance(s.augmented, cst.AddAssign)
                   and s.value is not None]
-    return bool(increments) and all(_counts_elements(s.value) for s in increments)  # type: ignore[arg-type]
+    return bool(increments) and all(any(_counts_elements(value) for value, _, _ in value_history(s.value, s))
+                                    for s in increments)  # type: ignore[arg-type]
 
 
 def _counts_elements(expression: cst.BaseExpression) -> bool:
