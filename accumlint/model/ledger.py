@@ -219,7 +219,7 @@ def _reciprocal_of(expression: cst.BaseExpression | None) -> cst.BaseExpression 
     """``1 / n`` (``1.0 / n``) → ``n``."""
     if (isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
             and isinstance(expression.left, (cst.Integer, cst.Float))
-            and float(expression.left.value) == 1.0):
+            and expression.left.value.replace("_", "") in ("1", "1.", "1.0", "1.00")):
         return expression.right
     return None
 
