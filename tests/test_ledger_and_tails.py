@@ -62,6 +62,39 @@ BAD = {
                 opt.step()
                 opt.zero_grad()
     """, "ACC102", [("ACC102", 11)]),
+    "ACC102 token mean behind Accelerate's own division by A (no manual / A)": ("""
+    import torch.nn.functional as F
+    from accelerate import Accelerator
+
+    def main(net, opt, train_loader, k):
+        acc = Accelerator(gradient_accumulation_steps=k)
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                out = net(b["ids"])
+                loss = F.cross_entropy(out.flatten(0, 1), b["labels"].flatten(), ignore_index=-100)
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102", [("ACC102", 12)]),
+    "ACC102 model loss over labels the module's collate pads with -100, under Accelerate": ("""
+    import torch
+    from accelerate import Accelerator
+
+    def pad_batch(items, pad):
+        labels = torch.nn.utils.rnn.pad_sequence([it["labels"] for it in items], batch_first=True, padding_value=-100)
+        return {"x": torch.stack([it["x"] for it in items]), "labels": labels}
+
+    def main(net, opt, train_loader, k):
+        acc = Accelerator(gradient_accumulation_steps=k)
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                res = net(x=b["x"], labels=b["labels"])
+                acc.backward(res.loss)
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102", [("ACC102", 15)]),
     # --- ledger: two token denominators ----------------------------------------------------
     "ACC101 token mean then grads divided by the group's mask count (div_)": ("""
     import torch.nn.functional as F
@@ -286,6 +319,54 @@ GOOD = {
                 opt.step()
                 opt.zero_grad()
         return eval_dl
+    """, "ACC102"),
+    "ACC102 silent: token mean under Accelerate with no accumulation configured": ("""
+    import torch.nn.functional as F
+    from accelerate import Accelerator
+
+    def main(net, opt, train_loader):
+        acc = Accelerator()
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                out = net(b["ids"])
+                loss = F.cross_entropy(out.flatten(0, 1), b["labels"].flatten(), ignore_index=-100)
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102"),
+    "ACC102 silent: model loss under Accelerate, labels never padded with -100 here": ("""
+    import torch
+    from accelerate import Accelerator
+
+    def pad_batch(items, pad):
+        labels = torch.nn.utils.rnn.pad_sequence([it["labels"] for it in items], batch_first=True, padding_value=pad)
+        return {"x": torch.stack([it["x"] for it in items]), "labels": labels}
+
+    def main(net, opt, train_loader, k):
+        acc = Accelerator(gradient_accumulation_steps=k)
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                res = net(x=b["x"], labels=b["labels"])
+                acc.backward(res.loss)
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102"),
+    "ACC102 silent: summed token loss under Accelerate": ("""
+    import torch.nn.functional as F
+    from accelerate import Accelerator
+
+    def main(net, opt, train_loader, k):
+        acc = Accelerator(gradient_accumulation_steps=k)
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                out = net(b["ids"])
+                loss = F.cross_entropy(out.flatten(0, 1), b["labels"].flatten(), ignore_index=-100, reduction="sum")
+                acc.backward(loss)
+                opt.step()
+                opt.zero_grad()
     """, "ACC102"),
     "ACC102 silent: outputs.loss without a label-masking collator": ("""
     def finetune(model, dl, opt, grad_acc_steps):

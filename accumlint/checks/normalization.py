@@ -124,6 +124,19 @@ class MeanOfMeans(Rule):
                 if not means:
                     continue
                 mean = means[0]
+                by_framework = [e for e in book.of(Factor.FRAMEWORK_A) if not e.repeats]
+                if by_framework and not book.of(Factor.DIVIDE_A) and id(event.node) not in reported:
+                    reported.add(id(event.node))
+                    framework = by_framework[0].evidence
+                    yield Hit(
+                        event.node,
+                        f"the loss is a mean over this microbatch's supervised tokens ({mean.evidence}) and "
+                        f"{framework} divides it by A in backward: every microbatch weighs 1/A whatever its token "
+                        "count, so the update is a mean of microbatch means, not the group's token mean",
+                        "sum the token losses (`reduction=\"sum\"`) and divide by the group's supervised-token "
+                        "count times A (to undo the framework's division), counted before the group's first "
+                        "backward (across replicas under DDP, times D)",
+                    )
                 for node in (entry.node for entry in book.of(Factor.DIVIDE_A)):
                     if id(node) in reported:
                         continue

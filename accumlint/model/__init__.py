@@ -290,6 +290,12 @@ class FileModel:
     def _ledgers(self) -> dict[tuple[int, int], ledgers.Ledger]:
         return {}
 
+    @cached_property
+    def pads_labels_with_ignore(self) -> set[str]:
+        """Evidence that this module's own collate code pads labels with -100 (see
+        :func:`losses.pads_labels_with_ignore`); walked once per module."""
+        return losses.pads_labels_with_ignore(self.module)
+
     @staticmethod
     def never_scaled(event: Event) -> bool:
         """Whether the loss of a backward reaches it with no division or multiplication at all."""

@@ -166,7 +166,7 @@ def token_mean_of(model: FileModel, event: Event, group: AccumulationLoop | None
     found = model.token_mean(event) or losses.masked_mean_by_hand(event)
     if found is None and group is not None:
         found = losses.hf_output_token_mean(event, lambda e, s: _model_output(model, e, s),
-                                            _collators_feeding(model, group))
+                                            _label_padding(model, group))
     return found
 
 
@@ -242,11 +242,22 @@ def _collators_feeding(model: FileModel, group: AccumulationLoop) -> set[str]:
     return {last_segment(dotted(collate.func) or "")} & fw.HF_LABEL_MASKING_COLLATORS
 
 
+def _label_padding(model: FileModel, group: AccumulationLoop) -> set[str]:
+    """Evidence that the labels the loop's model is given are padded with -100 per batch: the
+    collator of its loader (:func:`_collators_feeding`), or the module's own collate code that
+    writes -100 into labels (``labels.masked_fill(labels == pad, -100)``,
+    ``pad_sequence(labels, padding_value=-100)``)."""
+    return _collators_feeding(model, group) or model.pads_labels_with_ignore
+
+
 def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> bool:
     """Whether ``holder`` (the ``outputs`` of ``outputs.loss``) is bound to a model's forward
     that is given the batch's labels (``model(**batch)``, ``model(..., labels=...)``)."""
     name = dotted(holder)
     definition = model.reaching(name, site) if name else None
+    if definition is None and name:  # a name of a helper inlined before the backward
+        inlined = [s for s in site.scope.sites if s.in_helper and s.targets == (name,) and s.order < site.order]
+        definition = inlined[-1] if inlined else None
     call = definition.value if definition is not None else None
     if not isinstance(call, cst.Call):
         return False

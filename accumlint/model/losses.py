@@ -144,8 +144,39 @@ def hf_output_token_mean(event: Event, model_output: Callable[[cst.BaseExpressio
                 holder = _loss_field(side)
                 if holder is not None and model_output(holder, event.site):
                     return TokenMean(side, f"the model's own loss is a token mean over labels padded with -100 "
-                                     f"by `{sorted(collators)[0]}`")
+                                     f"by {_quoted(sorted(collators)[0])}")
     return None
+
+
+def _quoted(evidence: str) -> str:
+    return evidence if " " in evidence else f"`{evidence}`"
+
+
+def pads_labels_with_ignore(module: cst.Module) -> set[str]:
+    """``{"the module's collate code"}`` when a function of ``module`` writes -100 into a
+    labels-named value (``labels.masked_fill(m, -100)``, ``torch.where(m, labels, -100)``,
+    ``pad_sequence(labels, padding_value=-100)``, ``labels[m] = -100``), else empty."""
+    for node in walk(module):
+        if isinstance(node, cst.Call) and _writes_ignore(node) and any(
+                "label" in name.lower() for name in names_feeding(node)):
+            return {"the module's collate code"}
+        if not isinstance(node, cst.Assign):
+            continue
+        targets = [t.target.value if isinstance(t.target, cst.Subscript) else t.target for t in node.targets]
+        if not any("label" in (dotted(t) or "").lower() for t in targets):
+            continue
+        if _is_int(node.value, -100) and any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            return {"the module's collate code"}
+        if any(isinstance(n, cst.Call) and _writes_ignore(n) for n in walk(node.value)):
+            return {"the module's collate code"}
+    return set()
+
+
+def _writes_ignore(call: cst.Call) -> bool:
+    name = method_name(call) or last_segment(dotted(call.func) or "")
+    if name in ("masked_fill", "masked_fill_", "where") and call.args and _is_int(call.args[-1].value, -100):
+        return True
+    return name == "pad_sequence" and _is_int(keyword(call, "padding_value"), -100)
 
 
 def _loss_field(expression: cst.BaseExpression) -> cst.BaseExpression | None:
