@@ -95,6 +95,26 @@ BAD = {
                 opt.step()
                 opt.zero_grad()
     """, "ACC102", [("ACC102", 15)]),
+    "ACC102 prompt tokens set to -100 in preprocessing, model loss under Accelerate": ("""
+    from accelerate import Accelerator
+
+    def prepare(examples, tok, prompt_lens):
+        enc = tok(examples["text"], padding="max_length")
+        labels = enc["input_ids"].clone()
+        for row, n in enumerate(prompt_lens):
+            labels[row, :n] = -100
+        enc["labels"] = labels
+        return enc
+
+    def main(net, opt, train_loader, k):
+        acc = Accelerator(gradient_accumulation_steps=k)
+        net, opt, train_loader = acc.prepare(net, opt, train_loader)
+        for b in train_loader:
+            with acc.accumulate(net):
+                acc.backward(net(**b).loss)
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102", [("ACC102", 17)]),
     # --- ledger: two token denominators ----------------------------------------------------
     "ACC101 token mean then grads divided by the group's mask count (div_)": ("""
     import torch.nn.functional as F

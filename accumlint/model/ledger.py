@@ -253,15 +253,19 @@ def _label_padding(model: FileModel, group: AccumulationLoop) -> set[str]:
 def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> bool:
     """Whether ``holder`` (the ``outputs`` of ``outputs.loss``) is bound to a model's forward
     that is given the batch's labels (``model(**batch)``, ``model(..., labels=...)``)."""
+    if isinstance(holder, cst.Call):  # model(**batch).loss
+        return _labelled_forward(model, holder, site)
     name = dotted(holder)
     definition = model.reaching(name, site) if name else None
     if definition is None and name:  # a name of a helper inlined before the backward
         inlined = [s for s in site.scope.sites if s.in_helper and s.targets == (name,) and s.order < site.order]
         definition = inlined[-1] if inlined else None
     call = definition.value if definition is not None else None
-    if not isinstance(call, cst.Call):
-        return False
-    if model.roles.of(call.func, definition).role not in (Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL):
+    return isinstance(call, cst.Call) and _labelled_forward(model, call, definition)  # type: ignore[arg-type]
+
+
+def _labelled_forward(model: FileModel, call: cst.Call, site: Site) -> bool:
+    if model.roles.of(call.func, site).role not in (Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL):
         return False
     return any(arg.star == "**" for arg in call.args) or keyword(call, "labels") is not None
 

@@ -143,8 +143,8 @@ def hf_output_token_mean(event: Event, model_output: Callable[[cst.BaseExpressio
             for side in ((node.left, node.right) if isinstance(node, cst.BinaryOperation) else (node,)):
                 holder = _loss_field(side)
                 if holder is not None and model_output(holder, event.site):
-                    return TokenMean(side, f"the model's own loss is a token mean over labels padded with -100 "
-                                     f"by {_quoted(sorted(collators)[0])}")
+                    return TokenMean(side, "the model's own loss is a mean over the labels that are not -100, "
+                                     f"set by {_quoted(sorted(collators)[0])}")
     return None
 
 
@@ -153,22 +153,22 @@ def _quoted(evidence: str) -> str:
 
 
 def pads_labels_with_ignore(module: cst.Module) -> set[str]:
-    """``{"the module's collate code"}`` when a function of ``module`` writes -100 into a
+    """A one-element evidence set when a function of ``module`` writes -100 into a
     labels-named value (``labels.masked_fill(m, -100)``, ``torch.where(m, labels, -100)``,
     ``pad_sequence(labels, padding_value=-100)``, ``labels[m] = -100``), else empty."""
     for node in walk(module):
         if isinstance(node, cst.Call) and _writes_ignore(node) and any(
                 "label" in name.lower() for name in names_feeding(node)):
-            return {"the module's collate code"}
+            return {"this module's own code"}
         if not isinstance(node, cst.Assign):
             continue
         targets = [t.target.value if isinstance(t.target, cst.Subscript) else t.target for t in node.targets]
         if not any("label" in (dotted(t) or "").lower() for t in targets):
             continue
         if _is_int(node.value, -100) and any(isinstance(t.target, cst.Subscript) for t in node.targets):
-            return {"the module's collate code"}
+            return {"this module's own code"}
         if any(isinstance(n, cst.Call) and _writes_ignore(n) for n in walk(node.value)):
-            return {"the module's collate code"}
+            return {"this module's own code"}
     return set()
 
 
