@@ -373,6 +373,20 @@ GOOD = {
                 opt.step()
                 opt.zero_grad()
     """, "ACC102"),
+    "ACC102 silent: the model is given the group's item count": ("""
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorForSeq2Seq
+
+    def finetune(model, tok, ds, opt, grad_acc_steps, group_items):
+        dl = DataLoader(ds, batch_size=4, collate_fn=DataCollatorForSeq2Seq(tok))
+        assert len(dl) % grad_acc_steps == 0
+        for k, inputs in enumerate(dl):
+            out = model(**inputs, num_items_in_batch=group_items)
+            (out.loss / grad_acc_steps).backward()
+            if (k + 1) % grad_acc_steps == 0:
+                opt.step()
+                opt.zero_grad()
+    """, "ACC102"),
     "ACC102 silent: summed token loss under Accelerate": ("""
     import torch.nn.functional as F
     from accelerate import Accelerator

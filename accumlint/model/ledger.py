@@ -265,7 +265,11 @@ def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> b
 
 
 def _labelled_forward(model: FileModel, call: cst.Call, site: Site) -> bool:
+    """A model's forward given the labels, and no ``num_items_in_batch`` (with it, transformers'
+    losses sum and divide by the group's count: no per-microbatch mean)."""
     if model.roles.of(call.func, site).role not in (Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL):
+        return False
+    if keyword(call, losses.HF_COUNT_PARAMETER) is not None:
         return False
     return any(arg.star == "**" for arg in call.args) or keyword(call, "labels") is not None
 
