@@ -17,6 +17,19 @@ ALL_SELECTED = rules_for(IMPLEMENTED)
 DEFAULT = rules_for(rule.code for rule in ALL_RULES if rule.default_enabled)
 
 
+#: issue 16 findings that are true in cases written before it. ACC005: the epoch loop's gate
+#: leaves len % A microbatches in `.grad` with nothing flushing or resetting them (008's header
+#: says so: "leaves the tail of the epoch unstepped"). ACC102: 041's loss is a hand-written
+#: masked mean, `(loss * loss_mask).sum() / loss_mask.sum()`, then divided by A.
+ALSO_TRUE: dict[str, set[str]] = {
+    "008_first_batch_step_off_by_one.py": {"ACC005"},
+    "011_scheduler_every_microbatch.py": {"ACC005"},
+    "032_clip_every_backward.py": {"ACC005"},
+    "037_no_distributed_sampler.py": {"ACC005"},
+    "041_log_step_is_microbatch.py": {"ACC102"},
+}
+
+
 def _expected() -> list[dict[str, str]]:
     table = SHARED / "cases" / "expected.tsv"
     if not table.exists():
@@ -41,8 +54,10 @@ def test_faulty_case_reports_its_code_on_its_line(row: dict[str, str]) -> None:
     required = _codes(row["required"])
     lines = {int(line) for line in row["lines"].split(",")}
     found = _findings(path, everything="off-by-default" in row["note"])
-    # never a code the case does not name (the header lists every accepted finding)
-    assert {code for code, _ in found} <= required, found
+    # never a code the case does not name (the header lists every accepted finding), except the
+    # findings of issue 16's ledger and tail model v2 in cases written before it (ALSO_TRUE)
+    accepted = required | ALSO_TRUE.get(row["file"], set())
+    assert {code for code, _ in found} <= accepted, found
     if required & IMPLEMENTED:
         assert any(code in required and line in lines for code, line in found), (row, found)
 

@@ -19,10 +19,8 @@ FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 KNOWN = {
     "fp_sum_loss_in_forward_ok.py": "ACC103: a token-sum loss returned by the model's forward is not read as such",
     "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
-    "norm_masked_tokens_accelerate.py": "nothing: a masked token mean behind Accelerate's division",
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
-    "norm_hf_seq2seq_loss_accelerate.py": "nothing: `outputs.loss` token mean divided by A under Accelerate",
     "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
 }
 

@@ -33,6 +33,16 @@ BAD = {
                 optimizer.step()
                 optimizer.zero_grad()
     """, "ACC005", [("ACC005", 8)]),
+    # issue 16 (tail model v2): a leak into the next epoch needs no length arithmetic; only a
+    # length the code shows to be a multiple of A (assert, drop_last groups) keeps it silent
+    "ACC005 epoch loop, no length arithmetic, nothing resets: the tail leaks": ("""
+    for epoch in range(epochs):
+        for i, batch in enumerate(loader):
+            (model(batch) / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """, "ACC005", [("ACC005", 5)]),
     "ACC005 flushed tail still divided by A (weighted r/A)": ("""
     for epoch in range(epochs):
         for i, batch in enumerate(train_loader):
@@ -175,14 +185,6 @@ BAD = {
 }
 
 GOOD = {
-    "ACC005 silent: no sign in the code that the length is not a multiple of A": ("""
-    for epoch in range(epochs):
-        for i, batch in enumerate(loader):
-            (model(batch) / accum).backward()
-            if (i + 1) % accum == 0:
-                optimizer.step()
-                optimizer.zero_grad()
-    """, "ACC005"),
     "ACC005 length asserted to be a multiple of A": ("""
     assert len(loader) % accum == 0
     steps = len(loader) // accum

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 
 import libcst as cst
 
@@ -12,8 +11,9 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import Event
+from accumlint.model.ledger import Factor, gradient_rescales
 from accumlint.model.names import dotted, last_segment, method_name
-from accumlint.model.parallel import DataParallel, Sampling
+from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
 from accumlint.source_facts import SourceFacts
 
@@ -163,26 +163,56 @@ class GlobalDenominatorWithAveraging(Rule):
         for event in model.all_events():
             if event.kind is not EventKind.BACKWARD or event.loss is None or self._compensated(model, event):
                 continue
-            for node in model.divisions_by(event, partial(_summed_count, parallel, event)):
-                if id(node) not in reported:
-                    reported.add(id(node))
+            book = model.ledger(None, event)
+            for entry in book.of(Factor.DIVIDE_GLOBAL_COUNT):
+                if id(entry.node) not in reported:
+                    reported.add(id(entry.node))
                     yield Hit(
-                        node,
+                        entry.node,
                         "the loss is divided by a count summed over all D replicas, and DDP/FSDP then averages "
                         "the gradients over the replicas again: gradients (and the effective learning rate) are "
                         "D times too small",
                         "multiply the loss by the data-parallel world size (`loss * world_size / global_count`), "
                         "or divide by the local count",
                     )
-            for node in model.divisions_by(event, partial(_world_size, parallel)):
-                if id(node) not in reported:
-                    reported.add(id(node))
+            for entry in book.of(Factor.DIVIDE_WORLD):
+                if id(entry.node) not in reported:
+                    reported.add(id(entry.node))
                     yield Hit(
-                        node,
+                        entry.node,
                         "the loss is divided by the world size, and DDP/FSDP already averages the gradients over "
                         "the D replicas: gradients (and the effective learning rate) are D times too small",
                         "remove the division by the world size; DDP's all-reduce already takes the mean",
                     )
+        yield from self._gradient_side(model, reported)
+
+    def _gradient_side(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """The ledger's gradient-side rescales by a count summed over the replicas
+        (``torch._foreach_div_(grads, tokens)`` after ``dist.all_reduce(tokens)``)."""
+        parallel = model.parallel
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            backwards = [e for e in group.of_kind(EventKind.BACKWARD) if e.loss is not None]
+            if not backwards or any(self._compensated(model, e) for e in backwards):
+                continue
+            for entry in gradient_rescales(model, group):
+                divisor, node = entry.divisor, entry.report or entry.node
+                if divisor is None or id(node) in reported or parallel.counts_replicas(divisor):
+                    continue
+                site = entry.source.site  # type: ignore[union-attr]
+                if not any(parallel.summed_over_replicas(name, site.scope, site.order)
+                           for name in names_feeding(divisor)):
+                    continue
+                reported.add(id(node))
+                yield Hit(
+                    node,
+                    "the accumulated gradients are divided by a count summed over all D replicas, and DDP/FSDP "
+                    "already averages them over the replicas: gradients (and the effective learning rate) are "
+                    "D times too small",
+                    "multiply the factor by the data-parallel world size (`world_size / global_count`), or "
+                    "divide by the local count",
+                )
 
     @staticmethod
     def _compensated(model: FileModel, event: Event) -> bool:
@@ -203,17 +233,6 @@ class GlobalDenominatorWithAveraging(Rule):
                     and any(t and ".grad" in t for t in site.targets) and parallel.counts_replicas(site.value)):
                 return True
         return False
-
-
-def _summed_count(parallel: DataParallel, event: Event, divisor: cst.BaseExpression) -> bool:
-    """A divisor that holds a count summed over the replicas when the backward runs."""
-    return not parallel.counts_replicas(divisor) and any(
-        parallel.summed_over_replicas(name, event.site.scope, event.order) for name in names_feeding(divisor))
-
-
-def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
-    """A divisor that is the world size itself (a name or call, not an expression)."""
-    return dotted(divisor) is not None and parallel.counts_replicas(divisor)
 
 
 def _reduces_gradients(call: cst.Call) -> bool:

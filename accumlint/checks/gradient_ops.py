@@ -9,8 +9,8 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
 from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
-from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.kinds import Evidence
+from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.sites import FrameKind
@@ -290,9 +290,9 @@ class GradRescaleInsideGroup(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
         for group in _accumulating_groups(model):
-            for event in group.of_kind(EventKind.GRAD_RESCALE):
-                node = report_node(group, event)
-                if id(node) in reported or op_cadence(model, group, event) is not Cadence.MICROBATCH:
+            for entry in gradient_rescales(model, group):  # the ledger's gradient side
+                event, node = entry.source, entry.report or entry.node
+                if id(node) in reported or entry.cadence is not Cadence.MICROBATCH or event is None:
                     continue
                 reported.add(id(node))
                 what = f"`{_callee(event)}`" if event.site.call is not None else "the in-place `.grad` rescale"

@@ -9,10 +9,11 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule, defines_lightning_hook
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
-from accumlint.model.names import dotted, int_value, keyword
+from accumlint.model.ledger import Factor, is_token_count
+from accumlint.model.names import dotted
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 from accumlint.source_facts import SourceFacts
 
@@ -42,37 +43,44 @@ class DoubleNormalization(Rule):
                         f"remove the manual division; {framework} already normalizes by A",
                     )
         yield from self._lightning(model, reported)
+        yield from self._token_mean_then_gradient_division(model, reported)
 
-    def _divisions(self, model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
-        contract = fw.backward_contract(event.role.role, event.method)
-        ds_names = model.frameworks.deepspeed_accumulation_names
-        if ds_names and event.role.role in (Role.ACCELERATOR, Role.ENGINE):
-            # the divisor is DeepSpeed's own GAS: under DeepSpeed the engine divides by it
-            found = model.divisions_by(event, lambda d: dotted(d) in ds_names)
-            if found:
-                return [(node, "DeepSpeed") for node in found]
-        if contract is None or contract.normalizes is fw.Normalizes.NEVER:
-            return []
-        if contract.opt_out_keyword and event.site.call is not None:
-            opt_out = keyword(event.site.call, contract.opt_out_keyword)
-            if opt_out is not None:
-                return []  # scale_wrt_gas=... given explicitly: the caller owns the division
-        if event.role.role is Role.ENGINE and (event.role.owner != fw.deepspeed.PACKAGE and
-                                               not model.imports.imports_module(fw.deepspeed.PACKAGE)):
-            return []
-        if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
-            return []
-        if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
-            configured = model.frameworks.accelerate_accumulation(event.role)
-            if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
-                return []
-            text = dotted(configured)  # type: ignore[arg-type]
+    @staticmethod
+    def _token_mean_then_gradient_division(model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """A per-microbatch token mean backpropagated unweighted (no product, no division by A),
+        then the group's accumulated gradients divided by the group's token count: the ledger
+        holds two token denominators."""
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for event in group.of_kind(EventKind.BACKWARD):
+                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+                    continue
+                book = model.ledger(group, event)
+                means = book.of(Factor.TOKEN_MEAN)
+                if not means or book.of(Factor.MULTIPLY) or book.of(Factor.DIVIDE_A):
+                    continue
+                for entry in book.of(Factor.GRAD_RESCALE):
+                    node = entry.report or entry.node
+                    if (id(node) in reported or entry.cadence is not Cadence.UPDATE
+                            or not is_token_count(model, group, entry.divisor)):
+                        continue
+                    reported.add(id(node))
+                    count = dotted(entry.divisor) or "the token count"
+                    yield Hit(
+                        node,
+                        f"the backpropagated loss is already a mean over each microbatch's tokens "
+                        f"({means[0].evidence}), and the group's gradients are divided by its token count "
+                        f"`{count}` again: gradients are 1/(tokens per microbatch) of the token mean",
+                        "backpropagate the summed token loss (`reduction=\"sum\"`) and divide once by the "
+                        "group's token count, or keep the mean and divide by A instead of the token count",
+                    )
 
-            def is_a(divisor: cst.BaseExpression) -> bool:
-                return (text is not None and dotted(divisor) == text) or model.is_accumulation_name(divisor)
-
-            return [(node, contract.framework) for node in model.divisions_by(event, is_a)]
-        return [(node, contract.framework) for node in model.divisions_by(event, model.is_accumulation_name)]
+    @staticmethod
+    def _divisions(model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
+        """The manual divisions by A the ledger says the backward API repeats."""
+        return [(node, entry.evidence) for entry in model.ledger(None, event).of(Factor.FRAMEWORK_A)
+                for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
         for scope in model.scopes:
@@ -114,13 +122,25 @@ class MeanOfMeans(Rule):
             if group.accumulates is not True:
                 continue
             for event in group.of_kind(EventKind.BACKWARD):
-                divisions = model.divisions_by(event, model.is_accumulation_name)
-                if not divisions:
+                book = model.ledger(group, event)
+                means = book.of(Factor.TOKEN_MEAN)
+                if not means:
                     continue
-                mean = model.token_mean(event)
-                if mean is None:
-                    continue
-                for node in divisions:
+                mean = means[0]
+                by_framework = [e for e in book.of(Factor.FRAMEWORK_A) if not e.repeats]
+                if by_framework and not book.of(Factor.DIVIDE_A) and id(event.node) not in reported:
+                    reported.add(id(event.node))
+                    framework = by_framework[0].evidence
+                    yield Hit(
+                        event.node,
+                        f"the loss is a mean over this microbatch's supervised tokens ({mean.evidence}) and "
+                        f"{framework} divides it by A in backward: every microbatch weighs 1/A whatever its token "
+                        "count, so the update is a mean of microbatch means, not the group's token mean",
+                        "sum the token losses (`reduction=\"sum\"`) and divide by the group's supervised-token "
+                        "count times A (to undo the framework's division), counted before the group's first "
+                        "backward (across replicas under DDP, times D)",
+                    )
+                for node in (entry.node for entry in book.of(Factor.DIVIDE_A)):
                     if id(node) in reported:
                         continue
                     reported.add(id(node))

@@ -26,6 +26,11 @@ _WHAT_HAPPENS = {
         "divided by A: that update weighs r/A of a full group"
     ),
 }
+_SHIFTED = (
+    "the counter survives the epoch while the gradients are reset at the start of the next one: the last "
+    "r microbatches of each epoch are backpropagated and then wiped (dropped), and because the counter "
+    "still holds r, the next epoch's first update applies only A - r microbatches"
+)
 _FIX = {
     TailTreatment.WEIGHTED: "divide the tail's losses by its true size r (or make the epoch length a multiple of A)",
 }
@@ -56,7 +61,7 @@ class PartialFinalGroup(Rule):
             tail = model.tail(group)
             if tail is None or tail.framework is not None or tail.report is None:
                 continue
-            text = _WHAT_HAPPENS.get(tail.treatment)
+            text = _SHIFTED if tail.shifts_next else _WHAT_HAPPENS.get(tail.treatment)
             if text is None:
                 continue
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a

@@ -15,7 +15,7 @@ from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
 from accumlint.model.names import children, dotted
 from accumlint.model.sites import FrameKind
-from accumlint.model.update_counters import update_counter_gates
+from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
 from accumlint.source_facts import SourceFacts
 
 
@@ -127,6 +127,15 @@ class IrregularUpdateBoundary(Rule):
                 "test is true on all A microbatches of every A-th group instead of on the last microbatch of each",
                 "in `training_step` test a microbatch count of your own, or move once-per-update code to a "
                 "callback's `on_optimizer_step` / `on_step_end`",
+            )
+        for modulo, counter in plain_update_counter_gates(model):
+            yield Hit(
+                modulo,
+                f"`{counter}` counts optimizer updates (it advances only under the update gate) and is constant "
+                "inside a group, but this test runs on every microbatch: it is true on all A microbatches of "
+                "every A-th group instead of on the last microbatch of each",
+                "test the microbatch index (`(i + 1) % A == 0`), or move the code under the update gate and "
+                f"test `{counter}` there",
             )
         for group in model.loops:
             gate = group.gate

@@ -93,8 +93,14 @@ TAILS: dict[str, FrameworkTail] = {
 #: ``compute_loss``: the call of ``compute_loss_func``). ``loss_is_scaled_for_ga`` on the
 #: instance overrides that decision.
 COMPUTE_LOSS_FUNC = "compute_loss_func"
-COUNT_PARAMETER = "num_items_in_batch"
-#: the keyword that sets A (``TrainingArguments``; transformers 5.24.0 ``training_args.py``)
-ACCUMULATION_KEYWORD = "gradient_accumulation_steps"
 SCALED_FOR_GA = frozenset({"loss_is_scaled_for_ga"})
 SOURCE = "transformers 5.24.0 trainer.py Trainer.training_step, Trainer.compute_loss"
+
+#: Collators that pad labels with -100 to each batch's longest sequence, so a model's
+#: ``outputs.loss`` is a mean over a count of supervised tokens that varies per microbatch
+#: (``data/data_collator.py``: ``DataCollatorForSeq2Seq`` and ``DataCollatorForTokenClassification``
+#: pad labels with ``label_pad_token_id=-100``; the built-in losses, ``loss/loss_utils.py``, take
+#: ``ignore_index=-100`` with a mean when no ``num_items_in_batch`` is passed). Not
+#: ``DataCollatorForLanguageModeling``: over grouped fixed-length blocks its causal labels have no
+#: padding, and its MLM masks a fixed ratio.
+LABEL_MASKING_COLLATORS = frozenset({"DataCollatorForSeq2Seq", "DataCollatorForTokenClassification"})

@@ -12,6 +12,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions, losses
+from accumlint.model import ledger as ledgers
 from accumlint.model.dataflow import loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
@@ -101,6 +102,25 @@ class FileModel:
     def token_mean(self, event: Event) -> losses.TokenMean | None:
         """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
         return losses.token_mean(event, lambda name, site: self.reaching(name, site))
+
+    def ledger(self, group: AccumulationLoop | None, event: Event) -> ledgers.Ledger:
+        """Every factor between a backward's per-element loss and the applied gradient
+        (:mod:`accumlint.model.ledger`); ``group`` None: the loss side only. Computed once."""
+        key = (id(group), id(event))
+        book = self._ledgers.get(key)
+        if book is None:
+            book = self._ledgers[key] = ledgers.ledger_of(self, group, event)
+        return book
+
+    @cached_property
+    def _ledgers(self) -> dict[tuple[int, int], ledgers.Ledger]:
+        return {}
+
+    @cached_property
+    def pads_labels_with_ignore(self) -> set[str]:
+        """Evidence that this module's own collate code pads labels with -100 (see
+        :func:`losses.pads_labels_with_ignore`); walked once per module."""
+        return losses.pads_labels_with_ignore(self.module)
 
     @staticmethod
     def never_scaled(event: Event) -> bool:

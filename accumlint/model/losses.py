@@ -59,6 +59,137 @@ def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> Tok
     return None
 
 
+def masked_mean_by_hand(event: Event) -> TokenMean | None:
+    """``(x * mask).sum() / mask.sum()`` (or ``... / mask.float().sum()``) in the value history
+    of a backward's loss: a mean over this microbatch's unmasked elements, written by hand."""
+    if event.loss is None:
+        return None
+    for value, operator, _ in value_history(event.loss, event.site):
+        if operator is not None:
+            continue
+        for node in arithmetic(value):
+            if not isinstance(node.operator, cst.Divide):
+                continue
+            mask = _summed_name(node.right)
+            if (mask is not None and mask in _masked_sum_factors(node.left, event.site)
+                    and _read_from_data(mask, event.site)):
+                return TokenMean(node, f"`sum(... * {mask}) / {mask}.sum()` averages over the unmasked elements")
+    return None
+
+
+def _read_from_data(name: str, site: Site) -> bool:
+    """Whether a mask comes with the data, so its count varies per microbatch: a loop target
+    (``for x, y, mask in loader``), a field of a batch (``batch["loss_mask"]``, ``b.mask``), or
+    a comparison against a padding value (``labels != -100``). A mask computed by a call
+    (``random_masking(x, ratio)``: often a fixed count) or of unknown origin is not."""
+    for value, _, _ in value_history(cst.Name(name) if "." not in name else _attribute(name), site):
+        if isinstance(value, (cst.Subscript, cst.Comparison)):
+            return True
+        if isinstance(value, cst.Attribute) and dotted(value) != name:
+            return True
+    definition = reaching_assignment(site.scope, name, site.order, None, site.inline)
+    return definition is not None and isinstance(definition.node, cst.For)
+
+
+def _attribute(name: str) -> cst.BaseExpression:
+    head, *rest = name.split(".")
+    node: cst.BaseExpression = cst.Name(head)
+    for part in rest:
+        node = cst.Attribute(node, cst.Name(part))
+    return node
+
+
+def _summed_name(expression: cst.BaseExpression) -> str | None:
+    """``mask.sum()`` / ``mask.float().sum()`` / ``torch.sum(mask)`` → ``mask``."""
+    if not isinstance(expression, cst.Call):
+        return None
+    if dotted(expression.func) == "torch.sum" and len(expression.args) == 1:
+        return dotted(expression.args[0].value)
+    if method_name(expression) != "sum" or expression.args:
+        return None
+    inner = expression.func.value  # type: ignore[attr-defined]
+    while isinstance(inner, cst.Call) and method_name(inner) in _CASTS:
+        inner = inner.func.value  # type: ignore[attr-defined]
+    return dotted(inner)
+
+
+_CASTS = frozenset({"float", "int", "long", "to", "type_as", "detach", "bool"})
+
+
+def _masked_sum_factors(expression: cst.BaseExpression, site: Site) -> set[str]:
+    """The names multiplied into a ``(...).sum()`` (following one assignment of the summed name)."""
+    found: set[str] = set()
+    if not (isinstance(expression, cst.Call) and method_name(expression) == "sum"):
+        return found
+    summed = expression.func.value  # type: ignore[attr-defined]
+    for value, _, _ in value_history(summed, site):
+        for node in arithmetic(value):
+            if isinstance(node.operator, cst.Multiply):
+                found.update(n for n in (dotted(node.left), dotted(node.right)) if n)
+    return found
+
+
+def hf_output_token_mean(event: Event, model_output: Callable[[cst.BaseExpression, Site], bool],
+                         collators: set[str]) -> TokenMean | None:
+    """``outputs.loss`` (``outputs["loss"]``) of a model call, in a module that builds one of
+    the label-masking collators ``collators``: the model's own token mean over the -100-padded
+    labels. ``model_output(expression, site)`` says whether an expression is a model's output."""
+    if event.loss is None or not collators:
+        return None
+    for value, operator, _ in value_history(event.loss, event.site):
+        if operator is not None:
+            continue
+        for node in arithmetic(value) if isinstance(value, cst.BinaryOperation) else [value]:
+            for side in ((node.left, node.right) if isinstance(node, cst.BinaryOperation) else (node,)):
+                holder = _loss_field(side)
+                if holder is not None and model_output(holder, event.site):
+                    return TokenMean(side, "the model's own loss is a mean over the labels that are not -100, "
+                                     f"set by {_quoted(sorted(collators)[0])}")
+    return None
+
+
+def _quoted(evidence: str) -> str:
+    return evidence if " " in evidence else f"`{evidence}`"
+
+
+def pads_labels_with_ignore(module: cst.Module) -> set[str]:
+    """A one-element evidence set when a function of ``module`` writes -100 into a
+    labels-named value (``labels.masked_fill(m, -100)``, ``torch.where(m, labels, -100)``,
+    ``pad_sequence(labels, padding_value=-100)``, ``labels[m] = -100``), else empty."""
+    for node in walk(module):
+        if isinstance(node, cst.Call) and _writes_ignore(node) and any(
+                "label" in name.lower() for name in names_feeding(node)):
+            return {"this module's own code"}
+        if not isinstance(node, cst.Assign):
+            continue
+        targets = [t.target.value if isinstance(t.target, cst.Subscript) else t.target for t in node.targets]
+        if not any("label" in (dotted(t) or "").lower() for t in targets):
+            continue
+        if _is_int(node.value, -100) and any(isinstance(t.target, cst.Subscript) for t in node.targets):
+            return {"this module's own code"}
+        if any(isinstance(n, cst.Call) and _writes_ignore(n) for n in walk(node.value)):
+            return {"this module's own code"}
+    return set()
+
+
+def _writes_ignore(call: cst.Call) -> bool:
+    name = method_name(call) or last_segment(dotted(call.func) or "")
+    if name in ("masked_fill", "masked_fill_", "where") and call.args and _is_int(call.args[-1].value, -100):
+        return True
+    return name == "pad_sequence" and _is_int(keyword(call, "padding_value"), -100)
+
+
+def _loss_field(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(expression, cst.Attribute) and expression.attr.value == "loss":
+        return expression.value
+    if (isinstance(expression, cst.Subscript) and len(expression.slice) == 1
+            and isinstance(expression.slice[0].slice, cst.Index)
+            and isinstance(expression.slice[0].slice.value, cst.SimpleString)
+            and expression.slice[0].slice.value.evaluated_value == "loss"):
+        return expression.value
+    return None
+
+
 def _mean_loss(call: cst.Call, site: Site, resolve) -> cst.Call | None:
     """The call (or the criterion's constructor) when ``call`` is a mean-reduced token loss."""
     name = dotted(call.func) or ""
@@ -151,7 +282,8 @@ def never_scaled(event: Event) -> bool:
     return True
 
 
-_GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients"})
+_GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients",
+                               "_foreach_div_", "_foreach_mul_", "multiply_grads"})
 
 
 def scales_gradients(sites: list[Site]) -> bool:

@@ -9,6 +9,7 @@ show enough: an index that runs across epochs, an iterable of unknown kind, a ra
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -20,10 +21,10 @@ from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import boundary
 from accumlint.model.events import Event
 from accumlint.model.groups import AccumulationLoop, LoopStyle
-from accumlint.model.kinds import EventKind, Role
+from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import children, dotted, last_segment
 from accumlint.model.roles import Roles
-from accumlint.model.sites import Site
+from accumlint.model.sites import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -85,7 +86,9 @@ class Tail:
 
     ``framework``: the framework that decides it (None: the user's own gate); ``divided_by_a``:
     whether each microbatch's loss is divided by A (so a partial group weighs r/A);
-    ``report``: the node to point at (the update gate).
+    ``report``: the node to point at (the update gate, or a post-loop flush);
+    ``shifts_next``: the dropped tail's microbatches were counted, so the next pass's first
+    group is only A - r microbatches long.
     """
 
     treatment: TailTreatment
@@ -93,15 +96,20 @@ class Tail:
     divided_by_a: bool
     report: cst.CSTNode | None
     source: str = ""
+    shifts_next: bool = False
 
 
 def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     """What ``group`` does with the last ``len(loader) % A`` microbatches of a pass, or None.
 
-    For a user-set boundary the answer needs the code to show that the pass length need not be
-    a multiple of A: it counts the groups per epoch as ``len(loader) // A`` (or ``ceil``, or
-    takes ``len(loader) % A``), or handles a tail. ``assert len(loader) % A == 0`` settles it
-    the other way.
+    For a user-set boundary (a modulo on a per-pass index, or a counter gate) over a data
+    loader, an iterable wrapping one (``pbar = tqdm(enumerate(loader))``), or a
+    ``range(steps_per_epoch)`` loop drawing ``next(it)``. A leak into the next pass needs no
+    length arithmetic: the pass repeats (an epoch loop here, or a caller calling this function in
+    a loop) and nothing flushes or resets in between, so it happens unless the length is a
+    multiple of A. A tail left unapplied by a single pass, or applied by a flush, is decided only
+    when the code shows the length need not be a multiple of A (``len(loader) // A``, ``% A``,
+    a tail clause, a post-loop flush). ``assert len(loader) % A == 0`` keeps every case silent.
     """
     roles = model.roles
     scope_events = model.events[group.scope]
@@ -117,30 +125,176 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     # a framework-owned loop (model/owned_loops.py) whose epoch hook restarts the gate's counter:
     # the code counts passes itself, and the framework's loader has no length the code shows
     owned = isinstance(group.loop, cst.FunctionDef) and group.outer_loop is not None
-    if test.kind != "modulo" or not (isinstance(group.loop, cst.For) or owned):
+    if not (isinstance(group.loop, cst.For) or owned) or test.extra:
         return None
+    if test.kind == "counter" and not owned:
+        return _counter_tail(model, group, test, scope_events)
+    if test.kind != "modulo":
+        return None
+    length: LengthFact | None = None
     if owned:
         if not _per_pass_index(group, test):
             return None
     else:
-        loader = _loader_of(group, roles)
-        if loader is None or not _per_pass_index(group, test):
+        source = _pass_source(model, group)
+        if source is None or not _per_pass_index(group, test) or not _backward_per_microbatch(group):
             return None
-        length = model.length_arithmetic.get(last_segment(dotted(loader)))
-        if length is LengthFact.MULTIPLE_OF_A or (length is None and not test.tail):
+        length = model.length_arithmetic.get(source)
+        if length is LengthFact.MULTIPLE_OF_A:
             return None
-    backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
-    divided = bool(backwards) and all(model.divided_by_a(e) for e in backwards)
+    divided = _divided(model, group)
     report = group.gate.frame_node if test.flag is None else test.report
-    if test.tail:
+    if test.tail:  # `or i + 1 == len(loader)`: the code's own evidence that a tail exists
         return Tail(TailTreatment.WEIGHTED if divided else TailTreatment.TRUE_COUNT, None, divided, report)
     after = _events_after(group, scope_events)
-    if any(e.kind is EventKind.UPDATE for e in after):
-        return Tail(TailTreatment.WEIGHTED if divided else TailTreatment.TRUE_COUNT, None, divided, report)
+    flush = [e for e in after if e.kind is EventKind.UPDATE]
+    if flush:
+        # a flush after the loop is the code's own evidence that a tail exists
+        return Tail(TailTreatment.WEIGHTED if divided else TailTreatment.TRUE_COUNT, None, divided,
+                    _flush_report(group, flush[0]))
     if any(e.kind is EventKind.RESET for e in after) or _reset_at_pass_start(group, scope_events):
         return Tail(TailTreatment.DROPPED, None, divided, report)
-    treatment = TailTreatment.LEAKS if group.outer_loop is not None else TailTreatment.NOT_APPLIED
-    return Tail(treatment, None, divided, report)
+    if group.outer_loop is not None or _called_in_loop(model, group):
+        return Tail(TailTreatment.LEAKS, None, divided, report)
+    if length is None:
+        return None
+    return Tail(TailTreatment.NOT_APPLIED, None, divided, report)
+
+
+def _divided(model: FileModel, group: AccumulationLoop) -> bool:
+    backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
+    return bool(backwards) and all(model.divided_by_a(e) for e in backwards)
+
+
+def _backward_per_microbatch(group: AccumulationLoop) -> bool:
+    """Whether the loop backpropagates every microbatch (a tail exists in ``.grad``), not only
+    at the boundary (losses collected and backpropagated together leave no gradient behind)."""
+    backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
+    return bool(backwards) and all(group.cadence(e) is Cadence.MICROBATCH for e in backwards)
+
+
+def _flush_report(group: AccumulationLoop, update: Event) -> cst.CSTNode:
+    """The ``if`` that guards a post-loop flush (the flush itself when unconditional)."""
+    _, end = group.scope.loop_spans[group.loop]
+    for frame in reversed(update.site.frames):
+        if frame.kind is FrameKind.IF and group.scope.statement_orders.get(id(frame.node), -1) >= end:
+            return frame.node
+    return update.node
+
+
+def _pass_source(model: FileModel, group: AccumulationLoop) -> str | None:
+    """The name (last segment) of what one pass of the loop consumes: the loader it iterates
+    (directly, through ``enumerate``/``tqdm``, or through a name bound to such a wrapper in the
+    same pass), or the per-epoch length of ``for i in range(steps_per_epoch): b = next(it)``."""
+    loader = _loader_of(group, model.roles)
+    if loader is not None:
+        return last_segment(dotted(loader))
+    alias = group.iterable
+    if alias is not None and isinstance(alias, cst.Name):
+        definition = model.reaching(alias.value, group.loop_sites[0])
+        if (definition is not None and definition.value is not None and not definition.in_helper
+                and (group.outer_loop is None or definition.inside(group.outer_loop))):
+            unwrapped = _unwrap(definition.value)
+            if (unwrapped is not None and unwrapped is not definition.value
+                    and model.roles.of(unwrapped, definition).role is Role.LOADER):
+                return last_segment(dotted(unwrapped))
+        return None
+    return _epoch_range(group)
+
+
+def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    while isinstance(value, cst.Call) and last_segment(dotted(value.func)) in _WRAPPERS:
+        if not value.args or value.args[0].keyword is not None:
+            return None
+        value = value.args[0].value
+    return value if isinstance(value, (cst.Name, cst.Attribute)) else None
+
+
+#: wrappers that yield what the loader yields (``enumerate`` adds the per-pass index)
+_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+#: names of a per-epoch microbatch count (``iters_per_epoch``, ``steps_per_epoch``)
+_EPOCH_LENGTH = re.compile(r"per_?epoch|epoch_?(len|length|size|steps|iters)", re.I)
+
+
+def _epoch_range(group: AccumulationLoop) -> str | None:
+    """``for i in range(iters_per_epoch):`` whose body draws ``next(it)`` from an iterator made
+    outside the loop: the bound's name (a per-epoch length by its name), else None."""
+    loop = group.loop
+    if not (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"
+            and len(loop.iter.args) == 1 and isinstance(loop.target, cst.Name)):
+        return None
+    bound = dotted(loop.iter.args[0].value)
+    if bound is None or not _EPOCH_LENGTH.search(last_segment(bound)):
+        return None
+    for site in group.loop_sites:
+        call = site.call
+        if (call is not None and not site.in_helper and dotted(call.func) == "next" and call.args
+                and isinstance(call.args[0].value, cst.Name)
+                and dotted(call.args[0].value) not in group.assigned):
+            return last_segment(bound)
+    return None
+
+
+def _called_in_loop(model: FileModel, group: AccumulationLoop) -> bool:
+    """Whether the function holding ``group`` is called from a loop of this module (an epoch
+    loop in the caller) whose own code neither resets the gradients nor updates: a plain
+    function by its name, a method through ``self.name(...)`` in the same class."""
+    function = group.scope.node
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    owner = group.scope.class_def
+    wanted = function.name.value if owner is None else f"self.{function.name.value}"
+    for scope in model.scopes:
+        if owner is not None and scope.class_def is not owner:
+            continue
+        for site in scope.sites:
+            if site.call is None or site.in_helper or dotted(site.call.func) != wanted:
+                continue
+            loops = [frame.node for frame in site.frames if frame.kind is FrameKind.LOOP]
+            if loops and not _handled_around(model, scope, loops[-1]):
+                return True
+    return False
+
+
+def _handled_around(model: FileModel, scope, loop: cst.CSTNode) -> bool:
+    """Whether the caller's loop resets the gradients or updates in its own code (not in the
+    callee inlined into it): the tail is then wiped or applied between the calls."""
+    return any(e.kind in (EventKind.RESET, EventKind.UPDATE) and not e.site.in_helper and e.site.inside(loop)
+               for e in model.events[scope])
+
+
+def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.BoundaryTest,
+                  scope_events: list[Event]) -> Tail | None:
+    """A counter gate (``n += 1; if n == A: ...; n = 0``) inside an epoch loop, with nothing
+    after the micro-loop: what the epoch-start code does with the tail. A counter set before
+    the epoch loop survives the epoch; one set in the epoch loop's body restarts with it."""
+    outer = group.outer_loop
+    counter = dotted(test.dividend) if test.dividend is not None else None
+    if outer is None or counter is None or not isinstance(outer, cst.For):
+        return None
+    source = _pass_source(model, group)
+    if source is None or model.length_arithmetic.get(source) is LengthFact.MULTIPLE_OF_A:
+        return None
+    if not _backward_per_microbatch(group):
+        return None
+    after = _events_after(group, scope_events)
+    if any(e.kind in (EventKind.UPDATE, EventKind.RESET) for e in after):
+        return None
+    start, _ = group.scope.loop_spans[group.loop]
+    outer_start, _ = group.scope.loop_spans[outer]
+    sets = [s for s in group.scope.sites if counter in s.targets and s.augmented is None
+            and not s.in_helper and s.order < start]
+    if not sets:
+        return None
+    restarts = sets[-1].inside(outer) and sets[-1].order >= outer_start
+    wiped = _reset_at_pass_start(group, scope_events)
+    divided = _divided(model, group)
+    report = test.report or group.gate.frame_node  # type: ignore[union-attr]
+    if restarts and not wiped:
+        return Tail(TailTreatment.LEAKS, None, divided, report)
+    if not restarts and wiped:
+        return Tail(TailTreatment.DROPPED, None, divided, report, shifts_next=True)
+    return None  # both restart (tail dropped on purpose) or neither (groups run across epochs)
 
 
 def _framework(key: str) -> Tail:
@@ -167,6 +321,9 @@ def _per_pass_index(group: AccumulationLoop, test: boundary.BoundaryTest) -> boo
     target = loop.target if isinstance(loop, cst.For) else None
     if isinstance(target, (cst.Tuple, cst.List)) and target.elements and dotted(target.elements[0].value) == name:
         return True
+    if isinstance(target, cst.Name) and target.value == name and isinstance(loop.iter, cst.Call) and (
+            dotted(loop.iter.func) == "range"):
+        return True  # `for i in range(n)`: restarts at every pass
     scope_sites = group.scope.sites
     first = group.loop_sites[0]
     if boundary.first_value(test.dividend, loop, scope_sites, first.order) is None:

@@ -1,0 +1,296 @@
+"""The normalization ledger (P4): every factor the code applies between a backward's
+per-element loss and the gradient the optimizer update reads, in order, with how often each
+runs (per microbatch or once per group).
+
+Loss side (from the loss's value history): the loss's reduction when it is a mean over a
+microbatch's own supervised tokens (``cross_entropy(ignore_index=...)`` over token positions,
+a hand-written ``sum(x * mask) / mask.sum()``, an HF model's ``outputs.loss`` with a
+label-masking collator), divisions by A, any multiplication. Gradient side: in-place rescales
+of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_foreach_div_``,
+``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
+backward API's own division by A (the framework rows: Accelerate, DeepSpeed) and, under a
+wrapper that averages over the replicas, divisions by a count summed over them or by the
+world size. The rules ACC101, ACC102,
+ACC307 and ACC405 read it, so they count the same denominators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import partial
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from accumlint import frameworks as fw
+from accumlint.model import losses
+from accumlint.model.dataflow import arithmetic, names_feeding, value_history
+from accumlint.model.grad_ops import op_cadence, report_node
+from accumlint.model.groups import AccumulationLoop
+from accumlint.model.kinds import Cadence, EventKind, Role
+from accumlint.model.names import dotted, int_value, keyword, last_segment, method_name, walk
+from accumlint.model.parallel import DataParallel
+
+if TYPE_CHECKING:
+    from accumlint.model import FileModel
+    from accumlint.model.events import Event
+    from accumlint.model.sites import Site
+
+
+class Factor(str, Enum):
+    """One kind of ledger entry."""
+
+    TOKEN_MEAN = "mean over the microbatch's supervised tokens"
+    DIVIDE_A = "divided by the accumulation steps A"
+    FRAMEWORK_A = "divided by A by the backward API (Accelerate, DeepSpeed)"
+    DIVIDE_GLOBAL_COUNT = "divided by a count summed over the data-parallel replicas"
+    DIVIDE_WORLD = "divided by the data-parallel world size"
+    MULTIPLY = "multiplied by a factor"
+    GRAD_RESCALE = "accumulated gradients rescaled in place"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A factor applied to one backward's gradient.
+
+    ``node``: where the code applies it (the division, the loss call, the rescale call);
+    ``cadence``: how often it runs in the group; ``divisor``: for a gradient-side rescale, the
+    expression the gradients are divided by (``n`` for ``div_(n)``, ``mul_(1 / n)``), else None;
+    ``evidence``: why the entry is what it is, for messages; ``report``: where a finding about a
+    gradient-side entry goes (the helper call in the loop, or the rescale itself); ``source``:
+    the rescale's event; ``repeats``: for the framework's own division, the manual divisions by
+    the same A that it repeats."""
+
+    factor: Factor
+    node: cst.CSTNode
+    cadence: Cadence
+    divisor: cst.BaseExpression | None = None
+    evidence: str = ""
+    report: cst.CSTNode | None = None
+    source: Event | None = None
+    repeats: tuple[cst.CSTNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The factors of one backward ``event`` of ``group`` (loss side, then gradient side)."""
+
+    event: Event
+    entries: tuple[Entry, ...]
+
+    def of(self, factor: Factor) -> list[Entry]:
+        """The entries of one kind, in order."""
+        return [entry for entry in self.entries if entry.factor is factor]
+
+
+def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) -> Ledger:
+    """The ledger of a backward ``event`` (of ``group``; None for a backward outside the
+    module's accumulation loops: no cadence, no gradient side). See the module docstring."""
+    cadence = group.cadence(event) if group is not None else Cadence.UNKNOWN
+    entries: list[Entry] = []
+    mean = token_mean_of(model, event, group)
+    if mean is not None:
+        entries.append(Entry(Factor.TOKEN_MEAN, mean.call, Cadence.MICROBATCH, evidence=mean.evidence))
+    for node in model.divisions_by(event, model.is_accumulation_name):
+        entries.append(Entry(Factor.DIVIDE_A, node, cadence))
+    framework = _framework_division(model, event)
+    if framework is not None:
+        name, is_a = framework
+        repeats = tuple(model.divisions_by(event, is_a))
+        entries.append(Entry(Factor.FRAMEWORK_A, event.node, cadence, evidence=name, repeats=repeats))
+    parallel = model.parallel
+    if event.loss is not None and parallel.averaging_wrapper:
+        for node in model.divisions_by(event, partial(_summed_count, parallel, event)):
+            entries.append(Entry(Factor.DIVIDE_GLOBAL_COUNT, node, cadence))
+        for node in model.divisions_by(event, partial(_world_size, parallel)):
+            entries.append(Entry(Factor.DIVIDE_WORLD, node, cadence))
+    for node in _multiplications(event):
+        entries.append(Entry(Factor.MULTIPLY, node, cadence))
+    if group is not None:
+        entries.extend(gradient_rescales(model, group))
+    return Ledger(event, tuple(entries))
+
+
+def _framework_division(model: FileModel, event: Event):
+    """``(framework, is_a)`` when the backward API of ``event`` divides the loss by A itself
+    (its contract in :mod:`accumlint.frameworks`, and how the module configures it);
+    ``is_a`` accepts the divisors that are that A. None when it does not (or may not)."""
+    contract = fw.backward_contract(event.role.role, event.method)
+    ds_names = model.frameworks.deepspeed_accumulation_names
+    if ds_names and event.role.role in (Role.ACCELERATOR, Role.ENGINE):
+        # the divisor is DeepSpeed's own GAS: under DeepSpeed the engine divides by it
+        def is_gas(divisor: cst.BaseExpression) -> bool:
+            return dotted(divisor) in ds_names
+
+        if model.divisions_by(event, is_gas):
+            return "DeepSpeed", is_gas
+    if contract is None or contract.normalizes is fw.Normalizes.NEVER:
+        return None
+    if contract.opt_out_keyword and event.site.call is not None:
+        if keyword(event.site.call, contract.opt_out_keyword) is not None:
+            return None  # scale_wrt_gas=... given explicitly: the caller owns the division
+    if event.role.role is Role.ENGINE and (event.role.owner != fw.deepspeed.PACKAGE
+                                           and not model.imports.imports_module(fw.deepspeed.PACKAGE)):
+        return None
+    if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
+        return None
+    if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
+        configured = model.frameworks.accelerate_accumulation(event.role)
+        if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
+            return None
+        text = dotted(configured)  # type: ignore[arg-type]
+
+        def is_configured_a(divisor: cst.BaseExpression) -> bool:
+            return (text is not None and dotted(divisor) == text) or model.is_accumulation_name(divisor)
+
+        return contract.framework, is_configured_a
+    return contract.framework, model.is_accumulation_name
+
+
+def _summed_count(parallel: DataParallel, event: Event, divisor: cst.BaseExpression) -> bool:
+    """A divisor that holds a count summed over the replicas when the backward runs."""
+    return not parallel.counts_replicas(divisor) and any(
+        parallel.summed_over_replicas(name, event.site.scope, event.order) for name in names_feeding(divisor))
+
+
+def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
+    """A divisor that is the world size itself (a name or call, not an expression)."""
+    return dotted(divisor) is not None and parallel.counts_replicas(divisor)
+
+
+def token_mean_of(model: FileModel, event: Event, group: AccumulationLoop | None = None) -> losses.TokenMean | None:
+    """The per-microbatch token mean a backward differentiates, by any of the shapes the
+    ledger knows (:mod:`accumlint.model.losses`), or None. An HF model's own loss counts only
+    when ``group``'s loader is built with a label-padding collator."""
+    found = model.token_mean(event) or losses.masked_mean_by_hand(event)
+    if found is None and group is not None:
+        found = losses.hf_output_token_mean(event, lambda e, s: _model_output(model, e, s),
+                                            _label_padding(model, group))
+    return found
+
+
+def _multiplications(event: Event) -> list[cst.CSTNode]:
+    """``loss * w`` / ``loss *= w`` in the value history (a weight that may undo a mean)."""
+    if event.loss is None:
+        return []
+    found: list[cst.CSTNode] = []
+    for value, operator, statement in value_history(event.loss, event.site):
+        if isinstance(operator, cst.MultiplyAssign):
+            found.append(statement)  # type: ignore[arg-type]
+        elif operator is None:
+            found.extend(node for node in arithmetic(value) if isinstance(node.operator, cst.Multiply)
+                         and not _reciprocal(node))
+    return found
+
+
+def _reciprocal(node: cst.BinaryOperation) -> bool:
+    """``x * (1 / d)``: a division written as a product (counted by the division's entry)."""
+    return any(isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Divide)
+               for side in (node.left, node.right))
+
+
+def gradient_rescales(model: FileModel, group: AccumulationLoop) -> list[Entry]:
+    """The group's in-place rescales of the accumulated gradients, with their divisor (the
+    ``n`` of ``div_(n)``, ``/= n``, ``mul_(1 / n)``, ``_foreach_div_(grads, n)``,
+    ``scale_grads(model, 1 / n)``; None for a factor that is no division) and cadence."""
+    entries: list[Entry] = []
+    for event in group.of_kind(EventKind.GRAD_RESCALE):
+        entries.append(Entry(Factor.GRAD_RESCALE, event.node, op_cadence(model, group, event),
+                             _rescale_divisor(event), event.method, report_node(group, event), event))
+    return entries
+
+
+def _rescale_divisor(event: Event) -> cst.BaseExpression | None:
+    site = event.site
+    call = site.call
+    if call is None:  # p.grad /= n, p.grad *= 1 / n
+        if isinstance(site.augmented, cst.DivideAssign):
+            return site.value
+        return _reciprocal_of(site.value)
+    name = method_name(call) or last_segment(dotted(call.func) or "")
+    factor = call.args[-1].value if call.args else None
+    if name in ("div_", "divide_", "_foreach_div_"):
+        return factor
+    return _reciprocal_of(factor)
+
+
+def _reciprocal_of(expression: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``1 / n`` (``1.0 / n``) → ``n``."""
+    if (isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
+            and isinstance(expression.left, (cst.Integer, cst.Float))
+            and expression.left.value.replace("_", "") in ("1", "1.", "1.0", "1.00")):
+        return expression.right
+    return None
+
+
+def _collators_feeding(model: FileModel, group: AccumulationLoop) -> set[str]:
+    """The label-padding collator (framework rows) of the ``DataLoader(..., collate_fn=...)``
+    the group's loop iterates, when the module shows it."""
+    loader = group.iterable
+    name = dotted(loader) if loader is not None else None
+    built = model.reaching(name, group.loop_sites[0]) if name else None
+    call = built.value if built is not None else None
+    if not (isinstance(call, cst.Call) and last_segment(dotted(call.func) or "") == "DataLoader"):
+        return set()
+    collate = keyword(call, "collate_fn")
+    if isinstance(collate, (cst.Name, cst.Attribute)):
+        bound = model.reaching(dotted(collate) or "", built)  # type: ignore[arg-type]
+        collate = bound.value if bound is not None else None
+    if not isinstance(collate, cst.Call):
+        return set()
+    return {last_segment(dotted(collate.func) or "")} & fw.transformers.LABEL_MASKING_COLLATORS
+
+
+def _label_padding(model: FileModel, group: AccumulationLoop) -> set[str]:
+    """Evidence that the labels the loop's model is given are padded with -100 per batch: the
+    collator of its loader (:func:`_collators_feeding`), or the module's own collate code that
+    writes -100 into labels (``labels.masked_fill(labels == pad, -100)``,
+    ``pad_sequence(labels, padding_value=-100)``)."""
+    return _collators_feeding(model, group) or model.pads_labels_with_ignore
+
+
+def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> bool:
+    """Whether ``holder`` (the ``outputs`` of ``outputs.loss``) is bound to a model's forward
+    that is given the batch's labels (``model(**batch)``, ``model(..., labels=...)``)."""
+    if isinstance(holder, cst.Call):  # model(**batch).loss
+        return _labelled_forward(model, holder, site)
+    name = dotted(holder)
+    definition = model.reaching(name, site) if name else None
+    if definition is None and name:  # a name of a helper inlined before the backward
+        inlined = [s for s in site.scope.sites if s.in_helper and s.targets == (name,) and s.order < site.order]
+        definition = inlined[-1] if inlined else None
+    call = definition.value if definition is not None else None
+    return isinstance(call, cst.Call) and _labelled_forward(model, call, definition)  # type: ignore[arg-type]
+
+
+def _labelled_forward(model: FileModel, call: cst.Call, site: Site) -> bool:
+    """A model's forward given the labels, and no ``num_items_in_batch`` (with it, transformers'
+    losses sum and divide by the group's count: no per-microbatch mean)."""
+    if model.roles.of(call.func, site).role not in (Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL):
+        return False
+    if keyword(call, fw.transformers.COUNT_PARAMETER) is not None:
+        return False
+    return any(arg.star == "**" for arg in call.args) or keyword(call, "labels") is not None
+
+
+def is_token_count(model: FileModel, group: AccumulationLoop, divisor: cst.BaseExpression | None) -> bool:
+    """Whether ``divisor`` is a count of tokens accumulated over the group: a name increased in
+    the loop (``n += (labels != -100).sum()``, ``n += mask.sum()``, ``n += x.numel()``, or
+    ``n += k`` with ``k`` assigned one of those)."""
+    name = dotted(divisor) if isinstance(divisor, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
+    increments = [s for s in group.loop_sites if s.targets == (name,) and isinstance(s.augmented, cst.AddAssign)
+                  and s.value is not None]
+    return bool(increments) and all(any(_counts_elements(value) for value, _, _ in value_history(s.value, s))
+                                    for s in increments)  # type: ignore[arg-type]
+
+
+def _counts_elements(expression: cst.BaseExpression) -> bool:
+    for node in walk(expression):
+        if isinstance(node, cst.Call) and method_name(node) in ("sum", "numel", "count_nonzero"):
+            return True
+        if isinstance(node, cst.Call) and dotted(node.func) in ("torch.sum", "torch.count_nonzero"):
+            return True
+    return False
