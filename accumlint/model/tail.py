@@ -122,6 +122,9 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     if group.style is not LoopStyle.GATED or group.gate is None or group.gate.test is None:
         return None
     test = group.gate.test
+    if any(e.kind is EventKind.RESET and group.in_loop(e) and group.cadence(e) is Cadence.MICROBATCH
+           for e in group.events):
+        return None  # a reset on every microbatch (ACC001's finding): no group survives to leave a tail
     # a framework-owned loop (model/owned_loops.py) whose epoch hook restarts the gate's counter:
     # the code counts passes itself, and the framework's loader has no length the code shows
     owned = isinstance(group.loop, cst.FunctionDef) and group.outer_loop is not None
