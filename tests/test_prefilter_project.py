@@ -172,3 +172,66 @@ def test_files_that_only_annotate_with_such_a_class_are_not_parsed(tmp_path: Pat
     run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
     assert run.parsed == 1  # array_lib.py itself (its own backward call); none of its users
     assert run.findings == []
+
+
+# --- work done once, counted through seams --------------------------------------------------
+
+TWO_RESETS = """
+    def train(model, optimizer, loader, accumulation_steps):
+        for i, batch in enumerate(loader):
+            loss = model(batch) / accumulation_steps
+            loss.backward()
+            optimizer.zero_grad()
+            if (i + 1) % accumulation_steps == 0:
+                optimizer.step()
+
+
+    def tune(model, optimizer, loader, accumulation_steps):
+        for i, batch in enumerate(loader):
+            loss = model(batch) / accumulation_steps
+            loss.backward()
+            optimizer.zero_grad()
+            if (i + 1) % accumulation_steps == 0:
+                optimizer.step()
+"""
+
+
+def test_the_fixes_of_one_file_resolve_its_positions_once(monkeypatch) -> None:
+    from accumlint.fixes import base
+    from accumlint.suggested_fixes import suggest_source
+
+    data = textwrap.dedent(TWO_RESETS).encode()
+    findings = engine.check_source("train.py", data).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC001", 6), ("ACC001", 15)]
+    wrapped: list[object] = []
+    real = base.MetadataWrapper
+    monkeypatch.setattr(base, "MetadataWrapper", lambda module: wrapped.append(module) or real(module))
+    fixes = suggest_source("train.py", data, EVERY_CODE, findings)
+    assert sorted(f.line for f in fixes) == [6, 15]  # both fixed, each against the same parse
+    assert len(wrapped) == 1
+
+
+def test_a_closure_entered_at_each_call_collects_its_local_names_once(monkeypatch) -> None:
+    import libcst as cst
+
+    from accumlint.model import build_model, sites
+
+    calls: list[str] = []
+    real = sites.local_names
+    monkeypatch.setattr(sites, "local_names", lambda function: calls.append(function.name.value) or real(function))
+    source = textwrap.dedent("""
+        def fit(model, optimizer, loader, accum):
+            def micro(batch):
+                out = model(batch) / accum
+                out.backward()
+
+            for i, batch in enumerate(loader):
+                micro(batch)
+                micro(batch)
+                micro(batch)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    build_model(cst.parse_module(source))
+    assert calls == ["micro"]
