@@ -205,7 +205,8 @@ def test_the_fixes_of_one_file_resolve_its_positions_once(monkeypatch) -> None:
     assert [(f.code, f.line) for f in findings] == [("ACC001", 6), ("ACC001", 15)]
     wrapped: list[object] = []
     real = base.MetadataWrapper
-    monkeypatch.setattr(base, "MetadataWrapper", lambda module: wrapped.append(module) or real(module))
+    monkeypatch.setattr(base, "MetadataWrapper",
+                        lambda module, **options: wrapped.append(module) or real(module, **options))
     fixes = suggest_source("train.py", data, EVERY_CODE, findings)
     assert sorted(f.line for f in fixes) == [6, 15]  # both fixed, each against the same parse
     assert len(wrapped) == 1

@@ -34,8 +34,10 @@ class Located:
     """A parsed module with positions and parents, and the node a finding points at."""
 
     def __init__(self, module: cst.Module, finding: Finding, _resolved: Located | None = None) -> None:
+        """``module``: as the parser returned it (no node twice in the tree, so the wrapper
+        need not copy it: a copy costs about as much as a parse); shared by :meth:`again`."""
         if _resolved is None:
-            wrapper = MetadataWrapper(module)
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
             self.module = wrapper.module
             self.positions = wrapper.resolve(PositionProvider)
             self.parents = wrapper.resolve(ParentNodeProvider)
