@@ -122,13 +122,13 @@ _HELPER_MARKERS = tuple(sorted({*_BACKWARD_MARKERS, b"zero_grad", *(name.encode(
 
 #: what a helper must call for a file calling it to pass the prefilter: a backward, reset or
 #: clip (a token loss or a data-parallel wrapper matters only to a file with a backward of its own)
-_EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in fw.pytorch.TOKEN_LOSS_CALLS}
+EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in fw.pytorch.TOKEN_LOSS_CALLS}
                               - {name.encode() for name in fw.pytorch.WRAPPER_CONSTRUCTOR_NAMES}))
 
 
 def performs_events(data: bytes) -> bool:
-    """Whether ``data`` calls a backward, reset or clip (:data:`_EVENT_MARKERS`)."""
-    return bool(marker_search(_EVENT_MARKERS).used(data))
+    """Whether ``data`` calls a backward, reset or clip (:data:`EVENT_MARKERS`)."""
+    return bool(marker_search(EVENT_MARKERS).used(data))
 
 
 def backward_used(data: bytes) -> bool:
@@ -146,7 +146,7 @@ def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[by
     if fw.timm.LOSS_SCALER_GATE_BYTES.search(data):
         return everything  # may call a timm-style loss scaler (its backward is behind the call)
     index = project.active() if path is not None else None
-    if index is None or index.root_of(path) is None or not index.mentions_event_name(data):  # type: ignore[arg-type]
+    if index is None or index.root_of(path) is None or not index.mentions_event_name(data, path):  # type: ignore[arg-type]
         return used
     return everything
 
@@ -179,18 +179,22 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, pa
 def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> list[Rule]:
     """The rules of ``rules`` that may fire on ``data``, whose code uses the markers ``used``
     (see :func:`may_fire`)."""
+    backward = _calls_backward(used)
     return [
         rule
         for rule in rules
         if not rule.markers
-        or (not used.isdisjoint(rule.markers) and (rule.requires is None or rule.requires.search(data)))
+        or (not used.isdisjoint(rule.markers) and (backward or not rule.backward_required)
+            and (rule.requires is None or rule.requires.search(data)))
     ]
 
 
 @functools.lru_cache(maxsize=64)
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
-    """The union of the markers of ``rules`` (a rule without markers adds none: it may fire anywhere)."""
-    return tuple(sorted({marker for rule in rules for marker in rule.markers}))
+    """The union of the markers of ``rules`` (a rule without markers adds none: it may fire
+    anywhere), and the backward markers where a rule needs one besides its own."""
+    backward = _BACKWARD_MARKERS if any(rule.backward_required for rule in rules) else ()
+    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.markers)}))
 
 
 @functools.lru_cache(maxsize=64)

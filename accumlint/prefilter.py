@@ -116,6 +116,12 @@ def _outside_prose(data: bytes, starts: list[int]) -> list[int]:
     return code
 
 
+def code_offsets(data: bytes, starts: list[int]) -> list[int]:
+    """The offsets of ``starts`` (ascending) that are not inside a string or a comment of ``data``
+    (all of them where its bytes cannot be scanned)."""
+    return _outside_prose(data, starts) if starts else []
+
+
 def _formatted(data: bytes, start: int) -> bool:
     """Whether the span at ``start`` is an f-string (its replacement fields are code: the whole
     literal counts as code); a comment is not."""

@@ -71,12 +71,14 @@ def suggest_source(
     if findings is None:
         current = engine.check_source(path, data, rules).findings
     fixes: dict[Finding, SuggestedFix] = {}
+    located: Located | None = None  # one parse and one resolution for all the file's fixes
     for finding in list(current if findings is None else findings):
         if finding.code not in FIXERS:
             continue
         applicability, fixer = FIXERS[finding.code]
         try:
-            edit = fixer(Located(engine.parse_module(text), finding))
+            located = Located(engine.parse_module(text), finding) if located is None else located.again(finding)
+            edit = fixer(located)
         except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
             edit = None
         if edit is None:

@@ -13,7 +13,7 @@ the speed issue:
 * accumlint vs a bare ``libcst.parse_module`` over the corpus loop files (the ``path``
   column of ``shared/corpus/manifest.tsv``; every one of them is parsed), as run by default
   (all cores) and with ``--jobs 1`` (one process, like the bare parse: CPU for CPU);
-* cold vs warm cache, ``--jobs 1`` vs all cores;
+* cold vs warm cache, ``--jobs 1`` vs all cores (on the transformers tree and the speed set);
 * peak memory on the whole speed set: the sampled PSS sum over the process tree on Linux
   (proportional set size: a page that forked workers share with the main process counts
   once, split between them; the memory the run holds, and what the target is judged on),
@@ -277,7 +277,7 @@ def main() -> int:
                 lines.append(verdict("transformers: warm / cold", w["accumlint warm"], t["accumlint cold"], None))
 
         if "3" in args.sections:
-            print("3. transformers tree, cold: all cores vs --jobs 1")
+            print("3. cold: all cores vs --jobs 1 (transformers tree, then the whole speed set)")
             j = alternate(
                 {
                     "accumlint all cores": timed([*cold, str(transformers)]),
@@ -285,17 +285,27 @@ def main() -> int:
                 },
                 args.repeat,
             )
-            lines.append(verdict("all cores / --jobs 1", j["accumlint all cores"], j["accumlint --jobs 1"], None))
+            lines.append(verdict("transformers all cores / --jobs 1", j["accumlint all cores"],
+                                 j["accumlint --jobs 1"], 1.0))
+            js = alternate(
+                {
+                    "speed set all cores": timed([*cold, *paths]),
+                    "speed set --jobs 1": timed([*cold, "--jobs", "1", *paths]),
+                },
+                args.repeat,
+            )
+            lines.append(verdict("speed set all cores / --jobs 1", js["speed set all cores"],
+                                 js["speed set --jobs 1"], 1.0))
 
         if "4" in args.sections:
             print("4. whole speed set: accumlint (empty cache, then warm) vs ruff")
             s = alternate(
                 {"accumlint cold": timed([*check, *paths], clear_cache), "ruff": timed([*ruff, *paths])}, args.repeat
             )
-            lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], None))
+            lines.append(verdict("speed set cold: accumlint / ruff", s["accumlint cold"], s["ruff"], 1.0))
             execute([*check, *paths])
             sw = alternate({"accumlint warm": timed([*check, *paths]), "ruff": timed([*ruff, *paths])}, args.repeat)
-            lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], None))
+            lines.append(verdict("speed set warm: accumlint / ruff", sw["accumlint warm"], sw["ruff"], 0.3))
 
         if "5" in args.sections:
             print(f"5. corpus loop files ({len(loops)}, every one parsed): accumlint vs bare libcst.parse_module")
@@ -329,8 +339,10 @@ def main() -> int:
             print("7. scaling: 1x, 2x, 4x copies of the transformers tree (cold, all cores)")
             runs = {f"{n}x": timed([*cold, str(copies(transformers, n, scratch))]) for n in (1, 2, 4)}
             k = alternate(runs, max(3, args.repeat // 2))
-            lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], None))
-            lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], None))
+            # linear within 10 %: a cost that grows faster than the files (a pass over all
+            # pairs, a cache that thrashes) shows here first
+            lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], 2.2))
+            lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], 4.4))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nsummary (load average at the end: {os.getloadavg()[0]:.1f})")

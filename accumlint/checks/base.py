@@ -55,6 +55,10 @@ class Rule:
     #: must match as well, searched for only in a file where one of the markers is used. None:
     #: the markers decide alone.
     requires: ClassVar[NeedlePattern | None] = None
+    #: For a rule whose markers are common names (ACC007: ``update``, ``step``) and whose
+    #: :meth:`applies` needs a backward call too: the byte prefilter passes a file only where a
+    #: backward marker is used as well (or a project helper may run one; see ``engine.may_fire``).
+    backward_required: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)

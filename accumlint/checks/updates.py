@@ -194,6 +194,7 @@ class UpdateHookPerMicrobatch(Rule):
 
     code = "ACC007"
     markers = tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"}))
+    backward_required = True  # `update(` and `step(` are everywhere; a group needs a backward
 
     def applies(self, facts: SourceFacts) -> bool:
         """A backward (a group) and one of the hook calls."""

@@ -33,11 +33,16 @@ class Edit:
 class Located:
     """A parsed module with positions and parents, and the node a finding points at."""
 
-    def __init__(self, module: cst.Module, finding: Finding) -> None:
-        wrapper = MetadataWrapper(module)
-        self.module = wrapper.module
-        self.positions = wrapper.resolve(PositionProvider)
-        self.parents = wrapper.resolve(ParentNodeProvider)
+    def __init__(self, module: cst.Module, finding: Finding, _resolved: Located | None = None) -> None:
+        """``module``: as the parser returned it (no node twice in the tree, so the wrapper
+        need not copy it: a copy costs about as much as a parse); shared by :meth:`again`."""
+        if _resolved is None:
+            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+            self.module = wrapper.module
+            self.positions = wrapper.resolve(PositionProvider)
+            self.parents = wrapper.resolve(ParentNodeProvider)
+        else:
+            self.module, self.positions, self.parents = _resolved.module, _resolved.positions, _resolved.parents
         self.finding = finding
         start = (finding.line, finding.column - 1)
         end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
@@ -46,6 +51,11 @@ class Located:
             for node, where in self.positions.items()
             if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
         ]
+
+    def again(self, finding: Finding) -> Located:
+        """The same module located at another finding (its positions and parents are resolved
+        once: they cost about three LibCST parses, and a fixer never changes the tree it reads)."""
+        return Located(self.module, finding, self)
 
     def node(self, *types: type[cst.CSTNode]) -> cst.CSTNode | None:
         """The flagged node of one of ``types`` (the outermost one when several share the span)."""

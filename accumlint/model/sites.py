@@ -269,6 +269,7 @@ class ModuleFunctions:
         self._attributes: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] | None = None
         self._backward: dict[cst.FunctionDef, bool] = {}
         self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
+        self._locals: dict[cst.FunctionDef, set[str]] = {}
         self._method_names: set[str] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
@@ -470,6 +471,14 @@ class ModuleFunctions:
             return None
         found = [c for c in self.classes.values() if all(self.method(c, m) for m in methods)]
         return (self, found[0]) if len(found) == 1 else None
+
+    def local_names(self, function: cst.FunctionDef) -> set[str]:
+        """:func:`~accumlint.model.callgraph.local_names`, once per closure (it is entered at
+        each of its calls; read only)."""
+        found = self._locals.get(function)
+        if found is None:
+            found = self._locals[function] = local_names(function)
+        return found
 
     def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
         """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
@@ -679,7 +688,7 @@ class _Walker:
                         callee.class_def, callee.owner if callee.owner is not self.functions else None,
                         callee.owner.performs_backward(function), closure)
         if closure:
-            inline._locals = local_names(function)
+            inline._locals = callee.owner.local_names(function)
         self.scope.inlined.setdefault(id(call), []).append(inline)
         saved = self.inline, self.owner
         self.inline, self.owner = inline, callee.owner

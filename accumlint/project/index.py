@@ -86,19 +86,21 @@ class ProjectIndex:
     _loaded: OrderedDict[str, _Loaded | None] = field(default_factory=OrderedDict, repr=False)
     _names: frozenset[bytes] | None = field(default=None, repr=False)
     _followed: frozenset[bytes] | None = field(default=None, repr=False)
-    _search: object | None = field(default=None, repr=False)
     _roots: frozenset[str] | None = field(default=None, repr=False)
     _root_cache: dict[str, str | None] = field(default_factory=dict, repr=False)
     _located: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict, repr=False)
 
+    _reachable: dict[str, frozenset[bytes]] | None = field(default=None, repr=False)
+    _searches: dict[frozenset[bytes], object] = field(default_factory=dict, repr=False)
+
     def __getstate__(self) -> dict:
         return {"roots": self.roots, "files": self.files, "_names": self._names,
-                "_followed": self._followed}
+                "_followed": self._followed, "_reachable": self._reachable}
 
     def __setstate__(self, state: dict) -> None:
         self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
-        self._followed = state["_followed"]
-        self._loaded, self._search = OrderedDict(), None
+        self._followed, self._reachable = state["_followed"], state["_reachable"]
+        self._loaded, self._searches = OrderedDict(), {}
         self._roots, self._root_cache, self._located = None, {}, {}
 
     @classmethod
@@ -238,15 +240,13 @@ class ProjectIndex:
         # one: a module of many classes names only the few that do
         # (a block that only computes a token loss is marked ``~``: worth following from a loop,
         # but no reason for a file that calls it to pass the prefilter)
-        from accumlint.engine import performs_events
-
         matches = list(_TOP_LEVEL.finditer(data))
         names = []
         for index, match in enumerate(matches):
             end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
             block = data[match.start():end]
             if backward_used(block):
-                names.append(("" if performs_events(block) else LOSS_ONLY) + match.group(1).decode())
+                names.append(("" if _performs_events(match.group(1), block) else LOSS_ONLY) + match.group(1).decode())
         return tuple(names)
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
@@ -255,7 +255,8 @@ class ProjectIndex:
         every = {name for found in names.values() for name in found}
         self._names = frozenset(name.encode() for name in every if not name.startswith(LOSS_ONLY))
         self._followed = frozenset(name.lstrip(LOSS_ONLY).encode() for name in every)
-        self._search = None
+        self._searches = {}
+        self._reachable = _reachable_names(self._by_path)
 
     def followed_names(self) -> frozenset[bytes]:
         """:meth:`event_names` and the names of blocks that compute a token loss."""
@@ -286,17 +287,32 @@ class ProjectIndex:
             self._names = frozenset(name.encode() for name in names if not name.startswith(LOSS_ONLY))
         return self._names
 
-    def mentions_event_name(self, data: bytes) -> bool:
+    def reachable_event_names(self, path: str) -> frozenset[bytes]:
+        """The :meth:`event_names` that the file at ``path`` can import: those of the modules
+        an import resolved from its search folders (:meth:`search_paths`) may reach
+        (:func:`_reachable_names`). Every name where :meth:`set_names` was not called."""
+        if self._reachable is None:
+            return self.event_names()
+        found: set[bytes] = set()
+        for folder in self.search_paths(path):
+            found |= self._reachable.get(folder, frozenset())
+        return frozenset(found)
+
+    def mentions_event_name(self, data: bytes, path: str | None = None) -> bool:
         """Whether ``data`` holds a whole-word occurrence of an :meth:`event_names` name (in
-        strings and comments too: a superset keeps the prefilter sound)."""
-        names = self.event_names()
+        strings and comments too: a superset keeps the prefilter sound); with ``path``, of a
+        name the file there can import (:meth:`reachable_event_names`)."""
+        names = self.event_names() if path is None else self.reachable_event_names(path)
         if not names:
             return False
-        if self._search is None:
+        search = self._searches.get(names)
+        if search is None:
             from ahocorasick_rs import BytesAhoCorasick
 
-            self._search = BytesAhoCorasick(sorted(names))
-        for _, start, end in self._search.find_matches_as_indexes(data, overlapping=True):  # type: ignore[attr-defined]
+            if len(self._searches) > 64:  # one per distinct set: a few per run
+                self._searches.clear()
+            search = self._searches[names] = BytesAhoCorasick(sorted(names))
+        for _, start, end in search.find_matches_as_indexes(data, overlapping=True):  # type: ignore[attr-defined]
             before = data[start - 1:start]
             after = data[end:end + 1]
             if (not (before.isalnum() or before == b"_") and not (after.isalnum() or after == b"_")
@@ -311,6 +327,86 @@ _TOP_LEVEL = re.compile(rb"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_][A-Za-z0
 
 
 _DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
+_CLOSERS = (b")", b"]", b"}")
+#: the event calls a caller names in its own bytes to reach a block defined under that name
+_EVENT_CALL_NAMES = (b"backward", b"manual_backward", b"zero_grad", b"clip_grad_norm", b"clip_grad_norm_",
+                     b"clip_grad_value_", b"clip_gradients")
+#: a method named like an event call (``def backward(self``, ``def zero_grad(self``)
+_EVENT_METHOD = re.compile(rb"^([ \t]+)(?:async[ \t]+)?def[ \t]+(?:" + b"|".join(
+    re.escape(name) for name in _EVENT_CALL_NAMES) + rb")\b", re.M)
+
+
+def _event_methods(block: bytes) -> list[tuple[int, int]]:
+    """The spans of a class's methods named like an event call (``Tensor.backward``,
+    ``Module.zero_grad``), ``def`` line included: code that reaches one calls it by that name,
+    a marker in the caller's own bytes, so such a method alone gives a caller no reason to
+    pass the prefilter. Only a ``def`` in code counts (not one in a docstring); a body ends at
+    the first non-blank line indented no deeper than its ``def`` (tabs to 8 columns, as the
+    tokenizer counts): a line of a string or a bracket ends it early, never late, so a span
+    never covers more than the method."""
+    from accumlint.prefilter import code_offsets
+
+    starts = code_offsets(block, [match.start(1) for match in _EVENT_METHOD.finditer(block)])
+    spans: list[tuple[int, int]] = []
+    for start in starts:
+        line_start = block.rfind(b"\n", 0, start) + 1
+        if spans and line_start < spans[-1][1]:
+            continue  # inside a span already
+        match = _EVENT_METHOD.match(block, line_start)
+        assert match is not None
+        indent = len(match.group(1).expandtabs(8))
+        end = block.find(b"\n", match.end())
+        while end != -1:
+            line_end = block.find(b"\n", end + 1)
+            line = block[end + 1:line_end if line_end != -1 else len(block)].rstrip(b"\r")
+            stripped = line.lstrip(b" \t\f")
+            if (stripped and stripped[:1] not in _CLOSERS
+                    and len(line[:len(line) - len(stripped)].expandtabs(8)) <= indent):
+                break  # (a line that starts with a closing bracket ends a signature, not the body)
+            end = line_end
+        spans.append((line_start, len(block) if end == -1 else end + 1))
+    return spans
+
+
+def _performs_events(name: bytes, block: bytes) -> bool:
+    """:func:`~accumlint.engine.performs_events` for a top-level block named ``name``: never
+    for a function named like an event call (``torch.autograd.backward``: its callers name
+    it); for a class, outside its :func:`_event_methods`."""
+    from accumlint.engine import EVENT_MARKERS
+    from accumlint.prefilter import marker_search
+
+    if name in _EVENT_CALL_NAMES and not block.startswith(b"class"):
+        return False
+    uses = marker_search(EVENT_MARKERS).uses(block)
+    if not uses or not block.startswith(b"class"):
+        return bool(uses)
+    spans = _event_methods(block)
+    return any(not any(begin <= use < end for begin, end in spans) for use in uses)
+
+
+def _reachable_names(names: dict[str, tuple[str, ...]]) -> dict[str, frozenset[bytes]]:
+    """Folder → the event names (no :data:`LOSS_ONLY` ones) of the modules an import searched
+    from that folder can reach. An import names a module by identifiers (``a.b`` →
+    ``a/b.py`` or ``a/b/__init__.py``), so a module is reachable only from the folders above
+    it up to the first one whose name is no identifier (``torch-2.13.0-wheel``): a file one
+    level up cannot import it. What that module imports in turn is reachable from the same
+    folders (its own folder, and its root between them and it), so one map covers the
+    re-exports too."""
+    reachable: dict[str, set[bytes]] = {}
+    for path, found in names.items():
+        events = [name.encode() for name in found if not name.startswith(LOSS_ONLY)]
+        if not events:
+            continue
+        folder, stem = os.path.split(path)
+        if not stem.endswith(".py") or not stem[:-3].isidentifier():
+            continue  # `test-utils.py`: no import names it
+        while True:
+            reachable.setdefault(folder, set()).update(events)
+            parent, name = os.path.split(folder)
+            if parent == folder or not name.isidentifier():
+                break
+            folder = parent
+    return {folder: frozenset(found) for folder, found in reachable.items()}
 
 
 @dataclass
