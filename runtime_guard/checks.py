@@ -356,6 +356,34 @@ def _scheduler(rec: RunRecord) -> Iterator[Finding]:
             return
 
 
+def _lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
+    """ACC304 without a scheduler object: the learning rate in ``param_groups`` (read at every forward)
+    changed between every two microbatches of each probed group, with no update attempt and no probed
+    scheduler step in between (timm's ``step_update`` fed a microbatch count, a hand-written schedule
+    stepped per microbatch). Only the value at the update is ever used, so a per-update schedule
+    advanced every microbatch runs A times too fast."""
+    if rec.lr_in_microbatches:
+        return
+    groups = [g for g in rec.full_groups if len(g.microbatches) >= 2]
+    if not groups:
+        return
+    for g in groups:
+        forwards = [e.seq for e in g.events if e.kind == "F"]
+        for k, (prev, mb) in enumerate(zip(g.microbatches, g.microbatches[1:], strict=False)):
+            stepped = any(e.kind == "L" and forwards[k] < e.seq < forwards[k + 1] for e in g.events)
+            if stepped or not prev.lrs or prev.lrs == mb.lrs:
+                return
+    g = groups[0]
+    values = " -> ".join(f"{mb.lrs[0]:.6g}" for mb in g.microbatches)
+    yield _finding(
+        "ACC304", g.index, 1,
+        f"the learning rate in optimizer.param_groups changed between every two microbatches of each probed group "
+        f"({len(groups)} group(s); group {g.index}: {values}) with no optimizer update attempt and no scheduler step "
+        "the probe saw in between: the schedule is advanced once per microbatch while the update runs once per "
+        "group (if its horizon and warmup count microbatches too, litgpt style, pass lr_in_microbatches=True)",
+        _trace(g.events))
+
+
 def scheduler_owners(rec: RunRecord) -> list[str]:
     """The frameworks seen stepping the probed scheduler (``frameworks.scheduler_caller``)."""
     events = [e for g in rec.groups for e in g.events] + rec.before_first_forward
@@ -551,14 +579,17 @@ def _from_weights(rec: RunRecord) -> Normalization:
         if spread > ratio_tol * 10:
             verdicts.append("per-token weights vary inside a microbatch (e.g. per-sequence means)")
             continue
-        uniform = bool(means) and max(means) / min(means) - 1 <= ratio_tol
+        # class weights (weight= of the loss): only the group's sum is judged, not how tokens are weighted
+        by_class = any(mb.ce.by_class for mb in g.microbatches)
+        uniform = not by_class and bool(means) and max(means) / min(means) - 1 <= ratio_tol
         equal_microbatches = bool(w) and all(near(wk, total * d / a) for wk in w) if total else False
-        unit = "token-weighted mean over the group" if uniform else "mean of microbatch means"
-        if not uniform and equal_microbatches and len(set(n)) > 1:
+        unit = ("class-weighted mean" if by_class else
+                "token-weighted mean over the group" if uniform else "mean of microbatch means")
+        if not by_class and not uniform and equal_microbatches and len(set(n)) > 1:
             codes.append(("ACC102", g.index,
                           f"each microbatch of group {g.index} carries weight {w[0]:.4g} whatever its supervised "
                           f"tokens {n}: per-token weights {', '.join(f'{m:.3g}' for m in means)}"))
-        elif not uniform:
+        elif not by_class and not uniform:
             unit = "per-token weights differ between microbatches"
         if near(total, 1.0):
             verdicts.append(unit)
@@ -770,7 +801,8 @@ def evaluate(rec: RunRecord) -> list[Finding]:
     findings += list(_resets(rec, structure_bad))
     findings += list(_graphs(rec))
     findings += list(_grad_ops(rec))
-    findings += list(_scheduler(rec))
+    scheduled = list(_scheduler(rec))
+    findings += scheduled or list(_lr_written_each_microbatch(rec))
     findings += list(_data_parallel(rec))
     findings += list(_normalization(rec))
     return sorted(findings, key=lambda f: (f.code, f.group if f.group is not None else -1))

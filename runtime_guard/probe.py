@@ -169,6 +169,10 @@ class Probe:
             as ``0.5 * ce + 0.5 * other``): a group's per-token weights are expected to sum to it, not to 1.
             Weights summing to neither it, it/A nor it x A are ACC101 (below) or ACC103 (above), with the
             measured sum and the factor it implies.
+        lr_in_microbatches: the loop writes its learning rate into ``param_groups`` from a microbatch
+            counter with the schedule's horizon and warmup counted in microbatches too (litgpt style):
+            a learning rate that changes between the microbatches of a group is then by design, not
+            ACC304. By default such changes, with no scheduler step the probe saw, are ACC304.
 
     Raises:
         ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
@@ -195,6 +199,7 @@ class Probe:
         loader: Any = None,
         at: Placement = "start",
         loss_scale: float = 1.0,
+        lr_in_microbatches: bool = False,
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -238,7 +243,7 @@ class Probe:
         self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
         self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch,
-                                loss_scale=float(loss_scale))
+                                loss_scale=float(loss_scale), lr_in_microbatches=lr_in_microbatches)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
         self._tracker = GraphTracker()
@@ -654,6 +659,7 @@ class Probe:
             kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
             device_bytes=self._device_memory(),
             autocast=_autocast_state(),
+            lrs=tuple(self._lrs()),
             epoch=self._position[0] if self._position else None,
             batch=self._position[1] if self._position else None,
         )

@@ -40,6 +40,9 @@ class RunRecord:
     # a framework that steps the given scheduler outside the probed groups (Lightning's default
     # interval="epoch"): every step by the user's code is then one too many (ACC306)
     scheduler_owner: str = ""
+    # the loop's LR schedule counts microbatches (horizon and warmup too, litgpt style): a learning rate
+    # written into param_groups every microbatch is then by design (rules-spec ACC304 exemption)
+    lr_in_microbatches: bool = False
     data_parallel: DataParallel | None = None
     batchnorm: list[str] = field(default_factory=list)
     bn_training: bool = False

@@ -106,11 +106,13 @@ def test_correct_card_values() -> None:
     assert max(row["graphs_alive_at_forward"] for row in per_mb) == 1  # only the loop variable
 
 
-def test_a_scheduler_step_check_needs_a_scheduler() -> None:
-    """Without a scheduler given or found, the card does not claim ACC304 was checked (a learning
-    rate written into param_groups by hand is not followed); with one, it was."""
+def test_a_scheduler_step_check_needs_a_scheduler_or_groups_to_compare() -> None:
+    """With a scheduler its steps are counted; without one the learning rate in param_groups is
+    compared between microbatches, which needs a closed group of 2 or more: with groups of one
+    microbatch and no scheduler, the card does not claim ACC304 was checked."""
     assert train("correct").report.card["checks"]["ACC304"] == "checked"
-    status = train("correct", probe_options={"scheduler": None}).report.card["checks"]["ACC304"]
+    assert train("correct", probe_options={"scheduler": None}).report.card["checks"]["ACC304"] == "checked"
+    status = train("step_each", probe_options={"scheduler": None}).report.card["checks"]["ACC304"]
     assert status.startswith("not observable: no LR scheduler"), status
 
 
