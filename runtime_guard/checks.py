@@ -60,7 +60,8 @@ def _backward_end_seq(group: Group, mb: Microbatch) -> int | None:
 def _structure(rec: RunRecord) -> tuple[list[Finding], bool]:
     findings: list[Finding] = []
     a, source = rec.effective_a()
-    given = rec.accumulation_steps is not None
+    # a reset cadence that contradicts the update cadence tells A as firmly as a given one
+    given = rec.accumulation_steps is not None or rec.reset_period() is not None
     sizes = rec.group_sizes()
     code_sizes = "ACC501" if rec.accelerate_accumulates else None
     open_groups = [g for g in rec.groups if not g.closed and not g.tail]

@@ -51,6 +51,9 @@ _MEAN_REDUCTION = 1  # at::Reduction::Mean
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
+#: Without a known A and with an update every microbatch, the probe follows up to this many groups
+#: to see two gradient resets (their period is the A the loop meant: ``RunRecord.reset_period``).
+MAX_GROUPS_FOR_RESETS = 32
 
 #: The probe attached in this process, if any. The process-wide patches (``clip_grad_norm_``, the
 #: saved-tensor default hooks) and the instance wrappers are undone in LIFO order per probe; two probes
@@ -691,7 +694,18 @@ class Probe:
         ``groups - 1`` from the start, after the next epoch's first group at an epoch end."""
         if self.record.at_epoch_end and self._watch is not None:
             return any(g.role == "next" for g in self.record.groups)
-        return index >= self.n_groups
+        return index >= self.n_groups and not self._waiting_for_resets(index)
+
+    def _waiting_for_resets(self, index: int) -> bool:
+        """A unknown, every group so far one microbatch, and fewer than two resets, none after the
+        first update: probe on, the reset cadence may say what A the loop meant."""
+        rec = self.record
+        if rec.accumulation_steps is not None or index >= MAX_GROUPS_FOR_RESETS:
+            return False
+        if any(len(g.microbatches) != 1 for g in rec.groups):
+            return False
+        resets = rec.resets_after()
+        return not resets or (resets[0] != 0 and len(resets) < 2)
 
     def _past_epoch_end(self, group: Group) -> bool:
         """The open ``group`` began before the watched epoch's end and this forward is after it."""

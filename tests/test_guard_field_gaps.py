@@ -185,3 +185,33 @@ def test_learning_rate_counted_in_microbatches_by_design() -> None:
     report = _hand_written_lr("microbatch", lr_in_microbatches=True)
     assert report.codes == set()
     assert report.card["checks"]["ACC304"].startswith("not observable: no LR scheduler was given")
+
+
+def _update_every_microbatch(reset_every: int | None, microbatches: int = 40) -> runtime_guard.Report:
+    """A not given; an update after every microbatch; a reset every ``reset_every`` updates (``None``: never)."""
+    torch.manual_seed(0)
+    model = Classifier()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer) as p:
+        for i in range(microbatches):
+            x, y = torch.randn(6, 8), torch.randint(0, 5, (6,))
+            (F.cross_entropy(model(x), y) / A).backward()
+            optimizer.step()
+            if reset_every is not None and (i + 1) % reset_every == 0:
+                optimizer.zero_grad()
+    return p.report()
+
+
+@pytest.mark.parametrize(("reset_every", "codes", "a"), [(4, {"ACC004"}, 4), (3, {"ACC004"}, 3), (1, set(), 1),
+                                                          (None, {"ACC002"}, 1)])
+def test_a_from_the_reset_cadence(reset_every: int | None, codes: set[str], a: int) -> None:
+    """Resets every k updates while every update follows one microbatch: the loop meant A = k
+    (ACC004). A reset after every update is a correct A = 1 loop; no reset at all is A = 1 without
+    a reset (ACC002), judged after up to 32 groups."""
+    report = _update_every_microbatch(reset_every)
+    assert report.codes == codes, [f.one_line() for f in report.findings]
+    assert report.card["A"] == a
+    if reset_every is None:
+        assert report.card["counts"]["microbatches"] == 33  # followed 32 groups looking for resets
+    elif reset_every == 1:
+        assert report.card["counts"]["microbatches"] == 3  # the first reset came right after the first update

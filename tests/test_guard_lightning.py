@@ -50,11 +50,12 @@ class Classifier(pl.LightningModule):
 class ManualClassifier(Classifier):
     """Manual optimization with A microbatches per update; ``zero_each`` resets every batch (ACC001)."""
 
-    def __init__(self, a: int, zero_each: bool) -> None:
+    def __init__(self, a: int, zero_each: bool, step_each: bool = False) -> None:
         super().__init__(scheduler=False)
         self.automatic_optimization = False
         self.a = a
         self.zero_each = zero_each
+        self.step_each = step_each
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         opt = self.optimizers()
@@ -62,8 +63,11 @@ class ManualClassifier(Classifier):
         if self.zero_each:
             opt.zero_grad()
         self.manual_backward(F.cross_entropy(self(x), y) / self.a)
-        if (batch_idx + 1) % self.a == 0:
+        if self.step_each:  # ACC004: the update outside the gate, the reset still in it
             opt.step()
+        if (batch_idx + 1) % self.a == 0:
+            if not self.step_each:
+                opt.step()
             if not self.zero_each:
                 opt.zero_grad()
 
@@ -129,6 +133,17 @@ def test_manual_optimization_correct_reports_nothing() -> None:
     report = guard.report
     assert report is not None and report.findings == [], [f.one_line() for f in report.findings]
     assert report.card["group_sizes"] == [2, 2] and report.card["updates"]["applied"] == 2
+
+
+def test_manual_optimization_step_every_batch_without_a_is_acc004() -> None:
+    """Issue 17: A not given in manual optimization, an update every batch and a reset every A = 4
+    batches: the reset cadence gives A (not 1), so this is ACC004, not ACC002."""
+    guard = GuardCallback(groups=2)
+    fit(ManualClassifier(a=4, zero_each=False, step_each=True), guard, 1, batches=12)
+    report = guard.report
+    assert report is not None and report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
+    assert report.card["A"] == 4
+    assert report.card["A_source"].startswith("inferred from the gradient resets: one every 4 updates")
 
 
 def test_on_finding_raise_and_warn() -> None:

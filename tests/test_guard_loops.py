@@ -136,10 +136,11 @@ def test_accumulation_steps_inferred_when_omitted() -> None:
     card = train("correct", accumulation_steps=None).report.card
     assert card["A"] == A
     assert card["A_source"] == f"inferred from observed group sizes {[A, A]}"
-    # without A, an update per microbatch reads as A = 1: the fault shows as what it does to those
-    # updates, gradients of earlier updates leaking into later ones
+    # without A, an update per microbatch with a reset every A updates: the reset cadence tells A
+    # (runtime-guard-design.md §1, "step every microbatch" is ACC004)
     report = train("step_each", accumulation_steps=None).report
-    assert report.codes == {"ACC002"} and report.card["A"] == 1
+    assert report.codes == {"ACC004"} and report.card["A"] == A
+    assert report.card["A_source"].startswith(f"inferred from the gradient resets: one every {A} updates")
 
 
 def test_batchnorm_listed_on_card() -> None:
