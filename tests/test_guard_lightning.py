@@ -146,6 +146,38 @@ def test_manual_optimization_step_every_batch_without_a_is_acc004() -> None:
     assert report.card["A_source"].startswith("inferred from the gradient resets: one every 4 updates")
 
 
+class CallsNetDirectly(Classifier):
+    """``training_step`` forwards ``self.net``, never ``self(...)`` (the Lightning demo Transformer's shape)."""
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        self.optimizers().zero_grad()  # ACC001, unseen when the probe watches the wrong module
+        return F.cross_entropy(self.net(x), y)
+
+
+def test_callback_on_a_module_the_loop_does_not_forward_says_so() -> None:
+    """Issue 17: a callback given a module that training_step never forwards saw no training event:
+    it says so in a warning (whatever on_finding says) and on the card, instead of an empty report;
+    given the right module it sees the bug."""
+    guard = GuardCallback(groups=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(CallsNetDirectly(), guard, 2)
+    report = guard.report
+    assert report is not None and report.findings == []
+    setup = [str(w.message) for w in caught if isinstance(w.message, runtime_guard.report.GuardSetupWarning)]
+    assert len(setup) == 1, setup
+    assert setup[0].startswith("runtime_guard (lightning): no training events on the objects it was given: no "
+                               "grad-enabled forward of CallsNetDirectly was seen; meanwhile SGD made 6 update "
+                               "attempt(s) and ")
+    assert "pass GuardCallback(module='<attribute of the LightningModule>')" in setup[0]
+    assert report.card["no_training_events"] == setup[0]
+    right = GuardCallback(groups=2, module="net")
+    fit(CallsNetDirectly(), right, 2)
+    assert right.report is not None and right.report.codes == {"ACC001"}
+    assert "no_training_events" not in right.report.card
+
+
 def test_on_finding_raise_and_warn() -> None:
     with pytest.raises(runtime_guard.GuardFindingError) as info:
         fit(Classifier(extra_div=2), GuardCallback(groups=1, on_finding="raise"), 2)
