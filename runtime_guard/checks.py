@@ -190,14 +190,18 @@ def _resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
 def kept_graph_unobservable(rec: RunRecord) -> str | None:
     """Why the probed microbatches cannot show a graph kept across microbatches (ACC201), or ``None``.
 
-    A graph counts as kept when it is alive at a forward more than A + 1 microbatches after its own
-    (a list of losses that lives within one group, cleared at the update, never is: its memory does
-    not grow with the run), so the probe must see A + 3 forwards; short or irregular groups (an
-    update every microbatch, ``groups=1``) may see fewer."""
+    A graph counts as kept when, at the last forward of a group of 3 or more, every earlier
+    microbatch's graph of that group but the previous one (the loop variable) is alive (a list or
+    running sum of the group's losses, also one cleared at the update: rules-spec ACC201 and shared
+    case 024), or when it is alive at a forward more than A + 1 microbatches after its own (a
+    container that outlives the groups); without a group of 3 the probe must see A + 3 forwards;
+    short or irregular groups (an update every microbatch, ``groups=1``) may see fewer."""
     a, _ = rec.effective_a()
     seen = sum(len(g.microbatches) for g in rec.groups)
     if a is None:
         return f"not observable: {seen} microbatches, A unknown (no update attempt observed)"
+    if any(len(g.microbatches) >= 3 for g in rec.full_groups):
+        return None
     if seen < a + 3:
         return (f"not observable: {seen} microbatches, needs A + 3 = {a + 3} (a kept graph shows A + 2 forwards "
                 "after its own)")
@@ -217,20 +221,25 @@ def _graphs(rec: RunRecord) -> Iterator[Finding]:
                 f"graphs were alive at once (saved activations peak {peak:,} B)", _trace(g.events))
             break
     else:
-        if a is not None:
-            for mb in mbs:
-                old = [s for s in mb.graphs_alive if mb.serial - s > a + 1]
-                if old:
-                    kept = f"; outputs of earlier microbatches alive: {mb.kept_output_bytes:,} B" \
-                        if mb.kept_output_bytes else ""
-                    which = (f"the graph of probed microbatch {old[0]} was" if len(old) == 1
-                             else f"the graphs of probed microbatches {old[0]}-{old[-1]} were")
-                    yield _finding(
-                        "ACC201", mb.group, mb.index,
-                        f"at the forward of probed microbatch {mb.serial} {which} still alive, more than "
-                        f"A + 1 = {a + 1} microbatches after their forward{kept}",
-                        f"graphs alive at each forward: {counts}")
-                    break
+        for g in rec.full_groups:
+            # the group's last forward: the previous microbatch's graph may be the loop variable's; all
+            # the earlier ones alive means the loop keeps each microbatch's loss (or output) for the group
+            earlier = [mb.serial for mb in g.microbatches[:-2]]
+            if len(g.microbatches) >= 3 and set(earlier) <= set(g.microbatches[-1].graphs_alive):
+                last = g.microbatches[-1]
+                which = (f"microbatch {g.microbatches[0].index}" if len(earlier) == 1
+                         else f"microbatches {g.microbatches[0].index}-{g.microbatches[-3].index}")
+                yield _finding(
+                    "ACC201", g.index, last.index,
+                    f"at the forward of microbatch {last.index} of group {g.index} the graphs of its {which} were "
+                    "still alive, beyond the previous microbatch's: every microbatch's loss (or output) is kept with "
+                    "its graph at least until the group ends" + (
+                        f"; outputs of earlier microbatches alive: {last.kept_output_bytes:,} B"
+                        if last.kept_output_bytes else ""),
+                    f"graphs alive at each forward: {counts}")
+                break
+        else:
+            yield from _kept_across_groups(a, mbs, counts)
     for mb in mbs:
         if mb.retained_saved_bytes and mb.saved_alive_at_next_forward:
             yield _finding(
@@ -239,6 +248,26 @@ def _graphs(rec: RunRecord) -> Iterator[Finding]:
                 f"{mb.serial} were still alive at the next forward (backward(retain_graph=True))",
                 f"saved bytes alive at each forward: {' '.join(str(m.saved_bytes_at_forward) for m in mbs)}")
             break
+
+
+def _kept_across_groups(a: int | None, mbs: list[Microbatch], counts: str) -> Iterator[Finding]:
+    """ACC201 from a graph alive more than A + 1 microbatches after its forward (a stale loop variable
+    keeps at most about one group; a container that outlives the groups keeps more)."""
+    if a is None:
+        return
+    for mb in mbs:
+        old = [s for s in mb.graphs_alive if mb.serial - s > a + 1]
+        if old:
+            kept = (f"; outputs of earlier microbatches alive: {mb.kept_output_bytes:,} B"
+                    if mb.kept_output_bytes else "")
+            which = (f"the graph of probed microbatch {old[0]} was" if len(old) == 1
+                     else f"the graphs of probed microbatches {old[0]}-{old[-1]} were")
+            yield _finding(
+                "ACC201", mb.group, mb.index,
+                f"at the forward of probed microbatch {mb.serial} {which} still alive, more than "
+                f"A + 1 = {a + 1} microbatches after their forward{kept}",
+                f"graphs alive at each forward: {counts}")
+            return
 
 
 # -- gradient operations and GradScaler (ACC301, ACC302, ACC303) ------------------------
