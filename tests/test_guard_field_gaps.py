@@ -168,8 +168,8 @@ def test_learning_rate_written_every_microbatch_is_acc304() -> None:
     assert report.codes == {"ACC304"}, [f.one_line() for f in report.findings]
     finding = report.findings[0]
     assert finding.observed.startswith("the learning rate in optimizer.param_groups changed between every two "
-                                       "microbatches of each probed group (2 group(s); group 0: 0.1 -> 0.09 -> "
-                                       "0.081 -> 0.0729)")
+                                       "microbatches of 2 of 2 probed group(s) (group 0: 0.1 -> 0.09 -> "
+                                       "0.081 -> 0.0729) with no optimizer update attempt")
     assert report.card["checks"]["ACC304"] == "checked"
 
 
@@ -215,3 +215,42 @@ def test_a_from_the_reset_cadence(reset_every: int | None, codes: set[str], a: i
         assert report.card["counts"]["microbatches"] == 33  # followed 32 groups looking for resets
     elif reset_every == 1:
         assert report.card["counts"]["microbatches"] == 3  # the first reset came right after the first update
+
+
+def test_learning_rate_schedule_ending_early_is_still_acc304() -> None:
+    """A per-update schedule fed a microbatch count reaches its end A times too early and then stays
+    constant (timm's cosine after t_initial): one group showing the per-microbatch changes is enough."""
+    torch.manual_seed(0)
+    model = Classifier()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+        for i in range(3 * A):
+            x, y = torch.randn(6, 8), torch.randint(0, 5, (6,))
+            (F.cross_entropy(model(x), y) / A).backward()
+            for group in optimizer.param_groups:  # horizon of 3 updates, counted in microbatches
+                group["lr"] = 0.1 * max(0.0, 1 - (i + 1) / 3) + 0.001
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    report = p.report()
+    assert report.codes == {"ACC304"}, [f.one_line() for f in report.findings]
+    assert "microbatches of 1 of 2 probed group(s)" in report.findings[0].observed
+    assert "; constant in the others)" in report.findings[0].observed
+
+
+def test_learning_rate_changed_at_some_gaps_only_is_left_alone() -> None:
+    """Written once inside each group (a boundary offset by one microbatch): no per-microbatch schedule."""
+    torch.manual_seed(0)
+    model = Classifier()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+        for i in range(3 * A):
+            x, y = torch.randn(6, 8), torch.randint(0, 5, (6,))
+            (F.cross_entropy(model(x), y) / A).backward()
+            if i % A == 0:
+                for group in optimizer.param_groups:
+                    group["lr"] = 0.1 * 0.9 ** (i // A + 1)
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    assert p.report().codes == set()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from runtime_guard.checks.base import finding, trace
 from runtime_guard.record import RunRecord
 from runtime_guard.report import Finding
+from runtime_guard.trace import Group
 
 
 def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
@@ -49,29 +50,39 @@ def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
 
 def lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
     """ACC304 without a scheduler object: the learning rate in ``param_groups`` (read at every forward)
-    changed between every two microbatches of each probed group, with no update attempt and no probed
+    changed between every two microbatches of a probed group, with no update attempt and no probed
     scheduler step in between (timm's ``step_update`` fed a microbatch count, a hand-written schedule
     stepped per microbatch). Only the value at the update is ever used, so a per-update schedule
-    advanced every microbatch runs A times too fast."""
+    advanced every microbatch runs A times too fast. Groups where it stayed constant (a schedule
+    that ran out: its end comes A times too early) do not count against it; a group where it
+    changed at some gaps only is another pattern, left alone."""
     if rec.lr_in_microbatches:
         return
     groups = [g for g in rec.full_groups if len(g.microbatches) >= 2]
-    if not groups:
-        return
+    every: list[Group] = []
     for g in groups:
         forwards = [e.seq for e in g.events if e.kind == "F"]
+        changed = []
         for k, (prev, mb) in enumerate(zip(g.microbatches, g.microbatches[1:], strict=False)):
-            stepped = any(e.kind == "L" and forwards[k] < e.seq < forwards[k + 1] for e in g.events)
-            if stepped or not prev.lrs or prev.lrs == mb.lrs:
-                return
-    g = groups[0]
+            if any(e.kind == "L" and forwards[k] < e.seq < forwards[k + 1] for e in g.events) or not prev.lrs:
+                return  # a scheduler step the probe saw: the scheduler check's matter
+            changed.append(prev.lrs != mb.lrs)
+        if all(changed):
+            every.append(g)
+        elif any(changed):
+            return
+    if not every:
+        return
+    g = every[0]
     values = " -> ".join(f"{mb.lrs[0]:.6g}" for mb in g.microbatches)
     yield finding(
         "ACC304", g.index, 1,
-        f"the learning rate in optimizer.param_groups changed between every two microbatches of each probed group "
-        f"({len(groups)} group(s); group {g.index}: {values}) with no optimizer update attempt and no scheduler step "
-        "the probe saw in between: the schedule is advanced once per microbatch while the update runs once per "
-        "group (if its horizon and warmup count microbatches too, litgpt style, pass lr_in_microbatches=True)",
+        f"the learning rate in optimizer.param_groups changed between every two microbatches of {len(every)} of "
+        f"{len(groups)} probed group(s) (group {g.index}: {values}"
+        + ("; constant in the others" if len(every) < len(groups) else "")
+        + ") with no optimizer update attempt and no scheduler step the probe saw in between: the schedule is "
+        "advanced once per microbatch while the update runs once per group (if its horizon and warmup count "
+        "microbatches too, litgpt style, pass lr_in_microbatches=True)",
         trace(g.events))
 
 
