@@ -155,11 +155,11 @@ class CallsNetDirectly(Classifier):
         return F.cross_entropy(self.net(x), y)
 
 
-def test_callback_on_a_module_the_loop_does_not_forward_says_so() -> None:
+def test_callback_on_a_module_the_loop_does_not_forward_says_so(tmp_path: Path) -> None:
     """Issue 17: a callback given a module that training_step never forwards saw no training event:
     it says so in a warning (whatever on_finding says) and on the card, instead of an empty report;
     given the right module it sees the bug."""
-    guard = GuardCallback(groups=2)
+    guard = GuardCallback(groups=2, json_path=tmp_path / "card.json")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit(CallsNetDirectly(), guard, 2)
@@ -172,6 +172,7 @@ def test_callback_on_a_module_the_loop_does_not_forward_says_so() -> None:
                                "attempt(s) and ")
     assert "pass GuardCallback(module='<attribute of the LightningModule>')" in setup[0]
     assert report.card["no_training_events"] == setup[0]
+    assert json.loads((tmp_path / "card.json").read_text())["card"]["no_training_events"] == setup[0]
     right = GuardCallback(groups=2, module="net")
     fit(CallsNetDirectly(), right, 2)
     assert right.report is not None and right.report.codes == {"ACC001"}

@@ -113,18 +113,19 @@ class GuardSession:
         report = probe.report()
         report.card["framework"] = self.framework_facts
         self.report = report
+        card = report.card
+        nothing = None if any(g.microbatches for g in probe.record.groups) else self._nothing_seen(probe,
+                                                                                                  no_forward_hint)
+        if nothing is not None:
+            card["no_training_events"] = nothing  # before the JSON is written
+            logger.warning(nothing)
         if publish:
             if self.json_path is not None:
                 report.to_json(self.json_path)
             if self.print_report:
                 print(report)
-        card = report.card
-        if not any(g.microbatches for g in probe.record.groups):
-            message = self._nothing_seen(probe, no_forward_hint)
-            card["no_training_events"] = message
-            logger.warning(message)
-            if publish:
-                warnings.warn(GuardSetupWarning(message), stacklevel=stacklevel_outside_guard())
+            if nothing is not None:
+                warnings.warn(GuardSetupWarning(nothing), stacklevel=stacklevel_outside_guard())
         logger.info("runtime_guard (%s): %d finding(s) %s; A = %s, m = %s, update attempts = %s", self.framework,
                     len(report.findings), sorted(report.codes), card.get("A"), card.get("m"),
                     card.get("updates", {}).get("attempted"))
