@@ -42,10 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
     run = sub.add_parser("run", help="run a training script under the probe (zero code changes)",
                          usage="python -m runtime_guard run [-A N] [--groups G] [--at-epoch-end] [--json OUT] "
-                               "[--exit-zero | --exit-code] SCRIPT [ARGS ...]",
+                               "[--exit-zero | --exit-code] (SCRIPT | -m MODULE) [ARGS ...]",
                          epilog="exit status: 0 no findings (or --exit-zero, or findings under torchrun unless "
                                 "--exit-code), 1 findings, 2 nothing probed / no such script / no torch")
-    run.add_argument("script", type=Path)
+    run.add_argument("script", type=Path, nargs="?", help="the training script (or -m MODULE)")
+    run.add_argument("-m", "--module", help="run this module as `python -m MODULE` does; every argument after "
+                                            "MODULE is the module's")
     run.add_argument("--accumulation-steps", "-A", type=int, default=None)
     run.add_argument("--groups", type=int, default=2)
     run.add_argument("--at-epoch-end", action="store_true",
@@ -59,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="the linter and the guard on the bundled example")
     demo.add_argument("paths", nargs="*", default=["examples"])
     demo.add_argument("--groups", type=int, default=2)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, module_args = _split_module(argv)
     ns = parser.parse_args(argv)
+    if ns.command == "run":
+        if ns.module is not None:
+            ns.args = module_args
+        elif ns.script is None:
+            parser.error("run: give SCRIPT or -m MODULE")
 
     if ns.command == "show":
         from runtime_guard.render import render_report
@@ -89,14 +98,42 @@ def main(argv: list[str] | None = None) -> int:
     return run_demo(ns.paths, ns.groups)
 
 
-def _run(ns: argparse.Namespace) -> int:
-    from runtime_guard.discover import run_script
+#: ``run`` options that take a value (the token after them is no SCRIPT).
+_VALUED = frozenset({"-A", "--accumulation-steps", "--groups", "--json"})
 
-    if not ns.script.is_file():
+
+def _split_module(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``run ... -m MODULE ARGS``: everything after MODULE belongs to the module, as with ``python -m``
+    (argparse would read its ``--options`` as run's). Returns run's own arguments and the module's."""
+    if not argv or argv[0] != "run":
+        return argv, []
+    previous = ""
+    for i, token in enumerate(argv[1:], 1):
+        if token in ("-m", "--module"):
+            return argv[:i + 2], argv[i + 2:]
+        if token.startswith("--module="):
+            return argv[:i + 1], argv[i + 1:]
+        if not token.startswith("-") and previous not in _VALUED:
+            break  # SCRIPT: the rest is the script's
+        previous = token
+    return argv, []
+
+
+def _run(ns: argparse.Namespace) -> int:
+    from runtime_guard.discover import module_origin, run_module, run_script
+
+    options = {"accumulation_steps": ns.accumulation_steps, "groups": ns.groups,
+               "at": "epoch_end" if ns.at_epoch_end else "start"}
+    if ns.module is not None:
+        if module_origin(ns.module) is None:
+            print(f"error: no module named {ns.module!r}", file=sys.stderr)
+            return EXIT_ERROR
+        probe = run_module(ns.module, ns.args, **options)
+    elif not ns.script.is_file():
         print(f"error: no such script: {ns.script}", file=sys.stderr)
         return EXIT_ERROR
-    probe = run_script(ns.script, ns.args, accumulation_steps=ns.accumulation_steps, groups=ns.groups,
-                       at="epoch_end" if ns.at_epoch_end else "start")
+    else:
+        probe = run_script(ns.script, ns.args, **options)
     report = probe.report()
     if report is None:
         print(f"runtime guard: nothing probed: {probe.reason}", file=sys.stderr)

@@ -48,9 +48,7 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
                             "not observable: normalization not inferred" if rec.user_normalizes else
                             "not observable: no framework contract leaving the normalization to the loss is known")
         elif check.needs == "scheduler":
-            status[code] = ("checked" if rec.scheduler_given else
-                            "not observable: no LR scheduler was given to the probe or found (a learning rate "
-                            "written into param_groups by hand is not followed)")
+            status[code] = _scheduler_status(rec)
         elif check.needs == "scheduler-owner":
             status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
                             "not observable: no framework (Lightning, DeepSpeed, the HF Trainer) was seen stepping the "
@@ -67,6 +65,20 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
         for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
     return status
+
+
+def _scheduler_status(rec: RunRecord) -> str:
+    """ACC304: scheduler steps are counted when a scheduler was given or found; the learning rate in
+    ``param_groups`` is compared between the microbatches of every group of two or more."""
+    if rec.scheduler_given:
+        return "checked"
+    if rec.lr_in_microbatches:
+        return ("not observable: no LR scheduler was given to the probe or found, and lr_in_microbatches=True "
+                "declares a learning rate that changes every microbatch as by design")
+    if any(len(g.microbatches) >= 2 for g in rec.full_groups):
+        return "checked"
+    return ("not observable: no LR scheduler was given to the probe or found, and no closed group of 2 or more "
+            "microbatches showed the learning rate in param_groups between microbatches")
 
 
 def _allreduce(rec: RunRecord) -> dict[str, Any]:

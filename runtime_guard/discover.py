@@ -187,14 +187,51 @@ def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **pr
     if not Path(path).is_file():
         raise FileNotFoundError(f"no such script: {path}")
     path = Path(path).resolve()
+    return _run_main(lambda: runpy.run_path(str(path), run_name="__main__"), str(path), str(path.parent),
+                     path.parent, argv, probe_options)
+
+
+def run_module(name: str, argv: list[str] | None = None, **probe_options: Any) -> ScriptProbe:
+    """Run module ``name`` as ``__main__`` under a :class:`ScriptProbe`, as ``python -m name``
+    does (``sys.path[0]`` is the working directory, ``sys.argv[0]`` the module's file), and
+    return it. Restores and propagates like :func:`run_script`.
+
+    Raises:
+        ModuleNotFoundError: when ``name`` (or its package's ``__main__``) cannot be found.
+    """
+    origin = module_origin(name)
+    if origin is None:
+        raise ModuleNotFoundError(f"no module named {name!r}", name=name)
+    return _run_main(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True), origin,
+                     os.getcwd(), None, argv, probe_options)
+
+
+def module_origin(name: str) -> str | None:
+    """The file ``python -m name`` would run from the working directory, or ``None`` when there is
+    none (finding it imports the parent packages, as ``python -m`` does)."""
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        sys.path.pop(0)
+    return None if spec is None else (spec.origin or name)
+
+
+def _run_main(execute: Any, argv0: str, path0: str, cwd: Path | None, argv: list[str] | None,
+              probe_options: dict[str, Any]) -> ScriptProbe:
     saved = (os.getcwd(), list(sys.argv), list(sys.path), dict(os.environ))
-    sys.argv = [str(path), *(argv or [])]
-    sys.path.insert(0, str(path.parent))
-    os.chdir(path.parent)
+    sys.argv = [argv0, *(argv or [])]
+    sys.path.insert(0, path0)
+    if cwd is not None:
+        os.chdir(cwd)
     try:
         with ScriptProbe(**probe_options) as sp:
             try:
-                runpy.run_path(str(path), run_name="__main__")
+                execute()
             except SystemExit as end:
                 if end.code not in (0, None):
                     raise

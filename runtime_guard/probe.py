@@ -11,94 +11,51 @@ loader (:mod:`runtime_guard.epoch`) and installs its hooks when the epoch reache
 ``groups`` full groups; it then follows the partial group (``len(loader) % A`` microbatches)
 and the next epoch's first group, and detaches after that group's update (plus the next
 forward/backward), so that the card can say what the loop does with the partial group (ACC005).
+
+This module holds the API and the lifecycle (arguments, setup facts, installing and removing
+the hooks, the trace bookkeeping, detach and the report); what each hook records lives in its
+event family's observer (:mod:`runtime_guard.observe`), mixed into :class:`Probe`.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import warnings
-from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
 
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
-from runtime_guard.ce_weights import infer_weights, logits_of
-from runtime_guard.epoch import LoaderWatch, loader_length
+from runtime_guard.epoch import LoaderWatch
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
-from runtime_guard.graphs import GraphTracker, tensors_in
+from runtime_guard.graphs import GraphTracker
+from runtime_guard.observe import eager
+from runtime_guard.observe.backward import BackwardObserver
+from runtime_guard.observe.forward import ForwardObserver
+from runtime_guard.observe.gradient_ops import GradientOpsObserver
+from runtime_guard.observe.placement import PlacementObserver
+from runtime_guard.observe.replicas import ReplicaObserver
+from runtime_guard.observe.resets import ResetObserver
+from runtime_guard.observe.schedule import ScheduleObserver
+from runtime_guard.observe.updates import UpdateObserver
 from runtime_guard.record import RunRecord
-from runtime_guard.replay import Captured, LabelsSpec, capture, replay_group
+from runtime_guard.replay import Captured, LabelsSpec
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Event, Group, Microbatch
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
-from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
+from runtime_guard.user_frames import stacklevel_outside_guard
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
 Placement = Literal["start", "epoch_end"]
 
-#: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
-#: all elements): the gradient reaching them is the weight the loop gave that microbatch's mean loss.
-_MEAN_LOSS_NODES = frozenset({
-    "MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0", "NllLossBackward0",
-    "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "KlDivBackward0",
-})
-_MEAN_REDUCTION = 1  # at::Reduction::Mean
-
-#: Without a known A, a group that has not ended after this many microbatches ends the probe.
-MAX_MICROBATCHES_WITHOUT_A = 256
 
 #: The probe attached in this process, if any. The process-wide patches (``clip_grad_norm_``, the
 #: saved-tensor default hooks) and the instance wrappers are undone in LIFO order per probe; two probes
 #: detaching out of order would put each other's wrappers back, so one probe is attached at a time.
 _attached: list[Probe] = []
-
-
-def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor) and value.dim() >= 1:
-            return value
-    return None
-
-
-def _autocast_state() -> str | None:
-    for device in ("cuda", "cpu"):
-        try:
-            if torch.is_autocast_enabled(device):
-                return f"{device}:{str(torch.get_autocast_dtype(device)).removeprefix('torch.')}"
-        except RuntimeError:  # device type not built into this torch
-            continue
-    return None
-
-
-def _mean_loss_node(tensors: Any) -> Any:
-    """The backward node of the mean-reduced loss under a scalar root made of constant
-    multiplications and divisions (``loss / A``, ``scaler.scale(loss * w)``), or ``None``."""
-    if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or tensors.grad_fn is None:
-        return None
-    node = tensors.grad_fn
-    for _ in range(16):
-        name = type(node).__name__
-        if name == "MeanBackward0" or (name in _MEAN_LOSS_NODES
-                                       and getattr(node, "_saved_reduction", None) == _MEAN_REDUCTION):
-            return node
-        if name not in ("MulBackward0", "DivBackward0") or not node.next_functions:
-            return None
-        node = node.next_functions[0][0]
-        if node is None:
-            return None
-    return None
-
-
-def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` kept out of ``torch.compile``'s tracing (it runs eagerly, a graph break) once dynamo is
-    loaded: the probe's hooks read and write Python state that a traced copy would freeze or fail on."""
-    dynamo = sys.modules.get("torch._dynamo")
-    return dynamo.disable(fn) if dynamo is not None else fn
 
 
 def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
@@ -116,7 +73,8 @@ def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
     return [w for w in gc.get_objects() if type(w) is OptimizedModule and w._orig_mod is model]
 
 
-class Probe:
+class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
+            GradientOpsObserver, PlacementObserver, ReplicaObserver):
     """Observes the first ``groups`` accumulation groups of a training loop.
 
     Args:
@@ -169,6 +127,10 @@ class Probe:
             as ``0.5 * ce + 0.5 * other``): a group's per-token weights are expected to sum to it, not to 1.
             Weights summing to neither it, it/A nor it x A are ACC101 (below) or ACC103 (above), with the
             measured sum and the factor it implies.
+        lr_in_microbatches: the loop writes its learning rate into ``param_groups`` from a microbatch
+            counter with the schedule's horizon and warmup counted in microbatches too (litgpt style):
+            a learning rate that changes between the microbatches of a group is then by design, not
+            ACC304. By default such changes, with no scheduler step the probe saw, are ACC304.
 
     Raises:
         ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
@@ -195,6 +157,7 @@ class Probe:
         loader: Any = None,
         at: Placement = "start",
         loss_scale: float = 1.0,
+        lr_in_microbatches: bool = False,
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -238,7 +201,7 @@ class Probe:
         self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
         self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch,
-                                loss_scale=float(loss_scale))
+                                loss_scale=float(loss_scale), lr_in_microbatches=lr_in_microbatches)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
         self._tracker = GraphTracker()
@@ -379,77 +342,6 @@ class Probe:
         ):
             rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
 
-    def _open_guard_group(self) -> None:
-        """D > 1: the guard's own gloo group with a timeout, and the ranks' A, groups and ``at``
-        compared once (collectives at update attempts only line up when these agree)."""
-        dp = self.record.data_parallel
-        if dp is None or (dp.size or 1) <= 1 or dp.group is None:
-            return
-        self._xrank = dist_helpers.GuardGroup(dp.group, self.collective_timeout)
-        mine = {"A": self.record.accumulation_steps, "groups": self.n_groups, "at": self.at}
-        ranks = self._xrank.all_gather(mine, "comparing the probe's settings at attach")
-        if ranks is not None and any(r != mine for r in ranks):
-            settings = "; ".join(f"rank {i}: " + ", ".join(f"{k}={v}" for k, v in r.items())
-                                 for i, r in enumerate(ranks))
-            self._xrank.fail(f"the ranks disagree on the probe's settings ({settings})")
-
-    def _close_guard_group(self) -> None:
-        xrank, self._xrank = self._xrank, None
-        if xrank is None:
-            return
-        if xrank.failure is not None:
-            self.record.notes.append(f"not compared across ranks: {xrank.failure}")
-
-    def _gather(self, value: Any, what: str) -> list[Any] | None:
-        return self._xrank.all_gather(value, what) if self._xrank is not None else None
-
-    def _place_at_epoch_end(self) -> bool:
-        """Watch the loader for ``at="epoch_end"``. True: the hooks go in when the loader yields
-        the first batch of the window; False: probe from the start (the card says why).
-
-        Raises:
-            ValueError: when A is not known.
-        """
-        rec = self.record
-        rec.at_epoch_end = True
-        a = rec.accumulation_steps
-        if a is None:
-            raise ValueError("at='epoch_end' needs A: pass accumulation_steps= (or the Accelerator)")
-        n = rec.loader_length = loader_length(self.loader)
-        rec.loader_unprepared = not frameworks.is_accelerate(self.loader)
-        if n is None:
-            rec.epoch_unobserved = "the loader has no len(): the epoch's end cannot be placed; probed from the start"
-            return False
-        watch = LoaderWatch(self._on_batch, self._on_epoch_end)
-        why = watch.watch(self._undo, self.loader)
-        if why is not None:
-            rec.epoch_unobserved = f"the loader cannot be watched: {why}; probed from the start"
-            return False
-        self._watch = watch
-        self._undo.push("loader watch callbacks", lambda: setattr(watch, "active", False))
-        full = n // a
-        self._window_start = (full - min(self.n_groups, full)) * a
-        return True
-
-    def adopt_iterator(self, iterator: Any, yielded: int) -> bool:
-        """``at="epoch_end"`` attached after the first epoch began: watch its running iterator
-        too, which has already yielded ``yielded`` batches (its class is swapped in place and
-        restored on detach). Returns False when it cannot be watched (nothing changed)."""
-        if self._watch is None or not self._attached:
-            return False
-        return self._watch.adopt(self._undo, iterator, yielded)
-
-    def _on_batch(self, epoch: int, index: int) -> None:
-        self._position = (epoch, index)
-        if not self._hooks_installed and not self._detached and index == self._window_start:
-            self.record.watched_epoch = epoch
-            self._install()
-
-    def _on_epoch_end(self, epoch: int, batches: int) -> None:
-        rec = self.record
-        if epoch == rec.watched_epoch and rec.epoch_end_seq is None and self._entry():
-            rec.epoch_end_seq = self._event("E", epoch=epoch, batches=batches).seq
-
     def _install(self) -> None:
         self._hooks_installed = True
         undo = self._undo
@@ -462,19 +354,19 @@ class Probe:
         if isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None:
             self.record.notes.append("the model was compiled in place (module.compile()): its forward hooks may not "
                                      "run; give the probe a torch.compile(model) wrapper or the uncompiled model")
-        pre, post = _eager(self._on_forward_pre), _eager(self._on_forward)
+        pre, post = eager(self._on_forward_pre), eager(self._on_forward)
         for module in (model, *wrappers):
             h = module.register_forward_pre_hook(pre, with_kwargs=True)
             undo.push("model forward pre-hook", h.remove)
             h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
             undo.push("model forward hook", h.remove)
-        on_grad = _eager(self._on_param_grad)
+        on_grad = eager(self._on_param_grad)
         for p in self.params:
             h = p.register_post_accumulate_grad_hook(on_grad)
             undo.push("parameter post-accumulate hook", h.remove)
-        h = self.optimizer.register_step_pre_hook(_eager(self._on_step_pre))
+        h = self.optimizer.register_step_pre_hook(eager(self._on_step_pre))
         undo.push("optimizer step pre-hook", h.remove)
-        h = self.optimizer.register_step_post_hook(_eager(self._on_step_post))
+        h = self.optimizer.register_step_post_hook(eager(self._on_step_post))
         undo.push("optimizer step post-hook", h.remove)
         wrap_instance_method(undo, self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))
         if isinstance(model, torch.nn.Module):
@@ -525,31 +417,6 @@ class Probe:
 
         self._undo.push("saved-tensor hooks", pop)
 
-    def _backward_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``torch.autograd.backward`` (``Tensor.backward`` calls it) observed at an epoch end: when
-        the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the
-        mean node reads dL/d(mean loss), i.e. the weight the loop gave this microbatch (the weight
-        of the partial group when the loss is not softmax cross entropy)."""
-        @functools.wraps(original)
-        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            mb = self._mb
-            node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
-            if node is None:
-                return original(tensors, *args, **kwargs)
-
-            def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
-                grad = grad_outputs[0] if grad_outputs else None
-                if grad is not None and grad.numel() == 1:
-                    mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
-
-            handle = node.register_prehook(seen)
-            try:
-                return original(tensors, *args, **kwargs)
-            finally:
-                handle.remove()
-
-        return backward
-
     def _remove_logit_hooks(self) -> None:
         for handle in self._logit_handles:
             handle.remove()
@@ -594,10 +461,6 @@ class Probe:
             self._param_checksums_cache = bit_checksums(self.params)
         return self._param_checksums_cache
 
-    def _compares_replicas(self) -> bool:
-        dp = self.record.data_parallel
-        return dp is not None and (dp.size or 1) > 1 and dp.group is not None and not dp.sharded
-
     def _device_memory(self) -> dict[str, int]:
         if not torch.cuda.is_available():
             return {}
@@ -613,421 +476,6 @@ class Probe:
             if reset:
                 torch.cuda.reset_peak_memory_stats(d)
         return peaks
-
-    # -- forward -------------------------------------------------------------------------
-    def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._nested_forwards:  # a compiled wrapper and its model: the outer forward is the microbatch
-            if self._active_forward is not None:
-                return
-            self._active_forward = module
-        if self._replaying or not self._entry() or not torch.is_grad_enabled():
-            return
-        self._in_backward = False
-        self._snapshot_pending = None  # the last backward was not the group's last
-        group = self._group
-        if group is not None and not group.closed and self._past_epoch_end(group):
-            group.boundary_seq = self.record.epoch_end_seq  # the epoch end closes it: no update attempt
-        if group is None or group.closed:
-            index = 0 if group is None else group.index + 1
-            if index == 0:
-                self._device_peaks(reset=True)
-            group = Group(index=index, tail=self._next_is_tail(index))
-            if self.record.epoch_end_seq is not None and not group.tail:
-                group.role = "next"
-            self.record.groups.append(group)
-            self._group = group
-        elif group.tail or self._too_long(group):
-            self._finish_now()
-            return
-        if self._in_partial_group():
-            group.role = "partial"
-        batch = _first_tensor(args, kwargs)
-        mb = Microbatch(
-            group=group.index,
-            index=len(group.microbatches),
-            serial=self._serial,
-            examples=int(batch.shape[0]) if batch is not None else None,
-            grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
-            params_at_forward=self._param_checksums(),
-            graphs_alive=sorted(self._tracker.graphs_alive),
-            saved_bytes_at_forward=self._tracker.live_bytes,
-            kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
-            device_bytes=self._device_memory(),
-            autocast=_autocast_state(),
-            epoch=self._position[0] if self._position else None,
-            batch=self._position[1] if self._position else None,
-        )
-        if self.record.ddp:
-            mb.sync_at_forward = frameworks.ddp_syncs(self.model)
-        if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
-            self.record.accumulate_seen = True
-        dp = self.record.data_parallel
-        if batch is not None and dp is not None and (dp.size or 1) > 1:
-            mb.input_hashes = dist_helpers.row_hashes(batch)
-        previous = self._mb
-        if previous is not None:
-            previous.saved_alive_at_next_forward = (
-                self._tracker.alive_unpacked_by(previous.last_backward_serial)
-                if previous.last_backward_serial is not None else 0)
-        if self._comm is not None:
-            self._comm_start = self._comm.buckets
-        self._serial += 1
-        self._tracker.current = mb.serial
-        self._tracker.peak_bytes = self._tracker.live_bytes
-        group.microbatches.append(mb)
-        self._mb = mb
-        if self.normalization == "replay":
-            self._captured[mb.serial] = capture(args, kwargs)
-        self._event("F")
-
-    def _next_is_tail(self, index: int) -> bool:
-        """The group about to start is the watched F/B after the probed groups: after group
-        ``groups - 1`` from the start, after the next epoch's first group at an epoch end."""
-        if self.record.at_epoch_end and self._watch is not None:
-            return any(g.role == "next" for g in self.record.groups)
-        return index >= self.n_groups
-
-    def _past_epoch_end(self, group: Group) -> bool:
-        """The open ``group`` began before the watched epoch's end and this forward is after it."""
-        rec = self.record
-        return (rec.epoch_end_seq is not None and bool(group.microbatches) and self._position is not None
-                and group.microbatches[-1].epoch == rec.watched_epoch and self._position[0] != rec.watched_epoch)
-
-    def _in_partial_group(self) -> bool:
-        """This forward is one of the watched epoch's last ``len(loader) % A`` microbatches."""
-        rec, pos = self.record, self._position
-        if self._watch is None or pos is None or rec.loader_length is None or pos[0] != rec.watched_epoch:
-            return False
-        r = rec.loader_length % (rec.accumulation_steps or 1)
-        return r > 0 and pos[1] >= rec.loader_length - r
-
-    def _too_long(self, group: Group) -> bool:
-        a = self.record.accumulation_steps
-        limit = 4 * a * self.n_groups if a else MAX_MICROBATCHES_WITHOUT_A
-        if len(group.microbatches) >= limit:
-            self.record.notes.append(
-                f"group {group.index} reached {len(group.microbatches)} microbatches without an optimizer "
-                "update attempt; the probe stopped watching"
-            )
-            return True
-        return False
-
-    def _finish_now(self) -> None:
-        self._done = True
-        self._detach(clean=True)
-
-    def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
-        if self._nested_forwards:
-            if module is not self._active_forward:
-                return
-            self._active_forward = None
-        mb = self._mb
-        if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
-            return
-        self._tracker.watch_output(mb.serial, output)
-        # the backward reaching this output starts a backward: FSDP2 with sync off (and engines that
-        # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
-        start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
-        if start is not None:
-            self._logit_handles.append(start.register_hook(_eager(self._on_output_grad)))
-        if self.normalization is not None and self.record.ce_possible:
-            logits = logits_of(output)
-            if logits is None:
-                self.record.ce_possible = False
-                self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
-                return
-            values = logits.detach()
-            hook = _eager(functools.partial(self._on_logits_grad, mb, values))
-            self._logit_handles.append(logits.register_hook(hook))
-
-    def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
-        if not self._attached or self._done or not self.record.ce_possible:
-            return
-        if grad is None:  # the loss was computed inside a compiled region: its gradient never passes the logits
-            self.record.ce_possible = False
-            self.record.ce_reason = "the logits output received no gradient (the loss was computed from them inside " \
-                                    "a torch.compile'd region)"
-            return
-        weights = infer_weights(values, grad, mb.scale or 1.0)
-        if mb.ce is None:
-            mb.ce = weights
-        else:  # a second backward through the same microbatch (rare): add up
-            mb.ce.weight_sum += weights.weight_sum
-            mb.ce.residual = max(mb.ce.residual, weights.residual)
-
-    # -- backward ------------------------------------------------------------------------
-    def _on_output_grad(self, grad: torch.Tensor) -> None:
-        self._on_param_grad(grad)
-
-    def _on_param_grad(self, param: torch.Tensor) -> None:
-        if self._replaying or not self._attached or self._done or self._in_backward:
-            return
-        self._in_backward = True
-        mb = self._mb
-        if mb is not None and self.record.ddp:
-            mb.sync_in_backward = frameworks.ddp_syncs(self.model)
-        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_queued)
-
-    def _on_backward_queued(self) -> None:
-        # DDP copies the all-reduced buckets into .grad in its own end-of-backward callback,
-        # queued later than ours: re-queue so that we read .grad after it (design notes §1).
-        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
-
-    def _on_backward_end(self) -> None:
-        self._in_backward = False
-        mb, group = self._mb, self._group
-        if not self._attached or self._done or mb is None or group is None:
-            return
-        retained = self._tracker.retained_after_backward()
-        mb.last_backward_serial = self._tracker.backward_serial
-        self._tracker.backward_serial += 1
-        grads = self._grads()
-        if mb.backwards == 0:
-            mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
-        mb.backwards += 1
-        mb.grads_after_backward = grads
-        # the last backward decides: an earlier retain_graph=True whose graph a later backward of the same
-        # microbatch went through again is a genuine multi-backward pattern (ACC202's exemption)
-        mb.retained_saved_bytes = retained
-        mb.saved_peak_bytes = max(mb.saved_peak_bytes, self._tracker.peak_bytes)
-        group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
-        peaks = self._device_peaks(reset=False)
-        mb.device_peak_bytes = peaks
-        if self.normalization == "replay":  # copied only if this backward turns out to be the group's last
-            self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
-        if self._comm is not None:
-            mb.allreduce_buckets = self._comm.buckets - self._comm_start
-        self._event("B", retained_saved_bytes=retained)
-        if group.tail:
-            self._done = True  # detach at the next call on the user's thread
-
-    # -- resets --------------------------------------------------------------------------
-    def _zero_grad_wrapper(self, source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(original)
-            def zero_grad(*args: Any, **kwargs: Any) -> Any:
-                if not self._entry():
-                    return original(*args, **kwargs)
-                self._take_snapshot()
-                before = self._grads()
-                with warnings_at_caller():
-                    result = original(*args, **kwargs)
-                after = self._grads()
-                self._event(
-                    "Z", source=source, prepared=self._prepared_zero_depth > 0,
-                    zeroed=not before.all_zero and after.all_zero, changed=not before.same_values(after),
-                )
-                return result
-
-            return zero_grad
-
-        return make
-
-    def _prepared_zero_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def zero_grad(*args: Any, **kwargs: Any) -> Any:
-            self._prepared_zero_depth += 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self._prepared_zero_depth -= 1
-
-        return zero_grad
-
-    # -- update --------------------------------------------------------------------------
-    def _close_group(self, event: Event, grads: GradState) -> None:
-        group = self._group
-        if group is None or group.closed:
-            return
-        group.boundary_seq = event.seq
-        group.attempted = True
-        group.grads_at_update = grads
-        group.device_peak_bytes = self._device_peaks(reset=True)
-        if self._compares_replicas():
-            checksums = self._gather(grads.checksums, f"replica gradient checksums at group {group.index}'s update")
-            if checksums is not None:
-                group.replicas_equal = all(c == checksums[0] for c in checksums)
-        if self.scheduler is not None:
-            group.lr_before = self._lrs()
-        if self.normalization == "replay" and not group.tail and group.microbatches:
-            self._take_snapshot()
-            if isinstance(self._snapshot, str):
-                group.replay, self._snapshot = self._snapshot, None
-            elif self._snapshot is not None:
-                self._replay(group)
-
-    def _take_snapshot(self) -> None:
-        """Copy the grads of the last backward, before a call that may change them (reset, clip,
-        unscale, update); a forward in between drops the pending copy (more backwards follow)."""
-        if self._snapshot_pending is None:
-            return
-        state, scale = self._snapshot_pending
-        self._snapshot_pending = None
-        if state.still_current(self.params):
-            self._snapshot = ([None if p.grad is None else p.grad.detach().clone() for p in self.params], scale)
-        else:
-            self._snapshot = ("not compared: the gradients were changed after the last backward by an operation "
-                              "the probe did not see")
-
-    def _replay(self, group: Group) -> None:
-        dp = self.record.data_parallel
-        module = self.model.module if self.record.ddp else self.model
-        captured = [self._captured.pop(mb.serial) for mb in group.microbatches if mb.serial in self._captured]
-        if self.record.bn_training:
-            group.replay = "not comparable: BatchNorm in train mode computes statistics per forward (ACC901)"
-            return
-        if self.record.fsdp2:
-            group.replay = "not compared: the replay does not run FSDP2 (sharded parameters) modules"
-            return
-        if self._xrank is not None and self._xrank.failure is not None:
-            group.replay = "not compared: the ranks stopped answering the guard's gathers (card notes)"
-            return
-        self._replaying = True
-        self._tracker.active = False
-        try:
-            group.replay = replay_group(
-                module, self.params, captured, *self._snapshot, self.labels, self.ignore_index,
-                replicas=(dp.size or 1) if dp is not None else 1, group=dp.group if dp is not None else None,
-            )
-        finally:
-            self._replaying = False
-            self._tracker.active = True
-            self._snapshot = None
-
-    def _lrs(self) -> list[float]:
-        return [float(g["lr"]) for g in self.optimizer.param_groups]
-
-    def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if not self._entry():
-            return None
-        # torch 2.13 optim/optimizer.py profile_hook_step: ``args`` starts with the optimizer itself
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-        if callable(closure):
-            # optimizer.step(closure): torch runs the pre-hooks before the step body calls the closure, and
-            # the closure may run the forward and backward of the group's last microbatch (Lightning's
-            # automatic optimization: lightning 2.6.6 plugins/precision/precision.py optimizer_step). The
-            # update attempt is recorded when the closure returns, right before the parameters change.
-            wrapped = self._closure_wrapper(closure)
-            if "closure" in kwargs:
-                return args, {**kwargs, "closure": wrapped}
-            return (args[0], wrapped, *args[2:]), kwargs
-        self._record_step()
-        return None
-
-    def _closure_wrapper(self, closure: Callable[..., Any]) -> Callable[..., Any]:
-        calls = 0
-
-        @functools.wraps(closure)
-        def run_closure(*args: Any, **kwargs: Any) -> Any:
-            nonlocal calls
-            calls += 1
-            result = closure(*args, **kwargs)
-            if calls == 1 and self._entry():  # a re-evaluating optimizer (LBFGS) calls it again: one attempt
-                self._record_step()
-            return result
-
-        return run_closure
-
-    def _record_step(self) -> None:
-        grads = self._grads(measure=self._compares_replicas())
-        event = self._event("S", inside_scaler_step=self._scaler_step_depth > 0)
-        if self._scaler_step_depth == 0:
-            self._close_group(event, grads)
-
-    def _on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._attached and self._group is not None and self._group.closed:
-            self._group.applied = True
-
-    def _scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def step(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
-                return original(*args, **kwargs)
-            before = self._lrs()
-            caller = frameworks.scheduler_caller(sys._getframe(1))
-            with warnings_at_caller():
-                result = original(*args, **kwargs)
-            self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
-            return result
-
-        return step
-
-    def _clip_wrapper(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def clip(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
-                return original(*args, **kwargs)
-            self._take_snapshot()
-            before = self._grads()
-            with warnings_at_caller():
-                result = original(*args, **kwargs)
-            after = self._grads()
-            self._event("C", function=name, changed=not before.same_values(after))
-            return result
-
-        return clip
-
-    # -- GradScaler ----------------------------------------------------------------------
-    def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def scale(outputs: Any) -> Any:
-            result = original(outputs)
-            if self._entry():
-                value = float(self.scaler.get_scale())
-                if self._mb is not None:
-                    self._mb.scale = value
-                self._event("K", scale=value)
-            return result
-
-        return scale
-
-    def _unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def unscale_(optimizer: Any) -> Any:
-            if self._entry():
-                self._take_snapshot()
-                self._event("X", inside_scaler_step=self._scaler_step_depth > 0,
-                            scale=float(self.scaler.get_scale()))
-            return original(optimizer)
-
-        return unscale_
-
-    def _scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
-                return original(optimizer, *args, **kwargs)
-            event = self._event("s", scale=float(self.scaler.get_scale()))
-            self._close_group(event, self._grads(measure=self._compares_replicas()))
-            group = self._group
-            self._scaler_step_depth += 1
-            try:
-                return original(optimizer, *args, **kwargs)
-            finally:
-                self._scaler_step_depth -= 1
-                state = getattr(self.scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
-                found = state.get("found_inf_per_device", {})
-                if group is not None and found:
-                    group.found_inf = bool(sum(float(v) for v in found.values()))
-
-        return step
-
-    def _scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def update(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
-                return original(*args, **kwargs)
-            before = float(self.scaler.get_scale())
-            raised = True
-            try:
-                result = original(*args, **kwargs)
-                raised = False
-            finally:  # torch raises when no scaler.step() recorded inf checks since the last update
-                self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()), raised=raised,
-                            enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()))
-            return result
-
-        return update
 
     # -- detach and report ---------------------------------------------------------------
     def _detach(self, clean: bool) -> None:
@@ -1071,22 +519,6 @@ class Probe:
                 warnings.warn(GuardWarning(finding.one_line()), stacklevel=stacklevel_outside_guard())
         elif self.on_finding == "raise" and findings:
             raise GuardFindingError(self._report)
-
-    def _gather_across_replicas(self) -> None:
-        rec = self.record
-        local = {
-            "hashes": [h for g in rec.groups for mb in g.microbatches for h in mb.input_hashes],
-            "ce": [
-                (sum(mb.ce.weight_sum for mb in g.microbatches if mb.ce), sum(mb.ce.tokens for mb in g.microbatches
-                                                                            if mb.ce))
-                for g in rec.groups
-            ],
-        }
-        gathered = self._gather(local, "input hashes and loss weights at detach")
-        if gathered is None:
-            return
-        rec.replica_hashes = [item["hashes"] for item in gathered]
-        rec.replica_ce = [item["ce"] for item in gathered]
 
 
 def probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any) -> Probe:

@@ -40,6 +40,9 @@ class RunRecord:
     # a framework that steps the given scheduler outside the probed groups (Lightning's default
     # interval="epoch"): every step by the user's code is then one too many (ACC306)
     scheduler_owner: str = ""
+    # the loop's LR schedule counts microbatches (horizon and warmup too, litgpt style): a learning rate
+    # written into param_groups every microbatch is then by design (rules-spec ACC304 exemption)
+    lr_in_microbatches: bool = False
     data_parallel: DataParallel | None = None
     batchnorm: list[str] = field(default_factory=list)
     bn_training: bool = False
@@ -87,11 +90,41 @@ class RunRecord:
         """Microbatches (grad-enabled forwards) per closed group."""
         return [len(g.microbatches) for g in self.full_groups]
 
+    def resets_after(self) -> list[int]:
+        """Indices of the closed groups followed by a gradient reset (between their update attempt
+        and the next group's first forward)."""
+        return [g.index for g in self.groups if g.closed and any(
+            e.kind == "Z" and e.seq > (g.boundary_seq or 0) and (e.detail.get("zeroed") or e.detail.get("changed"))
+            for e in g.events)]
+
+    def reset_period(self) -> int | None:
+        """A inferred from the resets when A was not given and every closed group held one
+        microbatch: the loop updates every microbatch but resets every k >= 2 updates, regularly
+        from the start (Lightning manual optimization with the step outside its gate), so k is
+        the accumulation the loop meant; ``None`` otherwise (needs two resets)."""
+        if self.accumulation_steps is not None:
+            return None
+        groups = self.full_groups
+        if not groups or any(len(g.microbatches) != 1 for g in groups):
+            return None
+        resets = self.resets_after()
+        if len(resets) < 2:
+            return None
+        k = resets[1] - resets[0]
+        if k < 2 or resets[0] != k - 1 or any(b - a != k for a, b in zip(resets, resets[1:], strict=False)):
+            return None
+        return k
+
     def effective_a(self) -> tuple[int | None, str]:
-        """A and where it comes from: given, read from a framework, or inferred (most common
-        observed group size); ``(None, reason)`` when no group closed."""
+        """A and where it comes from: given, read from a framework, inferred from a reset
+        cadence (``reset_period``) or inferred (most common observed group size); ``(None,
+        reason)`` when no group closed."""
         if self.accumulation_steps is not None:
             return self.accumulation_steps, self.accumulation_source or "given to the probe"
+        period = self.reset_period()
+        if period is not None:
+            return period, (f"inferred from the gradient resets: one every {period} updates while every update "
+                            "followed one microbatch")
         sizes = self.group_sizes()
         if not sizes:
             return None, "not inferred: no optimizer update attempt observed"

@@ -64,6 +64,11 @@ class GuardWarning(UserWarning):
     """Emitted per finding with ``on_finding="warn"``."""
 
 
+class GuardSetupWarning(UserWarning):
+    """The guard was given objects the training loop does not use: it observed nothing to judge
+    (every check "not observed"); emitted whatever ``on_finding`` says."""
+
+
 @dataclass
 class Report:
     """What a probe returns: the findings and the card (a JSON-ready dict)."""

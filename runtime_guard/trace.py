@@ -40,7 +40,7 @@ class CEWeights:
     ``weight_sum`` (unitless, already divided by the scaler scale) and ``tokens`` (supervised
     rows: rows whose logits gradient is not all zero); ``spread`` is (max-min)/mean of the
     per-token weights inside the microbatch; ``residual`` the worst relative deviation from the
-    softmax cross-entropy form (large: another loss, nothing inferred).
+    softmax cross-entropy (or NLL-on-log-probabilities) form (large: another loss, nothing inferred).
     """
 
     weight_sum: float
@@ -48,6 +48,12 @@ class CEWeights:
     spread: float
     residual: float
     rows: int
+    # "softmax cross entropy" (dL/dlogits = w (softmax - onehot)) or "nll" (log-probabilities given to
+    # nll_loss: dL/dlogprobs = -w onehot)
+    form: str = "softmax cross entropy"
+    # the weights vary with the target class only (``weight=`` of cross_entropy / nll_loss): ``weight_sum``
+    # is then the exact sum over every supervised row and ``spread`` the largest spread inside one class
+    by_class: bool = False
 
 
 @dataclass
@@ -84,6 +90,9 @@ class Microbatch:
     # probe at an epoch end: dL/d(the mean-reduced loss) of this microbatch's backward (the factor its mean
     # loss was multiplied by, scaler scale included); None when the backward root is no scaled mean loss
     loss_weight: float | None = None
+    # the learning rate of each of the probed optimizer's param_groups at this forward: a schedule written
+    # into param_groups by hand (no scheduler object) shows as values changing between microbatches
+    lrs: tuple[float, ...] = ()
 
 
 @dataclass

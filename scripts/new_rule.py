@@ -10,7 +10,7 @@ Writes, and touches nothing else:
   mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``), and
   ``cases.toml`` with one invalid and one valid snippet to start from;
 - with ``--runtime NEEDS``: the spec's runtime entry and a check function in
-  ``runtime_guard/checks.py``, called from ``evaluate``;
+  ``runtime_guard/checks/<module>.py`` (created if new), called from ``evaluate``;
 then regenerates the README's rule table. Until the check is written, the catalogue test fails
 on the bad script: that is the rule's first test. CONTRIBUTING.md explains each step.
 """
@@ -180,9 +180,18 @@ for i, (x, y) in enumerate(loader):
 
 RUNTIME = '''
 
-def _{slug}(rec: RunRecord) -> Iterator[Finding]:
+def {slug}(rec: RunRecord) -> Iterator[Finding]:
     """{code}: {summary} (the spec's runtime evidence)."""
     return iter(())
+'''
+RUNTIME_MODULE = '''"""{module} at run time ({code}: {summary})."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runtime_guard.record import RunRecord
+from runtime_guard.report import Finding
 '''
 
 
@@ -224,16 +233,23 @@ def write_folder(args: argparse.Namespace) -> Path:
 
 
 def write_runtime(args: argparse.Namespace) -> Path:
-    path = ROOT / "runtime_guard" / "checks.py"
-    text = path.read_text(encoding="utf-8")
+    """The check function in ``runtime_guard/checks/<module>.py`` (the linter's family name; created
+    if new) and its call in ``evaluate`` (``runtime_guard/checks/__init__.py``)."""
+    package = ROOT / "runtime_guard" / "checks"
+    init = package / "__init__.py"
+    text = init.read_text(encoding="utf-8")
     slug = args.name.replace("-", "_")
-    call = "    findings += list(_normalization(rec))\n"
-    if call not in text:
-        raise SystemExit("runtime_guard/checks.py: evaluate() has changed; add the call by hand")
-    text = text.replace(call, call + f"    findings += list(_{slug}(rec))\n")
-    at = text.index("\n\ndef evaluate(")
-    text = text[:at] + RUNTIME.format(slug=slug, code=args.code, summary=args.summary).rstrip("\n") + text[at:]
-    path.write_text(text, encoding="utf-8")
+    call = "    findings += list(normalization(rec))\n"
+    anchor = "from runtime_guard.inference import ("
+    if call not in text or anchor not in text:
+        raise SystemExit("runtime_guard/checks/__init__.py: evaluate() has changed; add the call by hand")
+    text = text.replace(call, call + f"    findings += list({slug}(rec))\n")
+    text = text.replace(anchor, f"from runtime_guard.checks.{args.module} import {slug}\n{anchor}")
+    init.write_text(text, encoding="utf-8")
+    path = package / f"{args.module}.py"
+    body = path.read_text(encoding="utf-8") if path.exists() else RUNTIME_MODULE.format(
+        module=args.module.replace("_", " ").capitalize(), code=args.code, summary=args.summary)
+    path.write_text(body + RUNTIME.format(slug=slug, code=args.code, summary=args.summary), encoding="utf-8")
     return path
 
 

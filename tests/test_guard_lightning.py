@@ -50,11 +50,12 @@ class Classifier(pl.LightningModule):
 class ManualClassifier(Classifier):
     """Manual optimization with A microbatches per update; ``zero_each`` resets every batch (ACC001)."""
 
-    def __init__(self, a: int, zero_each: bool) -> None:
+    def __init__(self, a: int, zero_each: bool, step_each: bool = False) -> None:
         super().__init__(scheduler=False)
         self.automatic_optimization = False
         self.a = a
         self.zero_each = zero_each
+        self.step_each = step_each
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         opt = self.optimizers()
@@ -62,8 +63,11 @@ class ManualClassifier(Classifier):
         if self.zero_each:
             opt.zero_grad()
         self.manual_backward(F.cross_entropy(self(x), y) / self.a)
-        if (batch_idx + 1) % self.a == 0:
+        if self.step_each:  # ACC004: the update outside the gate, the reset still in it
             opt.step()
+        if (batch_idx + 1) % self.a == 0:
+            if not self.step_each:
+                opt.step()
             if not self.zero_each:
                 opt.zero_grad()
 
@@ -129,6 +133,50 @@ def test_manual_optimization_correct_reports_nothing() -> None:
     report = guard.report
     assert report is not None and report.findings == [], [f.one_line() for f in report.findings]
     assert report.card["group_sizes"] == [2, 2] and report.card["updates"]["applied"] == 2
+
+
+def test_manual_optimization_step_every_batch_without_a_is_acc004() -> None:
+    """Issue 17: A not given in manual optimization, an update every batch and a reset every A = 4
+    batches: the reset cadence gives A (not 1), so this is ACC004, not ACC002."""
+    guard = GuardCallback(groups=2)
+    fit(ManualClassifier(a=4, zero_each=False, step_each=True), guard, 1, batches=12)
+    report = guard.report
+    assert report is not None and report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
+    assert report.card["A"] == 4
+    assert report.card["A_source"].startswith("inferred from the gradient resets: one every 4 updates")
+
+
+class CallsNetDirectly(Classifier):
+    """``training_step`` forwards ``self.net``, never ``self(...)`` (the Lightning demo Transformer's shape)."""
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        self.optimizers().zero_grad()  # ACC001, unseen when the probe watches the wrong module
+        return F.cross_entropy(self.net(x), y)
+
+
+def test_callback_on_a_module_the_loop_does_not_forward_says_so(tmp_path: Path) -> None:
+    """Issue 17: a callback given a module that training_step never forwards saw no training event:
+    it says so in a warning (whatever on_finding says) and on the card, instead of an empty report;
+    given the right module it sees the bug."""
+    guard = GuardCallback(groups=2, json_path=tmp_path / "card.json")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(CallsNetDirectly(), guard, 2)
+    report = guard.report
+    assert report is not None and report.findings == []
+    setup = [str(w.message) for w in caught if isinstance(w.message, runtime_guard.report.GuardSetupWarning)]
+    assert len(setup) == 1, setup
+    assert setup[0].startswith("runtime_guard (lightning): no training events on the objects it was given: no "
+                               "grad-enabled forward of CallsNetDirectly was seen; meanwhile SGD made 6 update "
+                               "attempt(s) and ")
+    assert "pass GuardCallback(module='<attribute of the LightningModule>')" in setup[0]
+    assert report.card["no_training_events"] == setup[0]
+    assert json.loads((tmp_path / "card.json").read_text())["card"]["no_training_events"] == setup[0]
+    right = GuardCallback(groups=2, module="net")
+    fit(CallsNetDirectly(), right, 2)
+    assert right.report is not None and right.report.codes == {"ACC001"}
+    assert "no_training_events" not in right.report.card
 
 
 def test_on_finding_raise_and_warn() -> None:

@@ -106,11 +106,13 @@ def test_correct_card_values() -> None:
     assert max(row["graphs_alive_at_forward"] for row in per_mb) == 1  # only the loop variable
 
 
-def test_a_scheduler_step_check_needs_a_scheduler() -> None:
-    """Without a scheduler given or found, the card does not claim ACC304 was checked (a learning
-    rate written into param_groups by hand is not followed); with one, it was."""
+def test_a_scheduler_step_check_needs_a_scheduler_or_groups_to_compare() -> None:
+    """With a scheduler its steps are counted; without one the learning rate in param_groups is
+    compared between microbatches, which needs a closed group of 2 or more: with groups of one
+    microbatch and no scheduler, the card does not claim ACC304 was checked."""
     assert train("correct").report.card["checks"]["ACC304"] == "checked"
-    status = train("correct", probe_options={"scheduler": None}).report.card["checks"]["ACC304"]
+    assert train("correct", probe_options={"scheduler": None}).report.card["checks"]["ACC304"] == "checked"
+    status = train("step_each", probe_options={"scheduler": None}).report.card["checks"]["ACC304"]
     assert status.startswith("not observable: no LR scheduler"), status
 
 
@@ -121,7 +123,8 @@ def test_findings_locate_and_explain() -> None:
     assert finding.evidence.startswith("F B Z F B Z F B Z F B")
     assert finding.fix and finding.meaning and finding.url.endswith("ACC001-zero-grad-inside-group/README.md")
     kept = next(iter(train("losses_list").report.findings))
-    assert kept.code == "ACC201" and f"A + 1 = {A + 1}" in kept.observed
+    assert kept.code == "ACC201" and (kept.group, kept.microbatch) == (0, A - 1)
+    assert f"the graphs of its microbatches 0-{A - 3} were still alive" in kept.observed
 
 
 def test_scaler_attempts_and_applied_are_counted_apart() -> None:
@@ -134,10 +137,11 @@ def test_accumulation_steps_inferred_when_omitted() -> None:
     card = train("correct", accumulation_steps=None).report.card
     assert card["A"] == A
     assert card["A_source"] == f"inferred from observed group sizes {[A, A]}"
-    # without A, an update per microbatch reads as A = 1: the fault shows as what it does to those
-    # updates, gradients of earlier updates leaking into later ones
+    # without A, an update per microbatch with a reset every A updates: the reset cadence tells A
+    # (runtime-guard-design.md §1, "step every microbatch" is ACC004)
     report = train("step_each", accumulation_steps=None).report
-    assert report.codes == {"ACC002"} and report.card["A"] == 1
+    assert report.codes == {"ACC004"} and report.card["A"] == A
+    assert report.card["A_source"].startswith(f"inferred from the gradient resets: one every {A} updates")
 
 
 def test_batchnorm_listed_on_card() -> None:

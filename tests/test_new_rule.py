@@ -43,7 +43,8 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
         "rules/ACC399-grad-fiddle-inside-group/bad_grad_fiddle_inside_group.py",
         "rules/ACC399-grad-fiddle-inside-group/cases.toml",
         "rules/ACC399-grad-fiddle-inside-group/good_grad_fiddle_inside_group.py",
-        "runtime_guard/checks.py",
+        "runtime_guard/checks/__init__.py",
+        "runtime_guard/checks/fiddles.py",
     ]
     probe = ("from accumlint.checks import ALL_RULES; from accumlint.spec import spec_of; "
              "rule = next(r for r in ALL_RULES if r.code == 'ACC399'); s = spec_of('ACC399'); "

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_guard.probe import OnFinding, Probe
-from runtime_guard.report import GuardFindingError, GuardWarning, Report
+from runtime_guard.report import GuardFindingError, GuardSetupWarning, GuardWarning, Report
 from runtime_guard.user_frames import stacklevel_outside_guard
 
 logger = logging.getLogger("runtime_guard.integrations")
@@ -84,6 +84,18 @@ class GuardSession:
         self.probe = probe.attach()
         return probe
 
+    def _nothing_seen(self, probe: Probe, hint: str) -> str:
+        """One sentence for a probe that saw no training event on the objects it was given: what it
+        saw instead (update attempts and resets of the optimizer, which then trains another module)."""
+        rec = probe.record
+        kinds = [e.kind for e in rec.before_first_forward]
+        steps, resets = kinds.count("S") + kinds.count("s"), kinds.count("Z")
+        other = (f"; meanwhile {rec.optimizer_class} made {steps} update attempt(s) and {resets} reset(s), so the "
+                 "loop forwards another module" if steps or resets else "")
+        text = (f"runtime_guard ({self.framework}): no training events on the objects it was given: no grad-enabled "
+                f"forward of {rec.model_class} was seen{other}; nothing was checked")
+        return f"{text} ({hint})" if hint else text
+
     def poll(self, publish: bool) -> None:
         """Finish once the probe has seen its groups (it may have detached itself already)."""
         if self.probe is not None and self.report is None and self.probe.done:
@@ -101,12 +113,19 @@ class GuardSession:
         report = probe.report()
         report.card["framework"] = self.framework_facts
         self.report = report
+        card = report.card
+        nothing = None if any(g.microbatches for g in probe.record.groups) else self._nothing_seen(probe,
+                                                                                                  no_forward_hint)
+        if nothing is not None:
+            card["no_training_events"] = nothing  # before the JSON is written
+            logger.warning(nothing)
         if publish:
             if self.json_path is not None:
                 report.to_json(self.json_path)
             if self.print_report:
                 print(report)
-        card = report.card
+            if nothing is not None:
+                warnings.warn(GuardSetupWarning(nothing), stacklevel=stacklevel_outside_guard())
         logger.info("runtime_guard (%s): %d finding(s) %s; A = %s, m = %s, update attempts = %s", self.framework,
                     len(report.findings), sorted(report.codes), card.get("A"), card.get("m"),
                     card.get("updates", {}).get("attempted"))

@@ -1,0 +1,45 @@
+"""What every family of runtime checks shares: the codes the guard checks (from the spec), their
+fix and meaning texts, the finding constructor and readers of a group's event trace."""
+
+
+from __future__ import annotations
+
+from accumlint.spec import RULES, Runtime, spec_of
+from runtime_guard.record import RunRecord
+from runtime_guard.report import Finding
+from runtime_guard.trace import Event, Group, Microbatch
+
+RuntimeCheck = Runtime
+"""How the guard observes one code: the ``runtime`` entry of its spec (``accumlint/spec.py``)."""
+
+#: The codes the guard checks, and how (every spec with a ``runtime`` entry).
+RUNTIME_CHECKS: dict[str, Runtime] = {rule.code: rule.runtime for rule in RULES if rule.runtime is not None}
+#: The fix and the meaning printed with a finding: the same words as the linter's (the spec's).
+FIXES = {code: spec_of(code).fix for code in RUNTIME_CHECKS}
+MEANINGS = {code: spec_of(code).meaning for code in RUNTIME_CHECKS}
+
+
+def finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "",
+             fix: str | None = None) -> Finding:
+    return Finding(code, group, microbatch, observed, MEANINGS[code], fix or FIXES[code], evidence)
+
+
+def trace(events: list[Event]) -> str:
+    return " ".join(e.kind for e in events)
+
+
+def run_trace(rec: RunRecord) -> str:
+    return " ‖ ".join(trace(g.events) + ("*" if g.tail else "") for g in rec.groups)
+
+
+def between(group: Group, start: int, end: int, kind: str) -> list[Event]:
+    return [e for e in group.events if e.kind == kind and start < e.seq < end]
+
+
+def forward_seq(group: Group, index: int) -> int:
+    return [e.seq for e in group.events if e.kind == "F"][index]
+
+
+def backward_end_seq(group: Group, mb: Microbatch) -> int | None:
+    seqs = [e.seq for e in group.events if e.kind == "B" and e.microbatch == mb.index]
+    return seqs[-1] if seqs else None

@@ -1,0 +1,37 @@
+"""Loss normalization at run time (ACC101, ACC102, ACC103, ACC105) from the inferred per-token weights
+or the replay (runtime_guard.inference), mapped to the code a framework contract implies."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from runtime_guard.checks.base import finding
+from runtime_guard.inference import infer_normalization
+from runtime_guard.record import RunRecord
+from runtime_guard.report import Finding
+
+
+def normalization(rec: RunRecord) -> Iterator[Finding]:
+    norm = infer_normalization(rec)
+    seen: set[str] = set()
+    sums = dict(zip([g.index for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)],
+                    norm.weight_sums, strict=False))
+    sizes = {g.index: len(g.microbatches) for g in rec.full_groups}
+
+    def divided(group: int) -> bool:  # the weights sum nearer to 1 than to A: the framework divided by A
+        total, a = sums.get(group), sizes.get(group, 1)
+        return total is not None and total > 0 and abs(math.log(total)) < abs(math.log(total / a))
+
+    for code, group, text in norm.codes:
+        if rec.user_normalizes and code == "ACC102" and divided(group):
+            # the weights sum to 1: the framework did divide by A after all (transformers 5.24.0
+            # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means
+            text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"
+        elif rec.user_normalizes and code in ("ACC102", "ACC103"):
+            # weights summing to A: the framework left the group normalization to this loss and did not divide
+            code, text = "ACC105", f"{text}; {rec.user_normalizes}"
+        if code not in seen:
+            seen.add(code)
+            yield finding(code, group, None, text, f"weights sum per group {[round(s, 6) for s in norm.weight_sums]}; "
+                                                    f"supervised tokens per microbatch {norm.tokens}")

@@ -1,0 +1,92 @@
+"""The LR schedule at run time (ACC304, ACC306): scheduler steps between update attempts, who made them,
+and learning rates written into param_groups between microbatches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runtime_guard.checks.base import finding, trace
+from runtime_guard.record import RunRecord
+from runtime_guard.report import Finding
+from runtime_guard.trace import Group
+
+
+def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
+    if not any(g.microbatches for g in rec.groups):
+        return  # no microbatch seen (e.g. a compiled module called instead of the probed one): no segments
+    events = sorted([e for g in rec.groups for e in g.events] + rec.before_first_forward, key=lambda e: e.seq)
+    boundaries = [g.boundary_seq for g in rec.groups if g.closed]
+    allowed = rec.scheduler_steps_per_update
+    edges = [-1, *boundaries, (events[-1].seq + 1) if events else 0]
+    for start, end in zip(edges, edges[1:], strict=False):
+        segment = [e for e in events if start < e.seq <= end]
+        steps = [e for e in segment if e.kind == "L"]
+        if rec.scheduler_owner:  # the framework steps it per epoch: only the user's steps count here
+            steps, allowed = [e for e in steps if not e.detail.get("by")], 0
+        if len(steps) > allowed:
+            where = steps[0]
+            group = where.group if where.group >= 0 else None
+            owners = scheduler_owners(rec)
+            by_user = [e for e in steps if not e.detail.get("by")]
+            if rec.scheduler_owner and by_user:
+                yield finding(
+                    "ACC306", group, by_user[0].microbatch,
+                    f"the LR scheduler was stepped {len(by_user)}x by the user's code between two optimizer update "
+                    f"attempts, while {rec.scheduler_owner}", trace(segment))
+                return
+            if owners and by_user:  # the framework steps it and the user steps it again
+                yield finding(
+                    "ACC306", group, by_user[0].microbatch,
+                    f"the LR scheduler stepped {len(steps)}x between two optimizer update attempts, "
+                    f"{len(by_user)}x by the user's code, while {', '.join(owners)} steps it too (per update)",
+                    trace(segment))
+                return
+            yield finding(
+                "ACC304", group, where.microbatch,
+                f"the LR scheduler stepped {len(steps)}x between two optimizer update attempts (expected {allowed})",
+                trace(segment))
+            return
+
+
+def lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
+    """ACC304 without a scheduler object: the learning rate in ``param_groups`` (read at every forward)
+    changed between every two microbatches of a probed group, with no update attempt and no probed
+    scheduler step in between (timm's ``step_update`` fed a microbatch count, a hand-written schedule
+    stepped per microbatch). Only the value at the update is ever used, so a per-update schedule
+    advanced every microbatch runs A times too fast. Groups where it stayed constant (a schedule
+    that ran out: its end comes A times too early) do not count against it; a group where it
+    changed at some gaps only is another pattern, left alone."""
+    if rec.lr_in_microbatches:
+        return
+    groups = [g for g in rec.full_groups if len(g.microbatches) >= 2]
+    every: list[Group] = []
+    for g in groups:
+        forwards = [e.seq for e in g.events if e.kind == "F"]
+        changed = []
+        for k, (prev, mb) in enumerate(zip(g.microbatches, g.microbatches[1:], strict=False)):
+            if any(e.kind == "L" and forwards[k] < e.seq < forwards[k + 1] for e in g.events) or not prev.lrs:
+                return  # a scheduler step the probe saw: the scheduler check's matter
+            changed.append(prev.lrs != mb.lrs)
+        if all(changed):
+            every.append(g)
+        elif any(changed):
+            return
+    if not every:
+        return
+    g = every[0]
+    values = " -> ".join(f"{mb.lrs[0]:.6g}" for mb in g.microbatches)
+    yield finding(
+        "ACC304", g.index, 1,
+        f"the learning rate in optimizer.param_groups changed between every two microbatches of {len(every)} of "
+        f"{len(groups)} probed group(s) (group {g.index}: {values}"
+        + ("; constant in the others" if len(every) < len(groups) else "")
+        + ") with no optimizer update attempt and no scheduler step the probe saw in between: the schedule is "
+        "advanced once per microbatch while the update runs once per group (if its horizon and warmup count "
+        "microbatches too, litgpt style, pass lr_in_microbatches=True)",
+        trace(g.events))
+
+
+def scheduler_owners(rec: RunRecord) -> list[str]:
+    """The frameworks seen stepping the probed scheduler (``frameworks.scheduler_caller``)."""
+    events = [e for g in rec.groups for e in g.events] + rec.before_first_forward
+    return sorted({e.detail["by"] for e in events if e.kind == "L" and e.detail.get("by")})

@@ -1,0 +1,318 @@
+"""What the observed trace implies, for the card and the checks alike: the microbatch size and effective
+batch, the loss normalization (from per-token weights or the replay) and what the loop did with the
+epoch's partial group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime_guard.record import RunRecord
+from runtime_guard.trace import Group, Microbatch
+
+#: The fix for a partial group applied but weighted r/A (the linter's wording).
+FIX_WEIGHTED = "divide the tail's losses by its true size r (or make the epoch length a multiple of A)"
+
+
+def microbatch_size(rec: RunRecord) -> int | None:
+    """m: the most common examples-per-microbatch (first dimension of the first input tensor)."""
+    sizes = [mb.examples for g in rec.groups for mb in g.microbatches if mb.examples is not None]
+    return max(set(sizes), key=sizes.count) if sizes else None
+
+
+def effective_batch(rec: RunRecord) -> int | None:
+    m = microbatch_size(rec)
+    a, _ = rec.effective_a()
+    d = rec.data_parallel.size if rec.data_parallel else None
+    return m * a * d if None not in (m, a, d) else None
+
+
+def effective_batch_text(rec: RunRecord) -> str:
+    a, _ = rec.effective_a()
+    d = rec.data_parallel.size if rec.data_parallel else None
+    return f"m = {microbatch_size(rec)}, A = {a}, D = {d}"
+
+
+def normalization_tolerance(rec: RunRecord) -> tuple[float, float]:
+    """(ratio tolerance, residual tolerance): fp32 1e-3, bf16/fp16 (params or autocast) 1e-2
+    (design notes §3: measured noise 4.8e-8 fp32, 7.2e-4 bf16 autocast)."""
+    low = any(d in ("bfloat16", "float16") for d in rec.param_dtypes) or any(
+        mb.autocast for g in rec.groups for mb in g.microbatches)
+    return (1e-2, 5e-2) if low else (1e-3, 1e-2)
+
+
+@dataclass
+class Normalization:
+    """The inferred loss normalization of the probed groups (for the card and the checks)."""
+
+    inferred: bool
+    verdict: str
+    weight_sums: list[float]
+    tokens: list[list[int]]
+    codes: list[tuple[str, int, str]]
+
+
+def _from_replay(rec: RunRecord) -> Normalization | None:
+    groups = [g for g in rec.full_groups if g.replay is not None]
+    if not groups:
+        return None
+    ratio_tol, _ = normalization_tolerance(rec)
+    cos_tol = ratio_tol / 10  # fp32 1e-4, bf16/fp16 1e-3 (design notes §3)
+    verdicts, codes = [], []
+    compared = False
+    for g in groups:
+        r = g.replay
+        if isinstance(r, str):
+            verdicts.append(r)
+            continue
+        a = len(g.microbatches)
+        token, mean = 1 - r["cos_token"] < cos_tol, 1 - r["cos_mean"] < cos_tol
+        compared = True
+        evidence = (f"group {g.index}: vs token-weighted 1-cos {1 - r['cos_token']:.2g}, ratio {r['ratio_token']:.6g};"
+                    f" vs mean of means 1-cos {1 - r['cos_mean']:.2g}, ratio {r['ratio_mean']:.6g}")
+        ref, ratio = ("token-weighted mean over the group", r["ratio_token"]) if token else (
+            "mean of microbatch means", r["ratio_mean"])
+        if not token and mean:
+            codes.append(("ACC102", g.index, f"the accumulated gradient of group {g.index} matches the mean of "
+                                             f"microbatch means, not the token-weighted reference ({evidence})"))
+        if not token and not mean:
+            verdicts.append(f"differs from both references ({evidence})")
+            continue
+        if abs(ratio - 1) <= ratio_tol:
+            verdicts.append(f"{ref} (replay)")
+        elif a > 1 and abs(ratio * a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, divided by A again (replay)")
+            codes.append(("ACC101", g.index, f"the accumulated gradient of group {g.index} is 1/A of the "
+                                             f"reference ({evidence})"))
+        elif a > 1 and abs(ratio / a - 1) <= ratio_tol:
+            verdicts.append(f"{ref}, not divided by A (replay)")
+            codes.append(("ACC103", g.index, f"the accumulated gradient of group {g.index} is A times the "
+                                             f"reference ({evidence})"))
+        else:
+            verdicts.append(f"{ref} scaled by {ratio:.4g} (replay)")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(verdicts)
+    tokens = [[mb.ce.tokens for mb in g.microbatches if mb.ce] for g in groups]
+    return Normalization(compared, verdict, [], tokens if all(tokens) else [], codes)
+
+
+def infer_normalization(rec: RunRecord) -> Normalization:
+    """Classify the loss normalization of every closed group: from the replay when it ran,
+    else from the per-token weights (see ``ce_weights``)."""
+    replayed = _from_replay(rec)
+    if replayed is not None and replayed.inferred:
+        return replayed
+    weights = _from_weights(rec)
+    if replayed is not None:  # the replay compared nothing: say why, next to the free inference
+        weights.verdict = f"{weights.verdict}; replay {replayed.verdict}"
+    return weights
+
+
+def _from_weights(rec: RunRecord) -> Normalization:
+    if not rec.ce_possible:
+        return Normalization(False, f"not inferred: {rec.ce_reason}", [], [], [])
+    ratio_tol, residual_tol = normalization_tolerance(rec)
+    groups = [g for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)]
+    if not groups:
+        return Normalization(False, "not inferred: no closed group with cross-entropy gradients observed", [], [], [])
+    worst = max(mb.ce.residual for g in groups for mb in g.microbatches)
+    if worst > residual_tol:
+        return Normalization(False, f"not inferred: the loss is not plain softmax cross entropy (residual "
+                                    f"{worst:.2g})", [], [], [])
+    d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
+    expected_a, _ = rec.effective_a()
+    sums, tokens, codes = [], [], []
+    verdicts = []
+    for g in groups:
+        n = [mb.ce.tokens for mb in g.microbatches]
+        w = [mb.ce.weight_sum / rec.loss_scale for mb in g.microbatches]
+        total = sum(w)
+        if rec.replica_ce and d > 1:
+            index = rec.full_groups.index(g)
+            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale
+        a = len(g.microbatches)
+        sums.append(total)
+        tokens.append(n)
+        means = [wk / nk for wk, nk in zip(w, n, strict=False) if nk]
+        spread = max(mb.ce.spread for mb in g.microbatches)
+
+        def near(x: float, target: float) -> bool:
+            return abs(x / target - 1) <= ratio_tol
+
+        if spread > ratio_tol * 10:
+            verdicts.append("per-token weights vary inside a microbatch (e.g. per-sequence means)")
+            continue
+        # class weights (weight= of the loss): only the group's sum is judged, not how tokens are weighted
+        by_class = any(mb.ce.by_class for mb in g.microbatches)
+        uniform = not by_class and bool(means) and max(means) / min(means) - 1 <= ratio_tol
+        equal_microbatches = bool(w) and all(near(wk, total * d / a) for wk in w) if total else False
+        unit = ("class-weighted mean" if by_class else
+                "token-weighted mean over the group" if uniform else "mean of microbatch means")
+        if not by_class and not uniform and equal_microbatches and len(set(n)) > 1:
+            codes.append(("ACC102", g.index,
+                          f"each microbatch of group {g.index} carries weight {w[0]:.4g} whatever its supervised "
+                          f"tokens {n}: per-token weights {', '.join(f'{m:.3g}' for m in means)}"))
+        elif not by_class and not uniform:
+            unit = "per-token weights differ between microbatches"
+        if near(total, 1.0):
+            verdicts.append(unit)
+        elif a > 1 and near(total, 1.0 / a):
+            verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
+            codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = 1/A "
+                                             f"(A = {a}): the loss was divided by A once too often"))
+        elif a > 1 and near(total, float(a)):
+            verdicts.append(f"{unit}, not divided by A (weights sum to A)")
+            codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = A "
+                                             f"(A = {a}): the loss was not divided by A"))
+        else:
+            verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {total:.4g}x the group's token mean")
+            # neither 1, 1/A nor A: a denominator off by a factor (a double division by something other than
+            # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
+            # quirk the card names explains it.
+            # groups of the wrong size are the structure checks' matter (ACC004/ACC006); an inferred A may be wrong
+            # and only for plain cross entropy beyond doubt (label smoothing fits within residual_tol but biases
+            # the weights by 1 - eps) and gradients not rescaled after the last backward (a sum-reduced loss
+            # divided at the boundary: p.grad /= tokens)
+            plain = max(mb.ce.residual for mb in g.microbatches) <= residual_tol / 100
+            if (uniform and plain and not _rescaled_after_backward(g) and not rec.weight_sum_explained
+                    and (d == 1 or rec.replica_ce) and a == expected_a and rec.accumulation_steps is not None):
+                code = "ACC101" if total < 1 else "ACC103"
+                codes.append((code, g.index, (
+                    f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
+                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the denominator counted "
+                    f"{1 / total:.4g}x the supervised tokens" if total else
+                    f"per-token weights of group {g.index} sum to 0")))
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
+    return Normalization(True, verdict, sums, tokens, codes)
+
+
+def _rescaled_after_backward(g: Group) -> bool:
+    """The group's gradients changed between its last backward and its update attempt by something
+    other than a clip or an unscale the probe saw (a division of ``p.grad`` by a token count)."""
+    last = g.microbatches[-1].grads_after_backward if g.microbatches else None
+    if last is None or g.grads_at_update is None or last.same_values(g.grads_at_update):
+        return False
+    end = g.boundary_seq if g.boundary_seq is not None else -1
+    return not any(e.kind in "CX" and (g.last_backward_seq() or 0) < e.seq < end for e in g.events)
+
+
+@dataclass
+class LastGroup:
+    """What the loop did with the epoch's last partial group (probe at an epoch end).
+
+    "Dropped" (a reset before the next epoch, accumulation guide P9) and Accelerate's documented
+    "applied, weighted r/A" (gradient_state known, loader prepared or unknown) are card facts only.
+    ``treatment`` uses the linter's terms: "applied, true denominator", "applied, weighted
+    r/A", "applied" (weighting not inferred), "dropped", "leaks into the next epoch", "merged
+    into the next epoch" (groups of exactly A span the boundary), "never applied" (the probe
+    detached after the epoch end before any update or reset), "no partial group"
+    (``len(loader) % A == 0``) or "not observed". ``finding`` is the observed text of an
+    ACC005 finding, ``None`` for none.
+    """
+
+    treatment: str
+    detail: str
+    finding: str | None = None
+    group: int | None = None
+    fix: str | None = None
+
+    @property
+    def card(self) -> str:
+        """``"treatment: detail"`` for the card."""
+        return f"{self.treatment}: {self.detail}" if self.detail else self.treatment
+
+
+def _microbatch_weights(rec: RunRecord, mbs: list[Microbatch]) -> tuple[list[float] | None, str]:
+    """Weight of each microbatch's loss (unitless; a full group's sum is 1 when normalized over the
+    group): per-token cross-entropy weights when inferred, else dL/d(mean loss); or why not."""
+    _, residual_tol = normalization_tolerance(rec)
+    if mbs and rec.ce_possible and all(mb.ce is not None and mb.ce.residual <= residual_tol for mb in mbs):
+        return [mb.ce.weight_sum for mb in mbs], "per-token cross-entropy weights"
+    if mbs and all(mb.loss_weight is not None for mb in mbs):
+        return [mb.loss_weight for mb in mbs], "the factor on each microbatch's mean loss"
+    return None, ("neither cross-entropy weights nor a scaled mean loss (a loss / constant backward) "
+                  "were observed")
+
+
+def _tail_ratio(rec: RunRecord, tail: list[Microbatch]) -> tuple[float | None, str]:
+    """The partial group's weight relative to a full group's in the window (1.0 when none closed)."""
+    weights, how = _microbatch_weights(rec, tail)
+    if weights is None:
+        return None, how
+    full = [w for g in rec.full_groups if g.attempted for w in [_microbatch_weights(rec, g.microbatches)[0]]
+            if w is not None]
+    reference = sum(map(sum, full)) / len(full) if full else 1.0
+    if not reference:
+        return None, "a full group's weights sum to 0"
+    where = f"a full group's weights sum to {reference:.4g}" if full else "no full group observed, 1 assumed"
+    return sum(weights) / reference, f"{how}: the partial group's sum to {sum(weights):.4g}, {where}"
+
+
+def _reset_between(rec: RunRecord, start: int, end: int) -> bool:
+    return any(e.kind == "Z" and start < e.seq < end and (e.detail.get("zeroed") or e.detail.get("changed"))
+               for g in rec.groups for e in g.events)
+
+
+def last_group(rec: RunRecord) -> LastGroup:
+    """Classify the epoch's last partial group from the events of a probe at an epoch end."""
+    if not rec.at_epoch_end:
+        return LastGroup("not observed", "the probe ran at the start; an epoch's final partial group needs the "
+                                         "probe at the epoch end (at=\"epoch_end\", loader=...)")
+    if rec.epoch_unobserved:
+        return LastGroup("not observed", rec.epoch_unobserved)
+    a, n = rec.accumulation_steps or 1, rec.loader_length or 0
+    r = n % a
+    if r == 0:
+        return LastGroup("no partial group", f"len(loader) = {n} is a multiple of A = {a}")
+    if rec.epoch_end_seq is None:
+        return LastGroup("not observed", "the probe detached before the watched epoch ended")
+    size = f"r = {r} microbatches (len(loader) = {n}, A = {a})"
+    partial = [g for g in rec.groups if g.role == "partial"]
+    tail = [mb for g in partial for mb in g.microbatches if mb.epoch == rec.watched_epoch and (mb.batch or 0) >= n - r]
+    if not tail:
+        return LastGroup("not observed", f"no forward of the partial group's {size} was seen")
+    group = partial[-1]
+    if group.attempted:
+        ratio, how = _tail_ratio(rec, tail)
+        ratio_tol, _ = normalization_tolerance(rec)
+        if ratio is None:
+            return LastGroup("applied", f"{size}, updated by group {group.index}'s step; weighting not inferred "
+                                        f"({how})")
+        if abs(ratio - 1) <= ratio_tol:
+            return LastGroup("applied, true denominator", f"{size}, weighted like a full group ({how})")
+        if abs(ratio / (r / a) - 1) <= ratio_tol:
+            if ((rec.accelerate_num_steps or 0) > 1 or rec.accumulate_seen) and not rec.loader_unprepared:
+                # Accelerate's documented weighting of its prepared loader's last group (sync_with_dataloader;
+                # rules-spec exemption): a card fact, not a finding
+                return LastGroup("applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group "
+                                                          f"({how}); Accelerate's documented treatment")
+            return LastGroup(
+                "applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group ({how})",
+                f"applied, weighted r/A: the epoch's last partial group of {r} microbatches was applied, but each "
+                f"of its microbatches is still divided by A: that update weighs r/A = {r}/{a} of a full group ({how})",
+                group.index, FIX_WEIGHTED)
+        return LastGroup("applied", f"{size}, weighted {ratio:.4g} of a full group ({how})")
+    last_b = max((e.seq for g in partial for e in g.events if e.kind == "B"), default=rec.epoch_end_seq)
+    following = next((g for g in rec.groups if g.role == "next" and g.microbatches), None)
+    if following is None:
+        return LastGroup(
+            "never applied", f"{size} backpropagated, no update before the probe detached after the epoch end",
+            f"never applied: the epoch's last {r} microbatches were backpropagated but no update followed "
+            "before the probe "
+            "detached after the epoch's end: their examples were never learned from", group.index)
+    mb0 = following.microbatches[0]
+    first_b = following.first_backward_seq() or following.events[-1].seq + 1
+    if _reset_between(rec, last_b, first_b) or mb0.grads_at_forward.all_zero or mb0.grads_replaced_before_backward:
+        # an explicit choice (accumulation guide P9; the linter is silent on it): a card fact, not a finding
+        return LastGroup(
+            "dropped", f"{size} backpropagated, no update; gradients reset before the next epoch's first backward "
+                       "(their examples are not learned from this epoch)")
+    if following.closed and len(following.microbatches) + r == a:
+        return LastGroup("merged into the next epoch", f"{size}; the group spanning the epoch boundary holds "
+                                                       f"exactly A = {a} microbatches")
+    held = len(following.microbatches) + r
+    return LastGroup(
+        "leaks into the next epoch", f"{size} not applied, not reset: the next epoch's first group holds {held} "
+                                     "microbatches' gradients",
+        f"leaks into the next epoch: no update and no reset after the epoch's last {r} microbatches, so "
+        f"the next epoch's first update (group {following.index}) applies a group of A + r = {held} "
+        f"microbatches' gradients (grads norm {mb0.grads_at_forward.norm:.3g} at its first forward)",
+        following.index)

@@ -1,0 +1,116 @@
+"""Backward hooks: the end of each microbatch's backward (after DDP's own callbacks), the gradient
+fingerprint it left, and at an epoch end the weight a backward gave its mean loss."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from runtime_guard import frameworks
+
+#: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
+#: all elements): the gradient reaching them is the weight the loop gave that microbatch's mean loss.
+_MEAN_LOSS_NODES = frozenset({
+    "MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0", "NllLossBackward0",
+    "BinaryCrossEntropyBackward0", "BinaryCrossEntropyWithLogitsBackward0", "KlDivBackward0",
+})
+
+
+_MEAN_REDUCTION = 1  # at::Reduction::Mean
+
+
+def _mean_loss_node(tensors: Any) -> Any:
+    """The backward node of the mean-reduced loss under a scalar root made of constant
+    multiplications and divisions (``loss / A``, ``scaler.scale(loss * w)``), or ``None``."""
+    if not isinstance(tensors, torch.Tensor) or tensors.numel() != 1 or tensors.grad_fn is None:
+        return None
+    node = tensors.grad_fn
+    for _ in range(16):
+        name = type(node).__name__
+        if name == "MeanBackward0" or (name in _MEAN_LOSS_NODES
+                                       and getattr(node, "_saved_reduction", None) == _MEAN_REDUCTION):
+            return node
+        if name not in ("MulBackward0", "DivBackward0") or not node.next_functions:
+            return None
+        node = node.next_functions[0][0]
+        if node is None:
+            return None
+    return None
+
+
+
+class BackwardObserver:
+    """Mixed into :class:`runtime_guard.probe.Probe` (backward hooks); works on the probe's state."""
+
+    def _on_output_grad(self, grad: torch.Tensor) -> None:
+        self._on_param_grad(grad)
+
+    def _on_param_grad(self, param: torch.Tensor) -> None:
+        if self._replaying or not self._attached or self._done or self._in_backward:
+            return
+        self._in_backward = True
+        mb = self._mb
+        if mb is not None and self.record.ddp:
+            mb.sync_in_backward = frameworks.ddp_syncs(self.model)
+        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_queued)
+
+    def _on_backward_queued(self) -> None:
+        # DDP copies the all-reduced buckets into .grad in its own end-of-backward callback,
+        # queued later than ours: re-queue so that we read .grad after it (design notes §1).
+        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+
+    def _on_backward_end(self) -> None:
+        self._in_backward = False
+        mb, group = self._mb, self._group
+        if not self._attached or self._done or mb is None or group is None:
+            return
+        retained = self._tracker.retained_after_backward()
+        mb.last_backward_serial = self._tracker.backward_serial
+        self._tracker.backward_serial += 1
+        grads = self._grads()
+        if mb.backwards == 0:
+            mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
+        mb.backwards += 1
+        mb.grads_after_backward = grads
+        # the last backward decides: an earlier retain_graph=True whose graph a later backward of the same
+        # microbatch went through again is a genuine multi-backward pattern (ACC202's exemption)
+        mb.retained_saved_bytes = retained
+        mb.saved_peak_bytes = max(mb.saved_peak_bytes, self._tracker.peak_bytes)
+        group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
+        peaks = self._device_peaks(reset=False)
+        mb.device_peak_bytes = peaks
+        if self.normalization == "replay":  # copied only if this backward turns out to be the group's last
+            self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
+        if self._comm is not None:
+            mb.allreduce_buckets = self._comm.buckets - self._comm_start
+        self._event("B", retained_saved_bytes=retained)
+        if group.tail:
+            self._done = True  # detach at the next call on the user's thread
+
+    def _backward_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``torch.autograd.backward`` (``Tensor.backward`` calls it) observed at an epoch end: when
+        the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the
+        mean node reads dL/d(mean loss), i.e. the weight the loop gave this microbatch (the weight
+        of the partial group when the loss is not softmax cross entropy)."""
+        @functools.wraps(original)
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            mb = self._mb
+            node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
+            if node is None:
+                return original(tensors, *args, **kwargs)
+
+            def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
+                grad = grad_outputs[0] if grad_outputs else None
+                if grad is not None and grad.numel() == 1:
+                    mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
+
+            handle = node.register_prehook(seen)
+            try:
+                return original(tensors, *args, **kwargs)
+            finally:
+                handle.remove()
+
+        return backward

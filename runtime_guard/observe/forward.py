@@ -1,0 +1,199 @@
+"""Forward hooks: each grad-enabled forward of the probed model opens a microbatch (and a group after
+an update attempt), records its fingerprints, and hooks the output and the logits for the backward."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from runtime_guard import distributed as dist_helpers
+from runtime_guard import frameworks
+from runtime_guard.ce_weights import infer_weights, logits_of
+from runtime_guard.graphs import tensors_in
+from runtime_guard.observe import eager
+from runtime_guard.replay import capture
+from runtime_guard.trace import Group, Microbatch
+
+#: Without a known A, a group that has not ended after this many microbatches ends the probe.
+MAX_MICROBATCHES_WITHOUT_A = 256
+
+
+#: Without a known A and with an update every microbatch, the probe follows up to this many groups
+#: to see two gradient resets (their period is the A the loop meant: ``RunRecord.reset_period``).
+MAX_GROUPS_FOR_RESETS = 32
+
+
+def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            return value
+    return None
+
+
+def _autocast_state() -> str | None:
+    for device in ("cuda", "cpu"):
+        try:
+            if torch.is_autocast_enabled(device):
+                return f"{device}:{str(torch.get_autocast_dtype(device)).removeprefix('torch.')}"
+        except RuntimeError:  # device type not built into this torch
+            continue
+    return None
+
+
+
+class ForwardObserver:
+    """Mixed into :class:`runtime_guard.probe.Probe` (forward hooks); works on the probe's state."""
+
+    def _on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._nested_forwards:  # a compiled wrapper and its model: the outer forward is the microbatch
+            if self._active_forward is not None:
+                return
+            self._active_forward = module
+        if self._replaying or not self._entry() or not torch.is_grad_enabled():
+            return
+        self._in_backward = False
+        self._snapshot_pending = None  # the last backward was not the group's last
+        group = self._group
+        if group is not None and not group.closed and self._past_epoch_end(group):
+            group.boundary_seq = self.record.epoch_end_seq  # the epoch end closes it: no update attempt
+        if group is None or group.closed:
+            index = 0 if group is None else group.index + 1
+            if index == 0:
+                self._device_peaks(reset=True)
+            group = Group(index=index, tail=self._next_is_tail(index))
+            if self.record.epoch_end_seq is not None and not group.tail:
+                group.role = "next"
+            self.record.groups.append(group)
+            self._group = group
+        elif group.tail or self._too_long(group):
+            self._finish_now()
+            return
+        if self._in_partial_group():
+            group.role = "partial"
+        batch = _first_tensor(args, kwargs)
+        mb = Microbatch(
+            group=group.index,
+            index=len(group.microbatches),
+            serial=self._serial,
+            examples=int(batch.shape[0]) if batch is not None else None,
+            grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
+            params_at_forward=self._param_checksums(),
+            graphs_alive=sorted(self._tracker.graphs_alive),
+            saved_bytes_at_forward=self._tracker.live_bytes,
+            kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
+            device_bytes=self._device_memory(),
+            autocast=_autocast_state(),
+            lrs=tuple(self._lrs()),
+            epoch=self._position[0] if self._position else None,
+            batch=self._position[1] if self._position else None,
+        )
+        if self.record.ddp:
+            mb.sync_at_forward = frameworks.ddp_syncs(self.model)
+        if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
+            self.record.accumulate_seen = True
+        dp = self.record.data_parallel
+        if batch is not None and dp is not None and (dp.size or 1) > 1:
+            mb.input_hashes = dist_helpers.row_hashes(batch)
+        previous = self._mb
+        if previous is not None:
+            previous.saved_alive_at_next_forward = (
+                self._tracker.alive_unpacked_by(previous.last_backward_serial)
+                if previous.last_backward_serial is not None else 0)
+        if self._comm is not None:
+            self._comm_start = self._comm.buckets
+        self._serial += 1
+        self._tracker.current = mb.serial
+        self._tracker.peak_bytes = self._tracker.live_bytes
+        group.microbatches.append(mb)
+        self._mb = mb
+        if self.normalization == "replay":
+            self._captured[mb.serial] = capture(args, kwargs)
+        self._event("F")
+
+    def _next_is_tail(self, index: int) -> bool:
+        """The group about to start is the watched F/B after the probed groups: after group
+        ``groups - 1`` from the start, after the next epoch's first group at an epoch end."""
+        if self.record.at_epoch_end and self._watch is not None:
+            return any(g.role == "next" for g in self.record.groups)
+        return index >= self.n_groups and not self._waiting_for_resets(index)
+
+    def _waiting_for_resets(self, index: int) -> bool:
+        """A unknown, every group so far one microbatch, and fewer than two resets, none after the
+        first update: probe on, the reset cadence may say what A the loop meant."""
+        rec = self.record
+        if rec.accumulation_steps is not None or index >= MAX_GROUPS_FOR_RESETS:
+            return False
+        if any(len(g.microbatches) != 1 for g in rec.groups):
+            return False
+        resets = rec.resets_after()
+        return not resets or (resets[0] != 0 and len(resets) < 2)
+
+    def _past_epoch_end(self, group: Group) -> bool:
+        """The open ``group`` began before the watched epoch's end and this forward is after it."""
+        rec = self.record
+        return (rec.epoch_end_seq is not None and bool(group.microbatches) and self._position is not None
+                and group.microbatches[-1].epoch == rec.watched_epoch and self._position[0] != rec.watched_epoch)
+
+    def _in_partial_group(self) -> bool:
+        """This forward is one of the watched epoch's last ``len(loader) % A`` microbatches."""
+        rec, pos = self.record, self._position
+        if self._watch is None or pos is None or rec.loader_length is None or pos[0] != rec.watched_epoch:
+            return False
+        r = rec.loader_length % (rec.accumulation_steps or 1)
+        return r > 0 and pos[1] >= rec.loader_length - r
+
+    def _too_long(self, group: Group) -> bool:
+        a = self.record.accumulation_steps
+        limit = 4 * a * self.n_groups if a else MAX_MICROBATCHES_WITHOUT_A
+        if len(group.microbatches) >= limit:
+            self.record.notes.append(
+                f"group {group.index} reached {len(group.microbatches)} microbatches without an optimizer "
+                "update attempt; the probe stopped watching"
+            )
+            return True
+        return False
+
+    def _finish_now(self) -> None:
+        self._done = True
+        self._detach(clean=True)
+
+    def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        if self._nested_forwards:
+            if module is not self._active_forward:
+                return
+            self._active_forward = None
+        mb = self._mb
+        if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
+            return
+        self._tracker.watch_output(mb.serial, output)
+        # the backward reaching this output starts a backward: FSDP2 with sync off (and engines that
+        # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
+        start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
+        if start is not None:
+            self._logit_handles.append(start.register_hook(eager(self._on_output_grad)))
+        if self.normalization is not None and self.record.ce_possible:
+            logits = logits_of(output)
+            if logits is None:
+                self.record.ce_possible = False
+                self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
+                return
+            values = logits.detach()
+            hook = eager(functools.partial(self._on_logits_grad, mb, values))
+            self._logit_handles.append(logits.register_hook(hook))
+
+    def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:
+        if not self._attached or self._done or not self.record.ce_possible:
+            return
+        if grad is None:  # the loss was computed inside a compiled region: its gradient never passes the logits
+            self.record.ce_possible = False
+            self.record.ce_reason = "the logits output received no gradient (the loss was computed from them inside " \
+                                    "a torch.compile'd region)"
+            return
+        weights = infer_weights(values, grad, mb.scale or 1.0)
+        if mb.ce is None:
+            mb.ce = weights
+        else:  # a second backward through the same microbatch (rare): add up
+            mb.ce.weight_sum += weights.weight_sum
+            mb.ce.residual = max(mb.ce.residual, weights.residual)

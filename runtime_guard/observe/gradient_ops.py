@@ -1,0 +1,90 @@
+"""Operations on the accumulated gradients: the clip functions (patched process-wide while
+attached) and the GradScaler's ``scale``, ``unscale_``, ``step`` and ``update``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from runtime_guard.user_frames import warnings_at_caller
+
+
+class GradientOpsObserver:
+    """Mixed into :class:`runtime_guard.probe.Probe` (clips and the GradScaler); works on its state."""
+
+    def _clip_wrapper(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def clip(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            self._take_snapshot()
+            before = self._grads()
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
+            after = self._grads()
+            self._event("C", function=name, changed=not before.same_values(after))
+            return result
+
+        return clip
+
+    def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def scale(outputs: Any) -> Any:
+            result = original(outputs)
+            if self._entry():
+                value = float(self.scaler.get_scale())
+                if self._mb is not None:
+                    self._mb.scale = value
+                self._event("K", scale=value)
+            return result
+
+        return scale
+
+    def _unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def unscale_(optimizer: Any) -> Any:
+            if self._entry():
+                self._take_snapshot()
+                self._event("X", inside_scaler_step=self._scaler_step_depth > 0,
+                            scale=float(self.scaler.get_scale()))
+            return original(optimizer)
+
+        return unscale_
+
+    def _scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(optimizer, *args, **kwargs)
+            event = self._event("s", scale=float(self.scaler.get_scale()))
+            self._close_group(event, self._grads(measure=self._compares_replicas()))
+            group = self._group
+            self._scaler_step_depth += 1
+            try:
+                return original(optimizer, *args, **kwargs)
+            finally:
+                self._scaler_step_depth -= 1
+                state = getattr(self.scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
+                found = state.get("found_inf_per_device", {})
+                if group is not None and found:
+                    group.found_inf = bool(sum(float(v) for v in found.values()))
+
+        return step
+
+    def _scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def update(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            before = float(self.scaler.get_scale())
+            raised = True
+            try:
+                result = original(*args, **kwargs)
+                raised = False
+            finally:  # torch raises when no scaler.step() recorded inf checks since the last update
+                self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()), raised=raised,
+                            enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()))
+            return result
+
+        return update

@@ -1,0 +1,46 @@
+"""Gradient resets: ``zero_grad`` of the optimizer, the model and a prepared optimizer, wrapped on
+the instances; a reset is judged by fingerprints before and after."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from runtime_guard.user_frames import warnings_at_caller
+
+
+class ResetObserver:
+    """Mixed into :class:`runtime_guard.probe.Probe` (gradient resets); works on the probe's state."""
+
+    def _zero_grad_wrapper(self, source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def zero_grad(*args: Any, **kwargs: Any) -> Any:
+                if not self._entry():
+                    return original(*args, **kwargs)
+                self._take_snapshot()
+                before = self._grads()
+                with warnings_at_caller():
+                    result = original(*args, **kwargs)
+                after = self._grads()
+                self._event(
+                    "Z", source=source, prepared=self._prepared_zero_depth > 0,
+                    zeroed=not before.all_zero and after.all_zero, changed=not before.same_values(after),
+                )
+                return result
+
+            return zero_grad
+
+        return make
+
+    def _prepared_zero_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def zero_grad(*args: Any, **kwargs: Any) -> Any:
+            self._prepared_zero_depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._prepared_zero_depth -= 1
+
+        return zero_grad

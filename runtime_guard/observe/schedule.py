@@ -1,0 +1,30 @@
+"""LR scheduler steps: ``scheduler.step`` wrapped on the instance, with the learning rates before and
+after and the framework that called it."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from runtime_guard import frameworks
+from runtime_guard.user_frames import warnings_at_caller
+
+
+class ScheduleObserver:
+    """Mixed into :class:`runtime_guard.probe.Probe` (lr scheduler steps); works on the probe's state."""
+
+    def _scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if not self._entry():
+                return original(*args, **kwargs)
+            before = self._lrs()
+            caller = frameworks.scheduler_caller(sys._getframe(1))
+            with warnings_at_caller():
+                result = original(*args, **kwargs)
+            self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
+            return result
+
+        return step
