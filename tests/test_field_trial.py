@@ -17,7 +17,6 @@ FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 
 #: file -> what the linter does today instead (a known miss or false positive)
 KNOWN = {
-    "fp_sum_loss_in_forward_ok.py": "ACC103: a token-sum loss returned by the model's forward is not read as such",
     "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",

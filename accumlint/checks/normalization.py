@@ -156,7 +156,9 @@ class MeanOfMeans(Rule):
 
 class MissingNormalization(Rule):
     """ACC103 (off by default): a plain-torch accumulation loop whose loss is never divided
-    (nor its gradients scaled): each update applies the sum of A microbatch gradients."""
+    (nor its gradients scaled): each update applies the sum of A microbatch gradients. A token
+    sum returned by the model's own ``forward`` (``reduction="sum"``) is the sum convention,
+    not a missing division."""
 
     code = "ACC103"
 
@@ -178,6 +180,8 @@ class MissingNormalization(Rule):
                     continue
                 if event.method != "backward" or id(event) in late or not model.never_scaled(event):
                     continue
+                if model.ledger(group, event).of(Factor.TOKEN_SUM):
+                    continue  # the sum convention: the model's forward sums the tokens on purpose
                 yield Hit(
                     event.node,
                     "the loss reaches backward undivided in a loop that accumulates A microbatches: each "

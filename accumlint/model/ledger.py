@@ -5,7 +5,8 @@ runs (per microbatch or once per group).
 Loss side (from the loss's value history): the loss's reduction when it is a mean over a
 microbatch's own supervised tokens (``cross_entropy(ignore_index=...)`` over token positions,
 a hand-written ``sum(x * mask) / mask.sum()``, an HF model's ``outputs.loss`` with a
-label-masking collator), divisions by A, any multiplication. Gradient side: in-place rescales
+label-masking collator) or a token sum the model's own ``forward`` returns
+(:mod:`accumlint.model.forward_sums`), divisions by A, any multiplication. Gradient side: in-place rescales
 of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_foreach_div_``,
 ``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
 backward API's own division by A (the framework rows: Accelerate, DeepSpeed) and, under a
@@ -26,6 +27,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import losses
 from accumlint.model.dataflow import arithmetic, names_feeding, value_history
+from accumlint.model.forward_sums import forward_returns_sum
 from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.groups import AccumulationLoop
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -42,6 +44,7 @@ class Factor(str, Enum):
     """One kind of ledger entry."""
 
     TOKEN_MEAN = "mean over the microbatch's supervised tokens"
+    TOKEN_SUM = "sum over the microbatch's tokens, returned by the model's forward"
     DIVIDE_A = "divided by the accumulation steps A"
     FRAMEWORK_A = "divided by A by the backward API (Accelerate, DeepSpeed)"
     DIVIDE_GLOBAL_COUNT = "divided by a count summed over the data-parallel replicas"
@@ -92,6 +95,9 @@ def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) ->
     mean = token_mean_of(model, event, group)
     if mean is not None:
         entries.append(Entry(Factor.TOKEN_MEAN, mean.call, Cadence.MICROBATCH, evidence=mean.evidence))
+    elif forward_returns_sum(model.functions, event, model.reaching):
+        entries.append(Entry(Factor.TOKEN_SUM, event.loss, Cadence.MICROBATCH,  # type: ignore[arg-type]
+                             evidence="the model's `forward` returns a summed token loss"))
     for node in model.divisions_by(event, model.is_accumulation_name):
         entries.append(Entry(Factor.DIVIDE_A, node, cadence))
     framework = _framework_division(model, event)
