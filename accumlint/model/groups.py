@@ -7,7 +7,8 @@ Shapes recognized:
 - ACCELERATE: the loop body enters ``accelerator.accumulate()``, prepared objects are gated;
 - DEEPSPEED: ``engine.step()`` runs every microbatch and the engine decides the boundary;
 - UNGATED: the update runs every microbatch (no accumulation, or ACC004).
-When none fits, the loop is UNKNOWN and rules stay silent about it.
+When none fits, the loop is UNKNOWN and rules stay silent about it; so is a loop that
+backpropagates several losses of one forward run before it (its passes are no microbatches).
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import boundary, conventions
+from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in, positional
+from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in, positional, walk
 from accumlint.model.sites import Frame, FrameKind, Scope, Site
 
 #: Calls that wrap a loader without changing what it yields (the index comes from enumerate).
 _ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+#: assignments followed back from a loss to the forward it was computed from (one forward, many losses)
+_MAX_ONE_FORWARD_CHAIN = 16
 _PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
 
 
@@ -235,8 +239,11 @@ class LoopAnalysis:
             style = LoopStyle.UNKNOWN
         elif contexts:
             style = LoopStyle.ACCELERATE
+        elif self._updates_after(loop):
+            # several losses of one forward, each backpropagated once, are no microbatches
+            style = LoopStyle.UNKNOWN if self._losses_of_one_forward(loop) else LoopStyle.MICRO_LOOP
         else:
-            style = LoopStyle.MICRO_LOOP if self._updates_after(loop) else LoopStyle.NO_UPDATE
+            style = LoopStyle.NO_UPDATE
         group = AccumulationLoop(self.scope, loop, style, [], gate, accumulate_contexts=contexts,  # type: ignore[arg-type]
                                  skip_guards=skips)
         self._fill(group)
@@ -393,6 +400,49 @@ class LoopAnalysis:
         self._assigned[id(loop)] = names
         return names
 
+    def _losses_of_one_forward(self, loop: cst.For | cst.While) -> bool:
+        """Whether every backward of ``loop`` differentiates a graph built before it: its loss
+        is computed in the loop only by tensor methods, subscripts and arithmetic (no call of a
+        function or model: no forward per pass) from values bound before the loop, one of them
+        a call's result (``out = model(x)``; ``losses = model(x)`` iterated as ``for loss in
+        losses``), and the loop's own index (``range``). Such a loop iterates the losses of one
+        batch (``(out.mean() * w[k]).backward(retain_graph=True)``), not microbatches."""
+        start, end = self.scope.loop_spans[loop]
+        backwards = [e for e in self.events if e.kind is EventKind.BACKWARD and start <= e.order < end]
+        return bool(backwards) and all(self._one_forward_loss(event, loop, start) for event in backwards)
+
+    def _one_forward_loss(self, event: Event, loop: cst.For | cst.While, start: int) -> bool:
+        if event.loss is None or event.site.in_helper:
+            return False
+        targets = set(names_in(loop.target)) if isinstance(loop, cst.For) else set()
+        indexes = isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"
+        work: list[tuple[cst.BaseExpression, int]] = [(event.loss, event.order)]
+        forward = False
+        for _ in range(_MAX_ONE_FORWARD_CHAIN):
+            if not work:
+                return forward
+            expression, order = work.pop()
+            names = _root_names(expression)
+            if names is None:
+                return False  # a function or model call in the loop: a forward per pass
+            for name in names:
+                if name in targets:
+                    if not indexes:
+                        work.append((loop.iter, start))  # `for loss in losses`: what is iterated
+                    continue
+                definition = reaching_assignment(self.scope, name, order)
+                if definition is None:
+                    continue  # a parameter (or a global): a value from before the loop
+                if definition.value is None or definition.augmented is not None:
+                    return False
+                if definition.order >= start:
+                    work.append((definition.value, definition.order))
+                elif type(definition.value) is cst.Call:
+                    forward = True  # `out = model(x)` before the loop
+                elif not isinstance(definition.value, (cst.Integer, cst.Float)):
+                    return False
+        return False
+
     def _updates_after(self, loop: cst.CSTNode) -> bool:
         root = self._region_root(loop)
         _, end = self.scope.loop_spans[loop]
@@ -517,6 +567,28 @@ class LoopAnalysis:
                 if _single_microbatch_branch(frame.test, branch):
                     return Cadence.UNKNOWN  # taken only when A == 1: no group to speak of
         return Cadence.MICROBATCH
+
+
+def _root_names(expression: cst.BaseExpression) -> set[str] | None:
+    """The names an expression reads at its roots (``out`` of ``out.mean() * (k + 1)``), or
+    None when it calls anything but a method of a value (``model(x)``, ``self.model(x)``)."""
+    attributes: set[int] = set()
+    names: set[str] = set()
+    for node in walk(expression):
+        if isinstance(node, cst.Call):
+            receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+            if receiver is None or (isinstance(receiver, cst.Name) and receiver.value == "self") or \
+                    method_name(node) in ("forward", "__call__"):
+                return None
+        elif isinstance(node, cst.Attribute):
+            attributes.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            attributes.add(id(node.keyword))
+        elif isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
+            return None
+        elif isinstance(node, cst.Name) and id(node) not in attributes and node.value not in ("True", "False", "None"):
+            names.add(node.value)
+    return names
 
 
 def _leaves(node: cst.CSTNode) -> bool:
