@@ -98,3 +98,18 @@ def test_losses_of_one_forward_are_no_microbatches(loop: str) -> None:
 def test_a_forward_per_pass_is_still_a_microbatch_loop(loop: str) -> None:
     assert _style(_NET + loop) is LoopStyle.MICRO_LOOP
     assert ("ACC901", 8) in lint(_NET + loop, EVERY)
+
+
+def test_slices_of_one_forward_are_undecided_too() -> None:
+    # backpropagating A slices of one output undivided would sum A slice means (ACC103's
+    # matter), but the model cannot tell slices from per-head losses: it stays silent
+    loop = """
+def update(model, optimizer, images, accum_steps, mb):
+    optimizer.zero_grad()
+    out = model(images)
+    for i in range(accum_steps):
+        out[i * mb:(i + 1) * mb].mean().backward(retain_graph=True)
+    optimizer.step()
+"""
+    assert _style(_NET + loop) is LoopStyle.UNKNOWN
+    assert lint(_NET + loop, EVERY) == []
