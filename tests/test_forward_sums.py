@@ -26,7 +26,7 @@ def train(model, loader, opt, micro_bs, num_updates):
         model.zero_grad(set_to_none=True)
 """
 
-#: every rule, off-by-default ones too (`lint(..., "ALL")` would select none)
+#: every rule, off-by-default ones too
 EVERY = ",".join(sorted(config.known_codes()))
 
 

@@ -7,6 +7,7 @@ import textwrap
 
 import libcst as cst
 
+from accumlint import config
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, LoopStyle, Role, build_model
@@ -16,9 +17,10 @@ DEFAULT_RULES = rules_for(rule.code for rule in ALL_RULES if rule.default_enable
 
 def lint(source: str, select: str | None = None) -> list[tuple[str, int]]:
     """(code, line) findings of a dedented snippet: the default rule set, or the codes in
-    ``select`` (comma-separated, as ``--select``; off-by-default rules need it)."""
+    ``select`` (comma-separated, as ``--select``; off-by-default rules need it; ``"ALL"``: every rule)."""
     data = textwrap.dedent(source).encode()
-    rules = DEFAULT_RULES if select is None else rules_for(select.split(","))
+    codes = sorted(config.known_codes()) if select == "ALL" else (select or "").split(",")
+    rules = DEFAULT_RULES if select is None else rules_for(codes)
     return [(f.code, f.line) for f in check_source("snippet.py", data, rules).findings]
 
 

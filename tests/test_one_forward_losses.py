@@ -79,7 +79,7 @@ def update(model, optimizer, images, targets, criterion):
 """,
 }
 
-#: every rule, off-by-default ones too (`lint(..., "ALL")` would select none)
+#: every rule, off-by-default ones too
 EVERY = ",".join(sorted(config.known_codes()))
 
 

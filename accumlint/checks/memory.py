@@ -163,7 +163,12 @@ def _graph_names(backwards) -> set[str]:
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
 _GRAPH_FREE_FUNCTIONS = frozenset({"len", "int", "float", "str"})
-_GRAPH_FREE_METHODS = frozenset({"numel", "count_nonzero", "size", "item", "detach", "tolist", "numpy"})
+_GRAPH_FREE_METHODS = frozenset({
+    "numel", "count_nonzero", "size", "item", "detach", "tolist", "numpy",
+    # a boolean or integer result never requires grad (autograd only tracks floating tensors)
+    "ne", "eq", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
+    "logical_or", "argmax", "argmin", "bool", "long", "int", "nonzero",
+})
 
 
 def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
