@@ -55,7 +55,8 @@ def _runnable(path: Path) -> str | None:
     text = path.read_text()
     if "import deepspeed" in text:
         return "DeepSpeed examples only need to parse"
-    for module in ("torch", "accelerate", "lightning", "transformers", "ignite", "skorch", "catalyst"):
+    for module in ("torch", "accelerate", "lightning", "transformers", "ignite", "skorch", "catalyst",
+                   "mmengine"):
         if re.search(rf"^\s*(import|from) {module}\b", text, re.M) and importlib.util.find_spec(module) is None:
             return f"{module} is not installed"
     return None

@@ -403,3 +403,34 @@ def test_the_guard_and_the_linter_read_one_hf_normalization_row(monkeypatch: pyt
     monkeypatch.setattr(fw.transformers, "LOSS_KWARGS_ATTR", "takes_token_counts")
     assert guard.hf_user_normalizes(SimpleNamespace(model_accepts_loss_kwargs=True)) == ""
     assert guard.hf_user_normalizes(SimpleNamespace(takes_token_counts=True))
+
+
+def test_mmengine_rows_match_the_installed_package() -> None:
+    """The wrapper classes the mmengine row names exist under every path it lists, in the version
+    it was read in, and ``update_params`` divides by ``accumulative_counts`` (A = 1 by default)."""
+    pytest.importorskip("torch")
+    mmengine = pytest.importorskip("mmengine", reason="mmengine is not installed (dev extra)")
+    import importlib
+    import inspect
+
+    import torch
+
+    from accumlint import frameworks as fw
+    from accumlint.frameworks.contracts import Role
+
+    assert mmengine.__version__ == fw.mmengine.VERSION
+    for qualified, role in fw.mmengine.CONSTRUCTORS.items():
+        module, name = qualified.rsplit(".", 1)
+        assert role is Role.OPTIM_WRAPPER and inspect.isclass(getattr(importlib.import_module(module), name)), qualified
+        assert fw.CONSTRUCTORS[qualified] is Role.OPTIM_WRAPPER
+    wrapper_class = importlib.import_module("mmengine.optim").OptimWrapper
+    assert fw.mmengine.ACCUMULATION_KEYWORD in inspect.signature(wrapper_class).parameters
+    grads = []
+    for counts in (2, 4):  # the first call of a group: backward only, no update, no reset
+        weight = torch.nn.Parameter(torch.ones(()))
+        wrapper = wrapper_class(torch.optim.SGD([weight], lr=0.0), **{fw.mmengine.ACCUMULATION_KEYWORD: counts})
+        getattr(wrapper, fw.mmengine.BACKWARD.method)(weight * 2.0)
+        grads.append(float(weight.grad))
+    assert grads == [1.0, 0.5]
+    default = wrapper_class(torch.optim.SGD([torch.nn.Parameter(torch.ones(()))], lr=0.0))
+    assert float(default.scale_loss(torch.tensor(2.0))) == 2.0  # A = 1 unless configured: nothing divided

@@ -13,7 +13,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
-from accumlint.model.names import children, dotted
+from accumlint.model.names import children, dotted, int_value
 from accumlint.model.sites import FrameKind
 from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
 from accumlint.source_facts import SourceFacts
@@ -39,7 +39,8 @@ class StepEveryMicrobatch(Rule):
             if group.style is not LoopStyle.UNGATED or not _accumulation_evidence(model, group):
                 continue
             for update in group.of_kind(EventKind.UPDATE):
-                if update.role.role not in (Role.OPTIMIZER, Role.SCALER) or update.role.owner is not None:
+                if update.role.owner is not None or not (update.role.role in (Role.OPTIMIZER, Role.SCALER)
+                                                         or _wrapper_accumulates(model, update)):
                     continue
                 if group.cadence(update) is Cadence.MICROBATCH:
                     yield Hit(
@@ -80,8 +81,20 @@ def _ungated_beside_gate(model: FileModel, group) -> list:
     return found
 
 
+def _wrapper_accumulates(model: FileModel, update) -> bool:
+    """An mmengine wrapper's ``step()`` (which always steps: only ``update_params`` counts the
+    microbatches) on a wrapper configured with ``accumulative_counts`` other than 1."""
+    if update.role.role is not Role.OPTIM_WRAPPER:
+        return False
+    configured = model.frameworks.mmengine_accumulation(update.role)
+    return configured is not None and configured is not False and int_value(configured) != 1
+
+
 def _accumulation_evidence(model: FileModel, group) -> bool:
-    """The loop divides its loss by an A-like value, or tests a boundary on one."""
+    """The loop divides its loss by an A-like value, tests a boundary on one, or steps an
+    mmengine wrapper configured to accumulate."""
+    if any(_wrapper_accumulates(model, update) for update in group.of_kind(EventKind.UPDATE)):
+        return True
     for backward in group.of_kind(EventKind.BACKWARD):
         if backward.role.role is Role.ACCELERATOR:
             return False  # Accelerate's own contract: ACC501 speaks for it

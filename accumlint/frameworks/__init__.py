@@ -52,7 +52,7 @@ __all__ = [
 #: Exact qualified constructor names → the role of the value they return.
 CONSTRUCTORS: dict[str, Role] = {
     **pytorch.CONSTRUCTORS, **accelerate.CONSTRUCTORS, **lightning.CONSTRUCTORS, **transformers.CONSTRUCTORS,
-    **diffusers.CONSTRUCTORS,
+    **diffusers.CONSTRUCTORS, **mmengine.CONSTRUCTORS,
 }
 #: Qualified-name prefixes (module → every public class in it has the role), first match wins.
 CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (

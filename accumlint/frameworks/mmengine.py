@@ -24,9 +24,25 @@ CONTRACT = GroupContract(
 #: ``OptimWrapper(accumulative_counts=)``: the value passed is A whatever its name.
 ACCUMULATION_KEYWORD = "accumulative_counts"
 
+#: The wrapper classes (``optim/optimizer/optimizer_wrapper.py``, ``amp_optimizer_wrapper.py``)
+#: under every path mmengine 0.10.7 exports them from; a config dict names them by ``type=``.
+WRAPPER_CLASSES = ("OptimWrapper", "AmpOptimWrapper")
+_WRAPPER_MODULES = {"OptimWrapper": "optimizer_wrapper", "AmpOptimWrapper": "amp_optimizer_wrapper"}
+CONSTRUCTORS: dict[str, Role] = {
+    f"{module}.{name}": Role.OPTIM_WRAPPER
+    for name in WRAPPER_CLASSES
+    for module in ("mmengine.optim", "mmengine.optim.optimizer", f"mmengine.optim.optimizer.{_WRAPPER_MODULES[name]}")
+}
+#: ``dict(type='OptimWrapper', accumulative_counts=A)``: the config key naming the wrapper class.
+CONFIG_TYPE_KEY = "type"
+
+#: ``update_params(loss)`` runs ``scale_loss`` first: the loss is divided by
+#: ``accumulative_counts`` (default 1: nothing divided), by the remainder in the run's last
+#: group once ``initialize_count_status`` set a maximum (the Runner does).
 BACKWARD = BackwardContract(
-    Role.OPTIM_WRAPPER, "update_params", Normalizes.ALWAYS, None, "mmengine",
-    f"mmengine {VERSION} OptimWrapper.update_params divides by accumulative_counts",
+    Role.OPTIM_WRAPPER, "update_params", Normalizes.IF_CONFIGURED, None, "mmengine",
+    f"mmengine {VERSION} optim/optimizer/optimizer_wrapper.py OptimWrapper.update_params -> scale_loss divides by "
+    "accumulative_counts",
 )
 
 

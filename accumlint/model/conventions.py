@@ -29,12 +29,13 @@ CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
 NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^(lr_)?(sched|scheduler|schedulers|lr_scheduler|scheduler_\w+|\w+_scheduler|\w+_sched)$"),
      Role.SCHEDULER),
+    # before the optimizer pattern, which `optim_wrapper` also matches
+    (re.compile(r"^(\w+_)?optim_wrapper$"), Role.OPTIM_WRAPPER),
     (re.compile(r"^(opt|optim|optimizer|optimiser|optimizers)(_\w+)?$|^\w+_(opt|optim|optimizer|optimiser)$"),
      Role.OPTIMIZER),
     (re.compile(r"^(\w+_)?(grad_)?scaler$"), Role.SCALER),
     (re.compile(r"^(\w+_)?accelerator$"), Role.ACCELERATOR),
     (re.compile(r"^fabric$"), Role.FABRIC),
-    (re.compile(r"^(\w+_)?optim_wrapper$"), Role.OPTIM_WRAPPER),
     (re.compile(r"^ddp_model$|^ddp$"), Role.DDP_MODEL),
     (re.compile(r"^fsdp_model$"), Role.FSDP_MODEL),
     (re.compile(r"^(model_engine|engine|ds_engine|deepspeed_engine)$"), Role.ENGINE),

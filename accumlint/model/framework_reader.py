@@ -21,7 +21,7 @@ from accumlint.model import conventions, losses
 from accumlint.model.dataflow import loss_divisions, reaching_definitions
 from accumlint.model.events import Event
 from accumlint.model.groups import AccumulationLoop, LoopStyle, is_accumulate_call
-from accumlint.model.kinds import EventKind, Role
+from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
 from accumlint.model.roles import RoleInfo
 from accumlint.model.sites import Scope
@@ -120,6 +120,45 @@ class FrameworkReader:
         if plugin is _ABSENT:
             return False
         return self._carried(plugin, info.origin, fw.accelerate.ACCUMULATION_PLUGIN) if plugin is not None else None
+
+    def mmengine_accumulation(self, info: RoleInfo) -> cst.BaseExpression | None | bool:
+        """A configured on an mmengine optimizer wrapper: the ``accumulative_counts=`` expression
+        of its visible ``OptimWrapper(...)`` constructor (``False`` when the constructor passes
+        none: A = 1), or, for a wrapper the framework hands over (a ``train_step`` parameter),
+        the ``accumulative_counts`` of the module's wrapper config dicts
+        (``dict(type='OptimWrapper', accumulative_counts=A)``) when they all agree. ``None``
+        when undecided (no constructor or config in view, a ``**`` argument, configs that differ)."""
+        if info.role is not Role.OPTIM_WRAPPER:
+            return None
+        if info.origin is not None:
+            value = self.call_keyword(info.origin, fw.mmengine.ACCUMULATION_KEYWORD)
+            return False if value is _ABSENT else value  # type: ignore[return-value]
+        if info.evidence is not Evidence.CONSTRUCTOR:
+            return None  # a name alone: which wrapper it is (and its A) is not in view
+        configured = self._mmengine_configs
+        texts = {self.model.module.code_for_node(value) for value in configured}
+        return configured[0] if len(texts) == 1 else None
+
+    @cached_property
+    def _mmengine_configs(self) -> list[cst.BaseExpression]:
+        """The ``accumulative_counts`` values of the module's wrapper config dicts (``dict(...)``
+        calls and dict displays whose ``type`` names an mmengine wrapper class)."""
+        found: list[cst.BaseExpression] = []
+        mm = fw.mmengine
+        for node in walk(self.model.module):
+            entries: dict[str, cst.BaseExpression] = {}
+            if type(node) is cst.Call and dotted(node.func) == "dict":
+                entries = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+            elif type(node) is cst.Dict:
+                entries = {e.key.evaluated_value: e.value for e in node.elements  # type: ignore[misc]
+                           if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)}
+            kind = entries.get(mm.CONFIG_TYPE_KEY)
+            if isinstance(kind, cst.SimpleString) and kind.evaluated_value in mm.WRAPPER_CLASSES or (
+                    kind is not None and last_segment(dotted(kind)) in mm.WRAPPER_CLASSES):
+                value = entries.get(mm.ACCUMULATION_KEYWORD)
+                if value is not None:
+                    found.append(value)
+        return found
 
     def call_keyword(self, call: cst.Call, name: str) -> cst.BaseExpression | object | None:
         """The value ``call`` passes for the keyword ``name``: given directly, or through a

@@ -9,7 +9,7 @@ label-masking collator) or a token sum the model's own ``forward`` returns
 (:mod:`accumlint.model.forward_sums`), divisions by A, any multiplication. Gradient side: in-place rescales
 of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_foreach_div_``,
 ``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
-backward API's own division by A (the framework rows: Accelerate, DeepSpeed) and, under a
+backward API's own division by A (the framework rows: Accelerate, DeepSpeed, mmengine) and, under a
 wrapper that averages over the replicas, divisions by a count summed over them or by the
 world size. The rules ACC101, ACC102,
 ACC307 and ACC405 read it, so they count the same denominators.
@@ -142,7 +142,9 @@ def _framework_division(model: FileModel, event: Event):
     if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
         return None
     if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
-        configured = model.frameworks.accelerate_accumulation(event.role)
+        reader = model.frameworks
+        configured = (reader.mmengine_accumulation(event.role) if event.role.role is Role.OPTIM_WRAPPER
+                      else reader.accelerate_accumulation(event.role))
         if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
             return None
         text = dotted(configured)  # type: ignore[arg-type]

@@ -1,0 +1,29 @@
+"""ACC101 good: the microbatch's mean loss handed to mmengine's ``OptimWrapper.update_params``.
+
+``OptimWrapper(optimizer, accumulative_counts=A)`` divides the loss by A in ``update_params``
+and steps and resets on every A-th call: the user's code passes the undivided loss. Runs on CPU
+when `mmengine` is installed.
+"""
+import torch
+from mmengine.optim import OptimWrapper
+from torch import nn
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+
+
+def main():
+    torch.manual_seed(0)
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    optim_wrapper = OptimWrapper(optimizer, accumulative_counts=ACCUMULATION_STEPS)
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    targets = inputs.sum(dim=1, keepdim=True)
+    for x, y in zip(inputs.split(MICROBATCH_SIZE), targets.split(MICROBATCH_SIZE)):
+        loss = nn.functional.mse_loss(model(x), y)
+        optim_wrapper.update_params(loss)
+
+
+if __name__ == "__main__":
+    main()
