@@ -43,7 +43,7 @@ from accumlint.model import build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import EventKind
 from accumlint.positions import node_positions
-from accumlint.prefilter import marker_search
+from accumlint.prefilter import LedPattern, marker_search
 from accumlint.reading import MAX_SOURCE_BYTES
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import source_facts
@@ -143,12 +143,18 @@ def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[by
     everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
     if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
         return everything  # a library function a table row says performs events
-    if fw.timm.LOSS_SCALER_GATE_BYTES.search(data):
+    if _loss_scaler_gate().search(data):
         return everything  # may call a timm-style loss scaler (its backward is behind the call)
     index = project.active() if path is not None else None
     if index is None or index.root_of(path) is None or not index.mentions_event_name(data, path):  # type: ignore[arg-type]
         return used
     return everything
+
+
+@functools.cache
+def _loss_scaler_gate() -> LedPattern:
+    """timm's loss-scaler gate keyword in the bytes (``update_grad=``), searched from its names."""
+    return LedPattern(fw.timm.LOSS_SCALER_GATE_BYTES, (gate.encode() for gate in fw.timm.LOSS_SCALER_CONVENTION))
 
 
 def _calls_backward(used: set[bytes]) -> bool:

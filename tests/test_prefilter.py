@@ -24,7 +24,7 @@ from accumlint import engine
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, may_fire, rules_for
 from accumlint.model import conventions
-from accumlint.prefilter import MarkerSearch, NeedlePattern, is_use
+from accumlint.prefilter import LedPattern, MarkerSearch, NeedlePattern, is_use
 from accumlint.source_facts import source_facts
 from tests.test_applicability import corpus_loop_files
 
@@ -335,3 +335,28 @@ def test_a_needle_pattern_tries_its_pattern_where_each_needle_starts() -> None:
     assert not pattern.search(b"")
     with pytest.raises(ValueError, match="lowercase"):
         NeedlePattern({b"GA": b"ga"})
+
+
+_GATE = re.compile(rb"(?<![A-Za-z0-9_])(?:need_update|update_grad)\s*=(?!=)")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"scaler(loss, opt, update_grad=(i + 1) % A == 0)\n", b"x.need_update = 1",
+     b"aneed_update=1\nupdate_grad == 2\n", b"aneed_update=1\nupdate_grad = 2\n",
+     b"need_update_grad=1", b"need_update", b"# update_grad = it is in a comment\n"],
+)
+def test_a_led_pattern_matches_where_its_pattern_does(data: bytes) -> None:
+    """Tried only where a needle starts, with the lookbehind still reading the byte before it:
+    the first occurrence may fail and a later one match; one needle may overlap another."""
+    led = LedPattern(_GATE, [b"need_update", b"update_grad"])
+    assert led.search(data) == (_GATE.search(data) is not None)
+
+
+def test_a_led_pattern_agrees_on_the_edge_cases_and_needs_needles() -> None:
+    led = LedPattern(_GATE, [b"need_update", b"update_grad"])
+    assert led.search(b"aneed_update=1\nupdate_grad = 2\n")  # the second needle's occurrence matches
+    assert not led.search(b"aneed_update=1\nupdate_grad == 2\n")
+    assert led.search(b"need_update_grad=1") is False  # `update_grad` is inside a longer name
+    with pytest.raises(ValueError, match="non-empty"):
+        LedPattern(_GATE, [])

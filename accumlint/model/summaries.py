@@ -23,6 +23,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import Summary
+from accumlint.prefilter import LedPattern
 
 
 def function(summary: Summary) -> cst.FunctionDef:
@@ -48,17 +49,19 @@ def owner_of(summary: Summary) -> object:
 def mentioned(data: bytes) -> bool:
     """Whether ``data`` names a summarized function or class (its last names, as whole words):
     a file that calls one may run a backward through it (the prefilter lets it through)."""
-    return _names_pattern(tuple(LIBRARY_SUMMARIES)).search(data) is not None
+    search = _names_search(tuple(LIBRARY_SUMMARIES))
+    return search is not None and search.search(data)
 
 
 @functools.lru_cache(maxsize=8)
-def _names_pattern(qualified: tuple[str, ...]) -> re.Pattern[bytes]:
-    """One pattern for the last two names of every row (``__call__`` aside), as whole words."""
-    parts = sorted({part for name in qualified for part in name.split(".")[-2:] if part != "__call__"})
+def _names_search(qualified: tuple[str, ...]) -> LedPattern | None:
+    """One search for the last two names of every row (``__call__`` aside), as whole words
+    (None: no names)."""
+    parts = sorted({part.encode() for name in qualified for part in name.split(".")[-2:] if part != "__call__"})
     if not parts:
-        return re.compile(rb"(?!)")  # matches nothing
-    words = b"|".join(re.escape(part.encode()) for part in parts)
-    return re.compile(rb"(?<![A-Za-z0-9_])(?:" + words + rb")(?![A-Za-z0-9_])")
+        return None
+    words = b"|".join(re.escape(part) for part in parts)
+    return LedPattern(re.compile(rb"(?<![A-Za-z0-9_])(?:" + words + rb")(?![A-Za-z0-9_])"), parts)
 
 
 def lookup(qualified: str | None) -> Summary | None:
