@@ -244,7 +244,7 @@ def _from_weights(rec: RunRecord) -> Normalization:
         convention = (f"{expected:.6g} (the declared sum over the group's supervised tokens)" if declared_sum
                       else "1 (the group's token mean)")
         scale_of = "the declared sum" if declared_sum else "the token mean"
-        measured.append(shape_of(unit))
+        measured.append(shape_of(f"{unit}; every token weighs 1 (a summed loss)" if _summed(rec, means) else unit))
         if near(total, 1.0) or near(ratio, 1.0):
             verdicts.append(f"{unit}, summed (declared sum convention)" if declared_sum and not near(total, 1.0)
                             else unit)
@@ -289,11 +289,15 @@ def _from_weights(rec: RunRecord) -> Normalization:
     return Normalization(True, verdict, sums, tokens, codes, measured)
 
 
+def _summed(rec: RunRecord, means: list[float]) -> bool:
+    """Every token weighted 1 under the assumed mean convention: a summed loss, maybe on purpose
+    (the card names it; the finding says how to declare it)."""
+    return rec.loss_convention == "mean" and bool(means) and all(abs(m - 1) <= 1e-3 for m in means)
+
+
 def _summed_hint(rec: RunRecord, means: list[float]) -> str:
-    """Every token weighted 1 under the assumed mean convention: a summed loss, maybe on purpose."""
-    if rec.loss_convention == "mean" and means and all(abs(m - 1) <= 1e-3 for m in means):
-        return " (every token weighs 1: a summed loss; if deliberate, declare it with loss_convention='sum')"
-    return ""
+    return (" (every token weighs 1: a summed loss; if deliberate, declare it with loss_convention='sum')"
+            if _summed(rec, means) else "")
 
 
 def _off_scale_code(ratio: float, a: int, uniform: bool) -> str:

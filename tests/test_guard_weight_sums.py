@@ -101,7 +101,9 @@ def test_undeclared_sum_is_missing_normalization_with_a_hint() -> None:
     report = _lm_loop("sum")
     assert report.codes == {"ACC103"}
     assert "declare it with loss_convention='sum'" in report.findings[0].observed
-    assert [g["weight_sum"] for g in report.card["normalization_groups"]] == pytest.approx([59.0, 59.0], rel=1e-4)
+    groups = report.card["normalization_groups"]
+    assert [g["weight_sum"] for g in groups] == pytest.approx([59.0, 59.0], rel=1e-4)
+    assert {g["shape"] for g in groups} == {"token-weighted mean over the group; every token weighs 1 (a summed loss)"}
 
 
 @pytest.mark.parametrize(("loss", "codes", "factor"), [
