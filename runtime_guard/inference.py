@@ -184,7 +184,8 @@ def _from_weights(rec: RunRecord) -> Normalization:
       its own count, and those counts are not its supervised tokens: a per-microbatch mean over padded
       positions divided by A): ACC102, the mean-of-means family, whose runtime counterpart is exactly
       per-microbatch weighting that differs from the token-weighted reference; ACC101 / ACC103 instead
-      when the sum lies nearer (in log) to 1/A / A of the convention than to it.
+      when the sum lies nearer (in log) to 1/A / A of the convention than to it. Only under the mean
+      convention and when every microbatch's weight implies a whole count (``_counts_per_microbatch``).
 
     Class-weighted losses are summed exactly and judged only at 1/A and A (a class-weighted sum divided
     by a token count is a legitimate convention).
@@ -270,9 +271,11 @@ def _from_weights(rec: RunRecord) -> Normalization:
             # divided at the boundary: p.grad /= tokens)
             plain = max(mb.ce.residual for mb in g.microbatches) <= residual_tol / 100
             off = abs(ratio - 1) > OFF_SCALE_MARGIN and abs(total - 1) > OFF_SCALE_MARGIN
-            if (off and not by_class and plain and not _rescaled_after_backward(g) and not rec.weight_sum_explained
-                    and (d == 1 or rec.replica_ce) and a == expected_a and rec.accumulation_steps is not None):
-                code = _off_scale_code(ratio, a, uniform)
+            code = _off_scale_code(ratio, a, uniform)
+            counted = uniform or (not declared_sum and _counts_per_microbatch(means, code, a))
+            if (off and counted and not by_class and plain and not _rescaled_after_backward(g)
+                    and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
+                    and rec.accumulation_steps is not None):
                 if uniform or not total:
                     text = (f"per-token weights of group {g.index} sum to {total:.4g}, neither {convention}, 1/A nor "
                             f"A (A = {a}) of it: the gradient is {ratio:.4g}x {scale_of}, as if the denominator "
@@ -298,6 +301,17 @@ def _summed(rec: RunRecord, means: list[float]) -> bool:
 def _summed_hint(rec: RunRecord, means: list[float]) -> str:
     return (" (every token weighs 1: a summed loss; if deliberate, declare it with loss_convention='sum')"
             if _summed(rec, means) else "")
+
+
+def _counts_per_microbatch(means: list[float], code: str, a: int) -> bool:
+    """Weights that differ between microbatches are judged only when each microbatch's implies a whole
+    count: its per-token weight is ``1 / (count_k x c)`` with ``count_k`` an integer (padded positions,
+    tokens before a shift) and ``c`` what the code says divided it (A for ACC102, A x A for ACC101, 1 for
+    ACC103). Per-microbatch task weights (0.3 and 0.7 by dataset) imply no whole counts: silent."""
+    c = {"ACC101": a * a, "ACC102": a, "ACC103": 1}[code]
+    implied = [1 / (m * c) for m in means if m > 0]
+    return len(implied) == len(means) and all(x >= 0.5 and abs(x - round(x)) <= max(0.05, 1e-3 * x)
+                                              for x in implied)
 
 
 def _off_scale_code(ratio: float, a: int, uniform: bool) -> str:

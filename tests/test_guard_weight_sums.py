@@ -22,6 +22,7 @@ SUPERVISED = [sum(pair) for pair in LENGTHS]  # 16, 14, 8, 21 = 59 per group
 PADDED = [2 * max(pair) for pair in LENGTHS]  # 20, 16, 10, 24 positions
 # the mean over padded positions divided by A: sum_k (n_k / P_k) / A = 0.8375
 PADDED_MEAN = sum(n / p for n, p in zip(SUPERVISED, PADDED, strict=True)) / A
+TASK_WEIGHTS = (0.3, 0.7)
 
 
 def _microbatch(k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,6 +39,7 @@ def _lm_loop(loss: str, **options: object) -> runtime_guard.Report:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(V, 8), torch.nn.Linear(8, V))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen: list[int] = []
     with runtime_guard.probe(model, optimizer, accumulation_steps=A, **options) as p:
         for _ in range(2):
             group = [_microbatch(k) for k in range(A)]
@@ -53,7 +55,10 @@ def _lm_loop(loss: str, **options: object) -> runtime_guard.Report:
                     "mean_of_means": per_token.sum() / supervised / A,
                     "sum": per_token.sum(),
                     "sum_divided": per_token.sum() / A,
+                    # a task weight per microbatch (by dataset), each microbatch its own token mean
+                    "task_weighted": TASK_WEIGHTS[len(seen) % 2] * per_token.sum() / supervised / A,
                 }[loss]
+                seen.append(supervised)
                 value.backward()
             optimizer.step()
             optimizer.zero_grad()
@@ -95,6 +100,17 @@ def test_mean_of_means_sums_to_1_and_keeps_its_own_finding() -> None:
     assert report.codes == {"ACC102"}
     assert "carries weight 0.25 whatever its supervised tokens [16, 14, 8, 21]" in report.findings[0].observed
     assert [g["factor"] for g in report.card["normalization_groups"]] == pytest.approx([1.0, 1.0], rel=1e-5)
+
+
+def test_per_microbatch_task_weights_stay_silent() -> None:
+    """Weights 0.3 and 0.7 by microbatch sum to 0.5 and differ between microbatches, but imply no
+    whole per-microbatch count (16 / 0.3 = 53.3 tokens): a deliberate weighting the guard cannot
+    tell from a bug, so the card shows the factor and no finding follows."""
+    report = _lm_loop("task_weighted")
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+    groups = report.card["normalization_groups"]
+    assert [g["factor"] for g in groups] == pytest.approx([0.5, 0.5], rel=1e-5)
+    assert {g["shape"] for g in groups} == {"per-token weights differ between microbatches"}
 
 
 def test_undeclared_sum_is_missing_normalization_with_a_hint() -> None:
