@@ -161,6 +161,8 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         },
         "normalization": norm.verdict,
         "normalization_weight_sums": [round(s, 8) for s in norm.weight_sums] or None,
+        # per closed group: the measured weight sum, the convention it is judged against and its factor
+        "normalization_groups": [g.card() for g in norm.groups] or None,
         "normalization_replay": [g.replay for g in full if g.replay is not None] or None,
         "last_group": last.card,
         "updates": {

@@ -4,7 +4,9 @@ epoch's partial group."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from functools import partial
 
 from runtime_guard.record import RunRecord
 from runtime_guard.trace import Group, Microbatch
@@ -40,6 +42,55 @@ def normalization_tolerance(rec: RunRecord) -> tuple[float, float]:
     return (1e-2, 5e-2) if low else (1e-3, 1e-2)
 
 
+#: How far (relative) a group's weight sum may lie from its convention (and from 1) before a sum that is
+#: neither 1/A nor A of it is a finding: 2%. Beyond the precision noise of ``normalization_tolerance``
+#: (fp32 1e-3, bf16 1e-2), a denominator off by a token or two in a few hundred (a BOS or EOS counted)
+#: changes the effective learning rate by less than a learning-rate schedule does between updates; the
+#: shapes found in public code lie far outside it (labels shifted twice 5/6 = 0.83, per-microbatch means
+#: over padded positions 0.7-0.9, a double division 1/(1.2 A) = 0.21). Inside it the card shows the factor only.
+OFF_SCALE_MARGIN = 0.02
+
+
+@dataclass
+class GroupWeights:
+    """One closed group's loss weights as measured, for the card (the ledger's total, observed).
+
+    ``weight_sum``: the sum of the per-token (per-example for a classifier) loss weights over the
+    group's supervised tokens, divided by ``loss_scale``; under DDP with every replica's weights the
+    mean over the D replicas. ``count``: the supervised tokens it sums over (global / D under DDP).
+    ``convention``: ``"mean"`` (expected sum 1) or ``"sum"`` (expected sum ``count``), ``declared``
+    when ``loss_convention=`` said so, else assumed. ``factor``: ``weight_sum / expected``, the
+    gradient's scale relative to the convention. ``shape``: how the tokens are weighted, or
+    ``"not observed: why"`` (then every number is ``None``).
+    """
+
+    group: int
+    weight_sum: float | None
+    count: int | float | None
+    convention: str
+    declared: bool
+    shape: str
+
+    @property
+    def expected(self) -> float | None:
+        if self.weight_sum is None:
+            return None
+        return float(self.count) if self.convention == "sum" and self.count else 1.0
+
+    @property
+    def factor(self) -> float | None:
+        expected = self.expected
+        return self.weight_sum / expected if expected else None
+
+    def card(self) -> dict[str, object]:
+        """The card's entry: plain JSON types, sums rounded to 8 digits."""
+        def rounded(x: float | None) -> float | None:
+            return round(x, 8) if x is not None else None
+        return {"group": self.group, "weight_sum": rounded(self.weight_sum), "supervised_tokens": self.count,
+                "convention": self.convention, "convention_source": "declared" if self.declared else "assumed",
+                "expected_sum": rounded(self.expected), "factor": rounded(self.factor), "shape": self.shape}
+
+
 @dataclass
 class Normalization:
     """The inferred loss normalization of the probed groups (for the card and the checks)."""
@@ -49,6 +100,7 @@ class Normalization:
     weight_sums: list[float]
     tokens: list[list[int]]
     codes: list[tuple[str, int, str]]
+    groups: list[GroupWeights] = field(default_factory=list)
 
 
 def _from_replay(rec: RunRecord) -> Normalization | None:
@@ -98,36 +150,69 @@ def infer_normalization(rec: RunRecord) -> Normalization:
     """Classify the loss normalization of every closed group: from the replay when it ran,
     else from the per-token weights (see ``ce_weights``)."""
     replayed = _from_replay(rec)
-    if replayed is not None and replayed.inferred:
-        return replayed
     weights = _from_weights(rec)
+    if replayed is not None and replayed.inferred:
+        replayed.groups = weights.groups  # the measured sums still go on the card
+        return replayed
     if replayed is not None:  # the replay compared nothing: say why, next to the free inference
         weights.verdict = f"{weights.verdict}; replay {replayed.verdict}"
     return weights
 
 
+def _not_observed(rec: RunRecord, why: str) -> Normalization:
+    """No weights to judge: "not observed" on the card for every closed group, never a finding."""
+    groups = [GroupWeights(g.index, None, None, rec.loss_convention, rec.loss_convention != "mean",
+                           f"not observed: {why}") for g in rec.full_groups if g.microbatches]
+    return Normalization(False, f"not inferred: {why}", [], [], [], groups)
+
+
 def _from_weights(rec: RunRecord) -> Normalization:
+    """Judge each closed group's per-token weights against the convention (``rec.loss_convention``).
+
+    Silent when the sum is the convention's (1, or the supervised-token count under ``"sum"``) or 1
+    within the precision tolerance. Otherwise, relative to the convention: 1/A is ACC101 (the loss
+    divided by A once too often), A is ACC103 (never divided; ACC105 when a framework contract leaves it
+    to the loss, in ``checks/normalization.py``). Any other sum further than ``OFF_SCALE_MARGIN`` from
+    both, where the loss is plain cross entropy, nothing rescaled the gradients after the last backward,
+    A was given and every replica was seen:
+
+    - uniform per-token weights (one denominator for the whole group that counts the wrong tokens,
+      e.g. labels shifted twice): ACC101 below the convention (a denominator counts more than the
+      supervised tokens: double normalization in the issue-16 sense, "any denominator applied twice"
+      or too large), ACC103 above it (too little division);
+    - weights uniform inside each microbatch but different between them (each microbatch divided by
+      its own count, and those counts are not its supervised tokens: a per-microbatch mean over padded
+      positions divided by A): ACC102, the mean-of-means family, whose runtime counterpart is exactly
+      per-microbatch weighting that differs from the token-weighted reference; ACC101 / ACC103 instead
+      when the sum lies nearer (in log) to 1/A / A of the convention than to it. Only under the mean
+      convention and when every microbatch's weight implies a whole count (``_counts_per_microbatch``).
+
+    Class-weighted losses are summed exactly and judged only at 1/A and A (a class-weighted sum divided
+    by a token count is a legitimate convention).
+    """
     if not rec.ce_possible:
-        return Normalization(False, f"not inferred: {rec.ce_reason}", [], [], [])
+        return _not_observed(rec, rec.ce_reason)
     ratio_tol, residual_tol = normalization_tolerance(rec)
     groups = [g for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)]
     if not groups:
-        return Normalization(False, "not inferred: no closed group with cross-entropy gradients observed", [], [], [])
+        return _not_observed(rec, "no closed group with cross-entropy gradients observed")
     worst = max(mb.ce.residual for g in groups for mb in g.microbatches)
     if worst > residual_tol:
-        return Normalization(False, f"not inferred: the loss is not plain softmax cross entropy (residual "
-                                    f"{worst:.2g})", [], [], [])
+        return _not_observed(rec, f"the loss is not plain softmax cross entropy (residual {worst:.2g})")
     d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
     expected_a, _ = rec.effective_a()
-    sums, tokens, codes = [], [], []
+    declared_sum = rec.loss_convention == "sum"
+    sums, tokens, codes, measured = [], [], [], []
     verdicts = []
     for g in groups:
         n = [mb.ce.tokens for mb in g.microbatches]
         w = [mb.ce.weight_sum / rec.loss_scale for mb in g.microbatches]
         total = sum(w)
+        count: int | float = sum(n)
+        index = rec.full_groups.index(g)
         if rec.replica_ce and d > 1:
-            index = rec.full_groups.index(g)
             total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale
+            count = sum(r[index][1] for r in rec.replica_ce if index < len(r)) / d
         a = len(g.microbatches)
         sums.append(total)
         tokens.append(n)
@@ -135,10 +220,13 @@ def _from_weights(rec: RunRecord) -> Normalization:
         spread = max(mb.ce.spread for mb in g.microbatches)
 
         def near(x: float, target: float) -> bool:
-            return abs(x / target - 1) <= ratio_tol
+            return target != 0 and abs(x / target - 1) <= ratio_tol
+
+        shape_of = partial(GroupWeights, g.index, total, count, rec.loss_convention, declared_sum)
 
         if spread > ratio_tol * 10:
             verdicts.append("per-token weights vary inside a microbatch (e.g. per-sequence means)")
+            measured.append(shape_of(verdicts[-1]))
             continue
         # class weights (weight= of the loss): only the group's sum is judged, not how tokens are weighted
         by_class = any(mb.ce.by_class for mb in g.microbatches)
@@ -152,36 +240,90 @@ def _from_weights(rec: RunRecord) -> Normalization:
                           f"tokens {n}: per-token weights {', '.join(f'{m:.3g}' for m in means)}"))
         elif not by_class and not uniform:
             unit = "per-token weights differ between microbatches"
-        if near(total, 1.0):
-            verdicts.append(unit)
-        elif a > 1 and near(total, 1.0 / a):
+        expected = float(count) if declared_sum and count else 1.0
+        ratio = total / expected
+        convention = (f"{expected:.6g} (the declared sum over the group's supervised tokens)" if declared_sum
+                      else "1 (the group's token mean)")
+        scale_of = "the declared sum" if declared_sum else "the token mean"
+        measured.append(shape_of(f"{unit}; every token weighs 1 (a summed loss)" if _summed(rec, means) else unit))
+        if near(total, 1.0) or near(ratio, 1.0):
+            verdicts.append(f"{unit}, summed (declared sum convention)" if declared_sum and not near(total, 1.0)
+                            else unit)
+        elif a > 1 and near(ratio, 1.0 / a):
             verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
-            codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = 1/A "
-                                             f"(A = {a}): the loss was divided by A once too often"))
-        elif a > 1 and near(total, float(a)):
+            codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
+                                             f"{'N/A' if declared_sum else '1/A'} (A = {a}): the loss was divided "
+                                             "by A once too often"))
+        elif a > 1 and near(ratio, float(a)):
             verdicts.append(f"{unit}, not divided by A (weights sum to A)")
-            codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = A "
-                                             f"(A = {a}): the loss was not divided by A"))
+            codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
+                                             f"{'A N' if declared_sum else 'A'} (A = {a}): the loss was not "
+                                             "divided by A"))
         else:
-            verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {total:.4g}x the group's token mean")
-            # neither 1, 1/A nor A: a denominator off by a factor (a double division by something other than
-            # A, labels shifted twice). Only decidable with every replica's weights, and not where a framework
-            # quirk the card names explains it.
+            reference = "the declared sum" if declared_sum else "the group's token mean"
+            verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {ratio:.4g}x {reference}")
+            # neither the convention, 1/A nor A of it: a denominator off by a factor (a double division by
+            # something other than A, labels shifted twice, padded positions counted). Only decidable with
+            # every replica's weights, and not where a framework quirk the card names explains it.
             # groups of the wrong size are the structure checks' matter (ACC004/ACC006); an inferred A may be wrong
             # and only for plain cross entropy beyond doubt (label smoothing fits within residual_tol but biases
             # the weights by 1 - eps) and gradients not rescaled after the last backward (a sum-reduced loss
             # divided at the boundary: p.grad /= tokens)
             plain = max(mb.ce.residual for mb in g.microbatches) <= residual_tol / 100
-            if (uniform and plain and not _rescaled_after_backward(g) and not rec.weight_sum_explained
-                    and (d == 1 or rec.replica_ce) and a == expected_a and rec.accumulation_steps is not None):
-                code = "ACC101" if total < 1 else "ACC103"
-                codes.append((code, g.index, (
-                    f"per-token weights of group {g.index} sum to {total:.4g}, neither 1 (the group's token mean), "
-                    f"1/A nor A (A = {a}): the gradient is {total:.4g}x the token mean, as if the denominator counted "
-                    f"{1 / total:.4g}x the supervised tokens" if total else
-                    f"per-token weights of group {g.index} sum to 0")))
+            off = abs(ratio - 1) > OFF_SCALE_MARGIN and abs(total - 1) > OFF_SCALE_MARGIN
+            code = _off_scale_code(ratio, a, uniform)
+            counted = uniform or (not declared_sum and _counts_per_microbatch(means, code, a))
+            if (off and counted and not by_class and plain and not _rescaled_after_backward(g)
+                    and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
+                    and rec.accumulation_steps is not None):
+                if uniform or not total:
+                    text = (f"per-token weights of group {g.index} sum to {total:.4g}, neither {convention}, 1/A nor "
+                            f"A (A = {a}) of it: the gradient is {ratio:.4g}x {scale_of}, as if the denominator "
+                            f"counted {1 / ratio:.4g}x the supervised tokens{_summed_hint(rec, means)}" if total else
+                            f"per-token weights of group {g.index} sum to 0")
+                else:
+                    divisors = ", ".join(f"{1 / m:.4g}" for m in means)
+                    text = (f"per-token weights of group {g.index} sum to {total:.4g}, neither {convention}, 1/A nor "
+                            f"A (A = {a}) of it: the gradient is {ratio:.4g}x {scale_of}; each microbatch's "
+                            f"token losses are divided by their own count ({divisors}) where the group has "
+                            f"{count:.6g} supervised tokens ({n} per microbatch)")
+                codes.append((code, g.index, text))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
-    return Normalization(True, verdict, sums, tokens, codes)
+    return Normalization(True, verdict, sums, tokens, codes, measured)
+
+
+def _summed(rec: RunRecord, means: list[float]) -> bool:
+    """Every token weighted 1 under the assumed mean convention: a summed loss, maybe on purpose
+    (the card names it; the finding says how to declare it)."""
+    return rec.loss_convention == "mean" and bool(means) and all(abs(m - 1) <= 1e-3 for m in means)
+
+
+def _summed_hint(rec: RunRecord, means: list[float]) -> str:
+    return (" (every token weighs 1: a summed loss; if deliberate, declare it with loss_convention='sum')"
+            if _summed(rec, means) else "")
+
+
+def _counts_per_microbatch(means: list[float], code: str, a: int) -> bool:
+    """Weights that differ between microbatches are judged only when each microbatch's implies a whole
+    count: its per-token weight is ``1 / (count_k x c)`` with ``count_k`` an integer (padded positions,
+    tokens before a shift) and ``c`` what the code says divided it (A for ACC102, A x A for ACC101, 1 for
+    ACC103). Per-microbatch task weights (0.3 and 0.7 by dataset) imply no whole counts: silent."""
+    c = {"ACC101": a * a, "ACC102": a, "ACC103": 1}[code]
+    implied = [1 / (m * c) for m in means if m > 0]
+    return len(implied) == len(means) and all(x >= 0.5 and abs(x - round(x)) <= max(0.05, 1e-3 * x)
+                                              for x in implied)
+
+
+def _off_scale_code(ratio: float, a: int, uniform: bool) -> str:
+    """The code of a weight sum ``ratio`` x the convention, neither 1, 1/A nor A of it (see ``_from_weights``)."""
+    if uniform:
+        return "ACC101" if ratio < 1 else "ACC103"
+    distance = abs(math.log(ratio))
+    if ratio < 1 and abs(math.log(ratio * a)) < distance:
+        return "ACC101"
+    if ratio > 1 and abs(math.log(ratio / a)) < distance:
+        return "ACC103"
+    return "ACC102"
 
 
 def _rescaled_after_backward(g: Group) -> bool:

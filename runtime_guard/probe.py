@@ -49,6 +49,7 @@ from runtime_guard.user_frames import stacklevel_outside_guard
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
+LossConvention = Literal["mean", "sum"]
 Placement = Literal["start", "epoch_end"]
 
 
@@ -131,6 +132,13 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             counter with the schedule's horizon and warmup counted in microbatches too (litgpt style):
             a learning rate that changes between the microbatches of a group is then by design, not
             ACC304. By default such changes, with no scheduler step the probe saw, are ACC304.
+        loss_convention: ``"mean"`` (default): a group's per-token (or per-example) loss weights
+            are expected to sum to 1 (x ``loss_scale``), a mean over the group's supervised tokens.
+            ``"sum"`` declares a summed loss (``reduction="sum"``, no division; the learning rate
+            is tuned for it): the weights are then expected to sum to the group's supervised-token
+            count (weight 1 each), and a sum of 1 is accepted too. The card's
+            ``normalization_groups`` reports, per group, the measured sum and its factor relative
+            to the convention.
 
     Raises:
         ValueError: for invalid arguments (also ``at="epoch_end"`` without ``loader`` or, at
@@ -158,6 +166,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         at: Placement = "start",
         loss_scale: float = 1.0,
         lr_in_microbatches: bool = False,
+        loss_convention: LossConvention = "mean",
     ) -> None:
         if groups < 1:
             raise ValueError(f"groups must be >= 1, got {groups}")
@@ -169,6 +178,8 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             raise ValueError(f"at must be 'start' or 'epoch_end', got {at!r}")
         if at == "epoch_end" and loader is None:
             raise ValueError("at='epoch_end' needs the training loader: probe(..., loader=train_loader)")
+        if loss_convention not in ("mean", "sum"):
+            raise ValueError(f"loss_convention must be 'mean' or 'sum', got {loss_convention!r}")
         if not loss_scale > 0:
             raise ValueError(f"loss_scale must be > 0, got {loss_scale}")
         if accumulation_steps is not None and accumulation_steps < 1:
@@ -201,7 +212,8 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._snapshot_pending: tuple[GradState, float] | None = None
         self._replaying = False
         self.record = RunRecord(accumulation_steps=accumulation_steps, expected_effective_batch=effective_batch,
-                                loss_scale=float(loss_scale), lr_in_microbatches=lr_in_microbatches)
+                                loss_scale=float(loss_scale), lr_in_microbatches=lr_in_microbatches,
+                                loss_convention=loss_convention)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._undo = UndoStack()
         self._tracker = GraphTracker()

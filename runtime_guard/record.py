@@ -58,6 +58,8 @@ class RunRecord:
     # the factor the loop deliberately puts on its cross-entropy loss (a task weight): the per-token weights
     # of a group are expected to sum to it
     loss_scale: float = 1.0
+    # the declared loss convention: "mean" (weights of a group sum to loss_scale) or "sum" (to its token count)
+    loss_convention: str = "mean"
     # a framework quirk named on the card explains weights summing to neither 1, 1/A nor A (no finding then)
     weight_sum_explained: bool = False
     notes: list[str] = field(default_factory=list)

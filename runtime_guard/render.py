@@ -58,6 +58,17 @@ def _or(value: Any, why: str) -> Any:
     return why if value is None or value == {} else value
 
 
+def _loss_weights(card: dict[str, Any]) -> str:
+    """Per group: the measured weight sum and its factor relative to the convention, or why not observed."""
+    entries = card.get("normalization_groups") or []
+    if not entries:
+        return "not observed (no closed group)"
+    return "; ".join(
+        f"group {e['group']}: {e['shape']}" if e["weight_sum"] is None else
+        f"group {e['group']}: sum {e['weight_sum']:.4g} = {e['factor']:.4g}x the {e['convention']} convention "
+        f"({e['convention_source']}, expected {e['expected_sum']:.6g})" for e in entries)
+
+
 def card_rows(card: dict[str, Any]) -> list[tuple[str, Any]]:
     """The card's facts as (label, value) rows, a reason in place of each missing value."""
     tokens = card.get("supervised_tokens_per_group") or {}
@@ -72,6 +83,7 @@ def card_rows(card: dict[str, Any]) -> list[tuple[str, Any]]:
         ("supervised tokens / group", _or(tokens, "not counted (normalization not inferred)")),
         ("precision", card.get("precision")),
         ("normalization", card.get("normalization")),
+        ("loss weights / group", _loss_weights(card)),
         ("last group", card.get("last_group")),
         ("updates", card.get("updates")),
         ("scheduler steps / update", _or(card.get("scheduler_steps_per_update"),

@@ -1,5 +1,7 @@
 """Loss normalization at run time (ACC101, ACC102, ACC103, ACC105) from the inferred per-token weights
-or the replay (runtime_guard.inference), mapped to the code a framework contract implies."""
+or the replay (runtime_guard.inference), mapped to the code a framework contract implies. The
+measured sum of each group's weights and its factor relative to the convention are on the card
+(``normalization_groups``) whether or not a finding follows."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import math
 from collections.abc import Iterator
 
 from runtime_guard.checks.base import finding
-from runtime_guard.inference import infer_normalization
+from runtime_guard.inference import OFF_SCALE_MARGIN, infer_normalization
 from runtime_guard.record import RunRecord
 from runtime_guard.report import Finding
 
@@ -26,8 +28,10 @@ def normalization(rec: RunRecord) -> Iterator[Finding]:
     for code, group, text in norm.codes:
         if rec.user_normalizes and code == "ACC102" and divided(group):
             # the weights sum to 1: the framework did divide by A after all (transformers 5.24.0
-            # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means
-            text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"
+            # training_step: no num_items_in_batch, e.g. no "labels" in the batch), so this is a mean of means;
+            # a sum off 1 (per-microbatch denominators counting padding) keeps its own text
+            if abs(sums[group] - 1) <= OFF_SCALE_MARGIN:
+                text = f"{text}; the weights sum to 1: the framework divided each microbatch loss by A"
         elif rec.user_normalizes and code in ("ACC102", "ACC103"):
             # weights summing to A: the framework left the group normalization to this loss and did not divide
             code, text = "ACC105", f"{text}; {rec.user_normalizes}"
