@@ -227,10 +227,10 @@ class UpdateHookPerMicrobatch(Rule):
                 reported.add(id(node))
                 call = node if isinstance(node, cst.Call) else event.site.call
                 what = f"`{dotted(call.func) if call is not None else event.method}(...)`"
-                if event.method == "update_and_allocate":
+                if event.method == fw.peft.UPDATE_HOOK:
                     effect = ("the rank allocator advances its schedule A times per update and scores importance "
                               "on partial sums of the group's gradient")
-                elif event.method == "update_parameters":
+                elif event.method == fw.pytorch.SWA_UPDATE_HOOK:
                     effect = ("the average takes the same weights A times per optimizer update: an EMA `avg_fn` "
                               "decays A times faster than its decay says, and `n_averaged` counts microbatches")
                 else:

@@ -142,3 +142,7 @@ IN_PLACE_RESCALES = frozenset({"mul_", "div_", "_foreach_mul_", "_foreach_div_"}
 GATHERS = frozenset({"gather", "all_gather"})
 #: ``no_sync()`` of DDP, FSDP1 and of a model of unknown wrapper.
 NO_SYNC_ROLES = (Role.DDP_MODEL, Role.MODEL, Role.FSDP_MODEL)
+
+#: ``torch.optim.swa_utils.AveragedModel.update_parameters(model)`` (``optim/swa_utils.py``): one
+#: averaging step of the weights, meant to run once per optimizer update.
+SWA_UPDATE_HOOK = "update_parameters"

@@ -105,9 +105,9 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
             return Event(EventKind.BACKWARD, site, None, UNKNOWN, "backward", positional(call, 0))
         if last_segment(name) in CLIP_CALLS:
             return Event(EventKind.CLIP, site, positional(call, 0), UNKNOWN, last_segment(name))
-        if last_segment(name) == "optimizer_step":  # torch_xla xm.optimizer_step(optimizer)
+        if last_segment(name) == fw.torch_xla.OPTIMIZER_STEP:  # xm.optimizer_step(optimizer)
             target = positional(call, 0)
-            return Event(EventKind.UPDATE, site, target, roles.of(target, site), "optimizer_step")
+            return Event(EventKind.UPDATE, site, target, roles.of(target, site), fw.torch_xla.OPTIMIZER_STEP)
         return None
     if method not in _EVENT_METHODS:
         return None
@@ -165,11 +165,11 @@ _RESCALE_METHODS = frozenset({"div_", "mul_", "divide_", "multiply_"})
 GRAD_RESCALE_CALLS = fw.fairseq.GRAD_RESCALE_CALLS | fw.torchtune.GRAD_RESCALE_CALLS
 #: foreach kernels that rescale a list in place: a rescale when the list is named for gradients
 _FOREACH_RESCALES = frozenset({"_foreach_div_", "_foreach_mul_"})
-#: calls defined to run once per optimizer update: ``AveragedModel.update_parameters`` (torch
-#: 2.13.0 ``optim/swa_utils.py``), peft's AdaLoRA ``update_and_allocate(global_step)`` (peft 0.17
-#: ``tuners/adalora/model.py``), and EMA helpers named for it
-UPDATE_HOOK_CALLS = frozenset({"update_parameters", "update_and_allocate", "update_ema", "ema_update", "ema_step",
-                               "step_ema", "update_ema_model", "update_moving_average"})
+#: calls defined to run once per optimizer update: torch's ``AveragedModel.update_parameters``,
+#: peft's AdaLoRA ``update_and_allocate(global_step)`` (their framework modules), and EMA helpers
+#: named for it
+UPDATE_HOOK_CALLS = frozenset({fw.pytorch.SWA_UPDATE_HOOK, fw.peft.UPDATE_HOOK, "update_ema", "ema_update",
+                               "ema_step", "step_ema", "update_ema_model", "update_moving_average"})
 #: methods of an EMA-named object that move the average: ``ema.update(model)`` (timm 1.x
 #: ``utils/model_ema.py`` ``ModelEmaV2.update``, torch_ema ``ExponentialMovingAverage.update``),
 #: and the decay of a hand-written average (``ema_p.mul_(d).add_(p, alpha=1 - d)``, ``lerp_``)
