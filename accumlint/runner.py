@@ -529,6 +529,7 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
     digests: dict[int, str] = {}
     hits: dict[int, CachedResult] = {}
     names: dict[str, tuple[str, ...]] = {}
+    imported: list[str] = []
     for position, path in enumerate(files):
         try:
             data, size = read_source(path)  # regular files only, bounded: a FIFO must not hang this pass
@@ -546,8 +547,44 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
             names[path] = hit.names
         else:
             names[path] = index.names_of(data)
+        if len(files) <= NEIGHBOUR_RUN_FILES:
+            imported.extend(index.imported_modules(path, data))
+    _neighbour_names(index, imported, names)
     index.set_names(names)
     return digests, hits, index.state()
+
+
+#: a run of at most this many files (a pre-commit hook's or an editor's) also learns the names of
+#: the project modules those files import, which the run does not check: a call into a helper of
+#: an unchecked module must pass the prefilter too. A larger run is taken to be the project.
+NEIGHBOUR_RUN_FILES = 256
+#: how many unchecked modules such a run reads at most, and how many imports deep it goes
+MAX_NEIGHBOURS = 128
+NEIGHBOUR_DEPTH = 3
+
+
+def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]]) -> None:
+    """Add to ``names`` (path -> :meth:`ProjectIndex.names_of`) the modules in ``imported`` that
+    are not checked, and the modules they import, breadth first within the bounds above."""
+    seen = {os.path.abspath(path) for path in names}
+    frontier = [path for path in dict.fromkeys(imported) if path not in seen]
+    read = 0
+    for _ in range(NEIGHBOUR_DEPTH):
+        following: list[str] = []
+        for path in frontier:
+            if path in seen or read >= MAX_NEIGHBOURS:
+                continue
+            seen.add(path)
+            read += 1
+            try:
+                data, size = read_source(path)
+            except (OSError, NotARegularFile):
+                continue
+            if size > MAX_SOURCE_BYTES:
+                continue
+            names[path] = index.names_of(data)
+            following.extend(index.imported_modules(path, data))
+        frontier = following
 
 
 def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:

@@ -778,6 +778,11 @@ class _Walker:
                 if below is not None:
                     return [Callee(below[0], below[1], below[2], True, cst.Name("self"))]
             name = dotted(receiver)
+            if located is None and name and name.split(".", 1)[0] in owner.imports.names:
+                # `import utils` ... `utils.train_micro(...)`: a function of an imported project module
+                found = owner.imported(f"{name}.{method}")
+                if found is not None and isinstance(found[1], cst.FunctionDef):
+                    return [Callee(found[1], found[0])]
             if name == "self" or (name and name.startswith("self.")):
                 current = self.current_class(inline)
                 if current is not None and name != "self":

@@ -251,6 +251,32 @@ class ProjectIndex:
                 names.append(("" if _performs_events(match.group(1), block) else LOSS_ONLY) + match.group(1).decode())
         return tuple(names)
 
+    def imported_modules(self, importer: str, data: bytes) -> list[str]:
+        """The project modules (absolute paths, in no particular order) that the import
+        statements in ``data``, the bytes of the file at ``importer``, bind: ``import a.b``,
+        ``from a import b`` (module ``a/b.py`` or ``a.py``), ``from .x import y`` (the importer's
+        folder first). Read from the bytes, so an import in a string counts too (a superset)."""
+        found: dict[str, None] = {}
+        importer = os.path.abspath(importer)
+        for match in _IMPORT.finditer(data):
+            if match.group(4) is not None:
+                names = [part.split()[0] for part in match.group(4).decode("ascii", "replace").split(",")
+                         if part.split()]
+            else:
+                base = match.group(2).decode("ascii", "replace")
+                listed = [part.split()[0] for part in match.group(3).decode("ascii", "replace").split(",")
+                          if part.split()]
+                names = [f"{base}.{name}" if base else name for name in listed] + ([base] if base else [])
+            for name in names:
+                parts = [part for part in name.split(".") if part]
+                for folder in self.search_paths(importer):
+                    path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
+                                None)
+                    if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
+                        found[os.path.abspath(path)] = None
+                        break
+        return list(found)
+
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
         """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
         self._by_path = {os.path.abspath(path): found for path, found in names.items()}
@@ -337,6 +363,9 @@ _TOP_LEVEL = re.compile(rb"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_][A-Za-z0
 
 
 _DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
+#: an import statement's head: ``from (dots)(module) import names`` or ``import names``
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w \t,]+)|import[ \t]+([\w., \t]+))",
+                     re.M)
 _CLOSERS = (b")", b"]", b"}")
 #: the event calls a caller names in its own bytes to reach a block defined under that name
 _EVENT_CALL_NAMES = (b"backward", b"manual_backward", b"zero_grad", b"clip_grad_norm", b"clip_grad_norm_",
