@@ -86,3 +86,4 @@ def test_an_attribute_of_a_value_is_no_module_function(tmp_path: Path) -> None:
         "def fit(net,", "def fit(helpers, net,")
     _project(tmp_path, {"train.py": caller, "helpers.py": HELPER_RESETS})
     assert _check(tmp_path, "train.py") == []
+

@@ -148,9 +148,14 @@ def _framework_division(model: FileModel, event: Event):
         if configured is None or configured is False or int_value(configured) == 1:  # type: ignore[arg-type]
             return None
         text = dotted(configured)  # type: ignore[arg-type]
+        literal = int_value(configured)  # type: ignore[arg-type]
 
         def is_configured_a(divisor: cst.BaseExpression) -> bool:
-            return (text is not None and dotted(divisor) == text) or model.is_accumulation_name(divisor)
+            # the configured name, the same literal (`gradient_accumulation_steps=4` ... `loss / 4`),
+            # or a name of A
+            return ((text is not None and dotted(divisor) == text)
+                    or (literal is not None and int_value(divisor) == literal)
+                    or model.is_accumulation_name(divisor))
 
         return contract.framework, is_configured_a
     return contract.framework, model.is_accumulation_name
