@@ -261,6 +261,8 @@ def check(
         )
         click.echo(text)
         sys.exit(EXIT_OK)
+    if not files:  # as ruff says: a wrong path or an exclude that hides everything must not pass silently
+        click.echo("warning: No Python files found under the given path(s)", err=True)
 
     fixed = 0
     try:

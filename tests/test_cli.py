@@ -439,3 +439,17 @@ def test_show_settings(project: Path) -> None:
     assert '"clean.py" = ["ACC001"]' in lines
     assert lines[-1] == 'files = ["clean.py", "train.py"]'
     assert "Found" not in result.stdout  # nothing was checked
+
+
+def test_a_folder_without_python_files_warns_and_passes(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no code here\n", encoding="utf-8")
+    result = run("check", "--no-cache", str(tmp_path))
+    assert result.exit_code == 0
+    assert "warning: No Python files found under the given path(s)" in result.stderr
+
+
+def test_a_folder_with_python_files_gives_no_such_warning(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("x = 1\n", encoding="utf-8")
+    result = run("check", "--no-cache", str(tmp_path))
+    assert result.exit_code == 0
+    assert "No Python files" not in result.stderr
