@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_single_file_runs import _check, _project
+from tests.test_single_file_runs import check_paths, write_project
 
 ACCELERATE_LITERAL = """
 from accelerate import Accelerator
@@ -31,5 +31,5 @@ def fit(net, opt, loader, crit):
 ])
 def test_a_literal_a_divided_again_under_accelerate(tmp_path: Path, configured: int, divisor: int,
                                                      expected: list[tuple[str, str, int]]) -> None:
-    _project(tmp_path, {"train.py": ACCELERATE_LITERAL.format(configured=configured, divisor=divisor)})
-    assert [f for f in _check(tmp_path, "train.py") if f[1] == "ACC101"] == expected
+    write_project(tmp_path, {"train.py": ACCELERATE_LITERAL.format(configured=configured, divisor=divisor)})
+    assert [f for f in check_paths(tmp_path, "train.py") if f[1] == "ACC101"] == expected

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import names_feeding, reaching_assignment
@@ -163,12 +164,7 @@ def _graph_names(backwards) -> set[str]:
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
 _GRAPH_FREE_FUNCTIONS = frozenset({"len", "int", "float", "str"})
-_GRAPH_FREE_METHODS = frozenset({
-    "numel", "count_nonzero", "size", "item", "detach", "tolist", "numpy",
-    # a boolean or integer result never requires grad (autograd only tracks floating tensors)
-    "ne", "eq", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not", "logical_and",
-    "logical_or", "argmax", "argmin", "bool", "long", "int", "nonzero",
-})
+_GRAPH_FREE_METHODS = fw.pytorch.GRAPH_CUTTING_METHODS | fw.pytorch.NON_DIFFERENTIABLE_RESULTS
 
 
 def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:

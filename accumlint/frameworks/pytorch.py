@@ -146,3 +146,13 @@ NO_SYNC_ROLES = (Role.DDP_MODEL, Role.MODEL, Role.FSDP_MODEL)
 #: ``torch.optim.swa_utils.AveragedModel.update_parameters(model)`` (``optim/swa_utils.py``): one
 #: averaging step of the weights, meant to run once per optimizer update.
 SWA_UPDATE_HOOK = "update_parameters"
+
+#: tensor methods whose result leaves the autograd graph (torch 2.13.0 ``_tensor.py``: ``detach``
+#: returns a tensor outside the graph; ``item``, ``tolist`` and ``numpy`` return Python or NumPy values)
+GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy"})
+#: tensor methods whose result never requires grad: autograd tracks only floating and complex
+#: tensors, and these return sizes, counts, booleans or integers
+NON_DIFFERENTIABLE_RESULTS = frozenset({
+    "numel", "count_nonzero", "size", "ne", "eq", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+    "logical_not", "logical_and", "logical_or", "argmax", "argmin", "bool", "long", "int", "nonzero",
+})

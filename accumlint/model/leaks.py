@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.kinds import Role
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from accumlint.model import FileModel
 
 #: calls whose result carries no graph to their argument
-_CUTS = frozenset({"detach", "item", "tolist", "numpy", "cpu_detach"})
+_CUTS = fw.pytorch.GRAPH_CUTTING_METHODS | {"cpu_detach"}  # (a helper name some projects define)
 _MAX_DEPTH = 6
 
 
