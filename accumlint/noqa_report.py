@@ -26,6 +26,7 @@ from accumlint.suppression import (
 )
 
 UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
+UNUSED_NOQA_URL = spec_of(UNUSED_NOQA_CODE).url
 UNUSED_NOQA_PAGE = """\
 # ACC990 unused-noqa
 
@@ -141,6 +142,7 @@ def unused_noqa(
                 severity=Severity.INFO,
                 message=f"`noqa` directive suppresses nothing for these codes ({'; '.join(parts)})",
                 fix="remove these codes from the directive (the whole comment if none is left)",
+                url=UNUSED_NOQA_URL,
             )
         )
     return findings

@@ -70,6 +70,11 @@ def test_unused_noqa_when_selected(project: Path) -> None:
     assert "train.py:5:28: ACC990 `noqa` directive suppresses nothing for these codes (non-enabled: ACC001)" in out
 
 
+def test_unused_noqa_points_at_its_readme_section(project: Path) -> None:
+    _, out, _ = run("--extend-select", "ACC990", "train.py")
+    assert out.count("see: https://github.com/accumlint/accumlint/blob/main/README.md#suppression") == 2
+
+
 def test_file_level_directive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text("# accumlint: noqa: ACC201\nx = 1\n", encoding="utf-8")

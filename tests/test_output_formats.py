@@ -125,6 +125,15 @@ def test_github_escaping() -> None:
     )
 
 
+
+def test_github_annotation_names_the_helper_line() -> None:
+    # the finding is in train.py at the call; the helper's line travels in the message, as in text
+    finding = Finding("src/train.py", 9, 5, "ACC001", "zero-grad-inside-group", Severity.ERROR, "reset",
+                      related=(("src/utils.py", 41, 5),))
+    assert annotation(finding) == (
+        "::error file=src/train.py,line=9,col=5,title=ACC001 zero-grad-inside-group::reset (via utils.py:41)"
+    )
+
 # --- JUnit ------------------------------------------------------------------------
 
 

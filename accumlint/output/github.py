@@ -36,6 +36,8 @@ def annotation(finding: Finding) -> str:
         title += f" (cell {finding.cell})"
     properties.append(("title", title))
     message = finding.message
+    if finding.related:  # the helper's line, as the text format gives it
+        message += f" ({finding.via})"
     if finding.fix:
         message += f"\nhelp: {finding.fix}"
     if finding.url:
