@@ -10,8 +10,10 @@ imports neither LibCST nor torch, so ``import runtime_guard`` and a run answered
 stay light.
 
 Codes: ``ACC`` + three digits. The hundreds digit is the family (:data:`FAMILIES`); the rest
-numbers rules within it. ``ACC000`` (a file could not be checked) and ``ACC990`` (a ``noqa``
-that suppresses nothing) belong to the engine, not to a rule class.
+numbers rules within it. The families and the principles are declared in
+:mod:`accumlint.vocabulary` (the engines' shared words) and re-exported here. ``ACC000`` (a
+file could not be checked) and ``ACC990`` (a ``noqa`` that suppresses nothing) belong to the
+engine, not to a rule class.
 
 The module is long because it is a table: one entry per rule, and nothing else.
 """
@@ -22,60 +24,16 @@ from dataclasses import dataclass
 
 from accumlint.findings import Severity
 
+# the principles and families are the engines' shared vocabulary; the spec's entries refer to them
+from accumlint.vocabulary import FAMILIES, PRINCIPLES, Family, Principle
+
+__all__ = [
+    "BY_CODE", "DOCS_URL", "ENGINE_CODES", "FAMILIES", "PARSE_ERROR_CODE", "PRINCIPLES", "README_URL", "RULES",
+    "UNUSED_NOQA_CODE", "Family", "Principle", "RuleSpec", "Runtime", "spec_of",
+]
+
 DOCS_URL = "https://github.com/accumlint/accumlint/blob/main/rules/{code}-{name}/README.md"
 README_URL = "https://github.com/accumlint/accumlint/blob/main/README.md"
-
-
-@dataclass(frozen=True)
-class Principle:
-    """A property of the accumulation group that correct code keeps (``shared/docs/accumulation-guide.md``)."""
-
-    code: str
-    title: str
-
-
-PRINCIPLES: dict[str, Principle] = {
-    p.code: p
-    for p in (
-        Principle("P1", "parameters are frozen inside a group"),
-        Principle("P2", "gradients accumulate inside a group"),
-        Principle("P3", "gradients are reset between groups"),
-        Principle("P4", "the loss is normalized once, by the real denominator"),
-        Principle("P5", "a group's outputs are released"),
-        Principle("P6", "gradient operations follow the last contribution"),
-        Principle("P7", "mixed precision keeps one scale per group"),
-        Principle("P8", "the scheduler follows its declared unit"),
-        Principle("P9", "the final partial group is an explicit choice"),
-        Principle("P10", "data-parallel communication is delayed correctly"),
-        Principle("P11", "each replica sees different examples"),
-        Principle("P12", "the effective batch is counted, not assumed"),
-        Principle("-", "a fact worth recording, no property broken"),
-    )
-}
-
-
-@dataclass(frozen=True)
-class Family:
-    """The rules of one hundreds digit: ``digit`` 0 is ACC0xx, 1 is ACC1xx, ...; ``module`` is
-    the family's module under ``accumlint/checks/`` (``None``: spread over several)."""
-
-    digit: int
-    name: str
-    covers: str
-
-
-FAMILIES: dict[int, Family] = {
-    f.digit: f
-    for f in (
-        Family(0, "group structure", "resets, updates, the boundary gate and the partial last group (P1-P3, P9)"),
-        Family(1, "normalization", "who divides the loss, by what, and when (P4)"),
-        Family(2, "memory", "graphs kept across microbatches (P5)"),
-        Family(3, "gradient operations and schedules", "clip, unscale, GradScaler, LR scheduler (P6-P8)"),
-        Family(4, "data parallel", "no_sync, samplers, replicas and denominators across ranks (P10-P12)"),
-        Family(5, "framework usage", "Accelerate, DeepSpeed and other frameworks' accumulation APIs"),
-        Family(9, "facts", "information worth recording, off by default"),
-    )
-}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "probe"]
+__all__ = [
+    "RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "RuntimeFinding", "probe",
+]
 __version__ = "0.1.0"
 
 #: What to do when torch is missing (the guard's only extra dependency).
@@ -28,7 +30,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 if HAS_TORCH:
     from runtime_guard.checks import RUNTIME_CHECKS
     from runtime_guard.probe import Probe, probe
-    from runtime_guard.report import Finding, GuardFindingError, GuardWarning, Report
+    from runtime_guard.report import Finding, GuardFindingError, GuardWarning, Report, RuntimeFinding
 else:
     def __getattr__(name: str) -> Any:
         if name in __all__:

@@ -21,6 +21,7 @@ from runtime_guard.checks import (
     microbatch_size,
     scheduler_owners,
 )
+from runtime_guard.events import SCHEDULER_STEP
 from runtime_guard.record import RunRecord
 
 SCHEMA = "runtime_guard.card/1"
@@ -128,7 +129,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
     attempted = sum(g.attempted for g in rec.groups)
     applied = sum(g.applied for g in rec.groups)
     skipped = sum(1 for g in rec.groups if g.found_inf)
-    lsteps = sum(g.count("L") for g in rec.groups)
+    lsteps = sum(g.count(SCHEDULER_STEP) for g in rec.groups)
     memory_groups = []
     for g in rec.groups:
         memory_groups.append({

@@ -1,21 +1,43 @@
 """The event letters of the guard's traces and their words in the timeline (torch-free: ``show``
-renders saved cards without torch)."""
+renders saved cards without torch).
+
+The letters, words and meanings are declared once, with the linter's event kinds, in
+:class:`accumlint.vocabulary.EventKind`; the constants below name each letter for the guard's
+observers and checks (``event.kind == BACKWARD``).
+"""
 
 from __future__ import annotations
 
-#: letter -> (word in a group's timeline, what was observed)
+from accumlint.vocabulary import LETTERS, EventKind
+
+__all__ = [
+    "BACKWARD", "CLIP", "EPOCH_END", "EVENTS", "FORWARD", "LETTERS", "MARKS", "RESET", "SCALE", "SCALER_STEP",
+    "SCALER_UPDATE", "SCHEDULER_STEP", "UNSCALE", "UPDATE", "legend", "timeline_legend",
+]
+
+
+def _letter(kind: EventKind) -> str:
+    if kind.letter is None:
+        raise ValueError(f"the guard does not trace {kind.value}")
+    return kind.letter
+
+
+FORWARD = _letter(EventKind.FORWARD)
+BACKWARD = _letter(EventKind.BACKWARD)  # the end of one backward reaching the probed parameters
+RESET = _letter(EventKind.RESET)
+CLIP = _letter(EventKind.CLIP)
+UPDATE = _letter(EventKind.UPDATE)  # an optimizer update attempt
+SCHEDULER_STEP = _letter(EventKind.SCHEDULER_STEP)
+SCALE = _letter(EventKind.SCALE)
+UNSCALE = _letter(EventKind.UNSCALE)
+SCALER_STEP = _letter(EventKind.SCALER_STEP)
+SCALER_UPDATE = _letter(EventKind.SCALER_UPDATE)
+EPOCH_END = _letter(EventKind.EPOCH_END)
+
+#: letter -> (word in a group's timeline, what was observed), in legend order
 EVENTS: dict[str, tuple[str, str]] = {
-    "F": ("F", "forward of the probed model (one microbatch)"),
-    "B": ("B", "backward reaching its parameters"),
-    "Z": ("zero", "gradient reset (zero_grad)"),
-    "C": ("clip", "gradient clipping"),
-    "S": ("step", "optimizer update attempt"),
-    "L": ("sched", "LR scheduler step"),
-    "K": ("scale", "GradScaler.scale"),
-    "X": ("unscale", "GradScaler.unscale_"),
-    "s": ("scaler.step", "GradScaler.step"),
-    "U": ("scaler.update", "GradScaler.update"),
-    "E": ("epoch-end", "the watched loader's epoch ended"),
+    kind.letter: (kind.word, kind.observed)  # type: ignore[misc]
+    for kind in EventKind if kind.letter is not None
 }
 
 #: Separators and marks of the timeline and the evidence traces.

@@ -112,8 +112,11 @@ def _fsdp2_mesh_info(model: Any) -> Any:
 
 
 @dataclass
-class DataParallel:
-    """D and where it comes from. ``size`` is ``None`` when it cannot be known."""
+class DataParallelSize:
+    """D (the data-parallel replica count) as the probe reads it from the live objects, and where it
+    comes from. ``size`` is ``None`` when it cannot be known. (The linter's
+    :class:`accumlint.model.parallel.DataParallel` is what a module's source says about data
+    parallelism.)"""
 
     size: int | None
     source: str
@@ -124,13 +127,13 @@ class DataParallel:
     sharded: bool = False
 
 
-def data_parallel(model: Any, accelerator: Any = None) -> DataParallel:
+def data_parallel(model: Any, accelerator: Any = None) -> DataParallelSize:
     """D: the data-parallel replica count, from the wrapper's process group (not the GPU count)."""
     dist = torch.distributed
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
     if is_ddp(model):
         group = model.process_group
-        return DataParallel(group.size(), "DistributedDataParallel.process_group.size()", world, group)
+        return DataParallelSize(group.size(), "DistributedDataParallel.process_group.size()", world, group)
     if is_fsdp2(model):
         info = _fsdp2_mesh_info(model)
         size = None
@@ -144,12 +147,12 @@ def data_parallel(model: Any, accelerator: Any = None) -> DataParallel:
             group = mesh.get_group()
         elif mesh is not None and world is not None and mesh.size() == world:
             group = dist.group.WORLD
-        return DataParallel(size, "FSDP2 mesh (shard x replicate)", world, group, sharded=True)
+        return DataParallelSize(size, "FSDP2 mesh (shard x replicate)", world, group, sharded=True)
     if accelerator is not None and getattr(accelerator, "num_processes", None) is not None:
-        return DataParallel(int(accelerator.num_processes), "accelerator.num_processes", world)
+        return DataParallelSize(int(accelerator.num_processes), "accelerator.num_processes", world)
     if world is None or world == 1:
-        return DataParallel(1, "no data-parallel wrapper and no process group", world)
-    return DataParallel(
+        return DataParallelSize(1, "no data-parallel wrapper and no process group", world)
+    return DataParallelSize(
         None, f"torch.distributed is initialized (world size {world}) but the model is not a DDP/FSDP wrapper",
         world,
     )

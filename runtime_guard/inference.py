@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass, field
 from functools import partial
 
+from runtime_guard.events import BACKWARD, CLIP, RESET, UNSCALE
 from runtime_guard.record import RunRecord
-from runtime_guard.trace import Group, Microbatch
+from runtime_guard.trace import Microbatch, ObservedGroup
 
 #: The fix for a partial group applied but weighted r/A (the linter's wording).
 FIX_WEIGHTED = "divide the tail's losses by its true size r (or make the epoch length a multiple of A)"
@@ -326,14 +327,14 @@ def _off_scale_code(ratio: float, a: int, uniform: bool) -> str:
     return "ACC102"
 
 
-def _rescaled_after_backward(g: Group) -> bool:
+def _rescaled_after_backward(g: ObservedGroup) -> bool:
     """The group's gradients changed between its last backward and its update attempt by something
     other than a clip or an unscale the probe saw (a division of ``p.grad`` by a token count)."""
     last = g.microbatches[-1].grads_after_backward if g.microbatches else None
     if last is None or g.grads_at_update is None or last.same_values(g.grads_at_update):
         return False
     end = g.boundary_seq if g.boundary_seq is not None else -1
-    return not any(e.kind in "CX" and (g.last_backward_seq() or 0) < e.seq < end for e in g.events)
+    return not any(e.kind in (CLIP, UNSCALE) and (g.last_backward_seq() or 0) < e.seq < end for e in g.events)
 
 
 @dataclass
@@ -389,7 +390,7 @@ def _tail_ratio(rec: RunRecord, tail: list[Microbatch]) -> tuple[float | None, s
 
 
 def _reset_between(rec: RunRecord, start: int, end: int) -> bool:
-    return any(e.kind == "Z" and start < e.seq < end and (e.detail.get("zeroed") or e.detail.get("changed"))
+    return any(e.kind == RESET and start < e.seq < end and (e.detail.get("zeroed") or e.detail.get("changed"))
                for g in rec.groups for e in g.events)
 
 
@@ -432,7 +433,7 @@ def last_group(rec: RunRecord) -> LastGroup:
                 f"of its microbatches is still divided by A: that update weighs r/A = {r}/{a} of a full group ({how})",
                 group.index, FIX_WEIGHTED)
         return LastGroup("applied", f"{size}, weighted {ratio:.4g} of a full group ({how})")
-    last_b = max((e.seq for g in partial for e in g.events if e.kind == "B"), default=rec.epoch_end_seq)
+    last_b = max((e.seq for g in partial for e in g.events if e.kind == BACKWARD), default=rec.epoch_end_seq)
     following = next((g for g in rec.groups if g.role == "next" and g.microbatches), None)
     if following is None:
         return LastGroup(

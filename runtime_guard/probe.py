@@ -43,7 +43,7 @@ from runtime_guard.observe.updates import UpdateObserver
 from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
-from runtime_guard.trace import Event, Group, Microbatch
+from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
 from runtime_guard.user_frames import stacklevel_outside_guard
 
@@ -222,7 +222,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._thread: int | None = None
         self._seq = 0
         self._serial = 0
-        self._group: Group | None = None
+        self._group: ObservedGroup | None = None
         self._mb: Microbatch | None = None
         self._in_backward = False
         self._done = False
@@ -448,10 +448,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             return False
         return not self._done
 
-    def _event(self, kind: str, **detail: Any) -> Event:
+    def _event(self, kind: str, **detail: Any) -> ObservedEvent:
         group = self._group
         microbatch = group.microbatches[-1].index if group is not None and group.microbatches else None
-        event = Event(self._seq, kind, group.index if group is not None else -1, microbatch, detail)
+        event = ObservedEvent(self._seq, kind, group.index if group is not None else -1, microbatch, detail)
         self._seq += 1
         (group.events if group is not None else self.record.before_first_forward).append(event)
         return event

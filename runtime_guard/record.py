@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_guard.frameworks import DataParallel
-from runtime_guard.trace import Event, Group
+from runtime_guard.events import RESET
+from runtime_guard.frameworks import DataParallelSize
+from runtime_guard.trace import ObservedEvent, ObservedGroup
 
 
 @dataclass
@@ -20,8 +21,8 @@ class RunRecord:
     accumulation_steps: int | None = None
     accumulation_source: str = ""
     expected_effective_batch: int | None = None
-    groups: list[Group] = field(default_factory=list)
-    before_first_forward: list[Event] = field(default_factory=list)
+    groups: list[ObservedGroup] = field(default_factory=list)
+    before_first_forward: list[ObservedEvent] = field(default_factory=list)
     script: str = ""  # the program's __main__ file (the script under `run`)
     model_class: str = ""
     optimizer_class: str = ""
@@ -43,7 +44,7 @@ class RunRecord:
     # the loop's LR schedule counts microbatches (horizon and warmup too, litgpt style): a learning rate
     # written into param_groups every microbatch is then by design (rules-spec ACC304 exemption)
     lr_in_microbatches: bool = False
-    data_parallel: DataParallel | None = None
+    data_parallel: DataParallelSize | None = None
     batchnorm: list[str] = field(default_factory=list)
     bn_training: bool = False
     ce_possible: bool = True
@@ -83,7 +84,7 @@ class RunRecord:
         return self.accelerate and self.accumulate_seen
 
     @property
-    def full_groups(self) -> list[Group]:
+    def full_groups(self) -> list[ObservedGroup]:
         """Groups closed by an update attempt, without the watched tail and the groups at an epoch
         boundary (the partial group and the next epoch's first: ACC005's business)."""
         return [g for g in self.groups if g.closed and not g.tail and not g.role]
@@ -96,7 +97,7 @@ class RunRecord:
         """Indices of the closed groups followed by a gradient reset (between their update attempt
         and the next group's first forward)."""
         return [g.index for g in self.groups if g.closed and any(
-            e.kind == "Z" and e.seq > (g.boundary_seq or 0) and (e.detail.get("zeroed") or e.detail.get("changed"))
+            e.kind == RESET and e.seq > (g.boundary_seq or 0) and (e.detail.get("zeroed") or e.detail.get("changed"))
             for e in g.events)]
 
     def reset_period(self) -> int | None:

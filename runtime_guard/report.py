@@ -20,8 +20,9 @@ def rule_name(code: str) -> str:
 
 
 @dataclass
-class Finding:
-    """One violation seen at run time.
+class RuntimeFinding:
+    """One violation seen at run time (the linter's is :class:`accumlint.findings.Finding`, a place
+    in a file; this one is a place in the observed run).
 
     ``group`` and ``microbatch`` locate it (0-based; ``None`` when it concerns the whole run);
     ``observed`` is what happened, ``evidence`` the trace that shows it (e.g.
@@ -60,6 +61,11 @@ class Finding:
         return asdict(self)
 
 
+#: the name this class had before the engines shared one vocabulary (``runtime_guard.Finding``):
+#: kept for code that imports it
+Finding = RuntimeFinding
+
+
 class GuardWarning(UserWarning):
     """Emitted per finding with ``on_finding="warn"``."""
 
@@ -73,7 +79,7 @@ class GuardSetupWarning(UserWarning):
 class Report:
     """What a probe returns: the findings and the card (a JSON-ready dict)."""
 
-    findings: list[Finding]
+    findings: list[RuntimeFinding]
     card: dict[str, Any]
 
     @property

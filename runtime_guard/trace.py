@@ -1,9 +1,10 @@
 """The event trace of the probed groups: what happened, in order, per group and microbatch.
 
-Letters (design notes §1): F forward, B end of one backward, Z gradient reset, C clip,
-S optimizer update, L scheduler step, K ``scaler.scale``, X ``scaler.unscale_``,
-s ``scaler.step``, U ``scaler.update``, E the watched loader's epoch iterator exhausted
-(probe at an epoch end). A group ends at its update attempt (``scaler.step``
+Letters (design notes §1; declared with the linter's event kinds in
+:class:`accumlint.vocabulary.EventKind`, named in :mod:`runtime_guard.events`): F forward,
+B end of one backward, Z gradient reset, C clip, S optimizer update, L scheduler step,
+K ``scaler.scale``, X ``scaler.unscale_``, s ``scaler.step``, U ``scaler.update``, E the
+watched loader's epoch iterator exhausted (probe at an epoch end). A group ends at its update attempt (``scaler.step``
 when a scaler is probed, else the optimizer update); events after it and before the next
 forward (scheduler step, reset) still belong to that group.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_guard.events import EVENTS
+from runtime_guard.events import BACKWARD, EVENTS, FORWARD, LETTERS
 from runtime_guard.fingerprint import GradState
 
 #: Words used for the letters in the one-line timeline of a group.
@@ -21,10 +22,12 @@ EVENT_WORDS = {letter: word for letter, (word, _) in EVENTS.items()}
 
 
 @dataclass
-class Event:
-    """One observed call. ``microbatch`` is the index within the group of the latest forward
-    (``None`` before the group's first forward); ``detail`` holds the evidence (e.g. the
-    fingerprints before and after a reset, ``source`` naming the call)."""
+class ObservedEvent:
+    """One observed call (the linter's counterpart, a call in the source, is
+    :class:`accumlint.model.events.Event`). ``kind`` is its trace letter
+    (:data:`runtime_guard.events.BACKWARD`, ...); ``microbatch`` is the index within the group
+    of the latest forward (``None`` before the group's first forward); ``detail`` holds the
+    evidence (e.g. the fingerprints before and after a reset, ``source`` naming the call)."""
 
     seq: int
     kind: str
@@ -96,8 +99,10 @@ class Microbatch:
 
 
 @dataclass
-class Group:
-    """One accumulation group: its microbatches and the events up to the next forward."""
+class ObservedGroup:
+    """One accumulation group as observed at run time: its microbatches and the events up to
+    the next forward (the linter's counterpart, a group read from the source, is
+    :class:`accumlint.model.groups.Group`)."""
 
     index: int
     tail: bool = False  # the extra F/B watched after the last probed group
@@ -105,7 +110,7 @@ class Group:
     # epoch's first group), "" otherwise. A partial group not closed by an update is closed by the epoch end.
     role: str = ""
     microbatches: list[Microbatch] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    events: list[ObservedEvent] = field(default_factory=list)
     boundary_seq: int | None = None  # the update attempt that closed the group
     attempted: bool = False
     applied: bool = False
@@ -123,7 +128,7 @@ class Group:
         """True once the group's update attempt happened."""
         return self.boundary_seq is not None
 
-    def letters(self, kinds: str = "FBZCSLKXsUE") -> str:
+    def letters(self, kinds: str = LETTERS) -> str:
         """The group's events as letters, e.g. ``"FBFBFBFBCSLZ"``."""
         return "".join(e.kind for e in self.events if e.kind in kinds)
 
@@ -133,12 +138,12 @@ class Group:
 
     def last_backward_seq(self) -> int | None:
         """Sequence number of the group's last B, or ``None``."""
-        seqs = [e.seq for e in self.events if e.kind == "B"]
+        seqs = [e.seq for e in self.events if e.kind == BACKWARD]
         return seqs[-1] if seqs else None
 
     def first_backward_seq(self) -> int | None:
         """Sequence number of the group's first B, or ``None``."""
-        return next((e.seq for e in self.events if e.kind == "B"), None)
+        return next((e.seq for e in self.events if e.kind == BACKWARD), None)
 
     def timeline(self) -> str:
         """One line: ``F B | F B | F B | F B ‖ clip step sched zero`` (K and X shown as words)."""
@@ -149,7 +154,7 @@ class Group:
             word = EVENT_WORDS[e.kind]
             if last_b is not None and e.seq > last_b:
                 after.append(word)
-            elif e.kind == "F" and parts[-1]:
+            elif e.kind == FORWARD and parts[-1]:
                 parts.append([word])
             else:
                 parts[-1].append(word)

@@ -180,7 +180,7 @@ for i, (x, y) in enumerate(loader):
 
 RUNTIME = '''
 
-def {slug}(rec: RunRecord) -> Iterator[Finding]:
+def {slug}(rec: RunRecord) -> Iterator[RuntimeFinding]:
     """{code}: {summary} (the spec's runtime evidence)."""
     return iter(())
 '''
@@ -191,7 +191,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 '''
 
 

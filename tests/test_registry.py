@@ -57,12 +57,12 @@ def test_the_spec_declares_families_principles_and_wording() -> None:
 def test_the_guard_prints_the_specs_words() -> None:
     pytest.importorskip("torch")
     from runtime_guard.checks import FIXES, MEANINGS, RUNTIME_CHECKS
-    from runtime_guard.report import Finding
+    from runtime_guard.report import RuntimeFinding
 
     assert set(RUNTIME_CHECKS) == {rule.code for rule in spec.RULES if rule.runtime is not None}
     for code in RUNTIME_CHECKS:
         assert (FIXES[code], MEANINGS[code]) == (spec.spec_of(code).fix, spec.spec_of(code).meaning)
-    finding = Finding("ACC304", 0, 1, "stepped twice", MEANINGS["ACC304"], FIXES["ACC304"])
+    finding = RuntimeFinding("ACC304", 0, 1, "stepped twice", MEANINGS["ACC304"], FIXES["ACC304"])
     assert (finding.name, finding.severity, finding.url) == (
         "scheduler-per-microbatch", "error", spec.spec_of("ACC304").url)
 

@@ -1,4 +1,5 @@
-"""The vocabulary of the model: object roles, training events, and how often code runs."""
+"""The vocabulary of the model: object roles, how we know them, training events, and how often
+code runs. Events and cadences are the engines' shared words (:mod:`accumlint.vocabulary`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from enum import Enum
 # Roles are the frameworks' row vocabulary too (what a constructor builds): they live with the
 # rows, which the LibCST-free runtime guard reads.
 from accumlint.frameworks.contracts import Role
+from accumlint.vocabulary import Cadence, EventKind
 
 __all__ = ["Cadence", "EventKind", "Evidence", "Role"]
 
@@ -17,31 +19,3 @@ class Evidence(int, Enum):
     NAME = 1  # the variable's name only
     ANNOTATION = 2  # a type annotation
     CONSTRUCTOR = 3  # built by a known constructor / returned by a known framework call
-
-
-class EventKind(str, Enum):
-    """A training event a call (or an assignment) performs."""
-
-    BACKWARD = "backward"
-    RESET = "gradient reset"
-    UPDATE = "optimizer update"
-    SCHEDULER_STEP = "scheduler step"
-    CLIP = "gradient clipping"
-    UNSCALE = "unscale"
-    SCALER_UPDATE = "scaler update"
-    ASSIGN = "assignment"
-    HELPER_CALL = "call of a helper of this module"
-    GRAD_RESCALE = "in-place rescale of the accumulated gradients"
-    UPDATE_HOOK = "once-per-update hook (weight EMA, model averaging, rank allocation)"
-
-
-class Cadence(str, Enum):
-    """How often a statement runs relative to the accumulation group."""
-
-    MICROBATCH = "every microbatch"
-    UPDATE = "once per group, after its last backward"
-    GROUP_START = "once per group, before its first microbatch"
-    NON_BOUNDARY = "on the microbatches that do not end a group"
-    FRAMEWORK_GATED = "every microbatch, but the framework acts only at the group boundary"
-    OUTSIDE = "outside the accumulation loop"
-    UNKNOWN = "unknown"

@@ -29,7 +29,7 @@ from runtime_guard.inference import (
     normalization_tolerance,
 )
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 
 __all__ = [
     "FIXES", "FIX_WEIGHTED", "MEANINGS", "RUNTIME_CHECKS", "LastGroup", "Normalization", "RuntimeCheck", "evaluate",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-def evaluate(rec: RunRecord) -> list[Finding]:
+def evaluate(rec: RunRecord) -> list[RuntimeFinding]:
     """Every runtime check on the record, in code order."""
     findings, structure_bad = structure(rec)
     findings += list(partial_group(rec))

@@ -5,9 +5,10 @@ fix and meaning texts, the finding constructor and readers of a group's event tr
 from __future__ import annotations
 
 from accumlint.spec import RULES, Runtime, spec_of
+from runtime_guard.events import BACKWARD, FORWARD
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
-from runtime_guard.trace import Event, Group, Microbatch
+from runtime_guard.report import RuntimeFinding
+from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
 
 RuntimeCheck = Runtime
 """How the guard observes one code: the ``runtime`` entry of its spec (``accumlint/spec.py``)."""
@@ -20,11 +21,11 @@ MEANINGS = {code: spec_of(code).meaning for code in RUNTIME_CHECKS}
 
 
 def finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "",
-             fix: str | None = None) -> Finding:
-    return Finding(code, group, microbatch, observed, MEANINGS[code], fix or FIXES[code], evidence)
+             fix: str | None = None) -> RuntimeFinding:
+    return RuntimeFinding(code, group, microbatch, observed, MEANINGS[code], fix or FIXES[code], evidence)
 
 
-def trace(events: list[Event]) -> str:
+def trace(events: list[ObservedEvent]) -> str:
     return " ".join(e.kind for e in events)
 
 
@@ -32,14 +33,14 @@ def run_trace(rec: RunRecord) -> str:
     return " ‖ ".join(trace(g.events) + ("*" if g.tail else "") for g in rec.groups)
 
 
-def between(group: Group, start: int, end: int, kind: str) -> list[Event]:
+def between(group: ObservedGroup, start: int, end: int, kind: str) -> list[ObservedEvent]:
     return [e for e in group.events if e.kind == kind and start < e.seq < end]
 
 
-def forward_seq(group: Group, index: int) -> int:
-    return [e.seq for e in group.events if e.kind == "F"][index]
+def forward_seq(group: ObservedGroup, index: int) -> int:
+    return [e.seq for e in group.events if e.kind == FORWARD][index]
 
 
-def backward_end_seq(group: Group, mb: Microbatch) -> int | None:
-    seqs = [e.seq for e in group.events if e.kind == "B" and e.microbatch == mb.index]
+def backward_end_seq(group: ObservedGroup, mb: Microbatch) -> int | None:
+    seqs = [e.seq for e in group.events if e.kind == BACKWARD and e.microbatch == mb.index]
     return seqs[-1] if seqs else None

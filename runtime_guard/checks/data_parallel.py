@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from runtime_guard.checks.base import finding
 from runtime_guard.inference import effective_batch, effective_batch_text
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
-from runtime_guard.trace import Group
+from runtime_guard.report import RuntimeFinding
+from runtime_guard.trace import ObservedGroup
 
 
-def data_parallel(rec: RunRecord) -> Iterator[Finding]:
+def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
     if rec.ddp:
         for g in rec.groups:
             for mb in g.microbatches:
@@ -63,7 +63,7 @@ def data_parallel(rec: RunRecord) -> Iterator[Finding]:
                        effective_batch_text(rec))
 
 
-def _flags(g: Group) -> str:
+def _flags(g: ObservedGroup) -> str:
     def f(v: bool | None) -> str:
         return "-" if v is None else ("T" if v else "f")
 

@@ -6,18 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_guard.checks.base import backward_end_seq, finding, forward_seq, trace
+from runtime_guard.events import CLIP, RESET, SCALER_STEP, SCALER_UPDATE, UNSCALE
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
-from runtime_guard.trace import Event, Group
+from runtime_guard.report import RuntimeFinding
+from runtime_guard.trace import ObservedEvent, ObservedGroup
+
+#: the traced events that explain a change of .grad between two microbatches (no such event: ACC307)
+_GRAD_TOUCHING = (RESET, CLIP, UNSCALE, SCALER_STEP, SCALER_UPDATE)
 
 
-def gradient_ops(rec: RunRecord) -> Iterator[Finding]:
+def gradient_ops(rec: RunRecord) -> Iterator[RuntimeFinding]:
     reported: set[str] = set()
     for g in rec.groups:
         last_b = g.last_backward_seq()
         first_f = g.events[0].seq if g.events else 0
         end = g.boundary_seq if g.closed else (g.events[-1].seq + 1 if g.events else 0)
-        clips = [e for e in g.events if e.kind == "C" and first_f < e.seq < end]
+        clips = [e for e in g.events if e.kind == CLIP and first_f < e.seq < end]
         early = [e for e in clips if last_b is not None and e.seq < last_b]
         if "ACC301" not in reported and (early or len(clips) > 1):
             reported.add("ACC301")
@@ -31,7 +35,7 @@ def gradient_ops(rec: RunRecord) -> Iterator[Finding]:
                 if before is None or after.all_zero or before.same_values(after):
                     continue
                 start = backward_end_seq(g, prev) or 0
-                seen = [e for e in g.events if start < e.seq < forward_seq(g, mb.index) and e.kind in "ZCXsU"]
+                seen = [e for e in g.events if start < e.seq < forward_seq(g, mb.index) and e.kind in _GRAD_TOUCHING]
                 if not seen:  # an in-place rescale of .grad (ACC307); a clip the probe saw is ACC301 above
                     reported.add("ACC307")
                     yield finding("ACC307", g.index, mb.index,
@@ -45,7 +49,7 @@ def gradient_ops(rec: RunRecord) -> Iterator[Finding]:
         scales = {mb.scale for mb in g.microbatches if mb.scale is not None}
         if "ACC302" not in reported:
             for c in clips:
-                unscaled = [e for e in g.events if e.kind == "X" and e.seq < c.seq]
+                unscaled = [e for e in g.events if e.kind == UNSCALE and e.seq < c.seq]
                 if not unscaled and any(s != 1.0 for s in scales):
                     reported.add("ACC302")
                     yield finding("ACC302", g.index, c.microbatch,
@@ -53,7 +57,7 @@ def gradient_ops(rec: RunRecord) -> Iterator[Finding]:
                                    trace(g.events))
                     break
         if "ACC303" not in reported and last_b is not None:
-            early_ops = [e for e in g.events if e.kind in "XUs" and e.seq < last_b
+            early_ops = [e for e in g.events if e.kind in (UNSCALE, SCALER_UPDATE, SCALER_STEP) and e.seq < last_b
                          and not e.detail.get("inside_scaler_step")]
             orphans = _updates_without_step(g)
             if early_ops or len(scales) > 1 or orphans:
@@ -71,18 +75,18 @@ def gradient_ops(rec: RunRecord) -> Iterator[Finding]:
                                f"group {g.index}: {what}", trace(g.events))
 
 
-def _updates_without_step(group: Group) -> list[Event]:
+def _updates_without_step(group: ObservedGroup) -> list[ObservedEvent]:
     """``scaler.update()`` calls of an enabled scaler with no ``scaler.step()`` between them and the
     previous update (or the group's start): always a per-microbatch update (torch raises on them)."""
     orphans, stepped = [], False
     for e in group.events:
-        if e.kind == "s":
+        if e.kind == SCALER_STEP:
             stepped = True
-        elif e.kind == "U":
+        elif e.kind == SCALER_UPDATE:
             if not stepped and e.detail.get("enabled", True):
                 orphans.append(e)
             stepped = False
     return orphans
 
 
-_SCALER_WORDS = {"X": "scaler.unscale_", "U": "scaler.update", "s": "scaler.step"}
+_SCALER_WORDS = {UNSCALE: "scaler.unscale_", SCALER_UPDATE: "scaler.update", SCALER_STEP: "scaler.step"}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_guard.checks.base import finding, trace
+from runtime_guard.events import BACKWARD
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 from runtime_guard.trace import Microbatch
 
 
@@ -32,12 +33,12 @@ def kept_graph_unobservable(rec: RunRecord) -> str | None:
     return None
 
 
-def graphs(rec: RunRecord) -> Iterator[Finding]:
+def graphs(rec: RunRecord) -> Iterator[RuntimeFinding]:
     a, _ = rec.effective_a()
     mbs = [mb for g in rec.groups for mb in g.microbatches]
     counts = " ".join(str(len(mb.graphs_alive)) for mb in mbs)
     for g in rec.full_groups:
-        if len(g.microbatches) >= 2 and g.count("B") == 1 and g.microbatches[-1].backwards == 1:
+        if len(g.microbatches) >= 2 and g.count(BACKWARD) == 1 and g.microbatches[-1].backwards == 1:
             peak = g.saved_peak_bytes
             yield finding(
                 "ACC201", g.index, None,
@@ -74,7 +75,7 @@ def graphs(rec: RunRecord) -> Iterator[Finding]:
             break
 
 
-def _kept_across_groups(a: int | None, mbs: list[Microbatch], counts: str) -> Iterator[Finding]:
+def _kept_across_groups(a: int | None, mbs: list[Microbatch], counts: str) -> Iterator[RuntimeFinding]:
     """ACC201 from a graph alive more than A + 1 microbatches after its forward (a stale loop variable
     keeps at most about one group; a container that outlives the groups keeps more)."""
     if a is None:
@@ -94,6 +95,6 @@ def _kept_across_groups(a: int | None, mbs: list[Microbatch], counts: str) -> It
             return
 
 
-def graph_findings(rec: RunRecord) -> list[Finding]:
+def graph_findings(rec: RunRecord) -> list[RuntimeFinding]:
     """The ACC201/ACC202 findings of ``rec`` (the card asks whether ACC201 was decided)."""
     return list(graphs(rec))

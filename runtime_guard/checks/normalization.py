@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from runtime_guard.checks.base import finding
 from runtime_guard.inference import OFF_SCALE_MARGIN, infer_normalization
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 
 
-def normalization(rec: RunRecord) -> Iterator[Finding]:
+def normalization(rec: RunRecord) -> Iterator[RuntimeFinding]:
     norm = infer_normalization(rec)
     seen: set[str] = set()
     sums = dict(zip([g.index for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)],

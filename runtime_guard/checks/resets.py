@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_guard.checks.base import backward_end_seq, between, finding, trace
+from runtime_guard.events import RESET
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 
 
-def resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
+def resets(rec: RunRecord, structure_bad: bool) -> Iterator[RuntimeFinding]:
     reported: set[str] = set()
     for g in rec.groups:
         first_b, last_b = g.first_backward_seq(), g.last_backward_seq()
         if first_b is not None and last_b is not None and first_b < last_b:
-            inside = [e for e in between(g, first_b, last_b, "Z") if e.detail.get("zeroed")]
+            inside = [e for e in between(g, first_b, last_b, RESET) if e.detail.get("zeroed")]
             # a prepared reset is Accelerate's matter only while its accumulation drives the loop
             prepared = [e for e in inside if e.detail.get("prepared") and rec.accelerate_accumulates]
             plain = [e for e in inside if e not in prepared]
@@ -33,7 +34,7 @@ def resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
                     continue
                 start = backward_end_seq(g, prev) or 0
                 end = backward_end_seq(g, mb) or 0
-                if between(g, start, end, "Z"):
+                if between(g, start, end, RESET):
                     continue
                 # reset at the forward (grads gone) or between forward and backward (grads replaced)
                 if mb.grads_at_forward.all_zero or mb.grads_replaced_before_backward:
@@ -49,7 +50,7 @@ def resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
         if g.closed and g.grads_at_update is not None and g.microbatches and "ACC003" not in reported:
             last = g.microbatches[-1].grads_after_backward
             if last is not None and not last.all_zero and g.grads_at_update.all_zero:
-                zs = [e for e in g.events if e.kind == "Z" and (last_b or -1) < e.seq < (g.boundary_seq or 0)
+                zs = [e for e in g.events if e.kind == RESET and (last_b or -1) < e.seq < (g.boundary_seq or 0)
                       and e.detail.get("zeroed")]
                 how = f"by {zs[0].detail['source']}()" if zs else "by an operation the probe did not see"
                 reported.add("ACC003")
@@ -62,7 +63,7 @@ def resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
     # a loop that resets late in its groups (before the update, e.g. a prepared reset on the sync
     # microbatch) would reset the watched tail later too: the tail alone proves nothing then
     late_resets = any(
-        e.kind == "Z" and e.detail.get("zeroed") and e.seq < (g.boundary_seq or 0)
+        e.kind == RESET and e.detail.get("zeroed") and e.seq < (g.boundary_seq or 0)
         for g in rec.full_groups for e in g.events)
     for prev_group, g in zip(rec.groups, rec.groups[1:], strict=False):
         if not g.microbatches or "ACC002" in reported or not prev_group.closed or (g.tail and late_resets):
@@ -74,9 +75,9 @@ def resets(rec: RunRecord, structure_bad: bool) -> Iterator[Finding]:
             continue
         first_b = g.first_backward_seq() or 0
         end = g.boundary_seq if g.closed else first_b
-        resets = [e for e in prev_group.events if e.kind == "Z" and e.seq > (prev_group.boundary_seq or 0)]
+        resets = [e for e in prev_group.events if e.kind == RESET and e.seq > (prev_group.boundary_seq or 0)]
         # a reset later in the group (before its update) also keeps the leak out of the update
-        resets += [e for e in g.events if e.kind == "Z" and e.seq < max(end, first_b)]
+        resets += [e for e in g.events if e.kind == RESET and e.seq < max(end, first_b)]
         if any(e.detail.get("zeroed") or e.detail.get("changed") for e in resets):
             continue
         if mb0.grads_replaced_before_backward:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runtime_guard.checks.base import finding, trace
+from runtime_guard.events import FORWARD, SCHEDULER_STEP
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
-from runtime_guard.trace import Group
+from runtime_guard.report import RuntimeFinding
+from runtime_guard.trace import ObservedGroup
 
 
-def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
+def scheduler_steps(rec: RunRecord) -> Iterator[RuntimeFinding]:
     if not any(g.microbatches for g in rec.groups):
         return  # no microbatch seen (e.g. a compiled module called instead of the probed one): no segments
     events = sorted([e for g in rec.groups for e in g.events] + rec.before_first_forward, key=lambda e: e.seq)
@@ -20,7 +21,7 @@ def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
     edges = [-1, *boundaries, (events[-1].seq + 1) if events else 0]
     for start, end in zip(edges, edges[1:], strict=False):
         segment = [e for e in events if start < e.seq <= end]
-        steps = [e for e in segment if e.kind == "L"]
+        steps = [e for e in segment if e.kind == SCHEDULER_STEP]
         if rec.scheduler_owner:  # the framework steps it per epoch: only the user's steps count here
             steps, allowed = [e for e in steps if not e.detail.get("by")], 0
         if len(steps) > allowed:
@@ -48,7 +49,7 @@ def scheduler_steps(rec: RunRecord) -> Iterator[Finding]:
             return
 
 
-def lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
+def lr_written_each_microbatch(rec: RunRecord) -> Iterator[RuntimeFinding]:
     """ACC304 without a scheduler object: the learning rate in ``param_groups`` (read at every forward)
     changed between every two microbatches of a probed group, with no update attempt and no probed
     scheduler step in between (timm's ``step_update`` fed a microbatch count, a hand-written schedule
@@ -59,12 +60,13 @@ def lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
     if rec.lr_in_microbatches:
         return
     groups = [g for g in rec.full_groups if len(g.microbatches) >= 2]
-    every: list[Group] = []
+    every: list[ObservedGroup] = []
     for g in groups:
-        forwards = [e.seq for e in g.events if e.kind == "F"]
+        forwards = [e.seq for e in g.events if e.kind == FORWARD]
         changed = []
         for k, (prev, mb) in enumerate(zip(g.microbatches, g.microbatches[1:], strict=False)):
-            if any(e.kind == "L" and forwards[k] < e.seq < forwards[k + 1] for e in g.events) or not prev.lrs:
+            stepped = any(e.kind == SCHEDULER_STEP and forwards[k] < e.seq < forwards[k + 1] for e in g.events)
+            if stepped or not prev.lrs:
                 return  # a scheduler step the probe saw: the scheduler check's matter
             changed.append(prev.lrs != mb.lrs)
         if all(changed):
@@ -89,4 +91,4 @@ def lr_written_each_microbatch(rec: RunRecord) -> Iterator[Finding]:
 def scheduler_owners(rec: RunRecord) -> list[str]:
     """The frameworks seen stepping the probed scheduler (``frameworks.scheduler_caller``)."""
     events = [e for g in rec.groups for e in g.events] + rec.before_first_forward
-    return sorted({e.detail["by"] for e in events if e.kind == "L" and e.detail.get("by")})
+    return sorted({e.detail["by"] for e in events if e.kind == SCHEDULER_STEP and e.detail.get("by")})

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from runtime_guard.checks.base import finding, run_trace
 from runtime_guard.inference import last_group
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 
 
-def partial_group(rec: RunRecord) -> Iterator[Finding]:
+def partial_group(rec: RunRecord) -> Iterator[RuntimeFinding]:
     lg = last_group(rec)
     if lg.finding is not None:
         yield finding("ACC005", lg.group, None, lg.finding, run_trace(rec), lg.fix)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from runtime_guard.checks.base import finding, run_trace, trace
 from runtime_guard.record import RunRecord
-from runtime_guard.report import Finding
+from runtime_guard.report import RuntimeFinding
 
 
-def structure(rec: RunRecord) -> tuple[list[Finding], bool]:
-    findings: list[Finding] = []
+def structure(rec: RunRecord) -> tuple[list[RuntimeFinding], bool]:
+    findings: list[RuntimeFinding] = []
     a, source = rec.effective_a()
     # a reset cadence that contradicts the update cadence tells A as firmly as a given one
     given = rec.accumulation_steps is not None or rec.reset_period() is not None

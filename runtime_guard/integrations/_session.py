@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from runtime_guard.events import RESET, SCALER_STEP, UPDATE
 from runtime_guard.probe import OnFinding, Probe
 from runtime_guard.report import GuardFindingError, GuardSetupWarning, GuardWarning, Report
 from runtime_guard.user_frames import stacklevel_outside_guard
@@ -89,7 +90,7 @@ class GuardSession:
         saw instead (update attempts and resets of the optimizer, which then trains another module)."""
         rec = probe.record
         kinds = [e.kind for e in rec.before_first_forward]
-        steps, resets = kinds.count("S") + kinds.count("s"), kinds.count("Z")
+        steps, resets = kinds.count(UPDATE) + kinds.count(SCALER_STEP), kinds.count(RESET)
         other = (f"; meanwhile {rec.optimizer_class} made {steps} update attempt(s) and {resets} reset(s), so the "
                  "loop forwards another module" if steps or resets else "")
         text = (f"runtime_guard ({self.framework}): no training events on the objects it was given: no grad-enabled "

@@ -62,6 +62,10 @@ _SRC = f"lightning {pl.__version__}"
 class GuardCallback(SessionCallback, pl.Callback):
     """Run the runtime guard on the first ``groups`` accumulation groups of ``Trainer.fit``.
 
+    One idea for two frameworks: ``runtime_guard.integrations.transformers.GuardCallback`` is the
+    same callback for Hugging Face Transformers (one probe session,
+    one report; each reads A from its own trainer), hence the same name.
+
     Args:
         groups: accumulation groups to probe (plus the next microbatch, to see the reset).
         accumulation_steps: A; ``None`` reads ``trainer.accumulate_grad_batches`` in automatic

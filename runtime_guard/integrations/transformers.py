@@ -69,6 +69,10 @@ def _accepts_loss_kwargs(model: Any) -> bool:
 class GuardCallback(SessionCallback, transformers.TrainerCallback):
     """Run the runtime guard on the first ``groups`` accumulation groups of ``Trainer.train``.
 
+    One idea for two frameworks: ``runtime_guard.integrations.lightning.GuardCallback`` is the
+    same callback for Lightning (one probe session,
+    one report; each reads A from its own trainer), hence the same name.
+
     Args:
         groups: accumulation groups to probe (plus the next microbatch, to see the reset).
         accumulation_steps: A; ``None`` reads ``args.gradient_accumulation_steps``.

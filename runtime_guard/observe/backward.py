@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from runtime_guard import frameworks
+from runtime_guard.events import BACKWARD
 
 #: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
 #: all elements): the gradient reaching them is the weight the loop gave that microbatch's mean loss.
@@ -86,7 +87,7 @@ class BackwardObserver:
             self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
         if self._comm is not None:
             mb.allreduce_buckets = self._comm.buckets - self._comm_start
-        self._event("B", retained_saved_bytes=retained)
+        self._event(BACKWARD, retained_saved_bytes=retained)
         if group.tail:
             self._done = True  # detach at the next call on the user's thread
 

@@ -11,10 +11,11 @@ import torch
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
+from runtime_guard.events import FORWARD
 from runtime_guard.graphs import tensors_in
 from runtime_guard.observe import eager
 from runtime_guard.replay import capture
-from runtime_guard.trace import Group, Microbatch
+from runtime_guard.trace import Microbatch, ObservedGroup
 
 #: Without a known A, a group that has not ended after this many microbatches ends the probe.
 MAX_MICROBATCHES_WITHOUT_A = 256
@@ -62,7 +63,7 @@ class ForwardObserver:
             index = 0 if group is None else group.index + 1
             if index == 0:
                 self._device_peaks(reset=True)
-            group = Group(index=index, tail=self._next_is_tail(index))
+            group = ObservedGroup(index=index, tail=self._next_is_tail(index))
             if self.record.epoch_end_seq is not None and not group.tail:
                 group.role = "next"
             self.record.groups.append(group)
@@ -110,7 +111,7 @@ class ForwardObserver:
         self._mb = mb
         if self.normalization == "replay":
             self._captured[mb.serial] = capture(args, kwargs)
-        self._event("F")
+        self._event(FORWARD)
 
     def _next_is_tail(self, index: int) -> bool:
         """The group about to start is the watched F/B after the probed groups: after group
@@ -130,7 +131,7 @@ class ForwardObserver:
         resets = rec.resets_after()
         return not resets or (resets[0] != 0 and len(resets) < 2)
 
-    def _past_epoch_end(self, group: Group) -> bool:
+    def _past_epoch_end(self, group: ObservedGroup) -> bool:
         """The open ``group`` began before the watched epoch's end and this forward is after it."""
         rec = self.record
         return (rec.epoch_end_seq is not None and bool(group.microbatches) and self._position is not None
@@ -144,7 +145,7 @@ class ForwardObserver:
         r = rec.loader_length % (rec.accumulation_steps or 1)
         return r > 0 and pos[1] >= rec.loader_length - r
 
-    def _too_long(self, group: Group) -> bool:
+    def _too_long(self, group: ObservedGroup) -> bool:
         a = self.record.accumulation_steps
         limit = 4 * a * self.n_groups if a else MAX_MICROBATCHES_WITHOUT_A
         if len(group.microbatches) >= limit:

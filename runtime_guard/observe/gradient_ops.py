@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
 from runtime_guard.user_frames import warnings_at_caller
 
 
@@ -23,7 +24,7 @@ class GradientOpsObserver:
             with warnings_at_caller():
                 result = original(*args, **kwargs)
             after = self._grads()
-            self._event("C", function=name, changed=not before.same_values(after))
+            self._event(CLIP, function=name, changed=not before.same_values(after))
             return result
 
         return clip
@@ -36,7 +37,7 @@ class GradientOpsObserver:
                 value = float(self.scaler.get_scale())
                 if self._mb is not None:
                     self._mb.scale = value
-                self._event("K", scale=value)
+                self._event(SCALE, scale=value)
             return result
 
         return scale
@@ -46,7 +47,7 @@ class GradientOpsObserver:
         def unscale_(optimizer: Any) -> Any:
             if self._entry():
                 self._take_snapshot()
-                self._event("X", inside_scaler_step=self._scaler_step_depth > 0,
+                self._event(UNSCALE, inside_scaler_step=self._scaler_step_depth > 0,
                             scale=float(self.scaler.get_scale()))
             return original(optimizer)
 
@@ -57,7 +58,7 @@ class GradientOpsObserver:
         def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             if not self._entry():
                 return original(optimizer, *args, **kwargs)
-            event = self._event("s", scale=float(self.scaler.get_scale()))
+            event = self._event(SCALER_STEP, scale=float(self.scaler.get_scale()))
             self._close_group(event, self._grads(measure=self._compares_replicas()))
             group = self._group
             self._scaler_step_depth += 1
@@ -83,8 +84,8 @@ class GradientOpsObserver:
                 result = original(*args, **kwargs)
                 raised = False
             finally:  # torch raises when no scaler.step() recorded inf checks since the last update
-                self._event("U", scale_before=before, scale_after=float(self.scaler.get_scale()), raised=raised,
-                            enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()))
+                self._event(SCALER_UPDATE, scale_before=before, scale_after=float(self.scaler.get_scale()),
+                            raised=raised, enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()))
             return result
 
         return update

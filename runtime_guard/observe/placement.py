@@ -7,6 +7,7 @@ from typing import Any
 
 from runtime_guard import frameworks
 from runtime_guard.epoch import LoaderWatch, loader_length
+from runtime_guard.events import EPOCH_END
 
 
 class PlacementObserver:
@@ -57,4 +58,4 @@ class PlacementObserver:
     def _on_epoch_end(self, epoch: int, batches: int) -> None:
         rec = self.record
         if epoch == rec.watched_epoch and rec.epoch_end_seq is None and self._entry():
-            rec.epoch_end_seq = self._event("E", epoch=epoch, batches=batches).seq
+            rec.epoch_end_seq = self._event(EPOCH_END, epoch=epoch, batches=batches).seq

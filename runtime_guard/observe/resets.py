@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from runtime_guard.events import RESET
 from runtime_guard.user_frames import warnings_at_caller
 
 
@@ -25,7 +26,7 @@ class ResetObserver:
                     result = original(*args, **kwargs)
                 after = self._grads()
                 self._event(
-                    "Z", source=source, prepared=self._prepared_zero_depth > 0,
+                    RESET, source=source, prepared=self._prepared_zero_depth > 0,
                     zeroed=not before.all_zero and after.all_zero, changed=not before.same_values(after),
                 )
                 return result

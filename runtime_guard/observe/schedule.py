@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_guard import frameworks
+from runtime_guard.events import SCHEDULER_STEP
 from runtime_guard.user_frames import warnings_at_caller
 
 
@@ -24,7 +25,7 @@ class ScheduleObserver:
             caller = frameworks.scheduler_caller(sys._getframe(1))
             with warnings_at_caller():
                 result = original(*args, **kwargs)
-            self._event("L", lr_before=before, lr_after=self._lrs(), by=caller)
+            self._event(SCHEDULER_STEP, lr_before=before, lr_after=self._lrs(), by=caller)
             return result
 
         return step

@@ -7,15 +7,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from runtime_guard.events import UPDATE
 from runtime_guard.fingerprint import GradState
 from runtime_guard.replay import replay_group
-from runtime_guard.trace import Event, Group
+from runtime_guard.trace import ObservedEvent, ObservedGroup
 
 
 class UpdateObserver:
     """Mixed into :class:`runtime_guard.probe.Probe` (optimizer update attempts); works on the probe's state."""
 
-    def _close_group(self, event: Event, grads: GradState) -> None:
+    def _close_group(self, event: ObservedEvent, grads: GradState) -> None:
         group = self._group
         if group is None or group.closed:
             return
@@ -49,7 +50,7 @@ class UpdateObserver:
             self._snapshot = ("not compared: the gradients were changed after the last backward by an operation "
                               "the probe did not see")
 
-    def _replay(self, group: Group) -> None:
+    def _replay(self, group: ObservedGroup) -> None:
         dp = self.record.data_parallel
         module = self.model.module if self.record.ddp else self.model
         captured = [self._captured.pop(mb.serial) for mb in group.microbatches if mb.serial in self._captured]
@@ -110,7 +111,7 @@ class UpdateObserver:
 
     def _record_step(self) -> None:
         grads = self._grads(measure=self._compares_replicas())
-        event = self._event("S", inside_scaler_step=self._scaler_step_depth > 0)
+        event = self._event(UPDATE, inside_scaler_step=self._scaler_step_depth > 0)
         if self._scaler_step_depth == 0:
             self._close_group(event, grads)
 
