@@ -64,6 +64,9 @@ class PartialFinalGroup(Rule):
             text = _SHIFTED if tail.shifts_next else _WHAT_HAPPENS.get(tail.treatment)
             if text is None:
                 continue
+            if tail.samples:  # the gate counts samples: the tail is what is left of the pass's samples
+                text = text.replace("the loader's length is not a multiple of A",
+                                    "the pass's sample count is not a multiple of the group's size in samples")
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
                       else "a group of A + r microbatches that mixes two epochs")
             yield Hit(tail.report, text.format(merged=merged), _FIX.get(tail.treatment, _DEFAULT_FIX))
