@@ -233,3 +233,29 @@ def test_series_follows_the_chain_not_the_terms() -> None:
     assert series(BAD["ACC101 A twice in series: reassigned, then divided again at the backward"][0]) == 2
     assert series(BAD["ACC101 A twice: a helper returns loss / A and the loop divides with /="][0]) == 2
     assert series(GOOD["ACC101 silent: two terms each divided by A are one division of the total"][0]) == 0
+
+
+def test_one_division_on_either_arm_is_no_series() -> None:
+    """Field trial (an image-classification engine): ``loss /= A`` in both arms of an AMP
+    switch, one backward per arm: one division on every path."""
+    source = """
+    def fit(net, opt, loader, update_freq, use_amp, scaler):
+        for i, b in enumerate(loader):
+            if use_amp:
+                loss = net(b).mean()
+            else:
+                loss = net(b).mean()
+            if use_amp:
+                loss /= update_freq
+                scaler(loss, opt, update_grad=(i + 1) % update_freq == 0)
+            else:
+                loss /= update_freq
+                loss.backward()
+                if (i + 1) % update_freq == 0:
+                    opt.step()
+                    opt.zero_grad()
+    """
+    assert lint(source, select="ACC101") == []
+    assert lint(source.replace("                loss /= update_freq\n                loss.backward()",
+                               "                loss /= update_freq\n                loss /= update_freq\n"
+                               "                loss.backward()"), select="ACC101") == [("ACC101", 13)]

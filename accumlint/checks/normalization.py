@@ -216,9 +216,8 @@ class MissingNormalization(Rule):
                 continue  # reset every microbatch: nothing is summed (ACC001's matter)
             late = {id(event) for _, event in model.divided_after_backward(group)}  # ACC104's matter
             for event in group.of_kind(EventKind.BACKWARD):
-                if (not group.in_loop(event) or event.site.in_helper
-                        or group.cadence(event) is not Cadence.MICROBATCH):
-                    continue  # a helper's own assignments are not followed: its loss history is unknown
+                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+                    continue  # a backward in an inlined helper counts: the loss's history follows its names
                 contract = fw.backward_contract(event.role.role, event.method)
                 if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
                     continue

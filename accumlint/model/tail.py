@@ -353,6 +353,64 @@ def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.Boun
     return None  # both restart (tail dropped on purpose) or neither (groups run across epochs)
 
 
+def engine_window_tail(model: FileModel, group: AccumulationLoop) -> cst.CSTNode | None:
+    """The ``yield`` of a trailing partial window that a loop stepping a DeepSpeed engine every
+    microbatch treats as a group of its own, or None.
+
+    The loop iterates a generator of this module that groups the loader into windows of A
+    (yields under ``if len(window) == A``) and yields the last, shorter window after its loop
+    (``if window: ... yield``), inside an epoch loop, with nothing telling the engine the
+    boundary (``set_gradient_accumulation_boundary``). The engine counts micro-steps globally
+    (its row in :data:`accumlint.frameworks.FRAMEWORK_TAILS`), so from the second epoch on its
+    groups straddle the code's windows."""
+    loop = group.loop
+    if group.style is not LoopStyle.DEEPSPEED or group.outer_loop is None or not isinstance(loop, cst.For):
+        return None
+    if any(site.call is not None and last_segment(dotted(site.call.func) or "") in fw.deepspeed.MANUAL_BOUNDARY_CALLS
+           for site in group.scope.sites):
+        return None
+    call = loop.iter
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        return None
+    if not any(model.is_accumulation_name(arg.value) for arg in call.args):
+        return None
+    builder = next((scope.node for scope in model.scopes if isinstance(scope.node, cst.FunctionDef)
+                    and scope.class_def is None and scope.node.name.value == call.func.value), None)
+    return _trailing_window_yield(builder) if builder is not None else None
+
+
+def _trailing_window_yield(function: cst.FunctionDef) -> cst.CSTNode | None:
+    """In a generator ``for x in src: buf.append(x); if len(buf) == n: ... yield ...`` followed
+    by ``if buf: ... yield ...``: the trailing yield."""
+    body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
+    for index, statement in enumerate(body):
+        if not isinstance(statement, cst.For):
+            continue
+        full = [node for node in walk(statement) if isinstance(node, cst.If) and _len_equals(node.test)]
+        if not full or not any(isinstance(node, cst.Yield) for f in full for node in walk(f.body)):
+            continue
+        for after in body[index + 1:]:
+            if isinstance(after, cst.If) and _names_buffer(after.test, full[0].test):
+                found = [node for node in walk(after.body) if isinstance(node, cst.Yield)]
+                if found:
+                    return found[0]
+    return None
+
+
+def _len_equals(test: cst.BaseExpression) -> bool:
+    """``len(buf) == n``."""
+    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal) and _len_of(test.left) is not None)
+
+
+def _names_buffer(test: cst.BaseExpression, full: cst.BaseExpression) -> bool:
+    """``if buf:`` / ``if len(buf):`` / ``if len(buf) > 0:`` on the buffer ``full`` measures."""
+    buffer = _len_of(full.left)  # type: ignore[attr-defined]
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        test = test.left
+    return dotted(test) == buffer or _len_of(test) == buffer
+
+
 def _restarted_under_gate(group: AccumulationLoop, counter: str) -> bool:
     """Whether the gate's branch sets ``counter`` anew (``seen = 0``, ``seen -= target``)."""
     gate = group.gate
