@@ -63,6 +63,25 @@ BAD = {
                 opt.step()
                 opt.zero_grad()
     """, "ACC103", [("ACC103", 8)]),
+    "ACC103 a micro-loop over slices in a helper, the update in a sibling method": ("""
+    class Runner:
+        def __init__(self, net, opt, micro):
+            self.net, self.opt, self.micro = net, opt, micro
+
+        def accumulate(self, batch):
+            self.opt.zero_grad()
+            for start in range(0, len(batch), self.micro):
+                part = batch[start : start + self.micro]
+                err = self.net(part).mean()
+                err.backward()
+
+        def apply(self):
+            self.opt.step()
+
+        def step(self, batch):
+            self.accumulate(batch)
+            self.apply()
+    """, "ACC103", [("ACC103", 11)]),
     "ACC104 division after a helper's backward, nothing normalizes the gradients": ("""
     def micro(net, b):
         loss = net(b).mean()
@@ -79,6 +98,55 @@ BAD = {
 }
 
 GOOD = {
+    # field trial: a contrastive loss over the cached features of the whole group, one slice
+    # given gradients per backward (the sum of the A backwards is the group loss's gradient);
+    # the backward sits in a helper given the caller's loss: not read (undecided, silent)
+    "ACC103 silent: a backward helper of its own, given the caller's loss": ("""
+    def backward(total, scaler):
+        if scaler is not None:
+            scaler.scale(total).backward()
+        else:
+            total.backward()
+
+    def epoch(model, opt, scaler, loader, contrast, accum_freq):
+        cache, feats = [], []
+        for i, b in enumerate(loader):
+            cache.append(b)
+            feats.append(model(b).detach())
+            if (i + 1) % accum_freq > 0:
+                continue
+            opt.zero_grad()
+            for j in range(accum_freq):
+                mine = model(cache[j])
+                total = contrast(feats[:j] + [mine] + feats[j + 1:])
+                backward(total, scaler)
+            opt.step()
+            cache, feats = [], []
+    """, "ACC103"),
+    # field trial: a pipeline engine that divides each microbatch's loss in its forward,
+    # keeps it in a state object, and backpropagates what it pops in another method
+    "ACC103 silent: the micro-loop's helper backpropagates what another method pops from a state": ("""
+    class Engine:
+        def forward(self, state, model, micro):
+            out = model(micro) / self.n_micro
+            state.keep(out)
+
+        def backward(self, state):
+            sum(state.pop_all()).backward()
+
+        def train_batch(self, model, state, batch, n_micro):
+            self.n_micro = n_micro
+            for micro in batch:
+                self.forward(state, model, micro)
+                self.backward(state)
+
+    def run(model, opt, state, batches):
+        engine = Engine()
+        for batch in batches:
+            engine.train_batch(model, state, batch, 4)
+            opt.step()
+            opt.zero_grad()
+    """, "ACC103"),
     "acceptance: token sum, divided once by the group's global token count, times world size (DDP)": ("""
     import torch.distributed as dist
     import torch.nn.functional as F
