@@ -17,15 +17,21 @@ ALL_SELECTED = rules_for(IMPLEMENTED)
 DEFAULT = rules_for(rule.code for rule in ALL_RULES if rule.default_enabled)
 
 
-#: issue 16 findings that are true in cases written before it. ACC005: the epoch loop's gate
-#: leaves len % A microbatches in `.grad` with nothing flushing or resetting them (008's header
-#: says so: "leaves the tail of the epoch unstepped"). ACC102: 041's loss is a hand-written
-#: masked mean, `(loss * loss_mask).sum() / loss_mask.sum()`, then divided by A.
+#: issue 16 findings that are true in cases written before them (each read; one line of why
+#: per file). ACC005 is the spec's warning for a user gate with no tail handling where the code
+#: cannot show len(loader) % A == 0; none of these four resets `.grad` at epoch start or flushes
+#: after the loop, so the epoch's last len % A microbatches join the next epoch's first update.
 ALSO_TRUE: dict[str, set[str]] = {
+    # `batch_idx % A == 0` in an epoch loop: the header itself says the tail is "unstepped"
     "008_first_batch_step_off_by_one.py": {"ACC005"},
+    # `(itr + 1) % cfg.grad_accumulation == 0`; zero_grad only under the gate: the tail leaks
     "011_scheduler_every_microbatch.py": {"ACC005"},
+    # `(step + 1) % A == 0`; model.zero_grad() once before the epochs and under the gate only
     "032_clip_every_backward.py": {"ACC005"},
+    # drop_last=True drops the partial *batch*, not the partial group of A: the tail still leaks
     "037_no_distributed_sampler.py": {"ACC005"},
+    # a hand-written masked mean `(loss * loss_mask).sum() / loss_mask.sum()` divided by A: the
+    # mask's count varies per microbatch, so the update is a mean of microbatch means
     "041_log_step_is_microbatch.py": {"ACC102"},
 }
 

@@ -18,9 +18,11 @@ FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 #: file -> what the linter does today instead (a known miss or false positive)
 KNOWN = {
     "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
-    "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
-    "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
+    # the window builder's trailing yield is reported once the loop is known to step a DeepSpeed
+    # engine (tests/test_tail_shapes.py); this reduced file names `engine` but never imports or
+    # builds it, so its role stays unknown (recognising an engine by its name alone is not precise)
+    "tail_window_norm_engine_counter.py": "nothing: the DeepSpeed engine is not shown (no import, no initialize)",
 }
 
 

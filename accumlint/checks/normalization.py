@@ -12,8 +12,8 @@ from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import MANUAL_BACKWARD
-from accumlint.model.ledger import Factor, is_token_count
-from accumlint.model.names import dotted
+from accumlint.model.ledger import Factor, divisions_in_series, is_token_count
+from accumlint.model.names import dotted, walk
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 from accumlint.source_facts import SourceFacts
 
@@ -44,6 +44,50 @@ class DoubleNormalization(Rule):
                     )
         yield from self._lightning(model, reported)
         yield from self._token_mean_then_gradient_division(model, reported)
+        yield from self._a_twice_by_hand(model, reported)
+
+    @staticmethod
+    def _a_twice_by_hand(model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """A applied twice without a framework: the loss divided by A twice in series
+        (``loss = loss / A`` in a helper and ``(loss / A).backward()``), or divided by A (by hand
+        or by the backward API) and the group's gradients divided by A again once per group."""
+        for group in model.loops:
+            if group.accumulates is not True:
+                continue
+            for event in group.of_kind(EventKind.BACKWARD):
+                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+                    continue
+                book = model.ledger(group, event)
+                if book.has(Factor.FRAMEWORK_A):
+                    repeated = {id(node) for entry in book.of(Factor.FRAMEWORK_A) for node in entry.repeats}
+                    if any(id(entry.node) in repeated for entry in book.of(Factor.DIVIDE_A)):
+                        continue  # the framework's repeat: reported above
+                series = divisions_in_series(model, event, model.is_accumulation_name)
+                if len(series) >= 2 and id(series[0]) not in reported:
+                    reported.add(id(series[0]))
+                    yield Hit(
+                        series[0],
+                        "the loss is divided by the accumulation steps here and once more on its way to backward: "
+                        "each microbatch weighs 1/A² and the update applies 1/A of the group's mean gradient "
+                        "(the effective learning rate is A times too small)",
+                        "divide by A once",
+                    )
+                    continue
+                if not (series or book.has(Factor.FRAMEWORK_A)):
+                    continue
+                by = "the loss's division" if series else f"{book.of(Factor.FRAMEWORK_A)[0].evidence}'s backward"
+                for entry in book.rescales_once_per_group():
+                    node = entry.report or entry.node
+                    if id(node) in reported or not model.is_accumulation_name(entry.divisor):
+                        continue
+                    reported.add(id(node))
+                    yield Hit(
+                        node,
+                        f"the group's gradients are divided by the accumulation steps here after {by} already "
+                        "divided each microbatch by A: the update applies 1/A of the group's mean gradient "
+                        "(the effective learning rate is A times too small)",
+                        "divide by A once: either the loss before backward or the gradients before the update",
+                    )
 
     @staticmethod
     def _token_mean_then_gradient_division(model: FileModel, reported: set[int]) -> Iterator[Hit]:
@@ -172,24 +216,42 @@ class MissingNormalization(Rule):
                 continue  # reset every microbatch: nothing is summed (ACC001's matter)
             late = {id(event) for _, event in model.divided_after_backward(group)}  # ACC104's matter
             for event in group.of_kind(EventKind.BACKWARD):
-                if (not group.in_loop(event) or event.site.in_helper
-                        or group.cadence(event) is not Cadence.MICROBATCH):
-                    continue  # a helper's own assignments are not followed: its loss history is unknown
+                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+                    continue
+                if event.site.in_helper and not _loop_and_backward_in_one_helper(group, event):
+                    continue  # a backward helper given the caller's loss: its history is the caller's to show
                 contract = fw.backward_contract(event.role.role, event.method)
                 if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
                     continue
                 if event.method != "backward" or id(event) in late or not model.never_scaled(event):
                     continue
-                if model.ledger(group, event).of(Factor.TOKEN_SUM):
-                    continue  # the sum convention: the model's forward sums the tokens on purpose
+                book = model.ledger(group, event)
+                if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
+                    continue  # a denominator (or the sum convention, or a weight) another rule judges
                 yield Hit(
                     event.node,
-                    "the loss reaches backward undivided in a loop that accumulates A microbatches: each "
-                    "update applies the sum of A gradients, A times the mean, which silently multiplies "
-                    "the effective learning rate by A",
+                    f"the loss{book.token_mean_scale()} reaches backward undivided in a loop that accumulates A "
+                    "microbatches: each update applies the sum of A gradients, A times the mean, which silently "
+                    "multiplies the effective learning rate by A",
                     "divide the loss by A before backward (or sum token losses and divide by the group's "
                     "token count); if the sum is intended, say so with `# noqa: ACC103`",
                 )
+
+
+def _loop_and_backward_in_one_helper(group, event) -> bool:
+    """Whether a backward inlined from a helper of this module sits in the same helper as the
+    group's micro-loop (``def forward_backward(batch): for micro in ...: loss.backward()``): the
+    loss is computed there, so its whole history is in view. A backward in a helper of its own
+    (``def backward(loss, scaler)``) or in another module (a pipeline engine) is not read."""
+    inline = event.site.inline
+    if inline is None or any(link.foreign is not None for link in inline.chain()):
+        return False
+    call = event.site.call
+    if call is None or call.args or not isinstance(call.func, cst.Attribute):
+        return False  # `self.backward(state)`: a method of the user's, not a tensor's backward
+    if (dotted(call.func.value) or "").split(".")[0] in ("self", "cls"):
+        return False
+    return any(node is group.loop for node in walk(inline.function))
 
 
 class NormalizationAfterBackward(Rule):
@@ -202,16 +264,17 @@ class NormalizationAfterBackward(Rule):
             if group.accumulates is False:
                 continue
             for node, event in model.divided_after_backward(group):
-                if model.divided_by_a(event):
-                    continue  # the backward already saw a loss divided by A: this one is for the log
+                book = model.ledger(group, event)
+                if book.normalized():
+                    continue  # the backward saw a denominator (or the gradients get one): this one is for the log
                 contract = fw.backward_contract(event.role.role, event.method)
                 if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
                     continue  # the backward API may have divided already (Accelerate, DeepSpeed)
                 yield Hit(
                     node,
                     "this division comes after the loss's backward already ran, so it changes only the "
-                    "value you log: the gradients are the sum of the undivided microbatch losses, A times "
-                    "too large",
+                    f"value you log: the gradients are the sum of the undivided microbatch losses"
+                    f"{book.token_mean_scale()}, A times too large",
                     "divide the loss before calling backward (inside the helper that calls it)",
                 )
 
@@ -240,10 +303,14 @@ class FrameworkExpectsNormalization(Rule):
             for event in group.of_kind(EventKind.BACKWARD):
                 if event.method != MANUAL_BACKWARD or event.site.in_helper or not model.never_scaled(event):
                     continue
+                book = model.ledger(group, event)
+                if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.GRAD_RESCALE):
+                    continue  # the gradients get their denominator after the backward, or the sum is the convention
                 yield Hit(
                     event.node,
                     "under manual optimization Lightning does not divide the loss by the accumulation "
-                    "steps: the A backwards of a group add up to A times the mean gradient",
+                    f"steps: the A backwards of a group{book.token_mean_scale()} add up to A times the mean "
+                    "gradient",
                     "divide the loss by the number of microbatches per update before `self.manual_backward`",
                 )
         for node, name in hf_loss_funcs_ignoring_count(model):

@@ -8,6 +8,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
+from accumlint.model.tail import engine_window_tail
 from accumlint.source_facts import SourceFacts
 
 _WHAT_HAPPENS = {
@@ -54,8 +55,23 @@ class PartialFinalGroup(Rule):
     def applies(self, facts: SourceFacts) -> bool:
         return super().applies(facts) or facts.calls({"Trainer"})
 
+    @staticmethod
+    def _engine_window(model: FileModel, group) -> Iterator[Hit]:
+        node = engine_window_tail(model, group)
+        if node is not None:
+            yield Hit(
+                node,
+                "this trailing window of r < A microbatches is normalized as a group of its own, but the "
+                "DeepSpeed engine counts micro-steps across epochs: the r microbatches are applied together "
+                "with the first A - r of the next epoch, and from then on every engine group straddles two of "
+                "the code's windows (each microbatch weighted by a window the engine does not apply together)",
+                "drop the partial window (yield only full windows), or tell the engine the boundary with "
+                "`engine.set_gradient_accumulation_boundary(...)` before each backward",
+            )
+
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
+            yield from self._engine_window(model, group)  # the window builder's own A says it accumulates
             if group.accumulates is not True:
                 continue
             tail = model.tail(group)
@@ -64,6 +80,9 @@ class PartialFinalGroup(Rule):
             text = _SHIFTED if tail.shifts_next else _WHAT_HAPPENS.get(tail.treatment)
             if text is None:
                 continue
+            if tail.samples:  # the gate counts samples: the tail is what is left of the pass's samples
+                text = text.replace("the loader's length is not a multiple of A",
+                                    "the pass's sample count is not a multiple of the group's size in samples")
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
                       else "a group of A + r microbatches that mixes two epochs")
             yield Hit(tail.report, text.format(merged=merged), _FIX.get(tail.treatment, _DEFAULT_FIX))

@@ -43,6 +43,7 @@ class BoundaryTest:
     extra: bool = False
     report: cst.CSTNode | None = None
     flag: str | None = None  # the flag variable the test went through, if any
+    samples: bool = False  # a counter of samples compared with the group's size in samples
 
 
 #: Resolves a flag name to the expression last assigned to it inside the loop (or None).
@@ -122,7 +123,16 @@ def _comparison(test: cst.Comparison) -> BoundaryTest | None:
         names = [dotted(side) or "" for side in (left, right)]
         if any(conventions.ACCUMULATION_NAME.search(name) for name in names):
             return BoundaryTest("counter", True, left, right, None, report=test)
+        if isinstance(operator, cst.GreaterThanEqual) and _sample_gate(*names):
+            return BoundaryTest("counter", True, left, right, None, report=test, samples=True)
     return None
+
+
+def _sample_gate(counter: str, target: str) -> bool:
+    """``seen >= global_batch_size``: a count of samples compared with the group's size in samples."""
+    tail = target.rpartition(".")[2]
+    return bool(conventions.SAMPLE_COUNT_NAME.match(counter.rpartition(".")[2]) and (
+        conventions.SAMPLE_TARGET_NAME.match(tail) or conventions.GLOBAL_BATCH_NAME.match(tail)))
 
 
 def _is_modulo(node: cst.BaseExpression) -> bool:

@@ -111,6 +111,13 @@ REPLICA_COUNT_NAME = re.compile(
 MODEL_PARALLEL_NAME = re.compile(
     r"^(tp|pp)_?(size|degree|world_size)$|^(tensor|pipeline)(_model)?_parallel(_size|_degree|_world_size)?$|"
     r"^model_parallel(_size|_degree)?$", re.I)
+#: A count of the samples a group has seen so far (the counter of a sample-count gate,
+#: ``seen += len(batch); if seen >= global_batch_size: ...``).
+SAMPLE_COUNT_NAME = re.compile(r"^(n_|num_)?(samples|examples|seqs|sequences)(_seen|_in_group|_so_far|_acc\w*)?$|"
+                               r"^(seen|n_seen|samples_seen|examples_seen|seen_samples|seen_examples)$", re.I)
+#: What a sample-count gate compares with: the group's target size in samples.
+SAMPLE_TARGET_NAME = re.compile(r"^target_(samples|examples|batch\w*)$|^(samples|examples)_per_(update|step|group)$",
+                                re.I)
 #: Effective / global batch names (A is recognised by ``ACCUMULATION_NAME``).
 GLOBAL_BATCH_NAME = re.compile(
     r"^(global|total|effective|eff)_\w*batch\w*$|^tokens_per_(iter|iteration|step|update)$", re.I)

@@ -11,12 +11,14 @@ of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_fo
 ``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
 backward API's own division by A (the framework rows: Accelerate, DeepSpeed, mmengine) and, under a
 wrapper that averages over the replicas, divisions by a count summed over them or by the
-world size. The rules ACC101, ACC102,
-ACC307 and ACC405 read it, so they count the same denominators.
+world size. The rules ACC101 to ACC105, ACC307 and ACC405 read it, so they count the same
+denominators: a rule is silent where the ledger shows a denominator another rule owns, and
+no two rules report the same doubled factor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -86,6 +88,28 @@ class Ledger:
         """The entries of one kind, in order."""
         return [entry for entry in self.entries if entry.factor is factor]
 
+    def has(self, *factors: Factor) -> bool:
+        """Whether any entry is of one of ``factors``."""
+        return any(entry.factor in factors for entry in self.entries)
+
+    def rescales_once_per_group(self) -> list[Entry]:
+        """The gradient-side rescales that run once per group, after its last backward (the
+        recommended place for a denominator)."""
+        return [entry for entry in self.of(Factor.GRAD_RESCALE) if entry.cadence is Cadence.UPDATE]
+
+    def normalized(self) -> bool:
+        """Whether some entry divides the group's summed gradient by a denominator: A (by hand
+        or by the framework), a count summed over the replicas, the world size, or a rescale of
+        the accumulated gradients once per group."""
+        return self.has(Factor.DIVIDE_A, Factor.FRAMEWORK_A, Factor.DIVIDE_GLOBAL_COUNT,
+                        Factor.DIVIDE_WORLD) or bool(self.rescales_once_per_group())
+
+    def token_mean_scale(self) -> str:
+        """How the message names what one backward's loss is, when the ledger knows: ``" (a mean
+        over its microbatch's tokens: ...)"``, else ``""``."""
+        means = self.of(Factor.TOKEN_MEAN)
+        return f" (a mean over its microbatch's tokens: {means[0].evidence})" if means else ""
+
 
 def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) -> Ledger:
     """The ledger of a backward ``event`` (of ``group``; None for a backward outside the
@@ -116,6 +140,76 @@ def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) ->
     if group is not None:
         entries.extend(gradient_rescales(model, group))
     return Ledger(event, tuple(entries))
+
+
+def divisions_in_series(model: FileModel, event: Event, is_divisor) -> list[cst.CSTNode]:
+    """The divisions by a divisor ``is_divisor`` accepts that the loss of ``event`` goes through
+    one after another (``loss = loss / A`` then ``(loss / A).backward()``), outermost first.
+
+    Follows only the loss's own multiplicative chain: the numerator of a division, both sides
+    of a product, the previous value of ``loss /= d``, the ``return`` of a helper inlined at a
+    call; not divisors or sums (``a / A + b / A`` is one division of the total)."""
+    if event.loss is None:
+        return []
+    found: list[cst.CSTNode] = []
+    work: list[tuple[cst.BaseExpression, Site]] = [(event.loss, event.site)]
+    seen: set[int] = set()
+    while work and len(seen) < _MAX_SERIES:
+        expression, site = work.pop()
+        for node in _spine(expression):
+            if isinstance(node, cst.BinaryOperation):
+                if is_divisor(node.right):
+                    found.append(node)
+                continue
+            if isinstance(node, cst.Call):  # a helper inlined here: what its `return`s give
+                for returned in site.scope.returns_of(node):
+                    if id(returned) not in seen and returned.value is not None:
+                        seen.add(id(returned))
+                        work.append((returned.value, returned))
+                continue
+            definition = _only_definition(model, dotted(node) or "", site)
+            while definition is not None and id(definition) not in seen and definition.value is not None:
+                seen.add(id(definition))
+                if definition.augmented is None:
+                    if not isinstance(definition.node, (cst.For, cst.With)):
+                        work.append((definition.value, definition))
+                    break
+                if isinstance(definition.augmented, cst.DivideAssign) and is_divisor(definition.value):
+                    found.append(definition.node)
+                elif not isinstance(definition.augmented, (cst.DivideAssign, cst.MultiplyAssign)):
+                    break  # `loss += other`: a sum, not one chain
+                definition = _only_definition(model, dotted(node) or "", definition)
+    return found
+
+
+def _only_definition(model: FileModel, name: str, site: Site) -> Site | None:
+    """The assignment to ``name`` that reaches ``site`` on every path (None when two may:
+    ``if amp: loss /= A ... else: loss /= A`` are one division on either path, not two)."""
+    definition = model.reaching(name, site)
+    if definition is None or site.inline is not None:
+        return definition  # inside an inlined helper: its own straight-line assignments
+    candidates, from_entry = model.reaching_definitions(name, site)
+    return definition if candidates == [definition] and not from_entry else None
+
+
+_MAX_SERIES = 16
+
+
+def _spine(expression: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The divisions (``BinaryOperation``), names and calls on the multiplicative chain of ``expression``."""
+    if isinstance(expression, cst.BinaryOperation):
+        if isinstance(expression.operator, cst.Divide):
+            yield expression
+            yield from _spine(expression.left)
+        elif isinstance(expression.operator, cst.Multiply):
+            yield from _spine(expression.left)
+            yield from _spine(expression.right)
+    elif isinstance(expression, cst.UnaryOperation):
+        yield from _spine(expression.expression)
+    elif isinstance(expression, (cst.Name, cst.Attribute)) and dotted(expression) is not None:
+        yield expression
+    elif isinstance(expression, cst.Call):
+        yield expression
 
 
 def _framework_division(model: FileModel, event: Event):

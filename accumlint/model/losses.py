@@ -269,7 +269,7 @@ def never_scaled(event: Event) -> bool:
     if event.loss is None:
         return False
     for name in names_feeding(event.loss):
-        definition = reaching_assignment(event.site.scope, name, event.order)
+        definition = reaching_assignment(event.site.scope, name, event.order, None, event.site.inline)
         if definition is not None and isinstance(definition.node, cst.With):
             return False  # `with amp.scale_loss(loss, opt) as scaled:` — what the context yields is not read
         if definition is not None and isinstance(definition.node, cst.For):

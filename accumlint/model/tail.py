@@ -22,7 +22,7 @@ from accumlint.model import boundary
 from accumlint.model.events import Event
 from accumlint.model.groups import AccumulationLoop, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, last_segment
+from accumlint.model.names import children, dotted, keyword, last_segment, walk
 from accumlint.model.roles import Roles
 from accumlint.model.sites import FrameKind, Site
 
@@ -88,7 +88,8 @@ class Tail:
     whether each microbatch's loss is divided by A (so a partial group weighs r/A);
     ``report``: the node to point at (the update gate, or a post-loop flush);
     ``shifts_next``: the dropped tail's microbatches were counted, so the next pass's first
-    group is only A - r microbatches long.
+    group is only A - r microbatches long; ``samples``: the gate counts samples, not microbatches
+    (``seen >= global_batch_size``), so the tail is the samples after the last full group.
     """
 
     treatment: TailTreatment
@@ -97,6 +98,7 @@ class Tail:
     report: cst.CSTNode | None
     source: str = ""
     shifts_next: bool = False
+    samples: bool = False
 
 
 def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
@@ -143,7 +145,7 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
         if source is None or not _per_pass_index(group, test) or not _backward_per_microbatch(group):
             return None
         length = model.length_arithmetic.get(source)
-        if length is LengthFact.MULTIPLE_OF_A:
+        if length is LengthFact.MULTIPLE_OF_A or drops_partial_group(model, group):
             return None
     divided = _divided(model, group)
     report = group.gate.frame_node if test.flag is None else test.report
@@ -162,6 +164,49 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     if length is None:
         return None
     return Tail(TailTreatment.NOT_APPLIED, None, divided, report)
+
+
+def drops_partial_group(model: FileModel, group: AccumulationLoop) -> bool:
+    """Whether the loader the loop iterates drops the partial *group*, not only the partial batch:
+    built (in this module) as ``DataLoader(..., drop_last=True)`` whose sampler, batch sampler or
+    dataset is sized with A (``batch_sampler=GroupSampler(ds, bs, accum, drop_last=True)``,
+    ``sampler=RandomSampler(ds, num_samples=n_updates * bs * accum)``), or through a batch
+    sampler given ``drop_last=True`` and A. ``drop_last=True`` alone drops a short batch and
+    leaves ``len(loader) % A`` microbatches."""
+    loader = _loader_of(group, model.roles)
+    name = dotted(loader) if loader is not None else None
+    built = model.reaching(name, group.loop_sites[0]) if name else None
+    call = built.value if built is not None else None
+    if not isinstance(call, cst.Call) or built is None:
+        return False
+    drop = keyword(call, "drop_last")
+    sampler = keyword(call, "batch_sampler")
+    if _true(drop):
+        return any(_mentions_a(model, arg.value, built) for arg in call.args
+                   if arg.keyword is None or arg.keyword.value in ("dataset", "sampler", "batch_sampler"))
+    if sampler is not None:
+        value = _bound_value(model, sampler, built)
+        return (isinstance(value, cst.Call) and _true(keyword(value, "drop_last"))
+                and _mentions_a(model, value, built))
+    return False
+
+
+def _true(value: cst.BaseExpression | None) -> bool:
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
+def _bound_value(model: FileModel, expression: cst.BaseExpression, site: Site) -> cst.BaseExpression:
+    """The value a name was last bound to before ``site`` (the expression itself otherwise)."""
+    name = dotted(expression) if isinstance(expression, (cst.Name, cst.Attribute)) else None
+    bound = model.reaching(name, site) if name else None
+    return bound.value if bound is not None and bound.value is not None else expression
+
+
+def _mentions_a(model: FileModel, expression: cst.BaseExpression, site: Site) -> bool:
+    """Whether ``expression`` (or the value its name was bound to, one level) names A."""
+    value = _bound_value(model, expression, site)
+    return any(model.is_accumulation_name(node) for node in walk(value)
+               if isinstance(node, (cst.Name, cst.Attribute)))
 
 
 def _divided(model: FileModel, group: AccumulationLoop) -> bool:
@@ -273,10 +318,15 @@ def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.Boun
     the epoch loop survives the epoch; one set in the epoch loop's body restarts with it."""
     outer = group.outer_loop
     counter = dotted(test.dividend) if test.dividend is not None else None
-    if outer is None or counter is None or not isinstance(outer, cst.For):
+    if counter is None or (outer is not None and not isinstance(outer, cst.For)):
         return None
+    if outer is None and not _called_in_loop(model, group):
+        return None
+    if test.samples and not _restarted_under_gate(group, counter):
+        return None  # a sample count that is never restarted is no group's counter
     source = _pass_source(model, group)
-    if source is None or model.length_arithmetic.get(source) is LengthFact.MULTIPLE_OF_A:
+    if (source is None or model.length_arithmetic.get(source) is LengthFact.MULTIPLE_OF_A
+            or drops_partial_group(model, group)):
         return None
     if not _backward_per_microbatch(group):
         return None
@@ -284,20 +334,95 @@ def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.Boun
     if any(e.kind in (EventKind.UPDATE, EventKind.RESET) for e in after):
         return None
     start, _ = group.scope.loop_spans[group.loop]
-    outer_start, _ = group.scope.loop_spans[outer]
     sets = [s for s in group.scope.sites if counter in s.targets and s.augmented is None
             and not s.in_helper and s.order < start]
     if not sets:
         return None
-    restarts = sets[-1].inside(outer) and sets[-1].order >= outer_start
+    if outer is None:  # the function is the pass: a counter set in it restarts with every call
+        restarts = True
+    else:
+        outer_start, _ = group.scope.loop_spans[outer]
+        restarts = sets[-1].inside(outer) and sets[-1].order >= outer_start
     wiped = _reset_at_pass_start(group, scope_events)
     divided = _divided(model, group)
     report = test.report or group.gate.frame_node  # type: ignore[union-attr]
     if restarts and not wiped:
-        return Tail(TailTreatment.LEAKS, None, divided, report)
+        return Tail(TailTreatment.LEAKS, None, divided, report, samples=test.samples)
     if not restarts and wiped:
-        return Tail(TailTreatment.DROPPED, None, divided, report, shifts_next=True)
+        return Tail(TailTreatment.DROPPED, None, divided, report, shifts_next=True, samples=test.samples)
     return None  # both restart (tail dropped on purpose) or neither (groups run across epochs)
+
+
+def engine_window_tail(model: FileModel, group: AccumulationLoop) -> cst.CSTNode | None:
+    """The ``yield`` of a trailing partial window that a loop stepping a DeepSpeed engine every
+    microbatch treats as a group of its own, or None.
+
+    The loop iterates a generator of this module that groups the loader into windows of A
+    (yields under ``if len(window) == A``) and yields the last, shorter window after its loop
+    (``if window: ... yield``), inside an epoch loop, with nothing telling the engine the
+    boundary (``set_gradient_accumulation_boundary``). The engine counts micro-steps globally
+    (its row in :data:`accumlint.frameworks.FRAMEWORK_TAILS`), so from the second epoch on its
+    groups straddle the code's windows."""
+    loop = group.loop
+    if group.style is not LoopStyle.DEEPSPEED or group.outer_loop is None or not isinstance(loop, cst.For):
+        return None
+    if any(site.call is not None and last_segment(dotted(site.call.func) or "") in fw.deepspeed.MANUAL_BOUNDARY_CALLS
+           for site in group.scope.sites):
+        return None
+    call = loop.iter
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        return None
+    if not any(model.is_accumulation_name(arg.value) for arg in call.args):
+        return None
+    builder = next((scope.node for scope in model.scopes if isinstance(scope.node, cst.FunctionDef)
+                    and scope.class_def is None and scope.node.name.value == call.func.value), None)
+    return _trailing_window_yield(builder) if builder is not None else None
+
+
+def _trailing_window_yield(function: cst.FunctionDef) -> cst.CSTNode | None:
+    """In a generator ``for x in src: buf.append(x); if len(buf) == n: ... yield ...`` followed
+    by ``if buf: ... yield ...``: the trailing yield."""
+    body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
+    for index, statement in enumerate(body):
+        if not isinstance(statement, cst.For):
+            continue
+        full = [node for node in walk(statement) if isinstance(node, cst.If) and _len_equals(node.test)]
+        if not full or not any(isinstance(node, cst.Yield) for f in full for node in walk(f.body)):
+            continue
+        for after in body[index + 1:]:
+            if isinstance(after, cst.If) and _names_buffer(after.test, full[0].test):
+                found = [node for node in walk(after.body) if isinstance(node, cst.Yield)]
+                if found:
+                    return found[0]
+    return None
+
+
+def _len_equals(test: cst.BaseExpression) -> bool:
+    """``len(buf) == n``."""
+    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal) and _len_of(test.left) is not None)
+
+
+def _names_buffer(test: cst.BaseExpression, full: cst.BaseExpression) -> bool:
+    """``if buf:`` / ``if len(buf):`` / ``if len(buf) > 0:`` on the buffer ``full`` measures."""
+    buffer = _len_of(full.left)  # type: ignore[attr-defined]
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        test = test.left
+    return dotted(test) == buffer or _len_of(test) == buffer
+
+
+def _restarted_under_gate(group: AccumulationLoop, counter: str) -> bool:
+    """Whether the gate's branch sets ``counter`` anew (``seen = 0``, ``seen -= target``)."""
+    gate = group.gate
+    if gate is None:
+        return False
+    for site in group.loop_sites:
+        if counter not in site.targets or site.in_helper:
+            continue
+        if site.augmented is None or isinstance(site.augmented, cst.SubtractAssign):
+            if any(frame.node is gate.frame_node and frame.branch == gate.update_branch for frame in site.frames):
+                return True
+    return False
 
 
 def _framework(key: str) -> Tail:
