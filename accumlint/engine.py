@@ -3,13 +3,14 @@
 Most files of a large repository hold no training loop, so two cheap stages come first:
 
 1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
-   is called or defined in the code there (strings and comments excluded), the file is done,
-   neither decoded nor parsed (it gets no ``ACC000`` either: no rule needed to read it).
-2. Unless the bytes already show a call that makes a backward event (a training loop that
-   every loop rule reads), the interpreter's own parser (``ast``, an order of magnitude
-   faster than LibCST's) reports a file that does not parse, and each selected rule decides
-   from the names of its code (:mod:`accumlint.source_facts`, strings and comments
-   excluded) whether it can fire there (:meth:`~accumlint.checks.base.Rule.applies`).
+   (:class:`~accumlint.checks.gate.Gate`) is called or defined in the code there (strings
+   and comments excluded), the file is done, neither decoded nor parsed (it gets no
+   ``ACC000`` either: no rule needed to read it).
+2. The interpreter's own parser (``ast``, an order of magnitude faster than LibCST's)
+   reports a file that does not parse, and each selected rule's gate decides from the names
+   of its code (:mod:`accumlint.source_facts`) whether it can fire there — unless the file
+   may run events through another module's code (a project helper, a summarized library
+   function), which the file's own names cannot judge.
 
 Only then does LibCST parse the file for the model and the rules. Everything that can go
 wrong with one file (undecodable bytes, a syntax error, a rule that crashes) is reported
@@ -140,15 +141,20 @@ def backward_used(data: bytes) -> bool:
 def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
     """``used``, plus every rule's markers when the file names a function or class of its
     project whose module calls a backward, reset or clip (the model may follow the call there)."""
-    everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
+    return used | set(_screen_markers(ALL_RULES_INSTANCES)) if _calls_out(path, data) else used
+
+
+def _calls_out(path: str | None, data: bytes) -> bool:
+    """Whether the file may run a backward, reset or clip through code outside it: it names a
+    library function a table row says performs events, a timm-style loss scaler, or a
+    function or class of its project whose module performs them (the model may follow the
+    call there; the ast stage, which sees only this file, then cannot judge it)."""
     if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
-        return everything  # a library function a table row says performs events
+        return True
     if _loss_scaler_gate().search(data):
-        return everything  # may call a timm-style loss scaler (its backward is behind the call)
+        return True  # its backward is behind the call
     index = project.active() if path is not None else None
-    if index is None or index.root_of(path) is None or not index.mentions_event_name(data, path):  # type: ignore[arg-type]
-        return used
-    return everything
+    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)  # type: ignore[arg-type]
 
 
 @functools.cache
@@ -189,9 +195,9 @@ def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> lis
     return [
         rule
         for rule in rules
-        if not rule.markers
-        or (not used.isdisjoint(rule.markers) and (backward or not rule.backward_required)
-            and (rule.requires is None or rule.requires.search(data)))
+        if (gate := rule.gate).everywhere
+        or (not used.isdisjoint(gate.markers) and (backward or not gate.backward)
+            and (gate.requires is None or gate.requires.search(data)))
     ]
 
 
@@ -199,8 +205,8 @@ def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> lis
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
     """The union of the markers of ``rules`` (a rule without markers adds none: it may fire
     anywhere), and the backward markers where a rule needs one besides its own."""
-    backward = _BACKWARD_MARKERS if any(rule.backward_required for rule in rules) else ()
-    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.markers)}))
+    backward = _BACKWARD_MARKERS if any(rule.gate.backward for rule in rules) else ()
+    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.gate.markers)}))
 
 
 @functools.lru_cache(maxsize=64)
@@ -370,7 +376,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
     (then it is not decoded or parsed at all); a file over :data:`MAX_SOURCE_BYTES` gets an
     ``ACC000`` that says so instead of being parsed. A file that parses, but where none of
-    ``rules`` applies (:meth:`Rule.applies` on its :mod:`~accumlint.source_facts`), is not
+    ``rules`` admits (:meth:`Gate.admits` on its :mod:`~accumlint.source_facts`), is not
     given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
     in ``internal_errors`` and the other rules still run.
@@ -427,9 +433,12 @@ def _collector_paused() -> Iterator[None]:
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
-    used: set[bytes] = set()
+    outside = False
     if rules:
-        used = _project_backward(path, data, marker_search(_screen_markers(tuple(rules))).used(data))
+        used = marker_search(_screen_markers(tuple(rules))).used(data)
+        outside = _calls_out(path, data)
+        if outside:
+            used |= set(_screen_markers(ALL_RULES_INSTANCES))
         rules = _rules_in_bytes(data, rules, used)
         if not rules:
             return result  # no selected rule can fire here: the file is neither decoded nor parsed
@@ -449,19 +458,19 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         return result
     memory = None
     large = len(data) >= INTERPRETER_FIRST_ABOVE
-    # a backward call in the code: most likely a loop every loop rule reads, so the rules are
-    # not asked (that walk would cost more than the little it saves on such files)
-    loop_likely = bool(rules) and _calls_backward(used)
-    if large or not loop_likely or _nests_deep(data):
-        # no likely loop, a syntax check (no rules), or the file is large or nests deeply: the interpreter's
-        # parser (an order of magnitude faster than LibCST's) decides, reporting a file that does not parse
+    # the gates judge this file's own code: where it may run events through another module's
+    # code (``outside``) every rule its bytes admit goes on to LibCST
+    gated = bool(rules) and not outside
+    if large or gated or not rules or _nests_deep(data):
+        # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting
+        # a file that does not parse: for the gates, a syntax check (no rules), a large or deep file
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
             result.findings.append(_parse_error(path, *tree))
             return result
-        if rules and not loop_likely:
-            facts = source_facts(tree)
-            rules = [rule for rule in rules if rule.applies(facts)]
+        if gated:
+            facts = source_facts(tree, data)
+            rules = [rule for rule in rules if rule.gate.admits(facts)]
             if not rules:
                 return result  # no selected rule can fire on this code
         if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:

@@ -336,6 +336,9 @@ def test_a_libcst_stage_is_budgeted_by_the_estimate_of_the_cheap_stages() -> Non
     assert screened.memory == nodes * engine.PARSE_MEMORY_PER_NODE
     assert runner._Job(0, "train.py", data, frozenset(), screened).memory == screened.memory
     assert screened.memory < len(data) * engine.PARSE_MEMORY_PER_BYTE / 2  # comments cost no nodes
-    small = engine.screen("loop.py", b"for batch in loader:\n    loss.backward()\n")
-    assert isinstance(small, engine.Screened) and small.memory is None  # no ast stage: by the size
+    loop = b"for batch in loader:\n    loss.backward()\n"
+    small = engine.screen("loop.py", loop)
+    assert isinstance(small, engine.Screened)
+    assert small.memory == sum(1 for _ in ast.walk(ast.parse(loop))) * engine.PARSE_MEMORY_PER_NODE
+    small = engine.Screened(small.text, small.rules)  # no ast stage (a file calling out): by the size
     assert runner._Job(0, "loop.py", b"x" * 50, frozenset(), small).memory == 50 * engine.PARSE_MEMORY_PER_BYTE
