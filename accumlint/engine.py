@@ -461,11 +461,16 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
     # the gates judge this file's own code: where it may run events through another module's
     # code (``outside``) every rule its bytes admit goes on to LibCST
     gated = bool(rules) and not outside
-    if large or gated or not rules or _nests_deep(data):
+    deep = _nests_deep(data)
+    if large or gated or not rules or deep:
         # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting
         # a file that does not parse: for the gates, a syntax check (no rules), a large or deep file
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
+            if gated and not (large or deep) and _calls_backward(used):
+                # a training loop in syntax newer than this interpreter's (PEP 695 on 3.11):
+                # LibCST reads it, and reports a real syntax error at the interpreter's position
+                return Screened(text, tuple(rules))
             result.findings.append(_parse_error(path, *tree))
             return result
         if gated:

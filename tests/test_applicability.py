@@ -109,7 +109,8 @@ LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def trainin
         # forward-only loop: the losses kept in the loop, one backward after it
         ("ACC201", "def f():\n    for b in loader:\n        losses.append(model(b))\n    sum(losses).backward()\n",
          True),
-        ("ACC404", "tokens = micro_bs * grad_accum * world_size\n", True),
+        ("ACC404", "tokens = micro_bs * grad_accum * torch.cuda.device_count()\n", True),
+        ("ACC404", "accum_dtype = torch.float32\nn = len(x)\n", False),  # an A-like name, no count read
         ("ACC404", "n = world_size\nout = accumulated_log_probs + n\n", False),  # no A in a product
         ("ACC006", "from transformers import Trainer\nclass T(Trainer):\n    def training_step(self, m, i):\n"
                    "        if self.state.global_step % 4 == 0:\n            pass\n", True),
@@ -120,7 +121,8 @@ LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def trainin
         ("ACC001", "loader = DataLoader(ds)\nopt.zero_grad()\n", False),
         ("ACC403", "loader = DataLoader(ds)\nmodel = DDP(model)\n", False),  # no loop that runs a backward
         ("ACC404", "global_batch_size = m * torch.cuda.device_count()\n", True),
-        ("ACC404", "cfg.gradient_accumulation_steps = 4\n", True),
+        ("ACC404", "cfg.gradient_accumulation_steps = 4\nn = torch.cuda.device_count()\n", True),
+        ("ACC404", "cfg.gradient_accumulation_steps = 4\n", False),  # no GPU count or world size read
         ("ACC404", "n_gpu = torch.cuda.device_count()\nmodel = DDP(model)\nloss.backward()\n", False),
         ("ACC306", "scheduler.step()\n", True),
         ("ACC306", "engine, opt, _, sched = deepspeed.initialize(model=m, lr_scheduler=s)\n", False),

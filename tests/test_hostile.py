@@ -14,7 +14,7 @@ from accumlint import engine, runner
 from tests.cli_helpers import ACC001_LOOP, cli
 
 BUGGY = ACC001_LOOP
-MARKER = b"loss.backward()\noptimizer.step()\n"
+MARKER = b"for b in loader: loss.backward()\noptimizer.step()\n"  # a loop: every loop rule reads the file
 
 
 def check(tmp_path: Path, hostile: dict[str, bytes], *extra: str) -> Result:

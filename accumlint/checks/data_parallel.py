@@ -133,12 +133,23 @@ def _may_count_devices(facts: SourceFacts) -> bool:
     product of three factors or more with a name of A among them beside a replica or GPU count
     in the code (``m * A * D`` is an effective batch whatever it is called:
     :func:`_effective_batch_shape`)."""
+    if not _reads_device_or_world_count(facts):
+        return False  # the value the rule flags reads one of them
     if facts.binds(_counts_a_or_batch):
         return True
     counts = facts.calls(fw.pytorch.WORLD_SIZE_CALLS | fw.pytorch.DEVICE_COUNT_CALLS) or any(
         conventions.REPLICA_COUNT_NAME.match(name) or conventions.DEVICE_COUNT_NAME.match(name)
         for name in facts.mentioned)
     return counts and any(conventions.ACCUMULATION_NAME.search(name) for name in facts.multiplied)
+
+
+def _reads_device_or_world_count(facts: SourceFacts) -> bool:
+    """Whether the module reads a GPU count or the whole world size as
+    ``DataParallel.counts_devices`` / ``counts_whole_world`` do: a count call, a GPU-count name
+    or an environment variable of either (in a string)."""
+    return (facts.calls(fw.pytorch.DEVICE_COUNT_CALLS | fw.pytorch.WORLD_SIZE_CALLS)
+            or any(conventions.DEVICE_COUNT_NAME.match(name) for name in facts.mentioned)
+            or any(key.encode() in facts.data for key in conventions.DEVICE_COUNT_ENV | fw.pytorch.WORLD_SIZE_ENV))
 
 
 def _may_divide_by_replicas(facts: SourceFacts) -> bool:
