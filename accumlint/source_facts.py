@@ -11,6 +11,7 @@ file, so a gate's verdict "cannot fire" stays exact.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -45,10 +46,20 @@ class SourceFacts:
     defined: frozenset[str]
     bound: frozenset[str]
     mentioned: frozenset[str]
-    loop_reach: frozenset[str] = frozenset()
-    multiplied: frozenset[str] = frozenset()
+    #: the interpreter's tree, which the two walks below read when a gate asks
+    tree: ast.AST = field(default_factory=ast.Module, repr=False, compare=False)
     #: the file's bytes, for a gate whose name may be spelled in a string (a config key)
     data: bytes = field(default=b"", repr=False)
+
+    @functools.cached_property
+    def loop_reach(self) -> frozenset[str]:
+        """See :func:`loop_reach` (walked on first use: most gates never ask)."""
+        return loop_reach(self.tree)
+
+    @functools.cached_property
+    def multiplied(self) -> frozenset[str]:
+        """See :func:`multiplied` (walked on first use)."""
+        return multiplied(self.tree)
 
     def in_bytes(self, pattern: NeedlePattern) -> bool:
         """Whether the file's bytes (strings and comments included) match ``pattern``."""
@@ -120,8 +131,7 @@ def source_facts(tree: ast.AST, data: bytes = b"") -> SourceFacts:
                 mentioned.add(node.asname)  # type: ignore[attr-defined]
         elif kind is ast.ImportFrom and node.module:  # type: ignore[attr-defined]
             mentioned.update(node.module.split("."))  # type: ignore[attr-defined]
-    return SourceFacts(frozenset(called), frozenset(defined), frozenset(bound), frozenset(mentioned),
-                       loop_reach(tree), _multiplied(tree), data)
+    return SourceFacts(frozenset(called), frozenset(defined), frozenset(bound), frozenset(mentioned), tree, data)
 
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -274,7 +284,7 @@ def _bound_names(target: ast.AST) -> list[str]:
     return found
 
 
-def _multiplied(tree: ast.AST) -> frozenset[str]:
+def multiplied(tree: ast.AST) -> frozenset[str]:
     """The identifiers in the factors of every product of at least three factors."""
     found: set[str] = set()
     inner: set[int] = set()  # the products inside a larger one: counted with it

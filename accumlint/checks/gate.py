@@ -62,8 +62,10 @@ def runs_loop(facts: SourceFacts) -> bool:
     name of the module it reaches: :attr:`SourceFacts.loop_reach`), or a loop a framework
     owns (:func:`owns_loop`), or a Lightning microbatch hook (:func:`defines_lightning_hook`)
     that calls a backward."""
-    return (not facts.loop_reach.isdisjoint(BACKWARD_CALLS) or owns_loop(facts)
-            or (defines_lightning_hook(facts) and facts.calls(BACKWARD_CALLS)))
+    if owns_loop(facts) or (defines_lightning_hook(facts) and facts.calls(BACKWARD_CALLS)):
+        return True
+    # the walk only where a backward is named at all (what a loop reaches is named in the module)
+    return facts.mentions(BACKWARD_CALLS) and not facts.loop_reach.isdisjoint(BACKWARD_CALLS)
 
 
 def owns_loop(facts: SourceFacts) -> bool:
