@@ -44,6 +44,8 @@ class RunResult:
     sources: dict[str, bytes] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  #: not findings: unknown codes in noqa directives
     notes: list[str] = field(default_factory=list)  #: files skipped unread: FIFOs, devices, sockets
+    #: the project index each file with findings was checked in (its fixes are checked in it too)
+    projects: dict[str, project.ProjectIndex] = field(default_factory=dict)
     cached: int = 0  #: files answered from the cache
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 
@@ -397,6 +399,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         if cache is not None and not result.internal_errors and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
                       names=extra.get(index, ()), state=state)
+    run.projects = dict.fromkeys(run.sources, index_of_project)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))
         run.errors.extend(errors.get(index, ()))
