@@ -120,6 +120,7 @@ class _Scheduler:
         self.pending: list[_Job] = []  # not sent yet, by rank
         self.in_flight: dict[int, tuple[_Job, Future[engine.FileResult | engine.Screened]]] = {}
         self.deadlines: dict[int, float] = {}  # index -> monotonic time its stage must be done by
+        self.sent_at: dict[int, float] = {}  # index -> monotonic time its stage was sent
         self.late: set[int] = set()  # files that ran past the time budget (their result is not cached)
         self.memory = 0  # estimated, of the LibCST stages in flight
         self.frozen = False  # gc.freeze() until the workers have forked
@@ -228,7 +229,8 @@ class _Scheduler:
             self.frozen = False
         self.in_flight[job.index] = (job, future)
         if self.timeout is not None:
-            self.deadlines[job.index] = time.monotonic() + self.timeout
+            self.sent_at[job.index] = time.monotonic()
+            self.deadlines[job.index] = self.sent_at[job.index] + self.timeout
         if job.parses:
             self.memory += job.memory
 
@@ -250,13 +252,31 @@ class _Scheduler:
         now = time.monotonic()
         late = [index for index, deadline in self.deadlines.items() if deadline <= now]
         if late:
+            late = self._stretched(late, now)
+        if late:
             self._replace_workers(late)
 
     def _leave(self, index: int) -> None:
         job, _ = self.in_flight.pop(index)
         self.deadlines.pop(index, None)
+        self.sent_at.pop(index, None)
         if job.parses:
             self.memory -= job.memory
+
+    def _stretched(self, late: list[int], now: float) -> list[int]:
+        """Of the stages past their deadline, those still late once the time budget is scaled by
+        the machine's load (:func:`load_factor`): on a machine shared with other work a stage
+        gets the CPU share it would have had alone, so a good file is not reported as too slow."""
+        assert self.timeout is not None
+        factor = load_factor()
+        still: list[int] = []
+        for index in late:
+            allowed = self.sent_at[index] + self.timeout * factor
+            if allowed > now:
+                self.deadlines[index] = allowed
+            else:
+                still.append(index)
+        return still
 
     def _replace_workers(self, late: list[int]) -> None:
         """The stages of ``late`` ran past the time budget: their files get ``ACC000``; the pool
@@ -306,6 +326,21 @@ class _Scheduler:
         return self.results
 
 
+#: the most a loaded machine stretches a stage's time budget (a stuck file still ends)
+MAX_STRETCH = 8.0
+
+
+def load_factor() -> float:
+    """How many times longer a stage takes on this machine now than alone: the runnable
+    processes (1-minute load average) per CPU this process may use, at least 1, at most
+    :data:`MAX_STRETCH` (1 where the system does not say)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    return min(MAX_STRETCH, max(1.0, load / runner().default_jobs()))
+
+
 def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
     """:func:`_check` in a fresh one-worker pool: a file whose check kills the process gets an
     internal error (one that runs past ``timeout`` seconds, ``ACC000``), and the run goes on."""
@@ -317,7 +352,8 @@ def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float |
     context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
     try:
-        return pool.submit(runner()._check_safely, path, data, codes).result(timeout=timeout)
+        limit = None if timeout is None else timeout * load_factor()
+        return pool.submit(runner()._check_safely, path, data, codes).result(timeout=limit)
     except BrokenProcessPool as exc:
         error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
         return engine.FileResult(path, internal_errors=[error])

@@ -207,7 +207,8 @@ def check_files(
     process). ``cache``, if given, answers for files whose bytes it has seen and receives
     the results of the others (except files with internal errors), and is saved at the end.
     ``parse_timeout`` (seconds; default: the settings' ``parse-timeout``, 0: none): a file
-    whose check runs longer in a worker gets ``ACC000`` and its worker is replaced (with
+    whose check runs longer in a worker (the limit stretched by the machine's load:
+    :func:`accumlint.pool.load_factor`) gets ``ACC000`` and its worker is replaced (with
     ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
     and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each.
     """

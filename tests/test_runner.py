@@ -343,3 +343,22 @@ def test_a_libcst_stage_is_budgeted_by_the_estimate_of_the_cheap_stages() -> Non
     assert small.memory == sum(1 for _ in ast.walk(ast.parse(loop))) * engine.PARSE_MEMORY_PER_NODE
     small = engine.Screened(small.text, small.rules)  # no ast stage (a file calling out): by the size
     assert worker_pool._Job(0, "loop.py", b"x" * 50, frozenset(), small).memory == 50 * engine.PARSE_MEMORY_PER_BYTE
+
+
+def test_a_loaded_machine_stretches_a_stages_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other work on the machine slows a stage down: its budget is scaled by the load per CPU
+    (a good file must not turn into ACC000), up to a bound (a stuck file still ends)."""
+    monkeypatch.setattr(runner, "default_jobs", lambda: 2)
+    scheduler = worker_pool._Scheduler(2, timeout=1.0)
+    now = 100.0
+    scheduler.sent_at = {0: now - 2.5, 1: now - 9.0}
+    scheduler.deadlines = {0: now - 1.5, 1: now - 8.0}
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 6.0, 6.0))  # 3 runnable processes per CPU
+    assert worker_pool.load_factor() == 3.0
+    assert scheduler._stretched([0, 1], now) == [1]  # 9 s > 3 x 1 s: still late
+    assert scheduler.deadlines[0] == now - 2.5 + 3.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # a quiet machine: the budget as set
+    assert worker_pool.load_factor() == 1.0
+    assert scheduler._stretched([0], now) == [0]
+    monkeypatch.setattr(os, "getloadavg", lambda: (500.0, 500.0, 500.0))
+    assert worker_pool.load_factor() == worker_pool.MAX_STRETCH
