@@ -229,7 +229,7 @@ class Screened:
 
 def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
     """The stages of :func:`check_source` before LibCST: the file's final result when they
-    decide it (no rule applies, or ``ACC000``), else what LibCST has to check. Takes about
+    decide it (no rule's gate admits it, or ``ACC000``), else what LibCST has to check. Takes about
     :data:`SCREEN_MEMORY_PER_BYTE` (the ``ast`` tree), not :data:`PARSE_MEMORY_PER_BYTE`."""
     with _collector_paused():
         return _screen(path, data, rules)

@@ -28,7 +28,7 @@ class DuplicateSamplesAcrossReplicas(Rule):
     unknown class), or when anything in the module slices or shards data by rank."""
 
     code = "ACC403"
-    # markers and gate: the loop that reads the loader runs a backward (a DataLoader marker
+    # the default gate: the loop that reads the loader runs a backward (a DataLoader marker
     # would only add files to the byte stage that the gate then drops)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
