@@ -173,6 +173,8 @@ def loop_reach(tree: ast.AST) -> frozenset[str]:
     every function or class of the module it reaches by name (a method by its name, a class
     with all its methods), through names bound to them (``step = self.train_step``,
     ``model: Net``), and through the parameters of a module function that is passed them.
+    What a call of another module's function is handed (``run_loop(loader, step)``) counts as
+    reached from a loop: that function may loop over it.
 
     A superset of the calls the group model can place in a microbatch loop of this module
     (it follows calls into the module's functions and methods; calls into other project
@@ -182,7 +184,7 @@ def loop_reach(tree: ast.AST) -> frozenset[str]:
     top = _Unit()
     units: dict[str, list[_Unit]] = {}  # name -> the functions and classes of that name
     aliases: dict[str, set[str]] = {}  # a bound name -> the identifiers of its values
-    passed: list[tuple[str, ast.Call]] = []  # calls that may pass a module function's parameter
+    passed: list[tuple[str | None, ast.Call]] = []  # calls with arguments (a function may be passed)
     all_units = [top]
     stack: list[tuple[ast.AST, _Unit]] = [(tree, top)]
     while stack:
@@ -213,9 +215,8 @@ def loop_reach(tree: ast.AST) -> frozenset[str]:
         elif kind is ast.Attribute:
             unit.mentioned.add(node.attr)  # type: ignore[attr-defined]
         elif kind is ast.Call:
-            name = _callee(node)  # type: ignore[arg-type]
-            if name is not None and (node.args or node.keywords):  # type: ignore[attr-defined]
-                passed.append((name, node))  # type: ignore[arg-type]
+            if node.args or node.keywords:  # type: ignore[attr-defined]
+                passed.append((_callee(node), node))  # type: ignore[arg-type]
         elif kind in _LOOPS:
             unit.loops = True
         if kind in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor):
@@ -229,12 +230,17 @@ def loop_reach(tree: ast.AST) -> frozenset[str]:
             for bound in _bound_names(node.optional_vars):  # type: ignore[attr-defined]
                 aliases.setdefault(bound, set()).update(_identifiers(node.context_expr))  # type: ignore[attr-defined]
         stack.extend((child, unit) for child in ast.iter_child_nodes(node))
+    handed = _Unit()  # what calls of other modules' functions are handed: they may loop over it
     for name, call in passed:  # `run(self.train_step)`: run's parameters may be train_step
+        found = set().union(*(_identifiers(a) for a in (*call.args, *(k.value for k in call.keywords))))
         if name in units:
-            found = set().union(*(_identifiers(a) for a in (*call.args, *(k.value for k in call.keywords))))
             for callee in units[name]:
                 for param in callee.params:
                     aliases.setdefault(param, set()).update(found)
+        else:  # a project helper's loop may call it (the model inlines the helper, binding it)
+            handed.mentioned |= found
+    handed.loops = bool(handed.mentioned)
+    all_units.append(handed)
     if not any(unit.loops for unit in all_units):
         return frozenset()
     # dunder methods run without their name in the code (`obj(x)`, `for x in obj`, `with obj`)

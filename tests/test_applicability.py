@@ -104,6 +104,8 @@ LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def trainin
         ("ACC001", "f = functools.partial(loss.backward)\nfor b in loader:\n    f()\n", True),
         ("ACC001", "def run(fn):\n    for b in loader:\n        fn(b)\ndef train(b):\n    loss.backward()\n"
                    "run(train)\n", True),
+        # a function handed to another module's function, which may loop over it (a project helper)
+        ("ACC001", "from utils import run_loop\ndef step(b):\n    loss.backward()\nrun_loop(loader, step)\n", True),
         ("ACC001", "class Step:\n    def __call__(self, b):\n        loss.backward()\nfor b in loader:\n    s(b)\n",
          True),
         # forward-only loop: the losses kept in the loop, one backward after it
