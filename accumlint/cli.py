@@ -320,7 +320,7 @@ def check(
             return None
         return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
-    suggested = _suggest(findings, sources, codes_for, output_format, statistics)
+    suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects)
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
             color, fixed=fixed if fix else 0)
     for error in errors:
@@ -417,6 +417,7 @@ def _run_groups(
         total.errors += run.errors
         total.warnings += run.warnings
         total.sources.update(run.sources)
+        total.projects.update(run.projects)
         total.cached += run.cached
         total.parsed += run.parsed
     return total
@@ -428,15 +429,17 @@ def _suggest(
     codes_for: Callable[[str], frozenset[str]],
     output_format: str,
     statistics: bool,
+    projects: dict | None = None,
 ) -> Fixes | None:
-    """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has one)."""
+    """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has
+    one); ``projects``: the project index each file was checked in."""
     if output_format not in FIX_FORMATS and not statistics:
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
         return {}
     from accumlint.suggested_fixes import suggest_run
 
-    return suggest_run(findings, sources, codes_for)
+    return suggest_run(findings, sources, codes_for, projects)
 
 
 def _report(

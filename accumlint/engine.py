@@ -3,13 +3,14 @@
 Most files of a large repository hold no training loop, so two cheap stages come first:
 
 1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
-   is called or defined in the code there (strings and comments excluded), the file is done,
-   neither decoded nor parsed (it gets no ``ACC000`` either: no rule needed to read it).
-2. Unless the bytes already show a call that makes a backward event (a training loop that
-   every loop rule reads), the interpreter's own parser (``ast``, an order of magnitude
-   faster than LibCST's) reports a file that does not parse, and each selected rule decides
-   from the names of its code (:mod:`accumlint.source_facts`, strings and comments
-   excluded) whether it can fire there (:meth:`~accumlint.checks.base.Rule.applies`).
+   (:class:`~accumlint.checks.gate.Gate`) is called or defined in the code there (strings
+   and comments excluded), the file is done, neither decoded nor parsed (it gets no
+   ``ACC000`` either: no rule needed to read it).
+2. The interpreter's own parser (``ast``, an order of magnitude faster than LibCST's)
+   reports a file that does not parse, and each selected rule's gate decides from the names
+   of its code (:mod:`accumlint.source_facts`) whether it can fire there — unless the file
+   may run events through another module's code (a project helper, a summarized library
+   function), which the file's own names cannot judge.
 
 Only then does LibCST parse the file for the model and the rules. Everything that can go
 wrong with one file (undecodable bytes, a syntax error, a rule that crashes) is reported
@@ -19,18 +20,11 @@ for that file and never stops the run.
 from __future__ import annotations
 
 import ast
-import codecs
 import functools
 import gc
-import io
-import os
-import queue
-import re
-import threading
-import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -41,8 +35,18 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.model import build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
-from accumlint.model.kinds import EventKind
-from accumlint.positions import node_positions
+from accumlint.parsing import (
+    INTERPRETER_FIRST_ABOVE,
+    MAX_CHAIN,
+    decode_source,
+    parse_module,
+)
+from accumlint.parsing import interpreter_parse as _interpreter_parse
+from accumlint.parsing import longest_chain as _longest_chain
+from accumlint.parsing import may_chain as _may_chain
+from accumlint.parsing import nests_deep as _nests_deep
+from accumlint.parsing import syntax_error_position as _syntax_error_position
+from accumlint.placement import place
 from accumlint.prefilter import LedPattern, marker_search
 from accumlint.reading import MAX_SOURCE_BYTES
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
@@ -63,23 +67,6 @@ class FileResult:
     dependencies: dict[str, str] = field(default_factory=dict)
 
 
-def decode_source(data: bytes) -> str:
-    """Decode a Python file as the interpreter does (PEP 263 coding line, UTF-8 BOM, default UTF-8).
-
-    Raises ``SyntaxError`` for an unknown coding declaration and ``UnicodeDecodeError`` for
-    bytes that the declared encoding cannot decode.
-    """
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:
-        if "invalid or missing encoding declaration" not in str(exc):
-            raise
-        # the first lines are not UTF-8 and declare nothing: decode as UTF-8 so that the
-        # UnicodeDecodeError says where the bad byte is
-        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
-    return data.decode(encoding)
-
-
 def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
     return Finding(
         path=path,
@@ -92,20 +79,6 @@ def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
         fix="make the file valid Python (as the interpreter that runs it would parse it)",
         url=PARSE_ERROR_URL,
     )
-
-
-def _syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
-    """Where the interpreter puts a syntax error (LibCST's own position is often a token late).
-
-    Falls back to LibCST's position and message when ``ast`` accepts the text.
-    """
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        return err.lineno or 1, err.offset or 1, err.msg
-    except (RecursionError, MemoryError, ValueError):
-        pass
-    return exc.raw_line, exc.raw_column + 1, exc.message
 
 
 #: The markers of the calls that make a backward event: where one is used in the code the
@@ -140,15 +113,20 @@ def backward_used(data: bytes) -> bool:
 def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
     """``used``, plus every rule's markers when the file names a function or class of its
     project whose module calls a backward, reset or clip (the model may follow the call there)."""
-    everything = used | set(_screen_markers(ALL_RULES_INSTANCES))
+    return used | set(_screen_markers(ALL_RULES_INSTANCES)) if _calls_out(path, data) else used
+
+
+def _calls_out(path: str | None, data: bytes) -> bool:
+    """Whether the file may run a backward, reset or clip through code outside it: it names a
+    library function a table row says performs events, a timm-style loss scaler, or a
+    function or class of its project whose module performs them (the model may follow the
+    call there; the ast stage, which sees only this file, then cannot judge it)."""
     if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
-        return everything  # a library function a table row says performs events
+        return True
     if _loss_scaler_gate().search(data):
-        return everything  # may call a timm-style loss scaler (its backward is behind the call)
+        return True  # its backward is behind the call
     index = project.active() if path is not None else None
-    if index is None or index.root_of(path) is None or not index.mentions_event_name(data, path):  # type: ignore[arg-type]
-        return used
-    return everything
+    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)  # type: ignore[arg-type]
 
 
 @functools.cache
@@ -189,9 +167,9 @@ def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> lis
     return [
         rule
         for rule in rules
-        if not rule.markers
-        or (not used.isdisjoint(rule.markers) and (backward or not rule.backward_required)
-            and (rule.requires is None or rule.requires.search(data)))
+        if (gate := rule.gate).everywhere
+        or (not used.isdisjoint(gate.markers) and (backward or not gate.backward)
+            and (gate.requires is None or gate.requires.search(data)))
     ]
 
 
@@ -199,26 +177,14 @@ def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> lis
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
     """The union of the markers of ``rules`` (a rule without markers adds none: it may fire
     anywhere), and the backward markers where a rule needs one besides its own."""
-    backward = _BACKWARD_MARKERS if any(rule.backward_required for rule in rules) else ()
-    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.markers)}))
+    backward = _BACKWARD_MARKERS if any(rule.gate.backward for rule in rules) else ()
+    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.gate.markers)}))
 
 
 @functools.lru_cache(maxsize=64)
 def _screen_markers(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
     """The markers of ``rules`` and :data:`_BACKWARD_MARKERS`: the cheap stages search for both in one pass."""
     return tuple(sorted({*_marker_bytes(rules), *_BACKWARD_MARKERS}))
-
-
-def _interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
-    """The ``ast`` module of ``text``, or (line, column, reason) of its first syntax error."""
-    try:
-        return ast.parse(text)
-    except SyntaxError as err:
-        return err.lineno or 1, err.offset or 1, f"syntax error: {err.msg}"
-    except (RecursionError, MemoryError):
-        return 1, 1, "nesting too deep for the parser"
-    except ValueError as err:  # null bytes
-        return 1, 1, f"syntax error: {err}"
 
 
 #: The peak memory of checking a file, per byte of source: LibCST's tree plus the model
@@ -233,136 +199,6 @@ PARSE_MEMORY_PER_NODE = 2600
 #: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
-#: A file at least this large goes through the interpreter's parser before LibCST's: the
-#: interpreter's nesting limits (200 brackets, ~3,000 nested operators) and :data:`MAX_CHAIN`
-#: keep LibCST's native parser, which recurses without a depth check, off the end of its stack.
-INTERPRETER_FIRST_ABOVE = 64 * 1024
-#: The longest flat chain (``a and b and ...``, ``a < b < ...``) handed to LibCST: the
-#: interpreter's tree keeps it flat, LibCST's parser recurses once per operand.
-MAX_CHAIN = 5000
-#: The stack of the thread that runs LibCST's native parser (address space, touched only as
-#: deep as a file nests): 64 times the usual 8 MiB, so no file under
-#: :data:`INTERPRETER_FIRST_ABOVE` can nest deep enough to overflow it.
-PARSER_STACK = 512 * 1024 * 1024
-_stack_lock = threading.Lock()
-
-
-_BRACKETS = b"()[]{}"
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(_BRACKETS)))
-#: the interpreter's limit on nested brackets (its tokenizer's MAXLEVEL)
-MAX_BRACKET_DEPTH = 200
-
-
-def _bracket_depth_exceeds(data: bytes, limit: int = MAX_BRACKET_DEPTH) -> bool:
-    """Whether the brackets in ``data`` (strings and comments included) nest deeper than ``limit``.
-
-    An upper bound on the real nesting, read from the bytes: True sends the file through the
-    interpreter's parser, whose exact limit rejects a real case before LibCST (whose time and
-    memory grow with the square of the depth: 5,000 brackets take it 2.6 GB) sees it.
-    """
-    brackets = data.translate(None, _NOT_BRACKETS)
-    if brackets.count(b"(") + brackets.count(b"[") + brackets.count(b"{") <= limit:
-        return False
-    depth = 0
-    for byte in brackets:
-        if byte in b"([{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth = max(depth - 1, 0)
-    return False
-
-
-#: Prefix operators nest like brackets (the interpreter gives up near 2,700 of them with a
-#: RecursionError): a run of :data:`MAX_BRACKET_DEPTH` of one kind sends the file through its
-#: parser. A keyword's pattern runs only where the keyword occurs that often at all.
-_PREFIX_RUNS: tuple[tuple[bytes, re.Pattern[bytes]], ...] = (
-    (b"", re.compile(rb"[-+~][-+~\s]{%d}" % (MAX_BRACKET_DEPTH - 1))),
-    (b"not", re.compile(rb"(?:\bnot\s+){%d}" % MAX_BRACKET_DEPTH)),
-    (b"await", re.compile(rb"(?:\bawait\s+){%d}" % MAX_BRACKET_DEPTH)),
-    (b"lambda", re.compile(rb"(?:\blambda\b[^:\n]*:\s*){%d}" % MAX_BRACKET_DEPTH)),
-)
-
-
-def _nests_deep(data: bytes) -> bool:
-    """Whether brackets or a run of prefix operators (``- - -x``, ``not not x``, ``lambda:
-    lambda: x``) in ``data`` may nest deeper than :data:`MAX_BRACKET_DEPTH` (an upper bound,
-    strings and comments included)."""
-    return _bracket_depth_exceeds(data) or any(
-        (not keyword or data.count(keyword) >= MAX_BRACKET_DEPTH) and pattern.search(data) is not None
-        for keyword, pattern in _PREFIX_RUNS
-    )
-
-
-#: every token that can join two operands of a boolean operation or a comparison
-_CHAIN_TOKENS = re.compile(rb"\b(?:and|or|in|is)\b|[<>!=]=|[<>]")
-
-
-def _may_chain(data: bytes) -> bool:
-    """Whether ``data`` holds enough ``and``/``or``/comparison tokens (strings and comments
-    included) for one expression of more than :data:`MAX_CHAIN` operands: if not, the walk of
-    :func:`_longest_chain` is not needed."""
-    return len(_CHAIN_TOKENS.findall(data)) >= MAX_CHAIN
-
-
-def _longest_chain(tree: ast.AST) -> int:
-    """The most operands of one boolean operation or comparison in ``tree``."""
-    longest = 0
-    for node in ast.walk(tree):
-        if isinstance(node, ast.BoolOp):
-            longest = max(longest, len(node.values))
-        elif isinstance(node, ast.Compare):
-            longest = max(longest, len(node.ops) + 1)
-    return longest
-
-
-def parse_module(text: str) -> cst.Module:
-    """``libcst.parse_module`` on this process's parser thread, whose stack is :data:`PARSER_STACK`.
-
-    LibCST's native parser recurses once per nesting level and has no depth check: on the
-    usual 8 MiB stack ~1,300 nested brackets end the process with a segmentation fault.
-    The thread lives as long as the process: a fresh thread per file made each parse about
-    a third slower (the native parser's per-thread state starts cold). Raises what
-    ``parse_module`` raises.
-    """
-    reply: queue.SimpleQueue[tuple[bool, object]] = queue.SimpleQueue()
-    _parser_requests().put((text, reply))
-    parsed, outcome = reply.get()
-    if not parsed:
-        raise outcome  # type: ignore[misc]
-    return outcome  # type: ignore[return-value]
-
-
-_parser: tuple[int, queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]] | None = None
-
-
-def _parser_requests() -> queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]:
-    """The request queue of this process's parser thread, started on first use (again in a
-    forked child, which inherits the queue but not the thread)."""
-    global _parser
-    with _stack_lock:
-        if _parser is None or _parser[0] != os.getpid():
-            requests: queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]] = queue.SimpleQueue()
-            previous = threading.stack_size(PARSER_STACK)  # process-wide: set only for this thread
-            try:
-                threading.Thread(target=_serve, args=(requests,), name="accumlint-parse", daemon=True).start()
-            finally:
-                threading.stack_size(previous)
-            _parser = (os.getpid(), requests)
-        return _parser[1]
-
-
-def _serve(requests: queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]) -> None:
-    while True:
-        text, reply = requests.get()
-        try:
-            reply.put((True, cst.parse_module(text)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-            reply.put((False, exc))
-        del text, reply  # hold nothing of a finished file while waiting for the next
-
-
 def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
@@ -370,7 +206,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
     (then it is not decoded or parsed at all); a file over :data:`MAX_SOURCE_BYTES` gets an
     ``ACC000`` that says so instead of being parsed. A file that parses, but where none of
-    ``rules`` applies (:meth:`Rule.applies` on its :mod:`~accumlint.source_facts`), is not
+    ``rules`` admits (:meth:`Gate.admits` on its :mod:`~accumlint.source_facts`), is not
     given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
     in ``internal_errors`` and the other rules still run.
@@ -393,7 +229,7 @@ class Screened:
 
 def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
     """The stages of :func:`check_source` before LibCST: the file's final result when they
-    decide it (no rule applies, or ``ACC000``), else what LibCST has to check. Takes about
+    decide it (no rule's gate admits it, or ``ACC000``), else what LibCST has to check. Takes about
     :data:`SCREEN_MEMORY_PER_BYTE` (the ``ast`` tree), not :data:`PARSE_MEMORY_PER_BYTE`."""
     with _collector_paused():
         return _screen(path, data, rules)
@@ -427,9 +263,12 @@ def _collector_paused() -> Iterator[None]:
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
-    used: set[bytes] = set()
+    outside = False
     if rules:
-        used = _project_backward(path, data, marker_search(_screen_markers(tuple(rules))).used(data))
+        used = marker_search(_screen_markers(tuple(rules))).used(data)
+        outside = _calls_out(path, data)
+        if outside:
+            used |= set(_screen_markers(ALL_RULES_INSTANCES))
         rules = _rules_in_bytes(data, rules, used)
         if not rules:
             return result  # no selected rule can fire here: the file is neither decoded nor parsed
@@ -449,19 +288,24 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         return result
     memory = None
     large = len(data) >= INTERPRETER_FIRST_ABOVE
-    # a backward call in the code: most likely a loop every loop rule reads, so the rules are
-    # not asked (that walk would cost more than the little it saves on such files)
-    loop_likely = bool(rules) and _calls_backward(used)
-    if large or not loop_likely or _nests_deep(data):
-        # no likely loop, a syntax check (no rules), or the file is large or nests deeply: the interpreter's
-        # parser (an order of magnitude faster than LibCST's) decides, reporting a file that does not parse
+    # the gates judge this file's own code: where it may run events through another module's
+    # code (``outside``) every rule its bytes admit goes on to LibCST
+    gated = bool(rules) and not outside
+    deep = _nests_deep(data)
+    if large or gated or not rules or deep:
+        # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting
+        # a file that does not parse: for the gates, a syntax check (no rules), a large or deep file
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
+            if gated and not (large or deep) and _calls_backward(used):
+                # a training loop in syntax newer than this interpreter's (PEP 695 on 3.11):
+                # LibCST reads it, and reports a real syntax error at the interpreter's position
+                return Screened(text, tuple(rules))
             result.findings.append(_parse_error(path, *tree))
             return result
-        if rules and not loop_likely:
-            facts = source_facts(tree)
-            rules = [rule for rule in rules if rule.applies(facts)]
+        if gated:
+            facts = source_facts(tree, data)
+            rules = [rule for rule in rules if rule.gate.admits(facts)]
             if not rules:
                 return result  # no selected rule can fire on this code
         if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
@@ -505,105 +349,11 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
         result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
         return result
-    # positions cost a code generation: only files with findings pay for it, up to the last hit
-    related = _related_nodes(model, hits)
-    hits = [_in_this_module(model, module, rule, hit, related) for rule, hit in hits]
-    local = [node for nodes in related.values() for owner, node in nodes if owner is None]
-    positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
-    findings: list[Finding] = []
-    for rule, hit in hits:
-        where = positions.get(hit.node)
-        if where is None:
-            continue  # a node of another module the rule pointed at: no place in this file to report it
-        places = _places(path, related.get(id(hit.node), ()), positions)
-        findings.append(
-            Finding(
-                path=path,
-                line=where.start.line,
-                column=where.start.column + 1,
-                code=rule.code,
-                name=rule.name,
-                severity=rule.severity,
-                message=hit.message,
-                fix=hit.fix,
-                end_line=where.end.line,
-                end_column=where.end.column + 1,
-                url=rule.url(),
-                related=places,
-            )
-        )
+    findings = place(path, text, module, model, hits)
     result.findings = sorted(set(apply_noqa(findings, text)))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     return result
-
-
-#: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
-#: helper that performs several events points into the helper at the one it is about
-_SUBJECT = {"ACC00": (EventKind.UPDATE,), "ACC001": (EventKind.RESET,), "ACC003": (EventKind.RESET,),
-            "ACC30": (EventKind.CLIP, EventKind.UNSCALE), "ACC303": (EventKind.UNSCALE, EventKind.SCALER_UPDATE),
-            "ACC304": (EventKind.SCHEDULER_STEP,), "ACC306": (EventKind.SCHEDULER_STEP,),
-            "ACC305": (EventKind.SCHEDULER_STEP,), "ACC1": (EventKind.BACKWARD,), "ACC2": (EventKind.BACKWARD,),
-            "ACC4": (EventKind.BACKWARD,), "ACC5": (EventKind.BACKWARD, EventKind.UPDATE)}
-
-
-def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[object | None, cst.CSTNode]]]:
-    """For each hit at a call that stands for a helper's events, the helper statement of the
-    event the rule is about: (its module, None for this one; its node)."""
-    found: dict[int, list[tuple[object | None, cst.CSTNode]]] = {}
-    for rule, hit in hits:
-        events = model.via.get(id(hit.node))
-        if not events:
-            continue
-        prefix = max((p for p in _SUBJECT if rule.code.startswith(p)), key=len, default=None)
-        kinds = _SUBJECT.get(prefix, ()) if prefix is not None else ()
-        chosen = next((e for kind in kinds for e in events if e.kind is kind), events[0])
-        found[id(hit.node)] = [(chosen.site.inline.foreign, chosen.site.node)]
-    return found
-
-
-def _in_this_module(model, module: cst.Module, rule: Rule, hit: Hit, related: dict) -> tuple[Rule, Hit]:
-    """``hit``, moved to the call of this module when it points into another module's code
-    (the helper's node becomes its related location)."""
-    if id(hit.node) in related or model.via.get(id(hit.node)) or _is_local(model, hit.node):
-        return rule, hit
-    found = model.report_for(hit.node)
-    if found is None:
-        return rule, hit  # left for the position lookup to drop
-    call, site = found
-    related[id(call)] = [(_owner_of(site, hit.node), hit.node)]
-    return rule, replace(hit, node=call)
-
-
-def _is_local(model, node: cst.CSTNode) -> bool:
-    """Whether ``node`` is a node of this module's own code (an own site's node or inside one)."""
-    return id(node) in model.local_nodes
-
-
-def _owner_of(site, node: cst.CSTNode):
-    return site.inline.foreign
-
-
-def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
-    """(path, line, column) of related statements: this module's from ``positions``, another
-    project module's from its own tree (its file as the project index found it)."""
-    places: list[tuple[str, int, int]] = []
-    for owner, node in related:
-        if owner is None:
-            where = positions.get(node)
-            if where is not None:
-                places.append((path, where.start.line, where.start.column + 1))
-            continue
-        if getattr(owner, "project", None) is None:
-            continue  # a library summary: no file to point at
-        try:
-            where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a position we cannot compute is left out
-            continue
-        other = owner.project.path  # type: ignore[attr-defined]
-        relative = os.path.relpath(other)
-        places.append((other if relative.startswith("..") else relative, where.start.line, where.start.column + 1))
-    return tuple(places)
 
 
 ALL_RULES_INSTANCES: tuple[Rule, ...] = tuple(rule_cls() for rule_cls in ALL_RULES)

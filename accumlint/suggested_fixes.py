@@ -49,10 +49,12 @@ class SuggestedFix:
 
 
 def suggest_source(
-    path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None
+    path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None,
+    current: list[Finding] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
-    only, when given). Loads LibCST."""
+    only, when given). ``current``: every finding the check of ``data`` reported, when the
+    caller has them (the file is not checked again). Loads LibCST."""
     from accumlint import engine
     from accumlint.fixes.apply import _decode, improves
     from accumlint.fixes.base import Located
@@ -67,8 +69,8 @@ def suggest_source(
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return {}
     rules = engine.rules_for(codes)
-    current: list[Finding] | None = None  # what --fix compares against: checked once an edit needs it
-    if findings is None:
+    # what --fix compares against: the run's own findings, else checked once an edit needs them
+    if findings is None and current is None:
         current = engine.check_source(path, data, rules).findings
     fixes: dict[Finding, SuggestedFix] = {}
     located: Located | None = None  # one parse and one resolution for all the file's fixes
@@ -99,13 +101,26 @@ def suggest_run(
     findings: Iterable[Finding],
     sources: Mapping[str, bytes],
     codes_for: Callable[[str], frozenset[str]],
+    projects: Mapping[str, object] | None = None,
 ) -> dict[Finding, SuggestedFix]:
-    """:func:`suggest_source` for every file of a run that has a finding of a fixable code."""
+    """:func:`suggest_source` for every file of a run that has a finding of a fixable code,
+    compared with the run's own findings of the file and, where ``projects`` names the
+    project index the file was checked in, checked again in that index (a fix must not look
+    better only because the helpers it calls were not followed)."""
+    from accumlint import project
+
     by_path: dict[str, list[Finding]] = defaultdict(list)
+    every: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
+        every[finding.path].append(finding)
         if finding.code in FIXABLE_CODES and not finding.cell and finding.path in sources:
             by_path[finding.path].append(finding)
     fixes: dict[Finding, SuggestedFix] = {}
-    for path, listed in by_path.items():
-        fixes.update(suggest_source(path, sources[path], codes_for(path), listed))
+    previous = project.active()
+    try:
+        for path, listed in by_path.items():
+            project.activate((projects or {}).get(path))  # type: ignore[arg-type]
+            fixes.update(suggest_source(path, sources[path], codes_for(path), listed, current=every[path]))
+    finally:
+        project.activate(previous)
     return fixes

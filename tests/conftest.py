@@ -10,6 +10,7 @@ import pytest
 
 from accumlint import checks, engine, registry, spec
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import EVERYWHERE
 from accumlint.findings import Severity
 
 
@@ -30,7 +31,7 @@ class CallRule(Rule):
 
     target: ClassVar[str]
     principle = "P0"
-    markers = ()
+    gate = EVERYWHERE
 
     def check(self, model: object) -> Iterator[Hit]:
         collector = _CallCollector(self.target)
@@ -70,7 +71,7 @@ class FakeCrash(Rule):
     severity = Severity.ERROR
     principle = "P0"
     summary = "always crashes"
-    markers = ()
+    gate = EVERYWHERE
 
     def check(self, model: object) -> Iterator[Hit]:
         raise RuntimeError("boom")

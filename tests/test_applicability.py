@@ -1,5 +1,5 @@
-"""Each rule's ``applies`` (decided from the names of a file's code, before LibCST) never
-excludes a file the rule fires on.
+"""Each rule's gate (decided from the bytes and the names of a file's code, before LibCST)
+never excludes a file the rule fires on.
 
 The rules run ungated on every file with findings we have: the catalogue's examples, the
 bundled examples, the reduced real bug reports (``../shared/cases``) and the corpus of real
@@ -36,12 +36,12 @@ def unapplied_hits(paths: list[Path]) -> tuple[list[str], Counter[str]]:
         data = path.read_bytes()
         text = engine.decode_source(data)
         model = build_model(cst.parse_module(text))
-        facts = source_facts(ast.parse(text))
+        facts = source_facts(ast.parse(text), data)
         for rule in ALL_RULES_INSTANCES:
             found = len(list(rule.check(model)))
             hits[rule.code] += found
-            if found and not rule.applies(facts):
-                wrong.append(f"{path}: {rule.code} fires but does not apply")
+            if found and not rule.gate.admits(facts):
+                wrong.append(f"{path}: {rule.code} fires but its gate drops the file")
             if found and not engine.may_fire(data, [rule]):
                 wrong.append(f"{path}: {rule.code} fires but the byte prefilter drops the file")
     return wrong, hits
@@ -83,7 +83,7 @@ def test_on_the_corpus_of_real_training_loops() -> None:
 
 def applies(code: str, source: str) -> bool:
     (rule,) = rules_for([code])
-    return rule.applies(source_facts(ast.parse(source)))
+    return rule.gate.admits(source_facts(ast.parse(source), source.encode()))
 
 
 LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def training_step(self, batch, i):\n{body}"
@@ -93,17 +93,45 @@ LIGHTNING = "import lightning as L\nclass M(L.LightningModule):\n    def trainin
     ("code", "source", "expected"),
     [
         ("ACC001", "for b in loader:\n    loss.backward()\n", True),
-        ("ACC001", "torch.autograd.backward(loss)\n", True),
+        ("ACC001", "for b in loader:\n    torch.autograd.backward(loss)\n", True),
+        ("ACC001", "torch.autograd.backward(loss)\n", False),  # no loop: no group
+        ("ACC001", "def test_grad():\n    loss.backward()\n    assert x.grad is not None\n"
+                   "for case in cases:\n    print(case)\n", False),  # the loop reaches no backward
+        # a loop reaches the backward through a module function, a method, a bound name, a parameter
+        ("ACC001", "def step(b):\n    loss.backward()\nfor b in loader:\n    step(b)\n", True),
+        ("ACC001", "class T:\n    def train_step(self, b):\n        self.loss.backward()\n"
+                   "    def fit(self):\n        for b in self.loader:\n            self.train_step(b)\n", True),
+        ("ACC001", "f = functools.partial(loss.backward)\nfor b in loader:\n    f()\n", True),
+        ("ACC001", "def run(fn):\n    for b in loader:\n        fn(b)\ndef train(b):\n    loss.backward()\n"
+                   "run(train)\n", True),
+        # a function handed to another module's function, which may loop over it (a project helper)
+        ("ACC001", "from utils import run_loop\ndef step(b):\n    loss.backward()\nrun_loop(loader, step)\n", True),
+        ("ACC001", "class Step:\n    def __call__(self, b):\n        loss.backward()\nfor b in loader:\n    s(b)\n",
+         True),
+        # forward-only loop: the losses kept in the loop, one backward after it
+        ("ACC201", "def f():\n    for b in loader:\n        losses.append(model(b))\n    sum(losses).backward()\n",
+         True),
+        ("ACC404", "tokens = micro_bs * grad_accum * torch.cuda.device_count()\n", True),
+        ("ACC404", "accum_dtype = torch.float32\nn = len(x)\n", False),  # an A-like name, no count read
+        ("ACC404", "n = world_size\nout = accumulated_log_probs + n\n", False),  # no A in a product
+        ("ACC006", "from transformers import Trainer\nclass T(Trainer):\n    def training_step(self, m, i):\n"
+                   "        if self.state.global_step % 4 == 0:\n            pass\n", True),
+        ("ACC006", "from lightning import Trainer\nclass M:\n    def training_step(self, b):\n        pass\n",
+         False),  # no HF Trainer, no update counter
+        ("ACC005", "trainer = Trainer(accumulate_grad_batches=8, limit_train_batches=4)\n", True),
+        ("ACC005", "trainer = Trainer(max_epochs=1)\n", False),
         ("ACC001", "loader = DataLoader(ds)\nopt.zero_grad()\n", False),
         ("ACC403", "loader = DataLoader(ds)\nmodel = DDP(model)\n", False),  # no loop that runs a backward
         ("ACC404", "global_batch_size = m * torch.cuda.device_count()\n", True),
-        ("ACC404", "cfg.gradient_accumulation_steps = 4\n", True),
+        ("ACC404", "cfg.gradient_accumulation_steps = 4\nn = torch.cuda.device_count()\n", True),
+        ("ACC404", "cfg.gradient_accumulation_steps = 4\n", False),  # no GPU count or world size read
         ("ACC404", "n_gpu = torch.cuda.device_count()\nmodel = DDP(model)\nloss.backward()\n", False),
         ("ACC306", "scheduler.step()\n", True),
         ("ACC306", "engine, opt, _, sched = deepspeed.initialize(model=m, lr_scheduler=s)\n", False),
         ("ACC302", "clip_grad_norm_(params, 1.0)\nscaler.step(opt)\n", True),
         ("ACC302", "clip_grad_norm_(params, 1.0)\n", False),
-        ("ACC301", "clip_grad_norm_(params, 1.0)\nloss.backward()\n", True),
+        ("ACC301", "for b in loader:\n    clip_grad_norm_(params, 1.0)\n    loss.backward()\n", True),
+        ("ACC301", "clip_grad_norm_(params, 1.0)\nloss.backward()\n", False),  # no group to clip in
         ("ACC301", LIGHTNING.format(body="        clip_grad_norm_(self.parameters(), 1.0)\n"), True),
         ("ACC301", "class M:\n    def training_step(self, b):\n        clip_grad_norm_(p, 1.0)\n", False),
         ("ACC101", LIGHTNING.format(body="        return loss / self.accum\n"), True),

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from accumlint import engine, runner
+from accumlint import engine, pool, runner
 from tests.cli_helpers import ACC001_LOOP, cli
 
 BUGGY = ACC001_LOOP
-MARKER = b"loss.backward()\noptimizer.step()\n"
+MARKER = b"for b in loader: loss.backward()\noptimizer.step()\n"  # a loop: every loop rule reads the file
 
 
 def check(tmp_path: Path, hostile: dict[str, bytes], *extra: str) -> Result:
@@ -361,8 +361,9 @@ def test_the_time_budget_from_the_config(tmp_path: Path, monkeypatch: pytest.Mon
     assert acc000(result, "slow.py").endswith("took too long to parse (more than 1 s)")
 
 
-def test_a_chain_of_ternaries_libcst_takes_minutes_on(tmp_path: Path) -> None:
+def test_a_chain_of_ternaries_libcst_takes_minutes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reproduction: LibCST took more than 180 s on a 60 KB chain of conditional expressions."""
+    monkeypatch.setattr(pool, "load_factor", lambda: 1.0)  # the budget of a quiet machine, whatever the load
     chain = b"x = " + b" if b else ".join([b"a"] * 2500) + b"\n"  # 30 KB: LibCST needs far more than 2 s
     result = check(tmp_path, {"ternary.py": MARKER + chain}, "--parse-timeout", "2")
     assert acc000(result, "ternary.py").endswith("took too long to parse (more than 2 s)")

@@ -1,5 +1,5 @@
 """The two cheap stages before LibCST: the byte prefilter and the ``ast`` stage (each rule's
-:meth:`~accumlint.checks.base.Rule.applies` on the names of the code).
+:meth:`~accumlint.checks.gate.Gate.admits` on the names of the code).
 
 No finding may be lost to them: every example of the rule catalogue (read from disk, so
 new rules and examples are covered as they are added) is kept for the codes it expects.
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from accumlint import engine
 from accumlint.checks import ALL_RULES
+from accumlint.checks.gate import EVERYWHERE
 from accumlint.engine import check_source, may_fire, rules_for
 from accumlint.model import conventions
 from accumlint.prefilter import LedPattern, MarkerSearch, NeedlePattern, is_use
@@ -44,8 +45,8 @@ def example_files() -> list[Path]:
 def kept(data: bytes, codes: set[str]) -> bool:
     """Whether both stages keep a file for the rules of ``codes``."""
     rules = rules_for(codes)
-    facts = source_facts(ast.parse(data))
-    return may_fire(data, rules) and any(rule.applies(facts) for rule in rules)
+    facts = source_facts(ast.parse(data), data)
+    return may_fire(data, rules) and any(rule.gate.admits(facts) for rule in rules)
 
 
 @pytest.mark.parametrize("example", example_files(), ids=lambda p: str(p.relative_to(REPO)))
@@ -148,13 +149,13 @@ def test_undecodable_bytes_in_a_file_no_rule_can_fire_on_are_not_read() -> None:
 def test_a_rule_without_markers_sees_every_file() -> None:
     class Everywhere(engine.Rule):
         code = "ACC999"
-        markers = ()
+        gate = EVERYWHERE
 
     everywhere = Everywhere()
     assert engine._marker_bytes((everywhere,)) == ()
     assert engine._rules_in_bytes(b"x = 1\n", [everywhere, *rules_for(["ACC001"])], set()) == [everywhere]
     assert may_fire(b"x = 1\n", [everywhere])
-    assert Everywhere().applies(source_facts(ast.parse("x = 1\n")))
+    assert Everywhere().gate.admits(source_facts(ast.parse("x = 1\n")))
 
 
 @pytest.mark.parametrize(
@@ -195,7 +196,7 @@ def test_a_notebooks_json_counts_the_uses_in_its_strings() -> None:
     assert may_fire(data, rules, in_strings=True)
 
 
-def test_the_ast_stage_runs_unless_the_code_calls_backward(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ast_stage_judges_every_file_the_bytes_keep(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
     real = engine._interpreter_parse
 
@@ -204,13 +205,13 @@ def test_the_ast_stage_runs_unless_the_code_calls_backward(monkeypatch: pytest.M
         return real(text)
 
     monkeypatch.setattr(engine, "_interpreter_parse", spy)
-    check_source("train.py", b"for batch in loader:\n    loss.backward()\n")
-    assert seen == []
     check_source("doc.py", b'"""Call loss.backward()."""\n')  # no use: the bytes decide
     assert seen == []
+    # a backward outside any loop: the gates see no group, LibCST never reads the file
+    assert check_source("grad.py", b"def test():\n    loss.backward()\n").findings == []
+    assert seen == ["def test():\n    loss.backward()\n"]
     check_source("gpus.py", b"n = torch.cuda.device_count()\naccum = 4\n")  # no backward: the rules decide
-    assert seen == ["n = torch.cuda.device_count()\naccum = 4\n"]
-    # without the ast stage a syntax error still gets ACC000, at the interpreter's position
+    assert seen[-1] == "n = torch.cuda.device_count()\naccum = 4\n"
     broken = check_source("broken.py", b"loss.backward()\ndef f(:\n")
     assert [(f.code, f.line, f.column) for f in broken.findings] == [("ACC000", 2, 7)]
 
@@ -298,7 +299,7 @@ def test_a_marker_must_be_an_identifier(markers: list[bytes]) -> None:
 
 def test_a_rules_second_byte_test_is_read_only_with_its_markers() -> None:
     (rule,) = rules_for(["ACC404"])
-    assert rule.requires is not None
+    assert rule.gate.requires is not None
     assert may_fire(b"n = torch.cuda.device_count()\nga_steps = 8 // n\n", [rule])
     assert not may_fire(b"n = torch.cuda.device_count()\nbatch = 8 // n\n", [rule])  # no name of A
     assert not may_fire(b"gradient_accumulation_steps = 4\n", [rule])  # no marker

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from accumlint import engine, runner
+from accumlint import pool as worker_pool
 from accumlint.cache import ResultCache
 from accumlint.cli import main
 from accumlint.config import Settings, resolve_selection
@@ -170,7 +171,7 @@ def _gone(pid: int) -> bool:
 def _interrupt_a_run_of_two_slow_files() -> list[bool]:
     """Whether each worker is gone within 30 s of the interrupt (its file takes 60 s: gone means
     killed). The pool's own thread may reap a worker first, so its exit code can read None."""
-    with pytest.raises(KeyboardInterrupt), runner._Scheduler(2) as scheduler:
+    with pytest.raises(KeyboardInterrupt), worker_pool._Scheduler(2) as scheduler:
         scheduler.submit(0, "a.py", b"", frozenset())
         scheduler.submit(1, "b.py", b"", frozenset())
         processes = list(scheduler.pool._processes.values())  # type: ignore[union-attr]
@@ -203,7 +204,7 @@ def test_workers_end_even_if_the_main_process_handles_sigterm(monkeypatch: pytes
 
 def test_a_worker_exits_when_the_main_process_is_gone() -> None:
     """A worker whose parent is not the main process it was started by exits (status 1)."""
-    orphan = multiprocessing.Process(target=runner._exit_with_parent, args=(-1,))  # -1: never a parent's id
+    orphan = multiprocessing.Process(target=worker_pool._exit_with_parent, args=(-1,))  # -1: never a parent's id
     orphan.start()
     orphan.join(timeout=30)
     assert orphan.exitcode == 1
@@ -261,7 +262,7 @@ class _ManualPool:
         pass
 
 
-def _stage_history(scheduler: runner._Scheduler, pool: _ManualPool) -> list[list[str]]:
+def _stage_history(scheduler: worker_pool._Scheduler, pool: _ManualPool) -> list[list[str]]:
     """Run the queue to its end: every cheap stage hands its file on to LibCST, and the LibCST
     stages in flight finish one at a time, the first sent first. Returns what was parsing
     after each step."""
@@ -283,7 +284,7 @@ def _stage_history(scheduler: runner._Scheduler, pool: _ManualPool) -> list[list
 def test_libcst_stages_in_flight_stay_within_the_parse_budget() -> None:
     """Largest first, a smaller file overtakes one that does not fit, and a file larger than
     the whole budget is parsed alone, before the others."""
-    scheduler = runner._Scheduler(4)
+    scheduler = worker_pool._Scheduler(4)
     scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE  # room to parse 1,000 bytes of source
     pool = _ManualPool()
     scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
@@ -303,7 +304,7 @@ def test_libcst_stages_in_flight_stay_within_the_parse_budget() -> None:
 def test_a_file_libcst_must_read_comes_back_before_the_cheap_stages() -> None:
     """A stage is sent only when a worker is free; a file handed on to LibCST goes before the
     files still waiting for their cheap stages, within LibCST's budget."""
-    scheduler = runner._Scheduler(2)
+    scheduler = worker_pool._Scheduler(2)
     scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE
     pool = _ManualPool()
     scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
@@ -334,8 +335,30 @@ def test_a_libcst_stage_is_budgeted_by_the_estimate_of_the_cheap_stages() -> Non
     assert isinstance(screened, engine.Screened)
     nodes = sum(1 for _ in ast.walk(ast.parse(data)))
     assert screened.memory == nodes * engine.PARSE_MEMORY_PER_NODE
-    assert runner._Job(0, "train.py", data, frozenset(), screened).memory == screened.memory
+    assert worker_pool._Job(0, "train.py", data, frozenset(), screened).memory == screened.memory
     assert screened.memory < len(data) * engine.PARSE_MEMORY_PER_BYTE / 2  # comments cost no nodes
-    small = engine.screen("loop.py", b"for batch in loader:\n    loss.backward()\n")
-    assert isinstance(small, engine.Screened) and small.memory is None  # no ast stage: by the size
-    assert runner._Job(0, "loop.py", b"x" * 50, frozenset(), small).memory == 50 * engine.PARSE_MEMORY_PER_BYTE
+    loop = b"for batch in loader:\n    loss.backward()\n"
+    small = engine.screen("loop.py", loop)
+    assert isinstance(small, engine.Screened)
+    assert small.memory == sum(1 for _ in ast.walk(ast.parse(loop))) * engine.PARSE_MEMORY_PER_NODE
+    small = engine.Screened(small.text, small.rules)  # no ast stage (a file calling out): by the size
+    assert worker_pool._Job(0, "loop.py", b"x" * 50, frozenset(), small).memory == 50 * engine.PARSE_MEMORY_PER_BYTE
+
+
+def test_a_loaded_machine_stretches_a_stages_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other work on the machine slows a stage down: its budget is scaled by the load per CPU
+    (a good file must not turn into ACC000), up to a bound (a stuck file still ends)."""
+    monkeypatch.setattr(runner, "default_jobs", lambda: 2)
+    scheduler = worker_pool._Scheduler(2, timeout=1.0)
+    now = 100.0
+    scheduler.sent_at = {0: now - 2.5, 1: now - 9.0}
+    scheduler.deadlines = {0: now - 1.5, 1: now - 8.0}
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 6.0, 6.0))  # 3 runnable processes per CPU
+    assert worker_pool.load_factor() == 3.0
+    assert scheduler._stretched([0, 1], now) == [1]  # 9 s > 3 x 1 s: still late
+    assert scheduler.deadlines[0] == now - 2.5 + 3.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # a quiet machine: the budget as set
+    assert worker_pool.load_factor() == 1.0
+    assert scheduler._stretched([0], now) == [0]
+    monkeypatch.setattr(os, "getloadavg", lambda: (500.0, 500.0, 500.0))
+    assert worker_pool.load_factor() == worker_pool.MAX_STRETCH

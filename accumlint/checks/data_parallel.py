@@ -8,9 +8,10 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import Gate, runs_loop
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
-from accumlint.model.events import Event
+from accumlint.model.events import BACKWARD_CALLS, Event
 from accumlint.model.ledger import Factor, gradient_rescales
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import Sampling
@@ -27,7 +28,7 @@ class DuplicateSamplesAcrossReplicas(Rule):
     unknown class), or when anything in the module slices or shards data by rank."""
 
     code = "ACC403"
-    # markers and gate: the loop that reads the loader runs a backward (a DataLoader marker
+    # the default gate: the loop that reads the loader runs a backward (a DataLoader marker
     # would only add files to the byte stage that the gate then drops)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
@@ -63,24 +64,14 @@ class EffectiveBatchCountsDevices(Rule):
     and when the expression also reads a node count or a tensor/pipeline size."""
 
     code = "ACC404"
-    # the rule needs a replicated module: a process group or a DDP/FSDP wrapper is called
-    markers = (b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
-               *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
-               b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard")
-    # and the name the statement it flags assigns to (the bytes' counterpart of applies())
-    requires = conventions.A_OR_GLOBAL_BATCH_BYTES
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """An assignment to a name of A or of an effective/global batch, or a name of A beside a
-        replica or GPU count in the code (a product m x A x D is an effective batch whatever it
-        is called)."""
-        if facts.binds(_counts_a_or_batch):
-            return True
-        counts = facts.calls(fw.pytorch.WORLD_SIZE_CALLS | fw.pytorch.DEVICE_COUNT_CALLS) or any(
-            conventions.REPLICA_COUNT_NAME.match(name) or conventions.DEVICE_COUNT_NAME.match(name)
-            for name in facts.mentioned)
-        values = facts.mentioned - facts.called - facts.defined  # `accumulate()` is a function, not A
-        return counts and any(conventions.ACCUMULATION_NAME.search(name) for name in values)
+    #: a replicated module (a process group or a DDP/FSDP wrapper is called) and the name of A
+    #: or of a global batch that the flagged statement assigns to
+    gate = Gate(
+        markers=(b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
+                 *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
+                 b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard"),
+        requires=conventions.A_OR_GLOBAL_BATCH_BYTES,
+        facts=lambda facts: _may_count_devices(facts))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel
@@ -137,6 +128,38 @@ def _effective_batch_shape(model: FileModel, value: cst.BaseExpression) -> bool:
         parallel.counts_replicas(f) or parallel.counts_devices(f) for f in factors)
 
 
+def _may_count_devices(facts: SourceFacts) -> bool:
+    """ACC404's ast stage: an assignment to a name of A or of an effective/global batch, or a
+    product of three factors or more with a name of A among them beside a replica or GPU count
+    in the code (``m * A * D`` is an effective batch whatever it is called:
+    :func:`_effective_batch_shape`)."""
+    if not _reads_device_or_world_count(facts):
+        return False  # the value the rule flags reads one of them
+    if facts.binds(_counts_a_or_batch):
+        return True
+    counts = facts.calls(fw.pytorch.WORLD_SIZE_CALLS | fw.pytorch.DEVICE_COUNT_CALLS) or any(
+        conventions.REPLICA_COUNT_NAME.match(name) or conventions.DEVICE_COUNT_NAME.match(name)
+        for name in facts.mentioned)
+    return counts and any(conventions.ACCUMULATION_NAME.search(name) for name in facts.multiplied)
+
+
+def _reads_device_or_world_count(facts: SourceFacts) -> bool:
+    """Whether the module reads a GPU count or the whole world size as
+    ``DataParallel.counts_devices`` / ``counts_whole_world`` do: a count call, a GPU-count name
+    or an environment variable of either (in a string)."""
+    return (facts.calls(fw.pytorch.DEVICE_COUNT_CALLS | fw.pytorch.WORLD_SIZE_CALLS)
+            or any(conventions.DEVICE_COUNT_NAME.match(name) for name in facts.mentioned)
+            or any(key.encode() in facts.data for key in conventions.DEVICE_COUNT_ENV | fw.pytorch.WORLD_SIZE_ENV))
+
+
+def _may_divide_by_replicas(facts: SourceFacts) -> bool:
+    """ACC405's test outside loops: the module calls a reduction that sums over the replicas
+    (``parallel.summed_over_replicas``) or reads a replica count (``counts_replicas``)."""
+    return (facts.calls(fw.pytorch.IN_PLACE_SUM | fw.GATHERS | fw.RETURNED_REDUCTIONS | fw.pytorch.WORLD_SIZE_CALLS)
+            or any(conventions.REPLICA_COUNT_NAME.match(name) for name in facts.mentioned)
+            or b"WORLD_SIZE" in facts.data)
+
+
 def _counts_a_or_batch(name: str) -> bool:
     tail = last_segment(name)
     return bool(conventions.ACCUMULATION_NAME.search(tail) or conventions.GLOBAL_BATCH_NAME.match(tail))
@@ -151,6 +174,12 @@ class GlobalDenominatorWithAveraging(Rule):
     reduction is changed (comm hook, divide factor), and when gradients are reduced by hand."""
 
     code = "ACC405"
+    #: a loop, or a backward and a divisor the ledger can read as summed over the replicas or
+    #: as the world size: a sum-reduction or gather called in the module, a replica-count name,
+    #: a world-size call or the ``WORLD_SIZE`` variable (the averaging wrapper may be built in
+    #: another module: ``DataParallel.averaging_wrapper`` follows helpers)
+    gate = Gate(facts=lambda facts: runs_loop(facts) or (
+        facts.calls(BACKWARD_CALLS) and _may_divide_by_replicas(facts)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         parallel = model.parallel

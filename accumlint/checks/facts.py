@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import Gate, runs_loop
 from accumlint.model import FileModel
 from accumlint.model.counts import resume_mismatches, throughputs_of_one_microbatch
 
@@ -14,8 +15,10 @@ class BatchnormWithAccumulation(Rule):
     (A > 1): its statistics come from each microbatch of m examples, not the effective batch."""
 
     code = "ACC901"
-    markers = tuple(name.encode() for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
-                                               "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"))
+    #: a BatchNorm layer and a loop
+    gate = Gate(markers=tuple(name.encode() for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+                                                         "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")),
+                facts=runs_loop)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         if not any(group.accumulates is True for group in model.loops):

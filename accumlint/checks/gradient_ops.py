@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from accumlint.checks.base import Hit, Rule, defines_lightning_hook
+from accumlint import frameworks as fw
+from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import Gate, defines_lightning_hook, runs_loop
 from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
 from accumlint.model.kinds import Evidence
@@ -14,7 +16,6 @@ from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.sites import FrameKind
-from accumlint.source_facts import SourceFacts
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 _CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
@@ -76,11 +77,9 @@ class ClipInsideGroup(Rule):
     """
 
     code = "ACC301"
-    markers = _CLIP_MARKERS
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A clip, and a group (a backward event) or a Lightning microbatch hook to clip in."""
-        return facts.calls(CLIP_CALLS) and (super().applies(facts) or defines_lightning_hook(facts))
+    #: a clip, and a group or a LightningModule (its hooks) to clip in
+    gate = Gate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and (
+        runs_loop(facts) or defines_lightning_hook(facts) or facts.mentions(fw.lightning.MODULE_BASES)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -174,11 +173,8 @@ class ClipBeforeUnscale(Rule):
     """
 
     code = "ACC302"
-    markers = _CLIP_MARKERS
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A clip and a ``scaler.step(...)`` (the update it must precede)."""
-        return facts.calls(CLIP_CALLS) and facts.calls(("step",))
+    #: a clip and a ``scaler.step(...)`` (the update it must precede), in a loop or not
+    gate = Gate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and facts.calls(("step",)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         verdicts: dict[int, list[tuple[Event, Event] | None]] = {}

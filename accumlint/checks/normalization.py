@@ -7,26 +7,27 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.checks.base import Hit, Rule, defines_lightning_hook
+from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import LOOP, Gate, defines_lightning_hook, runs_loop
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import loss_divisions
-from accumlint.model.events import MANUAL_BACKWARD
+from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD
 from accumlint.model.ledger import Factor, divisions_in_series, is_token_count
 from accumlint.model.names import dotted, walk
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
-from accumlint.source_facts import SourceFacts
 
 
 class DoubleNormalization(Rule):
     """ACC101: a manual division by A on a loss whose backward API already divides by A."""
 
     code = "ACC101"
-    markers = (*Rule.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS)))
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A backward event, or a Lightning ``training_step`` whose returned loss Lightning divides."""
-        return super().applies(facts) or defines_lightning_hook(facts)
+    #: a loop; a backward whose API divides by A where the code names A (a manual division by it
+    #: is what the rule flags; a DeepSpeed config may name it in a string); or a Lightning
+    #: ``training_step`` whose returned loss Lightning divides
+    gate = Gate(markers=(*LOOP.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS))),
+                facts=lambda facts: runs_loop(facts) or defines_lightning_hook(facts) or (
+                    facts.calls(BACKWARD_CALLS) and facts.in_bytes(conventions.A_OR_GLOBAL_BATCH_BYTES)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -285,16 +286,14 @@ class FrameworkExpectsNormalization(Rule):
     ``num_items_in_batch``."""
 
     code = "ACC105"
-    markers = (MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode(),
-               *(name.encode() for name in sorted(fw.transformers.TRAINER_CLASS_NAMES)))
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A ``manual_backward`` call, a ``compute_loss`` defined where an HF Trainer class
-        is named (the base of the class that overrides it), or an HF Trainer built with
-        ``compute_loss_func=``."""
-        return facts.calls((MANUAL_BACKWARD,)) or (
-            facts.defines((fw.transformers.COMPUTE_LOSS,)) and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES)) or (
-            facts.calls(fw.transformers.TRAINER_CLASS_NAMES) and facts.mentions((COMPUTE_LOSS_FUNC,)))
+    #: a ``manual_backward`` call, a ``compute_loss`` defined where an HF Trainer class is named
+    #: (the base of the class that overrides it), or an HF Trainer built with ``compute_loss_func=``
+    gate = Gate(markers=(MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode(),
+                         *(name.encode() for name in sorted(fw.transformers.TRAINER_CLASS_NAMES))),
+                facts=lambda facts: facts.calls((MANUAL_BACKWARD,)) or (
+                    facts.defines((fw.transformers.COMPUTE_LOSS,))
+                    and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES))
+                or (facts.calls(fw.transformers.TRAINER_CLASS_NAMES) and facts.mentions((COMPUTE_LOSS_FUNC,))))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import Gate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.events import SCHEDULER_STEP_METHODS
@@ -26,7 +27,6 @@ from accumlint.model.schedules import (
     step_axis_uses,
     stepped_by_engine,
 )
-from accumlint.source_facts import SourceFacts
 
 
 class SchedulerPerMicrobatch(Rule):
@@ -192,11 +192,9 @@ class SchedulerSteppedTwice(Rule):
     and stepped in a training hook."""
 
     code = "ACC306"
-    markers = (b"initialize", fw.lightning.CONFIGURE_OPTIMIZERS.encode())
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A scheduler step: the call this rule flags."""
-        return facts.calls(SCHEDULER_STEP_METHODS)
+    #: ``deepspeed.initialize`` or ``configure_optimizers``, and a scheduler step: the call this rule flags
+    gate = Gate(markers=(b"initialize", fw.lightning.CONFIGURE_OPTIMIZERS.encode()),
+                facts=lambda facts: facts.calls(SCHEDULER_STEP_METHODS))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()

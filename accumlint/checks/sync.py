@@ -9,19 +9,23 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import Gate, runs_loop
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
 from accumlint.model.sync import chosen_no_sync, expression_root, from_parameter, no_sync_contexts, reduces_by_hand
-from accumlint.source_facts import SourceFacts
 
 
 class NoSyncMissesForward(Rule):
     """ACC401: a ``no_sync`` context around the backward but not the forward that produced its loss."""
 
     code = "ACC401"
+    #: a loop, or a backward with a no-sync context in the module (entered around it, in a loop or not)
+    gate = Gate(facts=lambda facts: runs_loop(facts) or (
+        facts.calls(BACKWARD_CALLS) and facts.mentions(fw.NO_SYNC_METHODS)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -181,11 +185,9 @@ class NoSyncNoopUnderFsdp2(Rule):
     """
 
     code = "ACC406"
-    markers = tuple(sorted(name.encode() for name in fw.FSDP2_SHARD_NAMES))
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """FSDP2's ``fully_shard`` (or a helper that applies it) is called: it makes the sharded module."""
-        return facts.calls(tuple(sorted(fw.FSDP2_SHARD_NAMES)))
+    #: FSDP2's ``fully_shard`` (or a helper that applies it) is called: it makes the sharded module
+    gate = Gate(markers=tuple(sorted(name.encode() for name in fw.FSDP2_SHARD_NAMES)),
+                facts=lambda facts: facts.calls(fw.FSDP2_SHARD_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for switch in ddp_switches_on_fsdp2(model):

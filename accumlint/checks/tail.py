@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import LOOP, Gate, runs_loop
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
 from accumlint.model.tail import engine_window_tail
-from accumlint.source_facts import SourceFacts
 
 _WHAT_HAPPENS = {
     TailTreatment.LEAKS: (
@@ -49,11 +50,11 @@ class PartialFinalGroup(Rule):
     """
 
     code = "ACC005"
-    #: a Lightning ``Trainer(limit_train_batches=n, accumulate_grad_batches=A)`` needs no backward in the file
-    markers = (*Rule.markers, b"Trainer")
-
-    def applies(self, facts: SourceFacts) -> bool:
-        return super().applies(facts) or facts.calls({"Trainer"})
+    #: a loop, or a Lightning ``Trainer(limit_train_batches=n, accumulate_grad_batches=A)``
+    #: (:func:`~accumlint.model.owned_loops.lightning_short_epochs`), which needs no backward in the file
+    gate = Gate(markers=(*LOOP.markers, b"Trainer"), facts=lambda facts: runs_loop(facts) or (
+        facts.calls({"Trainer"}) and facts.mentions({fw.lightning.ACCUMULATE_KEYWORD})
+        and facts.mentions({fw.lightning.LIMIT_KEYWORD})))
 
     @staticmethod
     def _engine_window(model: FileModel, group) -> Iterator[Hit]:

@@ -8,15 +8,18 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import LOOP, Gate, runs_loop
 from accumlint.checks.gradient_ops import _accumulating_groups
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
-from accumlint.model.events import BACKWARD_CALLS, GRADIENT_OP_NAMES
+from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
 from accumlint.model.names import children, dotted, int_value
 from accumlint.model.sites import FrameKind
 from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
-from accumlint.source_facts import SourceFacts
+
+#: the last name of the HF Trainer's update counter (``self.state.global_step``)
+_UPDATE_COUNTER = fw.transformers.UPDATE_COUNTER.rsplit(".", 1)[-1]
 
 
 class StepEveryMicrobatch(Rule):
@@ -123,14 +126,15 @@ class IrregularUpdateBoundary(Rule):
     """ACC006: a boundary test that does not fire on the last microbatch of every group of A."""
 
     code = "ACC006"
-    #: the backward of a loop, or the definition of an HF ``training_step`` override (a
-    #: per-microbatch hook that may gate on the update counter without calling backward itself)
-    markers = tuple(sorted(name.encode() for name in (*BACKWARD_CALLS, fw.transformers.TRAINING_STEP)))
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A backward, or a ``training_step`` defined in a module that mentions an HF Trainer class."""
-        return facts.calls(BACKWARD_CALLS) or (facts.defines((fw.transformers.TRAINING_STEP,))
-                                               and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES))
+    #: a loop, or the definition of an HF ``training_step`` override (a per-microbatch hook that
+    #: may gate on the update counter without calling backward itself) in a module that imports
+    #: transformers or trl, names a Trainer class and reads the update counter
+    #: (:func:`~accumlint.model.update_counters.update_counter_gates`)
+    gate = Gate(markers=tuple(sorted({*LOOP.markers, fw.transformers.TRAINING_STEP.encode()})),
+                facts=lambda facts: runs_loop(facts) or (
+                    facts.defines((fw.transformers.TRAINING_STEP,))
+                    and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES)
+                    and facts.mentions(("transformers", "trl")) and facts.mentions((_UPDATE_COUNTER,))))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for modulo in update_counter_gates(model):
@@ -206,12 +210,9 @@ class UpdateHookPerMicrobatch(Rule):
     """
 
     code = "ACC007"
-    markers = tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"}))
-    backward_required = True  # `update(` and `step(` are everywhere; a group needs a backward
-
-    def applies(self, facts: SourceFacts) -> bool:
-        """A backward (a group) and one of the hook calls."""
-        return facts.calls(BACKWARD_CALLS) and facts.calls(GRADIENT_OP_NAMES)
+    #: a hook call (`update(` and `step(` are everywhere: a backward marker too) in a group
+    gate = Gate(markers=tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"})),
+                backward=True, facts=lambda facts: runs_loop(facts) and facts.calls(GRADIENT_OP_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()

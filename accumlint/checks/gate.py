@@ -1,0 +1,90 @@
+"""Where a rule can fire: one declaration per rule class, read by every stage before LibCST.
+
+A rule's :class:`Gate` says, as cheaply as the stage can tell, which files the rule cannot
+fire on:
+
+1. the **byte prefilter** (:func:`accumlint.engine.may_fire`) reads ``markers``, ``requires``
+   and ``backward`` on the undecoded bytes (strings and comments excluded);
+2. the **ast stage** calls ``facts`` on the :class:`~accumlint.source_facts.SourceFacts` of the
+   interpreter's tree;
+3. the **engine** gives LibCST only the files where some selected rule's gate admits them,
+   and runs only those rules.
+
+Each test may only exclude a file whose model cannot yield the rule's hit: the gate is a
+necessary condition, never a heuristic. ``tests/test_applicability.py`` runs every rule
+ungated on every file with findings we have and fails where a gate drops one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from accumlint import frameworks as fw
+from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.owned_loops import MARKERS as OWNED_MARKERS
+from accumlint.prefilter import NeedlePattern
+from accumlint.source_facts import SourceFacts
+
+#: the bytes of a loop rule: a call that makes a backward event, or a framework hook that owns a loop
+LOOP_MARKERS: tuple[bytes, ...] = tuple(sorted(name.encode() for name in BACKWARD_CALLS | OWNED_MARKERS))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The files a rule can fire on.
+
+    ``markers``: identifiers (bytes) one of which the code must call or define (empty: every
+    file, and the other fields are not read); ``requires``: a pattern the bytes must match as
+    well (for a rule whose markers are common names); ``backward``: a backward marker must be
+    used as well (or a project helper may run one); ``facts``: the test on the names of the
+    interpreter's tree (None: the byte tests decide).
+    """
+
+    markers: tuple[bytes, ...] = LOOP_MARKERS
+    requires: NeedlePattern | None = None
+    backward: bool = False
+    facts: Callable[[SourceFacts], bool] | None = None
+
+    @property
+    def everywhere(self) -> bool:
+        """Whether the rule may fire on any file (no markers)."""
+        return not self.markers
+
+    def admits(self, facts: SourceFacts) -> bool:
+        """The ast stage: whether the rule may fire on a module with these facts."""
+        return self.everywhere or self.facts is None or self.facts(facts)
+
+
+def runs_loop(facts: SourceFacts) -> bool:
+    """Whether the module may hold a microbatch loop the model builds: a function (or the top
+    level) that holds a loop and may run a backward (itself, or through a function, class or
+    name of the module it reaches: :attr:`SourceFacts.loop_reach`), or a loop a framework
+    owns (:func:`owns_loop`), or a Lightning microbatch hook (:func:`defines_lightning_hook`)
+    that calls a backward."""
+    if owns_loop(facts) or (defines_lightning_hook(facts) and facts.calls(BACKWARD_CALLS)):
+        return True
+    # the walk only where a backward is named at all (what a loop reaches is named in the module)
+    return facts.mentions(BACKWARD_CALLS) and not facts.loop_reach.isdisjoint(BACKWARD_CALLS)
+
+
+def owns_loop(facts: SourceFacts) -> bool:
+    """Whether the module may hand a framework a loop body (``Engine(process_fn)``, a callback's
+    ``on_batch_end``, a ``train_step`` override): the model rebuilds that framework's loop
+    (``model/owned_loops.py``) even when the module calls no backward itself."""
+    return facts.calls(OWNED_MARKERS) or facts.defines(OWNED_MARKERS)
+
+
+def defines_lightning_hook(facts: SourceFacts) -> bool:
+    """Whether the module may define a LightningModule's microbatch hook (``training_step`` in
+    a class with a base named ``LightningModule``, lightning 2.6.6): the model walks such a
+    hook as a microbatch loop even when the module calls no backward."""
+    return facts.defines(fw.lightning.MICROBATCH_HOOKS) and facts.mentions(fw.lightning.MODULE_BASES)
+
+
+#: the gate of a rule that reads the model's microbatch loops (the default)
+LOOP = Gate(facts=runs_loop)
+#: the gate of a rule that reads every backward event, in a loop or not
+BACKWARD = Gate(facts=lambda facts: facts.calls(BACKWARD_CALLS) or owns_loop(facts))
+#: the gate of a rule that may fire on any file
+EVERYWHERE = Gate(markers=())

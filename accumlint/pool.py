@@ -1,0 +1,369 @@
+"""The worker pool of a run: a process pool started once a second file needs LibCST, fed
+stage by stage from a queue of its own (LibCST stages first, largest first) within a memory
+budget, with a time budget per stage that a loaded machine stretches.
+
+The per-file work the workers do is :mod:`accumlint.runner`'s (looked up there at each call,
+so that the module a worker runs is the one the main process configured).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from accumlint import project
+from accumlint.lazy import lazy_module
+from accumlint.registry import PARSE_ERROR_CODE
+
+engine = lazy_module("accumlint.engine")
+notebook = lazy_module("accumlint.notebook")
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+
+def runner() -> ModuleType:
+    """:mod:`accumlint.runner` (imported here lazily: it imports this module)."""
+    from accumlint import runner as module
+
+    return module
+
+
+def _worker_start(parent: int, index: project.ProjectIndex | None = None) -> None:
+    """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
+    exit within half a second once the main process is gone, instead of waiting for work forever;
+    check with the run's project (``index``: sent along where the workers are not forked)."""
+    runner()._in_worker = True
+    if index is not None:
+        project.activate(index)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # terminate() must end the worker even if the main process installed its own SIGTERM handler
+    # (inherited through fork; Lightning's Trainer installs one, for instance)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+#: What the files being parsed at once may take together, estimated by
+#: :data:`~accumlint.engine.PARSE_MEMORY_PER_NODE` (or, where no ``ast`` tree was built,
+#: :data:`~accumlint.engine.PARSE_MEMORY_PER_BYTE`): at least this much, or
+#: :data:`PARSE_BUDGET_PER_JOB` per worker on a machine with more than two. A file larger than
+#: the budget runs alone. On two cores (torch 2.13.0, transformers, diffusers, NeMo, fairseq:
+#: 7,848 files) this keeps the run near 260 MB (PSS, cheap stages beside it included) and costs no time; a
+#: budget of 64 MiB cost 30 %.
+PARSE_BUDGET = 96 * 2**20
+PARSE_BUDGET_PER_JOB = 48 * 2**20
+
+
+@dataclass
+class _Job:
+    index: int
+    path: str
+    data: bytes
+    codes: frozenset[str]
+    screened: engine.Screened | None = None  #: set for the second stage (LibCST)
+
+    @functools.cached_property
+    def parses(self) -> bool:
+        """Whether this stage runs LibCST (a second stage, or a notebook checked whole)."""
+        return self.screened is not None or notebook.is_notebook(self.path)
+
+    @functools.cached_property
+    def memory(self) -> int:
+        """The estimated peak memory (bytes) of this stage of checking the file: the cheap
+        stages' own estimate of the LibCST stage where they made one, else from the size."""
+        if self.screened is not None and self.screened.memory is not None:
+            return self.screened.memory
+        return len(self.data) * (engine.PARSE_MEMORY_PER_BYTE if self.parses else engine.SCREEN_MEMORY_PER_BYTE)
+
+    @functools.cached_property
+    def rank(self) -> tuple[bool, int, int]:
+        """The order of the queue: LibCST stages first (the long tasks), each kind largest first."""
+        return (not self.parses, -len(self.data), self.index)
+
+
+class _Scheduler:
+    """Checks files in this process, or in a pool started once a second file needs parsing
+    (a run that parses one file does not pay for starting workers).
+
+    Each file goes to the pool twice: first for the cheap stages, which take little memory and
+    decide most files, then, if LibCST must read it, for the rest. A stage is sent only when a
+    worker is free (so this queue, not the pool's, decides the order): LibCST stages first,
+    largest first, as long as the estimated memory of the LibCST stages in flight stays within
+    the parse budget; a smaller one may overtake one that does not fit yet, and the cheap
+    stages run beside them, so the workers stay busy.
+
+    Used as a context manager: leaving it normally waits for the workers; leaving it on an
+    exception (Ctrl-C, a bug) cancels what is queued and terminates them. A worker also exits
+    by itself once the main process is gone (killed, or ended by SIGTERM).
+    """
+
+    def __init__(self, jobs: int, timeout: float | None = None) -> None:
+        self.jobs = jobs
+        self.timeout = timeout  # seconds a stage may run in a worker (None: no limit)
+        self.budget = max(PARSE_BUDGET, jobs * PARSE_BUDGET_PER_JOB)
+        self.pool: ProcessPoolExecutor | None = None
+        self.pending: list[_Job] = []  # not sent yet, by rank
+        self.in_flight: dict[int, tuple[_Job, Future[engine.FileResult | engine.Screened]]] = {}
+        self.deadlines: dict[int, float] = {}  # index -> monotonic time its stage must be done by
+        self.sent_at: dict[int, float] = {}  # index -> monotonic time its stage was sent
+        self.late: set[int] = set()  # files that ran past the time budget (their result is not cached)
+        self.memory = 0  # estimated, of the LibCST stages in flight
+        self.frozen = False  # gc.freeze() until the workers have forked
+        self.results: dict[int, engine.FileResult] = {}
+
+    def __enter__(self) -> _Scheduler:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if self.pool is None:
+            return
+        if kind is None:
+            self.pool.shutdown(wait=True)
+        else:
+            self._kill()
+
+    def _kill(self) -> None:
+        """End the pool's workers now (a worker may be in the middle of a long parse: do not wait for it)."""
+        assert self.pool is not None
+        if hasattr(self.pool, "kill_workers"):  # Python 3.14+
+            self.pool.kill_workers()
+        else:
+            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                # SIGKILL: a worker holds nothing to clean up, and a SIGTERM can arrive before its
+                # initializer resets a handler the main process installed (inherited through fork)
+                process.kill()
+        self.pool = None
+
+    def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
+        """Queue one file (with one job it is checked at once)."""
+        if self.jobs == 1:
+            self.results[index] = runner()._check_safely(path, data, codes)
+            return
+        self._queue(_Job(index, path, data, codes))
+        if self.pool is None:
+            if len(self.pending) < 2:
+                return  # perhaps the only file to parse: checked here at the end, no pool needed
+            self._start()
+        self.poll()
+
+    def poll(self) -> None:
+        """Collect the stages that finished and send what a free worker may take (cheap: the
+        main process calls it for every file it reads, so a worker never waits long)."""
+        if self.pool is not None:
+            self._finished()
+            self._dispatch()
+
+    def _start(self, workers: int | None = None) -> None:
+        import multiprocessing  # here: a run that parses at most one file never needs them
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork where it is safe and cheap (Linux): the workers start with what this process
+        # imported and with its rule registry; elsewhere the platform's default method
+        context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        if context is not None:
+            # the collector of a forked worker would write to every object it inherited and so
+            # copy the pages it shares with this process; frozen objects are never scanned. The
+            # workers fork at the first submit, after which this process unfreezes (_send)
+            gc.freeze()
+            self.frozen = True
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
+            initargs=(os.getpid(), project.active() if context is None else None)
+        )
+
+    def _queue(self, job: _Job) -> None:
+        """Add a stage to ``pending``, which stays ordered by :attr:`_Job.rank`."""
+        self.pending.insert(bisect.bisect_right(self.pending, job.rank, key=lambda queued: queued.rank), job)
+
+    def _dispatch(self) -> None:
+        """While a worker is free, send the first pending stage that may run. A LibCST stage
+        larger than the whole budget goes when no other LibCST stage is in flight, before any
+        smaller one: it is the longest task, and it is parsed with the least memory besides."""
+        while self.pending and len(self.in_flight) < self.jobs:
+            position = next((i for i, job in enumerate(self.pending) if self._may_run(job)), None)
+            if position is None:
+                return
+            self._send(self.pending.pop(position))
+
+    def _may_run(self, job: _Job) -> bool:
+        if not job.parses:
+            return True  # the cheap stages: an ast tree, a fifth of LibCST's estimate at most
+        if self.memory == 0:
+            return True
+        head = self.pending[0]
+        if head.parses and head.memory > self.budget:
+            return False  # the oversize file waits for the LibCST stages in flight, then runs alone
+        return self.memory + job.memory <= self.budget
+
+    def _send(self, job: _Job) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self.pool is None:  # replaced: its worker ran past the time budget
+            self._start()
+        assert self.pool is not None
+        try:
+            future = self.pool.submit(runner()._check_in_worker, job.path, job.data, job.codes, job.screened)
+        except BrokenProcessPool:  # a worker died: the files it had are rechecked alone (_take)
+            self.pool.shutdown(wait=False)
+            self._start()
+            future = self.pool.submit(runner()._check_in_worker, job.path, job.data, job.codes, job.screened)
+        if self.frozen:
+            gc.unfreeze()  # the workers exist now (they fork at the first submit)
+            self.frozen = False
+        self.in_flight[job.index] = (job, future)
+        if self.timeout is not None:
+            self.sent_at[job.index] = time.monotonic()
+            self.deadlines[job.index] = self.sent_at[job.index] + self.timeout
+        if job.parses:
+            self.memory += job.memory
+
+    def _finished(self, wait: bool = False) -> None:
+        """Take the finished stages out of the budget (with ``wait``: after one more finishes):
+        a file's result is kept, a file that LibCST must read is queued for its second stage."""
+        if wait and self.in_flight:
+            from concurrent.futures import FIRST_COMPLETED
+            from concurrent.futures import wait as wait_for
+
+            left = None
+            if self.deadlines:
+                left = max(0.0, min(self.deadlines.values()) - time.monotonic())
+            wait_for([future for _, future in self.in_flight.values()], timeout=left, return_when=FIRST_COMPLETED)
+        for index, (job, future) in list(self.in_flight.items()):
+            if future.done():
+                self._leave(index)
+                self._take(job, future)
+        now = time.monotonic()
+        late = [index for index, deadline in self.deadlines.items() if deadline <= now]
+        if late:
+            late = self._stretched(late, now)
+        if late:
+            self._replace_workers(late)
+
+    def _leave(self, index: int) -> None:
+        job, _ = self.in_flight.pop(index)
+        self.deadlines.pop(index, None)
+        self.sent_at.pop(index, None)
+        if job.parses:
+            self.memory -= job.memory
+
+    def _stretched(self, late: list[int], now: float) -> list[int]:
+        """Of the stages past their deadline, those still late once the time budget is scaled by
+        the machine's load (:func:`load_factor`): on a machine shared with other work a stage
+        gets the CPU share it would have had alone, so a good file is not reported as too slow."""
+        assert self.timeout is not None
+        factor = load_factor()
+        still: list[int] = []
+        for index in late:
+            allowed = self.sent_at[index] + self.timeout * factor
+            if allowed > now:
+                self.deadlines[index] = allowed
+            else:
+                still.append(index)
+        return still
+
+    def _replace_workers(self, late: list[int]) -> None:
+        """The stages of ``late`` ran past the time budget: their files get ``ACC000``; the pool
+        is killed (a worker stuck in native code cannot be interrupted) and the stages it was
+        running besides go back to the queue, for a fresh pool."""
+        assert self.timeout is not None
+        for index in late:
+            job, _ = self.in_flight[index]
+            self._leave(index)
+            findings = [runner()._too_slow(job.path, self.timeout)] if PARSE_ERROR_CODE in job.codes else []
+            self.results[index] = engine.FileResult(job.path, findings=findings)
+            self.late.add(index)
+        self._kill()
+        for index, (job, _) in list(self.in_flight.items()):
+            self._leave(index)
+            self._queue(job)
+
+    def _take(self, job: _Job, future: Future[engine.FileResult | engine.Screened]) -> None:
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            outcome = future.result()
+        except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
+            # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
+            self.results[job.index] = _check_alone(job.path, job.data, job.codes, self.timeout)
+            return
+        except Exception as exc:  # noqa: BLE001 - raised in the worker by this file: the run goes on
+            self.results[job.index] = runner()._crashed(job.path, exc)
+            return
+        if isinstance(outcome, engine.Screened):
+            self._queue(_Job(job.index, job.path, job.data, job.codes, outcome))
+        else:
+            self.results[job.index] = outcome
+
+    def collect(self) -> dict[int, engine.FileResult]:
+        """Every queued file's result, by index."""
+        if self.pool is None and self.timeout is None:
+            for job in self.pending:  # at most one
+                self.results[job.index] = runner()._check_safely(job.path, job.data, job.codes)
+            self.pending.clear()
+        elif self.pool is None and self.pending:
+            self._start(1)  # one file, in a worker that can be replaced if it runs past the time budget
+            self._dispatch()
+        while self.pending or self.in_flight:
+            self._finished(wait=True)
+            self._dispatch()
+        return self.results
+
+
+#: the most a loaded machine stretches a stage's time budget (a stuck file still ends)
+MAX_STRETCH = 8.0
+
+
+def load_factor() -> float:
+    """How many times longer a stage takes on this machine now than alone: the runnable
+    processes (1-minute load average) per CPU this process may use, at least 1, at most
+    :data:`MAX_STRETCH` (1 where the system does not say)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 1.0
+    return min(MAX_STRETCH, max(1.0, load / runner().default_jobs()))
+
+
+def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
+    """:func:`_check` in a fresh one-worker pool: a file whose check kills the process gets an
+    internal error (one that runs past ``timeout`` seconds, ``ACC000``), and the run goes on."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as Late
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+    try:
+        limit = None if timeout is None else timeout * load_factor()
+        return pool.submit(runner()._check_safely, path, data, codes).result(timeout=limit)
+    except BrokenProcessPool as exc:
+        error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
+        return engine.FileResult(path, internal_errors=[error])
+    except Late:
+        assert timeout is not None
+        late = [runner()._too_slow(path, timeout)] if PARSE_ERROR_CODE in codes else []
+        return engine.FileResult(path, findings=late)
+    finally:
+        processes = list((pool._processes or {}).values())  # type: ignore[attr-defined]
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+            process.join()
