@@ -19,7 +19,6 @@ FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 KNOWN = {
     "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
-    "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
     "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
 }
 

@@ -202,6 +202,8 @@ def _mean_loss(call: cst.Call, site: Site, resolve) -> cst.Call | None:
             return None
         constructor = binding.value
     reduction = keyword(constructor, "reduction") or keyword(call, "reduction")
+    if reduction is not None and not isinstance(reduction, cst.SimpleString):
+        reduction = site.scope.bound_value(reduction, constructor)  # a helper's parameter
     if reduction is not None and not (isinstance(reduction, cst.SimpleString)
                                       and reduction.evaluated_value == "mean"):
         return None
