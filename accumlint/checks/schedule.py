@@ -11,7 +11,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import dotted, last_segment
+from accumlint.model.names import dotted, keyword, last_segment, method_name, positional
 from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
@@ -130,8 +130,12 @@ def _told_its_position(step, counters: dict) -> bool:
     number of calls, so calling it every microbatch does not run the schedule faster (whether
     the position's unit matches the schedule's is not visible here)."""
     call = step.site.call
-    return call is not None and any(
-        (split := index_offset(arg.value)) is not None and split[0] in counters for arg in call.args)
+    if call is None:
+        return False
+    if method_name(call) == fw.timm.SCHEDULER_STEP_METHOD and (
+            positional(call, 0) is not None or keyword(call, fw.timm.SCHEDULER_POSITION_PARAMETER) is not None):
+        return True  # timm's `step_update(num_updates)` sets the rate from the position it is given
+    return any((split := index_offset(arg.value)) is not None and split[0] in counters for arg in call.args)
 
 
 class SchedulerHorizonUnitMismatch(Rule):

@@ -941,9 +941,41 @@ class _Walker:
             pairs: dict[str, list[cst.BaseExpression]] = {}
             _pair(targets[0], value, pairs)
             for name, values in pairs.items():
-                self.values[(key, name)] = values[-1]
+                if not self._wraps_itself(name, values[-1]):
+                    self.values[(key, name)] = values[-1]
         self.add(Site(statement, statement, frames, self.order, self.scope,  # type: ignore[arg-type]
                       targets=tuple(names), value=value, augmented=operator))
+
+    def _wraps_itself(self, name: str, value: cst.BaseExpression) -> bool:
+        """``model = torch.compile(model)``, ``model = DistributedDataParallel(model, ...)``, or a
+        project helper that returns such a wrapper of its argument (``model = wrap(model)``):
+        calling the result runs the same module, so the name keeps the value it had."""
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.module_of(self.inline).imports.qualify(dotted(value.func))
+        first = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if qualified in fw.pytorch.FORWARD_WRAPPERS:
+            return first is not None and dotted(first) == name
+        inlined = self.scope.inlined.get(id(value), [])
+        if len(inlined) != 1:
+            return False
+        returns = self.scope.returns.get(id(inlined[0]), [])
+        return bool(returns) and all(self._returns_argument(site, name) for site in returns)
+
+    def _returns_argument(self, site: Site, name: str) -> bool:
+        """Whether a helper's ``return`` gives back the caller's ``name`` (the parameter bound to
+        it), wrapped or not (``return DistributedDataParallel(model, ...)``)."""
+        value = site.value
+        inline = site.inline
+        if isinstance(value, cst.Call) and inline is not None:
+            owner = inline.foreign if inline.foreign is not None else self.functions
+            if owner.imports.qualify(dotted(value.func)) not in fw.pytorch.FORWARD_WRAPPERS:  # type: ignore[attr-defined]
+                return False
+            value = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if not isinstance(value, cst.Name) or inline is None or inline.parent is not None:
+            return False
+        bound = inline.bindings.get(value.value)
+        return bound is not None and dotted(bound) == name
 
     def hook(self, function: cst.FunctionDef) -> None:
         """Walk a framework hook's body as the body of the loop that calls it: the function node
