@@ -822,3 +822,35 @@ def test_manager_class_from_another_module_with_the_update_in_its_base(tmp_path:
     }
     expected = [("train.py", "ACC001", _reset_line(files["train.py"]))] if reset != "pass" else []
     assert findings(tmp_path, files) == expected
+
+
+@pytest.mark.xfail(strict=True, reason="the project index follows a class only when its own module calls a "
+                                       "backward, reset or clip (ProjectIndex.names_of): a manager module "
+                                       "whose base class lives in a third module is not parsed")
+def test_manager_whose_base_with_the_update_is_in_a_third_module(tmp_path: Path) -> None:
+    files = {
+        "pyproject.toml": "[project]\nname = 'p'\n",
+        "stepping.py": """
+            class Stepping:
+                def update(self, it):
+                    for opt in self.all:
+                        opt.step()
+                    for opt in self.all:
+                        opt.zero_grad(set_to_none=True)
+        """,
+        "managers.py": """
+            import torch
+            from stepping import Stepping
+
+            class Trainer(Stepping):
+                def __init__(self, model):
+                    self.all = [torch.optim.AdamW(model.parameters())]
+        """,
+        "train.py": textwrap.dedent("""
+            from managers import Trainer
+
+            def main(net, batches, steps, accum):
+                runner = Trainer(net)
+        """) + _manager_loop("    ", "runner", "net.zero_grad()"),
+    }
+    assert findings(tmp_path, files) == [("train.py", "ACC001", _reset_line(files["train.py"]))]
