@@ -16,14 +16,7 @@ from tests.test_patterns import assert_row
 FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 
 #: file -> what the linter does today instead (a known miss or false positive).
-#: lr_warmup_in_microbatches_update_counter: decidable, not modelled yet. The horizon's unit
-#: comes from `epoch_size // micro_batch_size` (a sample count over the micro-batch size, i.e.
-#: microbatches), a unit the horizon arithmetic of model/schedules.py does not have (it knows
-#: `len(<the loop's loader>)` and A-named factors only), and the rule would need a path for a
-#: learning rate written by hand from a counter of updates (`counts.counter_units` says
-#: "update") against that horizon; ACC305 today reads scheduler constructors only.
 KNOWN = {
-    "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
     "norm_microbatch_slices_undivided.py": "nothing: microbatch slices never divided (ACC103)",
     "tail_window_norm_engine_counter.py": "nothing: DeepSpeed's micro-step counter across epochs vs a per-epoch window",
 }

@@ -10,6 +10,7 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
+from accumlint.model.counts import counter_units
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional
 from accumlint.model.roles import constructor_role
@@ -25,6 +26,7 @@ from accumlint.model.schedules import (
     schedule_horizons,
     step_axis_uses,
     stepped_by_engine,
+    update_counter_lr_writes,
 )
 from accumlint.source_facts import SourceFacts
 
@@ -167,6 +169,15 @@ class SchedulerHorizonUnitMismatch(Rule):
                         continue
                     reported.add(id(horizon.node))
                     yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, gated)
+            updates = {counter for counter, unit in counter_units(model).items() if unit == "update"}
+            for write in update_counter_lr_writes(model, group, updates) if updates else ():
+                yield Hit(
+                    write.report,
+                    f"the learning rate is computed from `{write.counter}`, a count of optimizer updates, over "
+                    f"`{write.horizon}`, a count of microbatches: warmup lasts A times longer than planned",
+                    f"count `{write.horizon}` in optimizer updates (divide it by A), or compare it with a "
+                    "counter of microbatches",
+                )
 
     @staticmethod
     def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool) -> Hit:
