@@ -15,10 +15,8 @@ from tests.test_patterns import assert_row
 
 FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
 
-#: file -> what the linter does today instead (a known miss or false positive)
+#: file -> what the linter does today instead (a known miss or false positive).
 KNOWN = {
-    "lr_warmup_in_microbatches_update_counter.py": "nothing: a warmup in microbatches against an update counter",
-    "xmod_sft_mask_loss_in_model/train.py": "nothing: `reduction=` a parameter with a default, in the model's loss",
     # the window builder's trailing yield is reported once the loop is known to step a DeepSpeed
     # engine (tests/test_tail_shapes.py); this reduced file names `engine` but never imports or
     # builds it, so its role stays unknown (recognising an engine by its name alone is not precise)

@@ -538,3 +538,44 @@ def test_microbatch_counters_of_a_loop() -> None:
 def test_ambiguous_step_unit_is_off_by_default() -> None:
     assert AmbiguousStepUnit.default_enabled is False
     assert "ACC902" not in default_codes()
+
+
+# --- a warmup written by hand: a counter of updates over a horizon in microbatches --------------
+_HAND_WARMUP = """
+    import torch
+
+    micro_batch_size = 8
+    accum = 64 // micro_batch_size
+    warmup = {warmup}
+
+    def fit(model, optimizer, loader, peak):
+        done = 0
+        for n, batch in enumerate(loader):
+            if done < warmup:
+                {write}
+            (model(batch) / accum).backward()
+            if (n + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                done += 1
+"""
+_INLINE = 'optimizer.param_groups[0]["lr"] = peak * done / warmup'
+_BY_NAME = 'rate = peak * done / warmup\n                optimizer.param_groups[0]["lr"] = rate'
+
+
+@pytest.mark.parametrize("write", [_INLINE, _BY_NAME], ids=["inline", "by-name"])
+def test_update_counter_over_a_microbatch_warmup_is_flagged(write: str) -> None:
+    source = _HAND_WARMUP.format(warmup="3 * (100_000 // micro_batch_size)", write=write)
+    assert mine(source) == [("ACC305", 11)]
+
+
+@pytest.mark.parametrize("warmup", ["3 * (100_000 // micro_batch_size) // accum", "500",
+                                    "100_000 // (micro_batch_size * accum)", "samples // world"])
+def test_warmup_counted_in_updates_or_undecided_stays_silent(warmup: str) -> None:
+    assert mine(_HAND_WARMUP.format(warmup=warmup, write=_INLINE)) == []
+
+
+def test_microbatch_counter_over_a_microbatch_warmup_stays_silent() -> None:
+    source = _HAND_WARMUP.format(warmup="3 * (100_000 // micro_batch_size)", write=_INLINE.replace("done", "n")
+                                 ).replace("if done < warmup", "if n < warmup")
+    assert mine(source) == []

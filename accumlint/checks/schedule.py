@@ -11,8 +11,9 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import Gate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
+from accumlint.model.counts import counter_units
 from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import dotted, last_segment
+from accumlint.model.names import dotted, keyword, last_segment, method_name, positional
 from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
@@ -26,6 +27,7 @@ from accumlint.model.schedules import (
     schedule_horizons,
     step_axis_uses,
     stepped_by_engine,
+    update_counter_lr_writes,
 )
 
 
@@ -130,8 +132,12 @@ def _told_its_position(step, counters: dict) -> bool:
     number of calls, so calling it every microbatch does not run the schedule faster (whether
     the position's unit matches the schedule's is not visible here)."""
     call = step.site.call
-    return call is not None and any(
-        (split := index_offset(arg.value)) is not None and split[0] in counters for arg in call.args)
+    if call is None:
+        return False
+    if method_name(call) == fw.timm.SCHEDULER_STEP_METHOD and (
+            positional(call, 0) is not None or keyword(call, fw.timm.SCHEDULER_POSITION_PARAMETER) is not None):
+        return True  # timm's `step_update(num_updates)` sets the rate from the position it is given
+    return any((split := index_offset(arg.value)) is not None and split[0] in counters for arg in call.args)
 
 
 class SchedulerHorizonUnitMismatch(Rule):
@@ -163,6 +169,15 @@ class SchedulerHorizonUnitMismatch(Rule):
                         continue
                     reported.add(id(horizon.node))
                     yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, gated)
+            updates = {counter for counter, unit in counter_units(model).items() if unit == "update"}
+            for write in update_counter_lr_writes(model, group, updates) if updates else ():
+                yield Hit(
+                    write.report,
+                    f"the learning rate is computed from `{write.counter}`, a count of optimizer updates, over "
+                    f"`{write.horizon}`, a count of microbatches: warmup lasts A times longer than planned",
+                    f"count `{write.horizon}` in optimizer updates (divide it by A), or compare it with a "
+                    "counter of microbatches",
+                )
 
     @staticmethod
     def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool) -> Hit:

@@ -99,8 +99,11 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
     if any(_wrapper_accumulates(model, update) for update in group.of_kind(EventKind.UPDATE)):
         return True
     for backward in group.of_kind(EventKind.BACKWARD):
-        if backward.role.role is Role.ACCELERATOR:
+        if backward.role.role is Role.ACCELERATOR and (
+                group.accumulate_contexts or model.frameworks.accelerate_accumulation(backward.role) is not False):
             return False  # Accelerate's own contract: ACC501 speaks for it
+        # an Accelerator built without gradient_accumulation_steps, no accumulate(): its backward
+        # divides nothing and its prepared optimizer steps on every call (a plain loop)
         if model.divisions_by(backward, model.is_accumulation_name):
             return True
     for site in group.loop_sites:

@@ -69,6 +69,18 @@ FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL})
 #: the calls that wrap a model for data parallelism (``nn/parallel/distributed.py``,
 #: ``distributed/fsdp/``): a project helper that calls one makes its callers' models averaging
 WRAPPER_CONSTRUCTOR_NAMES = frozenset({"DistributedDataParallel", "FullyShardedDataParallel", "FSDP", "fully_shard"})
+#: wrappers whose result, called, runs the module (or function) given as the first argument:
+#: ``torch.compile`` (``_dynamo/eval_frame.py`` OptimizedModule forwards to ``_orig_mod``), DDP and
+#: DataParallel (``forward`` calls ``self.module``), FSDP1 (``forward`` calls the wrapped module),
+#: FSDP2 ``fully_shard`` (returns the module itself, sharded in place)
+FORWARD_WRAPPERS = frozenset({
+    "torch.compile",
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+    "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    *FSDP2_SHARD_CALLS,
+})
 #: Switches that change what a wrapper does with the replicas' gradients (DDP
 #: ``register_comm_hook``; FSDP1/FSDP2 divide factors): with one, the average is not known.
 AVERAGING_OVERRIDES = frozenset({"register_comm_hook", "gradient_divide_factor", "set_gradient_divide_factor",

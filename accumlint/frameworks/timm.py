@@ -20,6 +20,10 @@ CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (
 
 #: ``Scheduler.step_update(num_updates)``: the per-update scheduler step (``scheduler/scheduler.py``).
 SCHEDULER_STEP_METHOD = "step_update"
+#: its position parameter: ``step_update`` sets every group's learning rate from ``num_updates``
+#: (``_get_values(num_updates)``), keeping no count of its own calls, so a call per microbatch
+#: with the same position sets the same value again (``scheduler/scheduler.py``)
+SCHEDULER_POSITION_PARAMETER = "num_updates"
 
 #: The loss-scaler helper of timm's training script (``timm.utils.NativeScaler``, defined in
 #: ``timm/utils/cuda.py``; read in timm 1.0.29.dev0, main @aa4b585): ``scaler(loss, optimizer,

@@ -92,7 +92,27 @@ def analyze(test: cst.BaseExpression, resolve_flag: FlagResolver, depth: int = 0
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
         return BoundaryTest("modulo", False, test.left, test.right, 0, report=test)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        return _comparison(test)
+        found = _comparison(test)
+        return found if found is not None else _wrapped_counter(test, resolve_flag)
+    return None
+
+
+def _wrapped_counter(test: cst.Comparison, resolve_flag: FlagResolver) -> BoundaryTest | None:
+    """``acc == 0`` on a counter the loop wraps itself (``acc += 1; acc = acc % A``): the
+    comparison of the modulo it was last assigned (lingua's ``train_state.acc_step``)."""
+    target = test.comparisons[0]
+    for side, other in ((test.left, target.comparator), (target.comparator, test.left)):
+        if not isinstance(side, (cst.Name, cst.Attribute)) or int_value(other) is None:
+            continue
+        text = dotted(side) or ""
+        resolved = resolve_flag(text) if text else None
+        if resolved is None or not _is_modulo(resolved[0]):
+            continue
+        value, where = resolved
+        rewritten = test.with_changes(left=value) if side is test.left else test.with_changes(
+            comparisons=[target.with_changes(comparator=value)])
+        found = _comparison(rewritten)
+        return replace(found, report=where, flag=text) if found is not None else None
     return None
 
 

@@ -53,6 +53,10 @@ ACCUMULATION_NAME = re.compile(
     re.IGNORECASE,
 )
 
+#: Names of the samples in one microbatch (``micro_batch_size``, ``micro_bs``): a sample count
+#: divided by one counts microbatches.
+MICRO_BATCH_SIZE_NAME = re.compile(r"(^|_)micro_?(batch_?size|bs)$", re.IGNORECASE)
+
 #: Contexts that do nothing (``contextlib.nullcontext``, last segment): the other arm of a context
 #: chosen by a flag (``ctx = nullcontext if flag else accelerator.accumulate``).
 NULL_CONTEXTS = frozenset({"nullcontext"})

@@ -492,7 +492,12 @@ class LoopAnalysis:
                     if frame.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP):
                         cadence = Cadence.UNKNOWN
                     elif frame.kind in (FrameKind.IF, FrameKind.GUARD) and not self.invariant(frame.test, root or loop):
-                        cadence = Cadence.UNKNOWN
+                        if not (event.kind is EventKind.UPDATE and cadence is Cadence.UPDATE):
+                            cadence = Cadence.UNKNOWN
+                        # an update after the micro-loop under a per-pass condition (a training
+                        # manager that steps some optimizers on odd passes only) still runs at most
+                        # once per pass, after the group's last backward: a condition only skips
+                        # updates, it never makes one run per microbatch
             group.cadences[id(event)] = cadence
         for site in group.loop_sites:
             if isinstance(site.augmented, cst.AddAssign) and not site.in_helper:

@@ -202,6 +202,8 @@ def _mean_loss(call: cst.Call, site: Site, resolve) -> cst.Call | None:
             return None
         constructor = binding.value
     reduction = keyword(constructor, "reduction") or keyword(call, "reduction")
+    if reduction is not None and not isinstance(reduction, cst.SimpleString):
+        reduction = site.scope.bound_value(reduction, constructor)  # a helper's parameter
     if reduction is not None and not (isinstance(reduction, cst.SimpleString)
                                       and reduction.evaluated_value == "mean"):
         return None
@@ -279,7 +281,13 @@ def never_scaled(event: Event) -> bool:
             return False
         if any(isinstance(node.operator, (cst.Divide, cst.Multiply)) for node in arithmetic(value)):
             return False
+        if any(method_name(call) in _SCALING_METHODS for call in calls_in(value)):
+            return False  # `loss.sum().mul(scale / n).backward()`: a product written as a tensor method
     return True
+
+
+#: tensor methods that multiply or divide (torch 2.13.0 ``Tensor.mul`` / ``div`` and their aliases)
+_SCALING_METHODS = frozenset({"mul", "div", "multiply", "divide", "true_divide"})
 
 
 _GRADIENT_SCALING = frozenset({"div_", "mul_", "scale_grads", "_scale_grads", "scale_gradients",

@@ -28,7 +28,7 @@ from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
 from accumlint.model.groups import AccumulationLoop, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, keyword, last_segment, method_name, positional
+from accumlint.model.names import children, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
 
 if TYPE_CHECKING:
@@ -165,6 +165,8 @@ def _unit(model: FileModel, node: cst.BaseExpression, site: Site, loader: str | 
         return None
     if model.is_accumulation_name(node):
         return _Unit(0, 1)
+    if conventions.MICRO_BATCH_SIZE_NAME.search(last_segment(name)):
+        return _Unit(-1, 0, node)  # samples per microbatch: `samples // micro_batch_size` counts microbatches
     return _name_unit(model, name, site, loader, depth)
 
 
@@ -539,3 +541,69 @@ def microbatch_lr_writes(group: AccumulationLoop) -> list[LearningRateWrite]:
         if position is not None and horizon is not None:
             found.append(LearningRateWrite(site, position, horizon, computed))
     return found
+
+
+@dataclass(frozen=True)
+class WarmupAgainstUpdates:
+    """A learning rate written by hand from a counter of optimizer updates divided by a horizon
+    counted in microbatches (``g["lr"] = peak * updates / warmup`` with ``warmup = 2 *
+    (epoch_size // micro_batch_size)``): ``site`` the write, ``counter`` and ``horizon`` the names."""
+
+    site: Site
+    counter: str
+    horizon: str
+    #: where to report: the warmup test around the write (``if updates <= warmup:``), else the write
+    report: cst.CSTNode
+
+
+def update_counter_lr_writes(model: FileModel, group: AccumulationLoop,
+                             update_counters: set[str]) -> list[WarmupAgainstUpdates]:
+    """Learning-rate writes into a param group (``g["lr"] = ...``) in ``group``'s loop whose value
+    divides an expression of a counter of ``update_counters`` by a name whose unit is microbatches
+    (read where the name is defined: in the function, or the module's one top-level assignment)."""
+    found: list[WarmupAgainstUpdates] = []
+    for site in group.loop_sites:
+        statement = site.statement
+        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
+            continue
+        target = statement.targets[0].target
+        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)
+                and isinstance(target.slice[0].slice.value, cst.SimpleString)
+                and target.slice[0].slice.value.evaluated_value == "lr"):
+            continue
+        value = site.value
+        if isinstance(value, cst.Name):  # `lr = peak * updates / warmup` first, then `g["lr"] = lr`
+            definition = next((s for s in reversed(group.loop_sites) if s.order < site.order
+                               and s.targets == (value.value,) and s.augmented is None and not s.in_helper), None)
+            value = definition.value if definition is not None and definition.value is not None else value
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                counter = next((n for n in names_in(node.left) if n in update_counters), None)
+                horizon = dotted(node.right)
+                if counter is not None and horizon is not None and _counts_microbatches(model, horizon, site):
+                    tests = [f.test for f in site.frames if f.kind is FrameKind.IF
+                             and isinstance(f.test, cst.Comparison) and {counter, horizon} <= set(names_in(f.test))]
+                    found.append(WarmupAgainstUpdates(site, counter, horizon, tests[-1] if tests else site.node))
+                    break
+            if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
+                stack.extend(children(node))
+    return found
+
+
+def _counts_microbatches(model: FileModel, name: str, site: Site) -> bool:
+    """Whether ``name`` at ``site`` is a count of microbatches with evidence (a ``// micro_batch_size``
+    or ``len(<loader>)``): its function's definitions, else the module's one top-level value."""
+    definitions, on_entry = model.reaching_definitions(name, site)
+    if definitions:
+        unit = _name_unit(model, name, site, None, 0)
+    elif on_entry and "." not in name and model.functions.module_value(name) is not None:
+        top = model.scopes[0]
+        value = model.functions.module_value(name)
+        where = next((s for s in top.sites if s.value is value), None)
+        unit = _unit(model, value, where, None, 0) if where is not None else None
+    else:
+        return False
+    return unit is not None and not unit.opaque and (unit.micro, unit.accum) == (1, 0) and unit.evidence is not None

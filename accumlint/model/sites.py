@@ -98,6 +98,21 @@ class Scope:
             found.extend(self.returns.get(id(inline), ()))
         return found
 
+    def bound_value(self, expression: cst.BaseExpression, call: cst.Call) -> cst.BaseExpression:
+        """``expression``, read in the code around ``call`` (a call in an inlined helper's body),
+        rewritten into the scope's own names: a parameter becomes its argument, or its literal
+        default when the caller does not pass it (``reduction=loss_reduction`` in a forward called
+        as ``model(x, y)`` → ``"mean"``). Unchanged when ``call`` is the scope's own code or the
+        value is unknown (``*args``, a parameter the helper reassigns)."""
+        site = next((s for s in self.sites if s.call is call), None)
+        if site is None or site.inline is None:
+            return expression
+        root = (dotted(expression) or "").split(".", 1)[0]
+        if any(s.inline is site.inline and root in s.targets and s.order < site.order for s in self.sites):
+            return expression  # the helper rebinds the parameter before the call
+        value, where = site.inline.resolve(expression)
+        return value if where is None else expression
+
     def within(self, loop: cst.CSTNode) -> list[Site]:
         """The sites inside one of this scope's own loops, in execution order."""
         start, end = self.loop_spans[loop]
@@ -271,6 +286,7 @@ class ModuleFunctions:
         self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
         self._locals: dict[cst.FunctionDef, set[str]] = {}
         self._method_names: set[str] | None = None
+        self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
@@ -471,6 +487,50 @@ class ModuleFunctions:
             return None
         found = [c for c in self.classes.values() if all(self.method(c, m) for m in methods)]
         return (self, found[0]) if len(found) == 1 else None
+
+    def module_value(self, name: str) -> cst.BaseExpression | None:
+        """The value of the one module-level assignment of ``name`` (under ``if``/``try`` at the
+        top level too); None when the module binds it otherwise or more than once."""
+        if self._module_values is None:
+            table: dict[str, list[cst.BaseExpression | None]] = {}
+            for statement in _statements(self._module):
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                    pairs: dict[str, list[cst.BaseExpression]] = {}
+                    _pair(statement.targets[0].target, statement.value, pairs)
+                    for target, values in pairs.items():
+                        table.setdefault(target, []).extend(values)
+                    for target in _target_names(statement.targets[0].target):
+                        if target and target not in pairs:
+                            table.setdefault(target, []).append(None)  # `a, b = f()`: not one value
+                elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                    target = dotted(statement.target)
+                    if target:
+                        table.setdefault(target, []).append(
+                            statement.value if isinstance(statement, cst.AnnAssign) else None)
+            self._module_values = {target: values[0] for target, values in table.items() if len(values) == 1}
+            names = self._module_bound_otherwise()
+            for target in names:
+                self._module_values.pop(target, None)
+        return self._module_values.get(name)
+
+    def _module_bound_otherwise(self) -> set[str]:
+        """Names the module's top level binds by a loop or ``with ... as``, or a function
+        declares ``global`` (it may rebind them)."""
+        names: set[str] = set()
+        stack: list[tuple[cst.CSTNode, bool]] = [(self._module, False)]
+        while stack:
+            node, in_function = stack.pop()
+            kind = type(node)
+            if kind is cst.For and not in_function:
+                names.update(n for n in _target_names(node.target) if n)  # type: ignore[attr-defined]
+            elif kind is cst.AsName and not in_function:
+                names.update(n for n in _target_names(node.name) if n)  # type: ignore[attr-defined]
+            elif kind is cst.Global:
+                names.update(item.name.value for item in node.names)  # type: ignore[attr-defined]
+            elif derives(kind, cst.BaseExpression):
+                continue  # no statement inside an expression
+            stack.extend((child, in_function or kind is cst.FunctionDef) for child in children(node))
+        return names
 
     def local_names(self, function: cst.FunctionDef) -> set[str]:
         """:func:`~accumlint.model.callgraph.local_names`, once per closure (it is entered at
@@ -863,6 +923,10 @@ class _Walker:
         function = inline.function if inline is not None else self.scope.node
         if isinstance(function, cst.FunctionDef) and "." not in name:
             passed = owner.passed_class(function, name) if inline is None else None
+            value = owner.module_value(name) if passed is None else None
+            if isinstance(value, cst.Call) and name not in owner.local_names(function):
+                # a module-level object the function reads as a global (`manager = Manager(model)`)
+                passed = owner.class_named(dotted(value.func))
             return passed or owner.duck_class(owner.receivers(function).get(name, set()))
         return None
 
@@ -877,9 +941,41 @@ class _Walker:
             pairs: dict[str, list[cst.BaseExpression]] = {}
             _pair(targets[0], value, pairs)
             for name, values in pairs.items():
-                self.values[(key, name)] = values[-1]
+                if not self._wraps_itself(name, values[-1]):
+                    self.values[(key, name)] = values[-1]
         self.add(Site(statement, statement, frames, self.order, self.scope,  # type: ignore[arg-type]
                       targets=tuple(names), value=value, augmented=operator))
+
+    def _wraps_itself(self, name: str, value: cst.BaseExpression) -> bool:
+        """``model = torch.compile(model)``, ``model = DistributedDataParallel(model, ...)``, or a
+        project helper that returns such a wrapper of its argument (``model = wrap(model)``):
+        calling the result runs the same module, so the name keeps the value it had."""
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.module_of(self.inline).imports.qualify(dotted(value.func))
+        first = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if qualified in fw.pytorch.FORWARD_WRAPPERS:
+            return first is not None and dotted(first) == name
+        inlined = self.scope.inlined.get(id(value), [])
+        if len(inlined) != 1:
+            return False
+        returns = self.scope.returns.get(id(inlined[0]), [])
+        return bool(returns) and all(self._returns_argument(site, name) for site in returns)
+
+    def _returns_argument(self, site: Site, name: str) -> bool:
+        """Whether a helper's ``return`` gives back the caller's ``name`` (the parameter bound to
+        it), wrapped or not (``return DistributedDataParallel(model, ...)``)."""
+        value = site.value
+        inline = site.inline
+        if isinstance(value, cst.Call) and inline is not None:
+            owner = inline.foreign if inline.foreign is not None else self.functions
+            if owner.imports.qualify(dotted(value.func)) not in fw.pytorch.FORWARD_WRAPPERS:  # type: ignore[attr-defined]
+                return False
+            value = value.args[0].value if value.args and value.args[0].keyword is None else None
+        if not isinstance(value, cst.Name) or inline is None or inline.parent is not None:
+            return False
+        bound = inline.bindings.get(value.value)
+        return bound is not None and dotted(bound) == name
 
     def hook(self, function: cst.FunctionDef) -> None:
         """Walk a framework hook's body as the body of the loop that calls it: the function node

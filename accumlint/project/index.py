@@ -244,11 +244,23 @@ class ProjectIndex:
         # but no reason for a file that calls it to pass the prefilter)
         matches = list(_TOP_LEVEL.finditer(data))
         names = []
+        bases: dict[str, set[str]] = {}  # class → the names its header derives from
         for index, match in enumerate(matches):
             end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
             block = data[match.start():end]
             if backward_used(block):
                 names.append(("" if _performs_events(match.group(1), block) else LOSS_ONLY) + match.group(1).decode())
+            elif (header := _CLASS_BASES.match(block)) is not None:
+                bases[match.group(1).decode()] = set(re.findall(r"[A-Za-z_]\w*", header.group(1).decode()))
+        # a class that inherits its events from a base of this module (`class Manager(Base)`: the
+        # caller writes `Manager(...)`, the update is in `Base.finish`) is worth following too
+        performing = {name for name in names if not name.startswith(LOSS_ONLY)}
+        for _ in range(4):
+            more = {name for name, parents in bases.items() if parents & performing} - performing
+            if not more:
+                break
+            performing |= more
+            names.extend(sorted(more))
         return tuple(names)
 
     def imported_modules(self, importer: str, data: bytes) -> list[str]:
@@ -360,6 +372,8 @@ def _needles() -> BytesAhoCorasick:
 #: a top-level ``def``/``class`` (column 0): read from the bytes, no parse (a superset: a
 #: string holding such a line adds a name, which only lets more files through the prefilter)
 _TOP_LEVEL = re.compile(rb"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+#: the base list of a class header (``class Manager(Base, Mixin):`` → ``Base, Mixin``)
+_CLASS_BASES = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
 
 
 _DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
