@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import Gate, defines_lightning_hook, runs_loop
-from accumlint.model import AccumulationLoop, Cadence, Event, EventKind, FileModel, LoopStyle, Role
+from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
 from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
@@ -24,7 +24,7 @@ _CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
 _FRAMEWORK_CLIPPERS = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
 
 
-def _accumulating_groups(model: FileModel) -> Iterator[AccumulationLoop]:
+def _accumulating_groups(model: FileModel) -> Iterator[Group]:
     """Loops whose optimizer update runs once per group of A > 1 microbatches, with no
     optimizer updating on every microbatch next to it (a GAN's discriminator may own the
     per-microbatch gradient operations) and no gradient reset on every microbatch (then each

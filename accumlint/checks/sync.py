@@ -138,7 +138,7 @@ class NoSyncNeverSyncs(Rule):
     @staticmethod
     def _no_sync_on_update(group, backwards) -> cst.CSTNode | None:
         """The conditional expression that enters no_sync() around a backward on the update
-        microbatch (its test is known there, :meth:`AccumulationLoop.true_on_update`)."""
+        microbatch (its test is known there, :meth:`Group.true_on_update`)."""
         for backward in backwards:
             for frame in group.region_frames(backward.site):
                 if frame.kind is not FrameKind.WITH:

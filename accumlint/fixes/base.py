@@ -144,20 +144,20 @@ def is_step(statement: cst.CSTNode, exclude: str | None = None) -> bool:
 
 
 @dataclass(frozen=True)
-class Gate:
+class GatedUpdate:
     """An ``if`` in a loop (or ``training_step``) whose body holds the optimizer update."""
 
     node: cst.If
     step: cst.BaseStatement  # the update statement in its body
 
 
-def find_gate(frame: cst.CSTNode, exclude: str | None = None) -> Gate | None:
+def find_gate(frame: cst.CSTNode, exclude: str | None = None) -> GatedUpdate | None:
     """The update gate of a loop body: the first ``if`` whose own body calls ``X.step()``."""
     for statement in statements_in(frame):
         if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock):
             steps = [s for s in statement.body.body if is_step(s, exclude)]
             if steps:
-                return Gate(statement, steps[0])
+                return GatedUpdate(statement, steps[0])
     return None
 
 

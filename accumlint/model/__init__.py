@@ -16,7 +16,7 @@ from accumlint.model import ledger as ledgers
 from accumlint.model.dataflow import loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
-from accumlint.model.groups import AccumulationLoop, LoopAnalysis, LoopStyle
+from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import ImportMap, dotted, last_segment, walk
 from accumlint.model.parallel import DataParallel
@@ -25,7 +25,7 @@ from accumlint.model.sites import Scope, Site, walk_scopes
 from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
 __all__ = [
-    "AccumulationLoop", "Cadence", "Event", "EventKind", "FileModel", "LoopStyle", "Role", "RoleInfo", "Tail",
+    "Group", "Cadence", "Event", "EventKind", "FileModel", "LoopStyle", "Role", "RoleInfo", "Tail",
     "build_model",
 ]
 
@@ -54,7 +54,7 @@ class FileModel:
             for event in events:
                 if event.site.report is not event.site.node:
                     self.via.setdefault(id(event.site.report), []).append(event)
-        self.loops: list[AccumulationLoop] = []
+        self.loops: list[Group] = []
         for scope in self.scopes:
             analysis = LoopAnalysis(scope, self.events[scope],
                                     lambda node, scope=scope: self.frameworks.is_accumulate_context(node, scope))
@@ -85,7 +85,7 @@ class FileModel:
         a LightningModule's optimization mode, a DeepSpeed config, ...)."""
         return FrameworkReader(self)
 
-    def tail(self, group: AccumulationLoop) -> Tail | None:
+    def tail(self, group: Group) -> Tail | None:
         """What ``group`` does with the last partial group of each pass (None: undecided)."""
         return tail_of(self, group)
 
@@ -103,7 +103,7 @@ class FileModel:
         """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
         return losses.token_mean(event, lambda name, site: self.reaching(name, site))
 
-    def ledger(self, group: AccumulationLoop | None, event: Event) -> ledgers.Ledger:
+    def ledger(self, group: Group | None, event: Event) -> ledgers.Ledger:
         """Every factor between a backward's per-element loss and the applied gradient
         (:mod:`accumlint.model.ledger`); ``group`` None: the loss side only. Computed once."""
         key = (id(group), id(event))
@@ -128,11 +128,11 @@ class FileModel:
         return losses.never_scaled(event)
 
     @staticmethod
-    def scales_gradients(group: AccumulationLoop) -> bool:
+    def scales_gradients(group: Group) -> bool:
         """Whether the group's code rescales ``.grad`` by hand (normalizing after the backward)."""
         return losses.scales_gradients(group.region_sites)
 
-    def divided_after_backward(self, group: AccumulationLoop) -> list[tuple[cst.CSTNode, Event]]:
+    def divided_after_backward(self, group: Group) -> list[tuple[cst.CSTNode, Event]]:
         """Divisions by A (or a microbatch count) of a loss whose backward already ran, in ``group``."""
         events = [e for e in self.events[group.scope] if e.site.inside(group.loop)]
         return [(node, event) for node, event in losses.divided_after_backward(group.scope, events, self._is_count)
@@ -141,14 +141,14 @@ class FileModel:
     def _is_count(self, divisor: cst.BaseExpression) -> bool:
         return self.is_accumulation_name(divisor) or (isinstance(divisor, cst.Call) and dotted(divisor.func) == "len")
 
-    def retained_backwards(self, group: AccumulationLoop) -> list[Event]:
+    def retained_backwards(self, group: Group) -> list[Event]:
         """Backwards of ``group``'s loop with ``retain_graph=True`` that nothing backpropagates again."""
         if group.accumulates is not True:
             return []
         events = [e for e in group.events if group.in_loop(e) and self._fresh_graph(e, group)]
         return losses.retained_backwards(events, group.loop_sites)
 
-    def _fresh_graph(self, event: Event, group: AccumulationLoop) -> bool:
+    def _fresh_graph(self, event: Event, group: Group) -> bool:
         """Whether a backward's loss is computed anew in each pass of the loop (a forward call in
         the expression, or an assignment in the loop body), not a graph built once outside it."""
         if event.loss is None:

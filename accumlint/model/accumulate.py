@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accumlint.model.groups import AccumulationLoop, is_accumulate_call
+from accumlint.model.groups import Group, is_accumulate_call
 from accumlint.model.names import dotted
 from accumlint.model.sites import FrameKind
 
@@ -21,7 +21,7 @@ def _receivers(with_node: cst.With) -> list[str | None]:
             if is_accumulate_call(item.item)]
 
 
-def double_entries(group: AccumulationLoop) -> list[cst.With]:
+def double_entries(group: Group) -> list[cst.With]:
     """The ``with`` statements of ``group``'s loop that enter ``accumulate()`` of an accelerator
     already entered on the same pass: a second item of one ``with`` (``with acc.accumulate(a),
     acc.accumulate(b):``) or a nested ``with`` inside another one's block. Entries on different

@@ -17,7 +17,7 @@ import libcst as cst
 from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.grad_ops import site_cadence
-from accumlint.model.groups import AccumulationLoop
+from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence
 from accumlint.model.names import dotted, last_segment, method_name, names_in, walk
 
@@ -61,7 +61,7 @@ def _microbatch_size(expression: cst.BaseExpression) -> bool:
 
 
 
-def _group_long_clock(model: FileModel, group: AccumulationLoop, expression: cst.BaseExpression,
+def _group_long_clock(model: FileModel, group: Group, expression: cst.BaseExpression,
                       site: Site) -> bool:
     """Whether ``expression`` (or the name it is) is ``clock() - t0`` with ``t0`` read from the
     clock once per group, under the update gate."""
@@ -79,7 +79,7 @@ def _group_long_clock(model: FileModel, group: AccumulationLoop, expression: cst
     return bool(resets) and all(site_cadence(model, group, s) is Cadence.UPDATE for s in resets)
 
 
-def throughputs_of_one_microbatch(model: FileModel, group: AccumulationLoop) -> list[Throughput]:
+def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throughput]:
     """Rates assigned under the update gate as (one microbatch's count) / (time since the last
     update), with no A-named factor: the figure is A× too small."""
     found: list[Throughput] = []
@@ -106,7 +106,7 @@ def throughputs_of_one_microbatch(model: FileModel, group: AccumulationLoop) -> 
     return found
 
 
-def _per_microbatch_count(model: FileModel, group: AccumulationLoop, numerator: cst.BaseExpression,
+def _per_microbatch_count(model: FileModel, group: Group, numerator: cst.BaseExpression,
                           site: Site) -> str | None:
     """The text of a numerator that counts one microbatch: a size expression, or a name assigned
     (not accumulated) from one on every microbatch."""

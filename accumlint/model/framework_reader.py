@@ -20,7 +20,7 @@ from accumlint import frameworks as fw
 from accumlint.model import conventions, losses
 from accumlint.model.dataflow import loss_divisions, reaching_definitions
 from accumlint.model.events import Event
-from accumlint.model.groups import AccumulationLoop, LoopStyle, is_accumulate_call
+from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
 from accumlint.model.roles import RoleInfo
@@ -41,7 +41,7 @@ class FrameworkReader:
         # a weak proxy: the model holds its reader, and a cycle would keep the tree alive
         self.model: FileModel = weakref.proxy(model)
 
-    def accumulates(self, group: AccumulationLoop) -> bool | None:
+    def accumulates(self, group: Group) -> bool | None:
         """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
         if group.style is LoopStyle.ACCELERATE and group.accumulate_contexts:
             entry = self.accumulate_entry(group.accumulate_contexts[0], group.scope)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint.model.events import Event
-from accumlint.model.groups import AccumulationLoop, LoopAnalysis
+from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence
 from accumlint.model.names import dotted, names_in
 from accumlint.model.sites import FrameKind, Site
@@ -28,7 +28,7 @@ _PARAMETER_WORDS = ("param", "state_dict", "named_", "modules", "grads")
 _CONSTANTS = frozenset({"None", "True", "False"})
 
 
-def outer_helper_call(group: AccumulationLoop, event: Event) -> cst.Call | None:
+def outer_helper_call(group: Group, event: Event) -> cst.Call | None:
     """The call in ``group``'s own loop body that inlined the helper ``event`` comes from (None:
     the event is the loop's own code)."""
     for frame in event.site.frames_inside(group.loop):
@@ -37,12 +37,12 @@ def outer_helper_call(group: AccumulationLoop, event: Event) -> cst.Call | None:
     return None
 
 
-def report_node(group: AccumulationLoop, event: Event) -> cst.CSTNode:
+def report_node(group: Group, event: Event) -> cst.CSTNode:
     """Where a finding about ``event`` goes: the helper call in the loop, or the event itself."""
     return outer_helper_call(group, event) or event.node
 
 
-def per_element_frames(group: AccumulationLoop, event: Event) -> bool:
+def per_element_frames(group: Group, event: Event) -> bool:
     """Whether every construct between the helper call (or the loop) and ``event`` is a ``for``
     over elements, a ``with``, or an ``if`` that reads only names those ``for`` loops bind
     (``if p.grad is not None``): none of them decides per microbatch."""
@@ -61,7 +61,7 @@ def per_element_frames(group: AccumulationLoop, event: Event) -> bool:
     return True
 
 
-def _helper_conditions_per_element(group: AccumulationLoop, event: Event) -> bool:
+def _helper_conditions_per_element(group: Group, event: Event) -> bool:
     """Whether every ``if`` inside the inlined helper(s) around ``event`` reads only names bound
     by a ``for`` inside them (``if p.grad is not None``)."""
     bound: set[str] = set()
@@ -82,7 +82,7 @@ def _helper_conditions_per_element(group: AccumulationLoop, event: Event) -> boo
     return True
 
 
-def over_parameters(group: AccumulationLoop, event: Event) -> bool:
+def over_parameters(group: Group, event: Event) -> bool:
     """Whether ``event`` sits in a ``for`` (of the loop or of an inlined helper) over a model's
     parameters or their gradients."""
     for frame in event.site.frames_inside(group.loop):
@@ -93,7 +93,7 @@ def over_parameters(group: AccumulationLoop, event: Event) -> bool:
     return False
 
 
-def op_cadence(model: FileModel, group: AccumulationLoop, event: Event) -> Cadence:
+def op_cadence(model: FileModel, group: Group, event: Event) -> Cadence:
     """How often ``event`` runs in ``group``: its own cadence when the group model decides it,
     else (an event under a per-parameter ``for``/``if``) the cadence of the helper call or of
     the event's own line with those element constructs set aside. ``UNKNOWN`` otherwise."""
@@ -106,7 +106,7 @@ def op_cadence(model: FileModel, group: AccumulationLoop, event: Event) -> Caden
     return Cadence.UNKNOWN if site is None else site_cadence(model, group, site)
 
 
-def site_cadence(model: FileModel, group: AccumulationLoop, site: Site) -> Cadence:
+def site_cadence(model: FileModel, group: Group, site: Site) -> Cadence:
     """How often a site of ``group``'s own loop body runs, by the group model's gate logic
     (``UNKNOWN`` for a site outside the loop or under a condition it cannot decide)."""
     if not site.inside(group.loop):
@@ -115,7 +115,7 @@ def site_cadence(model: FileModel, group: AccumulationLoop, site: Site) -> Caden
     return analysis._site_cadence(group, site)
 
 
-def _anchor(model: FileModel, group: AccumulationLoop, event: Event):
+def _anchor(model: FileModel, group: Group, event: Event):
     """The site of the loop's own code that runs exactly when the element constructs around
     ``event`` start: the helper's call, or the binding of the outermost inner ``for``."""
     scope = group.scope

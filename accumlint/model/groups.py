@@ -53,7 +53,7 @@ class Gate:
 
 
 @dataclass(eq=False)
-class AccumulationLoop:
+class Group:
     """One microbatch loop and the events of its group.
 
     ``events``: every event of the group region in execution order (the loop, plus for
@@ -163,7 +163,7 @@ class AccumulationLoop:
 
 
 class LoopAnalysis:
-    """Builds :class:`AccumulationLoop` objects for one scope."""
+    """Builds :class:`Group` objects for one scope."""
 
     def __init__(self, scope: Scope, events: list[Event], accumulate_test) -> None:
         self.scope = scope
@@ -205,7 +205,7 @@ class LoopAnalysis:
             return None
         return loop if self._updates_after(loop) else None  # type: ignore[return-value]
 
-    def analyse(self, loop: cst.For | cst.While) -> AccumulationLoop:
+    def analyse(self, loop: cst.For | cst.While) -> Group:
         start, end = self.scope.loop_spans[loop]
         inside = [e for e in self.events if start <= e.order < end]
         updates = [e for e in inside if e.kind is EventKind.UPDATE]
@@ -244,7 +244,7 @@ class LoopAnalysis:
             style = LoopStyle.UNKNOWN if self._losses_of_one_forward(loop) else LoopStyle.MICRO_LOOP
         else:
             style = LoopStyle.NO_UPDATE
-        group = AccumulationLoop(self.scope, loop, style, [], gate, accumulate_contexts=contexts,  # type: ignore[arg-type]
+        group = Group(self.scope, loop, style, [], gate, accumulate_contexts=contexts,  # type: ignore[arg-type]
                                  skip_guards=skips)
         self._fill(group)
         return group
@@ -343,7 +343,7 @@ class LoopAnalysis:
             stack.extend(children(node))
         return True
 
-    def _from_threshold_on(self, test: cst.BaseExpression | None, group: AccumulationLoop, site: Site) -> bool:
+    def _from_threshold_on(self, test: cst.BaseExpression | None, group: Group, site: Site) -> bool:
         """Whether ``test`` is ``counter >= bound`` (``>``, or written the other way round) on a
         counter that grows on every microbatch of the loop and a bound that does not change in
         it: false for a while, then true on every microbatch (a warm-up threshold)."""
@@ -360,7 +360,7 @@ class LoopAnalysis:
         return (name is not None and self._grows_every_microbatch(name, group)
                 and self.invariant(bound, group.loop, site))
 
-    def _grows_every_microbatch(self, name: str, group: AccumulationLoop) -> bool:
+    def _grows_every_microbatch(self, name: str, group: Group) -> bool:
         """``name`` is the loop's own index, or is only ever changed in the loop by an
         unconditional ``name += k`` (k a positive integer) of the loop's own code."""
         loop = group.loop
@@ -459,7 +459,7 @@ class LoopAnalysis:
         return outer[-1] if outer else None
 
     # --- cadences ---------------------------------------------------------------------------
-    def _fill(self, group: AccumulationLoop) -> None:
+    def _fill(self, group: Group) -> None:
         loop = group.loop
         start, end = self.scope.loop_spans[loop]
         group.loop_sites = self.scope.within(loop)
@@ -518,7 +518,7 @@ class LoopAnalysis:
         start, end = span
         return any(e.kind is EventKind.BACKWARD and start <= e.order < end for e in self.events)
 
-    def _cadence_in_loop(self, group: AccumulationLoop, event: Event) -> Cadence:
+    def _cadence_in_loop(self, group: Group, event: Event) -> Cadence:
         cadence = self._site_cadence(group, event.site)
         if cadence is not Cadence.MICROBATCH:
             return cadence
@@ -535,7 +535,7 @@ class LoopAnalysis:
             return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
         return cadence
 
-    def _site_cadence(self, group: AccumulationLoop, site: Site) -> Cadence:
+    def _site_cadence(self, group: Group, site: Site) -> Cadence:
         """How often a site inside the microbatch loop runs, from its control flow alone
         (``MICROBATCH`` when no gate, boundary test or loop-variant condition encloses it)."""
         if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN):
@@ -610,7 +610,7 @@ def _leaves(node: cst.CSTNode) -> bool:
     return body is None
 
 
-def _last_iteration_test(test: cst.BaseExpression | None, group: AccumulationLoop) -> bool | None:
+def _last_iteration_test(test: cst.BaseExpression | None, group: Group) -> bool | None:
     """Whether ``test`` holds on the last pass of the micro-loop ``for i in range([a,] stop)``
     only (True), on every pass but the last (False), or is no such test (None): ``i < stop - 1``,
     ``i + 1 != stop``, ``i == stop - 1`` … compared on the same name and constant offsets; the

@@ -31,7 +31,7 @@ from accumlint.model import losses
 from accumlint.model.dataflow import arithmetic, names_feeding, value_history
 from accumlint.model.forward_sums import forward_returns_sum
 from accumlint.model.grad_ops import op_cadence, report_node
-from accumlint.model.groups import AccumulationLoop
+from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, method_name, walk
 from accumlint.model.parallel import DataParallel
@@ -111,7 +111,7 @@ class Ledger:
         return f" (a mean over its microbatch's tokens: {means[0].evidence})" if means else ""
 
 
-def ledger_of(model: FileModel, group: AccumulationLoop | None, event: Event) -> Ledger:
+def ledger_of(model: FileModel, group: Group | None, event: Event) -> Ledger:
     """The ledger of a backward ``event`` (of ``group``; None for a backward outside the
     module's accumulation loops: no cadence, no gradient side). See the module docstring."""
     cadence = group.cadence(event) if group is not None else Cadence.UNKNOWN
@@ -266,7 +266,7 @@ def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
     return dotted(divisor) is not None and parallel.counts_replicas(divisor)
 
 
-def token_mean_of(model: FileModel, event: Event, group: AccumulationLoop | None = None) -> losses.TokenMean | None:
+def token_mean_of(model: FileModel, event: Event, group: Group | None = None) -> losses.TokenMean | None:
     """The per-microbatch token mean a backward differentiates, by any of the shapes the
     ledger knows (:mod:`accumlint.model.losses`), or None. An HF model's own loss counts only
     when ``group``'s loader is built with a label-padding collator."""
@@ -297,7 +297,7 @@ def _reciprocal(node: cst.BinaryOperation) -> bool:
                for side in (node.left, node.right))
 
 
-def gradient_rescales(model: FileModel, group: AccumulationLoop) -> list[Entry]:
+def gradient_rescales(model: FileModel, group: Group) -> list[Entry]:
     """The group's in-place rescales of the accumulated gradients, with their divisor (the
     ``n`` of ``div_(n)``, ``/= n``, ``mul_(1 / n)``, ``_foreach_div_(grads, n)``,
     ``scale_grads(model, 1 / n)``; None for a factor that is no division) and cadence."""
@@ -331,7 +331,7 @@ def _reciprocal_of(expression: cst.BaseExpression | None) -> cst.BaseExpression 
     return None
 
 
-def _collators_feeding(model: FileModel, group: AccumulationLoop) -> set[str]:
+def _collators_feeding(model: FileModel, group: Group) -> set[str]:
     """The label-padding collator (framework rows) of the ``DataLoader(..., collate_fn=...)``
     the group's loop iterates, when the module shows it."""
     loader = group.iterable
@@ -349,7 +349,7 @@ def _collators_feeding(model: FileModel, group: AccumulationLoop) -> set[str]:
     return {last_segment(dotted(collate.func) or "")} & fw.transformers.LABEL_MASKING_COLLATORS
 
 
-def _label_padding(model: FileModel, group: AccumulationLoop) -> set[str]:
+def _label_padding(model: FileModel, group: Group) -> set[str]:
     """Evidence that the labels the loop's model is given are padded with -100 per batch: the
     collator of its loader (:func:`_collators_feeding`), or the module's own collate code that
     writes -100 into labels (``labels.masked_fill(labels == pad, -100)``,
@@ -381,7 +381,7 @@ def _labelled_forward(model: FileModel, call: cst.Call, site: Site) -> bool:
     return any(arg.star == "**" for arg in call.args) or keyword(call, "labels") is not None
 
 
-def is_token_count(model: FileModel, group: AccumulationLoop, divisor: cst.BaseExpression | None) -> bool:
+def is_token_count(model: FileModel, group: Group, divisor: cst.BaseExpression | None) -> bool:
     """Whether ``divisor`` is a count of tokens accumulated over the group: a name increased in
     the loop (``n += (labels != -100).sum()``, ``n += mask.sum()``, ``n += x.numel()``, or
     ``n += k`` with ``k`` assigned one of those)."""

@@ -36,7 +36,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.groups import AccumulationLoop
+    from accumlint.model.groups import Group
 
 #: Calls that pass their first argument's items through (``enumerate(loader)``, ``tqdm(loader)``).
 _PASS_THROUGH = frozenset({"enumerate", "iter", "tqdm", "islice", "cycle", "track"})
@@ -138,7 +138,7 @@ class DataParallel:
         return constructor_role(qualified, self._imports.qualify(dotted(call.func)) is not None)
 
     # --- loaders ----------------------------------------------------------------------------
-    def loader_of(self, group: AccumulationLoop) -> LoaderUse | None:
+    def loader_of(self, group: Group) -> LoaderUse | None:
         """The loader the microbatch loop of ``group`` reads: the iterable of that loop or of a
         loop around it in the same function (``for i, b in enumerate(loader)``), or the
         argument of a ``next(...)`` in the loop (``next(it)`` with ``it = iter(loader)``).

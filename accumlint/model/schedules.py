@@ -26,7 +26,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
-from accumlint.model.groups import AccumulationLoop, LoopStyle
+from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import children, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
@@ -259,8 +259,8 @@ def _conditional(definition: Site, use: Site) -> bool:
     return any(frame.kind in _CONDITIONAL and id(frame.node) not in enclosing for frame in definition.frames)
 
 
-def iterated_loader(group: AccumulationLoop) -> str | None:
-    """The dotted name a ``for`` microbatch loop iterates (``AccumulationLoop.iterable``)."""
+def iterated_loader(group: Group) -> str | None:
+    """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``)."""
     return dotted(group.iterable)
 
 
@@ -405,7 +405,7 @@ def _scheduler_entry(value: cst.BaseExpression) -> list[cst.BaseExpression]:
 # --- counters -------------------------------------------------------------------------------
 
 
-def microbatch_counters(group: AccumulationLoop) -> dict[str, Site]:
+def microbatch_counters(group: Group) -> dict[str, Site]:
     """Names that advance once per microbatch in the loop, with the site that advances them:
     the loop's own index (``for step, batch in enumerate(loader)``, ``for step in range(n)``)
     and counters incremented by a constant on every microbatch (``global_step += 1`` with no
@@ -436,7 +436,7 @@ def microbatch_counters(group: AccumulationLoop) -> dict[str, Site]:
     return counters
 
 
-def step_axis_uses(group: AccumulationLoop, name: str) -> list[tuple[Site, str]]:
+def step_axis_uses(group: Group, name: str) -> list[tuple[Site, str]]:
     """Where the loop's own code uses counter ``name`` (or ``name ± k``) as a training position:
     the x-axis of a logged value (``step=``/``global_step=`` keywords, TensorBoard's
     ``global_step`` position, a progress line formatting it) or a scheduler's argument.
@@ -457,7 +457,7 @@ def _is_counter(value: cst.BaseExpression | None, name: str) -> bool:
     return split is not None and split[0] == name
 
 
-def _step_use(call: cst.Call, name: str, group: AccumulationLoop) -> str | None:
+def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
         if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
@@ -505,7 +505,7 @@ class LearningRateWrite:
     computed: cst.CSTNode
 
 
-def microbatch_lr_writes(group: AccumulationLoop) -> list[LearningRateWrite]:
+def microbatch_lr_writes(group: Group) -> list[LearningRateWrite]:
     """Learning-rate writes into a param group (``g["lr"] = value``) that run on every microbatch of
     ``group`` with a value computed, in the loop, by a call that takes a microbatch counter of the
     loop and a count named in updates (:data:`UPDATE_COUNT_NAME`)."""
@@ -556,7 +556,7 @@ class WarmupAgainstUpdates:
     report: cst.CSTNode
 
 
-def update_counter_lr_writes(model: FileModel, group: AccumulationLoop,
+def update_counter_lr_writes(model: FileModel, group: Group,
                              update_counters: set[str]) -> list[WarmupAgainstUpdates]:
     """Learning-rate writes into a param group (``g["lr"] = ...``) in ``group``'s loop whose value
     divides an expression of a counter of ``update_counters`` by a name whose unit is microbatches

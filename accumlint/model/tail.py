@@ -20,7 +20,7 @@ from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import boundary
 from accumlint.model.events import Event
-from accumlint.model.groups import AccumulationLoop, LoopStyle
+from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import children, dotted, keyword, last_segment, walk
 from accumlint.model.roles import Roles
@@ -101,7 +101,7 @@ class Tail:
     samples: bool = False
 
 
-def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
+def tail_of(model: FileModel, group: Group) -> Tail | None:
     """What ``group`` does with the last ``len(loader) % A`` microbatches of a pass, or None.
 
     For a user-set boundary (a modulo on a per-pass index, or a counter gate) over a data
@@ -166,7 +166,7 @@ def tail_of(model: FileModel, group: AccumulationLoop) -> Tail | None:
     return Tail(TailTreatment.NOT_APPLIED, None, divided, report)
 
 
-def drops_partial_group(model: FileModel, group: AccumulationLoop) -> bool:
+def drops_partial_group(model: FileModel, group: Group) -> bool:
     """Whether the loader the loop iterates drops the partial *group*, not only the partial batch:
     built (in this module) as ``DataLoader(..., drop_last=True)`` whose sampler, batch sampler or
     dataset is sized with A (``batch_sampler=GroupSampler(ds, bs, accum, drop_last=True)``,
@@ -209,19 +209,19 @@ def _mentions_a(model: FileModel, expression: cst.BaseExpression, site: Site) ->
                if isinstance(node, (cst.Name, cst.Attribute)))
 
 
-def _divided(model: FileModel, group: AccumulationLoop) -> bool:
+def _divided(model: FileModel, group: Group) -> bool:
     backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
     return bool(backwards) and all(model.divided_by_a(e) for e in backwards)
 
 
-def _backward_per_microbatch(group: AccumulationLoop) -> bool:
+def _backward_per_microbatch(group: Group) -> bool:
     """Whether the loop backpropagates every microbatch (a tail exists in ``.grad``), not only
     at the boundary (losses collected and backpropagated together leave no gradient behind)."""
     backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
     return bool(backwards) and all(group.cadence(e) is Cadence.MICROBATCH for e in backwards)
 
 
-def _flush_report(group: AccumulationLoop, update: Event) -> cst.CSTNode:
+def _flush_report(group: Group, update: Event) -> cst.CSTNode:
     """The ``if`` that guards a post-loop flush (the flush itself when unconditional)."""
     _, end = group.scope.loop_spans[group.loop]
     for frame in reversed(update.site.frames):
@@ -230,7 +230,7 @@ def _flush_report(group: AccumulationLoop, update: Event) -> cst.CSTNode:
     return update.node
 
 
-def _pass_source(model: FileModel, group: AccumulationLoop) -> str | None:
+def _pass_source(model: FileModel, group: Group) -> str | None:
     """The name (last segment) of what one pass of the loop consumes: the loader it iterates
     (directly, through ``enumerate``/``tqdm``, or through a name bound to such a wrapper in the
     same pass), or the per-epoch length of ``for i in range(steps_per_epoch): b = next(it)``."""
@@ -264,7 +264,7 @@ _WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
 _EPOCH_LENGTH = re.compile(r"per_?epoch|epoch_?(len|length|size|steps|iters)", re.I)
 
 
-def _epoch_range(group: AccumulationLoop) -> str | None:
+def _epoch_range(group: Group) -> str | None:
     """``for i in range(iters_per_epoch):`` whose body draws ``next(it)`` from an iterator made
     outside the loop: the bound's name (a per-epoch length by its name), else None."""
     loop = group.loop
@@ -283,7 +283,7 @@ def _epoch_range(group: AccumulationLoop) -> str | None:
     return None
 
 
-def _called_in_loop(model: FileModel, group: AccumulationLoop) -> bool:
+def _called_in_loop(model: FileModel, group: Group) -> bool:
     """Whether the function holding ``group`` is called from a loop of this module (an epoch
     loop in the caller) whose own code neither resets the gradients nor updates: a plain
     function by its name, a method through ``self.name(...)`` in the same class."""
@@ -311,7 +311,7 @@ def _handled_around(model: FileModel, scope, loop: cst.CSTNode) -> bool:
                for e in model.events[scope])
 
 
-def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.BoundaryTest,
+def _counter_tail(model: FileModel, group: Group, test: boundary.BoundaryTest,
                   scope_events: list[Event]) -> Tail | None:
     """A counter gate (``n += 1; if n == A: ...; n = 0``) inside an epoch loop, with nothing
     after the micro-loop: what the epoch-start code does with the tail. A counter set before
@@ -353,7 +353,7 @@ def _counter_tail(model: FileModel, group: AccumulationLoop, test: boundary.Boun
     return None  # both restart (tail dropped on purpose) or neither (groups run across epochs)
 
 
-def engine_window_tail(model: FileModel, group: AccumulationLoop) -> cst.CSTNode | None:
+def engine_window_tail(model: FileModel, group: Group) -> cst.CSTNode | None:
     """The ``yield`` of a trailing partial window that a loop stepping a DeepSpeed engine every
     microbatch treats as a group of its own, or None.
 
@@ -411,7 +411,7 @@ def _names_buffer(test: cst.BaseExpression, full: cst.BaseExpression) -> bool:
     return dotted(test) == buffer or _len_of(test) == buffer
 
 
-def _restarted_under_gate(group: AccumulationLoop, counter: str) -> bool:
+def _restarted_under_gate(group: Group, counter: str) -> bool:
     """Whether the gate's branch sets ``counter`` anew (``seen = 0``, ``seen -= target``)."""
     gate = group.gate
     if gate is None:
@@ -430,7 +430,7 @@ def _framework(key: str) -> Tail:
     return Tail(row.treatment, row.framework, row.treatment is TailTreatment.WEIGHTED, None, row.source)
 
 
-def _loader_of(group: AccumulationLoop, roles: Roles) -> cst.BaseExpression | None:
+def _loader_of(group: Group, roles: Roles) -> cst.BaseExpression | None:
     """The data loader a ``for`` loop iterates (through ``enumerate``/``tqdm``), when it is one."""
     iterable = group.iterable
     if iterable is None or roles.of(iterable, group.loop_sites[0]).role is not Role.LOADER:
@@ -438,7 +438,7 @@ def _loader_of(group: AccumulationLoop, roles: Roles) -> cst.BaseExpression | No
     return iterable
 
 
-def _per_pass_index(group: AccumulationLoop, test: boundary.BoundaryTest) -> bool:
+def _per_pass_index(group: Group, test: boundary.BoundaryTest) -> bool:
     """Whether the modulo's index restarts with every pass over the loader: the loop's own
     ``enumerate`` index, or a counter set to a constant right before the loop (same block)."""
     split = boundary.index_offset(test.dividend)
@@ -467,7 +467,7 @@ def _same_block(site: Site, frames: tuple) -> bool:
     return len(site.frames) == len(frames) and all(a.node is b.node for a, b in zip(site.frames, frames, strict=True))
 
 
-def _events_after(group: AccumulationLoop, scope_events: list[Event]) -> list[Event]:
+def _events_after(group: Group, scope_events: list[Event]) -> list[Event]:
     """Events after the microbatch loop, up to the end of its pass (the enclosing loop's body,
     or the rest of the function)."""
     _, end = group.scope.loop_spans[group.loop]
@@ -475,7 +475,7 @@ def _events_after(group: AccumulationLoop, scope_events: list[Event]) -> list[Ev
     return [e for e in scope_events if e.order >= end and (outer is None or e.site.inside(outer))]
 
 
-def _reset_at_pass_start(group: AccumulationLoop, scope_events: list[Event]) -> bool:
+def _reset_at_pass_start(group: Group, scope_events: list[Event]) -> bool:
     """A reset in the enclosing loop's body before the microbatch loop (it wipes the previous
     pass's tail), or in the function before the loop when there is no enclosing loop."""
     start, _ = group.scope.loop_spans[group.loop]
