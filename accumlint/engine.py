@@ -3,7 +3,7 @@
 Most files of a large repository hold no training loop, so two cheap stages come first:
 
 1. :func:`may_fire` reads the undecoded bytes: unless one of the selected rules' markers
-   (:class:`~accumlint.checks.gate.Gate`) is called or defined in the code there (strings
+   (:class:`~accumlint.checks.gate.RuleGate`) is called or defined in the code there (strings
    and comments excluded), the file is done, neither decoded nor parsed (it gets no
    ``ACC000`` either: no rule needed to read it).
 2. The interpreter's own parser (``ast``, an order of magnitude faster than LibCST's)
@@ -206,7 +206,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     of the problem, unless the prefilter shows that no rule of ``rules`` can fire on it
     (then it is not decoded or parsed at all); a file over :data:`MAX_SOURCE_BYTES` gets an
     ``ACC000`` that says so instead of being parsed. A file that parses, but where none of
-    ``rules`` admits (:meth:`Gate.admits` on its :mod:`~accumlint.source_facts`), is not
+    ``rules`` admits (:meth:`RuleGate.admits` on its :mod:`~accumlint.source_facts`), is not
     given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
     in ``internal_errors`` and the other rules still run.

@@ -3,7 +3,7 @@
 Walks of the ``ast`` tree (an order of magnitude cheaper than LibCST's parse) collect the
 names a file calls, defines, binds and mentions, and those its loops may reach. Each rule's
 gate decides from them whether it can fire on the file at all
-(:meth:`accumlint.checks.gate.Gate.admits`): a file that no selected rule's gate admits is
+(:meth:`accumlint.checks.gate.RuleGate.admits`): a file that no selected rule's gate admits is
 never given to LibCST. The sets are supersets of what the group model can find in the same
 file, so a gate's verdict "cannot fire" stays exact.
 """

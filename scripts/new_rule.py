@@ -75,7 +75,7 @@ class {cls}(Rule):
 
     code = "{code}"
     # gate: where the rule can fire. The default (accumlint.checks.gate.LOOP) fits a rule that
-    # reads microbatch loops; declare `gate = Gate(markers=..., facts=...)` otherwise (CONTRIBUTING.md).
+    # reads microbatch loops; declare `gate = RuleGate(markers=..., facts=...)` otherwise (CONTRIBUTING.md).
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         # Read the group model only (model.loops, group.cadence(event), ...): see CONTRIBUTING.md.

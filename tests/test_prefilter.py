@@ -1,5 +1,5 @@
 """The two cheap stages before LibCST: the byte prefilter and the ``ast`` stage (each rule's
-:meth:`~accumlint.checks.gate.Gate.admits` on the names of the code).
+:meth:`~accumlint.checks.gate.RuleGate.admits` on the names of the code).
 
 No finding may be lost to them: every example of the rule catalogue (read from disk, so
 new rules and examples are covered as they are added) is kept for the codes it expects.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
-from accumlint.checks.gate import LOOP, Gate
+from accumlint.checks.gate import LOOP, RuleGate
 from accumlint.findings import Severity
 from accumlint.spec import BY_CODE, DOCS_URL, RuleSpec
 
@@ -48,13 +48,13 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     #: Where the rule can fire (:mod:`accumlint.checks.gate`): its one declaration for the byte
     #: prefilter, the ast stage and the engine. Default: the rule reads microbatch loops.
-    gate: ClassVar[Gate] = LOOP
+    gate: ClassVar[RuleGate] = LOOP
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         legacy = sorted(_LEGACY_GATE & set(cls.__dict__))
         if legacy:
-            raise TypeError(f"{cls.__name__} declares {', '.join(legacy)}: declare `gate = Gate(...)` "
+            raise TypeError(f"{cls.__name__} declares {', '.join(legacy)}: declare `gate = RuleGate(...)` "
                             "(accumlint/checks/gate.py) instead")
         spec = BY_CODE.get(cls.__dict__.get("code", ""))
         if spec is None or spec.implemented_by != (cls.__module__.rsplit(".", 1)[-1], cls.__name__):

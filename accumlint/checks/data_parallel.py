@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import Gate, runs_loop
+from accumlint.checks.gate import RuleGate, runs_loop
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
@@ -66,7 +66,7 @@ class EffectiveBatchCountsDevices(Rule):
     code = "ACC404"
     #: a replicated module (a process group or a DDP/FSDP wrapper is called) and the name of A
     #: or of a global batch that the flagged statement assigns to
-    gate = Gate(
+    gate = RuleGate(
         markers=(b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
                  *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                  b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard"),
@@ -178,7 +178,7 @@ class GlobalDenominatorWithAveraging(Rule):
     #: as the world size: a sum-reduction or gather called in the module, a replica-count name,
     #: a world-size call or the ``WORLD_SIZE`` variable (the averaging wrapper may be built in
     #: another module: ``DataParallel.averaging_wrapper`` follows helpers)
-    gate = Gate(facts=lambda facts: runs_loop(facts) or (
+    gate = RuleGate(facts=lambda facts: runs_loop(facts) or (
         facts.calls(BACKWARD_CALLS) and _may_divide_by_replicas(facts)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import Gate, runs_loop
+from accumlint.checks.gate import RuleGate, runs_loop
 from accumlint.model import FileModel
 from accumlint.model.counts import resume_mismatches, throughputs_of_one_microbatch
 
@@ -16,9 +16,10 @@ class BatchnormWithAccumulation(Rule):
 
     code = "ACC901"
     #: a BatchNorm layer and a loop
-    gate = Gate(markers=tuple(name.encode() for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
-                                                         "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")),
-                facts=runs_loop)
+    gate = RuleGate(
+        markers=tuple(name.encode() for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+                                                 "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")),
+        facts=runs_loop)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         if not any(group.accumulates is True for group in model.loops):

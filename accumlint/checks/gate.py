@@ -1,6 +1,6 @@
 """Where a rule can fire: one declaration per rule class, read by every stage before LibCST.
 
-A rule's :class:`Gate` says, as cheaply as the stage can tell, which files the rule cannot
+A rule's :class:`RuleGate` says, as cheaply as the stage can tell, which files the rule cannot
 fire on:
 
 1. the **byte prefilter** (:func:`accumlint.engine.may_fire`) reads ``markers``, ``requires``
@@ -31,7 +31,7 @@ LOOP_MARKERS: tuple[bytes, ...] = tuple(sorted(name.encode() for name in BACKWAR
 
 
 @dataclass(frozen=True)
-class Gate:
+class RuleGate:
     """The files a rule can fire on.
 
     ``markers``: identifiers (bytes) one of which the code must call or define (empty: every
@@ -83,8 +83,8 @@ def defines_lightning_hook(facts: SourceFacts) -> bool:
 
 
 #: the gate of a rule that reads the model's microbatch loops (the default)
-LOOP = Gate(facts=runs_loop)
+LOOP = RuleGate(facts=runs_loop)
 #: the gate of a rule that reads every backward event, in a loop or not
-BACKWARD = Gate(facts=lambda facts: facts.calls(BACKWARD_CALLS) or owns_loop(facts))
+BACKWARD = RuleGate(facts=lambda facts: facts.calls(BACKWARD_CALLS) or owns_loop(facts))
 #: the gate of a rule that may fire on any file
-EVERYWHERE = Gate(markers=())
+EVERYWHERE = RuleGate(markers=())

@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import Gate, defines_lightning_hook, runs_loop
+from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
 from accumlint.model.events import CLIP_CALLS
 from accumlint.model.kinds import Evidence
@@ -78,7 +78,7 @@ class ClipInsideGroup(Rule):
 
     code = "ACC301"
     #: a clip, and a group or a LightningModule (its hooks) to clip in
-    gate = Gate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and (
+    gate = RuleGate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and (
         runs_loop(facts) or defines_lightning_hook(facts) or facts.mentions(fw.lightning.MODULE_BASES)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
@@ -174,7 +174,7 @@ class ClipBeforeUnscale(Rule):
 
     code = "ACC302"
     #: a clip and a ``scaler.step(...)`` (the update it must precede), in a loop or not
-    gate = Gate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and facts.calls(("step",)))
+    gate = RuleGate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and facts.calls(("step",)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         verdicts: dict[int, list[tuple[Event, Event] | None]] = {}

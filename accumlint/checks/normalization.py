@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import LOOP, Gate, defines_lightning_hook, runs_loop
+from accumlint.checks.gate import LOOP, RuleGate, defines_lightning_hook, runs_loop
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import loss_divisions
@@ -25,7 +25,7 @@ class DoubleNormalization(Rule):
     #: a loop; a backward whose API divides by A where the code names A (a manual division by it
     #: is what the rule flags; a DeepSpeed config may name it in a string); or a Lightning
     #: ``training_step`` whose returned loss Lightning divides
-    gate = Gate(markers=(*LOOP.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS))),
+    gate = RuleGate(markers=(*LOOP.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS))),
                 facts=lambda facts: runs_loop(facts) or defines_lightning_hook(facts) or (
                     facts.calls(BACKWARD_CALLS) and facts.in_bytes(conventions.A_OR_GLOBAL_BATCH_BYTES)))
 
@@ -288,7 +288,7 @@ class FrameworkExpectsNormalization(Rule):
     code = "ACC105"
     #: a ``manual_backward`` call, a ``compute_loss`` defined where an HF Trainer class is named
     #: (the base of the class that overrides it), or an HF Trainer built with ``compute_loss_func=``
-    gate = Gate(markers=(MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode(),
+    gate = RuleGate(markers=(MANUAL_BACKWARD.encode(), fw.transformers.COMPUTE_LOSS.encode(),
                          *(name.encode() for name in sorted(fw.transformers.TRAINER_CLASS_NAMES))),
                 facts=lambda facts: facts.calls((MANUAL_BACKWARD,)) or (
                     facts.defines((fw.transformers.COMPUTE_LOSS,))

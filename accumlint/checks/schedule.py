@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import Gate
+from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
@@ -208,7 +208,7 @@ class SchedulerSteppedTwice(Rule):
 
     code = "ACC306"
     #: ``deepspeed.initialize`` or ``configure_optimizers``, and a scheduler step: the call this rule flags
-    gate = Gate(markers=(b"initialize", fw.lightning.CONFIGURE_OPTIMIZERS.encode()),
+    gate = RuleGate(markers=(b"initialize", fw.lightning.CONFIGURE_OPTIMIZERS.encode()),
                 facts=lambda facts: facts.calls(SCHEDULER_STEP_METHODS))
 
     def check(self, model: FileModel) -> Iterator[Hit]:

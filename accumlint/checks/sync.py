@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import Gate, runs_loop
+from accumlint.checks.gate import RuleGate, runs_loop
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import BACKWARD_CALLS
@@ -24,7 +24,7 @@ class NoSyncMissesForward(Rule):
 
     code = "ACC401"
     #: a loop, or a backward with a no-sync context in the module (entered around it, in a loop or not)
-    gate = Gate(facts=lambda facts: runs_loop(facts) or (
+    gate = RuleGate(facts=lambda facts: runs_loop(facts) or (
         facts.calls(BACKWARD_CALLS) and facts.mentions(fw.NO_SYNC_METHODS)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
@@ -186,7 +186,7 @@ class NoSyncNoopUnderFsdp2(Rule):
 
     code = "ACC406"
     #: FSDP2's ``fully_shard`` (or a helper that applies it) is called: it makes the sharded module
-    gate = Gate(markers=tuple(sorted(name.encode() for name in fw.FSDP2_SHARD_NAMES)),
+    gate = RuleGate(markers=tuple(sorted(name.encode() for name in fw.FSDP2_SHARD_NAMES)),
                 facts=lambda facts: facts.calls(fw.FSDP2_SHARD_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:

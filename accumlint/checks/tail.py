@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import LOOP, Gate, runs_loop
+from accumlint.checks.gate import LOOP, RuleGate, runs_loop
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
@@ -52,7 +52,7 @@ class PartialFinalGroup(Rule):
     code = "ACC005"
     #: a loop, or a Lightning ``Trainer(limit_train_batches=n, accumulate_grad_batches=A)``
     #: (:func:`~accumlint.model.owned_loops.lightning_short_epochs`), which needs no backward in the file
-    gate = Gate(markers=(*LOOP.markers, b"Trainer"), facts=lambda facts: runs_loop(facts) or (
+    gate = RuleGate(markers=(*LOOP.markers, b"Trainer"), facts=lambda facts: runs_loop(facts) or (
         facts.calls({"Trainer"}) and facts.mentions({fw.lightning.ACCUMULATE_KEYWORD})
         and facts.mentions({fw.lightning.LIMIT_KEYWORD})))
 

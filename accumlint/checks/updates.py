@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import LOOP, Gate, runs_loop
+from accumlint.checks.gate import LOOP, RuleGate, runs_loop
 from accumlint.checks.gradient_ops import _accumulating_groups
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
@@ -133,7 +133,7 @@ class IrregularUpdateBoundary(Rule):
     #: may gate on the update counter without calling backward itself) in a module that imports
     #: transformers or trl, names a Trainer class and reads the update counter
     #: (:func:`~accumlint.model.update_counters.update_counter_gates`)
-    gate = Gate(markers=tuple(sorted({*LOOP.markers, fw.transformers.TRAINING_STEP.encode()})),
+    gate = RuleGate(markers=tuple(sorted({*LOOP.markers, fw.transformers.TRAINING_STEP.encode()})),
                 facts=lambda facts: runs_loop(facts) or (
                     facts.defines((fw.transformers.TRAINING_STEP,))
                     and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES)
@@ -214,8 +214,9 @@ class UpdateHookPerMicrobatch(Rule):
 
     code = "ACC007"
     #: a hook call (`update(` and `step(` are everywhere: a backward marker too) in a group
-    gate = Gate(markers=tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"})),
-                backward=True, facts=lambda facts: runs_loop(facts) and facts.calls(GRADIENT_OP_NAMES))
+    gate = RuleGate(
+        markers=tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"})),
+        backward=True, facts=lambda facts: runs_loop(facts) and facts.calls(GRADIENT_OP_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
