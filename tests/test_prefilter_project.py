@@ -215,11 +215,11 @@ def test_the_fixes_of_one_file_resolve_its_positions_once(monkeypatch) -> None:
 def test_a_closure_entered_at_each_call_collects_its_local_names_once(monkeypatch) -> None:
     import libcst as cst
 
-    from accumlint.model import build_model, sites
+    from accumlint.model import build_model, module_functions
 
     calls: list[str] = []
-    real = sites.local_names
-    monkeypatch.setattr(sites, "local_names", lambda function: calls.append(function.name.value) or real(function))
+    real = module_functions.local_names
+    monkeypatch.setattr(module_functions, "local_names", lambda function: calls.append(function.name.value) or real(function))
     source = textwrap.dedent("""
         def fit(model, optimizer, loader, accum):
             def micro(batch):

@@ -1,0 +1,390 @@
+"""A module's functions, methods and classes by the names a call can use, with what the
+statement walk asks of them (bases, attributes bound on ``self``, who calls whom), and through
+the project index the functions and classes of other modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from accumlint import frameworks as fw
+from accumlint.model.callgraph import bind, local_names, parameters
+from accumlint.model.names import (
+    Branches,
+    ImportMap,
+    calls_with_branches,
+    children,
+    derives,
+    dotted,
+)
+from accumlint.model.scopes import Frame
+
+
+def target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
+    """The dotted names an assignment target binds, element-wise (``a, (b, c.d)`` ->
+    ``("a", "b", "c.d")``; ``None`` for an element that is no name)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: list[str | None] = []
+        for element in target.elements:
+            value = element.value
+            names.extend(target_names(value) if isinstance(value, (cst.Tuple, cst.List)) else (dotted(value),))
+        return tuple(names)
+    return (dotted(target),)
+
+
+def _is_code(kind: type) -> bool:
+    """Whether a node type is an expression or a small statement: no ``def`` or ``class`` is inside one."""
+    return derives(kind, cst.BaseExpression) or derives(kind, cst.BaseSmallStatement)
+
+
+@dataclass(frozen=True, eq=False)
+class Callee:
+    """A function a call may reach: ``function`` of ``owner`` (this module's or a project
+    module's functions), as a method of ``class_def`` when bound (``self_value``: what its first
+    parameter is, an expression of the caller; None: unknown), under ``frame`` when it is one of
+    several candidates (the IF frame of its branch of ``f = a if cond else b``)."""
+
+    function: cst.FunctionDef
+    owner: ModuleFunctions
+    class_def: cst.ClassDef | None = None
+    bound: bool = False
+    self_value: cst.BaseExpression | None = None
+    frame: Frame | None = None
+
+
+class ModuleFunctions:
+    """Functions of the module by the names a call can use: ``f`` (module level) and ``Class.m``,
+    classes with their bases, what methods assign to ``self`` attributes, and (through
+    ``project``) the functions and classes other modules of the project define."""
+
+    def __init__(self, module: cst.Module, project: object | None = None, name: str = "") -> None:
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.methods: dict[tuple[cst.ClassDef, str], cst.FunctionDef] = {}
+        self.class_of: dict[cst.FunctionDef, cst.ClassDef | None] = {}
+        self.enclosing: dict[cst.FunctionDef, cst.FunctionDef | None] = {}  # nested def → its def
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.project = project  # a ProjectIndex view (accumlint.project), or None: this module alone
+        self.name = name  # dotted module name in its project ("" unknown)
+        self._module = module
+        self._imports: ImportMap | None = None
+        # id(expression) → its calls and their conditional-expression arms (the tree outlives this)
+        self._calls: dict[int, tuple[list[cst.Call], dict[int, Branches]]] = {}
+        self._attributes: dict[cst.ClassDef, dict[str, list[cst.BaseExpression]]] | None = None
+        self._backward: dict[cst.FunctionDef, bool] = {}
+        self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
+        self._locals: dict[cst.FunctionDef, set[str]] = {}
+        self._method_names: set[str] | None = None
+        self._module_values: dict[str, cst.BaseExpression | None] | None = None
+        self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
+        # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
+        # is a def directly in a class body
+        stack: list[tuple[cst.CSTNode, cst.ClassDef | None, cst.FunctionDef | None]] = [(module, None, None)]
+        while stack:
+            node, owner, outer = stack.pop()
+            for child in reversed(children(node)):
+                kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow here
+                if kind is cst.FunctionDef:
+                    self.class_of[child] = owner
+                    self.enclosing[child] = outer if owner is None else None
+                    if owner is not None:
+                        self.methods.setdefault((owner, child.name.value), child)
+                    else:
+                        self.functions.setdefault(child.name.value, child)
+                    stack.append((child, None, child))
+                elif kind is cst.ClassDef:
+                    self.classes.setdefault(child.name.value, child)
+                    stack.append((child.body, child, None))
+                elif (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and owner is not None:
+                    stack.append((child, owner, outer))
+                elif not _is_code(kind):
+                    stack.append((child, None if type(node) is not cst.IndentedBlock else owner, outer))
+
+    @property
+    def imports(self) -> ImportMap:
+        if self._imports is None:
+            self._imports = ImportMap(self._module)
+        return self._imports
+
+    def resolve(self, call: cst.Call, class_def: cst.ClassDef | None) -> cst.FunctionDef | None:
+        """The same-module function a call reaches, if it is ``f(...)`` or ``self.m(...)``."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.functions.get(func.value)
+        if (
+            class_def is not None
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            found = self.method(class_def, func.attr.value)
+            return found[0] if found is not None else None
+        return None
+
+    # --- classes ------------------------------------------------------------------------------
+    def bases(self, class_def: cst.ClassDef) -> list[tuple[ModuleFunctions, cst.ClassDef]]:
+        """The base classes of ``class_def`` that this module or the project defines."""
+        found = []
+        for base in class_def.bases:
+            located = self.class_named(dotted(base.value))
+            if located is not None:
+                found.append(located)
+        return found
+
+    def class_named(self, name: str | None) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The class a (dotted) name refers to here: this module's, or one imported from the project."""
+        if not name:
+            return None
+        local = self.classes.get(name)
+        if local is not None:
+            return self, local
+        found = self.imported(name)
+        return found if found is not None and isinstance(found[1], cst.ClassDef) else None  # type: ignore[return-value]
+
+    def imported(self, name: str) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
+        """A project module's top-level function or class that ``name`` refers to through this
+        module's imports (None: not imported, not a project module, or not found)."""
+        if self.project is None:
+            return None
+        qualified = self.imports.qualify(name)
+        if qualified is None:
+            return None
+        return self.project.lookup(self, qualified)  # type: ignore[attr-defined]
+
+    def method(self, class_def: cst.ClassDef, name: str,
+               skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
+        """``name`` looked up on ``class_def`` and then its bases, depth first (a class hierarchy
+        with a cycle is cut); ``skip_own``: start at the bases (``super().name``)."""
+        seen: set[int] = set()
+        stack: list[tuple[ModuleFunctions, cst.ClassDef, bool]] = [(self, class_def, skip_own)]
+        while stack and len(seen) < 64:
+            owner, current, skip = stack.pop(0)
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if not skip:
+                found = owner.methods.get((current, name))
+                if found is not None:
+                    return found, owner, current
+            stack[0:0] = [(o, c, False) for o, c in owner.bases(current)]
+        return None
+
+    def subclass_method(self, class_def: cst.ClassDef,
+                        name: str) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
+        """``name`` defined by exactly one class of this module that derives from ``class_def``
+        (directly or not) when ``class_def`` and its bases do not define it."""
+        if self.method(class_def, name) is not None:
+            return None
+        found = []
+        for other in self.classes.values():
+            if other is class_def or (other, name) not in self.methods:
+                continue
+            if self._derives(other, class_def):
+                found.append(other)
+        return (self.methods[(found[0], name)], self, found[0]) if len(found) == 1 else None
+
+    def _derives(self, class_def: cst.ClassDef, base: cst.ClassDef) -> bool:
+        seen: set[int] = set()
+        stack = [class_def]
+        while stack and len(seen) < 64:
+            current = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            for _, parent in self.bases(current):
+                if parent is base:
+                    return True
+                stack.append(parent)
+        return False
+
+    def attributes(self, class_def: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``self.x`` → the values its methods assign to it (``self.model, self.opt = m, o`` too)."""
+        if self._attributes is None:
+            self._attributes = {}
+        table = self._attributes.get(class_def)
+        if table is None:
+            table = self._attributes[class_def] = {}
+            for (owner, _), function in self.methods.items():
+                if owner is not class_def:
+                    continue
+                for statement in _statements(function.body):
+                    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                        pair_values(statement.targets[0].target, statement.value, table)
+        return table
+
+    def performs_backward(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function``'s body (not its nested defs) calls a backward (textually)."""
+        found = self._backward.get(function)
+        if found is None:
+            found = self._backward[function] = any(
+                isinstance(call.func, cst.Attribute) and call.func.attr.value in _BACKWARD_NAMES
+                or dotted(call.func) in ("torch.autograd.backward", "autograd.backward")
+                for call in self.calls_in(function.body))
+        return found
+
+    def receivers(self, function: cst.FunctionDef) -> dict[str, set[str]]:
+        """Dotted receiver → the methods ``function`` calls on it (``trainer`` → {accumulate, update})."""
+        table = self._receivers.get(function)
+        if table is None:
+            table = self._receivers[function] = {}
+            for call in self.calls_in(function.body):
+                if isinstance(call.func, cst.Attribute):
+                    name = dotted(call.func.value)
+                    if name:
+                        table.setdefault(name, set()).add(call.func.attr.value)
+        return table
+
+    def passed_class(self, function: cst.FunctionDef, name: str) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The project class of the instance every call of ``function`` in this module passes
+        as its parameter ``name`` (``train(..., scaler, ...)`` called as ``train(..., AmpScaler(),
+        ...)`` or with a name assigned one); None when a call passes something else or none."""
+        if self.class_of.get(function) is not None or self.enclosing.get(function) is not None:
+            return None
+        if not any(p.name.value == name for p in parameters(function)):
+            return None
+        found: tuple[ModuleFunctions, cst.ClassDef] | None = None
+        calls = self.callers().get(function.name.value, [])
+        for call, caller in calls:
+            value = bind(function, call, None, False).get(name)
+            if isinstance(value, cst.Name) and caller is not None:
+                assigned = [v for (target, v) in _assignments(caller) if target == value.value]
+                value = assigned[0] if len(assigned) == 1 else None
+            located = self.class_named(dotted(value.func)) if isinstance(value, cst.Call) else None
+            if located is None or (found is not None and located[1] is not found[1]):
+                return None
+            found = located
+        return found
+
+    def callers(self) -> dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]]:
+        """Function name → the calls of it by name in this module, with the function they are in."""
+        if self._callers is None:
+            self._callers = {}
+            for function in self.class_of:
+                for call in self.calls_in(function.body):
+                    if isinstance(call.func, cst.Name):
+                        self._callers.setdefault(call.func.value, []).append((call, function))
+        return self._callers
+
+    def duck_class(self, methods: set[str]) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The one class of this module that defines every method of ``methods`` (at least two:
+        one common name such as ``update`` or ``step`` proves nothing)."""
+        if len(methods) < 2:
+            return None
+        if self._method_names is None:
+            self._method_names = {name for _, name in self.methods}
+        if not methods <= self._method_names:
+            return None
+        found = [c for c in self.classes.values() if all(self.method(c, m) for m in methods)]
+        return (self, found[0]) if len(found) == 1 else None
+
+    def module_value(self, name: str) -> cst.BaseExpression | None:
+        """The value of the one module-level assignment of ``name`` (under ``if``/``try`` at the
+        top level too); None when the module binds it otherwise or more than once."""
+        if self._module_values is None:
+            table: dict[str, list[cst.BaseExpression | None]] = {}
+            for statement in _statements(self._module):
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                    pairs: dict[str, list[cst.BaseExpression]] = {}
+                    pair_values(statement.targets[0].target, statement.value, pairs)
+                    for target, values in pairs.items():
+                        table.setdefault(target, []).extend(values)
+                    for target in target_names(statement.targets[0].target):
+                        if target and target not in pairs:
+                            table.setdefault(target, []).append(None)  # `a, b = f()`: not one value
+                elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                    target = dotted(statement.target)
+                    if target:
+                        table.setdefault(target, []).append(
+                            statement.value if isinstance(statement, cst.AnnAssign) else None)
+            self._module_values = {target: values[0] for target, values in table.items() if len(values) == 1}
+            names = self._module_bound_otherwise()
+            for target in names:
+                self._module_values.pop(target, None)
+        return self._module_values.get(name)
+
+    def _module_bound_otherwise(self) -> set[str]:
+        """Names the module's top level binds by a loop or ``with ... as``, or a function
+        declares ``global`` (it may rebind them)."""
+        names: set[str] = set()
+        stack: list[tuple[cst.CSTNode, bool]] = [(self._module, False)]
+        while stack:
+            node, in_function = stack.pop()
+            kind = type(node)
+            if kind is cst.For and not in_function:
+                names.update(n for n in target_names(node.target) if n)  # type: ignore[attr-defined]
+            elif kind is cst.AsName and not in_function:
+                names.update(n for n in target_names(node.name) if n)  # type: ignore[attr-defined]
+            elif kind is cst.Global:
+                names.update(item.name.value for item in node.names)  # type: ignore[attr-defined]
+            elif derives(kind, cst.BaseExpression):
+                continue  # no statement inside an expression
+            stack.extend((child, in_function or kind is cst.FunctionDef) for child in children(node))
+        return names
+
+    def local_names(self, function: cst.FunctionDef) -> set[str]:
+        """:func:`~accumlint.model.callgraph.local_names`, once per closure (it is entered at
+        each of its calls; read only)."""
+        found = self._locals.get(function)
+        if found is None:
+            found = self._locals[function] = local_names(function)
+        return found
+
+    def calls_in(self, expression: cst.CSTNode) -> list[cst.Call]:
+        """:func:`~accumlint.model.names.calls_in`, computed once per expression: a helper's
+        body is walked again at each call of the helper."""
+        return self.calls_and_branches(expression)[0]
+
+    def calls_and_branches(self, expression: cst.CSTNode) -> tuple[list[cst.Call], dict[int, Branches]]:
+        """:func:`~accumlint.model.names.calls_with_branches`, once per expression."""
+        found = self._calls.get(id(expression))
+        if found is None:
+            found = self._calls[id(expression)] = calls_with_branches(expression)
+        return found
+
+    def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
+        """Every module-level function and method, in source order."""
+        return list(self.class_of.items())
+
+
+_BACKWARD_NAMES = frozenset({"backward", fw.lightning.MANUAL_BACKWARD})
+
+
+def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
+    """The small statements of a function body, nested blocks included (not nested defs)."""
+    found: list[cst.BaseSmallStatement] = []
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            found.extend(node.body)  # type: ignore[attr-defined]
+        elif kind in (cst.FunctionDef, cst.ClassDef) or _is_code(kind):
+            continue
+        else:
+            stack.extend(children(node))
+    return found
+
+
+def _assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) of every single-target assignment to a plain name in ``function``."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for statement in _statements(function.body):
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            pairs: dict[str, list[cst.BaseExpression]] = {}
+            pair_values(statement.targets[0].target, statement.value, pairs)
+            found.extend((name, value) for name, values in pairs.items() for value in values if "." not in name)
+    return found
+
+
+def pair_values(target: cst.BaseExpression, value: cst.BaseExpression,
+                table: dict[str, list[cst.BaseExpression]]) -> None:
+    """Record ``target = value`` element-wise (``a, b = x, y``; ``a, b = prepare(x, y)`` keeps
+    the call: its position decides the role)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+            for element, item in zip(target.elements, value.elements, strict=True):
+                pair_values(element.value, item.value, table)
+        return
+    name = dotted(target)
+    if name:
+        table.setdefault(name, []).append(value)
