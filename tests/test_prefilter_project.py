@@ -219,7 +219,8 @@ def test_a_closure_entered_at_each_call_collects_its_local_names_once(monkeypatc
 
     calls: list[str] = []
     real = module_functions.local_names
-    monkeypatch.setattr(module_functions, "local_names", lambda function: calls.append(function.name.value) or real(function))
+    monkeypatch.setattr(module_functions, "local_names",
+                        lambda function: calls.append(function.name.value) or real(function))
     source = textwrap.dedent("""
         def fit(model, optimizer, loader, accum):
             def micro(batch):
