@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint.model.names import names_in
+from accumlint.model.names import children, names_in
 
 #: literal defaults that are bound at a call that does not pass the parameter (``update_grad=True``);
 #: any other default is an expression of the callee's module: the parameter stays unknown
@@ -217,7 +217,7 @@ def local_names(function: cst.FunctionDef) -> set[str]:
             for item in node.names:
                 names.discard(item.name.value)
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))  # LibCST's own `children` runs a visitor: 10x slower here
     return names
 
 
