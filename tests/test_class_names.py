@@ -73,4 +73,5 @@ def test_the_renamed_classes_are_where_the_vocabulary_says() -> None:
     assert where["Event"] == {"accumlint.model.events"} and where["ObservedEvent"] == {"runtime_guard.trace"}
     assert where["DataParallel"] == {"accumlint.model.parallel"}
     assert where["DataParallelSize"] == {"runtime_guard.frameworks"}
-    assert where["Gate"] == {"accumlint.model.groups"} and where["GatedUpdate"] == {"accumlint.fixes.base"}
+    assert where["Gate"] == {"accumlint.model.gate_analysis"} and where["GatedUpdate"] == {"accumlint.fixes.base"}
+    assert where["RuleGate"] == {"accumlint.checks.gate"}

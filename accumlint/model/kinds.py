@@ -10,7 +10,7 @@ from enum import Enum
 from accumlint.frameworks.contracts import Role
 from accumlint.vocabulary import Cadence, EventKind
 
-__all__ = ["Cadence", "EventKind", "Evidence", "Role"]
+__all__ = ["Cadence", "EventKind", "Evidence", "LoopStyle", "Role"]
 
 
 class Evidence(int, Enum):
@@ -19,3 +19,15 @@ class Evidence(int, Enum):
     NAME = 1  # the variable's name only
     ANNOTATION = 2  # a type annotation
     CONSTRUCTOR = 3  # built by a known constructor / returned by a known framework call
+
+
+class LoopStyle(str, Enum):
+    """How a microbatch loop gates its optimizer update (:mod:`accumlint.model.groups`)."""
+
+    GATED = "optimizer update gated by a boundary test"
+    MICRO_LOOP = "inner microbatch loop followed by the optimizer update"
+    ACCELERATE = "Accelerate accumulate()"
+    DEEPSPEED = "DeepSpeed engine owns the boundary"
+    UNGATED = "optimizer update on every microbatch"
+    NO_UPDATE = "no optimizer update in this function"
+    UNKNOWN = "undecided"
