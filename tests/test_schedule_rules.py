@@ -8,10 +8,10 @@ import pytest
 
 from accumlint.checks.schedule import AmbiguousStepUnit
 from accumlint.config import default_codes
+from accumlint.model.engine_schedulers import lightning_configured_schedulers
 from accumlint.model.schedules import (
     HorizonUnit,
     iterated_loader,
-    lightning_configured_schedulers,
     microbatch_counters,
     schedule_horizons,
 )

@@ -12,21 +12,19 @@ from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
+from accumlint.model.engine_schedulers import engine_schedulers, lightning_configured_schedulers, stepped_by_engine
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional
 from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
     HorizonUnit,
-    engine_schedulers,
     horizon_multiplied_by_accumulation,
     iterated_loader,
-    lightning_configured_schedulers,
     microbatch_counters,
     microbatch_lr_writes,
     schedule_horizons,
     step_axis_uses,
-    stepped_by_engine,
     update_counter_lr_writes,
 )
 

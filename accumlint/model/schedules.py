@@ -1,5 +1,5 @@
-"""Schedule units: what a scheduler's horizon is counted in, which schedulers a framework
-steps by itself, and which counters advance once per microbatch.
+"""Schedule units: what a scheduler's horizon is counted in and which counters advance once
+per microbatch (which schedulers a framework steps by itself: :mod:`accumlint.model.engine_schedulers`).
 
 A schedule sized for U scheduler steps must be stepped U times. When the scheduler is
 stepped once per optimizer update, its horizon (``num_training_steps``, ``T_max``, warmup …)
@@ -27,13 +27,12 @@ from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
 from accumlint.model.groups import Group, LoopStyle
-from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import children, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.kinds import Cadence, EventKind
+from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.events import Event
 
 #: Counts named in optimizer updates (last segment): ``max_updates``, ``warmup_updates``,
 #: ``num_optimizer_steps`` …
@@ -253,7 +252,7 @@ def _combine(node: cst.CSTNode, operator: cst.BaseBinaryOp | None, left: _Unit |
     return left if left.plain and right.plain else None
 
 
-def _conditional(definition: Site, use: Site) -> bool:
+def conditional_definition(definition: Site, use: Site) -> bool:
     """Whether an assignment sits under a branch that does not also enclose the use."""
     enclosing = {id(frame.node) for frame in use.frames}
     return any(frame.kind in _CONDITIONAL and id(frame.node) not in enclosing for frame in definition.frames)
@@ -262,144 +261,6 @@ def _conditional(definition: Site, use: Site) -> bool:
 def iterated_loader(group: Group) -> str | None:
     """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``)."""
     return dotted(group.iterable)
-
-
-# --- schedulers a framework steps itself ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EngineScheduler:
-    """A ``deepspeed.initialize`` call whose engine steps a scheduler at every boundary.
-
-    ``passed``: the dotted name handed as ``lr_scheduler=`` (None when the scheduler comes
-    from the config's ``"scheduler"`` section or from an expression).
-    """
-
-    call: cst.Call
-    site: Site
-    passed: str | None
-
-
-def engine_schedulers(model: FileModel) -> list[EngineScheduler]:
-    """The ``deepspeed.initialize`` calls of the module that hand the engine a scheduler
-    (``lr_scheduler=`` not None, or a config dict with a ``"scheduler"`` section)."""
-    found: list[EngineScheduler] = []
-    for scope in model.scopes:
-        for site in scope.sites:
-            call = site.call
-            if call is None or site.in_helper or not model.roles.qualify_call(call).endswith(fw.deepspeed.INITIALIZE):
-                continue
-            handed = keyword(call, fw.deepspeed.SCHEDULER_KEYWORD)
-            if handed is None:
-                handed = positional(call, fw.deepspeed.SCHEDULER_POSITION)
-            if handed is not None and not (isinstance(handed, cst.Name) and handed.value == "None"):
-                found.append(EngineScheduler(call, site, dotted(handed)))
-            elif _config_has_scheduler(model, call, site):
-                found.append(EngineScheduler(call, site, None))
-    return found
-
-
-def _config_has_scheduler(model: FileModel, call: cst.Call, site: Site) -> bool:
-    """Whether the config given to ``deepspeed.initialize`` is a dict literal (directly or
-    through one unconditional assignment) with a top-level ``"scheduler"`` key."""
-    for name in fw.deepspeed.CONFIG_KEYWORDS:
-        value = keyword(call, name)
-        if value is None:
-            continue
-        text = dotted(value)
-        if text is not None:
-            definition = model.reaching(text, site)
-            if definition is None or _conditional(definition, site) or definition.augmented is not None:
-                return False
-            value = definition.value
-        return isinstance(value, cst.Dict) and any(
-            isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-            and element.key.evaluated_value == fw.deepspeed.SCHEDULER_CONFIG_KEY
-            for element in value.elements
-        )
-    return False
-
-
-def stepped_by_engine(model: FileModel, event: Event, handoffs: list[EngineScheduler]) -> EngineScheduler | None:
-    """The hand-off whose engine also steps the scheduler a ``SCHEDULER_STEP`` event steps:
-    the scheduler ``deepspeed.initialize`` returned, or the object passed as ``lr_scheduler=``
-    (same scope, not rebound after the hand-off). Hand-offs under a branch that does not
-    enclose the step (``if args.deepspeed:``) do not count."""
-    for handoff in handoffs:
-        if _conditional(handoff.site, event.site):
-            continue
-        if event.role.owner == fw.deepspeed.PACKAGE and event.role.origin is handoff.call:
-            return handoff
-        name = dotted(event.target)
-        if (handoff.passed is not None and name == handoff.passed and handoff.site.scope is event.site.scope
-                and handoff.site.order < event.order and not event.site.in_helper):
-            definition = model.reaching(name, event.site)
-            if definition is None or definition.order < handoff.site.order:
-                return handoff
-    return None
-
-
-def lightning_configured_schedulers(model: FileModel, class_def: cst.ClassDef) -> set[str] | None:
-    """The dotted names of the schedulers a LightningModule's ``configure_optimizers`` returns
-    (``return [opt], [self.sched]``; ``{"optimizer": o, "lr_scheduler": {"scheduler": s}}``),
-    ``"self.lr_schedulers()"`` standing for all of them. None when it returns no scheduler,
-    is not defined in the class, or the class overrides ``lr_scheduler_step`` (then the user
-    decides how Lightning steps them)."""
-    methods = {name: function for (owner, name), function in model.functions.methods.items() if owner is class_def}
-    if fw.lightning.SCHEDULER_STEP_HOOK in methods or fw.lightning.CONFIGURE_OPTIMIZERS not in methods:
-        return None
-    scope = next((s for s in model.scopes if s.node is methods[fw.lightning.CONFIGURE_OPTIMIZERS]), None)
-    if scope is None:
-        return None
-    names: set[str] = set()
-    returned = False
-    for site in scope.sites:
-        if not site.is_return or site.in_helper or site.value is None:
-            continue
-        value = site.value
-        text = dotted(value)
-        if text is not None:
-            definition = model.reaching(text, site)
-            value = definition.value if definition is not None and definition.value is not None else value
-        schedulers = _returned_schedulers(value)
-        if schedulers:
-            returned = True
-            names.update(dotted(s) or "" for s in schedulers)
-    if not returned:
-        return None
-    names.discard("")
-    names.update(accessor for accessor, role in fw.lightning.ACCESSORS.items() if role is Role.SCHEDULER)
-    return names
-
-
-def _returned_schedulers(value: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The scheduler expressions in a ``configure_optimizers`` return value."""
-    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == 2:
-        second = value.elements[1].value
-        if isinstance(second, (cst.Tuple, cst.List)):
-            found: list[cst.BaseExpression] = []
-            for element in second.elements:
-                found.extend(_scheduler_entry(element.value))
-            return found
-    if isinstance(value, cst.Dict):
-        return _scheduler_entry(value)
-    return []
-
-
-def _scheduler_entry(value: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """A scheduler, or a ``{"scheduler": s, "interval": ...}`` / ``{"lr_scheduler": ...}`` dict."""
-    if isinstance(value, cst.Dict):
-        for element in value.elements:
-            if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-                    and element.key.evaluated_value in fw.lightning.SCHEDULER_KEYS):
-                inner = element.value
-                if isinstance(inner, cst.Name) and inner.value == "None":
-                    return []
-                return _scheduler_entry(inner) if isinstance(inner, cst.Dict) else [inner]
-        return []
-    if isinstance(value, cst.Name) and value.value == "None":
-        return []
-    return [value]
 
 
 # --- counters -------------------------------------------------------------------------------
