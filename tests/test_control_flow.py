@@ -4,6 +4,11 @@
 Each statement kind has a faulty shape that must still be reported and a correct or
 undecidable one that must stay silent. The snippets were written for these tests."""
 
+# The tests kept here need more than one snippet's findings: the model's cadences (which events
+# run every microbatch). A plain "this one-file snippet reports exactly these (code, line)
+# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py
+# runs them all).
+
 from __future__ import annotations
 
 from tests.test_model import cadences, lint

@@ -2,6 +2,11 @@
 the bug in the shapes real code takes, the correct shapes next to them, and the shapes the
 model cannot decide (silence documented)."""
 
+# The tests kept here need more than one snippet's findings: the model's loader of a loop, a
+# snippet shared with twins made by str.replace. A plain "this one-file snippet reports exactly
+# these (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
+# (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 from tests.test_model import lint, model_of

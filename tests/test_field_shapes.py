@@ -4,6 +4,11 @@ reset before the backward inside ``accumulate()``, and the timm-style loss scale
 the checked code does not show. Own variants (other names, nesting, layouts), the silent twins
 and the shapes that must stay undecided."""
 
+# The tests kept here need more than one snippet's findings: project trees (several files), twins
+# made from templates. A plain "this one-file snippet reports exactly these (code, line) findings"
+# test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them
+# all).
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,11 @@ trial comes from: vision pre-training, LLM pre-training and fine-tuning, diffusi
 written fresh for these tests: each false positive found there has a silent case here next to
 the faulty twin that proves the group is still seen, and each miss its faulty case."""
 
+# The tests kept here need more than one snippet's findings: project trees (several files), twins
+# made from templates. A plain "this one-file snippet reports exactly these (code, line) findings"
+# test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them
+# all).
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,11 @@ families of ../shared/patterns written for these tests (other names, nesting, la
 silent twins, the cases the model must leave unknown, the cache across files, and bad input
 (import cycles, missing modules, class cycles, many modules)."""
 
+# The tests kept here need more than one snippet's findings: project trees (several files,
+# imports, the cache), framework rows in the config, assertions on some codes only, twins made
+# from templates. A plain "this one-file snippet reports exactly these (code, line) findings" test
+# belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 import os

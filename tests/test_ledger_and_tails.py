@@ -4,6 +4,11 @@ loader, ``range`` + ``next``) and ACC006's plain-loop update counter. Each repor
 a silent twin that differs by the one fact that makes it correct; the shared norm_/tail_
 patterns are checked against their expected.tsv rows."""
 
+# The tests kept here need more than one snippet's findings: message text, the model's ledger
+# entries, the shared norm_/tail_ pattern rows. A plain "this one-file snippet reports exactly
+# these (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
+# (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 import csv

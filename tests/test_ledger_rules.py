@@ -4,6 +4,11 @@ ACC105 silent where the ledger shows a denominator, their messages naming a toke
 the ledger knows one, and the acceptance case of two legitimate denominators. Each reported
 shape has a silent twin that differs by the one fact that makes it correct."""
 
+# The tests kept here need more than one snippet's findings: message text, the model's ledger
+# (divisions in series), a twin made by str.replace. A plain "this one-file snippet reports
+# exactly these (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
+# (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 import textwrap

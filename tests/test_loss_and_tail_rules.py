@@ -2,6 +2,10 @@
 the shapes each must report, and the neighbouring shapes it must leave alone — including
 the ones the model cannot decide (silence documented, not a verdict)."""
 
+# The tests kept here need more than one snippet's findings: message text. A plain "this one-file
+# snippet reports exactly these (code, line) findings" test belongs in the rule's
+# rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 import textwrap

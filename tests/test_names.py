@@ -1,6 +1,10 @@
 """Names (issue 14, family 5): A is whatever the code uses as A, not only what is named like
 it. Written for these tests."""
 
+# The tests kept here need more than one snippet's findings: the model's aliases of A. A plain
+# "this one-file snippet reports exactly these (code, line) findings" test belongs in the rule's
+# rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 from tests.test_model import model_of

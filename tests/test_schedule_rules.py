@@ -2,6 +2,11 @@
 ambiguous-step-unit on small snippets (written for these tests): the faulty shapes, the
 correct shapes next to them, and the undecidable shapes where the rules stay silent."""
 
+# The tests kept here need more than one snippet's findings: the model's horizons, counters and
+# Lightning schedulers, the default rule set, warm-up twins made from one template. A plain "this
+# one-file snippet reports exactly these (code, line) findings" test belongs in the rule's
+# rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+
 from __future__ import annotations
 
 import pytest

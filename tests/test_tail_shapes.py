@@ -3,6 +3,11 @@ if seen >= global_batch_size: ...``) and ``drop_last`` on the groups (a loader w
 drops the partial group, not only the partial batch). Each reported shape has a silent twin
 that differs by the one fact that makes it correct."""
 
+# The tests kept here need more than one snippet's findings: message text, a snippet shared with
+# twins made by str.replace. A plain "this one-file snippet reports exactly these (code, line)
+# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py
+# runs them all).
+
 from __future__ import annotations
 
 import textwrap
