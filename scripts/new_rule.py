@@ -153,7 +153,9 @@ if __name__ == "__main__":
 '''
 
 CASES = """# Snippet cases of this rule (tests/test_rule_folders.py): invalid ones must report exactly
-# their findings (code, line; line 1 is the snippet's first line), valid ones nothing.
+# their findings (code, line; line 1 is the snippet's first line), valid ones nothing, under
+# the default rule set or, with select = "ACC305,ACC902" (as --select; "ALL": every rule),
+# under those codes.
 
 [[invalid]]
 name = "TODO: the shape this snippet shows"

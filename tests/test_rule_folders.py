@@ -2,7 +2,8 @@
 bad/good scripts, the rule's snippet cases and a snapshot of its findings.
 
 - ``cases.toml``: ``[[invalid]]`` snippets with the ``findings`` (code, line) they must produce
-  and ``[[valid]]`` snippets that must produce none (the default rule set, or ``select``);
+  and ``[[valid]]`` snippets that must produce none, under the default rule set or under
+  ``select`` (comma-separated codes as ``--select``, for off-by-default rules; ``"ALL"``: every rule);
 - ``snapshot.txt``: every finding of every ``bad_*.py`` script of the folder, with its range and
   message, as ``accumlint check --select ALL`` reports it. Regenerate after an intended change
   with ``ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest tests/test_rule_folders.py`` and read the diff.
@@ -43,9 +44,17 @@ def _cases(kind: str) -> list[tuple[str, dict]]:
 
 
 def _lint(case: dict) -> list[tuple[str, int]]:
-    rules = rules_for(case["select"].split(",")) if "select" in case else DEFAULT
+    select = case.get("select")
+    rules = DEFAULT if select is None else EVERY if select == "ALL" else rules_for(select.split(","))
     data = textwrap.dedent(case["code"]).lstrip("\n").encode()
     return [(f.code, f.line) for f in check_source("snippet.py", data, rules).findings]
+
+
+def case_code(name: str) -> str:
+    """The snippet of the one case called ``name`` in any folder's ``cases.toml`` (for the tests
+    elsewhere that read a case's message or model); ``AssertionError`` unless exactly one."""
+    (code,) = [case["code"] for kind in ("invalid", "valid") for _, case in _cases(kind) if case["name"] == name]
+    return code
 
 
 INVALID = _cases("invalid")
