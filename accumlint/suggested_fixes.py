@@ -75,7 +75,9 @@ def suggest_source(
     fixes: dict[Finding, SuggestedFix] = {}
     located: Located | None = None  # one parse and one resolution for all the file's fixes
     for finding in list(current if findings is None else findings):
-        if finding.code not in FIXERS:
+        if finding.code not in FIXERS or finding.related:
+            # reported at the call of a helper that performs the event: the statement to change is
+            # in the helper, and moving the call would move everything else the helper does with it
             continue
         applicability, fixer = FIXERS[finding.code]
         try:

@@ -159,6 +159,46 @@ def test_an_absolute_import_of_a_clip_helper_reports_the_call_with_its_helper_li
     assert finding.to_json()["related"][0]["location"]["row"] == 5
 
 
+def test_a_finding_at_a_helpers_call_offers_no_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reset is in the helper with the forward and backward: moving the call under the gate
+    # would train on one microbatch of A, so neither the machine formats nor --fix offer an edit
+    import json
+
+    from click.testing import CliRunner
+
+    from accumlint.cli import main
+
+    files = {
+        "pyproject.toml": "[project]\nname = 'p'\n",
+        "utils.py": """
+            def micro_step(model, batch, optimizer, accum):
+                optimizer.zero_grad()
+                loss = model(batch) / accum
+                loss.backward()
+                return loss.detach()
+        """,
+        "train.py": """
+            from utils import micro_step
+
+            def run(model, optimizer, loader, accum):
+                for i, batch in enumerate(loader):
+                    micro_step(model, batch, optimizer, accum)
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+        """,
+    }
+    tree(tmp_path, files)
+    before = {name: (tmp_path / name).read_bytes() for name in files}
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "json", "."]).output
+    [finding] = json.loads(out)
+    assert (finding["code"], finding["filename"].endswith("train.py")) == ("ACC001", True)
+    assert (finding["fix"]["applicability"], finding["fix"]["edits"]) == ("display-only", [])
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--fix", "."])
+    assert "fixable" not in result.output and result.exit_code == 1
+    assert {name: (tmp_path / name).read_bytes() for name in files} == before
+
+
 def test_a_base_class_from_another_module(tmp_path: Path) -> None:
     files = {
         "base.py": """

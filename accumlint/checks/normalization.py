@@ -12,10 +12,21 @@ from accumlint.checks.gate import LOOP, RuleGate, defines_lightning_hook, runs_l
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import loss_divisions
-from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD
-from accumlint.model.ledger import Factor, divisions_in_series, is_token_count
+from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
+from accumlint.model.groups import Group
+from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
 from accumlint.model.names import dotted, walk
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
+
+
+def _microbatch_backwards(model: FileModel) -> Iterator[tuple[Group, Event, Ledger]]:
+    """Each backward an accumulating group runs once per microbatch in its own loop, with its ledger."""
+    for group in model.loops:
+        if group.accumulates is not True:
+            continue
+        for event in group.of_kind(EventKind.BACKWARD):
+            if group.in_loop(event) and group.cadence(event) is Cadence.MICROBATCH:
+                yield group, event, model.ledger(group, event)
 
 
 class DoubleNormalization(Rule):
@@ -52,74 +63,62 @@ class DoubleNormalization(Rule):
         """A applied twice without a framework: the loss divided by A twice in series
         (``loss = loss / A`` in a helper and ``(loss / A).backward()``), or divided by A (by hand
         or by the backward API) and the group's gradients divided by A again once per group."""
-        for group in model.loops:
-            if group.accumulates is not True:
+        for _group, event, book in _microbatch_backwards(model):
+            if book.has(Factor.FRAMEWORK_A):
+                repeated = {id(node) for entry in book.of(Factor.FRAMEWORK_A) for node in entry.repeats}
+                if any(id(entry.node) in repeated for entry in book.of(Factor.DIVIDE_A)):
+                    continue  # the framework's repeat: reported above
+            series = divisions_in_series(model, event, model.is_accumulation_name)
+            if len(series) >= 2 and id(series[0]) not in reported:
+                reported.add(id(series[0]))
+                yield Hit(
+                    series[0],
+                    "the loss is divided by the accumulation steps here and once more on its way to backward: "
+                    "each microbatch weighs 1/A² and the update applies 1/A of the group's mean gradient "
+                    "(the effective learning rate is A times too small)",
+                    "divide by A once",
+                )
                 continue
-            for event in group.of_kind(EventKind.BACKWARD):
-                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+            if not (series or book.has(Factor.FRAMEWORK_A)):
+                continue
+            by = "the loss's division" if series else f"{book.of(Factor.FRAMEWORK_A)[0].evidence}'s backward"
+            for entry in book.rescales_once_per_group():
+                node = entry.report or entry.node
+                if id(node) in reported or not model.is_accumulation_name(entry.divisor):
                     continue
-                book = model.ledger(group, event)
-                if book.has(Factor.FRAMEWORK_A):
-                    repeated = {id(node) for entry in book.of(Factor.FRAMEWORK_A) for node in entry.repeats}
-                    if any(id(entry.node) in repeated for entry in book.of(Factor.DIVIDE_A)):
-                        continue  # the framework's repeat: reported above
-                series = divisions_in_series(model, event, model.is_accumulation_name)
-                if len(series) >= 2 and id(series[0]) not in reported:
-                    reported.add(id(series[0]))
-                    yield Hit(
-                        series[0],
-                        "the loss is divided by the accumulation steps here and once more on its way to backward: "
-                        "each microbatch weighs 1/A² and the update applies 1/A of the group's mean gradient "
-                        "(the effective learning rate is A times too small)",
-                        "divide by A once",
-                    )
-                    continue
-                if not (series or book.has(Factor.FRAMEWORK_A)):
-                    continue
-                by = "the loss's division" if series else f"{book.of(Factor.FRAMEWORK_A)[0].evidence}'s backward"
-                for entry in book.rescales_once_per_group():
-                    node = entry.report or entry.node
-                    if id(node) in reported or not model.is_accumulation_name(entry.divisor):
-                        continue
-                    reported.add(id(node))
-                    yield Hit(
-                        node,
-                        f"the group's gradients are divided by the accumulation steps here after {by} already "
-                        "divided each microbatch by A: the update applies 1/A of the group's mean gradient "
-                        "(the effective learning rate is A times too small)",
-                        "divide by A once: either the loss before backward or the gradients before the update",
-                    )
+                reported.add(id(node))
+                yield Hit(
+                    node,
+                    f"the group's gradients are divided by the accumulation steps here after {by} already "
+                    "divided each microbatch by A: the update applies 1/A of the group's mean gradient "
+                    "(the effective learning rate is A times too small)",
+                    "divide by A once: either the loss before backward or the gradients before the update",
+                )
 
     @staticmethod
     def _token_mean_then_gradient_division(model: FileModel, reported: set[int]) -> Iterator[Hit]:
         """A per-microbatch token mean backpropagated unweighted (no product, no division by A),
         then the group's accumulated gradients divided by the group's token count: the ledger
         holds two token denominators."""
-        for group in model.loops:
-            if group.accumulates is not True:
+        for group, _event, book in _microbatch_backwards(model):
+            means = book.of(Factor.TOKEN_MEAN)
+            if not means or book.of(Factor.MULTIPLY) or book.of(Factor.DIVIDE_A):
                 continue
-            for event in group.of_kind(EventKind.BACKWARD):
-                if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
+            for entry in book.of(Factor.GRAD_RESCALE):
+                node = entry.report or entry.node
+                if (id(node) in reported or entry.cadence is not Cadence.UPDATE
+                        or not is_token_count(model, group, entry.divisor)):
                     continue
-                book = model.ledger(group, event)
-                means = book.of(Factor.TOKEN_MEAN)
-                if not means or book.of(Factor.MULTIPLY) or book.of(Factor.DIVIDE_A):
-                    continue
-                for entry in book.of(Factor.GRAD_RESCALE):
-                    node = entry.report or entry.node
-                    if (id(node) in reported or entry.cadence is not Cadence.UPDATE
-                            or not is_token_count(model, group, entry.divisor)):
-                        continue
-                    reported.add(id(node))
-                    count = dotted(entry.divisor) or "the token count"
-                    yield Hit(
-                        node,
-                        f"the backpropagated loss is already a mean over each microbatch's tokens "
-                        f"({means[0].evidence}), and the group's gradients are divided by its token count "
-                        f"`{count}` again: gradients are 1/(tokens per microbatch) of the token mean",
-                        "backpropagate the summed token loss (`reduction=\"sum\"`) and divide once by the "
-                        "group's token count, or keep the mean and divide by A instead of the token count",
-                    )
+                reported.add(id(node))
+                count = dotted(entry.divisor) or "the token count"
+                yield Hit(
+                    node,
+                    f"the backpropagated loss is already a mean over each microbatch's tokens "
+                    f"({means[0].evidence}), and the group's gradients are divided by its token count "
+                    f"`{count}` again: gradients are 1/(tokens per microbatch) of the token mean",
+                    "backpropagate the summed token loss (`reduction=\"sum\"`) and divide once by the "
+                    "group's token count, or keep the mean and divide by A instead of the token count",
+                )
 
     @staticmethod
     def _divisions(model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:

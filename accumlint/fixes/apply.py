@@ -114,7 +114,9 @@ def fix_source(
     for _ in range(MAX_ROUNDS):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
             break
-        candidates = [f for f in findings if f.code in fixable and _key(f) not in skipped | held_back]
+        # (a finding at a helper's call has no fix in this file: see suggested_fixes.suggest_source)
+        candidates = [f for f in findings
+                      if f.code in fixable and not f.related and _key(f) not in skipped | held_back]
         progress = False
         for finding in candidates:
             applicability, fixer = FIXERS[finding.code]

@@ -16,7 +16,7 @@ assignment under a condition) leaves the unit undecided, and rules stay silent.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
@@ -374,25 +374,10 @@ def microbatch_lr_writes(group: Group) -> list[LearningRateWrite]:
         return []
     counters = microbatch_counters(group)
     found: list[LearningRateWrite] = []
-    for site in group.loop_sites:
-        statement = site.statement
-        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
-            continue
-        target = statement.targets[0].target
-        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
-                and isinstance(target.slice[0].slice, cst.Index)
-                and isinstance(target.slice[0].slice.value, cst.SimpleString)
-                and target.slice[0].slice.value.evaluated_value == "lr"):
-            continue
+    for site in _lr_writes(group):
         if any(f.kind in _CONDITIONAL and id(f.node) not in group.skip_guards for f in site.frames_inside(group.loop)):
             continue  # written only on some microbatches
-        value, computed = site.value, site.statement
-        name = dotted(value) if isinstance(value, cst.Name) else None
-        if name is not None:
-            definition = next((s for s in reversed(group.loop_sites) if s.order < site.order and s.targets == (name,)
-                               and s.augmented is None and not s.in_helper), None)
-            if definition is not None and definition.value is not None:
-                value, computed = definition.value, definition.statement
+        value, computed = _written_value(group, site)
         if not isinstance(value, cst.Call):
             continue
         arguments = [arg.value for arg in value.args]
@@ -423,22 +408,8 @@ def update_counter_lr_writes(model: FileModel, group: Group,
     divides an expression of a counter of ``update_counters`` by a name whose unit is microbatches
     (read where the name is defined: in the function, or the module's one top-level assignment)."""
     found: list[WarmupAgainstUpdates] = []
-    for site in group.loop_sites:
-        statement = site.statement
-        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
-            continue
-        target = statement.targets[0].target
-        if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
-                and isinstance(target.slice[0].slice, cst.Index)
-                and isinstance(target.slice[0].slice.value, cst.SimpleString)
-                and target.slice[0].slice.value.evaluated_value == "lr"):
-            continue
-        value = site.value
-        if isinstance(value, cst.Name):  # `lr = peak * updates / warmup` first, then `g["lr"] = lr`
-            definition = next((s for s in reversed(group.loop_sites) if s.order < site.order
-                               and s.targets == (value.value,) and s.augmented is None and not s.in_helper), None)
-            value = definition.value if definition is not None and definition.value is not None else value
-        stack: list[cst.CSTNode] = [value]
+    for site in _lr_writes(group):
+        stack: list[cst.CSTNode] = [_written_value(group, site)[0]]
         while stack:
             node = stack.pop()
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
@@ -452,6 +423,33 @@ def update_counter_lr_writes(model: FileModel, group: Group,
             if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
                 stack.extend(children(node))
     return found
+
+
+def _lr_writes(group: Group) -> Iterator[Site]:
+    """The loop's own assignments of a param group's learning rate (``g["lr"] = value``)."""
+    for site in group.loop_sites:
+        statement = site.statement
+        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
+            continue
+        target = statement.targets[0].target
+        if (isinstance(target, cst.Subscript) and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)
+                and isinstance(target.slice[0].slice.value, cst.SimpleString)
+                and target.slice[0].slice.value.evaluated_value == "lr"):
+            yield site
+
+
+def _written_value(group: Group, site: Site) -> tuple[cst.BaseExpression, cst.CSTNode]:
+    """The value an ``lr`` write stores and the statement that computed it: through one name
+    assigned earlier in the loop (``lr = peak * updates / warmup`` then ``g["lr"] = lr``)."""
+    assert site.value is not None
+    value, computed = site.value, site.statement
+    if isinstance(value, cst.Name):
+        definition = next((s for s in reversed(group.loop_sites) if s.order < site.order
+                           and s.targets == (value.value,) and s.augmented is None and not s.in_helper), None)
+        if definition is not None and definition.value is not None:
+            value, computed = definition.value, definition.statement
+    return value, computed
 
 
 def _counts_microbatches(model: FileModel, name: str, site: Site) -> bool:
