@@ -134,6 +134,23 @@ def test_github_annotation_names_the_helper_line() -> None:
         "::error file=src/train.py,line=9,col=5,title=ACC001 zero-grad-inside-group::reset (via utils.py:41)"
     )
 
+
+def test_text_output_shows_control_characters_instead_of_sending_them() -> None:
+    from accumlint.output.text import format_concise, format_full
+
+    # an OSC "set window title" and a screen clear in a comment of the flagged line, and in a path
+    line = "    opt.zero_grad()  # \x1b]0;pwned\x07 \x1b[2J hi\n"
+    finding = Finding("odd\x1b[31m.py", 1, 5, "ACC001", "zero-grad-inside-group", Severity.ERROR, "reset",
+                      end_line=1, end_column=20)
+    out = format_full([finding], source_lines=lambda path: [line])
+    assert "\x1b" not in out and "\x07" not in out
+    assert "# \u241b]0;pwned\u2407 \u241b[2J hi" in out and "odd\u241b[31m.py:1:5:" in out
+    rows = out.splitlines()
+    source_row = next(r for r in rows if "opt.zero_grad()" in r)
+    carets = next(r for r in rows if "^" in r)
+    assert carets.index("^") == source_row.index("opt") and carets.count("^") == len("opt.zero_grad()")
+    assert "\x1b" not in format_concise([finding])
+
 # --- JUnit ------------------------------------------------------------------------
 
 

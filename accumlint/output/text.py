@@ -19,6 +19,17 @@ Fixes = Mapping[Finding, "SuggestedFix"]
 FIX_MARK = "[*]"
 
 _SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+#: control characters of the checked files (C0 but tab, DEL, C1) shown as one visible character each,
+#: so that a source line, a path or a message cannot drive the terminal (an OSC title or clipboard
+#: write, a cursor move) and the carets under a line stay aligned
+_VISIBLE = {**{code: 0x2400 + code for code in range(0x20) if code != 0x09}, 0x7F: 0x2421,
+            **{code: 0xFFFD for code in range(0x80, 0xA0)}}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters replaced, one for one: C0 (but tab) by the Unicode
+    control pictures (ESC -> U+241B), DEL by U+2421, C1 by U+FFFD."""
+    return text.translate(_VISIBLE)
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -31,7 +42,7 @@ def _style(text: str, color: bool, **styles: Any) -> str:
 
 
 def _location(finding: Finding, color: bool) -> str:
-    path = _style(finding.path, color, bold=True)
+    path = _style(printable(finding.path), color, bold=True)
     return f"{path}{finding.where[len(finding.path):]}:"
 
 
@@ -54,7 +65,7 @@ def format_concise(
 ) -> str:
     """One line per finding: ``path:line:col: CODE [*] message`` (``[*]``: ``--fix`` repairs it)."""
     return "\n".join(
-        f"{_location(f, color)} {_code(f, color)}{_mark(f, fixes, unsafe, color)} {f.message}{_via(f)}"
+        f"{_location(f, color)} {_code(f, color)}{_mark(f, fixes, unsafe, color)} {printable(f.message + _via(f))}"
         for f in sort_findings(findings)
     )
 
@@ -66,9 +77,9 @@ def _fix_lines(fix: SuggestedFix, lines: list[str] | None, color: bool) -> list[
         (row, _), (end_row, end_column) = edit.location, edit.end_location
         if lines is not None:
             old = lines[row - 1 : end_row - 1 if end_column == 1 else end_row]
-            out += [f"  {_style(f'{row + i:>4} -', color, fg='red')} {text}" for i, text in enumerate(old)]
+            out += [f"  {_style(f'{row + i:>4} -', color, fg='red')} {printable(text)}" for i, text in enumerate(old)]
         new = edit.content.splitlines()
-        out += [f"  {_style(f'{row:>4} +', color, fg='green')} {text}" for text in new]
+        out += [f"  {_style(f'{row:>4} +', color, fg='green')} {printable(text)}" for text in new]
     return out
 
 
@@ -97,11 +108,13 @@ def _full_one(
 ) -> list[str]:
     severity = _style(f"[{finding.severity.value}]", color, fg=_SEVERITY_COLOR.get(finding.severity))
     mark = _mark(finding, fixes, unsafe, color)
-    out = [f"{_location(finding, color)} {_code(finding, color)}{mark} {severity} {finding.message}{_via(finding)}"]
+    out = [f"{_location(finding, color)} {_code(finding, color)}{mark} {severity} "
+           f"{printable(finding.message + _via(finding))}"]
     if lines is not None and 1 <= finding.line <= len(lines):
         number = str(finding.line)
         gutter = " " * len(number)
         text, carets = _caret_line(lines[finding.line - 1], finding)
+        text = printable(text)  # (one character for one: the carets stay under the node)
         label = _style(f"{carets} {finding.name}", color, fg=_SEVERITY_COLOR.get(finding.severity), bold=True)
         bar = _style("|", color, fg="blue", bold=True)
         out += [
