@@ -539,7 +539,7 @@ def _check_stdin(
     elif fix:  # a notebook is never modified: the source goes through unchanged
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    outcome = runner.check_one(path, data, codes)
+    outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None)
     findings = outcome.findings
 
     def source_lines(_: str, cell: int = 0) -> list[str] | None:

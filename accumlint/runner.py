@@ -410,7 +410,21 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     return run
 
 
-def check_one(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None) -> engine.FileResult:
     """One file's bytes (stdin, an editor's buffer) checked in this process with ``codes``: the
-    findings a run reports for the same bytes at that path (notebooks by the path's suffix)."""
-    return _check(path, data, codes)
+    findings a run of that one path reports for the same bytes (notebooks by the path's suffix).
+    With ``project_root`` (the settings' root) the model follows the project modules the file
+    imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
+    from disk, the file's own are ``data``."""
+    if project_root is None or path == "-":
+        return _check(path, data, codes)
+    index = project.ProjectIndex.for_files([path], project_root)
+    names = {path: index.names_of(data)}
+    _neighbour_names(index, index.imported_modules(path, data), names)
+    index.set_names(names)
+    previous = project.active()
+    project.activate(index)
+    try:
+        return _check(path, data, codes)
+    finally:
+        project.activate(previous)

@@ -199,6 +199,45 @@ def test_a_finding_at_a_helpers_call_offers_no_fix(tmp_path: Path, monkeypatch: 
     assert {name: (tmp_path / name).read_bytes() for name in files} == before
 
 
+HELPER_PROJECT = {
+    "pyproject.toml": "[project]\nname = 'p'\n",
+    "utils.py": """
+        def micro_step(model, batch, optimizer, accum):
+            optimizer.zero_grad()
+            (model(batch) / accum).backward()
+    """,
+    "train.py": """
+        from utils import micro_step
+
+        def run(model, optimizer, loader, accum):
+            for i, batch in enumerate(loader):
+                micro_step(model, batch, optimizer, accum)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+    """,
+}
+
+
+def test_stdin_and_the_editor_follow_the_helpers_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `check - --stdin-filename train.py` and the language server check one buffer: the model
+    # still follows the modules it imports, as `check train.py` does
+    from click.testing import CliRunner
+    from pygls.workspace import TextDocument
+
+    from accumlint.cli import main
+    from accumlint.lsp.server import AccumlintServer
+
+    tree(tmp_path, HELPER_PROJECT)
+    monkeypatch.chdir(tmp_path)
+    source = (tmp_path / "train.py").read_text()
+    out = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "concise", "-",
+                                    "--stdin-filename", "train.py"], input=source).output
+    assert out.splitlines()[0].startswith("train.py:6:9: ACC001") and "(via utils.py:3)" in out
+    document = TextDocument((tmp_path / "train.py").as_uri(), source)
+    [diagnostic] = AccumlintServer().check_document(document)
+    assert (diagnostic.code, diagnostic.range.start.line) == ("ACC001", 5)
+
+
 def test_a_base_class_from_another_module(tmp_path: Path) -> None:
     files = {
         "base.py": """

@@ -81,7 +81,7 @@ class AccumlintServer(LanguageServer):
                 findings: list[Finding] = []
             else:
                 codes = self.resolver.codes_for(path)
-                findings = runner.check_one(path, text.encode("utf-8"), codes).findings
+                findings = runner.check_one(path, text.encode("utf-8"), codes, str(settings.project_root)).findings
         except ConfigError as exc:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"accumlint: {exc}"))
             codes, findings = frozenset(), []
