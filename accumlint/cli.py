@@ -248,7 +248,7 @@ def check(
         resolver = _resolver(config_args, isolated, _cli_layer(select, ignore, extend_select))
         if targets == ["-"]:
             if add_noqa or diff:
-                _fail("--add-noqa and --diff need files, not stdin")
+                _fail(f"{'--add-noqa' if add_noqa else '--diff'} needs files, not stdin")
             _check_stdin(resolver, stdin_filename, output_format, fix, unsafe_fixes, force_exclude,
                          exclude, exit_zero, quiet, statistics, show_fixes, color)
             return

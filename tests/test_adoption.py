@@ -61,6 +61,12 @@ def test_stdin_is_checked_under_its_filename(project: Path) -> None:
     assert _codes(unnamed) == [("-", "ACC001")]
 
 
+def test_stdin_refuses_the_options_that_edit_files_by_their_name(project: Path) -> None:
+    for option in ("--diff", "--add-noqa"):
+        result = _stdin(option, "-", "--stdin-filename", "a.py")
+        assert result.exit_code == 2 and f"error: {option} needs files, not stdin" in result.output
+
+
 def test_stdin_notebook_by_its_name(project: Path) -> None:
     cells = [{"cell_type": "code", "metadata": {}, "source": ACC001_LOOP.decode(), "outputs": [], "execution_count": 1}]
     notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
