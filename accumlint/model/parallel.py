@@ -6,6 +6,10 @@ the replicas, and where BatchNorm layers are built.
 Every framework fact comes from the rows of ``accumlint.frameworks`` (with their sources). Each
 question answers "unknown" (``None`` / ``Sampling.UNKNOWN``) when the module does not show
 enough, and the rules stay silent then.
+
+The module is a little over 500 lines because it is one class: every question reads the same
+replica facts of the module (its process group, samplers, wrapped models and world-size names),
+computed once per file.
 """
 
 from __future__ import annotations
