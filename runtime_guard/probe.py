@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -45,7 +46,7 @@ from runtime_guard.replay import Captured, LabelsSpec
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
 from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
-from runtime_guard.user_frames import stacklevel_outside_guard
+from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
 
 OnFinding = Literal["collect", "warn", "raise"]
 Normalization = Literal["infer", "replay"] | None
@@ -463,6 +464,16 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if last is None or not last.still_current(self.params):
             last = self._last_grads = grad_state(self.params)
         return last.measure(self.params) if measure else last
+
+    def _around_grads(self, original: Callable[..., Any], args: tuple,
+                      kwargs: dict) -> tuple[GradState, Any, GradState]:
+        """Run the user's call ``original`` (a reset, a clip) between two fingerprints of the grads,
+        its warnings at the caller's line: (before, its result, after)."""
+        self._take_snapshot()
+        before = self._grads()
+        with warnings_at_caller():
+            result = original(*args, **kwargs)
+        return before, result, self._grads()
 
     def _param_checksums(self) -> tuple[int, ...]:
         # parameters are only checksummed after a write: a version counter bumped, or sampled

@@ -15,7 +15,7 @@ from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
-from accumlint.model.names import dotted, walk
+from accumlint.model.names import dotted
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
 
@@ -218,7 +218,7 @@ class MissingNormalization(Rule):
             for event in group.of_kind(EventKind.BACKWARD):
                 if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
                     continue
-                if event.site.in_helper and not _loop_and_backward_in_one_helper(group, event):
+                if event.site.in_helper and not model.loss_history_in_view(group, event):
                     continue  # a backward helper given the caller's loss: its history is the caller's to show
                 contract = fw.backward_contract(event.role.role, event.method)
                 if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
@@ -236,22 +236,6 @@ class MissingNormalization(Rule):
                     "divide the loss by A before backward (or sum token losses and divide by the group's "
                     "token count); if the sum is intended, say so with `# noqa: ACC103`",
                 )
-
-
-def _loop_and_backward_in_one_helper(group, event) -> bool:
-    """Whether a backward inlined from a helper of this module sits in the same helper as the
-    group's micro-loop (``def forward_backward(batch): for micro in ...: loss.backward()``): the
-    loss is computed there, so its whole history is in view. A backward in a helper of its own
-    (``def backward(loss, scaler)``) or in another module (a pipeline engine) is not read."""
-    inline = event.site.inline
-    if inline is None or any(link.foreign is not None for link in inline.chain()):
-        return False
-    call = event.site.call
-    if call is None or call.args or not isinstance(call.func, cst.Attribute):
-        return False  # `self.backward(state)`: a method of the user's, not a tensor's backward
-    if (dotted(call.func.value) or "").split(".")[0] in ("self", "cls"):
-        return False
-    return any(node is group.loop for node in walk(inline.function))
 
 
 class NormalizationAfterBackward(Rule):

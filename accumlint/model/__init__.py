@@ -123,6 +123,12 @@ class FileModel:
         return losses.pads_labels_with_ignore(self.module)
 
     @staticmethod
+    def loss_history_in_view(group: Group, event: Event) -> bool:
+        """Whether a backward inlined from a helper of this module has its loss computed in view
+        (:func:`accumlint.model.losses.loss_history_in_view`)."""
+        return losses.loss_history_in_view(group, event)
+
+    @staticmethod
     def never_scaled(event: Event) -> bool:
         """Whether the loss of a backward reaches it with no division or multiplication at all."""
         return losses.never_scaled(event)

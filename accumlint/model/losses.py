@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -17,6 +18,9 @@ from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
 from accumlint.model.sites import FrameKind, Scope, Site
+
+if TYPE_CHECKING:
+    from accumlint.model.groups import Group
 
 #: Losses that average over the (unmasked) elements they are given (torch 2.13.0
 #: nn/functional.py: ``reduction="mean"`` is the default and skips ``ignore_index``).
@@ -263,6 +267,22 @@ def _is_int(node: cst.CSTNode | None, value: int) -> bool:
     return (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
             and isinstance(node.expression, cst.Integer) and node.expression.value == str(-value))
 
+
+
+def loss_history_in_view(group: Group, event: Event) -> bool:
+    """Whether a backward inlined from a helper of this module sits in the same helper as the
+    group's micro-loop (``def forward_backward(batch): for micro in ...: loss.backward()``): the
+    loss is computed there, so its whole history is in view. A backward in a helper of its own
+    (``def backward(loss, scaler)``) or in another module (a pipeline engine) is not read."""
+    inline = event.site.inline
+    if inline is None or any(link.foreign is not None for link in inline.chain()):
+        return False
+    call = event.site.call
+    if call is None or call.args or not isinstance(call.func, cst.Attribute):
+        return False  # `self.backward(state)`: a method of the user's, not a tensor's backward
+    if (dotted(call.func.value) or "").split(".")[0] in ("self", "cls"):
+        return False
+    return any(node is group.loop for node in walk(inline.function))
 
 
 def never_scaled(event: Event) -> bool:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
-from runtime_guard.user_frames import warnings_at_caller
 
 
 class GradientOpsObserver:
@@ -19,11 +18,7 @@ class GradientOpsObserver:
         def clip(*args: Any, **kwargs: Any) -> Any:
             if not self._entry():
                 return original(*args, **kwargs)
-            self._take_snapshot()
-            before = self._grads()
-            with warnings_at_caller():
-                result = original(*args, **kwargs)
-            after = self._grads()
+            before, result, after = self._around_grads(original, args, kwargs)
             self._event(CLIP, function=name, changed=not before.same_values(after))
             return result
 

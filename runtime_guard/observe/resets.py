@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_guard.events import RESET
-from runtime_guard.user_frames import warnings_at_caller
 
 
 class ResetObserver:
@@ -20,11 +19,7 @@ class ResetObserver:
             def zero_grad(*args: Any, **kwargs: Any) -> Any:
                 if not self._entry():
                     return original(*args, **kwargs)
-                self._take_snapshot()
-                before = self._grads()
-                with warnings_at_caller():
-                    result = original(*args, **kwargs)
-                after = self._grads()
+                before, result, after = self._around_grads(original, args, kwargs)
                 self._event(
                     RESET, source=source, prepared=self._prepared_zero_depth > 0,
                     zeroed=not before.all_zero and after.all_zero, changed=not before.same_values(after),
