@@ -14,7 +14,8 @@ that is a prefix of it is followed by one, so neither is a use (:func:`is_use`).
 A use inside a string or a comment (``>>> loss.backward()`` in a docstring) is no use: where
 a file has uses, its strings and comments are found by a scan of its bytes (:data:`_PROSE`,
 the tokenizer's rules for them; ~100 MB/s), so such a file is neither decoded nor parsed.
-An f-string counts as code: its replacement fields are.
+In an f-string only the replacement fields are code (``f"{loss.backward()}"``); its literal
+text is prose (``f"backward() with {n} inputs"``).
 """
 
 from __future__ import annotations
@@ -109,9 +110,10 @@ def _outside_prose(data: bytes, starts: list[int]) -> list[int]:
     spans = _PROSE.finditer(data, 0, starts[-1] + 1)  # a span cut at the last offset still covers it
     span = next(spans, None)
     for start in starts:
-        while span is not None and (span.end() <= start or _formatted(data, span.start())):
+        while span is not None and span.end() <= start:
             span = next(spans, None)
-        if span is None or start < span.start():
+        if span is None or start < span.start() or (
+                _formatted(data, span.start()) and _in_replacement_field(data, span.start(), start)):
             code.append(start)
     return code
 
@@ -123,14 +125,46 @@ def code_offsets(data: bytes, starts: list[int]) -> list[int]:
 
 
 def _formatted(data: bytes, start: int) -> bool:
-    """Whether the span at ``start`` is an f-string (its replacement fields are code: the whole
-    literal counts as code); a comment is not."""
+    """Whether the span at ``start`` is an f-string (its replacement fields are code); a
+    comment is not."""
     if data[start] == _HASH:
         return False
     begin = start
     while begin > 0 and start - begin < 2 and data[begin - 1] in _PREFIX_BYTES:
         begin -= 1
     return b"f" in data[begin:start].lower() and (begin == 0 or data[begin - 1] not in _WORD_BYTES)
+
+
+def _in_replacement_field(data: bytes, quote: int, offset: int) -> bool:
+    """Whether ``offset`` lies inside a replacement field of the f-string whose opening quote
+    is at ``quote``: its braces counted from there, ``{{`` and ``}}`` outside a field being
+    literal braces; a quoted string inside a field is skipped whole (``f"{d['}']}"``), so a
+    field never ends early. Where the count is unsure it errs towards code (a superset)."""
+    position = quote + (3 if data[quote:quote + 3] in (b'"""', b"'''") else 1)
+    depth = 0
+    while position < offset:
+        byte = data[position]
+        if depth == 0:
+            if byte == _OPEN and data[position + 1] == _OPEN:
+                position += 2
+                continue
+            if byte == _OPEN:
+                depth = 1
+        elif byte in _QUOTES:
+            end = data.find(data[position:position + 1], position + 1)
+            if end == -1 or end >= offset:
+                return True  # inside a string in a field: code as far as this scan can tell
+            position = end
+        elif byte == _OPEN:
+            depth += 1
+        elif byte == _CLOSE:
+            depth -= 1
+        position += 1
+    return depth > 0
+
+
+_OPEN, _CLOSE = ord("{"), ord("}")
+_QUOTES = frozenset(b"\"'")
 
 
 class MarkerSearch:

@@ -172,6 +172,13 @@ def test_a_rule_without_markers_sees_every_file() -> None:
         (b"s = 'unterminated\nloss.backward()\n", True),  # a single-quoted string ends with its line
         (b'print(f"{loss.backward()}")\n', True),  # an f-string's replacement fields are code
         (b'x = rf"""{loss.backward()}"""\n', True),
+        (b'raise ValueError(f"backward() with {n} inputs")\n', False),  # its literal text is prose
+        (b'msg = f"{n} calls to backward({k})"\n', False),
+        (b'msg = f"{{backward()}} {x}"\n', False),  # doubled braces are literal braces
+        (b'msg = f"{x:{width}} backward()"\n', False),  # a nested format spec closes with its field
+        (b'msg = f"{d[\'}\']} {loss.backward()}"\n', True),  # a brace in a field\'s string ends nothing
+        (b'msg = f"{loss.backward() if x else 0:>{w}}"\n', True),
+        (b'msg = Rf\'\'\'\n{a}\nbackward() {b}\n\'\'\'\n', False),
         (b'if"x":loss.backward()\n', True),  # the f of `if` is no prefix
         (b'x = f  # c\ny = "loss.backward()"\n', False),
         (b"# -*- coding: latin-1 -*-\n'loss.backward()'\n", False),
@@ -216,9 +223,12 @@ def test_the_ast_stage_judges_every_file_the_bytes_keep(monkeypatch: pytest.Monk
     assert [(f.code, f.line, f.column) for f in broken.findings] == [("ACC000", 2, 7)]
 
 
-def prose_spans(data: bytes) -> list[tuple[int, int]]:
-    """The byte spans of the comments and of the strings other than f-strings, by the standard
-    tokenizer (the oracle of the byte scan)."""
+Spans = tuple[list[tuple[int, int]], list[tuple[int, int]]]
+
+
+def prose_spans(data: bytes) -> Spans:
+    """The byte spans of the comments and of the strings other than f-strings, and those of the
+    f-strings, by the standard tokenizer (the oracle of the byte scan)."""
     lines = data.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -229,24 +239,38 @@ def prose_spans(data: bytes) -> list[tuple[int, int]]:
     def offset(row: int, column: int) -> int:
         return offsets[row - 1] + len(text[row - 1][:column].encode(encoding)) if row <= len(lines) else offsets[-1]
 
-    spans = []
+    spans, formatted = [], []
     for token in tokenize.tokenize(io.BytesIO(data).readline):
         prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuUfF"))]
-        if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and "f" not in prefix.lower()):
-            spans.append((offset(*token.start), offset(*token.end)))
-    return spans
+        if token.type == tokenize.COMMENT or token.type == tokenize.STRING:
+            (formatted if "f" in prefix.lower() else spans).append((offset(*token.start), offset(*token.end)))
+    return spans, formatted
 
 
-def one_search_per_marker(
-    data: bytes, markers: Iterable[bytes], spans: list[tuple[int, int]] | None = None
-) -> list[int]:
+def in_literal_text(data: bytes, span: tuple[int, int], start: int, size: int) -> bool:
+    """Whether the ``size`` bytes at ``start`` in the f-string at ``span`` are its literal text:
+    renamed, they show up in one of the literal's constant parts (the interpreter's parser
+    decides, not a brace count)."""
+    token = data[span[0]:start] + b"Q" * size + data[start + size:span[1]]
+    parts = ast.walk(ast.parse(token.decode(), mode="eval"))
+    return any(isinstance(part, ast.Constant) and "Q" * size in str(part.value) for part in parts)
+
+
+def one_search_per_marker(data: bytes, markers: Iterable[bytes], spans: Spans | None = None) -> list[int]:
     """The oracle of the single pass: every occurrence of every marker, checked one by one,
-    outside the strings and comments that the standard tokenizer finds (``spans``, if given)."""
+    outside the strings and comments and the literal text of the f-strings that the standard
+    tokenizer finds (``spans``, if given)."""
     starts = {(m.start(), marker) for marker in markers for m in re.finditer(re.escape(marker), data)}
-    spans = spans if spans is not None or not starts else prose_spans(data)
-    return sorted(
-        {start for start, marker in starts if is_use(data, start, marker) and not any(a <= start < b for a, b in spans)}
-    )
+    if not starts:
+        return []
+    prose, formatted = spans if spans is not None else prose_spans(data)
+
+    def in_prose(start: int, marker: bytes) -> bool:
+        if any(a <= start < b for a, b in prose):
+            return True
+        return any(a <= start < b and in_literal_text(data, (a, b), start, len(marker)) for a, b in formatted)
+
+    return sorted({start for start, marker in starts if is_use(data, start, marker) and not in_prose(start, marker)})
 
 
 ALL_MARKERS = engine._marker_bytes(tuple(engine.ALL_RULES_INSTANCES))
