@@ -1,8 +1,9 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-maps each checked file (absolute path) to the SHA-256 of its bytes, its findings and the
-unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings).
+maps each checked file (absolute path) to the SHA-256 of its bytes, its findings (with their
+fixes, where the check computed them) and the unknown ``ACC`` codes of its ``noqa``
+directives (warnings, not findings).
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -40,17 +41,20 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accumlint import __version__, cache_dir
 from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
 
+if TYPE_CHECKING:
+    from accumlint.suggested_fixes import SuggestedFix
+
 __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
 
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 4
+FORMAT = 5
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 _CODE = re.compile(r"ACC[0-9]{3}")
@@ -165,6 +169,43 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
                    tuple(places))
 
 
+def _encode_fixes(findings: Sequence[Finding], fixes: Mapping[Finding, SuggestedFix]) -> list[Any]:
+    """Per finding (in ``findings``' order), its fix as ``[applicability, message, edits]``
+    (each edit ``[row, column, end row, end column, content]``), or None."""
+    rows: list[Any] = []
+    for finding in findings:
+        fix = fixes.get(finding)
+        rows.append(None if fix is None else [fix.applicability, fix.message, [
+            [*edit.location, *edit.end_location, edit.content] for edit in fix.edits]])
+    return rows
+
+
+def _decode_fixes(findings: Sequence[Finding], rows: Any, lines: int) -> dict[Finding, SuggestedFix]:
+    """The fixes :func:`_encode_fixes` stored, for a file of ``lines`` lines; raises
+    ``ValueError`` or ``TypeError`` for anything such a fix cannot hold."""
+    from accumlint.suggested_fixes import SAFE, UNSAFE, SuggestedFix
+    from accumlint.text_edits import TextEdit
+
+    if not isinstance(rows, list) or len(rows) != len(findings):
+        raise ValueError("one fix or null per finding")
+    fixes: dict[Finding, SuggestedFix] = {}
+    for finding, row in zip(findings, rows, strict=True):
+        if row is None:
+            continue
+        applicability, message, edits = row
+        if applicability not in (SAFE, UNSAFE) or not isinstance(message, str):
+            raise TypeError("a fix's applicability and message")
+        decoded = []
+        for line, column, end_line, end_column, content in edits:
+            if not isinstance(content, str):
+                raise TypeError("an edit's content is text")
+            decoded.append(TextEdit((_position(line, 1, lines + 1), _position(column, 1, _MAX_POSITION)),
+                                    (_position(end_line, 1, lines + 1), _position(end_column, 1, _MAX_POSITION)),
+                                    content))
+        fixes[finding] = SuggestedFix(applicability, message, tuple(decoded))
+    return fixes
+
+
 def user_key() -> bytes | None:
     """This user's cache key (created on first use, mode 0600), or None if it cannot be kept."""
     import platformdirs  # here: only a run that uses the cache needs it
@@ -210,11 +251,14 @@ def _read_key(path: Path) -> bytes | None:
 
 
 def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any],
-         depends: list[Any] | None = None) -> str:
-    """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings, unknown codes and
-    what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`)."""
+         depends: list[Any] | None = None, fixes: list[Any] | None = None) -> str:
+    """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings, unknown codes,
+    what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`)
+    and its findings' fixes, where stored."""
     # most files have neither findings nor unknown codes nor dependencies: no JSON to build for them
     payload = [findings, unknown, depends] if depends else [findings, unknown]
+    if fixes is not None:
+        payload.append(fixes)
     rows = json.dumps(payload, separators=(",", ":")) if findings or unknown or depends else "[[],[]]"
     message = f"{json.dumps(path)}\0{digest}\0{rows}".encode()
     return hmac.digest(key, message, "sha256").hex()[:32]
@@ -252,6 +296,8 @@ class CachedResult:
     dependencies: dict[str, str] = field(default_factory=dict)
     names: tuple[str, ...] = ()
     state: str = ""
+    #: each finding's fix, where the check that stored it computed them (None: it did not)
+    fixes: dict[Finding, SuggestedFix] | None = None
 
 
 def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
@@ -299,10 +345,13 @@ class ResultCache:
         try:
             rows, unknown_rows = entry["findings"], entry["unknown_noqa"]
             depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
-            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends)
+            fix_rows = entry.get("fixes")
+            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends, fix_rows)
             if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], mac):
                 return None
             findings = [_decode(path, row, _MAX_POSITION if lines is None else lines) for row in rows]
+            fixes = None if fix_rows is None else _decode_fixes(findings, fix_rows,
+                                                                 _MAX_POSITION if lines is None else lines)
             unknown = _decode_unknown(unknown_rows)
             dependencies = {str(k): str(v) for k, v in dict(entry.get("dependencies", {})).items()}
             names = tuple(str(name) for name in entry.get("names", ()))
@@ -312,16 +361,19 @@ class ResultCache:
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
             self._dirty = True
-        return CachedResult(findings, unknown, dependencies, names, state)
+        return CachedResult(findings, unknown, dependencies, names, state, fixes)
 
     def put(self, path: str, digest: str, findings: Iterable[Finding],
             unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
-            names: Iterable[str] = (), state: str = "") -> None:
+            names: Iterable[str] = (), state: str = "",
+            fixes: Mapping[Finding, SuggestedFix] | None = None) -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
-        ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``: see
-        :class:`CachedResult`."""
+        ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``,
+        ``fixes``: see :class:`CachedResult`."""
         absolute = self._key(path)
+        findings = list(findings)
         rows = [_encode(f) for f in findings]
+        fix_rows = None if fixes is None or not findings else _encode_fixes(findings, fixes)
         unknown = [list(pair) for pair in unknown_noqa]
         depended = dict(dependencies or {})
         named = sorted(names)
@@ -333,8 +385,10 @@ class ResultCache:
             "dependencies": depended,
             "names": named,
             "state": state,
-            "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state)),
+            "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state), fix_rows),
         }
+        if fix_rows is not None:
+            self._entries[absolute]["fixes"] = fix_rows
         self._dirty = True
 
     def save(self) -> None:

@@ -293,7 +293,8 @@ def check(
             if show_fixes:
                 for line in fixed_listing(fix_results):
                     click.echo(line, err=True)
-        run = _run_groups(resolver, files, jobs, None if no_cache else cache_dir, no_cache, parse_timeout)
+        run = _run_groups(resolver, files, jobs, None if no_cache else cache_dir, no_cache, parse_timeout,
+                          suggest=_shows_fixes(output_format, statistics))
     except ConfigError as exc:
         _fail(str(exc))
         return
@@ -324,7 +325,7 @@ def check(
             return None
         return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
-    suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects)
+    suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run)
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
             color, fixed=fixed if fix else 0)
     for error in errors:
@@ -407,15 +408,17 @@ def _discover(
 
 def _run_groups(
     resolver: Resolver, files: list[str], jobs: int | None, cache_dir: str | None, no_cache: bool,
-    parse_timeout: float | None = None,
+    parse_timeout: float | None = None, *, suggest: bool = False,
 ) -> runner.RunResult:
-    """Check ``files``, each group of files with the settings that judge them (and their own cache)."""
+    """Check ``files``, each group of files with the settings that judge them (and their own cache);
+    ``suggest``: the checks compute their findings' fixes."""
     total = runner.RunResult()
     for settings, group in resolver.group(files):
         enabled = resolver.enabled(settings)
         results = None if no_cache else _open_cache(settings, enabled, cache_dir)
         timeout = _parse_timeout(settings, parse_timeout, jobs) or 0  # 0: none (None would mean the settings')
-        run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout)
+        run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout,
+                                 suggest=suggest)
         total.findings += run.findings
         total.notes += run.notes
         total.errors += run.errors
@@ -424,7 +427,14 @@ def _run_groups(
         total.projects.update(run.projects)
         total.cached += run.cached
         total.parsed += run.parsed
+        total.suggested |= run.suggested
+        total.fixes.update(run.fixes)
     return total
+
+
+def _shows_fixes(output_format: str, statistics: bool) -> bool:
+    """Whether the output shows the findings' fixes (so computing them is worth it)."""
+    return output_format in FIX_FORMATS or statistics
 
 
 def _suggest(
@@ -434,16 +444,28 @@ def _suggest(
     output_format: str,
     statistics: bool,
     projects: dict | None = None,
+    checked: runner.RunResult | engine.FileResult | None = None,
 ) -> Fixes | None:
     """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has
-    one); ``projects``: the project index each file was checked in."""
-    if output_format not in FIX_FORMATS and not statistics:
+    one); ``projects``: the project index each file was checked in. ``checked``: a run or a
+    check whose fixes were computed where the check held their nodes; only the files it did
+    not check (answered from the cache) are parsed again for theirs."""
+    if not _shows_fixes(output_format, statistics):
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
         return {}
-    from accumlint.suggested_fixes import suggest_run
+    fixes: dict = {}
+    done: set[str] = set()
+    if isinstance(checked, runner.RunResult):
+        fixes, done = dict(checked.fixes), checked.suggested
+    elif checked is not None and checked.fixes is not None:
+        fixes, done = dict(checked.fixes), {checked.path}
+    rest = [f for f in findings if f.path not in done]
+    if any(f.code in FIXABLE_CODES for f in rest):
+        from accumlint.suggested_fixes import suggest_run
 
-    return suggest_run(findings, sources, codes_for, projects)
+        fixes.update(suggest_run(rest, sources, codes_for, projects))
+    return fixes
 
 
 def _report(
@@ -539,13 +561,14 @@ def _check_stdin(
     elif fix:  # a notebook is never modified: the source goes through unchanged
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None)
+    outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None,
+                               suggest=_shows_fixes(output_format, statistics))
     findings = outcome.findings
 
     def source_lines(_: str, cell: int = 0) -> list[str] | None:
         return notebook.cell_lines(data, cell) if cell else _lines(data)
 
-    suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics)
+    suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome)
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
             fixed=fixed, err=fix)
     for error in outcome.internal_errors:

@@ -25,6 +25,7 @@ import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -53,6 +54,9 @@ from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_U
 from accumlint.source_facts import source_facts
 from accumlint.suppression import apply_noqa
 
+if TYPE_CHECKING:
+    from accumlint.suggested_fixes import SuggestedFix
+
 
 @dataclass
 class FileResult:
@@ -65,6 +69,8 @@ class FileResult:
     suppressed: list[Finding] = field(default_factory=list)  # removed by noqa directives
     #: project files the model followed calls into: path → SHA-256 of the bytes it read
     dependencies: dict[str, str] = field(default_factory=dict)
+    #: each finding's own fix, where the check was asked for them (None: it was not)
+    fixes: dict[Finding, SuggestedFix] | None = None
 
 
 def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
@@ -199,7 +205,8 @@ PARSE_MEMORY_PER_NODE = 2600
 #: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
-def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult:
+def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
+                 suggest: bool = False) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
     A file that cannot be decoded or parsed yields one ``ACC000`` finding with the position
@@ -209,11 +216,14 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None) ->
     ``rules`` admits (:meth:`RuleGate.admits` on its :mod:`~accumlint.source_facts`), is not
     given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
-    in ``internal_errors`` and the other rules still run.
+    in ``internal_errors`` and the other rules still run. ``suggest``: the result's
+    :attr:`~FileResult.fixes` are computed (:func:`accumlint.suggested_fixes.suggest_in_check`).
     """
     with _collector_paused():
         verdict = _screen(path, data, rules)
-        return verdict if isinstance(verdict, FileResult) else _check_text(path, verdict.text, verdict.rules)
+        if isinstance(verdict, FileResult):
+            return verdict
+        return _check_text(path, verdict.text, verdict.rules, data if suggest else None, verdict.checked)
 
 
 @dataclass(frozen=True)
@@ -225,6 +235,13 @@ class Screened:
     text: str
     rules: tuple[Rule, ...]
     memory: int | None = None
+    #: the codes the file is checked for (its fixes are checked with all of their rules)
+    codes: frozenset[str] = frozenset()
+
+    @property
+    def checked(self) -> list[Rule]:
+        """The rules of :attr:`codes`."""
+        return rules_for(self.codes)
 
 
 def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
@@ -235,11 +252,11 @@ def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileR
         return _screen(path, data, rules)
 
 
-def check_screened(path: str, screened: Screened) -> FileResult:
+def check_screened(path: str, screened: Screened, data: bytes | None = None) -> FileResult:
     """LibCST, the model and the rules on a file that :func:`screen` passed on (the rest of
-    :func:`check_source`)."""
+    :func:`check_source`); with the file's ``data``, its fixes too (``suggest``)."""
     with _collector_paused():
-        return _check_text(path, screened.text, screened.rules)
+        return _check_text(path, screened.text, screened.rules, data, screened.checked)
 
 
 @contextmanager
@@ -262,6 +279,7 @@ def _collector_paused() -> Iterator[None]:
 
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
+    codes = frozenset(rule.code for rule in rules)
     result = FileResult(path)
     outside = False
     if rules:
@@ -300,7 +318,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
             if gated and not (large or deep) and _calls_backward(used):
                 # a training loop in syntax newer than this interpreter's (PEP 695 on 3.11):
                 # LibCST reads it, and reports a real syntax error at the interpreter's position
-                return Screened(text, tuple(rules))
+                return Screened(text, tuple(rules), codes=codes)
             result.findings.append(_parse_error(path, *tree))
             return result
         if gated:
@@ -313,10 +331,13 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
             return result
         memory = PARSE_MEMORY_PER_NODE * sum(1 for _ in ast.walk(tree))
         del tree
-    return Screened(text, tuple(rules), memory)
+    return Screened(text, tuple(rules), memory, codes)
 
 
-def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
+def _check_text(path: str, text: str, rules: Sequence[Rule], data: bytes | None = None,
+                checked: Sequence[Rule] = ()) -> FileResult:
+    """The LibCST stages on ``text`` with ``rules``; with the file's ``data``, the fixes of its
+    findings as well, each checked with the ``checked`` rules (all of the run's codes)."""
     result = FileResult(path)
     try:
         module = parse_module(text)
@@ -349,10 +370,15 @@ def _check_text(path: str, text: str, rules: Sequence[Rule]) -> FileResult:
         result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
         return result
-    findings = place(path, text, module, model, hits)
+    placed = place(path, text, module, model, hits)
+    findings = [finding for finding, _ in placed]
     result.findings = sorted(set(apply_noqa(findings, text)))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
+    if data is not None:
+        from accumlint.suggested_fixes import suggest_in_check
+
+        result.fixes = suggest_in_check(path, data, text, module, dict(placed), result.findings, checked)
     return result
 
 

@@ -81,22 +81,23 @@ def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
     return tuple(places)
 
 
-def place(path: str, text: str, module: cst.Module, model, hits: list[tuple[Rule, Hit]]) -> list[Finding]:
-    """The findings of ``hits`` in the file at ``path`` (its ``text`` and LibCST ``module``):
-    each at its node's position, a hit in another module's code moved to the call of this
-    one, with the helper statements it is about as related locations. Positions cost a code
-    generation: only files with hits pay for it."""
+def place(path: str, text: str, module: cst.Module, model,
+          hits: list[tuple[Rule, Hit]]) -> list[tuple[Finding, cst.CSTNode]]:
+    """The findings of ``hits`` in the file at ``path`` (its ``text`` and LibCST ``module``),
+    each with the node of ``module`` it is reported at: its node's position, a hit in another
+    module's code moved to the call of this one, with the helper statements it is about as
+    related locations. Positions cost a code generation: only files with hits pay for it."""
     related = _related_nodes(model, hits)
     hits = [_in_this_module(model, module, rule, hit, related) for rule, hit in hits]
     local = [node for nodes in related.values() for owner, node in nodes if owner is None]
     positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
-    findings: list[Finding] = []
+    findings: list[tuple[Finding, cst.CSTNode]] = []
     for rule, hit in hits:
         where = positions.get(hit.node)
         if where is None:
             continue  # a node of another module the rule pointed at: no place in this file to report it
         places = _places(path, related.get(id(hit.node), ()), positions)
-        findings.append(
+        findings.append((
             Finding(
                 path=path,
                 line=where.start.line,
@@ -110,6 +111,7 @@ def place(path: str, text: str, module: cst.Module, model, hits: list[tuple[Rule
                 end_column=where.end.column + 1,
                 url=rule.url(),
                 related=places,
-            )
-        )
+            ),
+            hit.node,
+        ))
     return findings

@@ -38,11 +38,13 @@ def runner() -> ModuleType:
     return module
 
 
-def _worker_start(parent: int, index: project.ProjectIndex | None = None) -> None:
+def _worker_start(parent: int, index: project.ProjectIndex | None = None, suggesting: bool = False) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever;
-    check with the run's project (``index``: sent along where the workers are not forked)."""
+    check with the run's project (``index``: sent along where the workers are not forked) and,
+    with ``suggesting``, compute the findings' fixes."""
     runner()._in_worker = True
+    runner()._suggesting = suggesting
     if index is not None:
         project.activate(index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -185,7 +187,7 @@ class _Scheduler:
             self.frozen = True
         self.pool = ProcessPoolExecutor(
             max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
-            initargs=(os.getpid(), project.active() if context is None else None)
+            initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
         )
 
     def _queue(self, job: _Job) -> None:

@@ -31,7 +31,7 @@ engine = lazy_module("accumlint.engine")
 notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
-    pass
+    from accumlint.suggested_fixes import SuggestedFix
 
 
 @dataclass
@@ -46,6 +46,9 @@ class RunResult:
     notes: list[str] = field(default_factory=list)  #: files skipped unread: FIFOs, devices, sockets
     #: the project index each file with findings was checked in (its fixes are checked in it too)
     projects: dict[str, project.ProjectIndex] = field(default_factory=dict)
+    #: the files whose checks computed their fixes (``suggest``), and those fixes
+    suggested: set[str] = field(default_factory=set)
+    fixes: dict[Finding, SuggestedFix] = field(default_factory=dict)
     cached: int = 0  #: files answered from the cache
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 
@@ -100,6 +103,9 @@ def _check_safely(path: str, data: bytes, codes: frozenset[str]) -> engine.FileR
 #: the run), and one process holds one file's peak whether it trims or not
 TRIM_ABOVE = 64 * 1024
 _in_worker = False  #: set by the pool's initializer
+#: whether a check computes its findings' fixes (:attr:`accumlint.engine.FileResult.fixes`):
+#: set for a run by :func:`check_files`, in a worker by the pool's initializer
+_suggesting = False
 
 
 @functools.cache
@@ -122,7 +128,7 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     if notebook.is_notebook(path):
         result = notebook.check_notebook(path, data, rules)
     else:
-        result = engine.check_source(path, data, rules)
+        result = engine.check_source(path, data, rules, suggest=_suggesting)
     return _finish(path, data, codes, result)
 
 
@@ -134,7 +140,7 @@ def _check_in_worker(
     (the main process sends it again, within the budget of a LibCST parse); with it, the rest.
     A notebook is checked whole."""
     if screened is not None:
-        return _finish(path, data, codes, engine.check_screened(path, screened))
+        return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
     if notebook.is_notebook(path):
         return _check(path, data, codes)
     verdict = engine.screen(path, data, engine.rules_for(codes))
@@ -143,6 +149,8 @@ def _check_in_worker(
 
 def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult) -> engine.FileResult:
     result.findings = [f for f in result.findings if f.code in codes]
+    if result.fixes:
+        result.fixes = {finding: fix for finding, fix in result.fixes.items() if finding.code in codes}
     if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
         result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
@@ -200,6 +208,7 @@ def check_files(
     jobs: int | None = None,
     cache: ResultCache | None = None,
     parse_timeout: float | None = None,
+    suggest: bool = False,
 ) -> RunResult:
     """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
 
@@ -211,16 +220,21 @@ def check_files(
     :func:`accumlint.pool.load_factor`) gets ``ACC000`` and its worker is replaced (with
     ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
     and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each.
+    ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
+    are computed where the check holds their nodes (:attr:`RunResult.fixes`).
     """
-    previous = project.active()
+    global _suggesting
+    previous, suggesting = project.active(), _suggesting
     index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
     digests, hits, state = _project_pass(files, index_of_project, cache)
     project.activate(index_of_project)
+    _suggesting = suggest
     try:
         return _check_files(files, settings, enabled, jobs, cache, index_of_project, digests, hits, state,
                             parse_timeout)
     finally:
         project.activate(previous)
+        _suggesting = suggesting
 
 
 def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: ResultCache | None,
@@ -336,6 +350,9 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
                 if hit.findings:
                     run.sources[path] = data
+                if hit.fixes is not None:
+                    run.suggested.add(path)
+                    run.fixes.update(hit.fixes)
                 return
         unknown = _unknown_noqa_codes(path, data)
         warnings[index] = _unknown_noqa_warnings(path, unknown)
@@ -397,9 +414,12 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         errors[index] = result.internal_errors
         if result.findings:
             run.sources[path] = data
+        if result.fixes is not None:
+            run.suggested.add(path)
+            run.fixes.update(result.fixes)
         if cache is not None and not result.internal_errors and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
-                      names=extra.get(index, ()), state=state)
+                      names=extra.get(index, ()), state=state, fixes=result.fixes)
     run.projects = dict.fromkeys(run.sources, index_of_project)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))
@@ -410,21 +430,26 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     return run
 
 
-def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None) -> engine.FileResult:
+def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
+              suggest: bool = False) -> engine.FileResult:
     """One file's bytes (stdin, an editor's buffer) checked in this process with ``codes``: the
     findings a run of that one path reports for the same bytes (notebooks by the path's suffix).
     With ``project_root`` (the settings' root) the model follows the project modules the file
     imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
-    from disk, the file's own are ``data``."""
-    if project_root is None or path == "-":
-        return _check(path, data, codes)
-    index = project.ProjectIndex.for_files([path], project_root)
-    names = {path: index.names_of(data)}
-    _neighbour_names(index, index.imported_modules(path, data), names)
-    index.set_names(names)
-    previous = project.active()
-    project.activate(index)
+    from disk, the file's own are ``data``. ``suggest``: with the findings' fixes."""
+    global _suggesting
+    index = None
+    if project_root is not None and path != "-":
+        index = project.ProjectIndex.for_files([path], project_root)
+        names = {path: index.names_of(data)}
+        _neighbour_names(index, index.imported_modules(path, data), names)
+        index.set_names(names)
+    previous, suggesting = project.active(), _suggesting
+    if index is not None:
+        project.activate(index)
+    _suggesting = suggest
     try:
         return _check(path, data, codes)
     finally:
         project.activate(previous)
+        _suggesting = suggesting

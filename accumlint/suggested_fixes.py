@@ -11,11 +11,15 @@ bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks ge
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
 from accumlint.text_edits import TextEdit, text_edits
+
+if TYPE_CHECKING:
+    from accumlint.checks.base import Rule
 
 #: the codes with a fixer (kept here, not imported from the fixers, so that a run whose findings
 #: have none of them does not load LibCST)
@@ -53,12 +57,12 @@ def suggest_source(
     current: list[Finding] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
-    only, when given). ``current``: every finding the check of ``data`` reported, when the
-    caller has them (the file is not checked again). Loads LibCST."""
+    only, when given), each located by its position in a new parse. ``current``: every finding
+    the check of ``data`` reported, when the caller has them (the file is not checked again).
+    Loads LibCST."""
     from accumlint import engine
-    from accumlint.fixes.apply import _decode, improves
+    from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
-    from accumlint.fixes.rules import FIXERS
     from accumlint.notebook import is_notebook
 
     codes = frozenset(codes)
@@ -72,17 +76,67 @@ def suggest_source(
     # what --fix compares against: the run's own findings, else checked once an edit needs them
     if findings is None and current is None:
         current = engine.check_source(path, data, rules).findings
+    located: list[Located] = []  # one parse and one resolution for all the file's fixes
+
+    def locate(finding: Finding) -> Located:
+        if not located:
+            located.append(Located.at_position(engine.parse_module(text), finding))
+            return located[0]
+        return located[0].again(finding)
+
+    listed = list(current if findings is None else findings)
+    return _verified(path, data, text, encoding, listed, locate, current, rules)
+
+
+def suggest_in_check(
+    path: str, data: bytes, text: str, module: object, nodes: Mapping[Finding, object],
+    findings: list[Finding], rules: Sequence[Rule],
+) -> dict[Finding, SuggestedFix]:
+    """:func:`suggest_source` inside the check of ``data`` (decoded: ``text``; parsed: ``module``,
+    a LibCST module), where ``nodes`` still maps each finding to the node its rule reported:
+    no second parse, and only the statements around those nodes get positions. ``findings``:
+    the check's findings (what a fix is compared against); ``rules``: those of the run's codes
+    (the fixed text is checked with them). Empty for a notebook."""
+    from accumlint.fixes.apply import _decode
+    from accumlint.fixes.base import Located, parent_map
+    from accumlint.notebook import is_notebook
+
+    fixable = [f for f in findings if f.code in FIXABLE_CODES and not f.related and f in nodes]
+    if is_notebook(path) or not fixable:
+        return {}
+    try:
+        encoding = _decode(data)[1]
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return {}
+    parents: list[dict] = []
+
+    def locate(finding: Finding) -> Located:
+        if not parents:
+            parents.append(parent_map(module))  # type: ignore[arg-type]
+        return Located.at_node(module, nodes[finding], finding, text, parents[0])  # type: ignore[arg-type]
+
+    return _verified(path, data, text, encoding, fixable, locate, findings, rules)
+
+
+def _verified(
+    path: str, data: bytes, text: str, encoding: str, findings: list[Finding],
+    locate: Callable[[Finding], object], current: list[Finding] | None, rules: Sequence[Rule],
+) -> dict[Finding, SuggestedFix]:
+    """The fix of each of ``findings`` whose fixer applies and passes the test ``--fix`` applies
+    against ``current`` (checked here when None and an edit needs it)."""
+    from accumlint import engine
+    from accumlint.fixes.apply import improves
+    from accumlint.fixes.rules import FIXERS
+
     fixes: dict[Finding, SuggestedFix] = {}
-    located: Located | None = None  # one parse and one resolution for all the file's fixes
-    for finding in list(current if findings is None else findings):
+    for finding in findings:
         if finding.code not in FIXERS or finding.related:
             # reported at the call of a helper that performs the event: the statement to change is
             # in the helper, and moving the call would move everything else the helper does with it
             continue
         applicability, fixer = FIXERS[finding.code]
         try:
-            located = Located(engine.parse_module(text), finding) if located is None else located.again(finding)
-            edit = fixer(located)
+            edit = fixer(locate(finding))  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
             edit = None
         if edit is None:

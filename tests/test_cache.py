@@ -49,9 +49,9 @@ def spy_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     checked: list[str] = []
     real = engine.check_source
 
-    def spy(path: str, data: bytes, rules: object = None) -> engine.FileResult:
+    def spy(path: str, data: bytes, rules: object = None, **options: bool) -> engine.FileResult:
         checked.append(os.path.basename(path))
-        return real(path, data, rules)  # type: ignore[arg-type]
+        return real(path, data, rules, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(engine, "check_source", spy)
     return checked
@@ -176,7 +176,8 @@ def sign_again(path: Path, project: Path, change) -> None:
     for name, entry in data["files"].items():
         change(entry)
         depends = cache._depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
-        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"], depends)
+        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"], depends,
+                                  entry.get("fixes"))
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -185,7 +186,7 @@ def test_no_cache_neither_writes_nor_reads(project: Path) -> None:
     assert not (project / cache.CACHE_DIR_NAME).exists()
     concise()
     (file,) = cache_files(project)
-    sign_again(file, project, lambda entry: entry.update(findings=[]))  # a cache that claims there is nothing
+    sign_again(file, project, lambda entry: entry.update(findings=[], fixes=None))  # it claims there is nothing
     assert concise() == []
     assert concise("--no-cache") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
 

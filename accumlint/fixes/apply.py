@@ -121,7 +121,7 @@ def fix_source(
         for finding in candidates:
             applicability, fixer = FIXERS[finding.code]
             try:
-                edit = fixer(Located(engine.parse_module(text), finding))
+                edit = fixer(Located.at_position(engine.parse_module(text), finding))
             except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding as it is
                 edit = None
             if edit is None:

@@ -9,14 +9,15 @@ byte-identical.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from accumlint.findings import Finding
-from accumlint.model.names import dotted, method_name, receiver
+from accumlint.model.names import children, dotted, method_name, receiver
+from accumlint.positions import node_positions
 
 SAFE = "safe"
 UNSAFE = "unsafe"
@@ -31,31 +32,81 @@ class Edit:
 
 
 class Located:
-    """A parsed module with positions and parents, and the node a finding points at."""
+    """A parsed module, the nodes a finding points at (:attr:`candidates`: every node with the
+    finding's span, innermost first), and the parents of the module's syntax nodes.
 
-    def __init__(self, module: cst.Module, finding: Finding, _resolved: Located | None = None) -> None:
-        """``module``: as the parser returned it (no node twice in the tree, so the wrapper
-        need not copy it: a copy costs about as much as a parse); shared by :meth:`again`."""
-        if _resolved is None:
-            wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-            self.module = wrapper.module
-            self.positions = wrapper.resolve(PositionProvider)
-            self.parents = wrapper.resolve(ParentNodeProvider)
-        else:
-            self.module, self.positions, self.parents = _resolved.module, _resolved.positions, _resolved.parents
+    Built from the finding's position (:meth:`at_position`: LibCST's positions of the whole
+    module) or, where the check still holds the node the rule reported, from that node
+    (:meth:`at_node`: only the positions of the statement around it are generated).
+    """
+
+    def __init__(self, module: cst.Module, finding: Finding, candidates: list[cst.CSTNode],
+                 parents: Mapping[cst.CSTNode, cst.CSTNode], text: str | None = None,
+                 positions: Mapping[cst.CSTNode, CodeRange] | None = None) -> None:
+        self.module = module
         self.finding = finding
+        self.candidates = candidates
+        self.parents = parents
+        self._text = text
+        self._positions = positions
+
+    @classmethod
+    def at_position(cls, module: cst.Module, finding: Finding) -> Located:
+        """The nodes at ``finding``'s span of ``module`` (as the parser returned it: no node
+        twice in the tree, so the wrapper need not copy it; a copy costs about a parse)."""
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
         start = (finding.line, finding.column - 1)
         end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
-        self.candidates = [
+        candidates = [
             node
-            for node, where in self.positions.items()
+            for node, where in positions.items()
             if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
         ]
+        return cls(wrapper.module, finding, candidates, parent_map(wrapper.module), positions=positions)
+
+    @classmethod
+    def at_node(cls, module: cst.Module, node: cst.CSTNode, finding: Finding, text: str,
+                parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None) -> Located:
+        """``node`` of ``module`` (parsed from ``text``) and the nodes that share its span: its
+        first children and its parents up to its statement (``parents``: :func:`parent_map` of
+        ``module``, shared by the findings of one file)."""
+        parents = parent_map(module) if parents is None else parents
+        inner = []
+        current = node
+        while kids := children(current):
+            current = kids[0]
+            inner.append(current)
+        outer = []
+        current = node
+        while not isinstance(current, cst.BaseStatement) and (up := parents.get(current)) is not None:
+            outer.append(up)
+            current = up
+        chain = [*reversed(inner), node, *outer]
+        ranges = node_positions(module, chain, text)
+        span = ranges[node]
+        candidates = [n for n in chain if ranges.get(n) == span]
+        return cls(module, finding, candidates, parents, text)
 
     def again(self, finding: Finding) -> Located:
-        """The same module located at another finding (its positions and parents are resolved
-        once: they cost about three LibCST parses, and a fixer never changes the tree it reads)."""
-        return Located(self.module, finding, self)
+        """The same module located at another finding by its position (positions and parents are
+        resolved once: they cost about three LibCST parses, and a fixer never changes the tree it
+        reads)."""
+        assert self._positions is not None, "again() needs a Located built at_position"
+        start = (finding.line, finding.column - 1)
+        end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
+        candidates = [
+            node
+            for node, where in self._positions.items()
+            if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
+        ]
+        return Located(self.module, finding, candidates, self.parents, self._text, self._positions)
+
+    def positions_of(self, nodes: Sequence[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
+        """LibCST's range of each of ``nodes`` (nodes of :attr:`module`)."""
+        if self._positions is not None:
+            return self._positions
+        return node_positions(self.module, nodes, self._text)
 
     def node(self, *types: type[cst.CSTNode]) -> cst.CSTNode | None:
         """The flagged node of one of ``types`` (the outermost one when several share the span)."""
@@ -107,6 +158,19 @@ class Located:
                 frames.append(current)
                 break
         return frames
+
+
+def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each syntax node of ``module`` → its parent (whitespace and punctuation left out): what
+    ``ParentNodeProvider`` gives the fixers, read from the dataclass fields (~40x cheaper)."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        current = stack.pop()
+        for child in children(current):
+            parents[child] = current
+            stack.append(child)
+    return parents
 
 
 def statements_in(frame: cst.CSTNode) -> Iterator[cst.BaseStatement]:

@@ -31,7 +31,7 @@ from accumlint.fixes.base import (
     parenthesized,
     rewrite,
 )
-from accumlint.model.names import dotted, int_value, method_name, receiver
+from accumlint.model.names import dotted, int_value, method_name, receiver, walk
 
 # --- ACC001 / ACC304: move a per-microbatch statement under the update gate ----------------
 
@@ -199,13 +199,14 @@ def _later_uses(located: Located, anchor: cst.CSTNode, name: str) -> list[cst.CS
     """Parents of the uses of ``name`` after ``anchor`` in the enclosing function (or module)."""
     frames = [f for f in located.enclosing_frames(anchor) if isinstance(f, cst.FunctionDef)]
     scope: cst.CSTNode = frames[0] if frames else located.module
-    line = located.positions[anchor].end.line
+    names = [node for node in walk(scope) if isinstance(node, cst.Name) and node.value == name]
+    positions = located.positions_of([anchor, *names])
+    line = positions[anchor].end.line
     uses = []
-    for node, where in located.positions.items():
-        if isinstance(node, cst.Name) and node.value == name and where.start.line > line:
-            parent = located.parent(node)
-            if parent is not None and any(a is scope for a in located.ancestors(node)):
-                uses.append(parent)
+    for node in names:
+        parent = located.parent(node)
+        if positions[node].start.line > line and parent is not None:
+            uses.append(parent)
     return uses
 
 
