@@ -34,6 +34,7 @@ from accumlint import project
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
+from accumlint.kept_blocks import KEPT_BLOCKS_FROM_BYTES, kept_text
 from accumlint.model import build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.parsing import (
@@ -223,7 +224,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
         verdict = _screen(path, data, rules)
         if isinstance(verdict, FileResult):
             return verdict
-        return _check_text(path, verdict.text, verdict.rules, data if suggest else None, verdict.checked)
+        return _check_text(path, verdict, data if suggest else None)
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,8 @@ class Screened:
     memory: int | None = None
     #: the codes the file is checked for (its fixes are checked with all of their rules)
     codes: frozenset[str] = frozenset()
+    #: the file's whole text where :attr:`text` leaves definitions out (:mod:`accumlint.kept_blocks`)
+    original: str | None = None
 
     @property
     def checked(self) -> list[Rule]:
@@ -256,7 +259,7 @@ def check_screened(path: str, screened: Screened, data: bytes | None = None) -> 
     """LibCST, the model and the rules on a file that :func:`screen` passed on (the rest of
     :func:`check_source`); with the file's ``data``, its fixes too (``suggest``)."""
     with _collector_paused():
-        return _check_text(path, screened.text, screened.rules, data, screened.checked)
+        return _check_text(path, screened, data)
 
 
 @contextmanager
@@ -310,17 +313,21 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
     # code (``outside``) every rule its bytes admit goes on to LibCST
     gated = bool(rules) and not outside
     deep = _nests_deep(data)
-    if large or gated or not rules or deep:
+    decides = large or gated or not rules or deep
+    if decides or len(data) >= KEPT_BLOCKS_FROM_BYTES:
         # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting
         # a file that does not parse: for the gates, a syntax check (no rules), a large or deep file
         tree = _interpreter_parse(text)
         if isinstance(tree, tuple):
+            if not decides:  # parsed only to leave definitions out: LibCST reads it whole
+                return Screened(text, tuple(rules), codes=codes)
             if gated and not (large or deep) and _calls_backward(used):
                 # a training loop in syntax newer than this interpreter's (PEP 695 on 3.11):
                 # LibCST reads it, and reports a real syntax error at the interpreter's position
                 return Screened(text, tuple(rules), codes=codes)
             result.findings.append(_parse_error(path, *tree))
             return result
+        facts = None
         if gated:
             facts = source_facts(tree, data)
             rules = [rule for rule in rules if rule.gate.admits(facts)]
@@ -329,15 +336,40 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
             result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
             return result
-        memory = PARSE_MEMORY_PER_NODE * sum(1 for _ in ast.walk(tree))
+        memory = PARSE_MEMORY_PER_NODE * (facts.nodes if facts is not None else sum(1 for _ in ast.walk(tree)))
+        if rules and len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules):
+            kept = kept_text(tree, text, _anchors(tuple(rules), outside))
+            if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
+                memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
+                return Screened(kept, tuple(rules), memory, codes, original=text)
         del tree
     return Screened(text, tuple(rules), memory, codes)
 
 
-def _check_text(path: str, text: str, rules: Sequence[Rule], data: bytes | None = None,
-                checked: Sequence[Rule] = ()) -> FileResult:
-    """The LibCST stages on ``text`` with ``rules``; with the file's ``data``, the fixes of its
-    findings as well, each checked with the ``checked`` rules (all of the run's codes)."""
+def _anchors(rules: tuple[Rule, ...], outside: bool) -> frozenset[str]:
+    """The names whose use makes a definition one the model reads (:mod:`accumlint.kept_blocks`):
+    the rules' markers and, for a file that may run events through other code (``outside``),
+    the project's followed names, the library functions a table row describes and timm's
+    loss-scaler gate keywords."""
+    names = {marker.decode() for marker in _screen_markers(rules)}
+    if outside:
+        index = project.active()
+        if index is not None:
+            names |= {name.decode() for name in index.followed_names()}
+        names |= {part for name in summaries.LIBRARY_SUMMARIES for part in name.split(".")}
+        names |= set(fw.timm.LOSS_SCALER_CONVENTION)
+    return frozenset(names)
+
+
+def _code_bytes(text: str) -> int:
+    """The characters of ``text`` that are not line ends (a blanked line has none)."""
+    return len(text) - text.count("\n")
+
+
+def _check_text(path: str, screened: Screened, data: bytes | None = None) -> FileResult:
+    """The LibCST stages on what :func:`_screen` passed on; with the file's ``data``, the fixes
+    of its findings as well, each checked with all the rules of the run's codes."""
+    text, rules = screened.text, screened.rules
     result = FileResult(path)
     try:
         module = parse_module(text)
@@ -372,13 +404,14 @@ def _check_text(path: str, text: str, rules: Sequence[Rule], data: bytes | None 
         return result
     placed = place(path, text, module, model, hits)
     findings = [finding for finding, _ in placed]
-    result.findings = sorted(set(apply_noqa(findings, text)))
+    result.findings = sorted(set(apply_noqa(findings, screened.original or text)))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     if data is not None:
         from accumlint.suggested_fixes import suggest_in_check
 
-        result.fixes = suggest_in_check(path, data, text, module, dict(placed), result.findings, checked)
+        result.fixes = suggest_in_check(path, data, text, module, dict(placed), result.findings, screened.checked,
+                                        screened.original)
     return result
 
 

@@ -50,6 +50,8 @@ class SourceFacts:
     tree: ast.AST = field(default_factory=ast.Module, repr=False, compare=False)
     #: the file's bytes, for a gate whose name may be spelled in a string (a config key)
     data: bytes = field(default=b"", repr=False)
+    #: how many nodes the tree has (what LibCST's parse of the file will cost, roughly)
+    nodes: int = 0
 
     @functools.cached_property
     def loop_reach(self) -> frozenset[str]:
@@ -89,7 +91,9 @@ def source_facts(tree: ast.AST, data: bytes = b"") -> SourceFacts:
     bound: set[str] = set()
     mentioned: set[str] = set()
     store = ast.Store
+    nodes = 0
     for node in ast.walk(tree):
+        nodes += 1
         kind = type(node)
         if kind is ast.Name:
             mentioned.add(node.id)  # type: ignore[attr-defined]
@@ -131,7 +135,8 @@ def source_facts(tree: ast.AST, data: bytes = b"") -> SourceFacts:
                 mentioned.add(node.asname)  # type: ignore[attr-defined]
         elif kind is ast.ImportFrom and node.module:  # type: ignore[attr-defined]
             mentioned.update(node.module.split("."))  # type: ignore[attr-defined]
-    return SourceFacts(frozenset(called), frozenset(defined), frozenset(bound), frozenset(mentioned), tree, data)
+    return SourceFacts(frozenset(called), frozenset(defined), frozenset(bound), frozenset(mentioned), tree, data,
+                       nodes)
 
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)

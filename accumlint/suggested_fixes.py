@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
-from accumlint.text_edits import TextEdit, text_edits
+from accumlint.text_edits import TextEdit, apply_edits, split_lines, text_edits
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
@@ -90,13 +90,15 @@ def suggest_source(
 
 def suggest_in_check(
     path: str, data: bytes, text: str, module: object, nodes: Mapping[Finding, object],
-    findings: list[Finding], rules: Sequence[Rule],
+    findings: list[Finding], rules: Sequence[Rule], original: str | None = None,
 ) -> dict[Finding, SuggestedFix]:
-    """:func:`suggest_source` inside the check of ``data`` (decoded: ``text``; parsed: ``module``,
-    a LibCST module), where ``nodes`` still maps each finding to the node its rule reported:
-    no second parse, and only the statements around those nodes get positions. ``findings``:
-    the check's findings (what a fix is compared against); ``rules``: those of the run's codes
-    (the fixed text is checked with them). Empty for a notebook."""
+    """:func:`suggest_source` inside the check of ``data`` (``text``: what LibCST parsed into
+    ``module``), where ``nodes`` still maps each finding to the node its rule reported: no
+    second parse, and only the statements around those nodes get positions. ``findings``: the
+    check's findings (what a fix is compared against); ``rules``: those of the run's codes (the
+    fixed text is checked with them). ``original``: the whole text, where ``text`` has blank
+    lines for definitions left out (:mod:`accumlint.kept_blocks`): a fixer's edits are carried
+    over to it, and a fix whose edits reach a blanked line is not offered. Empty for a notebook."""
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located, parent_map
     from accumlint.notebook import is_notebook
@@ -115,15 +117,32 @@ def suggest_in_check(
             parents.append(parent_map(module))  # type: ignore[arg-type]
         return Located.at_node(module, nodes[finding], finding, text, parents[0])  # type: ignore[arg-type]
 
-    return _verified(path, data, text, encoding, fixable, locate, findings, rules)
+    if original is None:
+        return _verified(path, data, text, encoding, fixable, locate, findings, rules)
+    return _verified(path, data, original, encoding, fixable, locate, findings, rules,
+                     lambda fixed: _carried_over(text, fixed, original))
+
+
+def _carried_over(read: str, fixed: str, original: str) -> str | None:
+    """``original`` with the edits that turned ``read`` (its kept text) into ``fixed``, or None
+    where an edit touches a line the kept text blanked."""
+    edits = text_edits(read, fixed)
+    read_lines, original_lines = split_lines(read), split_lines(original)
+    for edit in edits:
+        for row in range(edit.location[0], edit.end_location[0] + 1):
+            if row <= len(read_lines) and (row > len(original_lines) or read_lines[row - 1] != original_lines[row - 1]):
+                return None
+    return apply_edits(original, edits)
 
 
 def _verified(
     path: str, data: bytes, text: str, encoding: str, findings: list[Finding],
     locate: Callable[[Finding], object], current: list[Finding] | None, rules: Sequence[Rule],
+    carry: Callable[[str], str | None] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each of ``findings`` whose fixer applies and passes the test ``--fix`` applies
-    against ``current`` (checked here when None and an edit needs it)."""
+    against ``current`` (checked here when None and an edit needs it). ``carry``: the file's
+    fixed ``text`` from the fixed text the fixer printed (None: no fix), where they differ."""
     from accumlint import engine
     from accumlint.fixes.apply import improves
     from accumlint.fixes.rules import FIXERS
@@ -141,8 +160,8 @@ def _verified(
             edit = None
         if edit is None:
             continue
-        new_text = edit.module.code
-        if new_text == text:
+        new_text = edit.module.code if carry is None else carry(edit.module.code)
+        if new_text is None or new_text == text:
             continue
         if current is None:
             current = engine.check_source(path, data, rules).findings

@@ -55,7 +55,9 @@ def _offset(starts: Sequence[int], position: tuple[int, int], size: int) -> int:
     return offset
 
 
-def _lines(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines, each with its end (``\\n``, ``\\r\\n`` or ``\\r``, as the tokenizer counts
+    lines; not ``str.splitlines``, which also ends one at a form feed)."""
     starts = _line_starts(text)
     return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True) if a < b]
 
@@ -63,7 +65,7 @@ def _lines(text: str) -> list[str]:
 def text_edits(before: str, after: str) -> list[TextEdit]:
     """The smallest set of whole-line edits that turns ``before`` into ``after`` (a move is a
     deletion and an insertion), in order."""
-    old, new = _lines(before), _lines(after)
+    old, new = split_lines(before), split_lines(after)
     starts = _line_starts(before)
     offsets = [0]
     for line in old:
