@@ -176,6 +176,17 @@ def _with_unneeded(folder: Path, tmp_path: Path) -> list[Path]:
     return copies
 
 
+def test_the_fixable_examples_read_the_same_in_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast tier's share: the catalogue folders of the rules with a fix, fixes compared too."""
+    for folder in sorted((REPO / "rules").glob("ACC*")):
+        if folder.name[:6] in {"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"}:
+            _with_unneeded(folder, tmp_path / folder.name)
+    files = sorted(tmp_path.rglob("*.py"))
+    blanked, findings = _same_either_way(files, tmp_path, monkeypatch)
+    assert blanked > 40 and findings >= 17  # every fixable example's finding, its fix compared
+
+
+@pytest.mark.slow
 def test_the_catalogue_reads_the_same_in_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _with_unneeded(REPO / "rules", tmp_path)
     assert len(files) > 100
@@ -183,6 +194,7 @@ def test_the_catalogue_reads_the_same_in_part(tmp_path: Path, monkeypatch: pytes
     assert blanked > 100 and findings > 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["cases", "patterns"])
 def test_the_shared_samples_read_the_same_in_part(folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _with_unneeded(require_shared(folder), tmp_path)
@@ -199,7 +211,7 @@ def test_the_corpus_loop_files_read_the_same_in_part(monkeypatch: pytest.MonkeyP
 
 
 def test_a_large_file_is_screened_into_its_kept_text() -> None:
-    helpers = "".join(f"\n\ndef _format_row_{n}(row):\n    return ' | '.join(map(str, row))\n" for n in range(1200))
+    helpers = "".join(f"\n\ndef _format_row_{n}(row):\n    return ' | '.join(map(str, row))\n" for n in range(1100))
     source = (UNRELATED + helpers).encode()
     assert len(source) >= engine.KEPT_BLOCKS_FROM_BYTES
     screened = engine.screen("big.py", source)
