@@ -134,7 +134,7 @@ def test_the_silent_twin_of_the_constructed_trainer(tmp_path: Path) -> None:
     "a deliberate shape: memory warm-up passes)"))
 def test_a_trainer_class_without_a_driver_in_the_project(tmp_path: Path) -> None:
     source = CHUNKED_TRAINER.format(inside="self.optimizer.zero_grad()", before="pass")
-    assert one(tmp_path, source) == [("ACC001", 28)]
+    assert one(tmp_path, source) == [("ACC001", 31)]
 
 
 # --- a driver loop in a base class, the microbatch step in a subclass method ------------------
@@ -266,3 +266,43 @@ def test_a_bug_behind_two_levels_of_calls_is_reported_once(tmp_path: Path) -> No
     files = _trainer_tree("self.optimizer.zero_grad()")
     files["fit.py"] = BUILT_IN_A_HELPER
     assert _codes(findings(tmp_path, files)) == [("fit.py", "ACC001", 8)]
+
+
+# --- a generator phase that backpropagates through the critic (read in a VQ-GAN trainer) ------
+# Two phases per update, each a micro-loop with its own update after it: the generator's loss
+# goes through the critic, so the critic's `.grad` collects the generator phase's gradient,
+# which only the critic's own reset (after the critic's update) clears: every critic update
+# applies it.
+
+TWO_PHASES = """
+import torch
+
+
+def train_step(gen, critic, loader, micro_steps):
+    opt = torch.optim.Adam(gen.parameters())
+    critic_opt = torch.optim.Adam(critic.parameters())
+    for _ in range(micro_steps):
+        img = next(loader)
+        recon = gen(img)
+        loss = (recon - img).abs().mean() - 0.1 * critic(recon).mean()
+        (loss / micro_steps).backward()
+    opt.step()
+    opt.zero_grad()
+    for _ in range(micro_steps):
+        img = next(loader)
+        fake = gen(img).detach()
+        loss = (critic(fake) - critic(img)).mean()
+        (loss / micro_steps).backward()
+    critic_opt.step()
+    critic_opt.zero_grad()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ACC008 looks for both optimizers in one group (a GAN loop that updates both models); two "
+    "consecutive micro-loops, one per model, are two groups with one optimizer each, so the "
+    "generator phase's gradient left in the critic's .grad is not seen. The trainer where this "
+    "was read adds more: the critic is called inside the autoencoder's forward and the "
+    "optimizers are built over parameter sets (`set(all) - set(critic)`)"))
+def test_a_generator_phase_leaks_into_the_critic_of_the_next_phase(tmp_path: Path) -> None:
+    assert one(tmp_path, TWO_PHASES) == [("ACC008", 12)]
