@@ -57,7 +57,7 @@ class CallResolution:
             name = func.value
             value = self.values.get((id(inline) if inline is not None else 0, name))
             if value is not None:
-                return self.value_callable(value, inline, depth)
+                return self.value_callable(value, inline, depth, func)
             function = owner.functions.get(name)
             if function is not None and owner.class_of.get(function) is None:
                 return [Callee(function, owner)]
@@ -102,16 +102,18 @@ class CallResolution:
                     attribute = f"{name}.{method}"
                     values = current[0].attributes(current[1]).get(attribute, [])
                     if len(values) == 1:
-                        return self.value_callable(values[0], inline, depth)
+                        return self.value_callable(values[0], inline, depth, func)
                 elif current is not None:
                     values = current[0].attributes(current[1]).get(f"self.{method}", [])
                     if len(values) == 1:
-                        return self.value_callable(values[0], inline, depth)
+                        return self.value_callable(values[0], inline, depth, func)
             return []
         return []
 
-    def value_callable(self, value: cst.BaseExpression, inline: Inline | None, depth: int) -> list[Callee | str]:
-        """What calling a name bound to ``value`` reaches."""
+    def value_callable(self, value: cst.BaseExpression, inline: Inline | None, depth: int,
+                       called: cst.BaseExpression | None = None) -> list[Callee | str]:
+        """What calling ``called``, a name bound to ``value``, reaches (an instance called: ``called``
+        is its ``self``)."""
         if isinstance(value, cst.IfExp):
             found: list[Callee | str] = []
             bound = inline.rewrite(value.test) if inline is not None else None
@@ -138,7 +140,7 @@ class CallResolution:
             located = self.class_of_value(value, inline, depth)
             if located is not None:  # an instance called: its __call__ (an nn.Module's: forward)
                 method = located[0].method(located[1], "__call__") or located[0].method(located[1], "forward")
-                return [Callee(method[0], method[1], located[1], True, None)] if method else []
+                return [Callee(method[0], method[1], located[1], True, called)] if method else []
             return []
         if isinstance(value, (cst.Name, cst.Attribute)):
             return self.callable_of(value, inline, depth + 1)
@@ -175,7 +177,8 @@ class CallResolution:
             return None
         function = inline.function if inline is not None else self.scope.node
         if isinstance(function, cst.FunctionDef) and "." not in name:
-            passed = owner.passed_class(function, name) if inline is None else None
+            passed = owner.annotated_class(function, name) or (
+                owner.passed_class(function, name) if inline is None else None)
             value = owner.module_value(name) if passed is None else None
             if isinstance(value, cst.Call) and name not in owner.local_names(function):
                 # a module-level object the function reads as a global (`manager = Manager(model)`)

@@ -255,6 +255,20 @@ class ModuleFunctions:
             found = located
         return found
 
+    def annotated_class(self, function: cst.FunctionDef,
+                        name: str) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The project class that ``function``'s parameter ``name`` is annotated with
+        (``trainer: PriorTrainer``, or the same as a string); None without such an annotation."""
+        for param in parameters(function):
+            if param.name.value != name or param.annotation is None:
+                continue
+            annotation = param.annotation.annotation
+            if isinstance(annotation, cst.SimpleString):
+                text = annotation.evaluated_value
+                return self.class_named(text) if isinstance(text, str) else None
+            return self.class_named(dotted(annotation))
+        return None
+
     def callers(self) -> dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]]:
         """Function name → the calls of it by name in this module, with the function they are in."""
         if self._callers is None:

@@ -165,18 +165,30 @@ class Site:
         """The node a finding about this site is reported at: the site itself, or the call of
         the helper it is part of when the helper is another module's (the finding belongs in the
         file that calls it) or performs no backward (a clip or update wrapper, correct where it
-        is written: the call in the microbatch loop is what runs too often)."""
+        is written: the call in the microbatch loop is what runs too often). A wrapper of this
+        module that holds the loop itself (``fit()`` called once from ``main()``) is not lifted
+        past: its call runs outside every loop, and the finding belongs at the call in the loop."""
         if self.inline is None:
             return self.node
         node: cst.CSTNode = self.node
         outside = self.inline.foreign is not None  # `node` is in another module's code
         for inline in self.inline.chain():
-            if outside or inline.foreign is not None or not inline.performs_backward:
+            wrapper = not inline.performs_backward and not self._loops_only_inside(inline.call)
+            if outside or inline.foreign is not None or wrapper:
                 node = inline.call
                 outside = inline.parent is not None and inline.parent.foreign is not None
             else:
                 break
         return node
+
+    def _loops_only_inside(self, call: cst.CSTNode) -> bool:
+        """Whether every loop around this site is inside the helper that ``call`` runs (none
+        encloses the call itself)."""
+        kinds = [frame.kind for frame in self.frames]
+        marks = [i for i, frame in enumerate(self.frames) if frame.kind is FrameKind.HELPER and frame.node is call]
+        if not marks:
+            return False
+        return FrameKind.LOOP in kinds[marks[0]:] and FrameKind.LOOP not in kinds[:marks[0]]
 
     @property
     def under_no_grad(self) -> bool:
