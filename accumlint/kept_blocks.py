@@ -74,7 +74,7 @@ def kept_text(tree: ast.Module, text: str, markers: Iterable[str]) -> str | None
         return None
     marked = frozenset(markers)
     # the module's own statements bind names too (`step_fn = gated if fast else eager`)
-    top = _bindings([statement for statement in tree.body if not isinstance(statement, _DEFINITIONS)])
+    top = _scan([statement for statement in tree.body if not isinstance(statement, _DEFINITIONS)], False)[1]
     _activate(every, top, marked)
     _read(every, known_names())
     for unit in every:
@@ -166,11 +166,6 @@ def _unit(statement: ast.stmt) -> _Unit | None:
         return unit
     names, binds = _scan([statement], True)
     return _Unit(statement, first, last, {statement.name, *binds}, names, binds)
-
-
-def _bindings(statements: list[ast.stmt]) -> dict[str, set[str]]:
-    """What top-level ``statements`` bind: see :func:`_scan`."""
-    return _scan(statements, False)[1]
 
 
 _DEFINED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -272,8 +267,6 @@ def known_names() -> frozenset[str]:
     import importlib
     import pkgutil
 
-    import accumlint
-
     found: set[str] = set()
     seen: set[int] = set()
     for folder in ("model", "frameworks", "checks"):
@@ -282,7 +275,7 @@ def known_names() -> frozenset[str]:
                               pkgutil.walk_packages(package.__path__, f"{package.__name__}."))]
         for module in modules:
             for value in vars(module).values():
-                _collect(value, found, seen, accumlint.__name__)
+                _collect(value, found, seen, __name__.partition(".")[0])
     return frozenset(found)
 
 

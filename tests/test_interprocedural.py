@@ -592,6 +592,17 @@ def test_manager_rebound_at_module_level_is_not_guessed(tmp_path: Path) -> None:
     assert one(tmp_path, source) == []
 
 
+#: a base class that steps and resets every optimizer its subclass collects (no backward)
+_STEPPING = """
+            class Stepping:
+                def update(self, it):
+                    for opt in self.all:
+                        opt.step()
+                    for opt in self.all:
+                        opt.zero_grad(set_to_none=True)
+"""
+
+
 @pytest.mark.parametrize("reset", ["net.zero_grad()", "pass"])
 def test_manager_class_from_another_module_with_the_update_in_its_base(tmp_path: Path, reset: str) -> None:
     """The class the driver builds defines no event itself: its base (same module) steps and
@@ -600,14 +611,7 @@ def test_manager_class_from_another_module_with_the_update_in_its_base(tmp_path:
         "pyproject.toml": "[project]\nname = 'p'\n",
         "managers.py": """
             import torch
-
-            class Stepping:
-                def update(self, it):
-                    for opt in self.all:
-                        opt.step()
-                    for opt in self.all:
-                        opt.zero_grad(set_to_none=True)
-
+""" + _STEPPING + """
             class Trainer(Stepping):
                 def __init__(self, model):
                     self.all = [torch.optim.AdamW(model.parameters())]
@@ -629,14 +633,7 @@ def test_manager_class_from_another_module_with_the_update_in_its_base(tmp_path:
 def test_manager_whose_base_with_the_update_is_in_a_third_module(tmp_path: Path) -> None:
     files = {
         "pyproject.toml": "[project]\nname = 'p'\n",
-        "stepping.py": """
-            class Stepping:
-                def update(self, it):
-                    for opt in self.all:
-                        opt.step()
-                    for opt in self.all:
-                        opt.zero_grad(set_to_none=True)
-        """,
+        "stepping.py": _STEPPING,
         "managers.py": """
             import torch
             from stepping import Stepping

@@ -56,14 +56,8 @@ class Located:
         twice in the tree, so the wrapper need not copy it; a copy costs about a parse)."""
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
-        start = (finding.line, finding.column - 1)
-        end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
-        candidates = [
-            node
-            for node, where in positions.items()
-            if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
-        ]
-        return cls(wrapper.module, finding, candidates, parent_map(wrapper.module), positions=positions)
+        return cls(wrapper.module, finding, _spanning(positions, finding), parent_map(wrapper.module),
+                   positions=positions)
 
     @classmethod
     def at_node(cls, module: cst.Module, node: cst.CSTNode, finding: Finding, text: str,
@@ -93,14 +87,8 @@ class Located:
         resolved once: they cost about three LibCST parses, and a fixer never changes the tree it
         reads)."""
         assert self._positions is not None, "again() needs a Located built at_position"
-        start = (finding.line, finding.column - 1)
-        end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
-        candidates = [
-            node
-            for node, where in self._positions.items()
-            if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end
-        ]
-        return Located(self.module, finding, candidates, self.parents, self._text, self._positions)
+        return Located(self.module, finding, _spanning(self._positions, finding), self.parents, self._text,
+                       self._positions)
 
     def positions_of(self, nodes: Sequence[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
         """LibCST's range of each of ``nodes`` (nodes of :attr:`module`)."""
@@ -109,7 +97,7 @@ class Located:
         return node_positions(self.module, nodes, self._text)
 
     def node(self, *types: type[cst.CSTNode]) -> cst.CSTNode | None:
-        """The flagged node of one of ``types`` (the outermost one when several share the span)."""
+        """The flagged node of one of ``types`` (the innermost one when several share the span)."""
         matching = [n for n in self.candidates if isinstance(n, types)]
         return matching[0] if matching else None
 
@@ -158,6 +146,14 @@ class Located:
                 frames.append(current)
                 break
         return frames
+
+
+def _spanning(positions: Mapping[cst.CSTNode, CodeRange], finding: Finding) -> list[cst.CSTNode]:
+    """The nodes whose range is exactly ``finding``'s span, in ``positions``' order (innermost first)."""
+    start = (finding.line, finding.column - 1)
+    end = (finding.end_line or finding.line, (finding.end_column or finding.column) - 1)
+    return [node for node, where in positions.items()
+            if (where.start.line, where.start.column) == start and (where.end.line, where.end.column) == end]
 
 
 def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
