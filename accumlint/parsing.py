@@ -16,6 +16,8 @@ import tokenize
 
 import libcst as cst
 
+from accumlint import heap
+
 
 def decode_source(data: bytes) -> str:
     """Decode a Python file as the interpreter does (PEP 263 coding line, UTF-8 BOM, default UTF-8).
@@ -171,6 +173,7 @@ def _parser_requests() -> queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[b
     with _stack_lock:
         if _parser is None or _parser[0] != os.getpid():
             requests: queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]] = queue.SimpleQueue()
+            heap.one_arena()  # the parse's peak is freed where the next stage can reuse and trim it
             previous = threading.stack_size(PARSER_STACK)  # process-wide: set only for this thread
             try:
                 threading.Thread(target=_serve, args=(requests,), name="accumlint-parse", daemon=True).start()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from accumlint import project
+from accumlint import heap, project
 from accumlint.lazy import lazy_module
 from accumlint.registry import PARSE_ERROR_CODE
 
@@ -179,6 +179,7 @@ class _Scheduler:
         # fork where it is safe and cheap (Linux): the workers start with what this process
         # imported and with its rule registry; elsewhere the platform's default method
         context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+        heap.one_arena()  # the pool's threads here, and the workers' parser threads, share the main arena
         if context is not None:
             # the collector of a forked worker would write to every object it inherited and so
             # copy the pages it shares with this process; frozen objects are never scanned. The

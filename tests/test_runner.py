@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import engine, runner
+from accumlint import engine, heap, runner
 from accumlint import pool as worker_pool
 from accumlint.cache import ResultCache
 from accumlint.cli import main
@@ -212,7 +212,8 @@ def test_a_worker_exits_when_the_main_process_is_gone() -> None:
 
 def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
     trims: list[int] = []
-    monkeypatch.setattr(runner, "_malloc_trim", lambda: trims.append)
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(0) or 0)
+    monkeypatch.setattr(heap, "resident", lambda: 0)
     monkeypatch.setattr(runner, "_in_worker", True)
     small = b"loss.backward()\n"
     large = small * (runner.TRIM_ABOVE // len(small) + 1)
@@ -221,18 +222,42 @@ def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> 
     assert trims == []
     assert runner._check("large.py", large, codes).findings == []
     assert trims == [0]
-    monkeypatch.setattr(runner, "_in_worker", False)  # one process, one file at a time: no trim
+    # one process, one file at a time: no trim while it holds little (the next file reuses the pages) ...
+    monkeypatch.setattr(runner, "_in_worker", False)
     assert runner._check("large.py", large, codes).findings == []
     assert trims == [0]
+    # ... but once the freed heap of earlier parses has added up
+    monkeypatch.setattr(heap, "resident", lambda: runner.TRIM_RESIDENT_ABOVE + 1)
+    assert runner._check("large.py", large, codes).findings == []
+    assert trims == [0, 0]
+    assert runner._check("small.py", small, codes).findings == []
+    assert trims == [0, 0]
+
+
+def test_the_main_process_gives_its_heap_back_as_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the project pass, and with workers after each :data:`runner.TRIM_MAIN_EVERY` bytes read."""
+    for number in range(6):
+        (tmp_path / f"m{number}.py").write_text("x = 1\n" * 200)
+    files = sorted(str(path) for path in tmp_path.glob("*.py"))
+    size = (tmp_path / "m0.py").stat().st_size
+    trims: list[int] = []
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(0) or 0)
+    monkeypatch.setattr(runner, "TRIM_MAIN_EVERY", 2 * size)
+    settings = Settings(project_root=tmp_path)
+    runner.check_files(files, settings, frozenset({"ACC001"}), jobs=1)
+    assert len(trims) == 1  # one job: only after the project pass
+    trims.clear()
+    runner.check_files(files, settings, frozenset({"ACC001"}), jobs=2)
+    assert len(trims) == 1 + 3  # six files read, a trim after every second
 
 
 @pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
 )
-def test_malloc_trim_is_found_with_glibc() -> None:
-    trim = runner._malloc_trim()
-    assert trim is not None
-    assert trim(0) in (0, 1)
+def test_the_heap_is_managed_with_glibc() -> None:
+    assert heap.trim() in (0, 1)
+    assert heap.one_arena() == 1
+    assert heap.resident() > 2**20
 
 
 class _ManualPool:
