@@ -17,6 +17,8 @@ from typing import Any
 from accumlint import config
 from accumlint.config import SelectionLayer, Settings
 
+_UNKNOWN = object()
+
 
 class Resolver:
     """Settings per file, and the rule codes each settings' file enables on top of the command line.
@@ -38,18 +40,23 @@ class Resolver:
         self.isolated = isolated
         self.overrides = dict(overrides or {})
         self.cli_layer = cli_layer or SelectionLayer()
-        self._by_folder: dict[Path, Path | None] = {}
+        self._by_folder: dict[str, Path | None] = {}
         self._by_file: dict[Path | None, Settings] = {}
+        #: absolute path -> its settings: a run asks for each file more than once (excludes, groups)
+        self._by_path: dict[str, Settings] = {}
 
-    def _nearest(self, folder: Path) -> Path | None:
-        if folder not in self._by_folder:
-            candidate = folder / config.CONFIG_FILE
-            if candidate.is_file() and config._accumlint_table(config._read_toml(candidate)) is not None:
-                self._by_folder[folder] = candidate
+    def _nearest(self, folder: str) -> Path | None:
+        # strings, not Paths: building a Path per file was most of a warm run's settings lookups
+        found = self._by_folder.get(folder, _UNKNOWN)
+        if found is _UNKNOWN:
+            candidate = os.path.join(folder, config.CONFIG_FILE)
+            if os.path.isfile(candidate) and config._accumlint_table(config._read_toml(Path(candidate))) is not None:
+                found = Path(candidate)
             else:
-                parent = folder.parent
-                self._by_folder[folder] = None if parent == folder else self._nearest(parent)
-        return self._by_folder[folder]
+                parent = os.path.dirname(folder)
+                found = None if parent == folder else self._nearest(parent)
+            self._by_folder[folder] = found
+        return found  # type: ignore[return-value]
 
     def _load(self, source: Path | None) -> Settings:
         if source not in self._by_file:
@@ -65,8 +72,12 @@ class Resolver:
             return self._load(None)
         if self.config_path is not None:
             return self._load(Path(os.path.abspath(self.config_path)))
-        absolute = Path(os.path.abspath(path))
-        return self._load(self._nearest(absolute if absolute.is_dir() else absolute.parent))
+        absolute = os.path.abspath(path)
+        settings = self._by_path.get(absolute)
+        if settings is None:
+            folder = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+            settings = self._by_path[absolute] = self._load(self._nearest(folder))
+        return settings
 
     def root_settings(self, paths: Sequence[str | os.PathLike[str]]) -> Settings:
         """The settings of the paths' common folder (the cache, ``--show-settings``, the walk's excludes)."""
