@@ -114,4 +114,21 @@ def place(path: str, text: str, module: cst.Module, model,
             ),
             hit.node,
         ))
-    return findings
+    return _one_per_place(findings)
+
+
+def _one_per_place(findings: list[tuple[Finding, cst.CSTNode]]) -> list[tuple[Finding, cst.CSTNode]]:
+    """One finding per code, span and related locations. A loop is analysed in its own function
+    and again in each caller of this module that inlines that function; a bug in it is then
+    reported from both scopes, its target spelled as each scope sees it (``trainer.optimizer``
+    in the loop's function, ``self.optimizer`` from a caller, where the trainer is a local of the
+    inlined call). Identical findings are merged later anyway; these differ only in wording,
+    and the first, in the order of the model's scopes, is kept."""
+    seen: set[tuple[object, ...]] = set()
+    kept: list[tuple[Finding, cst.CSTNode]] = []
+    for finding, node in findings:
+        key = (finding.code, finding.line, finding.column, finding.end_line, finding.end_column, finding.related)
+        if key not in seen:
+            seen.add(key)
+            kept.append((finding, node))
+    return kept

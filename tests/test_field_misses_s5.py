@@ -257,11 +257,6 @@ def test_a_bug_behind_a_wrapper_that_holds_the_loop_is_reported_in_the_loop(tmp_
     assert {row for row in _codes(findings(tmp_path, files))} == {("fit.py", "ACC001", 8)}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "main()'s scope inlines fit() and analyses its loop too; there the trainer is a local of the "
-    "inlined fit(), so the reset's target keeps the helper's spelling (`self.optimizer`) while "
-    "fit()'s own scope reads `trainer.optimizer`: the same line is reported twice with two "
-    "messages (identical findings are merged, these are not)"))
 def test_a_bug_behind_two_levels_of_calls_is_reported_once(tmp_path: Path) -> None:
     files = _trainer_tree("self.optimizer.zero_grad()")
     files["fit.py"] = BUILT_IN_A_HELPER

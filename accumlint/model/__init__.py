@@ -59,6 +59,9 @@ class FileModel:
             analysis = LoopAnalysis(scope, self.events[scope],
                                     lambda node, scope=scope: self.frameworks.is_accumulate_context(node, scope))
             self.loops.extend(analysis.analyse(loop) for loop in analysis.microbatch_loops())
+        # a loop walked in its own function comes before the same loop inlined in its callers:
+        # where both report one bug at one place, the first wording (the function's own names) is kept
+        self.loops.sort(key=lambda group: group.scope.inlining_depth(group.loop))
         for group in self.loops:
             if group.accumulates is None:
                 group.accumulates = self.frameworks.accumulates(group)

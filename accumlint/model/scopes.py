@@ -101,6 +101,13 @@ class Scope:
         start, end = self.loop_spans[loop]
         return self.sites[start:end]
 
+    def inlining_depth(self, loop: cst.CSTNode) -> int:
+        """How many inlined calls this scope's walk went through to reach ``loop`` (0: a loop
+        of the scope's own code, or one with no site to tell)."""
+        start, end = self.loop_spans[loop]
+        inline = self.sites[start].inline if start < end else None
+        return len(inline.chain()) if inline is not None else 0
+
     @property
     def name(self) -> str:
         return self.node.name.value if isinstance(self.node, cst.FunctionDef) else "<module>"
@@ -172,11 +179,16 @@ class Site:
             return self.node
         node: cst.CSTNode = self.node
         outside = self.inline.foreign is not None  # `node` is in another module's code
+        backward_below = False  # a helper inside the one at hand performs the backward
         for inline in self.inline.chain():
-            wrapper = not inline.performs_backward and not self._loops_only_inside(inline.call)
+            # a function that calls another module's microbatch step (`epoch()` calling
+            # `runner.run(...)`, whose code backpropagates) is no wrapper either
+            performs = inline.performs_backward or backward_below
+            wrapper = not performs and not self._loops_only_inside(inline.call)
             if outside or inline.foreign is not None or wrapper:
                 node = inline.call
                 outside = inline.parent is not None and inline.parent.foreign is not None
+                backward_below = performs
             else:
                 break
         return node
