@@ -7,8 +7,15 @@ directives (warnings, not findings).
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
-registry, the enabled codes, ``per-file-ignores`` and the project root. A warm run over
-an unchanged tree therefore only reads and hashes the files.
+registry, the enabled codes, ``per-file-ignores`` and the project root.
+
+A warm run over an unchanged tree does not even read the files: an entry also keeps the
+file's signature (size, modification and change times, inode, device; :mod:`accumlint.reading`)
+from the read its digest came from, and a file whose ``stat`` still gives that signature is
+taken to hold the same bytes, as ruff and git take it. A signature is kept only when the file
+was last changed at least :data:`RACY_SECONDS` before it was read: a write within the same
+tick of the file system's clock would leave the times as they were (git's "racy" entries).
+Any other file is read and hashed.
 
 Entries are bound to this user on this machine: each carries an HMAC-SHA256, under a random
 per-user key kept outside any repository (``cache-key`` in the platform's user cache
@@ -46,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from accumlint import __version__, cache_dir
 from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
+from accumlint.reading import Signature, signature_of
 
 if TYPE_CHECKING:
     from accumlint.suggested_fixes import SuggestedFix
@@ -54,13 +62,15 @@ __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "Resu
 
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 5
+FORMAT = 6
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 _CODE = re.compile(r"ACC[0-9]{3}")
 #: the largest position accepted from a cache entry (a file over this is never parsed)
 _MAX_POSITION = 8 * 1024 * 1024
 MAX_UNSEEN_DAYS = 30
+#: a file changed less than this long before it was read keeps no signature (see the docstring)
+RACY_SECONDS = 2
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -251,17 +261,40 @@ def _read_key(path: Path) -> bytes | None:
 
 
 def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any],
-         depends: list[Any] | None = None, fixes: list[Any] | None = None) -> str:
+         depends: list[Any] | None = None, fixes: list[Any] | None = None,
+         signature: list[int] | None = None) -> str:
     """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings, unknown codes,
-    what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`)
-    and its findings' fixes, where stored."""
+    what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`),
+    its findings' fixes and the file's :data:`~accumlint.reading.Signature`, where stored."""
     # most files have neither findings nor unknown codes nor dependencies: no JSON to build for them
     payload = [findings, unknown, depends] if depends else [findings, unknown]
     if fixes is not None:
         payload.append(fixes)
     rows = json.dumps(payload, separators=(",", ":")) if findings or unknown or depends else "[[],[]]"
-    message = f"{json.dumps(path)}\0{digest}\0{rows}".encode()
+    stat = "" if signature is None else "\0" + ",".join(map(str, signature))
+    message = f"{json.dumps(path)}\0{digest}\0{rows}{stat}".encode()
     return hmac.digest(key, message, "sha256").hex()[:32]
+
+
+def _kept_signature(signature: Signature | None) -> list[int] | None:
+    """``signature`` as stored, where it may be trusted later (see :data:`RACY_SECONDS`)."""
+    if signature is None:
+        return None
+    _, modified, changed, _, _ = signature
+    return list(signature) if max(modified, changed) < _now_ns() - RACY_SECONDS * 10**9 else None
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _stored_signature(entry: dict[str, Any]) -> list[int] | None:
+    """An entry's stored signature: five integers, or None (absent or malformed)."""
+    stored = entry.get("stat")
+    if (isinstance(stored, list) and len(stored) == 5
+            and all(isinstance(part, int) and not isinstance(part, bool) for part in stored)):
+        return stored
+    return None
 
 
 def _today() -> int:
@@ -335,6 +368,41 @@ class ResultCache:
             cache._entries = data["files"]
         return cache
 
+    def unchanged(self, path: str) -> str | None:
+        """The digest stored for ``path`` when the file's ``stat`` gives the signature stored with
+        it (the bytes need not be read: see the module docstring), else None. The entry is not
+        verified here: :meth:`get` with that digest does it."""
+        entry = self._entries.get(self._key(path))
+        if not isinstance(entry, dict):
+            return None
+        stored = _stored_signature(entry)
+        digest = entry.get("digest")
+        if stored is None or not isinstance(digest, str):
+            return None
+        try:
+            now = os.stat(path)
+        except OSError:
+            return None
+        return digest if list(signature_of(now)) == stored else None
+
+    def keep_signature(self, path: str, digest: str, signature: Signature) -> None:
+        """Store ``signature``, of the read whose bytes have ``digest``, with the entry of ``path``
+        when it has none or another (the next warm run then need not read the file). Call it
+        after :meth:`get` returned that entry: its fields are re-signed as they are."""
+        absolute = self._key(path)
+        entry = self._entries.get(absolute)
+        kept = _kept_signature(signature)
+        if not isinstance(entry, dict) or entry.get("digest") != digest or kept is None or entry.get("stat") == kept:
+            return
+        try:
+            depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
+            entry["mac"] = _mac(self._secret, absolute, digest, entry["findings"], entry["unknown_noqa"], depends,
+                                entry.get("fixes"), kept)
+        except (KeyError, TypeError, ValueError):
+            return
+        entry["stat"] = kept
+        self._dirty = True
+
     def get(self, path: str, digest: str, lines: int | None = None) -> CachedResult | None:
         """What is stored for ``path`` with bytes of ``digest`` (``lines`` lines long), or None
         (absent, stale, corrupt, or not signed with this user's key)."""
@@ -346,7 +414,9 @@ class ResultCache:
             rows, unknown_rows = entry["findings"], entry["unknown_noqa"]
             depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
             fix_rows = entry.get("fixes")
-            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends, fix_rows)
+            if "stat" in entry and _stored_signature(entry) is None:
+                return None
+            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends, fix_rows, entry.get("stat"))
             if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], mac):
                 return None
             findings = [_decode(path, row, _MAX_POSITION if lines is None else lines) for row in rows]
@@ -366,10 +436,11 @@ class ResultCache:
     def put(self, path: str, digest: str, findings: Iterable[Finding],
             unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
             names: Iterable[str] = (), state: str = "",
-            fixes: Mapping[Finding, SuggestedFix] | None = None) -> None:
+            fixes: Mapping[Finding, SuggestedFix] | None = None, signature: Signature | None = None) -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
         ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``,
-        ``fixes``: see :class:`CachedResult`."""
+        ``fixes``: see :class:`CachedResult`; ``signature``: the file's, from the read of those
+        bytes (:func:`accumlint.reading.read_signed`)."""
         absolute = self._key(path)
         findings = list(findings)
         rows = [_encode(f) for f in findings]
@@ -377,6 +448,7 @@ class ResultCache:
         unknown = [list(pair) for pair in unknown_noqa]
         depended = dict(dependencies or {})
         named = sorted(names)
+        kept = _kept_signature(signature)
         self._entries[absolute] = {
             "digest": digest,
             "seen": self._today,
@@ -385,10 +457,13 @@ class ResultCache:
             "dependencies": depended,
             "names": named,
             "state": state,
-            "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state), fix_rows),
+            "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state), fix_rows,
+                        kept),
         }
         if fix_rows is not None:
             self._entries[absolute]["fixes"] = fix_rows
+        if kept is not None:
+            self._entries[absolute]["stat"] = kept
         self._dirty = True
 
     def save(self) -> None:

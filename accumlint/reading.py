@@ -32,6 +32,16 @@ class NotARegularFile(Exception):
         self.kind = kind
 
 
+#: what a file's metadata says of its bytes: (size, mtime, ctime in ns, inode, device); a
+#: write changes the ctime, which no tool sets back
+Signature = tuple[int, int, int, int, int]
+
+
+def signature_of(info: os.stat_result) -> Signature:
+    """The :data:`Signature` of a ``stat`` result."""
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+
+
 def read_source(path: str | os.PathLike[str], limit: int = MAX_SOURCE_BYTES) -> tuple[bytes, int]:
     """The bytes of the regular file at ``path`` (following symlinks), at most ``limit`` + 1 of
     them, and the file's size in bytes (``len(data) > limit``: too large, and ``data`` is a prefix).
@@ -39,6 +49,13 @@ def read_source(path: str | os.PathLike[str], limit: int = MAX_SOURCE_BYTES) -> 
     Raises :class:`NotARegularFile` for a FIFO, device or socket, ``IsADirectoryError`` for a
     directory and ``OSError`` for a file that cannot be opened or read.
     """
+    data, size, _ = read_signed(path, limit)
+    return data, size
+
+
+def read_signed(path: str | os.PathLike[str], limit: int = MAX_SOURCE_BYTES) -> tuple[bytes, int, Signature]:
+    """:func:`read_source`, and the file's :data:`Signature` as it was before the read (a write
+    during the read leaves a signature that no longer matches, never one that matches new bytes)."""
     _check_kind(path, os.stat(path).st_mode)  # a socket cannot even be opened
     fd = os.open(path, _FLAGS)
     try:
@@ -53,7 +70,7 @@ def read_source(path: str | os.PathLike[str], limit: int = MAX_SOURCE_BYTES) -> 
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
-        return data, max(info.st_size, len(data))
+        return data, max(info.st_size, len(data)), signature_of(info)
     finally:
         os.close(fd)
 

@@ -21,7 +21,7 @@ from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
 from accumlint.pool import _Scheduler
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_source
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 # LibCST and the rules load at the first file that is not answered from the cache
@@ -239,9 +239,17 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
     hits: dict[int, CachedResult] = {}
     names: dict[str, tuple[str, ...]] = {}
     imported: list[str] = []
+    neighbours = len(files) <= NEIGHBOUR_RUN_FILES  # a small run reads each file for its imports
     for position, path in enumerate(files):
+        if cache is not None and not neighbours and (known := cache.unchanged(path)) is not None:
+            hit = cache.get(path, known)  # its signature is the stored one: the same bytes, unread
+            if hit is not None:
+                digests[position] = known
+                hits[position] = hit
+                names[path] = hit.names
+                continue
         try:
-            data, size = read_source(path)  # regular files only, bounded: a FIFO must not hang this pass
+            data, size, signature = read_signed(path)  # regular files only, bounded: a FIFO must not hang this pass
         except (OSError, NotARegularFile):  # the checks report it
             continue
         if size > MAX_SOURCE_BYTES:
@@ -251,12 +259,14 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
             digest = digests[position] = content_digest(data)
             lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
             hit = cache.get(path, digest, lines)
+            if hit is not None:
+                cache.keep_signature(path, digest, signature)
         if hit is not None:
             hits[position] = hit
             names[path] = hit.names
         else:
             names[path] = index.names_of(data)
-        if len(files) <= NEIGHBOUR_RUN_FILES:
+        if neighbours:
             imported.extend(index.imported_modules(path, data))
     _neighbour_names(index, imported, names)
     index.set_names(names)
@@ -330,6 +340,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     rules_for: dict[frozenset[str], list[engine.Rule]] = {}
     extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
+    signatures: dict[int, Signature] = {}  # index -> the file's signature at this pass's read
 
     def look_up_or_submit(index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """The cache, the prefilter, then the scheduler, for one file read."""
@@ -361,7 +372,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             and not _reports_unused_noqa(path, data, codes)
         ):
             if cache is not None:
-                cache.put(path, digest, [], unknown, names=names, state=state)
+                cache.put(path, digest, [], unknown, names=names, state=state, signature=signatures.get(index))
             return
         extra[index] = names
         run.parsed += 1
@@ -387,7 +398,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 warnings[index] = _unknown_noqa_warnings(path, early.unknown_noqa)
                 continue
             try:
-                data, size = read_source(path)
+                data, size, signatures[index] = read_signed(path)
             except NotARegularFile as exc:
                 run.notes.append(str(exc))
                 continue
@@ -419,7 +430,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             run.fixes.update(result.fixes)
         if cache is not None and not result.internal_errors and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
-                      names=extra.get(index, ()), state=state, fixes=result.fixes)
+                      names=extra.get(index, ()), state=state, fixes=result.fixes, signature=signatures.get(index))
     run.projects = dict.fromkeys(run.sources, index_of_project)
     for index in sorted(findings.keys() | errors.keys()):
         run.findings.extend(findings.get(index, ()))

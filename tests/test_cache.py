@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from accumlint import cache, engine
+from accumlint import cache, engine, runner
 from accumlint.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.cli import main
+from accumlint.reading import signature_of
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
 PLAIN = "x = 1\n"
@@ -491,3 +492,89 @@ def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkey
     later.put("new.py", "d2", [])
     later.save()
     assert [os.path.basename(p) for p in entries(later.file)] == ["new.py"]
+
+
+# --- a warm run over a large project stats the files instead of reading them -----------------
+
+
+def _later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock moved on: files written now count as changed long before their read."""
+    real = cache._now_ns
+    monkeypatch.setattr(cache, "_now_ns", lambda: real() + 10 * 10**9)
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    read: list[str] = []
+    real = runner.read_signed
+
+    def spy(path: str, *args: int) -> tuple[bytes, int, tuple[int, int, int, int, int]]:
+        read.append(os.path.basename(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(runner, "read_signed", spy)
+    return read
+
+
+def test_a_warm_run_of_a_large_project_reads_only_what_it_must(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)  # a run this large is taken to be the project
+    _later(monkeypatch)
+    read = _spy_reads(monkeypatch)
+    checked = spy_checks(monkeypatch)
+    assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert sorted(read) == ["plain.py", "plain.py", "train.py", "train.py"]  # the project pass, the checks
+    (file,) = cache_files(project)
+    for entry in entries(file).values():
+        assert len(entry["stat"]) == 5
+    read.clear()
+    checked.clear()
+    assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert read == ["train.py"]  # only for the finding's source line; plain.py is not even opened
+    assert checked == []
+    # an edit that keeps the size changes the times: read, hashed and checked again
+    (project / "train.py").write_text(BUGGY.replace("zero_grad", "zero_grbd"), encoding="utf-8")
+    read.clear()
+    assert concise("--jobs", "1") == []
+    assert sorted(read) == ["train.py", "train.py"]
+    assert checked == ["train.py"]
+
+
+def test_a_file_changed_just_before_its_read_keeps_no_signature(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # within the file system's clock tick a second write could leave the times as they were
+    monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)
+    concise("--jobs", "1")
+    (file,) = cache_files(project)
+    assert [entry.get("stat") for entry in entries(file).values()] == [None, None]
+    read = _spy_reads(monkeypatch)
+    assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert sorted(read) == ["plain.py", "train.py", "train.py"]  # hashed again; the finding's line
+
+
+def test_a_signature_is_signed_with_its_entry(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a forger who edits train.py and copies its new signature onto the old entry gains nothing
+    monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)
+    _later(monkeypatch)
+    concise("--jobs", "1")
+    (project / "train.py").write_text(BUGGY.replace("zero_grad", "zero_grbd"), encoding="utf-8")
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    data["files"][str(project / "train.py")]["stat"] = list(signature_of(os.stat(project / "train.py")))
+    file.write_text(json.dumps(data), encoding="utf-8")
+    assert concise("--jobs", "1") == []
+
+
+@pytest.mark.parametrize("forged", [[1, 2, 3], [True, 0, 0, 0, 0], "1,2,3,4,5", None],
+                         ids=["short", "boolean", "string", "null"])
+def test_a_malformed_signature_makes_the_entry_unusable(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        forged: object) -> None:
+    monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)
+    _later(monkeypatch)
+    concise("--jobs", "1")
+    (file,) = cache_files(project)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    data["files"][str(project / "plain.py")]["stat"] = forged
+    file.write_text(json.dumps(data), encoding="utf-8")
+    read = _spy_reads(monkeypatch)
+    checked = spy_checks(monkeypatch)
+    assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    assert sorted(read) == ["plain.py", "plain.py", "train.py"]  # hashed, found unusable, checked again
+    assert checked == ["plain.py"]
