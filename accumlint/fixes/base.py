@@ -90,6 +90,12 @@ class Located:
         return Located(self.module, finding, _spanning(self._positions, finding), self.parents, self._text,
                        self._positions)
 
+    def rewrite(self, *, remove: Sequence[cst.CSTNode] = (),
+                insert_after: dict[cst.CSTNode, list[cst.BaseStatement]] | None = None,
+                replace: dict[cst.CSTNode, cst.CSTNode] | None = None) -> cst.Module:
+        """:func:`rewrite` of :attr:`module`, visiting only the nodes above the changed ones."""
+        return rewrite(self.module, remove=remove, insert_after=insert_after, replace=replace, parents=self.parents)
+
     def positions_of(self, nodes: Sequence[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
         """LibCST's range of each of ``nodes`` (nodes of :attr:`module`)."""
         if self._positions is not None:
@@ -229,11 +235,16 @@ class _Rewriter(cst.CSTTransformer):
         remove: Sequence[cst.CSTNode] = (),
         insert_after: dict[cst.CSTNode, list[cst.BaseStatement]] | None = None,
         replace: dict[cst.CSTNode, cst.CSTNode] | None = None,
+        entered: set[int] | None = None,
     ) -> None:
         super().__init__()
         self.remove = set(map(id, remove))
         self.insert_after = {id(k): v for k, v in (insert_after or {}).items()}
         self.replace = {id(k): v for k, v in (replace or {}).items()}
+        self.entered = entered  # ids of the nodes whose children are visited (None: every node)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return self.entered is None or id(node) in self.entered
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
         updated = super().on_leave(original, updated)
@@ -257,9 +268,31 @@ def rewrite(
     remove: Sequence[cst.CSTNode] = (),
     insert_after: dict[cst.CSTNode, list[cst.BaseStatement]] | None = None,
     replace: dict[cst.CSTNode, cst.CSTNode] | None = None,
+    parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None,
 ) -> cst.Module:
-    """``module`` with statements removed, statements inserted and nodes replaced (all by identity)."""
-    return module.visit(_Rewriter(remove, insert_after, replace))  # type: ignore[return-value]
+    """``module`` with statements removed, statements inserted and nodes replaced (all by identity).
+
+    With ``parents`` (:func:`parent_map` of ``module``) only the nodes above the changed ones are
+    visited and rebuilt, the rest is kept as it is: the same module, without a transform of the
+    whole tree (a fifth of a second on a large file). A changed node that ``parents`` does not
+    know (whitespace, a comment) makes it visit every node, as without them."""
+    entered = _above(module, [*remove, *(insert_after or {}), *(replace or {})], parents) if parents else None
+    return module.visit(_Rewriter(remove, insert_after, replace, entered))  # type: ignore[return-value]
+
+
+def _above(module: cst.Module, changed: Sequence[cst.CSTNode],
+           parents: Mapping[cst.CSTNode, cst.CSTNode]) -> set[int] | None:
+    """The ids of ``module`` and of every node above one of ``changed`` (None: one of them has
+    no known parent)."""
+    entered = {id(module)}
+    for node in changed:
+        current = parents.get(node)
+        if current is None:
+            return None
+        while current is not None and id(current) not in entered:
+            entered.add(id(current))
+            current = parents.get(current)
+    return entered
 
 
 def moved(statement: cst.BaseStatement) -> cst.BaseStatement:

@@ -29,7 +29,6 @@ from accumlint.fixes.base import (
     is_step,
     moved,
     parenthesized,
-    rewrite,
 )
 from accumlint.model.names import dotted, int_value, method_name, receiver, walk
 
@@ -58,11 +57,11 @@ def _move_under_gate(located: Located, node: cst.CSTNode, exclude: str | None) -
             return None
         code = located.module.code_for_node(statement).strip()
         if any(located.module.code_for_node(s).strip() == code for s in gate.node.body.body):
-            return Edit(rewrite(located.module, remove=[statement]), SAFE)  # already there: drop the copy
+            return Edit(located.rewrite(remove=[statement]), SAFE)  # already there: drop the copy
         body = list(gate.node.body.body)
         after = body[body.index(gate.step)]
         # the reset goes after everything that reads the gradients (clip, step, scaler update)
-        return Edit(rewrite(located.module, remove=[statement], insert_after={after: [moved(statement)]}), SAFE)
+        return Edit(located.rewrite(remove=[statement], insert_after={after: [moved(statement)]}), SAFE)
     return None
 
 
@@ -85,7 +84,7 @@ def fix_acc001(located: Located) -> Edit | None:
         return None
     if dotted(optimizer) == dotted(node.func.value):
         return None
-    return Edit(rewrite(located.module, replace={node.func.value: optimizer}), SAFE)
+    return Edit(located.rewrite(replace={node.func.value: optimizer}), SAFE)
 
 
 def fix_acc304(located: Located) -> Edit | None:
@@ -110,7 +109,7 @@ def fix_acc304(located: Located) -> Edit | None:
         body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
         leading_lines=statement.leading_lines,
     )
-    return Edit(rewrite(located.module, replace={statement: guarded}), SAFE)
+    return Edit(located.rewrite(replace={statement: guarded}), SAFE)
 
 
 # --- ACC006: the boundary test ----------------------------------------------------------------
@@ -156,15 +155,15 @@ def fix_acc006(located: Located) -> Edit | None:
     parent = located.parent(modulo)
     if isinstance(parent, cst.Comparison) and parent.left is modulo:
         if len(parent.comparisons) == 1 and int_value(parent.comparisons[0].comparator) == 0:
-            return Edit(rewrite(located.module, replace={modulo: new_modulo}), SAFE)
+            return Edit(located.rewrite(replace={modulo: new_modulo}), SAFE)
         return None
     test = cst.Comparison(
         left=new_modulo, comparisons=[cst.ComparisonTarget(operator=cst.Equal(), comparator=cst.Integer("0"))]
     )
     if isinstance(parent, cst.If) and parent.test is modulo:  # `if i % A:` runs on A - 1 of A
-        return Edit(rewrite(located.module, replace={modulo: test}), UNSAFE)
+        return Edit(located.rewrite(replace={modulo: test}), UNSAFE)
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):  # `not i % A`
-        return Edit(rewrite(located.module, replace={parent: test}), SAFE)
+        return Edit(located.rewrite(replace={parent: test}), SAFE)
     return None
 
 
@@ -186,10 +185,10 @@ def fix_acc101(located: Located) -> Edit | None:
     ):
         line = located.parent(parent)
         if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
-            return Edit(rewrite(located.module, remove=[line]), UNSAFE)  # `loss = loss / A`
+            return Edit(located.rewrite(remove=[line]), UNSAFE)  # `loss = loss / A`
         return None
     replacement = left.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar and not left.lpar else left
-    return Edit(rewrite(located.module, replace={node: replacement}), UNSAFE)
+    return Edit(located.rewrite(replace={node: replacement}), UNSAFE)
 
 
 # --- ACC201: a kept loss -------------------------------------------------------------------
@@ -242,7 +241,7 @@ def fix_acc201(located: Located) -> Edit | None:
         return None
     needs_tensor = _needs_tensor(located, _later_uses(located, node, container.split(".")[0]))
     method = "item" if running_total and not needs_tensor else "detach"
-    return Edit(rewrite(located.module, replace={value: _kept(value, method)}), SAFE)
+    return Edit(located.rewrite(replace={value: _kept(value, method)}), SAFE)
 
 
 FIXERS = {
