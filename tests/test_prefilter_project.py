@@ -8,8 +8,11 @@ never timed.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from accumlint import engine, project, runner
 from accumlint.config import Settings
@@ -237,3 +240,25 @@ def test_a_closure_entered_at_each_call_collects_its_local_names_once(monkeypatc
     """)
     build_model(cst.parse_module(source))
     assert calls == ["micro"]
+
+
+def test_module_paths_are_found_once_per_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pkg" / "ns").mkdir(parents=True)  # a namespace package below a regular one
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "ns" / "steps.py").write_text("def step(): pass\n")
+    (tmp_path / "flat.py").write_text("x = 1\n")
+    index = ProjectIndex.for_files([str(tmp_path / "flat.py")], str(tmp_path))
+    folder = str(tmp_path)
+    assert index.module_path(folder, ["pkg", "ns", "steps"]) == str(tmp_path / "pkg" / "ns" / "steps.py")
+    assert index.module_path(folder, ["pkg"]) == str(tmp_path / "pkg" / "__init__.py")
+    assert index.module_path(folder, ["flat"]) == str(tmp_path / "flat.py")
+    assert index.module_path(folder, ["flat", "x"]) is None  # a module is no package
+    assert index.module_path(folder, ["pkg", "missing"]) is None
+    looked: list[str] = []
+    real = os.path.isfile
+    monkeypatch.setattr(os.path, "isfile", lambda path: looked.append(path) or real(path))
+    assert index.module_path(folder, ["torch", "nn", "functional"]) is None  # no `torch` here at all
+    assert len(looked) == 2  # torch.py and torch/__init__.py: not every prefix of the dotted name
+    assert index.module_path(folder, ["torch", "nn", "functional"]) is None
+    assert index.module_path(folder, ["pkg", "ns", "steps"]) == str(tmp_path / "pkg" / "ns" / "steps.py")
+    assert len(looked) == 2  # remembered

@@ -91,6 +91,7 @@ class ProjectIndex:
     _roots: frozenset[str] | None = field(default=None, repr=False)
     _root_cache: dict[str, str | None] = field(default_factory=dict, repr=False)
     _located: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    _module_paths: dict[tuple[str, ...], str | None] = field(default_factory=dict, repr=False)
 
     _reachable: dict[str, frozenset[bytes]] | None = field(default=None, repr=False)
     _searches: dict[frozenset[bytes], object] = field(default_factory=dict, repr=False)
@@ -103,7 +104,7 @@ class ProjectIndex:
         self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
         self._followed, self._reachable = state["_followed"], state["_reachable"]
         self._loaded, self._searches = OrderedDict(), {}
-        self._roots, self._root_cache, self._located = None, {}, {}
+        self._roots, self._root_cache, self._located, self._module_paths = None, {}, {}, {}
 
     @classmethod
     def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
@@ -160,11 +161,18 @@ class ProjectIndex:
     def module_path(self, folder: str, parts: Sequence[str]) -> str | None:
         """The file of module ``parts`` under ``folder`` (``a/b.py`` or ``a/b/__init__.py``;
         namespace packages need no ``__init__``)."""
+        key = (folder, *parts)
+        if key in self._module_paths:  # every file of a folder imports much the same: stat once
+            return self._module_paths[key]
+        if len(parts) > 1 and self.module_path(folder, parts[:1]) is None and not os.path.isdir(
+                os.path.join(folder, parts[0])):
+            self._module_paths[key] = None  # `torch.nn.functional` where there is no `torch` at all
+            return None
         base = os.path.join(folder, *parts)
-        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-            if os.path.isfile(candidate):
-                return candidate
-        return None
+        found = next((candidate for candidate in (base + ".py", os.path.join(base, "__init__.py"))
+                      if os.path.isfile(candidate)), None)
+        self._module_paths[key] = found
+        return found
 
     def locate(self, importer: str, qualified: str) -> list[tuple[str, str]]:
         """:meth:`_locate`, remembered per importer folder and name."""
