@@ -276,6 +276,13 @@ def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[
     return hmac.digest(key, message, "sha256").hex()[:32]
 
 
+def _entry_mac(key: bytes, path: str, digest: str, entry: dict[str, Any], signature: list[int] | None) -> str:
+    """:func:`_mac` of a stored entry's own fields, with ``signature`` as its file signature.
+    Raises ``KeyError`` for an entry without findings or unknown codes."""
+    depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
+    return _mac(key, path, digest, entry["findings"], entry["unknown_noqa"], depends, entry.get("fixes"), signature)
+
+
 def _kept_signature(signature: Signature | None) -> list[int] | None:
     """``signature`` as stored, where it may be trusted later (see :data:`RACY_SECONDS`)."""
     if signature is None:
@@ -395,9 +402,7 @@ class ResultCache:
         if not isinstance(entry, dict) or entry.get("digest") != digest or kept is None or entry.get("stat") == kept:
             return
         try:
-            depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
-            entry["mac"] = _mac(self._secret, absolute, digest, entry["findings"], entry["unknown_noqa"], depends,
-                                entry.get("fixes"), kept)
+            entry["mac"] = _entry_mac(self._secret, absolute, digest, entry, kept)
         except (KeyError, TypeError, ValueError):
             return
         entry["stat"] = kept
@@ -412,11 +417,10 @@ class ResultCache:
             return None
         try:
             rows, unknown_rows = entry["findings"], entry["unknown_noqa"]
-            depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
             fix_rows = entry.get("fixes")
             if "stat" in entry and _stored_signature(entry) is None:
                 return None
-            mac = _mac(self._secret, absolute, digest, rows, unknown_rows, depends, fix_rows, entry.get("stat"))
+            mac = _entry_mac(self._secret, absolute, digest, entry, entry.get("stat"))
             if not isinstance(entry.get("mac"), str) or not hmac.compare_digest(entry["mac"], mac):
                 return None
             findings = [_decode(path, row, _MAX_POSITION if lines is None else lines) for row in rows]

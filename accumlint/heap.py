@@ -1,13 +1,14 @@
 """The process's heap, on glibc: give freed memory back to the system, keep it in one arena,
 and read the resident size. Elsewhere each of these does nothing (returns 0).
 
-Why: LibCST's native parser peaks at ~400 bytes per source byte (torch 2.13.0's
-distributed_test.py, 462 KB: ~160 MB) and frees it all when the tree is built, but glibc keeps
-freed heap pages mapped. Without a trim a process holds its largest parse's peak, and the
-peaks of parses of different sizes add up as fragments. The parse runs on a thread of its
-own (:func:`accumlint.parsing.parse_module`); with a second arena for that thread, the heap the
-other thread freed (the ``ast`` stage before it) is not reused (speed set, two cores: the
-worker of that file peaked at 220 MB PSS with two arenas, 201 MB with one).
+Why: LibCST's native parser peaks at ~350 bytes per source byte (torch 2.13.0's
+distributed_test.py, 462 KB: ~160 MB, of which the tree it returns keeps ~16 MB) and frees it
+all when the tree is built, but glibc keeps freed heap pages mapped. Without a trim a process
+holds its largest parse's peak, and the peaks of parses of different sizes add up as
+fragments. The parse runs on a thread of its own (:func:`accumlint.parsing.parse_module`);
+with a second arena for that thread, the heap the other thread freed (the ``ast`` stage
+before it) is not reused (speed set, two cores: the worker of that file peaked at 220 MB PSS
+with two arenas, 201 MB with one).
 """
 
 from __future__ import annotations
