@@ -28,6 +28,7 @@ from accumlint.findings import Finding
 from accumlint.hierarchy import Resolver, excluded_by_own_settings
 from accumlint.lazy import lazy_module
 from accumlint.output import FIX_FORMATS, FORMATS, HUMAN_FORMATS, Fixes, fixable_counts, render, summary_line
+from accumlint.reading import read_stream, source_limit, too_large_reason
 from accumlint.show_settings import format_settings
 from accumlint.suggested_fixes import FIXABLE_CODES
 
@@ -539,8 +540,11 @@ def _check_stdin(
     """``check -``: the source on stdin, judged as the file ``--stdin-filename`` names (its settings,
     per-file ignores, notebook or not). ``--fix``: the fixed source on stdout, the findings left on
     stderr. With ``--force-exclude`` an excluded name is not checked (``--fix`` echoes the source)."""
-    data = sys.stdin.buffer.read()
     path = stdin_filename or "-"
+    limit = source_limit(path)
+    data = read_stream(sys.stdin.buffer, limit)  # `check - < /dev/zero` must not read without end
+    if fix and len(data) > limit:  # a prefix must not be echoed as the source: nothing on stdout, and a status
+        _fail(f"{path}: stdin not fixed: {too_large_reason(None, limit)}")
     settings = resolver.settings_for(path if stdin_filename else ".")
     excluded = stdin_filename and is_force_excluded(path, _excludes(settings, exclude), settings.project_root)
     if force_exclude and excluded:
@@ -549,6 +553,10 @@ def _check_stdin(
             sys.stdout.flush()
         sys.exit(EXIT_OK)
     codes = resolver.codes_for(path) if stdin_filename else resolver.enabled(settings)
+    if len(data) > limit:
+        findings = [runner.too_large(path, None, limit)] if registry.PARSE_ERROR_CODE in codes else []
+        _report(findings, output_format, lambda *_: None, None, unsafe_fixes, show_fixes, statistics, quiet, color)
+        sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
     fixed = 0
     if fix and not notebook.is_notebook(path):
         from accumlint.fixes import apply as fixes

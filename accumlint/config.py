@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from accumlint import registry
 from accumlint.noqa_report import UNUSED_NOQA_CODE
+from accumlint.reading import FileTooLarge, NotARegularFile, read_bounded_text, why_unread
 from accumlint.registry import PARSE_ERROR_CODE
 
 ALL_SELECTOR = "ALL"
@@ -284,11 +286,14 @@ def validate_timeout(value: object, key: str) -> float:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document in ``path``, read whole by the bounded reader (a regular file of at most
+    :data:`~accumlint.reading.MAX_CONFIG_BYTES`); raises :class:`ConfigError` for anything else."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(read_bounded_text(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file does not exist") from None
+    except (NotARegularFile, FileTooLarge) as exc:  # a link to /dev/zero or a FIFO must not hang the run
+        raise ConfigError(f"{path}: config file not read: {why_unread(exc)}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -331,6 +336,16 @@ def parse_override(text: str) -> dict[str, Any]:
     return table
 
 
+def may_be_config(path: str | os.PathLike[str]) -> bool:
+    """Whether something that is not a folder is at ``path`` (following links): a ``pyproject.toml``
+    to read. A FIFO or a device counts, so that reading it says why it is not used (silently
+    passing it over would drop the user's settings)."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def find_config(start: str | os.PathLike[str]) -> Path | None:
     """The first ``pyproject.toml`` with a ``[tool.accumlint]`` table, walking up from ``start``.
 
@@ -342,7 +357,7 @@ def find_config(start: str | os.PathLike[str]) -> Path | None:
         here = here.parent
     for directory in (here, *here.parents):
         candidate = directory / CONFIG_FILE
-        if candidate.is_file() and _accumlint_table(_read_toml(candidate)) is not None:
+        if may_be_config(candidate) and _accumlint_table(_read_toml(candidate)) is not None:
             return candidate
     return None
 

@@ -10,6 +10,8 @@
 * Symlinked directories are followed when they lead out of the walked trees, once: a
   symlink into a walked tree (which the walk reaches anyway) and a directory whose real
   path was already walked are skipped, so symlink loops end. A file is listed once.
+* A directory that cannot be listed (no permission, a path longer than ``PATH_MAX``) is skipped
+  and ``warn(message)`` told why, naming it; the walk goes on.
 * ``ignore(path, is_dir)``, when given, skips more of what a walk finds (git's ignored files:
   :mod:`accumlint.gitignore`); an explicit path is never skipped by it.
 * The result is sorted, so the order does not depend on the filesystem.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -77,6 +80,11 @@ def is_force_excluded(path: str | os.PathLike[str], patterns: Iterable[str], roo
     return any(is_skipped_dir(folder) for folder in (parent, *parent.parents) if folder.is_relative_to(root))
 
 
+def warn_on_stderr(message: str) -> None:
+    """Print ``warning: message`` on stderr: a walk's default way to say what it skipped."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def _display(path: str) -> str:
     return os.path.normpath(path)
 
@@ -93,8 +101,10 @@ def _walk(
     roots: Sequence[str],
     seen_dirs: set[str],
     ignore: Callable[[str, bool], bool] | None = None,
+    warn: Callable[[str], None] = warn_on_stderr,
 ) -> Iterator[tuple[str, str]]:
-    """(display path, real path) of each Python file under ``top``, depth first in name order.
+    """(display path, real path) of each Python file under ``top``, depth first in name order;
+    ``warn`` is told of each directory that cannot be listed.
 
     One ``scandir`` per directory: a real path is resolved only for a symlink (elsewhere it
     is the directory's real path joined with the name), which keeps a walk over thousands of
@@ -106,7 +116,8 @@ def _walk(
         try:
             with os.scandir(dirpath) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
-        except OSError:
+        except OSError as exc:  # said, as ruff does: a silently skipped folder would pass as checked
+            warn(f"{_display(dirpath)}: directory not checked: {exc.strerror or exc}")
             continue
         subdirs = []
         prefix = real_dir if real_dir.endswith(os.sep) else real_dir + os.sep
@@ -142,11 +153,13 @@ def discover(
     exclude: Sequence[str] = (),
     root: str | os.PathLike[str] | None = None,
     ignore: Callable[[str, bool], bool] | None = None,
+    warn: Callable[[str], None] = warn_on_stderr,
 ) -> list[str]:
     """The files to check under ``paths``, as sorted display paths.
 
     ``exclude`` globs are relative to ``root`` (default: the current directory); ``ignore(path,
-    is_dir)`` skips more of what the walk finds (not the paths given).
+    is_dir)`` skips more of what the walk finds (not the paths given); ``warn(message)`` is told
+    of each directory that cannot be listed (default: a ``warning:`` line on stderr).
     Raises :class:`DiscoveryError` if a path does not exist.
     """
     project_root = Path(os.path.abspath(root if root is not None else os.getcwd()))
@@ -165,7 +178,7 @@ def discover(
             if real in seen_dirs:
                 continue
             seen_dirs.add(real)
-            for display, real_file in _walk(path, real, patterns, project_root, roots, seen_dirs, ignore):
+            for display, real_file in _walk(path, real, patterns, project_root, roots, seen_dirs, ignore, warn):
                 found.setdefault(real_file, display)
         else:  # a file (or a dangling symlink: reading it reports the reason)
             found.setdefault(os.path.realpath(path), _display(path))

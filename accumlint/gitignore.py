@@ -6,6 +6,9 @@ that matches it, in git's order of precedence, is not a negation: the global exc
 ``.git/info/exclude``, then the ``.gitignore`` of each folder from the work tree's root down
 to the path's own. A path below an ignored folder is ignored. Outside a work tree nothing is.
 Patterns are matched with ``pathspec``'s ``GitIgnoreSpec`` (git's wildmatch rules).
+An ignore file is a clone's content: one that is not a regular file (a FIFO, a link to
+``/dev/zero``), larger than :data:`~accumlint.reading.MAX_CONFIG_BYTES` or unreadable is not
+used, with a warning, rather than read without end.
 """
 
 from __future__ import annotations
@@ -14,15 +17,24 @@ import functools
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
+from accumlint.discovery import warn_on_stderr
+from accumlint.reading import FileTooLarge, NotARegularFile, read_bounded_text, why_unread
 
-def _read_lines(path: Path) -> list[str] | None:
+
+def _read_lines(path: Path, warn: Callable[[str], None]) -> list[str] | None:
+    """The lines of an ignore file; None where there is none, or (with a warning) where it cannot be used."""
     try:
-        return path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
-    except OSError:
+        return read_bounded_text(path, errors="surrogateescape").splitlines()
+    except (FileNotFoundError, NotADirectoryError):  # no such file: the usual case
+        return None
+    except (OSError, NotARegularFile, FileTooLarge) as exc:
+        shown = os.path.relpath(path)
+        warn(f"{path if shown.startswith('..') else shown}: ignore file not used: {why_unread(exc)}")
         return None
 
 
@@ -69,9 +81,13 @@ class _Source:
 
 
 class GitIgnore:
-    """Answers "does git ignore this path?" for the paths of a walk (files read once, cached)."""
+    """Answers "does git ignore this path?" for the paths of a walk (files read once, cached).
 
-    def __init__(self) -> None:
+    ``warn(message)`` is told of each ignore file that cannot be used (default: a ``warning:``
+    line on stderr)."""
+
+    def __init__(self, warn: Callable[[str], None] = warn_on_stderr) -> None:
+        self._warn = warn
         self._roots: dict[str, str | None] = {}
         self._files: dict[str, _Source | None] = {}
         self._chains: dict[str, tuple[_Source, ...]] = {}
@@ -88,7 +104,7 @@ class GitIgnore:
     def _source(self, file: str | os.PathLike[str], base: str) -> _Source | None:
         key = os.fspath(file)
         if key not in self._files:
-            lines = _read_lines(Path(key))
+            lines = _read_lines(Path(key), self._warn)
             self._files[key] = _Source(GitIgnoreSpec.from_lines(lines), base) if lines else None
         return self._files[key]
 

@@ -50,7 +50,10 @@ class Resolver:
         found = self._by_folder.get(folder, _UNKNOWN)
         if found is _UNKNOWN:
             candidate = os.path.join(folder, config.CONFIG_FILE)
-            if os.path.isfile(candidate) and config._accumlint_table(config._read_toml(Path(candidate))) is not None:
+            table = (
+                config._accumlint_table(config._read_toml(Path(candidate))) if config.may_be_config(candidate) else None
+            )
+            if table is not None:
                 found = Path(candidate)
             else:
                 parent = os.path.dirname(folder)

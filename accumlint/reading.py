@@ -1,9 +1,12 @@
-"""Reading a file to check or fix: regular files only, and never more than the size limit plus one byte.
+"""Reading committed or user content: regular files only, and never more than a size limit plus one byte.
 
 A FIFO named ``train.py`` would block a plain ``open`` forever, and a symlink to ``/dev/zero``
 would fill the memory before a size check after the read: the file is opened without
 blocking, its type taken from the open descriptor (no race with a rename in between), and at
-most :data:`MAX_SOURCE_BYTES` + 1 bytes are read.
+most the limit + 1 bytes are read. Every read of a file the user or a clone controls goes
+through here: sources (:func:`read_source`, :func:`read_signed`), notebooks (a larger bound:
+:func:`source_limit`), ignore and configuration files (:func:`read_bounded_text`), and stdin
+(:func:`read_stream`, which has no type to check, only the bound).
 """
 
 from __future__ import annotations
@@ -11,10 +14,23 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
+from typing import BinaryIO
+
+from accumlint.notebook import is_notebook
 
 #: A file larger than this is not checked: LibCST's tree would take ~1.6 GB
 #: (:data:`accumlint.engine.PARSE_MEMORY_PER_BYTE`).
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
+#: A notebook's JSON may be this large: its outputs (plots, tables) are most of it and are not
+#: checked; the limit on what is parsed, :data:`MAX_SOURCE_BYTES`, applies to its joined code cells.
+#: Reading the JSON takes about four times its size (bytes, text, objects, the copy sent to a
+#: worker: a 120 MiB notebook peaked at 540 MB, a 240 MiB one at 1 GB); GitHub refuses files over 100 MiB.
+MAX_NOTEBOOK_BYTES = 128 * 1024 * 1024
+#: An ignore file (``.gitignore``, ``.git/info/exclude``) or a ``pyproject.toml`` larger than this
+#: is not used: far more than any written by hand, and read whole (pathspec, tomllib) at each run.
+MAX_CONFIG_BYTES = 1024 * 1024
+_CHUNK = 1 << 20
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
@@ -30,6 +46,38 @@ class NotARegularFile(Exception):
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(f"{path}: skipped: {kind}, not a regular file")
         self.kind = kind
+
+
+class FileTooLarge(Exception):
+    """The file holds more than the limit its reader allows: it is not used."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(f"{path}: {too_large_reason(size, limit)}")
+        self.size = size
+        self.limit = limit
+
+
+def too_large_reason(size: int | None, limit: int) -> str:
+    """``larger than 1 MiB (6.0 MiB)``: the reason a file of ``size`` bytes (None: unknown, a
+    stream) is refused under ``limit`` bytes, in MiB."""
+    measured = f" ({size / 2**20:.1f} MiB)" if size is not None else ""
+    return f"larger than {limit / 2**20:g} MiB{measured}"
+
+
+def why_unread(exc: OSError | NotARegularFile | FileTooLarge) -> str:
+    """What a reader's exception says about the file, without its path: ``a FIFO, not a regular
+    file``, ``larger than 1 MiB (6.0 MiB)``, ``Permission denied``."""
+    if isinstance(exc, NotARegularFile):
+        return f"{exc.kind}, not a regular file"
+    if isinstance(exc, FileTooLarge):
+        return too_large_reason(exc.size, exc.limit)
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def source_limit(path: str | os.PathLike[str]) -> int:
+    """The bytes a run reads of the file at ``path`` at most: :data:`MAX_NOTEBOOK_BYTES` for a
+    notebook, else :data:`MAX_SOURCE_BYTES`."""
+    return MAX_NOTEBOOK_BYTES if is_notebook(os.fspath(path)) else MAX_SOURCE_BYTES
 
 
 #: what a file's metadata says of its bytes: (size, mtime, ctime in ns, inode, device); a
@@ -61,18 +109,43 @@ def read_signed(path: str | os.PathLike[str], limit: int = MAX_SOURCE_BYTES) -> 
     try:
         info = os.fstat(fd)
         _check_kind(path, info.st_mode)  # replaced since the stat
-        chunks = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = _read_upto(lambda size: os.read(fd, size), limit)
         return data, max(info.st_size, len(data)), signature_of(info)
     finally:
         os.close(fd)
+
+
+def read_bounded_text(path: str | os.PathLike[str], limit: int = MAX_CONFIG_BYTES, errors: str = "strict") -> str:
+    """The text (UTF-8, decoded with ``errors``) of the regular file at ``path``, a small file
+    such as a ``.gitignore`` or a ``pyproject.toml`` that is used whole or not at all.
+
+    Raises :class:`FileTooLarge` past ``limit`` bytes (having read ``limit`` + 1 of them),
+    :class:`NotARegularFile`, ``IsADirectoryError``, ``OSError`` as :func:`read_source` does,
+    and ``UnicodeDecodeError`` where ``errors`` is ``"strict"`` and the bytes are not UTF-8.
+    """
+    data, size = read_source(path, limit)
+    if len(data) > limit:
+        raise FileTooLarge(os.fsdecode(path), size, limit)
+    return data.decode("utf-8", errors)
+
+
+def read_stream(stream: BinaryIO, limit: int = MAX_SOURCE_BYTES) -> bytes:
+    """At most ``limit`` + 1 bytes of ``stream`` (stdin): more than ``limit`` means too large, and
+    the rest is not read (``check - < /dev/zero`` must not read forever)."""
+    return _read_upto(stream.read, limit)
+
+
+def _read_upto(read: Callable[[int], bytes], limit: int) -> bytes:
+    """``read(size)`` called in chunks until it returns nothing or ``limit`` + 1 bytes are in."""
+    chunks = []
+    left = limit + 1
+    while left > 0:
+        chunk = read(min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _check_kind(path: str | os.PathLike[str], mode: int) -> None:

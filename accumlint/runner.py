@@ -21,7 +21,7 @@ from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
 from accumlint.pool import _Scheduler
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source, source_limit
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 # LibCST and the rules load at the first file that is not answered from the cache
@@ -73,8 +73,11 @@ def _parse_error(path: str, message: str, fix: str) -> Finding:
                    severity=Severity.ERROR, message=message, fix=fix, url=PARSE_ERROR_URL)
 
 
-def _too_large(path: str, size: int) -> Finding:
-    reason = f"file too large to parse ({size / 2**20:.1f} MiB > {MAX_SOURCE_BYTES / 2**20:.0f} MiB)"
+def too_large(path: str, size: int | None, limit: int = MAX_SOURCE_BYTES) -> Finding:
+    """The ``ACC000`` of a file (or stdin) of ``size`` bytes (None: unknown, more than ``limit``)
+    that was not read past ``limit`` bytes."""
+    measured = f"{size / 2**20:.1f} MiB >" if size is not None else "more than"
+    reason = f"file too large to parse ({measured} {limit / 2**20:.0f} MiB)"
     return _not_checked(path, reason, "split the file, or exclude it")
 
 
@@ -212,7 +215,8 @@ def check_files(
     whose check runs longer in a worker (the limit stretched by the machine's load:
     :func:`accumlint.pool.load_factor`) gets ``ACC000`` and its worker is replaced (with
     ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
-    and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each.
+    and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each
+    (of a notebook's JSON :data:`~accumlint.reading.MAX_NOTEBOOK_BYTES` + 1: the limit holds for its code).
     ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
     are computed where the check holds their nodes (:attr:`RunResult.fixes`).
     """
@@ -249,10 +253,11 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
                 names[path] = hit.names
                 continue
         try:
-            data, size, signature = read_signed(path)  # regular files only, bounded: a FIFO must not hang this pass
+            # regular files only, bounded: a FIFO must not hang this pass
+            data, size, signature = read_signed(path, source_limit(path))
         except (OSError, NotARegularFile):  # the checks report it
             continue
-        if size > MAX_SOURCE_BYTES:
+        if size > source_limit(path):
             continue
         hit = None
         if cache is not None:
@@ -397,8 +402,9 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 findings[index] = early.findings
                 warnings[index] = _unknown_noqa_warnings(path, early.unknown_noqa)
                 continue
+            limit = source_limit(path)  # a notebook's JSON: its code is held to MAX_SOURCE_BYTES once parsed
             try:
-                data, size, signatures[index] = read_signed(path)
+                data, size, signatures[index] = read_signed(path, limit)
             except NotARegularFile as exc:
                 run.notes.append(str(exc))
                 continue
@@ -406,9 +412,9 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 if PARSE_ERROR_CODE in codes:
                     findings[index] = [_unreadable(path, exc)]
                 continue
-            if size > MAX_SOURCE_BYTES:  # not read to the end: whether a rule may fire is unknown
+            if size > limit:  # not read to the end: whether a rule may fire is unknown
                 if PARSE_ERROR_CODE in codes:
-                    findings[index] = [_too_large(path, size)]
+                    findings[index] = [too_large(path, size, limit)]
                 continue
             unreleased += size
             if workers > 1 and unreleased >= TRIM_MAIN_EVERY:

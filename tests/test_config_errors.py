@@ -68,3 +68,13 @@ def test_a_hostile_pyproject_is_a_one_line_error(tmp_path: Path, monkeypatch: py
         assert result.exit_code == 2, (result.stdout, result.stderr)
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
+
+
+def test_a_pyproject_too_large_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a pyproject.toml is read by the bounded reader; past 1 MiB it is not used, and said so."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_bytes(b"[tool.accumlint]\n" + b"# padding\n" * 110_000)
+    (tmp_path / "train.py").write_text("loss.backward()\n", encoding="utf-8")
+    result = cli("check", "train.py")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr == f"error: {tmp_path / 'pyproject.toml'}: config file not read: larger than 1 MiB (1.0 MiB)\n"

@@ -116,3 +116,18 @@ def test_overlapping_paths_are_listed_once(tree: Path) -> None:
 def test_nonexistent_path(tree: Path) -> None:
     with pytest.raises(DiscoveryError, match=r"^missing\.py: path does not exist$"):
         discover(["train.py", "missing.py"])
+
+
+def test_a_directory_that_cannot_be_listed_is_named(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skipped without a word before (issue 28): the walk says which folder it could not list, and why."""
+    real_scandir = os.scandir
+
+    def guarded(path: str) -> object:
+        if path.endswith("sub"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", guarded)
+    warnings: list[str] = []
+    assert "pkg/sub/deep.py" not in discover(["."], warn=warnings.append)
+    assert warnings == ["pkg/sub: directory not checked: Permission denied"]

@@ -4,6 +4,7 @@ line, the exit status is 1 (never a traceback), and every other file of the run 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -394,3 +395,145 @@ def test_an_exception_in_a_files_check_is_a_one_line_error(
     assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
         "error: raises.py: internal error: RecursionError: maximum recursion depth exceeded; please report it"
     ]
+
+
+# --- issue 28: committed links to devices, FIFOs, stdin: bounded reads; silence ---------------
+
+REPO = Path(__file__).resolve().parent.parent
+#: a run's address space: reading a committed link to /dev/zero to its end ran past it (6 GB in 20 s)
+MEMORY_CAP = 2 * 2**30
+DEVICE_KINDS = {"zero": "a character device", "stdin": "a FIFO", "fifo": "a FIFO"}
+
+
+def _capped() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def _hostile_node(path: Path, kind: str) -> None:
+    """``path`` made a link to ``/dev/zero`` or ``/dev/stdin`` (a pipe nobody writes to), or a FIFO."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink(f"/dev/{kind}", path)
+
+
+def run_check(cwd: Path, *args: str, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    """``accumlint check --no-cache --output-format concise ARGS`` in a process of its own, whose
+    stdin is a pipe nobody writes to (``/dev/stdin`` blocks) unless ``stdin`` is given; it must end
+    within 60 s and :data:`MEMORY_CAP`."""
+    read_end, write_end = os.pipe()
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "accumlint", "check", "--no-cache", "--output-format", "concise", *args],
+            cwd=cwd,
+            stdin=read_end if stdin is None else stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"},
+            preexec_fn=_capped,
+            check=False,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _buggy_tree(tmp_path: Path) -> None:
+    for name in ("a_first.py", "sub/m_middle.py", "z_last.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(BUGGY)
+    (tmp_path / ".git" / "info").mkdir(parents=True)  # a work tree: its ignore files are read
+
+
+def _all_checked(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    for name in ("a_first.py", "sub/m_middle.py", "z_last.py"):
+        assert f"{name}:3:5: ACC001" in done.stdout, (done.stdout, done.stderr)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and devices")
+@pytest.mark.parametrize("kind", sorted(DEVICE_KINDS))
+@pytest.mark.parametrize("ignore_file", [".gitignore", "sub/.gitignore", ".git/info/exclude"])
+def test_an_ignore_file_that_is_a_device_or_a_fifo_is_not_used(tmp_path: Path, ignore_file: str, kind: str) -> None:
+    """Reproduction: a committed `.gitignore -> /dev/zero` (any folder) or `.git/info/exclude ->
+    /dev/zero` read 6 GB in 20 s; a FIFO one, or one linked to /dev/stdin, hung the run."""
+    _buggy_tree(tmp_path)
+    _hostile_node(tmp_path / ignore_file, kind)
+    done = run_check(tmp_path, ".")
+    _all_checked(done)
+    warning = f"warning: {ignore_file}: ignore file not used: {DEVICE_KINDS[kind]}, not a regular file"
+    assert done.stderr.splitlines().count(warning) == 1, done.stderr
+
+
+def test_an_ignore_file_too_large_is_not_used(tmp_path: Path) -> None:
+    _buggy_tree(tmp_path)
+    with open(tmp_path / ".gitignore", "wb") as handle:
+        handle.write(b"z_last.py\n")
+        handle.truncate(8 * 2**30)  # sparse: read whole, it would take 8 GiB
+    (tmp_path / "sub" / ".gitignore").write_bytes(b"ignored.py\n")  # the others still apply
+    (tmp_path / "sub" / "ignored.py").write_bytes(BUGGY)
+    done = run_check(tmp_path, ".")
+    _all_checked(done)
+    assert "warning: .gitignore: ignore file not used: larger than 1 MiB (8192.0 MiB)" in done.stderr.splitlines()
+    assert "ignored.py" not in done.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and devices")
+@pytest.mark.parametrize("kind", sorted(DEVICE_KINDS))
+def test_a_pyproject_that_is_a_device_or_a_fifo_is_a_config_error(tmp_path: Path, kind: str) -> None:
+    """Reproduction: a `pyproject.toml` linked to /dev/zero, /dev/stdin or a FIFO must not hang the
+    run: it is a configuration error for that file, which names it and says why."""
+    _buggy_tree(tmp_path)
+    _hostile_node(tmp_path / "sub" / "pyproject.toml", kind)
+    done = run_check(tmp_path, ".")
+    assert done.returncode in (1, 2) and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    reason = f"sub{os.sep}pyproject.toml: config file not read: {DEVICE_KINDS[kind]}, not a regular file"
+    assert reason in done.stdout + done.stderr, (done.stdout, done.stderr)
+
+
+def test_a_sparse_8_gib_pyproject_is_a_config_error(tmp_path: Path) -> None:
+    _buggy_tree(tmp_path)
+    with open(tmp_path / "sub" / "pyproject.toml", "wb") as handle:
+        handle.write(b"[tool.accumlint]\n")
+        handle.truncate(8 * 2**30)
+    done = run_check(tmp_path, ".")
+    assert done.returncode in (1, 2) and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    assert "pyproject.toml: config file not read: larger than 1 MiB (8192.0 MiB)" in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and devices")
+def test_a_notebook_that_is_a_device_or_a_fifo_is_skipped_with_a_note(tmp_path: Path) -> None:
+    _buggy_tree(tmp_path)
+    for kind in DEVICE_KINDS:
+        _hostile_node(tmp_path / f"{kind}.ipynb", kind)
+    with open(tmp_path / "huge.ipynb", "wb") as handle:
+        handle.write(b'{"cells": []}')
+        handle.truncate(8 * 2**30)
+    done = run_check(tmp_path, ".")
+    _all_checked(done)
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [
+        f"note: {kind}.ipynb: skipped: {DEVICE_KINDS[kind]}, not a regular file" for kind in ("fifo", "stdin", "zero")
+    ]
+    assert "huge.ipynb:1:1: ACC000 file could not be checked: file too large to parse (8192.0 MiB > 128 MiB)" in (
+        done.stdout
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_stdin_is_read_with_a_bound(tmp_path: Path) -> None:
+    """Reproduction: `accumlint check - < /dev/zero` read 6.2 GB."""
+    with open("/dev/zero", "rb") as zero:
+        done = run_check(tmp_path, "-", stdin=zero.fileno())
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert done.stdout.startswith(
+            "-:1:1: ACC000 file could not be checked: file too large to parse (more than 4 MiB)\n"
+        ), done.stdout
+        fixed = run_check(tmp_path, "--fix", "-", stdin=zero.fileno())
+    assert (fixed.returncode, fixed.stdout) == (2, "")  # not a prefix of the source as if it were the whole
+    assert fixed.stderr == "error: -: stdin not fixed: larger than 4 MiB\n"

@@ -135,3 +135,38 @@ def test_discovery_picks_up_notebooks_but_not_checkpoints(tmp_path: Path) -> Non
     (tmp_path / "nb" / ".ipynb_checkpoints" / "a-checkpoint.ipynb").write_bytes(notebook(("code", "x = 1")))
     (tmp_path / "nb" / "b.py").write_text("x = 1\n")
     assert discover([str(tmp_path / "nb")]) == [str(tmp_path / "nb" / "a.ipynb"), str(tmp_path / "nb" / "b.py")]
+
+
+LOOP = (
+    "for i, batch in enumerate(loader):\n    loss = model(batch).mean() / 4\n    optimizer.zero_grad()\n"
+    "    loss.backward()\n    if (i + 1) % 4 == 0:\n        optimizer.step()\n"
+)
+
+
+def _with_output(code: str, output_bytes: int) -> bytes:
+    """A notebook of one code cell whose saved output (a plot) takes ``output_bytes``."""
+    cell = {
+        "cell_type": "code",
+        "metadata": {},
+        "source": code,
+        "execution_count": 1,
+        "outputs": [{"output_type": "display_data", "metadata": {}, "data": {"image/png": "A" * output_bytes}}],
+    }
+    return json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_notebook_over_4_mib_of_outputs_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     jobs: str) -> None:
+    """Reproduction (issue 28): a notebook over 4 MiB (plots, outputs) got ACC000 "too large" and its
+    code was not checked; the limit applies to its code, not to its JSON."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plots.ipynb").write_bytes(_with_output(LOOP, 12 * 2**20))
+    (tmp_path / "code.ipynb").write_bytes(_with_output(LOOP + "x = 1  # padding padding\n" * 200_000, 0))
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "concise", "-j", jobs, "."])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[:2] == [
+        "code.ipynb:cell 1:1:1: ACC000 file could not be checked: file too large to parse (4.8 MiB > 4 MiB)",
+        "plots.ipynb:cell 1:3:5: ACC001 `optimizer` is reset on every microbatch while the optimizer update runs "
+        "once per group, so each update sees only the last microbatch's gradient and accumulation has no effect",
+    ]

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from accumlint.reading import NotARegularFile, read_source
+
 if TYPE_CHECKING:
     import libcst as cst
     from ahocorasick_rs import BytesAhoCorasick
@@ -222,12 +224,11 @@ class ProjectIndex:
         from accumlint.model.sites import ModuleFunctions
 
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_MODULE_BYTES + 1)
+            data, _ = read_source(path, MAX_MODULE_BYTES)  # an imported path may name a FIFO or a device
             if len(data) > MAX_MODULE_BYTES:
                 return None
             module = parse_module(decode_source(data))
-        except (OSError, SyntaxError, UnicodeDecodeError, RecursionError, ValueError):
+        except (OSError, NotARegularFile, SyntaxError, UnicodeDecodeError, RecursionError, ValueError):
             return None
         except Exception:  # noqa: BLE001 - LibCST's parser error: the module is not followed
             return None
@@ -315,10 +316,10 @@ class ProjectIndex:
 
     def _names_at(self, path: str) -> tuple[str, ...]:
         try:
-            with open(path, "rb") as handle:
-                return self.names_of(handle.read(MAX_MODULE_BYTES + 1))
-        except OSError:
+            data, _ = read_source(path, MAX_MODULE_BYTES)
+        except (OSError, NotARegularFile):
             return ()
+        return self.names_of(data)
 
     def names_for(self, path: str) -> tuple[str, ...]:
         return getattr(self, "_by_path", {}).get(os.path.abspath(path), ())
