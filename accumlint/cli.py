@@ -142,7 +142,8 @@ _check_config_option = click.option(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+# readable=False: an unreadable file is the run's ACC000 (its reason, the other files checked), not a usage error
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @click.option("--select", multiple=True, metavar="CODES", help="Codes/prefixes to enable (replaces config).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Codes/prefixes to disable.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes/prefixes to enable in addition.")

@@ -4,6 +4,7 @@ line, the exit status is 1 (never a traceback), and every other file of the run 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -537,3 +538,121 @@ def test_stdin_is_read_with_a_bound(tmp_path: Path) -> None:
         fixed = run_check(tmp_path, "--fix", "-", stdin=zero.fileno())
     assert (fixed.returncode, fixed.stdout) == (2, "")  # not a prefix of the source as if it were the whole
     assert fixed.stderr == "error: -: stdin not fixed: larger than 4 MiB\n"
+
+
+def test_an_unreadable_directory_is_named_on_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reproduction: a directory that could not be listed was skipped without a word."""
+    real_scandir = os.scandir
+
+    def guarded(path: object = ".") -> object:
+        if os.fspath(path).endswith("locked"):  # type: ignore[arg-type]
+            raise PermissionError(13, "Permission denied", os.fspath(path))  # type: ignore[arg-type]
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "hidden.py").write_bytes(BUGGY)
+    monkeypatch.setattr(os, "scandir", guarded)
+    result = check(tmp_path, {})
+    assert "warning: locked: directory not checked: Permission denied" in result.stderr.splitlines()
+
+
+def test_an_explicit_unreadable_file_is_acc000(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reproduction: a file named on the command line that cannot be read was a usage error (exit 2,
+    nothing checked); it is the file's ACC000 with the reason, and the other files are checked."""
+    real_open, real_access = os.open, os.access
+
+    def denied(path: object) -> bool:
+        return os.fspath(path).endswith("secret.py")  # type: ignore[arg-type]
+
+    def guarded_open(file: object, *args: object, **kwargs: object) -> object:
+        if denied(file):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", guarded_open)
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: not denied(path) and real_access(path, mode, **kw))
+    (tmp_path / "secret.py").write_bytes(BUGGY)
+    (tmp_path / "a_first.py").write_bytes(BUGGY)
+    os.chdir(tmp_path)
+    result = cli("check", "--no-cache", "--output-format", "concise", "secret.py", "a_first.py")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert acc000(result, "secret.py").endswith("file could not be read: Permission denied")
+    assert "a_first.py:3:5: ACC001" in result.stdout
+
+
+def _nobody_can_run_python() -> bool:
+    """Whether this root process can run the interpreter (and this checkout) as uid 65534."""
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("setpriv"):
+        return False
+    done = subprocess.run(
+        [*NOBODY, sys.executable, "-c", "import accumlint"],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    return done.returncode == 0
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_unreadable_by_their_mode_as_another_user(tmp_path: Path) -> None:
+    """The same two, for real: as root, a mode of 000 does not stop a read, so the run is another uid's."""
+    if not _nobody_can_run_python():
+        pytest.skip("needs root, setpriv, and an interpreter that uid 65534 may run")
+    tmp_path.chmod(0o755)
+    for name in ("a_first.py", "secret.py", "locked/hidden.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(BUGGY)
+    (tmp_path / "secret.py").chmod(0)
+    (tmp_path / "locked").chmod(0)
+    done = subprocess.run(
+        [
+            *NOBODY,
+            sys.executable,
+            "-m",
+            "accumlint",
+            "check",
+            "--no-cache",
+            "--output-format",
+            "concise",
+            ".",
+            "secret.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+    )
+    (tmp_path / "locked").chmod(0o755)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "a_first.py:3:5: ACC001" in done.stdout
+    assert "secret.py:1:1: ACC000 file could not be read: Permission denied" in done.stdout
+    assert "warning: locked: directory not checked: Permission denied" in done.stderr.splitlines()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PATH_MAX of 4096 bytes")
+def test_paths_past_path_max_are_reported(tmp_path: Path) -> None:
+    """Reproduction: a directory deeper than PATH_MAX was skipped silently. A folder past it is
+    named in a warning; a file whose path passes it gets ACC000."""
+    os.chdir(tmp_path)
+    for level in range(21):  # 200-byte names: the 21st folder's path passes 4096 bytes
+        name = f"{level:02d}" + "d" * 198
+        os.mkdir(name)
+        os.chdir(name)
+        if level == 19:
+            with open("f" * 120 + ".py", "wb") as handle:  # in a folder that lists, past PATH_MAX itself
+                handle.write(BUGGY)
+        if level == 20:
+            with open("bug.py", "wb") as handle:
+                handle.write(BUGGY)
+    result = check(tmp_path, {})
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].endswith(
+        "d/20" + "d" * 198 + ": directory not checked: File name too long"
+    ), warnings
+    long_file = "/".join(f"{level:02d}" + "d" * 198 for level in range(20)) + "/" + "f" * 120 + ".py"
+    assert acc000(result, long_file).endswith(":1:1: ACC000 file could not be read: File name too long")
