@@ -236,7 +236,7 @@ def user_key(*, create: bool = True) -> bytes | None:
     torn = os.path.lexists(path)  # a kill while it was written, or someone else's bytes
     key = secrets.token_bytes(KEY_BYTES)
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cache_dir.make_private_dirs(folder)
         temporary = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -288,6 +288,7 @@ def header_mac(secret: bytes, key: str) -> str:
 _HEADER = re.compile(rb'\{\s*"format"\s*:\s*([0-9]{1,6})\s*,\s*"mac"\s*:\s*"([0-9a-f]{32})"')
 _OLDER = re.compile(rb'\{\s*"format"\s*:\s*([0-9]{1,6})\s*,\s*"files"\s*:\s*\{\s*')
 _NO_ENTRY = re.compile(rb'\{"format":[0-9]{1,6},"files":\{\}\}')
+_COLON = re.compile(r"\s*:\s*")
 
 
 def proves_written(data: bytes, key: str, secret: bytes | None) -> bool:
@@ -310,7 +311,7 @@ def proves_written(data: bytes, key: str, secret: bytes | None) -> bool:
         decoder = json.JSONDecoder()
         text = data.decode("ascii")
         path, end = decoder.raw_decode(text, older.end())
-        colon = re.compile(r"\s*:\s*").match(text, end)
+        colon = _COLON.match(text, end)
         if colon is None or not isinstance(path, str):
             return False
         entry, _ = decoder.raw_decode(text, colon.end())

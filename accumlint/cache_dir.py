@@ -94,6 +94,20 @@ def make_private_dir(path: str | os.PathLike[str]) -> None:
         raise
 
 
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create the folder ``path`` and those of its parents that are missing, each with
+    :data:`DIR_MODE` (as XDG asks of a user's cache folders); what exists is left as it is.
+    Raises ``OSError`` if one cannot be made."""
+    missing = []
+    folder = Path(path)
+    while not os.path.lexists(folder) and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by a concurrent run
+            make_private_dir(folder)
+
+
 def write_new(path: str | os.PathLike[str], data: bytes) -> None:
     """Create the file ``path`` (never an existing one, never through a link) with mode
     :data:`FILE_MODE` whatever the umask, holding ``data``, flushed to the disk (a crash
@@ -231,14 +245,18 @@ def locate(location: Path, protected: Iterable[Path], secret: bytes | None, *, f
     """The directory the cache of the configured ``location`` lives in (see the module docstring);
     it may not exist yet. ``secret``: this user's cache key (:func:`foreign_entries`).
     ``for_clean``: a tagged directory holding foreign files is accepted (:func:`clean` removes
-    only accumlint's files from it). Raises :class:`CacheDirError`."""
+    only accumlint's files from it). The temporary siblings that killed runs left while they
+    created the directory are removed on the way (:func:`remove_stale_siblings`), so the next
+    run of ``check`` or ``clean`` leaves none. Raises :class:`CacheDirError`."""
     protected = list(protected)
     _check_location(location, protected)
+    remove_stale_siblings(location)
     if not os.path.lexists(location) or _is_ours(location):
         candidate = location
     else:
         candidate = location / CACHE_DIR_NAME  # a folder accumlint did not make: its own inside it
         _check_location(candidate, protected)
+        remove_stale_siblings(candidate)
         if os.path.lexists(candidate) and not _is_ours(candidate):
             raise CacheDirError(f"{candidate}: exists and was not made by accumlint; not used as the cache directory")
     if os.path.lexists(candidate) and not for_clean:
@@ -299,9 +317,7 @@ def remove_stale_siblings(directory: Path) -> None:
 def create(directory: Path, secret: bytes | None) -> bool:
     """Make ``directory`` accumlint's (tag and ignore file in a temporary sibling, renamed into
     place) unless it exists; True if it is accumlint's afterwards (``secret``: see
-    :func:`foreign_entries`). The sibling never outlives the call, and those of killed runs are
-    removed first (:func:`remove_stale_siblings`). Raises ``OSError``."""
-    remove_stale_siblings(directory)
+    :func:`foreign_entries`). The sibling never outlives the call. Raises ``OSError``."""
     if os.path.lexists(directory):
         return _is_ours(directory) and not foreign_entries(directory, secret)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -358,7 +374,6 @@ def clean(location: Path, protected: Iterable[Path], secret: bytes | None) -> tu
     prove it did), or None if there was no cache. Raises :class:`CacheDirError` for a location
     that is not a cache directory (:func:`locate`), ``OSError`` if a file cannot be removed."""
     directory = locate(location, protected, secret, for_clean=True)
-    remove_stale_siblings(directory)
     if not os.path.lexists(directory):
         return None
     if not _is_ours(directory):

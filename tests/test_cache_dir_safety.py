@@ -238,8 +238,12 @@ def test_a_symlinked_tag_is_never_ours(project: Path) -> None:
 # --- item 10 (c): the cache is private whatever the umask --------------------------------------
 
 
-def test_the_cache_is_private_with_umask_000(project: Path) -> None:
+def test_the_cache_is_private_with_umask_000(
+    project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Reproduction: with `umask 000` the cache directory and its files were world-writable."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))  # the key's folders made too
     previous = os.umask(0)
     try:
         assert run("check", "--exit-zero").exit_code == 0
@@ -247,6 +251,12 @@ def test_the_cache_is_private_with_umask_000(project: Path) -> None:
         assert run("check", "--exit-zero").exit_code == 0  # the file replaced: still private
     finally:
         os.umask(previous)
+    key_folder = home / ".cache" / "accumlint"
+    assert [p.stat().st_mode & 0o777 for p in (home / ".cache", key_folder, key_folder / cache.KEY_FILE)] == [
+        0o700,
+        0o700,
+        0o600,
+    ]
     folder = project / cache.CACHE_DIR_NAME
     modes = {p.relative_to(folder).as_posix(): p.stat().st_mode & 0o777 for p in [folder, *folder.rglob("*")]}
     (signed,) = folder.glob("*/*.json")
