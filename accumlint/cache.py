@@ -1,9 +1,9 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-maps each checked file (absolute path) to the SHA-256 of its bytes, its findings (with their
-fixes, where the check computed them) and the unknown ``ACC`` codes of its ``noqa``
-directives (warnings, not findings).
+``{"format": 7, "mac": <header>, "files": {...}}``, maps each checked file (absolute path)
+to the SHA-256 of its bytes, its findings (with their fixes, where the check computed them)
+and the unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings).
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -17,18 +17,22 @@ was last changed at least :data:`RACY_SECONDS` before it was read: a write withi
 tick of the file system's clock would leave the times as they were (git's "racy" entries).
 Any other file is read and hashed.
 
-Entries are bound to this user on this machine: each carries an HMAC-SHA256, under a random
-per-user key kept outside any repository (``cache-key`` in the platform's user cache
-directory, ``platformdirs``), over the file's path, the hash of its bytes, its findings and
-its unknown codes. An entry that does not verify (blanked or forged, copied from another
-machine or committed to a repository) is ignored and the file checked anew; positions are
-validated on read as well (integers, not booleans, within the file). No key (a home that
-cannot be written): no cache.
+Entries are bound to this user on this machine and to their fingerprint: each carries an
+HMAC-SHA256 over the file's path, the hash of its bytes, its findings and its unknown codes,
+under a key derived from a random per-user key kept outside any repository (``cache-key`` in
+the platform's user cache directory, ``platformdirs``) and the fingerprint, so an entry of a
+narrower run (``--select``) replayed into another fingerprint's file does not verify. An entry
+that does not verify (blanked or forged, copied from another machine or committed to a
+repository) is ignored and the file checked anew; positions are validated on read as well
+(integers, not booleans, within the file). No key (a home that cannot be written): no cache.
+The file's header ``mac`` (another derivation of the two) proves that accumlint wrote it
+(:func:`proves_written`): ``accumlint clean`` removes nothing else.
 
 The cache is the one thing the linter writes unasked, as ruff does, and only into a directory
 of its own (:mod:`accumlint.cache_dir`: created with a ``CACHEDIR.TAG`` and a ``.gitignore``
-of ``*``); the file is replaced atomically; a corrupt, unreadable or unwritable cache is
-ignored (the run checks the files anew).
+of ``*``, private to the user whatever the umask); the file is replaced atomically and read
+bounded (:data:`MAX_CACHE_BYTES`, regular files only); a corrupt, unreadable or unwritable
+cache is ignored (the run checks the files anew).
 Entries not seen for :data:`MAX_UNSEEN_DAYS` days are dropped when the file is written.
 """
 
@@ -53,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 from accumlint import __version__, cache_dir
 from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
-from accumlint.reading import Signature, signature_of
+from accumlint.reading import NotARegularFile, Signature, read_source, signature_of
 
 if TYPE_CHECKING:
     from accumlint.suggested_fixes import SuggestedFix
@@ -61,8 +65,11 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
 
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
-#: The layout of a cache file; bump it when the entry format changes.
-FORMAT = 6
+#: The layout of a cache file; bump it when the entry format changes (7: the signed header,
+#: entries signed under a key of their fingerprint).
+FORMAT = 7
+#: a cache file larger than this is not read (the run checks the files anew and writes a new one)
+MAX_CACHE_BYTES = 64 * 1024 * 1024
 KEY_FILE = "cache-key"
 KEY_BYTES = 32
 _CODE = re.compile(r"ACC[0-9]{3}")
@@ -216,19 +223,20 @@ def _decode_fixes(findings: Sequence[Finding], rows: Any, lines: int) -> dict[Fi
     return fixes
 
 
-def user_key() -> bytes | None:
-    """This user's cache key (created on first use, mode 0600), or None if it cannot be kept."""
+def user_key(*, create: bool = True) -> bytes | None:
+    """This user's cache key (created on first use, mode 0600, unless not ``create``), or None
+    if it cannot be kept (or does not exist and is not to be created)."""
     import platformdirs  # here: only a run that uses the cache needs it
 
     folder = Path(platformdirs.user_cache_dir("accumlint", appauthor=False))
     path = folder / KEY_FILE
     key = _read_key(path)
-    if key is not None:
+    if key is not None or not create:
         return key
     torn = os.path.lexists(path)  # a kill while it was written, or someone else's bytes
     key = secrets.token_bytes(KEY_BYTES)
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cache_dir.make_private_dirs(folder)
         temporary = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -254,10 +262,62 @@ def _depends(dependencies: Any, names: Any, state: Any) -> list[Any] | None:
 
 def _read_key(path: Path) -> bytes | None:
     try:
-        key = path.read_bytes()
-    except OSError:
+        key, _ = read_source(path, KEY_BYTES)  # bounded, regular files only
+    except (OSError, NotARegularFile):
         return None
     return key if len(key) == KEY_BYTES else None
+
+
+def _derive(secret: bytes, purpose: bytes, key: str) -> bytes:
+    return hmac.digest(secret, b"accumlint cache " + purpose + b"\0" + key.encode(), "sha256")
+
+
+def entry_secret(secret: bytes, key: str) -> bytes:
+    """The key that signs the entries of the cache file of fingerprint ``key`` (from the user's
+    ``secret``): an entry verifies only in the file of the fingerprint it was computed under."""
+    return _derive(secret, b"entries", key)
+
+
+def header_mac(secret: bytes, key: str) -> str:
+    """The ``mac`` of the header of the cache file of fingerprint ``key``: proves the user's
+    accumlint wrote it (another derivation than :func:`entry_secret`: it reveals nothing of that)."""
+    return _derive(secret, b"file", key).hex()[:32]
+
+
+#: the start of a cache file: its header (format 7 on), or an older format's up to its first entry
+_HEADER = re.compile(rb'\{\s*"format"\s*:\s*([0-9]{1,6})\s*,\s*"mac"\s*:\s*"([0-9a-f]{32})"')
+_OLDER = re.compile(rb'\{\s*"format"\s*:\s*([0-9]{1,6})\s*,\s*"files"\s*:\s*\{\s*')
+_NO_ENTRY = re.compile(rb'\{"format":[0-9]{1,6},"files":\{\}\}')
+_COLON = re.compile(r"\s*:\s*")
+
+
+def proves_written(data: bytes, key: str, secret: bytes | None) -> bool:
+    """Whether ``data``, the start of the file ``<key>.json`` (or of its temporary), shows that
+    this user's accumlint wrote it: its header's ``mac`` is :func:`header_mac` under ``secret``;
+    for the older formats without a header, its first entry verifies under ``secret`` (a
+    file with no entry is exactly ``{"format":N,"files":{}}``). Anything else (a look-alike, a
+    file of another user or machine, no ``secret``) proves nothing."""
+    if secret is None:
+        return False
+    header = _HEADER.match(data)
+    if header is not None:
+        return int(header.group(1)) >= FORMAT and hmac.compare_digest(header.group(2).decode(), header_mac(secret, key))
+    older = _OLDER.match(data)
+    if older is None or int(older.group(1)) >= FORMAT:
+        return False
+    if data[older.end():older.end() + 1] == b"}":
+        return _NO_ENTRY.fullmatch(data) is not None
+    try:  # the first entry alone: the rest of the file may be past what was read
+        decoder = json.JSONDecoder()
+        text = data.decode("ascii")
+        path, end = decoder.raw_decode(text, older.end())
+        colon = _COLON.match(text, end)
+        if colon is None or not isinstance(path, str):
+            return False
+        entry, _ = decoder.raw_decode(text, colon.end())
+        return hmac.compare_digest(entry["mac"], _entry_mac(secret, path, entry["digest"], entry, entry.get("stat")))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return False
 
 
 def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any],
@@ -308,14 +368,13 @@ def _today() -> int:
     return int(time.time() // 86400)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a new file in the same directory and a rename, so a
-    reader sees the old file or the new one, never a part (the umask sets the mode)."""
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a new private file in the same directory
+    (:func:`accumlint.cache_dir.write_new`) and a rename, so a reader sees the old file or the
+    new one, never a part. Raises ``OSError``."""
     temporary = path.with_name(cache_dir.temporary_name(path.name))
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    cache_dir.write_new(temporary, data)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -352,7 +411,9 @@ class ResultCache:
     def __init__(self, directory: Path, key: str, secret: bytes) -> None:
         self.directory = directory
         self.file = directory / __version__ / f"{key}.json"
-        self._secret = secret
+        self._fingerprint = key
+        self._user_secret = secret
+        self._secret = entry_secret(secret, key)
         self._entries: dict[str, dict[str, Any]] = {}
         self._today = _today()
         self._dirty = False
@@ -368,8 +429,11 @@ class ResultCache:
         (:func:`user_key`); empty if it is absent, unreadable or corrupt."""
         cache = cls(directory, key, secret)
         try:
-            data = json.loads(cache.file.read_bytes())
-        except (OSError, ValueError, RecursionError):
+            text, size = read_source(cache.file, MAX_CACHE_BYTES)  # a FIFO or /dev/zero planted there: no hang
+            if size > MAX_CACHE_BYTES:
+                return cache
+            data = json.loads(text)
+        except (OSError, NotARegularFile, ValueError, RecursionError):
             return cache
         if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
             cache._entries = data["files"]
@@ -480,11 +544,13 @@ class ResultCache:
             for path, entry in self._entries.items()
             if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
         }
+        header = {"format": FORMAT, "mac": header_mac(self._user_secret, self._fingerprint)}
         try:
-            if not cache_dir.create(self.directory):
+            if not cache_dir.create(self.directory, self._user_secret):
                 return  # made meanwhile by someone else, and not accumlint's: leave it alone
-            self.file.parent.mkdir(exist_ok=True)
-            _atomic_write(self.file, json.dumps({"format": FORMAT, "files": files}, separators=(",", ":")))
+            with contextlib.suppress(FileExistsError):
+                cache_dir.make_private_dir(self.file.parent)
+            _atomic_write(self.file, json.dumps({**header, "files": files}, separators=(",", ":")).encode())
         except OSError:
             return
         self._dirty = False

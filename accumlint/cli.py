@@ -107,14 +107,14 @@ def _parse_timeout(settings: Settings, option: float | None, jobs: int | None) -
 
 def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
     """The run's cache, or None (with a warning) where the location is not accumlint's to write."""
-    try:
-        protected = cache_directory.protected_paths(settings.project_root)
-        directory = cache_directory.locate(_cache_location(settings, option), protected)
-    except cache_directory.CacheDirError as exc:
-        click.echo(f"warning: cache not used: {exc}", err=True)
-        return None
     secret = cache.user_key()
     if secret is None:  # nowhere to keep this user's key (a home that cannot be written): no cache
+        return None
+    try:
+        protected = cache_directory.protected_paths(settings.project_root)
+        directory = cache_directory.locate(_cache_location(settings, option), protected, secret)
+    except cache_directory.CacheDirError as exc:
+        click.echo(f"warning: cache not used: {exc}", err=True)
         return None
     key = cache.fingerprint(
         enabled=enabled,
@@ -651,7 +651,8 @@ def clean(config_path: str | None, cache_dir: str | None) -> None:
     try:
         settings = config.discover_settings(["."], config_path)
         location = _cache_location(settings, cache_dir)
-        removed = cache_directory.clean(location, cache_directory.protected_paths(settings.project_root))
+        removed = cache_directory.clean(location, cache_directory.protected_paths(settings.project_root),
+                                        cache.user_key(create=False))  # what it signed is what clean removes
     except (ConfigError, cache_directory.CacheDirError) as exc:
         _fail(str(exc))
         return

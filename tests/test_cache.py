@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from accumlint import cache, engine, runner
 from accumlint.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.cli import main
+from accumlint.config import Settings, known_codes
 from accumlint.reading import signature_of
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
@@ -141,12 +142,20 @@ def test_selection_change_is_not_served_stale_findings(project: Path) -> None:
 
 
 @pytest.mark.parametrize("garbage", [b"", b"{not json", b"[1, 2]", b'{"format": 1, "files": []}', b"\xff\xfe"])
-def test_a_corrupt_cache_file_is_ignored_and_replaced(project: Path, garbage: bytes) -> None:
+def test_a_corrupt_cache_file_is_ignored_and_kept(project: Path, garbage: bytes) -> None:
+    """Bytes that do not prove accumlint wrote them are nobody's to replace or remove: the run
+    checks every file and says why the cache is not used; `clean` keeps them."""
     concise()
     (file,) = cache_files(project)
     file.write_bytes(garbage)
-    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
-    assert sorted(os.path.basename(p) for p in entries(file)) == ["plain.py", "train.py"]
+    result = run("check", "--output-format", "concise", "--quiet")
+    assert result.exit_code == 1
+    assert "train.py:3:5: ACC001 `zero_grad` is called here" in result.output
+    assert f"holds files accumlint did not write ({cache.__version__}/{file.name})" in result.output
+    assert file.read_bytes() == garbage
+    cleaned = run("clean")
+    assert cleaned.exit_code == 0 and "kept 1 it did not write" in cleaned.output
+    assert file.read_bytes() == garbage
 
 
 def test_a_corrupt_entry_is_ignored(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,9 +185,8 @@ def sign_again(path: Path, project: Path, change) -> None:
     assert key is not None
     for name, entry in data["files"].items():
         change(entry)
-        depends = cache._depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
-        entry["mac"] = cache._mac(key, name, entry["digest"], entry["findings"], entry["unknown_noqa"], depends,
-                                  entry.get("fixes"))
+        entry["mac"] = cache._entry_mac(cache.entry_secret(key, path.stem), name, entry["digest"], entry, None)
+        entry.pop("stat", None)
     path.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -223,6 +231,51 @@ def test_what_an_entry_depends_on_is_signed_too(tmp_path: Path) -> None:
         entry[key] = forged
         store.file.write_text(json.dumps(data), encoding="utf-8")
         assert ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1") is None, key
+
+
+def test_an_entry_replayed_into_another_fingerprint_does_not_verify(project: Path) -> None:
+    """Reproduction: the entry of a narrower run (`--select ACC301`) copied into the default run's
+    file turned train.py's ACC001 into "All checks passed!", exit 0: the MAC did not cover the
+    fingerprint (selection, per-file-ignores, version)."""
+    assert concise("--select", "ACC301") == []
+    assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
+    train = str(project / "train.py")
+    narrow, default = sorted(cache_files(project), key=lambda file: bool(entries(file)[train]["findings"]))
+    data = json.loads(default.read_text(encoding="utf-8"))
+    data["files"][train] = entries(narrow)[train]
+    default.write_text(json.dumps(data), encoding="utf-8")
+    result = run("check", "--output-format", "concise")
+    assert result.exit_code == 1
+    assert "train.py:3:5: ACC001" in result.output and "All checks passed!" not in result.output
+
+
+def test_editing_a_module_reached_through_a_package_re_export_rechecks_its_caller(tmp_path: Path) -> None:
+    """Reproduction: `from utils import step`, with `utils/__init__.py` re-exporting it from
+    `.impl`, recorded only the `__init__`: editing `utils/impl.py` left a stale result, both ways."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("from .impl import step\n", encoding="utf-8")
+    helper = "def step(loss, optimizer, should_step):\n{reset}    loss.backward()\n    if should_step:\n" \
+             "        optimizer.step()\n"
+    (tmp_path / "train.py").write_text(
+        "from utils import step\n\n"
+        "def run(model, optimizer, loader, accum):\n"
+        "    for i, batch in enumerate(loader):\n"
+        "        step(model(batch) / accum, optimizer, (i + 1) % accum == 0)\n"
+        "        if (i + 1) % accum == 0:\n"
+        "            optimizer.zero_grad()\n", encoding="utf-8")
+    paths = [str(tmp_path / name) for name in ("train.py", "utils/__init__.py", "utils/impl.py")]
+
+    def found(reset: str) -> list[tuple[str, str, int]]:
+        (tmp_path / "utils" / "impl.py").write_text(helper.format(reset=reset), encoding="utf-8")
+        store = ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32)
+        checked = runner.check_files(paths, Settings(project_root=tmp_path), frozenset(known_codes()), jobs=1,
+                                     cache=store)
+        return [(os.path.basename(f.path), f.code, f.line) for f in checked.findings]
+
+    assert found("") == []
+    assert found("    optimizer.zero_grad()\n") == [("train.py", "ACC001", 5)]  # the reset now in the helper
+    assert found("") == []
 
 
 @pytest.mark.parametrize(
@@ -291,7 +344,8 @@ def test_no_key_no_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_deeply_nested_cache_file_is_ignored(project: Path) -> None:
     concise()
     (file,) = cache_files(project)
-    file.write_text('{"format": 3, "files": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    header = file.read_text(encoding="utf-8").split('"files":')[0]  # signed: accumlint's file, replaced
+    file.write_text(header + '"files": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
     assert concise() == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(os.path.basename(p) for p in entries(file)) == ["plain.py", "train.py"]
 
@@ -478,9 +532,9 @@ def test_a_concurrent_creation_leaves_one_directory(tmp_path: Path) -> None:
     from accumlint import cache_dir
 
     target = tmp_path / "c"
-    assert cache_dir.create(target) and cache_dir.create(target)  # the second finds it made
+    assert cache_dir.create(target, None) and cache_dir.create(target, None)  # the second finds it made
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]  # no temporary sibling left
-    assert cache_dir.foreign_entries(target) == []
+    assert cache_dir.foreign_entries(target, None) == []
 
 
 def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -520,7 +520,9 @@ class ProjectView:
                 return functions, found
             again = functions.imports.qualify(attribute)
             if again is not None and again != qualified:
-                result = functions.project.lookup(functions, again, depth + 1)  # type: ignore[union-attr]
+                # a re-export (`utils/__init__.py`: `from .impl import f`): resolved from that module,
+                # recorded here, so the result depends on `impl.py` as well as on the `__init__`
+                result = self.lookup(functions, again, depth + 1)
                 if result is not None:
                     return result
         return None
