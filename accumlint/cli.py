@@ -98,10 +98,10 @@ def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
     return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
 
-def _parse_timeout(settings: Settings, option: float | None, jobs: int | None) -> float | None:
-    """Seconds a file's check or fix may take in a worker; None: no limit (0, or ``--jobs 1``: no workers)."""
+def _parse_timeout(settings: Settings, option: float | None) -> float | None:
+    """Seconds a file's check or fix may take in a worker (with ``--jobs 1`` too); None: no limit (0)."""
     seconds = settings.parse_timeout if option is None else option
-    return None if jobs == 1 or not seconds else seconds
+    return seconds or None
 
 
 def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
@@ -277,7 +277,7 @@ def check(
             fix_results = fixes.fix_files(
                 files, codes_for, unsafe=unsafe_fixes, write=not diff,
                 trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
-                timeout=_parse_timeout(settings, parse_timeout, jobs),
+                timeout=_parse_timeout(settings, parse_timeout),
             )
             fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
             if diff:
@@ -416,7 +416,7 @@ def _run_groups(
     for settings, group in resolver.group(files):
         enabled = resolver.enabled(settings)
         results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-        timeout = _parse_timeout(settings, parse_timeout, jobs) or 0  # 0: none (None would mean the settings')
+        timeout = _parse_timeout(settings, parse_timeout) or 0  # 0: none (None would mean the settings')
         run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout,
                                  suggest=suggest)
         total.findings += run.findings
@@ -562,7 +562,7 @@ def _check_stdin(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None,
-                               suggest=_shows_fixes(output_format, statistics))
+                               suggest=_shows_fixes(output_format, statistics), timeout=settings.parse_timeout or None)
     findings = outcome.findings
 
     def source_lines(_: str, cell: int = 0) -> list[str] | None:
