@@ -379,6 +379,9 @@ class _Scheduler:
             # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
             self.results[job.index] = _check_alone(job.path, job.data, job.codes, self.timeout)
             return
+        except MemoryError:  # past the worker's memory limit
+            self.results[job.index] = _out_of_memory(job.path, job.codes)
+            return
         except Exception as exc:  # noqa: BLE001 - raised in the worker by this file: the run goes on
             self.results[job.index] = runner()._crashed(job.path, exc)
             return
