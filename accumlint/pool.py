@@ -427,6 +427,7 @@ class OutOfMemory(Exception):
 
 _alone_lock = threading.Lock()
 _alone: set[ProcessPoolExecutor] = set()  # the pools of run_alone calls in progress
+_ended = False  # set by end_alone: no run_alone call starts a worker any more
 
 
 def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None) -> T:
@@ -436,7 +437,8 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
 
     Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
     :class:`OutOfMemory` where it ran out of memory (``MemoryError``, or its native code
-    aborted), ``BrokenProcessPool`` where the worker died otherwise or :func:`end_alone` ended it.
+    aborted), ``BrokenProcessPool`` where the worker died otherwise or :func:`end_alone` ended it
+    (or had been called).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -449,6 +451,9 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
         initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
     )
     with _alone_lock:
+        if _ended:
+            pool.shutdown(wait=False)
+            raise BrokenProcessPool("the process is shutting down")
         _alone.add(pool)
     processes = []
     try:
@@ -476,8 +481,11 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
 
 def end_alone() -> None:
     """Kill the workers of the :func:`run_alone` calls in progress (their callers get
-    ``BrokenProcessPool`` at once): a server that shuts down does not wait for them."""
+    ``BrokenProcessPool`` at once), and refuse any later call: a server that shuts down does
+    not wait for them."""
+    global _ended
     with _alone_lock:
+        _ended = True
         pools = list(_alone)
     for pool in pools:
         for process in workers_of(pool):
