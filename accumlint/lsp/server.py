@@ -193,7 +193,11 @@ class AccumlintServer(LanguageServer):
 
     def _document(self, uri: str, checked: _Checked) -> TextDocument:
         """The open document ``uri``, else one holding the text last checked (pygls would read the file)."""
-        return self.workspace.text_documents.get(unquote(uri)) or TextDocument(uri, source=checked.text)
+        try:
+            document = self.workspace.text_documents.get(unquote(uri))
+        except RuntimeError:  # no session (a check called directly)
+            document = None
+        return document or TextDocument(uri, source=checked.text)
 
     # --- positions --------------------------------------------------------------
 
