@@ -553,7 +553,9 @@ def _check_stdin(
     if fix and not notebook.is_notebook(path):
         from accumlint.fixes import apply as fixes
 
-        result = fixes.fix_source(path, data, engine.rules_for(codes), unsafe=unsafe_fixes, codes=codes)
+        result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=settings.parse_timeout or None)
+        if result.error:
+            click.echo(f"error: {result.error}", err=True)
         data = result.fixed
         fixed = sum(result.applied.values())
         sys.stdout.buffer.write(data)

@@ -268,6 +268,17 @@ class _Fixer:
             self.pool = None
 
 
+def fix_bounded(path: str, data: bytes, codes: frozenset[str], *, unsafe: bool = False,
+                timeout: float | None = None) -> FixResult:
+    """:func:`fix_source` of one file's bytes (stdin) in a worker bounded as a check's: past
+    ``timeout`` seconds or the memory limit the bytes come back unchanged, ``error`` saying why."""
+    fixer = _Fixer(timeout)
+    try:
+        return fixer.fix(path, data, codes, unsafe)
+    finally:
+        fixer.close()
+
+
 def fix_files(
     files: Iterable[str],
     codes_for: Callable[[str], frozenset[str]],
