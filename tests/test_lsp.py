@@ -402,7 +402,11 @@ def test_a_pathological_document_gets_acc000_and_the_server_stays_bounded(tmp_pa
             assert time.monotonic() - start < 1
             [late] = await session.next_diagnostics(long_uri, 1)
             assert late.code == "ACC000"
-            assert late.message.startswith("file could not be checked: took too long to parse (more than 1 s)")
+            # past the time budget (1 s, stretched by the machine's load), or first past the memory limit
+            assert late.message.startswith((
+                "file could not be checked: took too long to parse (more than 1 s)",
+                "file could not be checked: too large to check (its check needed more than 1 GiB of memory)",
+            ))
 
             session.client.text_document_did_change(  # checked again, and shut down meanwhile
                 types.DidChangeTextDocumentParams(
