@@ -48,7 +48,6 @@ def _worker_start(parent: int, index: project.ProjectIndex | None = None, sugges
     exit within half a second once the main process is gone, instead of waiting for work forever;
     check with the run's project (``index``: sent along where the workers are not forked) and,
     with ``suggesting``, compute the findings' fixes. Its memory is bounded (:func:`limit_memory`)."""
-    runner()._in_worker = True
     runner()._suggesting = suggesting
     if index is not None:
         project.activate(index)

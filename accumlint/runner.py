@@ -113,14 +113,9 @@ def _memory_exhausted(path: str, codes: frozenset[str]) -> engine.FileResult:
     return _out_of_memory_result(path, codes)
 
 
-#: in a worker, a file at least this large gives its parse's memory back to the system once
-#: checked. In a run with one job only while the process holds more than
-#: :data:`TRIM_RESIDENT_ABOVE`: the next file would fault the pages in again (~6 % of the run
-#: when trimming after every such file), but the freed heap of many parses of different sizes
-#: adds up (speed set, one job: 242 MB after torch's largest file, 315 MB at the end)
+#: a file at least this large gives its parse's memory back to the system once checked (in its
+#: worker: every check runs in one)
 TRIM_ABOVE = 64 * 1024
-TRIM_RESIDENT_ABOVE = 160 * 2**20
-_in_worker = False  #: set by the pool's initializer
 #: the main process gives its freed heap back to the system after the project pass and, in a run
 #: with workers, after each this many bytes read: the bytes, the pickles and the screened texts
 #: it passes to the workers leave glibc's heap fragmented (speed set, two cores: main process
@@ -167,7 +162,7 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
     if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
         result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
-    if len(data) >= TRIM_ABOVE and (_in_worker or heap.resident() > TRIM_RESIDENT_ABOVE):
+    if len(data) >= TRIM_ABOVE:
         # LibCST's parse peaks at ~400 bytes per source byte, and glibc keeps the freed heap: without
         # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
         heap.trim()
