@@ -118,7 +118,7 @@ def _data_segment() -> int | None:
 
 
 #: how a worker that ran out of :data:`MEMORY_LIMIT` ends: LibCST's native parser aborts
-#: when an allocation fails (the kernel's OOM killer would send SIGKILL)
+#: when an allocation fails (SIGKILL is the pool's own, past the time budget)
 OUT_OF_MEMORY_SIGNALS = frozenset({signal.SIGABRT})
 
 
