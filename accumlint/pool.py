@@ -73,8 +73,9 @@ def _worker_start(parent: int, index: project.ProjectIndex | None = None, sugges
 #: (:func:`accumlint.runner._out_of_memory`). LibCST's memory grows with the square of an
 #: expression's depth: a 60 KB chain of ``2**`` or of conditional expressions takes it past 4 GB.
 MEMORY_LIMIT = 2**30
-#: the least a worker may allocate past what it holds at its start, whatever that is
-MIN_MEMORY_BUDGET = 256 * 2**20
+#: the least a worker may allocate past what it holds at its start, whatever that is: what a
+#: forked worker holds at first is its parent's, shared (a test process that imported torch)
+MIN_MEMORY_BUDGET = 512 * 2**20
 #: what the stacks of a worker's threads may use (resident, not in the data limit): LibCST's
 #: parser recurses once per nesting level on its thread's stack
 STACK_ALLOWANCE = 96 * 2**20
