@@ -203,6 +203,26 @@ def test_valid_code_libcst_cannot_parse_is_not_called_a_syntax_error(source: str
     assert finding.fix == "check the file with another tool, or exclude it; please report it"
 
 
+def test_no_mix_of_tabs_and_spaces_the_interpreter_accepts_is_called_a_syntax_error() -> None:
+    """Every two-level indentation from tabs and spaces in three shapes: where the interpreter
+    compiles it, no ``ACC000`` says "syntax error" (LibCST rejects 20 of them)."""
+    indents = ["\t", " ", "    ", "\t ", " \t", "\t    ", "        ", "\t\t", "    \t", "\t        "]
+    shapes = ["if x:\n{a}if y:\n{b}pass\n", "if x:\n{a}pass\n{b}pass\n", "if x:\n{a}if y:\n{b}pass\n{a}pass\n"]
+    rejected_by_libcst = 0
+    for outer in indents:
+        for inner in indents:
+            for shape in shapes:
+                source = LOOP + shape.format(a=outer, b=inner)
+                try:
+                    compile(source, "mix.py", "exec")
+                except SyntaxError:
+                    continue
+                messages = [f.message for f in engine.check_source("mix.py", source.encode()).findings]
+                assert not any("syntax error" in message for message in messages), (source, messages)
+                rejected_by_libcst += any("LibCST cannot parse" in message for message in messages)
+    assert rejected_by_libcst == 20
+
+
 @pytest.mark.parametrize("loop", [LOOP, SCALER_LOOP], ids=["gated", "calls-out"])
 def test_a_nul_byte_is_a_syntax_error_as_for_the_interpreter(loop: str) -> None:
     """Reproduction: LibCST accepts a NUL byte in a comment; the interpreter rejects the file."""
