@@ -64,7 +64,7 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 @dataclass
 class _Checked:
-    """A document's last check: its text, findings and (computed on demand) their fixes."""
+    """A document's last check: its text, findings and their fixes (computed by the check)."""
 
     version: int | None
     text: str
@@ -108,7 +108,8 @@ class AccumlintServer(LanguageServer):
         directory or an unreadable file: None, not checked)."""
         document = self.workspace.text_documents.get(unquote(uri))
         if document is not None:
-            return document.version, document.source, document.source.encode("utf-8")
+            text = document.source  # a lone surrogate from the client: undecodable bytes, ACC000
+            return document.version, text, text.encode("utf-8", errors="surrogatepass")
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None:
             return None
