@@ -69,9 +69,11 @@ def interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
         return 1, 1, f"syntax error: {err}"
 
 
-#: A file at least this large goes through the interpreter's parser before LibCST's: the
-#: interpreter's nesting limits (200 brackets, ~3,000 nested operators) and :data:`MAX_CHAIN`
-#: keep LibCST's native parser, which recurses without a depth check, off the end of its stack.
+#: A file at least this large is judged by the interpreter's parser alone (every file goes
+#: through it before LibCST's; a smaller one it rejects may still be newer syntax that LibCST
+#: reads): the interpreter's nesting limits (200 brackets, ~3,000 nested operators) and
+#: :data:`MAX_CHAIN` keep LibCST's native parser, which recurses without a depth check, off
+#: the end of its stack.
 INTERPRETER_FIRST_ABOVE = 64 * 1024
 #: The longest flat chain (``a and b and ...``, ``a < b < ...``) handed to LibCST: the
 #: interpreter's tree keeps it flat, LibCST's parser recurses once per operand.
