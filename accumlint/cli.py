@@ -192,14 +192,14 @@ _check_config_option = click.option(
     "--jobs",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Worker processes that parse files (default: one per CPU; 1: no workers).",
+    help="Worker processes that parse files (default: one per CPU), each bounded to 1 GiB.",
 )
 @click.option(
     "--parse-timeout",
     type=click.FloatRange(min=0, max=86400),
     metavar="SECONDS",
     help="A file whose check takes longer gets ACC000 (config `parse-timeout`; "
-    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit; none with --jobs 1).",
+    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit).",
 )
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
