@@ -25,6 +25,8 @@ LOOP = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
 #: gates cannot judge it from its own names (before: LibCST alone read it)
 SCALER_LOOP = "for b in loader:\n    loss_scaler(loss, optimizer, update_grad=True)\n"
 GIB = 2**30
+#: the memory limit is Linux's RLIMIT_DATA (elsewhere workers are not bounded), read back from /proc
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is Linux-only")
 
 
 def _power_chain(operators: int) -> str:
@@ -80,6 +82,7 @@ def _acc000(result: subprocess.CompletedProcess[str], name: str) -> str:
     return line
 
 
+@linux_only
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_chains_the_interpreter_gives_up_on_never_reach_libcst(tmp_path: Path, jobs: str) -> None:
     """Reproduction: 60 KB of ``2**`` (20,000 operators) or of conditional expressions took
@@ -95,6 +98,7 @@ def test_chains_the_interpreter_gives_up_on_never_reach_libcst(tmp_path: Path, j
     assert peak < 400 * 2**20
 
 
+@linux_only
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_chains_libcst_runs_out_of_memory_on_are_acc000_within_1_gb(tmp_path: Path, jobs: str) -> None:
@@ -113,6 +117,7 @@ def test_chains_libcst_runs_out_of_memory_on_are_acc000_within_1_gb(tmp_path: Pa
     assert "memory allocation" not in result.stderr  # LibCST's abort message stays in the worker
 
 
+@linux_only
 @pytest.mark.slow
 def test_a_notebook_cell_with_a_2m_element_list_under_one_job(tmp_path: Path) -> None:
     """Reproduction: a notebook cell with a 2,000,000-element list took ``--jobs 1`` past 4 GB."""
@@ -127,6 +132,7 @@ def _allocate(size: int) -> int:
     return len(bytearray(size))
 
 
+@linux_only
 def test_a_worker_is_bounded_to_the_memory_limit() -> None:
     assert pool.run_alone(_allocate, 64 * 2**20) == 64 * 2**20
     with pytest.raises(pool.OutOfMemory):
@@ -159,6 +165,7 @@ def _hungry(path: str, data: bytes, codes: frozenset[str], screened: engine.Scre
 _REAL_CHECK_IN_WORKER = runner._check_in_worker
 
 
+@linux_only
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_one_job_checks_in_a_bounded_worker_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int) -> None:
     """Before: ``jobs=1`` checked in the main process, without a memory (or time) limit."""
