@@ -99,10 +99,10 @@ def _cache_location(settings: Settings, cache_dir: str | None) -> Path:
     return cache.resolve_cache_dir(cache_dir, settings.cache_dir, settings.project_root)
 
 
-def _parse_timeout(settings: Settings, option: float | None, jobs: int | None) -> float | None:
-    """Seconds a file's check or fix may take in a worker; None: no limit (0, or ``--jobs 1``: no workers)."""
+def _parse_timeout(settings: Settings, option: float | None) -> float | None:
+    """Seconds a file's check or fix may take in a worker (with ``--jobs 1`` too); None: no limit (0)."""
     seconds = settings.parse_timeout if option is None else option
-    return None if jobs == 1 or not seconds else seconds
+    return seconds or None
 
 
 def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
@@ -194,14 +194,14 @@ _check_config_option = click.option(
     "--jobs",
     type=click.IntRange(min=1),
     metavar="N",
-    help="Worker processes that parse files (default: one per CPU; 1: no workers).",
+    help="Worker processes that parse files (default: one per CPU), each bounded to 1 GiB.",
 )
 @click.option(
     "--parse-timeout",
     type=click.FloatRange(min=0, max=86400),
     metavar="SECONDS",
     help="A file whose check takes longer gets ACC000 (config `parse-timeout`; "
-    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit; none with --jobs 1).",
+    f"default {config.DEFAULT_PARSE_TIMEOUT:g}; 0: no limit).",
 )
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
@@ -279,7 +279,7 @@ def check(
             fix_results = fixes.fix_files(
                 files, codes_for, unsafe=unsafe_fixes, write=not diff,
                 trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
-                timeout=_parse_timeout(settings, parse_timeout, jobs),
+                timeout=_parse_timeout(settings, parse_timeout),
             )
             fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
             if diff:
@@ -418,7 +418,7 @@ def _run_groups(
     for settings, group in resolver.group(files):
         enabled = resolver.enabled(settings)
         results = None if no_cache else _open_cache(settings, enabled, cache_dir)
-        timeout = _parse_timeout(settings, parse_timeout, jobs) or 0  # 0: none (None would mean the settings')
+        timeout = _parse_timeout(settings, parse_timeout) or 0  # 0: none (None would mean the settings')
         run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout,
                                  suggest=suggest)
         total.findings += run.findings
@@ -562,7 +562,9 @@ def _check_stdin(
     if fix and not notebook.is_notebook(path):
         from accumlint.fixes import apply as fixes
 
-        result = fixes.fix_source(path, data, engine.rules_for(codes), unsafe=unsafe_fixes, codes=codes)
+        result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=settings.parse_timeout or None)
+        if result.error:
+            click.echo(f"error: {result.error}", err=True)
         data = result.fixed
         fixed = sum(result.applied.values())
         sys.stdout.buffer.write(data)
@@ -571,7 +573,7 @@ def _check_stdin(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None,
-                               suggest=_shows_fixes(output_format, statistics))
+                               suggest=_shows_fixes(output_format, statistics), timeout=settings.parse_timeout or None)
     findings = outcome.findings
 
     def source_lines(_: str, cell: int = 0) -> list[str] | None:

@@ -20,6 +20,7 @@ for that file and never stops the run.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import gc
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,6 +41,7 @@ from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.parsing import (
     INTERPRETER_FIRST_ABOVE,
     MAX_CHAIN,
+    TOO_DEEP,
     decode_source,
     parse_module,
 )
@@ -49,6 +51,7 @@ from accumlint.parsing import may_chain as _may_chain
 from accumlint.parsing import nests_deep as _nests_deep
 from accumlint.parsing import syntax_error_position as _syntax_error_position
 from accumlint.placement import place
+from accumlint.pool import MEMORY_LIMIT
 from accumlint.prefilter import LedPattern, marker_search
 from accumlint.reading import MAX_SOURCE_BYTES
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
@@ -86,6 +89,17 @@ def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
         fix="make the file valid Python (as the interpreter that runs it would parse it)",
         url=PARSE_ERROR_URL,
     )
+
+
+def _not_parsed(path: str, line: int, column: int, reason: str) -> Finding:
+    """The ``ACC000`` of a valid file that the checks could not read (not a syntax error: nothing
+    for the user to make valid)."""
+    return dataclasses.replace(_parse_error(path, line, column, reason),
+                               fix="check the file with another tool, or exclude it; please report it")
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else "no reason given"
 
 
 #: The markers of the calls that make a backward event: where one is used in the code the
@@ -307,43 +321,67 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         result.findings.append(_parse_error(path, line, column, f"undecodable bytes ({exc.reason})"))
         return result
-    memory = None
+    nul = text.find("\0")
+    if nul >= 0:  # the interpreter rejects a NUL byte anywhere (LibCST accepts one in a comment)
+        line, column = _line_and_column(text, nul)
+        result.findings.append(_parse_error(path, line, column, f"syntax error: {NUL_BYTE}"))
+        return result
     large = len(data) >= INTERPRETER_FIRST_ABOVE
     # the gates judge this file's own code: where it may run events through another module's
     # code (``outside``) every rule its bytes admit goes on to LibCST
     gated = bool(rules) and not outside
     deep = _nests_deep(data)
-    decides = large or gated or not rules or deep
-    if decides or len(data) >= KEPT_BLOCKS_FROM_BYTES:
-        # the interpreter's parser (an order of magnitude faster than LibCST's) decides, reporting
-        # a file that does not parse: for the gates, a syntax check (no rules), a large or deep file
-        tree = _interpreter_parse(text)
-        if isinstance(tree, tuple):
-            if not decides:  # parsed only to leave definitions out: LibCST reads it whole
-                return Screened(text, tuple(rules), codes=codes)
-            if gated and not (large or deep) and _calls_backward(used):
-                # a training loop in syntax newer than this interpreter's (PEP 695 on 3.11):
-                # LibCST reads it, and reports a real syntax error at the interpreter's position
-                return Screened(text, tuple(rules), codes=codes)
-            result.findings.append(_parse_error(path, *tree))
-            return result
-        facts = None
-        if gated:
-            facts = source_facts(tree, data)
-            rules = [rule for rule in rules if rule.gate.admits(facts)]
-            if not rules:
-                return result  # no selected rule can fire on this code
-        if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
-            result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
-            return result
-        memory = PARSE_MEMORY_PER_NODE * (facts.nodes if facts is not None else sum(1 for _ in ast.walk(tree)))
-        if rules and len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules):
-            kept = kept_text(tree, text, _anchors(tuple(rules), outside))
-            if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
-                memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
-                return Screened(kept, tuple(rules), memory, codes, original=text)
-        del tree
-    return Screened(text, tuple(rules), memory, codes)
+    # the interpreter's parser (an order of magnitude faster than LibCST's) reads every file
+    # first: its verdict is the one that counts, and its nesting limits keep what it gives up
+    # on (a 60 KB chain of ``2**``: LibCST would take 4 GB) away from LibCST
+    tree = _interpreter_parse(text)
+    if isinstance(tree, tuple):
+        if rules and not (large or deep) and tree[2] != TOO_DEEP and (outside or _calls_backward(used)):
+            # perhaps syntax newer than this interpreter's (PEP 695 on 3.11) in a training loop
+            # or in code other modules' events run through: LibCST reads it, and reports a real
+            # syntax error at the interpreter's position
+            return Screened(text, tuple(rules), codes=codes)
+        result.findings.append(_parse_error(path, *tree))
+        return result
+    facts = None
+    if gated:
+        facts = source_facts(tree, data)
+        rules = [rule for rule in rules if rule.gate.admits(facts)]
+        if not rules:
+            return result  # no selected rule can fire on this code
+    if not rules:
+        return result  # a syntax check: the interpreter's parser decided
+    if large and _may_chain(data) and _longest_chain(tree) > MAX_CHAIN:
+        result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
+        return result
+    memory = PARSE_MEMORY_PER_NODE * (facts.nodes if facts is not None else sum(1 for _ in ast.walk(tree)))
+    if len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules):
+        kept = kept_text(tree, text, _anchors(tuple(rules), outside))
+        if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
+            memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
+            return _within_memory(path, Screened(kept, tuple(rules), memory, codes, original=text))
+    del tree
+    return _within_memory(path, Screened(text, tuple(rules), memory, codes))
+
+
+#: what the interpreter says of a NUL byte in source code
+NUL_BYTE = "source code string cannot contain null bytes"
+
+
+def _line_and_column(text: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column (code points) of ``text[offset]``."""
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _within_memory(path: str, screened: Screened) -> Screened | FileResult:
+    """``screened``, or ``ACC000`` where its estimated memory is more than twice a worker's
+    limit (:data:`~accumlint.pool.MEMORY_LIMIT`: it would run out, after seconds of work; near
+    the limit the estimate is too rough to refuse on, and the limit decides)."""
+    if screened.memory is None or screened.memory <= 2 * MEMORY_LIMIT:
+        return screened
+    needed, limit = screened.memory / 2**30, MEMORY_LIMIT / 2**30
+    reason = f"too large to check (LibCST would need about {needed:.1f} GiB of memory, more than {limit:g} GiB)"
+    return FileResult(path, findings=[_parse_error(path, 1, 1, reason)])
 
 
 def _anchors(rules: tuple[Rule, ...], outside: bool) -> frozenset[str]:
@@ -374,8 +412,12 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
     try:
         module = parse_module(text)
     except cst.ParserSyntaxError as exc:
-        line, column, reason = _syntax_error_position(text, exc)
-        result.findings.append(_parse_error(path, line, column, f"syntax error: {reason}"))
+        position = _syntax_error_position(text, exc)
+        if position is None:  # the interpreter compiles it: not a syntax error, a limit of LibCST's
+            reason = f"LibCST cannot parse this file, which Python compiles ({_first_line(exc.message)})"
+            result.findings.append(_not_parsed(path, exc.raw_line, exc.raw_column + 1, reason))
+        else:
+            result.findings.append(_parse_error(path, position[0], position[1], f"syntax error: {position[2]}"))
         return result
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))

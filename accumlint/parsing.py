@@ -36,18 +36,25 @@ def decode_source(data: bytes) -> str:
     return data.decode(encoding)
 
 
-def syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
-    """Where the interpreter puts a syntax error (LibCST's own position is often a token late).
+def syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str] | None:
+    """Where the interpreter puts a syntax error that LibCST reported (LibCST's own position is
+    often a token late), or None where the interpreter compiles ``text``: then it is no syntax
+    error, but code LibCST cannot parse (tab-then-spaces indentation, thousands of implicitly
+    concatenated strings).
 
-    Falls back to LibCST's position and message when ``ast`` accepts the text.
+    Falls back to LibCST's position and message where the interpreter gives up on the text.
     """
     try:
         ast.parse(text)
     except SyntaxError as err:
         return err.lineno or 1, err.offset or 1, err.msg
     except (RecursionError, MemoryError, ValueError):
-        pass
-    return exc.raw_line, exc.raw_column + 1, exc.message
+        return exc.raw_line, exc.raw_column + 1, exc.message
+    return None
+
+
+#: the reason of the ``ACC000`` of a file the interpreter's parser gives up on
+TOO_DEEP = "nesting too deep or code too large for the parser"
 
 
 def interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
@@ -56,15 +63,17 @@ def interpreter_parse(text: str) -> ast.Module | tuple[int, int, str]:
         return ast.parse(text)
     except SyntaxError as err:
         return err.lineno or 1, err.offset or 1, f"syntax error: {err.msg}"
-    except (RecursionError, MemoryError):
-        return 1, 1, "nesting too deep for the parser"
+    except (RecursionError, MemoryError):  # the interpreter's own nesting limit, or a worker's memory limit
+        return 1, 1, TOO_DEEP
     except ValueError as err:  # null bytes
         return 1, 1, f"syntax error: {err}"
 
 
-#: A file at least this large goes through the interpreter's parser before LibCST's: the
-#: interpreter's nesting limits (200 brackets, ~3,000 nested operators) and :data:`MAX_CHAIN`
-#: keep LibCST's native parser, which recurses without a depth check, off the end of its stack.
+#: A file at least this large is judged by the interpreter's parser alone (every file goes
+#: through it before LibCST's; a smaller one it rejects may still be newer syntax that LibCST
+#: reads): the interpreter's nesting limits (200 brackets, ~3,000 nested operators) and
+#: :data:`MAX_CHAIN` keep LibCST's native parser, which recurses without a depth check, off
+#: the end of its stack.
 INTERPRETER_FIRST_ABOVE = 64 * 1024
 #: The longest flat chain (``a and b and ...``, ``a < b < ...``) handed to LibCST: the
 #: interpreter's tree keeps it flat, LibCST's parser recurses once per operand.
@@ -164,6 +173,12 @@ def parse_module(text: str) -> cst.Module:
 
 
 _parser: tuple[int, queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]] | None = None
+
+
+def start_parser() -> None:
+    """Start this process's parser thread now (else at the first parse): a worker whose memory
+    is bounded maps its :data:`PARSER_STACK` before the bound is set, not past it."""
+    _parser_requests()
 
 
 def _parser_requests() -> queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]:

@@ -9,6 +9,7 @@ so that the module a worker runs is the one the main process configured).
 from __future__ import annotations
 
 import bisect
+import faulthandler
 import functools
 import gc
 import os
@@ -16,9 +17,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from accumlint import heap, project
 from accumlint.lazy import lazy_module
@@ -29,6 +31,9 @@ notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing.process import BaseProcess
+
+T = TypeVar("T")
 
 
 def runner() -> ModuleType:
@@ -42,8 +47,7 @@ def _worker_start(parent: int, index: project.ProjectIndex | None = None, sugges
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever;
     check with the run's project (``index``: sent along where the workers are not forked) and,
-    with ``suggesting``, compute the findings' fixes."""
-    runner()._in_worker = True
+    with ``suggesting``, compute the findings' fixes. Its memory is bounded (:func:`limit_memory`)."""
     runner()._suggesting = suggesting
     if index is not None:
         project.activate(index)
@@ -52,6 +56,71 @@ def _worker_start(parent: int, index: project.ProjectIndex | None = None, sugges
     # (inherited through fork; Lightning's Trainer installs one, for instance)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    from accumlint import parsing  # LibCST: loaded in the workers only
+
+    parsing.start_parser()  # its stack's address space is mapped before the memory bound is set
+    if limit_memory():
+        # LibCST's native parser prints "memory allocation of N bytes failed" as it aborts (and a
+        # fault handler inherited from the main process its stack): the file's ACC000 says it; a
+        # worker's results and errors travel back through the pool
+        faulthandler.disable()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
+#: The most memory (bytes) a worker may hold: past it, the check of its file gets ``ACC000``
+#: (:func:`accumlint.runner._out_of_memory`). LibCST's memory grows with the square of an
+#: expression's depth: a 60 KB chain of ``2**`` or of conditional expressions takes it past 4 GB.
+MEMORY_LIMIT = 2**30
+#: the least a worker may allocate past what it holds at its start, whatever that is: what a
+#: forked worker holds at first is its parent's, shared (a test process that imported torch)
+MIN_MEMORY_BUDGET = 512 * 2**20
+#: what the stacks of a worker's threads may use (resident, not in the data limit): LibCST's
+#: parser recurses once per nesting level on its thread's stack
+STACK_ALLOWANCE = 96 * 2**20
+
+
+def limit_memory(limit: int = MEMORY_LIMIT) -> bool:
+    """Bound this process (a worker, its parser thread started) to about ``limit`` bytes
+    resident: its data segment (``RLIMIT_DATA``: the heap and the private writable mappings,
+    where LibCST's and Python's allocations go) may grow by ``limit`` minus what it holds now
+    and :data:`STACK_ALLOWANCE` (at least :data:`MIN_MEMORY_BUDGET`).
+
+    Past it Python raises ``MemoryError`` and LibCST's native parser aborts the process
+    (``SIGABRT``): both read as "too large to check" (:data:`OUT_OF_MEMORY_SIGNALS`). Linux
+    only (elsewhere ``RLIMIT_DATA`` may not cover ``mmap``): returns whether a limit was set.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import resource
+
+    data = _data_segment()
+    if data is None:
+        return False
+    allowed = data + max(limit - heap.resident() - STACK_ALLOWANCE, MIN_MEMORY_BUDGET)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        allowed = min(allowed, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (allowed, hard))
+    return True
+
+
+def _data_segment() -> int | None:
+    """This process's data segment in bytes (``VmData`` of ``/proc/self/status``), None where unknown."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+#: how a worker that ran out of :data:`MEMORY_LIMIT` ends: LibCST's native parser aborts
+#: when an allocation fails (SIGKILL is the pool's own, past the time budget)
+OUT_OF_MEMORY_SIGNALS = frozenset({signal.SIGABRT})
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -99,8 +168,8 @@ class _Job:
 
 
 class _Scheduler:
-    """Checks files in this process, or in a pool started once a second file needs parsing
-    (a run that parses one file does not pay for starting workers).
+    """Checks files in a pool of worker processes (bounded in memory: :func:`limit_memory`),
+    started once a second file needs parsing, or at the end for one.
 
     Each file goes to the pool twice: first for the cheap stages, which take little memory and
     decide most files, then, if LibCST must read it, for the rest. A stage is sent only when a
@@ -127,6 +196,7 @@ class _Scheduler:
         self.memory = 0  # estimated, of the LibCST stages in flight
         self.frozen = False  # gc.freeze() until the workers have forked
         self.results: dict[int, engine.FileResult] = {}
+        self.workers: list[BaseProcess] = []  # the pool's processes (known once they fork)
 
     def __enter__(self) -> _Scheduler:
         return self
@@ -145,7 +215,7 @@ class _Scheduler:
         if hasattr(self.pool, "kill_workers"):  # Python 3.14+
             self.pool.kill_workers()
         else:
-            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            processes = workers_of(self.pool)
             self.pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
                 # SIGKILL: a worker holds nothing to clean up, and a SIGTERM can arrive before its
@@ -154,10 +224,7 @@ class _Scheduler:
         self.pool = None
 
     def submit(self, index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
-        """Queue one file (with one job it is checked at once)."""
-        if self.jobs == 1:
-            self.results[index] = runner()._check_safely(path, data, codes)
-            return
+        """Queue one file."""
         self._queue(_Job(index, path, data, codes))
         if self.pool is None:
             if len(self.pending) < 2:
@@ -190,6 +257,7 @@ class _Scheduler:
             max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
             initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
         )
+        self.workers = []
 
     def _queue(self, job: _Job) -> None:
         """Add a stage to ``pending``, which stays ordered by :attr:`_Job.rank`."""
@@ -227,6 +295,8 @@ class _Scheduler:
             self.pool.shutdown(wait=False)
             self._start()
             future = self.pool.submit(runner()._check_in_worker, job.path, job.data, job.codes, job.screened)
+        if not self.workers:
+            self.workers = workers_of(self.pool)
         if self.frozen:
             gc.unfreeze()  # the workers exist now (they fork at the first submit)
             self.frozen = False
@@ -303,8 +373,14 @@ class _Scheduler:
         try:
             outcome = future.result()
         except BrokenProcessPool:  # a worker was killed (memory) or crashed in native code
+            if len(self.workers) == 1 and _ran_out_of_memory(self.workers[0]):
+                self.results[job.index] = _out_of_memory(job.path, job.codes)  # its only file: the culprit
+                return
             # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
             self.results[job.index] = _check_alone(job.path, job.data, job.codes, self.timeout)
+            return
+        except MemoryError:  # past the worker's memory limit
+            self.results[job.index] = _out_of_memory(job.path, job.codes)
             return
         except Exception as exc:  # noqa: BLE001 - raised in the worker by this file: the run goes on
             self.results[job.index] = runner()._crashed(job.path, exc)
@@ -316,12 +392,9 @@ class _Scheduler:
 
     def collect(self) -> dict[int, engine.FileResult]:
         """Every queued file's result, by index."""
-        if self.pool is None and self.timeout is None:
-            for job in self.pending:  # at most one
-                self.results[job.index] = runner()._check_safely(job.path, job.data, job.codes)
-            self.pending.clear()
-        elif self.pool is None and self.pending:
-            self._start(1)  # one file, in a worker that can be replaced if it runs past the time budget
+        if self.pool is None and self.pending:
+            # one file (or one job), in a worker: bounded in memory, replaced past the time budget
+            self._start(1)
             self._dispatch()
         while self.pending or self.in_flight:
             self._finished(wait=True)
@@ -344,29 +417,111 @@ def load_factor() -> float:
     return min(MAX_STRETCH, max(1.0, load / runner().default_jobs()))
 
 
-def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
-    """:func:`_check` in a fresh one-worker pool: a file whose check kills the process gets an
-    internal error (one that runs past ``timeout`` seconds, ``ACC000``), and the run goes on."""
+class TooSlow(Exception):
+    """A call in a worker ran past its time budget (:func:`run_alone`)."""
+
+
+class OutOfMemory(Exception):
+    """A call in a worker ran out of :data:`MEMORY_LIMIT` (:func:`run_alone`)."""
+
+
+_alone_lock = threading.Lock()
+_alone: set[ProcessPoolExecutor] = set()  # the pools of run_alone calls in progress
+_ended = False  # set by end_alone: no run_alone call starts a worker any more
+
+
+def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None) -> T:
+    """``function(*args)`` in a fresh worker process (:func:`_worker_start`: bounded to
+    :data:`MEMORY_LIMIT`; forked on Linux, so it sees this process's activated project) and
+    its result. ``timeout``: seconds, stretched by :func:`load_factor` (None: no limit).
+
+    Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
+    :class:`OutOfMemory` where it ran out of memory (``MemoryError``, or its native code
+    aborted), ``BrokenProcessPool`` where the worker died otherwise or :func:`end_alone` ended it
+    (or had been called).
+    """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures import TimeoutError as Late
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=_worker_start,
+        initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
+    )
+    with _alone_lock:
+        if _ended:
+            pool.shutdown(wait=False)
+            raise BrokenProcessPool("the process is shutting down")
+        _alone.add(pool)
+    processes = []
     try:
-        limit = None if timeout is None else timeout * load_factor()
-        return pool.submit(runner()._check_safely, path, data, codes).result(timeout=limit)
-    except BrokenProcessPool as exc:
-        error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
-        return engine.FileResult(path, internal_errors=[error])
-    except Late:
-        assert timeout is not None
-        late = [runner()._too_slow(path, timeout)] if PARSE_ERROR_CODE in codes else []
-        return engine.FileResult(path, findings=late)
+        future = pool.submit(function, *args)
+        processes = workers_of(pool)
+        try:
+            return future.result(timeout=None if timeout is None else timeout * load_factor())
+        except Late:
+            raise TooSlow(timeout) from None
+        except MemoryError:
+            raise OutOfMemory() from None
+        except BrokenProcessPool:
+            if any(_ran_out_of_memory(process) for process in processes):
+                raise OutOfMemory() from None
+            raise
     finally:
-        processes = list((pool._processes or {}).values())  # type: ignore[attr-defined]
+        with _alone_lock:
+            _alone.discard(pool)
+        processes = processes or workers_of(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.kill()
             process.join()
+
+
+def end_alone() -> None:
+    """Kill the workers of the :func:`run_alone` calls in progress (their callers get
+    ``BrokenProcessPool`` at once), and refuse any later call: a server that shuts down does
+    not wait for them."""
+    global _ended
+    with _alone_lock:
+        _ended = True
+        pools = list(_alone)
+    for pool in pools:
+        for process in workers_of(pool):
+            process.kill()
+
+
+def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
+    """:func:`_check` in a fresh worker (:func:`run_alone`): a file whose check kills the
+    process gets an internal error, one that runs out of memory or past ``timeout`` seconds
+    ``ACC000``, and the run goes on."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return run_alone(runner()._check_safely, path, data, codes, timeout=timeout)
+    except BrokenProcessPool as exc:
+        error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
+        return engine.FileResult(path, internal_errors=[error])
+    except TooSlow:
+        assert timeout is not None
+        late = [runner()._too_slow(path, timeout)] if PARSE_ERROR_CODE in codes else []
+        return engine.FileResult(path, findings=late)
+    except OutOfMemory:
+        return _out_of_memory(path, codes)
+
+
+def workers_of(pool: ProcessPoolExecutor) -> list[BaseProcess]:
+    """The worker processes of ``pool`` (started at its first submit)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _ran_out_of_memory(process: BaseProcess) -> bool:
+    """Whether a worker that died ended as one that ran out of memory does (:data:`OUT_OF_MEMORY_SIGNALS`)."""
+    process.join(timeout=5)
+    return process.exitcode is not None and -process.exitcode in OUT_OF_MEMORY_SIGNALS
+
+
+def _out_of_memory(path: str, codes: frozenset[str]) -> engine.FileResult:
+    """The result of a file whose check ran out of a worker's memory."""
+    return engine.FileResult(path, findings=[runner()._out_of_memory(path)] if PARSE_ERROR_CODE in codes else [])

@@ -2,8 +2,8 @@
 
 The main process reads each file once, largest first, looks its hash up in the cache and
 runs the byte prefilter (:func:`accumlint.engine.may_fire`); only the files a rule may
-fire on go on, to :mod:`accumlint.pool` (``jobs=1``: checked in this process), which parses
-them in worker processes within a memory budget. Results are collected in file order, so the
+fire on go on, to :mod:`accumlint.pool`, which parses them in worker processes (one with
+``jobs=1``), each bounded in memory, within a memory budget. Results are collected in file order, so the
 output never depends on the number of workers or on which of them finished first.
 """
 
@@ -20,7 +20,8 @@ from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
-from accumlint.pool import _Scheduler
+from accumlint.pool import _check_alone, _Scheduler
+from accumlint.pool import _out_of_memory as _out_of_memory_result
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source, source_limit
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
@@ -86,6 +87,13 @@ def _too_slow(path: str, seconds: float) -> Finding:
     return _not_checked(path, reason, "simplify the deepest expression, raise `parse-timeout`, or exclude the file")
 
 
+def _out_of_memory(path: str) -> Finding:
+    from accumlint.pool import MEMORY_LIMIT
+
+    reason = f"too large to check (its check needed more than {MEMORY_LIMIT / 2**30:g} GiB of memory)"
+    return _not_checked(path, reason, "simplify the deepest expression, split the file, or exclude it")
+
+
 def _crashed(path: str, exc: BaseException) -> engine.FileResult:
     """A file whose check raised where nothing should: an internal error for that file, the run goes on."""
     error = f"{path}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}; please report it"
@@ -95,18 +103,22 @@ def _crashed(path: str, exc: BaseException) -> engine.FileResult:
 def _check_safely(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     try:
         return _check(path, data, codes)
+    except MemoryError:
+        return _memory_exhausted(path, codes)
     except Exception as exc:  # noqa: BLE001 - one file must not end the run
         return _crashed(path, exc)
 
 
-#: in a worker, a file at least this large gives its parse's memory back to the system once
-#: checked. In a run with one job only while the process holds more than
-#: :data:`TRIM_RESIDENT_ABOVE`: the next file would fault the pages in again (~6 % of the run
-#: when trimming after every such file), but the freed heap of many parses of different sizes
-#: adds up (speed set, one job: 242 MB after torch's largest file, 315 MB at the end)
+def _memory_exhausted(path: str, codes: frozenset[str]) -> engine.FileResult:
+    """The result of a check that ran out of the worker's memory (``ACC000`` where selected);
+    the heap it took is given back for the next file."""
+    heap.trim()
+    return _out_of_memory_result(path, codes)
+
+
+#: a file at least this large gives its parse's memory back to the system once checked (in its
+#: worker: every check runs in one)
 TRIM_ABOVE = 64 * 1024
-TRIM_RESIDENT_ABOVE = 160 * 2**20
-_in_worker = False  #: set by the pool's initializer
 #: the main process gives its freed heap back to the system after the project pass and, in a run
 #: with workers, after each this many bytes read: the bytes, the pickles and the screened texts
 #: it passes to the workers leave glibc's heap fragmented (speed set, two cores: main process
@@ -134,12 +146,15 @@ def _check_in_worker(
     """A worker's part of :func:`_check`, in two stages: without ``screened``, the cheap
     stages (:func:`accumlint.engine.screen`), which return what LibCST still has to check
     (the main process sends it again, within the budget of a LibCST parse); with it, the rest.
-    A notebook is checked whole."""
-    if screened is not None:
-        return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
-    if notebook.is_notebook(path):
-        return _check(path, data, codes)
-    verdict = engine.screen(path, data, engine.rules_for(codes))
+    A notebook is checked whole. A stage that runs out of memory gives the file ``ACC000``."""
+    try:
+        if screened is not None:
+            return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
+        if notebook.is_notebook(path):
+            return _check(path, data, codes)
+        verdict = engine.screen(path, data, engine.rules_for(codes))
+    except MemoryError:
+        return _memory_exhausted(path, codes)
     return verdict if isinstance(verdict, engine.Screened) else _finish(path, data, codes, verdict)
 
 
@@ -150,7 +165,7 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
     if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
         result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
-    if len(data) >= TRIM_ABOVE and (_in_worker or heap.resident() > TRIM_RESIDENT_ABOVE):
+    if len(data) >= TRIM_ABOVE:
         # LibCST's parse peaks at ~400 bytes per source byte, and glibc keeps the freed heap: without
         # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
         heap.trim()
@@ -208,15 +223,16 @@ def check_files(
 ) -> RunResult:
     """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
 
-    ``jobs`` worker processes parse the files (default: one per CPU; 1: all in this
-    process). ``cache``, if given, answers for files whose bytes it has seen and receives
-    the results of the others (except files with internal errors), and is saved at the end.
-    ``parse_timeout`` (seconds; default: the settings' ``parse-timeout``, 0: none): a file
-    whose check runs longer in a worker (the limit stretched by the machine's load:
-    :func:`accumlint.pool.load_factor`) gets ``ACC000`` and its worker is replaced (with
-    ``jobs=1`` there is no worker, and no limit). Only regular files are read (FIFOs, devices
-    and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1 bytes of each
-    (of a notebook's JSON :data:`~accumlint.reading.MAX_NOTEBOOK_BYTES` + 1: the limit holds for its code).
+    ``jobs`` worker processes parse the files (default: one per CPU). ``cache``, if given,
+    answers for files whose bytes it has seen and receives the results of the others (except
+    files with internal errors), and is saved at the end. ``parse_timeout`` (seconds; default:
+    the settings' ``parse-timeout``, 0: none): a file whose check runs longer in a worker (the
+    limit stretched by the machine's load: :func:`accumlint.pool.load_factor`) gets ``ACC000``
+    and its worker is replaced; one that runs out of a worker's memory
+    (:data:`accumlint.pool.MEMORY_LIMIT`) gets ``ACC000`` too. Only regular files are read
+    (FIFOs, devices and sockets are skipped with a note), at most :data:`MAX_SOURCE_BYTES` + 1
+    bytes of each (of a notebook's JSON :data:`~accumlint.reading.MAX_NOTEBOOK_BYTES` + 1: the
+    limit holds for its code).
     ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
     are computed where the check holds their nodes (:attr:`RunResult.fixes`).
     """
@@ -448,12 +464,16 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
 
 
 def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
-              suggest: bool = False) -> engine.FileResult:
-    """One file's bytes (stdin, an editor's buffer) checked in this process with ``codes``: the
-    findings a run of that one path reports for the same bytes (notebooks by the path's suffix).
-    With ``project_root`` (the settings' root) the model follows the project modules the file
+              suggest: bool = False, timeout: float | None = None) -> engine.FileResult:
+    """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
+    of that one path reports for the same bytes (notebooks by the path's suffix). With
+    ``project_root`` (the settings' root) the model follows the project modules the file
     imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
-    from disk, the file's own are ``data``. ``suggest``: with the findings' fixes."""
+    from disk, the file's own are ``data``. ``suggest``: with the findings' fixes.
+
+    The check runs in a worker process bounded as a run's are (:func:`accumlint.pool.run_alone`):
+    past :data:`~accumlint.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
+    file gets ``ACC000``."""
     global _suggesting
     index = None
     if project_root is not None and path != "-":
@@ -466,7 +486,7 @@ def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str |
         project.activate(index)
     _suggesting = suggest
     try:
-        return _check(path, data, codes)
+        return _check_alone(path, data, codes, timeout)
     finally:
         project.activate(previous)
         _suggesting = suggesting

@@ -46,17 +46,49 @@ def entries(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))["files"]
 
 
-def spy_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the files the engine checks (forked workers would hide the calls: use --jobs 1)."""
-    checked: list[str] = []
-    real = engine.check_source
+#: where the workers of a spied run append the names of the files they check (see spy_checks)
+_SPY_LOG: str | None = None
+_REAL_CHECK_IN_WORKER = runner._check_in_worker
 
-    def spy(path: str, data: bytes, rules: object = None, **options: bool) -> engine.FileResult:
-        checked.append(os.path.basename(path))
-        return real(path, data, rules, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(engine, "check_source", spy)
-    return checked
+def _spied_check_in_worker(
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+) -> engine.FileResult | engine.Screened:
+    if screened is None and _SPY_LOG is not None:  # a file's first stage: its check starts
+        with open(_SPY_LOG, "a", encoding="utf-8") as log:
+            log.write(os.path.basename(path) + "\n")
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+
+
+class _Checked:
+    """The names of the files checked so far, as the workers logged them (compares as a list)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def names(self) -> list[str]:
+        return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.names())
+
+    def __eq__(self, other: object) -> bool:
+        return self.names() == other
+
+    def __repr__(self) -> str:
+        return repr(self.names())
+
+    def clear(self) -> None:
+        self.log.unlink(missing_ok=True)
+
+
+def spy_checks(monkeypatch: pytest.MonkeyPatch, project: Path) -> _Checked:
+    """Record the files the checks start on (in the workers, which fork after this: a log file
+    beside the ``project`` folder)."""
+    log = project.with_name(f"{project.name}-checked.log")
+    monkeypatch.setattr(f"{__name__}._SPY_LOG", str(log))
+    monkeypatch.setattr(runner, "_check_in_worker", _spied_check_in_worker)
+    return _Checked(log)
 
 
 def test_cache_directory_is_tagged_ignored_and_holds_every_file(project: Path) -> None:
@@ -77,7 +109,7 @@ def test_cache_directory_is_tagged_ignored_and_holds_every_file(project: Path) -
 def test_warm_run_checks_nothing_and_a_changed_file_is_checked_again(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(checked) == ["plain.py", "train.py"]
     checked.clear()
@@ -108,7 +140,7 @@ def test_every_setting_that_changes_findings_changes_the_key(change: dict) -> No
 
 
 def test_version_and_source_changes_invalidate(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     concise("--jobs", "1")
     checked.clear()
     monkeypatch.setattr(cache, "__version__", "9.9.9")
@@ -165,7 +197,7 @@ def test_a_corrupt_entry_is_ignored(project: Path, monkeypatch: pytest.MonkeyPat
     train = data["files"][str(project / "train.py")]
     train["findings"] = [[3, "five", "ACC001"]]
     file.write_text(json.dumps(data), encoding="utf-8")
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert checked == ["train.py"]
 
@@ -309,7 +341,7 @@ def test_an_entry_signed_for_another_path_or_another_key_is_ignored(
     assert "twin.py:3:5: ACC001 `zero_grad` is called here" in concise()
     # another user or machine: another key, no entry verifies
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("other-user")))
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     concise("--jobs", "1")
     assert sorted(checked) == ["plain.py", "train.py", "twin.py"]
 
@@ -573,7 +605,7 @@ def test_a_warm_run_of_a_large_project_reads_only_what_it_must(project: Path, mo
     monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)  # a run this large is taken to be the project
     _later(monkeypatch)
     read = _spy_reads(monkeypatch)
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(read) == ["plain.py", "plain.py", "train.py", "train.py"]  # the project pass, the checks
     (file,) = cache_files(project)
@@ -628,7 +660,7 @@ def test_a_malformed_signature_makes_the_entry_unusable(project: Path, monkeypat
     data["files"][str(project / "plain.py")]["stat"] = forged
     file.write_text(json.dumps(data), encoding="utf-8")
     read = _spy_reads(monkeypatch)
-    checked = spy_checks(monkeypatch)
+    checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(read) == ["plain.py", "plain.py", "train.py"]  # hashed, found unusable, checked again
     assert checked == ["plain.py"]

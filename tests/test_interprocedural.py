@@ -222,7 +222,6 @@ def test_stdin_and_the_editor_follow_the_helpers_module(tmp_path: Path, monkeypa
     # `check - --stdin-filename train.py` and the language server check one buffer: the model
     # still follows the modules it imports, as `check train.py` does
     from click.testing import CliRunner
-    from pygls.workspace import TextDocument
 
     from accumlint.cli import main
     from accumlint.lsp.server import AccumlintServer
@@ -233,8 +232,7 @@ def test_stdin_and_the_editor_follow_the_helpers_module(tmp_path: Path, monkeypa
     out = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "concise", "-",
                                     "--stdin-filename", "train.py"], input=source).output
     assert out.splitlines()[0].startswith("train.py:6:9: ACC001") and "(via utils.py:3)" in out
-    document = TextDocument((tmp_path / "train.py").as_uri(), source)
-    [diagnostic] = AccumlintServer().check_document(document)
+    [diagnostic], _ = AccumlintServer().check_document((tmp_path / "train.py").as_uri(), 1, source, source.encode())
     assert (diagnostic.code, diagnostic.range.start.line) == ("ACC001", 5)
 
 

@@ -6,6 +6,7 @@ hover, a debounced change and the nearest configuration."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,8 @@ class Session:
             self.arrived.set()
 
     async def start(self, root: Path) -> types.InitializeResult:
-        await self.client.start_io(sys.executable, "-m", "accumlint", "server", cwd=str(root))
+        env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's server, not an installed one
+        await self.client.start_io(sys.executable, "-m", "accumlint", "server", cwd=str(root), env=env)
         return await asyncio.wait_for(
             self.client.initialize_async(
                 types.InitializeParams(
@@ -70,6 +72,12 @@ class Session:
             self.arrived.clear()
             await asyncio.wait_for(self.arrived.wait(), TIMEOUT)
         return list(self.published[uri][count - 1])
+
+    def kill(self) -> None:
+        """End the server process if it still runs (a test that failed must not leave it behind)."""
+        server = self.client._server  # type: ignore[attr-defined]
+        if server is not None and server.returncode is None:
+            server.kill()
 
     async def stop(self) -> None:
         await asyncio.wait_for(self.client.shutdown_async(None), TIMEOUT)
@@ -227,3 +235,188 @@ def test_positions_count_the_clients_utf16_units() -> None:
     # code point 11 (1-based) is `f`: the emoji takes two UTF-16 units
     assert server._position(document, lines, 1, 11) == types.Position(line=0, character=11)
     assert server._position(document, lines, 2, 1) == types.Position(line=1, character=0)  # the end of the file
+
+
+# --- a server that cannot be starved (issue 28, item 6) ---------------------------------------
+
+LOOP_HEAD = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
+
+
+class _PeakMemory:
+    """The largest resident size (bytes) of the server or any process under it, polled from
+    ``/proc`` every 20 ms while the block runs (its workers live a few seconds at most)."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid = pid
+        self.peak = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> _PeakMemory:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _tree(self) -> list[int]:
+        parents: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        tree = [self.pid]
+        for pid in tree:
+            tree.extend(child for child, parent in parents.items() if parent == pid)
+        return tree
+
+    def _poll(self) -> None:
+        while not self.done.wait(0.02):
+            for pid in self._tree():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                for line in status.splitlines():
+                    if line.startswith("VmRSS:"):
+                        self.peak = max(self.peak, int(line.split()[1]) * 1024)
+
+
+def _server_pid(session: Session) -> int:
+    return session.client._server.pid  # type: ignore[attr-defined,union-attr]
+
+
+async def _hover(session: Session, uri: str, seconds: float) -> types.Hover | None:
+    params = types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(0, 0))
+    return await asyncio.wait_for(session.client.text_document_hover_async(params), seconds)
+
+
+async def _stopped_within(session: Session, seconds: float) -> float:
+    """Shut the server down; the seconds its answer to ``shutdown`` took (at most ``seconds``)."""
+    import time
+
+    start = time.monotonic()
+    await asyncio.wait_for(session.client.shutdown_async(None), seconds)
+    took = time.monotonic() - start
+    session.client.exit(None)
+    await asyncio.wait_for(session.client.stop(), TIMEOUT)
+    return took
+
+
+def _hostile(coroutine_function, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Run ``coroutine_function(session, root)`` against a started server, killed if it failed."""
+
+    async def scenario(root: Path) -> None:
+        session = Session()
+        await session.start(root)
+        try:
+            await coroutine_function(session, root)
+        finally:
+            session.kill()
+
+    _run(scenario, tmp_path)
+
+
+#: the server's debounce (:data:`accumlint.lsp.server.DEBOUNCE_S`)
+DEBOUNCE = 0.3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="FIFOs, /dev/zero and /proc (memory)")
+def test_saves_and_changes_of_unopened_fifos_and_devices_never_block(tmp_path: Path) -> None:
+    """Reproduction: a didSave of a never-opened FIFO path blocked the server forever, of a
+    ``/dev/zero`` link read 6 GB; a didChange of one did the same after the debounce."""
+    os.mkfifo(tmp_path / "fifo.py")
+    (tmp_path / "zero.py").symlink_to("/dev/zero")
+    (tmp_path / "huge.py").write_bytes(b"#" * (5 * 2**20))  # past the size limit: read no further
+
+    async def scenario(session: Session, root: Path) -> None:
+        with _PeakMemory(_server_pid(session)) as memory:
+            for name in ("fifo.py", "zero.py", "huge.py"):
+                uri = (root / name).as_uri()
+                session.client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+                session.client.text_document_did_change(
+                    types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(uri=uri, version=2), [])
+                )
+            await asyncio.sleep(DEBOUNCE + 0.5)
+            assert await _hover(session, (root / "fifo.py").as_uri(), 5) is None  # answered
+            open_uri = _open(session, root / "train.py", BAD)
+            [diagnostic] = await session.next_diagnostics(open_uri, 1)
+            assert diagnostic.code == "ACC001"
+            assert await _stopped_within(session, 5) < 1
+        assert memory.peak < 400 * 2**20
+        assert (root / "fifo.py").exists() and (root / "zero.py").is_symlink()  # nothing replaced
+
+    _hostile(scenario, tmp_path)
+
+
+def test_a_request_with_invalid_params_gets_an_error(tmp_path: Path) -> None:
+    """Reproduction: a hover without ``position`` got no answer at all."""
+    from concurrent.futures import Future
+
+    from pygls.exceptions import JsonRpcException
+
+    async def scenario(session: Session, root: Path) -> None:
+        uri = _open(session, root / "train.py", BAD)
+        await session.next_diagnostics(uri, 1)
+        protocol = session.client.protocol  # the client's own types would refuse to send it
+        answer: Future[object] = Future()
+        protocol._request_futures["bad-hover"] = answer
+        hover = {"jsonrpc": "2.0", "id": "bad-hover", "method": "textDocument/hover"}
+        protocol._send_data({**hover, "params": {"textDocument": {"uri": uri}}})
+        with pytest.raises(JsonRpcException) as error:
+            await asyncio.wait_for(asyncio.wrap_future(answer), 5)
+        assert error.value.code == -32602  # InvalidParams
+        assert await _hover(session, uri, 5) is None  # the server goes on
+        await session.stop()
+
+    _hostile(scenario, tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit and /proc are Linux's")
+def test_a_pathological_document_gets_acc000_and_the_server_stays_bounded(tmp_path: Path) -> None:
+    """Reproduction: a 60 KB ``x = 2**2**...`` (20,000 operators) took the server past 6 GB; a
+    100,000-line document blocked it for 58.6 s. Now: ``ACC000``, hovers answered meanwhile, and
+    a shutdown answered within 1 s while a check runs."""
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\nparse-timeout = 1\n", encoding="utf-8")
+    power = LOOP_HEAD + "x = " + "2**" * 20_000 + "2\n"
+    long_document = BAD * 17_000  # 102,000 lines
+
+    async def scenario(session: Session, root: Path) -> None:
+        import time
+
+        with _PeakMemory(_server_pid(session)) as memory:
+            power_uri = _open(session, root / "power.py", power)
+            [deep] = await session.next_diagnostics(power_uri, 1)
+            assert deep.code == "ACC000"
+            assert deep.message == "file could not be checked: nesting too deep or code too large for the parser"
+
+            long_uri = _open(session, root / "long.py", long_document)
+            await asyncio.sleep(0.5)  # its check is running in a worker
+            start = time.monotonic()
+            assert await _hover(session, power_uri, 5) is not None  # over the ACC000
+            assert time.monotonic() - start < 1
+            [late] = await session.next_diagnostics(long_uri, 1)
+            assert late.code == "ACC000"
+            # past the time budget (1 s, stretched by the machine's load), or first past the memory limit
+            assert late.message.startswith((
+                "file could not be checked: took too long to parse (more than 1 s)",
+                "file could not be checked: too large to check (its check needed more than 1 GiB of memory)",
+            ))
+
+            session.client.text_document_did_change(  # checked again, and shut down meanwhile
+                types.DidChangeTextDocumentParams(
+                    types.VersionedTextDocumentIdentifier(uri=long_uri, version=2),
+                    [types.TextDocumentContentChangeWholeDocument(text=long_document + "\n")],
+                )
+            )
+            await asyncio.sleep(DEBOUNCE + 0.5)
+            assert await _stopped_within(session, 5) < 1
+        assert memory.peak < 10**9
+
+    _hostile(scenario, tmp_path)

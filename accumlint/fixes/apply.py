@@ -219,44 +219,64 @@ def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> Fix
 
 
 class _Fixer:
-    """Runs :func:`fix_source` in one worker process, replaced when a file takes longer than
-    ``timeout`` seconds (LibCST holds the GIL: only ending its process stops it) or kills it;
-    in this process when ``timeout`` is None."""
+    """Runs :func:`fix_source` in one worker process, bounded in memory as a check's
+    (:func:`accumlint.pool.limit_memory`), replaced when a file takes longer than ``timeout``
+    seconds (LibCST holds the GIL: only ending its process stops it; None: no limit) or kills it."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
         self.pool: ProcessPoolExecutor | None = None
 
     def fix(self, path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
-        if self.timeout is None:
-            return _fix_one(path, data, codes, unsafe)
         from concurrent.futures import TimeoutError as Late
         from concurrent.futures.process import BrokenProcessPool
+
+        from accumlint import pool
 
         if self.pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=pool._worker_start,
+                                            initargs=(os.getpid(),))
+        workers = []
         try:
-            return self.pool.submit(_fix_one, path, data, codes, unsafe).result(timeout=self.timeout)
+            future = self.pool.submit(_fix_one, path, data, codes, unsafe)
+            workers = pool.workers_of(self.pool)
+            return future.result(timeout=self.timeout)
         except Late:
             self.close()
             return FixResult(path, data, data, error=f"{path}: not fixed: took too long to parse "
                              f"(more than {self.timeout:g} s)")
-        except BrokenProcessPool:
+        except (BrokenProcessPool, MemoryError) as exc:
             self.close()
+            if isinstance(exc, MemoryError) or any(pool._ran_out_of_memory(worker) for worker in workers):
+                return FixResult(path, data, data, error=f"{path}: not fixed: too large to fix (it needed more "
+                                 f"than {pool.MEMORY_LIMIT / 2**30:g} GiB of memory)")
             return FixResult(path, data, data, error=f"{path}: not fixed: the process fixing it died")
 
     def close(self) -> None:
+        from accumlint.pool import workers_of
+
         if self.pool is not None:
-            processes = list((self.pool._processes or {}).values())  # type: ignore[attr-defined]
+            processes = workers_of(self.pool)
             self.pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
                 process.kill()
                 process.join()
             self.pool = None
+
+
+def fix_bounded(path: str, data: bytes, codes: frozenset[str], *, unsafe: bool = False,
+                timeout: float | None = None) -> FixResult:
+    """:func:`fix_source` of one file's bytes (stdin) in a worker bounded as a check's: past
+    ``timeout`` seconds or the memory limit the bytes come back unchanged, ``error`` saying why."""
+    fixer = _Fixer(timeout)
+    try:
+        return fixer.fix(path, data, codes, unsafe)
+    finally:
+        fixer.close()
 
 
 def fix_files(

@@ -11,25 +11,42 @@
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
+
+Bounded as ``accumlint check`` is: each check (and a fix-all) runs in a worker process with the
+run's time budget (``parse-timeout``) and memory limit (:func:`accumlint.pool.run_alone`), one
+at a time, on a thread of its own, so the server keeps answering while it runs; a file past
+either limit gets ``ACC000``. A file the editor has not opened is read only through
+:func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
+parameters do not parse is answered with ``InvalidParams``; ``shutdown`` ends the worker at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
+import sys
 import tokenize
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from accumlint import __version__, runner
+from accumlint import __version__, pool, runner
 from accumlint.config import ConfigError
 from accumlint.discovery import is_force_excluded
 from accumlint.findings import Finding, Severity
 from accumlint.hierarchy import Resolver
+from accumlint.reading import NotARegularFile, read_source
 from accumlint.suggested_fixes import SuggestedFix
 from accumlint.text_edits import TextEdit, text_edits
 
@@ -47,7 +64,7 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 @dataclass
 class _Checked:
-    """A document's last check: its text, findings and (computed on demand) their fixes."""
+    """A document's last check: its text, findings and their fixes (computed by the check)."""
 
     version: int | None
     text: str
@@ -57,43 +74,97 @@ class _Checked:
     lines: list[str] = field(default_factory=list)
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls' protocol, except that a request whose parameters do not parse (a hover without
+    ``position``) is answered with ``InvalidParams`` instead of being logged and dropped."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "id" in data and "method" in data:  # a request: the client waits for an answer
+                self._send_response(data["id"], error=exc.to_response_error())
+            raise
+
+
 class AccumlintServer(LanguageServer):
     """The language server; one :class:`~accumlint.hierarchy.Resolver` (configuration files are
     read again when a ``pyproject.toml`` is saved)."""
 
     def __init__(self) -> None:
-        super().__init__("accumlint", __version__)
+        super().__init__("accumlint", __version__, protocol_cls=_Protocol)
         self.resolver = Resolver()
         self.checked: dict[str, _Checked] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        #: the checks, one at a time (each in a worker process of up to 1 GiB), off the event loop
+        self.checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accumlint-check")
+        self.closing = False
 
     # --- checking ---------------------------------------------------------------
 
-    def check_document(self, document: TextDocument) -> list[types.Diagnostic]:
-        """Check the document's current text and remember the findings; the diagnostics to publish."""
-        path = document.path if document.uri.startswith("file:") else os.path.join(os.getcwd(), "untitled.py")
-        text = document.source
+    def source(self, uri: str) -> tuple[int | None, str, bytes] | None:
+        """The version, text and bytes to check of ``uri``: the editor's text of an open
+        document, else the file's bytes read bounded (:func:`read_source`; a FIFO, a device, a
+        directory or an unreadable file: None, not checked)."""
+        document = self.workspace.text_documents.get(unquote(uri))
+        if document is not None:
+            text = document.source  # a lone surrogate from the client: undecodable bytes, ACC000
+            return document.version, text, text.encode("utf-8", errors="surrogatepass")
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path is None:
+            return None
+        try:
+            data, _ = read_source(path)  # past the size limit: a prefix, which the check calls too large
+        except (OSError, NotARegularFile) as exc:
+            logging.getLogger(__name__).info("accumlint: %s not checked: %s", uri, exc)
+            return None
+        return None, data.decode("utf-8", errors="replace"), data
+
+    def check_document(
+        self, uri: str, version: int | None, text: str, data: bytes
+    ) -> tuple[list[types.Diagnostic], str | None]:
+        """Check ``data`` (``text`` decoded) as the document ``uri`` in a bounded worker
+        (:func:`runner.check_one`: ``ACC000`` past the time or memory limit), with the fixes
+        of its findings, and remember them; the diagnostics to publish, and the configuration
+        error that kept it from being checked (if any). Blocks: run it on :attr:`checker`."""
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        path = path or os.path.join(os.getcwd(), "untitled.py")
+        codes: frozenset[str] = frozenset()
+        findings: list[Finding] = []
+        fixes: dict[Finding, SuggestedFix] = {}
+        error = None
         try:
             settings = self.resolver.settings_for(path)
             excludes = [*settings.exclude, *settings.extend_exclude]
-            if is_force_excluded(path, excludes, settings.project_root):
-                codes: frozenset[str] = frozenset()
-                findings: list[Finding] = []
-            else:
+            if not self.closing and not is_force_excluded(path, excludes, settings.project_root):
                 codes = self.resolver.codes_for(path)
-                findings = runner.check_one(path, text.encode("utf-8"), codes, str(settings.project_root)).findings
+                result = runner.check_one(path, data, codes, str(settings.project_root), suggest=True,
+                                          timeout=settings.parse_timeout or None)
+                findings, fixes = result.findings, result.fixes or {}
         except ConfigError as exc:
-            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"accumlint: {exc}"))
-            codes, findings = frozenset(), []
-        checked = _Checked(document.version, text, findings, codes, lines=_LINE.findall(text))
-        self.checked[document.uri] = checked
-        return [self._diagnostic(document, checked, f) for f in findings if not f.cell]
+            error = f"accumlint: {exc}"
+        checked = _Checked(version, text, findings, codes, fixes, lines=_LINE.findall(text))
+        self.checked[uri] = checked
+        document = self._document(uri, checked)
+        return [self._diagnostic(document, checked, f) for f in findings if not f.cell], error
 
-    def publish(self, document: TextDocument) -> None:
-        """Check the document and publish its diagnostics."""
-        diagnostics = self.check_document(document)
+    async def publish(self, uri: str) -> None:
+        """Check ``uri`` on :attr:`checker` (the event loop goes on answering) and publish its diagnostics."""
+        source = self.source(uri)
+        if source is None or self.closing:
+            return
+        version, text, data = source
+        loop = asyncio.get_running_loop()
+        try:
+            diagnostics, error = await loop.run_in_executor(self.checker, self.check_document, uri, version, text, data)
+        except RuntimeError:  # the checker was shut down meanwhile
+            return
+        if self.closing:
+            return
+        if error is not None:
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, error))
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=document.uri, version=document.version, diagnostics=diagnostics)
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
         )
 
     def schedule(self, uri: str) -> None:
@@ -105,19 +176,29 @@ class AccumlintServer(LanguageServer):
 
     def _publish_uri(self, uri: str) -> None:
         self.pending.pop(uri, None)
-        self.publish(self.workspace.get_text_document(uri))
+        asyncio.ensure_future(self.publish(uri))
+
+    def close(self) -> None:
+        """Stop checking: no debounced check starts, and the worker of a check in progress is killed."""
+        self.closing = True
+        for handle in self.pending.values():
+            handle.cancel()
+        self.pending.clear()
+        pool.end_alone()
+        self.checker.shutdown(wait=False, cancel_futures=True)
 
     def fixes(self, uri: str) -> dict[Finding, SuggestedFix]:
-        """The fixes of the document's last findings (computed once per check)."""
+        """The fixes of the document's last findings (computed by its check)."""
         checked = self.checked.get(uri)
-        if checked is None:
-            return {}
-        if checked.fixes is None:
-            from accumlint.suggested_fixes import suggest_source
+        return {} if checked is None or checked.fixes is None else checked.fixes
 
-            path = self.workspace.get_text_document(uri).path
-            checked.fixes = suggest_source(path, checked.text.encode("utf-8"), checked.codes, checked.findings)
-        return checked.fixes
+    def _document(self, uri: str, checked: _Checked) -> TextDocument:
+        """The open document ``uri``, else one holding the text last checked (pygls would read the file)."""
+        try:
+            document = self.workspace.text_documents.get(unquote(uri))
+        except RuntimeError:  # no session (a check called directly)
+            document = None
+        return document or TextDocument(uri, source=checked.text)
 
     # --- positions --------------------------------------------------------------
 
@@ -162,13 +243,13 @@ class AccumlintServer(LanguageServer):
 
     # --- features ---------------------------------------------------------------
 
-    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         """The fixes and ``noqa`` quick-fixes of the findings whose ranges meet the requested one."""
         uri = params.text_document.uri
         checked = self.checked.get(uri)
         if checked is None:
             return []
-        document = self.workspace.get_text_document(uri)
+        document = self._document(uri, checked)
         wanted = params.context.only
         actions: list[types.CodeAction] = []
         fixes = self.fixes(uri)
@@ -191,7 +272,10 @@ class AccumlintServer(LanguageServer):
                                      uri, document, checked, noqa, diagnostic)
                     )
         if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
-            edits = self._fix_all(document, checked)
+            try:
+                edits = await asyncio.get_running_loop().run_in_executor(self.checker, self._fix_all, document, checked)
+            except RuntimeError:  # the checker was shut down meanwhile
+                edits = []
             if edits:
                 actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, uri, document, checked,
                                             edits))
@@ -231,12 +315,16 @@ class AccumlintServer(LanguageServer):
         return text_edits(checked.text, new_text) if changed else []
 
     def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
-        """The safe fixes of the whole document, as ``--fix`` applies them (one edit set)."""
-        from accumlint import engine
-        from accumlint.fixes.apply import fix_source
+        """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
+        in a bounded worker as a check is (none past its time or memory limit)."""
+        from accumlint.fixes.apply import _fix_one
 
-        result = fix_source(document.path, checked.text.encode("utf-8"), engine.rules_for(checked.codes),
-                            codes=checked.codes)
+        path = document.path or os.path.join(os.getcwd(), "untitled.py")
+        timeout = self.resolver.settings_for(path).parse_timeout or None
+        try:
+            result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=timeout)
+        except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
+            return []
         if not result.changed:
             return []
         return text_edits(checked.text, result.fixed.decode("utf-8"))
@@ -246,7 +334,7 @@ class AccumlintServer(LanguageServer):
         checked = self.checked.get(params.text_document.uri)
         if checked is None:
             return None
-        document = self.workspace.get_text_document(params.text_document.uri)
+        document = self._document(params.text_document.uri, checked)
         for finding in checked.findings:
             found = self._range(document, checked, finding)
             if finding.cell or not _contains(found, params.position):
@@ -288,24 +376,25 @@ def create_server() -> AccumlintServer:
     server = AccumlintServer()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: AccumlintServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.publish(ls.workspace.get_text_document(params.text_document.uri))
+    async def did_open(ls: AccumlintServer, params: types.DidOpenTextDocumentParams) -> None:
+        await ls.publish(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: AccumlintServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule(params.text_document.uri)
+        if unquote(params.text_document.uri) in ls.workspace.text_documents:  # else: no text to check
+            ls.schedule(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: AccumlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    async def did_save(ls: AccumlintServer, params: types.DidSaveTextDocumentParams) -> None:
         uri = params.text_document.uri
         if uri.endswith("/pyproject.toml"):  # the configuration changed: read it again, check every document
             ls.resolver = Resolver()
             for open_uri in list(ls.checked):
-                ls.publish(ls.workspace.get_text_document(open_uri))
+                await ls.publish(open_uri)
             return
         if (handle := ls.pending.pop(uri, None)) is not None:
             handle.cancel()
-        ls.publish(ls.workspace.get_text_document(uri))
+        await ls.publish(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AccumlintServer, params: types.DidCloseTextDocumentParams) -> None:
@@ -319,19 +408,33 @@ def create_server() -> AccumlintServer:
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
     )
-    def code_action(ls: AccumlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        return ls.code_actions(params)
+    async def code_action(ls: AccumlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        return await ls.code_actions(params)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: AccumlintServer, params: types.HoverParams) -> types.Hover | None:
         return ls.hover(params)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: AccumlintServer, params: None) -> None:
+        ls.close()
+
+    @server.feature(types.EXIT)
+    def exit_(ls: AccumlintServer, params: None) -> None:
+        ls.close()
 
     return server
 
 
 def serve() -> None:
     """Run the server on stdin/stdout until the client ends it."""
-    create_server().start_io()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # the protocol alone reads and writes them: a worker forked while the reader thread waits on
+    # stdin would hang closing ``sys.stdin`` (multiprocessing does at a process's start), whose
+    # lock that thread holds; a stray print would corrupt the protocol
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - for the process's life
+    sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    create_server().start_io(stdin, stdout)
 
 
 __all__ = ["DEBOUNCE_S", "AccumlintServer", "create_server", "serve"]
