@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -118,8 +118,27 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
     return result
 
 
-def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
-    """The SARIF log object for ``findings`` (every known rule is listed in the driver)."""
+def _invocation(incomplete: Mapping[str, Sequence[str]]) -> dict:
+    """The run's invocation: successful unless a file was not fully checked (each reason a notification)."""
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": f"not fully checked: {reason}"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"}}}],
+        }
+        for path, reasons in incomplete.items()
+        for reason in reasons or ["an internal error"]
+    ]
+    invocation: dict = {"executionSuccessful": not incomplete}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    return invocation
+
+
+def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None,
+              incomplete: Mapping[str, Sequence[str]] | None = None) -> dict:
+    """The SARIF log object for ``findings`` (every known rule is listed in the driver);
+    ``incomplete``: the files that were not fully checked, and why (path -> reasons)."""
     docs = rule_docs.rule_docs()
     index = {doc.info.code: i for i, doc in enumerate(docs)}
     return {
@@ -136,6 +155,7 @@ def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
                         "rules": [_rule(doc) for doc in docs],
                     }
                 },
+                "invocations": [_invocation(incomplete or {})],
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                 "results": [_result(f, index, (fixes or {}).get(f)) for f in sort_findings(findings)],
                 "columnKind": "unicodeCodePoints",
@@ -144,6 +164,7 @@ def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
     }
 
 
-def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None) -> str:
-    """``findings`` as a SARIF 2.1.0 JSON document."""
-    return json.dumps(sarif_log(findings, fixes), indent=2)
+def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None,
+                 incomplete: Mapping[str, Sequence[str]] | None = None) -> str:
+    """``findings`` as a SARIF 2.1.0 JSON document (``incomplete``: see :func:`sarif_log`)."""
+    return json.dumps(sarif_log(findings, fixes, incomplete), indent=2)
