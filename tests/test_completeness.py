@@ -156,6 +156,18 @@ def test_machine_formats_read_the_state() -> None:
     (error,) = root.iter("error")
     assert error.get("message") == "the fixes could not be computed (RecursionError)"
     assert [case.get("name") for case in root.iter("testcase")] == ["fully checked"]  # no passing "No findings"
+    (issue,) = json.loads(render([], "gitlab", incomplete=incomplete))
+    assert (issue["check_name"], issue["description"], issue["location"]) == (
+        "not-fully-checked",
+        "not fully checked: the fixes could not be computed (RecursionError)",
+        {"path": "deep.py", "lines": {"begin": 1, "end": 1}},
+    )
+    (diagnostic,) = json.loads(render([], "rdjson", incomplete=incomplete))["diagnostics"]
+    assert (diagnostic["message"], diagnostic["location"], diagnostic["severity"]) == (
+        "not fully checked: the fixes could not be computed (RecursionError)",
+        {"path": "deep.py"},
+        "WARNING",
+    )
     assert render([], "github", incomplete=incomplete) == (
         "::warning file=deep.py,title=not fully checked::the fixes could not be computed (RecursionError)"
     )
@@ -167,3 +179,13 @@ def test_check_one_reports_the_state() -> None:
     )
     assert _where(result.findings) == [("ACC001", 3, 5)]
     assert not result.fully_checked
+
+
+def test_findings_that_cannot_be_placed_are_acc000(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_deep(*_: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(engine, "place", too_deep)
+    result = check_source("t.py", ACC001_LOOP)
+    assert _where(result.findings) == [("ACC000", 1, 1)]
+    assert result.findings[0].message == "file could not be checked: nesting too deep to place the findings"

@@ -8,7 +8,7 @@ text to print; :func:`render` picks one by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 
 from accumlint.findings import Finding
 from accumlint.output.github import format_github
@@ -19,6 +19,7 @@ from accumlint.output.rdjson import format_rdjson
 from accumlint.output.sarif import format_sarif
 from accumlint.output.text import (
     Fixes,
+    Incomplete,
     SourceLines,
     fixable_counts,
     format_concise,
@@ -40,6 +41,7 @@ __all__ = [
     "FORMATS",
     "HUMAN_FORMATS",
     "Fixes",
+    "Incomplete",
     "SourceLines",
     "fixable_counts",
     "format_concise",
@@ -70,7 +72,7 @@ def render(
     fixes: Fixes | None = None,
     unsafe: bool = False,
     show_fixes: bool = False,
-    incomplete: Mapping[str, Sequence[str]] | None = None,
+    incomplete: Incomplete | None = None,
 ) -> str:
     """The findings in ``output_format`` (or their per-code statistics), without a summary line.
 
@@ -78,8 +80,9 @@ def render(
     SARIF, ``suggestions`` in rdjson); ``unsafe``: ``--unsafe-fixes`` is on, so unsafe fixes count as
     applied. ``--statistics`` is JSON for ``json`` and a text table for every other format.
     ``incomplete``: the files that were not fully checked and why (path -> reasons): SARIF reports
-    them as tool notifications of a run that did not succeed, JUnit as errors, GitHub as warning
-    annotations (the summary line of the text formats and the exit status read them too).
+    them as tool notifications of a run that did not succeed, JUnit as errors, GitHub, GitLab and
+    rdjson as warnings of their own (the summary line of the text formats and the exit status read
+    them too; ``json`` and ``json-lines`` keep ruff's list of findings).
     """
     findings = list(findings)
     if output_format == "json":
@@ -99,9 +102,9 @@ def render(
     if output_format == "github":
         return format_github(findings, incomplete)
     if output_format == "gitlab":
-        return format_gitlab(findings)
+        return format_gitlab(findings, incomplete)
     if output_format == "rdjson":
-        return format_rdjson(findings, source_lines=source_lines, fixes=fixes)
+        return format_rdjson(findings, source_lines=source_lines, fixes=fixes, incomplete=incomplete)
     if output_format == "junit":
         return format_junit(findings, incomplete)
     raise ValueError(f"unknown output format {output_format!r}; allowed: {', '.join(FORMATS)}")

@@ -8,10 +8,10 @@ properties. The message carries the fix and the rule page on lines of their own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 
 from accumlint.findings import Finding, Severity
-from accumlint.output.text import sort_findings
+from accumlint.output.text import Incomplete, incomplete_reasons, sort_findings
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -46,12 +46,11 @@ def annotation(finding: Finding) -> str:
     return f"::{COMMANDS[finding.severity]} {props}::{escape_data(message)}"
 
 
-def format_github(findings: Iterable[Finding], incomplete: Mapping[str, Sequence[str]] | None = None) -> str:
+def format_github(findings: Iterable[Finding], incomplete: Incomplete | None = None) -> str:
     """One annotation line per finding, in report order, then a warning per reason a file was not
     fully checked (``incomplete``: path -> reasons)."""
     lines = [annotation(f) for f in sort_findings(findings)]
-    for path, reasons in (incomplete or {}).items():
-        for reason in reasons or ["an internal error"]:
-            title = escape_property("not fully checked")
-            lines.append(f"::warning file={escape_property(path)},title={title}::{escape_data(reason)}")
+    title = escape_property("not fully checked")
+    for path, reason in incomplete_reasons(incomplete):
+        lines.append(f"::warning file={escape_property(path)},title={title}::{escape_data(reason)}")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -21,7 +21,7 @@ from urllib.parse import quote
 from accumlint import __version__
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
-from accumlint.output.text import Fixes, sort_findings
+from accumlint.output.text import Fixes, Incomplete, incomplete_reasons, sort_findings
 
 if TYPE_CHECKING:
     from accumlint.rule_docs import RuleDoc
@@ -118,7 +118,7 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
     return result
 
 
-def _invocation(incomplete: Mapping[str, Sequence[str]]) -> dict:
+def _invocation(incomplete: Incomplete) -> dict:
     """The run's invocation: successful unless a file was not fully checked (each reason a notification)."""
     notifications = [
         {
@@ -126,8 +126,7 @@ def _invocation(incomplete: Mapping[str, Sequence[str]]) -> dict:
             "message": {"text": f"not fully checked: {reason}"},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"}}}],
         }
-        for path, reasons in incomplete.items()
-        for reason in reasons or ["an internal error"]
+        for path, reason in incomplete_reasons(incomplete)
     ]
     invocation: dict = {"executionSuccessful": not incomplete}
     if notifications:
@@ -136,7 +135,7 @@ def _invocation(incomplete: Mapping[str, Sequence[str]]) -> dict:
 
 
 def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None,
-              incomplete: Mapping[str, Sequence[str]] | None = None) -> dict:
+              incomplete: Incomplete | None = None) -> dict:
     """The SARIF log object for ``findings`` (every known rule is listed in the driver);
     ``incomplete``: the files that were not fully checked, and why (path -> reasons)."""
     docs = rule_docs.rule_docs()
@@ -165,6 +164,6 @@ def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None,
 
 
 def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None,
-                 incomplete: Mapping[str, Sequence[str]] | None = None) -> str:
+                 incomplete: Incomplete | None = None) -> str:
     """``findings`` as a SARIF 2.1.0 JSON document (``incomplete``: see :func:`sarif_log`)."""
     return json.dumps(sarif_log(findings, fixes, incomplete), indent=2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -204,6 +204,17 @@ def _files(count: int) -> str:
 def not_fully_checked(count: int) -> str:
     """The sentence a summary gives for ``count`` files that were not fully checked."""
     return f"{_files(count)} {'was' if count == 1 else 'were'} not fully checked."
+
+
+#: the files that were not fully checked, and why (path -> reasons): :attr:`accumlint.runner.RunResult.incomplete`
+Incomplete = Mapping[str, "Sequence[str]"]
+
+
+def incomplete_reasons(incomplete: Incomplete | None) -> list[tuple[str, str]]:
+    """``(path, reason)`` for each reason a file was not fully checked; a file with none of its
+    own had an internal error (its message is on stderr)."""
+    return [(path, reason) for path, reasons in (incomplete or {}).items()
+            for reason in reasons or ["an internal error"]]
 
 
 def summary_line(count: int, *, color: bool = False, fixable: int = 0, unsafe_fixable: int = 0,
