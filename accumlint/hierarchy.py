@@ -147,8 +147,5 @@ def excluded_by_own_settings(resolver: Resolver, path: str, exclude: Callable[[S
     (a nested project's own ``exclude``), relative to that settings' root."""
     from accumlint.discovery import is_force_excluded
 
-    try:
-        settings = resolver.settings_for(path)
-    except ConfigError:  # its excludes are unknown: the file is kept, and its configuration's error reported
-        return False
+    settings = resolver.settings_for(path)
     return is_force_excluded(path, exclude(settings), settings.project_root)
