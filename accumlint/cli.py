@@ -27,8 +27,18 @@ from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding
 from accumlint.hierarchy import Resolver, excluded_by_own_settings
 from accumlint.lazy import lazy_module
-from accumlint.output import FIX_FORMATS, FORMATS, HUMAN_FORMATS, Fixes, fixable_counts, render, summary_line
+from accumlint.output import (
+    FIX_FORMATS,
+    FORMATS,
+    HUMAN_FORMATS,
+    Fixes,
+    fixable_counts,
+    not_fully_checked,
+    render,
+    summary_line,
+)
 from accumlint.reading import read_stream, source_limit, too_large_reason
+from accumlint.registry import PARSE_ERROR_CODE
 from accumlint.show_settings import format_settings
 from accumlint.suggested_fixes import FIXABLE_CODES
 
@@ -269,6 +279,8 @@ def check(
         sys.exit(EXIT_OK)
     if not files:  # as ruff says: a wrong path or an exclude that hides everything must not pass silently
         click.echo("warning: No Python files found under the given path(s)", err=True)
+    # a file judged by a configuration that cannot be loaded is reported, the others are checked
+    files, misconfigured = resolver.partition(files)
 
     fixed = 0
     try:
@@ -300,6 +312,7 @@ def check(
     except ConfigError as exc:
         _fail(str(exc))
         return
+    _report_misconfigured(run, misconfigured, PARSE_ERROR_CODE in enabled)
     for note in run.notes:
         click.echo(f"note: {note}", err=True)
     for warning in run.warnings:
@@ -329,12 +342,31 @@ def check(
 
     suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run)
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
-            color, fixed=fixed if fix else 0)
-    for error in errors:
-        click.echo(f"error: {error}", err=True)
-    if errors:
+            color, fixed=fixed if fix else 0, incomplete=run.incomplete)
+    _not_fully_checked(errors, run.incomplete)
+    if errors or run.incomplete:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+
+
+def _not_fully_checked(errors: Iterable[str], incomplete: dict[str, list[str]]) -> None:
+    """The internal errors and why each file that was not fully checked was not, on stderr."""
+    for error in errors:
+        click.echo(f"error: {error}", err=True)
+    for path, reasons in incomplete.items():
+        for reason in reasons:
+            click.echo(f"warning: {path}: not fully checked: {reason}", err=True)
+
+
+def _report_misconfigured(run: runner.RunResult, misconfigured: dict[str, ConfigError], as_finding: bool) -> None:
+    """Each file whose configuration cannot be loaded, into ``run``: unchecked, with the error as its
+    ``ACC000`` (``as_finding``: the code is enabled) or else as why it was not fully checked."""
+    for path, error in misconfigured.items():
+        if as_finding:
+            reason = f"its configuration is invalid: {error}"
+            run.findings.append(runner.not_checked(path, reason, "fix that pyproject.toml, or exclude the folder"))
+        else:
+            run.incomplete[path] = [f"its configuration is invalid: {error}"]
 
 
 def _memo(function: Callable[[str], frozenset[str]]) -> Callable[[str], frozenset[str]]:
@@ -391,13 +423,14 @@ def _discover(
     explicit = {os.path.normpath(t) for t in targets if not os.path.isdir(t)}
 
     def own_exclude(path: str) -> bool:
-        own = resolver.settings_for(path)
-        if own is settings:
-            return False
+        if resolver.error_for(path) is not None or resolver.settings_for(path) is settings:
+            return False  # (a file whose configuration is broken is kept: the check reports it)
         return excluded_by_own_settings(resolver, path, lambda s: _excludes(s, exclude))
 
     files = [f for f in files if f in explicit or not own_exclude(f)]
     def force_excluded(path: str) -> bool:
+        if resolver.error_for(path) is not None:
+            return False
         own = resolver.settings_for(path)
         if is_force_excluded(path, _excludes(own, exclude), own.project_root):
             return True
@@ -424,6 +457,7 @@ def _run_groups(
         total.findings += run.findings
         total.notes += run.notes
         total.errors += run.errors
+        total.incomplete.update(run.incomplete)
         total.warnings += run.warnings
         total.sources.update(run.sources)
         total.projects.update(run.projects)
@@ -451,7 +485,8 @@ def _suggest(
     """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has
     one); ``projects``: the project index each file was checked in. ``checked``: a run or a
     check whose fixes were computed where the check held their nodes; only the files it did
-    not check (answered from the cache) are parsed again for theirs."""
+    not check (answered from the cache) are parsed again for theirs, and one whose fixes cannot be
+    computed is recorded as not fully checked in it."""
     if not _shows_fixes(output_format, statistics):
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
@@ -466,7 +501,13 @@ def _suggest(
     if any(f.code in FIXABLE_CODES for f in rest):
         from accumlint.suggested_fixes import suggest_run
 
-        fixes.update(suggest_run(rest, sources, codes_for, projects))
+        incomplete: dict[str, list[str]] = {}
+        fixes.update(suggest_run(rest, sources, codes_for, projects, incomplete))
+        for path, reasons in incomplete.items():
+            if isinstance(checked, runner.RunResult):
+                checked.incomplete.setdefault(path, []).extend(reasons)
+            elif checked is not None:
+                checked.incomplete.extend(reasons)
     return fixes
 
 
@@ -483,8 +524,10 @@ def _report(
     *,
     fixed: int = 0,
     err: bool = False,
+    incomplete: dict[str, list[str]] | None = None,
 ) -> None:
-    """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``)."""
+    """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``);
+    ``incomplete``: the files that were not fully checked, and why."""
     body = render(
         findings,
         output_format,
@@ -494,6 +537,7 @@ def _report(
         fixes=suggested,
         unsafe=unsafe_fixes,
         show_fixes=show_fixes,
+        incomplete=incomplete,
     )
     if body:
         click.echo(body, color=color, err=err)
@@ -501,10 +545,12 @@ def _report(
         if findings:
             click.echo("", err=err)
         now, more = fixable_counts(findings, suggested, unsafe_fixes)
-        summary = summary_line(len(findings), color=color, fixable=now, unsafe_fixable=more)
+        unchecked = len(incomplete or ())
+        summary = summary_line(len(findings), color=color, fixable=now, unsafe_fixable=more, incomplete=unchecked)
         if fixed:
             total = len(findings) + fixed
             summary = f"Found {total} finding{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining)."
+            summary += f" {not_fully_checked(unchecked)}" if unchecked else ""
         click.echo(summary, color=color, err=err)
 
 
@@ -580,11 +626,11 @@ def _check_stdin(
         return notebook.cell_lines(data, cell) if cell else _lines(data)
 
     suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome)
+    incomplete = {} if outcome.fully_checked else {path: outcome.incomplete}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
-            fixed=fixed, err=fix)
-    for error in outcome.internal_errors:
-        click.echo(f"error: {error}", err=True)
-    if outcome.internal_errors:
+            fixed=fixed, err=fix, incomplete=incomplete)
+    _not_fully_checked(outcome.internal_errors, incomplete)
+    if incomplete:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
 

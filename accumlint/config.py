@@ -119,14 +119,14 @@ def _allowed_selectors_hint(codes: Sequence[str]) -> str:
 def validate_selector(value: object, key: str) -> str:
     """Return ``value`` as a normalized selector, or raise :class:`ConfigError` naming ``key``."""
     if not isinstance(value, str):
-        raise ConfigError(f"{key}: expected a rule code string, got {value!r}")
+        raise ConfigError(f"{key}: expected a rule code string, got {_shown(value)}")
     selector = value.strip().upper()
     codes = known_codes()
     if selector == ALL_SELECTOR or (
         selector.startswith("ACC") and any(code.startswith(selector) for code in codes)
     ):
         return selector
-    raise ConfigError(f"{key}: unknown rule selector {value!r}; {_allowed_selectors_hint(codes)}")
+    raise ConfigError(f"{key}: unknown rule selector {_shown(value)}; {_allowed_selectors_hint(codes)}")
 
 
 def validate_selectors(values: Iterable[object], key: str) -> list[str]:
@@ -226,18 +226,18 @@ def _string_list(table: Mapping[str, Any], key: str) -> list[str] | None:
         return None
     value = table[key]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"[tool.accumlint] {key}: expected a list of strings, got {value!r}")
+        raise ConfigError(f"[tool.accumlint] {key}: expected a list of strings, got {_shown(value)}")
     return list(value)
 
 
 def settings_from_table(table: Mapping[str, Any], project_root: Path, config_path: Path | None) -> Settings:
     """Validate a ``[tool.accumlint]`` table and turn it into :class:`Settings`."""
     if not isinstance(table, Mapping):
-        raise ConfigError(f"[tool.accumlint] must be a table, got {table!r}")
+        raise ConfigError(f"[tool.accumlint] must be a table, got {_shown(table)}")
     unknown = sorted(set(table) - set(KNOWN_KEYS))
     if unknown:
         raise ConfigError(
-            f"[tool.accumlint] unknown key {unknown[0]!r} in {config_path or 'config'}; "
+            f"[tool.accumlint] unknown key {_shown(unknown[0])}; "
             f"allowed keys: {', '.join(KNOWN_KEYS)}"
         )
     settings = Settings(project_root=project_root, config_path=config_path)
@@ -256,24 +256,24 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, Mapping):
             raise ConfigError(
-                f"[tool.accumlint] per-file-ignores: expected a table of glob = [codes], got {pfi!r}"
+                f"[tool.accumlint] per-file-ignores: expected a table of glob = [codes], got {_shown(pfi)}"
             )
         for pattern, codes in pfi.items():
-            key = f"[tool.accumlint] per-file-ignores {pattern!r}"
+            key = f"[tool.accumlint] per-file-ignores {_shown(pattern)}"
             if not isinstance(codes, list):
-                raise ConfigError(f"{key}: expected a list of rule codes, got {codes!r}")
+                raise ConfigError(f"{key}: expected a list of rule codes, got {_shown(codes)}")
             settings.per_file_ignores[pattern] = validate_selectors(codes, key)
     if "cache-dir" in table:
         value = table["cache-dir"]
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"[tool.accumlint] cache-dir: expected a directory path, got {value!r}")
+        if not isinstance(value, str) or not value.strip() or "\0" in value:  # no path holds a NUL
+            raise ConfigError(f"[tool.accumlint] cache-dir: expected a directory path, got {_shown(value)}")
         settings.cache_dir = project_root / Path(value).expanduser()
     if "parse-timeout" in table:
         settings.parse_timeout = validate_timeout(table["parse-timeout"], "[tool.accumlint] parse-timeout")
     if "respect-gitignore" in table:
         value = table["respect-gitignore"]
         if not isinstance(value, bool):
-            raise ConfigError(f"[tool.accumlint] respect-gitignore: expected true or false, got {value!r}")
+            raise ConfigError(f"[tool.accumlint] respect-gitignore: expected true or false, got {_shown(value)}")
         settings.respect_gitignore = value
     return settings
 
@@ -281,8 +281,24 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
 def validate_timeout(value: object, key: str) -> float:
     """``value`` as a number of seconds (0: no limit), or raise :class:`ConfigError` naming ``key``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
-        raise ConfigError(f"{key}: expected seconds between 0 (no limit) and 86400, got {value!r}")
+        raise ConfigError(f"{key}: expected seconds between 0 (no limit) and 86400, got {_shown(value)}")
     return float(value)
+
+
+#: how much of a rejected value a configuration error quotes
+SHOWN_CHARACTERS = 80
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARACTERS`: an error stays one short line whatever the
+    value (a 4,000-digit integer, whose full ``repr`` would also be slow, a megabyte string)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**SHOWN_CHARACTERS:
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # more digits than the interpreter converts (4,300): tomllib never gives one
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}..."
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -302,6 +318,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML (not UTF-8: byte {exc.start})") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid TOML (arrays or tables nested too deep)") from None
+    except ValueError as exc:  # a value tomllib cannot convert: an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: invalid TOML ({exc})") from None
 
 
 def _accumlint_table(data: Mapping[str, Any]) -> Any:
@@ -313,12 +331,18 @@ def _accumlint_table(data: Mapping[str, Any]) -> Any:
 
 def load_settings(config_path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> Settings:
     """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``),
-    with ``overrides`` (``--config KEY=VALUE``) replacing its keys."""
+    with ``overrides`` (``--config KEY=VALUE``) replacing its keys. Raises :class:`ConfigError`,
+    its one line naming the file, where it cannot be read or holds an invalid table, key or value."""
     path = Path(config_path).absolute()
     if path.is_dir():
         path = path / CONFIG_FILE
     table = _accumlint_table(_read_toml(path))
-    return settings_from_table({**({} if table is None else table), **(overrides or {})}, path.parent, path)
+    if table is not None and not isinstance(table, Mapping):  # `[[tool.accumlint]]`, `accumlint = 5` under [tool]
+        raise ConfigError(f"{path}: [tool.accumlint] must be a table, got {_shown(table)}")
+    try:
+        return settings_from_table({**({} if table is None else table), **(overrides or {})}, path.parent, path)
+    except ConfigError as exc:  # the message names the file at fault: a run may read several
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def parse_override(text: str) -> dict[str, Any]:
@@ -328,10 +352,10 @@ def parse_override(text: str) -> dict[str, Any]:
     """
     try:
         table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {text!r}: neither a config file nor a TOML `key = value` ({exc})") from None
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:  # ValueError: an integer too long
+        raise ConfigError(f"--config {_shown(text)}: neither a config file nor a TOML `key = value` ({exc})") from None
     if len(table) != 1:
-        raise ConfigError(f"--config {text!r}: give one `key = value` per --config")
+        raise ConfigError(f"--config {_shown(text)}: give one `key = value` per --config")
     settings_from_table(table, Path.cwd(), None)  # validates the key and the value
     return table
 

@@ -23,10 +23,10 @@ import ast
 import dataclasses
 import functools
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
@@ -65,16 +65,40 @@ if TYPE_CHECKING:
 @dataclass
 class FileResult:
     """What checking one file produced: findings (noqa applied), the findings that ``# noqa``
-    suppressed, and internal errors (rule crashes)."""
+    suppressed, internal errors (rule crashes) and whether the file was fully checked."""
 
     path: str
     findings: list[Finding] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
+    #: why the file was not fully checked beyond its internal errors: each a stage after the rules
+    #: that failed (its findings are kept, only that stage's part is missing: a fix, a ``noqa``)
+    incomplete: list[str] = field(default_factory=list)
     suppressed: list[Finding] = field(default_factory=list)  # removed by noqa directives
     #: project files the model followed calls into: path → SHA-256 of the bytes it read
     dependencies: dict[str, str] = field(default_factory=dict)
     #: each finding's own fix, where the check was asked for them (None: it was not)
     fixes: dict[Finding, SuggestedFix] | None = None
+
+    @property
+    def fully_checked(self) -> bool:
+        """Whether every stage of the file's check ran to its end (no internal error, nothing incomplete)."""
+        return not self.internal_errors and not self.incomplete
+
+
+_Value = TypeVar("_Value")
+
+
+def later_stage(incomplete: list[str], stage: str, run: Callable[[], _Value], fallback: _Value) -> _Value:
+    """``run()``, a stage after a file's rules (``stage`` names what it adds, e.g. "the fixes");
+    where it raises, ``fallback``, and the reason is appended to ``incomplete`` (a
+    :attr:`FileResult.incomplete`): the findings already made are kept and the file is
+    reported as not fully checked, never as clean."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - RecursionError on deep valid code, a tokenizer's error
+        detail = " ".join(str(exc).split())[:200]
+        incomplete.append(f"{stage} could not be computed ({type(exc).__name__}{': ' if detail else ''}{detail})")
+        return fallback
 
 
 def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
@@ -444,16 +468,23 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
         result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
         return result
-    placed = place(path, text, module, model, hits)
+    try:
+        placed = place(path, text, module, model, hits)
+    except RecursionError:  # the findings have no position to be reported at
+        result.findings.append(_parse_error(path, 1, 1, "nesting too deep to place the findings"))
+        return result
     findings = [finding for finding, _ in placed]
-    result.findings = sorted(set(apply_noqa(findings, screened.original or text)))
+    # a directive that cannot be read suppresses nothing: every finding stays
+    unsuppressed = later_stage(result.incomplete, "the `noqa` directives",
+                               lambda: apply_noqa(findings, screened.original or text), findings)
+    result.findings = sorted(set(unsuppressed))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     if data is not None:
         from accumlint.suggested_fixes import suggest_in_check
 
-        result.fixes = suggest_in_check(path, data, text, module, dict(placed), result.findings, screened.checked,
-                                        screened.original)
+        result.fixes = later_stage(result.incomplete, "the fixes", lambda: suggest_in_check(
+            path, data, text, module, dict(placed), result.findings, screened.checked, screened.original), {})
     return result
 
 

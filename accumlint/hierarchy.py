@@ -5,6 +5,10 @@ walking up from its folder, whatever else is on the command line, so a file's fi
 depend on which other files are checked with it (pre-commit passes staged files in batches).
 ``--config FILE`` makes one file judge them all; ``--isolated`` ignores every configuration
 file; ``--config KEY=VALUE`` overrides one key on top of whichever file applies.
+
+A ``pyproject.toml`` that cannot be read or parsed judges the files below it too (whether it
+holds a ``[tool.accumlint]`` table cannot be known): their settings are its error
+(:meth:`Resolver.partition`), and the run reports it for them and checks the others.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from accumlint import config
-from accumlint.config import SelectionLayer, Settings
+from accumlint.config import ConfigError, SelectionLayer, Settings
 
 _UNKNOWN = object()
 
@@ -41,7 +45,8 @@ class Resolver:
         self.overrides = dict(overrides or {})
         self.cli_layer = cli_layer or SelectionLayer()
         self._by_folder: dict[str, Path | None] = {}
-        self._by_file: dict[Path | None, Settings] = {}
+        #: a configuration file's settings, or the error that stands for them (read once)
+        self._by_file: dict[Path | None, Settings | ConfigError] = {}
         #: absolute path -> its settings: a run asks for each file more than once (excludes, groups)
         self._by_path: dict[str, Settings] = {}
 
@@ -50,10 +55,7 @@ class Resolver:
         found = self._by_folder.get(folder, _UNKNOWN)
         if found is _UNKNOWN:
             candidate = os.path.join(folder, config.CONFIG_FILE)
-            table = (
-                config._accumlint_table(config._read_toml(Path(candidate))) if config.may_be_config(candidate) else None
-            )
-            if table is not None:
+            if config.may_be_config(candidate) and self._judges(Path(candidate)):
                 found = Path(candidate)
             else:
                 parent = os.path.dirname(folder)
@@ -61,13 +63,28 @@ class Resolver:
             self._by_folder[folder] = found
         return found  # type: ignore[return-value]
 
+    def _judges(self, candidate: Path) -> bool:
+        """Whether the ``pyproject.toml`` ``candidate`` judges the files below it: it has a
+        ``[tool.accumlint]`` table, or it cannot be parsed (then its error stands for its settings)."""
+        try:
+            return config._accumlint_table(config._read_toml(candidate)) is not None
+        except ConfigError as exc:
+            self._by_file[candidate] = exc
+            return True
+
     def _load(self, source: Path | None) -> Settings:
         if source not in self._by_file:
-            if source is None:
-                self._by_file[source] = config.settings_from_table(self.overrides, Path.cwd(), None)
-            else:
-                self._by_file[source] = config.load_settings(source, self.overrides)
-        return self._by_file[source]
+            try:
+                if source is None:
+                    self._by_file[source] = config.settings_from_table(self.overrides, Path.cwd(), None)
+                else:
+                    self._by_file[source] = config.load_settings(source, self.overrides)
+            except ConfigError as exc:
+                self._by_file[source] = exc
+        loaded = self._by_file[source]
+        if isinstance(loaded, ConfigError):
+            raise loaded
+        return loaded
 
     def settings_for(self, path: str | os.PathLike[str]) -> Settings:
         """The settings that judge ``path`` (a file, or a folder: its own nearest configuration)."""
@@ -95,6 +112,26 @@ class Resolver:
         settings = self.settings_for(path)
         enabled = self.enabled(settings)
         return enabled - config.ignored_codes(config.per_file_ignored(path, settings), enabled)
+
+    def error_for(self, path: str | os.PathLike[str]) -> ConfigError | None:
+        """The error of the configuration that judges ``path``, or None where its settings load."""
+        try:
+            self.settings_for(path)
+        except ConfigError as exc:
+            return exc
+        return None
+
+    def partition(self, files: Iterable[str]) -> tuple[list[str], dict[str, ConfigError]]:
+        """``files`` whose settings load, in order, and each other file with its configuration's error."""
+        judged: list[str] = []
+        broken: dict[str, ConfigError] = {}
+        for path in files:
+            error = self.error_for(path)
+            if error is None:
+                judged.append(path)
+            else:
+                broken[path] = error
+        return judged, broken
 
     def group(self, files: Iterable[str]) -> list[tuple[Settings, list[str]]]:
         """``files`` grouped by the settings that judge them, in order of first appearance."""

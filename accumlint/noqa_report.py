@@ -17,13 +17,7 @@ from dataclasses import dataclass
 
 from accumlint.findings import Finding, Severity
 from accumlint.spec import UNUSED_NOQA_CODE, spec_of
-from accumlint.suppression import (
-    _FILE_DIRECTIVE,
-    _LINE_DIRECTIVE,
-    _SPLIT,
-    _comments_by_regex,
-    _comments_by_tokenize,
-)
+from accumlint.suppression import _FILE_DIRECTIVE, _LINE_DIRECTIVE, _SPLIT, comments
 
 UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
 UNUSED_NOQA_URL = spec_of(UNUSED_NOQA_CODE).url
@@ -65,13 +59,9 @@ class NoqaUse:
 
 def directives(text: str) -> list[NoqaUse]:
     """Every ``noqa`` directive of ``text`` that names codes, with its position (1-based)."""
-    try:
-        comments = _comments_by_tokenize(text)
-    except (SyntaxError, ValueError):
-        comments = _comments_by_regex(text)
     lines = text.splitlines()
     found = []
-    for line, comment, own_line in comments:
+    for line, comment, own_line in comments(text):
         column = lines[line - 1].find(comment) + 1 if line <= len(lines) else 1
         match = _FILE_DIRECTIVE.match(comment.strip()) if own_line else None
         file_wide = match is not None

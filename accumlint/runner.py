@@ -43,6 +43,10 @@ class RunResult:
     sources: dict[str, bytes] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  #: not findings: unknown codes in noqa directives
     notes: list[str] = field(default_factory=list)  #: files skipped unread: FIFOs, devices, sockets
+    #: each file that was not fully checked (:attr:`accumlint.engine.FileResult.fully_checked`), in
+    #: file order, and why (its internal errors are in :attr:`errors`): what every output reads so
+    #: that such a file is never reported as clean
+    incomplete: dict[str, list[str]] = field(default_factory=dict)
     #: the project index each file with findings was checked in (its fixes are checked in it too)
     projects: dict[str, project.ProjectIndex] = field(default_factory=dict)
     #: the files whose checks computed their fixes (``suggest``), and those fixes
@@ -66,6 +70,11 @@ def _unreadable(path: str, exc: OSError) -> Finding:
 
 def _not_checked(path: str, reason: str, fix: str) -> Finding:
     return _parse_error(path, f"file could not be checked: {reason}", fix)
+
+
+def not_checked(path: str, reason: str, fix: str) -> Finding:
+    """The ``ACC000`` of a file the run did not check, at its first line: ``reason`` says why, ``fix`` what to do."""
+    return _not_checked(path, reason, fix)
 
 
 def _parse_error(path: str, message: str, fix: str) -> Finding:
@@ -164,7 +173,9 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
         result.fixes = {finding: fix for finding, fix in result.fixes.items() if finding.code in codes}
     if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
-        result.findings += noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes)
+        result.findings += engine.later_stage(
+            result.incomplete, f"{noqa_report.UNUSED_NOQA_CODE} (unused `noqa`)",
+            lambda: noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes), [])
     if len(data) >= TRIM_ABOVE:
         # LibCST's parse peaks at ~400 bytes per source byte, and glibc keeps the freed heap: without
         # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
@@ -362,6 +373,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     rules_for: dict[frozenset[str], list[engine.Rule]] = {}
     extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
     signatures: dict[int, Signature] = {}  # index -> the file's signature at this pass's read
+    incomplete: dict[int, list[str]] = {}  # index -> why the file was not fully checked
 
     def look_up_or_submit(index: int, path: str, data: bytes, codes: frozenset[str]) -> None:
         """The cache, the prefilter, then the scheduler, for one file read."""
@@ -380,7 +392,12 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                     run.suggested.add(path)
                     run.fixes.update(hit.fixes)
                 return
-        unknown = _unknown_noqa_codes(path, data)
+        # a warning's stage: where it fails the file is still checked, and reported as not fully checked
+        reasons: list[str] = []
+        unknown = engine.later_stage(reasons, "the `noqa` directives' codes", lambda: _unknown_noqa_codes(path, data),
+                                     [])
+        if reasons:
+            incomplete[index] = reasons
         warnings[index] = _unknown_noqa_warnings(path, unknown)
         if codes not in rules_for:
             rules_for[codes] = engine.rules_for(codes)
@@ -392,7 +409,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             and not engine.may_fire(data, rules, in_strings=notebook_json, path=path)
             and not _reports_unused_noqa(path, data, codes)
         ):
-            if cache is not None:
+            if cache is not None and index not in incomplete:
                 cache.put(path, digest, [], unknown, names=names, state=state, signature=signatures.get(index))
             return
         extra[index] = names
@@ -445,18 +462,22 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         path, data, digest, unknown = parsed[index]
         findings[index] = result.findings
         errors[index] = result.internal_errors
+        if not result.fully_checked or index in incomplete:
+            incomplete[index] = [*incomplete.get(index, ()), *result.incomplete]
         if result.findings:
             run.sources[path] = data
         if result.fixes is not None:
             run.suggested.add(path)
             run.fixes.update(result.fixes)
-        if cache is not None and not result.internal_errors and index not in scheduler.late:
+        if cache is not None and index not in incomplete and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
                       names=extra.get(index, ()), state=state, fixes=result.fixes, signature=signatures.get(index))
     run.projects = dict.fromkeys(run.sources, index_of_project)
-    for index in sorted(findings.keys() | errors.keys()):
+    for index in sorted(findings.keys() | errors.keys() | incomplete.keys()):
         run.findings.extend(findings.get(index, ()))
         run.errors.extend(errors.get(index, ()))
+        if index in incomplete or errors.get(index):
+            run.incomplete[files[index]] = incomplete.get(index, [])
     run.warnings = [warning for index in sorted(warnings) for warning in warnings[index]]
     if cache is not None:
         cache.save()

@@ -10,6 +10,7 @@ bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks ge
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -177,12 +178,14 @@ def suggest_run(
     sources: Mapping[str, bytes],
     codes_for: Callable[[str], frozenset[str]],
     projects: Mapping[str, object] | None = None,
+    incomplete: dict[str, list[str]] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """:func:`suggest_source` for every file of a run that has a finding of a fixable code,
     compared with the run's own findings of the file and, where ``projects`` names the
     project index the file was checked in, checked again in that index (a fix must not look
-    better only because the helpers it calls were not followed)."""
-    from accumlint import project
+    better only because the helpers it calls were not followed). A file whose fixes cannot be
+    computed gets none, and the reason in ``incomplete`` (path -> reasons), where given."""
+    from accumlint import engine, project
 
     by_path: dict[str, list[Finding]] = defaultdict(list)
     every: dict[str, list[Finding]] = defaultdict(list)
@@ -195,7 +198,12 @@ def suggest_run(
     try:
         for path, listed in by_path.items():
             project.activate((projects or {}).get(path))  # type: ignore[arg-type]
-            fixes.update(suggest_source(path, sources[path], codes_for(path), listed, current=every[path]))
+            reasons: list[str] = []
+            suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed,
+                                        current=every[path])
+            fixes.update(engine.later_stage(reasons, "the fixes", suggest, {}))
+            if reasons and incomplete is not None:
+                incomplete.setdefault(path, []).extend(reasons)
     finally:
         project.activate(previous)
     return fixes

@@ -120,14 +120,21 @@ def _comments_by_regex(text: str) -> list[tuple[int, str, bool]]:
     return comments
 
 
+def comments(text: str) -> list[tuple[int, str, bool]]:
+    """``(line, comment, on a line of its own)`` for each comment of ``text``: its real comments
+    (:mod:`tokenize`), or, where it cannot be tokenized (an unclosed bracket, string or
+    indentation error: a file with a syntax error still has its directives read), each line's
+    text from its first ``#``."""
+    try:
+        return _comments_by_tokenize(text)
+    except (tokenize.TokenError, SyntaxError, ValueError):  # TokenError is neither on 3.11
+        return _comments_by_regex(text)
+
+
 def parse_noqa(text: str) -> NoqaMap:
     """Collect every ``noqa`` directive of a source text."""
-    try:
-        comments = _comments_by_tokenize(text)
-    except (tokenize.TokenError, SyntaxError):
-        comments = _comments_by_regex(text)
     noqa = NoqaMap()
-    for line, comment, own_line in comments:
+    for line, comment, own_line in comments(text):
         _add_comment(noqa, line, comment, own_line)
     return noqa
 

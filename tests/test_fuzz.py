@@ -2,7 +2,10 @@
 make :func:`check_source` raise or report an internal error, and findings are deterministic.
 Hostile inputs (issue 19): spliced source fragments (deep nesting, long chains, null bytes,
 odd encodings), damaged notebooks, cache files and ``pyproject.toml`` files end as ``ACC000``,
-an ignored entry or a one-line :class:`ConfigError`, never an exception.
+an ignored entry or a one-line :class:`ConfigError`, never an exception. Every check also computes
+its fixes (``suggest=True``), and (issue 28) deep valid expressions and broken lines with ``noqa``
+directives after a real ``ACC001`` loop never raise, never lose that finding, and a stage that
+fails leaves the file not fully checked: never a clean verdict.
 
 ``ACCUMLINT_FUZZ=long`` runs the long profile (5,000 examples a test), ``ACCUMLINT_FUZZ=N`` N examples;
 the default is a fast one (100, derandomized).
@@ -33,6 +36,8 @@ PROFILE = settings(
 HOSTILE = settings(
     max_examples=EXAMPLES if LONG else 25, deadline=None, derandomize=not LONG, suppress_health_check=list(HealthCheck)
 )
+#: deep expressions (LibCST parses each twice, ~0.5 s): fewer still in the default profile
+DEEP_PROFILE = settings(HOSTILE, max_examples=EXAMPLES if LONG else 12)
 CORPUS = Path.home() / ".cache" / "accumlint-corpus"
 SOURCES = sorted(REPO.glob("rules/*/*.py")) + (sorted(CORPUS.rglob("*.py"))[:2000] if CORPUS.is_dir() else [])
 #: prepended so that the generated program reaches LibCST and the rules
@@ -40,7 +45,9 @@ PRELUDE = "for batch in loader:\n    loss = model(batch)\n    loss.backward()\n 
 
 
 def _stable(path: str, data: bytes) -> list[tuple[object, ...]]:
-    result = check_source(path, data)
+    """The findings of ``data``, the same with and without its fixes computed (a failing fix stage
+    hides none of them); no internal error."""
+    result = check_source(path, data, suggest=True)
     assert result.internal_errors == [], result.internal_errors
     if any(f.code == "ACC000" and "syntax error" in f.message for f in result.findings):
         # the interpreter's verdict, not LibCST's (issue 28: tab-then-spaces indentation was called one)
@@ -93,8 +100,67 @@ _FRAGMENTS = [
 @given(st.lists(st.sampled_from(_FRAGMENTS) | st.binary(max_size=40), max_size=12))
 def test_hostile_source_bytes(parts: list[bytes]) -> None:
     data = PRELUDE.encode() + b"".join(parts)
-    result = check_source("hostile.py", data)
+    result = check_source("hostile.py", data, suggest=True)
     assert result.internal_errors == [], result.internal_errors
+
+
+# --- deep valid code and broken lines with noqa (issue 28): the stages after the rules ----------
+
+#: a deep but valid expression of ``depth`` levels, by kind
+_DEEP = {
+    "attribute": lambda depth: "a" + ".b" * depth,
+    "unary": lambda depth: "-" * depth + "1",
+    "not": lambda depth: "not " * depth + "a",
+    "power": lambda depth: "2**" * depth + "2",
+    "and": lambda depth: " and ".join(["a"] * depth),
+    "or": lambda depth: " or ".join(["a"] * depth),
+    "sum": lambda depth: " + ".join(["a"] * depth),
+    "call": lambda depth: "f(" * depth + ")" * depth,
+    "subscript": lambda depth: "a" + "[0]" * depth,
+    "ternary": lambda depth: "a if b else " * depth + "c",
+}
+#: lines that do not parse, each with a directive naming ACC codes (the directive reader must cope)
+_BROKEN_NOQA = [
+    "x = foo(  # noqa: ACC001", "y = [1,  # noqa: ACC3", 'z = """  # noqa: ACC001', "  w = 1  # noqa: ACC000",
+    "def f(:  # noqa: ACC001, ACC777", "v = {  # noqa", "u = f'{  # noqa: ACC990", "t = 1 +  # noqa: ACC0",
+]
+#: depths past Python's recursion limit (1,000 frames) for the stages after the rules (the fixes fail
+#: from ~500); the long profile goes to 4,000 (a chain of 4,000 subscripts takes LibCST and the model ~30 s)
+_DEPTH = st.integers(min_value=100, max_value=4000) if LONG else st.sampled_from((500, 1000))
+_DEEP_LINE = st.tuples(st.sampled_from(sorted(_DEEP)), _DEPTH).map(lambda pair: "x = " + _DEEP[pair[0]](pair[1]))
+
+
+def _never_clean(tail: list[str]) -> None:
+    """After a real ACC001 loop, ``tail``: the check (fixes, noqa, ACC990 and the unknown-code
+    scan included) raises nothing, keeps the ACC001 or reports ACC000, and a file whose later
+    stage failed is not fully checked, with a reason: the verdict is never clean."""
+    from accumlint import config, runner
+    from accumlint.output import summary_line
+    from tests.cli_helpers import ACC001_LOOP
+
+    data = ACC001_LOOP + "\n".join(tail).encode() + b"\n"
+    codes = frozenset(config.known_codes())  # ACC990 too: its stage runs
+    result = runner.check_one("deep.py", data, codes, suggest=True)
+    assert result.internal_errors == [], result.internal_errors
+    found = {f.code for f in result.findings}
+    assert "ACC001" in found or "ACC000" in found, result.findings
+    assert all(reason for reason in result.incomplete)
+    assert summary_line(len(result.findings), incomplete=int(not result.fully_checked)) != "All checks passed!"
+    unfixed = runner.check_one("deep.py", data, codes)
+    assert unfixed.findings == result.findings  # the fix stage hides nothing
+    runner._unknown_noqa_codes("deep.py", data)  # the warnings' scan of the directives raises nothing
+
+
+@DEEP_PROFILE
+@given(st.lists(_DEEP_LINE, min_size=1, max_size=2 if LONG else 1))
+def test_deep_valid_code_never_hides_a_finding(tail: list[str]) -> None:
+    _never_clean(tail)
+
+
+@HOSTILE
+@given(st.lists(st.sampled_from(_BROKEN_NOQA) | _DEEP_LINE, min_size=1, max_size=3))
+def test_broken_lines_with_noqa_never_hide_a_finding(tail: list[str]) -> None:
+    _never_clean(tail)
 
 
 _JSON = st.recursive(
@@ -165,7 +231,9 @@ def test_hostile_cache_files(value: object, where: str) -> None:
 @HOSTILE
 @given(st.lists(st.sampled_from([b"[tool.accumlint]\n", b"select = [", b"]", b"{a = ", b"}", b"\xff", b"\n",
                                  b"cache-dir = ", b'"x"', b"parse-timeout = ", b"1e400", b"true", b"-1",
-                                 b"[" * 2000, b"]" * 2000, b"'''", b"\x00"]) | st.binary(max_size=20), max_size=10))
+                                 b"[" * 2000, b"]" * 2000, b"'''", b"\x00", b"[[tool.accumlint]]\n",
+                                 b"[tool]\naccumlint = ", b"5", b'"a\\u0000b"', b"9" * 5000])
+                 | st.binary(max_size=20), max_size=10))
 def test_hostile_pyproject(parts: list[bytes]) -> None:
     import tempfile
 

@@ -19,11 +19,13 @@ from accumlint.output.rdjson import format_rdjson
 from accumlint.output.sarif import format_sarif
 from accumlint.output.text import (
     Fixes,
+    Incomplete,
     SourceLines,
     fixable_counts,
     format_concise,
     format_full,
     format_statistics,
+    not_fully_checked,
     sort_findings,
     summary_line,
 )
@@ -39,6 +41,7 @@ __all__ = [
     "FORMATS",
     "HUMAN_FORMATS",
     "Fixes",
+    "Incomplete",
     "SourceLines",
     "fixable_counts",
     "format_concise",
@@ -52,6 +55,7 @@ __all__ = [
     "format_rdjson",
     "format_sarif",
     "format_statistics",
+    "not_fully_checked",
     "render",
     "sort_findings",
     "summary_line",
@@ -68,12 +72,17 @@ def render(
     fixes: Fixes | None = None,
     unsafe: bool = False,
     show_fixes: bool = False,
+    incomplete: Incomplete | None = None,
 ) -> str:
     """The findings in ``output_format`` (or their per-code statistics), without a summary line.
 
     ``fixes`` maps findings to their mechanical fixes (``[*]`` in text, ``fix`` in JSON, ``fixes`` in
     SARIF, ``suggestions`` in rdjson); ``unsafe``: ``--unsafe-fixes`` is on, so unsafe fixes count as
     applied. ``--statistics`` is JSON for ``json`` and a text table for every other format.
+    ``incomplete``: the files that were not fully checked and why (path -> reasons): SARIF reports
+    them as tool notifications of a run that did not succeed, JUnit as errors, GitHub, GitLab and
+    rdjson as warnings of their own (the summary line of the text formats and the exit status read
+    them too; ``json`` and ``json-lines`` keep ruff's list of findings).
     """
     findings = list(findings)
     if output_format == "json":
@@ -89,13 +98,13 @@ def render(
     if output_format == "json-lines":
         return format_json_lines(findings, fixes)
     if output_format == "sarif":
-        return format_sarif(findings, fixes)
+        return format_sarif(findings, fixes, incomplete)
     if output_format == "github":
-        return format_github(findings)
+        return format_github(findings, incomplete)
     if output_format == "gitlab":
-        return format_gitlab(findings)
+        return format_gitlab(findings, incomplete)
     if output_format == "rdjson":
-        return format_rdjson(findings, source_lines=source_lines, fixes=fixes)
+        return format_rdjson(findings, source_lines=source_lines, fixes=fixes, incomplete=incomplete)
     if output_format == "junit":
-        return format_junit(findings)
+        return format_junit(findings, incomplete)
     raise ValueError(f"unknown output format {output_format!r}; allowed: {', '.join(FORMATS)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from accumlint.findings import Finding, Severity
-from accumlint.output.text import sort_findings
+from accumlint.output.text import Incomplete, incomplete_reasons, sort_findings
 
 COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -46,6 +46,11 @@ def annotation(finding: Finding) -> str:
     return f"::{COMMANDS[finding.severity]} {props}::{escape_data(message)}"
 
 
-def format_github(findings: Iterable[Finding]) -> str:
-    """One annotation line per finding, in report order."""
-    return "\n".join(annotation(f) for f in sort_findings(findings))
+def format_github(findings: Iterable[Finding], incomplete: Incomplete | None = None) -> str:
+    """One annotation line per finding, in report order, then a warning per reason a file was not
+    fully checked (``incomplete``: path -> reasons)."""
+    lines = [annotation(f) for f in sort_findings(findings)]
+    title = escape_property("not fully checked")
+    for path, reason in incomplete_reasons(incomplete):
+        lines.append(f"::warning file={escape_property(path)},title={title}::{escape_data(reason)}")
+    return "\n".join(lines)

@@ -16,19 +16,28 @@ from collections import Counter
 from collections.abc import Iterable
 
 from accumlint.findings import Finding, Severity
-from accumlint.output.text import sort_findings
+from accumlint.output.text import Incomplete, incomplete_reasons, sort_findings
 
 SEVERITIES = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.INFO: "info"}
 
 
-def format_gitlab(findings: Iterable[Finding]) -> str:
-    """``findings`` as a GitLab Code Quality report."""
+#: the ``check_name`` of the issue that says a file was not fully checked
+NOT_FULLY_CHECKED = "not-fully-checked"
+
+
+def _fingerprint(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def format_gitlab(findings: Iterable[Finding], incomplete: Incomplete | None = None) -> str:
+    """``findings`` as a GitLab Code Quality report, then one issue per reason a file was not
+    fully checked (``incomplete``: path -> reasons)."""
     seen: Counter[tuple[str, str, str]] = Counter()
     issues = []
     for finding in sort_findings(findings):
         key = (finding.path, finding.code, finding.message)
         seen[key] += 1
-        fingerprint = hashlib.sha256("\0".join([*key, str(seen[key])]).encode("utf-8", "surrogateescape")).hexdigest()
+        fingerprint = _fingerprint(*key, str(seen[key]))
         issues.append(
             {
                 "type": "issue",
@@ -41,6 +50,18 @@ def format_gitlab(findings: Iterable[Finding]) -> str:
                     "path": finding.path,
                     "lines": {"begin": finding.line, "end": finding.end_line or finding.line},
                 },
+            }
+        )
+    for path, reason in incomplete_reasons(incomplete):
+        issues.append(
+            {
+                "type": "issue",
+                "description": f"not fully checked: {reason}",
+                "check_name": NOT_FULLY_CHECKED,
+                "categories": ["Bug Risk"],
+                "fingerprint": _fingerprint(path, NOT_FULLY_CHECKED, reason),
+                "severity": "major",
+                "location": {"path": path, "lines": {"begin": 1, "end": 1}},
             }
         )
     return json.dumps(issues, indent=2)

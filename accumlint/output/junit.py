@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from accumlint.findings import Finding
-from accumlint.output.text import sort_findings
+from accumlint.output.text import Incomplete, incomplete_reasons, sort_findings
 
 
 def _testcase(suite: ET.Element, finding: Finding) -> None:
@@ -33,13 +33,21 @@ def _testcase(suite: ET.Element, finding: Finding) -> None:
     failure.text = "\n".join(lines)
 
 
-def format_junit(findings: Iterable[Finding]) -> str:
-    """The findings as a JUnit XML document (UTF-8, with an XML declaration)."""
+def format_junit(findings: Iterable[Finding], incomplete: Incomplete | None = None) -> str:
+    """The findings as a JUnit XML document (UTF-8, with an XML declaration); each reason a file
+    was not fully checked (``incomplete``: path -> reasons) is an erroring test case."""
     findings = sort_findings(findings)
-    root = ET.Element("testsuites", name="accumlint", tests=str(max(len(findings), 1)))
+    reasons = incomplete_reasons(incomplete)
+    root = ET.Element("testsuites", name="accumlint", tests=str(max(len(findings) + len(reasons), 1)))
     root.set("failures", str(len(findings)))
-    root.set("errors", "0")
-    if not findings:
+    root.set("errors", str(len(reasons)))
+    if reasons:
+        suite = ET.SubElement(root, "testsuite", name="not fully checked", tests=str(len(reasons)), failures="0",
+                              errors=str(len(reasons)))
+        for path, reason in reasons:
+            case = ET.SubElement(suite, "testcase", name="fully checked", classname=path, file=path)
+            ET.SubElement(case, "error", message=reason, type="not-fully-checked").text = reason
+    if not findings and not reasons:
         suite = ET.SubElement(root, "testsuite", name="accumlint", tests="1", failures="0", errors="0")
         ET.SubElement(suite, "testcase", name="No findings", classname="accumlint")
     for path, group in itertools.groupby(findings, key=lambda f: f.path):

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 
 from accumlint.findings import Finding, Severity
-from accumlint.output.text import Fixes, SourceLines, sort_findings
+from accumlint.output.text import Fixes, Incomplete, SourceLines, incomplete_reasons, sort_findings
 
 SEVERITIES = {Severity.ERROR: "ERROR", Severity.WARNING: "WARNING", Severity.INFO: "INFO"}
 SOURCE = {"name": "accumlint", "url": "https://github.com/accumlint/accumlint"}
@@ -29,9 +29,11 @@ def _position(lines: list[str] | None, row: int, column: int) -> dict:
 
 
 def format_rdjson(
-    findings: Iterable[Finding], *, source_lines: SourceLines | None = None, fixes: Fixes | None = None
+    findings: Iterable[Finding], *, source_lines: SourceLines | None = None, fixes: Fixes | None = None,
+    incomplete: Incomplete | None = None,
 ) -> str:
-    """``findings`` as an rdjson ``DiagnosticResult``."""
+    """``findings`` as an rdjson ``DiagnosticResult``, then a warning per reason a file was not fully
+    checked (``incomplete``: path -> reasons)."""
     diagnostics = []
     lines_of: dict[tuple[str, int], list[str] | None] = {}
     for finding in sort_findings(findings):
@@ -63,4 +65,9 @@ def format_rdjson(
                 for edit in fix.edits
             ]
         diagnostics.append(diagnostic)
+    diagnostics += [
+        {"message": f"not fully checked: {reason}", "location": {"path": path}, "severity": "WARNING",
+         "source": SOURCE}
+        for path, reason in incomplete_reasons(incomplete)
+    ]
     return json.dumps({"source": SOURCE, "diagnostics": diagnostics}, indent=2)

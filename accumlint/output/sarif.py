@@ -21,7 +21,7 @@ from urllib.parse import quote
 from accumlint import __version__
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
-from accumlint.output.text import Fixes, sort_findings
+from accumlint.output.text import Fixes, Incomplete, incomplete_reasons, sort_findings
 
 if TYPE_CHECKING:
     from accumlint.rule_docs import RuleDoc
@@ -118,8 +118,26 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
     return result
 
 
-def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
-    """The SARIF log object for ``findings`` (every known rule is listed in the driver)."""
+def _invocation(incomplete: Incomplete) -> dict:
+    """The run's invocation: successful unless a file was not fully checked (each reason a notification)."""
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": f"not fully checked: {reason}"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"}}}],
+        }
+        for path, reason in incomplete_reasons(incomplete)
+    ]
+    invocation: dict = {"executionSuccessful": not incomplete}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    return invocation
+
+
+def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None,
+              incomplete: Incomplete | None = None) -> dict:
+    """The SARIF log object for ``findings`` (every known rule is listed in the driver);
+    ``incomplete``: the files that were not fully checked, and why (path -> reasons)."""
     docs = rule_docs.rule_docs()
     index = {doc.info.code: i for i, doc in enumerate(docs)}
     return {
@@ -136,6 +154,7 @@ def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
                         "rules": [_rule(doc) for doc in docs],
                     }
                 },
+                "invocations": [_invocation(incomplete or {})],
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                 "results": [_result(f, index, (fixes or {}).get(f)) for f in sort_findings(findings)],
                 "columnKind": "unicodeCodePoints",
@@ -144,6 +163,7 @@ def sarif_log(findings: Iterable[Finding], fixes: Fixes | None = None) -> dict:
     }
 
 
-def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None) -> str:
-    """``findings`` as a SARIF 2.1.0 JSON document."""
-    return json.dumps(sarif_log(findings, fixes), indent=2)
+def format_sarif(findings: Iterable[Finding], fixes: Fixes | None = None,
+                 incomplete: Incomplete | None = None) -> str:
+    """``findings`` as a SARIF 2.1.0 JSON document (``incomplete``: see :func:`sarif_log`)."""
+    return json.dumps(sarif_log(findings, fixes, incomplete), indent=2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -197,12 +197,39 @@ def fixable_counts(findings: Iterable[Finding], fixes: Fixes | None, unsafe: boo
     return now, sum(applies(f, fixes, True) for f in findings) - now
 
 
-def summary_line(count: int, *, color: bool = False, fixable: int = 0, unsafe_fixable: int = 0) -> str:
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
+
+
+def not_fully_checked(count: int) -> str:
+    """The sentence a summary gives for ``count`` files that were not fully checked."""
+    return f"{_files(count)} {'was' if count == 1 else 'were'} not fully checked."
+
+
+#: the files that were not fully checked, and why (path -> reasons): :attr:`accumlint.runner.RunResult.incomplete`
+Incomplete = Mapping[str, "Sequence[str]"]
+
+
+def incomplete_reasons(incomplete: Incomplete | None) -> list[tuple[str, str]]:
+    """``(path, reason)`` for each reason a file was not fully checked; a file with none of its
+    own had an internal error (its message is on stderr)."""
+    return [(path, reason) for path, reasons in (incomplete or {}).items()
+            for reason in reasons or ["an internal error"]]
+
+
+def summary_line(count: int, *, color: bool = False, fixable: int = 0, unsafe_fixable: int = 0,
+                 incomplete: int = 0) -> str:
     """``Found N findings.`` or ``All checks passed!``, then, when some are fixable, a line
-    ``[*] N fixable with `--fix` (M more with `--unsafe-fixes`).``"""
-    if count == 0:
+    ``[*] N fixable with `--fix` (M more with `--unsafe-fixes`).`` ``incomplete``: the number of
+    files that were not fully checked (:attr:`accumlint.runner.RunResult.incomplete`): the
+    summary says so, and never ``All checks passed!``."""
+    if count == 0 and not incomplete:
         return _style("All checks passed!", color, fg="green", bold=True)
+    if count == 0:
+        return _style(f"No findings, but {not_fully_checked(incomplete)}", color, fg="yellow", bold=True)
     line = f"Found {count} finding{'s' if count != 1 else ''}."
+    if incomplete:
+        line += f" {not_fully_checked(incomplete)}"
     if fixable:
         more = f" ({unsafe_fixable} more with `--unsafe-fixes`)" if unsafe_fixable else ""
         line += f"\n{_style(FIX_MARK, color, fg='cyan')} {fixable} fixable with `--fix`{more}."
