@@ -4,8 +4,8 @@ that an existing repository can adopt accumlint and only new findings fail from 
 A directive that already names codes gets the new ones added (``# noqa: ACC201, ACC001``); a
 bare ``# noqa`` already suppresses everything. A line that cannot take a comment (a line that
 continues with ``\\``, or one inside a multi-line string) is left alone. Notebooks and files
-that do not tokenize are never touched; ``ACC000`` cannot be suppressed. Files are replaced
-atomically, and a second run adds nothing.
+that do not tokenize are never touched; ``ACC000`` cannot be suppressed. Files are written as
+``--fix`` writes them (:mod:`accumlint.writing`), and a second run adds nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
 from accumlint.suppression import _LINE_DIRECTIVE, UNSUPPRESSIBLE
+from accumlint.writing import Boundary, rewrite
 
+#: why a file that changed after its check gets no directive (its findings' lines may have moved)
+_CHANGED = "the file changed since it was checked"
 _LINE_END = re.compile(r"(\r\n|\r|\n)$")
 #: a physical line as the tokenizer counts them (only \n, \r\n and \r end one)
 _PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -80,12 +84,17 @@ def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, i
     return "".join(lines), changed
 
 
-def add_noqa_files(findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None) -> tuple[int, list[str]]:
+def add_noqa_files(
+    findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None, *, boundary: Boundary | None = None
+) -> tuple[int, list[str]]:
     """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
 
     ``checked`` holds the bytes each file had when it was checked: a file that changed since is
-    left alone (its findings' lines may have moved)."""
-    from accumlint.fixes.apply import _decode, write_atomic
+    left alone (its findings' lines may have moved). Files are read by the bounded reader and
+    written by the one safe writer (:func:`accumlint.writing.rewrite`), as ``--fix`` writes: a
+    symlink out of ``boundary`` (the paths the user named; by default none), a read-only or
+    hard-linked file is not written."""
+    from accumlint.fixes.apply import _decode
     from accumlint.notebook import is_notebook
 
     by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
@@ -96,22 +105,27 @@ def add_noqa_files(findings: Iterable[Finding], checked: Mapping[str, bytes] | N
     added, errors = 0, []
     for path, codes_by_line in by_path.items():
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data, size, signature = read_signed(path)
+            if size > MAX_SOURCE_BYTES:
+                errors.append(f"{path}: noqa not added: larger than {MAX_SOURCE_BYTES} bytes")
+                continue
             if checked is not None and path in checked and checked[path] != data:
-                errors.append(f"{path}: noqa not added: the file changed since it was checked")
+                errors.append(f"{path}: noqa not added: {_CHANGED}")
                 continue
             text, encoding = _decode(data)
             new_text, changed = add_noqa_text(text, codes_by_line)
+        except NotARegularFile as exc:
+            errors.append(f"{path}: noqa not added: {exc.kind}, not a regular file")
+            continue
         except (OSError, SyntaxError, UnicodeDecodeError, LookupError, tokenize.TokenError) as exc:
             errors.append(f"{path}: noqa not added: {getattr(exc, 'strerror', None) or exc}")
             continue
         if not changed:
             continue
-        try:
-            write_atomic(path, new_text.encode(encoding))
-        except OSError as exc:
-            errors.append(f"{path}: noqa not added: {exc.strerror or exc}")
+        reason = rewrite(path, new_text.encode(encoding), expect=(signature, data),
+                         boundary=boundary or Boundary(()), changed=_CHANGED)
+        if reason:
+            errors.append(f"{path}: noqa not added: {reason}")
             continue
         added += changed
     return added, errors

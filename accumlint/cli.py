@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from accumlint import __version__, cache, colors, config, registry, runner
+from accumlint import __version__, cache, colors, config, registry, runner, writing
 from accumlint import cache_dir as cache_directory
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
@@ -283,16 +283,21 @@ def check(
     files, misconfigured = resolver.partition(files)
 
     fixed = 0
+    refused: set[str] = set()  # files whose fixes were not written: their findings are not "fixable"
+    # a rewrite reaches through a symlink only into the paths the user named (not the project root or cwd)
+    boundary = writing.Boundary(targets)
+    if fix or add_noqa:
+        writing.remove_stale_temporaries(files, boundary)  # a killed run's temporary files
     try:
         codes_for = _memo(resolver.codes_for)
         if fix or diff:
             from accumlint.fixes import apply as fixes  # LibCST: loaded only to fix
 
             fix_results = fixes.fix_files(
-                files, codes_for, unsafe=unsafe_fixes, write=not diff,
-                trees=[settings.project_root, *(target for target in targets if os.path.isdir(target))],
+                files, codes_for, unsafe=unsafe_fixes, write=not diff, boundary=boundary,
                 timeout=_parse_timeout(settings, parse_timeout),
             )
+            refused = {r.path for r in fix_results if r.error}
             fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
             if diff:
                 patch = "".join(r.diff() for r in fix_results)
@@ -322,7 +327,7 @@ def check(
     if add_noqa:
         from accumlint.add_noqa import add_noqa_files
 
-        added, noqa_errors = add_noqa_files(findings, sources)
+        added, noqa_errors = add_noqa_files(findings, sources, boundary=boundary)
         for error in [*errors, *noqa_errors]:
             click.echo(f"error: {error}", err=True)
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
@@ -341,6 +346,8 @@ def check(
         return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
     suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run)
+    if suggested and refused:
+        suggested = {finding: fix for finding, fix in suggested.items() if finding.path not in refused}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
             color, fixed=fixed if fix else 0, incomplete=run.incomplete)
     _not_fully_checked(errors, run.incomplete)

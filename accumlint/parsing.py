@@ -163,13 +163,20 @@ def parse_module(text: str) -> cst.Module:
     The thread lives as long as the process: a fresh thread per file made each parse about
     a third slower (the native parser's per-thread state starts cold). Raises what
     ``parse_module`` raises.
+
+    LibCST takes only ``\n`` as the end of a file's last line: the final ``\r`` of a file with
+    CR-only line ends was missing from the module's code (and from every fix written back);
+    the module says it has one.
     """
     reply: queue.SimpleQueue[tuple[bool, object]] = queue.SimpleQueue()
     _parser_requests().put((text, reply))
     parsed, outcome = reply.get()
     if not parsed:
         raise outcome  # type: ignore[misc]
-    return outcome  # type: ignore[return-value]
+    module: cst.Module = outcome  # type: ignore[assignment]
+    if text.endswith("\r") and module.default_newline == "\r" and not module.has_trailing_newline:
+        module = module.with_changes(has_trailing_newline=True)
+    return module
 
 
 _parser: tuple[int, queue.SimpleQueue[tuple[str, queue.SimpleQueue[tuple[bool, object]]]]] | None = None

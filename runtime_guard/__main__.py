@@ -2,8 +2,9 @@
 
 Exit status of ``run``: 0 when the probed groups gave no finding (also with findings under
 ``--exit-zero``, and under ``torchrun``, see below), 1 when they gave findings, 2 when nothing
-was probed or the command could not run (no such script, torch not installed); a script that
-exits with a non-zero status or raises keeps its own status or traceback. Under ``torchrun``
+was probed or the command could not run (no such script, torch not installed, a report that
+cannot be written); a script that exits with a non-zero status or raises keeps its own status
+or traceback. Under ``torchrun``
 (``TORCHELASTIC_RUN_ID`` set) a non-zero status makes the elastic agent stop the other ranks and
 print a ``ChildFailedError``, so findings end the rank with 0 there (the report says so;
 ``--exit-code`` keeps 1); the report is printed by rank 0 and each other rank prints one line.
@@ -81,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
         report = data if "card" in data else {"findings": [], "card": data}
         print(render_report(report))
         if ns.html:
+            from accumlint.writing import write_file
             from runtime_guard.html import render_html
 
-            ns.html.write_text(render_html(report), encoding="utf-8")
+            try:
+                write_file(ns.html, render_html(report).encode("utf-8"))
+            except OSError as error:
+                print(f"error: cannot write {ns.html}: {error.strerror or error}", file=sys.stderr)
+                return EXIT_ERROR
             print(f"wrote {ns.html}")
         return EXIT_CLEAN
     from runtime_guard import HAS_TORCH, INSTALL_HINT
@@ -144,7 +150,11 @@ def _run(ns: argparse.Namespace) -> int:
     else:
         print(f"runtime guard (rank {rank}): {len(report.findings)} finding(s) {sorted(report.codes)}")
     if ns.json:
-        report.to_json(_rank_path(ns.json, rank))
+        try:
+            report.to_json(_rank_path(ns.json, rank))
+        except OSError as error:
+            print(f"error: cannot write the report to {ns.json}: {error.strerror or error}", file=sys.stderr)
+            return EXIT_ERROR
     if not report.findings or ns.exit_zero:
         return EXIT_CLEAN
     if torchrun and not ns.exit_code:

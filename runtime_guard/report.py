@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from accumlint.spec import spec_of
+from accumlint.writing import write_file
 
 
 def rule_name(code: str) -> str:
@@ -92,10 +93,11 @@ class Report:
         return {"findings": [f.to_dict() for f in self.findings], "card": self.card}
 
     def to_json(self, path: str | Path | None = None) -> str:
-        """The report as JSON text; also written to ``path`` when given."""
+        """The report as JSON text; also written to ``path`` when given, by accumlint's safe writer
+        (atomic; never over a device, a FIFO, a read-only or a hard-linked file: ``OSError``)."""
         text = json.dumps(self.to_dict(), indent=2, sort_keys=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            write_file(path, (text + "\n").encode("utf-8"))
         return text
 
     def __str__(self) -> str:

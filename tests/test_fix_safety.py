@@ -2,7 +2,8 @@
 a file changed meanwhile refused, a kill during the write leaves the old or the new bytes.
 
 A kill between the temporary file's creation and the rename leaves an orphan named
-``.<file>.<random>.accumlint-tmp`` next to the file: not a ``.py`` name, so never checked.
+``.<file>.<pid>.<random>.accumlint-tmp`` next to the file: not a ``.py`` name, so never checked,
+and the next ``--fix`` or ``--add-noqa`` run removes it (tests/test_safe_writer.py).
 """
 
 from __future__ import annotations
@@ -73,23 +74,14 @@ def test_a_fix_that_does_not_parse_is_not_written(tmp_path: Path, monkeypatch: p
 
 
 KILLED_DURING_WRITE = """
-import os, sys, time
-from accumlint.fixes import apply
-real_fsync = os.fsync
-def slow_fsync(fd):
+import sys, time
+from accumlint import writing
+real_write_all = writing._write_all
+def half_then_wait(fd, data):
+    real_write_all(fd, data[: len(data) // 2])
     print("writing", flush=True)   # half the new bytes are in the temp file
     time.sleep(60)
-os.fsync = slow_fsync
-real_fdopen = os.fdopen
-class Half:
-    def __init__(self, handle): self.handle = handle
-    def __enter__(self): return self
-    def __exit__(self, *exc): return self.handle.__exit__(*exc)
-    def write(self, data):
-        self.handle.write(data[: len(data) // 2]); self.handle.flush(); return len(data)
-    def flush(self): self.handle.flush()
-    def fileno(self): return self.handle.fileno()
-os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
+writing._write_all = half_then_wait
 from accumlint.cli import main
 sys.argv = ["accumlint", "check", "--no-cache", "--fix", sys.argv[1]]
 main()
@@ -111,8 +103,8 @@ def test_a_kill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
     process.wait(timeout=30)
     assert target.read_bytes() == BUGGY  # old, never partial
     orphans = [p.name for p in tmp_path.iterdir() if p.name != "train.py"]
-    assert len(orphans) == 1 and orphans[0].startswith(".train.py.") and orphans[0].endswith(".accumlint-tmp")
-    # the orphan is never checked, and a second --fix completes
+    assert orphans == [f".train.py.{process.pid}.{orphans[0].split('.')[-2]}.accumlint-tmp"]
+    # the orphan is never checked, a second --fix completes and removes it (its process is gone)
     os.chdir(tmp_path)
     try:
         result = cli("check", "--no-cache", "--fix", ".")
@@ -120,6 +112,7 @@ def test_a_kill_during_the_write_leaves_the_old_file(tmp_path: Path) -> None:
         os.chdir(REPO)
     assert target.read_bytes() != BUGGY and b"optimizer.zero_grad()" in target.read_bytes()
     assert ".accumlint-tmp" not in result.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]
 
 
 # --- issue 19: the last look before the rename, symlinks out of the tree -------------------

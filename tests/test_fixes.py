@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from accumlint import engine
 from accumlint.cli import main
 from accumlint.fixes import APPLICABILITY, fix_applicability
-from accumlint.fixes.apply import fix_source, write_atomic
+from accumlint.fixes.apply import fix_source
+from accumlint.writing import replace_file
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "rules"
@@ -176,13 +177,13 @@ def test_fix_respects_selection_and_leaves_notebooks_alone(tmp_path: Path, monke
     assert b"optimizer.zero_grad()\r\n" in (tmp_path / "train.py").read_bytes()
 
 
-def test_write_atomic_keeps_the_mode_and_leaves_no_temp_file(tmp_path: Path) -> None:
+def test_replace_file_keeps_the_mode_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "run.py"
     target.write_bytes(b"old\n")
     target.chmod(0o750)
     link = tmp_path / "link.py"
     link.symlink_to(target)
-    write_atomic(link, b"new\n")
+    replace_file(link, b"new\n")
     assert target.read_bytes() == b"new\n"
     assert link.is_symlink()
     assert stat.S_IMODE(target.stat().st_mode) == 0o750

@@ -6,32 +6,25 @@ otherwise that occurrence is left as it is. Fixing repeats until nothing changes
 :data:`MAX_ROUNDS` fixes per file), so a second ``--fix`` run changes nothing.
 Notebooks are never written: they are skipped.
 
-Writing (:func:`write_fixed`) is atomic and refuses a file that changed since it was read:
-the new bytes go to a temporary file beside the target, and only then, immediately before
-the rename, are the file's ``stat`` (device, inode, size, modification time) and the hash of
-its bytes compared with those of the read; any difference leaves the file as it is. What
-remains is the window between that last comparison and the rename (microseconds): an edit
-saved exactly then is replaced, as with any tool that rewrites files without locking them
-(ruff documents the same). A file reached through a symlink that leads out of the checked
-trees is never written (:func:`leaves_trees`): its findings are reported, not fixed.
+Writing goes through :func:`accumlint.writing.rewrite`: atomic, refused for a file that changed
+since it was read (compared once the new bytes are on disk, immediately before the rename), for
+a symlink out of the named trees, a read-only or hard-linked file; owner, group, mode and extended
+attributes are kept. What remains is the window between that last comparison and the rename
+(microseconds): an edit saved exactly then is replaced, as with any tool that rewrites files
+without locking them (ruff documents the same).
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import difflib
-import hashlib
 import io
 import os
-import stat
 import sys
-import tempfile
 import tokenize
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accumlint import engine
@@ -40,7 +33,8 @@ from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
 from accumlint.notebook import is_notebook
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_source
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
+from accumlint.writing import Boundary, rewrite
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -146,74 +140,6 @@ def fix_source(
     return result
 
 
-def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-class FileChangedError(Exception):
-    """The file is no longer the one that was read (its bytes or its ``stat``)."""
-
-
-def write_atomic(
-    path: str | os.PathLike[str], data: bytes, expect: tuple[tuple[int, int, int, int], bytes] | None = None
-) -> None:
-    """Replace the file's bytes atomically: a temporary file in the same folder, then ``os.replace``.
-
-    The file's permission bits are kept; a symlink is followed (its target is replaced).
-    ``expect``: the ``(stat identity, SHA-256)`` of the file as it was read; compared again
-    once the temporary file is written, immediately before the rename, and
-    :class:`FileChangedError` raised (nothing written) if either differs.
-    """
-    target = Path(os.path.realpath(path))
-    mode = stat.S_IMODE(target.stat().st_mode)
-    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".accumlint-tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        if expect is not None:
-            identity, digest = expect
-            now, size = read_source(target)
-            if _identity(os.stat(target)) != identity or size > MAX_SOURCE_BYTES or _digest(now) != digest:
-                raise FileChangedError(os.fspath(path))
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
-def leaves_trees(path: str, trees: Sequence[str | os.PathLike[str]]) -> str | None:
-    """Where ``path`` leads if a symlink on it (the file, or a folder above it) leads out of
-    every one of ``trees``; None if it does not (no symlink, or one within a tree)."""
-    real = os.path.realpath(path)
-    if real == os.path.normpath(os.path.abspath(path)):
-        return None
-    for tree in trees:
-        root = os.path.realpath(tree)
-        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
-            return None
-    return real
-
-
-def write_fixed(path: str, fixed: bytes, identity: tuple[int, int, int, int], original: bytes) -> str:
-    """Write ``fixed`` unless the file is no longer the one read (``identity``, ``original``);
-    the reason it was not written, or ""."""
-    try:
-        write_atomic(path, fixed, (identity, _digest(original)))
-    except FileChangedError:
-        return f"{path}: not fixed: the file changed while it was being fixed"
-    except (OSError, NotARegularFile) as exc:
-        return f"{path}: not fixed: {getattr(exc, 'strerror', None) or exc}"
-    return ""
-
-
 def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
     return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
 
@@ -285,20 +211,20 @@ def fix_files(
     *,
     unsafe: bool = False,
     write: bool = True,
-    trees: Sequence[str | os.PathLike[str]] = (),
+    boundary: Boundary | None = None,
     timeout: float | None = None,
 ) -> list[FixResult]:
     """Fix each file with its enabled codes (``codes_for(path)``); write the changed ones if ``write``.
 
-    A file reached through a symlink that leads out of ``trees`` (the checked directories and
-    the project root) is not written (``error`` says why). ``timeout``: seconds one file's
-    fixing may take, in a worker process that is replaced past it (None: in this process, no
-    limit). Unreadable files, files that are not regular or too large, and notebooks are
+    A file the writer refuses (reached through a symlink that leads out of ``boundary``, the
+    paths the user named, by default none; read-only, hard-linked, changed meanwhile) is not
+    written (``error`` says why). ``timeout``: seconds one file's
+    fixing may take, in a bounded worker process that is replaced past it (None: no time limit). Unreadable files, files that are not regular or too large, and notebooks are
     skipped (the check that follows reports them).
     """
     fixer = _Fixer(timeout)
     try:
-        return _fix_all(files, codes_for, unsafe, write, trees, fixer)
+        return _fix_all(files, codes_for, unsafe, write, boundary or Boundary(()), fixer)
     finally:
         fixer.close()
 
@@ -308,7 +234,7 @@ def _fix_all(
     codes_for: Callable[[str], frozenset[str]],
     unsafe: bool,
     write: bool,
-    trees: Sequence[str | os.PathLike[str]],
+    boundary: Boundary,
     fixer: _Fixer,
 ) -> list[FixResult]:
     results = []
@@ -316,19 +242,16 @@ def _fix_all(
         if is_notebook(path):
             continue
         try:
-            data, size = read_source(path)
-            identity = _identity(os.stat(path))
+            data, size, signature = read_signed(path)
         except (OSError, NotARegularFile):
             continue
         if size > MAX_SOURCE_BYTES:
             continue
         result = fixer.fix(path, data, codes_for(path), unsafe)
         if write and result.changed and not result.error:
-            outside = leaves_trees(path, trees)
-            if outside is not None:
-                result.error = f"{path}: not fixed: a symlink to {outside}, outside the checked trees"
-            else:
-                result.error = write_fixed(path, result.fixed, identity, data)
+            reason = rewrite(path, result.fixed, expect=(signature, data), boundary=boundary,
+                             changed="the file changed while it was being fixed")
+            result.error = f"{path}: not fixed: {reason}" if reason else ""
         results.append(result)
     return results
 
