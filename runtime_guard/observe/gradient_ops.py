@@ -1,28 +1,54 @@
 """Operations on the accumulated gradients: the clip functions (patched process-wide while
-attached) and the GradScaler's ``scale``, ``unscale_``, ``step`` and ``update``."""
+attached; only the loop thread's calls on the probed parameters are the model's clips) and the
+GradScaler's ``scale``, ``unscale_``, ``step`` and ``update``."""
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
+
+
+def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict, list[Any] | None]:
+    """The clip call's arguments with its ``parameters`` (first argument) read into a list, and that
+    list (``None``: no ``parameters`` argument, torch will raise). An iterator is consumed here, so
+    torch gets the list instead, or a fresh generator over it when it was a generator (torch warns
+    on an empty generator, torch 2.13 nn/utils/clip_grad.py)."""
+    in_kwargs = "parameters" in kwargs
+    if not args and not in_kwargs:
+        return args, kwargs, None
+    given = kwargs["parameters"] if in_kwargs else args[0]
+    if isinstance(given, torch.Tensor):
+        return args, kwargs, [given]
+    params = list(given)
+    passed = (p for p in params) if isinstance(given, types.GeneratorType) else params
+    if in_kwargs:
+        return args, {**kwargs, "parameters": passed}, params
+    return (passed, *args[1:]), kwargs, params
 
 
 class GradientOpsObserver:
     """Mixed into :class:`runtime_guard.probe.Probe` (clips and the GradScaler); works on its state."""
 
-    def _clip_wrapper(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def clip(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
-                return original(*args, **kwargs)
-            before, result, after = self._around_grads(original, args, kwargs)
-            self._event(CLIP, function=name, changed=not before.same_values(after))
-            return result
-
-        return clip
+    def _observe_clip(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                      name: str) -> Any:
+        """A call of ``torch.nn.utils.<name>`` on the loop's thread (``undo.patch_function``): a clip event
+        when it clips some of the probed model's parameters; a clip of another model's (a GAN's other
+        network) is not one of this model's and is only counted in the notes."""
+        if not self._entry():
+            return original(*args, **kwargs)
+        args, kwargs, params = _clipped_parameters(args, kwargs)
+        if params and not any(id(p) in self._param_ids for p in params):
+            self._foreign_clips += 1
+            return original(*args, **kwargs)
+        before, result, after = self._around_grads(original, args, kwargs)
+        self._event(CLIP, function=name, changed=not before.same_values(after))
+        return result
 
     def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
