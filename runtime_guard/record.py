@@ -137,13 +137,16 @@ class RunRecord:
     def effective_a(self) -> tuple[int | None, str]:
         """A and where it comes from: given, read from a framework, inferred from a reset
         cadence (``reset_period``) or inferred (most common observed group size); ``(None,
-        reason)`` when no group closed."""
+        reason)`` when no group closed or the forwards are not one microbatch each (``several_models``)."""
         if self.accumulation_steps is not None:
             return self.accumulation_steps, self.accumulation_source or "given to the probe"
         period = self.reset_period()
         if period is not None:
             return period, (f"inferred from the gradient resets: one every {period} updates while every update "
                             "followed one microbatch")
+        several = self.several_models()
+        if several:  # forwards per update are not microbatches per update
+            return None, f"not inferred: several models: {several}"
         sizes = self.group_sizes()
         if not sizes:
             return None, "not inferred: no optimizer update attempt observed"

@@ -102,12 +102,14 @@ def _gan_loop(
             opt_g.zero_grad()
 
 
-def test_gan_loop_is_not_observable_instead_of_false_findings() -> None:
+@pytest.mark.parametrize("given", [2, None])
+def test_gan_loop_is_not_observable_instead_of_false_findings(given: int | None) -> None:
     """Probe on G: D's clips are not G's (no ACC301), and G's two forwards per microbatch (one feeds D
-    detached) make the group sizes "not observable: several models" (no ACC006)."""
+    detached) make the group sizes "not observable: several models" (no ACC006), and A is not
+    inferred from them."""
     g, d = _model(0), nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
     opt_g, opt_d = torch.optim.Adam(g.parameters(), 1e-3), torch.optim.Adam(d.parameters(), 1e-3)
-    with runtime_guard.probe(g, opt_g, accumulation_steps=2) as p:
+    with runtime_guard.probe(g, opt_g, accumulation_steps=given) as p:
         _gan_loop(g, d, opt_g, opt_d, 8)
     report = p.report()
     assert report.codes == set()
@@ -116,7 +118,47 @@ def test_gan_loop_is_not_observable_instead_of_false_findings() -> None:
     assert "4 forwards" in checks["ACC006"] and "2 of them reached by a backward" in checks["ACC006"]
     assert checks["ACC301"] == "checked"
     assert report.card["groups"][0]["trace"] == "F F B F F B C S Z"  # D's clips are not in G's trace
-    assert any("another model" in note for note in report.card["notes"])
+    assert any(
+        note.startswith("5 clip call(s) clipped only parameters of another model") for note in report.card["notes"]
+    )
+    assert report.card["A"] == given
+    if given is None:
+        assert report.card["A_source"].startswith("not inferred: several models: group 0 had 4 forwards")
+
+
+def test_forwards_backwarded_together_are_still_microbatches() -> None:
+    """The control: all of a group's forwards first, then one backward of their summed losses: every
+    output is reached, the forwards are microbatches (sizes checked, no "several models"; the graphs
+    kept across microbatches are ACC201)."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, opt) as p:
+        for _ in range(3):
+            sum(model(torch.randn(5, 4)).square().mean() / 2 for _ in range(2)).backward()
+            opt.step()
+            opt.zero_grad()
+    report = p.report()
+    assert report.codes == {"ACC201"}
+    assert report.card["group_sizes"] == [2, 2] and report.card["A"] == 2
+    assert report.card["checks"]["ACC006"] == "checked"
+
+
+def _gan_weights(guard: bool) -> list[torch.Tensor]:
+    g, d = _model(0), nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt_g, opt_d = torch.optim.Adam(g.parameters(), 1e-3), torch.optim.Adam(d.parameters(), 1e-3)
+    torch.manual_seed(1)
+    if guard:
+        with runtime_guard.probe(g, opt_g, accumulation_steps=2):
+            _gan_loop(g, d, opt_g, opt_d, 8)
+    else:
+        _gan_loop(g, d, opt_g, opt_d, 8)
+    return [t.detach().clone() for t in (*g.parameters(), *d.parameters())]
+
+
+def test_gan_loop_bitwise_identical_with_and_without_guard() -> None:
+    plain, control, guarded = _gan_weights(False), _gan_weights(False), _gan_weights(True)
+    assert all(torch.equal(a, b) for a, b in zip(plain, control, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(plain, guarded, strict=True))
 
 
 def test_a_clip_of_another_model_leaves_a_real_finding() -> None:
@@ -181,6 +223,7 @@ def test_auto_detach_inside_the_users_saved_tensor_hooks_pops_the_guards_later()
         assert len(packed) > before  # the program's hooks still run
     _forward_backward(model)
     assert top_hooks(False) is None
+    assert any("saved-tensor hooks are beneath" in note for note in p.report().card["notes"])
 
 
 def test_auto_detach_inside_save_on_cpu_pops_the_guards_later() -> None:
