@@ -23,6 +23,7 @@ import functools
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -218,7 +219,9 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                                 loss_convention=loss_convention)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
         self._param_ids = frozenset(id(p) for p in self.params)
-        self._foreign_clips = 0  # clip calls on the loop's thread that clipped none of the probed parameters
+        # calls on the loop's thread that touched none of the probed parameters (another model's), by name
+        self._other_model_calls: Counter[str] = Counter()
+        self._other_steps = 0  # scaler.step of another model's optimizer since the scaler's last update
         self._undo = UndoStack()
         self._tracker = GraphTracker()
         self._attached = False
@@ -522,9 +525,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if clean and dp is not None and (dp.size or 1) > 1 and dp.group is not None:
             self._gather_across_replicas()
         self._close_guard_group()
-        if self._foreign_clips:
-            rec.notes.append(f"{self._foreign_clips} clip call(s) clipped only parameters of another model, none of "
-                             f"{rec.model_class}'s: not counted as its clips")
+        if self._other_model_calls:
+            calls = ", ".join(f"{name} {n}x" for name, n in sorted(self._other_model_calls.items()))
+            rec.notes.append(f"calls on another model's parameters or optimizer, none of {rec.model_class}'s, were "
+                             f"not counted as its own: {calls}")
         card = build_card(rec)
         # a code the card marks not observable (e.g. an engine that owns the update) is never guessed at
         findings = [f for f in evaluate(rec) if not card["checks"].get(f.code, "").startswith("not observable")]

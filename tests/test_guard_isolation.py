@@ -118,9 +118,7 @@ def test_gan_loop_is_not_observable_instead_of_false_findings(given: int | None)
     assert "4 forwards" in checks["ACC006"] and "2 of them reached by a backward" in checks["ACC006"]
     assert checks["ACC301"] == "checked"
     assert report.card["groups"][0]["trace"] == "F F B F F B C S Z"  # D's clips are not in G's trace
-    assert any(
-        note.startswith("5 clip call(s) clipped only parameters of another model") for note in report.card["notes"]
-    )
+    assert any(note.endswith("were not counted as its own: clip_grad_norm_ 5x") for note in report.card["notes"])
     assert report.card["A"] == given
     if given is None:
         assert report.card["A_source"].startswith("not inferred: several models: group 0 had 4 forwards")
@@ -141,6 +139,32 @@ def test_forwards_backwarded_together_are_still_microbatches() -> None:
     assert report.codes == {"ACC201"}
     assert report.card["group_sizes"] == [2, 2] and report.card["A"] == 2
     assert report.card["checks"]["ACC006"] == "checked"
+
+
+def test_a_shared_scaler_records_only_the_probed_optimizers_unscale_and_step() -> None:
+    """One GradScaler for G and D: D's ``unscale_`` and ``step`` are not G's (D's step closed G's group,
+    before G's own clip and step)."""
+    g, d = _model(0), nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt_g, opt_d = torch.optim.Adam(g.parameters(), 1e-3), torch.optim.Adam(d.parameters(), 1e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+    bce = nn.BCEWithLogitsLoss()
+    with runtime_guard.probe(g, opt_g, accumulation_steps=2, scaler=scaler) as p:
+        for i in range(6):
+            real, z = torch.randn(5, 3), torch.randn(5, 4)
+            d_loss = bce(d(real), torch.ones(5, 1)) + bce(d(g(z).detach()), torch.zeros(5, 1))
+            scaler.scale(d_loss / 2).backward()
+            scaler.scale(bce(d(g(z)), torch.ones(5, 1)) / 2).backward()
+            if i % 2 == 1:
+                for opt, model in ((opt_d, d), (opt_g, g)):
+                    scaler.unscale_(opt)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(opt)
+                    opt.zero_grad()
+                scaler.update()
+    report = p.report()
+    assert report.codes == set()
+    assert [g["trace"] for g in report.card["groups"][:2]] == ["F K F K B F K F K B X C s S Z U"] * 2
+    assert report.card["notes"][-1].endswith("clip_grad_norm_ 2x, scaler.step 2x, scaler.unscale_ 2x")
 
 
 def _gan_weights(guard: bool) -> list[torch.Tensor]:
