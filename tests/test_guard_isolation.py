@@ -250,18 +250,30 @@ def test_auto_detach_inside_the_users_saved_tensor_hooks_pops_the_guards_later()
     assert any("saved-tensor hooks are beneath" in note for note in p.report().card["notes"])
 
 
-def test_auto_detach_inside_save_on_cpu_pops_the_guards_later() -> None:
+def _save_on_cpu_run(guard: bool) -> list[torch.Tensor]:
+    """A loop whose microbatches run inside ``save_on_cpu()``; with ``guard`` the probe finishes inside it."""
     model = _model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    p = runtime_guard.probe(model, opt, accumulation_steps=1, groups=1).attach()
+    torch.manual_seed(1)
+    p = runtime_guard.probe(model, opt, accumulation_steps=1, groups=1).attach() if guard else None
     with torch.autograd.graph.save_on_cpu():
         for _ in range(3):
             _forward_backward(model)
             opt.step()
             opt.zero_grad()
-        assert not p.attached
-    _forward_backward(model)
+        assert p is None or not p.attached
+    for _ in range(2):
+        _forward_backward(model)
+        opt.step()
+        opt.zero_grad()
     assert top_hooks(False) is None
+    return [t.detach().clone() for t in model.parameters()]
+
+
+def test_auto_detach_inside_save_on_cpu_pops_the_guards_later() -> None:
+    """Gone after the block, and the weights are bitwise those of the run without the guard."""
+    guarded, plain = _save_on_cpu_run(True), _save_on_cpu_run(False)
+    assert all(torch.equal(a, b) for a, b in zip(guarded, plain, strict=True))
 
 
 def test_detach_from_another_thread_leaves_no_hooks_on_the_loop_thread() -> None:
