@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -16,15 +16,17 @@ from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCAL
 
 def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict, list[Any] | None]:
     """The clip call's arguments with its ``parameters`` (first argument) read into a list, and that
-    list (``None``: no ``parameters`` argument, torch will raise). An iterator is consumed here, so
-    torch gets the list instead, or a fresh generator over it when it was a generator (torch warns
-    on an empty generator, torch 2.13 nn/utils/clip_grad.py)."""
+    list (``None``: no or no iterable ``parameters`` argument, torch raises its own error). An iterator
+    is consumed here, so torch gets the list instead, or a fresh generator over it when it was a
+    generator (torch warns on an empty generator, torch 2.13 nn/utils/clip_grad.py)."""
     in_kwargs = "parameters" in kwargs
     if not args and not in_kwargs:
         return args, kwargs, None
     given = kwargs["parameters"] if in_kwargs else args[0]
     if isinstance(given, torch.Tensor):
         return args, kwargs, [given]
+    if not isinstance(given, Iterable):
+        return args, kwargs, None
     params = list(given)
     passed = (p for p in params) if isinstance(given, types.GeneratorType) else params
     if in_kwargs:
@@ -68,7 +70,7 @@ class GradientOpsObserver:
         GradScaler): its ``call`` is not the probed model's (counted for the card's notes). An optimizer
         without readable ``param_groups`` is taken as the probed model's, as before."""
         groups = getattr(optimizer, "param_groups", None)
-        if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups) or not groups:
+        if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
             return False
         if any(id(p) in self._param_ids for g in groups for p in g.get("params", ())):
             return False
