@@ -59,6 +59,9 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
                             else "card fact: pass effective_batch= to compare")
         else:
             status[code] = "card fact"
+    several = rec.several_models()
+    if observed_any and several:
+        status["ACC006"] = "not observable: several models: " + several
     kept = kept_graph_unobservable(rec)
     if observed_any and kept is not None and not any(f.code == "ACC201" for f in graph_findings(rec)):
         status["ACC201"] = kept

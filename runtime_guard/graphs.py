@@ -16,6 +16,7 @@ Three signals chosen in the design notes (§2), all without a gc walk:
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator
@@ -141,3 +142,57 @@ class GraphTracker:
     def kept_output_bytes(self, before: int) -> int:
         """Bytes of outputs of microbatches with serial < ``before`` still alive."""
         return sum(b for s, b in self.output_bytes.items() if s < before)
+
+
+class SavedTensorHooks:
+    """The tracker's pack and unpack hooks on the saved-tensor default-hook stack of the loop's thread.
+
+    That stack is per thread and only its top can be popped: the program may have pushed its own
+    hooks above the guard's (``saved_tensors_hooks(...)``, ``save_on_cpu()``), and the probe may be
+    detached from another thread. ``remove()`` pops the guard's hooks when they are the top of the
+    calling thread's stack; otherwise they become pass-through and pop themselves at their next
+    call on the loop's thread, i.e. the first tensor that thread saves once the program's hooks
+    above them are gone. The program's hooks are never popped.
+    """
+
+    def __init__(self, tracker: GraphTracker) -> None:
+        self.tracker = tracker
+        self.thread = threading.get_ident()
+        self.removed = False
+        # the exact objects pushed: the stack's top is compared by identity
+        self._hooks = (self.pack, self.unpack)
+
+    def push(self) -> None:
+        """Push the hooks on the calling thread's stack (the loop's)."""
+        torch._C._autograd._push_saved_tensors_default_hooks(*self._hooks)
+
+    def remove(self) -> None:
+        """Pop the hooks now when they are the calling thread's top, else at their next call there."""
+        self.removed = True
+        self._pop_if_top()
+
+    @property
+    def pushed(self) -> bool:
+        """True until the hooks were popped from the loop thread's stack."""
+        return self._hooks is not None
+
+    def _pop_if_top(self) -> None:
+        if self._hooks is None or threading.get_ident() != self.thread:
+            return
+        top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        if top is not None and top[0] is self._hooks[0]:
+            # the frame torch runs this pack hook in holds its own references to the hooks
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+            self._hooks = None
+
+    def pack(self, tensor: torch.Tensor) -> Any:
+        """The tracker's pack hook while probing; after ``remove()`` the tensor itself, and the hooks
+        leave the stack (called, they are its top)."""
+        if self.removed:
+            self._pop_if_top()
+            return tensor
+        return self.tracker.pack(tensor)
+
+    def unpack(self, packed: Any) -> torch.Tensor:
+        """The tracker's unpack hook (it passes plain tensors through)."""
+        return self.tracker.unpack(packed)

@@ -19,9 +19,11 @@ event family's observer (:mod:`runtime_guard.observe`), mixed into :class:`Probe
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -31,7 +33,7 @@ from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.epoch import LoaderWatch
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
-from runtime_guard.graphs import GraphTracker
+from runtime_guard.graphs import GraphTracker, SavedTensorHooks
 from runtime_guard.observe import eager
 from runtime_guard.observe.backward import BackwardObserver
 from runtime_guard.observe.forward import ForwardObserver
@@ -45,7 +47,7 @@ from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
 from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
-from runtime_guard.undo import UndoStack, patch_module_attribute, wrap_instance_method
+from runtime_guard.undo import UndoStack, patch_function, wrap_instance_method
 from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
 
 OnFinding = Literal["collect", "warn", "raise"]
@@ -216,6 +218,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                                 loss_scale=float(loss_scale), lr_in_microbatches=lr_in_microbatches,
                                 loss_convention=loss_convention)
         self.params = list(dict.fromkeys(p for p in model.parameters() if p.requires_grad))
+        self._param_ids = frozenset(id(p) for p in self.params)
+        # calls on the loop's thread that touched none of the probed parameters (another model's), by name
+        self._other_model_calls: Counter[str] = Counter()
+        self._other_steps = 0  # scaler.step of another model's optimizer since the scaler's last update
         self._undo = UndoStack()
         self._tracker = GraphTracker()
         self._attached = False
@@ -235,7 +241,6 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._last_grads: GradState | None = None
         self._param_key: tuple[Any, ...] = ()
         self._param_checksums_cache: tuple[int, ...] | None = None
-        self._saved_hooks: tuple[Any, Any] | None = None
         self._report: Report | None = None
         self._gradient_state: Any = None
         self._nested_forwards = False
@@ -393,16 +398,16 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             wrap_instance_method(undo, self.scaler, "unscale_", self._unscale_wrapper)
             wrap_instance_method(undo, self.scaler, "step", self._scaler_step_wrapper)
             wrap_instance_method(undo, self.scaler, "update", self._scaler_update_wrapper)
-        clip_module = torch.nn.utils.clip_grad
+        # process-wide functions: only the loop thread's calls are observed (undo.patch_function)
         for name in ("clip_grad_norm_", "clip_grad_value_"):
-            original = getattr(torch.nn.utils, name)
-            wrapper = self._clip_wrapper(name, original)
-            patch_module_attribute(undo, torch.nn.utils, name, wrapper)
-            if getattr(clip_module, name, None) is original:
-                patch_module_attribute(undo, clip_module, name, wrapper)
+            patch_function(undo, (torch.nn.utils, torch.nn.utils.clip_grad), name, self, self._thread,
+                           functools.partial(type(self)._observe_clip, name=name))
         if self.record.at_epoch_end:
-            patch_module_attribute(undo, torch.autograd, "backward", self._backward_wrapper(torch.autograd.backward))
-        self._push_saved_tensor_hooks()
+            patch_function(undo, (torch.autograd,), "backward", self, self._thread,
+                           type(self)._observe_backward)
+        hooks = SavedTensorHooks(self._tracker)
+        hooks.push()
+        undo.push("saved-tensor hooks", functools.partial(self._remove_saved_tensor_hooks, hooks))
         if self.count_comm and self.record.ddp:
             self._comm = dist_helpers.CommCounter()
             model.register_comm_hook(None, self._comm.make_hook())
@@ -410,25 +415,14 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
         undo.push("logits gradient hooks", self._remove_logit_hooks)
 
-    def _push_saved_tensor_hooks(self) -> None:
-        tracker = self._tracker
-        pack, unpack = tracker.pack, tracker.unpack
-        torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
-        self._saved_hooks = (pack, unpack)
-
-        def pop() -> None:
-            tracker.active = False  # pass-through from now on, even if it cannot be popped yet
-            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-            if top is not None and top[0] == pack:
-                torch._C._autograd._pop_saved_tensors_default_hooks()
-                self._saved_hooks = None
-            else:
-                self.record.notes.append(
-                    "saved-tensor hooks pushed later by the program are still active: the guard's own "
-                    "pass-through hooks stay below them until they are popped"
-                )
-
-        self._undo.push("saved-tensor hooks", pop)
+    def _remove_saved_tensor_hooks(self, hooks: SavedTensorHooks) -> None:
+        hooks.remove()
+        if hooks.pushed:
+            self.record.notes.append(
+                "the guard's saved-tensor hooks are beneath hooks the program pushed later, or on the loop's thread "
+                "while the probe detached on another: they pass tensors through and leave at that thread's next "
+                "saved tensor"
+            )
 
     def _remove_logit_hooks(self) -> None:
         for handle in self._logit_handles:
@@ -531,6 +525,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if clean and dp is not None and (dp.size or 1) > 1 and dp.group is not None:
             self._gather_across_replicas()
         self._close_guard_group()
+        if self._other_model_calls:
+            calls = ", ".join(f"{name} {n}x" for name, n in sorted(self._other_model_calls.items()))
+            rec.notes.append(f"calls on another model's parameters or optimizer, none of {rec.model_class}'s, were "
+                             f"not counted as its own: {calls}")
         card = build_card(rec)
         # a code the card marks not observable (e.g. an engine that owns the update) is never guessed at
         findings = [f for f in evaluate(rec) if not card["checks"].get(f.code, "").startswith("not observable")]

@@ -93,6 +93,22 @@ class RunRecord:
         """Microbatches (grad-enabled forwards) per closed group."""
         return [len(g.microbatches) for g in self.full_groups]
 
+    def several_models(self) -> str:
+        """Why the probed model's forwards are not one microbatch each ("" when they are): a closed group
+        in which a backward reached the output of some forwards but not of others. The model then also
+        feeds another model that never backpropagates into it (a GAN's generator, forwarded once for the
+        discriminator's step, detached, and once for its own), or runs extra grad-enabled forwards: which
+        of them are microbatches cannot be told, so the group sizes are not observable."""
+        for g in self.groups:
+            if not g.closed:
+                continue
+            reached = sum(1 for mb in g.microbatches if mb.output_reached or mb.backwards)
+            if 0 < reached < len(g.microbatches):
+                return (f"group {g.index} had {len(g.microbatches)} forwards of the probed model and only {reached} "
+                        "of them reached by a backward (its output also feeds another model, e.g. a GAN's "
+                        "generator, or it runs extra grad-enabled forwards)")
+        return ""
+
     def resets_after(self) -> list[int]:
         """Indices of the closed groups followed by a gradient reset (between their update attempt
         and the next group's first forward)."""
@@ -121,13 +137,16 @@ class RunRecord:
     def effective_a(self) -> tuple[int | None, str]:
         """A and where it comes from: given, read from a framework, inferred from a reset
         cadence (``reset_period``) or inferred (most common observed group size); ``(None,
-        reason)`` when no group closed."""
+        reason)`` when no group closed or the forwards are not one microbatch each (``several_models``)."""
         if self.accumulation_steps is not None:
             return self.accumulation_steps, self.accumulation_source or "given to the probe"
         period = self.reset_period()
         if period is not None:
             return period, (f"inferred from the gradient resets: one every {period} updates while every update "
                             "followed one microbatch")
+        several = self.several_models()
+        if several:  # forwards per update are not microbatches per update
+            return None, f"not inferred: several models: {several}"
         sizes = self.group_sizes()
         if not sizes:
             return None, "not inferred: no optimizer update attempt observed"

@@ -72,6 +72,7 @@ class Microbatch:
     sync_at_forward: bool | None = None
     sync_in_backward: bool | None = None
     backwards: int = 0
+    output_reached: bool = False  # a backward reached its output (also one attributed to a later forward)
     grads_after_backward: GradState | None = None
     graphs_alive: list[int] = field(default_factory=list)  # serials of earlier microbatches
     saved_bytes_at_forward: int = 0

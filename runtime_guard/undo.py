@@ -1,12 +1,15 @@
 """Everything the guard installs is undone in LIFO order from one list.
 
 The guard is a guest in the user's process: each hook handle, instance wrapper and
-module-attribute patch is recorded with the action that removes it, so that exit,
+process-wide function patch is recorded with the action that removes it, so that exit,
 exception and auto-detach all go through the same path.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -66,8 +69,39 @@ def wrap_instance_method(
     undo.push(f"{type(obj).__name__}.{name} wrapper", restore)
 
 
-def patch_module_attribute(undo: UndoStack, module: Any, name: str, replacement: Any) -> None:
-    """Set ``module.name = replacement`` and record putting the original back."""
-    original = getattr(module, name)
-    setattr(module, name, replacement)
-    undo.push(f"{module.__name__}.{name} patch", lambda: setattr(module, name, original))
+def patch_function(
+    undo: UndoStack, modules: tuple[Any, ...], name: str, owner: Any, thread: int, observe: Callable[..., Any]
+) -> Callable[..., Any]:
+    """Replace the function ``modules[0].name`` (and the same function in each other module of
+    ``modules`` that holds it) by a wrapper that calls ``observe(owner, original, args, kwargs)`` for
+    the calls made on ``thread`` (the loop's) and the plain ``original`` for every other call.
+
+    The function is process-wide: the wrapper holds ``owner`` only weakly (a reference to it kept by
+    the program keeps neither the probe nor its model alive), and after undo it is a plain
+    pass-through holding nothing but ``original``. Undo puts ``original`` back only where the module
+    still holds the wrapper: a patch the program made meanwhile stays (over the now inert wrapper).
+    ``observe`` must not hold ``owner`` itself (an unbound method). Returns the wrapper.
+    """
+    original = getattr(modules[0], name)
+    target: list[weakref.ref[Any] | None] = [weakref.ref(owner)]
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ref = target[0]
+        live = ref() if ref is not None else None
+        if live is None or threading.get_ident() != thread:
+            return original(*args, **kwargs)
+        return observe(live, original, args, kwargs)
+
+    patched = [m for m in modules if getattr(m, name, None) is original]
+    for module in patched:
+        setattr(module, name, wrapper)
+
+    def restore() -> None:
+        target[0] = None
+        for module in patched:
+            if getattr(module, name, None) is wrapper:
+                setattr(module, name, original)
+
+    undo.push(f"{modules[0].__name__}.{name} patch", restore)
+    return wrapper

@@ -77,13 +77,14 @@ def gradient_ops(rec: RunRecord) -> Iterator[RuntimeFinding]:
 
 def _updates_without_step(group: ObservedGroup) -> list[ObservedEvent]:
     """``scaler.update()`` calls of an enabled scaler with no ``scaler.step()`` between them and the
-    previous update (or the group's start): always a per-microbatch update (torch raises on them)."""
+    previous update (or the group's start): always a per-microbatch update (torch raises on them).
+    A step of another model's optimizer on the same scaler (a GAN's) counts as a step."""
     orphans, stepped = [], False
     for e in group.events:
         if e.kind == SCALER_STEP:
             stepped = True
         elif e.kind == SCALER_UPDATE:
-            if not stepped and e.detail.get("enabled", True):
+            if not stepped and not e.detail.get("other_steps") and e.detail.get("enabled", True):
                 orphans.append(e)
             stepped = False
     return orphans

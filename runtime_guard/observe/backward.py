@@ -3,7 +3,6 @@ fingerprint it left, and at an epoch end the weight a backward gave its mean los
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ import torch
 
 from runtime_guard import frameworks
 from runtime_guard.events import BACKWARD
+from runtime_guard.trace import Microbatch
 
 #: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
 #: all elements): the gradient reaching them is the weight the loop gave that microbatch's mean loss.
@@ -46,7 +46,8 @@ def _mean_loss_node(tensors: Any) -> Any:
 class BackwardObserver:
     """Mixed into :class:`runtime_guard.probe.Probe` (backward hooks); works on the probe's state."""
 
-    def _on_output_grad(self, grad: torch.Tensor) -> None:
+    def _on_output_grad(self, mb: Microbatch, grad: torch.Tensor) -> None:
+        mb.output_reached = True
         self._on_param_grad(grad)
 
     def _on_param_grad(self, param: torch.Tensor) -> None:
@@ -91,27 +92,24 @@ class BackwardObserver:
         if group.tail:
             self._done = True  # detach at the next call on the user's thread
 
-    def _backward_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """``torch.autograd.backward`` (``Tensor.backward`` calls it) observed at an epoch end: when
-        the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the
-        mean node reads dL/d(mean loss), i.e. the weight the loop gave this microbatch (the weight
-        of the partial group when the loss is not softmax cross entropy)."""
-        @functools.wraps(original)
-        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-            mb = self._mb
-            node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
-            if node is None:
-                return original(tensors, *args, **kwargs)
+    def _observe_backward(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``torch.autograd.backward`` (``Tensor.backward`` calls it) on the loop's thread, observed at an
+        epoch end (``undo.patch_function``): when the root is a scalar loss that is a mean-reduced loss
+        times constants, a pre-hook on the mean node reads dL/d(mean loss), i.e. the weight the loop
+        gave this microbatch (the weight of the partial group when the loss is not softmax cross entropy)."""
+        mb = self._mb
+        tensors = args[0] if args else kwargs.get("tensors")
+        node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
+        if node is None:
+            return original(*args, **kwargs)
 
-            def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
-                grad = grad_outputs[0] if grad_outputs else None
-                if grad is not None and grad.numel() == 1:
-                    mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
+        def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
+            grad = grad_outputs[0] if grad_outputs else None
+            if grad is not None and grad.numel() == 1:
+                mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
 
-            handle = node.register_prehook(seen)
-            try:
-                return original(tensors, *args, **kwargs)
-            finally:
-                handle.remove()
-
-        return backward
+        handle = node.register_prehook(seen)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            handle.remove()

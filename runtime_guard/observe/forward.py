@@ -173,7 +173,7 @@ class ForwardObserver:
         # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
         start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
         if start is not None:
-            self._logit_handles.append(start.register_hook(eager(self._on_output_grad)))
+            self._logit_handles.append(start.register_hook(eager(functools.partial(self._on_output_grad, mb))))
         if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
