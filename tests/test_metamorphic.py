@@ -45,6 +45,7 @@ FAST = (
     "loop.while_next",
     "extract.function",
     "config.argparse",
+    "roles.dict",
 )
 
 

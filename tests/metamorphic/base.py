@@ -13,7 +13,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
 #: The families of transformations, in the order the report prints them.
-FAMILIES = ("rename", "gate", "wrap", "loop", "extract", "config")
+FAMILIES = ("rename", "gate", "wrap", "loop", "extract", "config", "roles")
 
 
 @dataclass(frozen=True)
@@ -367,6 +367,12 @@ def insert_import(module: cst.Module, source: str) -> cst.Module:
         index += 1
     body.insert(index, stmt(source))
     return module.with_changes(body=body)
+
+
+def double_quoted_fstring_nodes(module: cst.Module) -> set[int]:
+    """ids of the nodes inside a ``"``-quoted f-string, where (before Python 3.12) an inserted
+    expression must quote its strings with ``'``."""
+    return {id(n) for f in walk(module) if isinstance(f, cst.FormattedString) and '"' in f.start for n in walk(f)}
 
 
 def module_binds(module: cst.Module, name: str) -> bool:

@@ -13,6 +13,7 @@ from libcst.metadata import Assignment, GlobalScope
 
 from tests.metamorphic.base import (
     FreshNames,
+    double_quoted_fstring_nodes,
     insert_import,
     metadata,
     module_binds,
@@ -93,8 +94,7 @@ def _move(text: str, define: Callable[[str, str, FreshNames], tuple[list[str], s
     if any(module_binds(module, line.split()[-1]) for line in imports):
         return None  # the name an import would bind is taken
     ids = {id(n) for n in reads}
-    # inside an f-string (before Python 3.12) the expression may not use the string's own quote
-    in_double = {id(n) for f in walk(module) if isinstance(f, cst.FormattedString) and '"' in f.start for n in walk(f)}
+    in_double = double_quoted_fstring_nodes(module)
 
     class Move(cst.CSTTransformer):
         def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:

@@ -11,8 +11,11 @@ import libcst as cst
 
 from tests.metamorphic.base import (
     FreshNames,
+    backward_loops,
+    block,
     body_statements,
     code,
+    enumerate_target,
     parse,
     per_file,
     replace_nodes,
@@ -150,4 +153,39 @@ def continue_early(text: str) -> str | None:
             )
 
         replacements[id(loop)] = rebuild
+    return replace_nodes(module, replacements)
+
+
+@transformation("last_update", "gate")
+@per_file
+def last_update(text: str) -> str | None:
+    """In ``for I, T in enumerate(X)``, ``if (I + 1) % A == 0: UPDATE`` → ``last_N = 0`` before
+    the loop and ``if I + 1 - last_N >= A: last_N = I + 1; UPDATE``: a counter of the last
+    update closes the same groups (it moves by exactly A each time). Applies to such an ``if``
+    directly in the body of an ``enumerate`` loop (no ``start``) that runs a backward, whose
+    counter is the loop's index."""
+    module = parse(text)
+    if module is None:
+        return None
+    fresh = FreshNames(text)
+    replacements = {}
+    for loop in backward_loops(module):
+        found = enumerate_target(loop)
+        if found is None or not isinstance(loop.body, cst.IndentedBlock):
+            continue
+        index = found[0].value
+        gated = []
+        for statement in loop.body.body:
+            gate = canonical_gate(statement.test) if isinstance(statement, cst.If) else None
+            if gate and gate[2] and isinstance(gate[0], cst.Name) and gate[0].value == index:
+                gated.append((statement, code(gate[1])))
+        if not gated:
+            continue
+        last = fresh("last_update_")
+        for statement, divisor in gated:
+            replacements[id(statement)] = lambda updated, d=divisor, i=index, n=last: updated.with_changes(
+                test=cst.parse_expression(f"{i} + 1 - {n} >= {d}"),
+                body=block([stmt(f"{n} = {i} + 1\n"), *body_statements(updated.body)]),
+            )
+        replacements[id(loop)] = lambda updated, n=last: cst.FlattenSentinel([stmt(f"{n} = 0\n"), updated])
     return replace_nodes(module, replacements)

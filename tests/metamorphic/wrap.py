@@ -114,3 +114,26 @@ def resume_skip(text: str) -> str | None:
             [stmt(f"{s} = 0\n"), updated.with_changes(body=updated.body.with_changes(body=[g, *updated.body.body]))]
         )
     return replace_nodes(module, replacements)
+
+
+@transformation("context_variable", "wrap")
+@per_file
+def context_variable(text: str) -> str | None:
+    """Loop body → ``ctx = nullcontext()`` then ``with ctx: BODY`` (``from contextlib import
+    nullcontext`` added): a do-nothing context manager held in a variable. Applies to every
+    loop that runs a backward directly, in a file where the name ``nullcontext`` is free."""
+    module = parse(text)
+    if module is None or module_binds(module, "nullcontext"):
+        return None
+    fresh = FreshNames(text)
+    replacements = {}
+    for loop in backward_loops(module):
+        if isinstance(loop.body, cst.IndentedBlock):
+            name = fresh("ctx_")
+            replacements[id(loop)] = lambda updated, n=name: updated.with_changes(
+                body=updated.body.with_changes(
+                    body=[stmt(f"{n} = nullcontext()\n"), _indented(f"with {n}:", updated.body)]
+                )
+            )
+    new = replace_nodes(module, replacements)
+    return insert_import(cst.parse_module(new), "from contextlib import nullcontext\n").code if new else None
