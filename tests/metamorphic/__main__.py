@@ -51,14 +51,20 @@ def report(outcomes: list[Outcome], out=sys.stdout, quiet: bool = False) -> None
             print(f"  {name:24} {_rate(by_name[name])}", file=out)
         family_outcomes = [o for n, group in by_name.items() if REGISTRY[n].family == family for o in group]
         print(f"  {family + ' (all)':24} {_rate(family_outcomes)}", file=out)
-    print("\nper rule family (of the codes before or after; a pair counts in each):", file=out)
+    print(
+        "\nper rule family of the original's codes (a pair counts in each; silent original: it reports"
+        " nothing, so a change there is a gained, false finding):",
+        file=out,
+    )
     for family in [*RULE_FAMILIES.values(), "other", SILENT]:
         if by_family.get(family):
             print(f"  {family:24} {_rate(by_family[family])}", file=out)
-    failing = sorted((o for o in applicable if not o.invariant), key=lambda o: (o.families[0], o.subject.key, o.chain))
-    print(f"\nfailing pairs ({len(failing)}):", file=out)
+    failing = sorted(
+        (o for o in applicable if not o.invariant), key=lambda o: (o.changed_families[0], o.subject.key, o.chain)
+    )
+    print(f"\nfailing pairs ({len(failing)}), by the family of the codes lost or gained:", file=out)
     for o in [] if quiet else failing:
-        print(f"  [{', '.join(o.families)}] {o.subject.key}  {'+'.join(o.chain)}: {o.reason}", file=out)
+        print(f"  [{', '.join(o.changed_families)}] {o.subject.key}  {'+'.join(o.chain)}: {o.reason}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         failing = [o for o in chains if o.applies and not o.invariant]
         print(f"\ncompositions of 2-3 transformations (seeded): {_rate(chains).strip()}")
         for o in [] if args.quiet else failing:
-            print(f"  [{', '.join(o.families)}] {o.subject.key}  {'+'.join(o.chain)}: {o.reason}")
+            print(f"  [{', '.join(o.changed_families)}] {o.subject.key}  {'+'.join(o.chain)}: {o.reason}")
     print(f"\n({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.write_known:
         print(f"wrote {write_known(outcomes + chains)} known failures", file=sys.stderr)

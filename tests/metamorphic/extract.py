@@ -12,6 +12,7 @@ own, and every value it reads is bound before the loop (else the call could not 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -240,17 +241,19 @@ def _with_loop_body(
     statements: list[cst.BaseStatement],
     before: cst.CSTNode | None,
     prelude: list[cst.BaseStatement],
+    also: dict[int, Callable[[cst.CSTNode], cst.CSTNode]] | None = None,
 ) -> cst.Module:
     """The module with the loop's body replaced by ``statements``, ``prelude`` statements right
-    before the loop, and ``before`` (a def) inserted before the module-level statement that
-    holds the loop."""
+    before the loop, ``before`` (a def) inserted before the module-level statement that holds
+    the loop, and the nodes whose ids ``also`` names changed by its functions."""
 
     class Edit(cst.CSTTransformer):
         def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
             if original_node is loop:
                 changed = updated_node.with_changes(body=updated_node.body.with_changes(body=statements))
                 return cst.FlattenSentinel([*prelude, changed]) if prelude else changed
-            return updated_node
+            change = (also or {}).get(id(original_node))
+            return change(updated_node) if change else updated_node
 
     edited = module.visit(Edit())
     if before is None:
@@ -259,6 +262,57 @@ def _with_loop_body(
     index = next(k for k, s in enumerate(module.body) if any(n is loop for n in walk(s)))
     body.insert(index, before)
     return edited.with_changes(body=body)
+
+
+def _enclosing_method(module: cst.Module, loop: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+    """The class and the method (first parameter ``self``) whose own body holds the loop."""
+    for node in walk(module):
+        if isinstance(node, cst.ClassDef) and isinstance(node.body, cst.IndentedBlock):
+            for item in node.body.body:
+                if (
+                    isinstance(item, cst.FunctionDef)
+                    and item.params.params
+                    and item.params.params[0].name.value == "self"
+                    and any(n is loop for n in walk(item.body, into_scopes=False))
+                ):
+                    return node, item
+    return None
+
+
+@transformation("own_method", "extract")
+def extract_own_method(program: Program) -> Program | None:
+    """In a method, the microbatch body → a new method of the same class right after it, called
+    per microbatch as ``self.m(...)``: the objects already on ``self`` stay there, the other
+    values it reads are arguments. Applies where :func:`extract_function` does and the loop lies
+    directly in a method whose first parameter is ``self``, which the body reads and never
+    assigns."""
+    if not program.is_single or "self" not in program.text:
+        return None
+    module = parse(program.text)
+    loops = innermost(backward_loops(module)) if module is not None else []
+    if not loops or _enclosing_method(module, loops[0]) is None:
+        return None  # checked before the scope analysis, which costs more
+    extraction = _analyse(program.text)
+    if extraction is None or "self" not in extraction.params or "self" in extraction.returns:
+        return None
+    found = _enclosing_method(extraction.module, extraction.loop)
+    if found is None:
+        return None
+    owner, method = found
+    name = FreshNames(program.text)("_microbatch_step_")
+    params = [p for p in extraction.params if p != "self"]
+    helper = _function(name, ["self", *params], extraction.loop.body, extraction.returns)
+    helper = helper.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    call = _call_statement(f"self.{name}({', '.join(params)})", extraction.returns)
+    index = next(k for k, item in enumerate(owner.body.body) if item is method)
+
+    def add(updated: cst.ClassDef) -> cst.ClassDef:
+        body = list(updated.body.body)
+        body.insert(index + 1, helper)
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    module = _with_loop_body(extraction.module, extraction.loop, [call], None, [], {id(owner): add})
+    return program.replace({program.main: module.code})
 
 
 def _call(callee: str, extraction: _Extraction, extra: list[str] = ()) -> cst.BaseStatement:
