@@ -1,0 +1,178 @@
+"""Where A lives: the accumulation count, a module constant ``NAME = 4`` that the file uses as a
+gate's divisor (``... % NAME``) or passes as an accumulation keyword (``gradient_accumulation_steps=
+NAME``), moved into an argparse default, a dataclass config, a dict config, or inlined as the
+literal. Every read of the constant gets the same integer. Each applies to a one-file program
+with such a constant, bound once at module level and never declared ``global``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+from libcst.metadata import Assignment, GlobalScope
+
+from tests.metamorphic.base import (
+    FreshNames,
+    double_quoted_fstring_nodes,
+    insert_import,
+    metadata,
+    module_binds,
+    parse,
+    single_file,
+    stmt,
+    transformation,
+    walk,
+)
+
+
+def _accumulation_constant(module: cst.Module) -> tuple[str, str, cst.SimpleStatementLine, list[cst.Name]] | None:
+    """(name, its integer's source, its defining line, the Name nodes that read it)."""
+    resolved = metadata(module)
+    if resolved is None:
+        return None
+    scopes = resolved[0]
+    used: list[str] = []
+    for node in walk(module):
+        if (
+            isinstance(node, cst.BinaryOperation)
+            and isinstance(node.operator, cst.Modulo)
+            and isinstance(node.right, cst.Name)
+        ):
+            used.append(node.right.value)
+        elif (
+            isinstance(node, cst.Arg)
+            and node.keyword is not None
+            and "accum" in node.keyword.value
+            and isinstance(node.value, cst.Name)
+        ):
+            used.append(node.value.value)
+    global_scope = next((s for s in scopes.values() if isinstance(s, GlobalScope)), None)
+    if global_scope is None:
+        return None
+    declared = {
+        n.name.value for node in walk(module) if isinstance(node, (cst.Global, cst.Nonlocal)) for n in node.names
+    }
+    for name in dict.fromkeys(used):
+        if name in declared:
+            continue
+        bindings = list(global_scope.assignments[name])
+        if len(bindings) != 1 or type(bindings[0]) is not Assignment:
+            continue
+        line = next(
+            (
+                s
+                for s in module.body
+                if isinstance(s, cst.SimpleStatementLine)
+                and len(s.body) == 1
+                and isinstance(s.body[0], cst.Assign)
+                and len(s.body[0].targets) == 1
+                and s.body[0].targets[0].target is bindings[0].node
+            ),
+            None,
+        )
+        if line is None or not isinstance(line.body[0].value, cst.Integer):
+            continue
+        reads = [access.node for access in bindings[0].references]
+        if not reads or any(not isinstance(n, cst.Name) for n in reads):
+            continue
+        return name, line.body[0].value.value, line, reads
+    return None
+
+
+def _move(text: str, define: Callable[[str, str, FreshNames], tuple[list[str], str, list[str]]]) -> str | None:
+    """``define(name, value, fresh)`` gives the statements that replace the constant's line, the
+    expression every read becomes, and the imports it needs."""
+    module = parse(text)
+    if module is None:
+        return None
+    found = _accumulation_constant(module)
+    if found is None:
+        return None
+    name, value, line, reads = found
+    statements, expression, imports = define(name, value, FreshNames(text))
+    imports = [line for line in imports if line not in text]  # already imported as written
+    if any(module_binds(module, line.split()[-1]) for line in imports):
+        return None  # the name an import would bind is taken
+    ids = {id(n) for n in reads}
+    in_double = double_quoted_fstring_nodes(module)
+
+    class Move(cst.CSTTransformer):
+        def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+            if id(original_node) not in ids:
+                return updated_node
+            quoted = expression.replace('"', "'") if id(original_node) in in_double else expression
+            return cst.parse_expression(quoted)
+
+        def leave_SimpleStatementLine(
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+        ):  # type: ignore[no-untyped-def]
+            if original_node is not line:
+                return updated_node
+            new = [stmt(s) for s in statements]
+            if not new:
+                return cst.RemoveFromParent()
+            new[0] = new[0].with_changes(leading_lines=original_node.leading_lines)
+            return cst.FlattenSentinel(new)
+
+    moved = module.visit(Move())
+    for imported in imports:
+        moved = insert_import(moved, imported + "\n")
+    return moved.code
+
+
+@transformation("argparse", "config")
+@single_file
+def to_argparse(text: str) -> str | None:
+    """``NAME = 4`` → an ``argparse`` option ``--name`` with ``default=4`` parsed at import time
+    (``parse_known_args``: the script's own options pass), every read → ``args.name``."""
+
+    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
+        parser, args = fresh("parser_"), fresh("args_")
+        option = name.lower()
+        return (
+            [
+                f"{parser} = argparse.ArgumentParser()\n",
+                f'{parser}.add_argument("--{option.replace("_", "-")}", type=int, default={value})\n',
+                f"{args} = {parser}.parse_known_args()[0]\n",
+            ],
+            f"{args}.{option}",
+            ["import argparse"],
+        )
+
+    return _move(text, define)
+
+
+@transformation("dataclass", "config")
+@single_file
+def to_dataclass(text: str) -> str | None:
+    """``NAME = 4`` → a field ``name: int = 4`` of a ``@dataclass`` config, one instance at module
+    level, every read → ``config.name``."""
+
+    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
+        cls, instance = fresh("TrainConfig"), fresh("config_")
+        return (
+            [f"@dataclass\nclass {cls}:\n    {name.lower()}: int = {value}\n", f"{instance} = {cls}()\n"],
+            f"{instance}.{name.lower()}",
+            ["from dataclasses import dataclass"],
+        )
+
+    return _move(text, define)
+
+
+@transformation("dict", "config")
+@single_file
+def to_dict(text: str) -> str | None:
+    """``NAME = 4`` → ``config = {"name": 4}``, every read → ``config["name"]``."""
+
+    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
+        instance = fresh("config_")
+        return [f'{instance} = {{"{name.lower()}": {value}}}\n'], f'{instance}["{name.lower()}"]', []
+
+    return _move(text, define)
+
+
+@transformation("inline", "config")
+@single_file
+def inline(text: str) -> str | None:
+    """``NAME = 4`` removed, every read → ``4``: the literal in place of the constant."""
+    return _move(text, lambda name, value, fresh: ([], value, []))
