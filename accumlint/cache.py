@@ -58,6 +58,7 @@ from accumlint import __version__, cache_dir
 from accumlint.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
 from accumlint.findings import Finding, Severity
 from accumlint.reading import NotARegularFile, Signature, read_source, signature_of
+from accumlint.writing import rename_over_regular
 
 if TYPE_CHECKING:
     from accumlint.suggested_fixes import SuggestedFix
@@ -242,7 +243,11 @@ def user_key(*, create: bool = True) -> bytes | None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(key)
         if torn:
-            os.replace(temporary, path)  # the entries signed with the old key no longer verify
+            try:  # the entries signed with the old key no longer verify
+                rename_over_regular(temporary, path)
+            except OSError:
+                os.unlink(temporary)
+                raise
             return key
         try:
             os.link(temporary, path)  # the first of concurrent runs to make it wins
@@ -375,7 +380,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     temporary = path.with_name(cache_dir.temporary_name(path.name))
     cache_dir.write_new(temporary, data)
     try:
-        os.replace(temporary, path)
+        rename_over_regular(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

@@ -203,6 +203,19 @@ def _replace_in(folder: int, real: str, name: str, data: bytes, expect: tuple[Si
         os.fsync(folder)  # the rename itself survives a power cut
 
 
+def rename_over_regular(temporary: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """``os.replace(temporary, target)`` for a file only accumlint writes (the cache's files and
+    key): refused with :class:`WriteRefused` where ``target`` exists and is not a regular file
+    (``lstat``: a symlink, a device or a FIFO at that name is never replaced). Raises ``OSError``."""
+    try:
+        info: os.stat_result | None = os.lstat(target)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise WriteRefused(f"{os.fspath(target)}: not replaced: not a regular file")
+    os.replace(temporary, target)
+
+
 def _lstat(name: str, folder: int) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=folder, follow_symlinks=False)

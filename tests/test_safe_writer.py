@@ -371,3 +371,25 @@ def test_kills_during_a_rewrite_tear_nothing_and_leave_nothing(mode: str) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert summary.startswith("20 kills:") and "; 0 torn files, " in summary, summary
     assert summary.endswith(", 0 after the next run"), summary
+
+
+def test_the_cache_never_renames_over_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    """Issue 28 item 4: the cache's own rename (an entry file, a torn key) refuses a FIFO or a link at the name."""
+    from accumlint.writing import WriteRefused, rename_over_regular
+
+    fifo, link, plain = tmp_path / "fifo.json", tmp_path / "link.json", tmp_path / "plain.json"
+    os.mkfifo(fifo)
+    link.symlink_to(tmp_path / "elsewhere")
+    plain.write_bytes(b"old")
+    for target in (fifo, link):
+        temporary = tmp_path / "new.tmp"
+        temporary.write_bytes(b"new")
+        with pytest.raises(WriteRefused, match="not a regular file"):
+            rename_over_regular(temporary, target)
+        assert temporary.exists()  # the caller removes its own temporary file
+        temporary.unlink()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    temporary = tmp_path / "new.tmp"
+    temporary.write_bytes(b"new")
+    rename_over_regular(temporary, plain)
+    assert plain.read_bytes() == b"new" and not temporary.exists()

@@ -218,9 +218,9 @@ def fix_files(
 
     A file the writer refuses (reached through a symlink that leads out of ``boundary``, the
     paths the user named, by default none; read-only, hard-linked, changed meanwhile) is not
-    written (``error`` says why). ``timeout``: seconds one file's
-    fixing may take, in a bounded worker process that is replaced past it (None: no time limit). Unreadable files, files that are not regular or too large, and notebooks are
-    skipped (the check that follows reports them).
+    written (``error`` says why). ``timeout``: seconds one file's fixing may take, in a
+    bounded worker process that is replaced past it (None: no time limit). Unreadable files,
+    files that are not regular or too large, and notebooks are skipped (the check that follows reports them).
     """
     fixer = _Fixer(timeout)
     try:
