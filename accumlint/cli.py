@@ -608,9 +608,12 @@ def _check_stdin(
         sys.exit(EXIT_OK)
     codes = resolver.codes_for(path) if stdin_filename else resolver.enabled(settings)
     if len(data) > limit:
-        findings = [runner.too_large(path, None, limit)] if registry.PARSE_ERROR_CODE in codes else []
-        _report(findings, output_format, lambda *_: None, None, unsafe_fixes, show_fixes, statistics, quiet, color)
-        sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+        alone = runner.parse_error_result(path, runner.too_large(path, None, limit), codes)
+        incomplete = {path: alone.incomplete} if alone.incomplete else {}
+        _report(alone.findings, output_format, lambda *_: None, None, unsafe_fixes, show_fixes, statistics, quiet,
+                color, incomplete=incomplete)
+        _not_fully_checked((), incomplete)
+        sys.exit(EXIT_FINDINGS if incomplete or (alone.findings and not exit_zero) else EXIT_OK)
     fixed = 0
     if fix and not notebook.is_notebook(path):
         from accumlint.fixes import apply as fixes

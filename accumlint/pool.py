@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from accumlint import heap, project
 from accumlint.lazy import lazy_module
-from accumlint.registry import PARSE_ERROR_CODE
 
 engine = lazy_module("accumlint.engine")
 notebook = lazy_module("accumlint.notebook")
@@ -359,8 +358,8 @@ class _Scheduler:
         for index in late:
             job, _ = self.in_flight[index]
             self._leave(index)
-            findings = [runner()._too_slow(job.path, self.timeout)] if PARSE_ERROR_CODE in job.codes else []
-            self.results[index] = engine.FileResult(job.path, findings=findings)
+            self.results[index] = runner().parse_error_result(
+                job.path, runner()._too_slow(job.path, self.timeout), job.codes)
             self.late.add(index)
         self._kill()
         for index, (job, _) in list(self.in_flight.items()):
@@ -505,8 +504,7 @@ def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float |
         return engine.FileResult(path, internal_errors=[error])
     except TooSlow:
         assert timeout is not None
-        late = [runner()._too_slow(path, timeout)] if PARSE_ERROR_CODE in codes else []
-        return engine.FileResult(path, findings=late)
+        return runner().parse_error_result(path, runner()._too_slow(path, timeout), codes)
     except OutOfMemory:
         return _out_of_memory(path, codes)
 
@@ -524,4 +522,4 @@ def _ran_out_of_memory(process: BaseProcess) -> bool:
 
 def _out_of_memory(path: str, codes: frozenset[str]) -> engine.FileResult:
     """The result of a file whose check ran out of a worker's memory."""
-    return engine.FileResult(path, findings=[runner()._out_of_memory(path)] if PARSE_ERROR_CODE in codes else [])
+    return runner().parse_error_result(path, runner()._out_of_memory(path), codes)

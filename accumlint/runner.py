@@ -77,6 +77,15 @@ def not_checked(path: str, reason: str, fix: str) -> Finding:
     return _not_checked(path, reason, fix)
 
 
+def parse_error_result(path: str, finding: Finding, codes: frozenset[str]) -> engine.FileResult:
+    """The result of a file whose check ended in its ``ACC000`` ``finding``: that finding where
+    ``ACC000`` is among ``codes``, else no finding and the file not fully checked (the finding's
+    message as the reason): a run never calls a file it could not check clean."""
+    if PARSE_ERROR_CODE in codes:
+        return engine.FileResult(path, findings=[finding])
+    return engine.FileResult(path, incomplete=[finding.message])
+
+
 def _parse_error(path: str, message: str, fix: str) -> Finding:
     """The file's ``ACC000`` at its first line."""
     return Finding(path=path, line=1, column=1, code=PARSE_ERROR_CODE, name=PARSE_ERROR_NAME,
@@ -168,6 +177,8 @@ def _check_in_worker(
 
 
 def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult) -> engine.FileResult:
+    if PARSE_ERROR_CODE not in codes:  # an ACC000 that is not selected still means the file was not checked
+        result.incomplete += [f.message for f in result.findings if f.code == PARSE_ERROR_CODE]
     result.findings = [f for f in result.findings if f.code in codes]
     if result.fixes:
         result.fixes = {finding: fix for finding, fix in result.fixes.items() if finding.code in codes}
@@ -442,12 +453,14 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 run.notes.append(str(exc))
                 continue
             except OSError as exc:  # unreadable, a directory, vanished since discovery
-                if PARSE_ERROR_CODE in codes:
-                    findings[index] = [_unreadable(path, exc)]
-                continue
-            if size > limit:  # not read to the end: whether a rule may fire is unknown
-                if PARSE_ERROR_CODE in codes:
-                    findings[index] = [too_large(path, size, limit)]
+                unread: Finding | None = _unreadable(path, exc)
+            else:  # not read to the end: whether a rule may fire is unknown
+                unread = too_large(path, size, limit) if size > limit else None
+            if unread is not None:
+                alone = parse_error_result(path, unread, codes)
+                findings[index] = alone.findings
+                if alone.incomplete:
+                    incomplete[index] = alone.incomplete
                 continue
             unreleased += size
             if workers > 1 and unreleased >= TRIM_MAIN_EVERY:

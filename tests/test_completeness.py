@@ -189,3 +189,33 @@ def test_findings_that_cannot_be_placed_are_acc000(monkeypatch: pytest.MonkeyPat
     result = check_source("t.py", ACC001_LOOP)
     assert _where(result.findings) == [("ACC000", 1, 1)]
     assert result.findings[0].message == "file could not be checked: nesting too deep to place the findings"
+
+
+@pytest.mark.parametrize("how", ["syntax", "too-large", "unreadable"])
+def test_a_file_whose_acc000_is_not_selected_is_not_called_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Issue 28 item 9: with ACC000 ignored, a file that could not be checked is reported as not
+    fully checked (exit 1), never as "All checks passed!"; a clean file beside it changes nothing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "clean.py").write_text("x = 1\n", encoding="utf-8")
+    broken = tmp_path / "broken.py"
+    if how == "syntax":
+        broken.write_bytes(ACC001_LOOP + b"def f(:\n")
+    elif how == "too-large":
+        broken.write_bytes(ACC001_LOOP + b"#" * (5 * 2**20) + b"\n")
+    else:
+        broken.write_bytes(ACC001_LOOP)
+        real_open = runner.read_signed
+
+        def refuse(path: str, *args: object):  # as root, a mode cannot make the read fail
+            if path.endswith("broken.py"):
+                raise PermissionError(13, "Permission denied", path)
+            return real_open(path, *args)
+
+        monkeypatch.setattr(runner, "read_signed", refuse)
+    result = cli("check", "-n", "--jobs", "1", "--ignore", "ACC000", ".")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "All checks passed!" not in result.stdout
+    assert "No findings, but 1 file was not fully checked." in result.stdout
+    assert "warning: broken.py: not fully checked: file could not be" in result.stderr, result.stderr
