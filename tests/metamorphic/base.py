@@ -166,6 +166,15 @@ def metadata(module: cst.Module) -> tuple[Mapping, Mapping] | None:
     return entry[1], entry[2]
 
 
+def parsed_with_scopes(text: str) -> tuple[cst.Module, Mapping] | None:
+    """The tree of ``text`` and its scopes, or None where it does not parse or its scope analysis fails."""
+    module = parse(text)
+    if module is None:
+        return None
+    resolved = metadata(module)
+    return None if resolved is None else (module, resolved[0])
+
+
 def code(node: cst.CSTNode) -> str:
     """The source of one node."""
     return cst.Module([]).code_for_node(node)
@@ -186,6 +195,11 @@ def is_backward_call(node: cst.CSTNode) -> bool:
     )
 
 
+#: the nodes that start afresh (their loops are their own) and the loops a backward runs in
+_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_LOOPS = (cst.For, cst.While)
+
+
 class _BackwardLoops(cst.CSTVisitor):
     """Loops that run a backward directly: the innermost loop around each backward call (a
     nested function or class starts afresh: its loops are its own)."""
@@ -194,44 +208,20 @@ class _BackwardLoops(cst.CSTVisitor):
         self.stack: list[cst.CSTNode | None] = []
         self.loops: list[cst.CSTNode] = []
 
-    def _push(self, node: cst.CSTNode | None) -> None:
-        self.stack.append(node)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._push(node)
-
-    def leave_For(self, original_node: cst.For) -> None:
-        self.stack.pop()
-
-    def visit_While(self, node: cst.While) -> None:
-        self._push(node)
-
-    def leave_While(self, original_node: cst.While) -> None:
-        self.stack.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._push(None)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.stack.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._push(None)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self._push(None)
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self.stack.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if is_backward_call(node) and self.stack and self.stack[-1] is not None:
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, _LOOPS):
+            self.stack.append(node)
+        elif isinstance(node, _SCOPES):
+            self.stack.append(None)
+        elif is_backward_call(node) and self.stack and self.stack[-1] is not None:
             loop = self.stack[-1]
             if all(loop is not seen for seen in self.loops):
                 self.loops.append(loop)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, _LOOPS + _SCOPES):
+            self.stack.pop()
 
 
 def backward_loops(module: cst.CSTNode) -> list[cst.CSTNode]:
@@ -330,6 +320,14 @@ def enumerate_target(loop: cst.CSTNode) -> tuple[cst.Name, cst.BaseAssignTargetE
     ):
         return None
     return target.elements[0].value, target.elements[1].value, call
+
+
+def enumerate_loops(module: cst.Module) -> Iterator[tuple[cst.For, str, cst.BaseAssignTargetExpression, cst.Call]]:
+    """The backward-running ``for I, T in enumerate(X)`` loops (no ``start``): (loop, I's name, T, the call)."""
+    for loop in backward_loops(module):
+        found = enumerate_target(loop)
+        if found is not None:
+            yield loop, found[0].value, found[1], found[2]  # type: ignore[misc]
 
 
 def body_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:

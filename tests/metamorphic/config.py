@@ -6,7 +6,8 @@ with such a constant, bound once at module level and never declared ``global``."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 
 import libcst as cst
 from libcst.metadata import Assignment, GlobalScope
@@ -15,9 +16,8 @@ from tests.metamorphic.base import (
     FreshNames,
     double_quoted_fstring_nodes,
     insert_import,
-    metadata,
     module_binds,
-    parse,
+    parsed_with_scopes,
     single_file,
     stmt,
     transformation,
@@ -25,12 +25,11 @@ from tests.metamorphic.base import (
 )
 
 
-def _accumulation_constant(module: cst.Module) -> tuple[str, str, cst.SimpleStatementLine, list[cst.Name]] | None:
-    """(name, its integer's source, its defining line, the Name nodes that read it)."""
-    resolved = metadata(module)
-    if resolved is None:
-        return None
-    scopes = resolved[0]
+def _accumulation_constant(
+    module: cst.Module, scopes: Mapping
+) -> tuple[str, str, cst.SimpleStatementLine, list[cst.Name]] | None:
+    """(name, its integer's source, its defining line, the Name nodes that read it); ``scopes``
+    are the module's."""
     used: list[str] = []
     for node in walk(module):
         if (
@@ -79,13 +78,28 @@ def _accumulation_constant(module: cst.Module) -> tuple[str, str, cst.SimpleStat
     return None
 
 
-def _move(text: str, define: Callable[[str, str, FreshNames], tuple[list[str], str, list[str]]]) -> str | None:
-    """``define(name, value, fresh)`` gives the statements that replace the constant's line, the
-    expression every read becomes, and the imports it needs."""
-    module = parse(text)
-    if module is None:
+#: ``define(name, value, fresh)``: the statements that replace the constant's line, the expression
+#: every read becomes, and the imports it needs
+_Define = Callable[[str, str, FreshNames], tuple[list[str], str, list[str]]]
+
+
+def _moving(define: _Define) -> Callable[[str], str | None]:
+    """The edit that moves the accumulation constant as ``define`` says (its name and docstring)."""
+
+    @functools.wraps(define)
+    def edit(text: str) -> str | None:
+        return _move(text, define)
+
+    return edit
+
+
+def _move(text: str, define: _Define) -> str | None:
+    """``text`` with its accumulation constant moved as ``define`` says, or None where it has none."""
+    parsed = parsed_with_scopes(text)
+    if parsed is None:
         return None
-    found = _accumulation_constant(module)
+    module, scopes = parsed
+    found = _accumulation_constant(module, scopes)
     if found is None:
         return None
     name, value, line, reads = found
@@ -122,57 +136,49 @@ def _move(text: str, define: Callable[[str, str, FreshNames], tuple[list[str], s
 
 @transformation("argparse", "config")
 @single_file
-def to_argparse(text: str) -> str | None:
+@_moving
+def to_argparse(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
     """``NAME = 4`` → an ``argparse`` option ``--name`` with ``default=4`` parsed at import time
     (``parse_known_args``: the script's own options pass), every read → ``args.name``."""
-
-    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
-        parser, args = fresh("parser_"), fresh("args_")
-        option = name.lower()
-        return (
-            [
-                f"{parser} = argparse.ArgumentParser()\n",
-                f'{parser}.add_argument("--{option.replace("_", "-")}", type=int, default={value})\n',
-                f"{args} = {parser}.parse_known_args()[0]\n",
-            ],
-            f"{args}.{option}",
-            ["import argparse"],
-        )
-
-    return _move(text, define)
+    parser, args = fresh("parser_"), fresh("args_")
+    option = name.lower()
+    return (
+        [
+            f"{parser} = argparse.ArgumentParser()\n",
+            f'{parser}.add_argument("--{option.replace("_", "-")}", type=int, default={value})\n',
+            f"{args} = {parser}.parse_known_args()[0]\n",
+        ],
+        f"{args}.{option}",
+        ["import argparse"],
+    )
 
 
 @transformation("dataclass", "config")
 @single_file
-def to_dataclass(text: str) -> str | None:
+@_moving
+def to_dataclass(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
     """``NAME = 4`` → a field ``name: int = 4`` of a ``@dataclass`` config, one instance at module
     level, every read → ``config.name``."""
-
-    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
-        cls, instance = fresh("TrainConfig"), fresh("config_")
-        return (
-            [f"@dataclass\nclass {cls}:\n    {name.lower()}: int = {value}\n", f"{instance} = {cls}()\n"],
-            f"{instance}.{name.lower()}",
-            ["from dataclasses import dataclass"],
-        )
-
-    return _move(text, define)
+    cls, instance = fresh("TrainConfig"), fresh("config_")
+    return (
+        [f"@dataclass\nclass {cls}:\n    {name.lower()}: int = {value}\n", f"{instance} = {cls}()\n"],
+        f"{instance}.{name.lower()}",
+        ["from dataclasses import dataclass"],
+    )
 
 
 @transformation("dict", "config")
 @single_file
-def to_dict(text: str) -> str | None:
+@_moving
+def to_dict(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
     """``NAME = 4`` → ``config = {"name": 4}``, every read → ``config["name"]``."""
-
-    def define(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
-        instance = fresh("config_")
-        return [f'{instance} = {{"{name.lower()}": {value}}}\n'], f'{instance}["{name.lower()}"]', []
-
-    return _move(text, define)
+    instance = fresh("config_")
+    return [f'{instance} = {{"{name.lower()}": {value}}}\n'], f'{instance}["{name.lower()}"]', []
 
 
 @transformation("inline", "config")
 @single_file
-def inline(text: str) -> str | None:
+@_moving
+def inline(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
     """``NAME = 4`` removed, every read → ``4``: the literal in place of the constant."""
-    return _move(text, lambda name, value, fresh: ([], value, []))
+    return [], value, []

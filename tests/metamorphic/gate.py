@@ -11,11 +11,10 @@ import libcst as cst
 
 from tests.metamorphic.base import (
     FreshNames,
-    backward_loops,
     block,
     body_statements,
     code,
-    enumerate_target,
+    enumerate_loops,
     parse,
     per_file,
     replace_nodes,
@@ -169,11 +168,9 @@ def last_update(text: str) -> str | None:
         return None
     fresh = FreshNames(text)
     replacements = {}
-    for loop in backward_loops(module):
-        found = enumerate_target(loop)
-        if found is None or not isinstance(loop.body, cst.IndentedBlock):
+    for loop, index, _, _ in enumerate_loops(module):
+        if not isinstance(loop.body, cst.IndentedBlock):
             continue
-        index = found[0].value
         gated = []
         for statement in loop.body.body:
             gate = canonical_gate(statement.test) if isinstance(statement, cst.If) else None

@@ -9,7 +9,7 @@ from tests.metamorphic.base import (
     FreshNames,
     backward_loops,
     code,
-    enumerate_target,
+    enumerate_loops,
     insert_import,
     module_binds,
     parse,
@@ -53,13 +53,11 @@ def manual_counter(text: str) -> str | None:
     if module is None:
         return None
     replacements = {}
-    for loop in backward_loops(module):
-        found = enumerate_target(loop)
-        if found is None or loop.orelse is not None or _stores(loop.body, found[0].value):
+    for loop, index, target, call in enumerate_loops(module):
+        if loop.orelse is not None or _stores(loop.body, index):
             continue
-        index, target, call = found
         # the item target of `I, T` is never a bare tuple (a nested one has parentheses)
-        replacements[id(loop)] = lambda updated, i=index.value, t=target, x=call.args[0].value: cst.FlattenSentinel(
+        replacements[id(loop)] = lambda updated, i=index, t=target, x=call.args[0].value: cst.FlattenSentinel(
             [
                 stmt(f"{i} = -1\n"),
                 updated.with_changes(
@@ -147,11 +145,9 @@ def enumerate_start1(text: str) -> str | None:
     if module is None:
         return None
     replacements = {}
-    for loop in backward_loops(module):
-        found = enumerate_target(loop)
-        if found is None or loop.orelse is not None:
+    for loop, index, _, _ in enumerate_loops(module):
+        if loop.orelse is not None:
             continue
-        index = found[0].value
         if _stores(loop.body, index) or any(
             isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == index for n in walk(loop.body)
         ):
@@ -186,9 +182,7 @@ def tqdm_wrap(text: str) -> str | None:
     if module is None or module_binds(module, "tqdm"):
         return None
     replacements = {}
-    for loop in backward_loops(module):
-        if enumerate_target(loop) is None:
-            continue
+    for loop, _, _, _ in enumerate_loops(module):
         replacements[id(loop)] = lambda updated: updated.with_changes(
             iter=cst.Call(cst.Name("tqdm"), [cst.Arg(updated.iter)])
         )

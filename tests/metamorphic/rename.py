@@ -19,7 +19,7 @@ from libcst.metadata import (
     GlobalScope,
 )
 
-from tests.metamorphic.base import FreshNames, metadata, parse, single_file, transformation, walk
+from tests.metamorphic.base import FreshNames, parsed_with_scopes, single_file, transformation, walk
 
 KEEP = frozenset({"self", "cls", "_"})
 
@@ -75,13 +75,10 @@ def _external_classes(module: cst.Module, local: set[str]) -> set[int]:
 
 
 def _rename(text: str, *, everything: bool) -> str | None:
-    module = parse(text)
-    if module is None:
+    parsed = parsed_with_scopes(text)
+    if parsed is None:
         return None
-    resolved = metadata(module)
-    if resolved is None:
-        return None
-    scopes = resolved[0]
+    module, scopes = parsed
     if any(
         isinstance(n, cst.Call)
         and isinstance(n.func, cst.Name)

@@ -12,9 +12,9 @@ from tests.metamorphic.base import (
     double_quoted_fstring_nodes,
     imports_module,
     insert_import,
-    metadata,
     module_binds,
     parse,
+    parsed_with_scopes,
     per_file,
     replace_nodes,
     stmt,
@@ -58,13 +58,10 @@ def optimizer_in_dict(text: str) -> str | None:
     and every other binding and read of the name (``a, optimizer = prepare(...)`` included) →
     ``opts["main"]``. Applies to an optimizer built into a name that is bound only by plain
     assignments (no parameter, loop target, ``with`` target or ``global``)."""
-    module = parse(text)
-    if module is None:
+    parsed = parsed_with_scopes(text)
+    if parsed is None:
         return None
-    resolved = metadata(module)
-    if resolved is None:
-        return None
-    scopes = resolved[0]
+    module, scopes = parsed
     fresh = FreshNames(text)
     in_double = double_quoted_fstring_nodes(module)
     replacements = {}

@@ -11,7 +11,7 @@ import libcst as cst
 from tests.metamorphic.base import (
     FreshNames,
     backward_loops,
-    enumerate_target,
+    enumerate_loops,
     imports_module,
     insert_import,
     module_binds,
@@ -104,12 +104,11 @@ def resume_skip(text: str) -> str | None:
         return None
     fresh = FreshNames(text)
     replacements = {}
-    for loop in backward_loops(module):
-        found = enumerate_target(loop)
-        if found is None or not isinstance(loop.body, cst.IndentedBlock):
+    for loop, index, _, _ in enumerate_loops(module):
+        if not isinstance(loop.body, cst.IndentedBlock):
             continue
         start = fresh("start_step_")
-        guard = stmt(f"if {found[0].value} < {start}:\n    continue\n")
+        guard = stmt(f"if {index} < {start}:\n    continue\n")
         replacements[id(loop)] = lambda updated, g=guard, s=start: cst.FlattenSentinel(
             [stmt(f"{s} = 0\n"), updated.with_changes(body=updated.body.with_changes(body=[g, *updated.body.body]))]
         )
