@@ -586,7 +586,7 @@ def _nobody_can_run_python() -> bool:
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("setpriv"):
         return False
     done = subprocess.run(
-        [*NOBODY, sys.executable, "-c", "import accumlint"],
+        [*NOBODY, sys.executable, "-c", "import accumlint.cli, libcst"],  # the packages too (CI's venv is 0700)
         capture_output=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},
