@@ -515,8 +515,13 @@ def workers_of(pool: ProcessPoolExecutor) -> list[BaseProcess]:
 
 
 def _ran_out_of_memory(process: BaseProcess) -> bool:
-    """Whether a worker that died ended as one that ran out of memory does (:data:`OUT_OF_MEMORY_SIGNALS`)."""
-    process.join(timeout=5)
+    """Whether a worker that died ended as one that ran out of memory does (:data:`OUT_OF_MEMORY_SIGNALS`).
+
+    The pool's own thread reaps its dead workers: a ``join`` here would race it for the exit
+    status (the loser reads ``None``), so wait (5 s at most) for the code the reaper records."""
+    deadline = time.monotonic() + 5
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     return process.exitcode is not None and -process.exitcode in OUT_OF_MEMORY_SIGNALS
 
 

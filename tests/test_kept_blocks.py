@@ -143,10 +143,12 @@ def _run(files: list[Path], root: Path, monkeypatch: pytest.MonkeyPatch, thresho
                               jobs=1, suggest=True)
 
 
-def _same_either_way(files: list[Path], root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+def _same_either_way(files: list[Path], root: Path, monkeypatch: pytest.MonkeyPatch,
+                     blanked: Path) -> tuple[int, int]:
     """Check ``files`` read whole, then read in part; assert the same findings, fixes and
-    errors; return (files read in part, findings)."""
-    blanked = root.with_name(f"{root.name}-blanked.log")  # the checks run in forked workers: a log
+    errors; return (files read in part, findings). ``blanked``: a new file, the log of the files
+    read in part (the checks run in forked workers)."""
+    assert not blanked.exists()
     real = engine.kept_text
 
     def spy(tree: ast.Module, text: str, markers: list[str]) -> str | None:
@@ -186,7 +188,7 @@ def test_the_fixable_examples_read_the_same_in_part(tmp_path: Path, monkeypatch:
         if folder.name[:6] in {"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"}:
             _with_unneeded(folder, tmp_path / folder.name)
     files = sorted(tmp_path.rglob("*.py"))
-    blanked, findings = _same_either_way(files, tmp_path, monkeypatch)
+    blanked, findings = _same_either_way(files, tmp_path, monkeypatch, tmp_path / "blanked.log")
     assert blanked > 40 and findings >= 17  # every fixable example's finding, its fix compared
 
 
@@ -194,7 +196,7 @@ def test_the_fixable_examples_read_the_same_in_part(tmp_path: Path, monkeypatch:
 def test_the_catalogue_reads_the_same_in_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _with_unneeded(REPO / "rules", tmp_path)
     assert len(files) > 100
-    blanked, findings = _same_either_way(files, tmp_path, monkeypatch)
+    blanked, findings = _same_either_way(files, tmp_path, monkeypatch, tmp_path / "blanked.log")
     assert blanked > 100 and findings > 60
 
 
@@ -203,14 +205,14 @@ def test_the_catalogue_reads_the_same_in_part(tmp_path: Path, monkeypatch: pytes
 def test_the_shared_samples_read_the_same_in_part(folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = _with_unneeded(require_shared(folder), tmp_path)
     assert len(files) > 30
-    blanked, findings = _same_either_way(files, tmp_path, monkeypatch)
+    blanked, findings = _same_either_way(files, tmp_path, monkeypatch, tmp_path / "blanked.log")
     assert blanked > 20 and findings > 20
 
 
 @pytest.mark.slow
-def test_the_corpus_loop_files_read_the_same_in_part(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_corpus_loop_files_read_the_same_in_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = corpus_loop_files()
-    blanked, findings = _same_either_way(files, Path(os.path.commonpath(files)), monkeypatch)
+    blanked, findings = _same_either_way(files, Path(os.path.commonpath(files)), monkeypatch, tmp_path / "blanked.log")
     assert blanked >= 10 and findings >= 30
 
 
