@@ -341,29 +341,44 @@ def block(statements: Sequence[cst.BaseStatement]) -> cst.IndentedBlock:
     return cst.IndentedBlock(body=list(statements))
 
 
-def insert_import(module: cst.Module, source: str) -> cst.Module:
-    """``module`` with the import statement ``source`` after its docstring and ``__future__``
-    imports."""
-    body = list(module.body)
-    index = 0
-    if (
-        body
+def after_docstring(body: Sequence[cst.BaseStatement]) -> int:
+    """The index in a module's or function's body right after its docstring (0 without one)."""
+    return int(
+        bool(body)
         and isinstance(body[0], cst.SimpleStatementLine)
         and len(body[0].body) == 1
         and isinstance(body[0].body[0], cst.Expr)
         and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    ):
-        index = 1
-    while (
-        index < len(body)
-        and isinstance(body[index], cst.SimpleStatementLine)
-        and any(
+    )
+
+
+def insert_import(module: cst.Module, source: str) -> cst.Module:
+    """``module`` with the import statement ``source`` after its docstring and ``__future__``
+    imports."""
+    return insert_statements(module, [stmt(source)])
+
+
+def insert_statements(
+    module: cst.Module, statements: Sequence[cst.BaseStatement], *, after_imports: bool = False
+) -> cst.Module:
+    """``module`` with ``statements`` after its docstring and ``__future__`` imports (with
+    ``after_imports``, after the run of import lines that opens it)."""
+    body = list(module.body)
+    index = after_docstring(body)
+
+    def opening_import(statement: cst.BaseStatement) -> bool:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        if any(
             isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__"
-            for s in body[index].body
-        )
-    ):
+            for s in statement.body
+        ):
+            return True
+        return after_imports and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+    while index < len(body) and opening_import(body[index]):
         index += 1
-    body.insert(index, stmt(source))
+    body[index:index] = statements
     return module.with_changes(body=body)
 
 
@@ -410,3 +425,37 @@ def replace_nodes(module: cst.Module, replacements: dict[int, Callable]) -> str 
     if not replacements:
         return None
     return module.visit(ReplaceNodes(replacements)).code
+
+
+def own_control(body: cst.BaseSuite) -> bool:
+    """Whether the body leaves the loop or the function by itself (``break``/``continue`` not in
+    a nested loop, ``return``/``yield``/``await``), declares names, or calls ``super()``."""
+
+    def visit(node: cst.CSTNode, in_loop: bool) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(node, (cst.Break, cst.Continue)) and not in_loop:
+            return True
+        if isinstance(node, (cst.Return, cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
+            return True
+        if isinstance(node, cst.Name) and node.value == "super":
+            return True
+        loop = isinstance(node, (cst.For, cst.While))
+        return any(visit(child, in_loop or (loop and child is node.body)) for child in children(node))
+
+    return visit(body, False)
+
+
+def enclosing_method(module: cst.Module, loop: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+    """The class and the method (first parameter ``self``) whose own body holds the loop."""
+    for node in walk(module):
+        if isinstance(node, cst.ClassDef) and isinstance(node.body, cst.IndentedBlock):
+            for item in node.body.body:
+                if (
+                    isinstance(item, cst.FunctionDef)
+                    and item.params.params
+                    and item.params.params[0].name.value == "self"
+                    and any(n is loop for n in walk(item.body, into_scopes=False))
+                ):
+                    return node, item
+    return None

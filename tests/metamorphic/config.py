@@ -1,7 +1,7 @@
 """Where A lives: the accumulation count, a module constant ``NAME = 4`` that the file uses as a
 gate's divisor (``... % NAME``) or passes as an accumulation keyword (``gradient_accumulation_steps=
-NAME``), moved into an argparse default, a dataclass config, a dict config, or inlined as the
-literal. Every read of the constant gets the same integer. Each applies to a one-file program
+NAME``), moved into an argparse default, a dataclass config, a dict config, a class attribute,
+or inlined as the literal. Every read of the constant gets the same integer. Each applies to a one-file program
 with such a constant, bound once at module level and never declared ``global``."""
 
 from __future__ import annotations
@@ -182,3 +182,13 @@ def to_dict(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, l
 def inline(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
     """``NAME = 4`` removed, every read → ``4``: the literal in place of the constant."""
     return [], value, []
+
+
+@transformation("attribute", "config")
+@single_file
+@_moving
+def to_class_attribute(name: str, value: str, fresh: FreshNames) -> tuple[list[str], str, list[str]]:
+    """``NAME = 4`` → a class attribute ``name = 4`` of a plain settings class (never
+    instantiated), every read → ``TrainSettings_N.name``."""
+    cls = fresh("TrainSettings_")
+    return [f"class {cls}:\n    {name.lower()} = {value}\n"], f"{cls}.{name.lower()}", []

@@ -24,9 +24,11 @@ from tests.metamorphic.base import (
     backward_loops,
     children,
     code,
+    enclosing_method,
     innermost,
     insert_import,
     metadata,
+    own_control,
     parse,
     stmt,
     transformation,
@@ -72,25 +74,6 @@ def _evaluation_order(node: cst.CSTNode):
         yield from _evaluation_order(child)
 
 
-def _own_control(body: cst.BaseSuite) -> bool:
-    """Whether the body leaves the loop or the function by itself (``break``/``continue`` not in
-    a nested loop, ``return``/``yield``/``await``), declares names, or calls ``super()``."""
-
-    def visit(node: cst.CSTNode, in_loop: bool) -> bool:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if isinstance(node, (cst.Break, cst.Continue)) and not in_loop:
-            return True
-        if isinstance(node, (cst.Return, cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
-            return True
-        if isinstance(node, cst.Name) and node.value == "super":
-            return True
-        loop = isinstance(node, (cst.For, cst.While))
-        return any(visit(child, in_loop or (loop and child is node.body)) for child in children(node))
-
-    return visit(body, False)
-
-
 @functools.lru_cache(maxsize=16)
 def _analyse(text: str) -> _Extraction | None:
     module = parse(text)
@@ -102,7 +85,7 @@ def _analyse(text: str) -> _Extraction | None:
     loop = loops[0]
     if not isinstance(loop.body, cst.IndentedBlock) or (isinstance(loop, cst.For) and loop.asynchronous):
         return None
-    if getattr(loop, "orelse", None) is not None or _own_control(loop.body):
+    if getattr(loop, "orelse", None) is not None or own_control(loop.body):
         return None
     resolved = metadata(module)
     if resolved is None:
@@ -264,21 +247,6 @@ def _with_loop_body(
     return edited.with_changes(body=body)
 
 
-def _enclosing_method(module: cst.Module, loop: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
-    """The class and the method (first parameter ``self``) whose own body holds the loop."""
-    for node in walk(module):
-        if isinstance(node, cst.ClassDef) and isinstance(node.body, cst.IndentedBlock):
-            for item in node.body.body:
-                if (
-                    isinstance(item, cst.FunctionDef)
-                    and item.params.params
-                    and item.params.params[0].name.value == "self"
-                    and any(n is loop for n in walk(item.body, into_scopes=False))
-                ):
-                    return node, item
-    return None
-
-
 @transformation("own_method", "extract")
 def extract_own_method(program: Program) -> Program | None:
     """In a method, the microbatch body → a new method of the same class right after it, called
@@ -290,12 +258,12 @@ def extract_own_method(program: Program) -> Program | None:
         return None
     module = parse(program.text)
     loops = innermost(backward_loops(module)) if module is not None else []
-    if not loops or _enclosing_method(module, loops[0]) is None:
+    if not loops or enclosing_method(module, loops[0]) is None:
         return None  # checked before the scope analysis, which costs more
     extraction = _analyse(program.text)
     if extraction is None or "self" not in extraction.params or "self" in extraction.returns:
         return None
-    found = _enclosing_method(extraction.module, extraction.loop)
+    found = enclosing_method(extraction.module, extraction.loop)
     if found is None:
         return None
     owner, method = found
