@@ -4,7 +4,7 @@ Exit status of ``run``: 0 when the probed groups gave no finding (also with find
 ``--exit-zero``, and under ``torchrun``, see below), 1 when they gave findings, 2 when nothing
 was probed or the command could not run (no such script, torch not installed, a report that
 cannot be written); a script that exits with a non-zero status or raises keeps its own status
-or traceback. Under ``torchrun``
+or traceback, and its report is still printed and written (from a ``finally``). Under ``torchrun``
 (``TORCHELASTIC_RUN_ID`` set) a non-zero status makes the elastic agent stop the other ranks and
 print a ``ChildFailedError``, so findings end the rank with 0 there (the report says so;
 ``--exit-code`` keeps 1); the report is printed by rank 0 and each other rank prints one line.
@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -126,7 +127,7 @@ def _split_module(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _run(ns: argparse.Namespace) -> int:
-    from runtime_guard.discover import module_origin, run_module, run_script
+    from runtime_guard.discover import ScriptProbe, module_origin, run_module, run_script
 
     options = {"accumulation_steps": ns.accumulation_steps, "groups": ns.groups,
                "at": "epoch_end" if ns.at_epoch_end else "start"}
@@ -134,17 +135,45 @@ def _run(ns: argparse.Namespace) -> int:
         if module_origin(ns.module) is None:
             print(f"error: no module named {ns.module!r}", file=sys.stderr)
             return EXIT_ERROR
-        probe = run_module(ns.module, ns.args, **options)
     elif not ns.script.is_file():
         print(f"error: no such script: {ns.script}", file=sys.stderr)
         return EXIT_ERROR
-    else:
-        probe = run_script(ns.script, ns.args, **options)
+    probe = ScriptProbe(**options)
+    finished = False
+    try:
+        if ns.module is not None:
+            run_module(ns.module, ns.args, script_probe=probe)
+        else:
+            run_script(ns.script, ns.args, script_probe=probe)
+        finished = True
+    finally:
+        # also when the script raised or exited non-zero: that trace is the one the user needs; the
+        # script's exception then propagates unchanged (its traceback and exit status)
+        status = _report_run(ns, probe, finished)
+    return status
+
+
+def _report_run(ns: argparse.Namespace, probe: Any, finished: bool) -> int:
+    """Print the report and write ``--json``; returns ``run``'s exit status. After a script that raised
+    (``finished`` False) it never raises itself: a failure is printed and the script's exception goes on."""
+    try:
+        return _write_report(ns, probe, finished)
+    except Exception as error:  # noqa: BLE001 - the script's own exception must not be replaced
+        if finished:
+            raise
+        print(f"runtime guard: no report: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _write_report(ns: argparse.Namespace, probe: Any, finished: bool) -> int:
     report = probe.report()
     if report is None:
         print(f"runtime guard: nothing probed: {probe.reason}", file=sys.stderr)
         return EXIT_ERROR
     torchrun, rank = _under_torchrun(), _rank()
+    if not finished:
+        print("runtime guard: the script raised or exited with an error; the report of what was probed "
+              "until then follows", file=sys.stderr)
     if rank == 0:
         print(report)
     else:

@@ -68,6 +68,8 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
     if rec.unobservable:
         for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
+    if rec.guard_failures:
+        status = dict.fromkeys(status, "not observed: " + rec.guard_failures[0])
     return status
 
 
@@ -111,7 +113,8 @@ def _versions() -> dict[str, str]:
     for name in FRAMEWORK_PACKAGES:
         module = sys.modules.get(name)
         if module is not None:
-            versions[name] = str(getattr(module, "__version__", "unknown"))
+            # from the module's dict: a lazy package's __getattr__ would import (transformers' _LazyModule)
+            versions[name] = str(vars(module).get("__version__", "unknown"))
     return versions
 
 
@@ -207,6 +210,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         ],
         "checks": _checks_status(rec, norm.inferred, last),
         "unobservable": rec.unobservable,
-        "notes": rec.notes + ([] if rec.clean_exit else ["the probe detached on an exception"]),
+        "notes": rec.notes + [f"not observed: {failure}; the probe stopped observing" for failure in rec.guard_failures]
+        + ([] if rec.clean_exit else ["the probe detached on an exception"]),
     }
     return card

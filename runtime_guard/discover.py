@@ -10,6 +10,10 @@ submodules, and the hook waits for the next one; an HF ``Trainer`` training the 
 whether the loss must be normalized over the group by the user (ACC105). Everything is
 removed when the script ends, also when it raises.
 
+Discovery runs inside the script's first forward, so it imports nothing (framework classes are
+read from modules already in ``sys.modules``) and a failure of it never reaches the script: the
+global hook is removed and ``reason`` says what failed.
+
 With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
 whose iterator is running at that first forward (found in the same walk); that iterator
 (epoch 0, already started) is watched in place as well.
@@ -29,6 +33,7 @@ from typing import Any
 import torch
 
 from runtime_guard import frameworks
+from runtime_guard.contain import describe
 from runtime_guard.probe import Probe
 from runtime_guard.report import Report
 
@@ -37,7 +42,8 @@ def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
     params = {id(p) for p in model.parameters()}
     found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": [],
                              "loaders": [], "loader_iterators": [], "trainers": []}
-    classes = {"accelerators": _class_of("accelerate", "Accelerator"), "trainers": _class_of("transformers", "Trainer")}
+    classes = {"accelerators": _class_of("accelerate.accelerator", "Accelerator"),
+               "trainers": _class_of("transformers.trainer", "Trainer")}
     gc.collect()  # unreachable objects of an earlier run (a finished script's GradScaler) are not candidates
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # isinstance on some lazy module proxies warns
@@ -54,9 +60,15 @@ def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
     return found
 
 
-def _class_of(package: str, name: str) -> Any:
-    """``package.name`` when the script already imported ``package`` (never imports it), else ``None``."""
-    return getattr(sys.modules[package], name, None) if package in sys.modules else None
+def _class_of(module: str, name: str) -> Any:
+    """The class ``name`` of the module that defines it (``transformers.trainer``, not ``transformers``),
+    when the script already imported that module, else ``None``: read from the module's ``__dict__``
+    found in ``sys.modules``, so that nothing is imported, not even by a lazy package's ``__getattr__``
+    (transformers' ``_LazyModule`` imports its whole trainer, 600+ modules, for ``transformers.Trainer``).
+    No object of a class whose module is not loaded can exist."""
+    loaded = sys.modules.get(module)
+    found = vars(loaded).get(name) if loaded is not None else None
+    return found if isinstance(found, type) else None
 
 
 def _kind(obj: Any, classes: dict[str, Any]) -> str | None:
@@ -112,6 +124,18 @@ class ScriptProbe:
     def _on_any_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.probe is not None or not torch.is_grad_enabled() or not module.training or module in self._untrained:
             return
+        try:
+            self._discover(module, args)
+        except Exception as error:  # noqa: BLE001 - the guard's failure never reaches the script
+            self._handle.remove()
+            if self.probe is not None and self.probe.attached:
+                self.probe._hook_failed("discovery at the first forward", error)
+            else:
+                self.probe = None
+                self.reason = f"discovery at the first forward of {type(module).__name__} failed ({describe(error)})"
+
+    def _discover(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """Find the objects ``module``'s training uses and attach the probe (see the module docstring)."""
         if not any(p.requires_grad for p in module.parameters()):
             return
         found = _find_objects(module)
@@ -174,12 +198,15 @@ class ScriptProbe:
         return self.probe.report() if self.probe is not None else None
 
 
-def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **probe_options: Any) -> ScriptProbe:
+def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, *,
+               script_probe: ScriptProbe | None = None, **probe_options: Any) -> ScriptProbe:
     """Run ``path`` as ``__main__`` under a :class:`ScriptProbe` and return it.
 
     The working directory, ``sys.argv``, ``sys.path[0]`` and the environment are restored
-    afterwards. Exceptions of the script propagate (after everything was removed), except
-    ``sys.exit(0)`` / ``sys.exit()``, a clean end.
+    afterwards. Exceptions of the script propagate unchanged (after everything was removed),
+    except ``sys.exit(0)`` / ``sys.exit()``, a clean end. ``script_probe``: a probe made by the
+    caller (``ScriptProbe(**options)``, then ``probe_options`` are not used), who holds it, and
+    its report, also when the script raises.
 
     Raises:
         FileNotFoundError: when ``path`` is not a file.
@@ -188,13 +215,14 @@ def run_script(path: str | os.PathLike[str], argv: list[str] | None = None, **pr
         raise FileNotFoundError(f"no such script: {path}")
     path = Path(path).resolve()
     return _run_main(lambda: runpy.run_path(str(path), run_name="__main__"), str(path), str(path.parent),
-                     path.parent, argv, probe_options)
+                     path.parent, argv, script_probe or ScriptProbe(**probe_options))
 
 
-def run_module(name: str, argv: list[str] | None = None, **probe_options: Any) -> ScriptProbe:
+def run_module(name: str, argv: list[str] | None = None, *, script_probe: ScriptProbe | None = None,
+               **probe_options: Any) -> ScriptProbe:
     """Run module ``name`` as ``__main__`` under a :class:`ScriptProbe`, as ``python -m name``
     does (``sys.path[0]`` is the working directory, ``sys.argv[0]`` the module's file), and
-    return it. Restores and propagates like :func:`run_script`.
+    return it. Restores and propagates like :func:`run_script` (``script_probe`` too).
 
     Raises:
         ModuleNotFoundError: when ``name`` (or its package's ``__main__``) cannot be found.
@@ -203,7 +231,7 @@ def run_module(name: str, argv: list[str] | None = None, **probe_options: Any) -
     if origin is None:
         raise ModuleNotFoundError(f"no module named {name!r}", name=name)
     return _run_main(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True), origin,
-                     os.getcwd(), None, argv, probe_options)
+                     os.getcwd(), None, argv, script_probe or ScriptProbe(**probe_options))
 
 
 def module_origin(name: str) -> str | None:
@@ -222,14 +250,14 @@ def module_origin(name: str) -> str | None:
 
 
 def _run_main(execute: Any, argv0: str, path0: str, cwd: Path | None, argv: list[str] | None,
-              probe_options: dict[str, Any]) -> ScriptProbe:
+              script_probe: ScriptProbe) -> ScriptProbe:
     saved = (os.getcwd(), list(sys.argv), list(sys.path), dict(os.environ))
     sys.argv = [argv0, *(argv or [])]
     sys.path.insert(0, path0)
     if cwd is not None:
         os.chdir(cwd)
     try:
-        with ScriptProbe(**probe_options) as sp:
+        with script_probe as sp:
             try:
                 execute()
             except SystemExit as end:

@@ -12,6 +12,13 @@ iterators handed out while attached keep forwarding, silently, after detach.
 
 A script probe attaches after the first epoch started: its running ``DataLoader`` iterator
 is adopted by swapping *its* class the same way (restored on detach).
+
+An Accelerate-prepared loader (``DataLoaderShard``, accelerate 1.15.0 data_loader.py) answers
+``__class__`` with a read-only property that names the wrapped ``DataLoader``'s class; the
+swap goes through ``object``'s own ``__class__`` descriptor, so ``loader.__class__`` still
+answers as before. The watch is the guard's code running inside the user's ``for`` loop:
+whatever fails in it (a class that cannot be swapped, a callback) is reported to
+``on_failure`` and the loop gets its batches as without the watch.
 """
 
 from __future__ import annotations
@@ -19,12 +26,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runtime_guard.contain import OnFailure, contained_hook
 from runtime_guard.undo import UndoStack
 
 #: ``on_batch(epoch, index)``: batch ``index`` (0-based) of epoch ``epoch`` was just yielded.
 OnBatch = Callable[[int, int], None]
 #: ``on_end(epoch, batches)``: epoch ``epoch``'s iterator is exhausted after ``batches`` batches.
 OnEnd = Callable[[int, int], None]
+
+
+#: ``object``'s own ``__class__`` setter: a class's ``__class__`` property (Accelerate's) cannot hide it.
+_SET_CLASS = object.__dict__["__class__"].__set__
 
 
 def loader_length(loader: Any) -> int | None:
@@ -44,9 +56,11 @@ class LoaderWatch:
     wrappers only forward.
     """
 
-    def __init__(self, on_batch: OnBatch, on_end: OnEnd) -> None:
-        self.on_batch = on_batch
-        self.on_end = on_end
+    def __init__(self, on_batch: OnBatch, on_end: OnEnd, on_failure: OnFailure) -> None:
+        # the callbacks run inside the user's loop: their failures go to on_failure
+        self.on_batch = contained_hook(on_failure, "loader watch (batch)", on_batch)
+        self.on_end = contained_hook(on_failure, "loader watch (epoch end)", on_end)
+        self.on_failure = on_failure
         self.active = True
         self.epochs = 0  # iterators started so far
 
@@ -74,19 +88,23 @@ class LoaderWatch:
         watch = self
 
         def __iter__(self: Any) -> Iterator[Any]:  # noqa: N807 - the iteration protocol
-            iterator = original.__iter__(self)
-            # the loader's own iterator object, its class swapped back at detach (no guard type left
-            # in the program after the probe); a forwarding wrapper only when its class is fixed
-            if watch.adopt(undo, iterator, 0):
+            iterator = original.__iter__(self)  # the user's: its exceptions are the loop's
+            try:
+                # the loader's own iterator object, its class swapped back at detach (no guard type left
+                # in the program after the probe); a forwarding wrapper only when its class is fixed
+                if watch.adopt(undo, iterator, 0):
+                    return iterator
+                return _Watched(iterator, watch, watch._new_epoch(), 0)
+            except Exception as error:  # noqa: BLE001 - the guard's failure: the epoch goes unwatched
+                watch.on_failure("loader watch (new epoch)", error)
                 return iterator
-            return _Watched(iterator, watch, watch._new_epoch(), 0)
 
-        subclass = type(original.__name__, (original,), {"__iter__": __iter__, "__slots__": (),
-                                                         "__module__": original.__module__})
         try:
-            loader.__class__ = subclass
-        except TypeError as error:
-            return f"its class {original.__name__} cannot be wrapped ({error})"
+            subclass = type(original.__name__, (original,), {"__iter__": __iter__, "__slots__": (),
+                                                             "__module__": original.__module__})
+            _SET_CLASS(loader, subclass)
+        except Exception as error:  # noqa: BLE001 - e.g. a list, a final class, a slots layout
+            return f"its class {original.__name__} cannot be wrapped ({type(error).__name__}: {error})"
         undo.push(f"{original.__name__} epoch watch", lambda: _restore_class(loader, subclass, original))
         return None
 
@@ -111,11 +129,11 @@ class LoaderWatch:
             watch._yielded(epoch, count[0] - 1)
             return item
 
-        subclass = type(original.__name__, (original,), {"__next__": __next__, "__slots__": (),
-                                                         "__module__": original.__module__})
         try:
-            iterator.__class__ = subclass
-        except TypeError:
+            subclass = type(original.__name__, (original,), {"__next__": __next__, "__slots__": (),
+                                                             "__module__": original.__module__})
+            _SET_CLASS(iterator, subclass)
+        except Exception:  # noqa: BLE001 - a generator, a C iterator: it gets a forwarding wrapper instead
             self.epochs -= 1
             return False
         undo.push(f"{original.__name__} iterator watch", lambda: _restore_class(iterator, subclass, original))
@@ -126,7 +144,7 @@ class LoaderWatch:
 
 def _restore_class(obj: Any, installed: type, original: type) -> None:
     if type(obj) is installed:
-        obj.__class__ = original
+        _SET_CLASS(obj, original)
 
 
 class _Watched:

@@ -31,6 +31,7 @@ import torch
 
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
+from runtime_guard.contain import call_through, contained_hook, contained_wrapper, describe
 from runtime_guard.epoch import LoaderWatch
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
 from runtime_guard.graphs import GraphTracker, SavedTensorHooks
@@ -372,39 +373,42 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is not None:
             self.record.notes.append("the model was compiled in place (module.compile()): its forward hooks may not "
                                      "run; give the probe a torch.compile(model) wrapper or the uncompiled model")
-        pre, post = eager(self._on_forward_pre), eager(self._on_forward)
+        pre, post = self._hook("forward pre-hook", self._on_forward_pre), self._hook("forward hook", self._on_forward)
         for module in (model, *wrappers):
             h = module.register_forward_pre_hook(pre, with_kwargs=True)
             undo.push("model forward pre-hook", h.remove)
             h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
             undo.push("model forward hook", h.remove)
-        on_grad = eager(self._on_param_grad)
+        on_grad = self._hook("parameter gradient hook", self._on_param_grad)
         for p in self.params:
             h = p.register_post_accumulate_grad_hook(on_grad)
             undo.push("parameter post-accumulate hook", h.remove)
-        h = self.optimizer.register_step_pre_hook(eager(self._on_step_pre))
+        h = self.optimizer.register_step_pre_hook(self._hook("optimizer step pre-hook", self._on_step_pre))
         undo.push("optimizer step pre-hook", h.remove)
-        h = self.optimizer.register_step_post_hook(eager(self._on_step_post))
+        h = self.optimizer.register_step_post_hook(self._hook("optimizer step post-hook", self._on_step_post))
         undo.push("optimizer step post-hook", h.remove)
-        wrap_instance_method(undo, self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))
+        wrappers_of = [(self.optimizer, "zero_grad", self._zero_grad_wrapper("optimizer.zero_grad"))]
         if isinstance(model, torch.nn.Module):
-            wrap_instance_method(undo, model, "zero_grad", self._zero_grad_wrapper("model.zero_grad"))
+            wrappers_of.append((model, "zero_grad", self._zero_grad_wrapper("model.zero_grad")))
         if self.prepared_optimizer is not None:
-            wrap_instance_method(undo, self.prepared_optimizer, "zero_grad", self._prepared_zero_wrapper)
+            wrappers_of.append((self.prepared_optimizer, "zero_grad", self._prepared_zero_wrapper))
         if self.scheduler is not None:
-            wrap_instance_method(undo, self.scheduler, "step", self._scheduler_wrapper)
+            wrappers_of.append((self.scheduler, "step", self._scheduler_wrapper))
         if self.scaler is not None:
-            wrap_instance_method(undo, self.scaler, "scale", self._scale_wrapper)
-            wrap_instance_method(undo, self.scaler, "unscale_", self._unscale_wrapper)
-            wrap_instance_method(undo, self.scaler, "step", self._scaler_step_wrapper)
-            wrap_instance_method(undo, self.scaler, "update", self._scaler_update_wrapper)
+            wrappers_of += [(self.scaler, "scale", self._scale_wrapper),
+                            (self.scaler, "unscale_", self._unscale_wrapper),
+                            (self.scaler, "step", self._scaler_step_wrapper),
+                            (self.scaler, "update", self._scaler_update_wrapper)]
+        for obj, name, make in wrappers_of:
+            where = f"{type(obj).__name__}.{name} wrapper"
+            wrap_instance_method(undo, obj, name, contained_wrapper(self._hook_failed, where, make))
         # process-wide functions: only the loop thread's calls are observed (undo.patch_function)
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             patch_function(undo, (torch.nn.utils, torch.nn.utils.clip_grad), name, self, self._thread,
-                           functools.partial(type(self)._observe_clip, name=name))
+                           _observed_call(f"{name} wrapper", functools.partial(type(self)._observe_clip, name=name)))
         if self.record.at_epoch_end:
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
-                           type(self)._observe_backward)
+                           _observed_call("autograd.backward wrapper", type(self)._observe_backward))
         hooks = SavedTensorHooks(self._tracker)
         hooks.push()
         undo.push("saved-tensor hooks", functools.partial(self._remove_saved_tensor_hooks, hooks))
@@ -433,6 +437,18 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._snapshot_pending = None
 
     # -- bookkeeping ---------------------------------------------------------------------
+    def _hook(self, where: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as a hook body: kept out of ``torch.compile`` and its failures contained
+        (:meth:`_hook_failed`), never raised into the loop."""
+        return eager(contained_hook(self._hook_failed, where, fn))
+
+    def _hook_failed(self, where: str, error: Exception) -> None:
+        """The guard's own code at ``where`` raised ``error`` (contained): the probe stops observing (it
+        detaches at its next call on the loop's thread) and its card says every check is "not observed"
+        with the reason, instead of judging a trace with a hole in it."""
+        self.record.guard_failures.append(f"the guard's {where} failed ({describe(error)})")
+        self._done = True
+
     def _entry(self) -> bool:
         """Called first by every observer: False when nothing must be recorded. Runs a due
         auto-detach here, on the user's thread (never inside the autograd engine)."""
@@ -505,16 +521,31 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             _attached.remove(self)
         try:
             self._undo.run()
+        except Exception as error:  # noqa: BLE001 - every other removal ran; the card says which failed
+            self.record.notes.append(f"the guard failed removing one of its hooks ({describe(error)})")
+        if self._comm is not None:
+            self.record.comm_buckets = self._comm.buckets
+        self.record.clean_exit = clean
+        try:
+            if was_attached:
+                self._finalize(clean)
+        except GuardFindingError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the guard's failure: a card that says so, never a raise
+            self._report = self._failed_report(f"the guard failed building its report ({describe(error)})")
         finally:
-            if self._comm is not None:
-                self.record.comm_buckets = self._comm.buckets
-            self.record.clean_exit = clean
-            try:
-                if was_attached:
-                    self._finalize(clean)
-            finally:
-                if self._xrank is not None:  # _finalize did not get to the card (it raised)
-                    self._close_guard_group()
+            if self._xrank is not None:  # _finalize did not get to the card (it raised)
+                self._close_guard_group()
+
+    def _failed_report(self, reason: str) -> Report:
+        """A report without findings whose card says every check is "not observed: ``reason``" (in its
+        notes too: the text card shows those)."""
+        from runtime_guard.card import SCHEMA
+        from runtime_guard.checks import RUNTIME_CHECKS
+
+        status = f"not observed: {reason}"
+        return Report(findings=[], card={"schema": SCHEMA, "checks": dict.fromkeys(RUNTIME_CHECKS, status),
+                                         "notes": [*self.record.notes, status]})
 
     def _finalize(self, clean: bool) -> None:
         from runtime_guard.card import build_card
@@ -532,6 +563,8 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         card = build_card(rec)
         # a code the card marks not observable (e.g. an engine that owns the update) is never guessed at
         findings = [f for f in evaluate(rec) if not card["checks"].get(f.code, "").startswith("not observable")]
+        if rec.guard_failures:  # a trace with a hole in it is not judged (the card says why)
+            findings = []
         self._report = Report(findings=findings, card=card)
         if not clean:
             return
@@ -548,3 +581,15 @@ def probe(model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: A
     ``options`` are the keyword arguments of :class:`Probe`.
     """
     return Probe(model, optimizer, **options)
+
+
+def _observed_call(where: str, observe: Callable[..., Any]) -> Callable[..., Any]:
+    """``observe(probe, original, args, kwargs)`` for :func:`~runtime_guard.undo.patch_function`, run
+    through :func:`~runtime_guard.contain.call_through` (the user's call once, its exception unchanged,
+    the guard's failures contained). Holds no probe, as ``patch_function`` requires."""
+
+    def contained(live: Probe, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        return call_through(live._hook_failed, where, original, lambda call: observe(live, call, args, kwargs),
+                            args, kwargs)
+
+    return contained

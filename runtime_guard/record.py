@@ -64,6 +64,9 @@ class RunRecord:
     # a framework quirk named on the card explains weights summing to neither 1, 1/A nor A (no finding then)
     weight_sum_explained: bool = False
     notes: list[str] = field(default_factory=list)
+    # the guard's own code that raised while probing (contained, runtime_guard.contain): every check is then
+    # "not observed" with the first of these as the reason
+    guard_failures: list[str] = field(default_factory=list)
     clean_exit: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     # probe at an epoch end (``at="epoch_end"``): batches per epoch (None: no len()), the epoch whose end is

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from runtime_guard import frameworks
+from runtime_guard.contain import contained_hook
 from runtime_guard.events import BACKWARD
 from runtime_guard.trace import Microbatch
 
@@ -57,12 +58,14 @@ class BackwardObserver:
         mb = self._mb
         if mb is not None and self.record.ddp:
             mb.sync_in_backward = frameworks.ddp_syncs(self.model)
-        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_queued)
+        queue = torch.autograd.Variable._execution_engine.queue_callback
+        queue(contained_hook(self._hook_failed, "end-of-backward callback", self._on_backward_queued))
 
     def _on_backward_queued(self) -> None:
         # DDP copies the all-reduced buckets into .grad in its own end-of-backward callback,
         # queued later than ours: re-queue so that we read .grad after it (design notes §1).
-        torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+        queue = torch.autograd.Variable._execution_engine.queue_callback
+        queue(contained_hook(self._hook_failed, "end-of-backward callback", self._on_backward_end))
 
     def _on_backward_end(self) -> None:
         self._in_backward = False
@@ -108,7 +111,7 @@ class BackwardObserver:
             if grad is not None and grad.numel() == 1:
                 mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
 
-        handle = node.register_prehook(seen)
+        handle = node.register_prehook(self._hook("loss weight hook", seen))
         try:
             return original(*args, **kwargs)
         finally:

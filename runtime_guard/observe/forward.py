@@ -13,7 +13,6 @@ from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
 from runtime_guard.events import FORWARD
 from runtime_guard.graphs import tensors_in
-from runtime_guard.observe import eager
 from runtime_guard.replay import capture
 from runtime_guard.trace import Microbatch, ObservedGroup
 
@@ -173,7 +172,8 @@ class ForwardObserver:
         # keep grads elsewhere) never run the parameters' post-accumulate hooks for it
         start = next((t for t in tensors_in(output) if t.grad_fn is not None), None)
         if start is not None:
-            self._logit_handles.append(start.register_hook(eager(functools.partial(self._on_output_grad, mb))))
+            hook = self._hook("output gradient hook", functools.partial(self._on_output_grad, mb))
+            self._logit_handles.append(start.register_hook(hook))
         if self.normalization is not None and self.record.ce_possible:
             logits = logits_of(output)
             if logits is None:
@@ -181,7 +181,7 @@ class ForwardObserver:
                 self.record.ce_reason = "the model output has no logits tensor ([..., V] with V >= 2)"
                 return
             values = logits.detach()
-            hook = eager(functools.partial(self._on_logits_grad, mb, values))
+            hook = self._hook("logits gradient hook", functools.partial(self._on_logits_grad, mb, values))
             self._logit_handles.append(logits.register_hook(hook))
 
     def _on_logits_grad(self, mb: Microbatch, values: torch.Tensor, grad: torch.Tensor) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from runtime_guard.contain import UserCall
 from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
 
 
@@ -37,14 +38,16 @@ def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
 class GradientOpsObserver:
     """Mixed into :class:`runtime_guard.probe.Probe` (clips and the GradScaler); works on its state."""
 
-    def _observe_clip(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+    def _observe_clip(self, original: UserCall, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                       name: str) -> Any:
-        """A call of ``torch.nn.utils.<name>`` on the loop's thread (``undo.patch_function``): a clip event
-        when it clips some of the probed model's parameters; a clip of another model's (a GAN's other
-        network) is not one of this model's and is only counted in the card's notes."""
+        """A call of ``torch.nn.utils.<name>`` on the loop's thread (``undo.patch_function``, through
+        :func:`~runtime_guard.contain.call_through`): a clip event when it clips some of the probed
+        model's parameters; a clip of another model's (a GAN's other network) is not one of this model's
+        and is only counted in the card's notes."""
         if not self._entry():
             return original(*args, **kwargs)
         args, kwargs, params = _clipped_parameters(args, kwargs)
+        original.arguments = (args, kwargs)  # a generator was read: should the guard fail, torch gets the list
         if params and not any(id(p) in self._param_ids for p in params):
             self._other_model_calls[name] += 1
             return original(*args, **kwargs)

@@ -30,7 +30,7 @@ class PlacementObserver:
         if n is None:
             rec.epoch_unobserved = "the loader has no len(): the epoch's end cannot be placed; probed from the start"
             return False
-        watch = LoaderWatch(self._on_batch, self._on_epoch_end)
+        watch = LoaderWatch(self._on_batch, self._on_epoch_end, self._hook_failed)
         why = watch.watch(self._undo, self.loader)
         if why is not None:
             rec.epoch_unobserved = f"the loader cannot be watched: {why}; probed from the start"
@@ -51,7 +51,7 @@ class PlacementObserver:
 
     def _on_batch(self, epoch: int, index: int) -> None:
         self._position = (epoch, index)
-        if not self._hooks_installed and not self._detached and index == self._window_start:
+        if not self._hooks_installed and not self._detached and not self._done and index == self._window_start:
             self.record.watched_epoch = epoch
             self._install()
 

@@ -4,13 +4,12 @@ after and the framework that called it."""
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from runtime_guard import frameworks
 from runtime_guard.events import SCHEDULER_STEP
-from runtime_guard.user_frames import warnings_at_caller
+from runtime_guard.user_frames import caller_outside_guard, warnings_at_caller
 
 
 class ScheduleObserver:
@@ -22,7 +21,7 @@ class ScheduleObserver:
             if not self._entry():
                 return original(*args, **kwargs)
             before = self._lrs()
-            caller = frameworks.scheduler_caller(sys._getframe(1))
+            caller = frameworks.scheduler_caller(caller_outside_guard())  # the guard's own frames skipped
             with warnings_at_caller():
                 result = original(*args, **kwargs)
             self._event(SCHEDULER_STEP, lr_before=before, lr_after=self._lrs(), by=caller)

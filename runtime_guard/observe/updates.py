@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from runtime_guard.contain import call_through
 from runtime_guard.events import UPDATE
 from runtime_guard.fingerprint import GradState
 from runtime_guard.replay import replay_group
@@ -98,14 +99,18 @@ class UpdateObserver:
     def _closure_wrapper(self, closure: Callable[..., Any]) -> Callable[..., Any]:
         calls = 0
 
-        @functools.wraps(closure)
-        def run_closure(*args: Any, **kwargs: Any) -> Any:
+        def observe(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             nonlocal calls
             calls += 1
-            result = closure(*args, **kwargs)
+            result = call(*args, **kwargs)
             if calls == 1 and self._entry():  # a re-evaluating optimizer (LBFGS) calls it again: one attempt
                 self._record_step()
             return result
+
+        @functools.wraps(closure)
+        def run_closure(*args: Any, **kwargs: Any) -> Any:
+            return call_through(self._hook_failed, "optimizer step closure wrapper", closure,
+                                lambda call: observe(call, *args, **kwargs), args, kwargs)
 
         return run_closure
 
