@@ -1,6 +1,8 @@
 """Extraction of the microbatch body: the body of the innermost loop that runs a backward
-moves into a function (of the same module, or of ``utils.py`` beside it) or into a method of a
-small class holding the loop's fixed objects on ``self``, called once per microbatch.
+moves into a function (of the same module, or of ``utils.py`` beside it, imported absolutely,
+under an alias, or relatively within a package) or into a method of a small class holding the
+loop's fixed objects on ``self``, called once per microbatch. (:mod:`tests.metamorphic.trainer`
+splits the loop into the methods of a trainer class with the same machinery.)
 
 Every name of the enclosing function that the body reads is passed in; every name it assigns
 that is read after it (later in the function, or in the next iteration) is returned and
@@ -12,7 +14,7 @@ own, and every value it reads is bound before the loop (else the call could not 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -74,32 +76,44 @@ def _evaluation_order(node: cst.CSTNode):
         yield from _evaluation_order(child)
 
 
-@functools.lru_cache(maxsize=16)
-def _analyse(text: str) -> _Extraction | None:
-    module = parse(text)
-    if module is None:
-        return None
-    loops = innermost(backward_loops(module))
-    if not loops:
-        return None
-    loop = loops[0]
-    if not isinstance(loop.body, cst.IndentedBlock) or (isinstance(loop, cst.For) and loop.asynchronous):
-        return None
-    if getattr(loop, "orelse", None) is not None or own_control(loop.body):
-        return None
-    resolved = metadata(module)
-    if resolved is None:
-        return None
-    scopes, positions = resolved
-    scope = scopes.get(loop)
-    if not isinstance(scope, FunctionScope):
-        return None
-    if not any(_holds(s, loop) for s in module.body):
-        return None
-    inside = {id(n) for n in walk(loop.body)}
+@dataclass
+class _Flow:
+    """The data flow of a region (statements of one function, run as a unit): the names it
+    takes in (in order of first use), those it gives back, those it takes that ``loop`` never
+    assigns, the reads of each name it takes, and the module-level names it reads with their
+    reads."""
+
+    params: list[str]
+    returns: list[str]
+    fixed: list[str]
+    accesses: dict[str, list[int]]
+    global_reads: set[str]
+    global_accesses: dict[str, list[int]]
+
+
+def _flow(
+    scopes: Mapping,
+    positions: Mapping,
+    scope: FunctionScope,
+    region: Sequence[cst.CSTNode],
+    loop: cst.CSTNode,
+    *,
+    whole_loop: bool = False,
+    bound: frozenset[str] = frozenset(),
+    take_bound: bool = False,
+) -> _Flow | None:
+    """The flow of ``region`` (statements of ``scope``'s function inside ``loop``, run once per
+    iteration; or, ``whole_loop``, ``[loop]`` itself, run once), or None where a value it takes
+    may be unbound when it starts: a name counts as bound where it is a parameter, is assigned
+    before ``loop`` outside it, is ``loop``'s target (unless ``whole_loop``) or is in ``bound``
+    (surely assigned by the statements before the region). ``take_bound``: every name the
+    region reads that is bound before it is taken in, even where the region's first use of it is
+    an assignment (which may be conditional: the read then sees the value from before)."""
+    inside = {id(n) for node in region for n in walk(node)}
     in_loop = {id(n) for n in walk(loop)}
     start = positions[loop].start.line
-    order = {id(n): k for k, n in enumerate(_evaluation_order(loop.body))}
+    order = {id(n): k for k, n in enumerate(n for node in region for n in _evaluation_order(node))}
+    loop_targets = set() if whole_loop else _targets(loop)
     params: dict[str, int] = {}
     returns: dict[str, int] = {}
     fixed: set[str] = set()
@@ -107,7 +121,8 @@ def _analyse(text: str) -> _Extraction | None:
     by_name: dict[str, list] = {}
     for assignment in scope.assignments:
         by_name.setdefault(assignment.name, []).append(assignment)
-    augmented = {id(n.target) for n in walk(loop.body) if isinstance(n, cst.AugAssign)}  # `x += 1` reads x first
+    # `x += 1` reads x first
+    augmented = {id(n.target) for node in region for n in walk(node) if isinstance(n, cst.AugAssign)}
     for name, assignments in by_name.items():
         references = {id(a.node): a.node for x in assignments for a in x.references}
         if any(not isinstance(n, cst.Name) for n in references.values()):
@@ -124,24 +139,31 @@ def _analyse(text: str) -> _Extraction | None:
             for kind, group in (("read", reads_in), ("store", stores_in))
             for n in group
         )
-        # assigned in the body and read after it (later in the function, or first thing in the
+        # assigned in the region and read after it (later in the function, or first thing in the
         # next iteration): given back; read before any assignment in it, or given back without
-        # a sure assignment: taken in, so it must be bound before the loop
+        # a sure assignment: taken in, so it must be bound before the region
         carried = first[1] == "read"
-        if stores_in and (carried or any(id(n) not in inside for n in reads)):
+        if stores_in and ((carried and not whole_loop) or any(id(n) not in inside for n in reads)):
             returns[name] = first[0]
-        if carried or (name in returns and not _surely_assigned(loop.body, name)):
-            bound_before = any(isinstance(x.node, cst.Param) for x in assignments) or any(
-                id(n) in _targets(loop) or (id(n) not in in_loop and positions[n].start.line < start) for n in stores
+        needed = carried or (name in returns and not _surely_assigned(region, name))
+        if needed or (take_bound and reads_in):
+            bound_before = (
+                name in bound
+                or any(isinstance(x.node, cst.Param) for x in assignments)
+                or any(
+                    id(n) in loop_targets or (id(n) not in in_loop and positions[n].start.line < start) for n in stores
+                )
             )
             if not bound_before:
-                return None
+                if needed:
+                    return None
+                continue
             params[name] = first[0]
             accesses[name] = [id(n) for n in reads_in]
             if not any(id(n) in in_loop for n in stores):
                 fixed.add(name)
-    global_reads: set[str] = set()
-    for node in walk(loop.body):
+    global_accesses: dict[str, list[int]] = {}
+    for node in (n for r in region for n in walk(r)):
         if not isinstance(node, cst.Name) or scopes.get(node) is None:
             continue
         for access in scopes[node].accesses[node.value]:
@@ -149,7 +171,7 @@ def _analyse(text: str) -> _Extraction | None:
                 continue
             for referent in access.referents:
                 if isinstance(referent.scope, GlobalScope):
-                    global_reads.add(node.value)
+                    global_accesses.setdefault(node.value, []).append(id(node))
                 elif (
                     isinstance(referent.scope, FunctionScope)
                     and referent.scope is not scope
@@ -158,15 +180,53 @@ def _analyse(text: str) -> _Extraction | None:
                 ):
                     return None  # an enclosing function's name (a closure): no plumbing for it
     ordered = sorted(params, key=params.__getitem__)
-    return _Extraction(
-        module,
-        loop,
+    return _Flow(
         ordered,
         sorted(returns, key=returns.__getitem__),
         [n for n in ordered if n in fixed],
         accesses,
-        global_reads,
+        set(global_accesses),
+        global_accesses,
     )
+
+
+def _microbatch_loop(text: str) -> tuple[cst.Module, cst.For | cst.While, Mapping, Mapping, FunctionScope] | None:
+    """The first innermost loop that runs a backward, with the module's scopes and positions and
+    the loop's function scope, where that loop is a plain ``for``/``while`` (indented body, no
+    ``else``) lying directly in a function of a top-level ``def`` or ``class``."""
+    module = parse(text)
+    if module is None:
+        return None
+    loops = innermost(backward_loops(module))
+    if not loops:
+        return None
+    loop = loops[0]
+    if not isinstance(loop.body, cst.IndentedBlock) or (isinstance(loop, cst.For) and loop.asynchronous):
+        return None
+    if getattr(loop, "orelse", None) is not None:
+        return None
+    resolved = metadata(module)
+    if resolved is None:
+        return None
+    scopes, positions = resolved
+    scope = scopes.get(loop)
+    if not isinstance(scope, FunctionScope) or not any(_holds(s, loop) for s in module.body):
+        return None
+    return module, loop, scopes, positions, scope
+
+
+@functools.lru_cache(maxsize=16)
+def _analyse(text: str) -> _Extraction | None:
+    found = _microbatch_loop(text)
+    if found is None:
+        return None
+    module, loop, scopes, positions, scope = found
+    if own_control(loop.body):
+        return None
+    flow = _flow(scopes, positions, scope, loop.body.body, loop)
+    if flow is None:
+        return None
+    return _Extraction(module, loop, flow.params, flow.returns, flow.fixed, flow.accesses, flow.global_reads)
 
 
 def _holds(statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
@@ -183,9 +243,9 @@ def _store_node(node: cst.CSTNode) -> cst.CSTNode:
     return node
 
 
-def _surely_assigned(body: cst.IndentedBlock, name: str) -> bool:
-    """Whether a top-level simple assignment of the body binds ``name`` (on every path)."""
-    for statement in body.body:
+def _surely_assigned(statements: Sequence[cst.CSTNode], name: str) -> bool:
+    """Whether one of ``statements`` is a simple assignment that binds ``name`` (on every path)."""
+    for statement in statements:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 targets = (
@@ -369,7 +429,9 @@ def _top_imports(module: cst.Module) -> tuple[list[cst.BaseStatement], set[str]]
     return statements, names
 
 
-def _extract_module(program: Program, alias: bool) -> Program | None:
+def _extract_module(program: Program, style: str) -> Program | None:
+    """``style``: ``from`` (``from utils import f``), ``alias`` (``import utils as helpers``) or
+    ``relative`` (the program becomes a package ``pkg/``: ``from .utils import f``)."""
     if not program.is_single or program.main == "utils.py" or "/" in program.main:
         return None
     extraction = _analyse(program.text)
@@ -382,14 +444,20 @@ def _extract_module(program: Program, alias: bool) -> Program | None:
     name = fresh("microbatch_step_")
     helper = _function(name, [*extraction.params, *extra], extraction.loop.body, extraction.returns)
     helper_text = cst.Module(body=[*imports, helper]).code
-    if alias:
+    if style == "alias":
         as_name = "helpers" if "helpers" not in fresh.taken else fresh("helpers")
         call, import_line = _call(f"{as_name}.{name}", extraction, extra), f"import utils as {as_name}\n"
     else:
-        call, import_line = _call(name, extraction, extra), f"from utils import {name}\n"
+        relative = "." if style == "relative" else ""
+        call, import_line = _call(name, extraction, extra), f"from {relative}utils import {name}\n"
     module = _with_loop_body(extraction.module, extraction.loop, [call], None, [])
     module = insert_import(module, import_line)
-    return program.replace({program.main: module.code, "utils.py": helper_text})
+    if style != "relative":
+        return program.replace({program.main: module.code, "utils.py": helper_text})
+    package = "pkg" if "pkg" not in fresh.taken else fresh("pkg")
+    # run as the package's module, the script needs an importable name
+    main = f"{package}/{program.main if program.main.removesuffix('.py').isidentifier() else 'train.py'}"
+    return Program(((f"{package}/__init__.py", ""), (main, module.code), (f"{package}/utils.py", helper_text)), main)
 
 
 @transformation("module", "extract")
@@ -398,11 +466,20 @@ def extract_module(program: Program) -> Program | None:
     f``), called per microbatch; the script's imports are repeated there and its other
     module-level names the body reads are passed as arguments. Applies where
     :func:`extract_function` does (the result is a two-file project)."""
-    return _extract_module(program, alias=False)
+    return _extract_module(program, "from")
 
 
 @transformation("module_alias", "extract")
 def extract_module_alias(program: Program) -> Program | None:
     """As ``extract.module``, imported as ``import utils as helpers`` and called
     ``helpers.f(...)``."""
-    return _extract_module(program, alias=True)
+    return _extract_module(program, "alias")
+
+
+@transformation("module_relative", "extract")
+def extract_module_relative(program: Program) -> Program | None:
+    """As ``extract.module``, with the program turned into a package (``pkg/__init__.py``, the
+    script as ``pkg/NAME.py``, or ``pkg/train.py`` where its name is no module name, run as
+    ``python -m pkg.NAME``, and ``pkg/utils.py``) whose script imports the function relatively:
+    ``from .utils import f``. Applies where ``extract.module`` does."""
+    return _extract_module(program, "relative")

@@ -5,7 +5,9 @@ programs that train the same have equal digests bit for bit.
 
 Input (stdin): a JSON list of ``{"name": ..., "folder": ..., "main": ...}``. Each program runs
 as ``__main__`` from its folder (first on ``sys.path``, the working directory) under
-``torch.manual_seed(0)`` and one thread; its own modules are forgotten after it."""
+``torch.manual_seed(0)`` and one thread; its own modules are forgotten after it. A main file in
+a package (its folder holds ``__init__.py``) runs as that package's module, as ``python -m
+pkg.main`` would run it, so that its relative imports resolve."""
 
 from __future__ import annotations
 
@@ -45,7 +47,11 @@ def run(folder: str, main: str) -> dict[str, object]:
         sys.argv = [os.path.join(folder, main)]
         torch.manual_seed(0)
         with contextlib.redirect_stdout(out):
-            runpy.run_path(os.path.join(folder, main), run_name="__main__")
+            if os.path.exists(os.path.join(folder, os.path.dirname(main), "__init__.py")):
+                dotted = main.removesuffix(".py").replace("/", ".")
+                runpy.run_module(dotted, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(os.path.join(folder, main), run_name="__main__")
     except SystemExit as exit_:
         if exit_.code not in (0, None):
             error = f"exit {exit_.code}"
