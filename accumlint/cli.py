@@ -151,7 +151,7 @@ _check_config_option = click.option(
 )
 
 
-@main.command()
+@main.command(short_help="Check files and folders for accumulation bugs.")
 # readable=False: an unreadable file is the run's ACC000 (its reason, the other files checked), not a usage error
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @click.option("--select", multiple=True, metavar="CODES", help="Codes/prefixes to enable (replaces config).")
@@ -645,7 +645,7 @@ def _check_stdin(
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
 
 
-@main.command()
+@main.command(short_help="Print a rule's catalogue page, or list all rules.")
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule: code, name, severity, default.")
 @click.option(
@@ -689,7 +689,7 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
     click.echo(page.rstrip("\n"))
 
 
-@main.command()
+@main.command(short_help="Run the language server (for editors).")
 def server() -> None:
     """Run the language server on stdin/stdout (for editors; needs the `lsp` extra)."""
     try:
@@ -700,7 +700,7 @@ def server() -> None:
     serve()
 
 
-@main.command()
+@main.command(short_help="Remove this project's cache (only what accumlint wrote).")
 @_config_option
 @_cache_dir_option
 def clean(config_path: str | None, cache_dir: str | None) -> None:

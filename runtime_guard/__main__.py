@@ -194,5 +194,22 @@ def _write_report(ns: argparse.Namespace, probe: Any, finished: bool) -> int:
     return EXIT_FINDINGS
 
 
+def _main_with_a_closed_pipe() -> int:
+    """:func:`main`, for ``python -m runtime_guard ... | head``: a reader that stops reading ends
+    the output quietly (exit status 1, no traceback), as the Python documentation's "Note on
+    SIGPIPE" recommends; output after that point goes to the null device. Under ``run`` the
+    error is the training script's and is raised unchanged."""
+    try:
+        status = main()
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        if sys.argv[1:2] == ["run"]:
+            raise  # the user's script's own exception, unchanged
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1  # the documentation's status for it
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main_with_a_closed_pipe())

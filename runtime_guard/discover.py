@@ -34,7 +34,7 @@ import torch
 
 from runtime_guard import frameworks
 from runtime_guard.contain import describe
-from runtime_guard.probe import Probe
+from runtime_guard.probe import Probe, main_script
 from runtime_guard.report import Report
 
 
@@ -115,6 +115,7 @@ class ScriptProbe:
 
     def __init__(self, **probe_options: Any) -> None:
         self.options = probe_options
+        self.invoked_from = os.getcwd()  # `run` enters the script's folder: the card names it from here
         self.probe: Probe | None = None
         self.reason = "no grad-enabled forward of a module with trainable parameters was seen"
         self._handle: Any = None
@@ -177,6 +178,7 @@ class ScriptProbe:
         self.probe.record.user_normalizes = next(
             (text for t in found["trainers"] if _trains(t, module) for text in [frameworks.hf_user_normalizes(t)]), "")
         self.probe.attach()
+        self.probe.record.script = main_script(self.invoked_from)
         if iterator is not None:
             self.probe.adopt_iterator(iterator, iterator._num_yielded)
         # this forward's hooks were collected before the probe's own were registered

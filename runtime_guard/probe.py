@@ -20,6 +20,7 @@ event family's observer (:mod:`runtime_guard.observe`), mixed into :class:`Probe
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 import warnings
@@ -76,6 +77,20 @@ def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
 
     # one walk over the live objects (only once dynamo is loaded): the wrapper holds the model two dicts deep
     return [w for w in gc.get_objects() if type(w) is OptimizedModule and w._orig_mod is model]
+
+
+def main_script(start: str | None = None) -> str:
+    """The program's ``__main__`` file as the card shows it: relative to ``start`` (default: the
+    current directory) where it lies below it, else its file name (a card is shared: it must not
+    carry the user's home or folder layout); "" where ``__main__`` has no file."""
+    path = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
+    if not path:
+        return ""
+    try:
+        relative = os.path.relpath(path, start)
+    except ValueError:  # another drive (Windows)
+        return os.path.basename(path)
+    return os.path.basename(path) if relative.startswith(os.pardir) else relative
 
 
 class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
@@ -311,7 +326,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
     # -- setup ---------------------------------------------------------------------------
     def _describe_setup(self) -> None:
         rec = self.record
-        rec.script = str(getattr(sys.modules.get("__main__"), "__file__", "") or "")
+        rec.script = main_script()
         inner = getattr(self.model, "_orig_mod", self.model)  # a torch.compile wrapper: the compiled model
         rec.model_class = type(inner).__name__
         rec.optimizer_class = type(self.optimizer).__name__

@@ -23,7 +23,7 @@ class RunRecord:
     expected_effective_batch: int | None = None
     groups: list[ObservedGroup] = field(default_factory=list)
     before_first_forward: list[ObservedEvent] = field(default_factory=list)
-    script: str = ""  # the program's __main__ file (the script under `run`)
+    script: str = ""  # the program's __main__ file (the script under `run`), relative to the cwd
     model_class: str = ""
     optimizer_class: str = ""
     parameters: int = 0

@@ -456,3 +456,25 @@ def test_a_folder_with_python_files_gives_no_such_warning(tmp_path: Path) -> Non
     result = run("check", "--no-cache", str(tmp_path))
     assert result.exit_code == 0
     assert "No Python files" not in result.stderr
+
+
+def test_the_command_list_gives_each_command_a_whole_sentence() -> None:
+    """Reproduction: click cut ``rule``'s help at "(e.g." (its first ". "); every command now has
+    its own short help, printed whole."""
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    commands = result.output.split("Commands:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in commands] == ["check", "clean", "rule", "server"]
+    for line in commands:
+        assert line.rstrip().endswith(".") and not line.rstrip().endswith("..."), line
+
+
+def test_every_help_line_of_the_catalogue_is_an_instruction() -> None:
+    """Reproduction: ACC006's help read "with a 0-based index gate with ..."; each finding's help
+    (the fix's message in JSON) on the catalogue's bad examples starts with a verb, not a
+    preposition or an article."""
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--output-format", "json", str(REPO / "rules")])
+    helps = {f["fix"]["message"] for f in json.loads(result.output) if f.get("fix")}
+    assert len(helps) > 30
+    for text in helps:
+        assert text.split()[0] not in {"with", "in", "on", "at", "for", "to", "the", "a", "an", "by"}, text

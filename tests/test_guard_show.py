@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -92,3 +93,31 @@ def test_linter_never_imports_torch_or_the_guard() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_show_into_a_reader_that_stops_reading_ends_quietly(tmp_path) -> None:
+    """Reproduction: ``python -m runtime_guard show CARD | head -c 10`` ended in a BrokenPipeError
+    traceback."""
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(train("correct").report.card))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "runtime_guard", "show", str(path)], stdout=write,
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    os.close(write)
+    assert done.returncode == 1
+    assert done.stderr == ""
+
+
+def test_the_card_names_the_script_without_the_users_folders(tmp_path, monkeypatch, capsys) -> None:
+    """Reproduction: the card (and its HTML page, which users share) carried the script's absolute
+    path. Below the current directory it is relative; elsewhere only the file name."""
+    for cwd, expected in ((EXAMPLES.parent, "examples/train_buggy.py"), (tmp_path, "train_buggy.py")):
+        monkeypatch.chdir(cwd)
+        out = tmp_path / "report.json"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            main(["run", "-A", "4", "--json", str(out), str(EXAMPLES / "train_buggy.py")])
+        capsys.readouterr()
+        assert json.loads(out.read_text())["card"]["script"] == expected

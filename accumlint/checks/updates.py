@@ -197,7 +197,8 @@ class IrregularUpdateBoundary(Rule):
                 message = (f"the boundary test is off by {first - wanted}: the first group holds a different number "
                            "of microbatches than A, later groups are shifted")
             yield Hit(test.report, message,
-                      "with a 0-based index gate with `(i + 1) % A == 0` (or increment the counter before testing it)")
+                      "gate the update with `(i + 1) % A == 0` on a 0-based index (or increment the counter "
+                      "before testing it)")
 
 
 class UpdateHookPerMicrobatch(Rule):
