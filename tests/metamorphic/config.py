@@ -1,8 +1,10 @@
-"""Where A lives: the accumulation count, a module constant ``NAME = 4`` that the file uses as a
-gate's divisor (``... % NAME``) or passes as an accumulation keyword (``gradient_accumulation_steps=
-NAME``), moved into an argparse default, a dataclass config, a dict config, a class attribute,
-or inlined as the literal. Every read of the constant gets the same integer. Each applies to a one-file program
-with such a constant, bound once at module level and never declared ``global``."""
+"""Where the run's sizes live: A (the accumulation count: a module constant ``NAME = 4`` that the
+file uses as a gate's divisor ``... % NAME`` or passes as an accumulation keyword
+``gradient_accumulation_steps=NAME``), m (the microbatch size: passed as ``batch_size=NAME``) and
+D (the data-parallel replicas: passed as ``world_size=``/``num_replicas=NAME``), each moved into an
+argparse default, a dataclass config, a dict config, a class attribute, or inlined as the literal.
+Every read of a constant gets the same integer. Each applies to a one-file program with such a
+constant, bound once at module level to an integer and never declared ``global``."""
 
 from __future__ import annotations
 
@@ -24,12 +26,17 @@ from tests.metamorphic.base import (
     walk,
 )
 
+#: keywords that pass m (the microbatch size) or D (the data-parallel replicas) to a library call
+_SIZE_KEYWORDS = frozenset({"batch_size", "world_size", "num_replicas"})
 
-def _accumulation_constant(
-    module: cst.Module, scopes: Mapping
-) -> tuple[str, str, cst.SimpleStatementLine, list[cst.Name]] | None:
-    """(name, its integer's source, its defining line, the Name nodes that read it); ``scopes``
-    are the module's."""
+
+#: a constant: its name, its integer's source, its defining line, the Name nodes that read it
+_Constant = tuple[str, str, cst.SimpleStatementLine, list[cst.Name]]
+
+
+def _run_constants(module: cst.Module, scopes: Mapping) -> list[_Constant]:
+    """Each of A, m and D held in a module constant, in order of first use; ``scopes`` are the
+    module's."""
     used: list[str] = []
     for node in walk(module):
         if (
@@ -41,16 +48,17 @@ def _accumulation_constant(
         elif (
             isinstance(node, cst.Arg)
             and node.keyword is not None
-            and "accum" in node.keyword.value
+            and ("accum" in node.keyword.value or node.keyword.value in _SIZE_KEYWORDS)
             and isinstance(node.value, cst.Name)
         ):
             used.append(node.value.value)
     global_scope = next((s for s in scopes.values() if isinstance(s, GlobalScope)), None)
     if global_scope is None:
-        return None
+        return []
     declared = {
         n.name.value for node in walk(module) if isinstance(node, (cst.Global, cst.Nonlocal)) for n in node.names
     }
+    found = []
     for name in dict.fromkeys(used):
         if name in declared:
             continue
@@ -74,8 +82,8 @@ def _accumulation_constant(
         reads = [access.node for access in bindings[0].references]
         if not reads or any(not isinstance(n, cst.Name) for n in reads):
             continue
-        return name, line.body[0].value.value, line, reads
-    return None
+        found.append((name, line.body[0].value.value, line, reads))
+    return found
 
 
 #: ``define(name, value, fresh)``: the statements that replace the constant's line, the expression
@@ -84,7 +92,7 @@ _Define = Callable[[str, str, FreshNames], tuple[list[str], str, list[str]]]
 
 
 def _moving(define: _Define) -> Callable[[str], str | None]:
-    """The edit that moves the accumulation constant as ``define`` says (its name and docstring)."""
+    """The edit that moves the A, m and D constants as ``define`` says (its name and docstring)."""
 
     @functools.wraps(define)
     def edit(text: str) -> str | None:
@@ -94,25 +102,31 @@ def _moving(define: _Define) -> Callable[[str], str | None]:
 
 
 def _move(text: str, define: _Define) -> str | None:
-    """``text`` with its accumulation constant moved as ``define`` says, or None where it has none."""
+    """``text`` with its A, m and D constants moved as ``define`` says, or None where it has none."""
     parsed = parsed_with_scopes(text)
     if parsed is None:
         return None
     module, scopes = parsed
-    found = _accumulation_constant(module, scopes)
-    if found is None:
+    constants = _run_constants(module, scopes)
+    if not constants:
         return None
-    name, value, line, reads = found
-    statements, expression, imports = define(name, value, FreshNames(text))
-    imports = [line for line in imports if line not in text]  # already imported as written
+    fresh = FreshNames(text)
+    expressions: dict[int, str] = {}  # id of a read → the expression it becomes
+    definitions: dict[int, list[str]] = {}  # id of a constant's line → the statements replacing it
+    imports: list[str] = []
+    for name, value, line, reads in constants:
+        statements, expression, needed = define(name, value, fresh)
+        definitions[id(line)] = statements
+        expressions.update((id(n), expression) for n in reads)
+        imports += [i for i in needed if i not in text and i not in imports]  # already imported as written
     if any(module_binds(module, line.split()[-1]) for line in imports):
         return None  # the name an import would bind is taken
-    ids = {id(n) for n in reads}
     in_double = double_quoted_fstring_nodes(module)
 
     class Move(cst.CSTTransformer):
         def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
-            if id(original_node) not in ids:
+            expression = expressions.get(id(original_node))
+            if expression is None:
                 return updated_node
             quoted = expression.replace('"', "'") if id(original_node) in in_double else expression
             return cst.parse_expression(quoted)
@@ -120,7 +134,8 @@ def _move(text: str, define: _Define) -> str | None:
         def leave_SimpleStatementLine(
             self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
         ):  # type: ignore[no-untyped-def]
-            if original_node is not line:
+            statements = definitions.get(id(original_node))
+            if statements is None:
                 return updated_node
             new = [stmt(s) for s in statements]
             if not new:
