@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from guard_loops import A, TinyLM, bitwise_equal, epoch_loader, train, train_epochs  # noqa: E402
+from test_guard_scripts import BUGGY  # noqa: E402
 
 import runtime_guard  # noqa: E402
 from runtime_guard import discover  # noqa: E402
@@ -157,19 +158,8 @@ def test_a_failing_epoch_watch_is_recorded_not_raised(monkeypatch: pytest.Monkey
 
 # -- item 2: discovery imports nothing -----------------------------------------------------------------
 
-PLAIN_LOOP = """
-import torch
-torch.manual_seed(0)
-model = torch.nn.Linear(3, 2)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for i in range(8):
-    optimizer.zero_grad()  # every microbatch: ACC001
-    (model(torch.randn(2, 3)).sum() / 2).backward()
-    if i % 2 == 1:
-        optimizer.step()
-    {inside}
-{end}
-"""
+#: the guard scripts' ACC001 loop, with room for code in its body and after it
+PLAIN_LOOP = BUGGY.replace("{", "{{").replace("}", "}}") + "    {inside}\n{end}\n"
 
 
 def _script(tmp_path: Path, inside: str = "pass", end: str = "") -> Path:
