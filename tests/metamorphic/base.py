@@ -297,19 +297,24 @@ def walk(node: cst.CSTNode, *, into_scopes: bool = True) -> Iterator[cst.CSTNode
         stack.extend(reversed(below))
 
 
+def one_argument_call(node: cst.CSTNode, function: str) -> bool:
+    """Whether ``node`` is ``function(X)``: a call of that plain name with one positional argument."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name)
+        and node.func.value == function
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and node.args[0].star == ""
+    )
+
+
 def enumerate_target(loop: cst.CSTNode) -> tuple[cst.Name, cst.BaseAssignTargetExpression, cst.Call] | None:
     """For ``for I, T in enumerate(X)`` (no ``start``): (I, T, the enumerate call), else None."""
     if not isinstance(loop, cst.For) or loop.asynchronous is not None:
         return None
     call = loop.iter
-    if not (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Name)
-        and call.func.value == "enumerate"
-        and len(call.args) == 1
-        and call.args[0].keyword is None
-        and call.args[0].star == ""
-    ):
+    if not one_argument_call(call, "enumerate"):
         return None
     target = loop.target
     if not (

@@ -28,6 +28,7 @@ from tests.metamorphic.base import (
     insert_import,
     metadata,
     module_binds,
+    one_argument_call,
     own_control,
     parse,
     parsed_with_scopes,
@@ -372,12 +373,7 @@ def _zero_based_index(loop: cst.CSTNode, module: cst.Module) -> str | None:
         return None
     call = loop.iter
     if (
-        isinstance(call, cst.Call)
-        and isinstance(call.func, cst.Name)
-        and call.func.value == "range"
-        and len(call.args) == 1
-        and call.args[0].keyword is None
-        and call.args[0].star == ""
+        one_argument_call(call, "range")
         and not any(isinstance(n, cst.Name) and n.value == "range" for n in _stores(module))
     ):
         return loop.target.value
