@@ -1,8 +1,13 @@
 """``--add-noqa``: a ``# noqa: CODE`` directive on the first line of every current finding, so
 that an existing repository can adopt accumlint and only new findings fail from then on.
 
-A directive that already names codes gets the new ones added (``# noqa: ACC201, ACC001``); a
-bare ``# noqa`` already suppresses everything. A line that cannot take a comment (a line that
+``noqa-style`` chooses the form written: ``# noqa: CODE`` (``"noqa"``, the default) or
+``# accumlint: noqa: CODE`` (``"accumlint"``), which other tools never read (ruff's ``RUF100``
+fixes leave it alone). A directive of that form that already names codes gets the new ones
+added (``# noqa: ACC201, ACC001``); the other form's directive is left as it is (in
+``"accumlint"`` style, ``# noqa: E501`` gets a separate ``# accumlint: noqa: ACC001`` after
+it). A code that a directive of either form already suppresses (a prefix, a bare ``noqa``)
+is not added. A line that cannot take a comment (a line that
 continues with ``\\``, or one inside a multi-line string) is left alone. Notebooks and files
 that do not tokenize are never touched; ``ACC000`` cannot be suppressed. Files are written as
 ``--fix`` writes them (:mod:`accumlint.writing`), and a second run adds nothing.
@@ -14,12 +19,12 @@ import io
 import re
 import tokenize
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
-from accumlint.suppression import _LINE_DIRECTIVE, UNSUPPRESSIBLE
+from accumlint.suppression import DIRECTIVE_START, NOQA_FORM, UNSUPPRESSIBLE, comment_directives
 from accumlint.writing import Boundary, rewrite
 
 #: why a file that changed after its check gets no directive (its findings' lines may have moved)
@@ -50,8 +55,14 @@ def _lines_info(text: str) -> dict[int, _Line]:
     return info
 
 
-def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
-    """``text`` with the codes added to each line's directive, and how many directives changed.
+def directive_text(style: str, codes: Iterable[str]) -> str:
+    """The directive of form ``style`` (``noqa`` or ``accumlint``) naming ``codes``, sorted."""
+    return f"{DIRECTIVE_START[style]}: {', '.join(sorted(codes))}"
+
+
+def add_noqa_text(text: str, codes_by_line: dict[int, set[str]], style: str = NOQA_FORM) -> tuple[str, int]:
+    """``text`` with the codes added to each line's directive of form ``style`` (see the module),
+    and how many directives changed.
 
     Raises ``tokenize.TokenError`` / ``SyntaxError`` when ``text`` does not tokenize.
     """
@@ -65,29 +76,32 @@ def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, i
         raw = lines[row - 1]
         ending = _LINE_END.search(raw)
         body, end = (raw[: ending.start()], ending.group()) if ending else (raw, "")
-        if line_info.comment_at >= 0:
-            comment = body[line_info.comment_at :]
-            match = _LINE_DIRECTIVE.search(comment)
-            if match is not None and match.group("sep") is None:
-                continue  # a bare noqa suppresses every code already
-            if match is not None and match.group("codes"):
-                present = {c.upper() for c in re.split(r"[\s,]+", match.group("codes").strip()) if c}
-                merged = ", ".join(sorted(present | codes))
-                if present >= codes:
-                    continue
-                new_comment = comment[: match.start()] + f"# noqa: {merged}" + comment[match.end() :]
-                lines[row - 1] = body[: line_info.comment_at] + new_comment + end
-                changed += 1
-                continue
-        lines[row - 1] = f"{body.rstrip()}  # noqa: {', '.join(sorted(codes))}{end}"
+        comment = body[line_info.comment_at :] if line_info.comment_at >= 0 else ""
+        written = comment_directives(comment, own_line=False)
+        missing = {code for code in codes if not any(w.directive.suppresses(code) for w in written)}
+        if not missing:
+            continue
+        target = next((w for w in written if w.form == style), None)
+        if target is None:
+            lines[row - 1] = f"{body.rstrip()}  {directive_text(style, missing)}{end}"
+        else:
+            merged = directive_text(style, {*(target.codes or ()), *missing})
+            new_comment = comment[: target.start] + merged + comment[target.end :]
+            lines[row - 1] = body[: line_info.comment_at] + new_comment + end
         changed += 1
     return "".join(lines), changed
 
 
 def add_noqa_files(
-    findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None, *, boundary: Boundary | None = None
+    findings: Iterable[Finding],
+    checked: Mapping[str, bytes] | None = None,
+    *,
+    boundary: Boundary | None = None,
+    style_for: Callable[[str], str] | None = None,
 ) -> tuple[int, list[str]]:
     """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
+
+    ``style_for`` gives each path's ``noqa-style`` (its configuration's; by default ``noqa``).
 
     ``checked`` holds the bytes each file had when it was checked: a file that changed since is
     left alone (its findings' lines may have moved). Files are read by the bounded reader and
@@ -113,7 +127,7 @@ def add_noqa_files(
                 errors.append(f"{path}: noqa not added: {_CHANGED}")
                 continue
             text, encoding = _decode(data)
-            new_text, changed = add_noqa_text(text, codes_by_line)
+            new_text, changed = add_noqa_text(text, codes_by_line, style_for(path) if style_for else NOQA_FORM)
         except NotARegularFile as exc:
             errors.append(f"{path}: noqa not added: {exc.kind}, not a regular file")
             continue

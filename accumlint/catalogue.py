@@ -69,6 +69,27 @@ def rule_page(info: RuleInfo) -> str | None:
     return None
 
 
+NOQA_HINT = """\
+## Suppressing it
+
+Where the code is meant to be this way: `# noqa: {code}` on the finding's first line, or
+`# accumlint: noqa: {code}`, a directive that only accumlint reads. Beside ruff, `ruff check
+--fix` with `RUF100` and `RUF102` deletes from a `# noqa` the `ACC` codes it does not know (the
+whole comment when none is left): add `external = ["ACC"]` under `[tool.ruff.lint]` in ruff's configuration, or
+use the `# accumlint: noqa` form (`noqa-style = "accumlint"` in `[tool.accumlint]` makes
+`--add-noqa` write it). See "Running beside ruff" in the README.
+"""
+
+
+def noqa_hint(info: RuleInfo) -> str | None:
+    """The section ``accumlint rule`` prints after a rule's page: how to suppress its findings
+    without ruff's ``RUF100`` fix deleting the directive; ``None`` for ``ACC000`` (never
+    suppressed) and ``ACC990`` (a report on the directives themselves)."""
+    if any(info.code == engine.code for engine in spec.ENGINE_CODES):
+        return None
+    return NOQA_HINT.format(code=info.code)
+
+
 def rule_json(info: RuleInfo) -> dict:
     """``accumlint rule --output-format json``: the rule's metadata and its page (``explanation``).
 

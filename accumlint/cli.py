@@ -327,7 +327,8 @@ def check(
     if add_noqa:
         from accumlint.add_noqa import add_noqa_files
 
-        added, noqa_errors = add_noqa_files(findings, sources, boundary=boundary)
+        added, noqa_errors = add_noqa_files(findings, sources, boundary=boundary,
+                                            style_for=lambda path: resolver.settings_for(path).noqa_style)
         for error in [*errors, *noqa_errors]:
             click.echo(f"error: {error}", err=True)
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
@@ -687,6 +688,9 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
         click.echo(f"note: the catalogue page of {info.code} is not installed", err=True)
         return
     click.echo(page.rstrip("\n"))
+    hint = catalogue.noqa_hint(info)
+    if hint:
+        click.echo(f"\n{hint.rstrip()}")
 
 
 @main.command(short_help="Run the language server (for editors).")

@@ -1,7 +1,7 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``, ``cache-dir``, ``parse-timeout``, ``respect-gitignore``. The configuration
+``per-file-ignores``, ``cache-dir``, ``parse-timeout``, ``respect-gitignore``, ``noqa-style``. The configuration
 is the first ``pyproject.toml`` with a ``[tool.accumlint]`` table found walking up from the
 checked path (or the file given with ``--config``); its directory is the project root that
 exclude and per-file-ignores globs are relative to.
@@ -35,6 +35,7 @@ from accumlint import registry
 from accumlint.noqa_report import UNUSED_NOQA_CODE
 from accumlint.reading import FileTooLarge, NotARegularFile, read_bounded_text, why_unread
 from accumlint.registry import PARSE_ERROR_CODE
+from accumlint.suppression import FORMS, NOQA_FORM
 
 ALL_SELECTOR = "ALL"
 CONFIG_FILE = "pyproject.toml"
@@ -48,6 +49,7 @@ KNOWN_KEYS = (
     "cache-dir",
     "parse-timeout",
     "respect-gitignore",
+    "noqa-style",
 )
 #: seconds a file's check may run in a worker before it gets ACC000 and the worker is replaced
 DEFAULT_PARSE_TIMEOUT = 10.0
@@ -88,6 +90,9 @@ class Settings:
     parse_timeout: float = DEFAULT_PARSE_TIMEOUT
     #: ``respect-gitignore``: directory walks skip what git ignores (:mod:`accumlint.gitignore`)
     respect_gitignore: bool = True
+    #: ``noqa-style``: the form of directive that ``--add-noqa`` and the editor's quick fix write,
+    #: ``noqa`` or ``accumlint`` (accumlint's own, which ruff's RUF100 never deletes)
+    noqa_style: str = NOQA_FORM
 
     def layer(self) -> SelectionLayer:
         """The config file's rule-selection layer."""
@@ -275,6 +280,12 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
         if not isinstance(value, bool):
             raise ConfigError(f"[tool.accumlint] respect-gitignore: expected true or false, got {_shown(value)}")
         settings.respect_gitignore = value
+    if "noqa-style" in table:
+        value = table["noqa-style"]
+        if value not in FORMS:
+            expected = " or ".join(f'"{form}"' for form in FORMS)
+            raise ConfigError(f"[tool.accumlint] noqa-style: expected {expected}, got {_shown(value)}")
+        settings.noqa_style = value
     return settings
 
 

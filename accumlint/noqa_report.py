@@ -3,8 +3,9 @@
 * An ``ACC`` code in a directive that names no rule (``# noqa: ACC777``) is always reported,
   as a warning on stderr: it suppresses nothing and is most likely a typo.
 * ``ACC990 unused-noqa`` (off by default, like ruff's ``RUF100``; enable it with
-  ``--extend-select ACC990``) reports the ``ACC`` codes of a directive that suppressed
-  nothing on its line (or, for ``# accumlint: noqa``, in the file): the bug was fixed, the
+  ``--extend-select ACC990``) reports the ``ACC`` codes of a directive (``# noqa: ...`` or
+  ``# accumlint: noqa: ...`` after code) that suppressed nothing on its line (or, for a
+  file-level ``# accumlint: noqa`` on a line of its own, in the file): the bug was fixed, the
   line moved, or the rule is not enabled. Codes of other tools (``E501``) and bare
   ``# noqa`` comments, which other linters share, are never reported.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from accumlint.findings import Finding, Severity
 from accumlint.spec import UNUSED_NOQA_CODE, spec_of
-from accumlint.suppression import _FILE_DIRECTIVE, _LINE_DIRECTIVE, _SPLIT, comments
+from accumlint.suppression import comment_directives, comments
 
 UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
 UNUSED_NOQA_URL = spec_of(UNUSED_NOQA_CODE).url
@@ -28,9 +29,9 @@ info · off by default (enable with `--extend-select ACC990` or `select = ["ALL"
 
 ## What it does
 
-Flags the `ACC` codes of a `# noqa: ...` directive (or of a file-level
-`# accumlint: noqa: ...`) that suppressed no finding: the bug was fixed, the code moved
-to another line, the code is not enabled, or it names no rule at all. Codes of other
+Flags the `ACC` codes of a `# noqa: ...` or `# accumlint: noqa: ...` directive (or of
+a file-level `# accumlint: noqa: ...`) that suppressed no finding: the bug was fixed, the
+code moved to another line, the code is not enabled, or it names no rule at all. Codes of other
 tools (`E501`, `F401`) and bare `# noqa` comments are left alone, since other linters
 read them too.
 
@@ -58,18 +59,15 @@ class NoqaUse:
 
 
 def directives(text: str) -> list[NoqaUse]:
-    """Every ``noqa`` directive of ``text`` that names codes, with its position (1-based)."""
+    """Every ``noqa`` directive of ``text`` that names codes, with its position (1-based: the
+    column of its ``#``; two directives may share a comment)."""
     lines = text.splitlines()
     found = []
     for line, comment, own_line in comments(text):
         column = lines[line - 1].find(comment) + 1 if line <= len(lines) else 1
-        match = _FILE_DIRECTIVE.match(comment.strip()) if own_line else None
-        file_wide = match is not None
-        match = match or _LINE_DIRECTIVE.search(comment)
-        if match is None or not match.group("codes"):
-            continue
-        codes = tuple(c.upper() for c in _SPLIT.split(match.group("codes").strip()) if c)
-        found.append(NoqaUse(line, max(column, 1), file_wide, codes))
+        for written in comment_directives(comment, own_line):
+            if written.codes:
+                found.append(NoqaUse(line, max(column, 1) + written.start, written.file_wide, written.codes))
     return found
 
 

@@ -5,6 +5,11 @@ The syntax follows ruff's:
 * ``# noqa`` (bare) on a line suppresses every finding that starts on that line;
 * ``# noqa: ACC001, ACC4`` (also ``# noqa:ACC001`` or codes separated by spaces)
   suppresses the named codes and code prefixes on that line (codes match case-insensitively);
+* ``# accumlint: noqa: ACC001`` (or bare ``# accumlint: noqa``) after code on a line does
+  the same as ``# noqa: ACC001`` (bare ``# noqa``): a directive of accumlint's own, which
+  other tools never read, so ruff's ``RUF100``/``RUF102`` fixes leave it alone (they delete
+  ``ACC`` codes from a ``# noqa`` unless ruff's config says ``external = ["ACC"]``). Both
+  forms may share a line (``# noqa: E501  # accumlint: noqa: ACC001``);
 * ``# accumlint: noqa`` in a comment on a line of its own suppresses the whole file, and
   ``# accumlint: noqa: ACC001`` suppresses those codes in the whole file.
 
@@ -27,22 +32,31 @@ from dataclasses import dataclass, field
 from accumlint.findings import Finding
 
 UNSUPPRESSIBLE = frozenset({"ACC000"})
+#: the two forms of a line directive, ``noqa`` (shared with other linters) and ``accumlint``
+#: (accumlint's own); the ``noqa-style`` setting chooses the one accumlint writes
+NOQA_FORM = "noqa"
+ACCUMLINT_FORM = "accumlint"
+FORMS = (NOQA_FORM, ACCUMLINT_FORM)
+#: how a directive of each form starts, as accumlint writes it
+DIRECTIVE_START = {NOQA_FORM: "# noqa", ACCUMLINT_FORM: "# accumlint: noqa"}
 
 # A code or code prefix as written in a directive: letters then digits (``ACC001``, ``ACC4``).
 _CODE = r"[A-Za-z]+[0-9]+"
 _CODES = rf"{_CODE}(?:(?:\s*,\s*|\s+){_CODE})*"
 
+_TAIL = rf"(?P<sep>\s*:\s*(?P<codes>{_CODES})?)?"
+_OWN = r"#\s*accumlint\s*:\s*noqa"
+
 # The word ``noqa`` must be followed by the end of the comment, whitespace, ``#`` or ``:``
 # (so ``noqafoo`` is not a directive). With ``:`` it must be followed by at least one code,
 # otherwise the directive is invalid and ignored (as in ruff).
-_LINE_DIRECTIVE = re.compile(
-    rf"#\s*noqa(?P<sep>\s*:\s*(?P<codes>{_CODES})?)?(?=$|[\s#,]|(?<=:))",
-    re.IGNORECASE,
-)
-_FILE_DIRECTIVE = re.compile(
-    rf"^#\s*accumlint\s*:\s*noqa(?P<sep>\s*:\s*(?P<codes>{_CODES})?)?\s*(?:$|#)",
-    re.IGNORECASE,
-)
+_END = r"(?=$|[\s#,]|(?<=:))"
+_LINE_DIRECTIVE = re.compile(rf"#\s*noqa{_TAIL}{_END}", re.IGNORECASE)
+#: accumlint's own line directive (``#`` must directly precede ``noqa`` in the other one, so
+#: neither pattern matches inside the other's directives)
+_ACCUMLINT_DIRECTIVE = re.compile(rf"{_OWN}{_TAIL}{_END}", re.IGNORECASE)
+_FILE_DIRECTIVE = re.compile(rf"^{_OWN}{_TAIL}\s*(?:$|#)", re.IGNORECASE)
+_PATTERNS = ((NOQA_FORM, _LINE_DIRECTIVE), (ACCUMLINT_FORM, _ACCUMLINT_DIRECTIVE))
 _SPLIT = re.compile(r"[\s,]+")
 #: what every file-wide directive holds
 _FILE_MENTION = re.compile(r"accumlint\s*:\s*noqa", re.IGNORECASE)
@@ -78,28 +92,65 @@ class NoqaMap:
         return any(d.suppresses(finding.code) for d in self.lines.get(finding.line, ()))
 
 
-def _directive(match: re.Match[str]) -> Directive | None:
+@dataclass(frozen=True)
+class Written:
+    """A valid directive as written in a comment.
+
+    ``form`` is :data:`NOQA_FORM` or :data:`ACCUMLINT_FORM`; ``start``/``end`` are offsets in
+    the comment of the directive from its ``#`` to its last code (a reason after the codes is
+    not part of it); ``codes`` is ``None`` for a bare directive, else upper-cased as written.
+    """
+
+    form: str
+    file_wide: bool
+    start: int
+    end: int
+    codes: tuple[str, ...] | None
+
+    @property
+    def directive(self) -> Directive:
+        """What the directive suppresses."""
+        return Directive(None if self.codes is None else frozenset(self.codes))
+
+
+def _written(match: re.Match[str], form: str, file_wide: bool) -> Written | None:
     sep, codes = match.group("sep"), match.group("codes")
-    if sep is None:
-        return Directive(None)
-    if not codes:  # a colon without codes: invalid, ignored
+    if sep is not None and not codes:  # a colon without codes: invalid, ignored
         return None
-    return Directive(frozenset(c.upper() for c in _SPLIT.split(codes.strip()) if c))
+    end = match.end("codes") if codes else match.end()
+    parsed = None if sep is None else tuple(c.upper() for c in _SPLIT.split(codes.strip()) if c)
+    return Written(form, file_wide, match.start(), end, parsed)
 
 
-def _add_comment(noqa: NoqaMap, line: int, comment: str, own_line: bool) -> None:
+def comment_directives(comment: str, own_line: bool) -> list[Written]:
+    """The valid directives of one comment (``own_line``: no code before it), in order.
+
+    On a line of its own, a comment that is exactly ``# accumlint: noqa[: CODES]`` (a further
+    ``#`` comment may follow) is the file-wide directive and nothing else. Otherwise the first
+    valid directive of each form counts, as ruff counts the first one of a comment; the
+    ``# accumlint: noqa`` form counts only after code (alone on its line it would suppress
+    nothing there).
+    """
     if own_line:
         match = _FILE_DIRECTIVE.match(comment.strip())
         if match:
-            directive = _directive(match)
-            if directive is not None:
-                noqa.file.append(directive)
-            return
-    for match in _LINE_DIRECTIVE.finditer(comment):
-        directive = _directive(match)
-        if directive is not None:
-            noqa.lines.setdefault(line, []).append(directive)
-            return  # the first valid directive of a comment counts, as in ruff
+            written = _written(match, ACCUMLINT_FORM, file_wide=True)
+            return [] if written is None else [written]
+    found = []
+    for form, pattern in _PATTERNS:
+        if own_line and form == ACCUMLINT_FORM:
+            continue
+        valid = (_written(match, form, file_wide=False) for match in pattern.finditer(comment))
+        first = next((written for written in valid if written is not None), None)
+        if first is not None:
+            found.append(first)
+    return sorted(found, key=lambda written: written.start)
+
+
+def _add_comment(noqa: NoqaMap, line: int, comment: str, own_line: bool) -> None:
+    for written in comment_directives(comment, own_line):
+        target = noqa.file if written.file_wide else noqa.lines.setdefault(line, [])
+        target.append(written.directive)
 
 
 def _comments_by_tokenize(text: str) -> list[tuple[int, str, bool]]:

@@ -223,3 +223,40 @@ def test_add_noqa_text_merges_and_skips_what_cannot_take_a_comment() -> None:
     assert new.splitlines()[1:] == text.splitlines()[1:]
     crlf, _ = add_noqa_text("x = 1\r\ny = 2\r\n", {2: {"ACC304"}})
     assert crlf == "x = 1\r\ny = 2  # noqa: ACC304\r\n"
+
+
+def test_add_noqa_text_skips_codes_a_directive_of_either_form_suppresses() -> None:
+    text = "a = f()  # noqa: ACC0\nb = g()  # accumlint: noqa\nc = h()  # accumlint: noqa: ACC001\n"
+    for style in ("noqa", "accumlint"):
+        assert add_noqa_text(text, {1: {"ACC001"}, 2: {"ACC301"}, 3: {"ACC001"}}, style) == (text, 0)
+
+
+def test_add_noqa_text_in_accumlint_style_keeps_other_tools_directives_apart() -> None:
+    """``# accumlint: noqa: CODES``, which ruff's RUF100 never deletes: merged into an existing one,
+    written beside (never into) another tool's ``# noqa``."""
+    text = "a = f()\nb = g()  # noqa: E501\nc = h()  # accumlint: noqa: ACC201 deliberate  # type: ignore\n"
+    new, changed = add_noqa_text(text, {1: {"ACC301", "ACC001"}, 2: {"ACC001"}, 3: {"ACC001"}}, "accumlint")
+    assert changed == 3
+    assert new.splitlines() == [
+        "a = f()  # accumlint: noqa: ACC001, ACC301",
+        "b = g()  # noqa: E501  # accumlint: noqa: ACC001",
+        "c = h()  # accumlint: noqa: ACC001, ACC201 deliberate  # type: ignore",
+    ]
+    # the default style writes and merges the shared form
+    assert add_noqa_text(text, {2: {"ACC001"}})[0].splitlines()[1] == "b = g()  # noqa: ACC001, E501"
+
+
+def test_add_noqa_writes_the_configured_style(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.accumlint]\nnoqa-style = "accumlint"\n', encoding="utf-8")
+    (project / "legacy").mkdir()
+    (project / "legacy" / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")  # its own: the default
+    (project / "train.py").write_bytes(ACC001_LOOP.replace(b"zero_grad()", b"zero_grad()  # noqa: E501"))
+    (project / "legacy" / "old.py").write_bytes(ACC001_LOOP)
+    result = cli("check", "--no-cache", "--add-noqa", ".")
+    assert (result.exit_code, "Added 2 noqa directives." in result.stderr) == (0, True)
+    assert (project / "train.py").read_text().splitlines()[2] == (
+        "    optimizer.zero_grad()  # noqa: E501  # accumlint: noqa: ACC001"
+    )
+    assert (project / "legacy" / "old.py").read_text().splitlines()[2] == "    optimizer.zero_grad()  # noqa: ACC001"
+    assert "Added 0 noqa directives." in cli("check", "--no-cache", "--add-noqa", ".").stderr
+    assert cli("check", "--no-cache", ".").exit_code == 0

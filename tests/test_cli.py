@@ -293,7 +293,20 @@ def catalogue_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_rules: o
 def test_rule_prints_the_page(catalogue_dir: Path) -> None:
     result = run("rule", "acc001")
     assert result.exit_code == 0
-    assert result.stdout == "# ACC001 fake-zero-grad\n\nGradients are cleared every microbatch.\n"
+    page = "# ACC001 fake-zero-grad\n\nGradients are cleared every microbatch.\n"
+    assert result.stdout == f"{page}\n{catalogue.noqa_hint(catalogue.rule_info('ACC001'))}"
+
+
+def test_rule_page_ends_with_how_to_suppress_it_beside_ruff() -> None:
+    """With the real catalogue: every rule's page, none for ACC000 (never suppressed) and ACC990."""
+    out = run("rule", "ACC304").stdout
+    hint = out[out.index("## Suppressing it"):]
+    for words in ("`# noqa: ACC304`", "`# accumlint: noqa: ACC304`", '`external = ["ACC"]`', "`[tool.ruff.lint]`",
+                  'noqa-style = "accumlint"'):
+        assert words in " ".join(hint.split()), words
+    for code in ("ACC000", "ACC990"):
+        assert "Suppressing it" not in run("rule", code).stdout
+    assert "Suppressing it" not in json.loads(run("rule", "ACC304", "--output-format", "json").stdout)["explanation"]
 
 
 def test_rule_without_a_page_prints_the_summary(catalogue_dir: Path) -> None:

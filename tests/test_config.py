@@ -63,12 +63,15 @@ ignore = ["ACC000"]
 extend-select = ["acc000"]
 exclude = ["legacy"]
 extend-exclude = ["*_gen.py"]
+noqa-style = "accumlint"
 
 [tool.accumlint.per-file-ignores]
 "tests/*" = ["ACC000"]
 """,
     )
     settings = config.load_settings(path)
+    assert settings.noqa_style == "accumlint"
+    assert config.load_settings(write(tmp_path / "d" / "pyproject.toml", "[tool.accumlint]\n")).noqa_style == "noqa"
     assert settings.select == ["ACC0"]
     assert settings.ignore == ["ACC000"]
     assert settings.extend_select == ["ACC000"]  # normalized to upper case
@@ -93,6 +96,8 @@ extend-exclude = ["*_gen.py"]
             ["per-file-ignores 't/*'", "expected a list"],
         ),
         ("select = [", ["invalid TOML"]),
+        ('noqa-style = "ruff"', ["[tool.accumlint] noqa-style", 'expected "noqa" or "accumlint"', "'ruff'"]),
+        ("noqa-style = true", ["[tool.accumlint] noqa-style", "got True"]),
     ],
 )
 def test_errors_name_the_key_and_value(tmp_path: Path, toml: str, expected: list[str]) -> None:

@@ -189,6 +189,9 @@ def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
 def test_changes_are_debounced_and_the_nearest_config_applies(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "pyproject.toml").write_text('[tool.accumlint]\nignore = ["ACC001"]\n', encoding="utf-8")
+    (tmp_path / "styled").mkdir()
+    (tmp_path / "styled" / "pyproject.toml").write_text('[tool.accumlint]\nnoqa-style = "accumlint"\n',
+                                                        encoding="utf-8")
 
     async def scenario(root: Path) -> None:
         session = Session()
@@ -196,6 +199,13 @@ def test_changes_are_debounced_and_the_nearest_config_applies(tmp_path: Path) ->
         try:
             ignored = _open(session, root / "sub" / "train.py", BAD)
             assert await session.next_diagnostics(ignored, 1) == []  # sub/pyproject.toml ignores ACC001
+            styled = _open(session, root / "styled" / "train.py", BAD)
+            [diagnostic] = await session.next_diagnostics(styled, 1)
+            noqa = next(a for a in await _code_actions(session, styled, diagnostic) if "noqa" in a.title)
+            assert noqa.title == "Disable ACC001 for this line (# accumlint: noqa)"
+            assert noqa.edit is not None and noqa.edit.changes is not None
+            silenced = _apply(BAD, noqa.edit.changes[styled])
+            assert silenced.splitlines()[2] == "    optimizer.zero_grad()  # accumlint: noqa: ACC001"
             uri = _open(session, root / "train.py", FIXED)
             assert await session.next_diagnostics(uri, 1) == []
             for version, text in enumerate([BAD, FIXED, BAD], start=2):  # typed quickly: one check at the end

@@ -92,3 +92,27 @@ def test_directive_parsing() -> None:
         (2, 1, True, ("ACC1",)),
     ]
     assert unknown_codes("a  # noqa: ACC1, ACC0001, F401\n", ["ACC000", "ACC101"]) == [(1, "ACC0001")]
+
+
+def test_accumlint_form_directives_are_parsed_beside_noqa() -> None:
+    text = "a()  # noqa: E501  # accumlint: noqa: acc001 deliberate\nb()  # accumlint: noqa\n"
+    assert [(d.line, d.column, d.file_wide, d.codes) for d in directives(text)] == [
+        (1, 6, False, ("E501",)),
+        (1, 20, False, ("ACC001",)),
+    ]
+    assert unknown_codes("a  # accumlint: noqa: ACC0001\n", ["ACC000", "ACC101"]) == [(1, "ACC0001")]
+
+
+def test_unused_accumlint_form_directive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``# accumlint: noqa: CODES`` after code is reported as ``# noqa: CODES`` is, at its ``#``."""
+    monkeypatch.chdir(tmp_path)
+    used = SOURCE.replace("optimizer.zero_grad()  # noqa: ACC001", "optimizer.zero_grad()  # accumlint: noqa: ACC001")
+    stale = used.replace("# noqa: ACC9", "# noqa: E501  # accumlint: noqa: ACC9, ACC0")
+    (tmp_path / "train.py").write_text(stale, encoding="utf-8")
+    status, out, err = run("--extend-select", "ACC990", "--output-format", "concise", "train.py")
+    assert status == 1
+    assert out.splitlines()[:3] == [  # nothing on line 5: its ACC001 is suppressed, the directive used
+        "train.py:6:43: ACC990 `noqa` directive suppresses nothing for these codes (unused: ACC101; unknown: ACC777)",
+        "train.py:8:41: ACC990 `noqa` directive suppresses nothing for these codes (unused: ACC9, ACC0)",
+        "",
+    ]

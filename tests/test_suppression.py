@@ -31,6 +31,16 @@ def kept(text: str, *findings: Finding) -> list[tuple[int, str]]:
         "# noqa: ACC0",
         "# noqa: ACC001 because the reset is deliberate",
         "# type: ignore  # noqa: ACC001",
+        # accumlint's own line directive, which ruff never reads
+        "# accumlint: noqa: ACC001",
+        "# accumlint:noqa:ACC001",
+        "# ACCUMLINT: NOQA: acc0",
+        "# accumlint: noqa",
+        "# accumlint: noqa: ACC001 because the reset is deliberate",
+        "# noqa: E501  # accumlint: noqa: ACC001",
+        "# accumlint: noqa: ACC001  # noqa: E501",
+        "# noqa: E501 # accumlint: noqa",
+        "# type: ignore  # accumlint: noqa: ACC001",
     ],
 )
 def test_directive_suppresses_acc001(comment: str) -> None:
@@ -39,7 +49,19 @@ def test_directive_suppresses_acc001(comment: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "comment", ["# noqa: ACC301", "# noqa: ACC1", "# noqa:", "# noqa: please", "# noqafoo"]
+    "comment",
+    [
+        "# noqa: ACC301",
+        "# noqa: ACC1",
+        "# noqa:",
+        "# noqa: please",
+        "# noqafoo",
+        "# accumlint: noqa: ACC301",
+        "# accumlint: noqa:",
+        "# accumlint: noqafoo",
+        "# noqa: E501  # accumlint: noqa: ACC3",
+        "# accumlint noqa: ACC001",
+    ],
 )
 def test_directive_that_does_not_name_the_code_keeps_it(comment: str) -> None:
     text = f"opt.zero_grad()  {comment}\n"
@@ -74,8 +96,19 @@ def test_file_level_directive_with_codes() -> None:
 
 
 def test_file_level_directive_must_be_on_its_own_line() -> None:
-    text = "opt.zero_grad()  # accumlint: noqa\nopt.zero_grad()\n"
+    """After code, ``# accumlint: noqa`` is a line directive (the ``# noqa`` ruff never reads)."""
+    text = "opt.zero_grad()  # accumlint: noqa\nopt.zero_grad()\nclip()  # accumlint: noqa: ACC001\n"
+    assert kept(text, finding(1), finding(2), finding(3), finding(3, "ACC301")) == [(2, "ACC001"), (3, "ACC301")]
+
+
+def test_file_level_directive_takes_no_reason_and_is_no_line_directive() -> None:
+    text = "# accumlint: noqa: ACC001 deliberate\nopt.zero_grad()\n"
     assert kept(text, finding(1), finding(2)) == [(1, "ACC001"), (2, "ACC001")]
+
+
+def test_both_forms_on_one_line_add_up() -> None:
+    text = "opt.zero_grad()  # noqa: ACC301  # accumlint: noqa: ACC001\n"
+    assert kept(text, finding(1), finding(1, "ACC301"), finding(1, "ACC101")) == [(1, "ACC101")]
 
 
 def test_acc000_is_never_suppressed() -> None:
@@ -84,10 +117,10 @@ def test_acc000_is_never_suppressed() -> None:
 
 
 def test_regex_fallback_when_tokenize_fails() -> None:
-    text = 'opt.zero_grad()  # noqa: ACC001\nx = """never closed\n'
+    text = 'opt.zero_grad()  # noqa: ACC001\nclip()  # accumlint: noqa: ACC301\nx = """never closed\n'
     noqa = parse_noqa(text)
-    assert set(noqa.lines) == {1}
-    assert kept(text, finding(1)) == []
+    assert set(noqa.lines) == {1, 2}
+    assert kept(text, finding(1), finding(2, "ACC301")) == []
 
 
 def test_order_is_kept_and_unrelated_lines_untouched() -> None:

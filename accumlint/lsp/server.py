@@ -5,7 +5,8 @@
   (the nearest ``[tool.accumlint]`` above the file, its per-file ignores and excludes; a
   notebook by its suffix), for the text in the editor, saved or not.
 * **Code actions** for a diagnostic: its fix (``quickfix``; preferred when safe, titled
-  "(unsafe)" otherwise), and ``# noqa: CODE`` on its line; ``source.fixAll.accumlint`` applies
+  "(unsafe)" otherwise), and ``# noqa: CODE`` on its line (``# accumlint: noqa: CODE`` where
+  the configuration's ``noqa-style`` is ``accumlint``); ``source.fixAll.accumlint`` applies
   the safe fixes of the document, as ``--fix`` would.
 * **Hover** over a diagnostic's range: the rule's summary, severity and page link.
 
@@ -48,6 +49,7 @@ from accumlint.findings import Finding, Severity
 from accumlint.hierarchy import Resolver
 from accumlint.reading import NotARegularFile, read_source
 from accumlint.suggested_fixes import SuggestedFix
+from accumlint.suppression import DIRECTIVE_START, NOQA_FORM
 from accumlint.text_edits import TextEdit, text_edits
 
 #: seconds without a change before a changed document is checked again
@@ -72,6 +74,8 @@ class _Checked:
     codes: frozenset[str]
     fixes: dict[Finding, SuggestedFix] | None = None
     lines: list[str] = field(default_factory=list)
+    #: the configuration's ``noqa-style``: the form of the "disable for this line" quick fix
+    noqa_style: str = NOQA_FORM
 
 
 class _Protocol(LanguageServerProtocol):
@@ -133,8 +137,10 @@ class AccumlintServer(LanguageServer):
         findings: list[Finding] = []
         fixes: dict[Finding, SuggestedFix] = {}
         error = None
+        noqa_style = NOQA_FORM
         try:
             settings = self.resolver.settings_for(path)
+            noqa_style = settings.noqa_style
             excludes = [*settings.exclude, *settings.extend_exclude]
             if not self.closing and not is_force_excluded(path, excludes, settings.project_root):
                 codes = self.resolver.codes_for(path)
@@ -143,7 +149,7 @@ class AccumlintServer(LanguageServer):
                 findings, fixes = result.findings, result.fixes or {}
         except ConfigError as exc:
             error = f"accumlint: {exc}"
-        checked = _Checked(version, text, findings, codes, fixes, lines=_LINE.findall(text))
+        checked = _Checked(version, text, findings, codes, fixes, lines=_LINE.findall(text), noqa_style=noqa_style)
         self.checked[uri] = checked
         document = self._document(uri, checked)
         return [self._diagnostic(document, checked, f) for f in findings if not f.cell], error
@@ -267,8 +273,9 @@ class AccumlintServer(LanguageServer):
                     )
                 noqa = self._noqa_edits(checked, finding)
                 if noqa:
+                    form = DIRECTIVE_START[checked.noqa_style]
                     actions.append(
-                        self._action(f"Disable {finding.code} for this line (# noqa)", types.CodeActionKind.QuickFix,
+                        self._action(f"Disable {finding.code} for this line ({form})", types.CodeActionKind.QuickFix,
                                      uri, document, checked, noqa, diagnostic)
                     )
         if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
@@ -309,7 +316,7 @@ class AccumlintServer(LanguageServer):
         if finding.code in UNSUPPRESSIBLE:
             return []
         try:
-            new_text, changed = add_noqa_text(checked.text, {finding.line: {finding.code}})
+            new_text, changed = add_noqa_text(checked.text, {finding.line: {finding.code}}, checked.noqa_style)
         except (SyntaxError, ValueError, tokenize.TokenError):  # a text that does not tokenize: no action
             return []
         return text_edits(checked.text, new_text) if changed else []
