@@ -1,4 +1,4 @@
-"""torch.distributed helpers: input-row hashes, all-gathers of small values, comm counting.
+"""torch.distributed helpers: row hashes of inputs and loaded batches, all-gathers of small values, comm counting.
 
 Collectives run only on the user's thread at points every rank reaches in the same order
 (an update attempt, a clean detach), never on the exception path. They go through a
@@ -14,12 +14,20 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
+from runtime_guard.graphs import tensors_in
 
-def row_hashes(batch: torch.Tensor, limit: int = 4096) -> list[int]:
+_MASK64 = (1 << 64) - 1
+_INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+
+#: rows hashed per batch at most
+ROW_LIMIT = 4096
+
+
+def row_hashes(batch: torch.Tensor, limit: int = ROW_LIMIT) -> list[int]:
     """One 64-bit integer per example (first dimension) of ``batch``, from its raw bits.
 
     The bits of each row times a fixed index weight, summed (wrapping); equal rows give equal
@@ -29,11 +37,44 @@ def row_hashes(batch: torch.Tensor, limit: int = 4096) -> list[int]:
         rows = batch.detach()[:limit].reshape(min(batch.shape[0], limit), -1)
         if rows.shape[1] == 0:
             return []
-        size = rows.element_size()
-        view = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[size]
-        bits = rows.contiguous().view(view).to(torch.int64)
+        bits = rows.contiguous().view(_INT_VIEW[rows.element_size()]).to(torch.int64)
         weight = torch.arange(1, bits.shape[1] + 1, dtype=torch.int64, device=bits.device) * 2654435761
         return (bits * weight).sum(dim=1).cpu().tolist()
+
+
+def _hashable(t: torch.Tensor) -> bool:
+    """A tensor whose rows :func:`row_hashes` can read (strided, an integer view of its element size)."""
+    return (t.layout == torch.strided and not t.is_quantized and t.device.type != "meta"
+            and t.element_size() in _INT_VIEW and t.dim() >= 1)
+
+
+class LoadedRows(NamedTuple):
+    """A fingerprint of a batch as a loader yielded it (:func:`loaded_row_hashes`)."""
+
+    shapes: frozenset[tuple[int, ...]]  # of its tensors with the batch's first dimension
+    hashes: list[int]  # one per example (at most ROW_LIMIT)
+
+
+def loaded_row_hashes(batch: Any) -> LoadedRows | None:
+    """A fingerprint of a batch as a loader yielded it: the shapes of its tensors and one 64-bit integer
+    per example.
+
+    The examples are the first dimension of its first tensor; each example's integer combines the
+    :func:`row_hashes` of every tensor of the batch (a tuple, list or mapping of tensors) with that
+    first dimension, so that a column shared by every example (an all-ones attention mask) does not
+    make distinct examples equal. ``None`` when the batch holds no tensor it can read.
+    """
+    tensors = [t for t in tensors_in(batch) if _hashable(t)]
+    if not tensors:
+        return None
+    examples = tensors[0].shape[0]
+    rows = [t for t in tensors if t.shape[0] == examples]
+    per_tensor = [h for h in map(row_hashes, rows) if h]
+    if not per_tensor:
+        return None
+    # odd factors by position: one tensor's hashes do not cancel another's
+    combined = [sum((2 * i + 1) * h for i, h in enumerate(row)) & _MASK64 for row in zip(*per_tensor, strict=True)]
+    return LoadedRows(frozenset(tuple(t.shape) for t in rows), combined)
 
 
 def all_gather_objects(value: Any, group: Any = None) -> list[Any]:

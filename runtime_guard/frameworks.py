@@ -15,6 +15,9 @@ modules of :mod:`accumlint.frameworks` name):
   ``gradient_state.sync_gradients`` is True; ``AcceleratedScheduler`` wraps ``.scheduler`` and
   steps it ``num_processes`` times per update unless ``split_batches``.
   ``accelerate/accelerator.py``: ``gradient_state.num_steps`` is the configured A.
+* torch ``torch/utils/data/dataloader.py``: every ``DataLoader`` iterator (one process or worker
+  processes) is a ``_BaseDataLoaderIter`` whose ``__next__`` returns the collated batch (the
+  subclasses override ``_next_data`` only); Accelerate's ``DataLoaderShard`` iterates one too.
 * DeepSpeed ``DeepSpeedEngine`` owns ``step`` / ``zero_grad`` and the loss division: the guard
   cannot see updates or resets of such an engine and says so.
 
@@ -61,6 +64,13 @@ def unwrap_scheduler(scheduler: Any) -> Any:
     if is_accelerate(scheduler) and inner is not None:
         return inner
     return scheduler
+
+
+def dataloader_iterator_class() -> type:
+    """The class whose ``__next__`` yields every ``torch.utils.data.DataLoader`` batch."""
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    return _BaseDataLoaderIter
 
 
 def is_ddp(model: Any) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -58,10 +58,11 @@ class _Saved:
 
 
 def tensors_in(value: Any) -> Iterator[torch.Tensor]:
-    """The tensors of a module output: a tensor, a tuple/list, a dict or an HF ``ModelOutput``."""
+    """The tensors of a module output or a loaded batch: a tensor, a tuple/list, a mapping (a dict, an HF
+    ``ModelOutput`` or ``BatchEncoding``)."""
     if isinstance(value, torch.Tensor):
         yield value
-    elif isinstance(value, dict):
+    elif isinstance(value, Mapping):
         for item in value.values():
             yield from tensors_in(item)
     elif isinstance(value, (tuple, list)):

@@ -261,6 +261,8 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._gradient_state: Any = None
         self._nested_forwards = False
         self._active_forward: Any = None
+        self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
+        self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -394,6 +396,11 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             undo.push("model forward pre-hook", h.remove)
             h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
             undo.push("model forward hook", h.remove)
+        if not wrappers and isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is None:
+            # a framework's autocast is entered inside the forward: read at the first child's forward
+            child = self._hook("child forward pre-hook", self._on_child_forward_pre)
+            for module in dict.fromkeys(model.children()):
+                undo.push("child forward pre-hook", module.register_forward_pre_hook(child).remove)
         on_grad = self._hook("parameter gradient hook", self._on_param_grad)
         for p in self.params:
             h = p.register_post_accumulate_grad_hook(on_grad)
@@ -421,6 +428,9 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             patch_function(undo, (torch.nn.utils, torch.nn.utils.clip_grad), name, self, self._thread,
                            _observed_call(f"{name} wrapper", functools.partial(type(self)._observe_clip, name=name)))
+        if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
+            patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
+                           _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
         if self.record.at_epoch_end:
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
                            _observed_call("autograd.backward wrapper", type(self)._observe_backward))

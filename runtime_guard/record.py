@@ -51,6 +51,8 @@ class RunRecord:
     ce_reason: str = ""
     comm_buckets: int | None = None
     replica_hashes: list[list[int]] | None = None
+    # what replica_hashes fingerprint: the rows a DataLoader yielded, the model's input rows, or both
+    replica_hashes_of: str = ""
     replica_ce: list[list[tuple[float, int]]] | None = None
     unobservable: list[str] = field(default_factory=list)
     # a framework contract that leaves the loss normalization over the group to the user's loss (ACC105), e.g.

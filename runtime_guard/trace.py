@@ -88,6 +88,7 @@ class Microbatch:
     scale: float | None = None
     ce: CEWeights | None = None
     input_hashes: list[int] = field(default_factory=list)
+    hashes_as_loaded: bool = False  # input_hashes are of the batch a DataLoader yielded, not of the model's input
     grads_replaced_before_backward: bool = False  # a grad present at forward was replaced before its backward
     epoch: int | None = None  # probe at an epoch end: the watched loader's epoch and batch (0-based) of this forward
     batch: int | None = None

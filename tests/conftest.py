@@ -134,3 +134,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = item.path.name
         if module.startswith(SLOW_MODULES) or f"{module}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def fresh_accelerate():
+    """Accelerate keeps its state in process-wide singletons: reset them around each test (before it too:
+    an HF ``Trainer`` test leaves its gradient state behind)."""
+    pytest.importorskip("accelerate")
+    from accelerate.state import AcceleratorState, GradientState
+
+    def reset() -> None:
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+    reset()
+    yield
+    reset()

@@ -3,6 +3,7 @@
 Usage: RANK=r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=p python guard_ddp_worker.py OUT_PREFIX
 Runs every placement in one process group and writes OUT_PREFIX.<rank>.json with, per
 placement, the codes found, D, the effective batch, all-reduce rounds and a weight checksum.
+WORLD_SIZE=1 runs the same placements with one replica.
 """
 
 from __future__ import annotations
@@ -22,26 +23,47 @@ import runtime_guard
 A = 4
 M = 4
 GROUPS = 3
+#: placements whose sampler is a RandomSampler seeded the same on every rank: each rank loads the same samples
+SAME_SAMPLES = ("random_sampler", "same_samples_rank_noise", "sliced_by_rank")
+#: placements that add noise seeded by the rank to the loaded inputs before the model (augmentation)
+RANK_NOISE = ("same_samples_rank_noise", "distinct_samples_rank_noise")
+#: placements whose loader yields the same batch of M x D examples on every rank, each rank taking its slice
+SLICED = ("sliced_by_rank",)
+#: before each microbatch, a forward without grad on a batch of a loader every rank shares (an evaluation,
+#: or a rollout from shared prompts): it takes that batch, the training forward's rows are its own
+SHARED_NO_GRAD = ("no_grad_forward_each",)
+PLACEMENTS = ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", *SAME_SAMPLES,
+              "distinct_samples_rank_noise", *SLICED, *SHARED_NO_GRAD)
 
 
 def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
     rank = dist.get_rank()
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(GROUPS * A * M * 2, 6), torch.randn(GROUPS * A * M * 2, 1))
-    if placement == "random_sampler":  # seeded the same on both ranks: duplicate examples
+    if placement in SAME_SAMPLES:  # seeded the same on both ranks: duplicate examples
         sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
     else:
         sampler = DistributedSampler(data, shuffle=True, seed=0)
-    loader = DataLoader(data, batch_size=M, sampler=sampler)
+    world = dist.get_world_size()
+    loader = DataLoader(data, batch_size=M * world if placement in SLICED else M, sampler=sampler)
     ddp = DistributedDataParallel(nn.Linear(6, 1))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    options = dict(accumulation_steps=A, groups=2, count_comm=count_comm, effective_batch=M * A * 2)
+    options = dict(accumulation_steps=A, groups=2, count_comm=count_comm, effective_batch=M * A * world)
+    noise = torch.Generator().manual_seed(1000 + rank)
+    shared = DataLoader(data, batch_size=M)
     ctx = runtime_guard.probe(ddp, opt, **options) if guard else nullcontext()
     with ctx as p:
         for i, (x, y) in enumerate(loader):
             if i >= GROUPS * A:
                 break
             last = (i + 1) % A == 0
+            if placement in SHARED_NO_GRAD:
+                with torch.no_grad():
+                    ddp(next(iter(shared))[0])
+            if placement in SLICED:
+                x, y = x[rank::world], y[rank::world]
+            if placement in RANK_NOISE:
+                x = x + 0.01 * torch.randn(x.shape, generator=noise)
             if placement == "flag_nanogpt":
                 ddp.require_backward_grad_sync = last
             both = ddp.no_sync() if placement == "no_sync_both" and not last else nullcontext()
@@ -60,6 +82,7 @@ def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
     if guard:
         report = p.report()
         result.update(codes=sorted(report.codes), D=report.card["D"], effective_batch=report.card["effective_batch"],
+                      checks=report.card["checks"],
                       rounds=report.card["all_reduce"]["rounds_per_group"], findings=[f.one_line()
                                                                                      for f in report.findings])
     return result
@@ -69,10 +92,7 @@ def main(prefix: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     try:
-        out = {
-            name: run(name)
-            for name in ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", "random_sampler")
-        }
+        out = {name: run(name) for name in PLACEMENTS}
         out["counted"] = run("no_sync_both", count_comm=True)
         out["plain"] = run("no_sync_both", guard=False)
         out["plain_again"] = run("no_sync_both", guard=False)

@@ -1,6 +1,7 @@
 """The runtime guard under DDP with 2 gloo processes on CPU: sync placement (ACC401/ACC402),
-duplicate examples across replicas (ACC403), D and the effective batch on the card (ACC404),
-all-reduce rounds, and weights bitwise equal with and without the guard on both ranks."""
+duplicate examples across replicas (ACC403, also under rank-seeded input noise), D and the
+effective batch on the card (ACC404), all-reduce rounds, and weights bitwise equal with and
+without the guard on both ranks; and with one process (D = 1, no ACC402)."""
 
 from __future__ import annotations
 
@@ -24,16 +25,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory) -> list[dict]:
-    prefix = tmp_path_factory.mktemp("ddp") / "out"
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+def _run_workers(prefix: Path, world_size: int) -> list[dict]:
+    """Every placement of the worker in a gloo group of ``world_size`` processes: one result per rank."""
+    env = dict(os.environ, WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world_size)]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
-    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(2)]
+    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(world_size)]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> list[dict]:
+    return _run_workers(tmp_path_factory.mktemp("ddp") / "out", 2)
 
 
 @pytest.mark.parametrize(("placement", "codes", "rounds"), [
@@ -43,6 +48,14 @@ def ranks(tmp_path_factory) -> list[dict]:
     ("all_inside", {"ACC402"}, [0, 0, 0]),
     ("flag_nanogpt", set(), [1, 1, 0]),
     ("random_sampler", {"ACC403"}, [4, 4, 1]),
+    # the same samples on both ranks, made different by rank-seeded noise before the model: the loader's
+    # rows are compared, not the model's input
+    ("same_samples_rank_noise", {"ACC403"}, [4, 4, 1]),
+    ("distinct_samples_rank_noise", set(), [4, 4, 1]),
+    # the same loaded batch on both ranks, each taking its own slice: distinct examples (the model's rows count)
+    ("sliced_by_rank", set(), [4, 4, 1]),
+    # a forward without grad on a batch every rank loads (evaluation, rollout) before each microbatch
+    ("no_grad_forward_each", set(), [4, 4, 1]),
 ])
 def test_placements(ranks: list[dict], placement: str, codes: set[str], rounds: list[int]) -> None:
     for rank in ranks:
@@ -68,3 +81,14 @@ def test_bitwise_equal_with_and_without_guard(ranks: list[dict]) -> None:
         assert rank["plain"]["weights"] == rank["plain_again"]["weights"]  # control
         assert rank["plain"]["weights"] == rank["no_sync_both"]["weights"]
         assert rank["plain"]["weights"] == rank["counted"]["weights"]  # the comm hook forwards only
+
+
+def test_one_replica_never_syncing_is_not_acc402(tmp_path: Path) -> None:
+    """D = 1 (a DDP wrapper over a one-process gloo group): every placement is the same update, so no
+    microbatch synced (``all_inside``) is no finding, and the card says why ACC402 is not observable."""
+    (rank,) = _run_workers(tmp_path / "out", 1)
+    for placement in ("none", "no_sync_both", "all_inside", "flag_nanogpt", "random_sampler"):
+        result = rank[placement]
+        assert result["codes"] == [], result["findings"]
+        assert (result["D"], result["effective_batch"]) == (1, 4 * 4)
+    assert rank["all_inside"]["checks"]["ACC402"].startswith("not observable: D = 1")

@@ -17,17 +17,6 @@ from runtime_guard.discover import run_script  # noqa: E402
 A = 4
 
 
-@pytest.fixture
-def fresh_accelerate():
-    """Accelerate keeps its state in process-wide singletons: reset them around each test."""
-    pytest.importorskip("accelerate")
-    from accelerate.state import AcceleratorState, GradientState
-
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-
-
 # A tiny token classifier trained with cross entropy (so the normalization is inferred), the
 # Accelerator left at its default A = 1 and the accumulation written by hand, as nanoGPT-style and
 # older `*_no_trainer` scripts do; {reset}, {gate} and {sched} are the lines a bug changes.

@@ -1,5 +1,5 @@
 """Data parallelism at run time (ACC401, ACC402 from DDP's sync flags and replica checksums; ACC403 from
-input-row hashes across replicas; ACC404 from the observed effective batch)."""
+row hashes of the loaded examples across replicas; ACC404 from the observed effective batch)."""
 
 from __future__ import annotations
 
@@ -33,20 +33,7 @@ def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
             else:
                 continue
             break
-        for g in rec.full_groups:
-            if g.microbatches and all(mb.sync_at_forward is False for mb in g.microbatches):
-                extra = "; replica gradient checksums differed at the update" if g.replicas_equal is False else ""
-                yield finding(
-                    "ACC402", g.index, None,
-                    f"no microbatch of group {g.index} ran its forward with gradient sync on: nothing was "
-                    f"all-reduced before the update{extra}", _flags(g))
-                break
-        else:
-            for g in rec.full_groups:
-                if g.replicas_equal is False:
-                    yield finding("ACC402", g.index, None,
-                                   f"replica gradient checksums differed at the update of group {g.index}", _flags(g))
-                    break
+        yield from _never_synced(rec)
     if rec.replica_hashes and len(rec.replica_hashes) > 1:
         mine = rec.replica_hashes[0]
         others = set().union(*map(set, rec.replica_hashes[1:]))
@@ -55,12 +42,40 @@ def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
             yield finding(
                 "ACC403", None, None,
                 f"{overlap} of {len(mine)} examples rank 0 processed in the probed groups were also processed by "
-                "another replica (input-row hashes)", f"overlap {overlap}/{len(mine)}")
+                f"another replica (hashes of {rec.replica_hashes_of or 'the model input rows'})",
+                f"overlap {overlap}/{len(mine)}")
     observed = effective_batch(rec)
     if rec.expected_effective_batch is not None and observed is not None and observed != rec.expected_effective_batch:
         yield finding("ACC404", None, None,
                        f"configured effective batch {rec.expected_effective_batch}, observed m x A x D = {observed}",
                        effective_batch_text(rec))
+
+
+def _never_synced(rec: RunRecord) -> Iterator[RuntimeFinding]:
+    """ACC402: a group none of whose microbatches ran its forward with sync on, else one whose replica
+    gradient checksums differed at the update; only with more than one replica (:func:`replicated`)."""
+    if not replicated(rec):
+        return
+    for g in rec.full_groups:
+        if g.microbatches and all(mb.sync_at_forward is False for mb in g.microbatches):
+            extra = "; replica gradient checksums differed at the update" if g.replicas_equal is False else ""
+            yield finding(
+                "ACC402", g.index, None,
+                f"no microbatch of group {g.index} ran its forward with gradient sync on: nothing was "
+                f"all-reduced before the update{extra}", _flags(g))
+            return
+    for g in rec.full_groups:
+        if g.replicas_equal is False:
+            yield finding("ACC402", g.index, None,
+                          f"replica gradient checksums differed at the update of group {g.index}", _flags(g))
+            return
+
+
+def replicated(rec: RunRecord) -> bool:
+    """More than one replica, or a count not known: with D = 1 (a DDP wrapper over a one-process group)
+    there is nothing to all-reduce, so a group that never syncs is the same update (no ACC402)."""
+    dp = rec.data_parallel
+    return dp is None or dp.size != 1
 
 
 def _flags(g: ObservedGroup) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 
-from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks
 from runtime_guard.ce_weights import infer_weights, logits_of
 from runtime_guard.events import FORWARD
@@ -33,6 +32,7 @@ def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor
 
 
 def _autocast_state() -> str | None:
+    """``"device:dtype"`` of the autocast region active now (CUDA first), or ``None``."""
     for device in ("cuda", "cpu"):
         try:
             if torch.is_autocast_enabled(device):
@@ -51,7 +51,10 @@ class ForwardObserver:
             if self._active_forward is not None:
                 return
             self._active_forward = module
-        if self._replaying or not self._entry() or not torch.is_grad_enabled():
+        if self._replaying or not self._entry():
+            return
+        if not torch.is_grad_enabled():
+            self._loaded = None  # an evaluation or generation forward took the batch last loaded
             return
         self._in_backward = False
         self._snapshot_pending = None  # the last backward was not the group's last
@@ -84,7 +87,7 @@ class ForwardObserver:
             saved_bytes_at_forward=self._tracker.live_bytes,
             kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
             device_bytes=self._device_memory(),
-            autocast=_autocast_state(),
+            autocast=_autocast_state(),  # the loop's own autocast; a framework's is read inside the forward
             lrs=tuple(self._lrs()),
             epoch=self._position[0] if self._position else None,
             batch=self._position[1] if self._position else None,
@@ -93,9 +96,8 @@ class ForwardObserver:
             mb.sync_at_forward = frameworks.ddp_syncs(self.model)
         if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
             self.record.accumulate_seen = True
-        dp = self.record.data_parallel
-        if batch is not None and dp is not None and (dp.size or 1) > 1:
-            mb.input_hashes = dist_helpers.row_hashes(batch)
+        if batch is not None and self._hashes_rows():
+            self._record_rows(mb, batch)
         previous = self._mb
         if previous is not None:
             previous.saved_alive_at_next_forward = (
@@ -108,6 +110,7 @@ class ForwardObserver:
         self._tracker.peak_bytes = self._tracker.live_bytes
         group.microbatches.append(mb)
         self._mb = mb
+        self._autocast_pending = mb if mb.autocast is None else None
         if self.normalization == "replay":
             self._captured[mb.serial] = capture(args, kwargs)
         self._event(FORWARD)
@@ -159,11 +162,21 @@ class ForwardObserver:
         self._done = True
         self._detach(clean=True)
 
+    def _on_child_forward_pre(self, module: Any, args: Any) -> None:
+        """A direct child of the probed model starts its forward: the first one inside a microbatch's
+        forward reads the autocast state there. Accelerate (``mixed_precision=``, accelerate 1.15.0
+        ``Accelerator.prepare_model`` wraps ``model.forward``) and Fabric (``_FabricModule.forward``
+        enters ``precision.forward_context()``) enter autocast inside the forward, after its pre-hook."""
+        mb, self._autocast_pending = self._autocast_pending, None
+        if mb is not None:
+            mb.autocast = _autocast_state()
+
     def _on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
         if self._nested_forwards:
             if module is not self._active_forward:
                 return
             self._active_forward = None
+        self._autocast_pending = None  # a forward that called no child: its pre-hook reading stays
         mb = self._mb
         if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return
