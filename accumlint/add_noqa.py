@@ -50,11 +50,13 @@ def _lines_info(text: str) -> dict[int, _Line]:
     return info
 
 
-def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, int]:
-    """``text`` with the codes added to each line's directive, and how many directives changed.
+def add_noqa_text(text: str, codes_by_line: dict[int, set[str]], reason: str = "") -> tuple[str, int]:
+    """``text`` with the codes added to each line's directive, and how many directives changed;
+    ``reason`` (``--add-noqa=REASON``) follows the codes of each directive written or extended.
 
     Raises ``tokenize.TokenError`` / ``SyntaxError`` when ``text`` does not tokenize.
     """
+    said = f" {reason}" if reason else ""
     info = _lines_info(text)
     lines = _PHYSICAL_LINE.findall(text)
     changed = 0
@@ -75,19 +77,23 @@ def add_noqa_text(text: str, codes_by_line: dict[int, set[str]]) -> tuple[str, i
                 merged = ", ".join(sorted(present | codes))
                 if present >= codes:
                     continue
-                new_comment = comment[: match.start()] + f"# noqa: {merged}" + comment[match.end() :]
+                rest = comment[match.end() :]
+                said_here = "" if rest.lstrip().startswith(reason) else said  # a rerun: the reason is there
+                new_comment = comment[: match.start()] + f"# noqa: {merged}{said_here}" + rest
                 lines[row - 1] = body[: line_info.comment_at] + new_comment + end
                 changed += 1
                 continue
-        lines[row - 1] = f"{body.rstrip()}  # noqa: {', '.join(sorted(codes))}{end}"
+        lines[row - 1] = f"{body.rstrip()}  # noqa: {', '.join(sorted(codes))}{said}{end}"
         changed += 1
     return "".join(lines), changed
 
 
 def add_noqa_files(
-    findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None, *, boundary: Boundary | None = None
+    findings: Iterable[Finding], checked: Mapping[str, bytes] | None = None, *, boundary: Boundary | None = None,
+    reason: str = "",
 ) -> tuple[int, list[str]]:
-    """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
+    """Add the directives for ``findings`` to their files (``reason`` after their codes);
+    ``(directives added, errors)``.
 
     ``checked`` holds the bytes each file had when it was checked: a file that changed since is
     left alone (its findings' lines may have moved). Files are read by the bounded reader and
@@ -113,7 +119,7 @@ def add_noqa_files(
                 errors.append(f"{path}: noqa not added: {_CHANGED}")
                 continue
             text, encoding = _decode(data)
-            new_text, changed = add_noqa_text(text, codes_by_line)
+            new_text, changed = add_noqa_text(text, codes_by_line, reason)
         except NotARegularFile as exc:
             errors.append(f"{path}: noqa not added: {exc.kind}, not a regular file")
             continue
