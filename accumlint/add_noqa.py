@@ -60,12 +60,16 @@ def directive_text(style: str, codes: Iterable[str]) -> str:
     return f"{DIRECTIVE_START[style]}: {', '.join(sorted(codes))}"
 
 
-def add_noqa_text(text: str, codes_by_line: dict[int, set[str]], style: str = NOQA_FORM) -> tuple[str, int]:
+def add_noqa_text(
+    text: str, codes_by_line: dict[int, set[str]], style: str = NOQA_FORM, reason: str = ""
+) -> tuple[str, int]:
     """``text`` with the codes added to each line's directive of form ``style`` (see the module),
-    and how many directives changed.
+    and how many directives changed; ``reason`` (``--add-noqa=REASON``) follows the codes of each
+    directive written or extended.
 
     Raises ``tokenize.TokenError`` / ``SyntaxError`` when ``text`` does not tokenize.
     """
+    said = f" {reason}" if reason else ""
     info = _lines_info(text)
     lines = _PHYSICAL_LINE.findall(text)
     changed = 0
@@ -83,10 +87,12 @@ def add_noqa_text(text: str, codes_by_line: dict[int, set[str]], style: str = NO
             continue
         target = next((w for w in written if w.form == style), None)
         if target is None:
-            lines[row - 1] = f"{body.rstrip()}  {directive_text(style, missing)}{end}"
+            lines[row - 1] = f"{body.rstrip()}  {directive_text(style, missing)}{said}{end}"
         else:
             merged = directive_text(style, {*(target.codes or ()), *missing})
-            new_comment = comment[: target.start] + merged + comment[target.end :]
+            rest = comment[target.end :]
+            said_here = "" if rest.lstrip().startswith(reason) else said  # a rerun: the reason is there
+            new_comment = comment[: target.start] + merged + said_here + rest
             lines[row - 1] = body[: line_info.comment_at] + new_comment + end
         changed += 1
     return "".join(lines), changed
@@ -98,8 +104,10 @@ def add_noqa_files(
     *,
     boundary: Boundary | None = None,
     style_for: Callable[[str], str] | None = None,
+    reason: str = "",
 ) -> tuple[int, list[str]]:
-    """Add the directives for ``findings`` to their files; ``(directives added, errors)``.
+    """Add the directives for ``findings`` to their files (``reason`` after their codes);
+    ``(directives added, errors)``.
 
     ``style_for`` gives each path's ``noqa-style`` (its configuration's; by default ``noqa``).
 
@@ -127,7 +135,8 @@ def add_noqa_files(
                 errors.append(f"{path}: noqa not added: {_CHANGED}")
                 continue
             text, encoding = _decode(data)
-            new_text, changed = add_noqa_text(text, codes_by_line, style_for(path) if style_for else NOQA_FORM)
+            style = style_for(path) if style_for else NOQA_FORM
+            new_text, changed = add_noqa_text(text, codes_by_line, style, reason)
         except NotARegularFile as exc:
             errors.append(f"{path}: noqa not added: {exc.kind}, not a regular file")
             continue

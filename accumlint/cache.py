@@ -122,9 +122,10 @@ def fingerprint(
     per_file_ignores: Mapping[str, Sequence[str]],
     project_root: Path,
     registry: Iterable[str],
+    ignore_noqa: bool = False,
 ) -> str:
     """The key of the cache file: a hash of everything besides a file's bytes that its findings
-    depend on (see the module docstring)."""
+    depend on (see the module docstring); ``ignore_noqa``: ``--ignore-noqa``, no directive applied."""
     parts = {
         "format": FORMAT,
         "version": __version__,
@@ -136,6 +137,8 @@ def fingerprint(
         "per_file_ignores": sorted((glob, sorted(codes)) for glob, codes in per_file_ignores.items()),
         "root": os.fspath(project_root),
     }
+    if ignore_noqa:  # (only then: the key of every other run stays what it was)
+        parts["ignore_noqa"] = True
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 

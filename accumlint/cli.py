@@ -14,13 +14,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
-from accumlint import __version__, cache, colors, config, registry, runner, writing
+from accumlint import __version__, cache, colors, config, registry, runner, suppression, writing
 from accumlint import cache_dir as cache_directory
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
@@ -131,6 +134,7 @@ def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None)
         per_file_ignores=settings.per_file_ignores,
         project_root=settings.project_root,
         registry=[entry.qualified_name for entry in registry.RULES],
+        ignore_noqa=suppression.ignoring_directives(),
     )
     return cache.ResultCache.load(directory, key, secret)
 
@@ -151,7 +155,63 @@ _check_config_option = click.option(
 )
 
 
-@main.command(short_help="Check files and folders for accumulation bugs.")
+class _CheckCommand(click.Command):
+    """``check``, reading ruff's ``--add-noqa[=REASON]``: a reason only glued with ``=``, so that
+    in ``--add-noqa .`` the ``.`` stays a path."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The arguments, ``--add-noqa=REASON`` read as ``--add-noqa --add-noqa-reason=REASON``."""
+        rewritten: list[str] = []
+        for index, arg in enumerate(args):
+            if arg == "--":  # only paths follow
+                rewritten += args[index:]
+                break
+            if arg.startswith("--add-noqa="):
+                rewritten += ["--add-noqa", f"--add-noqa-reason={arg.partition('=')[2]}"]
+            else:
+                rewritten.append(arg)
+        return super().parse_args(ctx, rewritten)
+
+
+class _ReportFile:
+    """Where the report goes: stdout (stderr where stdout holds the fixed source), or with
+    ``-o PATH`` that file, written once at the end of the run by the one safe writer
+    (:func:`accumlint.writing.write_file`: atomically, never through a link to anything but a
+    regular file)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.parts: list[str] = []
+
+    def echo(self, text: str, *, color: bool = False, err: bool = False) -> None:
+        """One line (or block) of the report."""
+        if self.path is None:
+            click.echo(text, color=color, err=err)
+        else:
+            self.parts.append(f"{text}\n")
+
+    def check_target(self) -> None:
+        """Refuse, before the run, a path the report cannot be written to (exit 2)."""
+        if self.path is None:
+            return
+        parent = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(parent):
+            _fail(f"--output-file {self.path}: no such directory: {parent}")
+        if os.path.lexists(self.path) and not os.path.isfile(self.path):
+            what = "a broken link" if not os.path.exists(self.path) else "not a regular file"
+            _fail(f"--output-file {self.path}: {what}")
+
+    def save(self) -> None:
+        """Write the report to the file (nothing without ``-o``); exit 2 where it cannot be written."""
+        if self.path is None:
+            return
+        try:
+            writing.write_file(self.path, "".join(self.parts).encode("utf-8", errors="surrogateescape"))
+        except OSError as exc:
+            _fail(f"--output-file {self.path}: cannot write the report: {exc.strerror or exc}")
+
+
+@main.command(cls=_CheckCommand, short_help="Check files and folders for accumulation bugs.")
 # readable=False: an unreadable file is the run's ACC000 (its reason, the other files checked), not a usage error
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str, readable=False))
 @click.option("--select", multiple=True, metavar="CODES", help="Codes/prefixes to enable (replaces config).")
@@ -168,11 +228,31 @@ _check_config_option = click.option(
     help="Apply the exclude globs (and .gitignore) to files named on the command line too (for pre-commit).",
 )
 @click.option("--fix", is_flag=True, help="Apply the safe fixes, then report what is left.")
+@click.option(
+    "--fix-only", is_flag=True, help="Apply the safe fixes and report nothing of what is left (exit 0); implies --fix."
+)
+@click.option(
+    "--exit-non-zero-on-fix",
+    is_flag=True,
+    help="Exit 1 when --fix or --fix-only changed a file, even if nothing is left.",
+)
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply the unsafe fixes (with --fix or --diff).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a diff instead of writing them; exit 1 if any.")
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied (--fix), or show each finding's fix.")
 @click.option(
-    "--add-noqa", is_flag=True, help="Add `# noqa: CODE` on the line of every finding (not in notebooks)."
+    "--add-noqa",
+    is_flag=True,
+    help="Add `# noqa: CODE` on the line of every finding (not in notebooks); `--add-noqa=REASON` writes "
+    "`# noqa: CODE REASON`.",
+)
+@click.option("--add-noqa-reason", hidden=True, metavar="REASON")
+@click.option("--ignore-noqa", is_flag=True, help="Apply no `# noqa` directive (nor `# accumlint: noqa`).")
+@click.option(
+    "-o",
+    "--output-file",
+    type=click.Path(path_type=str, dir_okay=False),
+    metavar="PATH",
+    help="Write the report to PATH (replaced atomically; its folder must exist) instead of stdout.",
 )
 @click.option(
     "--show-settings", is_flag=True, help="Print the settings in effect and the files to check; check nothing."
@@ -215,7 +295,28 @@ _check_config_option = click.option(
 )
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
-def check(
+def check(output_file: str | None, ignore_noqa: bool, **options: Any) -> None:
+    """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
+    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+    if ignore_noqa and options["add_noqa"]:
+        _fail("--add-noqa cannot be used with --ignore-noqa")
+    report = _ReportFile(output_file)
+    report.check_target()
+    suppression.ignore_directives(ignore_noqa)
+    try:
+        _check(report=report, **options)
+    except SystemExit as done:
+        if done.code != EXIT_ERROR:  # a usage or configuration error leaves no report
+            report.save()
+        raise
+    finally:
+        suppression.ignore_directives(False)  # (a test runs many commands in one process)
+    report.save()
+
+
+def _check(
     paths: tuple[str, ...],
     select: tuple[str, ...],
     ignore: tuple[str, ...],
@@ -225,10 +326,13 @@ def check(
     exit_zero: bool,
     force_exclude: bool,
     fix: bool,
+    fix_only: bool,
+    exit_non_zero_on_fix: bool,
     unsafe_fixes: bool,
     diff: bool,
     show_fixes: bool,
     add_noqa: bool,
+    add_noqa_reason: str | None,
     show_settings: bool,
     quiet: bool,
     statistics: bool,
@@ -241,28 +345,34 @@ def check(
     parse_timeout: float | None,
     no_cache: bool,
     cache_dir: str | None,
+    report: _ReportFile,
 ) -> None:
-    """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
-    for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
-        with contextlib.suppress(AttributeError, ValueError):
-            stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+    """``check`` itself, its report written to ``report``."""
     targets = list(paths) or ["."]
     if fix and diff:
         _fail("--fix and --diff cannot be used together (--diff prints the fixes without writing them)")
+    fix_only = fix_only and not diff  # as ruff's: --diff implies --fix-only
+    fix = fix or fix_only
     if unsafe_fixes and not (fix or diff):
         _fail("--unsafe-fixes needs --fix or --diff")
+    if exit_zero and exit_non_zero_on_fix:
+        _fail("--exit-zero and --exit-non-zero-on-fix cannot be used together")
+    if add_noqa_reason is not None:
+        add_noqa = True
+        add_noqa_reason = _noqa_reason(add_noqa_reason)
     if add_noqa and (fix or diff):
-        _fail("--add-noqa cannot be used with --fix or --diff")
+        _fail("--add-noqa cannot be used with --fix, --fix-only or --diff")
     if "-" in targets and len(targets) > 1:
         _fail("`-` (stdin) cannot be combined with other paths")
-    color = colors.use_color(color_mode)
+    # a file gets no color codes (as ruff's --output-file)
+    color = colors.use_color(color_mode) and report.path is None
     try:
         resolver = _resolver(config_args, isolated, _cli_layer(select, ignore, extend_select))
         if targets == ["-"]:
-            if add_noqa or diff:
-                _fail(f"{'--add-noqa' if add_noqa else '--diff'} needs files, not stdin")
-            _check_stdin(resolver, stdin_filename, output_format, fix, unsafe_fixes, force_exclude,
-                         exclude, exit_zero, quiet, statistics, show_fixes, color)
+            if add_noqa:
+                _fail("--add-noqa needs files, not stdin")
+            _check_stdin(resolver, stdin_filename, output_format, _FixMode(fix, fix_only, diff, exit_non_zero_on_fix),
+                         unsafe_fixes, force_exclude, exclude, exit_zero, quiet, statistics, show_fixes, color, report)
             return
         settings = resolver.root_settings(targets)
         enabled = resolver.enabled(settings)
@@ -275,7 +385,7 @@ def check(
         text = format_settings(
             settings, enabled, excludes, files, output_format=output_format, fix=fix, unsafe_fixes=unsafe_fixes
         )
-        click.echo(text)
+        report.echo(text)
         sys.exit(EXIT_OK)
     if not files:  # as ruff says: a wrong path or an exclude that hides everything must not pass silently
         click.echo("warning: No Python files found under the given path(s)", err=True)
@@ -312,6 +422,10 @@ def check(
             if show_fixes:
                 for line in fixed_listing(fix_results):
                     click.echo(line, err=True)
+            if fix_only:  # nothing about what is left: no check after the fixes
+                _fixed_only(report, fixed, quiet)
+                failed = any(r.error for r in fix_results) or (exit_non_zero_on_fix and fixed)
+                sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
         run = _run_groups(resolver, files, jobs, None if no_cache else cache_dir, no_cache, parse_timeout,
                           suggest=_shows_fixes(output_format, statistics))
     except ConfigError as exc:
@@ -327,7 +441,7 @@ def check(
     if add_noqa:
         from accumlint.add_noqa import add_noqa_files
 
-        added, noqa_errors = add_noqa_files(findings, sources, boundary=boundary,
+        added, noqa_errors = add_noqa_files(findings, sources, boundary=boundary, reason=add_noqa_reason or "",
                                             style_for=lambda path: resolver.settings_for(path).noqa_style)
         for error in [*errors, *noqa_errors]:
             click.echo(f"error: {error}", err=True)
@@ -350,11 +464,39 @@ def check(
     if suggested and refused:
         suggested = {finding: fix for finding, fix in suggested.items() if finding.path not in refused}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
-            color, fixed=fixed if fix else 0, incomplete=run.incomplete)
+            color, fixed=fixed if fix else 0, incomplete=run.incomplete, report=report)
     _not_fully_checked(errors, run.incomplete)
-    if errors or run.incomplete:
+    if errors or run.incomplete or (exit_non_zero_on_fix and fixed):
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+
+
+def _noqa_reason(reason: str) -> str:
+    """``--add-noqa=REASON``, checked: one line, and not starting with what reads as a code."""
+    reason = reason.strip()
+    if any(ord(char) < 32 or ord(char) == 127 for char in reason):
+        _fail("--add-noqa=REASON: the reason must be one line of text (no control characters)")
+    if re.match(r"[A-Za-z]+[0-9]+\b", reason):
+        _fail(f"--add-noqa=REASON: {reason.split()[0]!r} would be read as one more code of the directive; "
+              "start the reason with a word")
+    return reason
+
+
+@dataclass(frozen=True)
+class _FixMode:
+    """What ``check`` does with the fixes: ``fix`` (``--fix``, ``--fix-only``), ``only`` (report
+    nothing else), ``diff`` (print them), ``exit_non_zero`` (``--exit-non-zero-on-fix``)."""
+
+    fix: bool
+    only: bool
+    diff: bool
+    exit_non_zero: bool
+
+
+def _fixed_only(report: _ReportFile, fixed: int, quiet: bool) -> None:
+    """``--fix-only``'s whole report, as ruff's: ``Fixed N findings.`` where a fix was applied."""
+    if fixed and not quiet:
+        report.echo(f"Fixed {fixed} finding{'s' if fixed != 1 else ''}.")
 
 
 def _not_fully_checked(errors: Iterable[str], incomplete: dict[str, list[str]]) -> None:
@@ -533,9 +675,11 @@ def _report(
     fixed: int = 0,
     err: bool = False,
     incomplete: dict[str, list[str]] | None = None,
+    report: _ReportFile | None = None,
 ) -> None:
-    """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``);
-    ``incomplete``: the files that were not fully checked, and why."""
+    """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``)
+    to ``report`` (default: stdout); ``incomplete``: the files that were not fully checked, and why."""
+    out = report or _ReportFile(None)
     body = render(
         findings,
         output_format,
@@ -548,10 +692,10 @@ def _report(
         incomplete=incomplete,
     )
     if body:
-        click.echo(body, color=color, err=err)
+        out.echo(body, color=color, err=err)
     if output_format in HUMAN_FORMATS and not quiet and not statistics:
         if findings:
-            click.echo("", err=err)
+            out.echo("", err=err)
         now, more = fixable_counts(findings, suggested, unsafe_fixes)
         unchecked = len(incomplete or ())
         summary = summary_line(len(findings), color=color, fixable=now, unsafe_fixable=more, incomplete=unchecked)
@@ -559,7 +703,7 @@ def _report(
             total = len(findings) + fixed
             summary = f"Found {total} finding{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining)."
             summary += f" {not_fully_checked(unchecked)}" if unchecked else ""
-        click.echo(summary, color=color, err=err)
+        out.echo(summary, color=color, err=err)
 
 
 def fixed_listing(results: Iterable[object]) -> list[str]:
@@ -582,7 +726,7 @@ def _check_stdin(
     resolver: Resolver,
     stdin_filename: str | None,
     output_format: str,
-    fix: bool,
+    mode: _FixMode,
     unsafe_fixes: bool,
     force_exclude: bool,
     exclude: tuple[str, ...],
@@ -591,19 +735,21 @@ def _check_stdin(
     statistics: bool,
     show_fixes: bool,
     color: bool,
+    report: _ReportFile,
 ) -> None:
     """``check -``: the source on stdin, judged as the file ``--stdin-filename`` names (its settings,
     per-file ignores, notebook or not). ``--fix``: the fixed source on stdout, the findings left on
-    stderr. With ``--force-exclude`` an excluded name is not checked (``--fix`` echoes the source)."""
+    stderr (``--fix-only``: no findings); ``--diff``: the fixes as a diff on stdout. With
+    ``--force-exclude`` an excluded name is not checked (``--fix`` echoes the source)."""
     path = stdin_filename or "-"
     limit = source_limit(path)
     data = read_stream(sys.stdin.buffer, limit)  # `check - < /dev/zero` must not read without end
-    if fix and len(data) > limit:  # a prefix must not be echoed as the source: nothing on stdout, and a status
+    if (mode.fix or mode.diff) and len(data) > limit:  # a prefix must not be echoed as the source
         _fail(f"{path}: stdin not fixed: {too_large_reason(None, limit)}")
     settings = resolver.settings_for(path if stdin_filename else ".")
     excluded = stdin_filename and is_force_excluded(path, _excludes(settings, exclude), settings.project_root)
     if force_exclude and excluded:
-        if fix:
+        if mode.fix:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         sys.exit(EXIT_OK)
@@ -612,23 +758,14 @@ def _check_stdin(
         alone = runner.parse_error_result(path, runner.too_large(path, None, limit), codes)
         incomplete = {path: alone.incomplete} if alone.incomplete else {}
         _report(alone.findings, output_format, lambda *_: None, None, unsafe_fixes, show_fixes, statistics, quiet,
-                color, incomplete=incomplete)
+                color, incomplete=incomplete, report=report)
         _not_fully_checked((), incomplete)
         sys.exit(EXIT_FINDINGS if incomplete or (alone.findings and not exit_zero) else EXIT_OK)
     fixed = 0
-    if fix and not notebook.is_notebook(path):
-        from accumlint.fixes import apply as fixes
-
-        result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=settings.parse_timeout or None)
-        if result.error:
-            click.echo(f"error: {result.error}", err=True)
-        data = result.fixed
-        fixed = sum(result.applied.values())
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    elif fix:  # a notebook is never modified: the source goes through unchanged
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    if mode.fix or mode.diff:
+        fixed, data = _fix_stdin(path, data, codes, mode, unsafe_fixes, settings.parse_timeout or None)
+    if mode.only:  # stdout holds the source, and nothing else
+        sys.exit(EXIT_FINDINGS if mode.exit_non_zero and fixed else EXIT_OK)
     outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None,
                                suggest=_shows_fixes(output_format, statistics), timeout=settings.parse_timeout or None)
     findings = outcome.findings
@@ -639,11 +776,38 @@ def _check_stdin(
     suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome)
     incomplete = {} if outcome.fully_checked else {path: outcome.incomplete}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
-            fixed=fixed, err=fix, incomplete=incomplete)
+            fixed=fixed, err=mode.fix, incomplete=incomplete, report=report)
     _not_fully_checked(outcome.internal_errors, incomplete)
-    if incomplete:
+    if incomplete or (mode.exit_non_zero and fixed):
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK if exit_zero or not findings else EXIT_FINDINGS)
+
+
+def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, unsafe_fixes: bool,
+               timeout: float | None) -> tuple[int, bytes]:
+    """Fix the source read from stdin: ``--fix`` prints the fixed source on stdout (a notebook's
+    unchanged: it is never modified) and returns the count and the fixed bytes; ``--diff`` prints
+    the fixes as a diff and what it would fix, and exits (1 when a fix is pending)."""
+    fixed = 0
+    if not notebook.is_notebook(path):
+        from accumlint.fixes import apply as fixes
+
+        result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=timeout)
+        if result.error:
+            click.echo(f"error: {result.error}", err=True)
+        if mode.diff:
+            click.echo(result.diff(), nl=False)
+            for line in fixes.fix_summary([result], diff=True):
+                click.echo(line, err=True)
+            sys.exit(EXIT_FINDINGS if result.changed and not result.error else EXIT_OK)
+        data = result.fixed
+        fixed = sum(result.applied.values())
+    elif mode.diff:
+        click.echo("No fixes to apply.", err=True)
+        sys.exit(EXIT_OK)
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return fixed, data
 
 
 @main.command(short_help="Print a rule's catalogue page, or list all rules.")

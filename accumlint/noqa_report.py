@@ -7,21 +7,25 @@
   ``# accumlint: noqa: ...`` after code) that suppressed nothing on its line (or, for a
   file-level ``# accumlint: noqa`` on a line of its own, in the file): the bug was fixed, the
   line moved, or the rule is not enabled. Codes of other tools (``E501``) and bare
-  ``# noqa`` comments, which other linters share, are never reported.
+  ``# noqa`` comments, which other linters share, are never reported. Its fix
+  (:func:`remove_codes`) takes those codes out of the directive.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accumlint.findings import Finding, Severity
 from accumlint.spec import UNUSED_NOQA_CODE, spec_of
+from accumlint.suggested_fixes import SAFE, SuggestedFix
 from accumlint.suppression import comment_directives, comments
+from accumlint.text_edits import split_lines, text_edits
 
 UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
 UNUSED_NOQA_URL = spec_of(UNUSED_NOQA_CODE).url
+FIX_MESSAGE = "remove these codes from the directive (the whole comment if none is left)"
 UNUSED_NOQA_PAGE = """\
 # ACC990 unused-noqa
 
@@ -42,7 +46,10 @@ is edited again, a genuine bug there is silenced by a comment nobody remembers w
 
 ## Fix
 
-Remove the code from the directive (or the whole comment when no code is left).
+Remove the code from the directive (or the whole comment when no code is left). `--fix`
+does it (a safe fix): it keeps the codes of other tools (`# noqa: ACC001, E501` becomes
+`# noqa: E501`), and removes a directive left without a code together with the reason
+that follows its codes; a comment after a second `#` stays.
 """
 
 _ACC = re.compile(r"^ACC\d+$")
@@ -91,16 +98,40 @@ def unknown_codes(text: str, known: Sequence[str]) -> list[tuple[int, str]]:
     ]
 
 
-def unused_noqa(
-    path: str, text: str, suppressed: Sequence[Finding], known: Sequence[str], enabled: Iterable[str]
-) -> list[Finding]:
-    """``ACC990`` findings for the directives whose ``ACC`` codes suppressed nothing.
+@dataclass(frozen=True)
+class UnusedCodes:
+    """The ``ACC`` codes of one directive that suppressed nothing, by why."""
+
+    use: NoqaUse
+    unused: tuple[str, ...]  #: enabled codes that matched no finding there
+    disabled: tuple[str, ...]  #: codes of rules that did not run on the file
+    unknown: tuple[str, ...]  #: codes that name no rule
+
+    @property
+    def codes(self) -> frozenset[str]:
+        """Every code to take out of the directive."""
+        return frozenset((*self.unused, *self.disabled, *self.unknown))
+
+    def message(self) -> str:
+        """The finding's message: the codes, grouped by why they suppress nothing."""
+        parts = [
+            f"{label}: {', '.join(codes)}"
+            for label, codes in (("unused", self.unused), ("non-enabled", self.disabled), ("unknown", self.unknown))
+            if codes
+        ]
+        return f"`noqa` directive suppresses nothing for these codes ({'; '.join(parts)})"
+
+
+def unused_codes(
+    text: str, suppressed: Sequence[Finding], known: Sequence[str], enabled: Iterable[str]
+) -> list[UnusedCodes]:
+    """The directives of ``text`` with ``ACC`` codes that suppressed nothing, and those codes.
 
     ``suppressed`` are the findings that the directives removed; ``enabled`` the codes
     that ran on this file.
     """
     enabled = frozenset(enabled)
-    findings = []
+    found = []
     for use in directives(text):
         used = [f for f in suppressed if use.file_wide or f.line == use.line]
         unused, unknown, disabled = [], [], []
@@ -113,24 +144,98 @@ def unused_noqa(
                 disabled.append(code)
             else:
                 unused.append(code)
-        parts = [
-            f"{label}: {', '.join(codes)}"
-            for label, codes in (("unused", unused), ("non-enabled", disabled), ("unknown", unknown))
-            if codes
-        ]
-        if not parts:
-            continue
-        findings.append(
-            Finding(
-                path=path,
-                line=use.line,
-                column=use.column,
-                code=UNUSED_NOQA_CODE,
-                name=UNUSED_NOQA_NAME,
-                severity=Severity.INFO,
-                message=f"`noqa` directive suppresses nothing for these codes ({'; '.join(parts)})",
-                fix="remove these codes from the directive (the whole comment if none is left)",
-                url=UNUSED_NOQA_URL,
-            )
+        if unused or unknown or disabled:
+            found.append(UnusedCodes(use, tuple(unused), tuple(disabled), tuple(unknown)))
+    return found
+
+
+def unused_noqa(
+    path: str,
+    text: str,
+    suppressed: Sequence[Finding],
+    known: Sequence[str],
+    enabled: Iterable[str],
+    fixes: dict[Finding, SuggestedFix] | None = None,
+) -> list[Finding]:
+    """``ACC990`` findings for the directives whose ``ACC`` codes suppressed nothing
+    (:func:`unused_codes`); ``fixes``, where given, receives each finding's fix: its directive
+    without those codes (:func:`remove_codes`)."""
+    findings = []
+    for found in unused_codes(text, suppressed, known, enabled):
+        finding = Finding(
+            path=path,
+            line=found.use.line,
+            column=found.use.column,
+            code=UNUSED_NOQA_CODE,
+            name=UNUSED_NOQA_NAME,
+            severity=Severity.INFO,
+            message=found.message(),
+            fix=FIX_MESSAGE,
+            url=UNUSED_NOQA_URL,
         )
+        findings.append(finding)
+        if fixes is not None:
+            fixed = remove_codes(text, {found.use.line: found.codes})
+            fixes[finding] = SuggestedFix(SAFE, FIX_MESSAGE, tuple(text_edits(text, fixed)))
     return findings
+
+
+def remove_unused(
+    text: str, suppressed: Sequence[Finding], known: Sequence[str], enabled: Iterable[str]
+) -> tuple[str, int]:
+    """``text`` with every ``ACC990`` fixed (``--fix``), and how many directives changed."""
+    found = unused_codes(text, suppressed, known, enabled)
+    removals: dict[int, set[str]] = {}
+    for item in found:  # two directives may share a line
+        removals.setdefault(item.use.line, set()).update(item.codes)
+    return remove_codes(text, removals), len(found)
+
+
+def remove_codes(text: str, removals: Mapping[int, Collection[str]]) -> str:
+    """``text`` with the codes ``removals`` names for a line (upper case) taken out of the
+    directive in that line's comment.
+
+    A directive left without a code goes whole, with the reason that follows its codes (as
+    ruff's ``RUF100`` fix; a later ``# ...`` comment stays): a bare ``# noqa`` would suppress
+    everything. A line that held nothing else goes too. Other tools' codes (``E501``) stay.
+    """
+    lines = split_lines(text)
+    for row, comment, own_line in comments(text):
+        codes = removals.get(row)
+        if not codes or row > len(lines):
+            continue
+        new_comment = _without(comment, own_line, frozenset(codes))
+        if new_comment == comment:
+            continue
+        raw = lines[row - 1]
+        body = raw.rstrip("\r\n")
+        at = len(body) - len(comment) if body.endswith(comment) else body.rfind(comment)
+        code = body[:at] if at >= 0 else body
+        if new_comment:
+            lines[row - 1] = code + new_comment + raw[len(body):]
+        elif code.strip():
+            lines[row - 1] = code.rstrip() + raw[len(body):]
+        else:
+            lines[row - 1] = ""
+    return "".join(lines)
+
+
+def _without(comment: str, own_line: bool, codes: frozenset[str]) -> str:
+    """``comment`` with ``codes`` out of its directives ("" when nothing of the comment is left)."""
+    for written in reversed(comment_directives(comment, own_line)):  # from the end: offsets stay valid
+        if not written.codes:
+            continue
+        kept = [code for code in written.codes if code not in codes]
+        if len(kept) == len(written.codes):
+            continue
+        if kept:
+            head = comment[written.start : written.end]
+            colon = head.rindex(":")  # the codes follow the directive's last colon
+            comment = comment[: written.start] + head[: colon + 1] + " " + ", ".join(kept) + comment[written.end :]
+            continue
+        after = comment[written.end :]
+        later = after.find("#")  # the reason ends at the next comment, which is not the directive's
+        after = after[later:] if later >= 0 else ""
+        before = comment[: written.start].rstrip()
+        comment = f"{before} {after}" if before and after else before or after
+    return comment

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
-from accumlint import heap, project
+from accumlint import heap, project, suppression
 from accumlint.lazy import lazy_module
 
 engine = lazy_module("accumlint.engine")
@@ -42,12 +42,15 @@ def runner() -> ModuleType:
     return module
 
 
-def _worker_start(parent: int, index: project.ProjectIndex | None = None, suggesting: bool = False) -> None:
+def _worker_start(parent: int, index: project.ProjectIndex | None = None, suggesting: bool = False,
+                  ignore_noqa: bool = False) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever;
     check with the run's project (``index``: sent along where the workers are not forked) and,
-    with ``suggesting``, compute the findings' fixes. Its memory is bounded (:func:`limit_memory`)."""
+    with ``suggesting``, compute the findings' fixes; with ``ignore_noqa``, apply no ``noqa``
+    directive. Its memory is bounded (:func:`limit_memory`)."""
     runner()._suggesting = suggesting
+    suppression.ignore_directives(ignore_noqa)
     if index is not None:
         project.activate(index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -120,6 +123,13 @@ def _data_segment() -> int | None:
 #: how a worker that ran out of :data:`MEMORY_LIMIT` ends: LibCST's native parser aborts
 #: when an allocation fails (SIGKILL is the pool's own, past the time budget)
 OUT_OF_MEMORY_SIGNALS = frozenset({signal.SIGABRT})
+
+
+def _initargs(context: object | None) -> tuple:
+    """What :func:`_worker_start` gets in a worker of this run: the project (only where the
+    workers are not forked: ``context`` None) and the run's switches."""
+    return (os.getpid(), project.active() if context is None else None, runner()._suggesting,
+            suppression.ignoring_directives())
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -254,7 +264,7 @@ class _Scheduler:
             self.frozen = True
         self.pool = ProcessPoolExecutor(
             max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
-            initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
+            initargs=_initargs(context)
         )
         self.workers = []
 
@@ -447,7 +457,7 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     pool = ProcessPoolExecutor(
         max_workers=1, mp_context=context, initializer=_worker_start,
-        initargs=(os.getpid(), project.active() if context is None else None, runner()._suggesting)
+        initargs=_initargs(context)
     )
     with _alone_lock:
         if _ended:

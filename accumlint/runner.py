@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint import config, heap, noqa_report, project
+from accumlint import config, heap, noqa_report, project, suppression
 from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
@@ -184,9 +184,12 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
         result.fixes = {finding: fix for finding, fix in result.fixes.items() if finding.code in codes}
     if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
+        fixes: dict[Finding, SuggestedFix] | None = {} if _suggesting else None
         result.findings += engine.later_stage(
             result.incomplete, f"{noqa_report.UNUSED_NOQA_CODE} (unused `noqa`)",
-            lambda: noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes), [])
+            lambda: noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes, fixes), [])
+        if fixes:
+            result.fixes = {**(result.fixes or {}), **fixes}
     if len(data) >= TRIM_ABOVE:
         # LibCST's parse peaks at ~400 bytes per source byte, and glibc keeps the freed heap: without
         # this each worker would hold its largest file's peak (torch: ~190 MB) to the end of the run
@@ -195,7 +198,9 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
 
 
 def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
-    return noqa_report.UNUSED_NOQA_CODE in codes and not notebook.is_notebook(path) and b"noqa" in data.lower()
+    """Whether ``ACC990`` is looked for in this file (never with ``--ignore-noqa``: no directive was applied)."""
+    return (noqa_report.UNUSED_NOQA_CODE in codes and not suppression.ignoring_directives()
+            and not notebook.is_notebook(path) and b"noqa" in data.lower())
 
 
 #: ``noqa`` and, later on its line, ``acc`` (in the lowered bytes): where a directive may name an ACC code

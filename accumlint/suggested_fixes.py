@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
+from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.text_edits import TextEdit, apply_edits, split_lines, text_edits
 
 if TYPE_CHECKING:
@@ -24,7 +25,10 @@ if TYPE_CHECKING:
 
 #: the codes with a fixer (kept here, not imported from the fixers, so that a run whose findings
 #: have none of them does not load LibCST)
-FIXABLE_CODES = frozenset({"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"})
+CODEMOD_CODES = frozenset({"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"})
+#: the codes whose findings may have a fix: those and ``ACC990`` (its fix, computed with the
+#: finding, edits a comment: :func:`accumlint.noqa_report.unused_noqa`)
+FIXABLE_CODES = CODEMOD_CODES | {UNUSED_NOQA_CODE}
 #: :data:`accumlint.fixes.base.SAFE` and ``UNSAFE``, without importing LibCST
 SAFE, UNSAFE = "safe", "unsafe"
 
@@ -86,7 +90,23 @@ def suggest_source(
         return located[0].again(finding)
 
     listed = list(current if findings is None else findings)
-    return _verified(path, data, text, encoding, listed, locate, current, rules)
+    fixes = _verified(path, data, text, encoding, listed, locate, current, rules)
+    if any(f.code == UNUSED_NOQA_CODE for f in listed):
+        fixes.update(_unused_noqa_fixes(path, data, text, codes, listed))
+    return fixes
+
+
+def _unused_noqa_fixes(path: str, data: bytes, text: str, codes: frozenset[str],
+                       listed: list[Finding]) -> dict[Finding, SuggestedFix]:
+    """The fixes of the ``ACC990`` findings among ``listed`` (a check of ``data`` tells what
+    its directives suppress): where the run did not compute them with the findings."""
+    from accumlint import config, engine, noqa_report
+
+    fixes: dict[Finding, SuggestedFix] = {}
+    suppressed = engine.check_source(path, data, engine.rules_for(codes)).suppressed
+    noqa_report.unused_noqa(path, text, suppressed, config.known_codes(), codes, fixes)
+    wanted = set(listed)
+    return {finding: fix for finding, fix in fixes.items() if finding in wanted}
 
 
 def suggest_in_check(
@@ -104,7 +124,7 @@ def suggest_in_check(
     from accumlint.fixes.base import Located, parent_map
     from accumlint.notebook import is_notebook
 
-    fixable = [f for f in findings if f.code in FIXABLE_CODES and not f.related and f in nodes]
+    fixable = [f for f in findings if f.code in CODEMOD_CODES and not f.related and f in nodes]
     if is_notebook(path) or not fixable:
         return {}
     try:

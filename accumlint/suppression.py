@@ -14,7 +14,8 @@ The syntax follows ruff's:
   ``# accumlint: noqa: ACC001`` suppresses those codes in the whole file.
 
 A finding that spans several lines is suppressed by a directive on its first line.
-``ACC000`` (the file could not be checked) is never suppressed.
+``ACC000`` (the file could not be checked) is never suppressed. ``--ignore-noqa`` applies no
+directive at all (:func:`ignore_directives`).
 
 Directives are read from real comments (found with :mod:`tokenize`), so ``"# noqa"``
 inside a string does not count. When the file cannot be tokenized, a line-based regex
@@ -60,6 +61,20 @@ _PATTERNS = ((NOQA_FORM, _LINE_DIRECTIVE), (ACCUMLINT_FORM, _ACCUMLINT_DIRECTIVE
 _SPLIT = re.compile(r"[\s,]+")
 #: what every file-wide directive holds
 _FILE_MENTION = re.compile(r"accumlint\s*:\s*noqa", re.IGNORECASE)
+#: ``--ignore-noqa``: :func:`apply_noqa` suppresses nothing (set for a run by the CLI, and in its
+#: worker processes by their initializer, :func:`accumlint.pool._worker_start`)
+_ignoring = False
+
+
+def ignore_directives(ignore: bool) -> None:
+    """Whether the directives are ignored from now on in this process (``--ignore-noqa``)."""
+    global _ignoring
+    _ignoring = ignore
+
+
+def ignoring_directives() -> bool:
+    """Whether the directives are ignored in this process (``--ignore-noqa``)."""
+    return _ignoring
 
 
 @dataclass(frozen=True)
@@ -191,9 +206,10 @@ def parse_noqa(text: str) -> NoqaMap:
 
 
 def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
-    """Drop the findings that a ``# noqa`` directive in ``text`` suppresses; keep the order."""
+    """Drop the findings that a ``# noqa`` directive in ``text`` suppresses; keep the order (with
+    ``--ignore-noqa``, drop none)."""
     findings = list(findings)
-    if not findings or "noqa" not in text.lower():
+    if _ignoring or not findings or "noqa" not in text.lower():
         return findings
     # a finding is suppressed by a directive on its own line or a file-wide one: where no such
     # line can hold one, the (pure Python, slow) tokenizer need not look for the comments

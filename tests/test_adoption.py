@@ -61,10 +61,27 @@ def test_stdin_is_checked_under_its_filename(project: Path) -> None:
     assert _codes(unnamed) == [("-", "ACC001")]
 
 
-def test_stdin_refuses_the_options_that_edit_files_by_their_name(project: Path) -> None:
-    for option in ("--diff", "--add-noqa"):
-        result = _stdin(option, "-", "--stdin-filename", "a.py")
-        assert result.exit_code == 2 and f"error: {option} needs files, not stdin" in result.output
+def test_stdin_refuses_add_noqa_which_edits_files_by_their_name(project: Path) -> None:
+    result = _stdin("--add-noqa", "-", "--stdin-filename", "a.py")
+    assert result.exit_code == 2 and "error: --add-noqa needs files, not stdin" in result.output
+
+
+def test_diff_of_stdin_prints_the_fixes_as_ruff_does(project: Path) -> None:
+    result = _stdin("--diff", "-", "--stdin-filename", "train.py")
+    assert result.exit_code == 1  # a fix is pending
+    assert result.stdout.startswith("--- a/train.py\n+++ b/train.py\n@@ ")
+    assert "-    optimizer.zero_grad()\n" in result.stdout and "+        optimizer.zero_grad()\n" in result.stdout
+    assert "Would fix 1 finding." in result.output
+    unnamed = _stdin("--diff", "-")
+    assert unnamed.stdout.startswith("--- a/-\n+++ b/-\n")
+    clean = _stdin("--diff", "-", data=FIXED_LOOP.encode())
+    assert (clean.exit_code, clean.stdout) == (0, "")
+
+
+def test_fix_only_on_stdin_prints_only_the_fixed_source(project: Path) -> None:
+    result = _stdin("--fix-only", "-", "--stdin-filename", "train.py")
+    assert (result.exit_code, result.stdout) == (0, FIXED_LOOP)
+    assert _stdin("--fix-only", "--exit-non-zero-on-fix", "-").exit_code == 1
 
 
 def test_stdin_notebook_by_its_name(project: Path) -> None:
@@ -260,3 +277,31 @@ def test_add_noqa_writes_the_configured_style(project: Path) -> None:
     assert (project / "legacy" / "old.py").read_text().splitlines()[2] == "    optimizer.zero_grad()  # noqa: ACC001"
     assert "Added 0 noqa directives." in cli("check", "--no-cache", "--add-noqa", ".").stderr
     assert cli("check", "--no-cache", ".").exit_code == 0
+
+
+def test_add_noqa_with_a_reason_as_ruff_writes_it(project: Path) -> None:
+    (project / "train.py").write_bytes(ACC001_LOOP)
+    result = cli("check", "--no-cache", "--add-noqa=baseline 2024-06", "train.py")
+    assert (result.exit_code, result.stderr) == (0, "Added 1 noqa directive.\n")
+    line = "    optimizer.zero_grad()  # noqa: ACC001 baseline 2024-06"
+    assert (project / "train.py").read_text().splitlines()[2] == line
+    # the directive still suppresses its code, and the reason is not read as an unused code
+    after = cli("check", "--no-cache", "--extend-select", "ACC990", "train.py")
+    assert (after.exit_code, after.stdout) == (0, "All checks passed!\n")
+    # a bare --add-noqa still takes no value: the path after it stays a path
+    (project / "other.py").write_bytes(ACC001_LOOP)
+    assert "Added 1 noqa directive." in cli("check", "--no-cache", "--add-noqa", "other.py").stderr
+
+
+def test_add_noqa_reason_must_not_read_as_a_code(project: Path) -> None:
+    (project / "train.py").write_bytes(ACC001_LOOP)
+    for reason in ("PR123 later", "two\nlines"):
+        result = cli("check", "--no-cache", f"--add-noqa={reason}", "train.py")
+        assert result.exit_code == 2 and "--add-noqa=REASON" in result.stderr
+    assert (project / "train.py").read_bytes() == ACC001_LOOP
+    merged, _ = add_noqa_text("a = f(x)  # noqa: ACC201\n", {1: {"ACC001"}}, reason="legacy")
+    assert merged == "a = f(x)  # noqa: ACC001, ACC201 legacy\n"
+    again, _ = add_noqa_text("a = f(x)  # noqa: ACC201 legacy\n", {1: {"ACC001"}}, reason="legacy")
+    assert again == merged
+    styled, _ = add_noqa_text("a = f(x)  # noqa: E501\n", {1: {"ACC001"}}, "accumlint", reason="legacy")
+    assert styled == "a = f(x)  # noqa: E501  # accumlint: noqa: ACC001 legacy\n"

@@ -163,11 +163,12 @@ def test_text_edits_round_trip() -> None:
 def test_fixable_codes_are_the_fixers() -> None:
     from accumlint.fixes.base import SAFE, UNSAFE
     from accumlint.fixes.rules import FIXERS
-    from accumlint.suggested_fixes import FIXABLE_CODES
+    from accumlint.suggested_fixes import CODEMOD_CODES, FIXABLE_CODES
     from accumlint.suggested_fixes import SAFE as S
     from accumlint.suggested_fixes import UNSAFE as U
 
-    assert frozenset(FIXERS) == FIXABLE_CODES
+    assert frozenset(FIXERS) == CODEMOD_CODES
+    assert FIXABLE_CODES == CODEMOD_CODES | {"ACC990"}  # its fix comes with the finding (noqa_report)
     assert (S, U) == (SAFE, UNSAFE)
 
 

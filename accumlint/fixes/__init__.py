@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from accumlint.fixes.base import SAFE, UNSAFE
 from accumlint.fixes.rules import FIXERS
+from accumlint.spec import UNUSED_NOQA_CODE
 
 __all__ = ["APPLICABILITY", "SAFE", "UNSAFE", "fix_applicability"]
 
-#: code -> applicability of its fix (a fixer may mark one occurrence unsafe)
-APPLICABILITY: dict[str, str] = {code: applicability for code, (applicability, _) in FIXERS.items()}
+#: code -> applicability of its fix (a fixer may mark one occurrence unsafe); ``ACC990``'s fix
+#: edits the directive's comment, not the syntax tree (:func:`accumlint.noqa_report.remove_codes`)
+APPLICABILITY: dict[str, str] = {
+    **{code: applicability for code, (applicability, _) in FIXERS.items()},
+    UNUSED_NOQA_CODE: SAFE,
+}
 
 
 def fix_applicability(code: str) -> str | None:

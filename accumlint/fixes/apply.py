@@ -19,7 +19,6 @@ from __future__ import annotations
 import codecs
 import difflib
 import io
-import os
 import sys
 import tokenize
 from collections import Counter
@@ -34,6 +33,8 @@ from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
 from accumlint.notebook import is_notebook
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
+from accumlint.spec import UNUSED_NOQA_CODE
+from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
 
 if TYPE_CHECKING:
@@ -93,10 +94,13 @@ def _key(finding: Finding) -> tuple[str, str, int]:
 def fix_source(
     path: str, data: bytes, rules: Sequence[Rule], *, unsafe: bool = False, codes: Iterable[str] | None = None
 ) -> FixResult:
-    """Apply the fixes of the findings that ``rules`` report in ``data`` (only ``codes`` if given)."""
+    """Apply the fixes of the findings that ``rules`` report in ``data`` (only ``codes`` if given);
+    where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go."""
     result = FixResult(path, data, data)
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
-    if is_notebook(path) or not fixable:
+    # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives applied
+    unused_noqa = codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
+    if is_notebook(path) or not (fixable or unused_noqa):
         return result
     try:
         text, encoding = _decode(data)
@@ -104,8 +108,9 @@ def fix_source(
         return result
     held_back: set[tuple[str, str, int]] = set()
     skipped: set[tuple[str, str, int]] = set()
-    findings = engine.check_source(path, data, rules).findings
-    for _ in range(MAX_ROUNDS):
+    checked = engine.check_source(path, data, rules)
+    findings = checked.findings
+    for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
             break
         # (a finding at a helper's call has no fix in this file: see suggested_fixes.suggest_source)
@@ -135,9 +140,29 @@ def fix_source(
             break
         if not progress:
             break
+    if unused_noqa and not any(f.code == engine.PARSE_ERROR_CODE for f in findings):
+        if result.applied:  # what the directives suppress now, in the fixed text
+            checked = engine.check_source(path, text.encode(encoding), rules)
+        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
     result.unsafe_pending = len(held_back)
     result.fixed = text.encode(encoding) if result.applied else data
     return result
+
+
+def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.FileResult, rules: Sequence[Rule],
+                         codes: frozenset[str], result: FixResult) -> str:
+    """``text`` (checked: ``checked``) with the ``ACC990`` codes taken out of its directives, last,
+    once the other fixes are in: kept only where the findings stay exactly the same."""
+    from accumlint import config, noqa_report
+
+    new_text, changed = noqa_report.remove_unused(text, checked.suppressed, config.known_codes(), codes)
+    if not changed:
+        return text
+    after = engine.check_source(path, new_text.encode(encoding), rules)
+    if _codes(after.findings) != _codes(checked.findings):
+        return text
+    result.applied[UNUSED_NOQA_CODE] += changed
+    return new_text
 
 
 def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
@@ -165,7 +190,7 @@ class _Fixer:
 
             context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=pool._worker_start,
-                                            initargs=(os.getpid(),))
+                                            initargs=pool._initargs(context))
         workers = []
         try:
             future = self.pool.submit(_fix_one, path, data, codes, unsafe)
