@@ -41,13 +41,15 @@ class Runtime:
     """How the runtime guard observes a rule.
 
     ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP wrapper, any D), ``"data-parallel"``
-    (D > 1), ``"ce-loss"`` (a softmax cross-entropy output whose weights the card reports as
-    inferred), ``"loss-contract"`` (a framework contract that leaves the group normalization to
-    the loss, and the normalization inferred), ``"scheduler"`` (an LR scheduler given to the
-    probe or found by it), ``"scheduler-owner"`` (a framework seen stepping the scheduler),
-    ``"effective-batch"`` (the configured effective batch given to the probe), ``"epoch-end"``
-    (the probe placed at an epoch end with the loader, ``at="epoch_end"``), ``"card"`` (a fact on
-    the card, never a finding). ``evidence``: what in the event trace shows it.
+    (D > 1), ``"ce-loss"`` (a softmax cross-entropy output, or the factor on a mean-reduced loss, whose
+    weights the card reports as inferred), ``"loss-contract"`` (a framework contract that leaves the
+    group normalization to the loss, and the normalization inferred), ``"scheduler"`` (an LR
+    scheduler given to the probe or found by it), ``"scheduler-owner"`` (a framework seen stepping
+    the scheduler), ``"effective-batch"`` (the configured effective batch given to the probe),
+    ``"weight-copy"`` (a copy of the probed parameters, such as a weight EMA, alive when the probe
+    attached), ``"epoch-end"`` (the probe placed at an epoch end with the loader,
+    ``at="epoch_end"``), ``"card"`` (a fact on the card, never a finding). ``evidence``: what in the
+    event trace shows it.
     """
 
     needs: str
@@ -244,6 +246,10 @@ RULES: tuple[RuleSpec, ...] = (
             "weights: an EMA decays A times too fast and its warmup counts microbatches"
         ),
         fix="run the hook once per group, right after the optimizer update",
+        runtime=Runtime(
+            needs="weight-copy",
+            evidence="a copy of the parameters moved toward them (s' - p = c (s - p)) twice inside one group",
+        ),
     ),
     RuleSpec(
         "ACC008",

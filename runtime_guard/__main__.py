@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("card", type=Path)
     show.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
     run = sub.add_parser("run", help="run a training script under the probe (zero code changes)",
-                         usage="python -m runtime_guard run [-A N] [--groups G] [--at-epoch-end] [--json OUT] "
+                         usage="python -m runtime_guard run [-A N] [--groups G] [--at-epoch-end] [--submodule PATH] "
+                               "[--json OUT] "
                                "[--exit-zero | --exit-code] (SCRIPT | -m MODULE) [ARGS ...]",
                          epilog="exit status: 0 no findings (or --exit-zero, or findings under torchrun unless "
                                 "--exit-code), 1 findings, 2 nothing probed / no such script / no torch")
@@ -54,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--groups", type=int, default=2)
     run.add_argument("--at-epoch-end", action="store_true",
                      help="probe the end of the first epoch of the DataLoader the loop iterates (ACC005; needs -A)")
+    run.add_argument("--submodule", metavar="PATH",
+                     help="probe this submodule of the model found (a dotted attribute path, e.g. `net` for "
+                          "model.net): for a model whose forward returns its own loss, the inner network's logits "
+                          "show the loss weights (ACC101-ACC103)")
     run.add_argument("--json", type=Path, help="write the report (findings + card) here (rank R > 0: NAME.rankR.json)")
     status = run.add_mutually_exclusive_group()
     status.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: ``run`` options that take a value (the token after them is no SCRIPT).
-_VALUED = frozenset({"-A", "--accumulation-steps", "--groups", "--json"})
+_VALUED = frozenset({"-A", "--accumulation-steps", "--groups", "--json", "--submodule"})
 
 
 def _split_module(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -138,7 +143,7 @@ def _run(ns: argparse.Namespace) -> int:
     elif not ns.script.is_file():
         print(f"error: no such script: {ns.script}", file=sys.stderr)
         return EXIT_ERROR
-    probe = ScriptProbe(**options)
+    probe = ScriptProbe(submodule=ns.submodule, **options)
     finished = False
     try:
         if ns.module is not None:

@@ -14,6 +14,7 @@ import torch
 from runtime_guard.checks import (
     RUNTIME_CHECKS,
     LastGroup,
+    Normalization,
     graph_findings,
     infer_normalization,
     kept_graph_unobservable,
@@ -27,7 +28,13 @@ from runtime_guard.record import RunRecord
 SCHEMA = "runtime_guard.card/1"
 
 
-def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup) -> dict[str, str]:
+#: ACC102's status when the normalization rests on the factors of mean-reduced losses (no token counts).
+NO_TOKEN_WEIGHTS = ("not observable: normalization inferred from the factors on mean-reduced losses, without "
+                    "per-token weights")
+
+
+def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup) -> dict[str, str]:
+    normalization_inferred = normalization.inferred
     observed_any = any(g.microbatches for g in rec.groups)
     d = rec.data_parallel.size if rec.data_parallel else None
     status = {}
@@ -41,7 +48,9 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
         elif check.needs == "data-parallel":
             status[code] = "checked" if (d or 1) > 1 else "not observable: D = 1"
         elif check.needs == "ce-loss":
-            status[code] = "checked" if normalization_inferred else "not observable: normalization not inferred"
+            status[code] = ("not observable: normalization not inferred" if not normalization_inferred else
+                            NO_TOKEN_WEIGHTS if code == "ACC102" and normalization.source == "mean-loss" else
+                            "checked")
         elif check.needs == "epoch-end":
             status[code] = "checked" if last.treatment != "not observed" else f"not observed: {last.detail}"
         elif check.needs == "loss-contract":
@@ -54,6 +63,10 @@ def _checks_status(rec: RunRecord, normalization_inferred: bool, last: LastGroup
             status[code] = ("checked" if scheduler_owners(rec) or rec.scheduler_owner else
                             "not observable: no framework (Lightning, DeepSpeed, the HF Trainer) was seen stepping the "
                             "scheduler")
+        elif check.needs == "weight-copy":
+            status[code] = ("checked" if rec.shadow_copies else f"not observed: {rec.shadow_search}"
+                            if rec.shadow_search else "not observable: no copy of the model's parameters (a weight "
+                            "EMA, an averaged model) was alive when the probe attached")
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
@@ -210,7 +223,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
              "microbatches": len(g.microbatches), "timeline": g.timeline(), "trace": " ".join(e.kind for e in g.events)}
             for g in rec.groups
         ],
-        "checks": _checks_status(rec, norm.inferred, last),
+        "checks": _checks_status(rec, norm, last),
         "unobservable": rec.unobservable,
         "notes": rec.notes + [f"not observed: {failure}; the probe stopped observing" for failure in rec.guard_failures]
         + ([] if rec.clean_exit else ["the probe detached on an exception"]),

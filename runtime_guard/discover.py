@@ -17,6 +17,12 @@ global hook is removed and ``reason`` says what failed.
 With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
 whose iterator is running at that first forward (found in the same walk); that iterator
 (epoch 0, already started) is watched in place as well.
+
+With ``submodule="net"`` (``run --submodule net``) the probe watches that submodule of the model
+found (a dotted path, as ``nn.Module.get_submodule`` takes it; under a DDP wrapper also relative
+to ``.module``) instead of the model: a model whose forward returns its own loss hides the
+logits, and with them the per-token loss weights (ACC101-ACC103), that the inner network's
+output shows. The optimizer, scheduler and scaler are still the ones training the model.
 """
 
 from __future__ import annotations
@@ -98,6 +104,17 @@ def _running_loader(found: dict[str, Any]) -> tuple[Any, Any]:
     return None, None
 
 
+def _submodule(model: torch.nn.Module, path: str) -> torch.nn.Module | None:
+    """``model``'s submodule at the dotted ``path``, also under a wrapper's ``.module`` (DDP), or ``None``."""
+    for root in (model, getattr(model, "module", None)):
+        if isinstance(root, torch.nn.Module):
+            try:
+                return root.get_submodule(path)
+            except AttributeError:
+                continue
+    return None
+
+
 def _trains(trainer: Any, module: torch.nn.Module) -> bool:
     """The HF ``trainer`` trains ``module`` (itself or wrapped)."""
     model = getattr(trainer, "model", None)
@@ -108,12 +125,15 @@ class ScriptProbe:
     """Probes the first training loop a script runs (see the module docstring).
 
     Args:
+        submodule: the dotted path of the submodule to probe under the model found (see the module
+            docstring); ``None``: the model itself.
         probe_options: keyword arguments of :class:`~runtime_guard.probe.Probe`
             (``accumulation_steps``, ``groups``, ...); model, optimizer, scheduler, scaler and
             accelerator are discovered.
     """
 
-    def __init__(self, **probe_options: Any) -> None:
+    def __init__(self, submodule: str | None = None, **probe_options: Any) -> None:
+        self.submodule = submodule
         self.options = probe_options
         self.invoked_from = os.getcwd()  # `run` enters the script's folder: the card names it from here
         self.probe: Probe | None = None
@@ -170,7 +190,12 @@ class ScriptProbe:
             if loader is None:
                 options["at"] = "start"
             options["loader"] = loader
-        self.probe = Probe(module, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
+        target = _submodule(module, self.submodule) if self.submodule else module
+        if target is None:
+            self.reason = (f"{type(module).__name__}, the model found at the first forward, has no submodule "
+                           f"{self.submodule!r}")
+            return
+        self.probe = Probe(target, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
                            **options)
         if options.get("at") == "start" and self.options.get("at") == "epoch_end":
             self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
@@ -181,8 +206,8 @@ class ScriptProbe:
         self.probe.record.script = main_script(self.invoked_from)
         if iterator is not None:
             self.probe.adopt_iterator(iterator, iterator._num_yielded)
-        # this forward's hooks were collected before the probe's own were registered
-        self.probe._on_forward_pre(module, args, {})
+        if target is module:  # this forward's hooks were collected before the probe's own were registered
+            self.probe._on_forward_pre(module, args, {})
 
     def __enter__(self) -> ScriptProbe:
         self._handle = torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward)

@@ -102,6 +102,9 @@ class Normalization:
     tokens: list[list[int]]
     codes: list[tuple[str, int, str]]
     groups: list[GroupWeights] = field(default_factory=list)
+    #: what the verdict rests on: "per-token" (cross-entropy weights), "mean-loss" (the factor on each
+    #: microbatch's mean-reduced loss: no token counts, so no mean-of-means verdict) or "replay"
+    source: str = "per-token"
 
 
 def _from_replay(rec: RunRecord) -> Normalization | None:
@@ -144,7 +147,7 @@ def _from_replay(rec: RunRecord) -> Normalization | None:
             verdicts.append(f"{ref} scaled by {ratio:.4g} (replay)")
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(verdicts)
     tokens = [[mb.ce.tokens for mb in g.microbatches if mb.ce] for g in groups]
-    return Normalization(compared, verdict, [], tokens if all(tokens) else [], codes)
+    return Normalization(compared, verdict, [], tokens if all(tokens) else [], codes, source="replay")
 
 
 def infer_normalization(rec: RunRecord) -> Normalization:
@@ -192,14 +195,14 @@ def _from_weights(rec: RunRecord) -> Normalization:
     by a token count is a legitimate convention).
     """
     if not rec.ce_possible:
-        return _not_observed(rec, rec.ce_reason)
+        return _from_loss_weights(rec, rec.ce_reason)
     ratio_tol, residual_tol = normalization_tolerance(rec)
     groups = [g for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)]
     if not groups:
-        return _not_observed(rec, "no closed group with cross-entropy gradients observed")
+        return _from_loss_weights(rec, "no closed group with cross-entropy gradients observed")
     worst = max(mb.ce.residual for g in groups for mb in g.microbatches)
     if worst > residual_tol:
-        return _not_observed(rec, f"the loss is not plain softmax cross entropy (residual {worst:.2g})")
+        return _from_loss_weights(rec, f"the loss is not plain softmax cross entropy (residual {worst:.2g})")
     d = rec.data_parallel.size if rec.data_parallel and rec.data_parallel.size else 1
     expected_a, _ = rec.effective_a()
     declared_sum = rec.loss_convention == "sum"
@@ -291,6 +294,46 @@ def _from_weights(rec: RunRecord) -> Normalization:
                 codes.append((code, g.index, text))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes, measured)
+
+
+def _from_loss_weights(rec: RunRecord, why: str) -> Normalization:
+    """Judge each closed group by the factors on its microbatches' mean-reduced losses (``loss_weight``: a
+    backward rooted at ``mse_loss(...) / A``, a cross entropy over a similarity matrix, a model's own mean
+    loss), where no per-token weights can be (``why``). Each microbatch's mean weighs 1/A in a group mean,
+    so the factors sum to 1; 1/A is ACC101, A is ACC103. Only those two: without token counts neither a
+    mean of means (ACC102) nor a denominator off by another factor can be told from a deliberate weight.
+    Judged only under the mean convention, when every microbatch of every closed group had one backward
+    that reached the model's output from one such root (several losses backpropagated apart are not a
+    group mean of one loss), and only in groups of A microbatches: a group of the wrong size is the structure
+    checks' matter (ACC004, ACC006, ACC501), and its factors sum to its size over A."""
+    expected_a, _ = rec.effective_a()
+    groups = [g for g in rec.full_groups
+              if g.microbatches and (expected_a is None or len(g.microbatches) == expected_a)]
+    if (not groups or rec.loss_convention != "mean"
+            or not all(mb.loss_weights == 1 and mb.backwards == 1 and mb.output_reached
+                       for g in groups for mb in g.microbatches)):
+        return _not_observed(rec, why)
+    ratio_tol, _ = normalization_tolerance(rec)
+    unit = "mean-reduced loss per microbatch"
+    sums, codes, measured, verdicts = [], [], [], []
+    for g in groups:
+        a, total = len(g.microbatches), sum(mb.loss_weight for mb in g.microbatches) / rec.loss_scale
+        sums.append(total)
+        measured.append(GroupWeights(g.index, total, None, "mean", False, f"{unit} (factor on each microbatch's mean)"))
+        where = (f"the factors on the mean-reduced losses of group {g.index}'s microbatches sum to {total:.4g}")
+        if abs(total - 1) <= ratio_tol:
+            verdicts.append(f"{unit}, averaged over the group")
+        elif a > 1 and abs(total * a - 1) <= ratio_tol:
+            verdicts.append(f"{unit}, divided by A again (factors sum to 1/A)")
+            codes.append(("ACC101", g.index, f"{where} = 1/A (A = {a}): the loss was divided by A once too often"))
+        elif a > 1 and abs(total / a - 1) <= ratio_tol:
+            verdicts.append(f"{unit}, not divided by A (factors sum to A)")
+            codes.append(("ACC103", g.index, f"{where} = A (A = {a}): the loss was not divided by A"))
+        else:
+            verdicts.append(f"{unit}, factors sum to {total:.4g}")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
+    return Normalization(True, f"{verdict} ({why}: per-token weights not inferred)", sums, [], codes, measured,
+                         source="mean-loss")
 
 
 def _summed(rec: RunRecord, means: list[float]) -> bool:

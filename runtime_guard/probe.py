@@ -48,6 +48,7 @@ from runtime_guard.observe.updates import UpdateObserver
 from runtime_guard.record import RunRecord
 from runtime_guard.replay import Captured, LabelsSpec
 from runtime_guard.report import GuardFindingError, GuardWarning, Report
+from runtime_guard.shadows import ShadowWatch, find_shadows
 from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
 from runtime_guard.undo import UndoStack, patch_function, wrap_instance_method
 from runtime_guard.user_frames import stacklevel_outside_guard, warnings_at_caller
@@ -263,6 +264,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._active_forward: Any = None
         self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
+        self._shadows = ShadowWatch()
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -431,7 +433,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
             patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
                            _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
-        if self.record.at_epoch_end:
+        if self.record.at_epoch_end or self.normalization is not None:  # the weight of each mean-reduced loss
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
                            _observed_call("autograd.backward wrapper", type(self)._observe_backward))
         hooks = SavedTensorHooks(self._tracker)
@@ -443,6 +445,27 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             comm = self._comm
             undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
         undo.push("logits gradient hooks", self._remove_logit_hooks)
+        self._find_shadows()
+
+    def _find_shadows(self) -> None:
+        """Find the copies of the parameters a loop may average into (ACC007, :mod:`runtime_guard.shadows`);
+        a failure leaves ACC007 unobserved (the card says why) and nothing else."""
+        if not isinstance(self.model, torch.nn.Module):
+            return
+        try:
+            self._shadows.shadows = find_shadows(self.model, self.params)
+        except Exception as error:  # noqa: BLE001 - the guard's failure: ACC007 not observed, never a raise
+            self.record.shadow_search = f"the guard's search for weight copies failed ({describe(error)})"
+            return
+        self.record.shadow_copies = [s.owner for s in self._shadows.shadows]
+        self._undo.push("weight copies", self._shadows.clear)
+
+    def _check_shadows(self, inside: bool) -> None:
+        """Sample the weight copies; moves toward the parameters count for the open group when ``inside``
+        it (since its previous forward: the parameters did not change in between)."""
+        blends = self._shadows.check() if self._shadows.shadows else []
+        if inside and blends and self._group is not None:
+            self._group.averaged += [(b.owner, b.factor) for b in blends]
 
     def _remove_saved_tensor_hooks(self, hooks: SavedTensorHooks) -> None:
         hooks.remove()

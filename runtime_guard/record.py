@@ -65,6 +65,10 @@ class RunRecord:
     loss_convention: str = "mean"
     # a framework quirk named on the card explains weights summing to neither 1, 1/A nor A (no finding then)
     weight_sum_explained: bool = False
+    # copies of the probed parameters found at install (weight EMA, averaged model), by what holds them;
+    # None: not searched (or the search failed: ``shadow_search`` says why)
+    shadow_copies: list[str] | None = None
+    shadow_search: str = ""
     notes: list[str] = field(default_factory=list)
     # the guard's own code that raised while probing (contained, runtime_guard.contain): every check is then
     # "not observed" with the first of these as the reason

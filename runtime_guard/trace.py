@@ -92,9 +92,11 @@ class Microbatch:
     grads_replaced_before_backward: bool = False  # a grad present at forward was replaced before its backward
     epoch: int | None = None  # probe at an epoch end: the watched loader's epoch and batch (0-based) of this forward
     batch: int | None = None
-    # probe at an epoch end: dL/d(the mean-reduced loss) of this microbatch's backward (the factor its mean
-    # loss was multiplied by, scaler scale included); None when the backward root is no scaled mean loss
+    # dL/d(the mean-reduced loss) of this microbatch's backwards (the factor its mean loss was multiplied by,
+    # scaler scale divided out); None when no backward root was a scaled mean loss. ``loss_weights`` counts the
+    # backwards it was read from (more than one: several losses backpropagated apart, not judged)
     loss_weight: float | None = None
+    loss_weights: int = 0
     # the learning rate of each of the probed optimizer's param_groups at this forward: a schedule written
     # into param_groups by hand (no scheduler object) shows as values changing between microbatches
     lrs: tuple[float, ...] = ()
@@ -124,6 +126,9 @@ class ObservedGroup:
     device_peak_bytes: dict[str, int] = field(default_factory=dict)
     replicas_equal: bool | None = None  # grad checksums of all replicas equal at the update (D > 1)
     replay: dict[str, float] | str | None = None  # normalization="replay": cos/ratio vs both references
+    # a copy of the parameters (weight EMA, averaged model) moved toward them inside the group, with the
+    # parameters unchanged: (what holds the copy, the factor c of s' - p = c (s - p)) per move (ACC007)
+    averaged: list[tuple[str, float]] = field(default_factory=list)
 
     @property
     def closed(self) -> bool:

@@ -25,6 +25,12 @@ from runtime_guard.checks import RUNTIME_CHECKS  # noqa: E402
 
 RUNNER = Path(__file__).with_name("guard_catalogue_runner.py")
 
+#: Codes whose runtime evidence is the same as another marked code's (rules-spec "runtime counterpart"):
+#: a loss divided only after its backward (ACC104) or left undivided where a framework expects the user
+#: to divide (ACC105) gives gradients A times the group mean, which the guard reports as ACC103 where no
+#: framework contract it knows says otherwise.
+SAME_EVIDENCE = {"ACC104": {"ACC103"}, "ACC105": {"ACC103"}}
+
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, dict]:
@@ -67,7 +73,8 @@ def test_example_under_guard(path: Path, results: dict[str, dict]) -> None:
             assert status == "checked", code
     observable = {code for code in expected if result["checks"].get(code) == "checked"}
     assert observable <= found, f"expected {sorted(observable)} (of marks {sorted(expected)}), got {sorted(found)}"
-    assert found <= expected, f"unmarked findings {sorted(found - expected)}"
+    admitted = expected.union(*(SAME_EVIDENCE.get(code, set()) for code in expected))
+    assert found <= admitted, f"unmarked findings {sorted(found - admitted)}"
 
 
 def test_every_event_code_with_a_folder_is_exercised() -> None:

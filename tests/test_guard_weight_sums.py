@@ -210,14 +210,15 @@ def test_weights_within_the_margin_are_a_card_fact() -> None:
 
 
 def test_no_logits_is_not_observed_never_a_finding() -> None:
-    """A regression output (no class dimension): the weights cannot be inferred, so every closed
-    group is "not observed" on the card, whatever the loop divides by."""
+    """A regression output (no class dimension) and a sum-reduced loss: neither per-token weights nor
+    the factor on a mean-reduced loss can be read, so every closed group is "not observed" on the card,
+    whatever the loop divides by (a mean-reduced one is judged: test_guard_unseen.py)."""
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
         for i in range(2 * A):
-            loss = F.mse_loss(model(torch.randn(6, 8)), torch.randn(6, 1))
+            loss = F.mse_loss(model(torch.randn(6, 8)), torch.randn(6, 1), reduction="sum")
             (loss / (A * A)).backward()
             if (i + 1) % A == 0:
                 optimizer.step()

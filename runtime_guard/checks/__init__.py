@@ -18,7 +18,7 @@ from runtime_guard.checks.normalization import normalization
 from runtime_guard.checks.resets import resets
 from runtime_guard.checks.schedule import lr_written_each_microbatch, scheduler_owners, scheduler_steps
 from runtime_guard.checks.tail import partial_group
-from runtime_guard.checks.updates import structure
+from runtime_guard.checks.updates import structure, weight_averages
 from runtime_guard.inference import (
     FIX_WEIGHTED,
     LastGroup,
@@ -42,6 +42,7 @@ def evaluate(rec: RunRecord) -> list[RuntimeFinding]:
     """Every runtime check on the record, in code order."""
     findings, structure_bad = structure(rec)
     findings += list(partial_group(rec))
+    findings += list(weight_averages(rec))
     findings += list(resets(rec, structure_bad))
     findings += list(graphs(rec))
     findings += list(gradient_ops(rec))

@@ -1,7 +1,7 @@
-"""Loss normalization at run time (ACC101, ACC102, ACC103, ACC105) from the inferred per-token weights
-or the replay (runtime_guard.inference), mapped to the code a framework contract implies. The
-measured sum of each group's weights and its factor relative to the convention are on the card
-(``normalization_groups``) whether or not a finding follows."""
+"""Loss normalization at run time (ACC101, ACC102, ACC103, ACC105) from the inferred per-token weights,
+the factors on mean-reduced losses or the replay (runtime_guard.inference), mapped to the code a
+framework contract implies. The measured sum of each group's weights and its factor relative to the
+convention are on the card (``normalization_groups``) whether or not a finding follows."""
 
 from __future__ import annotations
 
@@ -37,5 +37,6 @@ def normalization(rec: RunRecord) -> Iterator[RuntimeFinding]:
             code, text = "ACC105", f"{text}; {rec.user_normalizes}"
         if code not in seen:
             seen.add(code)
-            yield finding(code, group, None, text, f"weights sum per group {[round(s, 6) for s in norm.weight_sums]}; "
-                                                    f"supervised tokens per microbatch {norm.tokens}")
+            tokens = f"; supervised tokens per microbatch {norm.tokens}" if norm.tokens else ""
+            yield finding(code, group, None, text,
+                          f"weights sum per group {[round(s, 6) for s in norm.weight_sums]}{tokens}")

@@ -1,7 +1,11 @@
 """Group structure at run time (ACC004, ACC006; ACC501 where Accelerate's accumulate() drives the loop):
-microbatches per observed update attempt against A, and parameters that changed inside a group."""
+microbatches per observed update attempt against A, and parameters that changed inside a group; a
+once-per-update weight average run inside a group (ACC007)."""
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
 
 from runtime_guard.checks.base import finding, run_trace, trace
 from runtime_guard.record import RunRecord
@@ -62,3 +66,22 @@ def structure(rec: RunRecord) -> tuple[list[RuntimeFinding], bool]:
                     "did not see)", trace(g.events)))
                 return findings, True
     return findings, bool(findings)
+
+
+def weight_averages(rec: RunRecord) -> Iterator[RuntimeFinding]:
+    """ACC007: a copy of the parameters (weight EMA, averaged model; :mod:`runtime_guard.shadows`) moved
+    toward them twice or more inside one probed group, while they did not change: an average defined once
+    per optimizer update ran per microbatch. Once inside a group (an average taken just before the update)
+    is one per update: silent."""
+    for g in rec.full_groups:
+        counts = Counter(owner for owner, _ in g.averaged)
+        owner, n = counts.most_common(1)[0] if counts else ("", 0)
+        if n >= 2:
+            factors = ", ".join(f"{c:.4g}" for o, c in g.averaged if o == owner)
+            yield finding(
+                "ACC007", g.index, None,
+                f"a copy of the model's parameters ({owner}) was averaged toward them {n}x inside group {g.index} "
+                f"of {len(g.microbatches)} microbatches, with no optimizer update in between (factors {factors}: "
+                "s' - p = c (s - p)): a weight average defined once per update runs every microbatch",
+                trace(g.events))
+            return

@@ -1,5 +1,5 @@
 """Backward hooks: the end of each microbatch's backward (after DDP's own callbacks), the gradient
-fingerprint it left, and at an epoch end the weight a backward gave its mean loss."""
+fingerprint it left, and the weight a backward gave its mean-reduced loss."""
 
 from __future__ import annotations
 
@@ -96,10 +96,12 @@ class BackwardObserver:
             self._done = True  # detach at the next call on the user's thread
 
     def _observe_backward(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``torch.autograd.backward`` (``Tensor.backward`` calls it) on the loop's thread, observed at an
-        epoch end (``undo.patch_function``): when the root is a scalar loss that is a mean-reduced loss
-        times constants, a pre-hook on the mean node reads dL/d(mean loss), i.e. the weight the loop
-        gave this microbatch (the weight of the partial group when the loss is not softmax cross entropy)."""
+        """``torch.autograd.backward`` (``Tensor.backward`` calls it) on the loop's thread, observed
+        (``undo.patch_function``) when the probe infers the normalization or sits at an epoch end: when
+        the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the mean node
+        reads dL/d(mean loss), i.e. the weight the loop gave this microbatch. It is the normalization's
+        evidence where the output has no softmax cross-entropy logits (MSE, a contrastive cross entropy
+        over a similarity matrix, a model that returns its loss), and the partial group's weight."""
         mb = self._mb
         tensors = args[0] if args else kwargs.get("tensors")
         node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
@@ -110,6 +112,7 @@ class BackwardObserver:
             grad = grad_outputs[0] if grad_outputs else None
             if grad is not None and grad.numel() == 1:
                 mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
+                mb.loss_weights += 1
 
         handle = node.register_prehook(self._hook("loss weight hook", seen))
         try:

@@ -75,6 +75,7 @@ class ForwardObserver:
             return
         if self._in_partial_group():
             group.role = "partial"
+        self._check_shadows(inside=bool(group.microbatches))
         batch = _first_tensor(args, kwargs)
         mb = Microbatch(
             group=group.index,

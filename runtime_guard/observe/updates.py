@@ -115,6 +115,8 @@ class UpdateObserver:
         return run_closure
 
     def _record_step(self) -> None:
+        group = self._group
+        self._check_shadows(inside=group is not None and not group.closed and bool(group.microbatches))
         grads = self._grads(measure=self._compares_replicas())
         event = self._event(UPDATE, inside_scaler_step=self._scaler_step_depth > 0)
         if self._scaler_step_depth == 0:
