@@ -242,8 +242,8 @@ class _ReportFile:
 @click.option(
     "--add-noqa",
     is_flag=True,
-    help="Add `# noqa: CODE` on the line of every finding (not in notebooks); `--add-noqa=REASON` writes "
-    "`# noqa: CODE REASON`.",
+    help="Add `# noqa: CODE` (or `# accumlint: noqa: CODE` under `noqa-style = \"accumlint\"`) on the line of "
+    "every finding (not in notebooks); `--add-noqa=REASON` writes the reason after the codes.",
 )
 @click.option("--add-noqa-reason", hidden=True, metavar="REASON")
 @click.option("--ignore-noqa", is_flag=True, help="Apply no `# noqa` directive (nor `# accumlint: noqa`).")
