@@ -4,7 +4,10 @@ guard still gets wrong; the twin next to it shows the same loop is otherwise see
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +106,55 @@ def test_checkpoint_of_the_optimizer_while_probed() -> None:
                    "returns the instance __dict__, so torch.save of it raises PicklingError in the user's run")
 def test_checkpoint_of_the_scheduler_while_probed_does_not_crash() -> None:
     assert _loop_that_checkpoints_its_scheduler(save_scheduler=True).codes == set()
+
+
+
+#: transformers' run_clm_no_trainer (older versions): an Accelerator with A = 1 prepares the loader,
+#: the loop gates the update by hand with a flush of the tail and the loss divided by A
+PREPARED_LOADER_SCRIPT = """
+import torch
+from accelerate import Accelerator
+torch.manual_seed(0)
+accelerator = Accelerator(cpu=True)
+model = torch.nn.Linear(8, 5)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [(torch.randn(8), int(torch.randint(0, 5, ()))) for _ in range(4 * {n_batches})]
+loader = torch.utils.data.DataLoader(data, batch_size=4)
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+A = 4
+for epoch in range(2):
+    for step, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.cross_entropy(model(x), y) / A
+        accelerator.backward(loss)
+        if (step + 1) % A == 0 or step == len(loader) - 1:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _prepared_loader_at_epoch_end(tmp_path: Path, n_batches: int) -> runtime_guard.Report:
+    """The script above under ``run -A 4 --at-epoch-end`` (the loader found at the first forward)."""
+    from runtime_guard.discover import run_script
+
+    script = tmp_path / "train.py"
+    script.write_text(PREPARED_LOADER_SCRIPT.format(n_batches=n_batches))
+    with contextlib.redirect_stdout(io.StringIO()):
+        probe = run_script(script, accumulation_steps=A, at="epoch_end")
+    report = probe.report()
+    assert report is not None, probe.reason
+    return report
+
+
+@pytest.mark.xfail(strict=True, reason="field trial (transformers run_clm_no_trainer, run --at-epoch-end): "
+                   "the watch installs one microbatch early on an Accelerate-prepared loader (which fetches one "
+                   "batch ahead): a first group of 1 microbatch, ACC006 on a loop whose length is a multiple of A")
+def test_prepared_loader_at_epoch_end_without_a_tail_is_silent(tmp_path: Path, fresh_accelerate) -> None:
+    report = _prepared_loader_at_epoch_end(tmp_path, n_batches=16)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+
+
+@pytest.mark.xfail(strict=True, reason="field trial (transformers run_clm_no_trainer, run --at-epoch-end): "
+                   "same early install; the tail flushed with weights r/A reads as ACC006, not ACC005")
+def test_prepared_loader_tail_weighted_by_a_is_acc005(tmp_path: Path, fresh_accelerate) -> None:
+    report = _prepared_loader_at_epoch_end(tmp_path, n_batches=14)
+    assert report.codes == {"ACC005"}, [f.one_line() for f in report.findings]
