@@ -185,8 +185,12 @@ class ScriptProbe:
         scaler = found["scalers"][0] if found["scalers"] else getattr(accelerator, "scaler", None)
         options = dict(self.options)
         loader, iterator = None, None
+        read_ahead = None
         if options.get("at") == "epoch_end" and options.get("loader") is None:
             loader, iterator = _running_loader(found)
+            read_ahead = frameworks.reads_ahead_of(loader, found["loaders"]) if loader is not None else None
+            if read_ahead is not None:  # its batches reach the loop one late: the epoch's end cannot be placed
+                loader, iterator = None, None
             if loader is None:
                 options["at"] = "start"
             options["loader"] = loader
@@ -197,7 +201,12 @@ class ScriptProbe:
             return
         self.probe = Probe(target, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
                            **options)
-        if options.get("at") == "start" and self.options.get("at") == "epoch_end":
+        if read_ahead is not None:
+            self.probe.record.notes.append(
+                f"at='epoch_end': the loop iterates a {type(read_ahead).__name__}, which reads its DataLoader one "
+                "batch ahead; a running one cannot be watched from its first forward, so the probe started "
+                "there (pass its loader to runtime_guard.probe(..., at='epoch_end') to probe the epoch's end)")
+        elif options.get("at") == "start" and self.options.get("at") == "epoch_end":
             self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
                                            "first forward; probed from the start")
         self.probe.record.user_normalizes = next(

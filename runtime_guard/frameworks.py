@@ -66,6 +66,20 @@ def unwrap_scheduler(scheduler: Any) -> Any:
     return scheduler
 
 
+def reads_ahead_of(loader: Any, candidates: list[Any]) -> Any | None:
+    """The prepared loader that reads ``loader`` one batch ahead of the loop
+    (``fw.accelerate.READ_AHEAD_LOADERS``: Accelerate's ``DataLoaderShard``): ``loader`` itself
+    when it is one, else the one among ``candidates`` that wraps it; ``None`` where there is none.
+    ``type()``, not ``isinstance``: such a shard's ``__class__`` answers the wrapped loader's."""
+
+    def reads_ahead(candidate: Any) -> bool:
+        return is_accelerate(candidate) and type(candidate).__name__ in fw.accelerate.READ_AHEAD_LOADERS
+
+    if reads_ahead(loader):
+        return loader
+    return next((c for c in candidates if reads_ahead(c) and getattr(c, "base_dataloader", None) is loader), None)
+
+
 def dataloader_iterator_class() -> type:
     """The class whose ``__next__`` yields every ``torch.utils.data.DataLoader`` batch."""
     from torch.utils.data.dataloader import _BaseDataLoaderIter

@@ -8,6 +8,7 @@ exception and auto-detach all go through the same path.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import weakref
 from collections.abc import Callable
@@ -49,12 +50,49 @@ class UndoStack:
 def wrap_instance_method(
     undo: UndoStack, obj: Any, name: str, make_wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
 ) -> None:
-    """Replace ``obj.name`` by ``make_wrapper(current bound method)`` on the instance only.
+    """Make calls of ``obj.name`` go through ``make_wrapper(current bound method)``; other
+    instances of its class are untouched.
 
-    Restoring puts back the exact previous instance-dict state: the earlier instance
-    attribute (e.g. the ``step`` wrapper an LR scheduler installs on its optimizer), or no
-    attribute at all, so the class method shows through again.
+    Where ``name`` is a plain function of ``obj``'s class, the class gets a dispatcher that sends
+    calls on ``obj`` to the wrapper and every other call to the function: ``obj.__dict__`` stays
+    as it was, so ``scheduler.state_dict()`` (an LR scheduler's ``__dict__``) still pickles and a
+    ``copy.deepcopy(model)`` made while probing does not carry a wrapper bound to ``model``.
+    Otherwise (an instance attribute already there, e.g. the ``step`` wrapper an old LR scheduler
+    installs on its optimizer; a descriptor) the wrapper goes on the instance. Restoring puts back
+    the exact previous state of the class or instance dict, only where it still holds ours.
     """
+    cls = type(obj)
+    function = inspect.getattr_static(cls, name, None)
+    if name in getattr(obj, "__dict__", {}) or not inspect.isfunction(function):
+        _wrap_on_the_instance(undo, obj, name, make_wrapper)
+        return
+    wrapper = make_wrapper(getattr(obj, name))
+    target = weakref.ref(obj)
+
+    @functools.wraps(function)
+    def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is target():
+            return wrapper(*args, **kwargs)
+        return function(self, *args, **kwargs)
+
+    previous = cls.__dict__.get(name, _MISSING)
+    setattr(cls, name, dispatch)
+
+    def restore() -> None:
+        if cls.__dict__.get(name) is not dispatch:
+            return  # the program patched the class meanwhile: its patch stays
+        if previous is _MISSING:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, previous)
+
+    undo.push(f"{cls.__name__}.{name} wrapper", restore)
+
+
+def _wrap_on_the_instance(
+    undo: UndoStack, obj: Any, name: str, make_wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> None:
+    """Replace ``obj.name`` by ``make_wrapper(current bound method)`` on the instance only."""
     previous = obj.__dict__.get(name, _MISSING)
     wrapper = make_wrapper(getattr(obj, name))
     setattr(obj, name, wrapper)

@@ -38,6 +38,12 @@ CONSTRUCTORS: dict[str, Role] = {
     "accelerate.accelerator.Accelerator": Role.ACCELERATOR,
 }
 
+#: Prepared loaders that read their ``base_dataloader`` one batch ahead of the loop, to know when
+#: they yield the last batch (``data_loader.py`` ``DataLoaderShard.__iter__``: "We iterate one batch
+#: ahead to check when we are at the end"): the inner loader's iterator runs a batch early, and its
+#: end comes before the loop's last batch. ``DataLoaderDispatcher`` does not.
+READ_AHEAD_LOADERS = frozenset({"DataLoaderShard"})
+
 #: ``Accelerator(gradient_accumulation_steps=)``: the value passed is A whatever its name.
 ACCUMULATION_KEYWORD = "gradient_accumulation_steps"
 #: ``with accelerator.accumulate(model):``: the context that gates the group.
