@@ -434,3 +434,33 @@ def test_mmengine_rows_match_the_installed_package() -> None:
     assert grads == [1.0, 0.5]
     default = wrapper_class(torch.optim.SGD([torch.nn.Parameter(torch.ones(()))], lr=0.0))
     assert float(default.scale_loss(torch.tensor(2.0))) == 2.0  # A = 1 unless configured: nothing divided
+
+
+def test_the_read_ahead_loaders_read_ahead_in_the_installed_accelerate() -> None:
+    """``accelerate.READ_AHEAD_LOADERS``: a prepared loader of each class named there has read two
+    batches of its DataLoader when the loop receives the first (the guard then does not watch the
+    inner iterator), and ``runtime_guard.frameworks.reads_ahead_of`` finds it from either side."""
+    torch = pytest.importorskip("torch")
+    data_loader = pytest.importorskip("accelerate.data_loader")
+    from accumlint import frameworks as fw
+    from runtime_guard.frameworks import reads_ahead_of
+
+    fetched: list[int] = []
+
+    class Counting(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 8
+
+        def __getitem__(self, index: int) -> int:
+            fetched.append(index)
+            return index
+
+    inner = torch.utils.data.DataLoader(Counting(), batch_size=2)
+    for name in fw.accelerate.READ_AHEAD_LOADERS:
+        fetched.clear()
+        shard = getattr(data_loader, name)(inner.dataset, batch_size=2)
+        next(iter(shard))
+        assert len(fetched) == 4  # two batches of 2 for the first one the loop gets
+        assert reads_ahead_of(shard, []) is shard
+        assert reads_ahead_of(shard.base_dataloader, [inner, shard]) is shard
+    assert reads_ahead_of(inner, [inner]) is None
