@@ -63,15 +63,20 @@ def wrap_instance_method(
     """
     cls = type(obj)
     function = inspect.getattr_static(cls, name, None)
-    if name in getattr(obj, "__dict__", {}) or not inspect.isfunction(function):
+    try:
+        target = weakref.ref(obj)
+    except TypeError:  # no weak references (``__slots__``): the instance it is
+        target = None
+    if target is None or name in getattr(obj, "__dict__", {}) or not inspect.isfunction(function):
         _wrap_on_the_instance(undo, obj, name, make_wrapper)
         return
-    wrapper = make_wrapper(getattr(obj, name))
-    target = weakref.ref(obj)
+    # the object and the wrapper, dropped at restore: a dispatcher a later patch still calls passes through
+    cell: list[Any] = [target, make_wrapper(getattr(obj, name))]
 
     @functools.wraps(function)
     def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self is target():
+        target, wrapper = cell
+        if target is not None and self is target():
             return wrapper(*args, **kwargs)
         return function(self, *args, **kwargs)
 
@@ -79,8 +84,9 @@ def wrap_instance_method(
     setattr(cls, name, dispatch)
 
     def restore() -> None:
+        cell[:] = [None, None]
         if cls.__dict__.get(name) is not dispatch:
-            return  # the program patched the class meanwhile: its patch stays
+            return  # the program patched the class meanwhile: its patch stays, ours is inert
         if previous is _MISSING:
             delattr(cls, name)
         else:

@@ -191,3 +191,4 @@ def test_prepared_loader_at_epoch_end_without_a_tail_is_silent(tmp_path: Path, f
 def test_prepared_loader_tail_weighted_by_a_is_acc005(tmp_path: Path, fresh_accelerate) -> None:
     report = _prepared_loader_at_epoch_end(tmp_path, n_batches=14)
     assert report.codes == {"ACC005"}, [f.one_line() for f in report.findings]
+

@@ -5,6 +5,7 @@ without it (runtime-guard-design.md §7). Every bitwise comparison has a plain-v
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 
 import pytest
@@ -18,6 +19,12 @@ import runtime_guard  # noqa: E402
 ORIGINAL_CLIP = torch.nn.utils.clip_grad_norm_
 
 
+def _method(obj: object, name: str) -> object:
+    """What ``obj.name`` resolves to, unbound: the instance's own attribute, else the class's
+    (the guard wraps on the class where it can: the instance dict stays as it was)."""
+    return vars(obj).get(name) or inspect.getattr_static(type(obj), name)
+
+
 def installed(model, opt, sched, scaler) -> dict[str, object]:
     """Every kind of change the probe makes, as observable state."""
     module = torch.nn.modules.module
@@ -26,10 +33,10 @@ def installed(model, opt, sched, scaler) -> dict[str, object]:
         "global module hooks": len(module._global_forward_pre_hooks) + len(module._global_forward_hooks),
         "parameter hooks": sum(len(p._post_accumulate_grad_hooks or {}) for p in model.parameters()),
         "optimizer hooks": len(opt._optimizer_step_pre_hooks) + len(opt._optimizer_step_post_hooks),
-        "zero_grad wrappers": ("zero_grad" in vars(opt)) + ("zero_grad" in vars(model)),
+        "zero_grad wrappers": (_method(opt, "zero_grad"), _method(model, "zero_grad")),
         "optimizer step attribute": vars(opt).get("step"),
-        "scheduler wrapper": "step" in vars(sched),
-        "scaler wrappers": sorted(set(vars(scaler)) & {"scale", "unscale_", "step", "update"}),
+        "scheduler wrapper": _method(sched, "step"),
+        "scaler wrappers": [_method(scaler, name) for name in ("scale", "unscale_", "step", "update")],
         "clip patched": torch.nn.utils.clip_grad_norm_ is not ORIGINAL_CLIP
         or torch.nn.utils.clip_grad.clip_grad_norm_ is not ORIGINAL_CLIP,
         "saved-tensor hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None,
@@ -157,8 +164,11 @@ def _hooks(obj: object) -> dict[str, list[tuple[object, int]]]:
 
 
 def _methods(obj: object) -> dict[str, int]:
-    """Callables set on the instance (wrappers, or the scheduler's own ``step`` wrapper on the optimizer)."""
-    return {k: id(v) for k, v in vars(obj).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+    """Callables set on the instance (wrappers, or the scheduler's own ``step`` wrapper on the
+    optimizer) and the functions of its classes (where the guard wraps a method for this instance)."""
+    own = {k: id(v) for k, v in vars(obj).items() if callable(v) and not isinstance(v, torch.nn.Module)}
+    return {**own, **{f"{cls.__qualname__}.{k}": id(v) for cls in type(obj).__mro__ for k, v in vars(cls).items()
+                      if inspect.isfunction(v)}}
 
 
 def trace_state(model, opt, sched=None, scaler=None, loader=None, iterators=()) -> dict[str, object]:  # noqa: ANN001
