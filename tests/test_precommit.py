@@ -10,6 +10,7 @@ possible (offline), the test is skipped.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,7 +161,8 @@ def test_hook_definition() -> None:
 def _adoption_commands() -> list[str]:
     """The command lines of the README's "Adopting accumlint on an existing repository" section."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Adopting accumlint on an existing repository\n", 1)[1].split("\n#", 1)[0]
+    after = text.split("### Adopting accumlint on an existing repository\n", 1)[1]
+    section = re.split(r"\n#{2,3} ", after, maxsplit=1)[0]  # to the next heading (a `# comment` in a block is none)
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
