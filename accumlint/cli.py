@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -476,7 +475,7 @@ def _noqa_reason(reason: str) -> str:
     reason = reason.strip()
     if any(ord(char) < 32 or ord(char) == 127 for char in reason):
         _fail("--add-noqa=REASON: the reason must be one line of text (no control characters)")
-    if re.match(r"[A-Za-z]+[0-9]+\b", reason):
+    if suppression.reads_as_a_code(reason):
         _fail(f"--add-noqa=REASON: {reason.split()[0]!r} would be read as one more code of the directive; "
               "start the reason with a word")
     return reason

@@ -66,6 +66,12 @@ _FILE_MENTION = re.compile(r"accumlint\s*:\s*noqa", re.IGNORECASE)
 _ignoring = False
 
 
+def reads_as_a_code(text: str) -> bool:
+    """Whether ``text`` starts with a word a directive would read as one more code (``PR123``):
+    a reason after the codes must not."""
+    return re.match(rf"{_CODE}\b", text) is not None
+
+
 def ignore_directives(ignore: bool) -> None:
     """Whether the directives are ignored from now on in this process (``--ignore-noqa``)."""
     global _ignoring
