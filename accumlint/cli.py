@@ -862,7 +862,7 @@ def server() -> None:
     try:
         from accumlint.lsp.server import serve
     except ImportError as exc:
-        _fail(f"the language server needs pygls: pip install 'accumlint[lsp]' ({exc})")
+        _fail(f"the language server needs pygls: pip install 'pygls>=2,<3' (in a clone: pip install '.[lsp]') ({exc})")
         return
     serve()
 

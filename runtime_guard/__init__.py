@@ -20,10 +20,13 @@ from typing import Any
 __all__ = [
     "RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "RuntimeFinding", "probe",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: What to do when torch is missing (the guard's only extra dependency).
-INSTALL_HINT = "the runtime guard needs torch: pip install 'accumlint[guard]'"
+INSTALL_HINT = (
+    "the runtime guard needs torch: pip install torch numpy "
+    "(in a clone of accumlint: pip install '.[guard]')"
+)
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -150,7 +150,7 @@ def test_version_and_source_changes_invalidate(project: Path, monkeypatch: pytes
     monkeypatch.setattr(cache, "source_hash", lambda: "edited")  # an edit to an editable install
     concise("--jobs", "1")
     assert sorted(checked) == ["plain.py", "train.py"]
-    assert len(cache_files(project)) == 3  # 0.1.0/<key>, 9.9.9/<key>, 9.9.9/<edited key>
+    assert len(cache_files(project)) == 3  # <__version__>/<key>, 9.9.9/<key>, 9.9.9/<edited key>
 
 
 def test_source_hash_follows_the_package_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

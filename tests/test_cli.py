@@ -277,7 +277,6 @@ def test_internal_error_goes_to_stderr_and_exits_1(project: Path, monkeypatch: p
 def test_version() -> None:
     result = run("--version")
     assert (result.exit_code, result.stdout) == (0, f"accumlint {__version__}\n")
-    assert __version__ == "0.1.0"
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from types import ModuleType
 
 import pytest
 
+from accumlint import __version__
+
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 
@@ -21,10 +23,17 @@ TEST_COMMAND = (
 )
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rule_table", REPO / "scripts" / "rule_table.py")
+def load_script(name: str = "rule_table") -> ModuleType:
+    """``scripts/NAME.py`` as a module (the scripts are not a package)."""
+    import sys
+
+    qualified = f"scripts_{name}"
+    if qualified in sys.modules:
+        return sys.modules[qualified]
+    spec = importlib.util.spec_from_file_location(qualified, REPO / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[qualified] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -182,21 +191,81 @@ def test_ci_commands_run_as_written(sandbox: Path) -> None:
     assert {issue["check_name"] for issue in report} >= {"ACC001"}
 
 
-def test_precommit_rev_is_a_commit_holding_the_hook() -> None:
-    """The snippet's ``rev`` is a full commit hash (no release is tagged) of this repository that
-    has ``.pre-commit-hooks.yaml`` with the ``accumlint`` hook."""
+def test_precommit_rev_is_the_release_tag_of_a_tree_holding_the_hook() -> None:
+    """The snippet's ``rev`` is this version's tag, made from a tree whose ``.pre-commit-hooks.yaml``
+    has the ``accumlint`` hook (where the tag is in this clone, the tagged tree is read too)."""
     import shutil
     import subprocess
 
     text = _section(README.read_text(encoding="utf-8"), "### pre-commit")
     [rev] = re.findall(r"rev: (\S+)", text)
-    assert re.fullmatch(r"[0-9a-f]{40}", rev), rev
+    assert rev == f"v{__version__}"
+    assert "- id: accumlint\n" in (REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
     if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("not a git checkout")
-    shown = subprocess.run(
-        ["git", "show", f"{rev}:.pre-commit-hooks.yaml"], cwd=REPO, capture_output=True, text=True
+        return
+    shown = subprocess.run(["git", "show", f"{rev}:.pre-commit-hooks.yaml"], cwd=REPO, capture_output=True, text=True)
+    if shown.returncode == 0:  # before `git tag` (scripts/release.py prints it) the tag is not there yet
+        assert "- id: accumlint\n" in shown.stdout
+
+
+# --- what the docs tell users to install ------------------------------------------------
+
+
+def _docs() -> list[Path]:
+    return [*load_script("release").doc_files(REPO), REPO / "CHANGELOG.md"]
+
+
+def test_the_docs_pin_this_versions_tag_and_nothing_else() -> None:
+    """Every pre-commit ``rev:`` of accumlint and every git install URL in README.md,
+    CONTRIBUTING.md and docs/ names ``v<__version__>`` (``scripts/release.py`` rewrites them)."""
+    release = load_script("release")
+    tag = f"v{__version__}"
+    pins = {path.name: release.find_pins(path.read_text(encoding="utf-8")) for path in release.doc_files(REPO)}
+    wrong = [(name, pin.line, pin.kind, pin.ref) for name, found in pins.items() for pin in found if pin.ref != tag]
+    assert wrong == [], f"pin {tag} (python scripts/release.py bumps them)"
+    # the pre-commit snippet, the Actions install and the two of "Installing"
+    assert sorted(pin.kind for pin in pins["README.md"]) == ["git", "git", "git", "rev"]
+
+
+def test_find_pins_sees_every_form_of_pin() -> None:
+    release = load_script("release")
+    text = (
+        "  - repo: https://github.com/astral-sh/ruff-pre-commit\n    rev: v0.6.9\n"
+        "  - repo: https://github.com/accumlint/accumlint.git\n    rev: '0123abc'  # pinned\n"
+        "- uses: actions/checkout@v4\n"
+        "pip install 'accumlint @ git+https://github.com/accumlint/accumlint'\n"
+        "pip install git+https://github.com/accumlint/accumlint.git@main#egg=accumlint\n"
+        "git+https://github.com/accumlint/accumlint-extras@v1\n"
     )
-    if shown.returncode != 0 and ("bad object" in shown.stderr or "invalid object" in shown.stderr):
-        pytest.skip(f"{rev} is not in this clone (shallow?): {shown.stderr.strip()}")
-    assert shown.returncode == 0, shown.stderr
-    assert "- id: accumlint\n" in shown.stdout
+    assert [(pin.line, pin.kind, pin.ref) for pin in release.find_pins(text)] == [
+        (4, "rev", "0123abc"), (6, "git", ""), (7, "git", "main"),
+    ]
+
+
+def _index_installs(text: str) -> list[str]:
+    """The requirements of ``pip install`` commands in ``text`` that name accumlint without a URL
+    (``accumlint``, ``accumlint[lsp]``): what only a package index could serve."""
+    found = []
+    for rest in re.findall(r"pip install (.*?)(?=pip install|$)", text, flags=re.MULTILINE):
+        rest = re.split(r"`|&&|;|\|", rest, maxsplit=1)[0]  # the command ends there
+        for name in re.finditer(r"(?<![\w./-])accumlint(\[[\w,-]*\])?(?![\w\[./-])", rest):
+            if not re.match(r"\s*@", rest[name.end():]):  # `accumlint[lsp] @ git+https://...` is a URL
+                found.append(name.group(0))
+    return found
+
+
+def test_index_installs_are_told_from_clone_and_url_installs() -> None:
+    text = (
+        'pip install "accumlint[lsp]"\n`pip install accumlint` and pip install -U accumlint[guard] && x\n'
+        'pip install ".[lsp]"; pip install "accumlint[lsp] @ git+https://github.com/accumlint/accumlint@v1"\n'
+        "HINT = \"needs torch: pip install 'accumlint[guard]'\"\n"
+    )
+    assert _index_installs(text) == ["accumlint[lsp]", "accumlint", "accumlint[guard]", "accumlint[guard]"]
+
+
+def test_nothing_tells_users_to_install_accumlint_from_an_index() -> None:
+    """accumlint is on no package index: the docs and the messages of the code install it from a
+    clone (``pip install ".[lsp]"``) or from the git URL at a tag."""
+    sources = [*_docs(), *sorted((REPO / "accumlint").rglob("*.py")), *sorted((REPO / "runtime_guard").rglob("*.py"))]
+    found = {path.relative_to(REPO).as_posix(): _index_installs(path.read_text(encoding="utf-8")) for path in sources}
+    assert {name: words for name, words in found.items() if words} == {}
