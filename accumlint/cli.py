@@ -52,6 +52,8 @@ catalogue = lazy_module("accumlint.catalogue")
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+#: the default of ``-o/--output-file`` (as ruff's ``RUFF_OUTPUT_FILE``)
+OUTPUT_FILE_ENV = "ACCUMLINT_OUTPUT_FILE"
 
 
 def _fail(message: str) -> None:
@@ -174,13 +176,16 @@ class _CheckCommand(click.Command):
 
 class _ReportFile:
     """Where the report goes: stdout (stderr where stdout holds the fixed source), or with
-    ``-o PATH`` that file, written once at the end of the run by the one safe writer
-    (:func:`accumlint.writing.write_file`: atomically, never through a link to anything but a
-    regular file)."""
+    ``-o PATH`` (or ``$ACCUMLINT_OUTPUT_FILE``: ``from_env``) that file, written once at the end of
+    the run by the one safe writer (:func:`accumlint.writing.write_file`: atomically, never
+    through a link to anything but a regular file)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, *, from_env: bool = False) -> None:
         self.path = path
+        self.from_env = from_env
         self.parts: list[str] = []
+        # errors name what gave the path: a variable set long ago is otherwise hard to find
+        self.label = f"{OUTPUT_FILE_ENV}={path}" if from_env else f"--output-file {path}"
 
     def echo(self, text: str, *, color: bool = False, err: bool = False) -> None:
         """One line (or block) of the report."""
@@ -195,10 +200,10 @@ class _ReportFile:
             return
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
-            _fail(f"--output-file {self.path}: no such directory: {parent}")
+            _fail(f"{self.label}: no such directory: {parent}")
         if os.path.lexists(self.path) and not os.path.isfile(self.path):
             what = "a broken link" if not os.path.exists(self.path) else "not a regular file"
-            _fail(f"--output-file {self.path}: {what}")
+            _fail(f"{self.label}: {what}")
 
     def save(self) -> None:
         """Write the report to the file (nothing without ``-o``); exit 2 where it cannot be written."""
@@ -207,7 +212,7 @@ class _ReportFile:
         try:
             writing.write_file(self.path, "".join(self.parts).encode("utf-8", errors="surrogateescape"))
         except OSError as exc:
-            _fail(f"--output-file {self.path}: cannot write the report: {exc.strerror or exc}")
+            _fail(f"{self.label}: cannot write the report: {exc.strerror or exc}")
 
 
 @main.command(cls=_CheckCommand, short_help="Check files and folders for accumulation bugs.")
@@ -249,9 +254,11 @@ class _ReportFile:
 @click.option(
     "-o",
     "--output-file",
+    envvar=OUTPUT_FILE_ENV,
     type=click.Path(path_type=str, dir_okay=False),
     metavar="PATH",
-    help="Write the report to PATH (replaced atomically; its folder must exist) instead of stdout.",
+    help=f"Write the report to PATH (replaced atomically; its folder must exist) instead of stdout "
+    f"(env {OUTPUT_FILE_ENV}).",
 )
 @click.option(
     "--show-settings", is_flag=True, help="Print the settings in effect and the files to check; check nothing."
@@ -301,7 +308,8 @@ def check(output_file: str | None, ignore_noqa: bool, **options: Any) -> None:
             stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     if ignore_noqa and options["add_noqa"]:
         _fail("--add-noqa cannot be used with --ignore-noqa")
-    report = _ReportFile(output_file)
+    source = click.get_current_context().get_parameter_source("output_file")
+    report = _ReportFile(output_file or None, from_env=source is click.core.ParameterSource.ENVIRONMENT)
     report.check_target()
     suppression.ignore_directives(ignore_noqa)
     try:
@@ -382,7 +390,12 @@ def _check(
 
     if show_settings:
         text = format_settings(
-            settings, enabled, excludes, files, output_format=output_format, fix=fix, unsafe_fixes=unsafe_fixes
+            settings, enabled, excludes, files, output_format=output_format, fix=fix, unsafe_fixes=unsafe_fixes,
+            ignore_noqa=suppression.ignoring_directives(), output_file=report.path,
+            output_file_from=OUTPUT_FILE_ENV if report.from_env else None,
+            cache_dir=None if no_cache else _cache_location(settings, cache_dir),
+            parse_timeout=_parse_timeout(settings, parse_timeout) or 0,
+            respect_gitignore=respect_gitignore,
         )
         report.echo(text)
         sys.exit(EXIT_OK)

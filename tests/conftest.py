@@ -114,6 +114,17 @@ def _user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _report_on_stdout() -> Iterator[None]:
+    """``ACCUMLINT_OUTPUT_FILE`` of whoever runs the tests would send every report to a file."""
+    import os
+
+    previous = os.environ.pop("ACCUMLINT_OUTPUT_FILE", None)
+    yield
+    if previous is not None:
+        os.environ["ACCUMLINT_OUTPUT_FILE"] = previous
+
+
 #: The slow tier (``pytest -m slow``; the fast tier is ``-m "not slow"``): tests that run torch,
 #: the runtime guard, a subprocess per example, worker processes or the fuzzer. Listed here, in
 #: one place, by module (every test in it) or by ``module::test``; ``@pytest.mark.slow`` on a

@@ -447,6 +447,21 @@ def test_show_settings(project: Path) -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert lines[0] == f"# settings file: {project / 'pyproject.toml'}"
+    assert lines[1:14] == [
+        f"project-root = {json.dumps(str(project))}",
+        'output-format = "text"',
+        "# output-file: none, the report goes to stdout",
+        "fix = false",
+        "unsafe-fixes = false",
+        "ignore-noqa = false",
+        "",
+        f"cache-dir = {json.dumps(str(project / '.accumlint_cache'))}",
+        "parse-timeout = 10",
+        "respect-gitignore = true",
+        'noqa-style = "noqa"',
+        "",
+        "# the rules that run (config file, then the command line, applied to the defaults)",
+    ]
     assert 'enabled = ["ACC000", "ACC001", "ACC901"]' in lines
     assert "# on by default but not enabled: ACC301" in lines
     assert "# enabled but off by default: ACC901" in lines
@@ -454,6 +469,30 @@ def test_show_settings(project: Path) -> None:
     assert '"clean.py" = ["ACC001"]' in lines
     assert lines[-1] == 'files = ["clean.py", "train.py"]'
     assert "Found" not in result.stdout  # nothing was checked
+
+
+def test_show_settings_gives_every_key_as_the_command_line_leaves_it(project: Path) -> None:
+    """noqa-style, parse-timeout and respect-gitignore from the file (the options win), --ignore-noqa,
+    -o and --no-cache; every key of ``[tool.accumlint]`` is shown."""
+    from accumlint.config import KNOWN_KEYS
+
+    (project / "pyproject.toml").write_text(
+        '[tool.accumlint]\nnoqa-style = "accumlint"\nparse-timeout = 2.5\nrespect-gitignore = false\n'
+        'cache-dir = "build/cache"\n',
+        encoding="utf-8",
+    )
+    lines = run("check", "--show-settings").stdout.splitlines()
+    assert {'noqa-style = "accumlint"', "parse-timeout = 2.5", "respect-gitignore = false",
+            f"cache-dir = {json.dumps(str(project / 'build' / 'cache'))}", "ignore-noqa = false"} <= set(lines)
+    result = run("check", "--show-settings", "--ignore-noqa", "--parse-timeout", "0", "--respect-gitignore",
+                 "--no-cache", "-o", "settings.toml")
+    assert (result.exit_code, result.stdout) == (0, "")
+    lines = (project / "settings.toml").read_text(encoding="utf-8").splitlines()
+    assert {'output-file = "settings.toml"', "ignore-noqa = true", "parse-timeout = 0", "respect-gitignore = true",
+            "# cache-dir: none, the cache is off", 'noqa-style = "accumlint"'} <= set(lines)
+    # every other key is shown under its own name (the selection keys make up `enabled`)
+    shown = {line.split(" = ")[0].strip("[]") for line in run("check", "--show-settings").stdout.splitlines()}
+    assert set(KNOWN_KEYS) - shown == {"select", "ignore", "extend-select"}
 
 
 def test_a_folder_without_python_files_warns_and_passes(tmp_path: Path) -> None:

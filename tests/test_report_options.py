@@ -89,6 +89,45 @@ def test_a_usage_error_writes_no_report(project: Path) -> None:
     assert result.exit_code == 2 and not (project / "report.txt").exists()
 
 
+# --- ACCUMLINT_OUTPUT_FILE: -o's default (ruff's RUFF_OUTPUT_FILE) -----------------------
+
+
+def test_the_environment_variable_is_the_output_file_and_the_option_wins(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCUMLINT_OUTPUT_FILE", "from-env.txt")
+    result = cli("check", "--no-cache", "--output-format", "concise", "update.py")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert (project / "from-env.txt").read_text(encoding="utf-8").startswith("update.py:7:9: ACC002")
+    option = cli("check", "--no-cache", "-o", "from-option.txt", "--ignore", "ACC002", "update.py")
+    assert (option.exit_code, option.stdout) == (0, "")
+    assert (project / "from-option.txt").read_text(encoding="utf-8") == "All checks passed!\n"
+    assert (project / "from-env.txt").read_text(encoding="utf-8").startswith("update.py:7:9: ACC002")  # untouched
+    shown = cli("check", "--show-settings", "update.py")
+    assert shown.stdout == ""
+    settings = (project / "from-env.txt").read_text(encoding="utf-8").splitlines()
+    assert 'output-file = "from-env.txt"  # from ACCUMLINT_OUTPUT_FILE' in settings
+
+
+def test_an_empty_environment_variable_leaves_the_report_on_stdout(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCUMLINT_OUTPUT_FILE", "")
+    result = cli("check", "--no-cache", "--ignore", "ACC002", "update.py")
+    assert (result.exit_code, result.stdout) == (0, "All checks passed!\n")
+    assert sorted(os.listdir(project)) == ["train.py", "update.py"]
+
+
+def test_a_bad_path_from_the_environment_is_named_as_the_variable(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACCUMLINT_OUTPUT_FILE", "no/report.txt")
+    result = cli("check", "--no-cache", "--fix", "train.py")
+    assert result.exit_code == 2
+    assert result.stderr == f"error: ACCUMLINT_OUTPUT_FILE=no/report.txt: no such directory: {project / 'no'}\n"
+    assert (project / "train.py").read_bytes() == ACC001_LOOP  # refused before anything was fixed
+
+
 # --- --fix-only and --exit-non-zero-on-fix ----------------------------------------------------
 
 
