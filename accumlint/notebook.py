@@ -12,16 +12,25 @@ comments out its whole cell, except the magics whose body is Python (``%%time``,
 included, as editors number them) and the line counts from the cell's first line.
 ``# noqa`` comments work in cells; ``# accumlint: noqa`` in any cell covers the notebook.
 
-A notebook is never written to: ``--fix`` leaves notebooks alone.
+Each finding also carries its place in the ``.ipynb`` file's own text (``Finding.raw``: the JSON
+line that holds the source line, and the column inside that JSON string), found by scanning the
+JSON with positions (:func:`source_spans`): what GitHub annotations, SARIF and the other CI
+formats point at. ``--fix`` and ``--add-noqa`` edit the checked text, and :func:`rebuild` puts
+the edit back into its cell: only the edited cells' ``source`` values are rewritten, in the
+layout they had (a list of lines or one string, the same indentation); the outputs, the
+metadata, the other cells and the rest of the JSON keep their bytes. An edit that crosses a
+cell boundary or touches a line that was neutralized (a magic) is refused.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
+import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -81,6 +90,19 @@ class NotebookSource:
     def cell_lines(self, number: int) -> list[str] | None:
         """The source lines of code cell ``number`` (as written, magics included)."""
         return next((list(cell.lines) for cell in self.cells if cell.number == number), None)
+
+    def line_of(self, number: int, line: int) -> int | None:
+        """The 1-based line of :attr:`text` of line ``line`` of cell ``number`` (None: no such line)."""
+        start = 1
+        for cell in self.cells:
+            if cell.number == number:
+                return start + line - 1 if 1 <= line <= len(cell.lines) else None
+            start += len(cell.lines)
+        return None
+
+    def checked_lines(self) -> list[str]:
+        """The lines of :attr:`text` (the neutralized cells), one per cell line."""
+        return self.text.split("\n")[:-1] if self.text else []
 
 
 def _cell_text(source: object) -> str:
@@ -157,7 +179,249 @@ def notebook_source(data: bytes) -> NotebookSource:
     return NotebookSource(cells, text + "\n" if text else "")
 
 
-def _placed(finding: Finding, source: NotebookSource) -> Finding:
+_SPACE = re.compile(r"[ \t\n\r]*")
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}  # and \" \\ \/: the character itself
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class SourceSpan:
+    """Where one cell's ``source`` value lies in the notebook's text (offsets into the text the
+    bytes decode to): ``start``/``end`` of the whole value, and each JSON string token in it
+    (quotes included), in order; ``listed``: a list of strings (as Jupyter writes), else one string."""
+
+    start: int
+    end: int
+    strings: tuple[tuple[int, int], ...]
+    listed: bool
+
+
+def _object(text: str, at: int, visit: Callable[[str, int], int]) -> int:
+    """Walk the object at ``text[at] == "{"``: ``visit(key, value_start)`` returns where each value
+    ends; returns where the object ends. The text is known to be valid JSON (it was loaded)."""
+    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    while text[at] != "}":
+        key, at = json.decoder.scanstring(text, at + 1)
+        at = _SPACE.match(text, _SPACE.match(text, at).end() + 1).end()  # type: ignore[union-attr]
+        at = _SPACE.match(text, visit(key, at)).end()  # type: ignore[union-attr]
+        if text[at] == ",":
+            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    return at + 1
+
+
+def _array(text: str, at: int, visit: Callable[[int, int], int]) -> int:
+    """Walk the array at ``text[at] == "["``: ``visit(index, value_start)`` returns where each element ends."""
+    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    index = 0
+    while text[at] != "]":
+        at = _SPACE.match(text, visit(index, at)).end()  # type: ignore[union-attr]
+        index += 1
+        if text[at] == ",":
+            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    return at + 1
+
+
+def _skip(text: str, at: int) -> int:
+    return _DECODER.raw_decode(text, at)[1]
+
+
+def source_spans(text: str) -> dict[int, SourceSpan]:
+    """Each cell's :class:`SourceSpan`, by its 1-based number among all cells, in a notebook's text
+    (``bytes.decode("utf-8-sig")``, already known to load as a notebook). A repeated key counts
+    as :func:`json.loads` counts it: the last one."""
+    spans: dict[int, SourceSpan] = {}
+
+    def source(start: int) -> int:
+        strings: list[tuple[int, int]] = []
+
+        def string(_: int, at: int) -> int:
+            end = _skip(text, at)
+            if text[at] == '"':
+                strings.append((at, end))
+            return end
+
+        listed = text[start] == "["
+        end = _array(text, start, string) if listed else string(0, start)
+        spans[number] = SourceSpan(start, end, tuple(strings), listed)
+        return end
+
+    def cell_member(key: str, at: int) -> int:
+        return source(at) if key == "source" and text[at] in '["' else _skip(text, at)
+
+    def cell(index: int, at: int) -> int:
+        nonlocal number
+        number = index + 1
+        return _object(text, at, cell_member) if text[at] == "{" else _skip(text, at)
+
+    def top(key: str, at: int) -> int:
+        if key == "cells" and text[at] == "[":
+            spans.clear()
+            return _array(text, at, cell)
+        return _skip(text, at)
+
+    number = 0
+    _object(text, _SPACE.match(text).end(), top)  # type: ignore[union-attr]
+    return spans
+
+
+def _characters(text: str, start: int, end: int) -> Iterator[tuple[str, int]]:
+    """The characters of the JSON string token ``text[start:end]``, each with its offset in ``text``."""
+    at, stop = start + 1, end - 1
+    while at < stop:
+        char = text[at]
+        if char != "\\":
+            yield char, at
+            at += 1
+            continue
+        kind = text[at + 1]
+        if kind != "u":
+            yield _ESCAPES.get(kind, kind), at
+            at += 2
+            continue
+        code, size = int(text[at + 2:at + 6], 16), 6
+        if 0xD800 <= code < 0xDC00 and text.startswith("\\u", at + 6):  # a surrogate pair: one character
+            low = int(text[at + 8:at + 12], 16)
+            if 0xDC00 <= low < 0xE000:
+                code, size = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00), 12
+        yield chr(code), at
+        at += size
+
+
+def _offset(text: str, span: SourceSpan, line: int, column: int) -> int:
+    """The offset in ``text`` of line ``line``, column ``column`` (1-based, code points) of the
+    cell whose ``source`` is ``span``, lines ending as :func:`read_cells` ends them; past a
+    line's end: where its newline is written (past the cell's end: its closing quote)."""
+    row, col = 1, 1
+    pending_cr = -1  # a "\r" not yet known to start a "\r\n"
+    for start, end in span.strings:
+        for char, at in _characters(text, start, end):
+            if pending_cr >= 0 and char == "\n":  # "\r\n" is one line end, at the "\r"
+                pending_cr = -1
+                continue
+            pending_cr = -1
+            if row == line and (col == column or char in "\r\n"):
+                return at
+            if char in "\r\n":
+                row, col = row + 1, 1
+                pending_cr = at if char == "\r" else -1
+            else:
+                col += 1
+    return span.strings[-1][1] - 1 if span.strings else span.start
+
+
+class RawPlaces:
+    """Maps a cell's ``(line, column)`` to the notebook text's own ``(line, column)``, 1-based;
+    the text is scanned once, when first asked."""
+
+    def __init__(self, data: bytes) -> None:
+        self.text = data.decode("utf-8-sig")
+        self._spans: dict[int, SourceSpan] | None = None
+        self._line_starts: list[int] = []
+
+    @property
+    def spans(self) -> dict[int, SourceSpan]:
+        """The cells' :class:`SourceSpan` (see :func:`source_spans`)."""
+        if self._spans is None:
+            self._spans = source_spans(self.text)
+            self._line_starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
+        return self._spans
+
+    def place(self, cell: int, line: int, column: int) -> tuple[int, int]:
+        """Where line ``line``, column ``column`` of cell ``cell`` is written in the file (the
+        cell's first line where the cell has no ``source`` that was found)."""
+        span = self.spans.get(cell)
+        offset = _offset(self.text, span, line, column) if span is not None else 0
+        row = bisect.bisect_right(self._line_starts, offset)
+        return row, offset - self._line_starts[row - 1] + 1
+
+
+def _edited_cells(source: NotebookSource, new_text: str) -> dict[int, list[str]] | None:
+    """The new lines of each code cell that ``new_text`` (an edit of ``source.text``) changes, by
+    cell number; None when an edit cannot be put back into the cells: it spans two cells, or
+    replaces a line that was neutralized (a magic, a shell line, a ``%%bash`` cell's body).
+    Lines added between two cells go to the cell above when indented (its block goes on),
+    else to the cell below (a statement before its first line)."""
+    old = source.checked_lines()
+    new = new_text.split("\n")
+    if new_text.endswith("\n"):
+        new.pop()
+    owners = [cell.number for cell in source.cells for _ in cell.lines]
+    written = [line for cell in source.cells for line in cell.lines]
+    if not old:
+        return None
+    lines: dict[int, list[str]] = {cell.number: [] for cell in source.cells}
+    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            for i in range(i1, i2):
+                lines[owners[i]].append(written[i])
+            continue
+        if any(old[i] != written[i] for i in range(i1, i2)) or len(set(owners[i1:i2])) > 1:
+            return None
+        if i1 < i2:
+            owner = owners[i1]
+        elif i1 == len(old) or (i1 > 0 and (owners[i1 - 1] == owners[i1] or new[j1][:1] in (" ", "\t"))):
+            owner = owners[i1 - 1]
+        else:
+            owner = owners[i1]
+        lines[owner].extend(new[j1:j2])
+    return {cell.number: lines[cell.number] for cell in source.cells if tuple(lines[cell.number]) != cell.lines}
+
+
+def _source_value(text: str, span: SourceSpan, lines: list[str], ensure_ascii: bool) -> str:
+    """The JSON of a cell's new ``source`` (its ``lines``) in the layout of the old one (``span``
+    in ``text``): a list of lines, each but the last ending in a newline, indented as before; or one string."""
+    code = "\n".join(lines)
+    if not span.listed:
+        return json.dumps(code, ensure_ascii=ensure_ascii)
+    parts = re.findall(r"[^\n]*\n|[^\n]+", code)
+    if not parts:
+        return "[]"
+    if span.strings:  # the whitespace before the first line and before "]", as written
+        before, after = text[span.start + 1:span.strings[0][0]], text[span.strings[-1][1]:span.end - 1]
+    else:
+        before = after = ""
+    return "[" + before + ("," + before).join(json.dumps(p, ensure_ascii=ensure_ascii) for p in parts) + after + "]"
+
+
+def rebuild(data: bytes, source: NotebookSource, new_text: str) -> bytes | None:
+    """The notebook's bytes with ``new_text`` (an edit of ``source.text``, the checked text of
+    ``data``) put back into its cells (see the module); ``data`` itself when nothing changed in
+    a cell, None when the edit cannot be placed (:func:`_edited_cells`). Magics are written back
+    as they were; a UTF-8 BOM and the file's line ends stay; strings are ASCII-escaped only
+    where the file is all ASCII."""
+    edited = _edited_cells(source, new_text)
+    if edited is None:
+        return None
+    if not edited:
+        return data
+    text = data.decode("utf-8-sig")
+    spans = source_spans(text)
+    if any(number not in spans for number in edited):
+        return None
+    ensure_ascii = text.isascii()
+    out, at = [], 0
+    for number in sorted(edited, key=lambda n: spans[n].start):
+        span = spans[number]
+        out += [text[at:span.start], _source_value(text, span, edited[number], ensure_ascii)]
+        at = span.end
+    out.append(text[at:])
+    bom = b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b""
+    return bom + "".join(out).encode("utf-8")
+
+
+def _placed(finding: Finding, source: NotebookSource, raw: RawPlaces) -> Finding:
+    """``finding`` (placed in :attr:`NotebookSource.text`) with its cell, line in the cell and its
+    place in the notebook's own text."""
+    finding = _in_cell(finding, source)
+    line, column = raw.place(finding.cell, finding.line, finding.column)
+    end_line = end_column = 0
+    if finding.end_line:
+        end_line, end_column = raw.place(finding.cell, finding.end_line, finding.end_column or finding.column)
+    return dataclasses.replace(finding, raw=(line, column, end_line, end_column))
+
+
+def _in_cell(finding: Finding, source: NotebookSource) -> Finding:
     cell, line = source.locate(finding.line)
     end_line = 0
     end_column = finding.end_column
@@ -187,7 +451,8 @@ def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None) 
         )
         return engine.FileResult(path, findings=[finding])
     result = engine.check_source(path, source.text.encode("utf-8"), rules)
-    result.findings = [_placed(f, source) for f in result.findings]
+    raw = RawPlaces(data)
+    result.findings = [_placed(f, source, raw) for f in result.findings]
     return result
 
 

@@ -69,8 +69,9 @@ def test_json_and_sarif_carry_the_cell(tmp_path: Path, monkeypatch: pytest.Monke
     )
     sarif = json.loads(CliRunner().invoke(main, ["check", "--output-format", "sarif", "train.ipynb"]).output)
     [res] = sarif["runs"][0]["results"]
-    assert res["properties"] == {"cell": 5}
-    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+    assert res["properties"] == {"cell": 5, "cellLine": 3, "cellColumn": 5}
+    # the region is in the .ipynb's own lines: line 59 holds `"    optimizer.zero_grad()\n",`
+    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 59
 
 
 def test_noqa_in_a_cell_and_file_level_noqa() -> None:

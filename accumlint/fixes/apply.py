@@ -4,7 +4,10 @@ A fix is kept only if the fixed text still parses and the file then has fewer fi
 the fixed code and no finding of a code (or more of one) it did not have before;
 otherwise that occurrence is left as it is. Fixing repeats until nothing changes (at most
 :data:`MAX_ROUNDS` fixes per file), so a second ``--fix`` run changes nothing.
-Notebooks are never written: they are skipped.
+A notebook is fixed in the text its code cells are checked as (:mod:`accumlint.notebook`), and
+each fix kept is put back into its cell (:func:`accumlint.notebook.rebuild`): a fix that would
+cross a cell boundary or rewrite a magic line is not applied. Only the edited cells' ``source``
+change in the ``.ipynb``; outputs, metadata and the JSON's layout stay as they were.
 
 Writing goes through :func:`accumlint.writing.rewrite`: atomic, refused for a file that changed
 since it was read (compared once the new bytes are on disk, immediately before the rename), for
@@ -31,8 +34,8 @@ from accumlint.checks.base import Rule
 from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
-from accumlint.notebook import is_notebook
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
+from accumlint.notebook import NotebookError, is_notebook, notebook_source, rebuild
+from accumlint.reading import NotARegularFile, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
@@ -100,15 +103,25 @@ def fix_source(
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
     # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives applied
     unused_noqa = codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
-    if is_notebook(path) or not (fixable or unused_noqa):
+    if not (fixable or unused_noqa):
         return result
+    notebook = None
     try:
-        text, encoding = _decode(data)
-    except (SyntaxError, UnicodeDecodeError):
+        if is_notebook(path):
+            notebook = notebook_source(data)
+            text, encoding = notebook.text, "utf-8"
+        else:
+            text, encoding = _decode(data)
+    except (SyntaxError, UnicodeDecodeError, NotebookError):
         return result
+
+    def accept(new_text: str) -> bool:
+        """Whether an edit can be written: a notebook's must go back into its cells."""
+        return notebook is None or rebuild(data, notebook, new_text) is not None
+
     held_back: set[tuple[str, str, int]] = set()
     skipped: set[tuple[str, str, int]] = set()
-    checked = engine.check_source(path, data, rules)
+    checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules)
     findings = checked.findings
     for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
@@ -130,6 +143,9 @@ def fix_source(
                 held_back.add(_key(finding))
                 continue
             new_text = edit.module.code
+            if not accept(new_text):
+                skipped.add(_key(finding))
+                continue
             new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
             if not improves(findings, new_findings, finding.code):
                 skipped.add(_key(finding))
@@ -143,20 +159,22 @@ def fix_source(
     if unused_noqa and not any(f.code == engine.PARSE_ERROR_CODE for f in findings):
         if result.applied:  # what the directives suppress now, in the fixed text
             checked = engine.check_source(path, text.encode(encoding), rules)
-        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
+        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result, accept)
     result.unsafe_pending = len(held_back)
-    result.fixed = text.encode(encoding) if result.applied else data
+    if result.applied:
+        result.fixed = text.encode(encoding) if notebook is None else rebuild(data, notebook, text) or data
     return result
 
 
 def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.FileResult, rules: Sequence[Rule],
-                         codes: frozenset[str], result: FixResult) -> str:
+                         codes: frozenset[str], result: FixResult, accept: Callable[[str], bool]) -> str:
     """``text`` (checked: ``checked``) with the ``ACC990`` codes taken out of its directives, last,
-    once the other fixes are in: kept only where the findings stay exactly the same."""
+    once the other fixes are in: kept only where the findings stay exactly the same (and
+    ``accept`` takes the new text: a notebook's edit fits in its cells)."""
     from accumlint import config, noqa_report
 
     new_text, changed = noqa_report.remove_unused(text, checked.suppressed, config.known_codes(), codes)
-    if not changed:
+    if not changed or not accept(new_text):
         return text
     after = engine.check_source(path, new_text.encode(encoding), rules)
     if _codes(after.findings) != _codes(checked.findings):
@@ -245,7 +263,7 @@ def fix_files(
     paths the user named, by default none; read-only, hard-linked, changed meanwhile) is not
     written (``error`` says why). ``timeout``: seconds one file's fixing may take, in a
     bounded worker process that is replaced past it (None: no time limit). Unreadable files,
-    files that are not regular or too large, and notebooks are skipped (the check that follows reports them).
+    files that are not regular or too large are skipped (the check that follows reports them).
     """
     fixer = _Fixer(timeout)
     try:
@@ -264,13 +282,12 @@ def _fix_all(
 ) -> list[FixResult]:
     results = []
     for path in files:
-        if is_notebook(path):
-            continue
+        limit = source_limit(path)  # a notebook's JSON: its outputs may be large
         try:
-            data, size, signature = read_signed(path)
+            data, size, signature = read_signed(path, limit)
         except (OSError, NotARegularFile):
             continue
-        if size > MAX_SOURCE_BYTES:
+        if size > limit:
             continue
         result = fixer.fix(path, data, codes_for(path), unsafe)
         if write and result.changed and not result.error:
