@@ -294,6 +294,16 @@ def test_add_noqa_with_a_reason_as_ruff_writes_it(project: Path) -> None:
     assert "Added 1 noqa directive." in cli("check", "--no-cache", "--add-noqa", "other.py").stderr
 
 
+def test_add_noqa_writes_the_reason_in_every_file(project: Path) -> None:
+    """Reproduction: the writer's answer for the first file took the reason's name, and the
+    files after it got their directive without the reason."""
+    for name in ("a.py", "b.py", "c.py"):
+        (project / name).write_bytes(ACC001_LOOP)
+    assert "Added 3 noqa directives." in cli("check", "--no-cache", "--add-noqa=baseline", ".").stderr
+    for name in ("a.py", "b.py", "c.py"):
+        assert (project / name).read_text().splitlines()[2] == "    optimizer.zero_grad()  # noqa: ACC001 baseline"
+
+
 def test_add_noqa_reason_must_not_read_as_a_code(project: Path) -> None:
     (project / "train.py").write_bytes(ACC001_LOOP)
     for reason in ("PR123 later", "two\nlines"):
