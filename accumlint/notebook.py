@@ -412,13 +412,18 @@ def rebuild(data: bytes, source: NotebookSource, new_text: str) -> bytes | None:
 
 def _placed(finding: Finding, source: NotebookSource, raw: RawPlaces) -> Finding:
     """``finding`` (placed in :attr:`NotebookSource.text`) with its cell, line in the cell and its
-    place in the notebook's own text."""
+    place in the notebook's own text; a related location in the notebook itself (a helper in an
+    earlier cell) is given as its place in the notebook's text too, as one in a ``.py`` file is."""
+    related = tuple(
+        (path, *raw.place(*source.locate(line), column)) if path == finding.path else (path, line, column)
+        for path, line, column in finding.related
+    )
     finding = _in_cell(finding, source)
     line, column = raw.place(finding.cell, finding.line, finding.column)
     end_line = end_column = 0
     if finding.end_line:
         end_line, end_column = raw.place(finding.cell, finding.end_line, finding.end_column or finding.column)
-    return dataclasses.replace(finding, raw=(line, column, end_line, end_column))
+    return dataclasses.replace(finding, raw=(line, column, end_line, end_column), related=related)
 
 
 def _in_cell(finding: Finding, source: NotebookSource) -> Finding:

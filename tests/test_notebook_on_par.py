@@ -135,6 +135,16 @@ def test_lines_spread_over_strings_and_crlf_line_ends() -> None:
     assert places.place(1, 1, 6) == (row, lines[row - 1].index("\\r\\n") + 1)  # the line's end: its newline
 
 
+def test_a_helper_in_an_earlier_cell_is_related_at_its_raw_place() -> None:
+    helper = "def reset(opt):\n    opt.zero_grad()"
+    loop = PLAIN_LOOP.replace("optimizer.zero_grad()", "reset(optimizer)")
+    data = jupyter(("code", SETUP, []), ("markdown", "A helper.", []), ("code", helper, []), ("code", loop, []))
+    [finding] = check_notebook("train.ipynb", data).findings
+    assert (finding.cell, finding.line, finding.raw[:2]) == (4, 3, written_at(data, "reset(optimizer)"))
+    # not the line of the cells' joined text (5): the .ipynb's own, as a related .py file's would be
+    assert finding.related == (("train.ipynb", *written_at(data, "opt.zero_grad()")),)
+
+
 def test_every_ci_format_points_at_the_raw_line(project: Path) -> None:
     data = (project / "train.ipynb").read_bytes()
     row, column = written_at(data, CALL)
@@ -306,3 +316,12 @@ def test_rebuild_keeps_crlf_layout_and_bom() -> None:
     assert new is not None and new.startswith(b"\xef\xbb\xbf{\r\n")
     assert re.findall(rb"[^\r]\n", new) == []  # every line still ends in CRLF
     assert b'    "        optimizer.step()  # s"\r\n   ]\r\n  },' in new
+
+
+def test_fix_leaves_a_notebook_whose_code_is_too_large_to_parse() -> None:
+    from accumlint import engine
+    from accumlint.fixes.apply import fix_source
+
+    data = training(PLAIN_LOOP + "\nx = 1  # padding padding" * 200_000)  # 5 MB of code: more than 4 MiB
+    result = fix_source("big.ipynb", data, engine.rules_for(frozenset({"ACC001"})), codes={"ACC001"})
+    assert (result.fixed, result.applied) == (data, {})

@@ -35,7 +35,7 @@ from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
 from accumlint.notebook import NotebookError, is_notebook, notebook_source, rebuild
-from accumlint.reading import NotARegularFile, read_signed, source_limit
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
@@ -110,6 +110,8 @@ def fix_source(
         if is_notebook(path):
             notebook = notebook_source(data)
             text, encoding = notebook.text, "utf-8"
+            if len(text.encode(encoding)) > MAX_SOURCE_BYTES:  # too large to parse: the check says so
+                return result
         else:
             text, encoding = _decode(data)
     except (SyntaxError, UnicodeDecodeError, NotebookError):
