@@ -13,7 +13,7 @@ included, as editors number them) and the line counts from the cell's first line
 ``# noqa`` comments work in cells; ``# accumlint: noqa`` in any cell covers the notebook.
 
 Each finding also carries its place in the ``.ipynb`` file's own text (``Finding.raw``: the JSON
-line that holds the source line, and the column inside that JSON string), found by scanning the
+line that holds the source line, and the column on that line), found by scanning the
 JSON with positions (:func:`source_spans`): what GitHub annotations, SARIF and the other CI
 formats point at. ``--fix`` and ``--add-noqa`` edit the checked text, and :func:`rebuild` puts
 the edit back into its cell: only the edited cells' ``source`` values are rewritten, in the
@@ -196,28 +196,34 @@ class SourceSpan:
     listed: bool
 
 
+def _space(text: str, at: int) -> int:
+    """The offset of the first character from ``at`` on that is not JSON whitespace."""
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
 def _object(text: str, at: int, visit: Callable[[str, int], int]) -> int:
     """Walk the object at ``text[at] == "{"``: ``visit(key, value_start)`` returns where each value
     ends; returns where the object ends. The text is known to be valid JSON (it was loaded)."""
-    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    at = _space(text, at + 1)
     while text[at] != "}":
         key, at = json.decoder.scanstring(text, at + 1)
-        at = _SPACE.match(text, _SPACE.match(text, at).end() + 1).end()  # type: ignore[union-attr]
-        at = _SPACE.match(text, visit(key, at)).end()  # type: ignore[union-attr]
+        at = _space(text, _space(text, at) + 1)
+        at = _space(text, visit(key, at))
         if text[at] == ",":
-            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+            at = _space(text, at + 1)
     return at + 1
 
 
 def _array(text: str, at: int, visit: Callable[[int, int], int]) -> int:
     """Walk the array at ``text[at] == "["``: ``visit(index, value_start)`` returns where each element ends."""
-    at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+    at = _space(text, at + 1)
     index = 0
     while text[at] != "]":
-        at = _SPACE.match(text, visit(index, at)).end()  # type: ignore[union-attr]
+        at = _space(text, visit(index, at))
         index += 1
         if text[at] == ",":
-            at = _SPACE.match(text, at + 1).end()  # type: ignore[union-attr]
+            at = _space(text, at + 1)
     return at + 1
 
 
@@ -260,7 +266,7 @@ def source_spans(text: str) -> dict[int, SourceSpan]:
         return _skip(text, at)
 
     number = 0
-    _object(text, _SPACE.match(text).end(), top)  # type: ignore[union-attr]
+    _object(text, _space(text, 0), top)
     return spans
 
 
@@ -366,6 +372,11 @@ def _edited_cells(source: NotebookSource, new_text: str) -> dict[int, list[str]]
             owner = owners[i1]
         lines[owner].extend(new[j1:j2])
     return {cell.number: lines[cell.number] for cell in source.cells if tuple(lines[cell.number]) != cell.lines}
+
+
+def fits(source: NotebookSource, new_text: str) -> bool:
+    """Whether ``new_text``, an edit of ``source.text``, can be put back into the cells (:func:`rebuild`)."""
+    return _edited_cells(source, new_text) is not None
 
 
 def _source_value(text: str, span: SourceSpan, lines: list[str], ensure_ascii: bool) -> str:

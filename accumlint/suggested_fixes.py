@@ -4,8 +4,9 @@ What the machine formats (``json``, ``sarif``, ``rdjson``), the ``[*]`` marks of
 output and the language server's code actions offer. A finding gets a fix when its rule's
 codemod applies to it alone and the result passes the test ``--fix`` applies
 (:func:`accumlint.fixes.apply.improves`): so applying the safe fixes' edits of a file gives the
-bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks get none
-(they are never modified).
+bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks get none: an
+edit of a cell is no edit of the ``.ipynb``'s text (``--fix`` applies theirs through
+:func:`accumlint.notebook.rebuild`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from accumlint.checks.base import Rule
 from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
-from accumlint.notebook import NotebookError, is_notebook, notebook_source, rebuild
+from accumlint.notebook import NotebookError, fits, is_notebook, notebook_source, rebuild
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
@@ -119,7 +119,7 @@ def fix_source(
 
     def accept(new_text: str) -> bool:
         """Whether an edit can be written: a notebook's must go back into its cells."""
-        return notebook is None or rebuild(data, notebook, new_text) is not None
+        return notebook is None or fits(notebook, new_text)
 
     held_back: set[tuple[str, str, int]] = set()
     skipped: set[tuple[str, str, int]] = set()
