@@ -39,6 +39,7 @@ from accumlint.lazy import lazy_module
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
+    from accumlint.suggested_fixes import SuggestedFix
 
 # LibCST loads with the engine, only when a notebook is checked (is_notebook is asked of every cached file)
 engine = lazy_module("accumlint.engine")
@@ -449,8 +450,24 @@ def _in_cell(finding: Finding, source: NotebookSource) -> Finding:
     return dataclasses.replace(finding, cell=cell, line=line, end_line=end_line, end_column=end_column)
 
 
-def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> engine.FileResult:
-    """Check a notebook's code cells with ``rules`` (default: every rule); findings carry their cell."""
+def _fix_in_cell(fix: SuggestedFix, source: NotebookSource, cell: int) -> SuggestedFix | None:
+    """``fix`` (edits of :attr:`NotebookSource.text`) as edits of the text of ``cell``, as written
+    (magics included); None when it changes another cell too or does not go back into the cells
+    (:func:`_edited_cells`): a fix ``--fix`` would not apply is not offered."""
+    from accumlint.text_edits import apply_edits, text_edits
+
+    edited = _edited_cells(source, apply_edits(source.text, fix.edits))
+    if edited is None or set(edited) != {cell}:
+        return None
+    before = "\n".join(source.cell_lines(cell) or ())
+    return dataclasses.replace(fix, edits=tuple(text_edits(before, "\n".join(edited[cell]))))
+
+
+def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
+                   suggest: bool = False) -> engine.FileResult:
+    """Check a notebook's code cells with ``rules`` (default: every rule); findings carry their
+    cell. ``suggest``: the findings' fixes too (:attr:`~accumlint.engine.FileResult.fixes`), each
+    edit in the lines of the finding's cell, as ruff gives a notebook's."""
     try:
         source = notebook_source(data)
     except NotebookError as exc:
@@ -466,9 +483,13 @@ def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None) 
             url=engine.PARSE_ERROR_URL,
         )
         return engine.FileResult(path, findings=[finding])
-    result = engine.check_source(path, source.text.encode("utf-8"), rules)
+    result = engine.check_source(path, source.text.encode("utf-8"), rules, suggest=suggest)
     raw = RawPlaces(data)
-    result.findings = [_placed(f, source, raw) for f in result.findings]
+    placed = {f: _placed(f, source, raw) for f in result.findings}
+    result.findings = list(placed.values())
+    if result.fixes:
+        fixes = {placed[f]: _fix_in_cell(fix, source, placed[f].cell) for f, fix in result.fixes.items() if f in placed}
+        result.fixes = {finding: fix for finding, fix in fixes.items() if fix is not None}
     return result
 
 

@@ -268,6 +268,29 @@ def test_fix_rewrites_only_the_fixed_cell(project: Path) -> None:
     assert (project / "train.ipynb").read_bytes() == after  # a second run changes nothing
 
 
+def test_fixes_are_offered_as_edits_of_the_cell(project: Path) -> None:
+    """``[*]`` and ruff's JSON ``fix`` for a notebook: edits of the cell's text (magics included),
+    which give the cell ``--fix`` writes; SARIF and rdjson offer none (an edit of a cell is not an
+    edit of the JSON's lines). Also from a cache written by a run that computed no fixes."""
+    from accumlint.text_edits import TextEdit, apply_edits
+
+    (project / "train.ipynb").write_bytes(training(PLAIN_LOOP))
+    assert CliRunner().invoke(main, ["check", "--output-format", "github", "train.ipynb"]).exit_code == 1
+    out = CliRunner().invoke(main, ["check", "--output-format", "concise", "train.ipynb"]).output
+    assert out.startswith("train.ipynb:cell 5:3:5: ACC001 [*] ") and "[*] 1 fixable with `--fix`." in out
+    [item] = json.loads(check("--output-format", "json", "train.ipynb")[1])
+    edits = [TextEdit((e["location"]["row"], e["location"]["column"]),
+                      (e["end_location"]["row"], e["end_location"]["column"]), e["content"])
+             for e in item["fix"]["edits"]]
+    assert (item["cell"], item["fix"]["applicability"]) == (5, "safe")
+    fixed = apply_edits(PLAIN_LOOP, edits)
+    assert "results" in json.loads(check("--output-format", "sarif", "train.ipynb")[1])["runs"][0]
+    assert '"fixes"' not in check("--output-format", "sarif", "train.ipynb")[1]
+    assert "suggestions" not in check("--output-format", "rdjson", "train.ipynb")[1]
+    check("--fix", "train.ipynb")
+    assert "".join(json.loads((project / "train.ipynb").read_bytes())["cells"][4]["source"]) == fixed
+
+
 def test_fix_of_a_notebook_through_stdin(project: Path) -> None:
     data = training(PLAIN_LOOP)
     result = CliRunner().invoke(main, ["check", "--fix", "-", "--stdin-filename", "train.ipynb"], input=data)
