@@ -342,6 +342,21 @@ class RawPlaces:
         return row, offset - self._line_starts[row - 1] + 1
 
 
+def _line_changes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """:meth:`difflib.SequenceMatcher.get_opcodes` of ``old`` to ``new``, the unchanged lines at
+    both ends matched first: a diff is free to match a repeated line (``pass``, a blank line) in
+    another cell, so the lines around an edit are held where they are."""
+    most = min(len(old), len(new))
+    head = next((i for i in range(most) if old[i] != new[i]), most)
+    tail = next((i for i in range(most - head) if old[-1 - i] != new[-1 - i]), most - head)
+    middle = difflib.SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail], autojunk=False)
+    return [
+        ("equal", 0, head, 0, head),
+        *((tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in middle.get_opcodes()),
+        ("equal", len(old) - tail, len(old), len(new) - tail, len(new)),
+    ]
+
+
 def _edited_cells(source: NotebookSource, new_text: str) -> dict[int, list[str]] | None:
     """The new lines of each code cell that ``new_text`` (an edit of ``source.text``) changes, by
     cell number; None when an edit cannot be put back into the cells: it spans two cells, or
@@ -349,16 +364,17 @@ def _edited_cells(source: NotebookSource, new_text: str) -> dict[int, list[str]]
     Lines added between two cells go to the cell above when indented (its block goes on),
     else to the cell below (a statement before its first line)."""
     old = source.checked_lines()
-    new = new_text.split("\n")
+    new = new_text.split("\n") if new_text else []
     if new_text.endswith("\n"):
         new.pop()
+    if new == old:
+        return {}
+    if not old:  # no code: nowhere to put a line
+        return None
     owners = [cell.number for cell in source.cells for _ in cell.lines]
     written = [line for cell in source.cells for line in cell.lines]
-    if not old:
-        return None
     lines: dict[int, list[str]] = {cell.number: [] for cell in source.cells}
-    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-    for tag, i1, i2, j1, j2 in opcodes:
+    for tag, i1, i2, j1, j2 in _line_changes(old, new):
         if tag == "equal":
             for i in range(i1, i2):
                 lines[owners[i]].append(written[i])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -133,6 +134,47 @@ def test_lines_spread_over_strings_and_crlf_line_ends() -> None:
     assert places.place(1, 2, 2) == (row + 1, lines[row].index(" = 2") + 1)  # the second string
     assert places.place(1, 3, 1) == (row + 2, lines[row + 1].index("z = 3") + 1)
     assert places.place(1, 1, 6) == (row, lines[row - 1].index("\\r\\n") + 1)  # the line's end: its newline
+
+
+def _odd_notebook(rng: random.Random) -> bytes:
+    """A notebook of random text as other writers save it: sources as lines, chunks or one string,
+    escapes of every kind, any indentation, ASCII-escaped or not."""
+    alphabet = ["a", "b", " ", '"', "\\", "\t", "é", "🙂", "\x01", "/", "\r", "\n", "\r\n", "\u2028", "%", "!"]
+    cells = []
+    for _ in range(rng.randint(1, 4)):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        source = rng.choice([text, text.splitlines(keepends=True), [text[i:i + 3] for i in range(0, len(text), 3)]])
+        cells.append({"cell_type": rng.choice(["code", "code", "markdown"]), "metadata": {}, "source": source})
+    document = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(document, indent=rng.choice([None, 1, 2]), ensure_ascii=rng.random() < 0.5).encode()
+
+
+def test_every_character_is_placed_where_it_is_written_and_edits_stay_in_their_cell() -> None:
+    from accumlint.notebook import _characters, read_cells
+
+    rng = random.Random(34)
+    for _ in range(200):
+        data = _odd_notebook(rng)
+        places, source = RawPlaces(data), notebook_source(data)
+        starts = [0, *(m.end() for m in re.finditer("\n", places.text))]
+        written = [line for cell in source.cells for line in cell.lines]
+        for cell in source.cells:
+            for number, line in enumerate(cell.lines, start=1):
+                for column, char in enumerate(line, start=1):
+                    row, at = places.place(cell.number, number, column)
+                    offset = starts[row - 1] + at - 1  # the JSON text there decodes to the character
+                    assert next(_characters(places.text, offset - 1, len(places.text)))[0] == char
+        assert rebuild(data, source, source.text) == data
+        for index, line in enumerate(source.checked_lines()):
+            if line != written[index]:
+                continue  # a neutralized line: not edited
+            edited = [*source.checked_lines()[:index], line + "  # e", *source.checked_lines()[index + 1:]]
+            new = rebuild(data, source, "\n".join(edited) + "\n")
+            assert new is not None
+            cells = read_cells(new)
+            assert [len(c.lines) for c in cells] == [len(c.lines) for c in source.cells]
+            assert [x for c in cells for x in c.lines] == [*written[:index], written[index] + "  # e",
+                                                           *written[index + 1:]]
 
 
 def test_a_helper_in_an_earlier_cell_is_related_at_its_raw_place() -> None:
@@ -330,6 +372,11 @@ def test_rebuild_puts_edits_in_their_cells_or_refuses() -> None:
         ["%time setup()\n", "for b in data:\n", "    step(b)"], []]
     assert cells("setup()\nfor b in data:\n    step(b)\nx = 1\ny = 2\n") is None  # the magic's line
     assert cells("pass\nfor b in data:\n    step(b); x = 1\ny = 2\n") is None  # two cells' lines in one
+    # a line repeated in the next cell: the edit stays in its own cell (a diff could match the other)
+    twice = jupyter(("code", "model.train()", []), ("code", "model.train()", []))
+    new = rebuild(twice, notebook_source(twice), "model.train()  # e\nmodel.train()\n")
+    assert new is not None
+    assert [c["source"] for c in json.loads(new)["cells"]] == [["model.train()  # e"], ["model.train()"]]
 
 
 def test_rebuild_keeps_crlf_layout_and_bom() -> None:
