@@ -333,6 +333,15 @@ def test_fixes_are_offered_as_edits_of_the_cell(project: Path) -> None:
     assert "".join(json.loads((project / "train.ipynb").read_bytes())["cells"][4]["source"]) == fixed
 
 
+def test_fix_leaves_the_directives_of_a_notebook_alone(project: Path) -> None:
+    """A notebook's check reports no unused code (ACC990), so --fix takes none out of its cells."""
+    loop = PLAIN_LOOP.replace("optimizer.zero_grad()", "optimizer.zero_grad()  # noqa: ACC001, ACC304")
+    (project / "train.ipynb").write_bytes(training(loop))
+    before = (project / "train.ipynb").read_bytes()
+    assert check("--fix", "--extend-select", "ACC990", "train.ipynb")[0] == 0
+    assert (project / "train.ipynb").read_bytes() == before
+
+
 def test_fix_of_a_notebook_through_stdin(project: Path) -> None:
     data = training(PLAIN_LOOP)
     result = CliRunner().invoke(main, ["check", "--fix", "-", "--stdin-filename", "train.ipynb"], input=data)

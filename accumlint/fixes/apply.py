@@ -101,8 +101,10 @@ def fix_source(
     where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go."""
     result = FixResult(path, data, data)
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
-    # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives applied
-    unused_noqa = codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
+    # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives
+    # applied; a notebook's check does not report it (nor does --fix take codes out of its cells)
+    unused_noqa = (codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
+                   and not is_notebook(path))
     if not (fixable or unused_noqa):
         return result
     notebook = None
@@ -161,7 +163,7 @@ def fix_source(
     if unused_noqa and not any(f.code == engine.PARSE_ERROR_CODE for f in findings):
         if result.applied:  # what the directives suppress now, in the fixed text
             checked = engine.check_source(path, text.encode(encoding), rules)
-        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result, accept)
+        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
     result.unsafe_pending = len(held_back)
     if result.applied:
         result.fixed = text.encode(encoding) if notebook is None else rebuild(data, notebook, text) or data
@@ -169,14 +171,13 @@ def fix_source(
 
 
 def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.FileResult, rules: Sequence[Rule],
-                         codes: frozenset[str], result: FixResult, accept: Callable[[str], bool]) -> str:
+                         codes: frozenset[str], result: FixResult) -> str:
     """``text`` (checked: ``checked``) with the ``ACC990`` codes taken out of its directives, last,
-    once the other fixes are in: kept only where the findings stay exactly the same (and
-    ``accept`` takes the new text: a notebook's edit fits in its cells)."""
+    once the other fixes are in: kept only where the findings stay exactly the same."""
     from accumlint import config, noqa_report
 
     new_text, changed = noqa_report.remove_unused(text, checked.suppressed, config.known_codes(), codes)
-    if not changed or not accept(new_text):
+    if not changed:
         return text
     after = engine.check_source(path, new_text.encode(encoding), rules)
     if _codes(after.findings) != _codes(checked.findings):
