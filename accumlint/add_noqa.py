@@ -8,9 +8,12 @@ added (``# noqa: ACC201, ACC001``); the other form's directive is left as it is 
 ``"accumlint"`` style, ``# noqa: E501`` gets a separate ``# accumlint: noqa: ACC001`` after
 it). A code that a directive of either form already suppresses (a prefix, a bare ``noqa``)
 is not added. A line that cannot take a comment (a line that
-continues with ``\\``, or one inside a multi-line string) is left alone. Notebooks and files
-that do not tokenize are never touched; ``ACC000`` cannot be suppressed. Files are written as
-``--fix`` writes them (:mod:`accumlint.writing`), and a second run adds nothing.
+continues with ``\\``, or one inside a multi-line string) is left alone, and so is a notebook
+line that is not Python (a magic, a shell line). In a notebook the directive goes on the
+finding's line in its cell (:func:`accumlint.notebook.rebuild`: only that cell's ``source``
+changes in the ``.ipynb``). Files that do not tokenize are never touched; ``ACC000`` cannot be
+suppressed. Files are written as ``--fix`` writes them (:mod:`accumlint.writing`), and a second
+run adds nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
+from accumlint.notebook import NotebookError, is_notebook, notebook_source, rebuild
+from accumlint.reading import NotARegularFile, read_signed, source_limit
 from accumlint.suppression import DIRECTIVE_START, NOQA_FORM, UNSUPPRESSIBLE, comment_directives
 from accumlint.writing import Boundary, rewrite
 
@@ -116,39 +120,63 @@ def add_noqa_files(
     written by the one safe writer (:func:`accumlint.writing.rewrite`), as ``--fix`` writes: a
     symlink out of ``boundary`` (the paths the user named; by default none), a read-only or
     hard-linked file is not written."""
-    from accumlint.fixes.apply import _decode
-    from accumlint.notebook import is_notebook
-
-    by_path: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    by_path: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
-        if finding.cell or finding.code in UNSUPPRESSIBLE or is_notebook(finding.path):
-            continue
-        by_path[finding.path][finding.line].add(finding.code)
+        if finding.code not in UNSUPPRESSIBLE and (finding.cell or not is_notebook(finding.path)):
+            by_path[finding.path].append(finding)
     added, errors = 0, []
-    for path, codes_by_line in by_path.items():
+    for path, found in by_path.items():
+        limit = source_limit(path)
         try:
-            data, size, signature = read_signed(path)
-            if size > MAX_SOURCE_BYTES:
-                errors.append(f"{path}: noqa not added: larger than {MAX_SOURCE_BYTES} bytes")
+            data, size, signature = read_signed(path, limit)
+            if size > limit:
+                errors.append(f"{path}: noqa not added: larger than {limit} bytes")
                 continue
             if checked is not None and path in checked and checked[path] != data:
                 errors.append(f"{path}: noqa not added: {_CHANGED}")
                 continue
-            text, encoding = _decode(data)
             style = style_for(path) if style_for else NOQA_FORM
-            new_text, changed = add_noqa_text(text, codes_by_line, style, reason)
+            new_data, changed = _with_directives(path, data, found, style, reason)
         except NotARegularFile as exc:
             errors.append(f"{path}: noqa not added: {exc.kind}, not a regular file")
             continue
-        except (OSError, SyntaxError, UnicodeDecodeError, LookupError, tokenize.TokenError) as exc:
+        except (OSError, SyntaxError, UnicodeDecodeError, LookupError, tokenize.TokenError, NotebookError) as exc:
             errors.append(f"{path}: noqa not added: {getattr(exc, 'strerror', None) or exc}")
             continue
         if not changed:
             continue
-        reason = rewrite(path, new_text.encode(encoding), expect=(signature, data),
-                         boundary=boundary or Boundary(()), changed=_CHANGED)
-        if reason:
-            errors.append(f"{path}: noqa not added: {reason}")
+        refused = rewrite(path, new_data, expect=(signature, data), boundary=boundary or Boundary(()),
+                          changed=_CHANGED)
+        if refused:
+            errors.append(f"{path}: noqa not added: {refused}")
             continue
         added += changed
     return added, errors
+
+
+def _with_directives(path: str, data: bytes, findings: list[Finding], style: str, reason: str) -> tuple[bytes, int]:
+    """``data`` (the bytes of ``path``) with the directives of ``findings`` added, and how many
+    changed. A notebook's are added to the text its cells are checked as, and put back into the
+    cells; a finding on a line that is not Python there (a magic) gets none. Raises what
+    :func:`add_noqa_text` raises, ``UnicodeDecodeError``/``LookupError`` for a file that does not
+    decode, :class:`~accumlint.notebook.NotebookError` for a notebook that does not load."""
+    from accumlint.fixes.apply import _decode
+
+    codes_by_line: dict[int, set[str]] = defaultdict(set)
+    if not is_notebook(path):
+        for finding in findings:
+            codes_by_line[finding.line].add(finding.code)
+        text, encoding = _decode(data)
+        new_text, changed = add_noqa_text(text, codes_by_line, style, reason)
+        return new_text.encode(encoding), changed
+    source = notebook_source(data)
+    checked_lines, written = source.checked_lines(), [line for cell in source.cells for line in cell.lines]
+    for finding in findings:
+        row = source.line_of(finding.cell, finding.line)
+        if row is not None and checked_lines[row - 1] == written[row - 1]:
+            codes_by_line[row].add(finding.code)
+    new_text, changed = add_noqa_text(source.text, codes_by_line, style, reason)
+    new_data = rebuild(data, source, new_text) if changed else data
+    if new_data is None:
+        raise NotebookError("a directive would not go back into its cell")
+    return new_data, changed

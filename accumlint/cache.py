@@ -161,6 +161,7 @@ def _encode(finding: Finding) -> list[Any]:
         finding.url,
         finding.cell,
         [list(location) for location in finding.related],
+        list(finding.raw),
     ]
 
 
@@ -174,7 +175,13 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
     """A finding of a cache entry, for a file of ``lines`` lines; raises ``ValueError`` or
     ``TypeError`` for anything a finding of that file cannot hold. Related locations name other
     files, whose lines are bounded only by the largest file accumlint parses."""
-    line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related = row
+    # (a row of 12: written before findings carried their place in a notebook's JSON)
+    line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related, *rest = row
+    if len(rest) > 1 or (rest and len(rest[0]) not in (0, 4)):
+        raise ValueError("a finding's place in the file is four numbers")
+    raw = tuple(rest[0]) if rest else ()
+    for value, lowest in zip(raw, (1, 1, 0, 0), strict=False):  # (its length is 0 or 4: checked above)
+        _position(value, lowest, _MAX_POSITION)
     _position(line, 1, lines)
     _position(end_line, 0, lines)
     for value in (column, end_column, cell):
@@ -187,7 +194,7 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
             raise TypeError("a related location names its file")
         places.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 0, _MAX_POSITION)))
     return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell,
-                   tuple(places))
+                   tuple(places), raw)  # type: ignore[arg-type]
 
 
 def _encode_fixes(findings: Sequence[Finding], fixes: Mapping[Finding, SuggestedFix]) -> list[Any]:

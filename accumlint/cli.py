@@ -247,7 +247,7 @@ class _ReportFile:
     "--add-noqa",
     is_flag=True,
     help="Add `# noqa: CODE` (or `# accumlint: noqa: CODE` under `noqa-style = \"accumlint\"`) on the line of "
-    "every finding (not in notebooks); `--add-noqa=REASON` writes the reason after the codes.",
+    "every finding (in a notebook, in its cell); `--add-noqa=REASON` writes the reason after the codes.",
 )
 @click.option("--add-noqa-reason", hidden=True, metavar="REASON")
 @click.option("--ignore-noqa", is_flag=True, help="Apply no `# noqa` directive (nor `# accumlint: noqa`).")
@@ -458,10 +458,10 @@ def _check(
         for error in [*errors, *noqa_errors]:
             click.echo(f"error: {error}", err=True)
         click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
-        left = [f for f in findings if f.cell or f.code == "ACC000"]
+        left = [f for f in findings if f.code in suppression.UNSUPPRESSIBLE]
         if left:
             click.echo(
-                f"{len(left)} finding{'s' if len(left) != 1 else ''} in notebooks or of ACC000 cannot take a directive;"
+                f"{len(left)} finding{'s' if len(left) != 1 else ''} of ACC000 cannot take a directive;"
                 " fix or exclude them.",
                 err=True,
             )
@@ -798,25 +798,20 @@ def _check_stdin(
 def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, unsafe_fixes: bool,
                timeout: float | None) -> tuple[int, bytes]:
     """Fix the source read from stdin: ``--fix`` prints the fixed source on stdout (a notebook's
-    unchanged: it is never modified) and returns the count and the fixed bytes; ``--diff`` prints
-    the fixes as a diff and what it would fix, and exits (1 when a fix is pending)."""
-    fixed = 0
-    if not notebook.is_notebook(path):
-        from accumlint.fixes import apply as fixes
+    JSON with its cells fixed) and returns the count and the fixed bytes; ``--diff`` prints the
+    fixes as a diff and what it would fix, and exits (1 when a fix is pending)."""
+    from accumlint.fixes import apply as fixes
 
-        result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=timeout)
-        if result.error:
-            click.echo(f"error: {result.error}", err=True)
-        if mode.diff:
-            click.echo(result.diff(), nl=False)
-            for line in fixes.fix_summary([result], diff=True):
-                click.echo(line, err=True)
-            sys.exit(EXIT_FINDINGS if result.changed and not result.error else EXIT_OK)
-        data = result.fixed
-        fixed = sum(result.applied.values())
-    elif mode.diff:
-        click.echo("No fixes to apply.", err=True)
-        sys.exit(EXIT_OK)
+    result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=timeout)
+    if result.error:
+        click.echo(f"error: {result.error}", err=True)
+    if mode.diff:
+        click.echo(result.diff(), nl=False)
+        for line in fixes.fix_summary([result], diff=True):
+            click.echo(line, err=True)
+        sys.exit(EXIT_FINDINGS if result.changed and not result.error else EXIT_OK)
+    data = result.fixed
+    fixed = sum(result.applied.values())
     sys.stdout.buffer.write(data)
     sys.stdout.flush()
     return fixed, data

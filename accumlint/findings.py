@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 
@@ -23,7 +23,11 @@ class Finding:
     the end of the flagged node. ``message`` says what happens at run time, ``fix`` how to
     repair it (a sentence, not an edit), ``url`` the rule's page. In a notebook, ``cell``
     is the 1-based index of the code cell and ``line`` counts from that cell's first line
-    (``0``: not a notebook).
+    (``0``: not a notebook), and ``raw`` is the same place in the ``.ipynb`` file's own text:
+    ``(line, column, end_line, end_column)``, 1-based, columns in code points of the JSON's
+    lines (``end_line`` 0 where the finding has no end), as GitHub annotations and SARIF
+    regions read a file. ``raw`` takes no part in comparing findings (the same finding found
+    again is equal).
     """
 
     path: str
@@ -41,6 +45,13 @@ class Finding:
     #: where the reported call leads: (path, line, column) of the helper's statement that
     #: performs the event (another module's file, or this one)
     related: tuple[tuple[str, int, int], ...] = ()
+    raw: tuple[int, int, int, int] | tuple[()] = field(default=(), compare=False)
+
+    @property
+    def in_file(self) -> tuple[int, int, int, int]:
+        """``(line, column, end_line, end_column)`` in the file's own text: :attr:`raw` in a
+        notebook, else the finding's position (``end_line`` 0: no end)."""
+        return self.raw or (self.line, self.column, self.end_line, self.end_column)
 
     @property
     def where(self) -> str:

@@ -152,7 +152,7 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     those codes, plus the unused-noqa findings when that code is enabled."""
     rules = engine.rules_for(codes)
     if notebook.is_notebook(path):
-        result = notebook.check_notebook(path, data, rules)
+        result = notebook.check_notebook(path, data, rules, suggest=_suggesting)
     else:
         result = engine.check_source(path, data, rules, suggest=_suggesting)
     return _finish(path, data, codes, result)

@@ -4,8 +4,8 @@ What the machine formats (``json``, ``sarif``, ``rdjson``), the ``[*]`` marks of
 output and the language server's code actions offer. A finding gets a fix when its rule's
 codemod applies to it alone and the result passes the test ``--fix`` applies
 (:func:`accumlint.fixes.apply.improves`): so applying the safe fixes' edits of a file gives the
-bytes ``--fix`` writes, when the fixes do not touch the same lines. Notebooks get none
-(they are never modified).
+bytes ``--fix`` writes, when the fixes do not touch the same lines. A notebook finding's edits
+are in the lines of its cell (:func:`accumlint.notebook.check_notebook`), as ruff gives them.
 """
 
 from __future__ import annotations
@@ -68,11 +68,15 @@ def suggest_source(
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
-    from accumlint.notebook import is_notebook
+    from accumlint.notebook import check_notebook, is_notebook
 
     codes = frozenset(codes)
-    if is_notebook(path) or not FIXABLE_CODES & codes:
+    if not FIXABLE_CODES & codes:
         return {}
+    if is_notebook(path):  # its cells checked again, their fixes with them
+        wanted = None if findings is None else set(findings)
+        fixes = check_notebook(path, data, engine.rules_for(codes), suggest=True).fixes or {}
+        return {f: fix for f, fix in fixes.items() if wanted is None or f in wanted}
     try:
         text, encoding = _decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
@@ -119,13 +123,13 @@ def suggest_in_check(
     check's findings (what a fix is compared against); ``rules``: those of the run's codes (the
     fixed text is checked with them). ``original``: the whole text, where ``text`` has blank
     lines for definitions left out (:mod:`accumlint.kept_blocks`): a fixer's edits are carried
-    over to it, and a fix whose edits reach a blanked line is not offered. Empty for a notebook."""
+    over to it, and a fix whose edits reach a blanked line is not offered. For a notebook, ``data``
+    is its cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located, parent_map
-    from accumlint.notebook import is_notebook
 
     fixable = [f for f in findings if f.code in CODEMOD_CODES and not f.related and f in nodes]
-    if is_notebook(path) or not fixable:
+    if not fixable:
         return {}
     try:
         encoding = _decode(data)[1]
@@ -211,7 +215,7 @@ def suggest_run(
     every: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         every[finding.path].append(finding)
-        if finding.code in FIXABLE_CODES and not finding.cell and finding.path in sources:
+        if finding.code in FIXABLE_CODES and finding.path in sources:
             by_path[finding.path].append(finding)
     fixes: dict[Finding, SuggestedFix] = {}
     previous = project.active()

@@ -32,7 +32,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_source, signature_of
+from accumlint.reading import NotARegularFile, Signature, read_source, signature_of, source_limit
 
 TEMP_SUFFIX = ".accumlint-tmp"
 #: a temporary file older than this (seconds) is stale even if a process with its pid runs (a reused pid)
@@ -151,12 +151,13 @@ def replace_file(
     # for a symlink meanwhile cannot redirect the write
     folder = os.open(folder_path, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
-        _replace_in(folder, os.path.join(folder_path, name), name, data, expect)
+        _replace_in(folder, os.path.join(folder_path, name), name, data, expect, source_limit(path))
     finally:
         os.close(folder)
 
 
-def _replace_in(folder: int, real: str, name: str, data: bytes, expect: tuple[Signature, bytes] | None) -> None:
+def _replace_in(folder: int, real: str, name: str, data: bytes, expect: tuple[Signature, bytes] | None,
+                limit: int) -> None:
     before = _lstat(name, folder)
     if before is not None:
         _check_replaceable(before)
@@ -181,10 +182,10 @@ def _replace_in(folder: int, real: str, name: str, data: bytes, expect: tuple[Si
             os.close(fd)
         if expect is not None:
             try:
-                now, size = read_source(real)
+                now, size = read_source(real, limit)  # (a notebook's JSON: the larger bound it was read with)
             except NotARegularFile:
                 raise WriteRefused("not a regular file") from None
-            if size > MAX_SOURCE_BYTES or digest(now) != expect[1]:
+            if size > limit or digest(now) != expect[1]:
                 raise FileChangedError
         # the last look, immediately before the rename: the same regular file, or still no file
         after = _lstat(name, folder)

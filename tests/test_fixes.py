@@ -158,7 +158,7 @@ def test_unsafe_fixes_only_on_request(tmp_path: Path, monkeypatch: pytest.Monkey
     assert b"loss = loss / ACCUMULATION_STEPS" not in (tmp_path / "train.py").read_bytes()
 
 
-def test_fix_respects_selection_and_leaves_notebooks_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fix_respects_selection_and_fixes_notebook_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_bytes(SOURCE.encode())
     notebook = {
@@ -171,11 +171,13 @@ def test_fix_respects_selection_and_leaves_notebooks_alone(tmp_path: Path, monke
     before = (tmp_path / "nb.ipynb").read_bytes()
     assert fix("--fix", "--ignore", "ACC001", ".")[0] == 0
     assert (tmp_path / "train.py").read_bytes() == SOURCE.encode()
-    status, out, _ = fix("--fix", "--output-format", "concise", ".")
-    assert status == 1
-    assert out.startswith("nb.ipynb:cell 1:5:5: ACC001")
     assert (tmp_path / "nb.ipynb").read_bytes() == before
+    status, out, _ = fix("--fix", "--output-format", "concise", ".")
+    assert (status, out) == (0, "Found 2 findings (2 fixed, 0 remaining).\n")
     assert b"optimizer.zero_grad()\r\n" in (tmp_path / "train.py").read_bytes()
+    # the cell's source stays one string, fixed as the .py file is (its own line ends)
+    [cell] = json.loads((tmp_path / "nb.ipynb").read_bytes())["cells"]
+    assert cell["source"] == (tmp_path / "train.py").read_bytes().decode().replace("\r\n", "\n")
 
 
 def test_replace_file_keeps_the_mode_and_leaves_no_temp_file(tmp_path: Path) -> None:

@@ -42,10 +42,11 @@ def test_bad_cell_is_reported_with_its_cell_and_line(tmp_path: Path, monkeypatch
     # cell 5 (counting the markdown cells) is the loop with `optimizer.zero_grad()` on its line 3;
     # the same bug in cell 6 is suppressed by a noqa comment for ACC001
     assert result.output.splitlines() == [
-        "train.ipynb:cell 5:3:5: ACC001 `optimizer` is reset on every microbatch while the optimizer update runs "
+        "train.ipynb:cell 5:3:5: ACC001 [*] `optimizer` is reset on every microbatch while the optimizer update runs "
         "once per group, so each update sees only the last microbatch's gradient and accumulation has no effect",
         "",
         "Found 1 finding.",
+        "[*] 1 fixable with `--fix`.",
     ]
     assert (tmp_path / "train.ipynb").read_bytes() == before  # never modified
 
@@ -54,7 +55,7 @@ def test_full_text_shows_the_cell_line(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(tmp_path)
     shutil.copy(NOTEBOOK, tmp_path / "train.ipynb")
     out = CliRunner().invoke(main, ["check", "train.ipynb"]).output
-    assert out.startswith("train.ipynb:cell 5:3:5: ACC001 [error]")
+    assert out.startswith("train.ipynb:cell 5:3:5: ACC001 [*] [error]")
     assert "3 |     optimizer.zero_grad()\n  |     ^^^^^^^^^^^^^^^^^^^^^ zero-grad-inside-group\n" in out
 
 
@@ -69,8 +70,9 @@ def test_json_and_sarif_carry_the_cell(tmp_path: Path, monkeypatch: pytest.Monke
     )
     sarif = json.loads(CliRunner().invoke(main, ["check", "--output-format", "sarif", "train.ipynb"]).output)
     [res] = sarif["runs"][0]["results"]
-    assert res["properties"] == {"cell": 5}
-    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+    assert res["properties"] == {"cell": 5, "cellLine": 3, "cellColumn": 5}
+    # the region is in the .ipynb's own lines: line 59 holds `"    optimizer.zero_grad()\n",`
+    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == 59
 
 
 def test_noqa_in_a_cell_and_file_level_noqa() -> None:
@@ -167,6 +169,6 @@ def test_a_notebook_over_4_mib_of_outputs_is_checked(tmp_path: Path, monkeypatch
     assert result.exit_code == 1
     assert result.output.splitlines()[:2] == [
         "code.ipynb:cell 1:1:1: ACC000 file could not be checked: file too large to parse (4.8 MiB > 4 MiB)",
-        "plots.ipynb:cell 1:3:5: ACC001 `optimizer` is reset on every microbatch while the optimizer update runs "
+        "plots.ipynb:cell 1:3:5: ACC001 [*] `optimizer` is reset on every microbatch while the optimizer update runs "
         "once per group, so each update sees only the last microbatch's gradient and accumulation has no effect",
     ]

@@ -119,9 +119,11 @@ def test_github_escaping() -> None:
     assert annotation(finding) == (
         "::warning file=odd%2Cname%3A1.py,line=3,col=2,title=ACC304 scheduler-per-microbatch::50%25 of the%0Aschedule"
     )
-    info = Finding("nb.ipynb", 1, 1, "ACC901", "batchnorm-with-accumulation", Severity.INFO, "m", cell=4)
+    # a notebook's: the .ipynb's own line and column, the cell and its line in the title
+    info = Finding("nb.ipynb", 2, 1, "ACC901", "batchnorm-with-accumulation", Severity.INFO, "m", cell=4,
+                   raw=(40, 6, 0, 0))
     assert format_github([info]) == (
-        "::notice file=nb.ipynb,line=1,col=1,title=ACC901 batchnorm-with-accumulation (cell 4)::m"
+        "::notice file=nb.ipynb,line=40,col=6,title=ACC901 batchnorm-with-accumulation (cell 4%2C line 2)::m"
     )
 
 

@@ -4,7 +4,10 @@ A fix is kept only if the fixed text still parses and the file then has fewer fi
 the fixed code and no finding of a code (or more of one) it did not have before;
 otherwise that occurrence is left as it is. Fixing repeats until nothing changes (at most
 :data:`MAX_ROUNDS` fixes per file), so a second ``--fix`` run changes nothing.
-Notebooks are never written: they are skipped.
+A notebook is fixed in the text its code cells are checked as (:mod:`accumlint.notebook`), and
+each fix kept is put back into its cell (:func:`accumlint.notebook.rebuild`): a fix that would
+cross a cell boundary or rewrite a magic line is not applied. Only the edited cells' ``source``
+change in the ``.ipynb``; outputs, metadata and the JSON's layout stay as they were.
 
 Writing goes through :func:`accumlint.writing.rewrite`: atomic, refused for a file that changed
 since it was read (compared once the new bytes are on disk, immediately before the rename), for
@@ -31,8 +34,8 @@ from accumlint.checks.base import Rule
 from accumlint.findings import Finding
 from accumlint.fixes.base import UNSAFE, Located
 from accumlint.fixes.rules import FIXERS
-from accumlint.notebook import is_notebook
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed
+from accumlint.notebook import NotebookError, fits, is_notebook, notebook_source, rebuild
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
@@ -98,17 +101,31 @@ def fix_source(
     where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go."""
     result = FixResult(path, data, data)
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
-    # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives applied
-    unused_noqa = codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
-    if is_notebook(path) or not (fixable or unused_noqa):
+    # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives
+    # applied; a notebook's check does not report it (nor does --fix take codes out of its cells)
+    unused_noqa = (codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
+                   and not is_notebook(path))
+    if not (fixable or unused_noqa):
         return result
+    notebook = None
     try:
-        text, encoding = _decode(data)
-    except (SyntaxError, UnicodeDecodeError):
+        if is_notebook(path):
+            notebook = notebook_source(data)
+            text, encoding = notebook.text, "utf-8"
+            if len(text.encode(encoding)) > MAX_SOURCE_BYTES:  # too large to parse: the check says so
+                return result
+        else:
+            text, encoding = _decode(data)
+    except (SyntaxError, UnicodeDecodeError, NotebookError):
         return result
+
+    def accept(new_text: str) -> bool:
+        """Whether an edit can be written: a notebook's must go back into its cells."""
+        return notebook is None or fits(notebook, new_text)
+
     held_back: set[tuple[str, str, int]] = set()
     skipped: set[tuple[str, str, int]] = set()
-    checked = engine.check_source(path, data, rules)
+    checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules)
     findings = checked.findings
     for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
@@ -130,6 +147,9 @@ def fix_source(
                 held_back.add(_key(finding))
                 continue
             new_text = edit.module.code
+            if not accept(new_text):
+                skipped.add(_key(finding))
+                continue
             new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
             if not improves(findings, new_findings, finding.code):
                 skipped.add(_key(finding))
@@ -145,7 +165,8 @@ def fix_source(
             checked = engine.check_source(path, text.encode(encoding), rules)
         text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
     result.unsafe_pending = len(held_back)
-    result.fixed = text.encode(encoding) if result.applied else data
+    if result.applied:
+        result.fixed = text.encode(encoding) if notebook is None else rebuild(data, notebook, text) or data
     return result
 
 
@@ -245,7 +266,7 @@ def fix_files(
     paths the user named, by default none; read-only, hard-linked, changed meanwhile) is not
     written (``error`` says why). ``timeout``: seconds one file's fixing may take, in a
     bounded worker process that is replaced past it (None: no time limit). Unreadable files,
-    files that are not regular or too large, and notebooks are skipped (the check that follows reports them).
+    files that are not regular or too large are skipped (the check that follows reports them).
     """
     fixer = _Fixer(timeout)
     try:
@@ -264,13 +285,12 @@ def _fix_all(
 ) -> list[FixResult]:
     results = []
     for path in files:
-        if is_notebook(path):
-            continue
+        limit = source_limit(path)  # a notebook's JSON: its outputs may be large
         try:
-            data, size, signature = read_signed(path)
+            data, size, signature = read_signed(path, limit)
         except (OSError, NotARegularFile):
             continue
-        if size > MAX_SOURCE_BYTES:
+        if size > limit:
             continue
         result = fixer.fix(path, data, codes_for(path), unsafe)
         if write and result.changed and not result.error:

@@ -3,7 +3,9 @@
 ``::error file=train.py,line=6,col=5,endLine=6,endColumn=20,title=ACC001 zero-grad-inside-group::message``
 (``warning`` and ``notice`` for the other severities). Values are escaped as the Actions
 runner expects: ``%``, ``\\r`` and ``\\n`` everywhere, and also ``:`` and ``,`` in the
-properties. The message carries the fix and the rule page on lines of their own.
+properties. The message carries the fix and the rule page on lines of their own. A notebook
+finding points at the line of the ``.ipynb`` file that holds its source line (GitHub shows the
+file's own lines), and its title names the cell and the line in it.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ def escape_property(value: str) -> str:
 
 def annotation(finding: Finding) -> str:
     """The workflow command for one finding."""
-    properties = [("file", finding.path), ("line", str(finding.line)), ("col", str(finding.column))]
-    if finding.end_line:
-        properties += [("endLine", str(finding.end_line)), ("endColumn", str(finding.end_column))]
+    line, column, end_line, end_column = finding.in_file
+    properties = [("file", finding.path), ("line", str(line)), ("col", str(column))]
+    if end_line:
+        properties += [("endLine", str(end_line)), ("endColumn", str(end_column))]
     title = f"{finding.code} {finding.name}"
     if finding.cell:
-        title += f" (cell {finding.cell})"
+        title += f" (cell {finding.cell}, line {finding.line})"
     properties.append(("title", title))
     message = finding.message
     if finding.related:  # the helper's line, as the text format gives it

@@ -1,7 +1,7 @@
 """GitLab Code Quality (``--output-format gitlab``): a JSON list of issues in the Code Climate
 subset GitLab reads (https://docs.gitlab.com/ci/testing/code_quality/#code-quality-report-format):
 ``description``, ``check_name``, ``fingerprint``, ``severity`` and ``location`` (``path`` and
-``lines.begin``/``lines.end``).
+``lines.begin``/``lines.end``: for a notebook, the lines of the ``.ipynb`` file itself).
 
 The fingerprint is a SHA-256 of the path, the code, the message and the finding's rank among
 identical ones in its file, so it stays the same when lines move and GitLab can tell new
@@ -38,6 +38,7 @@ def format_gitlab(findings: Iterable[Finding], incomplete: Incomplete | None = N
         key = (finding.path, finding.code, finding.message)
         seen[key] += 1
         fingerprint = _fingerprint(*key, str(seen[key]))
+        line, _, end_line, _ = finding.in_file
         issues.append(
             {
                 "type": "issue",
@@ -48,7 +49,7 @@ def format_gitlab(findings: Iterable[Finding], incomplete: Incomplete | None = N
                 "severity": SEVERITIES[finding.severity],
                 "location": {
                     "path": finding.path,
-                    "lines": {"begin": finding.line, "end": finding.end_line or finding.line},
+                    "lines": {"begin": line, "end": end_line or line},
                 },
             }
         )

@@ -1,7 +1,8 @@
 """JUnit XML (``--output-format junit``) for CI systems that show test reports.
 
 One ``<testsuite>`` per file with findings, one failing ``<testcase>`` per finding
-(``name`` is ``CODE rule-name``, ``classname`` the path, ``file``/``line`` the place).
+(``name`` is ``CODE rule-name``, ``classname`` the path, ``file``/``line`` the place: for a
+notebook, the line of the ``.ipynb`` file; the failure's text names the cell and its line).
 Without findings the report holds a single passing test case, as ruff's does.
 """
 
@@ -22,7 +23,7 @@ def _testcase(suite: ET.Element, finding: Finding) -> None:
         name=f"{finding.code} {finding.name}",
         classname=finding.path,
         file=finding.path,
-        line=str(finding.line),
+        line=str(finding.in_file[0]),
     )
     failure = ET.SubElement(case, "failure", message=finding.message, type=finding.code)
     lines = [f"{finding.where}: {finding.code} {finding.message}"]

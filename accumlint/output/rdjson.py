@@ -3,7 +3,10 @@
 
 Positions are 1-based; reviewdog counts columns in UTF-8 bytes, so a column is converted from
 the finding's code points with the flagged line's text where it is available. A finding with a
-mechanical fix carries it as ``suggestions`` (each edit: a range and its replacement text).
+mechanical fix carries it as ``suggestions`` (each edit: a range and its replacement text). A
+notebook finding's range is in the ``.ipynb`` file's own lines (reviewdog matches them against
+the diff), its columns in bytes of those JSON lines; its fixes are not offered as suggestions
+(an edit of a cell is not an edit of one JSON line).
 """
 
 from __future__ import annotations
@@ -35,19 +38,19 @@ def format_rdjson(
     """``findings`` as an rdjson ``DiagnosticResult``, then a warning per reason a file was not fully
     checked (``incomplete``: path -> reasons)."""
     diagnostics = []
-    lines_of: dict[tuple[str, int], list[str] | None] = {}
+    lines_of: dict[str, list[str] | None] = {}
     for finding in sort_findings(findings):
-        key = (finding.path, finding.cell)
-        if key not in lines_of:
-            lines_of[key] = None if source_lines is None or finding.cell else source_lines(finding.path)
-        lines = lines_of[key]
-        end = (finding.end_line or finding.line, finding.end_column or finding.column + 1)
+        if finding.path not in lines_of:
+            lines_of[finding.path] = None if source_lines is None else source_lines(finding.path)
+        lines = lines_of[finding.path]
+        line, column, end_line, end_column = finding.in_file
+        end = (end_line or line, end_column or column + 1)
         diagnostic: dict = {
             "message": finding.message,
             "location": {
                 "path": finding.path,
                 "range": {
-                    "start": _position(lines, finding.line, finding.column),
+                    "start": _position(lines, line, column),
                     "end": _position(lines, *end),
                 },
             },
@@ -55,7 +58,7 @@ def format_rdjson(
             "source": SOURCE,
             "code": {"value": finding.code, "url": finding.url} if finding.url else {"value": finding.code},
         }
-        fix = (fixes or {}).get(finding)
+        fix = None if finding.cell else (fixes or {}).get(finding)
         if fix is not None:
             diagnostic["suggestions"] = [
                 {

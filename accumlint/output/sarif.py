@@ -3,10 +3,13 @@
 One run whose tool driver lists every rule with its metadata (id, name, short and full
 description, help text and URI, default level and whether it is on by default); each
 finding is a result pointing at its rule by id and index. Paths are URIs relative to the
-``%SRCROOT%`` base (the current directory). A notebook finding's region counts lines from
-the start of its cell; the cell number is in the result's properties. A finding with a
+``%SRCROOT%`` base (the current directory). A notebook finding's region is in the ``.ipynb``
+file's own lines (code scanning shows the file as it is); its cell is a logical location
+(``cell N``, of kind ``cell``: SARIF lists no kind for it, and allows its own where none fits)
+and, with the line and column in the cell, in the result's properties. A finding with a
 mechanical fix carries it in ``fixes`` (one ``artifactChange`` of ``replacements``: the deleted
-region and the inserted text; unsafe fixes say so in their description).
+region and the inserted text; unsafe fixes say so in their description); a notebook finding's
+does not (its edit is one of a cell, not of the JSON's text).
 """
 
 from __future__ import annotations
@@ -78,9 +81,10 @@ def _fix(finding: Finding, fix: SuggestedFix) -> dict:
 
 
 def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = None) -> dict:
-    region = {"startLine": finding.line, "startColumn": finding.column}
-    if finding.end_line:
-        region.update(endLine=finding.end_line, endColumn=max(finding.end_column, 1))
+    line, column, end_line, end_column = finding.in_file
+    region = {"startLine": line, "startColumn": column}
+    if end_line:
+        region.update(endLine=end_line, endColumn=max(end_column, 1))
     text = finding.message
     if finding.fix:
         text += f" Fix: {finding.fix}"
@@ -112,8 +116,12 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
     if finding.cell:
-        result["properties"] = {"cell": finding.cell}
-    if fix is not None:
+        cell = f"cell {finding.cell}"
+        result["locations"][0]["logicalLocations"] = [
+            {"name": cell, "fullyQualifiedName": f"{finding.path}:{cell}", "kind": "cell"}
+        ]
+        result["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column}
+    if fix is not None and not finding.cell:
         result["fixes"] = [_fix(finding, fix)]
     return result
 
