@@ -502,6 +502,16 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     return run
 
 
+def file_index(path: str, data: bytes, project_root: str) -> project.ProjectIndex:
+    """The project index one file's model follows (the modules it imports and their names),
+    as a run of that one path builds it; ``data`` is the file's own bytes."""
+    index = project.ProjectIndex.for_files([path], project_root)
+    names = {path: index.names_of(data)}
+    _neighbour_names(index, index.imported_modules(path, data), names)
+    index.set_names(names)
+    return index
+
+
 def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
               suggest: bool = False, timeout: float | None = None) -> engine.FileResult:
     """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
@@ -514,12 +524,7 @@ def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str |
     past :data:`~accumlint.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
     file gets ``ACC000``."""
     global _suggesting
-    index = None
-    if project_root is not None and path != "-":
-        index = project.ProjectIndex.for_files([path], project_root)
-        names = {path: index.names_of(data)}
-        _neighbour_names(index, index.imported_modules(path, data), names)
-        index.set_names(names)
+    index = file_index(path, data, project_root) if project_root is not None and path != "-" else None
     previous, suggesting = project.active(), _suggesting
     if index is not None:
         project.activate(index)
