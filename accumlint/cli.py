@@ -864,6 +864,33 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
         click.echo(f"\n{hint.rstrip()}")
 
 
+@main.command(short_help="Show what the simulator makes of a file's training loops.")
+@click.argument("target", metavar="FILE[:LINE]")
+@click.option(
+    "--output-format",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+    help="text: one block per loop; json: the same as data.",
+)
+def explain(target: str, output_format: str) -> None:
+    """Simulate the training loops of FILE (the one holding LINE when given) with A = 1, 2 and 4,
+    and print per run the events microbatch by microbatch, the roles and where A comes from,
+    and why a loop is undecided."""
+    from accumlint import explain as explaining
+
+    parsed = explaining.Target.parse(target)
+    try:
+        results = explaining.explain(parsed)
+    except explaining.ExplainError as exc:
+        _fail(str(exc))
+        return
+    if output_format == "json":
+        click.echo(json.dumps(explaining.to_json(parsed.path, results), indent=2))
+    else:
+        click.echo(explaining.render_text(parsed.path, results).rstrip("\n"))
+
+
 @main.command(short_help="Run the language server (for editors).")
 def server() -> None:
     """Run the language server on stdin/stdout (for editors; needs the `lsp` extra)."""

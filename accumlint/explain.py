@@ -1,0 +1,152 @@
+"""``accumlint explain FILE[:LINE]``: what the simulator makes of a file's training loops.
+
+Per entry point (a loop that reaches a backward, or an implicit microbatch body), per
+configuration: the timeline of the simulated run the way the runtime guard prints groups, the
+roles with their evidence, where A comes from, the run-level choices taken, and every reason
+that leaves the entry undecided (``shared/docs/semantic-core.md`` section 6). It is the window
+on "why is it silent here?".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from accumlint import runner
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.simulation import Simulation, simulate
+from accumlint.parsing import decode_source, parse_module
+from accumlint.project.index import find_root
+from accumlint.reading import NotARegularFile, read_source, source_limit
+
+
+class ExplainError(Exception):
+    """The file cannot be explained: it cannot be read or parsed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """``FILE[:LINE]`` as given: ``line`` None means every entry point of the file."""
+
+    path: str
+    line: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        """``train.py`` or ``train.py:42`` (a path that exists as given wins over the split)."""
+        head, sep, tail = text.rpartition(":")
+        if sep and tail.isdigit() and not os.path.exists(text):
+            return cls(head, int(tail))
+        return cls(text, None)
+
+
+def explain(target: Target) -> list[Simulation]:
+    """The simulations of ``target``'s file (following the project modules it imports), only
+    the entry points whose loop holds ``target.line`` when one is given (else the nearest).
+
+    Raises :class:`ExplainError` when the file cannot be read or parsed."""
+    path = os.path.abspath(target.path)
+    try:
+        data, _ = read_source(path, source_limit(path))
+    except (OSError, NotARegularFile) as exc:
+        raise ExplainError(f"{path}: cannot read it ({exc})") from None
+    try:
+        module = parse_module(decode_source(data))
+    except Exception as exc:  # noqa: BLE001 — LibCST's ParserSyntaxError and decoding errors
+        raise ExplainError(f"{path}: cannot parse it ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+    index = runner.file_index(path, data, find_root(path, os.getcwd()))
+    functions = ModuleFunctions(module, index.view(path))
+    results = simulate(functions, target.path)
+    if target.line is None or not results:
+        return results
+    spans = [(r, _span(r, module)) for r in results]
+    holding = [r for r, (start, end) in spans if start <= target.line <= end]
+    if holding:
+        return [min(holding, key=lambda r: _span(r, module)[1] - _span(r, module)[0])]
+    return [min(results, key=lambda r: abs(r.line - target.line))]  # type: ignore[operator]
+
+
+def _span(result: Simulation, module: object) -> tuple[int, int]:
+    from accumlint.positions import node_positions
+
+    ranges = node_positions(module, [result.entry.node])  # type: ignore[arg-type]
+    found = ranges.get(result.entry.node)
+    return (found.start.line, found.end.line) if found is not None else (result.line, result.line)
+
+
+def render_text(path: str, results: list[Simulation]) -> str:
+    """The human report: one block per entry point."""
+    if not results:
+        return f"{path}: no training loop reaches a backward (nothing to simulate)\n"
+    out: list[str] = []
+    for result in results:
+        entry = result.entry
+        kind = {"module": "the script's body", "function": f"loop in `{entry.name}`",
+                "body": f"`{entry.name}`, called once per microbatch by a caller not shown"}[entry.kind]
+        status = "decided" if result.decided else "undecided"
+        out.append(f"{path}:{result.line}: {kind} — {status}")
+        out.append(f"  A: {_accumulation(result)}")
+        for fact in result.roles:
+            out.append(f"  role: `{fact.label}` is {_article(fact.role.value)} ({fact.evidence})")
+        for trace in result.traces:
+            choices = ", ".join(f"{key} = {value}" for key, value in trace.choices)
+            out.append(f"  {trace.configuration.describe()}" + (f"   [{choices}]" if choices else ""))
+            out.append(f"    {_shortened(trace.timeline()) or '(no event)'}")
+            updates = ", ".join(f"e{e}:m{m}" for e, m in trace.updates_at())
+            out.append(f"    updates after microbatch: {updates or 'none'}")
+        notes = list(dict.fromkeys(n for t in result.traces for n in t.notes))
+        for note in notes:
+            out.append(f"  note: {note}")
+        for reason in result.reasons():
+            out.append(f"  undecided: {reason}")
+        out.append("")
+    return "\n".join(out)
+
+
+def to_json(path: str, results: list[Simulation]) -> list[dict]:
+    """The report as JSON-ready data: one object per entry point."""
+    return [{
+        "path": path,
+        "line": r.line,
+        "entry": {"kind": r.entry.kind, "name": r.entry.name},
+        "decided": r.decided,
+        "accumulation": {"symbols": list(r.symbols), "literal": r.literal},
+        "roles": [{"name": f.label, "role": f.role.value, "evidence": f.evidence} for f in r.roles],
+        "runs": [{
+            "configuration": {"accumulation": t.configuration.accumulation,
+                              "microbatches": t.configuration.microbatches,
+                              "epochs": t.configuration.epochs, "replicas": t.configuration.replicas},
+            "choices": [{"condition": k, "value": v} for k, v in t.choices],
+            "timeline": t.timeline(),
+            "events": [{"kind": e.kind.name.lower(), "epoch": e.epoch, "microbatch": e.microbatch,
+                        "target": e.target, "line": e.site[1], "file": e.site[0],
+                        "chain": [{"file": f, "line": n} for f, n in e.chain]} for e in t.events],
+            "notes": t.notes,
+            "undecided": t.undecided,
+        } for t in r.traces],
+        "undecided": r.reasons(),
+    } for r in results]
+
+
+def _accumulation(result: Simulation) -> str:
+    if result.symbols:
+        names = ", ".join(f"`{s}`" for s in result.symbols)
+        return f"{names}, bound to 1, 2 and 4 in turn (it decides when the optimizer updates)"
+    if result.literal is not None:
+        return f"the literal {result.literal} in the update's condition"
+    return "no value in the code decides when the optimizer updates"
+
+
+#: groups of a timeline the text report prints (the JSON report has them all)
+SHOWN_GROUPS = 12
+
+
+def _shortened(timeline: str) -> str:
+    groups = timeline.split(" ; ")
+    if len(groups) <= SHOWN_GROUPS:
+        return timeline
+    return " ; ".join(groups[:SHOWN_GROUPS]) + f" ; … ({len(groups) - SHOWN_GROUPS} more groups)"
+
+
+def _article(word: str) -> str:
+    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"

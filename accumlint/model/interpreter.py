@@ -1,0 +1,1444 @@
+"""The abstract interpreter: runs a training loop's code over one configuration and records
+its training events (``shared/docs/semantic-core.md`` section 3).
+
+It executes the Python subset training loops are written in: assignments, arithmetic,
+comparisons, ``if``/``for``/``while``/``break``/``continue``/``return``, ``try``, ``with``,
+calls of the project's functions, methods and classes (inlined, arguments bound), iterators
+over data. What the configuration decides is concrete: A where the code's accumulation symbol
+is bound to it, the epoch's microbatches, the epochs. Anything else is an
+:class:`~accumlint.model.values.Unknown` that remembers its source, and a condition on one is
+judged by how it varies (:meth:`Interpreter.decide`):
+
+- a **run-level** unknown (``args.fp16``) is a choice fixed for the whole run: the run stops
+  with :class:`NeedChoice` and the caller runs it once per value;
+- a **periodic** condition (a counter against an unknown, ``step % args.accum == 0``) that gates
+  an optimizer update names the accumulation symbol: the run stops with :class:`NeedBinding`
+  and the caller binds it to A; one that gates nothing of the group takes its quiet branch;
+- per-microbatch **data** takes the main path (the branch that does not leave the iteration);
+- a value computed by a caller the project does not show leaves the events it gates undecided.
+
+Library calls other than the data iterators and the objects whose roles the framework tables
+give return unknowns and perform nothing. Budgets bound statements, call depth and loop
+iterations: a run cut by one ends with an undecided reason, never a hang.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from accumlint.model import conventions
+from accumlint.model.kinds import Role
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.names import children, dotted, last_segment
+from accumlint.model.roles import constructor_role
+from accumlint.model.trace import Configuration
+from accumlint.model.values import (
+    BoundMethod,
+    Function,
+    LabeledInt,
+    Literal,
+    Obj,
+    Origin,
+    ProjectClass,
+    Unknown,
+    combined,
+    is_data,
+    varies,
+)
+
+#: statements one run may execute
+MAX_STATEMENTS = 60_000
+#: statements all the runs of one entry point may execute together
+MAX_ENTRY_STATEMENTS = 150_000
+#: nested inlined calls
+MAX_DEPTH = 12
+#: iterations of one loop over concrete values
+MAX_ITERATIONS = 2_000
+
+#: method names that make events, whatever the receiver (its role is settled after the run)
+EVENT_METHODS = frozenset({
+    "backward", "manual_backward", "zero_grad", "step", "update", "scale", "unscale_",
+    "clip_grad_norm_", "clip_grad_value_", "update_params",
+})
+#: functions (last segment) that clip gradients
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
+#: wrappers whose iteration is their argument's (``tqdm(loader)``)
+TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track", "progress_bar"})
+#: roles that run a forward when called
+FORWARD_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGINE})
+#: transparent context managers (every other one is transparent too; these are known to do nothing to a group)
+_BUILTIN_NAMES = frozenset({"print", "isinstance", "hasattr", "getattr", "setattr", "sorted", "sum", "any", "all",
+                            "str", "repr", "round", "type", "super", "dict", "set", "open", "map", "filter"})
+
+
+class NeedChoice(Exception):
+    """The run reached a run-level condition it has no value for: ``key`` (the condition's code)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class NeedBinding(Exception):
+    """A periodic condition gates the optimizer update on ``labels``: the accumulation symbol(s)."""
+
+    def __init__(self, labels: frozenset[str]) -> None:
+        super().__init__(", ".join(sorted(labels)))
+        self.labels = labels
+
+
+class EndOfRun(Exception):
+    """The run drew every microbatch of its epochs (or ended in an uncaught exception)."""
+
+
+class BudgetExceeded(Exception):
+    """A budget (statements, iterations) cut the run: ``args[0]`` says which."""
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+@dataclass
+class _Return(Exception):
+    value: object
+
+
+@dataclass
+class _Raised(Exception):
+    """A simulated ``raise`` (or a loader's end, ``StopIteration``): ``name`` of the exception class."""
+
+    name: str
+
+
+@dataclass
+class RawEvent:
+    """A call that may be a training event, before roles are settled: ``method`` on
+    ``receiver`` (an :class:`Obj`, an :class:`Unknown` or None for a function), ``argument`` the
+    first argument's value, at ``node`` of ``owner`` reached through ``chain``."""
+
+    method: str
+    receiver: object
+    argument: object
+    node: cst.CSTNode
+    owner: ModuleFunctions
+    chain: tuple[tuple[ModuleFunctions, cst.CSTNode], ...]
+    microbatch: int | None
+    epoch: int
+    forward: bool = False
+    clip: bool = False
+    under: str = ""  # a condition computed by an unseen caller that gates it
+
+
+class _Frame:
+    __slots__ = ("class_def", "function", "names", "owner", "shared")
+
+    def __init__(self, owner: ModuleFunctions, names: dict[str, object],
+                 function: cst.FunctionDef | cst.Lambda | None = None, class_def: cst.ClassDef | None = None) -> None:
+        self.owner = owner
+        self.names = names
+        self.function = function
+        self.class_def = class_def
+        self.shared: set[str] = set()  # names declared `global`
+
+
+class _Loader:
+    """One pass over the data: yields the epoch's microbatches, then ``StopIteration``."""
+
+    def __init__(self, interpreter: Interpreter, label: str) -> None:
+        self.interpreter = interpreter
+        self.label = label
+        self.started = False
+        self.done = False
+
+    def draw(self) -> object:
+        run = self.interpreter
+        if self.done:
+            raise _Raised("StopIteration")
+        if not self.started:
+            self.started = True
+            run.start_epoch()
+        if run.drawn_in_epoch >= run.configuration.microbatches:
+            self.done = True
+            run.end_epoch()
+            raise _Raised("StopIteration")
+        run.drawn_in_epoch += 1
+        run.drawn += 1
+        return Unknown(self.label, Origin.DATA)
+
+
+class Interpreter:
+    """One run of one entry point under ``configuration``: ``bindings`` (label → A) name the
+    accumulation symbol(s), ``choices`` (condition code → value) the run-level choices taken.
+    After :meth:`run_function` or :meth:`run_module`, ``events`` holds the raw events, ``notes``
+    what the run assumed, ``undecided`` what leaves it incomplete."""
+
+    def __init__(self, module: ModuleFunctions, configuration: Configuration,
+                 bindings: dict[str, int], choices: dict[str, bool], syntax: SyntaxFacts | None = None) -> None:
+        self.module = module
+        self.syntax = syntax or SyntaxFacts(module)
+        self.configuration = configuration
+        self.bindings = bindings
+        self.choices = choices
+        self.events: list[RawEvent] = []
+        self.notes: list[str] = []
+        self.undecided: list[str] = []
+        self.literal_gates: list[int] = []
+        self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
+        self.drawn = 0
+        self.drawn_in_epoch = 0
+        self.epoch = -1
+        self.statements = 0
+        self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
+        self._active: list[cst.FunctionDef | cst.Lambda] = []
+        self._globals: dict[int, dict[str, object]] = {}
+        self._under: list[str] = []
+        self._loop_iterations: dict[int, int] = {}
+        self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
+
+    # --- data ---------------------------------------------------------------------------------
+
+    def start_epoch(self) -> None:
+        if self.epoch + 1 >= self.configuration.epochs:
+            raise EndOfRun
+        self.epoch += 1
+        self.drawn_in_epoch = 0
+
+    def end_epoch(self) -> None:
+        self.events.append(RawEvent("epoch_end", None, None, cst.Pass(), self.module, (), self.microbatch, self.epoch))
+
+    @property
+    def microbatch(self) -> int | None:
+        return self.drawn_in_epoch - 1 if self.drawn_in_epoch else None
+
+    @property
+    def exhausted(self) -> bool:
+        return self.epoch + 1 >= self.configuration.epochs and \
+            self.drawn_in_epoch >= self.configuration.microbatches
+
+    # --- entry --------------------------------------------------------------------------------
+
+    def run_module(self) -> None:
+        """Execute the module's body from the top (``__name__`` is ``"__main__"``)."""
+        names = self._module_names(self.module)
+        names["__name__"] = "__main__"
+        frame = _Frame(self.module, names)
+        self._run_to_end(lambda: self.block(self.module._module.body, frame))
+
+    def run_function(self, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> None:
+        """Execute ``function``, its parameters unknown run-level values named by themselves
+        (``self`` an instance of ``class_def`` with ``__init__`` run first): once, or once per
+        epoch while each call draws data (a ``train_one_epoch`` its caller does not show)."""
+        receiver = self._instance(class_def, function) if class_def is not None else None
+
+        def drive() -> None:
+            for _ in range(self.configuration.epochs):
+                drawn = self.drawn
+                arguments = self._entry_arguments(function, receiver, Origin.RUN)
+                self._call_function(Function(function, self.module, class_def, receiver), arguments, {}, function)
+                if self.drawn == drawn or self.exhausted:
+                    return
+
+        self._run_to_end(drive)
+
+    def run_body(self, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> None:
+        """Drive an implicit microbatch body: call ``function`` once per microbatch of every
+        epoch, its ``self`` and the module's state kept between calls, its arguments computed
+        by a caller the project does not show."""
+        receiver = self._instance(class_def, function) if class_def is not None else None
+
+        def drive() -> None:
+            while not self.exhausted:
+                self._count_microbatch()
+                arguments = self._entry_arguments(function, receiver, Origin.CALLER)
+                self._call_function(Function(function, self.module, class_def, receiver), arguments, {}, function)
+            self.end_epoch()
+
+        self._run_to_end(drive)
+
+    def _run_to_end(self, body) -> None:
+        try:
+            body()
+        except EndOfRun:
+            pass
+        except _Raised as raised:
+            if raised.name != "StopIteration":
+                self.notes.append(f"the run ended in an uncaught {raised.name}")
+        except (_Break, _Continue, _Return):
+            pass
+
+    def _instance(self, class_def: cst.ClassDef, function: cst.FunctionDef) -> Obj:
+        owner = self.module
+        obj = Obj(self._class_role(owner, class_def), "its class", "self", class_def, owner)
+        init = owner.method(class_def, "__init__")
+        if init is not None and init[0] is not function:
+            definition, init_owner, init_class = init
+            arguments = self._entry_arguments(definition, obj, Origin.RUN)
+            try:
+                self._call_function(Function(definition, init_owner, init_class, obj), arguments, {}, definition)
+            except (EndOfRun, _Raised, BudgetExceeded):
+                pass
+        return obj
+
+    def _entry_arguments(self, function: cst.FunctionDef, receiver: object, origin: Origin) -> list[object]:
+        params = list(function.params.params)
+        values: list[object] = []
+        for i, param in enumerate(params):
+            if i == 0 and receiver is not None:
+                values.append(receiver)
+                continue
+            if param.default is not None:
+                break  # defaults bind themselves
+            values.append(self._bound(param.name.value, None) if origin is Origin.RUN
+                          else Unknown(param.name.value, origin))
+        return values
+
+    # --- statements ---------------------------------------------------------------------------
+
+    def block(self, body: cst.BaseSuite | cst.Module | list, frame: _Frame) -> None:
+        statements = body if isinstance(body, (list, tuple)) else body.body
+        for statement in statements:
+            self.statement(statement, frame)
+
+    def statement(self, node: cst.CSTNode, frame: _Frame) -> None:
+        self.statements += 1
+        self.syntax.statements += 1
+        if self.statements > MAX_STATEMENTS:
+            raise BudgetExceeded(f"the statement budget of a run ({MAX_STATEMENTS}) ran out")
+        if self.syntax.statements > MAX_ENTRY_STATEMENTS:
+            raise BudgetExceeded(f"the statement budget of an entry point ({MAX_ENTRY_STATEMENTS}) ran out")
+        kind = type(node)
+        if kind is cst.SimpleStatementLine:
+            for small in node.body:
+                self.small_statement(small, frame)
+        elif kind is cst.If:
+            self._if(node, frame)
+        elif kind is cst.For:
+            self._for(node, frame)
+        elif kind is cst.While:
+            self._while(node, frame)
+        elif kind is cst.With:
+            self._with(node, frame)
+        elif kind is cst.Try:
+            self._try(node, frame)
+        elif kind is cst.FunctionDef:
+            frame.names[node.name.value] = Function(node, frame.owner, None, None,
+                                                    frame.names if frame.function is not None else None)
+        elif kind is cst.ClassDef:
+            frame.names[node.name.value] = ProjectClass(node, frame.owner)
+        elif isinstance(node, cst.BaseSmallStatement):
+            self.small_statement(node, frame)
+        # match, async constructs and the like: not simulated (their names stay as they were)
+
+    def small_statement(self, node: cst.CSTNode, frame: _Frame) -> None:
+        kind = type(node)
+        if kind is cst.Expr:
+            self.expression(node.value, frame)
+        elif kind is cst.Assign:
+            value = self.expression(node.value, frame)
+            for target in node.targets:
+                self.assign(target.target, value, frame)
+        elif kind is cst.AnnAssign:
+            if node.value is not None:
+                self.assign(node.target, self.expression(node.value, frame), frame)
+        elif kind is cst.AugAssign:
+            self._augmented(node, frame)
+        elif kind is cst.Return:
+            raise _Return(self.expression(node.value, frame) if node.value is not None else None)
+        elif kind is cst.Break:
+            raise _Break
+        elif kind is cst.Continue:
+            raise _Continue
+        elif kind is cst.Raise:
+            raise _Raised(_exception_name(node.exc) if node.exc is not None else "Exception")
+        elif kind is cst.Global:
+            frame.shared.update(n.name.value for n in node.names)
+        elif kind is cst.Import:
+            for alias in node.names:
+                name = alias.asname.name.value if alias.asname else dotted(alias.name).split(".")[0]  # type: ignore[union-attr]
+                frame.names[name] = Unknown(frame.owner.imports.qualify(name) or name)
+        elif kind is cst.ImportFrom:
+            if not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
+                    if name:
+                        frame.names[name] = self._module_name(frame.owner, name)
+
+    def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
+        current = self.expression(node.target, frame)
+        change = self.expression(node.value, frame)
+        if isinstance(current, Unknown) and current.origin is Origin.RUN and isinstance(change, int) \
+                and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) and current.label:
+            # a counter the run starts: assumed at 0 when the code does not show where it starts
+            self.note(f"`{current.label}` is assumed to start at 0 (the code does not show its start)")
+            current = 0
+        self.assign(node.target, _binary(type(node.operator).__name__.replace("Assign", ""), current, change,
+                                         _code(node.target)), frame)
+
+    def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
+        kind = type(target)
+        if kind is cst.Name:
+            value = _named(value, target.value)
+            if target.value in frame.shared:
+                self._module_names(frame.owner)[target.value] = value
+            else:
+                frame.names[target.value] = value
+        elif kind is cst.Attribute:
+            owner = self.expression(target.value, frame)
+            if isinstance(owner, Obj):
+                owner.attrs[target.attr.value] = _named(value, f"{owner.label}.{target.attr.value}")
+        elif kind in (cst.Tuple, cst.List):
+            elements = [e.value for e in target.elements]
+            if isinstance(value, (tuple, list)) and len(value) == len(elements) \
+                    and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+                for element, item in zip(elements, value, strict=True):
+                    self.assign(element, item, frame)
+            else:
+                origin = value.origin if isinstance(value, Unknown) else Origin.RUN
+                for element in elements:
+                    self.assign(element, Unknown(_code(element), origin), frame)
+        elif kind is cst.Subscript:
+            owner = self.expression(target.value, frame)
+            index = self.expression(target.slice[0].slice.value, frame) if len(target.slice) == 1 and \
+                isinstance(target.slice[0].slice, cst.Index) else None
+            if isinstance(owner, (dict, list)) and isinstance(index, (int, str)) and not isinstance(index, bool):
+                try:
+                    owner[index] = value  # type: ignore[index]
+                except (IndexError, TypeError):
+                    pass
+        elif kind is cst.StarredElement:
+            self.assign(target.value, Unknown(_code(target), Origin.RUN), frame)
+
+    def _if(self, node: cst.If, frame: _Frame) -> None:
+        branch = self.decide(node.test, frame, node)
+        if branch:
+            self._under_block(node.body, frame)
+        elif isinstance(node.orelse, cst.If):
+            self._if(node.orelse, frame)
+        elif isinstance(node.orelse, cst.Else):
+            self._under_block(node.orelse.body, frame)
+
+    def _under_block(self, body: cst.BaseSuite, frame: _Frame) -> None:
+        self.block(body, frame)
+
+    def _for(self, node: cst.For, frame: _Frame) -> None:
+        iterable = self.expression(node.iter, frame)
+        items = self._iterate(iterable, node, frame)
+        if items is None:  # unknown, and no training event inside
+            self._havoc(node, frame)
+            return
+        broke = False
+        for item in items:
+            self.assign(node.target, item, frame)
+            try:
+                self.block(node.body, frame)
+            except _Break:
+                broke = True
+                break
+            except _Continue:
+                continue
+        if not broke and node.orelse is not None:
+            self.block(node.orelse.body, frame)
+
+    def _iterate(self, iterable: object, node: cst.For, frame: _Frame) -> Iterator[object] | None:
+        if isinstance(iterable, _Iteration):
+            if not iterable.concrete() and not self._reaches_event(node.body, frame):
+                return None
+            iterable.body = node.body
+            return iterable.items()
+        if isinstance(iterable, (list, tuple, str, range, dict)):
+            return _limited(iter(iterable))
+        if isinstance(iterable, _Loader):
+            return self._draws(iterable)
+        data = isinstance(iterable, Unknown) or \
+            isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
+        if data and self._reaches_event(node.body, frame):
+            label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
+            return self._draws(_Loader(self, f"an item of {label}"))
+        return None
+
+    def _draws(self, loader: _Loader) -> Iterator[object]:
+        while True:
+            try:
+                yield loader.draw()
+            except _Raised:
+                return
+
+    def _while(self, node: cst.While, frame: _Frame) -> None:
+        test = self.expression(node.test, frame)
+        if isinstance(test, Unknown) and not self._reaches_event(node.body, frame):
+            self._havoc(node, frame)
+            return
+        counting = self.unbounded(node.body)
+        while True:
+            if isinstance(test, Unknown):
+                try:
+                    next(counting)
+                except StopIteration:
+                    break  # the run's data is drawn: the loop ends as its condition would
+            elif not _truth(test):
+                break
+            else:
+                self._iterations(node)
+            try:
+                self.block(node.body, frame)
+            except _Break:
+                return
+            except _Continue:
+                pass
+            test = self.expression(node.test, frame)
+        if node.orelse is not None:
+            self.block(node.orelse.body, frame)
+
+    def _iterations(self, node: cst.CSTNode) -> None:
+        self._loop_iterations[id(node)] = count = self._loop_iterations.get(id(node), 0) + 1
+        if count > MAX_ITERATIONS:
+            raise BudgetExceeded(f"the loop `{_code(node)[:40]}` ran past {MAX_ITERATIONS} iterations")
+
+    def unbounded(self, body: cst.CSTNode) -> Iterator[int]:
+        """Iterations of a loop whose count the code does not fix (``while step < max_steps``,
+        ``range(args.epochs)``): until the run's data is drawn. An iteration that draws no data
+        is one microbatch (``while True: x = make_batch()``)."""
+        draws = self.syntax.draws_data(body)
+        index = 0
+        drawn = self.drawn
+        while not self.exhausted:
+            if not draws or (index and self.drawn == drawn):
+                draws = False
+                self._count_microbatch()
+            drawn = self.drawn
+            yield index
+            index += 1
+            if index > MAX_ITERATIONS:
+                raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
+
+    def _count_microbatch(self) -> None:
+        if self.epoch < 0 or self.drawn_in_epoch >= self.configuration.microbatches:
+            if self.epoch >= 0:
+                self.end_epoch()
+            self.start_epoch()
+        self.drawn_in_epoch += 1
+        self.drawn += 1
+
+    def _havoc(self, node: cst.CSTNode, frame: _Frame) -> None:
+        """A loop the run cannot iterate and that performs no training event: the names it
+        binds become unknown data."""
+        for name in _bound_names(node):
+            frame.names[name] = Unknown(name, Origin.DATA)
+
+    def _with(self, node: cst.With, frame: _Frame) -> None:
+        for item in node.items:
+            value = self.expression(item.item, frame)
+            if item.asname is not None:
+                self.assign(item.asname.name, value, frame)
+        self.block(node.body, frame)
+
+    def _try(self, node: cst.Try, frame: _Frame) -> None:
+        try:
+            try:
+                self.block(node.body, frame)
+            except _Raised as raised:
+                handler = next((h for h in node.handlers if _catches(h, raised.name)), None)
+                if handler is None:
+                    raise
+                if handler.name is not None:
+                    self.assign(handler.name.name, Unknown(raised.name), frame)
+                self.block(handler.body, frame)
+            else:
+                if node.orelse is not None:
+                    self.block(node.orelse.body, frame)
+        finally:
+            if node.finalbody is not None:
+                self.block(node.finalbody.body, frame)
+
+    # --- conditions ---------------------------------------------------------------------------
+
+    def decide(self, test: cst.BaseExpression, frame: _Frame, statement: cst.If | None = None) -> bool:
+        """The branch a condition takes in this run (see the module docstring)."""
+        value = self.expression(test, frame)
+        if not isinstance(value, Unknown):
+            if statement is not None and self._gates_update(statement, frame):
+                labels = self._symbols(test, frame, statement, LabeledInt)
+                if labels:
+                    raise NeedBinding(labels)
+                self._literal_gate(test)
+            return _truth(value)
+        if value.origin is Origin.DATA:
+            return self._main_path(statement)
+        if value.origin is Origin.CALLER:
+            if statement is not None and self._reaches_event(statement, frame):
+                labels = ", ".join(sorted({f"`{v.label}`" for _, v in self._leaves(test, frame)
+                                           if isinstance(v, Unknown) and v.origin is Origin.CALLER and v.label}))
+                self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
+                              "the project does not show computes")
+            return self._main_path(statement)
+        if value.varies:
+            gate = value.gate - set(self.bindings) if value.gate is not None else frozenset()
+            if statement is not None and self._gates_update(statement, frame) and gate:
+                raise NeedBinding(gate)
+            if statement is not None and self._reaches_event(statement, frame):
+                self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
+            return False  # logging, evaluation, checkpoints: their quiet branch
+        key = _code(test)
+        if key in self.choices:
+            return self.choices[key]
+        if statement is not None and not self.syntax.matters(statement, frame.owner):
+            return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
+        raise NeedChoice(key)
+
+    def _symbols(self, test: cst.BaseExpression, frame: _Frame, statement: cst.If, kind: type) -> frozenset[str]:
+        """The accumulation symbol(s) a gate names: the labelled values (``kind``: an unknown,
+        or a named constant) that a modulo, or a comparison around an update, sets against a
+        counter (``(step + 1) % args.accum == 0``, ``self.count >= self.accum``)."""
+        found: set[str] = set()
+        compares = self.syntax.has_update(statement.body, frame.owner) or (
+            isinstance(statement.orelse, cst.Else) and self.syntax.has_update(statement.orelse.body, frame.owner))
+        for node in self.syntax.gate_parts(test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
+                    or compares and isinstance(node, cst.Comparison):
+                leaves = self._leaves(node, frame)
+                if any(varies(v) for _, v in leaves):
+                    found.update(v.label for _, v in leaves if isinstance(v, kind) and v.label
+                                 and v.label not in self.bindings and (kind is not Unknown or v.origin is Origin.RUN))
+        return frozenset(found)
+
+    def _main_path(self, statement: cst.If | None) -> bool:
+        if statement is None:
+            return True
+        orelse = statement.orelse.body if isinstance(statement.orelse, cst.Else) else None
+        if _leaves_iteration(statement.body) and (orelse is None or not _leaves_iteration(orelse)):
+            return False
+        return True
+
+    def _literal_gate(self, test: cst.BaseExpression) -> None:
+        for node in _walk(test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
+                    and isinstance(node.right, cst.Integer) and int(node.right.evaluated_value) > 1:
+                self.literal_gates.append(int(node.right.evaluated_value))
+
+    def _leaves(self, test: cst.BaseExpression, frame: _Frame) -> list[tuple[cst.CSTNode, object]]:
+        """The dotted names a condition reads, with their values (no call is evaluated again)."""
+        leaves = []
+        for node in self.syntax.leaf_nodes(test):
+            try:
+                leaves.append((node, self.expression(node, frame)))
+            except (_Raised, EndOfRun):
+                continue
+        return leaves
+
+    def _gates_update(self, statement: cst.If, frame: _Frame) -> bool:
+        """Whether the ``if`` decides an optimizer update: one runs in a branch, or a branch
+        leaves the iteration before the update that follows."""
+        return self.syntax.has_update(statement, frame.owner) or _leaves_iteration(statement.body)
+
+    def _reaches_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        return self.syntax.reaches_event(node, frame.owner)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def undecide(self, text: str) -> None:
+        if text not in self.undecided:
+            self.undecided.append(text)
+
+    # --- expressions --------------------------------------------------------------------------
+
+    def expression(self, node: cst.BaseExpression, frame: _Frame) -> object:
+        kind = type(node)
+        if kind is cst.Name:
+            return self._name(node.value, frame)
+        if kind is cst.Integer:
+            return Literal(node.evaluated_value)
+        if kind is cst.Float:
+            return float(node.evaluated_value)
+        if kind is cst.Attribute:
+            return self._attribute(self.expression(node.value, frame), node.attr.value, node)
+        if kind is cst.Call:
+            return self._call(node, frame)
+        if kind is cst.BinaryOperation:
+            left = self.expression(node.left, frame)
+            right = self.expression(node.right, frame)
+            return _binary(type(node.operator).__name__, left, right, _code(node))
+        if kind is cst.UnaryOperation:
+            operand = self.expression(node.expression, frame)
+            if isinstance(operand, Unknown):
+                return combined([operand], _code(node))
+            operator = type(node.operator).__name__
+            try:
+                return {"Not": lambda v: not _truth(v), "Minus": lambda v: -v, "Plus": lambda v: +v,
+                        "BitInvert": lambda v: ~v}[operator](operand)
+            except (TypeError, KeyError):
+                return Unknown(_code(node))
+        if kind is cst.BooleanOperation:
+            return self._boolean(node, frame)
+        if kind is cst.Comparison:
+            return self._comparison(node, frame)
+        if kind is cst.IfExp:
+            return self.expression(node.body if self.decide(node.test, frame) else node.orelse, frame)
+        if kind in (cst.SimpleString, cst.ConcatenatedString):
+            value = node.evaluated_value
+            return value if isinstance(value, str) else Unknown(_code(node))
+        if kind is cst.FormattedString:
+            return Unknown("a formatted string")
+        if kind in (cst.Tuple, cst.List):
+            if any(isinstance(e, cst.StarredElement) for e in node.elements):
+                return Unknown(_code(node))
+            items = [self.expression(e.value, frame) for e in node.elements]
+            return tuple(items) if kind is cst.Tuple else items
+        if kind is cst.Dict:
+            result: dict = {}
+            for element in node.elements:
+                if not isinstance(element, cst.DictElement):
+                    return Unknown(_code(node))
+                key = self.expression(element.key, frame)
+                value = self.expression(element.value, frame)
+                if isinstance(key, (str, int)):
+                    result[key] = value
+            return result
+        if kind is cst.Subscript:
+            return self._subscript(node, frame)
+        if kind is cst.Lambda:
+            return Function(node, frame.owner, None, None, dict(frame.names))
+        if kind is cst.NamedExpr:
+            value = self.expression(node.value, frame)
+            self.assign(node.target, value, frame)
+            return value
+        if kind is cst.Await:
+            return self.expression(node.expression, frame)
+        if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            iterable = self.expression(node.for_in.iter, frame)
+            return Unknown(_code(node), Origin.DATA if is_data(iterable) else Origin.RUN)
+        if kind is cst.Ellipsis:
+            return ...
+        return Unknown(_code(node))
+
+    def _name(self, name: str, frame: _Frame) -> object:
+        if name in frame.names:
+            return frame.names[name]
+        if frame.function is not None:
+            globals_ = self._module_names(frame.owner)
+            if name in globals_:
+                return globals_[name]
+        if name in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[name]
+        return self._module_name(frame.owner, name)
+
+    def _module_names(self, owner: ModuleFunctions) -> dict[str, object]:
+        found = self._globals.get(id(owner))
+        if found is None:
+            found = self._globals[id(owner)] = {}
+        return found
+
+    def _module_name(self, owner: ModuleFunctions, name: str) -> object:
+        """A name the module defines at its top level: a function, a class, a constant, an import."""
+        if name in owner.functions and owner.class_of.get(owner.functions[name]) is None \
+                and owner.enclosing.get(owner.functions[name]) is None:
+            return Function(owner.functions[name], owner)
+        if name in owner.classes:
+            return ProjectClass(owner.classes[name], owner)
+        imported = owner.imported(name)
+        if imported is not None:
+            found_owner, definition = imported
+            if isinstance(definition, cst.ClassDef):
+                return ProjectClass(definition, found_owner)
+            return Function(definition, found_owner)
+        qualified = owner.imports.qualify(name)
+        if qualified is not None:
+            return Unknown(qualified)
+        value = owner.module_value(name)
+        if isinstance(value, cst.Integer):
+            number = int(value.evaluated_value)
+            return self._bound(name, number)
+        if isinstance(value, (cst.Float, cst.SimpleString)):
+            return value.evaluated_value
+        return self._bound(name, None)
+
+    def _bound(self, label: str, number: int | None) -> object:
+        if label in self.bindings:
+            return LabeledInt(self.bindings[label], label)
+        if number is not None:
+            return LabeledInt(number, label)
+        return Unknown(label, Origin.RUN, frozenset({label}))
+
+    def _attribute(self, owner: object, name: str, node: cst.CSTNode) -> object:
+        if isinstance(owner, Obj):
+            if name in owner.attrs:
+                return owner.attrs[name]
+            if owner.class_def is not None and owner.owner is not None:
+                found = owner.owner.method(owner.class_def, name)
+                if found is not None:
+                    definition, method_owner, class_def = found
+                    if _is_property(definition):
+                        return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
+                                                   node, method_owner)
+                    return Function(definition, method_owner, class_def, owner)
+            return BoundMethod(owner, name, f"{owner.label}.{name}") if name in EVENT_METHODS else \
+                self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
+        if isinstance(owner, Unknown):
+            label = f"{owner.label}.{name}" if owner.label else name
+            if owner.origin is Origin.RUN:
+                return self._bound(label, None)
+            return Unknown(label, owner.origin)
+        if isinstance(owner, dict):
+            return Unknown(name)
+        if isinstance(owner, LabeledInt):
+            return Unknown(f"{owner.label}.{name}")
+        return Unknown(name)
+
+    def _subscript(self, node: cst.Subscript, frame: _Frame) -> object:
+        base = self.expression(node.value, frame)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = self.expression(node.slice[0].slice.value, frame)
+            if isinstance(base, (list, tuple, dict, str)) and isinstance(index, (int, str)):
+                try:
+                    return base[index]  # type: ignore[index]
+                except (IndexError, KeyError, TypeError):
+                    return Unknown(_code(node))
+            if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
+                return self._bound(f"{base.label}[{index!r}]", None)
+        origin = base.origin if isinstance(base, Unknown) else Origin.RUN
+        return Unknown(_code(node), origin)
+
+    def _boolean(self, node: cst.BooleanOperation, frame: _Frame) -> object:
+        left = self.expression(node.left, frame)
+        is_and = isinstance(node.operator, cst.And)
+        if not isinstance(left, Unknown):
+            if _truth(left) != is_and:
+                return left
+            return self.expression(node.right, frame)
+        right = self.expression(node.right, frame)
+        if not isinstance(right, Unknown):
+            if _truth(right) != is_and:
+                return right  # `unknown or True` is true, `unknown and False` false
+            return left
+        return combined([left, right], _code(node))
+
+    def _comparison(self, node: cst.Comparison, frame: _Frame) -> object:
+        left = self.expression(node.left, frame)
+        result: object = True
+        for target in node.comparisons:
+            right = self.expression(target.comparator, frame)
+            value = _compare(type(target.operator).__name__, left, right, _code(node))
+            if isinstance(value, Unknown):
+                return value
+            if not value:
+                return False
+            result = value
+            left = right
+        return result
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def _call(self, node: cst.Call, frame: _Frame) -> object:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            callee = self.expression(func, frame)
+            args, kwargs = self._arguments(node, frame)
+            return self._call_value(callee, args, kwargs, node, frame)
+        receiver = self.expression(func.value, frame)
+        method = func.attr.value
+        args, kwargs = self._arguments(node, frame)
+        if isinstance(receiver, Obj):
+            if method in receiver.attrs:
+                return self._call_value(receiver.attrs[method], args, kwargs, node, frame)
+            if receiver.class_def is not None:
+                callee = self._attribute(receiver, method, func)
+                if isinstance(callee, Function):
+                    return self._call_function(callee, args, kwargs, node, frame.owner)
+        elif isinstance(receiver, ProjectClass):
+            found = receiver.owner.method(receiver.class_def, method)
+            if found is not None:
+                return self._call_function(Function(found[0], found[1], found[2]), args, kwargs, node, frame.owner)
+            return Unknown(_code(node))
+        elif isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and receiver.label \
+                and _is_imported(receiver.label, frame.owner):
+            # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
+            return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
+        return self._method(receiver, method, args, kwargs, node, frame)
+
+    def _arguments(self, node: cst.Call, frame: _Frame) -> tuple[list[object], dict[str, object]]:
+        args: list[object] = []
+        kwargs: dict[str, object] = {}
+        for arg in node.args:
+            value = self.expression(arg.value, frame)
+            if arg.star:
+                if arg.star == "*" and isinstance(value, (list, tuple)):
+                    args.extend(value)
+                elif arg.star == "**" and isinstance(value, dict):
+                    kwargs.update({str(k): v for k, v in value.items()})
+                continue
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def _call_value(self, callee: object, args: list[object], kwargs: dict[str, object], node: cst.Call,
+                    frame: _Frame) -> object:
+        if isinstance(callee, Function):
+            return self._call_function(callee, args, kwargs, node, frame.owner)
+        if isinstance(callee, ProjectClass):
+            return self._construct(callee, args, kwargs, node)
+        if isinstance(callee, BoundMethod):
+            return self._method(callee.receiver, callee.name, args, kwargs, node, frame)
+        if isinstance(callee, Obj):
+            if callee.role in FORWARD_ROLES or callee.role is Role.UNKNOWN and callee.class_def is not None:
+                self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
+                return Unknown(f"{callee.label}(...)", Origin.DATA)
+            return Unknown(f"{callee.label}(...)", _combined(args, kwargs))
+        if isinstance(callee, Unknown):
+            if callee.origin is Origin.RUN and _named_role(callee.label) in FORWARD_ROLES and \
+                    _combined(args, kwargs) is not Origin.RUN:
+                self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
+                return Unknown(f"{callee.label}(...)", Origin.DATA)
+            return self._library_call(callee, args, kwargs, node, frame)
+        return Unknown(_code(node.func), _combined(args, kwargs))
+
+    def _library_call(self, callee: Unknown, args: list[object], kwargs: dict[str, object], node: cst.Call,
+                      frame: _Frame) -> object:
+        label = callee.label or ""
+        segment = last_segment(label) if label else ""
+        if callee.origin is Origin.RUN and label:
+            role = constructor_role(label, "." in label)
+            if role is not None and role is not Role.OTHER:
+                return Obj(role, "construction", _code(node))
+        if segment in CLIP_FUNCTIONS:
+            self._record(segment, None, args[0] if args else None, node, frame, clip=True)
+            return Unknown("the gradient norm", Origin.DATA)
+        if segment == "range" and label == "range":
+            numbers = [a for a in args if isinstance(a, int)]
+            if len(numbers) == len(args) and args:
+                return range(*numbers)
+            return _Iteration(self, "range", None)
+        if label == "len" and args:
+            if isinstance(args[0], (list, tuple, dict, str)):
+                return len(args[0])
+            if isinstance(args[0], (Obj, Unknown)) and _is_loader(args[0]):
+                return self.configuration.microbatches
+            return Unknown(f"len({label_text(args[0])})", _combined(args, {}))
+        if label == "enumerate" and args:
+            start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+            return _Iteration(self, "enumerate", args[0], start if isinstance(start, int) else 0)
+        if label == "zip" and args:
+            return _Iteration(self, "zip", args[0], 0, args[1:])
+        if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
+            return _Loader(self, f"an item of {label_text(args[0])}")  # a new pass over the data
+        if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
+                                                          or label in ("tqdm", "trange", "track")):
+            return args[0]
+        if label == "next" and args:
+            iterator = args[0]
+            if isinstance(iterator, _Iteration):
+                return iterator.next()
+            if isinstance(iterator, (Obj, Unknown)):  # an iterator made where the run cannot see
+                key = label_text(iterator)
+                iterator = self._passes.setdefault(key, _Loader(self, f"an item of {key}"))
+            if isinstance(iterator, _Loader):
+                return iterator.draw()
+        if label in ("int", "float", "bool", "abs", "min", "max") and args and \
+                all(isinstance(a, (int, float)) for a in args):
+            try:
+                return {"int": int, "float": float, "bool": bool, "abs": abs, "min": min, "max": max}[label](*args)
+            except (TypeError, ValueError):
+                pass
+        if label in ("int", "float") and len(args) == 1 and isinstance(args[0], Unknown):
+            return args[0]
+        if segment in ("get_world_size", "num_processes") and not args:
+            return self.configuration.replicas
+        return Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
+
+    def _construct(self, callee: ProjectClass, args: list[object], kwargs: dict[str, object], node: cst.Call) -> object:
+        obj = Obj(self._class_role(callee.owner, callee.class_def), "its class", _code(node),
+                  callee.class_def, callee.owner)
+        init = callee.owner.method(callee.class_def, "__init__")
+        if init is not None:
+            definition, owner, class_def = init
+            self._call_function(Function(definition, owner, class_def, obj), [obj, *args], kwargs, node, owner)
+        return obj
+
+    def _class_role(self, owner: ModuleFunctions, class_def: cst.ClassDef) -> Role:
+        for base in class_def.bases:
+            name = dotted(base.value) or ""
+            qualified = owner.imports.qualify(name) or name
+            role = constructor_role(qualified, "." in qualified)
+            if role is not None:
+                return role
+            located = owner.class_named(name)
+            if located is not None and located[1] is not class_def:
+                found = self._class_role(*located)
+                if found is not Role.UNKNOWN:
+                    return found
+        return Role.UNKNOWN
+
+    def _method(self, receiver: object, method: str, args: list[object], kwargs: dict[str, object], node: cst.Call,
+                frame: _Frame) -> object:
+        if isinstance(receiver, (list, dict)) and method in ("append", "extend", "update", "pop", "get", "items",
+                                                            "keys", "values", "setdefault"):
+            return self._container_method(receiver, method, args)
+        if isinstance(receiver, _Loader) or isinstance(receiver, Obj) and receiver.role is Role.LOADER \
+                and method == "__iter__":
+            return receiver
+        if method in EVENT_METHODS:
+            argument = args[0] if args else kwargs.get("loss")
+            self._record(method, receiver, argument, node, frame, clip=method.startswith("clip_grad"))
+            if method == "scale" and args:
+                return args[0]
+            if method == "step" and isinstance(receiver, (Obj, Unknown)) and _is_loader(receiver):
+                return None
+            return Unknown(f"{label_text(receiver)}.{method}(...)", Origin.DATA)
+        if isinstance(receiver, Obj) and method in ("accumulate", "no_sync", "autocast"):
+            return None
+        origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
+        if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
+            return Unknown(f"{receiver.label}.{method}()", receiver.origin)
+        if isinstance(receiver, Obj) and receiver.role is Role.ACCELERATOR and method == "prepare":
+            return tuple(args) if len(args) != 1 else args[0]
+        return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
+
+    def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
+        if isinstance(receiver, list) and method == "append" and args:
+            if len(receiver) < MAX_ITERATIONS:
+                receiver.append(args[0])
+            return None
+        if isinstance(receiver, dict):
+            if method == "get" and args and isinstance(args[0], (str, int)):
+                return receiver.get(args[0], args[1] if len(args) > 1 else None)
+            if method in ("items", "keys", "values"):
+                return list(getattr(receiver, method)())
+        return Unknown(method)
+
+    def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
+                forward: bool = False, clip: bool = False) -> None:
+        self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
+                                    self.microbatch, max(self.epoch, 0), forward, clip,
+                                    self._under[-1] if self._under else ""))
+
+    def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
+                       node: cst.CSTNode, site_owner: ModuleFunctions | None = None) -> object:
+        definition = callee.definition
+        if definition in self._active:
+            self.note(f"a recursive call of `{_name_of(definition)}` was not followed")
+            return Unknown(f"{_name_of(definition)}(...)")
+        if len(self._active) >= MAX_DEPTH:
+            self.undecide(f"calls nest deeper than {MAX_DEPTH} at `{_name_of(definition)}`")
+            return Unknown(f"{_name_of(definition)}(...)")
+        if isinstance(definition, cst.FunctionDef):
+            self.reached.add(definition)
+        names: dict[str, object] = dict(callee.closure) if callee.closure is not None else {}
+        arguments = list(callee.partial_args) + list(args)
+        if callee.self_value is not None and not _is_static(definition) and \
+                (not arguments or arguments[0] is not callee.self_value):
+            arguments.insert(0, callee.self_value)
+        self._bind(definition, arguments, {**dict(callee.partial_kwargs), **kwargs}, names, callee.owner)
+        frame = _Frame(callee.owner, names, definition, callee.class_def)
+        entry = isinstance(node, cst.FunctionDef)  # the entry itself, called by no site of the code
+        if not entry:
+            self._stack.append((site_owner or self.module, node))
+        self._active.append(definition)
+        try:
+            if isinstance(definition, cst.Lambda):
+                return self.expression(definition.body, frame)
+            self.block(definition.body, frame)
+        except _Return as returned:
+            return returned.value
+        finally:
+            self._active.pop()
+            if not entry:
+                self._stack.pop()
+        return None
+
+    def _bind(self, definition: cst.FunctionDef | cst.Lambda, args: list[object], kwargs: dict[str, object],
+              names: dict[str, object], owner: ModuleFunctions) -> None:
+        params = definition.params
+        positional = list(params.posonly_params) + list(params.params)
+        for i, param in enumerate(positional):
+            name = param.name.value
+            if i < len(args):
+                names[name] = args[i]
+            elif name in kwargs:
+                names[name] = kwargs.pop(name)
+            elif param.default is not None:
+                names[name] = self._default(param, owner)
+            else:
+                names[name] = self._bound(name, None)
+        for param in params.kwonly_params:
+            name = param.name.value
+            if name in kwargs:
+                names[name] = kwargs.pop(name)
+            elif param.default is not None:
+                names[name] = self._default(param, owner)
+            else:
+                names[name] = self._bound(name, None)
+        if isinstance(params.star_arg, cst.Param):
+            names[params.star_arg.name.value] = tuple(args[len(positional):])
+        if params.star_kwarg is not None:
+            names[params.star_kwarg.name.value] = dict(kwargs)
+
+    def _default(self, param: cst.Param, owner: ModuleFunctions) -> object:
+        value = self.expression(param.default, _Frame(owner, {}))  # type: ignore[arg-type]
+        if isinstance(value, int) and not isinstance(value, (bool, LabeledInt)):
+            return self._bound(param.name.value, value)
+        return value
+
+
+class _Iteration:
+    """``enumerate``/``zip``/``range`` over a value: concrete where the value is, drawing data
+    where it is the loader."""
+
+    def __init__(self, interpreter: Interpreter, kind: str, base: object, start: int = 0,
+                 others: list[object] | None = None) -> None:
+        self.interpreter = interpreter
+        self.kind = kind
+        self.base = base
+        self.start = start
+        self.others = others or []
+        self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
+        self._iterator: Iterator[object] | None = None
+
+    def concrete(self) -> bool:
+        """Whether every value iterated is concrete (no data drawn, no unknown length)."""
+        return self.kind != "range" and all(
+            isinstance(v, (list, tuple, range, str)) or isinstance(v, _Iteration) and v.concrete()
+            for v in (self.base, *self.others))
+
+    def items(self) -> Iterator[object]:
+        run = self.interpreter
+        if self.kind == "range":  # range over an unknown count: until the run's data ends
+            yield from run.unbounded(self.body) if self.body is not None else ()
+            return
+        base = self._source(self.base)
+        if self.kind == "enumerate":
+            yield from enumerate(base, self.start)
+        else:
+            others = [self._source(o) for o in self.others]
+            for items in zip(base, *others, strict=False):
+                yield tuple(items)
+
+    def _source(self, value: object) -> Iterator[object]:
+        if isinstance(value, _Iteration):
+            return value.items()
+        if isinstance(value, _Loader):
+            return self.interpreter._draws(value)
+        if isinstance(value, (list, tuple, range, str)):
+            return _limited(iter(value))
+        label = label_text(value)
+        return self.interpreter._draws(_Loader(self.interpreter, f"an item of {label}"))
+
+    def next(self) -> object:
+        if self._iterator is None:
+            self._iterator = self.items()
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            raise _Raised("StopIteration") from None
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+class SyntaxFacts:
+    """What the interpreter asks of the code's shape, computed once per node and shared by
+    every run of an entry point (the runs re-execute the same statements many times)."""
+
+    def __init__(self, owner: ModuleFunctions) -> None:
+        self.owner = owner
+        self.statements = 0  # executed by every run of the entry so far
+        self._memo: dict[tuple[str, int], tuple[cst.CSTNode, object]] = {}
+
+    def _get(self, kind: str, node: cst.CSTNode, compute) -> object:
+        key = (kind, id(node))
+        found = self._memo.get(key)
+        if found is None or found[0] is not node:
+            found = self._memo[key] = (node, compute())
+        return found[1]
+
+    def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        return self._get("event", node, lambda: _reaches_event(node, owner))  # type: ignore[return-value]
+
+    def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        return self._get("update", node, lambda: _has_update(node, owner))  # type: ignore[return-value]
+
+    def matters(self, statement: cst.If, owner: ModuleFunctions) -> bool:
+        """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
+        name or leaves the iteration or the function."""
+        return self._get("matters", statement, lambda: self.reaches_event(statement, owner) or any(  # type: ignore[return-value]
+            isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break))
+            for n in _walk(statement)))
+
+    def draws_data(self, node: cst.CSTNode) -> bool:
+        return self._get("draws", node, lambda: _draws_data(node))  # type: ignore[return-value]
+
+    def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
+        """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
+        return self._get("leaves", test, lambda: [  # type: ignore[return-value]
+            n for n in _walk(test)
+            if isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) is not None and not _is_callee(n, test)])
+
+    def gate_parts(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
+        """The modulo operations and comparisons of a condition."""
+        return self._get("parts", test, lambda: [  # type: ignore[return-value]
+            n for n in _walk(test) if isinstance(n, (cst.BinaryOperation, cst.Comparison))])
+
+
+def _named(value: object, name: str) -> object:
+    """A value built by a call takes the name it is assigned to (``args = parser.parse_args()``
+    is ``args``; ``opt = AdamW(...)`` is ``opt``), so that labels read as the code does."""
+    if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
+        return Unknown(name, Origin.RUN, value.sources, value.gate)
+    if isinstance(value, Obj) and "(" in value.label:
+        value.label = name
+    return value
+
+
+def label_text(value: object) -> str:
+    """A short name for a value in notes and event targets."""
+    if isinstance(value, (Unknown, Obj)):
+        return value.label or "?"
+    if isinstance(value, LabeledInt):
+        return value.label
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return repr(value)[:40]
+    if isinstance(value, Function):
+        return _name_of(value.definition)
+    if isinstance(value, BoundMethod):
+        return value.label
+    return type(value).__name__  # never repr(): a value may hold a syntax tree
+
+
+def _limited(iterator: Iterator[object]) -> Iterator[object]:
+    for count, item in enumerate(iterator):
+        if count >= MAX_ITERATIONS:
+            raise BudgetExceeded(f"a loop over concrete values ran past {MAX_ITERATIONS} iterations")
+        yield item
+
+
+def _combined(args: list[object], kwargs: dict[str, object]) -> Origin:
+    values = [*args, *kwargs.values()]
+    if any(is_data(v) for v in values):
+        return Origin.DATA
+    if any(isinstance(v, Unknown) and v.origin is Origin.CALLER for v in values):
+        return Origin.CALLER
+    return Origin.RUN
+
+
+def _truth(value: object) -> bool:
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 — a value whose truth we cannot take counts as true
+        return True
+
+
+_BINARY = {
+    "Add": lambda a, b: a + b, "Subtract": lambda a, b: a - b, "Multiply": lambda a, b: a * b,
+    "Divide": lambda a, b: a / b, "FloorDivide": lambda a, b: a // b, "Modulo": lambda a, b: a % b,
+    "Power": lambda a, b: a ** b if abs(b) < 64 else None, "BitAnd": lambda a, b: a & b,
+    "BitOr": lambda a, b: a | b, "LeftShift": lambda a, b: a << b if b < 64 else None,
+    "RightShift": lambda a, b: a >> b,
+}
+
+
+def _binary(operator: str, left: object, right: object, code: str) -> object:
+    if isinstance(left, Unknown) or isinstance(right, Unknown):
+        return combined([left, right], code)
+    function = _BINARY.get(operator)
+    if function is None:
+        return Unknown(code)
+    try:
+        result = function(left, right)
+    except Exception:  # noqa: BLE001 — division by zero, a type mismatch: an unknown, as at run time
+        return Unknown(code)
+    return Unknown(code) if result is None else result
+
+
+_COMPARE = {
+    "Equal": lambda a, b: a == b, "NotEqual": lambda a, b: a != b, "LessThan": lambda a, b: a < b,
+    "LessThanEqual": lambda a, b: a <= b, "GreaterThan": lambda a, b: a > b,
+    "GreaterThanEqual": lambda a, b: a >= b, "Is": lambda a, b: a is b, "IsNot": lambda a, b: a is not b,
+    "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b,
+}
+
+
+def _compare(operator: str, left: object, right: object, code: str) -> object:
+    if isinstance(left, Unknown) or isinstance(right, Unknown):
+        return combined([left, right], code)
+    if isinstance(left, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)) or \
+            isinstance(right, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)):
+        if operator in ("Is", "IsNot", "Equal", "NotEqual"):
+            same = left is right
+            return same if operator in ("Is", "Equal") else not same
+        return Unknown(code)
+    try:
+        return bool(_COMPARE[operator](left, right))
+    except Exception:  # noqa: BLE001
+        return Unknown(code)
+
+
+@functools.lru_cache(maxsize=8192)
+def _code(node: cst.CSTNode) -> str:
+    """The node's code on one line, cut at 80 characters (nodes hash by identity)."""
+    try:
+        text = cst.Module([]).code_for_node(node)
+    except Exception:  # noqa: BLE001
+        return type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, (cst.Lambda, cst.FunctionDef)):
+            continue
+        stack.extend(reversed(children(current)))
+
+
+def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
+    for parent in _walk(root):
+        if isinstance(parent, cst.Call) and parent.func is node:
+            return True
+        if isinstance(parent, cst.Attribute) and (parent.value is node or parent.attr is node):
+            return True  # only the whole dotted name is a leaf
+    return False
+
+
+def _leaves_iteration(body: cst.BaseSuite) -> bool:
+    """Whether a block ends by leaving the iteration (``continue``, ``break``, ``return``, ``raise``)."""
+    statements = body.body
+    if not statements:
+        return False
+    last = statements[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else \
+        (statements if isinstance(body, cst.SimpleStatementSuite) else [])
+    return any(isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for s in smalls[-1:])
+
+
+def _bound_names(node: cst.For) -> set[str]:
+    names = set()
+    for child in _walk(node):
+        if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
+            names.add(child.target.value)
+        elif isinstance(child, (cst.AugAssign, cst.AnnAssign)) and isinstance(child.target, cst.Name):
+            names.add(child.target.value)
+    if isinstance(node.target, cst.Name):
+        names.add(node.target.value)
+    return names
+
+
+def _catches(handler: cst.ExceptHandler, name: str) -> bool:
+    if handler.type is None:
+        return True
+    names = [dotted(e.value) for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) \
+        else [dotted(handler.type)]
+    return any(n is not None and last_segment(n) in (name, "Exception", "BaseException") for n in names)
+
+
+def _exception_name(node: cst.BaseExpression) -> str:
+    target = node.func if isinstance(node, cst.Call) else node
+    name = dotted(target)
+    return last_segment(name) if name else "Exception"
+
+
+def _name_of(definition: cst.FunctionDef | cst.Lambda) -> str:
+    return definition.name.value if isinstance(definition, cst.FunctionDef) else "<lambda>"
+
+
+def _is_static(definition: cst.FunctionDef | cst.Lambda) -> bool:
+    return isinstance(definition, cst.FunctionDef) and any(
+        dotted(d.decorator) in ("staticmethod", "classmethod") for d in definition.decorators)
+
+
+def _is_property(definition: cst.FunctionDef) -> bool:
+    return any(dotted(d.decorator) in ("property", "functools.cached_property", "cached_property")
+               for d in definition.decorators)
+
+
+def _is_imported(label: str, owner: ModuleFunctions) -> bool:
+    return owner.imports.qualify(label.split(".")[0]) is not None
+
+
+def _named_role(label: str | None) -> Role | None:
+    """The role a variable's name suggests (the weakest evidence), if any."""
+    if not label:
+        return None
+    segment = last_segment(label).lower()
+    return next((r for p, r in conventions.NAME_PATTERNS if p.match(segment)), None)
+
+
+def _is_loader(value: object) -> bool:
+    if isinstance(value, Obj):
+        return value.role is Role.LOADER
+    return isinstance(value, Unknown) and _named_role(value.label) is Role.LOADER
+
+
+def _draws_data(body: cst.CSTNode) -> bool:
+    """Whether a loop body draws data itself: it holds a loop or a ``next(...)``."""
+    for child in _walk(body):
+        if isinstance(child, (cst.For, cst.While)):
+            return True
+        if isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value == "next":
+            return True
+    return False
+
+
+def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    for child in _walk(node):
+        if isinstance(child, cst.Call):
+            yield child
+
+
+def _reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None) -> bool:
+    """Whether ``node`` calls a backward or an optimizer-like ``step``, directly or through the
+    module's functions and methods (a few levels)."""
+    seen = set() if seen is None else seen
+    for call in _calls(node):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in ("backward", "manual_backward", "update_params", "step"):
+            return True
+        if depth < 3:
+            for candidate in _same_module_targets(name, owner):
+                if id(candidate) not in seen:
+                    seen.add(id(candidate))
+                    if _reaches_event(candidate.body, owner, depth + 1, seen):
+                        return True
+    return False
+
+
+def _has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+    """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
+    scheduler, directly or through the module's functions."""
+    for call in _calls(node):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("step", "update_params"):
+            receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
+            if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
+                return True
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if depth < 2:
+            for candidate in _same_module_targets(name, owner):
+                if _has_update(candidate.body, owner, depth + 1):
+                    return True
+    return False
+
+
+def _same_module_targets(name: str, owner: ModuleFunctions) -> list[cst.FunctionDef]:
+    if not name:
+        return []
+    found = [f for (_, method), f in owner.methods.items() if method == name]
+    if name in owner.functions:
+        found.append(owner.functions[name])
+    elif owner.project is not None:
+        imported = owner.imported(name)  # a helper of another project module
+        if imported is not None and isinstance(imported[1], cst.FunctionDef):
+            found.append(imported[1])
+    return found

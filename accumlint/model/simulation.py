@@ -1,0 +1,390 @@
+"""Entry points, configurations and roles: the simulator's driver
+(``shared/docs/semantic-core.md`` sections 1, 2, 4 and 5).
+
+:func:`simulate` finds a module's entry points — loops that reach a backward, and implicit
+microbatch bodies (a function with a backward and a conditional update, or a counter kept
+across calls, driven once per microbatch by a caller the project does not show) — and runs
+each under a few configurations with the :class:`~accumlint.model.interpreter.Interpreter`:
+A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A, 2A + 1 and
+N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
+runs; a budget or an unknown leaves a run undecided with the reason. The raw events of a run
+become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
+construction, from the framework tables, from use (what receives ``.backward(loss)`` and
+``.step()``) and, the weakest evidence, from its name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from accumlint.model.interpreter import (
+    BudgetExceeded,
+    Interpreter,
+    NeedBinding,
+    NeedChoice,
+    RawEvent,
+    SyntaxFacts,
+    _has_update,
+    _reaches_event,
+    _walk,
+    label_text,
+)
+from accumlint.model.kinds import Role
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.names import dotted
+from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
+from accumlint.model.values import Obj, Unknown, is_data
+from accumlint.positions import node_positions
+from accumlint.vocabulary import EventKind
+
+#: A values the configurations bind the accumulation symbol(s) to
+ACCUMULATION_VALUES = (1, 2, 4)
+#: runs (run-level choices) one configuration may take before it is undecided
+MAX_RUNS = 16
+#: times an entry point is restarted to bind newly found accumulation symbols
+MAX_REBINDS = 3
+#: roles whose ``step()`` is the optimizer update
+_UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """Where a simulation starts: ``kind`` is ``"module"`` (the script's body from the top),
+    ``"function"`` (a function holding a loop that reaches a backward) or ``"body"`` (an
+    implicit microbatch body); ``node`` the loop (or the def) a user points at."""
+
+    kind: str
+    name: str
+    node: cst.CSTNode
+    function: cst.FunctionDef | None = None
+    class_def: cst.ClassDef | None = None
+
+
+@dataclass
+class RoleFact:
+    """A receiver's role and the evidence for it (``construction``, ``use: …``, ``its name``)."""
+
+    label: str
+    role: Role
+    evidence: str
+
+
+@dataclass
+class Simulation:
+    """The simulated runs of one entry point: ``traces`` (one per configuration and
+    run-level choice), the ``symbols`` bound to A, a ``literal`` A when the gate's modulus is a
+    literal, the ``roles`` settled, and the entry's ``undecided`` reasons."""
+
+    entry: EntryPoint
+    line: int
+    traces: list[Trace] = field(default_factory=list)
+    symbols: tuple[str, ...] = ()
+    literal: int | None = None
+    roles: list[RoleFact] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    # each run's raw events and settled roles, until _place turns them into trace events
+    _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
+
+    @property
+    def decided(self) -> bool:
+        """Whether every run completed without an undecided reason."""
+        return not self.undecided and all(not t.undecided for t in self.traces)
+
+    def reasons(self) -> list[str]:
+        """Every undecided reason of the entry and its runs, once each."""
+        seen: dict[str, None] = dict.fromkeys(self.undecided)
+        for trace in self.traces:
+            seen.update(dict.fromkeys(trace.undecided))
+        return list(seen)
+
+
+def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
+    """The module's entry points in source order, the script body first."""
+    found: list[EntryPoint] = []
+    top = [s for s in module._module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+    loop = next((n for s in top for n in _outer_loops(s) if _reaches_event(n.body, module)), None)
+    if loop is not None or any(_reaches_event(s, module) for s in top):
+        found.append(EntryPoint("module", "the script", loop if loop is not None else module._module))
+    for (class_def, _), function in list(module.methods.items()):
+        found.extend(_function_entry(module, function, class_def))
+    for function in module.functions.values():
+        if module.class_of.get(function) is None:
+            found.extend(_function_entry(module, function, None))
+    return found
+
+
+def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
+                    class_def: cst.ClassDef | None) -> list[EntryPoint]:
+    name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
+    loop = next((n for n in _outer_loops(function.body) if _reaches_event(n.body, module)), None)
+    if loop is not None:
+        return [EntryPoint("function", name, loop, function, class_def)]
+    if module.performs_backward(function) and (_conditional_update(function, module) or _keeps_counter(function)):
+        return [EntryPoint("body", name, function, function, class_def)]
+    return []
+
+
+def _outer_loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
+    """The loops of ``node`` not inside another loop or a nested definition."""
+    found: list[cst.For | cst.While] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.For, cst.While)):
+            found.append(current)
+            continue
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
+            continue
+        stack.extend(reversed(current.children))
+    return found
+
+
+def _conditional_update(function: cst.FunctionDef, module: ModuleFunctions) -> bool:
+    return any(isinstance(n, cst.If) and _has_update(n, module) for n in _walk(function.body))
+
+
+def _keeps_counter(function: cst.FunctionDef) -> bool:
+    """Whether the function bumps state that outlives a call (``self.x += 1``, a ``global``)."""
+    shared = {n.name.value for s in _walk(function.body) if isinstance(s, cst.Global) for n in s.names}
+    for node in _walk(function.body):
+        if isinstance(node, cst.AugAssign):
+            target = node.target
+            if isinstance(target, cst.Attribute) and dotted(target.value) == "self":
+                return True
+            if isinstance(target, cst.Name) and target.value in shared:
+                return True
+    return False
+
+
+def configurations(accumulation: Iterable[int]) -> list[Configuration]:
+    """For each A: epochs of N = 2A (whole groups), 2A + 1 (a tail) and A - 1 (shorter than a
+    group), all with D = 1; and one D = 2 run of N = 2A."""
+    found: list[Configuration] = []
+    for a in accumulation:
+        sizes = [2 * a, 2 * a + 1] + ([a - 1] if a > 1 else [])
+        found.extend(Configuration(a, n) for n in sizes)
+        found.append(Configuration(a, 2 * a, replicas=2))
+    return found
+
+
+def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None) -> list[Simulation]:
+    """Simulate every entry point of ``module`` (its file is ``path``); an entry whose function
+    a previous simulation already ran (a ``train()`` the script's body calls) is not run again."""
+    reached: set[cst.FunctionDef] = set()
+    results = []
+    for entry in entry_points(module) if entries is None else entries:
+        if entry.function is not None and entry.function in reached:
+            continue
+        result, functions = _simulate_entry(module, path, entry)
+        reached |= functions
+        results.append(result)
+    _place(results, module, path)
+    return results
+
+
+class _Rebind(Exception):
+    def __init__(self, labels: frozenset[str]) -> None:
+        super().__init__()
+        self.labels = labels
+
+
+def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint) -> tuple[Simulation, set]:
+    symbols: set[str] = set()
+    result = Simulation(entry, 0)
+    reached: set[cst.FunctionDef] = set()
+    for _ in range(MAX_REBINDS + 1):
+        try:
+            traces, literal, reached = _run_configurations(module, entry, symbols, configurations(ACCUMULATION_VALUES))
+        except _Rebind as rebind:
+            symbols |= rebind.labels
+            continue
+        if not symbols and literal is not None:
+            traces, _, reached = _run_configurations(module, entry, symbols, configurations((literal,)))
+        result.literal = literal if not symbols else None
+        result._raw = traces
+        result.traces = [trace for trace, _, _ in traces]
+        break
+    else:
+        result.undecided.append("the accumulation symbol could not be settled")
+    result.symbols = tuple(sorted(symbols))
+    if not symbols and result.literal is None and result.traces:
+        # nothing binds A: the configurations' A changes nothing, one A is enough
+        result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
+    return result, reached
+
+
+def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], configs: list[Configuration],
+                        ) -> tuple[list[tuple[Trace, list[RawEvent], dict]], int | None, set]:
+    traces: list[tuple[Trace, list[RawEvent], dict]] = []
+    syntax = SyntaxFacts(module)
+    literal: int | None = None
+    reached: set[cst.FunctionDef] = set()
+    for configuration in configs:
+        pending: list[dict[str, bool]] = [{}]
+        runs = 0
+        while pending:
+            choices = pending.pop(0)
+            runs += 1
+            if runs > MAX_RUNS:
+                traces.append((Trace(configuration, undecided=[
+                    f"more than {MAX_RUNS} combinations of run-level choices"]), [], {}))
+                break
+            bindings = dict.fromkeys(symbols, configuration.accumulation)
+            run = Interpreter(module, configuration, bindings, choices, syntax)
+            try:
+                _start(run, entry)
+            except NeedChoice as need:
+                pending[0:0] = [{**choices, need.key: False}, {**choices, need.key: True}]
+                continue
+            except NeedBinding as need:
+                raise _Rebind(need.labels) from None
+            except BudgetExceeded as budget:
+                run.undecide(str(budget))
+            if run.literal_gates:
+                literal = run.literal_gates[0]
+            reached |= run.reached
+            traces.append(_trace(run, configuration, choices))
+    return traces, literal, reached
+
+
+def _start(run: Interpreter, entry: EntryPoint) -> None:
+    if entry.kind == "module":
+        run.run_module()
+    elif entry.kind == "function":
+        run.run_function(entry.function, entry.class_def)  # type: ignore[arg-type]
+    else:
+        run.run_body(entry.function, entry.class_def)  # type: ignore[arg-type]
+    if run.drawn == 0:
+        run.undecide("the run drew no microbatch")
+
+
+# --- roles and events ---------------------------------------------------------------------------
+
+def _key(receiver: object) -> object:
+    if isinstance(receiver, Obj):
+        return receiver.number
+    if isinstance(receiver, Unknown):
+        return receiver.label
+    return None
+
+
+def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
+    """Each receiver's role: from construction (an :class:`Obj`'s own role), from use (it
+    receives ``.backward(loss)``: an engine or accelerator; ``.step()`` and ``.zero_grad()``:
+    an optimizer), or from its name."""
+    from accumlint.model.interpreter import _named_role
+
+    methods: dict[object, set[str]] = {}
+    samples: dict[object, object] = {}
+    with_argument: set[object] = set()
+    for event in events:
+        key = _key(event.receiver)
+        if key is None:
+            continue
+        methods.setdefault(key, set()).add(event.method)
+        samples.setdefault(key, event.receiver)
+        if event.method == "backward" and event.argument is not None:
+            with_argument.add(key)
+    facts: dict[object, RoleFact] = {}
+    for key, used in methods.items():
+        receiver = samples[key]
+        label = label_text(receiver)
+        if isinstance(receiver, Obj) and receiver.role is not Role.UNKNOWN:
+            facts[key] = RoleFact(label, receiver.role, receiver.evidence)
+        elif is_data(receiver) or isinstance(receiver, Unknown) and used == {"backward"} and key not in with_argument:
+            facts[key] = RoleFact(label, Role.OTHER, "a value computed from the data (a loss)")
+        elif key in with_argument and "step" in used:
+            facts[key] = RoleFact(label, Role.ENGINE, "use: receives .backward(loss) and .step()")
+        elif {"step", "zero_grad"} <= used:
+            facts[key] = RoleFact(label, Role.OPTIMIZER, "use: receives .step() and .zero_grad()")
+        else:
+            named = _named_role(label if isinstance(receiver, Unknown) else None)
+            facts[key] = RoleFact(label, named or Role.UNKNOWN, "its name" if named else "none")
+    return facts
+
+
+def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
+    if event.method == "epoch_end":
+        return EventKind.EPOCH_END
+    if event.forward:
+        return EventKind.FORWARD
+    if event.clip:
+        return EventKind.CLIP
+    role = fact.role if fact is not None else None
+    if event.method in ("backward", "manual_backward", "update_params"):
+        return EventKind.BACKWARD
+    if event.method == "zero_grad":
+        return EventKind.RESET
+    if event.method == "step":
+        if role in _UPDATING:
+            return EventKind.UPDATE
+        if role is Role.SCHEDULER:
+            return EventKind.SCHEDULER_STEP
+        return None
+    if role is Role.SCALER:
+        return {"update": EventKind.SCALER_UPDATE, "scale": EventKind.SCALE, "unscale_": EventKind.UNSCALE}.get(
+            event.method)
+    if event.method == "unscale_" and role is Role.ACCELERATOR:
+        return EventKind.UNSCALE
+    return None
+
+
+def _trace(run: Interpreter, configuration: Configuration,
+           choices: dict[str, bool]) -> tuple[Trace, list[RawEvent], dict[object, RoleFact]]:
+    trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
+                  microbatches_drawn=run.drawn)
+    return trace, run.events, settle_roles(run.events)
+
+
+def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> None:
+    """Turn every run's raw events into trace events with lines, and settle the roles shown."""
+    wanted: dict[int, tuple[ModuleFunctions, set[cst.CSTNode]]] = {id(module): (module, set())}
+    for result in results:
+        wanted[id(module)][1].add(result.entry.node)
+        for _, raw, _ in result._raw:
+            for event in raw:
+                if event.method == "epoch_end":
+                    continue
+                for owner, node in ((event.owner, event.node), *event.chain):
+                    wanted.setdefault(id(owner), (owner, set()))[1].add(node)
+    lines: dict[int, int] = {}
+    for owner, nodes in wanted.values():
+        try:
+            ranges = node_positions(owner._module, nodes)
+        except Exception:  # noqa: BLE001 — a node outside the module's tree (synthetic): no line
+            ranges = {}
+        lines.update({id(n): r.start.line for n, r in ranges.items()})
+    for result in results:
+        result.line = lines.get(id(result.entry.node), 1)
+        shown: dict[str, RoleFact] = {}
+        for trace, raw, facts in result._raw:
+            for event in raw:
+                fact = facts.get(_key(event.receiver))
+                kind = _event_kind(event, fact)
+                if kind is None:
+                    if event.method == "step" and fact is not None and fact.role is Role.UNKNOWN:
+                        trace.undecided.append(f"`{fact.label}.step()`: the role of `{fact.label}` is unknown")
+                    continue
+                target = fact.label if fact is not None else label_text(event.argument) if event.clip else ""
+                trace.events.append(TraceEvent(
+                    kind, event.microbatch, event.epoch, target,
+                    _where(event.owner, event.node, module, path, lines) if event.method != "epoch_end" else (path, 0),
+                    tuple(_where(o, n, module, path, lines) for o, n in event.chain)))
+            for fact in facts.values():
+                if fact.role is not Role.OTHER:
+                    shown.setdefault(fact.label, fact)
+            trace.undecided = list(dict.fromkeys(trace.undecided))
+        result._raw = []
+        result.roles = list(shown.values())
+
+
+def _where(owner: ModuleFunctions, node: cst.CSTNode, module: ModuleFunctions, path: str,
+           lines: dict[int, int]) -> Place:
+    file = path if owner is module else getattr(owner.project, "path", owner.name) or owner.name
+    if owner is not module and not os.path.isabs(path) and os.path.isabs(file):
+        file = os.path.relpath(file)  # as the checked file was named: relative to the working folder
+    return (file, lines.get(id(node), 0))

@@ -1,0 +1,101 @@
+"""A simulated run's events: what the code does, microbatch by microbatch, under one
+configuration (``shared/docs/semantic-core.md`` section 6).
+
+The same events the runtime guard records (:class:`accumlint.vocabulary.EventKind`), each with
+the microbatch it happened in, its epoch, its site and the call chain that reached it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from accumlint.vocabulary import EventKind
+
+#: a place in the code: (path, 1-based line)
+Place = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One small run to simulate: ``accumulation`` (A) microbatches per optimizer update,
+    ``microbatches`` (N) per epoch and replica, ``epochs``, ``replicas`` (D)."""
+
+    accumulation: int
+    microbatches: int
+    epochs: int = 2
+    replicas: int = 1
+
+    def describe(self) -> str:
+        """``A=4 N=9 epochs=2 D=1``."""
+        return f"A={self.accumulation} N={self.microbatches} epochs={self.epochs} D={self.replicas}"
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One event: ``kind``; ``microbatch``, the 0-based index of the microbatch of its epoch
+    that was last drawn (``None`` before the first); ``epoch`` (0-based); ``target``, the code's
+    name for the object acted on; ``site`` where it happened and ``chain`` the call sites that
+    led there, outermost first."""
+
+    kind: EventKind
+    microbatch: int | None
+    epoch: int
+    target: str
+    site: Place
+    chain: tuple[Place, ...] = ()
+
+
+@dataclass
+class Trace:
+    """The events of one simulated run of an entry point, with the run-level ``choices`` it
+    took (condition code → value), the ``notes`` on what it assumed and the ``undecided``
+    reasons that make its events incomplete."""
+
+    configuration: Configuration
+    choices: tuple[tuple[str, bool], ...] = ()
+    events: list[TraceEvent] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    microbatches_drawn: int = 0
+
+    def groups(self) -> list[list[TraceEvent]]:
+        """The events split after each optimizer update: every group but maybe the last ends with
+        its update and what follows it up to the next backward (clip, scheduler step, reset)."""
+        groups: list[list[TraceEvent]] = [[]]
+        closed = False
+        for event in self.events:
+            if closed and event.kind in (EventKind.BACKWARD, EventKind.FORWARD, EventKind.EPOCH_END):
+                groups.append([])
+                closed = False
+            groups[-1].append(event)
+            if event.kind in (EventKind.UPDATE, EventKind.SCALER_STEP):
+                closed = True
+        return [g for g in groups if g]
+
+    def timeline(self) -> str:
+        """The run as the guard prints groups: microbatches separated by ``|``, events after a
+        group's update after ``‖``, groups separated by ``;`` (``B | B ‖ step zero ; ...``)."""
+        return " ; ".join(_group_line(group) for group in self.groups())
+
+    def updates_at(self) -> list[tuple[int, int | None]]:
+        """(epoch, microbatch) of every optimizer update, in order."""
+        return [(e.epoch, e.microbatch) for e in self.events if e.kind in (EventKind.UPDATE, EventKind.SCALER_STEP)]
+
+
+def _group_line(events: list[TraceEvent]) -> str:
+    last_backward = max((i for i, e in enumerate(events) if e.kind is EventKind.BACKWARD), default=None)
+    parts: list[list[str]] = [[]]
+    after: list[str] = []
+    current: tuple[int, int | None] | None = None
+    for i, event in enumerate(events):
+        word = event.kind.word or event.kind.value
+        if last_backward is not None and i > last_backward:
+            after.append(word)
+            continue
+        at = (event.epoch, event.microbatch)
+        if current is not None and at != current and parts[-1]:
+            parts.append([])
+        current = at
+        parts[-1].append(word)
+    line = " | ".join(" ".join(p) for p in parts if p)
+    return f"{line} ‖ {' '.join(after)}" if after else line

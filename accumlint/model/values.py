@@ -1,0 +1,160 @@
+"""The values the simulator (:mod:`accumlint.model.interpreter`) computes with.
+
+Concrete Python values (``int``, ``float``, ``bool``, ``str``, ``None``, tuples, lists, dicts)
+stand for themselves. What the configuration does not decide is an :class:`Unknown` that
+remembers where it came from; an object with identity (an optimizer, a loader, an instance of a
+project class) is an :class:`Obj`; a project function is a :class:`Function`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from accumlint.model.kinds import Role
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from accumlint.model.module_functions import ModuleFunctions
+
+
+class Origin(str, Enum):
+    """Why a value is unknown, which decides how a condition on it is judged
+    (``shared/docs/semantic-core.md`` section 5)."""
+
+    RUN = "run-level"  # fixed for the run: a config field, a parameter of the entry, an import
+    DATA = "per-microbatch data"  # a batch, a loss, a model output: changes every microbatch
+    CALLER = "computed by an unseen caller"  # a parameter of an implicit microbatch body
+
+
+class Unknown:
+    """A value the simulation does not know: ``label`` is its source in the code's own words
+    (``args.grad_accum``, ``cfg.accum``, ``batch``), ``origin`` how it varies. ``sources``: the
+    named run-level values it is computed from (the ones a configuration can bind); ``gate``:
+    those of them it sets against a counter (``(step + 1) % args.accum == 0`` has the gate
+    ``{"args.accum"}``), which makes it change from microbatch to microbatch."""
+
+    __slots__ = ("gate", "label", "origin", "sources")
+
+    def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
+                 gate: frozenset[str] | None = None) -> None:
+        self.label = label
+        self.origin = origin
+        self.sources = sources
+        self.gate = gate
+
+    @property
+    def varies(self) -> bool:
+        """Whether it was computed from a counter (it is not fixed for the run)."""
+        return self.gate is not None
+
+    def __repr__(self) -> str:
+        return f"<unknown {self.label or '?'} ({self.origin.value})>"
+
+
+class Literal(int):
+    """An integer written in the code (``0``, ``1``): unlike a counter's value, it never varies."""
+
+
+class LabeledInt(int):
+    """An integer read from a named constant or a default (``ACCUM = 4``): the label lets the
+    configuration rebind it to A. Arithmetic on it gives plain integers."""
+
+    label: str
+
+    def __new__(cls, value: int, label: str) -> LabeledInt:
+        member = super().__new__(cls, value)
+        member.label = label
+        return member
+
+
+_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Obj:
+    """An object with identity: ``role`` and its ``evidence`` (construction, a name, a use),
+    ``label`` the code that built or named it, ``class_def``/``owner`` for an instance of a
+    project class, ``attrs`` what the simulation assigned on it."""
+
+    role: Role
+    evidence: str
+    label: str
+    class_def: cst.ClassDef | None = None
+    owner: ModuleFunctions | None = None
+    attrs: dict[str, object] = field(default_factory=dict)
+    number: int = field(default_factory=lambda: next(_ids))
+
+    def __repr__(self) -> str:
+        return f"<{self.role.value} {self.label}>"
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """A project function or method: ``definition`` in ``owner`` (its module), bound to
+    ``self_value`` when taken from an object, with the enclosing frame's names (``closure``)
+    for a nested def or a lambda."""
+
+    definition: cst.FunctionDef | cst.Lambda
+    owner: ModuleFunctions
+    class_def: cst.ClassDef | None = None
+    self_value: object = None
+    closure: dict[str, object] | None = None
+    partial_args: tuple[object, ...] = ()
+    partial_kwargs: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ProjectClass:
+    """A class the project defines: calling it builds an :class:`Obj` and runs ``__init__``."""
+
+    class_def: cst.ClassDef
+    owner: ModuleFunctions
+
+
+@dataclass(frozen=True, eq=False)
+class BoundMethod:
+    """``receiver.name`` taken as a value: calling it is a method call on ``receiver``."""
+
+    receiver: object
+    name: str
+    label: str
+
+
+def label_of(value: object) -> str | None:
+    """The code's own name for a value, if it has one."""
+    if isinstance(value, (Unknown, LabeledInt)):
+        return value.label
+    if isinstance(value, Obj):
+        return value.label
+    return None
+
+
+def varies(value: object) -> bool:
+    """Whether a value changes during the run: a counter's number (a plain integer the run
+    computed, not a literal or a named constant) or an unknown computed from one."""
+    if isinstance(value, Unknown):
+        return value.varies
+    return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LabeledInt))
+
+
+def combined(values: list[object], label: str) -> Unknown:
+    """The unknown that an operation on ``values`` (one of them unknown at least) makes: data if
+    any is data, its sources the union, and a gate when a counter meets a run-level unknown."""
+    unknowns = [v for v in values if isinstance(v, Unknown)]
+    origins = {v.origin for v in unknowns}
+    origin = Origin.DATA if Origin.DATA in origins else Origin.CALLER if Origin.CALLER in origins else Origin.RUN
+    sources = frozenset().union(*(v.sources for v in unknowns))
+    gates = [v.gate for v in unknowns if v.gate is not None]
+    gate: frozenset[str] | None = frozenset().union(*gates) if gates else None
+    if any(varies(v) for v in values if not isinstance(v, Unknown)):
+        gate = (gate or frozenset()) | sources
+    return Unknown(label, origin, sources, gate)
+
+
+def is_data(value: object) -> bool:
+    """Whether ``value`` changes with every microbatch."""
+    return isinstance(value, Unknown) and value.origin is Origin.DATA

@@ -1,0 +1,423 @@
+"""The simulator (accumlint/model/interpreter.py, simulation.py): which microbatches run each
+event, whatever the spelling of the loop, and `accumlint explain`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from accumlint.explain import Target, explain, render_text, to_json
+from accumlint.model.kinds import Role
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.simulation import Simulation, configurations, simulate
+from accumlint.model.trace import Configuration, Trace
+from accumlint.vocabulary import EventKind
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def simulated(source: str) -> list[Simulation]:
+    code = textwrap.dedent(source)
+    return simulate(ModuleFunctions(cst.parse_module(code)), "train.py")
+
+
+def only(source: str) -> Simulation:
+    results = simulated(source)
+    assert len(results) == 1, [r.entry.name for r in results]
+    return results[0]
+
+
+def run(result: Simulation, a: int, n: int, replicas: int = 1, **choices: bool) -> Trace:
+    wanted = Configuration(a, n, replicas=replicas)
+    found = [t for t in result.traces if t.configuration == wanted
+             and all(dict(t.choices).get(k) == v for k, v in choices.items())]
+    assert found, [t.configuration for t in result.traces]
+    return found[0]
+
+
+def updates(trace: Trace) -> list[tuple[int, int | None]]:
+    return trace.updates_at()
+
+
+PLAIN = """
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--grad_accum", type=int, default=4)
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters())
+    loader = torch.utils.data.DataLoader(range(10))
+
+    for epoch in range(args.epochs):
+        for step, batch in enumerate(loader):
+            loss = model(batch).mean() / args.grad_accum
+            loss.backward()
+            if (step + 1) % args.grad_accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+def test_a_gate_on_an_argparse_field_binds_a_and_selects_every_a_th_microbatch():
+    result = only(PLAIN)
+    assert result.symbols == ("args.grad_accum",)
+    assert result.decided
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    # the tail of 2A + 1 is carried into the next epoch (the index restarts), and never updated at the end
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert run(result, 2, 5).timeline().endswith("F B ‖ epoch-end")
+    assert run(result, 2, 4).timeline().startswith("F B | F B ‖ step zero ; F B | F B ‖ step zero")
+    roles = {f.label: (f.role, f.evidence) for f in result.roles}
+    assert roles["optimizer"] == (Role.OPTIMIZER, "construction")
+
+
+def test_a_zero_based_gate_under_tqdm_makes_a_first_group_of_one_microbatch():
+    result = only("""
+        from tqdm import tqdm
+
+        def train(model, loader, optimizer, accum_steps):
+            for i, batch in tqdm(enumerate(loader)):
+                model(batch).backward()
+                if i % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.symbols == ("accum_steps",)
+    assert updates(run(result, 2, 4)) == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    assert {f.label: f.evidence for f in result.roles}["optimizer"] == "use: receives .step() and .zero_grad()"
+
+
+def test_a_counter_on_self_of_a_method_driven_per_microbatch_carries_across_epochs():
+    result = only("""
+        class Trainer:
+            def __init__(self, model, optimizer, accum):
+                self.model, self.optimizer, self.accum = model, optimizer, accum
+                self.count = 0
+
+            def train_step(self, batch):
+                loss = self.model(batch) / self.accum
+                loss.backward()
+                self.count += 1
+                if self.count == self.accum:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    self.count = 0
+    """)
+    assert result.entry.kind == "body"
+    assert result.symbols == ("accum",)
+    # 5 microbatches an epoch, A = 2: the fifth and the next epoch's first make a group
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 0), (1, 2), (1, 4)]
+
+
+def test_a_boolean_the_unseen_caller_computes_leaves_the_entry_undecided():
+    result = only("""
+        def micro_step(model, optimizer, batch, is_last):
+            model(batch).backward()
+            if is_last:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert not result.decided
+    assert any("`is_last`" in reason and "caller" in reason for reason in result.reasons())
+
+
+def test_a_while_true_loop_with_next_and_a_restarted_iterator_runs_two_epochs():
+    result = only("""
+        def train(model, loader, optimizer, cfg):
+            it = iter(loader)
+            step = 0
+            while True:
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    batch = next(it)
+                model(batch).backward()
+                step += 1
+                if step % cfg.grad_accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.symbols == ("cfg.grad_accum",)
+    trace = run(result, 2, 5)
+    assert trace.microbatches_drawn == 10
+    # the global counter makes the fifth microbatch and the next epoch's first one group
+    assert updates(trace) == [(0, 1), (0, 3), (1, 0), (1, 2), (1, 4)]
+    assert [e.kind for e in trace.events].count(EventKind.EPOCH_END) == 2
+
+
+def test_nested_loops_an_update_per_outer_iteration_of_a_drawn_microbatches():
+    result = only("""
+        def train(model, loader, optimizer, accum):
+            it = iter(loader)
+            for update in range(num_updates):
+                for _ in range(accum):
+                    model(next(it)).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert result.symbols == () or "accum" not in result.symbols  # A is a loop count here, not a gate
+    assert all(t.events for t in result.traces)
+
+
+def test_a_reset_at_each_epoch_start_shows_before_the_carried_group():
+    result = only("""
+        def train(model, loader, optimizer, accum, epochs):
+            step = 0
+            for epoch in range(epochs):
+                optimizer.zero_grad()
+                for batch in loader:
+                    model(batch).backward()
+                    step += 1
+                    if step % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """)
+    trace = run(result, 2, 5)
+    kinds = [(e.kind, e.epoch, e.microbatch) for e in trace.events if e.kind is not EventKind.FORWARD]
+    # epoch 1 starts with a reset while the tail of epoch 0 (one backward) waits for its update
+    epoch_end = kinds.index((EventKind.EPOCH_END, 0, 4))
+    assert kinds[epoch_end - 1] == (EventKind.BACKWARD, 0, 4)
+    assert kinds[epoch_end + 1] == (EventKind.RESET, 0, 4)
+
+
+def test_an_engine_known_only_from_use():
+    result = only("""
+        def train(engine, loader):
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                engine.step()
+    """)
+    assert {f.label: f.role for f in result.roles}["engine"] is Role.ENGINE
+    assert updates(run(result, 1, 2)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_run_level_choices_split_a_configuration_into_runs():
+    result = only("""
+        import torch
+
+        def train(model, loader, optimizer, scaler, args):
+            for i, batch in enumerate(loader):
+                loss = model(batch)
+                if args.fp16:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (i + 1) % args.accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    choices = {t.choices for t in result.traces if t.configuration == Configuration(2, 4)}
+    assert choices == {(("args.fp16", False),), (("args.fp16", True),)}
+    assert updates(run(result, 2, 4, **{"args.fp16": True})) == updates(run(result, 2, 4, **{"args.fp16": False}))
+
+
+def test_a_literal_modulus_fixes_a():
+    result = only("""
+        def train(model, loader, optimizer):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.literal == 4 and result.symbols == ()
+    assert {t.configuration.accumulation for t in result.traces} == {4}
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+
+
+def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
+    result = only("""
+        ACCUM = 8
+
+        def train(model, loader, optimizer):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % ACCUM == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.symbols == ("ACCUM",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_a_helper_that_steps_is_followed_with_the_call_chain():
+    result = only("""
+        def apply_update(opt, sched):
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+
+        def train(model, loader, optimizer, scheduler, accum):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % accum == 0:
+                    apply_update(optimizer, scheduler)
+    """)
+    trace = run(result, 2, 4)
+    step = next(e for e in trace.events if e.kind is EventKind.UPDATE)
+    assert step.site == ("train.py", 3) and step.chain == (("train.py", 11),)
+    assert [e.kind for e in trace.groups()[0]][-3:] == [EventKind.UPDATE, EventKind.SCHEDULER_STEP, EventKind.RESET]
+
+
+SPELLINGS = {
+    "plain": """
+        def train(model, loader, optimizer, accum):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """,
+    "renamed, start=1": """
+        def fit(net, data, opt, k):
+            for n, xb in enumerate(data, start=1):
+                net(xb).backward()
+                if n % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+    """,
+    "flag and continue": """
+        def train(model, loader, optimizer, accum):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                boundary = (i + 1) % accum == 0
+                if not boundary:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+    """,
+    "counter compared and reset": """
+        def train(model, loader, optimizer, accum):
+            pending = 0
+            for batch in loader:
+                model(batch).backward()
+                pending += 1
+                if pending >= accum:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    pending = 0
+    """,
+    "extracted method": """
+        class Loop:
+            def is_boundary(self, i, accum):
+                return (i + 1) % accum == 0
+
+            def train(self, model, loader, optimizer, accum):
+                for i, batch in enumerate(loader):
+                    model(batch).backward()
+                    if self.is_boundary(i, accum):
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_every_spelling_of_the_gate_gives_the_same_updates(name):
+    # a refactoring that keeps what the training computes keeps the trace (the tail restarts
+    # with the epoch in every spelling but the counter, which carries it: compare whole groups)
+    result = only(SPELLINGS[name])
+    assert result.decided, result.reasons()
+    for a in (1, 2, 4):
+        assert updates(run(result, a, 2 * a)) == [(e, m) for e in (0, 1) for m in range(a - 1, 2 * a, a)], name
+
+
+def test_budgets_end_loops_that_never_end():
+    result = only("""
+        def train(model, optimizer):
+            x = 0
+            while x < 10:
+                model(x).backward()
+                optimizer.step()
+    """)
+    assert not result.decided
+    assert any("ran past" in reason for reason in result.reasons())
+    recursive = only("""
+        def again(model, loader, optimizer):
+            for batch in loader:
+                model(batch).backward()
+                again(model, loader, optimizer)
+                optimizer.step()
+    """)
+    assert any("recursive call" in note for t in recursive.traces for note in t.notes)
+
+
+def test_configurations_cover_whole_groups_a_tail_short_epochs_and_two_replicas():
+    found = configurations((2,))
+    assert [(c.accumulation, c.microbatches, c.replicas) for c in found] == [(2, 4, 1), (2, 5, 1), (2, 1, 1), (2, 4, 2)]
+
+
+def test_the_catalogue_and_cases_simulate_without_an_internal_error():
+    files = sorted(ROOT.glob("rules/*/*.py"))
+    assert len(files) > 100
+    decided = 0
+    for path in files:
+        module = ModuleFunctions(cst.parse_module(path.read_text()))
+        for result in simulate(module, str(path)):
+            decided += result.decided
+    assert decided > 60
+
+
+# --- explain ----------------------------------------------------------------------------------------
+
+def test_explain_text_json_and_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        def update(opt):
+            opt.step()
+            opt.zero_grad()
+    """))
+    (tmp_path / "train.py").write_text(textwrap.dedent("""
+        from helpers import update
+
+        def train(model, loader, optimizer, accum):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % accum == 0:
+                    update(optimizer)
+
+        def evaluate(model, loader):
+            for batch in loader:
+                model(batch)
+    """))
+    results = explain(Target.parse("train.py:6"))
+    assert len(results) == 1 and results[0].entry.name == "train"
+    step = next(e for e in run(results[0], 2, 4).events if e.kind is EventKind.UPDATE)
+    assert step.site[0].endswith("helpers.py") and step.site[1] == 3 and step.chain == (("train.py", 8),)
+    text = render_text("train.py", results)
+    assert "train.py:5: loop in `train` — decided" in text
+    assert "A: `accum`, bound to 1, 2 and 4" in text
+    assert "F B | F B ‖ step zero" in text
+    data = to_json("train.py", results)
+    assert data[0]["accumulation"]["symbols"] == ["accum"]
+    assert data[0]["runs"][0]["events"][0]["kind"] == "forward"
+
+
+def test_explain_command(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(PLAIN))
+    done = subprocess.run([sys.executable, "-m", "accumlint", "explain", str(script), "--output-format", "json"],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data[0]["decided"] is True and data[0]["entry"]["kind"] == "module"
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    done = subprocess.run([sys.executable, "-m", "accumlint", "explain", str(broken)],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 2 and "cannot parse" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "accumlint", "explain", str(tmp_path / "missing.py")],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 2 and "cannot read" in done.stderr
