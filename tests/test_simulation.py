@@ -421,3 +421,102 @@ def test_explain_command(tmp_path):
     done = subprocess.run([sys.executable, "-m", "accumlint", "explain", str(tmp_path / "missing.py")],
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+# --- the group-structure properties on traces -------------------------------------------------------
+
+def _trace_codes(source: str, path: str = "train.py") -> set[str]:
+    from accumlint.checks.group_traces import verdicts
+
+    return {v.code for result in simulate(ModuleFunctions(cst.parse_module(source)), path) for v in verdicts(result)}
+
+
+TRACE_RULES = ("ACC001", "ACC002", "ACC003", "ACC006")
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in ROOT.glob("rules/ACC*") if p.is_dir()))
+def test_trace_verdicts_never_flag_a_good_example_or_another_rule(folder):
+    for path in sorted((ROOT / "rules" / folder).glob("*.py")):
+        codes = _trace_codes(path.read_text(), str(path))
+        allowed = {folder[:6]} if path.name.startswith("bad_") else set()
+        assert codes <= allowed, (path.name, codes)
+
+
+def _snippets():
+    import tomllib
+
+    for folder in sorted(ROOT.glob("rules/ACC*")):
+        cases = folder / "cases.toml"
+        if cases.exists():
+            data = tomllib.loads(cases.read_text())
+            for kind in ("invalid", "valid"):
+                for case in data.get(kind, []):
+                    yield folder.name, case
+
+
+def test_trace_verdicts_on_the_catalogue_snippets_are_a_subset_of_their_findings():
+    found = 0
+    for folder, case in _snippets():
+        expected = {code for code, *_ in case.get("findings", [])}
+        codes = _trace_codes(textwrap.dedent(case["code"]), "snippet.py")
+        if case.get("select") not in (None, "ALL"):
+            codes &= set(case["select"].split(","))
+        assert codes <= expected, (folder, case["name"], codes)
+        found += len(codes & set(TRACE_RULES))
+    assert found >= 13  # measured when the properties landed: raise it as they learn
+
+
+@pytest.mark.parametrize(("path", "code"), [
+    ("rules/ACC001-zero-grad-inside-group/bad_zero_grad_top_of_loop.py", "ACC001"),
+    ("rules/ACC001-zero-grad-inside-group/bad_grad_set_to_none_loop.py", "ACC001"),
+    ("rules/ACC002-missing-grad-reset/bad_gated_loop_no_reset.py", "ACC002"),
+    ("rules/ACC003-reset-between-backward-and-step/bad_zero_grad_before_step.py", "ACC003"),
+    ("rules/ACC006-irregular-update-boundary/bad_accumulating_flag.py", "ACC006"),
+    ("rules/ACC006-irregular-update-boundary/bad_truthy_remainder.py", "ACC006"),
+    ("rules/ACC006-irregular-update-boundary/bad_zero_based_modulo.py", "ACC006"),
+])
+def test_trace_verdicts_find_the_catalogue_bugs_they_cover(path, code):
+    assert _trace_codes((ROOT / path).read_text(), path) == {code}
+
+
+ZERO_BASED = {
+    "inline": """
+        def train(model, loader, optimizer, A):
+            for i, b in enumerate(loader):
+                model(b).backward()
+                if i % A == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """,
+    "flag on self": """
+        class Loop:
+            def __init__(self, accum):
+                self.accum = accum
+
+            def fit(self, model, loader, optimizer):
+                for i, b in enumerate(loader):
+                    model(b).backward()
+                    self.sync = i % self.accum == 0
+                    if self.sync:
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """,
+    "helper in a while loop": """
+        def due(n, every):
+            return n % every == 0
+
+        def train(model, stream, optimizer, every):
+            n = 0
+            while True:
+                model(next(stream)).backward()
+                if due(n, every):
+                    optimizer.step()
+                    optimizer.zero_grad()
+                n += 1
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_BASED))
+def test_the_zero_based_gate_is_acc006_in_every_spelling(name):
+    assert _trace_codes(textwrap.dedent(ZERO_BASED[name])) == {"ACC006"}

@@ -62,7 +62,7 @@ MAX_ITERATIONS = 2_000
 #: method names that make events, whatever the receiver (its role is settled after the run)
 EVENT_METHODS = frozenset({
     "backward", "manual_backward", "zero_grad", "step", "update", "scale", "unscale_",
-    "clip_grad_norm_", "clip_grad_value_", "update_params",
+    "clip_grad_norm_", "clip_grad_value_", "update_params", "zero_",
 })
 #: functions (last segment) that clip gradients
 CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
@@ -93,6 +93,11 @@ class NeedBinding(Exception):
 
 class EndOfRun(Exception):
     """The run drew every microbatch of its epochs (or ended in an uncaught exception)."""
+
+
+class Infeasible(Exception):
+    """The code asserts something the configuration contradicts (``assert len(loader) % A == 0``
+    with a tail): the run cannot happen; ``args[0]`` is the assertion."""
 
 
 class BudgetExceeded(Exception):
@@ -135,7 +140,6 @@ class RawEvent:
     epoch: int
     forward: bool = False
     clip: bool = False
-    under: str = ""  # a condition computed by an unseen caller that gates it
 
 
 class _Frame:
@@ -200,9 +204,9 @@ class Interpreter:
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
-        self._under: list[str] = []
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
+        self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -359,6 +363,9 @@ class Interpreter:
             raise _Continue
         elif kind is cst.Raise:
             raise _Raised(_exception_name(node.exc) if node.exc is not None else "Exception")
+        elif kind is cst.Assert:
+            if self.expression(node.test, frame) is False:
+                raise Infeasible(_code(node.test))
         elif kind is cst.Global:
             frame.shared.update(n.name.value for n in node.names)
         elif kind is cst.Import:
@@ -387,6 +394,8 @@ class Interpreter:
         kind = type(target)
         if kind is cst.Name:
             value = _named(value, target.value)
+            if frame.function is None and isinstance(value, Literal):
+                value = self._bound(target.value, int(value))  # `ACCUM = 4`: a named constant A may rebind
             if target.value in frame.shared:
                 self._module_names(frame.owner)[target.value] = value
             else:
@@ -395,6 +404,8 @@ class Interpreter:
             owner = self.expression(target.value, frame)
             if isinstance(owner, Obj):
                 owner.attrs[target.attr.value] = _named(value, f"{owner.label}.{target.attr.value}")
+            if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
+                self._record("zero_grad", None, None, target, frame)
         elif kind in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
             if isinstance(value, (tuple, list)) and len(value) == len(elements) \
@@ -436,15 +447,20 @@ class Interpreter:
             self._havoc(node, frame)
             return
         broke = False
-        for item in items:
-            self.assign(node.target, item, frame)
-            try:
-                self.block(node.body, frame)
-            except _Break:
-                broke = True
-                break
-            except _Continue:
-                continue
+        self._iteration_starts.append(len(self.events))
+        try:
+            for item in items:
+                self._iteration_starts[-1] = len(self.events)
+                self.assign(node.target, item, frame)
+                try:
+                    self.block(node.body, frame)
+                except _Break:
+                    broke = True
+                    break
+                except _Continue:
+                    continue
+        finally:
+            self._iteration_starts.pop()
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
 
@@ -463,6 +479,8 @@ class Interpreter:
         if data and self._reaches_event(node.body, frame):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
             return self._draws(_Loader(self, f"an item of {label}"))
+        if data and self.syntax.resets(node.body):  # `for p in model.parameters(): p.grad = None`
+            return iter([Unknown(_code(node.target), Origin.RUN)])
         return None
 
     def _draws(self, loader: _Loader) -> Iterator[object]:
@@ -488,12 +506,15 @@ class Interpreter:
                 break
             else:
                 self._iterations(node)
+            self._iteration_starts.append(len(self.events))
             try:
                 self.block(node.body, frame)
             except _Break:
                 return
             except _Continue:
                 pass
+            finally:
+                self._iteration_starts.pop()
             test = self.expression(node.test, frame)
         if node.orelse is not None:
             self.block(node.orelse.body, frame)
@@ -566,15 +587,12 @@ class Interpreter:
         value = self.expression(test, frame)
         if not isinstance(value, Unknown):
             if statement is not None and self._gates_update(statement, frame):
-                labels = self._symbols(test, frame, statement, LabeledInt)
-                if labels:
-                    raise NeedBinding(labels)
                 self._literal_gate(test)
             return _truth(value)
         if value.origin is Origin.DATA:
-            return self._main_path(statement)
+            return self._data_branch(test, statement, frame)
         if value.origin is Origin.CALLER:
-            if statement is not None and self._reaches_event(statement, frame):
+            if statement is not None and self._has_event(statement, frame):
                 labels = ", ".join(sorted({f"`{v.label}`" for _, v in self._leaves(test, frame)
                                            if isinstance(v, Unknown) and v.origin is Origin.CALLER and v.label}))
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
@@ -582,9 +600,13 @@ class Interpreter:
             return self._main_path(statement)
         if value.varies:
             gate = value.gate - set(self.bindings) if value.gate is not None else frozenset()
-            if statement is not None and self._gates_update(statement, frame) and gate:
+            # a cadence (a modulo) gates the update from either branch, or by leaving the iteration
+            # before it; a threshold (`count >= accum`) only with the update in a branch
+            gating = statement is not None and (self._gates_update(statement, frame) if value.modulo
+                                                else self._update_in_branch(statement, frame))
+            if gating and gate:
                 raise NeedBinding(gate)
-            if statement is not None and self._reaches_event(statement, frame):
+            if statement is not None and self._has_event(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
             return False  # logging, evaluation, checkpoints: their quiet branch
         key = _code(test)
@@ -594,21 +616,23 @@ class Interpreter:
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
         raise NeedChoice(key)
 
-    def _symbols(self, test: cst.BaseExpression, frame: _Frame, statement: cst.If, kind: type) -> frozenset[str]:
-        """The accumulation symbol(s) a gate names: the labelled values (``kind``: an unknown,
-        or a named constant) that a modulo, or a comparison around an update, sets against a
-        counter (``(step + 1) % args.accum == 0``, ``self.count >= self.accum``)."""
-        found: set[str] = set()
-        compares = self.syntax.has_update(statement.body, frame.owner) or (
+    def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
+        return self.syntax.has_update(statement.body, frame.owner) or (
             isinstance(statement.orelse, cst.Else) and self.syntax.has_update(statement.orelse.body, frame.owner))
-        for node in self.syntax.gate_parts(test):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
-                    or compares and isinstance(node, cst.Comparison):
-                leaves = self._leaves(node, frame)
-                if any(varies(v) for _, v in leaves):
-                    found.update(v.label for _, v in leaves if isinstance(v, kind) and v.label
-                                 and v.label not in self.bindings and (kind is not Unknown or v.origin is Origin.RUN))
-        return frozenset(found)
+
+    def _data_branch(self, test: cst.BaseExpression, statement: cst.If | None, frame: _Frame) -> bool:
+        """The main path of a condition on the microbatch's data. A branch that leaves the
+        iteration before any event of it is a skipped microbatch (a shorter epoch): the main path
+        is the other. Anything else that decides an event is a choice the code leaves open."""
+        branch = self._main_path(statement)
+        if statement is None:
+            return branch
+        skipping = _leaves_iteration(statement.body) or (
+            isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body))
+        harmless = skipping and len(self.events) == (self._iteration_starts[-1] if self._iteration_starts else 0)
+        if not harmless and (skipping or self._has_event(statement, frame)):
+            self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
+        return branch
 
     def _main_path(self, statement: cst.If | None) -> bool:
         if statement is None:
@@ -619,7 +643,7 @@ class Interpreter:
         return True
 
     def _literal_gate(self, test: cst.BaseExpression) -> None:
-        for node in _walk(test):
+        for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
                     and isinstance(node.right, cst.Integer) and int(node.right.evaluated_value) > 1:
                 self.literal_gates.append(int(node.right.evaluated_value))
@@ -638,6 +662,10 @@ class Interpreter:
         """Whether the ``if`` decides an optimizer update: one runs in a branch, or a branch
         leaves the iteration before the update that follows."""
         return self.syntax.has_update(statement, frame.owner) or _leaves_iteration(statement.body)
+
+    def _has_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether ``node`` performs a training event, a gradient reset included."""
+        return self._reaches_event(node, frame) or self.syntax.resets(node)
 
     def _reaches_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
         return self.syntax.reaches_event(node, frame.owner)
@@ -764,7 +792,7 @@ class Interpreter:
 
     def _bound(self, label: str, number: int | None) -> object:
         if label in self.bindings:
-            return LabeledInt(self.bindings[label], label)
+            return LabeledInt(self.bindings[label], label, bound=True)
         if number is not None:
             return LabeledInt(number, label)
         return Unknown(label, Origin.RUN, frozenset({label}))
@@ -783,6 +811,8 @@ class Interpreter:
                     return Function(definition, method_owner, class_def, owner)
             return BoundMethod(owner, name, f"{owner.label}.{name}") if name in EVENT_METHODS else \
                 self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
+        if name == "grad":  # a parameter's gradient: whether it is None depends on the backwards run so far
+            return Unknown(f"{label_text(owner)}.grad", Origin.DATA)
         if isinstance(owner, Unknown):
             label = f"{owner.label}.{name}" if owner.label else name
             if owner.origin is Origin.RUN:
@@ -844,8 +874,10 @@ class Interpreter:
             callee = self.expression(func, frame)
             args, kwargs = self._arguments(node, frame)
             return self._call_value(callee, args, kwargs, node, frame)
-        receiver = self.expression(func.value, frame)
         method = func.attr.value
+        if isinstance(func.value, cst.Call) and dotted(func.value.func) == "super":
+            return self._super(method, node, frame)
+        receiver = self.expression(func.value, frame)
         args, kwargs = self._arguments(node, frame)
         if isinstance(receiver, Obj):
             if method in receiver.attrs:
@@ -864,6 +896,19 @@ class Interpreter:
             # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
             return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
         return self._method(receiver, method, args, kwargs, node, frame)
+
+    def _super(self, method: str, node: cst.Call, frame: _Frame) -> object:
+        """``super().method(...)``: the method of the first base that defines it, on the same ``self``."""
+        args, kwargs = self._arguments(node, frame)
+        function = frame.function
+        if frame.class_def is None or not isinstance(function, cst.FunctionDef) or not function.params.params:
+            return Unknown(_code(node))
+        found = frame.owner.method(frame.class_def, method, skip_own=True)
+        if found is None:
+            return Unknown(_code(node))
+        definition, owner, class_def = found
+        receiver = frame.names.get(function.params.params[0].name.value)
+        return self._call_function(Function(definition, owner, class_def, receiver), args, kwargs, node, frame.owner)
 
     def _arguments(self, node: cst.Call, frame: _Frame) -> tuple[list[object], dict[str, object]]:
         args: list[object] = []
@@ -965,7 +1010,10 @@ class Interpreter:
             self._call_function(Function(definition, owner, class_def, obj), [obj, *args], kwargs, node, owner)
         return obj
 
-    def _class_role(self, owner: ModuleFunctions, class_def: cst.ClassDef) -> Role:
+    def _class_role(self, owner: ModuleFunctions, class_def: cst.ClassDef, seen: frozenset[int] = frozenset()) -> Role:
+        if id(class_def) in seen or len(seen) > 16:
+            return Role.UNKNOWN  # a cycle of bases, or a hierarchy too deep to matter
+        seen = seen | {id(class_def)}
         for base in class_def.bases:
             name = dotted(base.value) or ""
             qualified = owner.imports.qualify(name) or name
@@ -974,7 +1022,7 @@ class Interpreter:
                 return role
             located = owner.class_named(name)
             if located is not None and located[1] is not class_def:
-                found = self._class_role(*located)
+                found = self._class_role(*located, seen)
                 if found is not Role.UNKNOWN:
                     return found
         return Role.UNKNOWN
@@ -1019,8 +1067,7 @@ class Interpreter:
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
                 forward: bool = False, clip: bool = False) -> None:
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip,
-                                    self._under[-1] if self._under else ""))
+                                    self.microbatch, max(self.epoch, 0), forward, clip))
 
     def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
                        node: cst.CSTNode, site_owner: ModuleFunctions | None = None) -> object:
@@ -1161,17 +1208,31 @@ class SyntaxFacts:
         return found[1]
 
     def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
-        return self._get("event", node, lambda: _reaches_event(node, owner))  # type: ignore[return-value]
+        return self._get("event", node, lambda: reaches_event(node, owner))  # type: ignore[return-value]
 
     def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
-        return self._get("update", node, lambda: _has_update(node, owner))  # type: ignore[return-value]
+        return self._get("update", node, lambda: has_update(node, owner))  # type: ignore[return-value]
 
     def matters(self, statement: cst.If, owner: ModuleFunctions) -> bool:
         """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
         name or leaves the iteration or the function."""
         return self._get("matters", statement, lambda: self.reaches_event(statement, owner) or any(  # type: ignore[return-value]
             isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break))
-            for n in _walk(statement)))
+            for n in walk(statement)))
+
+    def resets(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` resets gradients itself (``zero_grad()``, ``p.grad = None``, ``grad.zero_()``)."""
+        def compute() -> bool:
+            for n in walk(node):
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) \
+                        and n.func.attr.value in ("zero_grad", "zero_"):
+                    return True
+                if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Attribute) \
+                        and n.target.attr.value == "grad":
+                    return True
+            return False
+
+        return self._get("resets", node, compute)  # type: ignore[return-value]
 
     def draws_data(self, node: cst.CSTNode) -> bool:
         return self._get("draws", node, lambda: _draws_data(node))  # type: ignore[return-value]
@@ -1179,20 +1240,20 @@ class SyntaxFacts:
     def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
         return self._get("leaves", test, lambda: [  # type: ignore[return-value]
-            n for n in _walk(test)
+            n for n in walk(test)
             if isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) is not None and not _is_callee(n, test)])
 
     def gate_parts(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The modulo operations and comparisons of a condition."""
         return self._get("parts", test, lambda: [  # type: ignore[return-value]
-            n for n in _walk(test) if isinstance(n, (cst.BinaryOperation, cst.Comparison))])
+            n for n in walk(test) if isinstance(n, (cst.BinaryOperation, cst.Comparison))])
 
 
 def _named(value: object, name: str) -> object:
     """A value built by a call takes the name it is assigned to (``args = parser.parse_args()``
     is ``args``; ``opt = AdamW(...)`` is ``opt``), so that labels read as the code does."""
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
-        return Unknown(name, Origin.RUN, value.sources, value.gate)
+        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo)
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value
@@ -1211,6 +1272,12 @@ def label_text(value: object) -> str:
     if isinstance(value, BoundMethod):
         return value.label
     return type(value).__name__  # never repr(): a value may hold a syntax tree
+
+
+def _meets_counter(left: object, right: object) -> bool:
+    """A named constant the configuration has not bound, set against a counter: until the run
+    knows whether it is A, the result is unknown (its gate names the constant)."""
+    return any(isinstance(a, LabeledInt) and not a.bound and varies(b) for a, b in ((left, right), (right, left)))
 
 
 def _limited(iterator: Iterator[object]) -> Iterator[object]:
@@ -1246,8 +1313,8 @@ _BINARY = {
 
 
 def _binary(operator: str, left: object, right: object, code: str) -> object:
-    if isinstance(left, Unknown) or isinstance(right, Unknown):
-        return combined([left, right], code)
+    if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
+        return combined([left, right], code, modulo=operator == "Modulo")
     function = _BINARY.get(operator)
     if function is None:
         return Unknown(code)
@@ -1267,7 +1334,7 @@ _COMPARE = {
 
 
 def _compare(operator: str, left: object, right: object, code: str) -> object:
-    if isinstance(left, Unknown) or isinstance(right, Unknown):
+    if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
         return combined([left, right], code)
     if isinstance(left, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)) or \
             isinstance(right, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)):
@@ -1292,7 +1359,7 @@ def _code(node: cst.CSTNode) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         current = stack.pop()
@@ -1303,7 +1370,7 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
-    for parent in _walk(root):
+    for parent in walk(root):
         if isinstance(parent, cst.Call) and parent.func is node:
             return True
         if isinstance(parent, cst.Attribute) and (parent.value is node or parent.attr is node):
@@ -1324,7 +1391,7 @@ def _leaves_iteration(body: cst.BaseSuite) -> bool:
 
 def _bound_names(node: cst.For) -> set[str]:
     names = set()
-    for child in _walk(node):
+    for child in walk(node):
         if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
             names.add(child.target.value)
         elif isinstance(child, (cst.AugAssign, cst.AnnAssign)) and isinstance(child.target, cst.Name):
@@ -1382,7 +1449,7 @@ def _is_loader(value: object) -> bool:
 
 def _draws_data(body: cst.CSTNode) -> bool:
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``."""
-    for child in _walk(body):
+    for child in walk(body):
         if isinstance(child, (cst.For, cst.While)):
             return True
         if isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value == "next":
@@ -1391,12 +1458,12 @@ def _draws_data(body: cst.CSTNode) -> bool:
 
 
 def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    for child in _walk(node):
+    for child in walk(node):
         if isinstance(child, cst.Call):
             yield child
 
 
-def _reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None) -> bool:
+def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None) -> bool:
     """Whether ``node`` calls a backward or an optimizer-like ``step``, directly or through the
     module's functions and methods (a few levels)."""
     seen = set() if seen is None else seen
@@ -1409,12 +1476,12 @@ def _reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, se
             for candidate in _same_module_targets(name, owner):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
-                    if _reaches_event(candidate.body, owner, depth + 1, seen):
+                    if reaches_event(candidate.body, owner, depth + 1, seen):
                         return True
     return False
 
 
-def _has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the module's functions."""
     for call in _calls(node):
@@ -1426,7 +1493,7 @@ def _has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bo
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if depth < 2:
             for candidate in _same_module_targets(name, owner):
-                if _has_update(candidate.body, owner, depth + 1):
+                if has_update(candidate.body, owner, depth + 1):
                     return True
     return False
 

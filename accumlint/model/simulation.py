@@ -23,15 +23,16 @@ import libcst as cst
 
 from accumlint.model.interpreter import (
     BudgetExceeded,
+    Infeasible,
     Interpreter,
     NeedBinding,
     NeedChoice,
     RawEvent,
     SyntaxFacts,
-    _has_update,
-    _reaches_event,
-    _walk,
+    has_update,
     label_text,
+    reaches_event,
+    walk,
 )
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
@@ -47,6 +48,8 @@ ACCUMULATION_VALUES = (1, 2, 4)
 MAX_RUNS = 16
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
+#: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter)
+FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.OPTIM_WRAPPER})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
 
@@ -106,8 +109,8 @@ def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
     """The module's entry points in source order, the script body first."""
     found: list[EntryPoint] = []
     top = [s for s in module._module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
-    loop = next((n for s in top for n in _outer_loops(s) if _reaches_event(n.body, module)), None)
-    if loop is not None or any(_reaches_event(s, module) for s in top):
+    loop = next((n for s in top for n in _outer_loops(s) if reaches_event(n.body, module)), None)
+    if loop is not None or any(reaches_event(s, module) for s in top):
         found.append(EntryPoint("module", "the script", loop if loop is not None else module._module))
     for (class_def, _), function in list(module.methods.items()):
         found.extend(_function_entry(module, function, class_def))
@@ -120,7 +123,7 @@ def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
 def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
                     class_def: cst.ClassDef | None) -> list[EntryPoint]:
     name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
-    loop = next((n for n in _outer_loops(function.body) if _reaches_event(n.body, module)), None)
+    loop = next((n for n in _outer_loops(function.body) if reaches_event(n.body, module)), None)
     if loop is not None:
         return [EntryPoint("function", name, loop, function, class_def)]
     if module.performs_backward(function) and (_conditional_update(function, module) or _keeps_counter(function)):
@@ -144,13 +147,13 @@ def _outer_loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
 
 
 def _conditional_update(function: cst.FunctionDef, module: ModuleFunctions) -> bool:
-    return any(isinstance(n, cst.If) and _has_update(n, module) for n in _walk(function.body))
+    return any(isinstance(n, cst.If) and has_update(n, module) for n in walk(function.body))
 
 
 def _keeps_counter(function: cst.FunctionDef) -> bool:
     """Whether the function bumps state that outlives a call (``self.x += 1``, a ``global``)."""
-    shared = {n.name.value for s in _walk(function.body) if isinstance(s, cst.Global) for n in s.names}
-    for node in _walk(function.body):
+    shared = {n.name.value for s in walk(function.body) if isinstance(s, cst.Global) for n in s.names}
+    for node in walk(function.body):
         if isinstance(node, cst.AugAssign):
             target = node.target
             if isinstance(target, cst.Attribute) and dotted(target.value) == "self":
@@ -179,7 +182,10 @@ def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | Non
     for entry in entry_points(module) if entries is None else entries:
         if entry.function is not None and entry.function in reached:
             continue
-        result, functions = _simulate_entry(module, path, entry)
+        try:
+            result, functions = _simulate_entry(module, path, entry)
+        except RecursionError:
+            result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
         reached |= functions
         results.append(result)
     _place(results, module, path)
@@ -242,6 +248,8 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 continue
             except NeedBinding as need:
                 raise _Rebind(need.labels) from None
+            except Infeasible:
+                continue  # the code asserts this configuration away (a loader length that A divides)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
             if run.literal_gates:
@@ -319,6 +327,8 @@ def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
         return EventKind.BACKWARD
     if event.method == "zero_grad":
         return EventKind.RESET
+    if event.method == "zero_":  # `p.grad.zero_()`: a reset of that gradient
+        return EventKind.RESET if label_text(event.receiver).endswith("grad") else None
     if event.method == "step":
         if role in _UPDATING:
             return EventKind.UPDATE
@@ -370,16 +380,23 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> Non
                         trace.undecided.append(f"`{fact.label}.step()`: the role of `{fact.label}` is unknown")
                     continue
                 target = fact.label if fact is not None else label_text(event.argument) if event.clip else ""
+                if kind is EventKind.UPDATE and fact is not None and fact.role is Role.SCALER:
+                    target = label_text(event.argument)  # `scaler.step(optimizer)` updates the optimizer
                 trace.events.append(TraceEvent(
                     kind, event.microbatch, event.epoch, target,
                     _where(event.owner, event.node, module, path, lines) if event.method != "epoch_end" else (path, 0),
-                    tuple(_where(o, n, module, path, lines) for o, n in event.chain)))
+                    tuple(_where(o, n, module, path, lines) for o, n in event.chain),
+                    fact.role.value if fact is not None else ""))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)
             trace.undecided = list(dict.fromkeys(trace.undecided))
         result._raw = []
         result.roles = list(shown.values())
+        for fact in result.roles:
+            if fact.role in FRAMEWORK_ROLES:
+                result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
+                                        "its reference driver is not simulated yet")
 
 
 def _where(owner: ModuleFunctions, node: cst.CSTNode, module: ModuleFunctions, path: str,

@@ -35,7 +35,7 @@ class TraceEvent:
     """One event: ``kind``; ``microbatch``, the 0-based index of the microbatch of its epoch
     that was last drawn (``None`` before the first); ``epoch`` (0-based); ``target``, the code's
     name for the object acted on; ``site`` where it happened and ``chain`` the call sites that
-    led there, outermost first."""
+    led there, outermost first; ``role`` the target's role in words."""
 
     kind: EventKind
     microbatch: int | None
@@ -43,6 +43,7 @@ class TraceEvent:
     target: str
     site: Place
     chain: tuple[Place, ...] = ()
+    role: str = ""  # the target's role (``Role`` value), "" for none
 
 
 @dataclass

@@ -37,14 +37,15 @@ class Unknown:
     those of them it sets against a counter (``(step + 1) % args.accum == 0`` has the gate
     ``{"args.accum"}``), which makes it change from microbatch to microbatch."""
 
-    __slots__ = ("gate", "label", "origin", "sources")
+    __slots__ = ("gate", "label", "modulo", "origin", "sources")
 
     def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
-                 gate: frozenset[str] | None = None) -> None:
+                 gate: frozenset[str] | None = None, modulo: bool = False) -> None:
         self.label = label
         self.origin = origin
         self.sources = sources
         self.gate = gate
+        self.modulo = modulo  # the gate went through a modulo (a cadence, not a one-off threshold)
 
     @property
     def varies(self) -> bool:
@@ -64,10 +65,12 @@ class LabeledInt(int):
     configuration rebind it to A. Arithmetic on it gives plain integers."""
 
     label: str
+    bound: bool  # the configuration set it to A
 
-    def __new__(cls, value: int, label: str) -> LabeledInt:
+    def __new__(cls, value: int, label: str, bound: bool = False) -> LabeledInt:
         member = super().__new__(cls, value)
         member.label = label
+        member.bound = bound
         return member
 
 
@@ -141,18 +144,22 @@ def varies(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LabeledInt))
 
 
-def combined(values: list[object], label: str) -> Unknown:
-    """The unknown that an operation on ``values`` (one of them unknown at least) makes: data if
-    any is data, its sources the union, and a gate when a counter meets a run-level unknown."""
+def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
+    """The unknown that an operation on ``values`` (one of them unknown at least, or a named
+    constant the configuration has not bound) makes: data if any is data, its sources the
+    union, and a gate when a counter meets a run-level unknown (``modulo``: by a modulo)."""
+    values = [Unknown(v.label, Origin.RUN, frozenset({v.label})) if isinstance(v, LabeledInt) and not v.bound else v
+              for v in values]
     unknowns = [v for v in values if isinstance(v, Unknown)]
     origins = {v.origin for v in unknowns}
     origin = Origin.DATA if Origin.DATA in origins else Origin.CALLER if Origin.CALLER in origins else Origin.RUN
     sources = frozenset().union(*(v.sources for v in unknowns))
     gates = [v.gate for v in unknowns if v.gate is not None]
     gate: frozenset[str] | None = frozenset().union(*gates) if gates else None
-    if any(varies(v) for v in values if not isinstance(v, Unknown)):
+    counted = any(varies(v) for v in values if not isinstance(v, Unknown))
+    if counted:
         gate = (gate or frozenset()) | sources
-    return Unknown(label, origin, sources, gate)
+    return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None))
 
 
 def is_data(value: object) -> bool:
