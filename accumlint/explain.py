@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from accumlint import runner
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.simulation import Simulation, simulate
+from accumlint.model.simulation import Simulation, entry_points, simulate
 from accumlint.parsing import decode_source, parse_module
+from accumlint.positions import node_positions
 from accumlint.project.index import find_root
 from accumlint.reading import NotARegularFile, read_source, source_limit
 
@@ -41,37 +42,46 @@ class Target:
 
 
 def explain(target: Target) -> list[Simulation]:
-    """The simulations of ``target``'s file (following the project modules it imports), only
-    the entry points whose loop holds ``target.line`` when one is given (else the nearest).
+    """The simulations of ``target``'s file (following the project modules it imports): every
+    entry point, or only those whose loop holds ``target.line`` (else the nearest one).
 
     Raises :class:`ExplainError` when the file cannot be read or parsed."""
     path = os.path.abspath(target.path)
     try:
         data, _ = read_source(path, source_limit(path))
     except (OSError, NotARegularFile) as exc:
-        raise ExplainError(f"{path}: cannot read it ({exc})") from None
+        raise ExplainError(f"{target.path}: cannot read it ({exc})") from None
+    return explain_source(target.path, data, target.line, find_root(path, os.getcwd()))
+
+
+def explain_source(path: str, data: bytes, line: int | None, project_root: str | None,
+                   exact: bool = False) -> list[Simulation]:
+    """:func:`explain` on ``data`` as the file ``path`` (an editor's unsaved text); the project
+    modules it imports are read from ``project_root``'s tree (None: the file alone). ``exact``:
+    only an entry point whose loop starts on ``line`` (an editor's hover), else nothing.
+
+    Raises :class:`ExplainError` when ``data`` cannot be parsed."""
     try:
         module = parse_module(decode_source(data))
     except Exception as exc:  # noqa: BLE001 — LibCST's ParserSyntaxError and decoding errors
-        raise ExplainError(f"{path}: cannot parse it ({str(exc).splitlines()[0] if str(exc) else exc})") from None
-    index = runner.file_index(path, data, find_root(path, os.getcwd()))
-    functions = ModuleFunctions(module, index.view(path))
-    results = simulate(functions, target.path)
-    if target.line is None or not results:
-        return results
-    spans = [(r, _span(r, module)) for r in results]
-    holding = [r for r, (start, end) in spans if start <= target.line <= end]
-    if holding:
-        return [min(holding, key=lambda r: _span(r, module)[1] - _span(r, module)[0])]
-    return [min(results, key=lambda r: abs(r.line - target.line))]  # type: ignore[operator]
-
-
-def _span(result: Simulation, module: object) -> tuple[int, int]:
-    from accumlint.positions import node_positions
-
-    ranges = node_positions(module, [result.entry.node])  # type: ignore[arg-type]
-    found = ranges.get(result.entry.node)
-    return (found.start.line, found.end.line) if found is not None else (result.line, result.line)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ExplainError(f"{path}: cannot parse it ({first})") from None
+    absolute = os.path.abspath(path)
+    view = runner.file_index(absolute, data, project_root).view(absolute) if project_root is not None else None
+    functions = ModuleFunctions(module, view)
+    entries = entry_points(functions)
+    if line is not None and entries:
+        spans = node_positions(module, [e.node for e in entries])
+        if exact:
+            return simulate(functions, path, [e for e in entries if e.node in spans
+                                              and spans[e.node].start.line == line][:1]) \
+                if any(e.node in spans and spans[e.node].start.line == line for e in entries) else []
+        holding = [e for e in entries if e.node in spans and spans[e.node].start.line <= line <= spans[e.node].end.line]
+        if holding:
+            entries = [min(holding, key=lambda e: spans[e.node].end.line - spans[e.node].start.line)]
+        else:
+            entries = [min(entries, key=lambda e: abs(spans[e.node].start.line - line) if e.node in spans else 1 << 30)]
+    return simulate(functions, path, entries)
 
 
 def render_text(path: str, results: list[Simulation]) -> str:
@@ -126,6 +136,20 @@ def to_json(path: str, results: list[Simulation]) -> list[dict]:
         } for t in r.traces],
         "undecided": r.reasons(),
     } for r in results]
+
+
+def render_markdown(result: Simulation) -> str:
+    """One entry point for an editor's hover: A's source, the roles, and the runs with A = 2."""
+    lines = [f"**accumlint** simulated this loop: {'decided' if result.decided else 'undecided'}", "",
+             f"A: {_accumulation(result)}"]
+    lines += [f"- `{f.label}`: {f.role.value} ({f.evidence})" for f in result.roles]
+    shown = [t for t in result.traces if t.configuration.accumulation == 2 and t.configuration.replicas == 1]
+    for trace in shown or result.traces[:2]:
+        choices = ", ".join(f"{k} = {v}" for k, v in trace.choices)
+        lines += ["", f"{trace.configuration.describe()}" + (f" [{choices}]" if choices else ""), "",
+                  f"    {_shortened(trace.timeline()) or '(no event)'}"]
+    lines += [f"\nundecided: {reason}" for reason in result.reasons()]
+    return "\n".join(lines)
 
 
 def _accumulation(result: Simulation) -> str:

@@ -180,6 +180,24 @@ def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
                 types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(hover_uri))
             )
             assert len(await session.next_diagnostics(hover_uri, 2)) == 1  # saved: checked again (unchanged)
+
+            # on the loop's first line, no finding there: the simulator's timeline of the loop
+            loop = await asyncio.wait_for(
+                session.client.text_document_hover_async(
+                    types.HoverParams(types.TextDocumentIdentifier(hover_uri), types.Position(0, 2))
+                ),
+                TIMEOUT,
+            )
+            assert loop is not None and isinstance(loop.contents, types.MarkupContent)
+            assert "A: the literal 4 in the update's condition" in loop.contents.value
+            assert "F zero B | F zero B | F zero B | F zero B ‖ step" in loop.contents.value
+            body = await asyncio.wait_for(
+                session.client.text_document_hover_async(
+                    types.HoverParams(types.TextDocumentIdentifier(hover_uri), types.Position(1, 2))
+                ),
+                TIMEOUT,
+            )
+            assert body is None  # a line inside the loop: nothing to show
         finally:
             await session.stop()
 
@@ -382,7 +400,8 @@ def test_a_request_with_invalid_params_gets_an_error(tmp_path: Path) -> None:
         with pytest.raises(JsonRpcException) as error:
             await asyncio.wait_for(asyncio.wrap_future(answer), 5)
         assert error.value.code == -32602  # InvalidParams
-        assert await _hover(session, uri, 5) is None  # the server goes on
+        answered = await _hover(session, uri, 5)  # the server goes on: the loop's timeline on its first line
+        assert answered is not None and "simulated this loop" in answered.contents.value  # type: ignore[union-attr]
         await session.stop()
 
     _hostile(scenario, tmp_path)

@@ -337,10 +337,33 @@ class AccumlintServer(LanguageServer):
         return text_edits(checked.text, result.fixed.decode("utf-8"))
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:
-        """The rule of the finding under the cursor: code, name, severity, summary, page link."""
+        """The rule of the finding under the cursor: code, name, severity, summary, page link;
+        on the first line of a training loop without one, the simulator's timeline of it."""
         checked = self.checked.get(params.text_document.uri)
         if checked is None:
             return None
+        found = self._finding_hover(params, checked)
+        return found if found is not None else self._loop_hover(params, checked)
+
+    def _loop_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
+        from accumlint import explain
+
+        uri = params.text_document.uri
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path is None or path.endswith(".ipynb"):
+            return None
+        try:
+            root = str(self.resolver.settings_for(path).project_root)
+            results = explain.explain_source(path, checked.text.encode("utf-8", errors="surrogatepass"),
+                                             params.position.line + 1, root, exact=True)
+        except (explain.ExplainError, ConfigError):
+            return None
+        if not results:
+            return None
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
+                                                        value=explain.render_markdown(results[0])))
+
+    def _finding_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
         document = self._document(params.text_document.uri, checked)
         for finding in checked.findings:
             found = self._range(document, checked, finding)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import random
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,11 +106,31 @@ def verdict(program: Program, path: str) -> frozenset[str]:
         return frozenset(f.code for f in run.findings)
 
 
+def trace_verdict(program: Program, path: str) -> frozenset[str]:
+    """The codes the group-structure properties find on the simulated traces of ``program``
+    (``accumlint/checks/group_traces.py``), its imports followed as ``check`` follows them."""
+    from accumlint.checks.group_traces import verdicts
+    from accumlint.explain import Target, explain
+
+    with tempfile.TemporaryDirectory(prefix="metamorphic-") as folder:
+        root = Path(folder) / "program"
+        for name, text in program.files:
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        (root / "pyproject.toml").write_text("[project]\nname = 'program'\n", encoding="utf-8")
+        return frozenset(v.code for r in explain(Target(str(root / program.main), None)) for v in verdicts(r))
+
+
+#: the verdict of each engine: the linter's check, or the trace properties
+ENGINES: dict[str, Callable[[Program, str], frozenset[str]]] = {"check": verdict, "traces": trace_verdict}
+
+
 @functools.cache
-def original_verdict(subject: Subject) -> frozenset[str]:
+def original_verdict(subject: Subject, engine: str = "check") -> frozenset[str]:
     """The verdict on the unchanged subject (cached for the run)."""
     assert subject.program is not None
-    return verdict(subject.program, str(subject.path))
+    return ENGINES[engine](subject.program, str(subject.path))
 
 
 @functools.cache
@@ -172,22 +192,22 @@ def compile_error(program: Program) -> str:
     return ""
 
 
-def outcome(subject: Subject, chain: Sequence[str]) -> Outcome:
-    """Apply ``chain`` to ``subject`` and compare the verdicts."""
+def outcome(subject: Subject, chain: Sequence[str], engine: str = "check") -> Outcome:
+    """Apply ``chain`` to ``subject`` and compare the verdicts of ``engine``."""
     chain = tuple(chain)
     program = transformed(subject, chain)
     if program is None:
         return Outcome(subject, chain, False)
-    before = original_verdict(subject)
+    before = original_verdict(subject, engine)
     broken = compile_error(program)
-    after = frozenset() if broken else verdict(program, str(subject.path))
+    after = frozenset() if broken else ENGINES[engine](program, str(subject.path))
     return Outcome(subject, chain, True, before, after, broken)
 
 
-def run_matrix(items: Iterable[Subject], names: Iterable[str]) -> list[Outcome]:
+def run_matrix(items: Iterable[Subject], names: Iterable[str], engine: str = "check") -> list[Outcome]:
     """Every subject under every single transformation named."""
     names = list(names)
-    return [outcome(subject, (name,)) for subject in items if subject.program is not None for name in names]
+    return [outcome(subject, (name,), engine) for subject in items if subject.program is not None for name in names]
 
 
 def load_known() -> dict[tuple[str, str], dict[str, str]]:
