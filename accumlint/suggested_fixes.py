@@ -61,13 +61,12 @@ class SuggestedFix:
 
 def suggest_source(
     path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None,
-    current: list[Finding] | None = None, *, verified: bool = False,
+    current: list[Finding] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
     only, when given), each located by its position in a new parse. ``current``: every finding
     the check of ``data`` reported, when the caller has them (the file is not checked again to
-    list them). ``verified``: only the fixes that pass :func:`verify` (a check of the file per
-    fix, and of the file itself where ``current`` is None). Loads LibCST."""
+    list them). As the rules propose them: :func:`verify` checks them. Loads LibCST."""
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
@@ -80,9 +79,8 @@ def suggest_source(
         text, _ = _decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return {}
-    rules = engine.rules_for(codes)
-    if current is None and (findings is None or verified):
-        current = engine.check_source(path, data, rules).findings
+    if findings is None and current is None:
+        current = engine.check_source(path, data, engine.rules_for(codes)).findings
     located: list[Located] = []  # one parse and one resolution for all the file's fixes
 
     def locate(finding: Finding) -> Located:
@@ -95,7 +93,7 @@ def suggest_source(
     fixes = _proposed(text, listed, locate)
     if any(f.code == UNUSED_NOQA_CODE for f in listed):
         fixes.update(_unused_noqa_fixes(path, data, text, codes, listed))
-    return verify(path, data, fixes, current, rules) if verified else fixes  # type: ignore[arg-type]
+    return fixes
 
 
 def _unused_noqa_fixes(path: str, data: bytes, text: str, codes: frozenset[str],
@@ -119,8 +117,8 @@ def suggest_in_check(
     parsed ``text`` into ``module``, where ``nodes`` still maps each finding to the node its rule
     reported: no second parse, and only the statements around those nodes get positions.
     ``findings``: the check's findings. ``original``: the whole text, where ``text`` has blank
-    lines for definitions left out (:mod:`accumlint.kept_blocks`): a fixer's edits are carried
-    over to it, and a fix whose edits reach a blanked line is not offered. Empty for a notebook
+    lines for definitions left out (:mod:`accumlint.kept_blocks`): the edits are its own (the same
+    rows), and a fix whose edits reach a blanked line is not offered. Empty for a notebook
     (``path``)."""
     from accumlint.fixes.base import Located, parent_map
     from accumlint.notebook import is_notebook
