@@ -810,6 +810,8 @@ def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, un
             for line in fixes.fix_summary([result], diff=True):
                 click.echo(line, err=True)
             sys.exit(EXIT_FINDINGS if result.changed and not result.error else EXIT_OK)
+        for line in result.not_applied:  # stdout holds the source: why a fix was left out goes to stderr
+            click.echo(f"note: {line}", err=True)
         data = result.fixed
         fixed = sum(result.applied.values())
     elif mode.diff:
