@@ -8,7 +8,8 @@ file per fix. Verification (:func:`verify`: the fixed text must pass the test ``
 applies, :func:`accumlint.fixes.apply.judge`) runs only where a fix is about to be shown as a
 change or applied: ``--show-fixes``, a code action, and ``--fix``/``--diff`` themselves, which
 leave a fix that fails it unapplied and say why. A notebook finding's edits are in the lines of
-its cell (:func:`accumlint.notebook.check_notebook`), as ruff gives them.
+its cell (:func:`accumlint.notebook.check_notebook`), as ruff gives them; a notebook's fixes are
+verified in the text of its code cells, as ``--fix`` applies them.
 """
 
 from __future__ import annotations
@@ -189,22 +190,30 @@ def verify(
     (:func:`accumlint.fixes.apply.judge`): each fixed text is checked again with ``rules`` and
     compared with ``current`` (the findings of ``data``). A fix that reveals what its code masked
     comes back unsafe; one that fails, or whose check raises, is left out. The ``ACC990`` fixes
-    (a directive's comment, computed from the check itself) are kept as they are. Loads LibCST;
-    costs one check of the file per fix."""
+    (a directive's comment, computed from the check itself) are kept as they are. A notebook's
+    fixes (edits of their findings' cells) are checked in the text of its code cells, as
+    ``--fix`` checks them. Loads LibCST; costs one check of the file per fix."""
     from accumlint import engine
-    from accumlint.fixes.apply import _decode, judge
+    from accumlint.fixes.apply import _source_text, judge
 
-    try:
-        text, encoding = _decode(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    read = _source_text(path, data)
+    if read is None:
         return {}
+    text, encoding, notebook = read
+
+    def fixed_text(finding: Finding, fix: SuggestedFix) -> str:
+        if notebook is None:
+            return apply_edits(text, fix.edits)
+        cell = "\n".join(notebook.cell_lines(finding.cell) or ())
+        return notebook.with_cell(finding.cell, apply_edits(cell, fix.edits).split("\n"))
+
     kept: dict[Finding, SuggestedFix] = {}
     for finding, fix in fixes.items():
         if finding.code == UNUSED_NOQA_CODE:
             kept[finding] = fix
             continue
         try:
-            fixed = apply_edits(text, fix.edits).encode(encoding)
+            fixed = fixed_text(finding, fix).encode(encoding)
             after = engine.check_source(path, fixed, rules).findings
         except Exception:  # noqa: BLE001 - a fix whose text cannot be checked is not applied by --fix either
             continue
