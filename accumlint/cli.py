@@ -472,7 +472,9 @@ def _check(
             return None
         return notebook.cell_lines(sources[path], cell) if cell else _lines(sources[path])
 
-    suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run)
+    # after --fix what is left of a declared fix failed its test: the report shows only fixes that pass it
+    suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run,
+                         verified=show_fixes or fix)
     if suggested and refused:
         suggested = {finding: fix for finding, fix in suggested.items() if finding.path not in refused}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
@@ -643,12 +645,16 @@ def _suggest(
     statistics: bool,
     projects: dict | None = None,
     checked: runner.RunResult | engine.FileResult | None = None,
+    *,
+    verified: bool = False,
 ) -> Fixes | None:
     """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has
-    one); ``projects``: the project index each file was checked in. ``checked``: a run or a
-    check whose fixes were computed where the check held their nodes; only the files it did
-    not check (answered from the cache) are parsed again for theirs, and one whose fixes cannot be
-    computed is recorded as not fully checked in it."""
+    one): as its rule proposes it, or with ``verified`` (``--show-fixes``, which prints the edits)
+    only the fixes that pass the test ``--fix`` applies, each checked again here, outside the
+    checks' time limit. ``projects``: the project index each file was checked in. ``checked``: a
+    run or a check whose fixes were computed where the check held their nodes; only the files it
+    did not check (answered from the cache) are parsed again for theirs, and one whose fixes
+    cannot be computed is recorded as not fully checked in it."""
     if not _shows_fixes(output_format, statistics):
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
@@ -670,6 +676,10 @@ def _suggest(
                 checked.incomplete.setdefault(path, []).extend(reasons)
             elif checked is not None:
                 checked.incomplete.extend(reasons)
+    if verified and fixes:
+        from accumlint.suggested_fixes import verify_run
+
+        fixes = verify_run(fixes, findings, sources, codes_for, projects)
     return fixes
 
 
@@ -785,7 +795,8 @@ def _check_stdin(
     def source_lines(_: str, cell: int = 0) -> list[str] | None:
         return notebook.cell_lines(data, cell) if cell else _lines(data)
 
-    suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome)
+    suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome,
+                         verified=show_fixes or mode.fix)
     incomplete = {} if outcome.fully_checked else {path: outcome.incomplete}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
             fixed=fixed, err=mode.fix, incomplete=incomplete, report=report)
@@ -810,6 +821,8 @@ def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, un
         for line in fixes.fix_summary([result], diff=True):
             click.echo(line, err=True)
         sys.exit(EXIT_FINDINGS if result.changed and not result.error else EXIT_OK)
+    for line in result.not_applied:  # stdout holds the source: why a fix was left out goes to stderr
+        click.echo(f"note: {line}", err=True)
     data = result.fixed
     fixed = sum(result.applied.values())
     sys.stdout.buffer.write(data)

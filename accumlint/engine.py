@@ -274,15 +274,8 @@ class Screened:
     text: str
     rules: tuple[Rule, ...]
     memory: int | None = None
-    #: the codes the file is checked for (its fixes are checked with all of their rules)
-    codes: frozenset[str] = frozenset()
     #: the file's whole text where :attr:`text` leaves definitions out (:mod:`accumlint.kept_blocks`)
     original: str | None = None
-
-    @property
-    def checked(self) -> list[Rule]:
-        """The rules of :attr:`codes`."""
-        return rules_for(self.codes)
 
 
 def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
@@ -320,7 +313,6 @@ def _collector_paused() -> Iterator[None]:
 
 def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
-    codes = frozenset(rule.code for rule in rules)
     result = FileResult(path)
     outside = False
     if rules:
@@ -364,7 +356,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
             # perhaps syntax newer than this interpreter's (PEP 695 on 3.11) in a training loop
             # or in code other modules' events run through: LibCST reads it, and reports a real
             # syntax error at the interpreter's position
-            return Screened(text, tuple(rules), codes=codes)
+            return Screened(text, tuple(rules))
         result.findings.append(_parse_error(path, *tree))
         return result
     facts = None
@@ -383,9 +375,9 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         kept = kept_text(tree, text, _anchors(tuple(rules), outside))
         if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
             memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
-            return _within_memory(path, Screened(kept, tuple(rules), memory, codes, original=text))
+            return _within_memory(path, Screened(kept, tuple(rules), memory, original=text))
     del tree
-    return _within_memory(path, Screened(text, tuple(rules), memory, codes))
+    return _within_memory(path, Screened(text, tuple(rules), memory))
 
 
 #: what the interpreter says of a NUL byte in source code
@@ -430,7 +422,7 @@ def _code_bytes(text: str) -> int:
 
 def _check_text(path: str, screened: Screened, data: bytes | None = None) -> FileResult:
     """The LibCST stages on what :func:`_screen` passed on; with the file's ``data``, the fixes
-    of its findings as well, each checked with all the rules of the run's codes."""
+    its findings' rules propose as well (not verified: :func:`accumlint.suggested_fixes.verify`)."""
     text, rules = screened.text, screened.rules
     result = FileResult(path)
     try:
@@ -484,7 +476,7 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
         from accumlint.suggested_fixes import suggest_in_check
 
         result.fixes = later_stage(result.incomplete, "the fixes", lambda: suggest_in_check(
-            path, data, text, module, dict(placed), result.findings, screened.checked, screened.original), {})
+            text, module, dict(placed), result.findings, screened.original), {})
     return result
 
 

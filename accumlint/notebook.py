@@ -105,6 +105,13 @@ class NotebookSource:
         """The lines of :attr:`text` (the neutralized cells), one per cell line."""
         return self.text.split("\n")[:-1] if self.text else []
 
+    def with_cell(self, number: int, lines: Sequence[str]) -> str:
+        """:attr:`text` as it would be with code cell ``number``'s lines replaced by ``lines``
+        (as written: their IPython syntax is neutralized here, as :func:`notebook_source` does)."""
+        text = _checked_text([CodeCell(number, tuple(lines)) if cell.number == number else cell
+                              for cell in self.cells])
+        return text + "\n" if text else ""
+
 
 def _cell_text(source: object) -> str:
     if isinstance(source, list):
@@ -167,11 +174,16 @@ def neutralize(lines: Sequence[str]) -> list[str]:
     return out
 
 
+def _checked_text(cells: Sequence[CodeCell]) -> str:
+    """The Python text code ``cells`` are checked as: their neutralized lines, joined (no final newline)."""
+    return "\n".join(line for cell in cells for line in neutralize(cell.lines))
+
+
 def notebook_source(data: bytes) -> NotebookSource:
     """Read a notebook's code cells and the Python text they are checked as; raises
     :class:`NotebookError` where a cell is not text (a lone surrogate such as ``\\ud800``)."""
     cells = read_cells(data)
-    text = "\n".join(line for cell in cells for line in neutralize(cell.lines))
+    text = _checked_text(cells)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

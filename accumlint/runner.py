@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -512,19 +512,26 @@ def file_index(path: str, data: bytes, project_root: str) -> project.ProjectInde
     return index
 
 
+def _one_file_index(path: str, data: bytes, project_root: str | None) -> project.ProjectIndex | None:
+    """The project index a check of one file's bytes reads (:func:`check_one`, :func:`verify_one`):
+    :func:`file_index`, None without a root or for stdin without a name."""
+    return None if project_root is None or path == "-" else file_index(path, data, project_root)
+
+
 def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
               suggest: bool = False, timeout: float | None = None) -> engine.FileResult:
     """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
     of that one path reports for the same bytes (notebooks by the path's suffix). With
     ``project_root`` (the settings' root) the model follows the project modules the file
     imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
-    from disk, the file's own are ``data``. ``suggest``: with the findings' fixes.
+    from disk, the file's own are ``data``. ``suggest``: with the fixes the findings' rules
+    propose (not verified: :func:`verify_one`).
 
     The check runs in a worker process bounded as a run's are (:func:`accumlint.pool.run_alone`):
     past :data:`~accumlint.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
     file gets ``ACC000``."""
     global _suggesting
-    index = file_index(path, data, project_root) if project_root is not None and path != "-" else None
+    index = _one_file_index(path, data, project_root)
     previous, suggesting = project.active(), _suggesting
     if index is not None:
         project.activate(index)
@@ -534,3 +541,28 @@ def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str |
     finally:
         project.activate(previous)
         _suggesting = suggesting
+
+
+def verify_one(path: str, data: bytes, codes: frozenset[str], fixes: Mapping[Finding, SuggestedFix],
+               findings: list[Finding], project_root: str | None = None, *,
+               timeout: float | None = None) -> dict[Finding, SuggestedFix]:
+    """The ``fixes`` of one file's bytes (checked as :func:`check_one` checks them, with
+    ``findings``) that pass :func:`accumlint.suggested_fixes.verify`, in a bounded worker.
+    ``timeout``: seconds for all of them (None: no limit; give it the fixes' own budget,
+    :func:`accumlint.fixes.apply.fixing_budget`, not one check's). Past it, or past the memory
+    limit, none is verified: the result is empty, never the file's ``ACC000``."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from accumlint.pool import OutOfMemory, TooSlow, run_alone
+    from accumlint.suggested_fixes import verify
+
+    index = _one_file_index(path, data, project_root)
+    previous = project.active()
+    if index is not None:
+        project.activate(index)
+    try:
+        return run_alone(verify, path, data, fixes, findings, engine.rules_for(codes), timeout=timeout)
+    except (TooSlow, OutOfMemory, BrokenProcessPool):
+        return {}
+    finally:
+        project.activate(previous)

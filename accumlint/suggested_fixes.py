@@ -1,24 +1,28 @@
 """Each finding's own fix, as text edits of the file it was found in, without writing anything.
 
 What the machine formats (``json``, ``sarif``, ``rdjson``), the ``[*]`` marks of the text
-output and the language server's code actions offer. A finding gets a fix when its rule's
-codemod applies to it alone and the result passes the test ``--fix`` applies
-(:func:`accumlint.fixes.apply.improves`): so applying the safe fixes' edits of a file gives the
-bytes ``--fix`` writes, when the fixes do not touch the same lines. A notebook finding's edits
-are in the lines of its cell (:func:`accumlint.notebook.check_notebook`), as ruff gives them.
+output and the language server's code actions offer. A report shows the fix a finding's rule
+declares (its codemod applies to the finding alone: the edit, safe or unsafe as the rule
+declares it), without checking the fixed file again: that check costs a whole check of the
+file per fix. Verification (:func:`verify`: the fixed text must pass the test ``--fix``
+applies, :func:`accumlint.fixes.apply.judge`) runs only where a fix is about to be shown as a
+change or applied: ``--show-fixes``, a code action, and ``--fix``/``--diff`` themselves, which
+leave a fix that fails it unapplied and say why. A notebook finding's edits are in the lines of
+its cell (:func:`accumlint.notebook.check_notebook`), as ruff gives them; a notebook's fixes are
+verified in the text of its code cells, as ``--fix`` applies them.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
 from accumlint.spec import UNUSED_NOQA_CODE
-from accumlint.text_edits import TextEdit, apply_edits, split_lines, text_edits
+from accumlint.text_edits import TextEdit, apply_edits, split_lines
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
@@ -63,8 +67,8 @@ def suggest_source(
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
     only, when given), each located by its position in a new parse. ``current``: every finding
-    the check of ``data`` reported, when the caller has them (the file is not checked again).
-    Loads LibCST."""
+    the check of ``data`` reported, when the caller has them (the file is not checked again to
+    list them). As the rules propose them: :func:`verify` checks them. Loads LibCST."""
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
@@ -78,13 +82,11 @@ def suggest_source(
         fixes = check_notebook(path, data, engine.rules_for(codes), suggest=True).fixes or {}
         return {f: fix for f, fix in fixes.items() if wanted is None or f in wanted}
     try:
-        text, encoding = _decode(data)
+        text, _ = _decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return {}
-    rules = engine.rules_for(codes)
-    # what --fix compares against: the run's own findings, else checked once an edit needs them
     if findings is None and current is None:
-        current = engine.check_source(path, data, rules).findings
+        current = engine.check_source(path, data, engine.rules_for(codes)).findings
     located: list[Located] = []  # one parse and one resolution for all the file's fixes
 
     def locate(finding: Finding) -> Located:
@@ -93,8 +95,8 @@ def suggest_source(
             return located[0]
         return located[0].again(finding)
 
-    listed = list(current if findings is None else findings)
-    fixes = _verified(path, data, text, encoding, listed, locate, current, rules)
+    listed = list(current if findings is None else findings)  # type: ignore[arg-type]
+    fixes = _proposed(text, listed, locate)
     if any(f.code == UNUSED_NOQA_CODE for f in listed):
         fixes.update(_unused_noqa_fixes(path, data, text, codes, listed))
     return fixes
@@ -114,62 +116,50 @@ def _unused_noqa_fixes(path: str, data: bytes, text: str, codes: frozenset[str],
 
 
 def suggest_in_check(
-    path: str, data: bytes, text: str, module: object, nodes: Mapping[Finding, object],
-    findings: list[Finding], rules: Sequence[Rule], original: str | None = None,
+    text: str, module: object, nodes: Mapping[Finding, object], findings: list[Finding],
+    original: str | None = None,
 ) -> dict[Finding, SuggestedFix]:
-    """:func:`suggest_source` inside the check of ``data`` (``text``: what LibCST parsed into
-    ``module``), where ``nodes`` still maps each finding to the node its rule reported: no
-    second parse, and only the statements around those nodes get positions. ``findings``: the
-    check's findings (what a fix is compared against); ``rules``: those of the run's codes (the
-    fixed text is checked with them). ``original``: the whole text, where ``text`` has blank
-    lines for definitions left out (:mod:`accumlint.kept_blocks`): a fixer's edits are carried
-    over to it, and a fix whose edits reach a blanked line is not offered. For a notebook, ``data``
-    is its cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
-    from accumlint.fixes.apply import _decode
+    """The fixes the fixers propose (:func:`_proposed`, not verified) inside the check that
+    parsed ``text`` into ``module``, where ``nodes`` still maps each finding to the node its rule
+    reported: no second parse, and only the statements around those nodes get positions.
+    ``findings``: the check's findings. ``original``: the whole text, where ``text`` has blank
+    lines for definitions left out (:mod:`accumlint.kept_blocks`): the edits are its own (the same
+    rows), and a fix whose edits reach a blanked line is not offered. For a notebook, ``text`` is
+    its code cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
     from accumlint.fixes.base import Located, parent_map
+    from accumlint.positions import Shared
 
     fixable = [f for f in findings if f.code in CODEMOD_CODES and not f.related and f in nodes]
     if not fixable:
         return {}
-    try:
-        encoding = _decode(data)[1]
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return {}
-    parents: list[dict] = []
+    parents = parent_map(module)  # type: ignore[arg-type]
+    shared = Shared(text, parents)  # one parse of the text and one map of parents for all the fixes
 
     def locate(finding: Finding) -> Located:
-        if not parents:
-            parents.append(parent_map(module))  # type: ignore[arg-type]
-        return Located.at_node(module, nodes[finding], finding, text, parents[0])  # type: ignore[arg-type]
+        return Located.at_node(module, nodes[finding], finding, text, parents, shared)  # type: ignore[arg-type]
 
-    if original is None:
-        return _verified(path, data, text, encoding, fixable, locate, findings, rules)
-    return _verified(path, data, original, encoding, fixable, locate, findings, rules,
-                     lambda fixed: _carried_over(text, fixed, original))
+    return _proposed(text, fixable, locate, original)
 
 
-def _carried_over(read: str, fixed: str, original: str) -> str | None:
-    """``original`` with the edits that turned ``read`` (its kept text) into ``fixed``, or None
-    where an edit touches a line the kept text blanked."""
-    edits = text_edits(read, fixed)
+def _on_kept_rows(read: str, original: str, edits: Iterable[TextEdit]) -> bool:
+    """Whether ``edits`` of ``read`` (the kept text of ``original``: the same rows, some blanked)
+    touch only rows that ``read`` kept as they are in ``original`` (then they are ``original``'s too)."""
     read_lines, original_lines = split_lines(read), split_lines(original)
     for edit in edits:
         for row in range(edit.location[0], edit.end_location[0] + 1):
             if row <= len(read_lines) and (row > len(original_lines) or read_lines[row - 1] != original_lines[row - 1]):
-                return None
-    return apply_edits(original, edits)
+                return False
+    return True
 
 
-def _verified(
-    path: str, data: bytes, text: str, encoding: str, findings: list[Finding],
-    locate: Callable[[Finding], object], current: list[Finding] | None, rules: Sequence[Rule],
-    carry: Callable[[str], str | None] | None = None,
+def _proposed(
+    text: str, findings: list[Finding], locate: Callable[[Finding], object], original: str | None = None,
 ) -> dict[Finding, SuggestedFix]:
-    """The fix of each of ``findings`` whose fixer applies and passes the test ``--fix`` applies
-    against ``current`` (checked here when None and an edit needs it). ``carry``: the file's
-    fixed ``text`` from the fixed text the fixer printed (None: no fix), where they differ."""
-    from accumlint import engine
-    from accumlint.fixes.apply import improves
+    """The fix each of ``findings``' fixers proposes in ``text`` (what was parsed), as its rule
+    declares it (safe or unsafe), without checking the fixed text again (:func:`verify` does, on
+    demand). ``original``: the whole text, where ``text`` has blank lines for definitions left
+    out (:mod:`accumlint.kept_blocks`): a fix whose edits reach a blanked line is not offered."""
+    from accumlint.fixes.base import module_edits
     from accumlint.fixes.rules import FIXERS
 
     fixes: dict[Finding, SuggestedFix] = {}
@@ -180,21 +170,57 @@ def _verified(
             continue
         applicability, fixer = FIXERS[finding.code]
         try:
-            edit = fixer(locate(finding))  # type: ignore[arg-type]
+            located = locate(finding)
+            edit = fixer(located)  # type: ignore[arg-type]
+            edits = [] if edit is None else module_edits(located.module, edit.module, text, finding.line)  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
-            edit = None
-        if edit is None:
             continue
-        new_text = edit.module.code if carry is None else carry(edit.module.code)
-        if new_text is None or new_text == text:
+        if not edits or original is not None and not _on_kept_rows(text, original, edits):
             continue
-        if current is None:
-            current = engine.check_source(path, data, rules).findings
-        if not improves(current, engine.check_source(path, new_text.encode(encoding), rules).findings, finding.code):
-            continue
-        kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE
-        fixes[finding] = SuggestedFix(kind, finding.fix, tuple(text_edits(text, new_text)))
+        kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE  # type: ignore[union-attr]
+        fixes[finding] = SuggestedFix(kind, finding.fix, tuple(edits))
     return fixes
+
+
+def verify(
+    path: str, data: bytes, fixes: Mapping[Finding, SuggestedFix], current: Sequence[Finding],
+    rules: Sequence[Rule],
+) -> dict[Finding, SuggestedFix]:
+    """The ``fixes`` of ``data``'s findings that pass the test ``--fix`` applies
+    (:func:`accumlint.fixes.apply.judge`): each fixed text is checked again with ``rules`` and
+    compared with ``current`` (the findings of ``data``). A fix that reveals what its code masked
+    comes back unsafe; one that fails, or whose check raises, is left out. The ``ACC990`` fixes
+    (a directive's comment, computed from the check itself) are kept as they are. A notebook's
+    fixes (edits of their findings' cells) are checked in the text of its code cells, as
+    ``--fix`` checks them. Loads LibCST; costs one check of the file per fix."""
+    from accumlint import engine
+    from accumlint.fixes.apply import _source_text, judge
+
+    read = _source_text(path, data)
+    if read is None:
+        return {}
+    text, encoding, notebook = read
+
+    def fixed_text(finding: Finding, fix: SuggestedFix) -> str:
+        if notebook is None:
+            return apply_edits(text, fix.edits)
+        cell = "\n".join(notebook.cell_lines(finding.cell) or ())
+        return notebook.with_cell(finding.cell, apply_edits(cell, fix.edits).split("\n"))
+
+    kept: dict[Finding, SuggestedFix] = {}
+    for finding, fix in fixes.items():
+        if finding.code == UNUSED_NOQA_CODE:
+            kept[finding] = fix
+            continue
+        try:
+            fixed = fixed_text(finding, fix).encode(encoding)
+            after = engine.check_source(path, fixed, rules).findings
+        except Exception:  # noqa: BLE001 - a fix whose text cannot be checked is not applied by --fix either
+            continue
+        applicability, _ = judge(current, after, finding.code, fix.applicability)
+        if applicability is not None:
+            kept[finding] = replace(fix, applicability=applicability)
+    return kept
 
 
 def suggest_run(
@@ -204,30 +230,61 @@ def suggest_run(
     projects: Mapping[str, object] | None = None,
     incomplete: dict[str, list[str]] | None = None,
 ) -> dict[Finding, SuggestedFix]:
-    """:func:`suggest_source` for every file of a run that has a finding of a fixable code,
-    compared with the run's own findings of the file and, where ``projects`` names the
-    project index the file was checked in, checked again in that index (a fix must not look
-    better only because the helpers it calls were not followed). A file whose fixes cannot be
-    computed gets none, and the reason in ``incomplete`` (path -> reasons), where given."""
-    from accumlint import engine, project
+    """:func:`suggest_source` (not verified) for every file of a run that has a finding of a
+    fixable code. A file whose fixes cannot be computed gets none, and the reason in
+    ``incomplete`` (path -> reasons), where given."""
+    from accumlint import engine
+
+    fixes: dict[Finding, SuggestedFix] = {}
+    for path, listed, every in _by_file(findings, sources, projects,
+                                        lambda f: f.code in FIXABLE_CODES):
+        reasons: list[str] = []
+        suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed, current=every)
+        fixes.update(engine.later_stage(reasons, "the fixes", suggest, {}))
+        if reasons and incomplete is not None:
+            incomplete.setdefault(path, []).extend(reasons)
+    return fixes
+
+
+def verify_run(
+    fixes: Mapping[Finding, SuggestedFix],
+    findings: Iterable[Finding],
+    sources: Mapping[str, bytes],
+    codes_for: Callable[[str], frozenset[str]],
+    projects: Mapping[str, object] | None = None,
+) -> dict[Finding, SuggestedFix]:
+    """:func:`verify` of a run's ``fixes``, each file compared with the run's own findings of it
+    and, where ``projects`` names the project index the file was checked in, checked again in
+    that index (a fix must not look better only because the helpers it calls were not
+    followed). In this process, outside any check's time limit: a fix that cannot be verified is
+    left out, never reported as the file's ``ACC000``."""
+    from accumlint import engine
+
+    kept: dict[Finding, SuggestedFix] = {}
+    for path, listed, every in _by_file(findings, sources, projects, lambda f: f in fixes):
+        rules = engine.rules_for(codes_for(path))
+        kept.update(verify(path, sources[path], {f: fixes[f] for f in listed}, every, rules))
+    return kept
+
+
+def _by_file(
+    findings: Iterable[Finding], sources: Mapping[str, bytes], projects: Mapping[str, object] | None,
+    wanted: Callable[[Finding], bool],
+) -> Iterator[tuple[str, list[Finding], list[Finding]]]:
+    """``(path, its wanted findings, all its findings)`` for each file of ``sources`` with a
+    wanted finding, in order, with the project index ``projects`` names for it active meanwhile."""
+    from accumlint import project
 
     by_path: dict[str, list[Finding]] = defaultdict(list)
     every: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         every[finding.path].append(finding)
-        if finding.code in FIXABLE_CODES and finding.path in sources:
+        if finding.path in sources and wanted(finding):
             by_path[finding.path].append(finding)
-    fixes: dict[Finding, SuggestedFix] = {}
     previous = project.active()
     try:
         for path, listed in by_path.items():
             project.activate((projects or {}).get(path))  # type: ignore[arg-type]
-            reasons: list[str] = []
-            suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed,
-                                        current=every[path])
-            fixes.update(engine.later_stage(reasons, "the fixes", suggest, {}))
-            if reasons and incomplete is not None:
-                incomplete.setdefault(path, []).extend(reasons)
+            yield path, listed, every[path]
     finally:
         project.activate(previous)
-    return fixes

@@ -62,21 +62,34 @@ def split_lines(text: str) -> list[str]:
     return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True) if a < b]
 
 
-def text_edits(before: str, after: str) -> list[TextEdit]:
+def text_edits(before: str, after: str, first_row: int = 1) -> list[TextEdit]:
     """The smallest set of whole-line edits that turns ``before`` into ``after`` (a move is a
-    deletion and an insertion), in order."""
+    deletion and an insertion), in order. ``first_row``: the row ``before`` starts at, where it
+    is a run of whole lines of a larger text (the edits are that text's).
+
+    The lines both texts begin and end with are left out before they are compared: a fix changes
+    a few lines of a large file, and the comparison costs about the product of the lengths it
+    is given (a 3,000-line file: 0.5 s whole, under a millisecond trimmed)."""
     old, new = split_lines(before), split_lines(after)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
     starts = _line_starts(before)
     offsets = [0]
     for line in old:
         offsets.append(offsets[-1] + len(line))
     edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+    matcher = difflib.SequenceMatcher(a=old[head:len(old) - tail], b=new[head:len(new) - tail], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        edits.append(
-            TextEdit(_position(starts, offsets[i1]), _position(starts, offsets[i2]), "".join(new[j1:j2]))
-        )
+        (row, column), (end_row, end_column) = (_position(starts, offsets[head + i1]),
+                                                _position(starts, offsets[head + i2]))
+        edits.append(TextEdit((row + first_row - 1, column), (end_row + first_row - 1, end_column),
+                              "".join(new[head + j1:head + j2])))
     return edits
 
 

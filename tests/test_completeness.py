@@ -35,10 +35,23 @@ def _where(findings: list) -> list[tuple[str, int, int]]:
     return [(f.code, f.line, f.column) for f in findings]
 
 
+def _too_deep(*_: object, **__: object) -> None:
+    raise RecursionError("maximum recursion depth exceeded")
+
+
 @pytest.mark.parametrize("tail", DEEP.values(), ids=DEEP.keys())
-def test_a_deep_valid_expression_keeps_its_finding_when_the_fixes_fail(tail: str) -> None:
-    """Reproduction: the fix-suggestion step raised RecursionError and the file's ACC001 was lost."""
-    result = check_source("deep.py", ACC001_LOOP + tail.encode() + b"\n", suggest=True)
+def test_a_deep_valid_expression_keeps_its_finding_when_the_fixes_fail(
+    tail: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproduction: the fix-suggestion step raised RecursionError and the file's ACC001 was lost.
+    A fix now generates only the statements it changed, so the deep expression elsewhere no
+    longer breaks it; the stage failing (as it did) still keeps the finding."""
+    data = ACC001_LOOP + tail.encode() + b"\n"
+    result = check_source("deep.py", data, suggest=True)
+    assert _where(result.findings) == [("ACC001", 3, 5)] and result.fully_checked
+    assert [(f.code, fix.edits[0].location) for f, fix in (result.fixes or {}).items()] == [("ACC001", (3, 1))]
+    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)
+    result = check_source("deep.py", data, suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)]
     assert result.fixes == {}  # only the failed stage's part is missing
     assert not result.fully_checked
@@ -51,6 +64,7 @@ def test_the_cli_never_says_all_checks_passed_for_a_deep_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)  # the workers are forked with it
     (tmp_path / "deep.py").write_bytes(ACC001_LOOP + DEEP["attribute-chain"].encode() + b"\n")
     result = cli("check", "-n", "--jobs", jobs, "--output-format", "concise", "deep.py")
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -173,10 +187,12 @@ def test_machine_formats_read_the_state() -> None:
     )
 
 
-def test_check_one_reports_the_state() -> None:
-    result = runner.check_one(
-        "deep.py", ACC001_LOOP + DEEP["unary-minus"].encode() + b"\n", default_codes(), suggest=True
-    )
+def test_check_one_reports_the_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = ACC001_LOOP + DEEP["unary-minus"].encode() + b"\n"
+    result = runner.check_one("deep.py", data, default_codes(), suggest=True)
+    assert _where(result.findings) == [("ACC001", 3, 5)] and result.fully_checked
+    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)  # its worker is forked with it
+    result = runner.check_one("deep.py", data, default_codes(), suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)]
     assert not result.fully_checked
 

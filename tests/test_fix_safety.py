@@ -185,23 +185,47 @@ def test_fix_does_not_write_through_a_symlink_out_of_the_tree(tmp_path: Path, mo
     assert (repo / "src" / "inner.py").is_symlink()
 
 
-def _slow_fix(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> apply.FixResult:
-    if path.endswith("slow.py"):
+def _minute_on_slow(path: str) -> None:
+    if path.endswith("slow.py"):  # LibCST on a 60 KB chain of ternaries
         import time
 
-        time.sleep(60)  # LibCST on a 60 KB chain of ternaries
-    return _REAL_FIX_ONE(path, data, codes, unsafe)
+        time.sleep(60)
 
 
-_REAL_FIX_ONE = apply._fix_one
+def _slow_check(path: str, *args: object) -> object:
+    _minute_on_slow(path)
+    return _REAL_CHECK_ONE(path, *args)
+
+
+def _slow_fix(path: str, *args: object) -> object:
+    _minute_on_slow(path)
+    return _REAL_FIX_ONE(path, *args)
+
+
+_REAL_CHECK_ONE, _REAL_FIX_ONE = apply._check_one, apply._fix_one
 
 
 def test_fix_has_the_parse_time_budget_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for name in ("slow.py", "z_fast.py"):
         (tmp_path / name).write_bytes(BUGGY)
-    monkeypatch.setattr(apply, "_fix_one", _slow_fix)
+    monkeypatch.setattr(apply, "_check_one", _slow_check)  # the file's own check
     result = cli("check", "--no-cache", "--fix", "--parse-timeout", "1", "--jobs", "2", ".")
     assert "error: slow.py: not fixed: took too long to parse (more than 1 s)" in result.stderr
     assert (tmp_path / "slow.py").read_bytes() == BUGGY
     assert (tmp_path / "z_fast.py").read_bytes() != BUGGY  # fixed after the slow one, in a fresh worker
+
+
+def test_fix_verification_has_its_own_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # verifying the fixes checks the file again once per fix: never held to one check's time, and
+    # where even their budget runs out the file is left as it was (an error, not ACC000)
+    monkeypatch.chdir(tmp_path)
+    for name in ("slow.py", "z_fast.py"):
+        (tmp_path / name).write_bytes(BUGGY)
+    monkeypatch.setattr(apply, "_fix_one", _slow_fix)
+    result = cli("check", "--no-cache", "--fix", "--parse-timeout", "1", "--jobs", "2", ".")
+    # one ACC001 to fix: two checks' time for it, two for the file's own check and the noqa pass
+    assert "error: slow.py: not fixed: verifying its fixes took too long (more than 4 s)" in result.stderr
+    assert "ACC000" not in result.stdout
+    assert (tmp_path / "slow.py").read_bytes() == BUGGY
+    assert (tmp_path / "z_fast.py").read_bytes() != BUGGY

@@ -191,3 +191,60 @@ def test_replace_file_keeps_the_mode_and_leaves_no_temp_file(tmp_path: Path) -> 
     assert link.is_symlink()
     assert stat.S_IMODE(target.stat().st_mode) == 0o750
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "run.py"]
+
+
+#: ACC006 on a counter of updates: its rule proposes `(step + 1) % A`, and the fixed file still
+#: has the finding, so the fix fails verification
+UNVERIFIED_FIX = b"""\
+from transformers import Trainer
+
+class ClipTrainer(Trainer):
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if (self.state.global_step + 1) % self.args.gradient_accumulation_steps == 0:
+            self.log_grad_norms(model)
+        return loss
+"""
+
+
+def test_a_report_shows_the_declared_fix_and_verification_has_the_last_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trainer.py").write_bytes(UNVERIFIED_FIX)
+    # the report: the rule's fix, not checked again
+    status, out, _ = fix("--no-cache", "--output-format", "concise", "trainer.py")
+    assert status == 1 and out.splitlines()[0].startswith("trainer.py:6:12: ACC006 [*] ")
+    [finding] = json.loads(fix("--no-cache", "--output-format", "json", "trainer.py")[1])
+    assert finding["fix"]["applicability"] == "safe" and finding["fix"]["edits"]
+    # --show-fixes shows only verified fixes; --diff and --fix say why this one is not applied
+    status, out, _ = fix("--no-cache", "--show-fixes", "--output-format", "concise", "trainer.py")
+    assert out.splitlines()[0].startswith("trainer.py:6:12: ACC006 `self.state.global_step`")
+    assert "fixable" not in out
+    reason = "note: trainer.py:6:12: ACC006 fix not applied: the fixed file would not have fewer ACC006 findings\n"
+    status, out, err = fix("--no-cache", "--diff", "trainer.py")
+    assert (status, out, err) == (0, "", reason + "No fixes to apply.\n")
+    status, out, err = fix("--no-cache", "--fix", "--output-format", "concise", "trainer.py")
+    assert err == reason and (tmp_path / "trainer.py").read_bytes() == UNVERIFIED_FIX
+    assert out.endswith("Found 1 finding.\n")  # after --fix, no [*]: its fix was just refused
+
+
+def test_a_fix_that_reveals_what_its_code_masked_is_applied_only_as_unsafe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.shared_data import require_shared
+
+    case = require_shared("cases", "011_scheduler_every_microbatch.py")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_bytes(case.read_bytes())
+    status, out, err = fix("--no-cache", "--fix", "--output-format", "concise", "train.py")
+    assert err == ("note: train.py:32:17: ACC304 fix held back (applied with `--unsafe-fixes`): it reveals "
+                   "ACC305, which ACC304 masked (fix that too)\n"
+                   "1 unsafe fix can be applied with the `--unsafe-fixes` option.\n")
+    assert out.endswith("1 fixable with `--fix --unsafe-fixes`.\n")
+    assert (tmp_path / "train.py").read_bytes() == case.read_bytes()
+    status, out, _ = fix("--no-cache", "--fix", "--unsafe-fixes", "--output-format", "concise", "train.py")
+    assert sorted(codes(tmp_path / "train.py")) == ["ACC005", "ACC305", "ACC305"]
+    fixed = (tmp_path / "train.py").read_text().splitlines()
+    at = fixed.index("                scaler.step(optimizer)")
+    assert fixed[at + 1:at + 3] == ["                if scheduler is not None:", "                    scheduler.step()"]

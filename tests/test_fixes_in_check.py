@@ -139,3 +139,38 @@ def test_forged_fixes_are_ignored_even_when_signed(project: Path, forged: object
     assert json_findings() == cold  # checked anew
     (entry,) = entries(file).values()
     assert entry["fixes"][0][0] == "safe"
+
+
+def test_a_report_proposes_fixes_without_checking_the_file_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # verification (a check of the fixed file per fix) is left to --fix, --show-fixes and code actions
+    calls = []
+    real = engine._check_text
+    monkeypatch.setattr(engine, "_check_text", lambda *args: calls.append(args[0]) or real(*args))
+    checked = engine.check_source("train.py", TWO_FIXES, suggest=True)
+    assert checked.fixes is not None and {"ACC001", "ACC201"} <= {f.code for f in checked.fixes}
+    assert calls == ["train.py"]
+
+
+def test_the_edits_of_the_changed_statements_make_the_fixed_module() -> None:
+    # only the top-level statements a fix changed are generated; the edits must still turn the file
+    # into the fixer's whole module, also where the changed statement occurs twice in the file
+    from accumlint.fixes.base import Located
+    from accumlint.fixes.rules import FIXERS
+    from accumlint.text_edits import apply_edits
+
+    sources = [(str(path), path.read_text(encoding="utf-8")) for path in EXAMPLES]
+    sources.append(("twice.py", (ACC001_LOOP + b"\n" + ACC001_LOOP).decode()))
+    checked_fixes = 0
+    for path, text in sources:
+        checked = engine.check_source(path, text.encode(), suggest=True)
+        for finding, fix in (checked.fixes or {}).items():
+            if finding.code not in FIXERS:
+                continue
+            edit = FIXERS[finding.code][1](Located.at_position(engine.parse_module(text), finding))
+            assert edit is not None
+            assert apply_edits(text, fix.edits) == edit.module.code, (path, finding.line)
+            checked_fixes += 1
+    twice = engine.check_source("twice.py", ACC001_LOOP + b"\n" + ACC001_LOOP, suggest=True)
+    assert sorted(f.line for f in twice.fixes or ()) == [3, 10]
+    assert sorted(fix.edits[0].location[0] for fix in (twice.fixes or {}).values()) == [3, 10]
+    assert checked_fixes >= 19

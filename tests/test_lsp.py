@@ -18,6 +18,7 @@ from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
+from tests.shared_data import require_shared  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = """\
@@ -198,6 +199,49 @@ def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
                 TIMEOUT,
             )
             assert body is None  # a line inside the loop: nothing to show
+        finally:
+            await session.stop()
+
+    _run(scenario, tmp_path)
+
+
+#: ACC006 on a counter of updates: its rule proposes a fix, which fails verification (the test stays)
+UNVERIFIED = """\
+from transformers import Trainer
+
+class ClipTrainer(Trainer):
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if (self.state.global_step + 1) % self.args.gradient_accumulation_steps == 0:
+            self.log_grad_norms(model)
+        return loss
+"""
+
+
+def test_a_code_action_offers_a_fix_only_once_verified(tmp_path: Path) -> None:
+    scheduler_case = require_shared("cases", "011_scheduler_every_microbatch.py").read_text(encoding="utf-8")
+
+    async def scenario(root: Path) -> None:
+        session = Session()
+        await session.start(root)
+        try:
+            uri = _open(session, root / "trainer.py", UNVERIFIED)
+            [acc006] = await session.next_diagnostics(uri, 1)
+            assert acc006.code == "ACC006"
+            titles = [a.title for a in await _code_actions(session, uri, acc006)]
+            assert titles == ["Disable ACC006 for this line (# noqa)"]  # no fix: it failed verification
+
+            # ACC304's fix reveals the ACC305 horizon that stepping per microbatch masked: offered unsafe
+            case_uri = _open(session, root / "case_011.py", scheduler_case)
+            diagnostics = await session.next_diagnostics(case_uri, 1)
+            acc304 = next(d for d in diagnostics if d.code == "ACC304")
+            fix = next(a for a in await _code_actions(session, case_uri, acc304) if a.title.startswith("Fix "))
+            assert fix.title.endswith("(unsafe)") and not fix.is_preferred
+            assert fix.edit is not None and fix.edit.changes is not None
+            fixed = _apply(scheduler_case, fix.edit.changes[case_uri]).splitlines()
+            at = fixed.index("                scaler.step(optimizer)")
+            assert [line.strip() for line in fixed[at + 1:at + 3]] == ["if scheduler is not None:", "scheduler.step()"]
+            assert fixed[at + 2].startswith(" " * 20)  # the guard moved with the step, under the gate
         finally:
             await session.stop()
 

@@ -333,6 +333,41 @@ def test_fixes_are_offered_as_edits_of_the_cell(project: Path) -> None:
     assert "".join(json.loads((project / "train.ipynb").read_bytes())["cells"][4]["source"]) == fixed
 
 
+def test_a_notebook_fix_is_proposed_by_a_report_and_verified_only_on_demand(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report offers a notebook's fixes as their rules propose them: its check checks no fixed
+    cell again. ``--show-fixes`` and ``--fix`` verify them in the cells' text, and ``--fix`` says,
+    at the finding's cell, why it leaves one out (issue 33: fixes on demand)."""
+    from accumlint import engine, suggested_fixes
+    from tests.test_fixes import UNVERIFIED_FIX
+
+    (project / "train.ipynb").write_bytes(training(PLAIN_LOOP))
+    trainer = jupyter(("markdown", "# Trainer", []), ("code", "import torch", []),
+                      ("code", UNVERIFIED_FIX.decode(), []))
+    (project / "trainer.ipynb").write_bytes(trainer)
+    checks: list[str] = []
+    check_text = engine._check_text
+    monkeypatch.setattr(engine, "_check_text", lambda *args: checks.append(args[0]) or check_text(*args))
+    proposed = check_notebook("trainer.ipynb", trainer, suggest=True).fixes or {}
+    assert [(f.code, f.cell, f.line) for f in proposed] == [("ACC006", 3, 6)] and checks == ["trainer.ipynb"]
+    verified: list[str] = []
+    verify = suggested_fixes.verify
+    monkeypatch.setattr(suggested_fixes, "verify", lambda path, *args: verified.append(path) or verify(path, *args))
+    out = check("--output-format", "concise", "train.ipynb", "trainer.ipynb")[1]
+    assert "trainer.ipynb:cell 3:6:12: ACC006 [*] " in out and "[*] 2 fixable with `--fix`." in out
+    [_, item] = json.loads(check("--output-format", "json", "train.ipynb", "trainer.ipynb")[1])
+    assert (item["cell"], item["fix"]["applicability"]) == (3, "safe") and verified == []
+    # --show-fixes: the ACC001 fix passes in its cell, the ACC006 one does not
+    out = check("--show-fixes", "--output-format", "concise", "train.ipynb", "trainer.ipynb")[1]
+    assert "train.ipynb:cell 5:3:5: ACC001 [*] " in out and "trainer.ipynb:cell 3:6:12: ACC006 `" in out
+    assert "[*] 1 fixable with `--fix`." in out and sorted(verified) == ["train.ipynb", "trainer.ipynb"]
+    result = CliRunner().invoke(main, ["check", "--no-cache", "--fix", "--output-format", "concise", "trainer.ipynb"])
+    assert result.stderr == ("note: trainer.ipynb:cell 3:6:12: ACC006 fix not applied: "
+                             "the fixed file would not have fewer ACC006 findings\n")
+    assert (project / "trainer.ipynb").read_bytes() == trainer
+
+
 def test_fix_leaves_the_directives_of_a_notebook_alone(project: Path) -> None:
     """A notebook's check reports no unused code (ACC990), so --fix takes none out of its cells."""
     loop = PLAIN_LOOP.replace("optimizer.zero_grad()", "optimizer.zero_grad()  # noqa: ACC001, ACC304")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from accumlint.checks import ALL_RULES
+from accumlint.checks.base import Rule
 from accumlint.engine import check_source, rules_for
 
 if sys.version_info >= (3, 11):
@@ -43,11 +44,19 @@ def _cases(kind: str) -> list[tuple[str, dict]]:
     return found
 
 
-def _lint(case: dict) -> list[tuple[str, int]]:
+def case_rules(case: dict) -> list[Rule]:
+    """The rules a case is checked with: the default set, or those of its ``select``."""
     select = case.get("select")
-    rules = DEFAULT if select is None else EVERY if select == "ALL" else rules_for(select.split(","))
-    data = textwrap.dedent(case["code"]).lstrip("\n").encode()
-    return [(f.code, f.line) for f in check_source("snippet.py", data, rules).findings]
+    return DEFAULT if select is None else EVERY if select == "ALL" else rules_for(select.split(","))
+
+
+def case_source(case: dict) -> bytes:
+    """A case's snippet as the bytes of a file (line 1: its first line)."""
+    return textwrap.dedent(case["code"]).lstrip("\n").encode()
+
+
+def _lint(case: dict) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in check_source("snippet.py", case_source(case), case_rules(case)).findings]
 
 
 def case_code(name: str) -> str:

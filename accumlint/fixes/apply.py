@@ -20,6 +20,7 @@ without locking them (ruff documents the same).
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import difflib
 import io
 import sys
@@ -32,16 +33,16 @@ from typing import TYPE_CHECKING
 from accumlint import engine
 from accumlint.checks.base import Rule
 from accumlint.findings import Finding
-from accumlint.fixes.base import UNSAFE, Located
-from accumlint.fixes.rules import FIXERS
-from accumlint.notebook import NotebookError, fits, is_notebook, notebook_source, rebuild
+from accumlint.fixes.base import SAFE, UNSAFE, Located
+from accumlint.fixes.rules import FIXERS, REVEALS
+from accumlint.notebook import NotebookError, NotebookSource, fits, is_notebook, notebook_source, rebuild
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 MAX_ROUNDS = 100
 
@@ -55,6 +56,9 @@ class FixResult:
     fixed: bytes
     applied: Counter[str] = field(default_factory=Counter)
     unsafe_pending: int = 0  # fixes available only with --unsafe-fixes
+    #: the fixes a report showed that were left out, each a line that says where and why (they
+    #: failed the test of the fixed file, :func:`judge`, or it made them unsafe)
+    not_applied: list[str] = field(default_factory=list)
     error: str = ""  #: why the fixed bytes were not written (the file changed meanwhile, an OS error)
 
     @property
@@ -84,21 +88,55 @@ def _codes(findings: Iterable[Finding]) -> Counter[str]:
     return Counter(f.code for f in findings)
 
 
-def improves(before: Iterable[Finding], after: Iterable[Finding], code: str) -> bool:
-    """Whether a fix of a ``code`` finding is kept: fewer findings of ``code``, and no code with more."""
+def judge(before: Iterable[Finding], after: Iterable[Finding], code: str,
+          applicability: str = SAFE) -> tuple[str | None, str]:
+    """Whether a fix of a ``code`` finding is kept, as ``(applicability, reason)``: kept as
+    ``applicability`` (declared by its rule) where the fixed file has fewer findings of ``code``
+    and no code with more; kept as unsafe where the codes with more are only those the fix may
+    reveal (:data:`~accumlint.fixes.rules.REVEALS`); else not kept (None). ``reason`` says why,
+    where the fix is not kept as declared."""
     counts_before, counts_after = _codes(before), _codes(after)
-    return counts_after[code] < counts_before[code] and all(counts_after[c] <= counts_before[c] for c in counts_after)
+    if counts_after[engine.PARSE_ERROR_CODE] > counts_before[engine.PARSE_ERROR_CODE]:
+        return None, "the fixed file could not be checked"
+    if counts_after[code] >= counts_before[code]:
+        return None, f"the fixed file would not have fewer {code} findings"
+    more = sorted(c for c in counts_after if counts_after[c] > counts_before[c])
+    if not more:
+        return applicability, ""
+    if set(more) <= REVEALS.get(code, frozenset()):
+        return UNSAFE, f"it reveals {', '.join(more)}, which {code} masked (fix that too)"
+    return None, f"the fixed file would have more {', '.join(more)} findings"
 
 
 def _key(finding: Finding) -> tuple[str, str, int]:
     return finding.code, finding.message, finding.column
 
 
+def _source_text(path: str, data: bytes) -> tuple[str, str, NotebookSource | None] | None:
+    """``(text, encoding, notebook)``: the text the fixes edit, the encoding it is written back
+    with, and a notebook's cells (None for a ``.py`` file), whose code cells' text is the one
+    edited; None where ``data`` cannot be read as such (or a notebook's code is too large to
+    parse: its check says so)."""
+    try:
+        if not is_notebook(path):
+            return (*_decode(data), None)
+        notebook = notebook_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError, NotebookError):
+        return None
+    if len(notebook.text.encode("utf-8")) > MAX_SOURCE_BYTES:
+        return None
+    return notebook.text, "utf-8", notebook
+
+
 def fix_source(
-    path: str, data: bytes, rules: Sequence[Rule], *, unsafe: bool = False, codes: Iterable[str] | None = None
+    path: str, data: bytes, rules: Sequence[Rule], *, unsafe: bool = False, codes: Iterable[str] | None = None,
+    checked: engine.FileResult | None = None,
 ) -> FixResult:
     """Apply the fixes of the findings that ``rules`` report in ``data`` (only ``codes`` if given);
-    where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go."""
+    where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go.
+    ``checked``: the check of ``data`` with ``rules``, where the caller has it. A fix that fails
+    :func:`judge`, or that it turns unsafe without ``unsafe``, is left out and said why in
+    :attr:`FixResult.not_applied`."""
     result = FixResult(path, data, data)
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
     # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives
@@ -107,17 +145,10 @@ def fix_source(
                    and not is_notebook(path))
     if not (fixable or unused_noqa):
         return result
-    notebook = None
-    try:
-        if is_notebook(path):
-            notebook = notebook_source(data)
-            text, encoding = notebook.text, "utf-8"
-            if len(text.encode(encoding)) > MAX_SOURCE_BYTES:  # too large to parse: the check says so
-                return result
-        else:
-            text, encoding = _decode(data)
-    except (SyntaxError, UnicodeDecodeError, NotebookError):
+    read = _source_text(path, data)
+    if read is None:
         return result
+    text, encoding, notebook = read
 
     def accept(new_text: str) -> bool:
         """Whether an edit can be written: a notebook's must go back into its cells."""
@@ -125,7 +156,9 @@ def fix_source(
 
     held_back: set[tuple[str, str, int]] = set()
     skipped: set[tuple[str, str, int]] = set()
-    checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules)
+    refused: dict[tuple[str, str, int], str] = {}  # the fixes that failed the test, and why
+    if checked is None:
+        checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules)
     findings = checked.findings
     for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
@@ -143,7 +176,8 @@ def fix_source(
             if edit is None:
                 skipped.add(_key(finding))
                 continue
-            if UNSAFE in (applicability, edit.applicability) and not unsafe:
+            declared = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE
+            if declared == UNSAFE and not unsafe:
                 held_back.add(_key(finding))
                 continue
             new_text = edit.module.code
@@ -151,8 +185,10 @@ def fix_source(
                 skipped.add(_key(finding))
                 continue
             new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
-            if not improves(findings, new_findings, finding.code):
-                skipped.add(_key(finding))
+            verdict, reason = judge(findings, new_findings, finding.code, declared)
+            if verdict is None or (verdict == UNSAFE and not unsafe):
+                (skipped if verdict is None else held_back).add(_key(finding))
+                refused[_key(finding)] = reason
                 continue
             text, findings = new_text, new_findings
             result.applied[finding.code] += 1
@@ -165,9 +201,21 @@ def fix_source(
             checked = engine.check_source(path, text.encode(encoding), rules)
         text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
     result.unsafe_pending = len(held_back)
+    result.not_applied = [_not_applied(f, refused[_key(f)], _key(f) in held_back, notebook)
+                          for f in findings if _key(f) in refused]
     if result.applied:
         result.fixed = text.encode(encoding) if notebook is None else rebuild(data, notebook, text) or data
     return result
+
+
+def _not_applied(finding: Finding, reason: str, held_back: bool, notebook: NotebookSource | None) -> str:
+    """The line that says why ``--fix`` left the fix of ``finding`` (of the fixed text) out; in a
+    notebook (``notebook``: its cells), placed in its cell as a report places it."""
+    if notebook is not None:
+        cell, line = notebook.locate(finding.line)
+        finding = dataclasses.replace(finding, cell=cell, line=line)
+    what = "held back (applied with `--unsafe-fixes`)" if held_back else "not applied"
+    return f"{finding.where}: {finding.code} fix {what}: {reason}"
 
 
 def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.FileResult, rules: Sequence[Rule],
@@ -186,14 +234,38 @@ def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.Fi
     return new_text
 
 
-def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
-    return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes)
+def _check_one(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+    """The check :func:`fix_source` starts from (its ``checked``): a notebook's is of its code
+    cells' text, where the fixes' findings are placed."""
+    if is_notebook(path):
+        read = _source_text(path, data)
+        if read is None:  # fix_source fixes nothing in it
+            return engine.FileResult(path)
+        data = read[0].encode(read[1])
+    return engine.check_source(path, data, engine.rules_for(codes))
+
+
+def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool,
+             checked: engine.FileResult | None = None) -> FixResult:
+    return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes, checked=checked)
+
+
+def fixing_budget(timeout: float, findings: Iterable[Finding]) -> float:
+    """Seconds the fixes of a file with ``findings`` may take, for a check's ``timeout``: the fix
+    of each finding is verified by a check of the fixed file, and a finding may be tried again
+    once after another fix, so each gets two checks' time (and two more: the file's own check,
+    the unused-``noqa`` pass); never only the time of a single check (the parse timeout)."""
+    fixable = sum(f.code in FIXERS for f in findings)
+    return timeout * (2 * fixable + 2)
 
 
 class _Fixer:
     """Runs :func:`fix_source` in one worker process, bounded in memory as a check's
-    (:func:`accumlint.pool.limit_memory`), replaced when a file takes longer than ``timeout``
-    seconds (LibCST holds the GIL: only ending its process stops it; None: no limit) or kills it."""
+    (:func:`accumlint.pool.limit_memory`), replaced when its work runs past its time (LibCST
+    holds the GIL: only ending its process stops it) or kills it. The file is checked first,
+    within ``timeout`` seconds (a check's limit; None: none); its fixes, each verified by a
+    check of the fixed file, then get :func:`fixing_budget`: verification never counts against
+    the check's own limit."""
 
     def __init__(self, timeout: float | None) -> None:
         self.timeout = timeout
@@ -205,6 +277,29 @@ class _Fixer:
 
         from accumlint import pool
 
+        workers = []
+        stage, budget = "took too long to parse", self.timeout
+        try:
+            checking = self._submit(_check_one, path, data, codes)
+            workers = pool.workers_of(self.pool)  # type: ignore[arg-type]
+            checked = checking.result(timeout=budget)
+            stage = "verifying its fixes took too long"
+            budget = None if self.timeout is None else fixing_budget(self.timeout, checked.findings)
+            return self._submit(_fix_one, path, data, codes, unsafe, checked).result(timeout=budget)
+        except Late:
+            self.close()
+            return FixResult(path, data, data, error=f"{path}: not fixed: {stage} (more than {budget:g} s)")
+        except (BrokenProcessPool, MemoryError) as exc:
+            self.close()
+            if isinstance(exc, MemoryError) or any(pool._ran_out_of_memory(worker) for worker in workers):
+                return FixResult(path, data, data, error=f"{path}: not fixed: too large to fix (it needed more "
+                                 f"than {pool.MEMORY_LIMIT / 2**30:g} GiB of memory)")
+            return FixResult(path, data, data, error=f"{path}: not fixed: the process fixing it died")
+
+    def _submit(self, function: Callable[..., object], *args: object) -> Future:
+        """``function(*args)`` submitted to the worker (started where there is none)."""
+        from accumlint import pool
+
         if self.pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -212,21 +307,7 @@ class _Fixer:
             context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=pool._worker_start,
                                             initargs=pool._initargs(context))
-        workers = []
-        try:
-            future = self.pool.submit(_fix_one, path, data, codes, unsafe)
-            workers = pool.workers_of(self.pool)
-            return future.result(timeout=self.timeout)
-        except Late:
-            self.close()
-            return FixResult(path, data, data, error=f"{path}: not fixed: took too long to parse "
-                             f"(more than {self.timeout:g} s)")
-        except (BrokenProcessPool, MemoryError) as exc:
-            self.close()
-            if isinstance(exc, MemoryError) or any(pool._ran_out_of_memory(worker) for worker in workers):
-                return FixResult(path, data, data, error=f"{path}: not fixed: too large to fix (it needed more "
-                                 f"than {pool.MEMORY_LIMIT / 2**30:g} GiB of memory)")
-            return FixResult(path, data, data, error=f"{path}: not fixed: the process fixing it died")
+        return self.pool.submit(function, *args)
 
     def close(self) -> None:
         from accumlint.pool import workers_of
@@ -306,6 +387,7 @@ def fix_summary(results: Sequence[FixResult], *, diff: bool) -> list[str]:
     fixed = sum(sum(r.applied.values()) for r in results if not r.error)
     pending = sum(r.unsafe_pending for r in results)
     lines = [f"error: {r.error}" for r in results if r.error]
+    lines += [f"note: {line}" for r in results if not r.error for line in r.not_applied]
     if diff:
         lines.append(f"Would fix {fixed} finding{'s' if fixed != 1 else ''}." if fixed else "No fixes to apply.")
     if pending:

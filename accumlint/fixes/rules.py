@@ -10,8 +10,10 @@
   (a ``loss = loss / A`` line goes away entirely).
 * ACC201 (safe): keep ``x.detach()`` instead of ``x``, or ``x.item()`` for a running total
   that is only used as a number afterwards.
-* ACC304 (safe): move the scheduler step right after the optimizer update, under its gate;
-  inside ``accelerator.accumulate()`` (no gate), guard it with ``if <accelerator>.sync_gradients:``.
+* ACC304 (safe; unsafe where it reveals ACC305: :data:`REVEALS`): move the scheduler step
+  right after the optimizer update, under its gate (with the ``if`` that guards it alone, such
+  as ``if scheduler is not None:``); inside ``accelerator.accumulate()`` (no gate), guard it
+  with ``if <accelerator>.sync_gradients:``.
 """
 
 from __future__ import annotations
@@ -46,13 +48,28 @@ def _accumulate_context(located: Located, node: cst.CSTNode) -> cst.With | None:
     return None
 
 
-def _move_under_gate(located: Located, node: cst.CSTNode, exclude: str | None) -> Edit | None:
-    """Move the statement holding ``node`` to right after the update of the nearest gated loop."""
+def _lone_guard(located: Located, statement: cst.BaseStatement, frame: cst.CSTNode) -> cst.BaseStatement:
+    """The ``if`` of ``frame``'s block tree that guards ``statement`` alone (no ``else``), such as
+    ``if scheduler is not None:``, else ``statement``: what moves with it keeps its guard."""
+    block = located.parent(statement)
+    guard = located.parent(block) if block is not None else None
+    if (isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and isinstance(guard, cst.If)
+            and guard.orelse is None and located.parent_frame(guard) is frame):
+        return guard
+    return statement
+
+
+def _move_under_gate(located: Located, node: cst.CSTNode, exclude: str | None,
+                     guarded: bool = False) -> Edit | None:
+    """Move the statement holding ``node`` (``guarded``: with the ``if`` that guards it alone) to
+    right after the update of the nearest gated loop."""
     for frame in located.enclosing_frames(node):
         gate = find_gate(frame, exclude)
         if gate is None:
             continue
         statement = located.owner_in(node, frame)
+        if statement is not None and guarded:
+            statement = _lone_guard(located, statement, frame)
         if statement is None or statement is gate.node:
             return None
         code = located.module.code_for_node(statement).strip()
@@ -93,7 +110,7 @@ def fix_acc304(located: Located) -> Edit | None:
     if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
         return None
     scheduler = dotted(node.func.value)
-    edit = _move_under_gate(located, node, exclude=scheduler)
+    edit = _move_under_gate(located, node, exclude=scheduler, guarded=True)
     if edit is not None:
         return edit
     context = _accumulate_context(located, node)
@@ -243,6 +260,13 @@ def fix_acc201(located: Located) -> Edit | None:
     method = "item" if running_total and not needs_tensor else "detach"
     return Edit(located.rewrite(replace={value: _kept(value, method)}), SAFE)
 
+
+#: code -> the codes whose findings its fix may reveal: ACC305 judges the horizon of a scheduler
+#: stepped once per update only, so while the scheduler steps every microbatch (ACC304) a horizon
+#: counted in microbatches is masked (and, in a sense, consistent: the schedule runs to its end).
+#: A fix after which only these codes have more findings is kept, but as unsafe: applied alone
+#: it leaves the schedule stretched A-fold until the horizon is fixed too.
+REVEALS: dict[str, frozenset[str]] = {"ACC304": frozenset({"ACC305"})}
 
 FIXERS = {
     "ACC001": (SAFE, fix_acc001),

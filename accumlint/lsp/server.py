@@ -7,7 +7,9 @@
 * **Code actions** for a diagnostic: its fix (``quickfix``; preferred when safe, titled
   "(unsafe)" otherwise), and ``# noqa: CODE`` on its line (``# accumlint: noqa: CODE`` where
   the configuration's ``noqa-style`` is ``accumlint``); ``source.fixAll.accumlint`` applies
-  the safe fixes of the document, as ``--fix`` would.
+  the safe fixes of the document, as ``--fix`` would. A check computes the fixes its findings'
+  rules propose; a fix is verified (the fixed text checked again) only when a code action asks
+  for it, with the fixes' own time budget: never the check's ``parse-timeout``, never ``ACC000``.
 * **Hover** over a diagnostic's range: the rule's summary, severity and page link.
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
@@ -72,8 +74,11 @@ class _Checked:
     text: str
     findings: list[Finding]
     codes: frozenset[str]
+    #: the fixes the findings' rules propose (not verified: shown as available)
     fixes: dict[Finding, SuggestedFix] | None = None
     lines: list[str] = field(default_factory=list)
+    #: each proposed fix once verified for a code action: the fix as it passed, or None
+    verdicts: dict[Finding, SuggestedFix | None] = field(default_factory=dict)
     #: the configuration's ``noqa-style``: the form of the "disable for this line" quick fix
     noqa_style: str = NOQA_FORM
 
@@ -193,10 +198,24 @@ class AccumlintServer(LanguageServer):
         pool.end_alone()
         self.checker.shutdown(wait=False, cancel_futures=True)
 
-    def fixes(self, uri: str) -> dict[Finding, SuggestedFix]:
-        """The fixes of the document's last findings (computed by its check)."""
-        checked = self.checked.get(uri)
-        return {} if checked is None or checked.fixes is None else checked.fixes
+    def verified_fixes(self, document: TextDocument, checked: _Checked,
+                       findings: list[Finding]) -> dict[Finding, SuggestedFix]:
+        """The fixes of ``findings`` (of ``checked``) that pass the test ``--fix`` applies
+        (:func:`runner.verify_one`, in a bounded worker with the fixes' own time budget, never the
+        check's), each verified once per check of the document. Blocks: run it on :attr:`checker`."""
+        from accumlint.fixes.apply import fixing_budget
+
+        proposed = {f: checked.fixes[f] for f in findings if checked.fixes and f in checked.fixes
+                    and f not in checked.verdicts}
+        if proposed and not self.closing:
+            path = document.path or os.path.join(os.getcwd(), "untitled.py")
+            settings = self.resolver.settings_for(path)
+            timeout = settings.parse_timeout or None
+            budget = None if timeout is None else fixing_budget(timeout, proposed)
+            kept = runner.verify_one(path, checked.text.encode("utf-8"), checked.codes, proposed, checked.findings,
+                                     str(settings.project_root), timeout=budget)
+            checked.verdicts.update({finding: kept.get(finding) for finding in proposed})
+        return {f: fix for f in findings if (fix := checked.verdicts.get(f)) is not None}
 
     def _document(self, uri: str, checked: _Checked) -> TextDocument:
         """The open document ``uri``, else one holding the text last checked (pygls would read the file)."""
@@ -258,11 +277,15 @@ class AccumlintServer(LanguageServer):
         document = self._document(uri, checked)
         wanted = params.context.only
         actions: list[types.CodeAction] = []
-        fixes = self.fixes(uri)
         if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
-            for finding in checked.findings:
-                if finding.cell or not _overlaps(self._range(document, checked, finding), params.range):
-                    continue
+            meeting = [finding for finding in checked.findings
+                       if not finding.cell and _overlaps(self._range(document, checked, finding), params.range)]
+            try:
+                fixes = await asyncio.get_running_loop().run_in_executor(
+                    self.checker, self.verified_fixes, document, checked, meeting)
+            except RuntimeError:  # the checker was shut down meanwhile
+                fixes = {}
+            for finding in meeting:
                 diagnostic = self._diagnostic(document, checked, finding)
                 fix = fixes.get(finding)
                 if fix is not None:
@@ -324,12 +347,13 @@ class AccumlintServer(LanguageServer):
     def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
         """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
         in a bounded worker as a check is (none past its time or memory limit)."""
-        from accumlint.fixes.apply import _fix_one
+        from accumlint.fixes.apply import _fix_one, fixing_budget
 
         path = document.path or os.path.join(os.getcwd(), "untitled.py")
         timeout = self.resolver.settings_for(path).parse_timeout or None
+        budget = None if timeout is None else fixing_budget(timeout, checked.findings)
         try:
-            result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=timeout)
+            result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=budget)
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return []
         if not result.changed:

@@ -51,7 +51,8 @@ def _code(finding: Finding, color: bool) -> str:
 
 
 def applies(finding: Finding, fixes: Fixes | None, unsafe: bool = False) -> bool:
-    """Whether ``--fix`` (with ``unsafe``: ``--fix --unsafe-fixes``) repairs this finding."""
+    """Whether the finding has a fix that ``--fix`` (with ``unsafe``: ``--fix --unsafe-fixes``)
+    applies: as its rule declares it, or as verified where the run verified ``fixes``."""
     fix = (fixes or {}).get(finding)
     return fix is not None and (fix.safe or unsafe)
 
