@@ -206,6 +206,7 @@ class Interpreter:
         self._globals: dict[int, dict[str, object]] = {}
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
+        self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
 
     # --- data ---------------------------------------------------------------------------------
@@ -396,6 +397,10 @@ class Interpreter:
             value = _named(value, target.value)
             if frame.function is None and isinstance(value, Literal):
                 value = self._bound(target.value, int(value))  # `ACCUM = 4`: a named constant A may rebind
+            elif frame.function is None and isinstance(value, dict):  # `config = {"accum": 4}`: its constants too
+                for key, item in list(value.items()):
+                    if isinstance(item, Literal):
+                        value[key] = self._bound(f"{target.value}[{key!r}]", int(item))
             if target.value in frame.shared:
                 self._module_names(frame.owner)[target.value] = value
             else:
@@ -404,6 +409,8 @@ class Interpreter:
             owner = self.expression(target.value, frame)
             if isinstance(owner, Obj):
                 owner.attrs[target.attr.value] = _named(value, f"{owner.label}.{target.attr.value}")
+            elif isinstance(owner, Unknown) and owner.origin is Origin.RUN and owner.label:
+                self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
                 self._record("zero_grad", None, None, target, frame)
         elif kind in (cst.Tuple, cst.List):
@@ -476,10 +483,11 @@ class Interpreter:
             return self._draws(iterable)
         data = isinstance(iterable, Unknown) or \
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
-        if data and self._reaches_event(node.body, frame):
+        if data and self.syntax.reaches_backward(node.body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
             return self._draws(_Loader(self, f"an item of {label}"))
-        if data and self.syntax.resets(node.body):  # `for p in model.parameters(): p.grad = None`
+        if data and self._has_event(node.body, frame):
+            # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`: once, for each
             return iter([Unknown(_code(node.target), Origin.RUN)])
         return None
 
@@ -815,14 +823,36 @@ class Interpreter:
             return Unknown(f"{label_text(owner)}.grad", Origin.DATA)
         if isinstance(owner, Unknown):
             label = f"{owner.label}.{name}" if owner.label else name
+            if label in self._stored:
+                return self._stored[label]
             if owner.origin is Origin.RUN:
                 return self._bound(label, None)
             return Unknown(label, owner.origin)
+        if isinstance(owner, ProjectClass):
+            return self._class_attribute(owner, name)
         if isinstance(owner, dict):
             return Unknown(name)
         if isinstance(owner, LabeledInt):
             return Unknown(f"{owner.label}.{name}")
         return Unknown(name)
+
+    def _class_attribute(self, owner: ProjectClass, name: str) -> object:
+        """``Settings.accum``: a class-level constant (rebindable to A) or a function of the class."""
+        found = owner.owner.method(owner.class_def, name)
+        if found is not None:
+            return Function(found[0], found[1], found[2])
+        label = f"{owner.class_def.name.value}.{name}"
+        for statement in owner.class_def.body.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+            target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                else small.target if isinstance(small, cst.AnnAssign) else None
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+            if isinstance(target, cst.Name) and target.value == name:
+                if isinstance(value, cst.Integer):
+                    return self._bound(label, int(value.evaluated_value))
+                if value is not None:
+                    return self.expression(value, _Frame(owner.owner, {}))
+        return self._bound(label, None)
 
     def _subscript(self, node: cst.Subscript, frame: _Frame) -> object:
         base = self.expression(node.value, frame)
@@ -892,7 +922,14 @@ class Interpreter:
                 return self._call_function(Function(found[0], found[1], found[2]), args, kwargs, node, frame.owner)
             return Unknown(_code(node))
         elif isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and receiver.label \
-                and _is_imported(receiver.label, frame.owner):
+                and (_is_imported(receiver.label, frame.owner) or _is_imported(dotted(func) or "", frame.owner)):
+            local = dotted(func)
+            imported = frame.owner.imported(local) if local else None  # `import utils as u; u.helper()`
+            if imported is not None:
+                found_owner, definition = imported
+                callee = ProjectClass(definition, found_owner) if isinstance(definition, cst.ClassDef) \
+                    else Function(definition, found_owner)
+                return self._call_value(callee, args, kwargs, node, frame)
             # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
             return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
         return self._method(receiver, method, args, kwargs, node, frame)
@@ -956,6 +993,8 @@ class Interpreter:
             role = constructor_role(label, "." in label)
             if role is not None and role is not Role.OTHER:
                 return Obj(role, "construction", _code(node))
+        if segment in ("SimpleNamespace", "Namespace") and not args:  # `types.SimpleNamespace(count=0)`
+            return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
         if segment in CLIP_FUNCTIONS:
             self._record(segment, None, args[0] if args else None, node, frame, clip=True)
             return Unknown("the gradient norm", Origin.DATA)
@@ -1210,6 +1249,10 @@ class SyntaxFacts:
     def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("event", node, lambda: reaches_event(node, owner))  # type: ignore[return-value]
 
+    def reaches_backward(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        return self._get("backward", node,  # type: ignore[return-value]
+                         lambda: reaches_event(node, owner, names=BACKWARD_NAMES))
+
     def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("update", node, lambda: has_update(node, owner))  # type: ignore[return-value]
 
@@ -1463,27 +1506,34 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield child
 
 
-def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None) -> bool:
-    """Whether ``node`` calls a backward or an optimizer-like ``step``, directly or through the
-    module's functions and methods (a few levels)."""
+#: the calls that make a backward (a loop holding one iterates microbatches)
+BACKWARD_NAMES = frozenset({"backward", "manual_backward", "update_params"})
+#: the calls that make a training event of the group: a backward or an update
+EVENT_NAMES = BACKWARD_NAMES | {"step"}
+
+
+def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None,
+                  names: frozenset[str] = EVENT_NAMES) -> bool:
+    """Whether ``node`` calls one of ``names`` (a backward or an optimizer-like ``step``),
+    directly or through the project's functions and methods (a few levels)."""
     seen = set() if seen is None else seen
     for call in _calls(node):
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if name in ("backward", "manual_backward", "update_params", "step"):
+        if name in names:
             return True
         if depth < 3:
-            for candidate in _same_module_targets(name, owner):
+            for candidate, candidate_owner in _callees(func, name, owner):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
-                    if reaches_event(candidate.body, owner, depth + 1, seen):
+                    if reaches_event(candidate.body, candidate_owner, depth + 1, seen, names):
                         return True
     return False
 
 
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
-    scheduler, directly or through the module's functions."""
+    scheduler, directly or through the project's functions."""
     for call in _calls(node):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("step", "update_params"):
@@ -1492,20 +1542,37 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
                 return True
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if depth < 2:
-            for candidate in _same_module_targets(name, owner):
-                if has_update(candidate.body, owner, depth + 1):
+            for candidate, candidate_owner in _callees(func, name, owner):
+                if has_update(candidate.body, candidate_owner, depth + 1):
                     return True
     return False
 
 
-def _same_module_targets(name: str, owner: ModuleFunctions) -> list[cst.FunctionDef]:
+def _callees(func: cst.BaseExpression, name: str,
+             owner: ModuleFunctions) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+    """The project functions a call of ``func`` (last segment ``name``) may reach, by name: the
+    module's methods and functions of that name, or what the import of its dotted name finds."""
     if not name:
         return []
-    found = [f for (_, method), f in owner.methods.items() if method == name]
+    found = [(f, owner) for (_, method), f in owner.methods.items() if method == name]
     if name in owner.functions:
-        found.append(owner.functions[name])
+        found.append((owner.functions[name], owner))
     elif owner.project is not None:
-        imported = owner.imported(name)  # a helper of another project module
+        imported = owner.imported(dotted(func) or name)  # `helper(...)`, `utils.helper(...)`, `u.helper(...)`
         if imported is not None and isinstance(imported[1], cst.FunctionDef):
-            found.append(imported[1])
+            found.append((imported[1], imported[0]))
+        elif isinstance(func, cst.Attribute) and not found:
+            found.extend(_imported_methods(owner, name))  # `trainer.fit()`, `Trainer` imported from the project
+    return found
+
+
+def _imported_methods(owner: ModuleFunctions, name: str) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+    """The methods called ``name`` of the classes this module imports from the project."""
+    found = []
+    for local in list(owner.imports.names)[:32]:
+        imported = owner.imported(local)
+        if imported is not None and isinstance(imported[1], cst.ClassDef):
+            method = imported[0].method(imported[1], name)
+            if method is not None:
+                found.append((method[0], method[1]))
     return found
