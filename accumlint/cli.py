@@ -830,16 +830,16 @@ def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, un
     return fixed, data
 
 
+def _text_or_json(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--output-format text|json`` of the commands that print one document."""
+    return click.option("--output-format", type=click.Choice(("text", "json")), default="text",
+                        show_default=True, help=help_text)
+
+
 @main.command(short_help="Print a rule's catalogue page, or list all rules.")
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule: code, name, severity, default.")
-@click.option(
-    "--output-format",
-    type=click.Choice(("text", "json")),
-    default="text",
-    show_default=True,
-    help="text: the rule page (a table with --all); json: the rule's metadata and page.",
-)
+@_text_or_json("text: the rule page (a table with --all); json: the rule's metadata and page.")
 def rule(code: str | None, show_all: bool, output_format: str) -> None:
     """Print the catalogue page of rule CODE (e.g. ACC001), or list all rules."""
     if show_all:
@@ -879,13 +879,7 @@ def rule(code: str | None, show_all: bool, output_format: str) -> None:
 
 @main.command(short_help="Show what the simulator makes of a file's training loops.")
 @click.argument("target", metavar="FILE[:LINE]")
-@click.option(
-    "--output-format",
-    type=click.Choice(("text", "json")),
-    default="text",
-    show_default=True,
-    help="text: one block per loop; json: the same as data.",
-)
+@_text_or_json("text: one block per loop; json: the same as data.")
 def explain(target: str, output_format: str) -> None:
     """Simulate the training loops of FILE (the one holding LINE when given) with A = 1, 2 and 4,
     and print per run the events microbatch by microbatch, the roles and where A comes from,

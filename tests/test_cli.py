@@ -515,7 +515,7 @@ def test_the_command_list_gives_each_command_a_whole_sentence() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     commands = result.output.split("Commands:\n", 1)[1].splitlines()
-    assert [line.split()[0] for line in commands] == ["check", "clean", "rule", "server"]
+    assert [line.split()[0] for line in commands] == ["check", "clean", "explain", "rule", "server"]
     for line in commands:
         assert line.rstrip().endswith(".") and not line.rstrip().endswith("..."), line
 

@@ -19,6 +19,7 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
 from tests.shared_data import require_shared  # noqa: E402
+from tests.test_fixes import UNVERIFIED_FIX  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = """\
@@ -206,16 +207,7 @@ def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
 
 
 #: ACC006 on a counter of updates: its rule proposes a fix, which fails verification (the test stays)
-UNVERIFIED = """\
-from transformers import Trainer
-
-class ClipTrainer(Trainer):
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        loss = super().training_step(model, inputs, num_items_in_batch)
-        if (self.state.global_step + 1) % self.args.gradient_accumulation_steps == 0:
-            self.log_grad_norms(model)
-        return loss
-"""
+UNVERIFIED = UNVERIFIED_FIX.decode()  # ACC006 on a counter of updates: a proposed fix that fails verification
 
 
 def test_a_code_action_offers_a_fix_only_once_verified(tmp_path: Path) -> None:

@@ -75,6 +75,10 @@ _BUILTIN_NAMES = frozenset({"print", "isinstance", "hasattr", "getattr", "setatt
                             "str", "repr", "round", "type", "super", "dict", "set", "open", "map", "filter"})
 
 
+#: the compound statements and the method that runs each
+_COMPOUND = {cst.If: "_if", cst.For: "_for", cst.While: "_while", cst.With: "_with", cst.Try: "_try"}
+
+
 class NeedChoice(Exception):
     """The run reached a run-level condition it has no value for: ``key`` (the condition's code)."""
 
@@ -321,19 +325,12 @@ class Interpreter:
         if self.syntax.statements > MAX_ENTRY_STATEMENTS:
             raise BudgetExceeded(f"the statement budget of an entry point ({MAX_ENTRY_STATEMENTS}) ran out")
         kind = type(node)
-        if kind is cst.SimpleStatementLine:
+        compound = _COMPOUND.get(kind)
+        if compound is not None:
+            getattr(self, compound)(node, frame)
+        elif kind is cst.SimpleStatementLine:
             for small in node.body:
                 self.small_statement(small, frame)
-        elif kind is cst.If:
-            self._if(node, frame)
-        elif kind is cst.For:
-            self._for(node, frame)
-        elif kind is cst.While:
-            self._while(node, frame)
-        elif kind is cst.With:
-            self._with(node, frame)
-        elif kind is cst.Try:
-            self._try(node, frame)
         elif kind is cst.FunctionDef:
             frame.names[node.name.value] = Function(node, frame.owner, None, None,
                                                     frame.names if frame.function is not None else None)
