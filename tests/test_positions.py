@@ -101,14 +101,14 @@ TRICKY = (
 def test_statement_anchored_ranges_equal_the_provider_where_taken(newline: str) -> None:
     """Every node that the fast path places (it declines by returning None) is placed exactly
     where PositionProvider puts it; calls and statements, what rules report, are all placed."""
-    from accumlint.positions import _from_statements
+    from accumlint.positions import Shared, _from_statements
 
     text = TRICKY.replace("\n", newline)
     module = cst.parse_module(text)
     full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     placed = 0
     for node in all_nodes(module):
-        ours = _from_statements(module, [node], text)
+        ours = _from_statements(module, [node], Shared(text))
         if ours is not None:
             assert ours[node] == full[node], module.code_for_node(node)
             placed += 1
@@ -122,7 +122,7 @@ def test_hit_nodes_of_the_catalogue_are_placed_without_generating_the_module() -
     hold the hits (never the whole-module fallback) and equal PositionProvider's."""
     from accumlint.engine import ALL_RULES_INSTANCES
     from accumlint.model import build_model
-    from accumlint.positions import _from_statements
+    from accumlint.positions import Shared, _from_statements
 
     checked = 0
     for path in sorted(REPO.glob("rules/ACC*/bad_*.py")):
@@ -132,7 +132,7 @@ def test_hit_nodes_of_the_catalogue_are_placed_without_generating_the_module() -
         nodes = [hit.node for rule in ALL_RULES_INSTANCES for hit in rule.check(model)]
         if not nodes:
             continue
-        ours = _from_statements(module, nodes, text)
+        ours = _from_statements(module, nodes, Shared(text))
         assert ours is not None, path.name
         full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         assert [ours[node] for node in nodes] == [full[node] for node in nodes], path.name
@@ -141,12 +141,12 @@ def test_hit_nodes_of_the_catalogue_are_placed_without_generating_the_module() -
 
 
 def test_syntax_the_interpreter_does_not_know_falls_back_to_generating_the_module() -> None:
-    from accumlint.positions import _from_statements
+    from accumlint.positions import Shared, _from_statements
 
     text = "type Alias = list[int]\nloss.backward()\n"  # PEP 695: LibCST parses it, Python 3.11 does not
     module = cst.parse_module(text)
     call = module.body[1].body[0].value  # type: ignore[attr-defined]
     full = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     if sys.version_info < (3, 12):
-        assert _from_statements(module, [call], text) is None
+        assert _from_statements(module, [call], Shared(text)) is None
     assert node_positions(module, [call], text)[call] == full[call]

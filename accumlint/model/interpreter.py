@@ -30,7 +30,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import children, dotted, last_segment
@@ -60,12 +62,9 @@ MAX_DEPTH = 12
 MAX_ITERATIONS = 2_000
 
 #: method names that make events, whatever the receiver (its role is settled after the run)
-EVENT_METHODS = frozenset({
-    "backward", "manual_backward", "zero_grad", "step", "update", "scale", "unscale_",
-    "clip_grad_norm_", "clip_grad_value_", "update_params", "zero_",
-})
+EVENT_METHODS = frozenset({"zero_grad", "step", "update", "scale", "unscale_", "zero_"}) | BACKWARD_CALLS | CLIP_CALLS
 #: functions (last segment) that clip gradients
-CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
+CLIP_FUNCTIONS = CLIP_CALLS
 #: wrappers whose iteration is their argument's (``tqdm(loader)``)
 TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track", "progress_bar"})
 #: roles that run a forward when called
@@ -1503,8 +1502,10 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
             yield child
 
 
+#: methods that update the parameters: an optimizer's step, mmengine's update_params
+_UPDATE_METHODS = frozenset({"step", fw.mmengine.BACKWARD.method})
 #: the calls that make a backward (a loop holding one iterates microbatches)
-BACKWARD_NAMES = frozenset({"backward", "manual_backward", "update_params"})
+BACKWARD_NAMES = BACKWARD_CALLS
 #: the calls that make a training event of the group: a backward or an update
 EVENT_NAMES = BACKWARD_NAMES | {"step"}
 
@@ -1533,7 +1534,7 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
     scheduler, directly or through the project's functions."""
     for call in _calls(node):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("step", "update_params"):
+        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS:
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
     BudgetExceeded,
     Infeasible,
@@ -323,7 +324,7 @@ def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
     if event.clip:
         return EventKind.CLIP
     role = fact.role if fact is not None else None
-    if event.method in ("backward", "manual_backward", "update_params"):
+    if event.method in BACKWARD_CALLS:
         return EventKind.BACKWARD
     if event.method == "zero_grad":
         return EventKind.RESET
