@@ -530,3 +530,35 @@ def test_trace_verdicts_on_the_shared_samples_flag_no_correct_twin():
         pytest.skip("../shared is not here")
     flagged = {path.name: codes for path in files if (codes := _trace_codes(path.read_text(), str(path)))}
     assert flagged == {}
+
+
+def test_a_config_check_that_raises_is_no_run_and_a_loop_without_a_backward_is_undecided():
+    result = only("""
+        def train(model, loader, optimizer, args):
+            if args.optimizer == "adam":
+                pass
+            elif args.optimizer == "sgd":
+                pass
+            else:
+                raise ValueError(args.optimizer)
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+                if (i + 1) % args.accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    # the path that raises before training (neither optimizer named) is dropped, not a run
+    assert all(any(value for _, value in t.choices) for t in result.traces)
+    assert {t.choices for t in result.traces} == {
+        (('args.optimizer == "adam"', True),),
+        (('args.optimizer == "adam"', False), ('args.optimizer == "sgd"', True)),
+    }
+    assert result.decided
+    silent = only("""
+        def train(engine, loader):
+            for batch in loader:
+                engine.train_batch(batch)
+                engine.step()
+    """)
+    assert not silent.decided
+    assert any("no run reached a backward" in reason for reason in silent.reasons())

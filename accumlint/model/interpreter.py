@@ -279,6 +279,8 @@ class Interpreter:
             pass
         except _Raised as raised:
             if raised.name != "StopIteration":
+                if self.drawn == 0:  # `else: raise ValueError(...)` of a config check: no run takes that path
+                    raise Infeasible(f"an uncaught {raised.name} before the first microbatch") from None
                 self.notes.append(f"the run ended in an uncaught {raised.name}")
         except (_Break, _Continue, _Return):
             pass

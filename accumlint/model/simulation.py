@@ -45,8 +45,11 @@ from accumlint.vocabulary import EventKind
 
 #: A values the configurations bind the accumulation symbol(s) to
 ACCUMULATION_VALUES = (1, 2, 4)
-#: runs (run-level choices) one configuration may take before it is undecided
+#: finished runs (combinations of run-level choices) one configuration may take before it is undecided
 MAX_RUNS = 16
+#: restarts for a new run-level choice one configuration may take (the entry's statement budget
+#: bounds their work too): a script tests many flags before its loop, most of them once
+MAX_RESTARTS = 128
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter)
@@ -218,6 +221,8 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint) -> tu
     else:
         result.undecided.append("the accumulation symbol could not be settled")
     result.symbols = tuple(sorted(symbols))
+    if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
+        result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's reach)")
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough
         result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
@@ -232,11 +237,11 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
     reached: set[cst.FunctionDef] = set()
     for configuration in configs:
         pending: list[dict[str, bool]] = [{}]
-        runs = 0
+        runs = restarts = 0
         while pending:
             choices = pending.pop(0)
-            runs += 1
-            if runs > MAX_RUNS:
+            restarts += 1
+            if runs >= MAX_RUNS or restarts > MAX_RESTARTS:
                 traces.append((Trace(configuration, undecided=[
                     f"more than {MAX_RUNS} combinations of run-level choices"]), [], {}))
                 break
@@ -256,6 +261,7 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
             if run.literal_gates:
                 literal = run.literal_gates[0]
             reached |= run.reached
+            runs += 1
             traces.append(_trace(run, configuration, choices))
     return traces, literal, reached
 
