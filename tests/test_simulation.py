@@ -562,3 +562,19 @@ def test_a_config_check_that_raises_is_no_run_and_a_loop_without_a_backward_is_u
     """)
     assert not silent.decided
     assert any("no run reached a backward" in reason for reason in silent.reasons())
+
+
+def test_slices_of_a_drawn_batch_are_parts_of_one_microbatch():
+    result = only("""
+        def train(model, opt, data, iters, micro):
+            for step in range(iters):
+                batch = next(data)
+                opt.zero_grad()
+                for i in range(0, len(batch), micro):
+                    model(batch[i:i + micro]).backward()
+                opt.step()
+    """)
+    trace = run(result, 1, 3)
+    # one update per drawn microbatch; `next` on the spent iterator ends the run after one epoch
+    assert updates(trace) == [(0, 0), (0, 1), (0, 2)]
+    assert trace.timeline().startswith("zero F B F B ‖ step zero ; F B F B ‖ step zero")

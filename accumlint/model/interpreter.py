@@ -1000,6 +1000,9 @@ class Interpreter:
             numbers = [a for a in args if isinstance(a, int)]
             if len(numbers) == len(args) and args:
                 return range(*numbers)
+            if any(is_data(a) for a in args):
+                # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
+                return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
             return _Iteration(self, "range", None)
         if label == "len" and args:
             if isinstance(args[0], (list, tuple, dict, str)):
