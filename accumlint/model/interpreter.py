@@ -436,14 +436,11 @@ class Interpreter:
     def _if(self, node: cst.If, frame: _Frame) -> None:
         branch = self.decide(node.test, frame, node)
         if branch:
-            self._under_block(node.body, frame)
+            self.block(node.body, frame)
         elif isinstance(node.orelse, cst.If):
             self._if(node.orelse, frame)
         elif isinstance(node.orelse, cst.Else):
-            self._under_block(node.orelse.body, frame)
-
-    def _under_block(self, body: cst.BaseSuite, frame: _Frame) -> None:
-        self.block(body, frame)
+            self.block(node.orelse.body, frame)
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)

@@ -127,15 +127,6 @@ class BoundMethod:
     label: str
 
 
-def label_of(value: object) -> str | None:
-    """The code's own name for a value, if it has one."""
-    if isinstance(value, (Unknown, LabeledInt)):
-        return value.label
-    if isinstance(value, Obj):
-        return value.label
-    return None
-
-
 def varies(value: object) -> bool:
     """Whether a value changes during the run: a counter's number (a plain integer the run
     computed, not a literal or a named constant) or an unknown computed from one."""
