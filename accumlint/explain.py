@@ -99,7 +99,7 @@ def render_text(path: str, results: list[Simulation]) -> str:
         for fact in result.roles:
             out.append(f"  role: `{fact.label}` is {_article(fact.role.value)} ({fact.evidence})")
         for trace in result.traces:
-            choices = ", ".join(f"{key} = {value}" for key, value in trace.choices)
+            choices = _choices(trace.choices)
             out.append(f"  {trace.configuration.describe()}" + (f"   [{choices}]" if choices else ""))
             out.append(f"    {_shortened(trace.timeline()) or '(no event)'}")
             updates = ", ".join(f"e{e}:m{m}" for e, m in trace.updates_at())
@@ -145,7 +145,7 @@ def render_markdown(result: Simulation) -> str:
     lines += [f"- `{f.label}`: {f.role.value} ({f.evidence})" for f in result.roles]
     shown = [t for t in result.traces if t.configuration.accumulation == 2 and t.configuration.replicas == 1]
     for trace in shown or result.traces[:2]:
-        choices = ", ".join(f"{k} = {v}" for k, v in trace.choices)
+        choices = _choices(trace.choices)
         lines += ["", f"{trace.configuration.describe()}" + (f" [{choices}]" if choices else ""), "",
                   f"    {_shortened(trace.timeline()) or '(no event)'}"]
     lines += [f"\nundecided: {reason}" for reason in result.reasons()]
@@ -174,3 +174,15 @@ def _shortened(timeline: str) -> str:
 
 def _article(word: str) -> str:
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+
+
+def _choices(choices: tuple[tuple[str, bool], ...]) -> str:
+    """The conditions a run took as true, then how many it took as false (most are flags off)."""
+    true = [key for key, value in choices if value]
+    false = len(choices) - len(true)
+    shown = [f"{key} = True" for key in true]
+    if false and true:
+        shown.append(f"{false} other{'s' if false > 1 else ''} False")
+    elif false:
+        shown.append(", ".join(f"{key} = False" for key, _ in choices) if false <= 2 else f"{false} conditions False")
+    return ", ".join(shown)

@@ -578,3 +578,120 @@ def test_slices_of_a_drawn_batch_are_parts_of_one_microbatch():
     # one update per drawn microbatch; `next` on the spent iterator ends the run after one epoch
     assert updates(trace) == [(0, 0), (0, 1), (0, 2)]
     assert trace.timeline().startswith("zero F B F B ‖ step zero ; F B F B ‖ step zero")
+
+
+# --- real scripts' shapes (field probe, stop 39), in our own words -----------------------------
+
+def test_many_set_up_flags_before_the_loop_still_decide_the_entry():
+    flags = "\n".join(f"        if args.flag{i}:\n            mode{i} = {i}" for i in range(14))
+    result = only(f"""
+    def main(args, model, optimizer, loader):
+        settings = []
+{flags}
+        for step, batch in enumerate(loader):
+            loss = model(batch) / args.accum
+            loss.backward()
+            if (step + 1) % args.accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert result.symbols == ("args.accum",)
+    runs = [t for t in result.traces if t.configuration == Configuration(2, 4)]
+    assert len(runs) == 16  # the limit: each combination is a configuration of its own
+    assert all(updates(t) == [(0, 1), (0, 3), (1, 1), (1, 3)] for t in runs)
+    assert any("others are not simulated" in note for note in runs[0].notes)
+
+
+def test_a_counter_that_starts_at_a_literal_is_no_run_level_choice():
+    result = only("""
+    def main(args, model, optimizer, loader):
+        updates_done = 0
+        seen = 0
+        for batch in loader:
+            seen += 1
+            if updates_done > args.max_updates:
+                break
+            (model(batch) / args.accum).backward()
+            if seen % args.accum != 0:
+                continue
+            optimizer.step()
+            optimizer.zero_grad()
+            updates_done += 1
+    """)
+    assert result.decided, result.reasons()
+    assert all(not t.choices for t in result.traces)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_a_computed_accumulation_count_is_bound_by_its_own_name():
+    result = only("""
+    def fit(cfg, model, optimizer, loader):
+        nominal = 64
+        bs = cfg.batch_size
+        accumulate = max(round(nominal / bs), 1)
+        last_update = -1
+        per_epoch = len(loader)
+        for epoch in range(cfg.epochs):
+            for i, batch in enumerate(loader):
+                k = i + per_epoch * epoch
+                if k < 10:
+                    accumulate = max(1, round(k / 3))
+                model(batch).sum().backward()
+                if k - last_update >= accumulate:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    last_update = k
+    """)
+    assert result.symbols == ("accumulate",)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_epoch_loop_around_a_training_function_draws_through_it():
+    result = simulated("""
+    def one_epoch(model, batches, optimizer, args):
+        steps = args.accum_steps
+        last = len(batches) - 1
+        for i, batch in enumerate(batches):
+            flush = i == last or (i + 1) % steps == 0
+            model(batch).backward()
+            if not flush:
+                continue
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def main():
+        args = get_args()
+        batches_train = build_batches(args)
+        model, optimizer = build(args)
+        for epoch in range(args.epochs):
+            one_epoch(model, batches_train, optimizer, args)
+            if (epoch + 1) % args.eval_every != 0:
+                scheduler.step()
+                continue
+            evaluate(model)
+            scheduler.step()
+
+    main()
+    """)[0]
+    assert result.symbols == ("args.accum_steps",)  # not the evaluation interval
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)]
+
+
+def test_a_reset_guarded_by_the_gradient_existing_is_a_reset():
+    result = only("""
+    def train(model, optimizer, loader, accum):
+        for step, batch in enumerate(loader):
+            model(batch).backward()
+            if (step + 1) % accum == 0:
+                optimizer.step()
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.zero_()
+    """)
+    assert result.decided, result.reasons()
+    trace = run(result, 2, 4)
+    assert [e.kind for e in trace.events if e.kind in (EventKind.UPDATE, EventKind.RESET)] == [
+        EventKind.UPDATE, EventKind.RESET] * 2 * 2

@@ -9,8 +9,9 @@ is bound to it, the epoch's microbatches, the epochs. Anything else is an
 :class:`~accumlint.model.values.Unknown` that remembers its source, and a condition on one is
 judged by how it varies (:meth:`Interpreter.decide`):
 
-- a **run-level** unknown (``args.fp16``) is a choice fixed for the whole run: the run stops
-  with :class:`NeedChoice` and the caller runs it once per value;
+- a **run-level** unknown (``args.fp16``) is a choice fixed for the whole run: a run without a
+  value for it takes ``False`` and lists the condition in ``defaulted``, and the caller runs the
+  other value as a run of its own;
 - a **periodic** condition (a counter against an unknown, ``step % args.accum == 0``) that gates
   an optimizer update names the accumulation symbol: the run stops with :class:`NeedBinding`
   and the caller binds it to A; one that gates nothing of the group takes its quiet branch;
@@ -76,14 +77,6 @@ _BUILTIN_NAMES = frozenset({"print", "isinstance", "hasattr", "getattr", "setatt
 
 #: the compound statements and the method that runs each
 _COMPOUND = {cst.If: "_if", cst.For: "_for", cst.While: "_while", cst.With: "_with", cst.Try: "_try"}
-
-
-class NeedChoice(Exception):
-    """The run reached a run-level condition it has no value for: ``key`` (the condition's code)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
 
 
 class NeedBinding(Exception):
@@ -184,8 +177,9 @@ class _Loader:
 
 class Interpreter:
     """One run of one entry point under ``configuration``: ``bindings`` (label → A) name the
-    accumulation symbol(s), ``choices`` (condition code → value) the run-level choices taken.
-    After :meth:`run_function` or :meth:`run_module`, ``events`` holds the raw events, ``notes``
+    accumulation symbol(s), ``choices`` (condition code → value) the run-level choices given;
+    one the run meets without a value takes ``False`` and is listed in ``defaulted``, in the
+    order met. After :meth:`run_function` or :meth:`run_module`, ``events`` holds the raw events, ``notes``
     what the run assumed, ``undecided`` what leaves it incomplete."""
 
     def __init__(self, module: ModuleFunctions, configuration: Configuration,
@@ -194,7 +188,8 @@ class Interpreter:
         self.syntax = syntax or SyntaxFacts(module)
         self.configuration = configuration
         self.bindings = bindings
-        self.choices = choices
+        self.choices = dict(choices)
+        self.defaulted: list[str] = []
         self.events: list[RawEvent] = []
         self.notes: list[str] = []
         self.undecided: list[str] = []
@@ -391,8 +386,13 @@ class Interpreter:
 
     def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
         kind = type(target)
+        if isinstance(value, Literal) and kind in (cst.Name, cst.Attribute) and (
+                target.value if kind is cst.Name else target.attr.value) in self.syntax.counters(frame.owner):
+            value = int(value)  # `update_step = 0` of a loop that counts it up: a counter's start
         if kind is cst.Name:
             value = _named(value, target.value)
+            if target.value in self.bindings and isinstance(value, Unknown) and value.origin is Origin.RUN:
+                value = LabeledInt(self.bindings[target.value], target.value, bound=True)
             if frame.function is None and isinstance(value, Literal):
                 value = self._bound(target.value, int(value))  # `ACCUM = 4`: a named constant A may rebind
             elif frame.function is None and isinstance(value, dict):  # `config = {"accum": 4}`: its constants too
@@ -406,7 +406,11 @@ class Interpreter:
         elif kind is cst.Attribute:
             owner = self.expression(target.value, frame)
             if isinstance(owner, Obj):
-                owner.attrs[target.attr.value] = _named(value, f"{owner.label}.{target.attr.value}")
+                label = f"{owner.label}.{target.attr.value}"
+                value = _named(value, label)
+                if label in self.bindings and isinstance(value, Unknown) and value.origin is Origin.RUN:
+                    value = LabeledInt(self.bindings[label], label, bound=True)
+                owner.attrs[target.attr.value] = value
             elif isinstance(owner, Unknown) and owner.origin is Origin.RUN and owner.label:
                 self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
@@ -471,6 +475,7 @@ class Interpreter:
             if not iterable.concrete() and not self._reaches_event(node.body, frame):
                 return None
             iterable.body = node.body
+            iterable.owner = frame.owner
             return iterable.items()
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
@@ -486,6 +491,13 @@ class Interpreter:
             return iter([Unknown(_code(node.target), Origin.RUN)])
         return None
 
+    def _trains_on(self, node: cst.Call, frame: _Frame) -> bool:
+        """Whether ``len(x)``'s ``x`` is what a training loop of the same function iterates (its
+        length is the epoch's microbatches, whatever it is called)."""
+        name = dotted(node.args[0].value) if node.args else None
+        scope = frame.function if isinstance(frame.function, cst.FunctionDef) else frame.owner._module
+        return name is not None and name in self.syntax.trained_on(scope, frame.owner)
+
     def _draws(self, loader: _Loader) -> Iterator[object]:
         while True:
             try:
@@ -498,7 +510,7 @@ class Interpreter:
         if isinstance(test, Unknown) and not self._reaches_event(node.body, frame):
             self._havoc(node, frame)
             return
-        counting = self.unbounded(node.body)
+        counting = self.unbounded(node.body, frame.owner)
         while True:
             if isinstance(test, Unknown):
                 try:
@@ -527,11 +539,11 @@ class Interpreter:
         if count > MAX_ITERATIONS:
             raise BudgetExceeded(f"the loop `{_code(node)[:40]}` ran past {MAX_ITERATIONS} iterations")
 
-    def unbounded(self, body: cst.CSTNode) -> Iterator[int]:
+    def unbounded(self, body: cst.CSTNode, owner: ModuleFunctions) -> Iterator[int]:
         """Iterations of a loop whose count the code does not fix (``while step < max_steps``,
         ``range(args.epochs)``): until the run's data is drawn. An iteration that draws no data
         is one microbatch (``while True: x = make_batch()``)."""
-        draws = self.syntax.draws_data(body)
+        draws = self.syntax.draws_data(body, owner)
         index = 0
         drawn = self.drawn
         while not self.exhausted:
@@ -608,16 +620,21 @@ class Interpreter:
             gating = statement is not None and (self._gates_update(statement, frame) if value.modulo
                                                 else self._update_in_branch(statement, frame))
             if gating and gate:
-                raise NeedBinding(gate)
-            if statement is not None and self._has_event(statement, frame):
+                raise NeedBinding(self._nearest(test, frame, gate))
+            if statement is not None and self._decides_group(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
+            elif statement is not None and self._has_event(statement, frame):
+                self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
+                          "what it decides is no backward, update or reset)")
             return False  # logging, evaluation, checkpoints: their quiet branch
         key = _code(test)
         if key in self.choices:
             return self.choices[key]
         if statement is not None and not self.syntax.matters(statement, frame.owner):
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
-        raise NeedChoice(key)
+        self.choices[key] = False
+        self.defaulted.append(key)
+        return False
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
@@ -661,10 +678,24 @@ class Interpreter:
                 continue
         return leaves
 
+    def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
+        """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
+        ``accumulate``, not the batch size it was computed from), else all of them."""
+        read = frozenset(label_text(value) for _, value in self._leaves(test, frame)
+                         if isinstance(value, (Unknown, LabeledInt))) & gate
+        return read or gate
+
     def _gates_update(self, statement: cst.If, frame: _Frame) -> bool:
         """Whether the ``if`` decides an optimizer update: one runs in a branch, or a branch
         leaves the iteration before the update that follows."""
-        return self.syntax.has_update(statement, frame.owner) or _leaves_iteration(statement.body)
+        return self.syntax.has_update(statement, frame.owner) or (
+            _leaves_iteration(statement.body) and self.syntax.update_follows(statement, frame.owner))
+
+    def _decides_group(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether ``node`` performs an event of the group's structure: a backward, an optimizer
+        update or a gradient reset (not a scheduler step, an evaluation forward, a log)."""
+        return self.syntax.reaches_backward(node, frame.owner) or self.syntax.has_update(node, frame.owner) \
+            or self.syntax.resets(node)
 
     def _has_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether ``node`` performs a training event, a gradient reset included."""
@@ -705,10 +736,11 @@ class Interpreter:
                 return combined([operand], _code(node))
             operator = type(node.operator).__name__
             try:
-                return {"Not": lambda v: not _truth(v), "Minus": lambda v: -v, "Plus": lambda v: +v,
-                        "BitInvert": lambda v: ~v}[operator](operand)
+                result = {"Not": lambda v: not _truth(v), "Minus": lambda v: -v, "Plus": lambda v: +v,
+                          "BitInvert": lambda v: ~v}[operator](operand)
             except (TypeError, KeyError):
                 return Unknown(_code(node))
+            return Literal(result) if isinstance(operand, Literal) and operator != "Not" else result  # `-1`
         if kind is cst.BooleanOperation:
             return self._boolean(node, frame)
         if kind is cst.Comparison:
@@ -882,7 +914,15 @@ class Interpreter:
         result: object = True
         for target in node.comparisons:
             right = self.expression(target.comparator, frame)
-            value = _compare(type(target.operator).__name__, left, right, _code(node))
+            operator = type(target.operator).__name__
+            if operator in ("Is", "IsNot") and None in (left, right) and any(
+                    isinstance(v, Unknown) and v.origin is Origin.DATA and (v.label or "").endswith(".grad")
+                    for v in (left, right)):
+                # `p.grad is not None` in a loop over parameters: the gradient a backward left; where
+                # none did, the branch it guards (a reset, a clip) changes nothing
+                value: object = operator == "IsNot"
+            else:
+                value = _compare(operator, left, right, _code(node))
             if isinstance(value, Unknown):
                 return value
             if not value:
@@ -1004,7 +1044,7 @@ class Interpreter:
         if label == "len" and args:
             if isinstance(args[0], (list, tuple, dict, str)):
                 return len(args[0])
-            if isinstance(args[0], (Obj, Unknown)) and _is_loader(args[0]):
+            if isinstance(args[0], (Obj, Unknown)) and (_is_loader(args[0]) or self._trains_on(node, frame)):
                 return self.configuration.microbatches
             return Unknown(f"len({label_text(args[0])})", _combined(args, {}))
         if label == "enumerate" and args:
@@ -1186,6 +1226,7 @@ class _Iteration:
         self.start = start
         self.others = others or []
         self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
+        self.owner: ModuleFunctions = interpreter.module  # the module that holds the loop
         self._iterator: Iterator[object] | None = None
 
     def concrete(self) -> bool:
@@ -1197,7 +1238,7 @@ class _Iteration:
     def items(self) -> Iterator[object]:
         run = self.interpreter
         if self.kind == "range":  # range over an unknown count: until the run's data ends
-            yield from run.unbounded(self.body) if self.body is not None else ()
+            yield from run.unbounded(self.body, self.owner) if self.body is not None else ()
             return
         base = self._source(self.base)
         if self.kind == "enumerate":
@@ -1261,6 +1302,74 @@ class SyntaxFacts:
             isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break))
             for n in walk(statement)))
 
+    def trained_on(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
+        """The dotted names that the loops of ``scope`` reaching a backward iterate, through
+        ``enumerate``/``tqdm``/``zip`` (``for i, b in enumerate(loader_train)``: ``loader_train``)."""
+        def compute() -> frozenset[str]:
+            found = set()
+            for loop in walk(scope.body if isinstance(scope, cst.FunctionDef) else scope):
+                if isinstance(loop, cst.For) and self.reaches_backward(loop.body, owner):
+                    source = loop.iter
+                    while isinstance(source, cst.Call) and source.args and (
+                            last_segment(dotted(source.func) or "") in TRANSPARENT_ITERABLES | {"enumerate", "zip"}):
+                        source = source.args[0].value
+                    name = dotted(source)
+                    if name is not None:
+                        found.add(name)
+            return frozenset(found)
+
+        return self._get("trained_on", scope, compute)  # type: ignore[return-value]
+
+    def update_follows(self, statement: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        """Whether an optimizer update follows ``statement`` in its loop's body (or its
+        function's): what a ``continue`` or ``return`` in it would skip."""
+        following = self._following(owner)
+        current = statement
+        while id(current) in following:
+            parent, rest = following[id(current)]
+            if any(self.has_update(r, owner) for r in rest):
+                return True
+            if parent is None or isinstance(parent, (cst.For, cst.While, cst.FunctionDef)):
+                return False
+            current = parent
+        return False
+
+    def _following(self, owner: ModuleFunctions) -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
+        """Each statement of ``owner``'s module → (the compound statement holding it, the
+        statements after it in its block)."""
+        def compute() -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
+            found: dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = {}
+            stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(owner._module, None)]
+            while stack:
+                node, holder = stack.pop()
+                body = getattr(node, "body", None)
+                if isinstance(node, cst.Module) or isinstance(node, cst.IndentedBlock):
+                    statements = tuple(body)  # type: ignore[arg-type]
+                    for i, child in enumerate(statements):
+                        found[id(child)] = (holder, statements[i + 1:])
+                        stack.append((child, child))
+                    continue
+                stack.extend((child, holder) for child in children(node))
+            return found
+
+        return self._get("following", owner._module, compute)  # type: ignore[return-value]
+
+    def counters(self, owner: ModuleFunctions) -> frozenset[str]:
+        """The names (and attribute names) ``owner`` increments somewhere (``step += 1``,
+        ``self.step += 1``): a literal assigned to one is a counter's start, which changes as the
+        run goes on, not a constant."""
+        def compute() -> frozenset[str]:
+            found: set[str] = set()
+            stack: list[cst.CSTNode] = [owner._module]
+            while stack:  # every function's body too, unlike walk()
+                node = stack.pop()
+                if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Name, cst.Attribute)):
+                    found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
+                stack.extend(children(node))
+            return frozenset(found)
+
+        return self._get("counters", owner._module, compute)  # type: ignore[return-value]
+
     def resets(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` resets gradients itself (``zero_grad()``, ``p.grad = None``, ``grad.zero_()``)."""
         def compute() -> bool:
@@ -1275,8 +1384,8 @@ class SyntaxFacts:
 
         return self._get("resets", node, compute)  # type: ignore[return-value]
 
-    def draws_data(self, node: cst.CSTNode) -> bool:
-        return self._get("draws", node, lambda: _draws_data(node))  # type: ignore[return-value]
+    def draws_data(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        return self._get("draws", node, lambda: _draws_data(node, owner))  # type: ignore[return-value]
 
     def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
@@ -1292,12 +1401,35 @@ class SyntaxFacts:
 
 def _named(value: object, name: str) -> object:
     """A value built by a call takes the name it is assigned to (``args = parser.parse_args()``
-    is ``args``; ``opt = AdamW(...)`` is ``opt``), so that labels read as the code does."""
+    is ``args``; ``opt = AdamW(...)`` is ``opt``), so that labels read as the code does. A
+    run-level number computed from the configuration (``accumulate = max(round(nbs / bs), 1)``)
+    becomes a source of its own: the name is what a configuration binds, not what it is
+    computed from (a clamped number that varies, a warm-up's ``max(1, interp(ni, ...))``, too)."""
+    if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
+            and value.label != name and _computed(value.label):
+        if value.gate is None:
+            return Unknown(name, Origin.RUN, frozenset({name}))
+        if value.label.startswith(_CLAMPS):
+            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo)
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
         return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo)
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value
+
+
+#: calls that make a whole number of a ratio (how A is computed from batch sizes)
+_CLAMPS = ("max(", "min(", "int(", "round(", "math.ceil(", "math.floor(", "ceil(", "floor(")
+
+
+def _computed(label: str) -> bool:
+    """Whether a label is arithmetic on other values (``nbs / bs``, ``max(a, 1)``), not a plain
+    read (``args.accum``), a call that builds an object (``parser.parse_args()``), a lookup or a
+    condition (``(i + 1) % accum == 0`` is a flag, not a number)."""
+    if any(f" {op} " in label for op in ("==", "!=", "<", ">", "<=", ">=", "and", "or", "in", "is")) \
+            or label.startswith("not "):
+        return False
+    return any(f" {op} " in label for op in ("/", "//", "*", "+", "-", "%")) or label.startswith(_CLAMPS)
 
 
 def label_text(value: object) -> str:
@@ -1363,6 +1495,8 @@ def _binary(operator: str, left: object, right: object, code: str) -> object:
         result = function(left, right)
     except Exception:  # noqa: BLE001 — division by zero, a type mismatch: an unknown, as at run time
         return Unknown(code)
+    if isinstance(left, Literal) and isinstance(right, Literal) and type(result) is int:
+        return Literal(result)  # `2 * 8` written in the code is as constant as its parts
     return Unknown(code) if result is None else result
 
 
@@ -1488,13 +1622,21 @@ def _is_loader(value: object) -> bool:
     return isinstance(value, Unknown) and _named_role(value.label) is Role.LOADER
 
 
-def _draws_data(body: cst.CSTNode) -> bool:
-    """Whether a loop body draws data itself: it holds a loop or a ``next(...)``."""
+def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+    """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
+    project function that does (``for epoch in range(n): train_one_epoch(...)``)."""
     for child in walk(body):
         if isinstance(child, (cst.For, cst.While)):
             return True
         if isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value == "next":
             return True
+    if depth < 3:
+        for call in _calls(body):
+            func = call.func
+            name = _call_name(func)
+            if any(_draws_data(c.body, o, depth + 1) and reaches_event(c.body, o, names=BACKWARD_NAMES)
+                   for c, o in _callees(func, name, owner)):
+                return True
     return False
 
 
@@ -1519,7 +1661,7 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, see
     seen = set() if seen is None else seen
     for call in _calls(node):
         func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = _call_name(func)
         if name in names:
             return True
         if depth < 3:
@@ -1540,12 +1682,17 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = _call_name(func)
         if depth < 2:
             for candidate, candidate_owner in _callees(func, name, owner):
                 if has_update(candidate.body, candidate_owner, depth + 1):
                     return True
     return False
+
+
+def _call_name(func: cst.BaseExpression) -> str:
+    """A callee's last name (``f`` of ``f(...)`` and ``x.f(...)``), "" for anything else."""
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
 
 
 def _callees(func: cst.BaseExpression, name: str,

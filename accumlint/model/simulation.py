@@ -27,7 +27,6 @@ from accumlint.model.interpreter import (
     Infeasible,
     Interpreter,
     NeedBinding,
-    NeedChoice,
     RawEvent,
     SyntaxFacts,
     has_update,
@@ -45,11 +44,14 @@ from accumlint.vocabulary import EventKind
 
 #: A values the configurations bind the accumulation symbol(s) to
 ACCUMULATION_VALUES = (1, 2, 4)
-#: finished runs (combinations of run-level choices) one configuration may take before it is undecided
+#: runs (combinations of run-level choices) of a configuration with whole groups (N = 2A, D = 1),
+#: the ones the group-structure rules judge; each combination is a configuration of its own
+#: (``shared/docs/semantic-core.md`` section 5), so the runs beyond are left out, not guessed
 MAX_RUNS = 16
-#: restarts for a new run-level choice one configuration may take (the entry's statement budget
-#: bounds their work too): a script tests many flags before its loop, most of them once
-MAX_RESTARTS = 128
+#: runs of every other configuration (a tail, a short epoch, D = 2)
+MAX_OTHER_RUNS = 4
+#: runs one configuration may start, the ones the code asserts away included
+MAX_ATTEMPTS = 64
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter)
@@ -236,33 +238,40 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
     literal: int | None = None
     reached: set[cst.FunctionDef] = set()
     for configuration in configs:
+        # every run takes False for a choice it meets first; each choice it defaulted is then run
+        # the other way (the latest first: the loop's own choices before the set-up's flags)
         pending: list[dict[str, bool]] = [{}]
-        runs = restarts = 0
-        while pending:
+        limit = MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation \
+            and configuration.replicas == 1 else MAX_OTHER_RUNS
+        finished: list[tuple[Trace, list[RawEvent], dict]] = []
+        attempts = 0
+        while pending and len(finished) < limit and attempts < MAX_ATTEMPTS:
             choices = pending.pop(0)
-            restarts += 1
-            if runs >= MAX_RUNS or restarts > MAX_RESTARTS:
-                traces.append((Trace(configuration, undecided=[
-                    f"more than {MAX_RUNS} combinations of run-level choices"]), [], {}))
-                break
+            attempts += 1
             bindings = dict.fromkeys(symbols, configuration.accumulation)
             run = Interpreter(module, configuration, bindings, choices, syntax)
+            feasible = True
             try:
                 _start(run, entry)
-            except NeedChoice as need:
-                pending[0:0] = [{**choices, need.key: False}, {**choices, need.key: True}]
-                continue
             except NeedBinding as need:
                 raise _Rebind(need.labels) from None
             except Infeasible:
-                continue  # the code asserts this configuration away (a loader length that A divides)
+                feasible = False  # the code asserts this configuration away (a loader length that A divides)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
+            pending[0:0] = [{**choices, **dict.fromkeys(run.defaulted[:i], False), key: True}
+                            for i, key in reversed(list(enumerate(run.defaulted)))]
+            if not feasible:
+                continue
             if run.literal_gates:
                 literal = run.literal_gates[0]
             reached |= run.reached
-            runs += 1
-            traces.append(_trace(run, configuration, choices))
+            finished.append(_trace(run, configuration, run.choices))
+        if pending and finished:
+            note = f"{len(finished)} combinations of run-level choices run; the others are not simulated"
+            for trace, _, _ in finished:
+                trace.notes.append(note)
+        traces.extend(finished)
     return traces, literal, reached
 
 
