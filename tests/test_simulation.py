@@ -695,3 +695,47 @@ def test_a_reset_guarded_by_the_gradient_existing_is_a_reset():
     trace = run(result, 2, 4)
     assert [e.kind for e in trace.events if e.kind in (EventKind.UPDATE, EventKind.RESET)] == [
         EventKind.UPDATE, EventKind.RESET] * 2 * 2
+
+
+def test_a_while_loop_of_unknown_count_without_events_binds_its_names_as_data():
+    result = only("""
+    def train(model, optimizer, loader, accum, cfg):
+        for i, batch in enumerate(loader):
+            retries = 0
+            while retries < cfg.retries:
+                retries = retries + 1
+            model(batch).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_entry_whose_every_run_is_asserted_away_is_undecided():
+    result = only("""
+    EXPECTED = 4
+
+    def train(model, optimizer, loader):
+        assert EXPECTED == 3, "set up for three"
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """)
+    assert not result.decided
+    assert any("no simulated run can happen" in reason for reason in result.reasons())
+
+
+def test_an_entry_parameter_with_a_default_is_what_the_unseen_caller_passes():
+    result = only("""
+    def fit(model, optimizer, loader, accum, update_now=True):
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if update_now:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    # both values of the flag are runs of their own: the default is not taken for granted
+    assert {dict(t.choices).get("update_now") for t in result.traces} == {False, True}

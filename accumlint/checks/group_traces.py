@@ -7,30 +7,43 @@ A ≥ 2 with whole groups (N = 2A); it holds a verdict only when every run of th
 fails it (each run-level choice is a run), no run of the entry is undecided, and one optimizer
 updates (which model each backward reaches is not tracked yet, so two optimizers' groups
 cannot be told apart). The tail (ACC005) waits for the values: its exemptions are about what the
-tail is weighted with. Not wired into ``check`` yet: the pattern rules still
-report; :func:`verdicts` is what the trace engine would report, measured against them.
+tail is weighted with.
+
+In ``check``, each of the four rules reports its pattern findings and, where they are silent
+on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the spellings
+the patterns miss. Moving a family wholly onto traces (and deleting its patterns) waits for the
+traces to find everything the patterns do (frameworks' own loops are not simulated yet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from accumlint.checks.base import Hit
 from accumlint.model.simulation import Simulation
 from accumlint.model.trace import Place, Trace, TraceEvent
 from accumlint.vocabulary import EventKind
+
+if TYPE_CHECKING:
+    from accumlint.checks.base import Rule
+    from accumlint.model import FileModel
 
 B, Z, S = EventKind.BACKWARD, EventKind.RESET, EventKind.UPDATE
 
 
 @dataclass(frozen=True)
 class TraceVerdict:
-    """A property that fails: ``code``, the ``site`` to change and the run that shows it."""
+    """A property that fails: ``code``, the ``site`` to change (``node`` in the simulated
+    module, None when the event has no call there) and the run that shows it."""
 
     code: str
     site: Place
     configuration: str
     why: str
+    node: object = None
 
 
 def _one_cadence(trace: Trace) -> bool:
@@ -66,7 +79,7 @@ def _zero_inside(trace: Trace) -> TraceVerdict | None:
                 seen_backward = True
             elif event.kind is Z and seen_backward and any(e.kind is B for e in group[i + 1:]):
                 return TraceVerdict("ACC001", event.site, trace.configuration.describe(),
-                                    "a gradient reset between two backwards of one group")
+                                    "a gradient reset between two backwards of one group", event.node)
     return None
 
 
@@ -77,7 +90,7 @@ def _never_reset(trace: Trace) -> TraceVerdict | None:
     if len(updates) < 2 or any(e.kind is Z for e in trace.events):
         return None
     return TraceVerdict("ACC002", updates[1].site, trace.configuration.describe(),
-                        f"{len(updates)} optimizer updates and no gradient reset")
+                        f"{len(updates)} optimizer updates and no gradient reset", updates[1].node)
 
 
 def _zero_before_step(trace: Trace) -> TraceVerdict | None:
@@ -87,7 +100,7 @@ def _zero_before_step(trace: Trace) -> TraceVerdict | None:
         if backwards and any(e.kind is Z for e in group[backwards[-1] + 1:-1]):
             reset = next(e for e in group[backwards[-1] + 1:-1] if e.kind is Z)
             return TraceVerdict("ACC003", reset.site, trace.configuration.describe(),
-                                "a gradient reset between the group's last backward and its update")
+                                "a gradient reset between the group's last backward and its update", reset.node)
     return None
 
 
@@ -104,7 +117,7 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
     if sizes and any(size != a for size in sizes) and any(size > 1 for size in sizes):  # all 1: ACC004's
         update = next(e for e in trace.events if e.kind is S)
         return TraceVerdict("ACC006", update.site, trace.configuration.describe(),
-                            f"groups of {sizes} microbatches where A is {a}")
+                            f"groups of {sizes} microbatches where A is {a}", update.node)
     return None
 
 
@@ -137,3 +150,47 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
     codes = {v.code for v in found}
     # a reset every microbatch also falls between the last backward and the update: it is ACC001's
     return [v for v in found if not (v.code == "ACC003" and "ACC001" in codes)]
+
+
+#: per code: what the failing run shows happens, and what to change
+_WORDING: dict[str, tuple[str, str]] = {
+    "ACC001": ("the gradients are reset between two backwards of one group: each update applies only the "
+               "microbatches after the reset",
+               "reset once per group, right after the optimizer update"),
+    "ACC002": ("nothing resets the gradients between optimizer updates: every update also applies the "
+               "gradients of all the groups before it",
+               "reset the gradients (optimizer.zero_grad()) after each optimizer update"),
+    "ACC003": ("the gradients are reset after the group's last backward and before its update: the "
+               "update applies zeros",
+               "move the reset after the optimizer update"),
+    "ACC006": ("the update does not fire on the last microbatch of every group of A",
+               "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
+}
+
+
+def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
+    """``code``'s verdicts on the simulated runs of ``model``'s entry points, as hits at the
+    call in the file that the user must change (one per entry point)."""
+    for simulation in model.simulations:
+        for verdict in verdicts(simulation):
+            if verdict.code == code and verdict.node is not None:
+                what, fix = _WORDING[code]
+                symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
+                yield Hit(verdict.node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
+                          f"{verdict.why}", fix)
+
+
+def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[Rule, FileModel], Iterator[Hit]]:
+    """A rule's ``check`` that adds the trace verdicts of its code where its patterns find
+    nothing in the file that can be reported (a hit on a node of no module the file reaches is
+    dropped when the findings are placed)."""
+    @functools.wraps(check)
+    def checked(rule: Rule, model: FileModel) -> Iterator[Hit]:
+        found = False
+        for hit in check(rule, model):
+            found = found or id(hit.node) in model.local_nodes or model.report_for(hit.node) is not None
+            yield hit
+        if not found:
+            yield from trace_hits(model, rule.code)
+
+    return checked

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.group_traces import with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
 from accumlint.model.leaks import models_reached, trained_model
@@ -23,6 +24,7 @@ class ZeroGradInsideGroup(Rule):
 
     code = "ACC001"
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
             if group.accumulates is not True:
@@ -73,6 +75,7 @@ class MissingGradReset(Rule):
 
     code = "ACC002"
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         if any(e.kind is EventKind.RESET for e in model.all_events()) or _mentions_reset(model):
             return
@@ -150,6 +153,7 @@ class ResetBetweenBackwardAndStep(Rule):
 
     code = "ACC003"
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
             events = group.events

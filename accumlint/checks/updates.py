@@ -10,6 +10,7 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP, RuleGate, runs_loop
 from accumlint.checks.gradient_ops import _accumulating_groups
+from accumlint.checks.group_traces import with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
@@ -139,6 +140,7 @@ class IrregularUpdateBoundary(Rule):
                     and facts.mentions(fw.transformers.TRAINER_CLASS_NAMES)
                     and facts.mentions(("transformers", "trl")) and facts.mentions((_UPDATE_COUNTER,))))
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         for modulo in update_counter_gates(model):
             yield Hit(

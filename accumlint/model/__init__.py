@@ -67,6 +67,15 @@ class FileModel:
                 group.accumulates = self.frameworks.accumulates(group)
 
     @cached_property
+    def simulations(self) -> list:
+        """The simulator's runs of this module's entry points, in the configurations the trace
+        properties judge (:func:`accumlint.model.simulation.simulate` with ``judged_only``);
+        computed once, for the rules that read traces."""
+        from accumlint.model.simulation import simulate
+
+        return simulate(self.functions, "", judged_only=True)
+
+    @cached_property
     def local_nodes(self) -> frozenset[int]:
         """The ids of every node of this module's tree (computed for files with findings only)."""
         return frozenset(id(node) for node in walk(self.module))

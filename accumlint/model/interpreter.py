@@ -245,8 +245,9 @@ class Interpreter:
         def drive() -> None:
             for _ in range(self.configuration.epochs):
                 drawn = self.drawn
-                arguments = self._entry_arguments(function, receiver, Origin.RUN)
-                self._call_function(Function(function, self.module, class_def, receiver), arguments, {}, function)
+                arguments, keywords = self._entry_arguments(function, receiver, Origin.RUN)
+                self._call_function(Function(function, self.module, class_def, receiver), arguments, keywords,
+                                    function)
                 if self.drawn == drawn or self.exhausted:
                     return
 
@@ -261,8 +262,9 @@ class Interpreter:
         def drive() -> None:
             while not self.exhausted:
                 self._count_microbatch()
-                arguments = self._entry_arguments(function, receiver, Origin.CALLER)
-                self._call_function(Function(function, self.module, class_def, receiver), arguments, {}, function)
+                arguments, keywords = self._entry_arguments(function, receiver, Origin.CALLER)
+                self._call_function(Function(function, self.module, class_def, receiver), arguments, keywords,
+                                    function)
             self.end_epoch()
 
         self._run_to_end(drive)
@@ -286,25 +288,34 @@ class Interpreter:
         init = owner.method(class_def, "__init__")
         if init is not None and init[0] is not function:
             definition, init_owner, init_class = init
-            arguments = self._entry_arguments(definition, obj, Origin.RUN)
+            arguments, keywords = self._entry_arguments(definition, obj, Origin.RUN, init_owner)
             try:
-                self._call_function(Function(definition, init_owner, init_class, obj), arguments, {}, definition)
+                self._call_function(Function(definition, init_owner, init_class, obj), arguments, keywords,
+                                    definition)
             except (EndOfRun, _Raised, BudgetExceeded):
                 pass
         return obj
 
-    def _entry_arguments(self, function: cst.FunctionDef, receiver: object, origin: Origin) -> list[object]:
-        params = list(function.params.params)
+    def _entry_arguments(self, function: cst.FunctionDef, receiver: object, origin: Origin,
+                         owner: ModuleFunctions | None = None) -> tuple[list[object], dict[str, object]]:
+        """The arguments of an entry point's function, which no caller the project shows passes:
+        each parameter an unknown of ``origin`` named by itself. A default does not decide it
+        (the unseen caller may pass anything), except a whole-number default, which stays a
+        named constant the configurations can rebind (``accum_steps=4``)."""
         values: list[object] = []
-        for i, param in enumerate(params):
+        keywords: dict[str, object] = {}
+        for i, param in enumerate([*function.params.params, *function.params.kwonly_params]):
             if i == 0 and receiver is not None:
                 values.append(receiver)
                 continue
-            if param.default is not None:
-                break  # defaults bind themselves
-            values.append(self._bound(param.name.value, None) if origin is Origin.RUN
-                          else Unknown(param.name.value, origin))
-        return values
+            default = self._default(param, owner or self.module) if param.default is not None else None
+            value = default if isinstance(default, LabeledInt) else \
+                self._bound(param.name.value, None) if origin is Origin.RUN else Unknown(param.name.value, origin)
+            if param in function.params.kwonly_params:
+                keywords[param.name.value] = value
+            else:
+                values.append(value)
+        return values, keywords
 
     # --- statements ---------------------------------------------------------------------------
 
@@ -1564,14 +1575,14 @@ def _leaves_iteration(body: cst.BaseSuite) -> bool:
     return any(isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for s in smalls[-1:])
 
 
-def _bound_names(node: cst.For) -> set[str]:
+def _bound_names(node: cst.For | cst.While) -> set[str]:
     names = set()
     for child in walk(node):
         if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
             names.add(child.target.value)
         elif isinstance(child, (cst.AugAssign, cst.AnnAssign)) and isinstance(child.target, cst.Name):
             names.add(child.target.value)
-    if isinstance(node.target, cst.Name):
+    if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
         names.add(node.target.value)
     return names
 

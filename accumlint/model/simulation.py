@@ -16,7 +16,7 @@ construction, from the framework tables, from use (what receives ``.backward(los
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -180,16 +180,25 @@ def configurations(accumulation: Iterable[int]) -> list[Configuration]:
     return found
 
 
-def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None) -> list[Simulation]:
+def verdict_configurations(accumulation: Iterable[int]) -> list[Configuration]:
+    """Only the configurations the group-structure properties judge: whole groups (N = 2A),
+    A ≥ 2, D = 1 (what ``check`` simulates; ``explain`` shows all of :func:`configurations`)."""
+    return [Configuration(a, 2 * a) for a in accumulation if a > 1]
+
+
+def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None,
+             judged_only: bool = False) -> list[Simulation]:
     """Simulate every entry point of ``module`` (its file is ``path``); an entry whose function
-    a previous simulation already ran (a ``train()`` the script's body calls) is not run again."""
+    a previous simulation already ran (a ``train()`` the script's body calls) is not run again.
+    ``judged_only``: only :func:`verdict_configurations` (cheaper; what ``check`` needs)."""
     reached: set[cst.FunctionDef] = set()
     results = []
     for entry in entry_points(module) if entries is None else entries:
         if entry.function is not None and entry.function in reached:
             continue
         try:
-            result, functions = _simulate_entry(module, path, entry)
+            result, functions = _simulate_entry(module, path, entry,
+                                                verdict_configurations if judged_only else configurations)
         except RecursionError:
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
         reached |= functions
@@ -204,18 +213,19 @@ class _Rebind(Exception):
         self.labels = labels
 
 
-def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint) -> tuple[Simulation, set]:
+def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
+                    configured: Callable[[Iterable[int]], list[Configuration]]) -> tuple[Simulation, set]:
     symbols: set[str] = set()
     result = Simulation(entry, 0)
     reached: set[cst.FunctionDef] = set()
     for _ in range(MAX_REBINDS + 1):
         try:
-            traces, literal, reached = _run_configurations(module, entry, symbols, configurations(ACCUMULATION_VALUES))
+            traces, literal, reached = _run_configurations(module, entry, symbols, configured(ACCUMULATION_VALUES))
         except _Rebind as rebind:
             symbols |= rebind.labels
             continue
         if not symbols and literal is not None:
-            traces, _, reached = _run_configurations(module, entry, symbols, configurations((literal,)))
+            traces, _, reached = _run_configurations(module, entry, symbols, configured((literal,)))
         result.literal = literal if not symbols else None
         result._raw = traces
         result.traces = [trace for trace, _, _ in traces]
@@ -223,6 +233,9 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint) -> tu
     else:
         result.undecided.append("the accumulation symbol could not be settled")
     result.symbols = tuple(sorted(symbols))
+    if not result.traces and not result.undecided:
+        result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
+                                "that the configurations fail")
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
         result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's reach)")
     if not symbols and result.literal is None and result.traces:
@@ -402,7 +415,7 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> Non
                     kind, event.microbatch, event.epoch, target,
                     _where(event.owner, event.node, module, path, lines) if event.method != "epoch_end" else (path, 0),
                     tuple(_where(o, n, module, path, lines) for o, n in event.chain),
-                    fact.role.value if fact is not None else ""))
+                    fact.role.value if fact is not None else "", _local_node(event, module)))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)
@@ -413,6 +426,16 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> Non
             if fact.role in FRAMEWORK_ROLES:
                 result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
                                         "its reference driver is not simulated yet")
+
+
+def _local_node(event: RawEvent, module: ModuleFunctions) -> cst.CSTNode | None:
+    """The node of ``module`` that stands for ``event``: its call, or the last call of the chain
+    made in ``module`` (a helper in another file that resets is reported where it is called)."""
+    if event.method == "epoch_end":
+        return None
+    if event.owner is module:
+        return event.node
+    return next((node for owner, node in reversed(event.chain) if owner is module), None)
 
 
 def _where(owner: ModuleFunctions, node: cst.CSTNode, module: ModuleFunctions, path: str,

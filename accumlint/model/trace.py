@@ -35,7 +35,9 @@ class TraceEvent:
     """One event: ``kind``; ``microbatch``, the 0-based index of the microbatch of its epoch
     that was last drawn (``None`` before the first); ``epoch`` (0-based); ``target``, the code's
     name for the object acted on; ``site`` where it happened and ``chain`` the call sites that
-    led there, outermost first; ``role`` the target's role in words."""
+    led there, outermost first; ``role`` the target's role in words; ``node`` the syntax node
+    of the simulated module where a finding about the event is reported (the event's own call,
+    or the call in this module that leads to it)."""
 
     kind: EventKind
     microbatch: int | None
@@ -44,6 +46,7 @@ class TraceEvent:
     site: Place
     chain: tuple[Place, ...] = ()
     role: str = ""  # the target's role (``Role`` value), "" for none
+    node: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
