@@ -37,7 +37,7 @@ from tests.metamorphic.matrix import (
     subjects,
     transformed,
 )
-from tests.shared_data import REPO, require_shared
+from tests.shared_data import REPO, needs_shared, require_shared
 
 KNOWN = load_known()
 CATALOGUE = catalogue()
@@ -165,6 +165,7 @@ def test_drawn_compositions_stay_valid_programs(data: st.DataObject) -> None:
         assert result.internal_errors == [] and "ACC000" not in {f.code for f in result.findings}
 
 
+@needs_shared
 def test_shared_inputs_are_present() -> None:
     """The slow matrix covers ../shared's cases and patterns (skipped where they are absent)."""
     require_shared("cases")
