@@ -243,6 +243,8 @@ def glob_matches(path: str | os.PathLike[str], pattern: str, root: Path, *, ance
         for end in range(len(parts), stop, -1):  # the path, then its ancestors below the root
             candidates.append("/".join(parts[:end]))
             candidates.append(parts[end - 1])
+    if ancestors and os.path.isabs(pattern):  # an extended base's folder glob, made absolute
+        candidates.extend(parent.as_posix() for parent in absolute.parents)
     return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
 
 

@@ -147,3 +147,24 @@ def test_show_settings_names_the_extended_files_and_what_each_gave(
     assert lines[1] == f"# extends: {base}"
     assert lines[2] == f"# from {base}: cache-dir, extend-exclude, ignore, parse-timeout, per-file-ignores, select"
     assert "parse-timeout = 3" in lines
+
+
+def test_a_bases_folder_glob_excludes_below_the_sub_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sub/generated`` in the base names a folder of the sub-project: the walk skips it, and so
+    does ``--force-exclude`` for a file named in it (the glob matches the file's absolute folders)."""
+    write(tmp_path / "pyproject.toml",
+          '[tool.accumlint]\nextend-exclude = ["sub/generated"]\nper-file-ignores = {"sub/legacy" = ["ACC001"]}\n')
+    write(tmp_path / "sub" / "pyproject.toml", '[tool.accumlint]\nextend = "../pyproject.toml"\n')
+    for name in ("generated/a.py", "legacy/b.py", "c.py"):
+        (tmp_path / "sub" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "sub" / name).write_bytes(ACC001_LOOP)
+    monkeypatch.chdir(tmp_path / "sub")
+    walked = cli("check", "--no-cache", "--output-format", "concise", ".")
+    assert [line.split(":")[0] for line in walked.stdout.splitlines() if "ACC001" in line] == ["c.py"]
+    named = cli("check", "--no-cache", "--output-format", "concise", "--force-exclude", "generated/a.py", "c.py")
+    assert [line.split(":")[0] for line in named.stdout.splitlines() if "ACC001" in line] == ["c.py"]
+    settings = config.load_settings(tmp_path / "sub" / "pyproject.toml")
+    assert config.glob_matches(tmp_path / "sub" / "generated" / "deep" / "x.py", settings.extend_exclude[0],
+                               settings.project_root)
+    assert not config.glob_matches(tmp_path / "sub" / "generatedx.py", settings.extend_exclude[0],
+                                   settings.project_root)
