@@ -6,7 +6,7 @@ Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal erro
 
 The module is long because ``check`` declares ruff's option set (about 40 click options) and
 their wiring; the work behind each option lives in its own module (``runner``, ``config``,
-``output``, ``fixes``, ``add_noqa``, ``show_settings``).
+``output``, ``fixes``, ``add_noqa``, ``show_settings``, ``watch``).
 """
 
 from __future__ import annotations

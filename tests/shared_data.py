@@ -17,7 +17,7 @@ SHARED = Path(os.environ.get("ACCUMLINT_SHARED", REPO.parent / "shared"))
 
 #: the mark of a test that reads ``../shared``: the slow tier (the fast one must not depend on it)
 needs_shared = pytest.mark.slow
-#: the tests in ``tests/data`` (the inputs the fast tier needs, small files of our own)
+#: ``tests/data``: the inputs the fast tier needs, small files of our own
 DATA = REPO / "tests" / "data"
 
 
