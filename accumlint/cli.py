@@ -6,7 +6,7 @@ Exit status: 0 no findings, 1 findings (``ACC000`` included) or an internal erro
 
 The module is long because ``check`` declares ruff's option set (about 40 click options) and
 their wiring; the work behind each option lives in its own module (``runner``, ``config``,
-``output``, ``fixes``, ``add_noqa``, ``show_settings``).
+``output``, ``fixes``, ``add_noqa``, ``show_settings``, ``watch``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import click
 
 from accumlint import __version__, cache, colors, config, registry, runner, suppression, writing
 from accumlint import cache_dir as cache_directory
+from accumlint import watch as watching
 from accumlint.config import ConfigError, SelectionLayer, Settings
 from accumlint.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.findings import Finding
@@ -301,7 +302,14 @@ class _ReportFile:
 )
 @click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @_cache_dir_option
-def check(output_file: str | None, ignore_noqa: bool, **options: Any) -> None:
+@click.option(
+    "-w",
+    "--watch",
+    is_flag=True,
+    help="Check again whenever a Python file, notebook or TOML file under PATHS changes; Ctrl-C stops "
+    "(exit 0). Needs the watchfiles package.",
+)
+def check(output_file: str | None, ignore_noqa: bool, watch: bool, **options: Any) -> None:
     """Check PATHS (files or directories; default: the current directory; `-`: stdin)."""
     for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is written as its bytes
         with contextlib.suppress(AttributeError, ValueError):
@@ -309,18 +317,58 @@ def check(output_file: str | None, ignore_noqa: bool, **options: Any) -> None:
     if ignore_noqa and options["add_noqa"]:
         _fail("--add-noqa cannot be used with --ignore-noqa")
     source = click.get_current_context().get_parameter_source("output_file")
-    report = _ReportFile(output_file or None, from_env=source is click.core.ParameterSource.ENVIRONMENT)
-    report.check_target()
-    suppression.ignore_directives(ignore_noqa)
+    from_env = source is click.core.ParameterSource.ENVIRONMENT
+    _ReportFile(output_file or None, from_env=from_env).check_target()
+
+    def run_once() -> None:
+        report = _ReportFile(output_file or None, from_env=from_env)
+        suppression.ignore_directives(ignore_noqa)
+        try:
+            _check(report=report, **options)
+        except SystemExit as done:
+            if done.code != EXIT_ERROR:  # a usage or configuration error leaves no report
+                report.save()
+            raise
+        finally:
+            suppression.ignore_directives(False)  # (a test runs many commands in one process)
+        report.save()
+
+    if watch:
+        sys.exit(_watch(run_once, options))
+    run_once()
+
+
+def _watch(run_once: Callable[[], None], options: dict[str, Any]) -> int:
+    """``check --watch``: ``run_once`` (one whole ``check``), then again on each change to a watched
+    file under the paths, until Ctrl-C (exit 0). Exit 2 where a watch makes no sense or cannot run."""
+    refused = [name for name, given in (("--add-noqa", options["add_noqa"] or options["add_noqa_reason"]),
+                                        ("--show-settings", options["show_settings"])) if given]
+    targets = list(options["paths"]) or ["."]
+    if "-" in targets:
+        _fail("--watch needs files or folders to watch, not stdin (`-`)")
+    if refused:
+        _fail(f"--watch cannot be used with {refused[0]} (it runs once)")
     try:
-        _check(report=report, **options)
-    except SystemExit as done:
-        if done.code != EXIT_ERROR:  # a usage or configuration error leaves no report
-            report.save()
-        raise
-    finally:
-        suppression.ignore_directives(False)  # (a test runs many commands in one process)
-    report.save()
+        changes = watching.file_changes(targets)
+    except watching.WatchUnavailable as exc:
+        _fail(str(exc))
+        return EXIT_ERROR
+    return watching.watch(_exit_status(run_once), changes, echo=lambda line: click.echo(line, err=True),
+                          clear=click.clear)
+
+
+def _exit_status(run_once: Callable[[], None]) -> Callable[[], int]:
+    """``run_once`` as a function that returns its exit status instead of leaving the process:
+    a watch goes on after a run with findings or a configuration error."""
+
+    def run() -> int:
+        try:
+            run_once()
+        except SystemExit as done:
+            return done.code if isinstance(done.code, int) else EXIT_ERROR if done.code else EXIT_OK
+        return EXIT_OK
+
+    return run
 
 
 def _check(

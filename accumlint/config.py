@@ -1,10 +1,17 @@
 """``[tool.accumlint]`` in ``pyproject.toml`` and ruff-style rule selection.
 
 Keys: ``select``, ``ignore``, ``extend-select``, ``exclude``, ``extend-exclude``,
-``per-file-ignores``, ``cache-dir``, ``parse-timeout``, ``respect-gitignore``, ``noqa-style``. The configuration
-is the first ``pyproject.toml`` with a ``[tool.accumlint]`` table found walking up from the
-checked path (or the file given with ``--config``); its directory is the project root that
-exclude and per-file-ignores globs are relative to.
+``per-file-ignores``, ``cache-dir``, ``parse-timeout``, ``respect-gitignore``, ``noqa-style``,
+``extend``. The configuration is the first ``pyproject.toml`` with a ``[tool.accumlint]`` table
+found walking up from the checked path (or the file given with ``--config``); its directory is
+the project root that exclude and per-file-ignores globs are relative to.
+
+``extend = "../pyproject.toml"`` (ruff's ``extend``) inherits another configuration file (a
+``pyproject.toml``'s ``[tool.accumlint]`` table, or the top-level keys of another TOML file without one, such
+as an ``.accumlint.toml``), its path relative to the file that names it. The base is read first:
+its rule selection applies before the file's own (an ``ignore`` adds to the base's), its
+``extend-exclude`` globs add to the file's, and every other key the file sets replaces the
+base's. The base's globs and ``cache-dir`` stay relative to the base's folder.
 
 Selectors are full codes (``ACC001``), prefixes (``ACC1``, ``ACC00``) or ``ALL``. The
 default selection is every rule with ``default_enabled = True`` plus ``ACC000``; any
@@ -50,7 +57,12 @@ KNOWN_KEYS = (
     "parse-timeout",
     "respect-gitignore",
     "noqa-style",
+    "extend",
 )
+#: the keys that select rules: a base's layer is applied before the extending file's
+SELECTION_KEYS = ("select", "ignore", "extend-select")
+#: the keys whose values a base and the file extending it both contribute
+ADDITIVE_KEYS = (*SELECTION_KEYS, "extend-exclude")
 #: seconds a file's check may run in a worker before it gets ACC000 and the worker is replaced
 DEFAULT_PARSE_TIMEOUT = 10.0
 
@@ -93,14 +105,25 @@ class Settings:
     #: ``noqa-style``: the form of directive that ``--add-noqa`` and the editor's quick fix write,
     #: ``noqa`` or ``accumlint`` (accumlint's own, which ruff's RUF100 never deletes)
     noqa_style: str = NOQA_FORM
+    #: the rule-selection layers of the files this one extends, the furthest base first
+    base_layers: tuple[SelectionLayer, ...] = ()
+    #: the files ``extend`` chains to, nearest first (empty: the file extends nothing)
+    extends: tuple[Path, ...] = ()
+    #: each ``[tool.accumlint]`` key a configuration file set -> the files whose values it holds
+    #: (several for the keys that add up across ``extend``: the selection, ``extend-exclude``)
+    sources: dict[str, tuple[Path, ...]] = field(default_factory=dict)
 
     def layer(self) -> SelectionLayer:
-        """The config file's rule-selection layer."""
+        """The config file's own rule-selection layer (what it sets itself, without its bases)."""
         return SelectionLayer(
             select=None if self.select is None else tuple(self.select),
             ignore=tuple(self.ignore),
             extend_select=tuple(self.extend_select),
         )
+
+    def layers(self) -> tuple[SelectionLayer, ...]:
+        """The rule-selection layers in the order they apply: the bases' (furthest first), then this file's."""
+        return (*self.base_layers, self.layer())
 
 
 # --- codes and selectors ----------------------------------------------------------
@@ -220,6 +243,8 @@ def glob_matches(path: str | os.PathLike[str], pattern: str, root: Path, *, ance
         for end in range(len(parts), stop, -1):  # the path, then its ancestors below the root
             candidates.append("/".join(parts[:end]))
             candidates.append(parts[end - 1])
+    if ancestors and os.path.isabs(pattern):  # an extended base's folder glob, made absolute
+        candidates.extend(parent.as_posix() for parent in absolute.parents)
     return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
 
 
@@ -246,6 +271,10 @@ def settings_from_table(table: Mapping[str, Any], project_root: Path, config_pat
             f"allowed keys: {', '.join(KNOWN_KEYS)}"
         )
     settings = Settings(project_root=project_root, config_path=config_path)
+    if config_path is not None:
+        settings.sources = {key: (config_path,) for key in table}
+    if "extend" in table:
+        _extend_target(table["extend"], project_root)  # validated here; followed by load_settings
     select = _string_list(table, "select")
     if select is not None:
         settings.select = validate_selectors(select, "[tool.accumlint] select")
@@ -340,20 +369,96 @@ def _accumlint_table(data: Mapping[str, Any]) -> Any:
     return None
 
 
+def _config_table(path: Path, *, required: bool) -> Mapping[str, Any]:
+    """The settings table of the configuration file ``path``: its ``[tool.accumlint]``; in a file
+    not named ``pyproject.toml`` that has none, its top level (an ``.accumlint.toml``). A
+    ``pyproject.toml`` without the table gives no settings, unless ``required`` (an extended file)."""
+    data = _read_toml(path)
+    table = _accumlint_table(data)
+    if table is None and path.name != CONFIG_FILE:
+        return data
+    if table is not None and not isinstance(table, Mapping):  # `[[tool.accumlint]]`, `accumlint = 5` under [tool]
+        raise ConfigError(f"{path}: [tool.accumlint] must be a table, got {_shown(table)}")
+    if table is None and required:
+        raise ConfigError(f"{path}: no [tool.accumlint] table to extend")
+    return {} if table is None else table
+
+
+def _extend_target(value: object, folder: Path) -> Path:
+    """The file an ``extend`` value names: ``~`` and ``$VARS`` expanded, relative to ``folder``
+    (the folder of the file that holds the key). Raises :class:`ConfigError` for a non-path."""
+    if not isinstance(value, str) or not value.strip() or "\0" in value:
+        raise ConfigError(f"[tool.accumlint] extend: expected the path of a configuration file, got {_shown(value)}")
+    return Path(os.path.abspath(folder / os.path.expanduser(os.path.expandvars(value))))
+
+
+def _anchored(pattern: str, root: Path) -> str:
+    """A base file's glob as the extending file must match it: one with a folder part
+    (``gen/*.py``) made absolute under the base's ``root``; a bare name (``*_pb2.py``) matches
+    a file's name anywhere, so it stays as it is."""
+    bare = pattern.strip().removeprefix("./")
+    if "/" not in bare.rstrip("/") or os.path.isabs(bare):
+        return pattern
+    return (root / bare).as_posix()
+
+
+def _inherit(base: Settings, own: Settings, keys: Iterable[str]) -> Settings:
+    """``own`` (from a table with ``keys``) on top of ``base``: the keys it does not set are the
+    base's, its selection applies after the base's, and the ``extend-exclude`` globs add up."""
+    keys = set(keys)
+    root = base.project_root
+    if "exclude" not in keys:
+        own.exclude = [_anchored(glob, root) for glob in base.exclude]
+    own.extend_exclude = [*(_anchored(glob, root) for glob in base.extend_exclude), *own.extend_exclude]
+    if "per-file-ignores" not in keys:
+        own.per_file_ignores = {_anchored(glob, root): codes for glob, codes in base.per_file_ignores.items()}
+    for key, attr in (("cache-dir", "cache_dir"), ("parse-timeout", "parse_timeout"),
+                      ("respect-gitignore", "respect_gitignore"), ("noqa-style", "noqa_style")):
+        if key not in keys:
+            setattr(own, attr, getattr(base, attr))
+    own.base_layers = base.layers()
+    for key, files in base.sources.items():
+        if key in SELECTION_KEYS and "select" in keys:  # the file's own `select` starts afresh
+            continue
+        if key in ADDITIVE_KEYS:
+            own.sources[key] = (*files, *own.sources.get(key, ()))
+        elif key not in keys:
+            own.sources[key] = files
+    return own
+
+
+def _load_chain(path: Path, overrides: Mapping[str, Any], chain: tuple[Path, ...], *, required: bool) -> Settings:
+    """The settings of the configuration file ``path`` with the files it ``extend``s; ``chain``:
+    the files that led here (extending each other), to refuse a cycle."""
+    table = {**_config_table(path, required=required), **overrides}
+    try:
+        own = settings_from_table(table, path.parent, path)
+    except ConfigError as exc:  # the message names the file at fault: a run may read several
+        raise ConfigError(f"{path}: {exc}") from None
+    if "extend" not in table:
+        return own
+    target = _extend_target(table["extend"], path.parent)
+    seen = [os.path.realpath(p) for p in (*chain, path)]  # a link to a file on the chain is that file
+    if os.path.realpath(target) in seen:
+        cycle = " -> ".join(str(p) for p in (*chain, path, target)[seen.index(os.path.realpath(target)):])
+        raise ConfigError(f"{path}: [tool.accumlint] extend: the files extend each other in a cycle: {cycle}")
+    if not os.path.lexists(target):
+        raise ConfigError(f"{path}: [tool.accumlint] extend: {target} does not exist")
+    base = _load_chain(target, {}, (*chain, path), required=True)
+    own.extends = (target, *base.extends)
+    return _inherit(base, own, table)
+
+
 def load_settings(config_path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> Settings:
     """Load the settings of an explicit config file (defaults if it has no ``[tool.accumlint]``),
-    with ``overrides`` (``--config KEY=VALUE``) replacing its keys. Raises :class:`ConfigError`,
-    its one line naming the file, where it cannot be read or holds an invalid table, key or value."""
+    with ``overrides`` (``--config KEY=VALUE``) replacing its keys and the files its ``extend``
+    names inherited (see the module's docstring). Raises :class:`ConfigError`, its one line naming
+    the file, where a file cannot be read or holds an invalid table, key or value, where ``extend``
+    names a missing file or the files extend each other in a cycle."""
     path = Path(config_path).absolute()
     if path.is_dir():
         path = path / CONFIG_FILE
-    table = _accumlint_table(_read_toml(path))
-    if table is not None and not isinstance(table, Mapping):  # `[[tool.accumlint]]`, `accumlint = 5` under [tool]
-        raise ConfigError(f"{path}: [tool.accumlint] must be a table, got {_shown(table)}")
-    try:
-        return settings_from_table({**({} if table is None else table), **(overrides or {})}, path.parent, path)
-    except ConfigError as exc:  # the message names the file at fault: a run may read several
-        raise ConfigError(f"{path}: {exc}") from None
+    return _load_chain(path, overrides or {}, (), required=False)
 
 
 def parse_override(text: str) -> dict[str, Any]:

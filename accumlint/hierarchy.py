@@ -105,7 +105,7 @@ class Resolver:
 
     def enabled(self, settings: Settings) -> frozenset[str]:
         """The codes ``settings`` enable, after the command line's selection."""
-        return config.resolve_selection([settings.layer(), self.cli_layer])
+        return config.resolve_selection([*settings.layers(), self.cli_layer])
 
     def codes_for(self, path: str) -> frozenset[str]:
         """The codes checked in ``path``: its settings' selection minus its per-file ignores."""

@@ -1,10 +1,10 @@
 """``accumlint check --show-settings``: the settings in effect, as TOML one could paste back.
 
-Shows where the settings come from, the project root, the run's options (where the report
-goes, fixes, ``--ignore-noqa``), every ``[tool.accumlint]`` key as it applies after the
-command line (the cache folder, ``parse-timeout``, ``respect-gitignore``, ``noqa-style``), the
-rule codes that will run, the exclude globs, the per-file ignores and the files the paths
-expand to; nothing is checked.
+Shows where the settings come from (with the files ``extend`` inherits and the keys each
+gave), the project root, the run's options (where the report goes, fixes, ``--ignore-noqa``),
+every ``[tool.accumlint]`` key as it applies after the command line (the cache folder,
+``parse-timeout``, ``respect-gitignore``, ``noqa-style``), the rule codes that will run, the
+exclude globs, the per-file ignores and the files the paths expand to; nothing is checked.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ def _toml_list(values: Iterable[str]) -> str:
 
 def _toml_bool(value: bool) -> str:
     return str(value).lower()
+
+
+def _inheritance(settings: Settings) -> list[str]:
+    """Comment lines naming the files ``settings`` extend and the keys each of them gave."""
+    if not settings.extends:
+        return []
+    lines = [f"# extends: {' -> '.join(str(path) for path in settings.extends)}"]
+    for base in settings.extends:
+        keys = sorted(key for key, files in settings.sources.items() if base in files and key != "extend")
+        if keys:
+            lines.append(f"# from {base}: {', '.join(keys)}")
+    return lines
 
 
 def format_settings(
@@ -58,6 +70,7 @@ def format_settings(
     respect = settings.respect_gitignore if respect_gitignore is None else respect_gitignore
     lines = [
         f"# settings file: {source}",
+        *_inheritance(settings),
         f"project-root = {json.dumps(str(settings.project_root))}",
         f"output-format = {json.dumps(output_format)}",
         report_line,
@@ -70,7 +83,8 @@ def format_settings(
         f"respect-gitignore = {_toml_bool(respect)}",
         f"noqa-style = {json.dumps(settings.noqa_style)}",
         "",
-        "# the rules that run (config file, then the command line, applied to the defaults)",
+        "# the rules that run (the extended files, the config file, then the command line, applied to the defaults)"
+        if settings.extends else "# the rules that run (config file, then the command line, applied to the defaults)",
         f"enabled = {_toml_list(enabled)}",
         f"# on by default but not enabled: {', '.join(sorted(defaults - set(enabled))) or 'none'}",
         f"# enabled but off by default: {', '.join(c for c in enabled if c not in defaults) or 'none'}",

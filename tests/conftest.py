@@ -128,7 +128,7 @@ def _report_on_stdout() -> Iterator[None]:
 #: The slow tier (``pytest -m slow``; the fast tier is ``-m "not slow"``): tests that run torch,
 #: the runtime guard, a subprocess per example, worker processes or the fuzzer. Listed here, in
 #: one place, by module (every test in it) or by ``module::test``; ``@pytest.mark.slow`` on a
-#: test works as well.
+#: test works as well (the tests that read ``../shared`` carry ``tests.shared_data.needs_shared``).
 SLOW_MODULES = ("test_guard_", "test_fuzz", "test_precommit", "test_fix_safety", "test_new_rule")
 SLOW_TESTS = frozenset({
     "test_catalogue.py::test_example_runs_on_cpu",

@@ -21,7 +21,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.engine import ALL_RULES_INSTANCES, check_source, rules_for
 from accumlint.model import build_model
 from accumlint.source_facts import source_facts
-from tests.shared_data import require_shared
+from tests.shared_data import needs_shared, require_shared
 from tests.test_corpus import corpus_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +55,7 @@ def test_on_the_catalogue_and_the_examples() -> None:
     assert {code for code, count in hits.items() if count} == {rule.code for rule in ALL_RULES}
 
 
+@needs_shared
 def test_on_the_real_bug_reports() -> None:
     paths = sorted(require_shared("cases").glob("*.py"))
     wrong, hits = unapplied_hits(paths)
@@ -74,6 +75,7 @@ def corpus_loop_files() -> list[Path]:
     return sorted({root / f"{r['package']}-{r['version']}-{r['archive_kind']}" / r["path"] for r in rows})
 
 
+@needs_shared
 def test_on_the_corpus_of_real_training_loops() -> None:
     paths = corpus_loop_files()
     wrong, hits = unapplied_hits(paths)

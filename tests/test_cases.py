@@ -10,7 +10,9 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+
+pytestmark = needs_shared  # every test reads ../shared/cases
 
 IMPLEMENTED = {rule.code for rule in ALL_RULES}
 ALL_SELECTED = rules_for(IMPLEMENTED)
@@ -54,7 +56,7 @@ def _findings(path: Path, everything: bool = False) -> list[tuple[str, int]]:
     return [(f.code, f.line) for f in check_source(str(path), path.read_bytes(), rules).findings]
 
 
-@pytest.mark.parametrize("row", _expected(), ids=lambda row: row["file"])
+@pytest.mark.parametrize("row", shared_params(_expected(), "cases", "expected.tsv"), ids=lambda row: row["file"])
 def test_faulty_case_reports_its_code_on_its_line(row: dict[str, str]) -> None:
     path = require_shared("cases", row["file"])
     required = _codes(row["required"])
@@ -73,7 +75,7 @@ def _twins() -> list[str]:
     return sorted(p.name for p in folder.glob("*_ok.py")) if folder.exists() else []
 
 
-@pytest.mark.parametrize("name", _twins())
+@pytest.mark.parametrize("name", shared_params(_twins(), "cases"))
 def test_fixed_twin_reports_nothing(name: str) -> None:
     path = require_shared("cases", name)
     assert _findings(path) == []

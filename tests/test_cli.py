@@ -490,9 +490,10 @@ def test_show_settings_gives_every_key_as_the_command_line_leaves_it(project: Pa
     lines = (project / "settings.toml").read_text(encoding="utf-8").splitlines()
     assert {'output-file = "settings.toml"', "ignore-noqa = true", "parse-timeout = 0", "respect-gitignore = true",
             "# cache-dir: none, the cache is off", 'noqa-style = "accumlint"'} <= set(lines)
-    # every other key is shown under its own name (the selection keys make up `enabled`)
+    # every other key is shown under its own name (the selection keys make up `enabled`, and
+    # `extend` is resolved: its files are named on a `# extends:` line, test_config_extend)
     shown = {line.split(" = ")[0].strip("[]") for line in run("check", "--show-settings").stdout.splitlines()}
-    assert set(KNOWN_KEYS) - shown == {"select", "ignore", "extend-select"}
+    assert set(KNOWN_KEYS) - shown == {"select", "ignore", "extend-select", "extend"}
 
 
 def test_a_folder_without_python_files_warns_and_passes(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+
+pytestmark = needs_shared  # every test reads ../shared/corpus
 
 #: verdict → accepted codes (the scoring table of shared/corpus/README.md)
 SCORING = {
@@ -86,7 +88,7 @@ def _row_id(row: dict[str, str]) -> str:
     return f"{row['package']}:{row['path']}:{row['loop_lines'].split(' ')[0]}"
 
 
-@pytest.mark.parametrize("row", _rows(), ids=_row_id)
+@pytest.mark.parametrize("row", shared_params(_rows(), "corpus", "manifest.tsv"), ids=_row_id)
 def test_corpus_row(row: dict[str, str]) -> None:
     require_shared("corpus", "manifest.tsv")
     root = corpus_root()

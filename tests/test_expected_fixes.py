@@ -1,4 +1,5 @@
-"""Every fix the catalogue and the shared cases expect still applies (``tests/data/expected_fixes.toml``).
+"""Every fix the catalogue, our reduced loops and the shared cases expect still applies
+(``tests/data/expected_fixes.toml``; the shared cases' in the slow tier).
 
 A report shows the fix each finding's rule proposes, without checking the fixed file again;
 ``--fix``, ``--show-fixes`` and a code action verify it. For each expected fix this checks all
@@ -18,7 +19,7 @@ import pytest
 from accumlint.engine import check_source
 from accumlint.fixes.apply import fix_source
 from accumlint.suggested_fixes import verify
-from tests.shared_data import require_shared
+from tests.shared_data import DATA, needs_shared, require_shared
 from tests.test_rule_folders import DEFAULT, EVERY, INVALID, RULES_DIR, case_rules, case_source
 
 if sys.version_info >= (3, 11):
@@ -42,18 +43,30 @@ def _source(kind: str, name: str) -> tuple[str, bytes, list]:
     if kind == "script":
         path = RULES_DIR / name
         return str(path), path.read_bytes(), EVERY
+    if kind == "data":
+        path = DATA / "fix_cases" / name
+        return str(path), path.read_bytes(), DEFAULT
     path = require_shared("cases", name)
     return str(path), path.read_bytes(), DEFAULT
 
 
 def test_the_list_holds_every_kind_of_fix_and_case_011() -> None:
     assert {f["code"] for f in FIXES} == {"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"}
-    assert {f["source"] for f in FIXES} == {"case", "script", "shared"}
+    assert {f["source"] for f in FIXES} == {"case", "script", "shared", "data"}
     restored = [f for f in FIXES if f["name"] == "011_scheduler_every_microbatch.py"]
     assert [(f["code"], f["line"], f["applicability"]) for f in restored] == [("ACC304", 32, "unsafe")]
+    # every code a shared case's fix has, one of our own loops has too: the fast tier keeps each kind
+    by_kind = {kind: {f["code"] for f in FIXES if f["source"] == kind} for kind in ("shared", "data")}
+    assert by_kind["data"] == by_kind["shared"]
+    assert {path.name for path in (DATA / "fix_cases").glob("*.py")} == {
+        f["name"] for f in FIXES if f["source"] == "data"}
 
 
-@pytest.mark.parametrize(("kind", "name"), sorted(BY_SOURCE), ids=[f"{k}:{n}" for k, n in sorted(BY_SOURCE)])
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [pytest.param(kind, name, id=f"{kind}:{name}", marks=[needs_shared] if kind == "shared" else [])
+     for kind, name in sorted(BY_SOURCE)],
+)
 def test_every_expected_fix_is_offered_verified_and_applied(kind: str, name: str) -> None:
     path, data, rules = _source(kind, name)
     expected = BY_SOURCE[kind, name]

@@ -232,19 +232,19 @@ def test_a_report_shows_the_declared_fix_and_verification_has_the_last_word(
 def test_a_fix_that_reveals_what_its_code_masked_is_applied_only_as_unsafe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.shared_data import require_shared
+    from tests.shared_data import DATA
 
-    case = require_shared("cases", "011_scheduler_every_microbatch.py")
+    case = DATA / "fix_cases" / "scheduler_each_microbatch.py"  # the shape of shared case 011
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_bytes(case.read_bytes())
     status, out, err = fix("--no-cache", "--fix", "--output-format", "concise", "train.py")
-    assert err == ("note: train.py:32:17: ACC304 fix held back (applied with `--unsafe-fixes`): it reveals "
+    assert err == ("note: train.py:26:17: ACC304 fix held back (applied with `--unsafe-fixes`): it reveals "
                    "ACC305, which ACC304 masked (fix that too)\n"
                    "1 unsafe fix can be applied with the `--unsafe-fixes` option.\n")
     assert out.endswith("1 fixable with `--fix --unsafe-fixes`.\n")
     assert (tmp_path / "train.py").read_bytes() == case.read_bytes()
     status, out, _ = fix("--no-cache", "--fix", "--unsafe-fixes", "--output-format", "concise", "train.py")
-    assert sorted(codes(tmp_path / "train.py")) == ["ACC005", "ACC305", "ACC305"]
+    assert sorted(codes(tmp_path / "train.py")) == ["ACC305"]
     fixed = (tmp_path / "train.py").read_text().splitlines()
     at = fixed.index("                scaler.step(optimizer)")
-    assert fixed[at + 1:at + 3] == ["                if scheduler is not None:", "                    scheduler.step()"]
+    assert fixed[at + 1:at + 3] == ["                if schedule is not None:", "                    schedule.step()"]

@@ -13,7 +13,7 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +33,8 @@ def _rows() -> list[dict[str, str]]:
         return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith("cfg_accelerator_")]
 
 
-@pytest.mark.parametrize("row", _rows(), ids=lambda row: row["file"])
+@needs_shared
+@pytest.mark.parametrize("row", shared_params(_rows(), "patterns", "expected.tsv"), ids=lambda row: row["file"])
 def test_shared_accelerator_kwargs_samples(row: dict[str, str]) -> None:
     path = require_shared("patterns", row["file"])
     codes = set(row["required"].split("|"))
@@ -42,6 +43,7 @@ def test_shared_accelerator_kwargs_samples(row: dict[str, str]) -> None:
     assert any(code in codes and line in lines for code, line in hits), hits
 
 
+@needs_shared
 def test_the_shared_table_has_the_accelerator_kwargs_rows() -> None:
     require_shared("patterns", "expected.tsv")
     assert {row["file"] for row in _rows()} >= {"cfg_accelerator_kwargs_double_div.py",

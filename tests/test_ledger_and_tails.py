@@ -21,7 +21,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import Factor
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 from tests.test_rule_folders import case_code
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
@@ -87,7 +87,9 @@ def _shared_rows(prefixes: tuple[str, ...]) -> list[dict[str, str]]:
         return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith(prefixes)]
 
 
-@pytest.mark.parametrize("row", _shared_rows(("norm_", "tail_")), ids=lambda row: row["file"])
+@needs_shared
+@pytest.mark.parametrize("row", shared_params(_shared_rows(("norm_", "tail_")), "patterns", "expected.tsv"),
+                         ids=lambda row: row["file"])
 def test_shared_norm_and_tail_patterns(row: dict[str, str]) -> None:
     """Each faulty norm_/tail_ pattern reports its code on one of its lines (every rule
     selected; other true findings its header names may come too); each silent twin reports nothing."""

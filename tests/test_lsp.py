@@ -18,7 +18,7 @@ from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
-from tests.shared_data import require_shared  # noqa: E402
+from tests.shared_data import DATA  # noqa: E402
 from tests.test_fixes import UNVERIFIED_FIX  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ UNVERIFIED = UNVERIFIED_FIX.decode()  # ACC006 on a counter of updates: a propos
 
 
 def test_a_code_action_offers_a_fix_only_once_verified(tmp_path: Path) -> None:
-    scheduler_case = require_shared("cases", "011_scheduler_every_microbatch.py").read_text(encoding="utf-8")
+    scheduler_case = (DATA / "fix_cases" / "scheduler_each_microbatch.py").read_text(encoding="utf-8")
 
     async def scenario(root: Path) -> None:
         session = Session()
@@ -232,7 +232,7 @@ def test_a_code_action_offers_a_fix_only_once_verified(tmp_path: Path) -> None:
             assert fix.edit is not None and fix.edit.changes is not None
             fixed = _apply(scheduler_case, fix.edit.changes[case_uri]).splitlines()
             at = fixed.index("                scaler.step(optimizer)")
-            assert [line.strip() for line in fixed[at + 1:at + 3]] == ["if scheduler is not None:", "scheduler.step()"]
+            assert [line.strip() for line in fixed[at + 1:at + 3]] == ["if schedule is not None:", "schedule.step()"]
             assert fixed[at + 2].startswith(" " * 20)  # the guard moved with the step, under the gate
         finally:
             await session.stop()

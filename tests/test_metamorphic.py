@@ -37,10 +37,13 @@ from tests.metamorphic.matrix import (
     subjects,
     transformed,
 )
-from tests.shared_data import REPO, require_shared
+from tests.shared_data import DATA, REPO, needs_shared, require_shared
 
 KNOWN = load_known()
 CATALOGUE = catalogue()
+#: our own inputs for the shapes the catalogue lacks (a loop in a method), so that the fast tier
+#: covers every transformation without ../shared
+OWN_SUBJECTS = [Subject(f"data/{p.name}", p) for p in sorted((DATA / "metamorphic").glob("*.py"))]
 #: One transformation per family for the fast tier.
 FAST = (
     "rename.locals",
@@ -92,8 +95,9 @@ def test_every_family_has_transformations_with_docstrings() -> None:
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_each_transformation_applies_somewhere_and_compiles(name: str) -> None:
     """Each transformation applies to some catalogue example (or, for shapes the catalogue lacks,
-    such as a training loop in a method, to a shared input); its output compiles and differs."""
-    for subject in [*CATALOGUE, *shared()]:
+    such as a training loop in a method, to one of ours in tests/data/metamorphic, or a shared
+    input); its output compiles and differs."""
+    for subject in [*CATALOGUE, *OWN_SUBJECTS, *shared()]:
         program = transformed(subject, (name,)) if subject.program is not None else None
         if program is not None:
             assert compile_error(program) == ""
@@ -165,6 +169,7 @@ def test_drawn_compositions_stay_valid_programs(data: st.DataObject) -> None:
         assert result.internal_errors == [] and "ACC000" not in {f.code for f in result.findings}
 
 
+@needs_shared
 def test_shared_inputs_are_present() -> None:
     """The slow matrix covers ../shared's cases and patterns (skipped where they are absent)."""
     require_shared("cases")

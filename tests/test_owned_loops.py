@@ -14,7 +14,7 @@ import pytest
 
 from accumlint.model import FileModel
 from accumlint.model.kinds import EventKind
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 from tests.test_patterns import _rows as _family_rows
 from tests.test_patterns import assert_row, check
 
@@ -35,12 +35,14 @@ def _cb_rows() -> list[dict[str, str]]:
         patterns.FAMILIES = families
 
 
-@pytest.mark.parametrize("row", _cb_rows(), ids=lambda row: row["file"])
+@needs_shared
+@pytest.mark.parametrize("row", shared_params(_cb_rows(), "patterns", "expected.tsv"), ids=lambda row: row["file"])
 def test_cb_pattern(row: dict[str, str]) -> None:
     require_shared("patterns", row["file"])
     assert_row(row, SHARED / "patterns")
 
 
+@needs_shared
 def test_cb_patterns_present() -> None:
     require_shared("patterns", "cb_ignite_process.py")
     assert len(_cb_rows()) >= 4
@@ -80,6 +82,7 @@ def test_ignite_handlers_walked_in_framework_order() -> None:
     assert _events(flipped, "step") == [EventKind.RESET, EventKind.BACKWARD, EventKind.UPDATE]
 
 
+@needs_shared
 def test_callback_runner_backward_before_after_backward_hook() -> None:
     """The runner's backward is a site of the loop, before the after-backward hook's clip."""
     source = (SHARED / "patterns" / "cb_callback_pair_clip.py")

@@ -12,7 +12,9 @@ import pytest
 
 from accumlint import config, runner
 from accumlint.config import Settings
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+
+pytestmark = needs_shared  # every test reads ../shared/patterns
 
 FAMILIES = ("xfn_", "xmod_", "cls_", "attr_", "multiopt_")
 EVERY_CODE = frozenset(config.known_codes())
@@ -53,7 +55,7 @@ def assert_row(row: dict[str, str], folder: Path) -> None:
     assert all(file == wanted for file, _, _ in found), found  # a helper module is silent
 
 
-@pytest.mark.parametrize("row", _rows(), ids=lambda row: row["file"])
+@pytest.mark.parametrize("row", shared_params(_rows(), "patterns", "expected.tsv"), ids=lambda row: row["file"])
 def test_pattern(row: dict[str, str]) -> None:
     require_shared("patterns", row["file"].partition("/")[0])
     assert_row(row, SHARED / "patterns")

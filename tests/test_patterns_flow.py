@@ -11,7 +11,9 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
-from tests.shared_data import SHARED, require_shared
+from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+
+pytestmark = needs_shared  # every test reads ../shared/patterns
 
 FAMILIES = ("flow_", "fp_", "cfg_name_", "sync_", "lr_", "dp_", "mem_")
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
@@ -33,7 +35,7 @@ def _param(row: dict[str, str]):
     return pytest.param(row, id=row["file"], marks=marks)
 
 
-@pytest.mark.parametrize("row", [_param(row) for row in _rows()])
+@pytest.mark.parametrize("row", shared_params([_param(row) for row in _rows()], "patterns", "expected.tsv"))
 def test_pattern(row: dict[str, str]) -> None:
     path = require_shared("patterns", row["file"])
     found = [(f.code, f.line) for f in check_source(str(path), path.read_bytes(), EVERY_RULE).findings]

@@ -522,6 +522,7 @@ def test_the_zero_based_gate_is_acc006_in_every_spelling(name):
     assert _trace_codes(textwrap.dedent(ZERO_BASED[name])) == {"ACC006"}
 
 
+@pytest.mark.slow  # reads ../shared (tests.shared_data.needs_shared)
 def test_trace_verdicts_on_the_shared_samples_flag_no_correct_twin():
     from tests.shared_data import SHARED
 
