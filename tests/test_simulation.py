@@ -165,8 +165,10 @@ def test_nested_loops_an_update_per_outer_iteration_of_a_drawn_microbatches():
                 optimizer.step()
                 optimizer.zero_grad()
     """)
-    assert result.symbols == () or "accum" not in result.symbols  # A is a loop count here, not a gate
+    assert result.symbols == ("accum",)  # the count of the micro-steps before each update is A
     assert all(t.events for t in result.traces)
+    # one iterator for the whole run: its end (StopIteration, uncaught) ends the run after an epoch
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3)]
 
 
 def test_a_reset_at_each_epoch_start_shows_before_the_carried_group():
@@ -740,3 +742,79 @@ def test_an_entry_parameter_with_a_default_is_what_the_unseen_caller_passes():
     """)
     # both values of the flag are runs of their own: the default is not taken for granted
     assert {dict(t.choices).get("update_now") for t in result.traces} == {False, True}
+
+
+@pytest.mark.parametrize("count", ["MICRO_STEPS", "args.micro_steps"])
+def test_an_inner_range_of_micro_steps_before_the_update_is_a(count):
+    result = simulated(f"""
+    import torch
+
+    MICRO_STEPS = 8
+
+    def sample():
+        return torch.randn(2, 2)
+
+    def main(args, model, optimizer):
+        updates = 0
+        while updates < 1000:
+            for micro in range({count}):
+                loss = model(sample()) / {count}
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            updates += 1
+    """)[0]
+    assert result.symbols == (count,)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+
+
+def test_a_literal_range_of_micro_steps_fixes_a():
+    result = only("""
+    def main(model, optimizer, sample):
+        for update in range(100):
+            for micro in range(3):
+                model(sample()).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """)
+    assert result.literal == 3 and not result.symbols
+    assert {t.configuration.accumulation for t in result.traces} == {3}
+
+
+def test_a_condition_and_its_negation_are_one_choice():
+    result = only("""
+    def train(args, model, optimizer, loader, accum):
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if not args.frozen:
+                optimizer.step()
+            if args.frozen:
+                continue
+            optimizer.zero_grad()
+    """)
+    for trace in result.traces:
+        assert dict(trace.choices) in ({"args.frozen": False}, {"args.frozen": True})
+    assert {dict(t.choices)["args.frozen"] for t in result.traces} == {False, True}
+
+
+def test_a_reset_under_a_flag_is_a_choice_of_its_own():
+    result = only("""
+    def train(args, model, optimizer, loader):
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if (i + 1) % args.accum == 0:
+                optimizer.step()
+                if args.set_to_none:
+                    optimizer.zero_grad(set_to_none=True)
+                else:
+                    optimizer.zero_grad()
+    """)
+    from accumlint.checks.group_traces import verdicts
+
+    assert result.decided, result.reasons()
+    assert verdicts(result) == []  # both branches reset: no ACC002
+    whole = [t for t in result.traces if t.configuration.microbatches == 2 * t.configuration.accumulation]
+    assert {dict(t.choices)["args.set_to_none"] for t in whole} == {False, True}
+    assert all(EventKind.RESET in {e.kind for e in t.events} for t in whole)

@@ -172,6 +172,7 @@ class _Loader:
             raise _Raised("StopIteration")
         run.drawn_in_epoch += 1
         run.drawn += 1
+        run.loaded += 1
         return Unknown(self.label, Origin.DATA)
 
 
@@ -196,6 +197,7 @@ class Interpreter:
         self.literal_gates: list[int] = []
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
+        self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
         self.drawn_in_epoch = 0
         self.epoch = -1
         self.statements = 0
@@ -426,6 +428,9 @@ class Interpreter:
                 self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
                 self._record("zero_grad", None, None, target, frame)
+            elif target.attr.value == "grad":
+                self.undecide(f"the gradients are written by hand (`{_code(target)} = ...`): what a group "
+                              "accumulates is not the backwards' alone")
         elif kind in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
             if isinstance(value, (tuple, list)) and len(value) == len(elements) \
@@ -459,6 +464,7 @@ class Interpreter:
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
+        self._micro_steps(node, frame)
         items = self._iterate(iterable, node, frame)
         if items is None:  # unknown, and no training event inside
             self._havoc(node, frame)
@@ -481,6 +487,21 @@ class Interpreter:
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
 
+    def _micro_steps(self, node: cst.For, frame: _Frame) -> None:
+        """``for micro_step in range(K)`` around the backward, the update after it: K is A.
+        A count the configuration can bind names the accumulation symbol; a literal one fixes A."""
+        call = node.iter
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) == 1) \
+                or not self.syntax.reaches_backward(node.body, frame.owner) \
+                or self.syntax.has_update(node.body, frame.owner) or not self.syntax.update_follows(node, frame.owner):
+            return
+        count = self.expression(call.args[0].value, frame)
+        if isinstance(count, LabeledInt) and not count.bound or isinstance(count, Unknown) and \
+                count.origin is Origin.RUN and count.label and count.gate is None:
+            raise NeedBinding(frozenset({label_text(count)}))
+        if isinstance(count, Literal) and count > 1:
+            self.literal_gates.append(int(count))
+
     def _iterate(self, iterable: object, node: cst.For, frame: _Frame) -> Iterator[object] | None:
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(node.body, frame):
@@ -488,6 +509,9 @@ class Interpreter:
             iterable.body = node.body
             iterable.owner = frame.owner
             return iterable.items()
+        if isinstance(iterable, range) and self.syntax.reaches_backward(node.body, frame.owner) \
+                and not self.syntax.draws_data(node.body, frame.owner):
+            return self._counted(iterable)  # `for micro_step in range(A)`: each pass is a microbatch
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
         if isinstance(iterable, _Loader):
@@ -501,6 +525,14 @@ class Interpreter:
             # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`: once, for each
             return iter([Unknown(_code(node.target), Origin.RUN)])
         return None
+
+    def _counted(self, passes: range) -> Iterator[object]:
+        """Each pass a microbatch, unless the run draws its microbatches from a loader (the
+        passes then run over what was drawn: forwards first, backwards in a second loop)."""
+        for item in _limited(iter(passes)):
+            if not self.loaded:
+                self._count_microbatch()
+            yield item
 
     def _trains_on(self, node: cst.Call, frame: _Frame) -> bool:
         """Whether ``len(x)``'s ``x`` is what a training loop of the same function iterates (its
@@ -577,7 +609,10 @@ class Interpreter:
 
     def _havoc(self, node: cst.CSTNode, frame: _Frame) -> None:
         """A loop the run cannot iterate and that performs no training event: the names it
-        binds become unknown data."""
+        binds become unknown data (one that writes gradients by hand leaves the run undecided)."""
+        if _writes_gradients(node):
+            self.undecide("the gradients are written by hand (`p.grad = ...` in a loop): what a group "
+                          "accumulates is not the backwards' alone")
         for name in _bound_names(node):
             frame.names[name] = Unknown(name, Origin.DATA)
 
@@ -638,12 +673,12 @@ class Interpreter:
                 self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
                           "what it decides is no backward, update or reset)")
             return False  # logging, evaluation, checkpoints: their quiet branch
-        key = _code(test)
+        key, negated = _choice_key(test)
         if key in self.choices:
-            return self.choices[key]
+            return self.choices[key] != negated
         if statement is not None and not self.syntax.matters(statement, frame.owner):
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
-        self.choices[key] = False
+        self.choices[key] = negated  # the condition as written takes False first
         self.defaulted.append(key)
         return False
 
@@ -1309,9 +1344,10 @@ class SyntaxFacts:
     def matters(self, statement: cst.If, owner: ModuleFunctions) -> bool:
         """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
         name or leaves the iteration or the function."""
-        return self._get("matters", statement, lambda: self.reaches_event(statement, owner) or any(  # type: ignore[return-value]
-            isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break))
-            for n in walk(statement)))
+        return self._get("matters", statement, lambda: self.reaches_event(statement, owner)  # type: ignore[return-value]
+                         or self.resets(statement) or any(
+            isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break,
+                           cst.Assert)) for n in walk(statement)))
 
     def trained_on(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names that the loops of ``scope`` reaching a backward iterate, through
@@ -1573,6 +1609,40 @@ def _leaves_iteration(body: cst.BaseSuite) -> bool:
     smalls = last.body if isinstance(last, cst.SimpleStatementLine) else \
         (statements if isinstance(body, cst.SimpleStatementSuite) else [])
     return any(isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for s in smalls[-1:])
+
+
+def _writes_gradients(node: cst.CSTNode) -> bool:
+    """Whether ``node`` sets gradients to something (``p.grad = buf``, ``p.grad += g``,
+    ``p.grad.copy_(g)``), not only resets them."""
+    for child in walk(node):
+        if isinstance(child, cst.Assign) and not (isinstance(child.value, cst.Name) and child.value.value == "None"):
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in child.targets):
+                return True
+        if isinstance(child, cst.AugAssign) and isinstance(child.target, cst.Attribute) \
+                and child.target.attr.value == "grad":
+            return True
+        if isinstance(child, cst.Call) and isinstance(child.func, cst.Attribute) \
+                and child.func.attr.value in ("copy_", "add_") and isinstance(child.func.value, cst.Attribute) \
+                and child.func.value.attr.value == "grad":
+            return True
+    return False
+
+
+_NEGATED = {"IsNot": "is", "NotEqual": "==", "NotIn": "in"}
+
+
+def _choice_key(test: cst.BaseExpression) -> tuple[str, bool]:
+    """The run-level choice a condition reads, and whether it reads its negation: ``not x``,
+    ``x is not None``, ``x != y`` are the choices of ``x``, ``x is None`` and ``x == y``, so
+    a run never takes both a condition and its negation as true."""
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, not negated
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        operator = type(test.comparisons[0].operator).__name__
+        if operator in _NEGATED:
+            return f"{_code(test.left)} {_NEGATED[operator]} {_code(test.comparisons[0].comparator)}", not negated
+    return _code(test), negated
 
 
 def _bound_names(node: cst.For | cst.While) -> set[str]:

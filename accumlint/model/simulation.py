@@ -251,8 +251,9 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
     literal: int | None = None
     reached: set[cst.FunctionDef] = set()
     for configuration in configs:
-        # every run takes False for a choice it meets first; each choice it defaulted is then run
-        # the other way (the latest first: the loop's own choices before the set-up's flags)
+        # every run takes a choice it meets first as false (as the condition is written); each choice
+        # it defaulted is then run the other way (the latest first: the loop's own choices before
+        # the set-up's flags)
         pending: list[dict[str, bool]] = [{}]
         limit = MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation \
             and configuration.replicas == 1 else MAX_OTHER_RUNS
@@ -272,7 +273,7 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 feasible = False  # the code asserts this configuration away (a loader length that A divides)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
-            pending[0:0] = [{**choices, **dict.fromkeys(run.defaulted[:i], False), key: True}
+            pending[0:0] = [{**choices, **{k: run.choices[k] for k in run.defaulted[:i]}, key: not run.choices[key]}
                             for i, key in reversed(list(enumerate(run.defaulted)))]
             if not feasible:
                 continue
