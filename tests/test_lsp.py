@@ -567,6 +567,21 @@ def test_a_slow_document_does_not_hold_back_another(tmp_path: Path) -> None:
     _blocking(scenario, tmp_path)
 
 
+def test_documents_opened_at_once_on_a_fresh_server_are_all_checked(tmp_path: Path) -> None:
+    """Reproduction: the first checks, started side by side, imported the analysis modules on
+    two threads at once; one saw the other's half-initialized module (``ImportError``) and its
+    document never got diagnostics."""
+
+    async def scenario(session: Session, root: Path) -> None:
+        uris = [_open(session, root / f"train_{n}.py", BAD) for n in range(4)]
+        for uri in uris:
+            [diagnostic] = await session.next_diagnostics(uri, 1)
+            assert diagnostic.code == "ACC001"
+        await session.stop()
+
+    _hostile(scenario, tmp_path)
+
+
 def test_a_change_cancels_the_stale_check(tmp_path: Path) -> None:
     """A didChange while a check runs kills it: only the new version's diagnostics are published."""
 
@@ -615,9 +630,9 @@ def test_a_cancelled_code_action_answers_request_cancelled(tmp_path: Path) -> No
     _blocking(scenario, tmp_path)
 
 
-def test_a_change_during_a_code_action_answers_content_modified(tmp_path: Path) -> None:
-    """A code action computed for a version the editor has left is refused (``ContentModified``),
-    whether the change came while it ran or before it was asked."""
+def test_a_code_action_follows_the_documents_changes(tmp_path: Path) -> None:
+    """A change while a code action runs kills its work (``ContentModified``); a code action on
+    a version whose check is on its way is answered once that version is checked."""
     from pygls.exceptions import JsonRpcException
 
     async def scenario(session: Session, root: Path, signals: Path) -> None:
@@ -625,16 +640,18 @@ def test_a_change_during_a_code_action_answers_content_modified(tmp_path: Path) 
         [diagnostic] = await session.next_diagnostics(uri, 1)
         running = asyncio.ensure_future(_code_actions(session, uri, diagnostic))
         await _started(signals / "verify-started")
-        _change(session, uri, 2, "# block-check\n" + BLOCKED_VERIFY)
+        _change(session, uri, 2, BLOCKED_CHECK)  # the same lines: the diagnostic's range holds
         with pytest.raises(JsonRpcException) as error:
             await running
         assert error.value.code == -32801  # ContentModified
         await _started(signals / "check-started")
-        with pytest.raises(JsonRpcException) as error:  # version 2's check has not finished
-            await _code_actions(session, uri, diagnostic)
-        assert error.value.code == -32801
+        waiting = asyncio.ensure_future(_code_actions(session, uri, diagnostic))  # version 2: its check blocks
         (signals / "release").touch()
-        await session.next_diagnostics(uri, 2)
+        [again] = await session.next_diagnostics(uri, 2)
+        assert again.range == diagnostic.range
+        titles = [a.title for a in await waiting]
+        assert titles[0].startswith("Fix ACC001") and "Disable ACC001 for this line (# noqa)" in titles
+        assert session.versions[uri] == [1, 2]
         await session.stop()
 
     _blocking(scenario, tmp_path)

@@ -22,8 +22,8 @@ never runs an analysis, so it goes on answering. Each document has at most one c
 a change (``didChange``), a save or a close kills the worker of its previous one, whose result
 is never published, and a document's check never waits for another document's. A request's
 work is killed when the client cancels it (``$/cancelRequest``: ``RequestCancelled``) or the
-document changes meanwhile (``ContentModified``); a code action asked on a version the server
-has not checked yet gets ``ContentModified`` too. The first check in a project reports the
+document changes meanwhile (``ContentModified``); a code action asked on a version whose check
+is on its way is answered once it is checked. The first check in a project reports the
 index build as work-done progress when the client supports it. A file past either limit gets
 ``ACC000``. A file the editor has not opened is read only through
 :func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import tokenize
 import uuid
 from collections.abc import Callable
@@ -134,6 +135,9 @@ class AccumlintServer(LanguageServer):
         self.serving: dict[str, set[pool.Cancel]] = {}
         #: the project roots whose index was built once (the first build reports progress)
         self.indexed: set[str] = set()
+        #: set (and dropped) when a check of the document is stored, or it closes: what a
+        #: code action on a version not checked yet waits for
+        self.stored: dict[str, asyncio.Event] = {}
         self.checker = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="accumlint-check")
         self.requests = ThreadPoolExecutor(max_workers=REQUEST_THREADS, thread_name_prefix="accumlint-request")
         self.closing = False
@@ -232,6 +236,12 @@ class AccumlintServer(LanguageServer):
         if self.closing:
             return
         generation = self.invalidate(uri)
+        try:
+            await self._publish(uri, generation)
+        finally:  # stored, stale or not checked: the requests waiting for it look again
+            self.wake(uri)
+
+    async def _publish(self, uri: str, generation: int) -> None:
         source = self.source(uri)
         if source is None:
             return
@@ -256,6 +266,28 @@ class AccumlintServer(LanguageServer):
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=self.diagnostics(uri, checked))
         )
 
+    def wake(self, uri: str) -> None:
+        """Wake the requests waiting for a check of ``uri`` (:meth:`checked_at`)."""
+        if (event := self.stored.pop(uri, None)) is not None:
+            event.set()
+
+    async def checked_at(self, uri: str, version: int | None) -> _Checked | None:
+        """The check of ``uri`` at ``version`` (the editor's current one), waiting for it while
+        it is on its way (debounced or running); None where there is none, or the document
+        closed; ``ContentModified`` where it changed again before that version was checked."""
+        while not self.closing:
+            checked = self.checked.get(uri)
+            if checked is not None and (checked.version is None or checked.version == version):
+                return checked
+            coming = uri in self.pending or uri in self.running
+            if checked is None and not coming:
+                return None
+            past = checked is not None and version is not None and checked.version > version
+            if not coming or version is None or past:
+                raise JsonRpcContentModified(f"{uri} changed while the request was answered")
+            await self.stored.setdefault(uri, asyncio.Event()).wait()
+        return None
+
     def schedule(self, uri: str) -> None:
         """A change of ``uri``: cancel its work in flight, check it once :data:`DEBOUNCE_S`
         passed without another change."""
@@ -275,6 +307,8 @@ class AccumlintServer(LanguageServer):
         for handle in self.pending.values():
             handle.cancel()
         self.pending.clear()
+        for uri in list(self.stored):
+            self.wake(uri)
         pool.end_alone()
         for executor in (self.checker, self.requests):
             executor.shutdown(wait=False, cancel_futures=True)
@@ -292,7 +326,11 @@ class AccumlintServer(LanguageServer):
         """Begin the client's progress of the index build of ``root`` (called on a checker
         thread: the messages go from the server's event loop, ``loop``); what ends it."""
         begun = asyncio.run_coroutine_threadsafe(self._begin_progress(root), loop)
-        return lambda: asyncio.run_coroutine_threadsafe(self._end_progress(begun), loop) and None
+
+        def end() -> None:
+            asyncio.run_coroutine_threadsafe(self._end_progress(begun), loop)
+
+        return end
 
     async def _begin_progress(self, root: str) -> str | None:
         token = f"accumlint-index-{uuid.uuid4()}"
@@ -401,14 +439,14 @@ class AccumlintServer(LanguageServer):
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
         """The fixes and ``noqa`` quick-fixes of the findings whose ranges meet the requested
         one (only their fixes are verified), and the fix-all only when its kind is asked for.
-        A version of the document not checked yet: ``ContentModified`` (its diagnostics come)."""
+        On a version of the document whose check is on its way: answered once it is checked
+        (``ContentModified`` where the document changes again first)."""
         uri = params.text_document.uri
-        checked = self.checked.get(uri)
+        document = self.workspace.text_documents.get(unquote(uri))
+        checked = await self.checked_at(uri, document.version if document is not None else None)
         if checked is None:
             return []
         document = self._document(uri, checked)
-        if checked.version is not None and document.version != checked.version:
-            raise JsonRpcContentModified(f"{uri}: version {document.version} is not checked yet")
         wanted = params.context.only
         actions: list[types.CodeAction] = []
         if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
@@ -543,8 +581,29 @@ class AccumlintServer(LanguageServer):
 
 def _under(work: pool.Cancel, function: Callable[..., T], *args: object) -> T:
     """``function(*args)`` with ``work`` the handle of the workers it starts (on a pool's thread)."""
+    _load_analysis()
     with work.applies():
         return function(*args)
+
+
+_loading = threading.Lock()
+_loaded = False
+
+
+def _load_analysis() -> None:
+    """Import the modules the server's threads use, once, on one thread: two threads importing
+    them first at once could each see a module the other is still initializing (their imports
+    are circular) and fail with ``ImportError``."""
+    global _loaded
+    if _loaded:
+        return
+    with _loading:
+        if not _loaded:
+            import accumlint.engine
+            import accumlint.fixes.apply
+            import accumlint.notebook  # noqa: F401 - all three imported for their effect
+
+            _loaded = True
 
 
 def _loop_markdown(path: str, data: bytes, line: int, project_root: str) -> str | None:
@@ -613,6 +672,7 @@ def create_server() -> AccumlintServer:
         uri = params.text_document.uri
         ls.invalidate(uri)
         ls.checked.pop(uri, None)
+        ls.wake(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(
