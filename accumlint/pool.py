@@ -9,6 +9,7 @@ so that the module a worker runs is the one the main process configured).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import faulthandler
 import functools
 import gc
@@ -17,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
@@ -434,20 +435,63 @@ class OutOfMemory(Exception):
     """A call in a worker ran out of :data:`MEMORY_LIMIT` (:func:`run_alone`)."""
 
 
+class Cancelled(Exception):
+    """A call in a worker was cancelled (:meth:`Cancel.cancel`): its worker was killed."""
+
+
 _alone_lock = threading.Lock()
 _alone: set[ProcessPoolExecutor] = set()  # the pools of run_alone calls in progress
 _ended = False  # set by end_alone: no run_alone call starts a worker any more
+#: held while a worker forks: what the caller set up for it (:func:`run_alone`'s ``setup``:
+#: the project it checks in) stays this thread's until the worker holds a copy
+_forking = threading.RLock()
+_current = threading.local()  # .cancel: the Cancel of this thread's run_alone calls
 
 
-def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None) -> T:
+class Cancel:
+    """A handle on the :func:`run_alone` calls a thread makes under :meth:`applies` (a
+    language server's check of one version of a document): :meth:`cancel`, from any thread,
+    kills their workers, and their callers get :class:`Cancelled`; a later call under it
+    raises :class:`Cancelled` at once."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._pools: set[ProcessPoolExecutor] = set()
+
+    def cancel(self) -> None:
+        """Kill the workers of the calls in progress under this handle and refuse any later call."""
+        with _alone_lock:
+            self.cancelled = True
+            pools = list(self._pools)
+        for pool in pools:
+            for process in workers_of(pool):
+                process.kill()
+
+    @contextlib.contextmanager
+    def applies(self) -> Iterator[Cancel]:
+        """Make this handle the one of the calling thread's :func:`run_alone` calls while the block runs."""
+        previous = getattr(_current, "cancel", None)
+        _current.cancel = self
+        try:
+            yield self
+        finally:
+            _current.cancel = previous
+
+
+def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None,
+              setup: Callable[[], contextlib.AbstractContextManager[object]] | None = None) -> T:
     """``function(*args)`` in a fresh worker process (:func:`_worker_start`: bounded to
     :data:`MEMORY_LIMIT`; forked on Linux, so it sees this process's activated project) and
     its result. ``timeout``: seconds, stretched by :func:`load_factor` (None: no limit).
+    ``setup``: a context entered while the worker starts (and no other call's worker starts),
+    which sets the process state the worker copies (:func:`accumlint.project.activate`): calls
+    on several threads each get their own.
 
     Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
     :class:`OutOfMemory` where it ran out of memory (``MemoryError``, or its native code
-    aborted), ``BrokenProcessPool`` where the worker died otherwise or :func:`end_alone` ended it
-    (or had been called).
+    aborted), :class:`Cancelled` where the calling thread's :class:`Cancel` was cancelled,
+    ``BrokenProcessPool`` where the worker died otherwise or :func:`end_alone` ended it (or had
+    been called).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -455,19 +499,32 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    pool = ProcessPoolExecutor(
-        max_workers=1, mp_context=context, initializer=_worker_start,
-        initargs=_initargs(context)
-    )
-    with _alone_lock:
-        if _ended:
-            pool.shutdown(wait=False)
-            raise BrokenProcessPool("the process is shutting down")
-        _alone.add(pool)
+    cancel: Cancel | None = getattr(_current, "cancel", None)
     processes = []
+    with _forking, setup() if setup is not None else contextlib.nullcontext():
+        pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=_worker_start,
+            initargs=_initargs(context)
+        )
+        with _alone_lock:
+            if _ended or (cancel is not None and cancel.cancelled):
+                pool.shutdown(wait=False)
+                if _ended:
+                    raise BrokenProcessPool("the process is shutting down")
+                raise Cancelled()
+            _alone.add(pool)
+            if cancel is not None:
+                cancel._pools.add(pool)
+        try:
+            future = pool.submit(function, *args)  # forks here (the worker's copy of the state set up)
+            processes = workers_of(pool)
+            if cancel is not None and cancel.cancelled:  # cancelled while it forked: not killed yet
+                for process in processes:
+                    process.kill()
+        except BaseException:
+            _release(pool, cancel, processes)
+            raise
     try:
-        future = pool.submit(function, *args)
-        processes = workers_of(pool)
         try:
             return future.result(timeout=None if timeout is None else timeout * load_factor())
         except Late:
@@ -475,17 +532,26 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
         except MemoryError:
             raise OutOfMemory() from None
         except BrokenProcessPool:
+            if cancel is not None and cancel.cancelled:
+                raise Cancelled() from None
             if any(_ran_out_of_memory(process) for process in processes):
                 raise OutOfMemory() from None
             raise
     finally:
-        with _alone_lock:
-            _alone.discard(pool)
-        processes = processes or workers_of(pool)
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            process.kill()
-            process.join()
+        _release(pool, cancel, processes)
+
+
+def _release(pool: ProcessPoolExecutor, cancel: Cancel | None, processes: list[BaseProcess]) -> None:
+    """End a :func:`run_alone` call's worker and forget its pool."""
+    with _alone_lock:
+        _alone.discard(pool)
+        if cancel is not None:
+            cancel._pools.discard(pool)
+    processes = processes or workers_of(pool)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()
+        process.join()
 
 
 def end_alone() -> None:
@@ -501,14 +567,15 @@ def end_alone() -> None:
             process.kill()
 
 
-def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None) -> engine.FileResult:
-    """:func:`_check` in a fresh worker (:func:`run_alone`): a file whose check kills the
-    process gets an internal error, one that runs out of memory or past ``timeout`` seconds
-    ``ACC000``, and the run goes on."""
+def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None,
+                 setup: Callable[[], contextlib.AbstractContextManager[object]] | None = None) -> engine.FileResult:
+    """:func:`_check` in a fresh worker (:func:`run_alone`, with its ``setup``): a file whose
+    check kills the process gets an internal error, one that runs out of memory or past
+    ``timeout`` seconds ``ACC000``, and the run goes on. :class:`Cancelled` passes through."""
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        return run_alone(runner()._check_safely, path, data, codes, timeout=timeout)
+        return run_alone(runner()._check_safely, path, data, codes, timeout=timeout, setup=setup)
     except BrokenProcessPool as exc:
         error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
         return engine.FileResult(path, internal_errors=[error])

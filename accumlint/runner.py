@@ -9,9 +9,10 @@ output never depends on the number of workers or on which of them finished first
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -518,51 +519,59 @@ def _one_file_index(path: str, data: bytes, project_root: str | None) -> project
     return None if project_root is None or path == "-" else file_index(path, data, project_root)
 
 
-def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
-              suggest: bool = False, timeout: float | None = None) -> engine.FileResult:
-    """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
-    of that one path reports for the same bytes (notebooks by the path's suffix). With
-    ``project_root`` (the settings' root) the model follows the project modules the file
-    imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
-    from disk, the file's own are ``data``. ``suggest``: with the fixes the findings' rules
-    propose (not verified: :func:`verify_one`).
-
-    The check runs in a worker process bounded as a run's are (:func:`accumlint.pool.run_alone`):
-    past :data:`~accumlint.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
-    file gets ``ACC000``."""
+@contextlib.contextmanager
+def checking_in(index: project.ProjectIndex | None, suggest: bool | None = None) -> Iterator[None]:
+    """The process state of a :func:`check_one` worker while it forks: ``index`` active (None:
+    the active one kept), and the findings' fixes proposed with ``suggest`` (None: as set)."""
     global _suggesting
-    index = _one_file_index(path, data, project_root)
     previous, suggesting = project.active(), _suggesting
     if index is not None:
         project.activate(index)
-    _suggesting = suggest
+    if suggest is not None:
+        _suggesting = suggest
     try:
-        return _check_alone(path, data, codes, timeout)
+        yield
     finally:
         project.activate(previous)
         _suggesting = suggesting
 
 
+def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
+              suggest: bool = False, timeout: float | None = None,
+              index: project.ProjectIndex | None = None) -> engine.FileResult:
+    """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
+    of that one path reports for the same bytes (notebooks by the path's suffix). With
+    ``project_root`` (the settings' root) the model follows the project modules the file
+    imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
+    from disk, the file's own are ``data``. ``index``: that project's index, already built
+    (:func:`file_index`), else built here. ``suggest``: with the fixes the findings' rules
+    propose (not verified: :func:`verify_one`).
+
+    The check runs in a worker process bounded as a run's are (:func:`accumlint.pool.run_alone`):
+    past :data:`~accumlint.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
+    file gets ``ACC000``. Threads may call it at once (each worker forks with its own project);
+    a cancelled :class:`accumlint.pool.Cancel` raises :class:`accumlint.pool.Cancelled`."""
+    index = index or _one_file_index(path, data, project_root)
+    return _check_alone(path, data, codes, timeout, setup=lambda: checking_in(index, suggest))
+
+
 def verify_one(path: str, data: bytes, codes: frozenset[str], fixes: Mapping[Finding, SuggestedFix],
                findings: list[Finding], project_root: str | None = None, *,
-               timeout: float | None = None) -> dict[Finding, SuggestedFix]:
+               timeout: float | None = None, index: project.ProjectIndex | None = None) -> dict[Finding, SuggestedFix]:
     """The ``fixes`` of one file's bytes (checked as :func:`check_one` checks them, with
     ``findings``) that pass :func:`accumlint.suggested_fixes.verify`, in a bounded worker.
     ``timeout``: seconds for all of them (None: no limit; give it the fixes' own budget,
     :func:`accumlint.fixes.apply.fixing_budget`, not one check's). Past it, or past the memory
-    limit, none is verified: the result is empty, never the file's ``ACC000``."""
+    limit, none is verified: the result is empty, never the file's ``ACC000``. ``index``: as
+    :func:`check_one`'s (the project index the check read, shared)."""
     from concurrent.futures.process import BrokenProcessPool
 
     from accumlint.pool import OutOfMemory, TooSlow, run_alone
     from accumlint.suggested_fixes import verify
 
-    index = _one_file_index(path, data, project_root)
-    previous = project.active()
-    if index is not None:
-        project.activate(index)
+    index = index or _one_file_index(path, data, project_root)
     try:
-        return run_alone(verify, path, data, fixes, findings, engine.rules_for(codes), timeout=timeout)
+        return run_alone(verify, path, data, fixes, findings, engine.rules_for(codes), timeout=timeout,
+                         setup=lambda: checking_in(index))
     except (TooSlow, OutOfMemory, BrokenProcessPool):
         return {}
-    finally:
-        project.activate(previous)

@@ -1,6 +1,6 @@
 """Speed benchmark: accumlint against ruff and against a bare LibCST parse, in one run.
 
-    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling] [--sections 1234567]
+    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling] [--sections 12345678]
 
 Fetches the speed trees with ``shared/corpus/fetch.py --speed`` (torch, transformers,
 diffusers, nemo, fairseq), then times, as separate processes started the way a user
@@ -19,7 +19,10 @@ the speed issue:
   once, split between them; the memory the run holds, and what the target is judged on),
   with the RSS sum (which counts each shared page once per process) and the largest
   process's peak RSS beside it;
-* 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly).
+* 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly);
+* the language server (section 8, ``benchmarks/lsp_latency.py``): a scripted editor opens a
+  3,000-line training file and a small one, makes 20 edits, asks for code actions; p50/p95
+  latency per request kind, and how long the small file waits while the large one is analysed.
 
 Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
 ``time.perf_counter`` for wall time and ``os.wait4`` for peak RSS. The commands run
@@ -221,13 +224,26 @@ def python_files(*trees: Path) -> int:
     return sum(1 for tree in trees for _ in tree.rglob("*.py"))
 
 
+def lsp_latency() -> list[str]:
+    """Run ``benchmarks/lsp_latency.py`` (its own process, this checkout's server); print its
+    report and return its summary lines."""
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "lsp_latency.py")], env=ENV,
+                          capture_output=True, text=True, check=False)
+    print(done.stdout, end="")
+    if done.returncode != 0:
+        line = f"  => LSP: the scripted session failed ({done.stderr.strip().splitlines()[-1:]})"
+        print(line)
+        return [line]
+    return [line for line in done.stdout.splitlines() if line.startswith("  =>")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_shared = os.environ.get("ACCUMLINT_SHARED", str(REPO.parent / "shared"))
     parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
-    parser.add_argument("--sections", default="1234567", help="which of the numbered comparisons to run (default all)")
+    parser.add_argument("--sections", default="12345678", help="which of the numbered comparisons to run (default all)")
     args = parser.parse_args()
 
     dest, trees = fetch_speed_trees(args.shared)
@@ -343,6 +359,10 @@ def main() -> int:
             # pairs, a cache that thrashes) shows here first
             lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], 2.2))
             lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], 4.4))
+
+        if "8" in args.sections:
+            print("8. language server: a scripted editor on a 3,000-line training file and a small one")
+            lines.extend(lsp_latency())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\nsummary (load average at the end: {os.getloadavg()[0]:.1f})")

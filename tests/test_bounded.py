@@ -177,6 +177,77 @@ def test_a_worker_that_aborts_ran_out_of_memory_and_one_that_crashes_died() -> N
         pool.run_alone(_crash)
 
 
+def _wait_for(started: str, release: str) -> int:
+    """In a worker: say it started (create ``started``), wait (a minute at most) for ``release``."""
+    import time
+
+    Path(started).touch()
+    deadline = time.monotonic() + 60
+    while not Path(release).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+def test_a_cancel_kills_its_worker_and_its_caller_gets_cancelled(tmp_path: Path) -> None:
+    """A language server's stale check: its worker killed, ``Cancelled`` raised (not an
+    internal error, not ``ACC000``); a call under a cancelled handle never starts a worker."""
+    import threading
+    import time
+
+    started, release = tmp_path / "started", tmp_path / "release"
+    work = pool.Cancel()
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            with work.applies():
+                outcome.append(pool.run_alone(_wait_for, str(started), str(release)))
+        except pool.Cancelled as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started.exists()
+    work.cancel()
+    thread.join(60)
+    release.touch()
+    assert len(outcome) == 1 and isinstance(outcome[0], pool.Cancelled)
+    started.unlink()
+    with work.applies(), pytest.raises(pool.Cancelled):
+        pool.run_alone(_wait_for, str(started), str(release))
+    assert not started.exists()
+    assert pool.run_alone(_wait_for, str(started), str(release)) != os.getpid()  # no handle: runs
+
+
+def _active_roots() -> tuple[str, ...]:
+    from accumlint import project
+
+    active = project.active()
+    return active.roots if active is not None else ()
+
+
+def test_workers_forked_from_threads_each_see_the_project_their_caller_set_up(tmp_path: Path) -> None:
+    """``setup`` holds while the worker forks: four threads, each with its own project, never
+    see another's (the server checks documents of several projects at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from accumlint import project
+
+    indexes = [project.ProjectIndex((str(tmp_path / f"p{n}"),)) for n in range(4)]
+
+    def roots(n: int) -> tuple[str, ...]:
+        index = indexes[n % 4]
+        return pool.run_alone(_active_roots, setup=lambda: runner.checking_in(index))
+
+    with ThreadPoolExecutor(4) as threads:
+        seen = list(threads.map(roots, range(24)))
+    assert seen == [indexes[n % 4].roots for n in range(24)]
+    assert project.active() is None  # each restored what it set
+
+
 def _hungry(path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None) -> object:
     if path.endswith("hungry.py"):
         _allocate(2 * GIB)

@@ -49,20 +49,34 @@ class Session:
     def __init__(self) -> None:
         self.client = LanguageClient("test-client", "1")
         self.published: dict[str, list[list[types.Diagnostic]]] = {}
+        self.versions: dict[str, list[int | None]] = {}  #: the document version of each publication
+        self.progress: list[tuple[str, object]] = []  #: (method or token, value) of the progress messages
         self.arrived = asyncio.Event()
 
         @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
             self.published.setdefault(params.uri, []).append(params.diagnostics)
+            self.versions.setdefault(params.uri, []).append(params.version)
             self.arrived.set()
 
-    async def start(self, root: Path) -> types.InitializeResult:
+        @self.client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def on_create(params: types.WorkDoneProgressCreateParams) -> None:
+            self.progress.append(("create", params.token))
+
+        @self.client.feature(types.PROGRESS)
+        def on_progress(params: types.ProgressParams) -> None:
+            self.progress.append((str(params.token), params.value))
+
+    async def start(self, root: Path, *server: str, progress: bool = False) -> types.InitializeResult:
+        """Start ``python -m <server>`` (default: ``accumlint server``) in ``root``; ``progress``:
+        the client supports work-done progress."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's server, not an installed one
-        await self.client.start_io(sys.executable, "-m", "accumlint", "server", cwd=str(root), env=env)
+        await self.client.start_io(sys.executable, "-m", *(server or ("accumlint", "server")), cwd=str(root), env=env)
+        window = types.WindowClientCapabilities(work_done_progress=True) if progress else None
         return await asyncio.wait_for(
             self.client.initialize_async(
                 types.InitializeParams(
-                    capabilities=types.ClientCapabilities(), root_uri=root.as_uri(), process_id=None
+                    capabilities=types.ClientCapabilities(window=window), root_uri=root.as_uri(), process_id=None
                 )
             ),
             TIMEOUT,
@@ -485,3 +499,196 @@ def test_a_pathological_document_gets_acc000_and_the_server_stays_bounded(tmp_pa
         assert memory.peak < 10**9
 
     _hostile(scenario, tmp_path)
+
+
+# --- a server that answers while it analyses (issue 33, item 2) ----------------------------------
+
+#: the text of a document whose check blocks (tests/lsp_blocking_server.py) until released
+BLOCKED_CHECK = "# block-check\n" + BAD
+#: the text of a document whose fix verification blocks
+BLOCKED_VERIFY = "# block-verify\n" + BAD
+
+
+async def _started(signal: Path) -> None:
+    """Wait until the blocking server's worker created ``signal`` (it reached the blocking point)."""
+    for _ in range(TIMEOUT * 100):
+        if signal.exists():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{signal.name} never appeared")
+
+
+def _blocking(coroutine_function, tmp_path: Path, *, progress: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """Run ``coroutine_function(session, root, signals)`` against the blocking server (started
+    in ``root``, its signals in ``signals``), killed if the test failed."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    root = tmp_path / "project"
+    root.mkdir()
+
+    async def scenario(_: Path) -> None:
+        session = Session()
+        await session.start(root, "tests.lsp_blocking_server", str(signals), progress=progress)
+        try:
+            await coroutine_function(session, root, signals)
+        finally:
+            (signals / "release").touch()
+            session.kill()
+
+    _run(scenario, tmp_path)
+
+
+def _change(session: Session, uri: str, version: int, text: str) -> None:
+    session.client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+
+
+def test_a_slow_document_does_not_hold_back_another(tmp_path: Path) -> None:
+    """Reproduction: an edit to a small file got its diagnostics 67 s later, queued behind the
+    analysis of a large one. Now a blocked check of one document leaves another's alone."""
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        slow = _open(session, root / "slow.py", BLOCKED_CHECK)
+        await _started(signals / "check-started")
+        small = _open(session, root / "small.py", BAD)
+        [diagnostic] = await session.next_diagnostics(small, 1)  # while slow.py's check still blocks
+        assert diagnostic.code == "ACC001"
+        assert slow not in session.published
+        assert await _hover(session, small, TIMEOUT) is not None  # a request is answered meanwhile too
+        (signals / "release").touch()
+        [late] = await session.next_diagnostics(slow, 1)
+        assert late.code == "ACC001" and late.range.start.line == 3  # the marker line shifts it by one
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_documents_opened_at_once_on_a_fresh_server_are_all_checked(tmp_path: Path) -> None:
+    """Reproduction: the first checks, started side by side, imported the analysis modules on
+    two threads at once; one saw the other's half-initialized module (``ImportError``) and its
+    document never got diagnostics."""
+
+    async def scenario(session: Session, root: Path) -> None:
+        uris = [_open(session, root / f"train_{n}.py", BAD) for n in range(4)]
+        for uri in uris:
+            [diagnostic] = await session.next_diagnostics(uri, 1)
+            assert diagnostic.code == "ACC001"
+        await session.stop()
+
+    _hostile(scenario, tmp_path)
+
+
+def test_a_change_cancels_the_stale_check(tmp_path: Path) -> None:
+    """A didChange while a check runs kills it: only the new version's diagnostics are published."""
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        uri = _open(session, root / "train.py", BLOCKED_CHECK)
+        await _started(signals / "check-started")
+        _change(session, uri, 2, FIXED)
+        assert await session.next_diagnostics(uri, 1) == []  # version 2: fixed, nothing to show
+        (signals / "release").touch()  # version 1's worker, had it lived, would finish now
+        _change(session, uri, 3, BAD)
+        [diagnostic] = await session.next_diagnostics(uri, 2)
+        assert diagnostic.code == "ACC001"
+        assert session.versions[uri] == [2, 3]  # version 1 (blocked, then cancelled) never published
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_a_cancelled_code_action_answers_request_cancelled(tmp_path: Path) -> None:
+    """$/cancelRequest on a code action whose fix verification runs: ``RequestCancelled``, and
+    the server goes on (the next code action of another document gets its fix)."""
+    from pygls.exceptions import JsonRpcRequestCancelled
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        uri = _open(session, root / "train.py", BLOCKED_VERIFY)
+        [diagnostic] = await session.next_diagnostics(uri, 1)
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=diagnostic.range,
+            context=types.CodeActionContext(diagnostics=[diagnostic]),
+        )
+        answer = session.client.protocol.send_request_async(types.TEXT_DOCUMENT_CODE_ACTION, params,
+                                                            msg_id="slow-action")
+        await _started(signals / "verify-started")
+        session.client.cancel_request(types.CancelParams(id="slow-action"))
+        with pytest.raises(JsonRpcRequestCancelled) as error:
+            await asyncio.wait_for(answer, TIMEOUT)
+        assert error.value.code == -32800
+
+        other = _open(session, root / "other.py", BAD)
+        [again] = await session.next_diagnostics(other, 1)
+        titles = [a.title for a in await _code_actions(session, other, again)]
+        assert titles[0].startswith("Fix ACC001") and "Disable ACC001 for this line (# noqa)" in titles
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_a_code_action_follows_the_documents_changes(tmp_path: Path) -> None:
+    """A change while a code action runs kills its work (``ContentModified``); a code action on
+    a version whose check is on its way is answered once that version is checked."""
+    from pygls.exceptions import JsonRpcException
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        uri = _open(session, root / "train.py", BLOCKED_VERIFY)
+        [diagnostic] = await session.next_diagnostics(uri, 1)
+        running = asyncio.ensure_future(_code_actions(session, uri, diagnostic))
+        await _started(signals / "verify-started")
+        _change(session, uri, 2, BLOCKED_CHECK)  # the same lines: the diagnostic's range holds
+        with pytest.raises(JsonRpcException) as error:
+            await running
+        assert error.value.code == -32801  # ContentModified
+        await _started(signals / "check-started")
+        waiting = asyncio.ensure_future(_code_actions(session, uri, diagnostic))  # version 2: its check blocks
+        (signals / "release").touch()
+        [again] = await session.next_diagnostics(uri, 2)
+        assert again.range == diagnostic.range
+        titles = [a.title for a in await waiting]
+        assert titles[0].startswith("Fix ACC001") and "Disable ACC001 for this line (# noqa)" in titles
+        assert session.versions[uri] == [1, 2]
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_shutdown_answers_at_once_while_a_check_blocks(tmp_path: Path) -> None:
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        _open(session, root / "train.py", BLOCKED_CHECK)
+        await _started(signals / "check-started")
+        assert await _stopped_within(session, 5) < 1
+
+    _blocking(scenario, tmp_path)
+
+
+def test_the_index_build_reports_progress(tmp_path: Path) -> None:
+    """A client that supports work-done progress sees the first index build of a project
+    (create, begin, end); the next check of the project reports none."""
+
+    def kind(value: object) -> str | None:
+        return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        (root / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
+        uri = _open(session, root / "train.py", BAD)
+        await session.next_diagnostics(uri, 1)
+        for _ in range(TIMEOUT * 100):  # the end is sent after the index is built, not waited for
+            if any(kind(value) == "end" for _, value in session.progress):
+                break
+            await asyncio.sleep(0.01)
+        [(create, token)] = [entry for entry in session.progress if entry[0] == "create"]
+        messages = [value for name, value in session.progress if name == str(token)]
+        assert [kind(value) for value in messages] == ["begin", "end"]
+        title = messages[0].get("title") if isinstance(messages[0], dict) else messages[0].title
+        assert title == "accumlint: indexing the project"
+        other = _open(session, root / "other.py", BAD)
+        await session.next_diagnostics(other, 1)
+        assert [entry for entry in session.progress if entry[0] == "create"] == [(create, token)]
+        await session.stop()
+
+    _blocking(scenario, tmp_path, progress=True)

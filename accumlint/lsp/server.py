@@ -15,30 +15,42 @@
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
 
-Bounded as ``accumlint check`` is: each check (and a fix-all) runs in a worker process with the
-run's time budget (``parse-timeout``) and memory limit (:func:`accumlint.pool.run_alone`), one
-at a time, on a thread of its own, so the server keeps answering while it runs; a file past
-either limit gets ``ACC000``. A file the editor has not opened is read only through
+Bounded as ``accumlint check`` is: each check (a fix's verification, a fix-all, a loop's
+hover) runs in a worker process with the run's time budget (``parse-timeout``) and memory limit
+(:func:`accumlint.pool.run_alone`), waited for on a thread of the server's pools: the event loop
+never runs an analysis, so it goes on answering. Each document has at most one check in flight:
+a change (``didChange``), a save or a close kills the worker of its previous one, whose result
+is never published, and a document's check never waits for another document's. A request's
+work is killed when the client cancels it (``$/cancelRequest``: ``RequestCancelled``) or the
+document changes meanwhile (``ContentModified``); a code action asked on a version whose check
+is on its way is answered once it is checked. The first check in a project reports the
+index build as work-done progress when the client supports it. A file past either limit gets
+``ACC000``. A file the editor has not opened is read only through
 :func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
-parameters do not parse is answered with ``InvalidParams``; ``shutdown`` ends the worker at once.
+parameters do not parse is answered with ``InvalidParams``; ``shutdown`` kills every worker at
+once and answers without waiting for them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import re
 import sys
+import threading
 import tokenize
-from concurrent.futures import ThreadPoolExecutor
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcContentModified, JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
@@ -49,6 +61,7 @@ from accumlint.config import ConfigError
 from accumlint.discovery import is_force_excluded
 from accumlint.findings import Finding, Severity
 from accumlint.hierarchy import Resolver
+from accumlint.project import ProjectIndex
 from accumlint.reading import NotARegularFile, read_source
 from accumlint.suggested_fixes import SuggestedFix
 from accumlint.suppression import DIRECTIVE_START, NOQA_FORM
@@ -56,6 +69,12 @@ from accumlint.text_edits import TextEdit, text_edits
 
 #: seconds without a change before a changed document is checked again
 DEBOUNCE_S = 0.3
+#: threads that wait on the checks' workers: one check per document at most, so up to this
+#: many documents are checked at once (each worker bounded by :data:`accumlint.pool.MEMORY_LIMIT`)
+CHECK_THREADS = 8
+#: threads that wait on the workers of requests: a fix's verification, a fix-all, a loop's hover
+REQUEST_THREADS = 4
+T = TypeVar("T")
 SOURCE = "accumlint"
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.accumlint"
 _SEVERITIES = {
@@ -81,6 +100,8 @@ class _Checked:
     verdicts: dict[Finding, SuggestedFix | None] = field(default_factory=dict)
     #: the configuration's ``noqa-style``: the form of the "disable for this line" quick fix
     noqa_style: str = NOQA_FORM
+    #: the project index the check read (None: no project): its fixes are verified in it too
+    index: ProjectIndex | None = None
 
 
 class _Protocol(LanguageServerProtocol):
@@ -105,8 +126,20 @@ class AccumlintServer(LanguageServer):
         self.resolver = Resolver()
         self.checked: dict[str, _Checked] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
-        #: the checks, one at a time (each in a worker process of up to 1 GiB), off the event loop
-        self.checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accumlint-check")
+        #: each document's changes so far (opened, changed, saved, closed): a check's result
+        #: is published only if none came after the check started
+        self.generation: dict[str, int] = {}
+        #: the worker handle of each document's check in flight
+        self.running: dict[str, pool.Cancel] = {}
+        #: the worker handles of each document's requests in flight (code actions, hovers)
+        self.serving: dict[str, set[pool.Cancel]] = {}
+        #: the project roots whose index was built once (the first build reports progress)
+        self.indexed: set[str] = set()
+        #: set (and dropped) when a check of the document is stored, or it closes: what a
+        #: code action on a version not checked yet waits for
+        self.stored: dict[str, asyncio.Event] = {}
+        self.checker = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="accumlint-check")
+        self.requests = ThreadPoolExecutor(max_workers=REQUEST_THREADS, thread_name_prefix="accumlint-request")
         self.closing = False
 
     # --- checking ---------------------------------------------------------------
@@ -132,10 +165,23 @@ class AccumlintServer(LanguageServer):
     def check_document(
         self, uri: str, version: int | None, text: str, data: bytes
     ) -> tuple[list[types.Diagnostic], str | None]:
+        """:meth:`check_text`, and remember the check; the diagnostics to publish, and the
+        configuration error that kept it from being checked (if any). Blocks."""
+        checked, error = self.check_text(uri, version, text, data)
+        self.checked[uri] = checked
+        return self.diagnostics(uri, checked), error
+
+    def check_text(
+        self, uri: str, version: int | None, text: str, data: bytes,
+        index_progress: Callable[[str], Callable[[], None]] | None = None,
+    ) -> tuple[_Checked, str | None]:
         """Check ``data`` (``text`` decoded) as the document ``uri`` in a bounded worker
         (:func:`runner.check_one`: ``ACC000`` past the time or memory limit), with the fixes
-        of its findings, and remember them; the diagnostics to publish, and the configuration
-        error that kept it from being checked (if any). Blocks: run it on :attr:`checker`."""
+        of its findings; the check, and the configuration error that kept it from being
+        checked (if any). ``index_progress(root)``: called before the first index build of a
+        project root, it returns what to call once it is built. Blocks: run it on
+        :attr:`checker`, under the document's :class:`pool.Cancel` (then: raises
+        :class:`pool.Cancelled` when it is cancelled)."""
         path = to_fs_path(uri) if uri.startswith("file:") else None
         path = path or os.path.join(os.getcwd(), "untitled.py")
         codes: frozenset[str] = frozenset()
@@ -143,66 +189,188 @@ class AccumlintServer(LanguageServer):
         fixes: dict[Finding, SuggestedFix] = {}
         error = None
         noqa_style = NOQA_FORM
+        index = None
         try:
             settings = self.resolver.settings_for(path)
             noqa_style = settings.noqa_style
             excludes = [*settings.exclude, *settings.extend_exclude]
             if not self.closing and not is_force_excluded(path, excludes, settings.project_root):
                 codes = self.resolver.codes_for(path)
-                result = runner.check_one(path, data, codes, str(settings.project_root), suggest=True,
-                                          timeout=settings.parse_timeout or None)
+                root = str(settings.project_root)
+                done = index_progress(root) if index_progress is not None and root not in self.indexed else None
+                try:
+                    index = runner.file_index(path, data, root)
+                finally:
+                    self.indexed.add(root)
+                    if done is not None:
+                        done()
+                result = runner.check_one(path, data, codes, root, suggest=True,
+                                          timeout=settings.parse_timeout or None, index=index)
                 findings, fixes = result.findings, result.fixes or {}
         except ConfigError as exc:
             error = f"accumlint: {exc}"
-        checked = _Checked(version, text, findings, codes, fixes, lines=_LINE.findall(text), noqa_style=noqa_style)
-        self.checked[uri] = checked
+        checked = _Checked(version, text, findings, codes, fixes, lines=_LINE.findall(text), noqa_style=noqa_style,
+                           index=index)
+        return checked, error
+
+    def diagnostics(self, uri: str, checked: _Checked) -> list[types.Diagnostic]:
+        """The diagnostics of a check of ``uri`` (a notebook's findings in cells: none)."""
         document = self._document(uri, checked)
-        return [self._diagnostic(document, checked, f) for f in findings if not f.cell], error
+        return [self._diagnostic(document, checked, f) for f in checked.findings if not f.cell]
+
+    def invalidate(self, uri: str) -> int:
+        """A change of ``uri``: its debounced check and its work in flight are cancelled (their
+        workers killed); the document's new generation."""
+        self.generation[uri] = generation = self.generation.get(uri, 0) + 1
+        if (handle := self.pending.pop(uri, None)) is not None:
+            handle.cancel()
+        if (running := self.running.pop(uri, None)) is not None:
+            running.cancel()
+        for work in self.serving.pop(uri, set()):
+            work.cancel()
+        return generation
 
     async def publish(self, uri: str) -> None:
-        """Check ``uri`` on :attr:`checker` (the event loop goes on answering) and publish its diagnostics."""
-        source = self.source(uri)
-        if source is None or self.closing:
-            return
-        version, text, data = source
-        loop = asyncio.get_running_loop()
-        try:
-            diagnostics, error = await loop.run_in_executor(self.checker, self.check_document, uri, version, text, data)
-        except RuntimeError:  # the checker was shut down meanwhile
-            return
+        """Check ``uri`` (cancelling its check in flight) on :attr:`checker` while the event loop
+        goes on answering, and publish its diagnostics unless the document changed meanwhile."""
         if self.closing:
             return
+        generation = self.invalidate(uri)
+        try:
+            await self._publish(uri, generation)
+        finally:  # stored, stale or not checked: the requests waiting for it look again
+            self.wake(uri)
+
+    async def _publish(self, uri: str, generation: int) -> None:
+        source = self.source(uri)
+        if source is None:
+            return
+        version, text, data = source
+        work = self.running[uri] = pool.Cancel()
+        loop = asyncio.get_running_loop()
+        progress = functools.partial(self._index_progress, loop) if self._supports_progress() else None
+        try:
+            checked, error = await loop.run_in_executor(
+                self.checker, _under, work, self.check_text, uri, version, text, data, progress)
+        except (RuntimeError, pool.Cancelled):  # shut down meanwhile, or a newer version is on its way
+            return
+        finally:
+            if self.running.get(uri) is work:
+                del self.running[uri]
+        if self.closing or self.generation.get(uri) != generation:
+            return  # stale: the document changed (or closed) while it was checked
+        self.checked[uri] = checked
         if error is not None:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, error))
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=self.diagnostics(uri, checked))
         )
 
-    def schedule(self, uri: str) -> None:
-        """Check ``uri`` once :data:`DEBOUNCE_S` passed without another change."""
-        if (handle := self.pending.pop(uri, None)) is not None:
-            handle.cancel()
-        loop = asyncio.get_running_loop()
-        self.pending[uri] = loop.call_later(DEBOUNCE_S, self._publish_uri, uri)
+    def wake(self, uri: str) -> None:
+        """Wake the requests waiting for a check of ``uri`` (:meth:`checked_at`)."""
+        if (event := self.stored.pop(uri, None)) is not None:
+            event.set()
 
-    def _publish_uri(self, uri: str) -> None:
+    async def checked_at(self, uri: str, version: int | None) -> _Checked | None:
+        """The check of ``uri`` at ``version`` (the editor's current one), waiting for it while
+        it is on its way (debounced or running); None where there is none, or the document
+        closed; ``ContentModified`` where it changed again before that version was checked."""
+        while not self.closing:
+            checked = self.checked.get(uri)
+            if checked is not None and (checked.version is None or checked.version == version):
+                return checked
+            coming = uri in self.pending or uri in self.running
+            if checked is None and not coming:
+                return None
+            past = checked is not None and version is not None and checked.version > version
+            if not coming or version is None or past:
+                raise JsonRpcContentModified(f"{uri} changed while the request was answered")
+            await self.stored.setdefault(uri, asyncio.Event()).wait()
+        return None
+
+    def schedule(self, uri: str) -> None:
+        """A change of ``uri``: cancel its work in flight, check it once :data:`DEBOUNCE_S`
+        passed without another change."""
+        self.invalidate(uri)
+        loop = asyncio.get_running_loop()
+        self.pending[uri] = loop.call_later(DEBOUNCE_S, self.start, uri)
+
+    def start(self, uri: str) -> None:
+        """Check ``uri`` and publish (:meth:`publish`) without waiting for it."""
         self.pending.pop(uri, None)
         asyncio.ensure_future(self.publish(uri))
 
     def close(self) -> None:
-        """Stop checking: no debounced check starts, and the worker of a check in progress is killed."""
+        """Stop checking: no debounced check starts, and the workers of every check and
+        request in progress are killed (their threads end at once)."""
         self.closing = True
         for handle in self.pending.values():
             handle.cancel()
         self.pending.clear()
+        for uri in list(self.stored):
+            self.wake(uri)
         pool.end_alone()
-        self.checker.shutdown(wait=False, cancel_futures=True)
+        for executor in (self.checker, self.requests):
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- progress ---------------------------------------------------------------
+
+    def _supports_progress(self) -> bool:
+        try:
+            window = self.client_capabilities.window
+        except AttributeError:  # not initialized (a server driven directly)
+            return False
+        return bool(window is not None and window.work_done_progress)
+
+    def _index_progress(self, loop: asyncio.AbstractEventLoop, root: str) -> Callable[[], None]:
+        """Begin the client's progress of the index build of ``root`` (called on a checker
+        thread: the messages go from the server's event loop, ``loop``); what ends it."""
+        begun = asyncio.run_coroutine_threadsafe(self._begin_progress(root), loop)
+
+        def end() -> None:
+            asyncio.run_coroutine_threadsafe(self._end_progress(begun), loop)
+
+        return end
+
+    async def _begin_progress(self, root: str) -> str | None:
+        token = f"accumlint-index-{uuid.uuid4()}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:  # noqa: BLE001 - the client refused the token: no progress shown
+            return None
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title="accumlint: indexing the project", message=root, cancellable=False))
+        return token
+
+    async def _end_progress(self, begun: Future[str | None]) -> None:
+        token = await asyncio.wrap_future(begun)
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="indexed"))
+
+    # --- requests' work ---------------------------------------------------------
+
+    async def serve(self, uri: str, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` on :attr:`requests` under a :class:`pool.Cancel` of its own (its
+        workers killed when the request is cancelled or ``uri`` changes). Raises
+        ``CancelledError`` where the client cancelled the request, ``ContentModified`` where
+        ``uri`` changed, ``RuntimeError`` where the server shut down."""
+        work = pool.Cancel()
+        self.serving.setdefault(uri, set()).add(work)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.requests, _under, work, function, *args)
+        except asyncio.CancelledError:  # $/cancelRequest (or shutdown): end its worker too
+            work.cancel()
+            raise
+        except pool.Cancelled:
+            raise JsonRpcContentModified(f"{uri} changed while the request was answered") from None
+        finally:
+            self.serving.get(uri, set()).discard(work)
 
     def verified_fixes(self, document: TextDocument, checked: _Checked,
                        findings: list[Finding]) -> dict[Finding, SuggestedFix]:
         """The fixes of ``findings`` (of ``checked``) that pass the test ``--fix`` applies
         (:func:`runner.verify_one`, in a bounded worker with the fixes' own time budget, never the
-        check's), each verified once per check of the document. Blocks: run it on :attr:`checker`."""
+        check's), each verified once per check of the document. Blocks: run it with :meth:`serve`."""
         from accumlint.fixes.apply import fixing_budget
 
         proposed = {f: checked.fixes[f] for f in findings if checked.fixes and f in checked.fixes
@@ -213,7 +381,7 @@ class AccumlintServer(LanguageServer):
             timeout = settings.parse_timeout or None
             budget = None if timeout is None else fixing_budget(timeout, proposed)
             kept = runner.verify_one(path, checked.text.encode("utf-8"), checked.codes, proposed, checked.findings,
-                                     str(settings.project_root), timeout=budget)
+                                     str(settings.project_root), timeout=budget, index=checked.index)
             checked.verdicts.update({finding: kept.get(finding) for finding in proposed})
         return {f: fix for f in findings if (fix := checked.verdicts.get(f)) is not None}
 
@@ -269,9 +437,13 @@ class AccumlintServer(LanguageServer):
     # --- features ---------------------------------------------------------------
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
-        """The fixes and ``noqa`` quick-fixes of the findings whose ranges meet the requested one."""
+        """The fixes and ``noqa`` quick-fixes of the findings whose ranges meet the requested
+        one (only their fixes are verified), and the fix-all only when its kind is asked for.
+        On a version of the document whose check is on its way: answered once it is checked
+        (``ContentModified`` where the document changes again first)."""
         uri = params.text_document.uri
-        checked = self.checked.get(uri)
+        document = self.workspace.text_documents.get(unquote(uri))
+        checked = await self.checked_at(uri, document.version if document is not None else None)
         if checked is None:
             return []
         document = self._document(uri, checked)
@@ -281,9 +453,8 @@ class AccumlintServer(LanguageServer):
             meeting = [finding for finding in checked.findings
                        if not finding.cell and _overlaps(self._range(document, checked, finding), params.range)]
             try:
-                fixes = await asyncio.get_running_loop().run_in_executor(
-                    self.checker, self.verified_fixes, document, checked, meeting)
-            except RuntimeError:  # the checker was shut down meanwhile
+                fixes = await self.serve(uri, self.verified_fixes, document, checked, meeting) if meeting else {}
+            except RuntimeError:  # shut down meanwhile
                 fixes = {}
             for finding in meeting:
                 diagnostic = self._diagnostic(document, checked, finding)
@@ -303,8 +474,8 @@ class AccumlintServer(LanguageServer):
                     )
         if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
             try:
-                edits = await asyncio.get_running_loop().run_in_executor(self.checker, self._fix_all, document, checked)
-            except RuntimeError:  # the checker was shut down meanwhile
+                edits = await self.serve(uri, self._fix_all, document, checked)
+            except RuntimeError:  # shut down meanwhile
                 edits = []
             if edits:
                 actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, uri, document, checked,
@@ -346,46 +517,54 @@ class AccumlintServer(LanguageServer):
 
     def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
         """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
-        in a bounded worker as a check is (none past its time or memory limit)."""
+        in a bounded worker as a check is (none past its time or memory limit), in the project
+        index the check read. Blocks: run it with :meth:`serve`."""
         from accumlint.fixes.apply import _fix_one, fixing_budget
 
         path = document.path or os.path.join(os.getcwd(), "untitled.py")
         timeout = self.resolver.settings_for(path).parse_timeout or None
         budget = None if timeout is None else fixing_budget(timeout, checked.findings)
         try:
-            result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=budget)
+            result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=budget,
+                                    setup=lambda: runner.checking_in(checked.index))
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return []
         if not result.changed:
             return []
         return text_edits(checked.text, result.fixed.decode("utf-8"))
 
-    def hover(self, params: types.HoverParams) -> types.Hover | None:
+    async def hover(self, params: types.HoverParams) -> types.Hover | None:
         """The rule of the finding under the cursor: code, name, severity, summary, page link;
-        on the first line of a training loop without one, the simulator's timeline of it."""
-        checked = self.checked.get(params.text_document.uri)
+        on the first line of a training loop without one, the simulator's timeline of it
+        (computed in a bounded worker, off the event loop)."""
+        uri = params.text_document.uri
+        checked = self.checked.get(uri)
         if checked is None:
             return None
         found = self._finding_hover(params, checked)
-        return found if found is not None else self._loop_hover(params, checked)
-
-    def _loop_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
-        from accumlint import explain
-
-        uri = params.text_document.uri
+        if found is not None:
+            return found
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None or path.endswith(".ipynb"):
             return None
         try:
-            root = str(self.resolver.settings_for(path).project_root)
-            results = explain.explain_source(path, checked.text.encode("utf-8", errors="surrogatepass"),
-                                             params.position.line + 1, root, exact=True)
-        except (explain.ExplainError, ConfigError):
+            markdown = await self.serve(uri, self._loop_hover, path, params.position.line + 1, checked)
+        except RuntimeError:  # shut down meanwhile
             return None
-        if not results:
+        if markdown is None:
             return None
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                                        value=explain.render_markdown(results[0])))
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown))
+
+    def _loop_hover(self, path: str, line: int, checked: _Checked) -> str | None:
+        """The timeline (Markdown) of the loop that starts on ``line`` (1-based) of the text
+        checked, None where none starts there, the text does not parse or the worker ran past
+        the check's limits. Blocks: run it with :meth:`serve`."""
+        try:
+            settings = self.resolver.settings_for(path)
+            return pool.run_alone(_loop_markdown, path, checked.text.encode("utf-8", errors="surrogatepass"), line,
+                                  str(settings.project_root), timeout=settings.parse_timeout or None)
+        except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
+            return None
 
     def _finding_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
         document = self._document(params.text_document.uri, checked)
@@ -398,6 +577,45 @@ class AccumlintServer(LanguageServer):
                 range=found,
             )
         return None
+
+
+def _under(work: pool.Cancel, function: Callable[..., T], *args: object) -> T:
+    """``function(*args)`` with ``work`` the handle of the workers it starts (on a pool's thread)."""
+    _load_analysis()
+    with work.applies():
+        return function(*args)
+
+
+_loading = threading.Lock()
+_loaded = False
+
+
+def _load_analysis() -> None:
+    """Import the modules the server's threads use, once, on one thread: two threads importing
+    them first at once could each see a module the other is still initializing (their imports
+    are circular) and fail with ``ImportError``."""
+    global _loaded
+    if _loaded:
+        return
+    with _loading:
+        if not _loaded:
+            import accumlint.engine
+            import accumlint.fixes.apply
+            import accumlint.notebook  # noqa: F401 - all three imported for their effect
+
+            _loaded = True
+
+
+def _loop_markdown(path: str, data: bytes, line: int, project_root: str) -> str | None:
+    """In a worker: the simulator's timeline (Markdown) of the loop of ``data`` that starts on
+    ``line`` (1-based), None where none does or the text does not parse."""
+    from accumlint import explain
+
+    try:
+        results = explain.explain_source(path, data, line, project_root, exact=True)
+    except explain.ExplainError:
+        return None
+    return explain.render_markdown(results[0]) if results else None
 
 
 def _hover_text(finding: Finding) -> str:
@@ -434,7 +652,7 @@ def create_server() -> AccumlintServer:
         await ls.publish(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    async def did_change(ls: AccumlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    def did_change(ls: AccumlintServer, params: types.DidChangeTextDocumentParams) -> None:
         if unquote(params.text_document.uri) in ls.workspace.text_documents:  # else: no text to check
             ls.schedule(params.text_document.uri)
 
@@ -443,19 +661,18 @@ def create_server() -> AccumlintServer:
         uri = params.text_document.uri
         if uri.endswith("/pyproject.toml"):  # the configuration changed: read it again, check every document
             ls.resolver = Resolver()
+            ls.indexed.clear()
             for open_uri in list(ls.checked):
-                await ls.publish(open_uri)
+                ls.start(open_uri)
             return
-        if (handle := ls.pending.pop(uri, None)) is not None:
-            handle.cancel()
         await ls.publish(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AccumlintServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
+        ls.invalidate(uri)
         ls.checked.pop(uri, None)
-        if (handle := ls.pending.pop(uri, None)) is not None:
-            handle.cancel()
+        ls.wake(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(
@@ -466,8 +683,8 @@ def create_server() -> AccumlintServer:
         return await ls.code_actions(params)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(ls: AccumlintServer, params: types.HoverParams) -> types.Hover | None:
-        return ls.hover(params)
+    async def hover(ls: AccumlintServer, params: types.HoverParams) -> types.Hover | None:
+        return await ls.hover(params)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: AccumlintServer, params: None) -> None:
