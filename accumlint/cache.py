@@ -1,9 +1,10 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-``{"format": 7, "mac": <header>, "files": {...}}``, maps each checked file (absolute path)
+``{"format": 7, "mac": <header>, "files": {...}, "index": {...}}``, maps each checked file (absolute path)
 to the SHA-256 of its bytes, its findings (with their fixes, where the check computed them)
-and the unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings).
+and the unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings); its
+``"index"`` section keeps the project index between runs (:mod:`accumlint.index_cache`).
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -61,6 +62,7 @@ from accumlint.reading import NotARegularFile, Signature, read_source, signature
 from accumlint.writing import rename_over_regular
 
 if TYPE_CHECKING:
+    from accumlint.index_cache import IndexCache
     from accumlint.suggested_fixes import SuggestedFix
 
 __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
@@ -433,6 +435,8 @@ class ResultCache:
         self._today = _today()
         self._dirty = False
         self._cwd = os.getcwd()
+        self._index: IndexCache | None = None
+        self._index_entries: dict[str, Any] = {}
 
     def _key(self, path: str) -> str:
         """The absolute form of ``path`` (``os.path.abspath`` without a ``getcwd`` per file)."""
@@ -452,6 +456,8 @@ class ResultCache:
             return cache
         if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
             cache._entries = data["files"]
+            if isinstance(data.get("index"), dict):
+                cache._index_entries = data["index"]
         return cache
 
     def unchanged(self, path: str) -> str | None:
@@ -551,21 +557,36 @@ class ResultCache:
 
     def save(self) -> None:
         """Write the cache file if anything changed; errors (read-only tree, full disk) are ignored."""
-        if not self._dirty:
+        index = self._index
+        if not self._dirty and (index is None or not index.dirty):
             return
         oldest = self._today - MAX_UNSEEN_DAYS
-        files = {
-            path: entry
-            for path, entry in self._entries.items()
-            if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
-        }
         header = {"format": FORMAT, "mac": header_mac(self._user_secret, self._fingerprint)}
         try:
             if not cache_dir.create(self.directory, self._user_secret):
                 return  # made meanwhile by someone else, and not accumlint's: leave it alone
             with contextlib.suppress(FileExistsError):
                 cache_dir.make_private_dir(self.file.parent)
-            _atomic_write(self.file, json.dumps({**header, "files": files}, separators=(",", ":")).encode())
+            data = {**header, "files": _seen_since(self._entries, oldest),
+                    "index": _seen_since(self._index_entries, oldest)}
+            _atomic_write(self.file, json.dumps(data, separators=(",", ":")).encode())
         except OSError:
             return
         self._dirty = False
+        if index is not None:
+            index.dirty = False
+
+    def project_index(self) -> IndexCache:
+        """The project index kept in the same file (:mod:`accumlint.index_cache`)."""
+        if self._index is None:
+            from accumlint.index_cache import IndexCache  # it imports this module
+
+            self._index = IndexCache(self._index_entries, _derive(self._user_secret, b"index", self._fingerprint),
+                                     self._today)
+        return self._index
+
+
+def _seen_since(entries: Mapping[str, Any], oldest: int) -> dict[str, Any]:
+    """The entries of ``entries`` seen on day ``oldest`` or later (the others are dropped)."""
+    return {path: entry for path, entry in entries.items()
+            if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest}

@@ -30,6 +30,7 @@ engine = lazy_module("accumlint.engine")
 notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
+    from accumlint.index_cache import Facts, IndexCache
     from accumlint.suggested_fixes import SuggestedFix
 
 
@@ -287,6 +288,7 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
     names: dict[str, tuple[str, ...]] = {}
     imported: list[str] = []
     neighbours = len(files) <= NEIGHBOUR_RUN_FILES  # a small run reads each file for its imports
+    store = cache.project_index() if cache is not None else None
     for position, path in enumerate(files):
         if cache is not None and not neighbours and (known := cache.unchanged(path)) is not None:
             hit = cache.get(path, known)  # its signature is the stored one: the same bytes, unread
@@ -312,11 +314,13 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
         if hit is not None:
             hits[position] = hit
             names[path] = hit.names
+            if neighbours:
+                imported.extend(index.imported_modules(path, data))
         else:
-            names[path] = index.names_of(data)
-        if neighbours:
-            imported.extend(index.imported_modules(path, data))
-    _neighbour_names(index, imported, names)
+            names[path], imports = _facts(store, path, data, digests.get(position), signature)
+            if neighbours:
+                imported.extend(index.resolve_imports(path, imports))
+    _neighbour_names(index, imported, names, store)
     index.set_names(names)
     heap.trim()
     return digests, hits, index.state()
@@ -331,9 +335,25 @@ MAX_NEIGHBOURS = 128
 NEIGHBOUR_DEPTH = 3
 
 
-def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]]) -> None:
+def _compute_facts(data: bytes) -> Facts:
+    return project.ProjectIndex.names_of(data), project.ProjectIndex.import_names(data)
+
+
+def _facts(store: IndexCache | None, path: str, data: bytes, digest: str | None,
+           signature: Signature | None) -> Facts:
+    """The names the file at ``path`` defines that perform a backward and the names its imports
+    bind, from its bytes ``data`` (SHA-256 ``digest``, if known; read with ``signature``): from
+    ``store`` where it holds them for these bytes, else computed (and stored)."""
+    if store is None:
+        return _compute_facts(data)
+    return store.facts(os.path.abspath(path), data, digest or content_digest(data), signature, _compute_facts)
+
+
+def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]],
+                     store: IndexCache | None = None) -> None:
     """Add to ``names`` (path -> :meth:`ProjectIndex.names_of`) the modules in ``imported`` that
-    are not checked, and the modules they import, breadth first within the bounds above."""
+    are not checked, and the modules they import, breadth first within the bounds above; a
+    module ``store`` holds unchanged (by its ``stat``) is not read."""
     seen = {os.path.abspath(path) for path in names}
     frontier = [path for path in dict.fromkeys(imported) if path not in seen]
     read = 0
@@ -344,14 +364,17 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
                 continue
             seen.add(path)
             read += 1
-            try:
-                data, size = read_source(path)
-            except (OSError, NotARegularFile):
-                continue
-            if size > MAX_SOURCE_BYTES:
-                continue
-            names[path] = index.names_of(data)
-            following.extend(index.imported_modules(path, data))
+            facts = store.unchanged(path) if store is not None else None
+            if facts is None:
+                try:
+                    data, size, signature = read_signed(path)
+                except (OSError, NotARegularFile):
+                    continue
+                if size > MAX_SOURCE_BYTES:
+                    continue
+                facts = _facts(store, path, data, None, signature)
+            names[path], imports = facts
+            following.extend(index.resolve_imports(path, imports))
         frontier = following
 
 

@@ -277,8 +277,14 @@ class ProjectIndex:
         statements in ``data``, the bytes of the file at ``importer``, bind: ``import a.b``,
         ``from a import b`` (module ``a/b.py`` or ``a.py``), ``from .x import y`` (the importer's
         folder first). Read from the bytes, so an import in a string counts too (a superset)."""
+        return self.resolve_imports(importer, self.import_names(data))
+
+    @staticmethod
+    def import_names(data: bytes) -> tuple[str, ...]:
+        """The dotted names the import statements in ``data`` may bind, in order, relative
+        imports without their dots (``from .x import y`` → ``x.y``, ``x``): what
+        :meth:`resolve_imports` looks up. Depends on the bytes alone (kept between runs)."""
         found: dict[str, None] = {}
-        importer = os.path.abspath(importer)
         for match in _IMPORT.finditer(data):
             if match.group(4) is not None:
                 names = [part.split()[0] for part in match.group(4).decode("ascii", "replace").split(",")
@@ -288,14 +294,23 @@ class ProjectIndex:
                 listed = [part.split()[0] for part in match.group(3).decode("ascii", "replace").split(",")
                           if part.split()]
                 names = [f"{base}.{name}" if base else name for name in listed] + ([base] if base else [])
-            for name in names:
-                parts = [part for part in name.split(".") if part]
-                for folder in self.search_paths(importer):
-                    path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
-                                None)
-                    if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
-                        found[os.path.abspath(path)] = None
-                        break
+            found.update(dict.fromkeys(names))
+        return tuple(found)
+
+    def resolve_imports(self, importer: str, names: Sequence[str]) -> list[str]:
+        """The project modules (absolute paths) that the :meth:`import_names` ``names`` of the
+        file at ``importer`` bind, from its search folders (the file system is looked at now:
+        a module added since the names were read counts)."""
+        found: dict[str, None] = {}
+        importer = os.path.abspath(importer)
+        for name in names:
+            parts = [part for part in name.split(".") if part]
+            for folder in self.search_paths(importer):
+                path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
+                            None)
+                if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
+                    found[os.path.abspath(path)] = None
+                    break
         return list(found)
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
