@@ -62,6 +62,7 @@ from accumlint.reading import NotARegularFile, Signature, read_source, signature
 from accumlint.writing import rename_over_regular
 
 if TYPE_CHECKING:
+    from accumlint.byte_stage import Vocabulary
     from accumlint.index_cache import IndexCache
     from accumlint.suggested_fixes import SuggestedFix
 
@@ -437,6 +438,7 @@ class ResultCache:
         self._cwd = os.getcwd()
         self._index: IndexCache | None = None
         self._index_entries: dict[str, Any] = {}
+        self._stage: Any = None  # the byte stage's vocabulary, as stored (see stored_vocabulary)
 
     def _key(self, path: str) -> str:
         """The absolute form of ``path`` (``os.path.abspath`` without a ``getcwd`` per file)."""
@@ -458,6 +460,7 @@ class ResultCache:
             cache._entries = data["files"]
             if isinstance(data.get("index"), dict):
                 cache._index_entries = data["index"]
+            cache._stage = data.get("stage")
         return cache
 
     def unchanged(self, path: str) -> str | None:
@@ -568,13 +571,39 @@ class ResultCache:
             with contextlib.suppress(FileExistsError):
                 cache_dir.make_private_dir(self.file.parent)
             data = {**header, "files": _seen_since(self._entries, oldest),
-                    "index": _seen_since(self._index_entries, oldest)}
+                    "index": _seen_since(self._index_entries, oldest), "stage": self._stage}
             _atomic_write(self.file, json.dumps(data, separators=(",", ":")).encode())
         except OSError:
             return
         self._dirty = False
         if index is not None:
             index.dirty = False
+
+    def _stage_mac(self, stage: Any) -> str:
+        text = json.dumps(stage, sort_keys=True, separators=(",", ":"))
+        return hmac.digest(_derive(self._user_secret, b"stage", self._fingerprint), text.encode(), "sha256").hex()[:32]
+
+    def stored_vocabulary(self) -> Vocabulary | None:
+        """The byte stage's vocabulary kept in this file (:mod:`accumlint.byte_stage`: what the
+        stage reads of the rules, valid under this fingerprint, which covers the tool's own
+        source), or None: none kept, or one that does not verify or does not read back."""
+        from accumlint.byte_stage import Vocabulary  # (no LibCST there)
+
+        stage = self._stage
+        if not isinstance(stage, dict) or not isinstance(stage.get("mac"), str):
+            return None
+        if not hmac.compare_digest(stage["mac"], self._stage_mac(stage.get("vocabulary"))):
+            return None
+        try:
+            return Vocabulary.from_json(stage["vocabulary"])
+        except (ValueError, TypeError, KeyError, re.error, RecursionError):
+            return None
+
+    def keep_vocabulary(self, vocabulary: Vocabulary) -> None:
+        """Keep ``vocabulary`` (the engine's) for the next runs of this fingerprint."""
+        data = vocabulary.to_json()
+        self._stage = {"vocabulary": data, "mac": self._stage_mac(data)}
+        self._dirty = True
 
     def project_index(self) -> IndexCache:
         """The project index kept in the same file (:mod:`accumlint.index_cache`)."""

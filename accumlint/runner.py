@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint import config, heap, noqa_report, project, suppression
+from accumlint import byte_stage, config, heap, noqa_report, project, suppression
 from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
@@ -266,16 +266,30 @@ def check_files(
     """
     global _suggesting
     previous, suggesting = project.active(), _suggesting
-    index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
-    digests, hits, state = _project_pass(files, index_of_project, cache)
-    project.activate(index_of_project)
-    _suggesting = suggest
+    vocabulary = byte_stage.use(_run_vocabulary(cache))
     try:
+        index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
+        digests, hits, state = _project_pass(files, index_of_project, cache)
+        project.activate(index_of_project)
+        _suggesting = suggest
         return _check_files(files, settings, enabled, jobs, cache, index_of_project, digests, hits, state,
                             parse_timeout)
     finally:
         project.activate(previous)
+        byte_stage.use(vocabulary)
         _suggesting = suggesting
+
+
+def _run_vocabulary(cache: ResultCache | None) -> byte_stage.Vocabulary | None:
+    """The byte stage's vocabulary for a run: the one the cache keeps, so that LibCST loads only
+    for a file the stage passes; else the engine's (None without a cache), kept for the next run."""
+    if cache is None:
+        return None
+    stored = cache.stored_vocabulary()
+    if stored is None:
+        stored = engine.vocabulary()
+        cache.keep_vocabulary(stored)
+    return stored
 
 
 def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: ResultCache | None,
@@ -288,7 +302,9 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
     names: dict[str, tuple[str, ...]] = {}
     imported: list[str] = []
     neighbours = len(files) <= NEIGHBOUR_RUN_FILES  # a small run reads each file for its imports
-    store = cache.project_index() if cache is not None else None
+    # the project index kept between runs serves the small runs, which read the imported modules;
+    # a larger one takes the names of its unchanged files from their results (and reads no import)
+    store = cache.project_index() if cache is not None and neighbours else None
     for position, path in enumerate(files):
         if cache is not None and not neighbours and (known := cache.unchanged(path)) is not None:
             hit = cache.get(path, known)  # its signature is the stored one: the same bytes, unread
@@ -409,7 +425,8 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     # index -> (path, bytes, digest, unknown noqa codes)
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
-    rules_for: dict[frozenset[str], list[engine.Rule]] = {}
+    rules_for: dict[frozenset[str], list[byte_stage.GatedRule]] = {}
+    vocabulary = byte_stage.current()  # the run's (the cache's, if it keeps one): LibCST not loaded for it
     extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
     signatures: dict[int, Signature] = {}  # index -> the file's signature at this pass's read
     incomplete: dict[int, list[str]] = {}  # index -> why the file was not fully checked
@@ -433,19 +450,19 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 return
         # a warning's stage: where it fails the file is still checked, and reported as not fully checked
         reasons: list[str] = []
-        unknown = engine.later_stage(reasons, "the `noqa` directives' codes", lambda: _unknown_noqa_codes(path, data),
-                                     [])
+        unknown = byte_stage.later_stage(reasons, "the `noqa` directives' codes",
+                                         lambda: _unknown_noqa_codes(path, data), [])
         if reasons:
             incomplete[index] = reasons
         warnings[index] = _unknown_noqa_warnings(path, unknown)
         if codes not in rules_for:
-            rules_for[codes] = engine.rules_for(codes)
+            rules_for[codes] = vocabulary.rules_for(codes)
         rules = rules_for[codes]
         notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
         names = index_of_project.names_for(path)
         if (
             rules
-            and not engine.may_fire(data, rules, in_strings=notebook_json, path=path)
+            and not byte_stage.may_fire(data, rules, vocabulary, in_strings=notebook_json, path=path)
             and not _reports_unused_noqa(path, data, codes)
         ):
             if cache is not None and index not in incomplete:
