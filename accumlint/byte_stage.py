@@ -172,8 +172,10 @@ def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary) -> bool:
         return True
     if loss_scaler_gate().search(data):
         return True  # its backward is behind the call
-    index = project.active() if path is not None else None
-    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)  # type: ignore[arg-type]
+    if path is None:
+        return False
+    index = project.active()
+    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)
 
 
 @functools.lru_cache(maxsize=8)

@@ -3,9 +3,10 @@
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
 ``{"format": 7, "mac": <header>, "files": {...}, "index": {...}, "stage": {...}}``, maps each
 checked file (absolute path) to the SHA-256 of its bytes, its findings (with their fixes,
-where the check computed them) and the unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings); its
-``"index"`` section keeps the project index between runs (:mod:`accumlint.index_cache`), its
-``"stage"`` what the byte stage reads of the rules (:mod:`accumlint.byte_stage`), both signed.
+where the check computed them) and the unknown ``ACC`` codes of its ``noqa`` directives
+(warnings, not findings); its ``"index"`` section keeps the project index between runs
+(:mod:`accumlint.index_cache`), its ``"stage"`` what the byte stage reads of the rules
+(:mod:`accumlint.byte_stage`), both signed.
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
