@@ -1,9 +1,12 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-``{"format": 7, "mac": <header>, "files": {...}}``, maps each checked file (absolute path)
-to the SHA-256 of its bytes, its findings (with their fixes, where the check computed them)
-and the unknown ``ACC`` codes of its ``noqa`` directives (warnings, not findings).
+``{"format": 7, "mac": <header>, "files": {...}, "index": {...}, "stage": {...}}``, maps each
+checked file (absolute path) to the SHA-256 of its bytes, its findings (with their fixes,
+where the check computed them) and the unknown ``ACC`` codes of its ``noqa`` directives
+(warnings, not findings); its ``"index"`` section keeps the project index between runs
+(:mod:`accumlint.index_cache`), its ``"stage"`` what the byte stage reads of the rules
+(:mod:`accumlint.byte_stage`), both signed.
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -61,6 +64,8 @@ from accumlint.reading import NotARegularFile, Signature, read_source, signature
 from accumlint.writing import rename_over_regular
 
 if TYPE_CHECKING:
+    from accumlint.byte_stage import Vocabulary
+    from accumlint.index_cache import IndexCache
     from accumlint.suggested_fixes import SuggestedFix
 
 __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "ResultCache", "fingerprint"]
@@ -433,6 +438,9 @@ class ResultCache:
         self._today = _today()
         self._dirty = False
         self._cwd = os.getcwd()
+        self._index: IndexCache | None = None
+        self._index_entries: dict[str, Any] = {}
+        self._stage: Any = None  # the byte stage's vocabulary, as stored (see stored_vocabulary)
 
     def _key(self, path: str) -> str:
         """The absolute form of ``path`` (``os.path.abspath`` without a ``getcwd`` per file)."""
@@ -452,6 +460,9 @@ class ResultCache:
             return cache
         if isinstance(data, dict) and data.get("format") == FORMAT and isinstance(data.get("files"), dict):
             cache._entries = data["files"]
+            if isinstance(data.get("index"), dict):
+                cache._index_entries = data["index"]
+            cache._stage = data.get("stage")
         return cache
 
     def unchanged(self, path: str) -> str | None:
@@ -551,21 +562,62 @@ class ResultCache:
 
     def save(self) -> None:
         """Write the cache file if anything changed; errors (read-only tree, full disk) are ignored."""
-        if not self._dirty:
+        index = self._index
+        if not self._dirty and (index is None or not index.dirty):
             return
         oldest = self._today - MAX_UNSEEN_DAYS
-        files = {
-            path: entry
-            for path, entry in self._entries.items()
-            if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest
-        }
         header = {"format": FORMAT, "mac": header_mac(self._user_secret, self._fingerprint)}
         try:
             if not cache_dir.create(self.directory, self._user_secret):
                 return  # made meanwhile by someone else, and not accumlint's: leave it alone
             with contextlib.suppress(FileExistsError):
                 cache_dir.make_private_dir(self.file.parent)
-            _atomic_write(self.file, json.dumps({**header, "files": files}, separators=(",", ":")).encode())
+            data = {**header, "files": _seen_since(self._entries, oldest),
+                    "index": _seen_since(self._index_entries, oldest), "stage": self._stage}
+            _atomic_write(self.file, json.dumps(data, separators=(",", ":")).encode())
         except OSError:
             return
         self._dirty = False
+        if index is not None:
+            index.dirty = False
+
+    def _stage_mac(self, stage: Any) -> str:
+        text = json.dumps(stage, sort_keys=True, separators=(",", ":"))
+        return hmac.digest(_derive(self._user_secret, b"stage", self._fingerprint), text.encode(), "sha256").hex()[:32]
+
+    def stored_vocabulary(self) -> Vocabulary | None:
+        """The byte stage's vocabulary kept in this file (:mod:`accumlint.byte_stage`: what the
+        stage reads of the rules, valid under this fingerprint, which covers the tool's own
+        source), or None: none kept, or one that does not verify or does not read back."""
+        from accumlint.byte_stage import Vocabulary  # (no LibCST there)
+
+        stage = self._stage
+        if not isinstance(stage, dict) or not isinstance(stage.get("mac"), str):
+            return None
+        if not hmac.compare_digest(stage["mac"], self._stage_mac(stage.get("vocabulary"))):
+            return None
+        try:
+            return Vocabulary.from_json(stage["vocabulary"])
+        except (ValueError, TypeError, KeyError, re.error, RecursionError):
+            return None
+
+    def keep_vocabulary(self, vocabulary: Vocabulary) -> None:
+        """Keep ``vocabulary`` (the engine's) for the next runs of this fingerprint."""
+        data = vocabulary.to_json()
+        self._stage = {"vocabulary": data, "mac": self._stage_mac(data)}
+        self._dirty = True
+
+    def project_index(self) -> IndexCache:
+        """The project index kept in the same file (:mod:`accumlint.index_cache`)."""
+        if self._index is None:
+            from accumlint.index_cache import IndexCache  # it imports this module
+
+            self._index = IndexCache(self._index_entries, _derive(self._user_secret, b"index", self._fingerprint),
+                                     self._today)
+        return self._index
+
+
+def _seen_since(entries: Mapping[str, Any], oldest: int) -> dict[str, Any]:
+    """The entries of ``entries`` seen on day ``oldest`` or later (the others are dropped)."""
+    return {path: entry for path, entry in entries.items()
+            if isinstance(entry, dict) and isinstance(entry.get("seen"), int) and entry["seen"] >= oldest}

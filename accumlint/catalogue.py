@@ -11,7 +11,6 @@ from pathlib import Path
 
 import accumlint
 from accumlint import spec
-from accumlint.fixes import fix_applicability
 from accumlint.noqa_report import UNUSED_NOQA_PAGE
 from accumlint.spec import PARSE_ERROR_CODE, UNUSED_NOQA_CODE, RuleSpec
 
@@ -88,6 +87,14 @@ def noqa_hint(info: RuleInfo) -> str | None:
     if any(info.code == engine.code for engine in spec.ENGINE_CODES):
         return None
     return NOQA_HINT.format(code=info.code)
+
+
+def fix_applicability(code: str) -> str | None:
+    """:func:`accumlint.fixes.fix_applicability`, imported at the first call (the codemods
+    import LibCST, which a rule's page does not need)."""
+    from accumlint import fixes
+
+    return fixes.fix_applicability(code)
 
 
 def rule_json(info: RuleInfo) -> dict:

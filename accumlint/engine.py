@@ -23,15 +23,16 @@ import ast
 import dataclasses
 import functools
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint import byte_stage, project
 from accumlint import frameworks as fw
-from accumlint import project
+from accumlint.byte_stage import Vocabulary, later_stage
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
@@ -52,7 +53,7 @@ from accumlint.parsing import nests_deep as _nests_deep
 from accumlint.parsing import syntax_error_position as _syntax_error_position
 from accumlint.placement import place
 from accumlint.pool import MEMORY_LIMIT
-from accumlint.prefilter import LedPattern, marker_search
+from accumlint.prefilter import marker_search
 from accumlint.reading import MAX_SOURCE_BYTES
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import source_facts
@@ -83,22 +84,6 @@ class FileResult:
     def fully_checked(self) -> bool:
         """Whether every stage of the file's check ran to its end (no internal error, nothing incomplete)."""
         return not self.internal_errors and not self.incomplete
-
-
-_Value = TypeVar("_Value")
-
-
-def later_stage(incomplete: list[str], stage: str, run: Callable[[], _Value], fallback: _Value) -> _Value:
-    """``run()``, a stage after a file's rules (``stage`` names what it adds, e.g. "the fixes");
-    where it raises, ``fallback``, and the reason is appended to ``incomplete`` (a
-    :attr:`FileResult.incomplete`): the findings already made are kept and the file is
-    reported as not fully checked, never as clean."""
-    try:
-        return run()
-    except Exception as exc:  # noqa: BLE001 - RecursionError on deep valid code, a tokenizer's error
-        detail = " ".join(str(exc).split())[:200]
-        incomplete.append(f"{stage} could not be computed ({type(exc).__name__}{': ' if detail else ''}{detail})")
-        return fallback
 
 
 def _parse_error(path: str, line: int, column: int, reason: str) -> Finding:
@@ -144,40 +129,31 @@ EVENT_MARKERS = tuple(sorted(set(_HELPER_MARKERS) - {name.encode() for name in f
                               - {name.encode() for name in fw.pytorch.WRAPPER_CONSTRUCTOR_NAMES}))
 
 
+def vocabulary() -> Vocabulary:
+    """What the byte stage reads of the registered rules and of the model's call tables
+    (:mod:`accumlint.byte_stage`; rebuilt where a test swaps the registry or the summaries)."""
+    return _vocabulary(ALL_RULES_INSTANCES, tuple(summaries.LIBRARY_SUMMARIES))
+
+
+@functools.lru_cache(maxsize=8)
+def _vocabulary(rules: tuple[Rule, ...], summarized: tuple[str, ...]) -> Vocabulary:
+    return Vocabulary(rules, _BACKWARD_MARKERS, _HELPER_MARKERS, EVENT_MARKERS, summarized)
+
+
 def performs_events(data: bytes) -> bool:
     """Whether ``data`` calls a backward, reset or clip (:data:`EVENT_MARKERS`)."""
-    return bool(marker_search(EVENT_MARKERS).used(data))
+    return byte_stage.performs_events(data, vocabulary())
 
 
 def backward_used(data: bytes) -> bool:
     """Whether the code of ``data`` calls a backward, a gradient reset or a clip
     (:data:`_HELPER_MARKERS`): its functions may perform them for a caller in another module."""
-    return bool(marker_search(_HELPER_MARKERS).used(data))
-
-
-def _project_backward(path: str | None, data: bytes, used: set[bytes]) -> set[bytes]:
-    """``used``, plus every rule's markers when the file names a function or class of its
-    project whose module calls a backward, reset or clip (the model may follow the call there)."""
-    return used | set(_screen_markers(ALL_RULES_INSTANCES)) if _calls_out(path, data) else used
+    return byte_stage.backward_used(data, vocabulary())
 
 
 def _calls_out(path: str | None, data: bytes) -> bool:
-    """Whether the file may run a backward, reset or clip through code outside it: it names a
-    library function a table row says performs events, a timm-style loss scaler, or a
-    function or class of its project whose module performs them (the model may follow the
-    call there; the ast stage, which sees only this file, then cannot judge it)."""
-    if summaries.LIBRARY_SUMMARIES and summaries.mentioned(data):
-        return True
-    if _loss_scaler_gate().search(data):
-        return True  # its backward is behind the call
-    index = project.active() if path is not None else None
-    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)  # type: ignore[arg-type]
-
-
-@functools.cache
-def _loss_scaler_gate() -> LedPattern:
-    """timm's loss-scaler gate keyword in the bytes (``update_grad=``), searched from its names."""
-    return LedPattern(fw.timm.LOSS_SCALER_GATE_BYTES, (gate.encode() for gate in fw.timm.LOSS_SCALER_CONVENTION))
+    """:func:`accumlint.byte_stage.calls_out` with the registered rules."""
+    return byte_stage.calls_out(path, data, vocabulary())
 
 
 def _calls_backward(used: set[bytes]) -> bool:
@@ -197,39 +173,24 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, pa
     ``in_strings``: uses in strings and comments count too (a notebook's JSON). ``path``: the
     file's path; in an activated project (:mod:`accumlint.project`) a file that names a
     project function or class whose module calls a backward counts as calling one.
+    (:func:`accumlint.byte_stage.may_fire` with the registered rules' :func:`vocabulary`.)
     """
-    markers = _marker_bytes(tuple(rules))
-    used = marker_search(markers).used(data, in_strings) if markers else set()
-    if markers:
-        used = _project_backward(path, data, used)
-    return bool(_rules_in_bytes(data, rules, used))
+    return byte_stage.may_fire(data, rules, vocabulary(), in_strings=in_strings, path=path)
 
 
 def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> list[Rule]:
-    """The rules of ``rules`` that may fire on ``data``, whose code uses the markers ``used``
-    (see :func:`may_fire`)."""
-    backward = _calls_backward(used)
-    return [
-        rule
-        for rule in rules
-        if (gate := rule.gate).everywhere
-        or (not used.isdisjoint(gate.markers) and (backward or not gate.backward)
-            and (gate.requires is None or gate.requires.search(data)))
-    ]
+    """The rules of ``rules`` that may fire on ``data``, whose code uses the markers ``used``."""
+    return byte_stage.rules_in_bytes(data, rules, used, vocabulary())
 
 
-@functools.lru_cache(maxsize=64)
 def _marker_bytes(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
-    """The union of the markers of ``rules`` (a rule without markers adds none: it may fire
-    anywhere), and the backward markers where a rule needs one besides its own."""
-    backward = _BACKWARD_MARKERS if any(rule.gate.backward for rule in rules) else ()
-    return tuple(sorted({*backward, *(marker for rule in rules for marker in rule.gate.markers)}))
+    """:func:`accumlint.byte_stage.marker_bytes` with the registered rules' vocabulary."""
+    return byte_stage.marker_bytes(rules, vocabulary())
 
 
-@functools.lru_cache(maxsize=64)
 def _screen_markers(rules: tuple[Rule, ...]) -> tuple[bytes, ...]:
-    """The markers of ``rules`` and :data:`_BACKWARD_MARKERS`: the cheap stages search for both in one pass."""
-    return tuple(sorted({*_marker_bytes(rules), *_BACKWARD_MARKERS}))
+    """:func:`accumlint.byte_stage.screen_markers` with the registered rules' vocabulary."""
+    return byte_stage.screen_markers(rules, vocabulary())
 
 
 #: The peak memory of checking a file, per byte of source: LibCST's tree plus the model

@@ -258,6 +258,9 @@ class _Scheduler:
         context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
         heap.one_arena()  # the pool's threads here, and the workers' parser threads, share the main arena
         if context is not None:
+            # LibCST and the rules load here, once, for every worker to inherit (a run whose byte
+            # stage read the cache's vocabulary has not loaded them yet)
+            engine.vocabulary()
             # the collector of a forked worker would write to every object it inherited and so
             # copy the pages it shares with this process; frozen objects are never scanned. The
             # workers fork at the first submit, after which this process unfreezes (_send)

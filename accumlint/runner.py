@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint import config, heap, noqa_report, project, suppression
+from accumlint import byte_stage, config, heap, noqa_report, project, suppression
 from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
 from accumlint.findings import Finding, Severity
@@ -31,6 +31,7 @@ engine = lazy_module("accumlint.engine")
 notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
+    from accumlint.index_cache import Facts, IndexCache
     from accumlint.suggested_fixes import SuggestedFix
 
 
@@ -266,16 +267,30 @@ def check_files(
     """
     global _suggesting
     previous, suggesting = project.active(), _suggesting
-    index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
-    digests, hits, state = _project_pass(files, index_of_project, cache)
-    project.activate(index_of_project)
-    _suggesting = suggest
+    vocabulary = byte_stage.use(_run_vocabulary(cache))
     try:
+        index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
+        digests, hits, state = _project_pass(files, index_of_project, cache)
+        project.activate(index_of_project)
+        _suggesting = suggest
         return _check_files(files, settings, enabled, jobs, cache, index_of_project, digests, hits, state,
                             parse_timeout)
     finally:
         project.activate(previous)
+        byte_stage.use(vocabulary)
         _suggesting = suggesting
+
+
+def _run_vocabulary(cache: ResultCache | None) -> byte_stage.Vocabulary | None:
+    """The byte stage's vocabulary for a run: the one the cache keeps, so that LibCST loads only
+    for a file the stage passes; else the engine's (None without a cache), kept for the next run."""
+    if cache is None:
+        return None
+    stored = cache.stored_vocabulary()
+    if stored is None:
+        stored = engine.vocabulary()
+        cache.keep_vocabulary(stored)
+    return stored
 
 
 def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: ResultCache | None,
@@ -288,6 +303,9 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
     names: dict[str, tuple[str, ...]] = {}
     imported: list[str] = []
     neighbours = len(files) <= NEIGHBOUR_RUN_FILES  # a small run reads each file for its imports
+    # the project index kept between runs serves the small runs, which read the imported modules;
+    # a larger one takes the names of its unchanged files from their results (and reads no import)
+    store = cache.project_index() if cache is not None and neighbours else None
     for position, path in enumerate(files):
         if cache is not None and not neighbours and (known := cache.unchanged(path)) is not None:
             hit = cache.get(path, known)  # its signature is the stored one: the same bytes, unread
@@ -313,11 +331,13 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
         if hit is not None:
             hits[position] = hit
             names[path] = hit.names
+            if neighbours:
+                imported.extend(index.imported_modules(path, data))
         else:
-            names[path] = index.names_of(data)
-        if neighbours:
-            imported.extend(index.imported_modules(path, data))
-    _neighbour_names(index, imported, names)
+            names[path], imports = _facts(store, path, data, digests.get(position), signature)
+            if neighbours:
+                imported.extend(index.resolve_imports(path, imports))
+    _neighbour_names(index, imported, names, store)
     index.set_names(names)
     heap.trim()
     return digests, hits, index.state()
@@ -332,9 +352,25 @@ MAX_NEIGHBOURS = 128
 NEIGHBOUR_DEPTH = 3
 
 
-def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]]) -> None:
+def _compute_facts(data: bytes) -> Facts:
+    return project.ProjectIndex.names_of(data), project.ProjectIndex.import_names(data)
+
+
+def _facts(store: IndexCache | None, path: str, data: bytes, digest: str | None,
+           signature: Signature | None) -> Facts:
+    """The names the file at ``path`` defines that perform a backward and the names its imports
+    bind, from its bytes ``data`` (SHA-256 ``digest``, if known; read with ``signature``): from
+    ``store`` where it holds them for these bytes, else computed (and stored)."""
+    if store is None:
+        return _compute_facts(data)
+    return store.facts(os.path.abspath(path), data, digest or content_digest(data), signature, _compute_facts)
+
+
+def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]],
+                     store: IndexCache | None = None) -> None:
     """Add to ``names`` (path -> :meth:`ProjectIndex.names_of`) the modules in ``imported`` that
-    are not checked, and the modules they import, breadth first within the bounds above."""
+    are not checked, and the modules they import, breadth first within the bounds above; a
+    module ``store`` holds unchanged (by its ``stat``) is not read."""
     seen = {os.path.abspath(path) for path in names}
     frontier = [path for path in dict.fromkeys(imported) if path not in seen]
     read = 0
@@ -345,14 +381,17 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
                 continue
             seen.add(path)
             read += 1
-            try:
-                data, size = read_source(path)
-            except (OSError, NotARegularFile):
-                continue
-            if size > MAX_SOURCE_BYTES:
-                continue
-            names[path] = index.names_of(data)
-            following.extend(index.imported_modules(path, data))
+            facts = store.unchanged(path) if store is not None else None
+            if facts is None:
+                try:
+                    data, size, signature = read_signed(path)
+                except (OSError, NotARegularFile):
+                    continue
+                if size > MAX_SOURCE_BYTES:
+                    continue
+                facts = _facts(store, path, data, None, signature)
+            names[path], imports = facts
+            following.extend(index.resolve_imports(path, imports))
         frontier = following
 
 
@@ -387,7 +426,8 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     # index -> (path, bytes, digest, unknown noqa codes)
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
-    rules_for: dict[frozenset[str], list[engine.Rule]] = {}
+    rules_for: dict[frozenset[str], list[byte_stage.GatedRule]] = {}
+    vocabulary = byte_stage.current()  # the run's (the cache's, if it keeps one): LibCST not loaded for it
     extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
     signatures: dict[int, Signature] = {}  # index -> the file's signature at this pass's read
     incomplete: dict[int, list[str]] = {}  # index -> why the file was not fully checked
@@ -411,19 +451,19 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 return
         # a warning's stage: where it fails the file is still checked, and reported as not fully checked
         reasons: list[str] = []
-        unknown = engine.later_stage(reasons, "the `noqa` directives' codes", lambda: _unknown_noqa_codes(path, data),
-                                     [])
+        unknown = byte_stage.later_stage(reasons, "the `noqa` directives' codes",
+                                         lambda: _unknown_noqa_codes(path, data), [])
         if reasons:
             incomplete[index] = reasons
         warnings[index] = _unknown_noqa_warnings(path, unknown)
         if codes not in rules_for:
-            rules_for[codes] = engine.rules_for(codes)
+            rules_for[codes] = vocabulary.rules_for(codes)
         rules = rules_for[codes]
         notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
         names = index_of_project.names_for(path)
         if (
             rules
-            and not engine.may_fire(data, rules, in_strings=notebook_json, path=path)
+            and not byte_stage.may_fire(data, rules, vocabulary, in_strings=notebook_json, path=path)
             and not _reports_unused_noqa(path, data, codes)
         ):
             if cache is not None and index not in incomplete:

@@ -22,7 +22,11 @@ the speed issue:
 * 1x, 2x, 4x hard-linked copies of the transformers tree (cost should grow linearly);
 * the language server (section 8, ``benchmarks/lsp_latency.py``): a scripted editor opens a
   3,000-line training file and a small one, makes 20 edits, asks for code actions; p50/p95
-  latency per request kind, and how long the small file waits while the large one is analysed.
+  latency per request kind, and how long the small file waits while the large one is analysed;
+* pre-commit (section 9): one changed file of a large project (the installed ``accelerate`` package, copied
+  into a project of its own), checked alone as a hook checks it, with the project index warm
+  (the cache of the previous run) and cold (no cache), and the whole package cold: wall and
+  CPU against the targets of the latency issue (sections 8 and 9 need no speed trees).
 
 Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
 ``time.perf_counter`` for wall time and ``os.wait4`` for peak RSS. The commands run
@@ -100,10 +104,11 @@ class Sample:
     cpu: float
 
 
-def execute(command: Sequence[str]) -> tuple[Sample, float]:
-    """Run ``command``; its :class:`Sample` and the peak RSS (MB) of its largest process."""
+def execute(command: Sequence[str], cwd: Path | None = None) -> tuple[Sample, float]:
+    """Run ``command`` (in ``cwd``, if given); its :class:`Sample` and the peak RSS (MB) of its
+    largest process."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=cwd)
     _, status, usage = os.wait4(process.pid, 0)  # the usage includes the reaped worker processes
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -111,13 +116,14 @@ def execute(command: Sequence[str]) -> tuple[Sample, float]:
     return Sample(wall, usage.ru_utime + usage.ru_stime), peak
 
 
-def timed(command: Sequence[str], setup: Callable[[], None] | None = None) -> Callable[[], Sample]:
-    """A runner of ``command`` (``setup`` runs first, untimed)."""
+def timed(command: Sequence[str], setup: Callable[[], None] | None = None, cwd: Path | None = None,
+          ) -> Callable[[], Sample]:
+    """A runner of ``command`` in ``cwd`` (``setup`` runs first, untimed)."""
 
     def run() -> Sample:
         if setup is not None:
             setup()
-        return execute(command)[0]
+        return execute(command, cwd)[0]
 
     return run
 
@@ -205,6 +211,86 @@ def peak_memory(command: Sequence[str]) -> tuple[float, tuple[float, float] | No
     return largest, None if sampled is None else (sampled[0] / 1024, sampled[1] / 1024)
 
 
+def judged(label: str, samples: list[Sample], target: float, on: str = "wall") -> str:
+    """Print and return the median ``on`` time (``wall`` or ``cpu``, seconds) of ``samples``
+    against an absolute ``target``."""
+    value = statistics.median(getattr(sample, on) for sample in samples)
+    line = f"  => {label:<44} {on} {value:6.3f} s   target <= {target} s {'MET' if value <= target else 'MISSED'}"
+    print(line)
+    return line
+
+
+class _Edits:
+    """Called, rewrites the file at ``path`` with a new last line (a file a commit changed)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.original, self.count = path, path.read_bytes(), 0
+
+    def __call__(self) -> None:
+        self.count += 1
+        self.path.write_bytes(self.original + f"# pre-commit edit {self.count}\n".encode())
+
+    def restore(self) -> None:
+        self.path.write_bytes(self.original)
+
+
+#: the package a pre-commit run checks one file of, and the files it changes (issue 33's targets)
+PRE_COMMIT_PACKAGE = "accelerate"
+PRE_COMMIT_FILES = ("tracking.py", "accelerator.py")
+
+
+def latency_sections(sections: str, scratch: Path, repeat: int) -> list[str]:
+    """Sections 8 (the language server) and 9 (pre-commit): what users wait for, no speed trees."""
+    lines: list[str] = []
+    if "8" in sections:
+        print("8. language server: a scripted editor on a 3,000-line training file and a small one")
+        lines.extend(lsp_latency())
+    if "9" in sections:
+        lines.extend(pre_commit(scratch, repeat))
+    return lines
+
+
+def pre_commit(scratch: Path, repeat: int) -> list[str]:
+    """Section 9: one changed file of a large project, checked alone, the project index warm and
+    cold; then the whole package cold. The package is copied into a project of its own (a
+    ``pyproject.toml`` marks its root) with times an hour old, as a checkout long made."""
+    spec = importlib.util.find_spec(PRE_COMMIT_PACKAGE)
+    if spec is None or spec.origin is None:
+        print(f"9. pre-commit: skipped ({PRE_COMMIT_PACKAGE} is not installed)")
+        return []
+    project = scratch / "pre-commit"
+    shutil.copytree(Path(spec.origin).parent, project / PRE_COMMIT_PACKAGE,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "pyproject.toml").write_text("[project]\nname = 'pre-commit-bench'\n", encoding="utf-8")
+    hour_ago = time.time() - 3600
+    for folder, _, names in os.walk(project):
+        for name in names:
+            os.utime(os.path.join(folder, name), (hour_ago, hour_ago))
+    cache_dir = scratch / "pre-commit-cache"
+    check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
+    files = len(list((project / PRE_COMMIT_PACKAGE).rglob("*.py")))
+    print(f"9. pre-commit: one changed file of {PRE_COMMIT_PACKAGE} ({files} files), index warm and cold")
+    lines: list[str] = []
+    for name in PRE_COMMIT_FILES:
+        relative = f"{PRE_COMMIT_PACKAGE}/{name}"
+        edit = _Edits(project / relative)
+
+        def cold(edit: _Edits = edit) -> None:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            edit()
+
+        execute([*check, relative], project)  # the index of the previous commit
+        samples = alternate({f"{name} index warm": timed([*check, relative], edit, project),
+                             f"{name} index cold": timed([*check, relative], cold, project)}, repeat)
+        lines.append(judged(f"pre-commit {name}, index warm", samples[f"{name} index warm"], 0.5))
+        lines.append(judged(f"pre-commit {name}, index cold", samples[f"{name} index cold"], 1.0))
+        edit.restore()
+    whole = alternate({f"{PRE_COMMIT_PACKAGE} package cold": timed(
+        [*check, PRE_COMMIT_PACKAGE], lambda: shutil.rmtree(cache_dir, ignore_errors=True), project)}, repeat)
+    lines.append(judged(f"{PRE_COMMIT_PACKAGE} package cold", whole[f"{PRE_COMMIT_PACKAGE} package cold"], 3.5, "cpu"))
+    return lines
+
+
 def copies(tree: Path, count: int, into: Path) -> Path:
     """``count`` hard-linked copies of ``tree`` (plain copies where links fail) under ``into``."""
     target = into / f"x{count}"
@@ -243,9 +329,19 @@ def main() -> int:
     parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
-    parser.add_argument("--sections", default="12345678", help="which of the numbered comparisons to run (default all)")
+    parser.add_argument("--sections", default="123456789", help="which numbered comparisons to run (default all)")
     args = parser.parse_args()
 
+    if not set(args.sections) & set("1234567"):  # the language server and pre-commit need no speed trees
+        scratch = Path(tempfile.mkdtemp(prefix="accumlint-bench-"))
+        try:
+            own_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True, env=ENV).stdout
+            print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {own_version.strip()} from "
+                  f"{REPO}; {args.repeat} rounds; load average at start: {os.getloadavg()[0]:.1f}\n")
+            lines = latency_sections(args.sections, scratch, args.repeat)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return summary(lines)
     dest, trees = fetch_speed_trees(args.shared)
     transformers = next(t for t in trees if t.name.startswith("transformers-"))
     paths = [str(tree) for tree in trees]
@@ -360,11 +456,14 @@ def main() -> int:
             lines.append(verdict("2x / 1x (linear: 2)", k["2x"], k["1x"], 2.2))
             lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], 4.4))
 
-        if "8" in args.sections:
-            print("8. language server: a scripted editor on a 3,000-line training file and a small one")
-            lines.extend(lsp_latency())
+        lines.extend(latency_sections(args.sections, scratch, args.repeat))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return summary(lines)
+
+
+def summary(lines: list[str]) -> int:
+    """Print the verdicts of the run (the exit status: 0, the figures are not judged here)."""
     print(f"\nsummary (load average at the end: {os.getloadavg()[0]:.1f})")
     for line in lines:
         print(line)

@@ -17,13 +17,12 @@ qualified name to its row. A row that names an unknown event kind or parameter r
 from __future__ import annotations
 
 import functools
-import re
 
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.byte_stage import names_search
 from accumlint.frameworks.contracts import Summary
-from accumlint.prefilter import LedPattern
 
 
 def function(summary: Summary) -> cst.FunctionDef:
@@ -49,19 +48,8 @@ def owner_of(summary: Summary) -> object:
 def mentioned(data: bytes) -> bool:
     """Whether ``data`` names a summarized function or class (its last names, as whole words):
     a file that calls one may run a backward through it (the prefilter lets it through)."""
-    search = _names_search(tuple(LIBRARY_SUMMARIES))
+    search = names_search(tuple(LIBRARY_SUMMARIES))
     return search is not None and search.search(data)
-
-
-@functools.lru_cache(maxsize=8)
-def _names_search(qualified: tuple[str, ...]) -> LedPattern | None:
-    """One search for the last two names of every row (``__call__`` aside), as whole words
-    (None: no names)."""
-    parts = sorted({part.encode() for name in qualified for part in name.split(".")[-2:] if part != "__call__"})
-    if not parts:
-        return None
-    words = b"|".join(re.escape(part) for part in parts)
-    return LedPattern(re.compile(rb"(?<![A-Za-z0-9_])(?:" + words + rb")(?![A-Za-z0-9_])"), parts)
 
 
 def lookup(qualified: str | None) -> Summary | None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import libcst as cst
     from ahocorasick_rs import BytesAhoCorasick
 
+    from accumlint.byte_stage import Vocabulary
     from accumlint.model.sites import ModuleFunctions
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -243,9 +244,11 @@ class ProjectIndex:
     def names_of(data: bytes) -> tuple[str, ...]:
         """The top-level functions and classes a module defines, when its code calls a
         backward (else none): what a call in another module may reach a backward through."""
-        from accumlint.engine import backward_used
+        from accumlint import byte_stage  # it imports this package
 
-        if len(data) > MAX_MODULE_BYTES or not _needles().find_matches_as_indexes(data) or not backward_used(data):
+        vocabulary = byte_stage.current()
+        if (len(data) > MAX_MODULE_BYTES or not _needles().find_matches_as_indexes(data)
+                or not byte_stage.backward_used(data, vocabulary)):
             return ()  # (the substring test first: most modules hold none, and it is one pass)
         # only the top-level blocks (a def or class up to the next one) whose own code calls
         # one: a module of many classes names only the few that do
@@ -257,8 +260,9 @@ class ProjectIndex:
         for index, match in enumerate(matches):
             end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
             block = data[match.start():end]
-            if backward_used(block):
-                names.append(("" if _performs_events(match.group(1), block) else LOSS_ONLY) + match.group(1).decode())
+            if byte_stage.backward_used(block, vocabulary):
+                performs = _performs_events(match.group(1), block, vocabulary)
+                names.append(("" if performs else LOSS_ONLY) + match.group(1).decode())
             elif (header := _CLASS_BASES.match(block)) is not None:
                 bases[match.group(1).decode()] = set(re.findall(r"[A-Za-z_]\w*", header.group(1).decode()))
         # a class that inherits its events from a base of this module (`class Manager(Base)`: the
@@ -277,8 +281,14 @@ class ProjectIndex:
         statements in ``data``, the bytes of the file at ``importer``, bind: ``import a.b``,
         ``from a import b`` (module ``a/b.py`` or ``a.py``), ``from .x import y`` (the importer's
         folder first). Read from the bytes, so an import in a string counts too (a superset)."""
+        return self.resolve_imports(importer, self.import_names(data))
+
+    @staticmethod
+    def import_names(data: bytes) -> tuple[str, ...]:
+        """The dotted names the import statements in ``data`` may bind, in order, relative
+        imports without their dots (``from .x import y`` → ``x.y``, ``x``): what
+        :meth:`resolve_imports` looks up. Depends on the bytes alone (kept between runs)."""
         found: dict[str, None] = {}
-        importer = os.path.abspath(importer)
         for match in _IMPORT.finditer(data):
             if match.group(4) is not None:
                 names = [part.split()[0] for part in match.group(4).decode("ascii", "replace").split(",")
@@ -288,14 +298,23 @@ class ProjectIndex:
                 listed = [part.split()[0] for part in match.group(3).decode("ascii", "replace").split(",")
                           if part.split()]
                 names = [f"{base}.{name}" if base else name for name in listed] + ([base] if base else [])
-            for name in names:
-                parts = [part for part in name.split(".") if part]
-                for folder in self.search_paths(importer):
-                    path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
-                                None)
-                    if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
-                        found[os.path.abspath(path)] = None
-                        break
+            found.update(dict.fromkeys(names))
+        return tuple(found)
+
+    def resolve_imports(self, importer: str, names: Sequence[str]) -> list[str]:
+        """The project modules (absolute paths) that the :meth:`import_names` ``names`` of the
+        file at ``importer`` bind, from its search folders (the file system is looked at now:
+        a module added since the names were read counts)."""
+        found: dict[str, None] = {}
+        importer = os.path.abspath(importer)
+        for name in names:
+            parts = [part for part in name.split(".") if part]
+            for folder in self.search_paths(importer):
+                path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
+                            None)
+                if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
+                    found[os.path.abspath(path)] = None
+                    break
         return list(found)
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
@@ -430,16 +449,15 @@ def _event_methods(block: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-def _performs_events(name: bytes, block: bytes) -> bool:
-    """:func:`~accumlint.engine.performs_events` for a top-level block named ``name``: never
+def _performs_events(name: bytes, block: bytes, vocabulary: Vocabulary) -> bool:
+    """:func:`~accumlint.byte_stage.performs_events` for a top-level block named ``name``: never
     for a function named like an event call (``torch.autograd.backward``: its callers name
     it); for a class, outside its :func:`_event_methods`."""
-    from accumlint.engine import EVENT_MARKERS
     from accumlint.prefilter import marker_search
 
     if name in _EVENT_CALL_NAMES and not block.startswith(b"class"):
         return False
-    uses = marker_search(EVENT_MARKERS).uses(block)
+    uses = marker_search(vocabulary.events).uses(block)
     if not uses or not block.startswith(b"class"):
         return bool(uses)
     spans = _event_methods(block)
