@@ -818,3 +818,35 @@ def test_a_reset_under_a_flag_is_a_choice_of_its_own():
     whole = [t for t in result.traces if t.configuration.microbatches == 2 * t.configuration.accumulation]
     assert {dict(t.choices)["args.set_to_none"] for t in whole} == {False, True}
     assert all(EventKind.RESET in {e.kind for e in t.events} for t in whole)
+
+
+# --- the trace verdicts in `check` -------------------------------------------------------------
+
+_HELPER_GATE = """
+import torch
+
+
+def one_microbatch(model, optimizer, batch, index, accum):
+    loss = model(batch) / accum
+    loss.backward()
+    if index % accum {test}:
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def train(model, optimizer, loader, accum):
+    for index, batch in enumerate(loader):
+        one_microbatch(model, optimizer, batch, {index}, accum)
+"""
+
+
+def test_check_reports_a_trace_verdict_where_the_patterns_are_silent():
+    from accumlint.engine import check_source
+
+    buggy = _HELPER_GATE.format(test="== 0", index="index").encode()
+    findings = check_source("train.py", buggy).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 9)]
+    assert "simulated with A=2 N=4" in findings[0].message
+    assert "groups of [1, 2] microbatches" in findings[0].message
+    fixed = _HELPER_GATE.format(test="== 0", index="index + 1").encode()
+    assert check_source("train.py", fixed).findings == []
