@@ -53,10 +53,14 @@ def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
 
 def _never_synced(rec: RunRecord) -> Iterator[RuntimeFinding]:
     """ACC402: a group none of whose microbatches ran its forward with sync on, else one whose replica
-    gradient checksums differed at the update; only with more than one replica (:func:`replicated`)."""
+    gradient checksums differed at the update; only with more than one replica (:func:`replicated`).
+    A group whose checksums were compared and agreed at the update was synchronized some other way (the
+    loop all-reduces the gradients by hand after its ``no_sync`` microbatches): no finding for it."""
     if not replicated(rec):
         return
     for g in rec.full_groups:
+        if g.replicas_equal:
+            continue
         if g.microbatches and all(mb.sync_at_forward is False for mb in g.microbatches):
             extra = "; replica gradient checksums differed at the update" if g.replicas_equal is False else ""
             yield finding(
