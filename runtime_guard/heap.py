@@ -55,9 +55,12 @@ def live_instances(classes: Iterable[type], *, exact: Iterable[type] = (), colle
 
 #: Objects visited at most by :func:`near_the_loop` before it gives up (a few ms per thousand).
 NEAR_LIMIT = 50_000
+#: Containers with more items than this are data (an in-memory dataset), not followed by :func:`near_the_loop`:
+#: the loop's objects are not among them (a list of weight copies has one item per parameter tensor).
+WIDE = 10_000
 _LEAVES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None))
-_SEQUENCES = (list, tuple, set, frozenset)
+_CONTAINERS = (dict, list, tuple, set, frozenset)
 #: ``sys.getrefcount`` of a frame's locals snapshot held by nothing but the frame (see :func:`_locals_of`)
 _ONLY_THE_FRAME = 3
 #: Modules whose frames' locals and globals are not the program's (the guard's own objects are no candidates).
@@ -68,10 +71,10 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
                   limit: int = NEAR_LIMIT) -> list[object] | None:
     """The objects of ``classes`` (or a subclass) or of ``exact`` types reachable from the calling thread's
     stack: the locals of every frame and the globals of the program's frames, then, breadth first, the
-    values of dicts, the items of lists, tuples and sets, a closure's cells and the ``__dict__`` of other
-    objects (not into modules, classes, tensors or a function's globals). Every object found is alive
-    (reachable), so no collection is needed. ``None`` when more than ``limit`` objects were visited:
-    the caller then falls back to :func:`live_instances`."""
+    values of dicts, the items of lists, tuples and sets (of at most ``WIDE`` items), a closure's cells
+    and the ``__dict__`` of other objects (not into modules, classes, tensors or a function's globals).
+    Every object found is alive (reachable), so no collection is needed. ``None`` when more than
+    ``limit`` objects were visited: the caller then falls back to :func:`live_instances`."""
     wanted = set(exact)
     for cls in classes:
         wanted |= subclasses(cls)
@@ -103,10 +106,10 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
             continue
         if issubclass(kind, _LEAVES) or issubclass(kind, torch.Tensor):
             continue
-        if issubclass(kind, dict):
-            queue.extend(dict.values(obj))  # type: ignore[arg-type]
-        elif issubclass(kind, _SEQUENCES):  # the base class's own iterator: no user __iter__ runs
-            queue.extend(next(b for b in _SEQUENCES if issubclass(kind, b)).__iter__(obj))  # type: ignore[attr-defined]
+        base = next((b for b in _CONTAINERS if issubclass(kind, b)), None)
+        if base is not None:  # the base class's own length and items: no user __len__ or __iter__ runs
+            if base.__len__(obj) <= WIDE:  # type: ignore[attr-defined]
+                queue.extend(dict.values(obj) if base is dict else base.__iter__(obj))  # type: ignore[arg-type,attr-defined]
         else:
             try:
                 attributes = object.__getattribute__(obj, "__dict__")
