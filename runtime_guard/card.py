@@ -76,6 +76,7 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
     if observed_any and several:
         status["ACC006"] = "not observable: several models: " + several
     if observed_any and rec.ddp and d == 1:
+        status["ACC401"] = "not observable: D = 1 (one replica: an all-reduce over one process moves nothing)"
         status["ACC402"] = "not observable: D = 1 (one replica: nothing to all-reduce, no_sync changes no update)"
     kept = kept_graph_unobservable(rec)
     if observed_any and kept is not None and not any(f.code == "ACC201" for f in graph_findings(rec)):

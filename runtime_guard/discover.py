@@ -4,9 +4,10 @@ A global forward pre-hook (``torch.nn.modules.module.register_module_forward_pre
 waits for the first grad-enabled forward of a module with trainable parameters: that
 module is the model (DDP wrapper included, the outermost module is called first). Its
 optimizer, LR scheduler, GradScaler and Accelerator are then found once among the live
-objects (one ``gc`` walk), the probe attaches, and the global hook is removed. A module that
-no optimizer trains (a reference or teacher model forwarded with grad) is skipped, with its
-submodules, and the hook waits for the next one; an HF ``Trainer`` training the model tells
+objects (one pass over the collector's list by exact type, :mod:`runtime_guard.heap`), the
+probe attaches, and the global hook is removed. A module that no optimizer trains (a reference
+or teacher model forwarded with grad) is skipped, with its submodules, and the hook waits for the
+next one; an HF ``Trainer`` training the model tells
 whether the loss must be normalized over the group by the user (ACC105). Everything is
 removed when the script ends, also when it raises.
 
@@ -27,42 +28,62 @@ output shows. The optimizer, scheduler and scaler are still the ones training th
 
 from __future__ import annotations
 
-import gc
 import os
 import runpy
 import sys
-import warnings
 import weakref
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from runtime_guard import frameworks
+from accumlint import frameworks as fw
+from runtime_guard import frameworks, heap
 from runtime_guard.contain import describe
 from runtime_guard.probe import Probe, main_script
 from runtime_guard.report import Report
 
 
-def _find_objects(model: torch.nn.Module) -> dict[str, Any]:
+def _find_objects(model: torch.nn.Module, loaders: bool = False) -> dict[str, Any]:
+    """The live optimizers holding ``model``'s parameters, and the schedulers, scalers, Accelerators, HF
+    Trainers, DataLoaders and their running iterators, by kind (:mod:`runtime_guard.heap`). First among the
+    objects the stack reaches (no collection needed: they are alive); when that finds no optimizer of the
+    model, ran over its bound, or the running loader is wanted (``loaders``: its iterator is held only by
+    the ``for`` that runs it), among every object the collector tracks. There, unreachable objects of an
+    earlier run (a finished script's GradScaler) are not candidates: when a kind that decides the probe
+    has more than one object, a full collection runs and the pass is made again."""
     params = {id(p) for p in model.parameters()}
-    found: dict[str, Any] = {"optimizers": [], "schedulers": [], "scalers": [], "accelerators": [],
-                             "loaders": [], "loader_iterators": [], "trainers": []}
-    classes = {"accelerators": _class_of("accelerate.accelerator", "Accelerator"),
-               "trainers": _class_of("transformers.trainer", "Trainer")}
-    gc.collect()  # unreachable objects of an earlier run (a finished script's GradScaler) are not candidates
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance on some lazy module proxies warns
-        for obj in gc.get_objects():
-            try:
-                kind = _kind(obj, classes)
-            except Exception:  # noqa: BLE001 - objects whose __class__ lookup fails are not ours
-                continue
-            if kind == "optimizer":
-                if any(id(p) in params for g in obj.param_groups for p in g["params"]):
-                    found["optimizers"].append(obj)
-            elif kind:
+    classes = {"optimizers": [torch.optim.Optimizer], "schedulers": [torch.optim.lr_scheduler.LRScheduler],
+               "scalers": [torch.amp.GradScaler],
+               "accelerators": [_class_of("accelerate.accelerator", "Accelerator")],
+               "trainers": [_class_of("transformers.trainer", "Trainer")],
+               # by type: a wrapper whose __class__ answers the DataLoader's is matched by its own class
+               "loaders": [torch.utils.data.DataLoader, *(_class_of(module, name)
+                                                          for module, name in fw.accelerate.LOADER_ADAPTERS)],
+               "loader_iterators": [torch.utils.data.dataloader._BaseDataLoaderIter]}
+    kind_of: dict[type, str] = {}
+    for kind, kind_classes in reversed(classes.items()):  # the first kind wins for a class of two
+        for cls in kind_classes:
+            if cls is not None:
+                kind_of.update(dict.fromkeys(heap.subclasses(cls), kind))
+
+    def sort(objects: list[Any]) -> dict[str, list[Any]]:
+        found: dict[str, list[Any]] = {kind: [] for kind in classes}
+        for obj in objects:
+            kind = kind_of[type(obj)]
+            if kind != "optimizers" or any(id(p) in params for g in obj.param_groups for p in g["params"]):
                 found[kind].append(obj)
+        return found
+
+    near = None if loaders else heap.near_the_loop(kind_of)
+    if near is not None and (found := sort(near))["optimizers"]:
+        return found
+    deciding = ["optimizers", "schedulers", "scalers", "accelerators", "trainers"]
+    deciding += ["loaders", "loader_iterators"] if loaders else []
+    for collect in (False, True):
+        found = sort(heap.live_instances(kind_of, collect=collect))
+        if all(len(found[kind]) <= 1 for kind in deciding):
+            break
     return found
 
 
@@ -75,23 +96,6 @@ def _class_of(module: str, name: str) -> Any:
     loaded = sys.modules.get(module)
     found = vars(loaded).get(name) if loaded is not None else None
     return found if isinstance(found, type) else None
-
-
-def _kind(obj: Any, classes: dict[str, Any]) -> str | None:
-    if isinstance(obj, torch.optim.Optimizer):
-        return "optimizer"
-    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
-        return "schedulers"
-    if isinstance(obj, torch.amp.GradScaler):
-        return "scalers"
-    for kind, cls in classes.items():
-        if cls is not None and isinstance(obj, cls):
-            return kind
-    if isinstance(obj, torch.utils.data.DataLoader):
-        return "loaders"
-    if isinstance(obj, torch.utils.data.dataloader._BaseDataLoaderIter):
-        return "loader_iterators"
-    return None
 
 
 def _running_loader(found: dict[str, Any]) -> tuple[Any, Any]:
@@ -159,7 +163,7 @@ class ScriptProbe:
         """Find the objects ``module``'s training uses and attach the probe (see the module docstring)."""
         if not any(p.requires_grad for p in module.parameters()):
             return
-        found = _find_objects(module)
+        found = _find_objects(module, loaders=self.options.get("at") == "epoch_end" and not self.options.get("loader"))
         plain = [o for o in found["optimizers"] if not frameworks.is_accelerate(o)]
         prepared = [o for o in found["optimizers"] if frameworks.is_accelerate(o)]
         if not found["optimizers"]:
@@ -176,8 +180,10 @@ class ScriptProbe:
         # a scheduler built on the torch optimizer, or on the prepared one (not prepared itself)
         schedulers = [s for s in found["schedulers"] if any(getattr(s, "optimizer", None) is o
                                                             for o in (inner, optimizer))]
-        prepared_scheds = [s for s in gc.get_referrers(*schedulers) if frameworks.is_accelerate(s)
-                           and getattr(s, "scheduler", None) in schedulers] if schedulers else []
+        wrapper = _class_of("accelerate.scheduler", "AcceleratedScheduler")
+        wrappers = heap.near_the_loop([wrapper]) if schedulers and wrapper is not None else []
+        wrappers = heap.live_instances([wrapper]) if wrappers is None else wrappers  # the search ran over its bound
+        prepared_scheds = [s for s in wrappers if getattr(s, "scheduler", None) in schedulers]
         scheduler = prepared_scheds[0] if prepared_scheds else (schedulers[0] if schedulers else None)
         # only the Accelerator that prepared this optimizer (other runs' objects may still be alive)
         accelerator = next((a for a in found["accelerators"]

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import torch
 
 from runtime_guard import distributed as dist_helpers
-from runtime_guard import frameworks
+from runtime_guard import frameworks, heap
 from runtime_guard.contain import call_through, contained_hook, contained_wrapper, describe
 from runtime_guard.epoch import LoaderWatch
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
@@ -72,12 +72,14 @@ def _compiled_wrappers(model: Any) -> list[torch.nn.Module]:
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is None or not isinstance(model, torch.nn.Module):
         return []
-    import gc
-
     from torch._dynamo.eval_frame import OptimizedModule
 
-    # one walk over the live objects (only once dynamo is loaded): the wrapper holds the model two dicts deep
-    return [w for w in gc.get_objects() if type(w) is OptimizedModule and w._orig_mod is model]
+    # near the loop (the loop calls the wrapper), else one pass over the live objects (only once dynamo is
+    # loaded): the wrapper holds the model two dicts deep
+    wrappers = heap.near_the_loop([OptimizedModule])
+    if wrappers is None:
+        wrappers = heap.live_instances([OptimizedModule])
+    return [w for w in wrappers if w._orig_mod is model]  # type: ignore[attr-defined]
 
 
 def main_script(start: str | None = None) -> str:

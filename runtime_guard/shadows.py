@@ -11,21 +11,22 @@ backup before a weight perturbation, a "best" snapshot) has ``c = 0``; a buffer 
 gradients or any other write does not move every element by one factor. A fresh copy equal to its
 parameters shows nothing (``s - p = 0``); after the first update it does.
 
-The copies are found once, when the probe installs its hooks, among the live objects (one ``gc``
-walk): modules, lists, tuples and dicts of tensors with the probed parameters' shapes in their
-order, none of them trained by an optimizer. Per check a few evenly spaced elements of a few of
+The copies are found once, when the probe installs its hooks, among the live objects (one pass
+over the collector's list by exact type, :mod:`runtime_guard.heap`): modules, lists, tuples and
+dicts of tensors with the probed parameters' shapes in their order, none of them trained by an
+optimizer. Per check a few evenly spaced elements of a few of
 their tensors are read (no pass over the data); writes through ``.data`` are seen too. Copies of
 sharded (FSDP2 DTensor) parameters are not followed.
 """
 
 from __future__ import annotations
 
-import gc
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+
+from runtime_guard import heap
 
 #: Tensors of a copy sampled per check (evenly spaced over the copy) and elements sampled per tensor.
 TENSORS, ELEMENTS = 8, 4
@@ -128,36 +129,49 @@ def find_shadows(model: torch.nn.Module, probed: Sequence[torch.Tensor]) -> list
     sizes = {len(r) for r in references}
     model_ids = {id(p) for p in references[0]}
     probed_ids = {id(p) for p in probed}
-    gc.collect()  # copies of an earlier run that nothing holds any more are not candidates
+    classes, exact = [torch.nn.Module, torch.optim.Optimizer], _CONTAINERS
+    near = heap.near_the_loop(classes, exact=exact)
+    for collect in (False, True):  # a copy found: collect, so that an earlier run's dead copies are not taken
+        objects = near if near is not None else heap.live_instances(classes, exact=exact, collect=collect)
+        candidates, trained = _candidates(objects, model_ids, sizes)
+        found: dict[tuple[int, ...], Shadow] = {}
+        for owner, tensors in candidates:
+            key = tuple(id(t) for t in tensors)
+            if key in found or any(id(t) in trained or t.grad is not None or type(t) not in _PLAIN
+                                   or t.device.type == "meta" for t in tensors):
+                continue
+            for reference in references:
+                if len(reference) == len(tensors) and all(t.shape == p.shape and t.dtype.is_floating_point
+                                                          and t.layout == torch.strided and type(p) in _PLAIN
+                                                          for t, p in zip(tensors, reference, strict=True)):
+                    pairs = [(t, p) for t, p in zip(tensors, reference, strict=True)
+                             if id(p) in probed_ids and t.numel()]
+                    if pairs:
+                        found[key] = _shadow(owner, pairs)
+                    break
+        if not found or near is not None:  # what the stack reaches is alive
+            break
+    return list(found.values())
+
+
+def _candidates(objects: list[object], model_ids: set[int], sizes: set[int]
+                ) -> tuple[list[tuple[str, list[torch.Tensor]]], set[int]]:
+    """The ``objects`` holding tensors of one of the ``sizes`` (none of them one of ``model_ids``), with
+    their descriptions, and the ids of the tensors the optimizers among them hold."""
     candidates: list[tuple[str, list[torch.Tensor]]] = []
     trained: set[int] = set()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance on some lazy module proxies warns
-        for obj in gc.get_objects():
-            try:
-                if type(obj) not in _CONTAINERS and isinstance(obj, torch.optim.Optimizer):
-                    trained.update(id(p) for g in obj.param_groups for p in g["params"])
-                    continue
-                tensors = _tensors_of(obj, sizes)
-            except Exception:  # noqa: BLE001 - objects whose attributes fail to read are not copies
+    optimizers = heap.subclasses(torch.optim.Optimizer)
+    for obj in objects:
+        try:
+            if type(obj) in optimizers:
+                trained.update(id(p) for g in obj.param_groups for p in g["params"])  # type: ignore[attr-defined]
                 continue
-            if tensors is not None and not any(id(t) in model_ids for t in tensors):
-                candidates.append((_describe(obj), tensors))
-    found: dict[tuple[int, ...], Shadow] = {}
-    for owner, tensors in candidates:
-        key = tuple(id(t) for t in tensors)
-        if key in found or any(id(t) in trained or t.grad is not None or type(t) not in _PLAIN
-                               or t.device.type == "meta" for t in tensors):
+            tensors = _tensors_of(obj, sizes)
+        except Exception:  # noqa: BLE001 - objects whose attributes fail to read are not copies
             continue
-        for reference in references:
-            if len(reference) == len(tensors) and all(t.shape == p.shape and t.dtype.is_floating_point
-                                                      and t.layout == torch.strided and type(p) in _PLAIN
-                                                      for t, p in zip(tensors, reference, strict=True)):
-                pairs = [(t, p) for t, p in zip(tensors, reference, strict=True) if id(p) in probed_ids and t.numel()]
-                if pairs:
-                    found[key] = _shadow(owner, pairs)
-                break
-    return list(found.values())
+        if tensors is not None and not any(id(t) in model_ids for t in tensors):
+            candidates.append((_describe(obj), tensors))
+    return candidates, trained
 
 
 def _tensors_of(obj: object, sizes: set[int]) -> list[torch.Tensor] | None:

@@ -32,8 +32,10 @@ SLICED = ("sliced_by_rank",)
 #: before each microbatch, a forward without grad on a batch of a loader every rank shares (an evaluation,
 #: or a rollout from shared prompts): it takes that batch, the training forward's rows are its own
 SHARED_NO_GRAD = ("no_grad_forward_each",)
+#: every microbatch inside no_sync, the gradients averaged by hand with dist.all_reduce before the update
+MANUAL_ALL_REDUCE = ("all_inside_manual_all_reduce",)
 PLACEMENTS = ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", *SAME_SAMPLES,
-              "distinct_samples_rank_noise", *SLICED, *SHARED_NO_GRAD)
+              "distinct_samples_rank_noise", *SLICED, *SHARED_NO_GRAD, *MANUAL_ALL_REDUCE)
 
 
 def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
@@ -67,7 +69,8 @@ def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
             if placement == "flag_nanogpt":
                 ddp.require_backward_grad_sync = last
             both = ddp.no_sync() if placement == "no_sync_both" and not last else nullcontext()
-            with both, (ddp.no_sync() if placement == "all_inside" else nullcontext()):
+            inside = placement == "all_inside" or placement in MANUAL_ALL_REDUCE
+            with both, (ddp.no_sync() if inside else nullcontext()):
                 out = ddp(x)
                 if placement == "backward_only" and not last:
                     with ddp.no_sync():
@@ -75,6 +78,10 @@ def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
                 else:
                     (nn.functional.mse_loss(out, y) / A).backward()
             if last:
+                if placement in MANUAL_ALL_REDUCE:
+                    for param in ddp.parameters():
+                        dist.all_reduce(param.grad)
+                        param.grad /= world
                 opt.step()
                 opt.zero_grad()
     weights = torch.cat([t.detach().reshape(-1) for t in ddp.module.state_dict().values()])

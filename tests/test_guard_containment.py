@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import types
 from pathlib import Path
 
@@ -240,3 +241,92 @@ def test_run_keeps_the_scripts_traceback_and_status(tmp_path: Path) -> None:
     assert done.stderr.rstrip().endswith("ValueError: the script failed")
     assert f'File "{script}", line ' in done.stderr
     assert "ACC001" in done.stdout and card.is_file()
+
+
+# -- item 2: no pass over every live object inside the first forward --------------------------------
+
+NEAR_LOOP = """
+import warnings
+
+import torch
+from torch.optim.swa_utils import AveragedModel
+warnings.filterwarnings("ignore", "Detected call of")  # the scheduler stepped before the first update
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 0.9 ** k)
+ema = AveragedModel(model)
+
+
+def train():
+    for i in range(8):
+        (model(torch.randn(2, 3)).sum() / 2).backward()
+        scheduler.step()  # every microbatch: ACC304
+        if i % 2 == 1:
+            optimizer.step()
+            optimizer.zero_grad()
+            ema.update_parameters(model)
+
+
+train()
+"""
+
+#: the optimizer held only in another module's dict: the stack does not reach it
+FAR_FROM_LOOP = """
+import torch
+import far_state
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 2)
+far_state.STATE["optimizer"] = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(8):
+    far_state.STATE["optimizer"].zero_grad()  # every microbatch: ACC001
+    (model(torch.randn(2, 3)).sum() / 2).backward()
+    if i % 2 == 1:
+        far_state.STATE["optimizer"].step()
+"""
+
+
+def _count_heap_passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every ``gc.get_objects`` and ``gc.collect`` call from now on."""
+    import gc
+
+    calls: list[str] = []
+    for name in ("get_objects", "collect"):
+        original = getattr(gc, name)
+        monkeypatch.setattr(gc, name, lambda *a, _name=name, _original=original, **k: (calls.append(_name),
+                                                                                    _original(*a, **k))[1])
+    return calls
+
+
+def test_discovery_finds_the_loops_objects_without_a_heap_pass(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimizer, the scheduler and the weight copy the loop holds are found from the stack: no
+    ``gc.collect()`` and no pass over every live object inside the first forward (with transformers
+    imported, 300k+ objects: more than a small model's microbatch). Run on a thread of its own, whose
+    stack is a script's (pytest's frames reach more objects than the search's bound: it then falls
+    back to the pass)."""
+    script = tmp_path / "train.py"
+    script.write_text(NEAR_LOOP)
+    calls = _count_heap_passes(monkeypatch)
+    probes: list[discover.ScriptProbe] = []
+    thread = threading.Thread(target=lambda: probes.append(discover.run_script(script, accumulation_steps=2)))
+    thread.start()
+    thread.join()
+    report = probes[0].report()
+    assert calls == []
+    assert report is not None and "ACC304" in report.codes
+    assert report.card["checks"]["ACC007"] == "checked"  # the AveragedModel was found
+
+
+def test_discovery_falls_back_to_every_live_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An optimizer the stack does not reach (held in another module's dict) is still found, by one pass
+    over the live objects."""
+    (tmp_path / "far_state.py").write_text("STATE = {}\n")
+    script = tmp_path / "train.py"
+    script.write_text(FAR_FROM_LOOP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "far_state", raising=False)
+    calls = _count_heap_passes(monkeypatch)
+    report = discover.run_script(script, accumulation_steps=2).report()
+    assert report is not None and report.codes == {"ACC001"}
+    assert "get_objects" in calls

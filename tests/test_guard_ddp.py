@@ -56,6 +56,9 @@ def ranks(tmp_path_factory) -> list[dict]:
     ("sliced_by_rank", set(), [4, 4, 1]),
     # a forward without grad on a batch every rank loads (evaluation, rollout) before each microbatch
     ("no_grad_forward_each", set(), [4, 4, 1]),
+    # no microbatch synced by DDP, but the loop all-reduces the gradients by hand before the update: the
+    # replicas' gradient checksums agree at the update, so the update is synchronized (no ACC402)
+    ("all_inside_manual_all_reduce", set(), [0, 0, 0]),
 ])
 def test_placements(ranks: list[dict], placement: str, codes: set[str], rounds: list[int]) -> None:
     for rank in ranks:
@@ -67,6 +70,7 @@ def test_placements(ranks: list[dict], placement: str, codes: set[str], rounds: 
 
 def test_replicas_diverge_only_when_never_synced(ranks: list[dict]) -> None:
     assert ranks[0]["all_inside"]["weights"] != ranks[1]["all_inside"]["weights"]
+    assert ranks[0]["all_inside_manual_all_reduce"]["weights"] == ranks[1]["all_inside_manual_all_reduce"]["weights"]
     assert ranks[0]["no_sync_both"]["weights"] == ranks[1]["no_sync_both"]["weights"]
 
 
@@ -85,10 +89,13 @@ def test_bitwise_equal_with_and_without_guard(ranks: list[dict]) -> None:
 
 def test_one_replica_never_syncing_is_not_acc402(tmp_path: Path) -> None:
     """D = 1 (a DDP wrapper over a one-process gloo group): every placement is the same update, so no
-    microbatch synced (``all_inside``) is no finding, and the card says why ACC402 is not observable."""
+    microbatch synced (``all_inside``) is no finding, nor a ``no_sync`` around the backward only
+    (``backward_only``: its all-reduce over one process moves nothing), and the card says why ACC401 and
+    ACC402 are not observable."""
     (rank,) = _run_workers(tmp_path / "out", 1)
-    for placement in ("none", "no_sync_both", "all_inside", "flag_nanogpt", "random_sampler"):
+    for placement in ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", "random_sampler"):
         result = rank[placement]
         assert result["codes"] == [], result["findings"]
         assert (result["D"], result["effective_batch"]) == (1, 4 * 4)
     assert rank["all_inside"]["checks"]["ACC402"].startswith("not observable: D = 1")
+    assert rank["backward_only"]["checks"]["ACC401"].startswith("not observable: D = 1")

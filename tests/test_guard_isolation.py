@@ -333,3 +333,20 @@ def test_a_kept_wrapper_holds_neither_the_probe_nor_the_model() -> None:
     twin = _twin(other)
     assert torch.equal(kept(other.parameters(), 0.1), ORIGINAL_CLIP(twin, 0.1))
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(other.parameters(), twin, strict=True))
+
+
+def test_a_locals_dict_the_program_keeps_is_left_whole() -> None:
+    """The search for the loop's objects reads each frame's locals; a ``locals()`` dict the program holds
+    is that frame's own snapshot, and stays as it was (only a snapshot nothing else holds is emptied)."""
+
+    def loop() -> dict[str, object]:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        kept = locals()
+        with runtime_guard.probe(model, opt, accumulation_steps=2) as p:
+            for i in range(4):
+                _correct_step(model, opt, i)
+        assert p.report().codes == set()
+        return kept
+
+    assert {"model", "opt"} <= set(loop())

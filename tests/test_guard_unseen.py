@@ -1,13 +1,15 @@
 """Shapes the runtime guard did not see before issue 35 (items 7-8): a model that returns its own
 loss, probed through its inner network (``run --submodule``); the loss weights of mean-reduced losses
 other than cross entropy on the model's logits (MSE, a contrastive cross entropy over a similarity
-matrix); a weight EMA advanced every microbatch (ACC007)."""
+matrix); a weight EMA advanced every microbatch (ACC007); a scheduler stepped once per update with the
+microbatch index and a per-microbatch learning rate whose decay starts inside a group (ACC304)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -269,3 +271,84 @@ def test_other_writes_to_parameter_shaped_tensors_are_no_average(kind: str) -> N
 def test_without_a_weight_copy_acc007_is_not_observable() -> None:
     report = _loop("mse", A)
     assert report.card["checks"]["ACC007"].startswith("not observable: no copy of the model's parameters")
+
+
+# -- item 8: a scheduler stepped once per update but given a count of microbatches --------------------
+
+
+def _indexed_scheduler_loop(position: str, **options) -> runtime_guard.Report:
+    """Three groups of A microbatches; a LambdaLR (a per-update decay) stepped once per update, with no
+    argument (``"none"``), with the update count (``"updates"``) or with the loop's microbatch count
+    (``"microbatches"``: ``sched.step(i + 1)``, a schedule A times too fast)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 0.9 ** k)
+    updates = 0
+    with runtime_guard.probe(model, optimizer, scheduler=scheduler, accumulation_steps=A, groups=3, **options) as p:
+        for i in range(4 * A):
+            x, y = torch.randn(6, 8), torch.randint(0, 5, (6,))
+            (F.cross_entropy(model(x), y) / A).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                updates += 1
+                with warnings.catch_warnings():  # torch deprecates the index argument (EPOCH_DEPRECATION_WARNING)
+                    warnings.simplefilter("ignore", UserWarning)
+                    if position == "microbatches":
+                        scheduler.step(i + 1)
+                    elif position == "updates":
+                        scheduler.step(updates)
+                    else:
+                        scheduler.step()
+    return p.report()
+
+
+def test_scheduler_given_the_microbatch_index_is_acc304() -> None:
+    report = _indexed_scheduler_loop("microbatches")
+    assert report.codes == {"ACC304"}, [f.one_line() for f in report.findings]
+    finding = report.findings[0]
+    assert (finding.group, finding.microbatch) == (1, None)
+    assert finding.observed.startswith("the LR scheduler was stepped once per update, but its position (last_epoch) "
+                                       "moved by 4 at each update, the group's microbatch count (4 -> 8 -> 12 over "
+                                       "groups 0-2)")
+    assert report.card["checks"]["ACC304"] == "checked"
+
+
+@pytest.mark.parametrize("position", ["none", "updates"])
+def test_scheduler_stepped_once_per_update_is_clean(position: str) -> None:
+    report = _indexed_scheduler_loop(position)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+
+
+def test_scheduler_indexed_in_microbatches_by_design() -> None:
+    assert _indexed_scheduler_loop("microbatches", lr_in_microbatches=True).codes == set()
+
+
+def _delayed_decay_loop() -> runtime_guard.Report:
+    """A learning rate written into param_groups after every microbatch from the microbatch count: constant
+    for the first 6 microbatches, then a decay per count (its start falls inside the second group)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=3) as p:
+        for i in range(4 * A):
+            x, y = torch.randn(6, 8), torch.randint(0, 5, (6,))
+            (F.cross_entropy(model(x), y) / A).backward()
+            for group in optimizer.param_groups:
+                group["lr"] = 0.1 * 0.9 ** max(0, i + 1 - 5)
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    return p.report()
+
+
+def test_learning_rate_decay_starting_inside_a_group_is_acc304() -> None:
+    """The group where the decay starts changes at its last gaps only (0.1 -> 0.1 -> 0.09 -> 0.081): a phase
+    of the schedule, not a veto; the next group changes at every gap."""
+    report = _delayed_decay_loop()
+    assert report.codes == {"ACC304"}, [f.one_line() for f in report.findings]
+    assert report.findings[0].observed.startswith(
+        "the learning rate in optimizer.param_groups changed between every two microbatches of 1 of 3 probed "
+        "group(s) (group 2: 0.0729 -> 0.06561 -> 0.059049 -> 0.0531441; changed at the first or last gaps only "
+        "in 1, constant in 1)")

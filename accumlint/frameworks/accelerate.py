@@ -44,6 +44,11 @@ CONSTRUCTORS: dict[str, Role] = {
 #: end comes before the loop's last batch. ``DataLoaderDispatcher`` does not.
 READ_AHEAD_LOADERS = frozenset({"DataLoaderShard"})
 
+#: Prepared loaders whose ``__class__`` answers the wrapped DataLoader's class (``data_loader.py``
+#: ``DataLoaderAdapter.__class__``, a property): ``isinstance(shard, DataLoader)`` holds while
+#: ``type(shard)`` is no DataLoader subclass. Module and class names of the base of such wrappers.
+LOADER_ADAPTERS = (("accelerate.data_loader", "DataLoaderAdapter"),)
+
 #: ``Accelerator(gradient_accumulation_steps=)``: the value passed is A whatever its name.
 ACCUMULATION_KEYWORD = "gradient_accumulation_steps"
 #: ``with accelerator.accumulate(model):``: the context that gates the group.

@@ -16,7 +16,12 @@ from runtime_guard.checks.gradient_ops import gradient_ops
 from runtime_guard.checks.memory import graph_findings, graphs, kept_graph_unobservable
 from runtime_guard.checks.normalization import normalization
 from runtime_guard.checks.resets import resets
-from runtime_guard.checks.schedule import lr_written_each_microbatch, scheduler_owners, scheduler_steps
+from runtime_guard.checks.schedule import (
+    lr_written_each_microbatch,
+    scheduler_indexed_by_microbatch,
+    scheduler_owners,
+    scheduler_steps,
+)
 from runtime_guard.checks.tail import partial_group
 from runtime_guard.checks.updates import structure, weight_averages
 from runtime_guard.inference import (
@@ -47,7 +52,7 @@ def evaluate(rec: RunRecord) -> list[RuntimeFinding]:
     findings += list(graphs(rec))
     findings += list(gradient_ops(rec))
     scheduled = list(scheduler_steps(rec))
-    findings += scheduled or list(lr_written_each_microbatch(rec))
+    findings += scheduled or list(scheduler_indexed_by_microbatch(rec)) or list(lr_written_each_microbatch(rec))
     findings += list(data_parallel(rec))
     findings += list(normalization(rec))
     return sorted(findings, key=lambda f: (f.code, f.group if f.group is not None else -1))

@@ -13,7 +13,7 @@ from runtime_guard.trace import ObservedGroup
 
 
 def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
-    if rec.ddp:
+    if rec.ddp and replicated(rec):  # with D = 1 a misplaced no_sync costs nothing and changes no update
         for g in rec.groups:
             for mb in g.microbatches:
                 if mb.sync_at_forward and mb.sync_in_backward is False:
@@ -53,10 +53,12 @@ def data_parallel(rec: RunRecord) -> Iterator[RuntimeFinding]:
 
 def _never_synced(rec: RunRecord) -> Iterator[RuntimeFinding]:
     """ACC402: a group none of whose microbatches ran its forward with sync on, else one whose replica
-    gradient checksums differed at the update; only with more than one replica (:func:`replicated`)."""
-    if not replicated(rec):
-        return
+    gradient checksums differed at the update (the caller runs it only with more than one replica).
+    A group whose checksums were compared and agreed at the update was synchronized some other way (the
+    loop all-reduces the gradients by hand after its ``no_sync`` microbatches): no finding for it."""
     for g in rec.full_groups:
+        if g.replicas_equal:
+            continue
         if g.microbatches and all(mb.sync_at_forward is False for mb in g.microbatches):
             extra = "; replica gradient checksums differed at the update" if g.replicas_equal is False else ""
             yield finding(

@@ -49,18 +49,52 @@ def scheduler_steps(rec: RunRecord) -> Iterator[RuntimeFinding]:
             return
 
 
+def scheduler_indexed_by_microbatch(rec: RunRecord) -> Iterator[RuntimeFinding]:
+    """ACC304 with one scheduler step per update: the step is given a count of microbatches
+    (``sched.step(i)`` or ``sched.step(epoch=i)`` with the loop's microbatch index), so the scheduler's
+    position (``last_epoch``) moves by the group's microbatch count at every update instead of by one.
+    Read from the user's steps in the probed full groups: exactly one each, and every move between
+    two consecutive groups' steps equal to the later group's microbatch count, >= 2. A position in
+    microbatches by design (the horizon counted in microbatches too) is declared with
+    ``lr_in_microbatches=True``."""
+    if rec.lr_in_microbatches or rec.scheduler_owner:
+        return
+    positions: list[tuple[ObservedGroup, int]] = []
+    for g in rec.full_groups:
+        steps = [e for e in g.events if e.kind == SCHEDULER_STEP and not e.detail.get("by")]
+        if len(steps) != 1 or not isinstance(steps[0].detail.get("position"), int):
+            return
+        positions.append((g, steps[0].detail["position"]))
+    moves = [(g, now - before) for (prev, before), (g, now) in zip(positions, positions[1:], strict=False)
+             if g.index == prev.index + 1]
+    if not moves or any(move != len(g.microbatches) or move < 2 for g, move in moves):
+        return
+    g, move = moves[0]
+    path = " -> ".join(str(position) for _, position in positions)
+    yield finding(
+        "ACC304", g.index, None,
+        f"the LR scheduler was stepped once per update, but its position (last_epoch) moved by {move} at each "
+        f"update, the group's microbatch count ({path} over groups {positions[0][0].index}-{positions[-1][0].index}): "
+        "it is given a count of microbatches (sched.step(i)), so a schedule built per update runs A times too fast "
+        "(if its horizon and warmup count microbatches too, pass lr_in_microbatches=True)",
+        trace(g.events))
+
+
 def lr_written_each_microbatch(rec: RunRecord) -> Iterator[RuntimeFinding]:
     """ACC304 without a scheduler object: the learning rate in ``param_groups`` (read at every forward)
     changed between every two microbatches of a probed group, with no update attempt and no probed
     scheduler step in between (timm's ``step_update`` fed a microbatch count, a hand-written schedule
     stepped per microbatch). Only the value at the update is ever used, so a per-update schedule
     advanced every microbatch runs A times too fast. Groups where it stayed constant (a schedule
-    that ran out: its end comes A times too early) do not count against it; a group where it
-    changed at some gaps only is another pattern, left alone."""
+    that ran out: its end comes A times too early) do not count against it, nor groups where it
+    changed at the first or the last gaps only (a phase of the schedule, its warmup or the start of
+    its decay, began or ended inside the group); a group where it changed at other gaps only is
+    another pattern, left alone."""
     if rec.lr_in_microbatches:
         return
     groups = [g for g in rec.full_groups if len(g.microbatches) >= 2]
     every: list[ObservedGroup] = []
+    phase = 0  # groups where a phase of the schedule began or ended
     for g in groups:
         forwards = [e.seq for e in g.events if e.kind == FORWARD]
         changed = []
@@ -71,21 +105,35 @@ def lr_written_each_microbatch(rec: RunRecord) -> Iterator[RuntimeFinding]:
             changed.append(prev.lrs != mb.lrs)
         if all(changed):
             every.append(g)
+        elif _one_run_at_an_end(changed):
+            phase += 1
         elif any(changed):
             return
     if not every:
         return
     g = every[0]
     values = " -> ".join(f"{mb.lrs[0]:.6g}" for mb in g.microbatches)
+    constant = len(groups) - len(every) - phase
+    others = ([f"changed at the first or last gaps only in {phase}"] if phase else []) + (
+        [f"constant in {constant if phase else 'the others'}"] if constant else [])
     yield finding(
         "ACC304", g.index, 1,
         f"the learning rate in optimizer.param_groups changed between every two microbatches of {len(every)} of "
         f"{len(groups)} probed group(s) (group {g.index}: {values}"
-        + ("; constant in the others" if len(every) < len(groups) else "")
+        + ("; " + ", ".join(others) if others else "")
         + ") with no optimizer update attempt and no scheduler step the probe saw in between: the schedule is "
         "advanced once per microbatch while the update runs once per group (if its horizon and warmup count "
         "microbatches too, litgpt style, pass lr_in_microbatches=True)",
         trace(g.events))
+
+
+def _one_run_at_an_end(changed: list[bool]) -> bool:
+    """``changed`` (per gap between microbatches) is one run of changes that starts at the first gap or
+    ends at the last, and not every gap: ``[T, T, F]``, ``[F, T, T]``, not ``[F, T, F]`` or ``[T, F, T]``."""
+    if all(changed) or not any(changed):
+        return False
+    text = "".join("T" if c else "F" for c in changed)
+    return text.strip("F").count("F") == 0 and (changed[0] or changed[-1])
 
 
 def scheduler_owners(rec: RunRecord) -> list[str]:

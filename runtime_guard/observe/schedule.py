@@ -1,5 +1,6 @@
 """LR scheduler steps: ``scheduler.step`` wrapped on the instance, with the learning rates before and
-after and the framework that called it."""
+after, the scheduler's position after (``last_epoch`` of a torch ``LRScheduler``: a step given an
+index, ``sched.step(i)``, sets it to that index) and the framework that called it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,14 @@ class ScheduleObserver:
             caller = frameworks.scheduler_caller(caller_outside_guard())  # the guard's own frames skipped
             with warnings_at_caller():
                 result = original(*args, **kwargs)
-            self._event(SCHEDULER_STEP, lr_before=before, lr_after=self._lrs(), by=caller)
+            self._event(SCHEDULER_STEP, lr_before=before, lr_after=self._lrs(), by=caller,
+                        position=_position(self.scheduler))
             return result
 
         return step
+
+
+def _position(scheduler: Any) -> int | None:
+    """The scheduler's ``last_epoch`` (its count of steps, or the index a step was given), when an int."""
+    position = getattr(scheduler, "last_epoch", None)
+    return position if isinstance(position, int) and not isinstance(position, bool) else None
