@@ -331,8 +331,8 @@ class Interpreter:
         self.syntax.statements += 1
         if self.statements > MAX_STATEMENTS:
             raise BudgetExceeded(f"the statement budget of a run ({MAX_STATEMENTS}) ran out")
-        if self.syntax.statements > MAX_ENTRY_STATEMENTS:
-            raise BudgetExceeded(f"the statement budget of an entry point ({MAX_ENTRY_STATEMENTS}) ran out")
+        if self.syntax.statements > self.syntax.limit:
+            raise BudgetExceeded(f"the statement budget of an entry point ({self.syntax.limit}) ran out")
         kind = type(node)
         compound = _COMPOUND.get(kind)
         if compound is not None:
@@ -1319,8 +1319,9 @@ class SyntaxFacts:
     """What the interpreter asks of the code's shape, computed once per node and shared by
     every run of an entry point (the runs re-execute the same statements many times)."""
 
-    def __init__(self, owner: ModuleFunctions) -> None:
+    def __init__(self, owner: ModuleFunctions, limit: int = MAX_ENTRY_STATEMENTS) -> None:
         self.owner = owner
+        self.limit = limit  # statements every run of the entry may execute together
         self.statements = 0  # executed by every run of the entry so far
         self._memo: dict[tuple[str, int], tuple[cst.CSTNode, object]] = {}
 
@@ -1370,7 +1371,7 @@ class SyntaxFacts:
     def update_follows(self, statement: cst.CSTNode, owner: ModuleFunctions) -> bool:
         """Whether an optimizer update follows ``statement`` in its loop's body (or its
         function's): what a ``continue`` or ``return`` in it would skip."""
-        following = self._following(owner)
+        following = _following(owner._module)
         current = statement
         while id(current) in following:
             parent, rest = following[id(current)]
@@ -1381,41 +1382,11 @@ class SyntaxFacts:
             current = parent
         return False
 
-    def _following(self, owner: ModuleFunctions) -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
-        """Each statement of ``owner``'s module → (the compound statement holding it, the
-        statements after it in its block)."""
-        def compute() -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
-            found: dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = {}
-            stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(owner._module, None)]
-            while stack:
-                node, holder = stack.pop()
-                body = getattr(node, "body", None)
-                if isinstance(node, cst.Module) or isinstance(node, cst.IndentedBlock):
-                    statements = tuple(body)  # type: ignore[arg-type]
-                    for i, child in enumerate(statements):
-                        found[id(child)] = (holder, statements[i + 1:])
-                        stack.append((child, child))
-                    continue
-                stack.extend((child, holder) for child in children(node))
-            return found
-
-        return self._get("following", owner._module, compute)  # type: ignore[return-value]
-
     def counters(self, owner: ModuleFunctions) -> frozenset[str]:
         """The names (and attribute names) ``owner`` increments somewhere (``step += 1``,
         ``self.step += 1``): a literal assigned to one is a counter's start, which changes as the
         run goes on, not a constant."""
-        def compute() -> frozenset[str]:
-            found: set[str] = set()
-            stack: list[cst.CSTNode] = [owner._module]
-            while stack:  # every function's body too, unlike walk()
-                node = stack.pop()
-                if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Name, cst.Attribute)):
-                    found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
-                stack.extend(children(node))
-            return frozenset(found)
-
-        return self._get("counters", owner._module, compute)  # type: ignore[return-value]
+        return _counters(owner._module)
 
     def resets(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` resets gradients itself (``zero_grad()``, ``p.grad = None``, ``grad.zero_()``)."""
@@ -1721,10 +1692,11 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bo
     return False
 
 
-def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
-    for child in walk(node):
-        if isinstance(child, cst.Call):
-            yield child
+@functools.lru_cache(maxsize=16384)
+def _calls(node: cst.CSTNode) -> tuple[cst.Call, ...]:
+    """The calls of ``node`` outside nested definitions, in order (asked again and again by the
+    syntactic walkers of every entry and run; nodes hash by identity)."""
+    return tuple(child for child in walk(node) if isinstance(child, cst.Call))
 
 
 #: methods that update the parameters: an optimizer's step, mmengine's update_params
@@ -1735,11 +1707,15 @@ BACKWARD_NAMES = BACKWARD_CALLS
 EVENT_NAMES = BACKWARD_NAMES | {"step"}
 
 
-def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, seen: set | None = None,
-                  names: frozenset[str] = EVENT_NAMES) -> bool:
+@functools.lru_cache(maxsize=16384)
+def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[str] = EVENT_NAMES) -> bool:
     """Whether ``node`` calls one of ``names`` (a backward or an optimizer-like ``step``),
-    directly or through the project's functions and methods (a few levels)."""
-    seen = set() if seen is None else seen
+    directly or through the project's functions and methods (a few levels). Cached: entry points,
+    every run and the rules ask it of the same nodes."""
+    return _reaches(node, owner, 0, set(), names)
+
+
+def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
     for call in _calls(node):
         func = call.func
         name = _call_name(func)
@@ -1749,14 +1725,15 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, see
             for candidate, candidate_owner in _callees(func, name, owner):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
-                    if reaches_event(candidate.body, candidate_owner, depth + 1, seen, names):
+                    if _reaches(candidate.body, candidate_owner, depth + 1, seen, names):
                         return True
     return False
 
 
+@functools.lru_cache(maxsize=16384)
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
-    scheduler, directly or through the project's functions."""
+    scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
     for call in _calls(node):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS:
@@ -1769,6 +1746,60 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
                 if has_update(candidate.body, candidate_owner, depth + 1):
                     return True
     return False
+
+
+def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+    """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
+    decides an optimizer update, or a loop of micro-steps (``for _ in range(k)``) that a
+    backward runs in: what binds A. Without one, no run of it can show a group of A."""
+    for child in walk(node):
+        if isinstance(child, cst.If) and has_update(child, owner):
+            return True
+        if isinstance(child, cst.For) and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
+                and reaches_event(child.body, owner, names=BACKWARD_NAMES):
+            return True
+    if depth < 2:
+        for call in _calls(node):
+            if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
+                return True
+    return False
+
+
+def forget_syntax() -> None:
+    """Drop the cached syntactic facts (they hold the trees they were asked about): the
+    simulator calls it when it is done with a module, so a long run keeps no tree alive."""
+    for cached in (_calls, reaches_event, has_update, _counters, _following):
+        cached.cache_clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _counters(module: cst.Module) -> frozenset[str]:
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [module]
+    while stack:  # every function's body too, unlike walk()
+        node = stack.pop()
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Name, cst.Attribute)):
+            found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
+        stack.extend(children(node))
+    return frozenset(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
+    """Each statement of ``module`` → (the compound statement holding it, the statements after
+    it in its block)."""
+    found: dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = {}
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(module, None)]
+    while stack:
+        node, holder = stack.pop()
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            statements = tuple(node.body)
+            for i, child in enumerate(statements):
+                found[id(child)] = (holder, statements[i + 1:])
+                stack.append((child, child))
+            continue
+        stack.extend((child, holder) for child in children(node))
+    return found
 
 
 def _call_name(func: cst.BaseExpression) -> str:

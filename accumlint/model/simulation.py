@@ -23,12 +23,15 @@ import libcst as cst
 
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
+    MAX_ENTRY_STATEMENTS,
     BudgetExceeded,
     Infeasible,
     Interpreter,
     NeedBinding,
     RawEvent,
     SyntaxFacts,
+    forget_syntax,
+    gated_update,
     has_update,
     label_text,
     reaches_event,
@@ -36,7 +39,7 @@ from accumlint.model.interpreter import (
 )
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import dotted
+from accumlint.model.names import children, dotted
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
 from accumlint.positions import node_positions
@@ -50,6 +53,12 @@ ACCUMULATION_VALUES = (1, 2, 4)
 MAX_RUNS = 16
 #: runs of every other configuration (a tail, a short epoch, D = 2)
 MAX_OTHER_RUNS = 4
+#: what ``check`` gives the simulator (:func:`simulate` with ``judged_only``): runs per
+#: configuration, statements per entry point and per file. ``check`` runs on every file a
+#: commit touches; an entry that needs more is undecided (silent), ``explain`` shows it whole
+JUDGED_RUNS = 3
+JUDGED_ENTRY_STATEMENTS = 2_500
+JUDGED_FILE_STATEMENTS = 6_000
 #: runs one configuration may start, the ones the code asserts away included
 MAX_ATTEMPTS = 64
 #: times an entry point is restarted to bind newly found accumulation symbols
@@ -148,7 +157,7 @@ def _outer_loops(node: cst.CSTNode) -> list[cst.For | cst.While]:
             continue
         if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
             continue
-        stack.extend(reversed(current.children))
+        stack.extend(reversed(children(current)))
     return found
 
 
@@ -181,9 +190,10 @@ def configurations(accumulation: Iterable[int]) -> list[Configuration]:
 
 
 def verdict_configurations(accumulation: Iterable[int]) -> list[Configuration]:
-    """Only the configurations the group-structure properties judge: whole groups (N = 2A),
-    A ≥ 2, D = 1 (what ``check`` simulates; ``explain`` shows all of :func:`configurations`)."""
-    return [Configuration(a, 2 * a) for a in accumulation if a > 1]
+    """Only the configuration the group-structure properties judge first: whole groups
+    (N = 2A) of the smallest A ≥ 2, D = 1 (what ``check`` simulates; ``explain`` shows all of
+    :func:`configurations`)."""
+    return [Configuration(a, 2 * a) for a in accumulation if a > 1][:1]
 
 
 def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None,
@@ -191,19 +201,39 @@ def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | Non
     """Simulate every entry point of ``module`` (its file is ``path``); an entry whose function
     a previous simulation already ran (a ``train()`` the script's body calls) is not run again.
     ``judged_only``: only :func:`verdict_configurations` (cheaper; what ``check`` needs)."""
+    try:
+        results = _simulate_all(module, path, entry_points(module) if entries is None else entries, judged_only)
+        _place(results, module, path, lines=not judged_only)
+    finally:
+        forget_syntax()
+    return results
+
+
+def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
+                  judged_only: bool) -> list[Simulation]:
     reached: set[cst.FunctionDef] = set()
     results = []
-    for entry in entry_points(module) if entries is None else entries:
+    spent = 0
+    for entry in entries:
         if entry.function is not None and entry.function in reached:
             continue
+        if judged_only and not gated_update(entry.node, module):
+            results.append(Simulation(entry, 0, undecided=["nothing in it decides when the optimizer updates"]))
+            continue
+        if judged_only and spent > JUDGED_FILE_STATEMENTS:
+            results.append(Simulation(entry, 0, undecided=[
+                f"the file's simulation budget for check ({JUDGED_FILE_STATEMENTS} statements) ran out"]))
+            continue
         try:
-            result, functions = _simulate_entry(module, path, entry,
-                                                verdict_configurations if judged_only else configurations)
+            result, functions, used = _simulate_entry(
+                module, path, entry, verdict_configurations if judged_only else configurations,
+                JUDGED_ENTRY_STATEMENTS if judged_only else MAX_ENTRY_STATEMENTS, JUDGED_RUNS if judged_only else None)
+            spent += used
         except RecursionError:
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
+            spent += JUDGED_ENTRY_STATEMENTS
         reached |= functions
         results.append(result)
-    _place(results, module, path)
     return results
 
 
@@ -214,18 +244,29 @@ class _Rebind(Exception):
 
 
 def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
-                    configured: Callable[[Iterable[int]], list[Configuration]]) -> tuple[Simulation, set]:
+                    configured: Callable[[Iterable[int]], list[Configuration]], limit: int,
+                    runs: int | None) -> tuple[Simulation, set, int]:
+    """The entry's simulation, the project functions its runs reached and the statements they
+    executed (``limit`` per round of configurations; ``runs``: a cap on the runs of each)."""
     symbols: set[str] = set()
     result = Simulation(entry, 0)
     reached: set[cst.FunctionDef] = set()
+    syntax = SyntaxFacts(module, limit)
+    used = 0
     for _ in range(MAX_REBINDS + 1):
+        syntax.statements = 0
         try:
-            traces, literal, reached = _run_configurations(module, entry, symbols, configured(ACCUMULATION_VALUES))
+            traces, literal, reached = _run_configurations(module, entry, symbols, configured(ACCUMULATION_VALUES),
+                                                           syntax, runs)
         except _Rebind as rebind:
             symbols |= rebind.labels
             continue
+        finally:
+            used += syntax.statements
         if not symbols and literal is not None:
-            traces, _, reached = _run_configurations(module, entry, symbols, configured((literal,)))
+            syntax.statements = 0
+            traces, _, reached = _run_configurations(module, entry, symbols, configured((literal,)), syntax, runs)
+            used += syntax.statements
         result.literal = literal if not symbols else None
         result._raw = traces
         result.traces = [trace for trace, _, _ in traces]
@@ -241,13 +282,13 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough
         result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
-    return result, reached
+    return result, reached, used
 
 
 def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], configs: list[Configuration],
+                        syntax: SyntaxFacts, runs: int | None,
                         ) -> tuple[list[tuple[Trace, list[RawEvent], dict]], int | None, set]:
     traces: list[tuple[Trace, list[RawEvent], dict]] = []
-    syntax = SyntaxFacts(module)
     literal: int | None = None
     reached: set[cst.FunctionDef] = set()
     for configuration in configs:
@@ -255,8 +296,8 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
         # it defaulted is then run the other way (the latest first: the loop's own choices before
         # the set-up's flags)
         pending: list[dict[str, bool]] = [{}]
-        limit = MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation \
-            and configuration.replicas == 1 else MAX_OTHER_RUNS
+        limit = runs or (MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation
+                         and configuration.replicas == 1 else MAX_OTHER_RUNS)
         finished: list[tuple[Trace, list[RawEvent], dict]] = []
         attempts = 0
         while pending and len(finished) < limit and attempts < MAX_ATTEMPTS:
@@ -380,8 +421,9 @@ def _trace(run: Interpreter, configuration: Configuration,
     return trace, run.events, settle_roles(run.events)
 
 
-def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> None:
-    """Turn every run's raw events into trace events with lines, and settle the roles shown."""
+def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines: bool = True) -> None:
+    """Turn every run's raw events into trace events (with their lines, unless ``lines`` is
+    false: ``check`` places findings by node and needs none), and settle the roles shown."""
     wanted: dict[int, tuple[ModuleFunctions, set[cst.CSTNode]]] = {id(module): (module, set())}
     for result in results:
         wanted[id(module)][1].add(result.entry.node)
@@ -391,15 +433,15 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> Non
                     continue
                 for owner, node in ((event.owner, event.node), *event.chain):
                     wanted.setdefault(id(owner), (owner, set()))[1].add(node)
-    lines: dict[int, int] = {}
-    for owner, nodes in wanted.values():
+    positions: dict[int, int] = {}
+    for owner, nodes in wanted.values() if lines else ():
         try:
             ranges = node_positions(owner._module, nodes)
         except Exception:  # noqa: BLE001 — a node outside the module's tree (synthetic): no line
             ranges = {}
-        lines.update({id(n): r.start.line for n, r in ranges.items()})
+        positions.update({id(n): r.start.line for n, r in ranges.items()})
     for result in results:
-        result.line = lines.get(id(result.entry.node), 1)
+        result.line = positions.get(id(result.entry.node), 1)
         shown: dict[str, RoleFact] = {}
         for trace, raw, facts in result._raw:
             for event in raw:
@@ -412,10 +454,11 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str) -> Non
                 target = fact.label if fact is not None else label_text(event.argument) if event.clip else ""
                 if kind is EventKind.UPDATE and fact is not None and fact.role is Role.SCALER:
                     target = label_text(event.argument)  # `scaler.step(optimizer)` updates the optimizer
+                site = _where(event.owner, event.node, module, path, positions) if event.method != "epoch_end" \
+                    else (path, 0)
                 trace.events.append(TraceEvent(
-                    kind, event.microbatch, event.epoch, target,
-                    _where(event.owner, event.node, module, path, lines) if event.method != "epoch_end" else (path, 0),
-                    tuple(_where(o, n, module, path, lines) for o, n in event.chain),
+                    kind, event.microbatch, event.epoch, target, site,
+                    tuple(_where(o, n, module, path, positions) for o, n in event.chain),
                     fact.role.value if fact is not None else "", _local_node(event, module)))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
