@@ -1,9 +1,14 @@
-"""What several CLI tests share: the command run in-process, and a small real ACC001 loop."""
+"""What several CLI tests share: the command run in-process, a small real ACC001 loop, and a
+spy on the project files a run reads."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
 from click.testing import CliRunner, Result
 
+from accumlint import runner
 from accumlint.cli import main
 
 #: a real ACC001 bug with a safe fix: the gradients are reset every microbatch
@@ -23,3 +28,16 @@ def cli(*args: str) -> Result:
         return CliRunner(mix_stderr=False).invoke(main, list(args))  # type: ignore[call-arg]
     except TypeError:  # click 8.2+ always keeps stderr apart and has no such argument
         return CliRunner().invoke(main, list(args))
+
+
+def spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The base names of the files the runner reads from now on, in order."""
+    read: list[str] = []
+    real = runner.read_signed
+
+    def spy(path: str, *args: int) -> tuple[bytes, int, tuple[int, int, int, int, int]]:
+        read.append(os.path.basename(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(runner, "read_signed", spy)
+    return read

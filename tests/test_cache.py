@@ -14,6 +14,7 @@ from accumlint.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.cli import main
 from accumlint.config import Settings, known_codes
 from accumlint.reading import signature_of
+from tests.cli_helpers import spy_reads
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
 PLAIN = "x = 1\n"
@@ -589,22 +590,10 @@ def _later(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache, "_now_ns", lambda: real() + 10 * 10**9)
 
 
-def _spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    read: list[str] = []
-    real = runner.read_signed
-
-    def spy(path: str, *args: int) -> tuple[bytes, int, tuple[int, int, int, int, int]]:
-        read.append(os.path.basename(path))
-        return real(path, *args)
-
-    monkeypatch.setattr(runner, "read_signed", spy)
-    return read
-
-
 def test_a_warm_run_of_a_large_project_reads_only_what_it_must(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)  # a run this large is taken to be the project
     _later(monkeypatch)
-    read = _spy_reads(monkeypatch)
+    read = spy_reads(monkeypatch)
     checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(read) == ["plain.py", "plain.py", "train.py", "train.py"]  # the project pass, the checks
@@ -630,7 +619,7 @@ def test_a_file_changed_just_before_its_read_keeps_no_signature(project: Path, m
     concise("--jobs", "1")
     (file,) = cache_files(project)
     assert [entry.get("stat") for entry in entries(file).values()] == [None, None]
-    read = _spy_reads(monkeypatch)
+    read = spy_reads(monkeypatch)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(read) == ["plain.py", "train.py", "train.py"]  # hashed again; the finding's line
 
@@ -659,7 +648,7 @@ def test_a_malformed_signature_makes_the_entry_unusable(project: Path, monkeypat
     data = json.loads(file.read_text(encoding="utf-8"))
     data["files"][str(project / "plain.py")]["stat"] = forged
     file.write_text(json.dumps(data), encoding="utf-8")
-    read = _spy_reads(monkeypatch)
+    read = spy_reads(monkeypatch)
     checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
     assert sorted(read) == ["plain.py", "plain.py", "train.py"]  # hashed, found unusable, checked again

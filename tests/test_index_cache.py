@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from accumlint import cache, runner
 from accumlint.cli import main
 from accumlint.index_cache import Facts
+from tests.cli_helpers import spy_reads
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 
@@ -66,18 +67,6 @@ def spy_builds(monkeypatch: pytest.MonkeyPatch, project: Path) -> list[str]:
 
     monkeypatch.setattr(runner, "_compute_facts", spy)
     return built
-
-
-def spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    read: list[str] = []
-    real = runner.read_signed
-
-    def spy(path: str, *args: int) -> tuple[bytes, int, tuple[int, int, int, int, int]]:
-        read.append(os.path.basename(path))
-        return real(path, *args)
-
-    monkeypatch.setattr(runner, "read_signed", spy)
-    return read
 
 
 def later(monkeypatch: pytest.MonkeyPatch) -> None:
