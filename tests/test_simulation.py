@@ -850,3 +850,55 @@ def test_check_reports_a_trace_verdict_where_the_patterns_are_silent():
     assert "groups of [1, 2] microbatches" in findings[0].message
     fixed = _HELPER_GATE.format(test="== 0", index="index + 1").encode()
     assert check_source("train.py", fixed).findings == []
+
+
+def test_a_run_that_does_not_train_leaves_the_training_runs_decided():
+    result = only("""
+    def main(args, model, optimizer, loader):
+        if args.evaluate_only:
+            evaluate(model)
+            return
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if (i + 1) % args.accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert {dict(t.choices).get("args.evaluate_only") for t in result.traces} == {False}
+    assert any("draw no microbatch" in note for note in run(result, 2, 4).notes)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_entry_where_no_run_draws_a_microbatch_is_undecided():
+    result = only("""
+    def probe_gradients(model, optimizer):
+        for scale in [1.0, 2.0]:
+            model.weight.sum().mul(scale).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """)
+    assert not result.decided
+    assert "no run drew a microbatch" in result.reasons()
+
+
+@pytest.mark.parametrize(("where", "decided"), [("before_loop", True), ("in_group", False)])
+def test_gradients_written_by_hand_matter_only_while_a_group_accumulates(where, decided):
+    # whole groups: no tail is pending when the next epoch's call writes its gradients again
+    before = "p.grad = torch.zeros_like(p)" if where == "before_loop" else "pass"
+    inside = "p.grad = p.grad * 0.5" if where == "in_group" else "pass"
+    result = only(f"""
+    import torch
+
+    def train(model, optimizer, loader, accum):
+        for p in model.parameters():
+            {before}
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            for p in model.parameters():
+                {inside}
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert (not run(result, 2, 4).undecided) is decided, run(result, 2, 4).undecided

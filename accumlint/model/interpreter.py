@@ -70,6 +70,9 @@ CLIP_FUNCTIONS = CLIP_CALLS
 TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track", "progress_bar"})
 #: roles that run a forward when called
 FORWARD_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGINE})
+#: the raw event of gradients written by hand (``p.grad = buf``): no trace event of its own, but
+#: between a backward and the update it leaves the run undecided (see simulation._place)
+GRADIENT_WRITE = "grad_write"
 #: transparent context managers (every other one is transparent too; these are known to do nothing to a group)
 _BUILTIN_NAMES = frozenset({"print", "isinstance", "hasattr", "getattr", "setattr", "sorted", "sum", "any", "all",
                             "str", "repr", "round", "type", "super", "dict", "set", "open", "map", "filter"})
@@ -429,8 +432,7 @@ class Interpreter:
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
                 self._record("zero_grad", None, None, target, frame)
             elif target.attr.value == "grad":
-                self.undecide(f"the gradients are written by hand (`{_code(target)} = ...`): what a group "
-                              "accumulates is not the backwards' alone")
+                self._record(GRADIENT_WRITE, None, None, target, frame)  # judged where it falls in the group
         elif kind in (cst.Tuple, cst.List):
             elements = [e.value for e in target.elements]
             if isinstance(value, (tuple, list)) and len(value) == len(elements) \
@@ -609,10 +611,9 @@ class Interpreter:
 
     def _havoc(self, node: cst.CSTNode, frame: _Frame) -> None:
         """A loop the run cannot iterate and that performs no training event: the names it
-        binds become unknown data (one that writes gradients by hand leaves the run undecided)."""
+        binds become unknown data (gradients it writes by hand are recorded as a write)."""
         if _writes_gradients(node):
-            self.undecide("the gradients are written by hand (`p.grad = ...` in a loop): what a group "
-                          "accumulates is not the backwards' alone")
+            self._record(GRADIENT_WRITE, None, None, node, frame)
         for name in _bound_names(node):
             frame.names[name] = Unknown(name, Origin.DATA)
 

@@ -23,6 +23,7 @@ import libcst as cst
 
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
+    GRADIENT_WRITE,
     MAX_ENTRY_STATEMENTS,
     BudgetExceeded,
     Infeasible,
@@ -268,6 +269,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
             traces, _, reached = _run_configurations(module, entry, symbols, configured((literal,)), syntax, runs)
             used += syntax.statements
         result.literal = literal if not symbols else None
+        traces = _training_runs(traces, result)
         result._raw = traces
         result.traces = [trace for trace, _, _ in traces]
         break
@@ -283,6 +285,24 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         # nothing binds A: the configurations' A changes nothing, one A is enough
         result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
     return result, reached, used
+
+
+def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
+                   result: Simulation) -> list[tuple[Trace, list[RawEvent], dict]]:
+    """The runs that train: a run that draws no microbatch (an evaluation-only flag, a run
+    resumed past its last epoch) is left out with a note; if no run draws one, the entry is
+    undecided."""
+    idle = {id(trace) for trace, _, _ in traces if trace.microbatches_drawn == 0 and not trace.undecided}
+    if not idle:
+        return traces
+    if len(idle) == len(traces):
+        result.undecided.append("no run drew a microbatch")
+        return traces
+    kept = [run for run in traces if id(run[0]) not in idle]
+    note = f"{len(idle)} run(s) draw no microbatch (they do not train) and are left out"
+    for trace, _, _ in kept:
+        trace.notes.append(note)
+    return kept
 
 
 def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], configs: list[Configuration],
@@ -337,8 +357,6 @@ def _start(run: Interpreter, entry: EntryPoint) -> None:
         run.run_function(entry.function, entry.class_def)  # type: ignore[arg-type]
     else:
         run.run_body(entry.function, entry.class_def)  # type: ignore[arg-type]
-    if run.drawn == 0:
-        run.undecide("the run drew no microbatch")
 
 
 # --- roles and events ---------------------------------------------------------------------------
@@ -444,9 +462,16 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
         result.line = positions.get(id(result.entry.node), 1)
         shown: dict[str, RoleFact] = {}
         for trace, raw, facts in result._raw:
+            in_group = False  # a backward ran since the last update
             for event in raw:
+                if event.method == GRADIENT_WRITE:
+                    if in_group:  # after a backward, before the update: the update may not apply the backwards'
+                        trace.undecided.append("the gradients are written by hand while a group accumulates: what "
+                                               "the update applies is not the backwards' alone")
+                    continue
                 fact = facts.get(_key(event.receiver))
                 kind = _event_kind(event, fact)
+                in_group = kind is EventKind.BACKWARD or (in_group and kind is not EventKind.UPDATE)
                 if kind is None:
                     if event.method == "step" and fact is not None and fact.role is Role.UNKNOWN:
                         trace.undecided.append(f"`{fact.label}.step()`: the role of `{fact.label}` is unknown")
