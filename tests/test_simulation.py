@@ -902,3 +902,39 @@ def test_gradients_written_by_hand_matter_only_while_a_group_accumulates(where, 
                 optimizer.zero_grad()
     """)
     assert (not run(result, 2, 4).undecided) is decided, run(result, 2, 4).undecided
+
+
+def test_a_generator_over_the_loader_yields_one_microbatch_per_next():
+    result = simulated("""
+    def cycle(loader):
+        while True:
+            for batch in loader:
+                yield batch
+
+    def main(model, optimizer, loader, args):
+        batches = cycle(loader)
+        for update in range(args.updates):
+            for _ in range(args.accum):
+                model(next(batches)).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """)[0]
+    assert result.symbols == ("args.accum",)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4))[:2] == [(0, 1), (0, 3)]
+
+
+def test_chunks_of_a_drawn_batch_are_parts_of_one_microbatch():
+    result = only("""
+    def train(model, optimizer, loader, segments):
+        for i, batch in enumerate(loader):
+            inputs, labels = batch[:, :-1], batch[:, 1:]
+            for part, target in zip(inputs.chunk(segments, dim=-1), labels.chunk(segments, dim=-1)):
+                (model(part, target) / segments).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    trace = run(result, 1, 2)
+    assert trace.microbatches_drawn == 4  # two epochs of two: the chunks drew nothing
+    assert updates(trace) == [(0, 0), (0, 1), (1, 0), (1, 1)]

@@ -518,6 +518,8 @@ class Interpreter:
             return _limited(iter(iterable))
         if isinstance(iterable, _Loader):
             return self._draws(iterable)
+        if is_data(iterable) and self.drawn:
+            return _parts(iterable)  # `for segment in batch.chunk(k)`: parts of the drawn microbatch
         data = isinstance(iterable, Unknown) or \
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
         if data and self.syntax.reaches_backward(node.body, frame.owner):
@@ -1204,6 +1206,11 @@ class Interpreter:
             return Unknown(f"{_name_of(definition)}(...)")
         if isinstance(definition, cst.FunctionDef):
             self.reached.add(definition)
+            if not isinstance(node, cst.FunctionDef) and _is_generator(definition) \
+                    and not any(is_data(a) for a in [*args, *kwargs.values()]):
+                # `cycle(loader)`, `batches(dataset)`: a generator over the data yields one
+                # microbatch per `next` (a generator over one batch's parts is run as code)
+                return _Loader(self, f"an item of {_name_of(definition)}(...)")
         names: dict[str, object] = dict(callee.closure) if callee.closure is not None else {}
         arguments = list(callee.partial_args) + list(args)
         if callee.self_value is not None and not _is_static(definition) and \
@@ -1302,6 +1309,8 @@ class _Iteration:
             return self.interpreter._draws(value)
         if isinstance(value, (list, tuple, range, str)):
             return _limited(iter(value))
+        if is_data(value) and self.interpreter.drawn:
+            return _parts(value)
         label = label_text(value)
         return self.interpreter._draws(_Loader(self.interpreter, f"an item of {label}"))
 
@@ -1581,6 +1590,17 @@ def _leaves_iteration(body: cst.BaseSuite) -> bool:
     smalls = last.body if isinstance(last, cst.SimpleStatementLine) else \
         (statements if isinstance(body, cst.SimpleStatementSuite) else [])
     return any(isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for s in smalls[-1:])
+
+
+def _parts(value: object) -> Iterator[object]:
+    """The parts of a microbatch already drawn (its chunks, its slices): two of them, none a
+    microbatch of its own."""
+    return iter([Unknown(f"a part of {label_text(value)}", Origin.DATA)] * 2)
+
+
+def _is_generator(definition: cst.FunctionDef) -> bool:
+    """Whether ``definition`` yields (not in a nested definition): calling it makes an iterator."""
+    return any(isinstance(node, (cst.Yield)) for node in walk(definition.body))
 
 
 def _writes_gradients(node: cst.CSTNode) -> bool:
