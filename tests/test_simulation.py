@@ -938,3 +938,24 @@ def test_chunks_of_a_drawn_batch_are_parts_of_one_microbatch():
     trace = run(result, 1, 2)
     assert trace.microbatches_drawn == 4  # two epochs of two: the chunks drew nothing
     assert updates(trace) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_an_instance_called_runs_its_call_method():
+    result = simulated("""
+    class Scaler:
+        def __call__(self, loss, optimizer, update_grad=True):
+            loss.backward()
+            if update_grad:
+                optimizer.step()
+
+    def train(model, optimizer, loader, accum):
+        scaler = Scaler()
+        for i, batch in enumerate(loader):
+            loss = model(batch) / accum
+            scaler(loss, optimizer, update_grad=(i + 1) % accum == 0)
+            if (i + 1) % accum == 0:
+                optimizer.zero_grad()
+    """)
+    result = next(r for r in result if r.entry.name == "train")
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]

@@ -1057,6 +1057,12 @@ class Interpreter:
         if isinstance(callee, BoundMethod):
             return self._method(callee.receiver, callee.name, args, kwargs, node, frame)
         if isinstance(callee, Obj):
+            call = callee.owner.method(callee.class_def, "__call__") \
+                if callee.class_def is not None and callee.owner is not None else None
+            if call is not None:  # `loss_scaler(loss, optimizer, update_grad=...)`: its `__call__`
+                definition, call_owner, call_class = call
+                return self._call_function(Function(definition, call_owner, call_class, callee), args, kwargs, node,
+                                           frame.owner)
             if callee.role in FORWARD_ROLES or callee.role is Role.UNKNOWN and callee.class_def is not None:
                 self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
                 return Unknown(f"{callee.label}(...)", Origin.DATA)
@@ -1789,7 +1795,7 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
-    for cached in (_calls, reaches_event, has_update, _counters, _following):
+    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances):
         cached.cache_clear()
 
 
@@ -1843,6 +1849,29 @@ def _callees(func: cst.BaseExpression, name: str,
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
             found.extend(_imported_methods(owner, name))  # `trainer.fit()`, `Trainer` imported from the project
+    if not found:
+        built = _instances(owner).get(name)  # `scaler = Scaler(); ... scaler(loss, optimizer)`
+        call = owner.method(built, "__call__") if built is not None else None
+        if call is not None:
+            found.append((call[0], call[1]))
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
+    """The names (and attribute names) ``owner`` binds to an instance of one of its own classes
+    (``scaler = Scaler()``, ``self.scaler = Scaler()``): a call of such a name runs ``__call__``."""
+    found: dict[str, cst.ClassDef] = {}
+    stack: list[cst.CSTNode] = [owner._module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
+                and isinstance(node.value.func, cst.Name) and node.value.func.value in owner.classes:
+            for target in node.targets:
+                if isinstance(target.target, (cst.Name, cst.Attribute)):
+                    key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
+                    found[key] = owner.classes[node.value.func.value]
+        stack.extend(children(node))
     return found
 
 
