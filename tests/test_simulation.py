@@ -959,3 +959,42 @@ def test_an_instance_called_runs_its_call_method():
     result = next(r for r in result if r.entry.name == "train")
     assert result.decided, result.reasons()
     assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+@pytest.mark.parametrize(("accumulate", "decided"), [(False, True), (True, False)])
+def test_an_accelerator_decides_the_cadence_only_through_accumulate(accumulate, decided):
+    context = "accelerator.accumulate(model)" if accumulate else "nullcontext()"
+    result = only(f"""
+    from contextlib import nullcontext
+    from accelerate import Accelerator
+
+    def train(model, optimizer, loader, accum):
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for i, batch in enumerate(loader):
+            with {context}:
+                accelerator.backward(model(batch) / accum)
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.decided is decided, result.reasons()
+    if decided:
+        assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_evaluation_loader_drawn_mid_epoch_draws_no_training_microbatch():
+    result = only("""
+    def train(model, optimizer, loader, val_loader, accum):
+        val_iter = iter(val_loader)
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                model(next(val_iter))
+    """)
+    assert result.decided, result.reasons()
+    trace = run(result, 2, 4)
+    assert trace.microbatches_drawn == 8
+    assert updates(trace) == [(0, 1), (0, 3), (1, 1), (1, 3)]

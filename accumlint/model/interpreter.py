@@ -161,6 +161,7 @@ class _Loader:
         self.label = label
         self.started = False
         self.done = False
+        self.secondary = False  # first drawn while another pass was drawing the epoch's microbatches
 
     def draw(self) -> object:
         run = self.interpreter
@@ -168,7 +169,16 @@ class _Loader:
             raise _Raised("StopIteration")
         if not self.started:
             self.started = True
-            run.start_epoch()
+            training = run.training_pass
+            if training is not None and not training.done and training is not self:
+                # an evaluation loader, or a second loader zipped with the first: its items are
+                # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
+                self.secondary = True
+            else:
+                run.training_pass = self
+                run.start_epoch()
+        if self.secondary:
+            return Unknown(self.label, Origin.DATA)
         if run.drawn_in_epoch >= run.configuration.microbatches:
             self.done = True
             run.end_epoch()
@@ -201,6 +211,7 @@ class Interpreter:
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
+        self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.drawn_in_epoch = 0
         self.epoch = -1
         self.statements = 0

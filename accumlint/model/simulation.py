@@ -105,6 +105,9 @@ class Simulation:
     literal: int | None = None
     roles: list[RoleFact] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
+    #: whether the code the runs reached enters ``accumulate()`` or reads ``sync_gradients``
+    #: (without either, an Accelerate accelerator leaves the group's cadence to the code)
+    framework_cadence: bool = True
     # each run's raw events and settled roles, until _place turns them into trace events
     _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
 
@@ -276,6 +279,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     else:
         result.undecided.append("the accumulation symbol could not be settled")
     result.symbols = tuple(sorted(symbols))
+    result.framework_cadence = any(_framework_cadence(node) for node in (entry.node, *reached))
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
@@ -285,6 +289,14 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         # nothing binds A: the configurations' A changes nothing, one A is enough
         result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
     return result, reached, used
+
+
+def _framework_cadence(node: cst.CSTNode) -> bool:
+    """Whether ``node`` enters Accelerate's ``accumulate()`` or reads ``sync_gradients``: where
+    the accelerator, not the code, decides the group's cadence. Outside ``accumulate()`` the
+    gradient state always syncs and a prepared optimizer steps on every call (accelerate 1.15.0,
+    ``accelerator.py``: ``_do_sync`` is called by ``accumulate()`` alone)."""
+    return any(isinstance(n, cst.Attribute) and n.attr.value in ("accumulate", "sync_gradients") for n in walk(node))
 
 
 def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
@@ -492,6 +504,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
         result._raw = []
         result.roles = list(shown.values())
         for fact in result.roles:
+            if fact.role is Role.ACCELERATOR and not result.framework_cadence:
+                continue
             if fact.role in FRAMEWORK_ROLES:
                 result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
                                         "its reference driver is not simulated yet")
