@@ -998,3 +998,34 @@ def test_an_evaluation_loader_drawn_mid_epoch_draws_no_training_microbatch():
     trace = run(result, 2, 4)
     assert trace.microbatches_drawn == 8
     assert updates(trace) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_a_period_that_starts_a_training_phase_is_not_a():
+    results = simulated("""
+    def divisible_by(num, den):
+        return (num % den) == 0
+
+    class Trainer:
+        def learn(self, memories):
+            for batch in self.loader(memories):
+                self.model(batch).backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+        def train(self, episodes, steps_per_episode, update_every):
+            memories = []
+            time = 0
+            for _ in range(episodes):
+                for _ in range(steps_per_episode):
+                    time += 1
+                    memories.append(self.act())
+                    if divisible_by(time, update_every):
+                        self.learn(memories)
+                        memories.clear()
+    """)
+    from accumlint.checks.group_traces import verdicts
+
+    result = next(r for r in results if r.entry.name == "Trainer.train")
+    assert "update_every" not in result.symbols
+    assert not result.decided  # the phase's period is no A; the code leaves the cadence to `learn`
+    assert all(verdicts(r) == [] for r in results)

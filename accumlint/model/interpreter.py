@@ -679,6 +679,12 @@ class Interpreter:
             # before it; a threshold (`count >= accum`) only with the update in a branch
             gating = statement is not None and (self._gates_update(statement, frame) if value.modulo
                                                 else self._update_in_branch(statement, frame))
+            if gating and gate and self._trains_inside(statement, frame):  # type: ignore[arg-type]
+                # `if time % update_every == 0: learn(buffer)`: a training phase with its own loop over
+                # data, backwards and updates runs on that period; the period is not a group's A
+                self.undecide(f"the condition `{_code(test)}` starts a training phase of its own (a loop over data "
+                              "with its backwards and updates): what it gates is not a group of microbatches")
+                return False
             if gating and gate:
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
@@ -737,6 +743,13 @@ class Interpreter:
             except (_Raised, EndOfRun):
                 continue
         return leaves
+
+    def _trains_inside(self, statement: cst.If, frame: _Frame) -> bool:
+        """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
+        training phase, not the update of the group the iterations before it accumulated."""
+        branches = [statement.body] + ([statement.orelse.body] if isinstance(statement.orelse, cst.Else) else [])
+        return any(self.syntax.draws_data(b, frame.owner) and self.syntax.reaches_backward(b, frame.owner)
+                   for b in branches)
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
