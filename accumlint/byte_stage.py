@@ -22,7 +22,7 @@ from accumlint import project
 from accumlint.prefilter import LedPattern, NeedlePattern, marker_search
 
 
-class Gate(Protocol):
+class StageGate(Protocol):
     """What the byte stage reads of a :class:`~accumlint.checks.gate.RuleGate`."""
 
     markers: tuple[bytes, ...]
@@ -40,7 +40,7 @@ class GatedRule(Protocol):
     def code(self) -> str: ...
 
     @property
-    def gate(self) -> Gate: ...
+    def gate(self) -> StageGate: ...
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from accumlint.output import (
     render,
     summary_line,
 )
-from accumlint.reading import read_stream, source_limit, too_large_reason
+from accumlint.reading import decode_source, read_stream, source_limit, too_large_reason
 from accumlint.registry import PARSE_ERROR_CODE
 from accumlint.show_settings import format_settings
 from accumlint.suggested_fixes import FIXABLE_CODES
@@ -75,7 +75,7 @@ def _use_color(mode: str = "auto") -> bool:
 
 def _lines(data: bytes) -> list[str]:
     try:
-        text = engine.decode_source(data)
+        text = decode_source(data)
     except (SyntaxError, UnicodeDecodeError):
         text = data.decode("utf-8", errors="replace")
     # number lines as the parser does: only \n, \r\n and \r end a line

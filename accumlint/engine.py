@@ -43,7 +43,6 @@ from accumlint.parsing import (
     INTERPRETER_FIRST_ABOVE,
     MAX_CHAIN,
     TOO_DEEP,
-    decode_source,
     parse_module,
 )
 from accumlint.parsing import interpreter_parse as _interpreter_parse
@@ -54,7 +53,7 @@ from accumlint.parsing import syntax_error_position as _syntax_error_position
 from accumlint.placement import place
 from accumlint.pool import MEMORY_LIMIT
 from accumlint.prefilter import marker_search
-from accumlint.reading import MAX_SOURCE_BYTES
+from accumlint.reading import MAX_SOURCE_BYTES, decode_source
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import source_facts
 from accumlint.suppression import apply_noqa

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from accumlint import runner
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, entry_points, simulate
-from accumlint.parsing import decode_source, parse_module
+from accumlint.parsing import parse_module
 from accumlint.positions import node_positions
 from accumlint.project.index import find_root
-from accumlint.reading import NotARegularFile, read_source, source_limit
+from accumlint.reading import NotARegularFile, decode_source, read_source, source_limit
 
 
 class ExplainError(Exception):

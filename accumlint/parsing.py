@@ -6,34 +6,14 @@ from the engine, never a crash of the run."""
 from __future__ import annotations
 
 import ast
-import codecs
-import io
 import os
 import queue
 import re
 import threading
-import tokenize
 
 import libcst as cst
 
 from accumlint import heap
-
-
-def decode_source(data: bytes) -> str:
-    """Decode a Python file as the interpreter does (PEP 263 coding line, UTF-8 BOM, default UTF-8).
-
-    Raises ``SyntaxError`` for an unknown coding declaration and ``UnicodeDecodeError`` for
-    bytes that the declared encoding cannot decode.
-    """
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:
-        if "invalid or missing encoding declaration" not in str(exc):
-            raise
-        # the first lines are not UTF-8 and declare nothing: decode as UTF-8 so that the
-        # UnicodeDecodeError says where the bad byte is
-        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
-    return data.decode(encoding)
 
 
 def syntax_error_position(text: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str] | None:

@@ -11,9 +11,12 @@ through here: sources (:func:`read_source`, :func:`read_signed`), notebooks (a l
 
 from __future__ import annotations
 
+import codecs
 import errno
+import io
 import os
 import stat
+import tokenize
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -154,3 +157,20 @@ def _check_kind(path: str | os.PathLike[str], mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "a special file")
         raise NotARegularFile(os.fsdecode(path), kind)
+
+
+def decode_source(data: bytes) -> str:
+    """Decode a Python file as the interpreter does (PEP 263 coding line, UTF-8 BOM, default UTF-8).
+
+    Raises ``SyntaxError`` for an unknown coding declaration and ``UnicodeDecodeError`` for
+    bytes that the declared encoding cannot decode.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        if "invalid or missing encoding declaration" not in str(exc):
+            raise
+        # the first lines are not UTF-8 and declare nothing: decode as UTF-8 so that the
+        # UnicodeDecodeError says where the bad byte is
+        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
+    return data.decode(encoding)

@@ -183,10 +183,11 @@ def test_the_silent_twin_of_the_micro_loop_arms(tmp_path: Path) -> None:
     assert one(tmp_path, source) == []
 
 
-def test_a_reset_in_the_last_microbatchs_arm_is_left_undecided(tmp_path: Path) -> None:
-    # the arm runs once per group, before the update: no cadence says "the last microbatch" yet
+def test_a_reset_in_the_last_microbatchs_arm_zeroes_the_group_before_its_update(tmp_path: Path) -> None:
+    # the arm runs once per group, after the group's last backward and before the update: the
+    # patterns have no cadence for "the last microbatch", the simulated runs show it (ACC003)
     source = MICRO_LOOP_ARMS.format(test="k + 1 == steps", reset="opt.zero_grad()")
-    assert one(tmp_path, source) == []
+    assert one(tmp_path, source) == [("ACC003", 10)]
 
 
 def test_a_test_that_is_not_the_last_microbatchs_decides_nothing(tmp_path: Path) -> None:

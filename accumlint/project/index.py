@@ -221,8 +221,9 @@ class ProjectIndex:
         return entry.digest if entry is not None else None
 
     def _parse(self, path: str) -> _Loaded | None:
-        from accumlint.engine import decode_source, parse_module  # the engine imports the model
+        from accumlint.engine import parse_module  # the engine imports the model
         from accumlint.model.sites import ModuleFunctions
+        from accumlint.reading import decode_source
 
         try:
             data, _ = read_source(path, MAX_MODULE_BYTES)  # an imported path may name a FIFO or a device

@@ -132,8 +132,8 @@ def _one_run_at_an_end(changed: list[bool]) -> bool:
     ends at the last, and not every gap: ``[T, T, F]``, ``[F, T, T]``, not ``[F, T, F]`` or ``[T, F, T]``."""
     if all(changed) or not any(changed):
         return False
-    text = "".join("T" if c else "F" for c in changed)
-    return text.strip("F").count("F") == 0 and (changed[0] or changed[-1])
+    at = [i for i, c in enumerate(changed) if c]
+    return at[-1] - at[0] + 1 == len(at) and (changed[0] or changed[-1])
 
 
 def scheduler_owners(rec: RunRecord) -> list[str]:
