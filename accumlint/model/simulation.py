@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
     GRADIENT_WRITE,
@@ -66,6 +67,8 @@ MAX_ATTEMPTS = 64
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter)
 FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.OPTIM_WRAPPER})
+#: what, entered or read, hands the group's cadence to Accelerate
+_ACCELERATE_CADENCE = frozenset({fw.accelerate.ACCUMULATE_METHOD, fw.accelerate.SYNC_FLAG})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
 
@@ -296,7 +299,7 @@ def _framework_cadence(node: cst.CSTNode) -> bool:
     the accelerator, not the code, decides the group's cadence. Outside ``accumulate()`` the
     gradient state always syncs and a prepared optimizer steps on every call (accelerate 1.15.0,
     ``accelerator.py``: ``_do_sync`` is called by ``accumulate()`` alone)."""
-    return any(isinstance(n, cst.Attribute) and n.attr.value in ("accumulate", "sync_gradients") for n in walk(node))
+    return any(isinstance(n, cst.Attribute) and n.attr.value in _ACCELERATE_CADENCE for n in walk(node))
 
 
 def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
