@@ -223,6 +223,14 @@ class Interpreter:
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
 
+    def close(self) -> None:
+        """Drop what refers back to this run (loaders, iterators and the module state that holds
+        them), so that reference counting alone frees the run and the trees its events name."""
+        self.training_pass = None
+        self._passes.clear()
+        self._globals.clear()
+        self._stored.clear()
+
     # --- data ---------------------------------------------------------------------------------
 
     def start_epoch(self) -> None:

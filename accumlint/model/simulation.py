@@ -349,6 +349,8 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 feasible = False  # the code asserts this configuration away (a loader length that A divides)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
+            finally:
+                run.close()
             pending[0:0] = [{**choices, **{k: run.choices[k] for k in run.defaulted[:i]}, key: not run.choices[key]}
                             for i, key in reversed(list(enumerate(run.defaulted)))]
             if not feasible:
