@@ -1029,3 +1029,18 @@ def test_a_period_that_starts_a_training_phase_is_not_a():
     assert "update_every" not in result.symbols
     assert not result.decided  # the phase's period is no A; the code leaves the cadence to `learn`
     assert all(verdicts(r) == [] for r in results)
+
+
+def test_a_gradient_rescaled_in_place_is_not_written_by_hand():
+    result = only("""
+    def train(model, optimizer, loader, accum):
+        for i, batch in enumerate(loader):
+            model(batch).backward()
+            if (i + 1) % accum == 0:
+                for p in model.parameters():
+                    p.grad /= accum
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert not run(result, 2, 4).undecided, run(result, 2, 4).undecided
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]

@@ -409,6 +409,8 @@ class Interpreter:
                         frame.names[name] = self._module_name(frame.owner, name)
 
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
+        if _rescales_gradient(node):
+            return  # `p.grad /= A`: normalisation on the gradient side, not gradients written by hand
         current = self.expression(node.target, frame)
         change = self.expression(node.value, frame)
         if isinstance(current, Unknown) and current.origin is Origin.RUN and isinstance(change, int) \
@@ -1641,6 +1643,13 @@ def _is_generator(definition: cst.FunctionDef) -> bool:
     return any(isinstance(node, (cst.Yield)) for node in walk(definition.body))
 
 
+def _rescales_gradient(node: cst.AugAssign) -> bool:
+    """``p.grad /= A``, ``p.grad *= s``: the gradient rescaled in place, which the group-structure
+    rules do not count as gradients written by hand (as ``checks/resets.py`` does not)."""
+    return isinstance(node.target, cst.Attribute) and node.target.attr.value == "grad" \
+        and isinstance(node.operator, (cst.DivideAssign, cst.MultiplyAssign))
+
+
 def _writes_gradients(node: cst.CSTNode) -> bool:
     """Whether ``node`` sets gradients to something (``p.grad = buf``, ``p.grad += g``,
     ``p.grad.copy_(g)``), not only resets them."""
@@ -1649,7 +1658,7 @@ def _writes_gradients(node: cst.CSTNode) -> bool:
             if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in child.targets):
                 return True
         if isinstance(child, cst.AugAssign) and isinstance(child.target, cst.Attribute) \
-                and child.target.attr.value == "grad":
+                and child.target.attr.value == "grad" and not _rescales_gradient(child):
             return True
         if isinstance(child, cst.Call) and isinstance(child.func, cst.Attribute) \
                 and child.func.attr.value in ("copy_", "add_") and isinstance(child.func.value, cst.Attribute) \
