@@ -120,7 +120,7 @@ def to_json(path: str, results: list[Simulation]) -> list[dict]:
         "line": r.line,
         "entry": {"kind": r.entry.kind, "name": r.entry.name},
         "decided": r.decided,
-        "accumulation": {"symbols": list(r.symbols), "literal": r.literal},
+        "accumulation": {"symbols": list(r.symbols), "literal": r.literal, "epoch_lengths": list(r.lengths)},
         "roles": [{"name": f.label, "role": f.role.value, "evidence": f.evidence} for f in r.roles],
         "runs": [{
             "configuration": {"accumulation": t.configuration.accumulation,
@@ -153,9 +153,11 @@ def render_markdown(result: Simulation) -> str:
 
 
 def _accumulation(result: Simulation) -> str:
+    lengths = "".join(f"; `{s}` is the epoch's length N (the update's condition sets the microbatch index equal "
+                      "to it)" for s in result.lengths)
     if result.symbols:
         names = ", ".join(f"`{s}`" for s in result.symbols)
-        return f"{names}, bound to 1, 2 and 4 in turn (it decides when the optimizer updates)"
+        return f"{names}, bound to 1, 2 and 4 in turn (it decides when the optimizer updates){lengths}"
     if result.literal is not None:
         return f"the literal {result.literal} in the update's condition"
     return "no value in the code decides when the optimizer updates"

@@ -1,13 +1,13 @@
 """The group-structure rules as properties of simulated traces (ACC001, ACC002, ACC003,
-ACC006): the same properties the runtime guard checks on an observed run, read off
+ACC005, ACC006): the same properties the runtime guard checks on an observed run, read off
 the simulator's runs (``accumlint.model.simulation``) whatever the spelling of the loop.
 
 A property is judged on the runs that can show it (``shared/docs/semantic-core.md`` section 5):
 A ≥ 2 with whole groups (N = 2A); it holds a verdict only when every run of that configuration
 fails it (each run-level choice is a run), no run of the entry is undecided, and one optimizer
 updates (which model each backward reaches is not tracked yet, so two optimizers' groups
-cannot be told apart). The tail (ACC005) waits for the values: its exemptions are about what the
-tail is weighted with.
+cannot be told apart). ACC005 is judged on runs with a tail (N = 2A + 1) for what happens to the
+tail across epochs; a tail applied with the wrong weight waits for the values.
 
 In ``check``, each of the four rules reports its pattern findings and, where they are silent
 on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the spellings
@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
 from accumlint.checks.base import Hit
+from accumlint.model.names import walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.trace import Place, Trace, TraceEvent
 from accumlint.vocabulary import EventKind
@@ -121,35 +124,116 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
     return None
 
 
-#: each property, and which runs show it: (A, N) as a function of A
-PROPERTIES: dict[str, tuple[Callable[[Trace], TraceVerdict | None], Callable[[int], int]]] = {
-    "ACC001": (_zero_inside, lambda a: 2 * a),
-    "ACC002": (_never_reset, lambda a: 2 * a),
-    "ACC003": (_zero_before_step, lambda a: 2 * a),
-    "ACC006": (_irregular, lambda a: 2 * a),
+def _tail(trace: Trace) -> TraceVerdict | None:
+    """ACC005: with a tail (N = 2A + 1) and epochs the code itself repeats, an epoch's last
+    microbatches after its last update are neither applied in that epoch nor dropped cleanly:
+    they join the next epoch's first update in a group of more than A (a leak across the
+    epochs), or a reset at the next epoch's start wipes them while the next epoch's first group
+    holds fewer than A (the counter survived the reset). A group of A that runs across the
+    boundary (a counter kept across epochs) is by design; a tail never applied at the end of a
+    single pass is left to the patterns (it needs the code to say that the length may not be a
+    multiple of A)."""
+    if not trace.epochs_from_code:
+        return None
+    a = trace.configuration.accumulation
+    for group in _pending_groups(trace)[:-1]:
+        backwards = [(i, (e.epoch, e.microbatch)) for i, e in enumerate(group) if e.kind is B]
+        if len({epoch for _, (epoch, _) in backwards}) < 2:
+            continue
+        resets = [i for i, e in enumerate(group) if e.kind is Z and i > backwards[0][0]]  # wiping a backward
+        epoch_of = [max((at[0] for j, at in backwards if j < i), default=None) for i in resets]
+        if any(epoch is not None and any(j > i and at[0] == epoch for j, at in backwards)
+               for i, epoch in zip(resets, epoch_of, strict=True)):
+            continue  # a reset between backwards of one epoch: ACC001's
+        kept = {at for i, at in backwards if not resets or i > resets[-1]}
+        merged = len({at for _, at in backwards})
+        if (not resets and merged > a) or (resets and 0 < len(kept) < a):
+            why = (f"they join the next epoch's first update, a group of {merged} microbatches from two epochs "
+                   f"where A is {a} (and the last epoch's are never applied)" if not resets else
+                   f"a reset at the next epoch's start wipes them, and the count that survived it makes that "
+                   f"epoch's first group {len(kept)} microbatch(es) where A is {a}")
+            return TraceVerdict("ACC005", group[-1].site, trace.configuration.describe(), why, group[-1].node)
+    return None
+
+
+def _across_epochs(trace: Trace) -> bool:
+    """Whether ``trace`` can show what the code does at its own epoch's end: the code's passes
+    over its data end the epochs, and at least two of them backpropagate."""
+    return trace.epochs_from_code and len({e.epoch for e in trace.events if e.kind is B}) > 1
+
+
+@dataclass(frozen=True)
+class Property:
+    """A group-structure property: its ``check`` on one run, the epoch length ``size`` (N as a
+    function of A) of the runs that show it, and ``judges``: whether a run can show it at all."""
+
+    check: Callable[[Trace], TraceVerdict | None]
+    size: Callable[[int], int]
+    judges: Callable[[Trace], bool] = lambda trace: True
+
+
+#: each property, and which runs show it
+PROPERTIES: dict[str, Property] = {
+    "ACC001": Property(_zero_inside, lambda a: 2 * a),
+    "ACC002": Property(_never_reset, lambda a: 2 * a),
+    "ACC003": Property(_zero_before_step, lambda a: 2 * a),
+    "ACC006": Property(_irregular, lambda a: 2 * a),
+    "ACC005": Property(_tail, lambda a: 2 * a + 1, lambda trace: _across_epochs(trace)),
 }
+
+
+def _judgeable(simulation: Simulation) -> bool:
+    """Whether the traces of ``simulation`` can hold a verdict: decided, A bound to the code's
+    gate, one group structure for all its optimizers."""
+    return simulation.decided and bool(simulation.symbols or simulation.literal) and \
+        all(_one_cadence(t) for t in simulation.traces)
+
+
+def _runs_by_a(simulation: Simulation, rule: Property) -> list[tuple[list[Trace], bool]]:
+    """For each A ≥ 2 simulated (smallest first), the runs that show ``rule`` and whether the
+    code rules their configuration out."""
+    sizes = {t.configuration.accumulation for t in simulation.traces} | \
+        {c.accumulation for c in simulation.impossible}
+    found = []
+    for a in sorted(a for a in sizes if a > 1):
+        runs = [t for t in simulation.traces if t.configuration.accumulation == a
+                and t.configuration.microbatches == rule.size(a) and t.configuration.replicas == 1]
+        ruled_out = any(c.accumulation == a and c.microbatches == rule.size(a) for c in simulation.impossible)
+        if runs or ruled_out:
+            found.append((runs, ruled_out))
+    return found
 
 
 def verdicts(simulation: Simulation) -> list[TraceVerdict]:
     """The properties that fail on every run of a configuration with A ≥ 2 that shows them
     (none when the entry is undecided, or when A is not bound to the code's gate)."""
-    if not simulation.decided or not (simulation.symbols or simulation.literal):
-        return []
-    if not all(_one_cadence(t) for t in simulation.traces):
+    if not _judgeable(simulation):
         return []
     found = []
-    for check, size in PROPERTIES.values():
-        for a in sorted({t.configuration.accumulation for t in simulation.traces if t.configuration.accumulation > 1}):
-            runs = [t for t in simulation.traces
-                    if t.configuration.accumulation == a and t.configuration.microbatches == size(a)
-                    and t.configuration.replicas == 1]
-            results = [check(t) for t in runs]
+    for rule in PROPERTIES.values():
+        for runs, _ in _runs_by_a(simulation, rule):
+            results = [rule.check(t) for t in runs]
             if runs and all(results):
-                found.append(results[0])  # type: ignore[arg-type]
+                found.append(results[0])
                 break
     codes = {v.code for v in found}
     # a reset every microbatch also falls between the last backward and the update: it is ACC001's
     return [v for v in found if not (v.code == "ACC003" and "ACC001" in codes)]
+
+
+def decides(model: FileModel, code: str, node: object) -> bool:
+    """Whether a simulation of ``model`` decides ``code``'s property for the code at ``node``:
+    its runs executed ``node``, hold a verdict, and every run of the configuration that shows
+    the property can show it (or the code rules that configuration out). A pattern finding there
+    gives way to the traces' verdict."""
+    rule = PROPERTIES[code]
+    for simulation in model.simulations:
+        if not simulation.covers(node) or not _judgeable(simulation):  # type: ignore[arg-type]
+            continue
+        judged = _runs_by_a(simulation, rule)[:1]  # what `check` simulates: the smallest A
+        if any(ruled_out and not runs or runs and all(map(rule.judges, runs)) for runs, ruled_out in judged):
+            return True
+    return False
 
 
 #: per code: what the failing run shows happens, and what to change
@@ -163,20 +247,40 @@ _WORDING: dict[str, tuple[str, str]] = {
     "ACC003": ("the gradients are reset after the group's last backward and before its update: the "
                "update applies zeros",
                "move the reset after the optimizer update"),
+    "ACC005": ("when the epoch's length is not a multiple of A, its last microbatches after the last full "
+               "group are backpropagated but not applied in that epoch",
+               "apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's losses by "
+               "its true size r; or reset the gradients and the counter at the start of each epoch to drop it on "
+               "purpose; or make the epoch length a multiple of A"),
     "ACC006": ("the update does not fire on the last microbatch of every group of A",
                "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
 }
 
 
+#: the codes whose finding is on the update's test (the gate to change), not on the update
+_AT_THE_GATE = frozenset({"ACC005", "ACC006"})
+
+
+def _gate_of(model: FileModel, node: object) -> object:
+    """The innermost ``if`` of ``model``'s module that holds ``node`` in a branch (the update's
+    gate), or ``node`` itself."""
+    found = node
+    for statement in walk(model.module):
+        if isinstance(statement, cst.If) and any(n is node for n in walk(statement.body)):
+            found = statement  # walked outermost first: the last one holding it is the innermost
+    return found
+
+
 def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
     """``code``'s verdicts on the simulated runs of ``model``'s entry points, as hits at the
-    call in the file that the user must change (one per entry point)."""
+    call in the file that the user must change, or at its gate (one per entry point)."""
     for simulation in model.simulations:
         for verdict in verdicts(simulation):
             if verdict.code == code and verdict.node is not None:
                 what, fix = _WORDING[code]
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
-                yield Hit(verdict.node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
+                node = _gate_of(model, verdict.node) if code in _AT_THE_GATE else verdict.node
+                yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
                           f"{verdict.why}", fix)
 
 

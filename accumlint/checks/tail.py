@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP, RuleGate, runs_loop
+from accumlint.checks.group_traces import decides, with_traces
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
@@ -70,6 +71,7 @@ class PartialFinalGroup(Rule):
                 "`engine.set_gradient_accumulation_boundary(...)` before each backward",
             )
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
             yield from self._engine_window(model, group)  # the window builder's own A says it accumulates
@@ -81,6 +83,8 @@ class PartialFinalGroup(Rule):
             text = _SHIFTED if tail.shifts_next else _WHAT_HAPPENS.get(tail.treatment)
             if text is None:
                 continue
+            if (tail.shifts_next or tail.treatment is TailTreatment.LEAKS) and decides(model, self.code, tail.report):
+                continue  # what happens to the tail across epochs is read off the simulated runs
             if tail.samples:  # the gate counts samples: the tail is what is left of the pass's samples
                 text = text.replace("the loader's length is not a multiple of A",
                                     "the pass's sample count is not a multiple of the group's size in samples")

@@ -83,11 +83,14 @@ _COMPOUND = {cst.If: "_if", cst.For: "_for", cst.While: "_while", cst.With: "_wi
 
 
 class NeedBinding(Exception):
-    """A periodic condition gates the optimizer update on ``labels``: the accumulation symbol(s)."""
+    """A periodic condition gates the optimizer update on ``labels``: the accumulation symbol(s);
+    or, next to that cadence, sets the microbatch index equal to ``lengths``: the epoch's length
+    (``(i + 1) % accum == 0 or i + 1 == self.n``)."""
 
-    def __init__(self, labels: frozenset[str]) -> None:
-        super().__init__(", ".join(sorted(labels)))
+    def __init__(self, labels: frozenset[str], lengths: frozenset[str] = frozenset()) -> None:
+        super().__init__(", ".join(sorted(labels | lengths)))
         self.labels = labels
+        self.lengths = lengths
 
 
 class EndOfRun(Exception):
@@ -197,11 +200,13 @@ class Interpreter:
     what the run assumed, ``undecided`` what leaves it incomplete."""
 
     def __init__(self, module: ModuleFunctions, configuration: Configuration,
-                 bindings: dict[str, int], choices: dict[str, bool], syntax: SyntaxFacts | None = None) -> None:
+                 bindings: dict[str, int], choices: dict[str, bool], syntax: SyntaxFacts | None = None,
+                 lengths: frozenset[str] = frozenset()) -> None:
         self.module = module
         self.syntax = syntax or SyntaxFacts(module)
         self.configuration = configuration
         self.bindings = bindings
+        self.lengths = lengths
         self.choices = dict(choices)
         self.defaulted: list[str] = []
         self.events: list[RawEvent] = []
@@ -214,12 +219,14 @@ class Interpreter:
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.drawn_in_epoch = 0
         self.epoch = -1
+        self.epochs_from_code = True  # False where the run, not a pass of the code, ends an epoch
         self.statements = 0
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
+        self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
 
@@ -267,7 +274,8 @@ class Interpreter:
         receiver = self._instance(class_def, function) if class_def is not None else None
 
         def drive() -> None:
-            for _ in range(self.configuration.epochs):
+            for call in range(self.configuration.epochs):
+                self.epochs_from_code = self.epochs_from_code and call == 0
                 drawn = self.drawn
                 arguments, keywords = self._entry_arguments(function, receiver, Origin.RUN)
                 self._call_function(Function(function, self.module, class_def, receiver), arguments, keywords,
@@ -282,6 +290,8 @@ class Interpreter:
         epoch, its ``self`` and the module's state kept between calls, its arguments computed
         by a caller the project does not show."""
         receiver = self._instance(class_def, function) if class_def is not None else None
+
+        self.epochs_from_code = False
 
         def drive() -> None:
             while not self.exhausted:
@@ -428,8 +438,9 @@ class Interpreter:
             value = int(value)  # `update_step = 0` of a loop that counts it up: a counter's start
         if kind is cst.Name:
             value = _named(value, target.value)
-            if target.value in self.bindings and isinstance(value, Unknown) and value.origin is Origin.RUN:
-                value = LabeledInt(self.bindings[target.value], target.value, bound=True)
+            if target.value in (*self.bindings, *self.lengths) and isinstance(value, Unknown) \
+                    and value.origin is Origin.RUN:
+                value = self._bound(target.value, None)
             if frame.function is None and isinstance(value, Literal):
                 value = self._bound(target.value, int(value))  # `ACCUM = 4`: a named constant A may rebind
             elif frame.function is None and isinstance(value, dict):  # `config = {"accum": 4}`: its constants too
@@ -445,8 +456,9 @@ class Interpreter:
             if isinstance(owner, Obj):
                 label = f"{owner.label}.{target.attr.value}"
                 value = _named(value, label)
-                if label in self.bindings and isinstance(value, Unknown) and value.origin is Origin.RUN:
-                    value = LabeledInt(self.bindings[label], label, bound=True)
+                if label in (*self.bindings, *self.lengths) and isinstance(value, Unknown) \
+                        and value.origin is Origin.RUN:
+                    value = self._bound(label, None)
                 owner.attrs[target.attr.value] = value
             elif isinstance(owner, Unknown) and owner.origin is Origin.RUN and owner.label:
                 self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
@@ -545,7 +557,7 @@ class Interpreter:
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
         if data and self.syntax.reaches_backward(node.body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
-            return self._draws(_Loader(self, f"an item of {label}"))
+            return self._draws(self._pass(iterable, f"an item of {label}"))
         if data and self._has_event(node.body, frame):
             # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`: once, for each
             return iter([Unknown(_code(node.target), Origin.RUN)])
@@ -624,9 +636,36 @@ class Interpreter:
             if index > MAX_ITERATIONS:
                 raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
 
+    def _pass(self, data: object, label: str) -> _Loader:
+        """A new pass over ``data``; a loader whose length the code builds from A (a batch
+        sampler given A, ``num_samples=updates * bs * accum``) holds whole groups, so a
+        configuration whose epoch is not a multiple of A cannot happen."""
+        if isinstance(data, Obj) and data.number in self._whole_groups and \
+                self.configuration.microbatches % self.configuration.accumulation:
+            raise Infeasible(f"the loader `{data.label}` is sized with A")
+        return _Loader(self, label)
+
+    def _sized_by_a(self, node: cst.Call, frame: _Frame) -> bool:
+        """Whether the loader built by ``node`` is given A: a name bound to A (or, where A is the
+        update condition's literal, that integer) among its arguments, or among what a local
+        name in them was assigned (one step back)."""
+        literal = None if self.bindings else self.configuration.accumulation
+
+        def given_a(expression: cst.CSTNode) -> bool:
+            return any(dotted(n) in self.bindings if isinstance(n, (cst.Name, cst.Attribute)) else
+                       isinstance(n, cst.Integer) and n.evaluated_value == literal for n in walk(expression))
+
+        if any(given_a(arg.value) for arg in node.args):
+            return True
+        used = {dotted(n) for arg in node.args for n in walk(arg.value) if isinstance(n, (cst.Name, cst.Attribute))}
+        scope = frame.function.body if isinstance(frame.function, cst.FunctionDef) else frame.owner._module
+        return any(isinstance(assign, cst.Assign) and any(dotted(t.target) in used for t in assign.targets)
+                   and given_a(assign.value) for assign in walk(scope))
+
     def _count_microbatch(self) -> None:
         if self.epoch < 0 or self.drawn_in_epoch >= self.configuration.microbatches:
-            if self.epoch >= 0:
+            if self.epoch >= 0:  # the run's count of microbatches, not a pass of the code, ends this epoch
+                self.epochs_from_code = False
                 self.end_epoch()
             self.start_epoch()
         self.drawn_in_epoch += 1
@@ -696,6 +735,11 @@ class Interpreter:
                               "with its backwards and updates): what it gates is not a group of microbatches")
                 return False
             if gating and gate:
+                positions = self._positions(test, frame, gate)
+                if positions and positions != gate:
+                    raise NeedBinding(gate - positions)
+                if positions and self._cadence(test, frame):
+                    raise NeedBinding(frozenset(), positions)
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
@@ -760,6 +804,34 @@ class Interpreter:
         branches = [statement.body] + ([statement.orelse.body] if isinstance(statement.orelse, cst.Else) else [])
         return any(self.syntax.draws_data(b, frame.owner) and self.syntax.reaches_backward(b, frame.owner)
                    for b in branches)
+
+    def _positions(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
+        """The gate's symbols that the condition only sets equal to something (``i + 1 == self.n``),
+        never divides by: where a modulo gives the cadence, they are a position in the epoch."""
+        equal: set[int] = set()
+        divisors: set[int] = set()
+        for node in walk(test):
+            if isinstance(node, cst.Comparison) and all(isinstance(c.operator, cst.Equal) for c in node.comparisons):
+                for side in (node.left, *(c.comparator for c in node.comparisons)):
+                    equal.update(id(n) for n in walk(side))
+            elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                divisors.update(id(n) for n in walk(node.right))
+        found = {label_text(value) for leaf, value in self._leaves(test, frame)
+                 if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal and id(leaf) not in divisors}
+        return frozenset(found & gate) - {label_text(value) for leaf, value in self._leaves(test, frame)
+                                          if id(leaf) in divisors}
+
+    def _cadence(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """Whether ``test`` divides by a symbol already bound to A (``(i + 1) % accum``)."""
+        return any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+                   and isinstance(self._value_of(node.right, frame), LabeledInt)
+                   and self._value_of(node.right, frame).bound for node in walk(test))
+
+    def _value_of(self, node: cst.BaseExpression, frame: _Frame) -> object:
+        try:
+            return self.expression(node, frame)
+        except (_Raised, EndOfRun):
+            return None
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
@@ -909,6 +981,8 @@ class Interpreter:
         return self._bound(name, None)
 
     def _bound(self, label: str, number: int | None) -> object:
+        if label in self.lengths:
+            return self.configuration.microbatches  # as `len(loader)` is
         if label in self.bindings:
             return LabeledInt(self.bindings[label], label, bound=True)
         if number is not None:
@@ -1116,7 +1190,10 @@ class Interpreter:
         if callee.origin is Origin.RUN and label:
             role = constructor_role(label, "." in label)
             if role is not None and role is not Role.OTHER:
-                return Obj(role, "construction", _code(node))
+                built = Obj(role, "construction", _code(node))
+                if role is Role.LOADER and self._sized_by_a(node, frame):
+                    self._whole_groups.add(built.number)
+                return built
         if segment in ("SimpleNamespace", "Namespace") and not args:  # `types.SimpleNamespace(count=0)`
             return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
         if segment in CLIP_FUNCTIONS:
@@ -1142,7 +1219,7 @@ class Interpreter:
         if label == "zip" and args:
             return _Iteration(self, "zip", args[0], 0, args[1:])
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
-            return _Loader(self, f"an item of {label_text(args[0])}")  # a new pass over the data
+            return self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
         if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
                                                           or label in ("tqdm", "trange", "track")):
             return args[0]
@@ -1152,7 +1229,9 @@ class Interpreter:
                 return iterator.next()
             if isinstance(iterator, (Obj, Unknown)):  # an iterator made where the run cannot see
                 key = label_text(iterator)
-                iterator = self._passes.setdefault(key, _Loader(self, f"an item of {key}"))
+                if key not in self._passes:
+                    self._passes[key] = self._pass(iterator, f"an item of {key}")
+                iterator = self._passes[key]
             if isinstance(iterator, _Loader):
                 return iterator.draw()
         if label in ("int", "float", "bool", "abs", "min", "max") and args and \
@@ -1352,7 +1431,7 @@ class _Iteration:
         if is_data(value) and self.interpreter.drawn:
             return _parts(value)
         label = label_text(value)
-        return self.interpreter._draws(_Loader(self.interpreter, f"an item of {label}"))
+        return self.interpreter._draws(self.interpreter._pass(value, f"an item of {label}"))
 
     def next(self) -> object:
         if self._iterator is None:

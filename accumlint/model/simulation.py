@@ -15,6 +15,7 @@ construction, from the framework tables, from use (what receives ``.backward(los
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model import names
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
     GRADIENT_WRITE,
@@ -105,12 +107,19 @@ class Simulation:
     line: int
     traces: list[Trace] = field(default_factory=list)
     symbols: tuple[str, ...] = ()
+    #: names bound to N, the epoch's length (set equal to the microbatch index beside the cadence)
+    lengths: tuple[str, ...] = ()
     literal: int | None = None
     roles: list[RoleFact] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
     #: whether the code the runs reached enters ``accumulate()`` or reads ``sync_gradients``
     #: (without either, an Accelerate accelerator leaves the group's cadence to the code)
     framework_cadence: bool = True
+    #: the project functions its runs executed
+    reached: frozenset = frozenset()
+    #: configurations the code rules out (every run of it ends in an assertion, or a loader sized
+    #: with A meets an epoch that A does not divide), with the reason
+    impossible: dict[Configuration, str] = field(default_factory=dict)
     # each run's raw events and settled roles, until _place turns them into trace events
     _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
 
@@ -118,6 +127,15 @@ class Simulation:
     def decided(self) -> bool:
         """Whether every run completed without an undecided reason."""
         return not self.undecided and all(not t.undecided for t in self.traces)
+
+    def covers(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is code that the runs executed: in the entry's loop or function, or
+        in a project function they reached."""
+        return id(node) in self._covered
+
+    @functools.cached_property
+    def _covered(self) -> frozenset[int]:
+        return frozenset(id(n) for root in (self.entry.node, *self.reached) for n in names.walk(root))
 
     def reasons(self) -> list[str]:
         """Every undecided reason of the entry and its runs, once each."""
@@ -197,10 +215,11 @@ def configurations(accumulation: Iterable[int]) -> list[Configuration]:
 
 
 def verdict_configurations(accumulation: Iterable[int]) -> list[Configuration]:
-    """Only the configuration the group-structure properties judge first: whole groups
-    (N = 2A) of the smallest A ≥ 2, D = 1 (what ``check`` simulates; ``explain`` shows all of
-    :func:`configurations`)."""
-    return [Configuration(a, 2 * a) for a in accumulation if a > 1][:1]
+    """Only the configurations the group-structure properties judge first, for the smallest
+    A ≥ 2 and D = 1: whole groups (N = 2A) and a tail (N = 2A + 1), what ``check`` simulates
+    (``explain`` shows all of :func:`configurations`)."""
+    a = min((a for a in accumulation if a > 1), default=None)
+    return [] if a is None else [Configuration(a, 2 * a), Configuration(a, 2 * a + 1)]
 
 
 def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None,
@@ -241,13 +260,26 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
             spent += JUDGED_ENTRY_STATEMENTS
         reached |= functions
         results.append(result)
+    _called_later(results)
     return results
 
 
+def _called_later(results: list[Simulation]) -> None:
+    """An entry that a later entry of the module calls (a ``Trainer.fit`` that ``train()`` runs
+    after an ``assert`` on the loader's length) is decided by its caller's runs: its own, with
+    the caller's facts unknown, hold no verdict."""
+    for i, result in enumerate(results):
+        function = result.entry.function
+        caller = next((later for later in results[i + 1:] if function is not None and function in later.reached), None)
+        if caller is not None:
+            result.undecided.append(f"its caller, the entry {caller.entry.name!r}, runs it with what it knows")
+
+
 class _Rebind(Exception):
-    def __init__(self, labels: frozenset[str]) -> None:
+    def __init__(self, labels: frozenset[str], lengths: frozenset[str]) -> None:
         super().__init__()
         self.labels = labels
+        self.lengths = lengths
 
 
 def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
@@ -256,6 +288,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     """The entry's simulation, the project functions its runs reached and the statements they
     executed (``limit`` per round of configurations; ``runs``: a cap on the runs of each)."""
     symbols: set[str] = set()
+    lengths: set[str] = set()  # names set equal to the microbatch index next to the cadence: N
     result = Simulation(entry, 0)
     reached: set[cst.FunctionDef] = set()
     syntax = SyntaxFacts(module, limit)
@@ -263,18 +296,21 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     for _ in range(MAX_REBINDS + 1):
         syntax.statements = 0
         try:
-            traces, literal, reached = _run_configurations(module, entry, symbols, configured(ACCUMULATION_VALUES),
-                                                           syntax, runs)
+            traces, literal, reached, impossible = _run_configurations(
+                module, entry, symbols, lengths, configured(ACCUMULATION_VALUES), syntax, runs)
         except _Rebind as rebind:
             symbols |= rebind.labels
+            lengths |= rebind.lengths
             continue
         finally:
             used += syntax.statements
         if not symbols and literal is not None:
             syntax.statements = 0
-            traces, _, reached = _run_configurations(module, entry, symbols, configured((literal,)), syntax, runs)
+            traces, _, reached, impossible = _run_configurations(module, entry, symbols, lengths,
+                                                                 configured((literal,)), syntax, runs)
             used += syntax.statements
         result.literal = literal if not symbols else None
+        result.impossible = impossible
         traces = _training_runs(traces, result)
         result._raw = traces
         result.traces = [trace for trace, _, _ in traces]
@@ -282,6 +318,8 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     else:
         result.undecided.append("the accumulation symbol could not be settled")
     result.symbols = tuple(sorted(symbols))
+    result.lengths = tuple(sorted(lengths))
+    result.reached = frozenset(reached)
     result.framework_cadence = any(_framework_cadence(node) for node in (entry.node, *reached))
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
@@ -320,12 +358,14 @@ def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
     return kept
 
 
-def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], configs: list[Configuration],
-                        syntax: SyntaxFacts, runs: int | None,
-                        ) -> tuple[list[tuple[Trace, list[RawEvent], dict]], int | None, set]:
+def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], lengths: set[str],
+                        configs: list[Configuration], syntax: SyntaxFacts, runs: int | None,
+                        ) -> tuple[list[tuple[Trace, list[RawEvent], dict]], int | None, set,
+                                   dict[Configuration, str]]:
     traces: list[tuple[Trace, list[RawEvent], dict]] = []
     literal: int | None = None
     reached: set[cst.FunctionDef] = set()
+    impossible: dict[Configuration, str] = {}
     for configuration in configs:
         # every run takes a choice it meets first as false (as the condition is written); each choice
         # it defaulted is then run the other way (the latest first: the loop's own choices before
@@ -335,18 +375,20 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                          and configuration.replicas == 1 else MAX_OTHER_RUNS)
         finished: list[tuple[Trace, list[RawEvent], dict]] = []
         attempts = 0
+        ruled_out = ""
         while pending and len(finished) < limit and attempts < MAX_ATTEMPTS:
             choices = pending.pop(0)
             attempts += 1
             bindings = dict.fromkeys(symbols, configuration.accumulation)
-            run = Interpreter(module, configuration, bindings, choices, syntax)
+            run = Interpreter(module, configuration, bindings, choices, syntax, frozenset(lengths))
             feasible = True
             try:
                 _start(run, entry)
             except NeedBinding as need:
-                raise _Rebind(need.labels) from None
-            except Infeasible:
+                raise _Rebind(need.labels, need.lengths) from None
+            except Infeasible as infeasible:
                 feasible = False  # the code asserts this configuration away (a loader length that A divides)
+                ruled_out = str(infeasible)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
             finally:
@@ -363,8 +405,10 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
             note = f"{len(finished)} combinations of run-level choices run; the others are not simulated"
             for trace, _, _ in finished:
                 trace.notes.append(note)
+        if not finished and ruled_out:
+            impossible[configuration] = ruled_out
         traces.extend(finished)
-    return traces, literal, reached
+    return traces, literal, reached, impossible
 
 
 def _start(run: Interpreter, entry: EntryPoint) -> None:
@@ -452,7 +496,7 @@ def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
 def _trace(run: Interpreter, configuration: Configuration,
            choices: dict[str, bool]) -> tuple[Trace, list[RawEvent], dict[object, RoleFact]]:
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
-                  microbatches_drawn=run.drawn)
+                  microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code)
     return trace, run.events, settle_roles(run.events)
 
 

@@ -53,7 +53,10 @@ class TraceEvent:
 class Trace:
     """The events of one simulated run of an entry point, with the run-level ``choices`` it
     took (condition code → value), the ``notes`` on what it assumed and the ``undecided``
-    reasons that make its events incomplete."""
+    reasons that make its events incomplete; ``epochs_from_code`` is False where the simulator,
+    not a pass of the code over its data, ended an epoch (an entry repeated per epoch for a
+    caller it does not show, a count of microbatches): what the code does at such a boundary
+    is not what it does at its own epoch's end."""
 
     configuration: Configuration
     choices: tuple[tuple[str, bool], ...] = ()
@@ -61,6 +64,7 @@ class Trace:
     notes: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
     microbatches_drawn: int = 0
+    epochs_from_code: bool = True
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with
