@@ -215,11 +215,10 @@ def configurations(accumulation: Iterable[int]) -> list[Configuration]:
 
 
 def verdict_configurations(accumulation: Iterable[int]) -> list[Configuration]:
-    """Only the configurations the group-structure properties judge first, for the smallest
-    A ≥ 2 and D = 1: whole groups (N = 2A) and a tail (N = 2A + 1), what ``check`` simulates
-    (``explain`` shows all of :func:`configurations`)."""
-    a = min((a for a in accumulation if a > 1), default=None)
-    return [] if a is None else [Configuration(a, 2 * a), Configuration(a, 2 * a + 1)]
+    """Only the configuration the group-structure properties judge first: whole groups
+    (N = 2A) of the smallest A ≥ 2, D = 1 (what ``check`` simulates, with a tail run after it
+    where the code's epochs can show one; ``explain`` shows all of :func:`configurations`)."""
+    return [Configuration(a, 2 * a) for a in accumulation if a > 1][:1]
 
 
 def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None,
@@ -253,7 +252,8 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         try:
             result, functions, used = _simulate_entry(
                 module, path, entry, verdict_configurations if judged_only else configurations,
-                JUDGED_ENTRY_STATEMENTS if judged_only else MAX_ENTRY_STATEMENTS, JUDGED_RUNS if judged_only else None)
+                JUDGED_ENTRY_STATEMENTS if judged_only else MAX_ENTRY_STATEMENTS, JUDGED_RUNS if judged_only else None,
+                tails=judged_only)
             spent += used
         except RecursionError:
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
@@ -275,6 +275,33 @@ def _called_later(results: list[Simulation]) -> None:
             result.undecided.append(f"its caller, the entry {caller.entry.name!r}, runs it with what it knows")
 
 
+def _with_tail_runs(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], lengths: set[str],
+                    traces: list[tuple[Trace, list[RawEvent], dict]], syntax: SyntaxFacts, runs: int | None,
+                    result: Simulation) -> tuple[list[tuple[Trace, list[RawEvent], dict]], set]:
+    """``traces`` (whole groups) and, where they are decided and the code's own passes end two
+    epochs that backpropagate, the runs of an epoch with a tail (N = 2A + 1), with the project
+    functions they reached. Tail runs that do not complete are left out with a note: they
+    leave the whole-group verdicts as they are."""
+    def code_epochs(trace: Trace, raw: list[RawEvent]) -> bool:
+        return trace.epochs_from_code and len({e.epoch for e in raw if e.method in BACKWARD_CALLS}) > 1
+
+    if not traces or any(t.undecided for t, _, _ in traces) or not any(code_epochs(t, raw) for t, raw, _ in traces):
+        return traces, set()
+    a = traces[0][0].configuration.accumulation
+    try:
+        more, _, reached, impossible = _run_configurations(module, entry, symbols, lengths,
+                                                           [Configuration(a, 2 * a + 1)], syntax, runs)
+    except _Rebind:
+        more, reached, impossible = [], set(), {}
+    result.impossible.update(impossible)
+    done = [run for run in more if not run[0].undecided and run[0].microbatches_drawn]
+    if len(done) < len(more):
+        for trace, _, _ in traces:
+            trace.notes.append(f"the runs with a tail (N = {2 * a + 1}) did not complete: the tail is not judged")
+        return traces, reached
+    return traces + done, reached
+
+
 class _Rebind(Exception):
     def __init__(self, labels: frozenset[str], lengths: frozenset[str]) -> None:
         super().__init__()
@@ -284,9 +311,10 @@ class _Rebind(Exception):
 
 def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
                     configured: Callable[[Iterable[int]], list[Configuration]], limit: int,
-                    runs: int | None) -> tuple[Simulation, set, int]:
+                    runs: int | None, tails: bool = False) -> tuple[Simulation, set, int]:
     """The entry's simulation, the project functions its runs reached and the statements they
-    executed (``limit`` per round of configurations; ``runs``: a cap on the runs of each)."""
+    executed (``limit`` per round of configurations; ``runs``: a cap on the runs of each;
+    ``tails``: add :func:`_with_tail_runs`)."""
     symbols: set[str] = set()
     lengths: set[str] = set()  # names set equal to the microbatch index next to the cadence: N
     result = Simulation(entry, 0)
@@ -312,6 +340,13 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         result.literal = literal if not symbols else None
         result.impossible = impossible
         traces = _training_runs(traces, result)
+        if tails and not result.undecided:
+            syntax.statements = 0
+            try:
+                traces, more = _with_tail_runs(module, entry, symbols, lengths, traces, syntax, runs, result)
+                reached |= more
+            finally:
+                used += syntax.statements
         result._raw = traces
         result.traces = [trace for trace, _, _ in traces]
         break
