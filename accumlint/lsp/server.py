@@ -11,6 +11,11 @@
   rules propose; a fix is verified (the fixed text checked again) only when a code action asks
   for it, with the fixes' own time budget: never the check's ``parse-timeout``, never ``ACC000``.
 * **Hover** over a diagnostic's range: the rule's summary, severity and page link.
+* **Notebooks** (LSP 3.17 notebook sync, ``notebookDocument/*``): a Jupyter notebook the editor
+  opens is checked as ``accumlint check`` checks its ``.ipynb`` (its code cells in order, the
+  nearest configuration of the notebook's path), from the cells' text in the editor; each
+  finding is published on its cell's document, at its line in the cell. A code cell in another
+  language (``%%sql`` set as the cell's language) is not checked.
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -83,6 +89,14 @@ _SEVERITIES = {
     Severity.INFO: types.DiagnosticSeverity.Information,
 }
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+#: the notebooks the server syncs: Jupyter's, with their Python cells (LSP 3.17)
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithCells(
+        notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])],
+    save=True,
+)
+#: the cell languages checked as Python (a code cell in another language is left out)
+_PYTHON_CELLS = frozenset({"python", "python3", ""})
 
 
 @dataclass
@@ -122,7 +136,7 @@ class AccumlintServer(LanguageServer):
     read again when a ``pyproject.toml`` is saved)."""
 
     def __init__(self) -> None:
-        super().__init__("accumlint", __version__, protocol_cls=_Protocol)
+        super().__init__("accumlint", __version__, protocol_cls=_Protocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.resolver = Resolver()
         self.checked: dict[str, _Checked] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
@@ -141,6 +155,8 @@ class AccumlintServer(LanguageServer):
         self.checker = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="accumlint-check")
         self.requests = ThreadPoolExecutor(max_workers=REQUEST_THREADS, thread_name_prefix="accumlint-request")
         self.closing = False
+        #: each open notebook's cell documents that diagnostics were last published on
+        self.published_cells: dict[str, list[str]] = {}
 
     # --- checking ---------------------------------------------------------------
 
@@ -148,6 +164,10 @@ class AccumlintServer(LanguageServer):
         """The version, text and bytes to check of ``uri``: the editor's text of an open
         document, else the file's bytes read bounded (:func:`read_source`; a FIFO, a device, a
         directory or an unreadable file: None, not checked)."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is not None:
+            text = _notebook_json(notebook, self.workspace.text_documents)
+            return notebook.version, text, text.encode("utf-8")
         document = self.workspace.text_documents.get(unquote(uri))
         if document is not None:
             text = document.source  # a lone surrogate from the client: undecodable bytes, ACC000
@@ -183,7 +203,7 @@ class AccumlintServer(LanguageServer):
         :attr:`checker`, under the document's :class:`pool.Cancel` (then: raises
         :class:`pool.Cancelled` when it is cancelled)."""
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        path = path or os.path.join(os.getcwd(), "untitled.py")
+        path = path or os.path.join(os.getcwd(), "untitled.ipynb" if self._is_notebook(uri) else "untitled.py")
         codes: frozenset[str] = frozenset()
         findings: list[Finding] = []
         fixes: dict[Finding, SuggestedFix] = {}
@@ -216,7 +236,7 @@ class AccumlintServer(LanguageServer):
     def diagnostics(self, uri: str, checked: _Checked) -> list[types.Diagnostic]:
         """The diagnostics of a check of ``uri`` (a notebook's findings in cells: none)."""
         document = self._document(uri, checked)
-        return [self._diagnostic(document, checked, f) for f in checked.findings if not f.cell]
+        return [self._diagnostic(document, checked.lines, f) for f in checked.findings if not f.cell]
 
     def invalidate(self, uri: str) -> int:
         """A change of ``uri``: its debounced check and its work in flight are cancelled (their
@@ -262,9 +282,52 @@ class AccumlintServer(LanguageServer):
         self.checked[uri] = checked
         if error is not None:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, error))
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is not None:
+            self.publish_cells(uri, notebook, checked)
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=self.diagnostics(uri, checked))
         )
+
+    def cell_diagnostics(self, notebook: types.NotebookDocument,
+                         checked: _Checked) -> dict[str, list[types.Diagnostic]]:
+        """The diagnostics of a check of ``notebook``, by cell document URI (every cell, most with
+        none): a finding of cell N (counting every cell, as ``accumlint check`` does) at its line
+        in that cell; one of the whole notebook (``ACC000`` for a notebook that cannot be read) on
+        its first code cell."""
+        cells = [cell.document for cell in notebook.cells]
+        by_cell: dict[str, list[types.Diagnostic]] = {uri: [] for uri in cells}
+        first_code = next((cell.document for cell in notebook.cells if cell.kind == types.NotebookCellKind.Code),
+                          cells[0] if cells else None)
+        for finding in checked.findings:
+            uri = cells[finding.cell - 1] if 1 <= finding.cell <= len(cells) else first_code
+            if uri is None:
+                continue
+            document = self.workspace.text_documents.get(unquote(uri)) or TextDocument(uri, source="")
+            by_cell[uri].append(self._diagnostic(document, _LINE.findall(document.source), finding))
+        return by_cell
+
+    def publish_cells(self, uri: str, notebook: types.NotebookDocument, checked: _Checked) -> None:
+        """Publish the diagnostics of ``notebook`` (``uri``) on its cells, and clear them on the
+        cells published before that the notebook no longer has."""
+        by_cell = self.cell_diagnostics(notebook, checked)
+        for gone in self.published_cells.get(uri, []):
+            by_cell.setdefault(gone, [])
+        self.published_cells[uri] = [cell for cell, found in by_cell.items() if found]
+        for cell, diagnostics in by_cell.items():
+            document = self.workspace.text_documents.get(unquote(cell))
+            version = document.version if document is not None else None
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=cell, version=version, diagnostics=diagnostics))
+
+    def close_notebook(self, uri: str) -> None:
+        """``uri`` closed: its check stops and its cells' diagnostics are cleared."""
+        self.invalidate(uri)
+        self.checked.pop(uri, None)
+        self.wake(uri)
+        for cell in self.published_cells.pop(uri, []):
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
 
     def wake(self, uri: str) -> None:
         """Wake the requests waiting for a check of ``uri`` (:meth:`checked_at`)."""
@@ -385,6 +448,13 @@ class AccumlintServer(LanguageServer):
             checked.verdicts.update({finding: kept.get(finding) for finding in proposed})
         return {f: fix for f in findings if (fix := checked.verdicts.get(f)) is not None}
 
+    def _is_notebook(self, uri: str) -> bool:
+        """Whether ``uri`` is a notebook the editor synced (``notebookDocument/didOpen``)."""
+        try:
+            return self.workspace.get_notebook_document(notebook_uri=uri) is not None
+        except RuntimeError:  # no session (a check called directly)
+            return False
+
     def _document(self, uri: str, checked: _Checked) -> TextDocument:
         """The open document ``uri``, else one holding the text last checked (pygls would read the file)."""
         try:
@@ -402,17 +472,17 @@ class AccumlintServer(LanguageServer):
         prefix = lines[row - 1][: column - 1]
         return types.Position(line=row - 1, character=document.position_codec.client_num_units(prefix))
 
-    def _range(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Range:
-        start = self._position(document, checked.lines, finding.line, finding.column)
+    def _range(self, document: TextDocument, lines: list[str], finding: Finding) -> types.Range:
+        start = self._position(document, lines, finding.line, finding.column)
         if finding.end_line:
-            end = self._position(document, checked.lines, finding.end_line, max(finding.end_column, 1))
+            end = self._position(document, lines, finding.end_line, max(finding.end_column, 1))
         else:
             end = types.Position(line=start.line, character=start.character + 1)
         return types.Range(start=start, end=end)
 
-    def _diagnostic(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Diagnostic:
+    def _diagnostic(self, document: TextDocument, lines: list[str], finding: Finding) -> types.Diagnostic:
         return types.Diagnostic(
-            range=self._range(document, checked, finding),
+            range=self._range(document, lines, finding),
             message=finding.message,
             severity=_SEVERITIES[finding.severity],
             code=finding.code,
@@ -451,13 +521,13 @@ class AccumlintServer(LanguageServer):
         actions: list[types.CodeAction] = []
         if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
             meeting = [finding for finding in checked.findings
-                       if not finding.cell and _overlaps(self._range(document, checked, finding), params.range)]
+                       if not finding.cell and _overlaps(self._range(document, checked.lines, finding), params.range)]
             try:
                 fixes = await self.serve(uri, self.verified_fixes, document, checked, meeting) if meeting else {}
             except RuntimeError:  # shut down meanwhile
                 fixes = {}
             for finding in meeting:
-                diagnostic = self._diagnostic(document, checked, finding)
+                diagnostic = self._diagnostic(document, checked.lines, finding)
                 fix = fixes.get(finding)
                 if fix is not None:
                     title = f"Fix {finding.code}: {fix.message}" + ("" if fix.safe else " (unsafe)")
@@ -569,7 +639,7 @@ class AccumlintServer(LanguageServer):
     def _finding_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
         document = self._document(params.text_document.uri, checked)
         for finding in checked.findings:
-            found = self._range(document, checked, finding)
+            found = self._range(document, checked.lines, finding)
             if finding.cell or not _contains(found, params.position):
                 continue
             return types.Hover(
@@ -577,6 +647,24 @@ class AccumlintServer(LanguageServer):
                 range=found,
             )
         return None
+
+
+def _notebook_json(notebook: types.NotebookDocument, documents: dict[str, TextDocument]) -> str:
+    """The ``.ipynb`` text (nbformat 4) of ``notebook`` as the editor holds it: every cell in order
+    (so cell N is the editor's cell N), a code cell with its text as a code cell when its language
+    is Python, as a raw cell otherwise (not checked); markdown cells as markdown."""
+    cells = []
+    for cell in notebook.cells:
+        document = documents.get(unquote(cell.document))
+        source = document.source if document is not None else ""
+        language = (document.language_id or "") if document is not None else ""
+        if cell.kind == types.NotebookCellKind.Code and language in _PYTHON_CELLS:
+            cells.append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                          "source": source})
+        else:
+            kind = "markdown" if cell.kind == types.NotebookCellKind.Markup else "raw"
+            cells.append({"cell_type": kind, "metadata": {}, "source": source})
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 
 def _under(work: pool.Cancel, function: Callable[..., T], *args: object) -> T:
@@ -674,6 +762,22 @@ def create_server() -> AccumlintServer:
         ls.checked.pop(uri, None)
         ls.wake(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    async def notebook_did_open(ls: AccumlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        await ls.publish(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(ls: AccumlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.schedule(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    async def notebook_did_save(ls: AccumlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        await ls.publish(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(ls: AccumlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.close_notebook(params.notebook_document.uri)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
