@@ -753,6 +753,14 @@ def test_a_notebooks_code_cells_get_their_diagnostics(tmp_path: Path) -> None:
             assert diagnostic.range == types.Range(types.Position(3, 4), types.Position(3, 25))
             for other in (uris[0], uris[1], uris[3]):
                 assert await session.next_diagnostics(other, 1) == []
+            hover = await asyncio.wait_for(session.client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(uris[2]), types.Position(3, 10))), TIMEOUT)
+            assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+            assert hover.contents.value.startswith("**ACC001** `zero-grad-inside-group` (error)")
+            assert hover.range == diagnostic.range
+            for elsewhere in ((uris[1], types.Position(3, 10)), (uris[2], types.Position(2, 10))):
+                assert await asyncio.wait_for(session.client.text_document_hover_async(
+                    types.HoverParams(types.TextDocumentIdentifier(elsewhere[0]), elsewhere[1])), TIMEOUT) is None
 
             fixed = NOTEBOOK_CELLS[2][2].replace("    optimizer.zero_grad()\n", "") + "\n        optimizer.zero_grad()"
             notebook = types.VersionedNotebookDocumentIdentifier(version=2, uri=(root / "train.ipynb").as_uri())

@@ -14,8 +14,9 @@
 * **Notebooks** (LSP 3.17 notebook sync, ``notebookDocument/*``): a Jupyter notebook the editor
   opens is checked as ``accumlint check`` checks its ``.ipynb`` (its code cells in order, the
   nearest configuration of the notebook's path), from the cells' text in the editor; each
-  finding is published on its cell's document, at its line in the cell. A code cell in another
-  language (``%%sql`` set as the cell's language) is not checked.
+  finding is published on its cell's document, at its line in the cell, and hovers there. A code
+  cell in another language (SQL set as the cell's language) is not checked. No code actions in
+  cells yet.
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
@@ -610,7 +611,7 @@ class AccumlintServer(LanguageServer):
         uri = params.text_document.uri
         checked = self.checked.get(uri)
         if checked is None:
-            return None
+            return self._cell_hover(params)
         found = self._finding_hover(params, checked)
         if found is not None:
             return found
@@ -636,11 +637,28 @@ class AccumlintServer(LanguageServer):
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return None
 
-    def _finding_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
-        document = self._document(params.text_document.uri, checked)
+    def _cell_hover(self, params: types.HoverParams) -> types.Hover | None:
+        """The rule of the finding under the cursor in a notebook's cell (its last check)."""
+        uri = params.text_document.uri
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        document = self.workspace.text_documents.get(unquote(uri))
+        checked = self.checked.get(notebook.uri) if notebook is not None else None
+        if notebook is None or document is None or checked is None:
+            return None
+        cell = next((n for n, c in enumerate(notebook.cells, start=1) if unquote(c.document) == unquote(uri)), 0)
+        return self._finding_hover(params, checked, document, _LINE.findall(document.source), cell)
+
+    def _finding_hover(self, params: types.HoverParams, checked: _Checked, document: TextDocument | None = None,
+                       lines: list[str] | None = None, cell: int = 0) -> types.Hover | None:
+        """The hover of the finding of ``checked`` under the cursor: in ``document`` (default: the
+        checked one) whose ``lines`` hold cell ``cell`` of a notebook (0: a file's findings)."""
+        document = document or self._document(params.text_document.uri, checked)
+        lines = checked.lines if lines is None else lines
         for finding in checked.findings:
-            found = self._range(document, checked.lines, finding)
-            if finding.cell or not _contains(found, params.position):
+            if finding.cell != cell:
+                continue
+            found = self._range(document, lines, finding)
+            if not _contains(found, params.position):
                 continue
             return types.Hover(
                 contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=_hover_text(finding)),
