@@ -762,7 +762,18 @@ def test_a_notebooks_code_cells_get_their_diagnostics(tmp_path: Path) -> None:
                 assert await asyncio.wait_for(session.client.text_document_hover_async(
                     types.HoverParams(types.TextDocumentIdentifier(elsewhere[0]), elsewhere[1])), TIMEOUT) is None
 
-            fixed = NOTEBOOK_CELLS[2][2].replace("    optimizer.zero_grad()\n", "") + "\n        optimizer.zero_grad()"
+            loop_cell = NOTEBOOK_CELLS[2][2]
+            actions = await _code_actions(session, uris[2], diagnostic)
+            fix = next(a for a in actions if a.title.startswith("Fix ACC001"))
+            assert fix.is_preferred and fix.edit is not None and fix.edit.changes is not None
+            assert list(fix.edit.changes) == [uris[2]]  # an edit of the cell, not of the .ipynb
+            fixed = _apply(loop_cell, fix.edit.changes[uris[2]])
+            assert fixed == loop_cell.replace("    optimizer.zero_grad()\n", "") + "\n        optimizer.zero_grad()"
+            noqa = next(a for a in actions if "noqa" in a.title)
+            assert noqa.edit is not None and noqa.edit.changes is not None
+            silenced = _apply(loop_cell, noqa.edit.changes[uris[2]])
+            assert silenced.splitlines()[3] == "    optimizer.zero_grad()  # noqa: ACC001"
+            assert await _code_actions(session, uris[1], diagnostic) == []  # the setup cell has no finding
             notebook = types.VersionedNotebookDocumentIdentifier(version=2, uri=(root / "train.ipynb").as_uri())
             session.client.notebook_document_did_change(
                 types.DidChangeNotebookDocumentParams(

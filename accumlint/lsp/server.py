@@ -14,9 +14,10 @@
 * **Notebooks** (LSP 3.17 notebook sync, ``notebookDocument/*``): a Jupyter notebook the editor
   opens is checked as ``accumlint check`` checks its ``.ipynb`` (its code cells in order, the
   nearest configuration of the notebook's path), from the cells' text in the editor; each
-  finding is published on its cell's document, at its line in the cell, and hovers there. A code
-  cell in another language (SQL set as the cell's language) is not checked. No code actions in
-  cells yet.
+  finding is published on its cell's document, at its line in the cell, with its hover and its
+  quick fixes as edits of the cell (a fix verified in the notebook, as ``--fix`` verifies it). A
+  code cell in another language (SQL set as the cell's language) is not checked. No fix-all and
+  no loop timeline in notebooks yet.
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
@@ -117,6 +118,24 @@ class _Checked:
     noqa_style: str = NOQA_FORM
     #: the project index the check read (None: no project): its fixes are verified in it too
     index: ProjectIndex | None = None
+
+
+@dataclass(frozen=True)
+class _View:
+    """The editor document a code action edits: a file (``cell`` 0) or a notebook's cell
+    (``cell`` N), its ``lines`` and ``text``; ``checked_document``: the document whose check it
+    is (its path is what a fix is verified as: the notebook for a cell)."""
+
+    uri: str
+    document: TextDocument
+    lines: list[str]
+    text: str
+    cell: int
+    checked_document: TextDocument
+
+    @property
+    def checked_uri(self) -> str:
+        return self.checked_document.uri
 
 
 class _Protocol(LanguageServerProtocol):
@@ -492,13 +511,13 @@ class AccumlintServer(LanguageServer):
             data={"name": finding.name},
         )
 
-    def text_edits(self, document: TextDocument, checked: _Checked, edits: list[TextEdit]) -> list[types.TextEdit]:
-        """Our edits (1-based code points) as LSP text edits."""
+    def text_edits(self, document: TextDocument, lines: list[str], edits: list[TextEdit]) -> list[types.TextEdit]:
+        """Our edits (1-based code points of ``document``, whose ``lines`` they are) as LSP text edits."""
         return [
             types.TextEdit(
                 range=types.Range(
-                    start=self._position(document, checked.lines, *edit.location),
-                    end=self._position(document, checked.lines, *edit.end_location),
+                    start=self._position(document, lines, *edit.location),
+                    end=self._position(document, lines, *edit.end_location),
                 ),
                 new_text=edit.content,
             )
@@ -513,59 +532,73 @@ class AccumlintServer(LanguageServer):
         On a version of the document whose check is on its way: answered once it is checked
         (``ContentModified`` where the document changes again first)."""
         uri = params.text_document.uri
-        document = self.workspace.text_documents.get(unquote(uri))
-        checked = await self.checked_at(uri, document.version if document is not None else None)
-        if checked is None:
-            return []
-        document = self._document(uri, checked)
+        notebook = self._notebook_of_cell(uri)
+        if notebook is not None:  # a cell: the notebook's check, the findings of this cell
+            checked = await self.checked_at(notebook.uri, notebook.version)
+            document = self.workspace.text_documents.get(unquote(uri))
+            if checked is None or document is None:
+                return []
+            cell = next(n for n, c in enumerate(notebook.cells, start=1) if unquote(c.document) == unquote(uri))
+            view = _View(uri, document, _LINE.findall(document.source), document.source, cell,
+                         TextDocument(notebook.uri, source=checked.text))
+        else:
+            document = self.workspace.text_documents.get(unquote(uri))
+            checked = await self.checked_at(uri, document.version if document is not None else None)
+            if checked is None:
+                return []
+            document = self._document(uri, checked)
+            view = _View(uri, document, checked.lines, checked.text, 0, document)
         wanted = params.context.only
         actions: list[types.CodeAction] = []
         if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
-            meeting = [finding for finding in checked.findings
-                       if not finding.cell and _overlaps(self._range(document, checked.lines, finding), params.range)]
+            meeting = [finding for finding in checked.findings if finding.cell == view.cell
+                       and _overlaps(self._range(view.document, view.lines, finding), params.range)]
             try:
-                fixes = await self.serve(uri, self.verified_fixes, document, checked, meeting) if meeting else {}
+                fixes = await self.serve(view.checked_uri, self.verified_fixes, view.checked_document, checked,
+                                         meeting) if meeting else {}
             except RuntimeError:  # shut down meanwhile
                 fixes = {}
             for finding in meeting:
-                diagnostic = self._diagnostic(document, checked.lines, finding)
+                diagnostic = self._diagnostic(view.document, view.lines, finding)
                 fix = fixes.get(finding)
                 if fix is not None:
                     title = f"Fix {finding.code}: {fix.message}" + ("" if fix.safe else " (unsafe)")
                     actions.append(
-                        self._action(title, types.CodeActionKind.QuickFix, uri, document, checked, list(fix.edits),
-                                     diagnostic, preferred=fix.safe)
+                        self._action(title, types.CodeActionKind.QuickFix, view, list(fix.edits), diagnostic,
+                                     preferred=fix.safe)
                     )
-                noqa = self._noqa_edits(checked, finding)
+                noqa = self._noqa_edits(view.text, checked.noqa_style, finding)
                 if noqa:
                     form = DIRECTIVE_START[checked.noqa_style]
-                    actions.append(
-                        self._action(f"Disable {finding.code} for this line ({form})", types.CodeActionKind.QuickFix,
-                                     uri, document, checked, noqa, diagnostic)
-                    )
-        if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
+                    actions.append(self._action(f"Disable {finding.code} for this line ({form})",
+                                                types.CodeActionKind.QuickFix, view, noqa, diagnostic))
+        if wanted is not None and not view.cell and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
             try:
                 edits = await self.serve(uri, self._fix_all, document, checked)
             except RuntimeError:  # shut down meanwhile
                 edits = []
             if edits:
-                actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, uri, document, checked,
-                                            edits))
+                actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, view, edits))
         return actions
+
+    def _notebook_of_cell(self, uri: str) -> types.NotebookDocument | None:
+        """The synced notebook whose cell ``uri`` is (None: not a cell)."""
+        try:
+            return self.workspace.get_notebook_document(cell_uri=uri)
+        except RuntimeError:  # no session (called directly)
+            return None
 
     def _action(
         self,
         title: str,
         kind: str,
-        uri: str,
-        document: TextDocument,
-        checked: _Checked,
+        view: _View,
         edits: list[TextEdit],
         diagnostic: types.Diagnostic | None = None,
         *,
         preferred: bool = False,
     ) -> types.CodeAction:
-        change = types.WorkspaceEdit(changes={uri: self.text_edits(document, checked, edits)})
+        change = types.WorkspaceEdit(changes={view.uri: self.text_edits(view.document, view.lines, edits)})
         return types.CodeAction(
             title=title,
             kind=kind,
@@ -574,17 +607,20 @@ class AccumlintServer(LanguageServer):
             is_preferred=preferred or None,
         )
 
-    def _noqa_edits(self, checked: _Checked, finding: Finding) -> list[TextEdit]:
+    def _noqa_edits(self, text: str, noqa_style: str, finding: Finding) -> list[TextEdit]:
+        """The edits of ``text`` that add ``finding``'s code to a directive on its line (in the
+        ``noqa_style`` form); none for a code that cannot be suppressed or a text that does not
+        tokenize."""
         from accumlint.add_noqa import add_noqa_text
         from accumlint.suppression import UNSUPPRESSIBLE
 
         if finding.code in UNSUPPRESSIBLE:
             return []
         try:
-            new_text, changed = add_noqa_text(checked.text, {finding.line: {finding.code}}, checked.noqa_style)
+            new_text, changed = add_noqa_text(text, {finding.line: {finding.code}}, noqa_style)
         except (SyntaxError, ValueError, tokenize.TokenError):  # a text that does not tokenize: no action
             return []
-        return text_edits(checked.text, new_text) if changed else []
+        return text_edits(text, new_text) if changed else []
 
     def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
         """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
