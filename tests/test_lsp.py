@@ -793,13 +793,31 @@ def test_a_notebooks_code_cells_get_their_diagnostics(tmp_path: Path) -> None:
 
             again = _open_notebook(session, root / "again.ipynb", NOTEBOOK_CELLS)
             assert len(await session.next_diagnostics(again[2], 1)) == 1
+            # a cell inserted above: the finding stays on the loop's cell document, now cell 5
+            added = f"vscode-notebook-cell:{(root / 'again.ipynb').as_posix()}#Wnew"
+            session.client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    notebook_document=types.VersionedNotebookDocumentIdentifier(
+                        version=2, uri=(root / "again.ipynb").as_uri()),
+                    change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+                        structure=types.NotebookDocumentCellChangeStructure(
+                            array=types.NotebookCellArrayChange(start=0, delete_count=0, cells=[
+                                types.NotebookCell(kind=types.NotebookCellKind.Markup, document=added)]),
+                            did_open=[types.TextDocumentItem(uri=added, language_id="markdown", version=1,
+                                                             text="# Notes")],
+                        ))),
+                )
+            )
+            [moved] = await session.next_diagnostics(again[2], 2)
+            assert moved.code == "ACC001" and moved.range.start == types.Position(3, 4)
+            assert await session.next_diagnostics(added, 1) == []
             session.client.notebook_document_did_close(
                 types.DidCloseNotebookDocumentParams(
                     notebook_document=types.NotebookDocumentIdentifier(uri=(root / "again.ipynb").as_uri()),
                     cell_text_documents=[types.TextDocumentIdentifier(uri=uri) for uri in again],
                 )
             )
-            assert await session.next_diagnostics(again[2], 2) == []
+            assert await session.next_diagnostics(again[2], 3) == []
         finally:
             await session.stop()
 

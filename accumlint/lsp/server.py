@@ -536,9 +536,9 @@ class AccumlintServer(LanguageServer):
         if notebook is not None:  # a cell: the notebook's check, the findings of this cell
             checked = await self.checked_at(notebook.uri, notebook.version)
             document = self.workspace.text_documents.get(unquote(uri))
-            if checked is None or document is None:
+            cell = _cell_number(notebook, uri)
+            if checked is None or document is None or not cell:  # closed, or the cell removed meanwhile
                 return []
-            cell = next(n for n, c in enumerate(notebook.cells, start=1) if unquote(c.document) == unquote(uri))
             view = _View(uri, document, _LINE.findall(document.source), document.source, cell,
                          TextDocument(notebook.uri, source=checked.text))
         else:
@@ -681,7 +681,7 @@ class AccumlintServer(LanguageServer):
         checked = self.checked.get(notebook.uri) if notebook is not None else None
         if notebook is None or document is None or checked is None:
             return None
-        cell = next((n for n, c in enumerate(notebook.cells, start=1) if unquote(c.document) == unquote(uri)), 0)
+        cell = _cell_number(notebook, uri)
         return self._finding_hover(params, checked, document, _LINE.findall(document.source), cell)
 
     def _finding_hover(self, params: types.HoverParams, checked: _Checked, document: TextDocument | None = None,
@@ -701,6 +701,11 @@ class AccumlintServer(LanguageServer):
                 range=found,
             )
         return None
+
+
+def _cell_number(notebook: types.NotebookDocument, uri: str) -> int:
+    """The 1-based number of cell ``uri`` among all of ``notebook``'s cells (0: not one of them)."""
+    return next((n for n, cell in enumerate(notebook.cells, start=1) if unquote(cell.document) == unquote(uri)), 0)
 
 
 def _notebook_json(notebook: types.NotebookDocument, documents: dict[str, TextDocument]) -> str:
