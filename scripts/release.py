@@ -8,7 +8,8 @@ Usage: ``python scripts/release.py VERSION [--dry-run] [--date YYYY-MM-DD] [--ro
   under it stays under it) and a new, empty ``## Unreleased`` goes above it;
 - ``README.md``, ``CONTRIBUTING.md`` and ``docs/**/*.md``: every pre-commit ``rev:`` of the
   accumlint repository and every ``git+https://github.com/accumlint/accumlint@REF`` install line
-  pin ``vVERSION``.
+  pin ``vVERSION``, and each ``*(after CURRENT)*`` mark (a feature that came after the current
+  release) becomes ``*(since VERSION)*``.
 
 VERSION must be greater than the current version (else exit 2, nothing written). Every change is
 worked out before the first file is written, and each rewrite is idempotent (applied to its own
@@ -52,6 +53,9 @@ _REV_LINE = re.compile(r"^(?P<head>\s*(?:-\s+)?rev:\s*)(?P<quote>['\"]?)(?P<ref>
 _GIT_URL = re.compile(
     rf"(?P<url>git\+{re.escape(REPOSITORY)}(?:\.git)?)(?:@(?P<ref>[^\s'\"`#)\]]+))?(?![\w./-])"
 )
+
+# `*(after 0.2.0)*`: the README's mark of a feature that came after that release (main only)
+_AFTER_MARK = re.compile(r"\*\(after (?P<version>\d+\.\d+\.\d+)\)\*")
 
 
 class ReleaseError(Exception):
@@ -146,6 +150,19 @@ def pin_docs(text: str, tag: str) -> str:
     return "\n".join(_GIT_URL.sub(lambda url: f"{url.group('url')}@{tag}", line) for line in lines)
 
 
+def after_marks(text: str) -> list[str]:
+    """The versions that ``text``'s ``*(after VERSION)*`` marks name, in order."""
+    return [mark.group("version") for mark in _AFTER_MARK.finditer(text)]
+
+
+def mark_docs(text: str, current: str, version: str) -> str:
+    """``text`` with each ``*(after CURRENT)*`` mark as ``*(since VERSION)*`` (the release that
+    brings the feature); a mark naming another version is left as it is."""
+    return _AFTER_MARK.sub(
+        lambda mark: f"*(since {version})*" if mark.group("version") == current else mark.group(0), text
+    )
+
+
 def doc_files(root: Path) -> list[Path]:
     """The docs whose pins a release rewrites: README.md, CONTRIBUTING.md, docs/**/*.md (those present)."""
     named = [root / "README.md", root / "CONTRIBUTING.md"]
@@ -169,7 +186,7 @@ def plan(root: Path, version: str, date: str) -> dict[Path, tuple[str, str]]:
     changes[root / CHANGELOG] = date_changelog(texts[root / CHANGELOG], version, date)
     for path in doc_files(root):
         texts[path] = path.read_text(encoding="utf-8")
-        changes[path] = pin_docs(texts[path], f"v{version}")
+        changes[path] = mark_docs(pin_docs(texts[path], f"v{version}"), current, version)
     return {path: (texts[path], new) for path, new in changes.items() if new != texts[path]}
 
 

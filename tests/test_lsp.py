@@ -67,16 +67,20 @@ class Session:
         def on_progress(params: types.ProgressParams) -> None:
             self.progress.append((str(params.token), params.value))
 
-    async def start(self, root: Path, *server: str, progress: bool = False) -> types.InitializeResult:
+    async def start(self, root: Path, *server: str, progress: bool = False,
+                    notebooks: bool = False) -> types.InitializeResult:
         """Start ``python -m <server>`` (default: ``accumlint server``) in ``root``; ``progress``:
-        the client supports work-done progress."""
+        the client supports work-done progress, ``notebooks``: notebook sync (LSP 3.17)."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's server, not an installed one
         await self.client.start_io(sys.executable, "-m", *(server or ("accumlint", "server")), cwd=str(root), env=env)
         window = types.WindowClientCapabilities(work_done_progress=True) if progress else None
+        notebook = types.NotebookDocumentClientCapabilities(
+            synchronization=types.NotebookDocumentSyncClientCapabilities()) if notebooks else None
         return await asyncio.wait_for(
             self.client.initialize_async(
                 types.InitializeParams(
-                    capabilities=types.ClientCapabilities(window=window), root_uri=root.as_uri(), process_id=None
+                    capabilities=types.ClientCapabilities(window=window, notebook_document=notebook),
+                    root_uri=root.as_uri(), process_id=None,
                 )
             ),
             TIMEOUT,
@@ -692,3 +696,129 @@ def test_the_index_build_reports_progress(tmp_path: Path) -> None:
         await session.stop()
 
     _blocking(scenario, tmp_path, progress=True)
+
+
+# --- notebooks (LSP 3.17 notebook sync) -------------------------------------------------
+
+#: a notebook as an editor syncs it: markdown, a setup cell with a magic, the loop (ACC001 on its
+#: line 4), a code cell in another language
+NOTEBOOK_CELLS = [
+    (types.NotebookCellKind.Markup, "markdown", "# Training\nThe loop below accumulates 4 microbatches."),
+    (types.NotebookCellKind.Code, "python", "%matplotlib inline\nimport torch\nA = 4"),
+    (types.NotebookCellKind.Code, "python", BAD.replace("/ 4", "/ A").replace("% 4", "% A").replace(
+        "for i, batch", "# the loop\nfor i, batch").rstrip("\n")),
+    (types.NotebookCellKind.Code, "sql", "SELECT * FROM runs"),
+]
+
+
+def _open_notebook(session: Session, path: Path, cells: list[tuple[int, str, str]]) -> list[str]:
+    """Send ``notebookDocument/didOpen`` for ``path`` with ``cells`` (kind, language, text), with
+    cell URIs as VS Code makes them; the cell URIs."""
+    uris = [f"vscode-notebook-cell:{path.as_posix()}#W{index}sZmlsZQ%3D%3D" for index in range(len(cells))]
+    session.client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=path.as_uri(), notebook_type="jupyter-notebook", version=1,
+                cells=[types.NotebookCell(kind=kind, document=uri)
+                       for uri, (kind, _, _) in zip(uris, cells, strict=True)],
+            ),
+            cell_text_documents=[types.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)
+                                 for uri, (_, language, text) in zip(uris, cells, strict=True)],
+        )
+    )
+    return uris
+
+
+def test_a_notebooks_code_cells_get_their_diagnostics(tmp_path: Path) -> None:
+    """An ``.ipynb`` opened with notebook sync is checked as ``accumlint check`` checks the file:
+    ACC001 lands on the loop's cell at its line in that cell (the magic of the cell before is
+    neutralized, the markdown and SQL cells are not Python); an edit of the cell clears it, the
+    nearest configuration applies, and closing the notebook clears its cells."""
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
+    (tmp_path / "quiet").mkdir()
+    (tmp_path / "quiet" / "pyproject.toml").write_text('[tool.accumlint]\nignore = ["ACC001"]\n', encoding="utf-8")
+
+    async def scenario(root: Path) -> None:
+        session = Session()
+        init = await session.start(root, notebooks=True)
+        sync = init.capabilities.notebook_document_sync
+        assert isinstance(sync, types.NotebookDocumentSyncOptions) and sync.save
+        [selector] = sync.notebook_selector
+        assert selector.notebook == "jupyter-notebook"
+        try:
+            uris = _open_notebook(session, root / "train.ipynb", NOTEBOOK_CELLS)
+            [diagnostic] = await session.next_diagnostics(uris[2], 1)
+            assert diagnostic.code == "ACC001"
+            # `optimizer.zero_grad()` on line 4 of the loop's cell, columns 5-26 (1-based)
+            assert diagnostic.range == types.Range(types.Position(3, 4), types.Position(3, 25))
+            for other in (uris[0], uris[1], uris[3]):
+                assert await session.next_diagnostics(other, 1) == []
+            hover = await asyncio.wait_for(session.client.text_document_hover_async(
+                types.HoverParams(types.TextDocumentIdentifier(uris[2]), types.Position(3, 10))), TIMEOUT)
+            assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+            assert hover.contents.value.startswith("**ACC001** `zero-grad-inside-group` (error)")
+            assert hover.range == diagnostic.range
+            for elsewhere in ((uris[1], types.Position(3, 10)), (uris[2], types.Position(2, 10))):
+                assert await asyncio.wait_for(session.client.text_document_hover_async(
+                    types.HoverParams(types.TextDocumentIdentifier(elsewhere[0]), elsewhere[1])), TIMEOUT) is None
+
+            loop_cell = NOTEBOOK_CELLS[2][2]
+            actions = await _code_actions(session, uris[2], diagnostic)
+            fix = next(a for a in actions if a.title.startswith("Fix ACC001"))
+            assert fix.is_preferred and fix.edit is not None and fix.edit.changes is not None
+            assert list(fix.edit.changes) == [uris[2]]  # an edit of the cell, not of the .ipynb
+            fixed = _apply(loop_cell, fix.edit.changes[uris[2]])
+            assert fixed == loop_cell.replace("    optimizer.zero_grad()\n", "") + "\n        optimizer.zero_grad()"
+            noqa = next(a for a in actions if "noqa" in a.title)
+            assert noqa.edit is not None and noqa.edit.changes is not None
+            silenced = _apply(loop_cell, noqa.edit.changes[uris[2]])
+            assert silenced.splitlines()[3] == "    optimizer.zero_grad()  # noqa: ACC001"
+            assert await _code_actions(session, uris[1], diagnostic) == []  # the setup cell has no finding
+            notebook = types.VersionedNotebookDocumentIdentifier(version=2, uri=(root / "train.ipynb").as_uri())
+            session.client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    notebook_document=notebook,
+                    change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+                        types.NotebookDocumentCellContentChanges(
+                            document=types.VersionedTextDocumentIdentifier(uri=uris[2], version=2),
+                            changes=[types.TextDocumentContentChangeWholeDocument(text=fixed)],
+                        )
+                    ])),
+                )
+            )
+            assert await session.next_diagnostics(uris[2], 2) == []
+
+            quiet = _open_notebook(session, root / "quiet" / "train.ipynb", NOTEBOOK_CELLS)
+            assert await session.next_diagnostics(quiet[2], 1) == []  # quiet/pyproject.toml ignores ACC001
+
+            again = _open_notebook(session, root / "again.ipynb", NOTEBOOK_CELLS)
+            assert len(await session.next_diagnostics(again[2], 1)) == 1
+            # a cell inserted above: the finding stays on the loop's cell document, now cell 5
+            added = f"vscode-notebook-cell:{(root / 'again.ipynb').as_posix()}#Wnew"
+            session.client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    notebook_document=types.VersionedNotebookDocumentIdentifier(
+                        version=2, uri=(root / "again.ipynb").as_uri()),
+                    change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+                        structure=types.NotebookDocumentCellChangeStructure(
+                            array=types.NotebookCellArrayChange(start=0, delete_count=0, cells=[
+                                types.NotebookCell(kind=types.NotebookCellKind.Markup, document=added)]),
+                            did_open=[types.TextDocumentItem(uri=added, language_id="markdown", version=1,
+                                                             text="# Notes")],
+                        ))),
+                )
+            )
+            [moved] = await session.next_diagnostics(again[2], 2)
+            assert moved.code == "ACC001" and moved.range.start == types.Position(3, 4)
+            assert await session.next_diagnostics(added, 1) == []
+            session.client.notebook_document_did_close(
+                types.DidCloseNotebookDocumentParams(
+                    notebook_document=types.NotebookDocumentIdentifier(uri=(root / "again.ipynb").as_uri()),
+                    cell_text_documents=[types.TextDocumentIdentifier(uri=uri) for uri in again],
+                )
+            )
+            assert await session.next_diagnostics(again[2], 3) == []
+        finally:
+            await session.stop()
+
+    _run(scenario, tmp_path)

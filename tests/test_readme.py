@@ -227,6 +227,16 @@ def test_the_docs_pin_this_versions_tag_and_nothing_else() -> None:
     assert {pin.kind for pin in pins["README.md"]} == {"git", "rev"}
 
 
+def test_after_marks_name_the_current_release() -> None:
+    """A feature of main that no tag has yet is marked ``*(after <__version__>)*``: a mark naming
+    an older version was missed by a release (``scripts/release.py`` turns the current ones into
+    ``*(since NEW)*``)."""
+    release = load_script("release")
+    marks = {path.name: release.after_marks(path.read_text(encoding="utf-8")) for path in release.doc_files(REPO)}
+    stale = {name: found for name, found in marks.items() if set(found) - {__version__}}
+    assert stale == {}, f"mark features of main *(after {__version__})*"
+
+
 def test_find_pins_sees_every_form_of_pin() -> None:
     release = load_script("release")
     text = (

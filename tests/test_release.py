@@ -86,9 +86,14 @@ def test_a_release_bumps_the_version_dates_the_changelog_and_pins_the_tag(
     assert (tree / "docs" / "ci" / "guide.md").read_text("utf-8") == GUIDE_RELEASED
     pinned = (tree / "README.md").read_text("utf-8")
     assert {pin.ref for pin in release.find_pins(pinned)} == {"v0.3.0"}
-    # only the pins changed: the README read with every tag blanked is the same
+    # only the pins and the marks of what came after the last release changed
+    assert release.after_marks(pinned) == []
     blank = f"v{__version__}"
-    assert pinned.replace("v0.3.0", "TAG") == readme.replace(blank, "TAG")
+    mark = f"*(after {__version__})*"
+    assert pinned.replace("v0.3.0", "TAG").replace("*(since 0.3.0)*", "MARK") == readme.replace(
+        blank, "TAG"
+    ).replace(mark, "MARK")
+    assert pinned.count("*(since 0.3.0)*") == readme.count(mark)
     out = capsys.readouterr().out
     assert "updated accumlint/__init__.py, runtime_guard/__init__.py, CHANGELOG.md, " in out
     assert 'git tag -a v0.3.0 -m "accumlint 0.3.0"' in out
@@ -109,6 +114,14 @@ def test_a_second_run_changes_nothing_and_each_rewrite_is_idempotent(
     assert release.set_version(release.set_version(source, "0.3.0", "x"), "0.3.0", "x") == source.replace(
         "0.2.0", "0.3.0"
     )
+
+
+def test_a_release_turns_the_marks_after_the_current_version_into_since() -> None:
+    text = "*(after 0.2.0)* extend; *(after 0.1.0)* old; (after 0.2.0) plain; *(after 0.2.0)* watch"
+    assert release.after_marks(text) == ["0.2.0", "0.1.0", "0.2.0"]
+    marked = release.mark_docs(text, "0.2.0", "0.3.0")
+    assert marked == "*(since 0.3.0)* extend; *(after 0.1.0)* old; (after 0.2.0) plain; *(since 0.3.0)* watch"
+    assert release.mark_docs(marked, "0.2.0", "0.3.0") == marked
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,13 @@
   rules propose; a fix is verified (the fixed text checked again) only when a code action asks
   for it, with the fixes' own time budget: never the check's ``parse-timeout``, never ``ACC000``.
 * **Hover** over a diagnostic's range: the rule's summary, severity and page link.
+* **Notebooks** (LSP 3.17 notebook sync, ``notebookDocument/*``): a Jupyter notebook the editor
+  opens is checked as ``accumlint check`` checks its ``.ipynb`` (its code cells in order, the
+  nearest configuration of the notebook's path), from the cells' text in the editor; each
+  finding is published on its cell's document, at its line in the cell, with its hover and its
+  quick fixes as edits of the cell (a fix verified in the notebook, as ``--fix`` verifies it). A
+  code cell in another language (SQL set as the cell's language) is not checked. No fix-all and
+  no loop timeline in notebooks yet.
 
 Positions: findings count code points; LSP counts the negotiated encoding's code units (UTF-16
 unless the client offers another), converted with pygls' position codec.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -83,6 +91,14 @@ _SEVERITIES = {
     Severity.INFO: types.DiagnosticSeverity.Information,
 }
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+#: the notebooks the server syncs: Jupyter's, with their Python cells (LSP 3.17)
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithCells(
+        notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])],
+    save=True,
+)
+#: the cell languages checked as Python (a code cell in another language is left out)
+_PYTHON_CELLS = frozenset({"python", "python3", ""})
 
 
 @dataclass
@@ -104,6 +120,24 @@ class _Checked:
     index: ProjectIndex | None = None
 
 
+@dataclass(frozen=True)
+class _View:
+    """The editor document a code action edits: a file (``cell`` 0) or a notebook's cell
+    (``cell`` N), its ``lines`` and ``text``; ``checked_document``: the document whose check it
+    is (its path is what a fix is verified as: the notebook for a cell)."""
+
+    uri: str
+    document: TextDocument
+    lines: list[str]
+    text: str
+    cell: int
+    checked_document: TextDocument
+
+    @property
+    def checked_uri(self) -> str:
+        return self.checked_document.uri
+
+
 class _Protocol(LanguageServerProtocol):
     """pygls' protocol, except that a request whose parameters do not parse (a hover without
     ``position``) is answered with ``InvalidParams`` instead of being logged and dropped."""
@@ -122,7 +156,7 @@ class AccumlintServer(LanguageServer):
     read again when a ``pyproject.toml`` is saved)."""
 
     def __init__(self) -> None:
-        super().__init__("accumlint", __version__, protocol_cls=_Protocol)
+        super().__init__("accumlint", __version__, protocol_cls=_Protocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.resolver = Resolver()
         self.checked: dict[str, _Checked] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
@@ -141,6 +175,8 @@ class AccumlintServer(LanguageServer):
         self.checker = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="accumlint-check")
         self.requests = ThreadPoolExecutor(max_workers=REQUEST_THREADS, thread_name_prefix="accumlint-request")
         self.closing = False
+        #: each open notebook's cell documents that diagnostics were last published on
+        self.published_cells: dict[str, list[str]] = {}
 
     # --- checking ---------------------------------------------------------------
 
@@ -148,6 +184,10 @@ class AccumlintServer(LanguageServer):
         """The version, text and bytes to check of ``uri``: the editor's text of an open
         document, else the file's bytes read bounded (:func:`read_source`; a FIFO, a device, a
         directory or an unreadable file: None, not checked)."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is not None:
+            text = _notebook_json(notebook, self.workspace.text_documents)
+            return notebook.version, text, text.encode("utf-8")
         document = self.workspace.text_documents.get(unquote(uri))
         if document is not None:
             text = document.source  # a lone surrogate from the client: undecodable bytes, ACC000
@@ -183,7 +223,7 @@ class AccumlintServer(LanguageServer):
         :attr:`checker`, under the document's :class:`pool.Cancel` (then: raises
         :class:`pool.Cancelled` when it is cancelled)."""
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        path = path or os.path.join(os.getcwd(), "untitled.py")
+        path = path or os.path.join(os.getcwd(), "untitled.ipynb" if self._is_notebook(uri) else "untitled.py")
         codes: frozenset[str] = frozenset()
         findings: list[Finding] = []
         fixes: dict[Finding, SuggestedFix] = {}
@@ -216,7 +256,7 @@ class AccumlintServer(LanguageServer):
     def diagnostics(self, uri: str, checked: _Checked) -> list[types.Diagnostic]:
         """The diagnostics of a check of ``uri`` (a notebook's findings in cells: none)."""
         document = self._document(uri, checked)
-        return [self._diagnostic(document, checked, f) for f in checked.findings if not f.cell]
+        return [self._diagnostic(document, checked.lines, f) for f in checked.findings if not f.cell]
 
     def invalidate(self, uri: str) -> int:
         """A change of ``uri``: its debounced check and its work in flight are cancelled (their
@@ -262,9 +302,52 @@ class AccumlintServer(LanguageServer):
         self.checked[uri] = checked
         if error is not None:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, error))
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is not None:
+            self.publish_cells(uri, notebook, checked)
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=self.diagnostics(uri, checked))
         )
+
+    def cell_diagnostics(self, notebook: types.NotebookDocument,
+                         checked: _Checked) -> dict[str, list[types.Diagnostic]]:
+        """The diagnostics of a check of ``notebook``, by cell document URI (every cell, most with
+        none): a finding of cell N (counting every cell, as ``accumlint check`` does) at its line
+        in that cell; one of the whole notebook (``ACC000`` for a notebook that cannot be read) on
+        its first code cell."""
+        cells = [cell.document for cell in notebook.cells]
+        by_cell: dict[str, list[types.Diagnostic]] = {uri: [] for uri in cells}
+        first_code = next((cell.document for cell in notebook.cells if cell.kind == types.NotebookCellKind.Code),
+                          cells[0] if cells else None)
+        for finding in checked.findings:
+            uri = cells[finding.cell - 1] if 1 <= finding.cell <= len(cells) else first_code
+            if uri is None:
+                continue
+            document = self.workspace.text_documents.get(unquote(uri)) or TextDocument(uri, source="")
+            by_cell[uri].append(self._diagnostic(document, _LINE.findall(document.source), finding))
+        return by_cell
+
+    def publish_cells(self, uri: str, notebook: types.NotebookDocument, checked: _Checked) -> None:
+        """Publish the diagnostics of ``notebook`` (``uri``) on its cells, and clear them on the
+        cells published before that the notebook no longer has."""
+        by_cell = self.cell_diagnostics(notebook, checked)
+        for gone in self.published_cells.get(uri, []):
+            by_cell.setdefault(gone, [])
+        self.published_cells[uri] = [cell for cell, found in by_cell.items() if found]
+        for cell, diagnostics in by_cell.items():
+            document = self.workspace.text_documents.get(unquote(cell))
+            version = document.version if document is not None else None
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=cell, version=version, diagnostics=diagnostics))
+
+    def close_notebook(self, uri: str) -> None:
+        """``uri`` closed: its check stops and its cells' diagnostics are cleared."""
+        self.invalidate(uri)
+        self.checked.pop(uri, None)
+        self.wake(uri)
+        for cell in self.published_cells.pop(uri, []):
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
 
     def wake(self, uri: str) -> None:
         """Wake the requests waiting for a check of ``uri`` (:meth:`checked_at`)."""
@@ -385,6 +468,13 @@ class AccumlintServer(LanguageServer):
             checked.verdicts.update({finding: kept.get(finding) for finding in proposed})
         return {f: fix for f in findings if (fix := checked.verdicts.get(f)) is not None}
 
+    def _is_notebook(self, uri: str) -> bool:
+        """Whether ``uri`` is a notebook the editor synced (``notebookDocument/didOpen``)."""
+        try:
+            return self.workspace.get_notebook_document(notebook_uri=uri) is not None
+        except RuntimeError:  # no session (a check called directly)
+            return False
+
     def _document(self, uri: str, checked: _Checked) -> TextDocument:
         """The open document ``uri``, else one holding the text last checked (pygls would read the file)."""
         try:
@@ -402,17 +492,17 @@ class AccumlintServer(LanguageServer):
         prefix = lines[row - 1][: column - 1]
         return types.Position(line=row - 1, character=document.position_codec.client_num_units(prefix))
 
-    def _range(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Range:
-        start = self._position(document, checked.lines, finding.line, finding.column)
+    def _range(self, document: TextDocument, lines: list[str], finding: Finding) -> types.Range:
+        start = self._position(document, lines, finding.line, finding.column)
         if finding.end_line:
-            end = self._position(document, checked.lines, finding.end_line, max(finding.end_column, 1))
+            end = self._position(document, lines, finding.end_line, max(finding.end_column, 1))
         else:
             end = types.Position(line=start.line, character=start.character + 1)
         return types.Range(start=start, end=end)
 
-    def _diagnostic(self, document: TextDocument, checked: _Checked, finding: Finding) -> types.Diagnostic:
+    def _diagnostic(self, document: TextDocument, lines: list[str], finding: Finding) -> types.Diagnostic:
         return types.Diagnostic(
-            range=self._range(document, checked, finding),
+            range=self._range(document, lines, finding),
             message=finding.message,
             severity=_SEVERITIES[finding.severity],
             code=finding.code,
@@ -421,13 +511,13 @@ class AccumlintServer(LanguageServer):
             data={"name": finding.name},
         )
 
-    def text_edits(self, document: TextDocument, checked: _Checked, edits: list[TextEdit]) -> list[types.TextEdit]:
-        """Our edits (1-based code points) as LSP text edits."""
+    def text_edits(self, document: TextDocument, lines: list[str], edits: list[TextEdit]) -> list[types.TextEdit]:
+        """Our edits (1-based code points of ``document``, whose ``lines`` they are) as LSP text edits."""
         return [
             types.TextEdit(
                 range=types.Range(
-                    start=self._position(document, checked.lines, *edit.location),
-                    end=self._position(document, checked.lines, *edit.end_location),
+                    start=self._position(document, lines, *edit.location),
+                    end=self._position(document, lines, *edit.end_location),
                 ),
                 new_text=edit.content,
             )
@@ -442,59 +532,73 @@ class AccumlintServer(LanguageServer):
         On a version of the document whose check is on its way: answered once it is checked
         (``ContentModified`` where the document changes again first)."""
         uri = params.text_document.uri
-        document = self.workspace.text_documents.get(unquote(uri))
-        checked = await self.checked_at(uri, document.version if document is not None else None)
-        if checked is None:
-            return []
-        document = self._document(uri, checked)
+        notebook = self._notebook_of_cell(uri)
+        if notebook is not None:  # a cell: the notebook's check, the findings of this cell
+            checked = await self.checked_at(notebook.uri, notebook.version)
+            document = self.workspace.text_documents.get(unquote(uri))
+            cell = _cell_number(notebook, uri)
+            if checked is None or document is None or not cell:  # closed, or the cell removed meanwhile
+                return []
+            view = _View(uri, document, _LINE.findall(document.source), document.source, cell,
+                         TextDocument(notebook.uri, source=checked.text))
+        else:
+            document = self.workspace.text_documents.get(unquote(uri))
+            checked = await self.checked_at(uri, document.version if document is not None else None)
+            if checked is None:
+                return []
+            document = self._document(uri, checked)
+            view = _View(uri, document, checked.lines, checked.text, 0, document)
         wanted = params.context.only
         actions: list[types.CodeAction] = []
         if wanted is None or any(kind.startswith(types.CodeActionKind.QuickFix) for kind in wanted):
-            meeting = [finding for finding in checked.findings
-                       if not finding.cell and _overlaps(self._range(document, checked, finding), params.range)]
+            meeting = [finding for finding in checked.findings if finding.cell == view.cell
+                       and _overlaps(self._range(view.document, view.lines, finding), params.range)]
             try:
-                fixes = await self.serve(uri, self.verified_fixes, document, checked, meeting) if meeting else {}
+                fixes = await self.serve(view.checked_uri, self.verified_fixes, view.checked_document, checked,
+                                         meeting) if meeting else {}
             except RuntimeError:  # shut down meanwhile
                 fixes = {}
             for finding in meeting:
-                diagnostic = self._diagnostic(document, checked, finding)
+                diagnostic = self._diagnostic(view.document, view.lines, finding)
                 fix = fixes.get(finding)
                 if fix is not None:
                     title = f"Fix {finding.code}: {fix.message}" + ("" if fix.safe else " (unsafe)")
                     actions.append(
-                        self._action(title, types.CodeActionKind.QuickFix, uri, document, checked, list(fix.edits),
-                                     diagnostic, preferred=fix.safe)
+                        self._action(title, types.CodeActionKind.QuickFix, view, list(fix.edits), diagnostic,
+                                     preferred=fix.safe)
                     )
-                noqa = self._noqa_edits(checked, finding)
+                noqa = self._noqa_edits(view.text, checked.noqa_style, finding)
                 if noqa:
                     form = DIRECTIVE_START[checked.noqa_style]
-                    actions.append(
-                        self._action(f"Disable {finding.code} for this line ({form})", types.CodeActionKind.QuickFix,
-                                     uri, document, checked, noqa, diagnostic)
-                    )
-        if wanted is not None and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
+                    actions.append(self._action(f"Disable {finding.code} for this line ({form})",
+                                                types.CodeActionKind.QuickFix, view, noqa, diagnostic))
+        if wanted is not None and not view.cell and any(FIX_ALL_KIND.startswith(kind) for kind in wanted):
             try:
                 edits = await self.serve(uri, self._fix_all, document, checked)
             except RuntimeError:  # shut down meanwhile
                 edits = []
             if edits:
-                actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, uri, document, checked,
-                                            edits))
+                actions.append(self._action("Fix all safe accumlint findings", FIX_ALL_KIND, view, edits))
         return actions
+
+    def _notebook_of_cell(self, uri: str) -> types.NotebookDocument | None:
+        """The synced notebook whose cell ``uri`` is (None: not a cell)."""
+        try:
+            return self.workspace.get_notebook_document(cell_uri=uri)
+        except RuntimeError:  # no session (called directly)
+            return None
 
     def _action(
         self,
         title: str,
         kind: str,
-        uri: str,
-        document: TextDocument,
-        checked: _Checked,
+        view: _View,
         edits: list[TextEdit],
         diagnostic: types.Diagnostic | None = None,
         *,
         preferred: bool = False,
     ) -> types.CodeAction:
-        change = types.WorkspaceEdit(changes={uri: self.text_edits(document, checked, edits)})
+        change = types.WorkspaceEdit(changes={view.uri: self.text_edits(view.document, view.lines, edits)})
         return types.CodeAction(
             title=title,
             kind=kind,
@@ -503,17 +607,20 @@ class AccumlintServer(LanguageServer):
             is_preferred=preferred or None,
         )
 
-    def _noqa_edits(self, checked: _Checked, finding: Finding) -> list[TextEdit]:
+    def _noqa_edits(self, text: str, noqa_style: str, finding: Finding) -> list[TextEdit]:
+        """The edits of ``text`` that add ``finding``'s code to a directive on its line (in the
+        ``noqa_style`` form); none for a code that cannot be suppressed or a text that does not
+        tokenize."""
         from accumlint.add_noqa import add_noqa_text
         from accumlint.suppression import UNSUPPRESSIBLE
 
         if finding.code in UNSUPPRESSIBLE:
             return []
         try:
-            new_text, changed = add_noqa_text(checked.text, {finding.line: {finding.code}}, checked.noqa_style)
+            new_text, changed = add_noqa_text(text, {finding.line: {finding.code}}, noqa_style)
         except (SyntaxError, ValueError, tokenize.TokenError):  # a text that does not tokenize: no action
             return []
-        return text_edits(checked.text, new_text) if changed else []
+        return text_edits(text, new_text) if changed else []
 
     def _fix_all(self, document: TextDocument, checked: _Checked) -> list[TextEdit]:
         """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
@@ -540,7 +647,7 @@ class AccumlintServer(LanguageServer):
         uri = params.text_document.uri
         checked = self.checked.get(uri)
         if checked is None:
-            return None
+            return self._cell_hover(params)
         found = self._finding_hover(params, checked)
         if found is not None:
             return found
@@ -566,17 +673,57 @@ class AccumlintServer(LanguageServer):
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return None
 
-    def _finding_hover(self, params: types.HoverParams, checked: _Checked) -> types.Hover | None:
-        document = self._document(params.text_document.uri, checked)
+    def _cell_hover(self, params: types.HoverParams) -> types.Hover | None:
+        """The rule of the finding under the cursor in a notebook's cell (its last check)."""
+        uri = params.text_document.uri
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        document = self.workspace.text_documents.get(unquote(uri))
+        checked = self.checked.get(notebook.uri) if notebook is not None else None
+        if notebook is None or document is None or checked is None:
+            return None
+        cell = _cell_number(notebook, uri)
+        return self._finding_hover(params, checked, document, _LINE.findall(document.source), cell)
+
+    def _finding_hover(self, params: types.HoverParams, checked: _Checked, document: TextDocument | None = None,
+                       lines: list[str] | None = None, cell: int = 0) -> types.Hover | None:
+        """The hover of the finding of ``checked`` under the cursor: in ``document`` (default: the
+        checked one) whose ``lines`` hold cell ``cell`` of a notebook (0: a file's findings)."""
+        document = document or self._document(params.text_document.uri, checked)
+        lines = checked.lines if lines is None else lines
         for finding in checked.findings:
-            found = self._range(document, checked, finding)
-            if finding.cell or not _contains(found, params.position):
+            if finding.cell != cell:
+                continue
+            found = self._range(document, lines, finding)
+            if not _contains(found, params.position):
                 continue
             return types.Hover(
                 contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=_hover_text(finding)),
                 range=found,
             )
         return None
+
+
+def _cell_number(notebook: types.NotebookDocument, uri: str) -> int:
+    """The 1-based number of cell ``uri`` among all of ``notebook``'s cells (0: not one of them)."""
+    return next((n for n, cell in enumerate(notebook.cells, start=1) if unquote(cell.document) == unquote(uri)), 0)
+
+
+def _notebook_json(notebook: types.NotebookDocument, documents: dict[str, TextDocument]) -> str:
+    """The ``.ipynb`` text (nbformat 4) of ``notebook`` as the editor holds it: every cell in order
+    (so cell N is the editor's cell N), a code cell with its text as a code cell when its language
+    is Python, as a raw cell otherwise (not checked); markdown cells as markdown."""
+    cells = []
+    for cell in notebook.cells:
+        document = documents.get(unquote(cell.document))
+        source = document.source if document is not None else ""
+        language = (document.language_id or "") if document is not None else ""
+        if cell.kind == types.NotebookCellKind.Code and language in _PYTHON_CELLS:
+            cells.append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                          "source": source})
+        else:
+            kind = "markdown" if cell.kind == types.NotebookCellKind.Markup else "raw"
+            cells.append({"cell_type": kind, "metadata": {}, "source": source})
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 
 def _under(work: pool.Cancel, function: Callable[..., T], *args: object) -> T:
@@ -674,6 +821,22 @@ def create_server() -> AccumlintServer:
         ls.checked.pop(uri, None)
         ls.wake(uri)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    async def notebook_did_open(ls: AccumlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        await ls.publish(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(ls: AccumlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.schedule(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    async def notebook_did_save(ls: AccumlintServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        await ls.publish(params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(ls: AccumlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.close_notebook(params.notebook_document.uri)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
