@@ -19,6 +19,7 @@ from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.text_edits import apply_edits
 from tests.metamorphic import REGISTRY
 from tests.metamorphic.matrix import SELECTED, catalogue, transformed
+from tests.shared_data import REPO
 from tests.test_metamorphic import FAST
 
 CATALOGUE = catalogue()
@@ -157,3 +158,19 @@ def test_fix_source_applies_the_same_fixes(monkeypatch: pytest.MonkeyPatch) -> N
     after = engine.check_source("t.py", result.fixed, SELECTED).findings
     assert [f for f in after if f.code == "ACC304"] == []
     assert ways[:2] == ["restricted", "restricted"]  # each fix re-checked without the other loop
+
+
+@pytest.mark.slow
+def test_a_large_script_verifies_the_same_restricted() -> None:
+    """The 3,000-line benchmark script (over the size from which a check reads only the kept
+    definitions, :mod:`accumlint.kept_blocks`): every fix restricted, each equal to the whole."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("training_script", REPO / "benchmarks" / "training_script.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.build(3000)
+    assert len(text.encode()) >= engine.KEPT_BLOCKS_FROM_BYTES
+    compared, restricted = compare("train_big.py", text)
+    assert compared >= 10 and restricted == compared
