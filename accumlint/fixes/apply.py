@@ -169,10 +169,13 @@ def fix_source(
         candidates = [f for f in findings
                       if f.code in fixable and not f.related and _key(f) not in skipped | held_back]
         progress = False
+        located: list[Located] = []  # one parse and one resolution of ``text`` for the round's fixers
         for finding in candidates:
             applicability, fixer = FIXERS[finding.code]
             try:
-                edit = fixer(Located.at_position(engine.parse_module(text), finding))
+                if not located:
+                    located.append(Located.at_position(engine.parse_module(text), finding))
+                edit = fixer(located[0].again(finding))
             except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding as it is
                 edit = None
             if edit is None:
