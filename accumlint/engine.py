@@ -36,7 +36,7 @@ from accumlint.byte_stage import Vocabulary, later_stage
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
-from accumlint.kept_blocks import KEPT_BLOCKS_FROM_BYTES, kept_text
+from accumlint.kept_blocks import KEPT_BLOCKS_FROM_BYTES, blank_rows, kept_text
 from accumlint.model import build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.parsing import (
@@ -205,7 +205,7 @@ PARSE_MEMORY_PER_NODE = 2600
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
 def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
-                 suggest: bool = False) -> FileResult:
+                 suggest: bool = False, blank: Sequence[tuple[int, int]] = ()) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
     A file that cannot be decoded or parsed yields one ``ACC000`` finding with the position
@@ -217,9 +217,11 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
     in ``internal_errors`` and the other rules still run. ``suggest``: the result's
     :attr:`~FileResult.fixes` are computed (:func:`accumlint.suggested_fixes.suggest_in_check`).
+    ``blank``: rows (1-based, inclusive) that LibCST does not read, blanked once the gates have
+    judged the whole file (a fix's re-check of what its edit can affect: :mod:`accumlint.fix_scope`).
     """
     with _collector_paused():
-        verdict = _screen(path, data, rules)
+        verdict = _screen(path, data, rules, blank)
         if isinstance(verdict, FileResult):
             return verdict
         return _check_text(path, verdict, data if suggest else None)
@@ -271,7 +273,8 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult | Screened:
+def _screen(path: str, data: bytes, rules: Sequence[Rule] | None,
+            blank: Sequence[tuple[int, int]] = ()) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
     outside = False
@@ -331,11 +334,14 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None) -> FileResult 
         result.findings.append(_parse_error(path, 1, 1, f"an expression of more than {MAX_CHAIN} operands"))
         return result
     memory = PARSE_MEMORY_PER_NODE * (facts.nodes if facts is not None else sum(1 for _ in ast.walk(tree)))
-    if len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules):
+    kept = None
+    if len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules) and not blank:
         kept = kept_text(tree, text, _anchors(tuple(rules), outside))
-        if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
-            memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
-            return _within_memory(path, Screened(kept, tuple(rules), memory, original=text))
+    if blank:
+        kept = blank_rows(kept or text, blank)
+    if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
+        memory = memory * _code_bytes(kept) // max(1, _code_bytes(text))
+        return _within_memory(path, Screened(kept, tuple(rules), memory, original=text))
     del tree
     return _within_memory(path, Screened(text, tuple(rules), memory))
 

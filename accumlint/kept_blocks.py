@@ -81,14 +81,63 @@ def kept_text(tree: ast.Module, text: str, markers: Iterable[str]) -> str | None
         if unit.read and unit.inner and not unit.own and not any(inner.read for inner in unit.inner):
             unit.inner[0].read = True  # a class body must hold a statement
     blank = [(unit.first, unit.last) for unit in _outermost_unread(units)]
-    if not blank:
-        return None
+    return blank_rows(text, blank) if blank else None
+
+
+def blank_rows(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with the rows of each span (1-based, inclusive) emptied but for their line ends:
+    every position in the rows left is that of ``text``."""
     lines = split_lines(text)
-    for first, last in blank:
+    for first, last in spans:
         for number in range(first - 1, min(last, len(lines))):
             line = lines[number]
             lines[number] = line[len(line.rstrip("\r\n")):]  # the line's end only
     return "".join(lines)
+
+
+@dataclass(eq=False)
+class Block:
+    """One definition at the top level, read whole: its rows (decorators included, 1-based,
+    inclusive), what it and every definition inside it define and name, and what they bind for
+    code elsewhere (name → the names of the value), as :func:`kept_text` reads a unit."""
+
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    first: int
+    last: int
+    defines: frozenset[str]
+    names: frozenset[str]
+    binds: dict[str, set[str]]
+
+
+def top_blocks(tree: ast.Module) -> tuple[list[Block], set[str], dict[str, set[str]]]:
+    """The :class:`Block` of each definition at the top level of ``tree``, in order, with what
+    the module's other statements name and bind."""
+    blocks = [found for statement in tree.body if (found := read_block(statement)) is not None]
+    names, binds = _scan([statement for statement in tree.body if not isinstance(statement, _DEFINITIONS)], False)
+    return blocks, names, binds
+
+
+def read_block(statement: ast.stmt) -> Block | None:
+    """The :class:`Block` of a top-level ``statement`` (None: it defines nothing)."""
+    unit = _unit(statement)
+    if unit is None:
+        return None
+    every = list(_flatten([unit]))
+    binds: dict[str, set[str]] = {}
+    for inner in every:
+        for name, value in inner.binds.items():
+            binds.setdefault(name, set()).update(value)
+    return Block(unit.node, unit.first, unit.last, frozenset().union(*(u.defines for u in every)),
+                 frozenset().union(*(u.names for u in every)), binds)
+
+
+def definition_rows(statement: ast.stmt) -> tuple[int, int] | None:
+    """The rows of a top-level definition (decorators included, 1-based, inclusive), as
+    :class:`Block` has them; None for another statement."""
+    if not isinstance(statement, _DEFINITIONS):
+        return None
+    first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
+    return first, statement.end_lineno or statement.lineno
 
 
 def _index(every: list[_Unit], names: Callable[[_Unit], Iterable[str]]) -> dict[str, list[_Unit]]:
@@ -151,10 +200,11 @@ def _read(every: list[_Unit], hooks: frozenset[str]) -> None:
 
 
 def _unit(statement: ast.stmt) -> _Unit | None:
-    if not isinstance(statement, _DEFINITIONS):
+    rows = definition_rows(statement)
+    if rows is None:
         return None
-    first = min([statement.lineno, *(decorator.lineno for decorator in statement.decorator_list)])
-    last = statement.end_lineno or statement.lineno
+    first, last = rows
+    assert isinstance(statement, _DEFINITIONS)
     if isinstance(statement, ast.ClassDef):
         inner = [unit for child in statement.body if (unit := _unit(child)) is not None]
         own = [child for child in statement.body if not isinstance(child, _DEFINITIONS)]

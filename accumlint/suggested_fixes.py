@@ -192,8 +192,10 @@ def verify(
     comes back unsafe; one that fails, or whose check raises, is left out. The ``ACC990`` fixes
     (a directive's comment, computed from the check itself) are kept as they are. A notebook's
     fixes (edits of their findings' cells) are checked in the text of its code cells, as
-    ``--fix`` checks them. Loads LibCST; costs one check of the file per fix."""
+    ``--fix`` checks them. Loads LibCST; costs one check per fix of the definitions its edit
+    can affect (:mod:`accumlint.fix_scope`; a notebook's: of its whole text)."""
     from accumlint import engine
+    from accumlint.fix_scope import Baseline
     from accumlint.fixes.apply import _source_text, judge
 
     read = _source_text(path, data)
@@ -207,14 +209,16 @@ def verify(
         cell = "\n".join(notebook.cell_lines(finding.cell) or ())
         return notebook.with_cell(finding.cell, apply_edits(cell, fix.edits).split("\n"))
 
+    baseline = Baseline(text, current)
     kept: dict[Finding, SuggestedFix] = {}
     for finding, fix in fixes.items():
         if finding.code == UNUSED_NOQA_CODE:
             kept[finding] = fix
             continue
         try:
-            fixed = fixed_text(finding, fix).encode(encoding)
-            after = engine.check_source(path, fixed, rules).findings
+            fixed = fixed_text(finding, fix)
+            after = (engine.check_source(path, fixed.encode(encoding), rules).findings if notebook
+                     else baseline.check(path, fixed, encoding, rules))
         except Exception:  # noqa: BLE001 - a fix whose text cannot be checked is not applied by --fix either
             continue
         applicability, _ = judge(current, after, finding.code, fix.applicability)

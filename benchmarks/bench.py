@@ -1,6 +1,7 @@
 """Speed benchmark: accumlint against ruff and against a bare LibCST parse, in one run.
 
-    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling] [--sections 12345678]
+    python benchmarks/bench.py [--repeat 5] [--shared ../shared] [--skip-scaling] [--sections 123456789p]
+                               [--peer-tree PATH] [--peer-bound 600] [--peers-bin DIR]
 
 Fetches the speed trees with ``shared/corpus/fetch.py --speed`` (torch, transformers,
 diffusers, nemo, fairseq), then times, as separate processes started the way a user
@@ -26,7 +27,17 @@ the speed issue:
 * pre-commit (section 9): one changed file of a large project (the installed ``accelerate`` package, copied
   into a project of its own), checked alone as a hook checks it, with the project index warm
   (the cache of the previous run) and cold (no cache), and the whole package cold: wall and
-  CPU against the targets of the latency issue (sections 8 and 9 need no speed trees).
+  CPU against the targets of the latency issue (sections 8 and 9 need no speed trees);
+* peers (section p): accumlint (cold cache) against the linters that share its substrate, Fixit
+  (``fixit lint``, its default rules) and TorchFix (``torchfix``, its default rules), and
+  against ruff (its default rules), on one tree (``--peer-tree``; default: the transformers tree,
+  or without the speed trees the installed ``accelerate`` package); each peer runs once under a
+  time bound (``--peer-bound`` seconds): one that does not finish is reported as "> bound", one
+  that is not installed (beside this Python, in ``--peers-bin``, or on ``PATH``) as "not
+  installed". TorchFix 0.7 pins LibCST < 1.6 and Fixit 2.2 click < 8.2, older than accumlint's own
+  environment has: give them one of their own (``python -m venv peers && peers/bin/pip install
+  fixit torchfix``) and name its ``bin`` folder with ``--peers-bin`` (they are no dependency of
+  accumlint's, not even an extra: installed beside it they would downgrade its LibCST).
 
 Only public tools: the ``accumlint`` and ``ruff`` commands, ``python -c`` for LibCST,
 ``time.perf_counter`` for wall time and ``os.wait4`` for peak RSS. The commands run
@@ -41,6 +52,7 @@ import csv
 import importlib.util
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,15 +71,21 @@ ENV["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYT
 BARE_PARSE = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"
 
 
-def tool(name: str) -> list[str]:
-    """The command of a tool installed beside this Python (else on PATH)."""
-    candidate = BIN / name
-    if candidate.exists():
-        return [str(candidate)]
-    found = shutil.which(name)
-    if found is None:
+def tool(name: str, folder: Path | None = None) -> list[str]:
+    """The command of a tool installed in ``folder`` or beside this Python (else on PATH)."""
+    command = find_tool(name, folder)
+    if command is None:
         sys.exit(f"bench: `{name}` not found; install the dev extra: pip install -e '.[dev]'")
-    return [found]
+    return command
+
+
+def find_tool(name: str, folder: Path | None = None) -> list[str] | None:
+    """:func:`tool`'s command, or None where it is not installed."""
+    for candidate in (folder / name if folder is not None else None, BIN / name):
+        if candidate is not None and candidate.exists():
+            return [str(candidate)]
+    found = shutil.which(name)
+    return None if found is None else [found]
 
 
 ACCUMLINT = tool("accumlint")
@@ -114,6 +132,26 @@ def execute(command: Sequence[str], cwd: Path | None = None) -> tuple[Sample, fl
     process.returncode = os.waitstatus_to_exitcode(status)
     peak = usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 1024)
     return Sample(wall, usage.ru_utime + usage.ru_stime), peak
+
+
+def bounded(command: Sequence[str], bound: float, cwd: Path | None = None) -> Sample | None:
+    """Run ``command`` once (in ``cwd``) in a session of its own; its :class:`Sample`, or None
+    where it ran past ``bound`` seconds (then its whole process group is killed)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=cwd,
+                               start_new_session=True)
+    try:
+        while time.perf_counter() - start <= bound:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                return Sample(time.perf_counter() - start, usage.ru_utime + usage.ru_stime)
+            time.sleep(0.05)
+        return None
+    finally:
+        if process.returncode is None:  # past the bound, or the benchmark interrupted: its workers too
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def timed(command: Sequence[str], setup: Callable[[], None] | None = None, cwd: Path | None = None,
@@ -250,22 +288,31 @@ def latency_sections(sections: str, scratch: Path, repeat: int) -> list[str]:
     return lines
 
 
-def pre_commit(scratch: Path, repeat: int) -> list[str]:
-    """Section 9: one changed file of a large project, checked alone, the project index warm and
-    cold; then the whole package cold. The package is copied into a project of its own (a
-    ``pyproject.toml`` marks its root) with times an hour old, as a checkout long made."""
+def package_project(project: Path) -> Path | None:
+    """A copy of the installed :data:`PRE_COMMIT_PACKAGE` in ``project``, a project of its own (a
+    ``pyproject.toml`` marks its root; linters skip an environment's ``site-packages``), with
+    times an hour old, as a checkout long made; None where the package is not installed."""
     spec = importlib.util.find_spec(PRE_COMMIT_PACKAGE)
     if spec is None or spec.origin is None:
+        return None
+    if not project.exists():
+        shutil.copytree(Path(spec.origin).parent, project / PRE_COMMIT_PACKAGE,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (project / "pyproject.toml").write_text("[project]\nname = 'pre-commit-bench'\n", encoding="utf-8")
+        hour_ago = time.time() - 3600
+        for folder, _, names in os.walk(project):
+            for name in names:
+                os.utime(os.path.join(folder, name), (hour_ago, hour_ago))
+    return project
+
+
+def pre_commit(scratch: Path, repeat: int) -> list[str]:
+    """Section 9: one changed file of a large project, checked alone, the project index warm and
+    cold; then the whole package cold, copied into a project of its own (:func:`package_project`)."""
+    project = package_project(scratch / "pre-commit")
+    if project is None:
         print(f"9. pre-commit: skipped ({PRE_COMMIT_PACKAGE} is not installed)")
         return []
-    project = scratch / "pre-commit"
-    shutil.copytree(Path(spec.origin).parent, project / PRE_COMMIT_PACKAGE,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (project / "pyproject.toml").write_text("[project]\nname = 'pre-commit-bench'\n", encoding="utf-8")
-    hour_ago = time.time() - 3600
-    for folder, _, names in os.walk(project):
-        for name in names:
-            os.utime(os.path.join(folder, name), (hour_ago, hour_ago))
     cache_dir = scratch / "pre-commit-cache"
     check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
     files = len(list((project / PRE_COMMIT_PACKAGE).rglob("*.py")))
@@ -289,6 +336,75 @@ def pre_commit(scratch: Path, repeat: int) -> list[str]:
         [*check, PRE_COMMIT_PACKAGE], lambda: shutil.rmtree(cache_dir, ignore_errors=True), project)}, repeat)
     lines.append(judged(f"{PRE_COMMIT_PACKAGE} package cold", whole[f"{PRE_COMMIT_PACKAGE} package cold"], 3.5, "cpu"))
     return lines
+
+
+#: the peers (label, command, its arguments before the tree), each with its default rules; ruff
+#: isolated from any configuration, as sections 1 and 4 run it
+PEERS = (
+    ("Fixit", "fixit", ("lint",)),
+    ("TorchFix", "torchfix", ()),
+    ("ruff", "ruff", ("check", "--isolated", "--no-cache", "--exit-zero", "--quiet")),
+)
+#: the issue's target for the peers that share LibCST: accumlint at least this many times faster
+PEER_TARGET = 10.0
+#: a peer that finishes within this many seconds runs ``repeat`` times (its median is judged)
+QUICK_PEER_S = 10.0
+
+
+def peers(tree: Path, bound: float, repeat: int, folder: Path | None, scratch: Path) -> list[str]:
+    """Section p: accumlint (cold cache, all cores) on ``tree`` against each of :data:`PEERS`
+    found in ``folder``, beside this Python or on PATH, each run under ``bound`` seconds; the
+    ratios peer / accumlint (wall, and CPU of the whole process tree)."""
+    cache_dir = scratch / "peers-cache"
+    check = [*ACCUMLINT, "check", "--exit-zero", "--quiet", "--output-format", "concise", "--cache-dir", str(cache_dir)]
+    print(f"p. peers on {tree} ({python_files(tree)} files), default rules, each bound to {bound:g} s")
+
+    def clear() -> None:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    own = alternate({"accumlint cold": timed([*check, str(tree)], clear)}, repeat)["accumlint cold"]
+    wall, cpu = statistics.median(s.wall for s in own), statistics.median(s.cpu for s in own)
+    lines = []
+    for label, name, arguments in PEERS:
+        command = find_tool(name, folder if name != "ruff" else None)
+        if command is None:
+            line = f"  => peer {label:<9} not installed"
+        else:
+            samples = _peer_samples([*command, *arguments, str(tree)], bound, repeat)
+            if not samples:
+                line = (f"  => peer {label:<9} > {bound:g} s (did not finish): accumlint / peer "
+                        f"wall < {wall / bound:.3f}")
+            else:
+                peer_wall = statistics.median(s.wall for s in samples)
+                peer_cpu = statistics.median(s.cpu for s in samples)
+                line = (f"  => peer {label:<9} wall {peer_wall:8.2f} s  cpu {peer_cpu:8.2f} s   peer / accumlint: "
+                        f"wall {peer_wall / wall:6.2f}  cpu {peer_cpu / cpu:6.2f}")
+            if name != "ruff" and command is not None:
+                faster = bound / wall if not samples else peer_wall / wall
+                line += f"   target >= {PEER_TARGET:g}x {'MET' if faster >= PEER_TARGET else 'MISSED'}"
+        print(line)
+        lines.append(line)
+    return lines
+
+
+def _peer_samples(command: Sequence[str], bound: float, repeat: int) -> list[Sample]:
+    """One bounded run of ``command`` (none where it does not finish), ``repeat`` where it is quick."""
+    first = bounded(command, bound)
+    if first is None:
+        return []
+    samples = [first]
+    while first.wall < QUICK_PEER_S and len(samples) < repeat:
+        again = bounded(command, bound)
+        if again is None:
+            break
+        samples.append(again)
+    return samples
+
+
+def default_peer_tree(scratch: Path) -> Path | None:
+    """The package section 9 checks, copied (:func:`package_project`; None: not installed)."""
+    project = package_project(scratch / "pre-commit")
+    return None if project is None else project / PRE_COMMIT_PACKAGE
 
 
 def copies(tree: Path, count: int, into: Path) -> Path:
@@ -329,16 +445,24 @@ def main() -> int:
     parser.add_argument("--shared", type=Path, default=Path(default_shared), help="the shared/ folder")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per comparison (default 5)")
     parser.add_argument("--skip-scaling", action="store_true", help="leave out the 1x/2x/4x copies")
-    parser.add_argument("--sections", default="123456789", help="which numbered comparisons to run (default all)")
+    parser.add_argument("--sections", default="123456789p", help="which comparisons to run (default all)")
+    parser.add_argument("--peer-tree", type=Path, help="the tree of section p (default: the transformers tree)")
+    parser.add_argument("--peer-bound", type=float, default=600.0, help="seconds a peer may take (default 600)")
+    parser.add_argument("--peers-bin", type=Path, help="the bin folder of the peers' own environment")
     args = parser.parse_args()
 
-    if not set(args.sections) & set("1234567"):  # the language server and pre-commit need no speed trees
+    if not set(args.sections) & set("1234567"):  # the language server, pre-commit and peers need no speed trees
         scratch = Path(tempfile.mkdtemp(prefix="accumlint-bench-"))
         try:
             own_version = subprocess.run([*ACCUMLINT, "--version"], capture_output=True, text=True, env=ENV).stdout
             print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; {own_version.strip()} from "
                   f"{REPO}; {args.repeat} rounds; load average at start: {os.getloadavg()[0]:.1f}\n")
             lines = latency_sections(args.sections, scratch, args.repeat)
+            tree = args.peer_tree or default_peer_tree(scratch)
+            if "p" in args.sections and tree is None:
+                print(f"p. peers: skipped (no --peer-tree, and {PRE_COMMIT_PACKAGE} is not installed)")
+            elif "p" in args.sections:
+                lines.extend(peers(tree, args.peer_bound, args.repeat, args.peers_bin, scratch))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return summary(lines)
@@ -457,6 +581,8 @@ def main() -> int:
             lines.append(verdict("4x / 1x (linear: 4)", k["4x"], k["1x"], 4.4))
 
         lines.extend(latency_sections(args.sections, scratch, args.repeat))
+        if "p" in args.sections:
+            lines.extend(peers(args.peer_tree or transformers, args.peer_bound, args.repeat, args.peers_bin, scratch))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return summary(lines)

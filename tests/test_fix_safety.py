@@ -229,3 +229,50 @@ def test_fix_verification_has_its_own_budget(tmp_path: Path, monkeypatch: pytest
     assert "ACC000" not in result.stdout
     assert (tmp_path / "slow.py").read_bytes() == BUGGY
     assert (tmp_path / "z_fast.py").read_bytes() != BUGGY
+
+
+def _verify_slowly(*args: object, **kwargs: object) -> object:
+    import time
+
+    time.sleep(2)  # longer than the run's --parse-timeout of 1 s
+    return _REAL_VERIFY(*args, **kwargs)
+
+
+def _verify_for_a_minute(*args: object, **kwargs: object) -> object:
+    _minute_on_slow("slow.py")
+    return _REAL_VERIFY(*args, **kwargs)
+
+
+def test_show_fixes_verification_is_not_held_to_the_parse_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --show-fixes verifies each fix after the checks, in this process: slower than one check's
+    # limit, the fix is still shown and the file gets no ACC000
+    from accumlint import suggested_fixes
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.py").write_bytes(BUGGY)
+    monkeypatch.setattr(suggested_fixes, "verify", _verify_slowly)
+    result = cli("check", "--no-cache", "--show-fixes", "--parse-timeout", "1", ".")
+    assert "ACC000" not in result.stdout
+    assert "loop.py:3:5: ACC001" in result.stdout
+    assert "7 +         optimizer.zero_grad()" in result.stdout  # the verified fix, shown as a change
+
+
+def test_a_code_actions_verification_past_its_budget_verifies_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the language server's verification (runner.verify_one) past its time: no fix, never ACC000
+    from accumlint import runner, suggested_fixes
+
+    codes = frozenset({"ACC001"})
+    checked = runner.check_one("loop.py", BUGGY, codes, suggest=True)
+    assert [f.code for f in checked.findings] == ["ACC001"] and checked.fixes
+    monkeypatch.setattr(suggested_fixes, "verify", _verify_for_a_minute)
+    assert runner.verify_one("loop.py", BUGGY, codes, checked.fixes, checked.findings, timeout=1) == {}
+    monkeypatch.setattr(suggested_fixes, "verify", _REAL_VERIFY)
+    assert runner.verify_one("loop.py", BUGGY, codes, checked.fixes, checked.findings, timeout=None) == {
+        finding: fix for finding, fix in checked.fixes.items()}
+
+
+from accumlint import suggested_fixes as _suggested_fixes  # noqa: E402 - the real one, before any test patches it
+
+_REAL_VERIFY = _suggested_fixes.verify

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from accumlint import engine
 from accumlint.checks.base import Rule
 from accumlint.findings import Finding
+from accumlint.fix_scope import Baseline
 from accumlint.fixes.base import SAFE, UNSAFE, Located
 from accumlint.fixes.rules import FIXERS, REVEALS
 from accumlint.notebook import NotebookError, NotebookSource, fits, is_notebook, notebook_source, rebuild
@@ -163,14 +164,18 @@ def fix_source(
     for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
             break
+        baseline = Baseline(text, findings)  # each fixed text re-checked where its edit can matter
         # (a finding at a helper's call has no fix in this file: see suggested_fixes.suggest_source)
         candidates = [f for f in findings
                       if f.code in fixable and not f.related and _key(f) not in skipped | held_back]
         progress = False
+        located: list[Located] = []  # one parse and one resolution of ``text`` for the round's fixers
         for finding in candidates:
             applicability, fixer = FIXERS[finding.code]
             try:
-                edit = fixer(Located.at_position(engine.parse_module(text), finding))
+                if not located:
+                    located.append(Located.at_position(engine.parse_module(text), finding))
+                edit = fixer(located[0].again(finding))
             except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding as it is
                 edit = None
             if edit is None:
@@ -184,7 +189,8 @@ def fix_source(
             if not accept(new_text):
                 skipped.add(_key(finding))
                 continue
-            new_findings = engine.check_source(path, new_text.encode(encoding), rules).findings
+            new_findings = (engine.check_source(path, new_text.encode(encoding), rules).findings if notebook
+                            else baseline.check(path, new_text, encoding, rules))
             verdict, reason = judge(findings, new_findings, finding.code, declared)
             if verdict is None or (verdict == UNSAFE and not unsafe):
                 (skipped if verdict is None else held_back).add(_key(finding))
