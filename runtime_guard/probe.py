@@ -383,6 +383,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
 
     def _install(self) -> None:
+        with heap.one_walk():  # its searches (a compiled wrapper, weight copies) walk the stack once
+            self._install_hooks()
+
+    def _install_hooks(self) -> None:
         self._hooks_installed = True
         undo = self._undo
         model = self.model
