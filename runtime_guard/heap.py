@@ -19,11 +19,22 @@ in a row (optimizers, a ``torch.compile`` wrapper, weight copies); inside :func:
 is walked once and each search filters the same objects. ``isinstance`` also honours a ``__class__``
 that differs from ``type(obj)`` (a proxy) and classes registered with an ABC; none of the classes the
 guard looks for is an ABC, and a proxy of one of them is not the object the loop trains with.
+
+What the stack search follows: frame locals, the program's globals, dict values, list/tuple/set items,
+``__dict__`` and ``__slots__`` values, a function's closure cells and default arguments, what a
+``functools.partial`` binds. What it misses (the optimizer is then found by the full pass; a scheduler,
+scaler or compiled wrapper reachable only that way is not found while the optimizer is near): objects held
+only by another module's globals or by class attributes (modules and classes are leaves), by a container
+wider than ``WIDE``, by a ``deque`` or another C container, by the value stack of a running ``for`` (a
+loader's iterator: the full pass finds it), and by a bound method kept as a callable (``lr_step =
+scheduler.step``): deliberately, since calls through a method bound before the probe attached bypass the
+probe's wrapper of that method, so its object found that way would be counted as never stepped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import sys
 import types
@@ -64,7 +75,7 @@ NEAR_LIMIT = 50_000
 #: the loop's objects are not among them (a list of weight copies has one item per parameter tensor).
 WIDE = 10_000
 _LEAVES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-           types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None))
+           types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None), functools.partial)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 #: ``sys.getrefcount`` of a frame's locals snapshot held by nothing but the frame (see :func:`_locals_of`)
 _ONLY_THE_FRAME = 3
@@ -146,7 +157,9 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
         frame = frame.f_back
     seen: set[int] = set()
     visited: list[object] = []
-    how: dict[type, type | str] = {}  # per type: "leaf", "function", "object" (its __dict__) or its container base
+    # per type: how to follow it ("leaf", "function", "partial", "object": its __dict__, or its container
+    # base) and its __slots__' member descriptors
+    how: dict[type, tuple[type | str, tuple[types.MemberDescriptorType, ...]]] = {}
     while queue:
         obj = queue.popleft()
         if id(obj) in seen:
@@ -156,14 +169,27 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
             return None
         visited.append(obj)
         kind = type(obj)
-        base = how.get(kind)
-        if base is None:
-            base = how[kind] = _how_to_follow(kind)
+        known = how.get(kind)
+        if known is None:
+            known = how[kind] = (_how_to_follow(kind), _slots_of(kind))
+        base, slots = known
         if base == "leaf":
             continue
-        if base == "function":  # a closure's cells (a step function that calls the model)
+        if base == "function":  # a closure's cells and the defaults (a step function that calls the model)
             queue.extend(cell.cell_contents for cell in obj.__closure__ or () if _filled(cell))  # type: ignore[attr-defined]
+            queue.extend(obj.__defaults__ or ())  # type: ignore[attr-defined]
+            queue.extend((obj.__kwdefaults__ or {}).values())  # type: ignore[attr-defined]
             continue
+        if base == "partial":  # ``functools.partial(train_step, model, optimizer=opt)``: what it binds
+            queue.append(obj.func)  # type: ignore[attr-defined]
+            queue.extend(obj.args)  # type: ignore[attr-defined]
+            queue.extend(obj.keywords.values())  # type: ignore[attr-defined]
+            continue
+        for slot in slots:  # ``__slots__`` values (a slotted dataclass holding the train state); unset ones raise
+            try:
+                queue.append(slot.__get__(obj, kind))
+            except AttributeError:
+                pass
         if base != "object":  # the base class's own length and items: no user __len__ or __iter__ runs
             if base.__len__(obj) <= WIDE:  # type: ignore[attr-defined]
                 queue.extend(dict.values(obj) if base is dict else base.__iter__(obj))  # type: ignore[arg-type,attr-defined]
@@ -178,13 +204,23 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
 
 
 def _how_to_follow(kind: type) -> type | str:
-    """How :func:`_reachable` follows an object of type ``kind``: "leaf" (not at all), "function" (its closure),
-    the container base class whose items it reads, or "object" (its ``__dict__``)."""
+    """How :func:`_reachable` follows an object of type ``kind``: "leaf" (not at all), "function" (its closure
+    and defaults), "partial" (what it binds), the container base class whose items it reads, or "object" (its
+    ``__dict__``; slots are read apart)."""
     if kind is types.FunctionType:
         return "function"
+    if kind is functools.partial:
+        return "partial"
     if issubclass(kind, _LEAVES) or issubclass(kind, torch.Tensor):
         return "leaf"
     return next((b for b in _CONTAINERS if issubclass(kind, b)), "object")
+
+
+def _slots_of(kind: type) -> tuple[types.MemberDescriptorType, ...]:
+    """The member descriptors of the ``__slots__`` that ``kind`` and its bases declare (read through the
+    descriptor: no ``__getattr__`` or property of the program runs)."""
+    return tuple(value for cls in kind.__mro__ if "__slots__" in vars(cls)  # (mangled private names included)
+                 for value in vars(cls).values() if type(value) is types.MemberDescriptorType)
 
 
 def _filled(cell: types.CellType) -> bool:
