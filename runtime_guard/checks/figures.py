@@ -35,6 +35,7 @@ class RateVerdict:
     def card(self) -> dict[str, object]:
         f = self.figure
         return {"name": f.name, "value": f.value, "group": f.group, "unit": f.unit or "unknown",
+                "microbatches": f.microbatches, "after_update": f.after_update,
                 "seconds_since_previous_update": None if f.seconds is None else round(f.seconds, 6),
                 "rate_times_seconds": None if self.implied is None else round(self.implied, 3),
                 "counts": {k: {"group": g, "last_microbatch": m} for k, (g, m) in (self.counts or {}).items()},
