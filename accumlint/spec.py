@@ -48,8 +48,10 @@ class Runtime:
     the scheduler), ``"effective-batch"`` (the configured effective batch given to the probe),
     ``"weight-copy"`` (a copy of the probed parameters, such as a weight EMA, alive when the probe
     attached), ``"epoch-end"`` (the probe placed at an epoch end with the loader,
-    ``at="epoch_end"``), ``"card"`` (a fact on the card, never a finding). ``evidence``: what in the
-    event trace shows it.
+    ``at="epoch_end"``), ``"logged-rate"`` (a throughput the loop hands to ``runtime_guard.log()`` after an
+    update the probe saw), ``"resume"`` (the optimizer had applied updates when the probe attached and an LR
+    scheduler's position can be compared with their count), ``"card"`` (a fact on the card, never a
+    finding). ``evidence``: what in the event trace shows it.
     """
 
     needs: str
@@ -632,6 +634,11 @@ RULES: tuple[RuleSpec, ...] = (
             "the reported throughput counts one microbatch per group's time: it is A times too small"
         ),
         fix="count examples and tokens over the whole group (or multiply by A)",
+        runtime=Runtime(
+            needs="logged-rate",
+            evidence="a rate handed to runtime_guard.log() after an update, times the time since the previous "
+                     "update, against the examples or tokens of the whole group and of its last microbatch",
+        ),
     ),
     RuleSpec(
         "ACC904",
@@ -644,6 +651,11 @@ RULES: tuple[RuleSpec, ...] = (
             "after resume the counter is off by a factor A: the scheduler, the logs and the stop condition jump"
         ),
         fix="convert between units on restore, or save both counters",
+        runtime=Runtime(
+            needs="resume",
+            evidence="at attach, the optimizer's own update count (state['step']) against the LR scheduler's "
+                     "position (last_epoch), with the scheduler stepped once per update while probed",
+        ),
     ),
 )
 """Every rule class's spec, in code order."""

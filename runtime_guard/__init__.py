@@ -18,7 +18,8 @@ import importlib.util
 from typing import Any
 
 __all__ = [
-    "RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "RuntimeFinding", "probe",
+    "RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "RuntimeFinding", "log",
+    "probe",
 ]
 __version__ = "0.2.0"
 
@@ -32,6 +33,7 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 if HAS_TORCH:
     from runtime_guard.checks import RUNTIME_CHECKS
+    from runtime_guard.observe.figures import log
     from runtime_guard.probe import Probe, probe
     from runtime_guard.report import Finding, GuardFindingError, GuardWarning, Report, RuntimeFinding
 else:

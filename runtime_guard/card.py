@@ -20,6 +20,9 @@ from runtime_guard.checks import (
     kept_graph_unobservable,
     last_group,
     microbatch_size,
+    rate_status,
+    rates,
+    resume,
     scheduler_owners,
 )
 from runtime_guard.events import SCHEDULER_STEP
@@ -67,6 +70,10 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
             status[code] = ("checked" if rec.shadow_copies else f"not observed: {rec.shadow_search}"
                             if rec.shadow_search else "not observable: no copy of the model's parameters (a weight "
                             "EMA, an averaged model) was alive when the probe attached")
+        elif check.needs == "logged-rate":
+            status[code] = rate_status(rates(rec))
+        elif check.needs == "resume":
+            status[code] = resume(rec).status
         elif check.needs == "effective-batch":
             status[code] = ("checked" if rec.expected_effective_batch is not None
                             else "card fact: pass effective_batch= to compare")
@@ -212,6 +219,10 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         },
         "batchnorm": {"modules": rec.batchnorm, "train_mode": rec.bn_training,
                       "examples_per_statistics": m if rec.batchnorm else None},
+        # ACC903: the rates the loop handed to runtime_guard.log(), each against the group's counts
+        "logged_rates": [v.card() for v in rates(rec)] or None,
+        # ACC904: the counters a resumed run restored, as the probe found them at attach
+        "at_attach": {"optimizer_updates": rec.updates_at_attach, "scheduler_position": rec.scheduler_position},
         "counts": {
             "microbatches": len(mbs),
             "update_attempts": attempted,

@@ -61,27 +61,24 @@ def _find_objects(model: torch.nn.Module, loaders: bool = False) -> dict[str, An
                "loaders": [torch.utils.data.DataLoader, *(_class_of(module, name)
                                                           for module, name in fw.accelerate.LOADER_ADAPTERS)],
                "loader_iterators": [torch.utils.data.dataloader._BaseDataLoaderIter]}
-    kind_of: dict[type, str] = {}
-    for kind, kind_classes in reversed(classes.items()):  # the first kind wins for a class of two
-        for cls in kind_classes:
-            if cls is not None:
-                kind_of.update(dict.fromkeys(heap.subclasses(cls), kind))
+    kinds = [(kind, heap.TypeSet(c for c in kind_classes if c is not None)) for kind, kind_classes in classes.items()]
+    wanted = [c for kind_classes in classes.values() for c in kind_classes if c is not None]
 
     def sort(objects: list[Any]) -> dict[str, list[Any]]:
         found: dict[str, list[Any]] = {kind: [] for kind in classes}
         for obj in objects:
-            kind = kind_of[type(obj)]
+            kind = next(kind for kind, types in kinds if type(obj) in types)  # the first kind wins for a class of two
             if kind != "optimizers" or any(id(p) in params for g in obj.param_groups for p in g["params"]):
                 found[kind].append(obj)
         return found
 
-    near = None if loaders else heap.near_the_loop(kind_of)
+    near = None if loaders else heap.near_the_loop(wanted)
     if near is not None and (found := sort(near))["optimizers"]:
         return found
     deciding = ["optimizers", "schedulers", "scalers", "accelerators", "trainers"]
     deciding += ["loaders", "loader_iterators"] if loaders else []
     for collect in (False, True):
-        found = sort(heap.live_instances(kind_of, collect=collect))
+        found = sort(heap.live_instances(wanted, collect=collect))
         if all(len(found[kind]) <= 1 for kind in deciding):
             break
     return found
@@ -150,7 +147,8 @@ class ScriptProbe:
         if self.probe is not None or not torch.is_grad_enabled() or not module.training or module in self._untrained:
             return
         try:
-            self._discover(module, args)
+            with heap.one_walk():  # the model's objects, its compiled wrapper and weight copies: one stack walk
+                self._discover(module, args)
         except Exception as error:  # noqa: BLE001 - the guard's failure never reaches the script
             self._handle.remove()
             if self.probe is not None and self.probe.attached:

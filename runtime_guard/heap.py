@@ -10,20 +10,36 @@ model's microbatch (issue 35: the first probed microbatch must stay within 1.2x 
 for what the stack does not reach (a loader iterator held only by a running ``for``) or when the
 search ran over its bound.
 
-Both match an object by its exact type: the wanted classes are expanded once to every loaded
-subclass (an instance's class is always loaded, and ``type.__subclasses__`` lists them), one set
-lookup per object. ``isinstance`` also honours a ``__class__`` that differs from ``type(obj)`` (a
-proxy) and classes registered with an ABC; none of the classes the guard looks for is an ABC, and a
-proxy of one of them is not the object the loop trains with.
+Both match an object by its type: :func:`live_instances` expands the wanted classes once to every
+loaded subclass (an instance's class is always loaded, and ``type.__subclasses__`` lists them), one set
+lookup per object over 300k of them; :func:`near_the_loop` visits far fewer objects of a few hundred
+types and decides each type on first sight (:class:`TypeSet`): expanding ``nn.Module`` walks every
+module class transformers defines, 5 ms of the first microbatch. Discovery asks for several kinds
+in a row (optimizers, a ``torch.compile`` wrapper, weight copies); inside :func:`one_walk` the stack
+is walked once and each search filters the same objects. ``isinstance`` also honours a ``__class__``
+that differs from ``type(obj)`` (a proxy) and classes registered with an ABC; none of the classes the
+guard looks for is an ABC, and a proxy of one of them is not the object the loop trains with.
+
+What the stack search follows: frame locals, the program's globals, dict values, list/tuple/set items,
+``__dict__`` and ``__slots__`` values, a function's closure cells and default arguments, what a
+``functools.partial`` binds. What it misses (the optimizer is then found by the full pass; a scheduler,
+scaler or compiled wrapper reachable only that way is not found while the optimizer is near): objects held
+only by another module's globals or by class attributes (modules and classes are leaves), by a container
+wider than ``WIDE``, by a ``deque`` or another C container, by the value stack of a running ``for`` (a
+loader's iterator: the full pass finds it), and by a bound method kept as a callable (``lr_step =
+scheduler.step``): deliberately, since calls through a method bound before the probe attached bypass the
+probe's wrapper of that method, so its object found that way would be counted as never stepped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import sys
 import types
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -59,12 +75,48 @@ NEAR_LIMIT = 50_000
 #: the loop's objects are not among them (a list of weight copies has one item per parameter tensor).
 WIDE = 10_000
 _LEAVES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-           types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None))
+           types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None), functools.partial)
 _CONTAINERS = (dict, list, tuple, set, frozenset)
 #: ``sys.getrefcount`` of a frame's locals snapshot held by nothing but the frame (see :func:`_locals_of`)
 _ONLY_THE_FRAME = 3
 #: Modules whose frames' locals and globals are not the program's (the guard's own objects are no candidates).
 _NOT_THE_PROGRAM = ("runtime_guard", "accumlint")
+
+
+class TypeSet:
+    """The types that are one of ``classes`` or a subclass of one, or one of ``exact``: ``kind in types``
+    decides each type once (``issubclass``) and remembers it, instead of expanding ``classes`` to every
+    loaded subclass up front (:func:`subclasses`)."""
+
+    def __init__(self, classes: Iterable[type], exact: Iterable[type] = ()) -> None:
+        self._classes = tuple(classes)
+        self._known: dict[type, bool] = dict.fromkeys(exact, True)
+
+    def __contains__(self, kind: type) -> bool:
+        known = self._known.get(kind)
+        if known is None:
+            known = self._known[kind] = issubclass(kind, self._classes)
+        return known
+
+
+#: Inside :func:`one_walk`: the objects of the first walk from the stack and its limit (``None``: the walk
+#: ran over it), shared by the searches made meanwhile; empty outside.
+_shared_walk: list[tuple[list[object] | None, int]] = []
+
+
+@contextlib.contextmanager
+def one_walk() -> Iterator[None]:
+    """Inside the block, :func:`near_the_loop` walks the stack once (at its first call) and every later
+    search filters the objects of that walk (the caller's frames are the same). The walk's objects are
+    dropped at the end of the block. Nested blocks share the outermost one's walk."""
+    if _shared_walk:
+        yield
+        return
+    _shared_walk.append((None, -1))  # no walk yet
+    try:
+        yield
+    finally:
+        _shared_walk.clear()
 
 
 def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
@@ -74,13 +126,27 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
     values of dicts, the items of lists, tuples and sets (of at most ``WIDE`` items), a closure's cells
     and the ``__dict__`` of other objects (not into modules, classes, tensors or a function's globals).
     Every object found is alive (reachable), so no collection is needed. ``None`` when more than
-    ``limit`` objects were visited: the caller then falls back to :func:`live_instances`."""
-    wanted = set(exact)
-    for cls in classes:
-        wanted |= subclasses(cls)
+    ``limit`` objects were visited: the caller then falls back to :func:`live_instances`. Inside
+    :func:`one_walk` the walk is made once."""
+    if _shared_walk:
+        objects, walked_limit = _shared_walk[0]
+        if walked_limit != limit:
+            objects = _reachable(sys._getframe(1), limit)
+            _shared_walk[0] = (objects, limit)
+    else:
+        objects = _reachable(sys._getframe(1), limit)
+    if objects is None:
+        return None
+    wanted = TypeSet(classes, exact)
+    matching = {kind for kind in {type(obj) for obj in objects} if kind in wanted}  # each type decided once
+    return [obj for obj in objects if type(obj) in matching]
+
+
+def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None:
+    """Every object :func:`near_the_loop` visits from ``frame`` outwards, breadth first, or ``None`` beyond
+    ``limit`` of them."""
     queue: deque[object] = deque()
     globals_seen: set[int] = set()
-    frame = sys._getframe(1)
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
         if not module.startswith(_NOT_THE_PROGRAM):
@@ -90,7 +156,10 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
                 queue.extend(frame.f_globals.values())
         frame = frame.f_back
     seen: set[int] = set()
-    found: list[object] = []
+    visited: list[object] = []
+    # per type: how to follow it ("leaf", "function", "partial", "object": its __dict__, or its container
+    # base) and its __slots__' member descriptors
+    how: dict[type, tuple[type | str, tuple[types.MemberDescriptorType, ...]]] = {}
     while queue:
         obj = queue.popleft()
         if id(obj) in seen:
@@ -98,16 +167,30 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
         seen.add(id(obj))
         if len(seen) > limit:
             return None
+        visited.append(obj)
         kind = type(obj)
-        if kind in wanted:
-            found.append(obj)
-        if kind is types.FunctionType:  # a closure's cells (a step function that calls the model)
+        known = how.get(kind)
+        if known is None:
+            known = how[kind] = (_how_to_follow(kind), _slots_of(kind))
+        base, slots = known
+        if base == "leaf":
+            continue
+        if base == "function":  # a closure's cells and the defaults (a step function that calls the model)
             queue.extend(cell.cell_contents for cell in obj.__closure__ or () if _filled(cell))  # type: ignore[attr-defined]
+            queue.extend(obj.__defaults__ or ())  # type: ignore[attr-defined]
+            queue.extend((obj.__kwdefaults__ or {}).values())  # type: ignore[attr-defined]
             continue
-        if issubclass(kind, _LEAVES) or issubclass(kind, torch.Tensor):
+        if base == "partial":  # ``functools.partial(train_step, model, optimizer=opt)``: what it binds
+            queue.append(obj.func)  # type: ignore[attr-defined]
+            queue.extend(obj.args)  # type: ignore[attr-defined]
+            queue.extend(obj.keywords.values())  # type: ignore[attr-defined]
             continue
-        base = next((b for b in _CONTAINERS if issubclass(kind, b)), None)
-        if base is not None:  # the base class's own length and items: no user __len__ or __iter__ runs
+        for slot in slots:  # ``__slots__`` values (a slotted dataclass holding the train state); unset ones raise
+            try:
+                queue.append(slot.__get__(obj, kind))
+            except AttributeError:
+                pass
+        if base != "object":  # the base class's own length and items: no user __len__ or __iter__ runs
             if base.__len__(obj) <= WIDE:  # type: ignore[attr-defined]
                 queue.extend(dict.values(obj) if base is dict else base.__iter__(obj))  # type: ignore[arg-type,attr-defined]
         else:
@@ -117,7 +200,27 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
                 continue
             if type(attributes) is dict:
                 queue.extend(attributes.values())
-    return found
+    return visited
+
+
+def _how_to_follow(kind: type) -> type | str:
+    """How :func:`_reachable` follows an object of type ``kind``: "leaf" (not at all), "function" (its closure
+    and defaults), "partial" (what it binds), the container base class whose items it reads, or "object" (its
+    ``__dict__``; slots are read apart)."""
+    if kind is types.FunctionType:
+        return "function"
+    if kind is functools.partial:
+        return "partial"
+    if issubclass(kind, _LEAVES) or issubclass(kind, torch.Tensor):
+        return "leaf"
+    return next((b for b in _CONTAINERS if issubclass(kind, b)), "object")
+
+
+def _slots_of(kind: type) -> tuple[types.MemberDescriptorType, ...]:
+    """The member descriptors of the ``__slots__`` that ``kind`` and its bases declare (read through the
+    descriptor: no ``__getattr__`` or property of the program runs)."""
+    return tuple(value for cls in kind.__mro__ if "__slots__" in vars(cls)  # (mangled private names included)
+                 for value in vars(cls).values() if type(value) is types.MemberDescriptorType)
 
 
 def _filled(cell: types.CellType) -> bool:

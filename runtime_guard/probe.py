@@ -38,6 +38,7 @@ from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, gra
 from runtime_guard.graphs import GraphTracker, SavedTensorHooks
 from runtime_guard.observe import eager
 from runtime_guard.observe.backward import BackwardObserver
+from runtime_guard.observe.figures import FiguresObserver
 from runtime_guard.observe.forward import ForwardObserver
 from runtime_guard.observe.gradient_ops import GradientOpsObserver
 from runtime_guard.observe.placement import PlacementObserver
@@ -97,7 +98,7 @@ def main_script(start: str | None = None) -> str:
 
 
 class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
-            GradientOpsObserver, PlacementObserver, ReplicaObserver):
+            GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver):
     """Observes the first ``groups`` accumulation groups of a training loop.
 
     Args:
@@ -293,6 +294,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                 "its `with` block)")
         self._thread = threading.get_ident()
         self._describe_setup()
+        self._read_counters()
         try:
             self._open_guard_group()
             if not (self.at == "epoch_end" and self._place_at_epoch_end()):
@@ -383,6 +385,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             rec.notes.append("activation checkpointing: saved activations counted outside checkpointed regions")
 
     def _install(self) -> None:
+        with heap.one_walk():  # its searches (a compiled wrapper, weight copies) walk the stack once
+            self._install_hooks()
+
+    def _install_hooks(self) -> None:
         self._hooks_installed = True
         undo = self._undo
         model = self.model

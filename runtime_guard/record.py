@@ -7,7 +7,7 @@ from typing import Any
 
 from runtime_guard.events import RESET
 from runtime_guard.frameworks import DataParallelSize
-from runtime_guard.trace import ObservedEvent, ObservedGroup
+from runtime_guard.trace import LoggedFigure, ObservedEvent, ObservedGroup
 
 
 @dataclass
@@ -69,6 +69,12 @@ class RunRecord:
     # None: not searched (or the search failed: ``shadow_search`` says why)
     shadow_copies: list[str] | None = None
     shadow_search: str = ""
+    # rates the loop handed to runtime_guard.log() while probed (ACC903)
+    figures: list[LoggedFigure] = field(default_factory=list)
+    # at attach: the optimizer's own count of applied updates (state["step"]; None: its state holds none) and the
+    # LR scheduler's position (last_epoch; None: no scheduler): a resumed run's restored counters (ACC904)
+    updates_at_attach: int | None = None
+    scheduler_position: int | None = None
     notes: list[str] = field(default_factory=list)
     # the guard's own code that raised while probing (contained, runtime_guard.contain): every check is then
     # "not observed" with the first of these as the reason

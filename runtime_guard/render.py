@@ -69,6 +69,21 @@ def _loss_weights(card: dict[str, Any]) -> str:
         f"({e['convention_source']}, expected {e['expected_sum']:.6g})" for e in entries)
 
 
+def _logged_rates(card: dict[str, Any]) -> str:
+    """Each rate handed to ``runtime_guard.log`` with what it was found to count (ACC903)."""
+    rows = card.get("logged_rates") or []
+    return "; ".join(f"{r['name']} = {r['value']:.4g} (group {r['group']}): {r['verdict']}" for r in rows) or \
+        "none handed to runtime_guard.log()"
+
+
+def _at_attach(card: dict[str, Any]) -> str:
+    """The optimizer's own update count and the scheduler's position when the probe attached (ACC904)."""
+    at = card.get("at_attach") or {}
+    updates, position = at.get("optimizer_updates"), at.get("scheduler_position")
+    return (f"optimizer updates {'not counted' if updates is None else updates} (state['step']), scheduler "
+            f"position {'no scheduler' if position is None else position}")
+
+
 def card_rows(card: dict[str, Any]) -> list[tuple[str, Any]]:
     """The card's facts as (label, value) rows, a reason in place of each missing value."""
     tokens = card.get("supervised_tokens_per_group") or {}
@@ -91,6 +106,8 @@ def card_rows(card: dict[str, Any]) -> list[tuple[str, Any]]:
         ("all-reduce rounds / group", _or(all_reduce.get("rounds_per_group"), all_reduce.get("how", "not known"))),
         ("BatchNorm (ACC901)", card.get("batchnorm", {}).get("modules") or "none"),
         ("counts (ACC902)", card.get("counts")),
+        ("logged rates (ACC903)", _logged_rates(card)),
+        ("at attach (ACC904)", _at_attach(card)),
     ]
 
 

@@ -160,13 +160,12 @@ def _candidates(objects: list[object], model_ids: set[int], sizes: set[int]
     their descriptions, and the ids of the tensors the optimizers among them hold."""
     candidates: list[tuple[str, list[torch.Tensor]]] = []
     trained: set[int] = set()
-    optimizers = heap.subclasses(torch.optim.Optimizer)
     for obj in objects:
         try:
-            if type(obj) in optimizers:
+            if issubclass(type(obj), torch.optim.Optimizer):
                 trained.update(id(p) for g in obj.param_groups for p in g["params"])  # type: ignore[attr-defined]
                 continue
-            tensors = _tensors_of(obj, sizes)
+            tensors = _tensors_of(obj, sizes, model_ids)
         except Exception:  # noqa: BLE001 - objects whose attributes fail to read are not copies
             continue
         if tensors is not None and not any(id(t) in model_ids for t in tensors):
@@ -174,15 +173,19 @@ def _candidates(objects: list[object], model_ids: set[int], sizes: set[int]
     return candidates, trained
 
 
-def _tensors_of(obj: object, sizes: set[int]) -> list[torch.Tensor] | None:
+def _tensors_of(obj: object, sizes: set[int], model_ids: set[int]) -> list[torch.Tensor] | None:
     """The tensors ``obj`` holds in order when it is a module, or a list, tuple or dict of nothing but
-    tensors, with one of the lengths in ``sizes``; else ``None``."""
+    tensors, with one of the lengths in ``sizes``; else ``None`` (also for a module whose first parameter
+    is one of ``model_ids``: the model or a submodule of it, not read further)."""
     kind = type(obj)
     if kind in _CONTAINERS:
         if len(obj) not in sizes:  # type: ignore[arg-type]
             return None
         values: list[object] = list(obj.values() if kind is dict else obj)  # type: ignore[attr-defined]
     elif isinstance(obj, torch.nn.Module):
+        first = next(obj.parameters(), None)
+        if first is None or id(first) in model_ids:  # the model or one of its submodules: no copy
+            return None
         values = list(dict.fromkeys(obj.parameters()))
         if len(values) not in sizes:
             return None

@@ -60,6 +60,22 @@ class CEWeights:
 
 
 @dataclass
+class LoggedFigure:
+    """A rate the loop handed to ``runtime_guard.log`` while probed (ACC903): its ``name``, ``value`` and
+    ``unit`` (``"tokens"``, ``"examples"`` or ``""`` when its name gives none), the group it was logged in
+    with the number of its microbatches then and whether its update had happened, and ``seconds`` since the
+    previous group's update attempt (``None`` before the probe saw one)."""
+
+    name: str
+    value: float
+    unit: str
+    group: int
+    microbatches: int
+    after_update: bool
+    seconds: float | None
+
+
+@dataclass
 class Microbatch:
     """What the guard saw of one microbatch (a grad-enabled forward of the probed model)."""
 
@@ -100,6 +116,8 @@ class Microbatch:
     # the learning rate of each of the probed optimizer's param_groups at this forward: a schedule written
     # into param_groups by hand (no scheduler object) shows as values changing between microbatches
     lrs: tuple[float, ...] = ()
+    # elements of the first input tensor when it holds integers (token ids): the tokens a rate counts (ACC903)
+    tokens: int | None = None
 
 
 @dataclass
@@ -129,6 +147,7 @@ class ObservedGroup:
     # a copy of the parameters (weight EMA, averaged model) moved toward them inside the group, with the
     # parameters unchanged: (what holds the copy, the factor c of s' - p = c (s - p)) per move (ACC007)
     averaged: list[tuple[str, float]] = field(default_factory=list)
+    updated_at: float | None = None  # time.perf_counter() at its update attempt: what a logged rate covers
 
     @property
     def closed(self) -> bool:

@@ -3,6 +3,8 @@ and the full pass by exact type."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import types
 
 import pytest
@@ -52,3 +54,84 @@ def test_the_full_pass_matches_by_type_and_subclass() -> None:
     namespace = types.SimpleNamespace(kept=mine)
     assert any(o is mine for o in heap.live_instances([torch.optim.Optimizer]))
     assert MySGD in heap.subclasses(torch.optim.Optimizer) and namespace
+
+
+@dataclasses.dataclass(slots=True)
+class TrainState:
+    """A slotted train state (no ``__dict__``): what it holds is read through its slots."""
+
+    optimizer: torch.optim.Optimizer
+    scheduler: object = None
+
+
+def _train_step(optimizer: torch.optim.Optimizer, *, scheduler: object = None) -> None:
+    optimizer.step()
+
+
+def _holder(shape: str) -> tuple[object, int]:
+    """What a loop keeps of its step (``shape``), the only holder of an optimizer, and that optimizer's id."""
+    optimizer = _optimizer()
+
+    def train_step(opt: torch.optim.Optimizer = optimizer) -> None:
+        opt.step()
+
+    def train_step_kw(*, opt: torch.optim.Optimizer = optimizer) -> None:
+        opt.step()
+
+    holders = {"partial": lambda: functools.partial(_train_step, optimizer),
+               "partial keyword": lambda: functools.partial(_train_step, None, scheduler=Holder(optimizer)),
+               "slots": lambda: TrainState(optimizer),
+               "default": lambda: train_step, "keyword default": lambda: train_step_kw}
+    return holders[shape](), id(optimizer)
+
+
+@pytest.mark.parametrize("shape", ["partial", "partial keyword", "slots", "default", "keyword default"])
+def test_finds_objects_behind_partials_bound_methods_slots_and_defaults(shape: str) -> None:
+    """Shapes the stack search missed before: the loop holds only a ``functools.partial`` of its step, a
+    slotted dataclass, or a function whose default arguments bind the object."""
+    holder, wanted = _holder(shape)
+    found = heap.near_the_loop([torch.optim.Optimizer])
+    assert found is not None and wanted in {id(o) for o in found}
+    assert holder
+
+
+def test_one_walk_is_shared_and_dropped() -> None:
+    kept = _optimizer()
+    with heap.one_walk():
+        first = heap.near_the_loop([torch.optim.Optimizer])
+        later = _optimizer()  # made after the walk: a search inside the block filters the same walk
+        again = heap.near_the_loop([torch.optim.Optimizer])
+        assert first is not None and again is not None
+        assert any(o is kept for o in again) and not any(o is later for o in again)
+    assert any(o is later for o in heap.near_the_loop([torch.optim.Optimizer]) or [])
+    assert not heap._shared_walk  # the walk's objects are not kept after the block
+
+
+BOUND_STEP_SCRIPT = """
+import torch
+from torch import nn
+A = 4
+torch.manual_seed(0)
+model = nn.Linear(16, 1)
+opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+lr_step = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 / (1 + s)).step  # the scheduler's only holder
+for i in range(3 * A):
+    x = torch.randn(8, 16)
+    (nn.functional.mse_loss(model(x), x.sum(1, keepdim=True)) / A).backward()
+    if (i + 1) % A == 0:
+        opt.step()
+        lr_step()
+        opt.zero_grad()
+"""
+
+
+def test_a_scheduler_held_only_by_a_bound_step_is_not_claimed(tmp_path) -> None:  # noqa: ANN001
+    """A method bound before the probe attached bypasses its wrapper: the scheduler behind it is not taken
+    as the loop's (its steps would all look missing); the card says no scheduler was found."""
+    from runtime_guard.discover import run_script
+
+    script = tmp_path / "train.py"
+    script.write_text(BOUND_STEP_SCRIPT, encoding="utf-8")
+    report = run_script(script, accumulation_steps=4).report()
+    assert report is not None and report.findings == []
+    assert report.card["scheduler_steps_per_update"] is None

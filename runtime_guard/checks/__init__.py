@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from runtime_guard.checks.base import FIXES, MEANINGS, RUNTIME_CHECKS, RuntimeCheck
 from runtime_guard.checks.data_parallel import data_parallel
+from runtime_guard.checks.figures import logged_rates, rate_status, rates, resume, resumed_counters
 from runtime_guard.checks.gradient_ops import gradient_ops
 from runtime_guard.checks.memory import graph_findings, graphs, kept_graph_unobservable
 from runtime_guard.checks.normalization import normalization
@@ -39,7 +40,7 @@ from runtime_guard.report import RuntimeFinding
 __all__ = [
     "FIXES", "FIX_WEIGHTED", "MEANINGS", "RUNTIME_CHECKS", "LastGroup", "Normalization", "RuntimeCheck", "evaluate",
     "graph_findings", "infer_normalization", "kept_graph_unobservable", "last_group", "microbatch_size",
-    "normalization_tolerance", "scheduler_owners",
+    "normalization_tolerance", "rate_status", "rates", "resume", "scheduler_owners",
 ]
 
 
@@ -55,4 +56,6 @@ def evaluate(rec: RunRecord) -> list[RuntimeFinding]:
     findings += scheduled or list(scheduler_indexed_by_microbatch(rec)) or list(lr_written_each_microbatch(rec))
     findings += list(data_parallel(rec))
     findings += list(normalization(rec))
+    findings += list(logged_rates(rec))
+    findings += list(resumed_counters(rec))
     return sorted(findings, key=lambda f: (f.code, f.group if f.group is not None else -1))

@@ -82,6 +82,8 @@ class ForwardObserver:
             index=len(group.microbatches),
             serial=self._serial,
             examples=int(batch.shape[0]) if batch is not None else None,
+            tokens=batch.numel() if batch is not None and not batch.dtype.is_floating_point
+            and not batch.dtype.is_complex and batch.dtype != torch.bool else None,
             grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
             params_at_forward=self._param_checksums(),
             graphs_alive=sorted(self._tracker.graphs_alive),

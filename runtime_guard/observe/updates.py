@@ -10,6 +10,7 @@ from typing import Any
 from runtime_guard.contain import call_through
 from runtime_guard.events import UPDATE
 from runtime_guard.fingerprint import GradState
+from runtime_guard.observe import figures
 from runtime_guard.replay import replay_group
 from runtime_guard.trace import ObservedEvent, ObservedGroup
 
@@ -22,6 +23,7 @@ class UpdateObserver:
         if group is None or group.closed:
             return
         group.boundary_seq = event.seq
+        group.updated_at = figures.clock()
         group.attempted = True
         group.grads_at_update = grads
         group.device_peak_bytes = self._device_peaks(reset=True)

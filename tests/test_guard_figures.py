@@ -1,0 +1,203 @@
+"""What a loop reports about itself, at run time (issue 35, item 8): a rate handed to ``runtime_guard.log``
+that counts one microbatch over the time of a whole group (ACC903), and a resumed run whose scheduler was
+restored from a count of microbatches while the optimizer's own count says updates (ACC904).
+
+The loops are reduced from the shapes of real scripts (a throughput logged at each update; a checkpoint
+that saves the microbatch counter under "step"). The time a rate covers comes from a clock the test
+advances by one second per microbatch, the same for the loop and the guard: no timed test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+
+import runtime_guard  # noqa: E402
+from runtime_guard.observe import figures  # noqa: E402
+from runtime_guard.observe.figures import rate_unit  # noqa: E402
+
+A = 4
+MICROBATCH = 8
+
+
+class Clock:
+    """Seconds that pass only when the loop says so (one per microbatch)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(figures, "clock", fake)
+    return fake
+
+
+def _data(groups: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(0)
+    return [(torch.randn(MICROBATCH, 16, generator=g), torch.randn(MICROBATCH, 1, generator=g))
+            for _ in range(groups * A)]
+
+
+def _throughput_loop(clock: Clock, log: Any, groups: int = 3) -> runtime_guard.Report:
+    """The catalogue's throughput loop: examples per second logged at each update, from ``log(n_examples,
+    seen, elapsed)``."""
+    torch.manual_seed(0)
+    model = nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with runtime_guard.probe(model, opt, accumulation_steps=A, groups=2) as p:
+        seen, t0 = 0, clock()
+        for i, (x, y) in enumerate(_data(groups)):
+            n_examples = x.shape[0]
+            (nn.functional.mse_loss(model(x), y) / A).backward()
+            clock.now += 1.0  # this microbatch took a second
+            seen += n_examples
+            if (i + 1) % A == 0:
+                opt.step()
+                opt.zero_grad()
+                log(n_examples, seen, clock() - t0)
+                seen, t0 = 0, clock()
+    return p.report()
+
+
+def test_a_rate_of_one_microbatch_over_the_group_time_is_acc903(clock: Clock) -> None:
+    report = _throughput_loop(clock, lambda n, seen, dt: runtime_guard.log({"train/examples_per_sec": n / dt}))
+    assert [(f.code, f.group) for f in report.findings] == [("ACC903", 1)]  # group 0 has no update before it
+    assert "the examples of the group's last microbatch (8), not of its 4 microbatches (32)" in \
+        report.findings[0].observed
+    assert report.card["checks"]["ACC903"] == "checked"
+    rows = report.card["logged_rates"]
+    assert [r["verdict"] for r in rows][:2] == ["not judged: logged before the probe saw an update, so the time it "
+                                                "covers is not known", "one microbatch"]
+    assert rows[1]["rate_times_seconds"] == 8.0 and rows[1]["counts"]["examples"] == {"group": 32,
+                                                                                      "last_microbatch": 8}
+
+
+def test_a_rate_of_the_whole_group_is_right(clock: Clock) -> None:
+    report = _throughput_loop(clock, lambda n, seen, dt: runtime_guard.log(samples_per_second=seen / dt))
+    assert report.findings == []
+    assert report.card["checks"]["ACC903"] == "checked"
+    assert report.card["logged_rates"][1]["verdict"] == "the whole group"
+
+
+def test_token_rates_count_input_tokens(clock: Clock) -> None:
+    """``batch["input_ids"].numel()`` of the last microbatch over the group's time: the probe knows the
+    tokens of each microbatch from its integer input."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    with runtime_guard.probe(model, opt, accumulation_steps=A, groups=2) as p:
+        t0 = clock()
+        for i in range(3 * A):
+            ids = torch.randint(0, 50, (2, 6), generator=g)
+            logits = model(ids)
+            (nn.functional.cross_entropy(logits.reshape(-1, 50), ids.reshape(-1)) / A).backward()
+            clock.now += 0.5
+            if (i + 1) % A == 0:
+                opt.step()
+                opt.zero_grad()
+                runtime_guard.log({"tokens_per_sec": ids.numel() / (clock() - t0), "loss": 1.0})
+                t0 = clock()
+    report = p.report()
+    assert [f.code for f in report.findings] == ["ACC903"]
+    row = report.card["logged_rates"][1]
+    assert row["unit"] == "tokens" and row["counts"]["input tokens"] == {"group": 48, "last_microbatch": 12}
+    # "loss" is no rate (not kept); the third update comes after the probe detached
+    assert [r["name"] for r in report.card["logged_rates"]] == ["tokens_per_sec"] * 2
+
+
+def test_a_rate_without_a_unit_or_without_a_log_is_not_judged(clock: Clock) -> None:
+    report = _throughput_loop(clock, lambda n, seen, dt: runtime_guard.log(throughput=n / dt))
+    assert report.findings == []
+    assert report.card["checks"]["ACC903"].startswith("not observed: 2 logged rate(s), none judged (not judged: ")
+    report = _throughput_loop(clock, lambda n, seen, dt: None)
+    assert report.card["checks"]["ACC903"] == ("not observed: no rate (tokens or examples per second) was handed to "
+                                               "runtime_guard.log() while probed")
+    assert report.card["logged_rates"] is None
+
+
+def test_log_without_a_probe_does_nothing() -> None:
+    runtime_guard.log({"tokens_per_sec": 3.0})  # no probe attached: no error
+
+
+@pytest.mark.parametrize(("name", "unit"), [
+    ("tokens_per_sec", "tokens"), ("train/tok/s", "tokens"), ("samples_per_second", "examples"),
+    ("examples/sec", "examples"), ("img_per_sec", "examples"), ("throughput", ""), ("it/s", ""),
+    ("perf/tps", "tokens"), ("sps", "examples"), ("loss", None), ("lr", None), ("grad_norm", None), ("steps", None),
+    ("eps", None),
+])
+def test_rate_names(name: str, unit: str | None) -> None:
+    assert rate_unit(name) == unit
+
+
+SCHEDULE = staticmethod(lambda step: 1.0 / (1 + step))
+
+
+def _train(model: nn.Module, opt: torch.optim.Optimizer, sched: Any, data: list, probed: bool = False
+           ) -> tuple[int, runtime_guard.Report | None]:
+    """The catalogue's resumable loop with an LR scheduler stepped at each update; returns the microbatch
+    counter it saves and the report when ``probed``."""
+    p = runtime_guard.probe(model, opt, accumulation_steps=A, scheduler=sched, groups=2).attach() if probed else None
+    micro_step = 0
+    for i, (x, y) in enumerate(data):
+        (nn.functional.mse_loss(model(x), y) / A).backward()
+        micro_step += 1
+        if (i + 1) % A == 0:
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+    return micro_step, (p.detach() if p is not None else None)
+
+
+def _resume(restore: str) -> runtime_guard.Report:
+    """Train 2 updates, save {"step": micro_step, "updates": 2, optimizer}, then resume a new run whose
+    scheduler starts at the counter ``restore`` names, probed."""
+    torch.manual_seed(0)
+    model = nn.Linear(16, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, SCHEDULE)
+    micro_step, _ = _train(model, opt, sched, _data(2))
+    ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": micro_step, "updates": 2}
+    model = nn.Linear(16, 1)
+    model.load_state_dict(ckpt["model"])
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    opt.load_state_dict(ckpt["optimizer"])
+    completed_updates = ckpt[restore]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, SCHEDULE, last_epoch=completed_updates - 1)
+    _, report = _train(model, opt, sched, _data(3), probed=True)
+    assert report is not None
+    return report
+
+
+def test_a_scheduler_resumed_from_the_microbatch_counter_is_acc904() -> None:
+    report = _resume("step")
+    assert [f.code for f in report.findings] == ["ACC904"]
+    assert "applied 2 updates (its own count, state['step']) and the LR scheduler stood at position 8" in \
+        report.findings[0].observed
+    assert report.card["checks"]["ACC904"] == "checked"
+    assert report.card["at_attach"] == {"optimizer_updates": 2, "scheduler_position": 8}
+
+
+def test_a_scheduler_resumed_from_the_update_counter_is_right() -> None:
+    report = _resume("updates")
+    assert report.findings == []
+    assert report.card["checks"]["ACC904"] == "checked"
+    assert report.card["at_attach"] == {"optimizer_updates": 2, "scheduler_position": 2}
+
+
+def test_a_fresh_run_leaves_acc904_not_observed() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(16, 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    _, report = _train(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, SCHEDULE), _data(3), probed=True)
+    assert report is not None and report.findings == []
+    assert report.card["checks"]["ACC904"].startswith("not observed: the optimizer's state held no update count")
