@@ -56,7 +56,7 @@ def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
     rank = dist.get_rank()
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(GROUPS * A * M * 2, 6), torch.randn(GROUPS * A * M * 2, 1))
-    if placement in SAME_SAMPLES or placement == "whole_batch_same_samples":  # seeded the same on both ranks: duplicate examples
+    if placement in (*SAME_SAMPLES, "whole_batch_same_samples"):  # seeded the same on both ranks: duplicates
         sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
     else:
         sampler = DistributedSampler(data, shuffle=True, seed=0)
