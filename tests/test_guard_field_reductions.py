@@ -332,3 +332,39 @@ def test_ema_per_microbatch_made_before_the_loop_is_acc007() -> None:
                    "attach, before the copy exists: ACC007 missed")
 def test_ema_per_microbatch_made_after_attach_is_acc007() -> None:
     assert _ema_loop(lazy=True).codes == {"ACC007"}
+
+
+def _sequence_sum_loop(divisor: int) -> runtime_guard.Report:
+    """DPO's SFT loss: each sequence's token log-likelihoods summed (labels -100 on the prompt and the
+    padding, of variable length), averaged over the microbatch's sequences, divided by ``divisor``."""
+    torch.manual_seed(0)
+    vocab, m, length = 11, 2, 9
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, 8), torch.nn.Linear(8, vocab))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+        for i in range(3 * A):
+            ids = torch.randint(0, vocab, (m, length))
+            labels = ids.clone()
+            labels[:, :2] = -100
+            for row in range(m):
+                labels[row, int(torch.randint(4, length, ())):] = -100
+            logps = -torch.nn.functional.cross_entropy(model(ids).transpose(1, 2), labels, reduction="none")
+            loss = -logps.sum(-1).mean()
+            (loss / divisor).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    return p.report()
+
+
+def test_sequence_sums_averaged_over_the_group_are_a_normalization() -> None:
+    """Field trial (eric-mitchell/direct-preference-optimization, loss=sft): every token weighs 1 over the
+    group's sequences, so the per-token weights sum to the mean sequence length, not 1: that read as ACC103
+    (a denominator too small); a loss summed per sequence and averaged over the group is normalized."""
+    report = _sequence_sum_loop(divisor=A)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+    assert "summed per example and averaged over the group's examples" in report.card["normalization"]
+
+
+def test_sequence_sums_not_divided_by_a_is_acc103() -> None:
+    assert _sequence_sum_loop(divisor=1).codes == {"ACC103"}
