@@ -254,6 +254,11 @@ def _from_weights(rec: RunRecord) -> Normalization:
         if near(total, 1.0) or near(ratio, 1.0):
             verdicts.append(f"{unit}, summed (declared sum convention)" if declared_sum and not near(total, 1.0)
                             else unit)
+        elif a > 1 and (near(ratio, 1.0 / a) or near(ratio, float(a))) and _rescaled_after_backward(g):
+            # the gradients changed after the last backward (p.grad.div_(A) at the boundary): the weights
+            # the backward left are not the update's, as for a sum off the scale below
+            verdicts.append(f"{unit}, weights sum to {total:.4g} at the last backward, then the gradients were "
+                            "rescaled before the update: not judged")
         elif a > 1 and near(ratio, 1.0 / a):
             verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
             codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
