@@ -214,7 +214,8 @@ class ScriptProbe:
             self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
                                            "first forward; probed from the start")
         self.probe.record.user_normalizes = next(
-            (text for t in found["trainers"] if _trains(t, module) for text in [frameworks.hf_user_normalizes(t)]), "")
+            (text for t in found["trainers"] if _trains(t, module) for text in [frameworks.hf_user_normalizes(t)]),
+            "") or frameworks.lightning_manual_caller(module, sys._getframe())
         self.probe.attach()
         self.probe.record.script = main_script(self.invoked_from)
         if iterator is not None:

@@ -212,6 +212,35 @@ def hf_user_normalizes(trainer: Any) -> str:
             "does not divide the loss by A, so the returned loss must be normalized over the group")
 
 
+def lightning_manual_normalizes(pl_module: Any) -> str:
+    """For a LightningModule in manual optimization (``automatic_optimization = False``): why the loss
+    normalization over the group is the user's (ACC105: ``manual_backward`` does not divide by A, and
+    ``accumulate_grad_batches`` must be 1 there); ``""`` otherwise (automatic optimization divides)."""
+    if getattr(pl_module, fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR, True) is not False \
+            or not callable(getattr(pl_module, fw.lightning.MANUAL_BACKWARD, None)):
+        return ""
+    return (f"Lightning manual optimization ({fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR}=False): "
+            f"{fw.lightning.MANUAL_BACKWARD} does not divide the loss by A, so the loss must be normalized over the "
+            "group")
+
+
+def lightning_manual_caller(module: Any, frame: Any, depth: int = 64) -> str:
+    """:func:`lightning_manual_normalizes` for the LightningModule whose method (``training_step``) is on
+    the stack from ``frame`` (``depth`` frames at most) and holds ``module`` (the model found at its first
+    forward, or a submodule of it); ``""`` when there is none."""
+    if hasattr(module, fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR):
+        return lightning_manual_normalizes(module)
+    for _ in range(depth):
+        if frame is None:
+            return ""
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module) and hasattr(owner, fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR) \
+                and any(sub is module for sub in owner.modules()):
+            return lightning_manual_normalizes(owner)
+        frame = frame.f_back
+    return ""
+
+
 #: Packages whose code steps an LR scheduler it was configured with (ACC306 when the user steps it
 #: too): those of the framework contracts whose framework steps the scheduler.
 SCHEDULER_OWNERS = tuple(

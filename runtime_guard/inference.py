@@ -5,6 +5,7 @@ epoch's partial group."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -253,6 +254,11 @@ def _from_weights(rec: RunRecord) -> Normalization:
         if near(total, 1.0) or near(ratio, 1.0):
             verdicts.append(f"{unit}, summed (declared sum convention)" if declared_sum and not near(total, 1.0)
                             else unit)
+        elif a > 1 and (near(ratio, 1.0 / a) or near(ratio, float(a))) and _rescaled_after_backward(g):
+            # the gradients changed after the last backward (p.grad.div_(A) at the boundary): the weights
+            # the backward left are not the update's, as for a sum off the scale below
+            verdicts.append(f"{unit}, weights sum to {total:.4g} at the last backward, then the gradients were "
+                            "rescaled before the update: not judged")
         elif a > 1 and near(ratio, 1.0 / a):
             verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
             codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
@@ -263,6 +269,11 @@ def _from_weights(rec: RunRecord) -> Normalization:
             codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
                                              f"{'A N' if declared_sum else 'A'} (A = {a}): the loss was not "
                                              "divided by A"))
+        elif not declared_sum and d == 1 and uniform and _per_example_sum(g, means, near):
+            # every token weighs 1/(group examples): token losses summed per sequence, then averaged over the
+            # group's sequences (DPO's SFT loss): a normalization over the group, in its own unit
+            verdicts.append(f"{unit}, summed per example and averaged over the group's examples "
+                            f"(every token weighs 1/{round(1 / means[0])})")
         else:
             reference = "the declared sum" if declared_sum else "the group's token mean"
             verdicts.append(f"{unit}, weights sum to {total:.4g}: gradients {ratio:.4g}x {reference}")
@@ -294,6 +305,17 @@ def _from_weights(rec: RunRecord) -> Normalization:
                 codes.append((code, g.index, text))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes, measured)
+
+
+def _per_example_sum(group: ObservedGroup, means: list[float], near: Callable[[float, float], bool]) -> bool:
+    """Whether each token of ``group`` weighs 1 over the group's example count (rows of the model's inputs):
+    a loss summed over each sequence's tokens and averaged over the group's sequences, ``means`` being the
+    per-token weight of each microbatch; False when a microbatch's example count is unknown."""
+    examples = [mb.examples for mb in group.microbatches]
+    if not means or any(not m for m in examples):
+        return False
+    total = sum(m for m in examples if m)
+    return all(near(mean * total, 1.0) for mean in means)
 
 
 def _from_loss_weights(rec: RunRecord, why: str) -> Normalization:

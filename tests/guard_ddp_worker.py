@@ -34,21 +34,35 @@ SLICED = ("sliced_by_rank",)
 SHARED_NO_GRAD = ("no_grad_forward_each",)
 #: every microbatch inside no_sync, the gradients averaged by hand with dist.all_reduce before the update
 MANUAL_ALL_REDUCE = ("all_inside_manual_all_reduce",)
+#: the model's forward takes the loaded batch whole, an ``[x, y]`` list (a Lightning module's
+#: ``training_step(batch)`` that Fabric redirects through DDP's forward): its rows are the input's
+WHOLE_BATCH = ("whole_batch_same_samples", "whole_batch_distinct")
 PLACEMENTS = ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", *SAME_SAMPLES,
-              "distinct_samples_rank_noise", *SLICED, *SHARED_NO_GRAD, *MANUAL_ALL_REDUCE)
+              "distinct_samples_rank_noise", *SLICED, *SHARED_NO_GRAD, *MANUAL_ALL_REDUCE, *WHOLE_BATCH)
+
+
+class WholeBatch(nn.Module):
+    """``[x [m, 6], y [m, 1]] -> [m, 1]``: a linear map of the batch's inputs, the batch passed whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(6, 1)
+
+    def forward(self, batch: list[torch.Tensor]) -> torch.Tensor:
+        return self.linear(batch[0])
 
 
 def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
     rank = dist.get_rank()
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(GROUPS * A * M * 2, 6), torch.randn(GROUPS * A * M * 2, 1))
-    if placement in SAME_SAMPLES:  # seeded the same on both ranks: duplicate examples
+    if placement in (*SAME_SAMPLES, "whole_batch_same_samples"):  # seeded the same on both ranks: duplicates
         sampler = RandomSampler(data, generator=torch.Generator().manual_seed(0))
     else:
         sampler = DistributedSampler(data, shuffle=True, seed=0)
     world = dist.get_world_size()
     loader = DataLoader(data, batch_size=M * world if placement in SLICED else M, sampler=sampler)
-    ddp = DistributedDataParallel(nn.Linear(6, 1))
+    ddp = DistributedDataParallel(WholeBatch() if placement in WHOLE_BATCH else nn.Linear(6, 1))
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     options = dict(accumulation_steps=A, groups=2, count_comm=count_comm, effective_batch=M * A * world)
     noise = torch.Generator().manual_seed(1000 + rank)
@@ -71,7 +85,7 @@ def run(placement: str, guard: bool = True, count_comm: bool = False) -> dict:
             both = ddp.no_sync() if placement == "no_sync_both" and not last else nullcontext()
             inside = placement == "all_inside" or placement in MANUAL_ALL_REDUCE
             with both, (ddp.no_sync() if inside else nullcontext()):
-                out = ddp(x)
+                out = ddp([x, y]) if placement in WHOLE_BATCH else ddp(x)
                 if placement == "backward_only" and not last:
                     with ddp.no_sync():
                         (nn.functional.mse_loss(out, y) / A).backward()

@@ -59,6 +59,10 @@ def ranks(tmp_path_factory) -> list[dict]:
     # no microbatch synced by DDP, but the loop all-reduces the gradients by hand before the update: the
     # replicas' gradient checksums agree at the update, so the update is synchronized (no ACC402)
     ("all_inside_manual_all_reduce", set(), [0, 0, 0]),
+    # the loaded batch passed whole to the model (field trial: Lightning's build-your-own-trainer under Fabric
+    # DDP, whose training_step(batch) runs through DDP's forward): its rows are the tensors inside it
+    ("whole_batch_same_samples", {"ACC403"}, [4, 4, 1]),
+    ("whole_batch_distinct", set(), [4, 4, 1]),
 ])
 def test_placements(ranks: list[dict], placement: str, codes: set[str], rounds: list[int]) -> None:
     for rank in ranks:

@@ -48,21 +48,23 @@ class Classifier(pl.LightningModule):
 
 
 class ManualClassifier(Classifier):
-    """Manual optimization with A microbatches per update; ``zero_each`` resets every batch (ACC001)."""
+    """Manual optimization with A microbatches per update; ``zero_each`` resets every batch (ACC001);
+    ``divide=False`` backpropagates each microbatch's mean loss undivided (ACC105)."""
 
-    def __init__(self, a: int, zero_each: bool, step_each: bool = False) -> None:
+    def __init__(self, a: int, zero_each: bool, step_each: bool = False, divide: bool = True) -> None:
         super().__init__(scheduler=False)
         self.automatic_optimization = False
         self.a = a
         self.zero_each = zero_each
         self.step_each = step_each
+        self.divide = divide
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         opt = self.optimizers()
         x, y = batch
         if self.zero_each:
             opt.zero_grad()
-        self.manual_backward(F.cross_entropy(self(x), y) / self.a)
+        self.manual_backward(F.cross_entropy(self(x), y) / (self.a if self.divide else 1))
         if self.step_each:  # ACC004: the update outside the gate, the reset still in it
             opt.step()
         if (batch_idx + 1) % self.a == 0:
@@ -133,6 +135,16 @@ def test_manual_optimization_correct_reports_nothing() -> None:
     report = guard.report
     assert report is not None and report.findings == [], [f.one_line() for f in report.findings]
     assert report.card["group_sizes"] == [2, 2] and report.card["updates"]["applied"] == 2
+
+
+def test_manual_optimization_without_division_is_acc105() -> None:
+    """Field trial (Lightning's basics/transformer.py in manual optimization): ``manual_backward`` leaves the
+    division by A to the user (ACC105, the framework's contract), not the plain-loop ACC103."""
+    guard = GuardCallback(groups=2, accumulation_steps=2)
+    fit(ManualClassifier(a=2, zero_each=False, divide=False), guard, 1)
+    report = guard.report
+    assert report is not None and report.codes == {"ACC105"}, [f.one_line() for f in report.findings]
+    assert "manual_backward does not divide" in report.findings[0].observed
 
 
 def test_manual_optimization_step_every_batch_without_a_is_acc004() -> None:

@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - the standalone package
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import Owner
+from runtime_guard import frameworks
 from runtime_guard.integrations._session import GuardSession, SessionCallback
 from runtime_guard.probe import OnFinding
 from runtime_guard.undo import wrap_instance_method
@@ -190,6 +191,7 @@ class GuardCallback(SessionCallback, pl.Callback):
         probe = self._session.start(
             self._forward_module(pl_module), optimizer, accumulation_steps=a, accumulation_source=source,
             scheduler=scheduler, scaler=scaler, notes=notes, unobservable=unobservable, scheduler_owner=owner,
+            user_normalizes=frameworks.lightning_manual_normalizes(pl_module),
             facts={"version": pl.__version__, fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR: automatic,
                    fw.lightning.ACCUMULATION_KEYWORD: int(trainer.accumulate_grad_batches),
                    "strategy": type(strategy).__name__,

@@ -25,10 +25,14 @@ MAX_GROUPS_FOR_RESETS = 32
 
 
 def _first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
-    for value in (*args, *kwargs.values()):
+    """The forward's batch tensor ``[m, ...]``: the first argument that is one, else the first inside a
+    tuple, list or mapping argument (a loaded batch passed whole, as Lightning's ``training_step(batch)``
+    redirected through a wrapper's forward); ``None`` when there is none."""
+    values = (*args, *kwargs.values())
+    for value in values:
         if isinstance(value, torch.Tensor) and value.dim() >= 1:
             return value
-    return None
+    return next((t for value in values for t in tensors_in(value) if t.dim() >= 1), None)
 
 
 def _autocast_state() -> str | None:
