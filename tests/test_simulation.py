@@ -1079,6 +1079,10 @@ _TAIL_SHAPES = {
     "counter kept across epochs, grads reset at each start: the next first group is short": (
         dict(before_epochs="pending = 0", epoch_start="optimizer.zero_grad()", count="pending += 1",
              gate="pending == accum", after_update="pending = 0"), True),
+    "0-based per-epoch index: the last microbatch waits for the next epoch (ACC006's, which says so)": (
+        dict(gate="i % accum == 0"), False),
+    "per-epoch index counted in the loop, nothing resets: the tail leaks": (
+        dict(epoch_start="seen = 0", count="seen += 1", gate="seen % accum == 0"), True),
     "counter and grads both restart each epoch": (
         dict(epoch_start="pending = 0; optimizer.zero_grad()", count="pending += 1", gate="pending == accum",
              after_update="pending = 0"), False),
@@ -1199,3 +1203,23 @@ def test_a_name_set_equal_to_the_index_beside_the_cadence_is_the_epoch_length():
     assert result.lengths == ("n",)
     assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)]
     assert "`n` is the epoch's length N" in render_text("train.py", [result])
+
+
+def test_a_dataset_sized_with_a_dict_constant_rules_out_a_tail():
+    result = only("""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    config = {"accum": 4, "groups": 3}
+
+    def main(model, optimizer, epochs):
+        data = TensorDataset(torch.randn(config["groups"] * config["accum"] * 8, 16))
+        loader = DataLoader(data, batch_size=8)
+        for epoch in range(epochs):
+            for i, (x,) in enumerate(loader):
+                (model(x) / config["accum"]).backward()
+                if (i + 1) % config["accum"] == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.symbols == ("config['accum']",)
+    assert Configuration(2, 5) in result.impossible

@@ -124,15 +124,23 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _restarts(trace: Trace) -> bool:
+    """Whether the update's cadence starts again with each epoch: the first two epochs update
+    after the same microbatches of theirs (a per-epoch index; a count kept across epochs
+    shifts them when A does not divide N)."""
+    at = [{m for e, m in trace.updates_at() if e == epoch} for epoch in (0, 1)]
+    return bool(at[0]) and at[0] == at[1]
+
+
 def _tail(trace: Trace) -> TraceVerdict | None:
-    """ACC005: with a tail (N = 2A + 1) and epochs the code itself repeats, an epoch's last
-    microbatches after its last update are neither applied in that epoch nor dropped cleanly:
-    they join the next epoch's first update in a group of more than A (a leak across the
-    epochs), or a reset at the next epoch's start wipes them while the next epoch's first group
-    holds fewer than A (the counter survived the reset). A group of A that runs across the
-    boundary (a counter kept across epochs) is by design; a tail never applied at the end of a
-    single pass is left to the patterns (it needs the code to say that the length may not be a
-    multiple of A)."""
+    """ACC005: with epochs the code itself repeats, an epoch's last microbatches after its last
+    update are neither applied in that epoch nor dropped cleanly: they join the next epoch's
+    first update (a leak across the epochs) in a group of other than A, or while the cadence
+    restarts with the epoch; or a reset at the next epoch's start wipes them while the next
+    epoch's first group holds fewer than A (the counter survived the reset). A group of A that
+    runs across the boundary of a count kept across epochs is by design; a tail never applied
+    at the end of a single pass is left to the patterns (it needs the code to say that the
+    length may not be a multiple of A)."""
     if not trace.epochs_from_code:
         return None
     a = trace.configuration.accumulation
@@ -147,7 +155,7 @@ def _tail(trace: Trace) -> TraceVerdict | None:
             continue  # a reset between backwards of one epoch: ACC001's
         kept = {at for i, at in backwards if not resets or i > resets[-1]}
         merged = len({at for _, at in backwards})
-        if (not resets and merged > a) or (resets and 0 < len(kept) < a):
+        if (not resets and (merged != a or _restarts(trace))) or (resets and 0 < len(kept) < a):
             why = (f"they join the next epoch's first update, a group of {merged} microbatches from two epochs "
                    f"where A is {a} (and the last epoch's are never applied)" if not resets else
                    f"a reset at the next epoch's start wipes them, and the count that survived it makes that "
@@ -164,21 +172,22 @@ def _across_epochs(trace: Trace) -> bool:
 
 @dataclass(frozen=True)
 class Property:
-    """A group-structure property: its ``check`` on one run, the epoch length ``size`` (N as a
-    function of A) of the runs that show it, and ``judges``: whether a run can show it at all."""
+    """A group-structure property: its ``check`` on one run, the epoch lengths ``sizes`` (each N
+    as a function of A) of the runs that show it (it fails where every run of one of them
+    fails), and ``judges``: whether a run can show it at all."""
 
     check: Callable[[Trace], TraceVerdict | None]
-    size: Callable[[int], int]
+    sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
 
 
 #: each property, and which runs show it
 PROPERTIES: dict[str, Property] = {
-    "ACC001": Property(_zero_inside, lambda a: 2 * a),
-    "ACC002": Property(_never_reset, lambda a: 2 * a),
-    "ACC003": Property(_zero_before_step, lambda a: 2 * a),
-    "ACC006": Property(_irregular, lambda a: 2 * a),
-    "ACC005": Property(_tail, lambda a: 2 * a + 1, lambda trace: _across_epochs(trace)),
+    "ACC001": Property(_zero_inside, lambda a: (2 * a,)),
+    "ACC002": Property(_never_reset, lambda a: (2 * a,)),
+    "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
+    "ACC006": Property(_irregular, lambda a: (2 * a,)),
+    "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
 }
 
 
@@ -189,18 +198,26 @@ def _judgeable(simulation: Simulation) -> bool:
         all(_one_cadence(t) for t in simulation.traces)
 
 
-def _runs_by_a(simulation: Simulation, rule: Property) -> list[tuple[list[Trace], bool]]:
-    """For each A ≥ 2 simulated (smallest first), the runs that show ``rule`` and whether the
-    code rules their configuration out."""
-    sizes = {t.configuration.accumulation for t in simulation.traces} | \
+#: a property whose failure follows from another's, and that other: a reset every microbatch
+#: also falls between the last backward and the update (ACC001's); a gate that fires on an
+#: epoch's first microbatch leaves its last one to the next epoch (ACC006's, whose message says so)
+_DEFERS = {"ACC003": "ACC001", "ACC005": "ACC006"}
+
+
+def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[Trace], bool]]]:
+    """For each A ≥ 2 simulated (smallest first), for each epoch length that shows ``rule``,
+    its runs and whether the code rules that configuration out."""
+    values = {t.configuration.accumulation for t in simulation.traces} | \
         {c.accumulation for c in simulation.impossible}
     found = []
-    for a in sorted(a for a in sizes if a > 1):
-        runs = [t for t in simulation.traces if t.configuration.accumulation == a
-                and t.configuration.microbatches == rule.size(a) and t.configuration.replicas == 1]
-        ruled_out = any(c.accumulation == a and c.microbatches == rule.size(a) for c in simulation.impossible)
-        if runs or ruled_out:
-            found.append((runs, ruled_out))
+    for a in sorted(a for a in values if a > 1):
+        per_size = []
+        for n in rule.sizes(a):
+            runs = [t for t in simulation.traces if t.configuration.accumulation == a
+                    and t.configuration.microbatches == n and t.configuration.replicas == 1]
+            per_size.append((runs, any(c.accumulation == a and c.microbatches == n for c in simulation.impossible)))
+        if any(runs or ruled_out for runs, ruled_out in per_size):
+            found.append(per_size)
     return found
 
 
@@ -211,27 +228,28 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
         return []
     found = []
     for rule in PROPERTIES.values():
-        for runs, _ in _runs_by_a(simulation, rule):
-            results = [rule.check(t) for t in runs]
-            if runs and all(results):
-                found.append(results[0])
-                break
+        failed = next((results[0] for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
+                       for results in [[rule.check(t) for t in runs]] if runs and all(results)), None)
+        if failed is not None:
+            found.append(failed)
     codes = {v.code for v in found}
-    # a reset every microbatch also falls between the last backward and the update: it is ACC001's
-    return [v for v in found if not (v.code == "ACC003" and "ACC001" in codes)]
+    return [v for v in found if _DEFERS.get(v.code) not in codes]
 
 
 def decides(model: FileModel, code: str, node: object) -> bool:
     """Whether a simulation of ``model`` decides ``code``'s property for the code at ``node``:
-    its runs executed ``node``, hold a verdict, and every run of the configuration that shows
-    the property can show it (or the code rules that configuration out). A pattern finding there
-    gives way to the traces' verdict."""
+    its runs executed ``node``, hold a verdict, and for the smallest A (what ``check``
+    simulates) every epoch length that shows the property was run with runs that can show it,
+    or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
         if not simulation.covers(node) or not _judgeable(simulation):  # type: ignore[arg-type]
             continue
-        judged = _runs_by_a(simulation, rule)[:1]  # what `check` simulates: the smallest A
-        if any(ruled_out and not runs or runs and all(map(rule.judges, runs)) for runs, ruled_out in judged):
+        if code in _DEFERS and any(v.code == _DEFERS[code] for v in verdicts(simulation)):
+            continue  # the property follows from another's failure: the patterns keep their say
+        judged = _runs_by_a(simulation, rule)[:1]
+        if judged and all(ruled_out and not runs or runs and all(map(rule.judges, runs))
+                          for runs, ruled_out in judged[0]):
             return True
     return False
 

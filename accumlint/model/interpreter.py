@@ -652,8 +652,8 @@ class Interpreter:
         literal = None if self.bindings else self.configuration.accumulation
 
         def given_a(expression: cst.CSTNode) -> bool:
-            return any(dotted(n) in self.bindings if isinstance(n, (cst.Name, cst.Attribute)) else
-                       isinstance(n, cst.Integer) and n.evaluated_value == literal for n in walk(expression))
+            return any(_constant_label(n) in self.bindings if isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))
+                       else isinstance(n, cst.Integer) and n.evaluated_value == literal for n in walk(expression))
 
         if any(given_a(arg.value) for arg in node.args):
             return True
@@ -1598,6 +1598,15 @@ def _meets_counter(left: object, right: object) -> bool:
     """A named constant the configuration has not bound, set against a counter: until the run
     knows whether it is A, the result is unknown (its gate names the constant)."""
     return any(isinstance(a, LabeledInt) and not a.bound and varies(b) for a, b in ((left, right), (right, left)))
+
+
+def _constant_label(node: cst.BaseExpression) -> str | None:
+    """The label a configuration binds for ``node``: a dotted name, or a string key of a dict
+    constant (``config["accum"]`` is ``config['accum']``)."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+            and isinstance(node.slice[0].slice.value, cst.SimpleString):
+        return f"{dotted(node.value)}[{node.slice[0].slice.value.evaluated_value!r}]"
+    return dotted(node)
 
 
 def _limited(iterator: Iterator[object]) -> Iterator[object]:
