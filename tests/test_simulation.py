@@ -1086,6 +1086,13 @@ _TAIL_SHAPES = {
     "counter and grads both restart each epoch": (
         dict(epoch_start="pending = 0; optimizer.zero_grad()", count="pending += 1", gate="pending == accum",
              after_update="pending = 0"), False),
+    # field trial (detection trainers): a global index, the update when it is A past the last one
+    "distance from the last update on a global index, grads reset at each start: short first group": (
+        dict(before_epochs="last = -1", epoch_start="optimizer.zero_grad()",
+             count="ni = i + len(loader) * epoch", gate="ni - last >= accum", after_update="last = ni"), True),
+    "distance from the last update on a global index, nothing resets: groups of A across epochs": (
+        dict(before_epochs="last = -1", count="ni = i + len(loader) * epoch", gate="ni - last >= accum",
+             after_update="last = ni"), False),
 }
 
 
@@ -1223,3 +1230,63 @@ def test_a_dataset_sized_with_a_dict_constant_rules_out_a_tail():
     """)
     assert result.symbols == ("config['accum']",)
     assert Configuration(2, 5) in result.impossible
+
+
+# --- field trial of ACC005 on the traces: passes a loop leaves early ----------------------------
+
+_WHOLE_GROUPS_ONLY = """
+import itertools
+
+def fit(model, optimizer, loader, epochs, accum):
+    usable = len(loader) // accum * accum
+    for epoch in range(epochs):
+        for i, batch in {iterate}:
+            {guard}
+            (model(batch) / accum).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("iterate", "guard"), [
+    ("enumerate(itertools.islice(loader, usable))", "pass"),  # the first whole groups only
+    ("enumerate(loader)", "if i >= usable: break"),  # the tail cut off by a break
+])
+def test_a_pass_left_early_ends_its_epoch_there(iterate, guard):
+    # the loop never draws the tail: each epoch ends after its last whole group, and the next
+    # `for` starts a new pass (the one left early is dropped, as Python drops its iterator)
+    source = _WHOLE_GROUPS_ONLY.format(iterate=iterate, guard=guard)
+    result = only(source)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert run(result, 2, 5).epochs_from_code
+    assert "ACC005" not in _trace_codes(source)
+
+
+def test_check_gives_way_to_runs_that_cut_the_tail_off():
+    from accumlint.engine import check_source
+
+    # the patterns read the modulo gate over the whole loader; the runs see that the break
+    # leaves no tail (before the runs ended the pass at the break, they flagged it too)
+    source = _WHOLE_GROUPS_ONLY.format(iterate="enumerate(loader)", guard="if i >= usable: break")
+    assert [f.code for f in check_source("train.py", source.encode()).findings] == []
+    leaking = _WHOLE_GROUPS_ONLY.format(iterate="enumerate(loader)", guard="pass")
+    assert [f.code for f in check_source("train.py", leaking.encode()).findings] == ["ACC005"]
+
+
+@pytest.mark.xfail(strict=True, reason="`n_updates = len(loader) // accum` with `next(it)` in an inner "
+                   "range(accum): the runs draw past the epoch's end and report groups of [2, 2, 1, 1] (ACC006)")
+def test_updates_counted_from_the_loader_length_draw_the_whole_groups_only():
+    source = """
+def fit(model, optimizer, loader, epochs, accum):
+    n_updates = len(loader) // accum
+    for epoch in range(epochs):
+        it = iter(loader)
+        for u in range(n_updates):
+            for k in range(accum):
+                (model(next(it)) / accum).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    assert _trace_codes(source) == set()

@@ -26,6 +26,7 @@ iterations: a run cut by one ends with an undecided reason, never a hang.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -229,6 +230,7 @@ class Interpreter:
         self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
+        self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -500,6 +502,7 @@ class Interpreter:
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
         self._micro_steps(node, frame)
+        fresh = len(self._fresh)
         items = self._iterate(iterable, node, frame)
         if items is None:  # unknown, and no training event inside
             self._havoc(node, frame)
@@ -517,10 +520,25 @@ class Interpreter:
                     break
                 except _Continue:
                     continue
+        except _Return:
+            self._end_passes(self._fresh[fresh:])  # a `return` drops the statement's iterator, as `break` does
+            raise
         finally:
             self._iteration_starts.pop()
+            made = self._fresh[fresh:]
+            del self._fresh[fresh:]  # an error or the run's end leaves them as they were
+        self._end_passes(made)
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _end_passes(self, made: list[_Loader]) -> None:
+        """End the passes a ``for`` statement's own iterable ``made``: nothing can draw from them
+        after the statement, so a loop left early (``break``, ``return``, an ``islice`` count)
+        ends the training pass's epoch there, as Python drops the iterator."""
+        for loader in made:
+            if loader is self.training_pass and loader.started and not loader.done:
+                loader.done = True
+                self.end_epoch()
 
     def _micro_steps(self, node: cst.For, frame: _Frame) -> None:
         """``for micro_step in range(K)`` around the backward, the update after it: K is A.
@@ -543,6 +561,7 @@ class Interpreter:
                 return None
             iterable.body = node.body
             iterable.owner = frame.owner
+            iterable.fresh = True
             return iterable.items()
         if isinstance(iterable, range) and self.syntax.reaches_backward(node.body, frame.owner) \
                 and not self.syntax.draws_data(node.body, frame.owner):
@@ -557,7 +576,7 @@ class Interpreter:
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
         if data and self.syntax.reaches_backward(node.body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
-            return self._draws(self._pass(iterable, f"an item of {label}"))
+            return self._draws(self._fresh_pass(iterable, f"an item of {label}"))
         if data and self._has_event(node.body, frame):
             # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`: once, for each
             return iter([Unknown(_code(node.target), Origin.RUN)])
@@ -644,6 +663,12 @@ class Interpreter:
                 self.configuration.microbatches % self.configuration.accumulation:
             raise Infeasible(f"the loader `{data.label}` is sized with A")
         return _Loader(self, label)
+
+    def _fresh_pass(self, data: object, label: str) -> _Loader:
+        """:meth:`_pass`, for an iterable no name holds: the ``for`` statement iterating it ends it."""
+        loader = self._pass(data, label)
+        self._fresh.append(loader)
+        return loader
 
     def _sized_by_a(self, node: cst.Call, frame: _Frame) -> bool:
         """Whether the loader built by ``node`` is given A: a name bound to A (or, where A is the
@@ -1218,6 +1243,8 @@ class Interpreter:
             return _Iteration(self, "enumerate", args[0], start if isinstance(start, int) else 0)
         if label == "zip" and args:
             return _Iteration(self, "zip", args[0], 0, args[1:])
+        if segment == "islice" and len(args) == 2 and isinstance(args[1], int) and not isinstance(args[1], bool):
+            return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
             return self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
         if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
@@ -1401,6 +1428,7 @@ class _Iteration:
         self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
         self.owner: ModuleFunctions = interpreter.module  # the module that holds the loop
         self._iterator: Iterator[object] | None = None
+        self.fresh = False  # iterated by a `for` statement: a pass it makes ends with the statement
 
     def concrete(self) -> bool:
         """Whether every value iterated is concrete (no data drawn, no unknown length)."""
@@ -1416,6 +1444,8 @@ class _Iteration:
         base = self._source(self.base)
         if self.kind == "enumerate":
             yield from enumerate(base, self.start)
+        elif self.kind == "islice":
+            yield from itertools.islice(base, self.start)
         else:
             others = [self._source(o) for o in self.others]
             for items in zip(base, *others, strict=False):
@@ -1423,6 +1453,7 @@ class _Iteration:
 
     def _source(self, value: object) -> Iterator[object]:
         if isinstance(value, _Iteration):
+            value.fresh = value.fresh or self.fresh  # `enumerate(islice(loader, k))` in a `for`
             return value.items()
         if isinstance(value, _Loader):
             return self.interpreter._draws(value)
@@ -1431,7 +1462,8 @@ class _Iteration:
         if is_data(value) and self.interpreter.drawn:
             return _parts(value)
         label = label_text(value)
-        return self.interpreter._draws(self.interpreter._pass(value, f"an item of {label}"))
+        make = self.interpreter._fresh_pass if self.fresh else self.interpreter._pass
+        return self.interpreter._draws(make(value, f"an item of {label}"))
 
     def next(self) -> object:
         if self._iterator is None:
