@@ -144,10 +144,11 @@ def _tail(trace: Trace) -> TraceVerdict | None:
     if not trace.epochs_from_code:
         return None
     a = trace.configuration.accumulation
+    updating = {e.epoch for e in trace.events if e.kind is S}
     for group in _pending_groups(trace)[:-1]:
         backwards = [(i, (e.epoch, e.microbatch)) for i, e in enumerate(group) if e.kind is B]
-        if len({epoch for _, (epoch, _) in backwards}) < 2:
-            continue
+        if len({epoch for _, (epoch, _) in backwards}) < 2 or backwards[0][1][0] not in updating:
+            continue  # within one epoch, or after a pass that updates nothing (a reference, no tail)
         resets = [i for i, e in enumerate(group) if e.kind is Z and i > backwards[0][0]]  # wiping a backward
         epoch_of = [max((at[0] for j, at in backwards if j < i), default=None) for i in resets]
         if any(epoch is not None and any(j > i and at[0] == epoch for j, at in backwards)
