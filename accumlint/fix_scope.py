@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -227,20 +227,8 @@ def _up(blocks: list[Block], seeds: set[int], top_binds: dict[str, set[str]]) ->
         for bound, value in binds.items():
             for name in value:
                 carried.setdefault(name, set()).add(bound)
-    region = set(seeds)
-    pending = [name for i in seeds for name in blocks[i].defines]
-    seen: set[str] = set()
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        pending.extend(carried.get(name, ()))
-        for i in users.get(name, ()):
-            if i not in region:
-                region.add(i)
-                pending.extend(blocks[i].defines)
-    return region
+    return _closure(seeds, [name for i in seeds for name in blocks[i].defines], users,
+                    lambda i: blocks[i].defines, carried)
 
 
 def _down(blocks: list[Block], region: set[int], top_names: set[str]) -> set[int]:
@@ -250,16 +238,26 @@ def _down(blocks: list[Block], region: set[int], top_names: set[str]) -> set[int
     for i, block in enumerate(blocks):
         for name in block.defines:
             definers.setdefault(name, []).append(i)
-    kept = set(region)
-    pending = [*top_names, *(name for i in region for name in blocks[i].names)]
+    return _closure(region, [*top_names, *(name for i in region for name in blocks[i].names)], definers,
+                    lambda i: blocks[i].names, {})
+
+
+def _closure(start: set[int], names: list[str], blocks_of: dict[str, list[int]],
+             names_of: Callable[[int], Iterable[str]], carried: dict[str, set[str]]) -> set[int]:
+    """``start`` and the blocks that ``names`` reach through ``blocks_of`` (name → blocks), each
+    block added bringing its ``names_of`` and each name the ones ``carried`` with it, to a
+    fixed point."""
+    region = set(start)
+    pending = list(names)
     seen: set[str] = set()
     while pending:
         name = pending.pop()
         if name in seen:
             continue
         seen.add(name)
-        for i in definers.get(name, ()):
-            if i not in kept:
-                kept.add(i)
-                pending.extend(blocks[i].names)
-    return kept
+        pending.extend(carried.get(name, ()))
+        for i in blocks_of.get(name, ()):
+            if i not in region:
+                region.add(i)
+                pending.extend(names_of(i))
+    return region
