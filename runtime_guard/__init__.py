@@ -21,7 +21,7 @@ __all__ = [
     "RUNTIME_CHECKS", "Finding", "GuardFindingError", "GuardWarning", "Probe", "Report", "RuntimeFinding", "log",
     "probe",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: What to do when torch is missing (the guard's only extra dependency).
 INSTALL_HINT = (

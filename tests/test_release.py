@@ -90,10 +90,11 @@ def test_a_release_bumps_the_version_dates_the_changelog_and_pins_the_tag(
     assert release.after_marks(pinned) == []
     blank = f"v{__version__}"
     mark = f"*(after {__version__})*"
-    assert pinned.replace("v0.3.0", "TAG").replace("*(since 0.3.0)*", "MARK") == readme.replace(
+    since = "*(since 0.3.0)*"  # a README released at 0.3.0 already holds these marks
+    assert pinned.replace("v0.3.0", "TAG").replace(since, "MARK") == readme.replace(
         blank, "TAG"
-    ).replace(mark, "MARK")
-    assert pinned.count("*(since 0.3.0)*") == readme.count(mark)
+    ).replace(mark, "MARK").replace(since, "MARK")
+    assert pinned.count(since) == readme.count(mark) + readme.count(since)
     out = capsys.readouterr().out
     assert "updated accumlint/__init__.py, runtime_guard/__init__.py, CHANGELOG.md, " in out
     assert 'git tag -a v0.3.0 -m "accumlint 0.3.0"' in out
