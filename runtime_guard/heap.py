@@ -37,6 +37,7 @@ import contextlib
 import functools
 import gc
 import sys
+import threading
 import types
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -99,9 +100,18 @@ class TypeSet:
         return known
 
 
-#: Inside :func:`one_walk`: the objects of the first walk from the stack and its limit (``None``: the walk
-#: ran over it), shared by the searches made meanwhile; empty outside.
-_shared_walk: list[tuple[list[object] | None, int]] = []
+#: Per thread, inside :func:`one_walk`: the objects of the first walk from the stack and its limit (``None``:
+#: the walk ran over it), shared by the searches made meanwhile; empty outside. Per thread: a walk of
+#: another thread's stack (a probe in a worker thread, still inside its block) is not this thread's.
+_walks = threading.local()
+
+
+def _shared_walk() -> list[tuple[list[object] | None, int]]:
+    """This thread's shared walk (see :data:`_walks`)."""
+    shared = getattr(_walks, "shared", None)
+    if shared is None:
+        shared = _walks.shared = []
+    return shared
 
 
 @contextlib.contextmanager
@@ -109,14 +119,15 @@ def one_walk() -> Iterator[None]:
     """Inside the block, :func:`near_the_loop` walks the stack once (at its first call) and every later
     search filters the objects of that walk (the caller's frames are the same). The walk's objects are
     dropped at the end of the block. Nested blocks share the outermost one's walk."""
-    if _shared_walk:
+    shared = _shared_walk()
+    if shared:
         yield
         return
-    _shared_walk.append((None, -1))  # no walk yet
+    shared.append((None, -1))  # no walk yet
     try:
         yield
     finally:
-        _shared_walk.clear()
+        shared.clear()
 
 
 def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
@@ -128,11 +139,12 @@ def near_the_loop(classes: Iterable[type], *, exact: Iterable[type] = (),
     Every object found is alive (reachable), so no collection is needed. ``None`` when more than
     ``limit`` objects were visited: the caller then falls back to :func:`live_instances`. Inside
     :func:`one_walk` the walk is made once."""
-    if _shared_walk:
-        objects, walked_limit = _shared_walk[0]
+    shared = _shared_walk()
+    if shared:
+        objects, walked_limit = shared[0]
         if walked_limit != limit:
             objects = _reachable(sys._getframe(1), limit)
-            _shared_walk[0] = (objects, limit)
+            shared[0] = (objects, limit)
     else:
         objects = _reachable(sys._getframe(1), limit)
     if objects is None:

@@ -104,7 +104,7 @@ def test_one_walk_is_shared_and_dropped() -> None:
         assert first is not None and again is not None
         assert any(o is kept for o in again) and not any(o is later for o in again)
     assert any(o is later for o in heap.near_the_loop([torch.optim.Optimizer]) or [])
-    assert not heap._shared_walk  # the walk's objects are not kept after the block
+    assert not heap._shared_walk()  # the walk's objects are not kept after the block
 
 
 BOUND_STEP_SCRIPT = """
