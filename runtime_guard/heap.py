@@ -37,6 +37,7 @@ import contextlib
 import functools
 import gc
 import sys
+import sysconfig
 import threading
 import types
 from collections import deque
@@ -82,6 +83,12 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 _ONLY_THE_FRAME = 3
 #: Modules whose frames' locals and globals are not the program's (the guard's own objects are no candidates).
 _NOT_THE_PROGRAM = ("runtime_guard", "accumlint")
+
+#: where the standard library and installed packages live: their modules' globals (``threading``'s table of
+#: every live thread, a test runner's session) hold no training loop's objects, and following them can
+#: pass the walk's bound in a long-lived process; their frames' locals are still read
+_LIBRARY_DIRS = tuple(sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                              if (path := sysconfig.get_paths().get(key))}))
 
 
 class TypeSet:
@@ -163,7 +170,8 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
         module = str(frame.f_globals.get("__name__", ""))
         if not module.startswith(_NOT_THE_PROGRAM):
             queue.extend(_locals_of(frame))
-            if not module.startswith("torch") and id(frame.f_globals) not in globals_seen:
+            if not module.startswith("torch") and not frame.f_code.co_filename.startswith(_LIBRARY_DIRS) \
+                    and id(frame.f_globals) not in globals_seen:
                 globals_seen.add(id(frame.f_globals))
                 queue.extend(frame.f_globals.values())
         frame = frame.f_back
