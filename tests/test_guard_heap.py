@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import types
 
 import pytest
@@ -108,6 +109,8 @@ def test_one_walk_is_shared_and_dropped() -> None:
 
 
 BOUND_STEP_SCRIPT = """
+import threading
+
 import torch
 from torch import nn
 A = 4
@@ -135,3 +138,33 @@ def test_a_scheduler_held_only_by_a_bound_step_is_not_claimed(tmp_path) -> None:
     report = run_script(script, accumulation_steps=4).report()
     assert report is not None and report.findings == []
     assert report.card["scheduler_steps_per_update"] is None
+
+
+def test_live_threads_elsewhere_do_not_exhaust_the_walk_from_a_thread() -> None:
+    # threading's module globals list every live thread: a long-lived process (a test runner, a
+    # server) with many idle threads holding data must not push the walk past its bound
+    stop = threading.Event()
+
+    def idle(data: list[object]) -> None:  # a thread that holds its data until the test ends
+        stop.wait()
+
+    holders = [threading.Thread(target=idle, args=([object() for _ in range(500)],), daemon=True)
+               for _ in range(300)]
+    for holder in holders:
+        holder.start()
+    found: list[bool | None] = []
+
+    def search() -> None:
+        kept = _optimizer()
+        objects = heap.near_the_loop([torch.optim.Optimizer])
+        found.append(None if objects is None else any(o is kept for o in objects))
+
+    try:
+        worker = threading.Thread(target=search)
+        worker.start()
+        worker.join()
+    finally:
+        stop.set()
+        for holder in holders:
+            holder.join()
+    assert found == [True]
