@@ -159,8 +159,8 @@ def _tail(trace: Trace) -> TraceVerdict | None:
         if (not resets and (merged != a or _restarts(trace))) or (resets and 0 < len(kept) < a):
             why = (f"they join the next epoch's first update, a group of {merged} microbatches from two epochs "
                    f"where A is {a} (and the last epoch's are never applied)" if not resets else
-                   f"a reset at the next epoch's start wipes them, and the count that survived it makes that "
-                   f"epoch's first group {len(kept)} microbatch(es) where A is {a}")
+                   f"a reset at the next epoch's start wipes them (dropped), and the count that survived it makes "
+                   f"that epoch's first group A - r microbatches ({len(kept)} where A is {a})")
             return TraceVerdict("ACC005", group[-1].site, trace.configuration.describe(), why, group[-1].node)
     return None
 
