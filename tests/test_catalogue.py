@@ -96,7 +96,7 @@ def test_example_runs_on_cpu(path: Path, tmp_path: Path) -> None:
         pytest.skip(reason)
     (tmp_path / "sitecustomize.py").write_text(THREADS_AT_EXIT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
                           cwd=path.parent, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     if path.name not in KEEPS_GROUP_UNTIL_EXIT:
