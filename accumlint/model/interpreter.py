@@ -760,10 +760,10 @@ class Interpreter:
                               "with its backwards and updates): what it gates is not a group of microbatches")
                 return False
             if gating and gate:
-                positions = self._positions(test, frame, gate)
+                positions, cadence = self._positions(test, frame, gate)
                 if positions and positions != gate:
                     raise NeedBinding(gate - positions)
-                if positions and self._cadence(test, frame):
+                if positions and cadence:
                     raise NeedBinding(frozenset(), positions)
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
@@ -830,9 +830,11 @@ class Interpreter:
         return any(self.syntax.draws_data(b, frame.owner) and self.syntax.reaches_backward(b, frame.owner)
                    for b in branches)
 
-    def _positions(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
+    def _positions(self, test: cst.BaseExpression, frame: _Frame,
+                   gate: frozenset[str]) -> tuple[frozenset[str], bool]:
         """The gate's symbols that the condition only sets equal to something (``i + 1 == self.n``),
-        never divides by: where a modulo gives the cadence, they are a position in the epoch."""
+        never divides by, and whether it divides by a symbol already bound to A (``(i + 1) % accum``):
+        beside that cadence, they are a position in the epoch."""
         equal: set[int] = set()
         divisors: set[int] = set()
         for node in walk(test):
@@ -841,22 +843,12 @@ class Interpreter:
                     equal.update(id(n) for n in walk(side))
             elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 divisors.update(id(n) for n in walk(node.right))
-        found = {label_text(value) for leaf, value in self._leaves(test, frame)
-                 if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal and id(leaf) not in divisors}
-        return frozenset(found & gate) - {label_text(value) for leaf, value in self._leaves(test, frame)
-                                          if id(leaf) in divisors}
-
-    def _cadence(self, test: cst.BaseExpression, frame: _Frame) -> bool:
-        """Whether ``test`` divides by a symbol already bound to A (``(i + 1) % accum``)."""
-        return any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
-                   and isinstance(self._value_of(node.right, frame), LabeledInt)
-                   and self._value_of(node.right, frame).bound for node in walk(test))
-
-    def _value_of(self, node: cst.BaseExpression, frame: _Frame) -> object:
-        try:
-            return self.expression(node, frame)
-        except (_Raised, EndOfRun):
-            return None
+        leaves = self._leaves(test, frame)
+        divided = {label_text(value) for leaf, value in leaves if id(leaf) in divisors}
+        found = {label_text(value) for leaf, value in leaves
+                 if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal}
+        cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
+        return frozenset(found & gate) - divided, cadence
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
