@@ -166,15 +166,13 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
     ``limit`` of them."""
     queue: deque[object] = deque()
     globals_seen: set[int] = set()
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if not module.startswith(_NOT_THE_PROGRAM):
-            queue.extend(_locals_of(frame))
-            if not module.startswith("torch") and not frame.f_code.co_filename.startswith(_LIBRARY_DIRS) \
-                    and id(frame.f_globals) not in globals_seen:
-                globals_seen.add(id(frame.f_globals))
-                queue.extend(frame.f_globals.values())
-        frame = frame.f_back
+    for frame in _the_programs_frames(frame):
+        queue.extend(_locals_of(frame))
+        if _is_the_programs(frame) and id(frame.f_globals) not in globals_seen:
+            globals_seen.add(id(frame.f_globals))
+            # the import system's names (``__loader__``: under pytest its assertion rewriter, which holds the
+            # session and every test report) are not the program's
+            queue.extend(value for name, value in frame.f_globals.items() if not _is_dunder(name))
     seen: set[int] = set()
     visited: list[object] = []
     # per type: how to follow it ("leaf", "function", "partial", "object": its __dict__, or its container
@@ -221,6 +219,32 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
             if type(attributes) is dict:
                 queue.extend(attributes.values())
     return visited
+
+
+def _the_programs_frames(frame: types.FrameType | None) -> list[types.FrameType]:
+    """The frames whose locals :func:`_reachable` reads, innermost first: not the guard's own, and none
+    above the outermost frame of the program (a test runner, ``runpy``, a notebook kernel: the launcher
+    holds no training loop's objects but can hold a lot, e.g. every test report of a long pytest session).
+    When no frame is the program's (a framework's loop run from its own command line), every frame is read."""
+    frames: list[types.FrameType] = []
+    while frame is not None:
+        if not str(frame.f_globals.get("__name__", "")).startswith(_NOT_THE_PROGRAM):
+            frames.append(frame)
+        frame = frame.f_back
+    outermost = max((i for i, f in enumerate(frames) if _is_the_programs(f)), default=len(frames) - 1)
+    return frames[:outermost + 1]
+
+
+def _is_the_programs(frame: types.FrameType) -> bool:
+    """Whether ``frame`` runs the program's code: not torch's, the standard library's or an installed
+    package's (their modules' globals, e.g. ``threading``'s table of every live thread, hold no loop's objects)."""
+    package = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+    return package != "torch" and package not in sys.stdlib_module_names \
+        and not frame.f_code.co_filename.startswith(_LIBRARY_DIRS + ("<frozen ",))  # frozen: runpy, importlib
+
+
+def _is_dunder(name: object) -> bool:
+    return isinstance(name, str) and name.startswith("__") and name.endswith("__")
 
 
 def _how_to_follow(kind: type) -> type | str:

@@ -168,3 +168,38 @@ def test_live_threads_elsewhere_do_not_exhaust_the_walk_from_a_thread() -> None:
         for holder in holders:
             holder.join()
     assert found == [True]
+
+
+class _Record:
+    """A report-like object with a few fields of its own (a test runner keeps one per test)."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.fields = index, {"outcome": "passed", "sections": [str(index)]}
+
+
+def _many_records() -> list[list[_Record]]:
+    """60k records in lists narrower than ``WIDE``: followed, they pass the walk's bound."""
+    return [[_Record(i) for i in range(5_000)] for _ in range(12)]
+
+
+def test_a_launchers_frames_and_the_import_systems_names_are_not_walked() -> None:
+    # a launcher (a test runner, runpy) calls the program: its frames' locals and what the program's
+    # module names as its ``__loader__`` can hold every test report of a long session
+    program = (
+        "def search(near_the_loop, optimizer_class, make, found):\n"
+        "    kept = make()\n"
+        "    objects = near_the_loop([optimizer_class])\n"
+        "    found.append(None if objects is None else any(o is kept for o in objects))\n"
+    )
+    launcher = "def launch(program, *args):\n    records = RECORDS\n    return program(*args)\n"
+    namespace = {"__name__": "program_module", "__loader__": types.SimpleNamespace(records=_many_records())}
+    exec(compile(program, "/project/train.py", "exec"), namespace)  # noqa: S102 - the program under test
+    library = {"__name__": "launcher_module", "RECORDS": _many_records()}
+    library_file = f"{heap._LIBRARY_DIRS[0]}/launcher_module.py"
+    exec(compile(launcher, library_file, "exec"), library)  # noqa: S102 - a launcher in the standard library
+    found: list[bool | None] = []
+    worker = threading.Thread(target=library["launch"], args=(  # the launcher is the thread's outermost frame
+        namespace["search"], heap.near_the_loop, torch.optim.Optimizer, _optimizer, found))
+    worker.start()
+    worker.join()
+    assert found == [True]
