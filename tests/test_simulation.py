@@ -238,6 +238,40 @@ def test_a_literal_modulus_fixes_a():
     assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
 
 
+def test_a_literal_modulus_read_through_a_flag_fixes_a():
+    # the cadence is computed into a name first: the literal is still the update's A
+    result = only("""
+        def train(model, loader, optimizer):
+            assert len(loader) % 4 == 0
+            for epoch in range(2):
+                for i, batch in enumerate(loader):
+                    accumulating = (i + 1) % 4 != 0
+                    model(batch).backward()
+                    if not accumulating:
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """)
+    assert result.literal == 4 and result.symbols == ()
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    assert Configuration(4, 9) in result.impossible  # the assertion rules out a tail
+
+
+def test_without_a_gate_symbol_the_runs_of_the_smallest_feasible_a_are_kept():
+    # nothing binds A; the loader's length must be a multiple of 4, which rules out every epoch of A = 1
+    result = only("""
+        def train(model, loader, optimizer, flags):
+            assert len(loader) % 4 == 0
+            for epoch in range(2):
+                for i, batch in enumerate(loader):
+                    model(batch).backward()
+                    if flags[i]:
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """)
+    assert result.traces, result.reasons()
+    assert {t.configuration.accumulation for t in result.traces} == {2}
+
+
 def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
     result = only("""
         ACCUM = 8
@@ -1186,6 +1220,17 @@ def test_check_gives_way_to_the_runs_where_they_decide_the_tail():
     leaking = _ASSERTED.replace("    assert len(loader) % 4 == 0\n", "")
     findings = [f for f in check_source("train.py", leaking.encode()).findings if f.code == "ACC005"]
     assert [(f.line, "simulated with A=4 N=9" in f.message) for f in findings] == [(8, True)]
+
+
+def test_a_shifted_gate_whose_tail_the_code_rules_out_leaks_nothing():
+    from accumlint.engine import check_source
+
+    # the gate fires on the first microbatch (ACC006, whose message covers its tail); the assertion
+    # rules out a tail, so no ACC005, with A named or written as a literal
+    shifted = _ASSERTED.replace("if (i + 1) % 4 == 0:", "if i % 4 == 0:")
+    assert [f.code for f in check_source("train.py", shifted.encode()).findings] == ["ACC006"]
+    named = "ACCUM = 4\n" + shifted.replace("% 4", "% ACCUM").replace("/ 4", "/ ACCUM")
+    assert [f.code for f in check_source("train.py", named.encode()).findings] == ["ACC006"]
 
 
 def test_a_name_set_equal_to_the_index_beside_the_cadence_is_the_epoch_length():

@@ -246,9 +246,13 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     for simulation in model.simulations:
         if not simulation.covers(node) or not _judgeable(simulation):  # type: ignore[arg-type]
             continue
-        if code in _DEFERS and any(v.code == _DEFERS[code] for v in verdicts(simulation)):
-            continue  # the property follows from another's failure: the patterns keep their say
         judged = _runs_by_a(simulation, rule)[:1]
+        if code in _DEFERS and any(v.code == _DEFERS[code] for v in verdicts(simulation)):
+            # the property follows from another's failure: the patterns keep their say, unless the code
+            # rules out an epoch length that shows it (``assert len(loader) % A == 0``: no tail to leak)
+            if judged and any(ruled_out and not runs for runs, ruled_out in judged[0]):
+                return True
+            continue
         if judged and all(ruled_out and not runs or runs and all(map(rule.judges, runs))
                           for runs, ruled_out in judged[0]):
             return True

@@ -62,6 +62,8 @@ MAX_ENTRY_STATEMENTS = 150_000
 MAX_DEPTH = 12
 #: iterations of one loop over concrete values
 MAX_ITERATIONS = 2_000
+#: names a gate's condition is followed through to what assigns them (see ``Interpreter._literal_gate``)
+_FLAG_NAMES = 8
 
 #: method names that make events, whatever the receiver (its role is settled after the run)
 EVENT_METHODS = frozenset({"zero_grad", "step", "update", "scale", "unscale_", "zero_"}) | BACKWARD_CALLS | CLIP_CALLS
@@ -736,7 +738,7 @@ class Interpreter:
         value = self.expression(test, frame)
         if not isinstance(value, Unknown):
             if statement is not None and self._gates_update(statement, frame):
-                self._literal_gate(test)
+                self._literal_gate(test, frame)
             return _truth(value)
         if value.origin is Origin.DATA:
             return self._data_branch(test, statement, frame)
@@ -807,11 +809,20 @@ class Interpreter:
             return False
         return True
 
-    def _literal_gate(self, test: cst.BaseExpression) -> None:
-        for node in walk(test):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
-                    and isinstance(node.right, cst.Integer) and int(node.right.evaluated_value) > 1:
-                self.literal_gates.append(int(node.right.evaluated_value))
+    def _literal_gate(self, test: cst.BaseExpression, frame: _Frame) -> None:
+        """Record the literal divisor of a cadence that gates the update: in the condition
+        (``(i + 1) % 4 == 0``) or in what the same function assigns to a name it reads
+        (``is_accumulating = i % 4 != 0`` ... ``if not is_accumulating``)."""
+        pending, read = [test], set()
+        while pending:
+            for node in walk(pending.pop()):
+                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) \
+                        and isinstance(node.right, cst.Integer) and int(node.right.evaluated_value) > 1:
+                    self.literal_gates.append(int(node.right.evaluated_value))
+                elif isinstance(node, cst.Name) and node.value not in read and len(read) < _FLAG_NAMES:
+                    read.add(node.value)
+                    function = frame.function if isinstance(frame.function, cst.FunctionDef) else None
+                    pending.extend(frame.owner.values_assigned(function, node.value))
 
     def _leaves(self, test: cst.BaseExpression, frame: _Frame) -> list[tuple[cst.CSTNode, object]]:
         """The dotted names a condition reads, with their values (no call is evaluated again)."""

@@ -247,7 +247,7 @@ class ModuleFunctions:
         for call, caller in calls:
             value = bind(function, call, None, False).get(name)
             if isinstance(value, cst.Name) and caller is not None:
-                assigned = [v for (target, v) in _assignments(caller) if target == value.value]
+                assigned = self.values_assigned(caller, value.value)
                 value = assigned[0] if len(assigned) == 1 else None
             located = self.class_named(dotted(value.func)) if isinstance(value, cst.Call) else None
             if located is None or (found is not None and located[1] is not found[1]):
@@ -335,6 +335,16 @@ class ModuleFunctions:
             stack.extend((child, in_function or kind is cst.FunctionDef) for child in children(node))
         return names
 
+    def values_assigned(self, function: cst.FunctionDef | None, name: str) -> list[cst.BaseExpression]:
+        """What ``name = ...`` assigns to a plain name in ``function`` (its nested blocks, not its
+        nested defs), or in the module's own statements when ``function`` is ``None``."""
+        statements = _statements(function.body if function is not None else self._module)
+        table: dict[str, list[cst.BaseExpression]] = {}
+        for statement in statements:
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                pair_values(statement.targets[0].target, statement.value, table)
+        return table.get(name, [])
+
     def local_names(self, function: cst.FunctionDef) -> set[str]:
         """:func:`~accumlint.model.callgraph.local_names`, once per closure (it is entered at
         each of its calls; read only)."""
@@ -376,17 +386,6 @@ def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
             continue
         else:
             stack.extend(children(node))
-    return found
-
-
-def _assignments(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
-    """(name, value) of every single-target assignment to a plain name in ``function``."""
-    found: list[tuple[str, cst.BaseExpression]] = []
-    for statement in _statements(function.body):
-        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-            pairs: dict[str, list[cst.BaseExpression]] = {}
-            pair_values(statement.targets[0].target, statement.value, pairs)
-            found.extend((name, value) for name, values in pairs.items() for value in values if "." not in name)
     return found
 
 

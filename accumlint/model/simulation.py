@@ -362,8 +362,10 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
         result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's reach)")
     if not symbols and result.literal is None and result.traces:
-        # nothing binds A: the configurations' A changes nothing, one A is enough
-        result.traces = [t for t in result.traces if t.configuration.accumulation == 1]
+        # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
+        # an assertion on the loader's length can rule out the epochs of A = 1)
+        smallest = min(t.configuration.accumulation for t in result.traces)
+        result.traces = [t for t in result.traces if t.configuration.accumulation == smallest]
     return result, reached, used
 
 
