@@ -166,13 +166,13 @@ def _reachable(frame: types.FrameType | None, limit: int) -> list[object] | None
     ``limit`` of them."""
     queue: deque[object] = deque()
     globals_seen: set[int] = set()
-    for frame in _the_programs_frames(frame):
-        queue.extend(_locals_of(frame))
-        if _is_the_programs(frame) and id(frame.f_globals) not in globals_seen:
-            globals_seen.add(id(frame.f_globals))
+    for read in _the_programs_frames(frame):
+        queue.extend(_locals_of(read))
+        if _is_the_programs(read) and id(read.f_globals) not in globals_seen:
+            globals_seen.add(id(read.f_globals))
             # the import system's names (``__loader__``: under pytest its assertion rewriter, which holds the
             # session and every test report) are not the program's
-            queue.extend(value for name, value in frame.f_globals.items() if not _is_dunder(name))
+            queue.extend(value for name, value in read.f_globals.items() if not _is_dunder(name))
     seen: set[int] = set()
     visited: list[object] = []
     # per type: how to follow it ("leaf", "function", "partial", "object": its __dict__, or its container
