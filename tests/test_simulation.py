@@ -1113,8 +1113,12 @@ _TAIL_SHAPES = {
     "counter kept across epochs, grads reset at each start: the next first group is short": (
         dict(before_epochs="pending = 0", epoch_start="optimizer.zero_grad()", count="pending += 1",
              gate="pending == accum", after_update="pending = 0"), True),
-    "0-based per-epoch index: the last microbatch waits for the next epoch (ACC006's, which says so)": (
-        dict(gate="i % accum == 0"), False),
+    # a 0-based gate leaks its epoch's last microbatches whatever N; with epochs of any length the tail is
+    # also unhandled (aligning the gate leaves it): ACC005 beside ACC006, as the pattern engine says
+    "0-based per-epoch index, nothing handles the tail: ACC005 beside ACC006": (
+        dict(gate="i % accum == 0"), True),
+    "0-based per-epoch index with a last-batch clause: only the shift (ACC006's)": (
+        dict(gate="i % accum == 0 or i + 1 == len(loader)"), False),
     "per-epoch index counted in the loop, nothing resets: the tail leaks": (
         dict(epoch_start="seen = 0", count="seen += 1", gate="seen % accum == 0"), True),
     "counter and grads both restart each epoch": (

@@ -201,8 +201,26 @@ def _judgeable(simulation: Simulation) -> bool:
 
 #: a property whose failure follows from another's, and that other: a reset every microbatch
 #: also falls between the last backward and the update (ACC001's); a gate that fires on an
-#: epoch's first microbatch leaves its last one to the next epoch (ACC006's, whose message says so)
+#: epoch's first microbatch leaves its last ones to the next epoch (ACC006's, whose message says
+#: so). The first stands on its own where an epoch length that only it is shown by runs: an
+#: epoch with a tail (N = 2A + 1) leaks under a shifted gate too unless the code applies it
 _DEFERS = {"ACC003": "ACC001", "ACC005": "ACC006"}
+
+
+def _deferred(simulation: Simulation, code: str, failing: set[str]) -> bool:
+    """Whether ``code``'s failure on ``simulation`` is the failure of the property it defers to
+    (in ``failing``): no run of an epoch length that only ``code``'s property is shown by
+    exists for the smallest A (the code rules it out, or the property has none)."""
+    other = _DEFERS.get(code)
+    if other not in failing:
+        return False
+    judged = _runs_by_a(simulation, PROPERTIES[code])[:1]
+    if not judged:
+        return True
+    a = min(t.configuration.accumulation for per_size in judged for runs, _ in per_size for t in runs) \
+        if any(runs for runs, _ in judged[0]) else None
+    own = set(PROPERTIES[code].sizes(a)) - set(PROPERTIES[other].sizes(a)) if a else set()
+    return not any(runs and runs[0].configuration.microbatches in own for runs, _ in judged[0])
 
 
 def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[Trace], bool]]]:
@@ -234,7 +252,7 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
         if failed is not None:
             found.append(failed)
     codes = {v.code for v in found}
-    return [v for v in found if _DEFERS.get(v.code) not in codes]
+    return [v for v in found if not _deferred(simulation, v.code, codes)]
 
 
 def decides(model: FileModel, code: str, node: object) -> bool:
@@ -247,12 +265,8 @@ def decides(model: FileModel, code: str, node: object) -> bool:
         if not simulation.covers(node) or not _judgeable(simulation):  # type: ignore[arg-type]
             continue
         judged = _runs_by_a(simulation, rule)[:1]
-        if code in _DEFERS and any(v.code == _DEFERS[code] for v in verdicts(simulation)):
-            # the property follows from another's failure: the patterns keep their say, unless the code
-            # rules out an epoch length that shows it (``assert len(loader) % A == 0``: no tail to leak)
-            if judged and any(ruled_out and not runs for runs, ruled_out in judged[0]):
-                return True
-            continue
+        if code in _DEFERS and _deferred(simulation, code, {v.code for v in verdicts(simulation)}):
+            return True  # the other property's finding covers it
         if judged and all(ruled_out and not runs or runs and all(map(rule.judges, runs))
                           for runs, ruled_out in judged[0]):
             return True
