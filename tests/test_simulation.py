@@ -1237,6 +1237,43 @@ def test_a_shifted_gate_whose_tail_the_code_rules_out_leaks_nothing():
     assert [f.code for f in check_source("train.py", named.encode()).findings] == ["ACC006"]
 
 
+_STREAM = """
+def train_epoch(model, stream, optimizer, iters_per_epoch, accum):
+    for i in range(iters_per_epoch):
+        batch = next(stream)
+        (model(batch) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def train(model, stream, optimizer, epochs, iters_per_epoch, accum):
+    for epoch in range(epochs):
+        train_epoch(model, stream, optimizer, iters_per_epoch, accum)
+"""
+
+
+@pytest.mark.parametrize("spelling", ["for", "while next"])
+def test_a_range_of_an_epochs_count_around_next_of_a_stream_is_the_epoch(spelling):
+    # one iterator goes on across epochs; the code counts each epoch's microbatches: the count is N
+    code = _STREAM if spelling == "for" else _STREAM.replace(
+        "    for i in range(iters_per_epoch):\n",
+        "    indices = iter(range(iters_per_epoch))\n    while True:\n        try:\n"
+        "            i = next(indices)\n        except StopIteration:\n            break\n")
+    result = next(r for r in simulated(code) if r.entry.name == "train")
+    assert result.decided, result.reasons()
+    assert result.lengths == ("iters_per_epoch",) and result.symbols == ("accum",)
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert "ACC005" in _trace_codes(code)
+
+
+def test_a_range_of_the_whole_runs_count_around_next_is_no_epoch():
+    code = _STREAM.replace("iters_per_epoch", "total_steps")
+    result = next(r for r in simulated(code) if r.entry.name == "train")
+    assert result.lengths == ()
+    assert "ACC005" not in _trace_codes(code)
+
+
 def test_a_name_set_equal_to_the_index_beside_the_cadence_is_the_epoch_length():
     # `self.n` holds len(loader), computed where the project does not show: binding it to A
     # would end the epoch's groups at microbatch A; it is the flush of the epoch's last group

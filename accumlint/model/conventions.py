@@ -55,6 +55,10 @@ ACCUMULATION_NAME = re.compile(
 
 #: Names of the samples in one microbatch (``micro_batch_size``, ``micro_bs``): a sample count
 #: divided by one counts microbatches.
+#: Names of a per-epoch microbatch count (``iters_per_epoch``, ``steps_per_epoch``, ``epoch_len``): a
+#: ``range`` of it around ``next(it)`` counts an epoch of a stream (a count of the whole run does not).
+EPOCH_LENGTH_NAME = re.compile(r"per_?epoch|epoch_?(len|length|size|steps|iters)", re.I)
+
 MICRO_BATCH_SIZE_NAME = re.compile(r"(^|_)micro_?(batch_?size|bs)$", re.IGNORECASE)
 
 #: Contexts that do nothing (``contextlib.nullcontext``, last segment): the other arm of a context

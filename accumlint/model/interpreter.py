@@ -168,6 +168,9 @@ class _Loader:
         self.started = False
         self.done = False
         self.secondary = False  # first drawn while another pass was drawing the epoch's microbatches
+        # an iterator made where the run cannot see, whose epochs the code counts (`range(iters_per_epoch)`
+        # around `next(it)`): it goes on into the next epoch instead of ending
+        self.stream = False
 
     def draw(self) -> object:
         run = self.interpreter
@@ -186,9 +189,11 @@ class _Loader:
         if self.secondary:
             return Unknown(self.label, Origin.DATA)
         if run.drawn_in_epoch >= run.configuration.microbatches:
-            self.done = True
             run.end_epoch()
-            raise _Raised("StopIteration")
+            if not self.stream:
+                self.done = True
+                raise _Raised("StopIteration")
+            run.start_epoch()  # (after the last epoch: the end of the run)
         run.drawn_in_epoch += 1
         run.drawn += 1
         run.loaded += 1
@@ -557,6 +562,20 @@ class Interpreter:
         if isinstance(count, Literal) and count > 1:
             self.literal_gates.append(int(count))
 
+    def _epoch_count(self, args: list[object], frame: _Frame) -> None:
+        """``range(iters_per_epoch)`` of a run-level count named as an epoch's, in a function that trains on items it
+        takes with ``next()`` from an iterator made where the run cannot see (a stream that goes on
+        across epochs): the count is the epoch's length N, as ``len(loader)`` is for a pass."""
+        counts = [a for a in args if isinstance(a, Unknown)]
+        if len(args) != 1 or len(counts) != 1 or counts[0].origin is not Origin.RUN or not counts[0].label \
+                or counts[0].gate is not None or counts[0].label in self.lengths \
+                or not conventions.EPOCH_LENGTH_NAME.search(last_segment(counts[0].label)):
+            return  # (a count named as the whole run's, `range(total_steps)`, is not an epoch's)
+        function = frame.function
+        if isinstance(function, cst.FunctionDef) and self.syntax.reaches_backward(function.body, frame.owner) \
+                and self.syntax.streams(function):
+            raise NeedBinding(frozenset(), frozenset({counts[0].label}))
+
     def _iterate(self, iterable: object, node: cst.For, frame: _Frame) -> Iterator[object] | None:
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(node.body, frame):
@@ -640,11 +659,12 @@ class Interpreter:
         if count > MAX_ITERATIONS:
             raise BudgetExceeded(f"the loop `{_code(node)[:40]}` ran past {MAX_ITERATIONS} iterations")
 
-    def unbounded(self, body: cst.CSTNode, owner: ModuleFunctions) -> Iterator[int]:
+    def unbounded(self, body: cst.CSTNode | None, owner: ModuleFunctions) -> Iterator[int]:
         """Iterations of a loop whose count the code does not fix (``while step < max_steps``,
         ``range(args.epochs)``): until the run's data is drawn. An iteration that draws no data
-        is one microbatch (``while True: x = make_batch()``)."""
-        draws = self.syntax.draws_data(body, owner)
+        is one microbatch (``while True: x = make_batch()``). ``body`` None: the values of a
+        ``range`` of unknown length that ``next()`` takes, in a loop that draws the data itself."""
+        draws = body is None or self.syntax.draws_data(body, owner)
         index = 0
         drawn = self.drawn
         while not self.exhausted:
@@ -1234,6 +1254,7 @@ class Interpreter:
             if any(is_data(a) for a in args):
                 # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
                 return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
+            self._epoch_count(args, frame)
             return _Iteration(self, "range", None)
         if label == "len" and args:
             if isinstance(args[0], (list, tuple, dict, str)):
@@ -1250,6 +1271,8 @@ class Interpreter:
             return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
             return self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+        if label == "iter" and len(args) == 1 and isinstance(args[0], (list, tuple, range, str, dict)):
+            return _Iteration(self, "iter", args[0])  # its items, one per `next()`
         if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
                                                           or label in ("tqdm", "trange", "track")):
             return args[0]
@@ -1261,6 +1284,7 @@ class Interpreter:
                 key = label_text(iterator)
                 if key not in self._passes:
                     self._passes[key] = self._pass(iterator, f"an item of {key}")
+                    self._passes[key].stream = bool(self.lengths)
                 iterator = self._passes[key]
             if isinstance(iterator, _Loader):
                 return iterator.draw()
@@ -1418,7 +1442,7 @@ class Interpreter:
 
 
 class _Iteration:
-    """``enumerate``/``zip``/``range`` over a value: concrete where the value is, drawing data
+    """``enumerate``/``zip``/``range``/``iter`` over a value: concrete where the value is, drawing data
     where it is the loader."""
 
     def __init__(self, interpreter: Interpreter, kind: str, base: object, start: int = 0,
@@ -1442,13 +1466,15 @@ class _Iteration:
     def items(self) -> Iterator[object]:
         run = self.interpreter
         if self.kind == "range":  # range over an unknown count: until the run's data ends
-            yield from run.unbounded(self.body, self.owner) if self.body is not None else ()
+            yield from run.unbounded(self.body, self.owner)  # (no body: drawn by `next()` in a loop)
             return
         base = self._source(self.base)
         if self.kind == "enumerate":
             yield from enumerate(base, self.start)
         elif self.kind == "islice":
             yield from itertools.islice(base, self.start)
+        elif self.kind == "iter":
+            yield from base
         else:
             others = [self._source(o) for o in self.others]
             for items in zip(base, *others, strict=False):
@@ -1568,6 +1594,11 @@ class SyntaxFacts:
 
     def draws_data(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("draws", node, lambda: _draws_data(node, owner))  # type: ignore[return-value]
+
+    def streams(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function`` takes items with ``next()`` from a parameter or an attribute: an
+        iterator made where its caller, not its own code, decides (it is not restarted here)."""
+        return self._get("streams", function, lambda: _streams(function))  # type: ignore[return-value]
 
     def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
@@ -1879,6 +1910,17 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bo
             name = _call_name(func)
             if any(_draws_data(c.body, o, depth + 1) and reaches_event(c.body, o, names=BACKWARD_NAMES)
                    for c, o in _callees(func, name, owner)):
+                return True
+    return False
+
+
+def _streams(function: cst.FunctionDef) -> bool:
+    parameters = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                          *function.params.kwonly_params)}
+    for call in _calls(function.body):
+        if isinstance(call.func, cst.Name) and call.func.value == "next" and call.args:
+            source = call.args[0].value
+            if isinstance(source, cst.Attribute) or isinstance(source, cst.Name) and source.value in parameters:
                 return True
     return False
 

@@ -9,7 +9,6 @@ show enough: an index that runs across epochs, an iterable of unknown kind, a ra
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -18,7 +17,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import TailTreatment
-from accumlint.model import boundary
+from accumlint.model import boundary, conventions
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -260,8 +259,6 @@ def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression | None:
 
 #: wrappers that yield what the loader yields (``enumerate`` adds the per-pass index)
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
-#: names of a per-epoch microbatch count (``iters_per_epoch``, ``steps_per_epoch``)
-_EPOCH_LENGTH = re.compile(r"per_?epoch|epoch_?(len|length|size|steps|iters)", re.I)
 
 
 def _epoch_range(group: Group) -> str | None:
@@ -272,7 +269,7 @@ def _epoch_range(group: Group) -> str | None:
             and len(loop.iter.args) == 1 and isinstance(loop.target, cst.Name)):
         return None
     bound = dotted(loop.iter.args[0].value)
-    if bound is None or not _EPOCH_LENGTH.search(last_segment(bound)):
+    if bound is None or not conventions.EPOCH_LENGTH_NAME.search(last_segment(bound)):
         return None
     for site in group.loop_sites:
         call = site.call
