@@ -287,6 +287,15 @@ def test_no_sync_override_that_syncs_the_first_microbatch_instead_of_the_last_is
     assert lint(_SYNC_OVERRIDE.format(skip="idx % accum != 0")) == [("ACC402", 8)]
 
 
+@pytest.mark.xfail(strict=True, reason="with the override under `if distributed:` two bindings reach the `with`; "
+                                       "the choice is read only through a single reaching binding")
+def test_the_wrong_override_under_a_distributed_guard_is_reported() -> None:
+    """The speech trainer's own shape: the override runs only when the model is wrapped for DDP."""
+    source = _SYNC_OVERRIDE.format(skip="idx % accum != 0").replace("accum):", "accum, distributed):").replace(
+        "            quiet = model.no_sync", "            if distributed:\n                quiet = model.no_sync")
+    assert lint(source) == [("ACC402", 9)]
+
+
 def test_the_same_wrong_choice_written_on_one_line_is_reported() -> None:
     source = _SYNC_OVERRIDE.format(skip="idx % accum != 0").replace(
         "            quiet = contextlib.nullcontext\n", "").replace("else quiet", "else contextlib.nullcontext")
