@@ -467,8 +467,6 @@ _MODE_SWITCH = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="interpreter._callees resolves the method call `model.train()` to the "
-                                       "module's function `train`, so the gate seems to start a training phase")
 def test_a_mode_switch_under_the_gate_does_not_undecide_a_function_named_train() -> None:
     result = _entry(_MODE_SWITCH.format(name="train"), "train")
     assert result.decided, result.reasons()
@@ -501,8 +499,6 @@ _SELF_MODE_SWITCH = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="`self.model.train()` is resolved to the class's own `train` method, "
-                                       "so the checkpoint period looks like a gate over a training phase")
 def test_a_method_named_train_that_switches_the_model_mode_is_decided() -> None:
     result = _entry(_SELF_MODE_SWITCH.format(name="train"), "Trainer.train")
     assert result.decided, result.reasons()

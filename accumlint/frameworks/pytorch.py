@@ -159,6 +159,10 @@ NO_SYNC_ROLES = (Role.DDP_MODEL, Role.MODEL, Role.FSDP_MODEL)
 #: averaging step of the weights, meant to run once per optimizer update.
 SWA_UPDATE_HOOK = "update_parameters"
 
+#: ``nn.Module`` methods that switch the training mode (torch 2.13.0 ``nn/modules/module.py``:
+#: ``train(mode=True)``, ``eval()``): on a model, ``model.train()`` is this, not a project's ``train``
+MODULE_MODE_METHODS = frozenset({"train", "eval"})
+
 #: tensor methods whose result leaves the autograd graph (torch 2.13.0 ``_tensor.py``: ``detach``
 #: returns a tensor outside the graph; ``item``, ``tolist`` and ``numpy`` return Python or NumPy values)
 GRAPH_CUTTING_METHODS = frozenset({"detach", "item", "tolist", "numpy"})

@@ -2046,8 +2046,11 @@ def _callees(func: cst.BaseExpression, name: str,
     module's methods and functions of that name, or what the import of its dotted name finds."""
     if not name:
         return []
+    if isinstance(func, cst.Attribute) and name in fw.pytorch.MODULE_MODE_METHODS \
+            and _named_role(dotted(func.value)) in conventions.MODEL_ROLES:
+        return []  # `model.train()`, `self.model.eval()`: the module's mode, not the project's `train`
     found = [(f, owner) for (_, method), f in owner.methods.items() if method == name]
-    if name in owner.functions:
+    if name in owner.functions and not isinstance(func, cst.Attribute):  # (`x.f()` is no module function here)
         found.append((owner.functions[name], owner))
     elif owner.project is not None:
         imported = owner.imported(dotted(func) or name)  # `helper(...)`, `utils.helper(...)`, `u.helper(...)`
