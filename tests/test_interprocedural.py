@@ -648,3 +648,49 @@ def test_manager_whose_base_with_the_update_is_in_a_third_module(tmp_path: Path)
         """) + _manager_loop("    ", "runner", "net.zero_grad()"),
     }
     assert findings(tmp_path, files) == [("train.py", "ACC001", _reset_line(files["train.py"]))]
+
+
+# --- callers in other modules ---------------------------------------------------------------
+
+_TRAINER = """
+    class Trainer:
+        def __init__(self, model, optimizer, loader, accum):
+            self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
+
+        def fit(self, epochs):
+            for epoch in range(epochs):
+                for i, batch in enumerate(self.loader):
+                    (self.model(batch) / self.accum).backward()
+                    if (i + 1) % self.accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+"""
+
+_SCRIPT = """
+    from trainer import Trainer
+
+    def main(model, optimizer, loader, accum):
+        assert len(loader) % accum == 0
+        Trainer(model, optimizer, loader, accum).fit(2)
+
+    if __name__ == "__main__":
+        main(*build())
+"""
+
+
+def test_a_method_that_another_modules_entry_runs_is_decided_by_that_caller(tmp_path: Path) -> None:
+    # alone, `fit` leaks the tail of its epochs; the script that runs it rules the tail out
+    assert ("trainer.py", "ACC005", 10) in findings(tmp_path / "alone", {"trainer.py": _TRAINER})
+    assert findings(tmp_path / "both", {"trainer.py": _TRAINER, "train.py": _SCRIPT}) == []
+
+
+def test_editing_the_caller_rechecks_the_method_it_runs(tmp_path: Path) -> None:
+    cache_dir = tmp_path / ".cache"
+    files = {"trainer.py": _TRAINER, "train.py": _SCRIPT}
+    assert findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET)) == []
+    files["train.py"] = _SCRIPT.replace("        assert len(loader) % accum == 0\n", "")
+    time.sleep(0.01)
+    found = findings(tmp_path, files, ResultCache.load(cache_dir, "key", SECRET))
+    # the method's file is checked again (its cached silence depended on the caller); the caller reports
+    # the same runs at its call
+    assert found == [("train.py", "ACC005", 5), ("trainer.py", "ACC005", 10)]

@@ -51,6 +51,8 @@ from accumlint.vocabulary import EventKind
 
 #: A values the configurations bind the accumulation symbol(s) to
 ACCUMULATION_VALUES = (1, 2, 4)
+#: importing modules whose entries are simulated to find the callers of a module's entry functions
+MAX_IMPORTERS = 8
 #: runs (combinations of run-level choices) of a configuration with whole groups (N = 2A, D = 1),
 #: the ones the group-structure rules judge; each combination is a configuration of its own
 #: (``shared/docs/semantic-core.md`` section 5), so the runs beyond are left out, not guessed
@@ -228,10 +230,46 @@ def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | Non
     ``judged_only``: only :func:`verdict_configurations` (cheaper; what ``check`` needs)."""
     try:
         results = _simulate_all(module, path, entry_points(module) if entries is None else entries, judged_only)
+        _run_by_importers(results, module, with_callers=judged_only)
         _place(results, module, path, lines=not judged_only)
     finally:
         forget_syntax()
     return results
+
+
+def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_callers: bool) -> None:
+    """An entry function or method that an entry of another checked module runs (``trainer.fit()``
+    in a script that asserts the loader's length first) is decided by that caller's runs, as
+    :func:`_called_later` does within a module. Those runs are made with this module's own tree (its
+    findings are placed on it) and, ``with_callers``, join this module's simulations; the modules they read are
+    recorded as read by this file (a change to the caller makes this file's result stale)."""
+    view = module.project
+    index = getattr(view, "index", None)
+    pending = [r for r in results if r.entry.function is not None and not r.undecided]
+    if not pending or index is None:
+        return
+    own_record = view.used
+    names = {r.entry.name.partition(".")[0] for r in pending}  # what a caller must name: the class or function
+    for importer in index.importers(view.path, sorted(names))[:MAX_IMPORTERS]:
+        with index.standing_in(view.path, module):
+            loaded = index.fresh(importer)
+            runs = _simulate_all(loaded[0], importer, entry_points(loaded[0]), True) if loaded is not None else []
+        read, view.used = view.used, own_record  # (a lookup of this module hands it the caller's record)
+        callers: dict[int, Simulation] = {}
+        for result in pending:
+            caller = next((run for run in runs if result.entry.function in run.reached), None)
+            if caller is not None:
+                callers[id(result)] = caller
+                result.undecided.append(f"its caller, the entry {caller.entry.name!r} of "
+                                        f"{os.path.basename(importer)}, runs it with what it knows")
+        if callers and loaded is not None:
+            own_record.update({path: digest for path, digest in read.items() if path != view.path})
+            own_record[importer] = loaded[1]
+            if with_callers:
+                results.extend({id(run): run for run in callers.values()}.values())
+            pending = [r for r in pending if id(r) not in callers]
+        if not pending:
+            return
 
 
 def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],

@@ -3,12 +3,13 @@ package docstring)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,9 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_ABSENT = object()
+
+
 @dataclass
 class _Loaded:
     functions: ModuleFunctions
@@ -98,6 +102,7 @@ class ProjectIndex:
 
     _reachable: dict[str, frozenset[bytes]] | None = field(default=None, repr=False)
     _searches: dict[frozenset[bytes], object] = field(default_factory=dict, repr=False)
+    _importers: dict[str, list[str]] | None = field(default=None, repr=False)
 
     def __getstate__(self) -> dict:
         return {"roots": self.roots, "files": self.files, "_names": self._names,
@@ -106,7 +111,7 @@ class ProjectIndex:
     def __setstate__(self, state: dict) -> None:
         self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
         self._followed, self._reachable = state["_followed"], state["_reachable"]
-        self._loaded, self._searches = OrderedDict(), {}
+        self._loaded, self._searches, self._importers = OrderedDict(), {}, None
         self._roots, self._root_cache, self._located, self._module_paths = None, {}, {}, {}
 
     @classmethod
@@ -216,6 +221,27 @@ class ProjectIndex:
             self._loaded.popitem(last=False)
         return entry.functions if entry is not None else None
 
+    def fresh(self, path: str) -> tuple[ModuleFunctions, str] | None:
+        """A new copy of the functions of the module at ``path`` and the SHA-256 of its bytes, kept
+        nowhere: its lookups see the modules loaded now (see :meth:`standing_in`). None when it
+        cannot be read or parsed."""
+        entry = self._parse(path)
+        return (entry.functions, entry.digest) if entry is not None else None
+
+    @contextlib.contextmanager
+    def standing_in(self, path: str, functions: ModuleFunctions) -> Iterator[None]:
+        """Inside the block, a lookup of the module at ``path`` finds ``functions`` (the checked
+        file's own model, whose nodes its findings are placed on), not a copy parsed from disk."""
+        key = os.path.abspath(path)
+        previous = self._loaded.pop(key, None) if key in self._loaded else _ABSENT
+        self._loaded[key] = _Loaded(functions, "", 0)
+        try:
+            yield
+        finally:
+            self._loaded.pop(key, None)
+            if previous is not _ABSENT:
+                self._loaded[key] = previous  # type: ignore[assignment]
+
     def digest_of(self, path: str) -> str | None:
         entry = self._loaded.get(path)
         return entry.digest if entry is not None else None
@@ -317,6 +343,35 @@ class ProjectIndex:
                     found[os.path.abspath(path)] = None
                     break
         return list(found)
+
+    def importers(self, path: str, mentioning: Sequence[str] = ()) -> list[str]:
+        """The checked files whose imports bind the module at ``path`` (absolute paths, in the
+        order checked) and, given ``mentioning``, whose bytes hold one of those names: the callers
+        that may run its functions with facts it does not show. The import graph of the checked
+        files is read once per process, when first asked."""
+        if self._importers is None:
+            graph: dict[str, list[str]] = {}
+            for file in self.files[:MAX_SCANNED]:
+                try:
+                    data, _ = read_source(file, MAX_MODULE_BYTES)
+                except (OSError, NotARegularFile):
+                    continue
+                for imported in self.imported_modules(file, data):
+                    graph.setdefault(imported, []).append(file)
+            self._importers = graph
+        found = self._importers.get(os.path.abspath(path), [])
+        if not mentioning:
+            return found
+        needles = [name.encode() for name in mentioning]
+        kept = []
+        for file in found:
+            try:
+                data, _ = read_source(file, MAX_MODULE_BYTES)
+            except (OSError, NotARegularFile):
+                continue
+            if any(needle in data for needle in needles):
+                kept.append(file)
+        return kept
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
         """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
