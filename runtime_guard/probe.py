@@ -41,6 +41,7 @@ from runtime_guard.observe.backward import BackwardObserver
 from runtime_guard.observe.figures import FiguresObserver
 from runtime_guard.observe.forward import ForwardObserver
 from runtime_guard.observe.gradient_ops import GradientOpsObserver
+from runtime_guard.observe.loggers import LoggersObserver, loaded_loggers
 from runtime_guard.observe.placement import PlacementObserver
 from runtime_guard.observe.replicas import ReplicaObserver
 from runtime_guard.observe.resets import ResetObserver
@@ -98,7 +99,7 @@ def main_script(start: str | None = None) -> str:
 
 
 class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
-            GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver):
+            GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver, LoggersObserver):
     """Observes the first ``groups`` accumulation groups of a training loop.
 
     Args:
@@ -441,6 +442,11 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
             patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
                            _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
+        for logger, cls, method in loaded_loggers():  # ACC903: the rates the loop logs, read where it logs them
+            patch_function(undo, (cls,), method, self, self._thread,
+                           _observed_call(f"{logger.name} wrapper",
+                                          functools.partial(type(self)._observe_logger, logger=logger)))
+            self.record.loggers.append(logger.name)
         if self.record.at_epoch_end or self.normalization is not None:  # the weight of each mean-reduced loss
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
                            _observed_call("autograd.backward wrapper", type(self)._observe_backward))
