@@ -269,6 +269,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
         self._shadows = ShadowWatch()
+        self._shadows_later = False  # none found at install: search once more after the first update
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -463,20 +464,36 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
 
     def _find_shadows(self) -> None:
         """Find the copies of the parameters a loop may average into (ACC007, :mod:`runtime_guard.shadows`);
-        a failure leaves ACC007 unobserved (the card says why) and nothing else."""
+        a failure leaves ACC007 unobserved (the card says why) and nothing else. Where none is alive yet,
+        :meth:`_check_shadows` searches once more at the second group's first forward."""
         if not isinstance(self.model, torch.nn.Module):
             return
+        first = self.record.shadow_copies is None
         try:
             self._shadows.shadows = find_shadows(self.model, self.params)
         except Exception as error:  # noqa: BLE001 - the guard's failure: ACC007 not observed, never a raise
             self.record.shadow_search = f"the guard's search for weight copies failed ({describe(error)})"
+            self._shadows_later = False
             return
         self.record.shadow_copies = [s.owner for s in self._shadows.shadows]
-        self._undo.push("weight copies", self._shadows.clear)
+        self._shadows_later = first and not self._shadows.shadows
+        if first:
+            self._undo.push("weight copies", self._shadows.clear)
 
     def _check_shadows(self, inside: bool) -> None:
         """Sample the weight copies; moves toward the parameters count for the open group when ``inside``
-        it (since its previous forward: the parameters did not change in between)."""
+        it (since its previous forward: the parameters did not change in between).
+
+        A copy made lazily, after the probe attached (a callback's deepcopy at its first batch end, an EMA
+        built at the first update), is searched for once more at the first forward after the first update:
+        from then on its moves are seen as those of a copy found at install."""
+        group = self._group
+        if self._shadows_later and not inside and group is not None and group.index >= 1:
+            self._shadows_later = False
+            self._find_shadows()
+            if self._shadows.shadows:
+                self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
+                                         f"first forward: {', '.join(self.record.shadow_copies or [])}")
         blends = self._shadows.check() if self._shadows.shadows else []
         if inside and blends and self._group is not None:
             self._group.averaged += [(b.owner, b.factor) for b in blends]
