@@ -270,6 +270,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
         self._shadows = ShadowWatch()
         self._shadows_later = False  # none found at install: search once more after the first update
+        self._step_begun = False  # an optimizer step's pre-hook ran, its post-hook not yet
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:

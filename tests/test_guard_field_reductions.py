@@ -281,19 +281,11 @@ def test_closure_step_on_the_last_microbatch_is_silent(tmp_path: Path) -> None:
     assert report.codes == set(), [f.one_line() for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (Lightning build-your-own-trainer under Fabric, run -A 4): "
-                   "the script probe attaches at the first forward, which runs inside an optimizer.step(closure) "
-                   "begun before the probe's wrappers: that update is not seen, so the first two microbatches "
-                   "read as one group with parameters changed and gradients reset inside it (ACC004, ACC001) "
-                   "besides the right ACC006 (a gate on an update counter: no update after the first)")
 def test_closure_step_on_the_first_microbatch_is_acc006_only(tmp_path: Path) -> None:
     report = _run(tmp_path, CLOSURE_SCRIPT.format(gate="updates % 4 == 0"))
     assert report.codes == {"ACC006"}, [f.one_line() for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (Lightning build-your-own-trainer, every batch through "
-                   "optimizer.step(closure), run -A 4): the unseen first update merges the first two microbatches: "
-                   "ACC001, ACC006 and ACC101 (a group of 2 weighted 1/A) besides the right ACC004")
 def test_closure_step_every_microbatch_is_acc004_only(tmp_path: Path) -> None:
     report = _run(tmp_path, CLOSURE_SCRIPT.format(gate="True"))
     assert report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
