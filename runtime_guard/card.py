@@ -68,9 +68,10 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
                             "scheduler")
         elif check.needs == "weight-copy":
             status[code] = ("checked" if rec.shadow_copies else f"not observed: {rec.shadow_search}"
-                            if rec.shadow_search else "not observable: no copy of the model's parameters (a weight "
-                            "EMA, an averaged model) was alive when the probe attached, nor at the first forward "
-                            "after the first update")
+                            if rec.shadow_search else "not observed: the probe ended before the first forward after "
+                            "the first update, where it searches for weight copies" if rec.shadow_copies is None
+                            else "not observable: no copy of the model's parameters (a weight EMA, an averaged "
+                            "model) was alive at the first forward after the first update")
         elif check.needs == "logged-rate":
             status[code] = rate_status(rates(rec), rec.loggers)
         elif check.needs == "resume":

@@ -269,7 +269,9 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
         self._shadows = ShadowWatch()
-        self._shadows_later = False  # none found at install: search once more after the first update
+        # "deferred": weight copies searched for first at the first forward after the first update; "again":
+        # none found at install, searched once more there; "": no search left
+        self._shadows_later = ""
         self._step_begun = False  # an optimizer step's pre-hook ran, its post-hook not yet
 
     # -- public API ----------------------------------------------------------------------
@@ -461,23 +463,29 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             comm = self._comm
             undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
         undo.push("logits gradient hooks", self._remove_logit_hooks)
-        self._find_shadows()
+        if self.at == "start" and self.n_groups >= 2:
+            # a fresh copy equals the parameters until the first update (no move to see before it): searched
+            # at the first forward after it, off the first microbatch (where the zero-code mode attaches)
+            self._shadows_later = "deferred"
+        else:
+            self._find_shadows()
 
     def _find_shadows(self) -> None:
         """Find the copies of the parameters a loop may average into (ACC007, :mod:`runtime_guard.shadows`);
         a failure leaves ACC007 unobserved (the card says why) and nothing else. Where none is alive yet,
         :meth:`_check_shadows` searches once more at the second group's first forward."""
         if not isinstance(self.model, torch.nn.Module):
+            self.record.shadow_copies = []  # nothing to copy parameters from: none to follow
             return
         first = self.record.shadow_copies is None
         try:
             self._shadows.shadows = find_shadows(self.model, self.params)
         except Exception as error:  # noqa: BLE001 - the guard's failure: ACC007 not observed, never a raise
             self.record.shadow_search = f"the guard's search for weight copies failed ({describe(error)})"
-            self._shadows_later = False
+            self._shadows_later = ""
             return
         self.record.shadow_copies = [s.owner for s in self._shadows.shadows]
-        self._shadows_later = first and not self._shadows.shadows
+        self._shadows_later = "again" if first and not self._shadows.shadows else ""
         if first:
             self._undo.push("weight copies", self._shadows.clear)
 
@@ -485,14 +493,15 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         """Sample the weight copies; moves toward the parameters count for the open group when ``inside``
         it (since its previous forward: the parameters did not change in between).
 
-        A copy made lazily, after the probe attached (a callback's deepcopy at its first batch end, an EMA
-        built at the first update), is searched for once more at the first forward after the first update:
-        from then on its moves are seen as those of a copy found at install."""
+        The copies are searched for at the first forward after the first update (where the probe sits at
+        the start and probes two groups or more: nothing moves a fresh copy before it), or at install and,
+        where none was alive then, once more there: a copy made lazily (a callback's deepcopy at its first
+        batch end, an EMA built at the first update) is followed from then on."""
         group = self._group
         if self._shadows_later and not inside and group is not None and group.index >= 1:
-            self._shadows_later = False
+            again, self._shadows_later = self._shadows_later == "again", ""
             self._find_shadows()
-            if self._shadows.shadows:
+            if again and self._shadows.shadows:
                 self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
                                          f"first forward: {', '.join(self.record.shadow_copies or [])}")
         blends = self._shadows.check() if self._shadows.shadows else []

@@ -291,7 +291,7 @@ def test_closure_step_every_microbatch_is_acc004_only(tmp_path: Path) -> None:
     assert report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
 
 
-def _ema_loop(lazy: bool, per_update: bool = False) -> runtime_guard.Report:
+def _ema_loop(lazy: bool, per_update: bool = False, groups: int = 2) -> runtime_guard.Report:
     """A weight EMA moved toward the model after every microbatch (ACC007), or after each update when
     ``per_update`` (right); ``lazy`` makes the copy at the first microbatch's end (a callback's first
     ``on_train_batch_end``), after the probe attached."""
@@ -301,7 +301,7 @@ def _ema_loop(lazy: bool, per_update: bool = False) -> runtime_guard.Report:
     model = torch.nn.Linear(8, 5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ema = None if lazy else copy.deepcopy(model).requires_grad_(False)
-    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=groups) as p:
         for i in range(3 * A):
             loss = torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,)))
             (loss / A).backward()
@@ -329,8 +329,15 @@ def test_ema_per_microbatch_made_after_attach_is_acc007() -> None:
     assert report.codes == {"ACC007"}
     assert "averaged toward them 3x inside group 1" in report.findings[0].observed
     assert report.card["checks"]["ACC007"] == "checked"
-    assert any(note.startswith("weight copies made after the probe attached, found at group 1's first forward: "
-                               "Linear module") for note in report.card["notes"])
+
+
+def test_one_probed_group_searches_at_install_and_again_after_the_update() -> None:
+    """With one probed group the copies are searched for at install (group 0 is all there is to see); a
+    copy made after it is found at the next forward, and the card's notes say so."""
+    report = _ema_loop(lazy=True, groups=1)
+    assert report.card["checks"]["ACC007"] == "checked"
+    assert "weight copies made after the probe attached, found at group 1's first forward: Linear module" in \
+        report.card["notes"]
 
 
 def test_ema_per_update_made_after_attach_is_silent() -> None:
@@ -386,8 +393,8 @@ def test_no_weight_copy_at_all_says_when_it_was_searched() -> None:
                 optimizer.step()
                 optimizer.zero_grad()
     assert p.report().card["checks"]["ACC007"] == (
-        "not observable: no copy of the model's parameters (a weight EMA, an averaged model) was alive when the "
-        "probe attached, nor at the first forward after the first update")
+        "not observable: no copy of the model's parameters (a weight EMA, an averaged model) was alive at the "
+        "first forward after the first update")
 
 
 def _sequence_sum_loop(divisor: int) -> runtime_guard.Report:
