@@ -470,10 +470,11 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         else:
             self._find_shadows()
 
-    def _find_shadows(self) -> None:
+    def _find_shadows(self, last: bool = False) -> None:
         """Find the copies of the parameters a loop may average into (ACC007, :mod:`runtime_guard.shadows`);
-        a failure leaves ACC007 unobserved (the card says why) and nothing else. Where none is alive yet,
-        :meth:`_check_shadows` searches once more at the second group's first forward."""
+        a failure leaves ACC007 unobserved (the card says why) and nothing else. Unless this is the ``last``
+        search, where none is alive yet :meth:`_check_shadows` searches once more at the second group's
+        first forward."""
         if not isinstance(self.model, torch.nn.Module):
             self.record.shadow_copies = []  # nothing to copy parameters from: none to follow
             return
@@ -485,7 +486,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             self._shadows_later = ""
             return
         self.record.shadow_copies = [s.owner for s in self._shadows.shadows]
-        self._shadows_later = "again" if first and not self._shadows.shadows else ""
+        self._shadows_later = "again" if not last and not self._shadows.shadows else ""
         if first:
             self._undo.push("weight copies", self._shadows.clear)
 
@@ -500,7 +501,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         group = self._group
         if self._shadows_later and not inside and group is not None and group.index >= 1:
             again, self._shadows_later = self._shadows_later == "again", ""
-            self._find_shadows()
+            self._find_shadows(last=True)
             if again and self._shadows.shadows:
                 self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
                                          f"first forward: {', '.join(self.record.shadow_copies or [])}")

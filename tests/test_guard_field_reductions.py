@@ -382,16 +382,32 @@ def test_ema_model_built_at_the_first_update_and_stepped_per_microbatch_is_acc00
     assert "(a list of 4 tensors) was averaged toward them 3x inside group 2" in report.findings[0].observed
 
 
-def test_no_weight_copy_at_all_says_when_it_was_searched() -> None:
+@pytest.mark.parametrize(("groups", "searches"), [(1, 2), (3, 1)])
+def test_no_weight_copy_at_all_says_when_it_was_searched(monkeypatch: pytest.MonkeyPatch, groups: int,
+                                                         searches: int) -> None:
+    """One probed group: searched at install and once more after the update; more groups: once, after the
+    first update (off the first microbatch), never again."""
+    import sys
+
+    from runtime_guard import shadows
+
+    calls = []
+
+    def counting(*args: object) -> list:
+        calls.append(args)
+        return shadows.find_shadows(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sys.modules["runtime_guard.probe"], "find_shadows", counting)
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
-        for i in range(3 * A):
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=groups) as p:
+        for i in range(4 * A):
             torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,))).div(A).backward()
             if (i + 1) % A == 0:
                 optimizer.step()
                 optimizer.zero_grad()
+    assert len(calls) == searches
     assert p.report().card["checks"]["ACC007"] == (
         "not observable: no copy of the model's parameters (a weight EMA, an averaged model) was alive at the "
         "first forward after the first update")
