@@ -68,10 +68,12 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
                             "scheduler")
         elif check.needs == "weight-copy":
             status[code] = ("checked" if rec.shadow_copies else f"not observed: {rec.shadow_search}"
-                            if rec.shadow_search else "not observable: no copy of the model's parameters (a weight "
-                            "EMA, an averaged model) was alive when the probe attached")
+                            if rec.shadow_search else "not observed: the probe ended before the first forward after "
+                            "the first update, where it searches for weight copies" if rec.shadow_copies is None
+                            else "not observable: no copy of the model's parameters (a weight EMA, an averaged "
+                            "model) was alive at the first forward after the first update")
         elif check.needs == "logged-rate":
-            status[code] = rate_status(rates(rec))
+            status[code] = rate_status(rates(rec), rec.loggers)
         elif check.needs == "resume":
             status[code] = resume(rec).status
         elif check.needs == "effective-batch":
@@ -219,7 +221,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         },
         "batchnorm": {"modules": rec.batchnorm, "train_mode": rec.bn_training,
                       "examples_per_statistics": m if rec.batchnorm else None},
-        # ACC903: the rates the loop handed to runtime_guard.log(), each against the group's counts
+        # ACC903: the rates the loop logged (runtime_guard.log(), a hooked logger), each against the group's counts
         "logged_rates": [v.card() for v in rates(rec)] or None,
         # ACC904: the counters a resumed run restored, as the probe found them at attach
         "at_attach": {"optimizer_updates": rec.updates_at_attach, "scheduler_position": rec.scheduler_position},

@@ -55,10 +55,10 @@ def _find_objects(model: torch.nn.Module, loaders: bool = False) -> dict[str, An
     params = {id(p) for p in model.parameters()}
     classes = {"optimizers": [torch.optim.Optimizer], "schedulers": [torch.optim.lr_scheduler.LRScheduler],
                "scalers": [torch.amp.GradScaler],
-               "accelerators": [_class_of("accelerate.accelerator", "Accelerator")],
-               "trainers": [_class_of("transformers.trainer", "Trainer")],
+               "accelerators": [class_of("accelerate.accelerator", "Accelerator")],
+               "trainers": [class_of("transformers.trainer", "Trainer")],
                # by type: a wrapper whose __class__ answers the DataLoader's is matched by its own class
-               "loaders": [torch.utils.data.DataLoader, *(_class_of(module, name)
+               "loaders": [torch.utils.data.DataLoader, *(class_of(module, name)
                                                           for module, name in fw.accelerate.LOADER_ADAPTERS)],
                "loader_iterators": [torch.utils.data.dataloader._BaseDataLoaderIter]}
     kinds = [(kind, heap.TypeSet(c for c in kind_classes if c is not None)) for kind, kind_classes in classes.items()]
@@ -84,7 +84,7 @@ def _find_objects(model: torch.nn.Module, loaders: bool = False) -> dict[str, An
     return found
 
 
-def _class_of(module: str, name: str) -> Any:
+def class_of(module: str, name: str) -> Any:
     """The class ``name`` of the module that defines it (``transformers.trainer``, not ``transformers``),
     when the script already imported that module, else ``None``: read from the module's ``__dict__``
     found in ``sys.modules``, so that nothing is imported, not even by a lazy package's ``__getattr__``
@@ -178,7 +178,7 @@ class ScriptProbe:
         # a scheduler built on the torch optimizer, or on the prepared one (not prepared itself)
         schedulers = [s for s in found["schedulers"] if any(getattr(s, "optimizer", None) is o
                                                             for o in (inner, optimizer))]
-        wrapper = _class_of("accelerate.scheduler", "AcceleratedScheduler")
+        wrapper = class_of("accelerate.scheduler", "AcceleratedScheduler")
         wrappers = heap.near_the_loop([wrapper]) if schedulers and wrapper is not None else []
         wrappers = heap.live_instances([wrapper]) if wrappers is None else wrappers  # the search ran over its bound
         prepared_scheds = [s for s in wrappers if getattr(s, "scheduler", None) in schedulers]

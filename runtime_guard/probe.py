@@ -41,6 +41,7 @@ from runtime_guard.observe.backward import BackwardObserver
 from runtime_guard.observe.figures import FiguresObserver
 from runtime_guard.observe.forward import ForwardObserver
 from runtime_guard.observe.gradient_ops import GradientOpsObserver
+from runtime_guard.observe.loggers import LoggersObserver, loaded_loggers
 from runtime_guard.observe.placement import PlacementObserver
 from runtime_guard.observe.replicas import ReplicaObserver
 from runtime_guard.observe.resets import ResetObserver
@@ -98,7 +99,7 @@ def main_script(start: str | None = None) -> str:
 
 
 class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
-            GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver):
+            GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver, LoggersObserver):
     """Observes the first ``groups`` accumulation groups of a training loop.
 
     Args:
@@ -268,6 +269,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
         self._shadows = ShadowWatch()
+        # "deferred": weight copies searched for first at the first forward after the first update; "again":
+        # none found at install, searched once more there; "": no search left
+        self._shadows_later = ""
+        self._step_begun = False  # an optimizer step's pre-hook ran, its post-hook not yet
 
     # -- public API ----------------------------------------------------------------------
     def __enter__(self) -> Probe:
@@ -441,6 +446,11 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
             patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
                            _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
+        for logger, cls, method in loaded_loggers():  # ACC903: the rates the loop logs, read where it logs them
+            patch_function(undo, (cls,), method, self, self._thread,
+                           _observed_call(f"{logger.name} wrapper",
+                                          functools.partial(type(self)._observe_logger, logger=logger)))
+            self.record.loggers.append(logger.name)
         if self.record.at_epoch_end or self.normalization is not None:  # the weight of each mean-reduced loss
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
                            _observed_call("autograd.backward wrapper", type(self)._observe_backward))
@@ -453,24 +463,48 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             comm = self._comm
             undo.push("DDP comm hook (forwarding only)", lambda: setattr(comm, "active", False))
         undo.push("logits gradient hooks", self._remove_logit_hooks)
-        self._find_shadows()
+        if self.at == "start" and self.n_groups >= 2:
+            # a fresh copy equals the parameters until the first update (no move to see before it): searched
+            # at the first forward after it, off the first microbatch (where the zero-code mode attaches)
+            self._shadows_later = "deferred"
+        else:
+            self._find_shadows()
 
-    def _find_shadows(self) -> None:
+    def _find_shadows(self, last: bool = False) -> None:
         """Find the copies of the parameters a loop may average into (ACC007, :mod:`runtime_guard.shadows`);
-        a failure leaves ACC007 unobserved (the card says why) and nothing else."""
+        a failure leaves ACC007 unobserved (the card says why) and nothing else. Unless this is the ``last``
+        search, where none is alive yet :meth:`_check_shadows` searches once more at the second group's
+        first forward."""
         if not isinstance(self.model, torch.nn.Module):
+            self.record.shadow_copies = []  # nothing to copy parameters from: none to follow
             return
+        first = self.record.shadow_copies is None
         try:
             self._shadows.shadows = find_shadows(self.model, self.params)
         except Exception as error:  # noqa: BLE001 - the guard's failure: ACC007 not observed, never a raise
             self.record.shadow_search = f"the guard's search for weight copies failed ({describe(error)})"
+            self._shadows_later = ""
             return
         self.record.shadow_copies = [s.owner for s in self._shadows.shadows]
-        self._undo.push("weight copies", self._shadows.clear)
+        self._shadows_later = "again" if not last and not self._shadows.shadows else ""
+        if first:
+            self._undo.push("weight copies", self._shadows.clear)
 
     def _check_shadows(self, inside: bool) -> None:
         """Sample the weight copies; moves toward the parameters count for the open group when ``inside``
-        it (since its previous forward: the parameters did not change in between)."""
+        it (since its previous forward: the parameters did not change in between).
+
+        The copies are searched for at the first forward after the first update (where the probe sits at
+        the start and probes two groups or more: nothing moves a fresh copy before it), or at install and,
+        where none was alive then, once more there: a copy made lazily (a callback's deepcopy at its first
+        batch end, an EMA built at the first update) is followed from then on."""
+        group = self._group
+        if self._shadows_later and not inside and group is not None and group.index >= 1:
+            again, self._shadows_later = self._shadows_later == "again", ""
+            self._find_shadows(last=True)
+            if again and self._shadows.shadows:
+                self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
+                                         f"first forward: {', '.join(self.record.shadow_copies or [])}")
         blends = self._shadows.check() if self._shadows.shadows else []
         if inside and blends and self._group is not None:
             self._group.averaged += [(b.owner, b.factor) for b in blends]

@@ -69,8 +69,10 @@ class RunRecord:
     # None: not searched (or the search failed: ``shadow_search`` says why)
     shadow_copies: list[str] | None = None
     shadow_search: str = ""
-    # rates the loop handed to runtime_guard.log() while probed (ACC903)
+    # rates the loop logged while probed, through runtime_guard.log() or a hooked logger (ACC903)
     figures: list[LoggedFigure] = field(default_factory=list)
+    # the loggers hooked at install because the program had imported them (wandb.log, Accelerator.log, ...)
+    loggers: list[str] = field(default_factory=list)
     # at attach: the optimizer's own count of applied updates (state["step"]; None: its state holds none) and the
     # LR scheduler's position (last_epoch; None: no scheduler): a resumed run's restored counters (ACC904)
     updates_at_attach: int | None = None

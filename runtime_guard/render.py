@@ -70,10 +70,10 @@ def _loss_weights(card: dict[str, Any]) -> str:
 
 
 def _logged_rates(card: dict[str, Any]) -> str:
-    """Each rate handed to ``runtime_guard.log`` with what it was found to count (ACC903)."""
+    """Each rate the loop logged with what it was found to count (ACC903)."""
     rows = card.get("logged_rates") or []
-    return "; ".join(f"{r['name']} = {r['value']:.4g} (group {r['group']}): {r['verdict']}" for r in rows) or \
-        "none handed to runtime_guard.log()"
+    return "; ".join(f"{r['name']} = {r['value']:.4g} ({r.get('source', 'runtime_guard.log')}, group {r['group']}): "
+                     f"{r['verdict']}" for r in rows) or "none logged through runtime_guard.log() or a hooked logger"
 
 
 def _at_attach(card: dict[str, Any]) -> str:

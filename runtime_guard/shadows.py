@@ -11,7 +11,9 @@ backup before a weight perturbation, a "best" snapshot) has ``c = 0``; a buffer 
 gradients or any other write does not move every element by one factor. A fresh copy equal to its
 parameters shows nothing (``s - p = 0``); after the first update it does.
 
-The copies are found once, when the probe installs its hooks, among the live objects (one pass
+The copies are found at the first forward after the first update (with one probed group or at an epoch
+end: when the probe installs its hooks and, where none is alive then, once more there), among the live
+objects (one pass
 over the collector's list by exact type, :mod:`runtime_guard.heap`): modules, lists, tuples and
 dicts of tensors with the probed parameters' shapes in their order, none of them trained by an
 optimizer. Per check a few evenly spaced elements of a few of

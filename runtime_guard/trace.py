@@ -61,10 +61,11 @@ class CEWeights:
 
 @dataclass
 class LoggedFigure:
-    """A rate the loop handed to ``runtime_guard.log`` while probed (ACC903): its ``name``, ``value`` and
-    ``unit`` (``"tokens"``, ``"examples"`` or ``""`` when its name gives none), the group it was logged in
-    with the number of its microbatches then and whether its update had happened, and ``seconds`` since the
-    previous group's update attempt (``None`` before the probe saw one)."""
+    """A rate the loop logged while probed (ACC903): its ``name``, ``value`` and ``unit`` (``"tokens"``,
+    ``"examples"`` or ``""`` when its name gives none), the group it was logged in with the number of its
+    microbatches then and whether its update had happened, ``seconds`` since the previous group's update
+    attempt (``None`` before the probe saw one), and the ``source`` it was read from (``runtime_guard.log``
+    or a hooked logger, :mod:`runtime_guard.observe.loggers`)."""
 
     name: str
     value: float
@@ -73,6 +74,7 @@ class LoggedFigure:
     microbatches: int
     after_update: bool
     seconds: float | None
+    source: str = "runtime_guard.log"
 
 
 @dataclass

@@ -39,3 +39,32 @@ def test_closure_step_closes_the_group_after_the_closure(positional: bool) -> No
     assert report.findings == [], [f.one_line() for f in report.findings]
     assert report.card["group_sizes"] == [A, A]
     assert report.card["groups"][0]["trace"].split() == ["F", "Z", "B", "F", "B", "S"]
+
+
+def test_a_probe_attached_inside_a_running_closure_sees_that_update() -> None:
+    """Every batch through ``optimizer.step(closure)`` and the probe attached inside the first closure (as
+    the zero-code mode does at the first forward): that step's pre-hook ran before the probe's hooks, its
+    post-hook after them. The update is recorded at the post-hook, after the closure's microbatch: groups of
+    1 (ACC004), not the first two microbatches merged with the parameters changed inside (ACC001, ACC006)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    probe = runtime_guard.probe(model, opt, accumulation_steps=A, groups=2)
+    attached = []
+
+    def closure(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if not attached:
+            attached.append(probe.attach())
+        loss = torch.nn.functional.cross_entropy(model(x), y) / A
+        loss.backward()
+        return loss
+
+    for _ in range(6):
+        x, y = torch.randn(2, 4), torch.randint(0, 3, (2,))
+        opt.step(lambda x=x, y=y: closure(x, y))
+        opt.zero_grad()
+    report = probe.report()
+    assert report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
+    assert report.card["groups"][0]["trace"].split() == ["F", "B", "S", "Z"]
+    assert "an optimizer step begun before the probe's hooks (the probe attached inside its closure) was seen at " \
+        "its end: group 0's update" in report.card["notes"]

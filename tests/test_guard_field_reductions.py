@@ -281,34 +281,27 @@ def test_closure_step_on_the_last_microbatch_is_silent(tmp_path: Path) -> None:
     assert report.codes == set(), [f.one_line() for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (Lightning build-your-own-trainer under Fabric, run -A 4): "
-                   "the script probe attaches at the first forward, which runs inside an optimizer.step(closure) "
-                   "begun before the probe's wrappers: that update is not seen, so the first two microbatches "
-                   "read as one group with parameters changed and gradients reset inside it (ACC004, ACC001) "
-                   "besides the right ACC006 (a gate on an update counter: no update after the first)")
 def test_closure_step_on_the_first_microbatch_is_acc006_only(tmp_path: Path) -> None:
     report = _run(tmp_path, CLOSURE_SCRIPT.format(gate="updates % 4 == 0"))
     assert report.codes == {"ACC006"}, [f.one_line() for f in report.findings]
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (Lightning build-your-own-trainer, every batch through "
-                   "optimizer.step(closure), run -A 4): the unseen first update merges the first two microbatches: "
-                   "ACC001, ACC006 and ACC101 (a group of 2 weighted 1/A) besides the right ACC004")
 def test_closure_step_every_microbatch_is_acc004_only(tmp_path: Path) -> None:
     report = _run(tmp_path, CLOSURE_SCRIPT.format(gate="True"))
     assert report.codes == {"ACC004"}, [f.one_line() for f in report.findings]
 
 
-def _ema_loop(lazy: bool) -> runtime_guard.Report:
-    """A weight EMA moved toward the model after every microbatch (ACC007); ``lazy`` makes the copy at the
-    first microbatch's end (a callback's first ``on_train_batch_end``), after the probe attached."""
+def _ema_loop(lazy: bool, per_update: bool = False, groups: int = 2) -> runtime_guard.Report:
+    """A weight EMA moved toward the model after every microbatch (ACC007), or after each update when
+    ``per_update`` (right); ``lazy`` makes the copy at the first microbatch's end (a callback's first
+    ``on_train_batch_end``), after the probe attached."""
     import copy
 
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ema = None if lazy else copy.deepcopy(model).requires_grad_(False)
-    with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=groups) as p:
         for i in range(3 * A):
             loss = torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,)))
             (loss / A).backward()
@@ -317,6 +310,8 @@ def _ema_loop(lazy: bool) -> runtime_guard.Report:
                 optimizer.zero_grad()
             if ema is None:
                 ema = copy.deepcopy(model).requires_grad_(False)
+            if per_update and (i + 1) % A:
+                continue
             with torch.no_grad():
                 for e, q in zip(ema.parameters(), model.parameters(), strict=True):
                     e.lerp_(q, 0.01)
@@ -327,11 +322,95 @@ def test_ema_per_microbatch_made_before_the_loop_is_acc007() -> None:
     assert _ema_loop(lazy=False).codes == {"ACC007"}
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (Lightning basics/transformer.py with an EMA callback that "
-                   "copies the model at its first on_train_batch_end): the weight copies are searched once, at "
-                   "attach, before the copy exists: ACC007 missed")
 def test_ema_per_microbatch_made_after_attach_is_acc007() -> None:
-    assert _ema_loop(lazy=True).codes == {"ACC007"}
+    """Field trial (Lightning basics/transformer.py with an EMA callback that copies the model at its first
+    on_train_batch_end): the copy does not exist at attach; it is found at the next group's first forward."""
+    report = _ema_loop(lazy=True)
+    assert report.codes == {"ACC007"}
+    assert "averaged toward them 3x inside group 1" in report.findings[0].observed
+    assert report.card["checks"]["ACC007"] == "checked"
+
+
+def test_one_probed_group_searches_at_install_and_again_after_the_update() -> None:
+    """With one probed group the copies are searched for at install (group 0 is all there is to see); a
+    copy made after it is found at the next forward, and the card's notes say so."""
+    report = _ema_loop(lazy=True, groups=1)
+    assert report.card["checks"]["ACC007"] == "checked"
+    assert "weight copies made after the probe attached, found at group 1's first forward: Linear module" in \
+        report.card["notes"]
+
+
+def test_ema_per_update_made_after_attach_is_silent() -> None:
+    report = _ema_loop(lazy=True, per_update=True)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+    assert report.card["checks"]["ACC007"] == "checked"
+
+
+class _ShadowEMA:
+    """Shaped like diffusers' ``EMAModel``: ``shadow_params`` (a list of detached clones) moved toward the
+    parameters by ``step(parameters)``."""
+
+    def __init__(self, parameters: list[torch.Tensor], decay: float = 0.99) -> None:
+        self.decay = decay
+        self.shadow_params = [p.detach().clone() for p in parameters]
+
+    @torch.no_grad()
+    def step(self, parameters: list[torch.Tensor]) -> None:
+        for s, p in zip(self.shadow_params, parameters, strict=True):
+            s.sub_((1 - self.decay) * (s - p))
+
+
+def test_ema_model_built_at_the_first_update_and_stepped_per_microbatch_is_acc007() -> None:
+    """The copy equals the parameters until the next update (nothing to see in group 1): a third probed
+    group shows its per-microbatch moves."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 5))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    ema = None
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=3) as p:
+        for i in range(4 * A):
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,)))
+            (loss / A).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                ema = ema or _ShadowEMA(list(model.parameters()))
+            if ema is not None:
+                ema.step(list(model.parameters()))
+    report = p.report()
+    assert report.codes == {"ACC007"}, [f.one_line() for f in report.findings]
+    assert "(a list of 4 tensors) was averaged toward them 3x inside group 2" in report.findings[0].observed
+
+
+@pytest.mark.parametrize(("groups", "searches"), [(1, 2), (3, 1)])
+def test_no_weight_copy_at_all_says_when_it_was_searched(monkeypatch: pytest.MonkeyPatch, groups: int,
+                                                         searches: int) -> None:
+    """One probed group: searched at install and once more after the update; more groups: once, after the
+    first update (off the first microbatch), never again."""
+    import sys
+
+    from runtime_guard import shadows
+
+    calls = []
+
+    def counting(*args: object) -> list:
+        calls.append(args)
+        return shadows.find_shadows(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sys.modules["runtime_guard.probe"], "find_shadows", counting)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with runtime_guard.probe(model, optimizer, accumulation_steps=A, groups=groups) as p:
+        for i in range(4 * A):
+            torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,))).div(A).backward()
+            if (i + 1) % A == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    assert len(calls) == searches
+    assert p.report().card["checks"]["ACC007"] == (
+        "not observable: no copy of the model's parameters (a weight EMA, an averaged model) was alive at the "
+        "first forward after the first update")
 
 
 def _sequence_sum_loop(divisor: int) -> runtime_guard.Report:

@@ -8,6 +8,8 @@ advances by one second per microbatch, the same for the loop and the guard: no t
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import runtime_guard  # noqa: E402
-from runtime_guard.observe import figures  # noqa: E402
+from runtime_guard.observe import figures, loggers  # noqa: E402
 from runtime_guard.observe.figures import rate_unit  # noqa: E402
 
 A = 4
@@ -120,8 +122,8 @@ def test_a_rate_without_a_unit_or_without_a_log_is_not_judged(clock: Clock) -> N
     assert report.findings == []
     assert report.card["checks"]["ACC903"].startswith("not observed: 2 logged rate(s), none judged (not judged: ")
     report = _throughput_loop(clock, lambda n, seen, dt: None)
-    assert report.card["checks"]["ACC903"] == ("not observed: no rate (tokens or examples per second) was handed to "
-                                               "runtime_guard.log() while probed")
+    assert report.card["checks"]["ACC903"].startswith("not observed: no rate (tokens or examples per second) was "
+                                                      "logged while probed through runtime_guard.log()")
     assert report.card["logged_rates"] is None
 
 
@@ -201,3 +203,145 @@ def test_a_fresh_run_leaves_acc904_not_observed() -> None:
     _, report = _train(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, SCHEDULE), _data(3), probed=True)
     assert report is not None and report.findings == []
     assert report.card["checks"]["ACC904"].startswith("not observed: the optimizer's state held no update count")
+
+
+# -- the loggers a loop already calls (runtime_guard.observe.loggers) -------------------------------------------
+
+
+def _stand_in(monkeypatch: pytest.MonkeyPatch, module: str, cls: type) -> None:
+    """Make ``cls`` the class ``module`` defines, as if the script had imported it (no wandb or TensorBoard
+    here: the guard finds the class through ``sys.modules`` and hooks it there)."""
+    loaded = types.ModuleType(module)
+    setattr(loaded, cls.__name__, cls)
+    monkeypatch.setitem(sys.modules, module, loaded)
+
+
+class Run:
+    """Shaped like wandb 0.31.0's ``wandb.sdk.wandb_run.Run``: ``log`` ends in ``self._log(data=...)``."""
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, Any]] = []
+
+    def _log(self, data: dict[str, Any], step: int | None = None, commit: bool | None = None) -> None:
+        self.history.append(dict(data))
+
+    def log(self, data: dict[str, Any], step: int | None = None, commit: bool | None = None) -> None:
+        self._log(data=data, step=step, commit=commit)
+
+
+class SummaryWriter:
+    """Shaped like torch's (and tensorboardX's) ``SummaryWriter``: ``add_scalars`` does not call ``add_scalar``."""
+
+    def __init__(self) -> None:
+        self.scalars: list[tuple[str, float]] = []
+
+    def add_scalar(self, tag: str, scalar_value: float, global_step: int | None = None,
+                   walltime: float | None = None) -> None:
+        self.scalars.append((tag, scalar_value))
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: dict[str, float], global_step: int | None = None,
+                    walltime: float | None = None) -> None:
+        self.scalars += [(f"{main_tag}_{tag}", v) for tag, v in tag_scalar_dict.items()]
+
+
+def test_wandb_log_bound_before_attach_is_read(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wandb.init`` binds ``wandb.log = run.log`` before the loop: the hook on ``Run._log`` sees it."""
+    _stand_in(monkeypatch, "wandb.sdk.wandb_run", Run)
+    run = Run()
+    log = run.log  # wandb.log after wandb.init
+    report = _throughput_loop(clock, lambda n, seen, dt: log({"train/examples_per_sec": n / dt, "loss": 0.1}))
+    assert [(f.code, f.group) for f in report.findings] == [("ACC903", 1)]
+    assert report.findings[0].evidence == "wandb.log('train/examples_per_sec') in group 1"
+    assert [r["source"] for r in report.card["logged_rates"]] == ["wandb.log"] * 2
+    assert len(run.history) == 3 and run.history[0]["loss"] == 0.1  # every call reached wandb, unchanged
+    assert Run.__dict__["_log"].__qualname__ == "Run._log"  # the hook left with the probe
+
+
+def test_wandb_nested_sections_and_a_right_rate(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in(monkeypatch, "wandb.sdk.wandb_run", Run)
+    run = Run()
+    report = _throughput_loop(clock, lambda n, seen, dt: run.log({"perf": {"samples_per_second": seen / dt}}))
+    assert report.findings == []
+    assert report.card["checks"]["ACC903"] == "checked"
+    assert [(r["name"], r["verdict"]) for r in report.card["logged_rates"]][1] == ("perf/samples_per_second",
+                                                                                    "the whole group")
+
+
+@pytest.mark.parametrize("module", ["torch.utils.tensorboard.writer", "tensorboardX.writer"])
+def test_summary_writer_scalars_are_read(clock: Clock, monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    _stand_in(monkeypatch, module, SummaryWriter)
+    writer = SummaryWriter()
+    report = _throughput_loop(clock, lambda n, seen, dt: writer.add_scalar("examples/sec", n / dt, global_step=1))
+    assert [f.code for f in report.findings] == ["ACC903"]
+    assert report.card["logged_rates"][1]["source"].endswith("add_scalar")
+    report = _throughput_loop(clock, lambda n, seen, dt: writer.add_scalars("throughput", {"examples_per_sec": n / dt}))
+    assert [f.code for f in report.findings] == ["ACC903"]
+    assert report.card["logged_rates"][1]["name"] == "throughput/examples_per_sec"
+    assert writer.scalars[3:] == [("throughput_examples_per_sec", 2.0)] * 3  # every call reached the writer
+
+
+def test_accelerator_log_is_read_once_through_its_trackers(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """accelerate 1.15.0: ``Accelerator.log`` calls each tracker's ``log``; a TensorBoard tracker calls
+    ``writer.add_scalar``: the figure is read at ``Accelerator.log`` and not again inside it."""
+    from accelerate import Accelerator
+
+    _stand_in(monkeypatch, "torch.utils.tensorboard.writer", SummaryWriter)
+    writer = SummaryWriter()
+    tracker = types.SimpleNamespace(name="tensorboard", log=lambda values, step=None: [
+        writer.add_scalar(k, v, global_step=step) for k, v in values.items()])
+    accelerator = Accelerator(cpu=True)
+    monkeypatch.setattr(accelerator, "trackers", [tracker])
+    report = _throughput_loop(clock, lambda n, seen, dt: accelerator.log({"examples_per_sec": n / dt}, step=0))
+    assert [f.code for f in report.findings] == ["ACC903"]
+    assert [r["source"] for r in report.card["logged_rates"]] == ["Accelerator.log"] * 2
+    assert len(writer.scalars) == 3
+
+
+def test_a_rate_logged_twice_at_one_point_is_kept_once(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_in(monkeypatch, "wandb.sdk.wandb_run", Run)
+    run = Run()
+
+    def log(n: int, seen: int, dt: float) -> None:
+        figures = {"examples_per_sec": n / dt}
+        runtime_guard.log(figures)
+        run.log(figures)
+
+    report = _throughput_loop(clock, log)
+    assert [f.code for f in report.findings] == ["ACC903"]
+    assert [r["source"] for r in report.card["logged_rates"]] == ["runtime_guard.log"] * 2
+
+
+def test_no_logger_imported_says_so_and_imports_none(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    for logger in loggers.LOGGERS:
+        monkeypatch.delitem(sys.modules, logger.module, raising=False)
+    before = set(sys.modules)
+    report = _throughput_loop(clock, lambda n, seen, dt: None)
+    assert report.card["checks"]["ACC903"].endswith("and no logger the guard reads (wandb, TensorBoard's "
+                                                    "SummaryWriter, tensorboardX, Accelerator.log) was imported "
+                                                    "when the probe attached")
+    assert not {logger.module for logger in loggers.LOGGERS} & (set(sys.modules) - before)
+
+
+def test_a_logger_call_the_guard_cannot_read_passes_through(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """wandb raises ``TypeError`` for data that is no mapping: the guard reads nothing, fails nothing, and the
+    program gets wandb's own error."""
+
+    class StrictRun(Run):
+        def _log(self, data: Any, step: int | None = None, commit: bool | None = None) -> None:
+            if not isinstance(data, dict):
+                raise TypeError("wandb.log must be passed a dictionary")
+            super()._log(data, step, commit)
+
+    _stand_in(monkeypatch, "wandb.sdk.wandb_run", StrictRun)
+    run, errors = StrictRun(), []
+
+    def log(n: int, seen: int, dt: float) -> None:
+        try:
+            run.log([("examples_per_sec", n / dt)])  # type: ignore[arg-type]
+        except TypeError as error:
+            errors.append(str(error))
+
+    report = _throughput_loop(clock, log)
+    assert errors == ["wandb.log must be passed a dictionary"] * 3
+    assert report.card["checks"]["ACC903"].startswith("not observed: no rate")
+    assert not any("the probe stopped observing" in note for note in report.card["notes"])

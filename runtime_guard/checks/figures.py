@@ -1,4 +1,5 @@
-"""What the loop reports about itself, at run time: a logged rate that counts one microbatch over a
+"""What the loop reports about itself, at run time: a logged rate (``runtime_guard.log``, ``wandb.log``,
+TensorBoard's ``add_scalar(s)``, ``Accelerator.log``) that counts one microbatch over a
 group's time (ACC903) and a resumed scheduler whose position is A times the optimizer's own count of
 updates, or 1/A of it (ACC904). Each is judged only where its evidence is there; the card says what
 was compared, or why nothing was (:func:`rates` and :func:`resume` give both)."""
@@ -34,7 +35,7 @@ class RateVerdict:
 
     def card(self) -> dict[str, object]:
         f = self.figure
-        return {"name": f.name, "value": f.value, "group": f.group, "unit": f.unit or "unknown",
+        return {"name": f.name, "value": f.value, "source": f.source, "group": f.group, "unit": f.unit or "unknown",
                 "microbatches": f.microbatches, "after_update": f.after_update,
                 "seconds_since_previous_update": None if f.seconds is None else round(f.seconds, 6),
                 "rate_times_seconds": None if self.implied is None else round(self.implied, 3),
@@ -92,14 +93,16 @@ def rates(rec: RunRecord) -> list[RateVerdict]:
     return [judge_rate(rec, f) for f in rec.figures]
 
 
-def rate_status(verdicts: list[RateVerdict]) -> str:
-    """ACC903's line on the card."""
+def rate_status(verdicts: list[RateVerdict], loggers: list[str] | None = None) -> str:
+    """ACC903's line on the card; ``loggers``: the loggers hooked (:mod:`runtime_guard.observe.loggers`)."""
     if any(not v.verdict.startswith("not judged") for v in verdicts):
         return "checked"
     if verdicts:
         return f"not observed: {len(verdicts)} logged rate(s), none judged ({verdicts[0].verdict})"
-    return ("not observed: no rate (tokens or examples per second) was handed to runtime_guard.log() while "
-            "probed")
+    hooked = (f"through runtime_guard.log() or the loggers hooked ({', '.join(loggers)})" if loggers else
+              "through runtime_guard.log(), and no logger the guard reads (wandb, TensorBoard's SummaryWriter, "
+              "tensorboardX, Accelerator.log) was imported when the probe attached")
+    return f"not observed: no rate (tokens or examples per second) was logged while probed {hooked}"
 
 
 def logged_rates(rec: RunRecord) -> Iterator[RuntimeFinding]:
@@ -115,7 +118,7 @@ def logged_rates(rec: RunRecord) -> Iterator[RuntimeFinding]:
                       f"{f.seconds:.3g} s since the previous update: {v.implied:.4g} {f.unit}, the {name} of the "
                       f"group's last microbatch ({last}), not of its {a} microbatches ({whole}): the figure is "
                       f"{whole / last:.3g}x too small",
-                      f"runtime_guard.log({f.name!r}) in group {f.group}")
+                      f"{f.source}({f.name!r}) in group {f.group}")
 
 
 @dataclass

@@ -22,7 +22,10 @@ def _sizes(rec: RunRecord) -> list[RuntimeFinding]:
     code_sizes = "ACC501" if rec.accelerate_accumulates else None
     open_groups = [g for g in rec.groups if not g.closed and not g.tail]
     timeline = run_trace(rec)
-    if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes):
+    # an update after each microbatch, not one update and then a run of microbatches with none (a gate that
+    # stopped firing: ACC006 below)
+    if given and a is not None and a > 1 and sizes and all(s == 1 for s in sizes) \
+            and not any(len(g.microbatches) > 1 for g in open_groups):
         # Accelerate's A configured, nothing gating: accumulate() is missing (ACC501's "missing" case)
         missing = rec.accelerate and (rec.accelerate_num_steps or 1) > 1
         code = "ACC501" if code_sizes or missing else "ACC004"

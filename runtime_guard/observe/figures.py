@@ -1,5 +1,6 @@
-"""What the loop reports about itself: the rates it logs (``runtime_guard.log``, ACC903) and the counters a
-resumed run restored (the optimizer's own update count and the LR scheduler's position, ACC904).
+"""What the loop reports about itself: the rates it logs (``runtime_guard.log``, or a logger it already calls:
+:mod:`runtime_guard.observe.loggers`; ACC903) and the counters a resumed run restored (the optimizer's own
+update count and the LR scheduler's position, ACC904).
 
 A logged figure is kept with the time since the previous update the probe saw and the number of the
 group's microbatches at that moment; :mod:`runtime_guard.checks.figures` relates the figure times that
@@ -54,9 +55,11 @@ def _number(value: Any) -> float | None:
 
 def log(figures: Mapping[str, Any] | None = None, /, **more: Any) -> None:
     """Hand the attached probe the figures the loop logs, e.g. ``runtime_guard.log({"tokens_per_sec": tps})``
-    next to ``wandb.log(...)``: a rate logged after an update is checked against the examples or tokens the
-    group processed (ACC903). Names say the unit (``tokens`` / ``samples`` / ``examples``, per second);
-    figures that are no rate, or not numbers, are ignored. A no-op when no probe is attached, from another
+    next to a logger the guard does not hook (``wandb.log``, TensorBoard's ``add_scalar(s)`` and
+    ``Accelerator.log`` are read without it, :mod:`runtime_guard.observe.loggers`): a rate logged after an
+    update is checked against the examples or tokens the group processed (ACC903). Names say the unit
+    (``tokens`` / ``samples`` / ``examples``, per second); figures that are no rate, or not numbers, are
+    ignored. A no-op when no probe is attached, from another
     thread than the loop's, and after the probe detached; it never raises (nor the guard's failures)."""
     from runtime_guard.probe import _attached
 
@@ -69,10 +72,19 @@ def log(figures: Mapping[str, Any] | None = None, /, **more: Any) -> None:
                 probe._hook_failed("runtime_guard.log", error)
 
 
+def _same_point(a: LoggedFigure, b: LoggedFigure) -> bool:
+    """The same figure logged twice at one point of the loop (through two loggers)."""
+    return (a.name, a.value, a.group, a.microbatches, a.after_update) == \
+        (b.name, b.value, b.group, b.microbatches, b.after_update)
+
+
 class FiguresObserver:
     """Mixed into :class:`runtime_guard.probe.Probe` (logged figures, counters at attach)."""
 
-    def _on_figures(self, figures: Mapping[str, Any]) -> None:
+    def _on_figures(self, figures: Mapping[str, Any], source: str = "runtime_guard.log") -> None:
+        """Keep the rates among ``figures`` (name -> value) logged through ``source`` now. A rate already kept
+        with the same name and value at the same point of the group (the loop hands one dict to
+        ``runtime_guard.log`` and to its logger) is kept once."""
         if not self._entry():
             return
         now = clock()
@@ -85,9 +97,12 @@ class FiguresObserver:
         for name, value in figures.items():
             number = _number(value)
             unit = rate_unit(str(name))
-            if number is not None and unit is not None:
-                self.record.figures.append(LoggedFigure(str(name), number, unit, group.index,
-                                                        len(group.microbatches), group.closed, since))
+            if number is None or unit is None:
+                continue
+            figure = LoggedFigure(str(name), number, unit, group.index, len(group.microbatches), group.closed,
+                                  since, source)
+            if not any(_same_point(figure, kept) for kept in self.record.figures):
+                self.record.figures.append(figure)
 
     def _read_counters(self) -> None:
         """The optimizer's own count of applied updates (``state["step"]`` of Adam-family optimizers, the

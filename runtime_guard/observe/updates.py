@@ -84,6 +84,7 @@ class UpdateObserver:
     def _on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         if not self._entry():
             return None
+        self._step_begun = True  # cleared by its post-hook: a post-hook without it began before the hooks
         # torch 2.13 optim/optimizer.py profile_hook_step: ``args`` starts with the optimizer itself
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         if callable(closure):
@@ -125,5 +126,17 @@ class UpdateObserver:
             self._close_group(event, grads)
 
     def _on_step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """The update was applied. A post-hook with no pre-hook before it belongs to an
+        ``optimizer.step(closure)`` that began before the probe's hooks: the probe attached inside its
+        closure (the zero-code mode attaches at the first forward; Lightning and Fabric run it in the
+        closure). torch 2.13 ``optim/optimizer.py`` ``profile_hook_step`` reads the post-hooks after the step
+        body returned, so this hook runs for that step: its update attempt is recorded here, after the
+        closure's microbatch and before the next call of the loop."""
+        if self._step_begun:
+            self._step_begun = False
+        elif self._entry() and self._group is not None and not self._group.closed and self._group.microbatches:
+            self.record.notes.append(f"an optimizer step begun before the probe's hooks (the probe attached inside its "
+                                     f"closure) was seen at its end: group {self._group.index}'s update")
+            self._record_step()
         if self._attached and self._group is not None and self._group.closed:
             self._group.applied = True
