@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -367,10 +368,11 @@ def _facts(store: IndexCache | None, path: str, data: bytes, digest: str | None,
 
 
 def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]],
-                     store: IndexCache | None = None) -> None:
+                     store: IndexCache | None = None, looked_at: dict[str, Facts | None] | None = None) -> None:
     """Add to ``names`` (path -> :meth:`ProjectIndex.names_of`) the modules in ``imported`` that
     are not checked, and the modules they import, breadth first within the bounds above; a
-    module ``store`` holds unchanged (by its ``stat``) is not read."""
+    module ``store`` holds unchanged (by its ``stat``) is not read. ``looked_at`` (if given) gets the
+    facts of every module looked at (None: unreadable or too large), what the names depend on."""
     seen = {os.path.abspath(path) for path in names}
     frontier = [path for path in dict.fromkeys(imported) if path not in seen]
     read = 0
@@ -381,18 +383,30 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
                 continue
             seen.add(path)
             read += 1
-            facts = store.unchanged(path) if store is not None else None
+            facts = _module_facts(store, path)
+            if looked_at is not None:
+                looked_at[path] = facts
             if facts is None:
-                try:
-                    data, size, signature = read_signed(path)
-                except (OSError, NotARegularFile):
-                    continue
-                if size > MAX_SOURCE_BYTES:
-                    continue
-                facts = _facts(store, path, data, None, signature)
+                continue
             names[path], imports = facts
             following.extend(index.resolve_imports(path, imports))
         frontier = following
+
+
+def _module_facts(store: IndexCache | None, path: str) -> Facts | None:
+    """The facts of the project module at ``path``: from ``store`` where its ``stat`` says it is
+    unchanged, else read (bounded) and computed or found by its bytes; None where it cannot be
+    read or is over :data:`MAX_SOURCE_BYTES`."""
+    facts = store.unchanged(path) if store is not None else None
+    if facts is not None:
+        return facts
+    try:
+        data, size, signature = read_signed(path)
+    except (OSError, NotARegularFile):
+        return None
+    if size > MAX_SOURCE_BYTES:
+        return None
+    return _facts(store, path, data, None, signature)
 
 
 def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
@@ -543,14 +557,86 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     return run
 
 
-def file_index(path: str, data: bytes, project_root: str) -> project.ProjectIndex:
+def file_index(path: str, data: bytes, project_root: str, store: IndexCache | None = None,
+               looked_at: dict[str, Facts | None] | None = None) -> project.ProjectIndex:
     """The project index one file's model follows (the modules it imports and their names),
-    as a run of that one path builds it; ``data`` is the file's own bytes."""
+    as a run of that one path builds it; ``data`` is the file's own bytes. ``store``: the facts
+    of the imported modules kept so far (:class:`FileIndexes`); ``looked_at`` gets the facts of each
+    module looked at (see :func:`_neighbour_names`)."""
     index = project.ProjectIndex.for_files([path], project_root)
     names = {path: index.names_of(data)}
-    _neighbour_names(index, index.imported_modules(path, data), names)
+    _neighbour_names(index, index.imported_modules(path, data), names, store, looked_at)
     index.set_names(names)
     return index
+
+
+@dataclass
+class _KeptIndex:
+    """A :func:`file_index` kept: the facts of the checked bytes and of every module it read."""
+
+    own: Facts
+    read: dict[str, Facts | None]
+    index: project.ProjectIndex
+
+
+class FileIndexes:
+    """The project indexes of single-file checks kept between checks (a language server's): one
+    per checked path and project root, with the facts of every project module read (an
+    in-memory :class:`~accumlint.index_cache.IndexCache`: a module unchanged by its ``stat``,
+    or by the SHA-256 of its bytes, is not computed again).
+
+    :meth:`index` answers the kept index while the checked bytes' own facts (the names they
+    define that perform a backward, the names their imports bind) and those of every module
+    it read are unchanged: an edit that adds an import, or a saved module that gains a
+    backward, rebuilds it. Module *resolution* is not re-read for a kept index: a module
+    created since is seen after :meth:`saved` names it (an editor's save), or :meth:`forget`.
+    Threads may call it at once (two builds of one key: the last is kept).
+
+    ``built`` counts the indexes built rather than kept (a hook for tests and benchmarks)."""
+
+    def __init__(self) -> None:
+        from accumlint.index_cache import IndexCache  # it imports the cache
+
+        self.store = IndexCache.in_memory()
+        self._kept: dict[tuple[str, str], _KeptIndex] = {}
+        self._lock = threading.Lock()
+        self.built = 0
+
+    def index(self, path: str, data: bytes, project_root: str) -> project.ProjectIndex:
+        """The index of a check of ``data`` as the file at ``path`` in ``project_root``
+        (:func:`file_index`): the kept one where nothing it was built from changed."""
+        key = (os.path.abspath(path), os.path.abspath(project_root))
+        own = _compute_facts(data)
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is not None and kept.own == own and all(
+                _module_facts(self.store, module) == facts for module, facts in kept.read.items()):
+            return kept.index
+        read: dict[str, Facts | None] = {}
+        index = file_index(path, data, project_root, self.store, read)
+        with self._lock:
+            self._kept[key] = _KeptIndex(own, read, index)
+            self.built += 1
+        return index
+
+    def saved(self, path: str) -> None:
+        """The file at ``path`` was written (an editor's save): a module no kept index checked
+        or read may be a new one, which an import could now resolve to: every index is built
+        again (from the facts kept). A known module's new bytes are seen by :meth:`index`."""
+        path = os.path.abspath(path)
+        with self._lock:
+            if not any(path == checked or path in kept.read for (checked, _), kept in self._kept.items()):
+                self._kept.clear()
+
+    def forget(self, path: str | None = None) -> None:
+        """Drop the kept indexes of ``path``'s checks (a closed document), or all (None)."""
+        with self._lock:
+            if path is None:
+                self._kept.clear()
+                return
+            path = os.path.abspath(path)
+            for key in [key for key in self._kept if key[0] == path]:
+                del self._kept[key]
 
 
 def _one_file_index(path: str, data: bytes, project_root: str | None) -> project.ProjectIndex | None:

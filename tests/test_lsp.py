@@ -698,6 +698,62 @@ def test_the_index_build_reports_progress(tmp_path: Path) -> None:
     _blocking(scenario, tmp_path, progress=True)
 
 
+def test_a_hover_answers_from_the_check_of_the_editors_version(tmp_path: Path) -> None:
+    """Reproduction: a hover asked while the edited text was being checked answered from the
+    previous check, its findings at their old lines. Now it waits for the check of the version
+    the editor shows."""
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        uri = _open(session, root / "train.py", BAD)
+        [old] = await session.next_diagnostics(uri, 1)
+        assert old.range.start.line == 2
+        other = _open(session, root / "other.py", BAD)
+        await session.next_diagnostics(other, 1)
+        _change(session, uri, 2, BLOCKED_CHECK)  # a line above: the finding moves to line 3
+        await _started(signals / "check-started")
+        moved, stale = (asyncio.ensure_future(session.client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, 10)))) for line in (3, 2))
+        assert await _hover(session, other, TIMEOUT) is not None  # answered after both were received
+        (signals / "release").touch()
+        found = await asyncio.wait_for(moved, TIMEOUT)
+        assert found is not None and isinstance(found.contents, types.MarkupContent)
+        assert found.contents.value.startswith("**ACC001**")
+        assert found.range is not None and found.range.start.line == 3
+        assert await asyncio.wait_for(stale, TIMEOUT) is None  # the old line holds no finding now
+        assert session.versions[uri] == [1, 2]
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_a_documents_project_index_is_kept_between_its_checks(tmp_path: Path) -> None:
+    """Reproduction: every check of a document built its project index again (the modules it
+    imports read, their names computed). Now the index is kept while the document's imports
+    and the modules it reads are unchanged, and built again when a module it reads changes."""
+    from accumlint.lsp.server import AccumlintServer
+    from tests.test_index_cache import QUIET, RESETS, TRAIN, UTILS
+
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
+    (tmp_path / "helpers.py").write_text(QUIET, encoding="utf-8")
+    (tmp_path / "utils.py").write_text(UTILS, encoding="utf-8")
+    server = AccumlintServer()
+    uri = (tmp_path / "train.py").as_uri()
+
+    def check(text: str):  # type: ignore[no-untyped-def]
+        checked, error = server.check_text(uri, None, text, text.encode())
+        assert error is None
+        return checked
+
+    first = check(TRAIN)
+    assert first.findings == []  # the helper performs no backward: the loop is cleared
+    edited = check(TRAIN + "# edited\n")
+    assert edited.index is first.index
+    (tmp_path / "helpers.py").write_text(RESETS, encoding="utf-8")  # saved: it resets on every call
+    saved = check(TRAIN + "# edited\n")
+    assert saved.index is not first.index
+    assert [finding.code for finding in saved.findings] == ["ACC001"]
+
+
 # --- notebooks (LSP 3.17 notebook sync) -------------------------------------------------
 
 #: a notebook as an editor syncs it: markdown, a setup cell with a magic, the loop (ACC001 on its
