@@ -24,7 +24,15 @@ from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
 from accumlint.pool import _check_alone, _Scheduler
 from accumlint.pool import _out_of_memory as _out_of_memory_result
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source, source_limit
+from accumlint.reading import (
+    MAX_SOURCE_BYTES,
+    NotARegularFile,
+    Signature,
+    is_notebook,
+    read_signed,
+    read_source,
+    source_limit,
+)
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 # LibCST and the rules load at the first file that is not answered from the cache
@@ -154,7 +162,7 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     """One file (a notebook cell by cell) with the rules of ``codes``, its findings limited to
     those codes, plus the unused-noqa findings when that code is enabled."""
     rules = engine.rules_for(codes)
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         result = notebook.check_notebook(path, data, rules, suggest=_suggesting)
     else:
         result = engine.check_source(path, data, rules, suggest=_suggesting)
@@ -171,7 +179,7 @@ def _check_in_worker(
     try:
         if screened is not None:
             return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
-        if notebook.is_notebook(path):
+        if is_notebook(path):
             return _check(path, data, codes)
         verdict = engine.screen(path, data, engine.rules_for(codes))
     except MemoryError:
@@ -203,7 +211,7 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
 def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
     """Whether ``ACC990`` is looked for in this file (never with ``--ignore-noqa``: no directive was applied)."""
     return (noqa_report.UNUSED_NOQA_CODE in codes and not suppression.ignoring_directives()
-            and not notebook.is_notebook(path) and b"noqa" in data.lower())
+            and not is_notebook(path) and b"noqa" in data.lower())
 
 
 #: ``noqa`` and, later on its line, ``acc`` (in the lowered bytes): where a directive may name an ACC code
@@ -212,7 +220,7 @@ _MAY_NAME_ACC = re.compile(rb"noqa[^\n]*acc")
 
 def _unknown_noqa_codes(path: str, data: bytes) -> list[tuple[int, str]]:
     """``(line, code)`` for the ``ACC`` codes in this file's noqa directives that name no rule."""
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         return []
     lowered = data.lower()
     if b"noqa" not in lowered or _MAY_NAME_ACC.search(lowered) is None:
@@ -325,7 +333,7 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
         hit = None
         if cache is not None:
             digest = digests[position] = content_digest(data)
-            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
+            lines = data.count(b"\n") + 1 if not is_notebook(path) else None
             hit = cache.get(path, digest, lines)
             if hit is not None:
                 cache.keep_signature(path, digest, signature)
@@ -451,7 +459,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         digest = ""
         if cache is not None:
             digest = content_digest(data)
-            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None  # a cell's line: unbounded
+            lines = data.count(b"\n") + 1 if not is_notebook(path) else None  # a cell's line: unbounded
             hit = hits.get(index) if digests.get(index) == digest else cache.get(path, digest, lines)
             if hit is not None and _current(hit, state, by_path):
                 run.cached += 1
@@ -473,7 +481,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         if codes not in rules_for:
             rules_for[codes] = vocabulary.rules_for(codes)
         rules = rules_for[codes]
-        notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
+        notebook_json = is_notebook(path)  # its code is in JSON strings: checked cell by cell
         names = index_of_project.names_for(path)
         if (
             rules
