@@ -597,7 +597,8 @@ class FileIndexes:
     define that perform a backward, the names their imports bind) and those of every module
     it read are unchanged: an edit that adds an import, or a saved module that gains a
     backward, rebuilds it. Module *resolution* is not re-read for a kept index: a module
-    created since is seen after :meth:`saved` names it (an editor's save), or :meth:`forget`.
+    created since is seen after :meth:`saved` names it (an editor's save), or :meth:`forget`
+    (a language server's file watchers report a file created or deleted).
     Threads may call it at once (two builds of one key: the last is kept).
 
     ``built`` counts the indexes built rather than kept (a hook for tests and benchmarks)."""

@@ -33,10 +33,13 @@ document changes meanwhile (``ContentModified``); a code action or a hover asked
 whose check is on its way is answered once it is checked, never from an older one. The first
 check in a project reports the index build as work-done progress when the client supports
 it; each document's project index is kept between its checks
-(:class:`accumlint.runner.FileIndexes`). A file past either limit gets ``ACC000``. A file the
-editor has not opened is read only through :func:`accumlint.reading.read_source` (regular
-files, bounded), never by pygls. A request whose parameters do not parse is answered with
-``InvalidParams``; ``shutdown`` kills every worker at once and answers without waiting for them.
+(:class:`accumlint.runner.FileIndexes`: rebuilt where the document's imports or a module it
+reads changed, its imports resolved anew after a save of a new file or a file created or
+deleted, which the client's file watchers report where it registers them dynamically). A file
+past either limit gets ``ACC000``. A file the editor has not opened is read only through
+:func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
+parameters do not parse is answered with ``InvalidParams``; ``shutdown`` kills every worker at
+once and answers without waiting for them.
 """
 
 from __future__ import annotations
@@ -401,6 +404,35 @@ class AccumlintServer(LanguageServer):
         pool.end_alone()
         for executor in (self.checker, self.requests):
             executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- the project's modules ------------------------------------------------------
+
+    async def watch_modules(self) -> None:
+        """Ask the client to report the Python files created or deleted in the workspace, where
+        it registers file watchers dynamically: a new module may be what an import of a kept
+        project index (:attr:`indexes`) now resolves to, a deleted one what it no longer does.
+        (A module's new content needs no report: each check compares what it was built from.)"""
+        try:
+            workspace = self.client_capabilities.workspace
+        except AttributeError:  # not initialized (a server driven directly)
+            return
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is None or not watched.dynamic_registration:
+            return
+        watcher = types.FileSystemWatcher(glob_pattern="**/*.py", kind=types.WatchKind.Create | types.WatchKind.Delete)
+        registration = types.Registration(
+            id=f"accumlint-modules-{uuid.uuid4()}", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[watcher]))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as exc:  # noqa: BLE001 - refused: a new module is then seen at the next save
+            logging.getLogger(__name__).info("accumlint: no file watchers: %s", exc)
+
+    def modules_changed(self, changes: list[types.FileEvent]) -> None:
+        """Files the client saw created or deleted: the kept indexes resolve their imports anew
+        at their next check (the facts of the modules are kept)."""
+        if any(change.type != types.FileChangeType.Changed for change in changes):
+            self.indexes.forget()
 
     # --- progress ---------------------------------------------------------------
 
@@ -811,6 +843,14 @@ def _contains(r: types.Range, p: types.Position) -> bool:
 def create_server() -> AccumlintServer:
     """A server with its features registered (not started)."""
     server = AccumlintServer()
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: AccumlintServer, params: types.InitializedParams) -> None:
+        await ls.watch_modules()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: AccumlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.modules_changed(params.changes)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: AccumlintServer, params: types.DidOpenTextDocumentParams) -> None:
