@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from accumlint.findings import Finding
-from accumlint.notebook import NotebookError, is_notebook, notebook_source, rebuild
-from accumlint.reading import NotARegularFile, read_signed, source_limit
+from accumlint.notebook import NotebookError, notebook_source, rebuild
+from accumlint.reading import NotARegularFile, is_notebook, read_signed, source_limit
 from accumlint.suppression import DIRECTIVE_START, NOQA_FORM, UNSUPPRESSIBLE, comment_directives
 from accumlint.writing import Boundary, rewrite
 

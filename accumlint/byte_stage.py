@@ -17,9 +17,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from accumlint import frameworks as fw
 from accumlint import project
+from accumlint.lazy import lazy_module
 from accumlint.prefilter import LedPattern, NeedlePattern, marker_search
+
+# the frameworks' conventions build the vocabulary: a run whose cache keeps one need not load them
+fw = lazy_module("accumlint.frameworks")
 
 
 class StageGate(Protocol):

@@ -19,11 +19,13 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING
 
 from accumlint.discovery import warn_on_stderr
 from accumlint.reading import FileTooLarge, NotARegularFile, read_bounded_text, why_unread
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 
 def _read_lines(path: Path, warn: Callable[[str], None]) -> list[str] | None:
@@ -105,7 +107,11 @@ class GitIgnore:
         key = os.fspath(file)
         if key not in self._files:
             lines = _read_lines(Path(key), self._warn)
-            self._files[key] = _Source(GitIgnoreSpec.from_lines(lines), base) if lines else None
+            self._files[key] = None
+            if lines:
+                from pathspec import GitIgnoreSpec  # loaded only where an ignore file has patterns
+
+                self._files[key] = _Source(GitIgnoreSpec.from_lines(lines), base)
         return self._files[key]
 
     def _chain(self, folder: str, root: str) -> tuple[_Source, ...]:

@@ -63,6 +63,12 @@ class IndexCache:
         self.dirty = False
         self.computed = 0
 
+    @classmethod
+    def in_memory(cls) -> IndexCache:
+        """An index kept in this process only (a language server's, between its checks): no
+        cache file, a random key."""
+        return cls({}, os.urandom(32), 0)
+
     def _verified(self, path: str, digest: str | None) -> tuple[dict[str, Any], Facts] | None:
         """The entry of ``path`` and its facts where it verifies (and is of ``digest``, if given)."""
         entry = self._entries.get(path)

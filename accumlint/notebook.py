@@ -41,20 +41,14 @@ if TYPE_CHECKING:
     from accumlint.checks.base import Rule
     from accumlint.suggested_fixes import SuggestedFix
 
-# LibCST loads with the engine, only when a notebook is checked (is_notebook is asked of every cached file)
+# LibCST loads with the engine, only when a notebook is checked
 engine = lazy_module("accumlint.engine")
 
-NOTEBOOK_SUFFIX = ".ipynb"
 #: Cell magics whose body is Python that runs in the kernel.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun", "snakeviz"})
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:[%!?]|[\w.\[\]\s,]+=\s*[%!])")
 _HELP_LINE = re.compile(r"^(?P<indent>[ \t]*)[\w.]+\?{1,2}\s*$")
-
-
-def is_notebook(path: str) -> bool:
-    """Whether ``path`` names a Jupyter notebook."""
-    return path.lower().endswith(NOTEBOOK_SUFFIX)
 
 
 class NotebookError(ValueError):

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from accumlint import heap, project, suppression
 from accumlint.lazy import lazy_module
+from accumlint.reading import is_notebook
 
 engine = lazy_module("accumlint.engine")
-notebook = lazy_module("accumlint.notebook")
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -161,7 +161,7 @@ class _Job:
     @functools.cached_property
     def parses(self) -> bool:
         """Whether this stage runs LibCST (a second stage, or a notebook checked whole)."""
-        return self.screened is not None or notebook.is_notebook(self.path)
+        return self.screened is not None or is_notebook(self.path)
 
     @functools.cached_property
     def memory(self) -> int:

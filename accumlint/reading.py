@@ -20,7 +20,15 @@ import tokenize
 from collections.abc import Callable
 from typing import BinaryIO
 
-from accumlint.notebook import is_notebook
+#: the suffix of a Jupyter notebook's file
+NOTEBOOK_SUFFIX = ".ipynb"
+
+
+def is_notebook(path: str) -> bool:
+    """Whether ``path`` names a Jupyter notebook (here, not in :mod:`accumlint.notebook`: every
+    run asks it of each file, and the notebook reader need not load for that)."""
+    return path.lower().endswith(NOTEBOOK_SUFFIX)
+
 
 #: A file larger than this is not checked: LibCST's tree would take ~1.6 GB
 #: (:data:`accumlint.engine.PARSE_MEMORY_PER_BYTE`).

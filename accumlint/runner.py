@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,7 +24,15 @@ from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
 from accumlint.pool import _check_alone, _Scheduler
 from accumlint.pool import _out_of_memory as _out_of_memory_result
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, Signature, read_signed, read_source, source_limit
+from accumlint.reading import (
+    MAX_SOURCE_BYTES,
+    NotARegularFile,
+    Signature,
+    is_notebook,
+    read_signed,
+    read_source,
+    source_limit,
+)
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 # LibCST and the rules load at the first file that is not answered from the cache
@@ -153,7 +162,7 @@ def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
     """One file (a notebook cell by cell) with the rules of ``codes``, its findings limited to
     those codes, plus the unused-noqa findings when that code is enabled."""
     rules = engine.rules_for(codes)
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         result = notebook.check_notebook(path, data, rules, suggest=_suggesting)
     else:
         result = engine.check_source(path, data, rules, suggest=_suggesting)
@@ -170,7 +179,7 @@ def _check_in_worker(
     try:
         if screened is not None:
             return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
-        if notebook.is_notebook(path):
+        if is_notebook(path):
             return _check(path, data, codes)
         verdict = engine.screen(path, data, engine.rules_for(codes))
     except MemoryError:
@@ -202,7 +211,7 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
 def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
     """Whether ``ACC990`` is looked for in this file (never with ``--ignore-noqa``: no directive was applied)."""
     return (noqa_report.UNUSED_NOQA_CODE in codes and not suppression.ignoring_directives()
-            and not notebook.is_notebook(path) and b"noqa" in data.lower())
+            and not is_notebook(path) and b"noqa" in data.lower())
 
 
 #: ``noqa`` and, later on its line, ``acc`` (in the lowered bytes): where a directive may name an ACC code
@@ -211,7 +220,7 @@ _MAY_NAME_ACC = re.compile(rb"noqa[^\n]*acc")
 
 def _unknown_noqa_codes(path: str, data: bytes) -> list[tuple[int, str]]:
     """``(line, code)`` for the ``ACC`` codes in this file's noqa directives that name no rule."""
-    if notebook.is_notebook(path):
+    if is_notebook(path):
         return []
     lowered = data.lower()
     if b"noqa" not in lowered or _MAY_NAME_ACC.search(lowered) is None:
@@ -324,7 +333,7 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
         hit = None
         if cache is not None:
             digest = digests[position] = content_digest(data)
-            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None
+            lines = data.count(b"\n") + 1 if not is_notebook(path) else None
             hit = cache.get(path, digest, lines)
             if hit is not None:
                 cache.keep_signature(path, digest, signature)
@@ -367,10 +376,11 @@ def _facts(store: IndexCache | None, path: str, data: bytes, digest: str | None,
 
 
 def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]],
-                     store: IndexCache | None = None) -> None:
+                     store: IndexCache | None = None, looked_at: dict[str, Facts | None] | None = None) -> None:
     """Add to ``names`` (path -> :meth:`ProjectIndex.names_of`) the modules in ``imported`` that
     are not checked, and the modules they import, breadth first within the bounds above; a
-    module ``store`` holds unchanged (by its ``stat``) is not read."""
+    module ``store`` holds unchanged (by its ``stat``) is not read. ``looked_at`` (if given) gets the
+    facts of every module looked at (None: unreadable or too large), what the names depend on."""
     seen = {os.path.abspath(path) for path in names}
     frontier = [path for path in dict.fromkeys(imported) if path not in seen]
     read = 0
@@ -381,18 +391,30 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
                 continue
             seen.add(path)
             read += 1
-            facts = store.unchanged(path) if store is not None else None
+            facts = _module_facts(store, path)
+            if looked_at is not None:
+                looked_at[path] = facts
             if facts is None:
-                try:
-                    data, size, signature = read_signed(path)
-                except (OSError, NotARegularFile):
-                    continue
-                if size > MAX_SOURCE_BYTES:
-                    continue
-                facts = _facts(store, path, data, None, signature)
+                continue
             names[path], imports = facts
             following.extend(index.resolve_imports(path, imports))
         frontier = following
+
+
+def _module_facts(store: IndexCache | None, path: str) -> Facts | None:
+    """The facts of the project module at ``path``: from ``store`` where its ``stat`` says it is
+    unchanged, else read (bounded) and computed or found by its bytes; None where it cannot be
+    read or is over :data:`MAX_SOURCE_BYTES`."""
+    facts = store.unchanged(path) if store is not None else None
+    if facts is not None:
+        return facts
+    try:
+        data, size, signature = read_signed(path)
+    except (OSError, NotARegularFile):
+        return None
+    if size > MAX_SOURCE_BYTES:
+        return None
+    return _facts(store, path, data, None, signature)
 
 
 def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
@@ -437,7 +459,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         digest = ""
         if cache is not None:
             digest = content_digest(data)
-            lines = data.count(b"\n") + 1 if not notebook.is_notebook(path) else None  # a cell's line: unbounded
+            lines = data.count(b"\n") + 1 if not is_notebook(path) else None  # a cell's line: unbounded
             hit = hits.get(index) if digests.get(index) == digest else cache.get(path, digest, lines)
             if hit is not None and _current(hit, state, by_path):
                 run.cached += 1
@@ -459,7 +481,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         if codes not in rules_for:
             rules_for[codes] = vocabulary.rules_for(codes)
         rules = rules_for[codes]
-        notebook_json = notebook.is_notebook(path)  # its code is in JSON strings: checked cell by cell
+        notebook_json = is_notebook(path)  # its code is in JSON strings: checked cell by cell
         names = index_of_project.names_for(path)
         if (
             rules
@@ -543,14 +565,87 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     return run
 
 
-def file_index(path: str, data: bytes, project_root: str) -> project.ProjectIndex:
+def file_index(path: str, data: bytes, project_root: str, store: IndexCache | None = None,
+               looked_at: dict[str, Facts | None] | None = None) -> project.ProjectIndex:
     """The project index one file's model follows (the modules it imports and their names),
-    as a run of that one path builds it; ``data`` is the file's own bytes."""
+    as a run of that one path builds it; ``data`` is the file's own bytes. ``store``: the facts
+    of the imported modules kept so far (:class:`FileIndexes`); ``looked_at`` gets the facts of each
+    module looked at (see :func:`_neighbour_names`)."""
     index = project.ProjectIndex.for_files([path], project_root)
     names = {path: index.names_of(data)}
-    _neighbour_names(index, index.imported_modules(path, data), names)
+    _neighbour_names(index, index.imported_modules(path, data), names, store, looked_at)
     index.set_names(names)
     return index
+
+
+@dataclass
+class _KeptIndex:
+    """A :func:`file_index` kept: the facts of the checked bytes and of every module it read."""
+
+    own: Facts
+    read: dict[str, Facts | None]
+    index: project.ProjectIndex
+
+
+class FileIndexes:
+    """The project indexes of single-file checks kept between checks (a language server's): one
+    per checked path and project root, with the facts of every project module read (an
+    in-memory :class:`~accumlint.index_cache.IndexCache`: a module unchanged by its ``stat``,
+    or by the SHA-256 of its bytes, is not computed again).
+
+    :meth:`index` answers the kept index while the checked bytes' own facts (the names they
+    define that perform a backward, the names their imports bind) and those of every module
+    it read are unchanged: an edit that adds an import, or a saved module that gains a
+    backward, rebuilds it. Module *resolution* is not re-read for a kept index: a module
+    created since is seen after :meth:`saved` names it (an editor's save), or :meth:`forget`
+    (a language server's file watchers report a file created or deleted).
+    Threads may call it at once (two builds of one key: the last is kept).
+
+    ``built`` counts the indexes built rather than kept (a hook for tests and benchmarks)."""
+
+    def __init__(self) -> None:
+        from accumlint.index_cache import IndexCache  # it imports the cache
+
+        self.store = IndexCache.in_memory()
+        self._kept: dict[tuple[str, str], _KeptIndex] = {}
+        self._lock = threading.Lock()
+        self.built = 0
+
+    def index(self, path: str, data: bytes, project_root: str) -> project.ProjectIndex:
+        """The index of a check of ``data`` as the file at ``path`` in ``project_root``
+        (:func:`file_index`): the kept one where nothing it was built from changed."""
+        key = (os.path.abspath(path), os.path.abspath(project_root))
+        own = _compute_facts(data)
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is not None and kept.own == own and all(
+                _module_facts(self.store, module) == facts for module, facts in kept.read.items()):
+            return kept.index
+        read: dict[str, Facts | None] = {}
+        index = file_index(path, data, project_root, self.store, read)
+        with self._lock:
+            self._kept[key] = _KeptIndex(own, read, index)
+            self.built += 1
+        return index
+
+    def saved(self, path: str) -> None:
+        """The file at ``path`` was written (an editor's save): a module no kept index checked
+        or read may be a new one, which an import could now resolve to: every index is built
+        again (from the facts kept). A known module's new bytes are seen by :meth:`index`."""
+        path = os.path.abspath(path)
+        with self._lock:
+            if not any(path == checked or path in kept.read for (checked, _), kept in self._kept.items()):
+                self._kept.clear()
+
+    def forget(self, path: str | None = None) -> None:
+        """Drop the kept indexes of ``path``'s checks (a closed document), or all (None)."""
+        with self._lock:
+            if path is None:
+                self._kept.clear()
+                return
+            path = os.path.abspath(path)
+            for key in [key for key in self._kept if key[0] == path]:
+                del self._kept[key]
 
 
 def _one_file_index(path: str, data: bytes, project_root: str | None) -> project.ProjectIndex | None:

@@ -72,7 +72,8 @@ def suggest_source(
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
-    from accumlint.notebook import check_notebook, is_notebook
+    from accumlint.notebook import check_notebook
+    from accumlint.reading import is_notebook
 
     codes = frozenset(codes)
     if not FIXABLE_CODES & codes:

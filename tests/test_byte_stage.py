@@ -56,25 +56,51 @@ def test_a_gate_with_a_required_pattern_survives_the_round_trip() -> None:
         assert [p.pattern for p in rule.gate.requires.patterns] == [p.pattern for p in original.patterns]
 
 
+def _loads(project: Path, *modules: str) -> str:
+    """Run ``accumlint check --quiet --force-exclude plain.py`` (as pre-commit does) in a fresh
+    process in ``project``: its exit status, then which of ``modules`` it loaded (a module
+    :func:`accumlint.lazy.lazy_module` registered but nothing used is not loaded)."""
+    probe = ("import sys\nfrom accumlint.cli import main\n"
+             "try:\n    main(['check', '--quiet', '--force-exclude', 'plain.py'])\n"
+             "except SystemExit as exit:\n    status = exit.code\n"
+             "loaded = [type(sys.modules[name]).__name__ != '_LazyModule' if name in sys.modules else False\n"
+             f"          for name in {modules!r}]\n"
+             "print(status, *loaded)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop(cache.CACHE_DIR_ENV, None)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_a_run_the_byte_stage_clears_never_imports_libcst(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
     (tmp_path / "plain.py").write_text(PLAIN, encoding="utf-8")
-    probe = ("import sys\nfrom accumlint.cli import main\n"
-             "try:\n    main(['check', '--quiet', 'plain.py'])\nexcept SystemExit as exit:\n    status = exit.code\n"
-             "print(status, 'libcst' in sys.modules)\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop(cache.CACHE_DIR_ENV, None)
-
-    def loads() -> str:
-        done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              check=True)
-        return done.stdout.strip().splitlines()[-1]
-
-    assert loads() == "0 True"  # the first run builds the vocabulary (the rules: LibCST)
+    assert _loads(tmp_path, "libcst") == "0 True"  # the first run builds the vocabulary (the rules: LibCST)
     (tmp_path / "plain.py").write_text(PLAIN + "# changed\n", encoding="utf-8")
-    assert loads() == "0 False"  # the next one reads it back
+    assert _loads(tmp_path, "libcst") == "0 False"  # the next one reads it back
     (tmp_path / "plain.py").write_text(BUGGY, encoding="utf-8")
-    assert loads() == "1 True"  # a file the stage passes is checked, with LibCST
+    assert _loads(tmp_path, "libcst") == "1 True"  # a file the stage passes is checked, with LibCST
+
+
+#: what a run whose cache keeps the vocabulary does not load for a file the byte stage clears
+#: (issue 33, start-up): the notebook reader, the machine output formats, and pathspec where no
+#: ignore file applies
+NOT_AT_START_UP = ("accumlint.notebook", "accumlint.output.sarif", "accumlint.output.junit", "pathspec")
+
+
+def test_a_cleared_file_loads_only_what_its_check_needs(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n", encoding="utf-8")
+    (tmp_path / "plain.py").write_text(PLAIN, encoding="utf-8")
+    _loads(tmp_path)  # the vocabulary kept
+    (tmp_path / "plain.py").write_text(PLAIN + "# changed\n", encoding="utf-8")
+    assert _loads(tmp_path, *NOT_AT_START_UP) == "0" + " False" * len(NOT_AT_START_UP)
+    # answered from the cache: not even the frameworks' conventions (the byte stage's timm gate)
+    assert _loads(tmp_path, "accumlint.frameworks") == "0 False"
+    (tmp_path / ".git").mkdir()  # a work tree with an ignore file: pathspec reads it
+    (tmp_path / ".gitignore").write_text("build/\n", encoding="utf-8")
+    (tmp_path / "plain.py").write_text(PLAIN + "# again\n", encoding="utf-8")
+    assert _loads(tmp_path, "pathspec") == "0 True"
 
 
 def cache_file(project: Path) -> Path:

@@ -199,3 +199,46 @@ def test_the_catalogue_examples_have_the_same_findings_with_a_cold_and_a_warm_in
     built = spy_builds(monkeypatch, tmp_path)
     assert concise(".") == alone
     assert built == []
+
+
+# --- the indexes a language server keeps between its checks (runner.FileIndexes) ----------------
+
+
+def test_a_file_index_is_kept_until_what_it_was_built_from_changes(project: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    built = spy_builds(monkeypatch, project)
+    indexes = runner.FileIndexes()
+    train, root = str(project / "train.py"), str(project)
+    first = indexes.index(train, TRAIN.encode(), root)
+    assert sorted(built) == ["helpers.py", "train.py", "utils.py"]
+    assert first.names_for(str(project / "helpers.py")) == ()  # the quiet helper performs no backward
+    built.clear()
+    assert indexes.index(train, (TRAIN + "# edited\n").encode(), root) is first  # an edit of no import
+    assert built == ["?"]  # only the edited text's own facts: its imports are known by their bytes
+    built.clear()
+    edit(project / "helpers.py", RESETS)  # saved: the helper now performs a backward
+    second = indexes.index(train, TRAIN.encode(), root)
+    assert second is not first
+    assert second.names_for(str(project / "helpers.py")) == ("step",)
+    assert sorted(built) == ["helpers.py", "train.py"]  # utils.py: unchanged, not computed again
+    assert indexes.built == 2
+
+    edit(project / "extra.py", "def more(loss):\n    loss.backward()\n")
+    importing = indexes.index(train, ("import extra\n" + TRAIN).encode(), root)  # an edit adds an import
+    assert importing is not second and importing.names_for(str(project / "extra.py")) == ("more",)
+    indexes.saved(str(project / "helpers.py"))  # a module it read: its bytes decide, nothing dropped
+    assert indexes.index(train, ("import extra\n" + TRAIN).encode(), root) is importing
+    indexes.forget(train)
+    assert indexes.index(train, ("import extra\n" + TRAIN).encode(), root) is not importing
+
+
+def test_a_saved_new_module_is_resolved_by_the_kept_indexes(project: Path) -> None:
+    indexes = runner.FileIndexes()
+    train, root = str(project / "train.py"), str(project)
+    text = ("from fresh import more\n" + TRAIN).encode()
+    before = indexes.index(train, text, root)
+    assert before.names_for(str(project / "fresh.py")) == ()  # no such module yet
+    edit(project / "fresh.py", "def more(loss):\n    loss.backward()\n")
+    indexes.saved(str(project / "fresh.py"))  # the editor saved a file no kept index knows
+    after = indexes.index(train, text, root)
+    assert after is not before and after.names_for(str(project / "fresh.py")) == ("more",)

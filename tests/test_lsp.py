@@ -52,6 +52,11 @@ class Session:
         self.versions: dict[str, list[int | None]] = {}  #: the document version of each publication
         self.progress: list[tuple[str, object]] = []  #: (method or token, value) of the progress messages
         self.arrived = asyncio.Event()
+        self.registrations: list[str] = []  #: the methods the server registered dynamically
+
+        @self.client.feature(types.CLIENT_REGISTER_CAPABILITY)
+        def on_register(params: types.RegistrationParams) -> None:
+            self.registrations.extend(registration.method for registration in params.registrations)
 
         @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
@@ -68,23 +73,31 @@ class Session:
             self.progress.append((str(params.token), params.value))
 
     async def start(self, root: Path, *server: str, progress: bool = False,
-                    notebooks: bool = False) -> types.InitializeResult:
+                    notebooks: bool = False, watchers: bool = False) -> types.InitializeResult:
         """Start ``python -m <server>`` (default: ``accumlint server``) in ``root``; ``progress``:
-        the client supports work-done progress, ``notebooks``: notebook sync (LSP 3.17)."""
+        the client supports work-done progress, ``notebooks``: notebook sync (LSP 3.17),
+        ``watchers``: file watchers registered dynamically (then ``initialized`` is sent too)."""
         env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's server, not an installed one
         await self.client.start_io(sys.executable, "-m", *(server or ("accumlint", "server")), cwd=str(root), env=env)
         window = types.WindowClientCapabilities(work_done_progress=True) if progress else None
         notebook = types.NotebookDocumentClientCapabilities(
             synchronization=types.NotebookDocumentSyncClientCapabilities()) if notebooks else None
-        return await asyncio.wait_for(
+        workspace = types.WorkspaceClientCapabilities(
+            did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True),
+        ) if watchers else None
+        result = await asyncio.wait_for(
             self.client.initialize_async(
                 types.InitializeParams(
-                    capabilities=types.ClientCapabilities(window=window, notebook_document=notebook),
+                    capabilities=types.ClientCapabilities(window=window, notebook_document=notebook,
+                                                          workspace=workspace),
                     root_uri=root.as_uri(), process_id=None,
                 )
             ),
             TIMEOUT,
         )
+        if watchers:
+            self.client.initialized(types.InitializedParams())
+        return result
 
     async def next_diagnostics(self, uri: str, count: int) -> list[types.Diagnostic]:
         """Wait until ``uri`` has had ``count`` publications; the last one."""
@@ -696,6 +709,93 @@ def test_the_index_build_reports_progress(tmp_path: Path) -> None:
         await session.stop()
 
     _blocking(scenario, tmp_path, progress=True)
+
+
+def test_a_hover_answers_from_the_check_of_the_editors_version(tmp_path: Path) -> None:
+    """Reproduction: a hover asked while the edited text was being checked answered from the
+    previous check, its findings at their old lines. Now it waits for the check of the version
+    the editor shows."""
+
+    async def scenario(session: Session, root: Path, signals: Path) -> None:
+        uri = _open(session, root / "train.py", BAD)
+        [old] = await session.next_diagnostics(uri, 1)
+        assert old.range.start.line == 2
+        other = _open(session, root / "other.py", BAD)
+        await session.next_diagnostics(other, 1)
+        _change(session, uri, 2, BLOCKED_CHECK)  # a line above: the finding moves to line 3
+        await _started(signals / "check-started")
+        moved, stale = (asyncio.ensure_future(session.client.text_document_hover_async(
+            types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, 10)))) for line in (3, 2))
+        assert await _hover(session, other, TIMEOUT) is not None  # answered after both were received
+        (signals / "release").touch()
+        found = await asyncio.wait_for(moved, TIMEOUT)
+        assert found is not None and isinstance(found.contents, types.MarkupContent)
+        assert found.contents.value.startswith("**ACC001**")
+        assert found.range is not None and found.range.start.line == 3
+        assert await asyncio.wait_for(stale, TIMEOUT) is None  # the old line holds no finding now
+        assert session.versions[uri] == [1, 2]
+        await session.stop()
+
+    _blocking(scenario, tmp_path)
+
+
+def test_a_documents_project_index_is_kept_between_its_checks(tmp_path: Path) -> None:
+    """Reproduction: every check of a document built its project index again (the modules it
+    imports read, their names computed). Now the index is kept while the document's imports
+    and the modules it reads are unchanged, and built again when a module it reads changes."""
+    from accumlint.lsp.server import AccumlintServer
+    from tests.test_index_cache import QUIET, RESETS, TRAIN, UTILS
+
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
+    (tmp_path / "helpers.py").write_text(QUIET, encoding="utf-8")
+    (tmp_path / "utils.py").write_text(UTILS, encoding="utf-8")
+    server = AccumlintServer()
+    uri = (tmp_path / "train.py").as_uri()
+
+    def check(text: str):  # type: ignore[no-untyped-def]
+        checked, error = server.check_text(uri, None, text, text.encode())
+        assert error is None
+        return checked
+
+    first = check(TRAIN)
+    assert first.findings == []  # the helper performs no backward: the loop is cleared
+    edited = check(TRAIN + "# edited\n")
+    assert edited.index is first.index
+    (tmp_path / "helpers.py").write_text(RESETS, encoding="utf-8")  # saved: it resets on every call
+    saved = check(TRAIN + "# edited\n")
+    assert saved.index is not first.index
+    assert [finding.code for finding in saved.findings] == ["ACC001"]
+
+
+def test_a_module_created_outside_the_editor_is_resolved_by_the_kept_index(tmp_path: Path) -> None:
+    """The kept project index resolves a document's imports anew when the client's file
+    watchers report a Python file created (a ``git checkout``, not the editor's save)."""
+    from tests.test_index_cache import RESETS, TRAIN, UTILS
+
+    async def scenario(root: Path) -> None:
+        (root / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
+        (root / "utils.py").write_text(UTILS, encoding="utf-8")
+        session = Session()
+        await session.start(root, watchers=True)
+        try:
+            uri = _open(session, root / "train.py", TRAIN)
+            assert await session.next_diagnostics(uri, 1) == []  # no helpers.py yet: nothing followed
+            for _ in range(TIMEOUT * 100):
+                if session.registrations:
+                    break
+                await asyncio.sleep(0.01)
+            assert session.registrations == [types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+            helpers = root / "helpers.py"
+            helpers.write_text(RESETS, encoding="utf-8")  # the helper resets on every call
+            session.client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=helpers.as_uri(), type=types.FileChangeType.Created)]))
+            _change(session, uri, 2, TRAIN + "# edited\n")  # an edit of no import
+            [diagnostic] = await session.next_diagnostics(uri, 2)
+            assert diagnostic.code == "ACC001"
+        finally:
+            await session.stop()
+
+    _run(scenario, tmp_path)
 
 
 # --- notebooks (LSP 3.17 notebook sync) -------------------------------------------------

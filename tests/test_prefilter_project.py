@@ -255,10 +255,12 @@ def test_module_paths_are_found_once_per_folder(tmp_path: Path, monkeypatch: pyt
     assert index.module_path(folder, ["flat", "x"]) is None  # a module is no package
     assert index.module_path(folder, ["pkg", "missing"]) is None
     looked: list[str] = []
-    real = os.path.isfile
-    monkeypatch.setattr(os.path, "isfile", lambda path: looked.append(path) or real(path))
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: looked.append(str(path)) or real(path))
     assert index.module_path(folder, ["torch", "nn", "functional"]) is None  # no `torch` here at all
-    assert len(looked) == 2  # torch.py and torch/__init__.py: not every prefix of the dotted name
+    assert looked == [str(tmp_path / "torch" / "nn")]  # one folder looked at, not a stat per candidate
     assert index.module_path(folder, ["torch", "nn", "functional"]) is None
     assert index.module_path(folder, ["pkg", "ns", "steps"]) == str(tmp_path / "pkg" / "ns" / "steps.py")
-    assert len(looked) == 2  # remembered
+    assert index.module_path(folder, ["pkg", "ns", "other"]) is None  # its folder's listing answers
+    assert index.module_path(folder, ["pkg", "helpers"]) is None
+    assert len(looked) == 1  # remembered

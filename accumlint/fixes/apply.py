@@ -36,8 +36,8 @@ from accumlint.findings import Finding
 from accumlint.fix_scope import Baseline
 from accumlint.fixes.base import SAFE, UNSAFE, Located
 from accumlint.fixes.rules import FIXERS, REVEALS
-from accumlint.notebook import NotebookError, NotebookSource, fits, is_notebook, notebook_source, rebuild
-from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, read_signed, source_limit
+from accumlint.notebook import NotebookError, NotebookSource, fits, notebook_source, rebuild
+from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, is_notebook, read_signed, source_limit
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite

@@ -29,10 +29,14 @@ never runs an analysis, so it goes on answering. Each document has at most one c
 a change (``didChange``), a save or a close kills the worker of its previous one, whose result
 is never published, and a document's check never waits for another document's. A request's
 work is killed when the client cancels it (``$/cancelRequest``: ``RequestCancelled``) or the
-document changes meanwhile (``ContentModified``); a code action asked on a version whose check
-is on its way is answered once it is checked. The first check in a project reports the
-index build as work-done progress when the client supports it. A file past either limit gets
-``ACC000``. A file the editor has not opened is read only through
+document changes meanwhile (``ContentModified``); a code action or a hover asked on a version
+whose check is on its way is answered once it is checked, never from an older one. The first
+check in a project reports the index build as work-done progress when the client supports
+it; each document's project index is kept between its checks
+(:class:`accumlint.runner.FileIndexes`: rebuilt where the document's imports or a module it
+reads changed, its imports resolved anew after a save of a new file or a file created or
+deleted, which the client's file watchers report where it registers them dynamically). A file
+past either limit gets ``ACC000``. A file the editor has not opened is read only through
 :func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
 parameters do not parse is answered with ``InvalidParams``; ``shutdown`` kills every worker at
 once and answers without waiting for them.
@@ -169,6 +173,9 @@ class AccumlintServer(LanguageServer):
         self.serving: dict[str, set[pool.Cancel]] = {}
         #: the project roots whose index was built once (the first build reports progress)
         self.indexed: set[str] = set()
+        #: each document's project index, kept between its checks (rebuilt where the document's
+        #: imports or backward-performing names, or a module it reads, changed)
+        self.indexes = runner.FileIndexes()
         #: set (and dropped) when a check of the document is stored, or it closes: what a
         #: code action on a version not checked yet waits for
         self.stored: dict[str, asyncio.Event] = {}
@@ -192,7 +199,7 @@ class AccumlintServer(LanguageServer):
         if document is not None:
             text = document.source  # a lone surrogate from the client: undecodable bytes, ACC000
             return document.version, text, text.encode("utf-8", errors="surrogatepass")
-        path = to_fs_path(uri) if uri.startswith("file:") else None
+        path = _fs_path(uri)
         if path is None:
             return None
         try:
@@ -222,7 +229,7 @@ class AccumlintServer(LanguageServer):
         project root, it returns what to call once it is built. Blocks: run it on
         :attr:`checker`, under the document's :class:`pool.Cancel` (then: raises
         :class:`pool.Cancelled` when it is cancelled)."""
-        path = to_fs_path(uri) if uri.startswith("file:") else None
+        path = _fs_path(uri)
         path = path or os.path.join(os.getcwd(), "untitled.ipynb" if self._is_notebook(uri) else "untitled.py")
         codes: frozenset[str] = frozenset()
         findings: list[Finding] = []
@@ -239,7 +246,7 @@ class AccumlintServer(LanguageServer):
                 root = str(settings.project_root)
                 done = index_progress(root) if index_progress is not None and root not in self.indexed else None
                 try:
-                    index = runner.file_index(path, data, root)
+                    index = self.indexes.index(path, data, root)
                 finally:
                     self.indexed.add(root)
                     if done is not None:
@@ -343,6 +350,8 @@ class AccumlintServer(LanguageServer):
 
     def close_notebook(self, uri: str) -> None:
         """``uri`` closed: its check stops and its cells' diagnostics are cleared."""
+        if (path := _fs_path(uri)) is not None:
+            self.indexes.forget(path)
         self.invalidate(uri)
         self.checked.pop(uri, None)
         self.wake(uri)
@@ -395,6 +404,35 @@ class AccumlintServer(LanguageServer):
         pool.end_alone()
         for executor in (self.checker, self.requests):
             executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- the project's modules ------------------------------------------------------
+
+    async def watch_modules(self) -> None:
+        """Ask the client to report the Python files created or deleted in the workspace, where
+        it registers file watchers dynamically: a new module may be what an import of a kept
+        project index (:attr:`indexes`) now resolves to, a deleted one what it no longer does.
+        (A module's new content needs no report: each check compares what it was built from.)"""
+        try:
+            workspace = self.client_capabilities.workspace
+        except AttributeError:  # not initialized (a server driven directly)
+            return
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is None or not watched.dynamic_registration:
+            return
+        watcher = types.FileSystemWatcher(glob_pattern="**/*.py", kind=types.WatchKind.Create | types.WatchKind.Delete)
+        registration = types.Registration(
+            id=f"accumlint-modules-{uuid.uuid4()}", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[watcher]))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as exc:  # noqa: BLE001 - refused: a new module is then seen at the next save
+            logging.getLogger(__name__).info("accumlint: no file watchers: %s", exc)
+
+    def modules_changed(self, changes: list[types.FileEvent]) -> None:
+        """Files the client saw created or deleted: the kept indexes resolve their imports anew
+        at their next check (the facts of the modules are kept)."""
+        if any(change.type != types.FileChangeType.Changed for change in changes):
+            self.indexes.forget()
 
     # --- progress ---------------------------------------------------------------
 
@@ -643,15 +681,22 @@ class AccumlintServer(LanguageServer):
     async def hover(self, params: types.HoverParams) -> types.Hover | None:
         """The rule of the finding under the cursor: code, name, severity, summary, page link;
         on the first line of a training loop without one, the simulator's timeline of it
-        (computed in a bounded worker, off the event loop)."""
+        (computed in a bounded worker, off the event loop). Read from the check of the editor's
+        version of the document: while that check is on its way (debounced or running), the
+        hover waits for it rather than answer from an older text (``ContentModified`` where the
+        document changes again first, as :meth:`checked_at`)."""
         uri = params.text_document.uri
-        checked = self.checked.get(uri)
+        notebook = self._notebook_of_cell(uri)
+        if notebook is not None:
+            return await self._cell_hover(params, notebook)
+        document = self.workspace.text_documents.get(unquote(uri))
+        checked = await self.checked_at(uri, document.version if document is not None else None)
         if checked is None:
-            return self._cell_hover(params)
+            return None
         found = self._finding_hover(params, checked)
         if found is not None:
             return found
-        path = to_fs_path(uri) if uri.startswith("file:") else None
+        path = _fs_path(uri)
         if path is None or path.endswith(".ipynb"):
             return None
         try:
@@ -673,15 +718,15 @@ class AccumlintServer(LanguageServer):
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return None
 
-    def _cell_hover(self, params: types.HoverParams) -> types.Hover | None:
-        """The rule of the finding under the cursor in a notebook's cell (its last check)."""
+    async def _cell_hover(self, params: types.HoverParams, notebook: types.NotebookDocument) -> types.Hover | None:
+        """The rule of the finding under the cursor in a cell of ``notebook`` (the check of its
+        editor's version, waited for as :meth:`hover` waits)."""
         uri = params.text_document.uri
-        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        checked = await self.checked_at(notebook.uri, notebook.version)
         document = self.workspace.text_documents.get(unquote(uri))
-        checked = self.checked.get(notebook.uri) if notebook is not None else None
-        if notebook is None or document is None or checked is None:
-            return None
         cell = _cell_number(notebook, uri)
+        if document is None or checked is None or not cell:  # closed, or the cell removed meanwhile
+            return None
         return self._finding_hover(params, checked, document, _LINE.findall(document.source), cell)
 
     def _finding_hover(self, params: types.HoverParams, checked: _Checked, document: TextDocument | None = None,
@@ -701,6 +746,11 @@ class AccumlintServer(LanguageServer):
                 range=found,
             )
         return None
+
+
+def _fs_path(uri: str) -> str | None:
+    """The file system path of a ``file:`` URI (None: another scheme, an untitled buffer)."""
+    return to_fs_path(uri) if uri.startswith("file:") else None
 
 
 def _cell_number(notebook: types.NotebookDocument, uri: str) -> int:
@@ -794,6 +844,14 @@ def create_server() -> AccumlintServer:
     """A server with its features registered (not started)."""
     server = AccumlintServer()
 
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: AccumlintServer, params: types.InitializedParams) -> None:
+        await ls.watch_modules()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: AccumlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.modules_changed(params.changes)
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: AccumlintServer, params: types.DidOpenTextDocumentParams) -> None:
         await ls.publish(params.text_document.uri)
@@ -809,14 +867,19 @@ def create_server() -> AccumlintServer:
         if uri.endswith("/pyproject.toml"):  # the configuration changed: read it again, check every document
             ls.resolver = Resolver()
             ls.indexed.clear()
+            ls.indexes = runner.FileIndexes()  # the roots may have moved
             for open_uri in list(ls.checked):
                 ls.start(open_uri)
             return
+        if (path := _fs_path(uri)) is not None:  # maybe a new module, which an import now resolves to
+            ls.indexes.saved(path)
         await ls.publish(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AccumlintServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
+        if (path := _fs_path(uri)) is not None:
+            ls.indexes.forget(path)
         ls.invalidate(uri)
         ls.checked.pop(uri, None)
         ls.wake(uri)

@@ -8,15 +8,11 @@ text to print; :func:`render` picks one by name.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from accumlint.findings import Finding
-from accumlint.output.github import format_github
-from accumlint.output.gitlab import format_gitlab
-from accumlint.output.json import format_json, format_json_lines, format_json_statistics
-from accumlint.output.junit import format_junit
-from accumlint.output.rdjson import format_rdjson
-from accumlint.output.sarif import format_sarif
 from accumlint.output.text import (
     Fixes,
     Incomplete,
@@ -29,6 +25,19 @@ from accumlint.output.text import (
     sort_findings,
     summary_line,
 )
+
+#: the machine formats' formatters (name -> module), each loaded at its first use: a run prints
+#: one format, and the people's formats (:mod:`accumlint.output.text`) start the fastest
+_LOADED_ON_USE = {
+    "format_github": "github",
+    "format_gitlab": "gitlab",
+    "format_json": "json",
+    "format_json_lines": "json",
+    "format_json_statistics": "json",
+    "format_junit": "junit",
+    "format_rdjson": "rdjson",
+    "format_sarif": "sarif",
+}
 
 FORMATS = ("text", "concise", "json", "json-lines", "sarif", "github", "gitlab", "rdjson", "junit")
 #: The formats for people: a summary line follows them.
@@ -62,6 +71,19 @@ __all__ = [
 ]
 
 
+def _formatter(name: str) -> Callable[..., str]:
+    """The machine format's formatter ``name`` (:data:`_LOADED_ON_USE`), its module imported now."""
+    formatter: Callable[..., str] = getattr(importlib.import_module(f"{__name__}.{_LOADED_ON_USE[name]}"), name)
+    return formatter
+
+
+def __getattr__(name: str) -> Any:
+    """``accumlint.output.format_sarif`` and the other machine formatters, loaded on use."""
+    if name in _LOADED_ON_USE:
+        return _formatter(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def render(
     findings: Iterable[Finding],
     output_format: str,
@@ -86,7 +108,9 @@ def render(
     """
     findings = list(findings)
     if output_format == "json":
-        return format_json_statistics(findings, fixes, unsafe) if statistics else format_json(findings, fixes)
+        if statistics:
+            return _formatter("format_json_statistics")(findings, fixes, unsafe)
+        return _formatter("format_json")(findings, fixes)
     if statistics:
         return format_statistics(findings, color=color, fixes=fixes, unsafe=unsafe)
     if output_format == "concise":
@@ -96,15 +120,15 @@ def render(
             findings, source_lines=source_lines, color=color, fixes=fixes, unsafe=unsafe, show_fixes=show_fixes
         )
     if output_format == "json-lines":
-        return format_json_lines(findings, fixes)
+        return _formatter("format_json_lines")(findings, fixes)
     if output_format == "sarif":
-        return format_sarif(findings, fixes, incomplete)
+        return _formatter("format_sarif")(findings, fixes, incomplete)
     if output_format == "github":
-        return format_github(findings, incomplete)
+        return _formatter("format_github")(findings, incomplete)
     if output_format == "gitlab":
-        return format_gitlab(findings, incomplete)
+        return _formatter("format_gitlab")(findings, incomplete)
     if output_format == "rdjson":
-        return format_rdjson(findings, source_lines=source_lines, fixes=fixes, incomplete=incomplete)
+        return _formatter("format_rdjson")(findings, source_lines=source_lines, fixes=fixes, incomplete=incomplete)
     if output_format == "junit":
-        return format_junit(findings, incomplete)
+        return _formatter("format_junit")(findings, incomplete)
     raise ValueError(f"unknown output format {output_format!r}; allowed: {', '.join(FORMATS)}")

@@ -99,6 +99,9 @@ class ProjectIndex:
     _root_cache: dict[str, str | None] = field(default_factory=dict, repr=False)
     _located: dict[tuple[str, str, str], list[tuple[str, str]]] = field(default_factory=dict, repr=False)
     _module_paths: dict[tuple[str, ...], str | None] = field(default_factory=dict, repr=False)
+    #: folder -> (its file names, its folder names), listed once (a stat per candidate module
+    #: costs more: a file of a package imports dozens of names from each of three folders)
+    _listings: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict, repr=False)
 
     _reachable: dict[str, frozenset[bytes]] | None = field(default=None, repr=False)
     _searches: dict[frozenset[bytes], object] = field(default_factory=dict, repr=False)
@@ -113,6 +116,7 @@ class ProjectIndex:
         self._followed, self._reachable = state["_followed"], state["_reachable"]
         self._loaded, self._searches, self._importers = OrderedDict(), {}, None
         self._roots, self._root_cache, self._located, self._module_paths = None, {}, {}, {}
+        self._listings = {}
 
     @classmethod
     def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
@@ -170,17 +174,36 @@ class ProjectIndex:
         """The file of module ``parts`` under ``folder`` (``a/b.py`` or ``a/b/__init__.py``;
         namespace packages need no ``__init__``)."""
         key = (folder, *parts)
-        if key in self._module_paths:  # every file of a folder imports much the same: stat once
+        if key in self._module_paths:  # every file of a folder imports much the same: look once
             return self._module_paths[key]
-        if len(parts) > 1 and self.module_path(folder, parts[:1]) is None and not os.path.isdir(
-                os.path.join(folder, parts[0])):
-            self._module_paths[key] = None  # `torch.nn.functional` where there is no `torch` at all
-            return None
-        base = os.path.join(folder, *parts)
-        found = next((candidate for candidate in (base + ".py", os.path.join(base, "__init__.py"))
-                      if os.path.isfile(candidate)), None)
+        # by the folders' listings, as the import system finds modules (names compare exactly,
+        # also where the file system ignores case); a folder that is not there lists nothing
+        package = os.path.join(folder, *parts[:-1])
+        files, folders = self._listing(package)
+        found = None
+        if parts[-1] + ".py" in files:
+            found = os.path.join(package, parts[-1] + ".py")
+        elif parts[-1] in folders and "__init__.py" in self._listing(os.path.join(package, parts[-1]))[0]:
+            found = os.path.join(package, parts[-1], "__init__.py")
         self._module_paths[key] = found
         return found
+
+    def _listing(self, folder: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The names of the regular files and of the folders in ``folder`` (links followed; none
+        where it cannot be listed), read once per index."""
+        listed = self._listings.get(folder)
+        if listed is None:
+            files: set[str] = set()
+            folders: set[str] = set()
+            with contextlib.suppress(OSError), os.scandir(folder) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):  # a dangling link: neither
+                        if entry.is_file():
+                            files.add(entry.name)
+                        elif entry.is_dir():
+                            folders.add(entry.name)
+            listed = self._listings[folder] = (frozenset(files), frozenset(folders))
+        return listed
 
     def locate(self, importer: str, qualified: str) -> list[tuple[str, str]]:
         """:meth:`_locate`, remembered per importer folder and name."""
@@ -334,9 +357,10 @@ class ProjectIndex:
         a module added since the names were read counts)."""
         found: dict[str, None] = {}
         importer = os.path.abspath(importer)
+        folders = self.search_paths(importer)
         for name in names:
             parts = [part for part in name.split(".") if part]
-            for folder in self.search_paths(importer):
+            for folder in folders:
                 path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
                             None)
                 if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
