@@ -272,6 +272,31 @@ def test_without_a_gate_symbol_the_runs_of_the_smallest_feasible_a_are_kept():
     assert {t.configuration.accumulation for t in result.traces} == {2}
 
 
+@pytest.mark.parametrize("guard", [
+    "not torch.isfinite(norm)", "torch.isnan(norm) or torch.isinf(norm)", "~torch.isfinite(norm).all()",
+    "math.isnan(norm.item())", "norm.isnan().any()",
+])
+def test_a_nan_guard_on_the_update_takes_its_finite_branch(guard):
+    # a non-finite gradient norm skips the update: an exceptional path, not a choice the code leaves open
+    result = only(f"""
+        import math
+        import torch
+
+        def train(model, loader, optimizer, accum):
+            for i, batch in enumerate(loader):
+                (model(batch) / accum).backward()
+                if (i + 1) % accum == 0:
+                    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    if {guard}:
+                        optimizer.zero_grad()
+                        continue
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
 def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
     result = only("""
         ACCUM = 8

@@ -159,6 +159,12 @@ NO_SYNC_ROLES = (Role.DDP_MODEL, Role.MODEL, Role.FSDP_MODEL)
 #: averaging step of the weights, meant to run once per optimizer update.
 SWA_UPDATE_HOOK = "update_parameters"
 
+#: checks of a tensor's (or number's) finiteness, and what each gives when every value is finite: a
+#: branch on one is an exceptional path (torch 2.13.0 ``torch.isfinite``/``isnan``/``isinf``/``isposinf``/
+#: ``isneginf``, also as tensor methods; Python's ``math`` functions of the same names)
+NON_FINITE_CHECKS: dict[str, bool] = {"isfinite": True, "isnan": False, "isinf": False, "isposinf": False,
+                                      "isneginf": False}
+
 #: ``nn.Module`` methods that switch the training mode (torch 2.13.0 ``nn/modules/module.py``:
 #: ``train(mode=True)``, ``eval()``): on a model, ``model.train()`` is this, not a project's ``train``
 MODULE_MODE_METHODS = frozenset({"train", "eval"})

@@ -810,7 +810,11 @@ class Interpreter:
     def _data_branch(self, test: cst.BaseExpression, statement: cst.If | None, frame: _Frame) -> bool:
         """The main path of a condition on the microbatch's data. A branch that leaves the
         iteration before any event of it is a skipped microbatch (a shorter epoch): the main path
-        is the other. Anything else that decides an event is a choice the code leaves open."""
+        is the other; a check of finiteness (a NaN/inf guard) takes its finite branch. Anything else
+        that decides an event is a choice the code leaves open."""
+        finite = _finite_branch(test)
+        if finite is not None:  # `if not torch.isfinite(norm): skip`: the exceptional path is not the main one
+            return finite
         branch = self._main_path(statement)
         if statement is None:
             return branch
@@ -1912,6 +1916,26 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bo
                    for c, o in _callees(func, name, owner)):
                 return True
     return False
+
+
+def _finite_branch(test: cst.BaseExpression) -> bool | None:
+    """The branch ``test`` takes when every value it checks is finite, if it is a NaN/inf guard
+    (``torch.isnan(loss)``, ``not torch.isfinite(norm).all()``, ``math.isinf(x) or math.isnan(x)``),
+    else None."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, (cst.Not, cst.BitInvert)):
+        inner = _finite_branch(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _finite_branch(test.left), _finite_branch(test.right)
+        if left is None or right is None:
+            return None
+        return (left and right) if isinstance(test.operator, cst.And) else (left or right)
+    if not isinstance(test, cst.Call) or not isinstance(test.func, (cst.Name, cst.Attribute)):
+        return None
+    name = test.func.value if isinstance(test.func, cst.Name) else test.func.attr.value
+    if name in ("any", "all", "item") and isinstance(test.func, cst.Attribute) and not test.args:
+        return _finite_branch(test.func.value)  # (any/all of a tensor check: the same on finite values)
+    return fw.pytorch.NON_FINITE_CHECKS.get(name)
 
 
 def _streams(function: cst.FunctionDef) -> bool:
