@@ -344,8 +344,6 @@ _KEPT_BATCH = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC201 takes a name for a graph holder when any binding of it in the "
-                                       "loop is a module's output, not the binding that reaches the store")
 def test_the_raw_batch_kept_before_its_name_is_rebound_is_silent() -> None:
     source = _KEPT_BATCH.format(before="originals.append(images)", after="pass")
     assert lint(source, select="ALL") == []
