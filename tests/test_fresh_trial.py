@@ -375,8 +375,6 @@ _GROUP_LOSS = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC201 exempts kept graphs only when each is backpropagated in a later "
-                                       "loop; a batch-coupled loss over their concatenation needs them too")
 def test_outputs_kept_for_a_group_level_contrastive_loss_are_silent() -> None:
     assert lint(_GROUP_LOSS, select="ALL") == []
 

@@ -10,6 +10,7 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import names_feeding, reaching_assignment, reaching_definitions
+from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
 
@@ -34,11 +35,16 @@ class LossKeptWithGraph(Rule):
             for name, bindings in _forward_outputs(model, group).items():
                 holders.setdefault(name, set()).update(bindings)
             deferred = _deferred_containers(group)
+            # each microbatch backpropagated at once, keeping its graph for a later backward over the
+            # kept values (a batch-coupled loss over the whole group): those graphs are kept on purpose
+            retained = bool(backwards) and all(retains_graph(b) for b in backwards)
             for site in group.loop_sites:
                 if site.in_helper or site.under_no_grad:
                     continue
                 stored, container = _stored_value(site)
                 if stored is None or container is None or _detached(stored):
+                    continue
+                if container in deferred and retained:
                     continue
                 if container in deferred and not (group.gate and site.inside(group.gate.frame_node)):
                     yield Hit(
