@@ -283,3 +283,26 @@ def test_the_acc201_fix_is_unsafe_where_the_kept_values_feed_a_backward(
     assert finding.line == 7
     assert checked.fixes[finding].applicability == applicability
     assert [e.content for e in checked.fixes[finding].edits] == ["        losses.append(loss.detach())\n"]
+
+
+def test_the_acc201_fix_is_safe_where_only_the_owner_of_the_kept_values_reaches_a_backward() -> None:
+    """``self.seen`` is kept; ``self`` also reaches the backward (through the scaler): not the kept values."""
+    from tests.test_model import DEFAULT_RULES
+
+    data = b"""\
+class Loop:
+    def run(self, batches, A):
+        for i, batch in enumerate(batches):
+            loss = self.model(batch).mean()
+            self.scaler.scale(loss / A).backward()
+            self.seen.append(loss)
+            if (i + 1) % A == 0:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+                self.opt.zero_grad()
+"""
+    checked = engine.check_source("train.py", data, DEFAULT_RULES, suggest=True)
+    [finding] = [f for f in checked.findings if f.code == "ACC201"]
+    assert finding.line == 6
+    assert checked.fixes[finding].applicability == "safe"
+    assert [e.content for e in checked.fixes[finding].edits] == ["            self.seen.append(loss.detach())\n"]

@@ -247,14 +247,15 @@ _BACKPROPAGATING = BACKWARD_CALLS | {"grad"}
 
 
 def _feeds_backward(located: Located, anchor: cst.CSTNode, name: str, depth: int = 0) -> bool:
-    """Whether a read of ``name`` in the enclosing function (anywhere: a loop brings an earlier
-    line round again), other than in ``anchor``, flows into a backward: read by a backpropagating
-    call, or assigned to a name that is (through at most three assignments)."""
+    """Whether a read of ``name`` (a dotted name: ``losses``, ``self.losses``) in the enclosing
+    function (anywhere: a loop brings an earlier line round again), other than in ``anchor``,
+    flows into a backward: read by a backpropagating call, or assigned to a name that is
+    (through at most three assignments)."""
     frames = [f for f in located.enclosing_frames(anchor) if isinstance(f, cst.FunctionDef)]
     scope: cst.CSTNode = frames[0] if frames else located.module
     inside = set(map(id, walk(anchor)))
     for node in walk(scope):
-        if not isinstance(node, cst.Name) or node.value != name or id(node) in inside:
+        if not isinstance(node, (cst.Name, cst.Attribute)) or id(node) in inside or dotted(node) != name:
             continue
         for ancestor in located.ancestors(node):
             if isinstance(ancestor, cst.Call) and (
@@ -263,8 +264,8 @@ def _feeds_backward(located: Located, anchor: cst.CSTNode, name: str, depth: int
             if isinstance(ancestor, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and depth < 3:
                 targets = ([t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign)
                            else [ancestor.target])
-                if any(isinstance(t, cst.Name) and t.value != name and _feeds_backward(located, ancestor, t.value,
-                                                                                       depth + 1) for t in targets):
+                if any(dotted(t) not in (None, name) and _feeds_backward(located, ancestor, dotted(t) or "", depth + 1)
+                       for t in targets):
                     return True
             if isinstance(ancestor, cst.BaseStatement):
                 break
@@ -292,7 +293,7 @@ def fix_acc201(located: Located) -> Edit | None:
     needs_tensor = _needs_tensor(located, _later_uses(located, node, root))
     method = "item" if running_total and not needs_tensor else "detach"
     # a later backward through the kept values (`sum(losses).backward()`) loses their gradient
-    safety = UNSAFE if _feeds_backward(located, node, root) else SAFE
+    safety = UNSAFE if _feeds_backward(located, node, container) else SAFE
     return Edit(located.rewrite(replace={value: _kept(value, method)}), safety)
 
 
