@@ -249,3 +249,60 @@ def test_a_fix_that_reveals_what_its_code_masked_is_applied_only_as_unsafe(
     fixed = (tmp_path / "train.py").read_text().splitlines()
     at = fixed.index("                scaler.step(optimizer)")
     assert fixed[at + 1:at + 3] == ["                if schedule is not None:", "                    schedule.step()"]
+
+
+#: losses kept for one backward after the loop (ACC201's deferred group), the backward spelled three
+#: ways: `.detach()` would leave that backward without a graph; the twin backpropagates each
+#: microbatch and only prints the kept losses
+_KEPT_FOR_A_BACKWARD = """\
+import torch
+
+def step(model, batches, optimizer, A):
+    losses = []
+    for _ in range(A):
+        loss = model(next(batches)).sum()
+        losses.append(loss){each}
+    {after}
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("each", "after", "applicability"), [
+    ("", "torch.stack(losses).sum().backward()", "unsafe"),
+    ("", "total = torch.stack(losses).mean()\n    total.backward()", "unsafe"),
+    ("", "torch.autograd.backward(sum(losses))", "unsafe"),
+    ("\n        (loss / A).backward()", "print(torch.stack(losses).sum().item())", "safe"),
+])
+def test_the_acc201_fix_is_unsafe_where_the_kept_values_feed_a_backward(
+        each: str, after: str, applicability: str) -> None:
+    from tests.test_model import DEFAULT_RULES
+
+    data = _KEPT_FOR_A_BACKWARD.format(each=each, after=after).encode()
+    checked = engine.check_source("train.py", data, DEFAULT_RULES, suggest=True)
+    [finding] = [f for f in checked.findings if f.code == "ACC201"]
+    assert finding.line == 7
+    assert checked.fixes[finding].applicability == applicability
+    assert [e.content for e in checked.fixes[finding].edits] == ["        losses.append(loss.detach())\n"]
+
+
+def test_the_acc201_fix_is_safe_where_only_the_owner_of_the_kept_values_reaches_a_backward() -> None:
+    """``self.seen`` is kept; ``self`` also reaches the backward (through the scaler): not the kept values."""
+    from tests.test_model import DEFAULT_RULES
+
+    data = b"""\
+class Loop:
+    def run(self, batches, A):
+        for i, batch in enumerate(batches):
+            loss = self.model(batch).mean()
+            self.scaler.scale(loss / A).backward()
+            self.seen.append(loss)
+            if (i + 1) % A == 0:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+                self.opt.zero_grad()
+"""
+    checked = engine.check_source("train.py", data, DEFAULT_RULES, suggest=True)
+    [finding] = [f for f in checked.findings if f.code == "ACC201"]
+    assert finding.line == 6
+    assert checked.fixes[finding].applicability == "safe"
+    assert [e.content for e in checked.fixes[finding].edits] == ["            self.seen.append(loss.detach())\n"]

@@ -279,16 +279,12 @@ _SYNC_OVERRIDE = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the override `ctx = model.no_sync if i % A != 0 else ctx` is not read "
-                                       "as the no_sync choice when a default assignment precedes it")
 def test_no_sync_override_that_syncs_the_first_microbatch_instead_of_the_last_is_reported() -> None:
     """idx % A != 0 skips the all-reduce on the group's last microbatch (idx = A - 1) and runs it on
     the first: the update after idx = A - 1 applies replicas' gradients that were never averaged."""
     assert lint(_SYNC_OVERRIDE.format(skip="idx % accum != 0")) == [("ACC402", 8)]
 
 
-@pytest.mark.xfail(strict=True, reason="with the override under `if distributed:` two bindings reach the `with`; "
-                                       "the choice is read only through a single reaching binding")
 def test_the_wrong_override_under_a_distributed_guard_is_reported() -> None:
     """The speech trainer's own shape: the override runs only when the model is wrapped for DDP."""
     source = _SYNC_OVERRIDE.format(skip="idx % accum != 0").replace("accum):", "accum, distributed):").replace(
@@ -344,8 +340,6 @@ _KEPT_BATCH = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC201 takes a name for a graph holder when any binding of it in the "
-                                       "loop is a module's output, not the binding that reaches the store")
 def test_the_raw_batch_kept_before_its_name_is_rebound_is_silent() -> None:
     source = _KEPT_BATCH.format(before="originals.append(images)", after="pass")
     assert lint(source, select="ALL") == []
@@ -377,8 +371,6 @@ _GROUP_LOSS = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC201 exempts kept graphs only when each is backpropagated in a later "
-                                       "loop; a batch-coupled loss over their concatenation needs them too")
 def test_outputs_kept_for_a_group_level_contrastive_loss_are_silent() -> None:
     assert lint(_GROUP_LOSS, select="ALL") == []
 

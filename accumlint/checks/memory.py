@@ -9,9 +9,10 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
-from accumlint.model.dataflow import names_feeding, reaching_assignment
+from accumlint.model.dataflow import names_feeding, reaching_assignment, reaching_definitions
+from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
-from accumlint.model.sites import FrameKind
+from accumlint.model.sites import FrameKind, Site
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
 _DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
@@ -30,13 +31,20 @@ class LossKeptWithGraph(Rule):
             # a helper's backward names live in the helper's namespace: only the loop's own count
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b) and not b.site.in_helper
                          and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
-            graph_names = _graph_names(backwards) | _forward_outputs(model, group)
+            holders = _graph_bindings(backwards)
+            for name, bindings in _forward_outputs(model, group).items():
+                holders.setdefault(name, set()).update(bindings)
             deferred = _deferred_containers(group)
+            # each microbatch backpropagated at once, keeping its graph for a later backward over the
+            # kept values (a batch-coupled loss over the whole group): those graphs are kept on purpose
+            retained = bool(backwards) and all(retains_graph(b) for b in backwards)
             for site in group.loop_sites:
                 if site.in_helper or site.under_no_grad:
                     continue
                 stored, container = _stored_value(site)
                 if stored is None or container is None or _detached(stored):
+                    continue
+                if container in deferred and retained:
                     continue
                 if container in deferred and not (group.gate and site.inside(group.gate.frame_node)):
                     yield Hit(
@@ -48,7 +56,7 @@ class LossKeptWithGraph(Rule):
                         "`loss.detach()`",
                     )
                     continue
-                if not _holds_graph(stored, site, graph_names, group.loop):
+                if not _holds_graph(stored, site, holders, group.loop):
                     continue
                 if not container.startswith("self."):
                     definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order)
@@ -142,24 +150,46 @@ def _deferred_containers(group) -> set[str]:
     return names
 
 
-def _graph_names(backwards) -> set[str]:
-    names: set[str] = set()
+#: a graph-holding binding of a name: the assignment (a site), or ``None`` for the value the name
+#: had on entry to the function (a parameter, a global)
+Binding = Site | None
+
+
+def _graph_bindings(backwards) -> dict[str, set[Binding]]:
+    """The bindings that hold the graph a microbatch's backward goes through: for each name
+    feeding a backward's loss, the assignments to it reaching the backward (and, through a
+    rename or a division, those of the names they read). Keyed by name: a store of that name
+    keeps the graph only where one of these bindings reaches it (:func:`_holds_graph`)."""
+    holders: dict[str, set[Binding]] = {}
     for backward in backwards:
         if backward.loss is None:
             continue
         for name in names_feeding(backward.loss):
-            definition = reaching_assignment(backward.site.scope, name, backward.order)
-            if definition is not None and _graph_free(definition.value, definition):
-                continue  # a token count weighting the loss (`(loss * n_tok).backward()`)
-            names.add(name)
-            if definition is not None and definition.value is not None and not isinstance(
-                    definition.node, (cst.For, cst.With)):
-                value = definition.value
-                # a rename or a division keeps the graph-holding value; a product's factors need not
-                if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
-                        isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
-                    names.update(names_feeding(value))
-    return names
+            _add_holders(holders, name, backward.site.scope, backward.order, follow=True)
+    return holders
+
+
+def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int, follow: bool) -> None:
+    """Record the bindings of ``name`` reaching ``order`` that hold a graph (``follow``: also
+    those of the names a rename or a division reads)."""
+    definitions, on_entry = reaching_definitions(scope, name, order)
+    found = holders.setdefault(name, set())
+    if on_entry:
+        found.add(None)
+    for definition in definitions:
+        if _graph_free(definition.value, definition):
+            continue  # a token count weighting the loss (`(loss * n_tok).backward()`)
+        found.add(definition)
+        value = definition.value
+        if not follow or value is None or isinstance(definition.node, (cst.For, cst.With)):
+            continue
+        # a rename or a division keeps the graph-holding value; a product's factors need not
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
+                isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
+            for fed in names_feeding(value):
+                _add_holders(holders, fed, scope, definition.order, follow=False)
+    if not found:
+        del holders[name]
 
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
@@ -190,25 +220,34 @@ def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
                                                                                       depth + 1))
 
 
-def _holds_graph(stored: cst.BaseExpression, site, graph_names: set[str], loop: cst.CSTNode) -> bool:
-    """Whether a graph-holding name reaches the stored value (a name re-bound to
-    ``loss.item()`` earlier in the iteration no longer holds the graph)."""
-    for name in set(names_feeding(stored)) & graph_names:
-        definition = reaching_assignment(site.scope, name, site.order, loop)
-        if definition is None or definition.value is None or not _detached(definition.value):
+def _holds_graph(stored: cst.BaseExpression, site, holders: dict[str, set[Binding]], loop: cst.CSTNode) -> bool:
+    """Whether a graph-holding binding (``holders``) reaches the stored value: a name is judged
+    by the assignment that reaches the store, not by any of its bindings (``x = next(it);
+    kept.append(x); x = augment(x)`` keeps the raw batch; a name re-bound to ``loss.item()``
+    earlier in the iteration no longer holds the graph). Where the value the name had before
+    the loop reaches the store, so does the binding of the previous pass."""
+    for name in set(names_feeding(stored)) & set(holders):
+        held = holders[name]
+        definitions, on_entry = reaching_definitions(site.scope, name, site.order)
+        if any(d in held and (d.value is None or not _detached(d.value)) for d in definitions):
             return True
+        if (on_entry or any(not d.inside(loop) for d in definitions)) and any(
+                h is None or h.inside(loop) for h in held):
+            return True  # the value of the previous pass (or from before the loop) is kept
     return False
 
 
-def _forward_outputs(model: FileModel, group) -> set[str]:
-    """Names bound to a model's output in the loop (``output = model(x)``): they hold the graph."""
-    names: set[str] = set()
+def _forward_outputs(model: FileModel, group) -> dict[str, set[Binding]]:
+    """The bindings of names to a model's output in the loop (``output = model(x)``): they hold the graph."""
+    names: dict[str, set[Binding]] = {}
     for site in group.loop_sites:
         value = site.value
         if (not site.in_helper and site.augmented is None and site.call is None
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
                 and model.roles.of(value.func, site).role in conventions.MODEL_ROLES):
-            names.update(name for name in site.targets if name)
+            for name in site.targets:
+                if name:
+                    names.setdefault(name, set()).add(site)
     return names
 
 

@@ -137,8 +137,8 @@ class NoSyncNeverSyncs(Rule):
 
     @staticmethod
     def _no_sync_on_update(group, backwards) -> cst.CSTNode | None:
-        """The conditional expression that enters no_sync() around a backward on the update
-        microbatch (its test is known there, :meth:`Group.true_on_update`)."""
+        """Where the condition that enters no_sync() around a backward on the update microbatch
+        is written (its test is known there, :meth:`Group.true_on_update`)."""
         for backward in backwards:
             for frame in group.region_frames(backward.site):
                 if frame.kind is not FrameKind.WITH:
@@ -149,7 +149,7 @@ class NoSyncNeverSyncs(Rule):
                         continue
                     value = group.true_on_update(chosen.choice.test, chosen.order)
                     if value is not None and (chosen.arm == "body") == value:
-                        return chosen.choice
+                        return chosen.report
         return None
 
     def _unconditional_context(self, model: FileModel, group, backward) -> cst.With | None:

@@ -8,7 +8,8 @@
   already starts at 1, drop the ``+ 1``.
 * ACC101 (unsafe: the loss value read after it changes): remove the manual division by A
   (a ``loss = loss / A`` line goes away entirely).
-* ACC201 (safe): keep ``x.detach()`` instead of ``x``, or ``x.item()`` for a running total
+* ACC201 (safe; unsafe where the kept values feed a backward, whose gradient through them
+  the fix removes): keep ``x.detach()`` instead of ``x``, or ``x.item()`` for a running total
   that is only used as a number afterwards.
 * ACC304 (safe; unsafe where it reveals ACC305: :data:`REVEALS`): move the scheduler step
   right after the optimizer update, under its gate (with the ``if`` that guards it alone, such
@@ -32,7 +33,8 @@ from accumlint.fixes.base import (
     moved,
     parenthesized,
 )
-from accumlint.model.names import dotted, int_value, method_name, receiver, walk
+from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.names import dotted, int_value, last_segment, method_name, receiver, walk
 
 # --- ACC001 / ACC304: move a per-microbatch statement under the update gate ----------------
 
@@ -239,6 +241,37 @@ def _needs_tensor(located: Located, uses: list[cst.CSTNode]) -> bool:
     return False
 
 
+#: calls that backpropagate what they read: ``x.backward()``, ``accelerator.backward(x)``,
+#: ``torch.autograd.backward(x)``, ``torch.autograd.grad(x, params)``, Lightning's and mmengine's
+_BACKPROPAGATING = BACKWARD_CALLS | {"grad"}
+
+
+def _feeds_backward(located: Located, anchor: cst.CSTNode, name: str, depth: int = 0) -> bool:
+    """Whether a read of ``name`` (a dotted name: ``losses``, ``self.losses``) in the enclosing
+    function (anywhere: a loop brings an earlier line round again), other than in ``anchor``,
+    flows into a backward: read by a backpropagating call, or assigned to a name that is
+    (through at most three assignments)."""
+    frames = [f for f in located.enclosing_frames(anchor) if isinstance(f, cst.FunctionDef)]
+    scope: cst.CSTNode = frames[0] if frames else located.module
+    inside = set(map(id, walk(anchor)))
+    for node in walk(scope):
+        if not isinstance(node, (cst.Name, cst.Attribute)) or id(node) in inside or dotted(node) != name:
+            continue
+        for ancestor in located.ancestors(node):
+            if isinstance(ancestor, cst.Call) and (
+                    method_name(ancestor) or last_segment(dotted(ancestor.func))) in _BACKPROPAGATING:
+                return True
+            if isinstance(ancestor, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and depth < 3:
+                targets = ([t.target for t in ancestor.targets] if isinstance(ancestor, cst.Assign)
+                           else [ancestor.target])
+                if any(dotted(t) not in (None, name) and _feeds_backward(located, ancestor, dotted(t) or "", depth + 1)
+                       for t in targets):
+                    return True
+            if isinstance(ancestor, cst.BaseStatement):
+                break
+    return False
+
+
 def _kept(value: cst.BaseExpression, method: str) -> cst.BaseExpression:
     return cst.Call(func=cst.Attribute(value=parenthesized(value), attr=cst.Name(method)))
 
@@ -256,9 +289,12 @@ def fix_acc201(located: Located) -> Edit | None:
         return None
     if container is None or isinstance(value, cst.Call) and method_name(value) in ("detach", "item"):
         return None
-    needs_tensor = _needs_tensor(located, _later_uses(located, node, container.split(".")[0]))
+    root = container.split(".")[0]
+    needs_tensor = _needs_tensor(located, _later_uses(located, node, root))
     method = "item" if running_total and not needs_tensor else "detach"
-    return Edit(located.rewrite(replace={value: _kept(value, method)}), SAFE)
+    # a later backward through the kept values (`sum(losses).backward()`) loses their gradient
+    safety = UNSAFE if _feeds_backward(located, node, container) else SAFE
+    return Edit(located.rewrite(replace={value: _kept(value, method)}), safety)
 
 
 #: code -> the codes whose findings its fix may reveal: ACC305 judges the horizon of a scheduler

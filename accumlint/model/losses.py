@@ -326,6 +326,20 @@ def scales_gradients(sites: list[Site]) -> bool:
     return False
 
 
+def retains_graph(backward: Event) -> bool:
+    """Whether a backward keeps its graph for another backward: ``retain_graph=`` anything but a
+    literal ``False``/``None``, or ``create_graph=True`` (torch's default for ``retain_graph``
+    then). A backward read from a framework's loop (no call) retains nothing we can see."""
+    call = backward.site.call
+    if call is None:
+        return False
+    flag = keyword(call, "retain_graph")
+    if flag is None:
+        flag = keyword(call, "create_graph")
+        return isinstance(flag, cst.Name) and flag.value == "True"
+    return not (isinstance(flag, cst.Name) and flag.value in ("False", "None"))
+
+
 def retained_backwards(events: list[Event], sites: list[Site]) -> list[Event]:
     """Backwards with ``retain_graph=True`` after which no backward (nor ``autograd.grad``) of
     the same sites runs again: the retained graph is never used."""
