@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
+from accumlint.checks.group_traces import with_traces
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
-from accumlint.model.events import CLIP_CALLS
+from accumlint.model.events import CLIP_CALLS, measures_only
 from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
-from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.names import calls_in, dotted, last_segment, method_name, names_in
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.sites import FrameKind
 
@@ -44,19 +43,7 @@ def _accumulating_groups(model: FileModel) -> Iterator[Group]:
 
 
 def _measures_only(clip: Event) -> bool:
-    """Whether a clip's threshold is infinite (``clip_grad_norm_(params, float("inf"))``): it
-    only measures the norm and leaves the gradients unchanged."""
-    call = clip.site.call
-    if call is None:
-        return False
-    threshold = keyword(call, "max_norm") or keyword(call, "clip_value") or positional(call, 1)
-    if threshold is None:
-        return False
-    if last_segment(dotted(threshold)) == "inf":  # math.inf, torch.inf, np.inf
-        return True
-    return (isinstance(threshold, cst.Call) and dotted(threshold.func) == "float" and len(threshold.args) == 1
-            and isinstance(threshold.args[0].value, cst.SimpleString)
-            and threshold.args[0].value.evaluated_value.lower().lstrip("+") in ("inf", "infinity"))
+    return measures_only(clip.site.call)
 
 
 def _callee(event: Event) -> str:
@@ -81,6 +68,7 @@ class ClipInsideGroup(Rule):
     gate = RuleGate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and (
         runs_loop(facts) or defines_lightning_hook(facts) or facts.mentions(fw.lightning.MODULE_BASES)))
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
         for group in _accumulating_groups(model):

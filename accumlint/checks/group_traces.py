@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint.checks.base import Hit
+from accumlint.model.events import measures_only
 from accumlint.model.names import walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.trace import Place, Trace, TraceEvent
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from accumlint.checks.base import Rule
     from accumlint.model import FileModel
 
-B, Z, S = EventKind.BACKWARD, EventKind.RESET, EventKind.UPDATE
+B, Z, S, C = EventKind.BACKWARD, EventKind.RESET, EventKind.UPDATE, EventKind.CLIP
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,24 @@ def _tail(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _clip_inside(trace: Trace) -> TraceVerdict | None:
+    """ACC301: a gradient clip in a group of several microbatches before its last backward: it clips
+    a partial sum of the group's gradient (an infinite threshold only measures the norm)."""
+    for group in _pending_groups(trace)[:-1]:
+        backwards = [i for i, e in enumerate(group) if e.kind is B]
+        if len(backwards) < 2:
+            continue
+        for k, event in enumerate(group[:backwards[-1]]):
+            # between two backwards of one epoch's pass (not after a reference pass that ended its epoch)
+            between = any(group[i].epoch == event.epoch for i in backwards if i < k) and \
+                any(group[i].epoch == event.epoch for i in backwards if i > k)
+            if event.kind is C and between and not (isinstance(event.node, cst.Call) and measures_only(event.node)):
+                return TraceVerdict("ACC301", event.site, trace.configuration.describe(),
+                                    f"a gradient clip before the group's last backward (a group of {len(backwards)} "
+                                    "backwards)", event.node)
+    return None
+
+
 def _across_epochs(trace: Trace) -> bool:
     """Whether ``trace`` can show what the code does at its own epoch's end: the code's passes
     over its data end the epochs, and at least two of them backpropagate."""
@@ -175,11 +194,14 @@ def _across_epochs(trace: Trace) -> bool:
 class Property:
     """A group-structure property: its ``check`` on one run, the epoch lengths ``sizes`` (each N
     as a function of A) of the runs that show it (it fails where every run of one of them
-    fails), and ``judges``: whether a run can show it at all."""
+    fails), ``judges``: whether a run can show it at all, and ``code_cadence``: whether it is
+    only judged where the code's own gate makes the groups."""
 
     check: Callable[[Trace], TraceVerdict | None]
     sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
+    #: only where the code, not a framework (Accelerate's ``accumulate()``), decides the cadence
+    code_cadence: bool = False
 
 
 #: each property, and which runs show it
@@ -189,6 +211,7 @@ PROPERTIES: dict[str, Property] = {
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
+    "ACC301": Property(_clip_inside, lambda a: (2 * a,), code_cadence=True),
 }
 
 
@@ -202,9 +225,11 @@ def _judgeable(simulation: Simulation) -> bool:
 #: a property whose failure follows from another's, and that other: a reset every microbatch
 #: also falls between the last backward and the update (ACC001's); a gate that fires on an
 #: epoch's first microbatch leaves its last ones to the next epoch (ACC006's, whose message says
-#: so). The first stands on its own where an epoch length that only it is shown by runs: an
+#: so); a clip between backwards that a reset every microbatch separates handles each microbatch
+#: alone (DP-SGD; ACC001 speaks when that is a bug). The first stands on its own where an epoch
+#: length that only it is shown by runs: an
 #: epoch with a tail (N = 2A + 1) leaks under a shifted gate too unless the code applies it
-_DEFERS = {"ACC003": "ACC001", "ACC005": "ACC006"}
+_DEFERS = {"ACC003": "ACC001", "ACC005": "ACC006", "ACC301": "ACC001"}
 
 
 def _deferred(simulation: Simulation, code: str, failing: set[str]) -> bool:
@@ -247,6 +272,8 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
         return []
     found = []
     for rule in PROPERTIES.values():
+        if rule.code_cadence and simulation.framework_cadence:
+            continue
         failed = next((results[0] for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
                        for results in [[rule.check(t) for t in runs]] if runs and all(results)), None)
         if failed is not None:
@@ -262,7 +289,8 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
-        if not simulation.covers(node) or not _judgeable(simulation):  # type: ignore[arg-type]
+        if not simulation.covers(node) or not _judgeable(simulation) or \
+                rule.code_cadence and simulation.framework_cadence:  # type: ignore[arg-type]
             continue
         judged = _runs_by_a(simulation, rule)[:1]
         if code in _DEFERS and _deferred(simulation, code, {v.code for v in verdicts(simulation)}):
@@ -291,6 +319,10 @@ _WORDING: dict[str, tuple[str, str]] = {
                "purpose; or make the epoch length a multiple of A"),
     "ACC006": ("the update does not fire on the last microbatch of every group of A",
                "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
+    "ACC301": ("the gradients are clipped on a microbatch before the group's last one: each clip acts on a partial "
+               "sum of the group's gradient, not on the accumulated gradient the optimizer update applies",
+               "clip once per group, after the last backward and right before the optimizer update (under the "
+               "same boundary test)"),
 }
 
 

@@ -179,6 +179,21 @@ _EMA_NAME = re.compile(r"(^|_)ema($|_|model|s$)")
 GRADIENT_OP_NAMES = _RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | UPDATE_HOOK_CALLS | _EMA_METHODS
 
 
+def measures_only(call: cst.Call | None) -> bool:
+    """Whether a clip call's threshold is infinite (``clip_grad_norm_(params, float("inf"))``): it
+    only measures the norm and leaves the gradients unchanged."""
+    if call is None:
+        return False
+    threshold = keyword(call, "max_norm") or keyword(call, "clip_value") or positional(call, 1)
+    if threshold is None:
+        return False
+    if last_segment(dotted(threshold)) == "inf":  # math.inf, torch.inf, np.inf
+        return True
+    return (isinstance(threshold, cst.Call) and dotted(threshold.func) == "float" and len(threshold.args) == 1
+            and isinstance(threshold.args[0].value, cst.SimpleString)
+            and threshold.args[0].value.evaluated_value.lower().lstrip("+") in ("inf", "infinity"))
+
+
 def _is_grad(expression: cst.BaseExpression | None) -> bool:
     """``p.grad``, ``p.grad.data``, ``param.grad`` (a gradient tensor by attribute, not by guess)."""
     name = dotted(expression) if expression is not None else None
