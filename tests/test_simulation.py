@@ -492,7 +492,7 @@ def _trace_codes(source: str, path: str = "train.py") -> set[str]:
     return {v.code for result in simulate(ModuleFunctions(cst.parse_module(source)), path) for v in verdicts(result)}
 
 
-TRACE_RULES = ("ACC001", "ACC002", "ACC003", "ACC005", "ACC006")
+TRACE_RULES = ("ACC001", "ACC002", "ACC003", "ACC005", "ACC006", "ACC301")
 
 
 @pytest.mark.parametrize("folder", sorted(p.name for p in ROOT.glob("rules/ACC*") if p.is_dir()))
@@ -536,9 +536,55 @@ def test_trace_verdicts_on_the_catalogue_snippets_are_a_subset_of_their_findings
     ("rules/ACC006-irregular-update-boundary/bad_accumulating_flag.py", "ACC006"),
     ("rules/ACC006-irregular-update-boundary/bad_truthy_remainder.py", "ACC006"),
     ("rules/ACC006-irregular-update-boundary/bad_zero_based_modulo.py", "ACC006"),
+    ("rules/ACC301-clip-inside-group/bad_clip_every_microbatch.py", "ACC301"),
 ])
 def test_trace_verdicts_find_the_catalogue_bugs_they_cover(path, code):
     assert _trace_codes((ROOT / path).read_text(), path) == {code}
+
+
+_CLIPPED = """
+import torch
+
+
+class Loop:
+    def __init__(self, model, optimizer, loader, accum):
+        self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
+
+    def microbatch(self, batch):
+        (self.model(batch) / self.accum).backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), {threshold})
+
+    def fit(self):
+        for i, batch in enumerate(self.loader):
+            self.microbatch(batch)
+            if (i + 1) % self.accum == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [("1.0", {"ACC301"}), ('float("inf")', set())])
+def test_a_clip_in_a_helper_method_before_the_groups_last_backward_is_acc301(threshold, expected):
+    # the helper runs on every microbatch: each clip acts on a partial sum (an infinite one only measures)
+    assert _trace_codes(_CLIPPED.format(threshold=threshold)) == expected
+
+
+def test_a_clip_under_the_gate_or_after_a_reference_pass_is_no_acc301():
+    gated = _CLIPPED.format(threshold="1.0").replace(
+        "        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n", "").replace(
+        "                self.optimizer.step()\n",
+        "                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n"
+        "                self.optimizer.step()\n")
+    assert _trace_codes(gated) == set()
+    # a reference gradient computed on a copy of the model first: its pass ends before the loop's
+    reference = gated.replace("    def fit(self):\n", "    def fit(self):\n"
+                              "        copied = copy.deepcopy(self.model)\n"
+                              "        for j, batch in enumerate(self.loader):\n"
+                              "            if j == self.accum:\n                break\n"
+                              "            copied(batch).backward()\n"
+                              "        torch.nn.utils.clip_grad_norm_(copied.parameters(), 1.0)\n"
+                              ).replace("import torch\n", "import copy\nimport torch\n")
+    assert _trace_codes(reference) == set()
 
 
 ZERO_BASED = {
