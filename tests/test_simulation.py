@@ -297,6 +297,27 @@ def test_a_nan_guard_on_the_update_takes_its_finite_branch(guard):
     assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
 
 
+@pytest.mark.parametrize("read", ['kwargs.get("accum_grad", 1)', 'kwargs.get("accum_grad")'])
+def test_a_setting_read_from_the_unseen_callers_keywords_is_a(read):
+    # `**kwargs` of an entry's class: what the caller passes is unknown, not an empty dict
+    result = only(f"""
+        class Trainer:
+            def __init__(self, model, optimizer, **kwargs):
+                self.model, self.optimizer = model, optimizer
+                self.accum_grad = {read}
+
+            def train_epoch(self, loader):
+                for i, batch in enumerate(loader):
+                    (self.model(batch) / self.accum_grad).backward()
+                    if (i + 1) % self.accum_grad == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert result.symbols == ("accum_grad",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
 def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
     result = only("""
         ACCUM = 8

@@ -62,6 +62,8 @@ MAX_ENTRY_STATEMENTS = 150_000
 MAX_DEPTH = 12
 #: iterations of one loop over concrete values
 MAX_ITERATIONS = 2_000
+#: the keyword under which an entry's unseen caller passes the extra keywords of a ``**kwargs``
+_UNSEEN_KEYWORDS = "**"
 #: names a gate's condition is followed through to what assigns them (see ``Interpreter._literal_gate``)
 _FLAG_NAMES = 8
 
@@ -358,6 +360,8 @@ class Interpreter:
                 keywords[param.name.value] = value
             else:
                 values.append(value)
+        if function.params.star_kwarg is not None:  # `**kwargs`: whatever the unseen caller passes
+            keywords[_UNSEEN_KEYWORDS] = Unknown(function.params.star_kwarg.name.value, origin)
         return values, keywords
 
     # --- statements ---------------------------------------------------------------------------
@@ -1353,6 +1357,13 @@ class Interpreter:
             return Unknown(f"{receiver.label}.{method}()", receiver.origin)
         if isinstance(receiver, Obj) and receiver.role is Role.ACCELERATOR and method == "prepare":
             return tuple(args) if len(args) != 1 else args[0]
+        if isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and method == "get" and args \
+                and isinstance(args[0], str) and args[0].isidentifier():
+            # `kwargs.get("accum_grad", 1)`, `cfg.get("accum", 4)` of a mapping the run does not show: a named
+            # run-level value (a whole-number default stays a constant the configurations can rebind)
+            default = args[1] if len(args) > 1 else None
+            number = default if isinstance(default, int) and not isinstance(default, bool) else None
+            return self._bound(args[0], None if number is None else int(number))
         return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
 
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
@@ -1414,6 +1425,7 @@ class Interpreter:
     def _bind(self, definition: cst.FunctionDef | cst.Lambda, args: list[object], kwargs: dict[str, object],
               names: dict[str, object], owner: ModuleFunctions) -> None:
         params = definition.params
+        unseen = kwargs.pop(_UNSEEN_KEYWORDS, None)
         positional = list(params.posonly_params) + list(params.params)
         for i, param in enumerate(positional):
             name = param.name.value
@@ -1436,7 +1448,7 @@ class Interpreter:
         if isinstance(params.star_arg, cst.Param):
             names[params.star_arg.name.value] = tuple(args[len(positional):])
         if params.star_kwarg is not None:
-            names[params.star_kwarg.name.value] = dict(kwargs)
+            names[params.star_kwarg.name.value] = unseen if unseen is not None else dict(kwargs)
 
     def _default(self, param: cst.Param, owner: ModuleFunctions) -> object:
         value = self.expression(param.default, _Frame(owner, {}))  # type: ignore[arg-type]
