@@ -318,6 +318,22 @@ def test_a_setting_read_from_the_unseen_callers_keywords_is_a(read):
     assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
 
 
+def test_an_optimizers_step_is_not_the_trainers_own_method_named_step():
+    # `self.optimizer.step()` inside a trainer whose training loop is its own `step` method: the
+    # optimizer's update, not a call of that loop (which made the gate look like a training phase)
+    result = only("""
+        class Trainer:
+            def step(self):
+                for i, batch in enumerate(self.loader):
+                    (self.model(batch) / self.accum).backward()
+                    if (i + 1) % self.accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert result.symbols == ("self.accum",)
+
+
 def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
     result = only("""
         ACCUM = 8

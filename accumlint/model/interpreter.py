@@ -62,6 +62,9 @@ MAX_ENTRY_STATEMENTS = 150_000
 MAX_DEPTH = 12
 #: iterations of one loop over concrete values
 MAX_ITERATIONS = 2_000
+#: roles whose event methods (``step``, ``zero_grad``, ``update``) on a receiver named for them are the
+#: library's: the optimizer's update, the scheduler's and the scaler's steps
+_LIBRARY_EVENT_ROLES = frozenset({Role.OPTIMIZER, Role.SCHEDULER, Role.SCALER})
 #: the keyword under which an entry's unseen caller passes the extra keywords of a ``**kwargs``
 _UNSEEN_KEYWORDS = "**"
 #: names a gate's condition is followed through to what assigns them (see ``Interpreter._literal_gate``)
@@ -2082,9 +2085,12 @@ def _callees(func: cst.BaseExpression, name: str,
     module's methods and functions of that name, or what the import of its dotted name finds."""
     if not name:
         return []
-    if isinstance(func, cst.Attribute) and name in fw.pytorch.MODULE_MODE_METHODS \
-            and _named_role(dotted(func.value)) in conventions.MODEL_ROLES:
-        return []  # `model.train()`, `self.model.eval()`: the module's mode, not the project's `train`
+    if isinstance(func, cst.Attribute) and (
+            name in fw.pytorch.MODULE_MODE_METHODS and _named_role(dotted(func.value)) in conventions.MODEL_ROLES
+            or name in EVENT_METHODS and _named_role(dotted(func.value)) in _LIBRARY_EVENT_ROLES):
+        # `model.train()`, `self.optimizer.step()`: the module's mode, the optimizer's update, not a project
+        # method of that name (a trainer's own `train` or `step`)
+        return []
     found = [(f, owner) for (_, method), f in owner.methods.items() if method == name]
     if name in owner.functions and not isinstance(func, cst.Attribute):  # (`x.f()` is no module function here)
         found.append((owner.functions[name], owner))
