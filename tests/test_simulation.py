@@ -334,6 +334,31 @@ def test_an_optimizers_step_is_not_the_trainers_own_method_named_step():
     assert result.symbols == ("self.accum",)
 
 
+@pytest.mark.parametrize("threshold", ["0.", "0"])
+def test_a_flag_compared_with_a_float_literal_is_a_run_level_choice(threshold):
+    # `self.weight > 0.` in a property: a literal never varies, so the flag is fixed for the run
+    result = only(f"""
+        class GAN:
+            def __init__(self, model, optimizer, loader, accum, weight=0.1):
+                self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
+                self.weight = weight
+
+            @property
+            def coupled(self):
+                return self.weight > {threshold}
+
+            def fit(self):
+                for i, batch in enumerate(self.loader):
+                    (self.model(batch) / self.accum).backward()
+                    if self.coupled:
+                        (self.model.extra(batch) / self.accum).backward()
+                    if (i + 1) % self.accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+
+
 def test_a_named_constant_in_the_gate_is_rebound_to_each_a():
     result = only("""
         ACCUM = 8

@@ -45,6 +45,7 @@ from accumlint.model.values import (
     Function,
     LabeledInt,
     Literal,
+    LiteralFloat,
     Obj,
     Origin,
     ProjectClass,
@@ -935,7 +936,7 @@ class Interpreter:
         if kind is cst.Integer:
             return Literal(node.evaluated_value)
         if kind is cst.Float:
-            return float(node.evaluated_value)
+            return LiteralFloat(node.evaluated_value)
         if kind is cst.Attribute:
             return self._attribute(self.expression(node.value, frame), node.attr.value, node)
         if kind is cst.Call:

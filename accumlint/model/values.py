@@ -60,6 +60,11 @@ class Literal(int):
     """An integer written in the code (``0``, ``1``): unlike a counter's value, it never varies."""
 
 
+class LiteralFloat(float):
+    """A floating-point number written in the code (``0.``, ``1e-4``): like :class:`Literal`, it
+    never varies (``weight > 0.`` is a run-level test, not a counter's)."""
+
+
 class LabeledInt(int):
     """An integer read from a named constant or a default (``ACCUM = 4``): the label lets the
     configuration rebind it to A. Arithmetic on it gives plain integers."""
@@ -132,7 +137,7 @@ def varies(value: object) -> bool:
     computed, not a literal or a named constant) or an unknown computed from one."""
     if isinstance(value, Unknown):
         return value.varies
-    return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LabeledInt))
+    return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LiteralFloat, LabeledInt))
 
 
 def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
