@@ -84,10 +84,11 @@ _ONLY_THE_FRAME = 3
 #: Modules whose frames' locals and globals are not the program's (the guard's own objects are no candidates).
 _NOT_THE_PROGRAM = ("runtime_guard", "accumlint")
 
-#: where the standard library and installed packages live: their modules' globals (``threading``'s table of
-#: every live thread, a test runner's session) hold no training loop's objects, and following them can
-#: pass the walk's bound in a long-lived process; their frames' locals are still read
-_LIBRARY_DIRS = tuple(sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+#: where the standard library, installed packages and their console scripts (``bin/pytest``) live: their
+#: modules' globals (``threading``'s table of every live thread, a test runner's session) hold no training
+#: loop's objects, and following them can pass the walk's bound in a long-lived process; their frames'
+#: locals are still read, up to the program's outermost frame
+_LIBRARY_DIRS = tuple(sorted({path for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
                               if (path := sysconfig.get_paths().get(key))}))
 
 

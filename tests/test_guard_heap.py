@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sysconfig
 import threading
 import types
 
@@ -182,7 +183,8 @@ def _many_records() -> list[list[_Record]]:
     return [[_Record(i) for i in range(5_000)] for _ in range(12)]
 
 
-def test_a_launchers_frames_and_the_import_systems_names_are_not_walked() -> None:
+@pytest.mark.parametrize("folder", ["stdlib", "scripts"])  # `python -m pytest` (runpy), `bin/pytest`
+def test_a_launchers_frames_and_the_import_systems_names_are_not_walked(folder: str) -> None:
     # a launcher (a test runner, runpy) calls the program: its frames' locals and what the program's
     # module names as its ``__loader__`` can hold every test report of a long session
     program = (
@@ -195,7 +197,7 @@ def test_a_launchers_frames_and_the_import_systems_names_are_not_walked() -> Non
     namespace = {"__name__": "program_module", "__loader__": types.SimpleNamespace(records=_many_records())}
     exec(compile(program, "/project/train.py", "exec"), namespace)  # noqa: S102 - the program under test
     library = {"__name__": "launcher_module", "RECORDS": _many_records()}
-    library_file = f"{heap._LIBRARY_DIRS[0]}/launcher_module.py"
+    library_file = f"{sysconfig.get_paths()[folder]}/launcher_module.py"
     exec(compile(launcher, library_file, "exec"), library)  # noqa: S102 - a launcher in the standard library
     found: list[bool | None] = []
     worker = threading.Thread(target=library["launch"], args=(  # the launcher is the thread's outermost frame
