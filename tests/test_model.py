@@ -222,3 +222,76 @@ def test_a_checked_file_leaves_no_reference_cycle_holding_its_tree() -> None:
         gc.set_debug(0)
         gc.garbage.clear()
     assert held == [], f"{len(held)} LibCST nodes were kept alive by a reference cycle"
+
+
+def test_a_getter_of_the_optimizer_returns_its_role() -> None:
+    """`get_opt().step()`: the role is that of what every `return` of the project helper gives."""
+    src = """
+    import torch
+
+    def train(net, loader, accum):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+        def get_opt():
+            return opt
+
+        for i, (x, y) in enumerate(loader):
+            (net(x) / accum).backward()
+            get_opt().step()
+            get_opt().zero_grad()
+    """
+    (group,) = model_of(src).loops
+    assert [(e.kind, e.role.role) for e in group.events if e.kind is not EventKind.BACKWARD] == [
+        (EventKind.UPDATE, Role.OPTIMIZER), (EventKind.RESET, Role.OPTIMIZER)]
+    assert lint(src) == [("ACC004", 12)]
+
+
+def test_a_getter_whose_returns_differ_in_role_gives_none() -> None:
+    src = """
+    import torch
+
+    def train(net, loader, flag):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+
+        def pick():
+            if flag:
+                return opt
+            return sched
+
+        for i, (x, y) in enumerate(loader):
+            net(x).backward()
+            pick().step()
+    """
+    (group,) = model_of(src).loops
+    assert [e.kind for e in group.events] == [EventKind.BACKWARD]
+
+
+def test_a_module_whose_parameters_build_an_optimizer_is_a_model_whatever_its_name() -> None:
+    """`v4 = nn.Linear(...)`; `SGD(v4.parameters())`: v4 is a model from its use, so its output
+    kept in a list across microbatches holds the graph (ACC201); a loss module is not one."""
+    src = """
+    import torch
+    from torch import nn
+
+    def main(v3, accum):
+        v4 = nn.Linear(16, 1)
+        v5 = torch.optim.SGD([{"params": v4.parameters()}], lr=0.05)
+        v6 = nn.MSELoss()
+        v8 = []
+        for v10, (v11, v12) in enumerate(v3):
+            v13 = v4(v11)
+            v14 = v6(v13, v12) / accum
+            v14.backward()
+            v8.append(v13)
+            if (v10 + 1) % accum == 0:
+                v5.step()
+                v5.zero_grad()
+    """
+    model = model_of(src)
+    scope = next(s for s in model.scopes if getattr(s.node, "name", None) and s.node.name.value == "main")
+    end = max(site.order for site in scope.sites)
+    assert model.roles.named("v4", scope, end).role is Role.MODEL
+    assert model.roles.named("v4", scope, end).evidence.name == "USE"
+    assert model.roles.named("v6", scope, end).role is Role.UNKNOWN
+    assert lint(src) == [("ACC201", 14)]

@@ -17,8 +17,9 @@ class Evidence(int, Enum):
     """How we know a role, weakest first; rules may demand a minimum."""
 
     NAME = 1  # the variable's name only
-    ANNOTATION = 2  # a type annotation
-    CONSTRUCTOR = 3  # built by a known constructor / returned by a known framework call
+    USE = 2  # what the code does with it (its ``.parameters()`` build an optimizer: a model)
+    ANNOTATION = 3  # a type annotation
+    CONSTRUCTOR = 4  # built by a known constructor / returned by a known framework call
 
 
 class LoopStyle(str, Enum):

@@ -25,6 +25,7 @@ from accumlint.model.names import (
     method_name,
     positional,
     receiver,
+    walk,
 )
 from accumlint.model.sites import Scope, Site
 
@@ -95,6 +96,7 @@ class Roles:
         self._cache: dict[tuple[int, str, int], RoleInfo] = {}
         self._callees: dict[int, str] = {}  # id(call) → qualify_call(call); the tree outlives this
         self._own: dict[int, Site] | None = None
+        self._trained: dict[int, frozenset[str]] = {}  # id(scope) → names whose parameters an optimizer updates
         self.classes: dict[str, cst.ClassDef] = {
             statement.name.value: statement
             for statement in scopes[0].node.body  # type: ignore[union-attr]
@@ -118,10 +120,18 @@ class Roles:
                     return self._by_name(dotted(resolved))
                 site = own
         if isinstance(expression, cst.Call):
-            info = self._from_value(expression, site.scope, site.order, 0, "")
+            info = self._from_value(expression, site.scope, site.order, 0, "") or self._returned(expression, site)
             if info is not None:
                 return info
         return self.named(dotted(expression), site.scope, site.order)
+
+    def _returned(self, call: cst.Call, site: Site) -> RoleInfo | None:
+        """The role of what a project helper ``call`` was inlined to returns, where every
+        ``return`` of it gives one role (``get_optimizer().step()``, a getter of the optimizer)."""
+        returns = [s for s in site.scope.returns_of(call) if s.value is not None and s.value is not call]
+        infos = {self.of(s.value, s) for s in returns}
+        roles = {info.role for info in infos}
+        return next(iter(infos)) if len(roles) == 1 and Role.UNKNOWN not in roles else None
 
     def named(self, name: str | None, scope: Scope, order: int, depth: int = 0) -> RoleInfo:
         """The role of the dotted ``name`` at execution position ``order`` of ``scope``."""
@@ -191,7 +201,28 @@ class Roles:
         role = role_from_name(name)
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
+        if role is Role.UNKNOWN and name in self._trained_names(scope):
+            return RoleInfo(Role.MODEL, Evidence.USE)
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
+
+    def _trained_names(self, scope: Scope) -> frozenset[str]:
+        """The names of ``scope`` (and the module's, and ``self.`` attributes of its class)
+        whose ``.parameters()`` an optimizer is built on (``SGD(net.parameters())``): each is a
+        model, whatever it is called or however it was built (``nn.Linear(...)``, a factory)."""
+        found = self._trained.get(id(scope))
+        if found is None:
+            related = [s for s in self.scopes if s is scope or s is self.module_scope
+                       or scope.class_def is not None and s.class_def is scope.class_def]
+            names: set[str] = set()
+            for other in related:
+                for site in other.sites:
+                    for value in (site.value, site.call):
+                        if isinstance(value, cst.Call) and not site.in_helper and \
+                                constructor_role(self.qualify_call(value), False) is Role.OPTIMIZER:
+                            names |= {n for n in _parameter_owners(value) if other is scope or n.startswith("self.")
+                                      or other is self.module_scope and "." not in n}
+            found = self._trained[id(scope)] = frozenset(names)
+        return found
 
     @staticmethod
     def _is_parameter(name: str, scope: Scope) -> bool:
@@ -294,3 +325,16 @@ def constructor_role(qualified: str, resolved: bool) -> Role | None:
         if pattern.match(segment):
             return role
     return None
+
+
+def _parameter_owners(call: cst.Call) -> set[str]:
+    """The dotted names whose ``.parameters()`` / ``.named_parameters()`` the arguments of
+    ``call`` read (``[{"params": net.parameters()}]`` included)."""
+    found = set()
+    for argument in call.args:
+        for node in walk(argument.value):
+            if isinstance(node, cst.Call) and method_name(node) in ("parameters", "named_parameters"):
+                owner = dotted(receiver(node))
+                if owner:
+                    found.add(owner)
+    return found
