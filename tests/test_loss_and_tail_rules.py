@@ -23,5 +23,5 @@ def test_partial_group_message_says_what_happens_to_the_tail() -> None:
     ]
     # the leak is read off the simulated runs: the message names the run and the merged group
     assert "join the next epoch's first update" in messages[0]
-    assert "simulated with A=2 N=5" in messages[0] and "a group of 3 microbatches from two epochs" in messages[0]
+    assert "simulated with A=4 N=9" in messages[0] and "a group of 5 microbatches from two epochs" in messages[0]
     assert "weighs r/A" in messages[1]

@@ -1014,10 +1014,22 @@ def test_check_reports_a_trace_verdict_where_the_patterns_are_silent():
     buggy = _HELPER_GATE.format(test="== 0", index="index").encode()
     findings = check_source("train.py", buggy).findings
     assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]  # on the update's gate, as the patterns report
-    assert "simulated with A=2 N=4" in findings[0].message
-    assert "groups of [1, 2] microbatches" in findings[0].message
+    assert "simulated with A=4 N=8" in findings[0].message
+    assert "groups of [1, 4] microbatches" in findings[0].message
     fixed = _HELPER_GATE.format(test="== 0", index="index + 1").encode()
     assert check_source("train.py", fixed).findings == []
+
+
+@pytest.mark.parametrize(("test", "groups"), [("", "[2, 1, 1, 2, 1, 1]"), ("== 1", "[2, 4]")])
+def test_check_judges_a_gate_with_a_4_where_a_2_would_hide_it(test, groups):
+    """A truthy remainder and `== 1` select the right microbatches for A = 2 by accident: the
+    run that check judges has A = 4."""
+    from accumlint.engine import check_source
+
+    source = _HELPER_GATE.replace("if index % accum {test}:", f"if index % accum {test}:".replace(" :", ":"))
+    findings = check_source("train.py", source.format(test=test, index="index").encode()).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
+    assert f"groups of {groups} microbatches where A is 4" in findings[0].message
 
 
 def test_a_run_that_does_not_train_leaves_the_training_runs_decided():
@@ -1250,6 +1262,9 @@ _TAIL_SHAPES = {
     # also unhandled (aligning the gate leaves it): ACC005 beside ACC006, as the pattern engine says
     "0-based per-epoch index, nothing handles the tail: ACC005 beside ACC006": (
         dict(gate="i % accum == 0"), True),
+    # a count kept across epochs: once its gate is aligned, groups of A run across the boundary
+    "counter kept across epochs, a truthy remainder: only the irregular gate (ACC006's)": (
+        dict(before_epochs="seen = 0", count="seen += 1", gate="seen % accum"), False),
     "0-based per-epoch index with a last-batch clause: only the shift (ACC006's)": (
         dict(gate="i % accum == 0 or i + 1 == len(loader)"), False),
     "per-epoch index counted in the loop, nothing resets: the tail leaks": (
@@ -1386,13 +1401,39 @@ def train(model, stream, optimizer, epochs, iters_per_epoch, accum):
 """
 
 
-@pytest.mark.parametrize("spelling", ["for", "while next"])
+_STREAM_DRAWN_IN_A_METHOD = """
+class Stepper:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def draw(self):
+        return next(self.stream)
+
+
+def train_epoch(model, stream, optimizer, iters_per_epoch, accum):
+    stepper = Stepper(stream)
+    for i in range(iters_per_epoch):
+        batch = stepper.draw()
+        (model(batch) / accum).backward()
+        if (i + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def train(model, stream, optimizer, epochs, iters_per_epoch, accum):
+    for epoch in range(epochs):
+        train_epoch(model, stream, optimizer, iters_per_epoch, accum)
+"""
+
+
+@pytest.mark.parametrize("spelling", ["for", "while next", "next in a method"])
 def test_a_range_of_an_epochs_count_around_next_of_a_stream_is_the_epoch(spelling):
     # one iterator goes on across epochs; the code counts each epoch's microbatches: the count is N
-    code = _STREAM if spelling == "for" else _STREAM.replace(
-        "    for i in range(iters_per_epoch):\n",
-        "    indices = iter(range(iters_per_epoch))\n    while True:\n        try:\n"
-        "            i = next(indices)\n        except StopIteration:\n            break\n")
+    code = _STREAM if spelling == "for" else _STREAM_DRAWN_IN_A_METHOD if spelling == "next in a method" else \
+        _STREAM.replace(
+            "    for i in range(iters_per_epoch):\n",
+            "    indices = iter(range(iters_per_epoch))\n    while True:\n        try:\n"
+            "            i = next(indices)\n        except StopIteration:\n            break\n")
     result = next(r for r in simulated(code) if r.entry.name == "train")
     assert result.decided, result.reasons()
     assert result.lengths == ("iters_per_epoch",) and result.symbols == ("accum",)
@@ -1509,3 +1550,82 @@ def fit(model, optimizer, loader, epochs, accum):
             optimizer.zero_grad()
 """
     assert _trace_codes(source) == set()
+
+
+# --- gradient sync on the traces (ACC402) ------------------------------------------------------
+
+_SYNC_HELPER = """
+from contextlib import nullcontext
+import torch.distributed as dist
+
+
+def one_microbatch(ddp_model, optimizer, criterion, x, y, index, accum):
+    context = ddp_model.no_sync() if {choice} else nullcontext()
+    with context:
+        loss = criterion(ddp_model(x), y) / accum
+        loss.backward()
+    {reduce}
+    if (index + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def train(ddp_model, optimizer, loader, criterion, accum):
+    for index, (x, y) in enumerate(loader):
+        one_microbatch(ddp_model, optimizer, criterion, x, y, index, accum)
+"""
+
+
+@pytest.mark.parametrize(("choice", "reduce", "codes"), [
+    ("(index + 1) % accum == 0", "pass", ["ACC402"]),  # no_sync on the group's last microbatch
+    ("True", "pass", ["ACC402"]),  # every microbatch
+    ("(index + 1) % accum != 0", "pass", []),  # the last one syncs
+    ("(index + 1) % accum == 0", "dist.all_reduce(ddp_model.weight.grad)", []),  # reduced by hand
+])
+def test_a_group_whose_last_backward_runs_under_no_sync_never_syncs(choice, reduce, codes):
+    """The sync state of each forward and backward is on the trace, whatever helper or spelling
+    enters the context: the check reports the group whose last microbatch skips the all-reduce."""
+    from accumlint.engine import check_source, rules_for
+
+    source = _SYNC_HELPER.format(choice=choice, reduce=reduce)
+    findings = check_source("train.py", source.encode(), rules_for(["ACC402"])).findings
+    assert [f.code for f in findings] == codes
+    if codes:
+        assert findings[0].line == 10  # the helper's backward: the pattern rules do not reach it
+        assert "runs under no_sync()" in findings[0].message
+
+
+def test_a_forward_outside_no_sync_decides_that_ddp_syncs():
+    """The context around the backward alone: DDP armed its all-reduce at the forward (ACC401's
+    waste, not a group that never syncs)."""
+    source = """
+def train(ddp_model, optimizer, loader, accum):
+    for index, x in enumerate(loader):
+        loss = ddp_model(x) / accum
+        with ddp_model.no_sync():
+            loss.backward()
+        if (index + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    result = only(source)
+    trace = run(result, 2, 4)
+    assert [(e.kind, e.synced) for e in trace.events if (e.epoch, e.microbatch) == (0, 1)
+            and e.kind in (EventKind.FORWARD, EventKind.BACKWARD)] == [
+        (EventKind.FORWARD, True), (EventKind.BACKWARD, False)]
+    assert "ACC402" not in _trace_codes(source)
+
+
+def test_a_switch_the_run_does_not_know_leaves_the_sync_unknown():
+    source = """
+def train(fabric, model, optimizer, loader, accum, flag):
+    for index, x in enumerate(loader):
+        with fabric.no_backward_sync(model, enabled=flag):
+            loss = model(x) / accum
+            fabric.backward(loss)
+        if (index + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    trace = run(only(source), 2, 4)
+    assert {e.synced for e in trace.events if e.kind is EventKind.BACKWARD} == {None}

@@ -1,6 +1,7 @@
 """The group-structure rules as properties of simulated traces (ACC001, ACC002, ACC003,
-ACC005, ACC006): the same properties the runtime guard checks on an observed run, read off
-the simulator's runs (``accumlint.model.simulation``) whatever the spelling of the loop.
+ACC005, ACC006; ACC301 and ACC402 of the clip and sync families): the same properties the
+runtime guard checks on an observed run, read off the simulator's runs
+(``accumlint.model.simulation``) whatever the spelling of the loop.
 
 A property is judged on the runs that can show it (``shared/docs/semantic-core.md`` section 5):
 A ≥ 2 with whole groups (N = 2A); it holds a verdict only when every run of that configuration
@@ -184,6 +185,25 @@ def _clip_inside(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _never_synced(trace: Trace) -> TraceVerdict | None:
+    """ACC402: a group whose last backward and the forward of its microbatch (which decides
+    DDP's sync; the run must show it) run under ``no_sync()``: the group's gradients are never
+    all-reduced, and each replica updates with its own (a run that all-reduces them by hand is
+    exempt)."""
+    if trace.reduced_by_hand:
+        return None
+    for group in _pending_groups(trace)[:-1]:
+        last = next((e for e in reversed(group) if e.kind is B), None)
+        if last is None or last.synced is not False:
+            continue
+        forwards = [e for e in group if e.kind is EventKind.FORWARD and e.microbatch == last.microbatch
+                    and e.epoch == last.epoch]
+        if forwards and all(f.synced is False for f in forwards):  # a forward outside: DDP syncs (ACC401's)
+            return TraceVerdict("ACC402", last.site, trace.configuration.describe(),
+                                "the group's last backward runs under no_sync()", last.node)
+    return None
+
+
 def _across_epochs(trace: Trace) -> bool:
     """Whether ``trace`` can show what the code does at its own epoch's end: the code's passes
     over its data end the epochs, and at least two of them backpropagate."""
@@ -212,6 +232,7 @@ PROPERTIES: dict[str, Property] = {
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
     "ACC301": Property(_clip_inside, lambda a: (2 * a,), code_cadence=True),
+    "ACC402": Property(_never_synced, lambda a: (2 * a,)),
 }
 
 
@@ -235,7 +256,7 @@ _DEFERS = {"ACC003": "ACC001", "ACC005": "ACC006", "ACC301": "ACC001"}
 def _deferred(simulation: Simulation, code: str, failing: set[str]) -> bool:
     """Whether ``code``'s failure on ``simulation`` is the failure of the property it defers to
     (in ``failing``): no run of an epoch length that only ``code``'s property is shown by
-    exists for the smallest A (the code rules it out, or the property has none)."""
+    exists for the smallest A simulated (the code rules it out, or the property has none)."""
     other = _DEFERS.get(code)
     if other not in failing:
         return False
@@ -245,7 +266,10 @@ def _deferred(simulation: Simulation, code: str, failing: set[str]) -> bool:
     a = min(t.configuration.accumulation for per_size in judged for runs, _ in per_size for t in runs) \
         if any(runs for runs, _ in judged[0]) else None
     own = set(PROPERTIES[code].sizes(a)) - set(PROPERTIES[other].sizes(a)) if a else set()
-    return not any(runs and runs[0].configuration.microbatches in own for runs, _ in judged[0])
+    shown = [runs for runs, _ in judged[0] if runs and runs[0].configuration.microbatches in own]
+    if code == "ACC005" and shown and not any(_restarts(t) for runs in shown for t in runs):
+        return True  # a count kept across epochs: with its gate aligned, groups of A run across the boundary
+    return not shown
 
 
 def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[Trace], bool]]]:
@@ -284,8 +308,8 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
 
 def decides(model: FileModel, code: str, node: object) -> bool:
     """Whether a simulation of ``model`` decides ``code``'s property for the code at ``node``:
-    its runs executed ``node``, hold a verdict, and for the smallest A (what ``check``
-    simulates) every epoch length that shows the property was run with runs that can show it,
+    its runs executed ``node``, hold a verdict, and for the smallest A simulated (``check``
+    simulates one) every epoch length that shows the property was run with runs that can show it,
     or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
@@ -319,6 +343,10 @@ _WORDING: dict[str, tuple[str, str]] = {
                "purpose; or make the epoch length a multiple of A"),
     "ACC006": ("the update does not fire on the last microbatch of every group of A",
                "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
+    "ACC402": ("the microbatch that ends each group runs under no_sync(): its all-reduce is skipped, so the group's "
+               "gradients are never averaged across replicas and each replica updates with its own",
+               "run the group's last microbatch outside no_sync() (e.g. `ctx = model.no_sync() if (i + 1) % A != 0 "
+               "else nullcontext()`)"),
     "ACC301": ("the gradients are clipped on a microbatch before the group's last one: each clip acts on a partial "
                "sum of the group's gradient, not on the accumulated gradient the optimizer update applies",
                "clip once per group, after the last backward and right before the optimizer update (under the "

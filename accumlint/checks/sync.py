@@ -10,6 +10,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, runs_loop
+from accumlint.checks.group_traces import with_traces
 from accumlint.model import EventKind, FileModel, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import BACKWARD_CALLS
@@ -101,6 +102,7 @@ class NoSyncNeverSyncs(Rule):
 
     code = "ACC402"
 
+    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
             if group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):

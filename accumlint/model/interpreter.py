@@ -39,6 +39,7 @@ from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import children, dotted, last_segment
 from accumlint.model.roles import constructor_role
+from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
 from accumlint.model.values import (
     BoundMethod,
@@ -151,6 +152,29 @@ class RawEvent:
     epoch: int
     forward: bool = False
     clip: bool = False
+    #: whether gradients sync across replicas for this forward or backward: False under a
+    #: ``no_sync()`` context, None where a context's switch is unknown
+    synced: bool | None = True
+
+
+class _SyncOff:
+    """The context a ``no_sync()`` call returns (DDP's, Accelerate's, Fabric's
+    ``no_backward_sync``): while a ``with`` holds it, backwards skip the all-reduce; ``known``
+    is False where its ``enabled=`` switch is a value the run does not know."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, known: bool) -> None:
+        self.known = known
+
+
+def _no_sync(kwargs: dict[str, object]) -> _SyncOff | None:
+    """The context of a ``no_sync()`` call with ``kwargs``: none where its ``enabled=`` switch
+    (Fabric's ``no_backward_sync(module, enabled=...)``) is off."""
+    enabled = kwargs.get("enabled", True)
+    if isinstance(enabled, Unknown):
+        return _SyncOff(False)
+    return _SyncOff(True) if _truth(enabled) else None
 
 
 class _Frame:
@@ -244,6 +268,8 @@ class Interpreter:
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
+        self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
+        self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -581,7 +607,7 @@ class Interpreter:
             return  # (a count named as the whole run's, `range(total_steps)`, is not an epoch's)
         function = frame.function
         if isinstance(function, cst.FunctionDef) and self.syntax.reaches_backward(function.body, frame.owner) \
-                and self.syntax.streams(function):
+                and self.syntax.streams(function, frame.owner):
             raise NeedBinding(frozenset(), frozenset({counts[0].label}))
 
     def _iterate(self, iterable: object, node: cst.For, frame: _Frame) -> Iterator[object] | None:
@@ -606,8 +632,9 @@ class Interpreter:
         if data and self.syntax.reaches_backward(node.body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
             return self._draws(self._fresh_pass(iterable, f"an item of {label}"))
-        if data and self._has_event(node.body, frame):
-            # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`: once, for each
+        if data and (self._has_event(node.body, frame) or self.syntax.reduces(node.body, frame.owner)):
+            # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`,
+            # `for p in model.parameters(): dist.all_reduce(p.grad)`: once, for each
             return iter([Unknown(_code(node.target), Origin.RUN)])
         return None
 
@@ -735,11 +762,17 @@ class Interpreter:
             frame.names[name] = Unknown(name, Origin.DATA)
 
     def _with(self, node: cst.With, frame: _Frame) -> None:
-        for item in node.items:
-            value = self.expression(item.item, frame)
-            if item.asname is not None:
-                self.assign(item.asname.name, value, frame)
-        self.block(node.body, frame)
+        held = len(self._sync_off)
+        try:
+            for item in node.items:
+                value = self.expression(item.item, frame)
+                if isinstance(value, _SyncOff):
+                    self._sync_off.append(value)
+                if item.asname is not None:
+                    self.assign(item.asname.name, value, frame)
+            self.block(node.body, frame)
+        finally:
+            del self._sync_off[held:]
 
     def _try(self, node: cst.Try, frame: _Frame) -> None:
         try:
@@ -1254,6 +1287,10 @@ class Interpreter:
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
                 return built
+        if segment in MANUAL_REDUCTIONS:
+            self.reduced_by_hand = True
+        if segment in fw.NO_SYNC_METHODS and "." in label:  # `cm = model.no_sync if ... else nullcontext; cm()`
+            return _no_sync(kwargs)
         if segment in ("SimpleNamespace", "Namespace") and not args:  # `types.SimpleNamespace(count=0)`
             return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
         if segment in CLIP_FUNCTIONS:
@@ -1354,7 +1391,11 @@ class Interpreter:
             if method == "step" and isinstance(receiver, (Obj, Unknown)) and _is_loader(receiver):
                 return None
             return Unknown(f"{label_text(receiver)}.{method}(...)", Origin.DATA)
-        if isinstance(receiver, Obj) and method in ("accumulate", "no_sync", "autocast"):
+        if method in MANUAL_REDUCTIONS:
+            self.reduced_by_hand = True
+        if method in fw.NO_SYNC_METHODS and isinstance(receiver, (Obj, Unknown)):
+            return _no_sync(kwargs)
+        if isinstance(receiver, Obj) and method in ("accumulate", "autocast"):
             return None
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
@@ -1384,8 +1425,9 @@ class Interpreter:
 
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
                 forward: bool = False, clip: bool = False) -> None:
+        synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip))
+                                    self.microbatch, max(self.epoch, 0), forward, clip, synced))
 
     def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
                        node: cst.CSTNode, site_owner: ModuleFunctions | None = None) -> object:
@@ -1552,6 +1594,11 @@ class SyntaxFacts:
     def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("update", node, lambda: has_update(node, owner))  # type: ignore[return-value]
 
+    def reduces(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        """Whether ``node`` all-reduces gradients by hand, directly or through the project's functions."""
+        return self._get("reduces", node,  # type: ignore[return-value]
+                         lambda: reaches_event(node, owner, names=MANUAL_REDUCTIONS))
+
     def matters(self, statement: cst.If, owner: ModuleFunctions) -> bool:
         """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
         name or leaves the iteration or the function."""
@@ -1615,10 +1662,10 @@ class SyntaxFacts:
     def draws_data(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("draws", node, lambda: _draws_data(node, owner))  # type: ignore[return-value]
 
-    def streams(self, function: cst.FunctionDef) -> bool:
+    def streams(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
         """Whether ``function`` takes items with ``next()`` from a parameter or an attribute: an
         iterator made where its caller, not its own code, decides (it is not restarted here)."""
-        return self._get("streams", function, lambda: _streams(function))  # type: ignore[return-value]
+        return self._get("streams", function, lambda: _streams(function, owner))  # type: ignore[return-value]
 
     def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
@@ -1918,20 +1965,26 @@ def _is_loader(value: object) -> bool:
 
 def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
-    project function that does (``for epoch in range(n): train_one_epoch(...)``)."""
+    project function that trains on data it draws (``for epoch in range(n): train_one_epoch(...)``)
+    or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``)."""
     for child in walk(body):
         if isinstance(child, (cst.For, cst.While)):
             return True
-        if isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value == "next":
+        if _is_next(child):
             return True
     if depth < 3:
         for call in _calls(body):
             func = call.func
             name = _call_name(func)
-            if any(_draws_data(c.body, o, depth + 1) and reaches_event(c.body, o, names=BACKWARD_NAMES)
+            if any(any(_is_next(n) for n in _calls(c.body)) or
+                   _draws_data(c.body, o, depth + 1) and reaches_event(c.body, o, names=BACKWARD_NAMES)
                    for c, o in _callees(func, name, owner)):
                 return True
     return False
+
+
+def _is_next(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "next"
 
 
 def _finite_branch(test: cst.BaseExpression) -> bool | None:
@@ -1954,14 +2007,23 @@ def _finite_branch(test: cst.BaseExpression) -> bool | None:
     return fw.pytorch.NON_FINITE_CHECKS.get(name)
 
 
-def _streams(function: cst.FunctionDef) -> bool:
+def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, seen: set[int] | None = None) -> bool:
+    """:meth:`SyntaxFacts.streams`, through the project functions and methods ``function``
+    calls (a few levels: ``stepper.run(i)`` that draws ``next(self.data_iter)``)."""
     parameters = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
                                           *function.params.kwonly_params)}
+    seen = seen if seen is not None else {id(function)}
     for call in _calls(function.body):
         if isinstance(call.func, cst.Name) and call.func.value == "next" and call.args:
             source = call.args[0].value
             if isinstance(source, cst.Attribute) or isinstance(source, cst.Name) and source.value in parameters:
                 return True
+        if depth < 2:
+            for candidate, candidate_owner in _callees(call.func, _call_name(call.func), owner):
+                if id(candidate) not in seen:
+                    seen.add(id(candidate))
+                    if _streams(candidate, candidate_owner, depth + 1, seen):
+                        return True
     return False
 
 

@@ -69,8 +69,9 @@ JUDGED_FILE_STATEMENTS = 6_000
 MAX_ATTEMPTS = 64
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
-#: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter)
-FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.FABRIC, Role.OPTIM_WRAPPER})
+#: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter);
+#: not Fabric: the user's code gates its updates (``frameworks.lightning.FABRIC_CONTRACT``)
+FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.OPTIM_WRAPPER})
 #: what, entered or read, hands the group's cadence to Accelerate
 _ACCELERATE_CADENCE = frozenset({fw.accelerate.ACCUMULATE_METHOD, fw.accelerate.SYNC_FLAG})
 #: roles whose ``step()`` is the optimizer update
@@ -217,10 +218,12 @@ def configurations(accumulation: Iterable[int]) -> list[Configuration]:
 
 
 def verdict_configurations(accumulation: Iterable[int]) -> list[Configuration]:
-    """Only the configuration the group-structure properties judge first: whole groups
-    (N = 2A) of the smallest A ≥ 2, D = 1 (what ``check`` simulates, with a tail run after it
-    where the code's epochs can show one; ``explain`` shows all of :func:`configurations`)."""
-    return [Configuration(a, 2 * a) for a in accumulation if a > 1][:1]
+    """Only the configuration the group-structure properties judge: whole groups (N = 2A) of
+    the largest A given, D = 1 (what ``check`` simulates, with a tail run after it where the
+    code's epochs can show one; ``explain`` shows all of :func:`configurations`). The largest,
+    not the smallest: a gate that is right for A = 2 by accident (``if i % A:``, ``i % A == 1``)
+    is wrong for A = 4."""
+    return [Configuration(a, 2 * a) for a in accumulation if a > 1][-1:]
 
 
 def simulate(module: ModuleFunctions, path: str, entries: list[EntryPoint] | None = None,
@@ -571,7 +574,8 @@ def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
 def _trace(run: Interpreter, configuration: Configuration,
            choices: dict[str, bool]) -> tuple[Trace, list[RawEvent], dict[object, RoleFact]]:
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
-                  microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code)
+                  microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
+                  reduced_by_hand=run.reduced_by_hand)
     return trace, run.events, settle_roles(run.events)
 
 
@@ -620,7 +624,7 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                 trace.events.append(TraceEvent(
                     kind, event.microbatch, event.epoch, target, site,
                     tuple(_where(o, n, module, path, positions) for o, n in event.chain),
-                    fact.role.value if fact is not None else "", _local_node(event, module)))
+                    fact.role.value if fact is not None else "", _local_node(event, module), event.synced))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

@@ -74,11 +74,12 @@ def expression_root(expression: cst.BaseExpression | None) -> str | None:
 def reduces_by_hand(sites: list[Site]) -> bool:
     """Whether the sites all-reduce gradients themselves (``dist.all_reduce(p.grad)``)."""
     return any(
-        s.call is not None and (dotted(s.call.func) or "").rsplit(".", 1)[-1] in _MANUAL_REDUCTIONS for s in sites
+        s.call is not None and (dotted(s.call.func) or "").rsplit(".", 1)[-1] in MANUAL_REDUCTIONS for s in sites
     )
 
 
-_MANUAL_REDUCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor",
+#: the collectives that reduce gradients by hand (a run that calls one syncs its replicas itself)
+MANUAL_REDUCTIONS = frozenset({"all_reduce", "all_reduce_coalesced", "reduce_scatter", "reduce_scatter_tensor",
                                 "allreduce", "all_reduce_gradients", "allreduce_gradients"})
 
 

@@ -47,6 +47,8 @@ class TraceEvent:
     chain: tuple[Place, ...] = ()
     role: str = ""  # the target's role (``Role`` value), "" for none
     node: object = field(default=None, compare=False, repr=False)
+    #: a forward's or backward's gradient sync: False under ``no_sync()``, None where unknown
+    synced: bool | None = True
 
 
 @dataclass
@@ -65,6 +67,7 @@ class Trace:
     undecided: list[str] = field(default_factory=list)
     microbatches_drawn: int = 0
     epochs_from_code: bool = True
+    reduced_by_hand: bool = False  # the run all-reduces gradients itself
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with
