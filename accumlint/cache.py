@@ -167,6 +167,7 @@ def _encode(finding: Finding) -> list[Any]:
         finding.cell,
         [list(location) for location in finding.related],
         list(finding.raw),
+        [list(step) for step in finding.flow],
     ]
 
 
@@ -180,11 +181,16 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
     """A finding of a cache entry, for a file of ``lines`` lines; raises ``ValueError`` or
     ``TypeError`` for anything a finding of that file cannot hold. Related locations name other
     files, whose lines are bounded only by the largest file accumlint parses."""
-    # (a row of 12: written before findings carried their place in a notebook's JSON)
+    # (a row of 12: written before findings carried their place in a notebook's JSON; of 13, their flow)
     line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related, *rest = row
-    if len(rest) > 1 or (rest and len(rest[0]) not in (0, 4)):
+    if len(rest) > 2 or (rest and len(rest[0]) not in (0, 4)):
         raise ValueError("a finding's place in the file is four numbers")
     raw = tuple(rest[0]) if rest else ()
+    flow = []
+    for where, at, column_at, text in rest[1] if len(rest) > 1 else ():
+        if not isinstance(where, str) or not isinstance(text, str):
+            raise TypeError("a step of a flow names its file and says what happens there")
+        flow.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 1, _MAX_POSITION), text))
     for value, lowest in zip(raw, (1, 1, 0, 0), strict=False):  # (its length is 0 or 4: checked above)
         _position(value, lowest, _MAX_POSITION)
     _position(line, 1, lines)
@@ -199,7 +205,7 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
             raise TypeError("a related location names its file")
         places.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 0, _MAX_POSITION)))
     return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell,
-                   tuple(places), raw)  # type: ignore[arg-type]
+                   tuple(places), raw, tuple(flow))  # type: ignore[arg-type]
 
 
 def _encode_fixes(findings: Sequence[Finding], fixes: Mapping[Finding, SuggestedFix]) -> list[Any]:

@@ -92,6 +92,12 @@ class EntryPoint:
     function: cst.FunctionDef | None = None
     class_def: cst.ClassDef | None = None
 
+    @property
+    def description(self) -> str:
+        """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
+        return {"module": "the script's body", "function": f"loop in `{self.name}`",
+                "body": f"`{self.name}`, called once per microbatch by a caller not shown"}[self.kind]
+
 
 @dataclass
 class RoleFact:
@@ -665,7 +671,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                 trace.events.append(TraceEvent(
                     kind, event.microbatch, event.epoch, target, site,
                     tuple(_where(o, n, module, path, positions) for o, n in event.chain),
-                    fact.role.value if fact is not None else "", _local_node(event, module)))
+                    fact.role.value if fact is not None else "", _local_node(event, module),
+                    (*event.chain, (event.owner, event.node))))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)
