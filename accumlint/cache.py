@@ -1,12 +1,12 @@
 """The per-file result cache under ``.accumlint_cache/`` (``--no-cache``, ``accumlint clean``).
 
 One JSON file per project and fingerprint, ``<cache dir>/<version>/<fingerprint>.json``,
-``{"format": 7, "mac": <header>, "files": {...}, "index": {...}, "stage": {...}}``, maps each
+``{"format": 8, "mac": <header>, "files": {...}, "index": {...}, "stage": {...}}``, maps each
 checked file (absolute path) to the SHA-256 of its bytes, its findings (with their fixes,
-where the check computed them) and the unknown ``ACC`` codes of its ``noqa`` directives
-(warnings, not findings); its ``"index"`` section keeps the project index between runs
-(:mod:`accumlint.index_cache`), its ``"stage"`` what the byte stage reads of the rules
-(:mod:`accumlint.byte_stage`), both signed.
+where the check computed them), the unknown ``ACC`` codes of its ``noqa`` directives
+(warnings, not findings) and its accumulation loops' undecided reasons (``--statistics``); its
+``"index"`` section keeps the project index between runs (:mod:`accumlint.index_cache`), its
+``"stage"`` what the byte stage reads of the rules (:mod:`accumlint.byte_stage`), both signed.
 The fingerprint covers everything else a file's findings depend on: the accumlint
 version and a hash of its own source files (so an edit to an editable install
 invalidates the cache), the Python and LibCST versions (the parsers), the rule
@@ -73,7 +73,7 @@ __all__ = ["CACHE_DIR_NAME", "CACHEDIR_TAG", "GITIGNORE", "CacheDirError", "Resu
 CACHE_DIR_ENV = "ACCUMLINT_CACHE_DIR"
 #: The layout of a cache file; bump it when the entry format changes (7: the signed header,
 #: entries signed under a key of their fingerprint).
-FORMAT = 7
+FORMAT = 8
 #: a cache file larger than this is not read (the run checks the files anew and writes a new one)
 MAX_CACHE_BYTES = 64 * 1024 * 1024
 KEY_FILE = "cache-key"
@@ -167,6 +167,7 @@ def _encode(finding: Finding) -> list[Any]:
         finding.cell,
         [list(location) for location in finding.related],
         list(finding.raw),
+        [list(step) for step in finding.flow],
     ]
 
 
@@ -180,11 +181,16 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
     """A finding of a cache entry, for a file of ``lines`` lines; raises ``ValueError`` or
     ``TypeError`` for anything a finding of that file cannot hold. Related locations name other
     files, whose lines are bounded only by the largest file accumlint parses."""
-    # (a row of 12: written before findings carried their place in a notebook's JSON)
+    # (a row of 12: written before findings carried their place in a notebook's JSON; of 13, their flow)
     line, column, code, name, severity, message, fix, end_line, end_column, url, cell, related, *rest = row
-    if len(rest) > 1 or (rest and len(rest[0]) not in (0, 4)):
+    if len(rest) > 2 or (rest and len(rest[0]) not in (0, 4)):
         raise ValueError("a finding's place in the file is four numbers")
     raw = tuple(rest[0]) if rest else ()
+    flow = []
+    for where, at, column_at, text in rest[1] if len(rest) > 1 else ():
+        if not isinstance(where, str) or not isinstance(text, str):
+            raise TypeError("a step of a flow names its file and says what happens there")
+        flow.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 1, _MAX_POSITION), text))
     for value, lowest in zip(raw, (1, 1, 0, 0), strict=False):  # (its length is 0 or 4: checked above)
         _position(value, lowest, _MAX_POSITION)
     _position(line, 1, lines)
@@ -199,7 +205,7 @@ def _decode(path: str, row: Sequence[Any], lines: int) -> Finding:
             raise TypeError("a related location names its file")
         places.append((where, _position(at, 1, _MAX_POSITION), _position(column_at, 0, _MAX_POSITION)))
     return Finding(path, line, column, code, name, Severity(severity), message, fix, end_line, end_column, url, cell,
-                   tuple(places), raw)  # type: ignore[arg-type]
+                   tuple(places), raw, tuple(flow))  # type: ignore[arg-type]
 
 
 def _encode_fixes(findings: Sequence[Finding], fixes: Mapping[Finding, SuggestedFix]) -> list[Any]:
@@ -342,15 +348,18 @@ def proves_written(data: bytes, key: str, secret: bytes | None) -> bool:
 
 def _mac(key: bytes, path: str, digest: str, findings: list[Any], unknown: list[Any],
          depends: list[Any] | None = None, fixes: list[Any] | None = None,
-         signature: list[int] | None = None) -> str:
+         signature: list[int] | None = None, loops: list[Any] | None = None) -> str:
     """The entry's signature: HMAC-SHA256 of its path, bytes hash, findings, unknown codes,
     what its result depends on (``[dependencies, names, state]``, see :class:`CachedResult`),
-    its findings' fixes and the file's :data:`~accumlint.reading.Signature`, where stored."""
+    its findings' fixes, its accumulation loops and the file's
+    :data:`~accumlint.reading.Signature`, where stored."""
     # most files have neither findings nor unknown codes nor dependencies: no JSON to build for them
     payload = [findings, unknown, depends] if depends else [findings, unknown]
     if fixes is not None:
         payload.append(fixes)
-    rows = json.dumps(payload, separators=(",", ":")) if findings or unknown or depends else "[[],[]]"
+    if loops:
+        payload.append({"loops": loops})
+    rows = json.dumps(payload, separators=(",", ":")) if findings or unknown or depends or loops else "[[],[]]"
     stat = "" if signature is None else "\0" + ",".join(map(str, signature))
     message = f"{json.dumps(path)}\0{digest}\0{rows}{stat}".encode()
     return hmac.digest(key, message, "sha256").hex()[:32]
@@ -360,7 +369,8 @@ def _entry_mac(key: bytes, path: str, digest: str, entry: dict[str, Any], signat
     """:func:`_mac` of a stored entry's own fields, with ``signature`` as its file signature.
     Raises ``KeyError`` for an entry without findings or unknown codes."""
     depends = _depends(entry.get("dependencies", {}), entry.get("names", []), entry.get("state", ""))
-    return _mac(key, path, digest, entry["findings"], entry["unknown_noqa"], depends, entry.get("fixes"), signature)
+    return _mac(key, path, digest, entry["findings"], entry["unknown_noqa"], depends, entry.get("fixes"), signature,
+                entry.get("loops"))
 
 
 def _kept_signature(signature: Signature | None) -> list[int] | None:
@@ -417,6 +427,14 @@ class CachedResult:
     state: str = ""
     #: each finding's fix, where the check that stored it computed them (None: it did not)
     fixes: dict[Finding, SuggestedFix] | None = None
+    #: per accumulation loop of the file, its undecided reasons (:attr:`accumlint.engine.FileResult.loops`)
+    loops: list[tuple[str, ...]] = field(default_factory=list)
+
+
+def _decode_loops(rows: Any) -> list[tuple[str, ...]]:
+    if not isinstance(rows, list) or not all(isinstance(r, list) and all(isinstance(t, str) for t in r) for r in rows):
+        raise TypeError("each accumulation loop is a list of undecided reasons")
+    return [tuple(reasons) for reasons in rows]
 
 
 def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
@@ -520,21 +538,23 @@ class ResultCache:
             dependencies = {str(k): str(v) for k, v in dict(entry.get("dependencies", {})).items()}
             names = tuple(str(name) for name in entry.get("names", ()))
             state = str(entry.get("state", ""))
+            loops = _decode_loops(entry.get("loops", []))
         except (KeyError, TypeError, ValueError, RecursionError):
             return None
         if entry.get("seen") != self._today:
             entry["seen"] = self._today
             self._dirty = True
-        return CachedResult(findings, unknown, dependencies, names, state, fixes)
+        return CachedResult(findings, unknown, dependencies, names, state, fixes, loops)
 
     def put(self, path: str, digest: str, findings: Iterable[Finding],
             unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
             names: Iterable[str] = (), state: str = "",
-            fixes: Mapping[Finding, SuggestedFix] | None = None, signature: Signature | None = None) -> None:
+            fixes: Mapping[Finding, SuggestedFix] | None = None, signature: Signature | None = None,
+            loops: Iterable[tuple[str, ...]] = ()) -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
         ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``,
-        ``fixes``: see :class:`CachedResult`; ``signature``: the file's, from the read of those
-        bytes (:func:`accumlint.reading.read_signed`)."""
+        ``fixes``, ``loops``: see :class:`CachedResult`; ``signature``: the file's, from the read
+        of those bytes (:func:`accumlint.reading.read_signed`)."""
         absolute = self._key(path)
         findings = list(findings)
         rows = [_encode(f) for f in findings]
@@ -543,6 +563,7 @@ class ResultCache:
         depended = dict(dependencies or {})
         named = sorted(names)
         kept = _kept_signature(signature)
+        looped = [list(reasons) for reasons in loops]
         self._entries[absolute] = {
             "digest": digest,
             "seen": self._today,
@@ -552,10 +573,12 @@ class ResultCache:
             "names": named,
             "state": state,
             "mac": _mac(self._secret, absolute, digest, rows, unknown, _depends(depended, named, state), fix_rows,
-                        kept),
+                        kept, looped),
         }
         if fix_rows is not None:
             self._entries[absolute]["fixes"] = fix_rows
+        if looped:
+            self._entries[absolute]["loops"] = looped
         if kept is not None:
             self._entries[absolute]["stat"] = kept
         self._dirty = True

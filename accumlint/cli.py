@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -265,7 +265,9 @@ class _ReportFile:
     "--show-settings", is_flag=True, help="Print the settings in effect and the files to check; check nothing."
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings, no summary.")
-@click.option("--statistics", is_flag=True, help="Print the number of findings per code instead.")
+@click.option("--statistics", is_flag=True,
+              help="Print the number of findings per code instead, and the accumulation loops decided and "
+              "undecided (by reason).")
 @_check_config_option
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option(
@@ -526,7 +528,7 @@ def _check(
     if suggested and refused:
         suggested = {finding: fix for finding, fix in suggested.items() if finding.path not in refused}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
-            color, fixed=fixed if fix else 0, incomplete=run.incomplete, report=report)
+            color, fixed=fixed if fix else 0, incomplete=run.incomplete, report=report, loops=run.loops)
     _not_fully_checked(errors, run.incomplete)
     if errors or run.incomplete or (exit_non_zero_on_fix and fixed):
         sys.exit(EXIT_FINDINGS)
@@ -667,6 +669,7 @@ def _run_groups(
         run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout,
                                  suggest=suggest)
         total.findings += run.findings
+        total.loops += run.loops
         total.notes += run.notes
         total.errors += run.errors
         total.incomplete.update(run.incomplete)
@@ -746,9 +749,11 @@ def _report(
     err: bool = False,
     incomplete: dict[str, list[str]] | None = None,
     report: _ReportFile | None = None,
+    loops: Sequence[tuple[str, ...]] = (),
 ) -> None:
     """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``)
-    to ``report`` (default: stdout); ``incomplete``: the files that were not fully checked, and why."""
+    to ``report`` (default: stdout); ``incomplete``: the files that were not fully checked, and why;
+    ``loops``: each accumulation loop's undecided reasons, counted by ``--statistics``."""
     out = report or _ReportFile(None)
     body = render(
         findings,
@@ -760,6 +765,7 @@ def _report(
         unsafe=unsafe_fixes,
         show_fixes=show_fixes,
         incomplete=incomplete,
+        loops=loops,
     )
     if body:
         out.echo(body, color=color, err=err)
@@ -847,7 +853,7 @@ def _check_stdin(
                          verified=show_fixes or mode.fix)
     incomplete = {} if outcome.fully_checked else {path: outcome.incomplete}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
-            fixed=fixed, err=mode.fix, incomplete=incomplete, report=report)
+            fixed=fixed, err=mode.fix, incomplete=incomplete, report=report, loops=outcome.loops)
     _not_fully_checked(outcome.internal_errors, incomplete)
     if incomplete or (mode.exit_non_zero and fixed):
         sys.exit(EXIT_FINDINGS)

@@ -37,7 +37,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
 from accumlint.kept_blocks import KEPT_BLOCKS_FROM_BYTES, blank_rows, kept_text
-from accumlint.model import build_model, summaries
+from accumlint.model import FileModel, build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.parsing import (
     INTERPRETER_FIRST_ABOVE,
@@ -78,6 +78,9 @@ class FileResult:
     dependencies: dict[str, str] = field(default_factory=dict)
     #: each finding's own fix, where the check was asked for them (None: it was not)
     fixes: dict[Finding, SuggestedFix] | None = None
+    #: per accumulation loop the simulator found in the file, its undecided reasons (empty:
+    #: decided): :func:`accumlint.model.simulation.accumulation_loops`, for ``--statistics``
+    loops: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def fully_checked(self) -> bool:
@@ -422,6 +425,7 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
             result.internal_errors.append(
                 f"{path}: internal error in {rule.code} ({exc!r}); please report it with this file"
             )
+    result.loops = later_stage(result.incomplete, "the count of accumulation loops", lambda: _loops(model), [])
     if view is not None:
         result.dependencies = dict(view.used)  # the model read these project files
     if not hits:
@@ -444,6 +448,13 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
         result.fixes = later_stage(result.incomplete, "the fixes", lambda: suggest_in_check(
             text, module, dict(placed), result.findings, screened.original), {})
     return result
+
+
+def _loops(model: FileModel) -> list[tuple[str, ...]]:
+    # the simulations the trace rules ran (computed here where no rule needed them)
+    from accumlint.model.simulation import accumulation_loops
+
+    return accumulation_loops(model.simulations)
 
 
 ALL_RULES_INSTANCES: tuple[Rule, ...] = tuple(rule_cls() for rule_cls in ALL_RULES)

@@ -91,10 +91,8 @@ def render_text(path: str, results: list[Simulation]) -> str:
     out: list[str] = []
     for result in results:
         entry = result.entry
-        kind = {"module": "the script's body", "function": f"loop in `{entry.name}`",
-                "body": f"`{entry.name}`, called once per microbatch by a caller not shown"}[entry.kind]
         status = "decided" if result.decided else "undecided"
-        out.append(f"{path}:{result.line}: {kind} — {status}")
+        out.append(f"{path}:{result.line}: {entry.description} — {status}")
         out.append(f"  A: {_accumulation(result)}")
         for fact in result.roles:
             out.append(f"  role: `{fact.label}` is {_article(fact.role.value)} ({fact.evidence})")

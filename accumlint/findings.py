@@ -26,8 +26,8 @@ class Finding:
     (``0``: not a notebook), and ``raw`` is the same place in the ``.ipynb`` file's own text:
     ``(line, column, end_line, end_column)``, 1-based, columns in code points of the JSON's
     lines (``end_line`` 0 where the finding has no end), as GitHub annotations and SARIF
-    regions read a file. ``raw`` takes no part in comparing findings (the same finding found
-    again is equal).
+    regions read a file. ``raw`` and ``flow`` take no part in comparing findings (the same
+    finding found again is equal).
     """
 
     path: str
@@ -46,6 +46,9 @@ class Finding:
     #: performs the event (another module's file, or this one)
     related: tuple[tuple[str, int, int], ...] = ()
     raw: tuple[int, int, int, int] | tuple[()] = field(default=(), compare=False)
+    #: the steps of the simulated run that shows it, for a finding read off the traces: (path,
+    #: line, column, what happens there) of the entry's loop, each call that leads on, the event
+    flow: tuple[tuple[str, int, int, str], ...] = field(default=(), compare=False)
 
     @property
     def in_file(self) -> tuple[int, int, int, int]:

@@ -62,23 +62,30 @@ def _owner_of(site, node: cst.CSTNode):
 def _places(path: str, related, positions) -> tuple[tuple[str, int, int], ...]:
     """(path, line, column) of related statements: this module's from ``positions``, another
     project module's from its own tree (its file as the project index found it)."""
-    places: list[tuple[str, int, int]] = []
-    for owner, node in related:
-        if owner is None:
-            where = positions.get(node)
-            if where is not None:
-                places.append((path, where.start.line, where.start.column + 1))
-            continue
-        if getattr(owner, "project", None) is None:
-            continue  # a library summary: no file to point at
-        try:
-            where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a position we cannot compute is left out
-            continue
-        other = owner.project.path  # type: ignore[attr-defined]
-        relative = os.path.relpath(other)
-        places.append((other if relative.startswith("..") else relative, where.start.line, where.start.column + 1))
-    return tuple(places)
+    return tuple(where for owner, node in related if (where := _place_of(path, owner, node, positions)) is not None)
+
+
+def _flow(path: str, flow, positions) -> tuple[tuple[str, int, int, str], ...]:
+    """A hit's flow (:attr:`Hit.flow`) as (path, line, column, text) steps, those without a place left out."""
+    return tuple((*where, text) for owner, node, text in flow
+                 if (where := _place_of(path, owner, node, positions)) is not None)
+
+
+def _place_of(path: str, owner, node, positions) -> tuple[str, int, int] | None:
+    """(path, line, column) of ``node``: of this module (``owner`` None) from ``positions``, of
+    another project module from its own tree; None where it has no file or no position."""
+    if owner is None:
+        where = positions.get(node)
+        return None if where is None else (path, where.start.line, where.start.column + 1)
+    if getattr(owner, "project", None) is None:
+        return None  # a library summary: no file to point at
+    try:
+        where = node_positions(owner._module, [node])[node]  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a position we cannot compute is left out
+        return None
+    other = owner.project.path  # type: ignore[attr-defined]
+    relative = os.path.relpath(other)
+    return other if relative.startswith("..") else relative, where.start.line, where.start.column + 1
 
 
 def place(path: str, text: str, module: cst.Module, model,
@@ -90,6 +97,7 @@ def place(path: str, text: str, module: cst.Module, model,
     related = _related_nodes(model, hits)
     hits = [_in_this_module(model, module, rule, hit, related) for rule, hit in hits]
     local = [node for nodes in related.values() for owner, node in nodes if owner is None]
+    local += [node for _, hit in hits for owner, node, _ in hit.flow if owner is None]
     positions = node_positions(module, [hit.node for _, hit in hits] + local, text)
     findings: list[tuple[Finding, cst.CSTNode]] = []
     for rule, hit in hits:
@@ -111,6 +119,7 @@ def place(path: str, text: str, module: cst.Module, model,
                 end_column=where.end.column + 1,
                 url=rule.url(),
                 related=places,
+                flow=_flow(path, hit.flow, positions),
             ),
             hit.node,
         ))

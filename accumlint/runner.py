@@ -63,6 +63,9 @@ class RunResult:
     #: the files whose checks computed their fixes (``suggest``), and those fixes
     suggested: set[str] = field(default_factory=set)
     fixes: dict[Finding, SuggestedFix] = field(default_factory=dict)
+    #: per accumulation loop of the files checked (cached ones included), its undecided reasons
+    #: (empty: decided): :attr:`accumlint.engine.FileResult.loops`, for ``--statistics``
+    loops: list[tuple[str, ...]] = field(default_factory=list)
     cached: int = 0  #: files answered from the cache
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 
@@ -443,6 +446,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     run = RunResult()
     by_path = {os.path.abspath(files[i]): digest for i, digest in digests.items()}
     findings: dict[int, list[Finding]] = {}
+    loops: dict[int, list[tuple[str, ...]]] = {}
     errors: dict[int, list[str]] = {}
     warnings: dict[int, list[str]] = {}
     # index -> (path, bytes, digest, unknown noqa codes)
@@ -464,6 +468,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             if hit is not None and _current(hit, state, by_path):
                 run.cached += 1
                 findings[index] = hit.findings
+                loops[index] = hit.loops
                 warnings[index] = _unknown_noqa_warnings(path, hit.unknown_noqa)
                 if hit.findings:
                     run.sources[path] = data
@@ -512,6 +517,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
                 # the first pass read and hashed it: a silent cached result needs no second read
                 run.cached += 1
                 findings[index] = early.findings
+                loops[index] = early.loops
                 warnings[index] = _unknown_noqa_warnings(path, early.unknown_noqa)
                 continue
             limit = source_limit(path)  # a notebook's JSON: its code is held to MAX_SOURCE_BYTES once parsed
@@ -542,6 +548,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     for index, result in results.items():
         path, data, digest, unknown = parsed[index]
         findings[index] = result.findings
+        loops[index] = result.loops
         errors[index] = result.internal_errors
         if not result.fully_checked or index in incomplete:
             incomplete[index] = [*incomplete.get(index, ()), *result.incomplete]
@@ -552,10 +559,12 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             run.fixes.update(result.fixes)
         if cache is not None and index not in incomplete and index not in scheduler.late:
             cache.put(path, digest, result.findings, unknown, dependencies=result.dependencies,
-                      names=extra.get(index, ()), state=state, fixes=result.fixes, signature=signatures.get(index))
+                      names=extra.get(index, ()), state=state, fixes=result.fixes, signature=signatures.get(index),
+                      loops=result.loops)
     run.projects = dict.fromkeys(run.sources, index_of_project)
     for index in sorted(findings.keys() | errors.keys() | incomplete.keys()):
         run.findings.extend(findings.get(index, ()))
+        run.loops.extend(loops.get(index, ()))
         run.errors.extend(errors.get(index, ()))
         if index in incomplete or errors.get(index):
             run.incomplete[files[index]] = incomplete.get(index, [])

@@ -251,14 +251,16 @@ def test_blanked_entries_are_ignored(project: Path) -> None:
 
 
 def test_what_an_entry_depends_on_is_signed_too(tmp_path: Path) -> None:
-    """An entry's project state, the names it defines and the files its model followed are
-    signed with its findings: changing any of them makes the entry unusable."""
+    """An entry's project state, the names it defines, the files its model followed and its
+    accumulation loops are signed with its findings: changing any of them makes the entry unusable."""
     store = ResultCache(tmp_path / "cache", "0" * 32, b"s" * 32)
-    store.put("train.py", "d1", [], dependencies={"/p/utils.py": "d2"}, names=("loss_step",), state="s1")
+    store.put("train.py", "d1", [], dependencies={"/p/utils.py": "d2"}, names=("loss_step",), state="s1",
+              loops=[(), ("a reason",)])
     store.save()
-    assert ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1") is not None
+    kept = ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1")
+    assert kept is not None and kept.loops == [(), ("a reason",)]
     genuine = store.file.read_text(encoding="utf-8")
-    for key, forged in (("dependencies", {}), ("names", []), ("state", "s2")):
+    for key, forged in (("dependencies", {}), ("names", []), ("state", "s2"), ("loops", [[]])):
         data = json.loads(genuine)
         (entry,) = data["files"].values()
         entry[key] = forged

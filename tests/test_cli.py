@@ -146,10 +146,10 @@ def test_statistics(project: Path) -> None:
     # the third column is `[*]` where --fix repairs some of them (the fake rules have no fixer)
     assert result.stdout.splitlines() == ["2\tACC001\t   \tfake-zero-grad", "1\tACC301\t   \tfake-clip"]
     as_json = run("check", "--statistics", "--output-format", "json", "train.py")
-    assert json.loads(as_json.stdout) == [
+    assert json.loads(as_json.stdout) == {"findings": [
         {"code": "ACC001", "name": "fake-zero-grad", "count": 2, "fixable": 0},
         {"code": "ACC301", "name": "fake-clip", "count": 1, "fixable": 0},
-    ]
+    ], "accumulation_loops": {"decided": 0, "undecided": 0, "reasons": []}}
 
 
 # --- selection ----------------------------------------------------------------------

@@ -163,7 +163,7 @@ def test_unused_noqa_is_marked_fixable_with_its_edit(project: Path) -> None:
         "end_location": {"row": 9, "column": 1},
     }]
     _, out, _ = run("--no-cache", "--extend-select", "ACC990", "--statistics", "train.py")
-    assert out == "2\tACC990\t[*]\tunused-noqa\n"
+    assert out == "2\tACC990\t[*]\tunused-noqa\n\nAccumulation loops: 1 decided, 0 undecided\n"
     # a warm run answers from the cache, and still knows the fixes
     run("--extend-select", "ACC990", "--output-format", "github", "train.py")
     _, out, _ = run("--extend-select", "ACC990", "--output-format", "concise", "train.py")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from accumlint.cache import CACHE_DIR_NAME
 from accumlint.cli import main
 from accumlint.findings import Finding, Severity
 from accumlint.output.github import annotation, escape_data, escape_property, format_github
@@ -79,6 +80,74 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
     assert by_id["ACC005"]["defaultConfiguration"] == {"level": "warning", "enabled": True}
     assert by_id["ACC901"]["defaultConfiguration"] == {"level": "note", "enabled": False}
     assert by_id["ACC000"]["helpUri"].endswith("README.md#exit-codes")
+
+
+#: a catalogue example whose finding the simulated runs make: the script's body calls `main`,
+#: whose loop's update gate (line 41) leaves each epoch's tail to the next one
+TAIL = REPO / "rules" / "ACC005-partial-final-group" / "bad_tail_never_applied.py"
+TAIL_RUN = "the script's body, simulated with A=2 N=5 epochs=2 D=1"
+#: the same loop in a helper module, run by the loop of another module's `train`
+STEPS = """\
+def train_epoch(model, data_iter, optimizer, iters_per_epoch, accum_grad_iters):
+    for i in range(iters_per_epoch):
+        loss = model(next(data_iter))["loss"] / accum_grad_iters
+        loss.backward()
+        if (i + 1) % accum_grad_iters == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+TRAIN = """\
+from steps import train_epoch
+
+
+def train(model, data_iter, optimizer, max_epoch, iters_per_epoch, accum_grad_iters):
+    for epoch in range(max_epoch):
+        train_epoch(model, data_iter, optimizer, iters_per_epoch, accum_grad_iters)
+"""
+
+
+def _flows(log: dict) -> dict[tuple[str, str, int], list[tuple[str, int, int, str]]]:
+    """Per result (rule, file, line): the steps of its code flow (file, line, column, text)."""
+    found = {}
+    for result in log["runs"][0]["results"]:
+        where = result["locations"][0]["physicalLocation"]
+        [flow] = result["codeFlows"]
+        [thread] = flow["threadFlows"]
+        found[result["ruleId"], where["artifactLocation"]["uri"], where["region"]["startLine"]] = [
+            (step["location"]["physicalLocation"]["artifactLocation"]["uri"],
+             step["location"]["physicalLocation"]["region"]["startLine"],
+             step["location"]["physicalLocation"]["region"]["startColumn"], step["location"]["message"]["text"])
+            for step in thread["locations"]]
+    return found
+
+
+def test_sarif_carries_a_simulated_run_as_a_code_flow(project: Path) -> None:
+    shutil.copy(TAIL, project / "src" / "tail.py")
+    logs = [json.loads(check("--output-format", "sarif", "src/tail.py")[1]) for _ in range(2)]  # the second: cached
+    assert list((project / CACHE_DIR_NAME).glob("*/*.json"))
+    for log in logs:
+        assert [f"{list(e.absolute_path)}: {e.message}" for e in _sarif_validator().iter_errors(log)] == []
+        assert _flows(log) == {("ACC005", "src/tail.py", 41): [
+            ("src/tail.py", 52, 5, f"{TAIL_RUN}: calls `main`"),
+            ("src/tail.py", 42, 17, "the optimizer update of `optimizer`"),
+        ]}
+
+
+def test_a_code_flow_runs_into_the_helper_module(project: Path) -> None:
+    (project / "steps.py").write_text(STEPS, encoding="utf-8")
+    (project / "train.py").write_text(TRAIN, encoding="utf-8")
+    status, out = check("--no-cache", "--output-format", "sarif", "train.py", "steps.py")
+    assert status == 1
+    log = json.loads(out)
+    assert [f"{list(e.absolute_path)}: {e.message}" for e in _sarif_validator().iter_errors(log)] == []
+    run = "loop in `train`, simulated with A=2 N=5 epochs=2 D=1"
+    assert _flows(log) == {
+        ("ACC005", "train.py", 6): [("train.py", 5, 5, run), ("train.py", 6, 9, "calls `train_epoch`"),
+                                    ("steps.py", 6, 13, "the optimizer update of `optimizer`")],
+        # the helper's own finding: the importer's run, from its call on
+        ("ACC005", "steps.py", 5): [("train.py", 6, 9, f"{run}: calls `train_epoch`"),
+                                    ("steps.py", 6, 13, "the optimizer update of `optimizer`")],
+    }
 
 
 def test_sarif_without_findings_is_valid(project: Path) -> None:

@@ -16,13 +16,21 @@ if TYPE_CHECKING:
     from accumlint.model import FileModel
 
 
+#: one step of a simulated run that leads to a hit: (its module, None for the checked one; the
+#: node; what happens there)
+FlowStep = tuple[object | None, cst.CSTNode, str]
+
+
 @dataclass(frozen=True)
 class Hit:
-    """A rule's verdict on one node: ``message`` says what happens at run time, ``fix`` what to do."""
+    """A rule's verdict on one node: ``message`` says what happens at run time, ``fix`` what to do;
+    ``flow``: the steps of a simulated run that lead to it (:data:`FlowStep`), as
+    :attr:`accumlint.findings.Finding.flow` reports them."""
 
     node: cst.CSTNode
     message: str
     fix: str
+    flow: tuple[FlowStep, ...] = ()
 
 _FROM_SPEC = frozenset({"name", "severity", "principle", "summary", "default_enabled"})
 #: what a rule declared before its gate was one declaration

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.checks.base import Hit
+from accumlint.checks.base import FlowStep, Hit
 from accumlint.model.events import measures_only
-from accumlint.model.names import walk
+from accumlint.model.names import dotted, walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.trace import Place, Trace, TraceEvent
 from accumlint.vocabulary import EventKind
@@ -41,14 +41,21 @@ B, Z, S, C = EventKind.BACKWARD, EventKind.RESET, EventKind.UPDATE, EventKind.CL
 
 @dataclass(frozen=True)
 class TraceVerdict:
-    """A property that fails: ``code``, the ``site`` to change (``node`` in the simulated
+    """A property that fails: ``code``, the ``event`` to change (its ``node`` in the simulated
     module, None when the event has no call there) and the run that shows it."""
 
     code: str
-    site: Place
+    event: TraceEvent
     configuration: str
     why: str
-    node: object = None
+
+    @property
+    def site(self) -> Place:
+        return self.event.site
+
+    @property
+    def node(self) -> object:
+        return self.event.node
 
 
 def _one_cadence(trace: Trace) -> bool:
@@ -83,8 +90,8 @@ def _zero_inside(trace: Trace) -> TraceVerdict | None:
             if event.kind is B:
                 seen_backward = True
             elif event.kind is Z and seen_backward and any(e.kind is B for e in group[i + 1:]):
-                return TraceVerdict("ACC001", event.site, trace.configuration.describe(),
-                                    "a gradient reset between two backwards of one group", event.node)
+                return TraceVerdict("ACC001", event, trace.configuration.describe(),
+                                    "a gradient reset between two backwards of one group")
     return None
 
 
@@ -94,8 +101,8 @@ def _never_reset(trace: Trace) -> TraceVerdict | None:
     updates = [e for e in trace.events if e.kind is S]
     if len(updates) < 2 or any(e.kind is Z for e in trace.events):
         return None
-    return TraceVerdict("ACC002", updates[1].site, trace.configuration.describe(),
-                        f"{len(updates)} optimizer updates and no gradient reset", updates[1].node)
+    return TraceVerdict("ACC002", updates[1], trace.configuration.describe(),
+                        f"{len(updates)} optimizer updates and no gradient reset")
 
 
 def _zero_before_step(trace: Trace) -> TraceVerdict | None:
@@ -104,8 +111,8 @@ def _zero_before_step(trace: Trace) -> TraceVerdict | None:
         backwards = [i for i, e in enumerate(group) if e.kind is B]
         if backwards and any(e.kind is Z for e in group[backwards[-1] + 1:-1]):
             reset = next(e for e in group[backwards[-1] + 1:-1] if e.kind is Z)
-            return TraceVerdict("ACC003", reset.site, trace.configuration.describe(),
-                                "a gradient reset between the group's last backward and its update", reset.node)
+            return TraceVerdict("ACC003", reset, trace.configuration.describe(),
+                                "a gradient reset between the group's last backward and its update")
     return None
 
 
@@ -121,8 +128,8 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
             sizes.append(len(microbatches))
     if sizes and any(size != a for size in sizes) and any(size > 1 for size in sizes):  # all 1: ACC004's
         update = next(e for e in trace.events if e.kind is S)
-        return TraceVerdict("ACC006", update.site, trace.configuration.describe(),
-                            f"groups of {sizes} microbatches where A is {a}", update.node)
+        return TraceVerdict("ACC006", update, trace.configuration.describe(),
+                            f"groups of {sizes} microbatches where A is {a}")
     return None
 
 
@@ -163,7 +170,7 @@ def _tail(trace: Trace) -> TraceVerdict | None:
                    f"where A is {a} (and the last epoch's are never applied)" if not resets else
                    f"a reset at the next epoch's start wipes them (dropped), and the count that survived it makes "
                    f"that epoch's first group A - r microbatches ({len(kept)} where A is {a})")
-            return TraceVerdict("ACC005", group[-1].site, trace.configuration.describe(), why, group[-1].node)
+            return TraceVerdict("ACC005", group[-1], trace.configuration.describe(), why)
     return None
 
 
@@ -179,9 +186,9 @@ def _clip_inside(trace: Trace) -> TraceVerdict | None:
             between = any(group[i].epoch == event.epoch for i in backwards if i < k) and \
                 any(group[i].epoch == event.epoch for i in backwards if i > k)
             if event.kind is C and between and not (isinstance(event.node, cst.Call) and measures_only(event.node)):
-                return TraceVerdict("ACC301", event.site, trace.configuration.describe(),
+                return TraceVerdict("ACC301", event, trace.configuration.describe(),
                                     f"a gradient clip before the group's last backward (a group of {len(backwards)} "
-                                    "backwards)", event.node)
+                                    "backwards)")
     return None
 
 
@@ -199,8 +206,8 @@ def _never_synced(trace: Trace) -> TraceVerdict | None:
         forwards = [e for e in group if e.kind is EventKind.FORWARD and e.microbatch == last.microbatch
                     and e.epoch == last.epoch]
         if forwards and all(f.synced is False for f in forwards):  # a forward outside: DDP syncs (ACC401's)
-            return TraceVerdict("ACC402", last.site, trace.configuration.describe(),
-                                "the group's last backward runs under no_sync()", last.node)
+            return TraceVerdict("ACC402", last, trace.configuration.describe(),
+                                "the group's last backward runs under no_sync()")
     return None
 
 
@@ -378,7 +385,27 @@ def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
                 node = _gate_of(model, verdict.node) if code in _AT_THE_GATE else verdict.node
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
-                          f"{verdict.why}", fix)
+                          f"{verdict.why}", fix, _flow(model, simulation, verdict))
+
+
+def _flow(model: FileModel, simulation: Simulation, verdict: TraceVerdict) -> tuple[FlowStep, ...]:
+    """The way of the failing run to the verdict's event, as a hit's flow: the entry's loop or
+    function (where it is this module's; else the run starts at its first call), each call that
+    leads on, the event."""
+    here, entry, event = model.functions, simulation.entry, verdict.event
+    run = f"{entry.description}, simulated with {verdict.configuration}"
+    steps: list[FlowStep] = [] if simulation.importer or isinstance(entry.node, cst.Module) \
+        else [(None, entry.node, run)]
+    for i, (owner, node) in enumerate(event.steps):
+        if i < len(event.steps) - 1:
+            name = dotted(node.func) if isinstance(node, cst.Call) else None
+            what = f"calls `{name}`" if name else "calls a function"
+        else:
+            what = f"the {event.kind.value}" + (f" of `{event.target}`" if event.target else "")
+        if not steps:  # a script's body, an importer's entry: the first call starts the run
+            what = f"{run}: {what}"
+        steps.append((None if owner is here else owner, node, what))
+    return tuple(steps)
 
 
 def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[Rule, FileModel], Iterator[Hit]]:

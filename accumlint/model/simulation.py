@@ -67,6 +67,9 @@ JUDGED_ENTRY_STATEMENTS = 2_500
 JUDGED_FILE_STATEMENTS = 6_000
 #: runs one configuration may start, the ones the code asserts away included
 MAX_ATTEMPTS = 64
+#: why ``check`` does not simulate an entry without a gated update (:func:`gated_update`): no run of
+#: it can show a group of A
+NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter);
@@ -89,6 +92,12 @@ class EntryPoint:
     node: cst.CSTNode
     function: cst.FunctionDef | None = None
     class_def: cst.ClassDef | None = None
+
+    @property
+    def description(self) -> str:
+        """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
+        return {"module": "the script's body", "function": f"loop in `{self.name}`",
+                "body": f"`{self.name}`, called once per microbatch by a caller not shown"}[self.kind]
 
 
 @dataclass
@@ -123,6 +132,12 @@ class Simulation:
     #: configurations the code rules out (every run of it ends in an assertion, or a loader sized
     #: with A meets an epoch that A does not divide), with the reason
     impossible: dict[Configuration, str] = field(default_factory=dict)
+    #: the entry whose runs decide this one (a later entry of the module, or one of a module that
+    #: imports it); None: its own runs do
+    caller: Simulation | None = field(default=None, repr=False)
+    #: the importing module whose entry this is, where its runs joined this module's simulations for
+    #: their verdicts on its code ("": an entry of this module)
+    importer: str = ""
     # each run's raw events and settled roles, until _place turns them into trace events
     _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
 
@@ -263,13 +278,16 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
             caller = next((run for run in runs if result.entry.function in run.reached), None)
             if caller is not None:
                 callers[id(result)] = caller
+                result.caller = caller
                 result.undecided.append(f"its caller, the entry {caller.entry.name!r} of "
                                         f"{os.path.basename(importer)}, runs it with what it knows")
         if callers and loaded is not None:
             own_record.update({path: digest for path, digest in read.items() if path != view.path})
             own_record[importer] = loaded[1]
             if with_callers:
-                results.extend({id(run): run for run in callers.values()}.values())
+                for run in {id(run): run for run in callers.values()}.values():
+                    run.importer = importer
+                    results.append(run)
             pending = [r for r in pending if id(r) not in callers]
         if not pending:
             return
@@ -284,7 +302,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         if entry.function is not None and entry.function in reached:
             continue
         if judged_only and not gated_update(entry.node, module):
-            results.append(Simulation(entry, 0, undecided=["nothing in it decides when the optimizer updates"]))
+            results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
             continue
         if judged_only and spent > JUDGED_FILE_STATEMENTS:
             results.append(Simulation(entry, 0, undecided=[
@@ -313,7 +331,40 @@ def _called_later(results: list[Simulation]) -> None:
         function = result.entry.function
         caller = next((later for later in results[i + 1:] if function is not None and function in later.reached), None)
         if caller is not None:
+            result.caller = caller
             result.undecided.append(f"its caller, the entry {caller.entry.name!r}, runs it with what it knows")
+
+
+def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
+    """Per accumulation loop among ``results`` (a module's :func:`simulate`), its undecided
+    reasons (:meth:`Simulation.reasons`; empty: decided). A loop is an entry of the module whose
+    own runs decide it (one that a caller runs is counted with its caller's entry) and that is
+    either decided with a run whose optimizer update applies the backwards of two microbatches
+    or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
+    updates every microbatch, or never, is not one: decided without such a run, or left
+    unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`)."""
+    found = []
+    for result in results:
+        if result.importer or result.caller is not None or result.undecided == [NO_GATED_UPDATE]:
+            continue
+        if not result.decided:
+            found.append(tuple(result.reasons()))
+        elif any(map(_accumulates, result.traces)):
+            found.append(())
+    return found
+
+
+def _accumulates(trace: Trace) -> bool:
+    """Whether an update of ``trace`` applies the backwards of two microbatches or more."""
+    microbatches: set[tuple[int, int | None]] = set()  # those backpropagated since the last update
+    for event in trace.events:
+        if event.kind is EventKind.BACKWARD:
+            microbatches.add((event.epoch, event.microbatch))
+        elif event.kind is EventKind.UPDATE:
+            if len(microbatches) > 1:
+                return True
+            microbatches.clear()
+    return False
 
 
 def _with_tail_runs(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], lengths: set[str],
@@ -624,7 +675,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                 trace.events.append(TraceEvent(
                     kind, event.microbatch, event.epoch, target, site,
                     tuple(_where(o, n, module, path, positions) for o, n in event.chain),
-                    fact.role.value if fact is not None else "", _local_node(event, module), event.synced))
+                    fact.role.value if fact is not None else "", _local_node(event, module),
+                    (*event.chain, (event.owner, event.node)), event.synced))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

@@ -37,7 +37,8 @@ class TraceEvent:
     name for the object acted on; ``site`` where it happened and ``chain`` the call sites that
     led there, outermost first; ``role`` the target's role in words; ``node`` the syntax node
     of the simulated module where a finding about the event is reported (the event's own call,
-    or the call in this module that leads to it)."""
+    or the call in this module that leads to it); ``steps`` the calls of ``chain`` and the event's
+    own node as (module, node), for a finding's flow."""
 
     kind: EventKind
     microbatch: int | None
@@ -47,6 +48,7 @@ class TraceEvent:
     chain: tuple[Place, ...] = ()
     role: str = ""  # the target's role (``Role`` value), "" for none
     node: object = field(default=None, compare=False, repr=False)
+    steps: tuple[tuple[object, object], ...] = field(default=(), compare=False, repr=False)
     #: a forward's or backward's gradient sync: False under ``no_sync()``, None where unknown
     synced: bool | None = True
 

@@ -16,6 +16,7 @@ from accumlint.findings import Finding
 from accumlint.output.text import (
     Fixes,
     Incomplete,
+    Loops,
     SourceLines,
     fixable_counts,
     format_concise,
@@ -95,12 +96,14 @@ def render(
     unsafe: bool = False,
     show_fixes: bool = False,
     incomplete: Incomplete | None = None,
+    loops: Loops = (),
 ) -> str:
     """The findings in ``output_format`` (or their per-code statistics), without a summary line.
 
     ``fixes`` maps findings to their mechanical fixes (``[*]`` in text, ``fix`` in JSON, ``fixes`` in
     SARIF, ``suggestions`` in rdjson); ``unsafe``: ``--unsafe-fixes`` is on, so unsafe fixes count as
-    applied. ``--statistics`` is JSON for ``json`` and a text table for every other format.
+    applied. ``--statistics`` is JSON for ``json`` and a text table for every other format; it
+    counts ``loops``, each accumulation loop's undecided reasons (empty: decided), too.
     ``incomplete``: the files that were not fully checked and why (path -> reasons): SARIF reports
     them as tool notifications of a run that did not succeed, JUnit as errors, GitHub, GitLab and
     rdjson as warnings of their own (the summary line of the text formats and the exit status read
@@ -109,10 +112,10 @@ def render(
     findings = list(findings)
     if output_format == "json":
         if statistics:
-            return _formatter("format_json_statistics")(findings, fixes, unsafe)
+            return _formatter("format_json_statistics")(findings, fixes, unsafe, loops)
         return _formatter("format_json")(findings, fixes)
     if statistics:
-        return format_statistics(findings, color=color, fixes=fixes, unsafe=unsafe)
+        return format_statistics(findings, color=color, fixes=fixes, unsafe=unsafe, loops=loops)
     if output_format == "concise":
         return format_concise(findings, color=color, fixes=fixes, unsafe=unsafe)
     if output_format == "text":

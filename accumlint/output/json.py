@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 
 from accumlint.findings import Finding
-from accumlint.output.text import Fixes, sort_findings, statistics
+from accumlint.output.text import Fixes, Loops, loop_statistics, sort_findings, statistics
 
 
 def finding_json(finding: Finding, fixes: Fixes | None = None) -> dict:
@@ -31,11 +31,17 @@ def format_json_lines(findings: Iterable[Finding], fixes: Fixes | None = None) -
     return "\n".join(json.dumps(finding_json(f, fixes)) for f in sort_findings(findings))
 
 
-def format_json_statistics(findings: Iterable[Finding], fixes: Fixes | None = None, unsafe: bool = False) -> str:
-    """``--statistics`` as JSON: ``[{"code", "name", "count", "fixable"}]``, most frequent first
-    (``fixable``: how many of them ``--fix`` repairs)."""
+def format_json_statistics(findings: Iterable[Finding], fixes: Fixes | None = None, unsafe: bool = False,
+                           loops: Loops = ()) -> str:
+    """``--statistics`` as JSON: ``{"findings": [{"code", "name", "count", "fixable"}],
+    "accumulation_loops": {"decided", "undecided", "reasons": [{"reason", "count"}]}}``, codes and
+    reasons most frequent first (``fixable``: how many of them ``--fix`` repairs; a reason's
+    ``count``: the undecided loops it holds, see :func:`~accumlint.output.text.loop_statistics`)."""
     rows = [
         {"code": code, "name": name, "count": n, "fixable": fixable}
         for code, name, n, fixable in statistics(findings, fixes, unsafe)
     ]
-    return json.dumps(rows, indent=2)
+    decided, undecided, reasons = loop_statistics(loops)
+    return json.dumps({"findings": rows, "accumulation_loops": {
+        "decided": decided, "undecided": undecided,
+        "reasons": [{"reason": reason, "count": n} for reason, n in reasons]}}, indent=2)

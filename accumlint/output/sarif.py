@@ -9,7 +9,9 @@ file's own lines (code scanning shows the file as it is); its cell is a logical 
 and, with the line and column in the cell, in the result's properties. A finding with a
 mechanical fix carries it in ``fixes`` (one ``artifactChange`` of ``replacements``: the deleted
 region and the inserted text; unsafe fixes say so in their description); a notebook finding's
-does not (its edit is one of a cell, not of the JSON's text).
+does not (its edit is one of a cell, not of the JSON's text). A finding read off a simulated run
+carries the run's way to it as a ``codeFlows`` thread flow (the entry's loop, each call that leads
+on, the event: code scanning draws it); a notebook finding's does not (its steps are a cell's).
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
             }
             for number, (path, line, column) in enumerate(finding.related)
         ]
+    if finding.flow and not finding.cell:
+        result["codeFlows"] = [{"threadFlows": [{"locations": [_step(*step) for step in finding.flow]}]}]
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
     if finding.cell:
@@ -124,6 +128,17 @@ def _result(finding: Finding, index: dict[str, int], fix: SuggestedFix | None = 
     if fix is not None and not finding.cell:
         result["fixes"] = [_fix(finding, fix)]
     return result
+
+
+def _step(path: str, line: int, column: int, text: str) -> dict:
+    """One step of a finding's flow as a ``threadFlowLocation``."""
+    return {"location": {
+        "physicalLocation": {
+            "artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"},
+            "region": {"startLine": line, "startColumn": column},
+        },
+        "message": {"text": text},
+    }}
 
 
 def _invocation(incomplete: Incomplete) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -175,20 +176,45 @@ def statistics(
     return sorted(rows, key=lambda t: (-t[2], t[0]))
 
 
+#: Each accumulation loop's undecided reasons (empty: decided), as the check found them.
+Loops = Sequence[Sequence[str]]
+#: what differs between two reasons of one kind: the code they quote, the names they repeat
+_QUOTED = re.compile(r"`[^`\n]*`|'[^'\n]*'")
+
+
+def reason_kind(reason: str) -> str:
+    """An undecided reason with the code it quotes elided (`` `…` ``), so that the loops left
+    undecided for one reason count together: ``the condition `…` on the microbatch's data
+    decides an event``."""
+    return _QUOTED.sub(lambda quoted: f"{quoted.group()[0]}…{quoted.group()[0]}", reason)
+
+
+def loop_statistics(loops: Loops) -> tuple[int, int, list[tuple[str, int]]]:
+    """``(decided, undecided, [(reason kind, loops), ...])`` of ``loops``, the reasons most
+    frequent first, then by text (a loop undecided for several reasons counts under each)."""
+    undecided = [loop for loop in loops if loop]
+    kinds = Counter(kind for loop in undecided for kind in dict.fromkeys(map(reason_kind, loop)))
+    return len(loops) - len(undecided), len(undecided), sorted(kinds.items(), key=lambda t: (-t[1], t[0]))
+
+
 def format_statistics(
-    findings: Iterable[Finding], *, color: bool = False, fixes: Fixes | None = None, unsafe: bool = False
+    findings: Iterable[Finding], *, color: bool = False, fixes: Fixes | None = None, unsafe: bool = False,
+    loops: Loops = (),
 ) -> str:
     """Like ``ruff check --statistics``: ``count<TAB>code<TAB>[*]<TAB>name`` per code (``[*]``:
-    ``--fix`` repairs some of them; blank otherwise)."""
+    ``--fix`` repairs some of them; blank otherwise); then, where the files hold accumulation
+    loops, how many the simulator decided and ``count<TAB>reason`` per kind of undecided reason."""
     rows = statistics(findings, fixes, unsafe)
-    if not rows:
-        return ""
-    width = max(len(str(n)) for _, _, n, _ in rows)
     blank = " " * len(FIX_MARK)
-    return "\n".join(
-        f"{n:>{width}}\t{_style(code, color, fg='red', bold=True)}\t{FIX_MARK if fixable else blank}\t{name}"
-        for code, name, n, fixable in rows
-    )
+    width = max((len(str(n)) for _, _, n, _ in rows), default=1)
+    lines = [f"{n:>{width}}\t{_style(code, color, fg='red', bold=True)}\t{FIX_MARK if fixable else blank}\t{name}"
+             for code, name, n, fixable in rows]
+    if loops:
+        decided, undecided, reasons = loop_statistics(loops)
+        width = max((len(str(n)) for _, n in reasons), default=1)
+        lines += [*([""] if lines else []), f"Accumulation loops: {decided} decided, {undecided} undecided"]
+        lines += [f"{n:>{width}}\tundecided: {printable(reason)}" for reason, n in reasons]
+    return "\n".join(lines)
 
 
 def fixable_counts(findings: Iterable[Finding], fixes: Fixes | None, unsafe: bool = False) -> tuple[int, int]:
