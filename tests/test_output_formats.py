@@ -85,7 +85,7 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
 #: a catalogue example whose finding the simulated runs make: the script's body calls `main`,
 #: whose loop's update gate (line 41) leaves each epoch's tail to the next one
 TAIL = REPO / "rules" / "ACC005-partial-final-group" / "bad_tail_never_applied.py"
-TAIL_RUN = "the script's body, simulated with A=2 N=5 epochs=2 D=1"
+TAIL_RUN = "the script's body, simulated with A=4 N=9 epochs=2 D=1"
 #: the same loop in a helper module, run by the loop of another module's `train`
 STEPS = """\
 def train_epoch(model, data_iter, optimizer, iters_per_epoch, accum_grad_iters):
@@ -140,7 +140,7 @@ def test_a_code_flow_runs_into_the_helper_module(project: Path) -> None:
     assert status == 1
     log = json.loads(out)
     assert [f"{list(e.absolute_path)}: {e.message}" for e in _sarif_validator().iter_errors(log)] == []
-    run = "loop in `train`, simulated with A=2 N=5 epochs=2 D=1"
+    run = "loop in `train`, simulated with A=4 N=9 epochs=2 D=1"
     assert _flows(log) == {
         ("ACC005", "train.py", 6): [("train.py", 5, 5, run), ("train.py", 6, 9, "calls `train_epoch`"),
                                     ("steps.py", 6, 13, "the optimizer update of `optimizer`")],
