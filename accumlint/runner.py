@@ -345,10 +345,11 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
             names[path] = hit.names
             if neighbours:
                 imported.extend(index.imported_modules(path, data))
-        else:
+        elif neighbours:
             names[path], imports = _facts(store, path, data, digests.get(position), signature)
-            if neighbours:
-                imported.extend(index.resolve_imports(path, imports))
+            imported.extend(index.resolve_imports(path, imports))
+        else:  # a larger run reads no import: its names are all it needs (the imports cost as much again)
+            names[path] = index.names_of(data)
     _neighbour_names(index, imported, names, store)
     index.set_names(names)
     heap.trim()

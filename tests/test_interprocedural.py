@@ -15,11 +15,16 @@ import textwrap
 import time
 from pathlib import Path
 
+import libcst
 import pytest
 
-from accumlint import config, runner
+from accumlint import config, engine, reading, runner
 from accumlint.cache import ResultCache
 from accumlint.config import Settings
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.simulation import Simulation, simulate
+from accumlint.project import index as project_index
+from accumlint.project.index import ProjectIndex
 
 EVERY_CODE = frozenset(config.known_codes())
 SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/test_cache.py covers it)
@@ -694,3 +699,59 @@ def test_editing_the_caller_rechecks_the_method_it_runs(tmp_path: Path) -> None:
     # the method's file is checked again (its cached silence depended on the caller); the caller reports
     # the same runs at its call
     assert found == [("train.py", "ACC005", 5), ("trainer.py", "ACC005", 10)]
+
+
+def _shared_caller(root: Path, count: int) -> tuple[list[str], str]:
+    """``count`` trainer modules (``Trainer0`` ... in ``trainer0.py`` ...) and one script that
+    runs them all; the trainers' paths and the script's."""
+    files = {f"trainer{k}.py": _TRAINER.replace("class Trainer:", f"class Trainer{k}:") for k in range(count)}
+    imports = "".join(f"    from trainer{k} import Trainer{k}\n" for k in range(count))
+    runs = "".join(f"        Trainer{k}(model, optimizer, loader, accum).fit(2)\n" for k in range(count))
+    files["train.py"] = _SCRIPT.replace("    from trainer import Trainer\n", imports).replace(
+        "        Trainer(model, optimizer, loader, accum).fit(2)\n", runs)
+    paths = tree(root, files)
+    return [p for p in paths if not p.endswith("train.py")], str(root / "train.py")
+
+
+def _simulate_checked(index: ProjectIndex, path: str) -> tuple[ModuleFunctions, list[Simulation]]:
+    """The checked file at ``path`` simulated as ``check`` does, in this process."""
+    functions = ModuleFunctions(libcst.parse_module(Path(path).read_text()), index.view(path))
+    return functions, simulate(functions, path, judged_only=True)
+
+
+def test_a_caller_shared_by_the_checked_modules_is_read_and_parsed_once(tmp_path: Path, monkeypatch) -> None:
+    trainers, script = _shared_caller(tmp_path, 2)
+    index = ProjectIndex.for_files([*trainers, script], str(tmp_path))
+    index.set_names({path: index.names_of(Path(path).read_bytes()) for path in [*trainers, script]})
+    parsed, read = [], []
+    parse, read_signed = engine.parse_module, reading.read_signed
+    monkeypatch.setattr(engine, "parse_module", lambda text: parsed.append(text) or parse(text))
+    monkeypatch.setattr(project_index, "read_signed", lambda path, *a: read.append(path) or read_signed(path, *a))
+    for path in trainers:
+        functions, results = _simulate_checked(index, path)
+        fit = functions.methods[(functions.classes[f"Trainer{trainers.index(path)}"], "fit")]
+        own = next(r for r in results if r.entry.function is fit)
+        assert own.undecided == ["its caller, the entry 'the script' of train.py, runs it with what it knows"]
+        # the caller's run joins this file's results and ran this file's own tree (it stood in)
+        assert any(r.entry.name == "the script" and fit in r.reached for r in results)
+    script_text = Path(script).read_text()
+    assert sum(text == script_text for text in parsed) == 1  # (was one parse per checked trainer)
+    assert read.count(script) == 1
+
+
+def test_an_edit_of_the_shared_caller_is_seen(tmp_path: Path) -> None:
+    trainers, script = _shared_caller(tmp_path, 2)
+    index = ProjectIndex.for_files([*trainers, script], str(tmp_path))
+
+    def fits_run() -> int:  # in the first trainer's check, by the script's run (it joins the check's results)
+        _, results = _simulate_checked(index, trainers[0])
+        return sum(f.name.value == "fit" for r in results if r.entry.name == "the script" for f in r.reached)
+
+    assert (fits_run(), index.importers(trainers[1], ["Trainer1"])) == (2, [script])
+    text = Path(script).read_text()
+    edited = text.replace("from trainer1 import Trainer1\n", "").replace(
+        "    Trainer1(model, optimizer, loader, accum).fit(2)\n", "")
+    assert edited != text
+    Path(script).write_text(edited)
+    # new bytes (a new size and ctime): read and parsed again, not served from the first reading
+    assert (fits_run(), index.importers(trainers[1], ["Trainer1"])) == (1, [])

@@ -1859,8 +1859,11 @@ def _parts(value: object) -> Iterator[object]:
     return iter([Unknown(f"a part of {label_text(value)}", Origin.DATA)] * 2)
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_generator(definition: cst.FunctionDef) -> bool:
-    """Whether ``definition`` yields (not in a nested definition): calling it makes an iterator."""
+    """Whether ``definition`` yields (not in a nested definition): calling it makes an iterator.
+    Cached: a helper is called again and again in every run (walking its body each time was
+    a large share of the simulator's time on the corpus loop files)."""
     return any(isinstance(node, (cst.Yield)) for node in walk(definition.body))
 
 
@@ -1871,6 +1874,7 @@ def _rescales_gradient(node: cst.AugAssign) -> bool:
         and isinstance(node.operator, (cst.DivideAssign, cst.MultiplyAssign))
 
 
+@functools.lru_cache(maxsize=4096)
 def _writes_gradients(node: cst.CSTNode) -> bool:
     """Whether ``node`` sets gradients to something (``p.grad = buf``, ``p.grad += g``,
     ``p.grad.copy_(g)``), not only resets them."""
@@ -1905,7 +1909,9 @@ def _choice_key(test: cst.BaseExpression) -> tuple[str, bool]:
     return _code(test), negated
 
 
-def _bound_names(node: cst.For | cst.While) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def _bound_names(node: cst.For | cst.While) -> frozenset[str]:
+    """The plain names a loop binds (cached, as :func:`_writes_gradients`: each run meets the loop again)."""
     names = set()
     for child in walk(node):
         if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
@@ -1914,7 +1920,7 @@ def _bound_names(node: cst.For | cst.While) -> set[str]:
             names.add(child.target.value)
     if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
         names.add(node.target.value)
-    return names
+    return frozenset(names)
 
 
 def _catches(handler: cst.ExceptHandler, name: str) -> bool:
@@ -2103,7 +2109,8 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
-    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances):
+    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _is_generator,
+                   _writes_gradients, _bound_names):
         cached.cache_clear()
 
 

@@ -259,7 +259,8 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
     """An entry function or method that an entry of another checked module runs (``trainer.fit()``
     in a script that asserts the loader's length first) is decided by that caller's runs, as
     :func:`_called_later` does within a module. Those runs are made with this module's own tree (its
-    findings are placed on it) and, ``with_callers``, join this module's simulations; the modules they read are
+    findings are placed on it: so they are made again for each checked module, from the caller's tree parsed
+    once per process) and, ``with_callers``, join this module's simulations; the modules they read are
     recorded as read by this file (a change to the caller makes this file's result stale)."""
     view = module.project
     index = getattr(view, "index", None)
@@ -270,7 +271,7 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
     names = {r.entry.name.partition(".")[0] for r in pending}  # what a caller must name: the class or function
     for importer in index.importers(view.path, sorted(names))[:MAX_IMPORTERS]:
         with index.standing_in(view.path, module):
-            loaded = index.fresh(importer)
+            loaded = index.importer_functions(importer)
             runs = _simulate_all(loaded[0], importer, entry_points(loaded[0]), True) if loaded is not None else []
         read, view.used = view.used, own_record  # (a lookup of this module hands it the caller's record)
         callers: dict[int, Simulation] = {}

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint.reading import NotARegularFile, read_source
+from accumlint.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -29,6 +29,11 @@ MAX_LOADED = 32
 MAX_LOADED_BYTES = 256 * 1024
 #: a project module larger than this is not loaded to follow its functions
 MAX_MODULE_BYTES = 128 * 1024
+#: the bytes of checked files kept to find the importers that name an entry (see ProjectIndex.importers)
+MAX_KEPT_TEXT_BYTES = 4 * 1024 * 1024
+#: importers' trees kept per process to simulate the callers of the modules they import: at most
+#: this many, their sources at most :data:`MAX_MODULE_BYTES` together (~50 MB of trees)
+MAX_KEPT_IMPORTERS = 8
 #: substrings every helper marker contains one of (backward, zero_grad, clip_*, the wrappers, losses)
 _NEEDLES = (b"backward", b"zero_grad", b"clip_grad", b"DataParallel", b"FSDP", b"fully_shard",
             b"cross_entropy", b"nll_loss", b"update_params")
@@ -106,6 +111,12 @@ class ProjectIndex:
     _reachable: dict[str, frozenset[bytes]] | None = field(default=None, repr=False)
     _searches: dict[frozenset[bytes], object] = field(default_factory=dict, repr=False)
     _importers: dict[str, list[str]] | None = field(default=None, repr=False)
+    #: path -> (its bytes, their stat signature), and their sum: what importers() scans (kept while the
+    #: signature holds: an editor's save, or any write, changes it)
+    _texts: OrderedDict[str, tuple[bytes, Signature]] = field(default_factory=OrderedDict, repr=False)
+    _text_bytes: int = field(default=0, repr=False)
+    #: path -> (the stat signature of its bytes, its functions): the importers whose entries were simulated
+    _callers: OrderedDict[str, tuple[Signature, _Loaded | None]] = field(default_factory=OrderedDict, repr=False)
 
     def __getstate__(self) -> dict:
         return {"roots": self.roots, "files": self.files, "_names": self._names,
@@ -116,7 +127,7 @@ class ProjectIndex:
         self._followed, self._reachable = state["_followed"], state["_reachable"]
         self._loaded, self._searches, self._importers = OrderedDict(), {}, None
         self._roots, self._root_cache, self._located, self._module_paths = None, {}, {}, {}
-        self._listings = {}
+        self._listings, self._texts, self._text_bytes, self._callers = {}, OrderedDict(), 0, OrderedDict()
 
     @classmethod
     def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
@@ -244,12 +255,27 @@ class ProjectIndex:
             self._loaded.popitem(last=False)
         return entry.functions if entry is not None else None
 
-    def fresh(self, path: str) -> tuple[ModuleFunctions, str] | None:
-        """A new copy of the functions of the module at ``path`` and the SHA-256 of its bytes, kept
-        nowhere: its lookups see the modules loaded now (see :meth:`standing_in`). None when it
-        cannot be read or parsed."""
-        entry = self._parse(path)
-        return (entry.functions, entry.digest) if entry is not None else None
+    def importer_functions(self, path: str) -> tuple[ModuleFunctions, str] | None:
+        """The functions of the module at ``path`` (an importer, see :meth:`importers`) and the
+        SHA-256 of its bytes, with an empty record of the modules it reads. Its tree is parsed once
+        per process while the file's ``stat`` signature holds, and is no copy :meth:`load` hands
+        out; the functions hold no lookup, so they see the modules loaded when asked (see
+        :meth:`standing_in`). None when it cannot be read or parsed."""
+        text = self._text(path)
+        if text is None:
+            self._callers.pop(path, None)
+            return None
+        data, signature = text
+        kept = self._callers.pop(path, None)
+        entry = kept[1] if kept is not None and kept[0] == signature else self._model(path, data)
+        self._callers[path] = (signature, entry)
+        while len(self._callers) > 1 and (len(self._callers) > MAX_KEPT_IMPORTERS or sum(
+                loaded.size for _, loaded in self._callers.values() if loaded is not None) > MAX_MODULE_BYTES):
+            self._callers.popitem(last=False)
+        if entry is None:
+            return None
+        entry.functions.project.used = {}  # type: ignore[union-attr]  # (the last run's went to its file)
+        return entry.functions, entry.digest
 
     @contextlib.contextmanager
     def standing_in(self, path: str, functions: ModuleFunctions) -> Iterator[None]:
@@ -270,16 +296,24 @@ class ProjectIndex:
         return entry.digest if entry is not None else None
 
     def _parse(self, path: str) -> _Loaded | None:
+        try:
+            data, _ = read_source(path, MAX_MODULE_BYTES)  # an imported path may name a FIFO or a device
+        except (OSError, NotARegularFile):
+            return None
+        return self._model(path, data)
+
+    def _model(self, path: str, data: bytes) -> _Loaded | None:
+        """The functions of the module at ``path`` whose bytes are ``data`` (None: over
+        :data:`MAX_MODULE_BYTES`, or not parsed)."""
         from accumlint.engine import parse_module  # the engine imports the model
         from accumlint.model.sites import ModuleFunctions
         from accumlint.reading import decode_source
 
+        if len(data) > MAX_MODULE_BYTES:
+            return None
         try:
-            data, _ = read_source(path, MAX_MODULE_BYTES)  # an imported path may name a FIFO or a device
-            if len(data) > MAX_MODULE_BYTES:
-                return None
             module = parse_module(decode_source(data))
-        except (OSError, NotARegularFile, SyntaxError, UnicodeDecodeError, RecursionError, ValueError):
+        except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError):
             return None
         except Exception:  # noqa: BLE001 - LibCST's parser error: the module is not followed
             return None
@@ -389,12 +423,34 @@ class ProjectIndex:
         needles = [name.encode() for name in mentioning]
         kept = []
         for file in found:
-            try:
-                data, _ = read_source(file, MAX_MODULE_BYTES)
-            except (OSError, NotARegularFile):
-                continue
-            if any(needle in data for needle in needles):
+            text = self._text(file)
+            if text is not None and any(needle in text[0] for needle in needles):
                 kept.append(file)
+        return kept
+
+    def _text(self, path: str) -> tuple[bytes, Signature] | None:
+        """The bytes of the file at ``path`` (at most :data:`MAX_MODULE_BYTES` + 1) and the ``stat``
+        signature they were read under: read once per process while a ``stat`` gives that
+        signature (a write changes it), the last :data:`MAX_KEPT_TEXT_BYTES` kept. None: unreadable."""
+        try:
+            now = signature_of(os.stat(path))
+        except OSError:
+            return None
+        kept = self._texts.pop(path, None)
+        if kept is not None:
+            self._text_bytes -= len(kept[0])
+            if kept[1] != now:
+                kept = None
+        if kept is None:
+            try:
+                data, _, signature = read_signed(path, MAX_MODULE_BYTES)
+            except (OSError, NotARegularFile):
+                return None
+            kept = (data, signature)
+        self._texts[path] = kept
+        self._text_bytes += len(kept[0])
+        while len(self._texts) > 1 and self._text_bytes > MAX_KEPT_TEXT_BYTES:
+            self._text_bytes -= len(self._texts.popitem(last=False)[1][0])
         return kept
 
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
