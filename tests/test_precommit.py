@@ -70,16 +70,27 @@ def _hook_source(dest: Path) -> str:
     return _git(dest, "rev-parse", "HEAD").stdout.strip()
 
 
-def readme_hook_config(repo: Path, rev: str) -> str:
-    """The README's ``.pre-commit-config.yaml`` as written, pointed at ``repo`` and ``rev`` (a
-    snapshot of this checkout) instead of the public repository and its commit."""
+def _readme_hook_lines() -> list[str]:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     block = text.split("### pre-commit", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     lines = block.splitlines(keepends=True)
     assert lines[1].strip() == "- repo: https://github.com/accumlint/accumlint"
     assert lines[2].strip().startswith("rev: ")
+    return lines
+
+
+def readme_pinned_rev() -> str:
+    """The release tag the README's pre-commit ``rev:`` pins (``v<__version__>``, test_release)."""
+    return _readme_hook_lines()[2].split("rev:", 1)[1].strip()
+
+
+def readme_hook_config(repo: Path, rev: str | None = None) -> str:
+    """The README's ``.pre-commit-config.yaml`` as written, pointed at ``repo`` (a snapshot of this
+    checkout) instead of the public repository, and at ``rev`` instead of its tag where given."""
+    lines = _readme_hook_lines()
     lines[1] = f"  - repo: {repo}\n"
-    lines[2] = f"    rev: {rev}\n"
+    if rev is not None:
+        lines[2] = f"    rev: {rev}\n"
     return "".join(lines)
 
 
@@ -88,7 +99,10 @@ def hook_source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A snapshot of this checkout as a hook repository: (its folder's parent, its HEAD)."""
     _pre_commit()
     base = tmp_path_factory.mktemp("precommit")
-    return base, _hook_source(base / "accumlint-src")
+    head = _hook_source(base / "accumlint-src")
+    # the snapshot is this checkout's release: the README's pinned tag names it, as on the public repository
+    _git(base / "accumlint-src", "tag", readme_pinned_rev(), head)
+    return base, head
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +227,39 @@ def test_adopting_on_a_repository_with_50_findings_as_the_readme_says(
     new_bug = _commit(user, env, "new_train.py", RULE / "bad_zero_grad_top_of_loop.py")
     assert new_bug.returncode == 1, new_bug.stdout + new_bug.stderr
     assert "new_train.py:33:13: ACC001" in new_bug.stdout + new_bug.stderr
+
+
+def test_the_pinned_tag_judges_a_sub_project_by_its_own_extended_config(
+    hook_source: tuple[Path, str], hooked_repo: tuple[Path, dict[str, str], list[str]]
+) -> None:
+    """The README's hook at its pinned tag, unchanged, in a repository whose sub-project extends
+    the root's configuration and ignores ACC001 (issue 34: the old pin applied the root's
+    configuration to every file the hook names): the sub-project's ACC001 passes, the same code
+    at the root is refused."""
+    base, _ = hook_source
+    _, env, pre_commit = hooked_repo
+    user = base / "subprojects"
+    trainer = user / "services" / "trainer"
+    trainer.mkdir(parents=True)
+    _git(user, "init", "-q")
+    (user / "pyproject.toml").write_text('[tool.accumlint]\nextend-select = ["ACC990"]\n', encoding="utf-8")
+    (trainer / "pyproject.toml").write_text(
+        '[tool.accumlint]\nextend = "../../pyproject.toml"\nignore = ["ACC001"]\n', encoding="utf-8")
+    (user / ".pre-commit-config.yaml").write_text(readme_hook_config(base / "accumlint-src"), encoding="utf-8")
+    assert f"rev: {readme_pinned_rev()}\n" in (user / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    subprocess.run([*pre_commit, "install"], cwd=user, env=env, capture_output=True, text=True, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=user, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "configs"], cwd=user, env=env, check=True, timeout=300)
+
+    # the hook is handed both files at once: each is judged by its own nearest configuration
+    shutil.copy(RULE / "bad_zero_grad_top_of_loop.py", user / "train.py")
+    shutil.copy(RULE / "bad_zero_grad_top_of_loop.py", trainer / "train.py")
+    subprocess.run(["git", "add", "services/trainer/train.py"], cwd=user, env=env, check=True)
+    both = _commit(user, env, "train.py", RULE / "bad_zero_grad_top_of_loop.py")
+    out = both.stdout + both.stderr
+    assert both.returncode == 1, out
+    assert "train.py:33:13: ACC001 [*] [error]" in out and "services/" not in out
+    assert "Found 1 finding." in out
+    subprocess.run(["git", "rm", "-q", "--cached", "train.py"], cwd=user, env=env, check=True)
+    sub = _commit(user, env, "services/trainer/train.py", RULE / "bad_zero_grad_top_of_loop.py")
+    assert sub.returncode == 0, sub.stdout + sub.stderr
