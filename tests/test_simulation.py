@@ -1401,6 +1401,7 @@ def train(model, stream, optimizer, epochs, iters_per_epoch, accum):
 """
 
 
+# the same loop, its item drawn by a method of a helper object
 _STREAM_DRAWN_IN_A_METHOD = """
 class Stepper:
     def __init__(self, stream):
@@ -1408,22 +1409,9 @@ class Stepper:
 
     def draw(self):
         return next(self.stream)
-
-
-def train_epoch(model, stream, optimizer, iters_per_epoch, accum):
-    stepper = Stepper(stream)
-    for i in range(iters_per_epoch):
-        batch = stepper.draw()
-        (model(batch) / accum).backward()
-        if (i + 1) % accum == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def train(model, stream, optimizer, epochs, iters_per_epoch, accum):
-    for epoch in range(epochs):
-        train_epoch(model, stream, optimizer, iters_per_epoch, accum)
-"""
+""" + _STREAM.replace("    for i in range(iters_per_epoch):\n        batch = next(stream)\n",
+                      "    stepper = Stepper(stream)\n    for i in range(iters_per_epoch):\n"
+                      "        batch = stepper.draw()\n")
 
 
 @pytest.mark.parametrize("spelling", ["for", "while next", "next in a method"])

@@ -1673,11 +1673,6 @@ class SyntaxFacts:
             n for n in walk(test)
             if isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) is not None and not _is_callee(n, test)])
 
-    def gate_parts(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
-        """The modulo operations and comparisons of a condition."""
-        return self._get("parts", test, lambda: [  # type: ignore[return-value]
-            n for n in walk(test) if isinstance(n, (cst.BinaryOperation, cst.Comparison))])
-
 
 def _named(value: object, name: str) -> object:
     """A value built by a call takes the name it is assigned to (``args = parser.parse_args()``
