@@ -1617,3 +1617,49 @@ def train(fabric, model, optimizer, loader, accum, flag):
 """
     trace = run(only(source), 2, 4)
     assert {e.synced for e in trace.events if e.kind is EventKind.BACKWARD} == {None}
+
+
+# --- drivers: loop-less functions atop the module's calls ----------------------------------------
+
+_DRIVEN_TRAINER = """
+class Trainer:
+    def __init__(self, model, optimizer, loader, accum):
+        self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
+
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for step, batch in enumerate(self.loader):
+                (self.model(batch) / self.accum).backward()
+                if (step + 1) % self.accum == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+
+
+def train(model, optimizer, loader, accum, epochs):
+    {guard}
+    model.train()
+    Trainer(model, optimizer, loader, accum).fit(epochs)
+"""
+
+
+@pytest.mark.parametrize(("guard", "codes"), [
+    ("assert len(loader) % accum == 0", []),  # the driver rules the tail out
+    ("pass", ["ACC005"]),  # nothing does: the tail leaks into the next epoch
+])
+def test_a_loop_less_function_no_code_calls_drives_the_loops_it_runs(guard, codes):
+    from accumlint.engine import check_source
+
+    source = _DRIVEN_TRAINER.format(guard=guard)
+    results = simulated(source)
+    assert [(r.entry.kind, r.entry.name) for r in results] == [("driver", "train")]  # fit: reached, not rerun
+    assert results[0].decided and results[0].symbols == ("accum",)
+    assert [f.code for f in check_source("train.py", source.encode()).findings] == codes
+
+
+def test_a_function_the_module_calls_is_no_driver():
+    source = _DRIVEN_TRAINER.format(guard="pass") + """
+
+def main(model, optimizer, loader):
+    train(model, optimizer, loader, 4, 2)
+"""
+    assert [(r.entry.kind, r.entry.name) for r in simulated(source)] == [("driver", "main")]

@@ -43,7 +43,7 @@ from accumlint.model.interpreter import (
 )
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import children, dotted
+from accumlint.model.names import children, dotted, method_name
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
 from accumlint.positions import node_positions
@@ -84,8 +84,9 @@ _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCA
 @dataclass(frozen=True)
 class EntryPoint:
     """Where a simulation starts: ``kind`` is ``"module"`` (the script's body from the top),
-    ``"function"`` (a function holding a loop that reaches a backward) or ``"body"`` (an
-    implicit microbatch body); ``node`` the loop (or the def) a user points at."""
+    ``"function"`` (a function holding a loop that reaches a backward), ``"body"`` (an
+    implicit microbatch body) or ``"driver"`` (a loop-less function atop the module's calls that
+    runs such loops); ``node`` the loop (or the def) a user points at."""
 
     kind: str
     name: str
@@ -97,7 +98,8 @@ class EntryPoint:
     def description(self) -> str:
         """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
         return {"module": "the script's body", "function": f"loop in `{self.name}`",
-                "body": f"`{self.name}`, called once per microbatch by a caller not shown"}[self.kind]
+                "body": f"`{self.name}`, called once per microbatch by a caller not shown",
+                "driver": f"`{self.name}`, which runs the loops it calls"}[self.kind]
 
 
 @dataclass
@@ -170,11 +172,38 @@ def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
     loop = next((n for s in top for n in _outer_loops(s) if reaches_event(n.body, module)), None)
     if loop is not None or any(reaches_event(s, module) for s in top):
         found.append(EntryPoint("module", "the script", loop if loop is not None else module._module))
+    own: list[EntryPoint] = []
     for (class_def, _), function in list(module.methods.items()):
-        found.extend(_function_entry(module, function, class_def))
+        own.extend(_function_entry(module, function, class_def))
     for function in module.functions.values():
         if module.class_of.get(function) is None:
-            found.extend(_function_entry(module, function, None))
+            own.extend(_function_entry(module, function, None))
+    return found + _drivers(module, own) + own
+
+
+def _drivers(module: ModuleFunctions, entries: list[EntryPoint]) -> list[EntryPoint]:
+    """The module's loop-less functions that no code of the module calls and that run an entry's
+    loop (``train()`` that asserts the loader's length, builds a ``Trainer`` and calls its
+    ``fit()``): the top of the module's call chain, as the script's body is for a script. Run
+    before the entries, they decide the loops they reach with what they know (those entries are
+    not run again)."""
+    if not entries:
+        return []
+    functions = [*((c, f) for (c, _), f in module.methods.items()),
+                 *((None, f) for f in module.functions.values() if module.class_of.get(f) is None)]
+    calls = [n for root in (module._module, *(f.body for _, f in functions)) for n in walk(root)
+             if isinstance(n, cst.Call)]  # (the walk stops at each nested definition)
+    called_methods = {method_name(n) for n in calls}
+    called_functions = {n.func.value for n in calls if isinstance(n.func, cst.Name)}
+    taken = {id(e.function) for e in entries}
+    found = []
+    for class_def, function in functions:
+        called = called_methods if class_def is not None else called_functions
+        if id(function) in taken or function.name.value in called or _outer_loops(function.body) \
+                or not reaches_event(function.body, module):
+            continue
+        name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
+        found.append(EntryPoint("driver", name, function, function, class_def))
     return found
 
 
@@ -302,7 +331,8 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
     for entry in entries:
         if entry.function is not None and entry.function in reached:
             continue
-        if judged_only and not gated_update(entry.node, module):
+        gated = entry.function.body if entry.kind in ("driver", "body") else entry.node  # (a def's own walk stops)
+        if judged_only and not gated_update(gated, module):
             results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
             continue
         if judged_only and spent > JUDGED_FILE_STATEMENTS:
@@ -544,7 +574,7 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
 def _start(run: Interpreter, entry: EntryPoint) -> None:
     if entry.kind == "module":
         run.run_module()
-    elif entry.kind == "function":
+    elif entry.kind in ("function", "driver"):
         run.run_function(entry.function, entry.class_def)  # type: ignore[arg-type]
     else:
         run.run_body(entry.function, entry.class_def)  # type: ignore[arg-type]
