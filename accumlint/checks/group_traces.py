@@ -116,13 +116,28 @@ def _zero_before_step(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _groups_by_update_microbatch(trace: Trace) -> list[list[TraceEvent]]:
+    """The closed pending groups, those whose updates of different optimizers follow the same
+    microbatch merged: two optimizers on one gate, each updated after its own backward (a
+    GAN's), close one group."""
+    groups: list[list[TraceEvent]] = []
+    for group in _pending_groups(trace)[:-1]:
+        before, update = (groups[-1][-1] if groups else None), group[-1]
+        if before is not None and before.target != update.target and \
+                (before.epoch, before.microbatch) == (update.epoch, update.microbatch):
+            groups[-1] = groups[-1] + group
+        else:
+            groups.append(group)
+    return groups
+
+
 def _irregular(trace: Trace) -> TraceVerdict | None:
     """ACC006: with whole groups (N = 2A), a group of the first epoch that does not hold A
     microbatches (those a forward or a backward of the group ran on; an update with nothing
     pending, a flush after the loop, is no group)."""
     a = trace.configuration.accumulation
     sizes = []
-    for group in _pending_groups(trace)[:-1]:
+    for group in _groups_by_update_microbatch(trace):
         microbatches = {(e.epoch, e.microbatch) for e in group if e.kind in (B, EventKind.FORWARD)}
         if group and group[-1].epoch == 0 and microbatches:
             sizes.append(len(microbatches))
