@@ -165,13 +165,18 @@ def _graph_bindings(backwards) -> dict[str, set[Binding]]:
         if backward.loss is None:
             continue
         for name in names_feeding(backward.loss):
-            _add_holders(holders, name, backward.site.scope, backward.order, follow=True)
+            _add_holders(holders, name, backward.site.scope, backward.order, follow=_FOLLOW_DEPTH)
     return holders
 
 
-def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int, follow: bool) -> None:
-    """Record the bindings of ``name`` reaching ``order`` that hold a graph (``follow``: also
-    those of the names a rename or a division reads)."""
+#: how many assignments back from a backward's loss its graph-holding names are followed
+_FOLLOW_DEPTH = 4
+
+
+def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int, follow: int) -> None:
+    """Record the bindings of ``name`` reaching ``order`` that hold a graph (``follow`` > 0: also
+    those of the names a rename, a division or a sum reads, that many assignments back: the
+    terms of ``loss = hinge + penalty`` hold the graph the backward goes through)."""
     definitions, on_entry = reaching_definitions(scope, name, order)
     found = holders.setdefault(name, set())
     if on_entry:
@@ -187,9 +192,15 @@ def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int,
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
                 isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
             for fed in names_feeding(value):
-                _add_holders(holders, fed, scope, definition.order, follow=False)
-    if not found:
-        del holders[name]
+                _add_holders(holders, fed, scope, definition.order, follow - 1)
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+            for term in (value.left, value.right):  # a plain name summed into the loss
+                if isinstance(term, (cst.Name, cst.Attribute)) and dotted(term) is not None:
+                    _add_holders(holders, dotted(term), scope, definition.order, follow - 1)
+    if found:
+        holders[name] = found  # a nested visit of the same name may have dropped the shared entry
+    else:
+        holders.pop(name, None)
 
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
@@ -203,7 +214,7 @@ def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
     value; a name is followed to its assignment."""
     if value is None or depth > 4:
         return False
-    if isinstance(value, (cst.Comparison, cst.Integer)):
+    if isinstance(value, (cst.Comparison, cst.Integer, cst.Float)):
         return True
     if isinstance(value, cst.Call):
         if method_name(value) in _GRAPH_FREE_METHODS or dotted(value.func) in _GRAPH_FREE_FUNCTIONS:

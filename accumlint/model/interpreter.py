@@ -840,9 +840,13 @@ class Interpreter:
             return self.choices[key] != negated
         if statement is not None and not self.syntax.matters(statement, frame.owner):
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
-        self.choices[key] = negated  # the condition as written takes False first
+        # the condition as written takes False first; a test that A exceeds 1 (`if cfg.accum > 1:`,
+        # often met in the set-up before the gate) takes its accumulating side first, or the runs a
+        # budget allows all skip the gate and A is never bound
+        first = _tests_accumulation(test)
+        self.choices[key] = first != negated
         self.defaulted.append(key)
-        return False
+        return first
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
@@ -1888,6 +1892,23 @@ def _writes_gradients(node: cst.CSTNode) -> bool:
 
 
 _NEGATED = {"IsNot": "is", "NotEqual": "==", "NotIn": "in"}
+#: ``A > 1``, ``A >= 2``, ``A != 1`` (and mirrored): the side of a comparison where A accumulates
+_ABOVE_ONE = {("GreaterThan", 1), ("GreaterThanEqual", 2), ("NotEqual", 1)}
+_MIRRORED = {"LessThan": "GreaterThan", "LessThanEqual": "GreaterThanEqual", "NotEqual": "NotEqual"}
+
+
+def _tests_accumulation(test: cst.BaseExpression) -> bool:
+    """Whether a condition reads as "A is more than 1" on a name that looks like A."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    operator = type(test.comparisons[0].operator).__name__
+    left, right = test.left, test.comparisons[0].comparator
+    if isinstance(left, cst.Integer):  # `1 < cfg.accum`
+        left, right, operator = right, left, _MIRRORED.get(operator, "")
+    name = dotted(left) if isinstance(left, (cst.Name, cst.Attribute)) else None
+    return (name is not None and isinstance(right, cst.Integer)
+            and (operator, int(right.evaluated_value)) in _ABOVE_ONE
+            and conventions.ACCUMULATION_NAME.search(last_segment(name)) is not None)
 
 
 def _choice_key(test: cst.BaseExpression) -> tuple[str, bool]:

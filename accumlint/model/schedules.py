@@ -318,14 +318,29 @@ def _is_counter(value: cst.BaseExpression | None, name: str) -> bool:
     return split is not None and split[0] == name
 
 
+def _is_shifted_counter(value: cst.BaseExpression | None, name: str, group: Group) -> bool:
+    """The counter, or the counter plus an offset the loop never assigns (``global_step +
+    start_step``, a resumed run's start): the sum still advances with every microbatch."""
+    if _is_counter(value, name):
+        return True
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        return False
+    assigned = {target for site in group.loop_sites for target in site.targets if target}
+    for counter, offset in ((value.left, value.right), (value.right, value.left)):
+        label = dotted(offset) if isinstance(offset, (cst.Name, cst.Attribute)) else None
+        if dotted(counter) == name and label is not None and label != name and label not in assigned:
+            return True
+    return False
+
+
 def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
         if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
-                and conventions.LOGGING_STEP_CALLEE.match(callee) and _is_counter(arg.value, name)):
+                and conventions.LOGGING_STEP_CALLEE.match(callee) and _is_shifted_counter(arg.value, name, group)):
             return f"the `{arg.keyword.value}=` of a logged value"
     position = conventions.LOGGING_STEP_POSITIONS.get(callee)
-    if position is not None and _is_counter(positional(call, position), name):
+    if position is not None and _is_shifted_counter(positional(call, position), name, group):
         return "the x-axis of a logged value"
     stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
