@@ -3,8 +3,8 @@ DeepSpeed engine …
 
 Evidence, strongest first: a known constructor or framework call (resolved through the
 module's imports), ``accelerator.prepare(...)`` / ``deepspeed.initialize(...)`` unpacking,
-a type annotation, a use (an object whose ``.parameters()`` build an optimizer is a model),
-and last the variable's name. The latest binding before a use wins
+a type annotation, and last the variable's name or, where the name says nothing, a use (an
+object whose ``.parameters()`` build an optimizer is a model). The latest binding before a use wins
 (source order inside the function; then the class's ``self.`` attributes; then the module).
 """
 
