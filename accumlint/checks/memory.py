@@ -188,7 +188,14 @@ def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int,
         value = definition.value
         if not follow or value is None or isinstance(definition.node, (cst.For, cst.With)):
             continue
-        # a rename or a division keeps the graph-holding value; a product's factors need not
+        # a rename or a division keeps the graph-holding value; a product's factors need not. The
+        # container a loss is read out of (`loss = outputs["loss"]`) holds it only where the
+        # backward's own loss is read out of it: further back, a dict of outputs kept for the
+        # group's callbacks is another object than the loss divided from its entry
+        container = isinstance(value, (cst.Attribute, cst.Subscript)) or isinstance(value, cst.BinaryOperation) \
+            and isinstance(value.left, (cst.Attribute, cst.Subscript))
+        if container and follow < _FOLLOW_DEPTH:
+            continue
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
                 isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
             for fed in names_feeding(value):
