@@ -1141,9 +1141,9 @@ def test_an_instance_called_runs_its_call_method():
     assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
 
 
-@pytest.mark.parametrize(("accumulate", "decided"), [(False, True), (True, False)])
-def test_an_accelerator_decides_the_cadence_only_through_accumulate(accumulate, decided):
-    context = "accelerator.accumulate(model)" if accumulate else "nullcontext()"
+@pytest.mark.parametrize("context", ["nullcontext()", "accelerator.accumulate(model)"])
+def test_an_accelerator_built_without_a_leaves_the_cadence_to_the_code(context):
+    # Accelerator() counts with A = 1: every entry of accumulate() syncs, the user's gate decides
     result = only(f"""
     from contextlib import nullcontext
     from accelerate import Accelerator
@@ -1158,9 +1158,82 @@ def test_an_accelerator_decides_the_cadence_only_through_accumulate(accumulate, 
                     optimizer.step()
                     optimizer.zero_grad()
     """)
-    assert result.decided is decided, result.reasons()
-    if decided:
-        assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+ACCELERATE_LOOP = """
+import torch
+from accelerate import Accelerator
+
+def train(model, loader, accum):
+    accelerator = Accelerator(gradient_accumulation_steps=accum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    other = None
+    model, optimizer, {prepared} = accelerator.prepare(model, optimizer, {prepared})
+    for epoch in range(2):
+        for batch in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch))
+                optimizer.step()
+                scheduler.step()
+                {reset}.zero_grad()
+"""
+
+
+def _kinds_at(result, a, n, kind):
+    trace = run(result, a, n)
+    return [(e.epoch, e.microbatch) for e in trace.events if e.kind is kind]
+
+
+def test_accelerate_counts_the_microbatches_and_gates_what_it_prepared():
+    # accelerate 1.15.0 accelerator.py _do_sync: sync on step % A == 0, and at a prepared loader's end
+    result = only(ACCELERATE_LOOP.format(prepared="scheduler, loader", reset="optimizer"))
+    assert result.decided, result.reasons()
+    assert result.symbols == ("accum",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert _kinds_at(result, 2, 5, EventKind.SCHEDULER_STEP) == [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)]
+    assert _kinds_at(result, 2, 4, EventKind.RESET) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    synced = [e.synced for e in run(result, 2, 4).events if e.kind is EventKind.BACKWARD]
+    assert synced == [False, True] * 4  # off the boundary, accumulate() holds no_sync(model)
+
+
+def test_accelerate_leaves_what_it_did_not_prepare_ungated():
+    # a scheduler built in the run and never prepared steps on every microbatch; without a prepared
+    # loader its end does not sync (the count runs on into the next epoch); the model's own
+    # zero_grad is never gated
+    result = only(ACCELERATE_LOOP.format(prepared="other", reset="model"))
+    assert result.decided, result.reasons()
+    assert _kinds_at(result, 2, 5, EventKind.SCHEDULER_STEP) == [(0, m) for m in range(5)] + [(1, m) for m in range(5)]
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 0), (1, 2), (1, 4)]
+    assert len(_kinds_at(result, 2, 4, EventKind.RESET)) == 8
+
+
+def test_a_call_off_the_boundary_on_what_the_run_cannot_see_leaves_it_undecided():
+    # a caller's scheduler may be one the framework wrapped (whether its step acts is unknown)
+    source = ACCELERATE_LOOP.replace("    scheduler = torch", "    # torch")
+    source = source.replace("(model, loader,", "(model, scheduler, loader,")
+    result = only(source.format(prepared="other", reset="optimizer"))
+    assert not result.decided
+    assert any("whether the framework wrapped" in reason for reason in result.reasons())
+
+
+def test_an_accumulate_entered_twice_per_microbatch_is_left_to_acc501():
+    result = only("""
+    from accelerate import Accelerator
+
+    def train(a, b, optimizer, loader):
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        a, b, optimizer, loader = accelerator.prepare(a, b, optimizer, loader)
+        for batch in loader:
+            with accelerator.accumulate(a), accelerator.accumulate(b):
+                accelerator.backward(b(a(batch)))
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert not result.decided
+    assert any("more than once per microbatch" in reason for reason in result.reasons())
 
 
 def test_an_evaluation_loader_drawn_mid_epoch_draws_no_training_microbatch():

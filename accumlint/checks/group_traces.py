@@ -236,14 +236,11 @@ def _across_epochs(trace: Trace) -> bool:
 class Property:
     """A group-structure property: its ``check`` on one run, the epoch lengths ``sizes`` (each N
     as a function of A) of the runs that show it (it fails where every run of one of them
-    fails), ``judges``: whether a run can show it at all, and ``code_cadence``: whether it is
-    only judged where the code's own gate makes the groups."""
+    fails), and ``judges``: whether a run can show it at all."""
 
     check: Callable[[Trace], TraceVerdict | None]
     sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
-    #: only where the code, not a framework (Accelerate's ``accumulate()``), decides the cadence
-    code_cadence: bool = False
 
 
 #: each property, and which runs show it
@@ -253,7 +250,7 @@ PROPERTIES: dict[str, Property] = {
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
-    "ACC301": Property(_clip_inside, lambda a: (2 * a,), code_cadence=True),
+    "ACC301": Property(_clip_inside, lambda a: (2 * a,)),
     "ACC402": Property(_never_synced, lambda a: (2 * a,)),
 }
 
@@ -318,8 +315,6 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
         return []
     found = []
     for rule in PROPERTIES.values():
-        if rule.code_cadence and simulation.framework_cadence:
-            continue
         failed = next((results[0] for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
                        for results in [[rule.check(t) for t in runs]] if runs and all(results)), None)
         if failed is not None:
@@ -335,8 +330,7 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
-        if not simulation.covers(node) or not _judgeable(simulation) or \
-                rule.code_cadence and simulation.framework_cadence:  # type: ignore[arg-type]
+        if not simulation.covers(node) or not _judgeable(simulation):
             continue
         judged = _runs_by_a(simulation, rule)[:1]
         if code in _DEFERS and _deferred(simulation, code, {v.code for v in verdicts(simulation)}):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import (
     BackwardContract,
     ConfigCarrier,
+    CountingDriver,
     FrameworkTail,
     GroupContract,
     LoaderSharding,
@@ -90,6 +91,19 @@ UNSCALE_METHOD = "unscale_gradients"
 #: returns the engine's norm and clips nothing (``clip_grad_norm_``, DeepSpeed branch; the
 #: engine clips at its boundary from its config).
 DEEPSPEED_KEYWORDS = ("deepspeed_plugin", "deepspeed_plugins")
+
+#: The reference driver (``accelerator.py`` ``accumulate``/``_do_sync``: each entry of
+#: ``accumulate()`` sets ``sync_gradients`` to ``step % A == 0`` after ``step += 1``, or, at a
+#: prepared loader's last batch (``end_of_dataloader`` with ``sync_with_dataloader``, the
+#: default), to True with ``step = 0``; off the boundary the body runs under ``no_sync(model)``;
+#: ``optimizer.py``/``scheduler.py``: a prepared optimizer's ``step``/``zero_grad`` and a prepared
+#: scheduler's ``step`` return without acting while ``sync_gradients`` is False).
+DRIVER = CountingDriver(
+    "Accelerate", Role.ACCELERATOR, ACCUMULATION_KEYWORD, 1, ACCUMULATE_METHOD, SYNC_FLAG, "prepare",
+    frozenset({(Role.OPTIMIZER, "step"), (Role.OPTIMIZER, "zero_grad"), (Role.SCHEDULER, "step")}),
+    loader_end_syncs=True, no_sync_off_boundary=True, other_backends=DEEPSPEED_KEYWORDS,
+    source=Source("accelerate", VERSION, "accelerator.py accumulate/_do_sync; optimizer.py; scheduler.py"),
+)
 
 TAILS: dict[str, FrameworkTail] = {
     "accelerate-prepared-loader": FrameworkTail(

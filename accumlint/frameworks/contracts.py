@@ -135,6 +135,33 @@ class LoaderSharding:
     source: str
 
 
+@dataclass(frozen=True)
+class CountingDriver:
+    """A framework object that counts the microbatches itself and decides which one ends a
+    group (Accelerate's accelerator): the simulator runs it as the framework does.
+
+    ``counter``: the role of the counting object, built with ``a_keyword=A`` (``a_default``
+    without it; a keyword of ``other_backends`` hands the counting to another framework);
+    ``enter``: the method whose context, entered once per microbatch, counts one; ``flag``: the
+    attribute that says whether the current microbatch ends its group; ``wrap``: the method that
+    returns wrapped objects, whose ``gated`` (role, method) calls act only where the flag holds;
+    ``loader_end_syncs``: a wrapped loader's last batch ends a group and restarts the count;
+    ``no_sync_off_boundary``: the context's body skips the gradient all-reduce off the boundary."""
+
+    framework: str
+    counter: Role
+    a_keyword: str
+    a_default: int
+    enter: str
+    flag: str
+    wrap: str
+    gated: frozenset[tuple[Role, str]]
+    loader_end_syncs: bool
+    no_sync_off_boundary: bool
+    other_backends: tuple[str, ...]
+    source: Source
+
+
 # --- library helpers, summarized ------------------------------------------------------------------
 
 #: event kind → the statement that performs it on the row's ``on`` expression

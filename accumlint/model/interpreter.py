@@ -34,6 +34,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
@@ -157,6 +158,21 @@ class RawEvent:
     synced: bool | None = True
 
 
+class _Entry:
+    """The context a counting object's entry method returns (``accelerator.accumulate(model)``):
+    entering it counts one microbatch."""
+
+    __slots__ = ("counting",)
+
+    def __init__(self, counting: Counting) -> None:
+        self.counting = counting
+
+
+#: the entry methods and boundary flags of the frameworks that count microbatches themselves
+_COUNTED_ENTRIES = frozenset(driver.enter for driver in DRIVERS.values())
+_COUNTED_FLAGS = frozenset(driver.flag for driver in DRIVERS.values())
+
+
 class _SyncOff:
     """The context a ``no_sync()`` call returns (DDP's, Accelerate's, Fabric's
     ``no_backward_sync``): while a ``with`` holds it, backwards skip the all-reduce; ``known``
@@ -201,6 +217,7 @@ class _Loader:
         # an iterator made where the run cannot see, whose epochs the code counts (`range(iters_per_epoch)`
         # around `next(it)`): it goes on into the next epoch instead of ending
         self.stream = False
+        self.wrapped_by: Counting | None = None  # a framework that counts microbatches wrapped its data
 
     def draw(self) -> object:
         run = self.interpreter
@@ -270,6 +287,8 @@ class Interpreter:
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
+        self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
+        self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -278,6 +297,8 @@ class Interpreter:
         self._passes.clear()
         self._globals.clear()
         self._stored.clear()
+        self._counting.clear()
+        self._wrapped.clear()
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -589,12 +610,63 @@ class Interpreter:
                 or not self.syntax.reaches_backward(node.body, frame.owner) \
                 or self.syntax.has_update(node.body, frame.owner) or not self.syntax.update_follows(node, frame.owner):
             return
-        count = self.expression(call.args[0].value, frame)
+        self._names_a(self.expression(call.args[0].value, frame))
+
+    def _names_a(self, count: object) -> int | None:
+        """``count`` is the code's A: a count the configuration can bind names the accumulation
+        symbol (the run restarts with it bound, :class:`NeedBinding`); a literal one fixes A.
+        Returns A where the run knows it."""
         if isinstance(count, LabeledInt) and not count.bound or isinstance(count, Unknown) and \
                 count.origin is Origin.RUN and count.label and count.gate is None:
             raise NeedBinding(frozenset({label_text(count)}))
         if isinstance(count, Literal) and count > 1:
             self.literal_gates.append(int(count))
+        return int(count) if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
+
+    def _count_entry(self, counting: Counting) -> _SyncOff | None:
+        """Enter a counting object's context (``accelerator.accumulate(model)``): one microbatch
+        counted; off the boundary the body runs under ``no_sync()`` where the driver says so."""
+        if counting.foreign:
+            self.undecide(f"`{counting.obj.label}` hands the accumulation to another framework's engine")
+            return None
+        a = self._names_a(counting.a)
+        if a is None:
+            self.undecide(f"the {counting.driver.a_keyword} of `{counting.obj.label}` is a value the run does not know")
+            return None
+        if counting.entered_at is not None or counting.entry_drawn == self.drawn:
+            self.undecide(f"`{counting.driver.enter}()` is entered more than once per microbatch: "
+                          f"{counting.driver.framework} counts each entry (ACC501's)")
+        training = self.training_pass
+        at_end = training is not None and training.wrapped_by is counting and \
+            self.drawn_in_epoch >= self.configuration.microbatches
+        synced = counting.enter(a, at_end)
+        counting.entered_at, counting.entry_drawn = len(self.events), self.drawn
+        return _SyncOff(True) if not synced and counting.driver.no_sync_off_boundary else None
+
+    def _acts(self, receiver: object, method: str) -> bool:
+        """Whether a call of ``method`` on ``receiver`` acts: a framework that counts microbatches
+        skips its wrapped optimizer's and scheduler's calls off the boundary (a receiver whose role
+        the run does not know leaves the run undecided)."""
+        counting = self._wrapped.get(id(receiver))
+        if counting is None:
+            if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and any(
+                    not c.synced and any(method == gated for _, gated in c.driver.gated)
+                    for c in self._counting.values()):
+                # built where the run cannot see, it may be what the framework wrapped
+                self.undecide(f"`{label_text(receiver)}.{method}()` off the boundary: whether "
+                              "the framework wrapped its receiver is unknown")
+            return True
+        role = receiver.role if isinstance(receiver, Obj) else _named_role(label_text(receiver)) or Role.UNKNOWN
+        acts = counting.acts(role, method)
+        if acts and (role, method) in counting.driver.gated and method != "step" and counting.entered_at is not None \
+                and not any(e.method in BACKWARD_CALLS for e in self.events[counting.entered_at:]):
+            self.undecide(f"`{label_text(receiver)}.{method}()` acts before the backward of the group's last "
+                          f"microbatch inside `{counting.driver.enter}()` (ACC501's)")
+        if acts is None:
+            self.undecide(f"`{label_text(receiver)}.{method}()` may be skipped off the boundary by "
+                          f"{counting.driver.framework}, and its role is unknown")
+            return True
+        return acts
 
     def _epoch_count(self, args: list[object], frame: _Frame) -> None:
         """``range(iters_per_epoch)`` of a run-level count named as an epoch's, in a function that trains on items it
@@ -719,7 +791,9 @@ class Interpreter:
         if isinstance(data, Obj) and data.number in self._whole_groups and \
                 self.configuration.microbatches % self.configuration.accumulation:
             raise Infeasible(f"the loader `{data.label}` is sized with A")
-        return _Loader(self, label)
+        loader = _Loader(self, label)
+        loader.wrapped_by = self._wrapped.get(id(data))
+        return loader
 
     def _fresh_pass(self, data: object, label: str) -> _Loader:
         """:meth:`_pass`, for an iterable no name holds: the ``for`` statement iterating it ends it."""
@@ -763,16 +837,26 @@ class Interpreter:
 
     def _with(self, node: cst.With, frame: _Frame) -> None:
         held = len(self._sync_off)
+        entered: list[Counting] = []
         try:
             for item in node.items:
                 value = self.expression(item.item, frame)
+                if isinstance(value, _Entry):
+                    entered.append(value.counting)
+                    value = self._count_entry(value.counting)
                 if isinstance(value, _SyncOff):
                     self._sync_off.append(value)
                 if item.asname is not None:
                     self.assign(item.asname.name, value, frame)
+            drawn = self.drawn
             self.block(node.body, frame)
+            if entered and self.drawn - drawn > 1:
+                self.undecide(f"`{entered[0].driver.enter}()` is entered once around several microbatches: "
+                              f"{entered[0].driver.framework} counts one (ACC501's)")
         finally:
             del self._sync_off[held:]
+            for counting in entered:
+                counting.entered_at = None
 
     def _try(self, node: cst.Try, frame: _Frame) -> None:
         try:
@@ -1106,6 +1190,8 @@ class Interpreter:
             label = f"{owner.label}.{name}" if owner.label else name
             if label in self._stored:
                 return self._stored[label]
+            if name in _COUNTED_FLAGS and owner.origin is not Origin.DATA:
+                self.undecide(f"`{label}` is the boundary flag of an object built where the run cannot see")
             if owner.origin is Origin.RUN:
                 return self._bound(label, None)
             return Unknown(label, owner.origin)
@@ -1290,6 +1376,9 @@ class Interpreter:
                 built = Obj(role, "construction", _code(node))
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
+                if role in DRIVERS:
+                    self._counting[built.number] = Counting(DRIVERS[role], built, kwargs,
+                                                            any(arg.star == "**" for arg in node.args))
                 return built
         if segment in MANUAL_REDUCTIONS:
             self.reduced_by_hand = True
@@ -1297,6 +1386,9 @@ class Interpreter:
             return _no_sync(kwargs)
         if segment in ("SimpleNamespace", "Namespace") and not args:  # `types.SimpleNamespace(count=0)`
             return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
+        carried = carrier_attrs(segment, args, kwargs)  # `GradientAccumulationPlugin(num_steps=A)`
+        if carried is not None:
+            return Obj(Role.OTHER, "construction", _code(node), attrs=carried)
         if segment in CLIP_FUNCTIONS:
             self._record(segment, None, args[0] if args else None, node, frame, clip=True)
             return Unknown("the gradient norm", Origin.DATA)
@@ -1387,6 +1479,8 @@ class Interpreter:
         if isinstance(receiver, _Loader) or isinstance(receiver, Obj) and receiver.role is Role.LOADER \
                 and method == "__iter__":
             return receiver
+        if not self._acts(receiver, method):
+            return None  # a wrapped optimizer's or scheduler's call off the boundary: the framework skips it
         if method in EVENT_METHODS:
             argument = args[0] if args else kwargs.get("loss")
             self._record(method, receiver, argument, node, frame, clip=method.startswith("clip_grad"))
@@ -1399,12 +1493,21 @@ class Interpreter:
             self.reduced_by_hand = True
         if method in fw.NO_SYNC_METHODS and isinstance(receiver, (Obj, Unknown)):
             return _no_sync(kwargs)
+        counting = self._counting.get(receiver.number) if isinstance(receiver, Obj) else None
+        if counting is not None and method == counting.driver.enter:
+            return _Entry(counting)
+        if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and method in _COUNTED_ENTRIES:
+            self.undecide(f"`{receiver.label}.{method}()` counts the microbatches of an object built where the run "
+                          "cannot see: its A is unknown")
         if isinstance(receiver, Obj) and method in ("accumulate", "autocast"):
             return None
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
             return Unknown(f"{receiver.label}.{method}()", receiver.origin)
-        if isinstance(receiver, Obj) and receiver.role is Role.ACCELERATOR and method == "prepare":
+        if counting is not None and method == counting.driver.wrap:
+            for value in args:
+                counting.wrapped.append(value)
+                self._wrapped[id(value)] = counting
             return tuple(args) if len(args) != 1 else args[0]
         if isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and method == "get" and args \
                 and isinstance(args[0], str) and args[0].isidentifier():
@@ -2108,9 +2211,13 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
 def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update, or a loop of micro-steps (``for _ in range(k)``) that a
-    backward runs in: what binds A. Without one, no run of it can show a group of A."""
+    backward runs in, or enters a framework's counting context (``accelerator.accumulate(model)``):
+    what binds A. Without one, no run of it can show a group of A."""
     for child in walk(node):
         if isinstance(child, cst.If) and has_update(child, owner):
+            return True
+        if isinstance(child, cst.WithItem) and isinstance(child.item, cst.Call) and \
+                isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
             return True
         if isinstance(child, cst.For) and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
                 and reaches_event(child.body, owner, names=BACKWARD_NAMES):

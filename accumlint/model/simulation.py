@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint import frameworks as fw
 from accumlint.model import names
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
@@ -72,11 +71,10 @@ MAX_ATTEMPTS = 64
 NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
-#: roles whose object runs the accumulation itself (``accumulate()``, the engine's boundary counter);
-#: not Fabric: the user's code gates its updates (``frameworks.lightning.FABRIC_CONTRACT``)
-FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.ENGINE, Role.OPTIM_WRAPPER})
-#: what, entered or read, hands the group's cadence to Accelerate
-_ACCELERATE_CADENCE = frozenset({fw.accelerate.ACCUMULATE_METHOD, fw.accelerate.SYNC_FLAG})
+#: roles whose object runs the accumulation itself (the engine's boundary counter) and whose reference
+#: driver is not simulated; not Fabric: the user's code gates its updates
+#: (``frameworks.lightning.FABRIC_CONTRACT``); not Accelerate's accelerator (:mod:`.counting`)
+FRAMEWORK_ROLES = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
 
@@ -126,9 +124,6 @@ class Simulation:
     literal: int | None = None
     roles: list[RoleFact] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
-    #: whether the code the runs reached enters ``accumulate()`` or reads ``sync_gradients``
-    #: (without either, an Accelerate accelerator leaves the group's cadence to the code)
-    framework_cadence: bool = True
     #: the project functions its runs executed
     reached: frozenset = frozenset()
     #: configurations the code rules out (every run of it ends in an assertion, or a loader sized
@@ -478,7 +473,6 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     result.symbols = tuple(sorted(symbols))
     result.lengths = tuple(sorted(lengths))
     result.reached = frozenset(reached)
-    result.framework_cadence = any(_framework_cadence(node) for node in (entry.node, *reached))
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
@@ -490,14 +484,6 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         smallest = min(t.configuration.accumulation for t in result.traces)
         result.traces = [t for t in result.traces if t.configuration.accumulation == smallest]
     return result, reached, used
-
-
-def _framework_cadence(node: cst.CSTNode) -> bool:
-    """Whether ``node`` enters Accelerate's ``accumulate()`` or reads ``sync_gradients``: where
-    the accelerator, not the code, decides the group's cadence. Outside ``accumulate()`` the
-    gradient state always syncs and a prepared optimizer steps on every call (accelerate 1.15.0,
-    ``accelerator.py``: ``_do_sync`` is called by ``accumulate()`` alone)."""
-    return any(isinstance(n, cst.Attribute) and n.attr.value in _ACCELERATE_CADENCE for n in walk(node))
 
 
 def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
@@ -715,8 +701,6 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
         result._raw = []
         result.roles = list(shown.values())
         for fact in result.roles:
-            if fact.role is Role.ACCELERATOR and not result.framework_cadence:
-                continue
             if fact.role in FRAMEWORK_ROLES:
                 result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
                                         "its reference driver is not simulated yet")
