@@ -157,7 +157,7 @@ def _accumulation(result: Simulation) -> str:
         names = ", ".join(f"`{s}`" for s in result.symbols)
         return f"{names}, bound to 1, 2 and 4 in turn (it decides when the optimizer updates){lengths}"
     if result.literal is not None:
-        return f"the literal {result.literal} in the update's condition"
+        return f"the literal {result.literal} that sets the update's cadence"
     return "no value in the code decides when the optimizer updates"
 
 

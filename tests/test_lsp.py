@@ -222,7 +222,7 @@ def test_diagnostic_code_action_and_clean_document(tmp_path: Path) -> None:
                 TIMEOUT,
             )
             assert loop is not None and isinstance(loop.contents, types.MarkupContent)
-            assert "A: the literal 4 in the update's condition" in loop.contents.value
+            assert "A: the literal 4 that sets the update's cadence" in loop.contents.value
             assert "F zero B | F zero B | F zero B | F zero B ‖ step" in loop.contents.value
             body = await asyncio.wait_for(
                 session.client.text_document_hover_async(

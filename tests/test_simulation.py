@@ -1736,3 +1736,29 @@ def main(model, optimizer, loader):
     train(model, optimizer, loader, 4, 2)
 """
     assert [(r.entry.kind, r.entry.name) for r in simulated(source)] == [("driver", "main")]
+
+
+def test_a_function_entry_reads_what_the_module_builds_when_imported():
+    # the accelerator, the optimizer and their preparation are module-level: the function's loop
+    # runs with them as the import built them (a call that reaches an event is not run first)
+    result = only("""
+    import torch
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(gradient_accumulation_steps=4)
+    net = torch.nn.Linear(4, 1)
+    opt = torch.optim.AdamW(net.parameters())
+    data = torch.utils.data.DataLoader(range(64), batch_size=4)
+    net, opt, data = accelerator.prepare(net, opt, data)
+
+    def epoch():
+        for batch in data:
+            with accelerator.accumulate(net):
+                accelerator.backward(net(batch).mean())
+                opt.step()
+                net.zero_grad()
+    """)
+    assert result.decided, result.reasons()
+    assert result.literal == 4
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    assert len(_kinds_at(result, 4, 8, EventKind.RESET)) == 16  # the module's own zero_grad: every microbatch

@@ -333,6 +333,7 @@ class Interpreter:
         """Execute ``function``, its parameters unknown run-level values named by themselves
         (``self`` an instance of ``class_def`` with ``__init__`` run first): once, or once per
         epoch while each call draws data (a ``train_one_epoch`` its caller does not show)."""
+        self._module_prelude()
         receiver = self._instance(class_def, function) if class_def is not None else None
 
         def drive() -> None:
@@ -351,6 +352,7 @@ class Interpreter:
         """Drive an implicit microbatch body: call ``function`` once per microbatch of every
         epoch, its ``self`` and the module's state kept between calls, its arguments computed
         by a caller the project does not show."""
+        self._module_prelude()
         receiver = self._instance(class_def, function) if class_def is not None else None
 
         self.epochs_from_code = False
@@ -364,6 +366,21 @@ class Interpreter:
             self.end_epoch()
 
         self._run_to_end(drive)
+
+    def _module_prelude(self) -> None:
+        """Run the module's top-level assignments before a function entry: what the module
+        builds when imported (``accelerator = Accelerator(...)``, ``optimizer = AdamW(...)``,
+        ``prepare(...)``) is what its functions read. Compound statements and assignments that
+        reach a training event are left out; a raise ends the prelude."""
+        frame = _Frame(self.module, self._module_names(self.module))
+        for statement in self.module._module.body:
+            if isinstance(statement, cst.SimpleStatementLine) and statement.body and \
+                    all(isinstance(small, (cst.Assign, cst.AnnAssign)) for small in statement.body) and \
+                    not reaches_event(statement, self.module):
+                try:
+                    self.statement(statement, frame)
+                except _Raised:
+                    return
 
     def _run_to_end(self, body) -> None:
         try:
