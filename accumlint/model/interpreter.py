@@ -652,7 +652,7 @@ class Interpreter:
             return None
         if counting.entered_at is not None or counting.entry_drawn == self.drawn:
             self.undecide(f"`{counting.driver.enter}()` is entered more than once per microbatch: "
-                          f"{counting.driver.framework} counts each entry (ACC501's)")
+                          f"{counting.driver.framework} counts each entry (ACC501 reports it)")
         training = self.training_pass
         at_end = training is not None and training.wrapped_by is counting and \
             self.drawn_in_epoch >= self.configuration.microbatches
@@ -677,8 +677,8 @@ class Interpreter:
         acts = counting.acts(role, method)
         if acts and (role, method) in counting.driver.gated and method != "step" and counting.entered_at is not None \
                 and not any(e.method in BACKWARD_CALLS for e in self.events[counting.entered_at:]):
-            self.undecide(f"`{label_text(receiver)}.{method}()` acts before the backward of the group's last "
-                          f"microbatch inside `{counting.driver.enter}()` (ACC501's)")
+            self.undecide(f"`{label_text(receiver)}.{method}()` acts before the backward of the last microbatch "
+                          f"of a group inside `{counting.driver.enter}()` (ACC501 reports it)")
         if acts is None:
             self.undecide(f"`{label_text(receiver)}.{method}()` may be skipped off the boundary by "
                           f"{counting.driver.framework}, and its role is unknown")
@@ -869,7 +869,7 @@ class Interpreter:
             self.block(node.body, frame)
             if entered and self.drawn - drawn > 1:
                 self.undecide(f"`{entered[0].driver.enter}()` is entered once around several microbatches: "
-                              f"{entered[0].driver.framework} counts one (ACC501's)")
+                              f"{entered[0].driver.framework} counts one (ACC501 reports it)")
         finally:
             del self._sync_off[held:]
             for counting in entered:
