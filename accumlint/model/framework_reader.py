@@ -81,7 +81,9 @@ class FrameworkReader:
         ``scope`` whose every definition holds ``accelerator.accumulate`` or a null context
         (``ctx = nullcontext if flag else accelerator.accumulate``; ``with ctx(model):``), so that
         accumulate() runs in some configurations and nothing else does in the others.
-        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered)."""
+        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered).
+        In an inlined helper the variable is read through its parameters where the caller binds it
+        (``step(ctx, ...)`` entering ``with ctx(model):``; ``step(accelerator.accumulate(model))``)."""
         for item in node.items:
             value = item.item
             if is_accumulate_call(value):
@@ -90,7 +92,15 @@ class FrameworkReader:
                 continue
             order = scope.statement_orders.get(id(node))
             called = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
-            name = value.func.value if called else dotted(value)  # type: ignore[attr-defined]
+            read = value.func if called else value  # type: ignore[attr-defined]
+            if order is None:
+                read, order = _through_helper(read, node, scope)
+                method = fw.accelerate.ACCUMULATE_METHOD
+                if called and isinstance(read, cst.Attribute) and read.attr.value == method:
+                    return read.value, value  # `step(accelerator.accumulate, ...)`: entered directly
+                if not called and is_accumulate_call(read):
+                    return read.func.value, read  # type: ignore[attr-defined]
+            name = dotted(read) if read is not None else None
             if order is None or name is None:
                 continue
             definitions, on_entry = reaching_definitions(scope, name, order)
@@ -347,6 +357,23 @@ class FrameworkReader:
             found.append(function)
         return found
 
+
+
+def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope,
+                    ) -> tuple[cst.BaseExpression | None, int | None]:
+    """``expression`` (the context a ``with`` of an inlined helper enters) rewritten into the
+    scope's own names, and the position of the scope's own call that runs the helper, where the
+    rewritten names are read; (None, None) when the ``with`` is no inlined helper's or a
+    parameter's value is unknown."""
+    site = next((s for s in scope.sites if s.inline is not None and (s.statement is node or s.inside(node))), None)
+    if site is None or site.inline is None:
+        return None, None
+    resolved, where = site.inline.resolve(expression)
+    if where is not None:
+        return None, None
+    outermost = site.inline.chain()[-1].call
+    call_site = next((s for s in scope.sites if s.call is outermost and s.inline is None), None)
+    return resolved, call_site.order if call_site is not None else None
 
 
 def _arms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:

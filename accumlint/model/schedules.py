@@ -342,7 +342,9 @@ def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
     position = conventions.LOGGING_STEP_POSITIONS.get(callee)
     if position is not None and _is_shifted_counter(positional(call, position), name, group):
         return "the x-axis of a logged value"
-    stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
+    # the call itself, not a helper's call reported for the scheduler step inside it (whose
+    # arguments are the helper's, not the scheduler's)
+    stepped = next((e for e in group.events if e.site.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
     if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
