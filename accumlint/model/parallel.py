@@ -23,6 +23,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
@@ -450,21 +451,27 @@ class DataParallel:
         return False
 
     # --- global counts ----------------------------------------------------------------------
-    def summed_over_replicas(self, name: str, scope: Scope, before: int) -> bool:
+    def summed_over_replicas(self, name: str, scope: Scope, before: int, inline: Inline | None = None) -> bool:
         """Whether ``name`` holds a sum over the replicas at position ``before`` of ``scope``:
         its last write there is an in-place SUM all-reduce (``dist.all_reduce(n)``), or an
         assignment from a reduction that sums (``accelerator.reduce(n)``,
-        ``accelerator.gather(n).sum()``, ``fabric.all_reduce(n, reduce_op="sum")``)."""
+        ``accelerator.gather(n).sum()``, ``fabric.all_reduce(n, reduce_op="sum")``). ``inline``: the
+        name is read in that inlined helper's code (written there, or a parameter: its argument
+        in the caller's code)."""
         last: Site | None = None
         for site in scope.sites:
             if site.order >= before:
                 break
-            if site.in_helper:
+            if site.inline is not inline:
                 continue
             if name in site.targets or (site.call is not None and self._in_place_sum(site.call) == name):
                 last = site
         if last is None:
-            return False
+            if inline is None or "." in name:
+                return False
+            value, where = inline.resolve(cst.Name(name))
+            outer = dotted(value)
+            return outer is not None and where is not inline and self.summed_over_replicas(outer, scope, before, where)
         if last.call is not None:
             return True
         return last.value is not None and last.augmented is None and self._sums(last.value, last)

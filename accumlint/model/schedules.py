@@ -30,6 +30,7 @@ from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
+from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -386,20 +387,21 @@ class LearningRateWrite:
 def microbatch_lr_writes(group: Group) -> list[LearningRateWrite]:
     """Learning-rate writes into a param group (``g["lr"] = value``) that run on every microbatch of
     ``group`` with a value computed, in the loop, by a call that takes a microbatch counter of the
-    loop and a count named in updates (:data:`UPDATE_COUNT_NAME`)."""
+    loop and a count named in updates (:data:`UPDATE_COUNT_NAME`). A write in a helper the loop
+    calls reads its arguments in the loop's names (``step(micro, max_updates)``)."""
     if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN, LoopStyle.MICRO_LOOP):
         return []
     counters = microbatch_counters(group)
     found: list[LearningRateWrite] = []
-    for site in _lr_writes(group):
+    for site in _lr_writes(group, helpers=True):
         if any(f.kind in _CONDITIONAL and id(f.node) not in group.skip_guards for f in site.frames_inside(group.loop)):
             continue  # written only on some microbatches
         value, computed = _written_value(group, site)
         if not isinstance(value, cst.Call):
             continue
         arguments = [arg.value for arg in value.args]
-        position = next((split[0] for arg in arguments if (split := index_offset(arg)) is not None
-                         and split[0] in counters), None)
+        position = next((outer for arg in arguments if (split := index_offset(arg)) is not None
+                         and (outer := scope_name(split[0], site)) in counters), None)
         horizon = next((arg for arg in arguments if UPDATE_COUNT_NAME.search(last_segment(dotted(arg)))), None)
         if position is not None and horizon is not None:
             found.append(LearningRateWrite(site, position, horizon, computed))
@@ -442,11 +444,13 @@ def update_counter_lr_writes(model: FileModel, group: Group,
     return found
 
 
-def _lr_writes(group: Group) -> Iterator[Site]:
-    """The loop's own assignments of a param group's learning rate (``g["lr"] = value``)."""
+def _lr_writes(group: Group, helpers: bool = False) -> Iterator[Site]:
+    """The loop's own assignments of a param group's learning rate (``g["lr"] = value``); with
+    ``helpers``, those of the helpers it calls too."""
     for site in group.loop_sites:
         statement = site.statement
-        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
+        if ((site.in_helper and not helpers) or site.value is None or not isinstance(statement, cst.Assign)
+                or site.call is not None):
             continue
         target = statement.targets[0].target
         if (isinstance(target, cst.Subscript) and len(target.slice) == 1
@@ -463,7 +467,7 @@ def _written_value(group: Group, site: Site) -> tuple[cst.BaseExpression, cst.CS
     value, computed = site.value, site.statement
     if isinstance(value, cst.Name):
         definition = next((s for s in reversed(group.loop_sites) if s.order < site.order
-                           and s.targets == (value.value,) and s.augmented is None and not s.in_helper), None)
+                           and s.targets == (value.value,) and s.augmented is None and s.inline is site.inline), None)
         if definition is not None and definition.value is not None:
             value, computed = definition.value, definition.statement
     return value, computed
