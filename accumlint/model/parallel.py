@@ -42,6 +42,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.groups import Group
+    from accumlint.model.module_functions import ModuleFunctions
 
 #: Calls that pass their first argument's items through (``enumerate(loader)``, ``tqdm(loader)``).
 _PASS_THROUGH = frozenset({"enumerate", "iter", "tqdm", "islice", "cycle", "track"})
@@ -230,13 +231,15 @@ class DataParallel:
         ``split_dataset_by_node``), or a call outside this module that takes a rank (a dataset
         or sampler built per rank; calls that only place a process or tensor do not count)."""
         local_functions = set(self._functions.functions)
-        for site in self._calls:
+        # another project module's function the walk followed is read in its body, like this module's
+        foreign = [site for site in self._run_calls if site.inline is not None and site.inline.foreign is not None]
+        for site in self._calls + foreign:
             call = site.call
             name = last_segment(dotted(call.func)) or method_name(call) or ""  # type: ignore[union-attr,arg-type]
             if conventions.SHARDING_CALL.search(name):
                 return True
             if (name in conventions.RANK_PLACEMENT_CALLS or conventions.SAMPLER_NAME.search(name)
-                    or name in local_functions
+                    or name in local_functions or _trains(site, self._functions)
                     or (isinstance(call.func, cst.Attribute) and dotted(call.func.value) == "self")):  # type: ignore[union-attr]
                 continue
             for arg in call.args:  # type: ignore[union-attr]
@@ -569,3 +572,18 @@ def _environment_key(node: cst.CSTNode) -> str | None:
             key = positional(node, 0)
     return str(key.evaluated_value) if isinstance(key, cst.SimpleString) else None
 
+
+def _trains(site: Site, functions: ModuleFunctions) -> bool:
+    """Whether a call runs project code that performs the backward itself: the microbatch step
+    it was followed into, or the trainer whose class it builds (one of its methods, or a base's,
+    backpropagates), whose rank argument places tensors, not data."""
+    for inline in site.scope.inlined.get(id(site.call), ()) if site.followed else ():
+        if inline.performs_backward:
+            return True
+    located = functions.class_named(dotted(site.call.func))  # type: ignore[union-attr]
+    if located is None:
+        return False
+    owner, class_def = located
+    classes = [(owner, class_def), *owner.bases(class_def)]
+    return any(module.performs_backward(f) for module, cls in classes
+               for (c, _), f in module.methods.items() if c is cls)

@@ -175,7 +175,9 @@ def _call_unit(model: FileModel, call: cst.Call, site: Site, loader: str | None,
     values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if callee == "len" and len(call.args) == 1 and values:
         counted = dotted(values[0])
-        return _Unit(1, 0, call) if loader is not None and counted == loader else _PLAIN
+        same = loader is not None and counted is not None and (
+            counted == loader or model.roles.stored_name(counted, site.scope, site.order) == loader)
+        return _Unit(1, 0, call) if same else _PLAIN
     if callee in _PASS_THROUGH and values:
         return _unit(model, values[0], site, loader, depth + 1)
     if callee in ("max", "min") and values:
@@ -259,9 +261,13 @@ def conditional_definition(definition: Site, use: Site) -> bool:
     return any(frame.kind in _CONDITIONAL and id(frame.node) not in enclosing for frame in definition.frames)
 
 
-def iterated_loader(group: Group) -> str | None:
-    """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``)."""
-    return dotted(group.iterable)
+def iterated_loader(group: Group, model: FileModel | None = None) -> str | None:
+    """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``); given ``model``,
+    the name a trainer's loader was constructed from (``self.loader`` → ``loader``)."""
+    name = dotted(group.iterable)
+    if name is None or model is None or not group.loop_sites:
+        return name
+    return model.roles.stored_name(name, group.scope, group.loop_sites[0].order)
 
 
 # --- counters -------------------------------------------------------------------------------
