@@ -42,7 +42,7 @@ class FileModel:
         self.module = module
         self.imports = ImportMap(module)
         self.scopes, self.functions = walk_scopes(module, project)
-        self.roles = Roles(self.imports, self.scopes)
+        self.roles = Roles(self.imports, self.scopes, project)
         self.events: dict[Scope, list[Event]] = {}
         for scope in self.scopes:
             classified = [event for event in (classify(site, self.roles) for site in scope.sites) if event is not None]

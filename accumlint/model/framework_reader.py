@@ -60,12 +60,14 @@ class FrameworkReader:
 
     @cached_property
     def deepspeed_accumulates(self) -> bool | None:
-        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``)."""
-        for node in walk(self.model.module):
-            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
-                    and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
-                literal = int_value(node.value)
-                return literal != 1 if literal is not None else True
+        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``), else
+        of a checked module that imports its trainer class (the script that builds the engine)."""
+        for module in (self.model.module, *self.model.roles.importer_modules):
+            for node in walk(module):
+                if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
+                        and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
+                    literal = int_value(node.value)
+                    return literal != 1 if literal is not None else True
         return None
 
 

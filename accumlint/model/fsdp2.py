@@ -79,7 +79,7 @@ def ddp_switches_on_fsdp2(model: FileModel) -> list[DdpSwitchOnFsdp2]:
         if own in names:
             return own
         stored = model.roles.stored(own, site.scope, site.order)
-        return own if stored is not None and stored[0] in sharded[stored[1]] else None
+        return own if stored is not None and stored[0] in sharded.get(stored[1], ()) else None
 
     for scope in model.scopes:
         for site in scope.sites:
