@@ -387,3 +387,34 @@ def test_a_gan_trainer_of_its_own_module_takes_its_optimizers_from_the_script_th
         """,
     }
     assert codes(tmp_path, files) == [("gan.py", "ACC008", 16)]
+
+
+def test_an_accumulate_factory_kept_by_a_step_object_is_entered_in_its_method(tmp_path: Path) -> None:
+    source = """\
+    import contextlib
+    from accelerate import Accelerator
+
+
+    class Step:
+        def __init__(self, enter, net, acc, opt):
+            self.enter = enter
+            self.net = net
+            self.acc = acc
+            self.opt = opt
+
+        def run(self, batch):
+            with self.enter(self.net):
+                self.acc.backward(self.net(batch).loss)
+                self.opt.step()
+                self.opt.zero_grad()
+
+
+    def run(net, opt, data, a, off=False):
+        acc = Accelerator(gradient_accumulation_steps=a)
+        net, opt, data = acc.prepare(net, opt, data)
+        enter = contextlib.nullcontext if off else acc.accumulate
+        step = Step(enter, net, acc, opt)
+        for batch in data:
+            step.run(batch)
+    """
+    assert codes(tmp_path, {"train.py": source}) == []

@@ -23,7 +23,7 @@ from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
-from accumlint.model.roles import RoleInfo
+from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import Scope
 
 if TYPE_CHECKING:
@@ -93,10 +93,10 @@ class FrameworkReader:
             if scope is None:
                 continue
             order = scope.statement_orders.get(id(node))
-            called = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+            called = isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute))
             read = value.func if called else value  # type: ignore[attr-defined]
             if order is None:
-                read, order = _through_helper(read, node, scope)
+                read, order = _through_helper(read, node, scope, self.model.roles)
                 method = fw.accelerate.ACCUMULATE_METHOD
                 if called and isinstance(read, cst.Attribute) and read.attr.value == method:
                     return read.value, value  # `step(accelerator.accumulate, ...)`: entered directly
@@ -361,12 +361,13 @@ class FrameworkReader:
 
 
 
-def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope,
+def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope, roles: Roles,
                     ) -> tuple[cst.BaseExpression | None, int | None]:
     """``expression`` (the context a ``with`` of an inlined helper enters) rewritten into the
-    scope's own names, and the position of the scope's own call that runs the helper, where the
-    rewritten names are read; (None, None) when the ``with`` is no inlined helper's or a
-    parameter's value is unknown."""
+    scope's own names (a step object's attribute: the argument its constructor was given in this
+    scope), and the position of the scope's own call that runs the helper, where the rewritten
+    names are read; (None, None) when the ``with`` is no inlined helper's or a parameter's value
+    is unknown."""
     site = next((s for s in scope.sites if s.inline is not None and (s.statement is node or s.inside(node))), None)
     if site is None or site.inline is None:
         return None, None
@@ -375,7 +376,13 @@ def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope
         return None, None
     outermost = site.inline.chain()[-1].call
     call_site = next((s for s in scope.sites if s.call is outermost and s.inline is None), None)
-    return resolved, call_site.order if call_site is not None else None
+    if call_site is None:
+        return None, None
+    name = dotted(resolved)
+    stored = roles.stored(name, scope, call_site.order) if name is not None else None
+    if stored is not None and stored[1] is scope:
+        return cst.parse_expression(stored[0]), call_site.order
+    return resolved, call_site.order
 
 
 def _arms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
