@@ -230,7 +230,7 @@ class GlobalDenominatorWithAveraging(Rule):
                 if divisor is None or id(node) in reported or parallel.counts_replicas(divisor):
                     continue
                 site = entry.source.site  # type: ignore[union-attr]
-                if not any(parallel.summed_over_replicas(name, site.scope, site.order)
+                if not any(parallel.summed_over_replicas(name, site.scope, site.order, site.inline)
                            for name in names_feeding(divisor)):
                     continue
                 reported.add(id(node))

@@ -214,9 +214,9 @@ class GradLeakAcrossModels(Rule):
                 continue
             models = set(owners)  # type: ignore[arg-type]
             backwards = [b for b in group.of_kind(EventKind.BACKWARD)
-                         if group.cadence(b) is Cadence.MICROBATCH and not b.site.in_helper
+                         if group.cadence(b) is Cadence.MICROBATCH
                          and b.site.call is not None and keyword(b.site.call, "inputs") is None]
-            reached = [(b, *models_reached(b, models)) for b in backwards]
+            reached = [(b, *models_reached(b, models, model.roles)) for b in backwards]
             # a model's own loss: it reaches that model alone and cuts the other one off with .detach()
             own = {next(iter(found)): cut for _, found, cut in reached if len(found) == 1 and cut}
             for backward, found, _ in reached:

@@ -97,7 +97,7 @@ def _module_schedules_in_microbatches(model: FileModel, group) -> bool:
     """Whether the module builds schedulers and sizes every one of them in microbatches of the
     loader the loop iterates (``max_step = epochs * len(loader)`` in a ``build()`` that returns
     the scheduler the loop is handed): the one stepped here, built out of view, may be one of them."""
-    loader = iterated_loader(group)
+    loader = iterated_loader(group, model)
     if loader is None:
         return False
     units = []
@@ -162,7 +162,7 @@ class SchedulerHorizonUnitMismatch(Rule):
                     continue  # stepped per microbatch (ACC304) or undecided
                 name = dotted(steps[0].target) or "the scheduler"
                 gated = Cadence.FRAMEWORK_GATED in cadences
-                for horizon in schedule_horizons(model, steps[0].role.origin, iterated_loader(group)):
+                for horizon in schedule_horizons(model, steps[0].role.origin, iterated_loader(group, model)):
                     if id(horizon.node) in reported or horizon.unit is HorizonUnit.UPDATES:
                         continue
                     reported.add(id(horizon.node))

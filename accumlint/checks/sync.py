@@ -17,7 +17,14 @@ from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
-from accumlint.model.sync import chosen_no_sync, expression_root, from_parameter, no_sync_contexts, reduces_by_hand
+from accumlint.model.sync import (
+    chosen_no_sync,
+    expression_root,
+    from_parameter,
+    no_sync_contexts,
+    reduces_by_hand,
+    scope_name,
+)
 
 
 class NoSyncMissesForward(Rule):
@@ -40,8 +47,7 @@ class NoSyncMissesForward(Rule):
                         reported.add(id(hit.node))
                         yield hit
         for group in model.loops:
-            loop_sites = [s for s in group.loop_sites if not s.in_helper]
-            yield from self._flag_assigned_late(model, group, loop_sites)
+            yield from self._flag_assigned_late(model, group, group.loop_sites)
 
     def _forward_deciding_contexts(self, model: FileModel, backward) -> Iterator[tuple[cst.With, str]]:
         """The no-sync ``with`` statements around a backward whose model decides sync at forward time."""
@@ -84,9 +90,10 @@ class NoSyncMissesForward(Rule):
             flag = next((t for t in site.targets if t and t.endswith(".require_backward_grad_sync")), None)
             if flag is None:
                 continue
-            owner = flag.rsplit(".", 1)[0]
-            forwards = [s for s in loop_sites if s.call is not None and dotted(s.call.func) == owner
-                        and s.order < site.order and not s.under_no_grad]
+            # read in the scope's own names: the flag and the forward may sit in helpers
+            owner = scope_name(flag.rsplit(".", 1)[0], site, model.roles)
+            forwards = [s for s in loop_sites if s.call is not None and s.order < site.order and not s.under_no_grad
+                        and owner is not None and scope_name(dotted(s.call.func), s, model.roles) == owner]
             later_backward = any(b.order > site.order for b in group.of_kind(EventKind.BACKWARD))
             if forwards and later_backward:
                 yield Hit(

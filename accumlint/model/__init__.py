@@ -42,7 +42,7 @@ class FileModel:
         self.module = module
         self.imports = ImportMap(module)
         self.scopes, self.functions = walk_scopes(module, project)
-        self.roles = Roles(self.imports, self.scopes)
+        self.roles = Roles(self.imports, self.scopes, project)
         self.events: dict[Scope, list[Event]] = {}
         for scope in self.scopes:
             classified = [event for event in (classify(site, self.roles) for site in scope.sites) if event is not None]
@@ -82,12 +82,13 @@ class FileModel:
 
     def report_for(self, node: cst.CSTNode) -> tuple[cst.CSTNode, Site] | None:
         """For a node of another module's code that a rule pointed at (a division in a helper's
-        ``return``), the call of this module to report it at and the helper's site holding it."""
+        ``return``, a ``with`` statement of whose items a site is), the call of this module to report
+        it at and the helper's site holding it."""
         for scope in self.scopes:
             for site in scope.sites:
                 if site.inline is None or site.report is site.node:
                     continue
-                if site.node is node or any(inner is node for inner in walk(site.node)):
+                if site.node is node or site.statement is node or any(inner is node for inner in walk(site.node)):
                     return site.report, site
         return None
 
@@ -103,8 +104,26 @@ class FileModel:
 
     @cached_property
     def length_arithmetic(self) -> dict[str, LengthFact]:
-        """Loader names (last segment) → what the module computes from ``len(loader)`` and A."""
-        return length_arithmetic(self.module, self.is_accumulation_name)
+        """Loader names (last segment) → what the module computes from ``len(loader)`` and A; an
+        ``assert len(loader) % A == 0`` of a checked module that imports this one counts too (the
+        script that asserts the length, then runs this module's trainer on the loader)."""
+        from accumlint.model.simulation import MAX_IMPORTERS
+
+        facts = length_arithmetic(self.module, self.is_accumulation_name)
+        view = self.functions.project
+        index = getattr(view, "index", None)
+        if index is None:
+            return facts
+        for importer in index.importers(view.path)[:MAX_IMPORTERS]:
+            loaded = index.importer_functions(importer)
+            if loaded is None:
+                continue
+            found = length_arithmetic(loaded[0]._module, self.is_accumulation_name)
+            asserted = {name for name, fact in found.items() if fact is LengthFact.MULTIPLE_OF_A}
+            if asserted:
+                facts.update(dict.fromkeys(asserted, LengthFact.MULTIPLE_OF_A))
+                view.used[importer] = loaded[1]  # a change to the importer makes this result stale
+        return facts
 
     def divided_by_a(self, event: Event) -> bool:
         """Whether the loss of a backward ``event`` was divided by an A-named value."""

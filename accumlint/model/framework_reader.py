@@ -23,7 +23,7 @@ from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
-from accumlint.model.roles import RoleInfo
+from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import Scope
 
 if TYPE_CHECKING:
@@ -60,12 +60,14 @@ class FrameworkReader:
 
     @cached_property
     def deepspeed_accumulates(self) -> bool | None:
-        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``)."""
-        for node in walk(self.model.module):
-            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
-                    and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
-                literal = int_value(node.value)
-                return literal != 1 if literal is not None else True
+        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``), else
+        of a checked module that imports its trainer class (the script that builds the engine)."""
+        for module in (self.model.module, *self.model.roles.importer_modules):
+            for node in walk(module):
+                if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
+                        and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
+                    literal = int_value(node.value)
+                    return literal != 1 if literal is not None else True
         return None
 
 
@@ -81,7 +83,9 @@ class FrameworkReader:
         ``scope`` whose every definition holds ``accelerator.accumulate`` or a null context
         (``ctx = nullcontext if flag else accelerator.accumulate``; ``with ctx(model):``), so that
         accumulate() runs in some configurations and nothing else does in the others.
-        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered)."""
+        ``every=False``: one definition or arm holding accumulate() is enough (it may be entered).
+        In an inlined helper the variable is read through its parameters where the caller binds it
+        (``step(ctx, ...)`` entering ``with ctx(model):``; ``step(accelerator.accumulate(model))``)."""
         for item in node.items:
             value = item.item
             if is_accumulate_call(value):
@@ -89,8 +93,16 @@ class FrameworkReader:
             if scope is None:
                 continue
             order = scope.statement_orders.get(id(node))
-            called = isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
-            name = value.func.value if called else dotted(value)  # type: ignore[attr-defined]
+            called = isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute))
+            read = value.func if called else value  # type: ignore[attr-defined]
+            if order is None:
+                read, order = _through_helper(read, node, scope, self.model.roles)
+                method = fw.accelerate.ACCUMULATE_METHOD
+                if called and isinstance(read, cst.Attribute) and read.attr.value == method:
+                    return read.value, value  # `step(accelerator.accumulate, ...)`: entered directly
+                if not called and is_accumulate_call(read):
+                    return read.func.value, read  # type: ignore[attr-defined]
+            name = dotted(read) if read is not None else None
             if order is None or name is None:
                 continue
             definitions, on_entry = reaching_definitions(scope, name, order)
@@ -347,6 +359,30 @@ class FrameworkReader:
             found.append(function)
         return found
 
+
+
+def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope, roles: Roles,
+                    ) -> tuple[cst.BaseExpression | None, int | None]:
+    """``expression`` (the context a ``with`` of an inlined helper enters) rewritten into the
+    scope's own names (a step object's attribute: the argument its constructor was given in this
+    scope), and the position of the scope's own call that runs the helper, where the rewritten
+    names are read; (None, None) when the ``with`` is no inlined helper's or a parameter's value
+    is unknown."""
+    site = next((s for s in scope.sites if s.inline is not None and (s.statement is node or s.inside(node))), None)
+    if site is None or site.inline is None:
+        return None, None
+    resolved, where = site.inline.resolve(expression)
+    if where is not None:
+        return None, None
+    outermost = site.inline.chain()[-1].call
+    call_site = next((s for s in scope.sites if s.call is outermost and s.inline is None), None)
+    if call_site is None:
+        return None, None
+    name = dotted(resolved)
+    stored = roles.stored(name, scope, call_site.order) if name is not None else None
+    if stored is not None and stored[1] is scope:
+        return cst.parse_expression(stored[0]), call_site.order
+    return resolved, call_site.order
 
 
 def _arms(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:

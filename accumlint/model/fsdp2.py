@@ -16,10 +16,11 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model.names import dotted, keyword, method_name, positional, receiver
+from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.sites import Scope
+    from accumlint.model.sites import Scope, Site
 
 
 @dataclass(frozen=True)
@@ -57,32 +58,46 @@ def _sharded_names(model: FileModel, scope: Scope) -> set[str]:
 
 def ddp_switches_on_fsdp2(model: FileModel) -> list[DdpSwitchOnFsdp2]:
     """Every DDP-only sync switch on a module the same function (or, for ``self.`` attributes,
-    the same class) shards with FSDP2. A name sharded in another function is not followed:
-    the two may not be the same object."""
+    the same class) shards with FSDP2, read in the scope's own names where the switch sits in a
+    helper, or held by a trainer the scope that shards it builds. A name sharded in another function
+    is not followed otherwise: the two may not be the same object."""
     sharded: dict[Scope, set[str]] = {scope: _sharded_names(model, scope) for scope in model.scopes}
     by_class: dict[cst.ClassDef, set[str]] = {}
     for scope, names in sharded.items():
         if scope.class_def is not None:
             by_class.setdefault(scope.class_def, set()).update(n for n in names if n.startswith("self."))
     found: list[DdpSwitchOnFsdp2] = []
+
+    def sharded_at(name: str | None, site: Site) -> str | None:
+        """``name`` (read at ``site``, maybe in a helper) when the scope (or its class) shards it,
+        or a trainer holds what the scope that built it shards; else None."""
+        own = scope_name(name, site)
+        if own is None:
+            return None
+        names = sharded[site.scope] | by_class.get(site.scope.class_def, set()) if site.scope.class_def is not None \
+            else sharded[site.scope]
+        if own in names:
+            return own
+        stored = model.roles.stored(own, site.scope, site.order)
+        return own if stored is not None and stored[0] in sharded.get(stored[1], ()) else None
+
     for scope in model.scopes:
-        names = sharded[scope] | by_class.get(scope.class_def, set()) if scope.class_def is not None else sharded[scope]
-        if not names:
-            continue
         for site in scope.sites:
-            if site.in_helper:
-                continue
             call = site.call
-            if (call is not None and method_name(call) == fw.pytorch.DDP_NO_SYNC_METHOD
-                    and dotted(receiver(call)) in names):
-                found.append(DdpSwitchOnFsdp2(call, dotted(receiver(call)), "no_sync"))  # type: ignore[arg-type]
-            elif (call is not None and dotted(call.func) == "getattr" and dotted(positional(call, 0)) in names
+            if call is not None and method_name(call) == fw.pytorch.DDP_NO_SYNC_METHOD:
+                owner = sharded_at(dotted(receiver(call)), site)
+                if owner is not None:
+                    found.append(DdpSwitchOnFsdp2(call, owner, "no_sync"))
+            elif (call is not None and dotted(call.func) == "getattr"
                   and isinstance(positional(call, 1), cst.SimpleString)
                   and positional(call, 1).evaluated_value == fw.pytorch.DDP_NO_SYNC_METHOD):  # type: ignore[union-attr]
-                found.append(DdpSwitchOnFsdp2(call, dotted(positional(call, 0)), "getattr"))  # type: ignore[arg-type]
+                owner = sharded_at(dotted(positional(call, 0)), site)
+                if owner is not None:
+                    found.append(DdpSwitchOnFsdp2(call, owner, "getattr"))
             elif call is None:
                 for target in site.targets:
                     owner, _, attr = (target or "").rpartition(".")
-                    if attr == fw.pytorch.DDP_SYNC_FLAG and owner in names:
+                    owner = sharded_at(owner, site) if attr == fw.pytorch.DDP_SYNC_FLAG else None  # type: ignore[assignment]
+                    if owner is not None:
                         found.append(DdpSwitchOnFsdp2(site.node, owner, "flag"))
     return found

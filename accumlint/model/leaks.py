@@ -4,7 +4,8 @@ the discriminator's forward, so its backward leaves gradients in the discriminat
 A model is *trained* here when an optimizer built in view (``Adam(net_d.parameters())``) owns
 its parameters. A backward *reaches* a model when a call of that model (``net_d(x)``,
 ``net_d.forward(x)``) feeds its loss through arguments, arithmetic and assignments of the same
-scope, not cut by ``.detach()`` or an assignment under ``torch.no_grad()``.
+scope, not cut by ``.detach()`` or an assignment under ``torch.no_grad()``; in an inlined helper
+the loss is followed in the helper's names and its parameters into the caller's arguments.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, method_name, positional, receiver
+from accumlint.model.roles import Roles
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -39,8 +42,9 @@ def trained_model(model: FileModel, optimizer: Event) -> str | None:
     return None
 
 
-def models_reached(backward: Event, models: set[str]) -> tuple[set[str], set[str]]:
-    """The names in ``models`` whose forward feeds the loss of ``backward`` (see the module doc),
+def models_reached(backward: Event, models: set[str], roles: Roles | None = None) -> tuple[set[str], set[str]]:
+    """The names in ``models`` whose forward feeds the loss of ``backward`` (see the module doc;
+    ``roles``: a model held by a trainer built on it counts under its constructor's argument),
     and those whose output feeds it only through a ``.detach()`` (``net_d(fake.detach())``: the
     author cut that model off this loss on purpose)."""
     if backward.loss is None:
@@ -48,41 +52,60 @@ def models_reached(backward: Event, models: set[str]) -> tuple[set[str], set[str
     found: set[str] = set()
     cut: set[str] = set()
     seen: set[int] = set()
-    work: list[tuple[cst.CSTNode, int, int, bool]] = [(backward.loss, backward.site.order, 0, False)]
+    # (node, position, depth, detached, the inlined call whose names the node is in: None, the scope's own)
+    work: list[tuple[cst.CSTNode, int, int, bool, Inline | None]] = [
+        (backward.loss, backward.site.order, 0, False, backward.site.inline)]
     scope = backward.site.scope
     while work:
-        node, order, depth, detached = work.pop()
+        node, order, depth, detached, inline = work.pop()
         if isinstance(node, cst.Call):
             if method_name(node) in _CUTS:
                 if isinstance(node.func, cst.Attribute):
-                    work.append((node.func.value, order, depth, True))
+                    work.append((node.func.value, order, depth, True, inline))
                 continue
-            callee = dotted(node.func)
+            callee = _outermost(node.func, inline)
             if callee is not None and callee.endswith(".forward"):
                 callee = callee[: -len(".forward")]
+            if callee is not None and roles is not None and callee not in models:
+                callee = roles.stored_name(callee, scope, order)  # `self.net_d` of a trainer built on `net_d`
             if callee in models:
                 (cut if detached else found).add(callee)  # type: ignore[arg-type]
-            work.extend((arg.value, order, depth, detached) for arg in node.args)
+            work.extend((arg.value, order, depth, detached, inline) for arg in node.args)
             if isinstance(node.func, cst.Attribute):
-                work.append((node.func.value, order, depth, detached))
+                work.append((node.func.value, order, depth, detached, inline))
             continue
         name = dotted(node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
         if name is not None:
-            definition = reaching_assignment(scope, name, order)
+            definition = reaching_assignment(scope, name, order, inline=inline)
             if (definition is not None and definition.value is not None and depth < _MAX_DEPTH
                     and id(definition) not in seen and not definition.under_no_grad
                     and not isinstance(definition.node, (cst.For, cst.With))):
                 seen.add(id(definition))
-                work.append((definition.value, definition.order, depth + 1, detached))
+                work.append((definition.value, definition.order, depth + 1, detached, inline))
+            elif definition is None and inline is not None:
+                # a helper's parameter: its argument, read in the caller's names
+                value, where = inline.resolve(node)  # type: ignore[arg-type]
+                if where is not inline and depth < _MAX_DEPTH:
+                    work.append((value, order, depth + 1, detached, where))
+                    continue
             if isinstance(node, (cst.Attribute, cst.Subscript)):
-                work.append((node.value, order, depth, detached))
+                work.append((node.value, order, depth, detached, inline))
             continue
         if isinstance(node, cst.BinaryOperation):
-            work.extend(((node.left, order, depth, detached), (node.right, order, depth, detached)))
+            work.extend(((node.left, order, depth, detached, inline), (node.right, order, depth, detached, inline)))
         elif isinstance(node, cst.UnaryOperation):
-            work.append((node.expression, order, depth, detached))
+            work.append((node.expression, order, depth, detached, inline))
         elif isinstance(node, (cst.Tuple, cst.List)):
-            work.extend((element.value, order, depth, detached) for element in node.elements)
+            work.extend((element.value, order, depth, detached, inline) for element in node.elements)
         elif isinstance(node, cst.IfExp):
-            work.extend(((node.body, order, depth, detached), (node.orelse, order, depth, detached)))
+            work.extend(((node.body, order, depth, detached, inline), (node.orelse, order, depth, detached, inline)))
     return found, cut - found
+
+
+def _outermost(func: cst.BaseExpression, inline: Inline | None) -> str | None:
+    """The dotted name of a called model in the scope's own names (a helper's ``net_d`` is the
+    caller's argument), or None where a parameter's value is unknown."""
+    if inline is None:
+        return dotted(func)
+    value, where = inline.resolve(func)
+    return dotted(value) if where is None else None

@@ -23,6 +23,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import names_feeding, reaching_assignment
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
@@ -41,6 +42,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.groups import Group
+    from accumlint.model.module_functions import ModuleFunctions
 
 #: Calls that pass their first argument's items through (``enumerate(loader)``, ``tqdm(loader)``).
 _PASS_THROUGH = frozenset({"enumerate", "iter", "tqdm", "islice", "cycle", "track"})
@@ -229,13 +231,15 @@ class DataParallel:
         ``split_dataset_by_node``), or a call outside this module that takes a rank (a dataset
         or sampler built per rank; calls that only place a process or tensor do not count)."""
         local_functions = set(self._functions.functions)
-        for site in self._calls:
+        # another project module's function the walk followed is read in its body, like this module's
+        foreign = [site for site in self._run_calls if site.inline is not None and site.inline.foreign is not None]
+        for site in self._calls + foreign:
             call = site.call
             name = last_segment(dotted(call.func)) or method_name(call) or ""  # type: ignore[union-attr,arg-type]
             if conventions.SHARDING_CALL.search(name):
                 return True
             if (name in conventions.RANK_PLACEMENT_CALLS or conventions.SAMPLER_NAME.search(name)
-                    or name in local_functions
+                    or name in local_functions or _trains(site, self._functions)
                     or (isinstance(call.func, cst.Attribute) and dotted(call.func.value) == "self")):  # type: ignore[union-attr]
                 continue
             for arg in call.args:  # type: ignore[union-attr]
@@ -450,21 +454,27 @@ class DataParallel:
         return False
 
     # --- global counts ----------------------------------------------------------------------
-    def summed_over_replicas(self, name: str, scope: Scope, before: int) -> bool:
+    def summed_over_replicas(self, name: str, scope: Scope, before: int, inline: Inline | None = None) -> bool:
         """Whether ``name`` holds a sum over the replicas at position ``before`` of ``scope``:
         its last write there is an in-place SUM all-reduce (``dist.all_reduce(n)``), or an
         assignment from a reduction that sums (``accelerator.reduce(n)``,
-        ``accelerator.gather(n).sum()``, ``fabric.all_reduce(n, reduce_op="sum")``)."""
+        ``accelerator.gather(n).sum()``, ``fabric.all_reduce(n, reduce_op="sum")``). ``inline``: the
+        name is read in that inlined helper's code (written there, or a parameter: its argument
+        in the caller's code)."""
         last: Site | None = None
         for site in scope.sites:
             if site.order >= before:
                 break
-            if site.in_helper:
+            if site.inline is not inline:
                 continue
             if name in site.targets or (site.call is not None and self._in_place_sum(site.call) == name):
                 last = site
         if last is None:
-            return False
+            if inline is None or "." in name:
+                return False
+            value, where = inline.resolve(cst.Name(name))
+            outer = dotted(value)
+            return outer is not None and where is not inline and self.summed_over_replicas(outer, scope, before, where)
         if last.call is not None:
             return True
         return last.value is not None and last.augmented is None and self._sums(last.value, last)
@@ -562,3 +572,18 @@ def _environment_key(node: cst.CSTNode) -> str | None:
             key = positional(node, 0)
     return str(key.evaluated_value) if isinstance(key, cst.SimpleString) else None
 
+
+def _trains(site: Site, functions: ModuleFunctions) -> bool:
+    """Whether a call runs project code that performs the backward itself: the microbatch step
+    it was followed into, or the trainer whose class it builds (one of its methods, or a base's,
+    backpropagates), whose rank argument places tensors, not data."""
+    for inline in site.scope.inlined.get(id(site.call), ()) if site.followed else ():
+        if inline.performs_backward:
+            return True
+    located = functions.class_named(dotted(site.call.func))  # type: ignore[union-attr]
+    if located is None:
+        return False
+    owner, class_def = located
+    classes = [(owner, class_def), *owner.bases(class_def)]
+    return any(module.performs_backward(f) for module, cls in classes
+               for (c, _), f in module.methods.items() if c is cls)

@@ -16,6 +16,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.callgraph import bind
 from accumlint.model.dataflow import reaching_definitions
 from accumlint.model.kinds import Evidence, Role
 from accumlint.model.names import (
@@ -28,7 +29,7 @@ from accumlint.model.names import (
     receiver,
     walk,
 )
-from accumlint.model.sites import Scope, Site
+from accumlint.model.sites import Scope, Site, walk_scopes
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,10 @@ def role_from_name(name: str | None) -> Role:
 class Roles:
     """Role lookups for one module."""
 
-    def __init__(self, imports: ImportMap, scopes: list[Scope]) -> None:
+    def __init__(self, imports: ImportMap, scopes: list[Scope], project: object | None = None) -> None:
         self.imports = imports
+        self.project = project  # the module's ProjectView (its importers build its classes), or None
+        self._importer_roles: list[Roles] | None = None
         self.scopes = scopes
         self.module_scope = scopes[0]
         self._bindings: dict[Scope, dict[str, list[Site]]] = {}
@@ -186,10 +189,20 @@ class Roles:
         if name.startswith("self.") and scope.class_def is not None:
             for site in reversed(self._class_bindings.get(scope.class_def, {}).get(name, [])):
                 if site.scope is not scope or site.order < order:
-                    info = self._from_binding(site, name, depth)
+                    info = (self._constructed(scope.class_def, name, depth, site)
+                            or self._from_binding(site, name, depth))
                     if info is not None:
                         return info
                     break
+            else:
+                # a base class's loop reads what its subclasses' constructors store
+                info = self._constructed(scope.class_def, name, depth)
+                if info is not None:
+                    return info
+        elif "." in name:
+            info = self._instance_attribute(name, scope, order, depth)
+            if info is not None:
+                return info
         annotated = self._from_parameter(name, scope)
         if annotated is not None:
             return annotated
@@ -205,6 +218,166 @@ class Roles:
         if role is Role.UNKNOWN and name in self._trained_names(scope):
             return RoleInfo(Role.MODEL, Evidence.USE)
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
+
+    # --- instances of this module's classes ------------------------------------------------
+    def _init_binding(self, class_def: cst.ClassDef, name: str) -> tuple[Scope, Site] | None:
+        """The ``__init__`` of ``class_def`` and its last binding of the ``self.`` attribute ``name``."""
+        for scope in self.scopes:
+            if scope.class_def is class_def and scope.name == "__init__":
+                sites = self._bindings[scope].get(name)
+                return (scope, sites[-1]) if sites else None
+        return None
+
+    def _at_construction(self, class_def: cst.ClassDef, name: str, call: cst.Call, site: Site,
+                         depth: int, where: Roles | None = None) -> RoleInfo | None:
+        """The role of ``self.<attr>`` (``name``) on the instance ``call`` builds at ``site``: what
+        ``__init__`` stores there, a parameter read as the constructor's argument at ``site``
+        (``Trainer(engine, scheduler)`` whose ``__init__`` keeps ``self.engine = engine``); ``where``:
+        the roles of the importing module the construction is in (None: this one)."""
+        where = where or self
+        found = self._init_binding(class_def, name)
+        if found is None:
+            return None
+        argument = self._stored_argument(found[0], found[1], call, name)
+        if argument is False:
+            return self._from_binding(found[1], name, depth + 1)
+        if argument is None:
+            return None
+        if isinstance(argument, cst.Call):
+            info = where._from_value(argument, site.scope, site.order, 0, "", depth + 1)
+        else:
+            info = where.named(dotted(argument), site.scope, site.order, depth + 1)
+        return info if info is not None and info.role is not Role.UNKNOWN else None
+
+    @staticmethod
+    def _stored_value(binding: Site, name: str) -> cst.BaseExpression | None:
+        """The value ``binding`` gives ``name``: the whole value, or its element in a tuple
+        assignment of as many names (``self.net, self.opt = net, opt``)."""
+        value = binding.value
+        if len(binding.targets) == 1:
+            return value
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(binding.targets):
+            return value.elements[binding.targets.index(name)].value
+        return None
+
+    def _stored_argument(self, init: Scope, binding: Site, call: cst.Call, name: str,
+                         ) -> cst.BaseExpression | None | bool:
+        """The argument of the constructor ``call`` that ``__init__`` (``init``) stores unchanged
+        in ``name`` at ``binding`` (``self.engine = engine``); False where it stores no parameter,
+        None where the argument is unknown or the parameter is reassigned first."""
+        value = self._stored_value(binding, name)
+        if not (isinstance(value, cst.Name) and self._is_parameter(value.value, init)):
+            return False
+        if reaching_definitions(init, value.value, binding.order)[0]:
+            return None
+        return bind(init.node, call, None, True).get(value.value)  # type: ignore[arg-type]
+
+    def _constructions(self, class_def: cst.ClassDef, subclasses: bool,
+                       ) -> list[tuple[cst.ClassDef, cst.Call, Site, Roles]]:
+        """Every instance of ``class_def`` (``subclasses``: of the module's classes deriving from it)
+        built in this module's own code, or, where it builds none, in the checked modules that
+        import it: (its class, the constructor call, the site, the roles of its module)."""
+        classes = [c for c in self.classes.values() if any(dotted(b.value) == class_def.name.value
+                                                           for b in c.bases)] if subclasses else [class_def]
+        found = []
+        for owner in classes:
+            found.extend((owner, call, site, self) for call, site in _built(self.scopes, owner.name.value))
+        if not found:
+            for importer in self._importers():
+                for owner in classes:
+                    qualified = f"{_module_stem(self.project)}.{owner.name.value}"
+                    for call, site in _built(importer.scopes, None):
+                        if (importer.imports.qualify(dotted(call.func) or "") or "").endswith(qualified):
+                            found.append((owner, call, site, importer))
+        return found
+
+    @property
+    def importer_modules(self) -> list[cst.Module]:
+        """The trees of the checked modules that import this one's classes (see :meth:`_importers`)."""
+        return [roles.module_scope.node for roles in self._importers()]  # type: ignore[misc]
+
+    def _importers(self) -> list[Roles]:
+        """The roles of the checked modules that import this one (walked alone, their calls not
+        followed), computed once: where a trainer class is built on the script's objects."""
+        if self._importer_roles is None:
+            self._importer_roles = []
+            index = getattr(self.project, "index", None)
+            if index is not None and self.classes:
+                for importer in index.importers(self.project.path, sorted(self.classes))[:_MAX_IMPORTERS]:  # type: ignore[attr-defined]
+                    loaded = index.importer_functions(importer)
+                    if loaded is None:
+                        continue
+                    module = loaded[0]._module
+                    scopes, _ = walk_scopes(module)
+                    self._importer_roles.append(Roles(ImportMap(module), scopes))
+                    self.project.used[importer] = loaded[1]  # type: ignore[attr-defined]  # its change makes this stale
+        return self._importer_roles
+
+    def stored_name(self, name: str, scope: Scope, order: int) -> str:
+        """``name`` where it holds what a constructor of this module's class was given (see
+        :meth:`stored`), else ``name`` itself."""
+        found = self.stored(name, scope, order)
+        return found[0] if found is not None else name
+
+    def stored(self, name: str, scope: Scope, order: int) -> tuple[str, Scope] | None:
+        """What ``name`` holds where a constructor of this module's class was given it: ``self.net``
+        in a method (or ``trainer.net`` after ``trainer = Trainer(net)``) whose ``__init__`` stores its
+        parameter ``net`` is the dotted argument every construction in view passes (``net``), with
+        the scope that passes it. None where no construction is in view or they disagree."""
+        if name.startswith("self.") and scope.class_def is not None:
+            own = self._init_binding(scope.class_def, name)
+            built = self._constructions(scope.class_def, own is None)
+        elif name.count(".") == 1:
+            root = name.partition(".")[0]
+            definitions, on_entry = reaching_definitions(scope, root, order, self._bindings[scope].get(root, []))
+            value = definitions[0].value if len(definitions) == 1 and not on_entry else None
+            class_def = self.classes.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
+            if class_def is None:
+                return None
+            built = [(class_def, value, definitions[0], self)]  # type: ignore[list-item]
+            name = "self." + name.partition(".")[2]
+        else:
+            return None
+        found = set()
+        for owner, call, site, _ in built:
+            binding = self._init_binding(owner, name)
+            argument = self._stored_argument(*binding, call, name) if binding is not None else None
+            found.add((dotted(argument), site.scope) if isinstance(argument, cst.BaseExpression) else None)
+        stored = next(iter(found)) if len(found) == 1 else None
+        return stored if stored is not None and stored[0] is not None else None  # type: ignore[return-value]
+
+    def _constructed(self, class_def: cst.ClassDef, name: str, depth: int, binding: Site | None = None,
+                     ) -> RoleInfo | None:
+        """The role of ``self.<attr>`` in the methods of ``class_def`` where ``__init__`` stores a
+        parameter (``binding``; None: the class does not bind it, its subclasses may) and every
+        instance of the class (or of its subclasses) is built in this module with arguments of one
+        role. None where no construction is in view or they disagree."""
+        if binding is not None and not (binding.scope.name == "__init__"
+                                        and isinstance(self._stored_value(binding, name), cst.Name)):
+            return None
+        infos = [self._at_construction(owner, name, call, site, depth, where)
+                 for owner, call, site, where in self._constructions(class_def, binding is None)]
+        if not infos or any(info is None for info in infos):
+            return None
+        first = infos[0]
+        agree = all((i.role, i.prepared, i.owner) == (first.role, first.prepared, first.owner)  # type: ignore[union-attr]
+                    for i in infos)
+        return first if agree else None
+
+    def _instance_attribute(self, name: str, scope: Scope, order: int, depth: int) -> RoleInfo | None:
+        """The role of ``trainer.engine`` where ``trainer`` is an instance of a class of this module
+        built in ``scope`` (``trainer = Trainer(engine)``): what its ``__init__`` stores there."""
+        root, _, attribute = name.partition(".")
+        if "." in attribute:
+            return None
+        definitions, on_entry = reaching_definitions(scope, root, order, self._bindings[scope].get(root, []))
+        if on_entry or len(definitions) != 1 or len(definitions[0].targets) != 1:
+            return None
+        value = definitions[0].value
+        class_def = self.classes.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
+        if class_def is None:
+            return None
+        return self._at_construction(class_def, f"self.{attribute}", value, definitions[0], depth)  # type: ignore[arg-type]
 
     def _trained_names(self, scope: Scope) -> frozenset[str]:
         """The names of ``scope`` (and the module's, and ``self.`` attributes of its class)
@@ -307,6 +480,27 @@ class Roles:
                 if role is not None:
                     return RoleInfo(role, Evidence.ANNOTATION)
         return None
+
+
+#: importers read for the constructions of a module's classes
+_MAX_IMPORTERS = 8
+
+
+def _built(scopes: list[Scope], name: str | None) -> list[tuple[cst.Call, Site]]:
+    """The constructor calls (of the class ``name``; None: any call) in the scopes' own code."""
+    found = []
+    for scope in scopes:
+        for site in scope.sites:
+            value = site.value if isinstance(site.value, cst.Call) else site.call
+            if isinstance(value, cst.Call) and not site.in_helper and (name is None or dotted(value.func) == name):
+                found.append((value, site))
+    return found
+
+
+def _module_stem(project: object | None) -> str:
+    """The module name a project view's file is imported as (its file name without ``.py``)."""
+    path = str(getattr(project, "path", ""))
+    return path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
 def constructor_role(qualified: str, resolved: bool) -> Role | None:

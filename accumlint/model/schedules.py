@@ -30,6 +30,7 @@ from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
+from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -174,7 +175,9 @@ def _call_unit(model: FileModel, call: cst.Call, site: Site, loader: str | None,
     values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
     if callee == "len" and len(call.args) == 1 and values:
         counted = dotted(values[0])
-        return _Unit(1, 0, call) if loader is not None and counted == loader else _PLAIN
+        same = loader is not None and counted is not None and (
+            counted == loader or model.roles.stored_name(counted, site.scope, site.order) == loader)
+        return _Unit(1, 0, call) if same else _PLAIN
     if callee in _PASS_THROUGH and values:
         return _unit(model, values[0], site, loader, depth + 1)
     if callee in ("max", "min") and values:
@@ -258,9 +261,13 @@ def conditional_definition(definition: Site, use: Site) -> bool:
     return any(frame.kind in _CONDITIONAL and id(frame.node) not in enclosing for frame in definition.frames)
 
 
-def iterated_loader(group: Group) -> str | None:
-    """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``)."""
-    return dotted(group.iterable)
+def iterated_loader(group: Group, model: FileModel | None = None) -> str | None:
+    """The dotted name a ``for`` microbatch loop iterates (``Group.iterable``); given ``model``,
+    the name a trainer's loader was constructed from (``self.loader`` → ``loader``)."""
+    name = dotted(group.iterable)
+    if name is None or model is None or not group.loop_sites:
+        return name
+    return model.roles.stored_name(name, group.scope, group.loop_sites[0].order)
 
 
 # --- counters -------------------------------------------------------------------------------
@@ -342,7 +349,9 @@ def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
     position = conventions.LOGGING_STEP_POSITIONS.get(callee)
     if position is not None and _is_shifted_counter(positional(call, position), name, group):
         return "the x-axis of a logged value"
-    stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
+    # the call itself, not a helper's call reported for the scheduler step inside it (whose
+    # arguments are the helper's, not the scheduler's)
+    stepped = next((e for e in group.events if e.site.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
     if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
@@ -384,20 +393,21 @@ class LearningRateWrite:
 def microbatch_lr_writes(group: Group) -> list[LearningRateWrite]:
     """Learning-rate writes into a param group (``g["lr"] = value``) that run on every microbatch of
     ``group`` with a value computed, in the loop, by a call that takes a microbatch counter of the
-    loop and a count named in updates (:data:`UPDATE_COUNT_NAME`)."""
+    loop and a count named in updates (:data:`UPDATE_COUNT_NAME`). A write in a helper the loop
+    calls reads its arguments in the loop's names (``step(micro, max_updates)``)."""
     if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN, LoopStyle.MICRO_LOOP):
         return []
     counters = microbatch_counters(group)
     found: list[LearningRateWrite] = []
-    for site in _lr_writes(group):
+    for site in _lr_writes(group, helpers=True):
         if any(f.kind in _CONDITIONAL and id(f.node) not in group.skip_guards for f in site.frames_inside(group.loop)):
             continue  # written only on some microbatches
         value, computed = _written_value(group, site)
         if not isinstance(value, cst.Call):
             continue
         arguments = [arg.value for arg in value.args]
-        position = next((split[0] for arg in arguments if (split := index_offset(arg)) is not None
-                         and split[0] in counters), None)
+        position = next((outer for arg in arguments if (split := index_offset(arg)) is not None
+                         and (outer := scope_name(split[0], site)) in counters), None)
         horizon = next((arg for arg in arguments if UPDATE_COUNT_NAME.search(last_segment(dotted(arg)))), None)
         if position is not None and horizon is not None:
             found.append(LearningRateWrite(site, position, horizon, computed))
@@ -440,11 +450,13 @@ def update_counter_lr_writes(model: FileModel, group: Group,
     return found
 
 
-def _lr_writes(group: Group) -> Iterator[Site]:
-    """The loop's own assignments of a param group's learning rate (``g["lr"] = value``)."""
+def _lr_writes(group: Group, helpers: bool = False) -> Iterator[Site]:
+    """The loop's own assignments of a param group's learning rate (``g["lr"] = value``); with
+    ``helpers``, those of the helpers it calls too."""
     for site in group.loop_sites:
         statement = site.statement
-        if site.in_helper or site.value is None or not isinstance(statement, cst.Assign) or site.call is not None:
+        if ((site.in_helper and not helpers) or site.value is None or not isinstance(statement, cst.Assign)
+                or site.call is not None):
             continue
         target = statement.targets[0].target
         if (isinstance(target, cst.Subscript) and len(target.slice) == 1
@@ -461,7 +473,7 @@ def _written_value(group: Group, site: Site) -> tuple[cst.BaseExpression, cst.CS
     value, computed = site.value, site.statement
     if isinstance(value, cst.Name):
         definition = next((s for s in reversed(group.loop_sites) if s.order < site.order
-                           and s.targets == (value.value,) and s.augmented is None and not s.in_helper), None)
+                           and s.targets == (value.value,) and s.augmented is None and s.inline is site.inline), None)
         if definition is not None and definition.value is not None:
             value, computed = definition.value, definition.statement
     return value, computed

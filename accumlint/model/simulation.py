@@ -160,8 +160,10 @@ class Simulation:
         return list(seen)
 
 
-def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
-    """The module's entry points in source order, the script body first."""
+def entry_points(module: ModuleFunctions, caller: bool = False) -> list[EntryPoint]:
+    """The module's entry points in source order, the script body first. ``caller``: the module
+    is read as the caller of another module's loop (:func:`_run_by_importers`), so its drivers
+    count even where it has no loop of its own."""
     found: list[EntryPoint] = []
     top = [s for s in module._module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
     loop = next((n for s in top for n in _outer_loops(s) if reaches_event(n.body, module)), None)
@@ -173,16 +175,17 @@ def entry_points(module: ModuleFunctions) -> list[EntryPoint]:
     for function in module.functions.values():
         if module.class_of.get(function) is None:
             own.extend(_function_entry(module, function, None))
-    return found + _drivers(module, own) + own
+    return found + _drivers(module, own, caller) + own
 
 
-def _drivers(module: ModuleFunctions, entries: list[EntryPoint]) -> list[EntryPoint]:
+def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = False) -> list[EntryPoint]:
     """The module's loop-less functions that no code of the module calls and that run an entry's
     loop (``train()`` that asserts the loader's length, builds a ``Trainer`` and calls its
     ``fit()``): the top of the module's call chain, as the script's body is for a script. Run
     before the entries, they decide the loops they reach with what they know (those entries are
-    not run again)."""
-    if not entries:
+    not run again). Without entries of its own, a module has drivers only as a ``caller`` (its
+    loop-less ``train()`` runs the loop of the module that imports it)."""
+    if not entries and not caller:
         return []
     functions = [*((c, f) for (c, _), f in module.methods.items()),
                  *((None, f) for f in module.functions.values() if module.class_of.get(f) is None)]
@@ -296,7 +299,8 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
     for importer in index.importers(view.path, sorted(names))[:MAX_IMPORTERS]:
         with index.standing_in(view.path, module):
             loaded = index.importer_functions(importer)
-            runs = _simulate_all(loaded[0], importer, entry_points(loaded[0]), True) if loaded is not None else []
+            runs = [] if loaded is None else _simulate_all(loaded[0], importer, entry_points(loaded[0], caller=True),
+                                                           True)
         read, view.used = view.used, own_record  # (a lookup of this module hands it the caller's record)
         callers: dict[int, Simulation] = {}
         for result in pending:

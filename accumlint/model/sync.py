@@ -10,6 +10,7 @@ Sources: torch 2.13.0 ``nn/parallel/distributed.py`` (``no_sync`` flips
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -18,6 +19,9 @@ from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment, reaching_definitions
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.sites import FrameKind, Scope, Site
+
+if TYPE_CHECKING:
+    from accumlint.model.roles import Roles
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,25 @@ def from_parameter(scope: Scope, name: str | None, site: Site, depth: int = 0) -
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.Multiply)):
         return from_parameter(scope, expression_root(value), definition, depth + 1)
     return False
+
+
+def scope_name(name: str | None, site: Site, roles: Roles | None = None) -> str | None:
+    """``name`` (dotted, as read at ``site``) in the scope's own names: a helper's parameter is its
+    caller's argument (``model`` in ``step(ddp_model)`` is ``ddp_model``) and, given ``roles``, a
+    trainer's attribute is the name its constructor was given (``trainer.model`` → ``model``). None
+    where the helper's parameter is unknown or the name is the helper's own local."""
+    if name is None:
+        return None
+    if site.inline is not None:
+        try:
+            expression = cst.parse_expression(name)
+        except cst.ParserSyntaxError:
+            return None
+        value, where = site.inline.resolve(expression)
+        name = dotted(value) if where is None else None
+    if name is not None and roles is not None:
+        name = roles.stored_name(name, site.scope, site.order)
+    return name
 
 
 def expression_root(expression: cst.BaseExpression | None) -> str | None:
