@@ -207,3 +207,64 @@ def test_a_model_called_plainly_runs_forwards_in_the_simulation() -> None:
     """)
     letters = {"".join(e.kind.letter or "" for e in t.events) for s in model.simulations for t in s.traces}
     assert letters and all(trace.startswith("FBFBSZ") for trace in letters)
+
+
+def test_a_rate_is_known_by_its_shape_not_its_name() -> None:
+    assert codes("""
+    import time
+    import torch
+    def train(net, loader, k):
+        o = torch.optim.SGD(net.parameters(), lr=0.1)
+        t = time.perf_counter()
+        for i, x in enumerate(loader):
+            c = x.shape[0]
+            (net(x).sum() / k).backward()
+            if (i + 1) % k == 0:
+                o.step()
+                o.zero_grad()
+                r = c / (time.perf_counter() - t)
+                print(r)
+                t = time.perf_counter()
+    """) == ["ACC903"]
+
+
+def test_a_parameter_the_loop_draws_from_has_a_tail_that_the_flush_weighs() -> None:
+    assert "ACC005" in codes("""
+    import torch
+    def train(net, batches, o, k):
+        for i, x in enumerate(batches):
+            (net(x).sum() / k).backward()
+            if (i + 1) % k == 0:
+                o.step()
+                o.zero_grad()
+        if (i + 1) % k != 0:
+            o.step()
+            o.zero_grad()
+    """)
+
+
+def test_the_count_of_what_a_microbatch_loop_iterates_is_a() -> None:
+    model = model_of("""
+    def train(net, opt, batch, size):
+        parts = batch.split(size)
+        k = len(parts)
+        for part in parts:
+            (net(part).sum() / k).backward()
+        opt.step()
+        opt.zero_grad()
+    """)
+    assert "k" in model.accumulation_aliases
+
+
+def test_a_name_holding_the_rank_shards_a_dataset_whatever_it_is_called() -> None:
+    model = model_of("""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, Subset
+    def main(ds, net):
+        r, w = dist.get_rank(), dist.get_world_size()
+        d = DataLoader(Subset(ds, range(r, len(ds), w)), batch_size=8, shuffle=True)
+        m = DistributedDataParallel(net)
+        return d, m
+    """)
+    assert model.parallel.rank_sharded

@@ -216,7 +216,8 @@ class FileModel:
     def accumulation_aliases(self) -> frozenset[str]:
         """Names (and integer literals, as written) the module uses as A whatever they are called,
         bound by use: the divisor of a microbatch loop's modulo gate (``(i + 1) % A == 0``), the
-        bound of a microbatch loop whose update follows it (``for _ in range(A)``), the value passed
+        bound of a microbatch loop whose update follows it (``for _ in range(A)``) or a name given
+        the length of what it iterates (``n = len(micro_batches)``), the value passed
         for a keyword that configures A (``Trainer(accumulate_grad_batches=A)``,
         ``frameworks.ACCUMULATION_KEYWORDS``), and the moduli the module groups microbatches by
         (:meth:`_grouping_divisors`). A loss divided by a value alone is no
@@ -228,6 +229,7 @@ class FileModel:
                 names.add(_symbol(test.divisor))
             if group.style is LoopStyle.MICRO_LOOP:
                 names.add(_symbol(_range_bound(group.loop)))
+                names |= _length_names(group)
         for scope in self.scopes:
             for site in scope.sites:
                 if site.call is None or site.in_helper:
@@ -299,6 +301,18 @@ def _range_bound(loop: cst.For | cst.While) -> cst.BaseExpression | None:
             and len(loop.iter.args) == 1 and loop.iter.args[0].keyword is None and not loop.iter.args[0].star):
         return loop.iter.args[0].value
     return None
+
+
+def _length_names(group: Group) -> set[str]:
+    """The names assigned ``len(X)`` in the group's function, where ``X`` is the plain name the
+    microbatch loop iterates (its microbatches: their count is A)."""
+    iterable = group.loop.iter if isinstance(group.loop, cst.For) else None
+    if not isinstance(iterable, cst.Name):
+        return set()
+    return {site.targets[0] for site in group.scope.sites
+            if not site.in_helper and len(site.targets) == 1 and site.targets[0] and site.augmented is None
+            and isinstance(site.value, cst.Call) and dotted(site.value.func) == "len" and len(site.value.args) == 1
+            and dotted(site.value.args[0].value) == iterable.value}
 
 
 def _counts_length(node: cst.BaseExpression) -> bool:

@@ -1645,9 +1645,9 @@ class SyntaxFacts:
         return False
 
     def trained(self, owner: ModuleFunctions) -> frozenset[str]:
-        """The dotted names whose ``.parameters()`` build an optimizer somewhere in ``owner``
-        (``SGD(net.parameters())``): each is a model whatever it is called, so calling it is a
-        forward (the use :class:`~accumlint.model.roles.Roles` reads too)."""
+        """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
+        ``owner`` (``SGD(net.parameters())``, ``clip_grad_norm_(net.parameters(), 1.0)``): each is
+        a model whatever it is called, so calling it is a forward."""
         return _trained(owner._module, owner.imports)
 
     def counters(self, owner: ModuleFunctions) -> frozenset[str]:
@@ -2145,7 +2145,8 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
         node = stack.pop()
         if isinstance(node, cst.Call):
             name = dotted(node.func) or ""
-            if constructor_role(imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
+            if last_segment(name) in CLIP_CALLS or constructor_role(
+                    imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
                 found |= parameter_owners(node)
         stack.extend(children(node))
     return frozenset(found)
