@@ -268,3 +268,52 @@ def test_a_name_holding_the_rank_shards_a_dataset_whatever_it_is_called() -> Non
         return d, m
     """)
     assert model.parallel.rank_sharded
+
+
+def test_a_group_drawn_ahead_counts_a() -> None:
+    model = model_of("""
+    def train(net, opt, it, k, n):
+        for _ in range(n):
+            drawn = [next(it) for _ in range(k)]
+            for x in drawn:
+                (net(x).sum() / k).backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    assert "k" in model.accumulation_aliases
+
+
+def test_a_horizon_times_the_literal_a_counts_microbatches() -> None:
+    assert codes("""
+    import torch
+    def train(net, loader):
+        o = torch.optim.SGD(net.parameters(), lr=0.1)
+        s = torch.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=10 * 4)
+        for i, x in enumerate(loader):
+            (net(x).sum() / 4).backward()
+            if (i + 1) % 4 == 0:
+                o.step()
+                o.zero_grad()
+                s.step()
+    """) == ["ACC305"]
+
+
+def test_the_optimizer_of_an_engine_whatever_it_is_called_is_stepped_around_it() -> None:
+    assert "ACC502" in codes("""
+    import deepspeed
+    def train(net, loader, cfg):
+        e, _, _, _ = deepspeed.initialize(model=net, config=cfg)
+        for i, x in enumerate(loader):
+            e.backward(e(x).sum())
+            if (i + 1) % 4 == 0:
+                e.optimizer.step()
+                e.optimizer.zero_grad()
+    """)
+
+
+def test_the_value_of_a_config_dicts_accumulation_key_is_a() -> None:
+    model = model_of("""
+    k = 8
+    cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": k}
+    """)
+    assert model.accumulation_aliases == {"k"}

@@ -215,13 +215,13 @@ class FileModel:
     @cached_property
     def accumulation_aliases(self) -> frozenset[str]:
         """Names (and integer literals, as written) the module uses as A whatever they are called,
-        bound by use: the divisor of a microbatch loop's modulo gate (``(i + 1) % A == 0``), the
+        bound by use: the divisor of a microbatch loop's modulo gate (``(i + 1) % A == 0``); the
         bound of a microbatch loop whose update follows it (``for _ in range(A)``) or a name given
-        the length of what it iterates (``n = len(micro_batches)``), the value passed
-        for a keyword that configures A (``Trainer(accumulate_grad_batches=A)``,
-        ``frameworks.ACCUMULATION_KEYWORDS``), and the moduli the module groups microbatches by
-        (:meth:`_grouping_divisors`). A loss divided by a value alone is no
-        evidence: a constant scale divides a loss as well."""
+        the length of what it iterates (``n = len(micro_batches)``); the value passed for a keyword
+        or a config dict's key that configures A (``Trainer(accumulate_grad_batches=A)``,
+        ``{"gradient_accumulation_steps": A}``); and the moduli the module groups microbatches by
+        (:meth:`_grouping_divisors`). A loss divided by a value alone is no evidence: a constant
+        scale divides a loss as well."""
         names: set[str] = set()
         for group in self.loops:
             test = group.gate.test if group.gate is not None else None
@@ -237,6 +237,10 @@ class FileModel:
                 for arg in site.call.args:
                     if arg.keyword is not None and arg.keyword.value in fw.ACCUMULATION_KEYWORDS:
                         names.add(_symbol(arg.value))
+        for node in walk(self.module):  # a config dict's entry: `{"gradient_accumulation_steps": A}` (DeepSpeed)
+            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
+                    and node.key.evaluated_value in _ACCUMULATION_KEYS):
+                names.add(_symbol(node.value))
         names |= self._grouping_divisors(names)
         names.discard("")
         return frozenset(names)
@@ -281,6 +285,8 @@ def build_model(module: cst.Module, project: object | None = None) -> FileModel:
     return FileModel(module, project)
 
 
+#: keys of a config dict that set A (DeepSpeed's config, a keyword spelled as a dict key)
+_ACCUMULATION_KEYS = fw.ACCUMULATION_KEYWORDS | {fw.deepspeed.ACCUMULATION_KEY}
 #: events under a modulo test that show the test groups microbatches (a clip, a reset, an update)
 _GRADIENT_KINDS = frozenset({EventKind.UPDATE, EventKind.RESET, EventKind.CLIP})
 
@@ -297,22 +303,37 @@ def _symbol(node: cst.BaseExpression | None) -> str:
 
 def _range_bound(loop: cst.For | cst.While) -> cst.BaseExpression | None:
     """``X`` of a loop ``for _ in range(X)``, else None."""
-    if (isinstance(loop, cst.For) and isinstance(loop.iter, cst.Call) and dotted(loop.iter.func) == "range"
-            and len(loop.iter.args) == 1 and loop.iter.args[0].keyword is None and not loop.iter.args[0].star):
-        return loop.iter.args[0].value
+    return _range_bound_of(loop.iter) if isinstance(loop, cst.For) else None
+
+
+def _range_bound_of(iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``X`` of ``range(X)``, else None."""
+    if (isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and len(iterable.args) == 1
+            and iterable.args[0].keyword is None and not iterable.args[0].star):
+        return iterable.args[0].value
     return None
 
 
 def _length_names(group: Group) -> set[str]:
-    """The names assigned ``len(X)`` in the group's function, where ``X`` is the plain name the
-    microbatch loop iterates (its microbatches: their count is A)."""
+    """Where the group's function counts the microbatches a microbatch loop iterates (a plain
+    name ``xs``): the names assigned ``len(xs)``, and ``X`` where ``xs = [... for _ in range(X)]``
+    (a group drawn ahead: ``group = [next(it) for _ in range(A)]``)."""
     iterable = group.loop.iter if isinstance(group.loop, cst.For) else None
     if not isinstance(iterable, cst.Name):
         return set()
-    return {site.targets[0] for site in group.scope.sites
-            if not site.in_helper and len(site.targets) == 1 and site.targets[0] and site.augmented is None
-            and isinstance(site.value, cst.Call) and dotted(site.value.func) == "len" and len(site.value.args) == 1
-            and dotted(site.value.args[0].value) == iterable.value}
+    found: set[str] = set()
+    for site in group.scope.sites:
+        if site.in_helper or site.augmented is not None or len(site.targets) != 1:
+            continue
+        value = site.value
+        if (site.targets == (iterable.value,) and isinstance(value, cst.ListComp)
+                and value.for_in.inner_for_in is None):
+            found.add(_symbol(_range_bound_of(value.for_in.iter)))
+        elif (isinstance(value, cst.Call) and dotted(value.func) == "len" and len(value.args) == 1
+              and dotted(value.args[0].value) == iterable.value):
+            found.add(site.targets[0] or "")
+    found.discard("")
+    return found
 
 
 def _counts_length(node: cst.BaseExpression) -> bool:
