@@ -7,15 +7,17 @@ import textwrap
 
 import libcst as cst
 
-from accumlint.engine import check_source
+from accumlint.checks import ALL_RULES
+from accumlint.engine import check_source, rules_for
 from accumlint.model import Role
 from accumlint.model.sites import Site
 from tests.test_model import model_of
 
 
-def codes(source: str) -> list[str]:
-    """The codes one snippet reports (default rules)."""
-    return sorted(f.code for f in check_source("snippet.py", textwrap.dedent(source).encode()).findings)
+def codes(source: str, every: bool = False) -> list[str]:
+    """The codes one snippet reports (default rules, or every rule)."""
+    rules = rules_for(rule.code for rule in ALL_RULES) if every else None
+    return sorted(f.code for f in check_source("snippet.py", textwrap.dedent(source).encode(), rules).findings)
 
 
 def role_at_last_site(model, name: str) -> Role:  # type: ignore[no-untyped-def]
@@ -317,3 +319,18 @@ def test_the_value_of_a_config_dicts_accumulation_key_is_a() -> None:
     cfg = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": k}
     """)
     assert model.accumulation_aliases == {"k"}
+
+
+def test_an_unknown_owner_given_the_loss_is_no_loss_itself() -> None:
+    # `f` may be Fabric (given the loss) or a tensor (given its gradient): no finding reads `f` as
+    # the undivided loss of an accumulation loop
+    assert codes("""
+    import torch.nn.functional as F
+    def pretrain(f, net, opt, it, k, n):
+        for i in range(n * k):
+            x, y = next(it)
+            f.backward(F.cross_entropy(net(x), y) / k)
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+    """, every=True) == []

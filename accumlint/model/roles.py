@@ -260,8 +260,9 @@ class Roles:
                             owner, use = dotted(node.value), "." + node.attr.value
                         else:
                             continue
-                        if owner and (other is scope or owner.startswith("self.")
-                                      or other is self.module_scope and "." not in owner):
+                        if owner and "[" not in owner and (other is scope or owner.startswith("self.")
+                                                           or other is self.module_scope and "." not in owner):
+                            # (an element, `opts[0]`, says nothing of the others the code steps by name)
                             used.setdefault(owner, set()).add(use)
             optimizers = frozenset(
                 name for name, uses in used.items()
