@@ -65,12 +65,13 @@ class EffectiveBatchCountsDevices(Rule):
 
     code = "ACC404"
     #: a replicated module (a process group or a DDP/FSDP wrapper is called) and the name of A
-    #: or of a global batch that the flagged statement assigns to
+    #: or of a global batch that the flagged statement assigns to, or a name A by its use (a
+    #: gate's divisor called ``v7``: :attr:`FileModel.accumulation_aliases`)
     gate = RuleGate(
         markers=(b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
                  *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                  b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard"),
-        requires=conventions.A_OR_GLOBAL_BATCH_BYTES,
+        requires=conventions.A_NAMED_OR_BOUND_BYTES,
         facts=lambda facts: _may_count_devices(facts))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
@@ -83,7 +84,8 @@ class EffectiveBatchCountsDevices(Rule):
                     continue
                 if isinstance(site.node, (cst.For, cst.With)):
                     continue
-                target = next((t for t in site.targets if t and _counts_a_or_batch(t)), None)
+                target = next((t for t in site.targets
+                               if t and (_counts_a_or_batch(t) or t in model.accumulation_aliases)), None)
                 if target is None and len(site.targets) == 1 and _effective_batch_shape(model, site.value):
                     target = site.targets[0]
                 if target is None:
@@ -129,13 +131,15 @@ def _effective_batch_shape(model: FileModel, value: cst.BaseExpression) -> bool:
 
 
 def _may_count_devices(facts: SourceFacts) -> bool:
-    """ACC404's ast stage: an assignment to a name of A or of an effective/global batch, or a
+    """ACC404's ast stage: an assignment to a name of A or of an effective/global batch, a
+    microbatch loop or a keyword that configures A (either may bind A by its use:
+    :attr:`FileModel.accumulation_aliases`), or a
     product of three factors or more with a name of A among them beside a replica or GPU count
     in the code (``m * A * D`` is an effective batch whatever it is called:
     :func:`_effective_batch_shape`)."""
     if not _reads_device_or_world_count(facts):
         return False  # the value the rule flags reads one of them
-    if facts.binds(_counts_a_or_batch):
+    if facts.binds(_counts_a_or_batch) or runs_loop(facts) or facts.mentions(fw.ACCUMULATION_KEYWORDS):
         return True
     counts = facts.calls(fw.pytorch.WORLD_SIZE_CALLS | fw.pytorch.DEVICE_COUNT_CALLS) or any(
         conventions.REPLICA_COUNT_NAME.match(name) or conventions.DEVICE_COUNT_NAME.match(name)

@@ -39,10 +39,10 @@ class ThroughputCountsOneMicrobatch(Rule):
     """ACC903: a rate assigned under the update gate as one microbatch's count over the time
     since the last update.
 
-    Flags ``tokens_per_sec = n_tokens / (time.time() - t0)`` (a throughput-named target) where
+    Flags ``tokens_per_sec = n_tokens / (time.time() - t0)`` (whatever the target is called) where
     the assignment runs once per group, ``t0`` is read from the clock only under the update
     gate, and ``n_tokens`` is a size (``x.numel()``, ``x.shape[0]``, ``len(batch)``) assigned,
-    not summed, on every microbatch. Exempt: a count multiplied by an A- or world-named value,
+    not summed, on every microbatch. Exempt: a count multiplied by A or a world-named value,
     a count accumulated over the group, a clock reset every microbatch.
     """
 

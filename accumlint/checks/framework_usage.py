@@ -145,16 +145,26 @@ class EngineStepGated(Rule):
                         "call `engine.step()` unconditionally after every `engine.backward(loss)`",
                     )
                 elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
-                        # `engine.optimizer` by name only where DeepSpeed is imported: an ignite
-                        # process function's `engine` is ignite's Engine
+                        # `engine.optimizer` only where DeepSpeed is imported: an ignite process
+                        # function's `engine` is ignite's Engine
                         model.imports.imports_module(fw.deepspeed.PACKAGE)
-                        and (dotted(update.target) or "").endswith("engine.optimizer"))):
+                        and _engine_optimizer(model, update))):
                     yield Hit(
                         update.node,
                         "the DeepSpeed optimizer is stepped directly, bypassing the engine: no boundary "
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
                         "call `engine.step()` after every microbatch instead",
                     )
+
+
+def _engine_optimizer(model: FileModel, update) -> bool:
+    """Whether an update steps ``X.optimizer`` of a DeepSpeed engine ``X``: named ``engine``, or
+    an engine by its construction (``v, *_ = deepspeed.initialize(...)``)."""
+    target = update.target
+    if (dotted(target) or "").endswith("engine.optimizer"):
+        return True
+    return (isinstance(target, cst.Attribute) and target.attr.value == "optimizer"
+            and model.roles.of(target.value, update.site).role is Role.ENGINE)
 
 
 def _manual_boundary(group) -> bool:

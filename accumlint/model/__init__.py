@@ -18,10 +18,10 @@ from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import ImportMap, dotted, last_segment, walk
+from accumlint.model.names import ImportMap, dotted, int_value, last_segment, walk
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
-from accumlint.model.sites import Scope, Site, walk_scopes
+from accumlint.model.sites import FrameKind, Scope, Site, walk_scopes
 from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
 __all__ = [
@@ -220,36 +220,73 @@ class FileModel:
     def is_accumulation_name(self, expression: cst.BaseExpression | None) -> bool:
         """Whether an expression is named like the accumulation steps A (a name, an attribute, or
         a call of an A-named function: litgpt's ``train.gradient_accumulation_iters(devices)``),
-        or is a name the module uses as A (:attr:`accumulation_aliases`)."""
+        or is a name or integer literal the module uses as A (:attr:`accumulation_aliases`)."""
         if isinstance(expression, cst.Call):
             expression = expression.func
         if expression is None:
             return False
+        if isinstance(expression, cst.Integer):
+            return expression.value in self.accumulation_aliases
         text = dotted(expression)
         return bool(conventions.ACCUMULATION_NAME.search(last_segment(text))) or (
             text is not None and text in self.accumulation_aliases)
 
     @cached_property
     def accumulation_aliases(self) -> frozenset[str]:
-        """Names the module uses as A whatever they are called (the docs' own ``A``): the divisor
-        of a microbatch loop's modulo gate (``(i + 1) % A == 0``) and the value passed for a
-        keyword that configures A (``Trainer(accumulate_grad_batches=A)``,
-        ``frameworks.ACCUMULATION_KEYWORDS``)."""
+        """Names (and integer literals, as written) the module uses as A whatever they are called,
+        bound by use: the divisor of a microbatch loop's modulo gate (``(i + 1) % A == 0``); the
+        bound of a microbatch loop whose update follows it (``for _ in range(A)``) or a name given
+        the length of what it iterates (``n = len(micro_batches)``); the value passed for a keyword
+        or a config dict's key that configures A (``Trainer(accumulate_grad_batches=A)``,
+        ``{"gradient_accumulation_steps": A}``); and the moduli the module groups microbatches by
+        (:meth:`_grouping_divisors`). A loss divided by a value alone is no evidence: a constant
+        scale divides a loss as well."""
         names: set[str] = set()
         for group in self.loops:
             test = group.gate.test if group.gate is not None else None
-            if test is not None and test.kind == "modulo" and isinstance(test.divisor, (cst.Name, cst.Attribute)):
-                names.add(dotted(test.divisor) or "")
+            if test is not None and test.kind == "modulo":
+                names.add(_symbol(test.divisor))
+            if group.style is LoopStyle.MICRO_LOOP:
+                names.add(_symbol(_range_bound(group.loop)))
+                names |= _length_names(group)
         for scope in self.scopes:
             for site in scope.sites:
                 if site.call is None or site.in_helper:
                     continue
                 for arg in site.call.args:
-                    if (arg.keyword is not None and arg.keyword.value in fw.ACCUMULATION_KEYWORDS
-                            and isinstance(arg.value, (cst.Name, cst.Attribute))):
-                        names.add(dotted(arg.value) or "")
+                    if arg.keyword is not None and arg.keyword.value in fw.ACCUMULATION_KEYWORDS:
+                        names.add(_symbol(arg.value))
+        for node in walk(self.module):  # a config dict's entry: `{"gradient_accumulation_steps": A}` (DeepSpeed)
+            if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
+                    and node.key.evaluated_value in _ACCUMULATION_KEYS):
+                names.add(_symbol(node.value))
+        names |= self._grouping_divisors(names)
         names.discard("")
         return frozenset(names)
+
+    def _grouping_divisors(self, known: set[str]) -> set[str]:
+        """The moduli the module groups microbatches by where no gate already binds A: a modulo
+        test ``i % X == 0`` in a microbatch loop around a gradient operation (a clip, a reset, an
+        update: ``if n % X == 0: clip_grad_norm_(...)`` with the step outside), and a modulus of
+        the length ``len(loader) % X == 0`` that also divides the loss before a backward of a
+        microbatch loop."""
+        found: set[str] = set()
+        for group in self.loops:
+            for event in group.events:
+                if event.kind in _GRADIENT_KINDS and group.in_loop(event):
+                    found |= {_symbol(test.right) for frame in event.site.frames_inside(group.loop)
+                              if frame.kind is FrameKind.IF and frame.test is not None
+                              for test in walk(frame.test)
+                              if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo)}
+        lengths = {_symbol(node.right) for node in walk(self.module)
+                   if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+                   and _counts_length(node.left)} - known - found - {""}
+        for group in self.loops:
+            for event in group.of_kind(EventKind.BACKWARD):
+                if group.in_loop(event):
+                    found |= {divisor for divisor in lengths if self.divisions_by(
+                        event, lambda node, divisor=divisor: _symbol(node) == divisor)}
+        return found
 
     @cached_property
     def call_sites(self) -> dict[int, Site]:
@@ -265,6 +302,62 @@ def build_model(module: cst.Module, project: object | None = None) -> FileModel:
     """Build the model of one parsed module; ``project`` (an
     :class:`accumlint.project.ProjectView`) lets it follow calls into other project modules."""
     return FileModel(module, project)
+
+
+#: keys of a config dict that set A (DeepSpeed's config, a keyword spelled as a dict key)
+_ACCUMULATION_KEYS = fw.ACCUMULATION_KEYWORDS | {fw.deepspeed.ACCUMULATION_KEY}
+#: events under a modulo test that show the test groups microbatches (a clip, a reset, an update)
+_GRADIENT_KINDS = frozenset({EventKind.UPDATE, EventKind.RESET, EventKind.CLIP})
+
+
+def _symbol(node: cst.BaseExpression | None) -> str:
+    """The key of a candidate A: a dotted name, or an integer literal above 1 as written; else ``""``."""
+    if isinstance(node, cst.Integer):
+        value = int_value(node)
+        return node.value if value is not None and value > 1 else ""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return dotted(node) or ""
+    return ""
+
+
+def _range_bound(loop: cst.For | cst.While) -> cst.BaseExpression | None:
+    """``X`` of a loop ``for _ in range(X)``, else None."""
+    return _range_bound_of(loop.iter) if isinstance(loop, cst.For) else None
+
+
+def _range_bound_of(iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``X`` of ``range(X)``, else None."""
+    if (isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and len(iterable.args) == 1
+            and iterable.args[0].keyword is None and not iterable.args[0].star):
+        return iterable.args[0].value
+    return None
+
+
+def _length_names(group: Group) -> set[str]:
+    """Where the group's function counts the microbatches a microbatch loop iterates (a plain
+    name ``xs``): the names assigned ``len(xs)``, and ``X`` where ``xs = [... for _ in range(X)]``
+    (a group drawn ahead: ``group = [next(it) for _ in range(A)]``)."""
+    iterable = group.loop.iter if isinstance(group.loop, cst.For) else None
+    if not isinstance(iterable, cst.Name):
+        return set()
+    found: set[str] = set()
+    for site in group.scope.sites:
+        if site.in_helper or site.augmented is not None or len(site.targets) != 1:
+            continue
+        value = site.value
+        if (site.targets == (iterable.value,) and isinstance(value, cst.ListComp)
+                and value.for_in.inner_for_in is None):
+            found.add(_symbol(_range_bound_of(value.for_in.iter)))
+        elif (isinstance(value, cst.Call) and dotted(value.func) == "len" and len(value.args) == 1
+              and dotted(value.args[0].value) == iterable.value):
+            found.add(site.targets[0] or "")
+    found.discard("")
+    return found
+
+
+def _counts_length(node: cst.BaseExpression) -> bool:
+    """``len(x)``: the length of a loader or dataset."""
+    return isinstance(node, cst.Call) and dotted(node.func) == "len"
 
 
 def _without_implementations(events: list[Event]) -> list[Event]:

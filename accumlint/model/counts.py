@@ -8,13 +8,11 @@ from a counter's name alone.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import Group
@@ -25,10 +23,6 @@ if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.sites import Site
 
-#: names of a rate: tokens/s, examples/s, samples per second, MFU
-THROUGHPUT_NAME = re.compile(
-    r"(throughput|per_?s(ec(ond)?)?$|_per_sec|_ps$|^tps$|^ips$|^sps$|^tgs$|tokens?_?per|samples?_?per|examples?_?per|mfu)",
-    re.I)
 #: calls that read a wall clock (``time.time()``, ``time.perf_counter()``, ``time.monotonic()``)
 _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "monotonic_ns"})
 #: expressions that count one microbatch: ``x.numel()``, ``x.size(0)``, ``x.shape[0]``, ``len(batch)``
@@ -81,19 +75,18 @@ def _group_long_clock(model: FileModel, group: Group, expression: cst.BaseExpres
 
 def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throughput]:
     """Rates assigned under the update gate as (one microbatch's count) / (time since the last
-    update), with no A-named factor: the figure is A× too small."""
+    update), with no factor of A: the figure is A× too small. A rate by its shape, whatever its
+    target is called: a microbatch's size over a clock difference since the update."""
     found: list[Throughput] = []
     for site in group.loop_sites:
         if site.in_helper or site.augmented is not None or len(site.targets) != 1 or site.value is None:
             continue
         name = site.targets[0] or ""
-        if not THROUGHPUT_NAME.search(last_segment(name)) or not isinstance(site.value, cst.BinaryOperation):
-            continue
-        if not isinstance(site.value.operator, cst.Divide):
+        if not isinstance(site.value, cst.BinaryOperation) or not isinstance(site.value.operator, cst.Divide):
             continue
         numerator, denominator = site.value.left, site.value.right
-        if any(conventions.ACCUMULATION_NAME.search(last_segment(n)) or "world" in n.lower()
-               for n in names_in(site.value)):
+        if any(model.is_accumulation_name(n) for n in walk(site.value) if isinstance(n, (cst.Name, cst.Attribute))) \
+                or any("world" in n.lower() for n in names_in(site.value)):
             continue
         if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in walk(numerator)):
             continue  # a count scaled by something (A, the replicas): not one microbatch's

@@ -119,6 +119,10 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
         loss = target
         if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
             loss = positional(loss, 0)
+        elif positional(call, 0) is not None and role.role is Role.UNKNOWN and not isinstance(target, cst.Call):
+            # `x.backward(y)`: a tensor's backward given its gradient, or an owner (`fabric`, an engine)
+            # given the loss; the code leaves open which one is the loss
+            loss = None
         return Event(EventKind.BACKWARD, site, target, role, method, loss)
     if method == _UPDATE_PARAMS and role.role is Role.OPTIM_WRAPPER:
         return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))

@@ -38,8 +38,8 @@ from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import children, dotted, last_segment
-from accumlint.model.roles import constructor_role
+from accumlint.model.names import ImportMap, children, dotted, last_segment
+from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
 from accumlint.model.values import (
@@ -1376,7 +1376,8 @@ class Interpreter:
                 return Unknown(f"{callee.label}(...)", Origin.DATA)
             return Unknown(f"{callee.label}(...)", _combined(args, kwargs))
         if isinstance(callee, Unknown):
-            if callee.origin is Origin.RUN and _named_role(callee.label) in FORWARD_ROLES and \
+            if callee.origin is Origin.RUN and (_named_role(callee.label) in FORWARD_ROLES
+                                                or callee.label in self.syntax.trained(frame.owner)) and \
                     _combined(args, kwargs) is not Origin.RUN:
                 self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
                 return Unknown(f"{callee.label}(...)", Origin.DATA)
@@ -1762,6 +1763,12 @@ class SyntaxFacts:
                 return False
             current = parent
         return False
+
+    def trained(self, owner: ModuleFunctions) -> frozenset[str]:
+        """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
+        ``owner`` (``SGD(net.parameters())``, ``clip_grad_norm_(net.parameters(), 1.0)``): each is
+        a model whatever it is called, so calling it is a forward."""
+        return _trained(owner._module, owner.imports)
 
     def counters(self, owner: ModuleFunctions) -> frozenset[str]:
         """The names (and attribute names) ``owner`` increments somewhere (``step += 1``,
@@ -2252,6 +2259,21 @@ def forget_syntax() -> None:
     for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _is_generator,
                    _writes_gradients, _bound_names):
         cached.cache_clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [module]
+    while stack:  # every function's body too, unlike walk()
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            name = dotted(node.func) or ""
+            if last_segment(name) in CLIP_CALLS or constructor_role(
+                    imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
+                found |= parameter_owners(node)
+        stack.extend(children(node))
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=64)

@@ -245,7 +245,7 @@ class DataParallel:
             for arg in call.args:  # type: ignore[union-attr]
                 if arg.keyword is not None and conventions.RANK_NAME.match(arg.keyword.value):
                     return True
-                if any(self.is_rank(n) for n in names_feeding(arg.value)):
+                if any(self.is_rank(n) or _holds_rank(n, site) for n in names_feeding(arg.value)):
                     return True
         for node in walk(self._module):
             if isinstance(node, cst.Subscript) and any(
@@ -587,3 +587,17 @@ def _trains(site: Site, functions: ModuleFunctions) -> bool:
     classes = [(owner, class_def), *owner.bases(class_def)]
     return any(module.performs_backward(f) for module, cls in classes
                for (c, _), f in module.methods.items() if c is cls)
+
+
+def _holds_rank(name: str, site: Site) -> bool:
+    """Whether ``name`` was last assigned a rank call before ``site`` (``r = dist.get_rank()``,
+    ``r, w = dist.get_rank(), dist.get_world_size()``): a rank by its value, whatever its name."""
+    definition = reaching_assignment(site.scope, name, site.order)
+    if definition is None or definition.value is None or definition.in_helper:
+        return False
+    value = definition.value
+    if isinstance(value, cst.Tuple) and len(value.elements) == len(definition.targets):
+        value = value.elements[definition.targets.index(name)].value
+    elif len(definition.targets) != 1:
+        return False
+    return isinstance(value, cst.Call) and last_segment(dotted(value.func)) in conventions.RANK_CALLS

@@ -61,6 +61,22 @@ _PREPARE_SINGLE = {
 }
 
 
+#: calls on an object that show it is no optimizer: called itself (a model's forward), asked for
+#: its parameters, a backward run through it (a DeepSpeed engine, an Accelerator)
+_NOT_AN_OPTIMIZER = frozenset({"()", "parameters", "named_parameters", "backward", "forward", "train", "eval"})
+#: attributes only an optimizer has (torch 2.x ``Optimizer.param_groups``)
+_OPTIMIZER_STATE = frozenset({"param_groups"})
+_OPTIMIZER_READS = frozenset("." + attribute for attribute in _OPTIMIZER_STATE)
+
+
+@dataclass(frozen=True)
+class _Uses:
+    """Roles of one scope's names shown by the calls made on them."""
+
+    optimizers: frozenset[str]
+    scalers: frozenset[str]
+
+
 def role_from_name(name: str | None) -> Role:
     """The role a variable's name suggests (weakest evidence), ``UNKNOWN`` if none."""
     if not name:
@@ -101,6 +117,8 @@ class Roles:
         self._callees: dict[int, str] = {}  # id(call) → qualify_call(call); the tree outlives this
         self._own: dict[int, Site] | None = None
         self._trained: dict[int, frozenset[str]] = {}  # id(scope) → names whose parameters an optimizer updates
+        self._uses: dict[int, _Uses] = {}  # id(scope) → the roles its names' calls show
+        self._returning: set[int] = set()  # ids of the helper calls whose returns are being read
         self.classes: dict[str, cst.ClassDef] = {
             statement.name.value: statement
             for statement in scopes[0].node.body  # type: ignore[union-attr]
@@ -132,8 +150,14 @@ class Roles:
     def _returned(self, call: cst.Call, site: Site) -> RoleInfo | None:
         """The role of what a project helper ``call`` was inlined to returns, where every
         ``return`` of it gives one role (``get_optimizer().step()``, a getter of the optimizer)."""
+        if id(call) in self._returning:
+            return None  # a helper whose return reads its own call again (recursion)
         returns = [s for s in site.scope.returns_of(call) if s.value is not None and s.value is not call]
-        infos = {self.of(s.value, s) for s in returns}
+        self._returning.add(id(call))
+        try:
+            infos = {self.of(s.value, s) for s in returns}
+        finally:
+            self._returning.discard(id(call))
         roles = {info.role for info in infos}
         return next(iter(infos)) if len(roles) == 1 and Role.UNKNOWN not in roles else None
 
@@ -217,6 +241,12 @@ class Roles:
             role = Role.UNKNOWN
         if role is Role.UNKNOWN and name in self._trained_names(scope):
             return RoleInfo(Role.MODEL, Evidence.USE)
+        if role is Role.UNKNOWN:
+            uses = self._used_names(scope)
+            if name in uses.optimizers:
+                return RoleInfo(Role.OPTIMIZER, Evidence.USE)
+            if name in uses.scalers:
+                return RoleInfo(Role.SCALER, Evidence.USE)
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
 
     # --- instances of this module's classes ------------------------------------------------
@@ -379,6 +409,44 @@ class Roles:
             return None
         return self._at_construction(class_def, f"self.{attribute}", value, definitions[0], depth)  # type: ignore[arg-type]
 
+
+
+    def _used_names(self, scope: Scope) -> _Uses:
+        """What the uses of each name of ``scope`` (and of the module, and ``self.`` attributes of
+        its class) show. An optimizer: a name whose ``param_groups`` are read, or whose ``step()``
+        and ``zero_grad()`` are both called while it is never called itself, asked for its
+        ``parameters()`` nor runs a ``backward`` (a model resets but does not step; a scheduler
+        steps but does not reset; a DeepSpeed engine runs the backward). A gradient scaler: a
+        name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``."""
+        found = self._uses.get(id(scope))
+        if found is None:
+            related = [s for s in self.scopes if s is scope or s is self.module_scope
+                       or scope.class_def is not None and s.class_def is scope.class_def]
+            used: dict[str, set[str]] = {}  # name → the methods called on it ("()": itself), ".attr"s read
+            for other in related:
+                for site in other.sites:
+                    if site.in_helper:
+                        continue
+                    for node in walk(site.node) if site.call is None else (site.call,):
+                        if isinstance(node, cst.Call):
+                            owner = dotted(receiver(node)) if method_name(node) else dotted(node.func)
+                            use = method_name(node) or "()"
+                        elif isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_STATE:
+                            owner, use = dotted(node.value), "." + node.attr.value
+                        else:
+                            continue
+                        if owner and "[" not in owner and (other is scope or owner.startswith("self.")
+                                                           or other is self.module_scope and "." not in owner):
+                            # (an element, `opts[0]`, says nothing of the others the code steps by name)
+                            used.setdefault(owner, set()).add(use)
+            optimizers = frozenset(
+                name for name, uses in used.items()
+                if not uses & _NOT_AN_OPTIMIZER and ({"step", "zero_grad"} <= uses or uses & _OPTIMIZER_READS))
+            scalers = frozenset(name for name, uses in used.items()
+                                if "unscale_" in uses or {"scale", "step", "update"} <= uses)
+            found = self._uses[id(scope)] = _Uses(optimizers - scalers, scalers)
+        return found
+
     def _trained_names(self, scope: Scope) -> frozenset[str]:
         """The names of ``scope`` (and the module's, and ``self.`` attributes of its class)
         whose ``.parameters()`` an optimizer is built on (``SGD(net.parameters())``): each is a
@@ -393,7 +461,7 @@ class Roles:
                     for value in (site.value, site.call):
                         if isinstance(value, cst.Call) and not site.in_helper and \
                                 constructor_role(self.qualify_call(value), False) is Role.OPTIMIZER:
-                            names |= {n for n in _parameter_owners(value) if other is scope or n.startswith("self.")
+                            names |= {n for n in parameter_owners(value) if other is scope or n.startswith("self.")
                                       or other is self.module_scope and "." not in n}
             found = self._trained[id(scope)] = frozenset(names)
         return found
@@ -414,7 +482,10 @@ class Roles:
             value = value.elements[position].value
             position = 0
         if isinstance(value, cst.Call):
-            return self._from_value(value, site.scope, site.order, position, name, depth)
+            info = self._from_value(value, site.scope, site.order, position, name, depth)
+            if info is None and len(site.targets) == 1 and depth <= 6:
+                info = self._returned(value, site)  # `loader = make_loader()`: what the helper returns
+            return info
         if len(site.targets) > 1:
             return None  # `a, b = pair`: the pair's role says nothing about its elements
         if isinstance(value, (cst.Name, cst.Attribute)) and dotted(value) != name:
@@ -522,7 +593,7 @@ def constructor_role(qualified: str, resolved: bool) -> Role | None:
     return None
 
 
-def _parameter_owners(call: cst.Call) -> set[str]:
+def parameter_owners(call: cst.Call) -> set[str]:
     """The dotted names whose ``.parameters()`` / ``.named_parameters()`` the arguments of
     ``call`` read (``[{"params": net.parameters()}]`` included)."""
     found = set()

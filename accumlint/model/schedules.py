@@ -146,7 +146,8 @@ def _unit(model: FileModel, node: cst.BaseExpression, site: Site, loader: str | 
     if depth > _MAX_DEPTH:
         return None
     if isinstance(node, (cst.Integer, cst.Float)):
-        return _PLAIN
+        # the literal the module uses as A (its gate's `% 4`) counts A; any other is a plain number
+        return _Unit(0, 1) if model.is_accumulation_name(node) else _PLAIN
     if isinstance(node, cst.UnaryOperation):
         return _unit(model, node.expression, site, loader, depth + 1)
     if isinstance(node, cst.BinaryOperation):

@@ -583,7 +583,8 @@ def _key(receiver: object) -> object:
 def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
     """Each receiver's role: from construction (an :class:`Obj`'s own role), from use (it
     receives ``.backward(loss)``: an engine or accelerator; ``.step()`` and ``.zero_grad()``:
-    an optimizer), or from its name."""
+    an optimizer; ``.unscale_()``: a gradient scaler, and what it steps an optimizer), or from
+    its name."""
     from accumlint.model.interpreter import _named_role
 
     methods: dict[object, set[str]] = {}
@@ -609,9 +610,17 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             facts[key] = RoleFact(label, Role.ENGINE, "use: receives .backward(loss) and .step()")
         elif {"step", "zero_grad"} <= used:
             facts[key] = RoleFact(label, Role.OPTIMIZER, "use: receives .step() and .zero_grad()")
+        elif "unscale_" in used or {"scale", "update"} <= used:
+            facts[key] = RoleFact(label, Role.SCALER, "use: receives .unscale_(), or .scale() and .update()")
         else:
             named = _named_role(label if isinstance(receiver, Unknown) else None)
             facts[key] = RoleFact(label, named or Role.UNKNOWN, "its name" if named else "none")
+    for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`)
+        fact = facts.get(_key(event.receiver))
+        argument = _key(event.argument)
+        if (fact is not None and fact.role is Role.SCALER and event.method in ("step", "unscale_")
+                and argument in facts and facts[argument].role is Role.UNKNOWN):
+            facts[argument] = RoleFact(facts[argument].label, Role.OPTIMIZER, "use: a scaler steps it")
     return facts
 
 

@@ -428,11 +428,27 @@ def _framework(key: str) -> Tail:
 
 
 def _loader_of(group: Group, roles: Roles) -> cst.BaseExpression | None:
-    """The data loader a ``for`` loop iterates (through ``enumerate``/``tqdm``), when it is one."""
+    """The data loader a ``for`` loop iterates (through ``enumerate``/``tqdm``), when it is one:
+    a loader by its construction or name, or by its use, a parameter of no known role that the
+    microbatch loop draws its microbatches from (the caller's loader, whatever it is called)."""
     iterable = group.iterable
-    if iterable is None or roles.of(iterable, group.loop_sites[0]).role is not Role.LOADER:
+    if iterable is None:
         return None
-    return iterable
+    role = roles.of(iterable, group.loop_sites[0]).role
+    if role is Role.LOADER or role is Role.UNKNOWN and _is_parameter(group, iterable):
+        return iterable
+    return None
+
+
+def _is_parameter(group: Group, expression: cst.BaseExpression) -> bool:
+    """Whether ``expression`` is a parameter of the group's function that its code never rebinds."""
+    node = group.scope.node
+    if not isinstance(node, cst.FunctionDef) or not isinstance(expression, cst.Name):
+        return False
+    params = node.params
+    name = expression.value
+    return (any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+            and not any(name in site.targets for site in group.scope.sites if not site.in_helper))
 
 
 def _per_pass_index(group: Group, test: boundary.BoundaryTest) -> bool:
