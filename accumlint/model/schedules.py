@@ -298,16 +298,21 @@ def microbatch_counters(group: Group) -> dict[str, Site]:
 
 
 def step_axis_uses(group: Group, name: str) -> list[tuple[Site, str]]:
-    """Where the loop's own code uses counter ``name`` (or ``name ± k``) as a training position:
+    """Where the loop's code uses counter ``name`` (or ``name ± k``) as a training position:
     the x-axis of a logged value (``step=``/``global_step=`` keywords, TensorBoard's
-    ``global_step`` position, a progress line formatting it) or a scheduler's argument.
-    Each use comes with a few words saying which."""
+    ``global_step`` position, a progress line formatting it) or a scheduler's argument. A
+    helper's call is read with its parameters bound to the caller's arguments. Each use comes
+    with a few words saying which."""
     uses: list[tuple[Site, str]] = []
     for site in group.loop_sites:
         call = site.call
-        if call is None or site.in_helper:
+        if call is None:
             continue
-        what = _step_use(call, name, group)
+        if site.inline is not None:  # a helper's call: read with its parameters bound to the caller's arguments
+            if not site.inline.reads_outer(call):
+                continue
+            call = site.inline.rewrite(call, locals_unknown=True)  # type: ignore[assignment]
+        what = _step_use(call, name, group, site.call)
         if what is not None:
             uses.append((site, what))
     return uses
@@ -333,7 +338,8 @@ def _is_shifted_counter(value: cst.BaseExpression | None, name: str, group: Grou
     return False
 
 
-def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
+def _step_use(call: cst.Call, name: str, group: Group, node: cst.Call) -> str | None:
+    """What ``call`` (``node`` as written, read in the loop's names) uses counter ``name`` as, if any."""
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
         if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
@@ -342,7 +348,7 @@ def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
     position = conventions.LOGGING_STEP_POSITIONS.get(callee)
     if position is not None and _is_shifted_counter(positional(call, position), name, group):
         return "the x-axis of a logged value"
-    stepped = next((e for e in group.events if e.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
+    stepped = next((e for e in group.events if e.node is node and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
     if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
