@@ -150,20 +150,26 @@ class Inline:
                 return True
         return False
 
-    def rewrite(self, expression: cst.BaseExpression, locals_unknown: bool = False) -> cst.BaseExpression:
+    def rewrite(self, expression: cst.BaseExpression, locals_unknown: bool = False,
+                carried: dict[str, str] | None = None) -> cst.BaseExpression:
         """``expression`` with every parameter name replaced by its argument (read in the
         scope's own code); a parameter whose value is unknown becomes :data:`UNKNOWN_VALUE` (so
         no test on it is decided). ``locals_unknown``: so does a name local to a helper (its
-        ``step`` is not the caller's ``step``); else it stays as written."""
-        return expression.visit(_Rewriter(self, locals_unknown))  # type: ignore[return-value]
+        ``step`` is not the caller's ``step``); else it stays as written. ``carried``: this
+        call's parameters that carry a caller's variable (:func:`~accumlint.model.dataflow.carried`)
+        become that variable, rebound or not."""
+        return expression.visit(_Rewriter(self, locals_unknown, carried or {}))  # type: ignore[return-value]
 
 
 class _Rewriter(cst.CSTTransformer):
-    def __init__(self, inline: Inline, locals_unknown: bool = False) -> None:
+    def __init__(self, inline: Inline, locals_unknown: bool = False, carried: dict[str, str] | None = None) -> None:
         self.inline = inline
         self.locals_unknown = locals_unknown
+        self.carried = carried or {}
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:  # noqa: N802 - LibCST's API
+        if original.value in self.carried and self.inline.parent is None:
+            return cst.parse_expression(self.carried[original.value])
         value, where = self.inline.resolve(original)
         if where is None:
             return value

@@ -71,17 +71,24 @@ def reaching_definitions(scope: Scope, name: str, before: int, candidates: list[
     return found, True
 
 
-def home(scope: Scope, name: str, order: int, inline: Inline | None) -> tuple[str, Inline | None]:
+def home(scope: Scope, name: str, order: int, inline: Inline | None,
+         carry: bool = False) -> tuple[str, Inline | None]:
     """The dotted name that ``name``, read at execution position ``order`` in the code of
     ``inline``, stands for in the outermost namespace it reaches, and that namespace (None: the
     scope's own code). A helper's parameter it has not rebound becomes its argument
     (``kept.append(loss)`` in ``step(loss, kept)`` called as ``step(loss, losses)`` appends to
     the caller's ``losses``), a closure's free name is the caller's; a local, or a parameter
-    whose argument is no dotted name, stays in the helper's namespace."""
+    whose argument is no dotted name, stays in the helper's namespace. ``carry``: a parameter
+    the helper rebinds and hands back to the same variable of the caller (:func:`carried`) is
+    that variable too (the helper's ``step += 1`` advances the caller's ``step``)."""
     while inline is not None:
         root = _ROOT.split(name, 1)[0]
         if reaching_assignment(scope, root, order, None, inline) is not None:
-            break  # a local of the helper, or a parameter it rebinds
+            back = carried(scope, inline).get(root) if carry else None
+            if back is None:
+                break  # a local of the helper, or a parameter it rebinds
+            name, inline = back + name[len(root):], inline.parent
+            continue
         if root in inline.bindings:
             value = inline.bindings[root]
             argument = dotted(value) if value is not None else None
@@ -95,6 +102,41 @@ def home(scope: Scope, name: str, order: int, inline: Inline | None) -> tuple[st
 
 
 _ROOT = re.compile(r"[.\[]")
+
+
+def counter_name(site: Site, name: str | None = None) -> tuple[str, Inline | None]:
+    """The counter a site's target (``name``, else its single one) is, in the namespace it lives
+    in: in an inlined helper, a caller's counter given as an argument or carried through the
+    call and back (:func:`home`); None: the scope's own."""
+    return home(site.scope, name or site.targets[0] or "", site.order + 1, site.inline, carry=True)
+
+
+def carried(scope: Scope, inline: Inline) -> dict[str, str]:
+    """The parameters of an inlined helper that carry a variable of the caller through the call,
+    mapped to that variable: the caller assigns what the call returns back to the argument it
+    passed (``step = advance(step)``; ``seen, t0 = micro(x, seen, t0)``, position by position)
+    and every ``return`` of the helper gives that parameter back in that position."""
+    assignment = next((s for s in scope.sites if s.value is inline.call and s.augmented is None
+                       and s.inline is inline.parent), None)
+    returns = scope.returns.get(id(inline), [])
+    if assignment is None or not returns:
+        return {}
+    positions: list[set[str | None]] = [set() for _ in assignment.targets]
+    for returned in returns:
+        value = returned.value
+        names = ([dotted(e.value) for e in value.elements] if isinstance(value, cst.Tuple)
+                 else [dotted(value)] if value is not None else [])
+        if len(names) != len(positions):
+            return {}
+        for position, name in zip(positions, names, strict=True):
+            position.add(name)
+    found: dict[str, str] = {}
+    for target, names in zip(assignment.targets, positions, strict=True):
+        name = next(iter(names)) if len(names) == 1 else None
+        argument = inline.bindings.get(name) if name is not None else None
+        if target is not None and argument is not None and dotted(argument) == target:
+            found[name] = target  # type: ignore[index]
+    return found
 
 
 def _first_conditionals(branches: list[tuple[Site, tuple[Frame, ...]]]) -> list[cst.CSTNode]:

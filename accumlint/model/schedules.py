@@ -26,6 +26,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
+from accumlint.model.dataflow import carried, counter_name
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
@@ -290,8 +291,14 @@ def microbatch_counters(group: Group) -> dict[str, Site]:
     for site in group.loop_sites:
         if (len(site.targets) == 1 and site.targets[0] is not None and isinstance(site.value, cst.Integer)
                 and group.increment_cadence(site) is Cadence.MICROBATCH):
-            name = site.targets[0]
-            others = [s for s in group.loop_sites if name in s.targets and s is not site]
+            name, namespace = counter_name(site)
+            if namespace is not None:
+                continue  # a helper's own counter
+            # the caller's `step = helper(..., step)` hands the helper's increment back: no other write
+            handing_back = {id(inline.call) for inline in site.inline.chain()} if site.inline is not None else set()
+            others = [s for s in group.loop_sites if s is not site and id(s.value) not in handing_back
+                      and (name in s.targets if s.inline is None
+                           else any(counter_name(s, t) == (name, None) for t in s.targets if t))]
             if not others:
                 counters[name] = site
     return counters
@@ -309,9 +316,10 @@ def step_axis_uses(group: Group, name: str) -> list[tuple[Site, str]]:
         if call is None:
             continue
         if site.inline is not None:  # a helper's call: read with its parameters bound to the caller's arguments
-            if not site.inline.reads_outer(call):
+            kept = carried(site.scope, site.inline)
+            if not (site.inline.reads_outer(call) or set(kept) & set(names_in(call))):
                 continue
-            call = site.inline.rewrite(call, locals_unknown=True)  # type: ignore[assignment]
+            call = site.inline.rewrite(call, locals_unknown=True, carried=kept)  # type: ignore[assignment]
         what = _step_use(call, name, group, site.call)
         if what is not None:
             uses.append((site, what))
