@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
-from accumlint.model.callgraph import Inline
+from accumlint.model.callgraph import Inline, parameters
 from accumlint.model.dataflow import home, names_feeding, reaching_assignment, reaching_definitions
 from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
@@ -185,6 +185,8 @@ def _add_holders(holders: dict[Key, set[Binding]], name: str, use: Site, order: 
     assignments back: the terms of ``loss = hinge + penalty`` hold the graph the backward goes
     through)."""
     scope = use.scope
+    if _receiver(use, name):
+        return  # `self` of `self.loss_fn(out, y)`: the object whose method computes the loss holds no graph
     key = name, namespace = home(scope, name, order, use.inline)
     definitions, on_entry = reaching_definitions(scope, name, order, inline=namespace)
     found = holders.setdefault(key, set())
@@ -217,6 +219,17 @@ def _add_holders(holders: dict[Key, set[Binding]], name: str, use: Site, order: 
         holders[key] = found  # a nested visit of the same name may have dropped the shared entry
     else:
         holders.pop(key, None)
+
+
+def _receiver(site: Site, name: str) -> bool:
+    """Whether ``name`` is, bare, the receiver of the method whose code ``site`` is part of (the
+    first parameter of a method of a class: an inlined one's, or the scope's own)."""
+    function = site.inline.function if site.inline is not None else site.scope.node
+    class_def = site.inline.class_def if site.inline is not None else site.scope.class_def
+    if class_def is None or not isinstance(function, cst.FunctionDef):
+        return False
+    params = parameters(function)
+    return bool(params) and params[0].name.value == name
 
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)

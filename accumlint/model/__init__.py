@@ -145,6 +145,13 @@ class FileModel:
         """Whether the loss of a backward reaches it with no division or multiplication at all."""
         return losses.never_scaled(event)
 
+    def may_rescale_gradients(self, group: Group) -> bool:
+        """Whether the group's code hands a model's parameters to a function it cannot see
+        (``self.divide_grads_(self.model.parameters(), n)`` with the function given from outside):
+        it may rescale their gradients (:func:`accumlint.model.losses.hands_parameters_over`)."""
+        events = {id(event.site) for event in group.events}
+        return losses.hands_parameters_over([s for s in group.region_sites if id(s) not in events], self.imports)
+
     @staticmethod
     def scales_gradients(group: Group) -> bool:
         """Whether the group's code rescales ``.grad`` by hand (normalizing after the backward)."""

@@ -6,6 +6,7 @@ Every answer is evidence the code shows; when it shows none, the answer is "no".
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model.groups import Group
+    from accumlint.model.names import ImportMap
 
 #: Losses that average over the (unmasked) elements they are given (torch 2.13.0
 #: nn/functional.py: ``reduction="mean"`` is the default and skips ``ignore_index``).
@@ -349,6 +351,24 @@ def scales_gradients(sites: list[Site]) -> bool:
                 site.augmented is not None or any(True for _ in arithmetic(site.value))):
             return True
     return False
+
+
+def hands_parameters_over(sites: list[Site], imports: ImportMap) -> bool:
+    """Whether some site calls a function neither followed into the project nor imported from a
+    library, passing it a model's parameters (``fn(model.parameters(), n)``): what it does to
+    their gradients is not in view."""
+    for site in sites:
+        call = site.call
+        callee = dotted(call.func) if call is not None else None
+        if call is None or site.followed or callee in _BUILTINS or imports.qualify(callee) is not None:
+            continue
+        if any(isinstance(arg.value, cst.Call) and method_name(arg.value) in _PARAMETER_METHODS for arg in call.args):
+            return True
+    return False
+
+
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+_BUILTINS = frozenset(dir(builtins))  # `list(model.parameters())` reads them
 
 
 def retains_graph(backward: Event) -> bool:
