@@ -89,12 +89,30 @@ def test_helper_with_a_flag_of_its_own_stays_undecided() -> None:
 
     for i, b in enumerate(loader):
         model(b).sum().backward()
-        maybe_shrink(model.parameters(), 0.5, (i + 1) % A == 0)
+        maybe_shrink(model.parameters(), 0.5, b.sum() > 0)
         if (i + 1) % A == 0:
             optimizer.step()
             optimizer.zero_grad()
     """
     assert kinds(source, EventKind.GRAD_RESCALE) == [("mul_", "UNKNOWN")]
+
+
+def test_helper_flag_bound_to_the_boundary_test_runs_once_per_update() -> None:
+    # the helper's `if now:` is read with `now` bound to the caller's argument
+    source = """
+    def maybe_shrink(params, c, now):
+        if now:
+            for p in params:
+                p.grad.mul_(c)
+
+    for i, b in enumerate(loader):
+        model(b).sum().backward()
+        maybe_shrink(model.parameters(), 0.5, (i + 1) % A == 0)
+        if (i + 1) % A == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert kinds(source, EventKind.GRAD_RESCALE) == [("mul_", "UPDATE")]
 
 
 @pytest.mark.parametrize(("line", "method"), [

@@ -9,7 +9,8 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
-from accumlint.model.dataflow import names_feeding, reaching_assignment, reaching_definitions
+from accumlint.model.callgraph import Inline, parameters
+from accumlint.model.dataflow import home, names_feeding, reaching_assignment, reaching_definitions
 from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
 from accumlint.model.sites import FrameKind, Site
@@ -28,22 +29,23 @@ class LossKeptWithGraph(Rule):
         for group in model.loops:
             if group.style not in _ACCUMULATING:
                 continue  # a loop that updates every microbatch has no group to keep alive
-            # a helper's backward names live in the helper's namespace: only the loop's own count
-            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b) and not b.site.in_helper
+            # a helper's names are read in its own namespace (:func:`home`): its backwards count too
+            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)
                          and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             holders = _graph_bindings(backwards)
-            for name, bindings in _forward_outputs(model, group).items():
-                holders.setdefault(name, set()).update(bindings)
+            for key, bindings in _forward_outputs(model, group).items():
+                holders.setdefault(key, set()).update(bindings)
             deferred = _deferred_containers(group)
             # each microbatch backpropagated at once, keeping its graph for a later backward over the
             # kept values (a batch-coupled loss over the whole group): those graphs are kept on purpose
             retained = bool(backwards) and all(retains_graph(b) for b in backwards)
             for site in group.loop_sites:
-                if site.in_helper or site.under_no_grad:
+                if site.under_no_grad:
                     continue
                 stored, container = _stored_value(site)
                 if stored is None or container is None or _detached(stored):
                     continue
+                container, namespace = home(site.scope, container, site.order, site.inline)
                 if container in deferred and retained:
                     continue
                 if container in deferred and not (group.gate and site.inside(group.gate.frame_node)):
@@ -59,7 +61,8 @@ class LossKeptWithGraph(Rule):
                 if not _holds_graph(stored, site, holders, group.loop):
                     continue
                 if not container.startswith("self."):
-                    definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order)
+                    definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order, None,
+                                                     namespace)
                     if definition is not None and definition.inside(group.loop):
                         continue  # a fresh container every microbatch
                 yield Hit(
@@ -153,19 +156,22 @@ def _deferred_containers(group) -> set[str]:
 #: a graph-holding binding of a name: the assignment (a site), or ``None`` for the value the name
 #: had on entry to the function (a parameter, a global)
 Binding = Site | None
+#: a name and the namespace it is bound in (:func:`home`; None: the scope's own code)
+Key = tuple[str, Inline | None]
 
 
-def _graph_bindings(backwards) -> dict[str, set[Binding]]:
+def _graph_bindings(backwards) -> dict[Key, set[Binding]]:
     """The bindings that hold the graph a microbatch's backward goes through: for each name
     feeding a backward's loss, the assignments to it reaching the backward (and, through a
-    rename or a division, those of the names they read). Keyed by name: a store of that name
-    keeps the graph only where one of these bindings reaches it (:func:`_holds_graph`)."""
-    holders: dict[str, set[Binding]] = {}
+    rename or a division, those of the names they read). Keyed by name in its namespace: a
+    store of that name keeps the graph only where one of these bindings reaches it
+    (:func:`_holds_graph`)."""
+    holders: dict[Key, set[Binding]] = {}
     for backward in backwards:
         if backward.loss is None:
             continue
         for name in names_feeding(backward.loss):
-            _add_holders(holders, name, backward.site.scope, backward.order, follow=_FOLLOW_DEPTH)
+            _add_holders(holders, name, backward.site, backward.order, follow=_FOLLOW_DEPTH)
     return holders
 
 
@@ -173,12 +179,17 @@ def _graph_bindings(backwards) -> dict[str, set[Binding]]:
 _FOLLOW_DEPTH = 4
 
 
-def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int, follow: int) -> None:
-    """Record the bindings of ``name`` reaching ``order`` that hold a graph (``follow`` > 0: also
-    those of the names a rename, a division or a sum reads, that many assignments back: the
-    terms of ``loss = hinge + penalty`` hold the graph the backward goes through)."""
-    definitions, on_entry = reaching_definitions(scope, name, order)
-    found = holders.setdefault(name, set())
+def _add_holders(holders: dict[Key, set[Binding]], name: str, use: Site, order: int, follow: int) -> None:
+    """Record the bindings of ``name`` (read at ``use``) reaching ``order`` that hold a graph
+    (``follow`` > 0: also those of the names a rename, a division or a sum reads, that many
+    assignments back: the terms of ``loss = hinge + penalty`` hold the graph the backward goes
+    through)."""
+    scope = use.scope
+    if _receiver(use, name):
+        return  # `self` of `self.loss_fn(out, y)`: the object whose method computes the loss holds no graph
+    key = name, namespace = home(scope, name, order, use.inline)
+    definitions, on_entry = reaching_definitions(scope, name, order, inline=namespace)
+    found = holders.setdefault(key, set())
     if on_entry:
         found.add(None)
     for definition in definitions:
@@ -199,15 +210,26 @@ def _add_holders(holders: dict[str, set[Binding]], name: str, scope, order: int,
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) or (
                 isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
             for fed in names_feeding(value):
-                _add_holders(holders, fed, scope, definition.order, follow - 1)
+                _add_holders(holders, fed, definition, definition.order, follow - 1)
         elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
             for term in (value.left, value.right):  # a plain name summed into the loss
                 if isinstance(term, (cst.Name, cst.Attribute)) and dotted(term) is not None:
-                    _add_holders(holders, dotted(term), scope, definition.order, follow - 1)
+                    _add_holders(holders, dotted(term), definition, definition.order, follow - 1)
     if found:
-        holders[name] = found  # a nested visit of the same name may have dropped the shared entry
+        holders[key] = found  # a nested visit of the same name may have dropped the shared entry
     else:
-        holders.pop(name, None)
+        holders.pop(key, None)
+
+
+def _receiver(site: Site, name: str) -> bool:
+    """Whether ``name`` is, bare, the receiver of the method whose code ``site`` is part of (the
+    first parameter of a method of a class: an inlined one's, or the scope's own)."""
+    function = site.inline.function if site.inline is not None else site.scope.node
+    class_def = site.inline.class_def if site.inline is not None else site.scope.class_def
+    if class_def is None or not isinstance(function, cst.FunctionDef):
+        return False
+    params = parameters(function)
+    return bool(params) and params[0].name.value == name
 
 
 #: calls whose result holds no graph: functions (``len(x)``) and methods (``mask.numel()``)
@@ -232,21 +254,24 @@ def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
     name = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
     if name is None:
         return False
-    definition = reaching_assignment(site.scope, name, site.order)
+    definition = reaching_assignment(site.scope, name, site.order, None, site.inline)
     return (definition is not None and definition.augmented is None
             and not isinstance(definition.node, (cst.For, cst.With)) and _graph_free(definition.value, definition,
                                                                                       depth + 1))
 
 
-def _holds_graph(stored: cst.BaseExpression, site, holders: dict[str, set[Binding]], loop: cst.CSTNode) -> bool:
+def _holds_graph(stored: cst.BaseExpression, site, holders: dict[Key, set[Binding]], loop: cst.CSTNode) -> bool:
     """Whether a graph-holding binding (``holders``) reaches the stored value: a name is judged
     by the assignment that reaches the store, not by any of its bindings (``x = next(it);
     kept.append(x); x = augment(x)`` keeps the raw batch; a name re-bound to ``loss.item()``
     earlier in the iteration no longer holds the graph). Where the value the name had before
     the loop reaches the store, so does the binding of the previous pass."""
-    for name in set(names_feeding(stored)) & set(holders):
-        held = holders[name]
-        definitions, on_entry = reaching_definitions(site.scope, name, site.order)
+    for name in set(names_feeding(stored)):
+        name, namespace = home(site.scope, name, site.order, site.inline)
+        held = holders.get((name, namespace))
+        if held is None:
+            continue
+        definitions, on_entry = reaching_definitions(site.scope, name, site.order, inline=namespace)
         if any(d in held and (d.value is None or not _detached(d.value)) for d in definitions):
             return True
         if (on_entry or any(not d.inside(loop) for d in definitions)) and any(
@@ -255,17 +280,18 @@ def _holds_graph(stored: cst.BaseExpression, site, holders: dict[str, set[Bindin
     return False
 
 
-def _forward_outputs(model: FileModel, group) -> dict[str, set[Binding]]:
+def _forward_outputs(model: FileModel, group) -> dict[Key, set[Binding]]:
     """The bindings of names to a model's output in the loop (``output = model(x)``): they hold the graph."""
-    names: dict[str, set[Binding]] = {}
+    names: dict[Key, set[Binding]] = {}
     for site in group.loop_sites:
         value = site.value
-        if (not site.in_helper and site.augmented is None and site.call is None
+        if (site.augmented is None and site.call is None
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
                 and model.roles.of(value.func, site).role in conventions.MODEL_ROLES):
             for name in site.targets:
                 if name:
-                    names.setdefault(name, set()).add(site)
+                    # the target as bound by this assignment (order + 1: a parameter it rebinds is local)
+                    names.setdefault(home(site.scope, name, site.order + 1, site.inline), set()).add(site)
     return names
 
 

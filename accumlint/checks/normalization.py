@@ -210,7 +210,7 @@ class MissingNormalization(Rule):
         for group in model.loops:
             if group.accumulates is not True or group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
                 continue
-            if model.scales_gradients(group):
+            if model.scales_gradients(group) or model.may_rescale_gradients(group):
                 continue
             if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):
                 continue  # reset every microbatch: nothing is summed (ACC001's matter)

@@ -277,7 +277,7 @@ class AmbiguousStepUnit(Rule):
                     continue
                 for site, use in step_axis_uses(group, name):
                     yield Hit(
-                        site.node,
+                        site.report,  # a logging helper's call in the loop, where the counter is passed
                         f"`{name}` advances on every microbatch (A times per optimizer update) but is used as "
                         f"{use}: readers take it for a count of optimizer updates",
                         f"log and schedule by a counter incremented with the optimizer update (or `{name} // A`), "

@@ -13,7 +13,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions, losses
 from accumlint.model import ledger as ledgers
-from accumlint.model.dataflow import loss_divisions, reaching_assignment, reaching_definitions
+from accumlint.model.dataflow import home, loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
@@ -155,7 +155,7 @@ class FileModel:
 
     @staticmethod
     def loss_history_in_view(group: Group, event: Event) -> bool:
-        """Whether a backward inlined from a helper of this module has its loss computed in view
+        """Whether a backward inlined from a helper has its loss computed in view
         (:func:`accumlint.model.losses.loss_history_in_view`)."""
         return losses.loss_history_in_view(group, event)
 
@@ -163,6 +163,13 @@ class FileModel:
     def never_scaled(event: Event) -> bool:
         """Whether the loss of a backward reaches it with no division or multiplication at all."""
         return losses.never_scaled(event)
+
+    def may_rescale_gradients(self, group: Group) -> bool:
+        """Whether the group's code hands a model's parameters to a function it cannot see
+        (``self.divide_grads_(self.model.parameters(), n)`` with the function given from outside):
+        it may rescale their gradients (:func:`accumlint.model.losses.hands_parameters_over`)."""
+        events = {id(event.site) for event in group.events}
+        return losses.hands_parameters_over([s for s in group.region_sites if id(s) not in events], self.imports)
 
     @staticmethod
     def scales_gradients(group: Group) -> bool:
@@ -209,8 +216,11 @@ class FileModel:
         return loss_divisions(event.loss, event.site, is_divisor)
 
     def reaching(self, name: str, site: Site, within: cst.CSTNode | None = None) -> Site | None:
-        """The assignment to ``name`` that reaches ``site`` (execution order, same scope)."""
-        return reaching_assignment(site.scope, name, site.order, within, site.inline)
+        """The assignment to ``name`` that reaches ``site`` (execution order, same scope); in an
+        inlined helper, a parameter it does not rebind is read as the caller's argument
+        (:func:`~accumlint.model.dataflow.home`)."""
+        name, namespace = home(site.scope, name, site.order, site.inline)
+        return reaching_assignment(site.scope, name, site.order, within, namespace)
 
     def reaching_definitions(self, name: str, site: Site) -> tuple[list[Site], bool]:
         """Every assignment to ``name`` that may reach ``site`` (latest first), and whether the

@@ -101,6 +101,7 @@ class Inline:
     #: closure: the function is defined inside the caller and reads the caller's names
     closure: bool = False
     _locals: set[str] = field(default_factory=set)
+    _all_locals: set[str] | None = None
 
     def chain(self) -> list[Inline]:
         """This call and the inlined calls around it, innermost first."""
@@ -133,6 +134,13 @@ class Inline:
             return self.parent.resolve(expression, depth + 1)
         return expression, self
 
+    @property
+    def local_names(self) -> set[str]:
+        """The names ``function`` binds itself (:func:`local_names`), computed on first use."""
+        if self._all_locals is None:
+            self._all_locals = local_names(self.function)
+        return self._all_locals
+
     def reads_outer(self, expression: cst.BaseExpression) -> bool:
         """Whether ``expression`` reads a parameter of this call or (for a closure) a name of
         the caller: only then does :meth:`rewrite` change it."""
@@ -142,22 +150,30 @@ class Inline:
                 return True
         return False
 
-    def rewrite(self, expression: cst.BaseExpression) -> cst.BaseExpression:
+    def rewrite(self, expression: cst.BaseExpression, locals_unknown: bool = False,
+                carried: dict[str, str] | None = None) -> cst.BaseExpression:
         """``expression`` with every parameter name replaced by its argument (read in the
-        scope's own code); a parameter whose value is unknown, or a name local to a helper,
-        becomes :data:`UNKNOWN_VALUE` when it is a parameter (so no test on it is decided)."""
-        return expression.visit(_Rewriter(self))  # type: ignore[return-value]
+        scope's own code); a parameter whose value is unknown becomes :data:`UNKNOWN_VALUE` (so
+        no test on it is decided). ``locals_unknown``: so does a name local to a helper (its
+        ``step`` is not the caller's ``step``); else it stays as written. ``carried``: this
+        call's parameters that carry a caller's variable (:func:`~accumlint.model.dataflow.carried`)
+        become that variable, rebound or not."""
+        return expression.visit(_Rewriter(self, locals_unknown, carried or {}))  # type: ignore[return-value]
 
 
 class _Rewriter(cst.CSTTransformer):
-    def __init__(self, inline: Inline) -> None:
+    def __init__(self, inline: Inline, locals_unknown: bool = False, carried: dict[str, str] | None = None) -> None:
         self.inline = inline
+        self.locals_unknown = locals_unknown
+        self.carried = carried or {}
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:  # noqa: N802 - LibCST's API
+        if original.value in self.carried and self.inline.parent is None:
+            return cst.parse_expression(self.carried[original.value])
         value, where = self.inline.resolve(original)
         if where is None:
             return value
-        if original.value in where.bindings:
+        if original.value in where.bindings or (self.locals_unknown and original.value in where.local_names):
             return UNKNOWN_VALUE
         return updated
 

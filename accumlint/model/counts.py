@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.dataflow import counter_name, home, reaching_assignment
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence
@@ -60,7 +60,7 @@ def _group_long_clock(model: FileModel, group: Group, expression: cst.BaseExpres
     """Whether ``expression`` (or the name it is) is ``clock() - t0`` with ``t0`` read from the
     clock once per group, under the update gate."""
     if isinstance(expression, cst.Name) or isinstance(expression, cst.Attribute):
-        definition = reaching_assignment(site.scope, dotted(expression) or "", site.order)
+        definition = reaching_assignment(site.scope, dotted(expression) or "", site.order, None, site.inline)
         if definition is None or definition.value is None:
             return False
         expression, site = definition.value, definition
@@ -69,7 +69,10 @@ def _group_long_clock(model: FileModel, group: Group, expression: cst.BaseExpres
     start = dotted(expression.right)
     if not start or not _is_clock(expression.left) and dotted(expression.left) is None:
         return False
-    resets = [s for s in group.loop_sites if s.targets == (start,) and not s.in_helper and _is_clock(s.value)]
+    # the clock's start read where it lives: a helper's `t0` may be the caller's, carried through the call
+    start_home = home(site.scope, start, site.order, site.inline, carry=True)
+    resets = [s for s in group.loop_sites if len(s.targets) == 1 and _is_clock(s.value)
+              and counter_name(s) == start_home]
     return bool(resets) and all(site_cadence(model, group, s) is Cadence.UPDATE for s in resets)
 
 
@@ -79,7 +82,7 @@ def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throug
     target is called: a microbatch's size over a clock difference since the update."""
     found: list[Throughput] = []
     for site in group.loop_sites:
-        if site.in_helper or site.augmented is not None or len(site.targets) != 1 or site.value is None:
+        if site.augmented is not None or len(site.targets) != 1 or site.value is None:
             continue
         name = site.targets[0] or ""
         if not isinstance(site.value, cst.BinaryOperation) or not isinstance(site.value.operator, cst.Divide):
@@ -108,11 +111,12 @@ def _per_microbatch_count(model: FileModel, group: Group, numerator: cst.BaseExp
     name = dotted(numerator) if isinstance(numerator, (cst.Name, cst.Attribute)) else None
     if name is None:
         return None
-    definition = reaching_assignment(site.scope, name, site.order, group.loop)
+    definition = reaching_assignment(site.scope, name, site.order, group.loop, site.inline)
     if (definition is None or definition.augmented is not None or definition.value is None
             or not _microbatch_size(definition.value)):
         return None
-    if any(s.targets == (name,) and s.augmented is not None for s in group.loop_sites):
+    counter = counter_name(definition, name)
+    if any(s.augmented is not None and len(s.targets) == 1 and counter_name(s) == counter for s in group.loop_sites):
         return None  # also accumulated somewhere: a group count
     return name if site_cadence(model, group, definition) is Cadence.MICROBATCH else None
 
@@ -131,9 +135,12 @@ def counter_units(model: FileModel) -> dict[str, str]:
         for site in group.loop_sites:
             if not isinstance(site.augmented, cst.AddAssign) or len(site.targets) != 1 or not site.targets[0]:
                 continue
+            name, namespace = counter_name(site)
+            if namespace is not None:
+                continue  # a helper's own counter
             cadence = group.increment_cadence(site)
             unit = {Cadence.MICROBATCH: "microbatch", Cadence.UPDATE: "update"}.get(cadence)
-            units.setdefault(site.targets[0], set()).add(unit or "?")
+            units.setdefault(name, set()).add(unit or "?")
     return {name: next(iter(found)) for name, found in units.items() if len(found) == 1 and "?" not in found}
 
 

@@ -3,6 +3,7 @@ order inside one scope), and the divisions a loss went through before its backwa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 import libcst as cst
@@ -32,8 +33,8 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
 _CONDITIONAL = frozenset({FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP})
 
 
-def reaching_definitions(scope: Scope, name: str, before: int,
-                         candidates: list[Site] | None = None) -> tuple[list[Site], bool]:
+def reaching_definitions(scope: Scope, name: str, before: int, candidates: list[Site] | None = None,
+                         inline: Inline | None = None) -> tuple[list[Site], bool]:
     """Every assignment to ``name`` that may reach execution position ``before`` (latest first),
     and whether the use may also see the value the name had on entry (a parameter, a global:
     no assignment on some path).
@@ -42,18 +43,19 @@ def reaching_definitions(scope: Scope, name: str, before: int,
     not run, so the earlier ones reach too; an ``if``/``else`` that assigns on every branch
     hides the earlier ones. Definitions in a branch the use cannot follow from (the other arm
     of its own ``if``, the body of an ``if cond: continue`` the use comes after) do not reach;
-    assignments in inlined helpers do not count. ``candidates``: the scope's assignments to
-    ``name`` in execution order, when the caller has them. Loop-carried definitions (later in
+    only assignments in the namespace of ``inline`` count (None: the scope's own code, not the
+    inlined helpers). ``candidates``: the scope's assignments to ``name`` in execution order,
+    when the caller has them. Loop-carried definitions (later in
     the loop body, reaching the next pass) are not followed.
     """
     use = scope.sites[before] if before < len(scope.sites) else None
     use_frames = {id(f.node): f for f in use.frames} if use is not None else {}
     if candidates is None:
-        candidates = [s for s in scope.sites[:before] if name in s.targets and not s.in_helper]
+        candidates = [s for s in scope.sites[:before] if name in s.targets and s.inline is inline]
     found: list[Site] = []
     branches: list[tuple[Site, tuple[Frame, ...]]] = []  # possible definitions with their own frames
     for site in reversed(candidates):
-        if site.order >= before or site.in_helper or name not in site.targets:
+        if site.order >= before or site.inline is not inline or name not in site.targets:
             continue
         own = _own_frames(site, use_frames)
         if own is None:
@@ -67,6 +69,74 @@ def reaching_definitions(scope: Scope, name: str, before: int,
     if any(_covers(node, branches) for node in _first_conditionals(branches)):
         return found, False
     return found, True
+
+
+def home(scope: Scope, name: str, order: int, inline: Inline | None,
+         carry: bool = False) -> tuple[str, Inline | None]:
+    """The dotted name that ``name``, read at execution position ``order`` in the code of
+    ``inline``, stands for in the outermost namespace it reaches, and that namespace (None: the
+    scope's own code). A helper's parameter it has not rebound becomes its argument
+    (``kept.append(loss)`` in ``step(loss, kept)`` called as ``step(loss, losses)`` appends to
+    the caller's ``losses``), a closure's free name is the caller's; a local, or a parameter
+    whose argument is no dotted name, stays in the helper's namespace. ``carry``: a parameter
+    the helper rebinds and hands back to the same variable of the caller (:func:`carried`) is
+    that variable too (the helper's ``step += 1`` advances the caller's ``step``)."""
+    while inline is not None:
+        root = _ROOT.split(name, 1)[0]
+        if reaching_assignment(scope, root, order, None, inline) is not None:
+            back = carried(scope, inline).get(root) if carry else None
+            if back is None:
+                break  # a local of the helper, or a parameter it rebinds
+            name, inline = back + name[len(root):], inline.parent
+            continue
+        if root in inline.bindings:
+            value = inline.bindings[root]
+            argument = dotted(value) if value is not None else None
+            if argument is None:
+                break
+            name = argument + name[len(root):]
+        elif not inline.closure or root in inline._locals:
+            break
+        inline = inline.parent
+    return name, inline
+
+
+_ROOT = re.compile(r"[.\[]")
+
+
+def counter_name(site: Site, name: str | None = None) -> tuple[str, Inline | None]:
+    """The counter a site's target (``name``, else its single one) is, in the namespace it lives
+    in: in an inlined helper, a caller's counter given as an argument or carried through the
+    call and back (:func:`home`); None: the scope's own."""
+    return home(site.scope, name or site.targets[0] or "", site.order + 1, site.inline, carry=True)
+
+
+def carried(scope: Scope, inline: Inline) -> dict[str, str]:
+    """The parameters of an inlined helper that carry a variable of the caller through the call,
+    mapped to that variable: the caller assigns what the call returns back to the argument it
+    passed (``step = advance(step)``; ``seen, t0 = micro(x, seen, t0)``, position by position)
+    and every ``return`` of the helper gives that parameter back in that position."""
+    assignment = next((s for s in scope.sites if s.value is inline.call and s.augmented is None
+                       and s.inline is inline.parent), None)
+    returns = scope.returns.get(id(inline), [])
+    if assignment is None or not returns:
+        return {}
+    positions: list[set[str | None]] = [set() for _ in assignment.targets]
+    for returned in returns:
+        value = returned.value
+        names = ([dotted(e.value) for e in value.elements] if isinstance(value, cst.Tuple)
+                 else [dotted(value)] if value is not None else [])
+        if len(names) != len(positions):
+            return {}
+        for position, name in zip(positions, names, strict=True):
+            position.add(name)
+    found: dict[str, str] = {}
+    for target, names in zip(assignment.targets, positions, strict=True):
+        name = next(iter(names)) if len(names) == 1 else None
+        argument = inline.bindings.get(name) if name is not None else None
+        if target is not None and argument is not None and dotted(argument) == target:
+            found[name] = target  # type: ignore[index]
+    return found
 
 
 def _first_conditionals(branches: list[tuple[Site, tuple[Frame, ...]]]) -> list[cst.CSTNode]:

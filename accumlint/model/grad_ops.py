@@ -98,9 +98,11 @@ def op_cadence(model: FileModel, group: Group, event: Event) -> Cadence:
     else (an event under a per-parameter ``for``/``if``) the cadence of the helper call or of
     the event's own line with those element constructs set aside. ``UNKNOWN`` otherwise."""
     cadence = group.cadence(event)
+    if cadence is not Cadence.UNKNOWN:
+        return cadence  # a helper's conditions are read with its parameters bound to the call's arguments
     if outer_helper_call(group, event) is not None and not _helper_conditions_per_element(group, event):
-        return Cadence.UNKNOWN  # `if now:` on a helper's parameter: the caller may pass a boundary test
-    if cadence is not Cadence.UNKNOWN or not per_element_frames(group, event):
+        return Cadence.UNKNOWN  # `if now:` on a helper's parameter the caller binds to no test it shows
+    if not per_element_frames(group, event):
         return cadence
     site = _anchor(model, group, event)
     return Cadence.UNKNOWN if site is None else site_cadence(model, group, site)

@@ -51,7 +51,7 @@ class Group:
     gate: Gate | None = None
     accumulates: bool | None = None
     cadences: dict[int, Cadence] = field(default_factory=dict)
-    #: how often each counter increment of the loop's own code (``n += k``) runs, by id of its site
+    #: how often each counter increment in the loop (``n += k``, in its helpers too) runs, by id of its site
     increment_cadences: dict[int, Cadence] = field(default_factory=dict)
     accumulate_contexts: list[cst.With] = field(default_factory=list)
     #: for MICRO_LOOP: the loop that encloses the group's region (None: the function body)
@@ -81,8 +81,8 @@ class Group:
         return self.cadences.get(id(event), Cadence.UNKNOWN)
 
     def increment_cadence(self, site: Site) -> Cadence:
-        """How often a counter increment ``n += k`` of the loop's own code runs (``UNKNOWN`` when
-        undecidable, or for a site that is no such increment)."""
+        """How often a counter increment ``n += k`` in the loop (or an inlined helper) runs
+        (``UNKNOWN`` when undecidable, or for a site that is no such increment)."""
         return self.increment_cadences.get(id(site), Cadence.UNKNOWN)
 
     @property
@@ -360,7 +360,7 @@ class LoopAnalysis(GateAnalysis):
                         # updates, it never makes one run per microbatch
             group.cadences[id(event)] = cadence
         for site in group.loop_sites:
-            if isinstance(site.augmented, cst.AddAssign) and not site.in_helper:
+            if isinstance(site.augmented, cst.AddAssign):  # a helper's too: it may advance a caller's counter
                 nested = any(f.kind is FrameKind.LOOP for f in site.frames_inside(loop))
                 group.increment_cadences[id(site)] = Cadence.UNKNOWN if nested else self._site_cadence(group, site)
         group.accumulates = {

@@ -6,6 +6,7 @@ Every answer is evidence the code shows; when it shows none, the answer is "no".
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model.dataflow import arithmetic, names_feeding, reaching_assignment, value_history
+from accumlint.model.dataflow import MAX_CHAIN, arithmetic, home, names_feeding, reaching_assignment, value_history
 from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
@@ -21,6 +22,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model.groups import Group
+    from accumlint.model.names import ImportMap
 
 #: Losses that average over the (unmasked) elements they are given (torch 2.13.0
 #: nn/functional.py: ``reduction="mean"`` is the default and skips ``ignore_index``).
@@ -91,7 +93,8 @@ def _read_from_data(name: str, site: Site) -> bool:
             return True
         if isinstance(value, cst.Attribute) and dotted(value) != name:
             return True
-    definition = reaching_assignment(site.scope, name, site.order, None, site.inline)
+    name, namespace = home(site.scope, name, site.order, site.inline)  # a helper's parameter: the caller's
+    definition = reaching_assignment(site.scope, name, site.order, None, namespace)
     return definition is not None and isinstance(definition.node, cst.For)
 
 
@@ -270,19 +273,43 @@ def _is_int(node: cst.CSTNode | None, value: int) -> bool:
 
 
 def loss_history_in_view(group: Group, event: Event) -> bool:
-    """Whether a backward inlined from a helper of this module sits in the same helper as the
-    group's micro-loop (``def forward_backward(batch): for micro in ...: loss.backward()``): the
-    loss is computed there, so its whole history is in view. A backward in a helper of its own
-    (``def backward(loss, scaler)``) or in another module (a pipeline engine) is not read."""
+    """Whether a backward inlined from a helper has its loss's whole history in view: the helper
+    computes the loss itself (``def step(model, x, y): loss = crit(model(x), y); loss.backward()``,
+    in this module or another), or it holds the group's micro-loop too (``def forward_backward(batch):
+    for micro in ...: loss.backward()``). A backward helper given the caller's loss (``def
+    backward(loss, scaler)``) or backpropagating what a parameter's method returns (a pipeline
+    engine's ``sum(state.pop_all()).backward()``) is not read."""
     inline = event.site.inline
-    if inline is None or any(link.foreign is not None for link in inline.chain()):
+    if inline is None:
         return False
     call = event.site.call
     if call is None or call.args or not isinstance(call.func, cst.Attribute):
         return False  # `self.backward(state)`: a method of the user's, not a tensor's backward
     if (dotted(call.func.value) or "").split(".")[0] in ("self", "cls"):
         return False
+    if event.loss is not None and _computed_in(event.loss, event.site, event.order):
+        return True
+    if any(link.foreign is not None for link in inline.chain()):
+        return False
     return any(node is group.loop for node in walk(inline.function))
+
+
+def _computed_in(expression: cst.BaseExpression, site: Site, order: int, depth: int = 0) -> bool:
+    """Whether the value of ``expression``, read at ``order`` in the inlined helper ``site`` is
+    part of, is computed by that helper: every name it reads is assigned there (not a parameter,
+    nor a loop or ``with`` target), from a call or from names computed there in turn."""
+    names = names_feeding(expression)
+    if not names or depth > MAX_CHAIN:
+        return False
+    for name in names:
+        root = name.split(".", 1)[0].split("[", 1)[0]
+        definition = reaching_assignment(site.scope, root, order, None, site.inline)
+        if definition is None or definition.value is None or isinstance(definition.node, (cst.For, cst.With)):
+            return False
+        if not isinstance(definition.value, cst.Call) and not _computed_in(definition.value, definition,
+                                                                            definition.order, depth + 1):
+            return False
+    return True
 
 
 def never_scaled(event: Event) -> bool:
@@ -324,6 +351,24 @@ def scales_gradients(sites: list[Site]) -> bool:
                 site.augmented is not None or any(True for _ in arithmetic(site.value))):
             return True
     return False
+
+
+def hands_parameters_over(sites: list[Site], imports: ImportMap) -> bool:
+    """Whether some site calls a function neither followed into the project nor imported from a
+    library, passing it a model's parameters (``fn(model.parameters(), n)``): what it does to
+    their gradients is not in view."""
+    for site in sites:
+        call = site.call
+        callee = dotted(call.func) if call is not None else None
+        if call is None or site.followed or callee in _BUILTINS or imports.qualify(callee) is not None:
+            continue
+        if any(isinstance(arg.value, cst.Call) and method_name(arg.value) in _PARAMETER_METHODS for arg in call.args):
+            return True
+    return False
+
+
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+_BUILTINS = frozenset(dir(builtins))  # `list(model.parameters())` reads them
 
 
 def retains_graph(backward: Event) -> bool:
@@ -388,12 +433,14 @@ def divided_after_backward(
 ) -> Iterator[tuple[cst.CSTNode, Event]]:
     """Divisions by an accepted divisor of a value whose backward already ran: ``helper(b) / A``
     where the helper backpropagates what it returns, or ``loss /= A`` (``loss = loss / A``)
-    after ``loss.backward()`` with no backward of the result afterwards."""
+    after ``loss.backward()`` with no backward of the result afterwards. A division in an inlined
+    helper is read in the helper's names, after a backward of that same helper call."""
     done = backpropagated_values(events, scope.sites)
-    own = [e for e in events if e.kind is EventKind.BACKWARD and not e.site.in_helper and e.loss is not None]
+    backwards = [e for e in events if e.kind is EventKind.BACKWARD and e.loss is not None]
     for site in scope.sites:
-        if site.in_helper or site.value is None or not site.targets:
+        if site.value is None or not site.targets:
             continue
+        own = [e for e in backwards if e.site.inline is site.inline]
         if isinstance(site.augmented, cst.DivideAssign) and is_divisor(site.value):
             name = site.targets[0]
             event = _backward_of(name, site, own)
@@ -412,7 +459,7 @@ def divided_after_backward(
         name = dotted(numerator)
         if name is None:
             continue
-        definition = reaching_assignment(scope, name, site.order)
+        definition = reaching_assignment(scope, name, site.order, None, site.inline)
         if (definition is not None and isinstance(definition.value, cst.Call) and id(definition.value) in done
                 and not _backpropagated_later(name, site, events)):
             yield value, done[id(definition.value)]  # loss = helper(b); loss = loss / A
@@ -423,8 +470,9 @@ def divided_after_backward(
 
 
 def _backward_of(name: str, site: Site, backwards: list[Event]) -> Event | None:
-    """The backward of ``name``'s current value that ran before ``site`` in the same pass."""
-    definition = reaching_assignment(site.scope, name, site.order)
+    """The backward of ``name``'s current value that ran before ``site`` in the same pass (the
+    backwards given are those of ``site``'s namespace)."""
+    definition = reaching_assignment(site.scope, name, site.order, None, site.inline)
     for event in backwards:
         if not (event.order < site.order and dotted(event.loss) == name):
             continue
@@ -434,8 +482,11 @@ def _backward_of(name: str, site: Site, backwards: list[Event]) -> Event | None:
 
 
 def _backpropagated_later(name: str, site: Site, events: list[Event]) -> bool:
+    """Whether a backward after ``site`` may go through ``name``'s value: one of ``site``'s own
+    namespace that reads it, or any backward in another (a helper's, or the caller of a helper
+    that returns the value: its names are not compared)."""
     return any(e.kind is EventKind.BACKWARD and e.order > site.order and e.loss is not None
-               and name in names_feeding(e.loss) for e in events)
+               and (e.site.inline is not site.inline or name in names_feeding(e.loss)) for e in events)
 
 
 # --- HF Trainer compute_loss overrides ---------------------------------------------------------

@@ -26,6 +26,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
+from accumlint.model.dataflow import carried, counter_name
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
@@ -298,24 +299,36 @@ def microbatch_counters(group: Group) -> dict[str, Site]:
     for site in group.loop_sites:
         if (len(site.targets) == 1 and site.targets[0] is not None and isinstance(site.value, cst.Integer)
                 and group.increment_cadence(site) is Cadence.MICROBATCH):
-            name = site.targets[0]
-            others = [s for s in group.loop_sites if name in s.targets and s is not site]
+            name, namespace = counter_name(site)
+            if namespace is not None:
+                continue  # a helper's own counter
+            # the caller's `step = helper(..., step)` hands the helper's increment back: no other write
+            handing_back = {id(inline.call) for inline in site.inline.chain()} if site.inline is not None else set()
+            others = [s for s in group.loop_sites if s is not site and id(s.value) not in handing_back
+                      and (name in s.targets if s.inline is None
+                           else any(counter_name(s, t) == (name, None) for t in s.targets if t))]
             if not others:
                 counters[name] = site
     return counters
 
 
 def step_axis_uses(group: Group, name: str) -> list[tuple[Site, str]]:
-    """Where the loop's own code uses counter ``name`` (or ``name ± k``) as a training position:
+    """Where the loop's code uses counter ``name`` (or ``name ± k``) as a training position:
     the x-axis of a logged value (``step=``/``global_step=`` keywords, TensorBoard's
-    ``global_step`` position, a progress line formatting it) or a scheduler's argument.
-    Each use comes with a few words saying which."""
+    ``global_step`` position, a progress line formatting it) or a scheduler's argument. A
+    helper's call is read with its parameters bound to the caller's arguments. Each use comes
+    with a few words saying which."""
     uses: list[tuple[Site, str]] = []
     for site in group.loop_sites:
         call = site.call
-        if call is None or site.in_helper:
+        if call is None:
             continue
-        what = _step_use(call, name, group)
+        if site.inline is not None:  # a helper's call: read with its parameters bound to the caller's arguments
+            kept = carried(site.scope, site.inline)
+            if not (site.inline.reads_outer(call) or set(kept) & set(names_in(call))):
+                continue
+            call = site.inline.rewrite(call, locals_unknown=True, carried=kept)  # type: ignore[assignment]
+        what = _step_use(call, name, group, site.call)
         if what is not None:
             uses.append((site, what))
     return uses
@@ -341,7 +354,8 @@ def _is_shifted_counter(value: cst.BaseExpression | None, name: str, group: Grou
     return False
 
 
-def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
+def _step_use(call: cst.Call, name: str, group: Group, node: cst.Call) -> str | None:
+    """What ``call`` (``node`` as written, read in the loop's names) uses counter ``name`` as, if any."""
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
         if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
@@ -352,7 +366,7 @@ def _step_use(call: cst.Call, name: str, group: Group) -> str | None:
         return "the x-axis of a logged value"
     # the call itself, not a helper's call reported for the scheduler step inside it (whose
     # arguments are the helper's, not the scheduler's)
-    stepped = next((e for e in group.events if e.site.node is call and e.kind is EventKind.SCHEDULER_STEP), None)
+    stepped = next((e for e in group.events if e.site.node is node and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
     if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
