@@ -56,7 +56,7 @@ from accumlint.prefilter import marker_search
 from accumlint.reading import MAX_SOURCE_BYTES, decode_source
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.source_facts import source_facts
-from accumlint.suppression import apply_noqa
+from accumlint.suppression import apply_noqa, apply_noqa_where_it_happens
 
 if TYPE_CHECKING:
     from accumlint.suggested_fixes import SuggestedFix
@@ -438,7 +438,8 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
     findings = [finding for finding, _ in placed]
     # a directive that cannot be read suppresses nothing: every finding stays
     unsuppressed = later_stage(result.incomplete, "the `noqa` directives",
-                               lambda: apply_noqa(findings, screened.original or text), findings)
+                               lambda: apply_noqa_where_it_happens(apply_noqa(findings, screened.original or text),
+                                                                   _text_of), findings)
     result.findings = sorted(set(unsuppressed))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
@@ -464,3 +465,14 @@ def rules_for(codes: Iterable[str]) -> list[Rule]:
     """The rule instances for a set of selected codes (unknown codes are ignored here)."""
     wanted = set(codes)
     return [rule for rule in ALL_RULES_INSTANCES if rule.code in wanted]
+
+
+def _text_of(path: str) -> str | None:
+    """Another project file's text, for the directives at a finding's related location."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+        return decode_source(data) if len(data) <= MAX_SOURCE_BYTES else None
+    except (OSError, ValueError, SyntaxError):
+        return None
+

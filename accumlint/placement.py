@@ -9,8 +9,10 @@ from dataclasses import replace
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.group_traces import AT_THE_GATE
 from accumlint.findings import Finding
 from accumlint.model.kinds import EventKind
+from accumlint.model.sites import FrameKind
 from accumlint.positions import node_positions
 
 #: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
@@ -33,7 +35,10 @@ def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[
         prefix = max((p for p in _SUBJECT if rule.code.startswith(p)), key=len, default=None)
         kinds = _SUBJECT.get(prefix, ()) if prefix is not None else ()
         chosen = next((e for kind in kinds for e in events if e.kind is kind), events[0])
-        found[id(hit.node)] = [(chosen.site.inline.foreign, chosen.site.node)]
+        node = chosen.site.node
+        if rule.code in AT_THE_GATE:  # the helper's finding is on the update's test: point there too
+            node = next((f.node for f in reversed(chosen.site.frames) if f.kind is FrameKind.IF), node)
+        found[id(hit.node)] = [(chosen.site.inline.foreign, node)]
     return found
 
 

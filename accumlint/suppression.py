@@ -27,8 +27,8 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 
 from accumlint.findings import Finding
 
@@ -226,3 +226,29 @@ def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
         return findings
     noqa = parse_noqa(text)
     return [f for f in findings if not noqa.suppresses(f)]
+
+
+def apply_noqa_where_it_happens(findings: Iterable[Finding], read: Callable[[str], str | None]) -> list[Finding]:
+    """Drop the findings reported at a call that stands for another file's statement (its
+    ``related`` location) when a directive at that statement suppresses them: the ``noqa``
+    written where the code is silences its copy at each caller too. ``read`` gives a file's
+    text (None where it cannot be read: nothing is suppressed)."""
+    findings = list(findings)
+    if _ignoring:
+        return findings
+    maps: dict[str, NoqaMap | None] = {}
+
+    def suppressed(finding: Finding) -> bool:
+        for path, line, _ in finding.related:
+            if path == finding.path:
+                continue
+            if path not in maps:
+                text = read(path)
+                maps[path] = parse_noqa(text) if text is not None and "noqa" in text.lower() else None
+            noqa = maps[path]
+            if noqa is not None and noqa.suppresses(replace(finding, line=line)):
+                return True
+        return False
+
+    return [f for f in findings if not f.related or not suppressed(f)]
+

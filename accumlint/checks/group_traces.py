@@ -371,7 +371,7 @@ _WORDING: dict[str, tuple[str, str]] = {
 
 
 #: the codes whose finding is on the update's test (the gate to change), not on the update
-_AT_THE_GATE = frozenset({"ACC005", "ACC006"})
+AT_THE_GATE = frozenset({"ACC005", "ACC006"})
 
 
 def _gate_of(model: FileModel, node: object) -> object:
@@ -392,7 +392,7 @@ def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
             if verdict.code == code and verdict.node is not None:
                 what, fix = _WORDING[code]
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
-                node = _gate_of(model, verdict.node) if code in _AT_THE_GATE else verdict.node
+                node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
                           f"{verdict.why}", fix, _flow(model, simulation, verdict))
 
