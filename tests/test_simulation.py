@@ -224,6 +224,31 @@ def test_run_level_choices_split_a_configuration_into_runs():
     assert updates(run(result, 2, 4, **{"args.fp16": True})) == updates(run(result, 2, 4, **{"args.fp16": False}))
 
 
+@pytest.mark.parametrize("phase", ["epoch < args.start_epoch", "epoch + 1 <= args.resume_from"])
+def test_a_threshold_on_the_epoch_index_is_a_run_level_phase_not_a(phase):
+    # a resume's fast-forward steps the optimizer (and scheduler) once per skipped batch before the
+    # real loop: its bound counts epochs, never the microbatches of a group
+    result = only(f"""
+        import torch
+
+        def train(model, loader, optimizer, scheduler, args):
+            for epoch in range(args.epochs):
+                if {phase}:
+                    for _ in range(len(loader)):
+                        optimizer.step()
+                        scheduler.step()
+                    continue
+                for i, batch in enumerate(loader):
+                    (model(batch) / args.accum).backward()
+                    if (i + 1) % args.accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+    """)
+    assert result.symbols == ("args.accum",)
+    trace = run(result, 2, 4, **{phase: False})
+    assert updates(trace) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
 def test_a_literal_modulus_fixes_a():
     result = only("""
         def train(model, loader, optimizer):

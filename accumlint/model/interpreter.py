@@ -911,7 +911,7 @@ class Interpreter:
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
                               "the project does not show computes")
             return self._main_path(statement)
-        if value.varies:
+        if value.varies and not (not value.modulo and statement is not None and self._epoch_threshold(test, frame)):
             gate = value.gate - set(self.bindings) if value.gate is not None else frozenset()
             # a cadence (a modulo) gates the update from either branch, or by leaving the iteration
             # before it; a threshold (`count >= accum`) only with the update in a branch
@@ -948,6 +948,16 @@ class Interpreter:
         self.choices[key] = first != negated
         self.defaulted.append(key)
         return first
+
+    def _epoch_threshold(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """Whether the counters ``test`` reads are all epoch indices (``epoch < args.start_epoch``):
+        a threshold on the epoch is a run-level phase (a resume's fast-forward, a warm-up), taken
+        as a choice for the whole run, never a group of microbatches whose size A could be."""
+        counted = [leaf for leaf, value in self._leaves(test, frame)
+                   if varies(value) and not isinstance(value, Unknown)]
+        epochs = self.syntax.epoch_indices(frame.function, frame.owner) if isinstance(
+            frame.function, cst.FunctionDef) else frozenset()
+        return bool(counted) and all(isinstance(leaf, cst.Name) and leaf.value in epochs for leaf in counted)
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
@@ -1792,6 +1802,21 @@ class SyntaxFacts:
 
     def draws_data(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("draws", node, lambda: _draws_data(node, owner))  # type: ignore[return-value]
+
+    def epoch_indices(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
+        """The names that loops of ``scope`` count epochs with: the targets of a ``for`` whose
+        iterable draws no data and whose body holds a loop that does (``for epoch in
+        range(n): ... for batch in loader:``)."""
+        def compute() -> frozenset[str]:
+            found: set[str] = set()
+            for loop in walk(scope.body if isinstance(scope, cst.FunctionDef) else scope):
+                if isinstance(loop, cst.For) and not self.draws_data(loop.iter, owner) and any(
+                        isinstance(inner, (cst.For, cst.While)) and self.draws_data(inner, owner)
+                        for inner in walk(loop.body)):
+                    found.update(n.value for n in walk(loop.target) if isinstance(n, cst.Name))
+            return frozenset(found)
+
+        return self._get("epochs", scope, compute)  # type: ignore[return-value]
 
     def streams(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
         """Whether ``function`` takes items with ``next()`` from a parameter or an attribute: an
