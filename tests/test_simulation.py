@@ -249,6 +249,30 @@ def test_a_threshold_on_the_epoch_index_is_a_run_level_phase_not_a(phase):
     assert updates(trace) == [(0, 1), (0, 3), (1, 1), (1, 3)]
 
 
+def test_a_loop_calling_a_name_bound_to_one_of_two_helpers_runs_each_per_run_level_choice():
+    result = next(r for r in simulated("""
+        def accumulating(index, objective, opt, every):
+            objective.backward()
+            if (index + 1) % every == 0:
+                opt.step()
+                opt.zero_grad()
+
+        def plain(index, objective, opt, every):
+            objective.backward()
+            opt.step()
+            opt.zero_grad()
+
+        def run(net, opt, data, every, cfg):
+            update = accumulating if cfg.accumulate else plain
+            for index, item in enumerate(data):
+                update(index, net(item) / every, opt, every)
+    """) if r.entry.name == "run")
+    assert result.symbols == ("every",)
+    assert updates(run(result, 2, 4, **{"cfg.accumulate": True})) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert updates(run(result, 2, 4, **{"cfg.accumulate": False})) == [(0, m) for m in range(4)] + [
+        (1, m) for m in range(4)]
+
+
 def test_a_literal_modulus_fixes_a():
     result = only("""
         def train(model, loader, optimizer):

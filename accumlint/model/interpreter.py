@@ -289,6 +289,9 @@ class Interpreter:
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
+        # what library calls the run saw built (kept alive, so that the ids stay theirs): never wrapped
+        # where they were not passed to `prepare`
+        self._built_here: dict[int, Unknown] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -512,13 +515,20 @@ class Interpreter:
         self.assign(node.target, _binary(type(node.operator).__name__.replace("Assign", ""), current, change,
                                          _code(node.target)), frame)
 
+    def _named(self, value: object, name: str) -> object:
+        """:func:`_named`, keeping the mark of a library object the run saw built."""
+        named = _named(value, name)
+        if named is not value and id(value) in self._built_here:
+            self._built_here[id(named)] = named  # type: ignore[assignment]
+        return named
+
     def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
         kind = type(target)
         if isinstance(value, Literal) and kind in (cst.Name, cst.Attribute) and (
                 target.value if kind is cst.Name else target.attr.value) in self.syntax.counters(frame.owner):
             value = int(value)  # `update_step = 0` of a loop that counts it up: a counter's start
         if kind is cst.Name:
-            value = _named(value, target.value)
+            value = self._named(value, target.value)
             if target.value in (*self.bindings, *self.lengths) and isinstance(value, Unknown) \
                     and value.origin is Origin.RUN:
                 value = self._bound(target.value, None)
@@ -536,7 +546,7 @@ class Interpreter:
             owner = self.expression(target.value, frame)
             if isinstance(owner, Obj):
                 label = f"{owner.label}.{target.attr.value}"
-                value = _named(value, label)
+                value = self._named(value, label)
                 if label in (*self.bindings, *self.lengths) and isinstance(value, Unknown) \
                         and value.origin is Origin.RUN:
                     value = self._bound(label, None)
@@ -668,7 +678,7 @@ class Interpreter:
         if counting is None:
             if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and any(
                     not c.synced and any(method == gated for _, gated in c.driver.gated)
-                    for c in self._counting.values()):
+                    and not self._built_outside(receiver, c) for c in self._counting.values()):
                 # built where the run cannot see, it may be what the framework wrapped
                 self.undecide(f"`{label_text(receiver)}.{method}()` off the boundary: whether "
                               "the framework wrapped its receiver is unknown")
@@ -684,6 +694,12 @@ class Interpreter:
                           f"{counting.driver.framework}, and its role is unknown")
             return True
         return acts
+
+    def _built_outside(self, receiver: Unknown, counting: Counting) -> bool:
+        """Whether the run saw ``receiver`` built by a library other than the counting object's
+        framework (``EMAModel(net)`` after ``prepare``): only what goes through ``prepare`` is wrapped."""
+        return id(receiver) in self._built_here and \
+            (receiver.label or "").split(".")[0] != counting.driver.source.package
 
     def _epoch_count(self, args: list[object], frame: _Frame) -> None:
         """``range(iters_per_epoch)`` of a run-level count named as an epoch's, in a function that trains on items it
@@ -1400,7 +1416,7 @@ class Interpreter:
         segment = last_segment(label) if label else ""
         if callee.origin is Origin.RUN and label:
             role = constructor_role(label, "." in label)
-            if role is not None and role is not Role.OTHER:
+            if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
                 built = Obj(role, "construction", _code(node))
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
@@ -1471,7 +1487,12 @@ class Interpreter:
             return args[0]
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
-        return Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
+        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
+        if callee.origin is Origin.RUN and label and not any(
+                isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
+            # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
+            self._built_here[id(built)] = built
+        return built
 
     def _construct(self, callee: ProjectClass, args: list[object], kwargs: dict[str, object], node: cst.Call) -> object:
         obj = Obj(self._class_role(callee.owner, callee.class_def), "its class", _code(node),
@@ -2281,8 +2302,8 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
-    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _is_generator,
-                   _writes_gradients, _bound_names):
+    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _function_aliases,
+                   _is_generator, _writes_gradients, _bound_names):
         cached.cache_clear()
 
 
@@ -2357,6 +2378,9 @@ def _callees(func: cst.BaseExpression, name: str,
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
             found.extend(_imported_methods(owner, name))  # `trainer.fit()`, `Trainer` imported from the project
+    if not found and isinstance(func, cst.Name):
+        # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
+        found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))
     if not found:
         built = _instances(owner).get(name)  # `scaler = Scaler(); ... scaler(loss, optimizer)`
         call = owner.method(built, "__call__") if built is not None else None
@@ -2380,6 +2404,28 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
                     key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
                     found[key] = owner.classes[node.value.func.value]
         stack.extend(children(node))
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
+    """The plain names ``owner`` binds to one of its own functions, or to a choice between them
+    (``step_fn = accum_step if flag else plain_step``): a call of such a name runs one of them."""
+    found: dict[str, tuple[str, ...]] = {}
+    roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
+    for node in (n for root in roots for n in walk(root)):  # (the walk stops at each nested definition)
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            values = [node.value]
+            named: list[str] = []
+            while values:
+                value = values.pop()
+                if isinstance(value, cst.IfExp):
+                    values.extend((value.body, value.orelse))
+                elif isinstance(value, cst.Name) and value.value in owner.functions:
+                    named.append(value.value)
+            if named:
+                key = node.targets[0].target.value
+                found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
     return found
 
 
