@@ -189,3 +189,29 @@ def test_a_stepper_argument_without_a_reset_leaks_the_tail(tmp_path: Path) -> No
     # first group
     files = {"stepper.py": STEPPER, "epoch.py": EPOCH.format(reset="pass"), "main.py": MAIN}
     assert [code for _, code, _ in findings(tmp_path, files)] == ["ACC005"]
+
+
+# --- ACC303: the loss scale changed on a periodic gate that is not the group's boundary ----------
+
+
+@pytest.mark.xfail(strict=True, reason="ACC303 looks for scaler calls on every microbatch; a scaler.update(new_scale) "
+                                       "on a periodic gate that fires inside a group is not reported, though the "
+                                       "trace shows it between two backwards of one group")
+def test_a_new_loss_scale_set_inside_a_group_is_found(tmp_path: Path) -> None:
+    # on microbatch 0 (and every 100th) the scale doubles after that microbatch's backward: the
+    # group's earlier contributions carry the old scale, and unscale_ divides them by the new one
+    source = """
+    def fit(net, opt, scaler, loader, epochs, every):
+        for epoch in range(epochs):
+            opt.zero_grad()
+            for k, (inp, tgt) in enumerate(loader):
+                loss = net(inp, tgt) / every
+                scaler.scale(loss).backward()
+                if (k + 1) % every == 0:
+                    scaler.step(opt)
+                    scaler.update()
+                    opt.zero_grad()
+                if k % 100 == 0:
+                    scaler.update(scaler.get_scale() * 2.0)
+    """
+    assert one(tmp_path, source) == [("ACC303", 13)]
