@@ -1811,3 +1811,87 @@ def test_a_function_entry_reads_what_the_module_builds_when_imported():
     assert result.literal == 4
     assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
     assert len(_kinds_at(result, 4, 8, EventKind.RESET)) == 16  # the module's own zero_grad: every microbatch
+
+
+TRAINER_WITH_STUBS = """
+    import torch
+    from accelerate import Accelerator
+
+    class BaseTrainer:
+        def __init__(self, cfg):
+            self.cfg = cfg
+            self.dtype = self._dtype()
+            self.parts = self.build_parts()
+            self.accelerator = Accelerator(gradient_accumulation_steps=cfg.accum)
+
+        def _dtype(self):
+            if cfg_precision(self.cfg) == "fp32":
+                return torch.float32
+            elif cfg_precision(self.cfg) == "bf16":
+                return torch.bfloat16
+            else:
+                raise ValueError("unknown precision")
+
+        def build_parts(self):
+            \"\"\"Subclasses build the networks.\"\"\"
+            raise NotImplementedError
+
+        def setup(self):
+            self.optimizer = torch.optim.AdamW(self.parts.denoiser.parameters())
+            self.optimizer, self.loader = self.accelerator.prepare(self.optimizer, self.cfg.loader)
+
+        def train(self):
+            for epoch in range(self.cfg.epochs):
+                self.parts.denoiser.train()
+                for i, batch in enumerate(self.loader):
+                    with self.accelerator.accumulate(self.parts.denoiser):
+                        self.accelerator.backward(self.parts.denoiser(batch))
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                    if i % self.cfg.eval_every == 0:
+                        self.evaluate()
+
+        def evaluate(self):
+            self.parts.denoiser.eval()
+            for sample in self.cfg.samples:
+                self.parts.denoiser(sample)
+            self.parts.denoiser.train()
+
+        def fit(self):
+            self.setup()
+            self.train()
+
+    def cfg_precision(cfg):
+        return cfg.precision
+"""
+
+
+def test_a_base_trainer_with_stubs_and_a_settings_check_is_run_by_its_driver():
+    # a stub that subclasses implement returns an unknown (no raise that ends the run); a settings
+    # check in __init__ ending in `else: raise` is a path of run-level choices no run takes; a
+    # library network's .train()/.eval() is no call of the trainer's own methods
+    result = next(r for r in simulated(TRAINER_WITH_STUBS) if r.entry.name == "BaseTrainer.fit")
+    assert result.decided, result.reasons()
+    assert result.symbols == ("cfg.accum",)
+    trace = next(t for t in result.traces if t.configuration == Configuration(2, 4))
+    assert updates(trace) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_a_micro_loop_count_computed_from_two_sizes_is_bound_as_a():
+    # slices of one loaded batch, as many as the ceiling of batch size over micro-batch size: the
+    # computed count is the symbol the configurations bind (no rebinding of its parts, which would
+    # never settle)
+    result = only("""
+        def main(args, model, opt, loader, local_batch_size):
+            for step, (x, y) in enumerate(loader):
+                opt.zero_grad()
+                for part in range((local_batch_size - 1) // args.micro_batch_size + 1):
+                    lo, hi = part * args.micro_batch_size, (part + 1) * args.micro_batch_size
+                    (model(x[lo:hi], y[lo:hi]).sum() / local_batch_size).backward()
+                opt.step()
+    """)
+    assert result.decided, result.reasons()
+    assert result.symbols == ("(local_batch_size - 1) // args.micro_batch_size + 1",)
+    trace = run(result, 2, 4)
+    assert [e.kind for e in trace.events[:6]] == [EventKind.RESET, EventKind.FORWARD, EventKind.BACKWARD,
+                                                  EventKind.FORWARD, EventKind.BACKWARD, EventKind.UPDATE]

@@ -337,9 +337,9 @@ class Interpreter:
         (``self`` an instance of ``class_def`` with ``__init__`` run first): once, or once per
         epoch while each call draws data (a ``train_one_epoch`` its caller does not show)."""
         self._module_prelude()
-        receiver = self._instance(class_def, function) if class_def is not None else None
 
         def drive() -> None:
+            receiver = self._instance(class_def, function) if class_def is not None else None
             for call in range(self.configuration.epochs):
                 self.epochs_from_code = self.epochs_from_code and call == 0
                 drawn = self.drawn
@@ -356,11 +356,10 @@ class Interpreter:
         epoch, its ``self`` and the module's state kept between calls, its arguments computed
         by a caller the project does not show."""
         self._module_prelude()
-        receiver = self._instance(class_def, function) if class_def is not None else None
-
         self.epochs_from_code = False
 
         def drive() -> None:
+            receiver = self._instance(class_def, function) if class_def is not None else None
             while not self.exhausted:
                 self._count_microbatch()
                 arguments, keywords = self._entry_arguments(function, receiver, Origin.CALLER)
@@ -408,8 +407,10 @@ class Interpreter:
             try:
                 self._call_function(Function(definition, init_owner, init_class, obj), arguments, keywords,
                                     definition)
-            except (EndOfRun, _Raised, BudgetExceeded):
+            except (EndOfRun, BudgetExceeded):
                 pass
+            # (a raise goes on to end the run: `else: raise ValueError(...)` of a settings check in
+            # `__init__` is a path of run-level choices that no run takes)
         return obj
 
     def _entry_arguments(self, function: cst.FunctionDef, receiver: object, origin: Origin,
@@ -927,7 +928,7 @@ class Interpreter:
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
                               "the project does not show computes")
             return self._main_path(statement)
-        if value.varies and not (not value.modulo and statement is not None and self._epoch_threshold(test, frame)):
+        if value.varies and not (not value.modulo and self._epoch_threshold(test, frame)):
             gate = value.gate - set(self.bindings) if value.gate is not None else frozenset()
             # a cadence (a modulo) gates the update from either branch, or by leaving the iteration
             # before it; a threshold (`count >= accum`) only with the update in a branch
@@ -1108,7 +1109,12 @@ class Interpreter:
         if kind is cst.BinaryOperation:
             left = self.expression(node.left, frame)
             right = self.expression(node.right, frame)
-            return _binary(type(node.operator).__name__, left, right, _code(node))
+            value = _binary(type(node.operator).__name__, left, right, _code(node))
+            if isinstance(value, Unknown) and value.label in self.bindings and value.gate is None:
+                # `range((batch - 1) // micro + 1)` around the backward: the count computed from run-level
+                # sizes is what the configuration bound to A
+                return self._bound(value.label, None)
+            return value
         if kind is cst.UnaryOperation:
             operand = self.expression(node.expression, frame)
             if isinstance(operand, Unknown):
@@ -1485,6 +1491,9 @@ class Interpreter:
                 pass
         if label in ("int", "float") and len(args) == 1 and isinstance(args[0], Unknown):
             return args[0]
+        if label == "getattr" and len(node.args) in (2, 3) and isinstance(args[1], str) and args[1].isidentifier():
+            # `getattr(cfg, "accum", 1)`: the attribute, as `cfg.accum` reads it (its label what configurations bind)
+            return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
         built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
@@ -1596,6 +1605,10 @@ class Interpreter:
             return Unknown(f"{_name_of(definition)}(...)")
         if isinstance(definition, cst.FunctionDef):
             self.reached.add(definition)
+            if _is_abstract(definition):
+                # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
+                # construct returns, not a raise that ends the run
+                return Unknown(f"{_name_of(definition)}(...)")
             if not isinstance(node, cst.FunctionDef) and _is_generator(definition) \
                     and not any(is_data(a) for a in [*args, *kwargs.values()]):
                 # `cycle(loader)`, `batches(dataset)`: a generator over the data yields one
@@ -2140,6 +2153,25 @@ def _is_property(definition: cst.FunctionDef) -> bool:
                for d in definition.decorators)
 
 
+def _is_abstract(definition: cst.FunctionDef) -> bool:
+    """Whether ``definition`` is a stub that subclasses implement: a body of only a docstring,
+    ``pass``, ``...`` and ``raise NotImplementedError``, with that raise or ``@abstractmethod``."""
+    body = definition.body.body if isinstance(definition.body, cst.IndentedBlock) else ()
+    raises = False
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        raised = small.exc.func if isinstance(small, cst.Raise) and isinstance(small.exc, cst.Call) else \
+            small.exc if isinstance(small, cst.Raise) else None
+        if raised is not None and last_segment(dotted(raised) or "") == "NotImplementedError":
+            raises = True
+        elif not isinstance(small, cst.Pass) and not (isinstance(small, cst.Expr) and isinstance(
+                small.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis))):
+            return False
+    return raises or any(last_segment(dotted(d.decorator) or "") == "abstractmethod" for d in definition.decorators)
+
+
 def _is_imported(label: str, owner: ModuleFunctions) -> bool:
     return owner.imports.qualify(label.split(".")[0]) is not None
 
@@ -2303,7 +2335,7 @@ def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _function_aliases,
-                   _is_generator, _writes_gradients, _bound_names):
+                   _imported_instances, _is_generator, _writes_gradients, _bound_names):
         cached.cache_clear()
 
 
@@ -2364,10 +2396,11 @@ def _callees(func: cst.BaseExpression, name: str,
     if not name:
         return []
     if isinstance(func, cst.Attribute) and (
-            name in fw.pytorch.MODULE_MODE_METHODS and _named_role(dotted(func.value)) in conventions.MODEL_ROLES
+            name in fw.pytorch.MODULE_MODE_METHODS and (_named_role(dotted(func.value)) in conventions.MODEL_ROLES
+                                                        or not _may_be_project_instance(func.value, owner))
             or name in EVENT_METHODS and _named_role(dotted(func.value)) in _LIBRARY_EVENT_ROLES):
-        # `model.train()`, `self.optimizer.step()`: the module's mode, the optimizer's update, not a project
-        # method of that name (a trainer's own `train` or `step`)
+        # `model.train()`, `self.components.transformer.train()`, `self.optimizer.step()`: the module's mode,
+        # the optimizer's update, not a project method of that name (a trainer's own `train` or `step`)
         return []
     found = [(f, owner) for (_, method), f in owner.methods.items() if method == name]
     if name in owner.functions and not isinstance(func, cst.Attribute):  # (`x.f()` is no module function here)
@@ -2387,6 +2420,36 @@ def _callees(func: cst.BaseExpression, name: str,
         if call is not None:
             found.append((call[0], call[1]))
     return found
+
+
+def _may_be_project_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> bool:
+    """Whether ``receiver`` may hold an instance of a project class: ``self``, a name the module
+    binds to one of its classes, or a name built from a class it imports from the project (a
+    receiver it does not build, `self.components.transformer`, holds a library object)."""
+    name = dotted(receiver)
+    if name is None:
+        return True
+    if name in ("self", "cls") or last_segment(name) in _instances(owner):
+        return True
+    return last_segment(name) in _imported_instances(owner)
+
+
+@functools.lru_cache(maxsize=64)
+def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
+    """The names (and attribute names) ``owner`` binds to a call of a class, or of a class-valued
+    name, that is not one of its own and not a known library constructor (``trainer =
+    Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
+    found: set[str] = set()
+    roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
+    for node in (n for root in roots for n in walk(root)):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            callee = dotted(node.value.func) or ""
+            if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
+                continue
+            for target in node.targets:
+                if isinstance(target.target, (cst.Name, cst.Attribute)):
+                    found.add(target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value)
+    return frozenset(found)
 
 
 @functools.lru_cache(maxsize=64)
