@@ -264,3 +264,54 @@ def test_an_undivided_mean_in_a_pipeline_schedule_is_found(tmp_path: Path) -> No
     # A mean losses summed into one update: the gradient is A x the group's mean
     files = {"stages.py": STAGES, "train.py": PIPELINE_SCRIPT}
     assert [path for path, _ in codes(tmp_path, files, "ACC103")] != []
+
+
+# --- ACC102: supervised tokens picked by index from a loss mask -----------------------------------
+
+SELECTED_TOKENS = """
+import torch
+from torch.nn import CrossEntropyLoss
+
+
+def fit(net, opt, loader, accum, epochs):
+    for epoch in range(epochs):
+        for i, (ids, keep_mask) in enumerate(loader):
+            logits = net(ids)
+            shifted = logits[..., :-1, :].contiguous()
+            targets = ids[..., 1:].contiguous()
+            {select}
+            loss = loss / accum
+            loss.backward()
+            if (i + 1) % accum == 0 or i + 1 == len(loader):
+                opt.step()
+                opt.zero_grad()
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a mean over the tokens that a loss mask selects by index "
+                                       "(`logits.view(-1, V)[kept]`) is not read as a masked token mean")
+def test_a_mean_over_index_selected_tokens_is_a_mean_of_means(tmp_path: Path) -> None:
+    # each microbatch averages over its own count of kept tokens, then weighs 1/A
+    select = ("kept = torch.nonzero(keep_mask[..., 1:].reshape(-1)).view(-1)\n"
+              "            flat = shifted.view(-1, shifted.size(-1))\n"
+              "            crit = CrossEntropyLoss()\n"
+              "            loss = crit(flat[kept], targets.view(-1)[kept])")
+    assert codes(tmp_path, {"train.py": SELECTED_TOKENS.format(select=select)}, "ACC102") == [("train.py", 16)]
+
+
+def test_the_same_mask_spelled_as_ignored_labels_is_a_mean_of_means(tmp_path: Path) -> None:
+    select = ("targets = targets.masked_fill(keep_mask[..., 1:] == 0, -100)\n"
+              "            flat = shifted.view(-1, shifted.size(-1))\n"
+              "            crit = CrossEntropyLoss(ignore_index=-100)\n"
+              "            loss = crit(flat, targets.view(-1))")
+    assert codes(tmp_path, {"train.py": SELECTED_TOKENS.format(select=select)}, "ACC102") == [("train.py", 16)]
+
+
+@pytest.mark.xfail(strict=True, reason="a criterion constructed and called in one expression "
+                                       "(`CrossEntropyLoss(ignore_index=-100)(x, y)`) is not resolved")
+def test_an_inline_criterion_with_ignored_labels_is_a_mean_of_means(tmp_path: Path) -> None:
+    # the same loss as the twin above, the criterion called where it is built
+    select = ("targets = targets.masked_fill(keep_mask[..., 1:] == 0, -100)\n"
+              "            flat = shifted.view(-1, shifted.size(-1))\n"
+              "            loss = CrossEntropyLoss(ignore_index=-100)(flat, targets.view(-1))")
+    assert codes(tmp_path, {"train.py": SELECTED_TOKENS.format(select=select)}, "ACC102") == [("train.py", 15)]
