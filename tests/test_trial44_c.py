@@ -10,7 +10,11 @@ multimodal training loops, rewritten as small synthetic snippets (no fetched cod
 - a clip on every microbatch in a loop that also masks an embedding's gradient by hand and skips
   a NaN microbatch by zeroing the gradients (the entry turns undecided and ACC301 is lost);
 - a pipeline schedule whose microbatch loop backwards an undivided mean through a stage's own
-  backward method, the update running in the caller (the micro-loop is not taken for the group).
+  backward method, the update running in the caller (the micro-loop is not taken for the group);
+- a token mean over the positions a loss mask selects by index, and a criterion built and called
+  in one expression (neither is read as a masked token mean: ACC102 is missed);
+- a backward-and-step object that the script builds and passes to the epoch function of another
+  module (the loop reaches no backward, so a scheduler stepped per microbatch is missed).
 """
 
 from __future__ import annotations
