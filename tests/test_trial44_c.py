@@ -77,16 +77,22 @@ def main(cfg, net, opt, rows):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC403 looks for rank sharding only in the loop's module; the dataset "
-                                       "class of another module keeps its rank's rows in its constructor")
 def test_rows_kept_by_rank_in_a_dataset_constructor_elsewhere_are_sharded(tmp_path: Path) -> None:
     files = {"rowstore.py": SHARDED_ROWS.format(keep="k % world == rank"), "train.py": DDP_SCRIPT}
     assert codes(tmp_path, files, "ACC403") == []
 
 
 def test_a_dataset_constructor_that_keeps_every_row_is_still_replicated(tmp_path: Path) -> None:
-    # the twin: nothing splits the rows, so every replica reads the whole dataset
-    files = {"rowstore.py": SHARDED_ROWS.format(keep="row is not None"), "train.py": DDP_SCRIPT}
+    # the twin: the constructor reads no rank and nothing splits the rows, so every replica reads
+    # the whole dataset (a constructor that reads a rank is taken to split by it)
+    unsharded = SHARDED_ROWS.format(keep="row is not None").replace(
+        """        if cfg.local_rank == -1:
+            rank, world = 0, 1
+        else:
+            rank, world = cfg.local_rank, dist.get_world_size()
+""", "")
+    assert "rank" not in unsharded
+    files = {"rowstore.py": unsharded, "train.py": DDP_SCRIPT}
     assert codes(tmp_path, files, "ACC403") == [("train.py", 9)]
 
 

@@ -131,25 +131,28 @@ class ModuleFunctions:
                 found.append(located)
         return found
 
-    def class_named(self, name: str | None) -> tuple[ModuleFunctions, cst.ClassDef] | None:
-        """The class a (dotted) name refers to here: this module's, or one imported from the project."""
+    def class_named(self, name: str | None, any_module: bool = False) -> tuple[ModuleFunctions, cst.ClassDef] | None:
+        """The class a (dotted) name refers to here: this module's, or one imported from the project
+        (``any_module``: from a module that performs no training event too)."""
         if not name:
             return None
         local = self.classes.get(name)
         if local is not None:
             return self, local
-        found = self.imported(name)
+        found = self.imported(name, any_module)
         return found if found is not None and isinstance(found[1], cst.ClassDef) else None  # type: ignore[return-value]
 
-    def imported(self, name: str) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
+    def imported(self, name: str,
+                 any_module: bool = False) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
         """A project module's top-level function or class that ``name`` refers to through this
-        module's imports (None: not imported, not a project module, or not found)."""
+        module's imports (None: not imported, not a project module, or not found); ``any_module``:
+        see :meth:`ProjectView.lookup`."""
         if self.project is None:
             return None
         qualified = self.imports.qualify(name)
         if qualified is None:
             return None
-        return self.project.lookup(self, qualified)  # type: ignore[attr-defined]
+        return self.project.lookup(self, qualified, any_module=any_module)  # type: ignore[attr-defined]
 
     def method(self, class_def: cst.ClassDef, name: str,
                skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:

@@ -180,6 +180,10 @@ class DataParallel:
         return None
 
     def sampling(self, use: LoaderUse) -> Sampling:
+        found = self._sampling(use)
+        return Sampling.SHARDED if found is Sampling.REPLICATED and self._datasets_per_rank else found
+
+    def _sampling(self, use: LoaderUse) -> Sampling:
         """What the replicas read from a loader built here with torch's ``DataLoader``:
         REPLICATED when it has no distributed sampler (none given, or one provably local:
         ``RandomSampler`` …) *and* its dataset is provably map-style (``shuffle=True``, a local
@@ -253,6 +257,27 @@ class DataParallel:
             ):
                 return True
         return False
+
+    @cached_property
+    def _datasets_per_rank(self) -> bool:
+        """Whether the module builds an instance of a project class whose ``__init__`` reads a rank
+        (asked only of a loader that would otherwise read the same samples on every replica)."""
+        functions = self._functions
+        bodies = (*(f.body for f in functions.functions.values()), *(f.body for f in functions.methods.values()))
+        return any(isinstance(node, cst.Call) and self._built_per_rank(node)
+                   for body in (self._module, *bodies) for node in walk(body))
+
+    def _built_per_rank(self, call: cst.Call) -> bool:
+        """Whether ``call`` builds a project class whose ``__init__`` reads a rank (a dataset that
+        keeps its replica's rows, ``rows[k] for k ... if k % world == rank``), in this module or
+        one it imports: what it holds differs per replica, whatever the call's arguments are."""
+        located = self._functions.class_named(dotted(call.func), any_module=True)
+        init = located[0].method(located[1], "__init__") if located is not None else None
+        if init is None:
+            return False
+        return any(isinstance(node, (cst.Name, cst.Attribute)) and self.is_rank(dotted(node) or "")
+                   or isinstance(node, cst.Call) and last_segment(dotted(node.func)) in conventions.RANK_CALLS
+                   for node in walk(init[0].body))
 
     @staticmethod
     def is_rank(name: str) -> bool:

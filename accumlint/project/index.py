@@ -634,17 +634,19 @@ class ProjectView:
     path: str
     used: dict[str, str] = field(default_factory=dict)
 
-    def lookup(self, importer: ModuleFunctions, qualified: str,
-               depth: int = 0) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
+    def lookup(self, importer: ModuleFunctions, qualified: str, depth: int = 0,
+               any_module: bool = False) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:
         """The project function or class the import-qualified name refers to, from the module
-        ``importer`` (a re-export through a package ``__init__`` is followed a few levels)."""
+        ``importer`` (a re-export through a package ``__init__`` is followed a few levels).
+        ``any_module``: also in a module that performs no training event (a rule's rare, targeted
+        question, such as a dataset class's constructor)."""
 
         if depth > MAX_REEXPORT_DEPTH:
             return None
         origin = getattr(importer.project, "path", self.path)
         # only a name that a module performing events defines is worth a parse, and only a few
         # modules per checked file (each parse costs about as much as checking a file)
-        if qualified.rsplit(".", 1)[-1].encode() not in self.index.followed_names():
+        if not any_module and qualified.rsplit(".", 1)[-1].encode() not in self.index.followed_names():
             return None
         limit = MAX_MODULE_BYTES
         for path, attribute in self.index.locate(origin, qualified):
@@ -676,7 +678,7 @@ class ProjectView:
             if again is not None and again != qualified:
                 # a re-export (`utils/__init__.py`: `from .impl import f`): resolved from that module,
                 # recorded here, so the result depends on `impl.py` as well as on the `__init__`
-                result = self.lookup(functions, again, depth + 1)
+                result = self.lookup(functions, again, depth + 1, any_module)
                 if result is not None:
                     return result
         return None
