@@ -4,6 +4,7 @@ it left undecided: from the workers, from the cache, in text and in JSON."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,50 @@ def test_a_reason_counts_whatever_code_it_quotes() -> None:
                                      "computes"
     assert reason_kind("its caller, the entry 'main', runs it") == "its caller, the entry '…', runs it"
     assert reason_kind("calls nest deeper than 12 at `f`") == "calls nest deeper than 12 at `…`"
+    # an apostrophe is no quote
+    reason = "no run reached a backward (the loop's events stay out of the simulation's reach)"
+    assert reason_kind(reason) == reason
+
+
+TRAIN_FLAG_AMONG_SETTINGS = """
+    import torch
+
+
+    def main(args, model, optimizer, loader, eval_loader):
+        if args.fp16:
+            dtype = torch.float16
+        else:
+            dtype = torch.float32
+        for epoch in range(args.epochs):
+            if args.do_train:
+                model.train()
+                for step, batch in enumerate(loader):
+                    loss = model(batch.to(dtype)) / args.accum
+                    loss.backward()
+                    if step % args.accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            if args.do_eval:
+                model.eval()
+                for batch in eval_loader:
+                    model(batch)
+            if args.save_every_epoch:
+                saved = epoch
+            else:
+                saved = None
+        if args.output_dir is not None:
+            path = args.output_dir
+        else:
+            path = "out"
+"""
+
+
+def test_check_runs_the_branch_that_trains_first(tmp_path: Path) -> None:
+    # `check` simulates a few runs per configuration: a run-level flag whose only branch with a
+    # backward is its body (`if args.do_train:`) takes that branch first, or the runs spent on
+    # the later settings all skip training ("no run reached a backward")
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(TRAIN_FLAG_AMONG_SETTINGS))
+    result = cli("check", "--no-cache", "--statistics", str(path))
+    assert "Accumulation loops: 1 decided, 0 undecided" in result.stdout.splitlines()
+    assert "irregular-update-boundary" in result.stdout  # the 0-based gate's first group of one

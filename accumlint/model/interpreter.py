@@ -960,8 +960,9 @@ class Interpreter:
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
         # the condition as written takes False first; a test that A exceeds 1 (`if cfg.accum > 1:`,
         # often met in the set-up before the gate) takes its accumulating side first, or the runs a
-        # budget allows all skip the gate and A is never bound
-        first = _tests_accumulation(test)
+        # budget allows all skip the gate and A is never bound; so does the only branch that trains
+        # (`if args.do_train: ...` with the loop in it)
+        first = _tests_accumulation(test) or statement is not None and self._only_body_trains(statement, frame)
         self.choices[key] = first != negated
         self.defaulted.append(key)
         return first
@@ -975,6 +976,12 @@ class Interpreter:
         epochs = self.syntax.epoch_indices(frame.function, frame.owner) if isinstance(
             frame.function, cst.FunctionDef) else frozenset()
         return bool(counted) and all(isinstance(leaf, cst.Name) and leaf.value in epochs for leaf in counted)
+
+    def _only_body_trains(self, statement: cst.If, frame: _Frame) -> bool:
+        """Whether the body of ``statement`` reaches a backward and its ``else`` (if any) does not."""
+        orelse = statement.orelse
+        return self.syntax.reaches_backward(statement.body, frame.owner) and not (
+            orelse is not None and self.syntax.reaches_backward(orelse, frame.owner))
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (

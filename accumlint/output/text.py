@@ -179,7 +179,7 @@ def statistics(
 #: Each accumulation loop's undecided reasons (empty: decided), as the check found them.
 Loops = Sequence[Sequence[str]]
 #: what differs between two reasons of one kind: the code they quote, the names they repeat
-_QUOTED = re.compile(r"`[^`\n]*`|'[^'\n]*'")
+_QUOTED = re.compile(r"`[^`\n]*`|(?<!\w)'[^'\n]*'(?!\w)")  # (not an apostrophe: "the loop's events")
 
 
 def reason_kind(reason: str) -> str:
