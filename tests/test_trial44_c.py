@@ -2,9 +2,9 @@
 multimodal training loops, rewritten as small synthetic snippets (no fetched code).
 
 - a dataset class of another module that keeps only its rank's rows in its constructor, read
-  through a local sampler by a DDP loop (ACC403 said nothing shards the dataset);
+  through a local sampler by a DDP loop (ACC403 said nothing shards the dataset; fixed);
 - targets cut from packed blocks of one length by the project's own collate function, read back
-  from a `target_ids` field (ACC102 took the field for masked labels);
+  from a `target_ids` field (ACC102 took the field for masked labels; fixed);
 - a training body that returns early unless a `do_train` flag is set, with the group counter
   reset per epoch in a tuple assignment (the tail that joins the next epoch is missed);
 - a clip on every microbatch in a loop that also masks an embedding's gradient by hand and skips
@@ -124,8 +124,6 @@ def fit(net, opt, blocks, micro, accum, epochs):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a `target_ids` field is read as masked labels even where the project's "
-                                       "collate function cuts it from stacked blocks of one length")
 def test_targets_cut_from_packed_blocks_weigh_every_microbatch_alike(tmp_path: Path) -> None:
     # every microbatch holds micro x (block - 1) supervised tokens: the mean of means is the token mean
     source = PACKED.format(targets="targets = ids[:, 1:]")

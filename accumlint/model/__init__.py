@@ -132,7 +132,11 @@ class FileModel:
     # --- losses -------------------------------------------------------------------------------
     def token_mean(self, event: Event) -> losses.TokenMean | None:
         """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
-        return losses.token_mean(event, lambda name, site: self.reaching(name, site))
+        return losses.token_mean(event, lambda name, site: self.reaching(name, site), lambda: self._unmasked_keys)
+
+    @cached_property
+    def _unmasked_keys(self) -> frozenset[str]:
+        return losses.unmasked_collate_keys(self.functions)
 
     def ledger(self, group: Group | None, event: Event) -> ledgers.Ledger:
         """Every factor between a backward's per-element loss and the applied gradient

@@ -22,6 +22,7 @@ from accumlint.model.sites import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model.groups import Group
+    from accumlint.model.module_functions import ModuleFunctions
     from accumlint.model.names import ImportMap
 
 #: Losses that average over the (unmasked) elements they are given (torch 2.13.0
@@ -42,10 +43,12 @@ class TokenMean:
     evidence: str
 
 
-def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> TokenMean | None:
+def token_mean(event: Event, resolve: Callable[[str, Site], Site | None],
+               unmasked: Callable[[], frozenset[str]] = frozenset) -> TokenMean | None:
     """The token-mean loss whose value a backward ``event`` differentiates, when the code shows
     (1) a mean-reduced cross entropy / NLL, (2) over flattened or shifted token positions and
-    (3) labels that may be masked (an ``ignore_index`` or labels read from a ``"labels"`` key).
+    (3) labels that may be masked (an ``ignore_index`` or labels read from a ``"labels"`` key
+    other than the keys ``unmasked()`` gives, asked only then: see :func:`unmasked_collate_keys`).
     ``resolve(name, site)`` finds the assignment reaching a name. ``None`` otherwise."""
     if event.loss is None:
         return None
@@ -59,7 +62,7 @@ def token_mean(event: Event, resolve: Callable[[str, Site], Site | None]) -> Tok
                 continue
             if not _token_level(call, at):
                 continue
-            evidence = _masking(call, constructor, at)
+            evidence = _masking(call, constructor, at, unmasked)
             if evidence is not None:
                 return TokenMean(call, evidence)
     return None
@@ -230,7 +233,8 @@ def _token_level(call: cst.Call, site: Site) -> bool:
     return False
 
 
-def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
+def _masking(call: cst.Call, constructor: cst.Call, site: Site,
+             unmasked: Callable[[], frozenset[str]]) -> str | None:
     if keyword(constructor, "ignore_index") is not None or keyword(call, "ignore_index") is not None:
         if len(call.args) > 1 and _fixed_window(call.args[1].value, site):
             return None  # packed blocks cut to one length: every microbatch has the same token count
@@ -238,9 +242,84 @@ def _masking(call: cst.Call, constructor: cst.Call, site: Site) -> str | None:
     for arg in call.args[1:]:
         for value, _, _ in value_history(arg.value, site):
             for node in walk(value):
-                if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
+                if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS \
+                        and _key_of(node) not in unmasked():
                     return "the labels come from a `labels` field (masked tokens are -100)"
     return None
+
+
+def _key_of(subscript: cst.Subscript) -> str | None:
+    """The string key of ``batch["target_ids"]``, if that is what it reads."""
+    element = subscript.slice[0].slice if len(subscript.slice) == 1 else None
+    if isinstance(element, cst.Index) and isinstance(element.value, cst.SimpleString):
+        return element.value.evaluated_value  # type: ignore[return-value]
+    return None
+
+
+def unmasked_collate_keys(functions: ModuleFunctions) -> frozenset[str]:
+    """The label keys (``"target_ids"``) that every ``collate_fn`` of the loaders built in the
+    module, or in a project module it imports from (a loader class of ``data.py``), builds by
+    cutting stacked blocks (``ids[:, 1:]``), with no -100 written and no padding anywhere in the
+    function: every microbatch then holds the same number of supervised tokens. A key that one
+    collate function builds otherwise is not among them."""
+    cut: set[str] = set()
+    other: set[str] = set()
+    modules = {id(functions): functions}
+    for name in list(functions.imports.names)[:_MAX_IMPORTED]:
+        found = functions.imported(name, any_module=True)
+        if found is not None:
+            modules.setdefault(id(found[0]), found[0])
+    for module in modules.values():
+        for collate in _collate_functions(module):
+            _read_collate(collate, cut, other)
+    return frozenset(cut - other)
+
+
+#: imported names whose project modules are read for their loaders' collate functions
+_MAX_IMPORTED = 16
+
+
+def _collate_functions(module: ModuleFunctions) -> Iterator[cst.FunctionDef]:
+    """The module's functions and methods passed as ``collate_fn=`` (``pack``, ``self.pack``)."""
+    bodies = (module._module, *(f.body for f in module.functions.values()), *(f.body for f in module.methods.values()))
+    for node in (n for body in bodies for n in walk(body)):
+        collate = keyword(node, "collate_fn") if isinstance(node, cst.Call) else None
+        if isinstance(collate, cst.Name) and collate.value in module.functions:
+            yield module.functions[collate.value]
+        elif isinstance(collate, cst.Attribute) and dotted(collate.value) == "self":
+            yield from (f for (_, name), f in module.methods.items() if name == collate.attr.value)
+
+
+def _read_collate(function: cst.FunctionDef, cut: set[str], other: set[str]) -> None:
+    """Sort the label keys ``function`` returns into ``cut`` (from stacked blocks) and ``other``."""
+    padded = any(isinstance(n, cst.Call) and (_writes_ignore(n) or "pad" in last_segment(
+        dotted(n.func) or method_name(n) or "").lower()) or _is_int(n, -100) for n in walk(function.body))
+    assigned = {t.target.value: a.value for a in walk(function.body) if isinstance(a, cst.Assign)
+                for t in a.targets if isinstance(t.target, cst.Name)}
+    for ret in (n for n in walk(function.body) if isinstance(n, cst.Return) and isinstance(n.value, cst.Dict)):
+        for element in ret.value.elements:  # type: ignore[union-attr]
+            key = element.key.evaluated_value if isinstance(element, cst.DictElement) and isinstance(
+                element.key, cst.SimpleString) else None
+            if key in _LABEL_KEYS:
+                (other if padded or not _cut_from_blocks(element.value, assigned) else cut).add(key)
+
+
+def _cut_from_blocks(value: cst.BaseExpression, assigned: dict[str, cst.BaseExpression]) -> bool:
+    """Whether ``value`` (through the collate function's own assignments) slices something and
+    reads no label field: ``ids[:, 1:]`` of ``ids = torch.stack(blocks)``."""
+    pending, seen, sliced = [value], set(), False
+    while pending:
+        current = pending.pop()
+        for node in walk(current):
+            if isinstance(node, cst.Subscript) and last_segment(dotted(node)) in _LABEL_KEYS:
+                return False
+            if isinstance(node, cst.Subscript) and _key_of(node) in _LABEL_KEYS:
+                return False
+            sliced = sliced or isinstance(node, cst.Slice)
+            if isinstance(node, cst.Name) and node.value in assigned and node.value not in seen:
+                seen.add(node.value)
+                pending.append(assigned[node.value])
+    return sliced
 
 
 def _fixed_window(targets: cst.BaseExpression, site: Site) -> bool:
