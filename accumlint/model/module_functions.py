@@ -74,6 +74,8 @@ class ModuleFunctions:
         self._backward: dict[cst.FunctionDef, bool] = {}
         self._receivers: dict[cst.FunctionDef, dict[str, set[str]]] = {}
         self._locals: dict[cst.FunctionDef, set[str]] = {}
+        #: function (None: the module's own statements) → each plain name's assigned values
+        self._assigned: dict[cst.FunctionDef | None, dict[str, list[cst.BaseExpression]]] = {}
         self._method_names: set[str] | None = None
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
@@ -341,12 +343,18 @@ class ModuleFunctions:
     def values_assigned(self, function: cst.FunctionDef | None, name: str) -> list[cst.BaseExpression]:
         """What ``name = ...`` assigns to a plain name in ``function`` (its nested blocks, not its
         nested defs), or in the module's own statements when ``function`` is ``None``."""
-        statements = _statements(function.body if function is not None else self._module)
-        table: dict[str, list[cst.BaseExpression]] = {}
-        for statement in statements:
-            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-                pair_values(statement.targets[0].target, statement.value, table)
-        return table.get(name, [])
+        return list(self._assignments(function).get(name, ()))
+
+    def _assignments(self, function: cst.FunctionDef | None) -> dict[str, list[cst.BaseExpression]]:
+        """Every plain name's assigned values in ``function`` (:meth:`values_assigned`), once per
+        function: each run asks again for each name a condition reads."""
+        found = self._assigned.get(function)
+        if found is None:
+            found = self._assigned[function] = {}
+            for statement in _statements(function.body if function is not None else self._module):
+                if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                    pair_values(statement.targets[0].target, statement.value, found)
+        return found
 
     def local_names(self, function: cst.FunctionDef) -> set[str]:
         """:func:`~accumlint.model.callgraph.local_names`, once per closure (it is entered at

@@ -118,6 +118,9 @@ class Roles:
         self._own: dict[int, Site] | None = None
         self._trained: dict[int, frozenset[str]] = {}  # id(scope) → names whose parameters an optimizer updates
         self._uses: dict[int, _Uses] = {}  # id(scope) → the roles its names' calls show
+        #: id(scope) → what its own sites show, before the asking scope filters it
+        self._raw_uses: dict[int, tuple[tuple[str, str], ...]] = {}
+        self._raw_trained: dict[int, tuple[str, ...]] = {}
         self._returning: set[int] = set()  # ids of the helper calls whose returns are being read
         self.classes: dict[str, cst.ClassDef] = {
             statement.name.value: statement
@@ -411,6 +414,50 @@ class Roles:
 
 
 
+    def _related(self, scope: Scope) -> list[Scope]:
+        """The scopes whose names ``scope`` can see by role: itself, the module's, and the
+        other methods of its class (``self.`` attributes)."""
+        return [s for s in self.scopes if s is scope or s is self.module_scope
+                or scope.class_def is not None and s.class_def is scope.class_def]
+
+    def _scope_uses(self, scope: Scope) -> tuple[tuple[str, str], ...]:
+        """Every (owner, use) the own sites of ``scope`` show (:meth:`_used_names`), whoever
+        asks: collected once per scope, since every scope of a class (and every scope at all,
+        for the module's) reads the same ones."""
+        found = self._raw_uses.get(id(scope))
+        if found is None:
+            pairs: dict[tuple[str, str], None] = {}
+            for site in scope.sites:
+                if site.in_helper:
+                    continue
+                for node in walk(site.node) if site.call is None else (site.call,):
+                    if isinstance(node, cst.Call):
+                        owner = dotted(receiver(node)) if method_name(node) else dotted(node.func)
+                        use = method_name(node) or "()"
+                    elif isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_STATE:
+                        owner, use = dotted(node.value), "." + node.attr.value
+                    else:
+                        continue
+                    if owner and "[" not in owner:
+                        # (an element, `opts[0]`, says nothing of the others the code steps by name)
+                        pairs[owner, use] = None
+            found = self._raw_uses[id(scope)] = tuple(pairs)
+        return found
+
+    def _scope_trained(self, scope: Scope) -> tuple[str, ...]:
+        """The names whose ``.parameters()`` an optimizer built at an own site of ``scope``
+        updates (:meth:`_trained_names`), collected once per scope as :meth:`_scope_uses`."""
+        found = self._raw_trained.get(id(scope))
+        if found is None:
+            names: dict[str, None] = {}
+            for site in scope.sites:
+                for value in (site.value, site.call):
+                    if isinstance(value, cst.Call) and not site.in_helper and \
+                            constructor_role(self.qualify_call(value), False) is Role.OPTIMIZER:
+                        names.update(dict.fromkeys(parameter_owners(value)))
+            found = self._raw_trained[id(scope)] = tuple(names)
+        return found
+
     def _used_names(self, scope: Scope) -> _Uses:
         """What the uses of each name of ``scope`` (and of the module, and ``self.`` attributes of
         its class) show. An optimizer: a name whose ``param_groups`` are read, or whose ``step()``
@@ -420,25 +467,11 @@ class Roles:
         name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``."""
         found = self._uses.get(id(scope))
         if found is None:
-            related = [s for s in self.scopes if s is scope or s is self.module_scope
-                       or scope.class_def is not None and s.class_def is scope.class_def]
             used: dict[str, set[str]] = {}  # name → the methods called on it ("()": itself), ".attr"s read
-            for other in related:
-                for site in other.sites:
-                    if site.in_helper:
-                        continue
-                    for node in walk(site.node) if site.call is None else (site.call,):
-                        if isinstance(node, cst.Call):
-                            owner = dotted(receiver(node)) if method_name(node) else dotted(node.func)
-                            use = method_name(node) or "()"
-                        elif isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_STATE:
-                            owner, use = dotted(node.value), "." + node.attr.value
-                        else:
-                            continue
-                        if owner and "[" not in owner and (other is scope or owner.startswith("self.")
-                                                           or other is self.module_scope and "." not in owner):
-                            # (an element, `opts[0]`, says nothing of the others the code steps by name)
-                            used.setdefault(owner, set()).add(use)
+            for other in self._related(scope):
+                for owner, use in self._scope_uses(other):
+                    if other is scope or owner.startswith("self.") or other is self.module_scope and "." not in owner:
+                        used.setdefault(owner, set()).add(use)
             optimizers = frozenset(
                 name for name, uses in used.items()
                 if not uses & _NOT_AN_OPTIMIZER and ({"step", "zero_grad"} <= uses or uses & _OPTIMIZER_READS))
@@ -453,16 +486,8 @@ class Roles:
         model, whatever it is called or however it was built (``nn.Linear(...)``, a factory)."""
         found = self._trained.get(id(scope))
         if found is None:
-            related = [s for s in self.scopes if s is scope or s is self.module_scope
-                       or scope.class_def is not None and s.class_def is scope.class_def]
-            names: set[str] = set()
-            for other in related:
-                for site in other.sites:
-                    for value in (site.value, site.call):
-                        if isinstance(value, cst.Call) and not site.in_helper and \
-                                constructor_role(self.qualify_call(value), False) is Role.OPTIMIZER:
-                            names |= {n for n in parameter_owners(value) if other is scope or n.startswith("self.")
-                                      or other is self.module_scope and "." not in n}
+            names = {n for other in self._related(scope) for n in self._scope_trained(other)
+                     if other is scope or n.startswith("self.") or other is self.module_scope and "." not in n}
             found = self._trained[id(scope)] = frozenset(names)
         return found
 
