@@ -70,7 +70,8 @@ NO_SYNC = """
 def test_acc402_points_at_the_choice_of_the_context(tmp_path: Path):
     # a conditional expression (line 6), an `if` re-binding a null context (its test, line 7)
     expression = " " * 12 + "ctx = nullcontext() if i % accum == 0 else ddp.no_sync()"
-    statement = " " * 12 + "ctx = nullcontext()\n" + " " * 12 + "if i % accum != 0:\n" + " " * 16 + "ctx = ddp.no_sync()"
+    pad = " " * 12
+    statement = f"{pad}ctx = nullcontext()\n{pad}if i % accum != 0:\n{pad}    ctx = ddp.no_sync()"
     assert one(tmp_path, NO_SYNC.format(choice=expression)) == [("ACC402", 6)]
     assert one(tmp_path, NO_SYNC.format(choice=statement)) == [("ACC402", 7)]
     aligned = " " * 12 + "ctx = nullcontext() if (i + 1) % accum == 0 else ddp.no_sync()"

@@ -10,10 +10,11 @@ updates (which model each backward reaches is not tracked yet, so two optimizers
 cannot be told apart). ACC005 is judged on runs with a tail (N = 2A + 1) for what happens to the
 tail across epochs; a tail applied with the wrong weight waits for the values.
 
-In ``check``, each of the four rules reports its pattern findings and, where they are silent
-on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the spellings
-the patterns miss. Moving a family wholly onto traces (and deleting its patterns) waits for the
-traces to find everything the patterns do (frameworks' own loops are not simulated yet).
+In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
+each of the others reports its pattern findings and, where they are silent on the file, the
+verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
+miss. Moving one of them wholly onto traces (and deleting its patterns) waits for the traces to
+find everything the patterns do (frameworks' own loops are not simulated yet).
 """
 
 from __future__ import annotations
