@@ -10,15 +10,17 @@ updates (which model each backward reaches is not tracked yet, so two optimizers
 cannot be told apart). ACC005 is judged on runs with a tail (N = 2A + 1) for what happens to the
 tail across epochs; a tail applied with the wrong weight waits for the values.
 
-In ``check``, each of the four rules reports its pattern findings and, where they are silent
-on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the spellings
-the patterns miss. Moving a family wholly onto traces (and deleting its patterns) waits for the
-traces to find everything the patterns do (frameworks' own loops are not simulated yet).
+In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
+each of the others reports its pattern findings and, where they are silent on the file, the
+verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
+miss. Moving one of them wholly onto traces (and deleting its patterns) waits for the traces to
+find everything the patterns do (frameworks' own loops are not simulated yet).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -236,11 +238,14 @@ def _across_epochs(trace: Trace) -> bool:
 class Property:
     """A group-structure property: its ``check`` on one run, the epoch lengths ``sizes`` (each N
     as a function of A) of the runs that show it (it fails where every run of one of them
-    fails), and ``judges``: whether a run can show it at all."""
+    fails), ``judges``: whether a run can show it at all, and ``about``: whether a run holds what
+    the property speaks of (a run-level choice whose runs hold none of it, a single-process
+    branch that never enters ``no_sync()``, is left out of its verdict, not counted a pass)."""
 
     check: Callable[[Trace], TraceVerdict | None]
     sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
+    about: Callable[[Trace], bool] = lambda trace: True
 
 
 #: each property, and which runs show it
@@ -251,7 +256,8 @@ PROPERTIES: dict[str, Property] = {
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
     "ACC301": Property(_clip_inside, lambda a: (2 * a,)),
-    "ACC402": Property(_never_synced, lambda a: (2 * a,)),
+    "ACC402": Property(_never_synced, lambda a: (2 * a,),
+                       about=lambda trace: any(e.synced is False for e in trace.events)),
 }
 
 
@@ -291,6 +297,19 @@ def _deferred(simulation: Simulation, code: str, failing: set[str]) -> bool:
     return not shown
 
 
+def _about(simulation: Simulation, rule: Property, runs: list[Trace]) -> list[Trace]:
+    """The runs of one configuration that ``rule`` speaks of: those its ``about`` leaves out are
+    left out only where what sets them apart is a setting of the run (a ``distributed`` flag),
+    never a choice that reads the accumulation symbol (a cadence of a count the run cannot see)."""
+    kept = [t for t in runs if rule.about(t)]
+    if not kept or len(kept) == len(runs):
+        return runs
+    apart = {key for t in runs for key, _ in t.choices if len({dict(u.choices).get(key) for u in runs}) > 1}
+    if any(re.search(rf"\b{re.escape(symbol)}\b", key) for key in apart for symbol in simulation.symbols):
+        return runs
+    return kept
+
+
 def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[Trace], bool]]]:
     """For each A ≥ 2 simulated (smallest first), for each epoch length that shows ``rule``,
     its runs and whether the code rules that configuration out."""
@@ -300,8 +319,8 @@ def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[T
     for a in sorted(a for a in values if a > 1):
         per_size = []
         for n in rule.sizes(a):
-            runs = [t for t in simulation.traces if t.configuration.accumulation == a
-                    and t.configuration.microbatches == n and t.configuration.replicas == 1]
+            runs = _about(simulation, rule, [t for t in simulation.traces if t.configuration.accumulation == a
+                                             and t.configuration.microbatches == n and t.configuration.replicas == 1])
             per_size.append((runs, any(c.accumulation == a and c.microbatches == n for c in simulation.impossible)))
         if any(runs or ruled_out for runs, ruled_out in per_size):
             found.append(per_size)
@@ -384,6 +403,26 @@ def _gate_of(model: FileModel, node: object) -> object:
     return found
 
 
+def _sync_choice(model: FileModel, named: object, backward: object) -> object:
+    """Where the code chooses the ``no_sync`` context named at ``named`` that ``backward`` runs
+    under: the conditional expression with it in an arm, or the test of the ``if`` that binds it
+    in a branch (one that does not also hold the backward); else the ``with`` that enters it, or
+    ``named`` itself."""
+    def holds(tree: object, node: object) -> bool:
+        return any(n is node for n in walk(tree))
+
+    found = named
+    for node in walk(model.module):  # outermost first: the last one found is the innermost
+        if isinstance(node, cst.IfExp) and (holds(node.body, named) or holds(node.orelse, named)):
+            found = node
+        elif isinstance(node, cst.If) and holds(node, named) and not holds(node.test, named) \
+                and not holds(node, backward):
+            found = node.test
+        elif isinstance(node, cst.With) and found is named and any(i.item is named for i in node.items):
+            found = node
+    return found
+
+
 def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
     """``code``'s verdicts on the simulated runs of ``model``'s entry points, as hits at the
     call in the file that the user must change, or at its gate (one per entry point)."""
@@ -393,6 +432,8 @@ def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
                 what, fix = _WORDING[code]
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
                 node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
+                if verdict.event.no_sync_node is not None:  # ACC402: where the context is chosen
+                    node = _sync_choice(model, verdict.event.no_sync_node, verdict.node)
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
                           f"{verdict.why}", fix, _flow(model, simulation, verdict))
 

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.group_traces import with_traces
+from accumlint.checks.group_traces import trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
 from accumlint.model.leaks import models_reached, trained_model
 from accumlint.model.names import dotted, keyword
-from accumlint.model.sites import FrameKind
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 #: backwards whose gradient a later microbatch's reset would wipe
@@ -149,40 +148,17 @@ def _mentions_reset(model: FileModel) -> bool:
 
 
 class ResetBetweenBackwardAndStep(Rule):
-    """ACC003: a reset after the group's last backward and before its update wipes the group."""
+    """ACC003: a reset after the group's last backward and before its update wipes the group.
+
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): every group of a run
+    with whole groups holds a reset between its last backward and its update (a reset every
+    microbatch is ACC001's).
+    """
 
     code = "ACC003"
 
-    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
-        for group in model.loops:
-            events = group.events
-            for index, update in enumerate(events):
-                if update.kind is not EventKind.UPDATE or group.cadence(update) not in _ONCE_PER_GROUP:
-                    continue
-                stepped = dotted(update.target)
-                for earlier in reversed(events[:index]):
-                    if earlier.kind is EventKind.BACKWARD or earlier.kind is EventKind.UPDATE:
-                        break
-                    if earlier.kind is not EventKind.RESET or group.cadence(earlier) not in _ONCE_PER_GROUP:
-                        continue
-                    same = dotted(earlier.target) == stepped or earlier.role.role in (Role.MODEL, Role.DDP_MODEL)
-                    if same and _same_path(earlier.site.frames, update.site.frames):
-                        yield Hit(
-                            earlier.node,
-                            "the gradients are reset after the group's last backward and before the optimizer "
-                            "update, so the update applies zero gradients and the whole group is lost",
-                            "move the reset after the optimizer update",
-                        )
-
-
-def _same_path(reset_frames: tuple, update_frames: tuple) -> bool:
-    """Whether the update runs whenever the reset does: every branch around the reset also
-    encloses the update (a reset under `if not finite: ...; continue` is not on the update's path)."""
-    def branches(frames: tuple) -> set[tuple[int, str]]:
-        return {(id(f.node), "orelse" if f.kind is FrameKind.GUARD else f.branch) for f in frames
-                if f.kind in (FrameKind.IF, FrameKind.GUARD, FrameKind.HANDLER, FrameKind.MATCH)}
-    return branches(reset_frames) <= branches(update_frames)
+        yield from trace_hits(model, self.code)
 
 
 class GradLeakAcrossModels(Rule):

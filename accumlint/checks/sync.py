@@ -10,19 +10,16 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, runs_loop
-from accumlint.checks.group_traces import with_traces
-from accumlint.model import EventKind, FileModel, LoopStyle, Role
-from accumlint.model.dataflow import reaching_assignment
+from accumlint.checks.group_traces import trace_hits
+from accumlint.model import EventKind, FileModel, Role
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
 from accumlint.model.sites import FrameKind, Site
 from accumlint.model.sync import (
-    chosen_no_sync,
     expression_root,
     from_parameter,
     no_sync_contexts,
-    reduces_by_hand,
     scope_name,
 )
 
@@ -105,81 +102,19 @@ class NoSyncMissesForward(Rule):
 
 
 class NoSyncNeverSyncs(Rule):
-    """ACC402: every microbatch runs under ``no_sync``: replicas never all-reduce."""
+    """ACC402: the microbatch that ends each group runs under ``no_sync``: replicas never all-reduce.
+
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): a group whose last
+    backward, and the forward of its microbatch, run under a ``no_sync()`` context, whatever
+    chooses it (an unconditional ``with``, a conditional expression, an ``if`` that re-binds a
+    null context); reported where the context is chosen. Exempt: a run that all-reduces the
+    gradients by hand.
+    """
 
     code = "ACC402"
 
-    @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
-        for group in model.loops:
-            if group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
-                continue
-            backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)]
-            after = [b for b in group.of_kind(EventKind.BACKWARD) if not group.in_loop(b)]
-            if not backwards or after or reduces_by_hand(group.region_sites):
-                continue
-            chosen = self._no_sync_on_update(group, backwards)
-            if chosen is not None:
-                yield Hit(
-                    chosen,
-                    "the condition that picks the context chooses no_sync() on the microbatch that ends each "
-                    "group: its all-reduce is skipped, so every replica updates with gradients of its own and "
-                    "the replicas silently diverge",
-                    "choose no_sync() on the microbatches that end no group and a null context on the last one "
-                    "(e.g. `model.no_sync() if (i + 1) % A != 0 else nullcontext()`)",
-                )
-                continue
-            contexts: list[cst.With] = []
-            for backward in backwards:
-                context = self._unconditional_context(model, group, backward)
-                if context is None:
-                    break
-                contexts.append(context)
-            else:
-                yield Hit(
-                    contexts[0],
-                    "every microbatch, the last of each group included, runs under no_sync(): the gradients "
-                    "are never all-reduced and the replicas silently diverge",
-                    "run the last microbatch of each group outside no_sync() "
-                    "(e.g. `ctx = model.no_sync() if (i + 1) % A != 0 else nullcontext()`)",
-                )
-
-    @staticmethod
-    def _no_sync_on_update(group, backwards) -> cst.CSTNode | None:
-        """Where the condition that enters no_sync() around a backward on the update microbatch
-        is written (its test is known there, :meth:`Group.true_on_update`)."""
-        for backward in backwards:
-            for frame in group.region_frames(backward.site):
-                if frame.kind is not FrameKind.WITH:
-                    continue
-                for item in frame.node.items:  # type: ignore[attr-defined]
-                    chosen = chosen_no_sync(item.item, backward.site)
-                    if chosen is None:
-                        continue
-                    value = group.true_on_update(chosen.choice.test, chosen.order)
-                    if value is not None and (chosen.arm == "body") == value:
-                        return chosen.report
-        return None
-
-    def _unconditional_context(self, model: FileModel, group, backward) -> cst.With | None:
-        """The unconditional no-sync ``with`` covering the backward (or, for DDP, its forward)."""
-        sites = [backward.site]
-        if backward.loss is not None and dotted(backward.loss):
-            definition = reaching_assignment(backward.site.scope, dotted(backward.loss) or "", backward.order,
-                                             group.loop)
-            if definition is not None:
-                sites.append(definition)
-        for site in sites:
-            frames = group.region_frames(site)
-            for index, frame in enumerate(frames):
-                if frame.kind is not FrameKind.WITH:
-                    continue
-                if any(f.kind in (FrameKind.IF, FrameKind.GUARD) for f in frames[:index]):
-                    continue
-                for context in no_sync_contexts(site, (frame,)):
-                    if context.unconditional:
-                        return context.node
-        return None
+        yield from trace_hits(model, self.code)
 
 
 class NoSyncNoopUnderFsdp2(Rule):

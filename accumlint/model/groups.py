@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import boundary
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.gate_analysis import Gate, GateAnalysis
@@ -69,13 +68,6 @@ class Group:
     #: which events of a microbatch run (the resume-skip `if step < resume_step: continue`)
     skip_guards: frozenset[int] = frozenset()
 
-    def region_frames(self, site: Site) -> tuple[Frame, ...]:
-        """The frames of a site inside the group's region (the loop, or for MICRO_LOOP the
-        block around it)."""
-        if self.style is LoopStyle.MICRO_LOOP:
-            return site.frames_inside(self.region_root) if self.region_root is not None else site.frames
-        return site.frames_inside(self.loop)
-
     def cadence(self, event: Event) -> Cadence:
         """How often ``event`` runs relative to the group (``UNKNOWN`` when undecidable)."""
         return self.cadences.get(id(event), Cadence.UNKNOWN)
@@ -99,44 +91,6 @@ class Group:
                 return None
             iterable = first
         return iterable if isinstance(iterable, (cst.Name, cst.Attribute)) else None
-
-    def true_on_update(self, test: cst.BaseExpression, before: int) -> bool | None:
-        """The value a condition evaluated at position ``before`` takes on the microbatch whose
-        update the gate lets through, when it is a modulo test on the gate's own index and
-        divisor (``micro % A == 0`` against the gate ``(micro + 1) % A == 0``: False for A > 1);
-        None when undecidable (another index, a counter moved in between, A unknown)."""
-        gate = self.gate
-        mine = gate.test if gate is not None else None
-        if mine is None or mine.kind != "modulo" or mine.extra or (gate.update_branch == "body") != mine.polarity:
-            return None  # no modulo gate, or the update runs on the microbatches the modulo misses
-
-        def resolve(name: str) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
-            found = [s for s in self.loop_sites if s.targets == (name,) and s.augmented is None
-                     and s.value is not None and not s.in_helper and s.order < before]
-            return (found[-1].value, found[-1].statement) if found else None  # type: ignore[return-value]
-
-        other = boundary.analyze(test, resolve)
-        if other is None or other.kind != "modulo" or other.extra or other.tail:
-            return None
-        if dotted(other.divisor) is None or dotted(other.divisor) != dotted(mine.divisor):
-            return None
-        split, gate_split = boundary.index_offset(other.dividend), boundary.index_offset(mine.dividend)
-        if split is None or gate_split is None or split[0] != gate_split[0]:
-            return None
-        gate_order = self.scope.statement_orders.get(id(gate.frame_node))  # type: ignore[union-attr]
-        if gate_order is None:
-            return None
-        low, high = sorted((before, gate_order))
-        if any(split[0] in s.targets and low <= s.order < high for s in self.loop_sites):
-            return None  # the index moves between the two tests
-        # on the update microbatch (index + gate offset) % A == gate residue; the other test reads
-        # (index + its offset) % A, which equals its residue iff the difference is 0 mod A
-        difference = (split[1] - gate_split[1]) + ((mine.residue or 0) - (other.residue or 0))
-        if difference == 0:
-            return other.polarity
-        if abs(difference) == 1:  # never 0 mod A once A > 1 (A = 1 accumulates nothing)
-            return not other.polarity
-        return None
 
     def of_kind(self, *kinds: EventKind) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -156,6 +156,8 @@ class RawEvent:
     #: whether gradients sync across replicas for this forward or backward: False under a
     #: ``no_sync()`` context, None where a context's switch is unknown
     synced: bool | None = True
+    #: where the innermost ``no_sync`` context held was named (its module and node), None for none
+    no_sync_at: tuple[ModuleFunctions, cst.CSTNode] | None = None
 
 
 class _Entry:
@@ -176,21 +178,24 @@ _COUNTED_FLAGS = frozenset(driver.flag for driver in DRIVERS.values())
 class _SyncOff:
     """The context a ``no_sync()`` call returns (DDP's, Accelerate's, Fabric's
     ``no_backward_sync``): while a ``with`` holds it, backwards skip the all-reduce; ``known``
-    is False where its ``enabled=`` switch is a value the run does not know."""
+    is False where its ``enabled=`` switch is a value the run does not know; ``at`` the module
+    and node where the code names it (where a finding about the choice of context points), None
+    for a framework's own."""
 
-    __slots__ = ("known",)
+    __slots__ = ("at", "known")
 
-    def __init__(self, known: bool) -> None:
+    def __init__(self, known: bool, at: tuple[ModuleFunctions, cst.CSTNode] | None = None) -> None:
         self.known = known
+        self.at = at
 
 
-def _no_sync(kwargs: dict[str, object]) -> _SyncOff | None:
-    """The context of a ``no_sync()`` call with ``kwargs``: none where its ``enabled=`` switch
-    (Fabric's ``no_backward_sync(module, enabled=...)``) is off."""
+def _no_sync(kwargs: dict[str, object], at: tuple[ModuleFunctions, cst.CSTNode]) -> _SyncOff | None:
+    """The context of a ``no_sync()`` call with ``kwargs``, named at ``at``: none where its
+    ``enabled=`` switch (Fabric's ``no_backward_sync(module, enabled=...)``) is off."""
     enabled = kwargs.get("enabled", True)
     if isinstance(enabled, Unknown):
-        return _SyncOff(False)
-    return _SyncOff(True) if _truth(enabled) else None
+        return _SyncOff(False, at)
+    return _SyncOff(True, at) if _truth(enabled) else None
 
 
 class _Frame:
@@ -281,11 +286,14 @@ class Interpreter:
         self._globals: dict[int, dict[str, object]] = {}
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
+        self._slices: dict[str, _Loader] = {}  # the pass the slices of a list of the epoch's microbatches draw
         self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
+        #: where each no-sync method referenced without a call was last named (its label's key)
+        self._no_sync_named: dict[str, tuple[ModuleFunctions, cst.CSTNode]] = {}
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
@@ -298,6 +306,7 @@ class Interpreter:
         them), so that reference counting alone frees the run and the trees its events name."""
         self.training_pass = None
         self._passes.clear()
+        self._slices.clear()
         self._globals.clear()
         self._stored.clear()
         self._counting.clear()
@@ -631,14 +640,19 @@ class Interpreter:
                 self.end_epoch()
 
     def _micro_steps(self, node: cst.For, frame: _Frame) -> None:
-        """``for micro_step in range(K)`` around the backward, the update after it: K is A.
-        A count the configuration can bind names the accumulation symbol; a literal one fixes A."""
+        """``for micro_step in range(K)`` around the backward, the update after it: K is A; and
+        ``for start in range(0, len(batches), K)`` around a backward and the update (a loop over
+        groups, each the slice ``batches[start:start + K]``): its stride K is A. A count the
+        configuration can bind names the accumulation symbol; a literal one fixes A."""
         call = node.iter
-        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) == 1) \
-                or not self.syntax.reaches_backward(node.body, frame.owner) \
-                or self.syntax.has_update(node.body, frame.owner) or not self.syntax.update_follows(node, frame.owner):
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
+                or not self.syntax.reaches_backward(node.body, frame.owner):
             return
-        self._names_a(self.expression(call.args[0].value, frame))
+        updates = self.syntax.has_update(node.body, frame.owner)
+        if len(call.args) == 1 and not updates and self.syntax.update_follows(node, frame.owner):
+            self._names_a(self.expression(call.args[0].value, frame))
+        elif len(call.args) == 3 and updates and self.syntax.draws_data(node.body, frame.owner):
+            self._names_a(self.expression(call.args[2].value, frame))
 
     def _names_a(self, count: object) -> int | None:
         """``count`` is the code's A: a count the configuration can bind names the accumulation
@@ -1110,7 +1124,10 @@ class Interpreter:
         if kind is cst.Float:
             return LiteralFloat(node.evaluated_value)
         if kind is cst.Attribute:
-            return self._attribute(self.expression(node.value, frame), node.attr.value, node)
+            value = self._attribute(self.expression(node.value, frame), node.attr.value, node)
+            if node.attr.value in fw.NO_SYNC_METHODS and label_text(value):  # `cm = model.no_sync if ...`: called later
+                self._no_sync_named[label_text(value)] = (frame.owner, node)
+            return value
         if kind is cst.Call:
             return self._call(node, frame)
         if kind is cst.BinaryOperation:
@@ -1279,6 +1296,14 @@ class Interpreter:
 
     def _subscript(self, node: cst.Subscript, frame: _Frame) -> object:
         base = self.expression(node.value, frame)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and _is_loader(base):
+            view = self._group_slice(base, node.slice[0].slice, frame)
+            if view is not None:
+                return view
+        if isinstance(base, _Iteration) and base.kind == "group":
+            self.undecide(f"`{_code(node)}` takes a group's microbatches by position: which microbatch each is, "
+                          "the run does not follow")
+            return Unknown(_code(node), Origin.DATA)
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             index = self.expression(node.slice[0].slice.value, frame)
             if isinstance(base, (list, tuple, dict, str)) and isinstance(index, (int, str)):
@@ -1290,6 +1315,20 @@ class Interpreter:
                 return self._bound(f"{base.label}[{index!r}]", None)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
         return Unknown(_code(node), origin)
+
+    def _group_slice(self, data: object, part: cst.Slice, frame: _Frame) -> _Iteration | None:
+        """``batches[start:start + A]`` of the epoch's microbatches (``batches = list(loader)``):
+        the next ``stop - start`` microbatches of one pass over the data, which goes on from slice
+        to slice and ends with the loop over the groups that made it (a new pass each epoch)."""
+        bounds = [self.expression(b, frame) if b is not None else d
+                  for b, d in ((part.lower, 0), (part.upper, None))]
+        if part.step is not None or not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            return None
+        key = label_text(data)
+        loader = self._slices.get(key)
+        if loader is None or loader.done:
+            loader = self._slices[key] = self._fresh_pass(data, f"an item of {key}")
+        return _Iteration(self, "group", loader, max(bounds[1] - bounds[0], 0))  # type: ignore[operator]
 
     def _boolean(self, node: cst.BooleanOperation, frame: _Frame) -> object:
         left = self.expression(node.left, frame)
@@ -1440,7 +1479,7 @@ class Interpreter:
         if segment in MANUAL_REDUCTIONS:
             self.reduced_by_hand = True
         if segment in fw.NO_SYNC_METHODS and "." in label:  # `cm = model.no_sync if ... else nullcontext; cm()`
-            return _no_sync(kwargs)
+            return _no_sync(kwargs, self._no_sync_named.get(label, (frame.owner, node)))
         if segment in ("SimpleNamespace", "Namespace") and not args:  # `types.SimpleNamespace(count=0)`
             return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
         carried = carrier_attrs(segment, args, kwargs)  # `GradientAccumulationPlugin(num_steps=A)`
@@ -1557,7 +1596,7 @@ class Interpreter:
         if method in MANUAL_REDUCTIONS:
             self.reduced_by_hand = True
         if method in fw.NO_SYNC_METHODS and isinstance(receiver, (Obj, Unknown)):
-            return _no_sync(kwargs)
+            return _no_sync(kwargs, (frame.owner, node))
         counting = self._counting.get(receiver.number) if isinstance(receiver, Obj) else None
         if counting is not None and method == counting.driver.enter:
             return _Entry(counting)
@@ -1598,8 +1637,9 @@ class Interpreter:
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
                 forward: bool = False, clip: bool = False) -> None:
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
+        at = next((c.at for c in reversed(self._sync_off) if c.at is not None), None)
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced))
+                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at))
 
     def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
                        node: cst.CSTNode, site_owner: ModuleFunctions | None = None) -> object:
@@ -1709,7 +1749,7 @@ class _Iteration:
         base = self._source(self.base)
         if self.kind == "enumerate":
             yield from enumerate(base, self.start)
-        elif self.kind == "islice":
+        elif self.kind in ("islice", "group"):  # a group: the next `start` microbatches of the pass
             yield from itertools.islice(base, self.start)
         elif self.kind == "iter":
             yield from base
@@ -1804,21 +1844,13 @@ class SyntaxFacts:
     def update_follows(self, statement: cst.CSTNode, owner: ModuleFunctions) -> bool:
         """Whether an optimizer update follows ``statement`` in its loop's body (or its
         function's): what a ``continue`` or ``return`` in it would skip."""
-        following = _following(owner._module)
-        current = statement
-        while id(current) in following:
-            parent, rest = following[id(current)]
-            if any(self.has_update(r, owner) for r in rest):
-                return True
-            if parent is None or isinstance(parent, (cst.For, cst.While, cst.FunctionDef)):
-                return False
-            current = parent
-        return False
+        return update_follows(statement, owner, self.has_update)
 
     def trained(self, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
-        ``owner`` (``SGD(net.parameters())``, ``clip_grad_norm_(net.parameters(), 1.0)``): each is
-        a model whatever it is called, so calling it is a forward."""
+        ``owner`` (``SGD(net.parameters())``, ``clip_grad_norm_(net.parameters(), 1.0)``), and
+        those whose gradient sync a ``no_sync`` switches (``net.no_sync()``, ``acc.no_sync(net)``):
+        each is a model whatever it is called, so calling it is a forward."""
         return _trained(owner._module, owner.imports)
 
     def counters(self, owner: ModuleFunctions) -> frozenset[str]:
@@ -2319,11 +2351,13 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
 
 def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
-    decides an optimizer update, or a loop of micro-steps (``for _ in range(k)``) that a
-    backward runs in, or enters a framework's counting context (``accelerator.accumulate(model)``):
-    what binds A. Without one, no run of it can show a group of A."""
+    decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
+    micro-steps (``for _ in range(k)``) that a backward runs in, or enters a framework's counting
+    context (``accelerator.accumulate(model)``): what binds A. Without one, no run of it can show
+    a group of A."""
     for child in walk(node):
-        if isinstance(child, cst.If) and has_update(child, owner):
+        if isinstance(child, cst.If) and (has_update(child, owner) or (  # or skips one: `if ...: continue`
+                _leaves_iteration(child.body) and update_follows(child, owner))):
             return True
         if isinstance(child, cst.WithItem) and isinstance(child.item, cst.Call) and \
                 isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
@@ -2338,6 +2372,22 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     return False
 
 
+def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
+                   updates: Callable[[cst.CSTNode, ModuleFunctions], bool] = has_update) -> bool:
+    """Whether an optimizer update (``updates`` tells) follows ``statement`` in its loop's body
+    (or its function's): what a ``continue`` or ``return`` in it would skip."""
+    following = _following(owner._module)
+    current = statement
+    while id(current) in following:
+        parent, rest = following[id(current)]
+        if any(updates(r, owner) for r in rest):
+            return True
+        if parent is None or isinstance(parent, (cst.For, cst.While, cst.FunctionDef)):
+            return False
+        current = parent
+    return False
+
+
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
@@ -2349,6 +2399,7 @@ def forget_syntax() -> None:
 @functools.lru_cache(maxsize=64)
 def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
     found: set[str] = set()
+    switched: set[int] = set()  # the no-sync methods called with the model as their argument
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
@@ -2357,8 +2408,13 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
             if last_segment(name) in CLIP_CALLS or constructor_role(
                     imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
                 found |= parameter_owners(node)
+            if last_segment(name) in fw.NO_SYNC_METHODS and node.args:  # `accelerator.no_sync(model)`
+                found.add(dotted(node.args[0].value) or "")
+                switched.add(id(node.func))
+        elif isinstance(node, cst.Attribute) and node.attr.value in fw.NO_SYNC_METHODS and id(node) not in switched:
+            found.add(dotted(node.value) or "")  # `ddp_model.no_sync()`, or the method itself
         stack.extend(children(node))
-    return frozenset(found)
+    return frozenset(found - {""})
 
 
 @functools.lru_cache(maxsize=64)

@@ -706,7 +706,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     kind, event.microbatch, event.epoch, target, site,
                     tuple(_where(o, n, module, path, positions) for o, n in event.chain),
                     fact.role.value if fact is not None else "", _local_node(event, module),
-                    (*event.chain, (event.owner, event.node)), event.synced))
+                    (*event.chain, (event.owner, event.node)), event.synced,
+                    event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

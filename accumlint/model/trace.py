@@ -51,6 +51,9 @@ class TraceEvent:
     steps: tuple[tuple[object, object], ...] = field(default=(), compare=False, repr=False)
     #: a forward's or backward's gradient sync: False under ``no_sync()``, None where unknown
     synced: bool | None = True
+    #: the node of the simulated module where the ``no_sync`` context it runs under is named (None: none, or
+    #: named in another module)
+    no_sync_node: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
