@@ -211,3 +211,27 @@ def test_a_new_loss_scale_set_inside_a_group_is_found(tmp_path: Path) -> None:
                     scaler.update(scaler.get_scale() * 2.0)
     """
     assert one(tmp_path, source) == [("ACC303", 13)]
+
+
+# --- a scan for out-of-memory batches before training ------------------------------------------
+
+
+def test_a_scan_of_the_largest_batches_before_training_is_no_group(tmp_path: Path) -> None:
+    # each probe batch runs a backward and resets right away, and no probe updates: those
+    # backwards accumulate into no group, so their resets are no ACC001
+    source = """
+    def probe_memory(net, opt, biggest):
+        for name, batch in biggest.items():
+            net(batch).mean().backward()
+            opt.zero_grad()
+
+    def fit(net, opt, loader, biggest, cfg):
+        probe_memory(net, opt, biggest)
+        for epoch in range(cfg.epochs):
+            for k, batch in enumerate(loader):
+                (net(batch).mean() / cfg.accum).backward()
+                if (k + 1) % cfg.accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+    """
+    assert [code for _, code, _ in findings(tmp_path, {"train.py": source})] == []

@@ -72,13 +72,25 @@ def _one_cadence(trace: Trace) -> bool:
     return len({tuple(c) for c in cadences.values()}) <= 1
 
 
+def _training_events(trace: Trace) -> list[TraceEvent]:
+    """The run's events without the passes over data that never update where every epoch holds
+    whole groups (N ≥ A): a scan of the largest batches for out-of-memory, backward and reset
+    per batch before training starts, accumulates into no group."""
+    configuration = trace.configuration
+    if configuration.microbatches < configuration.accumulation:
+        return trace.events
+    updated = {e.epoch for e in trace.events if e.kind is S}
+    return [e for e in trace.events if e.epoch in updated or e.kind is not B and e.kind is not Z]
+
+
 def _pending_groups(trace: Trace) -> list[list[TraceEvent]]:
     """The events of each group up to (and with) its last update: what happens while gradients
     accumulate (two optimizers updated together close one group)."""
     groups: list[list[TraceEvent]] = [[]]
-    for i, event in enumerate(trace.events):
+    events = _training_events(trace)
+    for i, event in enumerate(events):
         groups[-1].append(event)
-        following = trace.events[i + 1] if i + 1 < len(trace.events) else None
+        following = events[i + 1] if i + 1 < len(events) else None
         if event.kind is S and not (following is not None and following.kind is S):
             groups.append([])
     return groups

@@ -268,16 +268,24 @@ class DataParallel:
                    for body in (self._module, *bodies) for node in walk(body))
 
     def _built_per_rank(self, call: cst.Call) -> bool:
-        """Whether ``call`` builds a project class whose ``__init__`` reads a rank (a dataset that
-        keeps its replica's rows, ``rows[k] for k ... if k % world == rank``), in this module or
-        one it imports: what it holds differs per replica, whatever the call's arguments are."""
+        """Whether ``call`` builds a project class whose ``__init__`` selects items by a rank (a
+        dataset that keeps its replica's rows: ``... if k % world == rank``, ``rows[rank::world]``),
+        in this module or one it imports: what it holds differs per replica, whatever the call's
+        arguments are (a rank it only stores, for ``.cuda(rank)``, shards nothing)."""
         located = self._functions.class_named(dotted(call.func), any_module=True)
         init = located[0].method(located[1], "__init__") if located is not None else None
         if init is None:
             return False
-        return any(isinstance(node, (cst.Name, cst.Attribute)) and self.is_rank(dotted(node) or "")
-                   or isinstance(node, cst.Call) and last_segment(dotted(node.func)) in conventions.RANK_CALLS
-                   for node in walk(init[0].body))
+        for node in walk(init[0].body):  # a rank that selects items, not one stored for `.cuda(rank)`
+            if isinstance(node, cst.Subscript):
+                read = [n for element in node.slice for n in names_in(element.slice)]
+            elif isinstance(node, cst.Comparison):
+                read = [n for part in (node.left, *(c.comparator for c in node.comparisons)) for n in names_in(part)]
+            else:
+                continue
+            if any(self.is_rank(name) for name in read):
+                return True
+        return False
 
     @staticmethod
     def is_rank(name: str) -> bool:
