@@ -9,9 +9,10 @@ run by a script in another module, rewritten as small synthetic snippets (no fet
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
-from tests.test_interprocedural import findings
+from tests.test_interprocedural import _TRAINER, findings
 
 RUNNER = """
 class Runner:
@@ -45,19 +46,8 @@ def test_a_noqa_at_the_backward_silences_the_whole_tree(tmp_path: Path) -> None:
     assert findings(tmp_path, files) == []
 
 
-TRAINER = """
-class Trainer:
-    def __init__(self, model, optimizer, loader, accum):
-        self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
-
-    def fit(self, epochs):
-        for epoch in range(epochs):
-            for i, batch in enumerate(self.loader):
-                (self.model(batch) / self.accum).backward()
-                if (i + 1) % self.accum == 0:{noqa}
-                    self.optimizer.step()
-                    self.optimizer.zero_grad()
-"""
+# the trainer of the cross-module caller tests, with a place for a noqa at its gate
+TRAINER = textwrap.dedent(_TRAINER).replace("% self.accum == 0:", "% self.accum == 0:{noqa}")
 
 FIT_SCRIPT = """
 from trainer import Trainer
