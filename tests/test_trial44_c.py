@@ -4,7 +4,8 @@ multimodal training loops, rewritten as small synthetic snippets (no fetched cod
 - a dataset class of another module that keeps only its rank's rows in its constructor, read
   through a local sampler by a DDP loop (ACC403 said nothing shards the dataset; fixed);
 - targets cut from packed blocks of one length by the project's own collate function, read back
-  from a `target_ids` field (ACC102 took the field for masked labels; fixed);
+  from a `target_ids` field (ACC102 took the field for masked labels; fixed where the collate
+  function is the loop module's own, not yet for a loader class of another module);
 - a training body that returns early unless a `do_train` flag is set, with the group counter
   reset per epoch in a tuple assignment (the tail that joins the next epoch is missed);
 - a clip on every microbatch in a loop that also masks an embedding's gradient by hand and skips

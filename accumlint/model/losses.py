@@ -257,26 +257,16 @@ def _key_of(subscript: cst.Subscript) -> str | None:
 
 
 def unmasked_collate_keys(functions: ModuleFunctions) -> frozenset[str]:
-    """The label keys (``"target_ids"``) that every ``collate_fn`` of the loaders built in the
-    module, or in a project module it imports from (a loader class of ``data.py``), builds by
-    cutting stacked blocks (``ids[:, 1:]``), with no -100 written and no padding anywhere in the
+    """The label keys (``"target_ids"``) that every ``collate_fn`` of the module's loaders builds
+    by cutting stacked blocks (``ids[:, 1:]``), with no -100 written and no padding anywhere in the
     function: every microbatch then holds the same number of supervised tokens. A key that one
-    collate function builds otherwise is not among them."""
+    collate function builds otherwise is not among them. (A loader class of another module is
+    not read: following every import would spend the project's budget of followed modules.)"""
     cut: set[str] = set()
     other: set[str] = set()
-    modules = {id(functions): functions}
-    for name in list(functions.imports.names)[:_MAX_IMPORTED]:
-        found = functions.imported(name, any_module=True)
-        if found is not None:
-            modules.setdefault(id(found[0]), found[0])
-    for module in modules.values():
-        for collate in _collate_functions(module):
-            _read_collate(collate, cut, other)
+    for collate in _collate_functions(functions):
+        _read_collate(collate, cut, other)
     return frozenset(cut - other)
-
-
-#: imported names whose project modules are read for their loaders' collate functions
-_MAX_IMPORTED = 16
 
 
 def _collate_functions(module: ModuleFunctions) -> Iterator[cst.FunctionDef]:
