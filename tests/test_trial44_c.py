@@ -4,8 +4,8 @@ multimodal training loops, rewritten as small synthetic snippets (no fetched cod
 - a dataset class of another module that keeps only its rank's rows in its constructor, read
   through a local sampler by a DDP loop (ACC403 said nothing shards the dataset; fixed);
 - targets cut from packed blocks of one length by the project's own collate function, read back
-  from a `target_ids` field (ACC102 took the field for masked labels; fixed where the collate
-  function is the loop module's own, not yet for a loader class of another module);
+  from a `target_ids` field (ACC102 took the field for masked labels; fixed, also for a loader
+  class or a collate function of another module);
 - a training body that returns early unless a `do_train` flag is set, with the group counter
   reset per epoch in a tuple assignment (the tail that joins the next epoch is missed);
 - a clip on every microbatch in a loop that also masks an embedding's gradient by hand and skips
@@ -135,6 +135,141 @@ def test_targets_masked_by_the_collate_function_are_a_mean_of_means(tmp_path: Pa
     # the twin: padding positions become -100, so the supervised token count varies by microbatch
     source = PACKED.format(targets="targets = ids[:, 1:].masked_fill(ids[:, 1:] == 0, -100)")
     assert codes(tmp_path, {"train.py": source}, "ACC102") == [("train.py", 19)]
+
+
+BLOCK_LOADER = """
+import torch
+from torch.utils.data import DataLoader
+
+
+class BlockLoader(DataLoader):
+    def __init__(self, blocks, micro):
+        super().__init__(blocks, batch_size=micro, collate_fn=self.cut, shuffle=True)
+
+    def cut(self, items):
+        ids = torch.stack(items)
+        {targets}
+        return {{"input_ids": ids[:, :-1], "target_ids": targets}}
+"""
+
+LOADER_USER = """
+import torch.nn.functional as F
+
+from blocks import BlockLoader
+
+
+def one_update(net, opt, source, accum):
+    for _ in range(accum):
+        batch = next(source)
+        logits = net(batch["input_ids"])
+        loss = F.cross_entropy(logits.flatten(0, 1), batch["target_ids"].flatten()) / accum
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def main(net, opt, blocks, updates, accum):
+    stream = iter(BlockLoader(blocks, 8))
+    for _ in range(updates):
+        one_update(net, opt, stream, accum)
+"""
+
+
+@pytest.mark.parametrize(("targets", "expected"), [
+    ("targets = ids[:, 1:]", []),
+    ("targets = ids[:, 1:].masked_fill(ids[:, 1:] == 0, -100)", [("train.py", 11)]),
+])
+def test_targets_from_a_loader_class_of_another_module(tmp_path: Path, targets: str,
+                                                       expected: list[tuple[str, int]]) -> None:
+    # the loader class lives in blocks.py; its instance reaches the loss through iter() and a helper's next()
+    files = {"blocks.py": BLOCK_LOADER.format(targets=targets), "train.py": LOADER_USER}
+    assert codes(tmp_path, files, "ACC102") == expected
+
+
+def test_collate_function_imported_from_another_module(tmp_path: Path) -> None:
+    helper = "import torch\n\n\ndef pack(blocks):\n    ids = torch.stack(blocks)\n    {targets}\n" \
+             "    return {{\"input_ids\": ids[:, :-1], \"target_ids\": targets}}\n"
+    script = PACKED.replace("def pack(blocks):\n    ids = torch.stack(blocks)\n    {targets}\n"
+                            "    return {{\"input_ids\": ids[:, :-1], \"target_ids\": targets}}\n", "")
+    script = script.replace("from torch.utils.data import DataLoader\n",
+                            "from torch.utils.data import DataLoader\n\nfrom packing import pack\n")
+    assert "def pack" not in script and "from packing import pack" in script
+    cut = {"packing.py": helper.format(targets="targets = ids[:, 1:]"), "train.py": script}
+    masked = {"packing.py": helper.format(targets="targets = ids[:, 1:].masked_fill(ids[:, 1:] == 0, -100)"),
+              "train.py": script}
+    assert codes(tmp_path / "cut", cut, "ACC102") == []
+    assert [path for path, _ in codes(tmp_path / "masked", masked, "ACC102")] == ["train.py"]
+
+
+# --- ACC201: a pipeline stage's own backward(input, output, grad) in a FIFO schedule ---------------
+
+STAGE_SCHEDULE = """
+import torch
+import torch.nn.functional as F
+
+
+def receive(shape):
+    return torch.zeros(shape, requires_grad=True)
+
+
+class Stage(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(8, 8)
+
+    def forward(self, x, hidden):
+        return self.body(x + hidden)
+
+    def backward(self, received, produced, upstream):
+        if received is not None:
+            received.retain_grad()
+        torch.autograd.backward(produced, grad_tensors=upstream)
+        return received.grad if received is not None else None
+
+
+def one_update(stage, batches, accum, shape):
+    pending_in, pending_out, seen = [], [], []
+    received = receive(shape)
+    for _ in range(accum):
+        x, y = next(batches)
+        produced = F.cross_entropy(stage(x, received), y)
+        pending_in.append(received)
+        pending_out.append(produced)
+        {keep}
+        {swap}
+        stage.backward(received, produced, None)
+        received = receive(shape)
+
+
+def main(opt, batches, accum, updates):
+    {build}
+    for _ in range(updates):
+        one_update(stage, batches, accum, (4, 8))
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("build", ["stage = Stage()", "stage = wrap(Stage())"])
+def test_a_stage_backward_of_inputs_outputs_and_grads_keeps_no_loss(tmp_path: Path, build: str) -> None:
+    # 1F1B-style FIFO lists: the received activations and the outputs wait for the stage's own
+    # backward(received, produced, upstream); `received` is no loss (the class is known, or not)
+    swap = "received, produced = pending_in.pop(0), pending_out.pop(0)"
+    source = STAGE_SCHEDULE.format(keep="pass", build=build, swap=swap)
+    assert codes(tmp_path, {"train.py": source}, "ACC201") == []
+
+
+@pytest.mark.parametrize(("build", "expected"), [
+    ("stage = Stage()", [("train.py", 32), ("train.py", 33)]),
+    # a stage of a class the code does not show: which argument of its backward is the loss is open
+    ("stage = wrap(Stage())", []),
+])
+def test_losses_kept_in_a_list_beside_the_stage_backward(tmp_path: Path, build: str,
+                                                         expected: list[tuple[str, int]]) -> None:
+    # the twin without the FIFO: each loss goes to the stage's backward at once, and it stays with its
+    # graph in `seen` and in `pending_out` (never popped here): the loss is what the stage's body backpropagates
+    source = STAGE_SCHEDULE.format(keep="seen.append(produced)", build=build, swap="pass")
+    assert codes(tmp_path, {"train.py": source}, "ACC201") == expected
 
 
 # --- ACC005: an early return on a do_train flag, the group counter reset in a tuple ----------------

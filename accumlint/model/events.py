@@ -114,8 +114,13 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
     target = receiver(call)
     role = roles.of(target, site)
     if method in ("backward", MANUAL_BACKWARD):
+        if site.followed and any(inline.performs_backward for inline in site.scope.inlined.get(id(call), ())):
+            return None  # the project's own `stage.backward(inp, out, grad)`: the backward in its body counts
         if method == MANUAL_BACKWARD or (positional(call, 0) is not None and role.role in _BACKWARD_OWNERS):
-            return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
+            # a model given more than the loss (`stage.backward(inp, out, grad)`) is no engine whose
+            # `backward(loss)` we know: its own method, which of its arguments is the loss is open
+            several = role.role is Role.MODEL and positional(call, 1) is not None
+            return Event(EventKind.BACKWARD, site, target, role, method, None if several else positional(call, 0))
         loss = target
         if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
             loss = positional(loss, 0)

@@ -260,24 +260,86 @@ def unmasked_collate_keys(functions: ModuleFunctions) -> frozenset[str]:
     """The label keys (``"target_ids"``) that every ``collate_fn`` of the module's loaders builds
     by cutting stacked blocks (``ids[:, 1:]``), with no -100 written and no padding anywhere in the
     function: every microbatch then holds the same number of supervised tokens. A key that one
-    collate function builds otherwise is not among them. (A loader class of another module is
-    not read: following every import would spend the project's budget of followed modules.)"""
+    collate function builds otherwise is not among them.
+
+    The collate functions read: the module's own, one imported from a project module by name
+    (``collate_fn=pack``), and those of a project loader class of another module whose instance
+    the module iterates (``loader = PackedLoader(...)``; ``next(loader)``, ``for b in loader``, or
+    handed to a function of the module that does). Only those names are looked up: following
+    every import would spend the project's budget of followed modules."""
     cut: set[str] = set()
     other: set[str] = set()
     for collate in _collate_functions(functions):
         _read_collate(collate, cut, other)
+    for name in _iterated_instances_of(functions):
+        found = functions.class_named(name, any_module=True)
+        if found is not None and found[0] is not functions:
+            for collate in _collate_functions(found[0], found[1]):
+                _read_collate(collate, cut, other)
     return frozenset(cut - other)
 
 
-def _collate_functions(module: ModuleFunctions) -> Iterator[cst.FunctionDef]:
-    """The module's functions and methods passed as ``collate_fn=`` (``pack``, ``self.pack``)."""
-    bodies = (module._module, *(f.body for f in module.functions.values()), *(f.body for f in module.methods.values()))
+def _collate_functions(module: ModuleFunctions, owner: cst.ClassDef | None = None) -> Iterator[cst.FunctionDef]:
+    """The functions and methods passed as ``collate_fn=`` (``pack``, ``self.pack``, an imported
+    ``pack``) in the module, or only in the methods of its class ``owner``."""
+    if owner is None:
+        bodies = (module._module, *(f.body for f in module.functions.values()),
+                  *(f.body for f in module.methods.values()))
+    else:
+        bodies = tuple(f.body for (cls, _), f in module.methods.items() if cls is owner)
     for node in (n for body in bodies for n in walk(body)):
         collate = keyword(node, "collate_fn") if isinstance(node, cst.Call) else None
         if isinstance(collate, cst.Name) and collate.value in module.functions:
             yield module.functions[collate.value]
+        elif isinstance(collate, cst.Name):
+            found = module.imported(collate.value, any_module=True)
+            if found is not None and isinstance(found[1], cst.FunctionDef):
+                yield found[1]
         elif isinstance(collate, cst.Attribute) and dotted(collate.value) == "self":
-            yield from (f for (_, name), f in module.methods.items() if name == collate.attr.value)
+            yield from (f for (cls, name), f in module.methods.items() if name == collate.attr.value
+                        and (owner is None or cls is owner))
+
+
+def _iterated_instances_of(module: ModuleFunctions) -> list[str]:
+    """The names of classes not defined in the module whose instances it iterates: ``Cls(...)``
+    (or ``iter(Cls(...))``), directly or through a name, read by ``for``, ``next``, ``iter`` or
+    ``enumerate``, or passed to a function of the module that reads the matching parameter so
+    (``train_step(model, loader)``)."""
+    def built_by(value: cst.BaseExpression) -> str | None:
+        while isinstance(value, cst.Call) and dotted(value.func) in _ITERATING and value.args:
+            value = value.args[0].value
+        called = dotted(value.func) if isinstance(value, cst.Call) else None
+        return called if called and called not in module.functions and called not in module.classes else None
+
+    def iterated(body: cst.CSTNode) -> list[cst.BaseExpression]:
+        return [n.iter for n in walk(body) if isinstance(n, cst.For)] + [
+            n.args[0].value for n in walk(body)
+            if isinstance(n, cst.Call) and n.args and dotted(n.func) in _ITERATING]
+
+    consuming_params: dict[str, set[int | str]] = {}
+    for name, function in module.functions.items():
+        read = {e.value for e in iterated(function.body) if isinstance(e, cst.Name)}
+        params = function.params.params
+        consuming_params[name] = {i for i, p in enumerate(params) if p.name.value in read} | {
+            p.name.value for p in params if p.name.value in read}
+    built: dict[str, str] = {}  # variable -> the class called to build it
+    consumed: list[cst.BaseExpression] = iterated(module._module)
+    for node in walk(module._module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            called = built_by(node.value)
+            if called is not None:
+                built[node.targets[0].target.value] = called
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in consuming_params:
+            wanted = consuming_params[node.func.value]
+            for i, arg in enumerate(node.args):
+                if (i if arg.keyword is None else arg.keyword.value) in wanted:
+                    consumed.append(arg.value)
+    classes = {built_by(e) for e in consumed} | {built.get(e.value) for e in consumed if isinstance(e, cst.Name)}
+    return sorted(c for c in classes if c is not None)
+
+
+#: calls that iterate their first argument
+_ITERATING = frozenset({"next", "iter", "enumerate"})
 
 
 def _read_collate(function: cst.FunctionDef, cut: set[str], other: set[str]) -> None:
