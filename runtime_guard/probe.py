@@ -260,6 +260,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._comm: dist_helpers.CommCounter | None = None
         self._comm_start = 0
         self._last_grads: GradState | None = None
+        # the grads left by the last backward or the last observed clip or unscale, and the changes found since
+        # the last backward that no observed call made (see ``ObservedGroup.rescaled_by``)
+        self._grads_expected: GradState | None = None
+        self._rescales: list[float | None] = []
         self._param_key: tuple[Any, ...] = ()
         self._param_checksums_cache: tuple[int, ...] | None = None
         self._report: Report | None = None
