@@ -178,19 +178,20 @@ def _prepared_loader_at_epoch_end(tmp_path: Path, n_batches: int) -> runtime_gua
 def test_prepared_loader_at_epoch_end_without_a_tail_is_silent(tmp_path: Path, fresh_accelerate) -> None:
     """Field trial (transformers run_clm_no_trainer, ``run --at-epoch-end``): the watch took the
     inner loader's iterator, which an Accelerate ``DataLoaderShard`` reads one batch ahead of the
-    loop: a first group of 1 microbatch, ACC006 on a correct loop. The script probe now starts at
-    the first forward there, and the card says why."""
+    loop: a first group of 1 microbatch, ACC006 on a correct loop. The loop's batches are now counted
+    a batch behind that iterator, and the card says so."""
     report = _prepared_loader_at_epoch_end(tmp_path, n_batches=16)
     assert report.codes == set(), [f.one_line() for f in report.findings]
     assert any("DataLoaderShard, which reads its DataLoader one batch ahead" in n for n in report.card["notes"])
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (transformers run_clm_no_trainer, run --at-epoch-end): "
-                   "the epoch end of a running DataLoaderShard (one batch ahead) is not watched from the first "
-                   "forward: probed from the start, ACC005 not observed (the import API with loader= sees it)")
 def test_prepared_loader_tail_weighted_by_a_is_acc005(tmp_path: Path, fresh_accelerate) -> None:
+    """Field trial (transformers run_clm_no_trainer, run --at-epoch-end): the epoch end of a running
+    DataLoaderShard (one batch ahead) was not watched from the first forward: probed from the start,
+    ACC005 not observed. Now its running epoch ends at the shard's own end, after the loop's last batch."""
     report = _prepared_loader_at_epoch_end(tmp_path, n_batches=14)
     assert report.codes == {"ACC005"}, [f.one_line() for f in report.findings]
+    assert report.card["last_group"].startswith("applied, weighted r/A: r = 2 microbatches (len(loader) = 14")
 
 
 
@@ -522,4 +523,3 @@ def test_a_clip_by_hand_after_the_division_is_not_judged(loss: str) -> None:
     report = _summed_then_rescaled_loop(clip=False, loss=loss, by_hand=0.3)
     assert report.codes == set(), [f.one_line() for f in report.findings]
     assert "as a clip by hand leaves them: not judged" in report.card["normalization"]
-
