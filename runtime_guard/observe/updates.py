@@ -120,6 +120,7 @@ class UpdateObserver:
         return run_closure
 
     def _record_step(self) -> None:
+        self._hook_loggers()  # a logger imported since the last update (ACC903)
         group = self._group
         self._check_shadows(inside=group is not None and not group.closed and bool(group.microbatches))
         grads = self._grads(measure=self._compares_replicas())
