@@ -52,8 +52,8 @@ class GradientOpsObserver:
         if params and not any(id(p) in self._param_ids for p in params):
             self._other_model_calls[name] += 1
             return original(*args, **kwargs)
+        self._note_unseen_change(self._grads())
         before, result, after = self._around_grads(original, args, kwargs)
-        self._note_unseen_change(before)
         self._grads_expected = after
         self._event(CLIP, function=name, changed=not before.same_values(after))
         return result
