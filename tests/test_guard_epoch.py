@@ -203,3 +203,16 @@ def test_a_read_ahead_loaders_running_epoch_is_counted_a_batch_behind(fresh_acce
     undo.run()
     assert type(shard) is shard_class
     assert type(inner) is torch.utils.data.dataloader._SingleProcessDataLoaderIter
+
+
+def test_a_read_ahead_loader_that_holds_batches_back_is_not_counted(fresh_accelerate) -> None:
+    """A resumed epoch (``skip_first_batches``: the shard reads its first batches and yields none of them):
+    the loop's batches cannot be told from the inner iterator's, so the zero-code run keeps its start."""
+    from accelerate.data_loader import DataLoaderShard
+
+    from runtime_guard import frameworks
+
+    assert frameworks.read_ahead_last(DataLoaderShard(list(range(12)), batch_size=2, skip_batches=1)) is None
+    shard = DataLoaderShard(list(range(12)), batch_size=2)
+    assert frameworks.read_ahead_last(shard) is False
+    assert frameworks.read_ahead_last(torch.utils.data.DataLoader(list(range(12)), batch_size=2)) is None
