@@ -17,7 +17,9 @@ global hook is removed and ``reason`` says what failed.
 
 With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
 whose iterator is running at that first forward (found in the same walk); that iterator
-(epoch 0, already started) is watched in place as well.
+(epoch 0, already started) is watched in place as well. Where the loop iterates a prepared loader that
+reads that DataLoader one batch ahead (Accelerate's ``DataLoaderShard``), that loader is the one watched,
+its running epoch counted a batch behind the iterator (``LoaderWatch.adopt_read_ahead``).
 
 With ``submodule="net"`` (``run --submodule net``) the probe watches that submodule of the model
 found (a dotted path, as ``nn.Module.get_submodule`` takes it; under a DDP wrapper also relative
@@ -189,12 +191,13 @@ class ScriptProbe:
         scaler = found["scalers"][0] if found["scalers"] else getattr(accelerator, "scaler", None)
         options = dict(self.options)
         loader, iterator = None, None
-        read_ahead = None
+        read_ahead, last = None, None
         if options.get("at") == "epoch_end" and options.get("loader") is None:
             loader, iterator = _running_loader(found)
             read_ahead = frameworks.reads_ahead_of(loader, found["loaders"]) if loader is not None else None
-            if read_ahead is not None:  # its batches reach the loop one late: the epoch's end cannot be placed
-                loader, iterator = None, None
+            if read_ahead is not None:  # the loop iterates it, a batch behind the running iterator
+                last = frameworks.read_ahead_last(read_ahead)
+                loader, iterator = (None, None) if last is None else (read_ahead, iterator)
             if loader is None:
                 options["at"] = "start"
             options["loader"] = loader
@@ -205,11 +208,17 @@ class ScriptProbe:
             return
         self.probe = Probe(target, optimizer, scheduler=scheduler, scaler=scaler, accelerator=accelerator,
                            **options)
-        if read_ahead is not None:
+        if read_ahead is not None and last is None:
             self.probe.record.notes.append(
                 f"at='epoch_end': the loop iterates a {type(read_ahead).__name__}, which reads its DataLoader one "
-                "batch ahead; a running one cannot be watched from its first forward, so the probe started "
-                "there (pass its loader to runtime_guard.probe(..., at='epoch_end') to probe the epoch's end)")
+                "batch ahead, and its batches cannot be told from that DataLoader's (a resumed epoch holds its "
+                "first batches back): its running epoch cannot be counted from its first forward, so the probe "
+                "started there (pass its loader to runtime_guard.probe(..., at='epoch_end') to probe the epoch's "
+                "end)")
+        elif read_ahead is not None:
+            self.probe.record.notes.append(
+                f"at='epoch_end': the loop iterates a {type(read_ahead).__name__}, which reads its DataLoader one "
+                "batch ahead: its running epoch is counted a batch behind that DataLoader's iterator")
         elif options.get("at") == "start" and self.options.get("at") == "epoch_end":
             self.probe.record.notes.append("at='epoch_end': no DataLoader with a running iterator was found at the "
                                            "first forward; probed from the start")
@@ -218,7 +227,9 @@ class ScriptProbe:
             "") or frameworks.lightning_manual_caller(module, sys._getframe())
         self.probe.attach()
         self.probe.record.script = main_script(self.invoked_from)
-        if iterator is not None:
+        if iterator is not None and last is not None:
+            self.probe.adopt_read_ahead(iterator, iterator._num_yielded, last)
+        elif iterator is not None:
             self.probe.adopt_iterator(iterator, iterator._num_yielded)
         if target is module:  # this forward's hooks were collected before the probe's own were registered
             self.probe._on_forward_pre(module, args, {})

@@ -16,7 +16,9 @@ is adopted by swapping *its* class the same way (restored on detach).
 An Accelerate-prepared loader (``DataLoaderShard``, accelerate 1.15.0 data_loader.py) answers
 ``__class__`` with a read-only property that names the wrapped ``DataLoader``'s class; the
 swap goes through ``object``'s own ``__class__`` descriptor, so ``loader.__class__`` still
-answers as before. The watch is the guard's code running inside the user's ``for`` loop:
+answers as before. Its iteration is a generator one batch behind its DataLoader's iterator: a
+running one is counted through that iterator and ends at the loader's ``end()``
+(:meth:`LoaderWatch.adopt_read_ahead`). The watch is the guard's code running inside the user's ``for`` loop:
 whatever fails in it (a class that cannot be swapped, a callback) is reported to
 ``on_failure`` and the loop gets its batches as without the watch.
 """
@@ -114,32 +116,92 @@ class LoaderWatch:
         Returns:
             False when its class cannot be swapped (nothing was changed).
         """
-        original = type(iterator)
-        watch = self
         epoch = self._new_epoch()
-        count = [yielded]
-
-        def __next__(self: Any) -> Any:  # noqa: N807 - the iteration protocol
-            try:
-                item = original.__next__(self)
-            except StopIteration:
-                watch._exhausted(epoch, count[0])
-                raise
-            count[0] += 1
-            watch._yielded(epoch, count[0] - 1)
-            return item
-
-        try:
-            subclass = type(original.__name__, (original,), {"__next__": __next__, "__slots__": (),
-                                                             "__module__": original.__module__})
-            _SET_CLASS(iterator, subclass)
-        except Exception:  # noqa: BLE001 - a generator, a C iterator: it gets a forwarding wrapper instead
+        if not _swap_next(undo, iterator, yielded, lambda count: self._yielded(epoch, count - 1),
+                          lambda count: self._exhausted(epoch, count)):
             self.epochs -= 1
             return False
-        undo.push(f"{original.__name__} iterator watch", lambda: _restore_class(iterator, subclass, original))
         if yielded:
             self._yielded(epoch, yielded - 1)
         return True
+
+    def adopt_read_ahead(self, undo: UndoStack, loader: Any, iterator: Any, yielded: int, last: bool,
+                         end: str) -> bool:
+        """Watch the running epoch (epoch 0) of ``loader``, which reads its DataLoader one batch ahead of
+        the loop (``frameworks.reads_ahead_of``) and runs its own iteration, a generator, whose class
+        cannot be swapped. ``iterator`` is that DataLoader's iterator, in place: it has yielded
+        ``yielded`` batches and ``last`` says whether it ran out (the loop then holds the epoch's last
+        batch, else the one before its latest). Each batch it yields means the loop gets the one before;
+        its exhaustion, the epoch's last batch; the loop's epoch end is the loader's ``end`` method,
+        called when the loop asks for a batch after the last (a subclass of ``loader``'s class, which
+        :meth:`watch` may have swapped already; both restored by ``undo``). An ``end`` after a later
+        epoch began is not this epoch's. As read in accelerate 1.15.0 ``data_loader.py``
+        ``DataLoaderShard.__iter__``: ``next(dataloader_iter)`` before each ``yield current_batch``, then,
+        on its ``StopIteration``, the last batch yielded, ``self.end()`` when the loop resumes the
+        generator; the names are ``accumlint.frameworks.accelerate``'s ``READ_AHEAD_*``.
+
+        Returns:
+            False when a class cannot be swapped (nothing was changed).
+        """
+        epoch = self._new_epoch()
+        held = [yielded if last else None]  # the loop's batches once the inner iterator ran out
+        watch = self
+
+        def stopped(count: int) -> None:
+            held[0] = count
+            watch._yielded(epoch, count - 1)
+
+        def ended(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if held[0] is not None and watch.epochs == epoch + 1:
+                batches, held[0] = held[0], None
+                watch._exhausted(epoch, batches)
+            return getattr(super(subclass, self), end)(*args, **kwargs)
+
+        original = type(loader)
+        try:
+            subclass = type(original.__name__, (original,), {end: ended, "__slots__": (),
+                                                             "__module__": original.__module__})
+            _SET_CLASS(loader, subclass)
+        except Exception:  # noqa: BLE001 - a class that cannot be swapped: the epoch goes unwatched
+            self.epochs -= 1
+            return False
+        undo.push(f"{original.__name__} epoch end watch", lambda: _restore_class(loader, subclass, original))
+        if not _swap_next(undo, iterator, yielded, lambda count: self._yielded(epoch, count - 2) if count > 1 else None,
+                          stopped):
+            _restore_class(loader, subclass, original)
+            self.epochs -= 1
+            return False
+        if yielded > (0 if last else 1):
+            self._yielded(epoch, yielded - (1 if last else 2))
+        return True
+
+
+def _swap_next(undo: UndoStack, iterator: Any, yielded: int, on_item: Callable[[int], None],
+               on_stop: Callable[[int], None]) -> bool:
+    """Swap ``iterator``'s class (restored by ``undo``) for one whose ``__next__`` calls ``on_item(count)``
+    after each item and ``on_stop(count)`` at its exhaustion, ``count`` the items it yielded, from
+    ``yielded`` on. False when its class cannot be swapped (a generator, a C iterator; nothing changed)."""
+    original = type(iterator)
+    count = [yielded]
+
+    def __next__(self: Any) -> Any:  # noqa: N807 - the iteration protocol
+        try:
+            item = original.__next__(self)
+        except StopIteration:
+            on_stop(count[0])
+            raise
+        count[0] += 1
+        on_item(count[0])
+        return item
+
+    try:
+        subclass = type(original.__name__, (original,), {"__next__": __next__, "__slots__": (),
+                                                         "__module__": original.__module__})
+        _SET_CLASS(iterator, subclass)
+    except Exception:  # noqa: BLE001 - a generator, a C iterator: the caller falls back
+        return False
+    undo.push(f"{original.__name__} iterator watch", lambda: _restore_class(iterator, subclass, original))
+    return True
 
 
 def _restore_class(obj: Any, installed: type, original: type) -> None:

@@ -21,6 +21,7 @@ there is no pass over the gradients.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -191,6 +192,38 @@ def grad_state(params: Sequence[torch.Tensor], measure: bool = False) -> GradSta
     if measure or not any(_nonzero_bits(b, size) for s, size in zip(present, sizes, strict=True) for b in s):
         state.measure(params)
     return state
+
+
+def rescale_factor(before: GradState, after: GradState, params: Sequence[torch.Tensor]) -> float | None:
+    """The factor c of an in-place rescale of every grad from ``before`` to ``after`` (``p.grad.div_(A)``):
+    the same grad tensors, every sampled element of ``after`` c times its value in ``before`` (zeros stay
+    zero), c non-zero and finite. ``None`` for any other change (a reset, a replaced grad, elements scaled
+    apart) and where no sampled element was non-zero. ``params`` hold the grads of ``after``: their dtypes
+    decode the sampled bits."""
+    grads = [p.grad for p in params]
+    if before.replaced_in(params) or len(before.samples) != len(grads) or len(after.samples) != len(grads):
+        return None
+    ratios: list[float] = []
+    for grad, old, new in zip(grads, before.samples, after.samples, strict=True):
+        if (old is None) != (new is None):
+            return None
+        if grad is None or old is None or new is None:
+            continue
+        if len(old) != len(new) or not grad.is_floating_point():
+            return None
+        dtype, view = grad.dtype, _INT_VIEW[grad.element_size()]
+        x, y = (torch.tensor(bits, dtype=view).view(dtype).double().tolist() for bits in (old, new))
+        for a, b in zip(x, y, strict=True):
+            if a == 0 or b == 0:
+                if a != b:
+                    return None
+            else:
+                ratios.append(b / a)
+    if not ratios or not all(math.isfinite(r) for r in ratios):
+        return None
+    c = ratios[0]
+    tol = 1e-2 if any(g is not None and g.element_size() < 4 for g in grads) else 1e-5
+    return c if all(abs(r / c - 1) <= tol for r in ratios) else None
 
 
 def versions(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:

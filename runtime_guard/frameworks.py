@@ -80,6 +80,18 @@ def reads_ahead_of(loader: Any, candidates: list[Any]) -> Any | None:
     return next((c for c in candidates if reads_ahead(c) and getattr(c, "base_dataloader", None) is loader), None)
 
 
+def read_ahead_last(loader: Any) -> bool | None:
+    """Whether the read-ahead ``loader``'s inner iterator ran out (the loop holds the epoch's last batch:
+    ``fw.accelerate.READ_AHEAD_LAST_FLAG``), or ``None`` where its loop's batches cannot be told from its
+    inner iterator's: it holds some first batches back (``READ_AHEAD_SKIP``, a resumed epoch) or lacks
+    either attribute or its ``end`` method (``READ_AHEAD_END_METHOD``)."""
+    last = getattr(loader, fw.accelerate.READ_AHEAD_LAST_FLAG, None)
+    if (not isinstance(last, bool) or getattr(loader, fw.accelerate.READ_AHEAD_SKIP, None) != 0
+            or not callable(getattr(loader, fw.accelerate.READ_AHEAD_END_METHOD, None))):
+        return None
+    return last
+
+
 def dataloader_iterator_class() -> type:
     """The class whose ``__next__`` yields every ``torch.utils.data.DataLoader`` batch."""
     from torch.utils.data.dataloader import _BaseDataLoaderIter

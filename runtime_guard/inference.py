@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from runtime_guard.events import BACKWARD, CLIP, RESET, UNSCALE
+from runtime_guard.events import BACKWARD, RESET
 from runtime_guard.record import RunRecord
 from runtime_guard.trace import Microbatch, ObservedGroup
 
@@ -210,13 +210,17 @@ def _from_weights(rec: RunRecord) -> Normalization:
     sums, tokens, codes, measured = [], [], [], []
     verdicts = []
     for g in groups:
+        # the update's weights: the last backward's, times a rescale of the gradients after it (p.grad.div_(A))
+        rescale = _rescale(g)
+        factor = rescale or 1.0
+        rescaled = _rescaled_note(factor)
         n = [mb.ce.tokens for mb in g.microbatches]
-        w = [mb.ce.weight_sum / rec.loss_scale for mb in g.microbatches]
+        w = [mb.ce.weight_sum / rec.loss_scale * factor for mb in g.microbatches]
         total = sum(w)
         count: int | float = sum(n)
         index = rec.full_groups.index(g)
         if rec.replica_ce and d > 1:
-            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale
+            total = sum(r[index][0] for r in rec.replica_ce if index < len(r)) / d / rec.loss_scale * factor
             count = sum(r[index][1] for r in rec.replica_ce if index < len(r)) / d
         a = len(g.microbatches)
         sums.append(total)
@@ -238,13 +242,13 @@ def _from_weights(rec: RunRecord) -> Normalization:
         uniform = not by_class and bool(means) and max(means) / min(means) - 1 <= ratio_tol
         equal_microbatches = bool(w) and all(near(wk, total * d / a) for wk in w) if total else False
         unit = ("class-weighted mean" if by_class else
-                "token-weighted mean over the group" if uniform else "mean of microbatch means")
+                "token-weighted mean over the group" if uniform else "mean of microbatch means") + rescaled
         if not by_class and not uniform and equal_microbatches and len(set(n)) > 1:
             codes.append(("ACC102", g.index,
                           f"each microbatch of group {g.index} carries weight {w[0]:.4g} whatever its supervised "
                           f"tokens {n}: per-token weights {', '.join(f'{m:.3g}' for m in means)}"))
         elif not by_class and not uniform:
-            unit = "per-token weights differ between microbatches"
+            unit = "per-token weights differ between microbatches" + rescaled
         expected = float(count) if declared_sum and count else 1.0
         ratio = total / expected
         convention = (f"{expected:.6g} (the declared sum over the group's supervised tokens)" if declared_sum
@@ -254,21 +258,24 @@ def _from_weights(rec: RunRecord) -> Normalization:
         if near(total, 1.0) or near(ratio, 1.0):
             verdicts.append(f"{unit}, summed (declared sum convention)" if declared_sum and not near(total, 1.0)
                             else unit)
-        elif a > 1 and (near(ratio, 1.0 / a) or near(ratio, float(a))) and _rescaled_after_backward(g):
-            # the gradients changed after the last backward (p.grad.div_(A) at the boundary): the weights
-            # the backward left are not the update's, as for a sum off the scale below
+        elif a > 1 and (near(ratio, 1.0 / a) or near(ratio, float(a))) and rescale is None:
+            # the gradients changed after the last backward, not by a rescale of every grad: the weights the
+            # backward left are not the update's, as for a sum off the scale below
             verdicts.append(f"{unit}, weights sum to {total:.4g} at the last backward, then the gradients were "
-                            "rescaled before the update: not judged")
+                            "changed before the update: not judged")
+        elif _clipped_by_hand(factor, ratio):
+            verdicts.append(f"{unit}, weights sum to {total:.4g}, below {convention} after the rescale, as a clip "
+                            "by hand leaves them: not judged")
         elif a > 1 and near(ratio, 1.0 / a):
             verdicts.append(f"{unit}, divided by A again (weights sum to 1/A)")
             codes.append(("ACC101", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
-                                             f"{'N/A' if declared_sum else '1/A'} (A = {a}): the loss was divided "
-                                             "by A once too often"))
+                                             f"{'N/A' if declared_sum else '1/A'} (A = {a}){rescaled}: the loss "
+                                             "was divided by A once too often"))
         elif a > 1 and near(ratio, float(a)):
             verdicts.append(f"{unit}, not divided by A (weights sum to A)")
             codes.append(("ACC103", g.index, f"per-token weights of group {g.index} sum to {total:.4g} = "
-                                             f"{'A N' if declared_sum else 'A'} (A = {a}): the loss was not "
-                                             "divided by A"))
+                                             f"{'A N' if declared_sum else 'A'} (A = {a}){rescaled}: the loss "
+                                             "was not divided by A"))
         elif not declared_sum and d == 1 and uniform and _per_example_sum(g, means, near):
             # every token weighs 1/(group examples): token losses summed per sequence, then averaged over the
             # group's sequences (DPO's SFT loss): a normalization over the group, in its own unit
@@ -288,20 +295,21 @@ def _from_weights(rec: RunRecord) -> Normalization:
             off = abs(ratio - 1) > OFF_SCALE_MARGIN and abs(total - 1) > OFF_SCALE_MARGIN
             code = _off_scale_code(ratio, a, uniform)
             counted = uniform or (not declared_sum and _counts_per_microbatch(means, code, a))
-            if (off and counted and not by_class and plain and not _rescaled_after_backward(g)
+            if (off and counted and not by_class and plain and rescale is not None
                     and not rec.weight_sum_explained and (d == 1 or rec.replica_ce) and a == expected_a
                     and rec.accumulation_steps is not None):
                 if uniform or not total:
                     text = (f"per-token weights of group {g.index} sum to {total:.4g}, neither {convention}, 1/A nor "
                             f"A (A = {a}) of it: the gradient is {ratio:.4g}x {scale_of}, as if the denominator "
-                            f"counted {1 / ratio:.4g}x the supervised tokens{_summed_hint(rec, means)}" if total else
+                            f"counted {1 / ratio:.4g}x the supervised tokens{rescaled}{_summed_hint(rec, means)}"
+                            if total else
                             f"per-token weights of group {g.index} sum to 0")
                 else:
                     divisors = ", ".join(f"{1 / m:.4g}" for m in means)
                     text = (f"per-token weights of group {g.index} sum to {total:.4g}, neither {convention}, 1/A nor "
                             f"A (A = {a}) of it: the gradient is {ratio:.4g}x {scale_of}; each microbatch's "
                             f"token losses are divided by their own count ({divisors}) where the group has "
-                            f"{count:.6g} supervised tokens ({n} per microbatch)")
+                            f"{count:.6g} supervised tokens ({n} per microbatch){rescaled}")
                 codes.append((code, g.index, text))
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, verdict, sums, tokens, codes, measured)
@@ -339,20 +347,30 @@ def _from_loss_weights(rec: RunRecord, why: str) -> Normalization:
     unit = "mean-reduced loss per microbatch"
     sums, codes, measured, verdicts = [], [], [], []
     for g in groups:
-        a, total = len(g.microbatches), sum(mb.loss_weight for mb in g.microbatches) / rec.loss_scale
+        rescale = _rescale(g)  # the update's factors: the backward's times a rescale of the gradients after it
+        factor = rescale or 1.0
+        rescaled = _rescaled_note(factor)
+        a = len(g.microbatches)
+        total = sum(mb.loss_weight for mb in g.microbatches) / rec.loss_scale * factor
         sums.append(total)
         measured.append(GroupWeights(g.index, total, None, "mean", False, f"{unit} (factor on each microbatch's mean)"))
-        where = (f"the factors on the mean-reduced losses of group {g.index}'s microbatches sum to {total:.4g}")
-        if abs(total - 1) <= ratio_tol:
-            verdicts.append(f"{unit}, averaged over the group")
+        where = f"the factors on the mean-reduced losses of group {g.index}'s microbatches sum to {total:.4g}{rescaled}"
+        unit_of = unit + rescaled
+        if rescale is None:
+            verdicts.append(f"{unit_of}, the gradients changed after the last backward before the update: not judged")
+        elif abs(total - 1) <= ratio_tol:
+            verdicts.append(f"{unit_of}, averaged over the group")
+        elif _clipped_by_hand(factor, total):
+            verdicts.append(f"{unit_of}, factors sum to {total:.4g}, below 1 after the rescale, as a clip by hand "
+                            "leaves them: not judged")
         elif a > 1 and abs(total * a - 1) <= ratio_tol:
-            verdicts.append(f"{unit}, divided by A again (factors sum to 1/A)")
+            verdicts.append(f"{unit_of}, divided by A again (factors sum to 1/A)")
             codes.append(("ACC101", g.index, f"{where} = 1/A (A = {a}): the loss was divided by A once too often"))
         elif a > 1 and abs(total / a - 1) <= ratio_tol:
-            verdicts.append(f"{unit}, not divided by A (factors sum to A)")
+            verdicts.append(f"{unit_of}, not divided by A (factors sum to A)")
             codes.append(("ACC103", g.index, f"{where} = A (A = {a}): the loss was not divided by A"))
         else:
-            verdicts.append(f"{unit}, factors sum to {total:.4g}")
+            verdicts.append(f"{unit_of}, factors sum to {total:.4g}")
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, f"{verdict} ({why}: per-token weights not inferred)", sums, [], codes, measured,
                          source="mean-loss")
@@ -392,14 +410,30 @@ def _off_scale_code(ratio: float, a: int, uniform: bool) -> str:
     return "ACC102"
 
 
-def _rescaled_after_backward(g: ObservedGroup) -> bool:
-    """The group's gradients changed between its last backward and its update attempt by something
-    other than a clip or an unscale the probe saw (a division of ``p.grad`` by a token count)."""
-    last = g.microbatches[-1].grads_after_backward if g.microbatches else None
-    if last is None or g.grads_at_update is None or last.same_values(g.grads_at_update):
-        return False
-    end = g.boundary_seq if g.boundary_seq is not None else -1
-    return not any(e.kind in (CLIP, UNSCALE) and (g.last_backward_seq() or 0) < e.seq < end for e in g.events)
+def _rescale(g: ObservedGroup) -> float | None:
+    """The factor the group's gradients were multiplied by between its last backward and its update attempt,
+    apart from the clips and unscales the probe saw (``p.grad.div_(A)`` or a division by a token count,
+    before or after a clip): 1.0 when unchanged, ``None`` when some change was not an in-place rescale of
+    every grad (a reset, a replaced grad)."""
+    factor = 1.0
+    for c in g.rescaled_by:
+        if c is None:
+            return None
+        factor *= c
+    return factor
+
+
+def _clipped_by_hand(factor: float, ratio: float) -> bool:
+    """A rescale after the last backward (``factor``) left the update's weights at ``ratio`` x the convention,
+    below it (1 within the tolerance is decided before): a clip by hand (``p.grad.mul_(max_norm / norm)``,
+    fairseq's and Megatron's own clips) shrinks them too, after a correct normalization or after a
+    division by A, so only a rescale that leaves them at or above the convention is judged."""
+    return factor < 1 and ratio < 1
+
+
+def _rescaled_note(factor: float) -> str:
+    """What the verdicts and findings add for a group whose gradients were rescaled by ``factor``."""
+    return "" if factor == 1 else f" (the gradients multiplied by {factor:.4g} after the last backward)"
 
 
 @dataclass

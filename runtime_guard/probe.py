@@ -260,6 +260,11 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._comm: dist_helpers.CommCounter | None = None
         self._comm_start = 0
         self._last_grads: GradState | None = None
+        self._modules_seen = -1  # len(sys.modules) when the loggers were last looked up
+        # the grads left by the last backward or the last observed clip or unscale, and the changes found since
+        # the last backward that no observed call made (see ``ObservedGroup.rescaled_by``)
+        self._grads_expected: GradState | None = None
+        self._rescales: list[float | None] = []
         self._param_key: tuple[Any, ...] = ()
         self._param_checksums_cache: tuple[int, ...] | None = None
         self._report: Report | None = None
@@ -446,11 +451,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
             patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
                            _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
-        for logger, cls, method in loaded_loggers():  # ACC903: the rates the loop logs, read where it logs them
-            patch_function(undo, (cls,), method, self, self._thread,
-                           _observed_call(f"{logger.name} wrapper",
-                                          functools.partial(type(self)._observe_logger, logger=logger)))
-            self.record.loggers.append(logger.name)
+        self._hook_loggers()
         if self.record.at_epoch_end or self.normalization is not None:  # the weight of each mean-reduced loss
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
                            _observed_call("autograd.backward wrapper", type(self)._observe_backward))
@@ -574,6 +575,22 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         with warnings_at_caller():
             result = original(*args, **kwargs)
         return before, result, self._grads()
+
+    def _hook_loggers(self) -> None:
+        """ACC903: hook the loggers the program has imported (the rates the loop logs, read where it logs them)
+        and that are not hooked yet: at install, then at each update while probing, since a script may import
+        its logger after the probe attached (inside the loop, after its first group). Looked up again only
+        when ``sys.modules`` changed size: nothing is imported here."""
+        if len(sys.modules) == self._modules_seen:
+            return
+        self._modules_seen = len(sys.modules)
+        for logger, cls, method in loaded_loggers():
+            if logger.name in self.record.loggers:
+                continue
+            patch_function(self._undo, (cls,), method, self, self._thread,
+                           _observed_call(f"{logger.name} wrapper",
+                                          functools.partial(type(self)._observe_logger, logger=logger)))
+            self.record.loggers.append(logger.name)
 
     def _param_checksums(self) -> tuple[int, ...]:
         # parameters are only checksummed after a write: a version counter bumped, or sampled

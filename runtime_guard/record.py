@@ -71,7 +71,7 @@ class RunRecord:
     shadow_search: str = ""
     # rates the loop logged while probed, through runtime_guard.log() or a hooked logger (ACC903)
     figures: list[LoggedFigure] = field(default_factory=list)
-    # the loggers hooked at install because the program had imported them (wandb.log, Accelerator.log, ...)
+    # the loggers hooked because the program had imported them, at install or by an update (wandb.log, ...)
     loggers: list[str] = field(default_factory=list)
     # at attach: the optimizer's own count of applied updates (state["step"]; None: its state holds none) and the
     # LR scheduler's position (last_epoch; None: no scheduler): a resumed run's restored counters (ACC904)

@@ -140,6 +140,10 @@ class ObservedGroup:
     applied: bool = False
     found_inf: bool | None = None
     grads_at_update: GradState | None = None
+    # each change of the grads after the group's last backward that no observed call made (``p.grad.div_(A)``
+    # at the boundary), seen at the entry of the next clip, unscale or the update: the factor of an in-place
+    # rescale of every grad, None for any other change
+    rescaled_by: list[float | None] = field(default_factory=list)
     lr_before: list[float] | None = None
     lr_after: list[float] | None = None
     saved_peak_bytes: int = 0

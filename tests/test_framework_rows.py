@@ -358,6 +358,7 @@ CONTRACT_NAMES = (
     "deepspeed.UNMANAGED_KEY", "lightning.SCHEDULER_STEP_HOOK", "lightning.AUTOMATIC_OPTIMIZATION_ATTR",
     "lightning.MANUAL_BACKWARD", "lightning.CONFIGURE_OPTIMIZERS", "transformers.EXPLICIT_SCALED_ATTR",
     "transformers.LOSS_KWARGS_ATTR", "transformers.LOSS_FUNC_ATTR", "transformers.COUNT_PARAMETER",
+    "accelerate.READ_AHEAD_LAST_FLAG", "accelerate.READ_AHEAD_SKIP",
 )
 
 

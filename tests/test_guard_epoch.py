@@ -162,3 +162,57 @@ class _nothing:  # noqa: N801 - a null context for the parametrized raise
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+@pytest.mark.parametrize("at", [0, 3, 5])
+def test_a_read_ahead_loaders_running_epoch_is_counted_a_batch_behind(fresh_accelerate, at: int) -> None:
+    """An Accelerate ``DataLoaderShard`` reads its DataLoader one batch ahead and runs its own epoch (a
+    generator the guard cannot swap): watched from batch ``at`` of a running epoch of 6, every batch the loop
+    gets is reported once, in order, and the epoch ends when the loop asks for a 7th, not when the inner
+    iterator ran out; the next epoch is counted by the loader's own watch; undo restores both classes."""
+    from accelerate.data_loader import DataLoaderShard
+
+    from accumlint import frameworks as fw
+    from runtime_guard import frameworks
+    from runtime_guard.epoch import LoaderWatch
+    from runtime_guard.undo import UndoStack
+
+    shard = DataLoaderShard(list(range(12)), batch_size=2)
+    shard_class = type(shard)
+    seen: list[tuple] = []
+    watch = LoaderWatch(lambda e, i: seen.append(("batch", e, i)), lambda e, n: seen.append(("end", e, n)),
+                        lambda where, error: seen.append(("failed", where, error)))
+    undo = UndoStack()
+    epoch = iter(shard)
+    for index, _batch in enumerate(epoch):
+        seen.append(("loop", index))
+        if index == at:
+            inner = epoch.gi_frame.f_locals["dataloader_iter"]  # the discovery finds it among the live objects
+            assert watch.watch(undo, shard) is None
+            last = frameworks.read_ahead_last(shard)
+            assert last is (at == 5)
+            assert watch.adopt_read_ahead(undo, shard, inner, inner._num_yielded, last,
+                                          fw.accelerate.READ_AHEAD_END_METHOD)
+    seen.append(("after",))
+    assert seen == ([("loop", i) for i in range(at + 1)] + [("batch", 0, at)]
+                    + [x for i in range(at + 1, 6) for x in (("batch", 0, i), ("loop", i))]
+                    + [("end", 0, 6), ("after",)])
+    seen.clear()
+    assert [b.tolist() for b in shard] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11]]
+    assert seen == [("batch", 1, i) for i in range(6)] + [("end", 1, 6)]
+    undo.run()
+    assert type(shard) is shard_class
+    assert type(inner) is torch.utils.data.dataloader._SingleProcessDataLoaderIter
+
+
+def test_a_read_ahead_loader_that_holds_batches_back_is_not_counted(fresh_accelerate) -> None:
+    """A resumed epoch (``skip_first_batches``: the shard reads its first batches and yields none of them):
+    the loop's batches cannot be told from the inner iterator's, so the zero-code run keeps its start."""
+    from accelerate.data_loader import DataLoaderShard
+
+    from runtime_guard import frameworks
+
+    assert frameworks.read_ahead_last(DataLoaderShard(list(range(12)), batch_size=2, skip_batches=1)) is None
+    shard = DataLoaderShard(list(range(12)), batch_size=2)
+    assert frameworks.read_ahead_last(shard) is False
+    assert frameworks.read_ahead_last(torch.utils.data.DataLoader(list(range(12)), batch_size=2)) is None

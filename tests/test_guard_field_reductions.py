@@ -178,19 +178,20 @@ def _prepared_loader_at_epoch_end(tmp_path: Path, n_batches: int) -> runtime_gua
 def test_prepared_loader_at_epoch_end_without_a_tail_is_silent(tmp_path: Path, fresh_accelerate) -> None:
     """Field trial (transformers run_clm_no_trainer, ``run --at-epoch-end``): the watch took the
     inner loader's iterator, which an Accelerate ``DataLoaderShard`` reads one batch ahead of the
-    loop: a first group of 1 microbatch, ACC006 on a correct loop. The script probe now starts at
-    the first forward there, and the card says why."""
+    loop: a first group of 1 microbatch, ACC006 on a correct loop. The loop's batches are now counted
+    a batch behind that iterator, and the card says so."""
     report = _prepared_loader_at_epoch_end(tmp_path, n_batches=16)
     assert report.codes == set(), [f.one_line() for f in report.findings]
     assert any("DataLoaderShard, which reads its DataLoader one batch ahead" in n for n in report.card["notes"])
 
 
-@pytest.mark.xfail(strict=True, reason="field trial (transformers run_clm_no_trainer, run --at-epoch-end): "
-                   "the epoch end of a running DataLoaderShard (one batch ahead) is not watched from the first "
-                   "forward: probed from the start, ACC005 not observed (the import API with loader= sees it)")
 def test_prepared_loader_tail_weighted_by_a_is_acc005(tmp_path: Path, fresh_accelerate) -> None:
+    """Field trial (transformers run_clm_no_trainer, run --at-epoch-end): the epoch end of a running
+    DataLoaderShard (one batch ahead) was not watched from the first forward: probed from the start,
+    ACC005 not observed. Now its running epoch ends at the shard's own end, after the loop's last batch."""
     report = _prepared_loader_at_epoch_end(tmp_path, n_batches=14)
     assert report.codes == {"ACC005"}, [f.one_line() for f in report.findings]
+    assert report.card["last_group"].startswith("applied, weighted r/A: r = 2 microbatches (len(loader) = 14")
 
 
 
@@ -449,18 +450,29 @@ def test_sequence_sums_not_divided_by_a_is_acc103() -> None:
     assert _sequence_sum_loop(divisor=1).codes == {"ACC103"}
 
 
-def _summed_then_rescaled_loop(clip: bool) -> runtime_guard.Report:
-    """Microbatch losses backpropagated undivided, the gradients divided by A once at the boundary (a
-    correct group mean), then clipped when ``clip``: the order of lucidrains/PaLM-pytorch's update."""
+def _summed_then_rescaled_loop(clip: bool, divisor: int | None = A, loss: str = "ce",
+                                by_hand: float | None = None) -> runtime_guard.Report:
+    """Microbatch losses backpropagated undivided, the gradients divided by ``divisor`` once at the boundary
+    (by A: a correct group mean; ``None``: not rescaled), then clipped when ``clip``: the order of
+    lucidrains/PaLM-pytorch's update. ``loss`` "mse": a mean squared error (no per-token weights);
+    ``by_hand``: the gradients then multiplied by it (a clip by hand, unseen by the probe)."""
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with runtime_guard.probe(model, optimizer, accumulation_steps=A) as p:
         for i in range(3 * A):
-            torch.nn.functional.cross_entropy(model(torch.randn(6, 8)), torch.randint(0, 5, (6,))).backward()
+            out = model(torch.randn(6, 8))
+            if loss == "mse":
+                torch.nn.functional.mse_loss(out, torch.randn(6, 5)).backward()
+            else:
+                torch.nn.functional.cross_entropy(out, torch.randint(0, 5, (6,))).backward()
             if (i + 1) % A == 0:
-                for param in model.parameters():
-                    param.grad.div_(A)
+                if divisor is not None:
+                    for param in model.parameters():
+                        param.grad.div_(divisor)
+                if by_hand is not None:
+                    for param in model.parameters():
+                        param.grad.mul_(by_hand)
                 if clip:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
                 optimizer.step()
@@ -468,14 +480,46 @@ def _summed_then_rescaled_loop(clip: bool) -> runtime_guard.Report:
     return p.report()
 
 
-def test_gradients_divided_at_the_boundary_are_normalized() -> None:
-    assert _summed_then_rescaled_loop(clip=False).codes == set()
-
-
-@pytest.mark.xfail(strict=True, reason="field trial (lucidrains/PaLM-pytorch with the division moved onto the "
-                   "gradients before its clip_grad_norm_): a clip after the last backward hides the rescale from "
-                   "_rescaled_after_backward (the grads changed, and a clip may have changed them), so the "
-                   "undivided losses read as ACC103 on a correctly normalized group")
-def test_gradients_divided_at_the_boundary_then_clipped_are_normalized() -> None:
-    report = _summed_then_rescaled_loop(clip=True)
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_gradients_divided_at_the_boundary_are_normalized(loss: str) -> None:
+    """Mean-reduced losses without per-token weights (MSE) too: the factors at the last backward sum to A,
+    the update's to 1; that read as ACC103."""
+    report = _summed_then_rescaled_loop(clip=False, loss=loss)
     assert report.codes == set(), [f.one_line() for f in report.findings]
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_gradients_divided_at_the_boundary_then_clipped_are_normalized(loss: str) -> None:
+    """Field trial (lucidrains/PaLM-pytorch with the division moved onto the gradients before its
+    clip_grad_norm_): the rescale before the clip is seen apart from the clip, so the undivided losses
+    are normalized at the update; that read as ACC103."""
+    report = _summed_then_rescaled_loop(clip=True, loss=loss)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+    assert "(the gradients multiplied by 0.25 after the last backward)" in report.card["normalization"]
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_clipped_without_a_rescale_undivided_losses_are_acc103(loss: str) -> None:
+    report = _summed_then_rescaled_loop(clip=True, divisor=None, loss=loss)
+    assert report.codes == {"ACC103"}, [f.one_line() for f in report.findings]
+
+
+@pytest.mark.parametrize("clip", [False, True])
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_gradients_divided_by_another_factor_are_not_normalized(clip: bool, loss: str) -> None:
+    """Undivided losses, the gradients divided by 2 with A = 4: the update's weights sum to 2, not 1 (was
+    "rescaled: not judged"). Cross entropy: a denominator half the group's tokens (ACC103); a mean loss
+    judges only 1/A and A, the card says the factors."""
+    report = _summed_then_rescaled_loop(clip=clip, divisor=2, loss=loss)
+    assert report.codes == ({"ACC103"} if loss == "ce" else set()), [f.one_line() for f in report.findings]
+    assert ("weights sum to 2: gradients 2x" if loss == "ce" else "factors sum to 2") in report.card["normalization"]
+    assert "(the gradients multiplied by 0.5 after the last backward)" in report.card["normalization"]
+
+
+@pytest.mark.parametrize("loss", ["ce", "mse"])
+def test_a_clip_by_hand_after_the_division_is_not_judged(loss: str) -> None:
+    """Divided by A, then shrunk by a clip the probe cannot see (p.grad.mul_(max_norm / norm)): the update's
+    weights fall below the convention, as they do after any correct normalization clipped by hand: silent."""
+    report = _summed_then_rescaled_loop(clip=False, loss=loss, by_hand=0.3)
+    assert report.codes == set(), [f.one_line() for f in report.findings]
+    assert "as a clip by hand leaves them: not judged" in report.card["normalization"]

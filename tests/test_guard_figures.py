@@ -297,6 +297,33 @@ def test_accelerator_log_is_read_once_through_its_trackers(clock: Clock, monkeyp
     assert len(writer.scalars) == 3
 
 
+@pytest.mark.parametrize(("module", "cls"), [("torch.utils.tensorboard.writer", SummaryWriter),
+                                             ("wandb.sdk.wandb_run", Run)])
+def test_a_logger_imported_after_attach_is_read_from_the_next_update(clock: Clock, monkeypatch: pytest.MonkeyPatch,
+                                                                     module: str, cls: type) -> None:
+    """A script that imports its logger lazily, inside the loop at its first log call (after the first group's
+    update): the guard looks in ``sys.modules`` again at each update and hooks it from the next one on. The
+    first call, before that update, is not read; the module is restored by monkeypatch."""
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    made: list[Any] = []
+
+    def log(n: int, seen: int, dt: float) -> None:
+        if not made:  # ``from torch.utils.tensorboard import SummaryWriter`` at the first call
+            _stand_in(monkeypatch, module, cls)
+            made.append(cls())
+        figures = {"examples_per_sec": n / dt}
+        if isinstance(made[0], SummaryWriter):
+            made[0].add_scalar("examples_per_sec", figures["examples_per_sec"])
+        else:
+            made[0].log(figures)
+
+    report = _throughput_loop(clock, log)
+    assert [(f.code, f.group) for f in report.findings] == [("ACC903", 1)]
+    assert [r["group"] for r in report.card["logged_rates"]] == [1]
+    assert report.card["logged_rates"][0]["verdict"] == "one microbatch"
+    assert cls.__dict__["add_scalar" if cls is SummaryWriter else "_log"].__qualname__.startswith(cls.__name__)
+
+
 def test_a_rate_logged_twice_at_one_point_is_kept_once(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
     _stand_in(monkeypatch, "wandb.sdk.wandb_run", Run)
     run = Run()
@@ -318,7 +345,7 @@ def test_no_logger_imported_says_so_and_imports_none(clock: Clock, monkeypatch: 
     report = _throughput_loop(clock, lambda n, seen, dt: None)
     assert report.card["checks"]["ACC903"].endswith("and no logger the guard reads (wandb, TensorBoard's "
                                                     "SummaryWriter, tensorboardX, Accelerator.log) was imported "
-                                                    "when the probe attached")
+                                                    "by the probe's last update")
     assert not {logger.module for logger in loggers.LOGGERS} & (set(sys.modules) - before)
 
 

@@ -44,6 +44,14 @@ CONSTRUCTORS: dict[str, Role] = {
 #: ahead to check when we are at the end"): the inner loader's iterator runs a batch early, and its
 #: end comes before the loop's last batch. ``DataLoaderDispatcher`` does not.
 READ_AHEAD_LOADERS = frozenset({"DataLoaderShard"})
+#: How the loop's epoch shows on such a loader (``DataLoaderShard.__iter__`` and
+#: ``DataLoaderStateMixin``, ``data_loader.py``): its ``end_of_dataloader`` turns True when the inner
+#: iterator ran out (the loop then holds the epoch's last batch); its ``end()`` is called when the loop
+#: asks for a batch after the last, before its iteration stops (the loop's epoch end); its
+#: ``skip_batches`` first batches are read but never yielded (a resumed epoch).
+READ_AHEAD_LAST_FLAG = "end_of_dataloader"
+READ_AHEAD_END_METHOD = "end"
+READ_AHEAD_SKIP = "skip_batches"
 
 #: Prepared loaders whose ``__class__`` answers the wrapped DataLoader's class (``data_loader.py``
 #: ``DataLoaderAdapter.__class__``, a property): ``isinstance(shard, DataLoader)`` holds while

@@ -101,7 +101,7 @@ def rate_status(verdicts: list[RateVerdict], loggers: list[str] | None = None) -
         return f"not observed: {len(verdicts)} logged rate(s), none judged ({verdicts[0].verdict})"
     hooked = (f"through runtime_guard.log() or the loggers hooked ({', '.join(loggers)})" if loggers else
               "through runtime_guard.log(), and no logger the guard reads (wandb, TensorBoard's SummaryWriter, "
-              "tensorboardX, Accelerator.log) was imported when the probe attached")
+              "tensorboardX, Accelerator.log) was imported by the probe's last update")
     return f"not observed: no rate (tokens or examples per second) was logged while probed {hooked}"
 
 

@@ -80,6 +80,7 @@ class BackwardObserver:
             mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
         mb.backwards += 1
         mb.grads_after_backward = grads
+        self._grads_expected, self._rescales = grads, []
         # the last backward decides: an earlier retain_graph=True whose graph a later backward of the same
         # microbatch went through again is a genuine multi-backward pattern (ACC202's exemption)
         mb.retained_saved_bytes = retained

@@ -13,6 +13,7 @@ import torch
 
 from runtime_guard.contain import UserCall
 from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
+from runtime_guard.fingerprint import GradState, rescale_factor
 
 
 def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict, list[Any] | None]:
@@ -51,9 +52,19 @@ class GradientOpsObserver:
         if params and not any(id(p) in self._param_ids for p in params):
             self._other_model_calls[name] += 1
             return original(*args, **kwargs)
+        self._note_unseen_change(self._grads())
         before, result, after = self._around_grads(original, args, kwargs)
+        self._grads_expected = after
         self._event(CLIP, function=name, changed=not before.same_values(after))
         return result
+
+    def _note_unseen_change(self, now: GradState) -> None:
+        """At the entry of a clip, an unscale or an update: a change of the grads since the last backward or
+        the last observed clip or unscale that no observed call made (``p.grad.div_(A)`` before a clip) is one
+        of the group's ``rescaled_by``, kept apart from what the observed call then does to the grads."""
+        expected = self._grads_expected
+        if expected is not None and not expected.same_values(now):
+            self._rescales.append(rescale_factor(expected, now, self.params))
 
     def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
@@ -83,11 +94,14 @@ class GradientOpsObserver:
     def _unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def unscale_(optimizer: Any) -> Any:
-            if self._entry() and not self._other_model(optimizer, "scaler.unscale_"):
-                self._take_snapshot()
-                self._event(UNSCALE, inside_scaler_step=self._scaler_step_depth > 0,
-                            scale=float(self.scaler.get_scale()))
-            return original(optimizer)
+            if not self._entry() or self._other_model(optimizer, "scaler.unscale_"):
+                return original(optimizer)
+            self._take_snapshot()
+            self._note_unseen_change(self._grads())
+            self._event(UNSCALE, inside_scaler_step=self._scaler_step_depth > 0, scale=float(self.scaler.get_scale()))
+            result = original(optimizer)
+            self._grads_expected = self._grads()
+            return result
 
         return unscale_
 

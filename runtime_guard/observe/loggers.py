@@ -3,7 +3,9 @@
 
 Each logger is hooked only where the script already imported the module that defines it (looked up in
 ``sys.modules``, never imported: discovery must not load wandb or TensorBoard), on its class, so that
-every instance, made before or after the probe attached, goes through the hook:
+every instance, made before or after the probe attached, goes through the hook. ``sys.modules`` is read
+at install and again at each update while probing (``Probe._hook_loggers``): a module the script
+imports later (lazily, inside its loop) is hooked from its next update on.
 
 - **wandb**: ``wandb.sdk.wandb_run.Run._log(self, data, step, commit)``. In wandb 0.31.0
   (``wandb/sdk/wandb_run.py``) ``Run.log`` ends in ``self._log(data=..., ...)``, and ``wandb.init`` sets the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accumlint import frameworks as fw
 from runtime_guard import frameworks
 from runtime_guard.epoch import LoaderWatch, loader_length
 from runtime_guard.events import EPOCH_END
@@ -48,6 +49,16 @@ class PlacementObserver:
         if self._watch is None or not self._attached:
             return False
         return self._watch.adopt(self._undo, iterator, yielded)
+
+    def adopt_read_ahead(self, iterator: Any, yielded: int, last: bool) -> bool:
+        """As :meth:`adopt_iterator`, where the watched loader reads ``iterator``, its DataLoader's, one batch
+        ahead of the loop (``frameworks.reads_ahead_of``; ``last``: ``frameworks.read_ahead_last``): the
+        loop's batches are counted a batch behind that iterator's, its epoch end is the loader's own
+        (``LoaderWatch.adopt_read_ahead``)."""
+        if self._watch is None or not self._attached:
+            return False
+        return self._watch.adopt_read_ahead(self._undo, self.loader, iterator, yielded, last,
+                                            fw.accelerate.READ_AHEAD_END_METHOD)
 
     def _on_batch(self, epoch: int, index: int) -> None:
         self._position = (epoch, index)

@@ -26,6 +26,8 @@ class UpdateObserver:
         group.updated_at = figures.clock()
         group.attempted = True
         group.grads_at_update = grads
+        self._note_unseen_change(grads)
+        group.rescaled_by, self._rescales = self._rescales, []
         group.device_peak_bytes = self._device_peaks(reset=True)
         if self._compares_replicas():
             checksums = self._gather(grads.checksums, f"replica gradient checksums at group {group.index}'s update")
@@ -118,6 +120,7 @@ class UpdateObserver:
         return run_closure
 
     def _record_step(self) -> None:
+        self._hook_loggers()  # a logger imported since the last update (ACC903)
         group = self._group
         self._check_shadows(inside=group is not None and not group.closed and bool(group.microbatches))
         grads = self._grads(measure=self._compares_replicas())
