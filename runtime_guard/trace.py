@@ -115,6 +115,13 @@ class Microbatch:
     # backwards it was read from (more than one: several losses backpropagated apart, not judged)
     loss_weight: float | None = None
     loss_weights: int = 0
+    loss_terms: list[float] = field(default_factory=list)  # each backward's factor, in order
+    # forward/backward passes of the probed model on the one batch a DataLoader yielded (a GAN discriminator's
+    # real and fake passes): the first opened this microbatch, the others joined it (``observe.forward``)
+    passes: int = 1
+    # a DataLoader yielded a batch between the previous microbatch's forward and this one's, and exactly one of its
+    # tensors has the shape of this forward's input; None when no DataLoader yield was observed before it
+    fresh_batch: bool | None = None
     # the learning rate of each of the probed optimizer's param_groups at this forward: a schedule written
     # into param_groups by hand (no scheduler object) shows as values changing between microbatches
     lrs: tuple[float, ...] = ()
