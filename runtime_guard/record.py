@@ -109,7 +109,7 @@ class RunRecord:
         return [g for g in self.groups if g.closed and not g.tail and not g.role]
 
     def group_sizes(self) -> list[int]:
-        """Microbatches (grad-enabled forwards) per closed group."""
+        """Microbatches (grad-enabled forwards, a loaded batch's later passes joined) per closed group."""
         return [len(g.microbatches) for g in self.full_groups]
 
     def several_models(self) -> str:
@@ -119,20 +119,28 @@ class RunRecord:
         discriminator's step, detached, and once for its own), or runs extra grad-enabled forwards: which
         of them are microbatches cannot be told, so the group sizes are not observable. Likewise when the
         model also ran frozen for another model's loss (a GAN's discriminator) and its microbatches cannot
-        be counted in the batches a DataLoader yielded: its real and fake passes read as two each."""
+        be counted in the batches a DataLoader yielded: its real and fake passes read as two each; and when
+        the groups hold A passes on fewer loaded batches (a pass or a batch per microbatch: either reading)."""
         for g in self.groups:
             if not g.closed:
                 continue
             reached = sum(1 for mb in g.microbatches if mb.output_reached or mb.backwards)
             if 0 < reached < len(g.microbatches):
-                return (f"group {g.index} had {len(g.microbatches)} forwards of the probed model and only {reached} "
-                        "of them reached by a backward (its output also feeds another model, e.g. a GAN's "
-                        "generator, or it runs extra grad-enabled forwards)")
+                return (f"several models: group {g.index} had {len(g.microbatches)} forwards of the probed model and "
+                        f"only {reached} of them reached by a backward (its output also feeds another model, e.g. a "
+                        "GAN's generator, or it runs extra grad-enabled forwards)")
         if self.frozen_forwards and any(mb.fresh_batch is not True for g in self.full_groups for mb in g.microbatches):
-            return (f"{self.frozen_forwards} forward(s) of the probed model ran with its parameters frozen (it also "
+            return (f"several models: {self.frozen_forwards} forward(s) of the probed model ran with its parameters "
+                    "frozen (it also "
                     "serves another model's loss, e.g. a GAN discriminator in the generator's pass) and its forwards "
                     "did not each follow a DataLoader yield the probe saw: how many of its own forward/backward "
                     "passes make one microbatch (a discriminator's real and fake passes) cannot be told")
+        a, sizes = self.accumulation_steps, self.group_sizes()
+        passes = [sum(mb.passes for mb in g.microbatches) for g in self.full_groups]
+        if a is not None and passes != sizes and all(n == a for n in passes):
+            return (f"several passes per loaded batch: each group held A = {a} forward/backward passes on {sizes} "
+                    "batches a DataLoader yielded: whether each pass is a microbatch (repeated augmentation) or each "
+                    "batch is (a GAN discriminator's real and fake passes) cannot be told")
         return ""
 
     def resets_after(self) -> list[int]:
@@ -172,7 +180,7 @@ class RunRecord:
                             "followed one microbatch")
         several = self.several_models()
         if several:  # forwards per update are not microbatches per update
-            return None, f"not inferred: several models: {several}"
+            return None, f"not inferred: {several}"
         sizes = self.group_sizes()
         if not sizes:
             return None, "not inferred: no optimizer update attempt observed"

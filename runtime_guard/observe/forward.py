@@ -110,7 +110,8 @@ class ForwardObserver:
             lrs=tuple(self._lrs()),
             epoch=self._position[0] if self._position else None,
             batch=self._position[1] if self._position else None,
-            fresh_batch=(self._yields != self._yields_at_mb and self._yield_shapes.get(shape) == 1)
+            # one batch yielded since the previous microbatch: not several fetched ahead for the group's forwards
+            fresh_batch=(self._yields - self._yields_at_mb == 1 and self._yield_shapes.get(shape) == 1)
             if self._yields else None,
         )
         self._yields_at_mb, self._mb_input = self._yields, shape
@@ -139,8 +140,9 @@ class ForwardObserver:
 
     def _another_pass(self, batch: torch.Tensor | None) -> bool:
         """This forward is another pass on the batch the current microbatch's forward took: that forward was
-        the first after a DataLoader yielded a batch with exactly one tensor of its input's shape (not a slice
-        of it, nor one of several microbatches it holds), no batch was yielded since, no update attempt closed
+        the first after a DataLoader yielded one batch (not the group's batches fetched ahead) with exactly one
+        tensor of its input's shape (not a slice of it, nor one of several microbatches it holds), no batch was
+        yielded since, no update attempt closed
         its group, and this input has the same shape (a GAN discriminator's fake batch after the real one,
         a second view). The passes then accumulate one microbatch's gradients, as the loop counts them."""
         mb, group = self._mb, self._group
