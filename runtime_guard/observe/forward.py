@@ -142,9 +142,9 @@ class ForwardObserver:
         """This forward is another pass on the batch the current microbatch's forward took: that forward was
         the first after a DataLoader yielded one batch (not the group's batches fetched ahead) with exactly one
         tensor of its input's shape (not a slice of it, nor one of several microbatches it holds), no batch was
-        yielded since, no update attempt closed
-        its group, and this input has the same shape (a GAN discriminator's fake batch after the real one,
-        a second view). The passes then accumulate one microbatch's gradients, as the loop counts them."""
+        yielded since, no update attempt closed its group, and this input has the same shape (a GAN
+        discriminator's fake batch after the real one, a second view). The passes then accumulate one
+        microbatch's gradients, as the loop counts them."""
         mb, group = self._mb, self._group
         return (mb is not None and mb.fresh_batch is True and group is not None and not group.closed
                 and mb.group == group.index and self._yields == self._yields_at_mb
