@@ -83,7 +83,7 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
             status[code] = "card fact"
     several = rec.several_models()
     if observed_any and several:
-        status["ACC006"] = "not observable: several models: " + several
+        status["ACC006"] = "not observable: " + several
     if observed_any and rec.ddp and d == 1:
         status["ACC401"] = "not observable: D = 1 (one replica: an all-reduce over one process moves nothing)"
         status["ACC402"] = "not observable: D = 1 (one replica: nothing to all-reduce, no_sync changes no update)"

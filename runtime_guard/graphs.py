@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -68,6 +68,16 @@ def tensors_in(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, (tuple, list)):
         for item in value:
             yield from tensors_in(item)
+
+
+def batch_shapes(batch: Any) -> Counter[tuple[int, ...]]:
+    """The shapes of a loaded batch's tensors whose first dimension is its first tensor's (the examples), with
+    how many tensors have each; empty when the batch holds no tensor with a dimension."""
+    tensors = [t for t in tensors_in(batch) if t.dim() >= 1]
+    if not tensors:
+        return Counter()
+    examples = tensors[0].shape[0]
+    return Counter(tuple(t.shape) for t in tensors if t.shape[0] == examples)
 
 
 class GraphTracker:

@@ -197,6 +197,9 @@ def _from_weights(rec: RunRecord) -> Normalization:
     """
     if not rec.ce_possible:
         return _from_loss_weights(rec, rec.ce_reason)
+    if any(mb.passes > 1 for g in rec.full_groups for mb in g.microbatches):
+        # the per-token weights of several passes add up in one microbatch over its first pass's tokens
+        return _from_loss_weights(rec, "several forward/backward passes per microbatch")
     ratio_tol, residual_tol = normalization_tolerance(rec)
     groups = [g for g in rec.full_groups if g.microbatches and all(mb.ce for mb in g.microbatches)]
     if not groups:
@@ -333,25 +336,30 @@ def _from_loss_weights(rec: RunRecord, why: str) -> Normalization:
     so the factors sum to 1; 1/A is ACC101, A is ACC103. Only those two: without token counts neither a
     mean of means (ACC102) nor a denominator off by another factor can be told from a deliberate weight.
     Judged only under the mean convention, when every microbatch of every closed group had one backward
-    that reached the model's output from one such root (several losses backpropagated apart are not a
-    group mean of one loss), and only in groups of A microbatches: a group of the wrong size is the structure
-    checks' matter (ACC004, ACC006, ACC501), and its factors sum to its size over A."""
+    per pass that reached the model's output from one such root (several losses backpropagated apart in one
+    pass are not a group mean of one loss), its passes' factors equal and as many passes in each (a GAN
+    discriminator's real and fake passes on one loaded batch: each pass's loss is judged, its factors summed
+    over the group are divided by the passes), and only in groups of A microbatches: a group of the wrong size
+    is the structure checks' matter (ACC004, ACC006, ACC501), and its factors sum to its size over A."""
     expected_a, _ = rec.effective_a()
     groups = [g for g in rec.full_groups
               if g.microbatches and (expected_a is None or len(g.microbatches) == expected_a)]
-    if (not groups or rec.loss_convention != "mean"
-            or not all(mb.loss_weights == 1 and mb.backwards == 1 and mb.output_reached
-                       for g in groups for mb in g.microbatches)):
-        return _not_observed(rec, why)
     ratio_tol, _ = normalization_tolerance(rec)
-    unit = "mean-reduced loss per microbatch"
+    mbs = [mb for g in groups for mb in g.microbatches]
+    if (not groups or rec.loss_convention != "mean" or len({mb.passes for mb in mbs}) != 1
+            or not all(mb.loss_weights == mb.backwards == mb.passes and mb.output_reached
+                       and _equal_terms(mb.loss_terms, ratio_tol) for mb in mbs)):
+        return _not_observed(rec, why)
+    terms = mbs[0].passes
+    unit = "mean-reduced loss per microbatch" if terms == 1 else \
+        f"mean-reduced loss per pass, {terms} passes per microbatch (factors summed per pass)"
     sums, codes, measured, verdicts = [], [], [], []
     for g in groups:
         rescale = _rescale(g)  # the update's factors: the backward's times a rescale of the gradients after it
         factor = rescale or 1.0
         rescaled = _rescaled_note(factor)
         a = len(g.microbatches)
-        total = sum(mb.loss_weight for mb in g.microbatches) / rec.loss_scale * factor
+        total = sum(mb.loss_weight for mb in g.microbatches) / rec.loss_scale / terms * factor
         sums.append(total)
         measured.append(GroupWeights(g.index, total, None, "mean", False, f"{unit} (factor on each microbatch's mean)"))
         where = f"the factors on the mean-reduced losses of group {g.index}'s microbatches sum to {total:.4g}{rescaled}"
@@ -374,6 +382,12 @@ def _from_loss_weights(rec: RunRecord, why: str) -> Normalization:
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "; ".join(f"group {i}: {v}" for i, v in enumerate(verdicts))
     return Normalization(True, f"{verdict} ({why}: per-token weights not inferred)", sums, [], codes, measured,
                          source="mean-loss")
+
+
+def _equal_terms(terms: list[float], tol: float) -> bool:
+    """The factors of one microbatch's passes are equal (within ``tol``): each pass's loss was weighted alike,
+    so their mean is the factor on the microbatch's losses."""
+    return bool(terms) and all(abs(t - terms[0]) <= tol * abs(terms[0]) for t in terms)
 
 
 def _summed(rec: RunRecord, means: list[float]) -> bool:

@@ -272,6 +272,14 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._nested_forwards = False
         self._active_forward: Any = None
         self._loaded: dist_helpers.LoadedRows | None = None  # D > 1: the batch a DataLoader last yielded
+        # batches DataLoader iterators yielded on the loop's thread while attached; the shapes (with their counts)
+        # of the last one's tensors of its first dimension; the count when the current microbatch opened and the
+        # shape of its input: a later pass on the same batch joins it (observe.forward)
+        self._yields = 0
+        self._yield_shapes: Counter[tuple[int, ...]] = Counter()
+        self._yields_at_mb = 0
+        self._mb_input: tuple[int, ...] | None = None
+        self._frozen_forward = False  # the forward running now has every probed parameter frozen
         self._autocast_pending: Microbatch | None = None  # its forward runs; autocast not read inside it yet
         self._shadows = ShadowWatch()
         # "deferred": weight copies searched for first at the first forward after the first update; "again":
@@ -448,9 +456,10 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             patch_function(undo, (torch.nn.utils, torch.nn.utils.clip_grad), name, self, self._thread,
                            _observed_call(f"{name} wrapper", functools.partial(type(self)._observe_clip, name=name)))
-        if self._hashes_rows():  # ACC403: the examples as the loader yields them, before the loop changes them
-            patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
-                           _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
+        # the batches a DataLoader yields: what a microbatch's passes share; ACC403: the examples as the loader
+        # yields them, before the loop changes them
+        patch_function(undo, (frameworks.dataloader_iterator_class(),), "__next__", self, self._thread,
+                       _observed_call("DataLoader iterator wrapper", type(self)._observe_loaded))
         self._hook_loggers()
         if self.record.at_epoch_end or self.normalization is not None:  # the weight of each mean-reduced loss
             patch_function(undo, (torch.autograd,), "backward", self, self._thread,
@@ -663,6 +672,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         if clean and dp is not None and (dp.size or 1) > 1 and dp.group is not None:
             self._gather_across_replicas()
         self._close_guard_group()
+        self._note_passes()
         if self._other_model_calls:
             calls = ", ".join(f"{name} {n}x" for name, n in sorted(self._other_model_calls.items()))
             rec.notes.append(f"calls on another model's parameters or optimizer, none of {rec.model_class}'s, were "

@@ -77,6 +77,8 @@ class RunRecord:
     # LR scheduler's position (last_epoch; None: no scheduler): a resumed run's restored counters (ACC904)
     updates_at_attach: int | None = None
     scheduler_position: int | None = None
+    # grad-enabled forwards of the probed model with every parameter frozen (no microbatches: observe.forward)
+    frozen_forwards: int = 0
     notes: list[str] = field(default_factory=list)
     # the guard's own code that raised while probing (contained, runtime_guard.contain): every check is then
     # "not observed" with the first of these as the reason
@@ -107,7 +109,7 @@ class RunRecord:
         return [g for g in self.groups if g.closed and not g.tail and not g.role]
 
     def group_sizes(self) -> list[int]:
-        """Microbatches (grad-enabled forwards) per closed group."""
+        """Microbatches (grad-enabled forwards, a loaded batch's later passes joined) per closed group."""
         return [len(g.microbatches) for g in self.full_groups]
 
     def several_models(self) -> str:
@@ -115,15 +117,30 @@ class RunRecord:
         in which a backward reached the output of some forwards but not of others. The model then also
         feeds another model that never backpropagates into it (a GAN's generator, forwarded once for the
         discriminator's step, detached, and once for its own), or runs extra grad-enabled forwards: which
-        of them are microbatches cannot be told, so the group sizes are not observable."""
+        of them are microbatches cannot be told, so the group sizes are not observable. Likewise when the
+        model also ran frozen for another model's loss (a GAN's discriminator) and its microbatches cannot
+        be counted in the batches a DataLoader yielded: its real and fake passes read as two each; and when
+        the groups hold A passes on fewer loaded batches (a pass or a batch per microbatch: either reading)."""
         for g in self.groups:
             if not g.closed:
                 continue
             reached = sum(1 for mb in g.microbatches if mb.output_reached or mb.backwards)
             if 0 < reached < len(g.microbatches):
-                return (f"group {g.index} had {len(g.microbatches)} forwards of the probed model and only {reached} "
-                        "of them reached by a backward (its output also feeds another model, e.g. a GAN's "
-                        "generator, or it runs extra grad-enabled forwards)")
+                return (f"several models: group {g.index} had {len(g.microbatches)} forwards of the probed model and "
+                        f"only {reached} of them reached by a backward (its output also feeds another model, e.g. a "
+                        "GAN's generator, or it runs extra grad-enabled forwards)")
+        if self.frozen_forwards and any(mb.fresh_batch is not True for g in self.full_groups for mb in g.microbatches):
+            return (f"several models: {self.frozen_forwards} forward(s) of the probed model ran with its parameters "
+                    "frozen (it also "
+                    "serves another model's loss, e.g. a GAN discriminator in the generator's pass) and its forwards "
+                    "did not each follow a DataLoader yield the probe saw: how many of its own forward/backward "
+                    "passes make one microbatch (a discriminator's real and fake passes) cannot be told")
+        a, sizes = self.accumulation_steps, self.group_sizes()
+        passes = [sum(mb.passes for mb in g.microbatches) for g in self.full_groups]
+        if a is not None and passes != sizes and all(n == a for n in passes):
+            return (f"several passes per loaded batch: each group held A = {a} forward/backward passes on {sizes} "
+                    "batches a DataLoader yielded: whether each pass is a microbatch (repeated augmentation) or each "
+                    "batch is (a GAN discriminator's real and fake passes) cannot be told")
         return ""
 
     def resets_after(self) -> list[int]:
@@ -163,7 +180,7 @@ class RunRecord:
                             "followed one microbatch")
         several = self.several_models()
         if several:  # forwards per update are not microbatches per update
-            return None, f"not inferred: several models: {several}"
+            return None, f"not inferred: {several}"
         sizes = self.group_sizes()
         if not sizes:
             return None, "not inferred: no optimizer update attempt observed"

@@ -79,7 +79,8 @@ class LoggedFigure:
 
 @dataclass
 class Microbatch:
-    """What the guard saw of one microbatch (a grad-enabled forward of the probed model)."""
+    """What the guard saw of one microbatch: a grad-enabled forward of the probed model with a parameter that
+    requires grad, and the later passes on the same loaded batch that joined it (``passes``)."""
 
     group: int
     index: int  # within the group
@@ -115,6 +116,13 @@ class Microbatch:
     # backwards it was read from (more than one: several losses backpropagated apart, not judged)
     loss_weight: float | None = None
     loss_weights: int = 0
+    loss_terms: list[float] = field(default_factory=list)  # each backward's factor, in order
+    # forward/backward passes of the probed model on the one batch a DataLoader yielded (a GAN discriminator's
+    # real and fake passes): the first opened this microbatch, the others joined it (``observe.forward``)
+    passes: int = 1
+    # a DataLoader yielded one batch between the previous microbatch's forward and this one's, and exactly one of
+    # its tensors has the shape of this forward's input; None when no DataLoader yield was observed before it
+    fresh_batch: bool | None = None
     # the learning rate of each of the probed optimizer's param_groups at this forward: a schedule written
     # into param_groups by hand (no scheduler object) shows as values changing between microbatches
     lrs: tuple[float, ...] = ()

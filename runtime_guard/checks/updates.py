@@ -56,7 +56,8 @@ def _sizes(rec: RunRecord) -> list[RuntimeFinding]:
 
 
 def structure(rec: RunRecord) -> tuple[list[RuntimeFinding], bool]:
-    # forwards that are not one microbatch each (several models): the sizes are "not observable" (card)
+    # forwards that are not one microbatch each (several models, passes on one loaded batch that may be
+    # microbatches): the sizes are "not observable" (card)
     findings = [] if rec.several_models() else _sizes(rec)
     # ACC004 from parameter checksums: an update the probed optimizer did not make
     for g in rec.groups:

@@ -109,14 +109,20 @@ class BackwardObserver:
         if node is None:
             return original(*args, **kwargs)
 
+        terms: list[float] = []
+
         def seen(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
             grad = grad_outputs[0] if grad_outputs else None
             if grad is not None and grad.numel() == 1:
-                mb.loss_weight = (mb.loss_weight or 0.0) + float(grad) / (mb.scale or 1.0)
-                mb.loss_weights += 1
+                terms.append(float(grad) / (mb.scale or 1.0))
 
+        backwards = mb.backwards
         handle = node.register_prehook(self._hook("loss weight hook", seen))
         try:
             return original(*args, **kwargs)
         finally:
             handle.remove()
+            if mb.backwards > backwards:  # only a backward that reached the probed model weighs its microbatch
+                mb.loss_terms += terms
+                mb.loss_weight = (mb.loss_weight or 0.0) + sum(terms)
+                mb.loss_weights += len(terms)

@@ -1,5 +1,7 @@
-"""Forward hooks: each grad-enabled forward of the probed model opens a microbatch (and a group after
-an update attempt), records its fingerprints, and hooks the output and the logits for the backward."""
+"""Forward hooks: a grad-enabled forward of the probed model opens a microbatch (and a group after an update
+attempt), records its fingerprints, and hooks the output and the logits for the backward. A forward with every
+probed parameter frozen is no microbatch; a later pass on the batch a DataLoader yielded for the current
+microbatch joins it (``ForwardObserver._another_pass``)."""
 
 from __future__ import annotations
 
@@ -60,8 +62,18 @@ class ForwardObserver:
         if not torch.is_grad_enabled():
             self._loaded = None  # an evaluation or generation forward took the batch last loaded
             return
+        if self.params and not any(p.requires_grad for p in self.params):
+            # every probed parameter frozen (a GAN generator's pass through its discriminator): its backward
+            # accumulates nothing into them, so it is no microbatch and its loss carries none of their weight
+            self._frozen_forward = True
+            self.record.frozen_forwards += 1
+            return
         self._in_backward = False
         self._snapshot_pending = None  # the last backward was not the group's last
+        batch = _first_tensor(args, kwargs)
+        if self._another_pass(batch):
+            self._mb.passes += 1
+            return
         group = self._group
         if group is not None and not group.closed and self._past_epoch_end(group):
             group.boundary_seq = self.record.epoch_end_seq  # the epoch end closes it: no update attempt
@@ -80,7 +92,7 @@ class ForwardObserver:
         if self._in_partial_group():
             group.role = "partial"
         self._check_shadows(inside=bool(group.microbatches))
-        batch = _first_tensor(args, kwargs)
+        shape = tuple(batch.shape) if batch is not None else None
         mb = Microbatch(
             group=group.index,
             index=len(group.microbatches),
@@ -98,7 +110,11 @@ class ForwardObserver:
             lrs=tuple(self._lrs()),
             epoch=self._position[0] if self._position else None,
             batch=self._position[1] if self._position else None,
+            # one batch yielded since the previous microbatch: not several fetched ahead for the group's forwards
+            fresh_batch=(self._yields - self._yields_at_mb == 1 and self._yield_shapes.get(shape) == 1)
+            if self._yields else None,
         )
+        self._yields_at_mb, self._mb_input = self._yields, shape
         if self.record.ddp:
             mb.sync_at_forward = frameworks.ddp_syncs(self.model)
         if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
@@ -121,6 +137,37 @@ class ForwardObserver:
         if self.normalization == "replay":
             self._captured[mb.serial] = capture(args, kwargs)
         self._event(FORWARD)
+
+    def _another_pass(self, batch: torch.Tensor | None) -> bool:
+        """This forward is another pass on the batch the current microbatch's forward took: that forward was
+        the first after a DataLoader yielded one batch (not the group's batches fetched ahead) with exactly one
+        tensor of its input's shape (not a slice of it, nor one of several microbatches it holds), no batch was
+        yielded since, no update attempt closed its group, and this input has the same shape (a GAN
+        discriminator's fake batch after the real one, a second view). The passes then accumulate one
+        microbatch's gradients, as the loop counts them."""
+        mb, group = self._mb, self._group
+        return (mb is not None and mb.fresh_batch is True and group is not None and not group.closed
+                and mb.group == group.index and self._yields == self._yields_at_mb
+                and batch is not None and tuple(batch.shape) == self._mb_input)
+
+    def _note_passes(self) -> None:
+        """At detach: the card's notes on forwards that were not microbatches of their own, and the groups whose
+        microbatches cannot be counted in loaded batches (``role = "unaligned"``, not judged)."""
+        rec = self.record
+        if rec.frozen_forwards:
+            rec.notes.append(f"{rec.frozen_forwards} grad-enabled forward(s) of {rec.model_class} ran with every "
+                             "parameter frozen (requires_grad False, e.g. a GAN generator's pass through it): not "
+                             "counted as microbatches")
+        passes = sorted({mb.passes for g in rec.groups if not g.tail for mb in g.microbatches})
+        if passes[-1:] in ([], [1]):
+            return
+        rec.notes.append(f"a microbatch is the work on one batch a DataLoader yielded: {'/'.join(map(str, passes))} "
+                         "forward/backward passes of the model each")
+        for g in rec.groups:
+            if not g.role and not g.tail and any(mb.fresh_batch is not True for mb in g.microbatches):
+                g.role = "unaligned"
+                rec.notes.append(f"group {g.index}: not judged: some of its forwards did not follow a DataLoader "
+                                 "yield the probe saw, so its microbatches cannot be counted in loaded batches")
 
     def _next_is_tail(self, index: int) -> bool:
         """The group about to start is the watched F/B after the probed groups: after group
@@ -184,6 +231,9 @@ class ForwardObserver:
                 return
             self._active_forward = None
         self._autocast_pending = None  # a forward that called no child: its pre-hook reading stays
+        if self._frozen_forward:  # no microbatch: nothing of its backward is the current one's
+            self._frozen_forward = False
+            return
         mb = self._mb
         if self._replaying or not self._attached or self._done or mb is None or not torch.is_grad_enabled():
             return

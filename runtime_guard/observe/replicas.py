@@ -17,6 +17,7 @@ import torch
 
 from runtime_guard import distributed as dist_helpers
 from runtime_guard.contain import UserCall
+from runtime_guard.graphs import batch_shapes
 from runtime_guard.trace import Microbatch
 from runtime_guard.user_frames import warnings_at_caller
 
@@ -59,12 +60,16 @@ class ReplicaObserver:
 
     def _observe_loaded(self, original: UserCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A ``DataLoader`` iterator's ``__next__`` on the loop's thread (``undo.patch_function``, through
-        :func:`~runtime_guard.contain.call_through`): fingerprints the batch it yields; the next microbatch
-        compares it with its own input."""
+        :func:`~runtime_guard.contain.call_through`): counts the batch it yields and the shapes of its tensors
+        (a microbatch is one such batch, :mod:`runtime_guard.observe.forward`); D > 1: fingerprints it, and the
+        next microbatch compares it with its own input."""
         with warnings_at_caller():
             batch = original(*args, **kwargs)
         if self._attached and not self._done:
-            self._loaded = dist_helpers.loaded_row_hashes(batch)
+            self._yields += 1
+            self._yield_shapes = batch_shapes(batch)
+            if self._hashes_rows():
+                self._loaded = dist_helpers.loaded_row_hashes(batch)
         return batch
 
     def _record_rows(self, mb: Microbatch, batch: torch.Tensor) -> None:

@@ -68,6 +68,9 @@ class UpdateObserver:
         if self._xrank is not None and self._xrank.failure is not None:
             group.replay = "not compared: the ranks stopped answering the guard's gathers (card notes)"
             return
+        if any(mb.passes > 1 for mb in group.microbatches):
+            group.replay = "not compared: the replay runs each microbatch's first pass only (several passes each)"
+            return
         self._replaying = True
         self._tracker.active = False
         try:
