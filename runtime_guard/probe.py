@@ -545,6 +545,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                 self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
                                          f"first forward: {', '.join(self.record.shadow_copies or [])}")
         blends = self._shadows.check() if self._shadows.shadows else []
+        self.record.shadows_apart = self.record.shadows_apart or self._shadows.apart
         if inside and blends and self._group is not None:
             self._group.averaged += [(b.owner, b.factor) for b in blends]
 
