@@ -67,7 +67,11 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
                             "not observable: no framework (Lightning, DeepSpeed, the HF Trainer) was seen stepping the "
                             "scheduler")
         elif check.needs == "weight-copy":
-            status[code] = ("checked" if rec.shadow_copies else f"not observed: {rec.shadow_search}"
+            status[code] = ("checked" if rec.shadow_copies and rec.shadows_apart else
+                            f"not observable: the weight copies ({', '.join(rec.shadow_copies)}) never differed from "
+                            "the parameters by more than 1e-4 of their values in the probed groups (no update moved "
+                            "the weights enough yet: a learning-rate warmup from 0 or a tiny rate); probe more groups"
+                            if rec.shadow_copies else f"not observed: {rec.shadow_search}"
                             if rec.shadow_search else "not observed: the probe ended before the first forward after "
                             "the first update, where it searches for weight copies" if rec.shadow_copies is None
                             else "not observable: no copy of the model's parameters (a weight EMA, an averaged "

@@ -98,6 +98,34 @@ def main_script(start: str | None = None) -> str:
     return os.path.basename(path) if relative.startswith(os.pardir) else relative
 
 
+def _state_without_hooks(state: Any, handles: list[Any]) -> Any:
+    """A module's ``__getstate__()`` result with the guard's hooks (``handles``) taken out of the hook
+    dicts they were registered in (copies; the live module keeps them): what a pickle or deep copy
+    of the module holds is what it would hold unprobed."""
+    if not isinstance(state, dict):
+        return state
+    ours: dict[int, list[int]] = {}  # id of a hook dict -> the ids of our entries in it
+    for handle in handles:
+        for ref in (handle.hooks_dict_ref, *handle.extra_dict_ref):
+            hooks = ref()
+            if hooks is not None:
+                ours.setdefault(id(hooks), []).append(handle.id)
+    state = dict(state)
+    for key, value in list(state.items()):
+        if isinstance(value, dict) and id(value) in ours:
+            kept = value.copy()
+            for hook_id in ours[id(value)]:
+                kept.pop(hook_id, None)
+            state[key] = kept
+    return state
+
+
+def _state_without_hooks_wrapper(call: Callable[..., Any], handles: list[Any]) -> Callable[[], Any]:
+    """The ``__getstate__`` wrapper body (:func:`runtime_guard.contain.contained_wrapper`): the user's
+    state, less the guard's hooks."""
+    return lambda: _state_without_hooks(call(), handles)
+
+
 class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, ScheduleObserver,
             GradientOpsObserver, PlacementObserver, ReplicaObserver, FiguresObserver, LoggersObserver):
     """Observes the first ``groups`` accumulation groups of a training loop.
@@ -419,16 +447,27 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
             self.record.notes.append("the model was compiled in place (module.compile()): its forward hooks may not "
                                      "run; give the probe a torch.compile(model) wrapper or the uncompiled model")
         pre, post = self._hook("forward pre-hook", self._on_forward_pre), self._hook("forward hook", self._on_forward)
+        hooked: dict[torch.nn.Module, list[Any]] = {}  # module -> the handles of the guard's hooks on it
         for module in (model, *wrappers):
             h = module.register_forward_pre_hook(pre, with_kwargs=True)
             undo.push("model forward pre-hook", h.remove)
+            hooked.setdefault(module, []).append(h)
             h = module.register_forward_hook(post, with_kwargs=True, always_call=True)
             undo.push("model forward hook", h.remove)
+            hooked[module].append(h)
         if not wrappers and isinstance(model, torch.nn.Module) and getattr(model, "_compiled_call_impl", None) is None:
             # a framework's autocast is entered inside the forward: read at the first child's forward
             child = self._hook("child forward pre-hook", self._on_child_forward_pre)
             for module in dict.fromkeys(model.children()):
-                undo.push("child forward pre-hook", module.register_forward_pre_hook(child).remove)
+                h = module.register_forward_pre_hook(child)
+                undo.push("child forward pre-hook", h.remove)
+                hooked.setdefault(module, []).append(h)
+        for module, handles in hooked.items():
+            # a torch.save(model) checkpoint or a deep copy (an EMA model) taken while probing pickles the
+            # module's hook dicts: ours would not pickle (closures) and must not travel with the copy
+            wrap_instance_method(undo, module, "__getstate__", contained_wrapper(
+                self._hook_failed, f"{type(module).__name__}.__getstate__ wrapper",
+                functools.partial(_state_without_hooks_wrapper, handles=handles)))
         on_grad = self._hook("parameter gradient hook", self._on_param_grad)
         for p in self.params:
             h = p.register_post_accumulate_grad_hook(on_grad)
@@ -516,6 +555,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                 self.record.notes.append(f"weight copies made after the probe attached, found at group {group.index}'s "
                                          f"first forward: {', '.join(self.record.shadow_copies or [])}")
         blends = self._shadows.check() if self._shadows.shadows else []
+        self.record.shadows_apart = self.record.shadows_apart or self._shadows.apart
         if inside and blends and self._group is not None:
             self._group.averaged += [(b.owner, b.factor) for b in blends]
 

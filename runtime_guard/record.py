@@ -69,6 +69,8 @@ class RunRecord:
     # None: not searched (or the search failed: ``shadow_search`` says why)
     shadow_copies: list[str] | None = None
     shadow_search: str = ""
+    # a probed check found a copy apart from the parameters (a move toward them is measurable)
+    shadows_apart: bool = False
     # rates the loop logged while probed, through runtime_guard.log() or a hooked logger (ACC903)
     figures: list[LoggedFigure] = field(default_factory=list)
     # the loggers hooked because the program had imported them, at install or by an update (wandb.log, ...)

@@ -83,6 +83,9 @@ class ShadowWatch:
     """The copies of the probed parameters found at install, checked at each forward and update attempt."""
 
     shadows: list[Shadow] = field(default_factory=list)
+    #: some check found a copy apart from its parameters (enough sampled elements for a factor): until then a
+    #: move toward them cannot be seen (a fresh copy, or updates that have not moved the weights yet)
+    apart: bool = False
 
     def check(self) -> list[Blend]:
         """Sample every copy; return those that moved toward the parameters since the last check with the
@@ -90,6 +93,7 @@ class ShadowWatch:
         blends = []
         for shadow in self.shadows:
             now = shadow.sample()
+            self.apart = self.apart or _usable(*now).sum() >= MIN_USABLE
             before, shadow.last = shadow.last, now
             if before is not None:
                 factor = _blend_factor(before, now)
@@ -102,6 +106,11 @@ class ShadowWatch:
         self.shadows.clear()
 
 
+def _usable(copy: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """Which sampled elements of a copy lie far enough from their parameters to give a ratio."""
+    return (copy - params).abs() > MIN_DISTANCE * copy.abs()
+
+
 def _blend_factor(before: tuple[torch.Tensor, torch.Tensor], now: tuple[torch.Tensor, torch.Tensor]) -> float | None:
     """The common factor ``c`` in ``s' - p = c (s - p)`` when the sampled copy changed, the sampled
     parameters did not, and every usable element fits one ``c`` with ``MIN_FACTOR < c < 1``; else ``None``."""
@@ -109,7 +118,7 @@ def _blend_factor(before: tuple[torch.Tensor, torch.Tensor], now: tuple[torch.Te
     if not torch.equal(p0, p1) or torch.equal(s0, s1):
         return None
     d0, d1 = s0 - p0, s1 - p0
-    usable = d0.abs() > MIN_DISTANCE * s0.abs()
+    usable = _usable(s0, p0)
     if int(usable.sum()) < MIN_USABLE:
         return None
     d0, d1 = d0[usable], d1[usable]
