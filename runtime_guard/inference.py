@@ -522,10 +522,13 @@ def last_group(rec: RunRecord) -> LastGroup:
         return LastGroup("not observed", "the probe detached before the watched epoch ended")
     size = f"r = {r} microbatches (len(loader) = {n}, A = {a})"
     partial = [g for g in rec.groups if g.role == "partial"]
-    tail = [mb for g in partial for mb in g.microbatches if mb.epoch == rec.watched_epoch and (mb.batch or 0) >= n - r]
+    # a forward never backpropagated (an evaluation forward with autograd on, after the epoch's last update and
+    # before the next epoch's first batch) is no microbatch of the tail
+    tail = [mb for g in partial for mb in g.microbatches
+            if mb.epoch == rec.watched_epoch and (mb.batch or 0) >= n - r and mb.backwards]
     if not tail:
-        return LastGroup("not observed", f"no forward of the partial group's {size} was seen")
-    group = partial[-1]
+        return LastGroup("not observed", f"no backpropagated forward of the partial group's {size} was seen")
+    group = next(g for g in reversed(partial) if any(mb is tail[-1] for mb in g.microbatches))
     if group.attempted:
         ratio, how = _tail_ratio(rec, tail)
         ratio_tol, _ = normalization_tolerance(rec)

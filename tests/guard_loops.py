@@ -5,6 +5,7 @@ with cross entropy so that the loss normalization can be inferred."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,15 +248,18 @@ def train_epochs(
     sized: bool = True,
     probe_options: dict[str, Any] | None = None,
     fail_at: tuple[int, int] | None = None,
+    evaluations: int = 0,
 ) -> Result:
     """``epochs`` epochs of the loop ``variant`` (:data:`EPOCH_VARIANTS`) over :func:`epoch_loader`,
     probed at the first epoch's end (``at="epoch_end"``, ``loader=``) unless ``probe_options`` says
     otherwise. ``fail_at=(epoch, batch)`` raises ``KeyError`` after that microbatch's backward.
-    The loop uses ``len(loader)`` only when ``sized``; else the known ``batches``."""
+    The loop uses ``len(loader)`` only when ``sized``; else the known ``batches``. ``evaluations``:
+    forwards in eval mode after each epoch, with autograd left on (no ``torch.no_grad()``) and no backward."""
     torch.manual_seed(0)
     model = TinyLM()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     loader = epoch_loader(batches, sized)
+    evaluation = epoch_loader(batches, sized)  # another loader: the watched epoch's position stays where it ended
     n = len(loader) if sized else batches
     flush = variant in ("true_denominator", "weighted_r_over_a")
     options: dict[str, Any] = dict(accumulation_steps=A, loader=loader, at="epoch_end")
@@ -275,6 +279,11 @@ def train_epochs(
                     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                     opt.step()
                     opt.zero_grad()
+            if evaluations:
+                model.eval()
+                for ids, _ in itertools.islice(evaluation, evaluations):
+                    model(ids)
+                model.train()
     report = p.report() if guard else None
     return Result(report, [t.detach().clone() for t in model.state_dict().values()], opt.state_dict(),
                   torch.get_rng_state())

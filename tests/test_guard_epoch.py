@@ -42,6 +42,17 @@ def test_partial_group_treatment(variant: str) -> None:
         assert "E" in finding.evidence.split()  # the epoch end is in the trace
 
 
+@pytest.mark.parametrize("variant", sorted(TREATMENTS))
+def test_evaluation_forwards_after_the_epoch_leave_the_treatment(variant: str) -> None:
+    """Field trial (transformers run_glue_no_trainer, its evaluation loop without ``torch.no_grad()``):
+    a grad-enabled forward in eval mode after the epoch's last update, never backpropagated, was taken
+    for the partial group, so a tail applied with weight r/A read as "dropped" (ACC005 missed)."""
+    report = train_epochs(variant, evaluations=2).report
+    treatment, codes = TREATMENTS[variant]
+    assert report.card["last_group"].split(":")[0] == treatment
+    assert report.codes == codes
+
+
 def test_accelerate_weighting_is_a_card_fact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Accelerate's prepared loader weights its last group r/A by contract (rules-spec exemption): with
     the Accelerator's gradient_state known, the treatment stays on the card and is no finding."""
