@@ -1,9 +1,10 @@
 """One rank of the 2-process gloo checks of the runtime guard under faults and for bitwise safety.
 
-Usage: RANK=r RUNTIME_GUARD_COLLECTIVE_TIMEOUT=s python guard_ddp_fault_worker.py OUT_PREFIX P1,P2,P3,P4,P5
+Usage: RANK=r RUNTIME_GUARD_COLLECTIVE_TIMEOUT=s python guard_ddp_fault_worker.py OUT_PREFIX
 
 Writes OUT_PREFIX.<rank>.json with one entry per scenario, each run in a fresh default process
-group on its own port, in this order (the last one ends rank 0's process mid-group):
+group on its own file store (OUT_PREFIX.<scenario>.store), in this order (the last one ends rank 0's
+process mid-group):
 
 * ``bitwise``: weights, momentum buffers and RNG state with and without the probe (plus a control),
   two probes one after the other (the second reuses the guard's group);
@@ -155,20 +156,22 @@ def run(scenario: str, rank: int) -> dict[str, object]:
     return probed(4, 8, crash)
 
 
-def main(prefix: str, ports: list[str]) -> None:
+def main(prefix: str) -> None:
     """Each scenario in a fresh default process group (the guard retires its group of a process
     group after a failed gather, so scenarios would otherwise see each other)."""
     torch.set_num_threads(1)
     rank, out = int(os.environ["RANK"]), {}
-    for scenario, port in zip(SCENARIOS, ports, strict=True):
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+    for scenario in SCENARIOS:
+        # a file store per scenario, no TCP port: a port drawn free in advance can be taken (by an earlier
+        # scenario's gloo connections) before its scenario starts
+        dist.init_process_group("gloo", init_method=f"file://{prefix}.{scenario}.store", rank=rank, world_size=2,
                                 timeout=timedelta(seconds=20))
         if scenario == "crash_mid_group" and rank == 0:  # written before this process ends mid-group
             out[scenario] = {"exited": True}
             Path(f"{prefix}.{rank}.json").write_text(json.dumps(out))
         out[scenario] = run(scenario, rank)
         if scenario == "crash_mid_group":
-            break  # rank 0 (the store's host) is gone: no barrier, no destroy_process_group
+            break  # rank 0 is gone: no barrier, no destroy_process_group
         dist.barrier()
         dist.destroy_process_group()
     Path(f"{prefix}.{rank}.json").write_text(json.dumps(out))
@@ -176,4 +179,4 @@ def main(prefix: str, ports: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2].split(","))
+    main(sys.argv[1])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,18 +26,11 @@ TIMEOUT_S = 3  # the guard's collective timeout in the workers
 RUN_LIMIT_S = 45  # all workers together; a hang anywhere fails here
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
     prefix = tmp_path_factory.mktemp("ddp_faults") / "out"
-    ports = ",".join(str(_free_port()) for _ in range(5))
     env = dict(os.environ, RUNTIME_GUARD_COLLECTIVE_TIMEOUT=str(TIMEOUT_S))
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix), ports], env=dict(env, RANK=str(r)),
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     deadline = time.monotonic() + RUN_LIMIT_S
     try:
