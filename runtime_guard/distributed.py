@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from runtime_guard.fingerprint import INT_VIEW
 from runtime_guard.graphs import tensors_in
 
 _MASK64 = (1 << 64) - 1
-_INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 
 #: rows hashed per batch at most
 ROW_LIMIT = 4096
@@ -37,7 +37,7 @@ def row_hashes(batch: torch.Tensor, limit: int = ROW_LIMIT) -> list[int]:
         rows = batch.detach()[:limit].reshape(min(batch.shape[0], limit), -1)
         if rows.shape[1] == 0:
             return []
-        bits = rows.contiguous().view(_INT_VIEW[rows.element_size()]).to(torch.int64)
+        bits = rows.contiguous().view(INT_VIEW[rows.element_size()]).to(torch.int64)
         weight = torch.arange(1, bits.shape[1] + 1, dtype=torch.int64, device=bits.device) * 2654435761
         return (bits * weight).sum(dim=1).cpu().tolist()
 
@@ -45,7 +45,7 @@ def row_hashes(batch: torch.Tensor, limit: int = ROW_LIMIT) -> list[int]:
 def _hashable(t: torch.Tensor) -> bool:
     """A tensor whose rows :func:`row_hashes` can read (strided, an integer view of its element size)."""
     return (t.layout == torch.strided and not t.is_quantized and t.device.type != "meta"
-            and t.element_size() in _INT_VIEW and t.dim() >= 1)
+            and t.element_size() in INT_VIEW and t.dim() >= 1)
 
 
 class LoadedRows(NamedTuple):

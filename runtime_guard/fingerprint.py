@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-_INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+#: the integer dtype of each element size: a tensor's raw bits, read through a view
+INT_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 
 #: Elements sampled per tensor (evenly spaced from the first).
 SAMPLES = 8
@@ -44,7 +45,7 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
 
 def _bit_sum(t: torch.Tensor) -> torch.Tensor:
     flat = local_tensor(t).detach().reshape(-1)
-    view = _INT_VIEW[flat.element_size()]
+    view = INT_VIEW[flat.element_size()]
     # int32 accumulation wraps; the design notes measured int64 accumulation 2.5-6x slower
     return flat.view(view).sum(dtype=torch.int64 if view is torch.int64 else torch.int32).to(torch.int64)
 
@@ -84,7 +85,7 @@ def bit_samples(tensors: Sequence[torch.Tensor | None]) -> tuple[tuple[int, ...]
             views.append(view)
         for indices, views in groups.values():
             flat = torch.cat(views) if len(views) > 1 else views[0].contiguous()
-            values = flat.view(_INT_VIEW[flat.element_size()]).tolist()
+            values = flat.view(INT_VIEW[flat.element_size()]).tolist()
             start = 0
             for i, view in zip(indices, views, strict=True):
                 k = view.numel()
@@ -211,7 +212,7 @@ def rescale_factor(before: GradState, after: GradState, params: Sequence[torch.T
             continue
         if len(old) != len(new) or not grad.is_floating_point():
             return None
-        dtype, view = grad.dtype, _INT_VIEW[grad.element_size()]
+        dtype, view = grad.dtype, INT_VIEW[grad.element_size()]
         x, y = (torch.tensor(bits, dtype=view).view(dtype).double().tolist() for bits in (old, new))
         for a, b in zip(x, y, strict=True):
             if a == 0 or b == 0:

@@ -312,9 +312,8 @@ def _iterated_instances_of(module: ModuleFunctions) -> list[str]:
         return called if called and called not in module.functions and called not in module.classes else None
 
     def iterated(body: cst.CSTNode) -> list[cst.BaseExpression]:
-        return [n.iter for n in walk(body) if isinstance(n, cst.For)] + [
-            n.args[0].value for n in walk(body)
-            if isinstance(n, cst.Call) and n.args and dotted(n.func) in _ITERATING]
+        return [n.iter if isinstance(n, cst.For) else n.args[0].value for n in walk(body)
+                if isinstance(n, cst.For) or isinstance(n, cst.Call) and n.args and dotted(n.func) in _ITERATING]
 
     consuming_params: dict[str, set[int | str]] = {}
     for name, function in module.functions.items():
