@@ -13,7 +13,8 @@ removed when the script ends, also when it raises.
 
 Discovery runs inside the script's first forward, so it imports nothing (framework classes are
 read from modules already in ``sys.modules``) and a failure of it never reaches the script: the
-global hook is removed and ``reason`` says what failed.
+global hook is removed and ``reason`` says what failed. The probe's first-call costs (its torch
+operators and hook kinds) are paid before the script starts (:mod:`runtime_guard.warm`).
 
 With ``at="epoch_end"`` and no ``loader`` option, the training loader is the ``DataLoader``
 whose iterator is running at that first forward (found in the same walk); that iterator
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 
 from accumlint import frameworks as fw
-from runtime_guard import frameworks, heap
+from runtime_guard import frameworks, heap, warm
 from runtime_guard.contain import describe
 from runtime_guard.probe import Probe, main_script
 from runtime_guard.report import Report
@@ -235,6 +236,7 @@ class ScriptProbe:
             self.probe._on_forward_pre(module, args, {})
 
     def __enter__(self) -> ScriptProbe:
+        warm.warm_up()  # the probe's first-call costs, off the script's first microbatch
         self._handle = torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward)
         return self
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import torch
 
 from runtime_guard import distributed as dist_helpers
-from runtime_guard import frameworks, heap
+from runtime_guard import frameworks, heap, warm
 from runtime_guard.contain import call_through, contained_hook, contained_wrapper, describe
 from runtime_guard.epoch import LoaderWatch
 from runtime_guard.fingerprint import GradState, bit_checksums, bit_samples, grad_state, versions
@@ -295,6 +295,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
         self._rescales: list[float | None] = []
         self._param_key: tuple[Any, ...] = ()
         self._param_checksums_cache: tuple[int, ...] | None = None
+        self._params_unsummed: Microbatch | None = None  # the first microbatch, its checksums taken later
         self._report: Report | None = None
         self._gradient_state: Any = None
         self._nested_forwards = False
@@ -339,6 +340,7 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                 f"{type(other.optimizer).__name__}): one probe at a time; detach it first (p.detach(), or leave "
                 "its `with` block)")
         self._thread = threading.get_ident()
+        warm.warm_up()  # once per process: the first microbatch does not pay the probe's first calls
         self._describe_setup()
         self._read_counters()
         try:
@@ -641,14 +643,25 @@ class Probe(ForwardObserver, BackwardObserver, ResetObserver, UpdateObserver, Sc
                                           functools.partial(type(self)._observe_logger, logger=logger)))
             self.record.loggers.append(logger.name)
 
-    def _param_checksums(self) -> tuple[int, ...]:
-        # parameters are only checksummed after a write: a version counter bumped, or sampled
-        # bits changed (writes through .data bypass the counter)
+    def _param_checksums(self) -> tuple[tuple[int, ...] | None, tuple[Any, ...]]:
+        """The parameters' checksums (``None`` at the probe's first microbatch) and their sampled bits.
+
+        Parameters are only checksummed after a write: a version counter bumped, or sampled bits changed
+        (writes through .data bypass the counter). The first microbatch (where the zero-code mode attaches,
+        inside the script's first forward) takes only the samples; the next call fills its checksums in
+        when neither versions nor samples changed since, else they stay ``None``."""
         current = (versions(self.params), bit_samples(self.params))
+        if not self._param_key:
+            self._param_key = current
+            return None, current[1]
         if current != self._param_key or self._param_checksums_cache is None:
+            unchanged = current == self._param_key
             self._param_key = current
             self._param_checksums_cache = bit_checksums(self.params)
-        return self._param_checksums_cache
+            if self._params_unsummed is not None and unchanged:
+                self._params_unsummed.params_at_forward = self._param_checksums_cache
+            self._params_unsummed = None
+        return self._param_checksums_cache, current[1]
 
     def _device_memory(self) -> dict[str, int]:
         if not torch.cuda.is_available():

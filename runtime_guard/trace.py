@@ -87,7 +87,10 @@ class Microbatch:
     serial: int  # over the whole probe
     examples: int | None
     grads_at_forward: GradState
-    params_at_forward: tuple[int, ...]
+    # a wrapping bit sum per parameter; None where not taken (the probe's first microbatch when its
+    # parameters were written before the next one: only ``param_bits`` compare it)
+    params_at_forward: tuple[int, ...] | None
+    param_bits: tuple[Any, ...]  # the sampled bits per parameter (fingerprint.bit_samples)
     sync_at_forward: bool | None = None
     sync_in_backward: bool | None = None
     backwards: int = 0

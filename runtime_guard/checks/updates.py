@@ -62,7 +62,8 @@ def structure(rec: RunRecord) -> tuple[list[RuntimeFinding], bool]:
     # ACC004 from parameter checksums: an update the probed optimizer did not make
     for g in rec.groups:
         for prev, mb in zip(g.microbatches, g.microbatches[1:], strict=False):
-            if prev.params_at_forward != mb.params_at_forward:
+            summed = prev.params_at_forward is not None and mb.params_at_forward is not None
+            if prev.param_bits != mb.param_bits or (summed and prev.params_at_forward != mb.params_at_forward):
                 findings.append(finding(
                     "ACC004", g.index, mb.index,
                     f"parameters changed between microbatch {prev.index} and {mb.index} of group {g.index} "

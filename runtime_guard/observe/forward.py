@@ -93,6 +93,7 @@ class ForwardObserver:
             group.role = "partial"
         self._check_shadows(inside=bool(group.microbatches))
         shape = tuple(batch.shape) if batch is not None else None
+        params_at_forward, param_bits = self._param_checksums()
         mb = Microbatch(
             group=group.index,
             index=len(group.microbatches),
@@ -101,7 +102,8 @@ class ForwardObserver:
             tokens=batch.numel() if batch is not None and not batch.dtype.is_floating_point
             and not batch.dtype.is_complex and batch.dtype != torch.bool else None,
             grads_at_forward=self._grads(measure=not group.microbatches),  # a group's first: exact
-            params_at_forward=self._param_checksums(),
+            params_at_forward=params_at_forward,
+            param_bits=param_bits,
             graphs_alive=sorted(self._tracker.graphs_alive),
             saved_bytes_at_forward=self._tracker.live_bytes,
             kept_output_bytes=self._tracker.kept_output_bytes(self._serial),
@@ -115,6 +117,8 @@ class ForwardObserver:
             if self._yields else None,
         )
         self._yields_at_mb, self._mb_input = self._yields, shape
+        if params_at_forward is None:
+            self._params_unsummed = mb
         if self.record.ddp:
             mb.sync_at_forward = frameworks.ddp_syncs(self.model)
         if self._gradient_state is not None and frameworks.accelerate_off_boundary(self._gradient_state):
