@@ -161,7 +161,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
     tokens_global = None
     if norm.inferred and rec.replica_ce:
         tokens_global = [sum(r[i][1] for r in rec.replica_ce if i < len(r)) for i in range(len(full))]
-    attempted = sum(g.attempted for g in rec.groups)
+    attempted = sum(g.attempts for g in rec.groups)
     applied = sum(g.applied for g in rec.groups)
     skipped = sum(1 for g in rec.groups if g.found_inf)
     lsteps = sum(g.count(SCHEDULER_STEP) for g in rec.groups)

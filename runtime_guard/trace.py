@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime_guard.events import BACKWARD, EVENTS, FORWARD, LETTERS
+from runtime_guard.events import BACKWARD, EVENTS, FORWARD, LETTERS, SCALER_STEP, UPDATE
 from runtime_guard.fingerprint import GradState
 
 #: Words used for the letters in the one-line timeline of a group.
@@ -147,8 +147,8 @@ class ObservedGroup:
     microbatches: list[Microbatch] = field(default_factory=list)
     events: list[ObservedEvent] = field(default_factory=list)
     boundary_seq: int | None = None  # the update attempt that closed the group
-    attempted: bool = False
-    applied: bool = False
+    attempted: bool = False  # an update attempt closed it (:attr:`attempts` counts them all)
+    applied: int = 0  # optimizer steps that ran to their end (the step post-hook), also after the first
     found_inf: bool | None = None
     grads_at_update: GradState | None = None
     # each change of the grads after the group's last backward that no observed call made (``p.grad.div_(A)``
@@ -178,6 +178,13 @@ class ObservedGroup:
     def count(self, kind: str) -> int:
         """How many events of ``kind`` the group holds."""
         return sum(e.kind == kind for e in self.events)
+
+    @property
+    def attempts(self) -> int:
+        """The update attempts the group holds: each ``GradScaler.step`` and each optimizer step not made
+        inside one (the one that closed the group, and any after it before the next microbatch)."""
+        return sum(e.kind == SCALER_STEP or (e.kind == UPDATE and not e.detail.get("inside_scaler_step"))
+                   for e in self.events)
 
     def last_backward_seq(self) -> int | None:
         """Sequence number of the group's last B, or ``None``."""

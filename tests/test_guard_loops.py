@@ -133,6 +133,27 @@ def test_scaler_attempts_and_applied_are_counted_apart() -> None:
     assert card["precision"]["scaler_scale"] == [128.0, 256.0]
 
 
+def test_card_counts_every_update_attempt_not_groups_with_one() -> None:
+    """Two optimizer steps at each boundary: the trace holds two update attempts per group, and so
+    does the card (it counted groups with an attempt: 2 where the trace showed 4)."""
+    torch.manual_seed(0)
+    net = torch.nn.Linear(6, 5)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    probe = runtime_guard.probe(net, opt, accumulation_steps=2, groups=2)
+    probe.attach()
+    for i in range(6):
+        loss = torch.nn.functional.cross_entropy(net(torch.randn(4, 6)), torch.randint(0, 5, (4,))) / 2
+        loss.backward()
+        if i % 2 == 1:
+            opt.step()
+            opt.step()
+            opt.zero_grad()
+    card = probe.detach().card
+    assert [g.letters() for g in probe.record.groups[:2]] == ["FBFBSSZ", "FBFBSSZ"]
+    assert card["updates"]["attempted"] == 4 and card["updates"]["applied"] == 4
+    assert card["counts"]["update_attempts"] == 4
+
+
 def test_accumulation_steps_inferred_when_omitted() -> None:
     card = train("correct", accumulation_steps=None).report.card
     assert card["A"] == A

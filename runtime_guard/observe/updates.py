@@ -145,4 +145,4 @@ class UpdateObserver:
                                      f"closure) was seen at its end: group {self._group.index}'s update")
             self._record_step()
         if self._attached and self._group is not None and self._group.closed:
-            self._group.applied = True
+            self._group.applied += 1
