@@ -1,8 +1,8 @@
 """Rule metadata for machine-readable formats: descriptions and help text from the rule pages.
 
-A rule page (``rules/<CODE>-<name>/README.md``) is Markdown with ``## What it does``,
-``## Why is this bad`` and ``## How to fix`` style sections; the SARIF ``fullDescription``
-is the first section's text, the ``help`` the whole page.
+A rule page (``rules/<CODE>-<name>/README.md``) is Markdown with the sections of
+:data:`PAGE_SECTIONS`, in that order; the SARIF ``fullDescription`` is the first section's
+text, the ``help`` the whole page.
 """
 
 from __future__ import annotations
@@ -11,6 +11,11 @@ import re
 from dataclasses import dataclass
 
 from accumlint.catalogue import RuleInfo, rule_infos, rule_page
+
+#: The ``##`` sections of every rule page, in order (``scripts/new_rule.py`` writes them; a test
+#: holds every page to them).
+PAGE_SECTIONS = ("What it does", "Why is this bad", "Example", "Use instead", "Framework notes and exemptions",
+                 "Runtime counterpart")
 
 _HEADING = re.compile(r"^#{2,6}\s+(.*?)\s*$", re.MULTILINE)
 

@@ -116,10 +116,18 @@ TODO: the smallest loop that shows it
 TODO
 ```
 
-## Framework notes
+## Framework notes and exemptions
 
 - TODO: frameworks whose contract changes the verdict (see shared/docs/framework-contracts.md).
+
+## Runtime counterpart
+
+{runtime}
 """
+
+RUNTIME_PAGE = ("TODO: what the guard observes for it (`runtime_guard/checks/{module}.py`, needs: {needs}), and "
+                "what the card says where it cannot observe it.")
+NO_RUNTIME_PAGE = "None yet: TODO: why the guard cannot observe it at run time."
 
 SCRIPT = '''"""{code} {kind}: TODO: one line on what this loop does{what}.
 
@@ -226,7 +234,9 @@ def write_folder(args: argparse.Namespace) -> Path:
     slug = args.name.replace("-", "_")
     (folder / "README.md").write_text(
         PAGE.format(code=args.code, name=args.name, severity=args.severity, principle=args.principle,
-                    summary=args.summary[:1].upper() + args.summary[1:], slug=slug), encoding="utf-8")
+                    summary=args.summary[:1].upper() + args.summary[1:], slug=slug,
+                    runtime=RUNTIME_PAGE.format(module=args.module, needs=args.runtime) if args.runtime
+                    else NO_RUNTIME_PAGE), encoding="utf-8")
     (folder / f"bad_{slug}.py").write_text(
         SCRIPT.format(code=args.code, kind="bad", what=" wrong", mark=f"  # expect: {args.code}  TODO: move to the "
                       "faulty line"), encoding="utf-8")
@@ -283,10 +293,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.runtime:
         written.append(write_runtime(args))
     subprocess.run([sys.executable, str(ROOT / "scripts" / "rule_table.py")], check=True, cwd=ROOT)
+    edited = [path for path in written if path.suffix == ".py"]
+    if args.runtime:
+        edited.append(ROOT / "runtime_guard" / "checks" / "__init__.py")  # the new check's import
+    sort_imports(edited)
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
     print("regenerated the rule table in README.md; next: CONTRIBUTING.md, 'Add a rule'")
+    print(f"its tests: pytest -q tests/test_rule_folders.py tests/test_catalogue.py -k {args.code}")
     return 0
+
+
+def sort_imports(paths: list[Path]) -> None:
+    """Sort the imports the scaffold added to ``paths`` as ``ruff check`` wants them (ruff's isort
+    rules, the project's settings), so that its output commits without hand clean-up."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "--select", "I", "--quiet",
+                           *map(str, paths)], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"could not sort the imports (ruff, a dev dependency: pip install -e '.[dev]'): run "
+              f"`ruff check --fix` on {', '.join(str(p.relative_to(ROOT)) for p in paths)}\n{done.stderr.strip()}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
+from accumlint.rule_docs import PAGE_SECTIONS
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
 EXAMPLES = sorted(RULES_DIR.glob("ACC*/*.py"))
@@ -48,6 +49,12 @@ def test_every_rule_has_bad_and_good_examples() -> None:
         bad = list(folder.glob("bad_*.py"))
         assert bad and list(folder.glob("good_*.py")), folder
         assert any((rule.code, line) in _marks(p) for p in bad for _, line in _marks(p)), folder
+
+
+def test_every_rule_page_has_the_standard_sections() -> None:
+    for page in sorted(RULES_DIR.glob("ACC*/README.md")):
+        headings = tuple(re.findall(r"^## (.+?)[ \t]*$", page.read_text(encoding="utf-8"), re.M))
+        assert headings == PAGE_SECTIONS, page.parent.name
 
 
 def _runnable(path: Path) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from accumlint.rule_docs import PAGE_SECTIONS
+
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
 
 def _copy_of_checkout(target: Path) -> Path:
-    listed = subprocess.run(["git", "ls-files", "-z", "accumlint", "runtime_guard", "rules", "scripts", "README.md"],
+    listed = subprocess.run(["git", "ls-files", "-z", "accumlint", "runtime_guard", "rules", "scripts", "README.md",
+                             "pyproject.toml"],
                             cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
     if not any(listed):
         pytest.skip("not a git checkout: scripts/new_rule.py is a contributor's tool")
@@ -55,6 +59,14 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
     assert done.stdout.split() == ["GradFiddleInsideGroup", "grad-fiddle-inside-group", "warning", "3", "events",
                                    "True"]
     assert "| ACC399 | [`grad-fiddle-inside-group`]" in (tree / "README.md").read_text(encoding="utf-8")
+    # its output commits without hand clean-up: ruff-clean, the page in the standard shape
+    python = [name for name in changed if name.endswith(".py")]
+    linted = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *python], cwd=tree,
+                            capture_output=True, text=True)  # under the project's own ruff settings
+    assert linted.returncode == 0, linted.stdout
+    page = (tree / "rules/ACC399-grad-fiddle-inside-group/README.md").read_text(encoding="utf-8")
+    assert tuple(re.findall(r"^## (.+)$", page, re.M)) == PAGE_SECTIONS
+    assert "needs: events" in page.split("## Runtime counterpart")[1]
     bad = tree / "rules/ACC399-grad-fiddle-inside-group/bad_grad_fiddle_inside_group.py"
     assert "# expect: ACC399" in bad.read_text(encoding="utf-8")
     compile(bad.read_bytes(), str(bad), "exec")
