@@ -231,10 +231,18 @@ class _Loader:
         if not self.started:
             self.started = True
             training = run.training_pass
-            if training is not None and not training.done and training is not self:
+            if training is not None and not training.done and training is not self and not (
+                    training.label == self.label and run.drawn_in_epoch >= run.configuration.microbatches):
                 # an evaluation loader, or a second loader zipped with the first: its items are
                 # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
                 self.secondary = True
+            elif training is not None and training is not self and not training.done:
+                # a new pass over the same data after the last one drew the whole epoch, counted
+                # out with `range(len(loader))` and never asked past its end: the next epoch
+                training.done = True
+                run.training_pass = self
+                run.end_epoch()
+                run.start_epoch()
             else:
                 run.training_pass = self
                 run.start_epoch()
