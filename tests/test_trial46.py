@@ -166,3 +166,26 @@ def test_a_tail_leaking_from_a_counted_pass_into_the_next_epoch_is_found(tmp_pat
                     opt.zero_grad()
     """
     assert [code for code, _ in one(tmp_path, source)] == ["ACC005"]
+
+
+def test_a_sample_batch_drawn_after_the_counted_pass_is_no_microbatch(tmp_path: Path) -> None:
+    # the peek at the end of the epoch makes another pass elsewhere: the next epoch's pass is
+    # still the one the loop's own `iter(loader)` makes
+    source = """
+    import torch
+
+
+    def train(net, opt, loader, epochs, every, show):
+        for epoch in range(epochs):
+            opt.zero_grad()
+            it = iter(loader)
+            for i in range(len(loader)):
+                loss = net(next(it)) / every
+                loss.backward()
+                if (i + 1) % every == 0:
+                    opt.step()
+                    opt.zero_grad()
+            with torch.no_grad():
+                show(net(next(iter(loader))))
+    """
+    assert one(tmp_path, source) == []

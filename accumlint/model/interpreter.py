@@ -223,6 +223,7 @@ class _Loader:
         # around `next(it)`): it goes on into the next epoch instead of ending
         self.stream = False
         self.wrapped_by: Counting | None = None  # a framework that counts microbatches wrapped its data
+        self.maker: cst.CSTNode | None = None  # the `iter(data)` call that made it, where one did
 
     def draw(self) -> object:
         run = self.interpreter
@@ -232,13 +233,15 @@ class _Loader:
             self.started = True
             training = run.training_pass
             if training is not None and not training.done and training is not self and not (
-                    training.label == self.label and run.drawn_in_epoch >= run.configuration.microbatches):
+                    training.maker is not None and training.maker is self.maker
+                    and run.drawn_in_epoch >= run.configuration.microbatches):
                 # an evaluation loader, or a second loader zipped with the first: its items are
                 # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
                 self.secondary = True
             elif training is not None and training is not self and not training.done:
-                # a new pass over the same data after the last one drew the whole epoch, counted
-                # out with `range(len(loader))` and never asked past its end: the next epoch
+                # the `iter(loader)` that made the training pass makes a new one after that pass drew
+                # the whole epoch (counted out with `range(len(loader))`, never asked past its
+                # end): the next epoch (a pass made elsewhere, a sample batch, stays another loader)
                 training.done = True
                 run.training_pass = self
                 run.end_epoch()
@@ -1519,7 +1522,9 @@ class Interpreter:
         if segment == "islice" and len(args) == 2 and isinstance(args[1], int) and not isinstance(args[1], bool):
             return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
-            return self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+            made = self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+            made.maker = node
+            return made
         if label == "iter" and len(args) == 1 and isinstance(args[0], (list, tuple, range, str, dict)):
             return _Iteration(self, "iter", args[0])  # its items, one per `next()`
         if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
