@@ -11,7 +11,13 @@ speech and robotics training loops, rewritten as small synthetic snippets (no fe
 - a microbatch loop ``for i in range(len(loader))`` drawing ``next(it)`` from ``it =
   iter(loader)`` made afresh every epoch: the second epoch's pass was taken for an evaluation
   loader, its draws were no microbatches, and the groups looked irregular (ACC006 reported it;
-  fixed: a new pass over the same data after the last one drew the whole epoch is the next epoch).
+  fixed: a new pass over the same data after the last one drew the whole epoch is the next epoch);
+- an update gate whose branch steps a list of optimizers in a loop was taken for a training
+  phase of its own (a loop over data with a backward): the loop was undecided (fixed: only a
+  loop whose body backpropagates makes a phase);
+- ``for i in range(1, total + 1)`` with ``total`` unknown was run from 0: ``i % A == 0`` looked
+  like an update after the first microbatch (ACC006 on a correct loop; fixed: a literal start
+  and step are kept).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.test_interprocedural import findings, one
+from tests.test_trial44_b import loop_statistics
 
 # --- ACC201: a helper's local running sum is no container kept across microbatches -------------
 
@@ -189,3 +196,52 @@ def test_a_sample_batch_drawn_after_the_counted_pass_is_no_microbatch(tmp_path: 
                 show(net(next(iter(loader))))
     """
     assert one(tmp_path, source) == []
+
+
+# --- a gate stepping several optimizers in a loop; a range counted from 1 -------------------------
+
+MULTI_OPTIMIZER = """
+def fit(net, optimizers, batches, total, every):
+    for i in range(1, total + 1):
+        loss = net(next(batches)) / every
+        if {test}:
+            loss.backward()
+            for opt in optimizers:
+                opt.step()
+            net.zero_grad(set_to_none=True)
+        else:
+            with net.no_sync():
+                loss.backward()
+"""
+
+
+def test_a_loop_over_optimizers_in_the_gate_is_the_update_not_a_phase(tmp_path: Path) -> None:
+    source = MULTI_OPTIMIZER.format(test="i % every == 0")
+    assert loop_statistics(tmp_path, {"train.py": source}) == ["Accumulation loops: 1 decided, 0 undecided"]
+
+
+def test_a_range_counted_from_one_updates_after_every_a_th_microbatch(tmp_path: Path) -> None:
+    # i runs 1, 2, ...: `i % A == 0` fires on the A-th microbatch of every group
+    assert one(tmp_path, MULTI_OPTIMIZER.format(test="i % every == 0")) == []
+
+
+def test_a_range_counted_from_one_with_a_shifted_test_is_found(tmp_path: Path) -> None:
+    # `(i + 1) % A == 0` from i = 1 closes the first group after A - 1 microbatches
+    assert [code for code, _ in one(tmp_path, MULTI_OPTIMIZER.format(test="(i + 1) % every == 0"))] == ["ACC006"]
+
+
+def test_a_periodic_learning_phase_stays_undecided(tmp_path: Path) -> None:
+    # a loop over replayed batches with its own backward and update is a training phase
+    source = """
+    def run(env, agent, opt, steps, learn_every, memory):
+        for t in range(steps):
+            memory.add(env.step(agent.act()))
+            if t % learn_every == 0:
+                for batch in memory.batches():
+                    loss = agent.loss(batch)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+    """
+    lines = loop_statistics(tmp_path, {"train.py": source})
+    assert lines == ["Accumulation loops: 0 decided, 1 undecided"]
