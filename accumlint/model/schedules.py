@@ -160,8 +160,8 @@ def factory_sized_in_microbatches(model: FileModel, name: str, use: Site, loader
             return False
         seen.add(id(definition))
         call = definition.value
-        handed = [arg.value for arg in call.args if dotted(arg.value) == name]
-        if handed:  # the wrapper returns what it was given: look at where that was built
+        if any(dotted(arg.value) == name for arg in call.args):
+            # the wrapper returns what it was given: look at where that was built
             use = definition
             continue
         if constructor_role(model.roles.qualify_call(call), True) is not None:
@@ -313,7 +313,7 @@ def counted_loader(group: Group, model: FileModel) -> str | None:
             or not group.loop_sites:
         return name
     bound = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
-    stop = bound[-1] if bound else None
+    stop = bound[1] if len(bound) > 1 else bound[0] if bound else None  # (`range(start, stop, step)`)
     site = group.loop_sites[0]
     for _ in range(_MAX_DEPTH):
         if isinstance(stop, cst.Call) and dotted(stop.func) == "len" and len(stop.args) == 1:
