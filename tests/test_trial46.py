@@ -245,3 +245,21 @@ def test_a_periodic_learning_phase_stays_undecided(tmp_path: Path) -> None:
     """
     lines = loop_statistics(tmp_path, {"train.py": source})
     assert lines == ["Accumulation loops: 0 decided, 1 undecided"]
+
+
+def test_a_dict_of_schedulers_stepped_under_the_gate_is_read_by_its_name(tmp_path: Path) -> None:
+    # `schedulers_table[k]`: the plural names a scheduler as `optimizers_table[k]` names an optimizer
+    source = """
+    def fit(net, optimizers_table, schedulers_table, batches, total, every):
+        for i in range(1, total + 1):
+            loss = net(next(batches)) / every
+            loss.backward()
+            if i % every == 0:
+                for k in optimizers_table:
+                    optimizers_table[k].step()
+                for k in schedulers_table:
+                    schedulers_table[k].step()
+                net.zero_grad(set_to_none=True)
+    """
+    assert loop_statistics(tmp_path, {"train.py": source}) == ["Accumulation loops: 1 decided, 0 undecided"]
+    assert one(tmp_path, source) == []
