@@ -46,9 +46,9 @@ class LossKeptWithGraph(Rule):
                 if stored is None or container is None or _detached(stored):
                     continue
                 container, namespace = home(site.scope, container, site.order, site.inline)
-                if container in deferred and retained:
+                if (container, namespace) in deferred and retained:
                     continue
-                if container in deferred and not (group.gate and site.inside(group.gate.frame_node)):
+                if (container, namespace) in deferred and not (group.gate and site.inside(group.gate.frame_node)):
                     yield Hit(
                         site.statement,
                         f"`{container}` keeps every microbatch's loss with its graph until the group's single "
@@ -137,10 +137,12 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[:index]) for index in range(1, len(parts))]
 
 
-def _deferred_containers(group) -> set[str]:
+def _deferred_containers(group) -> set[Key]:
     """Containers whose contents are backpropagated once at the group boundary
-    (``sum(group_losses).backward()``, ``torch.stack(losses).mean().backward()``)."""
-    names: set[str] = set()
+    (``sum(group_losses).backward()``, ``torch.stack(losses).mean().backward()``), each in the
+    namespace it lives in: a helper's local of the same name is another variable, bound afresh
+    on every call (``total += penalty`` in the loss function the boundary calls)."""
+    names: set[Key] = set()
     for backward in group.of_kind(EventKind.BACKWARD):
         if backward.loss is None or group.cadence(backward) is not Cadence.UPDATE or backward.site.in_helper:
             continue
@@ -149,7 +151,7 @@ def _deferred_containers(group) -> set[str]:
             definition = reaching_assignment(backward.site.scope, name, backward.order, group.loop)
             if definition is not None and definition.value is not None and definition.augmented is None:
                 used.update(names_in(definition.value))
-        names.update(used)
+        names.update(home(backward.site.scope, name, backward.order, backward.site.inline) for name in used)
     return names
 
 

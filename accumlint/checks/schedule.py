@@ -19,6 +19,8 @@ from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
     HorizonUnit,
+    counted_loader,
+    factory_sized_in_microbatches,
     horizon_multiplied_by_accumulation,
     iterated_loader,
     microbatch_counters,
@@ -58,8 +60,11 @@ class SchedulerPerMicrobatch(Rule):
                     continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
-                if step.role.origin is None and (_stops_on_microbatch_budget(group, counters)
-                                                 or _module_schedules_in_microbatches(model, group)):
+                if step.role.origin is None and (
+                        _stops_on_microbatch_budget(group, counters)
+                        or _module_schedules_in_microbatches(model, group)
+                        or factory_sized_in_microbatches(model, dotted(step.target) or "", step.site,
+                                                         counted_loader(group, model))):
                     continue  # the schedule's sizing is not in view, and what is in view counts microbatches
                 name = dotted(step.target) or "the scheduler"
                 unprepared = " (it was not passed to `accelerator.prepare`, so Accelerate does not gate it)" if (

@@ -27,7 +27,7 @@ CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
 
 #: Variable names, the weakest evidence (matched against the last segment, lower-cased).
 NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
-    (re.compile(r"^(lr_)?(sched|scheduler|schedulers|lr_scheduler|scheduler_\w+|\w+_scheduler|\w+_sched)$"),
+    (re.compile(r"^(lr_)?(sched|scheduler|schedulers|lr_scheduler|schedulers?_\w+|\w+_scheduler|\w+_sched)$"),
      Role.SCHEDULER),
     # before the optimizer pattern, which `optim_wrapper` also matches
     (re.compile(r"^(\w+_)?optim_wrapper$"), Role.OPTIM_WRAPPER),

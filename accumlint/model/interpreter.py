@@ -223,6 +223,7 @@ class _Loader:
         # around `next(it)`): it goes on into the next epoch instead of ending
         self.stream = False
         self.wrapped_by: Counting | None = None  # a framework that counts microbatches wrapped its data
+        self.maker: cst.CSTNode | None = None  # the `iter(data)` call that made it, where one did
 
     def draw(self) -> object:
         run = self.interpreter
@@ -231,10 +232,20 @@ class _Loader:
         if not self.started:
             self.started = True
             training = run.training_pass
-            if training is not None and not training.done and training is not self:
+            if training is not None and not training.done and training is not self and not (
+                    training.maker is not None and training.maker is self.maker
+                    and run.drawn_in_epoch >= run.configuration.microbatches):
                 # an evaluation loader, or a second loader zipped with the first: its items are
                 # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
                 self.secondary = True
+            elif training is not None and training is not self and not training.done:
+                # the `iter(loader)` that made the training pass makes a new one after that pass drew
+                # the whole epoch (counted out with `range(len(loader))`, never asked past its
+                # end): the next epoch (a pass made elsewhere, a sample batch, stays another loader)
+                training.done = True
+                run.training_pass = self
+                run.end_epoch()
+                run.start_epoch()
             else:
                 run.training_pass = self
                 run.start_epoch()
@@ -814,11 +825,14 @@ class Interpreter:
         if count > MAX_ITERATIONS:
             raise BudgetExceeded(f"the loop `{_code(node)[:40]}` ran past {MAX_ITERATIONS} iterations")
 
-    def unbounded(self, body: cst.CSTNode | None, owner: ModuleFunctions) -> Iterator[int]:
+    def unbounded(self, body: cst.CSTNode | None, owner: ModuleFunctions, start: int = 0,
+                  stride: int = 1) -> Iterator[int]:
         """Iterations of a loop whose count the code does not fix (``while step < max_steps``,
         ``range(args.epochs)``): until the run's data is drawn. An iteration that draws no data
         is one microbatch (``while True: x = make_batch()``). ``body`` None: the values of a
-        ``range`` of unknown length that ``next()`` takes, in a loop that draws the data itself."""
+        ``range`` of unknown length that ``next()`` takes, in a loop that draws the data itself.
+        ``start``, ``stride``: the first value and the step of a ``range(1, n + 1)`` whose end
+        alone is unknown."""
         draws = body is None or self.syntax.draws_data(body, owner)
         index = 0
         drawn = self.drawn
@@ -827,7 +841,7 @@ class Interpreter:
                 draws = False
                 self._count_microbatch()
             drawn = self.drawn
-            yield index
+            yield start + index * stride
             index += 1
             if index > MAX_ITERATIONS:
                 raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
@@ -1056,8 +1070,17 @@ class Interpreter:
         """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
         training phase, not the update of the group the iterations before it accumulated."""
         branches = [statement.body] + ([statement.orelse.body] if isinstance(statement.orelse, cst.Else) else [])
-        return any(self.syntax.draws_data(b, frame.owner) and self.syntax.reaches_backward(b, frame.owner)
-                   for b in branches)
+        for branch in branches:
+            loops = [n for n in walk(branch) if isinstance(n, (cst.For, cst.While))]
+            if any(self.syntax.reaches_backward(loop.body, frame.owner) for loop in loops):
+                return True
+            # a loop without a backward (over the optimizers to step, the parameters to clip) is
+            # the group's update; a branch with no loop of its own trains on data it draws only
+            # through `next()` or a project function that loops
+            if not loops and self.syntax.draws_data(branch, frame.owner) \
+                    and self.syntax.reaches_backward(branch, frame.owner):
+                return True
+        return False
 
     def _positions(self, test: cst.BaseExpression, frame: _Frame,
                    gate: frozenset[str]) -> tuple[frozenset[str], bool]:
@@ -1496,7 +1519,10 @@ class Interpreter:
                 # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
                 return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
             self._epoch_count(args, frame)
-            return _Iteration(self, "range", None)
+            # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1
+            first = args[0] if len(args) > 1 and _plain_int(args[0]) else 0
+            stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
+            return _Iteration(self, "range", None, first, stride=stride)
         if label == "len" and args:
             if isinstance(args[0], (list, tuple, dict, str)):
                 return len(args[0])
@@ -1511,7 +1537,9 @@ class Interpreter:
         if segment == "islice" and len(args) == 2 and isinstance(args[1], int) and not isinstance(args[1], bool):
             return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
-            return self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+            made = self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+            made.maker = node
+            return made
         if label == "iter" and len(args) == 1 and isinstance(args[0], (list, tuple, range, str, dict)):
             return _Iteration(self, "iter", args[0])  # its items, one per `next()`
         if segment in TRANSPARENT_ITERABLES and args and (label in ("iter", "list", "tuple") or "." in label
@@ -1724,11 +1752,12 @@ class _Iteration:
     where it is the loader."""
 
     def __init__(self, interpreter: Interpreter, kind: str, base: object, start: int = 0,
-                 others: list[object] | None = None) -> None:
+                 others: list[object] | None = None, stride: int = 1) -> None:
         self.interpreter = interpreter
         self.kind = kind
         self.base = base
         self.start = start
+        self.stride = stride  # a range's step
         self.others = others or []
         self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
         self.owner: ModuleFunctions = interpreter.module  # the module that holds the loop
@@ -1744,7 +1773,8 @@ class _Iteration:
     def items(self) -> Iterator[object]:
         run = self.interpreter
         if self.kind == "range":  # range over an unknown count: until the run's data ends
-            yield from run.unbounded(self.body, self.owner)  # (no body: drawn by `next()` in a loop)
+            # (no body: drawn by `next()` in a loop)
+            yield from run.unbounded(self.body, self.owner, self.start, self.stride)
             return
         base = self._source(self.base)
         if self.kind == "enumerate":
@@ -2247,6 +2277,11 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bo
                    for c, o in _callees(func, name, owner)):
                 return True
     return False
+
+
+def _plain_int(value: object) -> bool:
+    """Whether ``value`` is a number the code wrote (not a run-level count bound to one)."""
+    return isinstance(value, int) and not isinstance(value, (bool, LabeledInt))
 
 
 def _is_next(node: cst.CSTNode) -> bool:

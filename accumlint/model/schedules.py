@@ -26,10 +26,11 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.boundary import index_offset
-from accumlint.model.dataflow import carried, counter_name
+from accumlint.model.dataflow import carried, counter_name, home, reaching_assignment
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
+from accumlint.model.roles import constructor_role
 from accumlint.model.sites import FrameKind, Site
 from accumlint.model.sync import scope_name
 
@@ -140,6 +141,36 @@ def schedule_horizons(model: FileModel, constructor: cst.Call, loader: str | Non
         elif unit.accum == -1 and unit.micro in (0, 1):
             found.append(Horizon(parameter, value, HorizonUnit.UPDATES, None))
     return found
+
+
+def factory_sized_in_microbatches(model: FileModel, name: str, use: Site, loader: str | None) -> bool:
+    """Whether the scheduler ``name`` (read at ``use``) was built by a call that is no known
+    scheduler constructor (a project factory: its sizing is out of view) and that call is
+    handed the microbatch count of ``loader`` (``len(loader)``, or a product of it) with no
+    argument counting optimizer updates or A: what is in view sizes the schedule in
+    microbatches. A wrapper that hands the scheduler back (``sched = engine.wrap(sched=sched)``)
+    is followed to the binding it was given."""
+    if loader is None:
+        return False
+    seen: set[int] = set()
+    while True:
+        name, namespace = home(use.scope, name, use.order, use.inline)
+        definition = reaching_assignment(use.scope, name, use.order, None, namespace)
+        if definition is None or id(definition) in seen or not isinstance(definition.value, cst.Call):
+            return False
+        seen.add(id(definition))
+        call = definition.value
+        if any(dotted(arg.value) == name for arg in call.args):
+            # the wrapper returns what it was given: look at where that was built
+            use = definition
+            continue
+        if constructor_role(model.roles.qualify_call(call), True) is not None:
+            return False  # a known constructor: :func:`schedule_horizons` reads its sizing
+        units = [_unit(model, arg.value, definition, loader, 0) for arg in call.args]
+        if any(unit is not None and unit.accum != 0 for unit in units):
+            return False  # an argument in updates or times A: the factory may size in updates
+        return any(unit is not None and (unit.micro, unit.accum) == (1, 0) and unit.evidence is not None
+                   for unit in units)
 
 
 def _unit(model: FileModel, node: cst.BaseExpression, site: Site, loader: str | None, depth: int) -> _Unit | None:
@@ -270,6 +301,30 @@ def iterated_loader(group: Group, model: FileModel | None = None) -> str | None:
     if name is None or model is None or not group.loop_sites:
         return name
     return model.roles.stored_name(name, group.scope, group.loop_sites[0].order)
+
+
+def counted_loader(group: Group, model: FileModel) -> str | None:
+    """The loader whose microbatches the loop counts: the one it iterates
+    (:func:`iterated_loader`), or for ``for _ in range(start, n)`` that draws its batches by
+    hand, the ``loader`` of ``n = len(loader)``."""
+    name = iterated_loader(group, model)
+    iterable = group.loop.iter if isinstance(group.loop, cst.For) else None
+    if name is not None or not isinstance(iterable, cst.Call) or dotted(iterable.func) != "range" \
+            or not group.loop_sites:
+        return name
+    bound = [arg.value for arg in iterable.args if arg.keyword is None and not arg.star]
+    stop = bound[1] if len(bound) > 1 else bound[0] if bound else None  # (`range(start, stop, step)`)
+    site = group.loop_sites[0]
+    for _ in range(_MAX_DEPTH):
+        if isinstance(stop, cst.Call) and dotted(stop.func) == "len" and len(stop.args) == 1:
+            counted = dotted(stop.args[0].value)
+            return model.roles.stored_name(counted, site.scope, site.order) if counted is not None else None
+        stopped = dotted(stop) if isinstance(stop, (cst.Name, cst.Attribute)) else None
+        definition = reaching_assignment(site.scope, stopped, site.order) if stopped is not None else None
+        if definition is None or definition.augmented is not None or len(definition.targets) != 1:
+            return None
+        stop, site = definition.value, definition
+    return None
 
 
 # --- counters -------------------------------------------------------------------------------
