@@ -38,7 +38,7 @@ from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import ImportMap, children, dotted, last_segment
+from accumlint.model.names import ImportMap, children, dotted, exact_kinds, last_segment
 from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
@@ -2047,12 +2047,16 @@ def _code(node: cst.CSTNode) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: the code :func:`walk` does not enter: it runs when called, not where it is written
+_NESTED_CODE = exact_kinds(cst.Lambda, cst.FunctionDef)
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.Lambda, cst.FunctionDef)):
+        if type(current) in _NESTED_CODE:  # exact types: isinstance on LibCST's (ABC) node classes is slow
             continue
         stack.extend(reversed(children(current)))
 
@@ -2297,7 +2301,7 @@ def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, 
 def _calls(node: cst.CSTNode) -> tuple[cst.Call, ...]:
     """The calls of ``node`` outside nested definitions, in order (asked again and again by the
     syntactic walkers of every entry and run; nodes hash by identity)."""
-    return tuple(child for child in walk(node) if isinstance(child, cst.Call))
+    return tuple(child for child in walk(node) if type(child) is cst.Call)
 
 
 #: methods that update the parameters: an optimizer's step, mmengine's update_params
@@ -2403,7 +2407,8 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
-        if isinstance(node, cst.Call):
+        kind = type(node)
+        if kind is cst.Call:
             name = dotted(node.func) or ""
             if last_segment(name) in CLIP_CALLS or constructor_role(
                     imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
@@ -2411,7 +2416,7 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
             if last_segment(name) in fw.NO_SYNC_METHODS and node.args:  # `accelerator.no_sync(model)`
                 found.add(dotted(node.args[0].value) or "")
                 switched.add(id(node.func))
-        elif isinstance(node, cst.Attribute) and node.attr.value in fw.NO_SYNC_METHODS and id(node) not in switched:
+        elif kind is cst.Attribute and node.attr.value in fw.NO_SYNC_METHODS and id(node) not in switched:
             found.add(dotted(node.value) or "")  # `ddp_model.no_sync()`, or the method itself
         stack.extend(children(node))
     return frozenset(found - {""})
@@ -2423,7 +2428,7 @@ def _counters(module: cst.Module) -> frozenset[str]:
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
-        if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Name, cst.Attribute)):
+        if type(node) is cst.AugAssign and isinstance(node.target, (cst.Name, cst.Attribute)):
             found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
         stack.extend(children(node))
     return frozenset(found)
@@ -2505,7 +2510,7 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     found: set[str] = set()
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root)):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+        if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = dotted(node.value.func) or ""
             if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
                 continue
@@ -2523,8 +2528,8 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
     stack: list[cst.CSTNode] = [owner._module]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
-                and isinstance(node.value.func, cst.Name) and node.value.func.value in owner.classes:
+        if type(node) is cst.Assign and type(node.value) is cst.Call \
+                and type(node.value.func) is cst.Name and node.value.func.value in owner.classes:
             for target in node.targets:
                 if isinstance(target.target, (cst.Name, cst.Attribute)):
                     key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
@@ -2540,7 +2545,7 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = {}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root)):  # (the walk stops at each nested definition)
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             values = [node.value]
             named: list[str] = []
             while values:
