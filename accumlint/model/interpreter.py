@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -1819,9 +1819,7 @@ class SyntaxFacts:
         """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
         name or leaves the iteration or the function."""
         return self._get("matters", statement, lambda: self.reaches_event(statement, owner)  # type: ignore[return-value]
-                         or self.resets(statement) or any(
-            isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break,
-                           cst.Assert)) for n in walk(statement)))
+                         or self.resets(statement) or any(type(n) in _MATTERING for n in walk(statement)))
 
     def trained_on(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names that the loops of ``scope`` reaching a backward iterate, through
@@ -2047,6 +2045,9 @@ def _code(node: cst.CSTNode) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: the statements that make a branch matter to a run (:meth:`SyntaxFacts.matters`) beside its events
+_MATTERING = exact_kinds(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break,
+                         cst.Assert)
 #: the code :func:`walk` does not enter: it runs when called, not where it is written
 _NESTED_CODE = exact_kinds(cst.Lambda, cst.FunctionDef)
 
@@ -2360,13 +2361,14 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     context (``accelerator.accumulate(model)``): what binds A. Without one, no run of it can show
     a group of A."""
     for child in walk(node):
-        if isinstance(child, cst.If) and (has_update(child, owner) or (  # or skips one: `if ...: continue`
+        kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        if kind is cst.If and (has_update(child, owner) or (  # or skips one: `if ...: continue`
                 _leaves_iteration(child.body) and update_follows(child, owner))):
             return True
-        if isinstance(child, cst.WithItem) and isinstance(child.item, cst.Call) and \
+        if kind is cst.WithItem and isinstance(child.item, cst.Call) and \
                 isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
             return True
-        if isinstance(child, cst.For) and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
+        if kind is cst.For and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
                 and reaches_event(child.body, owner, names=BACKWARD_NAMES):
             return True
     if depth < 2:
@@ -2383,8 +2385,8 @@ def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
     following = _following(owner._module)
     current = statement
     while id(current) in following:
-        parent, rest = following[id(current)]
-        if any(updates(r, owner) for r in rest):
+        parent, statements, position = following[id(current)]
+        if any(updates(r, owner) for r in itertools.islice(statements, position + 1, None)):
             return True
         if parent is None or isinstance(parent, (cst.For, cst.While, cst.FunctionDef)):
             return False
@@ -2435,17 +2437,18 @@ def _counters(module: cst.Module) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
-    """Each statement of ``module`` → (the compound statement holding it, the statements after
-    it in its block)."""
-    found: dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = {}
+def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, Sequence[cst.CSTNode], int]]:
+    """Each statement of ``module`` → (the compound statement holding it, its block's statements,
+    its position there): the statements after it, unsliced (a block of n statements would copy
+    n²/2 of them)."""
+    found: dict[int, tuple[cst.CSTNode | None, Sequence[cst.CSTNode], int]] = {}
     stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(module, None)]
     while stack:
         node, holder = stack.pop()
-        if isinstance(node, (cst.Module, cst.IndentedBlock)):
-            statements = tuple(node.body)
+        if type(node) is cst.Module or type(node) is cst.IndentedBlock:  # (exact types: a walk of every node)
+            statements = node.body
             for i, child in enumerate(statements):
-                found[id(child)] = (holder, statements[i + 1:])
+                found[id(child)] = (holder, statements, i)
                 stack.append((child, child))
             continue
         stack.extend((child, holder) for child in children(node))
