@@ -38,7 +38,7 @@ from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import ImportMap, children, dotted, exact_kinds, last_segment
+from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
 from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
@@ -2062,6 +2062,19 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children(current)))
 
 
+def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """What :func:`walk` yields, in its order, but not the insides of expressions and small
+    statements (no statement is there): for the scans of a module's assignments."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        kind = type(current)
+        if kind in _NESTED_CODE or not holds_statements(kind):
+            continue
+        stack.extend(reversed(children(current)))
+
+
 def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
     for parent in walk(root):
         if isinstance(parent, cst.Call) and parent.func is node:
@@ -2432,7 +2445,8 @@ def _counters(module: cst.Module) -> frozenset[str]:
         node = stack.pop()
         if type(node) is cst.AugAssign and isinstance(node.target, (cst.Name, cst.Attribute)):
             found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
-        stack.extend(children(node))
+        if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
+            stack.extend(children(node))
     return frozenset(found)
 
 
@@ -2512,7 +2526,7 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
     found: set[str] = set()
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in walk(root)):
+    for node in (n for root in roots for n in _statements(root)):
         if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = dotted(node.value.func) or ""
             if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
@@ -2537,7 +2551,8 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
                 if isinstance(target.target, (cst.Name, cst.Attribute)):
                     key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
                     found[key] = owner.classes[node.value.func.value]
-        stack.extend(children(node))
+        if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
+            stack.extend(children(node))
     return found
 
 
@@ -2547,7 +2562,7 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     (``step_fn = accum_step if flag else plain_step``): a call of such a name runs one of them."""
     found: dict[str, tuple[str, ...]] = {}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in walk(root)):  # (the walk stops at each nested definition)
+    for node in (n for root in roots for n in _statements(root)):  # (the walk stops at each nested definition)
         if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             values = [node.value]
             named: list[str] = []

@@ -277,6 +277,14 @@ class ImportMap:
 _SKIPPED_FIELDS = ("lpar", "rpar", "comma", "semicolon", "header", "footer", "leading_lines", "lines_after_decorators")
 
 
+@functools.cache
+def holds_statements(kind: type) -> bool:
+    """Whether a node of this type may have a statement below it: not an expression (a lambda's
+    body is one) nor a small statement. A walk that looks for statements (assignments) need not
+    enter the others, most of a module's nodes."""
+    return not (derives(kind, cst.BaseExpression) or derives(kind, cst.BaseSmallStatement))
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """``node`` and every node below it (depth first, iterative: no recursion limit on deep trees)."""
     stack = [node]
