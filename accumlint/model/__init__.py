@@ -293,7 +293,7 @@ class FileModel:
                               for test in walk(frame.test)
                               if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo)}
         lengths = {_symbol(node.right) for node in walk(self.module)
-                   if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+                   if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo  # (exact: hot)
                    and _counts_length(node.left)} - known - found - {""}
         for group in self.loops:
             for event in group.of_kind(EventKind.BACKWARD):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint.model.names import children, names_in
+from accumlint.model.names import children, exact_kinds, names_in
 
 #: literal defaults that are bound at a call that does not pass the parameter (``update_grad=True``);
 #: any other default is an expression of the callee's module: the parameter stays unknown
@@ -186,11 +186,11 @@ class _Rewriter(cst.CSTTransformer):
 
 def _root_name(expression: cst.BaseExpression) -> str | None:
     node = expression
-    while isinstance(node, (cst.Attribute, cst.Subscript)):
+    while type(node) is cst.Attribute or type(node) is cst.Subscript:  # (exact types: hot, see local_names)
         node = node.value
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         return _root_name(node.func)
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None
 
 
 def _replace_root(expression: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression:
@@ -207,6 +207,10 @@ def _replace_root(expression: cst.BaseExpression, value: cst.BaseExpression) -> 
     return expression
 
 
+#: the statements (and targets) that bind the names of their ``target``
+_TARGETED = exact_kinds(cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)
+
+
 def local_names(function: cst.FunctionDef) -> set[str]:
     """Names bound in ``function``'s own body (assignments, loop targets, parameters): what a
     closure does not read from its caller."""
@@ -217,19 +221,17 @@ def local_names(function: cst.FunctionDef) -> set[str]:
     stack: list[cst.CSTNode] = [function.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                names.add(node.name.value)
+        kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            names.add(node.name.value)
             continue
-        if isinstance(node, cst.AssignTarget):
+        if kind is cst.Lambda:
+            continue
+        if kind in _TARGETED:
             names.update(_bound(node.target))
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            names.update(_bound(node.target))
-        elif isinstance(node, cst.For):
-            names.update(_bound(node.target))
-        elif isinstance(node, cst.AsName):
+        elif kind is cst.AsName:
             names.update(_bound(node.name))
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        elif kind is cst.Global or kind is cst.Nonlocal:
             for item in node.names:
                 names.discard(item.name.value)
             continue

@@ -187,15 +187,16 @@ def arithmetic(expression: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
     stack: list[cst.CSTNode] = [expression]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.BinaryOperation):
+        kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        if kind is cst.BinaryOperation:
             yield node
             stack.extend((node.left, node.right))
-        elif isinstance(node, cst.UnaryOperation):
+        elif kind is cst.UnaryOperation:
             stack.append(node.expression)
-        elif isinstance(node, cst.Call):
+        elif kind is cst.Call:
             if isinstance(node.func, cst.Attribute):
                 stack.append(node.func.value)  # (loss / A).mean()
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+        elif kind is cst.Attribute or kind is cst.Subscript:
             stack.append(node.value)
 
 
@@ -221,22 +222,23 @@ def names_feeding(expression: cst.BaseExpression) -> list[str]:
     stack: list[cst.CSTNode] = [expression]
     while stack:
         node = stack.pop()
-        text = dotted(node) if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        text = dotted(node) if kind is cst.Name or kind is cst.Attribute or kind is cst.Subscript else None
         if text is not None:
             names.append(text)
-            if isinstance(node, (cst.Attribute, cst.Subscript)):
+            if kind is cst.Attribute or kind is cst.Subscript:
                 stack.append(node.value)
             continue
-        if isinstance(node, cst.BinaryOperation):
+        if kind is cst.BinaryOperation:
             # the divisor is not part of the loss's value history
             stack.extend((node.left,) if isinstance(node.operator, cst.Divide) else (node.left, node.right))
-        elif isinstance(node, cst.UnaryOperation):
+        elif kind is cst.UnaryOperation:
             stack.append(node.expression)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif kind is cst.Call and isinstance(node.func, cst.Attribute):
             stack.append(node.func.value)
-        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+        elif kind is cst.Subscript or kind is cst.Attribute:
             stack.append(node.value)  # `targets[..., 1:]`, `f(x).loss`: the value sliced or read
-        elif isinstance(node, cst.IfExp):
+        elif kind is cst.IfExp:
             stack.extend((node.body, node.orelse))  # `(loss, out) if return_outputs else loss`
         elif isinstance(node, cst.Tuple):
             stack.extend(element.value for element in node.elements)

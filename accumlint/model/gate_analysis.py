@@ -99,9 +99,10 @@ class GateAnalysis:
         stack: list[cst.CSTNode] = [test]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Call) and dotted(node.func) not in _PURE_CALLS:
+            kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+            if kind is cst.Call and dotted(node.func) not in _PURE_CALLS:
                 return False
-            if isinstance(node, cst.Attribute) and node.attr.value in fw.accelerate.BOUNDARY_ATTRS:
+            if kind is cst.Attribute and node.attr.value in fw.accelerate.BOUNDARY_ATTRS:
                 return False
             stack.extend(children(node))
         return True

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -38,7 +38,7 @@ from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import ImportMap, children, dotted, last_segment
+from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
 from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
@@ -1849,9 +1849,7 @@ class SyntaxFacts:
         """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
         name or leaves the iteration or the function."""
         return self._get("matters", statement, lambda: self.reaches_event(statement, owner)  # type: ignore[return-value]
-                         or self.resets(statement) or any(
-            isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break,
-                           cst.Assert)) for n in walk(statement)))
+                         or self.resets(statement) or any(type(n) in _MATTERING for n in walk(statement)))
 
     def trained_on(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names that the loops of ``scope`` reaching a backward iterate, through
@@ -2077,12 +2075,32 @@ def _code(node: cst.CSTNode) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+#: the statements that make a branch matter to a run (:meth:`SyntaxFacts.matters`) beside its events
+_MATTERING = exact_kinds(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, cst.Raise, cst.Continue, cst.Break,
+                         cst.Assert)
+#: the code :func:`walk` does not enter: it runs when called, not where it is written
+_NESTED_CODE = exact_kinds(cst.Lambda, cst.FunctionDef)
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        if isinstance(current, (cst.Lambda, cst.FunctionDef)):
+        if type(current) in _NESTED_CODE:  # exact types: isinstance on LibCST's (ABC) node classes is slow
+            continue
+        stack.extend(reversed(children(current)))
+
+
+def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """What :func:`walk` yields, in its order, but not the insides of expressions and small
+    statements (no statement is there): for the scans of a module's assignments."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        kind = type(current)
+        if kind in _NESTED_CODE or not holds_statements(kind):
             continue
         stack.extend(reversed(children(current)))
 
@@ -2332,7 +2350,7 @@ def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, 
 def _calls(node: cst.CSTNode) -> tuple[cst.Call, ...]:
     """The calls of ``node`` outside nested definitions, in order (asked again and again by the
     syntactic walkers of every entry and run; nodes hash by identity)."""
-    return tuple(child for child in walk(node) if isinstance(child, cst.Call))
+    return tuple(child for child in walk(node) if type(child) is cst.Call)
 
 
 #: methods that update the parameters: an optimizer's step, mmengine's update_params
@@ -2391,13 +2409,14 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     context (``accelerator.accumulate(model)``): what binds A. Without one, no run of it can show
     a group of A."""
     for child in walk(node):
-        if isinstance(child, cst.If) and (has_update(child, owner) or (  # or skips one: `if ...: continue`
+        kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        if kind is cst.If and (has_update(child, owner) or (  # or skips one: `if ...: continue`
                 _leaves_iteration(child.body) and update_follows(child, owner))):
             return True
-        if isinstance(child, cst.WithItem) and isinstance(child.item, cst.Call) and \
+        if kind is cst.WithItem and isinstance(child.item, cst.Call) and \
                 isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
             return True
-        if isinstance(child, cst.For) and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
+        if kind is cst.For and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
                 and reaches_event(child.body, owner, names=BACKWARD_NAMES):
             return True
     if depth < 2:
@@ -2414,8 +2433,8 @@ def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
     following = _following(owner._module)
     current = statement
     while id(current) in following:
-        parent, rest = following[id(current)]
-        if any(updates(r, owner) for r in rest):
+        parent, statements, position = following[id(current)]
+        if any(updates(r, owner) for r in itertools.islice(statements, position + 1, None)):
             return True
         if parent is None or isinstance(parent, (cst.For, cst.While, cst.FunctionDef)):
             return False
@@ -2438,7 +2457,8 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
-        if isinstance(node, cst.Call):
+        kind = type(node)
+        if kind is cst.Call:
             name = dotted(node.func) or ""
             if last_segment(name) in CLIP_CALLS or constructor_role(
                     imports.qualify(name) or name, imports.qualify(name) is not None) is Role.OPTIMIZER:
@@ -2446,7 +2466,7 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
             if last_segment(name) in fw.NO_SYNC_METHODS and node.args:  # `accelerator.no_sync(model)`
                 found.add(dotted(node.args[0].value) or "")
                 switched.add(id(node.func))
-        elif isinstance(node, cst.Attribute) and node.attr.value in fw.NO_SYNC_METHODS and id(node) not in switched:
+        elif kind is cst.Attribute and node.attr.value in fw.NO_SYNC_METHODS and id(node) not in switched:
             found.add(dotted(node.value) or "")  # `ddp_model.no_sync()`, or the method itself
         stack.extend(children(node))
     return frozenset(found - {""})
@@ -2458,24 +2478,26 @@ def _counters(module: cst.Module) -> frozenset[str]:
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
-        if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Name, cst.Attribute)):
+        if type(node) is cst.AugAssign and isinstance(node.target, (cst.Name, cst.Attribute)):
             found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
-        stack.extend(children(node))
+        if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
+            stack.extend(children(node))
     return frozenset(found)
 
 
 @functools.lru_cache(maxsize=64)
-def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]]:
-    """Each statement of ``module`` → (the compound statement holding it, the statements after
-    it in its block)."""
-    found: dict[int, tuple[cst.CSTNode | None, tuple[cst.CSTNode, ...]]] = {}
+def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, Sequence[cst.CSTNode], int]]:
+    """Each statement of ``module`` → (the compound statement holding it, its block's statements,
+    its position there): the statements after it, unsliced (a block of n statements would copy
+    n²/2 of them)."""
+    found: dict[int, tuple[cst.CSTNode | None, Sequence[cst.CSTNode], int]] = {}
     stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(module, None)]
     while stack:
         node, holder = stack.pop()
-        if isinstance(node, (cst.Module, cst.IndentedBlock)):
-            statements = tuple(node.body)
+        if type(node) is cst.Module or type(node) is cst.IndentedBlock:  # (exact types: a walk of every node)
+            statements = node.body
             for i, child in enumerate(statements):
-                found[id(child)] = (holder, statements[i + 1:])
+                found[id(child)] = (holder, statements, i)
                 stack.append((child, child))
             continue
         stack.extend((child, holder) for child in children(node))
@@ -2539,8 +2561,8 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
     found: set[str] = set()
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in walk(root)):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+    for node in (n for root in roots for n in _statements(root)):
+        if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = dotted(node.value.func) or ""
             if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
                 continue
@@ -2558,13 +2580,14 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
     stack: list[cst.CSTNode] = [owner._module]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) \
-                and isinstance(node.value.func, cst.Name) and node.value.func.value in owner.classes:
+        if type(node) is cst.Assign and type(node.value) is cst.Call \
+                and type(node.value.func) is cst.Name and node.value.func.value in owner.classes:
             for target in node.targets:
                 if isinstance(target.target, (cst.Name, cst.Attribute)):
                     key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
                     found[key] = owner.classes[node.value.func.value]
-        stack.extend(children(node))
+        if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
+            stack.extend(children(node))
     return found
 
 
@@ -2574,8 +2597,8 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     (``step_fn = accum_step if flag else plain_step``): a call of such a name runs one of them."""
     found: dict[str, tuple[str, ...]] = {}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in walk(root)):  # (the walk stops at each nested definition)
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+    for node in (n for root in roots for n in _statements(root)):  # (the walk stops at each nested definition)
+        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             values = [node.value]
             named: list[str] = []
             while values:

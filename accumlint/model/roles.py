@@ -431,10 +431,11 @@ class Roles:
                 if site.in_helper:
                     continue
                 for node in walk(site.node) if site.call is None else (site.call,):
-                    if isinstance(node, cst.Call):
+                    kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+                    if kind is cst.Call:
                         owner = dotted(receiver(node)) if method_name(node) else dotted(node.func)
                         use = method_name(node) or "()"
-                    elif isinstance(node, cst.Attribute) and node.attr.value in _OPTIMIZER_STATE:
+                    elif kind is cst.Attribute and node.attr.value in _OPTIMIZER_STATE:
                         owner, use = dotted(node.value), "." + node.attr.value
                     else:
                         continue
