@@ -21,6 +21,7 @@ import argparse
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,30 @@ def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("-"))
 
 
+#: ruff's line length for the project (pyproject.toml, [tool.ruff] line-length)
+LINE = 120
+
+
+def docstring(text: str, indent: str) -> str:
+    """``text`` as a one-line docstring at ``indent``, wrapped onto more lines where it would pass
+    :data:`LINE` (a long ``--summary`` must not leave an E501 for the contributor to mend)."""
+    one = f'{indent}"""{text}"""'
+    if len(one) <= LINE:
+        return one
+    lines = textwrap.wrap(text, LINE - len(indent) - 3)
+    return f'{indent}"""' + f"\n{indent}".join(lines) + '"""'
+
+
+def string_argument(name: str, text: str, indent: str) -> str:
+    """``name="text",`` at ``indent``, split into adjacent literals in parentheses past :data:`LINE`."""
+    one = f'{indent}{name}="{text}",'
+    if len(one) <= LINE:
+        return one
+    inner = indent + " " * (len(name) + 2)  # under the first literal, after `name=(`
+    parts = textwrap.wrap(text, LINE - len(inner) - 4, drop_whitespace=False)  # 2 quotes and `),`
+    return f"{indent}{name}=(" + f"\n{inner}".join(f'"{part}"' for part in parts) + "),"
+
+
 def spec_entry(args: argparse.Namespace) -> str:
     runtime = ""
     if args.runtime:
@@ -47,7 +72,7 @@ def spec_entry(args: argparse.Namespace) -> str:
         f'        "{args.code}",\n        "{args.name}",\n        Severity.{args.severity.upper()},\n'
         f'        "{args.principle}",\n'
         f'        implemented_by=("{args.module}", "{class_name(args.name)}"),\n'
-        f'        summary="{args.summary}",\n'
+        f'{string_argument("summary", args.summary, " " * 8)}\n'
         '        meaning="TODO: what a finding does to training",\n'
         '        fix="TODO: the general repair, in the words both engines print",\n'
         f"{default}{runtime}"
@@ -71,7 +96,7 @@ def insert_spec(text: str, code: str, entry: str) -> str:
 CHECK = '''
 
 class {cls}(Rule):
-    """{code}: {summary}."""
+{doc}
 
     code = "{code}"
     # gate: where the rule can fire. The default (accumlint.checks.gate.LOOP) fits a rule that
@@ -82,7 +107,7 @@ class {cls}(Rule):
         return iter(())
 '''
 
-MODULE_HEAD = '''"""{family}: {summary} ({principle})."""
+MODULE_HEAD = '''{doc}
 
 from __future__ import annotations
 
@@ -193,10 +218,10 @@ for i, (x, y) in enumerate(loader):
 RUNTIME = '''
 
 def {slug}(rec: RunRecord) -> Iterator[RuntimeFinding]:
-    """{code}: {summary} (the spec's runtime evidence)."""
+{doc}
     return iter(())
 '''
-RUNTIME_MODULE = '''"""{module} at run time ({code}: {summary})."""
+RUNTIME_MODULE = '''{doc}
 
 from __future__ import annotations
 
@@ -220,9 +245,9 @@ def write_check(args: argparse.Namespace) -> Path:
                 raise SystemExit(f"{path} lacks `{needed}`: add the import, then run again")
     else:
         family = f"ACC{args.code[3]}xx"
-        text = MODULE_HEAD.format(family=family, summary=args.summary, principle=args.principle)
-    path.write_text(text.rstrip("\n") + "\n" + CHECK.format(cls=cls, code=args.code, summary=args.summary),
-                    encoding="utf-8")
+        text = MODULE_HEAD.format(doc=docstring(f"{family}: {args.summary} ({args.principle}).", ""))
+    check = CHECK.format(cls=cls, code=args.code, doc=docstring(f"{args.code}: {args.summary}.", " " * 4))
+    path.write_text(text.rstrip("\n") + "\n" + check, encoding="utf-8")
     return path
 
 
@@ -261,9 +286,11 @@ def write_runtime(args: argparse.Namespace) -> Path:
     text = text.replace(anchor, f"from runtime_guard.checks.{args.module} import {slug}\n{anchor}")
     init.write_text(text, encoding="utf-8")
     path = package / f"{args.module}.py"
+    module = args.module.replace("_", " ").capitalize()
     body = path.read_text(encoding="utf-8") if path.exists() else RUNTIME_MODULE.format(
-        module=args.module.replace("_", " ").capitalize(), code=args.code, summary=args.summary)
-    path.write_text(body + RUNTIME.format(slug=slug, code=args.code, summary=args.summary), encoding="utf-8")
+        doc=docstring(f"{module} at run time ({args.code}: {args.summary}).", ""))
+    doc = docstring(f"{args.code}: {args.summary} (the spec's runtime evidence).", " " * 4)
+    path.write_text(body + RUNTIME.format(slug=slug, doc=doc), encoding="utf-8")
     return path
 
 
@@ -301,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path.relative_to(ROOT)}")
     print("regenerated the rule table in README.md; next: CONTRIBUTING.md, 'Add a rule'")
     print(f"its tests: pytest -q tests/test_rule_folders.py tests/test_catalogue.py -k {args.code}")
+    print(f"its snapshot, once the check finds the bad script: ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest -q "
+          f'tests/test_rule_folders.py -k "{args.code} and snapshot"')
     return 0
 
 

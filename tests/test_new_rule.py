@@ -31,10 +31,15 @@ def _copy_of_checkout(target: Path) -> Path:
     return target
 
 
+#: long enough that the scaffold must wrap it in the spec and in the docstrings it writes
+SUMMARY = ("gradients fiddled with on every microbatch of the group by a helper that rescales, clips or copies "
+           "them before the update")
+
+
 def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(tmp_path: Path) -> None:
     tree = _copy_of_checkout(tmp_path)
     subprocess.run([sys.executable, "scripts/new_rule.py", "ACC399", "grad-fiddle-inside-group", "--principle", "P6",
-                    "--severity", "warning", "--summary", "gradients fiddled with every microbatch",
+                    "--severity", "warning", "--summary", SUMMARY,
                     "--module", "fiddles", "--runtime", "events"], cwd=tree, check=True, capture_output=True)
     status = subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=tree, capture_output=True, text=True,
                             check=True).stdout.split("\n")
@@ -67,6 +72,10 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
     page = (tree / "rules/ACC399-grad-fiddle-inside-group/README.md").read_text(encoding="utf-8")
     assert tuple(re.findall(r"^## (.+)$", page, re.M)) == PAGE_SECTIONS
     assert "needs: events" in page.split("## Runtime counterpart")[1]
+    read = "from accumlint.spec import spec_of; print(spec_of('ACC399').summary)"
+    summary = subprocess.run([sys.executable, "-c", read], cwd=tree, capture_output=True, text=True, check=True,
+                             env={"PYTHONPATH": str(tree)})
+    assert summary.stdout.strip() == SUMMARY
     bad = tree / "rules/ACC399-grad-fiddle-inside-group/bad_grad_fiddle_inside_group.py"
     assert "# expect: ACC399" in bad.read_text(encoding="utf-8")
     compile(bad.read_bytes(), str(bad), "exec")

@@ -95,7 +95,8 @@ def test_snapshot_of_the_bad_scripts(folder: Path) -> None:
     now = snapshot(folder)
     if UPDATE:
         path.write_text(now, encoding="utf-8")
-    assert path.is_file(), f"no {path.name}: run ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest {__file__}"
+    assert path.is_file(), (f"no {path.name}: run ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest {__file__} "
+                            f"-k '{folder.name[:6]} and snapshot'")
     assert now == path.read_text(encoding="utf-8")
 
 
