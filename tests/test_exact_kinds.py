@@ -80,7 +80,7 @@ class Trainer:
 
 
 def test_the_statement_walk_finds_every_assignment_the_full_walk_finds_in_its_order() -> None:
-    from accumlint.model.interpreter import _statements, walk
+    from accumlint.model.interpreter import walk
     from accumlint.model.names import holds_statements
 
     module = cst.parse_module(SAMPLE)
@@ -88,11 +88,12 @@ def test_the_statement_walk_finds_every_assignment_the_full_walk_finds_in_its_or
     roots += [n.body for n in cst.parse_module(SAMPLE).body if isinstance(n, cst.ClassDef)]
     for root in roots:
         full = [n for n in walk(root) if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
-        pruned = [n for n in _statements(root) if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
+        pruned = [n for n in walk(root, statements_only=True) if type(n) in (cst.Assign, cst.AugAssign, cst.AnnAssign)]
         assert pruned == full
     fit = next(n for n in walk(module) if isinstance(n, cst.FunctionDef) and n.name.value == "fit")
-    bound = [n.targets[0].target.value for n in _statements(fit.body) if type(n) is cst.Assign]
+    bound = [n.targets[0].target.value for n in walk(fit.body, statements_only=True) if type(n) is cst.Assign]
     assert sorted(bound) == sorted(["step", "loss", "loss", "total", "done", "x", "y", "z", "m", "f", "attr"])
-    assert len([n for n in _statements(module) if type(n) is cst.Assign]) == 1  # the methods are roots of their own
+    # the methods are roots of their own
+    assert len([n for n in walk(module, statements_only=True) if type(n) is cst.Assign]) == 1
     assert holds_statements(cst.If) and holds_statements(cst.Module) and holds_statements(cst.MatchCase)
     assert not holds_statements(cst.Lambda) and not holds_statements(cst.Assign) and not holds_statements(cst.Call)

@@ -232,16 +232,17 @@ class _Loader:
         if not self.started:
             self.started = True
             training = run.training_pass
-            if training is not None and not training.done and training is not self and not (
-                    training.maker is not None and training.maker is self.maker
-                    and run.drawn_in_epoch >= run.configuration.microbatches):
+            running = training is not None and not training.done and training is not self
+            # the `iter(loader)` that made the training pass makes a new one after that pass drew the
+            # whole epoch (counted out with `range(len(loader))`, never asked past its end): the next
+            # epoch (a pass made elsewhere, a sample batch, stays another loader)
+            renewed = running and training.maker is not None and training.maker is self.maker \
+                and run.drawn_in_epoch >= run.configuration.microbatches
+            if running and not renewed:
                 # an evaluation loader, or a second loader zipped with the first: its items are
                 # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
                 self.secondary = True
-            elif training is not None and training is not self and not training.done:
-                # the `iter(loader)` that made the training pass makes a new one after that pass drew
-                # the whole epoch (counted out with `range(len(loader))`, never asked past its
-                # end): the next epoch (a pass made elsewhere, a sample batch, stays another loader)
+            elif renewed:
                 training.done = True
                 run.training_pass = self
                 run.end_epoch()
@@ -962,7 +963,7 @@ class Interpreter:
             # before it; a threshold (`count >= accum`) only with the update in a branch
             gating = statement is not None and (self._gates_update(statement, frame) if value.modulo
                                                 else self._update_in_branch(statement, frame))
-            if gating and gate and self._trains_inside(statement, frame):  # type: ignore[arg-type]
+            if gating and gate and self.syntax.trains_inside(statement, frame.owner):  # type: ignore[arg-type]
                 # `if time % update_every == 0: learn(buffer)`: a training phase with its own loop over
                 # data, backwards and updates runs on that period; the period is not a group's A
                 self.undecide(f"the condition `{_code(test)}` starts a training phase of its own (a loop over data "
@@ -1065,22 +1066,6 @@ class Interpreter:
             except (_Raised, EndOfRun):
                 continue
         return leaves
-
-    def _trains_inside(self, statement: cst.If, frame: _Frame) -> bool:
-        """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
-        training phase, not the update of the group the iterations before it accumulated."""
-        branches = [statement.body] + ([statement.orelse.body] if isinstance(statement.orelse, cst.Else) else [])
-        for branch in branches:
-            loops = [n for n in walk(branch) if isinstance(n, (cst.For, cst.While))]
-            if any(self.syntax.reaches_backward(loop.body, frame.owner) for loop in loops):
-                return True
-            # a loop without a backward (over the optimizers to step, the parameters to clip) is
-            # the group's update; a branch with no loop of its own trains on data it draws only
-            # through `next()` or a project function that loops
-            if not loops and self.syntax.draws_data(branch, frame.owner) \
-                    and self.syntax.reaches_backward(branch, frame.owner):
-                return True
-        return False
 
     def _positions(self, test: cst.BaseExpression, frame: _Frame,
                    gate: frozenset[str]) -> tuple[frozenset[str], bool]:
@@ -1840,6 +1825,25 @@ class SyntaxFacts:
     def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("update", node, lambda: has_update(node, owner))  # type: ignore[return-value]
 
+    def trains_inside(self, statement: cst.If, owner: ModuleFunctions) -> bool:
+        """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
+        training phase, not the update of the group the iterations before it accumulated (once per
+        statement: every run asks it)."""
+        return self._get("trains", statement, lambda: self._trains(statement, owner))  # type: ignore[return-value]
+
+    def _trains(self, statement: cst.If, owner: ModuleFunctions) -> bool:
+        branches = [statement.body] + ([statement.orelse.body] if isinstance(statement.orelse, cst.Else) else [])
+        for branch in branches:
+            loops = [n for n in walk(branch) if isinstance(n, (cst.For, cst.While))]
+            if any(self.reaches_backward(loop.body, owner) for loop in loops):
+                return True
+            # a loop without a backward (over the optimizers to step, the parameters to clip) is
+            # the group's update; a branch with no loop of its own trains on data it draws only
+            # through `next()` or a project function that loops
+            if not loops and self.draws_data(branch, owner) and self.reaches_backward(branch, owner):
+                return True
+        return False
+
     def reduces(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         """Whether ``node`` all-reduces gradients by hand, directly or through the project's functions."""
         return self._get("reduces", node,  # type: ignore[return-value]
@@ -2082,25 +2086,16 @@ _MATTERING = exact_kinds(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, c
 _NESTED_CODE = exact_kinds(cst.Lambda, cst.FunctionDef)
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def walk(node: cst.CSTNode, statements_only: bool = False) -> Iterator[cst.CSTNode]:
+    """``node`` and the nodes below it in source order, not inside nested definitions (that code
+    runs when called, not where it is written). ``statements_only``: nor inside expressions and
+    small statements, where no statement is (the scans of a module's assignments)."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        if type(current) in _NESTED_CODE:  # exact types: isinstance on LibCST's (ABC) node classes is slow
-            continue
-        stack.extend(reversed(children(current)))
-
-
-def _statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """What :func:`walk` yields, in its order, but not the insides of expressions and small
-    statements (no statement is there): for the scans of a module's assignments."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        kind = type(current)
-        if kind in _NESTED_CODE or not holds_statements(kind):
+        kind = type(current)  # exact types: isinstance on LibCST's (ABC) node classes is slow
+        if kind in _NESTED_CODE or (statements_only and not holds_statements(kind)):
             continue
         stack.extend(reversed(children(current)))
 
@@ -2561,7 +2556,7 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
     found: set[str] = set()
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in _statements(root)):
+    for node in (n for root in roots for n in walk(root, statements_only=True)):
         if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = dotted(node.value.func) or ""
             if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
@@ -2597,7 +2592,8 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     (``step_fn = accum_step if flag else plain_step``): a call of such a name runs one of them."""
     found: dict[str, tuple[str, ...]] = {}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
-    for node in (n for root in roots for n in _statements(root)):  # (the walk stops at each nested definition)
+    # (the walk stops at each nested definition)
+    for node in (n for root in roots for n in walk(root, statements_only=True)):
         if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
             values = [node.value]
             named: list[str] = []
