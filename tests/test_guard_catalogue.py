@@ -63,7 +63,8 @@ class _Runner:
         self.events: queue.Queue[tuple[float, str | None]] = queue.Queue()
         self.since = 0.0  # when the runner started, or its last event came
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """A runner process over the examples left."""
         with open(self.log, "a", encoding="utf-8") as err:
             self.proc = subprocess.Popen([sys.executable, str(RUNNER), *self.pending], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
@@ -88,7 +89,7 @@ class _Runner:
         if self.proc is None:
             if not self.pending:
                 raise AssertionError("advance() on a runner with nothing left to run")
-            self._start()
+            self.start()
         limit = self.script_limit_s if self.current is not None else self.start_limit_s
         try:
             at, line = self.events.get(timeout=max(0.0, self.since + limit - time.monotonic()))
@@ -134,8 +135,8 @@ class _Runner:
 
 
 class GuardRuns:
-    """The guard's results for a list of examples, computed by ``workers`` runners (the examples
-    dealt out in order) and read as the tests ask for them."""
+    """The guard's results for a list of examples, computed by ``workers`` runners started at once
+    (the examples dealt out in order) and read as the tests ask for them."""
 
     def __init__(self, paths: list[str], folder: Path, *, workers: int = WORKERS,
                  script_limit_s: float = SCRIPT_LIMIT_S, start_limit_s: float = START_LIMIT_S) -> None:
@@ -148,6 +149,8 @@ class GuardRuns:
 
     def _add(self, paths: list[str]) -> _Runner:
         runner = _Runner(paths, self._folder / f"runner-{len(self._runners)}.err", *self._limits)
+        if paths:
+            runner.start()  # all at once: the runners import torch side by side
         self._runners.append(runner)
         self._runner_of.update(dict.fromkeys(paths, runner))
         return runner
