@@ -1,7 +1,9 @@
-"""Runs catalogue examples under the runtime guard's script probe, all in one process (one torch
-import), and writes {path: {"codes": [...], "checks": {...}} | {"error": ...}} as JSON.
+"""Runs catalogue examples under the runtime guard's script probe, one after another in one process
+(one torch import), and writes one JSON line per event on its stdout: ``{"start": path}`` before an
+example, ``{"path": path, "result": {"codes": [...], "checks": {...}} | {"error": ...}}`` after it.
+The examples' own output, Python's and the C level's, goes to /dev/null.
 
-Usage: python guard_catalogue_runner.py OUT.json EXAMPLE.py ...
+Usage: python guard_catalogue_runner.py EXAMPLE.py ...
 Each example runs as __main__ with A from its ACCUMULATION_STEPS, and with the probe at the
 epoch end (``at="epoch_end"``) in the folders of codes that need it (``RUNTIME_CHECKS``); between examples the
 environment, cwd and Accelerate's singleton state are reset, and the runner checks that no
@@ -13,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 import traceback
 import warnings
+from typing import TextIO
 
 import torch
 
@@ -32,10 +36,19 @@ def _reset_accelerate() -> None:
         GradientState._reset_state()
 
 
-def main(out: str, paths: list[str]) -> None:
+def _emit(out: TextIO, event: dict[str, object]) -> None:
+    out.write(json.dumps(event) + "\n")
+    out.flush()
+
+
+def main(paths: list[str]) -> None:
     torch.set_num_threads(1)
-    results: dict[str, object] = {}
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")  # the events; fd 1 itself goes to /dev/null
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     for path in paths:
+        _emit(out, {"start": path})
         text = open(path, encoding="utf-8").read()
         match = re.search(r"^ACCUMULATION_STEPS\s*=\s*(\d+)", text, re.M)
         options: dict[str, object] = {"accumulation_steps": int(match.group(1))} if match else {}
@@ -48,17 +61,16 @@ def main(out: str, paths: list[str]) -> None:
                 probe = run_script(path, **options)
             report = probe.report()
             leftover = len(torch.nn.modules.module._global_forward_pre_hooks)
-            results[path] = (
+            result = (
                 {"codes": sorted(report.codes), "checks": report.card["checks"], "leftover_hooks": leftover}
                 if report is not None else {"error": f"nothing probed: {probe.reason}"}
             )
         except BaseException:  # noqa: BLE001 - report per example, keep going
-            results[path] = {"error": traceback.format_exc(limit=3)}
+            result = {"error": traceback.format_exc(limit=3)}
         finally:
             _reset_accelerate()
-    with open(out, "w", encoding="utf-8") as handle:
-        json.dump(results, handle)
+        _emit(out, {"path": path, "result": result})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1:])

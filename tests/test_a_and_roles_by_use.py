@@ -11,7 +11,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
 from accumlint.model import Role
 from accumlint.model.sites import Site
-from tests.test_model import model_of
+from tests.support import model_of
 
 
 def codes(source: str, every: bool = False) -> list[str]:

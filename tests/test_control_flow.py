@@ -11,7 +11,7 @@ undecidable one that must stay silent. The snippets were written for these tests
 
 from __future__ import annotations
 
-from tests.test_model import cadences, lint
+from tests.support import cadences, lint
 
 # --- continue -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ model cannot decide (silence documented)."""
 
 from __future__ import annotations
 
-from tests.test_model import lint, model_of
+from tests.support import lint, model_of
 from tests.test_rule_folders import case_code
 
 CODES = {"ACC403", "ACC404", "ACC405", "ACC901"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interprocedural import findings, one
+from tests.support import findings, one
 
 # --- a trainer whose forward() is the micro-loop and whose update() steps ---------------------
 # The class splits a batch into chunks, backpropagates each chunk's share of the loss in

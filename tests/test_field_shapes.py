@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_interprocedural import findings, one
+from tests.support import findings, one
 
 # --- a gate flag written `True if cond else False` ---------------------------------------------
 

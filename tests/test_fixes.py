@@ -275,7 +275,7 @@ def step(model, batches, optimizer, A):
 ])
 def test_the_acc201_fix_is_unsafe_where_the_kept_values_feed_a_backward(
         each: str, after: str, applicability: str) -> None:
-    from tests.test_model import DEFAULT_RULES
+    from tests.support import DEFAULT_RULES
 
     data = _KEPT_FOR_A_BACKWARD.format(each=each, after=after).encode()
     checked = engine.check_source("train.py", data, DEFAULT_RULES, suggest=True)
@@ -287,7 +287,7 @@ def test_the_acc201_fix_is_unsafe_where_the_kept_values_feed_a_backward(
 
 def test_the_acc201_fix_is_safe_where_only_the_owner_of_the_kept_values_reaches_a_backward() -> None:
     """``self.seen`` is kept; ``self`` also reaches the backward (through the scaler): not the kept values."""
-    from tests.test_model import DEFAULT_RULES
+    from tests.support import DEFAULT_RULES
 
     data = b"""\
 class Loop:

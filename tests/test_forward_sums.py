@@ -12,7 +12,7 @@ import pytest
 from accumlint import config
 from accumlint.model import EventKind
 from accumlint.model.ledger import Factor
-from tests.test_model import lint, model_of
+from tests.support import lint, model_of
 from tests.test_patterns import check
 
 _LOOP = """

@@ -18,8 +18,7 @@ import pytest
 
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, simulate
-from tests.test_interprocedural import findings
-from tests.test_model import lint
+from tests.support import findings, lint
 
 # --- a per-update scheduler told its position every microbatch ---------------------------------
 #: a BEiT/EVA-style epoch: the update counter is the microbatch index // A, the learning rate of

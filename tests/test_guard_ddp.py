@@ -5,40 +5,20 @@ without the guard on both ranks; and with one process (D = 1, no ACC402)."""
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_ranks
 
 pytest.importorskip("torch")
 
 WORKER = Path(__file__).with_name("guard_ddp_worker.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _run_workers(prefix: Path, world_size: int) -> list[dict]:
-    """Every placement of the worker in a gloo group of ``world_size`` processes: one result per rank."""
-    env = dict(os.environ, WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world_size)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-3000:]
-    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(world_size)]
-
-
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
-    return _run_workers(tmp_path_factory.mktemp("ddp") / "out", 2)
+    return run_ranks(WORKER, tmp_path_factory.mktemp("ddp") / "out", 2)
 
 
 @pytest.mark.parametrize(("placement", "codes", "rounds"), [
@@ -96,7 +76,7 @@ def test_one_replica_never_syncing_is_not_acc402(tmp_path: Path) -> None:
     microbatch synced (``all_inside``) is no finding, nor a ``no_sync`` around the backward only
     (``backward_only``: its all-reduce over one process moves nothing), and the card says why ACC401 and
     ACC402 are not observable."""
-    (rank,) = _run_workers(tmp_path / "out", 1)
+    (rank,) = run_ranks(WORKER, tmp_path / "out", 1)
     for placement in ("none", "no_sync_both", "backward_only", "all_inside", "flag_nanogpt", "random_sampler"):
         result = rank[placement]
         assert result["codes"] == [], result["findings"]

@@ -10,14 +10,11 @@ differ), and nothing left on the DDP wrapper, its module, the optimizer or the g
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_ranks
 
 pytest.importorskip("torch")
 
@@ -28,23 +25,8 @@ RUN_LIMIT_S = 45  # all workers together; a hang anywhere fails here
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
-    prefix = tmp_path_factory.mktemp("ddp_faults") / "out"
-    env = dict(os.environ, RUNTIME_GUARD_COLLECTIVE_TIMEOUT=str(TIMEOUT_S))
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    deadline = time.monotonic() + RUN_LIMIT_S
-    try:
-        for proc in procs:
-            _, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            assert proc.returncode == 0, err[-3000:]
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the 2-rank run did not finish within {RUN_LIMIT_S} s: something hangs")
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(2)]
+    return run_ranks(WORKER, tmp_path_factory.mktemp("ddp_faults") / "out", 2, limit_s=RUN_LIMIT_S,
+                     env={"RUNTIME_GUARD_COLLECTIVE_TIMEOUT": str(TIMEOUT_S)})
 
 
 def test_bitwise_equal_with_and_without_guard(ranks: list[dict]) -> None:

@@ -5,14 +5,11 @@ combined across ranks, and weights are bitwise equal with and without the guard.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import run_ranks
 
 pytest.importorskip("torch")
 
@@ -21,17 +18,7 @@ WORKER = Path(__file__).with_name("guard_fsdp_worker.py")
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    prefix = tmp_path_factory.mktemp("fsdp") / "out"
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(prefix)], env=dict(env, RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-3000:]
-    return [json.loads(Path(f"{prefix}.{r}.json").read_text()) for r in range(2)]
+    return run_ranks(WORKER, tmp_path_factory.mktemp("fsdp") / "out", 2)
 
 
 def test_correct_loop_with_sync_off_inside_groups(ranks: list[dict]) -> None:

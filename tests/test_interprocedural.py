@@ -18,39 +18,16 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint import config, engine, reading, runner
+from accumlint import engine, reading, runner
 from accumlint.cache import ResultCache
 from accumlint.config import Settings
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, simulate
 from accumlint.project import index as project_index
 from accumlint.project.index import ProjectIndex
+from tests.support import EVERY_CODE, findings, one, tree
 
-EVERY_CODE = frozenset(config.known_codes())
 SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/test_cache.py covers it)
-
-
-def tree(root: Path, files: dict[str, str]) -> list[str]:
-    """Write ``files`` (relative path → source) under ``root`` and return their paths."""
-    paths = []
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        paths.append(str(path))
-    return sorted(paths)
-
-
-def findings(root: Path, files: dict[str, str], cache: ResultCache | None = None) -> list[tuple[str, str, int]]:
-    """(path relative to ``root``, code, line) of every finding, every rule selected."""
-    paths = tree(root, files)
-    run = runner.check_files(paths, Settings(project_root=root), EVERY_CODE, jobs=1, cache=cache)
-    assert run.errors == []
-    return sorted((os.path.relpath(f.path, root), f.code, f.line) for f in run.findings)
-
-
-def one(tmp_path: Path, source: str) -> list[tuple[str, int]]:
-    return [(code, line) for _, code, line in findings(tmp_path, {"train.py": source})]
 
 
 # --- across functions -----------------------------------------------------------------------

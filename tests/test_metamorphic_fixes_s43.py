@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_interprocedural import findings
+from tests.support import findings
 
 DDP_HEADER = """\
     import torch

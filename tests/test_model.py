@@ -8,36 +8,11 @@ cannot decide and every rule must stay silent (precision over recall)."""
 
 from __future__ import annotations
 
-import textwrap
-
 import libcst as cst
 
-from accumlint import config
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, LoopStyle, Role, build_model
-
-DEFAULT_RULES = rules_for(rule.code for rule in ALL_RULES if rule.default_enabled)
-
-
-def lint(source: str, select: str | None = None) -> list[tuple[str, int]]:
-    """(code, line) findings of a dedented snippet: the default rule set, or the codes in
-    ``select`` (comma-separated, as ``--select``; off-by-default rules need it; ``"ALL"``: every rule)."""
-    data = textwrap.dedent(source).encode()
-    codes = sorted(config.known_codes()) if select == "ALL" else (select or "").split(",")
-    rules = DEFAULT_RULES if select is None else rules_for(codes)
-    return [(f.code, f.line) for f in check_source("snippet.py", data, rules).findings]
-
-
-def model_of(source: str):
-    return build_model(cst.parse_module(textwrap.dedent(source)))
-
-
-def cadences(source: str) -> list[tuple[str, str, str]]:
-    model = model_of(source)
-    (group,) = model.loops
-    return [(e.kind.name, e.method, group.cadence(e).name) for e in group.events]
-
+from tests.support import cadences, lint, model_of
 
 # --- shapes --------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ it. Written for these tests."""
 
 from __future__ import annotations
 
-from tests.test_model import model_of
+from tests.support import model_of
 
 
 def test_aliases_come_from_the_gate_and_the_configuring_keywords() -> None:

@@ -4,22 +4,17 @@ units, FSDP2 switches, double accumulate() entries (snippets written for these t
 
 from __future__ import annotations
 
-import textwrap
-
 import libcst as cst
 import pytest
 
-from accumlint.model import EventKind, build_model
+from accumlint.model import EventKind
 from accumlint.model.accumulate import double_entries
 from accumlint.model.counts import counter_units, resume_mismatches, throughputs_of_one_microbatch
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.grad_ops import op_cadence
 from accumlint.model.leaks import models_reached, trained_model
 from accumlint.model.update_counters import update_counter_gates
-
-
-def model_of(source: str):
-    return build_model(cst.parse_module(textwrap.dedent(source)))
+from tests.support import model_of
 
 
 def kinds(source: str, kind: EventKind) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from accumlint import runner
 from accumlint.config import Settings
-from tests.test_interprocedural import EVERY_CODE, tree
+from tests.support import EVERY_CODE, tree
 
 MICRO_RUNNER = """
 class MicroRunner:

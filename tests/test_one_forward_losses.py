@@ -9,7 +9,7 @@ import pytest
 
 from accumlint import config
 from accumlint.model.groups import LoopStyle
-from tests.test_model import lint, model_of
+from tests.support import lint, model_of
 
 _NET = """
 import torch

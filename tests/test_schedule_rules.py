@@ -20,7 +20,7 @@ from accumlint.model.schedules import (
     microbatch_counters,
     schedule_horizons,
 )
-from tests.test_model import lint, model_of
+from tests.support import lint, model_of
 from tests.test_rule_folders import case_code
 
 CODES = ("ACC305", "ACC306", "ACC902")

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from accumlint.engine import check_source, rules_for
-from tests.test_model import lint
+from tests.support import lint
 from tests.test_rule_folders import case_code
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_interprocedural import one
+from tests.support import one
 from tests.test_simulation import only, run, updates
 
 STRIDES = """

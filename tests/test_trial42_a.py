@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interprocedural import one
+from tests.support import one
 
 TWO_OPTIMIZERS_ONE_GATE = """
 def train(gen, disc, opt_g, opt_d, loader, accum):

@@ -4,23 +4,14 @@ xfails are the misses still open (the reason says which shape, and why the linte
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
-from accumlint import config
-from accumlint.engine import check_source, rules_for
-
-ALL = rules_for(sorted(config.known_codes()))
-
-
-def _check(source: str):
-    return check_source("snippet.py", textwrap.dedent(source).encode(), ALL)
+from tests import support
 
 
 def lint(source: str) -> list[tuple[str, int]]:
     """(code, line) of every finding of a dedented snippet, with every rule selected."""
-    return [(f.code, f.line) for f in _check(source).findings]
+    return support.lint(source, "ALL")
 
 
 # --- ACC902: a microbatch counter logged with a resume offset --------------------------------
@@ -176,7 +167,7 @@ def test_setup_condition_on_a_does_not_hide_the_accumulating_runs() -> None:
             lr = lr * cfg.accum
         main(cfg)
     """
-    assert _check(src).loops == [()]
+    assert support.check(src, "ALL").loops == [()]
 
 
 # --- misses left open -----------------------------------------------------------------------

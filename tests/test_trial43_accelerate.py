@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interprocedural import one
+from tests.support import one
 from tests.test_simulation import only, run, updates
 
 SPLIT_PREPARE_TRAINER = """

@@ -12,7 +12,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tests.test_interprocedural import _TRAINER, findings
+from tests.support import findings
+from tests.test_interprocedural import _TRAINER
 
 RUNNER = """
 class Runner:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import cli
-from tests.test_interprocedural import findings, one, tree
+from tests.support import findings, one, tree
 
 
 def loop_statistics(root: Path, files: dict[str, str]) -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interprocedural import findings
+from tests.support import findings
 
 
 def codes(tmp_path: Path, files: dict[str, str], code: str) -> list[tuple[str, int]]:

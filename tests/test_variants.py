@@ -9,7 +9,7 @@ one rule live in its folder (``rules/<CODE>-<name>/cases.toml``, run by test_rul
 
 from __future__ import annotations
 
-from tests.test_model import lint
+from tests.support import lint
 
 
 def test_no_sync_around_the_backward_of_a_loss_received_as_argument() -> None:
