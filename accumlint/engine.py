@@ -61,7 +61,7 @@ from accumlint.suppression import apply_noqa, apply_noqa_where_it_happens
 
 if TYPE_CHECKING:
     from accumlint.project import ProjectIndex
-    from accumlint.suggested_fixes import SuggestedFix
+    from accumlint.text_edits import SuggestedFix
 
 
 @dataclass
@@ -223,7 +223,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, co
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
     in ``internal_errors`` and the other rules still run. ``context``: the run's project
     (whose modules the model follows) and switches. ``suggest`` (or the context's): the
-    result's :attr:`~FileResult.fixes` are computed (:func:`accumlint.suggested_fixes.suggest_in_check`).
+    result's :attr:`~FileResult.fixes` are computed (:func:`accumlint.fixes.propose.suggest_in_check`).
     ``blank``: rows (1-based, inclusive) that LibCST does not read, blanked once the gates have
     judged the whole file (a fix's re-check of what its edit can affect: :mod:`accumlint.fix_scope`).
     """
@@ -451,7 +451,7 @@ def _check_text(path: str, screened: Screened, project: ProjectIndex | None, dat
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     if data is not None:
-        from accumlint.suggested_fixes import suggest_in_check
+        from accumlint.fixes.propose import suggest_in_check
 
         result.fixes = later_stage(result.incomplete, "the fixes", lambda: suggest_in_check(
             text, module, dict(placed), result.findings, screened.original), {})

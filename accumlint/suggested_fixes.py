@@ -17,13 +17,16 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
 from accumlint.run_context import ALONE, RunContext
 from accumlint.spec import UNUSED_NOQA_CODE
-from accumlint.text_edits import TextEdit, apply_edits, split_lines
+from accumlint.text_edits import SAFE, UNSAFE, SuggestedFix, apply_edits
+
+__all__ = ["CODEMOD_CODES", "FIXABLE_CODES", "SAFE", "UNSAFE", "SuggestedFix", "suggest_run", "suggest_source",
+           "verify", "verify_run"]
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
@@ -35,34 +38,6 @@ CODEMOD_CODES = frozenset({"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"})
 #: the codes whose findings may have a fix: those and ``ACC990`` (its fix, computed with the
 #: finding, edits a comment: :func:`accumlint.noqa_report.unused_noqa`)
 FIXABLE_CODES = CODEMOD_CODES | {UNUSED_NOQA_CODE}
-#: :data:`accumlint.fixes.base.SAFE` and ``UNSAFE``, without importing LibCST
-SAFE, UNSAFE = "safe", "unsafe"
-
-
-@dataclass(frozen=True)
-class SuggestedFix:
-    """One finding's fix: ``applicability`` is ``safe`` (applied by ``--fix``) or ``unsafe``
-    (only with ``--unsafe-fixes``); ``message`` says what it does; ``edits`` are relative to
-    the text that was checked (decoded, without a byte-order mark)."""
-
-    applicability: str
-    message: str
-    edits: tuple[TextEdit, ...]
-
-    @property
-    def safe(self) -> bool:
-        """Whether ``--fix`` applies it without ``--unsafe-fixes``."""
-        return self.applicability == SAFE
-
-    def to_json(self) -> dict:
-        """Ruff's ``fix`` object: ``{applicability, message, edits: [{content, location, end_location}]}``."""
-        return {
-            "applicability": self.applicability,
-            "message": self.message,
-            "edits": [edit.to_json() for edit in self.edits],
-        }
-
-
 def suggest_source(
     path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None,
     current: list[Finding] | None = None, context: RunContext = ALONE,
@@ -75,6 +50,7 @@ def suggest_source(
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
+    from accumlint.fixes.propose import proposed
     from accumlint.notebook import check_notebook
     from accumlint.reading import is_notebook
 
@@ -100,7 +76,7 @@ def suggest_source(
         return located[0].again(finding)
 
     listed = list(current if findings is None else findings)  # type: ignore[arg-type]
-    fixes = _proposed(text, listed, locate)
+    fixes = proposed(text, listed, locate)
     if any(f.code == UNUSED_NOQA_CODE for f in listed):
         fixes.update(_unused_noqa_fixes(path, data, text, codes, listed, context))
     return fixes
@@ -117,73 +93,6 @@ def _unused_noqa_fixes(path: str, data: bytes, text: str, codes: frozenset[str],
     noqa_report.unused_noqa(path, text, suppressed, config.known_codes(), codes, fixes)
     wanted = set(listed)
     return {finding: fix for finding, fix in fixes.items() if finding in wanted}
-
-
-def suggest_in_check(
-    text: str, module: object, nodes: Mapping[Finding, object], findings: list[Finding],
-    original: str | None = None,
-) -> dict[Finding, SuggestedFix]:
-    """The fixes the fixers propose (:func:`_proposed`, not verified) inside the check that
-    parsed ``text`` into ``module``, where ``nodes`` still maps each finding to the node its rule
-    reported: no second parse, and only the statements around those nodes get positions.
-    ``findings``: the check's findings. ``original``: the whole text, where ``text`` has blank
-    lines for definitions left out (:mod:`accumlint.kept_blocks`): the edits are its own (the same
-    rows), and a fix whose edits reach a blanked line is not offered. For a notebook, ``text`` is
-    its code cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
-    from accumlint.fixes.base import Located, parent_map
-    from accumlint.positions import Shared
-
-    fixable = [f for f in findings if f.code in CODEMOD_CODES and not f.related and f in nodes]
-    if not fixable:
-        return {}
-    parents = parent_map(module)  # type: ignore[arg-type]
-    shared = Shared(text, parents)  # one parse of the text and one map of parents for all the fixes
-
-    def locate(finding: Finding) -> Located:
-        return Located.at_node(module, nodes[finding], finding, text, parents, shared)  # type: ignore[arg-type]
-
-    return _proposed(text, fixable, locate, original)
-
-
-def _on_kept_rows(read: str, original: str, edits: Iterable[TextEdit]) -> bool:
-    """Whether ``edits`` of ``read`` (the kept text of ``original``: the same rows, some blanked)
-    touch only rows that ``read`` kept as they are in ``original`` (then they are ``original``'s too)."""
-    read_lines, original_lines = split_lines(read), split_lines(original)
-    for edit in edits:
-        for row in range(edit.location[0], edit.end_location[0] + 1):
-            if row <= len(read_lines) and (row > len(original_lines) or read_lines[row - 1] != original_lines[row - 1]):
-                return False
-    return True
-
-
-def _proposed(
-    text: str, findings: list[Finding], locate: Callable[[Finding], object], original: str | None = None,
-) -> dict[Finding, SuggestedFix]:
-    """The fix each of ``findings``' fixers proposes in ``text`` (what was parsed), as its rule
-    declares it (safe or unsafe), without checking the fixed text again (:func:`verify` does, on
-    demand). ``original``: the whole text, where ``text`` has blank lines for definitions left
-    out (:mod:`accumlint.kept_blocks`): a fix whose edits reach a blanked line is not offered."""
-    from accumlint.fixes.base import module_edits
-    from accumlint.fixes.rules import FIXERS
-
-    fixes: dict[Finding, SuggestedFix] = {}
-    for finding in findings:
-        if finding.code not in FIXERS or finding.related:
-            # reported at the call of a helper that performs the event: the statement to change is
-            # in the helper, and moving the call would move everything else the helper does with it
-            continue
-        applicability, fixer = FIXERS[finding.code]
-        try:
-            located = locate(finding)
-            edit = fixer(located)  # type: ignore[arg-type]
-            edits = [] if edit is None else module_edits(located.module, edit.module, text, finding.line)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
-            continue
-        if not edits or original is not None and not _on_kept_rows(text, original, edits):
-            continue
-        kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE  # type: ignore[union-attr]
-        fixes[finding] = SuggestedFix(kind, finding.fix, tuple(edits))
-    return fixes
 
 
 def verify(
