@@ -19,7 +19,10 @@ class RunContext:
     """What the checks of one run share: ``project``, the index of the project its files belong
     to (None: each file alone, no call followed into another module); ``suggest``, whether a
     check computes its findings' fixes (:attr:`accumlint.engine.FileResult.fixes`);
-    ``ignore_noqa``, whether no ``noqa`` directive applies (``--ignore-noqa``)."""
+    ``ignore_noqa``, whether no ``noqa`` directive applies (``--ignore-noqa``: the unused-noqa
+    report reads it here; the directives themselves are still applied by
+    :func:`accumlint.suppression.apply_noqa` from the switch the CLI sets, which a worker's
+    initializer sets from this field)."""
 
     project: ProjectIndex | None = None
     suggest: bool = False
