@@ -545,9 +545,10 @@ class Cancel:
 def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None,
               context: RunContext | None = None) -> T:
     """``function(*args)`` in a fresh worker process (:func:`_worker_start`: bounded to
-    :data:`MEMORY_LIMIT`) and its result; with a ``context``, ``function(*args, context=context)``
-    (the context reaches the worker through its initializer: in memory where it forks, so a
-    project index is not pickled). ``timeout``: seconds, stretched by :func:`load_factor`
+    :data:`MEMORY_LIMIT`) and its result. With a ``context``, ``function(*args, context=context)``:
+    the context reaches the worker through its initializer (in memory where it forks, so a
+    project index is not pickled); without one, the worker keeps this process's
+    ``--ignore-noqa`` switch and has no project. ``timeout``: seconds, stretched by :func:`load_factor`
     (None: no limit). Calls on several threads each run in their own worker.
 
     Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
@@ -566,7 +567,7 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     processes = []
     pool = ProcessPoolExecutor(
         max_workers=1, mp_context=mp_context, initializer=_worker_start,
-        initargs=initargs(context or ALONE)
+        initargs=initargs(context or RunContext(ignore_noqa=suppression.ignoring_directives()))
     )
     with _alone_lock:
         if _ended or (cancel is not None and cancel.cancelled):
