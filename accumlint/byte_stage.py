@@ -15,11 +15,13 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from accumlint import project
 from accumlint.lazy import lazy_module
 from accumlint.prefilter import LedPattern, NeedlePattern, marker_search
+
+if TYPE_CHECKING:
+    from accumlint.project import ProjectIndex
 
 # the frameworks' conventions build the vocabulary: a run whose cache keeps one need not load them
 fw = lazy_module("accumlint.frameworks")
@@ -159,16 +161,18 @@ def backward_used(data: bytes, vocabulary: Vocabulary) -> bool:
     return bool(marker_search(vocabulary.helper).used(data))
 
 
-def project_backward(path: str | None, data: bytes, used: set[bytes], vocabulary: Vocabulary) -> set[bytes]:
+def project_backward(path: str | None, data: bytes, used: set[bytes], vocabulary: Vocabulary,
+                     project: ProjectIndex | None) -> set[bytes]:
     """``used``, plus every rule's markers when the file names a function or class of its
-    project whose module calls a backward, reset or clip (the model may follow the call there)."""
-    return used | set(screen_markers(vocabulary.rules, vocabulary)) if calls_out(path, data, vocabulary) else used
+    ``project`` whose module calls a backward, reset or clip (the model may follow the call there)."""
+    return used | set(screen_markers(vocabulary.rules, vocabulary)) if calls_out(path, data, vocabulary, project) \
+        else used
 
 
-def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary) -> bool:
+def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary, project: ProjectIndex | None) -> bool:
     """Whether the file may run a backward, reset or clip through code outside it: it names a
     library function a table row says performs events, a timm-style loss scaler, or a
-    function or class of its project whose module performs them (the model may follow the
+    function or class of its ``project`` whose module performs them (the model may follow the
     call there; the ast stage, which sees only this file, then cannot judge it)."""
     search = names_search(vocabulary.summaries)
     if search is not None and search.search(data):
@@ -177,8 +181,7 @@ def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary) -> bool:
         return True  # its backward is behind the call
     if path is None:
         return False
-    index = project.active()
-    return index is not None and index.root_of(path) is not None and index.mentions_event_name(data, path)
+    return project is not None and project.root_of(path) is not None and project.mentions_event_name(data, path)
 
 
 @functools.lru_cache(maxsize=8)
@@ -199,13 +202,13 @@ def loss_scaler_gate() -> LedPattern:
 
 
 def may_fire(data: bytes, rules: Sequence[GatedRule], vocabulary: Vocabulary, *, in_strings: bool = False,
-             path: str | None = None) -> bool:
+             path: str | None = None, project: ProjectIndex | None = None) -> bool:
     """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes
     (see :func:`accumlint.engine.may_fire`)."""
     markers = marker_bytes(tuple(rules), vocabulary)
     used = marker_search(markers).used(data, in_strings) if markers else set()
     if markers:
-        used = project_backward(path, data, used, vocabulary)
+        used = project_backward(path, data, used, vocabulary, project)
     return bool(rules_in_bytes(data, rules, used, vocabulary))
 
 

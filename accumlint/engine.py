@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint import byte_stage, project
+from accumlint import byte_stage
 from accumlint import frameworks as fw
 from accumlint.byte_stage import Vocabulary, later_stage
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.findings import Finding, Severity
+from accumlint.heap import MEMORY_LIMIT
 from accumlint.kept_blocks import KEPT_BLOCKS_FROM_BYTES, blank_rows, kept_text
 from accumlint.model import FileModel, build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
@@ -51,15 +52,16 @@ from accumlint.parsing import may_chain as _may_chain
 from accumlint.parsing import nests_deep as _nests_deep
 from accumlint.parsing import syntax_error_position as _syntax_error_position
 from accumlint.placement import place
-from accumlint.pool import MEMORY_LIMIT
 from accumlint.prefilter import marker_search
 from accumlint.reading import MAX_SOURCE_BYTES, decode_source
 from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
+from accumlint.run_context import ALONE, RunContext
 from accumlint.source_facts import source_facts
 from accumlint.suppression import apply_noqa, apply_noqa_where_it_happens
 
 if TYPE_CHECKING:
-    from accumlint.suggested_fixes import SuggestedFix
+    from accumlint.project import ProjectIndex
+    from accumlint.text_edits import SuggestedFix
 
 
 @dataclass
@@ -153,9 +155,9 @@ def backward_used(data: bytes) -> bool:
     return byte_stage.backward_used(data, vocabulary())
 
 
-def _calls_out(path: str | None, data: bytes) -> bool:
+def _calls_out(path: str | None, data: bytes, project: ProjectIndex | None) -> bool:
     """:func:`accumlint.byte_stage.calls_out` with the registered rules."""
-    return byte_stage.calls_out(path, data, vocabulary())
+    return byte_stage.calls_out(path, data, vocabulary(), project)
 
 
 def _calls_backward(used: set[bytes]) -> bool:
@@ -163,7 +165,8 @@ def _calls_backward(used: set[bytes]) -> bool:
     return not used.isdisjoint(_BACKWARD_MARKERS)
 
 
-def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, path: str | None = None) -> bool:
+def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, path: str | None = None,
+             project: ProjectIndex | None = None) -> bool:
     """The byte-level prefilter: whether any of ``rules`` can fire on a file with these bytes.
 
     True when a rule has no markers; otherwise when, for one of the rules, one of its markers
@@ -173,11 +176,11 @@ def may_fire(data: bytes, rules: Sequence[Rule], *, in_strings: bool = False, pa
     Python source encodings are ASCII-compatible and markers are ASCII names, so a file is
     never dropped for its encoding (a multibyte encoding can only add false matches).
     ``in_strings``: uses in strings and comments count too (a notebook's JSON). ``path``: the
-    file's path; in an activated project (:mod:`accumlint.project`) a file that names a
-    project function or class whose module calls a backward counts as calling one.
+    file's path; in ``project`` (:mod:`accumlint.project`) a file that names a project
+    function or class whose module calls a backward counts as calling one.
     (:func:`accumlint.byte_stage.may_fire` with the registered rules' :func:`vocabulary`.)
     """
-    return byte_stage.may_fire(data, rules, vocabulary(), in_strings=in_strings, path=path)
+    return byte_stage.may_fire(data, rules, vocabulary(), in_strings=in_strings, path=path, project=project)
 
 
 def _rules_in_bytes(data: bytes, rules: Sequence[Rule], used: set[bytes]) -> list[Rule]:
@@ -207,7 +210,7 @@ PARSE_MEMORY_PER_NODE = 2600
 #: The peak memory of the stages before LibCST, per byte of source: the text and the ``ast``
 #: tree (measured on transformers 5.23.0's trainer.py and testing_utils.py: 57 and 64).
 SCREEN_MEMORY_PER_BYTE = 80
-def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
+def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, context: RunContext = ALONE, *,
                  suggest: bool = False, blank: Sequence[tuple[int, int]] = ()) -> FileResult:
     """Check one file's bytes with ``rules`` (default: every rule) and return its findings.
 
@@ -218,16 +221,17 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
     ``rules`` admits (:meth:`RuleGate.admits` on its :mod:`~accumlint.source_facts`), is not
     given to LibCST. With no rules (only ``ACC000`` selected) every file is decoded and
     parsed by the running interpreter's parser: a syntax check. A rule that raises is recorded
-    in ``internal_errors`` and the other rules still run. ``suggest``: the result's
-    :attr:`~FileResult.fixes` are computed (:func:`accumlint.suggested_fixes.suggest_in_check`).
+    in ``internal_errors`` and the other rules still run. ``context``: the run's project
+    (whose modules the model follows) and switches. ``suggest`` (or the context's): the
+    result's :attr:`~FileResult.fixes` are computed (:func:`accumlint.fixes.propose.suggest_in_check`).
     ``blank``: rows (1-based, inclusive) that LibCST does not read, blanked once the gates have
     judged the whole file (a fix's re-check of what its edit can affect: :mod:`accumlint.fix_scope`).
     """
     with _collector_paused():
-        verdict = _screen(path, data, rules, blank)
+        verdict = _screen(path, data, rules, context.project, blank)
         if isinstance(verdict, FileResult):
             return verdict
-        return _check_text(path, verdict, data if suggest else None)
+        return _check_text(path, verdict, context.project, data if suggest or context.suggest else None)
 
 
 @dataclass(frozen=True)
@@ -243,19 +247,22 @@ class Screened:
     original: str | None = None
 
 
-def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None) -> FileResult | Screened:
+def screen(path: str, data: bytes, rules: Sequence[Rule] | None = None, context: RunContext = ALONE,
+           ) -> FileResult | Screened:
     """The stages of :func:`check_source` before LibCST: the file's final result when they
     decide it (no rule's gate admits it, or ``ACC000``), else what LibCST has to check. Takes about
     :data:`SCREEN_MEMORY_PER_BYTE` (the ``ast`` tree), not :data:`PARSE_MEMORY_PER_BYTE`."""
     with _collector_paused():
-        return _screen(path, data, rules)
+        return _screen(path, data, rules, context.project)
 
 
-def check_screened(path: str, screened: Screened, data: bytes | None = None) -> FileResult:
+def check_screened(path: str, screened: Screened, data: bytes | None = None, context: RunContext = ALONE,
+                   ) -> FileResult:
     """LibCST, the model and the rules on a file that :func:`screen` passed on (the rest of
-    :func:`check_source`); with the file's ``data``, its fixes too (``suggest``)."""
+    :func:`check_source`), in ``context``; with the file's ``data`` and the context's
+    ``suggest``, its fixes too."""
     with _collector_paused():
-        return _check_text(path, screened, data)
+        return _check_text(path, screened, context.project, data if context.suggest else None)
 
 
 @contextmanager
@@ -276,14 +283,14 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _screen(path: str, data: bytes, rules: Sequence[Rule] | None,
+def _screen(path: str, data: bytes, rules: Sequence[Rule] | None, project: ProjectIndex | None,
             blank: Sequence[tuple[int, int]] = ()) -> FileResult | Screened:
     rules = list(ALL_RULES_INSTANCES if rules is None else rules)
     result = FileResult(path)
     outside = False
     if rules:
         used = marker_search(_screen_markers(tuple(rules))).used(data)
-        outside = _calls_out(path, data)
+        outside = _calls_out(path, data, project)
         if outside:
             used |= set(_screen_markers(ALL_RULES_INSTANCES))
         rules = _rules_in_bytes(data, rules, used)
@@ -339,7 +346,7 @@ def _screen(path: str, data: bytes, rules: Sequence[Rule] | None,
     memory = PARSE_MEMORY_PER_NODE * (facts.nodes if facts is not None else sum(1 for _ in ast.walk(tree)))
     kept = None
     if len(data) >= KEPT_BLOCKS_FROM_BYTES and not any(rule.gate.everywhere for rule in rules) and not blank:
-        kept = kept_text(tree, text, _anchors(tuple(rules), outside))
+        kept = kept_text(tree, text, _anchors(tuple(rules), outside, project))
     if blank:
         kept = blank_rows(kept or text, blank)
     if kept is not None:  # LibCST reads the definitions a rule may need, the rest is blank
@@ -360,7 +367,7 @@ def _line_and_column(text: str, offset: int) -> tuple[int, int]:
 
 def _within_memory(path: str, screened: Screened) -> Screened | FileResult:
     """``screened``, or ``ACC000`` where its estimated memory is more than twice a worker's
-    limit (:data:`~accumlint.pool.MEMORY_LIMIT`: it would run out, after seconds of work; near
+    limit (:data:`~accumlint.heap.MEMORY_LIMIT`: it would run out, after seconds of work; near
     the limit the estimate is too rough to refuse on, and the limit decides)."""
     if screened.memory is None or screened.memory <= 2 * MEMORY_LIMIT:
         return screened
@@ -369,16 +376,15 @@ def _within_memory(path: str, screened: Screened) -> Screened | FileResult:
     return FileResult(path, findings=[_parse_error(path, 1, 1, reason)])
 
 
-def _anchors(rules: tuple[Rule, ...], outside: bool) -> frozenset[str]:
+def _anchors(rules: tuple[Rule, ...], outside: bool, project: ProjectIndex | None) -> frozenset[str]:
     """The names whose use makes a definition one the model reads (:mod:`accumlint.kept_blocks`):
     the rules' markers and, for a file that may run events through other code (``outside``),
-    the project's followed names, the library functions a table row describes and timm's
+    ``project``'s followed names, the library functions a table row describes and timm's
     loss-scaler gate keywords."""
     names = {marker.decode() for marker in _screen_markers(rules)}
     if outside:
-        index = project.active()
-        if index is not None:
-            names |= {name.decode() for name in index.followed_names()}
+        if project is not None:
+            names |= {name.decode() for name in project.followed_names()}
         names |= {part for name in summaries.LIBRARY_SUMMARIES for part in name.split(".")}
         names |= set(fw.timm.LOSS_SCALER_CONVENTION)
     return frozenset(names)
@@ -389,8 +395,10 @@ def _code_bytes(text: str) -> int:
     return len(text) - text.count("\n")
 
 
-def _check_text(path: str, screened: Screened, data: bytes | None = None) -> FileResult:
-    """The LibCST stages on what :func:`_screen` passed on; with the file's ``data``, the fixes
+def _check_text(path: str, screened: Screened, project: ProjectIndex | None, data: bytes | None = None,
+                ) -> FileResult:
+    """The LibCST stages on what :func:`_screen` passed on, the model following the modules of
+    ``project``; with the file's ``data``, the fixes
     its findings' rules propose as well (not verified: :func:`accumlint.suggested_fixes.verify`)."""
     text, rules = screened.text, screened.rules
     result = FileResult(path)
@@ -407,8 +415,7 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))
         return result
-    index = project.active()
-    view = index.view(path) if index is not None else None
+    view = project.view(path) if project is not None else None
     try:
         model = build_model(module, view)
     except RecursionError:
@@ -444,7 +451,7 @@ def _check_text(path: str, screened: Screened, data: bytes | None = None) -> Fil
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]
     if data is not None:
-        from accumlint.suggested_fixes import suggest_in_check
+        from accumlint.fixes.propose import suggest_in_check
 
         result.fixes = later_stage(result.incomplete, "the fixes", lambda: suggest_in_check(
             text, module, dict(placed), result.findings, screened.original), {})

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
 from accumlint.kept_blocks import Block, definition_rows, read_block, top_blocks
+from accumlint.run_context import ALONE, RunContext
 from accumlint.spec import PARSE_ERROR_CODE
 from accumlint.text_edits import split_lines
 
@@ -46,11 +47,13 @@ class Baseline:
     """A checked text and its findings, against which fixed versions of it are re-checked.
 
     ``text``: the text that was checked (decoded); ``findings``: its findings (every code the
-    re-check's rules report). Reads ``text``'s definitions once, lazily."""
+    re-check's rules report); ``context``: the run's it was checked in, the re-checks' too.
+    Reads ``text``'s definitions once, lazily."""
 
-    def __init__(self, text: str, findings: Sequence[Finding]) -> None:
+    def __init__(self, text: str, findings: Sequence[Finding], context: RunContext = ALONE) -> None:
         self.text = text
         self.findings = list(findings)
+        self.context = context
         self._read: _Read | None | bool = False
         #: how the last :meth:`check` went: "restricted", or why the whole file was checked
         self.last = ""
@@ -71,13 +74,13 @@ class Baseline:
         scope = self._scope(fixed)
         if isinstance(scope, str):
             self.last = scope
-            return engine.check_source(path, data, rules).findings
+            return engine.check_source(path, data, rules, self.context).findings
         blanked, region, carried = scope
-        found = engine.check_source(path, data, rules, blank=blanked).findings
+        found = engine.check_source(path, data, rules, self.context, blank=blanked).findings
         outside = [f for f in found if f.code == PARSE_ERROR_CODE or not _inside(f.line, region)]
         if outside:
             self.last = f"the re-check reported {outside[0].code} outside the definitions it re-read"
-            return engine.check_source(path, data, rules).findings
+            return engine.check_source(path, data, rules, self.context).findings
         self.last = "restricted"
         return sorted(set(found) | set(carried))
 

@@ -18,6 +18,12 @@ import os
 import sys
 from typing import Any
 
+#: The most memory (bytes) a worker may hold: past it, the check of its file gets ``ACC000``
+#: (:func:`accumlint.pool.out_of_memory`). LibCST's memory grows with the square of an
+#: expression's depth: a 60 KB chain of ``2**`` or of conditional expressions takes it past 4 GB.
+#: (Here, in the leaf both the pool and the engine's estimate read.)
+MEMORY_LIMIT = 2**30
+
 #: glibc's ``mallopt`` parameter for the most arenas (malloc.h: ``M_ARENA_MAX``)
 _M_ARENA_MAX = -8
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 from accumlint.findings import Finding, Severity
 from accumlint.spec import UNUSED_NOQA_CODE, spec_of
-from accumlint.suggested_fixes import SAFE, SuggestedFix
 from accumlint.suppression import comment_directives, comments
-from accumlint.text_edits import split_lines, text_edits
+from accumlint.text_edits import SAFE, SuggestedFix, split_lines, text_edits
 
 UNUSED_NOQA_NAME = spec_of(UNUSED_NOQA_CODE).name
 UNUSED_NOQA_URL = spec_of(UNUSED_NOQA_CODE).url

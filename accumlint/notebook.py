@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding, Severity
 from accumlint.lazy import lazy_module
+from accumlint.run_context import ALONE, RunContext
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
@@ -485,10 +486,11 @@ def _fix_in_cell(fix: SuggestedFix, source: NotebookSource, cell: int) -> Sugges
     return dataclasses.replace(fix, edits=tuple(text_edits(before, "\n".join(edited[cell]))))
 
 
-def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None, *,
+def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None, context: RunContext = ALONE, *,
                    suggest: bool = False) -> engine.FileResult:
     """Check a notebook's code cells with ``rules`` (default: every rule); findings carry their
-    cell. ``suggest``: the findings' fixes too (:attr:`~accumlint.engine.FileResult.fixes`), each
+    cell; ``context``: the run's (:func:`accumlint.engine.check_source`). ``suggest`` (or the
+    context's): the findings' fixes too (:attr:`~accumlint.engine.FileResult.fixes`), each
     edit in the lines of the finding's cell, as ruff gives a notebook's."""
     try:
         source = notebook_source(data)
@@ -505,7 +507,7 @@ def check_notebook(path: str, data: bytes, rules: Sequence[Rule] | None = None, 
             url=engine.PARSE_ERROR_URL,
         )
         return engine.FileResult(path, findings=[finding])
-    result = engine.check_source(path, source.text.encode("utf-8"), rules, suggest=suggest)
+    result = engine.check_source(path, source.text.encode("utf-8"), rules, context, suggest=suggest)
     raw = RawPlaces(data)
     placed = {f: _placed(f, source, raw) for f in result.findings}
     result.findings = list(placed.values())

@@ -2,8 +2,10 @@
 stage by stage from a queue of its own (LibCST stages first, largest first) within a memory
 budget, with a time budget per stage that a loaded machine stretches.
 
-The per-file work the workers do is :mod:`accumlint.runner`'s (looked up there at each call,
-so that the module a worker runs is the one the main process configured).
+The per-file work the workers do is the caller's (:mod:`accumlint.runner` passes its checks
+in); each worker gets the run's :class:`~accumlint.run_context.RunContext` from its initializer
+and hands it to that work. Here too: what a file's result is where its check did not end
+(too slow, out of memory, crashed).
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import ModuleType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from accumlint import heap, project, suppression
+from accumlint import heap, suppression
+from accumlint.findings import Finding, Severity
+from accumlint.heap import MEMORY_LIMIT
 from accumlint.lazy import lazy_module
 from accumlint.reading import is_notebook
+from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
+from accumlint.run_context import ALONE, RunContext
 
 engine = lazy_module("accumlint.engine")
 
@@ -36,24 +41,39 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def runner() -> ModuleType:
-    """:mod:`accumlint.runner` (imported here lazily: it imports this module)."""
-    from accumlint import runner as module
+class StagedCheck(Protocol):
+    """A worker's check of one file in stages (:meth:`_Scheduler._send`): without ``screened``
+    the cheap stages, which may return what LibCST still has to read; with it, the rest."""
 
-    return module
+    def __call__(self, path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *,
+                 context: RunContext) -> engine.FileResult | engine.Screened: ...
 
 
-def _worker_start(parent: int, index: project.ProjectIndex | None = None, suggesting: bool = False,
-                  ignore_noqa: bool = False) -> None:
+class WholeCheck(Protocol):
+    """A worker's check of one file, start to end (:func:`_check_alone`)."""
+
+    def __call__(self, path: str, data: bytes, codes: frozenset[str], *, context: RunContext) -> engine.FileResult: ...
+
+
+#: in a worker process only: the context of the run it works for, set once by its initializer
+#: (:func:`_worker_start`) and handed to each call (:func:`_in_context`); None in the main process
+_worker_context: RunContext | None = None
+
+
+def _in_context(function: Callable[..., T], *args: object) -> T:
+    """In a worker: ``function(*args, context=...)`` with the run's context."""
+    assert _worker_context is not None, "called outside a worker"
+    return function(*args, context=_worker_context)
+
+
+def _worker_start(parent: int, context: RunContext = ALONE) -> None:
     """In each worker: leave Ctrl-C to the main process (which terminates the workers), and
     exit within half a second once the main process is gone, instead of waiting for work forever;
-    check with the run's project (``index``: sent along where the workers are not forked) and,
-    with ``suggesting``, compute the findings' fixes; with ``ignore_noqa``, apply no ``noqa``
-    directive. Its memory is bounded (:func:`limit_memory`)."""
-    runner()._suggesting = suggesting
-    suppression.ignore_directives(ignore_noqa)
-    if index is not None:
-        project.activate(index)
+    keep the run's ``context`` for its calls (:func:`_in_context`; given in memory where the
+    workers fork, pickled once per worker elsewhere). Its memory is bounded (:func:`limit_memory`)."""
+    global _worker_context
+    _worker_context = context
+    suppression.ignore_directives(context.ignore_noqa)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # terminate() must end the worker even if the main process installed its own SIGTERM handler
     # (inherited through fork; Lightning's Trainer installs one, for instance)
@@ -72,10 +92,6 @@ def _worker_start(parent: int, index: project.ProjectIndex | None = None, sugges
         os.close(devnull)
 
 
-#: The most memory (bytes) a worker may hold: past it, the check of its file gets ``ACC000``
-#: (:func:`accumlint.runner._out_of_memory`). LibCST's memory grows with the square of an
-#: expression's depth: a 60 KB chain of ``2**`` or of conditional expressions takes it past 4 GB.
-MEMORY_LIMIT = 2**30
 #: the least a worker may allocate past what it holds at its start, whatever that is: what a
 #: forked worker holds at first is its parent's, shared (a test process that imported torch)
 MIN_MEMORY_BUDGET = 512 * 2**20
@@ -126,11 +142,55 @@ def _data_segment() -> int | None:
 OUT_OF_MEMORY_SIGNALS = frozenset({signal.SIGABRT})
 
 
-def _initargs(context: object | None) -> tuple:
-    """What :func:`_worker_start` gets in a worker of this run: the project (only where the
-    workers are not forked: ``context`` None) and the run's switches."""
-    return (os.getpid(), project.active() if context is None else None, runner()._suggesting,
-            suppression.ignoring_directives())
+def initargs(context: RunContext) -> tuple[int, RunContext]:
+    """What a pool's ``initializer``, :func:`_worker_start`, gets in a worker of the run of ``context``."""
+    return (os.getpid(), context)
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+# --- a file's result where its check did not end --------------------------------------------
+def file_error(path: str, message: str, fix: str) -> Finding:
+    """The file's ``ACC000`` at its first line."""
+    return Finding(path=path, line=1, column=1, code=PARSE_ERROR_CODE, name=PARSE_ERROR_NAME,
+                   severity=Severity.ERROR, message=message, fix=fix, url=PARSE_ERROR_URL)
+
+
+def not_checked(path: str, reason: str, fix: str) -> Finding:
+    """The ``ACC000`` of a file the run did not check, at its first line: ``reason`` says why, ``fix`` what to do."""
+    return file_error(path, f"file could not be checked: {reason}", fix)
+
+
+def parse_error_result(path: str, finding: Finding, codes: frozenset[str]) -> engine.FileResult:
+    """The result of a file whose check ended in its ``ACC000`` ``finding``: that finding where
+    ``ACC000`` is among ``codes``, else no finding and the file not fully checked (the finding's
+    message as the reason): a run never calls a file it could not check clean."""
+    if PARSE_ERROR_CODE in codes:
+        return engine.FileResult(path, findings=[finding])
+    return engine.FileResult(path, incomplete=[finding.message])
+
+
+def too_slow(path: str, seconds: float) -> Finding:
+    """The ``ACC000`` of a file whose check ran past ``seconds``."""
+    reason = f"took too long to parse (more than {seconds:g} s)"
+    return not_checked(path, reason, "simplify the deepest expression, raise `parse-timeout`, or exclude the file")
+
+
+def out_of_memory(path: str) -> Finding:
+    """The ``ACC000`` of a file whose check ran out of a worker's :data:`MEMORY_LIMIT`."""
+    reason = f"too large to check (its check needed more than {MEMORY_LIMIT / 2**30:g} GiB of memory)"
+    return not_checked(path, reason, "simplify the deepest expression, split the file, or exclude it")
+
+
+def crashed(path: str, exc: BaseException) -> engine.FileResult:
+    """A file whose check raised where nothing should: an internal error for that file, the run goes on."""
+    error = f"{path}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}; please report it"
+    return engine.FileResult(path, internal_errors=[error])
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -193,8 +253,11 @@ class _Scheduler:
     by itself once the main process is gone (killed, or ended by SIGTERM).
     """
 
-    def __init__(self, jobs: int, timeout: float | None = None) -> None:
+    def __init__(self, jobs: int, staged: StagedCheck, whole: WholeCheck, timeout: float | None = None,
+                 context: RunContext = ALONE) -> None:
         self.jobs = jobs
+        self.staged, self.whole = staged, whole  # the worker's checks: in stages, and alone (_take)
+        self.context = context
         self.timeout = timeout  # seconds a stage may run in a worker (None: no limit)
         self.budget = max(PARSE_BUDGET, jobs * PARSE_BUDGET_PER_JOB)
         self.pool: ProcessPoolExecutor | None = None
@@ -268,7 +331,7 @@ class _Scheduler:
             self.frozen = True
         self.pool = ProcessPoolExecutor(
             max_workers=workers or self.jobs, mp_context=context, initializer=_worker_start,
-            initargs=_initargs(context)
+            initargs=initargs(self.context)
         )
         self.workers = []
 
@@ -302,12 +365,13 @@ class _Scheduler:
         if self.pool is None:  # replaced: its worker ran past the time budget
             self._start()
         assert self.pool is not None
+        task = (_in_context, self.staged, job.path, job.data, job.codes, job.screened)
         try:
-            future = self.pool.submit(runner()._check_in_worker, job.path, job.data, job.codes, job.screened)
+            future = self.pool.submit(*task)
         except BrokenProcessPool:  # a worker died: the files it had are rechecked alone (_take)
             self.pool.shutdown(wait=False)
             self._start()
-            future = self.pool.submit(runner()._check_in_worker, job.path, job.data, job.codes, job.screened)
+            future = self.pool.submit(*task)
         if not self.workers:
             self.workers = workers_of(self.pool)
         if self.frozen:
@@ -372,8 +436,7 @@ class _Scheduler:
         for index in late:
             job, _ = self.in_flight[index]
             self._leave(index)
-            self.results[index] = runner().parse_error_result(
-                job.path, runner()._too_slow(job.path, self.timeout), job.codes)
+            self.results[index] = parse_error_result(job.path, too_slow(job.path, self.timeout), job.codes)
             self.late.add(index)
         self._kill()
         for index, (job, _) in list(self.in_flight.items()):
@@ -390,13 +453,14 @@ class _Scheduler:
                 self.results[job.index] = _out_of_memory(job.path, job.codes)  # its only file: the culprit
                 return
             # the whole pool is gone: each of its files again, alone, so that only the culprit is lost
-            self.results[job.index] = _check_alone(job.path, job.data, job.codes, self.timeout)
+            self.results[job.index] = _check_alone(self.whole, job.path, job.data, job.codes, self.timeout,
+                                                   self.context)
             return
         except MemoryError:  # past the worker's memory limit
             self.results[job.index] = _out_of_memory(job.path, job.codes)
             return
         except Exception as exc:  # noqa: BLE001 - raised in the worker by this file: the run goes on
-            self.results[job.index] = runner()._crashed(job.path, exc)
+            self.results[job.index] = crashed(job.path, exc)
             return
         if isinstance(outcome, engine.Screened):
             self._queue(_Job(job.index, job.path, job.data, job.codes, outcome))
@@ -427,7 +491,7 @@ def load_factor() -> float:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return 1.0
-    return min(MAX_STRETCH, max(1.0, load / runner().default_jobs()))
+    return min(MAX_STRETCH, max(1.0, load / default_jobs()))
 
 
 class TooSlow(Exception):
@@ -445,9 +509,6 @@ class Cancelled(Exception):
 _alone_lock = threading.Lock()
 _alone: set[ProcessPoolExecutor] = set()  # the pools of run_alone calls in progress
 _ended = False  # set by end_alone: no run_alone call starts a worker any more
-#: held while a worker forks: what the caller set up for it (:func:`run_alone`'s ``setup``:
-#: the project it checks in) stays this thread's until the worker holds a copy
-_forking = threading.RLock()
 _current = threading.local()  # .cancel: the Cancel of this thread's run_alone calls
 
 
@@ -482,13 +543,13 @@ class Cancel:
 
 
 def run_alone(function: Callable[..., T], *args: object, timeout: float | None = None,
-              setup: Callable[[], contextlib.AbstractContextManager[object]] | None = None) -> T:
+              context: RunContext | None = None) -> T:
     """``function(*args)`` in a fresh worker process (:func:`_worker_start`: bounded to
-    :data:`MEMORY_LIMIT`; forked on Linux, so it sees this process's activated project) and
-    its result. ``timeout``: seconds, stretched by :func:`load_factor` (None: no limit).
-    ``setup``: a context entered while the worker starts (and no other call's worker starts),
-    which sets the process state the worker copies (:func:`accumlint.project.activate`): calls
-    on several threads each get their own.
+    :data:`MEMORY_LIMIT`) and its result. With a ``context``, ``function(*args, context=context)``:
+    the context reaches the worker through its initializer (in memory where it forks, so a
+    project index is not pickled); without one, the worker keeps this process's
+    ``--ignore-noqa`` switch and has no project. ``timeout``: seconds, stretched by :func:`load_factor`
+    (None: no limit). Calls on several threads each run in their own worker.
 
     Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
     :class:`OutOfMemory` where it ran out of memory (``MemoryError``, or its native code
@@ -501,32 +562,31 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     from concurrent.futures import TimeoutError as Late
     from concurrent.futures.process import BrokenProcessPool
 
-    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    mp_context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     cancel: Cancel | None = getattr(_current, "cancel", None)
     processes = []
-    with _forking, setup() if setup is not None else contextlib.nullcontext():
-        pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=_worker_start,
-            initargs=_initargs(context)
-        )
-        with _alone_lock:
-            if _ended or (cancel is not None and cancel.cancelled):
-                pool.shutdown(wait=False)
-                if _ended:
-                    raise BrokenProcessPool("the process is shutting down")
-                raise Cancelled()
-            _alone.add(pool)
-            if cancel is not None:
-                cancel._pools.add(pool)
-        try:
-            future = pool.submit(function, *args)  # forks here (the worker's copy of the state set up)
-            processes = workers_of(pool)
-            if cancel is not None and cancel.cancelled:  # cancelled while it forked: not killed yet
-                for process in processes:
-                    process.kill()
-        except BaseException:
-            _release(pool, cancel, processes)
-            raise
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=mp_context, initializer=_worker_start,
+        initargs=initargs(context or RunContext(ignore_noqa=suppression.ignoring_directives()))
+    )
+    with _alone_lock:
+        if _ended or (cancel is not None and cancel.cancelled):
+            pool.shutdown(wait=False)
+            if _ended:
+                raise BrokenProcessPool("the process is shutting down")
+            raise Cancelled()
+        _alone.add(pool)
+        if cancel is not None:
+            cancel._pools.add(pool)
+    try:
+        future = pool.submit(function, *args) if context is None else pool.submit(_in_context, function, *args)
+        processes = workers_of(pool)
+        if cancel is not None and cancel.cancelled:  # cancelled while it forked: not killed yet
+            for process in processes:
+                process.kill()
+    except BaseException:
+        _release(pool, cancel, processes)
+        raise
     try:
         try:
             return future.result(timeout=None if timeout is None else timeout * load_factor())
@@ -570,21 +630,21 @@ def end_alone() -> None:
             process.kill()
 
 
-def _check_alone(path: str, data: bytes, codes: frozenset[str], timeout: float | None = None,
-                 setup: Callable[[], contextlib.AbstractContextManager[object]] | None = None) -> engine.FileResult:
-    """:func:`_check` in a fresh worker (:func:`run_alone`, with its ``setup``): a file whose
-    check kills the process gets an internal error, one that runs out of memory or past
-    ``timeout`` seconds ``ACC000``, and the run goes on. :class:`Cancelled` passes through."""
+def _check_alone(check: WholeCheck, path: str, data: bytes, codes: frozenset[str], timeout: float | None = None,
+                 context: RunContext = ALONE) -> engine.FileResult:
+    """``check`` in a fresh worker (:func:`run_alone`, in ``context``): a file whose check kills
+    the process gets an internal error, one that runs out of memory or past ``timeout`` seconds
+    ``ACC000``, and the run goes on. :class:`Cancelled` passes through."""
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        return run_alone(runner()._check_safely, path, data, codes, timeout=timeout, setup=setup)
+        return run_alone(check, path, data, codes, timeout=timeout, context=context)
     except BrokenProcessPool as exc:
         error = f"{path}: internal error: the process checking this file died ({exc}); please report it"
         return engine.FileResult(path, internal_errors=[error])
     except TooSlow:
         assert timeout is not None
-        return runner().parse_error_result(path, runner()._too_slow(path, timeout), codes)
+        return parse_error_result(path, too_slow(path, timeout), codes)
     except OutOfMemory:
         return _out_of_memory(path, codes)
 
@@ -607,4 +667,4 @@ def _ran_out_of_memory(process: BaseProcess) -> bool:
 
 def _out_of_memory(path: str, codes: frozenset[str]) -> engine.FileResult:
     """The result of a file whose check ran out of a worker's memory."""
-    return runner().parse_error_result(path, runner()._out_of_memory(path), codes)
+    return parse_error_result(path, out_of_memory(path), codes)

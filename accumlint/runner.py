@@ -9,20 +9,27 @@ output never depends on the number of workers or on which of them finished first
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from accumlint import byte_stage, config, heap, noqa_report, project, suppression
 from accumlint.cache import CachedResult, ResultCache, content_digest
 from accumlint.config import Settings
-from accumlint.findings import Finding, Severity
+from accumlint.findings import Finding
 from accumlint.lazy import lazy_module
-from accumlint.pool import _check_alone, _Scheduler
+from accumlint.pool import (
+    _check_alone,
+    _Scheduler,
+    crashed,
+    default_jobs,
+    file_error,
+    not_checked,
+    parse_error_result,
+)
 from accumlint.pool import _out_of_memory as _out_of_memory_result
 from accumlint.reading import (
     MAX_SOURCE_BYTES,
@@ -33,7 +40,8 @@ from accumlint.reading import (
     read_source,
     source_limit,
 )
-from accumlint.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
+from accumlint.registry import PARSE_ERROR_CODE
+from accumlint.run_context import RunContext
 
 # LibCST and the rules load at the first file that is not answered from the cache
 engine = lazy_module("accumlint.engine")
@@ -70,40 +78,9 @@ class RunResult:
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 
 
-def default_jobs() -> int:
-    """The number of CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def _unreadable(path: str, exc: OSError) -> Finding:
     reason = exc.strerror or str(exc) or type(exc).__name__
-    return _parse_error(path, f"file could not be read: {reason}", "make the file readable, or exclude it")
-
-
-def _not_checked(path: str, reason: str, fix: str) -> Finding:
-    return _parse_error(path, f"file could not be checked: {reason}", fix)
-
-
-def not_checked(path: str, reason: str, fix: str) -> Finding:
-    """The ``ACC000`` of a file the run did not check, at its first line: ``reason`` says why, ``fix`` what to do."""
-    return _not_checked(path, reason, fix)
-
-
-def parse_error_result(path: str, finding: Finding, codes: frozenset[str]) -> engine.FileResult:
-    """The result of a file whose check ended in its ``ACC000`` ``finding``: that finding where
-    ``ACC000`` is among ``codes``, else no finding and the file not fully checked (the finding's
-    message as the reason): a run never calls a file it could not check clean."""
-    if PARSE_ERROR_CODE in codes:
-        return engine.FileResult(path, findings=[finding])
-    return engine.FileResult(path, incomplete=[finding.message])
-
-
-def _parse_error(path: str, message: str, fix: str) -> Finding:
-    """The file's ``ACC000`` at its first line."""
-    return Finding(path=path, line=1, column=1, code=PARSE_ERROR_CODE, name=PARSE_ERROR_NAME,
-                   severity=Severity.ERROR, message=message, fix=fix, url=PARSE_ERROR_URL)
+    return file_error(path, f"file could not be read: {reason}", "make the file readable, or exclude it")
 
 
 def too_large(path: str, size: int | None, limit: int = MAX_SOURCE_BYTES) -> Finding:
@@ -111,34 +88,17 @@ def too_large(path: str, size: int | None, limit: int = MAX_SOURCE_BYTES) -> Fin
     that was not read past ``limit`` bytes."""
     measured = f"{size / 2**20:.1f} MiB >" if size is not None else "more than"
     reason = f"file too large to parse ({measured} {limit / 2**20:.0f} MiB)"
-    return _not_checked(path, reason, "split the file, or exclude it")
+    return not_checked(path, reason, "split the file, or exclude it")
 
 
-def _too_slow(path: str, seconds: float) -> Finding:
-    reason = f"took too long to parse (more than {seconds:g} s)"
-    return _not_checked(path, reason, "simplify the deepest expression, raise `parse-timeout`, or exclude the file")
-
-
-def _out_of_memory(path: str) -> Finding:
-    from accumlint.pool import MEMORY_LIMIT
-
-    reason = f"too large to check (its check needed more than {MEMORY_LIMIT / 2**30:g} GiB of memory)"
-    return _not_checked(path, reason, "simplify the deepest expression, split the file, or exclude it")
-
-
-def _crashed(path: str, exc: BaseException) -> engine.FileResult:
-    """A file whose check raised where nothing should: an internal error for that file, the run goes on."""
-    error = f"{path}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}; please report it"
-    return engine.FileResult(path, internal_errors=[error])
-
-
-def _check_safely(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def _check_safely(path: str, data: bytes, codes: frozenset[str], *, context: RunContext) -> engine.FileResult:
+    """:func:`_check` in a worker (:class:`accumlint.pool.WholeCheck`): what it raises is the file's result."""
     try:
-        return _check(path, data, codes)
+        return _check(path, data, codes, context)
     except MemoryError:
         return _memory_exhausted(path, codes)
     except Exception as exc:  # noqa: BLE001 - one file must not end the run
-        return _crashed(path, exc)
+        return crashed(path, exc)
 
 
 def _memory_exhausted(path: str, codes: frozenset[str]) -> engine.FileResult:
@@ -156,49 +116,49 @@ TRIM_ABOVE = 64 * 1024
 #: it passes to the workers leave glibc's heap fragmented (speed set, two cores: main process
 #: 141 MB PSS at the end without it, 58 MB with it; a trim takes about a millisecond)
 TRIM_MAIN_EVERY = 8 * 2**20
-#: whether a check computes its findings' fixes (:attr:`accumlint.engine.FileResult.fixes`):
-#: set for a run by :func:`check_files`, in a worker by the pool's initializer
-_suggesting = False
 
 
-def _check(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
-    """One file (a notebook cell by cell) with the rules of ``codes``, its findings limited to
-    those codes, plus the unused-noqa findings when that code is enabled."""
+def _check(path: str, data: bytes, codes: frozenset[str], context: RunContext) -> engine.FileResult:
+    """One file (a notebook cell by cell) with the rules of ``codes`` in ``context``, its findings
+    limited to those codes, plus the unused-noqa findings when that code is enabled."""
     rules = engine.rules_for(codes)
     if is_notebook(path):
-        result = notebook.check_notebook(path, data, rules, suggest=_suggesting)
+        result = notebook.check_notebook(path, data, rules, context)
     else:
-        result = engine.check_source(path, data, rules, suggest=_suggesting)
-    return _finish(path, data, codes, result)
+        result = engine.check_source(path, data, rules, context)
+    return _finish(path, data, codes, result, context)
 
 
 def _check_in_worker(
-    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *, context: RunContext
 ) -> engine.FileResult | engine.Screened:
-    """A worker's part of :func:`_check`, in two stages: without ``screened``, the cheap
-    stages (:func:`accumlint.engine.screen`), which return what LibCST still has to check
-    (the main process sends it again, within the budget of a LibCST parse); with it, the rest.
-    A notebook is checked whole. A stage that runs out of memory gives the file ``ACC000``."""
+    """A worker's part of :func:`_check` (:class:`accumlint.pool.StagedCheck`), in two stages:
+    without ``screened``, the cheap stages (:func:`accumlint.engine.screen`), which return what
+    LibCST still has to check (the main process sends it again, within the budget of a LibCST
+    parse); with it, the rest. A notebook is checked whole. A stage that runs out of memory
+    gives the file ``ACC000``."""
     try:
         if screened is not None:
-            return _finish(path, data, codes, engine.check_screened(path, screened, data if _suggesting else None))
+            return _finish(path, data, codes, engine.check_screened(path, screened, data, context), context)
         if is_notebook(path):
-            return _check(path, data, codes)
-        verdict = engine.screen(path, data, engine.rules_for(codes))
+            return _check(path, data, codes, context)
+        verdict = engine.screen(path, data, engine.rules_for(codes), context)
     except MemoryError:
         return _memory_exhausted(path, codes)
-    return verdict if isinstance(verdict, engine.Screened) else _finish(path, data, codes, verdict)
+    return verdict if isinstance(verdict, engine.Screened) else _finish(path, data, codes, verdict, context)
 
 
-def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult) -> engine.FileResult:
+def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileResult,
+            context: RunContext) -> engine.FileResult:
     if PARSE_ERROR_CODE not in codes:  # an ACC000 that is not selected still means the file was not checked
         result.incomplete += [f.message for f in result.findings if f.code == PARSE_ERROR_CODE]
     result.findings = [f for f in result.findings if f.code in codes]
     if result.fixes:
         result.fixes = {finding: fix for finding, fix in result.fixes.items() if finding.code in codes}
-    if _reports_unused_noqa(path, data, codes) and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
+    if _reports_unused_noqa(path, data, codes, context) \
+            and not any(f.code == PARSE_ERROR_CODE for f in result.findings):
         text = engine.decode_source(data)  # decodable: the file was parsed
-        fixes: dict[Finding, SuggestedFix] | None = {} if _suggesting else None
+        fixes: dict[Finding, SuggestedFix] | None = {} if context.suggest else None
         result.findings += engine.later_stage(
             result.incomplete, f"{noqa_report.UNUSED_NOQA_CODE} (unused `noqa`)",
             lambda: noqa_report.unused_noqa(path, text, result.suppressed, config.known_codes(), codes, fixes), [])
@@ -211,9 +171,9 @@ def _finish(path: str, data: bytes, codes: frozenset[str], result: engine.FileRe
     return result
 
 
-def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str]) -> bool:
+def _reports_unused_noqa(path: str, data: bytes, codes: frozenset[str], context: RunContext) -> bool:
     """Whether ``ACC990`` is looked for in this file (never with ``--ignore-noqa``: no directive was applied)."""
-    return (noqa_report.UNUSED_NOQA_CODE in codes and not suppression.ignoring_directives()
+    return (noqa_report.UNUSED_NOQA_CODE in codes and not context.ignore_noqa
             and not is_notebook(path) and b"noqa" in data.lower())
 
 
@@ -277,20 +237,14 @@ def check_files(
     ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
     are computed where the check holds their nodes (:attr:`RunResult.fixes`).
     """
-    global _suggesting
-    previous, suggesting = project.active(), _suggesting
     vocabulary = byte_stage.use(_run_vocabulary(cache))
     try:
         index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
         digests, hits, state = _project_pass(files, index_of_project, cache)
-        project.activate(index_of_project)
-        _suggesting = suggest
-        return _check_files(files, settings, enabled, jobs, cache, index_of_project, digests, hits, state,
-                            parse_timeout)
+        context = RunContext(index_of_project, suggest, suppression.ignoring_directives())
+        return _check_files(files, settings, enabled, jobs, cache, context, digests, hits, state, parse_timeout)
     finally:
-        project.activate(previous)
         byte_stage.use(vocabulary)
-        _suggesting = suggesting
 
 
 def _run_vocabulary(cache: ResultCache | None) -> byte_stage.Vocabulary | None:
@@ -442,8 +396,10 @@ def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
 
 
 def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[str], jobs: int | None,
-                 cache: ResultCache | None, index_of_project: project.ProjectIndex, digests: dict[int, str],
+                 cache: ResultCache | None, context: RunContext, digests: dict[int, str],
                  hits: dict[int, CachedResult], state: str, parse_timeout: float | None) -> RunResult:
+    index_of_project = context.project
+    assert index_of_project is not None
     run = RunResult()
     by_path = {os.path.abspath(files[i]): digest for i, digest in digests.items()}
     findings: dict[int, list[Finding]] = {}
@@ -491,8 +447,9 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
         names = index_of_project.names_for(path)
         if (
             rules
-            and not byte_stage.may_fire(data, rules, vocabulary, in_strings=notebook_json, path=path)
-            and not _reports_unused_noqa(path, data, codes)
+            and not byte_stage.may_fire(data, rules, vocabulary, in_strings=notebook_json, path=path,
+                                        project=index_of_project)
+            and not _reports_unused_noqa(path, data, codes, context)
         ):
             if cache is not None and index not in incomplete:
                 cache.put(path, digest, [], unknown, names=names, state=state, signature=signatures.get(index))
@@ -505,7 +462,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     timeout = settings.parse_timeout if parse_timeout is None else parse_timeout
     workers = default_jobs() if jobs is None else max(1, jobs)
     unreleased = 0  # bytes read since the main process last gave its freed heap back
-    with _Scheduler(workers, timeout or None) as scheduler:
+    with _Scheduler(workers, _check_in_worker, _check_safely, timeout or None, context) as scheduler:
         for index in _largest_first(files):
             scheduler.poll()  # a worker that finished a stage gets the next at once
             path = files[index]
@@ -544,7 +501,7 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
             try:
                 look_up_or_submit(index, path, data, codes)
             except Exception as exc:  # noqa: BLE001 - one file must not end the run
-                errors[index] = _crashed(path, exc).internal_errors
+                errors[index] = crashed(path, exc).internal_errors
         results = scheduler.collect()
     for index, result in results.items():
         path, data, digest, unknown = parsed[index]
@@ -664,23 +621,6 @@ def _one_file_index(path: str, data: bytes, project_root: str | None) -> project
     return None if project_root is None or path == "-" else file_index(path, data, project_root)
 
 
-@contextlib.contextmanager
-def checking_in(index: project.ProjectIndex | None, suggest: bool | None = None) -> Iterator[None]:
-    """The process state of a :func:`check_one` worker while it forks: ``index`` active (None:
-    the active one kept), and the findings' fixes proposed with ``suggest`` (None: as set)."""
-    global _suggesting
-    previous, suggesting = project.active(), _suggesting
-    if index is not None:
-        project.activate(index)
-    if suggest is not None:
-        _suggesting = suggest
-    try:
-        yield
-    finally:
-        project.activate(previous)
-        _suggesting = suggesting
-
-
 def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
               suggest: bool = False, timeout: float | None = None,
               index: project.ProjectIndex | None = None) -> engine.FileResult:
@@ -697,7 +637,8 @@ def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str |
     file gets ``ACC000``. Threads may call it at once (each worker forks with its own project);
     a cancelled :class:`accumlint.pool.Cancel` raises :class:`accumlint.pool.Cancelled`."""
     index = index or _one_file_index(path, data, project_root)
-    return _check_alone(path, data, codes, timeout, setup=lambda: checking_in(index, suggest))
+    context = RunContext(index, suggest, suppression.ignoring_directives())
+    return _check_alone(_check_safely, path, data, codes, timeout, context)
 
 
 def verify_one(path: str, data: bytes, codes: frozenset[str], fixes: Mapping[Finding, SuggestedFix],
@@ -717,6 +658,6 @@ def verify_one(path: str, data: bytes, codes: frozenset[str], fixes: Mapping[Fin
     index = index or _one_file_index(path, data, project_root)
     try:
         return run_alone(verify, path, data, fixes, findings, engine.rules_for(codes), timeout=timeout,
-                         setup=lambda: checking_in(index))
+                         context=RunContext(index, ignore_noqa=suppression.ignoring_directives()))
     except (TooSlow, OutOfMemory, BrokenProcessPool):
         return {}

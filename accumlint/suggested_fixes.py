@@ -17,15 +17,20 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from accumlint.findings import Finding
+from accumlint.run_context import ALONE, RunContext
 from accumlint.spec import UNUSED_NOQA_CODE
-from accumlint.text_edits import TextEdit, apply_edits, split_lines
+from accumlint.text_edits import SAFE, UNSAFE, SuggestedFix, apply_edits
+
+__all__ = ["CODEMOD_CODES", "FIXABLE_CODES", "SAFE", "UNSAFE", "SuggestedFix", "suggest_run", "suggest_source",
+           "verify", "verify_run"]
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule
+    from accumlint.project import ProjectIndex
 
 #: the codes with a fixer (kept here, not imported from the fixers, so that a run whose findings
 #: have none of them does not load LibCST)
@@ -33,45 +38,19 @@ CODEMOD_CODES = frozenset({"ACC001", "ACC006", "ACC101", "ACC201", "ACC304"})
 #: the codes whose findings may have a fix: those and ``ACC990`` (its fix, computed with the
 #: finding, edits a comment: :func:`accumlint.noqa_report.unused_noqa`)
 FIXABLE_CODES = CODEMOD_CODES | {UNUSED_NOQA_CODE}
-#: :data:`accumlint.fixes.base.SAFE` and ``UNSAFE``, without importing LibCST
-SAFE, UNSAFE = "safe", "unsafe"
-
-
-@dataclass(frozen=True)
-class SuggestedFix:
-    """One finding's fix: ``applicability`` is ``safe`` (applied by ``--fix``) or ``unsafe``
-    (only with ``--unsafe-fixes``); ``message`` says what it does; ``edits`` are relative to
-    the text that was checked (decoded, without a byte-order mark)."""
-
-    applicability: str
-    message: str
-    edits: tuple[TextEdit, ...]
-
-    @property
-    def safe(self) -> bool:
-        """Whether ``--fix`` applies it without ``--unsafe-fixes``."""
-        return self.applicability == SAFE
-
-    def to_json(self) -> dict:
-        """Ruff's ``fix`` object: ``{applicability, message, edits: [{content, location, end_location}]}``."""
-        return {
-            "applicability": self.applicability,
-            "message": self.message,
-            "edits": [edit.to_json() for edit in self.edits],
-        }
-
-
 def suggest_source(
     path: str, data: bytes, codes: Iterable[str], findings: Iterable[Finding] | None = None,
-    current: list[Finding] | None = None,
+    current: list[Finding] | None = None, context: RunContext = ALONE,
 ) -> dict[Finding, SuggestedFix]:
     """The fix of each fixable finding of ``data`` under the ``codes`` enabled (of ``findings``
     only, when given), each located by its position in a new parse. ``current``: every finding
     the check of ``data`` reported, when the caller has them (the file is not checked again to
-    list them). As the rules propose them: :func:`verify` checks them. Loads LibCST."""
+    list them); ``context``: the run's that check was made in. As the rules propose them:
+    :func:`verify` checks them. Loads LibCST."""
     from accumlint import engine
     from accumlint.fixes.apply import _decode
     from accumlint.fixes.base import Located
+    from accumlint.fixes.propose import proposed
     from accumlint.notebook import check_notebook
     from accumlint.reading import is_notebook
 
@@ -80,14 +59,14 @@ def suggest_source(
         return {}
     if is_notebook(path):  # its cells checked again, their fixes with them
         wanted = None if findings is None else set(findings)
-        fixes = check_notebook(path, data, engine.rules_for(codes), suggest=True).fixes or {}
+        fixes = check_notebook(path, data, engine.rules_for(codes), context, suggest=True).fixes or {}
         return {f: fix for f, fix in fixes.items() if wanted is None or f in wanted}
     try:
         text, _ = _decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return {}
     if findings is None and current is None:
-        current = engine.check_source(path, data, engine.rules_for(codes)).findings
+        current = engine.check_source(path, data, engine.rules_for(codes), context).findings
     located: list[Located] = []  # one parse and one resolution for all the file's fixes
 
     def locate(finding: Finding) -> Located:
@@ -97,99 +76,33 @@ def suggest_source(
         return located[0].again(finding)
 
     listed = list(current if findings is None else findings)  # type: ignore[arg-type]
-    fixes = _proposed(text, listed, locate)
+    fixes = proposed(text, listed, locate)
     if any(f.code == UNUSED_NOQA_CODE for f in listed):
-        fixes.update(_unused_noqa_fixes(path, data, text, codes, listed))
+        fixes.update(_unused_noqa_fixes(path, data, text, codes, listed, context))
     return fixes
 
 
 def _unused_noqa_fixes(path: str, data: bytes, text: str, codes: frozenset[str],
-                       listed: list[Finding]) -> dict[Finding, SuggestedFix]:
+                       listed: list[Finding], context: RunContext) -> dict[Finding, SuggestedFix]:
     """The fixes of the ``ACC990`` findings among ``listed`` (a check of ``data`` tells what
     its directives suppress): where the run did not compute them with the findings."""
     from accumlint import config, engine, noqa_report
 
     fixes: dict[Finding, SuggestedFix] = {}
-    suppressed = engine.check_source(path, data, engine.rules_for(codes)).suppressed
+    suppressed = engine.check_source(path, data, engine.rules_for(codes), context).suppressed
     noqa_report.unused_noqa(path, text, suppressed, config.known_codes(), codes, fixes)
     wanted = set(listed)
     return {finding: fix for finding, fix in fixes.items() if finding in wanted}
 
 
-def suggest_in_check(
-    text: str, module: object, nodes: Mapping[Finding, object], findings: list[Finding],
-    original: str | None = None,
-) -> dict[Finding, SuggestedFix]:
-    """The fixes the fixers propose (:func:`_proposed`, not verified) inside the check that
-    parsed ``text`` into ``module``, where ``nodes`` still maps each finding to the node its rule
-    reported: no second parse, and only the statements around those nodes get positions.
-    ``findings``: the check's findings. ``original``: the whole text, where ``text`` has blank
-    lines for definitions left out (:mod:`accumlint.kept_blocks`): the edits are its own (the same
-    rows), and a fix whose edits reach a blanked line is not offered. For a notebook, ``text`` is
-    its code cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
-    from accumlint.fixes.base import Located, parent_map
-    from accumlint.positions import Shared
-
-    fixable = [f for f in findings if f.code in CODEMOD_CODES and not f.related and f in nodes]
-    if not fixable:
-        return {}
-    parents = parent_map(module)  # type: ignore[arg-type]
-    shared = Shared(text, parents)  # one parse of the text and one map of parents for all the fixes
-
-    def locate(finding: Finding) -> Located:
-        return Located.at_node(module, nodes[finding], finding, text, parents, shared)  # type: ignore[arg-type]
-
-    return _proposed(text, fixable, locate, original)
-
-
-def _on_kept_rows(read: str, original: str, edits: Iterable[TextEdit]) -> bool:
-    """Whether ``edits`` of ``read`` (the kept text of ``original``: the same rows, some blanked)
-    touch only rows that ``read`` kept as they are in ``original`` (then they are ``original``'s too)."""
-    read_lines, original_lines = split_lines(read), split_lines(original)
-    for edit in edits:
-        for row in range(edit.location[0], edit.end_location[0] + 1):
-            if row <= len(read_lines) and (row > len(original_lines) or read_lines[row - 1] != original_lines[row - 1]):
-                return False
-    return True
-
-
-def _proposed(
-    text: str, findings: list[Finding], locate: Callable[[Finding], object], original: str | None = None,
-) -> dict[Finding, SuggestedFix]:
-    """The fix each of ``findings``' fixers proposes in ``text`` (what was parsed), as its rule
-    declares it (safe or unsafe), without checking the fixed text again (:func:`verify` does, on
-    demand). ``original``: the whole text, where ``text`` has blank lines for definitions left
-    out (:mod:`accumlint.kept_blocks`): a fix whose edits reach a blanked line is not offered."""
-    from accumlint.fixes.base import module_edits
-    from accumlint.fixes.rules import FIXERS
-
-    fixes: dict[Finding, SuggestedFix] = {}
-    for finding in findings:
-        if finding.code not in FIXERS or finding.related:
-            # reported at the call of a helper that performs the event: the statement to change is
-            # in the helper, and moving the call would move everything else the helper does with it
-            continue
-        applicability, fixer = FIXERS[finding.code]
-        try:
-            located = locate(finding)
-            edit = fixer(located)  # type: ignore[arg-type]
-            edits = [] if edit is None else module_edits(located.module, edit.module, text, finding.line)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - a fixer that fails leaves the finding without a fix, as --fix does
-            continue
-        if not edits or original is not None and not _on_kept_rows(text, original, edits):
-            continue
-        kind = UNSAFE if UNSAFE in (applicability, edit.applicability) else SAFE  # type: ignore[union-attr]
-        fixes[finding] = SuggestedFix(kind, finding.fix, tuple(edits))
-    return fixes
-
-
 def verify(
     path: str, data: bytes, fixes: Mapping[Finding, SuggestedFix], current: Sequence[Finding],
-    rules: Sequence[Rule],
+    rules: Sequence[Rule], *, context: RunContext = ALONE,
 ) -> dict[Finding, SuggestedFix]:
     """The ``fixes`` of ``data``'s findings that pass the test ``--fix`` applies
-    (:func:`accumlint.fixes.apply.judge`): each fixed text is checked again with ``rules`` and
-    compared with ``current`` (the findings of ``data``). A fix that reveals what its code masked
+    (:func:`accumlint.fixes.apply.judge`): each fixed text is checked again with ``rules`` (in
+    ``context``, the run's ``data`` was checked in) and compared with ``current`` (the findings
+    of ``data``). A fix that reveals what its code masked
     comes back unsafe; one that fails, or whose check raises, is left out. The ``ACC990`` fixes
     (a directive's comment, computed from the check itself) are kept as they are. A notebook's
     fixes (edits of their findings' cells) are checked in the text of its code cells, as
@@ -210,7 +123,7 @@ def verify(
         cell = "\n".join(notebook.cell_lines(finding.cell) or ())
         return notebook.with_cell(finding.cell, apply_edits(cell, fix.edits).split("\n"))
 
-    baseline = Baseline(text, current)
+    baseline = Baseline(text, current, context)
     kept: dict[Finding, SuggestedFix] = {}
     for finding, fix in fixes.items():
         if finding.code == UNUSED_NOQA_CODE:
@@ -218,7 +131,7 @@ def verify(
             continue
         try:
             fixed = fixed_text(finding, fix)
-            after = (engine.check_source(path, fixed.encode(encoding), rules).findings if notebook
+            after = (engine.check_source(path, fixed.encode(encoding), rules, context).findings if notebook
                      else baseline.check(path, fixed, encoding, rules))
         except Exception:  # noqa: BLE001 - a fix whose text cannot be checked is not applied by --fix either
             continue
@@ -232,7 +145,7 @@ def suggest_run(
     findings: Iterable[Finding],
     sources: Mapping[str, bytes],
     codes_for: Callable[[str], frozenset[str]],
-    projects: Mapping[str, object] | None = None,
+    projects: Mapping[str, ProjectIndex] | None = None,
     incomplete: dict[str, list[str]] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """:func:`suggest_source` (not verified) for every file of a run that has a finding of a
@@ -241,10 +154,11 @@ def suggest_run(
     from accumlint import engine
 
     fixes: dict[Finding, SuggestedFix] = {}
-    for path, listed, every in _by_file(findings, sources, projects,
-                                        lambda f: f.code in FIXABLE_CODES):
+    for path, listed, every, context in _by_file(findings, sources, projects,
+                                                 lambda f: f.code in FIXABLE_CODES):
         reasons: list[str] = []
-        suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed, current=every)
+        suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed, current=every,
+                                    context=context)
         fixes.update(engine.later_stage(reasons, "the fixes", suggest, {}))
         if reasons and incomplete is not None:
             incomplete.setdefault(path, []).extend(reasons)
@@ -256,7 +170,7 @@ def verify_run(
     findings: Iterable[Finding],
     sources: Mapping[str, bytes],
     codes_for: Callable[[str], frozenset[str]],
-    projects: Mapping[str, object] | None = None,
+    projects: Mapping[str, ProjectIndex] | None = None,
 ) -> dict[Finding, SuggestedFix]:
     """:func:`verify` of a run's ``fixes``, each file compared with the run's own findings of it
     and, where ``projects`` names the project index the file was checked in, checked again in
@@ -266,30 +180,23 @@ def verify_run(
     from accumlint import engine
 
     kept: dict[Finding, SuggestedFix] = {}
-    for path, listed, every in _by_file(findings, sources, projects, lambda f: f in fixes):
+    for path, listed, every, context in _by_file(findings, sources, projects, lambda f: f in fixes):
         rules = engine.rules_for(codes_for(path))
-        kept.update(verify(path, sources[path], {f: fixes[f] for f in listed}, every, rules))
+        kept.update(verify(path, sources[path], {f: fixes[f] for f in listed}, every, rules, context=context))
     return kept
 
 
 def _by_file(
-    findings: Iterable[Finding], sources: Mapping[str, bytes], projects: Mapping[str, object] | None,
+    findings: Iterable[Finding], sources: Mapping[str, bytes], projects: Mapping[str, ProjectIndex] | None,
     wanted: Callable[[Finding], bool],
-) -> Iterator[tuple[str, list[Finding], list[Finding]]]:
-    """``(path, its wanted findings, all its findings)`` for each file of ``sources`` with a
-    wanted finding, in order, with the project index ``projects`` names for it active meanwhile."""
-    from accumlint import project
-
+) -> Iterator[tuple[str, list[Finding], list[Finding], RunContext]]:
+    """``(path, its wanted findings, all its findings, the context of its check: the project index
+    ``projects`` names for it)`` for each file of ``sources`` with a wanted finding, in order."""
     by_path: dict[str, list[Finding]] = defaultdict(list)
     every: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
         every[finding.path].append(finding)
         if finding.path in sources and wanted(finding):
             by_path[finding.path].append(finding)
-    previous = project.active()
-    try:
-        for path, listed in by_path.items():
-            project.activate((projects or {}).get(path))  # type: ignore[arg-type]
-            yield path, listed, every[path]
-    finally:
-        project.activate(previous)
+    for path, listed in by_path.items():
+        yield path, listed, every[path], RunContext((projects or {}).get(path))

@@ -113,3 +113,32 @@ def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
         last = end
     out.append(text[last:])
     return "".join(out)
+
+
+#: :data:`accumlint.fixes.base.SAFE` and ``UNSAFE``, without importing LibCST (here, in a leaf:
+#: the noqa report and the engine's in-check fixes make them too)
+SAFE, UNSAFE = "safe", "unsafe"
+
+
+@dataclass(frozen=True)
+class SuggestedFix:
+    """One finding's fix: ``applicability`` is ``safe`` (applied by ``--fix``) or ``unsafe``
+    (only with ``--unsafe-fixes``); ``message`` says what it does; ``edits`` are relative to
+    the text that was checked (decoded, without a byte-order mark)."""
+
+    applicability: str
+    message: str
+    edits: tuple[TextEdit, ...]
+
+    @property
+    def safe(self) -> bool:
+        """Whether ``--fix`` applies it without ``--unsafe-fixes``."""
+        return self.applicability == SAFE
+
+    def to_json(self) -> dict:
+        """Ruff's ``fix`` object: ``{applicability, message, edits: [{content, location, end_location}]}``."""
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [edit.to_json() for edit in self.edits],
+        }

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from accumlint import runner, suggested_fixes
 from accumlint.lsp import server
+from accumlint.run_context import RunContext
 
 SIGNALS = Path(sys.argv[1]) if __name__ == "__main__" else Path()
 _check_safely = runner._check_safely
@@ -33,14 +34,14 @@ def _block(kind: str, data: bytes) -> None:
         time.sleep(0.01)
 
 
-def _blocking_check(path: str, data: bytes, codes: frozenset[str]):  # type: ignore[no-untyped-def]
+def _blocking_check(path: str, data: bytes, codes: frozenset[str], *, context: RunContext):  # type: ignore[no-untyped-def]
     _block("check", data)
-    return _check_safely(path, data, codes)
+    return _check_safely(path, data, codes, context=context)
 
 
-def _blocking_verify(path: str, data: bytes, *args: object):  # type: ignore[no-untyped-def]
+def _blocking_verify(path: str, data: bytes, *args: object, context: RunContext):  # type: ignore[no-untyped-def]
     _block("verify", data)
-    return _verify(path, data, *args)  # type: ignore[arg-type]
+    return _verify(path, data, *args, context=context)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

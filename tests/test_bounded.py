@@ -16,6 +16,7 @@ import pytest
 
 from accumlint import engine, pool, runner
 from accumlint.config import Settings
+from accumlint.run_context import RunContext
 from tests.cli_helpers import ACC001_LOOP, cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -222,16 +223,13 @@ def test_a_cancel_kills_its_worker_and_its_caller_gets_cancelled(tmp_path: Path)
     assert pool.run_alone(_wait_for, str(started), str(release)) != os.getpid()  # no handle: runs
 
 
-def _active_roots() -> tuple[str, ...]:
-    from accumlint import project
-
-    active = project.active()
-    return active.roots if active is not None else ()
+def _context_roots(*, context: RunContext) -> tuple[str, ...]:
+    return context.project.roots if context.project is not None else ()
 
 
-def test_workers_forked_from_threads_each_see_the_project_their_caller_set_up(tmp_path: Path) -> None:
-    """``setup`` holds while the worker forks: four threads, each with its own project, never
-    see another's (the server checks documents of several projects at once)."""
+def test_workers_started_from_threads_each_get_the_context_their_caller_passed(tmp_path: Path) -> None:
+    """The context reaches a worker through its initializer: four threads, each with its own
+    project, never see another's (the server checks documents of several projects at once)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from accumlint import project
@@ -239,19 +237,18 @@ def test_workers_forked_from_threads_each_see_the_project_their_caller_set_up(tm
     indexes = [project.ProjectIndex((str(tmp_path / f"p{n}"),)) for n in range(4)]
 
     def roots(n: int) -> tuple[str, ...]:
-        index = indexes[n % 4]
-        return pool.run_alone(_active_roots, setup=lambda: runner.checking_in(index))
+        return pool.run_alone(_context_roots, context=RunContext(indexes[n % 4]))
 
     with ThreadPoolExecutor(4) as threads:
         seen = list(threads.map(roots, range(24)))
     assert seen == [indexes[n % 4].roots for n in range(24)]
-    assert project.active() is None  # each restored what it set
 
 
-def _hungry(path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None) -> object:
+def _hungry(path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *,
+            context: RunContext) -> object:
     if path.endswith("hungry.py"):
         _allocate(2 * GIB)
-    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened, context=context)
 
 
 _REAL_CHECK_IN_WORKER = runner._check_in_worker

@@ -14,6 +14,7 @@ from accumlint.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.cli import main
 from accumlint.config import Settings, known_codes
 from accumlint.reading import signature_of
+from accumlint.run_context import RunContext
 from tests.cli_helpers import spy_reads
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
@@ -53,12 +54,12 @@ _REAL_CHECK_IN_WORKER = runner._check_in_worker
 
 
 def _spied_check_in_worker(
-    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *, context: RunContext
 ) -> engine.FileResult | engine.Screened:
     if screened is None and _SPY_LOG is not None:  # a file's first stage: its check starts
         with open(_SPY_LOG, "a", encoding="utf-8") as log:
             log.write(os.path.basename(path) + "\n")
-    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened, context=context)
 
 
 class _Checked:

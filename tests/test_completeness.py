@@ -15,6 +15,7 @@ import pytest
 from accumlint import engine, noqa_report, runner, suggested_fixes, suppression
 from accumlint.config import default_codes
 from accumlint.engine import check_source
+from accumlint.fixes import propose
 from accumlint.output import render, summary_line
 from tests.cli_helpers import ACC001_LOOP, cli
 from tests.conftest import FakeCrash, install_rules
@@ -50,7 +51,7 @@ def test_a_deep_valid_expression_keeps_its_finding_when_the_fixes_fail(
     result = check_source("deep.py", data, suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)] and result.fully_checked
     assert [(f.code, fix.edits[0].location) for f, fix in (result.fixes or {}).items()] == [("ACC001", (3, 1))]
-    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)
+    monkeypatch.setattr(propose, "suggest_in_check", _too_deep)
     result = check_source("deep.py", data, suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)]
     assert result.fixes == {}  # only the failed stage's part is missing
@@ -64,7 +65,7 @@ def test_the_cli_never_says_all_checks_passed_for_a_deep_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)  # the workers are forked with it
+    monkeypatch.setattr(propose, "suggest_in_check", _too_deep)  # the workers are forked with it
     (tmp_path / "deep.py").write_bytes(ACC001_LOOP + DEEP["attribute-chain"].encode() + b"\n")
     result = cli("check", "-n", "--jobs", jobs, "--output-format", "concise", "deep.py")
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -191,7 +192,7 @@ def test_check_one_reports_the_state(monkeypatch: pytest.MonkeyPatch) -> None:
     data = ACC001_LOOP + DEEP["unary-minus"].encode() + b"\n"
     result = runner.check_one("deep.py", data, default_codes(), suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)] and result.fully_checked
-    monkeypatch.setattr(suggested_fixes, "suggest_in_check", _too_deep)  # its worker is forked with it
+    monkeypatch.setattr(propose, "suggest_in_check", _too_deep)  # its worker is forked with it
     result = runner.check_one("deep.py", data, default_codes(), suggest=True)
     assert _where(result.findings) == [("ACC001", 3, 5)]
     assert not result.fully_checked

@@ -13,6 +13,7 @@ import pytest
 from click.testing import Result
 
 from accumlint import engine, pool, runner
+from accumlint.run_context import RunContext
 from tests.cli_helpers import ACC001_LOOP, cli
 
 BUGGY = ACC001_LOOP
@@ -282,18 +283,18 @@ _REAL_CHECK = runner._check
 _REAL_CHECK_IN_WORKER = runner._check_in_worker
 
 
-def _dying(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def _dying(path: str, data: bytes, codes: frozenset[str], context: RunContext) -> engine.FileResult:
     if path.endswith("killer.py"):
         os._exit(9)  # what a segmentation fault in native code does to the worker
-    return _REAL_CHECK(path, data, codes)
+    return _REAL_CHECK(path, data, codes, context)
 
 
 def _dying_in_worker(
-    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *, context: RunContext
 ) -> engine.FileResult | engine.Screened:
     if path.endswith("killer.py") and screened is not None:
         os._exit(9)  # in the LibCST stage, where native code runs
-    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened, context=context)
 
 
 def test_a_worker_that_dies_loses_only_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -334,13 +335,13 @@ def test_a_hostile_notebook_is_acc000(tmp_path: Path, data: str, reason: str, jo
 
 
 def _slow_in_worker(
-    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *, context: RunContext
 ) -> engine.FileResult | engine.Screened:
     if path.endswith("slow.py"):
         import time
 
         time.sleep(60)  # what LibCST does on a 60 KB chain of ternaries (> 180 s)
-    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened, context=context)
 
 
 @pytest.mark.parametrize("files", [{"slow.py": BUGGY}, {"slow.py": BUGGY, **{f"m{i}.py": BUGGY for i in range(6)}}])
@@ -373,17 +374,17 @@ def test_a_chain_of_calls_libcst_takes_seconds_on(tmp_path: Path, monkeypatch: p
 
 
 def _raising_in_worker(
-    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None
+    path: str, data: bytes, codes: frozenset[str], screened: engine.Screened | None, *, context: RunContext
 ) -> engine.FileResult | engine.Screened:
     if path.endswith("raises.py"):
         raise RecursionError("maximum recursion depth exceeded")
-    return _REAL_CHECK_IN_WORKER(path, data, codes, screened)
+    return _REAL_CHECK_IN_WORKER(path, data, codes, screened, context=context)
 
 
-def _raising(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
+def _raising(path: str, data: bytes, codes: frozenset[str], context: RunContext) -> engine.FileResult:
     if path.endswith("raises.py"):
         raise RecursionError("maximum recursion depth exceeded")
-    return _REAL_CHECK(path, data, codes)
+    return _REAL_CHECK(path, data, codes, context)
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

@@ -362,19 +362,17 @@ def test_a_helper_module_that_does_not_parse_leaves_the_call_unknown(tmp_path: P
 
 def test_the_prefilter_passes_a_file_whose_only_backward_is_in_a_project_helper(tmp_path: Path) -> None:
     from accumlint import engine, project
+    from accumlint.run_context import RunContext
 
     paths = tree(tmp_path, SRC_LAYOUT)
     train = next(p for p in paths if p.endswith("train.py"))
     data = Path(train).read_bytes()
     rules = engine.rules_for(EVERY_CODE)
     assert not engine.may_fire(data, rules, path=train)  # alone, nothing in it can fire
-    previous = project.active()
-    project.activate(project.ProjectIndex.for_files(paths, str(tmp_path)))
-    try:
-        assert engine.may_fire(data, rules, path=train)
-        assert not isinstance(engine.screen(train, data, rules), engine.FileResult)
-    finally:
-        project.activate(previous)
+    index = project.ProjectIndex.for_files(paths, str(tmp_path))
+    assert engine.may_fire(data, rules, path=train, project=index)
+    assert not isinstance(engine.screen(train, data, rules, RunContext(index)), engine.FileResult)
+    assert isinstance(engine.screen(train, data, rules), engine.FileResult)  # alone: decided by its bytes
 
 
 def test_a_division_in_another_modules_return_is_reported_at_the_call(tmp_path: Path) -> None:

@@ -353,7 +353,8 @@ def test_a_notebook_fix_is_proposed_by_a_report_and_verified_only_on_demand(
     assert [(f.code, f.cell, f.line) for f in proposed] == [("ACC006", 3, 6)] and checks == ["trainer.ipynb"]
     verified: list[str] = []
     verify = suggested_fixes.verify
-    monkeypatch.setattr(suggested_fixes, "verify", lambda path, *args: verified.append(path) or verify(path, *args))
+    monkeypatch.setattr(suggested_fixes, "verify",
+                        lambda path, *args, **kwargs: verified.append(path) or verify(path, *args, **kwargs))
     out = check("--output-format", "concise", "train.ipynb", "trainer.ipynb")[1]
     assert "trainer.ipynb:cell 3:6:12: ACC006 [*] " in out and "[*] 2 fixable with `--fix`." in out
     [_, item] = json.loads(check("--output-format", "json", "train.ipynb", "trainer.ipynb")[1])

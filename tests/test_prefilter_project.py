@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import engine, project, runner
+from accumlint import engine, runner
 from accumlint.config import Settings
 from accumlint.project.index import LOSS_ONLY, ProjectIndex
 
@@ -29,7 +29,7 @@ def write(root: Path, files: dict[str, str]) -> list[str]:
     return sorted(str(root / name) for name in files)
 
 
-def activated(paths: list[str], root: Path) -> ProjectIndex:
+def indexed(paths: list[str], root: Path) -> ProjectIndex:
     index = ProjectIndex.for_files(paths, str(root))
     index.set_names({path: index.names_of(Path(path).read_bytes()) for path in paths})
     return index
@@ -62,12 +62,7 @@ def test_acc007_still_passes_a_file_whose_backward_is_in_a_project_helper(tmp_pa
     train = paths[0]
     data = Path(train).read_bytes()
     rules = engine.rules_for({"ACC007"})
-    previous = project.active()
-    project.activate(activated(paths, tmp_path))
-    try:
-        assert engine.may_fire(data, rules, path=train)
-    finally:
-        project.activate(previous)
+    assert engine.may_fire(data, rules, path=train, project=indexed(paths, tmp_path))
 
 
 # --- only the names a file can import ---------------------------------------------------------
@@ -89,7 +84,7 @@ def test_a_module_behind_a_folder_no_import_can_name_gives_no_names(tmp_path: Pa
     # `pkg-1.0` is no identifier: a file above it cannot import what lies below it
     paths = write(tmp_path, {"pkg-1.0/lib/helpers.py": HELPER, "pkg-1.0/lib/near.py": CALLER,
                              "elsewhere/far.py": CALLER})
-    index = activated(paths, tmp_path)
+    index = indexed(paths, tmp_path)
     near = str(tmp_path / "pkg-1.0/lib/near.py")
     far = str(tmp_path / "elsewhere/far.py")
     assert index.reachable_event_names(near) == {b"run_microbatch"}
@@ -111,7 +106,7 @@ def test_a_module_a_dotted_import_names_is_reachable_from_every_folder_above_it(
                 if (i + 1) % accum == 0:
                     opt.step()
     """})
-    index = activated(paths, tmp_path)
+    index = indexed(paths, tmp_path)
     assert b"run_microbatch" in index.reachable_event_names(str(tmp_path / "proj/train.py"))
     run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
     assert run.parsed == 2

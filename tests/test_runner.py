@@ -22,6 +22,7 @@ from accumlint import pool as worker_pool
 from accumlint.cache import ResultCache, content_digest
 from accumlint.cli import main
 from accumlint.config import Settings, resolve_selection
+from accumlint.run_context import RunContext
 
 REPO = Path(__file__).resolve().parents[1]
 BUGGY = (REPO / "examples" / "train_buggy.py").read_text(encoding="utf-8")
@@ -158,7 +159,8 @@ def test_internal_errors_from_workers_are_reported(
     assert [reloaded.get(f, content_digest(Path(f).read_bytes())) for f in files] == [None, None, None]
 
 
-def _slow_check(path: str, data: bytes, codes: frozenset[str], screened: object) -> engine.FileResult:
+def _slow_check(path: str, data: bytes, codes: frozenset[str], screened: object, *,
+                context: RunContext) -> engine.FileResult:
     time.sleep(60)
     return engine.FileResult(path)
 
@@ -171,10 +173,15 @@ def _gone(pid: int) -> bool:
     return False
 
 
+def _scheduler(jobs: int, timeout: float | None = None) -> worker_pool._Scheduler:
+    """A scheduler of the runner's checks (looked up now: a test may have replaced one)."""
+    return worker_pool._Scheduler(jobs, runner._check_in_worker, runner._check_safely, timeout)
+
+
 def _interrupt_a_run_of_two_slow_files() -> list[bool]:
     """Whether each worker is gone within 30 s of the interrupt (its file takes 60 s: gone means
     killed). The pool's own thread may reap a worker first, so its exit code can read None."""
-    with pytest.raises(KeyboardInterrupt), worker_pool._Scheduler(2) as scheduler:
+    with pytest.raises(KeyboardInterrupt), _scheduler(2) as scheduler:
         scheduler.submit(0, "a.py", b"", frozenset())
         scheduler.submit(1, "b.py", b"", frozenset())
         processes = list(scheduler.pool._processes.values())  # type: ignore[union-attr]
@@ -219,9 +226,9 @@ def test_a_large_file_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> 
     small = b"loss.backward()\n"
     large = small * (runner.TRIM_ABOVE // len(small) + 1)
     codes = frozenset({"ACC001"})
-    assert runner._check("small.py", small, codes).findings == []
+    assert runner._check("small.py", small, codes, RunContext()).findings == []
     assert trims == []
-    assert runner._check("large.py", large, codes).findings == []
+    assert runner._check("large.py", large, codes, RunContext()).findings == []
     assert trims == [0]
 
 
@@ -258,9 +265,9 @@ class _ManualPool:
         self.sent: list[tuple[str, Future[engine.FileResult]]] = []
         self.second: list[bool] = []  # whether each sent stage is a file's second (LibCST)
 
-    def submit(
-        self, function: object, path: str, data: bytes, codes: frozenset[str], screened: object
-    ) -> Future[engine.FileResult]:
+    def submit(self, *task: object) -> Future[engine.FileResult]:
+        path, _, _, screened = task[-4:]  # (the call in the worker's context, the check) path, data, codes, screened
+        assert isinstance(path, str)
         future: Future[engine.FileResult] = Future()
         self.sent.append((path, future))
         self.second.append(screened is not None)
@@ -300,7 +307,7 @@ def _stage_history(scheduler: worker_pool._Scheduler, pool: _ManualPool) -> list
 def test_libcst_stages_in_flight_stay_within_the_parse_budget() -> None:
     """Largest first, a smaller file overtakes one that does not fit, and a file larger than
     the whole budget is parsed alone, before the others."""
-    scheduler = worker_pool._Scheduler(4)
+    scheduler = _scheduler(4)
     scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE  # room to parse 1,000 bytes of source
     pool = _ManualPool()
     scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
@@ -320,7 +327,7 @@ def test_libcst_stages_in_flight_stay_within_the_parse_budget() -> None:
 def test_a_file_libcst_must_read_comes_back_before_the_cheap_stages() -> None:
     """A stage is sent only when a worker is free; a file handed on to LibCST goes before the
     files still waiting for their cheap stages, within LibCST's budget."""
-    scheduler = worker_pool._Scheduler(2)
+    scheduler = _scheduler(2)
     scheduler.budget = 1000 * engine.PARSE_MEMORY_PER_BYTE
     pool = _ManualPool()
     scheduler._start = lambda: setattr(scheduler, "pool", pool)  # type: ignore[method-assign]
@@ -364,8 +371,8 @@ def test_a_libcst_stage_is_budgeted_by_the_estimate_of_the_cheap_stages() -> Non
 def test_a_loaded_machine_stretches_a_stages_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Other work on the machine slows a stage down: its budget is scaled by the load per CPU
     (a good file must not turn into ACC000), up to a bound (a stuck file still ends)."""
-    monkeypatch.setattr(runner, "default_jobs", lambda: 2)
-    scheduler = worker_pool._Scheduler(2, timeout=1.0)
+    monkeypatch.setattr(worker_pool, "default_jobs", lambda: 2)
+    scheduler = _scheduler(2, timeout=1.0)
     now = 100.0
     scheduler.sent_at = {0: now - 2.5, 1: now - 9.0}
     scheduler.deadlines = {0: now - 1.5, 1: now - 8.0}

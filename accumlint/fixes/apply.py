@@ -38,6 +38,7 @@ from accumlint.fixes.base import SAFE, UNSAFE, Located
 from accumlint.fixes.rules import FIXERS, REVEALS
 from accumlint.notebook import NotebookError, NotebookSource, fits, notebook_source, rebuild
 from accumlint.reading import MAX_SOURCE_BYTES, NotARegularFile, is_notebook, read_signed, source_limit
+from accumlint.run_context import ALONE, RunContext
 from accumlint.spec import UNUSED_NOQA_CODE
 from accumlint.suppression import ignoring_directives
 from accumlint.writing import Boundary, rewrite
@@ -131,11 +132,12 @@ def _source_text(path: str, data: bytes) -> tuple[str, str, NotebookSource | Non
 
 def fix_source(
     path: str, data: bytes, rules: Sequence[Rule], *, unsafe: bool = False, codes: Iterable[str] | None = None,
-    checked: engine.FileResult | None = None,
+    checked: engine.FileResult | None = None, context: RunContext = ALONE,
 ) -> FixResult:
     """Apply the fixes of the findings that ``rules`` report in ``data`` (only ``codes`` if given);
     where ``codes`` holds ``ACC990``, last, the unused codes of the ``noqa`` directives go.
-    ``checked``: the check of ``data`` with ``rules``, where the caller has it. A fix that fails
+    ``checked``: the check of ``data`` with ``rules``, where the caller has it; ``context``: the
+    run's that check was made in (each fixed text is checked in it). A fix that fails
     :func:`judge`, or that it turns unsafe without ``unsafe``, is left out and said why in
     :attr:`FixResult.not_applied`."""
     result = FixResult(path, data, data)
@@ -159,12 +161,12 @@ def fix_source(
     skipped: set[tuple[str, str, int]] = set()
     refused: dict[tuple[str, str, int], str] = {}  # the fixes that failed the test, and why
     if checked is None:
-        checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules)
+        checked = engine.check_source(path, data if notebook is None else text.encode(encoding), rules, context)
     findings = checked.findings
     for _ in range(MAX_ROUNDS if fixable else 0):
         if any(f.code == engine.PARSE_ERROR_CODE for f in findings):
             break
-        baseline = Baseline(text, findings)  # each fixed text re-checked where its edit can matter
+        baseline = Baseline(text, findings, context)  # each fixed text re-checked where its edit can matter
         # (a finding at a helper's call has no fix in this file: see suggested_fixes.suggest_source)
         candidates = [f for f in findings
                       if f.code in fixable and not f.related and _key(f) not in skipped | held_back]
@@ -189,7 +191,7 @@ def fix_source(
             if not accept(new_text):
                 skipped.add(_key(finding))
                 continue
-            new_findings = (engine.check_source(path, new_text.encode(encoding), rules).findings if notebook
+            new_findings = (engine.check_source(path, new_text.encode(encoding), rules, context).findings if notebook
                             else baseline.check(path, new_text, encoding, rules))
             verdict, reason = judge(findings, new_findings, finding.code, declared)
             if verdict is None or (verdict == UNSAFE and not unsafe):
@@ -204,8 +206,8 @@ def fix_source(
             break
     if unused_noqa and not any(f.code == engine.PARSE_ERROR_CODE for f in findings):
         if result.applied:  # what the directives suppress now, in the fixed text
-            checked = engine.check_source(path, text.encode(encoding), rules)
-        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result)
+            checked = engine.check_source(path, text.encode(encoding), rules, context)
+        text = _without_unused_noqa(path, text, encoding, checked, rules, frozenset(codes or ()), result, context)
     result.unsafe_pending = len(held_back)
     result.not_applied = [_not_applied(f, refused[_key(f)], _key(f) in held_back, notebook)
                           for f in findings if _key(f) in refused]
@@ -225,7 +227,7 @@ def _not_applied(finding: Finding, reason: str, held_back: bool, notebook: Noteb
 
 
 def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.FileResult, rules: Sequence[Rule],
-                         codes: frozenset[str], result: FixResult) -> str:
+                         codes: frozenset[str], result: FixResult, context: RunContext) -> str:
     """``text`` (checked: ``checked``) with the ``ACC990`` codes taken out of its directives, last,
     once the other fixes are in: kept only where the findings stay exactly the same."""
     from accumlint import config, noqa_report
@@ -233,7 +235,7 @@ def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.Fi
     new_text, changed = noqa_report.remove_unused(text, checked.suppressed, config.known_codes(), codes)
     if not changed:
         return text
-    after = engine.check_source(path, new_text.encode(encoding), rules)
+    after = engine.check_source(path, new_text.encode(encoding), rules, context)
     if _codes(after.findings) != _codes(checked.findings):
         return text
     result.applied[UNUSED_NOQA_CODE] += changed
@@ -252,8 +254,9 @@ def _check_one(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResu
 
 
 def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool,
-             checked: engine.FileResult | None = None) -> FixResult:
-    return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes, checked=checked)
+             checked: engine.FileResult | None = None, *, context: RunContext = ALONE) -> FixResult:
+    return fix_source(path, data, engine.rules_for(codes), unsafe=unsafe, codes=codes, checked=checked,
+                      context=context)
 
 
 def fixing_budget(timeout: float, findings: Iterable[Finding]) -> float:
@@ -312,7 +315,7 @@ class _Fixer:
 
             context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=pool._worker_start,
-                                            initargs=pool._initargs(context))
+                                            initargs=pool.initargs(RunContext(ignore_noqa=ignoring_directives())))
         return self.pool.submit(function, *args)
 
     def close(self) -> None:

@@ -75,6 +75,7 @@ from accumlint.findings import Finding, Severity
 from accumlint.hierarchy import Resolver
 from accumlint.project import ProjectIndex
 from accumlint.reading import NotARegularFile, read_source
+from accumlint.run_context import RunContext
 from accumlint.suggested_fixes import SuggestedFix
 from accumlint.suppression import DIRECTIVE_START, NOQA_FORM
 from accumlint.text_edits import TextEdit, text_edits
@@ -671,7 +672,7 @@ class AccumlintServer(LanguageServer):
         budget = None if timeout is None else fixing_budget(timeout, checked.findings)
         try:
             result = pool.run_alone(_fix_one, path, checked.text.encode("utf-8"), checked.codes, False, timeout=budget,
-                                    setup=lambda: runner.checking_in(checked.index))
+                                    context=RunContext(checked.index))
         except (pool.TooSlow, pool.OutOfMemory, BrokenProcessPool, ConfigError):
             return []
         if not result.changed:

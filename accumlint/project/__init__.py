@@ -22,9 +22,7 @@ from accumlint.project.index import (
     MAX_LOADED,
     ProjectIndex,
     ProjectView,
-    activate,
-    active,
     find_root,
 )
 
-__all__ = ["MAX_LOADED", "ProjectIndex", "ProjectView", "activate", "active", "find_root"]
+__all__ = ["MAX_LOADED", "ProjectIndex", "ProjectView", "find_root"]

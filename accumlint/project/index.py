@@ -682,17 +682,3 @@ class ProjectView:
                 if result is not None:
                     return result
         return None
-
-
-_active: ProjectIndex | None = None
-
-
-def activate(index: ProjectIndex | None) -> None:
-    """Make ``index`` the project of this process's checks (None: each file alone)."""
-    global _active
-    _active = index
-
-
-def active() -> ProjectIndex | None:
-    """The project of this process's checks, if one was activated."""
-    return _active
