@@ -12,7 +12,9 @@ diffusion LoRA fine-tuning scripts, rewritten as small synthetic snippets (no fe
   ``check`` affords pick the later choices' combinations first; ``explain`` finds it);
 - a backward reached through ``functools.partial`` of a project helper
   (``backwards = partial(run_backward, half)``): no loop is found to reach a backward, so the
-  trainer's accumulation loops are not simulated at all (xfail).
+  trainer's accumulation loops are not simulated at all (xfail);
+- ACC902 (off by default) on a microbatch ``step`` that a log line sets against the loader's
+  length, a position in the epoch that nobody reads as an update count (xfail).
 """
 
 from __future__ import annotations
@@ -81,6 +83,16 @@ def test_a_sync_flag_on_at_the_groups_last_microbatch_is_silent(tmp_path: Path) 
 
 def test_a_sync_flag_on_for_every_microbatch_is_silent(tmp_path: Path) -> None:
     assert _sync_findings(tmp_path, FLAG_FROM_A.format(flag="True")) == []
+
+
+def test_a_flag_written_after_the_forward_is_reported_once_as_misplaced(tmp_path: Path) -> None:
+    # the flag is meant for this microbatch but read at the next forward: ACC401 names it; the
+    # group's unsynced last backward follows from it and is not a second finding
+    source = FLAG_FROM_A.format(flag="(i + 1) % accum == 0").replace(
+        "        if launched:\n            net.require_backward_grad_sync = (i + 1) % accum == 0\n"
+        "        loss = net(x, y) / accum\n",
+        "        loss = net(x, y) / accum\n        net.require_backward_grad_sync = (i + 1) % accum == 0\n")
+    assert [code for code, _ in one(tmp_path, source) if code in ("ACC401", "ACC402")] == ["ACC401"]
 
 
 def test_a_method_writing_the_flag_off_on_its_own_model_never_syncs(tmp_path: Path) -> None:
@@ -216,3 +228,30 @@ def test_the_same_trainer_with_a_direct_backward_is_found(tmp_path: Path) -> Non
             self.opt.step()
     """
     assert [code for code, _ in one(tmp_path, source)] == ["ACC001"]
+
+
+# --- ACC902 (off by default): a microbatch position logged against the epoch's microbatch count -----
+
+
+@pytest.mark.xfail(strict=True, reason="ACC902 takes any per-microbatch `step` in a logged line for an update "
+                   "count, even where the line sets it against the loader's length (a position in the epoch)")
+def test_a_step_logged_as_a_fraction_of_the_loaders_length_is_no_update_count(tmp_path: Path) -> None:
+    source = """
+    import logging
+
+    log = logging.getLogger(__name__)
+
+
+    def fit(net, opt, loader, accum, epochs):
+        per_epoch = len(loader)
+        for epoch in range(epochs):
+            for step, (x, y) in enumerate(loader):
+                loss = net(x, y) / accum
+                loss.backward()
+                if (step + 1) % accum == 0 or step + 1 == per_epoch:
+                    opt.step()
+                    opt.zero_grad()
+                if step % 100 == 0:
+                    log.info("epoch %d (%d/%d) loss %.3f", epoch, step, per_epoch, loss.item())
+    """
+    assert [code for code, _ in one(tmp_path, source) if code == "ACC902"] == []

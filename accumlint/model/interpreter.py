@@ -310,6 +310,7 @@ class Interpreter:
         #: built out of sight): off, and where; the flag armed by the latest forward (None: on)
         self._flag_off: dict[object, tuple[ModuleFunctions, cst.CSTNode] | None] = {}
         self._armed_off: tuple[ModuleFunctions, cst.CSTNode] | None = None
+        self._forwarded: dict[object, tuple[int | None, int]] = {}  # each model's latest forward: (microbatch, epoch)
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
@@ -580,7 +581,9 @@ class Interpreter:
             elif isinstance(owner, Unknown) and owner.origin is Origin.RUN and owner.label:
                 self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
             if target.attr.value == fw.pytorch.DDP_SYNC_FLAG and _flag_key(owner) is not None:  # `m.… = A == 1`
-                off = value is False or isinstance(value, Literal) and value == 0  # off as the run knows it
+                # off as the run knows it; a write after this microbatch's forward is misplaced (ACC401's), no plan
+                off = (value is False or isinstance(value, Literal) and value == 0) and \
+                    self._forwarded.get(_flag_key(owner)) != (self.microbatch, self.epoch)
                 self._flag_off[_flag_key(owner)] = (frame.owner, target) if off else None
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
                 self._record("zero_grad", None, None, target, frame)
@@ -1661,6 +1664,7 @@ class Interpreter:
         if forward:  # DDP reads its flag at the forward: the next backward of this model syncs by it
             key = _flag_key(receiver)
             self._armed_off = self._flag_off.get(key) if key is not None else None
+            self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
