@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.checks.base import FlowStep, Hit
 from accumlint.model.events import measures_only
 from accumlint.model.names import dotted, walk
@@ -419,10 +420,12 @@ def _sync_choice(model: FileModel, named: object, backward: object) -> object:
     """Where the code chooses the ``no_sync`` context named at ``named`` that ``backward`` runs
     under: the conditional expression with it in an arm, or the test of the ``if`` that binds it
     in a branch (one that does not also hold the backward); else the ``with`` that enters it, or
-    ``named`` itself."""
+    ``named`` itself (also where ``named`` is a write of DDP's sync flag)."""
     def holds(tree: object, node: object) -> bool:
         return any(n is node for n in walk(tree))
 
+    if isinstance(named, cst.Attribute) and named.attr.value == fw.pytorch.DDP_SYNC_FLAG:
+        return named  # DDP's flag written off: the write is the choice, whatever guards it
     found = named
     for node in walk(model.module):  # outermost first: the last one found is the innermost
         if isinstance(node, cst.IfExp) and (holds(node.body, named) or holds(node.orelse, named)):

@@ -306,6 +306,11 @@ class Interpreter:
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
         #: where each no-sync method referenced without a call was last named (its label's key)
         self._no_sync_named: dict[str, tuple[ModuleFunctions, cst.CSTNode]] = {}
+        #: DDP's sync flag as the run last wrote it on each model (its Obj number, or the label of one
+        #: built out of sight): off, and where; the flag armed by the latest forward (None: on)
+        self._flag_off: dict[object, tuple[ModuleFunctions, cst.CSTNode] | None] = {}
+        self._armed_off: tuple[ModuleFunctions, cst.CSTNode] | None = None
+        self._forwarded: dict[object, tuple[int | None, int]] = {}  # each model's latest forward: (microbatch, epoch)
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
@@ -575,6 +580,11 @@ class Interpreter:
                 owner.attrs[target.attr.value] = value
             elif isinstance(owner, Unknown) and owner.origin is Origin.RUN and owner.label:
                 self._stored[f"{owner.label}.{target.attr.value}"] = value  # an object built out of sight
+            if target.attr.value == fw.pytorch.DDP_SYNC_FLAG and _flag_key(owner) is not None:  # `m.… = A == 1`
+                # off as the run knows it; a write after this microbatch's forward is misplaced (ACC401's), no plan
+                off = (value is False or isinstance(value, Literal) and value == 0) and \
+                    self._forwarded.get(_flag_key(owner)) != (self.microbatch, self.epoch)
+                self._flag_off[_flag_key(owner)] = (frame.owner, target) if off else None
             if target.attr.value == "grad" and value is None:  # `p.grad = None`: a reset
                 self._record("zero_grad", None, None, target, frame)
             elif target.attr.value == "grad":
@@ -1651,6 +1661,12 @@ class Interpreter:
                 forward: bool = False, clip: bool = False) -> None:
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
         at = next((c.at for c in reversed(self._sync_off) if c.at is not None), None)
+        if forward:  # DDP reads its flag at the forward: the next backward of this model syncs by it
+            key = _flag_key(receiver)
+            self._armed_off = self._flag_off.get(key) if key is not None else None
+            self._forwarded[key] = (self.microbatch, self.epoch)
+        if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
+            synced, at = False, self._armed_off
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     self.microbatch, max(self.epoch, 0), forward, clip, synced, at))
 
@@ -2012,6 +2028,11 @@ def _combined(args: list[object], kwargs: dict[str, object]) -> Origin:
     if any(isinstance(v, Unknown) and v.origin is Origin.CALLER for v in values):
         return Origin.CALLER
     return Origin.RUN
+
+
+def _flag_key(value: object) -> object:
+    """The key of a model's DDP sync flag: an object's number, or the label of one built out of sight."""
+    return value.number if isinstance(value, Obj) else value.label if isinstance(value, Unknown) else None
 
 
 def _truth(value: object) -> bool:
