@@ -11,8 +11,9 @@ diffusion LoRA fine-tuning scripts, rewritten as small synthetic snippets (no fe
   choices: ``check``'s few runs per configuration never take the DDP branch (xfail: the runs
   ``check`` affords pick the later choices' combinations first; ``explain`` finds it);
 - a backward reached through ``functools.partial`` of a project helper
-  (``backwards = partial(run_backward, half)``): no loop is found to reach a backward, so the
-  trainer's accumulation loops are not simulated at all (xfail);
+  (``backwards = partial(run_backward, half)``): no loop was found to reach a backward, so the
+  trainer's accumulation loops were not simulated at all (fixed: call resolution and the
+  interpreter bind the partial's fixed arguments before the call's own);
 - ACC902 (off by default) on a microbatch ``step`` that a log line sets against the loader's
   length, a position in the epoch that nobody reads as an update count (xfail).
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from accumlint.explain import explain_source
 from tests.support import one
 
 # --- ACC402: DDP's sync flag written off for every microbatch -----------------------------------
@@ -183,34 +185,61 @@ def test_a_sync_flag_behind_the_first_of_several_run_level_choices_is_found(tmp_
 
 # --- a backward behind functools.partial ----------------------------------------------------------
 
-
-@pytest.mark.xfail(strict=True, reason="a call through `partial(project_function, ...)` is not followed (its "
-                   "bindings shift), so no loop is found to reach a backward and the trainer is not simulated")
-def test_a_backward_through_a_partial_of_a_project_helper_is_simulated(tmp_path: Path) -> None:
-    # a reset inside the micro-loop wipes the group: found once the backward is reached
-    source = """
-    from functools import partial
+#: the trainer of the partial spellings below: a reset inside the micro-loop wipes the group (ACC001)
+PARTIAL_TRAINER = """
+{imports}
 
 
-    def run_backward(half, loss, opt):
-        if half:
-            loss = loss * 1.0
-        loss.backward()
+def run_backward(half, loss, opt, scale=1.0):
+    if half:
+        loss = loss * scale
+    loss.backward()
 
 
-    class Trainer:
-        def __init__(self, net, opt, loader, every, half):
-            self.net, self.opt, self.loader, self.every, self.half = net, opt, loader, every, half
+class Trainer:
+    def __init__(self, net, opt, loader, every, half):
+        self.net, self.opt, self.loader, self.every, self.half = net, opt, loader, every, half
 
-        def train_step(self):
-            backwards = partial(run_backward, self.half)
-            for _ in range(self.every):
-                self.opt.zero_grad()
-                loss = self.net(next(self.loader)) / self.every
-                backwards(loss, self.opt)
-            self.opt.step()
-    """
+    def own_backward(self, half, loss, opt):
+        run_backward(half, loss, opt)
+
+    def train_step(self):
+        backwards = {made}
+        for _ in range(self.every):
+            self.opt.zero_grad()
+            loss = self.net(next(self.loader)) / self.every
+            backwards(loss, self.opt)
+        self.opt.step()
+"""
+
+
+@pytest.mark.parametrize(("imports", "made"), [
+    ("from functools import partial", "partial(run_backward, self.half)"),
+    ("import functools", "functools.partial(run_backward, self.half)"),
+    ("from functools import partial", "partial(run_backward, self.half, scale=2.0)"),
+    ("from functools import partial", "partial(self.own_backward, self.half)"),
+    ("from functools import partial as bind_first", "bind_first(run_backward, self.half)"),
+], ids=["name", "module", "keyword", "bound_method", "alias"])
+def test_a_backward_through_a_partial_of_a_project_helper_is_simulated(tmp_path: Path, imports: str,
+                                                                       made: str) -> None:
+    # before: a partial of a project function was not followed (its bindings shift), so no loop
+    # reached a backward and the trainer was not simulated at all
+    source = PARTIAL_TRAINER.format(imports=imports, made=made)
     assert [code for code, _ in one(tmp_path, source)] == ["ACC001"]
+
+
+def test_the_partial_trainer_with_its_reset_at_the_group_start_is_decided_and_silent(tmp_path: Path) -> None:
+    # the control: the same partial, the reset moved before the micro-loop; the loop is still
+    # simulated (decided, one update per group of A), not silent for want of a backward
+    source = PARTIAL_TRAINER.format(imports="from functools import partial",
+                                    made="partial(run_backward, self.half)")
+    source = source.replace("            self.opt.zero_grad()\n", "").replace(
+        "        for _ in range(self.every):", "        self.opt.zero_grad()\n        for _ in range(self.every):")
+    assert "zero_grad()\n        for" in source
+    assert one(tmp_path, source) == []
+    results = explain_source(str(tmp_path / "train.py"), source.encode(), None, None)
+    loops = [(r.entry.name, r.decided) for r in results if r.entry.kind == "function"]
+    assert loops == [("Trainer.train_step", True)]
 
 
 def test_the_same_trainer_with_a_direct_backward_is_found(tmp_path: Path) -> None:

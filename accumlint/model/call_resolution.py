@@ -4,15 +4,14 @@ closures and callables stored as attributes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from accumlint.model import summaries
 from accumlint.model.callgraph import Inline
 from accumlint.model.module_functions import Callee, ModuleFunctions
-from accumlint.model.names import (
-    dotted,
-    last_segment,
-)
+from accumlint.model.names import dotted
 from accumlint.model.scopes import Frame, FrameKind, Scope
 
 
@@ -120,16 +119,16 @@ class CallResolution:
             for branch, arm in (("body", value.body), ("orelse", value.orelse)):
                 frame = Frame(FrameKind.IF, value, branch, bound)
                 for callee in self.callable_of(arm, inline, depth + 1):
-                    found.append(Callee(callee.function, callee.owner, callee.class_def, callee.bound,
-                                        callee.self_value, frame) if isinstance(callee, Callee) else callee)
+                    found.append(replace(callee, frame=frame) if isinstance(callee, Callee) else callee)
             return found
         if isinstance(value, cst.Call):
-            name = dotted(value.func) or ""
-            if last_segment(name) == "partial" and value.args and value.args[0].keyword is None:
-                target = value.args[0].value
+            target = self.module_of(inline).partial_of(value)
+            if target is not None and not any(arg.star for arg in value.args):
+                # `partial(run_backward, half)`: the function, its first arguments fixed by the partial
                 found = self.callable_of(target, inline, depth + 1)
                 if found:
-                    return []  # a partial of a project function: its bindings are shifted, not followed
+                    return [replace(callee, leading=(*value.args[1:], *callee.leading))
+                            if isinstance(callee, Callee) else callee for callee in found]
                 text = dotted(target)
                 return [text] if text else []
             row = summaries.lookup(f"{self.module_of(inline).imports.qualify(dotted(value.func))}.__call__") if (

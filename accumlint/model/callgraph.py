@@ -18,6 +18,7 @@ variables, closures, callables stored on ``self``) is :class:`~accumlint.model.s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -44,13 +45,14 @@ def parameters(function: cst.FunctionDef) -> list[cst.Param]:
 
 
 def bind(function: cst.FunctionDef, call: cst.Call, self_value: cst.BaseExpression | None,
-         bound_method: bool) -> dict[str, cst.BaseExpression | None]:
+         bound_method: bool, leading: Sequence[cst.Arg] = ()) -> dict[str, cst.BaseExpression | None]:
     """The value of each parameter of ``function`` at ``call``: the argument expression (of
     the caller's namespace), a literal default, or ``None`` (unknown: a ``*args`` /
     ``**kwargs`` may fill it, or it is a ``*``/``**`` parameter itself).
 
     ``bound_method``: the first positional parameter is the receiver (``self_value``; None
     when the receiver is not an expression of the caller, e.g. a class instance built elsewhere).
+    ``leading``: arguments bound before the call's own (those a ``functools.partial`` fixed).
     """
     params = function.params
     positional_params = [*params.posonly_params, *params.params]
@@ -58,15 +60,16 @@ def bind(function: cst.FunctionDef, call: cst.Call, self_value: cst.BaseExpressi
     if bound_method and positional_params:
         bindings[positional_params[0].name.value] = self_value
         positional_params = positional_params[1:]
-    star_positional = any(arg.star == "*" for arg in call.args)
-    star_keywords = any(arg.star == "**" for arg in call.args)
-    values = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-    first_star = next((i for i, arg in enumerate(a for a in call.args if a.keyword is None) if arg.star == "*"),
+    arguments = (*leading, *call.args)
+    star_positional = any(arg.star == "*" for arg in arguments)
+    star_keywords = any(arg.star == "**" for arg in arguments)
+    values = [arg.value for arg in arguments if arg.keyword is None and not arg.star]
+    first_star = next((i for i, arg in enumerate(a for a in arguments if a.keyword is None) if arg.star == "*"),
                       None)
     for index, param in enumerate(positional_params):
         if index < len(values) and (first_star is None or index < first_star):
             bindings[param.name.value] = values[index]
-    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    keywords = {arg.keyword.value: arg.value for arg in arguments if arg.keyword is not None}
     for param in (*positional_params, *params.kwonly_params):
         name = param.name.value
         if name in keywords:

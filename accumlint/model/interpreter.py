@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -1484,6 +1484,11 @@ class Interpreter:
                       frame: _Frame) -> object:
         label = callee.label or ""
         segment = last_segment(label) if label else ""
+        if label == "functools.partial" and args and isinstance(args[0], Function):
+            # `partial(run_backward, half)`: the function with its first arguments fixed
+            function = args[0]
+            return replace(function, partial_args=(*function.partial_args, *args[1:]),
+                           partial_kwargs=(*function.partial_kwargs, *kwargs.items()))
         if callee.origin is Origin.RUN and label:
             role = constructor_role(label, "." in label)
             if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
@@ -2610,7 +2615,8 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
 @functools.lru_cache(maxsize=64)
 def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     """The plain names ``owner`` binds to one of its own functions, or to a choice between them
-    (``step_fn = accum_step if flag else plain_step``): a call of such a name runs one of them."""
+    (``step_fn = accum_step if flag else plain_step``), or to a ``functools.partial`` of one
+    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them."""
     found: dict[str, tuple[str, ...]] = {}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     # (the walk stops at each nested definition)
@@ -2622,6 +2628,8 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
                 value = values.pop()
                 if isinstance(value, cst.IfExp):
                     values.extend((value.body, value.orelse))
+                elif isinstance(value, cst.Call) and owner.partial_of(value) is not None:
+                    values.append(owner.partial_of(value))
                 elif isinstance(value, cst.Name) and value.value in owner.functions:
                     named.append(value.value)
             if named:

@@ -43,7 +43,8 @@ class Callee:
     """A function a call may reach: ``function`` of ``owner`` (this module's or a project
     module's functions), as a method of ``class_def`` when bound (``self_value``: what its first
     parameter is, an expression of the caller; None: unknown), under ``frame`` when it is one of
-    several candidates (the IF frame of its branch of ``f = a if cond else b``)."""
+    several candidates (the IF frame of its branch of ``f = a if cond else b``); ``leading``: the
+    arguments a ``functools.partial`` fixed, bound before the call's own."""
 
     function: cst.FunctionDef
     owner: ModuleFunctions
@@ -51,6 +52,7 @@ class Callee:
     bound: bool = False
     self_value: cst.BaseExpression | None = None
     frame: Frame | None = None
+    leading: tuple[cst.Arg, ...] = ()
 
 
 class ModuleFunctions:
@@ -143,6 +145,15 @@ class ModuleFunctions:
             return self, local
         found = self.imported(name, any_module)
         return found if found is not None and isinstance(found[1], cst.ClassDef) else None  # type: ignore[return-value]
+
+    def partial_of(self, call: cst.Call) -> cst.BaseExpression | None:
+        """What ``call`` fixes arguments of when it is ``functools.partial(f, ...)`` (under any
+        import spelling, ``partial`` by that name included): ``f``; else None."""
+        name = dotted(call.func) or ""
+        if not (name == "partial" or name.endswith(".partial") or self.imports.qualify(name) == "functools.partial"):
+            return None
+        first = call.args[0] if call.args else None
+        return first.value if first is not None and first.keyword is None and not first.star else None
 
     def imported(self, name: str,
                  any_module: bool = False) -> tuple[ModuleFunctions, cst.FunctionDef | cst.ClassDef] | None:

@@ -42,7 +42,7 @@ from accumlint.model.interpreter import (
 )
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import children, dotted, exact_kinds, method_name
+from accumlint.model.names import children, dotted, exact_kinds
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
 from accumlint.positions import node_positions
@@ -191,8 +191,10 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
                  *((None, f) for f in module.functions.values() if module.class_of.get(f) is None)]
     calls = [n for root in (module._module, *(f.body for _, f in functions)) for n in walk(root)
              if type(n) is cst.Call]  # (the walk stops at each nested definition; exact type: hot)
-    called_methods = {method_name(n) for n in calls}
-    called_functions = {n.func.value for n in calls if isinstance(n.func, cst.Name)}
+    # a function a `partial(f, ...)` takes is called through it
+    named = [n.func for n in calls] + [f for f in map(module.partial_of, calls) if f is not None]
+    called_methods = {f.attr.value for f in named if isinstance(f, cst.Attribute)}
+    called_functions = {f.value for f in named if isinstance(f, cst.Name)}
     taken = {id(e.function) for e in entries}
     found = []
     for class_def, function in functions:

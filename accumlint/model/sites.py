@@ -177,7 +177,8 @@ class _Walker(CallResolution):
         """Walk ``callee``'s body as part of this scope, its parameters bound to ``call``'s arguments."""
         function = callee.function
         closure = callee.owner.enclosing.get(function) is not None and not callee.bound
-        inline = Inline(call, function, self.inline, bind(function, call, callee.self_value, callee.bound),
+        inline = Inline(call, function, self.inline,
+                        bind(function, call, callee.self_value, callee.bound, callee.leading),
                         callee.class_def, callee.owner if callee.owner is not self.functions else None,
                         callee.owner.performs_backward(function), closure)
         if closure:
