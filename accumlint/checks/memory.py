@@ -12,7 +12,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, convention
 from accumlint.model.callgraph import Inline, parameters
 from accumlint.model.dataflow import home, names_feeding, reaching_assignment, reaching_definitions
 from accumlint.model.losses import retains_graph
-from accumlint.model.names import calls_in, dotted, method_name, names_in, positional
+from accumlint.model.names import calls_in, dotted, method_name, names_in, positional, walk
 from accumlint.model.sites import FrameKind, Site
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
@@ -27,7 +27,8 @@ class LossKeptWithGraph(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         yield from _forward_only_loops(model)
         for group in model.loops:
-            if group.style not in _ACCUMULATING:
+            if (group.style not in _ACCUMULATING or group.accumulates is False
+                    or model.frameworks.accumulation_unset(group)):
                 continue  # a loop that updates every microbatch has no group to keep alive
             # a helper's names are read in its own namespace (:func:`home`): its backwards count too
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)
@@ -58,7 +59,7 @@ class LossKeptWithGraph(Rule):
                         "`loss.detach()`",
                     )
                     continue
-                if not _holds_graph(stored, site, holders, group.loop):
+                if _overwritten_slot(site, group) or not _holds_graph(stored, site, holders, group.loop):
                     continue
                 if not container.startswith("self."):
                     definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order, None,
@@ -319,10 +320,35 @@ def _stored_value(site) -> tuple[cst.BaseExpression | None, str | None]:
     return None, None
 
 
+def _overwritten_slot(site: Site, group) -> bool:
+    """Whether a store into a subscript (``stats["loss"] = loss``, ``self.log[key] = loss``)
+    writes the same slot on every microbatch: a literal key, or (in the loop's own code) names
+    the loop never rebinds. The slot then holds one microbatch's value at a time, as a plain
+    name does; a key that changes (``history[i]``) keeps them all."""
+    statement = site.statement
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Subscript)):
+        return False
+    for element in statement.targets[0].target.slice:
+        key = element.slice.value if isinstance(element.slice, cst.Index) else None
+        if isinstance(key, (cst.SimpleString, cst.ConcatenatedString, cst.Integer)):
+            continue
+        if key is None or site.inline is not None or any(isinstance(n, cst.Call) for n in walk(key)):
+            return False  # a helper's key is its caller's argument; a call may differ each time
+        if any(name in group.assigned for name in names_in(key)):
+            return False
+    return True
+
+
 def _detached(value: cst.BaseExpression) -> bool:
     for call in calls_in(value):
         if (method_name(call) or dotted(call.func) or "") in _DETACHING:
             return True
+    # `loss.data` (`loss.data.mean()`, `loss.data[0]`): the same storage without autograd history
+    while isinstance(value, (cst.Call, cst.Subscript, cst.Attribute)):
+        if isinstance(value, cst.Attribute) and value.attr.value == "data":
+            return True
+        value = value.func if isinstance(value, cst.Call) else value.value
     return False
 
 

@@ -43,13 +43,8 @@ class FrameworkReader:
 
     def accumulates(self, group: Group) -> bool | None:
         """Whether a framework-managed loop's groups hold several microbatches (A > 1)."""
-        if group.style is LoopStyle.ACCELERATE and group.accumulate_contexts:
-            entry = self.accumulate_entry(group.accumulate_contexts[0], group.scope)
-            if entry is None:
-                return None
-            accelerator, call = entry
-            site = next(s for s in group.scope.sites if s.node is call)
-            configured = self.accelerate_accumulation(self.model.roles.of(accelerator, site))
+        if group.style is LoopStyle.ACCELERATE:
+            configured = self._accumulate_configured(group)
             if configured is None or configured is False:
                 return None
             literal = int_value(configured)  # type: ignore[arg-type]
@@ -57,6 +52,23 @@ class FrameworkReader:
         if group.style is LoopStyle.DEEPSPEED:
             return self.deepspeed_accumulates
         return None
+
+    def accumulation_unset(self, group: Group) -> bool:
+        """Whether an Accelerate loop's ``accumulate()`` belongs to an Accelerator built, in view,
+        without ``gradient_accumulation_steps``: Accelerate's default is one microbatch per group
+        (a launcher may still set more; the code does not show it)."""
+        return group.style is LoopStyle.ACCELERATE and self._accumulate_configured(group) is False
+
+    def _accumulate_configured(self, group: Group) -> cst.BaseExpression | None | bool:
+        """:meth:`accelerate_accumulation` of the accelerator whose ``accumulate()`` the loop enters."""
+        if not group.accumulate_contexts:
+            return None
+        entry = self.accumulate_entry(group.accumulate_contexts[0], group.scope)
+        if entry is None:
+            return None
+        accelerator, call = entry
+        site = next(s for s in group.scope.sites if s.node is call)
+        return self.accelerate_accumulation(self.model.roles.of(accelerator, site))
 
     @cached_property
     def deepspeed_accumulates(self) -> bool | None:

@@ -309,17 +309,20 @@ def gradient_rescales(model: FileModel, group: Group) -> list[Entry]:
 
 
 def _rescale_divisor(event: Event) -> cst.BaseExpression | None:
+    factor, divides = rescale_factor(event)
+    return factor if divides else _reciprocal_of(factor)
+
+
+def rescale_factor(event: Event) -> tuple[cst.BaseExpression | None, bool]:
+    """The factor an in-place gradient rescale ``event`` applies, and whether it divides by it
+    (``p.grad /= n``, ``div_(n)``, ``_foreach_div_(grads, n)``) rather than multiplies
+    (``*= f``, ``mul_(f)``, ``scale_grads(model, f)``)."""
     site = event.site
     call = site.call
-    if call is None:  # p.grad /= n, p.grad *= 1 / n
-        if isinstance(site.augmented, cst.DivideAssign):
-            return site.value
-        return _reciprocal_of(site.value)
+    if call is None:  # p.grad /= n, p.grad *= f
+        return site.value, isinstance(site.augmented, cst.DivideAssign)
     name = method_name(call) or last_segment(dotted(call.func) or "")
-    factor = call.args[-1].value if call.args else None
-    if name in ("div_", "divide_", "_foreach_div_"):
-        return factor
-    return _reciprocal_of(factor)
+    return (call.args[-1].value if call.args else None), name in ("div_", "divide_", "_foreach_div_")
 
 
 def _reciprocal_of(expression: cst.BaseExpression | None) -> cst.BaseExpression | None:

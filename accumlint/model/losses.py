@@ -235,9 +235,15 @@ def _token_level(call: cst.Call, site: Site) -> bool:
 
 def _masking(call: cst.Call, constructor: cst.Call, site: Site,
              unmasked: Callable[[], frozenset[str]]) -> str | None:
-    if keyword(constructor, "ignore_index") is not None or keyword(call, "ignore_index") is not None:
-        if len(call.args) > 1 and _fixed_window(call.args[1].value, site):
+    ignored = keyword(call, "ignore_index") or keyword(constructor, "ignore_index")
+    if ignored is not None:
+        # a helper's loss (inlined at the backward) reads the helper's own names
+        origin = next((s for s in reversed(site.scope.sites) if s.order <= site.order and s.value is call), site)
+        if len(call.args) > 1 and _fixed_window(call.args[1].value, origin):
             return None  # packed blocks cut to one length: every microbatch has the same token count
+        if (_negative_literal(ignored) and len(call.args) > 1
+                and _copied_inputs(call.args[1].value, call.args[0].value, origin)):
+            return None  # targets copied from the token ids, never masked: no id equals a negative ignore value
         return "`ignore_index` skips masked tokens"
     for arg in call.args[1:]:
         for value, _, _ in value_history(arg.value, site):
@@ -246,6 +252,62 @@ def _masking(call: cst.Call, constructor: cst.Call, site: Site,
                         and _key_of(node) not in unmasked():
                     return "the labels come from a `labels` field (masked tokens are -100)"
     return None
+
+
+#: Calls that write an ignore value into labels (or pick positions to supervise).
+_MASKING_CALLS = frozenset({"masked_fill", "masked_fill_", "where", "fill_", "index_fill_", "scatter_",
+                            "masked_scatter_", "pad", "pad_sequence", "masked_select"})
+
+
+def _copied_inputs(targets: cst.BaseExpression, scores: cst.BaseExpression, site: Site) -> bool:
+    """Whether the targets of a token loss are the inputs themselves, never masked: their value
+    history reads a non-label field (``batch["input_ids"].clone()``) or slices the tensor the
+    scores are computed from (``ids[:, 1:]`` beside ``model(ids[:, :-1])``), reads no label field
+    (``batch["labels"]``, ``b.labels``), writes no ignore value (``masked_fill``, ``where``, a
+    negative literal, padding) and none of its names is written in place in the scope
+    (``labels[labels == pad] = -100``, ``labels.masked_fill_(...)``). Every position is then
+    supervised, so ``ignore_index`` skips nothing: the token count is the microbatch's shape."""
+    inputs = {dotted(node) for value, _, _ in value_history(scores, site) for node in walk(value)
+              if isinstance(node, (cst.Name, cst.Attribute))}
+    copied = False
+    chain: set[str] = set()
+    for value, operator, _ in value_history(targets, site):
+        if operator is not None:
+            return False  # `labels -= ...`: arithmetic on the targets
+        for node in walk(value):
+            if isinstance(node, cst.Call) and (method_name(node) or last_segment(dotted(node.func) or "")) \
+                    in _MASKING_CALLS:
+                return False
+            if _is_int(node, -100):
+                return False  # the ignore value written some other way
+            if isinstance(node, cst.Attribute) and node.attr.value in _LABEL_KEYS:
+                return False
+            if isinstance(node, cst.Name):
+                chain.add(node.value)
+            if not isinstance(node, cst.Subscript):
+                continue
+            key = _key_of(node)
+            if key in _LABEL_KEYS:
+                return False
+            copied = copied or key is not None or dotted(node.value) in inputs
+    return copied and not any(_written_in_place(other, chain) for other in site.scope.sites)
+
+
+def _negative_literal(node: cst.BaseExpression) -> bool:
+    """``-100``, ``-1``: a value no token id takes (a pad id would ignore the padding)."""
+    return (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and isinstance(node.expression, cst.Integer))
+
+
+def _written_in_place(site: Site, names: set[str]) -> bool:
+    """``labels[m] = -100`` or ``labels.masked_fill_(m, -100)`` on one of ``names``."""
+    statement = site.statement
+    if isinstance(statement, cst.Assign) and any(
+            isinstance(t.target, cst.Subscript) and dotted(t.target.value) in names for t in statement.targets):
+        return True
+    call = site.call
+    method = method_name(call) if call is not None else None
+    return bool(method and method.endswith("_") and dotted(call.func.value) in names)  # type: ignore[union-attr]
 
 
 def _key_of(subscript: cst.Subscript) -> str | None:
@@ -260,7 +322,10 @@ def unmasked_collate_keys(functions: ModuleFunctions) -> frozenset[str]:
     """The label keys (``"target_ids"``) that every ``collate_fn`` of the module's loaders builds
     by cutting stacked blocks (``ids[:, 1:]``), with no -100 written and no padding anywhere in the
     function: every microbatch then holds the same number of supervised tokens. A key that one
-    collate function builds otherwise is not among them.
+    collate function builds otherwise is not among them. Where every collator stacks the
+    examples as built, the dataset code's labels count too: a ``__getitem__`` that cuts a block
+    (``chunk[1:]``) or a function that copies another field (``result["labels"] =
+    result["input_ids"].copy()``), with nothing padded or set to -100.
 
     The collate functions read: the module's own, one imported from a project module by name
     (``collate_fn=pack``), and those of a project loader class of another module whose instance
@@ -271,12 +336,78 @@ def unmasked_collate_keys(functions: ModuleFunctions) -> frozenset[str]:
     other: set[str] = set()
     for collate in _collate_functions(functions):
         _read_collate(collate, cut, other)
+    if _batches_stacked_as_built(functions):
+        for producer in _label_producers(functions):
+            _read_collate(producer, cut, other)
+            _read_label_writes(producer, cut, other)
     for name in _iterated_instances_of(functions):
         found = functions.class_named(name, any_module=True)
         if found is not None and found[0] is not functions:
             for collate in _collate_functions(found[0], found[1]):
                 _read_collate(collate, cut, other)
     return frozenset(cut - other)
+
+
+#: collators that stack the examples as built: no padding, no label written
+_STACKING_COLLATORS = frozenset({"default_data_collator", "default_collate"})
+
+
+def _batches_stacked_as_built(module: ModuleFunctions) -> bool:
+    """Whether every ``collate_fn=`` of the module is one of its own functions or methods (read by
+    :func:`_collate_functions`) or a collator that stacks the examples unchanged: the labels a
+    dataset builds reach the loss as built."""
+    for node in walk(module._module):
+        collate = keyword(node, "collate_fn") if isinstance(node, cst.Call) else None
+        if collate is None:
+            continue
+        if isinstance(collate, cst.Name) and collate.value in module.functions:
+            continue
+        if isinstance(collate, cst.Attribute) and dotted(collate.value) == "self":
+            continue
+        if last_segment(dotted(collate) or "") not in _STACKING_COLLATORS:
+            return False
+    return True
+
+
+def _label_producers(module: ModuleFunctions) -> Iterator[cst.FunctionDef]:
+    """The module's dataset code that builds label fields: each class's ``__getitem__`` and the
+    functions that write a label key (``result["labels"] = ...`` in a ``dataset.map`` function)."""
+    for (_, name), method in module.methods.items():
+        if name == "__getitem__":
+            yield method
+    for function in module.functions.values():
+        if any(isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Subscript) and _key_of(t.target)
+                                                 in _LABEL_KEYS for t in n.targets) for n in walk(function.body)):
+            yield function
+
+
+def _read_label_writes(function: cst.FunctionDef, cut: set[str], other: set[str]) -> None:
+    """Sort the label keys ``function`` writes (``result["labels"] = result["input_ids"].copy()``)
+    into ``cut`` (a copy of another field, in a function that pads nothing and writes no -100) and
+    ``other``."""
+    padded = _pads(function)
+    for node in walk(function.body):
+        if not isinstance(node, cst.Assign):
+            continue
+        for target in node.targets:
+            key = _key_of(target.target) if isinstance(target.target, cst.Subscript) else None
+            if key in _LABEL_KEYS:
+                copied = not padded and _copies_a_field(node.value)
+                (cut if copied else other).add(key)  # type: ignore[arg-type]
+
+
+def _copies_a_field(value: cst.BaseExpression) -> bool:
+    """``x["input_ids"].copy()`` (``.clone()``, ``list(...)``, ``[...]``, a slice): another field as is."""
+    while True:
+        if isinstance(value, cst.Call) and method_name(value) in ("copy", "clone") and not value.args:
+            value = value.func.value  # type: ignore[attr-defined]
+        elif isinstance(value, cst.Call) and dotted(value.func) in ("list", "copy.deepcopy", "copy.copy") \
+                and len(value.args) == 1:
+            value = value.args[0].value
+        else:
+            break
+    key = _key_of(value) if isinstance(value, cst.Subscript) else None
+    return key is not None and key not in _LABEL_KEYS
 
 
 def _collate_functions(module: ModuleFunctions, owner: cst.ClassDef | None = None) -> Iterator[cst.FunctionDef]:
@@ -343,8 +474,7 @@ _ITERATING = frozenset({"next", "iter", "enumerate"})
 
 def _read_collate(function: cst.FunctionDef, cut: set[str], other: set[str]) -> None:
     """Sort the label keys ``function`` returns into ``cut`` (from stacked blocks) and ``other``."""
-    padded = any(isinstance(n, cst.Call) and (_writes_ignore(n) or "pad" in last_segment(
-        dotted(n.func) or method_name(n) or "").lower()) or _is_int(n, -100) for n in walk(function.body))
+    padded = _pads(function)
     assigned = {t.target.value: a.value for a in walk(function.body) if isinstance(a, cst.Assign)
                 for t in a.targets if isinstance(t.target, cst.Name)}
     for ret in (n for n in walk(function.body) if isinstance(n, cst.Return) and isinstance(n.value, cst.Dict)):
@@ -353,6 +483,12 @@ def _read_collate(function: cst.FunctionDef, cut: set[str], other: set[str]) -> 
                 element.key, cst.SimpleString) else None
             if key in _LABEL_KEYS:
                 (other if padded or not _cut_from_blocks(element.value, assigned) else cut).add(key)
+
+
+def _pads(function: cst.FunctionDef) -> bool:
+    """Whether ``function`` pads or writes -100 anywhere."""
+    return any(isinstance(n, cst.Call) and (_writes_ignore(n) or "pad" in last_segment(
+        dotted(n.func) or method_name(n) or "").lower()) or _is_int(n, -100) for n in walk(function.body))
 
 
 def _cut_from_blocks(value: cst.BaseExpression, assigned: dict[str, cst.BaseExpression]) -> bool:
@@ -366,6 +502,8 @@ def _cut_from_blocks(value: cst.BaseExpression, assigned: dict[str, cst.BaseExpr
                 return False
             if isinstance(node, cst.Subscript) and _key_of(node) in _LABEL_KEYS:
                 return False
+            if isinstance(node, cst.Attribute) and node.attr.value in _LABEL_KEYS:
+                return False  # `self.labels[i:j]`: labels stored elsewhere, masked or not
             sliced = sliced or isinstance(node, cst.Slice)
             if isinstance(node, cst.Name) and node.value in assigned and node.value not in seen:
                 seen.add(node.value)

@@ -18,9 +18,11 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import boundary, conventions
+from accumlint.model.dataflow import value_history
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
+from accumlint.model.ledger import rescale_factor
 from accumlint.model.names import children, dotted, keyword, last_segment, walk
 from accumlint.model.roles import Roles
 from accumlint.model.sites import FrameKind, Site
@@ -149,12 +151,14 @@ def tail_of(model: FileModel, group: Group) -> Tail | None:
     divided = _divided(model, group)
     report = group.gate.frame_node if test.flag is None else test.report
     if test.tail:  # `or i + 1 == len(loader)`: the code's own evidence that a tail exists
-        return Tail(TailTreatment.WEIGHTED if divided else TailTreatment.TRUE_COUNT, None, divided, report)
+        weighted = divided and not _restores_true_count(model, group, group.events)
+        return Tail(TailTreatment.WEIGHTED if weighted else TailTreatment.TRUE_COUNT, None, divided, report)
     after = _events_after(group, scope_events)
     flush = [e for e in after if e.kind is EventKind.UPDATE]
     if flush:
         # a flush after the loop is the code's own evidence that a tail exists
-        return Tail(TailTreatment.WEIGHTED if divided else TailTreatment.TRUE_COUNT, None, divided,
+        weighted = divided and not _restores_true_count(model, group, [e for e in after if e.order <= flush[0].order])
+        return Tail(TailTreatment.WEIGHTED if weighted else TailTreatment.TRUE_COUNT, None, divided,
                     _flush_report(group, flush[0]))
     if any(e.kind is EventKind.RESET for e in after) or _reset_at_pass_start(group, scope_events):
         return Tail(TailTreatment.DROPPED, None, divided, report)
@@ -211,6 +215,30 @@ def _mentions_a(model: FileModel, expression: cst.BaseExpression, site: Site) ->
 def _divided(model: FileModel, group: Group) -> bool:
     backwards = [e for e in group.events if e.kind is EventKind.BACKWARD and group.in_loop(e)]
     return bool(backwards) and all(model.divided_by_a(e) for e in backwards)
+
+
+def _restores_true_count(model: FileModel, group: Group, events: list[Event]) -> bool:
+    """Whether, before an update, ``events`` rescale the accumulated gradients in place by a
+    factor that undoes the losses' 1/A for a group of r microbatches: multiplied by A over a count
+    (``p.grad.mul_(A / pending)``, ``*= A / r``, ``scale_grads(model, A / r)``) or divided by a
+    count over A (``div_(r / A)``). A full group's factor is 1 and the short one is weighed by its
+    true size, whatever the count's name; a rescale on every microbatch is no such factor."""
+    updates = [e.order for e in events if e.kind is EventKind.UPDATE]
+    for event in events:
+        if (event.kind is not EventKind.GRAD_RESCALE or not any(event.order < u for u in updates)
+                or (group.in_loop(event) and group.cadence(event) is Cadence.MICROBATCH)):
+            continue
+        factor, divides = rescale_factor(event)
+        for value, operator, _ in value_history(factor, event.site) if factor is not None else ():
+            if operator is not None or not (isinstance(value, cst.BinaryOperation)
+                                            and isinstance(value.operator, cst.Divide)):
+                continue
+            over_a, count = (value.right, value.left) if divides else (value.left, value.right)
+            # the count is often computed from A (`pending = i % A + 1`); it must not be A itself
+            if _mentions_a(model, over_a, event.site) and not any(
+                    model.is_accumulation_name(v) for v, op, _ in value_history(count, event.site) if op is None):
+                return True
+    return False
 
 
 def _backward_per_microbatch(group: Group) -> bool:
