@@ -15,7 +15,7 @@ import pytest
 from accumlint.explain import Target, explain, render_text, to_json
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.simulation import Simulation, configurations, simulate
+from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, configurations, simulate
 from accumlint.model.trace import Configuration, Trace
 from accumlint.vocabulary import EventKind
 
@@ -1896,3 +1896,72 @@ def test_a_micro_loop_count_computed_from_two_sizes_is_bound_as_a():
     trace = run(result, 2, 4)
     assert [e.kind for e in trace.events[:6]] == [EventKind.RESET, EventKind.FORWARD, EventKind.BACKWARD,
                                                   EventKind.FORWARD, EventKind.BACKWARD, EventKind.UPDATE]
+
+
+
+
+def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
+    """A script whose set-up every run repeats (a table of ``rows`` entries built over concrete
+    values, two statements each) and whose update branch holds run-level choices, the second
+    running ``choice``; ``reset`` ends each microbatch."""
+    return textwrap.dedent("""
+        import argparse
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accum", type=int, default=4)
+        args, _ = parser.parse_known_args()
+        table = {}
+        for i in range(ROWS):
+            key = str(i)
+            table[key] = i * 2
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.AdamW(model.parameters())
+        scheduler = torch.optim.lr_scheduler.LinearLR(optimizer)
+        loader = torch.utils.data.DataLoader(range(10))
+
+        for epoch in range(args.epochs):
+            for step, batch in enumerate(loader):
+                (model(batch).sum() / args.accum).backward()
+                if (step + 1) % args.accum == 0:
+                    if args.log_every:
+                        logged = step
+                    optimizer.step()
+                    if args.save_every:
+                        CHOICE
+                    if args.verbose:
+                        shown = step
+                RESET
+    """).replace("ROWS", str(rows)).replace("RESET", reset).replace("CHOICE", choice)
+
+
+@pytest.mark.parametrize(("reset", "resets"), [("optimizer.zero_grad()", 16),
+                                                ("if (step + 1) % args.accum == 0: optimizer.zero_grad()", 4)])
+def test_a_run_that_check_budget_cuts_after_others_completed_is_left_out(reset: str, resets: int) -> None:
+    # a set-up of a third of check's entry budget: the budget the runs share ends in the third
+    # combination of run-level choices, each of which only logs; the two completed runs decide the
+    # loop, the cut one is left out as those beyond check's cap of runs are
+    code = long_set_up(JUDGED_ENTRY_STATEMENTS // 6, reset)
+    (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
+    assert result.decided, result.reasons()
+    whole = [t for t in result.traces if t.configuration == Configuration(4, 8)]
+    assert [dict(t.choices) for t in whole] == [
+        {"args.log_every": False, "args.save_every": False, "args.verbose": False},
+        {"args.log_every": False, "args.save_every": False, "args.verbose": True}]
+    for trace in whole:
+        assert updates(trace) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+        assert sum(e.kind is EventKind.RESET for e in trace.events) == resets
+        assert "2 combinations of run-level choices run; the others are not simulated (the statement budget " \
+               f"of the entry point ({JUDGED_ENTRY_STATEMENTS}) ran out)" in trace.notes
+
+
+@pytest.mark.parametrize(("rows", "choice"), [
+    (JUDGED_ENTRY_STATEMENTS // 2 + 1, "saved = step"),  # a set-up of more than check's entry budget
+    (JUDGED_ENTRY_STATEMENTS // 6, "scheduler.step()"),  # the run cut would step the scheduler
+])
+def test_a_run_cut_by_the_budget_leaves_the_entry_undecided_where_it_could_change_the_verdict(
+        rows: int, choice: str) -> None:
+    code = long_set_up(rows, "optimizer.zero_grad()", choice)
+    (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
+    assert not result.decided
+    assert f"the statement budget of an entry point ({JUDGED_ENTRY_STATEMENTS}) ran out" in result.reasons()

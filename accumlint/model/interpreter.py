@@ -281,6 +281,7 @@ class Interpreter:
         self.lengths = lengths
         self.choices = dict(choices)
         self.defaulted: list[str] = []
+        self.eventful: set[str] = set()  # the defaulted choices whose branches hold a training event
         self.events: list[RawEvent] = []
         self.notes: list[str] = []
         self.undecided: list[str] = []
@@ -1004,6 +1005,8 @@ class Interpreter:
         first = _tests_accumulation(test) or statement is not None and self._only_body_trains(statement, frame)
         self.choices[key] = first != negated
         self.defaulted.append(key)
+        if statement is None or self._has_event(statement, frame):
+            self.eventful.add(key)
         return first
 
     def _epoch_threshold(self, test: cst.BaseExpression, frame: _Frame) -> bool:

@@ -7,7 +7,9 @@ across calls, driven once per microbatch by a caller the project does not show) 
 each under a few configurations with the :class:`~accumlint.model.interpreter.Interpreter`:
 A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A, 2A + 1 and
 N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
-runs; a budget or an unknown leaves a run undecided with the reason. The raw events of a run
+runs; a budget or an unknown leaves a run undecided with the reason (the runs the entry's shared
+statement budget leaves unmade after some completed are left out instead, where each takes the other
+branch of choices that perform no training event only). The raw events of a run
 become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
 construction, from the framework tables, from use (what receives ``.backward(loss)`` and
 ``.step()``) and, the weakest evidence, from its name.
@@ -533,12 +535,14 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
         finished: list[tuple[Trace, list[RawEvent], dict]] = []
         attempts = 0
         ruled_out = ""
+        spent = False  # the entry's budget ran out in a run after others of this configuration completed
+        eventful: set[str] = set()  # the choices met whose branches hold a training event
         while pending and len(finished) < limit and attempts < MAX_ATTEMPTS:
             choices = pending.pop(0)
             attempts += 1
             bindings = dict.fromkeys(symbols, configuration.accumulation)
             run = Interpreter(module, configuration, bindings, choices, syntax, frozenset(lengths))
-            feasible = True
+            feasible, cut = True, False
             try:
                 _start(run, entry)
             except NeedBinding as need:
@@ -548,8 +552,16 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 ruled_out = str(infeasible)
             except BudgetExceeded as budget:
                 run.undecide(str(budget))
+                cut = syntax.statements > syntax.limit
             finally:
                 run.close()
+            eventful |= run.eventful
+            # the budget all the runs of the entry share, cut in a run after others completed: the runs
+            # it leaves unmade within ``limit`` are left out, like those beyond it, where none can take
+            # the other branch of a choice that performs a training event
+            spent = cut and bool(finished) and not eventful & _unsettled(choices, run.defaulted, finished, limit)
+            if spent:
+                break
             pending[0:0] = [{**choices, **{k: run.choices[k] for k in run.defaulted[:i]}, key: not run.choices[key]}
                             for i, key in reversed(list(enumerate(run.defaulted)))]
             if not feasible:
@@ -558,14 +570,28 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 literal = run.literal_gates[0]
             reached |= run.reached
             finished.append(_trace(run, configuration, run.choices))
-        if pending and finished:
-            note = f"{len(finished)} combinations of run-level choices run; the others are not simulated"
+        if (pending or spent) and finished:
+            note = f"{len(finished)} combinations of run-level choices run; the others are not simulated" + (
+                f" (the statement budget of the entry point ({syntax.limit}) ran out)" if spent else "")
             for trace, _, _ in finished:
                 trace.notes.append(note)
         if not finished and ruled_out:
             impossible[configuration] = ruled_out
         traces.extend(finished)
     return traces, literal, reached, impossible
+
+
+def _unsettled(choices: dict[str, bool], met: list[str], finished: list[tuple[Trace, list[RawEvent], dict]],
+               limit: int) -> set[str]:
+    """The choices that the runs after ``finished`` (up to ``limit`` runs) could take the other way
+    from the completed runs: the one the run cut (made with ``choices``) took the other way (its
+    last), and, where more runs would follow it, those it ``met`` and every choice the completed
+    runs did not take both ways (it would have met more of those had it completed)."""
+    flipped = {next(reversed(choices))} if choices else set()
+    if len(finished) + 1 >= limit:
+        return flipped
+    taken = [(key, value) for trace, _, _ in finished for key, value in trace.choices]
+    return flipped | set(met) | {key for key, _ in taken if (key, True) not in taken or (key, False) not in taken}
 
 
 def _start(run: Interpreter, entry: EntryPoint) -> None:
