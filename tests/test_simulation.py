@@ -224,6 +224,31 @@ def test_run_level_choices_split_a_configuration_into_runs():
     assert updates(run(result, 2, 4, **{"args.fp16": True})) == updates(run(result, 2, 4, **{"args.fp16": False}))
 
 
+def test_a_loop_over_a_microbatchs_tokens_makes_no_epoch_loop() -> None:
+    # a `while` over the labels' positions inside the microbatch loop trains nothing: the
+    # microbatch index stays the microbatch index, so `step == batches - 1` binds the epoch's
+    # length N (before: the whole gate was a run-level choice, one run updating every microbatch)
+    result = only("""
+        def train_one_epoch(args, model, optimizer, text_loader, image_loader):
+            batches = image_loader.num_batches
+            for step, (text, image) in enumerate(zip(text_loader, image_loader)):
+                labels = text.clone()
+                for row in range(labels.shape[0]):
+                    idx = 0
+                    while idx < labels.shape[1] and labels[row][idx] != 7:
+                        labels[row][idx] = -100
+                        idx += 1
+                loss = model(image, text, labels) / args.accum
+                loss.backward()
+                if ((step + 1) % args.accum == 0) or (step == batches - 1):
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert result.decided
+    tail = [t for t in result.traces if t.configuration == Configuration(2, 5)]
+    assert [(dict(t.choices), updates(t)) for t in tail] == [({}, [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)])]
+
+
 @pytest.mark.parametrize("phase", ["epoch < args.start_epoch", "epoch + 1 <= args.resume_from"])
 def test_a_threshold_on_the_epoch_index_is_a_run_level_phase_not_a(phase):
     # a resume's fast-forward steps the optimizer (and scheduler) once per skipped batch before the

@@ -1934,13 +1934,15 @@ class SyntaxFacts:
 
     def epoch_indices(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The names that loops of ``scope`` count epochs with: the targets of a ``for`` whose
-        iterable draws no data and whose body holds a loop that does (``for epoch in
-        range(n): ... for batch in loader:``)."""
+        iterable draws no data and whose body holds a loop that trains (``for epoch in
+        range(n): ... for batch in loader: ... loss.backward()``). A loop over the microbatch's
+        own tokens (``while idx < labels.shape[1]``) inside the microbatch loop trains nothing:
+        the microbatch index is no epoch index."""
         def compute() -> frozenset[str]:
             found: set[str] = set()
             for loop in walk(scope.body if isinstance(scope, cst.FunctionDef) else scope):
                 if isinstance(loop, cst.For) and not self.draws_data(loop.iter, owner) and any(
-                        isinstance(inner, (cst.For, cst.While)) and self.draws_data(inner, owner)
+                        isinstance(inner, (cst.For, cst.While)) and self.reaches_backward(inner.body, owner)
                         for inner in walk(loop.body)):
                     found.update(n.value for n in walk(loop.target) if isinstance(n, cst.Name))
             return frozenset(found)
