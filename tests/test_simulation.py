@@ -249,6 +249,41 @@ def test_a_loop_over_a_microbatchs_tokens_makes_no_epoch_loop() -> None:
     assert [(dict(t.choices), updates(t)) for t in tail] == [({}, [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)])]
 
 
+RESUMED_COUNT = """
+    class Trainer:
+        def __init__(self, model, optimizer, loader, info, config):
+            self.model, self.optimizer, self.loader, self.info, self.config = model, optimizer, loader, info, config
+
+        def train(self):
+            first = {first}
+            last = self.config.updates * self.config.accum
+            it = iter(self.loader)
+            for i in range(first, last + 1):
+                loss = self.model(next(it)) / self.config.accum
+                loss.backward()
+                if i % self.config.accum == 0 or i == last:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                self.info.iter = i
+"""
+
+
+def test_a_microbatch_count_from_a_start_the_code_does_not_fix_leaves_the_groups_open() -> None:
+    # `range(resumed + 1, last + 1)`: where the groups of `i % A == 0` begin depends on the
+    # restored count; simulated from 0 it read as groups of [1, 4] (a false ACC006)
+    result = only(RESUMED_COUNT.format(first="self.info.iter + 1"))
+    assert not result.decided
+    assert any("depends on `first`" in reason for reason in result.reasons())
+
+
+@pytest.mark.parametrize(("first", "groups"), [("1", [(0, 3), (0, 7)]), ("0", [(0, 0), (0, 4)])])
+def test_a_microbatch_count_from_a_literal_start_is_simulated_from_it(first: str, groups: list) -> None:
+    # the controls: a literal start fixes the groups (from 0, the first update comes after one microbatch)
+    result = only(RESUMED_COUNT.format(first=first))
+    assert result.decided
+    assert [u for u in updates(run(result, 4, 8)) if u[0] == 0] == groups
+
+
 @pytest.mark.parametrize("phase", ["epoch < args.start_epoch", "epoch + 1 <= args.resume_from"])
 def test_a_threshold_on_the_epoch_index_is_a_run_level_phase_not_a(phase):
     # a resume's fast-forward steps the optimizer (and scheduler) once per skipped batch before the

@@ -844,8 +844,11 @@ class Interpreter:
         is one microbatch (``while True: x = make_batch()``). ``body`` None: the values of a
         ``range`` of unknown length that ``next()`` takes, in a loop that draws the data itself.
         ``start``, ``stride``: the first value and the step of a ``range(1, n + 1)`` whose end
-        alone is unknown."""
+        alone is unknown; a ``start`` the code does not fix (``range(resumed + 1, total)``) makes
+        every microbatch's index that unknown: where the groups of a gate on it begin is open."""
         draws = body is None or self.syntax.draws_data(body, owner)
+        if isinstance(start, Unknown) and (body is None or self.syntax.holds_training_loop(body, owner)):
+            start = 0  # an epoch loop's first epoch: a phase of the run, explored as a choice
         index = 0
         drawn = self.drawn
         while not self.exhausted:
@@ -853,7 +856,7 @@ class Interpreter:
                 draws = False
                 self._count_microbatch()
             drawn = self.drawn
-            yield start + index * stride
+            yield start if isinstance(start, Unknown) else start + index * stride
             index += 1
             if index > MAX_ITERATIONS:
                 raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
@@ -1522,8 +1525,11 @@ class Interpreter:
                 # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
                 return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
             self._epoch_count(args, frame)
-            # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1
+            # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1;
+            # a start the code does not fix (`range(resumed + 1, total)`) leaves every value open
             first = args[0] if len(args) > 1 and _plain_int(args[0]) else 0
+            if len(args) > 1 and isinstance(args[0], Unknown):
+                first = Unknown(_code(node.args[0].value), Origin.CALLER)
             stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
             return _Iteration(self, "range", None, first, stride=stride)
         if label == "len" and args:
@@ -1941,13 +1947,19 @@ class SyntaxFacts:
         def compute() -> frozenset[str]:
             found: set[str] = set()
             for loop in walk(scope.body if isinstance(scope, cst.FunctionDef) else scope):
-                if isinstance(loop, cst.For) and not self.draws_data(loop.iter, owner) and any(
-                        isinstance(inner, (cst.For, cst.While)) and self.reaches_backward(inner.body, owner)
-                        for inner in walk(loop.body)):
+                if isinstance(loop, cst.For) and not self.draws_data(loop.iter, owner) \
+                        and self.holds_training_loop(loop.body, owner):
                     found.update(n.value for n in walk(loop.target) if isinstance(n, cst.Name))
             return frozenset(found)
 
         return self._get("epochs", scope, compute)  # type: ignore[return-value]
+
+    def holds_training_loop(self, body: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        """Whether ``body`` (a loop's) holds a loop that reaches a backward: it runs passes of
+        training (an epoch loop), not one microbatch per iteration."""
+        return self._get("inner", body, lambda: any(
+            type(inner) in (cst.For, cst.While) and inner is not body and self.reaches_backward(inner.body, owner)
+            for inner in walk(body)))  # type: ignore[return-value]
 
     def streams(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
         """Whether ``function`` takes items with ``next()`` from a parameter or an attribute: an
