@@ -837,7 +837,7 @@ class Interpreter:
         if count > MAX_ITERATIONS:
             raise BudgetExceeded(f"the loop `{_code(node)[:40]}` ran past {MAX_ITERATIONS} iterations")
 
-    def unbounded(self, body: cst.CSTNode | None, owner: ModuleFunctions, start: int = 0,
+    def unbounded(self, body: cst.CSTNode | None, owner: ModuleFunctions, start: int | Unknown = 0,
                   stride: int = 1) -> Iterator[int]:
         """Iterations of a loop whose count the code does not fix (``while step < max_steps``,
         ``range(args.epochs)``): until the run's data is drawn. An iteration that draws no data
@@ -1527,8 +1527,10 @@ class Interpreter:
             self._epoch_count(args, frame)
             # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1;
             # a start the code does not fix (`range(resumed + 1, total)`) leaves every value open
-            first = args[0] if len(args) > 1 and _plain_int(args[0]) else 0
-            if len(args) > 1 and isinstance(args[0], Unknown):
+            first: int | Unknown = 0
+            if len(args) > 1 and _plain_int(args[0]):
+                first = args[0]
+            elif len(args) > 1 and isinstance(args[0], Unknown):
                 first = Unknown(_code(node.args[0].value), Origin.CALLER)
             stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
             return _Iteration(self, "range", None, first, stride=stride)
@@ -1678,7 +1680,8 @@ class Interpreter:
         if forward:  # DDP reads its flag at the forward: the next backward of this model syncs by it
             key = _flag_key(receiver)
             self._armed_off = self._flag_off.get(key) if key is not None else None
-            self._forwarded[key] = (self.microbatch, self.epoch)
+            if key is not None:
+                self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
@@ -1766,7 +1769,7 @@ class _Iteration:
     """``enumerate``/``zip``/``range``/``iter`` over a value: concrete where the value is, drawing data
     where it is the loader."""
 
-    def __init__(self, interpreter: Interpreter, kind: str, base: object, start: int = 0,
+    def __init__(self, interpreter: Interpreter, kind: str, base: object, start: int | Unknown = 0,
                  others: list[object] | None = None, stride: int = 1) -> None:
         self.interpreter = interpreter
         self.kind = kind
@@ -2645,8 +2648,8 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
                 value = values.pop()
                 if isinstance(value, cst.IfExp):
                     values.extend((value.body, value.orelse))
-                elif isinstance(value, cst.Call) and owner.partial_of(value) is not None:
-                    values.append(owner.partial_of(value))
+                elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
+                    values.append(fixed)
                 elif isinstance(value, cst.Name) and value.value in owner.functions:
                     named.append(value.value)
             if named:
