@@ -327,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
     print("regenerated the rule table in README.md; next: CONTRIBUTING.md, 'Add a rule'")
-    print(f"its tests: pytest -q tests/test_rule_folders.py tests/test_catalogue.py -k {args.code}")
-    print(f"its scripts under the runtime guard: pytest -q tests/test_guard_catalogue.py -k {args.code}")
+    print(f"its tests (folder, scripts under both engines, refactorings, precision sets): pytest -q --rule {args.code}")
+    print(f"only under the linter: pytest -q -m 'not slow' --rule {args.code}")
     print(f"its snapshot, once the check finds the bad script: ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest -q "
           f'tests/test_rule_folders.py -k "{args.code} and snapshot"')
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import ClassVar
 
 import libcst as cst
@@ -140,11 +141,70 @@ SLOW_TESTS = frozenset({
 })
 
 
+#: ``pytest --rule CODE``: the modules that test each rule's folder (its cases, snapshot and scripts
+#: under both engines, and the refactorings of its scripts), whose tests name the code in their id ...
+RULE_MODULES = frozenset({"test_rule_folders.py", "test_catalogue.py", "test_guard_catalogue.py",
+                          "test_metamorphic.py"})
+#: ... and the precision sets on real code, which a rule that runs by default can break (a new
+#: finding there is a false positive until proved otherwise): every test in them.
+PRECISION_MODULES = ("test_corpus.py", "test_cases.py", "test_field_trial.py", "test_field_shapes.py",
+                     "test_field_misses_s5.py", "test_fresh_trial.py", "test_patterns.py",
+                     "test_patterns_flow.py", "test_trial")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--rule", action="append", default=[], metavar="CODE",
+        help="run one rule's tests (repeatable): its folder's cases, snapshot and scripts under the "
+             "linter and the runtime guard, the refactorings of its scripts, and, for a rule on by "
+             "default, the precision sets on real code")
+
+
+_ENGINE_CODES = frozenset(entry.code for entry in spec.ENGINE_CODES)  # ACC000, ACC990: no folder
+
+
+def _selected_rules(config: pytest.Config) -> tuple[str, ...]:
+    """The codes given to ``--rule`` (comma-separated or repeated), upper-cased.
+
+    Raises ``pytest.UsageError`` for a code the spec does not declare."""
+    codes = tuple(code.strip().upper() for value in config.getoption("rule") for code in value.split(",")
+                  if code.strip())
+    unknown = [code for code in codes if code not in spec.BY_CODE or code in _ENGINE_CODES]
+    if unknown:
+        raise pytest.UsageError(f"--rule: no rule {', '.join(unknown)} in accumlint/spec.py")
+    return codes
+
+
+def _wanted_module(name: str, codes: tuple[str, ...]) -> bool:
+    """Whether a test module holds tests that ``--rule`` keeps: the rule modules always, the precision
+    sets when one of the rules runs by default."""
+    if name in RULE_MODULES:
+        return True
+    return name.startswith(PRECISION_MODULES) and any(spec.BY_CODE[code].default_enabled for code in codes)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--rule``, the other test modules are not even imported (collection stays short)."""
+    codes = _selected_rules(config)
+    name = collection_path.name
+    if codes and name.startswith("test_") and name.endswith(".py") and not _wanted_module(name, codes):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.path.name
         if module.startswith(SLOW_MODULES) or f"{module}::{item.originalname}" in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+    codes = _selected_rules(config)
+    if codes:
+        # in a rule module, a test of another rule's folder (or of the whole catalogue) is left out
+        kept = [item for item in items
+                if item.path.name not in RULE_MODULES or any(code in item.nodeid for code in codes)]
+        kept_ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = kept
 
 
 @pytest.fixture
