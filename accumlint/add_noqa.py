@@ -1,5 +1,6 @@
-"""``--add-noqa``: a ``# noqa: CODE`` directive on the first line of every current finding, so
-that an existing repository can adopt accumlint and only new findings fail from then on.
+"""``--add-noqa``: a ``# noqa: CODE`` directive on the first line of every current finding.
+
+An existing repository can so adopt accumlint, and only new findings fail from then on.
 
 ``noqa-style`` chooses the form written: ``# noqa: CODE`` (``"noqa"``, the default) or
 ``# accumlint: noqa: CODE`` (``"accumlint"``), which other tools never read (ruff's ``RUF100``

@@ -1,5 +1,7 @@
-"""The byte stage (:func:`may_fire`) and the project pass's names (:func:`backward_used`,
-:func:`performs_events`), on a :class:`Vocabulary`: what they read of the rules, without LibCST.
+"""The byte stage and the project pass's names: what they read of the rules, without LibCST.
+
+The byte stage is :func:`may_fire`; the project pass's names are :func:`backward_used` and
+:func:`performs_events`; both read a :class:`Vocabulary`.
 
 The engine builds the vocabulary from the rule classes and the model's call tables
 (:func:`accumlint.engine.vocabulary`: importing them imports LibCST, about a quarter of a

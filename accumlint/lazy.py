@@ -1,5 +1,7 @@
-"""Modules loaded on first use: LibCST and the rules cost about a quarter of a second to
-import, and a run answered from the cache, or a command that checks nothing, never needs them.
+"""Modules loaded on first use.
+
+LibCST and the rules cost about a quarter of a second to import, and a run answered from the
+cache, or a command that checks nothing, never needs them.
 
 The recipe of the standard library's ``importlib.util.LazyLoader`` (Python docs, "Implementing
 lazy imports"): the module object exists at once, its code runs at the first attribute access.

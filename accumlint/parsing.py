@@ -1,7 +1,9 @@
-"""The parser defences: decoding as the interpreter does, the interpreter's parse, the limits
-that keep LibCST's native parser (which recurses without a depth check) off the end of its
-stack, and the thread with a large stack it runs on. A file past a limit gets ``ACC000``
-from the engine, never a crash of the run."""
+"""The parser defences: decoding, the interpreter's parse, nesting limits, a large-stack thread.
+
+Decoding as the interpreter does, the interpreter's parse, the limits that keep LibCST's native
+parser (which recurses without a depth check) off the end of its stack, and the thread with a
+large stack it runs on. A file past a limit gets ``ACC000`` from the engine, never a crash of
+the run."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Where a rule's hit is reported: a node's position in the checked file, or the call of this
-module that stands for another module's code (a helper's statement becomes a related location)."""
+"""Where a rule's hit is reported: a node's position in the checked file, or the call standing for it.
+
+The call of this module that stands for another module's code is the place of a hit there (the
+helper's statement becomes a related location)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The worker pool of a run: a process pool started once a second file needs LibCST, fed
-stage by stage from a queue of its own (LibCST stages first, largest first) within a memory
-budget, with a time budget per stage that a loaded machine stretches.
+"""The worker pool of a run: LibCST stages in worker processes, within a memory and a time budget.
+
+A process pool started once a second file needs LibCST, fed stage by stage from a queue of its
+own (LibCST stages first, largest first) within a memory budget, with a time budget per stage
+that a loaded machine stretches.
 
 The per-file work the workers do is the caller's (:mod:`accumlint.runner` passes its checks
 in); each worker gets the run's :class:`~accumlint.run_context.RunContext` from its initializer

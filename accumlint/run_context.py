@@ -1,6 +1,7 @@
-"""The run context: what one run of checks is, passed explicitly from the CLI, the runner, the
-language server and a worker's initializer down to :func:`accumlint.engine.check_source`,
-instead of process state.
+"""The run context: what one run of checks is (its project, fixes or not, ``--ignore-noqa``).
+
+It is passed explicitly from the CLI, the runner, the language server and a worker's initializer
+down to :func:`accumlint.engine.check_source`, instead of process state.
 
 A leaf module (nothing of accumlint at run time), so that every stage may take one.
 """

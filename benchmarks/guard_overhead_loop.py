@@ -1,5 +1,7 @@
-"""A plain training loop for ``guard_overhead.py``: it never imports the guard, so the same file runs
-as is (the plain arm) and under ``python -m runtime_guard run`` (the probed arm, zero code changes).
+"""A plain training loop for ``guard_overhead.py``, which runs it with and without the guard.
+
+It never imports the guard, so the same file runs as is (the plain arm) and under
+``python -m runtime_guard run`` (the probed arm, zero code changes).
 
     python benchmarks/guard_overhead_loop.py --model 2M [--transformers] [--microbatches 8]
 

@@ -1,8 +1,9 @@
-"""The card: the record of a probed run, as a JSON-ready dict (accumulation guide, "The record
-of a run"): m, A, D, effective batch, supervised tokens, precision, normalization, last-group
-treatment, attempted vs applied updates, scheduler steps per update, all-reduce rounds,
-memory peaks per device per group, BatchNorm modules (ACC901) and the separate counts of
-microbatches, updates, examples and tokens (ACC902)."""
+"""The card: the record of a probed run, as a JSON-ready dict.
+
+As the accumulation guide's "The record of a run" lists it: m, A, D, effective batch, supervised
+tokens, precision, normalization, last-group treatment, attempted vs applied updates, scheduler
+steps per update, all-reduce rounds, memory peaks per device per group, BatchNorm modules
+(ACC901) and the separate counts of microbatches, updates, examples and tokens (ACC902)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The event letters of the guard's traces and their words in the timeline (torch-free: ``show``
-renders saved cards without torch).
+"""The event letters of the guard's traces and their words in the timeline.
+
+Torch-free: ``show`` renders saved cards without torch.
 
 The letters, words and meanings are declared once, with the linter's event kinds, in
 :class:`accumlint.vocabulary.EventKind`; the constants below name each letter for the guard's

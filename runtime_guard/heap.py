@@ -1,5 +1,6 @@
-"""Live objects of given classes: near the loop (reachable from the stack), else among all the objects
-the garbage collector tracks.
+"""Live objects of given classes: near the loop, else among all the objects the collector tracks.
+
+Near the loop is reachable from the stack; else all the objects the garbage collector tracks.
 
 The guard looks for the loop's optimizer, scheduler, scaler, ``torch.compile`` wrapper and weight
 copies inside the script's first forward, where a process that imported transformers holds 300k+

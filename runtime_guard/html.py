@@ -1,8 +1,9 @@
-"""A self-contained HTML page for a saved report or card: a header naming the run (script,
-model, parameters, torch and framework versions), the findings (severity, rule linked to its
-page, what was observed, evidence, fix), the group timelines with a legend, the card as a
-table, what each check could observe, and an inline SVG plot of memory per microbatch per
-device. No external assets; the layout wraps instead of scrolling sideways (checked at 1280 px
+"""A self-contained HTML page for a saved report or card.
+
+A header naming the run (script, model, parameters, torch and framework versions), the findings
+(severity, rule linked to its page, what was observed, evidence, fix), the group timelines with
+a legend, the card as a table, what each check could observe, and an inline SVG plot of memory
+per microbatch per device. No external assets; the layout wraps instead of scrolling sideways (checked at 1280 px
 in a headless browser by the tests)."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""What the observed trace implies, for the card and the checks alike: the microbatch size and effective
-batch, the loss normalization (from per-token weights or the replay) and what the loop did with the
-epoch's partial group."""
+"""What the observed trace implies, for the card and the checks alike.
+
+The microbatch size and effective batch, the loss normalization (from per-token weights or the
+replay) and what the loop did with the epoch's partial group."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Text rendering of a report or a saved card: findings, the card table, group timelines
-and memory per microbatch as a terminal sparkline."""
+"""Text rendering of a report or a saved card.
+
+Findings, the card table, group timelines and memory per microbatch as a terminal sparkline."""
 
 from __future__ import annotations
 

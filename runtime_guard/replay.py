@@ -1,6 +1,7 @@
-"""Reference replay (opt-in, ``normalization="replay"``): the group's microbatches are run
-again at the update attempt to compare the user's accumulated gradient with two references
-(design notes §3, method B).
+"""Reference replay (opt-in, ``normalization="replay"``): a group's gradient against two references.
+
+The group's microbatches are run again at the update attempt to compare the user's accumulated
+gradient with two references (design notes §3, method B).
 
 * token-weighted: sum of per-token cross-entropy losses over the group / its supervised tokens;
 * mean of means: the mean of each microbatch's mean token loss.

@@ -1,5 +1,6 @@
-"""Copies of the probed parameters that a loop averages into (a weight EMA, an ``AveragedModel``, a
-diffusers ``EMAModel``'s ``shadow_params``) and the moves they make toward the parameters (ACC007).
+"""Copies of the probed parameters that a loop averages into, and their moves toward them (ACC007).
+
+A weight EMA, an ``AveragedModel``, a diffusers ``EMAModel``'s ``shadow_params``.
 
 A weight average is defined once per optimizer update: ``s <- c s + (1 - c) p`` with the
 parameters ``p`` just updated. Run every microbatch it advances A times per update over unchanged

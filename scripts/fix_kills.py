@@ -1,5 +1,6 @@
-"""Kill ``accumlint check --fix`` (or ``--add-noqa``) with SIGKILL at random moments and check
-that no file is torn and no temporary file outlives the next run.
+"""Kill ``accumlint check --fix`` (or ``--add-noqa``) at random moments: no file may be torn.
+
+SIGKILL at random moments; no file is torn and no temporary file outlives the next run.
 
 Usage: python scripts/fix_kills.py [--runs 100] [--files 40] [--mode fix|noqa]
 

@@ -38,17 +38,28 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
+def replace_between(text: str, start_marker: str, end_marker: str, block: str) -> str:
+    """``text`` with the part between the two markers replaced by ``block`` (also used by
+    ``scripts/layout_map.py``)."""
+    start = text.index(start_marker) + len(start_marker)
+    end = text.index(end_marker, start)
+    return f"{text[:start]}\n{block}\n{text[end:]}"
+
+
+def between(text: str, start_marker: str, end_marker: str) -> str:
+    """The block now between the markers of ``text``."""
+    start = text.index(start_marker) + len(start_marker)
+    return text[start : text.index(end_marker, start)].strip("\n")
+
+
 def replace_table(text: str, table: str) -> str:
-    """``text`` with the part between the two markers replaced by ``table``."""
-    start = text.index(START) + len(START)
-    end = text.index(END, start)
-    return f"{text[:start]}\n{table}\n{text[end:]}"
+    """``text`` with the rule table replaced by ``table``."""
+    return replace_between(text, START, END, table)
 
 
 def current_table(text: str) -> str:
-    """The table now between the markers of ``text``."""
-    start = text.index(START) + len(START)
-    return text[start : text.index(END, start)].strip("\n")
+    """The rule table now in ``text``."""
+    return between(text, START, END)
 
 
 def main(argv: list[str] | None = None) -> int:

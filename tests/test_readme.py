@@ -95,6 +95,38 @@ def test_replace_table_keeps_the_rest() -> None:
     )
 
 
+def test_readme_layout_map_matches_the_docstrings() -> None:
+    script = load_script("layout_map")
+    text = README.read_text(encoding="utf-8")
+    layout = script.render_map()
+    assert script.between(text, script.START, script.END) == layout, "run: python scripts/layout_map.py"
+    # every top-level module and package of both packages is on the map, with its own summary
+    for package in ("accumlint", "runtime_guard"):
+        for child in (REPO / package).iterdir():
+            if child.suffix == ".py" and not child.name.startswith("_") or (child / "__init__.py").is_file():
+                assert f"\n  {child.name}{'/' if child.is_dir() else ''} " in layout, child
+    assert "  pool.py               The worker pool of a run: LibCST stages in worker processes" in layout
+
+
+def test_layout_map_takes_the_first_sentence_and_refuses_a_long_one(tmp_path: Path) -> None:
+    script = load_script("layout_map")
+    short = tmp_path / "short.py"
+    short.write_text('"""Reads ``x.py`` files (see :func:`read`). More here.\n\nDetails."""\n', encoding="utf-8")
+    long = tmp_path / "long.py"
+    long.write_text(f'"""{"word " * 40}and on.\n"""\n', encoding="utf-8")
+    none = tmp_path / "none.py"
+    none.write_text("x = 1\n", encoding="utf-8")
+    script.ROOT = tmp_path  # paths in the messages are relative to it
+    try:
+        assert script.summary(short) == "Reads `x.py` files (see `read`)"
+        with pytest.raises(script.LayoutError, match="first sentence has 206 characters"):
+            script.summary(long)
+        with pytest.raises(script.LayoutError, match="no docstring"):
+            script.summary(none)
+    finally:
+        script.ROOT = REPO
+
+
 def test_quick_start_comes_first_with_exactly_the_two_commands() -> None:
     text = README.read_text(encoding="utf-8")
     lines = text.splitlines()

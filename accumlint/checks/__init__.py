@@ -1,4 +1,4 @@
-"""The rule registry: every rule class, in code order, as the rule spec names them.
+"""The rules, one small class each over the model; the registry lists them in code order.
 
 A rule is declared once, in ``accumlint/spec.py`` (``implemented_by=(module, class)``); this
 list imports the classes it names, so adding a rule registers nothing here.

@@ -1,4 +1,4 @@
-"""Framework adapters as data, one module per framework (issue 15).
+"""Framework contracts as data, one module per framework, each with its sources.
 
 Each module states what its framework does per microbatch and per optimizer update (who divides
 the loss by A and by what, who gates the update, the reset, the scheduler and the clip, when

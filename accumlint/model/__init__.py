@@ -1,4 +1,4 @@
-"""The static training-loop model of one file: imports, roles, events, accumulation loops.
+"""The training-loop model of one file: roles, events, groups, and the simulator that runs the loop.
 
 Rules read a :class:`FileModel`; they never walk statements themselves. Build one with
 :func:`build_model`.

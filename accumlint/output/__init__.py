@@ -1,6 +1,7 @@
-"""Output formats for ``accumlint check``: ``text`` (full), ``concise``, ``json``, ``json-lines``,
-``sarif``, ``github`` (workflow-command annotations), ``gitlab`` (Code Quality), ``rdjson``
-(reviewdog) and ``junit``.
+"""Output formats for ``accumlint check``: text, concise, JSON, SARIF, CI annotations, JUnit.
+
+The formats: ``text`` (full), ``concise``, ``json``, ``json-lines``, ``sarif``, ``github``
+(workflow-command annotations), ``gitlab`` (Code Quality), ``rdjson`` (reviewdog) and ``junit``.
 
 Every formatter takes the findings (any order; they are sorted here) and returns the
 text to print; :func:`render` picks one by name.

@@ -1,6 +1,7 @@
-"""The project a checked file belongs to: its other modules, so that a call of an imported
-project function, or a method of an imported project class, is followed like a call of the
-file's own helpers.
+"""The project a checked file belongs to: its other modules, found by import name.
+
+A call of an imported project function, or a method of an imported project class, is so
+followed like a call of the file's own helpers.
 
 - :func:`find_root`: the folder of the nearest ``pyproject.toml`` / ``setup.py`` /
   ``setup.cfg`` above a file, else the folder the run was started on.

@@ -1,5 +1,6 @@
-"""The rules of the catalogue, evaluated on the observed trace (same codes as the linter), one
-module per family with the linter's family names (``accumlint/checks/``).
+"""The rules of the catalogue, evaluated on the observed trace (the linter's codes).
+
+One module per family, with the linter's family names (``accumlint/checks/``).
 
 ``RUNTIME_CHECKS`` says, per code, what the guard needs to observe it; the catalogue test
 uses it to decide which expected codes of a ``bad_*.py`` example a run must reproduce.

@@ -1,6 +1,8 @@
-"""The probe's observers, one module per event family (forward, backward, resets, updates, schedule,
-gradient operations, epoch placement, replicas), each a mixin of :class:`runtime_guard.probe.Probe`
-working on its state; and what they share.
+"""The probe's observers, one module per event family, and what they share.
+
+The families: forward, backward, resets, updates, schedule, gradient operations, epoch
+placement, replicas; each observer is a mixin of :class:`runtime_guard.probe.Probe` working on
+its state.
 """
 
 from __future__ import annotations
