@@ -41,18 +41,17 @@ ACTION_METHODS: dict[str, str] = {
     "add_scalars": LOG,
 }
 
-#: ``x.log(...)`` as a statement is a log point on these receivers' last names' ends (``accelerator.log``,
-#: ``run.log``, ``wandb_run.log``, ``logger.log`` with a level is a log point too)
-_LOG_RECEIVERS = ("accelerator", "run", "wandb", "logger", "tracker", "experiment")
+#: ``x.log(...)`` as a statement is a log point where ``x`` is a tracker: an Accelerate accelerator
+#: (``accelerator.log``) or an object of these libraries (``run = wandb.init(); run.log(...)``)
+TRACKER_LIBRARIES = ("wandb.", "mlflow.", "comet_ml.", "neptune.")
 
 #: context managers and calls that mark a function as an evaluation (forwards without gradients)
 _NO_GRAD = frozenset({"torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode"})
 
 
-def action_of(call: cst.Call, qualified: str | None) -> str | None:
+def action_of(call: cst.Call, qualified: str | None, tracker: bool = False) -> str | None:
     """The action a call made as a statement performs (``qualified``: its callee resolved
-    through the imports), None where it is none."""
-    name = dotted(call.func)
+    through the imports; ``tracker``: its receiver is a tracker), None where it is none."""
     if qualified in ACTION_FUNCTIONS:
         return ACTION_FUNCTIONS[qualified]
     if not isinstance(call.func, cst.Attribute):
@@ -60,10 +59,7 @@ def action_of(call: cst.Call, qualified: str | None) -> str | None:
     method = call.func.attr.value
     if method in ACTION_METHODS:
         return ACTION_METHODS[method]
-    receiver = (dotted(call.func.value) or "").rsplit(".", 1)[-1].lower()
-    if method == "log" and name and receiver.endswith(_LOG_RECEIVERS):
-        return LOG
-    return None
+    return LOG if method == "log" and tracker else None
 
 
 def evaluates(function: cst.FunctionDef) -> bool:

@@ -34,7 +34,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
-from accumlint.model.actions import EVALUATION, action_of, evaluates
+from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
 from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
@@ -161,7 +161,7 @@ class RawEvent:
     no_sync_at: tuple[ModuleFunctions, cst.CSTNode] | None = None
     #: a backward's: the data item last drawn (:class:`Fetch`), None where no pass drew one
     fetch: Fetch | None = None
-    #: an action meant once per update (:data:`accumlint.model.actions.ACTIONS`): what it is, in words
+    #: an action meant once per update (:mod:`accumlint.model.actions`): what it is, in words
     action: str | None = None
 
 
@@ -533,7 +533,7 @@ class Interpreter:
         if kind is cst.Expr:
             call = node.value
             if type(call) is cst.Call:
-                action = action_of(call, frame.owner.imports.qualify(dotted(call.func)))
+                action = action_of(call, frame.owner.imports.qualify(dotted(call.func)), self._tracks(call, frame))
                 if action is not None:
                     self._action(action, call, frame.owner)
             self.expression(node.value, frame)
@@ -1043,7 +1043,7 @@ class Interpreter:
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
-            elif statement is not None and not self._has_event(statement, frame) and value.gate \
+            elif statement is not None and not self._has_event(statement, frame) \
                     and not any(type(n) in (cst.Call, cst.NamedExpr) for n in walk(test)):
                 # `if updates % SAVE_EVERY == 0: save()`: a named constant that gates no event is not A; the
                 # code fixes it (an action's cadence, ACC010's)
@@ -1072,7 +1072,10 @@ class Interpreter:
 
     def _with_constants(self, test: cst.BaseExpression, frame: _Frame) -> object:
         """``test`` evaluated with the named constants the configuration did not bind at their own
-        values (a test without calls: evaluating it again changes nothing)."""
+        values, and a period the run does not know (``updates % args.save_every``) at 2 (a test
+        without calls: evaluating it again changes nothing). A test on a count that changes only at
+        the updates is then true on whole groups, on a count of microbatches never on two
+        consecutive microbatches, whatever the period: which is all an action's cadence needs."""
         _CONSTANTS_FIXED[0] = True
         try:
             return self.expression(test, frame)
@@ -1756,6 +1759,17 @@ class Interpreter:
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch))
 
+    def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
+        """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
+        an accelerator), its receiver a name or an attribute (reading it runs nothing)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "log" and dotted(func.value)):
+            return False
+        receiver = self.expression(func.value, frame)
+        if isinstance(receiver, Obj):
+            return receiver.role is Role.ACCELERATOR
+        return isinstance(receiver, Unknown) and label_text(receiver).startswith(TRACKER_LIBRARIES)
+
     def _action(self, action: str, node: cst.CSTNode, owner: ModuleFunctions) -> None:
         """Record ``action`` (:mod:`accumlint.model.actions`), called at ``node`` of ``owner``."""
         self.events.append(RawEvent("action", None, None, node, owner, tuple(self._stack), self.microbatch,
@@ -2188,6 +2202,9 @@ _BINARY = {
 
 
 def _binary(operator: str, left: object, right: object, code: str) -> object:
+    if _CONSTANTS_FIXED[0] and operator == "Modulo" and _plain_int(left) and isinstance(right, Unknown) \
+            and right.origin is Origin.RUN:
+        return left % 2  # a period the run does not know (:meth:`Interpreter._with_constants`)
     if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
         return combined([left, right], code, modulo=operator == "Modulo")
     function = _BINARY.get(operator)
