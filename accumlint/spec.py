@@ -267,6 +267,34 @@ RULES: tuple[RuleSpec, ...] = (
         fix="cut the other model's pass off this model: requires_grad_(False) around it, or backward(inputs=...)",
     ),
     RuleSpec(
+        "ACC009",
+        "group-restarts-data-iterator",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("updates", "GroupRestartsDataIterator"),
+        summary="each group restarts the data iterator: every update sees the loader's first microbatches again",
+        meaning=(
+            "every optimizer update trains on the loader's first A microbatches again: a sequential loader repeats "
+            "the same data forever, a shuffling one draws a fresh random start each time and never finishes an epoch"
+        ),
+        fix="make one iterator per epoch (it = iter(loader)) and draw each group's A microbatches from it",
+    ),
+    RuleSpec(
+        "ACC010",
+        "update-keyed-action-repeats",
+        Severity.WARNING,
+        "P1",
+        implemented_by=("updates", "UpdateKeyedActionRepeats"),
+        summary="a once-per-update action tested on an update counter on the microbatch path: it runs A times",
+        meaning=(
+            "the update counter stays at a multiple for all A microbatches of a group, so the action (a checkpoint "
+            "save, an evaluation, a log point) runs A times per update: checkpoints overwritten, evaluation A times "
+            "slower, duplicate log points"
+        ),
+        fix="run the action under the update gate, right after the optimizer update (or under "
+            "`if accelerator.sync_gradients:`)",
+    ),
+    RuleSpec(
         "ACC101",
         "double-normalization",
         Severity.ERROR,

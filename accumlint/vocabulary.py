@@ -58,6 +58,7 @@ class EventKind(str, Enum):
     HELPER_CALL = "call of a helper of this module"
     GRAD_RESCALE = "in-place rescale of the accumulated gradients"
     UPDATE_HOOK = "once-per-update hook (weight EMA, model averaging, rank allocation)"
+    ACTION = "once-per-update action (checkpoint save, evaluation, log point)"
 
 
 #: the guard's trace letters, in legend order (``"FBZCSLKXsUE"``)

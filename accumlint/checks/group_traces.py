@@ -1,5 +1,5 @@
 """The group-structure rules as properties of simulated traces (ACC001, ACC002, ACC003,
-ACC005, ACC006; ACC301 and ACC402 of the clip and sync families): the same properties the
+ACC005, ACC006, ACC009, ACC010; ACC301 and ACC402 of the clip and sync families): the same properties the
 runtime guard checks on an observed run, read off the simulator's runs
 (``accumlint.model.simulation``) whatever the spelling of the loop.
 
@@ -20,6 +20,7 @@ find everything the patterns do (frameworks' own loops are not simulated yet).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -241,6 +242,66 @@ def _never_synced(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _restarted_data(trace: Trace) -> TraceVerdict | None:
+    """ACC009: with whole groups (N = 2A), every group learns from a new pass over the same loader
+    that starts again at its first item, while the pass before it was left after fewer than the
+    epoch's N items: each update sees the data the update before it saw (a pass run to the end of
+    its epoch before the next starts is a new epoch, not a restart)."""
+    n = trace.configuration.microbatches
+    groups = [[e for e in g if e.kind is B] for g in _pending_groups(trace)[:-1]]
+    groups = [g for g in groups if g]
+    if len(groups) < 2 or any(e.fetch is None or e.fetch.source is None for g in groups for e in g):
+        return None
+    drawn: dict[int, int] = {}  # the items each pass drew, over the run
+    for event in trace.events:
+        if event.kind is B and event.fetch is not None:
+            drawn[event.fetch.serial] = max(drawn.get(event.fetch.serial, 0), event.fetch.position + 1)
+    for before, after in itertools.pairwise(groups):
+        seen, now = [e.fetch for e in before], [e.fetch for e in after]
+        if len({f.source for f in (*seen, *now)}) != 1 or {f.serial for f in seen} & {f.serial for f in now}:
+            return None  # other data, or one pass that goes on across the groups
+        if min(f.position for f in now) != 0 or any(drawn[f.serial] >= n for f in seen):
+            return None  # not from the start again, or after a whole epoch
+        if not {f.position for f in now} <= {f.position for f in seen}:
+            return None
+    first = groups[1][0]
+    return TraceVerdict("ACC009", first, trace.configuration.describe(),
+                        f"each of {len(groups)} groups draws its microbatches from a new pass over the loader, from "
+                        f"its first item (a pass left after {max(drawn[e.fetch.serial] for e in groups[0])} of its "
+                        f"{n} items)")
+
+
+def _repeated_action(trace: Trace) -> TraceVerdict | None:
+    """ACC010: an action meant once per update (:mod:`accumlint.model.actions`) that runs on two
+    consecutive microbatches with no update between them, while in another group of the run it
+    does not run at all: it is keyed to a count that changes only at the updates (a test on an
+    update counter on the microbatch path), so whenever it fires it fires for every microbatch of
+    a group. An action on every microbatch (meant per microbatch, or a choice of the run) or on a
+    microbatch count's multiples never shows both."""
+    closed = sum(1 for e in trace.events if e.kind is S)
+    groups_with_backward: set[int] = set()
+    updates = 0
+    for event in trace.events:
+        if event.kind is S:
+            updates += 1
+        elif event.kind is B and updates < closed:
+            groups_with_backward.add(updates)
+    by_site: dict[Place, list[tuple[int, TraceEvent]]] = {}
+    for index, action in trace.actions:
+        before = sum(1 for e in trace.events[:index] if e.kind is S)
+        by_site.setdefault(action.site, []).append((before, action))
+    for runs in by_site.values():
+        quiet = groups_with_backward - {before for before, _ in runs}
+        for (before, action), (after, other) in itertools.pairwise(runs):
+            if before == after and quiet and action.epoch == other.epoch and action.microbatch is not None \
+                    and other.microbatch == action.microbatch + 1:
+                times = sum(1 for b, _ in runs if b == before)
+                return TraceVerdict("ACC010", action, trace.configuration.describe(),
+                                    f"the {action.target} runs {times} times between two optimizer updates and not "
+                                    f"at all in {len(quiet)} other group(s)")
+    return None
+
+
 def _across_epochs(trace: Trace) -> bool:
     """Whether ``trace`` can show what the code does at its own epoch's end: the code's passes
     over its data end the epochs, and at least two of them backpropagate."""
@@ -267,6 +328,8 @@ PROPERTIES: dict[str, Property] = {
     "ACC002": Property(_never_reset, lambda a: (2 * a,)),
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
+    "ACC009": Property(_restarted_data, lambda a: (2 * a,)),
+    "ACC010": Property(_repeated_action, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
     "ACC301": Property(_clip_inside, lambda a: (2 * a,)),
     "ACC402": Property(_never_synced, lambda a: (2 * a,),
@@ -391,6 +454,15 @@ _WORDING: dict[str, tuple[str, str]] = {
                "purpose; or make the epoch length a multiple of A"),
     "ACC006": ("the update does not fire on the last microbatch of every group of A",
                "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
+    "ACC009": ("each group draws its microbatches from a new iterator over the loader, which starts again at the "
+               "loader's first microbatch: every optimizer update trains on the same first microbatches",
+               "make one iterator per epoch (it = iter(loader)) outside the update and draw each group's A "
+               "microbatches from it (itertools.islice(it, A), next(it))"),
+    "ACC010": ("this action is tested on a counter that changes only at the optimizer updates, on the path every "
+               "microbatch takes: whenever the test is true it stays true for the A microbatches of a group, so "
+               "the action runs A times per update",
+               "run the action under the update gate, right after the optimizer update and the counter's increment "
+               "(or under `if accelerator.sync_gradients:`)"),
     "ACC402": ("the microbatch that ends each group runs under no_sync(): its all-reduce is skipped, so the group's "
                "gradients are never averaged across replicas and each replica updates with its own",
                "run the group's last microbatch outside no_sync() (e.g. `ctx = model.no_sync() if (i + 1) % A != 0 "
@@ -449,6 +521,9 @@ def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
                 node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
                 if verdict.event.no_sync_node is not None:  # ACC402: where the context is chosen
                     node = _sync_choice(model, verdict.event.no_sync_node, verdict.node)
+                made_at = verdict.event.fetch.made_at if code == "ACC009" else None
+                if made_at is not None and made_at[0] is model.functions:  # ACC009: where the pass is made
+                    node = made_at[1]
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
                           f"{verdict.why}", fix, _flow(model, simulation, verdict))
 

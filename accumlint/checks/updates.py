@@ -10,7 +10,7 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP, RuleGate, runs_loop
 from accumlint.checks.gradient_ops import _accumulating_groups
-from accumlint.checks.group_traces import with_traces
+from accumlint.checks.group_traces import trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
@@ -251,3 +251,31 @@ class UpdateHookPerMicrobatch(Rule):
                     "or `if accelerator.sync_gradients:`)",
                 )
 
+
+class GroupRestartsDataIterator(Rule):
+    """ACC009: each group restarts the data iterator: every update sees the loader's first microbatches again.
+
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): in every run with whole
+    groups, each group's backwards learn from items of a new pass over the same loader that
+    starts at its first item, while the pass before was left early (``islice(loader, A)``,
+    ``next(iter(loader))``, a ``for`` over the loader left after A).
+    """
+
+    code = "ACC009"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        yield from trace_hits(model, self.code)
+
+
+class UpdateKeyedActionRepeats(Rule):
+    """ACC010: a once-per-update action tested on an update counter on the microbatch path: it runs A times.
+
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): in every run with whole
+    groups, an action of :mod:`accumlint.model.actions` runs on consecutive microbatches of one
+    group and not at all in another group.
+    """
+
+    code = "ACC010"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        yield from trace_hits(model, self.code)

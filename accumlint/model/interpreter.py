@@ -28,12 +28,13 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions
+from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
 from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
@@ -158,6 +159,24 @@ class RawEvent:
     synced: bool | None = True
     #: where the innermost ``no_sync`` context held was named (its module and node), None for none
     no_sync_at: tuple[ModuleFunctions, cst.CSTNode] | None = None
+    #: a backward's: the data item last drawn (:class:`Fetch`), None where no pass drew one
+    fetch: Fetch | None = None
+    #: an action meant once per update (:mod:`accumlint.model.actions`): what it is, in words
+    action: str | None = None
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Which item of which pass over which data a draw took: ``source`` names the data iterated
+    (a loader's object number, or the label of one built out of sight), ``serial`` the pass over
+    it (each ``iter()``, ``for`` or ``islice`` over the data makes a new one, which starts again at
+    the data's first item), ``position`` the item's 0-based index in that pass; ``made_at`` is
+    where the pass was made (its module and node)."""
+
+    source: object
+    serial: int
+    position: int
+    made_at: tuple[ModuleFunctions, cst.CSTNode] | None = field(default=None, compare=False)
 
 
 class _Entry:
@@ -224,6 +243,17 @@ class _Loader:
         self.stream = False
         self.wrapped_by: Counting | None = None  # a framework that counts microbatches wrapped its data
         self.maker: cst.CSTNode | None = None  # the `iter(data)` call that made it, where one did
+        self.source: object = None  # the data it passes over (:class:`Fetch`), None where unnamed
+        self.serial = 0
+        self.position = 0  # items drawn so far
+        self.made_at: tuple[ModuleFunctions, cst.CSTNode] | None = None
+
+    def _fetched(self, same_data: bool) -> None:
+        """Count the item drawn; the run's latest fetch is it where ``same_data`` (the training pass,
+        or a new pass over the training pass's data: a restart of the loader)."""
+        if same_data:  # (a pass over data the run cannot name: its items' source is unknown)
+            self.interpreter.fetched = Fetch(self.source, self.serial, self.position, self.made_at)
+        self.position += 1
 
     def draw(self) -> object:
         run = self.interpreter
@@ -251,6 +281,8 @@ class _Loader:
                 run.training_pass = self
                 run.start_epoch()
         if self.secondary:
+            training = run.training_pass
+            self._fetched(training is not None and self.source is not None and training.source == self.source)
             return Unknown(self.label, Origin.DATA)
         if run.drawn_in_epoch >= run.configuration.microbatches:
             run.end_epoch()
@@ -261,6 +293,7 @@ class _Loader:
         run.drawn_in_epoch += 1
         run.drawn += 1
         run.loaded += 1
+        self._fetched(True)
         return Unknown(self.label, Origin.DATA)
 
 
@@ -290,6 +323,8 @@ class Interpreter:
         self.drawn = 0
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
+        self.fetched: Fetch | None = None  # the item of the training data last drawn
+        self._serials = itertools.count(1)  # of the passes made
         self.drawn_in_epoch = 0
         self.epoch = -1
         self.epochs_from_code = True  # False where the run, not a pass of the code, ends an epoch
@@ -496,6 +531,11 @@ class Interpreter:
     def small_statement(self, node: cst.CSTNode, frame: _Frame) -> None:
         kind = type(node)
         if kind is cst.Expr:
+            call = node.value
+            if type(call) is cst.Call:
+                action = action_of(call, frame.owner.imports.qualify(dotted(call.func)), self._tracks(call, frame))
+                if action is not None:
+                    self._action(action, call, frame.owner)
             self.expression(node.value, frame)
         elif kind is cst.Assign:
             value = self.expression(node.value, frame)
@@ -666,7 +706,14 @@ class Interpreter:
         """``for micro_step in range(K)`` around the backward, the update after it: K is A; and
         ``for start in range(0, len(batches), K)`` around a backward and the update (a loop over
         groups, each the slice ``batches[start:start + K]``): its stride K is A. A count the
-        configuration can bind names the accumulation symbol; a literal one fixes A."""
+        configuration can bind names the accumulation symbol; a literal one fixes A. So does
+        ``for batch in islice(data, K)`` around the backward, the update after it: a group of K."""
+        sliced = _islice_count(node.iter)
+        if sliced is not None and self.syntax.reaches_backward(node.body, frame.owner) \
+                and not self.syntax.has_update(node.body, frame.owner) \
+                and self.syntax.update_follows(node, frame.owner):
+            self._names_a(self.expression(sliced, frame))
+            return
         call = node.iter
         if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
                 or not self.syntax.reaches_backward(node.body, frame.owner):
@@ -759,6 +806,7 @@ class Interpreter:
                 return None
             iterable.body = node.body
             iterable.owner = frame.owner
+            iterable.node = node.iter
             iterable.fresh = True
             return iterable.items()
         if isinstance(iterable, range) and self.syntax.reaches_backward(node.body, frame.owner) \
@@ -774,7 +822,7 @@ class Interpreter:
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
         if data and self.syntax.reaches_backward(node.body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
-            return self._draws(self._fresh_pass(iterable, f"an item of {label}"))
+            return self._draws(self._fresh_pass(iterable, f"an item of {label}", (frame.owner, node.iter)))
         if data and (self._has_event(node.body, frame) or self.syntax.reduces(node.body, frame.owner)):
             # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`,
             # `for p in model.parameters(): dist.all_reduce(p.grad)`: once, for each
@@ -861,7 +909,7 @@ class Interpreter:
             if index > MAX_ITERATIONS:
                 raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
 
-    def _pass(self, data: object, label: str) -> _Loader:
+    def _pass(self, data: object, label: str, at: tuple[ModuleFunctions, cst.CSTNode] | None = None) -> _Loader:
         """A new pass over ``data``; a loader whose length the code builds from A (a batch
         sampler given A, ``num_samples=updates * bs * accum``) holds whole groups, so a
         configuration whose epoch is not a multiple of A cannot happen."""
@@ -870,11 +918,14 @@ class Interpreter:
             raise Infeasible(f"the loader `{data.label}` is sized with A")
         loader = _Loader(self, label)
         loader.wrapped_by = self._wrapped.get(id(data))
+        loader.source = _data_source(data)
+        loader.serial = next(self._serials)
+        loader.made_at = at
         return loader
 
-    def _fresh_pass(self, data: object, label: str) -> _Loader:
+    def _fresh_pass(self, data: object, label: str, at: tuple[ModuleFunctions, cst.CSTNode] | None = None) -> _Loader:
         """:meth:`_pass`, for an iterable no name holds: the ``for`` statement iterating it ends it."""
-        loader = self._pass(data, label)
+        loader = self._pass(data, label, at)
         self._fresh.append(loader)
         return loader
 
@@ -992,6 +1043,13 @@ class Interpreter:
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
+            elif statement is not None and not self._has_event(statement, frame) \
+                    and not any(type(n) in (cst.Call, cst.NamedExpr) for n in walk(test)):
+                # `if updates % SAVE_EVERY == 0: save()`: a named constant that gates no event is not A; the
+                # code fixes it (an action's cadence, ACC010's)
+                fixed = self._with_constants(test, frame)
+                if not isinstance(fixed, Unknown):
+                    return _truth(fixed)
             elif statement is not None and self._has_event(statement, frame):
                 self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
                           "what it decides is no backward, update or reset)")
@@ -1011,6 +1069,18 @@ class Interpreter:
         if statement is None or self._has_event(statement, frame):
             self.eventful.add(key)
         return first
+
+    def _with_constants(self, test: cst.BaseExpression, frame: _Frame) -> object:
+        """``test`` evaluated with the named constants the configuration did not bind at their own
+        values, and a period the run does not know (``updates % args.save_every``) at 2 (a test
+        without calls: evaluating it again changes nothing). A test on a count that changes only at
+        the updates is then true on whole groups, on a count of microbatches never on two
+        consecutive microbatches, whatever the period: which is all an action's cadence needs."""
+        _CONSTANTS_FIXED[0] = True
+        try:
+            return self.expression(test, frame)
+        finally:
+            _CONSTANTS_FIXED[0] = False
 
     def _epoch_threshold(self, test: cst.BaseExpression, frame: _Frame) -> bool:
         """Whether the counters ``test`` reads are all epoch indices (``epoch < args.start_epoch``):
@@ -1548,7 +1618,8 @@ class Interpreter:
         if segment == "islice" and len(args) == 2 and isinstance(args[1], int) and not isinstance(args[1], bool):
             return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
         if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
-            made = self._pass(args[0], f"an item of {label_text(args[0])}")  # a new pass over the data
+            # a new pass over the data
+            made = self._pass(args[0], f"an item of {label_text(args[0])}", (frame.owner, node))
             made.maker = node
             return made
         if label == "iter" and len(args) == 1 and isinstance(args[0], (list, tuple, range, str, dict)):
@@ -1563,7 +1634,7 @@ class Interpreter:
             if isinstance(iterator, (Obj, Unknown)):  # an iterator made where the run cannot see
                 key = label_text(iterator)
                 if key not in self._passes:
-                    self._passes[key] = self._pass(iterator, f"an item of {key}")
+                    self._passes[key] = self._pass(iterator, f"an item of {key}", (frame.owner, node))
                     self._passes[key].stream = bool(self.lengths)
                 iterator = self._passes[key]
             if isinstance(iterator, _Loader):
@@ -1684,8 +1755,25 @@ class Interpreter:
                 self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
+        fetch = self.fetched if method in BACKWARD_CALLS else None
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at))
+                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch))
+
+    def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
+        """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
+        an accelerator), its receiver a name or an attribute (reading it runs nothing)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "log" and dotted(func.value)):
+            return False
+        receiver = self.expression(func.value, frame)
+        if isinstance(receiver, Obj):
+            return receiver.role is Role.ACCELERATOR
+        return isinstance(receiver, Unknown) and label_text(receiver).startswith(TRACKER_LIBRARIES)
+
+    def _action(self, action: str, node: cst.CSTNode, owner: ModuleFunctions) -> None:
+        """Record ``action`` (:mod:`accumlint.model.actions`), called at ``node`` of ``owner``."""
+        self.events.append(RawEvent("action", None, None, node, owner, tuple(self._stack), self.microbatch,
+                                    max(self.epoch, 0), action=action))
 
     def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
                        node: cst.CSTNode, site_owner: ModuleFunctions | None = None) -> object:
@@ -1698,6 +1786,8 @@ class Interpreter:
             return Unknown(f"{_name_of(definition)}(...)")
         if isinstance(definition, cst.FunctionDef):
             self.reached.add(definition)
+            if not isinstance(node, cst.FunctionDef) and self.syntax.evaluates(definition, callee.owner):
+                self._action(EVALUATION, node, site_owner or self.module)
             if _is_abstract(definition):
                 # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
                 # construct returns, not a raise that ends the run
@@ -1779,6 +1869,7 @@ class _Iteration:
         self.others = others or []
         self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
         self.owner: ModuleFunctions = interpreter.module  # the module that holds the loop
+        self.node: cst.CSTNode | None = None  # the loop's iterable, where a `for` iterates it
         self._iterator: Iterator[object] | None = None
         self.fresh = False  # iterated by a `for` statement: a pass it makes ends with the statement
 
@@ -1818,7 +1909,8 @@ class _Iteration:
             return _parts(value)
         label = label_text(value)
         make = self.interpreter._fresh_pass if self.fresh else self.interpreter._pass
-        return self.interpreter._draws(make(value, f"an item of {label}"))
+        at = (self.owner, self.node) if self.node is not None else None
+        return self.interpreter._draws(make(value, f"an item of {label}", at))
 
     def next(self) -> object:
         if self._iterator is None:
@@ -1830,6 +1922,28 @@ class _Iteration:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+def _islice_count(iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The count ``K`` of ``islice(data, K)`` (also under ``enumerate``), None for another iterable."""
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) == "enumerate" and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and last_segment(dotted(iterable.func) or "") == "islice" \
+            and len(iterable.args) == 2 and not any(a.keyword or a.star for a in iterable.args):
+        return iterable.args[1].value
+    return None
+
+
+def _data_source(data: object) -> object:
+    """What a pass over ``data`` iterates, for telling two passes over the same loader apart from
+    passes over other data (:class:`Fetch`): a loader the run saw built (its number), or one built
+    out of sight by its name; None for anything else, an iterator among them (a new pass over an
+    iterator continues where the last one stopped, one over a loader starts again)."""
+    if not _is_loader(data):
+        return None
+    if isinstance(data, Obj):
+        return ("object", data.number)
+    return ("name", data.label) if isinstance(data, Unknown) and data.origin is Origin.RUN else None
+
 
 class SyntaxFacts:
     """What the interpreter asks of the code's shape, computed once per node and shared by
@@ -1850,6 +1964,12 @@ class SyntaxFacts:
 
     def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("event", node, lambda: reaches_event(node, owner))  # type: ignore[return-value]
+
+    def evaluates(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
+        """Whether calling ``function`` is an evaluation (:func:`accumlint.model.actions.evaluates`)
+        that trains nothing."""
+        return self._get("evaluates", function,
+                         lambda: evaluates(function) and not self.reaches_backward(function.body, owner))
 
     def reaches_backward(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("backward", node,  # type: ignore[return-value]
@@ -2024,10 +2144,15 @@ def label_text(value: object) -> str:
     return type(value).__name__  # never repr(): a value may hold a syntax tree
 
 
+#: set while a test is evaluated with the named constants at their values (:meth:`Interpreter._with_constants`)
+_CONSTANTS_FIXED = [False]
+
+
 def _meets_counter(left: object, right: object) -> bool:
     """A named constant the configuration has not bound, set against a counter: until the run
     knows whether it is A, the result is unknown (its gate names the constant)."""
-    return any(isinstance(a, LabeledInt) and not a.bound and varies(b) for a, b in ((left, right), (right, left)))
+    return not _CONSTANTS_FIXED[0] and any(isinstance(a, LabeledInt) and not a.bound and varies(b)
+                                           for a, b in ((left, right), (right, left)))
 
 
 def _constant_label(node: cst.BaseExpression) -> str | None:
@@ -2077,6 +2202,9 @@ _BINARY = {
 
 
 def _binary(operator: str, left: object, right: object, code: str) -> object:
+    if _CONSTANTS_FIXED[0] and operator == "Modulo" and _plain_int(left) and isinstance(right, Unknown) \
+            and right.origin is Origin.RUN:
+        return left % 2  # a period the run does not know (:meth:`Interpreter._with_constants`)
     if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
         return combined([left, right], code, modulo=operator == "Modulo")
     function = _BINARY.get(operator)
@@ -2457,7 +2585,8 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
         if kind is cst.WithItem and isinstance(child.item, cst.Call) and \
                 isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
             return True
-        if kind is cst.For and isinstance(child.iter, cst.Call) and dotted(child.iter.func) == "range" \
+        if kind is cst.For and isinstance(child.iter, cst.Call) and (
+                dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
                 and reaches_event(child.body, owner, names=BACKWARD_NAMES):
             return True
     if depth < 2:

@@ -718,6 +718,13 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
         for trace, raw, facts in result._raw:
             in_group = False  # a backward ran since the last update
             for event in raw:
+                if event.action is not None:
+                    trace.actions.append((len(trace.events), TraceEvent(
+                        EventKind.ACTION, event.microbatch, event.epoch, event.action,
+                        _where(event.owner, event.node, module, path, positions),
+                        tuple(_where(o, n, module, path, positions) for o, n in event.chain), "",
+                        _local_node(event, module), (*event.chain, (event.owner, event.node)))))
+                    continue
                 if event.method == GRADIENT_WRITE:
                     if in_group:  # after a backward, before the update: the update may not apply the backwards'
                         trace.undecided.append("the gradients are written by hand while a group accumulates: what "
@@ -740,7 +747,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     tuple(_where(o, n, module, path, positions) for o, n in event.chain),
                     fact.role.value if fact is not None else "", _local_node(event, module),
                     (*event.chain, (event.owner, event.node)), event.synced,
-                    event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None))
+                    event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None,
+                    event.fetch))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

@@ -54,6 +54,8 @@ class TraceEvent:
     #: the node of the simulated module where the ``no_sync`` context it runs under is named (None: none, or
     #: named in another module)
     no_sync_node: object = field(default=None, compare=False, repr=False)
+    #: a backward's: the item of the training data it learns from (``accumlint.model.interpreter.Fetch``)
+    fetch: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -73,6 +75,9 @@ class Trace:
     microbatches_drawn: int = 0
     epochs_from_code: bool = True
     reduced_by_hand: bool = False  # the run all-reduces gradients itself
+    #: the actions meant once per update (``EventKind.ACTION``, ``target`` what it is), each with the number
+    #: of ``events`` recorded before it: apart, so that the events stay the guard's
+    actions: list[tuple[int, TraceEvent]] = field(default_factory=list)
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with
