@@ -2025,3 +2025,82 @@ def test_a_run_cut_by_the_budget_leaves_the_entry_undecided_where_it_could_chang
     (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
     assert not result.decided
     assert f"the statement budget of an entry point ({JUDGED_ENTRY_STATEMENTS}) ran out" in result.reasons()
+
+
+# --- ACC002 on the traces: updates of the same parameters with no reset, whatever A -----------
+
+_ONE_GROUP_PER_CALL = """
+import torch
+
+
+class Stepper:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters())
+
+    def apply_group(self, chunks):
+        for chunk in chunks:
+            (self.net(chunk).mean() / len(chunks)).backward()
+        self.opt.step(){reset}
+"""
+
+
+def test_a_method_that_steps_after_its_own_micro_loop_and_never_resets_is_acc002():
+    """Nothing gates the update (no A to bind): each call is one group, and its runs still show
+    one optimizer updating twice with every gradient of the call before it."""
+    from accumlint.engine import check_source
+
+    found = check_source("stepper.py", _ONE_GROUP_PER_CALL.format(reset="").encode()).findings
+    assert [(f.code, f.line) for f in found] == [("ACC002", 13)]
+    assert "nothing in the code sets A" in found[0].message
+    fixed = _ONE_GROUP_PER_CALL.format(reset="\n        self.opt.zero_grad()").encode()
+    assert check_source("stepper.py", fixed).findings == []
+
+
+_FRESH_OPTIMIZER = """
+import torch
+
+
+def refine(points, score):
+    for t in range(10):
+        x = points.detach().clone().requires_grad_(True)
+        opt = torch.optim.SGD({params}, lr=0.1)
+        score(x, t).backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("params", "expected"), [("[x]", []), ("score.parameters()", [("ACC002", 10)])])
+def test_an_optimizer_built_each_iteration_repeats_an_update_only_over_the_same_parameters(params, expected):
+    """A fresh optimizer over a fresh tensor applies nothing twice; over the same module's
+    parameters it applies the previous iterations' gradients again."""
+    from accumlint.engine import check_source
+
+    found = check_source("refine.py", _FRESH_OPTIMIZER.format(params=params).encode()).findings
+    assert [(f.code, f.line) for f in found if f.code == "ACC002"] == expected
+
+
+_TWO_PHASES = """
+import torch
+
+net = torch.nn.Linear(3, 1)
+loader = torch.utils.data.DataLoader(range(8))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x in loader:
+    net(x).sum().backward()
+    opt.step()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for x in loader:
+    net(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_each_loop_of_a_script_that_updates_the_same_model_again_is_its_own_acc002():
+    """The second phase's fresh optimizer is over the same parameters: it applies the first
+    phase's gradients too, a site of its own in the one entry (the script's body)."""
+    from accumlint.engine import check_source
+
+    found = check_source("phases.py", _TWO_PHASES.encode()).findings
+    assert [(f.code, f.line) for f in found if f.code == "ACC002"] == [("ACC002", 9), ("ACC002", 13)]
+

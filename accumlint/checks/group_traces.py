@@ -10,11 +10,15 @@ updates (which model each backward reaches is not tracked yet, so two optimizers
 cannot be told apart). ACC005 is judged on runs with a tail (N = 2A + 1) for what happens to the
 tail across epochs; a tail applied with the wrong weight waits for the values.
 
-In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
-each of the others reports its pattern findings and, where they are silent on the file, the
-verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
-miss. Moving one of them wholly onto traces (and deleting its patterns) waits for the traces to
-find everything the patterns do (frameworks' own loops are not simulated yet).
+ACC002 speaks of no group (updates of the same parameters that nothing resets apply every
+gradient before them whatever A is): it is judged on any decided entry, A bound or not.
+
+In ``check``, ACC002, ACC003 and ACC402 report the verdicts of the traces alone
+(:func:`trace_hits`); each of the others reports its pattern findings and, where they are
+silent on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the
+spellings the patterns miss. Moving one of them wholly onto traces (and deleting its patterns)
+waits for the traces to find everything the patterns do (frameworks' own loops are not
+simulated yet; a trace verdict is one per entry point, the patterns report each site).
 """
 
 from __future__ import annotations
@@ -110,14 +114,29 @@ def _zero_inside(trace: Trace) -> TraceVerdict | None:
     return None
 
 
-def _never_reset(trace: Trace) -> TraceVerdict | None:
-    """ACC002: several updates and no reset anywhere in the run (every update also applies the
-    gradients of all the groups before it)."""
+def _repeated_updates(trace: Trace) -> list[TraceVerdict]:
+    """ACC002 at each update that applies parameters a run updated before, with no reset
+    anywhere in the run (it also applies all the gradients before it): by one optimizer, or by
+    optimizers built afresh over one model's ``parameters()`` (one built over fresh tensors for
+    each update applies nothing twice). One per update call (a script's second training loop
+    that updates the same model again is a site of its own)."""
+    if any(e.kind is Z for e in trace.events):
+        return []
     updates = [e for e in trace.events if e.kind is S]
-    if len(updates) < 2 or any(e.kind is Z for e in trace.events):
-        return None
-    return TraceVerdict("ACC002", updates[1], trace.configuration.describe(),
-                        f"{len(updates)} optimizer updates and no gradient reset")
+    updated: set[object] = set()
+    found: dict[int, TraceVerdict] = {}
+    for update in updates:
+        key = update.parameters if update.parameters is not None else update.target
+        if key in updated and id(update.node) not in found:
+            found[id(update.node)] = TraceVerdict("ACC002", update, trace.configuration.describe(),
+                                                  f"{len(updates)} optimizer updates and no gradient reset")
+        updated.add(key)
+    return list(found.values())
+
+
+def _never_reset(trace: Trace) -> TraceVerdict | None:
+    """ACC002: the first of :func:`_repeated_updates`."""
+    return next(iter(_repeated_updates(trace)), None)
 
 
 def _zero_before_step(trace: Trace) -> TraceVerdict | None:
@@ -259,12 +278,16 @@ class Property:
     sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
     about: Callable[[Trace], bool] = lambda trace: True
+    #: whether the property speaks of A's groups (A bound to the code's gate, one group structure)
+    grouped: bool = True
+    #: where the property reports each failing site of a run, not only the first: the failures of a run
+    each: Callable[[Trace], list[TraceVerdict]] | None = None
 
 
 #: each property, and which runs show it
 PROPERTIES: dict[str, Property] = {
     "ACC001": Property(_zero_inside, lambda a: (2 * a,)),
-    "ACC002": Property(_never_reset, lambda a: (2 * a,)),
+    "ACC002": Property(_never_reset, lambda a: (2 * a,), grouped=False, each=_repeated_updates),
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
@@ -274,11 +297,12 @@ PROPERTIES: dict[str, Property] = {
 }
 
 
-def _judgeable(simulation: Simulation) -> bool:
-    """Whether the traces of ``simulation`` can hold a verdict: decided, A bound to the code's
-    gate, one group structure for all its optimizers."""
-    return simulation.decided and bool(simulation.symbols or simulation.literal) and \
-        all(_one_cadence(t) for t in simulation.traces)
+def _judgeable(simulation: Simulation, rule: Property) -> bool:
+    """Whether the traces of ``simulation`` can hold a verdict on ``rule``: decided and, where the
+    rule speaks of groups, A bound to the code's gate and one group structure for all its
+    optimizers (updates that nothing resets apply every gradient before them whatever A is)."""
+    return simulation.decided and (not rule.grouped or bool(simulation.symbols or simulation.literal) and
+                                   all(_one_cadence(t) for t in simulation.traces))
 
 
 #: a property whose failure follows from another's, and that other: a reset every microbatch
@@ -342,17 +366,28 @@ def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[T
 
 def verdicts(simulation: Simulation) -> list[TraceVerdict]:
     """The properties that fail on every run of a configuration with A ≥ 2 that shows them
-    (none when the entry is undecided, or when A is not bound to the code's gate)."""
-    if not _judgeable(simulation):
-        return []
+    (none when the entry is undecided; none that speaks of groups when A is not bound to the
+    code's gate)."""
     found = []
     for rule in PROPERTIES.values():
-        failed = next((results[0] for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
+        if not _judgeable(simulation, rule):
+            continue
+        failed = next(((results[0], runs) for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
                        for results in [[rule.check(t) for t in runs]] if runs and all(results)), None)
         if failed is not None:
-            found.append(failed)
+            found.append(failed[0])
+            if rule.each is not None:
+                found.extend(_other_sites(rule.each, failed[0], failed[1]))
     codes = {v.code for v in found}
     return [v for v in found if not _deferred(simulation, v.code, codes)]
+
+
+def _other_sites(each: Callable[[Trace], list[TraceVerdict]], first: TraceVerdict,
+                 runs: list[Trace]) -> list[TraceVerdict]:
+    """The failures ``each`` finds at other sites than ``first``'s in every one of ``runs``."""
+    per_run = [{id(v.node): v for v in each(t)} for t in runs]
+    common = set.intersection(*(set(found) for found in per_run)) - {id(first.node)}
+    return [v for key, v in per_run[0].items() if key in common]
 
 
 def decides(model: FileModel, code: str, node: object) -> bool:
@@ -362,7 +397,7 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
-        if not simulation.covers(node) or not _judgeable(simulation):
+        if not simulation.covers(node) or not _judgeable(simulation, rule):
             continue
         judged = _runs_by_a(simulation, rule)[:1]
         if code in _DEFERS and _deferred(simulation, code, {v.code for v in verdicts(simulation)}):
@@ -438,14 +473,17 @@ def _sync_choice(model: FileModel, named: object, backward: object) -> object:
     return found
 
 
-def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
-    """``code``'s verdicts on the simulated runs of ``model``'s entry points, as hits at the
-    call in the file that the user must change, or at its gate (one per entry point)."""
+def trace_hits(model: FileModel, code: str,
+               keep: Callable[[Simulation, TraceVerdict], bool] | None = None) -> Iterator[Hit]:
+    """``code``'s verdicts on the simulated runs of ``model``'s entry points (those ``keep``
+    keeps), as hits at the call in the file that the user must change, or at its gate (one per
+    entry point)."""
     for simulation in model.simulations:
         for verdict in verdicts(simulation):
-            if verdict.code == code and verdict.node is not None:
+            if verdict.code == code and verdict.node is not None and (keep is None or keep(simulation, verdict)):
                 what, fix = _WORDING[code]
-                symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
+                symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else \
+                    "" if simulation.literal else " (nothing in the code sets A: its runs show the same for every A)"
                 node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
                 if verdict.event.no_sync_node is not None:  # ACC402: where the context is chosen
                     node = _sync_choice(model, verdict.event.no_sync_node, verdict.node)

@@ -54,6 +54,10 @@ class TraceEvent:
     #: the node of the simulated module where the ``no_sync`` context it runs under is named (None: none, or
     #: named in another module)
     no_sync_node: object = field(default=None, compare=False, repr=False)
+    #: for an update, a key of the parameters it applies: the value its optimizer was built over
+    #: (``model`` of ``SGD(model.parameters())``), else the optimizer object (one built afresh is
+    #: another under the same ``target``); None where the run does not know it
+    parameters: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass
