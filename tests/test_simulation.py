@@ -2104,3 +2104,12 @@ def test_each_loop_of_a_script_that_updates_the_same_model_again_is_its_own_acc0
     found = check_source("phases.py", _TWO_PHASES.encode()).findings
     assert [(f.code, f.line) for f in found if f.code == "ACC002"] == [("ACC002", 9), ("ACC002", 13)]
 
+
+def test_a_trace_verdict_on_an_update_in_the_else_branch_is_reported_at_its_gate():
+    """The gate of an update in the ``else`` of an inverted test is that ``if`` too."""
+    from accumlint.engine import check_source
+
+    source = _HELPER_GATE.replace("if index % accum {test}:\n", "if index % accum {test}:\n        pass\n    else:\n")
+    findings = check_source("train.py", source.format(test="!= 0", index="index").encode()).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
+    assert "groups of [1, 4] microbatches" in findings[0].message

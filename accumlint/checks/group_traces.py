@@ -442,11 +442,12 @@ AT_THE_GATE = frozenset({"ACC005", "ACC006"})
 
 
 def _gate_of(model: FileModel, node: object) -> object:
-    """The innermost ``if`` of ``model``'s module that holds ``node`` in a branch (the update's
-    gate), or ``node`` itself."""
+    """The innermost ``if`` of ``model``'s module that holds ``node`` in a branch, its body or
+    its ``else`` (the update's gate), or ``node`` itself."""
     found = node
     for statement in walk(model.module):
-        if isinstance(statement, cst.If) and any(n is node for n in walk(statement.body)):
+        if isinstance(statement, cst.If) and any(
+                n is node for branch in (statement.body, statement.orelse) if branch is not None for n in walk(branch)):
             found = statement  # walked outermost first: the last one holding it is the innermost
     return found
 
