@@ -2113,3 +2113,26 @@ def test_a_trace_verdict_on_an_update_in_the_else_branch_is_reported_at_its_gate
     findings = check_source("train.py", source.format(test="!= 0", index="index").encode()).findings
     assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
     assert "groups of [1, 4] microbatches" in findings[0].message
+
+
+_TWO_CLIPS = """
+import torch
+
+
+def train(model, optimizer, loader, accum):
+    for index, batch in enumerate(loader):
+        (model(batch) / accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.encoder.parameters(), 1.0)
+        torch.nn.utils.clip_grad_value_(model.head.parameters(), 0.5)
+        if (index + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_each_clip_before_the_groups_last_backward_is_a_verdict_of_its_own():
+    from accumlint.checks.group_traces import verdicts
+
+    result = simulate(ModuleFunctions(cst.parse_module(_TWO_CLIPS)), "train.py", judged_only=True)
+    found = [(v.code, cst.Module([]).code_for_node(v.node.func)) for r in result for v in verdicts(r)]
+    assert found == [("ACC301", "torch.nn.utils.clip_grad_norm_"), ("ACC301", "torch.nn.utils.clip_grad_value_")]

@@ -101,17 +101,24 @@ def _pending_groups(trace: Trace) -> list[list[TraceEvent]]:
     return groups
 
 
-def _zero_inside(trace: Trace) -> TraceVerdict | None:
-    """ACC001: a reset between two backwards of one group (the group's earlier gradients are lost)."""
+def _zeros_inside(trace: Trace) -> list[TraceVerdict]:
+    """ACC001 at each reset between two backwards of one group (the group's earlier gradients
+    are lost), once per reset call."""
+    found: dict[int, TraceVerdict] = {}
     for group in _pending_groups(trace)[:-1]:
         seen_backward = False
         for i, event in enumerate(group):
             if event.kind is B:
                 seen_backward = True
             elif event.kind is Z and seen_backward and any(e.kind is B for e in group[i + 1:]):
-                return TraceVerdict("ACC001", event, trace.configuration.describe(),
-                                    "a gradient reset between two backwards of one group")
-    return None
+                found.setdefault(id(event.node), TraceVerdict("ACC001", event, trace.configuration.describe(),
+                                                              "a gradient reset between two backwards of one group"))
+    return list(found.values())
+
+
+def _zero_inside(trace: Trace) -> TraceVerdict | None:
+    """ACC001: the first of :func:`_zeros_inside`."""
+    return next(iter(_zeros_inside(trace)), None)
 
 
 def _repeated_updates(trace: Trace) -> list[TraceVerdict]:
@@ -223,9 +230,11 @@ def _tail(trace: Trace) -> TraceVerdict | None:
     return None
 
 
-def _clip_inside(trace: Trace) -> TraceVerdict | None:
-    """ACC301: a gradient clip in a group of several microbatches before its last backward: it clips
-    a partial sum of the group's gradient (an infinite threshold only measures the norm)."""
+def _clips_inside(trace: Trace) -> list[TraceVerdict]:
+    """ACC301 at each gradient clip in a group of several microbatches before its last backward:
+    it clips a partial sum of the group's gradient (an infinite threshold only measures the
+    norm), once per clip call."""
+    found: dict[int, TraceVerdict] = {}
     for group in _pending_groups(trace)[:-1]:
         backwards = [i for i, e in enumerate(group) if e.kind is B]
         if len(backwards) < 2:
@@ -235,10 +244,15 @@ def _clip_inside(trace: Trace) -> TraceVerdict | None:
             between = any(group[i].epoch == event.epoch for i in backwards if i < k) and \
                 any(group[i].epoch == event.epoch for i in backwards if i > k)
             if event.kind is C and between and not (isinstance(event.node, cst.Call) and measures_only(event.node)):
-                return TraceVerdict("ACC301", event, trace.configuration.describe(),
-                                    f"a gradient clip before the group's last backward (a group of {len(backwards)} "
-                                    "backwards)")
-    return None
+                found.setdefault(id(event.node), TraceVerdict(
+                    "ACC301", event, trace.configuration.describe(),
+                    f"a gradient clip before the group's last backward (a group of {len(backwards)} backwards)"))
+    return list(found.values())
+
+
+def _clip_inside(trace: Trace) -> TraceVerdict | None:
+    """ACC301: the first of :func:`_clips_inside`."""
+    return next(iter(_clips_inside(trace)), None)
 
 
 def _never_synced(trace: Trace) -> TraceVerdict | None:
@@ -286,12 +300,12 @@ class Property:
 
 #: each property, and which runs show it
 PROPERTIES: dict[str, Property] = {
-    "ACC001": Property(_zero_inside, lambda a: (2 * a,)),
+    "ACC001": Property(_zero_inside, lambda a: (2 * a,), each=_zeros_inside),
     "ACC002": Property(_never_reset, lambda a: (2 * a,), grouped=False, each=_repeated_updates),
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
-    "ACC301": Property(_clip_inside, lambda a: (2 * a,)),
+    "ACC301": Property(_clip_inside, lambda a: (2 * a,), each=_clips_inside),
     "ACC402": Property(_never_synced, lambda a: (2 * a,),
                        about=lambda trace: any(e.synced is False for e in trace.events)),
 }
@@ -384,10 +398,16 @@ def verdicts(simulation: Simulation) -> list[TraceVerdict]:
 
 def _other_sites(each: Callable[[Trace], list[TraceVerdict]], first: TraceVerdict,
                  runs: list[Trace]) -> list[TraceVerdict]:
-    """The failures ``each`` finds at other sites than ``first``'s in every one of ``runs``."""
-    per_run = [{id(v.node): v for v in each(t)} for t in runs]
-    common = set.intersection(*(set(found) for found in per_run)) - {id(first.node)}
-    return [v for key, v in per_run[0].items() if key in common]
+    """The failures ``each`` finds at other sites than ``first``'s that fail in every one of
+    ``runs`` that runs them (a clip in one arm of a run-level choice fails in that arm's runs)."""
+    per_run = [({id(v.node): v for v in each(t)}, {id(e.node) for e in t.events}) for t in runs]
+    found: dict[int, TraceVerdict] = {}
+    for failures, _ in per_run:
+        for key, verdict in failures.items():
+            if key != id(first.node) and key not in found and \
+                    all(key in other for other, ran in per_run if key in ran):
+                found[key] = verdict
+    return list(found.values())
 
 
 def decides(model: FileModel, code: str, node: object) -> bool:
