@@ -2045,16 +2045,20 @@ class Stepper:
 """
 
 
-def test_a_method_that_steps_after_its_own_micro_loop_and_never_resets_is_acc002():
-    """Nothing gates the update (no A to bind): each call is one group, and its runs still show
-    one optimizer updating twice with every gradient of the call before it."""
-    from accumlint.engine import check_source
+def _judged(source: str) -> list[tuple[str, str]]:
+    """The trace verdicts ``check`` reads off ``source``: code and the call it is on."""
+    from accumlint.checks.group_traces import verdicts
 
-    found = check_source("stepper.py", _ONE_GROUP_PER_CALL.format(reset="").encode()).findings
-    assert [(f.code, f.line) for f in found] == [("ACC002", 13)]
-    assert "nothing in the code sets A" in found[0].message
-    fixed = _ONE_GROUP_PER_CALL.format(reset="\n        self.opt.zero_grad()").encode()
-    assert check_source("stepper.py", fixed).findings == []
+    results = simulate(ModuleFunctions(cst.parse_module(source)), "train.py", judged_only=True)
+    return [(v.code, cst.Module([]).code_for_node(v.node)) for r in results for v in verdicts(r)]
+
+
+def test_a_method_that_steps_after_its_own_micro_loop_and_never_resets_is_acc002():
+    """Nothing gates the update (no A to bind), yet ``check`` simulates it where the module
+    spells no reset: each call is one group, and its runs show one optimizer updating twice
+    with every gradient of the call before it."""
+    assert _judged(_ONE_GROUP_PER_CALL.format(reset="")) == [("ACC002", "self.opt.step()")]
+    assert _judged(_ONE_GROUP_PER_CALL.format(reset="\n        self.opt.zero_grad()")) == []
 
 
 _FRESH_OPTIMIZER = """
@@ -2131,8 +2135,5 @@ def train(model, optimizer, loader, accum):
 
 
 def test_each_clip_before_the_groups_last_backward_is_a_verdict_of_its_own():
-    from accumlint.checks.group_traces import verdicts
-
-    result = simulate(ModuleFunctions(cst.parse_module(_TWO_CLIPS)), "train.py", judged_only=True)
-    found = [(v.code, cst.Module([]).code_for_node(v.node.func)) for r in result for v in verdicts(r)]
-    assert found == [("ACC301", "torch.nn.utils.clip_grad_norm_"), ("ACC301", "torch.nn.utils.clip_grad_value_")]
+    assert [(code, call.partition("(")[0]) for code, call in _judged(_TWO_CLIPS)] == [
+        ("ACC301", "torch.nn.utils.clip_grad_norm_"), ("ACC301", "torch.nn.utils.clip_grad_value_")]

@@ -13,10 +13,10 @@ tail across epochs; a tail applied with the wrong weight waits for the values.
 ACC002 speaks of no group (updates of the same parameters that nothing resets apply every
 gradient before them whatever A is): it is judged on any decided entry, A bound or not.
 
-In ``check``, ACC002, ACC003 and ACC402 report the verdicts of the traces alone
-(:func:`trace_hits`); each of the others reports its pattern findings and, where they are
-silent on the file, the verdicts of the traces (:func:`with_traces`): the simulator finds the
-spellings the patterns miss. Moving one of them wholly onto traces (and deleting its patterns)
+In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
+each of the others reports its pattern findings and, where they are silent on the file, the
+verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
+miss. Moving one of them wholly onto traces (and deleting its patterns)
 waits for the traces to find everything the patterns do (frameworks' own loops are not
 simulated yet; a trace verdict is one per entry point, the patterns report each site).
 """
@@ -532,10 +532,12 @@ def _flow(model: FileModel, simulation: Simulation, verdict: TraceVerdict) -> tu
     return tuple(steps)
 
 
-def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[Rule, FileModel], Iterator[Hit]]:
-    """A rule's ``check`` that adds the trace verdicts of its code where its patterns find
-    nothing in the file that can be reported (a hit on a node of no module the file reaches is
-    dropped when the findings are placed)."""
+def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]],
+                keep: Callable[[FileModel, Simulation, TraceVerdict], bool] | None = None,
+                ) -> Callable[[Rule, FileModel], Iterator[Hit]]:
+    """A rule's ``check`` that adds the trace verdicts of its code (those ``keep`` keeps) where
+    its patterns find nothing in the file that can be reported (a hit on a node of no module the
+    file reaches is dropped when the findings are placed)."""
     @functools.wraps(check)
     def checked(rule: Rule, model: FileModel) -> Iterator[Hit]:
         found = False
@@ -543,6 +545,6 @@ def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[
             found = found or id(hit.node) in model.local_nodes or model.report_for(hit.node) is not None
             yield hit
         if not found:
-            yield from trace_hits(model, rule.code)
+            yield from trace_hits(model, rule.code, None if keep is None else functools.partial(keep, model))
 
     return checked
