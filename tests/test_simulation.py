@@ -2137,3 +2137,17 @@ def train(model, optimizer, loader, accum):
 def test_each_clip_before_the_groups_last_backward_is_a_verdict_of_its_own():
     assert [(code, call.partition("(")[0]) for code, call in _judged(_TWO_CLIPS)] == [
         ("ACC301", "torch.nn.utils.clip_grad_norm_"), ("ACC301", "torch.nn.utils.clip_grad_value_")]
+
+
+def test_an_update_in_the_else_of_a_run_level_choice_is_reported_at_the_gate_above():
+    """``if scaler is not None: ... else: optimizer.step()`` chooses how to update, not when:
+    the gate is the ``if`` above it that reads A."""
+    from accumlint.engine import check_source
+
+    source = _HELPER_GATE.replace(
+        "        optimizer.step()\n",
+        "        if scaler is not None:\n            scaler.step(optimizer)\n"
+        "        else:\n            optimizer.step()\n",
+    ).replace("(model, optimizer, batch, index, accum)", "(model, optimizer, batch, index, accum, scaler=None)")
+    findings = check_source("train.py", source.format(test="== 0", index="index").encode()).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]

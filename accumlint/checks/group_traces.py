@@ -461,13 +461,15 @@ _WORDING: dict[str, tuple[str, str]] = {
 AT_THE_GATE = frozenset({"ACC005", "ACC006"})
 
 
-def _gate_of(model: FileModel, node: object) -> object:
-    """The innermost ``if`` of ``model``'s module that holds ``node`` in a branch, its body or
-    its ``else`` (the update's gate), or ``node`` itself."""
+def _gate_of(model: FileModel, node: object, symbols: tuple[str, ...]) -> object:
+    """The innermost ``if`` of ``model``'s module that holds ``node`` in its body, or in its
+    ``else`` where its test reads one of the accumulation ``symbols`` (an inverted gate; not
+    ``if scaler is not None: ... else: opt.step()``): the update's gate; or ``node`` itself."""
     found = node
     for statement in walk(model.module):
-        if isinstance(statement, cst.If) and any(
-                n is node for branch in (statement.body, statement.orelse) if branch is not None for n in walk(branch)):
+        if isinstance(statement, cst.If) and (any(n is node for n in walk(statement.body)) or (
+                statement.orelse is not None and any(n is node for n in walk(statement.orelse))
+                and any(dotted(n) in symbols for n in walk(statement.test)))):
             found = statement  # walked outermost first: the last one holding it is the innermost
     return found
 
@@ -505,7 +507,7 @@ def trace_hits(model: FileModel, code: str,
                 what, fix = _WORDING[code]
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else \
                     "" if simulation.literal else " (nothing in the code sets A: its runs show the same for every A)"
-                node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
+                node = _gate_of(model, verdict.node, simulation.symbols) if code in AT_THE_GATE else verdict.node
                 if verdict.event.no_sync_node is not None:  # ACC402: where the context is chosen
                     node = _sync_choice(model, verdict.event.no_sync_node, verdict.node)
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
