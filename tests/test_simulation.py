@@ -2025,3 +2025,129 @@ def test_a_run_cut_by_the_budget_leaves_the_entry_undecided_where_it_could_chang
     (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
     assert not result.decided
     assert f"the statement budget of an entry point ({JUDGED_ENTRY_STATEMENTS}) ran out" in result.reasons()
+
+
+# --- ACC002 on the traces: updates of the same parameters with no reset, whatever A -----------
+
+_ONE_GROUP_PER_CALL = """
+import torch
+
+
+class Stepper:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.Adam(net.parameters())
+
+    def apply_group(self, chunks):
+        for chunk in chunks:
+            (self.net(chunk).mean() / len(chunks)).backward()
+        self.opt.step(){reset}
+"""
+
+
+def _judged(source: str) -> list[tuple[str, str]]:
+    """The trace verdicts ``check`` reads off ``source``: code and the call it is on."""
+    from accumlint.checks.group_traces import verdicts
+
+    results = simulate(ModuleFunctions(cst.parse_module(source)), "train.py", judged_only=True)
+    return [(v.code, cst.Module([]).code_for_node(v.node)) for r in results for v in verdicts(r)]
+
+
+def test_a_method_that_steps_after_its_own_micro_loop_and_never_resets_is_acc002():
+    """Nothing gates the update (no A to bind), yet ``check`` simulates it where the module
+    spells no reset: each call is one group, and its runs show one optimizer updating twice
+    with every gradient of the call before it."""
+    assert _judged(_ONE_GROUP_PER_CALL.format(reset="")) == [("ACC002", "self.opt.step()")]
+    assert _judged(_ONE_GROUP_PER_CALL.format(reset="\n        self.opt.zero_grad()")) == []
+
+
+_FRESH_OPTIMIZER = """
+import torch
+
+
+def refine(points, score):
+    for t in range(10):
+        x = points.detach().clone().requires_grad_(True)
+        opt = torch.optim.SGD({params}, lr=0.1)
+        score(x, t).backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("params", "expected"), [("[x]", []), ("score.parameters()", [("ACC002", 10)])])
+def test_an_optimizer_built_each_iteration_repeats_an_update_only_over_the_same_parameters(params, expected):
+    """A fresh optimizer over a fresh tensor applies nothing twice; over the same module's
+    parameters it applies the previous iterations' gradients again."""
+    from accumlint.engine import check_source
+
+    found = check_source("refine.py", _FRESH_OPTIMIZER.format(params=params).encode()).findings
+    assert [(f.code, f.line) for f in found if f.code == "ACC002"] == expected
+
+
+_TWO_PHASES = """
+import torch
+
+net = torch.nn.Linear(3, 1)
+loader = torch.utils.data.DataLoader(range(8))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for x in loader:
+    net(x).sum().backward()
+    opt.step()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for x in loader:
+    net(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_each_loop_of_a_script_that_updates_the_same_model_again_is_its_own_acc002():
+    """The second phase's fresh optimizer is over the same parameters: it applies the first
+    phase's gradients too, a site of its own in the one entry (the script's body)."""
+    from accumlint.engine import check_source
+
+    found = check_source("phases.py", _TWO_PHASES.encode()).findings
+    assert [(f.code, f.line) for f in found if f.code == "ACC002"] == [("ACC002", 9), ("ACC002", 13)]
+
+
+def test_a_trace_verdict_on_an_update_in_the_else_branch_is_reported_at_its_gate():
+    """The gate of an update in the ``else`` of an inverted test is that ``if`` too."""
+    from accumlint.engine import check_source
+
+    source = _HELPER_GATE.replace("if index % accum {test}:\n", "if index % accum {test}:\n        pass\n    else:\n")
+    findings = check_source("train.py", source.format(test="!= 0", index="index").encode()).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
+    assert "groups of [1, 4] microbatches" in findings[0].message
+
+
+_TWO_CLIPS = """
+import torch
+
+
+def train(model, optimizer, loader, accum):
+    for index, batch in enumerate(loader):
+        (model(batch) / accum).backward()
+        torch.nn.utils.clip_grad_norm_(model.encoder.parameters(), 1.0)
+        torch.nn.utils.clip_grad_value_(model.head.parameters(), 0.5)
+        if (index + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_each_clip_before_the_groups_last_backward_is_a_verdict_of_its_own():
+    assert [(code, call.partition("(")[0]) for code, call in _judged(_TWO_CLIPS)] == [
+        ("ACC301", "torch.nn.utils.clip_grad_norm_"), ("ACC301", "torch.nn.utils.clip_grad_value_")]
+
+
+def test_an_update_in_the_else_of_a_run_level_choice_is_reported_at_the_gate_above():
+    """``if scaler is not None: ... else: optimizer.step()`` chooses how to update, not when:
+    the gate is the ``if`` above it that reads A."""
+    from accumlint.engine import check_source
+
+    source = _HELPER_GATE.replace(
+        "        optimizer.step()\n",
+        "        if scaler is not None:\n            scaler.step(optimizer)\n"
+        "        else:\n            optimizer.step()\n",
+    ).replace("(model, optimizer, batch, index, accum)", "(model, optimizer, batch, index, accum, scaler=None)")
+    findings = check_source("train.py", source.format(test="== 0", index="index").encode()).findings
+    assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]

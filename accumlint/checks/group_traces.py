@@ -10,11 +10,15 @@ updates (which model each backward reaches is not tracked yet, so two optimizers
 cannot be told apart). ACC005 is judged on runs with a tail (N = 2A + 1) for what happens to the
 tail across epochs; a tail applied with the wrong weight waits for the values.
 
+ACC002 speaks of no group (updates of the same parameters that nothing resets apply every
+gradient before them whatever A is): it is judged on any decided entry, A bound or not.
+
 In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
 each of the others reports its pattern findings and, where they are silent on the file, the
 verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
-miss. Moving one of them wholly onto traces (and deleting its patterns) waits for the traces to
-find everything the patterns do (frameworks' own loops are not simulated yet).
+miss. Moving one of them wholly onto traces (and deleting its patterns)
+waits for the traces to find everything the patterns do (frameworks' own loops are not
+simulated yet; a trace verdict is one per entry point, the patterns report each site).
 """
 
 from __future__ import annotations
@@ -98,27 +102,49 @@ def _pending_groups(trace: Trace) -> list[list[TraceEvent]]:
     return groups
 
 
-def _zero_inside(trace: Trace) -> TraceVerdict | None:
-    """ACC001: a reset between two backwards of one group (the group's earlier gradients are lost)."""
+def _zeros_inside(trace: Trace) -> list[TraceVerdict]:
+    """ACC001 at each reset between two backwards of one group (the group's earlier gradients
+    are lost), once per reset call."""
+    found: dict[int, TraceVerdict] = {}
     for group in _pending_groups(trace)[:-1]:
         seen_backward = False
         for i, event in enumerate(group):
             if event.kind is B:
                 seen_backward = True
             elif event.kind is Z and seen_backward and any(e.kind is B for e in group[i + 1:]):
-                return TraceVerdict("ACC001", event, trace.configuration.describe(),
-                                    "a gradient reset between two backwards of one group")
-    return None
+                found.setdefault(id(event.node), TraceVerdict("ACC001", event, trace.configuration.describe(),
+                                                              "a gradient reset between two backwards of one group"))
+    return list(found.values())
+
+
+def _zero_inside(trace: Trace) -> TraceVerdict | None:
+    """ACC001: the first of :func:`_zeros_inside`."""
+    return next(iter(_zeros_inside(trace)), None)
+
+
+def _repeated_updates(trace: Trace) -> list[TraceVerdict]:
+    """ACC002 at each update that applies parameters a run updated before, with no reset
+    anywhere in the run (it also applies all the gradients before it): by one optimizer, or by
+    optimizers built afresh over one model's ``parameters()`` (one built over fresh tensors for
+    each update applies nothing twice). One per update call (a script's second training loop
+    that updates the same model again is a site of its own)."""
+    if any(e.kind is Z for e in trace.events):
+        return []
+    updates = [e for e in trace.events if e.kind is S]
+    updated: set[object] = set()
+    found: dict[int, TraceVerdict] = {}
+    for update in updates:
+        key = update.parameters if update.parameters is not None else update.target
+        if key in updated and id(update.node) not in found:
+            found[id(update.node)] = TraceVerdict("ACC002", update, trace.configuration.describe(),
+                                                  f"{len(updates)} optimizer updates and no gradient reset")
+        updated.add(key)
+    return list(found.values())
 
 
 def _never_reset(trace: Trace) -> TraceVerdict | None:
-    """ACC002: several updates and no reset anywhere in the run (every update also applies the
-    gradients of all the groups before it)."""
-    updates = [e for e in trace.events if e.kind is S]
-    if len(updates) < 2 or any(e.kind is Z for e in trace.events):
-        return None
-    return TraceVerdict("ACC002", updates[1], trace.configuration.describe(),
-                        f"{len(updates)} optimizer updates and no gradient reset")
+    """ACC002: the first of :func:`_repeated_updates`."""
+    return next(iter(_repeated_updates(trace)), None)
 
 
 def _zero_before_step(trace: Trace) -> TraceVerdict | None:
@@ -205,9 +231,11 @@ def _tail(trace: Trace) -> TraceVerdict | None:
     return None
 
 
-def _clip_inside(trace: Trace) -> TraceVerdict | None:
-    """ACC301: a gradient clip in a group of several microbatches before its last backward: it clips
-    a partial sum of the group's gradient (an infinite threshold only measures the norm)."""
+def _clips_inside(trace: Trace) -> list[TraceVerdict]:
+    """ACC301 at each gradient clip in a group of several microbatches before its last backward:
+    it clips a partial sum of the group's gradient (an infinite threshold only measures the
+    norm), once per clip call."""
+    found: dict[int, TraceVerdict] = {}
     for group in _pending_groups(trace)[:-1]:
         backwards = [i for i, e in enumerate(group) if e.kind is B]
         if len(backwards) < 2:
@@ -217,10 +245,15 @@ def _clip_inside(trace: Trace) -> TraceVerdict | None:
             between = any(group[i].epoch == event.epoch for i in backwards if i < k) and \
                 any(group[i].epoch == event.epoch for i in backwards if i > k)
             if event.kind is C and between and not (isinstance(event.node, cst.Call) and measures_only(event.node)):
-                return TraceVerdict("ACC301", event, trace.configuration.describe(),
-                                    f"a gradient clip before the group's last backward (a group of {len(backwards)} "
-                                    "backwards)")
-    return None
+                found.setdefault(id(event.node), TraceVerdict(
+                    "ACC301", event, trace.configuration.describe(),
+                    f"a gradient clip before the group's last backward (a group of {len(backwards)} backwards)"))
+    return list(found.values())
+
+
+def _clip_inside(trace: Trace) -> TraceVerdict | None:
+    """ACC301: the first of :func:`_clips_inside`."""
+    return next(iter(_clips_inside(trace)), None)
 
 
 def _never_synced(trace: Trace) -> TraceVerdict | None:
@@ -320,28 +353,33 @@ class Property:
     sizes: Callable[[int], tuple[int, ...]]
     judges: Callable[[Trace], bool] = lambda trace: True
     about: Callable[[Trace], bool] = lambda trace: True
+    #: whether the property speaks of A's groups (A bound to the code's gate, one group structure)
+    grouped: bool = True
+    #: where the property reports each failing site of a run, not only the first: the failures of a run
+    each: Callable[[Trace], list[TraceVerdict]] | None = None
 
 
 #: each property, and which runs show it
 PROPERTIES: dict[str, Property] = {
-    "ACC001": Property(_zero_inside, lambda a: (2 * a,)),
-    "ACC002": Property(_never_reset, lambda a: (2 * a,)),
+    "ACC001": Property(_zero_inside, lambda a: (2 * a,), each=_zeros_inside),
+    "ACC002": Property(_never_reset, lambda a: (2 * a,), grouped=False, each=_repeated_updates),
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC009": Property(_restarted_data, lambda a: (2 * a,)),
     "ACC010": Property(_repeated_action, lambda a: (2 * a,)),
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
-    "ACC301": Property(_clip_inside, lambda a: (2 * a,)),
+    "ACC301": Property(_clip_inside, lambda a: (2 * a,), each=_clips_inside),
     "ACC402": Property(_never_synced, lambda a: (2 * a,),
                        about=lambda trace: any(e.synced is False for e in trace.events)),
 }
 
 
-def _judgeable(simulation: Simulation) -> bool:
-    """Whether the traces of ``simulation`` can hold a verdict: decided, A bound to the code's
-    gate, one group structure for all its optimizers."""
-    return simulation.decided and bool(simulation.symbols or simulation.literal) and \
-        all(_one_cadence(t) for t in simulation.traces)
+def _judgeable(simulation: Simulation, rule: Property) -> bool:
+    """Whether the traces of ``simulation`` can hold a verdict on ``rule``: decided and, where the
+    rule speaks of groups, A bound to the code's gate and one group structure for all its
+    optimizers (updates that nothing resets apply every gradient before them whatever A is)."""
+    return simulation.decided and (not rule.grouped or bool(simulation.symbols or simulation.literal) and
+                                   all(_one_cadence(t) for t in simulation.traces))
 
 
 #: a property whose failure follows from another's, and that other: a reset every microbatch
@@ -405,17 +443,34 @@ def _runs_by_a(simulation: Simulation, rule: Property) -> list[list[tuple[list[T
 
 def verdicts(simulation: Simulation) -> list[TraceVerdict]:
     """The properties that fail on every run of a configuration with A ≥ 2 that shows them
-    (none when the entry is undecided, or when A is not bound to the code's gate)."""
-    if not _judgeable(simulation):
-        return []
+    (none when the entry is undecided; none that speaks of groups when A is not bound to the
+    code's gate)."""
     found = []
     for rule in PROPERTIES.values():
-        failed = next((results[0] for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
+        if not _judgeable(simulation, rule):
+            continue
+        failed = next(((results[0], runs) for per_size in _runs_by_a(simulation, rule) for runs, _ in per_size
                        for results in [[rule.check(t) for t in runs]] if runs and all(results)), None)
         if failed is not None:
-            found.append(failed)
+            found.append(failed[0])
+            if rule.each is not None:
+                found.extend(_other_sites(rule.each, failed[0], failed[1]))
     codes = {v.code for v in found}
     return [v for v in found if not _deferred(simulation, v.code, codes)]
+
+
+def _other_sites(each: Callable[[Trace], list[TraceVerdict]], first: TraceVerdict,
+                 runs: list[Trace]) -> list[TraceVerdict]:
+    """The failures ``each`` finds at other sites than ``first``'s that fail in every one of
+    ``runs`` that runs them (a clip in one arm of a run-level choice fails in that arm's runs)."""
+    per_run = [({id(v.node): v for v in each(t)}, {id(e.node) for e in t.events}) for t in runs]
+    found: dict[int, TraceVerdict] = {}
+    for failures, _ in per_run:
+        for key, verdict in failures.items():
+            if key != id(first.node) and key not in found and \
+                    all(key in other for other, ran in per_run if key in ran):
+                found[key] = verdict
+    return list(found.values())
 
 
 def decides(model: FileModel, code: str, node: object) -> bool:
@@ -425,7 +480,7 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     or is ruled out by the code. A pattern finding there gives way to the traces' verdict."""
     rule = PROPERTIES[code]
     for simulation in model.simulations:
-        if not simulation.covers(node) or not _judgeable(simulation):
+        if not simulation.covers(node) or not _judgeable(simulation, rule):
             continue
         judged = _runs_by_a(simulation, rule)[:1]
         if code in _DEFERS and _deferred(simulation, code, {v.code for v in verdicts(simulation)}):
@@ -478,12 +533,15 @@ _WORDING: dict[str, tuple[str, str]] = {
 AT_THE_GATE = frozenset({"ACC005", "ACC006"})
 
 
-def _gate_of(model: FileModel, node: object) -> object:
-    """The innermost ``if`` of ``model``'s module that holds ``node`` in a branch (the update's
-    gate), or ``node`` itself."""
+def _gate_of(model: FileModel, node: object, symbols: tuple[str, ...]) -> object:
+    """The innermost ``if`` of ``model``'s module that holds ``node`` in its body, or in its
+    ``else`` where its test reads one of the accumulation ``symbols`` (an inverted gate; not
+    ``if scaler is not None: ... else: opt.step()``): the update's gate; or ``node`` itself."""
     found = node
     for statement in walk(model.module):
-        if isinstance(statement, cst.If) and any(n is node for n in walk(statement.body)):
+        if isinstance(statement, cst.If) and (any(n is node for n in walk(statement.body)) or (
+                statement.orelse is not None and any(n is node for n in walk(statement.orelse))
+                and any(dotted(n) in symbols for n in walk(statement.test)))):
             found = statement  # walked outermost first: the last one holding it is the innermost
     return found
 
@@ -510,15 +568,18 @@ def _sync_choice(model: FileModel, named: object, backward: object) -> object:
     return found
 
 
-def trace_hits(model: FileModel, code: str) -> Iterator[Hit]:
-    """``code``'s verdicts on the simulated runs of ``model``'s entry points, as hits at the
-    call in the file that the user must change, or at its gate (one per entry point)."""
+def trace_hits(model: FileModel, code: str,
+               keep: Callable[[Simulation, TraceVerdict], bool] | None = None) -> Iterator[Hit]:
+    """``code``'s verdicts on the simulated runs of ``model``'s entry points (those ``keep``
+    keeps), as hits at the call in the file that the user must change, or at its gate (one per
+    entry point)."""
     for simulation in model.simulations:
         for verdict in verdicts(simulation):
-            if verdict.code == code and verdict.node is not None:
+            if verdict.code == code and verdict.node is not None and (keep is None or keep(simulation, verdict)):
                 what, fix = _WORDING[code]
-                symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else ""
-                node = _gate_of(model, verdict.node) if code in AT_THE_GATE else verdict.node
+                symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else \
+                    "" if simulation.literal else " (nothing in the code sets A: its runs show the same for every A)"
+                node = _gate_of(model, verdict.node, simulation.symbols) if code in AT_THE_GATE else verdict.node
                 if verdict.event.no_sync_node is not None:  # ACC402: where the context is chosen
                     node = _sync_choice(model, verdict.event.no_sync_node, verdict.node)
                 made_at = verdict.event.fetch.made_at if code == "ACC009" else None
@@ -548,10 +609,12 @@ def _flow(model: FileModel, simulation: Simulation, verdict: TraceVerdict) -> tu
     return tuple(steps)
 
 
-def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[Rule, FileModel], Iterator[Hit]]:
-    """A rule's ``check`` that adds the trace verdicts of its code where its patterns find
-    nothing in the file that can be reported (a hit on a node of no module the file reaches is
-    dropped when the findings are placed)."""
+def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]],
+                keep: Callable[[FileModel, Simulation, TraceVerdict], bool] | None = None,
+                ) -> Callable[[Rule, FileModel], Iterator[Hit]]:
+    """A rule's ``check`` that adds the trace verdicts of its code (those ``keep`` keeps) where
+    its patterns find nothing in the file that can be reported (a hit on a node of no module the
+    file reaches is dropped when the findings are placed)."""
     @functools.wraps(check)
     def checked(rule: Rule, model: FileModel) -> Iterator[Hit]:
         found = False
@@ -559,6 +622,6 @@ def with_traces(check: Callable[[Rule, FileModel], Iterator[Hit]]) -> Callable[[
             found = found or id(hit.node) in model.local_nodes or model.report_for(hit.node) is not None
             yield hit
         if not found:
-            yield from trace_hits(model, rule.code)
+            yield from trace_hits(model, rule.code, None if keep is None else functools.partial(keep, model))
 
     return checked

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.group_traces import trace_hits, with_traces
+from accumlint.checks.group_traces import TraceVerdict, trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.kinds import Evidence
 from accumlint.model.leaks import models_reached, trained_model
 from accumlint.model.names import dotted, keyword
+from accumlint.model.simulation import BY_NAME, Simulation
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 #: backwards whose gradient a later microbatch's reset would wipe
@@ -69,14 +71,37 @@ class ZeroGradInsideGroup(Rule):
                 )
 
 
+def _kept(model: FileModel, simulation: Simulation, verdict: TraceVerdict) -> bool:
+    """Whether ACC002's trace ``verdict`` is reported: not where the file spells a reset (the
+    runs may not see it), nor, in a module that does not import torch, for an optimizer known
+    by its name alone (``opt``); as the patterns."""
+    return not _spells_reset(model) and (model.imports.imports_module("torch") or not _by_name(simulation, verdict))
+
+
+def _spells_reset(model: FileModel) -> bool:
+    return any(e.kind is EventKind.RESET for e in model.all_events()) or _mentions_reset(model)
+
+
+def _by_name(simulation: Simulation, verdict: TraceVerdict) -> bool:
+    """Whether the optimizer ``verdict``'s update steps is one by its name alone (``opt``)."""
+    return any(fact.label == verdict.event.target and fact.evidence == BY_NAME for fact in simulation.roles)
+
+
 class MissingGradReset(Rule):
-    """ACC002: an optimizer update that nothing in the file ever resets the gradients for."""
+    """ACC002: an optimizer update that nothing in the file ever resets the gradients for.
+
+    The patterns find it in the loops of the file; where they are silent, the simulated runs
+    (:mod:`accumlint.checks.group_traces`): a run that updates one model's parameters twice
+    with no reset anywhere. Both are silent where the file spells a reset the runs may not see
+    (a ``clear_grads()`` helper) and, in a module that does not import torch, for an optimizer
+    known by its name alone.
+    """
 
     code = "ACC002"
 
-    @with_traces
+    @functools.partial(with_traces, keep=_kept)
     def check(self, model: FileModel) -> Iterator[Hit]:
-        if any(e.kind is EventKind.RESET for e in model.all_events()) or _mentions_reset(model):
+        if _spells_reset(model):
             return
         for group in model.loops:
             if group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.UNGATED):

@@ -1556,6 +1556,17 @@ class Interpreter:
             return self._library_call(callee, args, kwargs, node, frame)
         return Unknown(_code(node.func), _combined(args, kwargs))
 
+    def _parameters_of(self, node: cst.Call, frame: _Frame) -> object:
+        """The value whose parameters an optimizer's construction ``node`` takes (``model`` of
+        ``SGD(model.parameters())``, ``list(model.parameters())``), None for other parameters."""
+        params = node.args[0].value if node.args and not node.args[0].star else None
+        if isinstance(params, cst.Call) and dotted(params.func) == "list" and len(params.args) == 1:
+            params = params.args[0].value
+        if isinstance(params, cst.Call) and isinstance(params.func, cst.Attribute) \
+                and params.func.attr.value == "parameters" and isinstance(params.func.value, (cst.Name, cst.Attribute)):
+            return self.expression(params.func.value, frame)  # (a name or an attribute: no side effect)
+        return None
+
     def _library_call(self, callee: Unknown, args: list[object], kwargs: dict[str, object], node: cst.Call,
                       frame: _Frame) -> object:
         label = callee.label or ""
@@ -1568,7 +1579,8 @@ class Interpreter:
         if callee.origin is Origin.RUN and label:
             role = constructor_role(label, "." in label)
             if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
-                built = Obj(role, "construction", _code(node))
+                built = Obj(role, "construction", _code(node), over=self._parameters_of(node, frame)
+                            if role is Role.OPTIMIZER else None)
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
                 if role in DRIVERS:

@@ -111,6 +111,10 @@ class RoleFact:
     evidence: str
 
 
+#: a role's evidence where the receiver is one by its name alone (``opt``, ``model``)
+BY_NAME = "its name"
+
+
 @dataclass
 class Simulation:
     """The simulated runs of one entry point: ``traces`` (one per configuration and
@@ -336,13 +340,16 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
     reached: set[cst.FunctionDef] = set()
     results = []
     spent = 0
+    resets: bool | None = None
     for entry in entries:
         if entry.function is not None and entry.function in reached:
             continue
         gated = entry.function.body if entry.kind in ("driver", "body") else entry.node  # (a def's own walk stops)
         if judged_only and not gated_update(gated, module):
-            results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
-            continue
+            resets = _resets(module) if resets is None else resets
+            if resets:  # without a reset its runs can still show ACC002's updates
+                results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
+                continue
         if judged_only and spent > JUDGED_FILE_STATEMENTS:
             results.append(Simulation(entry, 0, undecided=[
                 f"the file's simulation budget for check ({JUDGED_FILE_STATEMENTS} statements) ran out"]))
@@ -360,6 +367,19 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         results.append(result)
     _called_later(results)
     return results
+
+
+def _resets(module: ModuleFunctions) -> bool:
+    """Whether ``module`` spells a gradient reset (``zero_grad()``, ``grad.zero_()``, ``p.grad =
+    ...``); where it spells none, ``check`` simulates its entries without a gated update too, for
+    what their runs show without A (updates that apply every gradient before them: ACC002)."""
+    return any(type(n) is cst.Call and isinstance(n.func, cst.Attribute) and n.func.attr.value in _RESETS
+               or type(n) is cst.AssignTarget and isinstance(n.target, cst.Attribute) and n.target.attr.value == "grad"
+               for n in names.walk(module._module))
+
+
+#: the methods that reset gradients (:func:`_resets`)
+_RESETS = frozenset({"zero_grad", "zero_"})
 
 
 def _called_later(results: list[Simulation]) -> None:
@@ -613,6 +633,14 @@ def _key(receiver: object) -> object:
     return None
 
 
+def _parameters(optimizer: object) -> object:
+    """A key of the parameters ``optimizer`` updates (:attr:`TraceEvent.parameters`)."""
+    over = optimizer.over if isinstance(optimizer, Obj) else None
+    if isinstance(over, Obj):
+        return over.number
+    return ("value", id(over)) if over is not None else _key(optimizer)
+
+
 def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
     """Each receiver's role: from construction (an :class:`Obj`'s own role), from use (it
     receives ``.backward(loss)``: an engine or accelerator; ``.step()`` and ``.zero_grad()``:
@@ -647,7 +675,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             facts[key] = RoleFact(label, Role.SCALER, "use: receives .unscale_(), or .scale() and .update()")
         else:
             named = _named_role(label if isinstance(receiver, Unknown) else None)
-            facts[key] = RoleFact(label, named or Role.UNKNOWN, "its name" if named else "none")
+            facts[key] = RoleFact(label, named or Role.UNKNOWN, BY_NAME if named else "none")
     for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`)
         fact = facts.get(_key(event.receiver))
         argument = _key(event.argument)
@@ -738,8 +766,10 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                         trace.undecided.append(f"`{fact.label}.step()`: the role of `{fact.label}` is unknown")
                     continue
                 target = fact.label if fact is not None else label_text(event.argument) if event.clip else ""
+                optimizer = event.receiver
                 if kind is EventKind.UPDATE and fact is not None and fact.role is Role.SCALER:
                     target = label_text(event.argument)  # `scaler.step(optimizer)` updates the optimizer
+                    optimizer = event.argument
                 site = _where(event.owner, event.node, module, path, positions) if event.method != "epoch_end" \
                     else (path, 0)
                 trace.events.append(TraceEvent(
@@ -748,7 +778,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     fact.role.value if fact is not None else "", _local_node(event, module),
                     (*event.chain, (event.owner, event.node)), event.synced,
                     event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None,
-                    event.fetch))
+                    event.fetch,
+                    _parameters(optimizer) if kind is EventKind.UPDATE else None))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

@@ -56,6 +56,10 @@ class TraceEvent:
     no_sync_node: object = field(default=None, compare=False, repr=False)
     #: a backward's: the item of the training data it learns from (``accumlint.model.interpreter.Fetch``)
     fetch: object = field(default=None, compare=False, repr=False)
+    #: for an update, a key of the parameters it applies: the value its optimizer was built over
+    #: (``model`` of ``SGD(model.parameters())``), else the optimizer object (one built afresh is
+    #: another under the same ``target``); None where the run does not know it
+    parameters: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -86,7 +86,8 @@ _ids = itertools.count(1)
 class Obj:
     """An object with identity: ``role`` and its ``evidence`` (construction, a name, a use),
     ``label`` the code that built or named it, ``class_def``/``owner`` for an instance of a
-    project class, ``attrs`` what the simulation assigned on it."""
+    project class, ``attrs`` what the simulation assigned on it, ``over`` for an optimizer the
+    value whose parameters it was built over (``model`` of ``SGD(model.parameters())``)."""
 
     role: Role
     evidence: str
@@ -95,6 +96,7 @@ class Obj:
     owner: ModuleFunctions | None = None
     attrs: dict[str, object] = field(default_factory=dict)
     number: int = field(default_factory=lambda: next(_ids))
+    over: object = None
 
     def __repr__(self) -> str:
         return f"<{self.role.value} {self.label}>"
