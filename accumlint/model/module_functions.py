@@ -387,6 +387,15 @@ class ModuleFunctions:
             found = self._calls[id(expression)] = calls_with_branches(expression)
         return found
 
+    def plain_functions(self) -> list[cst.FunctionDef]:
+        """The defs outside class bodies: each name's def that calls by that name reach
+        (:attr:`functions`), then every nested def that a namesake hides there (a factory's own
+        ``train`` beside another factory's), each a function of its own."""
+        named = list(self.functions.values())
+        seen = {id(f) for f in named}
+        return named + [f for f, owner in self.class_of.items()
+                        if owner is None and self.enclosing.get(f) is not None and id(f) not in seen]
+
     def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
         """Every module-level function and method, in source order."""
         return list(self.class_of.items())

@@ -174,9 +174,8 @@ def entry_points(module: ModuleFunctions, caller: bool = False) -> list[EntryPoi
     own: list[EntryPoint] = []
     for (class_def, _), function in list(module.methods.items()):
         own.extend(_function_entry(module, function, class_def))
-    for function in module.functions.values():
-        if module.class_of.get(function) is None:
-            own.extend(_function_entry(module, function, None))
+    for function in module.plain_functions():
+        own.extend(_function_entry(module, function, None))
     return found + _drivers(module, own, caller) + own
 
 
