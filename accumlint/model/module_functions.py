@@ -199,6 +199,10 @@ class ModuleFunctions:
                 found.append(other)
         return (self.methods[(found[0], name)], self, found[0]) if len(found) == 1 else None
 
+    def subclasses(self, class_def: cst.ClassDef) -> list[cst.ClassDef]:
+        """The classes of this module that derive from ``class_def``, directly or not."""
+        return [other for other in self.classes.values() if other is not class_def and self._derives(other, class_def)]
+
     def _derives(self, class_def: cst.ClassDef, base: cst.ClassDef) -> bool:
         seen: set[int] = set()
         stack = [class_def]
