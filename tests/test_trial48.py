@@ -16,8 +16,9 @@ rewritten as small synthetic snippets (no fetched code).
   engine's own division (ACC101) was missed (fixed: what receives ``.backward(loss)`` and
   ``.step()`` in a module that imports DeepSpeed is an engine by use);
 - a trainer base class whose per-microbatch hook a subclass overrides: the base class's loop
-  runs its own hook, and the override is simulated alone with the base's microbatch counter
-  frozen, so a second optimizer's reset on every microbatch (ACC001) is missed (xfail);
+  ran its own hook, and the override was simulated alone with the base's microbatch counter
+  frozen, so a second optimizer's reset on every microbatch (ACC001) was missed (fixed: the base's
+  loop is also run with ``self`` an instance of each subclass that overrides a method it calls);
 - a stub written ``raise NotImplementedError`` then ``return``: was not taken for a stub, so the
   run ended in the raise and the base class's loop stayed undecided for want of a backward (fixed:
   what follows the raise is dead);
@@ -239,10 +240,13 @@ def test_the_engine_of_a_carried_initialize_divides_the_loss_again(tmp_path: Pat
     assert _double_division(tmp_path, "ds_init") == [("ACC101", DIVISION_LINE)]
 
 
-def test_a_wrapper_given_the_backward_without_deepspeed_is_no_engine(tmp_path: Path) -> None:
+@pytest.mark.parametrize("imports", ["", "import deepspeed"])
+def test_a_wrapper_given_the_backward_and_stepped_by_hand_is_silent(tmp_path: Path, imports: str) -> None:
     # `.backward(loss)` and `.step()` on a wrapper the project does not show: an engine by use only
-    # where the module imports DeepSpeed; here nothing says the wrapper divides the loss by A
-    source = """
+    # where the module imports DeepSpeed, and even there, stepped once per group by hand, it may be
+    # one of GAS 1 that the loop accumulates for (no ACC101, no ACC502)
+    source = f"""
+    {imports}
     import torch
 
     from nets import Net, make_loader, wrap
@@ -320,9 +324,6 @@ def test_a_subclass_resetting_under_the_boundary_is_silent(tmp_path: Path) -> No
     assert one(tmp_path, TEMPLATE.format(reset="            self.head_opt.zero_grad()")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the base class's loop runs the base's hook, not the subclass's "
-                   "override, and the override alone is simulated with `self.step` never advancing (every "
-                   "microbatch a boundary): the reset on every microbatch is missed")
 def test_a_subclass_resetting_its_second_optimizer_every_microbatch_is_found(tmp_path: Path) -> None:
     source = TEMPLATE.format(reset="        self.head_opt.zero_grad()")
     assert [(code, line) for code, line in one(tmp_path, source) if code == "ACC001"] == [("ACC001", RESET_LINE)]
