@@ -10,6 +10,7 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.accumulate import double_entries
+from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
 
@@ -133,7 +134,9 @@ class EngineStepGated(Rule):
         for group in model.loops:
             for update in group.of_kind(EventKind.UPDATE):
                 role = update.role
-                engine_step = role.role is Role.ENGINE and update.method == "step"
+                # (an engine known by its use alone, its config unseen, stepped once per group by hand is
+                # as likely one of GAS 1 that the code accumulates for)
+                engine_step = role.role is Role.ENGINE and update.method == "step" and role.evidence is not Evidence.USE
                 # the config search walks the whole module: only once a gated step is seen
                 if (engine_step and group.cadence(update) is Cadence.UPDATE and not _manual_boundary(group)
                         and not model.frameworks.deepspeed_unmanaged):

@@ -82,11 +82,38 @@ def _training_events(trace: Trace) -> list[TraceEvent]:
     """The run's events without the passes over data that never update where every epoch holds
     whole groups (N ≥ A): a scan of the largest batches for out-of-memory, backward and reset
     per batch before training starts, accumulates into no group."""
+    probes = _probes(trace.events)
+    events = [e for i, e in enumerate(trace.events) if i not in probes]
     configuration = trace.configuration
     if configuration.microbatches < configuration.accumulation:
-        return trace.events
-    updated = {e.epoch for e in trace.events if e.kind is S}
-    return [e for e in trace.events if e.epoch in updated or e.kind is not B and e.kind is not Z]
+        return events
+    updated = {e.epoch for e in events if e.kind is S}
+    return [e for e in events if e.epoch in updated or e.kind is not B and e.kind is not Z]
+
+
+def _probes(events: list[TraceEvent]) -> set[int]:
+    """The indices of the forwards and backwards that run after an update on its own microbatch
+    (the microbatch's backward came before it) and whose gradients a reset discards before any
+    other backward or update: a pass of its own between two groups (a curvature probe that an
+    optimizer's estimate reads, as Sophia's Hessian refresh does), which no group applies."""
+    found: set[int] = set()
+    last_backward: tuple[int, int | None] | None = None
+    for i, event in enumerate(events):
+        if event.kind is B:
+            last_backward = (event.epoch, event.microbatch)
+        if event.kind is not S or last_backward != (event.epoch, event.microbatch):
+            continue
+        probe: list[int] = []
+        for j in range(i + 1, len(events)):
+            later = events[j]
+            if later.kind in (B, EventKind.FORWARD) and (later.epoch, later.microbatch) == last_backward:
+                probe.append(j)
+            elif later.kind is Z and any(events[k].kind is B for k in probe):
+                found.update(probe)
+                break
+            elif later.kind in (B, S, EventKind.FORWARD, EventKind.EPOCH_END):
+                break
+    return found
 
 
 def _pending_groups(trace: Trace) -> list[list[TraceEvent]]:

@@ -124,9 +124,24 @@ class LoopAnalysis(GateAnalysis):
                     loops.append(helper_loop)
                 continue  # else the backward is in a loop of the helper: that scope analyses it
             inner = [f.node for f in own if f.kind is FrameKind.LOOP]
-            if inner and inner[-1] not in loops and inner[-1] in self.scope.loop_spans:
+            if inner and inner[-1] not in loops and inner[-1] in self.scope.loop_spans \
+                    and not self._after_group_update(event, inner[-1]):
                 loops.append(inner[-1])  # type: ignore[arg-type]
         return loops
+
+    def _after_group_update(self, event: Event, loop: cst.CSTNode) -> bool:
+        """Whether the backward ``event``, whose innermost loop is ``loop``, runs after a loop
+        inside ``loop`` that backpropagates and an update after that inner loop: each pass of
+        ``loop`` runs a whole group, and ``event`` a backward of its own after the group's update
+        (a curvature probe before its optimizer's estimate); it makes ``loop`` no loop of
+        microbatches."""
+        start, end = self.scope.loop_spans[loop]
+        for inner, (low, high) in self.scope.loop_spans.items():
+            if inner is loop or not start <= low < high <= event.order < end or not self._runs_backward(inner):
+                continue
+            if any(e.kind is EventKind.UPDATE and high <= e.order < event.order for e in self.events):
+                return True
+        return False
 
     def _helper_micro_loop(self, event: Event) -> cst.For | cst.While | None:
         """The innermost loop of a helper around a backward, when that loop updates nothing

@@ -2423,7 +2423,8 @@ def _is_property(definition: cst.FunctionDef) -> bool:
 
 def _is_abstract(definition: cst.FunctionDef) -> bool:
     """Whether ``definition`` is a stub that subclasses implement: a body of only a docstring,
-    ``pass``, ``...`` and ``raise NotImplementedError``, with that raise or ``@abstractmethod``."""
+    ``pass``, ``...`` and ``raise NotImplementedError``, with that raise or ``@abstractmethod``
+    (what follows the raise never runs)."""
     body = definition.body.body if isinstance(definition.body, cst.IndentedBlock) else ()
     raises = False
     for statement in body:
@@ -2434,7 +2435,8 @@ def _is_abstract(definition: cst.FunctionDef) -> bool:
             small.exc if isinstance(small, cst.Raise) else None
         if raised is not None and last_segment(dotted(raised) or "") == "NotImplementedError":
             raises = True
-        elif not isinstance(small, cst.Pass) and not (isinstance(small, cst.Expr) and isinstance(
+            break
+        if not isinstance(small, cst.Pass) and not (isinstance(small, cst.Expr) and isinstance(
                 small.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis))):
             return False
     return raises or any(last_segment(dotted(d.decorator) or "") == "abstractmethod" for d in definition.decorators)

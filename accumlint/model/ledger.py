@@ -32,7 +32,7 @@ from accumlint.model.dataflow import arithmetic, names_feeding, value_history
 from accumlint.model.forward_sums import forward_returns_sum
 from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.groups import Group
-from accumlint.model.kinds import Cadence, EventKind, Role
+from accumlint.model.kinds import Cadence, EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, method_name, walk
 from accumlint.model.parallel import DataParallel
 
@@ -235,6 +235,9 @@ def _framework_division(model: FileModel, event: Event):
         return None
     if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
         return None
+    if event.role.role is Role.ENGINE and event.role.evidence is Evidence.USE \
+            and not _engine_steps_always(model, event):
+        return None  # an engine known by use, stepped once per group by hand: its GAS may be 1
     if contract.normalizes is fw.Normalizes.IF_CONFIGURED:
         reader = model.frameworks
         configured = (reader.mmengine_accumulation(event.role) if event.role.role is Role.OPTIM_WRAPPER
@@ -253,6 +256,15 @@ def _framework_division(model: FileModel, event: Event):
 
         return contract.framework, is_configured_a
     return contract.framework, model.is_accumulation_name
+
+
+def _engine_steps_always(model: FileModel, event: Event) -> bool:
+    """Whether the engine whose backward ``event`` is steps on every microbatch of the loop that
+    runs ``event``: it counts the group itself (the code leaves it no other way to accumulate)."""
+    target = dotted(event.target)
+    return any(update.kind is EventKind.UPDATE and dotted(update.target) == target
+               and group.cadence(update) is Cadence.MICROBATCH
+               for group in model.loops if any(e is event for e in group.events) for update in group.events)
 
 
 def _summed_count(parallel: DataParallel, event: Event, divisor: cst.BaseExpression) -> bool:

@@ -199,6 +199,10 @@ class ModuleFunctions:
                 found.append(other)
         return (self.methods[(found[0], name)], self, found[0]) if len(found) == 1 else None
 
+    def subclasses(self, class_def: cst.ClassDef) -> list[cst.ClassDef]:
+        """The classes of this module that derive from ``class_def``, directly or not."""
+        return [other for other in self.classes.values() if other is not class_def and self._derives(other, class_def)]
+
     def _derives(self, class_def: cst.ClassDef, base: cst.ClassDef) -> bool:
         seen: set[int] = set()
         stack = [class_def]
@@ -386,6 +390,15 @@ class ModuleFunctions:
         if found is None:
             found = self._calls[id(expression)] = calls_with_branches(expression)
         return found
+
+    def plain_functions(self) -> list[cst.FunctionDef]:
+        """The defs outside class bodies: each name's def that calls by that name reach
+        (:attr:`functions`), then every nested def that a namesake hides there (a factory's own
+        ``train`` beside another factory's), each a function of its own."""
+        named = list(self.functions.values())
+        seen = {id(f) for f in named}
+        return named + [f for f, owner in self.class_of.items()
+                        if owner is None and self.enclosing.get(f) is not None and id(f) not in seen]
 
     def scopes(self) -> list[tuple[cst.FunctionDef, cst.ClassDef | None]]:
         """Every module-level function and method, in source order."""

@@ -64,6 +64,8 @@ _PREPARE_SINGLE = {
 #: calls on an object that show it is no optimizer: called itself (a model's forward), asked for
 #: its parameters, a backward run through it (a DeepSpeed engine, an Accelerator)
 _NOT_AN_OPTIMIZER = frozenset({"()", "parameters", "named_parameters", "backward", "forward", "train", "eval"})
+#: the use of a name given a loss to backpropagate (``engine.backward(loss)``)
+_BACKWARD_OF_A_LOSS = "backward(loss)"
 #: attributes only an optimizer has (torch 2.x ``Optimizer.param_groups``)
 _OPTIMIZER_STATE = frozenset({"param_groups"})
 _OPTIMIZER_READS = frozenset("." + attribute for attribute in _OPTIMIZER_STATE)
@@ -75,6 +77,8 @@ class _Uses:
 
     optimizers: frozenset[str]
     scalers: frozenset[str]
+    #: names that run a loss's backward and step (``model.backward(loss); model.step()``)
+    engines: frozenset[str] = frozenset()
 
 
 def role_from_name(name: str | None) -> Role:
@@ -242,6 +246,11 @@ class Roles:
         role = role_from_name(name)
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
+        if role in (Role.UNKNOWN, Role.MODEL) and self.imports.imports_module("deepspeed") \
+                and name in self._used_names(scope).engines:
+            # a module has no backward of a loss: what runs one and steps is the engine, however it
+            # was built (`ds_init = deepspeed.initialize` carried from the argument parser)
+            return RoleInfo(Role.ENGINE, Evidence.USE)
         if role is Role.UNKNOWN and name in self._trained_names(scope):
             return RoleInfo(Role.MODEL, Evidence.USE)
         if role is Role.UNKNOWN:
@@ -435,6 +444,8 @@ class Roles:
                     if kind is cst.Call:
                         owner = dotted(receiver(node)) if method_name(node) else dotted(node.func)
                         use = method_name(node) or "()"
+                        if use == "backward" and node.args and owner and "[" not in owner:
+                            pairs[owner, _BACKWARD_OF_A_LOSS] = None
                     elif kind is cst.Attribute and node.attr.value in _OPTIMIZER_STATE:
                         owner, use = dotted(node.value), "." + node.attr.value
                     else:
@@ -465,7 +476,8 @@ class Roles:
         and ``zero_grad()`` are both called while it is never called itself, asked for its
         ``parameters()`` nor runs a ``backward`` (a model resets but does not step; a scheduler
         steps but does not reset; a DeepSpeed engine runs the backward). A gradient scaler: a
-        name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``."""
+        name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``. An
+        engine: a name given a loss's backward (``.backward(loss)``) whose ``step()`` is called."""
         found = self._uses.get(id(scope))
         if found is None:
             used: dict[str, set[str]] = {}  # name → the methods called on it ("()": itself), ".attr"s read
@@ -478,7 +490,8 @@ class Roles:
                 if not uses & _NOT_AN_OPTIMIZER and ({"step", "zero_grad"} <= uses or uses & _OPTIMIZER_READS))
             scalers = frozenset(name for name, uses in used.items()
                                 if "unscale_" in uses or {"scale", "step", "update"} <= uses)
-            found = self._uses[id(scope)] = _Uses(optimizers - scalers, scalers)
+            engines = frozenset(name for name, uses in used.items() if {_BACKWARD_OF_A_LOSS, "step"} <= uses)
+            found = self._uses[id(scope)] = _Uses(optimizers - scalers, scalers, engines)
         return found
 
     def _trained_names(self, scope: Scope) -> frozenset[str]:

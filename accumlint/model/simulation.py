@@ -177,10 +177,10 @@ def entry_points(module: ModuleFunctions, caller: bool = False) -> list[EntryPoi
         found.append(EntryPoint("module", "the script", loop if loop is not None else module._module))
     own: list[EntryPoint] = []
     for (class_def, _), function in list(module.methods.items()):
-        own.extend(_function_entry(module, function, class_def))
-    for function in module.functions.values():
-        if module.class_of.get(function) is None:
-            own.extend(_function_entry(module, function, None))
+        own.extend(entry for base in _function_entry(module, function, class_def)
+                   for entry in (base, *_overridden(module, base)))
+    for function in module.plain_functions():
+        own.extend(_function_entry(module, function, None))
     return found + _drivers(module, own, caller) + own
 
 
@@ -222,6 +222,27 @@ def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
     if module.performs_backward(function) and (_conditional_update(function, module) or _keeps_counter(function)):
         return [EntryPoint("body", name, function, function, class_def)]
     return []
+
+
+def _overridden(module: ModuleFunctions, entry: EntryPoint) -> list[EntryPoint]:
+    """A method's loop run with ``self`` an instance of each subclass of the module that overrides
+    a method the loop's function calls on ``self`` (a base trainer's ``fit`` that calls
+    ``self.fit_batch``, which a recipe's subclass overrides): the override runs as the base's loop
+    drives it, its counters advanced, not alone."""
+    base, function = entry.class_def, entry.function
+    if entry.kind != "function" or base is None or function is None:
+        return []
+    called = {n.func.attr.value for n in walk(function.body) if type(n) is cst.Call
+              and isinstance(n.func, cst.Attribute) and dotted(n.func.value) == "self"}
+
+    def definition(class_def: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+        found = module.method(class_def, name)
+        return found[0] if found is not None else None
+
+    return [EntryPoint(entry.kind, f"{subclass.name.value}.{function.name.value}", entry.node, function, subclass)
+            for subclass in module.subclasses(base)
+            if definition(subclass, function.name.value) is function
+            and any(definition(subclass, name) is not definition(base, name) for name in called)]
 
 
 #: the code :func:`_outer_loops` does not enter (it runs when called)
@@ -342,7 +363,8 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
     spent = 0
     resets: bool | None = None
     for entry in entries:
-        if entry.function is not None and entry.function in reached:
+        if entry.function is not None and entry.function in reached \
+                and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
         gated = entry.function.body if entry.kind in ("driver", "body") else entry.node  # (a def's own walk stops)
         if judged_only and not gated_update(gated, module):
