@@ -594,6 +594,17 @@ RULES: tuple[RuleSpec, ...] = (
         fix="call engine.step() after every microbatch: DeepSpeed decides the accumulation boundary itself",
     ),
     RuleSpec(
+        "ACC505",
+        "engine-counter-overwritten",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("framework_usage", "EngineCounterOverwritten"),
+        summary="DeepSpeed engine counter (micro_steps, global_steps) written inside the training loop",
+        meaning="the engine decides its accumulation boundary and counts its updates from its own counters: "
+                "written by the loop, updates never come, come at the wrong microbatch or are miscounted",
+        fix="leave the engine's counters to engine.step(); restore them once, outside the loop, when resuming",
+    ),
+    RuleSpec(
         "ACC901",
         "batchnorm-with-accumulation",
         Severity.INFO,

@@ -69,12 +69,28 @@ _OPTIMIZER_STATE = frozenset({"param_groups"})
 _OPTIMIZER_READS = frozenset("." + attribute for attribute in _OPTIMIZER_STATE)
 
 
+def _caller_receiver(site: Site) -> str | None:
+    """The caller's dotted name that receives a method call of an inlined helper's site, or None
+    (no method call, or a receiver that is the helper's own)."""
+    call = site.call
+    if call is None or site.inline is None or not method_name(call):
+        return None
+    target = receiver(call)
+    if target is None:
+        return None
+    resolved, where = site.inline.resolve(target)
+    name = dotted(resolved) if where is None else None
+    return name if name and "[" not in name else None
+
+
 @dataclass(frozen=True)
 class _Uses:
     """Roles of one scope's names shown by the calls made on them."""
 
     optimizers: frozenset[str]
     scalers: frozenset[str]
+    #: names that run a ``backward`` and are stepped: a DeepSpeed engine where the module imports it
+    engines: frozenset[str] = frozenset()
 
 
 def role_from_name(name: str | None) -> Role:
@@ -239,6 +255,8 @@ class Roles:
                 if info is not None:
                     return info
                 break
+        if self.imports.imports_module(fw.deepspeed.PACKAGE) and name in self._used_names(scope).engines:
+            return RoleInfo(Role.ENGINE, Evidence.USE)  # `model.backward(loss); model.step()`, whatever its name
         role = role_from_name(name)
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
@@ -429,6 +447,11 @@ class Roles:
             pairs: dict[tuple[str, str], None] = {}
             for site in scope.sites:
                 if site.in_helper:
+                    # a helper's method call on a caller's object (`engine.step()` in `step(engine, b)`)
+                    # is a use of the caller's name; the helper's own names stay its own
+                    caller = _caller_receiver(site)
+                    if caller is not None:
+                        pairs[caller, method_name(site.call)] = None  # type: ignore[index, arg-type]
                     continue
                 for node in walk(site.node) if site.call is None else (site.call,):
                     kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
@@ -465,7 +488,9 @@ class Roles:
         and ``zero_grad()`` are both called while it is never called itself, asked for its
         ``parameters()`` nor runs a ``backward`` (a model resets but does not step; a scheduler
         steps but does not reset; a DeepSpeed engine runs the backward). A gradient scaler: a
-        name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``."""
+        name whose ``unscale_()`` is called, or its ``scale()``, ``step()`` and ``update()``. An
+        engine: a name that runs a ``backward`` and is stepped (a tensor is never stepped, an
+        optimizer never runs a backward)."""
         found = self._uses.get(id(scope))
         if found is None:
             used: dict[str, set[str]] = {}  # name → the methods called on it ("()": itself), ".attr"s read
@@ -478,7 +503,8 @@ class Roles:
                 if not uses & _NOT_AN_OPTIMIZER and ({"step", "zero_grad"} <= uses or uses & _OPTIMIZER_READS))
             scalers = frozenset(name for name, uses in used.items()
                                 if "unscale_" in uses or {"scale", "step", "update"} <= uses)
-            found = self._uses[id(scope)] = _Uses(optimizers - scalers, scalers)
+            engines = frozenset(name for name, uses in used.items() if {"backward", "step"} <= uses)
+            found = self._uses[id(scope)] = _Uses(optimizers - scalers, scalers, engines)
         return found
 
     def _trained_names(self, scope: Scope) -> frozenset[str]:
