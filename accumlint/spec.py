@@ -478,6 +478,18 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC310",
+        "scaler-update-missing-on-skip",
+        Severity.ERROR,
+        "P7",
+        implemented_by=("gradient_ops", "ScalerUpdateMissingOnSkip"),
+        summary="GradScaler update() skipped on the path that leaves after unscale_ (a non-finite skip)",
+        meaning="after unscale_ a skip leaves without scaler.update(): the scale is not lowered and the next "
+                "unscale_ raises RuntimeError (already called since the last update())",
+        fix="call scaler.update() on every path after scaler.unscale_, the skip path too (scaler.step() already "
+            "skips a non-finite update by itself)",
+    ),
+    RuleSpec(
         "ACC401",
         "no-sync-misses-forward",
         Severity.WARNING,
