@@ -478,6 +478,18 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC309",
+        "manual-scheduler-never-stepped",
+        Severity.ERROR,
+        "P8",
+        implemented_by=("schedule", "ManualSchedulerNeverStepped"),
+        summary="Lightning manual optimization: a scheduler from configure_optimizers is never stepped",
+        meaning="under manual optimization Lightning steps no scheduler: the learning rate never changes "
+                "(no warmup, no decay)",
+        fix="step each scheduler from configure_optimizers yourself: in training_step after the optimizer "
+            "update, or per epoch in on_train_epoch_end",
+    ),
+    RuleSpec(
         "ACC310",
         "scaler-update-missing-on-skip",
         Severity.ERROR,
