@@ -506,6 +506,30 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC309",
+        "manual-scheduler-never-stepped",
+        Severity.ERROR,
+        "P8",
+        implemented_by=("schedule", "ManualSchedulerNeverStepped"),
+        summary="Lightning manual optimization: a scheduler from configure_optimizers is never stepped",
+        meaning="under manual optimization Lightning steps no scheduler: the learning rate never changes "
+                "(no warmup, no decay)",
+        fix="step each scheduler from configure_optimizers yourself: in training_step after the optimizer "
+            "update, or per epoch in on_train_epoch_end",
+    ),
+    RuleSpec(
+        "ACC310",
+        "scaler-update-missing-on-skip",
+        Severity.ERROR,
+        "P7",
+        implemented_by=("gradient_ops", "ScalerUpdateMissingOnSkip"),
+        summary="GradScaler update() skipped on the path that leaves after unscale_ (a non-finite skip)",
+        meaning="after unscale_ a skip leaves without scaler.update(): the scale is not lowered and the next "
+                "unscale_ raises RuntimeError (already called since the last update())",
+        fix="call scaler.update() on every path after scaler.unscale_, the skip path too (scaler.step() already "
+            "skips a non-finite update by itself)",
+    ),
+    RuleSpec(
         "ACC401",
         "no-sync-misses-forward",
         Severity.WARNING,
@@ -620,6 +644,17 @@ RULES: tuple[RuleSpec, ...] = (
         summary="DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks",
         meaning="DeepSpeed's own micro-step counter and the user's gate disagree: updates are skipped or misplaced",
         fix="call engine.step() after every microbatch: DeepSpeed decides the accumulation boundary itself",
+    ),
+    RuleSpec(
+        "ACC505",
+        "engine-counter-overwritten",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("framework_usage", "EngineCounterOverwritten"),
+        summary="DeepSpeed engine counter (micro_steps, global_steps) written inside the training loop",
+        meaning="the engine decides its accumulation boundary and counts its updates from its own counters: "
+                "written by the loop, updates never come, come at the wrong microbatch or are miscounted",
+        fix="leave the engine's counters to engine.step(); restore them once, outside the loop, when resuming",
     ),
     RuleSpec(
         "ACC901",

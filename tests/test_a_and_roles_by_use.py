@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint.checks import ALL_RULES
 from accumlint.engine import check_source, rules_for
-from accumlint.model import Role
+from accumlint.model import Cadence, Role
 from accumlint.model.sites import Site
 from tests.support import model_of
 
@@ -334,3 +334,48 @@ def test_an_unknown_owner_given_the_loss_is_no_loss_itself() -> None:
                 opt.step()
                 opt.zero_grad()
     """, every=True) == []
+
+
+def test_what_runs_a_backward_and_is_stepped_is_an_engine_where_deepspeed_is_imported() -> None:
+    # a parameter called `model` that takes the loss and is stepped is DeepSpeed's engine, not a
+    # model; without DeepSpeed in the file the name alone decides (a model), as before
+    loop = """
+    def train(model, loader):
+        for step, batch in enumerate(loader):
+            model.backward(model(batch).loss)
+            model.step()
+    """
+    assert role_at_last_site(model_of("import deepspeed\n" + textwrap.dedent(loop)), "model") is Role.ENGINE
+    assert role_at_last_site(model_of(loop), "model") is Role.MODEL
+
+
+def test_a_store_under_the_users_boundary_in_an_engine_loop_runs_once_per_group() -> None:
+    model = model_of("""
+    import deepspeed
+    def train(engine, loader, k):
+        for i, batch in enumerate(loader):
+            engine.backward(engine(batch))
+            engine.step()
+            if (i + 1) % k == 0:
+                engine.global_steps = i
+            engine.last = i
+    """)
+    group = model.loops[0]
+    stores = {site.targets[0]: group.store_cadence(site) for site in group.loop_sites
+              if site.targets and site.targets[0] and "." in site.targets[0]}
+    assert stores == {"engine.global_steps": Cadence.UPDATE, "engine.last": Cadence.MICROBATCH}
+
+
+def test_an_engine_used_only_inside_a_helper_the_loop_calls_is_still_known_by_use() -> None:
+    # the loop body moved into a helper: its `engine.backward(loss)` and `engine.step()` are uses
+    # of the caller's object, so the caller's `net` is the engine as before the extraction
+    assert codes("""
+    import deepspeed
+    def micro(net, batch):
+        net.backward(net(batch).loss)
+        net.step()
+        net.micro_steps = 0
+    def train(net, loader):
+        for batch in loader:
+            micro(net, batch)
+    """) == ["ACC505"]

@@ -1,4 +1,4 @@
-"""Framework usage contracts: Accelerate's ``accumulate()`` and DeepSpeed's ``engine.step()`` (P1)."""
+"""Framework usage contracts: Accelerate's ``accumulate()``, DeepSpeed's ``engine.step()`` and its counters (P1)."""
 
 from __future__ import annotations
 
@@ -174,3 +174,68 @@ def _manual_boundary(group) -> bool:
     """Whether the loop tells the engine the boundary itself (``set_gradient_accumulation_boundary``)."""
     return any(site.call is not None and method_name(site.call) in fw.deepspeed.MANUAL_BOUNDARY_CALLS
                for site in group.loop_sites)
+
+
+class EngineCounterOverwritten(Rule):
+    """ACC505: user code writes a DeepSpeed engine's own counter (``engine.micro_steps = 0``) inside
+    the microbatch loop, on a path that runs every microbatch or every group."""
+
+    code = "ACC505"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for group in model.loops:
+            if not model.imports.imports_module(fw.deepspeed.PACKAGE) or _manual_boundary(group):
+                continue  # a boundary set by hand: the engine's micro-step counter decides nothing
+            for site in group.loop_sites:
+                if group.store_cadence(site) not in _REPEATING or id(site.report) in reported:
+                    continue
+                target = next((t for t in _stored_attributes(site) if t.attr.value in fw.deepspeed.ENGINE_COUNTERS
+                               and _is_engine(model, group, t.value, site)), None)
+                if target is None:
+                    continue
+                if model.frameworks.deepspeed_unmanaged:
+                    return  # the engine's own accounting is off (the config is read once a write is seen)
+                reported.add(id(site.report))
+                what, effect = fw.deepspeed.ENGINE_COUNTERS[target.attr.value]
+                yield Hit(
+                    site.report,
+                    f"`{dotted(target) or target.attr.value}` is {what}: written by the loop on every microbatch "
+                    f"or group, {effect}",
+                    "leave the engine's counters to `engine.step()`: keep your own count in a variable of your "
+                    "own, and restore the engine's once, with `engine.load_checkpoint(...)`",
+                )
+
+
+#: the store cadences of a write that repeats during training
+_REPEATING = frozenset({Cadence.MICROBATCH, Cadence.UPDATE, Cadence.NON_BOUNDARY})
+
+
+def _stored_attributes(site) -> list[cst.Attribute]:
+    """The attribute targets an assignment site stores to (``a.b = c``, ``a.b += 1``, ``a.b = d.e = 0``)."""
+    statement = site.statement
+    if isinstance(statement, cst.Assign):
+        targets = [t.target for t in statement.targets]
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+        targets = [statement.target]
+    else:
+        return []
+    return [t for t in targets if isinstance(t, cst.Attribute)]
+
+
+def _is_engine(model: FileModel, group, receiver: cst.BaseExpression, site) -> bool:
+    """Whether ``receiver`` is a DeepSpeed engine by construction (``deepspeed.initialize``) or by
+    use: it runs a backward and is stepped (the roles say so for a name; for an object reached
+    through another's attributes, ``stepper.engine``, the loop's own events do: its backward takes
+    the loss and its update is ``step()`` on the same object). A name alone (``engine``) is not enough."""
+    role = model.roles.of(receiver, site)
+    if role.role is Role.ENGINE and (role.owner == fw.deepspeed.PACKAGE or role.evidence >= Evidence.USE):
+        return True
+    if site.inline is not None:
+        receiver, where = site.inline.resolve(receiver)
+        if where is not None:
+            return False  # a name of the helper's own: the loop's events speak the caller's names
+    name = dotted(receiver)
+    used = {(e.kind, e.method) for e in group.events if e.target is not None and dotted(e.target) == name
+            and (e.kind is not EventKind.BACKWARD or e.loss is not None)}
+    return name is not None and {(EventKind.BACKWARD, "backward"), (EventKind.UPDATE, "step")} <= used

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
 from accumlint.checks.group_traces import with_traces
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
+from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import CLIP_CALLS, measures_only
 from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
@@ -290,3 +293,106 @@ class GradRescaleInsideGroup(Rule):
                     "rescale once per group, after the last backward and before the optimizer update (under the "
                     "same boundary test), by the group's denominator",
                 )
+
+
+class ScalerUpdateMissingOnSkip(Rule):
+    """ACC310: ``scaler.update()`` only on the path that applies the update, after ``unscale_``.
+
+    Flags a ``scaler.update()`` that runs after ``scaler.unscale_(opt)`` (in a loop) only when a
+    condition on values computed after the unscale holds (the unscaled norm is finite: ``if not
+    torch.isfinite(norm): continue``, ``if torch.isfinite(norm): scaler.step(opt); scaler.update()``),
+    while no update of the same scaler runs on the other path. The skip is the exceptional path of
+    semantic-core.md section 5 and the rule is about it: when it is taken, the next ``unscale_``
+    raises. Silent when the condition is not such a data test (a run-level choice, the boundary
+    test), when the scaler is disabled, and where the paths are undecided (a handler, a match case,
+    an inner loop between the unscale and the update).
+    """
+
+    code = "ACC310"
+    gate = RuleGate(markers=(b"unscale_",), facts=lambda facts: facts.calls(("unscale_",)) and facts.calls(("update",)))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for scope in model.scopes:
+            events = model.events[scope]
+            for unscale in events:
+                if (unscale.kind is not EventKind.UNSCALE or unscale.role.role is not Role.SCALER
+                        or not any(f.kind is FrameKind.LOOP for f in unscale.site.frames)
+                        or model.frameworks.scaler_enabled(unscale.role) is False):
+                    continue
+                scaler = _receiver_name(unscale)
+                updates = [e for e in events if e.kind is EventKind.SCALER_UPDATE and e.order > unscale.order
+                           and _receiver_name(e) == scaler and not unscale.site.excludes(e.site)]
+                skip = _skip_before_update(scope, unscale, updates)
+                if scaler is None or skip is None or id(updates[0].node) in reported:
+                    continue
+                reported.add(id(updates[0].node))
+                test = cst.Module([]).code_for_node(skip.test) if skip.test is not None else "the condition"
+                yield Hit(
+                    updates[0].node,
+                    f"`{scaler}.update()` does not run on every path after `{scaler}.unscale_(...)`: where "
+                    f"`{test}` skips it (non-finite gradients) the scale is not lowered, and the next "
+                    f"`{scaler}.unscale_` raises RuntimeError (\"unscale_() has already been called on this "
+                    "optimizer since the last update()\")",
+                    f"call `{scaler}.update()` on the skip path too, or call `{scaler}.step(optimizer)` and "
+                    f"`{scaler}.update()` unconditionally: `step` already skips a non-finite update",
+                )
+
+
+#: calls that test a value for NaN or inf (torch, math, numpy: ``torch.isfinite``, ``math.isnan``, ``x.isinf()``)
+_NON_FINITE_TESTS = frozenset({"isfinite", "isnan", "isinf"})
+
+
+def _receiver_name(event: Event) -> str | None:
+    """The scaler an event's call is made on, in the names of the code that calls it (``self.scaler``)."""
+    call = event.site.call
+    target = call.func.value if call is not None and isinstance(call.func, cst.Attribute) else None
+    if target is None:
+        return None
+    if event.site.inline is not None:
+        target, where = event.site.inline.resolve(target)
+        if where is not None:
+            return None  # a helper's own name
+    return dotted(target)
+
+
+def _skip_before_update(scope, unscale: Event, updates: list[Event]):
+    """The frame of the data test that keeps every update in ``updates`` from the path that skips it
+    (an ``if`` around them, or an ``if …: continue`` before them), or None: an update runs on every
+    path after the unscale, both arms of the test update, or a path is undecided."""
+    if not updates:
+        return None
+    own = {id(frame.node) for frame in unscale.site.frames}
+    sides: dict[int, set[str]] = {}
+    skip = None
+    for update in updates:
+        between = [f for f in update.site.frames if id(f.node) not in own]
+        if any(f.kind in (FrameKind.HANDLER, FrameKind.MATCH, FrameKind.LOOP) for f in between):
+            return None
+        tests = [f for f in between if f.kind in (FrameKind.IF, FrameKind.GUARD)]
+        if not tests:
+            return None  # this update runs whenever the unscale did
+        first = tests[0]
+        sides.setdefault(id(first.node), set()).add("after" if first.kind is FrameKind.GUARD else first.branch)
+        if not _data_test(scope, first, unscale, update):
+            return None
+        skip = skip or first
+    if any(len(found) > 1 for found in sides.values()):
+        return None  # `if finite: ...; update() else: update()`: the scaler updates on both paths
+    return skip
+
+
+def _data_test(scope, frame, unscale: Event, update: Event) -> bool:
+    """Whether a frame's condition tests per-step data: it calls a NaN/inf test, or reads a name
+    last assigned after the unscale (the norm of the unscaled gradients), so the path it skips is
+    the exceptional one, taken on some groups only."""
+    test = frame.test
+    if test is None:
+        return False
+    if any(last_segment(dotted(call.func) or "") in _NON_FINITE_TESTS for call in calls_in(test)):
+        return True
+    for name in names_in(test):
+        assigned = reaching_assignment(scope, name, update.order, inline=update.site.inline)
+        if assigned is not None and assigned.order > unscale.order:
+            return True
+    return False

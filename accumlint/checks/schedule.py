@@ -14,7 +14,7 @@ from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
 from accumlint.model.engine_schedulers import engine_schedulers, lightning_configured_schedulers, stepped_by_engine
 from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import dotted, keyword, last_segment, method_name, positional
+from accumlint.model.names import dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
@@ -288,3 +288,76 @@ class AmbiguousStepUnit(Rule):
                         f"log and schedule by a counter incremented with the optimizer update (or `{name} // A`), "
                         f"or name this one after microbatches",
                     )
+
+
+class ManualSchedulerNeverStepped(Rule):
+    """ACC309: a LightningModule under manual optimization returns schedulers from
+    ``configure_optimizers`` and never steps them: Lightning steps none under manual optimization.
+
+    Silent where a step may happen out of sight: any scheduler step or ``step()`` on an object
+    that is not an optimizer in the class's methods, ``self.lr_schedulers()`` fetched (where it
+    goes is open), a returned scheduler's name used outside ``configure_optimizers``, ``self``
+    handed to a function the walk does not follow, a class without its own ``training_step``
+    (a subclass may step), or an ``lr_scheduler_step`` override.
+    """
+
+    code = "ACC309"
+    gate = RuleGate(markers=(fw.lightning.CONFIGURE_OPTIMIZERS.encode(),),
+                    facts=lambda facts: facts.defines((fw.lightning.CONFIGURE_OPTIMIZERS,)))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
+        for class_def in classes.values():
+            if not model.frameworks.lightning_manual(class_def):
+                continue
+            scopes = [s for s in model.scopes if s.class_def is class_def]
+            names = {s.name for s in scopes}
+            if "training_step" not in names or fw.lightning.CONFIGURE_OPTIMIZERS not in names:
+                continue
+            configured = lightning_configured_schedulers(model, class_def)
+            if configured is None or _may_step_schedulers(model, scopes, configured):
+                continue
+            configure = next(s for s in scopes if s.name == fw.lightning.CONFIGURE_OPTIMIZERS)
+            returned = next((s for s in configure.sites if s.is_return and not s.in_helper), None)
+            if returned is None:
+                continue
+            yield Hit(
+                returned.node,
+                "this LightningModule turns automatic optimization off and returns LR schedulers from "
+                "`configure_optimizers`, but no method steps them: under manual optimization Lightning steps "
+                "no scheduler, so the learning rate stays at its initial value (no warmup, no decay)",
+                "step each scheduler in `training_step` after the optimizer update (`sch = self.lr_schedulers(); "
+                "sch.step()` under the update's boundary test), or per epoch in `on_train_epoch_end`",
+            )
+
+
+def _may_step_schedulers(model: FileModel, scopes: list, configured: set[str]) -> bool:
+    """Whether a method of the class (or a helper it calls) may step a scheduler (see
+    :class:`ManualSchedulerNeverStepped`)."""
+    for scope in scopes:
+        if scope.name == fw.lightning.CONFIGURE_OPTIMIZERS:
+            continue
+        if any(e.kind is EventKind.SCHEDULER_STEP for e in model.events[scope]):
+            return True
+        for site in scope.sites:
+            call = site.call
+            if call is None:
+                if any(name in configured for name in site.targets if name) or (
+                        site.value is not None and any(n in configured for n in names_in(site.value))):
+                    return True
+                continue
+            method = method_name(call)
+            if method == _LR_SCHEDULERS:
+                return True
+            if method in SCHEDULER_STEP_METHODS and model.roles.of(call.func.value, site).role is not Role.OPTIMIZER:  # type: ignore[union-attr]
+                return True
+            if not site.followed and any(isinstance(a.value, cst.Name) and a.value.value == "self" for a in call.args):
+                return True
+            if any(n in configured for a in call.args for n in names_in(a.value)):
+                return True
+    return False
+
+
+#: ``LightningModule.lr_schedulers()``: the accessor of the schedulers ``configure_optimizers`` returned
+_LR_SCHEDULERS = next(last_segment(accessor).removesuffix("()") for accessor, role in fw.lightning.ACCESSORS.items()
+                      if role is Role.SCHEDULER)

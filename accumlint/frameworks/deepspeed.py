@@ -52,6 +52,21 @@ UNMANAGED_KEY = "managed_gradient_accumulation"
 #: The engine told the boundary by hand before each backward (``set_gradient_accumulation_boundary``):
 #: its own micro-step counter no longer decides, so ``engine.step()`` may run on the boundary only.
 MANUAL_BOUNDARY_CALLS = frozenset({"set_gradient_accumulation_boundary"})
+#: The engine's own counters (``DeepSpeedEngine.__init__``), advanced only by the engine: ``step()``
+#: adds one to ``micro_steps`` after every microbatch, and ``is_gradient_accumulation_boundary()`` is
+#: ``(micro_steps + 1) % gradient_accumulation_steps() == 0`` unless the boundary was set by hand;
+#: ``_take_model_step`` adds one to ``global_steps`` per update (the engine's update count, which its
+#: checkpoint tags, ``steps_per_print`` and monitors read; ``load_checkpoint`` restores it).
+#: A write by user code inside the loop moves the boundary or the update count. Source: deepspeed
+#: 0.19.8 ``runtime/engine.py``.
+#: Each counter → (what it is to the engine, what a write in the loop does).
+ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
+    "micro_steps": ("the engine's micro-step counter, from which it decides its accumulation boundary "
+                    "((micro_steps + 1) % A == 0)",
+                    "the boundary moves: with A > 1 it never comes (no update) or comes at the wrong microbatch"),
+    "global_steps": ("the engine's count of applied updates (its checkpoint tags, curriculum and logging read it)",
+                     "it stops counting updates: checkpoints are tagged, and resumed, at the wrong update"),
+}
 #: ``engine.no_sync()`` exists (ZeRO 0/1) and skips the all-reduce.
 NO_SYNC_ROLES = (Role.ENGINE,)
 

@@ -275,6 +275,21 @@ class FrameworkReader:
             for scope in self.model.scopes if scope.class_def is class_def for site in scope.sites
         )
 
+    def lightning_manual(self, class_def: cst.ClassDef) -> bool:
+        """Whether a class is a LightningModule under manual optimization, by the code itself: its
+        only base is ``LightningModule`` and its methods set ``self.automatic_optimization = False``,
+        never another value (a property override or a class attribute: not read, so False here).
+        Source: lightning 2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
+        if len(class_def.bases) != 1 or last_segment(dotted(class_def.bases[0].value)) not in fw.lightning.MODULE_BASES:
+            return False
+        attribute = fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR
+        if any(f.name.value == attribute for (owner, _), f in self.model.functions.methods.items()
+               if owner is class_def) or _class_assigns(class_def, attribute):
+            return False
+        values = [site.value for scope in self.model.scopes if scope.class_def is class_def
+                  for site in scope.sites if f"self.{attribute}" in site.targets]
+        return bool(values) and all(isinstance(v, cst.Name) and v.value == "False" for v in values)
+
     def lightning_automatic_hooks(self) -> list[Scope]:
         """The microbatch hooks (``training_step``) of LightningModules under automatic
         optimization that run no backward themselves: Lightning runs the microbatch's backward

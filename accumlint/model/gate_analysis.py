@@ -181,9 +181,12 @@ class GateAnalysis:
             return Cadence.MICROBATCH if role.prepared is False else Cadence.UNKNOWN
         return cadence
 
-    def _site_cadence(self, group: Group, site: Site) -> Cadence:
+    def _site_cadence(self, group: Group, site: Site, user_groups: bool = False) -> Cadence:
         """How often a site inside the microbatch loop runs, from its control flow alone
-        (``MICROBATCH`` when no gate, boundary test or loop-variant condition encloses it)."""
+        (``MICROBATCH`` when no gate, boundary test or loop-variant condition encloses it).
+        ``user_groups``: in a loop whose engine steps every microbatch (DeepSpeed), the user's own
+        boundary test counts as the group's (its branch runs once per group); the events' cadences
+        leave it undecided (``engine.step()`` in both arms of such a test still runs every microbatch)."""
         if group.style in (LoopStyle.NO_UPDATE, LoopStyle.UNKNOWN):
             return Cadence.UNKNOWN
         for frame in site.frames_inside(group.loop):
@@ -206,6 +209,9 @@ class GateAnalysis:
                     residue_hit = (group.gate.update_branch == "body") == gate.polarity  # type: ignore[union-attr]
                     positive = (branch == "body") == (residue_hit == test.polarity)
                     return Cadence.UPDATE if positive else Cadence.NON_BOUNDARY
+                if (user_groups and test is not None and group.gate is None and group.style is LoopStyle.DEEPSPEED
+                        and test.kind in ("modulo", "counter") and not test.extra):
+                    return Cadence.UPDATE if (branch == "body") == test.polarity else Cadence.NON_BOUNDARY
                 last = _last_iteration_test(frame.test, group) if group.style is LoopStyle.MICRO_LOOP else None
                 if last is not None:
                     # the micro-loop's own test of its last microbatch (`if i < A:` over range(1, A + 1));

@@ -52,6 +52,9 @@ class Group:
     cadences: dict[int, Cadence] = field(default_factory=dict)
     #: how often each counter increment in the loop (``n += k``, in its helpers too) runs, by id of its site
     increment_cadences: dict[int, Cadence] = field(default_factory=dict)
+    #: how often each attribute store in the loop (``obj.attr = v``, ``obj.attr += k``; in its helpers
+    #: too) runs, by id of its site: a store to a framework object's own state (an engine's counter)
+    store_cadences: dict[int, Cadence] = field(default_factory=dict)
     accumulate_contexts: list[cst.With] = field(default_factory=list)
     #: for MICRO_LOOP: the loop that encloses the group's region (None: the function body)
     region_root: cst.CSTNode | None = None
@@ -76,6 +79,11 @@ class Group:
         """How often a counter increment ``n += k`` in the loop (or an inlined helper) runs
         (``UNKNOWN`` when undecidable, or for a site that is no such increment)."""
         return self.increment_cadences.get(id(site), Cadence.UNKNOWN)
+
+    def store_cadence(self, site: Site) -> Cadence:
+        """How often an attribute store ``obj.attr = v`` (or ``obj.attr += k``) in the loop or an
+        inlined helper runs (``UNKNOWN`` when undecidable, or for a site that stores no attribute)."""
+        return self.store_cadences.get(id(site), Cadence.UNKNOWN)
 
     @property
     def iterable(self) -> cst.Name | cst.Attribute | None:
@@ -329,9 +337,16 @@ class LoopAnalysis(GateAnalysis):
                         # updates, it never makes one run per microbatch
             group.cadences[id(event)] = cadence
         for site in group.loop_sites:
-            if isinstance(site.augmented, cst.AddAssign):  # a helper's too: it may advance a caller's counter
-                nested = any(f.kind is FrameKind.LOOP for f in site.frames_inside(loop))
+            increment = isinstance(site.augmented, cst.AddAssign)  # a helper's too: it may advance a caller's counter
+            store = site.call is None and not site.is_return and any(t and "." in t for t in site.targets)
+            if not (increment or store):
+                continue
+            nested = any(f.kind is FrameKind.LOOP for f in site.frames_inside(loop))
+            if increment:
                 group.increment_cadences[id(site)] = Cadence.UNKNOWN if nested else self._site_cadence(group, site)
+            if store:
+                group.store_cadences[id(site)] = (Cadence.UNKNOWN if nested
+                                                  else self._site_cadence(group, site, user_groups=True))
         group.accumulates = {
             LoopStyle.GATED: True,
             LoopStyle.MICRO_LOOP: True,

@@ -71,6 +71,20 @@ _OPTIMIZER_STATE = frozenset({"param_groups"})
 _OPTIMIZER_READS = frozenset("." + attribute for attribute in _OPTIMIZER_STATE)
 
 
+def _caller_receiver(site: Site) -> str | None:
+    """The caller's dotted name that receives a method call of an inlined helper's site, or None
+    (no method call, or a receiver that is the helper's own)."""
+    call = site.call
+    if call is None or site.inline is None or not method_name(call):
+        return None
+    target = receiver(call)
+    if target is None:
+        return None
+    resolved, where = site.inline.resolve(target)
+    name = dotted(resolved) if where is None else None
+    return name if name and "[" not in name else None
+
+
 @dataclass(frozen=True)
 class _Uses:
     """Roles of one scope's names shown by the calls made on them."""
@@ -438,6 +452,14 @@ class Roles:
             pairs: dict[tuple[str, str], None] = {}
             for site in scope.sites:
                 if site.in_helper:
+                    # a helper's method call on a caller's object (`engine.step()` in `step(engine, b)`)
+                    # is a use of the caller's name; the helper's own names stay its own
+                    caller = _caller_receiver(site)
+                    if caller is not None:
+                        use = method_name(site.call)
+                        pairs[caller, use] = None  # type: ignore[index, arg-type]
+                        if use == "backward" and site.call.args:  # type: ignore[union-attr]
+                            pairs[caller, _BACKWARD_OF_A_LOSS] = None
                     continue
                 for node in walk(site.node) if site.call is None else (site.call,):
                     kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
