@@ -14,13 +14,12 @@ the same functions here: the stored vocabulary decides exactly as the engine's.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from accumlint.lazy import lazy_module
-from accumlint.prefilter import LedPattern, NeedlePattern, marker_search
+from accumlint.prefilter import LedPattern, NeedlePattern, marker_search, names_search
 
 if TYPE_CHECKING:
     from accumlint.project import ProjectIndex
@@ -131,26 +130,6 @@ class Vocabulary:
                    tuple(name.decode("latin-1") for name in summaries))
 
 
-# --- the vocabulary of this process's checks ---------------------------------------------------
-_stored: Vocabulary | None = None
-
-
-def use(vocabulary: Vocabulary | None) -> Vocabulary | None:
-    """Make ``vocabulary`` the one :func:`current` answers (None: the engine's); the previous one."""
-    global _stored
-    previous, _stored = _stored, vocabulary
-    return previous
-
-
-def current() -> Vocabulary:
-    """The vocabulary in use: the one :func:`use` set, else the engine's (which loads LibCST)."""
-    if _stored is not None:
-        return _stored
-    from accumlint.engine import vocabulary
-
-    return vocabulary()
-
-
 # --- the stage --------------------------------------------------------------------------------
 def performs_events(data: bytes, vocabulary: Vocabulary) -> bool:
     """Whether ``data`` calls a backward, reset or clip (``vocabulary.events``)."""
@@ -184,17 +163,6 @@ def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary, project: Pr
     if path is None:
         return False
     return project is not None and project.root_of(path) is not None and project.mentions_event_name(data, path)
-
-
-@functools.lru_cache(maxsize=8)
-def names_search(qualified: tuple[str, ...]) -> LedPattern | None:
-    """One search for the last two names of every summarized function (``__call__`` aside), as
-    whole words (None: no names)."""
-    parts = sorted({part.encode() for name in qualified for part in name.split(".")[-2:] if part != "__call__"})
-    if not parts:
-        return None
-    words = b"|".join(re.escape(part) for part in parts)
-    return LedPattern(re.compile(rb"(?<![A-Za-z0-9_])(?:" + words + rb")(?![A-Za-z0-9_])"), parts)
 
 
 @functools.cache

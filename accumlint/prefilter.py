@@ -259,3 +259,14 @@ class LedPattern:
                     return True
                 start = data.find(needle, start + 1)
         return False
+
+
+@functools.lru_cache(maxsize=8)
+def names_search(qualified: tuple[str, ...]) -> LedPattern | None:
+    """One search for the last two names of every summarized function (``__call__`` aside), as
+    whole words (None: no names)."""
+    parts = sorted({part.encode() for name in qualified for part in name.split(".")[-2:] if part != "__call__"})
+    if not parts:
+        return None
+    words = b"|".join(re.escape(part) for part in parts)
+    return LedPattern(re.compile(rb"(?<![A-Za-z0-9_])(?:" + words + rb")(?![A-Za-z0-9_])"), parts)

@@ -237,19 +237,18 @@ def check_files(
     ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
     are computed where the check holds their nodes (:attr:`RunResult.fixes`).
     """
-    vocabulary = byte_stage.use(_run_vocabulary(cache))
-    try:
-        index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root))
-        digests, hits, state = _project_pass(files, index_of_project, cache)
-        context = RunContext(index_of_project, suggest, suppression.ignoring_directives())
-        return _check_files(files, settings, enabled, jobs, cache, context, digests, hits, state, parse_timeout)
-    finally:
-        byte_stage.use(vocabulary)
+    vocabulary = _run_vocabulary(cache)
+    index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root), vocabulary)
+    digests, hits, state = _project_pass(files, index_of_project, cache)
+    context = RunContext(index_of_project, suggest, suppression.ignoring_directives())
+    return _check_files(files, settings, enabled, jobs, cache, context, digests, hits, state, parse_timeout,
+                        vocabulary or engine.vocabulary())
 
 
 def _run_vocabulary(cache: ResultCache | None) -> byte_stage.Vocabulary | None:
     """The byte stage's vocabulary for a run: the one the cache keeps, so that LibCST loads only
-    for a file the stage passes; else the engine's (None without a cache), kept for the next run."""
+    for a file the stage passes; else the engine's, kept for the next run (None without a cache:
+    the engine's, loaded where it is needed)."""
     if cache is None:
         return None
     stored = cache.stored_vocabulary()
@@ -300,10 +299,10 @@ def _project_pass(files: Sequence[str], index: project.ProjectIndex, cache: Resu
             if neighbours:
                 imported.extend(index.imported_modules(path, data))
         elif neighbours:
-            names[path], imports = _facts(store, path, data, digests.get(position), signature)
+            names[path], imports = _facts(store, path, data, digests.get(position), signature, index.vocabulary)
             imported.extend(index.resolve_imports(path, imports))
         else:  # a larger run reads no import: its names are all it needs (the imports cost as much again)
-            names[path] = index.names_of(data)
+            names[path] = index.names_of(data, index.vocabulary)
     _neighbour_names(index, imported, names, store)
     index.set_names(names)
     heap.trim()
@@ -319,18 +318,20 @@ MAX_NEIGHBOURS = 128
 NEIGHBOUR_DEPTH = 3
 
 
-def _compute_facts(data: bytes) -> Facts:
-    return project.ProjectIndex.names_of(data), project.ProjectIndex.import_names(data)
+def _compute_facts(data: bytes, vocabulary: byte_stage.Vocabulary | None) -> Facts:
+    return project.ProjectIndex.names_of(data, vocabulary), project.ProjectIndex.import_names(data)
 
 
 def _facts(store: IndexCache | None, path: str, data: bytes, digest: str | None,
-           signature: Signature | None) -> Facts:
-    """The names the file at ``path`` defines that perform a backward and the names its imports
-    bind, from its bytes ``data`` (SHA-256 ``digest``, if known; read with ``signature``): from
-    ``store`` where it holds them for these bytes, else computed (and stored)."""
+           signature: Signature | None, vocabulary: byte_stage.Vocabulary | None) -> Facts:
+    """The names the file at ``path`` defines that perform a backward (by ``vocabulary``; None: the
+    engine's) and the names its imports bind, from its bytes ``data`` (SHA-256 ``digest``, if
+    known; read with ``signature``): from ``store`` where it holds them for these bytes, else
+    computed (and stored)."""
     if store is None:
-        return _compute_facts(data)
-    return store.facts(os.path.abspath(path), data, digest or content_digest(data), signature, _compute_facts)
+        return _compute_facts(data, vocabulary)
+    return store.facts(os.path.abspath(path), data, digest or content_digest(data), signature,
+                       lambda read: _compute_facts(read, vocabulary))
 
 
 def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: dict[str, tuple[str, ...]],
@@ -349,7 +350,7 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
                 continue
             seen.add(path)
             read += 1
-            facts = _module_facts(store, path)
+            facts = _module_facts(store, path, index.vocabulary)
             if looked_at is not None:
                 looked_at[path] = facts
             if facts is None:
@@ -359,7 +360,7 @@ def _neighbour_names(index: project.ProjectIndex, imported: list[str], names: di
         frontier = following
 
 
-def _module_facts(store: IndexCache | None, path: str) -> Facts | None:
+def _module_facts(store: IndexCache | None, path: str, vocabulary: byte_stage.Vocabulary | None) -> Facts | None:
     """The facts of the project module at ``path``: from ``store`` where its ``stat`` says it is
     unchanged, else read (bounded) and computed or found by its bytes; None where it cannot be
     read or is over :data:`MAX_SOURCE_BYTES`."""
@@ -372,7 +373,7 @@ def _module_facts(store: IndexCache | None, path: str) -> Facts | None:
         return None
     if size > MAX_SOURCE_BYTES:
         return None
-    return _facts(store, path, data, None, signature)
+    return _facts(store, path, data, None, signature, vocabulary)
 
 
 def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
@@ -397,7 +398,8 @@ def _current(hit: CachedResult, state: str, digests: dict[str, str]) -> bool:
 
 def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[str], jobs: int | None,
                  cache: ResultCache | None, context: RunContext, digests: dict[int, str],
-                 hits: dict[int, CachedResult], state: str, parse_timeout: float | None) -> RunResult:
+                 hits: dict[int, CachedResult], state: str, parse_timeout: float | None,
+                 vocabulary: byte_stage.Vocabulary) -> RunResult:
     index_of_project = context.project
     assert index_of_project is not None
     run = RunResult()
@@ -410,7 +412,6 @@ def _check_files(files: Sequence[str], settings: Settings, enabled: frozenset[st
     parsed: dict[int, tuple[str, bytes, str, list[tuple[int, str]]]] = {}
     codes_for: dict[tuple[str, ...], frozenset[str]] = {}
     rules_for: dict[frozenset[str], list[byte_stage.GatedRule]] = {}
-    vocabulary = byte_stage.current()  # the run's (the cache's, if it keeps one): LibCST not loaded for it
     extra: dict[int, tuple[str, ...]] = {}  # index -> the names it defines that perform a backward
     signatures: dict[int, Signature] = {}  # index -> the file's signature at this pass's read
     incomplete: dict[int, list[str]] = {}  # index -> why the file was not fully checked
@@ -539,7 +540,7 @@ def file_index(path: str, data: bytes, project_root: str, store: IndexCache | No
     of the imported modules kept so far (:class:`FileIndexes`); ``looked_at`` gets the facts of each
     module looked at (see :func:`_neighbour_names`)."""
     index = project.ProjectIndex.for_files([path], project_root)
-    names = {path: index.names_of(data)}
+    names = {path: index.names_of(data, index.vocabulary)}
     _neighbour_names(index, index.imported_modules(path, data), names, store, looked_at)
     index.set_names(names)
     return index
@@ -582,11 +583,11 @@ class FileIndexes:
         """The index of a check of ``data`` as the file at ``path`` in ``project_root``
         (:func:`file_index`): the kept one where nothing it was built from changed."""
         key = (os.path.abspath(path), os.path.abspath(project_root))
-        own = _compute_facts(data)
+        own = _compute_facts(data, None)
         with self._lock:
             kept = self._kept.get(key)
         if kept is not None and kept.own == own and all(
-                _module_facts(self.store, module) == facts for module, facts in kept.read.items()):
+                _module_facts(self.store, module, None) == facts for module, facts in kept.read.items()):
             return kept.index
         read: dict[str, Facts | None] = {}
         index = file_index(path, data, project_root, self.store, read)

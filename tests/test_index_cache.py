@@ -60,10 +60,10 @@ def spy_builds(monkeypatch: pytest.MonkeyPatch, project: Path) -> list[str]:
     built: list[str] = []
     real = runner._compute_facts
 
-    def spy(data: bytes) -> Facts:
+    def spy(data: bytes, vocabulary: object) -> Facts:
         by_bytes = {path.read_bytes(): path.name for path in project.glob("*.py")}  # as they are now
         built.append(by_bytes.get(data, "?"))
-        return real(data)
+        return real(data, vocabulary)
 
     monkeypatch.setattr(runner, "_compute_facts", spy)
     return built
