@@ -22,7 +22,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import Summary
-from accumlint.prefilter import names_search
+from accumlint.source.prefilter import names_search
 
 
 def function(summary: Summary) -> cst.FunctionDef:

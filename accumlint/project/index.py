@@ -13,14 +13,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
+from accumlint.files.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
 
 if TYPE_CHECKING:
     import libcst as cst
     from ahocorasick_rs import BytesAhoCorasick
 
-    from accumlint.byte_stage import Vocabulary
     from accumlint.model.sites import ModuleFunctions
+    from accumlint.pipeline.byte_stage import Vocabulary
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 #: LibCST trees of project modules kept per process, and the source bytes they may hold
@@ -309,9 +309,9 @@ class ProjectIndex:
     def _model(self, path: str, data: bytes) -> _Loaded | None:
         """The functions of the module at ``path`` whose bytes are ``data`` (None: over
         :data:`MAX_MODULE_BYTES`, or not parsed)."""
-        from accumlint.engine import parse_module  # the engine imports the model
+        from accumlint.files.reading import decode_source
         from accumlint.model.sites import ModuleFunctions
-        from accumlint.reading import decode_source
+        from accumlint.pipeline.engine import parse_module  # the engine imports the model
 
         if len(data) > MAX_MODULE_BYTES:
             return None
@@ -333,10 +333,10 @@ class ProjectIndex:
         """The top-level functions and classes a module defines, when its code calls a
         backward (else none): what a call in another module may reach a backward through.
         ``vocabulary`` names the backward calls (None: the engine's, which loads LibCST)."""
-        from accumlint import byte_stage  # it imports this package
+        from accumlint.pipeline import byte_stage  # it imports this package
 
         if vocabulary is None:
-            from accumlint.engine import vocabulary as engine_vocabulary  # (LibCST)
+            from accumlint.pipeline.engine import vocabulary as engine_vocabulary  # (LibCST)
 
             vocabulary = engine_vocabulary()
         if (len(data) > MAX_MODULE_BYTES or not _needles().find_matches_as_indexes(data)
@@ -569,7 +569,7 @@ def _event_methods(block: bytes) -> list[tuple[int, int]]:
     the first non-blank line indented no deeper than its ``def`` (tabs to 8 columns, as the
     tokenizer counts): a line of a string or a bracket ends it early, never late, so a span
     never covers more than the method."""
-    from accumlint.prefilter import code_offsets
+    from accumlint.source.prefilter import code_offsets
 
     starts = code_offsets(block, [match.start(1) for match in _EVENT_METHOD.finditer(block)])
     spans: list[tuple[int, int]] = []
@@ -594,10 +594,10 @@ def _event_methods(block: bytes) -> list[tuple[int, int]]:
 
 
 def _performs_events(name: bytes, block: bytes, vocabulary: Vocabulary) -> bool:
-    """:func:`~accumlint.byte_stage.performs_events` for a top-level block named ``name``: never
+    """:func:`~accumlint.pipeline.byte_stage.performs_events` for a top-level block named ``name``: never
     for a function named like an event call (``torch.autograd.backward``: its callers name
     it); for a class, outside its :func:`_event_methods`."""
-    from accumlint.prefilter import marker_search
+    from accumlint.source.prefilter import marker_search
 
     if name in _EVENT_CALL_NAMES and not block.startswith(b"class"):
         return False
