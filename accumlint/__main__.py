@@ -1,6 +1,6 @@
 """`python -m accumlint` runs the command-line interface."""
 
-from accumlint.cli import main
+from accumlint.cli.app import main
 
 if __name__ == "__main__":
     main()

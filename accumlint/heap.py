@@ -5,7 +5,7 @@ Why: LibCST's native parser peaks at ~350 bytes per source byte (torch 2.13.0's
 distributed_test.py, 462 KB: ~160 MB, of which the tree it returns keeps ~16 MB) and frees it
 all when the tree is built, but glibc keeps freed heap pages mapped. Without a trim a process
 holds its largest parse's peak, and the peaks of parses of different sizes add up as
-fragments. The parse runs on a thread of its own (:func:`accumlint.parsing.parse_module`);
+fragments. The parse runs on a thread of its own (:func:`accumlint.source.parsing.parse_module`);
 with a second arena for that thread, the heap the other thread freed (the ``ast`` stage
 before it) is not reused (speed set, two cores: the worker of that file peaked at 220 MB PSS
 with two arenas, 201 MB with one).
@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 #: The most memory (bytes) a worker may hold: past it, the check of its file gets ``ACC000``
-#: (:func:`accumlint.pool.out_of_memory`). LibCST's memory grows with the square of an
+#: (:func:`accumlint.run.pool.out_of_memory`). LibCST's memory grows with the square of an
 #: expression's depth: a 60 KB chain of ``2**`` or of conditional expressions takes it past 4 GB.
 #: (Here, in the leaf both the pool and the engine's estimate read.)
 MEMORY_LIMIT = 2**30

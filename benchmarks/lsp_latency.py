@@ -18,7 +18,7 @@ small training loop, and drives it as an editor does, with pygls' client over st
   median latency on an idle server is the delay the large file's analysis costs it;
 * **shutdown**: while the large file's check runs, the time ``shutdown`` takes to answer.
 
-"check alone" is the large file's check (:func:`accumlint.runner.check_one` with its index), timed
+"check alone" is the large file's check (:func:`accumlint.run.runner.check_one` with its index), timed
 in a process of its own: the floor of what an edit can cost. Prints p50/p95 in milliseconds
 (the nearest-rank percentiles) and the lines ``bench.py`` summarises (``  =>``). Not a test:
 the figures depend on the machine, so nothing here asserts.
@@ -62,8 +62,8 @@ DEBOUNCE = 0.3
 TIMEOUT = 600.0
 CHECK_ALONE = """\
 import sys, time
-from accumlint import runner
-from accumlint.hierarchy import Resolver
+from accumlint.run import runner
+from accumlint.settings.hierarchy import Resolver
 path = sys.argv[1]
 data = open(path, "rb").read()
 resolver = Resolver()

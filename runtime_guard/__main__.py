@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         report = data if "card" in data else {"findings": [], "card": data}
         print(render_report(report))
         if ns.html:
-            from accumlint.writing import write_file
+            from accumlint.files.writing import write_file
             from runtime_guard.html import render_html
 
             try:

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 from runtime_guard.discover import run_script
 
 _A = re.compile(r"^ACCUMULATION_STEPS\s*=\s*(\d+)", re.M)

@@ -3,13 +3,13 @@
 Torch-free: ``show`` renders saved cards without torch.
 
 The letters, words and meanings are declared once, with the linter's event kinds, in
-:class:`accumlint.vocabulary.EventKind`; the constants below name each letter for the guard's
+:class:`accumlint.spec.vocabulary.EventKind`; the constants below name each letter for the guard's
 observers and checks (``event.kind == BACKWARD``).
 """
 
 from __future__ import annotations
 
-from accumlint.vocabulary import LETTERS, EventKind
+from accumlint.spec.vocabulary import LETTERS, EventKind
 
 __all__ = [
     "BACKWARD", "CLIP", "EPOCH_END", "EVENTS", "FORWARD", "LETTERS", "MARKS", "RESET", "SCALE", "SCALER_STEP",

@@ -1,6 +1,6 @@
 """Findings and the report: the same rule codes, names and pages as the linter.
 
-Rule names, severities and page URLs come from the rule spec (``accumlint/spec.py``, free of
+Rule names, severities and page URLs come from the rule spec (``accumlint/spec/__init__.py``, free of
 torch and LibCST), so both engines share one vocabulary.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accumlint.files.writing import write_file
 from accumlint.spec import spec_of
-from accumlint.writing import write_file
 
 
 def rule_name(code: str) -> str:
@@ -22,7 +22,7 @@ def rule_name(code: str) -> str:
 
 @dataclass
 class RuntimeFinding:
-    """One violation seen at run time (the linter's is :class:`accumlint.findings.Finding`, a place
+    """One violation seen at run time (the linter's is :class:`accumlint.spec.findings.Finding`, a place
     in a file; this one is a place in the observed run).
 
     ``group`` and ``microbatch`` locate it (0-based; ``None`` when it concerns the whole run);

@@ -1,7 +1,7 @@
 """The event trace of the probed groups: what happened, in order, per group and microbatch.
 
 Letters (design notes §1; declared with the linter's event kinds in
-:class:`accumlint.vocabulary.EventKind`, named in :mod:`runtime_guard.events`): F forward,
+:class:`accumlint.spec.vocabulary.EventKind`, named in :mod:`runtime_guard.events`): F forward,
 B end of one backward, Z gradient reset, C clip, S optimizer update, L scheduler step,
 K ``scaler.scale``, X ``scaler.unscale_``, s ``scaler.step``, U ``scaler.update``, E the
 watched loader's epoch iterator exhausted (probe at an epoch end). A group ends at its update attempt (``scaler.step``

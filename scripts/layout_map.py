@@ -5,10 +5,11 @@ Usage: ``python scripts/layout_map.py`` rewrites the map between ``<!-- layout -
 same comparison).
 
 Each entry is the first sentence of its module's docstring (a package's: its ``__init__.py``),
-for every module and package at the top of ``accumlint/`` and ``runtime_guard/`` and every
-script of ``benchmarks/`` and ``scripts/``; a first sentence longer than :data:`LONGEST` is an
-error, so the map stays a map. What is not Python (the catalogue, the tests, the examples, the
-changelog, CI) is described in :data:`OTHER`.
+for every module and package at the top of ``accumlint/`` and ``runtime_guard/``, the modules of
+an ``accumlint`` sub-package of at most :data:`MOST_LISTED`, and every script of ``benchmarks/``
+and ``scripts/``. A first sentence longer than :data:`LONGEST` is an error, so the map stays a
+map. What is not Python (the catalogue, the tests, the examples, the changelog, CI) is described
+in :data:`OTHER`.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ START = "<!-- layout -->"
 END = "<!-- /layout -->"
 #: the longest first sentence a module may open its docstring with (characters)
 LONGEST = 120
+#: a sub-package's modules are listed when it has at most this many (the model, the frameworks'
+#: tables and the rules are one line each: their docstrings say what is inside)
+MOST_LISTED = 12
 #: where descriptions start, and where a line wraps
 COLUMN, WIDTH = 24, 110
 #: the packages whose top-level modules and sub-packages the map lists, and the folders of scripts
 PACKAGES = ("accumlint", "runtime_guard")
+#: the packages whose sub-packages' modules are listed too (the guard's are one line each)
+DEEP = ("accumlint",)
 SCRIPT_FOLDERS = ("benchmarks", "scripts")
 #: the entries that are not Python, in the order the map shows them after the packages
 OTHER = {
@@ -91,6 +97,10 @@ def render_map() -> str:
         lines += _line(f"{package}/", summary(ROOT / package / "__init__.py"), 0)
         for name, path in _entries(ROOT / package):
             lines += _line(name, summary(path), 2)
+            inner = _entries(path.parent) if path.name == "__init__.py" and package in DEEP else []
+            if len(inner) <= MOST_LISTED:
+                for inner_name, inner_path in inner:
+                    lines += _line(inner_name, summary(inner_path), 4)
     for folder in SCRIPT_FOLDERS:
         lines.append(f"{folder}/")
         for name, path in _entries(ROOT / folder):

@@ -4,7 +4,7 @@
         --summary "gradients rescaled every microbatch" --module gradient_ops [--runtime events]
 
 Writes, and touches nothing else:
-- the rule's entry in ``accumlint/spec.py`` (in code order; meaning and fix to be worded);
+- the rule's entry in ``accumlint/spec/__init__.py`` (in code order; meaning and fix to be worded);
 - a class in ``accumlint/checks/<module>.py`` (created if new) whose ``check`` yields nothing yet;
 - ``rules/<CODE>-<name>/`` with a page skeleton, a bad/good pair of runnable scripts that
   mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``), and
@@ -85,7 +85,7 @@ def insert_spec(text: str, code: str, entry: str) -> str:
     start = text.index("RULES: tuple[RuleSpec, ...] = (\n") + len("RULES: tuple[RuleSpec, ...] = (\n")
     end = text.index("\n)\n", start) + 1
     if f'"{code}",' in text[start:end]:
-        raise SystemExit(f"{code} is already in accumlint/spec.py")
+        raise SystemExit(f"{code} is already in accumlint/spec/__init__.py")
     for match in re.finditer(r'^    RuleSpec\(\n        "(ACC\d{3})",', text[start:end], re.M):
         if match.group(1) > code:
             at = start + match.start()
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if int(args.code[3]) not in FAMILIES or args.principle not in PRINCIPLES:
         parser.error(f"families: {sorted(FAMILIES)}; principles: {', '.join(PRINCIPLES)}")
-    spec = ROOT / "accumlint" / "spec.py"
+    spec = ROOT / "accumlint" / "spec" / "__init__.py"
     spec.write_text(insert_spec(spec.read_text(encoding="utf-8"), args.code, spec_entry(args)), encoding="utf-8")
     written = [spec, write_check(args), write_folder(args)]
     if args.runtime:

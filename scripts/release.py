@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from accumlint import writing  # noqa: E402
+from accumlint.files import writing  # noqa: E402
 
 #: the files that hold ``__version__``; the first is the one read as the current version
 VERSION_FILES = ("accumlint/__init__.py", "runtime_guard/__init__.py")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from accumlint.catalogue import rule_infos  # noqa: E402
+from accumlint.report.catalogue import rule_infos  # noqa: E402
 
 README = ROOT / "README.md"
 START = "<!-- rule-table -->"

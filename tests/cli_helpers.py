@@ -8,8 +8,8 @@ import os
 import pytest
 from click.testing import CliRunner, Result
 
-from accumlint import runner
-from accumlint.cli import main
+from accumlint.cli.app import main
+from accumlint.run import runner
 
 #: a real ACC001 bug with a safe fix: the gradients are reset every microbatch
 ACC001_LOOP = b"""\

@@ -9,10 +9,12 @@ from typing import ClassVar
 import libcst as cst
 import pytest
 
-from accumlint import checks, engine, registry, spec
+from accumlint import checks, spec
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import EVERYWHERE
-from accumlint.findings import Severity
+from accumlint.pipeline import engine
+from accumlint.spec import registry
+from accumlint.spec.findings import Severity
 
 
 class _CallCollector(cst.CSTVisitor):
@@ -171,7 +173,7 @@ def _selected_rules(config: pytest.Config) -> tuple[str, ...]:
                   if code.strip())
     unknown = [code for code in codes if code not in spec.BY_CODE or code in _ENGINE_CODES]
     if unknown:
-        raise pytest.UsageError(f"--rule: no rule {', '.join(unknown)} in accumlint/spec.py")
+        raise pytest.UsageError(f"--rule: no rule {', '.join(unknown)} in accumlint/spec/__init__.py")
     return codes
 
 

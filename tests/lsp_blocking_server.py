@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from accumlint import runner, suggested_fixes
 from accumlint.lsp import server
-from accumlint.run_context import RunContext
+from accumlint.pipeline.run_context import RunContext
+from accumlint.run import runner, suggested_fixes
 
 SIGNALS = Path(sys.argv[1]) if __name__ == "__main__" else Path()
 _check_safely = runner._check_safely

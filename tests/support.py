@@ -16,12 +16,13 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint import config, runner
-from accumlint.cache import ResultCache
 from accumlint.checks import ALL_RULES
-from accumlint.config import Settings
-from accumlint.engine import FileResult, check_source, rules_for
 from accumlint.model import FileModel, build_model
+from accumlint.pipeline.engine import FileResult, check_source, rules_for
+from accumlint.run import runner
+from accumlint.run.cache import ResultCache
+from accumlint.settings import config
+from accumlint.settings.config import Settings
 
 #: every rule's code (``--select ALL``)
 EVERY_CODE = frozenset(config.known_codes())

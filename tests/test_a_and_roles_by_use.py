@@ -8,9 +8,9 @@ import textwrap
 import libcst as cst
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
 from accumlint.model import Cadence, Role
 from accumlint.model.sites import Site
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.support import model_of
 
 

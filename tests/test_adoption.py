@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import ACC001_LOOP, cli
 
-from accumlint.add_noqa import add_noqa_text
-from accumlint.gitignore import GitIgnore
+from accumlint.commands.add_noqa import add_noqa_text
+from accumlint.settings.gitignore import GitIgnore
 
 FIXED_LOOP = """\
 for i, batch in enumerate(loader):
@@ -29,7 +29,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no global git excludes of the machine
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
-    monkeypatch.setattr("accumlint.gitignore._global_excludes_file", lambda: tmp_path / "home" / "ignore")
+    monkeypatch.setattr("accumlint.settings.gitignore._global_excludes_file", lambda: tmp_path / "home" / "ignore")
     return tmp_path
 
 
@@ -43,7 +43,7 @@ def _codes(result) -> list[tuple[str, str]]:
 def _stdin(*args: str, data: bytes = ACC001_LOOP):
     from click.testing import CliRunner
 
-    from accumlint.cli import main
+    from accumlint.cli.app import main
 
     return CliRunner().invoke(main, ["check", *args], input=data)
 
@@ -223,8 +223,8 @@ def test_add_noqa_silences_every_finding_once(project: Path) -> None:
 
 
 def test_add_noqa_leaves_a_file_that_changed_since_it_was_checked(project: Path) -> None:
-    from accumlint.add_noqa import add_noqa_files
-    from accumlint.findings import Finding, Severity
+    from accumlint.commands.add_noqa import add_noqa_files
+    from accumlint.spec.findings import Finding, Severity
 
     (project / "train.py").write_bytes(ACC001_LOOP)
     finding = Finding("train.py", 3, 5, "ACC001", "n", Severity.ERROR, "m")

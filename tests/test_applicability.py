@@ -16,11 +16,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint import engine
 from accumlint.checks import ALL_RULES
-from accumlint.engine import ALL_RULES_INSTANCES, check_source, rules_for
 from accumlint.model import build_model
-from accumlint.source_facts import source_facts
+from accumlint.pipeline import engine
+from accumlint.pipeline.engine import ALL_RULES_INSTANCES, check_source, rules_for
+from accumlint.source.source_facts import source_facts
 from tests.shared_data import needs_shared, require_shared
 from tests.test_corpus import corpus_root
 

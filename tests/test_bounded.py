@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import engine, pool, runner
-from accumlint.config import Settings
-from accumlint.run_context import RunContext
+from accumlint.pipeline import engine
+from accumlint.pipeline.run_context import RunContext
+from accumlint.run import pool, runner
+from accumlint.settings.config import Settings
 from tests.cli_helpers import ACC001_LOOP, cli
 
 REPO = Path(__file__).resolve().parent.parent

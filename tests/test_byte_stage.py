@@ -1,4 +1,4 @@
-"""The byte stage on a stored vocabulary (:mod:`accumlint.byte_stage`): it decides as the engine's,
+"""The byte stage on a stored vocabulary (:mod:`accumlint.pipeline.byte_stage`): it decides as the engine's,
 a run whose files it clears never imports LibCST, and a forged or corrupt one is not used."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import byte_stage, cache, engine
-from accumlint.cli import main
-from accumlint.config import known_codes
+from accumlint.cli.app import main
+from accumlint.pipeline import byte_stage, engine
+from accumlint.run import cache
+from accumlint.settings.config import known_codes
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "rules").glob("ACC*/*.py"))
@@ -60,7 +61,7 @@ def _loads(project: Path, *modules: str) -> str:
     """Run ``accumlint check --quiet --force-exclude plain.py`` (as pre-commit does) in a fresh
     process in ``project``: its exit status, then which of ``modules`` it loaded (a module
     :func:`accumlint.lazy.lazy_module` registered but nothing used is not loaded)."""
-    probe = ("import sys\nfrom accumlint.cli import main\n"
+    probe = ("import sys\nfrom accumlint.cli.app import main\n"
              "try:\n    main(['check', '--quiet', '--force-exclude', 'plain.py'])\n"
              "except SystemExit as exit:\n    status = exit.code\n"
              "loaded = [type(sys.modules[name]).__name__ != '_LazyModule' if name in sys.modules else False\n"
@@ -86,7 +87,8 @@ def test_a_run_the_byte_stage_clears_never_imports_libcst(tmp_path: Path) -> Non
 #: what a run whose cache keeps the vocabulary does not load for a file the byte stage clears
 #: (issue 33, start-up): the notebook reader, the machine output formats, and pathspec where no
 #: ignore file applies
-NOT_AT_START_UP = ("accumlint.notebook", "accumlint.output.sarif", "accumlint.output.junit", "pathspec")
+NOT_AT_START_UP = ("accumlint.pipeline.notebook", "accumlint.report.output.sarif", "accumlint.report.output.junit",
+                   "pathspec")
 
 
 def test_a_cleared_file_loads_only_what_its_check_needs(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from accumlint import cache, engine, runner
-from accumlint.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
-from accumlint.cli import main
-from accumlint.config import Settings, known_codes
-from accumlint.reading import signature_of
-from accumlint.run_context import RunContext
+from accumlint.cli.app import main
+from accumlint.files.reading import signature_of
+from accumlint.pipeline import engine
+from accumlint.pipeline.run_context import RunContext
+from accumlint.run import cache, runner
+from accumlint.run.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
+from accumlint.settings.config import Settings, known_codes
 from tests.cli_helpers import spy_reads
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
@@ -565,7 +566,7 @@ def test_clean_of_a_folder_without_a_cache(project: Path) -> None:
 
 
 def test_a_concurrent_creation_leaves_one_directory(tmp_path: Path) -> None:
-    from accumlint import cache_dir
+    from accumlint.run import cache_dir
 
     target = tmp_path / "c"
     assert cache_dir.create(target, None) and cache_dir.create(target, None)  # the second finds it made

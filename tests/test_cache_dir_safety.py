@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from accumlint import cache, cache_dir
-from accumlint.cache import CACHEDIR_TAG, GITIGNORE
-from accumlint.cli import main
+from accumlint.cli.app import main
+from accumlint.run import cache, cache_dir
+from accumlint.run.cache import CACHEDIR_TAG, GITIGNORE
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
 FINDING = "train.py:3:5: ACC001 `zero_grad` is called here"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
-from accumlint.rule_docs import PAGE_SECTIONS
+from accumlint.pipeline.engine import check_source, rules_for
+from accumlint.report.rule_docs import PAGE_SECTIONS
 
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
 EXAMPLES = sorted(RULES_DIR.glob("ACC*/*.py"))

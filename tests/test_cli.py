@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from accumlint import __version__, catalogue
-from accumlint.cli import main
+from accumlint import __version__
+from accumlint.cli.app import main
+from accumlint.report import catalogue
 from tests.conftest import FAKE_RULES, FakeCrash, install_rules
 
 REPO = Path(__file__).resolve().parent.parent
@@ -395,9 +396,9 @@ def test_fake_registry_is_what_the_tests_assume() -> None:
 
 
 def test_colors_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
-    from accumlint import cli
-    from accumlint.findings import Finding, Severity
-    from accumlint.output import render
+    from accumlint.cli import app as cli
+    from accumlint.report.output import render
+    from accumlint.spec.findings import Finding, Severity
 
     finding = Finding("t.py", 1, 1, "ACC001", "n", Severity.ERROR, "m", fix="f", end_line=1, end_column=4)
     colored = render([finding], "text", source_lines=lambda _: ["abc"], color=True)
@@ -418,7 +419,7 @@ def test_empty_select_is_a_usage_error(tmp_path) -> None:
     """An empty `--select ""` (an unset CI variable) must not switch every rule off silently."""
     from click.testing import CliRunner
 
-    from accumlint.cli import main
+    from accumlint.cli.app import main
 
     (tmp_path / "train.py").write_text("x = 1\n")
     result = CliRunner().invoke(main, ["check", "--select", "", str(tmp_path)])
@@ -474,7 +475,7 @@ def test_show_settings(project: Path) -> None:
 def test_show_settings_gives_every_key_as_the_command_line_leaves_it(project: Path) -> None:
     """noqa-style, parse-timeout and respect-gitignore from the file (the options win), --ignore-noqa,
     -o and --no-cache; every key of ``[tool.accumlint]`` is shown."""
-    from accumlint.config import KNOWN_KEYS
+    from accumlint.settings.config import KNOWN_KEYS
 
     (project / "pyproject.toml").write_text(
         '[tool.accumlint]\nnoqa-style = "accumlint"\nparse-timeout = 2.5\nrespect-gitignore = false\n'

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import engine, noqa_report, runner, suggested_fixes, suppression
-from accumlint.config import default_codes
-from accumlint.engine import check_source
 from accumlint.fixes import propose
-from accumlint.output import render, summary_line
+from accumlint.noqa import noqa_report, suppression
+from accumlint.pipeline import engine
+from accumlint.pipeline.engine import check_source
+from accumlint.report.output import render, summary_line
+from accumlint.run import runner, suggested_fixes
+from accumlint.settings.config import default_codes
 from tests.cli_helpers import ACC001_LOOP, cli
 from tests.conftest import FakeCrash, install_rules
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import config
-from accumlint.config import ConfigError, SelectionLayer, Settings
+from accumlint.settings import config
+from accumlint.settings.config import ConfigError, SelectionLayer, Settings
 
 
 def write(path: Path, text: str) -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import config
-from accumlint.config import ConfigError
-from accumlint.hierarchy import Resolver
+from accumlint.settings import config
+from accumlint.settings.config import ConfigError
+from accumlint.settings.hierarchy import Resolver
 from tests.cli_helpers import ACC001_LOOP, cli
 
 BASE = """\

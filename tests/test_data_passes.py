@@ -11,7 +11,7 @@ import libcst as cst
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import simulate
 from accumlint.model.trace import Configuration, Trace
-from accumlint.vocabulary import EventKind
+from accumlint.spec.vocabulary import EventKind
 
 
 def _trace(source: str, a: int = 2, n: int = 4) -> Trace:

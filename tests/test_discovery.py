@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.discovery import DiscoveryError, discover
+from accumlint.settings.discovery import DiscoveryError, discover
 
 
 def touch(root: Path, *names: str) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import engine
-from accumlint.engine import check_source
+from accumlint.pipeline import engine
+from accumlint.pipeline.engine import check_source
 from tests.conftest import FakeCrash, FakeZeroGrad, install_rules
 
 
@@ -73,7 +73,7 @@ def test_a_bad_file_does_not_stop_the_run(
 ) -> None:
     from click.testing import CliRunner
 
-    from accumlint.cli import main
+    from accumlint.cli.app import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_bad.py").write_bytes(b"def f(:\n")
@@ -111,7 +111,7 @@ def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:
     """The marker prefilter must never drop a file a rule fires on, whatever the selection."""
     from pathlib import Path
 
-    from accumlint.engine import rules_for
+    from accumlint.pipeline.engine import rules_for
 
     root = Path(__file__).resolve().parents[1] / "rules"
     for folder in sorted(root.glob("ACC*")):

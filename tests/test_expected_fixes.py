@@ -5,7 +5,7 @@ A report shows the fix each finding's rule proposes, without checking the fixed 
 ``--fix``, ``--show-fixes`` and a code action verify it. For each expected fix this checks all
 three steps on its source: the check proposes a fix for the finding (what ``[*]`` and the JSON
 ``fix`` show), verification keeps it with the expected applicability, and ``--fix
---unsafe-fixes`` (:func:`accumlint.fixes.apply.fix_source`) applies the fixes of that code.
+--unsafe-fixes`` (:func:`accumlint.run.apply_fixes.fix_source`) applies the fixes of that code.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.engine import check_source
-from accumlint.fixes.apply import fix_source
-from accumlint.suggested_fixes import verify
+from accumlint.pipeline.engine import check_source
+from accumlint.run.apply_fixes import fix_source
+from accumlint.run.suggested_fixes import verify
 from tests.shared_data import DATA, needs_shared, require_shared
 from tests.test_rule_folders import DEFAULT, EVERY, INVALID, RULES_DIR, case_rules, case_source
 

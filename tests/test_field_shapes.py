@@ -283,7 +283,7 @@ def test_a_schedule_built_in_view_is_judged_whatever_the_budget(tmp_path: Path) 
 
 # --- the prefilter keeps a world size read from the environment ---------------------------------
 def test_an_environment_subscript_is_a_use_of_environ_and_a_mention_is_not() -> None:
-    from accumlint.prefilter import MarkerSearch
+    from accumlint.source.prefilter import MarkerSearch
 
     search = MarkerSearch([b"environ"])
     assert search.used(b'world = int(os.environ ["WORLD_SIZE"])\n') == {b"environ"}

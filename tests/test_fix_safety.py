@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.fixes import apply
+from accumlint.run import apply_fixes as apply
 from tests.cli_helpers import ACC001_LOOP, cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,14 +75,14 @@ def test_a_fix_that_does_not_parse_is_not_written(tmp_path: Path, monkeypatch: p
 
 KILLED_DURING_WRITE = """
 import sys, time
-from accumlint import writing
+from accumlint.files import writing
 real_write_all = writing._write_all
 def half_then_wait(fd, data):
     real_write_all(fd, data[: len(data) // 2])
     print("writing", flush=True)   # half the new bytes are in the temp file
     time.sleep(60)
 writing._write_all = half_then_wait
-from accumlint.cli import main
+from accumlint.cli.app import main
 sys.argv = ["accumlint", "check", "--no-cache", "--fix", sys.argv[1]]
 main()
 """
@@ -247,7 +247,7 @@ def test_show_fixes_verification_is_not_held_to_the_parse_timeout(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # --show-fixes verifies each fix after the checks, in this process: slower than one check's
     # limit, the fix is still shown and the file gets no ACC000
-    from accumlint import suggested_fixes
+    from accumlint.run import suggested_fixes
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "loop.py").write_bytes(BUGGY)
@@ -261,7 +261,7 @@ def test_show_fixes_verification_is_not_held_to_the_parse_timeout(
 def test_a_code_actions_verification_past_its_budget_verifies_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the language server's verification (runner.verify_one) past its time: no fix, never ACC000
-    from accumlint import runner, suggested_fixes
+    from accumlint.run import runner, suggested_fixes
 
     codes = frozenset({"ACC001"})
     checked = runner.check_one("loop.py", BUGGY, codes, suggest=True)
@@ -273,6 +273,6 @@ def test_a_code_actions_verification_past_its_budget_verifies_nothing(
         finding: fix for finding, fix in checked.fixes.items()}
 
 
-from accumlint import suggested_fixes as _suggested_fixes  # noqa: E402 - the real one, before any test patches it
+from accumlint.run import suggested_fixes as _suggested_fixes  # noqa: E402 - the real one, before any test patches it
 
 _REAL_VERIFY = _suggested_fixes.verify

@@ -1,7 +1,7 @@
-"""A fix's re-check of the definitions its edit can affect (``accumlint/fix_scope.py``).
+"""A fix's re-check of the definitions its edit can affect (``accumlint/run/fix_scope.py``).
 
 The restricted re-check must give the findings (hence the verdict of
-:func:`accumlint.fixes.apply.judge`) of a re-check of the whole fixed file. Checked on every fix
+:func:`accumlint.run.apply_fixes.judge`) of a re-check of the whole fixed file. Checked on every fix
 of every catalogue example, read as it is and with an independent training function of its own
 appended (a definition the edit cannot affect, with a finding that the restricted re-check keeps
 from before), and on the metamorphic matrix (fast tier: one transformation per family; slow
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from accumlint import engine
-from accumlint.fix_scope import Baseline
-from accumlint.fixes.apply import fix_source, judge
+from accumlint.files.text_edits import apply_edits
+from accumlint.pipeline import engine
+from accumlint.run.apply_fixes import fix_source, judge
+from accumlint.run.fix_scope import Baseline
 from accumlint.spec import UNUSED_NOQA_CODE
-from accumlint.text_edits import apply_edits
 from tests.metamorphic import REGISTRY
 from tests.metamorphic.matrix import SELECTED, catalogue, transformed
 from tests.shared_data import REPO
@@ -163,7 +163,7 @@ def test_fix_source_applies_the_same_fixes(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.slow
 def test_a_large_script_verifies_the_same_restricted() -> None:
     """The 3,000-line benchmark script (over the size from which a check reads only the kept
-    definitions, :mod:`accumlint.kept_blocks`): every fix restricted, each equal to the whole."""
+    definitions, :mod:`accumlint.pipeline.kept_blocks`): every fix restricted, each equal to the whole."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("training_script", REPO / "benchmarks" / "training_script.py")

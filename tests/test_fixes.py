@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import engine
-from accumlint.cli import main
+from accumlint.cli.app import main
+from accumlint.files.writing import replace_file
 from accumlint.fixes import APPLICABILITY, fix_applicability
-from accumlint.fixes.apply import fix_source
-from accumlint.writing import replace_file
+from accumlint.pipeline import engine
+from accumlint.run.apply_fixes import fix_source
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "rules"

@@ -2,7 +2,7 @@
 
 The check that still holds a finding's node locates the fixer there (no second parse, no
 positions of the whole module); a warm run shows the fixes it stored. Both must give exactly
-the fixes found by position in a new parse (:func:`accumlint.suggested_fixes.suggest_source`).
+the fixes found by position in a new parse (:func:`accumlint.run.suggested_fixes.suggest_source`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from cli_helpers import ACC001_LOOP, cli
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 from test_cache import entries, sign_again
 
-from accumlint import cache, engine
 from accumlint.fixes.base import parent_map
 from accumlint.model.names import walk
-from accumlint.suggested_fixes import suggest_source
+from accumlint.pipeline import engine
+from accumlint.run import cache
+from accumlint.run.suggested_fixes import suggest_source
 
 REPO = Path(__file__).resolve().parent.parent
 EVERY_CODE = frozenset(rule.code for rule in engine.ALL_RULES_INSTANCES)
@@ -154,9 +155,9 @@ def test_a_report_proposes_fixes_without_checking_the_file_again(monkeypatch: py
 def test_the_edits_of_the_changed_statements_make_the_fixed_module() -> None:
     # only the top-level statements a fix changed are generated; the edits must still turn the file
     # into the fixer's whole module, also where the changed statement occurs twice in the file
+    from accumlint.files.text_edits import apply_edits
     from accumlint.fixes.base import Located
     from accumlint.fixes.rules import FIXERS
-    from accumlint.text_edits import apply_edits
 
     sources = [(str(path), path.read_text(encoding="utf-8")) for path in EXAMPLES]
     sources.append(("twice.py", (ACC001_LOOP + b"\n" + ACC001_LOOP).decode()))

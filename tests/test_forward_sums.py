@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import config
 from accumlint.model import EventKind
 from accumlint.model.ledger import Factor
+from accumlint.settings import config
 from tests.support import lint, model_of
 from tests.test_patterns import check
 

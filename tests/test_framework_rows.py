@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)

@@ -23,7 +23,7 @@ hypothesmith = pytest.importorskip("hypothesmith")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from accumlint.engine import check_source  # noqa: E402
+from accumlint.pipeline.engine import check_source  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 FUZZ = os.environ.get("ACCUMLINT_FUZZ", "")  # "long" (5,000 examples a test) or a count
@@ -134,8 +134,9 @@ def _never_clean(tail: list[str]) -> None:
     """After a real ACC001 loop, ``tail``: the check (fixes, noqa, ACC990 and the unknown-code
     scan included) raises nothing, keeps the ACC001 or reports ACC000, and a file whose later
     stage failed is not fully checked, with a reason: the verdict is never clean."""
-    from accumlint import config, runner
-    from accumlint.output import summary_line
+    from accumlint.report.output import summary_line
+    from accumlint.run import runner
+    from accumlint.settings import config
     from tests.cli_helpers import ACC001_LOOP
 
     data = ACC001_LOOP + "\n".join(tail).encode() + b"\n"
@@ -188,7 +189,7 @@ _CELL_SOURCE = st.lists(
 def test_hostile_notebooks(cells: list[object], damage: str) -> None:
     import json
 
-    from accumlint.notebook import check_notebook
+    from accumlint.pipeline.notebook import check_notebook
 
     text = json.dumps({"cells": cells, "nbformat": 4})
     if damage == "deep":
@@ -210,7 +211,7 @@ def test_hostile_cache_files(value: object, where: str) -> None:
     import json
     import tempfile
 
-    from accumlint.cache import FORMAT, ResultCache
+    from accumlint.run.cache import FORMAT, ResultCache
 
     with tempfile.TemporaryDirectory() as folder:
         store = ResultCache(Path(folder), "0" * 32, b"k" * 32)
@@ -237,7 +238,7 @@ def test_hostile_cache_files(value: object, where: str) -> None:
 def test_hostile_pyproject(parts: list[bytes]) -> None:
     import tempfile
 
-    from accumlint.config import ConfigError, load_settings
+    from accumlint.settings.config import ConfigError, load_settings
 
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "pyproject.toml"

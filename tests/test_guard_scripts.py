@@ -208,7 +208,7 @@ def test_hf_compute_loss_engines_agree(tmp_path: Path, fresh_accelerate, kwargs:
     ACC105 from both engines."""
     pytest.importorskip("transformers")
     from accumlint.checks import ALL_RULES
-    from accumlint.engine import check_source, rules_for
+    from accumlint.pipeline.engine import check_source, rules_for
 
     script = tmp_path / "train_hf.py"
     script.write_text(HF_COMPUTE_LOSS.format(kwargs=kwargs, key=key))

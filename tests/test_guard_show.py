@@ -86,9 +86,9 @@ def test_demo_both_engines_agree_on_the_bundled_example(capsys) -> None:
 
 def test_linter_never_imports_torch_or_the_guard() -> None:
     code = (
-        "import sys, accumlint.cli, accumlint.checks, accumlint.engine, accumlint.catalogue\n"
+        "import sys, accumlint.cli.app, accumlint.checks, accumlint.pipeline.engine, accumlint.report.catalogue\n"
         "from click.testing import CliRunner\n"
-        f"CliRunner().invoke(accumlint.cli.main, ['check', {str(EXAMPLES)!r}, '--exit-zero'])\n"
+        f"CliRunner().invoke(accumlint.cli.app.main, ['check', {str(EXAMPLES)!r}, '--exit-zero'])\n"
         "assert 'torch' not in sys.modules and 'runtime_guard' not in sys.modules, 'imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from accumlint import engine, pool, runner
-from accumlint.run_context import RunContext
+from accumlint.pipeline import engine
+from accumlint.pipeline.run_context import RunContext
+from accumlint.run import pool, runner
 from tests.cli_helpers import ACC001_LOOP, cli
 
 BUGGY = ACC001_LOOP
@@ -224,7 +225,7 @@ def test_directory_named_like_a_python_file(tmp_path: Path) -> None:
 
 
 def test_file_that_vanishes_during_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import accumlint.cli as cli_module
+    import accumlint.cli.app as cli_module
 
     real = cli_module.discover
 
@@ -587,7 +588,7 @@ def _nobody_can_run_python() -> bool:
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("setpriv"):
         return False
     done = subprocess.run(
-        [*NOBODY, sys.executable, "-c", "import accumlint.cli, libcst"],  # the packages too (CI's venv is 0700)
+        [*NOBODY, sys.executable, "-c", "import accumlint.cli.app, libcst"],  # the packages too (CI's venv is 0700)
         capture_output=True,
         check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},

@@ -1,7 +1,7 @@
-"""Imports between accumlint's top-level modules and packages (``accumlint.X``): every import
+"""Imports between accumlint's top-level packages and modules (``accumlint.X``): every import
 that runs (at the top of a module, inside a function, or through :func:`accumlint.lazy.lazy_module`;
-not those under ``TYPE_CHECKING``). The cycles broken stay broken, and no new one forms: each
-cycle left lies within one that is known (to be broken when the tree is regrouped)."""
+not those under ``TYPE_CHECKING``). The packages form layers: each imports only the layers below
+it, so there is no cycle among them."""
 
 from __future__ import annotations
 
@@ -12,21 +12,13 @@ import accumlint
 
 PACKAGE = Path(accumlint.__file__).parent
 
-#: the cycles among top-level units still there (strongly connected components): the fixes
-#: package holds both the fixers the engine runs in a check and ``--fix``'s driver, which runs
-#: checks; the model's simulation places its steps with ``positions``, which walks the model's
-#: nodes; the byte stage falls back to the engine's vocabulary; the cache and the two stores
-#: beside it share its signature and proof helpers
-KNOWN_CYCLES = (
-    frozenset({"byte_stage", "checks", "engine", "fix_scope", "fixes", "model", "notebook", "placement", "pool",
-               "positions"}),
-    frozenset({"cache", "cache_dir", "index_cache"}),
-)
-#: pairs that imported each other and no longer do
-BROKEN = (
-    ("engine", "project"), ("engine", "pool"), ("engine", "suggested_fixes"), ("runner", "pool"),
-    ("byte_stage", "project"), ("noqa_report", "suggested_fixes"),
-)
+#: the top-level units, lowest first: the rule spec and the finding, then the plumbing (the heap,
+#: lazy imports, files), what the bytes say before LibCST, the ``noqa`` directives, the settings,
+#: the framework contracts, the model (the simulator), the rules over it, their fixes, one file's
+#: pipeline, the project index, a run over many files, the reports, the commands beside ``check``,
+#: the language server, the CLI. ``__version__`` is the package's own attribute.
+LAYERS = ("__version__", "spec", "heap", "lazy", "files", "source", "noqa", "settings", "frameworks", "model",
+          "checks", "fixes", "pipeline", "project", "run", "report", "commands", "lsp", "cli", "__main__")
 
 
 def _unit(module: str) -> str | None:
@@ -108,24 +100,27 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
-def test_the_broken_cycles_stay_broken() -> None:
+def test_each_package_imports_only_the_layers_below_it() -> None:
     graph = import_graph()
-    both_ways = [(a, b) for a, b in BROKEN if b in graph.get(a, ()) and a in graph.get(b, ())]
-    assert both_ways == []
-    assert graph["run_context"] == set()  # a leaf: every stage may take one
+    assert set(graph) <= set(LAYERS), "place a new top-level package or module in LAYERS"
+    upward = {unit: sorted(target for target in targets if LAYERS.index(target) > LAYERS.index(unit))
+              for unit, targets in graph.items()}
+    assert {unit: targets for unit, targets in upward.items() if targets} == {}
 
 
-def test_no_new_import_cycle() -> None:
-    new = [sorted(cycle) for cycle in cycles(import_graph()) if not any(cycle <= known for known in KNOWN_CYCLES)]
-    assert new == []
+def test_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
 
 
 def test_the_graph_sees_each_kind_of_import() -> None:
     """The parts of the walk the assertions above rely on: a module-level import, a relative
     one, one inside a function, a ``lazy_module`` and one under ``TYPE_CHECKING`` (not counted)."""
-    graph = import_graph()
-    assert "findings" in graph["runner"]  # from accumlint.findings import Finding
-    assert "engine" in graph["runner"]  # engine = lazy_module("accumlint.engine")
-    assert "engine" in graph["project"]  # from accumlint.engine import parse_module, in a method
-    assert "project" not in graph["engine"]  # only under TYPE_CHECKING there
+    runner = _imported(PACKAGE / "run" / "runner.py", "accumlint.run.runner")
+    assert "accumlint.spec.findings" in runner  # from accumlint.spec.findings import Finding
+    assert "accumlint.pipeline.engine" in runner  # engine = lazy_module("accumlint.pipeline.engine")
+    index = _imported(PACKAGE / "project" / "index.py", "accumlint.project.index")
+    assert "accumlint.pipeline.engine" in index  # from accumlint.pipeline.engine import parse_module, in a method
+    engine = _imported(PACKAGE / "pipeline" / "engine.py", "accumlint.pipeline.engine")
+    assert not any(name.startswith("accumlint.project") for name in engine)  # only under TYPE_CHECKING there
+    assert "run" in import_graph()["cli"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]

@@ -1,4 +1,4 @@
-"""The project index kept between runs (:mod:`accumlint.index_cache`): reused, invalidated by an
+"""The project index kept between runs (:mod:`accumlint.run.index_cache`): reused, invalidated by an
 edit to a module the checked file imports, ignored when corrupt or forged, and never a change
 of findings (the catalogue's examples with a cold and a warm index)."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import cache, runner
-from accumlint.cli import main
-from accumlint.index_cache import Facts
+from accumlint.cli.app import main
+from accumlint.run import cache, runner
+from accumlint.run.index_cache import Facts
 from tests.cli_helpers import spy_reads
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
@@ -60,10 +60,10 @@ def spy_builds(monkeypatch: pytest.MonkeyPatch, project: Path) -> list[str]:
     built: list[str] = []
     real = runner._compute_facts
 
-    def spy(data: bytes) -> Facts:
+    def spy(data: bytes, vocabulary: object) -> Facts:
         by_bytes = {path.read_bytes(): path.name for path in project.glob("*.py")}  # as they are now
         built.append(by_bytes.get(data, "?"))
-        return real(data)
+        return real(data, vocabulary)
 
     monkeypatch.setattr(runner, "_compute_facts", spy)
     return built

@@ -18,13 +18,15 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint import engine, reading, runner
-from accumlint.cache import ResultCache
-from accumlint.config import Settings
+from accumlint.files import reading
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, simulate
+from accumlint.pipeline import engine
 from accumlint.project import index as project_index
 from accumlint.project.index import ProjectIndex
+from accumlint.run import runner
+from accumlint.run.cache import ResultCache
+from accumlint.settings.config import Settings
 from tests.support import EVERY_CODE, findings, one, tree
 
 SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/test_cache.py covers it)
@@ -148,7 +150,7 @@ def test_a_finding_at_a_helpers_call_offers_no_fix(tmp_path: Path, monkeypatch: 
 
     from click.testing import CliRunner
 
-    from accumlint.cli import main
+    from accumlint.cli.app import main
 
     files = {
         "pyproject.toml": "[project]\nname = 'p'\n",
@@ -205,7 +207,7 @@ def test_stdin_and_the_editor_follow_the_helpers_module(tmp_path: Path, monkeypa
     # still follows the modules it imports, as `check train.py` does
     from click.testing import CliRunner
 
-    from accumlint.cli import main
+    from accumlint.cli.app import main
     from accumlint.lsp.server import AccumlintServer
 
     tree(tmp_path, HELPER_PROJECT)
@@ -361,8 +363,9 @@ def test_a_helper_module_that_does_not_parse_leaves_the_call_unknown(tmp_path: P
 
 
 def test_the_prefilter_passes_a_file_whose_only_backward_is_in_a_project_helper(tmp_path: Path) -> None:
-    from accumlint import engine, project
-    from accumlint.run_context import RunContext
+    from accumlint import project
+    from accumlint.pipeline import engine
+    from accumlint.pipeline.run_context import RunContext
 
     paths = tree(tmp_path, SRC_LAYOUT)
     train = next(p for p in paths if p.endswith("train.py"))
@@ -437,7 +440,7 @@ def test_a_row_naming_no_parameter_is_refused() -> None:
 
 
 def test_the_project_scan_substrings_cover_every_helper_marker() -> None:
-    from accumlint.engine import _HELPER_MARKERS
+    from accumlint.pipeline.engine import _HELPER_MARKERS
     from accumlint.project.index import _NEEDLES
 
     assert all(any(needle in marker for needle in _NEEDLES) for marker in _HELPER_MARKERS)

@@ -1,4 +1,4 @@
-"""The definitions LibCST reads of a large file (``accumlint/kept_blocks.py``).
+"""The definitions LibCST reads of a large file (``accumlint/pipeline/kept_blocks.py``).
 
 Two kinds of test: what is blanked in small files written for it (each channel by which the
 model can need a definition keeps it), and, on every sample we have, the same findings and
@@ -16,10 +16,11 @@ import pytest
 from shared_data import REPO, require_shared
 from test_applicability import corpus_loop_files
 
-from accumlint import engine, runner
-from accumlint.config import Settings, resolve_selection
-from accumlint.kept_blocks import kept_text, known_names
-from accumlint.text_edits import split_lines
+from accumlint.files.text_edits import split_lines
+from accumlint.pipeline import engine
+from accumlint.pipeline.kept_blocks import kept_text, known_names
+from accumlint.run import runner
+from accumlint.settings.config import Settings, resolve_selection
 
 MARKERS = [marker.decode() for marker in engine._screen_markers(tuple(engine.ALL_RULES_INSTANCES))]
 

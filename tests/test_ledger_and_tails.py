@@ -18,9 +18,9 @@ import libcst as cst
 import pytest
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import Factor
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 from tests.test_rule_folders import case_code
 

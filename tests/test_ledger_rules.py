@@ -15,9 +15,9 @@ import textwrap
 
 import libcst as cst
 
-from accumlint.engine import check_source, rules_for
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import divisions_in_series
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.support import lint
 from tests.test_rule_folders import case_code
 

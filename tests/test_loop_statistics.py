@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import cache
-from accumlint.output.text import reason_kind
+from accumlint.report.output.text import reason_kind
+from accumlint.run import cache
 from tests.cli_helpers import cli
 from tests.test_cache import spy_checks
 

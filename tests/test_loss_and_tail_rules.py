@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.test_rule_folders import case_code
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("pygls", reason="the language server needs pygls (pip instal
 from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
-from accumlint.text_edits import TextEdit, apply_edits  # noqa: E402
+from accumlint.files.text_edits import TextEdit, apply_edits  # noqa: E402
 from tests.shared_data import DATA  # noqa: E402
 from tests.test_fixes import UNVERIFIED_FIX  # noqa: E402
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import cli
 
-from accumlint.text_edits import TextEdit, apply_edits, text_edits
+from accumlint.files.text_edits import TextEdit, apply_edits, text_edits
 
 #: three findings with safe fixes that touch different lines: ACC001, ACC201, ACC006
 THREE_FIXES = """\
@@ -165,9 +165,9 @@ def test_text_edits_round_trip() -> None:
 def test_fixable_codes_are_the_fixers() -> None:
     from accumlint.fixes.base import SAFE, UNSAFE
     from accumlint.fixes.rules import FIXERS
-    from accumlint.suggested_fixes import CODEMOD_CODES, FIXABLE_CODES
-    from accumlint.suggested_fixes import SAFE as S
-    from accumlint.suggested_fixes import UNSAFE as U
+    from accumlint.run.suggested_fixes import CODEMOD_CODES, FIXABLE_CODES
+    from accumlint.run.suggested_fixes import SAFE as S
+    from accumlint.run.suggested_fixes import UNSAFE as U
 
     assert frozenset(FIXERS) == CODEMOD_CODES
     assert FIXABLE_CODES == CODEMOD_CODES | {"ACC990"}  # its fix comes with the finding (noqa_report)
@@ -350,8 +350,8 @@ def test_rdjson(project: Path) -> None:
 
 
 def test_rdjson_columns_count_utf8_bytes() -> None:
-    from accumlint.findings import Finding, Severity
-    from accumlint.output.rdjson import format_rdjson
+    from accumlint.report.output.rdjson import format_rdjson
+    from accumlint.spec.findings import Finding, Severity
 
     finding = Finding("t.py", 1, 7, "ACC001", "n", Severity.ERROR, "m", end_line=1, end_column=8)
     [diagnostic] = json.loads(format_rdjson([finding], source_lines=lambda _: ["é = 1; x()"]))["diagnostics"]

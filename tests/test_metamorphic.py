@@ -22,7 +22,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from accumlint.engine import check_source
+from accumlint.pipeline.engine import check_source
 from tests.metamorphic import FAMILIES, REGISTRY, Program
 from tests.metamorphic.matrix import (
     SELECTED,

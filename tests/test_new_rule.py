@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.rule_docs import PAGE_SECTIONS
+from accumlint.report.rule_docs import PAGE_SECTIONS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
     assert changed == [
         "README.md",  # the generated rule table
         "accumlint/checks/fiddles.py",
-        "accumlint/spec.py",
+        "accumlint/spec/__init__.py",
         "rules/ACC399-grad-fiddle-inside-group/README.md",
         "rules/ACC399-grad-fiddle-inside-group/bad_grad_fiddle_inside_group.py",
         "rules/ACC399-grad-fiddle-inside-group/cases.toml",
@@ -82,4 +82,4 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
     again = subprocess.run([sys.executable, "scripts/new_rule.py", "ACC399", "grad-fiddle-inside-group",
                             "--principle", "P6", "--summary", "x", "--module", "fiddles"], cwd=tree,
                            capture_output=True, text=True)
-    assert again.returncode != 0 and "already in accumlint/spec.py" in again.stderr
+    assert again.returncode != 0 and "already in accumlint/spec/__init__.py" in again.stderr

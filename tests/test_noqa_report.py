@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import noqa_report
-from accumlint.cli import main
-from accumlint.noqa_report import directives, unknown_codes
+from accumlint.cli.app import main
+from accumlint.noqa import noqa_report
+from accumlint.noqa.noqa_report import directives, unknown_codes
 
 SOURCE = """\
 import torch

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint.cli import main
-from accumlint.discovery import discover
-from accumlint.notebook import check_notebook, neutralize, notebook_source
+from accumlint.cli.app import main
+from accumlint.pipeline.notebook import check_notebook, neutralize, notebook_source
+from accumlint.settings.discovery import discover
 
 DATA = Path(__file__).resolve().parent / "data"
 NOTEBOOK = DATA / "train_notebook.ipynb"

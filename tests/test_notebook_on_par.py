@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint.cli import main
-from accumlint.notebook import RawPlaces, check_notebook, notebook_source, rebuild
+from accumlint.cli.app import main
+from accumlint.pipeline.notebook import RawPlaces, check_notebook, notebook_source, rebuild
 from tests.test_output_formats import _sarif_validator
 
 SETUP = "import torch\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nassert len(loader) % 4 == 0"
@@ -150,7 +150,7 @@ def _odd_notebook(rng: random.Random) -> bytes:
 
 
 def test_every_character_is_placed_where_it_is_written_and_edits_stay_in_their_cell() -> None:
-    from accumlint.notebook import _characters, read_cells
+    from accumlint.pipeline.notebook import _characters, read_cells
 
     rng = random.Random(34)
     for _ in range(200):
@@ -232,7 +232,7 @@ def test_sarif_names_the_cell_and_still_validates(project: Path) -> None:
 
 
 def test_the_cache_keeps_the_raw_place() -> None:
-    from accumlint.cache import _decode, _encode
+    from accumlint.run.cache import _decode, _encode
 
     [finding] = check_notebook("train.ipynb", training()).findings
     line, column = written_at(training(), CALL)
@@ -314,7 +314,7 @@ def test_fixes_are_offered_as_edits_of_the_cell(project: Path) -> None:
     """``[*]`` and ruff's JSON ``fix`` for a notebook: edits of the cell's text (magics included),
     which give the cell ``--fix`` writes; SARIF and rdjson offer none (an edit of a cell is not an
     edit of the JSON's lines). Also from a cache written by a run that computed no fixes."""
-    from accumlint.text_edits import TextEdit, apply_edits
+    from accumlint.files.text_edits import TextEdit, apply_edits
 
     (project / "train.ipynb").write_bytes(training(PLAIN_LOOP))
     assert CliRunner().invoke(main, ["check", "--output-format", "github", "train.ipynb"]).exit_code == 1
@@ -339,7 +339,8 @@ def test_a_notebook_fix_is_proposed_by_a_report_and_verified_only_on_demand(
     """A report offers a notebook's fixes as their rules propose them: its check checks no fixed
     cell again. ``--show-fixes`` and ``--fix`` verify them in the cells' text, and ``--fix`` says,
     at the finding's cell, why it leaves one out (issue 33: fixes on demand)."""
-    from accumlint import engine, suggested_fixes
+    from accumlint.pipeline import engine
+    from accumlint.run import suggested_fixes
     from tests.test_fixes import UNVERIFIED_FIX
 
     (project / "train.ipynb").write_bytes(training(PLAIN_LOOP))
@@ -434,8 +435,8 @@ def test_rebuild_keeps_crlf_layout_and_bom() -> None:
 
 
 def test_fix_leaves_a_notebook_whose_code_is_too_large_to_parse() -> None:
-    from accumlint import engine
-    from accumlint.fixes.apply import fix_source
+    from accumlint.pipeline import engine
+    from accumlint.run.apply_fixes import fix_source
 
     data = training(PLAIN_LOOP + "\nx = 1  # padding padding" * 200_000)  # 5 MB of code: more than 4 MiB
     result = fix_source("big.ipynb", data, engine.rules_for(frozenset({"ACC001"})), codes={"ACC001"})

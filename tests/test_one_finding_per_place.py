@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from accumlint import runner
-from accumlint.config import Settings
+from accumlint.run import runner
+from accumlint.settings.config import Settings
 from tests.support import EVERY_CODE, tree
 
 MICRO_RUNNER = """

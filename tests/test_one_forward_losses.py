@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from accumlint import config
 from accumlint.model.groups import LoopStyle
+from accumlint.settings import config
 from tests.support import lint, model_of
 
 _NET = """

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint.cache import CACHE_DIR_NAME
-from accumlint.cli import main
-from accumlint.findings import Finding, Severity
-from accumlint.output.github import annotation, escape_data, escape_property, format_github
-from accumlint.output.junit import format_junit
+from accumlint.cli.app import main
+from accumlint.report.output.github import annotation, escape_data, escape_property, format_github
+from accumlint.report.output.junit import format_junit
+from accumlint.run.cache import CACHE_DIR_NAME
+from accumlint.spec.findings import Finding, Severity
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = REPO / "rules" / "ACC001-zero-grad-inside-group" / "bad_zero_grad_top_of_loop.py"
@@ -207,7 +207,7 @@ def test_github_annotation_names_the_helper_line() -> None:
 
 
 def test_text_output_shows_control_characters_instead_of_sending_them() -> None:
-    from accumlint.output.text import format_concise, format_full
+    from accumlint.report.output.text import format_concise, format_full
 
     # an OSC "set window title" and a screen clear in a comment of the flagged line, and in a path
     line = "    opt.zero_grad()  # \x1b]0;pwned\x07 \x1b[2J hi\n"

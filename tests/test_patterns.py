@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import config, runner
-from accumlint.config import Settings
+from accumlint.run import runner
+from accumlint.settings import config
+from accumlint.settings.config import Settings
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 
 pytestmark = needs_shared  # every test reads ../shared/patterns

@@ -10,7 +10,7 @@ import csv
 import pytest
 
 from accumlint.checks import ALL_RULES
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
 
 pytestmark = needs_shared  # every test reads ../shared/patterns

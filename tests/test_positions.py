@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from accumlint.positions import node_positions
+from accumlint.model.positions import node_positions
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*REPO.glob("rules/ACC*/*.py"), *REPO.glob("examples/*.py")])[::3]
@@ -101,7 +101,7 @@ TRICKY = (
 def test_statement_anchored_ranges_equal_the_provider_where_taken(newline: str) -> None:
     """Every node that the fast path places (it declines by returning None) is placed exactly
     where PositionProvider puts it; calls and statements, what rules report, are all placed."""
-    from accumlint.positions import Shared, _from_statements
+    from accumlint.model.positions import Shared, _from_statements
 
     text = TRICKY.replace("\n", newline)
     module = cst.parse_module(text)
@@ -120,9 +120,9 @@ def test_statement_anchored_ranges_equal_the_provider_where_taken(newline: str) 
 def test_hit_nodes_of_the_catalogue_are_placed_without_generating_the_module() -> None:
     """On every catalogue example with findings, the positions come from the statements that
     hold the hits (never the whole-module fallback) and equal PositionProvider's."""
-    from accumlint.engine import ALL_RULES_INSTANCES
     from accumlint.model import build_model
-    from accumlint.positions import Shared, _from_statements
+    from accumlint.model.positions import Shared, _from_statements
+    from accumlint.pipeline.engine import ALL_RULES_INSTANCES
 
     checked = 0
     for path in sorted(REPO.glob("rules/ACC*/bad_*.py")):
@@ -141,7 +141,7 @@ def test_hit_nodes_of_the_catalogue_are_placed_without_generating_the_module() -
 
 
 def test_syntax_the_interpreter_does_not_know_falls_back_to_generating_the_module() -> None:
-    from accumlint.positions import Shared, _from_statements
+    from accumlint.model.positions import Shared, _from_statements
 
     text = "type Alias = list[int]\nloss.backward()\n"  # PEP 695: LibCST parses it, Python 3.11 does not
     module = cst.parse_module(text)

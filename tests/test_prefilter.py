@@ -20,13 +20,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accumlint import engine
 from accumlint.checks import ALL_RULES
 from accumlint.checks.gate import EVERYWHERE
-from accumlint.engine import check_source, may_fire, rules_for
 from accumlint.model import conventions
-from accumlint.prefilter import LedPattern, MarkerSearch, NeedlePattern, is_use
-from accumlint.source_facts import source_facts
+from accumlint.pipeline import engine
+from accumlint.pipeline.engine import check_source, may_fire, rules_for
+from accumlint.source.prefilter import LedPattern, MarkerSearch, NeedlePattern, is_use
+from accumlint.source.source_facts import source_facts
 from tests.shared_data import needs_shared
 from tests.test_applicability import corpus_loop_files
 

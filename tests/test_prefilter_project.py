@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import engine, runner
-from accumlint.config import Settings
+from accumlint.pipeline import engine
 from accumlint.project.index import LOSS_ONLY, ProjectIndex
+from accumlint.run import runner
+from accumlint.settings.config import Settings
 
 EVERY_CODE = frozenset(rule.code for rule in engine.ALL_RULES_INSTANCES)
 
@@ -196,7 +197,7 @@ TWO_RESETS = """
 
 def test_the_fixes_of_one_file_resolve_its_positions_once(monkeypatch) -> None:
     from accumlint.fixes import base
-    from accumlint.suggested_fixes import suggest_source
+    from accumlint.run.suggested_fixes import suggest_source
 
     data = textwrap.dedent(TWO_RESETS).encode()
     findings = engine.check_source("train.py", data).findings

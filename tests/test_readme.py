@@ -105,7 +105,8 @@ def test_readme_layout_map_matches_the_docstrings() -> None:
         for child in (REPO / package).iterdir():
             if child.suffix == ".py" and not child.name.startswith("_") or (child / "__init__.py").is_file():
                 assert f"\n  {child.name}{'/' if child.is_dir() else ''} " in layout, child
-    assert "  pool.py               The worker pool of a run: LibCST stages in worker processes" in layout
+    assert "\n  run/ " in layout
+    assert "\n    pool.py             The worker pool of a run: LibCST stages in worker processes" in layout
 
 
 def test_layout_map_takes_the_first_sentence_and_refuses_a_long_one(tmp_path: Path) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import registry, spec
+from accumlint import spec
 from accumlint.checks import ALL_RULES
-from accumlint.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
-from accumlint.findings import Severity
+from accumlint.pipeline.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
+from accumlint.spec import registry
+from accumlint.spec.findings import Severity
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +88,7 @@ def test_import_runtime_guard_loads_no_libcst() -> None:
 
 LOADED = """
 import sys
-from accumlint.cli import main
+from accumlint.cli.app import main
 sys.argv = ["accumlint", "check", "--exit-zero", "."]
 try:
     main()

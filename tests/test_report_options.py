@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import ACC001_LOOP, cli
 from click.testing import CliRunner
 
-from accumlint.cli import main
+from accumlint.cli.app import main
 
 #: an ACC002 (no fix): the update is never followed by a reset
 UNFIXABLE = b"""\

@@ -20,7 +20,7 @@ import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Rule
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 
 if sys.version_info >= (3, 11):
     import tomllib

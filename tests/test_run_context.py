@@ -1,4 +1,4 @@
-"""The run context (:mod:`accumlint.run_context`): what a check reads of its run (the project
+"""The run context (:mod:`accumlint.pipeline.run_context`): what a check reads of its run (the project
 whose modules the model follows, whether fixes are computed) is passed to it, so two checks
 with different contexts in one process see only their own."""
 
@@ -7,9 +7,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from accumlint import engine, project, run_context, runner
-from accumlint.config import Settings
-from accumlint.run_context import ALONE, RunContext
+from accumlint import project
+from accumlint.pipeline import engine, run_context
+from accumlint.pipeline.run_context import ALONE, RunContext
+from accumlint.run import runner
+from accumlint.settings.config import Settings
 from tests.test_interprocedural import SRC_LAYOUT, tree
 
 CODES = frozenset({"ACC000", "ACC001"})

@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint import engine, heap, runner
-from accumlint import pool as worker_pool
-from accumlint.cache import ResultCache, content_digest
-from accumlint.cli import main
-from accumlint.config import Settings, resolve_selection
-from accumlint.run_context import RunContext
+from accumlint import heap
+from accumlint.cli.app import main
+from accumlint.pipeline import engine
+from accumlint.pipeline.run_context import RunContext
+from accumlint.run import pool as worker_pool
+from accumlint.run import runner
+from accumlint.run.cache import ResultCache, content_digest
+from accumlint.settings.config import Settings, resolve_selection
 
 REPO = Path(__file__).resolve().parents[1]
 BUGGY = (REPO / "examples" / "train_buggy.py").read_text(encoding="utf-8")

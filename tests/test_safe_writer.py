@@ -1,5 +1,5 @@
 """The one safe writer (issue 28 items 2-4, 13): every file accumlint rewrites (``--fix``,
-``--add-noqa``, the guard's report) goes through :mod:`accumlint.writing`.
+``--add-noqa``, the guard's report) goes through :mod:`accumlint.files.writing`.
 
 Where: a symlink out of the paths the user named is never written through, by ``--add-noqa`` as
 by ``--fix``, whatever the project root or the current directory. What: only a regular file is
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import writing
-from accumlint.reading import read_signed
+from accumlint.files import writing
+from accumlint.files.reading import read_signed
 from tests.cli_helpers import ACC001_LOOP, cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -375,7 +375,7 @@ def test_kills_during_a_rewrite_tear_nothing_and_leave_nothing(mode: str) -> Non
 
 def test_the_cache_never_renames_over_what_is_not_a_regular_file(tmp_path: Path) -> None:
     """Issue 28 item 4: the cache's own rename (an entry file, a torn key) refuses a FIFO or a link at the name."""
-    from accumlint.writing import WriteRefused, rename_over_regular
+    from accumlint.files.writing import WriteRefused, rename_over_regular
 
     fifo, link, plain = tmp_path / "fifo.json", tmp_path / "link.json", tmp_path / "plain.json"
     os.mkfifo(fifo)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from accumlint.checks.schedule import AmbiguousStepUnit
-from accumlint.config import default_codes
 from accumlint.model.engine_schedulers import lightning_configured_schedulers
 from accumlint.model.schedules import (
     HorizonUnit,
@@ -20,6 +19,7 @@ from accumlint.model.schedules import (
     microbatch_counters,
     schedule_horizons,
 )
+from accumlint.settings.config import default_codes
 from tests.support import lint, model_of
 from tests.test_rule_folders import case_code
 

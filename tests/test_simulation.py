@@ -12,12 +12,12 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint.explain import Target, explain, render_text, to_json
+from accumlint.commands.explain import Target, explain, render_text, to_json
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, configurations, simulate
 from accumlint.model.trace import Configuration, Trace
-from accumlint.vocabulary import EventKind
+from accumlint.spec.vocabulary import EventKind
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -1118,7 +1118,7 @@ def train(model, optimizer, loader, accum):
 
 
 def test_check_reports_a_trace_verdict_where_the_patterns_are_silent():
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     buggy = _HELPER_GATE.format(test="== 0", index="index").encode()
     findings = check_source("train.py", buggy).findings
@@ -1133,7 +1133,7 @@ def test_check_reports_a_trace_verdict_where_the_patterns_are_silent():
 def test_check_judges_a_gate_with_a_4_where_a_2_would_hide_it(test, groups):
     """A truthy remainder and `== 1` select the right microbatches for A = 2 by accident: the
     run that check judges has A = 4."""
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     source = _HELPER_GATE.replace("if index % accum {test}:", f"if index % accum {test}:".replace(" :", ":"))
     findings = check_source("train.py", source.format(test=test, index="index").encode()).findings
@@ -1547,7 +1547,7 @@ def main(model, optimizer, loader, epochs):
 
 
 def test_check_gives_way_to_the_runs_where_they_decide_the_tail():
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     # A written as a literal: the assertion rules out a tail, whatever names the patterns know
     assert [f.code for f in check_source("train.py", _ASSERTED.encode()).findings] == []
@@ -1557,7 +1557,7 @@ def test_check_gives_way_to_the_runs_where_they_decide_the_tail():
 
 
 def test_a_shifted_gate_whose_tail_the_code_rules_out_leaks_nothing():
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     # the gate fires on the first microbatch (ACC006, whose message covers its tail); the assertion
     # rules out a tail, so no ACC005, with A named or written as a literal
@@ -1695,7 +1695,7 @@ def test_a_pass_left_early_ends_its_epoch_there(iterate, guard):
 
 
 def test_check_gives_way_to_runs_that_cut_the_tail_off():
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     # the patterns read the modulo gate over the whole loader; the runs see that the break
     # leaves no tail (before the runs ended the pass at the break, they flagged it too)
@@ -1756,7 +1756,7 @@ def train(ddp_model, optimizer, loader, criterion, accum):
 def test_a_group_whose_last_backward_runs_under_no_sync_never_syncs(choice, reduce, codes):
     """The sync state of each forward and backward is on the trace, whatever helper or spelling
     enters the context: the check reports the group whose last microbatch skips the all-reduce."""
-    from accumlint.engine import check_source, rules_for
+    from accumlint.pipeline.engine import check_source, rules_for
 
     source = _SYNC_HELPER.format(choice=choice, reduce=reduce)
     findings = check_source("train.py", source.encode(), rules_for(["ACC402"])).findings
@@ -1830,7 +1830,7 @@ def train(model, optimizer, loader, accum, epochs):
     ("pass", ["ACC005"]),  # nothing does: the tail leaks into the next epoch
 ])
 def test_a_loop_less_function_no_code_calls_drives_the_loops_it_runs(guard, codes):
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     source = _DRIVEN_TRAINER.format(guard=guard)
     results = simulated(source)
@@ -2078,7 +2078,7 @@ def refine(points, score):
 def test_an_optimizer_built_each_iteration_repeats_an_update_only_over_the_same_parameters(params, expected):
     """A fresh optimizer over a fresh tensor applies nothing twice; over the same module's
     parameters it applies the previous iterations' gradients again."""
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     found = check_source("refine.py", _FRESH_OPTIMIZER.format(params=params).encode()).findings
     assert [(f.code, f.line) for f in found if f.code == "ACC002"] == expected
@@ -2103,7 +2103,7 @@ for x in loader:
 def test_each_loop_of_a_script_that_updates_the_same_model_again_is_its_own_acc002():
     """The second phase's fresh optimizer is over the same parameters: it applies the first
     phase's gradients too, a site of its own in the one entry (the script's body)."""
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     found = check_source("phases.py", _TWO_PHASES.encode()).findings
     assert [(f.code, f.line) for f in found if f.code == "ACC002"] == [("ACC002", 9), ("ACC002", 13)]
@@ -2111,7 +2111,7 @@ def test_each_loop_of_a_script_that_updates_the_same_model_again_is_its_own_acc0
 
 def test_a_trace_verdict_on_an_update_in_the_else_branch_is_reported_at_its_gate():
     """The gate of an update in the ``else`` of an inverted test is that ``if`` too."""
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     source = _HELPER_GATE.replace("if index % accum {test}:\n", "if index % accum {test}:\n        pass\n    else:\n")
     findings = check_source("train.py", source.format(test="!= 0", index="index").encode()).findings
@@ -2142,7 +2142,7 @@ def test_each_clip_before_the_groups_last_backward_is_a_verdict_of_its_own():
 def test_an_update_in_the_else_of_a_run_level_choice_is_reported_at_the_gate_above():
     """``if scaler is not None: ... else: optimizer.step()`` chooses how to update, not when:
     the gate is the ``if`` above it that reads A."""
-    from accumlint.engine import check_source
+    from accumlint.pipeline.engine import check_source
 
     source = _HELPER_GATE.replace(
         "        optimizer.step()\n",

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import config, runner
-from accumlint.config import Settings
+from accumlint.run import runner
+from accumlint.settings import config
+from accumlint.settings.config import Settings
 
 EVERY_CODE = frozenset(config.known_codes())
 

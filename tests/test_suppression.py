@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from accumlint.findings import Finding, Severity
-from accumlint.suppression import apply_noqa, parse_noqa
+from accumlint.noqa.suppression import apply_noqa, parse_noqa
+from accumlint.spec.findings import Finding, Severity
 
 
 def finding(line: int, code: str = "ACC001", end_line: int = 0) -> Finding:
@@ -132,8 +132,8 @@ def test_comments_are_tokenized_only_where_a_directive_could_matter(monkeypatch)
     """Python 3.11's tokenizer is pure Python (it took ~5 % of a run over the corpus loop files): a file
     whose directives name other tools' codes, or whose findings sit on lines without one, is
     answered without it."""
-    from accumlint import noqa_report, suppression
-    from accumlint.findings import Finding, Severity
+    from accumlint.noqa import noqa_report, suppression
+    from accumlint.spec.findings import Finding, Severity
 
     def no_tokenizer(text: str) -> list[tuple[int, str, bool]]:
         raise AssertionError("tokenized")

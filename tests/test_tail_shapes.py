@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from accumlint.engine import check_source, rules_for
+from accumlint.pipeline.engine import check_source, rules_for
 from tests.support import lint
 from tests.test_rule_folders import case_code
 

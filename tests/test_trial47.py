@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.explain import explain_source
+from accumlint.commands.explain import explain_source
 from tests.support import one
 
 # --- ACC402: DDP's sync flag written off for every microbatch -----------------------------------

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import runner
-from accumlint.config import Settings
+from accumlint.run import runner
+from accumlint.settings.config import Settings
 from tests.support import EVERY_CODE, one, tree
 
 

@@ -1,4 +1,4 @@
-"""One vocabulary for both engines (accumlint/vocabulary.py): the linter's event kinds and the
+"""One vocabulary for both engines (accumlint/spec/vocabulary.py): the linter's event kinds and the
 guard's trace letters come from one declaration, and so do the principles and families."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import spec, vocabulary
+from accumlint import spec
 from accumlint.model import kinds
-from accumlint.vocabulary import KIND_OF_LETTER, LETTERS, EventKind
+from accumlint.spec import vocabulary
+from accumlint.spec.vocabulary import KIND_OF_LETTER, LETTERS, EventKind
 
 REPO = Path(__file__).resolve().parents[1]
 GUARD = REPO / "runtime_guard"
@@ -102,7 +103,7 @@ def test_the_guard_names_its_letters_instead_of_writing_them() -> None:
 @pytest.mark.slow  # a subprocess
 def test_the_vocabulary_loads_neither_libcst_nor_torch() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import sys, accumlint.vocabulary, accumlint.spec; "
+        [sys.executable, "-c", "import sys, accumlint.spec.vocabulary, accumlint.spec; "
          "print(sorted({m.split('.')[0] for m in sys.modules} & {'libcst', 'torch'}))"],
         capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout.strip() == "[]"

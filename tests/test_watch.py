@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import watch
+from accumlint.commands import watch
 from tests.cli_helpers import ACC001_LOOP, cli
 
 CLEAN = b"for batch in loader:\n    model(batch).mean().backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"

@@ -1,6 +1,6 @@
 """The rules, one small class each over the model; the registry lists them in code order.
 
-A rule is declared once, in ``accumlint/spec.py`` (``implemented_by=(module, class)``); this
+A rule is declared once, in ``accumlint/spec/__init__.py`` (``implemented_by=(module, class)``); this
 list imports the classes it names, so adding a rule registers nothing here.
 """
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, ClassVar
 import libcst as cst
 
 from accumlint.checks.gate import LOOP, RuleGate
-from accumlint.findings import Severity
 from accumlint.spec import BY_CODE, DOCS_URL, RuleSpec
+from accumlint.spec.findings import Severity
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -25,7 +25,7 @@ FlowStep = tuple[object | None, cst.CSTNode, str]
 class Hit:
     """A rule's verdict on one node: ``message`` says what happens at run time, ``fix`` what to do;
     ``flow``: the steps of a simulated run that lead to it (:data:`FlowStep`), as
-    :attr:`accumlint.findings.Finding.flow` reports them."""
+    :attr:`accumlint.spec.findings.Finding.flow` reports them."""
 
     node: cst.CSTNode
     message: str
@@ -43,7 +43,7 @@ class Rule:
     Subclasses set ``code`` and implement :meth:`check`, which must only read the
     :class:`~accumlint.model.FileModel` (never re-derive loop structure) and must stay silent
     where the model answers "unknown". Name, severity, principle, summary and default come from
-    the rule's entry in ``accumlint/spec.py`` (``spec``); a class whose code has no entry (a
+    the rule's entry in ``accumlint/spec/__init__.py`` (``spec``); a class whose code has no entry (a
     test's stand-in rule) declares them itself.
     """
 

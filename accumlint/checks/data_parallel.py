@@ -16,7 +16,7 @@ from accumlint.model.ledger import Factor, gradient_rescales
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
-from accumlint.source_facts import SourceFacts
+from accumlint.source.source_facts import SourceFacts
 
 
 class DuplicateSamplesAcrossReplicas(Rule):

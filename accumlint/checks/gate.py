@@ -3,9 +3,9 @@
 A rule's :class:`RuleGate` says, as cheaply as the stage can tell, which files the rule cannot
 fire on:
 
-1. the **byte prefilter** (:func:`accumlint.engine.may_fire`) reads ``markers``, ``requires``
+1. the **byte prefilter** (:func:`accumlint.pipeline.engine.may_fire`) reads ``markers``, ``requires``
    and ``backward`` on the undecoded bytes (strings and comments excluded);
-2. the **ast stage** calls ``facts`` on the :class:`~accumlint.source_facts.SourceFacts` of the
+2. the **ast stage** calls ``facts`` on the :class:`~accumlint.source.source_facts.SourceFacts` of the
    interpreter's tree;
 3. the **engine** gives LibCST only the files where some selected rule's gate admits them,
    and runs only those rules.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from accumlint import frameworks as fw
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.owned_loops import MARKERS as OWNED_MARKERS
-from accumlint.prefilter import NeedlePattern
-from accumlint.source_facts import SourceFacts
+from accumlint.source.prefilter import NeedlePattern
+from accumlint.source.source_facts import SourceFacts
 
 #: the bytes of a loop rule: a call that makes a backward event, or a framework hook that owns a loop
 LOOP_MARKERS: tuple[bytes, ...] = tuple(sorted(name.encode() for name in BACKWARD_CALLS | OWNED_MARKERS))

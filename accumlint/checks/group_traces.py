@@ -38,7 +38,7 @@ from accumlint.model.events import measures_only
 from accumlint.model.names import dotted, walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.trace import Place, Trace, TraceEvent
-from accumlint.vocabulary import EventKind
+from accumlint.spec.vocabulary import EventKind
 
 if TYPE_CHECKING:
     from accumlint.checks.base import Rule

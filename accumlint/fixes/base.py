@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from accumlint.findings import Finding
+from accumlint.files.text_edits import TextEdit, split_lines, text_edits
 from accumlint.model.names import children, dotted, method_name, receiver
-from accumlint.positions import Shared, node_positions
-from accumlint.text_edits import TextEdit, split_lines, text_edits
+from accumlint.model.positions import Shared, node_positions
+from accumlint.spec.findings import Finding
 
 SAFE = "safe"
 UNSAFE = "unsafe"

@@ -1,20 +1,22 @@
-"""The fixes the fixers propose for a check's findings, as text edits, not verified: inside the
-check that parsed the file (:func:`suggest_in_check`, called by :mod:`accumlint.engine` with the
-nodes its rules reported) or from a new parse (:func:`accumlint.suggested_fixes.suggest_source`).
+"""The fixes the fixers propose for a check's findings, as text edits, not verified.
+
+They are proposed inside the check that parsed the file (:func:`suggest_in_check`, called by
+:mod:`accumlint.pipeline.engine` with the nodes its rules reported) or from a new parse
+(:func:`accumlint.run.suggested_fixes.suggest_source`).
 
 Below the engine: nothing here imports it (the engine asks for the fixes; the run-level
-suggestion and verification in :mod:`accumlint.suggested_fixes` check files through it).
+suggestion and verification in :mod:`accumlint.run.suggested_fixes` check files through it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from accumlint.findings import Finding
+from accumlint.files.text_edits import SAFE, UNSAFE, SuggestedFix, TextEdit, split_lines
 from accumlint.fixes.base import Located, module_edits, parent_map
 from accumlint.fixes.rules import FIXERS
-from accumlint.positions import Shared
-from accumlint.text_edits import SAFE, UNSAFE, SuggestedFix, TextEdit, split_lines
+from accumlint.model.positions import Shared
+from accumlint.spec.findings import Finding
 
 
 def suggest_in_check(
@@ -25,9 +27,9 @@ def suggest_in_check(
     parsed ``text`` into ``module``, where ``nodes`` still maps each finding to the node its rule
     reported: no second parse, and only the statements around those nodes get positions.
     ``findings``: the check's findings. ``original``: the whole text, where ``text`` has blank
-    lines for definitions left out (:mod:`accumlint.kept_blocks`): the edits are its own (the same
+    lines for definitions left out (:mod:`accumlint.pipeline.kept_blocks`): the edits are its own (the same
     rows), and a fix whose edits reach a blanked line is not offered. For a notebook, ``text`` is
-    its code cells' checked text (:func:`accumlint.notebook.check_notebook` places the edits in cells)."""
+    its code cells' checked text (:func:`accumlint.pipeline.notebook.check_notebook` places the edits in cells)."""
     fixable = [f for f in findings if f.code in FIXERS and not f.related and f in nodes]
     if not fixable:
         return {}
@@ -56,8 +58,8 @@ def proposed(
 ) -> dict[Finding, SuggestedFix]:
     """The fix each of ``findings``' fixers proposes in ``text`` (what was parsed), as its rule
     declares it (safe or unsafe), without checking the fixed text again
-    (:func:`accumlint.suggested_fixes.verify` does, on demand). ``original``: the whole text,
-    where ``text`` has blank lines for definitions left out (:mod:`accumlint.kept_blocks`): a fix
+    (:func:`accumlint.run.suggested_fixes.verify` does, on demand). ``original``: the whole text,
+    where ``text`` has blank lines for definitions left out (:mod:`accumlint.pipeline.kept_blocks`): a fix
     whose edits reach a blanked line is not offered."""
     fixes: dict[Finding, SuggestedFix] = {}
     for finding in findings:

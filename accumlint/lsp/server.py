@@ -24,7 +24,7 @@ unless the client offers another), converted with pygls' position codec.
 
 Bounded as ``accumlint check`` is: each check (a fix's verification, a fix-all, a loop's
 hover) runs in a worker process with the run's time budget (``parse-timeout``) and memory limit
-(:func:`accumlint.pool.run_alone`), waited for on a thread of the server's pools: the event loop
+(:func:`accumlint.run.pool.run_alone`), waited for on a thread of the server's pools: the event loop
 never runs an analysis, so it goes on answering. Each document has at most one check in flight:
 a change (``didChange``), a save or a close kills the worker of its previous one, whose result
 is never published, and a document's check never waits for another document's. A request's
@@ -33,11 +33,11 @@ document changes meanwhile (``ContentModified``); a code action or a hover asked
 whose check is on its way is answered once it is checked, never from an older one. The first
 check in a project reports the index build as work-done progress when the client supports
 it; each document's project index is kept between its checks
-(:class:`accumlint.runner.FileIndexes`: rebuilt where the document's imports or a module it
+(:class:`accumlint.run.runner.FileIndexes`: rebuilt where the document's imports or a module it
 reads changed, its imports resolved anew after a save of a new file or a file created or
 deleted, which the client's file watchers report where it registers them dynamically). A file
 past either limit gets ``ACC000``. A file the editor has not opened is read only through
-:func:`accumlint.reading.read_source` (regular files, bounded), never by pygls. A request whose
+:func:`accumlint.files.reading.read_source` (regular files, bounded), never by pygls. A request whose
 parameters do not parse is answered with ``InvalidParams``; ``shutdown`` kills every worker at
 once and answers without waiting for them.
 """
@@ -68,22 +68,23 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from accumlint import __version__, pool, runner
-from accumlint.config import ConfigError
-from accumlint.discovery import is_force_excluded
-from accumlint.findings import Finding, Severity
-from accumlint.hierarchy import Resolver
+from accumlint import __version__
+from accumlint.files.reading import NotARegularFile, read_source
+from accumlint.files.text_edits import TextEdit, text_edits
+from accumlint.noqa.suppression import DIRECTIVE_START, NOQA_FORM
+from accumlint.pipeline.run_context import RunContext
 from accumlint.project import ProjectIndex
-from accumlint.reading import NotARegularFile, read_source
-from accumlint.run_context import RunContext
-from accumlint.suggested_fixes import SuggestedFix
-from accumlint.suppression import DIRECTIVE_START, NOQA_FORM
-from accumlint.text_edits import TextEdit, text_edits
+from accumlint.run import pool, runner
+from accumlint.run.suggested_fixes import SuggestedFix
+from accumlint.settings.config import ConfigError
+from accumlint.settings.discovery import is_force_excluded
+from accumlint.settings.hierarchy import Resolver
+from accumlint.spec.findings import Finding, Severity
 
 #: seconds without a change before a changed document is checked again
 DEBOUNCE_S = 0.3
 #: threads that wait on the checks' workers: one check per document at most, so up to this
-#: many documents are checked at once (each worker bounded by :data:`accumlint.pool.MEMORY_LIMIT`)
+#: many documents are checked at once (each worker bounded by :data:`accumlint.run.pool.MEMORY_LIMIT`)
 CHECK_THREADS = 8
 #: threads that wait on the workers of requests: a fix's verification, a fix-all, a loop's hover
 REQUEST_THREADS = 4
@@ -157,7 +158,7 @@ class _Protocol(LanguageServerProtocol):
 
 
 class AccumlintServer(LanguageServer):
-    """The language server; one :class:`~accumlint.hierarchy.Resolver` (configuration files are
+    """The language server; one :class:`~accumlint.settings.hierarchy.Resolver` (configuration files are
     read again when a ``pyproject.toml`` is saved)."""
 
     def __init__(self) -> None:
@@ -493,7 +494,7 @@ class AccumlintServer(LanguageServer):
         """The fixes of ``findings`` (of ``checked``) that pass the test ``--fix`` applies
         (:func:`runner.verify_one`, in a bounded worker with the fixes' own time budget, never the
         check's), each verified once per check of the document. Blocks: run it with :meth:`serve`."""
-        from accumlint.fixes.apply import fixing_budget
+        from accumlint.run.apply_fixes import fixing_budget
 
         proposed = {f: checked.fixes[f] for f in findings if checked.fixes and f in checked.fixes
                     and f not in checked.verdicts}
@@ -650,8 +651,8 @@ class AccumlintServer(LanguageServer):
         """The edits of ``text`` that add ``finding``'s code to a directive on its line (in the
         ``noqa_style`` form); none for a code that cannot be suppressed or a text that does not
         tokenize."""
-        from accumlint.add_noqa import add_noqa_text
-        from accumlint.suppression import UNSUPPRESSIBLE
+        from accumlint.commands.add_noqa import add_noqa_text
+        from accumlint.noqa.suppression import UNSUPPRESSIBLE
 
         if finding.code in UNSUPPRESSIBLE:
             return []
@@ -665,7 +666,7 @@ class AccumlintServer(LanguageServer):
         """The safe fixes of the whole document, as ``--fix`` applies them (one edit set), computed
         in a bounded worker as a check is (none past its time or memory limit), in the project
         index the check read. Blocks: run it with :meth:`serve`."""
-        from accumlint.fixes.apply import _fix_one, fixing_budget
+        from accumlint.run.apply_fixes import _fix_one, fixing_budget
 
         path = document.path or os.path.join(os.getcwd(), "untitled.py")
         timeout = self.resolver.settings_for(path).parse_timeout or None
@@ -797,9 +798,9 @@ def _load_analysis() -> None:
         return
     with _loading:
         if not _loaded:
-            import accumlint.engine
-            import accumlint.fixes.apply
-            import accumlint.notebook  # noqa: F401 - all three imported for their effect
+            import accumlint.pipeline.engine
+            import accumlint.pipeline.notebook
+            import accumlint.run.apply_fixes  # noqa: F401 - all three imported for their effect
 
             _loaded = True
 
@@ -807,7 +808,7 @@ def _load_analysis() -> None:
 def _loop_markdown(path: str, data: bytes, line: int, project_root: str) -> str | None:
     """In a worker: the simulator's timeline (Markdown) of the loop of ``data`` that starts on
     ``line`` (1-based), None where none does or the text does not parse."""
-    from accumlint import explain
+    from accumlint.commands import explain
 
     try:
         results = explain.explain_source(path, data, line, project_root, exact=True)
@@ -817,7 +818,7 @@ def _loop_markdown(path: str, data: bytes, line: int, project_root: str) -> str 
 
 
 def _hover_text(finding: Finding) -> str:
-    from accumlint import catalogue
+    from accumlint.report import catalogue
 
     info = catalogue.rule_info(finding.code)
     summary = info.summary if info is not None else finding.message

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from accumlint.model.kinds import Role
-from accumlint.prefilter import NeedlePattern
+from accumlint.source.prefilter import NeedlePattern
 
 #: Callee last segments that identify a role when the import cannot be resolved.
 CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (

@@ -1,5 +1,5 @@
 """The vocabulary of the model: object roles, how we know them, training events, and how often
-code runs. Events and cadences are the engines' shared words (:mod:`accumlint.vocabulary`)."""
+code runs. Events and cadences are the engines' shared words (:mod:`accumlint.spec.vocabulary`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from enum import Enum
 # Roles are the frameworks' row vocabulary too (what a constructor builds): they live with the
 # rows, which the LibCST-free runtime guard reads.
 from accumlint.frameworks.contracts import Role
-from accumlint.vocabulary import Cadence, EventKind
+from accumlint.spec.vocabulary import Cadence, EventKind
 
 __all__ = ["Cadence", "EventKind", "Evidence", "LoopStyle", "Role"]
 

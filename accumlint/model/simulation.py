@@ -45,10 +45,10 @@ from accumlint.model.interpreter import (
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import children, dotted, exact_kinds
+from accumlint.model.positions import node_positions
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
-from accumlint.positions import node_positions
-from accumlint.vocabulary import EventKind
+from accumlint.spec.vocabulary import EventKind
 
 #: A values the configurations bind the accumulation symbol(s) to
 ACCUMULATION_VALUES = (1, 2, 4)

@@ -21,8 +21,8 @@ import functools
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.byte_stage import names_search
 from accumlint.frameworks.contracts import Summary
+from accumlint.source.prefilter import names_search
 
 
 def function(summary: Summary) -> cst.FunctionDef:

@@ -1,7 +1,7 @@
 """A simulated run's events: what the code does, microbatch by microbatch, under one
 configuration (``shared/docs/semantic-core.md`` section 6).
 
-The same events the runtime guard records (:class:`accumlint.vocabulary.EventKind`), each with
+The same events the runtime guard records (:class:`accumlint.spec.vocabulary.EventKind`), each with
 the microbatch it happened in, its epoch, its site and the call chain that reached it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from accumlint.vocabulary import EventKind
+from accumlint.spec.vocabulary import EventKind
 
 #: a place in the code: (path, 1-based line)
 Place = tuple[str, int]

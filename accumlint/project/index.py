@@ -13,14 +13,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accumlint.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
+from accumlint.files.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
 
 if TYPE_CHECKING:
     import libcst as cst
     from ahocorasick_rs import BytesAhoCorasick
 
-    from accumlint.byte_stage import Vocabulary
     from accumlint.model.sites import ModuleFunctions
+    from accumlint.pipeline.byte_stage import Vocabulary
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 #: LibCST trees of project modules kept per process, and the source bytes they may hold
@@ -97,6 +97,8 @@ class ProjectIndex:
 
     roots: tuple[str, ...]
     files: tuple[str, ...] = ()
+    #: the byte stage's vocabulary, which decides :meth:`names_of` (None: the engine's)
+    vocabulary: Vocabulary | None = None
     _loaded: OrderedDict[str, _Loaded | None] = field(default_factory=OrderedDict, repr=False)
     _names: frozenset[bytes] | None = field(default=None, repr=False)
     _followed: frozenset[bytes] | None = field(default=None, repr=False)
@@ -119,19 +121,21 @@ class ProjectIndex:
     _callers: OrderedDict[str, tuple[Signature, _Loaded | None]] = field(default_factory=OrderedDict, repr=False)
 
     def __getstate__(self) -> dict:
-        return {"roots": self.roots, "files": self.files, "_names": self._names,
+        return {"roots": self.roots, "files": self.files, "vocabulary": self.vocabulary, "_names": self._names,
                 "_followed": self._followed, "_reachable": self._reachable}
 
     def __setstate__(self, state: dict) -> None:
         self.roots, self.files, self._names = state["roots"], state["files"], state["_names"]
+        self.vocabulary = state["vocabulary"]
         self._followed, self._reachable = state["_followed"], state["_reachable"]
         self._loaded, self._searches, self._importers = OrderedDict(), {}, None
         self._roots, self._root_cache, self._located, self._module_paths = None, {}, {}, {}
         self._listings, self._texts, self._text_bytes, self._callers = {}, OrderedDict(), 0, OrderedDict()
 
     @classmethod
-    def for_files(cls, files: Sequence[str], fallback: str) -> ProjectIndex:
-        """The index of the roots that ``files`` lie in (``fallback``: the run's own folder)."""
+    def for_files(cls, files: Sequence[str], fallback: str, vocabulary: Vocabulary | None = None) -> ProjectIndex:
+        """The index of the roots that ``files`` lie in (``fallback``: the run's own folder), whose
+        names a ``vocabulary`` decides (None: the engine's)."""
         absolute = [os.path.abspath(path) for path in files]
         fallback = os.path.abspath(fallback)
         outside = [path for path in absolute if not path.startswith(fallback + os.sep)]
@@ -149,7 +153,7 @@ class ProjectIndex:
             if folder not in folders:
                 folders[folder] = find_root(path, fallback if path.startswith(fallback + os.sep) else common, known)
             roots.add(folders[folder])
-        return cls(tuple(sorted(roots)), tuple(absolute))
+        return cls(tuple(sorted(roots)), tuple(absolute), vocabulary)
 
     # --- names and paths -------------------------------------------------------------------
     def root_of(self, path: str) -> str | None:
@@ -305,9 +309,9 @@ class ProjectIndex:
     def _model(self, path: str, data: bytes) -> _Loaded | None:
         """The functions of the module at ``path`` whose bytes are ``data`` (None: over
         :data:`MAX_MODULE_BYTES`, or not parsed)."""
-        from accumlint.engine import parse_module  # the engine imports the model
+        from accumlint.files.reading import decode_source
         from accumlint.model.sites import ModuleFunctions
-        from accumlint.reading import decode_source
+        from accumlint.pipeline.engine import parse_module  # the engine imports the model
 
         if len(data) > MAX_MODULE_BYTES:
             return None
@@ -325,12 +329,16 @@ class ProjectIndex:
 
     # --- the prefilter ---------------------------------------------------------------------
     @staticmethod
-    def names_of(data: bytes) -> tuple[str, ...]:
+    def names_of(data: bytes, vocabulary: Vocabulary | None = None) -> tuple[str, ...]:
         """The top-level functions and classes a module defines, when its code calls a
-        backward (else none): what a call in another module may reach a backward through."""
-        from accumlint import byte_stage  # it imports this package
+        backward (else none): what a call in another module may reach a backward through.
+        ``vocabulary`` names the backward calls (None: the engine's, which loads LibCST)."""
+        from accumlint.pipeline import byte_stage  # it imports this package
 
-        vocabulary = byte_stage.current()
+        if vocabulary is None:
+            from accumlint.pipeline.engine import vocabulary as engine_vocabulary  # (LibCST)
+
+            vocabulary = engine_vocabulary()
         if (len(data) > MAX_MODULE_BYTES or not _needles().find_matches_as_indexes(data)
                 or not byte_stage.backward_used(data, vocabulary)):
             return ()  # (the substring test first: most modules hold none, and it is one pass)
@@ -474,7 +482,7 @@ class ProjectIndex:
             data, _ = read_source(path, MAX_MODULE_BYTES)
         except (OSError, NotARegularFile):
             return ()
-        return self.names_of(data)
+        return self.names_of(data, self.vocabulary)
 
     def names_for(self, path: str) -> tuple[str, ...]:
         return getattr(self, "_by_path", {}).get(os.path.abspath(path), ())
@@ -561,7 +569,7 @@ def _event_methods(block: bytes) -> list[tuple[int, int]]:
     the first non-blank line indented no deeper than its ``def`` (tabs to 8 columns, as the
     tokenizer counts): a line of a string or a bracket ends it early, never late, so a span
     never covers more than the method."""
-    from accumlint.prefilter import code_offsets
+    from accumlint.source.prefilter import code_offsets
 
     starts = code_offsets(block, [match.start(1) for match in _EVENT_METHOD.finditer(block)])
     spans: list[tuple[int, int]] = []
@@ -586,10 +594,10 @@ def _event_methods(block: bytes) -> list[tuple[int, int]]:
 
 
 def _performs_events(name: bytes, block: bytes, vocabulary: Vocabulary) -> bool:
-    """:func:`~accumlint.byte_stage.performs_events` for a top-level block named ``name``: never
+    """:func:`~accumlint.pipeline.byte_stage.performs_events` for a top-level block named ``name``: never
     for a function named like an event call (``torch.autograd.backward``: its callers name
     it); for a class, outside its :func:`_event_methods`."""
-    from accumlint.prefilter import marker_search
+    from accumlint.source.prefilter import marker_search
 
     if name in _EVENT_CALL_NAMES and not block.startswith(b"class"):
         return False

@@ -11,7 +11,7 @@ from runtime_guard.report import RuntimeFinding
 from runtime_guard.trace import Microbatch, ObservedEvent, ObservedGroup
 
 RuntimeCheck = Runtime
-"""How the guard observes one code: the ``runtime`` entry of its spec (``accumlint/spec.py``)."""
+"""How the guard observes one code: the ``runtime`` entry of its spec (``accumlint/spec/__init__.py``)."""
 
 #: The codes the guard checks, and how (every spec with a ``runtime`` entry).
 RUNTIME_CHECKS: dict[str, Runtime] = {rule.code: rule.runtime for rule in RULES if rule.runtime is not None}

@@ -1,8 +1,8 @@
 """The inputs of the metamorphic property and the verdicts on them: every bad and good example of
 the catalogue (``rules/*/``), every file of ``../shared/cases`` and every file or folder sample of
 ``../shared/patterns``; the verdict on a program is the set of codes accumlint reports on it
-with every rule selected (one file: :func:`accumlint.engine.check_source`, as the catalogue test
-checks; a folder: :func:`accumlint.runner.check_files` on a copy, as ``accumlint check FOLDER``).
+with every rule selected (one file: :func:`accumlint.pipeline.engine.check_source`, as the catalogue test
+checks; a folder: :func:`accumlint.run.runner.check_files` on a copy, as ``accumlint check FOLDER``).
 Verdicts on the originals and transformed programs are cached for the run."""
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from accumlint import config, runner
 from accumlint.checks import ALL_RULES
-from accumlint.config import (
+from accumlint.pipeline.engine import check_source, rules_for
+from accumlint.run import runner
+from accumlint.settings import config
+from accumlint.settings.config import (
     Settings,
     tomllib,  # tomli before Python 3.11
 )
-from accumlint.engine import check_source, rules_for
 from tests.metamorphic.base import FAMILIES, REGISTRY, Program
 from tests.shared_data import REPO, SHARED
 
@@ -110,7 +111,7 @@ def trace_verdict(program: Program, path: str) -> frozenset[str]:
     """The codes the group-structure properties find on the simulated traces of ``program``
     (``accumlint/checks/group_traces.py``), its imports followed as ``check`` follows them."""
     from accumlint.checks.group_traces import verdicts
-    from accumlint.explain import Target, explain
+    from accumlint.commands.explain import Target, explain
 
     with tempfile.TemporaryDirectory(prefix="metamorphic-") as folder:
         root = Path(folder) / "program"

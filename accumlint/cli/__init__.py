@@ -1,0 +1,1 @@
+"""The `accumlint` command line (click): `check`, `rule`, `clean`, `server`, `explain`."""

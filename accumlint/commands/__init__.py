@@ -1,0 +1,1 @@
+"""The commands beside `check`: `explain`, `--add-noqa`, `--show-settings`, `--watch`."""

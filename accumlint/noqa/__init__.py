@@ -1,0 +1,1 @@
+"""`# noqa` directives: what they suppress, and the report on the directives themselves."""

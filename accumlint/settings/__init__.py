@@ -1,0 +1,1 @@
+"""The settings: `[tool.accumlint]`, the hierarchy of config files, which files a run checks."""
