@@ -193,10 +193,8 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
     loop-less ``train()`` runs the loop of the module that imports it)."""
     if not entries and not caller:
         return []
-    functions = [*((c, f) for (c, _), f in module.methods.items()),
-                 *((None, f) for f in module.functions.values() if module.class_of.get(f) is None)]
-    calls = [n for root in (module._module, *(f.body for _, f in functions)) for n in walk(root)
-             if type(n) is cst.Call]  # (the walk stops at each nested definition; exact type: hot)
+    functions = _functions_of(module)
+    calls = _calls_of(module)
     # a function a `partial(f, ...)` takes is called through it
     named = [n.func for n in calls] + [f for f in map(module.partial_of, calls) if f is not None]
     called_methods = {f.attr.value for f in named if isinstance(f, cst.Attribute)}
@@ -239,10 +237,30 @@ def _overridden(module: ModuleFunctions, entry: EntryPoint) -> list[EntryPoint]:
         found = module.method(class_def, name)
         return found[0] if found is not None else None
 
+    subclasses = module.subclasses(base)
+    built = _classes_built(module) if subclasses else frozenset()
     return [EntryPoint(entry.kind, f"{subclass.name.value}.{function.name.value}", entry.node, function, subclass)
-            for subclass in module.subclasses(base)
-            if definition(subclass, function.name.value) is function
+            for subclass in subclasses
+            if subclass.name.value not in built  # (where the module builds it, its own code drives the loop)
+            and definition(subclass, function.name.value) is function
             and any(definition(subclass, name) is not definition(base, name) for name in called)]
+
+
+def _functions_of(module: ModuleFunctions) -> list[tuple[cst.ClassDef | None, cst.FunctionDef]]:
+    """The module's methods (with their class) and its other functions."""
+    return [*((c, f) for (c, _), f in module.methods.items()),
+            *((None, f) for f in module.functions.values() if module.class_of.get(f) is None)]
+
+
+def _calls_of(module: ModuleFunctions) -> list[cst.Call]:
+    """Every call in the module's code: its own statements and each function's body."""
+    return [n for root in (module._module, *(f.body for _, f in _functions_of(module))) for n in walk(root)
+            if type(n) is cst.Call]  # (the walk stops at each nested definition; exact type: hot)
+
+
+def _classes_built(module: ModuleFunctions) -> frozenset[str]:
+    """The names the module's code calls (``Trainer(...)``): the classes it builds itself."""
+    return frozenset(name for node in _calls_of(module) for name in (dotted(node.func),) if name is not None)
 
 
 #: the code :func:`_outer_loops` does not enter (it runs when called)
