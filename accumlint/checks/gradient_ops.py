@@ -384,15 +384,23 @@ def _skip_before_update(scope, unscale: Event, updates: list[Event]):
 
 def _data_test(scope, frame, unscale: Event, update: Event) -> bool:
     """Whether a frame's condition tests per-step data: it calls a NaN/inf test, or reads a name
-    last assigned after the unscale (the norm of the unscaled gradients), so the path it skips is
-    the exceptional one, taken on some groups only."""
+    last assigned by a call after the unscale (the norm of the unscaled gradients), so the path it
+    skips is the exceptional one, taken on some groups only."""
     test = frame.test
     if test is None:
         return False
     if any(last_segment(dotted(call.func) or "") in _NON_FINITE_TESTS for call in calls_in(test)):
         return True
-    for name in names_in(test):
-        assigned = reaching_assignment(scope, name, update.order, inline=update.site.inline)
-        if assigned is not None and assigned.order > unscale.order:
-            return True
-    return False
+    return any(_computed_after(scope, name, update.order, unscale, update.site.inline) for name in names_in(test))
+
+
+def _computed_after(scope, name: str, before: int, unscale: Event, inline, depth: int = 0) -> bool:
+    """Whether ``name`` (read at ``before``) holds a value computed by a call after the unscale, or
+    from such a value (``gn = clip_grad_norm_(...)``, then ``exploded = gn > 1e4``); a boundary flag
+    computed there from the counter (``last = (i + 1) % A == 0``) is no data."""
+    assigned = reaching_assignment(scope, name, before, inline=inline)
+    if assigned is None or assigned.order <= unscale.order or depth > 3:
+        return False
+    return any(True for _ in calls_in(assigned.node)) or any(
+        _computed_after(scope, read, assigned.order, unscale, inline, depth + 1)
+        for read in names_in(assigned.node) if read != name)
