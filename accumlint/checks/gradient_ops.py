@@ -18,6 +18,7 @@ from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import calls_in, dotted, last_segment, method_name, names_in
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.sites import FrameKind
+from accumlint.model.sync import scope_name
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 _CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
@@ -344,16 +345,12 @@ _NON_FINITE_TESTS = frozenset({"isfinite", "isnan", "isinf"})
 
 
 def _receiver_name(event: Event) -> str | None:
-    """The scaler an event's call is made on, in the names of the code that calls it (``self.scaler``)."""
+    """The scaler an event's call is made on, in the names of the code that calls it (``self.scaler``;
+    None for a helper's own name)."""
     call = event.site.call
-    target = call.func.value if call is not None and isinstance(call.func, cst.Attribute) else None
-    if target is None:
+    if call is None or not isinstance(call.func, cst.Attribute):
         return None
-    if event.site.inline is not None:
-        target, where = event.site.inline.resolve(target)
-        if where is not None:
-            return None  # a helper's own name
-    return dotted(target)
+    return scope_name(dotted(call.func.value), event.site)
 
 
 def _skip_before_update(scope, unscale: Event, updates: list[Event]):
