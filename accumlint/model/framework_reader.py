@@ -264,31 +264,30 @@ class FrameworkReader:
         """Whether a class is a LightningModule under automatic optimization (no
         ``self.automatic_optimization = False`` in any of its methods). Source: lightning
         2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
-        if not any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases):
-            return False
-        attribute = fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR
-        if any(f.name.value == attribute for (owner, _), f in self.model.functions.methods.items()
-               if owner is class_def) or _class_assigns(class_def, attribute):
-            return False  # a property override or a class attribute: its value is not read here
-        return not any(
-            f"self.{attribute}" in site.targets
-            for scope in self.model.scopes if scope.class_def is class_def for site in scope.sites
-        )
+        writes = self._optimization_writes(class_def, only_base=False)
+        return writes is not None and not writes
 
     def lightning_manual(self, class_def: cst.ClassDef) -> bool:
         """Whether a class is a LightningModule under manual optimization, by the code itself: its
         only base is ``LightningModule`` and its methods set ``self.automatic_optimization = False``,
-        never another value (a property override or a class attribute: not read, so False here).
-        Source: lightning 2.6.6 ``core/module.py`` (``automatic_optimization`` defaults to True)."""
-        if len(class_def.bases) != 1 or last_segment(dotted(class_def.bases[0].value)) not in fw.lightning.MODULE_BASES:
-            return False
+        never another value. Source: lightning 2.6.6 ``core/module.py`` (``automatic_optimization``
+        defaults to True)."""
+        writes = self._optimization_writes(class_def, only_base=True)
+        return bool(writes) and all(isinstance(v, cst.Name) and v.value == "False" for v in writes)
+
+    def _optimization_writes(self, class_def: cst.ClassDef, only_base: bool) -> list[cst.BaseExpression | None] | None:
+        """The values a LightningModule's methods assign to ``self.automatic_optimization``; None
+        where the class is no LightningModule (``only_base``: or has other bases too) or the value is
+        not read here (a property override or a class attribute)."""
+        bases = [last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases]
+        if not (all(bases) and len(bases) == 1 if only_base else any(bases)):
+            return None
         attribute = fw.lightning.AUTOMATIC_OPTIMIZATION_ATTR
         if any(f.name.value == attribute for (owner, _), f in self.model.functions.methods.items()
                if owner is class_def) or _class_assigns(class_def, attribute):
-            return False
-        values = [site.value for scope in self.model.scopes if scope.class_def is class_def
-                  for site in scope.sites if f"self.{attribute}" in site.targets]
-        return bool(values) and all(isinstance(v, cst.Name) and v.value == "False" for v in values)
+            return None
+        return [site.value for scope in self.model.scopes if scope.class_def is class_def
+                for site in scope.sites if f"self.{attribute}" in site.targets]
 
     def lightning_automatic_hooks(self) -> list[Scope]:
         """The microbatch hooks (``training_step``) of LightningModules under automatic
