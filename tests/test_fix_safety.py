@@ -192,14 +192,14 @@ def _minute_on_slow(path: str) -> None:
         time.sleep(60)
 
 
-def _slow_check(path: str, *args: object) -> object:
+def _slow_check(path: str, *args: object, **context: object) -> object:
     _minute_on_slow(path)
-    return _REAL_CHECK_ONE(path, *args)
+    return _REAL_CHECK_ONE(path, *args, **context)
 
 
-def _slow_fix(path: str, *args: object) -> object:
+def _slow_fix(path: str, *args: object, **context: object) -> object:
     _minute_on_slow(path)
-    return _REAL_FIX_ONE(path, *args)
+    return _REAL_FIX_ONE(path, *args, **context)
 
 
 _REAL_CHECK_ONE, _REAL_FIX_ONE = apply._check_one, apply._fix_one

@@ -65,3 +65,34 @@ def test_the_context_is_a_frozen_value_of_a_leaf_module() -> None:
     for removed in ("activate", "active"):
         assert not hasattr(project, removed)
     assert not hasattr(runner, "_suggesting") and not hasattr(runner, "checking_in")
+
+
+_NOQA_LOOP = b"""\
+for step, batch in enumerate(loader):
+    optimizer.zero_grad()  # noqa: ACC001
+    loss = model(batch).mean() / accumulation_steps
+    loss.backward()
+    if (step + 1) % accumulation_steps == 0:
+        optimizer.step()
+"""
+
+
+def test_ignore_noqa_is_the_contexts_not_the_process(tmp_path: Path) -> None:
+    """``--ignore-noqa`` reaches a check only through its context: in this process, in a
+    worker (:func:`runner.check_one`), and in a run of files; no switch is left set after."""
+    train = tmp_path / "train.py"
+    train.write_bytes(_NOQA_LOOP)
+    rules = engine.rules_for(CODES)
+    path = str(train)
+    assert _where(engine.check_source(path, _NOQA_LOOP, rules)) == []
+    assert _where(engine.check_source(path, _NOQA_LOOP, rules, RunContext(ignore_noqa=True))) == [("ACC001", 2)]
+    assert _where(engine.check_source(path, _NOQA_LOOP, rules)) == []  # nothing left over
+    assert _where(runner.check_one(path, _NOQA_LOOP, CODES, ignore_noqa=True)) == [("ACC001", 2)]
+    assert _where(runner.check_one(path, _NOQA_LOOP, CODES)) == []
+    settings = Settings(project_root=tmp_path)
+    ignoring = runner.check_files([path], settings, CODES, jobs=1, ignore_noqa=True)
+    assert [(f.code, f.line) for f in ignoring.findings] == [("ACC001", 2)]
+    assert runner.check_files([path], settings, CODES, jobs=1).findings == []
+    from accumlint.noqa import suppression
+
+    assert not any(hasattr(suppression, name) for name in ("_ignoring", "ignore_directives", "ignoring_directives"))

@@ -126,8 +126,10 @@ def _parse_timeout(settings: Settings, option: float | None) -> float | None:
     return seconds or None
 
 
-def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None) -> cache.ResultCache | None:
-    """The run's cache, or None (with a warning) where the location is not accumlint's to write."""
+def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None,
+                ignore_noqa: bool) -> cache.ResultCache | None:
+    """The run's cache (its key holds ``--ignore-noqa``), or None (with a warning) where the
+    location is not accumlint's to write."""
     secret = cache.user_key()
     if secret is None:  # nowhere to keep this user's key (a home that cannot be written): no cache
         return None
@@ -142,7 +144,7 @@ def _open_cache(settings: Settings, enabled: frozenset[str], option: str | None)
         per_file_ignores=settings.per_file_ignores,
         project_root=settings.project_root,
         registry=[entry.qualified_name for entry in registry.RULES],
-        ignore_noqa=suppression.ignoring_directives(),
+        ignore_noqa=ignore_noqa,
     )
     return cache.ResultCache.load(directory, key, secret)
 
@@ -330,15 +332,12 @@ def check(output_file: str | None, ignore_noqa: bool, watch: bool, **options: An
 
     def run_once() -> None:
         report = _ReportFile(output_file or None, from_env=from_env)
-        suppression.ignore_directives(ignore_noqa)
         try:
-            _check(report=report, **options)
+            _check(report=report, ignore_noqa=ignore_noqa, **options)
         except SystemExit as done:
             if done.code != EXIT_ERROR:  # a usage or configuration error leaves no report
                 report.save()
             raise
-        finally:
-            suppression.ignore_directives(False)  # (a test runs many commands in one process)
         report.save()
 
     if watch:
@@ -409,8 +408,9 @@ def _check(
     no_cache: bool,
     cache_dir: str | None,
     report: _ReportFile,
+    ignore_noqa: bool = False,
 ) -> None:
-    """``check`` itself, its report written to ``report``."""
+    """``check`` itself, its report written to ``report``; ``ignore_noqa``: no directive applies."""
     targets = list(paths) or ["."]
     if fix and diff:
         _fail("--fix and --diff cannot be used together (--diff prints the fixes without writing them)")
@@ -435,7 +435,8 @@ def _check(
             if add_noqa:
                 _fail("--add-noqa needs files, not stdin")
             _check_stdin(resolver, stdin_filename, output_format, _FixMode(fix, fix_only, diff, exit_non_zero_on_fix),
-                         unsafe_fixes, force_exclude, exclude, exit_zero, quiet, statistics, show_fixes, color, report)
+                         unsafe_fixes, force_exclude, exclude, exit_zero, quiet, statistics, show_fixes, color, report,
+                         ignore_noqa)
             return
         settings = resolver.root_settings(targets)
         enabled = resolver.enabled(settings)
@@ -447,7 +448,7 @@ def _check(
     if show_settings:
         text = format_settings(
             settings, enabled, excludes, files, output_format=output_format, fix=fix, unsafe_fixes=unsafe_fixes,
-            ignore_noqa=suppression.ignoring_directives(), output_file=report.path,
+            ignore_noqa=ignore_noqa, output_file=report.path,
             output_file_from=OUTPUT_FILE_ENV if report.from_env else None,
             cache_dir=None if no_cache else _cache_location(settings, cache_dir),
             parse_timeout=_parse_timeout(settings, parse_timeout) or 0,
@@ -473,7 +474,7 @@ def _check(
 
             fix_results = fixes.fix_files(
                 files, codes_for, unsafe=unsafe_fixes, write=not diff, boundary=boundary,
-                timeout=_parse_timeout(settings, parse_timeout),
+                timeout=_parse_timeout(settings, parse_timeout), ignore_noqa=ignore_noqa,
             )
             refused = {r.path for r in fix_results if r.error}
             fixed = sum(sum(r.applied.values()) for r in fix_results if not r.error)
@@ -495,7 +496,7 @@ def _check(
                 failed = any(r.error for r in fix_results) or (exit_non_zero_on_fix and fixed)
                 sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
         run = _run_groups(resolver, files, jobs, None if no_cache else cache_dir, no_cache, parse_timeout,
-                          suggest=_shows_fixes(output_format, statistics))
+                          suggest=_shows_fixes(output_format, statistics), ignore_noqa=ignore_noqa)
     except ConfigError as exc:
         _fail(str(exc))
         return
@@ -530,7 +531,7 @@ def _check(
 
     # after --fix what is left of a declared fix failed its test: the report shows only fixes that pass it
     suggested = _suggest(findings, sources, codes_for, output_format, statistics, run.projects, run,
-                         verified=show_fixes or fix)
+                         verified=show_fixes or fix, ignore_noqa=ignore_noqa)
     if suggested and refused:
         suggested = {finding: fix for finding, fix in suggested.items() if finding.path not in refused}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet,
@@ -663,17 +664,17 @@ def _discover(
 
 def _run_groups(
     resolver: Resolver, files: list[str], jobs: int | None, cache_dir: str | None, no_cache: bool,
-    parse_timeout: float | None = None, *, suggest: bool = False,
+    parse_timeout: float | None = None, *, suggest: bool = False, ignore_noqa: bool = False,
 ) -> runner.RunResult:
     """Check ``files``, each group of files with the settings that judge them (and their own cache);
-    ``suggest``: the checks compute their findings' fixes."""
+    ``suggest``: the checks compute their findings' fixes; ``ignore_noqa``: no directive applies."""
     total = runner.RunResult()
     for settings, group in resolver.group(files):
         enabled = resolver.enabled(settings)
-        results = None if no_cache else _open_cache(settings, enabled, cache_dir)
+        results = None if no_cache else _open_cache(settings, enabled, cache_dir, ignore_noqa)
         timeout = _parse_timeout(settings, parse_timeout) or 0  # 0: none (None would mean the settings')
         run = runner.check_files(group, settings, enabled, jobs=jobs, cache=results, parse_timeout=timeout,
-                                 suggest=suggest)
+                                 suggest=suggest, ignore_noqa=ignore_noqa)
         total.findings += run.findings
         total.loops += run.loops
         total.notes += run.notes
@@ -704,6 +705,7 @@ def _suggest(
     checked: runner.RunResult | engine.FileResult | None = None,
     *,
     verified: bool = False,
+    ignore_noqa: bool = False,
 ) -> Fixes | None:
     """Each finding's own fix, where the output shows fixes (LibCST loads only when a finding has
     one): as its rule proposes it, or with ``verified`` (``--show-fixes``, which prints the edits)
@@ -711,7 +713,7 @@ def _suggest(
     checks' time limit. ``projects``: the project index each file was checked in. ``checked``: a
     run or a check whose fixes were computed where the check held their nodes; only the files it
     did not check (answered from the cache) are parsed again for theirs, and one whose fixes
-    cannot be computed is recorded as not fully checked in it."""
+    cannot be computed is recorded as not fully checked in it. ``ignore_noqa``: the run's ``--ignore-noqa``."""
     if not _shows_fixes(output_format, statistics):
         return None
     if not any(f.code in FIXABLE_CODES for f in findings):
@@ -727,7 +729,7 @@ def _suggest(
         from accumlint.run.suggested_fixes import suggest_run
 
         incomplete: dict[str, list[str]] = {}
-        fixes.update(suggest_run(rest, sources, codes_for, projects, incomplete))
+        fixes.update(suggest_run(rest, sources, codes_for, projects, incomplete, ignore_noqa=ignore_noqa))
         for path, reasons in incomplete.items():
             if isinstance(checked, runner.RunResult):
                 checked.incomplete.setdefault(path, []).extend(reasons)
@@ -736,7 +738,7 @@ def _suggest(
     if verified and fixes:
         from accumlint.run.suggested_fixes import verify_run
 
-        fixes = verify_run(fixes, findings, sources, codes_for, projects)
+        fixes = verify_run(fixes, findings, sources, codes_for, projects, ignore_noqa=ignore_noqa)
     return fixes
 
 
@@ -818,6 +820,7 @@ def _check_stdin(
     show_fixes: bool,
     color: bool,
     report: _ReportFile,
+    ignore_noqa: bool = False,
 ) -> None:
     """``check -``: the source on stdin, judged as the file ``--stdin-filename`` names (its settings,
     per-file ignores, notebook or not). ``--fix``: the fixed source on stdout, the findings left on
@@ -845,18 +848,19 @@ def _check_stdin(
         sys.exit(EXIT_FINDINGS if incomplete or (alone.findings and not exit_zero) else EXIT_OK)
     fixed = 0
     if mode.fix or mode.diff:
-        fixed, data = _fix_stdin(path, data, codes, mode, unsafe_fixes, settings.parse_timeout or None)
+        fixed, data = _fix_stdin(path, data, codes, mode, unsafe_fixes, settings.parse_timeout or None, ignore_noqa)
     if mode.only:  # stdout holds the source, and nothing else
         sys.exit(EXIT_FINDINGS if mode.exit_non_zero and fixed else EXIT_OK)
     outcome = runner.check_one(path, data, codes, str(settings.project_root) if stdin_filename else None,
-                               suggest=_shows_fixes(output_format, statistics), timeout=settings.parse_timeout or None)
+                               suggest=_shows_fixes(output_format, statistics), timeout=settings.parse_timeout or None,
+                               ignore_noqa=ignore_noqa)
     findings = outcome.findings
 
     def source_lines(_: str, cell: int = 0) -> list[str] | None:
         return notebook.cell_lines(data, cell) if cell else _lines(data)
 
     suggested = _suggest(findings, {path: data}, lambda _: codes, output_format, statistics, checked=outcome,
-                         verified=show_fixes or mode.fix)
+                         verified=show_fixes or mode.fix, ignore_noqa=ignore_noqa)
     incomplete = {} if outcome.fully_checked else {path: outcome.incomplete}
     _report(findings, output_format, source_lines, suggested, unsafe_fixes, show_fixes, statistics, quiet, color,
             fixed=fixed, err=mode.fix, incomplete=incomplete, report=report, loops=outcome.loops)
@@ -867,13 +871,13 @@ def _check_stdin(
 
 
 def _fix_stdin(path: str, data: bytes, codes: frozenset[str], mode: _FixMode, unsafe_fixes: bool,
-               timeout: float | None) -> tuple[int, bytes]:
+               timeout: float | None, ignore_noqa: bool = False) -> tuple[int, bytes]:
     """Fix the source read from stdin: ``--fix`` prints the fixed source on stdout (a notebook's
     JSON with its cells fixed) and returns the count and the fixed bytes; ``--diff`` prints the
     fixes as a diff and what it would fix, and exits (1 when a fix is pending)."""
     from accumlint.run import apply_fixes as fixes
 
-    result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=timeout)
+    result = fixes.fix_bounded(path, data, codes, unsafe=unsafe_fixes, timeout=timeout, ignore_noqa=ignore_noqa)
     if result.error:
         click.echo(f"error: {result.error}", err=True)
     if mode.diff:

@@ -15,7 +15,7 @@ The syntax follows ruff's:
 
 A finding that spans several lines is suppressed by a directive on its first line.
 ``ACC000`` (the file could not be checked) is never suppressed. ``--ignore-noqa`` applies no
-directive at all (:func:`ignore_directives`).
+directive at all (the ``ignore`` argument of :func:`apply_noqa`, from the run's context).
 
 Directives are read from real comments (found with :mod:`tokenize`), so ``"# noqa"``
 inside a string does not count. When the file cannot be tokenized, a line-based regex
@@ -61,26 +61,12 @@ _PATTERNS = ((NOQA_FORM, _LINE_DIRECTIVE), (ACCUMLINT_FORM, _ACCUMLINT_DIRECTIVE
 _SPLIT = re.compile(r"[\s,]+")
 #: what every file-wide directive holds
 _FILE_MENTION = re.compile(r"accumlint\s*:\s*noqa", re.IGNORECASE)
-#: ``--ignore-noqa``: :func:`apply_noqa` suppresses nothing (set for a run by the CLI, and in its
-#: worker processes by their initializer, :func:`accumlint.run.pool._worker_start`)
-_ignoring = False
 
 
 def reads_as_a_code(text: str) -> bool:
     """Whether ``text`` starts with a word a directive would read as one more code (``PR123``):
     a reason after the codes must not."""
     return re.match(rf"{_CODE}\b", text) is not None
-
-
-def ignore_directives(ignore: bool) -> None:
-    """Whether the directives are ignored from now on in this process (``--ignore-noqa``)."""
-    global _ignoring
-    _ignoring = ignore
-
-
-def ignoring_directives() -> bool:
-    """Whether the directives are ignored in this process (``--ignore-noqa``)."""
-    return _ignoring
 
 
 @dataclass(frozen=True)
@@ -211,11 +197,11 @@ def parse_noqa(text: str) -> NoqaMap:
     return noqa
 
 
-def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
+def apply_noqa(findings: Iterable[Finding], text: str, *, ignore: bool = False) -> list[Finding]:
     """Drop the findings that a ``# noqa`` directive in ``text`` suppresses; keep the order (with
-    ``--ignore-noqa``, drop none)."""
+    ``ignore``, the run's ``--ignore-noqa``, drop none)."""
     findings = list(findings)
-    if _ignoring or not findings or "noqa" not in text.lower():
+    if ignore or not findings or "noqa" not in text.lower():
         return findings
     # a finding is suppressed by a directive on its own line or a file-wide one: where no such
     # line can hold one, the (pure Python, slow) tokenizer need not look for the comments
@@ -228,13 +214,15 @@ def apply_noqa(findings: Iterable[Finding], text: str) -> list[Finding]:
     return [f for f in findings if not noqa.suppresses(f)]
 
 
-def apply_noqa_where_it_happens(findings: Iterable[Finding], read: Callable[[str], str | None]) -> list[Finding]:
+def apply_noqa_where_it_happens(findings: Iterable[Finding], read: Callable[[str], str | None], *,
+                                ignore: bool = False) -> list[Finding]:
     """Drop the findings reported at a call that stands for another file's statement (its
     ``related`` location) when a directive at that statement suppresses them: the ``noqa``
     written where the code is silences its copy at each caller too. ``read`` gives a file's
-    text (None where it cannot be read: nothing is suppressed)."""
+    text (None where it cannot be read: nothing is suppressed); with ``ignore`` (``--ignore-noqa``)
+    none is."""
     findings = list(findings)
-    if _ignoring:
+    if ignore:
         return findings
     maps: dict[str, NoqaMap | None] = {}
 

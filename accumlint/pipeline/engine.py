@@ -231,7 +231,7 @@ def check_source(path: str, data: bytes, rules: Sequence[Rule] | None = None, co
         verdict = _screen(path, data, rules, context.project, blank)
         if isinstance(verdict, FileResult):
             return verdict
-        return _check_text(path, verdict, context.project, data if suggest or context.suggest else None)
+        return _check_text(path, verdict, context, data if suggest or context.suggest else None)
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def check_screened(path: str, screened: Screened, data: bytes | None = None, con
     :func:`check_source`), in ``context``; with the file's ``data`` and the context's
     ``suggest``, its fixes too."""
     with _collector_paused():
-        return _check_text(path, screened, context.project, data if context.suggest else None)
+        return _check_text(path, screened, context, data if context.suggest else None)
 
 
 @contextmanager
@@ -395,10 +395,11 @@ def _code_bytes(text: str) -> int:
     return len(text) - text.count("\n")
 
 
-def _check_text(path: str, screened: Screened, project: ProjectIndex | None, data: bytes | None = None,
+def _check_text(path: str, screened: Screened, context: RunContext, data: bytes | None = None,
                 ) -> FileResult:
     """The LibCST stages on what :func:`_screen` passed on, the model following the modules of
-    ``project``; with the file's ``data``, the fixes
+    the ``context``'s project, its ``noqa`` directives applied unless the context ignores them;
+    with the file's ``data``, the fixes
     its findings' rules propose as well (not verified: :func:`accumlint.run.suggested_fixes.verify`)."""
     text, rules = screened.text, screened.rules
     result = FileResult(path)
@@ -415,6 +416,7 @@ def _check_text(path: str, screened: Screened, project: ProjectIndex | None, dat
     except RecursionError:
         result.findings.append(_parse_error(path, 1, 1, "nesting too deep for the parser"))
         return result
+    project = context.project
     view = project.view(path) if project is not None else None
     try:
         model = build_model(module, view)
@@ -445,8 +447,9 @@ def _check_text(path: str, screened: Screened, project: ProjectIndex | None, dat
     findings = [finding for finding, _ in placed]
     # a directive that cannot be read suppresses nothing: every finding stays
     unsuppressed = later_stage(result.incomplete, "the `noqa` directives",
-                               lambda: apply_noqa_where_it_happens(apply_noqa(findings, screened.original or text),
-                                                                   _text_of), findings)
+                               lambda: apply_noqa_where_it_happens(
+                                   apply_noqa(findings, screened.original or text, ignore=context.ignore_noqa),
+                                   _text_of, ignore=context.ignore_noqa), findings)
     result.findings = sorted(set(unsuppressed))
     kept = set(result.findings)
     result.suppressed = [f for f in findings if f not in kept]

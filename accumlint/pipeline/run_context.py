@@ -20,10 +20,8 @@ class RunContext:
     """What the checks of one run share: ``project``, the index of the project its files belong
     to (None: each file alone, no call followed into another module); ``suggest``, whether a
     check computes its findings' fixes (:attr:`accumlint.pipeline.engine.FileResult.fixes`);
-    ``ignore_noqa``, whether no ``noqa`` directive applies (``--ignore-noqa``: the unused-noqa
-    report reads it here; the directives themselves are still applied by
-    :func:`accumlint.noqa.suppression.apply_noqa` from the switch the CLI sets, which a worker's
-    initializer sets from this field)."""
+    ``ignore_noqa``, whether no ``noqa`` directive applies (``--ignore-noqa``: the check keeps
+    every finding, and the unused-noqa report and its fix do not run)."""
 
     project: ProjectIndex | None = None
     suggest: bool = False

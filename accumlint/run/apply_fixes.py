@@ -35,7 +35,6 @@ from accumlint.files.reading import MAX_SOURCE_BYTES, NotARegularFile, is_notebo
 from accumlint.files.writing import Boundary, rewrite
 from accumlint.fixes.base import SAFE, UNSAFE, Located
 from accumlint.fixes.rules import FIXERS, REVEALS
-from accumlint.noqa.suppression import ignoring_directives
 from accumlint.pipeline import engine
 from accumlint.pipeline.notebook import NotebookError, NotebookSource, fits, notebook_source, rebuild
 from accumlint.pipeline.run_context import ALONE, RunContext
@@ -144,7 +143,7 @@ def fix_source(
     fixable = set(FIXERS) if codes is None else set(FIXERS) & set(codes)
     # ACC990 is off by default: fixed only where it is selected (``codes``), and never without directives
     # applied; a notebook's check does not report it (nor does --fix take codes out of its cells)
-    unused_noqa = (codes is not None and UNUSED_NOQA_CODE in codes and not ignoring_directives()
+    unused_noqa = (codes is not None and UNUSED_NOQA_CODE in codes and not context.ignore_noqa
                    and not is_notebook(path))
     if not (fixable or unused_noqa):
         return result
@@ -243,15 +242,15 @@ def _without_unused_noqa(path: str, text: str, encoding: str, checked: engine.Fi
     return new_text
 
 
-def _check_one(path: str, data: bytes, codes: frozenset[str]) -> engine.FileResult:
-    """The check :func:`fix_source` starts from (its ``checked``): a notebook's is of its code
-    cells' text, where the fixes' findings are placed."""
+def _check_one(path: str, data: bytes, codes: frozenset[str], *, context: RunContext = ALONE) -> engine.FileResult:
+    """The check :func:`fix_source` starts from (its ``checked``), in ``context``: a notebook's is
+    of its code cells' text, where the fixes' findings are placed."""
     if is_notebook(path):
         read = _source_text(path, data)
         if read is None:  # fix_source fixes nothing in it
             return engine.FileResult(path)
         data = read[0].encode(read[1])
-    return engine.check_source(path, data, engine.rules_for(codes))
+    return engine.check_source(path, data, engine.rules_for(codes), context)
 
 
 def _fix_one(path: str, data: bytes, codes: frozenset[str], unsafe: bool,
@@ -275,10 +274,12 @@ class _Fixer:
     holds the GIL: only ending its process stops it) or kills it. The file is checked first,
     within ``timeout`` seconds (a check's limit; None: none); its fixes, each verified by a
     check of the fixed file, then get :func:`fixing_budget`: verification never counts against
-    the check's own limit."""
+    the check's own limit. ``context``: the run's switches the check and the fixes are made with
+    (``--ignore-noqa``)."""
 
-    def __init__(self, timeout: float | None) -> None:
+    def __init__(self, timeout: float | None, context: RunContext = ALONE) -> None:
         self.timeout = timeout
+        self.context = context
         self.pool: ProcessPoolExecutor | None = None
 
     def fix(self, path: str, data: bytes, codes: frozenset[str], unsafe: bool) -> FixResult:
@@ -316,8 +317,8 @@ class _Fixer:
 
             context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=pool._worker_start,
-                                            initargs=pool.initargs(RunContext(ignore_noqa=ignoring_directives())))
-        return self.pool.submit(function, *args)
+                                            initargs=pool.initargs(self.context))
+        return self.pool.submit(pool._in_context, function, *args)
 
     def close(self) -> None:
         from accumlint.run.pool import workers_of
@@ -332,10 +333,11 @@ class _Fixer:
 
 
 def fix_bounded(path: str, data: bytes, codes: frozenset[str], *, unsafe: bool = False,
-                timeout: float | None = None) -> FixResult:
+                timeout: float | None = None, ignore_noqa: bool = False) -> FixResult:
     """:func:`fix_source` of one file's bytes (stdin) in a worker bounded as a check's: past
-    ``timeout`` seconds or the memory limit the bytes come back unchanged, ``error`` saying why."""
-    fixer = _Fixer(timeout)
+    ``timeout`` seconds or the memory limit the bytes come back unchanged, ``error`` saying why.
+    ``ignore_noqa``: ``--ignore-noqa``."""
+    fixer = _Fixer(timeout, RunContext(ignore_noqa=ignore_noqa))
     try:
         return fixer.fix(path, data, codes, unsafe)
     finally:
@@ -350,6 +352,7 @@ def fix_files(
     write: bool = True,
     boundary: Boundary | None = None,
     timeout: float | None = None,
+    ignore_noqa: bool = False,
 ) -> list[FixResult]:
     """Fix each file with its enabled codes (``codes_for(path)``); write the changed ones if ``write``.
 
@@ -358,8 +361,9 @@ def fix_files(
     written (``error`` says why). ``timeout``: seconds one file's fixing may take, in a
     bounded worker process that is replaced past it (None: no time limit). Unreadable files,
     files that are not regular or too large are skipped (the check that follows reports them).
+    ``ignore_noqa``: ``--ignore-noqa``.
     """
-    fixer = _Fixer(timeout)
+    fixer = _Fixer(timeout, RunContext(ignore_noqa=ignore_noqa))
     try:
         return _fix_all(files, codes_for, unsafe, write, boundary or Boundary(()), fixer)
     finally:

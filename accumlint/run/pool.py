@@ -30,7 +30,6 @@ from accumlint import heap
 from accumlint.files.reading import is_notebook
 from accumlint.heap import MEMORY_LIMIT
 from accumlint.lazy import lazy_module
-from accumlint.noqa import suppression
 from accumlint.pipeline.run_context import ALONE, RunContext
 from accumlint.spec.findings import Finding, Severity
 from accumlint.spec.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
@@ -76,7 +75,6 @@ def _worker_start(parent: int, context: RunContext = ALONE) -> None:
     workers fork, pickled once per worker elsewhere). Its memory is bounded (:func:`limit_memory`)."""
     global _worker_context
     _worker_context = context
-    suppression.ignore_directives(context.ignore_noqa)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # terminate() must end the worker even if the main process installed its own SIGTERM handler
     # (inherited through fork; Lightning's Trainer installs one, for instance)
@@ -550,9 +548,9 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     """``function(*args)`` in a fresh worker process (:func:`_worker_start`: bounded to
     :data:`MEMORY_LIMIT`) and its result. With a ``context``, ``function(*args, context=context)``:
     the context reaches the worker through its initializer (in memory where it forks, so a
-    project index is not pickled); without one, the worker keeps this process's
-    ``--ignore-noqa`` switch and has no project. ``timeout``: seconds, stretched by :func:`load_factor`
-    (None: no limit). Calls on several threads each run in their own worker.
+    project index is not pickled); without one, the worker checks each file alone, its
+    directives applied (:data:`~accumlint.pipeline.run_context.ALONE`). ``timeout``: seconds,
+    stretched by :func:`load_factor` (None: no limit). Calls on several threads each run in their own worker.
 
     Raises what the call raises, :class:`TooSlow` past the time budget (the worker is killed),
     :class:`OutOfMemory` where it ran out of memory (``MemoryError``, or its native code
@@ -570,7 +568,7 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
     processes = []
     pool = ProcessPoolExecutor(
         max_workers=1, mp_context=mp_context, initializer=_worker_start,
-        initargs=initargs(context or RunContext(ignore_noqa=suppression.ignoring_directives()))
+        initargs=initargs(context or ALONE)
     )
     with _alone_lock:
         if _ended or (cancel is not None and cancel.cancelled):

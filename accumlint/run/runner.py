@@ -27,7 +27,7 @@ from accumlint.files.reading import (
     source_limit,
 )
 from accumlint.lazy import lazy_module
-from accumlint.noqa import noqa_report, suppression
+from accumlint.noqa import noqa_report
 from accumlint.pipeline import byte_stage
 from accumlint.pipeline.run_context import RunContext
 from accumlint.run.cache import CachedResult, ResultCache, content_digest
@@ -224,6 +224,7 @@ def check_files(
     cache: ResultCache | None = None,
     parse_timeout: float | None = None,
     suggest: bool = False,
+    ignore_noqa: bool = False,
 ) -> RunResult:
     """Check ``files`` with the ``enabled`` codes minus each file's per-file ignores.
 
@@ -239,11 +240,12 @@ def check_files(
     limit holds for its code).
     ``suggest``: the fixes of the findings of the files checked (not answered from the cache)
     are computed where the check holds their nodes (:attr:`RunResult.fixes`).
+    ``ignore_noqa`` (``--ignore-noqa``): no ``noqa`` directive suppresses a finding.
     """
     vocabulary = _run_vocabulary(cache)
     index_of_project = project.ProjectIndex.for_files(files, str(settings.project_root), vocabulary)
     digests, hits, state = _project_pass(files, index_of_project, cache)
-    context = RunContext(index_of_project, suggest, suppression.ignoring_directives())
+    context = RunContext(index_of_project, suggest, ignore_noqa)
     return _check_files(files, settings, enabled, jobs, cache, context, digests, hits, state, parse_timeout,
                         vocabulary or engine.vocabulary())
 
@@ -627,21 +629,21 @@ def _one_file_index(path: str, data: bytes, project_root: str | None) -> project
 
 def check_one(path: str, data: bytes, codes: frozenset[str], project_root: str | None = None, *,
               suggest: bool = False, timeout: float | None = None,
-              index: project.ProjectIndex | None = None) -> engine.FileResult:
+              index: project.ProjectIndex | None = None, ignore_noqa: bool = False) -> engine.FileResult:
     """One file's bytes (stdin, an editor's buffer) checked with ``codes``: the findings a run
     of that one path reports for the same bytes (notebooks by the path's suffix). With
     ``project_root`` (the settings' root) the model follows the project modules the file
     imports, as a run's does (:data:`NEIGHBOUR_RUN_FILES`); the bytes of those modules are read
     from disk, the file's own are ``data``. ``index``: that project's index, already built
     (:func:`file_index`), else built here. ``suggest``: with the fixes the findings' rules
-    propose (not verified: :func:`verify_one`).
+    propose (not verified: :func:`verify_one`). ``ignore_noqa``: ``--ignore-noqa``.
 
     The check runs in a worker process bounded as a run's are (:func:`accumlint.run.pool.run_alone`):
     past :data:`~accumlint.run.pool.MEMORY_LIMIT` or ``timeout`` seconds (None: no time limit) the
     file gets ``ACC000``. Threads may call it at once (each worker forks with its own project);
     a cancelled :class:`accumlint.run.pool.Cancel` raises :class:`accumlint.run.pool.Cancelled`."""
     index = index or _one_file_index(path, data, project_root)
-    context = RunContext(index, suggest, suppression.ignoring_directives())
+    context = RunContext(index, suggest, ignore_noqa)
     return _check_alone(_check_safely, path, data, codes, timeout, context)
 
 
@@ -662,6 +664,6 @@ def verify_one(path: str, data: bytes, codes: frozenset[str], fixes: Mapping[Fin
     index = index or _one_file_index(path, data, project_root)
     try:
         return run_alone(verify, path, data, fixes, findings, engine.rules_for(codes), timeout=timeout,
-                         context=RunContext(index, ignore_noqa=suppression.ignoring_directives()))
+                         context=RunContext(index))
     except (TooSlow, OutOfMemory, BrokenProcessPool):
         return {}

@@ -149,15 +149,17 @@ def suggest_run(
     codes_for: Callable[[str], frozenset[str]],
     projects: Mapping[str, ProjectIndex] | None = None,
     incomplete: dict[str, list[str]] | None = None,
+    *,
+    ignore_noqa: bool = False,
 ) -> dict[Finding, SuggestedFix]:
     """:func:`suggest_source` (not verified) for every file of a run that has a finding of a
     fixable code. A file whose fixes cannot be computed gets none, and the reason in
-    ``incomplete`` (path -> reasons), where given."""
+    ``incomplete`` (path -> reasons), where given. ``ignore_noqa``: the run's ``--ignore-noqa``."""
     from accumlint.pipeline import engine
 
     fixes: dict[Finding, SuggestedFix] = {}
     for path, listed, every, context in _by_file(findings, sources, projects,
-                                                 lambda f: f.code in FIXABLE_CODES):
+                                                 lambda f: f.code in FIXABLE_CODES, ignore_noqa):
         reasons: list[str] = []
         suggest = functools.partial(suggest_source, path, sources[path], codes_for(path), listed, current=every,
                                     context=context)
@@ -173,16 +175,19 @@ def verify_run(
     sources: Mapping[str, bytes],
     codes_for: Callable[[str], frozenset[str]],
     projects: Mapping[str, ProjectIndex] | None = None,
+    *,
+    ignore_noqa: bool = False,
 ) -> dict[Finding, SuggestedFix]:
     """:func:`verify` of a run's ``fixes``, each file compared with the run's own findings of it
     and, where ``projects`` names the project index the file was checked in, checked again in
     that index (a fix must not look better only because the helpers it calls were not
     followed). In this process, outside any check's time limit: a fix that cannot be verified is
-    left out, never reported as the file's ``ACC000``."""
+    left out, never reported as the file's ``ACC000``. ``ignore_noqa``: the run's ``--ignore-noqa``."""
     from accumlint.pipeline import engine
 
     kept: dict[Finding, SuggestedFix] = {}
-    for path, listed, every, context in _by_file(findings, sources, projects, lambda f: f in fixes):
+    for path, listed, every, context in _by_file(findings, sources, projects, lambda f: f in fixes,
+                                                 ignore_noqa):
         rules = engine.rules_for(codes_for(path))
         kept.update(verify(path, sources[path], {f: fixes[f] for f in listed}, every, rules, context=context))
     return kept
@@ -190,10 +195,10 @@ def verify_run(
 
 def _by_file(
     findings: Iterable[Finding], sources: Mapping[str, bytes], projects: Mapping[str, ProjectIndex] | None,
-    wanted: Callable[[Finding], bool],
+    wanted: Callable[[Finding], bool], ignore_noqa: bool,
 ) -> Iterator[tuple[str, list[Finding], list[Finding], RunContext]]:
     """``(path, its wanted findings, all its findings, the context of its check: the project index
-    ``projects`` names for it)`` for each file of ``sources`` with a wanted finding, in order."""
+    ``projects`` names for it and ``ignore_noqa``)`` for each file of ``sources`` with a wanted finding, in order."""
     by_path: dict[str, list[Finding]] = defaultdict(list)
     every: dict[str, list[Finding]] = defaultdict(list)
     for finding in findings:
@@ -201,4 +206,4 @@ def _by_file(
         if finding.path in sources and wanted(finding):
             by_path[finding.path].append(finding)
     for path, listed in by_path.items():
-        yield path, listed, every[path], RunContext((projects or {}).get(path))
+        yield path, listed, every[path], RunContext((projects or {}).get(path), ignore_noqa=ignore_noqa)
