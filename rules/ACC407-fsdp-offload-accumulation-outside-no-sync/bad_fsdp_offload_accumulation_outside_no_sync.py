@@ -46,9 +46,10 @@ def main():
     model = build_model(nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     first = 0.0
-    for i in range(GROUPS_PER_EPOCH * ACCUMULATION_STEPS):
-        if i % ACCUMULATION_STEPS == 0:  # one microbatch for the whole group: the right sum is known
-            x = torch.randn(MICROBATCH_SIZE, 16, device="cuda")
+    # each group repeats one microbatch A times: the right sum is A times the first backward's gradient
+    groups = [torch.randn(MICROBATCH_SIZE, 16, device="cuda") for _ in range(GROUPS_PER_EPOCH)]
+    loader = [x for x in groups for _ in range(ACCUMULATION_STEPS)]
+    for i, x in enumerate(loader):
         loss = nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True)) / ACCUMULATION_STEPS
         loss.backward()  # expect: ACC407
         norm = float(sum(p.grad.float().norm() ** 2 for p in model.parameters() if p.grad is not None) ** 0.5)
