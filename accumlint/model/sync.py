@@ -4,7 +4,8 @@ gradient all-reduce (DDP ``no_sync``, ``accelerator.no_sync``, Fabric ``no_backw
 Sources: torch 2.13.0 ``nn/parallel/distributed.py`` (``no_sync`` flips
 ``require_backward_grad_sync``; the reducer is armed in forward), accelerate 1.15.0
 ``accelerator.py`` (``no_sync(model)``), lightning 2.6.6 ``fabric.py``
-(``no_backward_sync(model, enabled=...)``).
+(``no_backward_sync(model, enabled=...)``). And whether a wrapper sums the gradients of backwards
+run outside its ``no_sync()`` (FSDP1 with CPU parameter offload does not: ACC407).
 """
 
 from __future__ import annotations

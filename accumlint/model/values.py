@@ -87,7 +87,8 @@ class Obj:
     """An object with identity: ``role`` and its ``evidence`` (construction, a name, a use),
     ``label`` the code that built or named it, ``class_def``/``owner`` for an instance of a
     project class, ``attrs`` what the simulation assigned on it, ``over`` for an optimizer the
-    value whose parameters it was built over (``model`` of ``SGD(model.parameters())``)."""
+    value whose parameters it was built over (``model`` of ``SGD(model.parameters())``), ``built``
+    the library call that built it with its arguments (a wrapper's settings, read by the rules)."""
 
     role: Role
     evidence: str
