@@ -209,6 +209,11 @@ class _SyncOff:
         self.at = at
 
 
+def _construction(label: str, args: list[object], kwargs: dict[str, object], node: cst.Call) -> Construction:
+    """The library call ``node`` (its callee ``label``) with its arguments' values in the run."""
+    return Construction(label, tuple(args), dict(kwargs), any(arg.star for arg in node.args))
+
+
 def _no_sync(kwargs: dict[str, object], at: tuple[ModuleFunctions, cst.CSTNode]) -> _SyncOff | None:
     """The context of a ``no_sync()`` call with ``kwargs``, named at ``at``: none where its
     ``enabled=`` switch (Fabric's ``no_backward_sync(module, enabled=...)``) is off."""
@@ -1581,9 +1586,7 @@ class Interpreter:
             role = constructor_role(label, "." in label)
             if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
                 built = Obj(role, "construction", _code(node), over=self._parameters_of(node, frame)
-                            if role is Role.OPTIMIZER else None,
-                            built=Construction(label, tuple(args), dict(kwargs),
-                                               any(arg.star for arg in node.args)))
+                            if role is Role.OPTIMIZER else None, built=_construction(label, args, kwargs, node))
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
                 if role in DRIVERS:
@@ -1599,7 +1602,7 @@ class Interpreter:
         carried = carrier_attrs(segment, args, kwargs)  # `GradientAccumulationPlugin(num_steps=A)`
         if carried is not None:
             return Obj(Role.OTHER, "construction", _code(node), attrs=carried,
-                       built=Construction(label, tuple(args), dict(kwargs), any(arg.star for arg in node.args)))
+                       built=_construction(label, args, kwargs, node))
         if segment in CLIP_FUNCTIONS:
             self._record(segment, None, args[0] if args else None, node, frame, clip=True)
             return Unknown("the gradient norm", Origin.DATA)
