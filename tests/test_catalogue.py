@@ -57,11 +57,22 @@ def test_every_rule_page_has_the_standard_sections() -> None:
         assert headings == PAGE_SECTIONS, page.parent.name
 
 
+def _cuda_visible() -> bool:
+    """Whether torch is installed and sees a CUDA device (imported only when a script asks)."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _runnable(path: Path) -> str | None:
     """Why the example cannot run here, or None when it can."""
     text = path.read_text()
     if "import deepspeed" in text:
         return "DeepSpeed examples only need to parse"
+    if re.search(r"^NEEDS_CUDA = True\b", text, re.M) and not _cuda_visible():
+        return "needs a CUDA device (NEEDS_CUDA): the linter reads it, nothing runs it here"
     for module in ("torch", "accelerate", "lightning", "transformers", "ignite", "skorch", "catalyst",
                    "mmengine"):
         if re.search(rf"^\s*(import|from) {module}\b", text, re.M) and importlib.util.find_spec(module) is None:

@@ -1,4 +1,4 @@
-"""Data parallelism and counting (ACC403, ACC404, ACC405) and the BatchNorm fact (ACC901):
+"""Data parallelism and counting (ACC403, ACC404, ACC405, ACC407) and the BatchNorm fact (ACC901):
 the bug in the shapes real code takes, the correct shapes next to them, and the shapes the
 model cannot decide (silence documented)."""
 
@@ -9,7 +9,9 @@ model cannot decide (silence documented)."""
 
 from __future__ import annotations
 
-from tests.support import lint, model_of
+from pathlib import Path
+
+from tests.support import findings, lint, model_of
 from tests.test_rule_folders import case_code
 
 CODES = {"ACC403", "ACC404", "ACC405", "ACC901"}
@@ -70,3 +72,47 @@ def test_the_loader_a_loop_reads() -> None:
     (group,) = model.loops
     use = model.parallel.loader_of(group)
     assert use is not None and use.built_here is None
+
+
+# --- ACC407: an FSDP1 wrapper built in another module -----------------------------------------------
+
+_OFFLOADING_WRAPPER = {
+    "setup_fsdp.py": """
+        from torch.distributed.fsdp import CPUOffload, FullyShardedDataParallel
+
+        def wrap(net, offload=True):
+            return FullyShardedDataParallel(net, cpu_offload=CPUOffload(offload_params=offload))
+    """,
+    "train.py": """
+        import torch
+
+        from setup_fsdp import wrap
+
+        A = 4
+
+        def main(net, loader):
+            model = wrap(net{arguments})
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / A
+                loss.backward()
+                if (i + 1) % A == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """,
+}
+
+
+def _acc407(root: Path, arguments: str) -> list[tuple[str, str, int]]:
+    files = {**_OFFLOADING_WRAPPER, "train.py": _OFFLOADING_WRAPPER["train.py"].replace("{arguments}", arguments)}
+    return [f for f in findings(root, files) if f[1] == "ACC407"]
+
+
+def test_fsdp1_offload_built_in_another_module_is_followed(tmp_path: Path) -> None:
+    # the wrapper and its CPUOffload are built in the imported helper: the backward is reported
+    assert _acc407(tmp_path, "") == [("train.py", "ACC407", 13)]
+
+
+def test_fsdp1_offload_switched_off_by_the_caller_stays_silent(tmp_path: Path) -> None:
+    # the helper's offload flag, given False here, reaches CPUOffload(offload_params=...)
+    assert _acc407(tmp_path, ", offload=False") == []

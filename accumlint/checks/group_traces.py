@@ -1,5 +1,5 @@
 """The group-structure rules as properties of simulated traces (ACC001, ACC002, ACC003,
-ACC005, ACC006, ACC009, ACC010; ACC301 and ACC402 of the clip and sync families): the same properties the
+ACC005, ACC006, ACC009, ACC010; ACC301, ACC402 and ACC407 of the clip and sync families): the same properties the
 runtime guard checks on an observed run, read off the simulator's runs
 (``accumlint.model.simulation``) whatever the spelling of the loop.
 
@@ -13,7 +13,7 @@ tail across epochs; a tail applied with the wrong weight waits for the values.
 ACC002 speaks of no group (updates of the same parameters that nothing resets apply every
 gradient before them whatever A is): it is judged on any decided entry, A bound or not.
 
-In ``check``, ACC003 and ACC402 report the verdicts of the traces alone (:func:`trace_hits`);
+In ``check``, ACC003, ACC402 and ACC407 report the verdicts of the traces alone (:func:`trace_hits`);
 each of the others reports its pattern findings and, where they are silent on the file, the
 verdicts of the traces (:func:`with_traces`): the simulator finds the spellings the patterns
 miss. Moving one of them wholly onto traces (and deleting its patterns)
@@ -37,6 +37,7 @@ from accumlint.checks.base import FlowStep, Hit
 from accumlint.model.events import measures_only
 from accumlint.model.names import dotted, walk
 from accumlint.model.simulation import Simulation
+from accumlint.model.sync import accumulates_outside_no_sync
 from accumlint.model.trace import Place, Trace, TraceEvent
 from accumlint.spec.vocabulary import EventKind
 
@@ -302,6 +303,26 @@ def _never_synced(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _accumulated_without_sum(trace: Trace) -> TraceVerdict | None:
+    """ACC407: a group whose earlier backward runs outside ``no_sync()`` (its sync on, as the run
+    knows it) on a microbatch forwarded through a wrapper that does not sum the gradients of
+    backwards run that way (FSDP1 with CPU parameter offload:
+    :func:`accumlint.model.sync.accumulates_outside_no_sync`): the group's update applies the
+    gradient of its last such backward and the ones after it, not the group's sum."""
+    for group in _pending_groups(trace)[:-1]:
+        backwards = [e for e in group if e.kind is B]
+        for backward in backwards[:-1]:
+            if backward.synced is not True:
+                continue
+            forwards = [e for e in group if e.kind is EventKind.FORWARD and e.epoch == backward.epoch
+                        and e.microbatch == backward.microbatch]
+            if forwards and all(accumulates_outside_no_sync(f.built) is False for f in forwards):
+                return TraceVerdict("ACC407", backward, trace.configuration.describe(),
+                                    f"a backward before the group's last (of {len(backwards)}) runs outside "
+                                    "no_sync() on an FSDP1 model that offloads its parameters")
+    return None
+
+
 def _restarted_data(trace: Trace) -> TraceVerdict | None:
     """ACC009: with whole groups (N = 2A), every group learns from a new pass over the same loader
     that starts again at its first item, while the pass before it was left after fewer than the
@@ -398,6 +419,8 @@ PROPERTIES: dict[str, Property] = {
     "ACC301": Property(_clip_inside, lambda a: (2 * a,), each=_clips_inside),
     "ACC402": Property(_never_synced, lambda a: (2 * a,),
                        about=lambda trace: any(e.synced is False for e in trace.events)),
+    "ACC407": Property(_accumulated_without_sum, lambda a: (2 * a,),
+                       about=lambda trace: any(accumulates_outside_no_sync(e.built) is False for e in trace.events)),
 }
 
 
@@ -549,6 +572,11 @@ _WORDING: dict[str, tuple[str, str]] = {
                "gradients are never averaged across replicas and each replica updates with its own",
                "run the group's last microbatch outside no_sync() (e.g. `ctx = model.no_sync() if (i + 1) % A != 0 "
                "else nullcontext()`)"),
+    "ACC407": ("FSDP1 with CPU parameter offload does not add a backward's gradient run outside no_sync() to the "
+               "gradient already accumulated (torch's FullyShardedDataParallel, Limitations): the optimizer update "
+               "applies the last microbatch's gradient, not the group's sum",
+               "run the group's non-final microbatches under `model.no_sync()` (forward and backward) and the last "
+               "one outside it; or turn parameter offload off"),
     "ACC301": ("the gradients are clipped on a microbatch before the group's last one: each clip acts on a partial "
                "sum of the group's gradient, not on the accumulated gradient the optimizer update applies",
                "clip once per group, after the last backward and right before the optimizer update (under the "

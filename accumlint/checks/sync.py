@@ -150,3 +150,21 @@ class NoSyncNoopUnderFsdp2(Rule):
                 f"call `{switch.model}.set_requires_gradient_sync(False)` before the group's non-final backwards "
                 f"and `{switch.model}.set_requires_gradient_sync(True)` before its last one",
             )
+
+
+class FsdpOffloadAccumulationOutsideNoSync(Rule):
+    """ACC407: FSDP1 with CPU parameter offload, and a group's non-final backwards outside ``no_sync()``.
+
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): a group whose backward
+    before the last runs with sync on, on a microbatch forwarded through a ``FullyShardedDataParallel``
+    the run built with ``cpu_offload=CPUOffload(offload_params=True)``, wherever it was built (a helper,
+    a trainer's ``__init__``, another module of the project). Silent where the offload setting is a
+    value the run does not know, for FSDP2 ``fully_shard`` (with ``CPUOffloadPolicy`` it adds each reduced gradient
+    to the CPU one: torch 2.13.0 ``_fully_shard/_fsdp_collectives.py`` ``foreach_reduce``), and
+    without accumulation (A = 1).
+    """
+
+    code = "ACC407"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        yield from trace_hits(model, self.code)

@@ -7,7 +7,7 @@ Named ``pytorch`` so that ``from accumlint.frameworks import pytorch`` shadows n
 
 from __future__ import annotations
 
-from accumlint.frameworks.contracts import GroupContract, Owner, Role, Source
+from accumlint.frameworks.contracts import ConfigCarrier, GroupContract, Owner, Role, Source
 
 VERSION = "2.13.0"
 #: Every version a fact of this module was read in (the installed one first).
@@ -60,6 +60,32 @@ FSDP2_SHARD_CALLS = frozenset({
     "torch.distributed.fsdp._fully_shard.fully_shard", "torch.distributed._composable.fsdp.fully_shard.fully_shard",
 })
 FSDP2_SHARD_PARAMETER = "module"
+#: FSDP1, the ``FullyShardedDataParallel`` wrapper (``distributed/fsdp/fully_sharded_data_parallel.py``),
+#: and the first parameters of its ``__init__`` in order (an argument passed by position is read by them).
+FSDP1_WRAPPERS = frozenset({
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+})
+FSDP1_PARAMETERS = ("module", "process_group", "sharding_strategy", "cpu_offload")
+#: ``CPUOffload(offload_params=...)`` (``distributed/fsdp/api.py``; its only field, default False) passed
+#: as FSDP1's ``cpu_offload=``: with True the sharded parameters and their gradients live on the CPU.
+#: ``cpu_offload=None`` (the default) offloads nothing.
+CPU_OFFLOAD = ConfigCarrier(
+    "CPUOffload", "offload_params", 0, "offload_params", "cpu_offload",
+    Source("torch", VERSION, "distributed/fsdp/api.py CPUOffload"),
+)
+CPU_OFFLOAD_DEFAULT = False
+#: Whether FSDP1 with parameter offload sums the gradients of backwards run outside ``no_sync()``:
+#: it does not. The "Limitations" of ``FullyShardedDataParallel``'s docstring say FSDP then uses the
+#: newly reduced gradient instead of adding it to the existing one; ``FlatParamHandle.
+#: prepare_gradient_for_backward`` keeps the CPU gradient aside and leaves the addition undone (a TODO:
+#: a CPU tensor and a device tensor cannot be added in the post-backward hook). Inside ``no_sync()``
+#: the unsharded gradients accumulate on the device and are offloaded after the group's synced backward.
+FSDP1_OFFLOAD_ACCUMULATES_OUTSIDE_NO_SYNC = False
+FSDP1_OFFLOAD_SOURCE = Source(
+    "torch", VERSION, "distributed/fsdp/fully_sharded_data_parallel.py FullyShardedDataParallel (Limitations); "
+    "distributed/fsdp/_flat_param.py FlatParamHandle.prepare_gradient_for_backward",
+)
 #: DDP's sync switches (``nn/parallel/distributed.py``): the context and the flag it flips.
 DDP_NO_SYNC_METHOD = "no_sync"
 DDP_SYNC_FLAG = "require_backward_grad_sync"

@@ -18,8 +18,12 @@ from accumlint.model.values import Obj, Unknown
 
 #: the counting object's role → its framework's driver
 DRIVERS: dict[Role, CountingDriver] = {fw.accelerate.DRIVER.counter: fw.accelerate.DRIVER}
-#: the calls that carry A under another name (``GradientAccumulationPlugin(num_steps=A)``)
+#: the calls that carry A under another name (``GradientAccumulationPlugin(num_steps=A)``), by the
+#: framework of the driver they configure
 _CARRIERS = {fw.accelerate.DRIVER.framework: fw.accelerate.ACCUMULATION_PLUGIN}
+#: every call that carries a setting of the object it is passed to (``CPUOffload(offload_params=True)``
+#: for FSDP1's ``cpu_offload=``): the simulated value keeps the setting, by keyword
+_SETTING_CARRIERS = (*_CARRIERS.values(), fw.pytorch.CPU_OFFLOAD)
 
 
 class Counting:
@@ -86,7 +90,7 @@ def _configured_a(driver: CountingDriver, kwargs: dict[str, object], starred: bo
 def carrier_attrs(segment: str, args: list[object], kwargs: dict[str, object]) -> dict[str, object] | None:
     """The settings a carrier call (``GradientAccumulationPlugin(4)``) holds, by keyword; None
     where ``segment`` names no carrier."""
-    for carrier in _CARRIERS.values():
+    for carrier in _SETTING_CARRIERS:
         if segment == carrier.call:
             positional = {carrier.keyword: args[carrier.position]} if len(args) > carrier.position else {}
             return {**kwargs, **positional}

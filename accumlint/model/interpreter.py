@@ -45,6 +45,7 @@ from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
 from accumlint.model.values import (
     BoundMethod,
+    Construction,
     Function,
     LabeledInt,
     Literal,
@@ -206,6 +207,11 @@ class _SyncOff:
     def __init__(self, known: bool, at: tuple[ModuleFunctions, cst.CSTNode] | None = None) -> None:
         self.known = known
         self.at = at
+
+
+def _construction(label: str, args: list[object], kwargs: dict[str, object], node: cst.Call) -> Construction:
+    """The library call ``node`` (its callee ``label``) with its arguments' values in the run."""
+    return Construction(label, tuple(args), dict(kwargs), any(arg.star for arg in node.args))
 
 
 def _no_sync(kwargs: dict[str, object], at: tuple[ModuleFunctions, cst.CSTNode]) -> _SyncOff | None:
@@ -1580,7 +1586,7 @@ class Interpreter:
             role = constructor_role(label, "." in label)
             if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
                 built = Obj(role, "construction", _code(node), over=self._parameters_of(node, frame)
-                            if role is Role.OPTIMIZER else None)
+                            if role is Role.OPTIMIZER else None, built=_construction(label, args, kwargs, node))
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
                 if role in DRIVERS:
@@ -1595,7 +1601,8 @@ class Interpreter:
             return Obj(Role.OTHER, "construction", _code(node), attrs=dict(kwargs))
         carried = carrier_attrs(segment, args, kwargs)  # `GradientAccumulationPlugin(num_steps=A)`
         if carried is not None:
-            return Obj(Role.OTHER, "construction", _code(node), attrs=carried)
+            return Obj(Role.OTHER, "construction", _code(node), attrs=carried,
+                       built=_construction(label, args, kwargs, node))
         if segment in CLIP_FUNCTIONS:
             self._record(segment, None, args[0] if args else None, node, frame, clip=True)
             return Unknown("the gradient norm", Origin.DATA)

@@ -819,7 +819,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     (*event.chain, (event.owner, event.node)), event.synced,
                     event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None,
                     event.fetch,
-                    _parameters(optimizer) if kind is EventKind.UPDATE else None))
+                    _parameters(optimizer) if kind is EventKind.UPDATE else None,
+                    event.receiver.built if event.forward and isinstance(event.receiver, Obj) else None))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

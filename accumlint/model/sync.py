@@ -4,7 +4,8 @@ gradient all-reduce (DDP ``no_sync``, ``accelerator.no_sync``, Fabric ``no_backw
 Sources: torch 2.13.0 ``nn/parallel/distributed.py`` (``no_sync`` flips
 ``require_backward_grad_sync``; the reducer is armed in forward), accelerate 1.15.0
 ``accelerator.py`` (``no_sync(model)``), lightning 2.6.6 ``fabric.py``
-(``no_backward_sync(model, enabled=...)``).
+(``no_backward_sync(model, enabled=...)``). And whether a wrapper sums the gradients of backwards
+run outside its ``no_sync()`` (FSDP1 with CPU parameter offload does not: ACC407).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from accumlint import frameworks as fw
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, positional, receiver
 from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.values import Construction, Obj
 
 if TYPE_CHECKING:
     from accumlint.model.roles import Roles
@@ -118,3 +120,31 @@ def _synced_model(call: cst.Call) -> cst.BaseExpression | None:
     """The model whose sync the call switches: the receiver (``ddp.no_sync()``) or the first
     argument (``accelerator.no_sync(model)``, ``fabric.no_backward_sync(model)``)."""
     return positional(call, 0) or receiver(call)
+
+
+def accumulates_outside_no_sync(built: object) -> bool | None:
+    """Whether the data-parallel wrapper a run built with ``built`` (its
+    :class:`~accumlint.model.values.Construction`) sums the gradients of backwards run outside its
+    ``no_sync()``: False for FSDP1 with ``cpu_offload=CPUOffload(offload_params=True)``
+    (``frameworks.pytorch.FSDP1_OFFLOAD_ACCUMULATES_OUTSIDE_NO_SYNC``, read in
+    ``FSDP1_OFFLOAD_SOURCE``), True for FSDP1 without parameter offload, None where the wrapper is
+    no FSDP1 or its offload setting is a value the run does not know (a config field, a spread
+    of keyword arguments)."""
+    torch = fw.pytorch
+    if not isinstance(built, Construction) or built.callee not in torch.FSDP1_WRAPPERS:
+        return None
+    carrier = torch.CPU_OFFLOAD
+    given, setting = built.argument(carrier.passed_as, torch.FSDP1_PARAMETERS)
+    if given is None:
+        return None
+    if not given or setting is None:
+        return True  # no cpu_offload: nothing offloaded
+    if not (isinstance(setting, Obj) and setting.built is not None
+            and setting.built.callee.rpartition(".")[2] == carrier.call):
+        return None  # not a `CPUOffload(...)` the run built
+    if carrier.keyword not in setting.attrs and setting.built.starred:
+        return None
+    offload = setting.attrs.get(carrier.keyword, torch.CPU_OFFLOAD_DEFAULT)
+    if offload is True:
+        return torch.FSDP1_OFFLOAD_ACCUMULATES_OUTSIDE_NO_SYNC
+    return True if offload is False else None

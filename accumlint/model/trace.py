@@ -60,6 +60,9 @@ class TraceEvent:
     #: (``model`` of ``SGD(model.parameters())``), else the optimizer object (one built afresh is
     #: another under the same ``target``); None where the run does not know it
     parameters: object = field(default=None, compare=False, repr=False)
+    #: for a forward, the library call that built the object run (a wrapper's constructor and its
+    #: arguments, :class:`accumlint.model.values.Construction`); None where the run did not build it
+    built: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass

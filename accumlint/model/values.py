@@ -87,7 +87,8 @@ class Obj:
     """An object with identity: ``role`` and its ``evidence`` (construction, a name, a use),
     ``label`` the code that built or named it, ``class_def``/``owner`` for an instance of a
     project class, ``attrs`` what the simulation assigned on it, ``over`` for an optimizer the
-    value whose parameters it was built over (``model`` of ``SGD(model.parameters())``)."""
+    value whose parameters it was built over (``model`` of ``SGD(model.parameters())``), ``built``
+    the library call that built it with its arguments (a wrapper's settings, read by the rules)."""
 
     role: Role
     evidence: str
@@ -97,9 +98,35 @@ class Obj:
     attrs: dict[str, object] = field(default_factory=dict)
     number: int = field(default_factory=lambda: next(_ids))
     over: object = None
+    #: the library call that built it (None: a project class's instance, or made otherwise)
+    built: Construction | None = None
 
     def __repr__(self) -> str:
         return f"<{self.role.value} {self.label}>"
+
+
+@dataclass(frozen=True, eq=False)
+class Construction:
+    """The library call that built an :class:`Obj`: ``callee``, its qualified name (as the
+    module's imports give it); ``args`` and ``kwargs``, its arguments' values in the run;
+    ``starred``: a ``*``/``**`` spread passed arguments the run cannot name, so an argument
+    absent here may still have been given."""
+
+    callee: str
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+    starred: bool = False
+
+    def argument(self, keyword: str, parameters: tuple[str, ...]) -> tuple[bool | None, object]:
+        """``(given, value)`` of the parameter ``keyword``, passed by keyword or by its position
+        in ``parameters`` (the callee's parameter names in order); ``given`` is None where a
+        spread may have passed it."""
+        if keyword in self.kwargs:
+            return True, self.kwargs[keyword]
+        position = parameters.index(keyword) if keyword in parameters else len(self.args)
+        if position < len(self.args):
+            return True, self.args[position]
+        return (None if self.starred else False), None
 
 
 @dataclass(frozen=True, eq=False)

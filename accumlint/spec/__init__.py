@@ -617,6 +617,23 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC407",
+        "fsdp-offload-accumulation-outside-no-sync",
+        Severity.ERROR,
+        "P10",
+        implemented_by=("sync", "FsdpOffloadAccumulationOutsideNoSync"),
+        summary=("FSDP1 with CPU parameter offload accumulates outside no_sync(): the update holds the last "
+                 "microbatch only"),
+        meaning=(
+            "FSDP1 with CPU parameter offload does not sum the gradients of backwards run outside no_sync(): the "
+            "optimizer update applies the group's last microbatch instead of all A"
+        ),
+        fix=(
+            "run the group's non-final microbatches (forward and backward) under the FSDP1 model's no_sync() and "
+            "the last one outside it; or turn parameter offload off"
+        ),
+    ),
+    RuleSpec(
         "ACC501",
         "accumulate-context-misplaced",
         Severity.ERROR,
