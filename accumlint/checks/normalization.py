@@ -313,3 +313,15 @@ class FrameworkExpectsNormalization(Rule):
                 "divide a summed loss by `num_items_in_batch`, or set `self.model_accepts_loss_kwargs = False` "
                 "(transformers 5.x: `loss_is_scaled_for_ga = False`) so the Trainer divides by A",
             )
+
+
+class EvalLossScaledForAccumulation(Rule):
+    """ACC108: a validation loss computed through the training 1/A: reported A times too small."""
+
+    code = "ACC108"
+    # gate: where the rule can fire. The default (accumlint.checks.gate.LOOP) fits a rule that
+    # reads microbatch loops; declare `gate = RuleGate(markers=..., facts=...)` otherwise (CONTRIBUTING.md).
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        # Read the group model only (model.loops, group.cadence(event), ...): see CONTRIBUTING.md.
+        return iter(())
