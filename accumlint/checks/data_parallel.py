@@ -312,7 +312,7 @@ class DpRescaleOnLocalMean(Rule):
             chain = loss_chain(model, event.loss, event.site, is_scalar)
             factors = [node for node, factor in chain.products if parallel.counts_replicas(factor)]
             if (not factors or not chain.means or chain.opaque
-                    or not all(_divides_by_a(model, divisor) for _, divisor in chain.divisions)):
+                    or not all(_divides_by_a(model, divisor) for _, divisor, _ in chain.divisions)):
                 continue
             book = model.ledger(None, event)
             if book.has(Factor.DIVIDE_GLOBAL_COUNT, Factor.DIVIDE_WORLD, Factor.GRAD_RESCALE) \

@@ -8,13 +8,15 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import LOOP, RuleGate, defines_lightning_hook, runs_loop
+from accumlint.checks.gate import BACKWARD, LOOP, RuleGate, defines_lightning_hook, runs_loop
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import loss_divisions
+from accumlint.model.evaluation import evaluation_function, reported_values
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
+from accumlint.model.loss_chain import loss_chain
 from accumlint.model.names import dotted
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -316,12 +318,41 @@ class FrameworkExpectsNormalization(Rule):
 
 
 class EvalLossScaledForAccumulation(Rule):
-    """ACC108: a validation loss computed through the training 1/A: reported A times too small."""
+    """ACC108: a value an evaluation reports (returned, accumulated, logged) whose multiplicative
+    chain divides by A, computed in the evaluation (:mod:`accumlint.model.evaluation`): the
+    training loss's 1/A reused for a validation or test loss, which is then A times too small.
+
+    Silent where the chain also multiplies by A, where the division by A runs outside the
+    evaluation (the training loss, logged under ``no_grad``), and in a module with no backward
+    (no training whose 1/A it could be)."""
 
     code = "ACC108"
-    # gate: where the rule can fire. The default (accumlint.checks.gate.LOOP) fits a rule that
-    # reads microbatch loops; declare `gate = RuleGate(markers=..., facts=...)` otherwise (CONTRIBUTING.md).
+    gate = BACKWARD
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        # Read the group model only (model.loops, group.cadence(event), ...): see CONTRIBUTING.md.
-        return iter(())
+        if not any(event.kind is EventKind.BACKWARD for event in model.all_events()):
+            return
+        reported: set[int] = set()
+        for scope in model.scopes:
+            whole = evaluation_function(scope)
+            for site in scope.sites:
+                if not (whole or site.under_no_grad):
+                    continue
+                for value in reported_values(site):
+                    chain = loss_chain(model, value, site, model.is_accumulation_name)
+                    if any(model.is_accumulation_name(factor) for _, factor in chain.products):
+                        continue  # multiplied back by A
+                    for node, divisor, at in chain.divisions:
+                        if id(node) in reported or not model.is_accumulation_name(divisor):
+                            continue
+                        if not (whole or at.under_no_grad):
+                            continue  # divided for the training backward, only read here
+                        reported.add(id(node))
+                        text = model.module.code_for_node(divisor)
+                        yield Hit(
+                            site.node,
+                            f"this validation or test loss goes through the training loss's division by A "
+                            f"(`/ {text}`): the reported value is A times too small, and changes whenever A does",
+                            "compute the evaluation loss without the 1/A (call the loss itself and divide by A "
+                            "only for the training backward), or multiply the reported value back by A",
+                        )

@@ -35,14 +35,15 @@ class Chain:
     """What the multiplicative chain of one loss value is made of.
 
     ``means``: the terms that are a mean over the microbatch's own elements (a torch loss with
-    ``reduction="mean"``, its default, or ``x.mean()``); ``divisions``: ``(node, divisor)`` for
-    each division (``a / d`` or ``loss /= d``); ``products``: ``(node, factor)`` for each scalar
+    ``reduction="mean"``, its default, or ``x.mean()``); ``divisions``: ``(node, divisor, site)``
+    for each division (``a / d`` or ``loss /= d``) and the site whose code computes it (a
+    helper's ``return``, in the helper's names); ``products``: ``(node, factor)`` for each scalar
     factor that multiplies the chain (``a * f``, ``loss *= f``), ``factor`` being the side that
     is a named or literal scalar (a replica count, A, a number); ``opaque``: some term is none of
     these (its reduction or meaning is not in the code)."""
 
     means: list[cst.Call] = field(default_factory=list)
-    divisions: list[tuple[cst.CSTNode, cst.BaseExpression]] = field(default_factory=list)
+    divisions: list[tuple[cst.CSTNode, cst.BaseExpression, Site]] = field(default_factory=list)
     products: list[tuple[cst.CSTNode, cst.BaseExpression]] = field(default_factory=list)
     opaque: bool = False
 
@@ -71,15 +72,23 @@ def _scalar(expression: cst.BaseExpression, is_scalar: Callable[[cst.BaseExpress
     return isinstance(expression, (cst.Integer, cst.Float)) or is_scalar(expression)
 
 
+def _scalar_name(model: FileModel, side: cst.BaseExpression, at: Site, is_scalar) -> bool:
+    """A name whose only reaching assignment gives it a scalar (``scale = A``)."""
+    name = dotted(side) if isinstance(side, (cst.Name, cst.Attribute)) else None
+    definition = _only_definition(model, name, at) if name else None
+    return (definition is not None and definition.augmented is None and definition.value is not None
+            and not isinstance(definition.node, (cst.For, cst.With)) and _scalar(definition.value, is_scalar))
+
+
 def _read(model: FileModel, node: cst.BaseExpression, at: Site, is_scalar, chain: Chain,
           work: list[tuple[cst.BaseExpression, Site]], seen: set[int]) -> None:
     """Add what ``node`` (one term of the chain) shows to ``chain``; queue the terms it is made of."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
-        chain.divisions.append((node, node.right))
+        chain.divisions.append((node, node.right, at))
         work.append((node.left, at))
     elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         for side, other in ((node.right, node.left), (node.left, node.right)):
-            if _scalar(side, is_scalar):
+            if _scalar(side, is_scalar) or _scalar_name(model, side, at, is_scalar):
                 chain.products.append((node, side))
                 work.append((other, at))
                 return
@@ -131,7 +140,7 @@ def _read_name(model: FileModel, name: str, at: Site, is_scalar, chain: Chain,
             work.append((definition.value, definition))
             return
         if isinstance(operator, cst.DivideAssign):
-            chain.divisions.append((definition.node, definition.value))
+            chain.divisions.append((definition.node, definition.value, definition))
         elif isinstance(operator, cst.MultiplyAssign) and _scalar(definition.value, is_scalar):
             chain.products.append((definition.node, definition.value))
         else:
