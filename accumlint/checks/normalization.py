@@ -322,16 +322,24 @@ class EvalLossScaledForAccumulation(Rule):
     chain divides by A, computed in the evaluation (:mod:`accumlint.model.evaluation`): the
     training loss's 1/A reused for a validation or test loss, which is then A times too small.
 
-    Silent where the chain also multiplies by A, where the division by A runs outside the
-    evaluation (the training loss, logged under ``no_grad``), and in a module with no backward
-    (no training whose 1/A it could be)."""
+    The division must be the training loss's own (a helper or method whose division by A also
+    feeds a backward), or, written in the evaluation itself, divide a loss the code shows to be
+    a mean (a torch loss, ``x.mean()``): an aggregate of training losses divided by A
+    (``sum(losses) / A``, the group's mean loss) is no validation loss. Silent where the chain
+    also multiplies by A, where the division by A runs outside the evaluation (the training
+    loss, logged under ``no_grad``), and in a module with no backward."""
 
     code = "ACC108"
     gate = BACKWARD
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        if not any(event.kind is EventKind.BACKWARD for event in model.all_events()):
+        backwards = [e for e in model.all_events() if e.kind is EventKind.BACKWARD]
+        if not backwards:
             return
+        training = {id(node) for event in backwards if event.loss is not None
+                    for node, divisor, _ in loss_chain(model, event.loss, event.site,
+                                                       model.is_accumulation_name).divisions
+                    if model.is_accumulation_name(divisor)}
         reported: set[int] = set()
         for scope in model.scopes:
             whole = evaluation_function(scope)
@@ -347,6 +355,8 @@ class EvalLossScaledForAccumulation(Rule):
                             continue
                         if not (whole or at.under_no_grad):
                             continue  # divided for the training backward, only read here
+                        if id(node) not in training and (chain.opaque or not chain.means):
+                            continue  # no training 1/A reused, and no loss the code shows
                         reported.add(id(node))
                         text = model.module.code_for_node(divisor)
                         yield Hit(
