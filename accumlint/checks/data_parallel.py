@@ -14,7 +14,7 @@ from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
 from accumlint.model.ledger import Factor, gradient_rescales
-from accumlint.model.loss_chain import loss_chain
+from accumlint.model.loss_chain import constant, loss_chain
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
@@ -339,5 +339,5 @@ def _replica_count_or_a(model: FileModel, expression: cst.BaseExpression) -> boo
 
 
 def _divides_by_a(model: FileModel, divisor: cst.BaseExpression) -> bool:
-    """A divisor that is A or a literal (a constant scale, no count of examples or tokens)."""
-    return isinstance(divisor, (cst.Integer, cst.Float)) or model.is_accumulation_name(divisor)
+    """A divisor that is A or a constant (a fixed scale, no count of examples or tokens)."""
+    return constant(model, divisor) or model.is_accumulation_name(divisor)

@@ -170,13 +170,37 @@ def mean_reduced_loss(model: FileModel, call: cst.Call, site: Site) -> bool:
         return False
     qualified = model.imports.qualify(name)
     if not _torch_loss(qualified):
-        binding = model.reaching(name, site)  # criterion = nn.CrossEntropyLoss(...)
-        value = binding.value if binding is not None and binding.augmented is None else None
+        value = _bound_value(model, name, site)  # criterion = nn.CrossEntropyLoss(...)
         if not isinstance(value, cst.Call) or not _torch_loss(model.imports.qualify(dotted(value.func))):
             return False
         constructor = value
     reduction = keyword(constructor, "reduction") or keyword(call, "reduction")
     return reduction is None or (isinstance(reduction, cst.SimpleString) and reduction.evaluated_value == "mean")
+
+
+def _bound_value(model: FileModel, name: str, site: Site) -> cst.BaseExpression | None:
+    """The value ``name`` is bound to where ``site`` reads it: its reaching assignment, or for
+    ``self.<attr>`` in a method (inlined or not) what the class's ``__init__`` alone stores."""
+    binding = model.reaching(name, site)
+    if binding is not None:
+        return binding.value if binding.augmented is None else None
+    owner = site.inline.class_def if site.inline is not None else site.scope.class_def
+    if owner is None or not name.startswith("self.") or name.count(".") != 1:
+        return None
+    return model.roles.init_value(owner, name)
+
+
+def constant(model: FileModel, expression: cst.BaseExpression) -> bool:
+    """Whether ``expression`` is a number fixed when the module is written: a literal, or a
+    module-level name every assignment of which is a literal (``SCALE = 4``)."""
+    if isinstance(expression, (cst.Integer, cst.Float)):
+        return True
+    if not isinstance(expression, cst.Name):
+        return False
+    assigned = [site.value for scope in model.scopes for site in scope.sites if expression.value in site.targets]
+    top = [site for site in model.scopes[0].sites if expression.value in site.targets]
+    return bool(top) and len(assigned) == len(top) and all(
+        isinstance(value, (cst.Integer, cst.Float)) for value in assigned)
 
 
 def _torch_loss(qualified: str | None) -> bool:
