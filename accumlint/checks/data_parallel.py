@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 import libcst as cst
 
@@ -13,6 +14,7 @@ from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
 from accumlint.model.ledger import Factor, gradient_rescales
+from accumlint.model.loss_chain import constant, loss_chain
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
@@ -257,17 +259,85 @@ class GlobalDenominatorWithAveraging(Rule):
                 return True
             if isinstance(operator, cst.MultiplyAssign) and parallel.counts_replicas(value):
                 return True
-        for site in event.site.scope.sites:
-            call = site.call
-            if call is not None and (method_name(call) or last_segment(dotted(call.func))) in fw.GRAD_SCALING_CALLS:
-                if any(parallel.counts_replicas(arg.value) for arg in call.args):
-                    return True
-            if (site.augmented is not None and site.value is not None
-                    and any(t and ".grad" in t for t in site.targets) and parallel.counts_replicas(site.value)):
+        return _gradients_rescaled_by_replicas(model, event)
+
+
+def _gradients_rescaled_by_replicas(model: FileModel, event: Event) -> bool:
+    """Whether the function of a backward ``event`` rescales the gradients by a replica count
+    (``scale_grads(model, world_size / n)``, ``p.grad *= world_size``)."""
+    parallel = model.parallel
+    for site in event.site.scope.sites:
+        call = site.call
+        if call is not None and (method_name(call) or last_segment(dotted(call.func))) in fw.GRAD_SCALING_CALLS:
+            if any(parallel.counts_replicas(arg.value) for arg in call.args):
                 return True
-        return False
+        if (site.augmented is not None and site.value is not None
+                and any(t and ".grad" in t for t in site.targets) and parallel.counts_replicas(site.value)):
+            return True
+    return False
 
 
 def _reduces_gradients(call: cst.Call) -> bool:
     """Whether a collective acts on gradients (``dist.all_reduce(p.grad)``, ``all_reduce_coalesced(grads)``)."""
     return any("grad" in (dotted(arg.value) or "") for arg in call.args)
+
+
+class DpRescaleOnLocalMean(Rule):
+    """ACC106: a loss that is a mean over this replica's microbatch (a torch loss left at its
+    ``"mean"`` reduction, ``x.mean()``) multiplied by the data-parallel size while DDP/FSDP
+    averages gradients over the replicas: the update is D times the global mean.
+
+    Reads the loss's multiplicative chain (:mod:`accumlint.model.loss_chain`) and stays silent
+    where it is opaque (a project's own loss, a sum of terms, a factor of unknown meaning), where
+    it divides by anything but A (a global count: ACC405's correct form), where the ledger shows
+    a count summed over the replicas or a gradient-side rescale, and where the module's wrapper
+    sums instead of averaging (a comm hook, a divide factor, gradients reduced by hand)."""
+
+    code = "ACC106"
+    #: the same files ACC405 reads: a replica count is a name, a world-size call or variable
+    gate = GlobalDenominatorWithAveraging.gate
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        parallel = model.parallel
+        if not parallel.averaging_wrapper:
+            return
+        module_sites = [site for scope in model.scopes for site in scope.sites]
+        if reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)]):
+            return
+        is_scalar = partial(_replica_count_or_a, model)
+        reported: set[int] = set()
+        for event in model.all_events():
+            if event.kind is not EventKind.BACKWARD or event.loss is None:
+                continue
+            chain = loss_chain(model, event.loss, event.site, is_scalar)
+            factors = [node for node, factor in chain.products if parallel.counts_replicas(factor)]
+            if (not factors or not chain.means or chain.opaque
+                    or not all(_divides_by_a(model, divisor) for _, divisor, _ in chain.divisions)):
+                continue
+            book = model.ledger(None, event)
+            if book.has(Factor.DIVIDE_GLOBAL_COUNT, Factor.DIVIDE_WORLD, Factor.GRAD_RESCALE) \
+                    or _gradients_rescaled_by_replicas(model, event):
+                continue
+            for node in factors:
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield Hit(
+                        node,
+                        "the loss is a mean over this replica's microbatch, and it is multiplied by the "
+                        "data-parallel size while DDP/FSDP averages the gradients over the replicas: the update "
+                        "is D times the mean over the effective batch (`* world_size` is right only on a sum "
+                        "divided by a global, all-reduced count)",
+                        "drop the multiplication by the world size; or sum the loss and divide by the token "
+                        "or example count all-reduced over the replicas (`loss_sum * world_size / global_count`)",
+                    )
+
+
+def _replica_count_or_a(model: FileModel, expression: cst.BaseExpression) -> bool:
+    """A name or call that is a replica count or A (a scalar of a loss chain)."""
+    return ((dotted(expression.func if isinstance(expression, cst.Call) else expression) is not None
+             and model.parallel.counts_replicas(expression)) or model.is_accumulation_name(expression))
+
+
+def _divides_by_a(model: FileModel, divisor: cst.BaseExpression) -> bool:
+    """A divisor that is A or a constant (a fixed scale, no count of examples or tokens)."""
+    return constant(model, divisor) or model.is_accumulation_name(divisor)

@@ -8,13 +8,15 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import LOOP, RuleGate, defines_lightning_hook, runs_loop
+from accumlint.checks.gate import BACKWARD, LOOP, RuleGate, defines_lightning_hook, runs_loop
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.dataflow import loss_divisions
+from accumlint.model.evaluation import evaluation_function, reported_values
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
+from accumlint.model.loss_chain import loss_chain
 from accumlint.model.names import dotted
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -313,3 +315,54 @@ class FrameworkExpectsNormalization(Rule):
                 "divide a summed loss by `num_items_in_batch`, or set `self.model_accepts_loss_kwargs = False` "
                 "(transformers 5.x: `loss_is_scaled_for_ga = False`) so the Trainer divides by A",
             )
+
+
+class EvalLossScaledForAccumulation(Rule):
+    """ACC108: a value an evaluation reports (returned, accumulated, logged) whose multiplicative
+    chain divides by A, computed in the evaluation (:mod:`accumlint.model.evaluation`): the
+    training loss's 1/A reused for a validation or test loss, which is then A times too small.
+
+    The division must be the training loss's own (a helper or method whose division by A also
+    feeds a backward), or, written in the evaluation itself, divide a loss the code shows to be
+    a mean (a torch loss, ``x.mean()``): an aggregate of training losses divided by A
+    (``sum(losses) / A``, the group's mean loss) is no validation loss. Silent where the chain
+    also multiplies by A, where the division by A runs outside the evaluation (the training
+    loss, logged under ``no_grad``), and in a module with no backward."""
+
+    code = "ACC108"
+    gate = BACKWARD
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        backwards = [e for e in model.all_events() if e.kind is EventKind.BACKWARD]
+        if not backwards:
+            return
+        training = {id(node) for event in backwards if event.loss is not None
+                    for node, divisor, _ in loss_chain(model, event.loss, event.site,
+                                                       model.is_accumulation_name).divisions
+                    if model.is_accumulation_name(divisor)}
+        reported: set[int] = set()
+        for scope in model.scopes:
+            whole = evaluation_function(scope)
+            for site in scope.sites:
+                if not (whole or site.under_no_grad):
+                    continue
+                for value in reported_values(site):
+                    chain = loss_chain(model, value, site, model.is_accumulation_name)
+                    if any(model.is_accumulation_name(factor) for _, factor in chain.products):
+                        continue  # multiplied back by A
+                    for node, divisor, at in chain.divisions:
+                        if id(node) in reported or not model.is_accumulation_name(divisor):
+                            continue
+                        if not (whole or at.under_no_grad):
+                            continue  # divided for the training backward, only read here
+                        if id(node) not in training and (chain.opaque or not chain.means):
+                            continue  # no training 1/A reused, and no loss the code shows
+                        reported.add(id(node))
+                        text = model.module.code_for_node(divisor)
+                        yield Hit(
+                            site.node,
+                            f"this validation or test loss goes through the training loss's division by A "
+                            f"(`/ {text}`): the reported value is A times too small, and changes whenever A does",
+                            "compute the evaluation loss without the 1/A (call the loss itself and divide by A "
+                            "only for the training backward), or multiply the reported value back by A",
+                        )

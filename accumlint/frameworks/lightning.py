@@ -62,6 +62,11 @@ AUTOMATIC_OPTIMIZATION_ATTR = "automatic_optimization"
 #: Methods called once per microbatch, read as the body of that loop (``loops/optimization``:
 #: automatic and manual optimization both call training_step per batch).
 MICROBATCH_HOOKS = frozenset({"training_step"})
+#: LightningModule hooks the evaluation and prediction loops call with the module in eval mode
+#: and under ``torch.no_grad``/``torch.inference_mode`` (``loops/utilities.py`` ``_no_grad_context``
+#: wraps ``_EvaluationLoop.run`` and ``_PredictionLoop.run``): what they compute is never
+#: backpropagated.
+EVALUATION_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
 #: ``core/module.py`` ``manual_backward``: the backward under manual optimization.
 MANUAL_BACKWARD = "manual_backward"
 #: ``LightningModule.clip_gradients(optimizer, ...)``: a clip (through the precision plugin).

@@ -170,6 +170,14 @@ IN_PLACE_SUM = frozenset({"all_reduce"})
 #: the token losses whose reduction decides a mean of means (``nn/functional.py``): a project
 #: module that calls one may return the loss a caller divides by A
 TOKEN_LOSS_CALLS = frozenset({"cross_entropy", "nll_loss"})
+#: Losses whose ``reduction`` defaults to ``"mean"``: a mean over the elements of the batch they
+#: are given, one microbatch on one replica (``nn/functional.py`` functions, ``nn/modules/loss.py``
+#: classes; ``cross_entropy``/``nll_loss`` skip ``ignore_index`` in the count).
+MEAN_DEFAULT_LOSSES = frozenset({
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss",
+    "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+})
 #: BatchNorm layers (``nn/modules/batchnorm.py``): statistics per forward pass.
 BATCHNORM_CLASSES = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
                                "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"})

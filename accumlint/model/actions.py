@@ -66,11 +66,17 @@ def evaluates(function: cst.FunctionDef) -> bool:
     """Whether a project function evaluates: it switches a model to evaluation mode (``.eval()``),
     runs under ``no_grad``/``inference_mode`` (a decorator or a ``with`` in its body) and holds a
     loop (a pass over data). A weight average stepped under ``no_grad`` switches no mode."""
-    decorated = any(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in _NO_GRAD
-                    for d in function.decorators)
+    decorated = decorated_without_grad(function)
     nodes = list(walk(function.body))
     with_no_grad = any(isinstance(n, cst.WithItem) and isinstance(n.item, cst.Call) and dotted(n.item.func) in _NO_GRAD
                        for n in nodes)
     switches = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "eval"
                    and not n.args for n in nodes)
     return (decorated or with_no_grad) and switches and any(isinstance(n, (cst.For, cst.While)) for n in nodes)
+
+
+def decorated_without_grad(function: cst.FunctionDef) -> bool:
+    """Whether ``function`` is decorated with ``torch.no_grad`` / ``torch.inference_mode`` (with
+    or without a call): nothing it computes builds a graph."""
+    return any(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in _NO_GRAD
+               for d in function.decorators)

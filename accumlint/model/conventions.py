@@ -53,6 +53,10 @@ ACCUMULATION_NAME = re.compile(
     re.IGNORECASE,
 )
 
+#: Names of a function that computes a validation or test metric (``evaluate``, ``validate``,
+#: ``eval_epoch``, ``run_validation``, ``test_step``): with no backward in it, an evaluation.
+EVALUATION_FUNCTION_NAME = re.compile(r"(^|_)(eval|evaluate|evaluation|validate|validation|val|test)(_|$)", re.I)
+
 #: Names of the samples in one microbatch (``micro_batch_size``, ``micro_bs``): a sample count
 #: divided by one counts microbatches.
 #: Names of a per-epoch microbatch count (``iters_per_epoch``, ``steps_per_epoch``, ``epoch_len``): a

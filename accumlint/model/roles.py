@@ -276,6 +276,14 @@ class Roles:
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
 
     # --- instances of this module's classes ------------------------------------------------
+    def init_value(self, class_def: cst.ClassDef, name: str) -> cst.BaseExpression | None:
+        """The value ``__init__`` of ``class_def`` gives the attribute ``name`` (``self.criterion``)
+        when that is its only binding in the class's methods, else None."""
+        sites = self._class_bindings.get(class_def, {}).get(name, [])
+        if len(sites) != 1 or sites[0].scope.name != "__init__":
+            return None
+        return self._stored_value(sites[0], name)
+
     def _init_binding(self, class_def: cst.ClassDef, name: str) -> tuple[Scope, Site] | None:
         """The ``__init__`` of ``class_def`` and its last binding of the ``self.`` attribute ``name``."""
         for scope in self.scopes:

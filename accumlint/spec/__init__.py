@@ -370,6 +370,38 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC106",
+        "dp-rescale-on-local-mean",
+        Severity.ERROR,
+        "P10",
+        implemented_by=("data_parallel", "DpRescaleOnLocalMean"),
+        summary="a local mean multiplied by the data-parallel size: the update is D times the global mean",
+        meaning=(
+            "gradients are D times the mean over the effective batch: the effective learning rate is multiplied by "
+            "the data-parallel size, and changes whenever the job runs on a different number of replicas"
+        ),
+        fix=(
+            "drop the multiplication by the world size (DDP/FSDP's average of the replicas' means is the global "
+            "mean), or sum the loss and divide by the count all-reduced over the replicas before multiplying by it"
+        ),
+    ),
+    RuleSpec(
+        "ACC108",
+        "eval-loss-scaled-for-accumulation",
+        Severity.WARNING,
+        "P4",
+        implemented_by=("normalization", "EvalLossScaledForAccumulation"),
+        summary="a validation loss computed through the training 1/A: reported A times too small",
+        meaning=(
+            "the reported validation or test loss is A times too small: it is not comparable with the training "
+            "loss, with runs at another A, or with a checkpoint's earlier evaluations"
+        ),
+        fix=(
+            "compute the evaluation loss without the 1/A (divide by A only where the training loss is "
+            "backpropagated), or multiply the reported value back by A"
+        ),
+    ),
+    RuleSpec(
         "ACC201",
         "loss-kept-with-graph",
         Severity.ERROR,

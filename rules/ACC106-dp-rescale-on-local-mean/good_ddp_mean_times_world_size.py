@@ -1,0 +1,56 @@
+"""ACC106 good: a microbatch mean loss backpropagated as it is under DDP.
+
+Each replica backpropagates the mean over its own microbatch divided by A; DDP
+averages the replicas, so the update is the mean over the effective batch.
+Plain PyTorch DDP (gloo, one process),
+runs on CPU.
+"""
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+# before init_process_group: torch.optim's first use imports torch._dynamo, whose modules bind the
+# default group into default arguments; imported later, they keep the group (and its gloo threads)
+# alive past destroy_process_group, to be torn down at interpreter exit, where that may abort
+import torch._dynamo  # noqa: F401
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+UPDATES = 3
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main():
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = DistributedDataParallel(nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for update in range(UPDATES):
+            logged = 0.0
+            for _ in range(ACCUMULATION_STEPS):
+                x = torch.randn(MICROBATCH_SIZE, 16)
+                y = x.sum(dim=1, keepdim=True)
+                loss = F.mse_loss(model(x), y) / ACCUMULATION_STEPS
+                loss.backward()  # DDP averages the replicas: the global mean
+                logged += loss.item()
+            optimizer.step()
+            optimizer.zero_grad()
+            print(f"update {update}: loss {logged:.4f}")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
