@@ -370,6 +370,16 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC107",
+        "auxiliary-loss-not-normalized",
+        Severity.WARNING,
+        "P4",
+        implemented_by=("normalization", "AuxiliaryLossNotNormalized"),
+        summary="an auxiliary loss term added per microbatch without the main loss's ÷A: weighted A× its coefficient",
+        meaning="TODO: what a finding does to training",
+        fix="TODO: the general repair, in the words both engines print",
+    ),
+    RuleSpec(
         "ACC201",
         "loss-kept-with-graph",
         Severity.ERROR,
@@ -644,6 +654,16 @@ RULES: tuple[RuleSpec, ...] = (
         summary="DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks",
         meaning="DeepSpeed's own micro-step counter and the user's gate disagree: updates are skipped or misplaced",
         fix="call engine.step() after every microbatch: DeepSpeed decides the accumulation boundary itself",
+    ),
+    RuleSpec(
+        "ACC503",
+        "accumulate-omits-trained-model",
+        Severity.WARNING,
+        "P10",
+        implemented_by=("framework_usage", "AccumulateOmitsTrainedModel"),
+        summary="accumulate(a) leaves out a second trained prepared model: its gradients all-reduce every microbatch",
+        meaning="TODO: what a finding does to training",
+        fix="TODO: the general repair, in the words both engines print",
     ),
     RuleSpec(
         "ACC505",
