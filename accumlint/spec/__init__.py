@@ -376,8 +376,14 @@ RULES: tuple[RuleSpec, ...] = (
         "P4",
         implemented_by=("normalization", "AuxiliaryLossNotNormalized"),
         summary="an auxiliary loss term added per microbatch without the main loss's ÷A: weighted A× its coefficient",
-        meaning="TODO: what a finding does to training",
-        fix="TODO: the general repair, in the words both engines print",
+        meaning=(
+            "the auxiliary term (load balancing, z-loss, KL, a regulariser) weighs A times its configured coefficient "
+            "against the main loss: the group's update sums A of its gradients but only the mean of the main loss's"
+        ),
+        fix=(
+            "divide every summand of the backpropagated loss by the same group denominator: "
+            "divide the whole sum once, (main + aux) / A"
+        ),
     ),
     RuleSpec(
         "ACC201",
@@ -662,8 +668,13 @@ RULES: tuple[RuleSpec, ...] = (
         "P10",
         implemented_by=("framework_usage", "AccumulateOmitsTrainedModel"),
         summary="accumulate(a) leaves out a second trained prepared model: its gradients all-reduce every microbatch",
-        meaning="TODO: what a finding does to training",
-        fix="TODO: the general repair, in the words both engines print",
+        meaning=(
+            "the left-out model's data-parallel wrapper all-reduces its gradients on every microbatch instead of "
+            "once per group: A times the communication for that model, and its sync is not deferred with the others"
+        ),
+        fix=(
+            "pass every model the block trains to one accumulate(): with accelerator.accumulate(model_a, model_b):"
+        ),
     ),
     RuleSpec(
         "ACC505",
