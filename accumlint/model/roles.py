@@ -369,6 +369,27 @@ class Roles:
                     self.project.used[importer] = loaded[1]  # type: ignore[attr-defined]  # its change makes this stale
         return self._importer_roles
 
+    def prepared_from(self, name: str, scope: Scope, order: int) -> str | None:
+        """The dotted argument of the ``<accelerator>.prepare(...)`` call whose result ``name``
+        holds at ``order`` (``enc, head = acc.prepare(enc_raw, head_raw)`` → ``head_raw`` for
+        ``head``; ``self.net`` bound in ``__init__`` from ``prepare(net)`` → ``net``): the name an
+        optimizer built before the preparation knows the model by. None when ``name`` is not
+        bound by one such call in view."""
+        if name.startswith("self.") and scope.class_def is not None:
+            binding = self._init_binding(scope.class_def, name)
+            site = binding[1] if binding is not None else None
+        else:
+            definitions, on_entry = reaching_definitions(scope, name, order, self._bindings[scope].get(name, []))
+            site = definitions[0] if len(definitions) == 1 and not on_entry else None
+        if site is None or name not in site.targets or isinstance(site.node, (cst.For, cst.With)):
+            return None
+        value, position = site.value, site.targets.index(name)
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(site.targets):
+            value, position = value.elements[position].value, 0
+        if not (isinstance(value, cst.Call) and method_name(value) == "prepare"):
+            return None
+        return dotted(positional(value, position))
+
     def stored_name(self, name: str, scope: Scope, order: int) -> str:
         """``name`` where it holds what a constructor of this module's class was given (see
         :meth:`stored`), else ``name`` itself."""
