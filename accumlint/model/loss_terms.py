@@ -177,7 +177,10 @@ def carries_gradient(term: LossTerm) -> bool:
     """Whether a summand may carry a gradient as far as its value history shows: it is computed
     by a call here (a forward, a loss function, a model's attribute read from its output) and
     does not pass through ``.detach()`` / ``.item()``. A bare name of unknown origin (a
-    parameter) does not count."""
+    parameter) does not count, nor a summand multiplied by a literal zero (``0.0 * sum(p.sum() for
+    p in model.parameters())``: the DDP trick that touches unused parameters, weightless)."""
+    if _zero_weighted(term.node):
+        return False
     computed = False
     for value, _, _ in value_history(term.node, term.site):
         for call in calls_in(value):
@@ -187,3 +190,16 @@ def carries_gradient(term: LossTerm) -> bool:
         if isinstance(value, cst.Attribute) and dotted(value) is None:
             computed = True  # `model(x).aux_loss`
     return computed
+
+
+def _zero_weighted(expression: cst.BaseExpression) -> bool:
+    """Whether a product has a number literal equal to zero among its factors."""
+    while isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Multiply):
+        for side in (expression.left, expression.right):
+            if isinstance(side, (cst.Integer, cst.Float)) and float(side.value.replace("_", "")) == 0.0:
+                return True
+        if isinstance(expression.right, cst.BinaryOperation):
+            if _zero_weighted(expression.right):
+                return True
+        expression = expression.left
+    return False
