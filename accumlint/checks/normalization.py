@@ -352,11 +352,14 @@ class AuxiliaryLossNotNormalized(Rule):
             if isinstance(shown, cst.BinaryOperation) and isinstance(shown.operator, cst.Divide):
                 shown = shown.left  # `ce / A`: the loss, without the division the message names
             for term in bare:
-                if id(term.node) in reported or (term.site.inline is not None and term.site.inline.foreign):
+                inline = term.site.inline
+                foreign = inline is not None and any(link.foreign is not None for link in inline.chain())
+                node = term.site.report if foreign else term.node  # another module's code: the call here
+                if id(node) in reported:
                     continue
-                reported.add(id(term.node))
+                reported.add(id(node))
                 yield Hit(
-                    term.node,
+                    node,
                     f"the main loss `{code(shown)}` is divided by `{code(divisor)}` for the group, but "
                     f"`{code(term.node)}` is added to the same backpropagated loss on every microbatch without "
                     "that division: the group's update sums A of them, so this term weighs A times its "

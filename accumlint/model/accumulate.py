@@ -16,7 +16,7 @@ import libcst as cst
 
 from accumlint.model.groups import Group, is_accumulate_call
 from accumlint.model.kinds import EventKind, Role
-from accumlint.model.leaks import models_reached, trained_model
+from accumlint.model.leaks import models_reached, outermost_name, trained_model
 from accumlint.model.names import dotted
 from accumlint.model.sites import FrameKind
 
@@ -58,10 +58,11 @@ def double_entries(group: Group) -> list[cst.With]:
 class OmittedModel:
     """A prepared model that a ``with <accelerator>.accumulate(...)`` block trains without
     passing it: ``call`` is the innermost ``accumulate(...)`` around the backward that reaches
-    it, ``name`` the model, ``passed`` the models the enclosing ``accumulate()`` calls name,
+    it (or, where that block is another module's code, the call of it in this file), ``name``
+    the model, ``passed`` the models the enclosing ``accumulate()`` calls name,
     ``optimizer`` the optimizer over its parameters that updates in the loop."""
 
-    call: cst.Call
+    call: cst.CSTNode
     name: str
     passed: tuple[str, ...]
     optimizer: str
@@ -92,23 +93,23 @@ def omitted_trained_models(model: FileModel, group: Group) -> list[OmittedModel]
     seen: set[tuple[int, str]] = set()
     for backward in group.of_kind(EventKind.BACKWARD):
         inline = backward.site.inline
-        if inline is not None and any(link.foreign is not None for link in inline.chain()):
-            continue  # another module's code: its `accumulate()` is reported there
+        foreign = inline is not None and any(link.foreign is not None for link in inline.chain())
         calls = _enclosing_accumulate_calls(backward.site.frames)
         if not calls:
             continue
         contexts = [frame.node for frame in backward.site.frames if frame.kind is FrameKind.WITH
                     and any(item.item in calls for item in frame.node.items)]  # type: ignore[union-attr]
-        passed = [dotted(arg.value) if not arg.star and arg.keyword is None else None
+        site = backward.site
+        passed = [_outer_name(model, arg.value, site) if not arg.star and arg.keyword is None else None
                   for call in calls for arg in call.args]
         if not passed or None in passed:
             continue
         scope, order = backward.site.scope, backward.site.order
         # the prepared models the block calls, with the name their optimizer knows them by
         candidates: dict[str, str] = {}
-        for site in group.region_sites:
-            name = dotted(site.call.func) if site.call is not None else None
-            if name is None or name in candidates or not any(site.inside(c) for c in contexts):
+        for called in group.region_sites:
+            name = _outer_name(model, called.call.func, called) if called.call is not None else None
+            if name is None or name in candidates or not any(called.inside(c) for c in contexts):
                 continue
             info = model.roles.named(name, scope, order)
             if info.prepared is True and info.role in _MODEL_ROLES:
@@ -120,12 +121,22 @@ def omitted_trained_models(model: FileModel, group: Group) -> list[OmittedModel]
             key = (id(calls[-1]), name)
             if key not in seen:
                 seen.add(key)
-                found.append(OmittedModel(calls[-1], name, tuple(passed),  # type: ignore[arg-type]
+                # in another module's code the finding goes to the call of it in this file
+                report = backward.site.report if foreign else calls[-1]
+                found.append(OmittedModel(report, name, tuple(passed),  # type: ignore[arg-type]
                                           optimizers[candidates[name]]))
     return found
 
 
 _MODEL_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL})
+
+
+def _outer_name(model: FileModel, expression: cst.BaseExpression, site) -> str | None:
+    """``expression`` (read at ``site``) in the scope's own names: an inlined helper's
+    parameter is the caller's argument, and ``self.net`` of an object built on ``net`` is
+    ``net`` (:meth:`Roles.stored_name`). None where a parameter's value is unknown."""
+    name = outermost_name(expression, site.inline)
+    return model.roles.stored_name(name, site.scope, site.order) if name else None
 
 
 def _enclosing_accumulate_calls(frames) -> list[cst.Call]:
