@@ -464,6 +464,10 @@ class Roles:
         class_def = self.classes.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
         if class_def is None:
             return None
+        stored = _property_reads(class_def, attribute)
+        if stored is not None:  # `holder.optimizer`, a property returning `self._optimizer`
+            info = self.named(f"{root}.{stored}", scope, order, depth + 1)
+            return info if info.role is not Role.UNKNOWN else None
         return self._at_construction(class_def, f"self.{attribute}", value, definitions[0], depth)  # type: ignore[arg-type]
 
 
@@ -649,6 +653,29 @@ class Roles:
 
 #: importers read for the constructions of a module's classes
 _MAX_IMPORTERS = 8
+
+
+def _property_reads(class_def: cst.ClassDef, attribute: str) -> str | None:
+    """``X`` where ``class_def`` defines ``attribute`` as a ``@property`` whose body is only
+    ``return self.X`` (a read of another attribute of the instance), else None."""
+    body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
+    for statement in body:
+        if not (isinstance(statement, cst.FunctionDef) and statement.name.value == attribute
+                and any(dotted(d.decorator) == "property" for d in statement.decorators)):
+            continue
+        inner = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+        line = inner[-1] if len(inner) == 1 or (len(inner) == 2 and _is_docstring(inner[0])) else None
+        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        value = small.value if isinstance(small, cst.Return) else None
+        name = dotted(value) if isinstance(value, cst.Attribute) else None
+        if name is not None and name.count(".") == 1 and name.startswith("self."):
+            return name.partition(".")[2]
+    return None
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _built(scopes: list[Scope], name: str | None) -> list[tuple[cst.Call, Site]]:
