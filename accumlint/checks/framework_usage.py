@@ -8,8 +8,9 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.accumulate import double_entries
+from accumlint.model.accumulate import double_entries, omitted_trained_models
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
@@ -239,3 +240,30 @@ def _is_engine(model: FileModel, group, receiver: cst.BaseExpression, site) -> b
     used = {(e.kind, e.method) for e in group.events if e.target is not None and dotted(e.target) == name
             and (e.kind is not EventKind.BACKWARD or e.loss is not None)}
     return name is not None and {(EventKind.BACKWARD, "backward"), (EventKind.UPDATE, "step")} <= used
+
+
+class AccumulateOmitsTrainedModel(Rule):
+    """ACC503: ``with accelerator.accumulate(a):`` around a backward that also trains a second
+    prepared model ``b`` (an optimizer over its parameters updates in the loop): Accelerate
+    defers the gradient all-reduce of the models it is given only, so ``b``'s DDP wrapper
+    all-reduces on every microbatch."""
+
+    code = "ACC503"
+    #: a file that enters ``accumulate()``
+    gate = RuleGate(markers=(fw.accelerate.ACCUMULATE_METHOD.encode(),),
+                    facts=lambda facts: facts.calls((fw.accelerate.ACCUMULATE_METHOD,)))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for group in model.loops:
+            if group.accumulates is False:
+                continue
+            for omitted in omitted_trained_models(model, group):
+                passed = ", ".join(omitted.passed)
+                yield Hit(
+                    omitted.call,
+                    f"`accumulate({passed})` leaves out `{omitted.name}`, which the backward in this block also "
+                    f"trains (`{omitted.optimizer}` updates its parameters): under DDP its gradients are "
+                    "all-reduced on every microbatch instead of once per group, and its sync is not deferred "
+                    "with the others",
+                    f"pass every model the block trains: `accumulate({passed}, {omitted.name})`",
+                )

@@ -17,6 +17,7 @@ from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
 from accumlint.model.loss_chain import loss_chain
+from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
 from accumlint.model.names import dotted
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -366,3 +367,84 @@ class EvalLossScaledForAccumulation(Rule):
                             "compute the evaluation loss without the 1/A (call the loss itself and divide by A "
                             "only for the training backward), or multiply the reported value back by A",
                         )
+class AuxiliaryLossNotNormalized(Rule):
+    """ACC107: the main loss divided by the group's denominator (A, the group's token count)
+    while another summand of the same backpropagated loss (an auxiliary loss, a regulariser)
+    is added per microbatch undivided. Main and auxiliary are told apart by provenance: which
+    summand carries the division, never by names."""
+
+    code = "ACC107"
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for group, event, book in _microbatch_backwards(model):
+            if book.has(Factor.FRAMEWORK_A, Factor.GRAD_RESCALE, Factor.DIVIDE_GLOBAL_COUNT, Factor.DIVIDE_WORLD):
+                continue  # the framework divides the whole loss, or the gradients get a denominator later
+            terms = loss_terms(model, event)
+            if terms is None or len(terms) < 2:
+                continue
+
+            def denominator(divisor: cst.BaseExpression, group=group) -> bool:
+                return model.is_accumulation_name(divisor) or is_token_count(model, group, divisor)
+
+            main: list[tuple[LossTerm, cst.BaseExpression]] = []
+            bare: list[LossTerm] = []
+            for term in terms:
+                divisor = _group_divisor(term, denominator)
+                if divisor is not None:
+                    main.append((term, divisor))
+                elif not _divided(term) and carries_gradient(term):
+                    bare.append(term)
+            if not main:
+                continue
+            code = cst.Module([]).code_for_node
+            main_term, divisor = main[0]
+            shown = main_term.node
+            if isinstance(shown, cst.BinaryOperation) and isinstance(shown.operator, cst.Divide):
+                shown = shown.left  # `ce / A`: the loss, without the division the message names
+            for term in bare:
+                inline = term.site.inline
+                foreign = inline is not None and any(link.foreign is not None for link in inline.chain())
+                node = term.site.report if foreign else term.node  # another module's code: the call here
+                if id(node) in reported:
+                    continue
+                reported.add(id(node))
+                yield Hit(
+                    node,
+                    f"the main loss `{code(shown)}` is divided by `{code(divisor)}` for the group, but "
+                    f"`{code(term.node)}` is added to the same backpropagated loss on every microbatch without "
+                    "that division: the group's update sums A of them, so this term weighs A times its "
+                    "coefficient relative to the main loss",
+                    f"divide this term by `{code(divisor)}` too (or divide the whole sum once: "
+                    f"`(main + aux) / {code(divisor)}`)",
+                )
+
+
+def _group_divisor(term: LossTerm, denominator) -> cst.BaseExpression | None:
+    """The group denominator (a divisor ``denominator`` accepts) a summand is divided by, on
+    the sum around it or inside its own value history; None when it has none."""
+    for divisor in term.divisors:
+        if denominator(divisor):
+            return divisor
+    for node in loss_divisions(term.node, term.site, denominator):
+        if isinstance(node, cst.BinaryOperation):
+            return _reciprocal_divisor(node)
+        if isinstance(node, cst.AugAssign):
+            return node.value
+    return None
+
+
+def _reciprocal_divisor(node: cst.BinaryOperation) -> cst.BaseExpression:
+    """The divisor of ``x / d`` or of ``x * (1 / d)``."""
+    if isinstance(node.operator, cst.Divide):
+        return node.right
+    side = node.right if isinstance(node.right, cst.BinaryOperation) else node.left
+    return side.right  # type: ignore[attr-defined]
+
+
+def _divided(term: LossTerm) -> bool:
+    """Whether a summand goes through any division by something other than a number literal:
+    its factor may be the group's denominator under another name, so its weight is unknown."""
+    if any(not isinstance(d, (cst.Integer, cst.Float)) for d in term.divisors):
+        return True
+    return bool(loss_divisions(term.node, term.site, lambda d: not isinstance(d, (cst.Integer, cst.Float))))

@@ -62,6 +62,11 @@ LOADER_ADAPTERS = (("accelerate.data_loader", "DataLoaderAdapter"),)
 ACCUMULATION_KEYWORD = "gradient_accumulation_steps"
 #: ``with accelerator.accumulate(model):``: the context that gates the group.
 ACCUMULATE_METHOD = "accumulate"
+#: ``Accelerator.accumulate(self, *models)`` (accelerator.py): every model passed is entered in
+#: ``no_sync(m)`` off the boundary (its DDP all-reduce deferred to the sync microbatch); a prepared
+#: model left out all-reduces on every backward that reaches it. Several models in one call are
+#: accepted (read in the installed accelerate 1.15.0).
+ACCUMULATE_SIGNATURE = Source("accelerate", VERSION, "accelerator.py Accelerator.accumulate(self, *models)")
 #: ``Accelerator(gradient_accumulation_plugin=)``: A configured through a plugin object.
 PLUGIN_KEYWORD = "gradient_accumulation_plugin"
 

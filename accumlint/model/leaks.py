@@ -63,7 +63,7 @@ def models_reached(backward: Event, models: set[str], roles: Roles | None = None
                 if isinstance(node.func, cst.Attribute):
                     work.append((node.func.value, order, depth, True, inline))
                 continue
-            callee = _outermost(node.func, inline)
+            callee = outermost_name(node.func, inline)
             if callee is not None and callee.endswith(".forward"):
                 callee = callee[: -len(".forward")]
             if callee is not None and roles is not None and callee not in models:
@@ -102,7 +102,7 @@ def models_reached(backward: Event, models: set[str], roles: Roles | None = None
     return found, cut - found
 
 
-def _outermost(func: cst.BaseExpression, inline: Inline | None) -> str | None:
+def outermost_name(func: cst.BaseExpression, inline: Inline | None) -> str | None:
     """The dotted name of a called model in the scope's own names (a helper's ``net_d`` is the
     caller's argument), or None where a parameter's value is unknown."""
     if inline is None:

@@ -50,6 +50,8 @@ class RoleInfo:
 
 
 UNKNOWN = RoleInfo(Role.UNKNOWN, Evidence.NAME)
+#: an order after every site of a scope: what a name holds where the scope ends
+_END_OF_SCOPE = 1 << 30
 _DEEPSPEED_TUPLE = fw.deepspeed.INITIALIZE_RETURNS
 _STEPPING_ROLES = frozenset({Role.SCHEDULER, Role.OPTIMIZER, Role.SCALER, Role.ENGINE, Role.ACCELERATOR,
                              Role.OPTIM_WRAPPER})
@@ -163,17 +165,17 @@ class Roles:
                     return self._by_name(dotted(resolved))
                 site = own
         if isinstance(expression, cst.Call):
-            info = self._from_value(expression, site.scope, site.order, 0, "") or self._returned(expression, site)
+            info = self._from_value(expression, site.scope, site.order, 0, "") or self._returned(expression, site.scope)
             if info is not None:
                 return info
         return self.named(dotted(expression), site.scope, site.order)
 
-    def _returned(self, call: cst.Call, site: Site) -> RoleInfo | None:
+    def _returned(self, call: cst.Call, scope: Scope) -> RoleInfo | None:
         """The role of what a project helper ``call`` was inlined to returns, where every
         ``return`` of it gives one role (``get_optimizer().step()``, a getter of the optimizer)."""
         if id(call) in self._returning:
             return None  # a helper whose return reads its own call again (recursion)
-        returns = [s for s in site.scope.returns_of(call) if s.value is not None and s.value is not call]
+        returns = [s for s in scope.returns_of(call) if s.value is not None and s.value is not call]
         self._returning.add(id(call))
         try:
             infos = {self.of(s.value, s) for s in returns}
@@ -377,6 +379,35 @@ class Roles:
                     self.project.used[importer] = loaded[1]  # type: ignore[attr-defined]  # its change makes this stale
         return self._importer_roles
 
+    def prepared_from(self, name: str, scope: Scope, order: int, depth: int = 0) -> str | None:
+        """The dotted argument of the ``<accelerator>.prepare(...)`` call whose result ``name``
+        holds at ``order`` (``enc, head = acc.prepare(enc_raw, head_raw)`` → ``head_raw`` for
+        ``head``; ``self.net`` bound in ``__init__`` from ``prepare(net)`` → ``net``), following
+        plain aliases (``self.head = head``) and a constructor's argument stored on ``self``: the
+        name an optimizer built before the preparation knows the model by. None when ``name`` is
+        not bound by one such call in view."""
+        if name.startswith("self.") and scope.class_def is not None:
+            binding = self._init_binding(scope.class_def, name)
+            site = binding[1] if binding is not None else None
+        else:
+            definitions, on_entry = reaching_definitions(scope, name, order, self._bindings[scope].get(name, []))
+            site = definitions[0] if len(definitions) == 1 and not on_entry else None
+        if site is None or name not in site.targets or isinstance(site.node, (cst.For, cst.With)):
+            stored = self.stored(name, scope, order) if depth < 4 else None
+            if stored is None:
+                return None
+            # `self.net` stored from a constructor argument: what that argument holds where it is built
+            return self.prepared_from(stored[0], stored[1], _END_OF_SCOPE, depth + 1)
+        value, position = site.value, site.targets.index(name)
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(site.targets):
+            value, position = value.elements[position].value, 0
+        if isinstance(value, (cst.Name, cst.Attribute)) and len(site.targets) == 1 and depth < 4:
+            alias = dotted(value)  # `self.head = head`, `net = model`: what the other name holds
+            return self.prepared_from(alias, site.scope, site.order, depth + 1) if alias else None
+        if not (isinstance(value, cst.Call) and method_name(value) == "prepare"):
+            return None
+        return dotted(positional(value, position))
+
     def stored_name(self, name: str, scope: Scope, order: int) -> str:
         """``name`` where it holds what a constructor of this module's class was given (see
         :meth:`stored`), else ``name`` itself."""
@@ -441,6 +472,10 @@ class Roles:
         class_def = self.classes.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
         if class_def is None:
             return None
+        stored = _property_reads(class_def, attribute)
+        if stored is not None:  # `holder.optimizer`, a property returning `self._optimizer`
+            info = self.named(f"{root}.{stored}", scope, order, depth + 1)
+            return info if info.role is not Role.UNKNOWN else None
         return self._at_construction(class_def, f"self.{attribute}", value, definitions[0], depth)  # type: ignore[arg-type]
 
 
@@ -553,7 +588,7 @@ class Roles:
         if isinstance(value, cst.Call):
             info = self._from_value(value, site.scope, site.order, position, name, depth)
             if info is None and len(site.targets) == 1 and depth <= 6:
-                info = self._returned(value, site)  # `loader = make_loader()`: what the helper returns
+                info = self._returned(value, site.scope)  # `loader = make_loader()`: what the helper returns
             return info
         if len(site.targets) > 1:
             return None  # `a, b = pair`: the pair's role says nothing about its elements
@@ -580,6 +615,8 @@ class Roles:
                 if method == "prepare":
                     argument = positional(call, position)
                     inner = self.named(dotted(argument), scope, order, depth + 1) if argument is not None else UNKNOWN
+                    if isinstance(argument, cst.Call):  # `prepare(get_optimizer())`: what the getter returns
+                        inner = self._returned(argument, scope) or UNKNOWN
                     if inner.role is Role.UNKNOWN:
                         inner = RoleInfo(role_from_name(target), Evidence.NAME)
                     return replace(inner, prepared=True)
@@ -624,6 +661,29 @@ class Roles:
 
 #: importers read for the constructions of a module's classes
 _MAX_IMPORTERS = 8
+
+
+def _property_reads(class_def: cst.ClassDef, attribute: str) -> str | None:
+    """``X`` where ``class_def`` defines ``attribute`` as a ``@property`` whose body is only
+    ``return self.X`` (a read of another attribute of the instance), else None."""
+    body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
+    for statement in body:
+        if not (isinstance(statement, cst.FunctionDef) and statement.name.value == attribute
+                and any(dotted(d.decorator) == "property" for d in statement.decorators)):
+            continue
+        inner = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ()
+        line = inner[-1] if len(inner) == 1 or (len(inner) == 2 and _is_docstring(inner[0])) else None
+        small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        value = small.value if isinstance(small, cst.Return) else None
+        name = dotted(value) if isinstance(value, cst.Attribute) else None
+        if name is not None and name.count(".") == 1 and name.startswith("self."):
+            return name.partition(".")[2]
+    return None
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value, cst.SimpleString))
 
 
 def _built(scopes: list[Scope], name: str | None) -> list[tuple[cst.Call, Site]]:

@@ -386,6 +386,22 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC107",
+        "auxiliary-loss-not-normalized",
+        Severity.WARNING,
+        "P4",
+        implemented_by=("normalization", "AuxiliaryLossNotNormalized"),
+        summary="an auxiliary loss term added per microbatch without the main loss's ÷A: weighted A× its coefficient",
+        meaning=(
+            "the auxiliary term (load balancing, z-loss, KL, a regulariser) weighs A times its configured coefficient "
+            "against the main loss: the group's update sums A of its gradients but only the mean of the main loss's"
+        ),
+        fix=(
+            "divide every summand of the backpropagated loss by the same group denominator: "
+            "divide the whole sum once, (main + aux) / A"
+        ),
+    ),
+    RuleSpec(
         "ACC108",
         "eval-loss-scaled-for-accumulation",
         Severity.WARNING,
@@ -693,6 +709,21 @@ RULES: tuple[RuleSpec, ...] = (
         summary="DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks",
         meaning="DeepSpeed's own micro-step counter and the user's gate disagree: updates are skipped or misplaced",
         fix="call engine.step() after every microbatch: DeepSpeed decides the accumulation boundary itself",
+    ),
+    RuleSpec(
+        "ACC503",
+        "accumulate-omits-trained-model",
+        Severity.WARNING,
+        "P10",
+        implemented_by=("framework_usage", "AccumulateOmitsTrainedModel"),
+        summary="accumulate(a) leaves out a second trained prepared model: its gradients all-reduce every microbatch",
+        meaning=(
+            "the left-out model's data-parallel wrapper all-reduces its gradients on every microbatch instead of "
+            "once per group: A times the communication for that model, and its sync is not deferred with the others"
+        ),
+        fix=(
+            "pass every model the block trains to one accumulate(): with accelerator.accumulate(model_a, model_b):"
+        ),
     ),
     RuleSpec(
         "ACC505",
