@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support import one
-from tests.test_simulation import only, run, updates
+from tests.test_simulation import only, run, simulated, updates
 
 STRIDES = """
     def train(model, optimizer, loader, crit, accum, epochs):
@@ -131,3 +131,48 @@ def test_acc402_whatever_the_names_and_however_the_update_is_gated(tmp_path: Pat
     """
     assert one(tmp_path, source) == [("ACC402", 6)]
     assert one(tmp_path, source.replace("if f % e == 0", "if (f + 1) % e == 0")) == []
+
+
+COMPREHENSION = """
+    import torch
+
+    def one_update(model, optimizer, crit, group):
+        for x, y in group:
+            (crit(model(x), y) / len(group)).backward()
+        optimizer.step()
+        {reset}
+        return 0.0
+
+    def train(model, optimizer, loader, crit, accum, epochs):
+        for epoch in range(epochs):
+            batches = list(loader)
+            losses = [one_update(model, optimizer, crit, batches[start:start + accum])
+                      for start in range(0, len(batches), accum)]
+"""
+
+
+def test_a_comprehension_that_trains_runs_as_the_loop_it_spells():
+    # the groups come from a list comprehension over the strides: the same runs as the `for` spelling
+    result = next(r for r in simulated(COMPREHENSION.format(reset="optimizer.zero_grad()")) if r.entry.name == "train")
+    assert result.symbols == ("accum",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (0, 4), (1, 1), (1, 3), (1, 4)]
+
+
+def test_acc002_on_groups_a_comprehension_drives(tmp_path: Path):
+    assert one(tmp_path, COMPREHENSION.format(reset="")) == [("ACC002", 7)]
+    assert one(tmp_path, COMPREHENSION.format(reset="optimizer.zero_grad()")) == []
+
+
+def test_a_comprehension_that_trains_nothing_stays_a_value_of_the_run():
+    # a comprehension with no training event inside is not run: the loop around it is unchanged
+    result = only("""
+        def train(model, optimizer, loader, crit, accum):
+            for i, (x, y) in enumerate(loader):
+                sizes = [len(part) for part in x]
+                (crit(model(x), y) / accum).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]

@@ -10,7 +10,6 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import TraceVerdict, trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.kinds import Evidence
 from accumlint.model.leaks import models_reached, trained_model
 from accumlint.model.names import dotted, keyword
 from accumlint.model.simulation import BY_NAME, Simulation
@@ -90,38 +89,17 @@ def _by_name(simulation: Simulation, verdict: TraceVerdict) -> bool:
 class MissingGradReset(Rule):
     """ACC002: an optimizer update that nothing in the file ever resets the gradients for.
 
-    The patterns find it in the loops of the file; where they are silent, the simulated runs
-    (:mod:`accumlint.checks.group_traces`): a run that updates one model's parameters twice
-    with no reset anywhere. Both are silent where the file spells a reset the runs may not see
-    (a ``clear_grads()`` helper) and, in a module that does not import torch, for an optimizer
-    known by its name alone.
+    Read off the simulated runs (:mod:`accumlint.checks.group_traces`): a run that updates one
+    model's parameters twice with no reset anywhere (a fresh optimizer over fresh tensors each
+    iteration accumulates nothing). Silent where the file spells a reset the runs may not see (a
+    ``clear_grads()`` helper) and, in a module that does not import torch, for an optimizer known
+    by its name alone.
     """
 
     code = "ACC002"
 
-    @functools.partial(with_traces, keep=_kept)
     def check(self, model: FileModel) -> Iterator[Hit]:
-        if _spells_reset(model):
-            return
-        for group in model.loops:
-            if group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.UNGATED):
-                continue
-            for update in group.of_kind(EventKind.UPDATE):
-                role = update.role
-                if role.owner is not None or role.role in (Role.ENGINE, Role.OPTIM_WRAPPER):
-                    continue  # the framework resets (DeepSpeed engine, mmengine wrapper, Fabric-managed)
-                if role.evidence is Evidence.NAME and not model.imports.imports_module("torch"):
-                    continue
-                if group.cadence(update) not in (Cadence.UPDATE, Cadence.MICROBATCH):
-                    continue
-                if _built_in_loop(model, update, group.loop):
-                    continue  # a fresh optimizer (over fresh tensors) every iteration: nothing accumulates
-                yield Hit(
-                    update.node,
-                    "the optimizer update is never followed by a gradient reset, so `.grad` keeps growing: "
-                    "every update also applies the gradients of all previous groups",
-                    "call `optimizer.zero_grad(set_to_none=True)` right after the optimizer update",
-                )
+        yield from trace_hits(model, self.code, functools.partial(_kept, model))
 
 
 def _writes_gradients(group) -> bool:
@@ -135,28 +113,6 @@ def _writes_gradients(group) -> bool:
                     isinstance(site.value, cst.Name) and site.value.value == "None"):
                 return True
     return False
-
-
-def _built_in_loop(model: FileModel, update, loop) -> bool:
-    name = dotted(update.target)
-    definition = model.reaching(name, update.site) if name else None
-    return definition is not None and definition.inside(loop) and not _helper_repeated(update, loop)
-
-
-def _helper_repeated(update, loop) -> bool:
-    """Whether ``update`` sits in a helper that one pass of ``loop`` calls twice with the same
-    arguments (``backprop(model)`` twice): the second call's fresh optimizer also applies the
-    gradients the first call left on the same parameters."""
-    inline = update.site.inline
-    if inline is None:
-        return False
-    outer = inline.chain()[-1]
-    scope = update.site.scope
-    text = cst.Module(body=[]).code_for_node
-    calls = [site for site in scope.sites if site.call is not None and site.inline is None and site.inside(loop)
-             and any(i.function is outer.function for i in scope.inlined.get(id(site.call), ()))
-             and text(site.call) == text(outer.call)]
-    return len(calls) >= 2 and not calls[0].excludes(calls[1])
 
 
 def _mentions_reset(model: FileModel) -> bool:

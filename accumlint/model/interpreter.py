@@ -669,9 +669,9 @@ class Interpreter:
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
-        self._micro_steps(node, frame)
+        self._micro_steps(node.iter, node.body, node, frame)
         fresh = len(self._fresh)
-        items = self._iterate(iterable, node, frame)
+        items = self._iterate(iterable, node.body, node.iter, node.target, frame)
         if items is None:  # unknown, and no training event inside
             self._havoc(node, frame)
             return
@@ -699,6 +699,54 @@ class Interpreter:
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
 
+    def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
+                       frame: _Frame) -> object:
+        """A comprehension whose element reaches a training event, run as the loops it spells
+        (``[train_group(g) for g in groups]``): its values as a list (a dict for a dict
+        comprehension; a generator is taken as consumed where it stands, by ``list``/``sum``).
+        Its targets are its own, as in Python 3: the frame's names are restored after it."""
+        element = (node.key, node.value) if isinstance(node, cst.DictComp) else (node.elt,)
+        saved = dict(frame.names)
+        values: list[object] = []
+        try:
+            self._comprehension_level(node.for_in, element, frame, values)
+        finally:
+            frame.names.clear()
+            frame.names.update(saved)
+        if isinstance(node, cst.DictComp):
+            return {k: v for k, v in values if isinstance(k, (str, int))}  # type: ignore[misc]
+        return values
+
+    def _comprehension_level(self, for_in: cst.CompFor, element: tuple[cst.BaseExpression, ...], frame: _Frame,
+                             values: list[object]) -> None:
+        """One ``for ... in ... if ...`` of a comprehension and what is nested in it, as ``_for``
+        runs a statement (its passes over data end with it; an unknown iterable leaves the
+        values unknown)."""
+        body = for_in.inner_for_in or element[-1]
+        iterable = self.expression(for_in.iter, frame)
+        self._micro_steps(for_in.iter, body, None, frame)
+        fresh = len(self._fresh)
+        items = self._iterate(iterable, body, for_in.iter, for_in.target, frame)
+        if items is None:
+            return
+        self._iteration_starts.append(len(self.events))
+        try:
+            for item in items:
+                self._iteration_starts[-1] = len(self.events)
+                self.assign(for_in.target, item, frame)
+                if not all(self.decide(test.search, frame) for test in for_in.ifs):
+                    continue
+                if for_in.inner_for_in is not None:
+                    self._comprehension_level(for_in.inner_for_in, element, frame, values)
+                    continue
+                results = tuple(self.expression(part, frame) for part in element)
+                values.append(results if len(results) > 1 else results[0])
+        finally:
+            self._iteration_starts.pop()
+            made = self._fresh[fresh:]
+            del self._fresh[fresh:]
+        self._end_passes(made)
+
     def _end_passes(self, made: list[_Loader]) -> None:
         """End the passes a ``for`` statement's own iterable ``made``: nothing can draw from them
         after the statement, so a loop left early (``break``, ``return``, an ``islice`` count)
@@ -708,26 +756,29 @@ class Interpreter:
                 loader.done = True
                 self.end_epoch()
 
-    def _micro_steps(self, node: cst.For, frame: _Frame) -> None:
+    def _micro_steps(self, iterated: cst.BaseExpression, body: cst.CSTNode, node: cst.For | None,
+                     frame: _Frame) -> None:
         """``for micro_step in range(K)`` around the backward, the update after it: K is A; and
         ``for start in range(0, len(batches), K)`` around a backward and the update (a loop over
         groups, each the slice ``batches[start:start + K]``): its stride K is A. A count the
         configuration can bind names the accumulation symbol; a literal one fixes A. So does
-        ``for batch in islice(data, K)`` around the backward, the update after it: a group of K."""
-        sliced = _islice_count(node.iter)
-        if sliced is not None and self.syntax.reaches_backward(node.body, frame.owner) \
-                and not self.syntax.has_update(node.body, frame.owner) \
+        ``for batch in islice(data, K)`` around the backward, the update after it: a group of K.
+        ``iterated`` and ``body`` are the loop's (a comprehension's iterable and element: ``node``
+        None, no statement for an update to follow)."""
+        sliced = _islice_count(iterated)
+        if sliced is not None and node is not None and self.syntax.reaches_backward(body, frame.owner) \
+                and not self.syntax.has_update(body, frame.owner) \
                 and self.syntax.update_follows(node, frame.owner):
             self._names_a(self.expression(sliced, frame))
             return
-        call = node.iter
+        call = iterated
         if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
-                or not self.syntax.reaches_backward(node.body, frame.owner):
+                or not self.syntax.reaches_backward(body, frame.owner):
             return
-        updates = self.syntax.has_update(node.body, frame.owner)
-        if len(call.args) == 1 and not updates and self.syntax.update_follows(node, frame.owner):
+        updates = self.syntax.has_update(body, frame.owner)
+        if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
             self._names_a(self.expression(call.args[0].value, frame))
-        elif len(call.args) == 3 and updates and self.syntax.draws_data(node.body, frame.owner):
+        elif len(call.args) == 3 and updates and self.syntax.draws_data(body, frame.owner):
             self._names_a(self.expression(call.args[2].value, frame))
 
     def _names_a(self, count: object) -> int | None:
@@ -806,17 +857,21 @@ class Interpreter:
                 and self.syntax.streams(function, frame.owner):
             raise NeedBinding(frozenset(), frozenset({counts[0].label}))
 
-    def _iterate(self, iterable: object, node: cst.For, frame: _Frame) -> Iterator[object] | None:
+    def _iterate(self, iterable: object, body: cst.CSTNode, iterated: cst.BaseExpression, target: cst.CSTNode,
+                 frame: _Frame) -> Iterator[object] | None:
+        """The items a loop whose ``body`` runs once per item of ``iterable`` (the value of its
+        expression ``iterated``, bound to ``target``) goes through; None where they are unknown
+        and no training event is inside."""
         if isinstance(iterable, _Iteration):
-            if not iterable.concrete() and not self._reaches_event(node.body, frame):
+            if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
-            iterable.body = node.body
+            iterable.body = body
             iterable.owner = frame.owner
-            iterable.node = node.iter
+            iterable.node = iterated
             iterable.fresh = True
             return iterable.items()
-        if isinstance(iterable, range) and self.syntax.reaches_backward(node.body, frame.owner) \
-                and not self.syntax.draws_data(node.body, frame.owner):
+        if isinstance(iterable, range) and self.syntax.reaches_backward(body, frame.owner) \
+                and not self.syntax.draws_data(body, frame.owner):
             return self._counted(iterable)  # `for micro_step in range(A)`: each pass is a microbatch
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
@@ -826,13 +881,13 @@ class Interpreter:
             return _parts(iterable)  # `for segment in batch.chunk(k)`: parts of the drawn microbatch
         data = isinstance(iterable, Unknown) or \
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
-        if data and self.syntax.reaches_backward(node.body, frame.owner):
+        if data and self.syntax.reaches_backward(body, frame.owner):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
-            return self._draws(self._fresh_pass(iterable, f"an item of {label}", (frame.owner, node.iter)))
-        if data and (self._has_event(node.body, frame) or self.syntax.reduces(node.body, frame.owner)):
+            return self._draws(self._fresh_pass(iterable, f"an item of {label}", (frame.owner, iterated)))
+        if data and (self._has_event(body, frame) or self.syntax.reduces(body, frame.owner)):
             # `for p in model.parameters(): p.grad = None`, `for opt in optimizers: opt.step()`,
             # `for p in model.parameters(): dist.all_reduce(p.grad)`: once, for each
-            return iter([Unknown(_code(node.target), Origin.RUN)])
+            return iter([Unknown(_code(target), Origin.RUN)])
         return None
 
     def _counted(self, passes: range) -> Iterator[object]:
@@ -1287,6 +1342,8 @@ class Interpreter:
         if kind is cst.Await:
             return self.expression(node.expression, frame)
         if kind in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
+            if self._reaches_event(node, frame):
+                return self._comprehension(node, frame)
             iterable = self.expression(node.for_in.iter, frame)
             return Unknown(_code(node), Origin.DATA if is_data(iterable) else Origin.RUN)
         if kind is cst.Ellipsis:
