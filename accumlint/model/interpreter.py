@@ -804,13 +804,16 @@ class Interpreter:
         counting = self._counting.get(key)
         if counting is not None:
             return counting if counting.driver.counts is not None else None
-        if not isinstance(receiver, Unknown) or _named_role(receiver.label) not in (None, Role.MODEL):
+        if not isinstance(receiver, Unknown):
             return None
         for driver in _STEPPING:
+            if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
+                continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
             if driver.counts == method and key in self._backward_with_argument or \
                     method in driver.manual_calls or driver.flag_call and method == driver.flag:
                 counting = self._counting[key] = Counting(driver, receiver, {}, False, self._open_a)
                 counting.entry_drawn = self.drawn - 1
+                counting.scheduler = Unknown(None)  # (built out of sight: whether it holds one is unknown)
                 return counting
         return None
 
