@@ -2710,8 +2710,11 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
     micro-steps (``for _ in range(k)``) that a backward runs in, or enters a framework's counting
-    context (``accelerator.accumulate(model)``): what binds A. Without one, no run of it can show
-    a group of A."""
+    context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
+    hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
+    run of it can show a group of A."""
+    if _steps_a_counter(node):
+        return True
     for child in walk(node):
         kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
         if kind is cst.If and (has_update(child, owner) or (  # or skips one: `if ...: continue`
@@ -2729,6 +2732,16 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def _steps_a_counter(node: cst.CSTNode) -> bool:
+    """Whether ``node`` calls a stepping driver's counting method (``engine.step()``) on a receiver it
+    also calls ``backward(loss)`` on, or asks a counter's boundary (``is_gradient_accumulation_boundary()``)."""
+    methods = {(c.func.attr.value, dotted(c.func.value), bool(c.args)) for c in _calls(node)
+               if isinstance(c.func, cst.Attribute)}
+    backed = {receiver for method, receiver, argued in methods if method in BACKWARD_CALLS and argued and receiver}
+    return any(method == driver.counts and receiver in backed or driver.flag_call and method == driver.flag
+               for method, receiver, _ in methods for driver in _STEPPING)
 
 
 def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
