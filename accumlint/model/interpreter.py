@@ -799,18 +799,18 @@ class Interpreter:
         use (a receiver of ``.backward(loss)`` that steps, or asks the boundary), whose name
         suggests no other role."""
         key = _counter_key(receiver)
-        if key is None or not isinstance(receiver, (Obj, Unknown)) or is_data(receiver):
+        if key is None or not isinstance(receiver, (Obj, Unknown)) or is_data(receiver) \
+                or not any(_driven_method(driver, method) for driver in _STEPPING):
             return None
         counting = self._counting.get(key)
         if counting is not None:
-            return counting if counting.driver.counts is not None else None
+            return counting if _driven_method(counting.driver, method) else None
         if not isinstance(receiver, Unknown):
             return None
         for driver in _STEPPING:
             if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
                 continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
-            if driver.counts == method and key in self._backward_with_argument or \
-                    method in driver.manual_calls or driver.flag_call and method == driver.flag:
+            if method != driver.counts or key in self._backward_with_argument:
                 counting = self._counting[key] = Counting(driver, receiver, {}, False, self._open_a)
                 counting.entry_drawn = self.drawn - 1
                 counting.scheduler = Unknown(None)  # (built out of sight: whether it holds one is unknown)
@@ -820,18 +820,13 @@ class Interpreter:
     def _drive(self, counting: Counting, receiver: object, method: str, node: cst.Call, frame: _Frame) -> object:
         """Run ``method`` of a counter as its driver does: the counting call counts one microbatch
         and, at the boundary, performs the update, the reset and its scheduler's step; the flag
-        method returns the boundary; a manual boundary call leaves the run undecided. Any other
-        method is an ordinary call."""
+        method returns the boundary; a manual boundary call leaves the run undecided."""
         driver, label = counting.driver, label_text(receiver)
         if method in driver.manual_calls:
             self.undecide(f"`{label}.{method}()` sets the boundary by hand: {driver.framework}'s own micro-step "
                           "count no longer decides it")
             return None
         counts = method == driver.counts
-        if not counts and not (driver.flag_call and method == driver.flag):
-            if method in EVENT_METHODS:
-                self._record(method, receiver, None, node, frame)
-            return Unknown(f"{label}.{method}(...)", Origin.DATA)
         if counting.refused:
             self.undecide(f"`{label}` ({driver.framework}): {counting.refused}")
             return Unknown(f"{label}.{method}(...)", Origin.DATA)
@@ -2566,6 +2561,12 @@ def _named_role(label: str | None) -> Role | None:
         return None
     segment = last_segment(label).lower()
     return next((r for p, r in conventions.NAME_PATTERNS if p.match(segment)), None)
+
+
+def _driven_method(driver: CountingDriver, method: str) -> bool:
+    """Whether the driver runs ``method`` of its counter itself: the counting call, the boundary
+    flag asked by a call, a call that sets the boundary by hand."""
+    return method == driver.counts or driver.flag_call and method == driver.flag or method in driver.manual_calls
 
 
 def _counter_key(value: object) -> object:
