@@ -2151,3 +2151,177 @@ def test_an_update_in_the_else_of_a_run_level_choice_is_reported_at_the_gate_abo
     ).replace("(model, optimizer, batch, index, accum)", "(model, optimizer, batch, index, accum, scaler=None)")
     findings = check_source("train.py", source.format(test="== 0", index="index").encode()).findings
     assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
+
+
+# --- DeepSpeed's engine, run by its reference driver (frameworks/deepspeed.py DRIVER) --------------
+
+DEEPSPEED = """
+    import deepspeed
+
+    def train(args, model, loader, scheduler):
+        engine, _, _, _ = deepspeed.initialize(args=args, model=model, lr_scheduler=scheduler)
+        for epoch in range(args.epochs):
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                engine.step()
+"""
+
+DEEPSPEED_A = "the DeepSpeed config's gradient_accumulation_steps"
+
+
+def test_a_deepspeed_engine_updates_after_every_a_th_microbatch_and_counts_across_epochs():
+    result = only(DEEPSPEED)
+    assert result.decided
+    assert result.symbols == (DEEPSPEED_A,)  # no config in view: A is the configuration's
+    assert {f.label: (f.role, f.evidence) for f in result.roles}["engine"] == (Role.ENGINE, "construction")
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    # the micro-step count runs on across the epoch's end: with a tail, groups of A span the epochs
+    assert updates(run(result, 2, 5)) == [(0, 1), (0, 3), (1, 0), (1, 2), (1, 4)]
+    assert updates(run(result, 4, 9)) == [(0, 3), (0, 7), (1, 2), (1, 6)]
+    # at the boundary the engine updates, resets and steps the scheduler it was handed; off it, nothing
+    assert run(result, 2, 4).timeline().startswith("F B | F B ‖ step zero sched ; F B | F B ‖ step zero sched")
+    assert updates(run(result, 1, 2)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_a_deepspeed_config_in_view_gives_a():
+    result = only("""
+        import deepspeed
+
+        def train(model, loader):
+            config = {"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 4}
+            engine, optimizer, _, _ = deepspeed.initialize(model=model, config=config)
+            for batch in loader:
+                engine.backward(engine(batch))
+                engine.step()
+    """)
+    assert result.decided
+    assert (result.symbols, result.literal) == ((), 4)
+    assert {t.configuration.accumulation for t in result.traces} == {4}
+    assert updates(run(result, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    # no scheduler handed over, none in the config: the boundary holds no scheduler step
+    assert "sched" not in run(result, 4, 8).timeline()
+
+
+def test_a_user_gate_on_the_engine_boundary_runs_on_the_boundary_microbatches_only():
+    result = only("""
+        import wandb
+
+        def train(engine, loader):
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                if engine.is_gradient_accumulation_boundary():
+                    wandb.log({"loss": 1.0})
+                engine.step()
+    """)
+    assert result.decided
+    trace = run(result, 4, 8)
+    logged = [(event.epoch, event.microbatch) for _, event in trace.actions]
+    assert logged == [(0, 3), (0, 7), (1, 3), (1, 7)] == updates(trace)
+    assert [(e.epoch, e.microbatch) for _, e in run(result, 2, 4).actions] == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    ('config = {"gradient_accumulation_steps": 4, "managed_gradient_accumulation": False}',
+     "sets 'managed_gradient_accumulation' to False"),
+    ("config = {\"managed_gradient_accumulation\": args.managed}", "'managed_gradient_accumulation' is a value"),
+])
+def test_unmanaged_deepspeed_accumulation_stays_undecided(body: str, reason: str):
+    result = only(f"""
+        import deepspeed
+
+        def train(args, model, loader):
+            {body}
+            engine, _, _, _ = deepspeed.initialize(model=model, config=config)
+            for batch in loader:
+                engine.backward(engine(batch))
+                engine.step()
+    """)
+    assert not result.decided
+    assert any(reason in r for r in result.reasons()), result.reasons()
+
+
+@pytest.mark.parametrize(("loop", "reason"), [
+    ("""
+        for i, batch in enumerate(loader):
+            engine.set_gradient_accumulation_boundary((i + 1) % 4 == 0)
+            engine.backward(engine(batch))
+            engine.step()
+    """, "`engine.set_gradient_accumulation_boundary()` sets the boundary by hand"),
+    ("""
+        for i, batch in enumerate(loader):
+            engine.backward(engine(batch))
+            if (i + 1) % args.accum == 0:
+                engine.step()
+    """, "`engine.step()` does not run once after every microbatch"),
+    ("""
+        for batch in loader:
+            engine.backward(engine(batch))
+            engine.micro_steps = 0
+            engine.step()
+    """, "`engine.micro_steps` is written by the code"),
+])
+def test_a_deepspeed_boundary_the_code_moves_stays_undecided(loop: str, reason: str):
+    head = "import deepspeed\n\ndef train(args, engine, loader):"
+    result = only(head + textwrap.indent(textwrap.dedent(loop), "    "))
+    assert not result.decided
+    assert any(reason in r for r in result.reasons()), result.reasons()
+
+
+def test_an_engine_from_another_module_is_driven_whether_built_there_or_passed_in(tmp_path: Path):
+    from accumlint.commands.explain import explain_source
+    from tests.support import tree
+
+    tree(tmp_path, {
+        "engines.py": """
+            import deepspeed
+
+            def build(model):
+                engine, _, _, _ = deepspeed.initialize(model=model, config={"gradient_accumulation_steps": 2})
+                return engine
+        """,
+        "loops.py": """
+            from engines import build
+
+            def fit(model, loader):
+                engine = build(model)
+                for batch in loader:
+                    engine.backward(engine(batch))
+                    engine.step()
+
+            def fit_given(engine, loader):
+                for batch in loader:
+                    engine.backward(engine(batch))
+                    engine.step()
+        """,
+    })
+    path = tmp_path / "loops.py"
+    built, given = explain_source(str(path), path.read_bytes(), None, str(tmp_path))
+    assert built.decided and given.decided, (built.reasons(), given.reasons())
+    # built by `build()` of engines.py, a module that performs no training event: the project index does
+    # not follow it, so the engine is one by its use and A the configuration's (not the config's 2)
+    assert (built.symbols, built.literal) == ((DEEPSPEED_A,), None)
+    assert {f.label: (f.role, f.evidence) for f in built.roles}["engine"] == \
+        (Role.ENGINE, "use: receives .backward(loss) and .step()")
+    assert updates(run(built, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    # passed in: an engine by its use, A the configuration's
+    assert given.symbols == (DEEPSPEED_A,)
+    assert {f.label: f.role for f in given.roles}["engine"] is Role.ENGINE
+    assert updates(run(given, 4, 8)) == [(0, 3), (0, 7), (1, 3), (1, 7)]
+
+
+def test_a_deepspeed_loop_counts_as_decided_in_the_statistics(tmp_path: Path):
+    from accumlint.run import runner
+    from accumlint.settings.config import Settings
+    from tests.support import EVERY_CODE, tree
+
+    paths = tree(tmp_path, {"train.py": DEEPSPEED + """
+        def reset_all(optimizers):
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+    """})
+    checked = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1, cache=None)
+    assert checked.errors == []
+    assert checked.loops == [()]

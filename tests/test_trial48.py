@@ -25,7 +25,7 @@ rewritten as small synthetic snippets (no fetched code).
 - one optimizer stepped twice on one group's gradients (the second call meant for its
   scheduler): no rule of the catalogue speaks of it (xfail, for the lead to decide its scope);
 - a DeepSpeed engine's loop: undecided, the engine's boundary having no reference driver in the
-  simulator yet (xfail).
+  simulator (fixed: DeepSpeed's engine is a reference driver of ``accumlint.model.counting``).
 """
 
 from __future__ import annotations
@@ -401,8 +401,6 @@ def test_a_critic_stepped_twice_per_group_is_found(tmp_path: Path) -> None:
 # --- a DeepSpeed engine's own accumulation ---------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="a DeepSpeed engine decides its group boundary itself and the "
-                   "simulator has no reference driver for it yet: every engine loop is undecided")
 def test_a_deepspeed_engine_loop_is_decided(tmp_path: Path) -> None:
     source = """
     import deepspeed

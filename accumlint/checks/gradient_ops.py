@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
-from accumlint.checks.group_traces import with_traces
+from accumlint.checks.group_traces import FRAMEWORK_CLIPPERS, with_traces
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import CLIP_CALLS, measures_only
@@ -22,9 +22,6 @@ from accumlint.model.sync import scope_name
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 _CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
-#: Owners whose clip is not the user's business inside a loop: the DeepSpeed engine clips at its
-#: own boundary, mmengine's wrapper clips inside its boundary ``step()``.
-_FRAMEWORK_CLIPPERS = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
 
 
 def _accumulating_groups(model: FileModel) -> Iterator[Group]:
@@ -78,7 +75,7 @@ class ClipInsideGroup(Rule):
         for group in _accumulating_groups(model):
             for clip in group.of_kind(EventKind.CLIP):
                 if (group.cadence(clip) is not Cadence.MICROBATCH or id(clip.node) in reported
-                        or clip.role.role in _FRAMEWORK_CLIPPERS or _measures_only(clip)):
+                        or clip.role.role in FRAMEWORK_CLIPPERS or _measures_only(clip)):
                     continue
                 if model.frameworks.accelerate_deepspeed(clip.role):
                     continue

@@ -35,6 +35,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import FlowStep, Hit
 from accumlint.model.events import measures_only
+from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.sync import accumulates_outside_no_sync
@@ -46,6 +47,11 @@ if TYPE_CHECKING:
     from accumlint.model import FileModel
 
 B, Z, S, C = EventKind.BACKWARD, EventKind.RESET, EventKind.UPDATE, EventKind.CLIP
+
+#: Owners whose clip is not the user's business inside a loop: the DeepSpeed engine clips at its
+#: own boundary, mmengine's wrapper clips inside its boundary ``step()`` (a clip of the code's inside
+#: a group such an owner updates is no ACC301, in the patterns and on the traces)
+FRAMEWORK_CLIPPERS = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
 
 
 @dataclass(frozen=True)
@@ -264,9 +270,10 @@ def _clips_inside(trace: Trace) -> list[TraceVerdict]:
     it clips a partial sum of the group's gradient (an infinite threshold only measures the
     norm), once per clip call."""
     found: dict[int, TraceVerdict] = {}
+    clippers = {role.value for role in FRAMEWORK_CLIPPERS}
     for group in _pending_groups(trace)[:-1]:
         backwards = [i for i, e in enumerate(group) if e.kind is B]
-        if len(backwards) < 2:
+        if len(backwards) < 2 or group[-1].role in clippers:
             continue
         for k, event in enumerate(group[:backwards[-1]]):
             # between two backwards of one epoch's pass (not after a reference pass that ended its epoch)

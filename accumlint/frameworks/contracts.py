@@ -138,28 +138,53 @@ class LoaderSharding:
 @dataclass(frozen=True)
 class CountingDriver:
     """A framework object that counts the microbatches itself and decides which one ends a
-    group (Accelerate's accelerator): the simulator runs it as the framework does.
+    group (Accelerate's accelerator, DeepSpeed's engine): the simulator runs it as the framework
+    does.
 
     ``counter``: the role of the counting object, built with ``a_keyword=A`` (``a_default``
-    without it; a keyword of ``other_backends`` hands the counting to another framework);
-    ``enter``: the method whose context, entered once per microbatch, counts one; ``flag``: the
-    attribute that says whether the current microbatch ends its group; ``wrap``: the method that
-    returns wrapped objects, whose ``gated`` (role, method) calls act only where the flag holds;
-    ``loader_end_syncs``: a wrapped loader's last batch ends a group and restarts the count;
-    ``no_sync_off_boundary``: the context's body skips the gradient all-reduce off the boundary."""
+    without it; None: the code leaves A to a configuration the run does not see, the symbol the
+    simulator binds to each A; a keyword of ``other_backends`` hands the counting to another
+    framework). It counts one microbatch at each entry of the context its ``enter`` method
+    returns (Accelerate), or at each call of its ``counts`` method, which at the boundary
+    performs ``performs`` (raw event methods on the counter, in order) and the step of the
+    scheduler it holds, and off the boundary nothing (DeepSpeed). ``flag``: the attribute (a
+    method where ``flag_call``) that says whether the current microbatch ends its group;
+    ``wrap``: the method that returns wrapped objects, whose ``gated`` (role, method) calls act
+    only where the flag holds; ``loader_end_syncs``: a wrapped loader's last batch ends a group
+    and restarts the count; ``no_sync_off_boundary``: the context's body skips the gradient
+    all-reduce off the boundary.
+
+    Built by a function (``builder``, qualified) instead of a constructor, the counter is the
+    element ``returns.index(counter)`` of the tuple it returns (the others, of ``returns``' roles);
+    A is then ``a_keyword`` of the mapping passed as one of ``config_keywords``, the scheduler it
+    holds the argument ``scheduler`` (keyword, position) or one its config's ``scheduler_key``
+    builds. The run stays undecided where the config turns the counting off (``unmanaged``: key,
+    value), where the code calls one of ``manual_calls`` (it sets the boundary by hand) or writes
+    one of ``counters`` (the counter's own state)."""
 
     framework: str
     counter: Role
     a_keyword: str
-    a_default: int
-    enter: str
+    a_default: int | None
+    enter: str | None
     flag: str
-    wrap: str
+    wrap: str | None
     gated: frozenset[tuple[Role, str]]
     loader_end_syncs: bool
     no_sync_off_boundary: bool
     other_backends: tuple[str, ...]
     source: Source
+    counts: str | None = None
+    performs: tuple[str, ...] = ()
+    flag_call: bool = False
+    builder: str | None = None
+    returns: tuple[Role, ...] = ()
+    config_keywords: tuple[str, ...] = ()
+    scheduler: tuple[str, int] | None = None
+    scheduler_key: str | None = None
+    unmanaged: tuple[str, object] | None = None
+    manual_calls: frozenset[str] = frozenset()
+    counters: frozenset[str] = frozenset()
 
 
 # --- library helpers, summarized ------------------------------------------------------------------

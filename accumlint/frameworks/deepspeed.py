@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from accumlint.frameworks.contracts import (
     BackwardContract,
+    CountingDriver,
     FrameworkTail,
     GroupContract,
     LoaderSharding,
@@ -99,3 +100,21 @@ LOADER_SHARDING: tuple[LoaderSharding, ...] = (
 CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (("deepspeed.ops.adam.", Role.OPTIMIZER),)
 #: ``comm/comm.py`` ``init_distributed`` (0.19.6), which calls torch's ``init_process_group``.
 PROCESS_GROUP_INIT = frozenset({"init_distributed"})
+
+#: The reference driver (deepspeed 0.19.8 ``runtime/engine.py``; read in 0.19.6, deepspeedai master
+#: @edaa722): ``step()`` asks ``is_gradient_accumulation_boundary()`` — ``(micro_steps + 1) % GAS == 0``
+#: unless the boundary was set by hand — and only there runs ``_take_model_step``: the optimizer's
+#: update, the gradient reset (``zero_grad``), then the step of the scheduler the engine holds
+#: (``lr_scheduler``, unless the update was skipped for overflow); after it, whatever the boundary,
+#: ``micro_steps += 1``. Nothing resets ``micro_steps`` at a loader's end: groups run across epochs.
+#: The engine comes out of ``initialize`` (the first of its tuple); A is the config's
+#: ``gradient_accumulation_steps``.
+DRIVER = CountingDriver(
+    "DeepSpeed", Role.ENGINE, ACCUMULATION_KEY, None, None, next(iter(BOUNDARY_CALLS)), None, frozenset(),
+    loader_end_syncs=False, no_sync_off_boundary=False, other_backends=(),
+    source=Source("deepspeed", VERSION, "runtime/engine.py step/_take_model_step/is_gradient_accumulation_boundary"),
+    counts="step", performs=("step", "zero_grad"), flag_call=True, builder=INITIALIZE, returns=INITIALIZE_RETURNS,
+    config_keywords=CONFIG_KEYWORDS, scheduler=(SCHEDULER_KEYWORD, SCHEDULER_POSITION),
+    scheduler_key=SCHEDULER_CONFIG_KEY, unmanaged=(UNMANAGED_KEY, False), manual_calls=MANUAL_BOUNDARY_CALLS,
+    counters=frozenset(ENGINE_COUNTERS),
+)

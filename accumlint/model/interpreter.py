@@ -33,9 +33,10 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.frameworks.contracts import CountingDriver
 from accumlint.model import conventions
 from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
-from accumlint.model.counting import DRIVERS, Counting, carrier_attrs
+from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
@@ -164,6 +165,9 @@ class RawEvent:
     fetch: Fetch | None = None
     #: an action meant once per update (:mod:`accumlint.model.actions`): what it is, in words
     action: str | None = None
+    #: the role a framework's reference driver acted on the receiver as (the engine's own update and reset,
+    #: the step of the scheduler it holds), None for a call of the code
+    driven: Role | None = None
 
 
 @dataclass(frozen=True)
@@ -190,9 +194,12 @@ class _Entry:
         self.counting = counting
 
 
-#: the entry methods and boundary flags of the frameworks that count microbatches themselves
-_COUNTED_ENTRIES = frozenset(driver.enter for driver in DRIVERS.values())
-_COUNTED_FLAGS = frozenset(driver.flag for driver in DRIVERS.values())
+#: the entry methods and boundary flags (attributes) of the frameworks that count microbatches themselves
+_COUNTED_ENTRIES = frozenset(driver.enter for driver in DRIVERS.values() if driver.enter is not None)
+_COUNTED_FLAGS = frozenset(driver.flag for driver in DRIVERS.values() if not driver.flag_call)
+#: the drivers whose counter counts at a call of its own method (``engine.step()``), known from use where
+#: the run did not see it built: the receiver of a backward with an argument that it then calls so
+_STEPPING = tuple(driver for driver in DRIVERS.values() if driver.counts is not None)
 
 
 class _SyncOff:
@@ -354,7 +361,10 @@ class Interpreter:
         self._armed_off: tuple[ModuleFunctions, cst.CSTNode] | None = None
         self._forwarded: dict[object, tuple[int | None, int]] = {}  # each model's latest forward: (microbatch, epoch)
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
-        self._counting: dict[int, Counting] = {}  # objects that count microbatches themselves (their Obj numbers)
+        self._counting: dict[object, Counting] = {}  # objects that count microbatches themselves (their Obj
+        # numbers; the label of one known from use)
+        self._backward_with_argument: set[object] = set()  # receivers of `.backward(loss)` (their keys)
+        self._counter_writes: set[str] = set()  # attributes the code wrote that a stepping counter keeps itself
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
         # what library calls the run saw built (kept alive, so that the ids stay theirs): never wrapped
         # where they were not passed to `prepare`
@@ -618,6 +628,8 @@ class Interpreter:
                 frame.names[target.value] = value
         elif kind is cst.Attribute:
             owner = self.expression(target.value, frame)
+            if any(target.attr.value in driver.counters for driver in _STEPPING) and isinstance(owner, (Obj, Unknown)):
+                self._counter_writes.add(f"{label_text(owner)}.{target.attr.value}")
             if isinstance(owner, Obj):
                 label = f"{owner.label}.{target.attr.value}"
                 value = self._named(value, label)
@@ -811,6 +823,95 @@ class Interpreter:
         synced = counting.enter(a, at_end)
         counting.entered_at, counting.entry_drawn = len(self.events), self.drawn
         return _SyncOff(True) if not synced and counting.driver.no_sync_off_boundary else None
+
+    def _open_a(self, label: str) -> object:
+        """A that a counter's config leaves to a configuration the run does not see: the symbol
+        ``label``, which the configurations bind."""
+        return self._bound(label, None)
+
+    def _build_counter(self, driver: CountingDriver, args: list[object], kwargs: dict[str, object],
+                       node: cst.Call) -> tuple[object, ...]:
+        """Call ``driver``'s builder (``deepspeed.initialize``): the counter it builds, with A and
+        the scheduler it holds from ``args``/``kwargs``, among the other values it returns."""
+        code = _code(node)
+        counter = Obj(driver.counter, "construction", code)
+        counting = Counting(driver, counter, kwargs, any(arg.star == "**" for arg in node.args), self._open_a)
+        counting.entry_drawn = self.drawn
+        self._counting[counter.number] = counting
+        scheduler = counting.hold_scheduler(args, kwargs, code)
+        returned: list[object] = []
+        for i, role in enumerate(driver.returns):
+            if role is driver.counter:
+                returned.append(counter)
+            elif role is Role.SCHEDULER and (scheduler is None or not isinstance(scheduler, Unknown)
+                                             or scheduler.label is not None):
+                returned.append(scheduler)
+            else:
+                returned.append(Unknown(f"{code}[{i}]", Origin.RUN))
+        return tuple(returned)
+
+    def _stepping(self, receiver: object, method: str) -> Counting | None:
+        """The counter whose own ``method`` call its driver runs (``engine.step()``,
+        ``engine.is_gradient_accumulation_boundary()``): one the run saw built, or one known from
+        use (a receiver of ``.backward(loss)`` that steps, or asks the boundary), whose name
+        suggests no other role."""
+        key = _counter_key(receiver)
+        if key is None or not isinstance(receiver, (Obj, Unknown)) or is_data(receiver) \
+                or not any(_driven_method(driver, method) for driver in _STEPPING):
+            return None
+        counting = self._counting.get(key)
+        if counting is not None:
+            return counting if _driven_method(counting.driver, method) else None
+        if not isinstance(receiver, Unknown):
+            return None
+        for driver in _STEPPING:
+            if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
+                continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
+            if method != driver.counts or key in self._backward_with_argument:
+                counting = self._counting[key] = Counting(driver, receiver, {}, False, self._open_a)
+                counting.entry_drawn = self.drawn - 1
+                counting.scheduler = Unknown(None)  # (built out of sight: whether it holds one is unknown)
+                return counting
+        return None
+
+    def _drive(self, counting: Counting, receiver: object, method: str, node: cst.Call, frame: _Frame) -> object:
+        """Run ``method`` of a counter as its driver does: the counting call counts one microbatch
+        and, at the boundary, performs the update, the reset and its scheduler's step; the flag
+        method returns the boundary; a manual boundary call leaves the run undecided."""
+        driver, label = counting.driver, label_text(receiver)
+        if method in driver.manual_calls:
+            self.undecide(f"`{label}.{method}()` sets the boundary by hand: {driver.framework}'s own micro-step "
+                          "count no longer decides it")
+            return None
+        counts = method == driver.counts
+        if counting.refused:
+            self.undecide(f"`{label}` ({driver.framework}): {counting.refused}")
+            return Unknown(f"{label}.{method}(...)", Origin.DATA)
+        a = self._names_a(counting.a)
+        if a is None:
+            self.undecide(f"the {driver.a_keyword} of `{label}` is a value the run does not know")
+            return Unknown(f"{label}.{method}(...)", Origin.DATA)
+        if not counts:
+            counting.resolved = a
+            return counting.synced
+        if self.drawn - counting.entry_drawn != 1:
+            self.undecide(f"`{label}.{method}()` does not run once after every microbatch: {driver.framework} "
+                          "counts its calls, not the microbatches (ACC502 reports one gated by hand)")
+        written = [name for name in driver.counters if f"{label}.{name}" in self._counter_writes]
+        if written:
+            self.undecide(f"`{label}.{written[0]}` is written by the code: {driver.framework}'s own count moves "
+                          "(ACC505 reports it)")
+        counting.entry_drawn = self.drawn
+        if counting.step(a):
+            for performed in driver.performs:
+                self._record(performed, receiver, None, node, frame, driven=driver.counter)
+            held = counting.scheduler
+            if isinstance(held, Unknown) and held.label is None:
+                self.note(f"whether `{label}` holds a scheduler (from a config the run does not see) is unknown: "
+                          "its steps are not shown")
+            elif held is not None:
+                self._record("step", held, None, node, frame, driven=Role.SCHEDULER)
+        return None
 
     def _acts(self, receiver: object, method: str) -> bool:
         """Whether a call of ``method`` on ``receiver`` acts: a framework that counts microbatches
@@ -1639,6 +1740,8 @@ class Interpreter:
             function = args[0]
             return replace(function, partial_args=(*function.partial_args, *args[1:]),
                            partial_kwargs=(*function.partial_kwargs, *kwargs.items()))
+        if callee.origin is Origin.RUN and label in BUILDERS:  # `deepspeed.initialize(...)`: the engine among others
+            return self._build_counter(BUILDERS[label], args, kwargs, node)
         if callee.origin is Origin.RUN and label:
             role = constructor_role(label, "." in label)
             if role is not None:  # (OTHER: a library object that is no training role, an EMA's shadow weights)
@@ -1646,7 +1749,7 @@ class Interpreter:
                             if role is Role.OPTIMIZER else None, built=_construction(label, args, kwargs, node))
                 if role is Role.LOADER and self._sized_by_a(node, frame):
                     self._whole_groups.add(built.number)
-                if role in DRIVERS:
+                if role in DRIVERS and DRIVERS[role].builder is None:
                     self._counting[built.number] = Counting(DRIVERS[role], built, kwargs,
                                                             any(arg.star == "**" for arg in node.args))
                 return built
@@ -1769,6 +1872,9 @@ class Interpreter:
         if isinstance(receiver, _Loader) or isinstance(receiver, Obj) and receiver.role is Role.LOADER \
                 and method == "__iter__":
             return receiver
+        stepping = self._stepping(receiver, method)
+        if stepping is not None:
+            return self._drive(stepping, receiver, method, node, frame)
         if not self._acts(receiver, method):
             return None  # a wrapped optimizer's or scheduler's call off the boundary: the framework skips it
         if method in EVENT_METHODS:
@@ -1821,7 +1927,7 @@ class Interpreter:
         return Unknown(method)
 
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
-                forward: bool = False, clip: bool = False) -> None:
+                forward: bool = False, clip: bool = False, driven: Role | None = None) -> None:
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
         at = next((c.at for c in reversed(self._sync_off) if c.at is not None), None)
         if forward:  # DDP reads its flag at the forward: the next backward of this model syncs by it
@@ -1832,8 +1938,11 @@ class Interpreter:
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
         fetch = self.fetched if method in BACKWARD_CALLS else None
+        if method in BACKWARD_CALLS and argument is not None and _counter_key(receiver) is not None:
+            self._backward_with_argument.add(_counter_key(receiver))
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch))
+                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
+                                    driven=driven))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
         """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
@@ -2518,6 +2627,19 @@ def _named_role(label: str | None) -> Role | None:
     return next((r for p, r in conventions.NAME_PATTERNS if p.match(segment)), None)
 
 
+def _driven_method(driver: CountingDriver, method: str) -> bool:
+    """Whether the driver runs ``method`` of its counter itself: the counting call, the boundary
+    flag asked by a call, a call that sets the boundary by hand."""
+    return method == driver.counts or driver.flag_call and method == driver.flag or method in driver.manual_calls
+
+
+def _counter_key(value: object) -> object:
+    """The key of a value that may count microbatches: an object's number, an unknown's label."""
+    if isinstance(value, Obj):
+        return value.number
+    return value.label if isinstance(value, Unknown) and value.label else None
+
+
 def _is_loader(value: object) -> bool:
     if isinstance(value, Obj):
         return value.role is Role.LOADER
@@ -2653,8 +2775,11 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
     micro-steps (``for _ in range(k)``) that a backward runs in, or enters a framework's counting
-    context (``accelerator.accumulate(model)``): what binds A. Without one, no run of it can show
-    a group of A."""
+    context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
+    hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
+    run of it can show a group of A."""
+    if _steps_a_counter(node):
+        return True
     for child in walk(node):
         kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
         if kind is cst.If and (has_update(child, owner) or (  # or skips one: `if ...: continue`
@@ -2672,6 +2797,16 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def _steps_a_counter(node: cst.CSTNode) -> bool:
+    """Whether ``node`` calls a stepping driver's counting method (``engine.step()``) on a receiver it
+    also calls ``backward(loss)`` on, or asks a counter's boundary (``is_gradient_accumulation_boundary()``)."""
+    methods = {(c.func.attr.value, dotted(c.func.value), bool(c.args)) for c in _calls(node)
+               if isinstance(c.func, cst.Attribute)}
+    backed = {receiver for method, receiver, argued in methods if method in BACKWARD_CALLS and argued and receiver}
+    return any(method == driver.counts and receiver in backed or driver.flag_call and method == driver.flag
+               for method, receiver, _ in methods for driver in _STEPPING)
 
 
 def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,

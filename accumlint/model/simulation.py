@@ -73,10 +73,14 @@ MAX_ATTEMPTS = 64
 NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
-#: roles whose object runs the accumulation itself (the engine's boundary counter) and whose reference
-#: driver is not simulated; not Fabric: the user's code gates its updates
-#: (``frameworks.lightning.FABRIC_CONTRACT``); not Accelerate's accelerator (:mod:`.counting`)
-FRAMEWORK_ROLES = frozenset({Role.ENGINE, Role.OPTIM_WRAPPER})
+#: roles whose object runs the accumulation itself and whose reference driver is not simulated; not
+#: Fabric: the user's code gates its updates (``frameworks.lightning.FABRIC_CONTRACT``); not Accelerate's
+#: accelerator nor DeepSpeed's engine (:mod:`.counting`), unless a run calls one's ``step()`` that its
+#: driver does not run (:data:`DRIVEN_ROLES`)
+FRAMEWORK_ROLES = frozenset({Role.OPTIM_WRAPPER})
+#: roles whose ``step()`` a reference driver runs: one recorded without it (an engine known by its name
+#: only) leaves the run undecided
+DRIVEN_ROLES = frozenset({Role.ENGINE})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
 
@@ -691,6 +695,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
     methods: dict[object, set[str]] = {}
     samples: dict[object, object] = {}
     with_argument: set[object] = set()
+    driven: dict[object, Role] = {}  # what a framework's reference driver acted on, as what
     for event in events:
         key = _key(event.receiver)
         if key is None:
@@ -699,12 +704,16 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         samples.setdefault(key, event.receiver)
         if event.method == "backward" and event.argument is not None:
             with_argument.add(key)
+        if event.driven is not None:
+            driven.setdefault(key, event.driven)
     facts: dict[object, RoleFact] = {}
     for key, used in methods.items():
         receiver = samples[key]
         label = label_text(receiver)
         if isinstance(receiver, Obj) and receiver.role is not Role.UNKNOWN:
             facts[key] = RoleFact(label, receiver.role, receiver.evidence)
+        elif driven.get(key) is Role.SCHEDULER:
+            facts[key] = RoleFact(label, Role.SCHEDULER, "use: a framework's engine steps it at its boundary")
         elif is_data(receiver) or isinstance(receiver, Unknown) and used == {"backward"} and key not in with_argument:
             facts[key] = RoleFact(label, Role.OTHER, "a value computed from the data (a loss)")
         elif key in with_argument and "step" in used:
@@ -799,6 +808,10 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                                                "the update applies is not the backwards' alone")
                     continue
                 fact = facts.get(_key(event.receiver))
+                if fact is not None and fact.role in DRIVEN_ROLES and event.method == "step" and event.driven is None:
+                    trace.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself, "
+                                           "and the run does not know how it was built")
+                    continue
                 kind = _event_kind(event, fact)
                 in_group = kind is EventKind.BACKWARD or (in_group and kind is not EventKind.UPDATE)
                 if kind is None:
