@@ -14,7 +14,7 @@ from accumlint.checks.group_traces import trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
-from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
+from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
 from accumlint.model.sites import FrameKind
 from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
@@ -228,8 +228,8 @@ class UpdateHookPerMicrobatch(Rule):
                 node = report_node(group, event)
                 if id(node) in reported:
                     continue
-                if event.method in ("mul_", "lerp_") and not over_parameters(group, event):
-                    continue  # a decay outside a walk over parameters: a smoothed number, not weights
+                if not reads_weights(model, group, event):
+                    continue  # an average of data statistics (or a smoothed number): a new value each microbatch
                 if op_cadence(model, group, event) is not Cadence.MICROBATCH:
                     continue
                 reported.add(id(node))
