@@ -151,12 +151,12 @@ def test_a_weight_ema_in_another_modules_method_points_at_the_ema_not_the_update
         "trainer.py": """
             class Trainer:
                 def __init__(self, net, opt, ema, data, accum):
-                    self.net, self.opt, self.ema, self.data, self.accum = net, opt, ema, data, accum
+                    self.net, self.opt, self.ema, self.data, self.grad_accum = net, opt, ema, data, accum
 
                 def one_update(self):
                     self.opt.zero_grad()
-                    for _ in range(self.accum):
-                        (self.net(self.data.sample()).mean() / self.accum).backward()
+                    for _ in range(self.grad_accum):
+                        (self.net(self.data.sample()).mean() / self.grad_accum).backward()
                         self.ema.update(self.net)
                     self.opt.step()
         """,
@@ -174,6 +174,50 @@ def test_a_weight_ema_in_another_modules_method_points_at_the_ema_not_the_update
     found = sorted((Path(f.path).name, f.code, f.line, [(Path(p).name, line) for p, line, _ in f.related])
                    for f in run.findings)
     assert found == [("main.py", "ACC007", 7, [("trainer.py", 10)]), ("trainer.py", "ACC007", 10, [])]
+
+
+WRAPPER_OPTIMIZER = {
+    "opt/__init__.py": "",
+    "opt/wrapping.py": """
+        import torch
+
+        class PairOptimizer:
+            def __init__(self, first, second, grad_accum, per_epoch):
+                self.inner = [torch.optim.SGD(first, lr=0.1), torch.optim.SGD(second, lr=0.01)]
+                self.grad_accum, self.per_epoch = grad_accum, per_epoch
+
+            def step(self, loss, i, seen):
+                loss.backward()
+                if {test}:
+                    for opt in self.inner:
+                        opt.step()
+                        opt.zero_grad()
+    """,
+    "train.py": """
+        from opt.wrapping import PairOptimizer
+
+        def fit(net, head, loader, grad_accum, epochs):
+            pair_opt = PairOptimizer(net.parameters(), head.parameters(), grad_accum, len(loader))
+            seen = 0
+            for _ in range(epochs):
+                for i, x in enumerate(loader):
+                    pair_opt.step(head(net(x)).mean() / grad_accum, i, seen)
+                    seen += 1
+    """,
+}
+
+
+@pytest.mark.parametrize(("test", "expected"), [
+    # the wrapper (another module, an optimizer by its class name) gates its own updates and
+    # flushes at the epoch's end: its `step()` is no update per microbatch
+    ("(seen + 1) % self.grad_accum == 0 or i == self.per_epoch - 1", []),
+    ("(seen + 1) % self.grad_accum == 0", []),
+    # it updates on every call while the loss is divided by A: the update runs every microbatch
+    ("True", [("train.py", "ACC004", 9)]),
+])
+def test_a_wrapper_optimizer_that_gates_its_own_step(tmp_path: Path, test: str, expected: list) -> None:
+    files = {name: text.replace("{test}", test) for name, text in WRAPPER_OPTIMIZER.items()}
+    assert [(Path(path).name, code, line) for path, code, line in findings(tmp_path, files)] == expected
 
 
 def test_a_finding_at_a_helpers_call_offers_no_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,7 +303,7 @@ def test_a_base_class_from_another_module(tmp_path: Path) -> None:
             class BaseTrainer:
                 def step_batch(self, batch):
                     self.optimizer.zero_grad()
-                    (self.model(batch) / self.accum_steps).backward()
+                    (self.model(batch) / self.grad_accum_steps).backward()
         """,
         "trainer.py": """
             from base import BaseTrainer
@@ -268,7 +312,7 @@ def test_a_base_class_from_another_module(tmp_path: Path) -> None:
                 def fit(self, loader):
                     for i, batch in enumerate(loader):
                         self.step_batch(batch)
-                        if (i + 1) % self.accum_steps == 0:
+                        if (i + 1) % self.grad_accum_steps == 0:
                             self.optimizer.step()
         """,
     }
@@ -491,11 +535,11 @@ def test_a_reset_of_a_wrapper_that_resets_its_parts_is_one_reset(tmp_path: Path)
             class Wrapped(torch.optim.Optimizer):
                 def __init__(self, optimizer, accumulator):
                     self.optimizer = optimizer
-                    self.accumulator = accumulator
+                    self.grad_accumulator = accumulator
 
                 def zero_grad(self):
                     self.optimizer.zero_grad()
-                    self.accumulator.zero_grad()
+                    self.grad_accumulator.zero_grad()
                     super().zero_grad()
         """,
         "train.py": """
@@ -671,13 +715,13 @@ def test_manager_whose_base_with_the_update_is_in_a_third_module(tmp_path: Path)
 _TRAINER = """
     class Trainer:
         def __init__(self, model, optimizer, loader, accum):
-            self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
+            self.model, self.optimizer, self.loader, self.grad_accum = model, optimizer, loader, accum
 
         def fit(self, epochs):
             for epoch in range(epochs):
                 for i, batch in enumerate(self.loader):
-                    (self.model(batch) / self.accum).backward()
-                    if (i + 1) % self.accum == 0:
+                    (self.model(batch) / self.grad_accum).backward()
+                    if (i + 1) % self.grad_accum == 0:
                         self.optimizer.step()
                         self.optimizer.zero_grad()
 """

@@ -46,6 +46,8 @@ class StepEveryMicrobatch(Rule):
                 if update.role.owner is not None or not (update.role.role in (Role.OPTIMIZER, Role.SCALER)
                                                          or _wrapper_accumulates(model, update)):
                     continue
+                if model.decides_inside(update):
+                    continue  # a project wrapper's `step()` that gates its own updates
                 if group.cadence(update) is Cadence.MICROBATCH:
                     yield Hit(
                         update.node,
@@ -72,7 +74,7 @@ def _ungated_beside_gate(model: FileModel, group) -> list:
     found = []
     for update in updates:
         if (group.cadence(update) is not Cadence.MICROBATCH or update.role.role is not Role.OPTIMIZER
-                or update.role.owner is not None):
+                or update.role.owner is not None or model.decides_inside(update)):
             continue
         target = dotted(update.target)
         if target is None or any(dotted(other.target) == target and group.cadence(other) in (
