@@ -151,12 +151,12 @@ def test_a_weight_ema_in_another_modules_method_points_at_the_ema_not_the_update
         "trainer.py": """
             class Trainer:
                 def __init__(self, net, opt, ema, data, accum):
-                    self.net, self.opt, self.ema, self.data, self.grad_accum = net, opt, ema, data, accum
+                    self.net, self.opt, self.ema, self.data, self.accum = net, opt, ema, data, accum
 
                 def one_update(self):
                     self.opt.zero_grad()
-                    for _ in range(self.grad_accum):
-                        (self.net(self.data.sample()).mean() / self.grad_accum).backward()
+                    for _ in range(self.accum):
+                        (self.net(self.data.sample()).mean() / self.accum).backward()
                         self.ema.update(self.net)
                     self.opt.step()
         """,
@@ -303,7 +303,7 @@ def test_a_base_class_from_another_module(tmp_path: Path) -> None:
             class BaseTrainer:
                 def step_batch(self, batch):
                     self.optimizer.zero_grad()
-                    (self.model(batch) / self.grad_accum_steps).backward()
+                    (self.model(batch) / self.accum_steps).backward()
         """,
         "trainer.py": """
             from base import BaseTrainer
@@ -312,7 +312,7 @@ def test_a_base_class_from_another_module(tmp_path: Path) -> None:
                 def fit(self, loader):
                     for i, batch in enumerate(loader):
                         self.step_batch(batch)
-                        if (i + 1) % self.grad_accum_steps == 0:
+                        if (i + 1) % self.accum_steps == 0:
                             self.optimizer.step()
         """,
     }
@@ -535,11 +535,11 @@ def test_a_reset_of_a_wrapper_that_resets_its_parts_is_one_reset(tmp_path: Path)
             class Wrapped(torch.optim.Optimizer):
                 def __init__(self, optimizer, accumulator):
                     self.optimizer = optimizer
-                    self.grad_accumulator = accumulator
+                    self.accumulator = accumulator
 
                 def zero_grad(self):
                     self.optimizer.zero_grad()
-                    self.grad_accumulator.zero_grad()
+                    self.accumulator.zero_grad()
                     super().zero_grad()
         """,
         "train.py": """
@@ -715,13 +715,13 @@ def test_manager_whose_base_with_the_update_is_in_a_third_module(tmp_path: Path)
 _TRAINER = """
     class Trainer:
         def __init__(self, model, optimizer, loader, accum):
-            self.model, self.optimizer, self.loader, self.grad_accum = model, optimizer, loader, accum
+            self.model, self.optimizer, self.loader, self.accum = model, optimizer, loader, accum
 
         def fit(self, epochs):
             for epoch in range(epochs):
                 for i, batch in enumerate(self.loader):
-                    (self.model(batch) / self.grad_accum).backward()
-                    if (i + 1) % self.grad_accum == 0:
+                    (self.model(batch) / self.accum).backward()
+                    if (i + 1) % self.accum == 0:
                         self.optimizer.step()
                         self.optimizer.zero_grad()
 """
