@@ -18,7 +18,7 @@ from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import ImportMap, dotted, int_value, last_segment, walk
+from accumlint.model.names import ImportMap, dotted, int_value, last_segment, names_in, walk
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import FrameKind, Scope, Site, walk_scopes
@@ -166,6 +166,21 @@ class FileModel:
         """Whether a backward inlined from a helper has its loss computed in view
         (:func:`accumlint.model.losses.loss_history_in_view`)."""
         return losses.loss_history_in_view(group, event)
+
+    def on_trainer_backend_path(self, event: Event) -> bool:
+        """Whether ``event`` runs, in a method of an HF Trainer subclass, under a test of a flag
+        ``Trainer.__init__`` sets from how it was built (``if self.do_grad_scaling:``,
+        :data:`accumlint.frameworks.transformers.BACKEND_FLAGS`) that this module never assigns: a
+        path of the framework's own configuration, which the subclass copied with its ``training_step``."""
+        owner = event.site.scope.class_def
+        if owner is None or not any(
+                self.imports.qualify(dotted(base.value) or "") in fw.transformers.TRAINER_CLASSES
+                or dotted(base.value) in fw.transformers.TRAINER_CLASS_NAMES for base in owner.bases):
+            return False
+        flags = {name for frame in event.site.frames if frame.kind is FrameKind.IF and frame.branch == "body"
+                 and frame.test is not None for name in names_in(frame.test)} & fw.transformers.BACKEND_FLAGS
+        return bool(flags) and not any(
+            flag in site.targets for scope in self.scopes for site in scope.sites for flag in flags)
 
     @staticmethod
     def never_scaled(event: Event) -> bool:
