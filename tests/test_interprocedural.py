@@ -143,6 +143,83 @@ def test_an_absolute_import_of_a_clip_helper_reports_the_call_with_its_helper_li
     assert finding.to_json()["related"][0]["location"]["row"] == 5
 
 
+def test_a_weight_ema_in_another_modules_method_points_at_the_ema_not_the_update(tmp_path: Path) -> None:
+    """Checked with its caller, the method's own file reports the EMA at its line, and the caller's
+    file at the call, by design (each file reports what runs from its own code); the caller's related
+    location is the EMA the finding is about, not the optimizer update of the same method."""
+    files = {
+        "trainer.py": """
+            class Trainer:
+                def __init__(self, net, opt, ema, data, accum):
+                    self.net, self.opt, self.ema, self.data, self.accum = net, opt, ema, data, accum
+
+                def one_update(self):
+                    self.opt.zero_grad()
+                    for _ in range(self.accum):
+                        (self.net(self.data.sample()).mean() / self.accum).backward()
+                        self.ema.update(self.net)
+                    self.opt.step()
+        """,
+        "main.py": """
+            from trainer import Trainer
+
+            def run(net, opt, ema, data, accum, total):
+                t = Trainer(net, opt, ema, data, accum)
+                for _ in range(total):
+                    t.one_update()
+        """,
+    }
+    paths = tree(tmp_path, files)
+    run = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    found = sorted((Path(f.path).name, f.code, f.line, [(Path(p).name, line) for p, line, _ in f.related])
+                   for f in run.findings)
+    assert found == [("main.py", "ACC007", 7, [("trainer.py", 10)]), ("trainer.py", "ACC007", 10, [])]
+
+
+WRAPPER_OPTIMIZER = {
+    "opt/__init__.py": "",
+    "opt/wrapping.py": """
+        import torch
+
+        class PairOptimizer:
+            def __init__(self, first, second, grad_accum, per_epoch):
+                self.inner = [torch.optim.SGD(first, lr=0.1), torch.optim.SGD(second, lr=0.01)]
+                self.grad_accum, self.per_epoch = grad_accum, per_epoch
+
+            def step(self, loss, i, seen):
+                loss.backward()
+                if {test}:
+                    for opt in self.inner:
+                        opt.step()
+                        opt.zero_grad()
+    """,
+    "train.py": """
+        from opt.wrapping import PairOptimizer
+
+        def fit(net, head, loader, grad_accum, epochs):
+            pair_opt = PairOptimizer(net.parameters(), head.parameters(), grad_accum, len(loader))
+            seen = 0
+            for _ in range(epochs):
+                for i, x in enumerate(loader):
+                    pair_opt.step(head(net(x)).mean() / grad_accum, i, seen)
+                    seen += 1
+    """,
+}
+
+
+@pytest.mark.parametrize(("test", "expected"), [
+    # the wrapper (another module, an optimizer by its class name) gates its own updates and
+    # flushes at the epoch's end: its `step()` is no update per microbatch
+    ("(seen + 1) % self.grad_accum == 0 or i == self.per_epoch - 1", []),
+    ("(seen + 1) % self.grad_accum == 0", []),
+    # it updates on every call while the loss is divided by A: the update runs every microbatch
+    ("True", [("train.py", "ACC004", 9)]),
+])
+def test_a_wrapper_optimizer_that_gates_its_own_step(tmp_path: Path, test: str, expected: list) -> None:
+    files = {name: text.replace("{test}", test) for name, text in WRAPPER_OPTIMIZER.items()}
+    assert [(Path(path).name, code, line) for path, code, line in findings(tmp_path, files)] == expected
+
+
 def test_a_finding_at_a_helpers_call_offers_no_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the reset is in the helper with the forward and backward: moving the call under the gate
     # would train on one microbatch of A, so neither the machine formats nor --fix offer an edit

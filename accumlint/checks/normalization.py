@@ -228,6 +228,8 @@ class MissingNormalization(Rule):
                     continue
                 if event.method != "backward" or id(event) in late or not model.never_scaled(event):
                     continue
+                if model.on_trainer_backend_path(event):
+                    continue  # the HF Trainer's own GradScaler path, copied with its training_step
                 book = model.ledger(group, event)
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges

@@ -14,7 +14,7 @@ from accumlint.checks.group_traces import trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
-from accumlint.model.grad_ops import op_cadence, over_parameters, report_node
+from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
 from accumlint.model.sites import FrameKind
 from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
@@ -46,6 +46,8 @@ class StepEveryMicrobatch(Rule):
                 if update.role.owner is not None or not (update.role.role in (Role.OPTIMIZER, Role.SCALER)
                                                          or _wrapper_accumulates(model, update)):
                     continue
+                if model.decides_inside(update):
+                    continue  # a project wrapper's `step()` that gates its own updates
                 if group.cadence(update) is Cadence.MICROBATCH:
                     yield Hit(
                         update.node,
@@ -72,7 +74,7 @@ def _ungated_beside_gate(model: FileModel, group) -> list:
     found = []
     for update in updates:
         if (group.cadence(update) is not Cadence.MICROBATCH or update.role.role is not Role.OPTIMIZER
-                or update.role.owner is not None):
+                or update.role.owner is not None or model.decides_inside(update)):
             continue
         target = dotted(update.target)
         if target is None or any(dotted(other.target) == target and group.cadence(other) in (
@@ -228,8 +230,8 @@ class UpdateHookPerMicrobatch(Rule):
                 node = report_node(group, event)
                 if id(node) in reported:
                     continue
-                if event.method in ("mul_", "lerp_") and not over_parameters(group, event):
-                    continue  # a decay outside a walk over parameters: a smoothed number, not weights
+                if not reads_weights(model, group, event):
+                    continue  # an average of data statistics (or a smoothed number): a new value each microbatch
                 if op_cadence(model, group, event) is not Cadence.MICROBATCH:
                     continue
                 reported.add(id(node))

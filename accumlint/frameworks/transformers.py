@@ -60,6 +60,14 @@ TRAINER_PACKAGES = ("transformers", "trl")
 EXPLICIT_SCALED_ATTR = "loss_is_scaled_for_ga"
 LOSS_KWARGS_ATTR = "model_accepts_loss_kwargs"
 LOSS_FUNC_ATTR = "compute_loss_func"
+#: Trainer attributes that ``Trainer.__init__`` sets from how the Trainer was built, choosing a backward
+#: path of its own ``training_step`` that a subclass copies: ``do_grad_scaling`` is True only with
+#: fairscale ``sharded_ddp`` and fp16 (transformers 4.31.0 ``trainer.py`` ``Trainer.__init__``, "Mixed
+#: precision setup"; the attribute is gone from later versions); every other path backpropagates
+#: through ``self.accelerator.backward``, which divides by A. A branch on it is the framework's
+#: configuration, not a loop the subclass chose.
+BACKEND_FLAGS = frozenset({"self.do_grad_scaling"})
+BACKEND_FLAGS_SOURCE = Source("transformers", "4.31.0", "trainer.py Trainer.__init__ (mixed precision setup)")
 #: The class attributes a Trainer subclass declares its loss's normalization with.
 NORMALIZATION_ATTRS = frozenset({LOSS_KWARGS_ATTR, EXPLICIT_SCALED_ATTR})
 

@@ -11,14 +11,14 @@ from functools import cached_property
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import conventions, losses
+from accumlint.model import boundary, conventions, losses
 from accumlint.model import ledger as ledgers
 from accumlint.model.dataflow import home, loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import ImportMap, dotted, int_value, last_segment, walk
+from accumlint.model.names import ImportMap, dotted, int_value, last_segment, names_in, walk
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.sites import FrameKind, Scope, Site, walk_scopes
@@ -44,8 +44,12 @@ class FileModel:
         self.scopes, self.functions = walk_scopes(module, project)
         self.roles = Roles(self.imports, self.scopes, project)
         self.events: dict[Scope, list[Event]] = {}
+        #: (id of a call, kind) whose inlined implementation decides itself when it acts (see
+        #: :meth:`decides_inside`)
+        self._decided_inside: set[tuple[int, EventKind]] = set()
         for scope in self.scopes:
             classified = [event for event in (classify(site, self.roles) for site in scope.sites) if event is not None]
+            self._decided_inside |= _decided_inside(classified)
             self.events[scope] = _without_implementations(classified)
         #: id(reported node) → the helper events it stands for (a call of a helper that clips,
         #: steps and resets stands for all three)
@@ -163,6 +167,21 @@ class FileModel:
         (:func:`accumlint.model.losses.loss_history_in_view`)."""
         return losses.loss_history_in_view(group, event)
 
+    def on_trainer_backend_path(self, event: Event) -> bool:
+        """Whether ``event`` runs, in a method of an HF Trainer subclass, under a test of a flag
+        ``Trainer.__init__`` sets from how it was built (``if self.do_grad_scaling:``,
+        :data:`accumlint.frameworks.transformers.BACKEND_FLAGS`) that this module never assigns: a
+        path of the framework's own configuration, which the subclass copied with its ``training_step``."""
+        owner = event.site.scope.class_def
+        if owner is None or not any(
+                self.imports.qualify(dotted(base.value) or "") in fw.transformers.TRAINER_CLASSES
+                or dotted(base.value) in fw.transformers.TRAINER_CLASS_NAMES for base in owner.bases):
+            return False
+        flags = {name for frame in event.site.frames if frame.kind is FrameKind.IF and frame.branch == "body"
+                 and frame.test is not None for name in names_in(frame.test)} & fw.transformers.BACKEND_FLAGS
+        return bool(flags) and not any(
+            flag in site.targets for scope in self.scopes for site in scope.sites for flag in flags)
+
     @staticmethod
     def never_scaled(event: Event) -> bool:
         """Whether the loss of a backward reaches it with no division or multiplication at all."""
@@ -230,6 +249,13 @@ class FileModel:
         """Every assignment to ``name`` that may reach ``site`` (latest first), and whether the
         value ``name`` had on entry may reach it too (see :func:`dataflow.reaching_definitions`)."""
         return reaching_definitions(site.scope, name, site.order)
+
+    def decides_inside(self, event: Event) -> bool:
+        """Whether ``event`` is a call of a project implementation (inlined) that performs events
+        of its kind only under a boundary test of its own (``wrapper.step(loss, i)`` whose body
+        updates under ``if (i + 1) % self.accum == 0 or i == self.epoch_len - 1``): how often the
+        call runs says nothing of how often that kind happens."""
+        return event.site.call is not None and (id(event.site.call), event.kind) in self._decided_inside
 
     def is_accumulation_name(self, expression: cst.BaseExpression | None) -> bool:
         """Whether an expression is named like the accumulation steps A (a name, an attribute, or
@@ -381,3 +407,24 @@ def _without_implementations(events: list[Event]) -> list[Event]:
     at_call = {(id(e.site.call), e.kind) for e in events if e.site.call is not None}
     return [e for e in events if e.site.inline is None
             or not any((id(inline.call), e.kind) in at_call for inline in e.site.inline.chain())]
+
+
+def _decided_inside(events: list[Event]) -> set[tuple[int, EventKind]]:
+    """(id of an inlined call, event kind) where the implementation performs that kind under a
+    boundary test of its own (a wrapper's ``step(loss, i)`` that updates only under
+    ``if (i + 1) % self.accum == 0``): the call is no such event on every call."""
+    return {(id(inline.call), e.kind) for e in events if e.site.inline is not None
+            for inline in e.site.inline.chain() if _under_boundary_test(e.site, inline.call)}
+
+
+def _under_boundary_test(site: Site, call: cst.Call) -> bool:
+    """Whether ``site`` runs, inside the implementation inlined at ``call``, under an ``if`` whose
+    test has the shape of a group boundary (:func:`accumlint.model.boundary.analyze`)."""
+    inside = False
+    for frame in site.frames:
+        if frame.kind is FrameKind.HELPER and frame.node is call:
+            inside = True
+        elif inside and frame.kind in (FrameKind.IF, FrameKind.GUARD) and frame.test is not None \
+                and boundary.analyze(frame.test, lambda _name: None) is not None:
+            return True
+    return False

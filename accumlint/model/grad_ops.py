@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+import accumlint.frameworks as fw
+from accumlint.model.conventions import MODEL_ROLES
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence
-from accumlint.model.names import dotted, names_in
+from accumlint.model.names import dotted, names_in, receiver
 from accumlint.model.sites import FrameKind, Site
 
 if TYPE_CHECKING:
@@ -91,6 +93,48 @@ def over_parameters(group: Group, event: Event) -> bool:
             if any(word in text.lower() for word in _PARAMETER_WORDS):
                 return True
     return False
+
+
+#: hooks whose framework defines them over the model's weights (torch's ``AveragedModel``,
+#: peft's AdaLoRA rank allocator): they read the weights whatever their arguments say
+_WEIGHT_HOOKS = frozenset({fw.pytorch.SWA_UPDATE_HOOK, fw.peft.UPDATE_HOOK})
+
+
+def reads_weights(model: FileModel, group: Group, event: Event) -> bool:
+    """Whether a once-per-update hook averages a trained model's weights: the framework defines it
+    so, a hand-written decay walks the parameters, a model (by its role) or its parameters /
+    ``state_dict`` reach the call's arguments, or the averager was built over one in this module
+    (``ema = EMA(model)``; ``ema.update()``). An EMA of data statistics (``ema.update(out.mean().item(),
+    "D_real")``) reads none of them: averaging a new value each microbatch is its purpose."""
+    if event.method in _WEIGHT_HOOKS:
+        return True
+    if event.method in ("mul_", "lerp_"):
+        return over_parameters(group, event)
+    call = event.site.call
+    if call is None:
+        return False
+    if _reaches_weights(model, call, event.site):
+        return True
+    target = receiver(call)
+    name = dotted(target) if target is not None else None
+    return bool(name) and any(_reaches_weights(model, built, site) for built, site in _constructions(model, name))
+
+
+def _reaches_weights(model: FileModel, call: cst.Call, site: Site) -> bool:
+    """Whether an argument of ``call`` is a model (by its role) or names parameters / weights."""
+    for argument in call.args:
+        if model.roles.of(argument.value, site).role in MODEL_ROLES:
+            return True
+        text = " ".join(names_in(argument.value)).lower()
+        if any(word in text for word in _PARAMETER_WORDS):
+            return True
+    return False
+
+
+def _constructions(model: FileModel, name: str) -> list[tuple[cst.Call, Site]]:
+    """The calls this module assigns to ``name`` (``self.ema = EMA(self.model)``), with their sites."""
+    return [(site.value, site) for scope in model.scopes for site in scope.sites
+            if not site.in_helper and isinstance(site.value, cst.Call) and name in site.targets]
 
 
 def op_cadence(model: FileModel, group: Group, event: Event) -> Cadence:

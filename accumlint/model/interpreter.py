@@ -1216,6 +1216,11 @@ class Interpreter:
                 self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
                           "what it decides is no backward, update or reset)")
             return False  # logging, evaluation, checkpoints: their quiet branch
+        if statement is not None and self._gates_update(statement, frame) and self._unfixed_dividend(test, frame):
+            # `step = resumed + 1; ... if step % A == 0:`: where the counter starts decides where every group
+            # ends; a run-level choice for its first test would make up a start (and groups of A + 1)
+            self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
+            return False
         key, negated = _choice_key(test)
         if key in self.choices:
             return self.choices[key] != negated
@@ -1334,6 +1339,17 @@ class Interpreter:
                  if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal}
         cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
         return frozenset(found & gate) - divided, cadence
+
+    def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """Whether ``test`` takes a value the run does not know modulo A bound by the configuration
+        (``step % accum`` with ``step = restore_step + 1``): a counter whose start the code leaves open."""
+        for node in walk(test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                dividend, divisor = self.expression(node.left, frame), self.expression(node.right, frame)
+                if isinstance(dividend, Unknown) and dividend.origin is Origin.RUN and not dividend.varies \
+                        and isinstance(divisor, LabeledInt) and divisor.bound:
+                    return True
+        return False
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:

@@ -20,6 +20,7 @@ from accumlint.spec.findings import Finding
 #: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
 #: helper that performs several events points into the helper at the one it is about
 _SUBJECT = {"ACC00": (EventKind.UPDATE,), "ACC001": (EventKind.RESET,), "ACC003": (EventKind.RESET,),
+            "ACC007": (EventKind.UPDATE_HOOK,),
             "ACC30": (EventKind.CLIP, EventKind.UNSCALE), "ACC303": (EventKind.UNSCALE, EventKind.SCALER_UPDATE),
             "ACC304": (EventKind.SCHEDULER_STEP,), "ACC306": (EventKind.SCHEDULER_STEP,),
             "ACC305": (EventKind.SCHEDULER_STEP,), "ACC1": (EventKind.BACKWARD,), "ACC2": (EventKind.BACKWARD,),
