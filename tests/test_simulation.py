@@ -2151,3 +2151,85 @@ def test_an_update_in_the_else_of_a_run_level_choice_is_reported_at_the_gate_abo
     ).replace("(model, optimizer, batch, index, accum)", "(model, optimizer, batch, index, accum, scaler=None)")
     findings = check_source("train.py", source.format(test="== 0", index="index").encode()).findings
     assert [(f.code, f.line) for f in findings] == [("ACC006", 8)]
+
+
+# --- an unknown receiver's lone .step() beside a known optimizer (s49: profilers, EMAs) ---------
+
+PROFILED = """
+    import torch
+    from tools import open_profiler
+
+    def train(model, loader, accum):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with open_profiler() as prof:
+            for i, batch in enumerate(loader):
+                (model(batch).mean() / accum).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                prof.step()
+"""
+
+
+def test_a_lone_step_of_an_unknown_receiver_beside_a_reset_optimizer_is_no_update():
+    result = only(PROFILED)
+    assert result.decided, result.reasons()
+    assert not any("role of `prof`" in r for r in result.reasons())
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    # the profiler's step is no update: A = 4 over N = 8 makes two updates per epoch, no more
+    assert len(updates(run(result, 4, 8))) == 4
+    assert {f.label: f.role for f in result.roles}.get("optimizer") is Role.OPTIMIZER
+
+
+def test_a_lone_step_stays_unknown_without_a_reset_optimizer_beside_it():
+    # `stepper` may be what updates the parameters: nothing else does
+    result = only(PROFILED.replace("optimizer.step()", "pass").replace("optimizer.zero_grad()", "pass"))
+    assert not result.decided
+    assert any("role of `prof`" in r for r in result.reasons())
+
+
+def test_a_lone_step_handed_to_another_call_stays_unknown():
+    # `scaler.step(prof)`: what a scaler steps is an optimizer, whatever its name
+    result = only(PROFILED.replace("prof.step()", "prof.step()\n                torch.cuda.amp.GradScaler().step(prof)"))
+    assert not any(f.label == "prof" and f.role is Role.OTHER for f in result.roles)
+
+
+# --- a method call on a receiver of a declared class (s49: diffusion_policy's env_runner.run) ---
+
+DECLARED_RECEIVER = """
+    import torch
+    from runners import BaseRunner, build_runner
+
+    class Workspace:
+        def run(self, cfg, model, loader):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            runner: BaseRunner = build_runner(cfg)
+            for epoch in range(cfg.epochs):
+                for i, batch in enumerate(loader):
+                    (model(batch).mean() / cfg.accum).backward()
+                    if (i + 1) % cfg.accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                if epoch % cfg.rollout_every == 0:
+                    runner.run(model)
+"""
+
+
+def test_a_method_call_on_a_receiver_declared_of_another_class_is_not_the_own_method():
+    result = only(DECLARED_RECEIVER)
+    assert result.decided, result.reasons()
+    assert not any("training phase of its own" in r for r in result.reasons())
+    assert result.symbols == ("cfg.accum",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_isinstance_assertion_declares_the_receiver_class_too():
+    source = DECLARED_RECEIVER.replace("runner: BaseRunner = build_runner(cfg)",
+                                       "runner = build_runner(cfg)\n            assert isinstance(runner, BaseRunner)")
+    assert only(source).decided
+
+
+def test_an_undeclared_receiver_keeps_the_resolution_by_name():
+    # without a declaration `runner` may be the workspace itself: its `run` trains, the period is no A
+    source = DECLARED_RECEIVER.replace("runner: BaseRunner = build_runner(cfg)", "runner = build_runner(cfg)")
+    assert any("training phase of its own" in r for r in only(source).reasons())

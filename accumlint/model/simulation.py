@@ -722,7 +722,38 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         if (fact is not None and fact.role is Role.SCALER and event.method in ("step", "unscale_")
                 and argument in facts and facts[argument].role is Role.UNKNOWN):
             facts[argument] = RoleFact(facts[argument].label, Role.OPTIMIZER, "use: a scaler steps it")
+    _steps_beside_the_update(facts, methods, with_argument | {_key(e.argument) for e in events})
     return facts
+
+
+def _share_steps_beside_the_update(runs: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]]) -> None:
+    """Carry :func:`_steps_beside_the_update`'s verdict to the entry's other runs: one that makes no
+    update (an epoch shorter than A) steps the same profiler (matched by its label)."""
+    settled = {f.label: f for _, _, facts in runs for f in facts.values() if f.evidence.startswith(_BESIDE)}
+    for _, _, facts in runs:
+        for key, fact in facts.items():
+            if fact.role is Role.UNKNOWN and fact.label in settled:
+                facts[key] = settled[fact.label]
+
+
+_BESIDE = "use: receives .step() alone"
+
+
+def _steps_beside_the_update(facts: dict[object, RoleFact], methods: dict[object, set[str]],
+                             passed: set[object]) -> None:
+    """Settle, in place, a receiver of unknown role that receives ``.step()`` and nothing else
+    (no reset, no backward, never handed to a scaler or another event) in a run where a known
+    optimizer is reset and updated (by its own step or a scaler's): it is no second update of
+    the parameters (a profiler's ``prof.step()``, an EMA's ``ema.step(model)``). A second
+    optimizer is reset as the first one is; one that never is would not train by groups at all."""
+    updater = next((f.label for k, f in facts.items() if f.role in (Role.OPTIMIZER, Role.OPTIM_WRAPPER)
+                    and "zero_grad" in methods.get(k, set())), None)
+    if updater is None or not any(f.role in _UPDATING and "step" in methods.get(k, set()) for k, f in facts.items()):
+        return  # (the update: the optimizer's own step, or a scaler's step of it)
+    for key, fact in facts.items():
+        if fact.role is Role.UNKNOWN and methods.get(key) == {"step"} and key not in passed:
+            facts[key] = RoleFact(fact.label, Role.OTHER,
+                                  f"{_BESIDE}, while `{updater}` resets and updates the parameters")
 
 
 def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
@@ -783,6 +814,7 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
     for result in results:
         result.line = positions.get(id(result.entry.node), 1)
         shown: dict[str, RoleFact] = {}
+        _share_steps_beside_the_update(result._raw)
         for trace, raw, facts in result._raw:
             in_group = False  # a backward ran since the last update
             for event in raw:
