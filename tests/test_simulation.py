@@ -2233,3 +2233,37 @@ def test_an_undeclared_receiver_keeps_the_resolution_by_name():
     # without a declaration `runner` may be the workspace itself: its `run` trains, the period is no A
     source = DECLARED_RECEIVER.replace("runner: BaseRunner = build_runner(cfg)", "runner = build_runner(cfg)")
     assert any("training phase of its own" in r for r in only(source).reasons())
+
+
+# --- an entry that holds no backward at all (s49: s4's generate.py, a recurrent `model.step(x)`) ---
+
+GENERATION = """
+    import torch
+
+    def generate(model, x, length):
+        model.setup_step()
+        out = []
+        for t in range(length):
+            x = model.step(x)
+            if t % 2 == 0:
+                out.append(x)
+        return out
+"""
+
+
+def test_a_loop_with_no_backward_anywhere_trains_nothing_and_is_no_accumulation_loop():
+    from accumlint.model.simulation import NO_BACKWARD, accumulation_loops
+
+    results = simulated(GENERATION)
+    assert [r.undecided for r in results] == [[NO_BACKWARD]]
+    assert accumulation_loops(results) == []
+
+
+def test_a_backward_the_runs_miss_but_the_code_holds_stays_undecided():
+    from accumlint.model.simulation import accumulation_loops
+
+    # the backward sits behind a branch no run takes: the code still holds it
+    source = GENERATION.replace("out.append(x)", "out.append(x)\n            if t > 1000:\n                x.backward()")
+    results = simulated(source)
+    assert any("no run reached a backward" in r for r in results[0].undecided)
+    assert len(accumulation_loops(results)) == 1

@@ -71,6 +71,9 @@ MAX_ATTEMPTS = 64
 #: why ``check`` does not simulate an entry without a gated update (:func:`gated_update`): no run of
 #: it can show a group of A
 NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
+#: the reason of an entry whose runs reach no backward, as its code (and the project functions it
+#: calls) holds none: it trains nothing, so it is no accumulation loop (a generation, a benchmark)
+NO_BACKWARD = "no backward is written in it or in what it calls: it trains nothing"
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (the engine's boundary counter) and whose reference
@@ -441,10 +444,11 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     either decided with a run whose optimizer update applies the backwards of two microbatches
     or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
     updates every microbatch, or never, is not one: decided without such a run, or left
-    unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`)."""
+    unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
+    trains nothing (:data:`NO_BACKWARD`)."""
     found = []
     for result in results:
-        if result.importer or result.caller is not None or result.undecided == [NO_GATED_UPDATE]:
+        if result.importer or result.caller is not None or result.undecided in ([NO_GATED_UPDATE], [NO_BACKWARD]):
             continue
         if not result.decided:
             found.append(tuple(result.reasons()))
@@ -550,7 +554,14 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
-        result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's reach)")
+        start = entry.function.body if entry.kind in ("driver", "body") else entry.node
+        if not reaches_event(start, module, names=BACKWARD_CALLS):
+            # no backward is written in it nor in the project functions it calls (a `model.step(x)`
+            # of a recurrent generation made it look like a loop that updates): it trains nothing
+            result.undecided = [NO_BACKWARD]
+        else:
+            result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
+                                    "reach)")
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
         # an assertion on the loader's length can rule out the epochs of A = 1)
