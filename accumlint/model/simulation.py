@@ -555,9 +555,9 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
                                 "that the configurations fail")
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
         start = entry.function.body if entry.kind in ("driver", "body") else entry.node
-        if not reaches_event(start, module, names=BACKWARD_CALLS):
-            # no backward is written in it nor in the project functions it calls (a `model.step(x)`
-            # of a recurrent generation made it look like a loop that updates): it trains nothing
+        if not result.undecided and not reaches_event(start, module, names=BACKWARD_CALLS):
+            # runs that completed, and no backward written in it nor in the project functions it
+            # calls (a `model.step(x)` of a recurrent generation looked like an update): it trains nothing
             result.undecided = [NO_BACKWARD]
         else:
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
