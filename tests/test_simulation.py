@@ -2267,3 +2267,32 @@ def test_a_backward_the_runs_miss_but_the_code_holds_stays_undecided():
     results = simulated(source)
     assert any("no run reached a backward" in r for r in results[0].undecided)
     assert len(accumulation_loops(results)) == 1
+
+
+# --- Lightning's `self.lr_schedulers()`: a scheduler, or a list of them (s49: stable-audio-tools) ---
+
+def test_the_schedulers_unpacked_from_lightnings_accessor_are_schedulers():
+    result = only("""
+        import lightning as L
+
+        class Wrapper(L.LightningModule):
+            def training_step(self, batch, idx):
+                opt_gen, opt_disc = self.optimizers()
+                schedulers = self.lr_schedulers()
+                if schedulers is not None:
+                    sched_gen, sched_disc = schedulers
+                else:
+                    sched_gen = sched_disc = None
+                opt_gen.zero_grad()
+                self.manual_backward(self(batch).mean())
+                opt_gen.step()
+                if sched_gen is not None:
+                    sched_gen.step()
+    """)
+    assert result.decided
+    roles = {f.label: (f.role, f.evidence) for f in result.roles}
+    assert roles["sched_gen"] == (Role.SCHEDULER, "construction")
+    # every run steps the scheduler right after each of the generator's updates, none without it
+    assert result.traces
+    for trace in result.traces:
+        assert trace.timeline().count("step sched") == trace.timeline().count("step")

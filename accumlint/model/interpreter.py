@@ -637,6 +637,11 @@ class Interpreter:
                     and not any(isinstance(e, cst.StarredElement) for e in target.elements):
                 for element, item in zip(elements, value, strict=True):
                     self.assign(element, item, frame)
+            elif isinstance(value, Obj) and value.role is Role.SCHEDULER and value.class_def is None:
+                # `sched_gen, sched_disc = self.lr_schedulers()`: a scheduler is not iterable, so what
+                # unpacks is a list of them (Lightning's accessor, several configured): each is one
+                for element in elements:
+                    self.assign(element, Obj(Role.SCHEDULER, value.evidence, _code(element)), frame)
             else:
                 origin = value.origin if isinstance(value, Unknown) else Origin.RUN
                 for element in elements:
@@ -1743,6 +1748,10 @@ class Interpreter:
             default = args[1] if len(args) > 1 else None
             number = default if isinstance(default, int) and not isinstance(default, bool) else None
             return self._bound(args[0], None if number is None else int(number))
+        if fw.lightning.ACCESSORS.get(f"{_code(node.func)}()") is Role.SCHEDULER and not args and not kwargs:
+            # `self.lr_schedulers()` of a LightningModule: its scheduler, or a list of them (unpacked in
+            # `assign`); (the optimizers' accessor keeps its roles from use)
+            return Obj(Role.SCHEDULER, "construction", _code(node))
         return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
 
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
