@@ -2296,3 +2296,38 @@ def test_the_schedulers_unpacked_from_lightnings_accessor_are_schedulers():
     assert result.traces
     for trace in result.traces:
         assert trace.timeline().count("step sched") == trace.timeline().count("step")
+
+
+# --- an entry that holds no optimizer update (s49: flash-attention's benchmarks, gradient tests) ---
+
+BENCHMARK = """
+    import torch
+
+    def time_backward(fn, inputs, with_grad=False):
+        for _ in range(20):
+            if with_grad:
+                for x in inputs:
+                    x.grad = None
+            out = fn(*inputs)
+            if with_grad:
+                out.backward(torch.ones_like(out))
+"""
+
+
+def test_a_loop_of_backwards_with_no_update_anywhere_is_no_accumulation_loop():
+    from accumlint.model.simulation import NO_UPDATE, accumulation_loops
+
+    results = simulated(BENCHMARK)
+    assert [r.undecided for r in results] == [[NO_UPDATE]]
+    assert accumulation_loops(results) == []
+
+
+def test_a_loop_whose_update_the_runs_miss_but_the_code_holds_is_still_counted():
+    from accumlint.model.simulation import NO_UPDATE, accumulation_loops
+
+    source = BENCHMARK.replace("out.backward(torch.ones_like(out))",
+                               "out.backward(torch.ones_like(out))\n            if fn is None:\n"
+                               "                optimizer.step()")
+    results = simulated(source)
+    assert [NO_UPDATE] not in [r.undecided for r in results]
+    assert len(accumulation_loops(results)) == len([r for r in results if not r.decided])

@@ -74,6 +74,12 @@ NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
 #: the reason of an entry whose runs reach no backward, as its code (and the project functions it
 #: calls) holds none: it trains nothing, so it is no accumulation loop (a generation, a benchmark)
 NO_BACKWARD = "no backward is written in it or in what it calls: it trains nothing"
+#: the reason of an entry that leaves A open only because its runs never update, as its code holds
+#: no optimizer update: its backwards gather into no group (a benchmark, a gradient test)
+NO_UPDATE = "no optimizer update is written in it or in what it calls: its backwards form no group"
+NO_MICROBATCH = "no run drew a microbatch"
+#: the reasons that say an entry is no accumulation loop at all (:func:`accumulation_loops`)
+_NO_LOOP = ([NO_GATED_UPDATE], [NO_BACKWARD], [NO_UPDATE])
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself (the engine's boundary counter) and whose reference
@@ -445,10 +451,10 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
     updates every microbatch, or never, is not one: decided without such a run, or left
     unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
-    trains nothing (:data:`NO_BACKWARD`)."""
+    trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`)."""
     found = []
     for result in results:
-        if result.importer or result.caller is not None or result.undecided in ([NO_GATED_UPDATE], [NO_BACKWARD]):
+        if result.importer or result.caller is not None or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
             found.append(tuple(result.reasons()))
@@ -553,15 +559,23 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
+    start = entry.function.body if entry.kind in ("driver", "body") else entry.node
+    # runs that completed (drawing no microbatch is what they did, not where they stopped)
+    complete = not {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
-        start = entry.function.body if entry.kind in ("driver", "body") else entry.node
-        if not result.undecided and not reaches_event(start, module, names=BACKWARD_CALLS):
+        if complete and not reaches_event(start, module, names=BACKWARD_CALLS):
             # runs that completed, and no backward written in it nor in the project functions it
             # calls (a `model.step(x)` of a recurrent generation looked like an update): it trains nothing
             result.undecided = [NO_BACKWARD]
         else:
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
                                     "reach)")
+    if complete and result.undecided and result.undecided != [NO_BACKWARD] and entry.kind != "body" \
+            and not any(e.method == "step" for _, raw, _ in result._raw for e in raw) \
+            and not has_update(start, module):
+        # no run updated and no `.step()` is written in it or in what it calls (a benchmark's or a
+        # test's backwards): nothing gathers into a group (a body's framework updates it unseen)
+        result.undecided = [NO_UPDATE]
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
         # an assertion on the loader's length can rule out the epochs of A = 1)
@@ -579,7 +593,7 @@ def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
     if not idle:
         return traces
     if len(idle) == len(traces):
-        result.undecided.append("no run drew a microbatch")
+        result.undecided.append(NO_MICROBATCH)
         return traces
     kept = [run for run in traces if id(run[0]) not in idle]
     note = f"{len(idle)} run(s) draw no microbatch (they do not train) and are left out"
