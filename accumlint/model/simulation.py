@@ -563,7 +563,10 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     # runs that completed (drawing no microbatch is what they did, not where they stopped)
     complete = not {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
-        if complete and not reaches_event(start, module, names=BACKWARD_CALLS):
+        updated = any(e.method == "step" and _key(e.receiver) in facts and facts[_key(e.receiver)].role in _UPDATING
+                      for _, raw, facts in result._raw for e in raw)
+        # (an update without a written backward: a framework's, `engine.train_batch(batch)`, may run it)
+        if complete and not updated and not reaches_event(start, module, names=BACKWARD_CALLS):
             # runs that completed, and no backward written in it nor in the project functions it
             # calls (a `model.step(x)` of a recurrent generation looked like an update): it trains nothing
             result.undecided = [NO_BACKWARD]
