@@ -2325,3 +2325,185 @@ def test_a_deepspeed_loop_counts_as_decided_in_the_statistics(tmp_path: Path):
     checked = runner.check_files(paths, Settings(project_root=tmp_path), EVERY_CODE, jobs=1, cache=None)
     assert checked.errors == []
     assert checked.loops == [()]
+
+
+# --- an unknown receiver's lone .step() beside a known optimizer (s49: profilers, EMAs) ---------
+
+PROFILED = """
+    import torch
+    from tools import open_profiler
+
+    def train(model, loader, accum):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with open_profiler() as prof:
+            for i, batch in enumerate(loader):
+                (model(batch).mean() / accum).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                prof.step()
+"""
+
+
+def test_a_lone_step_of_an_unknown_receiver_beside_a_reset_optimizer_is_no_update():
+    result = only(PROFILED)
+    assert result.decided, result.reasons()
+    assert not any("role of `prof`" in r for r in result.reasons())
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    # the profiler's step is no update: A = 4 over N = 8 makes two updates per epoch, no more
+    assert len(updates(run(result, 4, 8))) == 4
+    assert {f.label: f.role for f in result.roles}.get("optimizer") is Role.OPTIMIZER
+
+
+def test_a_lone_step_stays_unknown_without_a_reset_optimizer_beside_it():
+    # `stepper` may be what updates the parameters: nothing else does
+    result = only(PROFILED.replace("optimizer.step()", "pass").replace("optimizer.zero_grad()", "pass"))
+    assert not result.decided
+    assert any("role of `prof`" in r for r in result.reasons())
+
+
+def test_a_lone_step_handed_to_another_call_stays_unknown():
+    # `scaler.step(prof)`: what a scaler steps is an optimizer, whatever its name
+    handed = "prof.step()\n                torch.cuda.amp.GradScaler().step(prof)"
+    result = only(PROFILED.replace("prof.step()", handed))
+    assert {f.label: f.role for f in result.roles}.get("prof") is Role.OPTIMIZER
+
+
+# --- a method call on a receiver of a declared class (s49: diffusion_policy's env_runner.run) ---
+
+DECLARED_RECEIVER = """
+    import torch
+    from runners import BaseRunner, build_runner
+
+    class Workspace:
+        def run(self, cfg, model, loader):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            runner: BaseRunner = build_runner(cfg)
+            for epoch in range(cfg.epochs):
+                for i, batch in enumerate(loader):
+                    (model(batch).mean() / cfg.accum).backward()
+                    if (i + 1) % cfg.accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                if epoch % cfg.rollout_every == 0:
+                    runner.run(model)
+"""
+
+
+def test_a_method_call_on_a_receiver_declared_of_another_class_is_not_the_own_method():
+    result = only(DECLARED_RECEIVER)
+    assert result.decided, result.reasons()
+    assert not any("training phase of its own" in r for r in result.reasons())
+    assert result.symbols == ("cfg.accum",)
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_an_isinstance_assertion_declares_the_receiver_class_too():
+    source = DECLARED_RECEIVER.replace("runner: BaseRunner = build_runner(cfg)",
+                                       "runner = build_runner(cfg)\n            assert isinstance(runner, BaseRunner)")
+    assert only(source).decided
+
+
+def test_an_undeclared_receiver_keeps_the_resolution_by_name():
+    # without a declaration `runner` may be the workspace itself: its `run` trains, the period is no A
+    source = DECLARED_RECEIVER.replace("runner: BaseRunner = build_runner(cfg)", "runner = build_runner(cfg)")
+    assert any("training phase of its own" in r for r in only(source).reasons())
+
+
+# --- an entry that holds no backward at all (s49: s4's generate.py, a recurrent `model.step(x)`) ---
+
+GENERATION = """
+    import torch
+
+    def generate(model, x, length):
+        model.setup_step()
+        out = []
+        for t in range(length):
+            x = model.step(x)
+            if t % 2 == 0:
+                out.append(x)
+        return out
+"""
+
+
+def test_a_loop_with_no_backward_anywhere_trains_nothing_and_is_no_accumulation_loop():
+    from accumlint.model.simulation import NO_BACKWARD, accumulation_loops
+
+    results = simulated(GENERATION)
+    assert [r.undecided for r in results] == [[NO_BACKWARD]]
+    assert accumulation_loops(results) == []
+
+
+def test_a_backward_the_runs_miss_but_the_code_holds_stays_undecided():
+    from accumlint.model.simulation import accumulation_loops
+
+    # the backward sits behind a branch no run takes: the code still holds it
+    hidden = "out.append(x)\n            if t > 1000:\n                x.backward()"
+    source = GENERATION.replace("out.append(x)", hidden)
+    results = simulated(source)
+    assert any("no run reached a backward" in r for r in results[0].undecided)
+    assert len(accumulation_loops(results)) == 1
+
+
+# --- Lightning's `self.lr_schedulers()`: a scheduler, or a list of them (s49: stable-audio-tools) ---
+
+def test_the_schedulers_unpacked_from_lightnings_accessor_are_schedulers():
+    result = only("""
+        import lightning as L
+
+        class Wrapper(L.LightningModule):
+            def training_step(self, batch, idx):
+                opt_gen, opt_disc = self.optimizers()
+                schedulers = self.lr_schedulers()
+                if schedulers is not None:
+                    sched_gen, sched_disc = schedulers
+                else:
+                    sched_gen = sched_disc = None
+                opt_gen.zero_grad()
+                self.manual_backward(self(batch).mean())
+                opt_gen.step()
+                if sched_gen is not None:
+                    sched_gen.step()
+    """)
+    assert result.decided
+    roles = {f.label: (f.role, f.evidence) for f in result.roles}
+    assert roles["sched_gen"] == (Role.SCHEDULER, "construction")
+    # every run steps the scheduler right after each of the generator's updates, none without it
+    assert result.traces
+    for trace in result.traces:
+        assert trace.timeline().count("step sched") == trace.timeline().count("step")
+
+
+# --- an entry that holds no optimizer update (s49: flash-attention's benchmarks, gradient tests) ---
+
+BENCHMARK = """
+    import torch
+
+    def time_backward(fn, inputs, with_grad=False):
+        for _ in range(20):
+            if with_grad:
+                for x in inputs:
+                    x.grad = None
+            out = fn(*inputs)
+            if with_grad:
+                out.backward(torch.ones_like(out))
+"""
+
+
+def test_a_loop_of_backwards_with_no_update_anywhere_is_no_accumulation_loop():
+    from accumlint.model.simulation import NO_UPDATE, accumulation_loops
+
+    results = simulated(BENCHMARK)
+    assert [r.undecided for r in results] == [[NO_UPDATE]]
+    assert accumulation_loops(results) == []
+
+
+def test_a_loop_whose_update_the_runs_miss_but_the_code_holds_is_still_counted():
+    from accumlint.model.simulation import NO_UPDATE, accumulation_loops
+
+    source = BENCHMARK.replace("out.backward(torch.ones_like(out))",
+                               "out.backward(torch.ones_like(out))\n            if fn is None:\n"
+                               "                optimizer.step()")
+    results = simulated(source)
+    assert [NO_UPDATE] not in [r.undecided for r in results]
+    assert len(accumulation_loops(results)) == len([r for r in results if not r.decided])

@@ -41,6 +41,7 @@ from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
+from accumlint.model.names import walk as every_node
 from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
@@ -654,6 +655,11 @@ class Interpreter:
                     and not any(isinstance(e, cst.StarredElement) for e in target.elements):
                 for element, item in zip(elements, value, strict=True):
                     self.assign(element, item, frame)
+            elif isinstance(value, Obj) and value.role is Role.SCHEDULER and value.class_def is None:
+                # `sched_gen, sched_disc = self.lr_schedulers()`: a scheduler is not iterable, so what
+                # unpacks is a list of them (Lightning's accessor, several configured): each is one
+                for element in elements:
+                    self.assign(element, Obj(Role.SCHEDULER, value.evidence, _code(element)), frame)
             else:
                 origin = value.origin if isinstance(value, Unknown) else Origin.RUN
                 for element in elements:
@@ -1928,6 +1934,10 @@ class Interpreter:
             default = args[1] if len(args) > 1 else None
             number = default if isinstance(default, int) and not isinstance(default, bool) else None
             return self._bound(args[0], None if number is None else int(number))
+        if fw.lightning.ACCESSORS.get(f"{_code(node.func)}()") is Role.SCHEDULER and not args and not kwargs:
+            # `self.lr_schedulers()` of a LightningModule: its scheduler, or a list of them (unpacked in
+            # `assign`); (the optimizers' accessor keeps its roles from use)
+            return Obj(Role.SCHEDULER, "construction", _code(node))
         return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
 
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
@@ -2845,7 +2855,7 @@ def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _function_aliases,
-                   _imported_instances, _is_generator, _writes_gradients, _bound_names):
+                   _imported_instances, _declared_classes, _is_generator, _writes_gradients, _bound_names):
         cached.cache_clear()
 
 
@@ -2921,6 +2931,11 @@ def _callees(func: cst.BaseExpression, name: str,
         # `model.train()`, `self.components.transformer.train()`, `self.optimizer.step()`: the module's mode,
         # the optimizer's update, not a project method of that name (a trainer's own `train` or `step`)
         return []
+    declared = _declared_class(func.value, owner) if isinstance(func, cst.Attribute) else None
+    if declared is not None:
+        # `env_runner: BaseRunner` or `assert isinstance(env_runner, BaseRunner)`: the method of that
+        # class (of the module, or imported from the project), never another class's of the same name
+        return _method_of_class(declared, name, owner)
     found = [(f, owner) for (_, method), f in owner.methods.items() if method == name]
     if name in owner.functions and not isinstance(func, cst.Attribute):  # (`x.f()` is no module function here)
         found.append((owner.functions[name], owner))
@@ -2939,6 +2954,50 @@ def _callees(func: cst.BaseExpression, name: str,
         if call is not None:
             found.append((call[0], call[1]))
     return found
+
+
+def _declared_class(receiver: cst.BaseExpression, owner: ModuleFunctions) -> str | None:
+    """The class the code declares for a plain-name ``receiver``: its annotation (``runner:
+    BaseRunner``, in a body or a parameter list) or an ``isinstance`` assertion on it, when every
+    declaration of that name in the module names the same class (None: none, or several)."""
+    if not isinstance(receiver, cst.Name) or receiver.value in ("self", "cls"):
+        return None
+    classes = _declared_classes(owner).get(receiver.value)
+    return next(iter(classes)) if classes is not None and len(classes) == 1 else None
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_classes(owner: ModuleFunctions) -> dict[str, frozenset[str]]:
+    """Per plain name of ``owner``, the dotted classes its annotations and ``isinstance``
+    assertions name (an annotation that is not a plain or dotted name: ``"?"``)."""
+    found: dict[str, set[str]] = {}
+
+    def declare(name: str, annotation: cst.BaseExpression) -> None:
+        found.setdefault(name, set()).add(dotted(annotation) or "?")
+
+    for node in every_node(owner._module):  # (parameters and bodies of every definition too)
+        if type(node) is cst.AnnAssign and isinstance(node.target, cst.Name):
+            declare(node.target.value, node.annotation.annotation)
+        elif type(node) is cst.Param and node.annotation is not None:
+            declare(node.name.value, node.annotation.annotation)
+        elif type(node) is cst.Assert and isinstance(node.test, cst.Call) and dotted(node.test.func) == "isinstance" \
+                and len(node.test.args) == 2 and isinstance(node.test.args[0].value, cst.Name):
+            declare(node.test.args[0].value.value, node.test.args[1].value)
+    return {name: frozenset(classes) for name, classes in found.items()}
+
+
+def _method_of_class(declared: str, name: str,
+                     owner: ModuleFunctions) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+    """The method ``name`` of the class ``declared`` (dotted): one of ``owner``'s classes or one
+    it imports from the project; none for a library class or a class it cannot find."""
+    if declared in owner.classes:
+        method = owner.method(owner.classes[declared], name)
+        return [(method[0], method[1])] if method is not None else []
+    imported = owner.imported(declared) if owner.project is not None else None
+    if imported is not None and isinstance(imported[1], cst.ClassDef):
+        method = imported[0].method(imported[1], name)
+        return [(method[0], method[1])] if method is not None else []
+    return []
 
 
 def _may_be_project_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> bool:

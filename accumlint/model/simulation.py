@@ -71,6 +71,15 @@ MAX_ATTEMPTS = 64
 #: why ``check`` does not simulate an entry without a gated update (:func:`gated_update`): no run of
 #: it can show a group of A
 NO_GATED_UPDATE = "nothing in it decides when the optimizer updates"
+#: the reason of an entry whose runs reach no backward, as its code (and the project functions it
+#: calls) holds none: it trains nothing, so it is no accumulation loop (a generation, a benchmark)
+NO_BACKWARD = "no backward is written in it or in what it calls: it trains nothing"
+#: the reason of an entry that leaves A open only because its runs never update, as its code holds
+#: no optimizer update: its backwards gather into no group (a benchmark, a gradient test)
+NO_UPDATE = "no optimizer update is written in it or in what it calls: its backwards form no group"
+NO_MICROBATCH = "no run drew a microbatch"
+#: the reasons that say an entry is no accumulation loop at all (:func:`accumulation_loops`)
+_NO_LOOP = ([NO_GATED_UPDATE], [NO_BACKWARD], [NO_UPDATE])
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself and whose reference driver is not simulated; not
@@ -445,10 +454,11 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     either decided with a run whose optimizer update applies the backwards of two microbatches
     or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
     updates every microbatch, or never, is not one: decided without such a run, or left
-    unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`)."""
+    unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
+    trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`)."""
     found = []
     for result in results:
-        if result.importer or result.caller is not None or result.undecided == [NO_GATED_UPDATE]:
+        if result.importer or result.caller is not None or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
             found.append(tuple(result.reasons()))
@@ -553,8 +563,26 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
+    start = entry.function.body if entry.kind in ("driver", "body") else entry.node
+    # runs that completed (drawing no microbatch is what they did, not where they stopped)
+    complete = not {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
-        result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's reach)")
+        updated = any(e.method == "step" and _key(e.receiver) in facts and facts[_key(e.receiver)].role in _UPDATING
+                      for _, raw, facts in result._raw for e in raw)
+        # (an update without a written backward: a framework's, `engine.train_batch(batch)`, may run it)
+        if complete and not updated and not reaches_event(start, module, names=BACKWARD_CALLS):
+            # runs that completed, and no backward written in it nor in the project functions it
+            # calls (a `model.step(x)` of a recurrent generation looked like an update): it trains nothing
+            result.undecided = [NO_BACKWARD]
+        else:
+            result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
+                                    "reach)")
+    if complete and result.undecided and result.undecided != [NO_BACKWARD] and entry.kind != "body" \
+            and not any(e.method == "step" for _, raw, _ in result._raw for e in raw) \
+            and not has_update(start, module):
+        # no run updated and no `.step()` is written in it or in what it calls (a benchmark's or a
+        # test's backwards): nothing gathers into a group (a body's framework updates it unseen)
+        result.undecided = [NO_UPDATE]
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
         # an assertion on the loader's length can rule out the epochs of A = 1)
@@ -572,7 +600,7 @@ def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
     if not idle:
         return traces
     if len(idle) == len(traces):
-        result.undecided.append("no run drew a microbatch")
+        result.undecided.append(NO_MICROBATCH)
         return traces
     kept = [run for run in traces if id(run[0]) not in idle]
     note = f"{len(idle)} run(s) draw no microbatch (they do not train) and are left out"
@@ -731,7 +759,38 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         if (fact is not None and fact.role is Role.SCALER and event.method in ("step", "unscale_")
                 and argument in facts and facts[argument].role is Role.UNKNOWN):
             facts[argument] = RoleFact(facts[argument].label, Role.OPTIMIZER, "use: a scaler steps it")
+    _steps_beside_the_update(facts, methods, with_argument | {_key(e.argument) for e in events})
     return facts
+
+
+def _share_steps_beside_the_update(runs: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]]) -> None:
+    """Carry :func:`_steps_beside_the_update`'s verdict to the entry's other runs: one that makes no
+    update (an epoch shorter than A) steps the same profiler (matched by its label)."""
+    settled = {f.label: f for _, _, facts in runs for f in facts.values() if f.evidence.startswith(_BESIDE)}
+    for _, _, facts in runs:
+        for key, fact in facts.items():
+            if fact.role is Role.UNKNOWN and fact.label in settled:
+                facts[key] = settled[fact.label]
+
+
+_BESIDE = "use: receives .step() alone"
+
+
+def _steps_beside_the_update(facts: dict[object, RoleFact], methods: dict[object, set[str]],
+                             passed: set[object]) -> None:
+    """Settle, in place, a receiver of unknown role that receives ``.step()`` and nothing else
+    (no reset, no backward, never handed to a scaler or another event) in a run where a known
+    optimizer is reset and updated (by its own step or a scaler's): it is no second update of
+    the parameters (a profiler's ``prof.step()``, an EMA's ``ema.step(model)``). A second
+    optimizer is reset as the first one is; one that never is would not train by groups at all."""
+    updater = next((f.label for k, f in facts.items() if f.role in (Role.OPTIMIZER, Role.OPTIM_WRAPPER)
+                    and "zero_grad" in methods.get(k, set())), None)
+    if updater is None or not any(f.role in _UPDATING and "step" in methods.get(k, set()) for k, f in facts.items()):
+        return  # (the update: the optimizer's own step, or a scaler's step of it)
+    for key, fact in facts.items():
+        if fact.role is Role.UNKNOWN and methods.get(key) == {"step"} and key not in passed:
+            facts[key] = RoleFact(fact.label, Role.OTHER,
+                                  f"{_BESIDE}, while `{updater}` resets and updates the parameters")
 
 
 def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
@@ -792,6 +851,7 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
     for result in results:
         result.line = positions.get(id(result.entry.node), 1)
         shown: dict[str, RoleFact] = {}
+        _share_steps_beside_the_update(result._raw)
         for trace, raw, facts in result._raw:
             in_group = False  # a backward ran since the last update
             for event in raw:
