@@ -239,3 +239,15 @@ def _is_engine(model: FileModel, group, receiver: cst.BaseExpression, site) -> b
     used = {(e.kind, e.method) for e in group.events if e.target is not None and dotted(e.target) == name
             and (e.kind is not EventKind.BACKWARD or e.loss is not None)}
     return name is not None and {(EventKind.BACKWARD, "backward"), (EventKind.UPDATE, "step")} <= used
+
+
+class OptimizerStepClosureSkipped(Rule):
+    """ACC504: Lightning optimizer_step override runs the closure (training_step, backward) only on some batches."""
+
+    code = "ACC504"
+    # gate: where the rule can fire. The default (accumlint.checks.gate.LOOP) fits a rule that
+    # reads microbatch loops; declare `gate = RuleGate(markers=..., facts=...)` otherwise (CONTRIBUTING.md).
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        # Read the group model only (model.loops, group.cadence(event), ...): see CONTRIBUTING.md.
+        return iter(())

@@ -90,6 +90,20 @@ TRAINING_HOOKS = frozenset({
     "on_before_optimizer_step", "optimizer_step", "on_train_epoch_start", "on_train_epoch_end",
 })
 
+#: ``LRSchedulerConfig.interval`` (lightning 2.6.6 ``pytorch/utilities/types.py``: ``interval: str =
+#: "epoch"``): a scheduler returned bare, in ``[opt], [sched]`` or in a config dict without the key
+#: is stepped once per epoch; only ``"step"`` (once per optimizer update) and ``"epoch"`` are
+#: accepted (``pytorch/core/optimizer.py`` ``_configure_schedulers_automatic_opt``; stepped by
+#: ``loops/training_epoch_loop.py`` ``update_lr_schedulers("step"/"epoch")``).
+SCHEDULER_INTERVAL_KEY = "interval"
+SCHEDULER_DEFAULT_INTERVAL = "epoch"
+SCHEDULER_UPDATE_INTERVAL = "step"
+#: Trainer attributes that count optimizer updates or batches, never epochs (lightning 2.6.6
+#: ``pytorch/trainer/trainer.py``): ``estimated_stepping_batches`` ("the estimated number of
+#: batches that will optimizer.step() during training", accumulation counted), ``max_steps``
+#: (a budget of optimizer updates), ``num_training_batches`` (batches per epoch).
+UPDATE_COUNT_ATTRIBUTES = frozenset({"estimated_stepping_batches", "max_steps", "num_training_batches"})
+
 TAILS: dict[str, FrameworkTail] = {
     "lightning": FrameworkTail(
         "Lightning", TailTreatment.WEIGHTED,

@@ -506,6 +506,20 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC308",
+        "scheduler-interval-defaults-to-epoch",
+        Severity.ERROR,
+        "P8",
+        implemented_by=("schedule", "SchedulerIntervalDefaultsToEpoch"),
+        summary=("Lightning: a scheduler sized in optimizer updates returned without interval 'step' (stepped once "
+                 "per epoch)"),
+        meaning="Lightning steps a scheduler once per epoch unless its config says \"interval\": \"step\": a "
+                "schedule sized in optimizer updates advances one position per epoch, so its warmup and decay "
+                "barely start",
+        fix="return the scheduler as {\"scheduler\": sched, \"interval\": \"step\"} under \"lr_scheduler\" (or size it "
+            "in epochs if it is meant to be stepped per epoch)",
+    ),
+    RuleSpec(
         "ACC309",
         "manual-scheduler-never-stepped",
         Severity.ERROR,
@@ -644,6 +658,16 @@ RULES: tuple[RuleSpec, ...] = (
         summary="DeepSpeed engine.step() gated by hand: the engine's own micro-step counter breaks",
         meaning="DeepSpeed's own micro-step counter and the user's gate disagree: updates are skipped or misplaced",
         fix="call engine.step() after every microbatch: DeepSpeed decides the accumulation boundary itself",
+    ),
+    RuleSpec(
+        "ACC504",
+        "optimizer-step-closure-skipped",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("framework_usage", "OptimizerStepClosureSkipped"),
+        summary="Lightning optimizer_step override runs the closure (training_step, backward) only on some batches",
+        meaning="TODO: what a finding does to training",
+        fix="TODO: the general repair, in the words both engines print",
     ),
     RuleSpec(
         "ACC505",
