@@ -147,5 +147,11 @@ LIMIT_KEYWORD = "limit_train_batches"
 #: to ``.grad`` before handing the closure on misses that backward.
 OPTIMIZER_STEP = "optimizer_step"
 CLOSURE_PARAMETER = "optimizer_closure"
+#: Methods called once per optimizer update (``loops/optimization/automatic.py`` ``_optimizer_step``
+#: calls ``optimizer_step``; once per batch at ``accumulate_grad_batches=1``), read as the body of
+#: the loop over updates. The closure it receives runs the batch's ``training_step`` and backward
+#: only when called (by ``optimizer.step(closure=...)`` or directly); a call that never runs it
+#: fails in ``loops/optimization/closure.py`` ``consume_result`` ("The closure hasn't been executed").
+UPDATE_STEP_HOOKS = frozenset({OPTIMIZER_STEP})
 CLOSURE_POSITION = 3  # after epoch, batch_idx, optimizer
 SOURCE = "lightning 2.6.6 plugins/precision/precision.py, loops/optimization/automatic.py, loops/training_epoch_loop.py"

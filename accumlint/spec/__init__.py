@@ -666,8 +666,11 @@ RULES: tuple[RuleSpec, ...] = (
         "P1",
         implemented_by=("framework_usage", "OptimizerStepClosureSkipped"),
         summary="Lightning optimizer_step override runs the closure (training_step, backward) only on some batches",
-        meaning="TODO: what a finding does to training",
-        fix="TODO: the general repair, in the words both engines print",
+        meaning="the closure Lightning hands optimizer_step runs training_step and the backward: on the batches "
+                "where it is not run nothing is trained, and Lightning 2.x stops with \"The closure hasn't been "
+                "executed\"",
+        fix="set Trainer(accumulate_grad_batches=A) and step on every optimizer_step call, or call "
+            "optimizer_closure() on the batches that skip the step",
     ),
     RuleSpec(
         "ACC505",
