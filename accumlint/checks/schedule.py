@@ -377,8 +377,9 @@ class SchedulerIntervalDefaultsToEpoch(Rule):
     per epoch, so the warmup and decay planned over updates barely start.
 
     Silent for ``"interval": "step"``, an interval the code does not fix, a horizon whose unit is
-    unknown or counts epochs, a scheduler built out of view, manual optimization (ACC309's) and an
-    ``lr_scheduler_step`` override (the user steps them)."""
+    unknown or counts epochs, a scheduler built out of view, manual optimization (ACC309's), an
+    ``lr_scheduler_step`` override (the user steps them) and a class with a base besides
+    ``LightningModule`` (which may do either)."""
 
     code = "ACC308"
     gate = RuleGate(markers=(fw.lightning.CONFIGURE_OPTIMIZERS.encode(),),
@@ -387,8 +388,8 @@ class SchedulerIntervalDefaultsToEpoch(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
         for class_def in classes.values():
-            if not model.frameworks.lightning_automatic(class_def):
-                continue
+            if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
+                continue  # (another base may override `lr_scheduler_step` or turn automatic optimization off)
             for scheduler in lightning_scheduler_intervals(model, class_def):
                 if scheduler.interval != fw.lightning.SCHEDULER_DEFAULT_INTERVAL or scheduler.constructor is None:
                     continue

@@ -50,15 +50,15 @@ def gated_closures(model: FileModel) -> list[GatedClosure]:
     the batches of a boundary gate (cadence ``UPDATE`` for every use), with the update that
     hands it on. Left out: a closure also run on the other batches (an ``else: optimizer_closure()``,
     a hand-off to ``super().optimizer_step``), an unconditional use, a condition the gate logic
-    cannot decide, and a closure read anywhere but as a call or a call's argument (stored,
-    wrapped in a lambda)."""
+    cannot decide, a closure read anywhere but as a call or a call's argument (stored,
+    wrapped in a lambda), and a class with a base besides ``LightningModule``."""
     found: list[GatedClosure] = []
     for scope in model.scopes:
         function = scope.node
         if (not isinstance(function, cst.FunctionDef) or scope.class_def is None
                 or function.name.value not in fw.lightning.UPDATE_STEP_HOOKS or function not in scope.loop_spans
-                or not model.frameworks.lightning_automatic(scope.class_def)):
-            continue
+                or len(scope.class_def.bases) != 1 or not model.frameworks.lightning_automatic(scope.class_def)):
+            continue  # (another base may turn automatic optimization off: Lightning then calls no optimizer_step)
         closure = closure_parameter(function)
         if closure is None:
             continue
