@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model.dataflow import home
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import LoopAnalysis
 from accumlint.model.kinds import Cadence, EventKind
@@ -62,16 +63,18 @@ def gated_closures(model: FileModel) -> list[GatedClosure]:
         closure = closure_parameter(function)
         if closure is None:
             continue
-        uses = [site for site in scope.sites if site.call is not None and not site.in_helper
-                and (dotted(site.call.func) == closure or any(dotted(a.value) == closure for a in site.call.args))]
+        sites = [site for site in scope.sites if site.call is not None and _reads_closure(scope, site, closure)]
+        own = [site for site in sites if not site.in_helper]
         nodes = list(walk(function.body))
         keywords = {id(node.keyword) for node in nodes if isinstance(node, cst.Arg) and node.keyword is not None}
         reads = sum(1 for node in nodes if isinstance(node, cst.Name) and node.value == closure
                     and id(node) not in keywords)  # (`step(closure=...)`: the keyword is no read)
-        if not uses or reads != len(uses):
+        if not own or reads != len(own):
             continue  # the closure is read elsewhere too (stored, wrapped): where it runs is open
+        uses = [site for site in sites if not site.followed]  # a helper's call: its own uses count instead
         group = LoopAnalysis(scope, model.events[scope], model.frameworks.is_accumulate_context).analyse(function)
-        if group.gate is None or any(site_cadence(model, group, site) is not Cadence.UPDATE for site in uses):
+        if not uses or group.gate is None or any(site_cadence(model, group, site) is not Cadence.UPDATE
+                                                 for site in uses):
             continue
         updates = {id(event.site) for event in model.events[scope] if event.kind is EventKind.UPDATE}
         step = next((site for site in uses if id(site) in updates), None)
@@ -81,3 +84,10 @@ def gated_closures(model: FileModel) -> list[GatedClosure]:
         found.append(GatedClosure(scope, closure, step, frame.test,
                                   frame.kind is FrameKind.IF and frame.branch == "body"))
     return found
+
+
+def _reads_closure(scope: Scope, site: Site, closure: str) -> bool:
+    """Whether a call calls the closure or passes it on, in the override's code or in a helper
+    it calls with the closure as an argument (the helper's parameter stands for it)."""
+    names = [dotted(site.call.func), *(dotted(arg.value) for arg in site.call.args)]  # type: ignore[union-attr]
+    return any(name is not None and home(scope, name, site.order, site.inline) == (closure, None) for name in names)

@@ -193,8 +193,7 @@ def _configured(model: FileModel, value: cst.BaseExpression, site: Site,
     if isinstance(entry, cst.Name) and entry.value == "None":
         return []
     if not isinstance(entry, cst.Dict):
-        constructor = _followed(model, value, site)
-        return [LightningScheduler(value, constructor if isinstance(constructor, cst.Call) else None,
+        return [LightningScheduler(value, entry if isinstance(entry, cst.Call) else None,
                                    *(interval or (fw.lightning.SCHEDULER_DEFAULT_INTERVAL, False)))]
     written = entry is not value and any(
         target is not None and target.startswith(f"{dotted(value)}[") for s in site.scope.sites for target in s.targets)

@@ -1,10 +1,10 @@
 """ACC308 bad: a linear warmup over optimizer updates in a config dict with `"interval": "epoch"`.
 
-The `LambdaLR` warms up over WARMUP_STEPS = 4 optimizer updates, but the config asks for the
-epoch interval: Lightning steps it once per epoch, so after 2 epochs (6 updates) the warmup
-has advanced 2 positions and the learning rate is 0.0375 instead of the full 0.05 reached
-after the 4th update. Runs on CPU when `lightning` is installed (the catalogue only parses it where
-it is not).
+The `LambdaLR` warms up over the run's optimizer updates (`self.trainer.estimated_stepping_batches`,
+6 here), but the config asks for the epoch interval: Lightning steps it once per epoch, so
+after 2 epochs the warmup has advanced 2 of its 6 positions and the learning rate is 0.025
+instead of the full 0.05 reached after the 6th update. Runs on CPU when `lightning` is
+installed (the catalogue only parses it where it is not).
 """
 import lightning as L
 import torch
@@ -15,7 +15,6 @@ ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
 MICROBATCH_SIZE = 8
 GROUPS_PER_EPOCH = 3
 EPOCHS = 2
-WARMUP_STEPS = 4  # optimizer updates
 
 
 class Regressor(L.LightningModule):
@@ -29,7 +28,8 @@ class Regressor(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=0.05)
-        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: min(1.0, (update + 1) / WARMUP_STEPS))
+        updates = self.trainer.estimated_stepping_batches  # the run's optimizer updates
+        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: min(1.0, (update + 1) / updates))
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": warmup, "interval": "epoch"},  # expect: ACC308

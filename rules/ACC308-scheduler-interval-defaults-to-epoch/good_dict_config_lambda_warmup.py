@@ -1,7 +1,7 @@
 """ACC308 good: twin of bad_dict_config_lambda_warmup.py.
 
 The config says `"interval": "step"`: Lightning steps the warmup after each optimizer update,
-and the learning rate reaches 0.05 at the 4th of the 6 updates. Runs on CPU when `lightning`
+and the learning rate reaches 0.05 with the 6th update. Runs on CPU when `lightning`
 is installed (the catalogue only parses it where it is not).
 """
 import lightning as L
@@ -13,7 +13,6 @@ ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
 MICROBATCH_SIZE = 8
 GROUPS_PER_EPOCH = 3
 EPOCHS = 2
-WARMUP_STEPS = 4  # optimizer updates
 
 
 class Regressor(L.LightningModule):
@@ -27,7 +26,8 @@ class Regressor(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.SGD(self.parameters(), lr=0.05)
-        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: min(1.0, (update + 1) / WARMUP_STEPS))
+        updates = self.trainer.estimated_stepping_batches  # the run's optimizer updates
+        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda update: min(1.0, (update + 1) / updates))
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": warmup, "interval": "step"},
