@@ -11,6 +11,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.accumulate import double_entries, omitted_trained_models
+from accumlint.model.closures import gated_closures
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.sites import FrameKind
@@ -267,3 +268,31 @@ class AccumulateOmitsTrainedModel(Rule):
                     "with the others",
                     f"pass every model the block trains: `accumulate({passed}, {omitted.name})`",
                 )
+
+
+class OptimizerStepClosureSkipped(Rule):
+    """ACC504: a LightningModule's ``optimizer_step`` override hands Lightning's closure on
+    (``optimizer.step(closure=optimizer_closure)``) only on the batches a hand-made accumulation
+    gate selects (:func:`~accumlint.model.closures.gated_closures`): the closure runs the batch's
+    ``training_step`` and backward, so the other batches are never trained on, or Lightning fails
+    with "The closure hasn't been executed".
+
+    Silent where the closure also runs on the other batches, runs on every batch, or the gate
+    logic cannot decide the condition."""
+
+    code = "ACC504"
+    gate = RuleGate(markers=tuple(hook.encode() for hook in sorted(fw.lightning.UPDATE_STEP_HOOKS)),
+                    facts=lambda facts: facts.defines(fw.lightning.UPDATE_STEP_HOOKS))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        for gated in gated_closures(model):
+            test = cst.Module([]).code_for_node(gated.test)
+            yield Hit(
+                gated.step.report,
+                f"`{gated.closure}` is handed to the optimizer only on the batches where `{test}` is "
+                f"{'true' if gated.holds else 'false'}: the closure runs `training_step` and the backward, so on the "
+                "other batches nothing is trained (Lightning 2.x "
+                "stops with \"The closure hasn't been executed\")",
+                f"call `{gated.closure}()` on the skipped batches (an `else:` branch), or drop the gate and set "
+                "`Trainer(accumulate_grad_batches=A)`",
+            )

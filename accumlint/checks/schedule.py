@@ -12,7 +12,12 @@ from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
-from accumlint.model.engine_schedulers import engine_schedulers, lightning_configured_schedulers, stepped_by_engine
+from accumlint.model.engine_schedulers import (
+    engine_schedulers,
+    lightning_configured_schedulers,
+    lightning_scheduler_intervals,
+    stepped_by_engine,
+)
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.roles import constructor_role
@@ -27,6 +32,7 @@ from accumlint.model.schedules import (
     microbatch_lr_writes,
     schedule_horizons,
     step_axis_uses,
+    update_counted_horizons,
     update_counter_lr_writes,
 )
 
@@ -361,3 +367,49 @@ def _may_step_schedulers(model: FileModel, scopes: list, configured: set[str]) -
 #: ``LightningModule.lr_schedulers()``: the accessor of the schedulers ``configure_optimizers`` returned
 _LR_SCHEDULERS = next(last_segment(accessor).removesuffix("()") for accessor, role in fw.lightning.ACCESSORS.items()
                       if role is Role.SCHEDULER)
+
+
+class SchedulerIntervalDefaultsToEpoch(Rule):
+    """ACC308: a LightningModule under automatic optimization returns from ``configure_optimizers``
+    a scheduler whose horizon or warmup counts optimizer updates
+    (:func:`~accumlint.model.schedules.update_counted_horizons`) at the epoch interval, Lightning's
+    default (:data:`accumlint.frameworks.lightning.SCHEDULER_DEFAULT_INTERVAL`): it is stepped once
+    per epoch, so the warmup and decay planned over updates barely start.
+
+    Silent for ``"interval": "step"``, an interval the code does not fix, a horizon whose unit is
+    unknown or counts epochs, a scheduler built out of view, manual optimization (ACC309's), an
+    ``lr_scheduler_step`` override (the user steps them) and a class with a base besides
+    ``LightningModule`` (which may do either)."""
+
+    code = "ACC308"
+    gate = RuleGate(markers=(fw.lightning.CONFIGURE_OPTIMIZERS.encode(),),
+                    facts=lambda facts: facts.defines((fw.lightning.CONFIGURE_OPTIMIZERS,)))
+
+    def check(self, model: FileModel) -> Iterator[Hit]:
+        classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
+        for class_def in classes.values():
+            if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
+                continue  # (another base may override `lr_scheduler_step` or turn automatic optimization off)
+            for scheduler in lightning_scheduler_intervals(model, class_def):
+                if scheduler.interval != fw.lightning.SCHEDULER_DEFAULT_INTERVAL or scheduler.constructor is None:
+                    continue
+                horizons = update_counted_horizons(model, scheduler.constructor)
+                if not horizons:
+                    continue
+                horizon = horizons[0]
+                name = dotted(scheduler.node) or last_segment(dotted(scheduler.constructor.func)) or "the scheduler"
+                said = f'`"interval": "{scheduler.interval}"`' if scheduler.explicit else \
+                    f'no `"interval"` (Lightning\'s default is "{fw.lightning.SCHEDULER_DEFAULT_INTERVAL}")'
+                yield Hit(
+                    scheduler.node,
+                    f"`{name}` is sized in optimizer updates (its `{horizon.parameter}` reads "
+                    f"`{_code(horizon.evidence)}`) but is returned with {said}: Lightning steps it once per epoch, "
+                    "so its warmup and decay advance one position per epoch instead of one per update",
+                    'return it as `{"scheduler": sched, "interval": "step"}` under "lr_scheduler" so that Lightning '
+                    "steps it after every optimizer update",
+                )
+
+
+def _code(node) -> str:
+    """The source of a small expression, for a message."""
+    return cst.Module([]).code_for_node(node)

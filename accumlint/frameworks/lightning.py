@@ -95,6 +95,20 @@ TRAINING_HOOKS = frozenset({
     "on_before_optimizer_step", "optimizer_step", "on_train_epoch_start", "on_train_epoch_end",
 })
 
+#: ``LRSchedulerConfig.interval`` (lightning 2.6.6 ``pytorch/utilities/types.py``: ``interval: str =
+#: "epoch"``): a scheduler returned bare, in ``[opt], [sched]`` or in a config dict without the key
+#: is stepped once per epoch; only ``"step"`` (once per optimizer update) and ``"epoch"`` are
+#: accepted (``pytorch/core/optimizer.py`` ``_configure_schedulers_automatic_opt``; stepped by
+#: ``loops/training_epoch_loop.py`` ``update_lr_schedulers("step"/"epoch")``).
+SCHEDULER_INTERVAL_KEY = "interval"
+SCHEDULER_DEFAULT_INTERVAL = "epoch"
+SCHEDULER_UPDATE_INTERVAL = "step"
+#: Trainer attributes that count optimizer updates or batches, never epochs (lightning 2.6.6
+#: ``pytorch/trainer/trainer.py``): ``estimated_stepping_batches`` ("the estimated number of
+#: batches that will optimizer.step() during training", accumulation counted), ``max_steps``
+#: (a budget of optimizer updates), ``num_training_batches`` (batches per epoch).
+UPDATE_COUNT_ATTRIBUTES = frozenset({"estimated_stepping_batches", "max_steps", "num_training_batches"})
+
 TAILS: dict[str, FrameworkTail] = {
     "lightning": FrameworkTail(
         "Lightning", TailTreatment.WEIGHTED,
@@ -138,5 +152,11 @@ LIMIT_KEYWORD = "limit_train_batches"
 #: to ``.grad`` before handing the closure on misses that backward.
 OPTIMIZER_STEP = "optimizer_step"
 CLOSURE_PARAMETER = "optimizer_closure"
+#: Methods called once per optimizer update (``loops/optimization/automatic.py`` ``_optimizer_step``
+#: calls ``optimizer_step``; once per batch at ``accumulate_grad_batches=1``), read as the body of
+#: the loop over updates. The closure it receives runs the batch's ``training_step`` and backward
+#: only when called (by ``optimizer.step(closure=...)`` or directly); a call that never runs it
+#: fails in ``loops/optimization/closure.py`` ``consume_result`` ("The closure hasn't been executed").
+UPDATE_STEP_HOOKS = frozenset({OPTIMIZER_STEP})
 CLOSURE_POSITION = 3  # after epoch, batch_idx, optimizer
 SOURCE = "lightning 2.6.6 plugins/precision/precision.py, loops/optimization/automatic.py, loops/training_epoch_loop.py"

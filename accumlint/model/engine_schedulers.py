@@ -128,6 +128,89 @@ def lightning_configured_schedulers(model: FileModel, class_def: cst.ClassDef) -
     return names
 
 
+@dataclass(frozen=True)
+class LightningScheduler:
+    """One scheduler a LightningModule's ``configure_optimizers`` returns, and the interval
+    Lightning steps it at under automatic optimization.
+
+    ``node``: the scheduler's expression in the returned value; ``constructor``: the call that
+    built it (through one unconditional assignment of the same scope), None when out of view;
+    ``interval``: ``"step"`` (once per optimizer update) or ``"epoch"``, the framework's default
+    (:data:`accumlint.frameworks.lightning.SCHEDULER_DEFAULT_INTERVAL`) when the config does not
+    say; None when it says something the code does not fix (a variable, a ``**`` splat, a
+    config dict written after it is built); ``explicit``: the config names the interval.
+    """
+
+    node: cst.BaseExpression
+    constructor: cst.Call | None
+    interval: str | None
+    explicit: bool
+
+
+def lightning_scheduler_intervals(model: FileModel, class_def: cst.ClassDef) -> list[LightningScheduler]:
+    """The schedulers a LightningModule's ``configure_optimizers`` returns (the shapes of
+    :func:`lightning_configured_schedulers`: ``[opt], [s]``, ``[opt], [{"scheduler": s, ...}]``,
+    ``{"optimizer": o, "lr_scheduler": s or {...}}``), each with its stepping interval. Empty when
+    the class overrides ``lr_scheduler_step`` or has no ``configure_optimizers``; the caller
+    decides whether automatic optimization applies."""
+    methods = {name: function for (owner, name), function in model.functions.methods.items() if owner is class_def}
+    if fw.lightning.SCHEDULER_STEP_HOOK in methods or fw.lightning.CONFIGURE_OPTIMIZERS not in methods:
+        return []
+    scope = next((s for s in model.scopes if s.node is methods[fw.lightning.CONFIGURE_OPTIMIZERS]), None)
+    if scope is None:
+        return []
+    found: list[LightningScheduler] = []
+    for site in scope.sites:
+        if site.is_return and not site.in_helper and site.value is not None:
+            value = _followed(model, site.value, site)
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == 2 and isinstance(
+                    value.elements[1].value, (cst.Tuple, cst.List)):
+                for element in value.elements[1].value.elements:  # type: ignore[attr-defined]
+                    found.extend(_configured(model, element.value, site, None))
+            elif isinstance(value, cst.Dict):
+                found.extend(_configured(model, value, site, None))
+    return found
+
+
+def _followed(model: FileModel, value: cst.BaseExpression, site: Site) -> cst.BaseExpression:
+    """``value``, or the value of the one unconditional assignment of its name that reaches
+    ``site`` (a config dict or a scheduler built before the return)."""
+    text = dotted(value)
+    if text is None:
+        return value
+    definitions, on_entry = model.reaching_definitions(text, site)
+    if on_entry or len(definitions) != 1 or definitions[0].augmented is not None or definitions[0].value is None \
+            or len(definitions[0].targets) != 1 or conditional_definition(definitions[0], site):
+        return value
+    return definitions[0].value
+
+
+def _configured(model: FileModel, value: cst.BaseExpression, site: Site,
+                interval: tuple[str | None, bool] | None) -> list[LightningScheduler]:
+    """The schedulers in one entry of the returned schedulers (a scheduler or a config dict),
+    ``interval`` the one an enclosing dict set (value, explicit)."""
+    entry = _followed(model, value, site)
+    if isinstance(entry, cst.Name) and entry.value == "None":
+        return []
+    if not isinstance(entry, cst.Dict):
+        return [LightningScheduler(value, entry if isinstance(entry, cst.Call) else None,
+                                   *(interval or (fw.lightning.SCHEDULER_DEFAULT_INTERVAL, False)))]
+    written = entry is not value and any(
+        target is not None and target.startswith(f"{dotted(value)}[") for s in site.scope.sites for target in s.targets)
+    keys = {}
+    for element in entry.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return [LightningScheduler(value, None, None, True)]  # `**defaults`: the interval may be in there
+        keys[element.key.evaluated_value] = element.value
+    if fw.lightning.SCHEDULER_INTERVAL_KEY in keys:
+        given = keys[fw.lightning.SCHEDULER_INTERVAL_KEY]
+        interval = (given.evaluated_value if isinstance(given, cst.SimpleString) else None, True)
+    if written:
+        interval = (None, True)
+    inner = next((keys[key] for key in sorted(fw.lightning.SCHEDULER_KEYS) if key in keys), None)
+    return _configured(model, inner, site, interval) if inner is not None else []
+
+
 def _returned_schedulers(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The scheduler expressions in a ``configure_optimizers`` return value."""
     if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == 2:

@@ -24,7 +24,7 @@ from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
 from accumlint.model.roles import RoleInfo, Roles
-from accumlint.model.sites import Scope
+from accumlint.model.sites import Scope, is_microbatch_hook
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -298,7 +298,8 @@ class FrameworkReader:
         return [
             scope for scope in self.model.scopes
             if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
-            and scope.node in scope.loop_spans and self.lightning_automatic(scope.class_def)
+            and scope.node in scope.loop_spans and is_microbatch_hook(scope.node, scope.class_def)
+            and self.lightning_automatic(scope.class_def)
             and not any(e.kind is EventKind.BACKWARD for e in self.model.events[scope])
         ]
 

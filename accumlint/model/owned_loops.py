@@ -477,6 +477,18 @@ def _is_hf_trainer(model, call: cst.Call) -> bool:
     return any(model.imports.qualify(dotted(base.value)) in transformers.TRAINER_CLASSES for base in class_def.bases)
 
 
+def closure_parameter(function: cst.FunctionDef) -> str | None:
+    """The name an ``optimizer_step`` override gives Lightning's closure
+    (:data:`accumlint.frameworks.lightning.CLOSURE_PARAMETER`, or the parameter at its position
+    after ``self``), None when the signature shows neither."""
+    params = [p.name.value for p in function.params.params]
+    if lightning.CLOSURE_PARAMETER in params:
+        return lightning.CLOSURE_PARAMETER
+    if len(params) > lightning.CLOSURE_POSITION + 1 and params[0] == "self":
+        return params[lightning.CLOSURE_POSITION + 1]
+    return None
+
+
 def lightning_clips_before_closure(model: FileModel) -> list[Event]:
     """Clip events of ``optimizer_step`` overrides of automatic LightningModules that run before
     the override hands on (or calls) its ``optimizer_closure``: the closure runs the update's last
@@ -489,12 +501,8 @@ def lightning_clips_before_closure(model: FileModel) -> list[Event]:
                 or function.name.value != lightning.OPTIMIZER_STEP
                 or not model.frameworks.lightning_automatic(scope.class_def)):
             continue
-        params = [p.name.value for p in function.params.params]
-        if lightning.CLOSURE_PARAMETER in params:
-            closure = lightning.CLOSURE_PARAMETER
-        elif len(params) > lightning.CLOSURE_POSITION + 1 and params[0] == "self":
-            closure = params[lightning.CLOSURE_POSITION + 1]
-        else:
+        closure = closure_parameter(function)
+        if closure is None:
             continue
         uses = [site.order for site in scope.sites if site.call is not None and not site.in_helper and (
             dotted(site.call.func) == closure or any(dotted(a.value) == closure for a in site.call.args))]

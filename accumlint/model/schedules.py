@@ -563,3 +563,130 @@ def _counts_microbatches(model: FileModel, name: str, site: Site) -> bool:
     else:
         return False
     return unit is not None and not unit.opaque and (unit.micro, unit.accum) == (1, 0) and unit.evidence is not None
+
+
+# --- horizons counted in optimizer updates (a scheduler meant to be stepped per update) -------
+
+#: A count named in updates, batches or iterations (last segment): ``num_training_steps``,
+#: ``warmup_steps``, ``max_steps``, ``total_iters``, ``steps_per_epoch`` … never in epochs.
+UPDATE_SIZED_NAME = re.compile(
+    r"^(num_|max_|total_|n_)?(training_|train_|warmup_|warm_up_|decay_|optimizer_|opt_|update_)?"
+    r"(steps|updates|iters|iterations)(_per_epoch)?$", re.IGNORECASE)
+#: calls of a loader's batches per epoch (``len(self.train_dataloader())``)
+_LOADER_NAME = re.compile(r"loader", re.I)
+#: the parameter of a ``LambdaLR``'s function and its position
+_LR_LAMBDA = ("LambdaLR", "lr_lambda", 1)
+
+
+def update_counted_horizons(model: FileModel, constructor: cst.Call) -> list[Horizon]:
+    """The sizing arguments of a scheduler constructor whose value counts optimizer updates or
+    batches, never epochs: a Lightning Trainer's count (``self.trainer.estimated_stepping_batches``,
+    :data:`accumlint.frameworks.lightning.UPDATE_COUNT_ATTRIBUTES`), ``len()`` of a loader, or a
+    count named in steps or updates (:data:`UPDATE_SIZED_NAME`), through assignments, products,
+    divisions by other counts and ``int``/``ceil``. A ``LambdaLR`` counts too when its function
+    reads such a count (a warmup in steps). ``evidence`` is the count that decided; a value that
+    mentions an epoch count, a literal or anything else is left out (unknown unit)."""
+    site = model.call_sites.get(id(constructor))
+    if site is None:
+        return []
+    found: list[Horizon] = []
+    arguments = [(arg.keyword.value, arg.value) for arg in constructor.args
+                 if arg.keyword is not None and arg.keyword.value in fw.SCHEDULE_HORIZON_KEYWORDS]
+    callee = last_segment(dotted(constructor.func))
+    for position, parameter in fw.SCHEDULE_HORIZON_POSITIONS.get(callee, {}).items():
+        value = positional(constructor, position)
+        if value is not None:
+            arguments.append((parameter, value))
+    for parameter, value in arguments:
+        evidence = _update_count(model, value, site, 0)
+        if evidence is not None:
+            found.append(Horizon(parameter, value, HorizonUnit.UPDATES, evidence))
+    if callee == _LR_LAMBDA[0]:
+        function = next((a.value for a in constructor.args if a.keyword is not None
+                         and a.keyword.value == _LR_LAMBDA[1]), None) or positional(constructor, _LR_LAMBDA[2])
+        evidence = _lambda_update_count(model, function, site) if function is not None else None
+        if evidence is not None:
+            found.append(Horizon(_LR_LAMBDA[1], function, HorizonUnit.UPDATES, evidence))  # type: ignore[arg-type]
+    return found
+
+
+def _update_count(model: FileModel, node: cst.BaseExpression, site: Site, depth: int) -> cst.CSTNode | None:
+    """The count of optimizer updates or batches ``node`` is made of (see
+    :func:`update_counted_horizons`), or None."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(node, cst.BinaryOperation):
+        left = _update_count(model, node.left, site, depth + 1)
+        right = _update_count(model, node.right, site, depth + 1)
+        if _mentions_epochs(node.left) or _mentions_epochs(node.right):
+            # batches per epoch times epochs still counts batches; anything else with epochs is open
+            return left or right if isinstance(node.operator, cst.Multiply) else None
+        if isinstance(node.operator, cst.Multiply):
+            return left or right
+        if isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
+            return left if right is None else None  # a count over a count is a ratio
+        if isinstance(node.operator, (cst.Add, cst.Subtract)):
+            plain = (cst.Integer, cst.Float)
+            return left if (right is not None or isinstance(node.right, plain)) else \
+                right if isinstance(node.left, plain) else None
+        return None
+    if isinstance(node, cst.Call):
+        callee = last_segment(dotted(node.func))
+        values = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        if callee == "len" and len(values) == 1:
+            counted = values[0]
+            text = dotted(counted.func) if isinstance(counted, cst.Call) else dotted(counted)
+            return node if text is not None and _LOADER_NAME.search(last_segment(text)) else None
+        if callee in _PASS_THROUGH and values:
+            return _update_count(model, values[0], site, depth + 1)
+        return None
+    name = dotted(node)
+    if name is None or _mentions_epochs(node):
+        return None
+    segments = name.split(".")
+    if segments[-1] in fw.lightning.UPDATE_COUNT_ATTRIBUTES and len(segments) > 1 and segments[-2] == "trainer":
+        return node
+    definitions, on_entry = model.reaching_definitions(name, site)
+    if definitions:
+        if on_entry or len(definitions) > 1:
+            return None  # several values may reach it: they must agree, and one is not in view
+        definition = definitions[0]
+        if definition.augmented is not None or definition.value is None or len(definition.targets) != 1:
+            return None
+        return _update_count(model, definition.value, definition, depth + 1)
+    return node if UPDATE_SIZED_NAME.match(segments[-1]) else None
+
+
+def _lambda_update_count(model: FileModel, function: cst.BaseExpression, site: Site) -> cst.CSTNode | None:
+    """The count of optimizer updates a ``LambdaLR`` function reads (``lambda s: min(1, s / warmup_steps)``,
+    or a function of the module by name), or None: its own parameters are the scheduler's position."""
+    if isinstance(function, cst.Lambda):
+        body: cst.CSTNode = function.body
+        params = function.params
+    else:
+        name = dotted(function)
+        located = model.functions.functions.get(name) if name is not None else None
+        if located is None and name is not None and name.startswith("self."):
+            located = next((f for (_, method), f in model.functions.methods.items() if method == name[5:]), None)
+        if not isinstance(located, cst.FunctionDef):
+            return None
+        body, params = located.body, located.params
+    own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} - {"self"}
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = dotted(node)
+            if name is not None and name.split(".")[0] not in own:
+                evidence = _update_count(model, node, site, 0)
+                if evidence is not None:
+                    return evidence
+            if isinstance(node, cst.Attribute) and name is not None:
+                continue  # `self.hparams.warmup_steps`: its parts are no counts of their own
+        stack.extend(children(node))
+    return None
+
+
+def _mentions_epochs(node: cst.CSTNode) -> bool:
+    """Whether an expression reads a count named in epochs (``max_epochs``, ``self.trainer.max_epochs``)."""
+    return any("epoch" in name.lower() and not name.lower().endswith("steps_per_epoch") for name in names_in(node))

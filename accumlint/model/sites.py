@@ -26,7 +26,8 @@ from accumlint.model.names import (
 )
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
-__all__ = ["Callee", "Frame", "FrameKind", "ModuleFunctions", "Scope", "Site", "is_microbatch_hook", "walk_scopes"]
+__all__ = ["Callee", "Frame", "FrameKind", "ModuleFunctions", "Scope", "Site", "is_microbatch_hook", "is_update_hook",
+           "walk_scopes"]
 
 MAX_HELPER_DEPTH = 4
 #: at most this many candidate callees of one call are followed (``step_fn = a if x else b``)
@@ -43,6 +44,9 @@ class _Walker(CallResolution):
         self.owner = functions  # the module whose code is being walked (another one inside a project helper)
         #: (id of the inlined call or 0, name) → the value last assigned to it (function-valued names)
         self.values: dict[tuple[int, str], cst.BaseExpression] = {}
+        #: the statements that end one iteration of the loop being walked: ``continue``, and in a
+        #: framework hook walked as a loop's body (:meth:`hook`) its own ``return`` too
+        self.leaves: tuple[type[cst.CSTNode], ...] = _CONTINUE
 
     # --- statements -----------------------------------------------------------------------
     def block(self, statements: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement],
@@ -52,7 +56,7 @@ class _Walker(CallResolution):
             self.statement(statement, frames + guards)
             guards = guards + tuple(
                 Frame(FrameKind.GUARD, guard, "", None, self._binder(guard.test))
-                for guard in _continue_guards(statement))
+                for guard in _continue_guards(statement, self.leaves if self.inline is None else _CONTINUE))
 
     def _binder(self, test: cst.BaseExpression) -> Inline | None:
         """The inlined call whose names a helper's condition is read through (None: the scope's
@@ -261,7 +265,11 @@ class _Walker(CallResolution):
                  if p.name.value != "self"]
         self.add(Site(function, function, loop, self.order, self.scope,  # type: ignore[arg-type]
                       targets=tuple(n.value for n in names), value=None))
-        self.suite(function.body, loop)
+        self.leaves = (cst.Continue, cst.Return)  # `if cond: return` ends this call: the next batch follows
+        try:
+            self.suite(function.body, loop)
+        finally:
+            self.leaves = _CONTINUE
         self.scope.loop_spans[function] = (start, self.order)
 
     def owned(self, loop: owned_loops.OwnedLoop) -> None:
@@ -323,16 +331,21 @@ class _Walker(CallResolution):
 _GUARD_CONTAINERS = frozenset({cst.If, cst.With, cst.Try})
 
 
-def _continue_guards(statement: cst.BaseStatement) -> list[cst.If]:
+#: the statements that end a loop's iteration in plain code
+_CONTINUE: tuple[type[cst.CSTNode], ...] = (cst.Continue,)
+
+
+def _continue_guards(statement: cst.BaseStatement, leaves: tuple[type[cst.CSTNode], ...] = _CONTINUE) -> list[cst.If]:
     """The `if cond: continue` statements in ``statement`` (itself, or nested in its branches,
     contexts and try blocks, not in inner loops) after which the rest of the loop body runs
-    only when ``cond`` was false: `if A > 1: if (i + 1) % A: continue` gates what follows."""
-    if _is_continue_guard(statement):
+    only when ``cond`` was false: `if A > 1: if (i + 1) % A: continue` gates what follows.
+    ``leaves``: the statements that end the iteration (``return`` too in a hook's body)."""
+    if _is_continue_guard(statement, leaves):
         return [statement]  # type: ignore[list-item]
     found: list[cst.If] = []
     if type(statement) in _GUARD_CONTAINERS:
         for inner in _blocks_of(statement):
-            found.extend(_continue_guards(inner))
+            found.extend(_continue_guards(inner, leaves))
     return found
 
 
@@ -355,7 +368,7 @@ def _suite_statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
     return list(suite.body) if isinstance(suite, cst.IndentedBlock) else []
 
 
-def _is_continue_guard(statement: cst.BaseStatement) -> bool:
+def _is_continue_guard(statement: cst.BaseStatement, leaves: tuple[type[cst.CSTNode], ...] = _CONTINUE) -> bool:
     """`if cond: continue` (no else): the rest of the loop body runs only when cond is false."""
     if type(statement) is not cst.If or statement.orelse is not None:
         return False
@@ -367,7 +380,7 @@ def _is_continue_guard(statement: cst.BaseStatement) -> bool:
             last = final.body[-1]
     elif isinstance(body, cst.SimpleStatementSuite) and body.body:
         last = body.body[-1]
-    return isinstance(last, cst.Continue)
+    return isinstance(last, leaves)
 
 
 def walk_scopes(module: cst.Module, project: object | None = None,
@@ -388,7 +401,7 @@ def walk_scopes(module: cst.Module, project: object | None = None,
         walker = _Walker(scope, functions)
         if function in owned:
             walker.owned(owned[function])
-        elif is_microbatch_hook(function, class_def):
+        elif is_microbatch_hook(function, class_def) or is_update_hook(function, class_def):
             walker.hook(function)
         else:
             walker.suite(function.body, ())
@@ -402,6 +415,18 @@ def is_microbatch_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None
     return (
         class_def is not None
         and function.name.value in fw.lightning.MICROBATCH_HOOKS
+        and any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases)
+    )
+
+
+def is_update_hook(function: cst.FunctionDef, class_def: cst.ClassDef | None) -> bool:
+    """A method the framework calls once per optimizer update, walked as the body of the loop
+    over updates: ``optimizer_step`` of a LightningModule (:data:`accumlint.frameworks.lightning.UPDATE_STEP_HOOKS`;
+    once per batch at ``accumulate_grad_batches=1``), so a gate on its ``batch_idx`` or on a
+    counter it keeps varies from call to call."""
+    return (
+        class_def is not None
+        and function.name.value in fw.lightning.UPDATE_STEP_HOOKS
         and any(last_segment(dotted(base.value)) in fw.lightning.MODULE_BASES for base in class_def.bases)
     )
 

@@ -554,6 +554,20 @@ RULES: tuple[RuleSpec, ...] = (
         ),
     ),
     RuleSpec(
+        "ACC308",
+        "scheduler-interval-defaults-to-epoch",
+        Severity.ERROR,
+        "P8",
+        implemented_by=("schedule", "SchedulerIntervalDefaultsToEpoch"),
+        summary=("Lightning: a scheduler sized in optimizer updates returned without interval 'step' (stepped once "
+                 "per epoch)"),
+        meaning="Lightning steps a scheduler once per epoch unless its config says \"interval\": \"step\": a "
+                "schedule sized in optimizer updates advances one position per epoch, so its warmup and decay "
+                "barely start",
+        fix="return the scheduler as {\"scheduler\": sched, \"interval\": \"step\"} under \"lr_scheduler\" (or size it "
+            "in epochs if it is meant to be stepped per epoch)",
+    ),
+    RuleSpec(
         "ACC309",
         "manual-scheduler-never-stepped",
         Severity.ERROR,
@@ -724,6 +738,19 @@ RULES: tuple[RuleSpec, ...] = (
         fix=(
             "pass every model the block trains to one accumulate(): with accelerator.accumulate(model_a, model_b):"
         ),
+    ),
+    RuleSpec(
+        "ACC504",
+        "optimizer-step-closure-skipped",
+        Severity.ERROR,
+        "P1",
+        implemented_by=("framework_usage", "OptimizerStepClosureSkipped"),
+        summary="Lightning optimizer_step override runs the closure (training_step, backward) only on some batches",
+        meaning="the closure Lightning hands optimizer_step runs training_step and the backward: on the batches "
+                "where it is not run nothing is trained, and Lightning 2.x stops with \"The closure hasn't been "
+                "executed\"",
+        fix="set Trainer(accumulate_grad_batches=A) and step on every optimizer_step call, or call "
+            "optimizer_closure() on the batches that skip the step",
     ),
     RuleSpec(
         "ACC505",

@@ -1,0 +1,51 @@
+"""ACC308 bad: a one-cycle schedule sized in optimizer updates, returned as `[opt], [sched]`.
+
+`OneCycleLR(total_steps=self.trainer.estimated_stepping_batches)` plans its warmup and
+annealing over the run's 6 optimizer updates (3 per epoch, A = ACCUMULATION_STEPS), but a
+scheduler returned without `"interval": "step"` is stepped once per epoch: after 2 epochs it
+has advanced 2 of its 6 positions and the learning rate is still near the top of the cycle
+(0.0406) instead of annealed (0.0067). Runs on CPU when `lightning` is installed (the catalogue only
+parses it where it is not).
+"""
+import lightning as L
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+EPOCHS = 2
+
+
+class Regressor(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Linear(16, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self.model(x), y)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.05)
+        cycle = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=0.05, total_steps=self.trainer.estimated_stepping_batches)
+        return [optimizer], [cycle]  # expect: ACC308
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    loader = DataLoader(TensorDataset(inputs, inputs.sum(dim=1, keepdim=True)), batch_size=MICROBATCH_SIZE)
+    module = Regressor()
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=EPOCHS, accumulate_grad_batches=ACCUMULATION_STEPS,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(module, loader)
+    print(f"learning rate after {trainer.global_step} optimizer updates: "
+          f"{module.optimizers().param_groups[0]['lr']:.5f}")
+
+
+if __name__ == "__main__":
+    main()

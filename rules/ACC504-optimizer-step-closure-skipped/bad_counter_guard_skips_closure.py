@@ -1,0 +1,62 @@
+"""ACC504 bad: a counter kept on the module gates the closure through an early return.
+
+`optimizer_step` counts its calls in `self.calls` and returns early unless the count is a
+multiple of ACCUMULATION_STEPS; only then does it hand the closure to the optimizer. The
+closure runs `training_step` and the backward, so the batches that return early are never
+computed: Lightning stops at the first one with "The closure hasn't been executed". The
+script catches the error and prints it. Runs on CPU when `lightning` is installed (the
+catalogue only parses it where it is not).
+"""
+import lightning as L
+import torch
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+ACCUMULATION_STEPS = 4  # A: microbatches per optimizer update
+MICROBATCH_SIZE = 8
+GROUPS_PER_EPOCH = 3
+
+
+class Regressor(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Linear(16, 1)
+        self.calls = 0
+        self.trained_batches = 0
+
+    def training_step(self, batch, batch_idx):
+        self.trained_batches += 1
+        x, y = batch
+        return nn.functional.mse_loss(self.model(x), y)
+
+    def optimizer_zero_grad(self, epoch, batch_idx, optimizer):
+        pass  # the gradients are reset after each update in optimizer_step
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure):
+        self.calls += 1
+        if self.calls % ACCUMULATION_STEPS != 0:
+            return
+        optimizer.step(closure=optimizer_closure)  # expect: ACC504
+        optimizer.zero_grad()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05 / ACCUMULATION_STEPS)  # a sum of A backwards per update
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = torch.randn(GROUPS_PER_EPOCH * ACCUMULATION_STEPS * MICROBATCH_SIZE, 16)
+    loader = DataLoader(TensorDataset(inputs, inputs.sum(dim=1, keepdim=True)), batch_size=MICROBATCH_SIZE)
+    module = Regressor()
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    try:
+        trainer.fit(module, loader)
+    except MisconfigurationException as error:
+        print(f"Lightning stopped: {str(error).split('.')[0]}")
+    print(f"batches trained on: {module.trained_batches} of {len(loader)}")
+
+
+if __name__ == "__main__":
+    main()
