@@ -188,11 +188,7 @@ class GlobalDenominatorWithAveraging(Rule):
         facts.calls(BACKWARD_CALLS) and _may_divide_by_replicas(facts)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        parallel = model.parallel
-        if not parallel.averaging_wrapper:
-            return
-        module_sites = [site for scope in model.scopes for site in scope.sites]
-        if reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)]):
+        if not _replicas_average(model):
             return
         reported: set[int] = set()
         for event in model.all_events():
@@ -298,12 +294,9 @@ class DpRescaleOnLocalMean(Rule):
     gate = GlobalDenominatorWithAveraging.gate
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        if not _replicas_average(model):
+            return
         parallel = model.parallel
-        if not parallel.averaging_wrapper:
-            return
-        module_sites = [site for scope in model.scopes for site in scope.sites]
-        if reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)]):
-            return
         is_scalar = partial(_replica_count_or_a, model)
         reported: set[int] = set()
         for event in model.all_events():
@@ -341,3 +334,13 @@ def _replica_count_or_a(model: FileModel, expression: cst.BaseExpression) -> boo
 def _divides_by_a(model: FileModel, divisor: cst.BaseExpression) -> bool:
     """A divisor that is A or a constant (a fixed scale, no count of examples or tokens)."""
     return constant(model, divisor) or model.is_accumulation_name(divisor)
+
+
+def _replicas_average(model: FileModel) -> bool:
+    """Whether the replicas' gradients are averaged for the loop (an averaging wrapper: DDP,
+    FSDP, a prepared model) and not reduced by hand in the module (a reduction of its own decides
+    the denominator)."""
+    if not model.parallel.averaging_wrapper:
+        return False
+    module_sites = [site for scope in model.scopes for site in scope.sites]
+    return not reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)])

@@ -245,6 +245,16 @@ class FileModel:
         name, namespace = home(site.scope, name, site.order, site.inline)
         return reaching_assignment(site.scope, name, site.order, within, namespace)
 
+    def sole_reaching(self, name: str, site: Site) -> Site | None:
+        """The assignment to ``name`` that reaches ``site`` on every path; None when several may
+        (``if amp: loss /= A ... else: loss /= A`` are one division on either path, not two) or
+        the value on entry may. Inside an inlined helper: its own straight-line assignment."""
+        definition = self.reaching(name, site)
+        if definition is None or site.inline is not None:
+            return definition
+        candidates, from_entry = self.reaching_definitions(name, site)
+        return definition if candidates == [definition] and not from_entry else None
+
     def reaching_definitions(self, name: str, site: Site) -> tuple[list[Site], bool]:
         """Every assignment to ``name`` that may reach ``site`` (latest first), and whether the
         value ``name`` had on entry may reach it too (see :func:`dataflow.reaching_definitions`)."""

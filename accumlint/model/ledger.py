@@ -167,7 +167,7 @@ def divisions_in_series(model: FileModel, event: Event, is_divisor) -> list[cst.
                         seen.add(id(returned))
                         work.append((returned.value, returned))
                 continue
-            definition = _only_definition(model, dotted(node) or "", site)
+            definition = model.sole_reaching(dotted(node) or "", site)
             while definition is not None and id(definition) not in seen and definition.value is not None:
                 seen.add(id(definition))
                 if definition.augmented is None:
@@ -178,18 +178,9 @@ def divisions_in_series(model: FileModel, event: Event, is_divisor) -> list[cst.
                     found.append(definition.node)
                 elif not isinstance(definition.augmented, (cst.DivideAssign, cst.MultiplyAssign)):
                     break  # `loss += other`: a sum, not one chain
-                definition = _only_definition(model, dotted(node) or "", definition)
+                definition = model.sole_reaching(dotted(node) or "", definition)
     return found
 
-
-def _only_definition(model: FileModel, name: str, site: Site) -> Site | None:
-    """The assignment to ``name`` that reaches ``site`` on every path (None when two may:
-    ``if amp: loss /= A ... else: loss /= A`` are one division on either path, not two)."""
-    definition = model.reaching(name, site)
-    if definition is None or site.inline is not None:
-        return definition  # inside an inlined helper: its own straight-line assignments
-    candidates, from_entry = model.reaching_definitions(name, site)
-    return definition if candidates == [definition] and not from_entry else None
 
 
 _MAX_SERIES = 16

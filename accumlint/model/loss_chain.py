@@ -75,7 +75,7 @@ def _scalar(expression: cst.BaseExpression, is_scalar: Callable[[cst.BaseExpress
 def _scalar_name(model: FileModel, side: cst.BaseExpression, at: Site, is_scalar) -> bool:
     """A name whose only reaching assignment gives it a scalar (``scale = A``)."""
     name = dotted(side) if isinstance(side, (cst.Name, cst.Attribute)) else None
-    definition = _only_definition(model, name, at) if name else None
+    definition = model.sole_reaching(name, at) if name else None
     return (definition is not None and definition.augmented is None and definition.value is not None
             and not isinstance(definition.node, (cst.For, cst.With)) and _scalar(definition.value, is_scalar))
 
@@ -130,7 +130,7 @@ def _read_name(model: FileModel, name: str, at: Site, is_scalar, chain: Chain,
     """Follow ``name`` back through its assignments: augmented ones are divisions or products of
     the chain; the first plain one gives its value. Two assignments that may reach (an ``if``)
     or one that is no assignment of a value (a loop target) make the chain opaque."""
-    definition = _only_definition(model, name, at)
+    definition = model.sole_reaching(name, at)
     while definition is not None and id(definition) not in seen and definition.value is not None:
         seen.add(id(definition))
         operator = definition.augmented
@@ -145,17 +145,9 @@ def _read_name(model: FileModel, name: str, at: Site, is_scalar, chain: Chain,
             chain.products.append((definition.node, definition.value))
         else:
             break  # `loss += other`: a sum, not one chain
-        definition = _only_definition(model, name, definition)
+        definition = model.sole_reaching(name, definition)
     chain.opaque = True
 
-
-def _only_definition(model: FileModel, name: str, site: Site) -> Site | None:
-    """The assignment to ``name`` that reaches ``site`` on every path, None when several may."""
-    definition = model.reaching(name, site)
-    if definition is None or site.inline is not None:
-        return definition  # inside an inlined helper: its own straight-line assignments
-    candidates, from_entry = model.reaching_definitions(name, site)
-    return definition if candidates == [definition] and not from_entry else None
 
 
 def mean_reduced_loss(model: FileModel, call: cst.Call, site: Site) -> bool:

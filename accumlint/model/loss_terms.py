@@ -86,7 +86,7 @@ def _decompose(model: FileModel, expression: cst.BaseExpression, site: Site,
         return True
     if kind in (cst.Name, cst.Attribute):
         name = dotted(expression)
-        definition = _sole_definition(model, name, site) if name else None
+        definition = model.sole_reaching(name, site) if name else None
         if definition is None or definition.value is None or isinstance(definition.node, (cst.For, cst.With)):
             if name and _ambiguous(model, name, site):
                 return False
@@ -110,7 +110,7 @@ def _from_assignment(model: FileModel, name: str, definition: Site, divisors: tu
     operator = type(definition.augmented) if definition.augmented is not None else None
     if operator is None:
         return _decompose(model, definition.value, definition, divisors, terms, depth + 1)  # type: ignore[arg-type]
-    previous = _sole_definition(model, name, definition)
+    previous = model.sole_reaching(name, definition)
     if previous is None or previous.value is None:
         return False  # `loss += aux` on a value this scope does not show
     if operator in (cst.AddAssign, cst.SubtractAssign):
@@ -122,14 +122,6 @@ def _from_assignment(model: FileModel, name: str, definition: Site, divisors: tu
         return _from_assignment(model, name, previous, divisors, terms, depth + 1)
     return False
 
-
-def _sole_definition(model: FileModel, name: str, site: Site) -> Site | None:
-    """The assignment to ``name`` that reaches ``site`` on every path, else None."""
-    definition = model.reaching(name, site)
-    if definition is None or site.inline is not None:
-        return definition  # inside an inlined helper: its own straight-line assignments
-    candidates, from_entry = model.reaching_definitions(name, site)
-    return definition if candidates == [definition] and not from_entry else None
 
 
 def _ambiguous(model: FileModel, name: str, site: Site) -> bool:
@@ -147,7 +139,7 @@ def _is_sum(model: FileModel, expression: cst.BaseExpression, site: Site) -> boo
         if isinstance(expression, cst.BinaryOperation):
             return isinstance(expression.operator, (cst.Add, cst.Subtract))
         name = dotted(expression) if isinstance(expression, (cst.Name, cst.Attribute)) else None
-        definition = _sole_definition(model, name, site) if name else None
+        definition = model.sole_reaching(name, site) if name else None
         if definition is None or definition.value is None or isinstance(definition.node, (cst.For, cst.With)):
             return False
         if isinstance(definition.augmented, (cst.AddAssign, cst.SubtractAssign)):
