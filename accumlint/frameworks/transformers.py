@@ -8,8 +8,9 @@ from __future__ import annotations
 from accumlint.frameworks.contracts import FrameworkTail, GroupContract, Owner, Role, Source, TailTreatment
 
 VERSION = "5.24.0"
-#: Every version a fact of this module was read in (the installed one first).
-READ_VERSIONS = (VERSION,)
+#: Every version a fact of this module was read in (the installed one first). 4.31.0: the
+#: Trainer's fairscale/fp16 scaler branch (``BACKEND_FLAGS``), gone from later versions.
+READ_VERSIONS = (VERSION, "4.31.0")
 
 CONTRACT = GroupContract(
     "HF Trainer", "transformers.Trainer(args=TrainingArguments(gradient_accumulation_steps=A))",
