@@ -16,7 +16,7 @@ import libcst as cst
 
 from accumlint.model.groups import Group, is_accumulate_call
 from accumlint.model.kinds import EventKind, Role
-from accumlint.model.leaks import models_reached, outermost_name, trained_model
+from accumlint.model.leaks import models_reached, outermost_name, trained_models
 from accumlint.model.names import dotted
 from accumlint.model.sites import FrameKind
 
@@ -85,8 +85,7 @@ def omitted_trained_models(model: FileModel, group: Group) -> list[OmittedModel]
         return found
     optimizers: dict[str, str] = {}
     for update in group.of_kind(EventKind.UPDATE):
-        owner = trained_model(model, update)
-        if owner is not None and update.target is not None:
+        for owner in trained_models(model, update) if update.target is not None else ():
             optimizers.setdefault(owner, dotted(update.target) or "the optimizer")
     if not optimizers:
         return found
@@ -112,7 +111,9 @@ def omitted_trained_models(model: FileModel, group: Group) -> list[OmittedModel]
             if name is None or name in candidates or not any(called.inside(c) for c in contexts):
                 continue
             info = model.roles.named(name, scope, order)
-            if info.prepared is True and info.role in _MODEL_ROLES:
+            # a prepared object of no known role is a model where an optimizer holds its
+            # parameters (`unet`, `text_encoder`: named like no model)
+            if info.prepared is True and info.role in (*_MODEL_ROLES, Role.UNKNOWN):
                 origin = name if name in optimizers else model.roles.prepared_from(name, scope, order)
                 if origin in optimizers:
                     candidates[name] = origin  # type: ignore[assignment]

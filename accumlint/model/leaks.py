@@ -19,7 +19,7 @@ from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.kinds import Role
-from accumlint.model.names import dotted, method_name, positional, receiver
+from accumlint.model.names import dotted, keyword, method_name, positional, receiver
 from accumlint.model.roles import Roles
 
 if TYPE_CHECKING:
@@ -40,6 +40,65 @@ def trained_model(model: FileModel, optimizer: Event) -> str | None:
     if isinstance(params, cst.Call) and method_name(params) == "parameters" and not params.args:
         return dotted(receiver(params))
     return None
+
+
+def trained_models(model: FileModel, optimizer: Event) -> tuple[str, ...]:
+    """The dotted names of every model an optimizer update's optimizer was built over, when its
+    constructor is visible: one model's ``parameters()``, several chained
+    (``itertools.chain(a.parameters(), b.parameters())``, ``list(a.parameters()) +
+    list(b.parameters())``, ``[*a.parameters(), *b.parameters()]``) or param groups
+    (``[{"params": a.parameters()}, {"params": b.parameters(), "lr": ...}]``), directly or
+    through a name with one assignment reaching the update. Empty where any part is something
+    else (the models are then not all known)."""
+    info = optimizer.role
+    if info.role is not Role.OPTIMIZER or info.origin is None:
+        return ()
+    params = positional(info.origin, 0) or keyword(info.origin, "params")
+    return _parameter_owners(model, params, optimizer, 0) or ()
+
+
+#: calls that hand on the parameters of their arguments, concatenated
+_CONCATENATING = frozenset({"itertools.chain", "chain", "list", "tuple"})
+
+
+def _parameter_owners(model: FileModel, node: cst.BaseExpression | None, optimizer: Event,
+                      depth: int) -> tuple[str, ...] | None:
+    """The models whose parameters ``node`` holds (see :func:`trained_models`); None where a
+    part of it is not a model's ``parameters()``."""
+    if node is None or depth > _MAX_DEPTH:
+        return None
+    parts: list[cst.BaseExpression | None]
+    if isinstance(node, cst.Call) and method_name(node) == "parameters" and not node.args:
+        name = dotted(receiver(node))
+        return (name,) if name else None
+    if isinstance(node, cst.Call) and dotted(node.func) in _CONCATENATING:
+        parts = [arg.value if arg.star != "**" else None for arg in node.args]
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        parts = [node.left, node.right]
+    elif isinstance(node, (cst.List, cst.Tuple)):
+        parts = [_group_parameters(element) for element in node.elements]
+    elif isinstance(node, cst.Name):
+        definition = model.sole_reaching(node.value, optimizer.site)
+        parts = [definition.value if definition is not None and definition.augmented is None else None]
+    else:
+        return None
+    owners: list[str] = []
+    for part in parts:
+        found = _parameter_owners(model, part, optimizer, depth + 1)
+        if found is None:
+            return None
+        owners.extend(name for name in found if name not in owners)
+    return tuple(owners)
+
+
+def _group_parameters(element: cst.BaseElement) -> cst.BaseExpression | None:
+    """What one element of a list of parameters holds: a starred iterable's items, or a param
+    group's ``"params"``."""
+    value = element.value
+    if isinstance(value, cst.Dict):
+        return next((e.value for e in value.elements if isinstance(e, cst.DictElement)
+                     and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"), None)
+    return value
 
 
 def models_reached(backward: Event, models: set[str], roles: Roles | None = None) -> tuple[set[str], set[str]]:
@@ -99,6 +158,8 @@ def models_reached(backward: Event, models: set[str], roles: Roles | None = None
             work.extend((element.value, order, depth, detached, inline) for element in node.elements)
         elif isinstance(node, cst.IfExp):
             work.extend(((node.body, order, depth, detached, inline), (node.orelse, order, depth, detached, inline)))
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):  # `text_encoder(ids)[0]`, `model(x).logits`
+            work.append((node.value, order, depth, detached, inline))
     return found, cut - found
 
 
