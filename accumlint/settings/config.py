@@ -24,6 +24,7 @@ is selected by ``ALL``, ``ACC99`` or its full code (not by ``ACC9``, the info fa
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import stat
@@ -139,9 +140,14 @@ def default_codes() -> frozenset[str]:
     return frozenset({PARSE_ERROR_CODE, *(r.code for r in registry.RULES if r.default_enabled)})
 
 
-def _allowed_selectors_hint(codes: Sequence[str]) -> str:
+def _allowed_selectors_hint(codes: Sequence[str], selector: str = "") -> str:
+    """What a selector may be: ALL, a code (the ones closest to ``selector`` named; every code
+    would be a line of its own as the catalogue grows) or a prefix of one."""
     prefixes = sorted({code[:4] for code in codes})
-    return f"allowed: ALL, a code ({', '.join(codes)}) or a prefix of one (e.g. {', '.join(prefixes)})"
+    close = difflib.get_close_matches(selector.strip().upper(), codes, n=3, cutoff=0.6) if selector else []
+    near = f"; did you mean {' or '.join(close)}?" if close else ""
+    return (f"allowed: ALL, a code (`accumlint rule --all` lists the {len(codes)}) or a prefix of one "
+            f"(e.g. {', '.join(prefixes)}){near}")
 
 
 def validate_selector(value: object, key: str) -> str:
@@ -154,7 +160,7 @@ def validate_selector(value: object, key: str) -> str:
         selector.startswith("ACC") and any(code.startswith(selector) for code in codes)
     ):
         return selector
-    raise ConfigError(f"{key}: unknown rule selector {_shown(value)}; {_allowed_selectors_hint(codes)}")
+    raise ConfigError(f"{key}: unknown rule selector {_shown(value)}; {_allowed_selectors_hint(codes, selector)}")
 
 
 def validate_selectors(values: Iterable[object], key: str) -> list[str]:
