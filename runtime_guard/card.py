@@ -14,6 +14,7 @@ import torch
 
 from runtime_guard.checks import (
     RUNTIME_CHECKS,
+    STATIC_ONLY,
     LastGroup,
     Normalization,
     graph_findings,
@@ -98,6 +99,8 @@ def _checks_status(rec: RunRecord, normalization: Normalization, last: LastGroup
     if rec.unobservable:
         for code in ("ACC001", "ACC002", "ACC003", "ACC004", "ACC006", "ACC101", "ACC102", "ACC103"):
             status[code] = "not observable: " + rec.unobservable[0].split(":")[0] + " owns the update"
+    for code in STATIC_ONLY:  # (the rule's page, `accumlint rule CODE`, says why)
+        status[code] = "not observable: a static rule, read from the code only"
     if rec.guard_failures:
         status = dict.fromkeys(status, "not observed: " + rec.guard_failures[0])
     return status

@@ -76,6 +76,18 @@ def test_other_losses_leave_normalization_not_inferred() -> None:
     assert report.card["checks"]["ACC101"] == "not observable: normalization not inferred"
 
 
+def test_the_card_says_each_static_rule_is_not_observable() -> None:
+    """A rule with no runtime entry in the spec is on the card too, as not observable, not left out."""
+    from runtime_guard.checks import RUNTIME_CHECKS, STATIC_ONLY
+
+    checks = train("correct").report.card["checks"]
+    assert {"ACC106", "ACC308", "ACC407", "ACC503", "ACC504"} <= set(STATIC_ONLY)
+    assert not set(STATIC_ONLY) & set(RUNTIME_CHECKS)
+    assert {code: checks[code] for code in STATIC_ONLY} == dict.fromkeys(
+        STATIC_ONLY, "not observable: a static rule, read from the code only")
+    assert checks["ACC304"] == "checked"  # the runtime codes keep their own status
+
+
 def test_effective_batch_mismatch_is_acc404() -> None:
     assert train("correct", probe_options={"effective_batch": 4 * A}).report.codes == set()
     finding = train("correct", probe_options={"effective_batch": 4 * A * 8}).report.findings[0]

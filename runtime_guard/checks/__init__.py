@@ -11,7 +11,7 @@ and group-structure findings switch off the checks that assume the groups are ri
 
 from __future__ import annotations
 
-from runtime_guard.checks.base import FIXES, MEANINGS, RUNTIME_CHECKS, RuntimeCheck
+from runtime_guard.checks.base import FIXES, MEANINGS, RUNTIME_CHECKS, STATIC_ONLY, RuntimeCheck
 from runtime_guard.checks.data_parallel import data_parallel
 from runtime_guard.checks.figures import logged_rates, rate_status, rates, resume, resumed_counters
 from runtime_guard.checks.gradient_ops import gradient_ops
@@ -39,7 +39,8 @@ from runtime_guard.record import RunRecord
 from runtime_guard.report import RuntimeFinding
 
 __all__ = [
-    "FIXES", "FIX_WEIGHTED", "MEANINGS", "RUNTIME_CHECKS", "LastGroup", "Normalization", "RuntimeCheck", "evaluate",
+    "FIXES", "FIX_WEIGHTED", "MEANINGS", "RUNTIME_CHECKS", "STATIC_ONLY", "LastGroup", "Normalization", "RuntimeCheck",
+    "evaluate",
     "graph_findings", "infer_normalization", "kept_graph_unobservable", "last_group", "microbatch_size",
     "normalization_tolerance", "rate_status", "rates", "resume", "scheduler_owners",
 ]

@@ -15,6 +15,9 @@ RuntimeCheck = Runtime
 
 #: The codes the guard checks, and how (every spec with a ``runtime`` entry).
 RUNTIME_CHECKS: dict[str, Runtime] = {rule.code: rule.runtime for rule in RULES if rule.runtime is not None}
+#: The codes read from the code only (no ``runtime`` entry: each rule's page says why the guard
+#: cannot observe it); the card says so for each, instead of leaving them out.
+STATIC_ONLY: tuple[str, ...] = tuple(rule.code for rule in RULES if rule.runtime is None)
 #: The fix and the meaning printed with a finding: the same words as the linter's (the spec's).
 FIXES = {code: spec_of(code).fix for code in RUNTIME_CHECKS}
 MEANINGS = {code: spec_of(code).meaning for code in RUNTIME_CHECKS}
