@@ -32,7 +32,7 @@ pytest.importorskip("torch")
 
 from test_catalogue import EXAMPLES, _id, _marks, _runnable  # noqa: E402
 
-from runtime_guard.checks import RUNTIME_CHECKS  # noqa: E402
+from runtime_guard.checks import RUNTIME_CHECKS, STATIC_ONLY  # noqa: E402
 
 RUNNER = Path(__file__).with_name("guard_catalogue_runner.py")
 #: one example's time under the guard (the imports of its frameworks included)
@@ -184,10 +184,15 @@ def test_example_under_guard(path: Path, guard_runs: GuardRuns) -> None:
     if reason:
         pytest.skip(reason)
     result = guard_runs.result(str(path))
+    expected = {code for code, _ in _marks(path)}
+    if path.name.startswith("bad_") and expected and expected <= set(STATIC_ONLY) \
+            and str(result.get("error", "")).startswith("nothing probed"):
+        # its rules are read from the code only, and its bug stops training before any forward
+        # (Lightning's "closure hasn't been executed"): there is nothing for the guard to watch
+        pytest.skip("static rules only, and no forward ran under the guard")
     assert "error" not in result, result.get("error")
     assert result["leftover_hooks"] == 0
     found = set(result["codes"])
-    expected = {code for code, _ in _marks(path)}
     if path.name.startswith("good_"):
         assert found == set()
         return
