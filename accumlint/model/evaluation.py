@@ -46,12 +46,6 @@ def evaluation_function(scope: Scope) -> bool:
     return bool(conventions.EVALUATION_FUNCTION_NAME.search(function.name.value))
 
 
-def evaluates_at(scope: Scope, site: Site) -> bool:
-    """Whether ``site`` of ``scope`` runs as an evaluation: its function is one, or it sits
-    inside ``with torch.no_grad()`` / ``torch.inference_mode()``."""
-    return site.under_no_grad or evaluation_function(scope)
-
-
 def reported_values(site: Site) -> Iterator[cst.BaseExpression]:
     """The values ``site`` reports (see the module docstring), in the scope's own code only (a
     site of an inlined helper reports to its caller, not out of the evaluation)."""
