@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model.dataflow import counter_name, home, reaching_assignment
+from accumlint.model.dataflow import counter_name, home, origin, reaching_assignment
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence
@@ -111,11 +111,13 @@ def _per_microbatch_count(model: FileModel, group: Group, numerator: cst.BaseExp
     name = dotted(numerator) if isinstance(numerator, (cst.Name, cst.Attribute)) else None
     if name is None:
         return None
-    definition = reaching_assignment(site.scope, name, site.order, group.loop, site.inline)
-    if (definition is None or definition.augmented is not None or definition.value is None
-            or not _microbatch_size(definition.value)):
+    found = origin(site.scope, name, site.order, site.inline, group.loop)
+    if found is None:
         return None
-    counter = counter_name(definition, name)
+    definition, assigned, value = found
+    if definition.augmented is not None or not _microbatch_size(value):
+        return None
+    counter = counter_name(definition, assigned)
     if any(s.augmented is not None and len(s.targets) == 1 and counter_name(s) == counter for s in group.loop_sites):
         return None  # also accumulated somewhere: a group count
     return name if site_cadence(model, group, definition) is Cadence.MICROBATCH else None

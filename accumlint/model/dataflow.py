@@ -104,6 +104,58 @@ def home(scope: Scope, name: str, order: int, inline: Inline | None,
 _ROOT = re.compile(r"[.\[]")
 
 
+def origin(scope: Scope, name: str, order: int, inline: Inline | None,
+           within: cst.CSTNode | None = None) -> tuple[Site, str, cst.BaseExpression] | None:
+    """Where ``name``, read at execution position ``order`` in the code of ``inline``, got its
+    value: the assignment (optionally only one inside ``within``), the name it assigned there
+    and the expression that gives the value. Followed across calls (at most ``MAX_CHAIN`` hops):
+    a helper's parameter it never rebinds is the caller's argument, and a name unpacked from
+    a call of an inlined helper is what every ``return`` gives at its position (``n, seen =
+    micro(x, seen)`` with ``return size, seen``). None where no assignment reaches, or the returns
+    disagree."""
+    for _ in range(MAX_CHAIN):
+        definition = reaching_assignment(scope, name, order, within, inline)
+        if definition is None:
+            outer = _outer_value(name, inline) if inline is not None else None
+            argument = dotted(outer[0]) if outer is not None else None
+            if outer is None or argument is None:
+                return None
+            name, inline = argument, outer[1]  # a parameter: the caller's argument
+            continue
+        value = definition.value
+        if value is None or isinstance(definition.node, (cst.For, cst.With)):
+            return None
+        position = definition.targets.index(name)
+        count = len(definition.targets)
+        returns = scope.returns_of(value) if definition.augmented is None and type(value) is cst.Call else []
+        if not returns:
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count > 1:
+                value = value.elements[position].value
+            elif count > 1:
+                return None
+            return definition, name, value
+        elements = [_returned_at(r.value, position, count) for r in returns]
+        spelled = {dotted(e) if e is not None else None for e in elements}
+        if len(returns) > 1 and (len(spelled) != 1 or None in spelled):
+            return None  # the returns give different values (or not all a name)
+        returned, element = returns[0], elements[0]
+        if element is None:
+            return None
+        if not isinstance(element, (cst.Name, cst.Attribute)):
+            return returned, name, element
+        name, order, inline = dotted(element) or "", returned.order, returned.inline
+    return None
+
+
+def _returned_at(value: cst.BaseExpression | None, position: int, count: int) -> cst.BaseExpression | None:
+    """The element of a ``return``'s value that lands in target ``position`` of ``count``."""
+    if count == 1:
+        return value
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count:
+        return value.elements[position].value
+    return None
+
+
 def counter_name(site: Site, name: str | None = None) -> tuple[str, Inline | None]:
     """The counter a site's target (``name``, else its single one) is, in the namespace it lives
     in: in an inlined helper, a caller's counter given as an argument or carried through the
