@@ -11,6 +11,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import BACKWARD, LOOP, RuleGate, defines_lightning_hook, runs_loop
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
+from accumlint.model.closures import hand_gated_modules
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.evaluation import evaluation_function, reported_values
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
@@ -19,7 +20,7 @@ from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token
 from accumlint.model.loss_chain import loss_chain
 from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
 from accumlint.model.names import dotted
-from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
+from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count, lightning_accumulates, lightning_divides_by_one
 
 
 def _microbatch_backwards(model: FileModel) -> Iterator[tuple[Group, Event, Ledger]]:
@@ -130,6 +131,9 @@ class DoubleNormalization(Rule):
                 for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        if lightning_divides_by_one(model):
+            return  # every Trainer in view leaves A at 1: Lightning divides by 1
+        hand_gated = hand_gated_modules(model)
         for scope in model.scopes:
             node = scope.node
             if (not isinstance(node, cst.FunctionDef) or node.name.value not in fw.lightning.MICROBATCH_HOOKS
@@ -137,6 +141,8 @@ class DoubleNormalization(Rule):
                 continue
             if not model.frameworks.lightning_automatic(scope.class_def):
                 continue
+            if id(scope.class_def) in hand_gated and not lightning_accumulates(model):
+                continue  # the module's own optimizer_step accumulates: the division is its normalisation
             for site in scope.sites:
                 if not site.is_return or site.in_helper or site.value is None:
                     continue

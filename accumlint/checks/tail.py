@@ -54,7 +54,7 @@ class PartialFinalGroup(Rule):
     #: a loop, or a Lightning ``Trainer(limit_train_batches=n, accumulate_grad_batches=A)``
     #: (:func:`~accumlint.model.owned_loops.lightning_short_epochs`), which needs no backward in the file
     gate = RuleGate(markers=(*LOOP.markers, b"Trainer"), facts=lambda facts: runs_loop(facts) or (
-        facts.calls({"Trainer"}) and facts.mentions({fw.lightning.ACCUMULATE_KEYWORD})
+        facts.calls({"Trainer"}) and facts.mentions({fw.lightning.ACCUMULATION_KEYWORD})
         and facts.mentions({fw.lightning.LIMIT_KEYWORD})))
 
     @staticmethod

@@ -46,6 +46,9 @@ CONSTRUCTORS: dict[str, Role] = {
 
 #: ``Trainer(accumulate_grad_batches=)``: the value passed is A whatever its name.
 ACCUMULATION_KEYWORD = "accumulate_grad_batches"
+#: a callback that sets ``trainer.accumulate_grad_batches`` at each epoch's start, whatever the
+#: Trainer was given (lightning 2.6.6 ``callbacks/gradient_accumulation_scheduler.py``)
+ACCUMULATION_SCHEDULER = "GradientAccumulationScheduler"
 
 BACKWARD = BackwardContract(
     Role.FABRIC, "backward", Normalizes.NEVER, None, "Lightning Fabric",
@@ -143,7 +146,6 @@ UPDATE_HOOKS = frozenset({"on_before_optimizer_step", "configure_gradient_clippi
 #: ``_should_accumulate``: the epoch's last batch always steps, so an epoch of
 #: ``limit_train_batches`` < A batches makes every update a partial group divided by A)
 TRAINER = "Trainer"
-ACCUMULATE_KEYWORD = "accumulate_grad_batches"
 LIMIT_KEYWORD = "limit_train_batches"
 #: ``LightningModule.optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)``: the closure
 #: runs the group's last ``training_step``, ``zero_grad`` (first batch of a group) and backward when

@@ -10,6 +10,7 @@ gate logic says how often each use of the closure runs: a use under a boundary g
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model.dataflow import home
 from accumlint.model.grad_ops import site_cadence
-from accumlint.model.groups import LoopAnalysis
+from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import dotted, walk
 from accumlint.model.owned_loops import closure_parameter
@@ -46,6 +47,33 @@ class GatedClosure:
     holds: bool
 
 
+def _overrides(model: FileModel) -> Iterator[tuple[Scope, cst.FunctionDef, Group]]:
+    """The ``optimizer_step`` overrides of automatic LightningModules with one base, walked as
+    the body of the loop over updates, each with its group model."""
+    for scope in model.scopes:
+        function = scope.node
+        if (not isinstance(function, cst.FunctionDef) or scope.class_def is None
+                or function.name.value not in fw.lightning.UPDATE_STEP_HOOKS or function not in scope.loop_spans
+                or len(scope.class_def.bases) != 1 or not model.frameworks.lightning_automatic(scope.class_def)):
+            continue  # (another base may turn automatic optimization off: Lightning then calls no optimizer_step)
+        analysis = LoopAnalysis(scope, model.events[scope], model.frameworks.is_accumulate_context)
+        yield scope, function, analysis.analyse(function)
+
+
+def hand_gated_modules(model: FileModel) -> set[int]:
+    """``id``s of the LightningModule classes whose ``optimizer_step`` override runs the update
+    only on the batches a boundary gate selects (every update event has cadence ``UPDATE``):
+    the module accumulates by hand, with Lightning's ``accumulate_grad_batches`` left at 1, so
+    Lightning divides the loss by 1 and a division by A in ``training_step`` is the module's own
+    normalisation (lightning 2.6.6 ``loops/optimization/automatic.py``)."""
+    found: set[int] = set()
+    for scope, _function, group in _overrides(model):
+        updates = [event.site for event in model.events[scope] if event.kind is EventKind.UPDATE]
+        if group.gate is not None and updates and all(site_cadence(model, group, s) is Cadence.UPDATE for s in updates):
+            found.add(id(scope.class_def))
+    return found
+
+
 def gated_closures(model: FileModel) -> list[GatedClosure]:
     """The ``optimizer_step`` overrides of automatic LightningModules whose closure runs only on
     the batches of a boundary gate (cadence ``UPDATE`` for every use), with the update that
@@ -54,12 +82,7 @@ def gated_closures(model: FileModel) -> list[GatedClosure]:
     cannot decide, a closure read anywhere but as a call or a call's argument (stored,
     wrapped in a lambda), and a class with a base besides ``LightningModule``."""
     found: list[GatedClosure] = []
-    for scope in model.scopes:
-        function = scope.node
-        if (not isinstance(function, cst.FunctionDef) or scope.class_def is None
-                or function.name.value not in fw.lightning.UPDATE_STEP_HOOKS or function not in scope.loop_spans
-                or len(scope.class_def.bases) != 1 or not model.frameworks.lightning_automatic(scope.class_def)):
-            continue  # (another base may turn automatic optimization off: Lightning then calls no optimizer_step)
+    for scope, function, group in _overrides(model):
         closure = closure_parameter(function)
         if closure is None:
             continue
@@ -72,7 +95,6 @@ def gated_closures(model: FileModel) -> list[GatedClosure]:
         if not own or reads != len(own):
             continue  # the closure is read elsewhere too (stored, wrapped): where it runs is open
         uses = [site for site in sites if not site.followed]  # a helper's call: its own uses count instead
-        group = LoopAnalysis(scope, model.events[scope], model.frameworks.is_accumulate_context).analyse(function)
         if not uses or group.gate is None or any(site_cadence(model, group, site) is not Cadence.UPDATE
                                                  for site in uses):
             continue

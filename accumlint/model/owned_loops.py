@@ -338,7 +338,7 @@ def lightning_trainer_calls(model: FileModel) -> list[cst.Call]:
         for site in scope.sites:
             call = site.call
             if (call is not None and not site.in_helper and last_segment(dotted(call.func)) == lightning.TRAINER
-                    and any(a.keyword is not None and a.keyword.value == lightning.ACCUMULATE_KEYWORD
+                    and any(a.keyword is not None and a.keyword.value == lightning.ACCUMULATION_KEYWORD
                             for a in call.args)):
                 found.append(call)
     return found
@@ -351,10 +351,33 @@ def _keyword_value(call: cst.Call, name: str) -> cst.BaseExpression | None:
 def lightning_accumulates(model: FileModel) -> bool:
     """Whether a ``Trainer(accumulate_grad_batches=A)`` of the module may have A > 1."""
     for call in lightning_trainer_calls(model):
-        value = _keyword_value(call, lightning.ACCUMULATE_KEYWORD)
+        value = _keyword_value(call, lightning.ACCUMULATION_KEYWORD)
         if value is not None and (int_value(value) is None or int_value(value) > 1):
             return True
     return False
+
+
+def lightning_divides_by_one(model: FileModel) -> bool:
+    """Whether the module leaves Lightning's A at 1: it builds a ``Trainer`` imported from
+    Lightning, no such call passes ``accumulate_grad_batches`` (other than a literal 1) or
+    unpacks ``**`` arguments, and no ``GradientAccumulationScheduler`` is named. Lightning then
+    divides the loss ``training_step`` returns by 1 (lightning 2.6.6
+    ``loops/optimization/automatic.py`` ``ClosureResult.from_training_step_output``)."""
+    trainers = [
+        site.call for scope in model.scopes for site in scope.sites
+        if site.call is not None and not site.in_helper
+        and last_segment(dotted(site.call.func)) == lightning.TRAINER
+        and (model.imports.qualify(dotted(site.call.func)) or "").split(".", 1)[0] in lightning.CONTRACT.packages
+    ]
+    if not trainers or lightning.ACCUMULATION_SCHEDULER in model.imports.names:
+        return False
+    for call in trainers:
+        if any(a.star == "**" for a in call.args):
+            return False
+        value = _keyword_value(call, lightning.ACCUMULATION_KEYWORD)
+        if value is not None and int_value(value) != 1:
+            return False
+    return True
 
 
 def lightning_short_epochs(model: FileModel) -> list[tuple[cst.Call, int, int]]:
@@ -364,7 +387,7 @@ def lightning_short_epochs(model: FileModel) -> list[tuple[cst.Call, int, int]]:
     (:data:`accumlint.frameworks.lightning.LIMIT_KEYWORD`). (call, n, A)."""
     found = []
     for call in lightning_trainer_calls(model):
-        accumulate = int_value(_keyword_value(call, lightning.ACCUMULATE_KEYWORD))
+        accumulate = int_value(_keyword_value(call, lightning.ACCUMULATION_KEYWORD))
         limit = _keyword_value(call, lightning.LIMIT_KEYWORD)
         # a float limit is a fraction of the loader (its length is not in the code)
         if accumulate is None or limit is None or type(limit) is not cst.Integer:
