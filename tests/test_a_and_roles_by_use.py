@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint.checks import ALL_RULES
 from accumlint.model import Cadence, Role
-from accumlint.model.sites import Site
+from accumlint.model.scopes import Site
 from accumlint.pipeline.engine import check_source, rules_for
 from tests.support import model_of
 

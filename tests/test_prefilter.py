@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from accumlint.checks import ALL_RULES
-from accumlint.checks.gate import EVERYWHERE
+from accumlint.checks.gate import A_OR_GLOBAL_BATCH_BYTES, EVERYWHERE
 from accumlint.model import conventions
 from accumlint.pipeline import engine
 from accumlint.pipeline.engine import check_source, may_fire, rules_for
@@ -358,7 +358,7 @@ def test_the_byte_pattern_of_a_names_holds_wherever_the_names_match(name: str, b
     """``A_OR_GLOBAL_BATCH_BYTES`` is a superset of ACC404's own name test on ASCII names."""
     if conventions.ACCUMULATION_NAME.search(name) or conventions.GLOBAL_BATCH_NAME.match(name):
         source = f"{before}{name} = world * 8\n".encode()
-        assert conventions.A_OR_GLOBAL_BATCH_BYTES.search(source), name
+        assert A_OR_GLOBAL_BATCH_BYTES.search(source), name
 
 
 def test_a_needle_pattern_tries_its_pattern_where_each_needle_starts() -> None:

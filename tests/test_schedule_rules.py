@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from accumlint.checks.schedule import AmbiguousStepUnit
-from accumlint.model.engine_schedulers import lightning_configured_schedulers
+from accumlint.model.owned_schedulers import lightning_configured_schedulers
 from accumlint.model.schedules import (
     HorizonUnit,
     iterated_loader,

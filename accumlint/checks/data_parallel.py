@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import RuleGate, runs_loop
+from accumlint.checks.gate import A_NAMED_OR_BOUND_BYTES, RuleGate, runs_loop
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
@@ -73,7 +73,7 @@ class EffectiveBatchCountsDevices(Rule):
         markers=(b"device_count", b"get_world_size", b"getenv", b"environ", b"backward",  # WORLD_SIZE from the env
                  *(n.encode() for n in sorted(fw.PROCESS_GROUP_INIT)),
                  b"DistributedDataParallel", b"DDP", b"FullyShardedDataParallel", b"FSDP", b"fully_shard"),
-        requires=conventions.A_NAMED_OR_BOUND_BYTES,
+        requires=A_NAMED_OR_BOUND_BYTES,
         facts=lambda facts: _may_count_devices(facts))
 
     def check(self, model: FileModel) -> Iterator[Hit]:

@@ -14,7 +14,7 @@ from accumlint.model.accumulate import double_entries, omitted_trained_models
 from accumlint.model.closures import gated_closures
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 
 
 class AccumulateContextMisplaced(Rule):

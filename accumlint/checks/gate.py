@@ -29,6 +29,32 @@ from accumlint.source.source_facts import SourceFacts
 #: the bytes of a loop rule: a call that makes a backward event, or a framework hook that owns a loop
 LOOP_MARKERS: tuple[bytes, ...] = tuple(sorted(name.encode() for name in BACKWARD_CALLS | OWNED_MARKERS))
 
+#: What a file's bytes hold wherever it names A or a global batch (the model's
+#: ``conventions.ACCUMULATION_NAME`` and ``GLOBAL_BATCH_NAME``): the two patterns with their anchors
+#: loosened, so a match of either in a name spelled in ASCII implies a match here. Strings and
+#: comments match too: the ``ast`` stage decides those. (Byte patterns live with the gates, never in the model.)
+_NAME_END = rb"(?![a-z0-9_\x80-\xff])"
+_A_OR_GLOBAL_BATCH_NEEDLES: dict[bytes, bytes] = {
+    b"accum": b"accum",  # also accumulat, iters_to_accumulate, accumulative_counts
+    b"grad": rb"grad(ient)?_?acc",
+    b"ga": rb"ga(s|_steps)?" + _NAME_END,
+    b"update_freq": b"update_freq",
+    b"micro": rb"micro_?(steps|batches)",  # also num_micro_batches, n_micro_batches
+    b"global_": rb"global_[a-z0-9_\x80-\xff]*batch",
+    b"total_": rb"total_[a-z0-9_\x80-\xff]*batch",
+    b"eff": rb"eff(ective)?_[a-z0-9_\x80-\xff]*batch",
+    b"tokens_per_": rb"tokens_per_(iter|step|update)",
+}
+A_OR_GLOBAL_BATCH_BYTES = NeedlePattern(_A_OR_GLOBAL_BATCH_NEEDLES)
+#: What a file's bytes hold wherever a name is A by its use alone (``FileModel.accumulation_aliases``):
+#: a modulo by a name (a gate's divisor, ``len(loader) % A``) or the ``range`` of a name (a
+#: microbatch loop's bound); the keywords that configure A all hold ``accum``.
+A_NAMED_OR_BOUND_BYTES = NeedlePattern({
+    **_A_OR_GLOBAL_BATCH_NEEDLES,
+    b"%": rb"%\s*[a-z_\x80-\xff(]",
+    b"range": rb"range\(\s*[a-z_\x80-\xff]",
+})
+
 
 @dataclass(frozen=True)
 class RuleGate:

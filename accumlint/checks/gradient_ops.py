@@ -17,7 +17,7 @@ from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import calls_in, dotted, last_segment, method_name, names_in
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 from accumlint.model.sync import scope_name
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)

@@ -13,7 +13,7 @@ from accumlint.model.callgraph import Inline, parameters
 from accumlint.model.dataflow import home, names_feeding, reaching_assignment, reaching_definitions
 from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional, walk
-from accumlint.model.sites import FrameKind, Site
+from accumlint.model.scopes import FrameKind, Site
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
 _DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})

@@ -8,9 +8,16 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import BACKWARD, LOOP, RuleGate, defines_lightning_hook, runs_loop
+from accumlint.checks.gate import (
+    A_OR_GLOBAL_BATCH_BYTES,
+    BACKWARD,
+    LOOP,
+    RuleGate,
+    defines_lightning_hook,
+    runs_loop,
+)
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model.closures import hand_gated_modules
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.evaluation import evaluation_function, reported_values
@@ -42,7 +49,7 @@ class DoubleNormalization(Rule):
     #: ``training_step`` whose returned loss Lightning divides
     gate = RuleGate(markers=(*LOOP.markers, *(hook.encode() for hook in sorted(fw.lightning.MICROBATCH_HOOKS))),
                 facts=lambda facts: runs_loop(facts) or defines_lightning_hook(facts) or (
-                    facts.calls(BACKWARD_CALLS) and facts.in_bytes(conventions.A_OR_GLOBAL_BATCH_BYTES)))
+                    facts.calls(BACKWARD_CALLS) and facts.in_bytes(A_OR_GLOBAL_BATCH_BYTES)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()

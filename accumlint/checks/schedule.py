@@ -12,14 +12,14 @@ from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
-from accumlint.model.engine_schedulers import (
-    engine_schedulers,
-    lightning_configured_schedulers,
-    lightning_scheduler_intervals,
-    stepped_by_engine,
-)
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.owned_schedulers import (
+    lightning_configured_schedulers,
+    lightning_scheduler_intervals,
+    owned_schedulers,
+    stepped_by_engine,
+)
 from accumlint.model.roles import constructor_role
 from accumlint.model.schedules import (
     STEP_COUNTER_NAME,
@@ -229,7 +229,7 @@ class SchedulerSteppedTwice(Rule):
 
     @staticmethod
     def _deepspeed(model: FileModel) -> Iterator[tuple]:
-        handoffs = engine_schedulers(model)
+        handoffs = owned_schedulers(model)
         events = model.all_events()
         if not handoffs or not any(e.kind is EventKind.UPDATE and e.role.role is Role.ENGINE for e in events):
             return

@@ -15,7 +15,7 @@ from accumlint.model import EventKind, FileModel, Role
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
-from accumlint.model.sites import FrameKind, Site
+from accumlint.model.scopes import FrameKind, Site
 from accumlint.model.sync import (
     expression_root,
     from_parameter,

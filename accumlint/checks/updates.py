@@ -16,7 +16,7 @@ from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
 
 #: the last name of the HF Trainer's update counter (``self.state.global_step``)

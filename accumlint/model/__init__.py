@@ -21,7 +21,8 @@ from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.names import ImportMap, dotted, int_value, last_segment, names_in, walk
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
-from accumlint.model.sites import FrameKind, Scope, Site, walk_scopes
+from accumlint.model.scopes import FrameKind, Scope, Site
+from accumlint.model.statement_walk import walk_scopes
 from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
 __all__ = [

@@ -18,7 +18,7 @@ from accumlint.model.groups import Group, is_accumulate_call
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.leaks import models_reached, outermost_name, trained_models
 from accumlint.model.names import dotted
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

@@ -16,7 +16,7 @@ from accumlint.model.scopes import Frame, FrameKind, Scope
 
 
 class CallResolution:
-    """The call resolution of :class:`accumlint.model.sites._Walker` (a mixin over its state)."""
+    """The call resolution of :class:`accumlint.model.statement_walk._Walker` (a mixin over its state)."""
 
     scope: Scope
     functions: ModuleFunctions

@@ -1,6 +1,6 @@
 """Which function a call reaches, and what its parameters are bound to at that call.
 
-The walker in :mod:`~accumlint.model.sites` inlines the body of every function a call
+The walker in :mod:`~accumlint.model.statement_walk` inlines the body of every function a call
 resolves to; this module answers the two questions that makes sound:
 
 - :func:`bind` maps a callee's parameters to the caller's argument expressions (positional,
@@ -13,7 +13,7 @@ resolves to; this module answers the two questions that makes sound:
   the loss's data flow are read where the values live.
 
 Resolution of the callee itself (``self.m``, bases, ``super()``, aliases, function-valued
-variables, closures, callables stored on ``self``) is :class:`~accumlint.model.sites.ModuleFunctions`'.
+variables, closures, callables stored on ``self``) is :class:`~accumlint.model.module_functions.ModuleFunctions`'.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Under automatic optimization the closure Lightning hands ``optimizer_step`` runs the batch's
 ``training_step``, the gradient reset of a group's first batch and the backward
 (:data:`accumlint.frameworks.lightning.UPDATE_STEP_HOOKS`). The override is walked as the body
-of the loop over updates (:func:`accumlint.model.sites.is_update_hook`), so the group model's
+of the loop over updates (:func:`accumlint.model.statement_walk.is_update_hook`), so the group model's
 gate logic says how often each use of the closure runs: a use under a boundary gate on
 ``batch_idx`` or on a counter the module keeps runs on the gate's batches only.
 """
@@ -23,7 +23,7 @@ from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import dotted, walk
 from accumlint.model.owned_loops import closure_parameter
-from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.scopes import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

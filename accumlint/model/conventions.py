@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 from accumlint.model.kinds import Role
-from accumlint.source.prefilter import NeedlePattern
 
 #: Callee last segments that identify a role when the import cannot be resolved.
 CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
@@ -133,32 +132,6 @@ SAMPLE_TARGET_NAME = re.compile(r"^target_(samples|examples|batch\w*)$|^(samples
 #: Effective / global batch names (A is recognised by ``ACCUMULATION_NAME``).
 GLOBAL_BATCH_NAME = re.compile(
     r"^(global|total|effective|eff)_\w*batch\w*$|^tokens_per_(iter|iteration|step|update)$", re.I)
-#: What a file's bytes hold wherever it names A (``ACCUMULATION_NAME``) or a global batch
-#: (``GLOBAL_BATCH_NAME``): the two patterns with their anchors loosened, so a match of either
-#: in a name spelled in ASCII implies a match here. Strings and comments match too: the
-#: ``ast`` stage decides those.
-_NAME_END = rb"(?![a-z0-9_\x80-\xff])"
-_A_OR_GLOBAL_BATCH_NEEDLES: dict[bytes, bytes] = {
-    b"accum": b"accum",  # also accumulat, iters_to_accumulate, accumulative_counts
-    b"grad": rb"grad(ient)?_?acc",
-    b"ga": rb"ga(s|_steps)?" + _NAME_END,
-    b"update_freq": b"update_freq",
-    b"micro": rb"micro_?(steps|batches)",  # also num_micro_batches, n_micro_batches
-    b"global_": rb"global_[a-z0-9_\x80-\xff]*batch",
-    b"total_": rb"total_[a-z0-9_\x80-\xff]*batch",
-    b"eff": rb"eff(ective)?_[a-z0-9_\x80-\xff]*batch",
-    b"tokens_per_": rb"tokens_per_(iter|step|update)",
-}
-A_OR_GLOBAL_BATCH_BYTES = NeedlePattern(_A_OR_GLOBAL_BATCH_NEEDLES)
-#: What a file's bytes hold wherever a name is A by its use alone (``FileModel.accumulation_aliases``):
-#: a modulo by a name (a gate's divisor, ``len(loader) % A``) or the ``range`` of a name (a
-#: microbatch loop's bound); the keywords that configure A all hold ``accum``.
-A_NAMED_OR_BOUND_BYTES = NeedlePattern({
-    **_A_OR_GLOBAL_BATCH_NEEDLES,
-    b"%": rb"%\s*[a-z_\x80-\xff(]",
-    b"range": rb"range\(\s*[a-z_\x80-\xff]",
-})
-
 #: Any sampler class (last segment): a call of one never shards a dataset by itself.
 SAMPLER_NAME = re.compile(r"Sampler$")
 

@@ -21,7 +21,7 @@ from accumlint.model.names import dotted, last_segment, method_name, names_in, w
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.sites import Site
+    from accumlint.model.scopes import Site
 
 #: calls that read a wall clock (``time.time()``, ``time.perf_counter()``, ``time.monotonic()``)
 _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "monotonic_ns"})

@@ -10,7 +10,7 @@ import libcst as cst
 
 from accumlint.model.callgraph import Inline
 from accumlint.model.names import dotted
-from accumlint.model.sites import Frame, FrameKind, Scope, Site
+from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 MAX_CHAIN = 5
 

@@ -17,7 +17,7 @@ from accumlint import frameworks as fw
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
-from accumlint.model.sites import Site
+from accumlint.model.scopes import Site
 
 #: Lightning's backward under manual optimization
 MANUAL_BACKWARD = fw.lightning.MANUAL_BACKWARD

@@ -22,7 +22,8 @@ from accumlint.model.names import dotted, keyword, last_segment, method_name, wa
 
 if TYPE_CHECKING:
     from accumlint.model.events import Event
-    from accumlint.model.sites import ModuleFunctions, Site
+    from accumlint.model.module_functions import ModuleFunctions
+    from accumlint.model.scopes import Site
 
 #: losses whose ``reduction=`` keyword says how they reduce (torch 2.13.0 nn/functional.py:
 #: ``"mean"`` is the default)

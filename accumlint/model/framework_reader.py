@@ -24,7 +24,8 @@ from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
 from accumlint.model.roles import RoleInfo, Roles
-from accumlint.model.sites import Scope, is_microbatch_hook
+from accumlint.model.scopes import Scope
+from accumlint.model.statement_walk import is_microbatch_hook
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

@@ -20,7 +20,7 @@ from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.sites import Scope, Site
+    from accumlint.model.scopes import Scope, Site
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from accumlint.model import boundary, conventions
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
 from accumlint.model.names import children, dotted, int_value, last_segment, names_in
-from accumlint.model.sites import Frame, FrameKind, Scope, Site
+from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model.groups import Group

@@ -19,7 +19,7 @@ from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence
 from accumlint.model.names import dotted, names_in, receiver
-from accumlint.model.sites import FrameKind, Site
+from accumlint.model.scopes import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

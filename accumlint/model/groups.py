@@ -26,7 +26,7 @@ from accumlint.model.events import Event
 from accumlint.model.gate_analysis import Gate, GateAnalysis
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
 from accumlint.model.names import dotted, last_segment, method_name, names_in, positional, walk
-from accumlint.model.sites import Frame, FrameKind, Scope, Site
+from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 #: Calls that wrap a loader without changing what it yields (the index comes from enumerate).
 _ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})

@@ -39,7 +39,7 @@ from accumlint.model.parallel import DataParallel
 if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.events import Event
-    from accumlint.model.sites import Site
+    from accumlint.model.scopes import Site
 
 
 class Factor(str, Enum):

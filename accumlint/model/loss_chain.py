@@ -22,7 +22,7 @@ from accumlint.model.names import dotted, keyword, last_segment, method_name
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-    from accumlint.model.sites import Site
+    from accumlint.model.scopes import Site
 
 #: the most expressions one chain reads (a bound on assignments and helper returns followed)
 _MAX_TERMS = 32

@@ -20,7 +20,7 @@ from accumlint.model.names import calls_in, dotted, method_name
 if TYPE_CHECKING:
     from accumlint.model import FileModel
     from accumlint.model.events import Event
-    from accumlint.model.sites import Site
+    from accumlint.model.scopes import Site
 
 #: how many assignments, helper returns and operators one decomposition follows
 _MAX_DEPTH = 12

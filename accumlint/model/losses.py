@@ -18,7 +18,7 @@ from accumlint.model.dataflow import MAX_CHAIN, arithmetic, home, names_feeding,
 from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
-from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.scopes import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model.groups import Group

@@ -5,7 +5,7 @@ The rows (``accumlint/frameworks/{ignite,catalyst,skorch,generic}.py``) say whic
 a framework calls and in which phase of its loop (:class:`accumlint.frameworks.loops.Phase`).
 Here a module's code is matched against them: ``Engine(process_fn)`` and the handlers
 registered on that engine, the callback classes of a runner, a framework subclass's per-batch
-method. The result, an :class:`OwnedLoop`, is walked by :mod:`accumlint.model.sites` as one
+method. The result, an :class:`OwnedLoop`, is walked by :mod:`accumlint.model.statement_walk` as one
 scope: the per-batch function's node stands for the microbatch loop (as a LightningModule's
 ``training_step`` does), the engine or class for the epoch loop, and the other functions'
 bodies are walked inside them in the framework's order.
@@ -32,7 +32,8 @@ from accumlint.model.names import dotted, int_value, last_segment, walk
 if TYPE_CHECKING:  # both import this module
     from accumlint.model import FileModel
     from accumlint.model.events import Event
-    from accumlint.model.sites import ModuleFunctions, Scope
+    from accumlint.model.module_functions import ModuleFunctions
+    from accumlint.model.scopes import Scope
 
 #: the rows matched against every module, callback-style first
 CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, mmengine.BASE_MODEL, catalyst.RUNNER,
@@ -77,7 +78,7 @@ class OwnedLoop:
 
 def find(module: cst.Module, functions: ModuleFunctions) -> dict[cst.FunctionDef, OwnedLoop]:
     """The framework-owned loops of ``module`` by the function that stands for the microbatch
-    loop. ``functions``: the module's :class:`~accumlint.model.sites.ModuleFunctions`."""
+    loop. ``functions``: the module's :class:`~accumlint.model.statement_walk.ModuleFunctions`."""
     found: dict[cst.FunctionDef, OwnedLoop] = {}
     for loop in (*_registered(module, functions), *_callbacks(functions)):
         if loop.body not in found:

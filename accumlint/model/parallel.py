@@ -37,7 +37,7 @@ from accumlint.model.names import (
     walk,
 )
 from accumlint.model.roles import RoleInfo, constructor_role
-from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.scopes import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

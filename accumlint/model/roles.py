@@ -29,7 +29,8 @@ from accumlint.model.names import (
     receiver,
     walk,
 )
-from accumlint.model.sites import Scope, Site, walk_scopes
+from accumlint.model.scopes import Scope, Site
+from accumlint.model.statement_walk import walk_scopes
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What the statement walk (:mod:`accumlint.model.sites`) produces: the control-flow frames
+"""What the statement walk (:mod:`accumlint.model.statement_walk`) produces: the control-flow frames
 around a statement, the sites (calls and assignments in execution order) and the scope they
 belong to."""
 

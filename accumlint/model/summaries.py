@@ -40,7 +40,7 @@ def _parsed(source: str) -> cst.FunctionDef:
 def owner_of(summary: Summary) -> object:
     """The functions table of the one-function module a summary's body forms (the walker's
     ``owner`` while it walks the body: a library's code, reported at the caller's call)."""
-    from accumlint.model.sites import ModuleFunctions
+    from accumlint.model.module_functions import ModuleFunctions
 
     return ModuleFunctions(cst.Module(body=[function(summary)]))
 

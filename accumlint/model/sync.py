@@ -18,7 +18,7 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.names import calls_in, dotted, method_name, positional, receiver
-from accumlint.model.sites import FrameKind, Scope, Site
+from accumlint.model.scopes import FrameKind, Scope, Site
 from accumlint.model.values import Construction, Obj
 
 if TYPE_CHECKING:

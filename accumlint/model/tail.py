@@ -25,7 +25,7 @@ from accumlint.model.kinds import Cadence, EventKind, Role
 from accumlint.model.ledger import rescale_factor
 from accumlint.model.names import children, dotted, keyword, last_segment, walk
 from accumlint.model.roles import Roles
-from accumlint.model.sites import FrameKind, Site
+from accumlint.model.scopes import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

@@ -20,7 +20,7 @@ from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import children, dotted, walk
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

@@ -14,7 +14,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import AT_THE_GATE
 from accumlint.model.kinds import EventKind
 from accumlint.model.positions import node_positions
-from accumlint.model.sites import FrameKind
+from accumlint.model.scopes import FrameKind
 from accumlint.spec.findings import Finding
 
 #: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a

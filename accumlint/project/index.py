@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import libcst as cst
     from ahocorasick_rs import BytesAhoCorasick
 
-    from accumlint.model.sites import ModuleFunctions
+    from accumlint.model.module_functions import ModuleFunctions
     from accumlint.pipeline.byte_stage import Vocabulary
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -310,7 +310,7 @@ class ProjectIndex:
         """The functions of the module at ``path`` whose bytes are ``data`` (None: over
         :data:`MAX_MODULE_BYTES`, or not parsed)."""
         from accumlint.files.reading import decode_source
-        from accumlint.model.sites import ModuleFunctions
+        from accumlint.model.module_functions import ModuleFunctions
         from accumlint.pipeline.engine import parse_module  # the engine imports the model
 
         if len(data) > MAX_MODULE_BYTES:

@@ -768,7 +768,7 @@ RULES: tuple[RuleSpec, ...] = (
         "batchnorm-with-accumulation",
         Severity.INFO,
         "-",
-        implemented_by=("facts", "BatchnormWithAccumulation"),
+        implemented_by=("facts_to_record", "BatchnormWithAccumulation"),
         summary="BatchNorm statistics are per microbatch, not per effective batch",
         meaning="BatchNorm statistics come from one microbatch, not from the effective batch",
         fix="prefer GroupNorm/LayerNorm, or SyncBatchNorm with a larger microbatch, when A > 1",
@@ -798,7 +798,7 @@ RULES: tuple[RuleSpec, ...] = (
         "throughput-counts-one-microbatch",
         Severity.WARNING,
         "-",
-        implemented_by=("facts", "ThroughputCountsOneMicrobatch"),
+        implemented_by=("facts_to_record", "ThroughputCountsOneMicrobatch"),
         summary="a throughput computed from one microbatch's count over a whole group's time: A times too small",
         meaning=(
             "the reported throughput counts one microbatch per group's time: it is A times too small"
@@ -815,7 +815,7 @@ RULES: tuple[RuleSpec, ...] = (
         "resume-counter-unit-mismatch",
         Severity.WARNING,
         "-",
-        implemented_by=("facts", "ResumeCounterUnitMismatch"),
+        implemented_by=("facts_to_record", "ResumeCounterUnitMismatch"),
         summary="on resume, a counter of optimizer updates restored from a count of microbatches (or the reverse)",
         meaning=(
             "after resume the counter is off by a factor A: the scheduler, the logs and the stop condition jump"

@@ -13,7 +13,7 @@ from accumlint import frameworks as fw
 from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, keyword, positional
 from accumlint.model.schedules import conditional_definition
-from accumlint.model.sites import Site
+from accumlint.model.scopes import Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -36,7 +36,7 @@ class EngineScheduler:
     passed: str | None
 
 
-def engine_schedulers(model: FileModel) -> list[EngineScheduler]:
+def owned_schedulers(model: FileModel) -> list[EngineScheduler]:
     """The ``deepspeed.initialize`` calls of the module that hand the engine a scheduler
     (``lr_scheduler=`` not None, or a config dict with a ``"scheduler"`` section)."""
     found: list[EngineScheduler] = []

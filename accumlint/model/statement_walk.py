@@ -26,8 +26,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
-__all__ = ["Callee", "Frame", "FrameKind", "ModuleFunctions", "Scope", "Site", "is_microbatch_hook", "is_update_hook",
-           "walk_scopes"]
+__all__ = ["is_microbatch_hook", "is_update_hook", "walk_scopes"]
 
 MAX_HELPER_DEPTH = 4
 #: at most this many candidate callees of one call are followed (``step_fn = a if x else b``)
