@@ -162,34 +162,36 @@ def lightning_scheduler_intervals(model: FileModel, class_def: cst.ClassDef) -> 
     found: list[LightningScheduler] = []
     for site in scope.sites:
         if site.is_return and not site.in_helper and site.value is not None:
-            value = _followed(model, site.value, site)
+            value, where = _followed(model, site.value, site)
             if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == 2 and isinstance(
                     value.elements[1].value, (cst.Tuple, cst.List)):
                 for element in value.elements[1].value.elements:  # type: ignore[attr-defined]
-                    found.extend(_configured(model, element.value, site, None))
+                    found.extend(_configured(model, element.value, where, None))
             elif isinstance(value, cst.Dict):
-                found.extend(_configured(model, value, site, None))
+                found.extend(_configured(model, value, where, None))
     return found
 
 
-def _followed(model: FileModel, value: cst.BaseExpression, site: Site) -> cst.BaseExpression:
-    """``value``, or the value of the one unconditional assignment of its name that reaches
-    ``site`` (a config dict or a scheduler built before the return)."""
+def _followed(model: FileModel, value: cst.BaseExpression, site: Site) -> tuple[cst.BaseExpression, Site]:
+    """``value`` read at ``site``, or the value of the one unconditional assignment of its name
+    that reaches ``site`` (a config dict or a scheduler built before the return), with the site
+    its own names are read at (the assignment's: ``sched = {"scheduler": sched}`` reads the
+    earlier ``sched``)."""
     text = dotted(value)
     if text is None:
-        return value
+        return value, site
     definitions, on_entry = model.reaching_definitions(text, site)
     if on_entry or len(definitions) != 1 or definitions[0].augmented is not None or definitions[0].value is None \
             or len(definitions[0].targets) != 1 or conditional_definition(definitions[0], site):
-        return value
-    return definitions[0].value
+        return value, site
+    return definitions[0].value, definitions[0]
 
 
 def _configured(model: FileModel, value: cst.BaseExpression, site: Site,
                 interval: tuple[str | None, bool] | None) -> list[LightningScheduler]:
     """The schedulers in one entry of the returned schedulers (a scheduler or a config dict),
     ``interval`` the one an enclosing dict set (value, explicit)."""
-    entry = _followed(model, value, site)
+    entry, where = _followed(model, value, site)
     if isinstance(entry, cst.Name) and entry.value == "None":
         return []
     if not isinstance(entry, cst.Dict):
@@ -208,7 +210,7 @@ def _configured(model: FileModel, value: cst.BaseExpression, site: Site,
     if written:
         interval = (None, True)
     inner = next((keys[key] for key in sorted(fw.lightning.SCHEDULER_KEYS) if key in keys), None)
-    return _configured(model, inner, site, interval) if inner is not None else []
+    return _configured(model, inner, where, interval) if inner is not None else []
 
 
 def _returned_schedulers(value: cst.BaseExpression) -> list[cst.BaseExpression]:
