@@ -27,7 +27,7 @@ from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token
 from accumlint.model.loss_chain import loss_chain
 from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
 from accumlint.model.names import dotted
-from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count, lightning_accumulates, lightning_divides_by_one
+from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count, lightning_accumulates
 
 
 def _microbatch_backwards(model: FileModel) -> Iterator[tuple[Group, Event, Ledger]]:
@@ -138,8 +138,6 @@ class DoubleNormalization(Rule):
                 for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
-        if lightning_divides_by_one(model):
-            return  # every Trainer in view leaves A at 1: Lightning divides by 1
         hand_gated = hand_gated_modules(model)
         for scope in model.scopes:
             node = scope.node

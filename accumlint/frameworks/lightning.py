@@ -46,9 +46,6 @@ CONSTRUCTORS: dict[str, Role] = {
 
 #: ``Trainer(accumulate_grad_batches=)``: the value passed is A whatever its name.
 ACCUMULATION_KEYWORD = "accumulate_grad_batches"
-#: a callback that sets ``trainer.accumulate_grad_batches`` at each epoch's start, whatever the
-#: Trainer was given (lightning 2.6.6 ``callbacks/gradient_accumulation_scheduler.py``)
-ACCUMULATION_SCHEDULER = "GradientAccumulationScheduler"
 
 BACKWARD = BackwardContract(
     Role.FABRIC, "backward", Normalizes.NEVER, None, "Lightning Fabric",

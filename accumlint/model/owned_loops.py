@@ -78,7 +78,7 @@ class OwnedLoop:
 
 def find(module: cst.Module, functions: ModuleFunctions) -> dict[cst.FunctionDef, OwnedLoop]:
     """The framework-owned loops of ``module`` by the function that stands for the microbatch
-    loop. ``functions``: the module's :class:`~accumlint.model.statement_walk.ModuleFunctions`."""
+    loop. ``functions``: the module's :class:`~accumlint.model.module_functions.ModuleFunctions`."""
     found: dict[cst.FunctionDef, OwnedLoop] = {}
     for loop in (*_registered(module, functions), *_callbacks(functions)):
         if loop.body not in found:
@@ -356,29 +356,6 @@ def lightning_accumulates(model: FileModel) -> bool:
         if value is not None and (int_value(value) is None or int_value(value) > 1):
             return True
     return False
-
-
-def lightning_divides_by_one(model: FileModel) -> bool:
-    """Whether the module leaves Lightning's A at 1: it builds a ``Trainer`` imported from
-    Lightning, no such call passes ``accumulate_grad_batches`` (other than a literal 1) or
-    unpacks ``**`` arguments, and no ``GradientAccumulationScheduler`` is named. Lightning then
-    divides the loss ``training_step`` returns by 1 (lightning 2.6.6
-    ``loops/optimization/automatic.py`` ``ClosureResult.from_training_step_output``)."""
-    trainers = [
-        site.call for scope in model.scopes for site in scope.sites
-        if site.call is not None and not site.in_helper
-        and last_segment(dotted(site.call.func)) == lightning.TRAINER
-        and (model.imports.qualify(dotted(site.call.func)) or "").split(".", 1)[0] in lightning.CONTRACT.packages
-    ]
-    if not trainers or lightning.ACCUMULATION_SCHEDULER in model.imports.names:
-        return False
-    for call in trainers:
-        if any(a.star == "**" for a in call.args):
-            return False
-        value = _keyword_value(call, lightning.ACCUMULATION_KEYWORD)
-        if value is not None and int_value(value) != 1:
-            return False
-    return True
 
 
 def lightning_short_epochs(model: FileModel) -> list[tuple[cst.Call, int, int]]:
