@@ -88,11 +88,8 @@ def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throug
         if not isinstance(site.value, cst.BinaryOperation) or not isinstance(site.value.operator, cst.Divide):
             continue
         numerator, denominator = site.value.left, site.value.right
-        if any(model.is_accumulation_name(n) for n in walk(site.value) if isinstance(n, (cst.Name, cst.Attribute))) \
-                or any("world" in n.lower() for n in names_in(site.value)):
+        if _scaled(model, site.value) or _multiplied(numerator):
             continue
-        if any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in walk(numerator)):
-            continue  # a count scaled by something (A, the replicas): not one microbatch's
         if site_cadence(model, group, site) is not Cadence.UPDATE:
             continue
         count = _per_microbatch_count(model, group, numerator, site)
@@ -100,6 +97,17 @@ def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throug
             continue
         found.append(Throughput(site.node, name, count))
     return found
+
+
+def _scaled(model: FileModel, expression: cst.BaseExpression) -> bool:
+    """Whether an expression reads A or the replicas' count (by the model's names)."""
+    return any(model.is_accumulation_name(n) for n in walk(expression) if isinstance(n, (cst.Name, cst.Attribute))) \
+        or any("world" in n.lower() for n in names_in(expression))
+
+
+def _multiplied(numerator: cst.BaseExpression) -> bool:
+    """A count scaled by something (A, the replicas): not one microbatch's."""
+    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Multiply) for n in walk(numerator))
 
 
 def _per_microbatch_count(model: FileModel, group: Group, numerator: cst.BaseExpression,
@@ -114,8 +122,13 @@ def _per_microbatch_count(model: FileModel, group: Group, numerator: cst.BaseExp
     found = origin(site.scope, name, site.order, site.inline, group.loop)
     if found is None:
         return None
-    definition, assigned, value = found
-    if definition.augmented is not None or not _microbatch_size(value):
+    if found.argument:  # a helper given `x.numel()` at the update: the last microbatch's size
+        value = found.value
+        if isinstance(value, (cst.Name, cst.Attribute)) or _scaled(model, value) or _multiplied(value):
+            return None
+        return _per_microbatch_count(model, group, value, found.site)
+    definition, assigned = found.site, found.name
+    if definition.augmented is not None or not _microbatch_size(found.value):
         return None
     counter = counter_name(definition, assigned)
     if any(s.augmented is not None and len(s.targets) == 1 and counter_name(s) == counter for s in group.loop_sites):

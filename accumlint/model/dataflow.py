@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -104,23 +105,38 @@ def home(scope: Scope, name: str, order: int, inline: Inline | None,
 _ROOT = re.compile(r"[.\[]")
 
 
+@dataclass(frozen=True)
+class AssignedValue:
+    """Where a name got its value (:func:`origin`): ``site`` the assignment, ``name`` the name it
+    assigned there, ``value`` the expression that gives the value. ``argument``: the value is an
+    expression a caller passed for a helper's parameter (``log_rate(x.numel(), t0)``), evaluated
+    where ``site``, the caller's call, runs."""
+
+    site: Site
+    name: str
+    value: cst.BaseExpression
+    argument: bool = False
+
+
 def origin(scope: Scope, name: str, order: int, inline: Inline | None,
-           within: cst.CSTNode | None = None) -> tuple[Site, str, cst.BaseExpression] | None:
+           within: cst.CSTNode | None = None) -> AssignedValue | None:
     """Where ``name``, read at execution position ``order`` in the code of ``inline``, got its
-    value: the assignment (optionally only one inside ``within``), the name it assigned there
-    and the expression that gives the value. Followed across calls (at most ``MAX_CHAIN`` hops):
-    a helper's parameter it never rebinds is the caller's argument, and a name unpacked from
-    a call of an inlined helper is what every ``return`` gives at its position (``n, seen =
-    micro(x, seen)`` with ``return size, seen``). None where no assignment reaches, or the returns
-    disagree."""
+    value (optionally only an assignment inside ``within``). Followed across calls (at most
+    ``MAX_CHAIN`` hops): a helper's parameter it never rebinds is the caller's argument (a name
+    is followed on, an expression is the origin), and a name unpacked from a call of an inlined
+    helper is what every ``return`` gives at its position (``n, seen = micro(x, seen)`` with
+    ``return size, seen``). None where no assignment reaches, or the returns disagree."""
     for _ in range(MAX_CHAIN):
         definition = reaching_assignment(scope, name, order, within, inline)
         if definition is None:
             outer = _outer_value(name, inline) if inline is not None else None
-            argument = dotted(outer[0]) if outer is not None else None
-            if outer is None or argument is None:
+            if outer is None or inline is None:
                 return None
-            name, inline = argument, outer[1]  # a parameter: the caller's argument
+            argument = dotted(outer[0]) if isinstance(outer[0], (cst.Name, cst.Attribute)) else None
+            if argument is None:
+                call = next((s for s in scope.sites if s.call is inline.call and s.inline is outer[1]), None)
+                return AssignedValue(call, name, outer[0], argument=True) if call is not None else None
+            name, inline = argument, outer[1]  # a parameter given a name: the caller's variable
             continue
         value = definition.value
         if value is None or isinstance(definition.node, (cst.For, cst.With)):
@@ -133,7 +149,7 @@ def origin(scope: Scope, name: str, order: int, inline: Inline | None,
                 value = value.elements[position].value
             elif count > 1:
                 return None
-            return definition, name, value
+            return AssignedValue(definition, name, value)
         elements = [_returned_at(r.value, position, count) for r in returns]
         spelled = {dotted(e) if e is not None else None for e in elements}
         if len(returns) > 1 and (len(spelled) != 1 or None in spelled):
@@ -142,7 +158,7 @@ def origin(scope: Scope, name: str, order: int, inline: Inline | None,
         if element is None:
             return None
         if not isinstance(element, (cst.Name, cst.Attribute)):
-            return returned, name, element
+            return AssignedValue(returned, name, element)
         name, order, inline = dotted(element) or "", returned.order, returned.inline
     return None
 
