@@ -15,7 +15,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model.kinds import EventKind, Role
-from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver
+from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver, walk
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
 from accumlint.model.scopes import Site
 
@@ -184,8 +184,16 @@ UPDATE_HOOK_CALLS = frozenset({fw.pytorch.SWA_UPDATE_HOOK, fw.peft.UPDATE_HOOK, 
 #: and the decay of a hand-written average (``ema_p.mul_(d).add_(p, alpha=1 - d)``, ``lerp_``)
 _EMA_METHODS = frozenset({"update", "step", "mul_", "lerp_"})
 _EMA_NAME = re.compile(r"(^|_)ema($|_|model|s$)")
+#: in-place tensor methods that can blend another tensor into the one they are called on
+_BLEND_METHODS = frozenset({"copy_", "lerp_", "mul_", "add_"})
+#: the method an :data:`EventKind.UPDATE_HOOK` event names when it is a blend found by what it
+#: does (:func:`_blends_weights`), not by a hook's name
+WEIGHT_BLEND = "weight average"
+#: module methods whose results pair one model's tensors with another's in ``zip(a.X(), b.X())``
+_WEIGHT_LISTS = frozenset({"parameters", "buffers"})
 #: every name :func:`classify_gradient_op` looks at (others cost one set lookup)
-GRADIENT_OP_NAMES = _RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | UPDATE_HOOK_CALLS | _EMA_METHODS
+GRADIENT_OP_NAMES = (_RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | UPDATE_HOOK_CALLS | _EMA_METHODS
+                     | _BLEND_METHODS)
 
 
 def measures_only(call: cst.Call | None) -> bool:
@@ -234,6 +242,49 @@ def is_ema_name(expression: cst.BaseExpression | None) -> bool:
     return any(_EMA_NAME.search(part) for part in (parts[0], parts[-1]))
 
 
+def _root(expression: cst.BaseExpression | None) -> str | None:
+    """The name a chain of in-place calls and ``.data`` starts from (``s.data.mul_(d)`` → ``s``)."""
+    while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+        expression = expression.func.value
+    name = dotted(expression) if isinstance(expression, (cst.Name, cst.Attribute)) else None
+    return name.removesuffix(".data") if name else None
+
+
+def _paired_weights(node: cst.CSTNode) -> tuple[str, str] | None:
+    """The two targets of ``for a, b in zip(m1.parameters(), m2.parameters())`` (or ``buffers()``):
+    one model's tensor beside another's, position by position."""
+    if not isinstance(node, cst.For) or not isinstance(node.target, (cst.Tuple, cst.List)):
+        return None
+    call = node.iter
+    if not (isinstance(call, cst.Call) and dotted(call.func) == "zip" and len(call.args) == 2
+            and len(node.target.elements) == 2):
+        return None
+    if not all(isinstance(a.value, cst.Call) and method_name(a.value) in _WEIGHT_LISTS for a in call.args):
+        return None
+    names = [dotted(e.value) if isinstance(e.value, cst.Name) else None for e in node.target.elements]
+    return (names[0], names[1]) if names[0] and names[1] else None
+
+
+def _blends_weights(site: Site, call: cst.Call, method: str) -> bool:
+    """Whether an in-place call moves one model's tensor toward another's: ``s.lerp_(p, w)``,
+    ``s.mul_(d).add_(p, alpha=1 - d)``, ``s.copy_(torch.lerp(p, s, d))`` with ``s, p`` paired by
+    a loop over two models' parameters (:func:`_paired_weights`). A weight average (EMA, a
+    target network's soft update) by what it does, whatever the helper is called; a plain
+    ``s.copy_(p)`` is no blend (the weights do not change inside a group, so copying them on
+    every microbatch is harmless)."""
+    root = _root(receiver(call))
+    if root is None:
+        return False
+    read = {n.value for a in call.args for n in walk(a.value) if isinstance(n, cst.Name)}
+    for frame in reversed(site.frames):
+        pair = _paired_weights(frame.node)
+        if pair is None or root not in pair:
+            continue
+        other = pair[1] if root == pair[0] else pair[0]
+        return other in read and (method != "copy_" or root in read)
+    return False
+
+
 def classify_gradient_op(site: Site) -> Event | None:
     """A gradient rescale (``p.grad.div_(n)``, ``p.grad /= n``, ``multiply_grads``, ``scale_grads``)
     or a once-per-update hook (``ema.update(model)``, ``swa.update_parameters(model)``,
@@ -267,4 +318,6 @@ def classify_gradient_op(site: Site) -> Event | None:
         if name in ("update", "step") and isinstance(target, cst.Call):
             return None  # `ema_p.mul_(d).update(...)` is no EMA object's method
         return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, name)
+    if name in _BLEND_METHODS and method is not None and _blends_weights(site, call, name):
+        return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, WEIGHT_BLEND)
     return None

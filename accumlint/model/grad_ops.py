@@ -15,7 +15,7 @@ import libcst as cst
 
 import accumlint.frameworks as fw
 from accumlint.model.conventions import MODEL_ROLES
-from accumlint.model.events import Event
+from accumlint.model.events import WEIGHT_BLEND, Event
 from accumlint.model.groups import Group, LoopAnalysis
 from accumlint.model.kinds import Cadence
 from accumlint.model.names import dotted, names_in, receiver
@@ -96,8 +96,9 @@ def over_parameters(group: Group, event: Event) -> bool:
 
 
 #: hooks whose framework defines them over the model's weights (torch's ``AveragedModel``,
-#: peft's AdaLoRA rank allocator): they read the weights whatever their arguments say
-_WEIGHT_HOOKS = frozenset({fw.pytorch.SWA_UPDATE_HOOK, fw.peft.UPDATE_HOOK})
+#: peft's AdaLoRA rank allocator), and a blend of one model's parameters into another's: they
+#: read the weights whatever their arguments say
+_WEIGHT_HOOKS = frozenset({fw.pytorch.SWA_UPDATE_HOOK, fw.peft.UPDATE_HOOK, WEIGHT_BLEND})
 
 
 def reads_weights(model: FileModel, group: Group, event: Event) -> bool:
