@@ -62,6 +62,12 @@ AUTOMATIC_OPTIMIZATION_ATTR = "automatic_optimization"
 #: Methods called once per microbatch, read as the body of that loop (``loops/optimization``:
 #: automatic and manual optimization both call training_step per batch).
 MICROBATCH_HOOKS = frozenset({"training_step"})
+#: where Lightning passes ``training_step`` the batch's index, counting ``self``: the argument
+#: after ``batch``, whatever it is named, 0 at each epoch's first batch (lightning 2.6.6
+#: ``loops/training_epoch_loop.py`` ``advance``: ``batch_idx = self.batch_idx + 1`` with
+#: ``batch_idx`` the epoch's ``batch_progress.current.ready - 1``; ``_build_kwargs``: two arguments
+#: after ``self`` are the batch and ``batch_idx``)
+BATCH_INDEX_POSITION = 2
 #: LightningModule hooks the evaluation and prediction loops call with the module in eval mode
 #: and under ``torch.no_grad``/``torch.inference_mode`` (``loops/utilities.py`` ``_no_grad_context``
 #: wraps ``_EvaluationLoop.run`` and ``_PredictionLoop.run``): what they compute is never

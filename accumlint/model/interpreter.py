@@ -43,6 +43,7 @@ from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
 from accumlint.model.names import walk as every_node
 from accumlint.model.roles import constructor_role, parameter_owners
+from accumlint.model.statement_walk import is_microbatch_hook
 from accumlint.model.sync import MANUAL_REDUCTIONS
 from accumlint.model.trace import Configuration
 from accumlint.model.values import (
@@ -433,15 +434,19 @@ class Interpreter:
     def run_body(self, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> None:
         """Drive an implicit microbatch body: call ``function`` once per microbatch of every
         epoch, its ``self`` and the module's state kept between calls, its arguments computed
-        by a caller the project does not show."""
+        by a caller the project does not show, except what a framework's caller is known to pass
+        (a LightningModule's ``training_step`` gets the batch's index in the epoch)."""
         self._module_prelude()
         self.epochs_from_code = False
+        index = fw.lightning.BATCH_INDEX_POSITION if is_microbatch_hook(function, class_def) else None
 
         def drive() -> None:
             receiver = self._instance(class_def, function) if class_def is not None else None
             while not self.exhausted:
                 self._count_microbatch()
                 arguments, keywords = self._entry_arguments(function, receiver, Origin.CALLER)
+                if index is not None and index < len(function.params.params):
+                    arguments[index] = self.drawn_in_epoch - 1
                 self._call_function(Function(function, self.module, class_def, receiver), arguments, keywords,
                                     function)
             self.end_epoch()

@@ -46,6 +46,7 @@ from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import children, dotted, exact_kinds
 from accumlint.model.positions import node_positions
+from accumlint.model.statement_walk import is_microbatch_hook
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
 from accumlint.spec.vocabulary import EventKind
@@ -110,8 +111,10 @@ class EntryPoint:
     @property
     def description(self) -> str:
         """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
+        caller = "Lightning's training loop, with the batch's index in the epoch" if (
+            self.function is not None and is_microbatch_hook(self.function, self.class_def)) else "a caller not shown"
         return {"module": "the script's body", "function": f"loop in `{self.name}`",
-                "body": f"`{self.name}`, called once per microbatch by a caller not shown",
+                "body": f"`{self.name}`, called once per microbatch by {caller}",
                 "driver": f"`{self.name}`, which runs the loops it calls"}[self.kind]
 
 
