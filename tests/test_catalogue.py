@@ -107,6 +107,18 @@ atexit.register(_report)
 KEEPS_GROUP_UNTIL_EXIT = frozenset({"bad_no_sync_noop_under_fsdp2.py", "good_no_sync_noop_under_fsdp2.py"})
 
 
+def _run_example(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run one example script to its end (at most 300 s), once more if it hangs: a single-process
+    gloo example (ACC106's trainer) hung for 300 s once in a CI run where it takes 4 to 7 s (six
+    reruns on the same machine passed; torch 2.13.0). A second hang fails the test
+    (``subprocess.TimeoutExpired``)."""
+    command = [sys.executable, str(path)]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=path.parent, env=env)
+    except subprocess.TimeoutExpired:
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=path.parent, env=env)
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=_id)
 def test_example_runs_on_cpu(path: Path, tmp_path: Path) -> None:
     reason = _runnable(path)
@@ -114,8 +126,7 @@ def test_example_runs_on_cpu(path: Path, tmp_path: Path) -> None:
         pytest.skip(reason)
     (tmp_path / "sitecustomize.py").write_text(THREADS_AT_EXIT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=path.parent, env=env)
+    done = _run_example(path, env)
     assert done.returncode == 0, done.stderr[-2000:]
     if path.name not in KEEPS_GROUP_UNTIL_EXIT:
         assert "distributed threads alive at exit" not in done.stderr, done.stderr[-2000:]
