@@ -112,11 +112,14 @@ def _run_example(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess
     gloo example (ACC106's trainer) hung for 300 s once in a CI run where it takes 4 to 7 s (six
     reruns on the same machine passed; torch 2.13.0). A second hang fails the test
     (``subprocess.TimeoutExpired``)."""
-    command = [sys.executable, str(path)]
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                              cwd=path.parent, env=env)
+
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=path.parent, env=env)
+        return run()
     except subprocess.TimeoutExpired:
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=path.parent, env=env)
+        return run()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=_id)

@@ -222,10 +222,16 @@ _METRIC_WORDS = ("loss", "meter", "metric", "acc", "time", "speed", "throughput"
                  "sched", "optim")
 
 
-def _names_a_metric(expression: cst.BaseExpression | None) -> bool:
-    """Whether a hook's object is named for a metric (``ema_loss.update(loss)``, ``meter.update_ema``)."""
+def _chain_root(expression: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The object a chain of method calls starts from (``ema_p.mul_(d).add_(p)`` → ``ema_p``)."""
     while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
         expression = expression.func.value
+    return expression
+
+
+def _names_a_metric(expression: cst.BaseExpression | None) -> bool:
+    """Whether a hook's object is named for a metric (``ema_loss.update(loss)``, ``meter.update_ema``)."""
+    expression = _chain_root(expression)
     name = (dotted(expression) or "").lower() if expression is not None else ""
     return any(word in name for word in _METRIC_WORDS)
 
@@ -233,8 +239,7 @@ def _names_a_metric(expression: cst.BaseExpression | None) -> bool:
 def is_ema_name(expression: cst.BaseExpression | None) -> bool:
     """Whether an expression's root or last segment is named like an EMA (``ema``, ``model_ema``,
     ``self.ema_model``, ``ema_p``); the chained ``ema_p.mul_(d).add_(...)`` is followed to ``ema_p``."""
-    while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
-        expression = expression.func.value
+    expression = _chain_root(expression)
     name = dotted(expression) if expression is not None else None
     if not name:
         return False
@@ -244,8 +249,7 @@ def is_ema_name(expression: cst.BaseExpression | None) -> bool:
 
 def _root(expression: cst.BaseExpression | None) -> str | None:
     """The name a chain of in-place calls and ``.data`` starts from (``s.data.mul_(d)`` → ``s``)."""
-    while isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
-        expression = expression.func.value
+    expression = _chain_root(expression)
     name = dotted(expression) if isinstance(expression, (cst.Name, cst.Attribute)) else None
     return name.removesuffix(".data") if name else None
 
@@ -273,16 +277,13 @@ def _blends_weights(site: Site, call: cst.Call, method: str) -> bool:
     ``s.copy_(p)`` is no blend (the weights do not change inside a group, so copying them on
     every microbatch is harmless)."""
     root = _root(receiver(call))
-    if root is None:
-        return False
+    pair = next((p for p in map(_paired_weights, (f.node for f in reversed(site.frames)))
+                 if p is not None and root in p), None) if root is not None else None
+    if pair is None:
+        return False  # (most `add_`/`copy_` calls: the arguments are never walked)
+    other = pair[1] if root == pair[0] else pair[0]
     read = {n.value for a in call.args for n in walk(a.value) if isinstance(n, cst.Name)}
-    for frame in reversed(site.frames):
-        pair = _paired_weights(frame.node)
-        if pair is None or root not in pair:
-            continue
-        other = pair[1] if root == pair[0] else pair[0]
-        return other in read and (method != "copy_" or root in read)
-    return False
+    return other in read and (method != "copy_" or root in read)
 
 
 def classify_gradient_op(site: Site) -> Event | None:
