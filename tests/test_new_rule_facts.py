@@ -12,7 +12,7 @@ from accumlint.model.accumulate import double_entries
 from accumlint.model.counts import counter_units, resume_mismatches, throughputs_of_one_microbatch
 from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.grad_ops import op_cadence
-from accumlint.model.leaks import models_reached, trained_model
+from accumlint.model.leaks import models_reached, trained_models
 from accumlint.model.update_counters import update_counter_gates
 from tests.support import model_of
 
@@ -164,8 +164,8 @@ for i, real in enumerate(loader):
 def test_optimizers_name_their_models_and_backwards_the_models_they_reach() -> None:
     model = model_of(GAN)
     group = model.loops[0]
-    owners = sorted(trained_model(model, u) for u in group.of_kind(EventKind.UPDATE))
-    assert owners == ["disc", "gen"]
+    owners = sorted(trained_models(model, u) for u in group.of_kind(EventKind.UPDATE))
+    assert owners == [("disc",), ("gen",)]
     reached = [models_reached(b, {"gen", "disc"}) for b in group.of_kind(EventKind.BACKWARD)]
     assert reached == [({"disc"}, {"gen"}), ({"disc", "gen"}, set())]
 

@@ -10,7 +10,7 @@ import libcst as cst
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import TraceVerdict, trace_hits, with_traces
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.leaks import models_reached, trained_model
+from accumlint.model.leaks import models_reached, trained_models
 from accumlint.model.names import dotted, keyword
 from accumlint.model.simulation import BY_NAME, Simulation
 
@@ -162,9 +162,8 @@ class GradLeakAcrossModels(Rule):
         for group in model.loops:
             if group.accumulates is not True or group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
                 continue
-            owners = {trained_model(model, u): u for u in group.of_kind(EventKind.UPDATE)
-                      if group.cadence(u) is Cadence.UPDATE}
-            owners.pop(None, None)
+            owners = {trained[0]: u for u in group.of_kind(EventKind.UPDATE)
+                      if group.cadence(u) is Cadence.UPDATE and len(trained := trained_models(model, u)) == 1}
             if len(owners) < 2 or _toggles_requires_grad(group):
                 continue
             if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):

@@ -30,18 +30,6 @@ _CUTS = fw.pytorch.GRAPH_CUTTING_METHODS | {"cpu_detach"}  # (a helper name some
 _MAX_DEPTH = 6
 
 
-def trained_model(model: FileModel, optimizer: Event) -> str | None:
-    """The dotted name of the model an optimizer update's optimizer was built over
-    (``torch.optim.Adam(net_d.parameters(), ...)`` → ``net_d``), when its constructor is visible."""
-    info = optimizer.role
-    if info.role is not Role.OPTIMIZER or info.origin is None:
-        return None
-    params = positional(info.origin, 0)
-    if isinstance(params, cst.Call) and method_name(params) == "parameters" and not params.args:
-        return dotted(receiver(params))
-    return None
-
-
 def trained_models(model: FileModel, optimizer: Event) -> tuple[str, ...]:
     """The dotted names of every model an optimizer update's optimizer was built over, when its
     constructor is visible: one model's ``parameters()``, several chained
