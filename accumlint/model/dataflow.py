@@ -11,7 +11,7 @@ import libcst as cst
 
 from accumlint.model.callgraph import Inline
 from accumlint.model.names import dotted
-from accumlint.model.scopes import Frame, FrameKind, Scope, Site
+from accumlint.model.scopes import Frame, FrameKind, Scope, Site, unpacked
 
 MAX_CHAIN = 5
 
@@ -145,12 +145,9 @@ def origin(scope: Scope, name: str, order: int, inline: Inline | None,
         count = len(definition.targets)
         returns = scope.returns_of(value) if definition.augmented is None and type(value) is cst.Call else []
         if not returns:
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count > 1:
-                value = value.elements[position].value
-            elif count > 1:
-                return None
-            return AssignedValue(definition, name, value)
-        elements = [_returned_at(r.value, position, count) for r in returns]
+            element = definition.value_of(name)
+            return AssignedValue(definition, name, element) if element is not None else None
+        elements = [unpacked(r.value, position, count) for r in returns]
         spelled = {dotted(e) if e is not None else None for e in elements}
         if len(returns) > 1 and (len(spelled) != 1 or None in spelled):
             return None  # the returns give different values (or not all a name)
@@ -160,15 +157,6 @@ def origin(scope: Scope, name: str, order: int, inline: Inline | None,
         if not isinstance(element, (cst.Name, cst.Attribute)):
             return AssignedValue(returned, name, element)
         name, order, inline = dotted(element) or "", returned.order, returned.inline
-    return None
-
-
-def _returned_at(value: cst.BaseExpression | None, position: int, count: int) -> cst.BaseExpression | None:
-    """The element of a ``return``'s value that lands in target ``position`` of ``count``."""
-    if count == 1:
-        return value
-    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count:
-        return value.elements[position].value
     return None
 
 

@@ -628,9 +628,5 @@ def _holds_rank(name: str, site: Site) -> bool:
     definition = reaching_assignment(site.scope, name, site.order)
     if definition is None or definition.value is None or definition.in_helper:
         return False
-    value = definition.value
-    if isinstance(value, cst.Tuple) and len(value.elements) == len(definition.targets):
-        value = value.elements[definition.targets.index(name)].value
-    elif len(definition.targets) != 1:
-        return False
+    value = definition.value_of(name)
     return isinstance(value, cst.Call) and last_segment(dotted(value.func)) in conventions.RANK_CALLS

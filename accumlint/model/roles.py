@@ -320,12 +320,7 @@ class Roles:
     def _stored_value(binding: Site, name: str) -> cst.BaseExpression | None:
         """The value ``binding`` gives ``name``: the whole value, or its element in a tuple
         assignment of as many names (``self.net, self.opt = net, opt``)."""
-        value = binding.value
-        if len(binding.targets) == 1:
-            return value
-        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(binding.targets):
-            return value.elements[binding.targets.index(name)].value
-        return None
+        return binding.value_of(name)
 
     def _stored_argument(self, init: Scope, binding: Site, call: cst.Call, name: str,
                          ) -> cst.BaseExpression | None | bool:
@@ -399,9 +394,9 @@ class Roles:
                 return None
             # `self.net` stored from a constructor argument: what that argument holds where it is built
             return self.prepared_from(stored[0], stored[1], _END_OF_SCOPE, depth + 1)
-        value, position = site.value, site.targets.index(name)
-        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(site.targets):
-            value, position = value.elements[position].value, 0
+        value, position = site.value_of(name), 0
+        if value is None:  # `a, b = accelerator.prepare(x, y)`: the call's argument at the position
+            value, position = site.value, site.targets.index(name)
         if isinstance(value, (cst.Name, cst.Attribute)) and len(site.targets) == 1 and depth < 4:
             alias = dotted(value)  # `self.head = head`, `net = model`: what the other name holds
             return self.prepared_from(alias, site.scope, site.order, depth + 1) if alias else None

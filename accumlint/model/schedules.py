@@ -246,13 +246,9 @@ def _definition_unit(model: FileModel, name: str, definition: Site, loader: str 
     """The unit of the value one assignment gives ``name``."""
     if isinstance(definition.node, (cst.For, cst.With)):
         return None
-    value = definition.value
+    value = definition.value_of(name)
     if value is None:
         return None
-    if len(definition.targets) > 1:
-        if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(definition.targets):
-            return None
-        value = value.elements[definition.targets.index(name)].value
     if definition.augmented is None:
         return _unit(model, value, definition, loader, depth + 1)
     previous = _name_unit(model, name, definition, loader, depth + 1)

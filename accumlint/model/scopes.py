@@ -134,6 +134,17 @@ class _WeakScope:
         site.__dict__[self.attribute] = weakref.ref(scope)
 
 
+def unpacked(value: cst.BaseExpression | None, position: int, count: int) -> cst.BaseExpression | None:
+    """The part of an assigned (or returned) ``value`` that lands in target ``position`` of
+    ``count``: the value itself for one target, the matching element of a tuple or list literal of
+    ``count`` elements; None otherwise (a call's result, a starred or mismatched unpacking)."""
+    if count == 1:
+        return value
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count:
+        return value.elements[position].value
+    return None
+
+
 @dataclass(eq=False)
 class Site:
     """A call or an assignment at one place of a scope.
@@ -166,6 +177,14 @@ class Site:
     @property
     def in_helper(self) -> bool:
         return self.helper is not None
+
+    def value_of(self, name: str) -> cst.BaseExpression | None:
+        """The expression this assignment gives ``name``: the whole value for a single target, the
+        element at ``name``'s position in a tuple or list of as many (``r, w = rank(), world()``);
+        None where ``name`` is no target or the value is unpacked at run time (a call's result)."""
+        if name not in self.targets:
+            return None
+        return unpacked(self.value, self.targets.index(name), len(self.targets))
 
     @property
     def report(self) -> cst.CSTNode:
