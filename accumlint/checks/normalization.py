@@ -18,7 +18,6 @@ from accumlint.checks.gate import (
 )
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
-from accumlint.model.closures import hand_gated_modules
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.evaluation import evaluation_function, reported_values
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
@@ -27,7 +26,7 @@ from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token
 from accumlint.model.loss_chain import loss_chain
 from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
 from accumlint.model.names import dotted
-from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count, lightning_accumulates
+from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
 
 def _microbatch_backwards(model: FileModel) -> Iterator[tuple[Group, Event, Ledger]]:
@@ -138,16 +137,13 @@ class DoubleNormalization(Rule):
                 for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
-        hand_gated = hand_gated_modules(model)
         for scope in model.scopes:
             node = scope.node
             if (not isinstance(node, cst.FunctionDef) or node.name.value not in fw.lightning.MICROBATCH_HOOKS
                     or scope.class_def is None):
                 continue
-            if not model.frameworks.lightning_automatic(scope.class_def):
+            if not model.frameworks.lightning_divides_returned_loss(scope.class_def):
                 continue
-            if id(scope.class_def) in hand_gated and not lightning_accumulates(model):
-                continue  # the module's own optimizer_step accumulates: the division is its normalisation
             for site in scope.sites:
                 if not site.is_return or site.in_helper or site.value is None:
                     continue

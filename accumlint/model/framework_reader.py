@@ -18,11 +18,13 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model import conventions, losses
+from accumlint.model.closures import hand_gated_modules
 from accumlint.model.dataflow import loss_divisions, reaching_definitions
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
+from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.scopes import Scope
 from accumlint.model.statement_walk import is_microbatch_hook
@@ -275,6 +277,17 @@ class FrameworkReader:
         defaults to True)."""
         writes = self._optimization_writes(class_def, only_base=True)
         return bool(writes) and all(isinstance(v, cst.Name) and v.value == "False" for v in writes)
+
+    def lightning_divides_returned_loss(self, class_def: cst.ClassDef) -> bool:
+        """Whether Lightning divides the loss a LightningModule's ``training_step`` returns by A: under
+        automatic optimization it does (by ``accumulate_grad_batches``), unless the module accumulates
+        by hand in its own ``optimizer_step`` gate with no ``Trainer`` in view that sets A > 1 (then
+        Lightning's A is 1 and a division in the hook is the module's own normalisation). Source:
+        lightning 2.6.6 ``loops/optimization/automatic.py`` (``ClosureResult.from_training_step_output``
+        divides the closure loss by ``trainer.accumulate_grad_batches``)."""
+        if not self.lightning_automatic(class_def):
+            return False
+        return id(class_def) not in hand_gated_modules(self.model) or lightning_accumulates(self.model)
 
     def _optimization_writes(self, class_def: cst.ClassDef, only_base: bool) -> list[cst.BaseExpression | None] | None:
         """The values a LightningModule's methods assign to ``self.automatic_optimization``; None
