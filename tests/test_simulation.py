@@ -2445,6 +2445,54 @@ def test_a_backward_the_runs_miss_but_the_code_holds_stays_undecided():
     assert len(accumulation_loops(results)) == 1
 
 
+# --- an environment's `.step()`: its result is unpacked, an optimizer's never is (s50: RL rollouts) ---
+
+ROLLOUT = """
+    def collect(self, buffer):
+        state = self.env.reset()
+        while True:
+            action = self.agent(state)
+            state, reward, done, info = self.env.step(action)
+            buffer.append((state, reward, done))
+            if done:
+                break
+"""
+
+
+def test_a_rollout_whose_step_result_is_unpacked_is_no_entry():
+    # the only `.step()` is an environment's: nothing in the loop trains, nothing is simulated
+    assert simulated(ROLLOUT) == []
+
+
+def test_the_same_rollout_stepping_a_receiver_without_unpacking_stays_an_entry():
+    results = simulated(ROLLOUT.replace("state, reward, done, info = self.env.step(action)",
+                                        "self.env.step(action)"))
+    assert [r.entry.name for r in results] == ["collect"]
+
+
+ROLLOUT_THEN_TRAIN = """
+    def train(env, policy, opt, loader, accumulation):
+        obs = env.reset()
+        for i, batch in enumerate(loader):
+            obs, reward, done, info = env.step(policy(obs))
+            loss = policy.loss(batch, reward)
+            (loss / accumulation).backward()
+            if (i + 1) % accumulation == 0:
+                opt.step()
+                policy.zero_grad()
+"""
+
+
+def test_a_receiver_whose_every_step_is_unpacked_is_no_update_and_leaves_nothing_open():
+    result = only(ROLLOUT_THEN_TRAIN)
+    assert [fact.label for fact in result.roles] == ["opt", "policy"]  # (a role OTHER is not shown)
+    assert result.decided
+    # stepped without unpacking, `env` may be a second optimizer: the loop stays open
+    plain = only(ROLLOUT_THEN_TRAIN.replace("obs, reward, done, info = env.step(", "reward = env.step("))
+    assert ("env", Role.UNKNOWN) in [(fact.label, fact.role) for fact in plain.roles]
+    assert "`env.step()`: the role of `env` is unknown" in plain.reasons()
+
+
 # --- Lightning's `self.lr_schedulers()`: a scheduler, or a list of them (s49: stable-audio-tools) ---
 
 def test_the_schedulers_unpacked_from_lightnings_accessor_are_schedulers():

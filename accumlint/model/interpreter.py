@@ -2769,11 +2769,26 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
     return _reaches(node, owner, 0, set(), names)
 
 
+@functools.lru_cache(maxsize=16384)
+def unpacked_steps(node: cst.CSTNode, everywhere: bool = False) -> frozenset[int]:
+    """``id``s of the ``.step(...)`` calls in ``node`` (outside nested definitions; ``everywhere``:
+    inside them too) whose result is unpacked into two names or more (``obs, reward, done, info =
+    env.step(action)``): an environment's step, never an optimizer update, whose result is the
+    closure's loss or None (torch 2.13.0 ``optim/optimizer.py`` ``Optimizer.step``; DeepSpeed's and
+    Accelerate's wrappers return None)."""
+    return frozenset(id(child.value) for child in (every_node(node) if everywhere else walk(node))
+                     if type(child) is cst.Assign and type(child.value) is cst.Call
+                     and isinstance(child.value.func, cst.Attribute) and child.value.func.attr.value == "step"
+                     and any(type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) > 1
+                             for t in child.targets))
+
+
 def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
+    unpacked = unpacked_steps(node)
     for call in _calls(node):
         func = call.func
         name = _call_name(func)
-        if name in names:
+        if name in names and id(call) not in unpacked:
             return True
         if depth < 3:
             for candidate, candidate_owner in _callees(func, name, owner):
@@ -2788,9 +2803,10 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
+    unpacked = unpacked_steps(node)
     for call in _calls(node):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS and id(call) not in unpacked:
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True
@@ -2859,8 +2875,9 @@ def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
-    for cached in (_calls, reaches_event, has_update, _counters, _following, _instances, _function_aliases,
-                   _imported_instances, _declared_classes, _is_generator, _writes_gradients, _bound_names):
+    for cached in (_calls, unpacked_steps, reaches_event, has_update, _counters, _following, _instances,
+                   _function_aliases, _imported_instances, _declared_classes, _is_generator, _writes_gradients,
+                   _bound_names):
         cached.cache_clear()
 
 

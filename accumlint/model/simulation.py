@@ -40,6 +40,7 @@ from accumlint.model.interpreter import (
     has_update,
     label_text,
     reaches_event,
+    unpacked_steps,
     walk,
 )
 from accumlint.model.kinds import Role
@@ -726,6 +727,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
     methods: dict[object, set[str]] = {}
     samples: dict[object, object] = {}
     with_argument: set[object] = set()
+    unpacked: dict[object, bool] = {}  # whether every .step() of the receiver has its result unpacked
     driven: dict[object, Role] = {}  # what a framework's reference driver acted on, as what
     for event in events:
         key = _key(event.receiver)
@@ -737,6 +739,9 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             with_argument.add(key)
         if event.driven is not None:
             driven.setdefault(key, event.driven)
+        if event.method == "step":
+            every = unpacked_steps(event.owner._module, everywhere=True)
+            unpacked[key] = unpacked.get(key, True) and id(event.node) in every
     facts: dict[object, RoleFact] = {}
     for key, used in methods.items():
         receiver = samples[key]
@@ -753,6 +758,9 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             facts[key] = RoleFact(label, Role.OPTIMIZER, "use: receives .step() and .zero_grad()")
         elif "unscale_" in used or {"scale", "update"} <= used:
             facts[key] = RoleFact(label, Role.SCALER, "use: receives .unscale_(), or .scale() and .update()")
+        elif used == {"step"} and unpacked.get(key):
+            facts[key] = RoleFact(label, Role.OTHER, "use: the result of its .step() is unpacked into several "
+                                                     "names (an environment's step; an optimizer's is a loss or None)")
         else:
             named = _named_role(label if isinstance(receiver, Unknown) else None)
             facts[key] = RoleFact(label, named or Role.UNKNOWN, BY_NAME if named else "none")
