@@ -15,8 +15,8 @@ an optimizer's example scripts), rewritten as small synthetic snippets (no fetch
   microbatch was missed by ACC007 (fixed, ``rules/ACC007-*/cases.toml``); a throughput whose
   count is handed to a logging helper as an expression was missed by ACC903 (fixed,
   ``rules/ACC903-*/cases.toml``);
-- misses left (strict xfails): a rate written inside an f-string (ACC903), Lightning's
-  ``trainer.max_steps`` (already updates) divided by A for a horizon (ACC305), a horizon read
+- found since: Lightning's ``trainer.max_steps`` (already updates) divided by A for a horizon (ACC305);
+- misses left (strict xfails): a rate written inside an f-string (ACC903), a horizon read
   from ``self.hparams["..."]`` (ACC308), and a divisor equal to the Trainer's A by value only
   (ACC101).
 """
@@ -101,7 +101,6 @@ def train(net, batches, optimizer, accum):
     assert lint(source) == [("ACC903", 13)]
 
 
-@pytest.mark.xfail(strict=True, reason="Lightning's max_steps counts updates: no unit for it in ACC305's horizons yet")
 def test_lightning_max_steps_divided_by_a_for_a_horizon() -> None:
     source = """
 import lightning.pytorch as pl

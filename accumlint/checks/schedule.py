@@ -8,12 +8,13 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.gate import RuleGate
+from accumlint.checks.gate import LOOP_MARKERS, RuleGate, runs_loop
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
 from accumlint.model.events import SCHEDULER_STEP_METHODS
 from accumlint.model.names import dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.owned_schedulers import (
     lightning_configured_schedulers,
     lightning_scheduler_intervals,
@@ -157,6 +158,9 @@ class SchedulerHorizonUnitMismatch(Rule):
     iterates (or an explicit ``* A``) are judged; anything else stays silent."""
 
     code = "ACC305"
+    #: a loop, or a LightningModule's ``configure_optimizers`` (Lightning steps what it returns)
+    gate = RuleGate(markers=(*LOOP_MARKERS, fw.lightning.CONFIGURE_OPTIMIZERS.encode()),
+                    facts=lambda facts: runs_loop(facts) or facts.defines((fw.lightning.CONFIGURE_OPTIMIZERS,)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -187,9 +191,39 @@ class SchedulerHorizonUnitMismatch(Rule):
                     f"count `{write.horizon}` in optimizer updates (divide it by A), or compare it with a "
                     "counter of microbatches",
                 )
+        yield from self._lightning(model, reported)
+
+    def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
+        """The schedulers a LightningModule under automatic optimization returns with ``"interval":
+        "step"``: Lightning steps them once per optimizer update, so a horizon in microbatches (the
+        Trainer's ``num_training_batches``, when a Trainer in view may set A > 1) or an update count
+        divided by A again (``trainer.max_steps // trainer.accumulate_grad_batches``) is off by A."""
+        classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
+        for class_def in classes.values():
+            if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
+                continue  # (another base may override `lr_scheduler_step`)
+            for scheduler in lightning_scheduler_intervals(model, class_def):
+                if scheduler.interval != fw.lightning.SCHEDULER_UPDATE_INTERVAL or scheduler.constructor is None:
+                    continue
+                name = dotted(scheduler.node) or last_segment(dotted(scheduler.constructor.func)) or "the scheduler"
+                for horizon in schedule_horizons(model, scheduler.constructor, None):
+                    if id(horizon.node) in reported or horizon.unit is HorizonUnit.UPDATES or (
+                            horizon.unit is not HorizonUnit.UPDATES_OVER_A and not lightning_accumulates(model)):
+                        continue
+                    reported.add(id(horizon.node))
+                    yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, False, horizon.evidence)
 
     @staticmethod
-    def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool) -> Hit:
+    def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool, evidence=None) -> Hit:
+        if unit is HorizonUnit.UPDATES_OVER_A:
+            counted = f"`{_code(evidence)}`" if evidence is not None else "its count"
+            return Hit(
+                node,
+                f"`{parameter}` of `{name}` divides {counted}, already a count of optimizer updates, by the "
+                "accumulation steps A: the scheduler is stepped once per optimizer update, so the schedule ends "
+                "after 1/A of the run, with warmup and decay A-fold too short",
+                f"drop the division by A: {counted} already counts optimizer updates",
+            )
         if unit is HorizonUnit.MICROBATCHES:
             fold = "A-fold (A / num_processes-fold for a prepared Accelerate scheduler)" if gated else "A-fold"
             return Hit(

@@ -109,11 +109,14 @@ TRAINING_HOOKS = frozenset({
 SCHEDULER_INTERVAL_KEY = "interval"
 SCHEDULER_DEFAULT_INTERVAL = "epoch"
 SCHEDULER_UPDATE_INTERVAL = "step"
-#: Trainer attributes that count optimizer updates or batches, never epochs (lightning 2.6.6
-#: ``pytorch/trainer/trainer.py``): ``estimated_stepping_batches`` ("the estimated number of
-#: batches that will optimizer.step() during training", accumulation counted), ``max_steps``
-#: (a budget of optimizer updates), ``num_training_batches`` (batches per epoch).
-UPDATE_COUNT_ATTRIBUTES = frozenset({"estimated_stepping_batches", "max_steps", "num_training_batches"})
+#: Trainer attributes that count optimizer updates or batches, never epochs, with what one unit
+#: of each is (lightning 2.6.6 ``pytorch/trainer/trainer.py``): ``estimated_stepping_batches``
+#: ("the estimated number of batches that will optimizer.step() during training", accumulation
+#: counted) and ``max_steps`` (``fit_loop.max_steps``, compared with ``global_step``, "the number
+#: of optimizer steps taken") count optimizer updates; ``num_training_batches``
+#: (``fit_loop.max_batches``) counts the batches of an epoch, one microbatch each.
+TRAINER_COUNT_UNITS = {"estimated_stepping_batches": "update", "max_steps": "update",
+                       "num_training_batches": "microbatch"}
 
 TAILS: dict[str, FrameworkTail] = {
     "lightning": FrameworkTail(

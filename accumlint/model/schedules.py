@@ -57,6 +57,7 @@ class HorizonUnit(str, Enum):
     MICROBATCHES = "microbatches"
     UPDATES = "optimizer updates"
     UPDATES_TIMES_A = "a count multiplied by the accumulation steps A"
+    UPDATES_OVER_A = "a count of optimizer updates divided by the accumulation steps A again"
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ def schedule_horizons(model: FileModel, constructor: cst.Call, loader: str | Non
             found.append(Horizon(parameter, value, HorizonUnit.UPDATES_TIMES_A, unit.evidence))
         elif unit.accum == -1 and unit.micro in (0, 1):
             found.append(Horizon(parameter, value, HorizonUnit.UPDATES, None))
+        elif (unit.micro, unit.accum) == (1, -2) and unit.evidence is not None:
+            found.append(Horizon(parameter, value, HorizonUnit.UPDATES_OVER_A, unit.evidence))
     return found
 
 
@@ -196,11 +199,23 @@ def _unit(model: FileModel, node: cst.BaseExpression, site: Site, loader: str | 
     name = dotted(node)
     if name is None:
         return None
+    counted = _trainer_count(name)
+    if counted is not None:  # a Lightning Trainer's own count: its unit is the framework's
+        return _Unit(1, -1, node) if counted == "update" else _Unit(1, 0, node)
     if model.is_accumulation_name(node):
         return _Unit(0, 1)
     if conventions.MICRO_BATCH_SIZE_NAME.search(last_segment(name)):
         return _Unit(-1, 0, node)  # samples per microbatch: `samples // micro_batch_size` counts microbatches
     return _name_unit(model, name, site, loader, depth)
+
+
+def _trainer_count(name: str) -> str | None:
+    """The unit (``"update"``, ``"microbatch"``) of a Lightning Trainer's count read as
+    ``trainer.<attribute>`` (:data:`accumlint.frameworks.lightning.TRAINER_COUNT_UNITS`), or None."""
+    segments = name.split(".")
+    if len(segments) > 1 and segments[-2] == "trainer":
+        return fw.lightning.TRAINER_COUNT_UNITS.get(segments[-1])
+    return None
 
 
 def _call_unit(model: FileModel, call: cst.Call, site: Site, loader: str | None, depth: int) -> _Unit | None:
@@ -577,7 +592,7 @@ _LR_LAMBDA = ("LambdaLR", "lr_lambda", 1)
 def update_counted_horizons(model: FileModel, constructor: cst.Call) -> list[Horizon]:
     """The sizing arguments of a scheduler constructor whose value counts optimizer updates or
     batches, never epochs: a Lightning Trainer's count (``self.trainer.estimated_stepping_batches``,
-    :data:`accumlint.frameworks.lightning.UPDATE_COUNT_ATTRIBUTES`), ``len()`` of a loader, or a
+    :data:`accumlint.frameworks.lightning.TRAINER_COUNT_UNITS`), ``len()`` of a loader, or a
     count named in steps or updates (:data:`UPDATE_SIZED_NAME`), through assignments, products,
     divisions by other counts and ``int``/``ceil``. A ``LambdaLR`` counts too when its function
     reads such a count (a warmup in steps). ``evidence`` is the count that decided; a value that
@@ -640,7 +655,7 @@ def _update_count(model: FileModel, node: cst.BaseExpression, site: Site, depth:
     if name is None or _mentions_epochs(node):
         return None
     segments = name.split(".")
-    if segments[-1] in fw.lightning.UPDATE_COUNT_ATTRIBUTES and len(segments) > 1 and segments[-2] == "trainer":
+    if _trainer_count(name) is not None:
         return node
     definitions, on_entry = model.reaching_definitions(name, site)
     if definitions:
