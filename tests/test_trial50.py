@@ -15,8 +15,9 @@ an optimizer's example scripts), rewritten as small synthetic snippets (no fetch
   microbatch was missed by ACC007 (fixed, ``rules/ACC007-*/cases.toml``); a throughput whose
   count is handed to a logging helper as an expression was missed by ACC903 (fixed,
   ``rules/ACC903-*/cases.toml``);
-- found since: Lightning's ``trainer.max_steps`` (already updates) divided by A for a horizon (ACC305);
-- misses left (strict xfails): a rate written inside an f-string (ACC903), a horizon read
+- found since: Lightning's ``trainer.max_steps`` (already updates) divided by A for a horizon
+  (ACC305); a rate written inside an f-string (ACC903);
+- misses left (strict xfails): a horizon read
   from ``self.hparams["..."]`` (ACC308), and a divisor equal to the Trainer's A by value only
   (ACC101).
 """
@@ -81,7 +82,6 @@ def test_a_divisor_equal_to_the_trainers_a_by_value() -> None:
 
 # --- misses left ----------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="ACC903 reads rates assigned to a name, not one formatted in place")
 def test_a_rate_formatted_inside_an_f_string() -> None:
     source = """
 import time

@@ -31,8 +31,9 @@ _SIZE_METHODS = frozenset({"numel", "size", "nelement"})
 
 @dataclass(frozen=True)
 class Throughput:
-    """A rate computed once per group: ``node`` the assignment, ``count`` the per-microbatch
-    numerator, ``clock`` the group-long time it is divided by."""
+    """A rate computed once per group: ``node`` the assignment (or the division, for a rate
+    written in place), ``name`` its target (or the division's source), ``count`` the
+    per-microbatch numerator."""
 
     node: cst.CSTNode
     name: str
@@ -81,22 +82,38 @@ def throughputs_of_one_microbatch(model: FileModel, group: Group) -> list[Throug
     update), with no factor of A: the figure is A× too small. A rate by its shape, whatever its
     target is called: a microbatch's size over a clock difference since the update."""
     found: list[Throughput] = []
+    seen: set[int] = set()
     for site in group.loop_sites:
-        if site.augmented is not None or len(site.targets) != 1 or site.value is None:
-            continue
-        name = site.targets[0] or ""
-        if not isinstance(site.value, cst.BinaryOperation) or not isinstance(site.value.operator, cst.Divide):
-            continue
-        numerator, denominator = site.value.left, site.value.right
-        if _scaled(model, site.value) or _multiplied(numerator):
-            continue
-        if site_cadence(model, group, site) is not Cadence.UPDATE:
-            continue
-        count = _per_microbatch_count(model, group, numerator, site)
-        if count is None or not _group_long_clock(model, group, denominator, site):
-            continue
-        found.append(Throughput(site.node, name, count))
+        for node, name, rate in _divisions(site):
+            if id(rate) in seen:
+                continue
+            seen.add(id(rate))
+            numerator, denominator = rate.left, rate.right
+            if _scaled(model, rate) or _multiplied(numerator):
+                continue
+            if site_cadence(model, group, site) is not Cadence.UPDATE:
+                continue
+            count = _per_microbatch_count(model, group, numerator, site)
+            if count is None or not _group_long_clock(model, group, denominator, site):
+                continue
+            found.append(Throughput(node, name, count))
     return found
+
+
+def _divisions(site: Site) -> list[tuple[cst.CSTNode, str, cst.BinaryOperation]]:
+    """The rates a site may compute, with the node a finding goes to and the rate's name: the
+    value of an assignment to one name, or a division written in a call's arguments (a rate
+    formatted or logged in place: ``print(f"{n / dt:.0f}/s")``, ``log({"tps": n / dt})``)."""
+    if site.augmented is None and len(site.targets) == 1 and _is_division(site.value):
+        return [(site.node, site.targets[0] or "", site.value)]  # type: ignore[list-item]
+    if site.call is None or site.targets:
+        return []
+    return [(node, cst.Module([]).code_for_node(node), node)  # type: ignore[misc]
+            for arg in site.call.args for node in walk(arg.value) if _is_division(node)]
+
+
+def _is_division(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide)
 
 
 def _scaled(model: FileModel, expression: cst.BaseExpression) -> bool:
