@@ -16,10 +16,9 @@ an optimizer's example scripts), rewritten as small synthetic snippets (no fetch
   count is handed to a logging helper as an expression was missed by ACC903 (fixed,
   ``rules/ACC903-*/cases.toml``);
 - found since: Lightning's ``trainer.max_steps`` (already updates) divided by A for a horizon
-  (ACC305); a rate written inside an f-string (ACC903);
-- misses left (strict xfails): a horizon read
-  from ``self.hparams["..."]`` (ACC308), and a divisor equal to the Trainer's A by value only
-  (ACC101).
+  (ACC305); a rate written inside an f-string (ACC903); a horizon read from
+  ``self.hparams["..."]`` (ACC308);
+- misses left (a strict xfail): a divisor equal to the Trainer's A by value only (ACC101).
 """
 
 from __future__ import annotations
@@ -117,8 +116,6 @@ class Seq(pl.LightningModule):
     assert [code for code, _ in lint(source)] == ["ACC305"]
 
 
-@pytest.mark.xfail(strict=True, reason="ACC308 sizes horizons by update-counting names; a subscript of hparams is "
-                                       "not read (the value's flow from Trainer(max_steps=...) would decide it)")
 def test_a_horizon_read_from_hparams_by_subscript() -> None:
     source = """
 import lightning.pytorch as pl

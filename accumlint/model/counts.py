@@ -17,7 +17,7 @@ from accumlint.model.dataflow import counter_name, home, origin, reaching_assign
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence
-from accumlint.model.names import dotted, last_segment, method_name, names_in, walk
+from accumlint.model.names import dotted, last_segment, method_name, names_in, string_key, walk
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -208,25 +208,13 @@ def resume_mismatches(model: FileModel) -> list[UnitMismatch]:
                 continue
             source = dotted(site.value) if isinstance(site.value, (cst.Name, cst.Attribute)) else None
             source_unit = units.get(source or "")
-            key = _subscript_key(site.value)
+            key = string_key(site.value)
             if source_unit is None and key is not None and key in saved:
                 holder = site.value.func.value if isinstance(site.value, cst.Call) else site.value.value  # type: ignore[attr-defined]
                 source, source_unit = f'{dotted(holder) or ""}["{key}"]', saved[key]
             if source_unit is not None and source_unit != unit and source != target:
                 found.append(UnitMismatch(site.node, target, unit, source, source_unit))  # type: ignore[arg-type]
     return found
-
-
-def _subscript_key(expression: cst.BaseExpression) -> str | None:
-    """``state["key"]`` → ``key``; ``state.get("key", 0)`` → ``key``."""
-    if isinstance(expression, cst.Call) and method_name(expression) == "get" and expression.args:
-        value = expression.args[0].value
-        return value.evaluated_value if isinstance(value, cst.SimpleString) else None  # type: ignore[return-value]
-    if isinstance(expression, cst.Subscript) and len(expression.slice) == 1:
-        index = expression.slice[0].slice
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-            return index.value.evaluated_value  # type: ignore[return-value]
-    return None
 
 
 def _saved_keys(model: FileModel, units: dict[str, str]) -> dict[str, str]:
@@ -246,7 +234,7 @@ def _saved_keys(model: FileModel, units: dict[str, str]) -> dict[str, str]:
             if unit is None:
                 continue
             for target in site.node.targets:
-                key = _subscript_key(target.target)
+                key = string_key(target.target)
                 if key is not None:
                     keys.setdefault(key, set()).add(unit)
     return {key: next(iter(found)) for key, found in keys.items() if len(found) == 1}

@@ -23,7 +23,7 @@ from accumlint.model.dataflow import loss_divisions, reaching_definitions
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
-from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, walk
+from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, string_key, walk
 from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.scopes import Scope
@@ -244,10 +244,8 @@ class FrameworkReader:
         for scope in self.model.scopes:
             for site in scope.sites:
                 value = site.value
-                if (site.targets and isinstance(value, cst.Subscript) and len(value.slice) == 1
-                        and isinstance(value.slice[0].slice, cst.Index)
-                        and isinstance(value.slice[0].slice.value, cst.SimpleString)
-                        and value.slice[0].slice.value.evaluated_value == fw.deepspeed.ACCUMULATION_KEY
+                if (site.targets and isinstance(value, cst.Subscript)
+                        and string_key(value) == fw.deepspeed.ACCUMULATION_KEY
                         and "deepspeed" in (dotted(value.value) or "")):
                     names.update(n for n in site.targets if n)
         return names

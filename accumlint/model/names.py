@@ -371,3 +371,16 @@ def _classify(kind: type) -> int:
         result = 0
     _KIND[kind] = result
     return result
+
+
+def string_key(expression: cst.BaseExpression) -> str | None:
+    """The string key a value is read under: ``state["key"]`` → ``key``; ``state.get("key", 0)``
+    → ``key``; None for anything else."""
+    if isinstance(expression, cst.Call) and method_name(expression) == "get" and expression.args:
+        value = expression.args[0].value
+        return value.evaluated_value if isinstance(value, cst.SimpleString) else None  # type: ignore[return-value]
+    if isinstance(expression, cst.Subscript) and len(expression.slice) == 1:
+        index = expression.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            return index.value.evaluated_value  # type: ignore[return-value]
+    return None

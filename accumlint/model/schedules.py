@@ -29,7 +29,7 @@ from accumlint.model.boundary import index_offset
 from accumlint.model.dataflow import carried, counter_name, home, reaching_assignment
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind
-from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional
+from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional, string_key
 from accumlint.model.roles import constructor_role
 from accumlint.model.scopes import FrameKind, Site
 from accumlint.model.sync import scope_name
@@ -651,6 +651,9 @@ def _update_count(model: FileModel, node: cst.BaseExpression, site: Site, depth:
         if callee in _PASS_THROUGH and values:
             return _update_count(model, values[0], site, depth + 1)
         return None
+    key = string_key(node) if isinstance(node, cst.Subscript) else None
+    if key is not None:  # `self.hparams["num_steps"]`: a count read by its key, as by an attribute's name
+        return node if UPDATE_SIZED_NAME.match(key) and "epoch" not in key.lower() else None
     name = dotted(node)
     if name is None or _mentions_epochs(node):
         return None
