@@ -77,3 +77,32 @@ def test_an_update_loop_over_optimizers_runs_once_per_group() -> None:
     """
     assert ("UPDATE", "step", "UPDATE") in cadences(src)
     assert lint(src) == [("ACC001", 5)]
+
+
+def test_a_long_elif_chain_of_definitions_is_read_once_per_branch(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # (trial 51: an optimizer chosen by name over a dozen `elif` arms made the reaching-definitions
+    # walk revisit each inner `if` once per definition below it: factorial time, a timeout)
+    from accumlint.model import Role, dataflow
+    from tests.support import model_of
+
+    calls = 0
+    covers = dataflow._covers
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        assert calls < 5_000, "the walk revisits the chain"
+        return covers(*args, **kwargs)
+
+    monkeypatch.setattr(dataflow, "_covers", counted)
+    arms = "".join(f"    elif name == 'opt{k}':\n        optimizer = torch.optim.SGD(params, lr={k})\n"
+                   for k in range(1, 30))
+    source = ("import torch\n\ndef train(model, params, loader, name, A):\n"
+              "    if name == 'opt0':\n        optimizer = torch.optim.SGD(params, lr=0)\n" + arms +
+              "    else:\n        raise ValueError(name)\n"
+              "    for i, x in enumerate(loader):\n        (model(x) / A).backward()\n"
+              "        if (i + 1) % A == 0:\n            optimizer.step()\n            optimizer.zero_grad()\n")
+    model = model_of(source)
+    (group,) = model.loops
+    assert {event.role.role for event in group.events if event.method == "step"} == {Role.OPTIMIZER}
+    assert 0 < calls < 5_000

@@ -219,22 +219,39 @@ def _own_frames(site: Site, use_frames: dict[int, Frame]) -> tuple[Frame, ...] |
     return tuple(own)
 
 
-def _covers(node: cst.CSTNode, branches: list[tuple[Site, tuple[Frame, ...]]]) -> bool:
+def _covers(node: cst.CSTNode, branches: list[tuple[Site, tuple[Frame, ...]]],
+            memo: dict[int, bool] | None = None) -> bool:
     """Whether an ``if`` with an ``else`` assigns on each of its branches: a definition in each
-    arm that runs whenever the arm does (or an inner ``if`` that covers in turn, ``elif``)."""
+    arm that runs whenever the arm does (or an inner ``if`` that covers in turn, ``elif``).
+    ``memo``: the answers for the ``if``s already asked about these ``branches`` (an ``elif``
+    chain with many definitions asks of the same inner ``if`` once per definition inside it)."""
     if not isinstance(node, cst.If) or node.orelse is None:
         return False
-    for branch in ("body", "orelse"):
-        inside = [frames[index + 1:] for _, frames in branches for index, frame in enumerate(frames)
-                  if frame.node is node and frame.kind is FrameKind.IF and frame.branch == branch]
-        if not any(_settled(rest, branches) for rest in inside):
-            return False
-    return True
+    memo = {} if memo is None else memo
+    if id(node) not in memo:
+        memo[id(node)] = all(any(_settled(rest, branches, memo) for rest in _arm_rests(node, branch, branches))
+                             for branch in ("body", "orelse"))
+    return memo[id(node)]
 
 
-def _settled(frames: tuple[Frame, ...], branches: list[tuple[Site, tuple[Frame, ...]]]) -> bool:
+def _arm_rests(node: cst.If, branch: str,
+               branches: list[tuple[Site, tuple[Frame, ...]]]) -> Iterator[tuple[Frame, ...]]:
+    """The frames inside ``node``'s arm ``branch`` around each definition there (once each)."""
+    seen: set[tuple[int, ...]] = set()
+    for _, frames in branches:
+        for index, frame in enumerate(frames):
+            if frame.node is node and frame.kind is FrameKind.IF and frame.branch == branch:
+                rest = frames[index + 1:]
+                key = tuple(id(f.node) for f in rest)
+                if key not in seen:
+                    seen.add(key)
+                    yield rest
+
+
+def _settled(frames: tuple[Frame, ...], branches: list[tuple[Site, tuple[Frame, ...]]],
+             memo: dict[int, bool]) -> bool:
     conditional = [frame for frame in frames if frame.kind in _CONDITIONAL]
-    return not conditional or _covers(conditional[0].node, branches)
+    return not conditional or _covers(conditional[0].node, branches, memo)
 
 
 def arithmetic(expression: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
