@@ -49,10 +49,14 @@ class BackwardObserver(Observer):
     """Backward hooks: the end of each microbatch's backward and the weight of its mean-reduced loss."""
 
     def on_output_grad(self, mb: Microbatch, grad: torch.Tensor) -> None:
+        """The backward reached microbatch ``mb``'s output: a backward starts (FSDP2 with sync off runs no
+        parameter hook)."""
         mb.output_reached = True
         self.on_param_grad(grad)
 
     def on_param_grad(self, param: torch.Tensor) -> None:
+        """A probed parameter's gradient was accumulated: the first in a backward queues the end-of-backward
+        callback (DDP's sync state read now)."""
         s = self.state
         if s.replaying or not s.attached or s.done or s.in_backward:
             return

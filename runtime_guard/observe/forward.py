@@ -67,6 +67,8 @@ class ForwardObserver(Observer):
         self.copies = copies
 
     def on_forward_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The probed model's forward pre-hook: opens a microbatch (and a group after an update attempt) and
+        records its fingerprints, or joins another pass on the same loaded batch."""
         s = self.state
         if s.nested_forwards:  # a compiled wrapper and its model: the outer forward is the microbatch
             if s.active_forward is not None:
@@ -250,6 +252,7 @@ class ForwardObserver(Observer):
             mb.autocast = _autocast_state()
 
     def on_forward(self, module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        """The probed model's forward hook: hooks the output and the logits of the microbatch for its backward."""
         s = self.state
         if s.nested_forwards:
             if module is not s.active_forward:

@@ -70,7 +70,9 @@ class GradientOpsObserver(Observer):
         return result
 
     def scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.scale``: the scale the microbatch's loss is multiplied by."""
         s = self.state
+
         @functools.wraps(original)
         def scale(outputs: Any) -> Any:
             result = original(outputs)
@@ -96,7 +98,9 @@ class GradientOpsObserver(Observer):
         return True
 
     def unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.unscale_``: an unscale of the probed optimizer's grads, fingerprinted after."""
         s = self.state
+
         @functools.wraps(original)
         def unscale_(optimizer: Any) -> Any:
             if not self.services.entry() or self._other_model(optimizer, "scaler.unscale_"):
@@ -111,7 +115,10 @@ class GradientOpsObserver(Observer):
         return unscale_
 
     def scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.step``: the update attempt closes the group (its optimizer step may be
+        skipped on inf/NaN; ``found_inf`` says so)."""
         s = self.state
+
         @functools.wraps(original)
         def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.services.entry():
@@ -135,7 +142,9 @@ class GradientOpsObserver(Observer):
         return step
 
     def scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.update``: the scale before and after, and whether torch raised."""
         s = self.state
+
         @functools.wraps(original)
         def update(*args: Any, **kwargs: Any) -> Any:
             if not self.services.entry():

@@ -42,6 +42,8 @@ class ReplicaObserver(Observer):
             s.xrank.fail(f"the ranks disagree on the probe's settings ({settings})")
 
     def close_guard_group(self) -> None:
+        """Close the guard's gloo group (at detach, or where attach failed); a failure of its gathers goes to
+        the card's notes."""
         s = self.state
         xrank, s.xrank = s.xrank, None
         if xrank is None:
@@ -50,9 +52,13 @@ class ReplicaObserver(Observer):
             s.record.notes.append(f"not compared across ranks: {xrank.failure}")
 
     def gather(self, value: Any, what: str) -> list[Any] | None:
+        """``value`` from every rank (``what``: the gather's name for a failure note), or ``None`` without the
+        guard's group or once it failed."""
         return self.state.xrank.all_gather(value, what) if self.state.xrank is not None else None
 
     def compares_replicas(self) -> bool:
+        """D > 1, the guard's group open and the grads not sharded: gradient checksums are compared across
+        replicas at each update."""
         dp = self.state.record.data_parallel
         return dp is not None and (dp.size or 1) > 1 and dp.group is not None and not dp.sharded
 
@@ -87,6 +93,7 @@ class ReplicaObserver(Observer):
             mb.input_hashes = dist_helpers.row_hashes(batch)
 
     def gather_across_replicas(self) -> None:
+        """At a clean detach: the row hashes and the cross-entropy weights of every rank, into the record."""
         rec = self.state.record
         local = {
             "hashes": [h for g in rec.groups for mb in g.microbatches for h in mb.input_hashes],

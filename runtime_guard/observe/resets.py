@@ -15,6 +15,8 @@ class ResetObserver(Observer):
     """Gradient resets: the wrappers of ``zero_grad`` on the optimizer, the model and a prepared optimizer."""
 
     def zero_grad_wrapper(self, source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A wrapper maker for a ``zero_grad`` method: each call is a reset event from ``source``, judged by the
+        grads' fingerprints before and after."""
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(original)
             def zero_grad(*args: Any, **kwargs: Any) -> Any:
@@ -32,6 +34,8 @@ class ResetObserver(Observer):
         return make
 
     def prepared_zero_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of an Accelerate-prepared optimizer's ``zero_grad``: the reset it makes is marked
+        ``prepared`` (it may skip off the boundary)."""
         @functools.wraps(original)
         def zero_grad(*args: Any, **kwargs: Any) -> Any:
             self.state.prepared_zero_depth += 1

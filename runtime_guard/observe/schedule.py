@@ -18,6 +18,7 @@ class ScheduleObserver(Observer):
     """LR scheduler steps: the wrapper of ``scheduler.step``."""
 
     def scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scheduler.step``: the learning rates before and after, its position and caller."""
         @functools.wraps(original)
         def step(*args: Any, **kwargs: Any) -> Any:
             if not self.services.entry():

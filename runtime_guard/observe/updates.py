@@ -89,6 +89,8 @@ class UpdateObserver(Observer):
             s.snapshot = None
 
     def on_step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        """The optimizer's step pre-hook: an update attempt, recorded now or, for ``step(closure)``, when the
+        closure returns."""
         if not self.services.entry():
             return None
         self.state.step_begun = True  # cleared by its post-hook: a post-hook without it began before the hooks
