@@ -23,10 +23,18 @@ from test_guard_scripts import BUGGY  # noqa: E402
 import runtime_guard  # noqa: E402
 from runtime_guard import discover  # noqa: E402
 from runtime_guard.contain import call_through  # noqa: E402
+from runtime_guard.observe.backward import BackwardObserver  # noqa: E402
+from runtime_guard.observe.forward import ForwardObserver  # noqa: E402
+from runtime_guard.observe.gradient_ops import GradientOpsObserver  # noqa: E402
+from runtime_guard.observe.services import ProbeServices  # noqa: E402
+from runtime_guard.observe.updates import UpdateObserver  # noqa: E402
 from runtime_guard.probe import Probe  # noqa: E402
 from runtime_guard.report import GuardFindingError, Report  # noqa: E402
 
 REPO = Path(__file__).parents[1]
+#: The classes whose methods the containment test makes fail, by name.
+_OBSERVERS = {cls.__name__: cls for cls in (ForwardObserver, BackwardObserver, UpdateObserver, GradientOpsObserver,
+                                            ProbeServices)}
 
 
 def _boom(*args, **kwargs):
@@ -78,9 +86,11 @@ def test_call_through_keeps_the_users_call_and_exception() -> None:
 # -- item 1: hooks and the epoch-end watch -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("hook", ["_on_forward_pre", "_on_forward", "_on_param_grad", "_on_backward_end",
-                                  "_on_step_pre", "_around_grads", "_observe_clip", "_close_group",
-                                  "_take_snapshot"])
+@pytest.mark.parametrize("hook", ["ForwardObserver.on_forward_pre", "ForwardObserver.on_forward",
+                                  "BackwardObserver.on_param_grad", "BackwardObserver._on_backward_end",
+                                  "UpdateObserver.on_step_pre", "ProbeServices.around_grads",
+                                  "GradientOpsObserver.observe_clip", "UpdateObserver.close_group",
+                                  "ProbeServices.take_snapshot"])
 def test_a_failing_hook_is_recorded_and_training_is_unchanged(hook: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each hook body, wrapper and patched function of a GradScaler loop made to fail: the loop runs to
     its end bit for bit as without the guard (every user call made once), nothing stays installed, and
@@ -97,7 +107,8 @@ def test_a_failing_hook_is_recorded_and_training_is_unchanged(hook: str, monkeyp
         monkeypatch.setattr(module, "clip_grad_norm_", counting_clip)
     plain, plain_clips = train(scaler=True, guard=False), list(clips)
     clips.clear()
-    monkeypatch.setattr(Probe, hook, _boom)
+    owner, name = hook.split(".")
+    monkeypatch.setattr(_OBSERVERS[owner], name, _boom)
     probed = train(scaler=True)
     assert bitwise_equal(plain, probed) and clips == plain_clips
     failure = probed.report.card["checks"]["ACC001"]

@@ -56,16 +56,16 @@ def test_evaluation_forwards_after_the_epoch_leave_the_treatment(variant: str) -
 def test_accelerate_weighting_is_a_card_fact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Accelerate's prepared loader weights its last group r/A by contract (rules-spec exemption): with
     the Accelerator's gradient_state known, the treatment stays on the card and is no finding."""
-    from runtime_guard.probe import Probe
+    from runtime_guard.observe.placement import PlacementObserver
 
-    place = Probe._place_at_epoch_end
+    place = PlacementObserver.place_at_epoch_end
 
-    def as_if_prepared(self: Probe) -> bool:  # what an Accelerator with a prepared loader gives the record
+    def as_if_prepared(self: PlacementObserver) -> bool:  # what an Accelerator with a prepared loader gives the record
         placed = place(self)
-        self.record.accelerate_num_steps, self.record.loader_unprepared = A, False
+        self.state.record.accelerate_num_steps, self.state.record.loader_unprepared = A, False
         return placed
 
-    monkeypatch.setattr(Probe, "_place_at_epoch_end", as_if_prepared)
+    monkeypatch.setattr(PlacementObserver, "place_at_epoch_end", as_if_prepared)
     report = train_epochs("weighted_r_over_a").report
     assert report.card["last_group"].startswith("applied, weighted r/A:")
     assert "Accelerate's documented treatment" in report.card["last_group"]

@@ -565,7 +565,7 @@ def test_no_weight_copy_at_all_says_when_it_was_searched(monkeypatch: pytest.Mon
         calls.append(args)
         return shadows.find_shadows(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sys.modules["runtime_guard.probe"], "find_shadows", counting)
+    monkeypatch.setattr(sys.modules["runtime_guard.observe.copies"], "find_shadows", counting)
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -77,14 +77,14 @@ def _guard_sources() -> list[tuple[Path, ast.Module]]:
 
 def test_the_guard_names_its_letters_instead_of_writing_them() -> None:
     """Every traced event is written and compared through the constants of runtime_guard/events.py:
-    a letter typed as a string (``self._event("B")``, ``e.kind == "Z"``) would not follow the
+    a letter typed as a string (``self.services.event("B")``, ``e.kind == "Z"``) would not follow the
     vocabulary."""
     raw = []
     for path, tree in _guard_sources():
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "_event" and node.args:
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "event" and node.args:
                 if not isinstance(node.args[0], ast.Name) or node.args[0].id not in CONSTANTS:
-                    raw.append(f"{path.name}:{node.lineno} _event({ast.unparse(node.args[0])})")
+                    raw.append(f"{path.name}:{node.lineno} event({ast.unparse(node.args[0])})")
             if isinstance(node, ast.Compare) and getattr(node.left, "attr", None) == "kind":
                 for right in node.comparators:
                     if isinstance(right, ast.Constant) and isinstance(right.value, str):
@@ -95,7 +95,7 @@ def test_the_guard_names_its_letters_instead_of_writing_them() -> None:
     assert raw == []
     # and the observers do write every traced kind (no dead letter in the vocabulary)
     written = {node.args[0].id for _, tree in _guard_sources() for node in ast.walk(tree)
-               if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "_event" and node.args
+               if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "event" and node.args
                and isinstance(node.args[0], ast.Name)}
     assert written == set(CONSTANTS)
 
