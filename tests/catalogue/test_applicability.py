@@ -21,10 +21,8 @@ from accumlint.model import build_model
 from accumlint.pipeline import engine
 from accumlint.pipeline.engine import ALL_RULES_INSTANCES, check_source, rules_for
 from accumlint.source.source_facts import source_facts
-from tests.shared_data import needs_shared, require_shared
-from tests.test_corpus import corpus_root
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.precision.test_corpus import corpus_root
+from tests.shared_data import REPO, needs_shared, require_shared
 
 
 def unapplied_hits(paths: list[Path]) -> tuple[list[str], Counter[str]]:

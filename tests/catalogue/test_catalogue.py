@@ -16,8 +16,9 @@ import pytest
 from accumlint.checks import ALL_RULES
 from accumlint.pipeline.engine import check_source, rules_for
 from accumlint.report.rule_docs import PAGE_SECTIONS
+from tests.shared_data import REPO
 
-RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
+RULES_DIR = REPO / "rules"
 EXAMPLES = sorted(RULES_DIR.glob("ACC*/*.py"))
 MARK = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 SELECTED = rules_for(rule.code for rule in ALL_RULES)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.shared_data import REPO
+
 PACKAGES = ("accumlint", "runtime_guard")
 
 #: one idea under one name in several modules: the guard's callback for each trainer (their

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from accumlint.report.rule_docs import PAGE_SECTIONS
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.shared_data import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.pipeline.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 from accumlint.spec import registry
 from accumlint.spec.findings import Severity
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.shared_data import REPO
 
 
 def test_the_table_is_the_rule_classes() -> None:

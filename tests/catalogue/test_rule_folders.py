@@ -21,13 +21,14 @@ import pytest
 from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Rule
 from accumlint.pipeline.engine import check_source, rules_for
+from tests.shared_data import REPO
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
+RULES_DIR = REPO / "rules"
 FOLDERS = sorted(p for p in RULES_DIR.glob("ACC*") if p.is_dir())
 DEFAULT = rules_for(rule.code for rule in ALL_RULES if rule.default_enabled)
 EVERY = rules_for(rule.code for rule in ALL_RULES)

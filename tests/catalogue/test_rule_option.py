@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from accumlint import spec
+from tests.shared_data import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 pytestmark = pytest.mark.slow  # each test collects the suite in a subprocess
 
@@ -35,19 +35,21 @@ def test_a_rule_on_by_default_gets_its_folder_tests_and_the_precision_sets() -> 
     done = _collected("--rule", "acc301")
     assert done.returncode == 0, done.stderr
     by_module = _modules(done.stdout)
-    for module in ("test_rule_folders.py", "test_catalogue.py", "test_guard_catalogue.py", "test_metamorphic.py"):
+    for module in ("catalogue/test_rule_folders.py", "catalogue/test_catalogue.py", "guard/test_guard_catalogue.py",
+                   "metamorphic/test_metamorphic.py"):
         assert by_module[module], module
         assert all("ACC301" in test for test in by_module[module]), module
-    assert {"test_field_trial.py", "test_fresh_trial.py", "test_trial47.py"} <= set(by_module)
-    assert "test_model.py" not in by_module  # a module about something else is not even imported
+    assert {"precision/test_field_trial.py", "precision/test_fresh_trial.py",
+            "precision/test_trial47.py"} <= set(by_module)
+    assert "model/test_model.py" not in by_module  # a module about something else is not even imported
 
 
 def test_a_rule_off_by_default_skips_the_precision_sets_and_a_wrong_code_is_a_usage_error() -> None:
     assert not spec.spec_of("ACC901").default_enabled
     done = _collected("--rule", "ACC901")
     assert done.returncode == 0, done.stderr
-    assert set(_modules(done.stdout)) == {"test_rule_folders.py", "test_catalogue.py", "test_guard_catalogue.py",
-                                          "test_metamorphic.py"}
+    assert set(_modules(done.stdout)) == {"catalogue/test_rule_folders.py", "catalogue/test_catalogue.py",
+                                          "guard/test_guard_catalogue.py", "metamorphic/test_metamorphic.py"}
     wrong = _collected("--rule", "ACC999")
     assert wrong.returncode != 0
     assert "no rule ACC999" in wrong.stderr

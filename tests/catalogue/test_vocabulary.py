@@ -14,8 +14,8 @@ from accumlint import spec
 from accumlint.model import kinds
 from accumlint.spec import vocabulary
 from accumlint.spec.vocabulary import KIND_OF_LETTER, LETTERS, EventKind
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 GUARD = REPO / "runtime_guard"
 
 #: the letter constants of runtime_guard/events.py, by the kind they name

@@ -10,8 +10,8 @@ from types import ModuleType
 import pytest
 
 from accumlint import __version__
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 
 RUN_COMMAND = (

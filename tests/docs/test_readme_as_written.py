@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_readme import README, REPO, _section
+
+from tests.docs.test_readme import README, REPO, _section
 
 pytestmark = pytest.mark.slow
 

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_readme import load_script
 
 import runtime_guard
 from accumlint import __version__
+from tests.docs.test_readme import load_script
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 release = load_script("release")
 
 CHANGELOG = """\

@@ -19,8 +19,8 @@ from accumlint.pipeline.run_context import RunContext
 from accumlint.run import pool, runner
 from accumlint.settings.config import Settings
 from tests.cli_helpers import ACC001_LOOP, cli
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 #: a loop: every loop rule reads the file (the interpreter's gates pass it to LibCST)
 LOOP = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
 #: the same, calling a timm-style loss scaler: the file may run events through other code, so the

@@ -16,8 +16,8 @@ from accumlint.cli.app import main
 from accumlint.pipeline import byte_stage, engine
 from accumlint.run import cache
 from accumlint.settings.config import known_codes
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "rules").glob("ACC*/*.py"))
 BUGGY = (REPO / "rules" / "ACC001-zero-grad-inside-group" / "bad_zero_grad_top_of_loop.py").read_text(encoding="utf-8")
 PLAIN = "import os\n\n\ndef main():\n    return os.getcwd()\n"

@@ -9,6 +9,7 @@ import pytest
 from accumlint.pipeline import engine
 from accumlint.pipeline.engine import check_source
 from tests.conftest import FakeCrash, FakeZeroGrad, install_rules
+from tests.shared_data import REPO
 
 
 def codes_at(result: engine.FileResult) -> list[tuple[str, int, int]]:
@@ -109,11 +110,10 @@ def test_a_marker_only_in_a_comment_or_string_is_no_marker() -> None:
 
 def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:
     """The marker prefilter must never drop a file a rule fires on, whatever the selection."""
-    from pathlib import Path
 
     from accumlint.pipeline.engine import rules_for
 
-    root = Path(__file__).resolve().parents[1] / "rules"
+    root = REPO / "rules"
     for folder in sorted(root.glob("ACC*")):
         code = folder.name.split("-")[0]
         for example in sorted(folder.glob("bad_*.py")):
@@ -124,7 +124,7 @@ def test_every_rule_keeps_its_own_examples_when_selected_alone() -> None:
 
 def test_screen_then_check_screened_is_check_source() -> None:
     """The two stages the worker pool runs apart give what one call gives, on every example."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     examples = sorted([*repo.glob("rules/ACC*/*.py"), *repo.glob("examples/*.py")])
     handed_on = 0
     for path in examples:

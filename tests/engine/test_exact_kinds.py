@@ -5,14 +5,14 @@ tests that way is one."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from accumlint.model.names import exact_kinds
+from tests.shared_data import REPO
 
-PACKAGE = Path(__file__).resolve().parents[1] / "accumlint"
+PACKAGE = REPO / "accumlint"
 #: ``type(x) is cst.Name``, ``kind is cst.Name``, ``kind in (cst.Name, ...)``, ``exact_kinds(cst.Name, ...)``
 EXACT = re.compile(r"(?:\btype\([^()]*\)|\bkind(?:_of)?) is cst\.(\w+)|(?<!def )\bexact_kinds\(([^)]*)\)")
 

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from accumlint.pipeline.engine import check_source  # noqa: E402
+from tests.shared_data import REPO  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 FUZZ = os.environ.get("ACCUMLINT_FUZZ", "")  # "long" (5,000 examples a test) or a count
 LONG = bool(FUZZ)
 EXAMPLES = 5000 if FUZZ == "long" else int(FUZZ) if FUZZ.isdigit() else 100

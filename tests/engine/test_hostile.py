@@ -16,6 +16,7 @@ from accumlint.pipeline import engine
 from accumlint.pipeline.run_context import RunContext
 from accumlint.run import pool, runner
 from tests.cli_helpers import ACC001_LOOP, cli
+from tests.shared_data import REPO
 
 BUGGY = ACC001_LOOP
 MARKER = b"for b in loader: loss.backward()\noptimizer.step()\n"  # a loop: every loop rule reads the file
@@ -403,7 +404,6 @@ def test_an_exception_in_a_files_check_is_a_one_line_error(
 
 # --- issue 28: committed links to devices, FIFOs, stdin: bounded reads; silence ---------------
 
-REPO = Path(__file__).resolve().parent.parent
 #: a run's address space: reading a committed link to /dev/zero to its end ran past it (6 GB in 20 s)
 MEMORY_CAP = 2 * 2**30
 DEVICE_KINDS = {"zero": "a character device", "stdin": "a FIFO", "fifo": "a FIFO"}

@@ -13,14 +13,14 @@ import os
 from pathlib import Path
 
 import pytest
-from shared_data import REPO, require_shared
-from test_applicability import corpus_loop_files
 
 from accumlint.files.text_edits import split_lines
 from accumlint.pipeline import engine
 from accumlint.pipeline.kept_blocks import kept_text, known_names
 from accumlint.run import runner
 from accumlint.settings.config import Settings, resolve_selection
+from tests.catalogue.test_applicability import corpus_loop_files
+from tests.shared_data import REPO, require_shared
 
 MARKERS = [marker.decode() for marker in engine._screen_markers(tuple(engine.ALL_RULES_INSTANCES))]
 

@@ -11,8 +11,8 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from accumlint.model.positions import node_positions
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*REPO.glob("rules/ACC*/*.py"), *REPO.glob("examples/*.py")])[::3]
 
 

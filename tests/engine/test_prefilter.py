@@ -27,10 +27,9 @@ from accumlint.pipeline import engine
 from accumlint.pipeline.engine import check_source, may_fire, rules_for
 from accumlint.source.prefilter import LedPattern, MarkerSearch, NeedlePattern, is_use
 from accumlint.source.source_facts import source_facts
-from tests.shared_data import needs_shared
-from tests.test_applicability import corpus_loop_files
+from tests.catalogue.test_applicability import corpus_loop_files
+from tests.shared_data import REPO, needs_shared
 
-REPO = Path(__file__).resolve().parents[1]
 EXPECT = re.compile(r"#\s*expect:\s*(ACC\d{3}(?:\s*,\s*ACC\d{3})*)")
 
 

@@ -12,7 +12,7 @@ from accumlint.pipeline import engine, run_context
 from accumlint.pipeline.run_context import ALONE, RunContext
 from accumlint.run import runner
 from accumlint.settings.config import Settings
-from tests.test_interprocedural import SRC_LAYOUT, tree
+from tests.project.test_interprocedural import SRC_LAYOUT, tree
 
 CODES = frozenset({"ACC000", "ACC001"})
 

@@ -30,9 +30,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from test_catalogue import EXAMPLES, _id, _marks, _runnable  # noqa: E402
-
 from runtime_guard.checks import RUNTIME_CHECKS, STATIC_ONLY  # noqa: E402
+from tests.catalogue.test_catalogue import EXAMPLES, _id, _marks, _runnable  # noqa: E402
 
 RUNNER = Path(__file__).with_name("guard_catalogue_runner.py")
 #: one example's time under the guard (the imports of its frameworks included)

@@ -17,16 +17,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from guard_loops import A, TinyLM, bitwise_equal, epoch_loader, train, train_epochs  # noqa: E402
-from test_guard_scripts import BUGGY  # noqa: E402
-
 import runtime_guard  # noqa: E402
 from runtime_guard import discover  # noqa: E402
 from runtime_guard.contain import call_through  # noqa: E402
 from runtime_guard.probe import Probe  # noqa: E402
 from runtime_guard.report import GuardFindingError, Report  # noqa: E402
-
-REPO = Path(__file__).parents[1]
+from tests.guard.guard_loops import A, TinyLM, bitwise_equal, epoch_loader, train, train_epochs  # noqa: E402
+from tests.guard.test_guard_scripts import BUGGY  # noqa: E402
+from tests.shared_data import REPO  # noqa: E402
 
 
 def _boom(*args, **kwargs):

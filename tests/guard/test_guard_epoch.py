@@ -9,9 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from guard_loops import EPOCH_VARIANTS, A, TinyLM, bitwise_equal, epoch_loader, train_epochs  # noqa: E402
-
 import runtime_guard  # noqa: E402
+from tests.guard.guard_loops import EPOCH_VARIANTS, A, TinyLM, bitwise_equal, epoch_loader, train_epochs  # noqa: E402
 
 TREATMENTS = {
     "true_denominator": ("applied, true denominator", set()),

@@ -18,8 +18,9 @@ torch = pytest.importorskip("torch")
 
 from runtime_guard.discover import run_script  # noqa: E402
 from runtime_guard.html import render_html  # noqa: E402
+from tests.shared_data import REPO  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = REPO / "examples"
 BROWSER = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 VOID = {"meta", "br", "col", "img", "input", "link", "hr", "wbr", "source"}
 

@@ -10,9 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from guard_loops import A, make_data, train  # noqa: E402
-
 import runtime_guard  # noqa: E402
+from tests.guard.guard_loops import A, make_data, train  # noqa: E402
 
 EXPECTED = {
     "correct": set(),
@@ -229,7 +228,7 @@ def test_replay_against_references(variant: str, lengths, expected: set[str], ve
 
 
 def test_replay_is_bitwise_invisible() -> None:
-    from guard_loops import bitwise_equal
+    from tests.guard.guard_loops import bitwise_equal
 
     options = {"normalization": "replay"}
     plain = train("correct", guard=False, probe_options=options)

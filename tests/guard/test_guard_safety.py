@@ -12,9 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from guard_loops import bitwise_equal, train  # noqa: E402
-
 import runtime_guard  # noqa: E402
+from tests.guard.guard_loops import bitwise_equal, train  # noqa: E402
 
 ORIGINAL_CLIP = torch.nn.utils.clip_grad_norm_
 
@@ -201,7 +200,7 @@ class Boom(KeyError):
 
 
 def _epoch_setup(scaler: bool = True):
-    from guard_loops import TinyLM, epoch_loader
+    from tests.guard.guard_loops import TinyLM, epoch_loader
 
     torch.manual_seed(0)
     model = TinyLM()
@@ -214,7 +213,7 @@ def _epoch_setup(scaler: bool = True):
 def _epoch_loop(model, opt, sched, scaler, loader, iterators, fail=None, a: int = 4) -> None:  # noqa: ANN001
     """Two epochs; ``fail = (epoch, microbatch, where, exception)`` raises at ``where`` in
     "loop" (after the backward), "forward" (inside the model's forward) or "backward" (in a grad hook)."""
-    from guard_loops import VOCAB
+    from tests.guard.guard_loops import VOCAB
 
     for epoch in range(2):
         it = iter(loader)
@@ -325,7 +324,7 @@ def _full_run(guard: bool, precision: str, lr: float = 1e-2) -> dict[str, object
     import random
 
     np = pytest.importorskip("numpy")
-    from guard_loops import VOCAB
+    from tests.guard.guard_loops import VOCAB
 
     model, opt, sched, scaler, loader = _epoch_setup(scaler=precision != "fp32")
     for group in opt.param_groups:

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from runtime_guard.discover import run_script  # noqa: E402
+from tests.shared_data import REPO  # noqa: E402
 
 A = 4
 
@@ -230,7 +231,7 @@ def test_hf_compute_loss_engines_agree(tmp_path: Path, fresh_accelerate, kwargs:
 def test_acc201_not_observable_on_too_few_microbatches() -> None:
     """Issue 17 item 5: without a group of 3 or more microbatches (whose last forward shows the
     group's kept graphs) a kept graph needs A + 3 forwards; one probed group of A = 4 decides."""
-    from guard_loops import train
+    from tests.guard.guard_loops import train
 
     short = train("losses_list", probe_groups=1).report
     assert "ACC201" in short.codes and short.card["checks"]["ACC201"] == "checked"
@@ -388,7 +389,7 @@ def test_without_torch_the_cli_says_how_to_install_it(tmp_path: Path) -> None:
             "(importlib.util.find_spec); import runpy; sys.argv = ['runtime_guard', 'run', sys.argv[2]]; "
             "runpy.run_module('runtime_guard', run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "block"), str(script)], capture_output=True,
-                          text=True, timeout=120, cwd=Path(__file__).parents[1])
+                          text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         "error: the runtime guard needs torch: pip install torch numpy "
@@ -424,7 +425,7 @@ def test_findings_under_torchrun_end_cleanly(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
          "runtime_guard", "run", "-A", "2", str(script)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=Path(__file__).parents[1])
+        capture_output=True, text=True, timeout=240, env=env, cwd=REPO)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "ChildFailedError" not in output and "ACC001" in done.stdout
@@ -450,7 +451,7 @@ def test_guard_extra_installs_numpy() -> None:
     a fresh machine): the guard extra brings it."""
     tomllib = pytest.importorskip("tomllib")
 
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert any(dep.startswith("numpy") for dep in pyproject["project"]["optional-dependencies"]["guard"])
 
 

@@ -8,18 +8,17 @@ import os
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-from guard_loops import train  # noqa: E402
-
 from runtime_guard.__main__ import main  # noqa: E402
 from runtime_guard.render import sparkline  # noqa: E402
+from tests.guard.guard_loops import train  # noqa: E402
+from tests.shared_data import REPO
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = REPO / "examples"
 
 
 def test_sparkline_scales_to_the_maximum() -> None:
@@ -102,7 +101,7 @@ def test_show_into_a_reader_that_stops_reading_ends_quietly(tmp_path) -> None:
     path.write_text(json.dumps(train("correct").report.card))
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first write
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "runtime_guard", "show", str(path)], stdout=write,
                           stderr=subprocess.PIPE, text=True, env=env, timeout=120)
     os.close(write)

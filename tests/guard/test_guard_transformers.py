@@ -24,6 +24,7 @@ from torch.nn import functional as F  # noqa: E402
 
 import runtime_guard  # noqa: E402
 from runtime_guard.integrations.transformers import GuardCallback  # noqa: E402
+from tests.shared_data import REPO  # noqa: E402
 
 M, T, V = 2, 12, 64  # examples per microbatch, tokens per example, vocabulary
 
@@ -174,5 +175,5 @@ def test_importing_the_adapters_package_imports_no_framework() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning', "
             "'transformers')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+                         cwd=REPO)
     assert out.stdout.strip() == "[]"

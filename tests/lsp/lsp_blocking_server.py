@@ -1,6 +1,6 @@
 """``accumlint server`` whose analyses block where a document asks them to (tests/test_lsp.py).
 
-    python -m tests.lsp_blocking_server SIGNALS
+    python -m tests.lsp.lsp_blocking_server SIGNALS
 
 The server of :func:`accumlint.lsp.server.serve`, except that in the worker process a check of
 a text holding ``# block-check``, or a fix verification of one holding ``# block-verify``,

@@ -18,10 +18,9 @@ from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from accumlint.files.text_edits import TextEdit, apply_edits  # noqa: E402
-from tests.shared_data import DATA  # noqa: E402
-from tests.test_fixes import UNVERIFIED_FIX  # noqa: E402
+from tests.report.test_fixes import UNVERIFIED_FIX  # noqa: E402
+from tests.shared_data import DATA, REPO  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 BAD = """\
 for i, batch in enumerate(loader):
     loss = model(batch).mean() / 4
@@ -545,7 +544,7 @@ def _blocking(coroutine_function, tmp_path: Path, *, progress: bool = False) -> 
 
     async def scenario(_: Path) -> None:
         session = Session()
-        await session.start(root, "tests.lsp_blocking_server", str(signals), progress=progress)
+        await session.start(root, "tests.lsp.lsp_blocking_server", str(signals), progress=progress)
         try:
             await coroutine_function(session, root, signals)
         finally:
@@ -744,7 +743,7 @@ def test_a_documents_project_index_is_kept_between_its_checks(tmp_path: Path) ->
     imports read, their names computed). Now the index is kept while the document's imports
     and the modules it reads are unchanged, and built again when a module it reads changes."""
     from accumlint.lsp.server import AccumlintServer
-    from tests.test_index_cache import QUIET, RESETS, TRAIN, UTILS
+    from tests.runs.test_index_cache import QUIET, RESETS, TRAIN, UTILS
 
     (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")
     (tmp_path / "helpers.py").write_text(QUIET, encoding="utf-8")
@@ -770,7 +769,7 @@ def test_a_documents_project_index_is_kept_between_its_checks(tmp_path: Path) ->
 def test_a_module_created_outside_the_editor_is_resolved_by_the_kept_index(tmp_path: Path) -> None:
     """The kept project index resolves a document's imports anew when the client's file
     watchers report a Python file created (a ``git checkout``, not the editor's save)."""
-    from tests.test_index_cache import RESETS, TRAIN, UTILS
+    from tests.runs.test_index_cache import RESETS, TRAIN, UTILS
 
     async def scenario(root: Path) -> None:
         (root / "pyproject.toml").write_text("[tool.accumlint]\n", encoding="utf-8")

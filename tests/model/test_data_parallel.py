@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.catalogue.test_rule_folders import case_code
 from tests.support import findings, lint, model_of
-from tests.test_rule_folders import case_code
 
 CODES = {"ACC403", "ACC404", "ACC405", "ACC901"}
 

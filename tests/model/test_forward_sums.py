@@ -12,8 +12,8 @@ import pytest
 from accumlint.model import EventKind
 from accumlint.model.ledger import Factor
 from accumlint.settings import config
+from tests.project.test_patterns import check
 from tests.support import lint, model_of
-from tests.test_patterns import check
 
 _LOOP = """
 def train(model, loader, opt, micro_bs, num_updates):

@@ -7,16 +7,14 @@ from __future__ import annotations
 import csv
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.pipeline.engine import check_source, rules_for
-from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+from tests.shared_data import REPO, SHARED, needs_shared, require_shared, shared_params
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
-REPO = Path(__file__).resolve().parents[1]
 
 
 def found(source: str) -> list[tuple[str, int]]:

@@ -12,6 +12,7 @@ import libcst as cst
 
 from accumlint.checks import ALL_RULES
 from accumlint.model import EventKind, LoopStyle, Role, build_model
+from tests.shared_data import REPO
 from tests.support import cadences, lint, model_of
 
 # --- shapes --------------------------------------------------------------------------------
@@ -180,9 +181,8 @@ def test_a_checked_file_leaves_no_reference_cycle_holding_its_tree() -> None:
     model objects would keep the whole tree (≈400 bytes per source byte) alive until the
     collector's next full pass, while the next file is being parsed."""
     import gc
-    from pathlib import Path
 
-    source = (Path(__file__).parents[1] / "examples" / "train_buggy.py").read_bytes()
+    source = (REPO / "examples" / "train_buggy.py").read_bytes()
     gc.collect()
     module = cst.parse_module(source)
     model = build_model(module)

@@ -14,18 +14,19 @@ import pytest
 
 from accumlint.model import FileModel
 from accumlint.model.kinds import EventKind
+from tests import shared_data
+from tests.project.test_patterns import _rows as _family_rows
+from tests.project.test_patterns import assert_row, check
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
-from tests.test_patterns import _rows as _family_rows
-from tests.test_patterns import assert_row, check
 
-DATA = Path(__file__).parent / "data" / "owned_loops"
+DATA = shared_data.DATA / "owned_loops"
 #: reduced from the field trial of issue 15 (public projects on these frameworks), in our own words
-FIELD = Path(__file__).parent / "data" / "owned_loops_field"
+FIELD = shared_data.DATA / "owned_loops_field"
 _EXPECT = re.compile(r"# expect: (?:nothing|(ACC\d{3}) line (\d+)) -- ")
 
 
 def _cb_rows() -> list[dict[str, str]]:
-    import tests.test_patterns as patterns
+    import tests.project.test_patterns as patterns
 
     families = patterns.FAMILIES
     patterns.FAMILIES = ("cb_",)

@@ -15,8 +15,8 @@ import textwrap
 import pytest
 
 from accumlint.pipeline.engine import check_source, rules_for
+from tests.catalogue.test_rule_folders import case_code
 from tests.support import lint
-from tests.test_rule_folders import case_code
 
 
 def test_sample_gate_message_speaks_of_samples() -> None:

@@ -7,13 +7,13 @@ no more."""
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 
-from tests.test_patterns import assert_row
+from tests.project.test_patterns import assert_row
+from tests.shared_data import DATA
 
-FOLDER = Path(__file__).resolve().parent / "data" / "field_trial"
+FOLDER = DATA / "field_trial"
 
 #: file -> what the linter does today instead (a known miss or false positive).
 KNOWN = {

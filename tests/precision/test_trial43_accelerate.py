@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.simulation.test_simulation import only, run, updates
 from tests.support import one
-from tests.test_simulation import only, run, updates
 
 SPLIT_PREPARE_TRAINER = """
 import torch

@@ -12,8 +12,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from tests.project.test_interprocedural import _TRAINER
 from tests.support import findings
-from tests.test_interprocedural import _TRAINER
 
 RUNNER = """
 class Runner:

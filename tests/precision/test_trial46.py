@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.precision.test_trial44_b import loop_statistics
 from tests.support import findings, one
-from tests.test_trial44_b import loop_statistics
 
 # --- ACC201: a helper's local running sum is no container kept across microbatches -------------
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interprocedural import one
+from tests.project.test_interprocedural import one
 
 
 def codes(tmp_path: Path, source: str, code: str) -> list[int]:

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import ACC001_LOOP, cli
+
+from tests.cli_helpers import ACC001_LOOP, cli
 
 pytestmark = pytest.mark.slow  # runs ruff in a subprocess
 

@@ -15,8 +15,7 @@ from accumlint import __version__
 from accumlint.cli.app import main
 from accumlint.report import catalogue
 from tests.conftest import FAKE_RULES, FakeCrash, install_rules
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.shared_data import REPO
 
 BUGGY = """\
 import torch

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 
 from accumlint.pipeline.engine import check_source
 from accumlint.run.apply_fixes import fix_source
 from accumlint.run.suggested_fixes import verify
+from tests.catalogue.test_rule_folders import DEFAULT, EVERY, INVALID, RULES_DIR, case_rules, case_source
 from tests.shared_data import DATA, needs_shared, require_shared
-from tests.test_rule_folders import DEFAULT, EVERY, INVALID, RULES_DIR, case_rules, case_source
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-EXPECTED_FIXES = Path(__file__).resolve().parent / "data" / "expected_fixes.toml"
+EXPECTED_FIXES = DATA / "expected_fixes.toml"
 FIXES = tomllib.loads(EXPECTED_FIXES.read_text(encoding="utf-8"))["fix"]
 BY_SOURCE: dict[tuple[str, str], list[dict]] = defaultdict(list)
 for _fix in FIXES:

@@ -18,8 +18,8 @@ import pytest
 
 from accumlint.run import apply_fixes as apply
 from tests.cli_helpers import ACC001_LOOP, cli
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 BUGGY = ACC001_LOOP
 
 

@@ -19,8 +19,8 @@ from accumlint.run.fix_scope import Baseline
 from accumlint.spec import UNUSED_NOQA_CODE
 from tests.metamorphic import REGISTRY
 from tests.metamorphic.matrix import SELECTED, catalogue, transformed
+from tests.metamorphic.test_metamorphic import FAST
 from tests.shared_data import REPO
-from tests.test_metamorphic import FAST
 
 CATALOGUE = catalogue()
 

@@ -20,8 +20,8 @@ from accumlint.files.writing import replace_file
 from accumlint.fixes import APPLICABILITY, fix_applicability
 from accumlint.pipeline import engine
 from accumlint.run.apply_fixes import fix_source
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "rules"
 FIXABLE_BAD = sorted(p for code in APPLICABILITY for p in RULES.glob(f"{code}-*/bad_*.py"))
 GOOD = sorted(RULES.glob("*/good_*.py"))

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from cli_helpers import ACC001_LOOP, cli
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
-from test_cache import entries, sign_again
 
 from accumlint.fixes.base import parent_map
 from accumlint.model.names import walk
 from accumlint.pipeline import engine
 from accumlint.run import cache
 from accumlint.run.suggested_fixes import suggest_source
+from tests.cli_helpers import ACC001_LOOP, cli
+from tests.runs.test_cache import entries, sign_again
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 EVERY_CODE = frozenset(rule.code for rule in engine.ALL_RULES_INSTANCES)
 #: every catalogue example with a fixable finding, and the bad examples of the other rules
 EXAMPLES = sorted(p for p in (REPO / "rules").glob("*/bad_*.py"))

@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helpers import cli
 
 from accumlint.files.text_edits import TextEdit, apply_edits, text_edits
+from tests.cli_helpers import cli
+from tests.shared_data import REPO
 
 #: three findings with safe fixes that touch different lines: ACC001, ACC201, ACC006
 THREE_FIXES = """\
@@ -29,7 +30,7 @@ for i, batch in enumerate(loader):
     if (i + 1) % accumulation_steps == 0:
         optimizer.step()
 """
-RULES = Path(__file__).resolve().parent.parent / "rules"
+RULES = REPO / "rules"
 #: ACC101: an unsafe fix (a logged loss changes)
 UNSAFE_TOO = (RULES / "ACC101-double-normalization").glob("bad_*.py")
 #: ACC002: a finding with a sentence saying how to repair it, and no mechanical fix

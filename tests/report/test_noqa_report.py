@@ -180,7 +180,7 @@ def test_diff_shows_the_fix_without_writing(project: Path) -> None:
 def test_ignore_noqa_applies_no_directive_and_reports_no_unused_one(project: Path) -> None:
     import json
 
-    from cli_helpers import ACC001_LOOP
+    from tests.cli_helpers import ACC001_LOOP
 
     (project / "whole.py").write_bytes(b"# accumlint: noqa\n" + ACC001_LOOP)
     status, out, _ = run("--no-cache", "--ignore-noqa", "--select", "ACC001,ACC990", "--output-format", "json",

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from accumlint.cli.app import main
 from accumlint.pipeline.notebook import check_notebook, neutralize, notebook_source
 from accumlint.settings.discovery import discover
+from tests.shared_data import DATA
 
-DATA = Path(__file__).resolve().parent / "data"
 NOTEBOOK = DATA / "train_notebook.ipynb"
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from accumlint.cli.app import main
 from accumlint.pipeline.notebook import RawPlaces, check_notebook, notebook_source, rebuild
-from tests.test_output_formats import _sarif_validator
+from tests.report.test_output_formats import _sarif_validator
 
 SETUP = "import torch\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nassert len(loader) % 4 == 0"
 #: the flagged line holds a tab, quotes, a non-ASCII letter and an emoji before the call: each is
@@ -341,7 +341,7 @@ def test_a_notebook_fix_is_proposed_by_a_report_and_verified_only_on_demand(
     at the finding's cell, why it leaves one out (issue 33: fixes on demand)."""
     from accumlint.pipeline import engine
     from accumlint.run import suggested_fixes
-    from tests.test_fixes import UNVERIFIED_FIX
+    from tests.report.test_fixes import UNVERIFIED_FIX
 
     (project / "train.ipynb").write_bytes(training(PLAIN_LOOP))
     trainer = jupyter(("markdown", "# Trainer", []), ("code", "import torch", []),

@@ -15,8 +15,8 @@ from accumlint.report.output.github import annotation, escape_data, escape_prope
 from accumlint.report.output.junit import format_junit
 from accumlint.run.cache import CACHE_DIR_NAME
 from accumlint.spec.findings import Finding, Severity
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 BAD = REPO / "rules" / "ACC001-zero-grad-inside-group" / "bad_zero_grad_top_of_loop.py"
 GOOD = REPO / "rules" / "ACC001-zero-grad-inside-group" / "good_zero_grad_top_of_loop.py"
 ACC001_URL = "https://github.com/accumlint/accumlint/blob/main/rules/ACC001-zero-grad-inside-group/README.md"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.shared_data import REPO
+
 RULE = REPO / "rules" / "ACC001-zero-grad-inside-group"
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_helpers import ACC001_LOOP, cli
 from click.testing import CliRunner
 
 from accumlint.cli.app import main
+from tests.cli_helpers import ACC001_LOOP, cli
 
 #: an ACC002 (no fix): the update is never followed by a reset
 UNFIXABLE = b"""\

@@ -24,8 +24,8 @@ import pytest
 from accumlint.files import writing
 from accumlint.files.reading import read_signed
 from tests.cli_helpers import ACC001_LOOP, cli
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 BUGGY = ACC001_LOOP
 FIXED_LINE3 = b"    loss.backward()"  # the reset moved under the update gate
 needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")

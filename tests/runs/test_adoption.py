@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_helpers import ACC001_LOOP, cli
 
 from accumlint.commands.add_noqa import add_noqa_text
 from accumlint.settings.gitignore import GitIgnore
+from tests.cli_helpers import ACC001_LOOP, cli
 
 FIXED_LOOP = """\
 for i, batch in enumerate(loader):

@@ -16,8 +16,9 @@ from accumlint.cli.app import main
 from accumlint.run import cache, runner
 from accumlint.run.index_cache import Facts
 from tests.cli_helpers import spy_reads
+from tests.shared_data import REPO
 
-RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+RULES_DIR = REPO / "rules"
 
 TRAIN = (
     "from helpers import step\n\n\n"

@@ -12,7 +12,7 @@ import pytest
 from accumlint.report.output.text import reason_kind
 from accumlint.run import cache
 from tests.cli_helpers import cli
-from tests.test_cache import spy_checks
+from tests.runs.test_cache import spy_checks
 
 #: decided: A is `accumulation_steps`, the update applies groups of A microbatches
 DECIDED = """\

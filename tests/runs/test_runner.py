@@ -25,8 +25,8 @@ from accumlint.run import pool as worker_pool
 from accumlint.run import runner
 from accumlint.run.cache import ResultCache, content_digest
 from accumlint.settings.config import Settings, resolve_selection
+from tests.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BUGGY = (REPO / "examples" / "train_buggy.py").read_text(encoding="utf-8")
 KEY, SECRET = "0" * 32, b"s" * 32  # a cache file name and a signing key
 FIXED = (REPO / "examples" / "train_fixed.py").read_text(encoding="utf-8")

@@ -21,8 +21,8 @@ from accumlint.checks import ALL_RULES
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import Factor
 from accumlint.pipeline.engine import check_source, rules_for
+from tests.catalogue.test_rule_folders import case_code
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
-from tests.test_rule_folders import case_code
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
 

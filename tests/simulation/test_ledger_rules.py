@@ -18,8 +18,8 @@ import libcst as cst
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import divisions_in_series
 from accumlint.pipeline.engine import check_source, rules_for
+from tests.catalogue.test_rule_folders import case_code
 from tests.support import lint
-from tests.test_rule_folders import case_code
 
 
 def _message(source: str, code: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_single_file_runs import check_paths, write_project
+from tests.project.test_single_file_runs import check_paths, write_project
 
 ACCELERATE_LITERAL = """
 from accelerate import Accelerator

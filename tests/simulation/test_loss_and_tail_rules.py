@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 
 from accumlint.pipeline.engine import check_source, rules_for
-from tests.test_rule_folders import case_code
+from tests.catalogue.test_rule_folders import case_code
 
 
 def test_partial_group_message_says_what_happens_to_the_tail() -> None:

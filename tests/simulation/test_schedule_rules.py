@@ -20,8 +20,8 @@ from accumlint.model.schedules import (
     schedule_horizons,
 )
 from accumlint.settings.config import default_codes
+from tests.catalogue.test_rule_folders import case_code
 from tests.support import lint, model_of
-from tests.test_rule_folders import case_code
 
 CODES = ("ACC305", "ACC306", "ACC902")
 

@@ -18,8 +18,9 @@ from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, configurations, simulate
 from accumlint.model.trace import Configuration, Trace
 from accumlint.spec.vocabulary import EventKind
+from tests.shared_data import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def simulated(source: str) -> list[Simulation]:

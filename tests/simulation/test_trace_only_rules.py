@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.simulation.test_simulation import only, run, simulated, updates
 from tests.support import one
-from tests.test_simulation import only, run, simulated, updates
 
 STRIDES = """
     def train(model, optimizer, loader, crit, accum, epochs):
