@@ -17,6 +17,7 @@ from accumlint.pipeline import byte_stage, engine
 from accumlint.run import cache
 from accumlint.settings.config import known_codes
 from tests.shared_data import REPO
+from tests.support import cache_file
 
 EXAMPLES = sorted((REPO / "rules").glob("ACC*/*.py"))
 BUGGY = (REPO / "rules" / "ACC001-zero-grad-inside-group" / "bad_zero_grad_top_of_loop.py").read_text(encoding="utf-8")
@@ -103,11 +104,6 @@ def test_a_cleared_file_loads_only_what_its_check_needs(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("build/\n", encoding="utf-8")
     (tmp_path / "plain.py").write_text(PLAIN + "# again\n", encoding="utf-8")
     assert _loads(tmp_path, "pathspec") == "0 True"
-
-
-def cache_file(project: Path) -> Path:
-    (file,) = (project / cache.CACHE_DIR_NAME).glob("*/*.json")
-    return file
 
 
 @pytest.mark.parametrize("forge", ["markers", "mac", "junk", "null"])

@@ -15,9 +15,8 @@ import pytest
 from accumlint.model import FileModel
 from accumlint.model.kinds import EventKind
 from tests import shared_data
-from tests.project.test_patterns import _rows as _family_rows
 from tests.project.test_patterns import assert_row, check
-from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+from tests.shared_data import SHARED, needs_shared, pattern_rows, require_shared, shared_params
 
 DATA = shared_data.DATA / "owned_loops"
 #: reduced from the field trial of issue 15 (public projects on these frameworks), in our own words
@@ -25,19 +24,9 @@ FIELD = shared_data.DATA / "owned_loops_field"
 _EXPECT = re.compile(r"# expect: (?:nothing|(ACC\d{3}) line (\d+)) -- ")
 
 
-def _cb_rows() -> list[dict[str, str]]:
-    import tests.project.test_patterns as patterns
-
-    families = patterns.FAMILIES
-    patterns.FAMILIES = ("cb_",)
-    try:
-        return _family_rows()
-    finally:
-        patterns.FAMILIES = families
-
-
 @needs_shared
-@pytest.mark.parametrize("row", shared_params(_cb_rows(), "patterns", "expected.tsv"), ids=lambda row: row["file"])
+@pytest.mark.parametrize("row", shared_params(pattern_rows(("cb_",)), "patterns", "expected.tsv"),
+                         ids=lambda row: row["file"])
 def test_cb_pattern(row: dict[str, str]) -> None:
     require_shared("patterns", row["file"])
     assert_row(row, SHARED / "patterns")
@@ -46,7 +35,7 @@ def test_cb_pattern(row: dict[str, str]) -> None:
 @needs_shared
 def test_cb_patterns_present() -> None:
     require_shared("patterns", "cb_ignite_process.py")
-    assert len(_cb_rows()) >= 4
+    assert len(pattern_rows(("cb_",))) >= 4
 
 
 def _case(path: Path):

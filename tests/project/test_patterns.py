@@ -5,7 +5,6 @@ project, checked together (as ``accumlint check FOLDER`` does)."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,12 @@ import pytest
 from accumlint.run import runner
 from accumlint.settings import config
 from accumlint.settings.config import Settings
-from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+from tests.shared_data import SHARED, needs_shared, pattern_rows, require_shared, shared_params
 
 pytestmark = needs_shared  # every test reads ../shared/patterns
 
 FAMILIES = ("xfn_", "xmod_", "cls_", "attr_", "multiopt_")
 EVERY_CODE = frozenset(config.known_codes())
-
-
-def _rows() -> list[dict[str, str]]:
-    table = SHARED / "patterns" / "expected.tsv"
-    if not table.exists():
-        return []
-    with table.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith(FAMILIES)]
 
 
 def check(target: Path) -> list[tuple[str, str, int]]:
@@ -56,7 +47,8 @@ def assert_row(row: dict[str, str], folder: Path) -> None:
     assert all(file == wanted for file, _, _ in found), found  # a helper module is silent
 
 
-@pytest.mark.parametrize("row", shared_params(_rows(), "patterns", "expected.tsv"), ids=lambda row: row["file"])
+@pytest.mark.parametrize("row", shared_params(pattern_rows(FAMILIES), "patterns", "expected.tsv"),
+                         ids=lambda row: row["file"])
 def test_pattern(row: dict[str, str]) -> None:
     require_shared("patterns", row["file"].partition("/")[0])
     assert_row(row, SHARED / "patterns")
@@ -64,4 +56,4 @@ def test_pattern(row: dict[str, str]) -> None:
 
 def test_the_families_are_present() -> None:
     require_shared("patterns", "expected.tsv")
-    assert len(_rows()) >= 20
+    assert len(pattern_rows(FAMILIES)) >= 20

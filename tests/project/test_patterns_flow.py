@@ -5,13 +5,11 @@ selected. Skipped where the shared samples are absent."""
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from accumlint.checks import ALL_RULES
 from accumlint.pipeline.engine import check_source, rules_for
-from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+from tests.shared_data import needs_shared, pattern_rows, require_shared, shared_params
 
 pytestmark = needs_shared  # every test reads ../shared/patterns
 
@@ -21,21 +19,14 @@ EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
 NOT_YET: dict[str, str] = {}
 
 
-def _rows() -> list[dict[str, str]]:
-    table = SHARED / "patterns" / "expected.tsv"
-    if not table.exists():
-        return []
-    with table.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith(FAMILIES)]
-
-
 def _param(row: dict[str, str]):
     reason = NOT_YET.get(row["file"])
     marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
     return pytest.param(row, id=row["file"], marks=marks)
 
 
-@pytest.mark.parametrize("row", shared_params([_param(row) for row in _rows()], "patterns", "expected.tsv"))
+@pytest.mark.parametrize("row", shared_params([_param(row) for row in pattern_rows(FAMILIES)],
+                                              "patterns", "expected.tsv"))
 def test_pattern(row: dict[str, str]) -> None:
     path = require_shared("patterns", row["file"])
     found = [(f.code, f.line) for f in check_source(str(path), path.read_bytes(), EVERY_RULE).findings]
@@ -49,5 +40,5 @@ def test_pattern(row: dict[str, str]) -> None:
 
 def test_every_family_has_samples() -> None:
     require_shared("patterns", "expected.tsv")
-    names = [row["file"] for row in _rows()]
+    names = [row["file"] for row in pattern_rows(FAMILIES)]
     assert all(any(name.startswith(family) for name in names) for family in FAMILIES)

@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from accumlint.cli.app import main
 from accumlint.files.writing import replace_file
 from accumlint.fixes import APPLICABILITY, fix_applicability
 from accumlint.pipeline import engine
 from accumlint.run.apply_fixes import fix_source
+from tests.cli_helpers import check_command as fix
 from tests.shared_data import REPO
 
 RULES = REPO / "rules"
@@ -30,15 +29,6 @@ GOOD = sorted(RULES.glob("*/good_*.py"))
 def codes(path: Path | str, data: bytes | None = None) -> list[str]:
     data = Path(path).read_bytes() if data is None else data
     return [f.code for f in engine.check_source(str(path), data).findings]
-
-
-def fix(*args: str) -> tuple[int, str, str]:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
-    result = runner.invoke(main, ["check", *args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_every_planned_rule_has_a_fix() -> None:

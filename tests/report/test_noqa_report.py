@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from accumlint.cli.app import main
 from accumlint.noqa import noqa_report
 from accumlint.noqa.noqa_report import directives, unknown_codes
+from tests.cli_helpers import check_command as run
 
 SOURCE = """\
 import torch
@@ -21,15 +20,6 @@ for i, batch in enumerate(loader):
     if (i + 1) % 4 == 0:  # noqa
         optimizer.step()  # noqa: ACC9
 """
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
-    result = runner.invoke(main, ["check", *args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture

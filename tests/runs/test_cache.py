@@ -7,23 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from accumlint.cli.app import main
 from accumlint.files.reading import signature_of
 from accumlint.pipeline import engine
 from accumlint.pipeline.run_context import RunContext
 from accumlint.run import cache, runner
 from accumlint.run.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.settings.config import Settings, known_codes
+from tests.cli_helpers import cli_mixed as run
 from tests.cli_helpers import spy_reads
+from tests.support import later
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
 PLAIN = "x = 1\n"
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
 
 
 def concise(*args: str) -> list[str]:
@@ -588,15 +584,9 @@ def test_old_entries_are_dropped_when_the_file_is_written(tmp_path: Path, monkey
 # --- a warm run over a large project stats the files instead of reading them -----------------
 
 
-def _later(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clock moved on: files written now count as changed long before their read."""
-    real = cache._now_ns
-    monkeypatch.setattr(cache, "_now_ns", lambda: real() + 10 * 10**9)
-
-
 def test_a_warm_run_of_a_large_project_reads_only_what_it_must(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)  # a run this large is taken to be the project
-    _later(monkeypatch)
+    later(monkeypatch)
     read = spy_reads(monkeypatch)
     checked = spy_checks(monkeypatch, project)
     assert concise("--jobs", "1") == ["train.py:3:5: ACC001 `zero_grad` is called here"]
@@ -631,7 +621,7 @@ def test_a_file_changed_just_before_its_read_keeps_no_signature(project: Path, m
 def test_a_signature_is_signed_with_its_entry(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a forger who edits train.py and copies its new signature onto the old entry gains nothing
     monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)
-    _later(monkeypatch)
+    later(monkeypatch)
     concise("--jobs", "1")
     (project / "train.py").write_text(BUGGY.replace("zero_grad", "zero_grbd"), encoding="utf-8")
     (file,) = cache_files(project)
@@ -646,7 +636,7 @@ def test_a_signature_is_signed_with_its_entry(project: Path, monkeypatch: pytest
 def test_a_malformed_signature_makes_the_entry_unusable(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                         forged: object) -> None:
     monkeypatch.setattr(runner, "NEIGHBOUR_RUN_FILES", 0)
-    _later(monkeypatch)
+    later(monkeypatch)
     concise("--jobs", "1")
     (file,) = cache_files(project)
     data = json.loads(file.read_text(encoding="utf-8"))

@@ -14,21 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from accumlint.cli.app import main
 from accumlint.run import cache, cache_dir
 from accumlint.run.cache import CACHEDIR_TAG, GITIGNORE
+from tests.cli_helpers import cli_mixed as run
 
 BUGGY = "for i, batch in enumerate(loader):\n    loss.backward()\n    opt.zero_grad()\n"
 FINDING = "train.py:3:5: ACC001 `zero_grad` is called here"
 #: a user's JSON file named like a cache file (``md5("hello")``), in a folder named like a version
 USER_FILE = "2024/5d41402abc4b2a76b9719d911017c592.json"
 USER_BYTES = b'{"id": 1, "text": "hello"}\n'
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture

@@ -8,13 +8,7 @@ import pytest
 
 from accumlint.settings import config
 from accumlint.settings.config import ConfigError, SelectionLayer, Settings
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
+from tests.support import write
 
 # --- discovery of the config file ---------------------------------------------------
 

@@ -11,6 +11,7 @@ from accumlint.settings import config
 from accumlint.settings.config import ConfigError
 from accumlint.settings.hierarchy import Resolver
 from tests.cli_helpers import ACC001_LOOP, cli
+from tests.support import write
 
 BASE = """\
 [tool.accumlint]
@@ -21,12 +22,6 @@ per-file-ignores = {"tests/*" = ["ACC001"]}
 parse-timeout = 3
 cache-dir = ".base-cache"
 """
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_the_keys_a_sub_project_does_not_set_are_the_bases(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from accumlint.run import cache, runner
 from accumlint.run.index_cache import Facts
 from tests.cli_helpers import spy_reads
 from tests.shared_data import REPO
+from tests.support import cache_file, later
 
 RULES_DIR = REPO / "rules"
 
@@ -70,20 +71,8 @@ def spy_builds(monkeypatch: pytest.MonkeyPatch, project: Path) -> list[str]:
     return built
 
 
-def later(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The clock moved on: files written now count as changed long before their read (their
-    signatures are kept)."""
-    real = cache._now_ns
-    monkeypatch.setattr(cache, "_now_ns", lambda: real() + 10 * 10**9)
-
-
 def edit(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
-
-
-def cache_file(project: Path) -> Path:
-    (file,) = (project / cache.CACHE_DIR_NAME).glob("*/*.json")
-    return file
 
 
 def test_a_changed_file_reads_only_itself_with_a_warm_index(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

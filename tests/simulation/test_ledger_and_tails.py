@@ -7,7 +7,7 @@ patterns are checked against their expected.tsv rows."""
 # The tests kept here need more than one snippet's findings: message text, the model's ledger
 # entries, the shared norm_/tail_ pattern rows. A plain "this one-file snippet reports exactly
 # these (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
-# (tests/test_rule_folders.py runs them all).
+# (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 
@@ -23,28 +23,23 @@ from accumlint.model.ledger import Factor
 from accumlint.pipeline.engine import check_source, rules_for
 from tests.catalogue.test_rule_folders import case_code
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
+from tests.support import only_message
 
 EVERY_RULE = rules_for(rule.code for rule in ALL_RULES)
 
 
-def _message(source: str, code: str) -> str:
-    found = check_source("s.py", textwrap.dedent(source).encode(), rules_for([code])).findings
-    assert len(found) == 1, found
-    return found[0].message
-
-
 def test_messages_say_the_resulting_scale_and_what_happens_to_the_tail() -> None:
-    assert "1/(tokens per microbatch)" in _message(
+    assert "1/(tokens per microbatch)" in only_message(
         case_code("ACC101 token mean then grads divided by the group's mask count (div_)"), "ACC101")
-    assert "D times too small" in _message(
+    assert "D times too small" in only_message(
         case_code("ACC405 grads divided in place by an all-reduced count under DDP"), "ACC405")
-    shifted = _message(case_code("ACC005 counter survives the epoch, grads wiped at epoch start"), "ACC005")
+    shifted = only_message(case_code("ACC005 counter survives the epoch, grads wiped at epoch start"), "ACC005")
     assert "A - r microbatches" in shifted and "dropped" in shifted
-    leak = _message(case_code("ACC005 leak with no length arithmetic, tuple target, other names"), "ACC005")
+    leak = only_message(case_code("ACC005 leak with no length arithmetic, tuple target, other names"), "ACC005")
     assert "join the next epoch's first update" in leak
     flushed = case_code("ACC005 flush after the loop, each tail microbatch divided by A")
-    assert "weighs r/A" in _message(flushed, "ACC005")
-    assert "`n_upd` counts optimizer updates" in _message(
+    assert "weighs r/A" in only_message(flushed, "ACC005")
+    assert "`n_upd` counts optimizer updates" in only_message(
         case_code("ACC006 scheduler gated on the update counter, nested in another if"), "ACC006")
 
 

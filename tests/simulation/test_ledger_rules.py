@@ -7,7 +7,7 @@ shape has a silent twin that differs by the one fact that makes it correct."""
 # The tests kept here need more than one snippet's findings: message text, the model's ledger
 # (divisions in series), a twin made by str.replace. A plain "this one-file snippet reports
 # exactly these (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
-# (tests/test_rule_folders.py runs them all).
+# (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 
@@ -17,23 +17,16 @@ import libcst as cst
 
 from accumlint.model import EventKind, build_model
 from accumlint.model.ledger import divisions_in_series
-from accumlint.pipeline.engine import check_source, rules_for
 from tests.catalogue.test_rule_folders import case_code
-from tests.support import lint
-
-
-def _message(source: str, code: str) -> str:
-    found = check_source("s.py", textwrap.dedent(source).encode(), rules_for([code])).findings
-    assert len(found) == 1, found
-    return found[0].message
+from tests.support import lint, only_message
 
 
 def test_messages_say_the_resulting_scale() -> None:
-    assert "1/A of the group's mean gradient" in _message(
+    assert "1/A of the group's mean gradient" in only_message(
         case_code("ACC101 A twice in series: reassigned, then divided again at the backward"), "ACC101")
-    assert "after the loss's division already divided" in _message(
+    assert "after the loss's division already divided" in only_message(
         case_code("ACC101 loss divided by A, then the group's gradients divided by A again"), "ACC101")
-    assert "(a mean over its microbatch's tokens: `ignore_index`" in _message(
+    assert "(a mean over its microbatch's tokens: `ignore_index`" in only_message(
         case_code("ACC103 token mean undivided: the message names the mean"), "ACC103")
 
 
