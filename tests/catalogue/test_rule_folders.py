@@ -6,7 +6,7 @@ bad/good scripts, the rule's snippet cases and a snapshot of its findings.
   ``select`` (comma-separated codes as ``--select``, for off-by-default rules; ``"ALL"``: every rule);
 - ``snapshot.txt``: every finding of every ``bad_*.py`` script of the folder, with its range and
   message, as ``accumlint check --select ALL`` reports it. Regenerate after an intended change
-  with ``ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest tests/test_rule_folders.py`` and read the diff.
+  with ``ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest tests/catalogue/test_rule_folders.py`` and read the diff.
 """
 
 from __future__ import annotations

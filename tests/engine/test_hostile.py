@@ -368,7 +368,7 @@ def test_the_time_budget_from_the_config(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_chain_of_calls_libcst_takes_seconds_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reproduction: LibCST took more than 180 s on a 60 KB chain of conditional expressions (now
-    out of memory first: tests/test_bounded.py); a chain of 2,000 calls takes it 6 s in 50 MB."""
+    out of memory first: tests/engine/test_bounded.py); a chain of 2,000 calls takes it 6 s in 50 MB."""
     monkeypatch.setattr(pool, "load_factor", lambda: 1.0)  # the budget of a quiet machine, whatever the load
     chain = b"x = f" + b"(1)" * 2000 + b"\n"  # 6 KB: LibCST needs far more than 2 s
     result = check(tmp_path, {"calls.py": MARKER + chain}, "--parse-timeout", "2")

@@ -1,4 +1,4 @@
-"""``accumlint server`` whose analyses block where a document asks them to (tests/test_lsp.py).
+"""``accumlint server`` whose analyses block where a document asks them to (tests/lsp/test_lsp.py).
 
     python -m tests.lsp.lsp_blocking_server SIGNALS
 

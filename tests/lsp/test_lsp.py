@@ -519,7 +519,7 @@ def test_a_pathological_document_gets_acc000_and_the_server_stays_bounded(tmp_pa
 
 # --- a server that answers while it analyses (issue 33, item 2) ----------------------------------
 
-#: the text of a document whose check blocks (tests/lsp_blocking_server.py) until released
+#: the text of a document whose check blocks (tests/lsp/lsp_blocking_server.py) until released
 BLOCKED_CHECK = "# block-check\n" + BAD
 #: the text of a document whose fix verification blocks
 BLOCKED_VERIFY = "# block-verify\n" + BAD

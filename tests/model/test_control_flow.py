@@ -6,7 +6,7 @@ undecidable one that must stay silent. The snippets were written for these tests
 
 # The tests kept here need more than one snippet's findings: the model's cadences (which events
 # run every microbatch). A plain "this one-file snippet reports exactly these (code, line)
-# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py
+# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py
 # runs them all).
 
 from __future__ import annotations

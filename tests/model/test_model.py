@@ -4,7 +4,7 @@ cannot decide and every rule must stay silent (precision over recall)."""
 # The tests kept here need more than one snippet's findings: the model itself (groups, cadences,
 # roles, reference cycles), a project tree. A plain "this one-file snippet reports exactly these
 # (code, line) findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml
-# (tests/test_rule_folders.py runs them all).
+# (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 

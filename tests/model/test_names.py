@@ -3,7 +3,7 @@ it. Written for these tests."""
 
 # The tests kept here need more than one snippet's findings: the model's aliases of A. A plain
 # "this one-file snippet reports exactly these (code, line) findings" test belongs in the rule's
-# rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+# rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ that differs by the one fact that makes it correct."""
 
 # The tests kept here need more than one snippet's findings: message text, a snippet shared with
 # twins made by str.replace. A plain "this one-file snippet reports exactly these (code, line)
-# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py
+# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py
 # runs them all).
 
 from __future__ import annotations

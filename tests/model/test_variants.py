@@ -4,7 +4,7 @@ one rule live in its folder (``rules/<CODE>-<name>/cases.toml``, run by test_rul
 
 # The tests kept here need more than one snippet's findings: twins made from one snippet by
 # str.replace / str.format. A plain "this one-file snippet reports exactly these (code, line)
-# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py
+# findings" test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py
 # runs them all).
 
 from __future__ import annotations

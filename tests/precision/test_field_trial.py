@@ -18,7 +18,7 @@ FOLDER = DATA / "field_trial"
 #: file -> what the linter does today instead (a known miss or false positive).
 KNOWN = {
     # the window builder's trailing yield is reported once the loop is known to step a DeepSpeed
-    # engine (tests/test_tail_shapes.py); this reduced file names `engine` but never imports or
+    # engine (tests/model/test_tail_shapes.py); this reduced file names `engine` but never imports or
     # builds it, so its role stays unknown (recognising an engine by its name alone is not precise)
     "tail_window_norm_engine_counter.py": "nothing: the DeepSpeed engine is not shown (no import, no initialize)",
 }

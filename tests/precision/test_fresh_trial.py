@@ -5,7 +5,7 @@ the faulty twin that proves the group is still seen, and each miss its faulty ca
 
 # The tests kept here need more than one snippet's findings: project trees (several files), twins
 # made from templates. A plain "this one-file snippet reports exactly these (code, line) findings"
-# test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them
+# test belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py runs them
 # all).
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ silent twins, the cases the model must leave unknown, the cache across files, an
 # The tests kept here need more than one snippet's findings: project trees (several files,
 # imports, the cache), framework rows in the config, assertions on some codes only, twins made
 # from templates. A plain "this one-file snippet reports exactly these (code, line) findings" test
-# belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+# belongs in the rule's rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from accumlint.run.cache import ResultCache
 from accumlint.settings.config import Settings
 from tests.support import EVERY_CODE, findings, one, tree
 
-SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/test_cache.py covers it)
+SECRET = b"s" * 32  # the per-user key that signs cache entries (tests/runs/test_cache.py covers it)
 
 
 # --- across functions -----------------------------------------------------------------------
@@ -57,7 +57,7 @@ def test_every_candidate_of_a_dispatch_is_a_path(tmp_path: Path) -> None:
             handler(n, net(batch) / every, optimizer, every)
     """
     # two definitions in an if/else: the last one reaching the loop is taken (no path through the
-    # other); the IfExp form is the one whose both arms are followed (tests/test_patterns.py)
+    # other); the IfExp form is the one whose both arms are followed (tests/project/test_patterns.py)
     found = one(tmp_path, source)
     assert all(code == "ACC004" for code, _ in found)
 

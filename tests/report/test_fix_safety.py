@@ -3,7 +3,7 @@ a file changed meanwhile refused, a kill during the write leaves the old or the 
 
 A kill between the temporary file's creation and the rename leaves an orphan named
 ``.<file>.<pid>.<random>.accumlint-tmp`` next to the file: not a ``.py`` name, so never checked,
-and the next ``--fix`` or ``--add-noqa`` run removes it (tests/test_safe_writer.py).
+and the next ``--fix`` or ``--add-noqa`` run removes it (tests/report/test_safe_writer.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ correct shapes next to them, and the undecidable shapes where the rules stay sil
 # The tests kept here need more than one snippet's findings: the model's horizons, counters and
 # Lightning schedulers, the default rule set, warm-up twins made from one template. A plain "this
 # one-file snippet reports exactly these (code, line) findings" test belongs in the rule's
-# rules/<CODE>-<name>/cases.toml (tests/test_rule_folders.py runs them all).
+# rules/<CODE>-<name>/cases.toml (tests/catalogue/test_rule_folders.py runs them all).
 
 from __future__ import annotations
 
