@@ -6,7 +6,7 @@ placement, replicas, logged figures and loggers, weight copies. Each observer is
 (:class:`~runtime_guard.observe.state.ProbeState`, everything observers share), the shared services
 (:class:`~runtime_guard.observe.services.ProbeServices`: the entry guard, recording an event, gradient
 fingerprints around a call) and the other observers whose public methods it calls. An observer's
-private names are its own: ``tests/test_guard_probe_shape.py`` holds that.
+private names are its own: ``tests/guard/test_guard_probe_shape.py`` holds that.
 """
 
 from __future__ import annotations
