@@ -155,7 +155,7 @@ class ScriptProbe:
         except Exception as error:  # noqa: BLE001 - the guard's failure never reaches the script
             self._handle.remove()
             if self.probe is not None and self.probe.attached:
-                self.probe._hook_failed("discovery at the first forward", error)
+                self.probe._services.hook_failed("discovery at the first forward", error)
             else:
                 self.probe = None
                 self.reason = f"discovery at the first forward of {type(module).__name__} failed ({describe(error)})"
@@ -233,7 +233,7 @@ class ScriptProbe:
         elif iterator is not None:
             self.probe.adopt_iterator(iterator, iterator._num_yielded)
         if target is module:  # this forward's hooks were collected before the probe's own were registered
-            self.probe._on_forward_pre(module, args, {})
+            self.probe._forward.on_forward_pre(module, args, {})
 
     def __enter__(self) -> ScriptProbe:
         warm.warm_up()  # the probe's first-call costs, off the script's first microbatch

@@ -185,7 +185,7 @@ if __name__ == "__main__":
     main()
 '''
 
-CASES = """# Snippet cases of this rule (tests/test_rule_folders.py): invalid ones must report exactly
+CASES = """# Snippet cases of this rule (tests/catalogue/test_rule_folders.py): invalid ones must report exactly
 # their findings (code, line; line 1 is the snippet's first line), valid ones nothing, under
 # the default rule set or, with select = "ACC305,ACC902" (as --select; "ALL": every rule),
 # under those codes.
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"its tests (folder, scripts under both engines, refactorings, precision sets): pytest -q --rule {args.code}")
     print(f"only under the linter: pytest -q -m 'not slow' --rule {args.code}")
     print(f"its snapshot, once the check finds the bad script: ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest -q "
-          f'tests/test_rule_folders.py -k "{args.code} and snapshot"')
+          f'tests/catalogue/test_rule_folders.py -k "{args.code} and snapshot"')
     return 0
 
 

@@ -30,6 +30,18 @@ def cli(*args: str) -> Result:
         return CliRunner().invoke(main, list(args))
 
 
+def cli_mixed(*args: str) -> Result:
+    """``accumlint ARGS`` in this process with click's default runner (stderr mixed into ``output``
+    where click mixes it)."""
+    return CliRunner().invoke(main, list(args))
+
+
+def check_command(*args: str) -> tuple[int, str, str]:
+    """``accumlint check ARGS`` in this process: (exit code, stdout, stderr)."""
+    result = cli("check", *args)
+    return result.exit_code, result.stdout, result.stderr
+
+
 def spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The base names of the files the runner reads from now on, in order."""
     read: list[str] = []

@@ -5,6 +5,7 @@ collects the same tests in a user's clone."""
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -41,3 +42,13 @@ def shared_params(rows: list[Any], *parts: str) -> list[Any]:
     if rows or path.exists():
         return rows
     return [pytest.param(None, id="shared-absent", marks=pytest.mark.skip(reason=absent_reason(path)))]
+
+
+def pattern_rows(families: tuple[str, ...]) -> list[dict[str, str]]:
+    """The rows of ``shared/patterns/expected.tsv`` whose file name starts with one of ``families``
+    (``("flow_", "sync_")``); none where the shared input is absent."""
+    table = SHARED / "patterns" / "expected.tsv"
+    if not table.exists():
+        return []
+    with table.open(newline="") as handle:
+        return [row for row in csv.DictReader(handle, delimiter="\t") if row["file"].startswith(families)]

@@ -1,6 +1,7 @@
-"""What many test modules share: a snippet's findings and model, a project tree's findings, and
-the launcher of a group of worker processes (the guard's DDP and FSDP tests).
-The CLI run in-process is in ``cli_helpers``."""
+"""What many test modules share: a snippet's findings and model, a project tree's findings, a file
+written, the result cache's entry and clock, and the launcher of a group of worker processes (the
+guard's DDP and FSDP tests). The CLI run in-process is in ``cli_helpers``; where the inputs live
+(the repository, ``tests/data``, ``../shared``) in ``shared_data``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from accumlint.checks import ALL_RULES
 from accumlint.model import FileModel, build_model
 from accumlint.pipeline.engine import FileResult, check_source, rules_for
-from accumlint.run import runner
+from accumlint.run import cache, runner
 from accumlint.run.cache import ResultCache
 from accumlint.settings import config
 from accumlint.settings.config import Settings
@@ -77,6 +78,34 @@ def findings(root: Path, files: dict[str, str], cache: ResultCache | None = None
 def one(tmp_path: Path, source: str) -> list[tuple[str, int]]:
     """(code, line) of every finding of one file, ``train.py``, checked as a project (every rule)."""
     return [(code, line) for _, code, line in findings(tmp_path, {"train.py": source})]
+
+
+def only_message(source: str, code: str) -> str:
+    """The message of the one finding of rule ``code`` on a dedented snippet; ``AssertionError``
+    unless there is exactly one."""
+    found = check_source("s.py", textwrap.dedent(source).encode(), rules_for([code])).findings
+    assert len(found) == 1, found
+    return found[0].message
+
+
+def write(path: Path, text: str) -> Path:
+    """``text`` written to ``path`` (UTF-8), its folders made first; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def cache_file(project: Path) -> Path:
+    """The one result-cache entry file under ``project``'s cache folder; ``ValueError`` unless one."""
+    (file,) = (project / cache.CACHE_DIR_NAME).glob("*/*.json")
+    return file
+
+
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock moved on (10 s): files written now count as changed long before their read (their
+    signatures are kept)."""
+    real = cache._now_ns
+    monkeypatch.setattr(cache, "_now_ns", lambda: real() + 10 * 10**9)
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ fire on:
    and runs only those rules.
 
 Each test may only exclude a file whose model cannot yield the rule's hit: the gate is a
-necessary condition, never a heuristic. ``tests/test_applicability.py`` runs every rule
+necessary condition, never a heuristic. ``tests/catalogue/test_applicability.py`` runs every rule
 ungated on every file with findings we have and fails where a gate drops one.
 """
 

@@ -269,7 +269,7 @@ def check_screened(path: str, screened: Screened, data: bytes | None = None, con
 def _collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off for one file (unless it already was).
 
-    Neither LibCST's tree nor the model holds a reference cycle (tests/test_model.py), so
+    Neither LibCST's tree nor the model holds a reference cycle (tests/model/test_model.py), so
     reference counting frees a file's objects; while a large tree is being built the
     collector would only walk it again and again (measured: ~15 % of the parse).
     """

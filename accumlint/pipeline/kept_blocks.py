@@ -21,7 +21,7 @@ inner code) is always read with its unit. A unit is read when
 A name counts wherever it occurs as an identifier or an identifier-like string constant
 (``getattr(self, "opt")``), so each set is a superset of what the model can follow, and the
 model of the kept text is the model of the whole file for every scope a rule can report in
-(``tests/test_kept_blocks.py`` checks the findings on every sample we have, read whole and
+(``tests/engine/test_kept_blocks.py`` checks the findings on every sample we have, read whole and
 read this way).
 """
 

@@ -21,7 +21,7 @@ checked again instead where the restriction cannot be shown equal:
 - the re-check reports a finding (or ``ACC000``) outside the region, or a finding kept from
   before has a related location that cannot be moved.
 
-``tests/test_fix_scope.py`` holds the restricted verdicts equal to the whole file's on every
+``tests/report/test_fix_scope.py`` holds the restricted verdicts equal to the whole file's on every
 catalogue example and on the metamorphic matrix.
 """
 

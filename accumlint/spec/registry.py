@@ -3,7 +3,7 @@
 Importing a rule loads LibCST and the group model (about a quarter of a second); a run
 answered entirely from the cache never needs either. The selection, the cache key and the
 ``noqa`` code check read this view of the rule spec (``accumlint/spec/__init__.py``) instead;
-``tests/test_registry.py`` checks that every entry names the class that implements it.
+``tests/catalogue/test_registry.py`` checks that every entry names the class that implements it.
 """
 
 from __future__ import annotations

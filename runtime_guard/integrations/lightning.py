@@ -202,4 +202,5 @@ class GuardCallback(SessionCallback, pl.Callback):
         # wrapper: wrap those too, so a reset from training_step is seen by name
         for wrapper in getattr(strategy, "_lightning_optimizers", []) or []:
             if getattr(wrapper, "optimizer", None) is optimizer:
-                wrap_instance_method(probe._undo, wrapper, "zero_grad", probe._zero_grad_wrapper("optimizer.zero_grad"))
+                wrap_instance_method(probe._state.undo, wrapper, "zero_grad",
+                                     probe._resets.zero_grad_wrapper("optimizer.zero_grad"))

@@ -11,6 +11,7 @@ import torch
 from runtime_guard import frameworks
 from runtime_guard.contain import contained_hook
 from runtime_guard.events import BACKWARD
+from runtime_guard.observe import Observer
 from runtime_guard.trace import Microbatch
 
 #: Backward nodes of a loss reduced by a mean (``reduction="mean"``; ``MeanBackward0`` is ``.mean()`` over
@@ -44,68 +45,74 @@ def _mean_loss_node(tensors: Any) -> Any:
 
 
 
-class BackwardObserver:
-    """Mixed into :class:`runtime_guard.probe.Probe` (backward hooks); works on the probe's state."""
+class BackwardObserver(Observer):
+    """Backward hooks: the end of each microbatch's backward and the weight of its mean-reduced loss."""
 
-    def _on_output_grad(self, mb: Microbatch, grad: torch.Tensor) -> None:
+    def on_output_grad(self, mb: Microbatch, grad: torch.Tensor) -> None:
+        """The backward reached microbatch ``mb``'s output: a backward starts (FSDP2 with sync off runs no
+        parameter hook)."""
         mb.output_reached = True
-        self._on_param_grad(grad)
+        self.on_param_grad(grad)
 
-    def _on_param_grad(self, param: torch.Tensor) -> None:
-        if self._replaying or not self._attached or self._done or self._in_backward:
+    def on_param_grad(self, param: torch.Tensor) -> None:
+        """A probed parameter's gradient was accumulated: the first in a backward queues the end-of-backward
+        callback (DDP's sync state read now)."""
+        s = self.state
+        if s.replaying or not s.attached or s.done or s.in_backward:
             return
-        self._in_backward = True
-        mb = self._mb
-        if mb is not None and self.record.ddp:
-            mb.sync_in_backward = frameworks.ddp_syncs(self.model)
+        s.in_backward = True
+        mb = s.mb
+        if mb is not None and s.record.ddp:
+            mb.sync_in_backward = frameworks.ddp_syncs(s.model)
         queue = torch.autograd.Variable._execution_engine.queue_callback
-        queue(contained_hook(self._hook_failed, "end-of-backward callback", self._on_backward_queued))
+        queue(contained_hook(self.services.hook_failed, "end-of-backward callback", self._on_backward_queued))
 
     def _on_backward_queued(self) -> None:
         # DDP copies the all-reduced buckets into .grad in its own end-of-backward callback,
         # queued later than ours: re-queue so that we read .grad after it (design notes §1).
         queue = torch.autograd.Variable._execution_engine.queue_callback
-        queue(contained_hook(self._hook_failed, "end-of-backward callback", self._on_backward_end))
+        queue(contained_hook(self.services.hook_failed, "end-of-backward callback", self._on_backward_end))
 
     def _on_backward_end(self) -> None:
-        self._in_backward = False
-        mb, group = self._mb, self._group
-        if not self._attached or self._done or mb is None or group is None:
+        s = self.state
+        s.in_backward = False
+        mb, group = s.mb, s.group
+        if not s.attached or s.done or mb is None or group is None:
             return
-        retained = self._tracker.retained_after_backward()
-        mb.last_backward_serial = self._tracker.backward_serial
-        self._tracker.backward_serial += 1
-        grads = self._grads()
+        retained = s.tracker.retained_after_backward()
+        mb.last_backward_serial = s.tracker.backward_serial
+        s.tracker.backward_serial += 1
+        grads = self.services.grads()
         if mb.backwards == 0:
-            mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(self.params)
+            mb.grads_replaced_before_backward = mb.grads_at_forward.replaced_in(s.params)
         mb.backwards += 1
         mb.grads_after_backward = grads
-        self._grads_expected, self._rescales = grads, []
+        s.grads_expected, s.rescales = grads, []
         # the last backward decides: an earlier retain_graph=True whose graph a later backward of the same
         # microbatch went through again is a genuine multi-backward pattern (ACC202's exemption)
         mb.retained_saved_bytes = retained
-        mb.saved_peak_bytes = max(mb.saved_peak_bytes, self._tracker.peak_bytes)
-        group.saved_peak_bytes = max(group.saved_peak_bytes, self._tracker.peak_bytes)
-        peaks = self._device_peaks(reset=False)
+        mb.saved_peak_bytes = max(mb.saved_peak_bytes, s.tracker.peak_bytes)
+        group.saved_peak_bytes = max(group.saved_peak_bytes, s.tracker.peak_bytes)
+        peaks = self.services.device_peaks(reset=False)
         mb.device_peak_bytes = peaks
-        if self.normalization == "replay":  # copied only if this backward turns out to be the group's last
-            self._snapshot, self._snapshot_pending = None, (grads, mb.scale or 1.0)
-        if self._comm is not None:
-            mb.allreduce_buckets = self._comm.buckets - self._comm_start
-        self._event(BACKWARD, retained_saved_bytes=retained)
+        if s.normalization == "replay":  # copied only if this backward turns out to be the group's last
+            s.snapshot, s.snapshot_pending = None, (grads, mb.scale or 1.0)
+        if s.comm is not None:
+            mb.allreduce_buckets = s.comm.buckets - s.comm_start
+        self.services.event(BACKWARD, retained_saved_bytes=retained)
         if group.tail:
-            self._done = True  # detach at the next call on the user's thread
+            s.done = True  # detach at the next call on the user's thread
 
-    def _observe_backward(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def observe_backward(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``torch.autograd.backward`` (``Tensor.backward`` calls it) on the loop's thread, observed
         (``undo.patch_function``) when the probe infers the normalization or sits at an epoch end: when
         the root is a scalar loss that is a mean-reduced loss times constants, a pre-hook on the mean node
         reads dL/d(mean loss), i.e. the weight the loop gave this microbatch. It is the normalization's
         evidence where the output has no softmax cross-entropy logits (MSE, a contrastive cross entropy
         over a similarity matrix, a model that returns its loss), and the partial group's weight."""
-        mb = self._mb
+        mb = self.state.mb
         tensors = args[0] if args else kwargs.get("tensors")
-        node = _mean_loss_node(tensors) if self._entry() and mb is not None else None
+        node = _mean_loss_node(tensors) if self.services.entry() and mb is not None else None
         if node is None:
             return original(*args, **kwargs)
 
@@ -117,7 +124,7 @@ class BackwardObserver:
                 terms.append(float(grad) / (mb.scale or 1.0))
 
         backwards = mb.backwards
-        handle = node.register_prehook(self._hook("loss weight hook", seen))
+        handle = node.register_prehook(self.services.hook("loss weight hook", seen))
         try:
             return original(*args, **kwargs)
         finally:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from runtime_guard.contain import describe
+from runtime_guard.observe import Observer
 from runtime_guard.trace import LoggedFigure
 
 #: The clock of update attempts and logged figures (a test substitutes its own).
@@ -61,15 +62,14 @@ def log(figures: Mapping[str, Any] | None = None, /, **more: Any) -> None:
     (``tokens`` / ``samples`` / ``examples``, per second); figures that are no rate, or not numbers, are
     ignored. A no-op when no probe is attached, from another
     thread than the loop's, and after the probe detached; it never raises (nor the guard's failures)."""
-    from runtime_guard.probe import _attached
+    from runtime_guard.probe import figures_observers
 
-    for probe in list(_attached):
-        if probe._thread == threading.get_ident():
-            merged = {**(figures or {}), **more}
-            try:
-                probe._on_figures(merged)
-            except Exception as error:  # noqa: BLE001 - the guard's failure, never the program's
-                probe._hook_failed("runtime_guard.log", error)
+    for observer in figures_observers(threading.get_ident()):
+        merged = {**(figures or {}), **more}
+        try:
+            observer.on_figures(merged)
+        except Exception as error:  # noqa: BLE001 - the guard's failure, never the program's
+            observer.services.hook_failed("runtime_guard.log", error)
 
 
 def _same_point(a: LoggedFigure, b: LoggedFigure) -> bool:
@@ -78,17 +78,18 @@ def _same_point(a: LoggedFigure, b: LoggedFigure) -> bool:
         (b.name, b.value, b.group, b.microbatches, b.after_update)
 
 
-class FiguresObserver:
-    """Mixed into :class:`runtime_guard.probe.Probe` (logged figures, counters at attach)."""
+class FiguresObserver(Observer):
+    """Logged figures (ACC903) and the counters a resumed run restored (ACC904)."""
 
-    def _on_figures(self, figures: Mapping[str, Any], source: str = "runtime_guard.log") -> None:
+    def on_figures(self, figures: Mapping[str, Any], source: str = "runtime_guard.log") -> None:
         """Keep the rates among ``figures`` (name -> value) logged through ``source`` now. A rate already kept
         with the same name and value at the same point of the group (the loop hands one dict to
         ``runtime_guard.log`` and to its logger) is kept once."""
-        if not self._entry():
+        s = self.state
+        if not self.services.entry():
             return
         now = clock()
-        groups = self.record.groups
+        groups = s.record.groups
         group = groups[-1] if groups else None
         if group is None or not group.microbatches:
             return  # before the first forward: no group to relate it to
@@ -101,26 +102,27 @@ class FiguresObserver:
                 continue
             figure = LoggedFigure(str(name), number, unit, group.index, len(group.microbatches), group.closed,
                                   since, source)
-            if not any(_same_point(figure, kept) for kept in self.record.figures):
-                self.record.figures.append(figure)
+            if not any(_same_point(figure, kept) for kept in s.record.figures):
+                s.record.figures.append(figure)
 
-    def _read_counters(self) -> None:
+    def read_counters(self) -> None:
         """The optimizer's own count of applied updates (``state["step"]`` of Adam-family optimizers, the
         largest over the probed parameters; ``None`` when its state holds none) and the scheduler's position
         (``last_epoch``), as they are when the probe attaches: after a resume, what the program restored."""
+        s = self.state
         steps = []
         try:
-            for p in self.params:
-                state = self.optimizer.state.get(p)
+            for p in s.params:
+                state = s.optimizer.state.get(p)
                 step = state.get("step") if isinstance(state, dict) else None
                 if isinstance(step, torch.Tensor) and step.numel() == 1:
                     steps.append(int(step.item()))
                 elif isinstance(step, numbers.Real) and not isinstance(step, bool):
                     steps.append(int(step))
         except Exception as error:  # noqa: BLE001 - the guard's failure: ACC904 not observed, never a raise
-            self.record.notes.append(f"the guard could not read the optimizer's update count ({describe(error)})")
+            s.record.notes.append(f"the guard could not read the optimizer's update count ({describe(error)})")
             steps = []
         # none: a fresh optimizer (Adam's state is created at its first update), or one that counts nothing (SGD)
-        self.record.updates_at_attach = max(steps) if steps else None
-        position = getattr(self.scheduler, "last_epoch", None) if self.scheduler is not None else None
-        self.record.scheduler_position = position if isinstance(position, int) else None
+        s.record.updates_at_attach = max(steps) if steps else None
+        position = getattr(s.scheduler, "last_epoch", None) if s.scheduler is not None else None
+        s.record.scheduler_position = position if isinstance(position, int) else None

@@ -13,7 +13,11 @@ import torch
 
 from runtime_guard.contain import UserCall
 from runtime_guard.events import CLIP, SCALE, SCALER_STEP, SCALER_UPDATE, UNSCALE
-from runtime_guard.fingerprint import GradState, rescale_factor
+from runtime_guard.observe import Observer
+from runtime_guard.observe.replicas import ReplicaObserver
+from runtime_guard.observe.services import ProbeServices
+from runtime_guard.observe.state import ProbeState
+from runtime_guard.observe.updates import UpdateObserver
 
 
 def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict, list[Any] | None]:
@@ -36,45 +40,47 @@ def _clipped_parameters(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
     return (passed, *args[1:]), kwargs, params
 
 
-class GradientOpsObserver:
-    """Mixed into :class:`runtime_guard.probe.Probe` (clips and the GradScaler); works on its state."""
+class GradientOpsObserver(Observer):
+    """Clips and the GradScaler: a clip closes no group, ``scaler.step`` closes it through ``updates``."""
 
-    def _observe_clip(self, original: UserCall, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+    def __init__(self, state: ProbeState, services: ProbeServices, updates: UpdateObserver,
+                 replicas: ReplicaObserver) -> None:
+        super().__init__(state, services)
+        self.updates = updates
+        self.replicas = replicas
+
+    def observe_clip(self, original: UserCall, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                       name: str) -> Any:
         """A call of ``torch.nn.utils.<name>`` on the loop's thread (``undo.patch_function``, through
         :func:`~runtime_guard.contain.call_through`): a clip event when it clips some of the probed
         model's parameters; a clip of another model's (a GAN's other network) is not one of this model's
         and is only counted in the card's notes."""
-        if not self._entry():
+        s = self.state
+        if not self.services.entry():
             return original(*args, **kwargs)
         args, kwargs, params = _clipped_parameters(args, kwargs)
         original.arguments = (args, kwargs)  # a generator was read: should the guard fail, torch gets the list
-        if params and not any(id(p) in self._param_ids for p in params):
-            self._other_model_calls[name] += 1
+        if params and not any(id(p) in s.param_ids for p in params):
+            s.other_model_calls[name] += 1
             return original(*args, **kwargs)
-        self._note_unseen_change(self._grads())
-        before, result, after = self._around_grads(original, args, kwargs)
-        self._grads_expected = after
-        self._event(CLIP, function=name, changed=not before.same_values(after))
+        self.services.note_unseen_change(self.services.grads())
+        before, result, after = self.services.around_grads(original, args, kwargs)
+        s.grads_expected = after
+        self.services.event(CLIP, function=name, changed=not before.same_values(after))
         return result
 
-    def _note_unseen_change(self, now: GradState) -> None:
-        """At the entry of a clip, an unscale or an update: a change of the grads since the last backward or
-        the last observed clip or unscale that no observed call made (``p.grad.div_(A)`` before a clip) is one
-        of the group's ``rescaled_by``, kept apart from what the observed call then does to the grads."""
-        expected = self._grads_expected
-        if expected is not None and not expected.same_values(now):
-            self._rescales.append(rescale_factor(expected, now, self.params))
+    def scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.scale``: the scale the microbatch's loss is multiplied by."""
+        s = self.state
 
-    def _scale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def scale(outputs: Any) -> Any:
             result = original(outputs)
-            if self._entry():
-                value = float(self.scaler.get_scale())
-                if self._mb is not None:
-                    self._mb.scale = value
-                self._event(SCALE, scale=value)
+            if self.services.entry():
+                value = float(s.scaler.get_scale())
+                if s.mb is not None:
+                    s.mb.scale = value
+                self.services.event(SCALE, scale=value)
             return result
 
         return scale
@@ -86,63 +92,73 @@ class GradientOpsObserver:
         groups = getattr(optimizer, "param_groups", None)
         if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
             return False
-        if any(id(p) in self._param_ids for g in groups for p in g.get("params", ())):
+        if any(id(p) in self.state.param_ids for g in groups for p in g.get("params", ())):
             return False
-        self._other_model_calls[call] += 1
+        self.state.other_model_calls[call] += 1
         return True
 
-    def _unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def unscale_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.unscale_``: an unscale of the probed optimizer's grads, fingerprinted after."""
+        s = self.state
+
         @functools.wraps(original)
         def unscale_(optimizer: Any) -> Any:
-            if not self._entry() or self._other_model(optimizer, "scaler.unscale_"):
+            if not self.services.entry() or self._other_model(optimizer, "scaler.unscale_"):
                 return original(optimizer)
-            self._take_snapshot()
-            self._note_unseen_change(self._grads())
-            self._event(UNSCALE, inside_scaler_step=self._scaler_step_depth > 0, scale=float(self.scaler.get_scale()))
+            self.services.take_snapshot()
+            self.services.note_unseen_change(self.services.grads())
+            self.services.event(UNSCALE, inside_scaler_step=s.scaler_step_depth > 0, scale=float(s.scaler.get_scale()))
             result = original(optimizer)
-            self._grads_expected = self._grads()
+            s.grads_expected = self.services.grads()
             return result
 
         return unscale_
 
-    def _scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def scaler_step_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.step``: the update attempt closes the group (its optimizer step may be
+        skipped on inf/NaN; ``found_inf`` says so)."""
+        s = self.state
+
         @functools.wraps(original)
         def step(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
+            if not self.services.entry():
                 return original(optimizer, *args, **kwargs)
             if self._other_model(optimizer, "scaler.step"):
-                self._other_steps += 1  # the scaler's next update follows a step, not the probed optimizer's
+                s.other_steps += 1  # the scaler's next update follows a step, not the probed optimizer's
                 return original(optimizer, *args, **kwargs)
-            event = self._event(SCALER_STEP, scale=float(self.scaler.get_scale()))
-            self._close_group(event, self._grads(measure=self._compares_replicas()))
-            group = self._group
-            self._scaler_step_depth += 1
+            event = self.services.event(SCALER_STEP, scale=float(s.scaler.get_scale()))
+            self.updates.close_group(event, self.services.grads(measure=self.replicas.compares_replicas()))
+            group = s.group
+            s.scaler_step_depth += 1
             try:
                 return original(optimizer, *args, **kwargs)
             finally:
-                self._scaler_step_depth -= 1
-                state = getattr(self.scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
+                s.scaler_step_depth -= 1
+                state = getattr(s.scaler, "_per_optimizer_states", {}).get(id(optimizer), {})
                 found = state.get("found_inf_per_device", {})
                 if group is not None and found:
                     group.found_inf = bool(sum(float(v) for v in found.values()))
 
         return step
 
-    def _scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def scaler_update_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scaler.update``: the scale before and after, and whether torch raised."""
+        s = self.state
+
         @functools.wraps(original)
         def update(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
+            if not self.services.entry():
                 return original(*args, **kwargs)
-            before = float(self.scaler.get_scale())
+            before = float(s.scaler.get_scale())
             raised = True
             try:
                 result = original(*args, **kwargs)
                 raised = False
             finally:  # torch raises when no scaler.step() recorded inf checks since the last update
-                self._event(SCALER_UPDATE, scale_before=before, scale_after=float(self.scaler.get_scale()),
-                            raised=raised, enabled=bool(getattr(self.scaler, "is_enabled", lambda: True)()),
-                            other_steps=self._other_steps)
-                self._other_steps = 0
+                self.services.event(SCALER_UPDATE, scale_before=before, scale_after=float(s.scaler.get_scale()),
+                            raised=raised, enabled=bool(getattr(s.scaler, "is_enabled", lambda: True)()),
+                            other_steps=s.other_steps)
+                s.other_steps = 0
             return result
 
         return update

@@ -4,7 +4,7 @@
 Each logger is hooked only where the script already imported the module that defines it (looked up in
 ``sys.modules``, never imported: discovery must not load wandb or TensorBoard), on its class, so that
 every instance, made before or after the probe attached, goes through the hook. ``sys.modules`` is read
-at install and again at each update while probing (``Probe._hook_loggers``): a module the script
+at install and again at each update while probing (``LoggersObserver.hook_loggers``): a module the script
 imports later (lazily, inside its loop) is hooked from its next update on.
 
 - **wandb**: ``wandb.sdk.wandb_run.Run._log(self, data, step, commit)``. In wandb 0.31.0
@@ -26,15 +26,23 @@ imports later (lazily, inside its loop) is hooked from its next update on.
 
 A figure is recorded when the logger is called, before the logger runs (its own time is not in the
 figure's interval); what is recorded, and which figures count as rates, is
-:meth:`runtime_guard.observe.figures.FiguresObserver._on_figures`'s. Reading a call's arguments never
+:meth:`runtime_guard.observe.figures.FiguresObserver.on_figures`'s. Reading a call's arguments never
 raises: a call whose figures cannot be read is passed on unread.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from runtime_guard.observe import Observer, observed_call
+from runtime_guard.observe.figures import FiguresObserver
+from runtime_guard.observe.services import ProbeServices
+from runtime_guard.observe.state import ProbeState
+from runtime_guard.undo import patch_function
 
 #: Figures read from one logger call: (name, value) pairs.
 Figures = list[tuple[str, Any]]
@@ -117,18 +125,40 @@ def loaded_loggers() -> list[tuple[Logger, type, str]]:
     return found
 
 
-class LoggersObserver:
-    """Mixed into :class:`runtime_guard.probe.Probe`: the hooked loggers' calls on the loop's thread."""
+class LoggersObserver(Observer):
+    """The hooked loggers' calls on the loop's thread: their figures go to ``figures`` (ACC903)."""
 
-    _logger_depth = 0  # hooked logger calls in progress (Accelerator.log -> wandb Run.log: read once)
+    def __init__(self, state: ProbeState, services: ProbeServices, figures: FiguresObserver) -> None:
+        super().__init__(state, services)
+        self.figures = figures
+        self._modules_seen = -1  # len(sys.modules) when the loggers were last looked up
+        self._logger_depth = 0  # hooked logger calls in progress (Accelerator.log -> wandb Run.log: read once)
 
-    def _observe_logger(self, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                        logger: Logger) -> Any:
+    def hook_loggers(self) -> None:
+        """Hook the loggers the program has imported and that are not hooked yet: at install, then at each
+        update while probing, since a script may import its logger after the probe attached (inside the loop,
+        after its first group). Looked up again only when ``sys.modules`` changed size: nothing is imported
+        here."""
+        s = self.state
+        if len(sys.modules) == self._modules_seen:
+            return
+        self._modules_seen = len(sys.modules)
+        record = s.record
+        for logger, cls, method in loaded_loggers():
+            if logger.name in record.loggers:
+                continue
+            patch_function(s.undo, (cls,), method, self, s.thread,
+                           observed_call(f"{logger.name} wrapper",
+                                         functools.partial(LoggersObserver.observe_logger, logger=logger)))
+            record.loggers.append(logger.name)
+
+    def observe_logger(self, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                       logger: Logger) -> Any:
         """A call of ``logger`` (``undo.patch_function``): its figures, then the user's call, unchanged."""
-        if self._logger_depth == 0 and self._entry():  # type: ignore[attr-defined]
+        if self._logger_depth == 0 and self.services.entry():
             figures = logger.read(args, kwargs)
             if figures:
-                self._on_figures(dict(figures), source=logger.name)  # type: ignore[attr-defined]
+                self.figures.on_figures(dict(figures), source=logger.name)
         self._logger_depth += 1
         try:
             return call(*args, **kwargs)

@@ -10,23 +10,25 @@ from typing import Any
 
 from runtime_guard import frameworks
 from runtime_guard.events import SCHEDULER_STEP
+from runtime_guard.observe import Observer
 from runtime_guard.user_frames import caller_outside_guard, warnings_at_caller
 
 
-class ScheduleObserver:
-    """Mixed into :class:`runtime_guard.probe.Probe` (lr scheduler steps); works on the probe's state."""
+class ScheduleObserver(Observer):
+    """LR scheduler steps: the wrapper of ``scheduler.step``."""
 
-    def _scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def scheduler_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper of ``scheduler.step``: the learning rates before and after, its position and caller."""
         @functools.wraps(original)
         def step(*args: Any, **kwargs: Any) -> Any:
-            if not self._entry():
+            if not self.services.entry():
                 return original(*args, **kwargs)
-            before = self._lrs()
+            before = self.services.lrs()
             caller = frameworks.scheduler_caller(caller_outside_guard())  # the guard's own frames skipped
             with warnings_at_caller():
                 result = original(*args, **kwargs)
-            self._event(SCHEDULER_STEP, lr_before=before, lr_after=self._lrs(), by=caller,
-                        position=_position(self.scheduler))
+            self.services.event(SCHEDULER_STEP, lr_before=before, lr_after=self.services.lrs(), by=caller,
+                        position=_position(self.state.scheduler))
             return result
 
         return step

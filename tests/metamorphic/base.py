@@ -297,6 +297,11 @@ def walk(node: cst.CSTNode, *, into_scopes: bool = True) -> Iterator[cst.CSTNode
         stack.extend(reversed(below))
 
 
+def declared_names(module: cst.Module) -> set[str]:
+    """The names a ``global`` or ``nonlocal`` statement anywhere in ``module`` declares."""
+    return {n.name.value for node in walk(module) if isinstance(node, (cst.Global, cst.Nonlocal)) for n in node.names}
+
+
 def one_argument_call(node: cst.CSTNode, function: str) -> bool:
     """Whether ``node`` is ``function(X)``: a call of that plain name with one positional argument."""
     return (

@@ -233,7 +233,7 @@ def write_known(outcomes: Iterable[Outcome]) -> int:
     )
     lines = [
         "# Pairs (file, transformation) on which accumlint's verdict changes today: strict expected",
-        "# failures of tests/test_metamorphic.py (a pair that starts passing fails the run until its",
+        "# failures of tests/metamorphic/test_metamorphic.py (a pair that starts passing fails the run until its",
         "# entry is removed). Generated from a real run by `python -m tests.metamorphic report --write-known`;",
         "# `family` is the rule family of the codes lost or gained, `reason` those codes.",
         "",

@@ -19,17 +19,13 @@ from libcst.metadata import (
     GlobalScope,
 )
 
-from tests.metamorphic.base import FreshNames, parsed_with_scopes, single_file, transformation, walk
+from tests.metamorphic.base import FreshNames, declared_names, parsed_with_scopes, single_file, transformation, walk
 
 KEEP = frozenset({"self", "cls", "_"})
 
 
 def _keywords(module: cst.Module) -> set[str]:
     return {node.keyword.value for node in walk(module) if isinstance(node, cst.Arg) and node.keyword is not None}
-
-
-def _declared(module: cst.Module) -> set[str]:
-    return {n.name.value for node in walk(module) if isinstance(node, (cst.Global, cst.Nonlocal)) for n in node.names}
 
 
 def _renamable(name: str) -> bool:
@@ -87,7 +83,7 @@ def _rename(text: str, *, everything: bool) -> str | None:
     ):
         return None  # names are read as strings there
     fresh = FreshNames(text)
-    keywords, declared = _keywords(module), _declared(module)
+    keywords, declared = _keywords(module), declared_names(module)
     local_classes = {n.name.value for n in walk(module) if isinstance(n, cst.ClassDef)}
     external = _external_classes(module, local_classes)
     overrides = {

@@ -14,6 +14,7 @@ from libcst.metadata import Assignment, FunctionScope, GlobalScope, Scope
 from tests.metamorphic.base import (
     FreshNames,
     after_docstring,
+    declared_names,
     double_quoted_fstring_nodes,
     imports_module,
     insert_import,
@@ -74,7 +75,7 @@ def _held_optimizers(module: cst.Module, scopes: Mapping) -> Iterator[_Held]:
     loop target, ``with`` target or ``global``) and read only as a name, one per construction
     line."""
     plain_targets = {id(t) for node in walk(module) if isinstance(node, cst.Assign) for t in _names(node)}
-    declared = _declared(module)
+    declared = declared_names(module)
     for line in _constructions(module):
         target = line.body[0].targets[0].target
         scope = scopes.get(target)
@@ -131,10 +132,6 @@ def _names(assign: cst.Assign) -> list[cst.Name]:
             elif isinstance(node, cst.StarredElement):
                 stack.append(node.value)
     return found
-
-
-def _declared(module: cst.Module) -> set[str]:
-    return {n.name.value for node in walk(module) if isinstance(node, (cst.Global, cst.Nonlocal)) for n in node.names}
 
 
 @transformation("same_arms", "roles")

@@ -1,0 +1,1 @@
+"""The rule catalogue and the spec: rule folders, scripts, registry, scaffold, --rule."""

@@ -1,0 +1,1 @@
+"""The docs and the layout stay true: the README, the release, the import layers."""

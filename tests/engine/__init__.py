@@ -1,0 +1,1 @@
+"""The engine's stages: prefilters, byte stage, kept blocks, positions, bounds, fuzzing."""

@@ -1,0 +1,1 @@
+"""The runtime guard (slow tier), with its worker scripts and loops."""

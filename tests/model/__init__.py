@@ -1,0 +1,1 @@
+"""The model: groups, roles, cadences, A, and the places it must stay unknown."""

@@ -1,0 +1,1 @@
+"""Precision on real code: the corpus, the shared cases and the reduced field trials."""

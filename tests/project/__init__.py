@@ -1,0 +1,1 @@
+"""Across functions and modules: project trees and the families of ../shared/patterns."""

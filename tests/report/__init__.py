@@ -1,0 +1,1 @@
+"""Output, suppression and fixes: the CLI, report formats, noqa, fixes, notebooks, pre-commit."""

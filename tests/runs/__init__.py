@@ -1,0 +1,1 @@
+"""Runs, caches and settings: the runner, the caches, discovery, configuration, watch."""

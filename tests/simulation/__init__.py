@@ -1,0 +1,1 @@
+"""The simulator and the rules that read its traces."""
