@@ -25,7 +25,7 @@ from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
 from accumlint.model.loss_chain import loss_chain
 from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
-from accumlint.model.names import dotted
+from accumlint.model.names import dotted, last_segment
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
 
@@ -240,11 +240,16 @@ class MissingNormalization(Rule):
                 book = model.ledger(group, event)
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges
+                invariant = model.frameworks.scale_invariant_optimizers(group)
+                if invariant is not None and not group.of_kind(EventKind.CLIP):
+                    continue  # Adam and its kin take the same step from the sum as from the mean
+                effect = ", which silently multiplies the effective learning rate by A" if invariant is None else (
+                    f": `{last_segment(invariant[0])}` takes the same step from the sum as from the mean, but the "
+                    "gradient clip sees A times the mean gradient and clips as if its threshold were A times lower")
                 yield Hit(
                     event.node,
                     f"the loss{book.token_mean_scale()} reaches backward undivided in a loop that accumulates A "
-                    "microbatches: each update applies the sum of A gradients, A times the mean, which silently "
-                    "multiplies the effective learning rate by A",
+                    f"microbatches: each update applies the sum of A gradients, A times the mean{effect}",
                     "divide the loss by A before backward (or sum token losses and divide by the group's "
                     "token count); if the sum is intended, say so with `# noqa: ACC103`",
                 )

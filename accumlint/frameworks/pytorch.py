@@ -70,6 +70,15 @@ FSDP1_PARAMETERS = ("module", "process_group", "sharding_strategy", "cpu_offload
 #: ``CPUOffload(offload_params=...)`` (``distributed/fsdp/api.py``; its only field, default False) passed
 #: as FSDP1's ``cpu_offload=``: with True the sharded parameters and their gradients live on the CPU.
 #: ``cpu_offload=None`` (the default) offloads nothing.
+#: Optimizers whose update does not change when every gradient is multiplied by one constant c
+#: (up to ``eps``, and a coupled L2 ``weight_decay`` added to the gradient): Adam, AdamW, Adamax
+#: and NAdam divide the first moment by the root of the second (``optim/adam.py``,
+#: ``adamw.py``, ``adamax.py``, ``nadam.py``), Adagrad and RMSprop the gradient by the root of
+#: its squares (``adagrad.py``, ``rmsprop.py``), Rprop uses its sign (``rprop.py``). Left out:
+#: RAdam (its first steps, while the variance is not tractable, apply the moment unnormalised).
+#: An undivided sum of A gradients changes nothing for them but an absolute clip threshold.
+SCALE_INVARIANT_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "Adagrad", "RMSprop", "Rprop"})
+
 CPU_OFFLOAD = ConfigCarrier(
     "CPUOffload", "offload_params", 0, "offload_params", "cpu_offload",
     Source("torch", VERSION, "distributed/fsdp/api.py CPUOffload"),

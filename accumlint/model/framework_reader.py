@@ -315,6 +315,23 @@ class FrameworkReader:
             and not any(e.kind is EventKind.BACKWARD for e in self.model.events[scope])
         ]
 
+    def scale_invariant_optimizers(self, group: Group) -> list[str] | None:
+        """The constructors of the optimizers a group's updates step when each is a torch optimizer
+        whose update ignores a constant factor on every gradient
+        (:data:`accumlint.frameworks.pytorch.SCALE_INVARIANT_OPTIMIZERS`: ``torch.optim.AdamW``, ...),
+        in update order; None when an update's optimizer is another or its constructor is not in view."""
+        found: list[str] = []
+        for update in group.of_kind(EventKind.UPDATE):
+            info = update.role
+            if info.role is not Role.OPTIMIZER or info.origin is None:
+                return None
+            qualified = self.model.roles.qualify_call(info.origin)
+            if not qualified.startswith("torch.optim.") or last_segment(qualified) not in \
+                    fw.pytorch.SCALE_INVARIANT_OPTIMIZERS:
+                return None
+            found.append(qualified)
+        return found or None
+
     @staticmethod
     def scaler_enabled(info: RoleInfo) -> bool | None:
         """Whether a GradScaler scales the loss: False when built with ``enabled=False``, True
