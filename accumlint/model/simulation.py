@@ -66,8 +66,8 @@ MAX_OTHER_RUNS = 4
 #: configuration, statements per entry point and per file. ``check`` runs on every file a
 #: commit touches; an entry that needs more is undecided (silent), ``explain`` shows it whole
 JUDGED_RUNS = 3
-JUDGED_ENTRY_STATEMENTS = 2_500
-JUDGED_FILE_STATEMENTS = 6_000
+JUDGED_ENTRY_STATEMENTS = 5_000
+JUDGED_FILE_STATEMENTS = 12_000
 #: runs one configuration may start, the ones the code asserts away included
 MAX_ATTEMPTS = 64
 #: why ``check`` does not simulate an entry without a gated update (:func:`gated_update`): no run of

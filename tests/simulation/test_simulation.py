@@ -1963,7 +1963,7 @@ def test_a_micro_loop_count_computed_from_two_sizes_is_bound_as_a():
 
 def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
     """A script whose set-up every run repeats (a table of ``rows`` entries built over concrete
-    values, two statements each) and whose update branch holds run-level choices, the second
+    values, three statements each) and whose update branch holds run-level choices, the second
     running ``choice``; ``reset`` ends each microbatch."""
     return textwrap.dedent("""
         import argparse
@@ -1975,7 +1975,8 @@ def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
         table = {}
         for i in range(ROWS):
             key = str(i)
-            table[key] = i * 2
+            value = i * 2
+            table[key] = value
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.AdamW(model.parameters())
         scheduler = torch.optim.lr_scheduler.LinearLR(optimizer)
@@ -2002,7 +2003,7 @@ def test_a_run_that_check_budget_cuts_after_others_completed_is_left_out(reset: 
     # a set-up of a third of check's entry budget: the budget the runs share ends in the third
     # combination of run-level choices, each of which only logs; the two completed runs decide the
     # loop, the cut one is left out as those beyond check's cap of runs are
-    code = long_set_up(JUDGED_ENTRY_STATEMENTS // 6, reset)
+    code = long_set_up(JUDGED_ENTRY_STATEMENTS // 9, reset)
     (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
     assert result.decided, result.reasons()
     whole = [t for t in result.traces if t.configuration == Configuration(4, 8)]
@@ -2017,8 +2018,8 @@ def test_a_run_that_check_budget_cuts_after_others_completed_is_left_out(reset: 
 
 
 @pytest.mark.parametrize(("rows", "choice"), [
-    (JUDGED_ENTRY_STATEMENTS // 2 + 1, "saved = step"),  # a set-up of more than check's entry budget
-    (JUDGED_ENTRY_STATEMENTS // 6, "scheduler.step()"),  # the run cut would step the scheduler
+    (JUDGED_ENTRY_STATEMENTS // 3 + 1, "saved = step"),  # a set-up of more than check's entry budget
+    (JUDGED_ENTRY_STATEMENTS // 9, "scheduler.step()"),  # the run cut would step the scheduler
 ])
 def test_a_run_cut_by_the_budget_leaves_the_entry_undecided_where_it_could_change_the_verdict(
         rows: int, choice: str) -> None:
