@@ -1,5 +1,5 @@
-# kind: missing-normalization (off by default)
-# expect: line 24 -- each slice's mean loss is backpropagated undivided, so the update applies the sum of len(batch)/microbatch slice means: the gradient grows with the number of slices (the effective learning rate changes when only the microbatch size is changed)
+# kind: missing-normalization (off by default), under AdamW: silent
+# expect: nothing -- each slice's mean loss is backpropagated undivided, so the update applies the sum of len(batch)/microbatch slice means, but AdamW divides by the gradient's own scale and takes the same step (its SGD twin, norm_microbatch_slices_undivided_sgd.py, is ACC103)
 # framework: plain-torch (DDP)
 # pattern: micro-loop over slices of one batch inside a method, the forward under `no_sync()` for all but the last slice, the update in a sibling method
 import torch
