@@ -12,9 +12,39 @@ from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.accumulate import double_entries, omitted_trained_models
 from accumlint.model.closures import gated_closures
+from accumlint.model.interpreter import LEFT_TO_ACC501
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.scopes import FrameKind
+
+
+def _early_resets(model: FileModel) -> list[cst.CSTNode]:
+    """The resets a framework gates to the group's last microbatch that act there before its backward
+    in every run of a configuration with A > 1, runs that leave nothing else open (a reset under a
+    condition on the data is left to the code's intent; with A = 1 every microbatch ends a group and
+    nothing is wiped)."""
+    found: dict[int, cst.CSTNode] = {}
+    for simulation in model.simulations:
+        runs: dict[object, list] = {}
+        for trace in simulation.traces:
+            if trace.configuration.accumulation > 1 and all(r.endswith(LEFT_TO_ACC501) for r in trace.undecided):
+                runs.setdefault(trace.configuration, []).append(trace)
+        for traces in runs.values():
+            every = set.intersection(*({id(n) for n in t.early_gated} for t in traces))
+            found.update((id(n), n) for n in traces[0].early_gated
+                         if id(n) in every and method_name(n) == "zero_grad")
+    return list(found.values())
+
+
+def _prepared_reset_first(node: cst.CSTNode) -> Hit:
+    """ACC501 at a prepared optimizer's reset that runs before the backward inside ``accumulate()``."""
+    return Hit(
+        node,
+        "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
+        "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
+        "accumulated, so only the last microbatch reaches the update",
+        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+    )
 
 
 class AccumulateContextMisplaced(Rule):
@@ -39,7 +69,10 @@ class AccumulateContextMisplaced(Rule):
                             "updates every microbatch) for the whole loop",
                             "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
                         )
-            yield from self._reset_before_backward(group)
+            for hit in self._reset_before_backward(group):
+                if id(hit.node) not in reported:
+                    reported.add(id(hit.node))
+                    yield hit
             yield from self._never_entered(model, group)
             if group.accumulates is not False:
                 for with_node in double_entries(group):
@@ -51,6 +84,11 @@ class AccumulateContextMisplaced(Rule):
                         "enter one `accumulate()` per microbatch and pass it every model: "
                         "`with accelerator.accumulate(model_a, model_b):`",
                     )
+        # the runs see a reset the static reading misses (an optimizer prepared through a helper)
+        for node in _early_resets(model):
+            if id(node) not in reported:
+                reported.add(id(node))
+                yield _prepared_reset_first(node)
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
         for context in group.accumulate_contexts:
@@ -62,13 +100,7 @@ class AccumulateContextMisplaced(Rule):
                 if reset.kind is not EventKind.RESET or reset.order >= min(backwards):
                     continue
                 if group.cadence(reset) is Cadence.FRAMEWORK_GATED or _gated_by(reset, context):
-                    yield Hit(
-                        reset.node,
-                        "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
-                        "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
-                        "accumulated, so only the last microbatch reaches the update",
-                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
-                    )
+                    yield _prepared_reset_first(reset.node)
                 elif group.accumulates is not False and _gated_by(reset, context, prepared=None):
                     # prepared or not, the reset wipes the group: gated, on its last microbatch;
                     # ungated, on every microbatch (ACC001's case)

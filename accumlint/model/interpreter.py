@@ -86,6 +86,8 @@ CLIP_FUNCTIONS = CLIP_CALLS
 TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track", "progress_bar"})
 #: roles that run a forward when called
 FORWARD_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGINE})
+#: the end of an undecided reason the simulator leaves to ACC501 (its check reads the runs for it)
+LEFT_TO_ACC501 = "(ACC501 reports it)"
 #: the raw event of gradients written by hand (``p.grad = buf``): no trace event of its own, but
 #: between a backward and the update it leaves the run undecided (see simulation._place)
 GRADIENT_WRITE = "grad_write"
@@ -332,6 +334,9 @@ class Interpreter:
         self.eventful: set[str] = set()  # the defaulted choices whose branches hold a training event
         self.events: list[RawEvent] = []
         self.notes: list[str] = []
+        #: a framework-gated reset let through before the backward of a group's last microbatch inside
+        #: its counting context (``zero_grad()`` first in ``accumulate()``): where, as (module, call)
+        self.early_gated: list[tuple[ModuleFunctions, cst.Call]] = []
         self.undecided: list[str] = []
         self.literal_gates: list[int] = []
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
@@ -827,7 +832,7 @@ class Interpreter:
             return None
         if counting.entered_at is not None or counting.entry_drawn == self.drawn:
             self.undecide(f"`{counting.driver.enter}()` is entered more than once per microbatch: "
-                          f"{counting.driver.framework} counts each entry (ACC501 reports it)")
+                          f"{counting.driver.framework} counts each entry {LEFT_TO_ACC501}")
         training = self.training_pass
         at_end = training is not None and training.wrapped_by is counting and \
             self.drawn_in_epoch >= self.configuration.microbatches
@@ -924,10 +929,11 @@ class Interpreter:
                 self._record("step", held, None, node, frame, driven=Role.SCHEDULER)
         return None
 
-    def _acts(self, receiver: object, method: str) -> bool:
-        """Whether a call of ``method`` on ``receiver`` acts: a framework that counts microbatches
-        skips its wrapped optimizer's and scheduler's calls off the boundary (a receiver whose role
-        the run does not know leaves the run undecided)."""
+    def _acts(self, receiver: object, method: str, node: cst.Call, frame: _Frame) -> bool:
+        """Whether a call of ``method`` (at ``node``) on ``receiver`` acts: a framework that counts
+        microbatches skips its wrapped optimizer's and scheduler's calls off the boundary (a receiver
+        whose role the run does not know leaves the run undecided). A gated call that acts before the
+        backward of the group's last microbatch is kept in :attr:`early_gated` (ACC501's)."""
         counting = self._wrapped.get(id(receiver))
         if counting is None:
             if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and any(
@@ -941,8 +947,9 @@ class Interpreter:
         acts = counting.acts(role, method)
         if acts and (role, method) in counting.driver.gated and method != "step" and counting.entered_at is not None \
                 and not any(e.method in BACKWARD_CALLS for e in self.events[counting.entered_at:]):
+            self.early_gated.append((frame.owner, node))
             self.undecide(f"`{label_text(receiver)}.{method}()` acts before the backward of the last microbatch "
-                          f"of a group inside `{counting.driver.enter}()` (ACC501 reports it)")
+                          f"of a group inside `{counting.driver.enter}()` {LEFT_TO_ACC501}")
         if acts is None:
             self.undecide(f"`{label_text(receiver)}.{method}()` may be skipped off the boundary by "
                           f"{counting.driver.framework}, and its role is unknown")
@@ -1153,7 +1160,7 @@ class Interpreter:
             self.block(node.body, frame)
             if entered and self.drawn - drawn > 1:
                 self.undecide(f"`{entered[0].driver.enter}()` is entered once around several microbatches: "
-                              f"{entered[0].driver.framework} counts one (ACC501 reports it)")
+                              f"{entered[0].driver.framework} counts one {LEFT_TO_ACC501}")
         finally:
             del self._sync_off[held:]
             for counting in entered:
@@ -1810,6 +1817,10 @@ class Interpreter:
                 first = Unknown(_code(node.args[0].value), Origin.CALLER)
             stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
             return _Iteration(self, "range", None, first, stride=stride)
+        if label == "isinstance" and len(args) == 2 and len(node.args) == 2:
+            decided = _is_builtin_instance(args[0], node.args[1].value)
+            if decided is not None:
+                return decided
         if label == "len" and args:
             if isinstance(args[0], (list, tuple, dict, str)):
                 return len(args[0])
@@ -1902,7 +1913,7 @@ class Interpreter:
         stepping = self._stepping(receiver, method)
         if stepping is not None:
             return self._drive(stepping, receiver, method, node, frame)
-        if not self._acts(receiver, method):
+        if not self._acts(receiver, method, node, frame):
             return None  # a wrapped optimizer's or scheduler's call off the boundary: the framework skips it
         if method in EVENT_METHODS:
             argument = args[0] if args else kwargs.get("loss")
@@ -2933,6 +2944,27 @@ def _following(module: cst.Module) -> dict[int, tuple[cst.CSTNode | None, Sequen
             continue
         stack.extend((child, holder) for child in children(node))
     return found
+
+
+#: the builtin types ``isinstance`` is decided for, by the name the code writes
+_BUILTIN_TYPES: dict[str, type] = {"dict": dict, "list": list, "tuple": tuple, "set": set, "str": str, "int": int,
+                                   "float": float, "bool": bool, "bytes": bytes}
+
+
+def _is_builtin_instance(value: object, types: cst.BaseExpression) -> bool | None:
+    """``isinstance(value, types)`` where ``types`` names builtin types only (``dict``, ``(list,
+    tuple)``): decided for a value the run holds (a number, a string, a container) and for an
+    object of a known training role (an optimizer, a model, a scheduler ... is none of them: a
+    helper's ``if isinstance(part, dict)`` branch is no run-level choice); None otherwise."""
+    names = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
+    classes = [_BUILTIN_TYPES.get(n.value) if isinstance(n, cst.Name) else None for n in names]
+    if not classes or None in classes:
+        return None
+    if isinstance(value, Obj):
+        return False if value.role not in (Role.OTHER, Role.UNKNOWN) else None
+    if isinstance(value, (int, float, str, bytes, list, tuple, dict, set)):
+        return isinstance(value, tuple(classes))  # type: ignore[arg-type]
+    return None
 
 
 def _call_name(func: cst.BaseExpression) -> str:

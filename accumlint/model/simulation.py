@@ -836,7 +836,8 @@ def _trace(run: Interpreter, configuration: Configuration,
            choices: dict[str, bool]) -> tuple[Trace, list[RawEvent], dict[object, RoleFact]]:
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
                   microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
-                  reduced_by_hand=run.reduced_by_hand)
+                  reduced_by_hand=run.reduced_by_hand,
+                  early_gated=[node for owner, node in run.early_gated if owner is run.module])
     return trace, run.events, settle_roles(run.events)
 
 

@@ -8,8 +8,12 @@ the microbatch it happened in, its epoch, its site and the call chain that reach
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from accumlint.spec.vocabulary import EventKind
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 #: a place in the code: (path, 1-based line)
 Place = tuple[str, int]
@@ -85,6 +89,9 @@ class Trace:
     #: the actions meant once per update (``EventKind.ACTION``, ``target`` what it is), each with the number
     #: of ``events`` recorded before it: apart, so that the events stay the guard's
     actions: list[tuple[int, TraceEvent]] = field(default_factory=list)
+    #: the calls of the module a framework gated to the group's last microbatch that acted there before
+    #: its backward (:attr:`accumlint.model.interpreter.Interpreter.early_gated`)
+    early_gated: list[cst.CSTNode] = field(default_factory=list)
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with
