@@ -16,6 +16,9 @@ from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.scopes import FrameKind
 
+#: ACC501's site part where a reset runs before the backward inside ``accumulate()``
+_RESET_AFTER_STEP = "move `optimizer.zero_grad()` after `optimizer.step()`, at the end of the block"
+
 
 class AccumulateContextMisplaced(Rule):
     """ACC501: Accelerate's ``accumulate()`` entered in the wrong place (or not at all)."""
@@ -37,7 +40,7 @@ class AccumulateContextMisplaced(Rule):
                             "`accumulate()` is entered once around the whole loop, so Accelerate decides "
                             "only once whether to synchronize: the prepared optimizer never updates (or "
                             "updates every microbatch) for the whole loop",
-                            "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
+                            "move `with accelerator.accumulate(model):` inside the loop",
                         )
             yield from self._reset_before_backward(group)
             yield from self._never_entered(model, group)
@@ -48,8 +51,7 @@ class AccumulateContextMisplaced(Rule):
                         "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
                         "counter, so with an even A the sync and the update come every A/2 microbatches, each "
                         "applying half a group divided by A",
-                        "enter one `accumulate()` per microbatch and pass it every model: "
-                        "`with accelerator.accumulate(model_a, model_b):`",
+                        "enter it once, with every model: `with accelerator.accumulate(model_a, model_b):`",
                     )
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
@@ -67,7 +69,7 @@ class AccumulateContextMisplaced(Rule):
                         "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
                         "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
                         "accumulated, so only the last microbatch reaches the update",
-                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+                        _RESET_AFTER_STEP,
                     )
                 elif group.accumulates is not False and _gated_by(reset, context, prepared=None):
                     # prepared or not, the reset wipes the group: gated, on its last microbatch;
@@ -78,7 +80,7 @@ class AccumulateContextMisplaced(Rule):
                         "prepared optimizer (Accelerate lets the reset through on the group's last microbatch) or "
                         "not (then it runs on every microbatch), it wipes the contributions already accumulated, "
                         "so only the last microbatch reaches the update",
-                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+                        _RESET_AFTER_STEP,
                     )
 
     def _never_entered(self, model: FileModel, group) -> Iterator[Hit]:
@@ -98,7 +100,6 @@ class AccumulateContextMisplaced(Rule):
                     update.node,
                     "the Accelerator is configured with gradient_accumulation_steps but `accumulate()` is never "
                     "entered, so the prepared optimizer updates on every microbatch with gradients divided by A",
-                    "wrap each microbatch in `with accelerator.accumulate(model):`",
                 )
 
 
@@ -147,7 +148,7 @@ class EngineStepGated(Rule):
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
                         "itself; gated by hand it sees one micro-step per group, so updates come every A² "
                         "microbatches (or never)",
-                        "call `engine.step()` unconditionally after every `engine.backward(loss)`",
+                        "take `engine.step()` out of the gate",
                     )
                 elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
                         # `engine.optimizer` only where DeepSpeed is imported: an ignite process
@@ -158,7 +159,7 @@ class EngineStepGated(Rule):
                         update.node,
                         "the DeepSpeed optimizer is stepped directly, bypassing the engine: no boundary "
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
-                        "call `engine.step()` after every microbatch instead",
+                        "step the engine, not its optimizer",
                     )
 
 
@@ -204,8 +205,6 @@ class EngineCounterOverwritten(Rule):
                     site.report,
                     f"`{dotted(target) or target.attr.value}` is {what}: written by the loop on every microbatch "
                     f"or group, {effect}",
-                    "leave the engine's counters to `engine.step()`: keep your own count in a variable of your "
-                    "own, and restore the engine's once, with `engine.load_checkpoint(...)`",
                 )
 
 
@@ -266,7 +265,7 @@ class AccumulateOmitsTrainedModel(Rule):
                     f"trains (`{omitted.optimizer}` updates its parameters): under DDP its gradients are "
                     "all-reduced on every microbatch instead of once per group, and its sync is not deferred "
                     "with the others",
-                    f"pass every model the block trains: `accumulate({passed}, {omitted.name})`",
+                    f"`accumulate({passed}, {omitted.name})`",
                 )
 
 
@@ -293,6 +292,5 @@ class OptimizerStepClosureSkipped(Rule):
                 f"{'true' if gated.holds else 'false'}: the closure runs `training_step` and the backward, so on the "
                 "other batches nothing is trained (Lightning 2.x "
                 "stops with \"The closure hasn't been executed\")",
-                f"call `{gated.closure}()` on the skipped batches (an `else:` branch), or drop the gate and set "
-                "`Trainer(accumulate_grad_batches=A)`",
+                f"call `{gated.closure}()` in an `else:` branch on the batches that skip the step",
             )
