@@ -65,7 +65,8 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
     assert location["artifactLocation"] == {"uri": "src/train%20bad.py", "uriBaseId": "%SRCROOT%"}
     assert location["region"] == {"startLine": 33, "startColumn": 13, "endLine": 33, "endColumn": 34}
     assert result["message"]["text"].startswith("`optimizer` is reset on every microbatch")
-    assert " Fix: reset the gradients once per group" in result["message"]["text"]
+    assert " Fix: reset once per group: after the optimizer update, under the same boundary test" in \
+        result["message"]["text"]
 
     rules = run["tool"]["driver"]["rules"]
     assert rules[result["ruleIndex"]]["id"] == "ACC001"
