@@ -781,7 +781,7 @@ RULES: tuple[RuleSpec, ...] = (
             "once per group: A times the communication for that model, and its sync is not deferred with the others"
         ),
         fix=(
-            "pass every model the block trains to one accumulate(): with accelerator.accumulate(model_a, model_b):"
+            "pass every model the block trains to one accumulate() (with accelerator.accumulate(model_a, model_b))"
         ),
     ),
     RuleSpec(
