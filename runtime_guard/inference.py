@@ -10,12 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from accumlint.spec import UNAPPLIED_TAIL, WEIGHTED_TAIL
 from runtime_guard.events import BACKWARD, RESET
 from runtime_guard.record import RunRecord
 from runtime_guard.trace import Microbatch, ObservedGroup
-
-#: The fix for a partial group applied but weighted r/A (the linter's wording).
-FIX_WEIGHTED = "divide the tail's losses by its true size r (or make the epoch length a multiple of A)"
 
 
 def microbatch_size(rec: RunRecord) -> int | None:
@@ -469,7 +467,7 @@ class LastGroup:
     detail: str
     finding: str | None = None
     group: int | None = None
-    fix: str | None = None
+    site_fix: str = ""
 
     @property
     def card(self) -> str:
@@ -548,7 +546,7 @@ def last_group(rec: RunRecord) -> LastGroup:
                 "applied, weighted r/A", f"{size}, weighted {ratio:.4g} = r/A of a full group ({how})",
                 f"applied, weighted r/A: the epoch's last partial group of {r} microbatches was applied, but each "
                 f"of its microbatches is still divided by A: that update weighs r/A = {r}/{a} of a full group ({how})",
-                group.index, FIX_WEIGHTED)
+                group.index, WEIGHTED_TAIL)
         return LastGroup("applied", f"{size}, weighted {ratio:.4g} of a full group ({how})")
     last_b = max((e.seq for g in partial for e in g.events if e.kind == BACKWARD), default=rec.epoch_end_seq)
     following = next((g for g in rec.groups if g.role == "next" and g.microbatches), None)
@@ -557,7 +555,7 @@ def last_group(rec: RunRecord) -> LastGroup:
             "never applied", f"{size} backpropagated, no update before the probe detached after the epoch end",
             f"never applied: the epoch's last {r} microbatches were backpropagated but no update followed "
             "before the probe "
-            "detached after the epoch's end: their examples were never learned from", group.index)
+            "detached after the epoch's end: their examples were never learned from", group.index, UNAPPLIED_TAIL)
     mb0 = following.microbatches[0]
     first_b = following.first_backward_seq() or following.events[-1].seq + 1
     if _reset_between(rec, last_b, first_b) or mb0.grads_at_forward.all_zero or mb0.grads_replaced_before_backward:
@@ -575,4 +573,4 @@ def last_group(rec: RunRecord) -> LastGroup:
         f"leaks into the next epoch: no update and no reset after the epoch's last {r} microbatches, so "
         f"the next epoch's first update (group {following.index}) applies a group of A + r = {held} "
         f"microbatches' gradients (grads norm {mb0.grads_at_forward.norm:.3g} at its first forward)",
-        following.index)
+        following.index, UNAPPLIED_TAIL)

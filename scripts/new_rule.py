@@ -121,6 +121,8 @@ PAGE = """# {code} {name}
 
 {severity} · {principle}
 
+> {line}
+
 ## What it does
 
 {summary}.
@@ -259,7 +261,7 @@ def write_folder(args: argparse.Namespace) -> Path:
     slug = args.name.replace("-", "_")
     (folder / "README.md").write_text(
         PAGE.format(code=args.code, name=args.name, severity=args.severity, principle=args.principle,
-                    summary=args.summary[:1].upper() + args.summary[1:], slug=slug,
+                    line=args.summary, summary=args.summary[:1].upper() + args.summary[1:], slug=slug,
                     runtime=RUNTIME_PAGE.format(module=args.module, needs=args.runtime) if args.runtime
                     else NO_RUNTIME_PAGE), encoding="utf-8")
     (folder / f"bad_{slug}.py").write_text(

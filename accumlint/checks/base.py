@@ -23,13 +23,15 @@ FlowStep = tuple[object | None, cst.CSTNode, str]
 
 @dataclass(frozen=True)
 class Hit:
-    """A rule's verdict on one node: ``message`` says what happens at run time, ``fix`` what to do;
-    ``flow``: the steps of a simulated run that lead to it (:data:`FlowStep`), as
-    :attr:`accumlint.spec.findings.Finding.flow` reports them."""
+    """A rule's verdict on one node: ``message`` says what happens at run time; ``site_fix`` only
+    what the repair needs *at this site* (the variable, the call, which of the spec's alternatives
+    applies), empty where the spec's ``fix`` says it all: the finding's help is the spec's fix
+    followed by it (:func:`accumlint.spec.help_text`); ``flow``: the steps of a simulated run that
+    lead to it (:data:`FlowStep`), as :attr:`accumlint.spec.findings.Finding.flow` reports them."""
 
     node: cst.CSTNode
     message: str
-    fix: str
+    site_fix: str = ""
     flow: tuple[FlowStep, ...] = ()
 
 _FROM_SPEC = frozenset({"name", "severity", "principle", "summary", "default_enabled"})

@@ -51,8 +51,6 @@ class DuplicateSamplesAcrossReplicas(Rule):
                 "the D data-parallel replicas reads the whole dataset: the replicas average gradients of the same "
                 "examples (identical batches when every rank seeds alike), the effective batch is m x A instead "
                 "of m x A x D, and an epoch is D times longer",
-                "pass `sampler=DistributedSampler(dataset)` (and call `sampler.set_epoch(epoch)` every epoch), "
-                "shard the dataset by rank, or let Accelerate/Fabric prepare the loader",
             )
 
 
@@ -101,8 +99,8 @@ class EffectiveBatchCountsDevices(Rule):
                         f"`{target}` is computed from the number of GPUs on this node, not from the data-parallel "
                         "world size D: with fewer processes than GPUs, or several nodes, the effective batch "
                         "m x A x D differs from the one intended",
-                        "use the data-parallel world size (`dist.get_world_size()` or `WORLD_SIZE`, divided by "
-                        "the tensor/pipeline-parallel sizes if any)",
+                        "use `dist.get_world_size()` (or `WORLD_SIZE`), divided by the tensor/pipeline-parallel "
+                        "sizes if any, not the GPU count",
                     )
                 elif (parallel.counts_whole_world(value) and not parallel.mentions_model_parallel(value)
                       and parallel.model_parallel_configured):
@@ -111,8 +109,8 @@ class EffectiveBatchCountsDevices(Rule):
                         f"`{target}` is computed from the whole world size while tensor/pipeline parallelism is "
                         "configured: GPUs that share one model replica are counted as data-parallel replicas, so "
                         "the effective batch is off by the tensor x pipeline parallel size",
-                        "use the data-parallel size: world size // (tensor_parallel_size * pipeline_parallel_size), "
-                        "or the size of the data-parallel process group",
+                        "divide the world size by the tensor and pipeline parallel sizes, or take the data-parallel "
+                        "process group's size",
                     )
 
 
@@ -203,8 +201,7 @@ class GlobalDenominatorWithAveraging(Rule):
                         "the loss is divided by a count summed over all D replicas, and DDP/FSDP then averages "
                         "the gradients over the replicas again: gradients (and the effective learning rate) are "
                         "D times too small",
-                        "multiply the loss by the data-parallel world size (`loss * world_size / global_count`), "
-                        "or divide by the local count",
+                        "`loss * world_size / global_count`, or divide by the local count instead",
                     )
             for entry in book.of(Factor.DIVIDE_WORLD):
                 if id(entry.node) not in reported:
@@ -213,7 +210,7 @@ class GlobalDenominatorWithAveraging(Rule):
                         entry.node,
                         "the loss is divided by the world size, and DDP/FSDP already averages the gradients over "
                         "the D replicas: gradients (and the effective learning rate) are D times too small",
-                        "remove the division by the world size; DDP's all-reduce already takes the mean",
+                        "remove the division by the world size: DDP's all-reduce already takes the mean",
                     )
         yield from self._gradient_side(model, reported)
 
@@ -241,8 +238,8 @@ class GlobalDenominatorWithAveraging(Rule):
                     "the accumulated gradients are divided by a count summed over all D replicas, and DDP/FSDP "
                     "already averages them over the replicas: gradients (and the effective learning rate) are "
                     "D times too small",
-                    "multiply the factor by the data-parallel world size (`world_size / global_count`), or "
-                    "divide by the local count",
+                    "multiply the factor by the world size (`world_size / global_count`), or divide by the local "
+                    "count instead",
                 )
 
     @staticmethod
@@ -320,8 +317,6 @@ class DpRescaleOnLocalMean(Rule):
                         "data-parallel size while DDP/FSDP averages the gradients over the replicas: the update "
                         "is D times the mean over the effective batch (`* world_size` is right only on a sum "
                         "divided by a global, all-reduced count)",
-                        "drop the multiplication by the world size; or sum the loss and divide by the token "
-                        "or example count all-reduced over the replicas (`loss_sum * world_size / global_count`)",
                     )
 
 

@@ -30,8 +30,6 @@ class BatchnormWithAccumulation(Rule):
                 "this BatchNorm layer normalizes with the mean and variance of each microbatch (m examples), "
                 "not of the effective batch of m x A: its batch statistics and running estimates differ from "
                 "a run with the same effective batch and A = 1",
-                "record it; if microbatches are small, consider GroupNorm/LayerNorm or a larger microbatch "
-                "(SyncBatchNorm widens the statistics across replicas, not across microbatches)",
             )
 
 
@@ -57,8 +55,7 @@ class ThroughputCountsOneMicrobatch(Rule):
                     rate.node,
                     f"`{rate.name}` divides one microbatch's count (`{rate.count}`) by the time of a whole group "
                     "of A microbatches: the reported figure is A times too small",
-                    f"count the whole group (`n += {rate.count}` on every microbatch, reset after the update) or "
-                    "multiply by A",
+                    f"`n += {rate.count}` on every microbatch, reset after the update",
                 )
 
 
@@ -82,5 +79,4 @@ class ResumeCounterUnitMismatch(Rule):
                 f"`{mismatch.target}` counts {plural[mismatch.target_unit]} but is set from `{mismatch.source}`, a "
                 f"count of {plural[mismatch.source_unit]}: from here on it is {factor}, and the scheduler, logs and "
                 "stop condition that read it jump by that factor",
-                "convert on restore (updates = microbatches // A, microbatches = updates * A), or save both counters",
             )

@@ -17,6 +17,9 @@ from accumlint.model.kinds import Evidence
 from accumlint.model.names import dotted, int_value, method_name
 from accumlint.model.scopes import FrameKind
 
+#: ACC501's site part where a reset runs before the backward inside ``accumulate()``
+_RESET_AFTER_STEP = "move `optimizer.zero_grad()` after `optimizer.step()`, at the end of the block"
+
 
 def _early_resets(model: FileModel) -> list[cst.CSTNode]:
     """The resets a framework gates to the group's last microbatch that act there before its backward
@@ -43,7 +46,7 @@ def _prepared_reset_first(node: cst.CSTNode) -> Hit:
         "the prepared optimizer's reset runs before the backward inside `accumulate()`: on the "
         "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
         "accumulated, so only the last microbatch reaches the update",
-        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+        _RESET_AFTER_STEP,
     )
 
 
@@ -67,7 +70,7 @@ class AccumulateContextMisplaced(Rule):
                             "`accumulate()` is entered once around the whole loop, so Accelerate decides "
                             "only once whether to synchronize: the prepared optimizer never updates (or "
                             "updates every microbatch) for the whole loop",
-                            "enter `with accelerator.accumulate(model):` inside the loop, once per microbatch",
+                            "move `with accelerator.accumulate(model):` inside the loop",
                         )
             for hit in self._reset_before_backward(group):
                 if id(hit.node) not in reported:
@@ -81,8 +84,7 @@ class AccumulateContextMisplaced(Rule):
                         "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
                         "counter, so with an even A the sync and the update come every A/2 microbatches, each "
                         "applying half a group divided by A",
-                        "enter one `accumulate()` per microbatch and pass it every model: "
-                        "`with accelerator.accumulate(model_a, model_b):`",
+                        "enter it once, with every model: `with accelerator.accumulate(model_a, model_b):`",
                     )
         # the runs see a reset the static reading misses (an optimizer prepared through a helper)
         for node in _early_resets(model):
@@ -110,7 +112,7 @@ class AccumulateContextMisplaced(Rule):
                         "prepared optimizer (Accelerate lets the reset through on the group's last microbatch) or "
                         "not (then it runs on every microbatch), it wipes the contributions already accumulated, "
                         "so only the last microbatch reaches the update",
-                        "call `optimizer.zero_grad()` after `optimizer.step()` at the end of the block",
+                        _RESET_AFTER_STEP,
                     )
 
     def _never_entered(self, model: FileModel, group) -> Iterator[Hit]:
@@ -130,7 +132,6 @@ class AccumulateContextMisplaced(Rule):
                     update.node,
                     "the Accelerator is configured with gradient_accumulation_steps but `accumulate()` is never "
                     "entered, so the prepared optimizer updates on every microbatch with gradients divided by A",
-                    "wrap each microbatch in `with accelerator.accumulate(model):`",
                 )
 
 
@@ -179,7 +180,7 @@ class EngineStepGated(Rule):
                         "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
                         "itself; gated by hand it sees one micro-step per group, so updates come every A² "
                         "microbatches (or never)",
-                        "call `engine.step()` unconditionally after every `engine.backward(loss)`",
+                        "take `engine.step()` out of the gate",
                     )
                 elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
                         # `engine.optimizer` only where DeepSpeed is imported: an ignite process
@@ -190,7 +191,7 @@ class EngineStepGated(Rule):
                         update.node,
                         "the DeepSpeed optimizer is stepped directly, bypassing the engine: no boundary "
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
-                        "call `engine.step()` after every microbatch instead",
+                        "step the engine, not its optimizer",
                     )
 
 
@@ -236,8 +237,6 @@ class EngineCounterOverwritten(Rule):
                     site.report,
                     f"`{dotted(target) or target.attr.value}` is {what}: written by the loop on every microbatch "
                     f"or group, {effect}",
-                    "leave the engine's counters to `engine.step()`: keep your own count in a variable of your "
-                    "own, and restore the engine's once, with `engine.load_checkpoint(...)`",
                 )
 
 
@@ -298,7 +297,7 @@ class AccumulateOmitsTrainedModel(Rule):
                     f"trains (`{omitted.optimizer}` updates its parameters): under DDP its gradients are "
                     "all-reduced on every microbatch instead of once per group, and its sync is not deferred "
                     "with the others",
-                    f"pass every model the block trains: `accumulate({passed}, {omitted.name})`",
+                    f"`accumulate({passed}, {omitted.name})`",
                 )
 
 
@@ -325,6 +324,5 @@ class OptimizerStepClosureSkipped(Rule):
                 f"{'true' if gated.holds else 'false'}: the closure runs `training_step` and the backward, so on the "
                 "other batches nothing is trained (Lightning 2.x "
                 "stops with \"The closure hasn't been executed\")",
-                f"call `{gated.closure}()` on the skipped batches (an `else:` branch), or drop the gate and set "
-                "`Trainer(accumulate_grad_batches=A)`",
+                f"call `{gated.closure}()` in an `else:` branch on the batches that skip the step",
             )

@@ -22,6 +22,9 @@ from accumlint.model.sync import scope_name
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
 _CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
+#: ACC301's site part in a Lightning hook that runs around every microbatch's backward
+_LIGHTNING_CLIP = ("let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in `configure_gradient_clipping` / "
+                   "`on_before_optimizer_step`")
 
 
 def _accumulating_groups(model: FileModel) -> Iterator[Group]:
@@ -50,6 +53,11 @@ def _measures_only(clip: Event) -> bool:
 def _callee(event: Event) -> str:
     call = event.site.call
     return (dotted(call.func) if call is not None else None) or event.method
+
+
+def _scaler_site(scaler: str) -> str:
+    """The site part of a GradScaler rule's help: the scaler's name where the spec's ``scaler`` is not it."""
+    return "" if scaler == "scaler" else f"the scaler is `{scaler}`"
 
 
 class ClipInsideGroup(Rule):
@@ -95,8 +103,6 @@ class ClipInsideGroup(Rule):
                     f"`{callee}` runs on every microbatch, so it clips partial sums of the group's gradient "
                     "(early contributions are clipped several times) instead of the accumulated gradient the "
                     "optimizer update applies",
-                    "clip once per group, after the last backward and right before the optimizer update "
-                    "(under the same boundary test)",
                 )
         for scope in model.frameworks.lightning_automatic_hooks():
             for clip in model.events[scope]:
@@ -108,8 +114,7 @@ class ClipInsideGroup(Rule):
                     f"Lightning runs this microbatch's backward after `training_step` returns, so `{_callee(clip)}` "
                     "acts on earlier microbatches' gradients (a partial sum under `accumulate_grad_batches` > 1, "
                     "otherwise gradients already applied) and never on the gradient the update uses",
-                    "let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in "
-                    "`configure_gradient_clipping` / `on_before_optimizer_step`",
+                    _LIGHTNING_CLIP,
                 )
         for scope in catalyst_batch_hooks(model):
             for clip in model.events[scope]:
@@ -121,8 +126,8 @@ class ClipInsideGroup(Rule):
                     clip.node,
                     f"`{scope.name}` runs on every batch while `OptimizerCallback(accumulation_steps=...)` updates "
                     f"once per group, so `{_callee(clip)}` clips partial sums of the group's gradient",
-                    "clip once per update: pass `grad_clip_fn=` to catalyst's backward/optimizer callback, or clip "
-                    "under the same count test as the update",
+                    "pass `grad_clip_fn=` to catalyst's backward/optimizer callback, or clip under the same count "
+                    "test as the update",
                 )
         for clip in lightning_clips_before_closure(model):
             if id(clip.node) in reported or _measures_only(clip):
@@ -145,8 +150,7 @@ class ClipInsideGroup(Rule):
                     f"Lightning calls `{scope.name}` around every microbatch's backward, so with "
                     f"`accumulate_grad_batches` > 1 `{_callee(clip)}` clips partial sums of the group's gradient "
                     "instead of the accumulated gradient the update applies",
-                    "let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in "
-                    "`configure_gradient_clipping` / `on_before_optimizer_step` (once per update)",
+                    _LIGHTNING_CLIP,
                 )
 
 
@@ -196,7 +200,7 @@ class ClipBeforeUnscale(Rule):
                 f"`{_callee(clip)}` runs before `{scaler}.unscale_(...)`, so it measures gradients still "
                 "multiplied by the loss scale (65536 at first) and nearly every update is clipped to a "
                 "gradient norm of the threshold divided by the scale",
-                f"call `{scaler}.unscale_(optimizer)` once per update, right before the clip",
+                _scaler_site(scaler),
             )
 
 
@@ -254,8 +258,7 @@ class ScalerInsideGroup(Rule):
                 reported.add(id(event.node))
                 yield Hit(
                     event.node, message,
-                    f"call `{scaler}.unscale_`, the clip, `{scaler}.step` and `{scaler}.update()` once per group, "
-                    "after its last backward (under the update's boundary test)",
+                    _scaler_site(scaler),
                 )
 
 
@@ -288,8 +291,6 @@ class GradRescaleInsideGroup(Rule):
                     f"{what} rescales the accumulated gradients on every microbatch: the contribution of "
                     "microbatch k is multiplied again by the factor of every later microbatch, so early "
                     "microbatches shrink (or grow) geometrically and the update is not the group's gradient",
-                    "rescale once per group, after the last backward and before the optimizer update (under the "
-                    "same boundary test), by the group's denominator",
                 )
 
 
@@ -332,8 +333,7 @@ class ScalerUpdateMissingOnSkip(Rule):
                     f"`{test}` skips it (non-finite gradients) the scale is not lowered, and the next "
                     f"`{scaler}.unscale_` raises RuntimeError (\"unscale_() has already been called on this "
                     "optimizer since the last update()\")",
-                    f"call `{scaler}.update()` on the skip path too, or call `{scaler}.step(optimizer)` and "
-                    f"`{scaler}.update()` unconditionally: `step` already skips a non-finite update",
+                    _scaler_site(scaler),
                 )
 
 

@@ -40,6 +40,7 @@ from accumlint.model.names import dotted, walk
 from accumlint.model.simulation import Simulation
 from accumlint.model.sync import accumulates_outside_no_sync
 from accumlint.model.trace import Place, Trace, TraceEvent
+from accumlint.spec import UNAPPLIED_TAIL
 from accumlint.spec.vocabulary import EventKind
 
 if TYPE_CHECKING:
@@ -548,47 +549,32 @@ def decides(model: FileModel, code: str, node: object) -> bool:
     return False
 
 
-#: per code: what the failing run shows happens, and what to change
-_WORDING: dict[str, tuple[str, str]] = {
-    "ACC001": ("the gradients are reset between two backwards of one group: each update applies only the "
-               "microbatches after the reset",
-               "reset once per group, right after the optimizer update"),
-    "ACC002": ("nothing resets the gradients between optimizer updates: every update also applies the "
-               "gradients of all the groups before it",
-               "reset the gradients (optimizer.zero_grad()) after each optimizer update"),
-    "ACC003": ("the gradients are reset after the group's last backward and before its update: the "
-               "update applies zeros",
-               "move the reset after the optimizer update"),
-    "ACC005": ("when the epoch's length is not a multiple of A, its last microbatches after the last full "
-               "group are backpropagated but not applied in that epoch",
-               "apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's losses by "
-               "its true size r; or reset the gradients and the counter at the start of each epoch to drop it on "
-               "purpose; or make the epoch length a multiple of A"),
-    "ACC006": ("the update does not fire on the last microbatch of every group of A",
-               "gate the update on (i + 1) % A == 0 for a 0-based microbatch index i"),
-    "ACC009": ("each group draws its microbatches from a new iterator over the loader, which starts again at the "
-               "loader's first microbatch: every optimizer update trains on the same first microbatches",
-               "make one iterator per epoch (it = iter(loader)) outside the update and draw each group's A "
-               "microbatches from it (itertools.islice(it, A), next(it))"),
-    "ACC010": ("this action is tested on a counter that changes only at the optimizer updates, on the path every "
-               "microbatch takes: whenever the test is true it stays true for the A microbatches of a group, so "
-               "the action runs A times per update",
-               "run the action under the update gate, right after the optimizer update and the counter's increment "
-               "(or under `if accelerator.sync_gradients:`)"),
-    "ACC402": ("the microbatch that ends each group runs under no_sync(): its all-reduce is skipped, so the group's "
-               "gradients are never averaged across replicas and each replica updates with its own",
-               "run the group's last microbatch outside no_sync() (e.g. `ctx = model.no_sync() if (i + 1) % A != 0 "
-               "else nullcontext()`)"),
-    "ACC407": ("FSDP1 with CPU parameter offload does not add a backward's gradient run outside no_sync() to the "
-               "gradient already accumulated (torch's FullyShardedDataParallel, Limitations): the optimizer update "
-               "applies the last microbatch's gradient, not the group's sum",
-               "run the group's non-final microbatches under `model.no_sync()` (forward and backward) and the last "
-               "one outside it; or turn parameter offload off"),
-    "ACC301": ("the gradients are clipped on a microbatch before the group's last one: each clip acts on a partial "
-               "sum of the group's gradient, not on the accumulated gradient the optimizer update applies",
-               "clip once per group, after the last backward and right before the optimizer update (under the "
-               "same boundary test)"),
+#: per code: what the failing run shows happens (the help is the spec's fix, and :data:`_SITE_FIX`)
+_WORDING: dict[str, str] = {
+    "ACC001": "the gradients are reset between two backwards of one group: each update applies only the "
+              "microbatches after the reset",
+    "ACC002": "nothing resets the gradients between optimizer updates: every update also applies the "
+              "gradients of all the groups before it",
+    "ACC003": "the gradients are reset after the group's last backward and before its update: the "
+              "update applies zeros",
+    "ACC005": "when the epoch's length is not a multiple of A, its last microbatches after the last full "
+              "group are backpropagated but not applied in that epoch",
+    "ACC006": "the update does not fire on the last microbatch of every group of A",
+    "ACC009": "each group draws its microbatches from a new iterator over the loader, which starts again at the "
+              "loader's first microbatch: every optimizer update trains on the same first microbatches",
+    "ACC010": "this action is tested on a counter that changes only at the optimizer updates, on the path every "
+              "microbatch takes: whenever the test is true it stays true for the A microbatches of a group, so "
+              "the action runs A times per update",
+    "ACC402": "the microbatch that ends each group runs under no_sync(): its all-reduce is skipped, so the group's "
+              "gradients are never averaged across replicas and each replica updates with its own",
+    "ACC407": "FSDP1 with CPU parameter offload does not add a backward's gradient run outside no_sync() to the "
+              "gradient already accumulated (torch's FullyShardedDataParallel, Limitations): the optimizer update "
+              "applies the last microbatch's gradient, not the group's sum",
+    "ACC301": "the gradients are clipped on a microbatch before the group's last one: each clip acts on a partial "
+              "sum of the group's gradient, not on the accumulated gradient the optimizer update applies",
 }
+#: the part of the help specific to a trace verdict's site, where the spec's fix does not say it all
+_SITE_FIX = {"ACC005": UNAPPLIED_TAIL}
 
 
 #: the codes whose finding is on the update's test (the gate to change), not on the update
@@ -638,7 +624,7 @@ def trace_hits(model: FileModel, code: str,
     for simulation in model.simulations:
         for verdict in verdicts(simulation):
             if verdict.code == code and verdict.node is not None and (keep is None or keep(simulation, verdict)):
-                what, fix = _WORDING[code]
+                what = _WORDING[code]
                 symbol = f" (A is `{simulation.symbols[0]}`)" if simulation.symbols else \
                     "" if simulation.literal else " (nothing in the code sets A: its runs show the same for every A)"
                 node = _gate_of(model, verdict.node, simulation.symbols) if code in AT_THE_GATE else verdict.node
@@ -648,7 +634,7 @@ def trace_hits(model: FileModel, code: str,
                 if made_at is not None and made_at[0] is model.functions:  # ACC009: where the pass is made
                     node = made_at[1]
                 yield Hit(node, f"{what}; simulated with {verdict.configuration}{symbol}: "  # type: ignore[arg-type]
-                          f"{verdict.why}", fix, _flow(model, simulation, verdict))
+                          f"{verdict.why}", _SITE_FIX.get(code, ""), _flow(model, simulation, verdict))
 
 
 def _flow(model: FileModel, simulation: Simulation, verdict: TraceVerdict) -> tuple[FlowStep, ...]:

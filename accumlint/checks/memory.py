@@ -55,8 +55,7 @@ class LossKeptWithGraph(Rule):
                         f"`{container}` keeps every microbatch's loss with its graph until the group's single "
                         "backward: the activations of all A microbatches are alive at once, so memory grows "
                         "with A and accumulation saves nothing",
-                        "backpropagate each microbatch as it comes (`(loss / A).backward()`) and keep only "
-                        "`loss.detach()`",
+                        _DEFERRED_FIX,
                     )
                     continue
                 if _overwritten_slot(site, group) or not _holds_graph(stored, site, holders, group.loop):
@@ -71,7 +70,6 @@ class LossKeptWithGraph(Rule):
                     f"`{container}` keeps the loss with its autograd graph beyond its microbatch: the graph of "
                     f"every microbatch stays referenced for as long as `{container}` lives, so memory grows "
                     "with each microbatch",
-                    "store `loss.detach()` (or `loss.item()` for logging) instead",
                 )
 
 
@@ -366,6 +364,4 @@ class RetainGraphInLoop(Rule):
                     "`retain_graph=True` keeps this microbatch's saved activations after its backward, and "
                     "no later backward of this microbatch goes through them: they stay alive until the loss "
                     "is rebound (or, if it is stored, for the whole group), raising peak memory for nothing",
-                    "drop `retain_graph=True`; keep it only for a second backward through the same graph "
-                    "(a hidden state carried into the next microbatch needs `.detach()` instead)",
                 )

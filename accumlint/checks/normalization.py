@@ -62,7 +62,7 @@ class DoubleNormalization(Rule):
                         node,
                         f"the loss is divided by the accumulation steps here and {framework} divides it by A "
                         "again in backward: gradients (and the effective learning rate) are A times too small",
-                        f"remove the manual division; {framework} already normalizes by A",
+                        f"{framework} already divides by A: remove the manual division",
                     )
         yield from self._lightning(model, reported)
         yield from self._token_mean_then_gradient_division(model, reported)
@@ -86,7 +86,6 @@ class DoubleNormalization(Rule):
                     "the loss is divided by the accumulation steps here and once more on its way to backward: "
                     "each microbatch weighs 1/A² and the update applies 1/A of the group's mean gradient "
                     "(the effective learning rate is A times too small)",
-                    "divide by A once",
                 )
                 continue
             if not (series or book.has(Factor.FRAMEWORK_A)):
@@ -102,7 +101,7 @@ class DoubleNormalization(Rule):
                     f"the group's gradients are divided by the accumulation steps here after {by} already "
                     "divided each microbatch by A: the update applies 1/A of the group's mean gradient "
                     "(the effective learning rate is A times too small)",
-                    "divide by A once: either the loss before backward or the gradients before the update",
+                    "divide either the loss before backward or the gradients before the update, not both",
                 )
 
     @staticmethod
@@ -190,9 +189,7 @@ class MeanOfMeans(Rule):
                         f"the loss is a mean over this microbatch's supervised tokens ({mean.evidence}) and "
                         f"{framework} divides it by A in backward: every microbatch weighs 1/A whatever its token "
                         "count, so the update is a mean of microbatch means, not the group's token mean",
-                        "sum the token losses (`reduction=\"sum\"`) and divide by the group's supervised-token "
-                        "count times A (to undo the framework's division), counted before the group's first "
-                        "backward (across replicas under DDP, times D)",
+                        "the framework divides by A too: multiply that count by A to undo it",
                     )
                 for node in (entry.node for entry in book.of(Factor.DIVIDE_A)):
                     if id(node) in reported:
@@ -203,8 +200,6 @@ class MeanOfMeans(Rule):
                         f"the loss is a mean over this microbatch's supervised tokens ({mean.evidence}) and is "
                         "then divided by A: every microbatch weighs 1/A whatever its token count, so the update "
                         "is a mean of microbatch means, not the group's token mean",
-                        "sum the token losses (`reduction=\"sum\"`) and divide by the group's supervised-token "
-                        "count, counted before the group's first backward (across replicas under DDP, times D)",
                     )
 
 
@@ -250,8 +245,6 @@ class MissingNormalization(Rule):
                     event.node,
                     f"the loss{book.token_mean_scale()} reaches backward undivided in a loop that accumulates A "
                     f"microbatches: each update applies the sum of A gradients, A times the mean{effect}",
-                    "divide the loss by A before backward (or sum token losses and divide by the group's "
-                    "token count); if the sum is intended, say so with `# noqa: ACC103`",
                 )
 
 
@@ -276,7 +269,6 @@ class NormalizationAfterBackward(Rule):
                     "this division comes after the loss's backward already ran, so it changes only the "
                     f"value you log: the gradients are the sum of the undivided microbatch losses"
                     f"{book.token_mean_scale()}, A times too large",
-                    "divide the loss before calling backward (inside the helper that calls it)",
                 )
 
 
@@ -318,8 +310,8 @@ class FrameworkExpectsNormalization(Rule):
                 f"`{name}` is passed as `compute_loss_func`: the Trainer takes its loss as normalized for the whole "
                 "group and does not divide it by A, but it ignores `num_items_in_batch`, so with "
                 "`gradient_accumulation_steps` > 1 gradients are A times too large",
-                "divide a summed loss by `num_items_in_batch` (the group's item count) in the loss function, or "
-                "divide the loss by the accumulation steps there",
+                "in the loss function: divide a summed loss by `num_items_in_batch` (the group's item count), or the "
+                "loss by the accumulation steps",
             )
         for function in model.frameworks.hf_overrides_ignoring_count():
             yield Hit(
@@ -378,8 +370,6 @@ class EvalLossScaledForAccumulation(Rule):
                             site.node,
                             f"this validation or test loss goes through the training loss's division by A "
                             f"(`/ {text}`): the reported value is A times too small, and changes whenever A does",
-                            "compute the evaluation loss without the 1/A (call the loss itself and divide by A "
-                            "only for the training backward), or multiply the reported value back by A",
                         )
 class AuxiliaryLossNotNormalized(Rule):
     """ACC107: the main loss divided by the group's denominator (A, the group's token count)
@@ -429,8 +419,8 @@ class AuxiliaryLossNotNormalized(Rule):
                     f"`{code(term.node)}` is added to the same backpropagated loss on every microbatch without "
                     "that division: the group's update sums A of them, so this term weighs A times its "
                     "coefficient relative to the main loss",
-                    f"divide this term by `{code(divisor)}` too (or divide the whole sum once: "
-                    f"`(main + aux) / {code(divisor)}`)",
+                    f"divide this term by `{code(divisor)}` too, or the whole sum once: "
+                    f"`(main + aux) / {code(divisor)}`",
                 )
 
 

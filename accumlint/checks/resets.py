@@ -65,8 +65,6 @@ class ZeroGradInsideGroup(Rule):
                     reset.node,
                     f"`{what}` is reset {when} while the optimizer update runs once per group, "
                     "so each update sees only the last microbatch's gradient and accumulation has no effect",
-                    "reset the gradients once per group: after the optimizer update, under the same "
-                    "boundary test (or before the group's first microbatch)",
                 )
 
 

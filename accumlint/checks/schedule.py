@@ -80,8 +80,6 @@ class SchedulerPerMicrobatch(Rule):
                     step.node,
                     f"`{name}` advances on every microbatch while the optimizer updates once per group of A"
                     f"{unprepared}: warmup and decay run A times faster than planned",
-                    "step the scheduler once per optimizer update, right after it "
-                    "(under the same boundary test or `if accelerator.sync_gradients:`)",
                 )
 
 
@@ -231,8 +229,7 @@ class SchedulerHorizonUnitMismatch(Rule):
                 f"`{parameter}` of `{name}` counts microbatches (it is computed from the loader's length) but the "
                 f"scheduler is stepped once per optimizer update: the run ends after 1/A of the schedule, "
                 f"with warmup and decay stretched {fold}",
-                "count the horizon in optimizer updates: `math.ceil(len(loader) / A) * epochs`"
-                + (" (times `accelerator.num_processes` for a prepared scheduler)" if gated else ""),
+                "times `accelerator.num_processes` for a prepared scheduler" if gated else "",
             )
         return Hit(
             node,
@@ -275,8 +272,7 @@ class SchedulerSteppedTwice(Rule):
                 event.node,
                 f"`{name}` was handed to `deepspeed.initialize`, whose `engine.step()` already steps it at every "
                 f"accumulation boundary: this call steps it a second time, so the schedule runs ahead",
-                "remove the manual scheduler step (the engine steps it), or do not pass the scheduler to "
-                "`deepspeed.initialize`",
+                "DeepSpeed steps it; alternatively, do not pass the scheduler to `deepspeed.initialize`",
             )
 
     @staticmethod
@@ -302,8 +298,8 @@ class SchedulerSteppedTwice(Rule):
                     f"`{name}` steps a scheduler returned by `configure_optimizers`, which Lightning already steps "
                     f"under automatic optimization (per optimizer update with `interval=\"step\"`, else per epoch): "
                     f"this call in `{scope.name}` steps it a second time, so the schedule runs ahead",
-                    "remove the manual step and set `interval`/`frequency` in `configure_optimizers`, or switch to "
-                    "manual optimization (`self.automatic_optimization = False`)",
+                    "Lightning steps it; set `interval`/`frequency` in `configure_optimizers` to change when, or "
+                    "switch to manual optimization (`self.automatic_optimization = False`)",
                 )
 
 
@@ -325,8 +321,8 @@ class AmbiguousStepUnit(Rule):
                         site.report,  # a logging helper's call in the loop, where the counter is passed
                         f"`{name}` advances on every microbatch (A times per optimizer update) but is used as "
                         f"{use}: readers take it for a count of optimizer updates",
-                        f"log and schedule by a counter incremented with the optimizer update (or `{name} // A`), "
-                        f"or name this one after microbatches",
+                        f"`{name}` counts microbatches: log and schedule by `{name} // A` or by a counter of optimizer "
+                        "updates, or name it after microbatches",
                     )
 
 
@@ -366,8 +362,6 @@ class ManualSchedulerNeverStepped(Rule):
                 "this LightningModule turns automatic optimization off and returns LR schedulers from "
                 "`configure_optimizers`, but no method steps them: under manual optimization Lightning steps "
                 "no scheduler, so the learning rate stays at its initial value (no warmup, no decay)",
-                "step each scheduler in `training_step` after the optimizer update (`sch = self.lr_schedulers(); "
-                "sch.step()` under the update's boundary test), or per epoch in `on_train_epoch_end`",
             )
 
 
@@ -439,8 +433,6 @@ class SchedulerIntervalDefaultsToEpoch(Rule):
                     f"`{name}` is sized in optimizer updates (its `{horizon.parameter}` reads "
                     f"`{_code(horizon.evidence)}`) but is returned with {said}: Lightning steps it once per epoch, "
                     "so its warmup and decay advance one position per epoch instead of one per update",
-                    'return it as `{"scheduler": sched, "interval": "step"}` under "lr_scheduler" so that Lightning '
-                    "steps it after every optimizer update",
                 )
 
 

@@ -70,7 +70,6 @@ class NoSyncMissesForward(Rule):
                 f"this forward of `{synced}` runs outside the `no_sync()` that wraps its backward; DDP decides "
                 "at forward time whether the next backward all-reduces, so the backward still communicates on "
                 "every microbatch (correct, but the saving is lost)",
-                "open the no-sync context before the forward so it covers forward and backward",
             )
         if backward.site.in_helper or not from_parameter(scope, expression_root(backward.loss), backward.site):
             return None
@@ -79,7 +78,7 @@ class NoSyncMissesForward(Rule):
             "the loss backpropagated under `no_sync()` arrives as an argument, so its forward ran before the "
             "context was entered; DDP decided at that forward to all-reduce, and this backward still "
             "communicates (correct, but the saving is lost)",
-            "enter the no-sync context around the forward as well (in the caller)",
+            "in the caller, around the forward as well",
         )
 
     def _flag_assigned_late(self, model: FileModel, group, loop_sites: list[Site]) -> Iterator[Hit]:

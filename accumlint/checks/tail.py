@@ -12,6 +12,7 @@ from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
 from accumlint.model.tail import engine_window_tail
+from accumlint.spec import UNAPPLIED_TAIL, WEIGHTED_TAIL
 
 _WHAT_HAPPENS = {
     TailTreatment.LEAKS: (
@@ -34,14 +35,6 @@ _SHIFTED = (
     "r microbatches of each epoch are backpropagated and then wiped (dropped), and because the counter "
     "still holds r, the next epoch's first update applies only A - r microbatches"
 )
-_FIX = {
-    TailTreatment.WEIGHTED: "divide the tail's losses by its true size r (or make the epoch length a multiple of A)",
-}
-_DEFAULT_FIX = ("apply the tail: add `or (i + 1) == len(loader)` to the update test and divide the tail's "
-                "losses by its true size r; or reset the gradients at the start of each epoch to drop it "
-                "on purpose; or make the epoch length a multiple of A")
-
-
 class PartialFinalGroup(Rule):
     """ACC005: the user's own update gate leaves the epoch's last ``len % A`` microbatches
     unapplied (carried into the next epoch) or applies them weighted r/A.
@@ -90,7 +83,8 @@ class PartialFinalGroup(Rule):
                                     "the pass's sample count is not a multiple of the group's size in samples")
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
                       else "a group of A + r microbatches that mixes two epochs")
-            yield Hit(tail.report, text.format(merged=merged), _FIX.get(tail.treatment, _DEFAULT_FIX))
+            weighted = tail.treatment is TailTreatment.WEIGHTED and not tail.shifts_next
+            yield Hit(tail.report, text.format(merged=merged), WEIGHTED_TAIL if weighted else UNAPPLIED_TAIL)
         for call, batches, accumulation in lightning_short_epochs(model):
             yield Hit(
                 call,

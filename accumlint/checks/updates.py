@@ -54,7 +54,6 @@ class StepEveryMicrobatch(Rule):
                         "the optimizer update runs on every microbatch although the loop is written for "
                         "accumulation: parameters change inside what should be one group, and a loss divided "
                         "by A only shrinks the learning rate",
-                        "run the update (and the reset and scheduler step) under `if (i + 1) % A == 0:`",
                     )
 
 
@@ -177,14 +176,13 @@ class IrregularUpdateBoundary(Rule):
             if divisor is not None and divisor in group.assigned:
                 yield Hit(test.report, f"the accumulation steps `{divisor}` are reassigned inside the loop, so "
                           "group sizes change from one update to the next",
-                          "compute A once before the loop and gate with `(i + 1) % A == 0`")
+                          "compute A once, before the loop")
                 continue
             if not fires_on_residue:
                 yield Hit(
                     test.report,
                     "the update runs when the remainder is non-zero, i.e. on A−1 of every A microbatches "
                     "(and never when A = 1): accumulation is inverted",
-                    "gate the update with `(i + 1) % A == 0` on a 0-based index",
                 )
                 continue
             test_order = group.scope.statement_orders.get(id(gate.frame_node), updates[0].order)
@@ -201,8 +199,7 @@ class IrregularUpdateBoundary(Rule):
                 message = (f"the boundary test is off by {first - wanted}: the first group holds a different number "
                            "of microbatches than A, later groups are shifted")
             yield Hit(test.report, message,
-                      "gate the update with `(i + 1) % A == 0` on a 0-based index (or increment the counter "
-                      "before testing it)")
+                      "alternatively, increment the counter before testing it")
 
 
 class UpdateHookPerMicrobatch(Rule):
@@ -249,8 +246,6 @@ class UpdateHookPerMicrobatch(Rule):
                 yield Hit(
                     node,
                     f"{what} is meant to run once per optimizer update but runs on every microbatch: {effect}",
-                    "call it once per group, right after the optimizer update (under the same boundary test, "
-                    "or `if accelerator.sync_gradients:`)",
                 )
 
 

@@ -15,6 +15,7 @@ from accumlint.checks.group_traces import AT_THE_GATE
 from accumlint.model.kinds import EventKind
 from accumlint.model.positions import node_positions
 from accumlint.model.scopes import FrameKind
+from accumlint.spec import help_text
 from accumlint.spec.findings import Finding
 
 #: the event a rule's finding is about, by the rule's code prefix: a finding at the call of a
@@ -122,7 +123,7 @@ def place(path: str, text: str, module: cst.Module, model,
                 name=rule.name,
                 severity=rule.severity,
                 message=hit.message,
-                fix=hit.fix,
+                fix=help_text(rule.spec, hit.site_fix),
                 end_line=where.end.line,
                 end_column=where.end.column + 1,
                 url=rule.url(),

@@ -18,6 +18,21 @@ PAGE_SECTIONS = ("What it does", "Why is this bad", "Example", "Use instead", "F
                  "Runtime counterpart")
 
 _HEADING = re.compile(r"^#{2,6}\s+(.*?)\s*$", re.MULTILINE)
+#: A page's summary line, before its first section: the spec's ``summary`` as a quote
+#: (``scripts/new_rule.py`` writes it; a test holds every page's to its spec's).
+_SUMMARY = re.compile(r"^> (.+?)\s*$", re.MULTILINE)
+
+
+def summary_line(summary: str) -> str:
+    """The summary line a rule page carries under its title and severity: ``> <spec summary>``."""
+    return f"> {summary}"
+
+
+def page_summary(page: str) -> str | None:
+    """The summary a rule page states before its first section (:func:`summary_line`), or ``None``."""
+    first = _HEADING.search(page)
+    match = _SUMMARY.search(page, 0, first.start() if first else len(page))
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)

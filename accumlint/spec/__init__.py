@@ -15,7 +15,8 @@ numbers rules within it. The families and the principles are declared in
 file could not be checked) and ``ACC990`` (a ``noqa`` that suppresses nothing) belong to the
 engine, not to a rule class.
 
-The module is long because it is a table: one entry per rule, and nothing else.
+The module is long because it is a table: one entry per rule, and after it how a finding's help is
+composed from its rule's ``fix`` (:func:`help_text`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from accumlint.spec.findings import Severity
 from accumlint.spec.vocabulary import FAMILIES, PRINCIPLES, Family, Principle
 
 __all__ = [
-    "BY_CODE", "DOCS_URL", "ENGINE_CODES", "FAMILIES", "PARSE_ERROR_CODE", "PRINCIPLES", "README_URL", "RULES",
-    "UNUSED_NOQA_CODE", "Family", "Principle", "RuleSpec", "Runtime", "spec_of",
+    "BY_CODE", "DOCS_URL", "ENGINE_CODES", "FAMILIES", "HERE", "PARSE_ERROR_CODE", "PRINCIPLES", "README_URL", "RULES",
+    "UNAPPLIED_TAIL", "UNUSED_NOQA_CODE", "WEIGHTED_TAIL", "Family", "Principle", "RuleSpec", "Runtime", "help_text",
+    "spec_of",
 ]
 
 DOCS_URL = "https://github.com/accumlint/accumlint/blob/main/rules/{code}-{name}/README.md"
@@ -142,7 +144,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("resets", "ZeroGradInsideGroup"),
         summary="gradients reset every microbatch, so only the last microbatch of a group is learned from",
         meaning="only the microbatches after the last reset reach the update; the rest of the group is discarded",
-        fix="reset once per group: after the optimizer update (or before the group's first backward)",
+        fix=(
+            "reset once per group: after the optimizer update, under the same boundary test (or before the group's "
+            "first backward)"
+        ),
         runtime=Runtime(
             needs="events",
             evidence="grads reset (fingerprint before/after) between microbatches of one group",
@@ -247,7 +252,10 @@ RULES: tuple[RuleSpec, ...] = (
             "the weight average (or rank allocation) advances A times per optimizer update over unchanged "
             "weights: an EMA decays A times too fast and its warmup counts microbatches"
         ),
-        fix="run the hook once per group, right after the optimizer update",
+        fix=(
+            "run the hook once per group, right after the optimizer update (under the same boundary test, or `if "
+            "accelerator.sync_gradients:`)"
+        ),
         runtime=Runtime(
             needs="weight-copy",
             evidence="a copy of the parameters moved toward them (s' - p = c (s - p)) twice inside one group",
@@ -277,7 +285,10 @@ RULES: tuple[RuleSpec, ...] = (
             "every optimizer update trains on the loader's first A microbatches again: a sequential loader repeats "
             "the same data forever, a shuffling one draws a fresh random start each time and never finishes an epoch"
         ),
-        fix="make one iterator per epoch (it = iter(loader)) and draw each group's A microbatches from it",
+        fix=(
+            "make one iterator per epoch (it = iter(loader)), outside the update, and draw each group's A microbatches "
+            "from it (itertools.islice(it, A), next(it))"
+        ),
     ),
     RuleSpec(
         "ACC010",
@@ -291,8 +302,10 @@ RULES: tuple[RuleSpec, ...] = (
             "save, an evaluation, a log point) runs A times per update: checkpoints overwritten, evaluation A times "
             "slower, duplicate log points"
         ),
-        fix="run the action under the update gate, right after the optimizer update (or under "
-            "`if accelerator.sync_gradients:`)",
+        fix=(
+            "run the action under the update gate, right after the optimizer update and the counter's increment (or "
+            "under `if accelerator.sync_gradients:`)"
+        ),
     ),
     RuleSpec(
         "ACC101",
@@ -316,7 +329,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("normalization", "MeanOfMeans"),
         summary="per-microbatch mean token losses averaged over A: tokens weighted unequally",
         meaning="a mean of microbatch means: tokens of short microbatches weigh more than tokens of long ones",
-        fix="sum the per-token losses of each microbatch and divide by the supervised tokens of the whole group",
+        fix=(
+            "sum the per-token losses of each microbatch (reduction=\"sum\") and divide by the supervised tokens of "
+            "the whole group, counted before its first backward (across the replicas under DDP, times D)"
+        ),
         runtime=Runtime(
             needs="ce-loss",
             evidence="each microbatch weighted equally while token counts differ",
@@ -330,7 +346,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("normalization", "MissingNormalization"),
         summary="accumulated loss never divided by A: gradients are A times the mean",
         meaning="gradients are A times the group mean: the effective learning rate is multiplied by A",
-        fix="divide each microbatch loss by A (or the summed token loss by the group's supervised tokens)",
+        fix=(
+            "divide each microbatch loss by A (or the summed token loss by the group's supervised tokens); if the sum "
+            "is intended, say so with `# noqa: ACC103`"
+        ),
         default_enabled=False,
         runtime=Runtime(
             needs="ce-loss",
@@ -445,7 +464,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("memory", "RetainGraphInLoop"),
         summary="backward(retain_graph=True) in the loop keeps a microbatch's graph alive for nothing",
         meaning="saved activations of every microbatch stay in memory",
-        fix="drop retain_graph=True unless a second backward goes through the same graph",
+        fix=(
+            "drop retain_graph=True unless a second backward goes through the same graph (a hidden state carried into "
+            "the next microbatch needs .detach() instead)"
+        ),
         runtime=Runtime(
             needs="events",
             evidence="saved activations unpacked by a backward still alive at the next forward",
@@ -459,7 +481,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("gradient_ops", "ClipInsideGroup"),
         summary="gradients clipped every microbatch: partial sums are clipped, not the group's gradient",
         meaning="a partial sum of the group's gradients is clipped, not the group's gradient",
-        fix="clip once per group, after the last backward and before the update",
+        fix=(
+            "clip once per group, after the last backward and right before the optimizer update (under the same "
+            "boundary test)"
+        ),
         runtime=Runtime(
             needs="events",
             evidence="clip before the group's last backward, or more than once per group",
@@ -473,7 +498,7 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("gradient_ops", "ClipBeforeUnscale"),
         summary="gradients clipped while still multiplied by the GradScaler's scale",
         meaning="the clip threshold is compared with scaled gradients, so it clips far too much",
-        fix="call scaler.unscale_(optimizer) before clipping",
+        fix="call scaler.unscale_(optimizer) once per update, right before clipping",
         runtime=Runtime(
             needs="events",
             evidence="clip before unscale_ while the scale is not 1",
@@ -487,7 +512,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("gradient_ops", "ScalerInsideGroup"),
         summary="GradScaler unscale/step/update on every microbatch",
         meaning="later contributions keep the scale or the scale changes inside the group: mixed-up gradient units",
-        fix="call scaler.unscale_ / scaler.step / scaler.update once per group, after the last backward",
+        fix=(
+            "call scaler.unscale_, the clip, scaler.step and scaler.update() once per group, after its last backward "
+            "(under the update's boundary test)"
+        ),
         runtime=Runtime(
             needs="events",
             evidence="unscale_/scaler.step/update before the last backward; scale changes in a group",
@@ -501,7 +529,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("schedule", "SchedulerPerMicrobatch"),
         summary="LR scheduler stepped every microbatch: the schedule runs A times too fast",
         meaning="the schedule runs faster than the optimizer updates it is sized in",
-        fix="step the scheduler once per optimizer update, under the same gate as optimizer.step()",
+        fix=(
+            "step the scheduler once per optimizer update, right after it, under the same gate as optimizer.step() (or "
+            "`if accelerator.sync_gradients:`)"
+        ),
         runtime=Runtime(
             needs="scheduler",
             evidence="more scheduler steps between two update attempts than the contract allows",
@@ -546,7 +577,10 @@ RULES: tuple[RuleSpec, ...] = (
             "each microbatch's gradient is multiplied by the factors of all later microbatches of its group, so "
             "the update applies a reweighted sum, not the group's gradient"
         ),
-        fix="rescale the accumulated gradients once per group, after the last backward and before the update",
+        fix=(
+            "rescale the accumulated gradients once per group, by the group's denominator, after the last backward and "
+            "before the update (under the same boundary test)"
+        ),
         runtime=Runtime(
             needs="events",
             evidence="the gradients change in place between two microbatches of a group with no clip, unscale, "
@@ -576,8 +610,10 @@ RULES: tuple[RuleSpec, ...] = (
         summary="Lightning manual optimization: a scheduler from configure_optimizers is never stepped",
         meaning="under manual optimization Lightning steps no scheduler: the learning rate never changes "
                 "(no warmup, no decay)",
-        fix="step each scheduler from configure_optimizers yourself: in training_step after the optimizer "
-            "update, or per epoch in on_train_epoch_end",
+        fix=(
+            "step each scheduler from configure_optimizers yourself: in training_step after the optimizer update (sch ="
+            " self.lr_schedulers(); sch.step(), under the update's boundary test), or per epoch in on_train_epoch_end"
+        ),
     ),
     RuleSpec(
         "ACC310",
@@ -588,8 +624,11 @@ RULES: tuple[RuleSpec, ...] = (
         summary="GradScaler update() skipped on the path that leaves after unscale_ (a non-finite skip)",
         meaning="after unscale_ a skip leaves without scaler.update(): the scale is not lowered and the next "
                 "unscale_ raises RuntimeError (already called since the last update())",
-        fix="call scaler.update() on every path after scaler.unscale_, the skip path too (scaler.step() already "
-            "skips a non-finite update by itself)",
+        fix=(
+            "call scaler.update() on every path after scaler.unscale_, the skip path too, or call "
+            "scaler.step(optimizer) and scaler.update() unconditionally: scaler.step() already skips a non-finite "
+            "update"
+        ),
     ),
     RuleSpec(
         "ACC401",
@@ -616,7 +655,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("sync", "NoSyncNeverSyncs"),
         summary="every microbatch runs under no_sync(): gradients are never synchronized and replicas diverge",
         meaning="replicas never average their gradients and silently diverge",
-        fix="run the forward and backward of each group's last microbatch outside no_sync()",
+        fix=(
+            "run the forward and backward of each group's last microbatch outside no_sync() (ctx = model.no_sync() if "
+            "(i + 1) % A != 0 else nullcontext())"
+        ),
         runtime=Runtime(
             needs="ddp",
             evidence="no microbatch of a group forwarded with sync on; replica checksums differ",
@@ -630,7 +672,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("data_parallel", "DuplicateSamplesAcrossReplicas"),
         summary="every replica reads the same samples: no distributed sampler or rank sharding",
         meaning="every replica trains on the same examples: D adds no information to the effective batch",
-        fix="give each replica different examples: a DistributedSampler (and sampler.set_epoch(epoch))",
+        fix=(
+            "give each replica different examples: a DistributedSampler (and sampler.set_epoch(epoch) every epoch), a "
+            "shard of the dataset per rank, or a loader prepared by Accelerate/Fabric"
+        ),
         runtime=Runtime(
             needs="data-parallel",
             evidence="input-row hashes overlap across replicas",
@@ -736,7 +781,7 @@ RULES: tuple[RuleSpec, ...] = (
             "once per group: A times the communication for that model, and its sync is not deferred with the others"
         ),
         fix=(
-            "pass every model the block trains to one accumulate(): with accelerator.accumulate(model_a, model_b):"
+            "pass every model the block trains to one accumulate() (with accelerator.accumulate(model_a, model_b))"
         ),
     ),
     RuleSpec(
@@ -761,7 +806,10 @@ RULES: tuple[RuleSpec, ...] = (
         summary="DeepSpeed engine counter (micro_steps, global_steps) written inside the training loop",
         meaning="the engine decides its accumulation boundary and counts its updates from its own counters: "
                 "written by the loop, updates never come, come at the wrong microbatch or are miscounted",
-        fix="leave the engine's counters to engine.step(); restore them once, outside the loop, when resuming",
+        fix=(
+            "leave the engine's counters to engine.step(): keep your own count in a variable of your own, and restore "
+            "the engine's once, outside the loop, with engine.load_checkpoint(...)"
+        ),
     ),
     RuleSpec(
         "ACC901",
@@ -771,7 +819,10 @@ RULES: tuple[RuleSpec, ...] = (
         implemented_by=("facts_to_record", "BatchnormWithAccumulation"),
         summary="BatchNorm statistics are per microbatch, not per effective batch",
         meaning="BatchNorm statistics come from one microbatch, not from the effective batch",
-        fix="prefer GroupNorm/LayerNorm, or SyncBatchNorm with a larger microbatch, when A > 1",
+        fix=(
+            "record it; where microbatches are small, prefer GroupNorm/LayerNorm or a larger microbatch (SyncBatchNorm "
+            "widens the statistics across replicas, not across microbatches)"
+        ),
         default_enabled=False,
         runtime=Runtime(
             needs="card",
@@ -820,7 +871,10 @@ RULES: tuple[RuleSpec, ...] = (
         meaning=(
             "after resume the counter is off by a factor A: the scheduler, the logs and the stop condition jump"
         ),
-        fix="convert between units on restore, or save both counters",
+        fix=(
+            "convert between units on restore (updates = microbatches // A, microbatches = updates * A), or save both "
+            "counters"
+        ),
         runtime=Runtime(
             needs="resume",
             evidence="at attach, the optimizer's own update count (state['step']) against the LR scheduler's "
@@ -836,3 +890,23 @@ BY_CODE: dict[str, RuleSpec] = {spec.code: spec for spec in (*ENGINE_CODES, *RUL
 def spec_of(code: str) -> RuleSpec:
     """The spec of ``code`` (case-insensitive); ``KeyError`` for an unknown code."""
     return BY_CODE[code.strip().upper()]
+
+
+#: Between the spec's fix and the part of the help that is specific to a finding's site.
+HERE = "; here: "
+
+
+def help_text(spec: RuleSpec | None, site: str = "") -> str:
+    """The help a finding of the rule ``spec`` prints, in both engines: the spec's ``fix``, then
+    what is specific to the finding's site (the variable, the call, which of the fix's
+    alternatives applies), after :data:`HERE`. A rule without a spec (a test's stand-in rule)
+    gets ``site`` alone."""
+    if spec is None:
+        return site
+    return f"{spec.fix}{HERE}{site}" if site else spec.fix
+
+
+#: ACC005's site parts, in the words of both engines: where the epoch's last partial group is
+#: applied but weighted r/A, and where it is left unapplied (leaks into the next epoch, or never)
+WEIGHTED_TAIL = "the tail is already applied: divide its losses by its true size r"
+UNAPPLIED_TAIL = "to drop the tail on purpose instead, reset the gradients (and the counter) at the start of each epoch"

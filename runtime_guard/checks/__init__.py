@@ -27,7 +27,6 @@ from runtime_guard.checks.schedule import (
 from runtime_guard.checks.tail import partial_group
 from runtime_guard.checks.updates import structure, weight_averages
 from runtime_guard.inference import (
-    FIX_WEIGHTED,
     LastGroup,
     Normalization,
     infer_normalization,
@@ -39,7 +38,7 @@ from runtime_guard.record import RunRecord
 from runtime_guard.report import RuntimeFinding
 
 __all__ = [
-    "FIXES", "FIX_WEIGHTED", "MEANINGS", "RUNTIME_CHECKS", "STATIC_ONLY", "LastGroup", "Normalization", "RuntimeCheck",
+    "FIXES", "MEANINGS", "RUNTIME_CHECKS", "STATIC_ONLY", "LastGroup", "Normalization", "RuntimeCheck",
     "evaluate",
     "graph_findings", "infer_normalization", "kept_graph_unobservable", "last_group", "microbatch_size",
     "normalization_tolerance", "rate_status", "rates", "resume", "scheduler_owners",

@@ -4,7 +4,7 @@ fix and meaning texts, the finding constructor and readers of a group's event tr
 
 from __future__ import annotations
 
-from accumlint.spec import RULES, Runtime, spec_of
+from accumlint.spec import RULES, Runtime, help_text, spec_of
 from runtime_guard.events import BACKWARD, FORWARD
 from runtime_guard.record import RunRecord
 from runtime_guard.report import RuntimeFinding
@@ -24,8 +24,11 @@ MEANINGS = {code: spec_of(code).meaning for code in RUNTIME_CHECKS}
 
 
 def finding(code: str, group: int | None, microbatch: int | None, observed: str, evidence: str = "",
-             fix: str | None = None) -> RuntimeFinding:
-    return RuntimeFinding(code, group, microbatch, observed, MEANINGS[code], fix or FIXES[code], evidence)
+             site_fix: str = "") -> RuntimeFinding:
+    """A finding of ``code``: its help is the spec's fix and ``site_fix``, composed as the
+    linter's (:func:`accumlint.spec.help_text`)."""
+    return RuntimeFinding(code, group, microbatch, observed, MEANINGS[code], help_text(spec_of(code), site_fix),
+                          evidence)
 
 
 def trace(events: list[ObservedEvent]) -> str:

@@ -13,4 +13,4 @@ from runtime_guard.report import RuntimeFinding
 def partial_group(rec: RunRecord) -> Iterator[RuntimeFinding]:
     lg = last_group(rec)
     if lg.finding is not None:
-        yield finding("ACC005", lg.group, None, lg.finding, run_trace(rec), lg.fix)
+        yield finding("ACC005", lg.group, None, lg.finding, run_trace(rec), lg.site_fix)

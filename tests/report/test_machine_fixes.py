@@ -70,7 +70,7 @@ def test_json_edits_give_exactly_what_fix_writes(project: Path) -> None:
         ("ACC201", "safe"),
     ]
     acc001 = findings[0]["fix"]
-    assert acc001["message"].startswith("reset the gradients once per group")
+    assert acc001["message"].startswith("reset once per group: after the optimizer update")
     # a move is a deletion and an insertion
     assert acc001["edits"] == [
         {"content": "", "location": {"row": 9, "column": 1}, "end_location": {"row": 10, "column": 1}},
@@ -147,7 +147,7 @@ def test_text_marks_fixable_findings_and_says_how_many(project: Path) -> None:
 
 def test_show_fixes(project: Path) -> None:
     shown = cli("check", "--no-cache", "--show-fixes", "train.py").stdout
-    assert "  fix: (safe) reset the gradients once per group" in shown
+    assert "  fix: (safe) reset once per group: after the optimizer update" in shown
     assert "     9 -     optimizer.zero_grad()" in shown
     assert "    14 +         optimizer.zero_grad()" in shown
     fixed = cli("check", "--no-cache", "--fix", "--show-fixes", "train.py")
@@ -187,7 +187,7 @@ def test_sarif_carries_the_fixes_and_validates(project: Path) -> None:
     assert [e.message for e in validator.iter_errors(log)] == []
     acc001 = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "ACC001")
     [fix] = acc001["fixes"]
-    assert fix["description"]["text"].startswith("reset the gradients once per group")
+    assert fix["description"]["text"].startswith("reset once per group: after the optimizer update")
     [change] = fix["artifactChanges"]
     assert change["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
     assert change["replacements"] == [

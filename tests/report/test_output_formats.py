@@ -65,7 +65,8 @@ def test_sarif_validates_against_the_official_schema(project: Path) -> None:
     assert location["artifactLocation"] == {"uri": "src/train%20bad.py", "uriBaseId": "%SRCROOT%"}
     assert location["region"] == {"startLine": 33, "startColumn": 13, "endLine": 33, "endColumn": 34}
     assert result["message"]["text"].startswith("`optimizer` is reset on every microbatch")
-    assert " Fix: reset the gradients once per group" in result["message"]["text"]
+    assert " Fix: reset once per group: after the optimizer update, under the same boundary test" in \
+        result["message"]["text"]
 
     rules = run["tool"]["driver"]["rules"]
     assert rules[result["ruleIndex"]]["id"] == "ACC001"
@@ -168,8 +169,8 @@ def test_github_annotations(project: Path) -> None:
         "::error file=src/train bad.py,line=33,col=13,endLine=33,endColumn=34,"
         "title=ACC001 zero-grad-inside-group::`optimizer` is reset on every microbatch while the optimizer "
         "update runs once per group, so each update sees only the last microbatch's gradient and accumulation "
-        "has no effect%0Ahelp: reset the gradients once per group: after the optimizer update, under the same "
-        f"boundary test (or before the group's first microbatch)%0Asee: {ACC001_URL}\n"
+        "has no effect%0Ahelp: reset once per group: after the optimizer update, under the same boundary test "
+        f"(or before the group's first backward)%0Asee: {ACC001_URL}\n"
     )
 
 
