@@ -28,8 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE = re.compile(r"^ACC\d{3}$")
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
 SEVERITIES = ("error", "warning", "info")
-NEEDS = ("events", "ddp", "data-parallel", "ce-loss", "loss-contract", "scheduler", "scheduler-owner",
-         "effective-batch", "epoch-end", "card")
 
 
 def class_name(name: str) -> str:
@@ -47,7 +45,7 @@ def docstring(text: str, indent: str) -> str:
     one = f'{indent}"""{text}"""'
     if len(one) <= LINE:
         return one
-    lines = textwrap.wrap(text, LINE - len(indent) - 3)
+    lines = textwrap.wrap(text, LINE - len(indent) - 6)  # room for the quotes at both ends of one line
     return f'{indent}"""' + f"\n{indent}".join(lines) + '"""'
 
 
@@ -59,6 +57,13 @@ def string_argument(name: str, text: str, indent: str) -> str:
     inner = indent + " " * (len(name) + 2)  # under the first literal, after `name=(`
     parts = textwrap.wrap(text, LINE - len(inner) - 4, drop_whitespace=False)  # 2 quotes and `),`
     return f"{indent}{name}=(" + f"\n{inner}".join(f'"{part}"' for part in parts) + "),"
+
+
+def sentence(summary: str) -> str:
+    """``summary`` opening a sentence: capitalised unless its first word is code
+    (``optimizer.step() twice ...`` stays as written)."""
+    first = summary.split(" ", 1)[0]
+    return summary if any(c in first for c in "._()`[") else summary[:1].upper() + summary[1:]
 
 
 def spec_entry(args: argparse.Namespace) -> str:
@@ -261,7 +266,7 @@ def write_folder(args: argparse.Namespace) -> Path:
     slug = args.name.replace("-", "_")
     (folder / "README.md").write_text(
         PAGE.format(code=args.code, name=args.name, severity=args.severity, principle=args.principle,
-                    line=args.summary, summary=args.summary[:1].upper() + args.summary[1:], slug=slug,
+                    line=args.summary, summary=sentence(args.summary), slug=slug,
                     runtime=RUNTIME_PAGE.format(module=args.module, needs=args.runtime) if args.runtime
                     else NO_RUNTIME_PAGE), encoding="utf-8")
     (folder / f"bad_{slug}.py").write_text(
@@ -305,30 +310,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary", required=True, help="one line for the rule table")
     parser.add_argument("--module", required=True, help="the module under accumlint/checks/ (new or existing)")
     parser.add_argument("--off", dest="default_enabled", action="store_false", help="off by default")
-    parser.add_argument("--runtime", choices=NEEDS, help="the guard observes it: what it needs")
+    sys.path.insert(0, str(ROOT))
+    from accumlint.spec import FAMILIES, PRINCIPLES, RULES, RUNTIME_NEEDS
+
+    homes: dict[int, set[str]] = {}  # the modules each family's rules live in today
+    for rule in RULES:
+        if rule.implemented_by is not None:
+            homes.setdefault(rule.family, set()).add(rule.implemented_by[0])
+    parser.epilog = "where each family's rules live (--module): " + "; ".join(
+        f"ACC{family}xx {', '.join(sorted(modules))}" for family, modules in sorted(homes.items()))
+
+    parser.add_argument("--runtime", choices=tuple(RUNTIME_NEEDS), metavar="NEEDS",
+                        help="the guard observes it, given what it needs: " + "; ".join(
+                            f"{need}: {meaning}" for need, meaning in RUNTIME_NEEDS.items()))
     args = parser.parse_args(argv)
     if not CODE.match(args.code) or not NAME.match(args.name) or not re.match(r"^[a-z_]+$", args.module):
         parser.error("CODE is ACC + 3 digits, NAME kebab-case, --module a module name")
     if '"' in args.summary:
         parser.error("--summary may not contain a double quote")
-    sys.path.insert(0, str(ROOT))
-    from accumlint.spec import FAMILIES, PRINCIPLES
-
     if int(args.code[3]) not in FAMILIES or args.principle not in PRINCIPLES:
         parser.error(f"families: {sorted(FAMILIES)}; principles: {', '.join(PRINCIPLES)}")
     spec = ROOT / "accumlint" / "spec" / "__init__.py"
     spec.write_text(insert_spec(spec.read_text(encoding="utf-8"), args.code, spec_entry(args)), encoding="utf-8")
     written = [spec, write_check(args), write_folder(args)]
     if args.runtime:
-        written.append(write_runtime(args))
+        written += [write_runtime(args), ROOT / "runtime_guard" / "checks" / "__init__.py"]  # (its call)
     subprocess.run([sys.executable, str(ROOT / "scripts" / "rule_table.py")], check=True, cwd=ROOT)
-    edited = [path for path in written if path.suffix == ".py"]
-    if args.runtime:
-        edited.append(ROOT / "runtime_guard" / "checks" / "__init__.py")  # the new check's import
-    sort_imports(edited)
+    sort_imports([path for path in written if path.suffix == ".py"])
     for path in written:
         print(f"wrote {path.relative_to(ROOT)}")
     print("regenerated the rule table in README.md; next: CONTRIBUTING.md, 'Add a rule'")
+    print("the fast tier's count in README.md grows with the rule's cases: pytest --collect-only -q -m 'not slow' "
+          "| tail -1")
     print(f"its tests (folder, scripts under both engines, refactorings, precision sets): pytest -q --rule {args.code}")
     print(f"only under the linter: pytest -q -m 'not slow' --rule {args.code}")
     print(f"its snapshot, once the check finds the bad script: ACCUMLINT_UPDATE_SNAPSHOTS=1 pytest -q "

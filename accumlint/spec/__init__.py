@@ -38,22 +38,33 @@ DOCS_URL = "https://github.com/accumlint/accumlint/blob/main/rules/{code}-{name}
 README_URL = "https://github.com/accumlint/accumlint/blob/main/README.md"
 
 
+#: What the runtime guard needs to see a rule (``Runtime.needs``), and what each value means.
+RUNTIME_NEEDS: dict[str, str] = {
+    "events": "any loop",
+    "ddp": "a DDP wrapper, any D",
+    "data-parallel": "D > 1",
+    "ce-loss": "a softmax cross-entropy output, or the factor on a mean-reduced loss, whose weights the card "
+               "reports as inferred",
+    "loss-contract": "a framework contract that leaves the group normalization to the loss, and the "
+                     "normalization inferred",
+    "scheduler": "an LR scheduler given to the probe or found by it",
+    "scheduler-owner": "a framework seen stepping the scheduler",
+    "effective-batch": "the configured effective batch given to the probe",
+    "weight-copy": "a copy of the probed parameters, such as a weight EMA, alive when the probe attached",
+    "epoch-end": 'the probe placed at an epoch end with the loader (at="epoch_end")',
+    "logged-rate": "a throughput the loop hands to runtime_guard.log() after an update the probe saw",
+    "resume": "the optimizer had applied updates when the probe attached and an LR scheduler's position can "
+              "be compared with their count",
+    "card": "a fact on the card, never a finding",
+}
+
+
 @dataclass(frozen=True)
 class Runtime:
     """How the runtime guard observes a rule.
 
-    ``needs``: ``"events"`` (any loop), ``"ddp"`` (a DDP wrapper, any D), ``"data-parallel"``
-    (D > 1), ``"ce-loss"`` (a softmax cross-entropy output, or the factor on a mean-reduced loss, whose
-    weights the card reports as inferred), ``"loss-contract"`` (a framework contract that leaves the
-    group normalization to the loss, and the normalization inferred), ``"scheduler"`` (an LR
-    scheduler given to the probe or found by it), ``"scheduler-owner"`` (a framework seen stepping
-    the scheduler), ``"effective-batch"`` (the configured effective batch given to the probe),
-    ``"weight-copy"`` (a copy of the probed parameters, such as a weight EMA, alive when the probe
-    attached), ``"epoch-end"`` (the probe placed at an epoch end with the loader,
-    ``at="epoch_end"``), ``"logged-rate"`` (a throughput the loop hands to ``runtime_guard.log()`` after an
-    update the probe saw), ``"resume"`` (the optimizer had applied updates when the probe attached and an LR
-    scheduler's position can be compared with their count), ``"card"`` (a fact on the card, never a
-    finding). ``evidence``: what in the event trace shows it.
+    ``needs``: a key of :data:`RUNTIME_NEEDS` (what the guard must see); ``evidence``: what in the
+    event trace shows it.
     """
 
     needs: str
@@ -86,6 +97,8 @@ class RuleSpec:
             raise ValueError(f"{self.code}: unknown principle {self.principle!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"{self.code}: no family for hundreds digit {self.family}")
+        if self.runtime is not None and self.runtime.needs not in RUNTIME_NEEDS:
+            raise ValueError(f"{self.code}: unknown runtime need {self.runtime.needs!r}")
 
     @property
     def family(self) -> int:

@@ -37,9 +37,9 @@ SUMMARY = ("gradients fiddled with on every microbatch of the group by a helper 
 
 def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(tmp_path: Path) -> None:
     tree = _copy_of_checkout(tmp_path)
-    subprocess.run([sys.executable, "scripts/new_rule.py", "ACC399", "grad-fiddle-inside-group", "--principle", "P6",
-                    "--severity", "warning", "--summary", SUMMARY,
-                    "--module", "fiddles", "--runtime", "events"], cwd=tree, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "scripts/new_rule.py", "ACC399", "grad-fiddle-inside-group", "--principle",
+                           "P6", "--severity", "warning", "--summary", SUMMARY, "--module", "fiddles", "--runtime",
+                           "events"], cwd=tree, check=True, capture_output=True, text=True)
     status = subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=tree, capture_output=True, text=True,
                             check=True).stdout.split("\n")
     changed = sorted(line[3:] for line in status if line)
@@ -54,6 +54,10 @@ def test_a_scaffolded_rule_touches_its_spec_check_folder_and_runtime_check_only(
         "runtime_guard/checks/__init__.py",
         "runtime_guard/checks/fiddles.py",
     ]
+    # it names every file it wrote (the folder as one), the README's table apart
+    wrote = sorted(line.removeprefix("wrote ") for line in done.stdout.splitlines() if line.startswith("wrote "))
+    assert wrote == sorted([*(name for name in changed if name != "README.md" and not name.startswith("rules/")),
+                            "rules/ACC399-grad-fiddle-inside-group"])
     probe = ("from accumlint.checks import ALL_RULES; from accumlint.spec import spec_of; "
              "rule = next(r for r in ALL_RULES if r.code == 'ACC399'); s = spec_of('ACC399'); "
              "print(rule.__name__, rule.name, rule.severity.value, s.family, s.runtime.needs, "
