@@ -14,7 +14,7 @@ from accumlint.model.accumulate import double_entries, omitted_trained_models
 from accumlint.model.closures import gated_closures
 from accumlint.model.interpreter import LEFT_TO_ACC501
 from accumlint.model.kinds import Evidence
-from accumlint.model.names import dotted, int_value, method_name
+from accumlint.model.names import code_of, dotted, int_value, method_name
 from accumlint.model.scopes import FrameKind
 
 #: ACC501's site part where a reset runs before the backward inside ``accumulate()``
@@ -317,7 +317,7 @@ class OptimizerStepClosureSkipped(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for gated in gated_closures(model):
-            test = cst.Module([]).code_for_node(gated.test)
+            test = code_of(gated.test)
             yield Hit(
                 gated.step.report,
                 f"`{gated.closure}` is handed to the optimizer only on the batches where `{test}` is "

@@ -15,7 +15,7 @@ from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import CLIP_CALLS, measures_only
 from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
-from accumlint.model.names import calls_in, dotted, last_segment, method_name, names_in
+from accumlint.model.names import calls_in, code_of, dotted, last_segment, method_name, names_in
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.scopes import FrameKind
 from accumlint.model.sync import scope_name
@@ -326,7 +326,7 @@ class ScalerUpdateMissingOnSkip(Rule):
                 if scaler is None or skip is None or id(updates[0].node) in reported:
                     continue
                 reported.add(id(updates[0].node))
-                test = cst.Module([]).code_for_node(skip.test) if skip.test is not None else "the condition"
+                test = code_of(skip.test) if skip.test is not None else "the condition"
                 yield Hit(
                     updates[0].node,
                     f"`{scaler}.update()` does not run on every path after `{scaler}.unscale_(...)`: where "

@@ -25,7 +25,7 @@ from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
 from accumlint.model.loss_chain import loss_chain
 from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
-from accumlint.model.names import dotted, last_segment
+from accumlint.model.names import code_of, dotted, last_segment
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
 
@@ -401,7 +401,6 @@ class AuxiliaryLossNotNormalized(Rule):
                     bare.append(term)
             if not main:
                 continue
-            code = cst.Module([]).code_for_node
             main_term, divisor = main[0]
             shown = main_term.node
             if isinstance(shown, cst.BinaryOperation) and isinstance(shown.operator, cst.Divide):
@@ -415,12 +414,12 @@ class AuxiliaryLossNotNormalized(Rule):
                 reported.add(id(node))
                 yield Hit(
                     node,
-                    f"the main loss `{code(shown)}` is divided by `{code(divisor)}` for the group, but "
-                    f"`{code(term.node)}` is added to the same backpropagated loss on every microbatch without "
+                    f"the main loss `{code_of(shown)}` is divided by `{code_of(divisor)}` for the group, but "
+                    f"`{code_of(term.node)}` is added to the same backpropagated loss on every microbatch without "
                     "that division: the group's update sums A of them, so this term weighs A times its "
                     "coefficient relative to the main loss",
-                    f"divide this term by `{code(divisor)}` too, or the whole sum once: "
-                    f"`(main + aux) / {code(divisor)}`",
+                    f"divide this term by `{code_of(divisor)}` too, or the whole sum once: "
+                    f"`(main + aux) / {code_of(divisor)}`",
                 )
 
 

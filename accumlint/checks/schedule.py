@@ -13,11 +13,11 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
 from accumlint.model.counts import counter_units
 from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.names import code_of, dotted, keyword, last_segment, method_name, names_in, positional
 from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.owned_schedulers import (
+    automatic_lightning_schedulers,
     lightning_configured_schedulers,
-    lightning_scheduler_intervals,
     owned_schedulers,
     stepped_by_engine,
 )
@@ -196,25 +196,19 @@ class SchedulerHorizonUnitMismatch(Rule):
         "step"``: Lightning steps them once per optimizer update, so a horizon in microbatches (the
         Trainer's ``num_training_batches``, when a Trainer in view may set A > 1) or an update count
         divided by A again (``trainer.max_steps // trainer.accumulate_grad_batches``) is off by A."""
-        classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
-        for class_def in classes.values():
-            if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
-                continue  # (another base may override `lr_scheduler_step`)
-            for scheduler in lightning_scheduler_intervals(model, class_def):
-                if scheduler.interval != fw.lightning.SCHEDULER_UPDATE_INTERVAL or scheduler.constructor is None:
+        for scheduler, name in automatic_lightning_schedulers(model, fw.lightning.SCHEDULER_UPDATE_INTERVAL):
+            for horizon in schedule_horizons(model, scheduler.constructor, None):  # type: ignore[arg-type]
+                if id(horizon.node) in reported or horizon.unit is HorizonUnit.UPDATES or (
+                        horizon.unit is not HorizonUnit.UPDATES_OVER_A and not lightning_accumulates(model)):
                     continue
-                name = dotted(scheduler.node) or last_segment(dotted(scheduler.constructor.func)) or "the scheduler"
-                for horizon in schedule_horizons(model, scheduler.constructor, None):
-                    if id(horizon.node) in reported or horizon.unit is HorizonUnit.UPDATES or (
-                            horizon.unit is not HorizonUnit.UPDATES_OVER_A and not lightning_accumulates(model)):
-                        continue
-                    reported.add(id(horizon.node))
-                    yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, False, horizon.evidence)
+                reported.add(id(horizon.node))
+                yield self._hit(horizon.parameter, horizon.node, horizon.unit, name, False, horizon.evidence)
 
     @staticmethod
-    def _hit(parameter: str, node, unit: HorizonUnit, name: str, gated: bool, evidence=None) -> Hit:
+    def _hit(parameter: str, node: cst.CSTNode, unit: HorizonUnit, name: str, gated: bool,
+             evidence: cst.CSTNode | None = None) -> Hit:
         if unit is HorizonUnit.UPDATES_OVER_A:
-            counted = f"`{_code(evidence)}`" if evidence is not None else "its count"
+            counted = f"`{code_of(evidence)}`" if evidence is not None else "its count"
             return Hit(
                 node,
                 f"`{parameter}` of `{name}` divides {counted}, already a count of optimizer updates, by the "
@@ -414,28 +408,15 @@ class SchedulerIntervalDefaultsToEpoch(Rule):
                     facts=lambda facts: facts.defines((fw.lightning.CONFIGURE_OPTIMIZERS,)))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
-        for class_def in classes.values():
-            if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
-                continue  # (another base may override `lr_scheduler_step` or turn automatic optimization off)
-            for scheduler in lightning_scheduler_intervals(model, class_def):
-                if scheduler.interval != fw.lightning.SCHEDULER_DEFAULT_INTERVAL or scheduler.constructor is None:
-                    continue
-                horizons = update_counted_horizons(model, scheduler.constructor)
-                if not horizons:
-                    continue
+        for scheduler, name in automatic_lightning_schedulers(model, fw.lightning.SCHEDULER_DEFAULT_INTERVAL):
+            horizons = update_counted_horizons(model, scheduler.constructor)  # type: ignore[arg-type]
+            if horizons:
                 horizon = horizons[0]
-                name = dotted(scheduler.node) or last_segment(dotted(scheduler.constructor.func)) or "the scheduler"
                 said = f'`"interval": "{scheduler.interval}"`' if scheduler.explicit else \
                     f'no `"interval"` (Lightning\'s default is "{fw.lightning.SCHEDULER_DEFAULT_INTERVAL}")'
                 yield Hit(
                     scheduler.node,
                     f"`{name}` is sized in optimizer updates (its `{horizon.parameter}` reads "
-                    f"`{_code(horizon.evidence)}`) but is returned with {said}: Lightning steps it once per epoch, "
+                    f"`{code_of(horizon.evidence)}`) but is returned with {said}: Lightning steps it once per epoch, "
                     "so its warmup and decay advance one position per epoch instead of one per update",
                 )
-
-
-def _code(node) -> str:
-    """The source of a small expression, for a message."""
-    return cst.Module([]).code_for_node(node)

@@ -17,7 +17,7 @@ from accumlint.model.dataflow import counter_name, home, origin, reaching_assign
 from accumlint.model.grad_ops import site_cadence
 from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence
-from accumlint.model.names import dotted, last_segment, method_name, names_in, string_key, walk
+from accumlint.model.names import code_of, dotted, last_segment, method_name, names_in, string_key, walk
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -108,7 +108,7 @@ def _divisions(site: Site) -> list[tuple[cst.CSTNode, str, cst.BinaryOperation]]
         return [(site.node, site.targets[0] or "", site.value)]  # type: ignore[list-item]
     if site.call is None or site.targets:
         return []
-    return [(node, cst.Module([]).code_for_node(node), node)  # type: ignore[misc]
+    return [(node, code_of(node), node)  # type: ignore[misc]
             for arg in site.call.args for node in walk(arg.value) if _is_division(node)]
 
 

@@ -2780,14 +2780,14 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
     return _reaches(node, owner, 0, set(), names)
 
 
-@functools.lru_cache(maxsize=16384)
-def unpacked_steps(node: cst.CSTNode, everywhere: bool = False) -> frozenset[int]:
-    """``id``s of the ``.step(...)`` calls in ``node`` (outside nested definitions; ``everywhere``:
-    inside them too) whose result is unpacked into two names or more (``obs, reward, done, info =
-    env.step(action)``): an environment's step, never an optimizer update, whose result is the
-    closure's loss or None (torch 2.13.0 ``optim/optimizer.py`` ``Optimizer.step``; DeepSpeed's and
-    Accelerate's wrappers return None)."""
-    return frozenset(id(child.value) for child in (every_node(node) if everywhere else walk(node))
+@functools.lru_cache(maxsize=256)
+def unpacked_steps(module: cst.Module) -> frozenset[int]:
+    """``id``s of the module's ``.step(...)`` calls (its functions' included) whose result is unpacked
+    into two names or more (``obs, reward, done, info = env.step(action)``): an environment's step,
+    never an optimizer update, whose result is the closure's loss or None (torch 2.13.0
+    ``optim/optimizer.py`` ``Optimizer.step``; DeepSpeed's and Accelerate's wrappers return None).
+    One walk per module: every syntactic question of it reads the same set."""
+    return frozenset(id(child.value) for child in every_node(module)
                      if type(child) is cst.Assign and type(child.value) is cst.Call
                      and isinstance(child.value.func, cst.Attribute) and child.value.func.attr.value == "step"
                      and any(type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) > 1
@@ -2795,7 +2795,7 @@ def unpacked_steps(node: cst.CSTNode, everywhere: bool = False) -> frozenset[int
 
 
 def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
-    unpacked = unpacked_steps(node)
+    unpacked = unpacked_steps(owner._module)
     for call in _calls(node):
         func = call.func
         name = _call_name(func)
@@ -2814,7 +2814,7 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
-    unpacked = unpacked_steps(node)
+    unpacked = unpacked_steps(owner._module)
     for call in _calls(node):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS and id(call) not in unpacked:

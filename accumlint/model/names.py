@@ -384,3 +384,8 @@ def string_key(expression: cst.BaseExpression) -> str | None:
         if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
             return index.value.evaluated_value  # type: ignore[return-value]
     return None
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """The source of a node as written (a small expression, for a message)."""
+    return cst.Module([]).code_for_node(node)

@@ -4,6 +4,7 @@ the HF Trainer) or a LightningModule whose ``configure_optimizers`` returns it; 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.model.kinds import Role
-from accumlint.model.names import dotted, keyword, positional
+from accumlint.model.names import dotted, keyword, last_segment, positional
 from accumlint.model.schedules import conditional_definition
 from accumlint.model.scopes import Site
 
@@ -170,6 +171,21 @@ def lightning_scheduler_intervals(model: FileModel, class_def: cst.ClassDef) -> 
             elif isinstance(value, cst.Dict):
                 found.extend(_configured(model, value, where, None))
     return found
+
+
+def automatic_lightning_schedulers(model: FileModel, interval: str) -> Iterator[tuple[LightningScheduler, str]]:
+    """The schedulers built in view that LightningModules under automatic optimization return from
+    ``configure_optimizers`` and Lightning steps at ``interval`` (``"step"``: per optimizer update;
+    ``"epoch"``), each with its name for a message. Only classes whose one base is the
+    LightningModule: another base may override ``lr_scheduler_step`` or turn automatic optimization off."""
+    classes = {id(s.class_def): s.class_def for s in model.scopes if s.class_def is not None}
+    for class_def in classes.values():
+        if len(class_def.bases) != 1 or not model.frameworks.lightning_automatic(class_def):
+            continue
+        for scheduler in lightning_scheduler_intervals(model, class_def):
+            if scheduler.interval == interval and scheduler.constructor is not None:
+                name = dotted(scheduler.node) or last_segment(dotted(scheduler.constructor.func)) or "the scheduler"
+                yield scheduler, name
 
 
 def _followed(model: FileModel, value: cst.BaseExpression, site: Site) -> tuple[cst.BaseExpression, Site]:

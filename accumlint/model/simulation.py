@@ -740,8 +740,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         if event.driven is not None:
             driven.setdefault(key, event.driven)
         if event.method == "step":
-            every = unpacked_steps(event.owner._module, everywhere=True)
-            unpacked[key] = unpacked.get(key, True) and id(event.node) in every
+            unpacked[key] = unpacked.get(key, True) and id(event.node) in unpacked_steps(event.owner._module)
     facts: dict[object, RoleFact] = {}
     for key, used in methods.items():
         receiver = samples[key]
