@@ -184,6 +184,7 @@ def build_card(rec: RunRecord) -> dict[str, Any]:
         "versions": _versions(),
         "model": rec.model_class,
         "optimizer": rec.optimizer_class,
+        "optimizer_scale_invariant": bool(rec.optimizer_scale_invariant),
         "parameters": rec.parameters,
         "m": m,
         "A": a,

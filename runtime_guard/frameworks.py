@@ -58,6 +58,17 @@ def unwrap_optimizer(optimizer: Any) -> Any:
     return optimizer
 
 
+def scale_invariant_optimizer(optimizer: Any) -> str:
+    """The qualified class of the torch optimizer that really updates (:func:`unwrap_optimizer`)
+    when its update ignores one constant factor on every gradient
+    (:data:`accumlint.frameworks.pytorch.SCALE_INVARIANT_OPTIMIZERS`, the linter's ACC103 data);
+    "" for any other optimizer, a subclass defined elsewhere included."""
+    kind = type(unwrap_optimizer(optimizer))
+    if kind.__module__.startswith("torch.optim") and kind.__name__ in fw.pytorch.SCALE_INVARIANT_OPTIMIZERS:
+        return f"torch.optim.{kind.__name__}"
+    return ""
+
+
 def unwrap_scheduler(scheduler: Any) -> Any:
     """The torch LR scheduler: ``AcceleratedScheduler.scheduler`` or itself."""
     inner = getattr(scheduler, "scheduler", None)

@@ -378,6 +378,7 @@ class Probe:
         inner = getattr(state.model, "_orig_mod", state.model)  # a torch.compile wrapper: the compiled model
         rec.model_class = type(inner).__name__
         rec.optimizer_class = type(state.optimizer).__name__
+        rec.optimizer_scale_invariant = frameworks.scale_invariant_optimizer(state.optimizer)
         rec.ddp = frameworks.is_ddp(state.model)
         rec.fsdp2 = frameworks.is_fsdp2(state.model)
         rec.scaler_given = state.scaler is not None

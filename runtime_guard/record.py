@@ -26,6 +26,9 @@ class RunRecord:
     script: str = ""  # the program's __main__ file (the script under `run`), relative to the cwd
     model_class: str = ""
     optimizer_class: str = ""
+    # the optimizer's class when its update ignores a constant factor on the gradients (Adam, AdamW, ...;
+    # runtime_guard.frameworks.scale_invariant_optimizer): an undivided sum of A gradients then moves only a clip
+    optimizer_scale_invariant: str = ""
     parameters: int = 0
     param_dtypes: list[str] = field(default_factory=list)
     param_devices: list[str] = field(default_factory=list)
