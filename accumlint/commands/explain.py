@@ -19,6 +19,7 @@ from accumlint.model.simulation import Simulation, entry_points, simulate
 from accumlint.project.index import find_root
 from accumlint.run import runner
 from accumlint.source.parsing import parse_module
+from accumlint.spec.vocabulary import EventKind
 
 
 class ExplainError(Exception):
@@ -102,6 +103,9 @@ def render_text(path: str, results: list[Simulation]) -> str:
             out.append(f"    {_shortened(trace.timeline()) or '(no event)'}")
             updates = ", ".join(f"e{e}:m{m}" for e, m in trace.updates_at())
             out.append(f"    updates after microbatch: {updates or 'none'}")
+            factors = trace.loss_factors()
+            if factors:
+                out.append(f"    factor on the loss at each backward: {', '.join(factors)}")
         notes = list(dict.fromkeys(n for t in result.traces for n in t.notes))
         for note in notes:
             out.append(f"  note: {note}")
@@ -128,7 +132,9 @@ def to_json(path: str, results: list[Simulation]) -> list[dict]:
             "timeline": t.timeline(),
             "events": [{"kind": e.kind.name.lower(), "epoch": e.epoch, "microbatch": e.microbatch,
                         "target": e.target, "line": e.site[1], "file": e.site[0],
-                        "chain": [{"file": f, "line": n} for f, n in e.chain]} for e in t.events],
+                        "chain": [{"file": f, "line": n} for f, n in e.chain],
+                        **({"loss_factor": e.factor} if e.kind is EventKind.BACKWARD else {})} for e in t.events],
+            "loss_factors": t.loss_factors(),
             "notes": t.notes,
             "undecided": t.undecided,
         } for t in r.traces],
@@ -146,6 +152,9 @@ def render_markdown(result: Simulation) -> str:
         choices = _choices(trace.choices)
         lines += ["", f"{trace.configuration.describe()}" + (f" [{choices}]" if choices else ""), "",
                   f"    {_shortened(trace.timeline()) or '(no event)'}"]
+        factors = trace.loss_factors()
+        if factors:
+            lines += ["", f"factor on the loss at each backward: {', '.join(factors)}"]
     lines += [f"\nundecided: {reason}" for reason in result.reasons()]
     return "\n".join(lines)
 

@@ -59,6 +59,7 @@ from accumlint.model.values import (
     Unknown,
     combined,
     is_data,
+    scaled,
     varies,
 )
 
@@ -1937,7 +1938,7 @@ class Interpreter:
             return None
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
-            return Unknown(f"{receiver.label}.{method}()", receiver.origin)
+            return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor)
         if counting is not None and method == counting.driver.wrap:
             for value in args:
                 counting.wrapped.append(value)
@@ -2433,7 +2434,10 @@ def _binary(operator: str, left: object, right: object, code: str) -> object:
             and right.origin is Origin.RUN:
         return left % 2  # a period the run does not know (:meth:`Interpreter._with_constants`)
     if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
-        return combined([left, right], code, modulo=operator == "Modulo")
+        value = combined([left, right], code, modulo=operator == "Modulo")
+        if value.origin is Origin.DATA:
+            value.factor = scaled(operator, left, right)
+        return value
     function = _BINARY.get(operator)
     if function is None:
         return Unknown(code)

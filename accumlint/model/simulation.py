@@ -904,7 +904,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     event.no_sync_at[1] if event.no_sync_at is not None and event.no_sync_at[0] is module else None,
                     event.fetch,
                     _parameters(optimizer) if kind is EventKind.UPDATE else None,
-                    event.receiver.built if event.forward and isinstance(event.receiver, Obj) else None))
+                    event.receiver.built if event.forward and isinstance(event.receiver, Obj) else None,
+                    _loss_factor(event) if kind is EventKind.BACKWARD else None))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)
@@ -915,6 +916,13 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
             if fact.role in FRAMEWORK_ROLES:
                 result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
                                         "its reference driver is not simulated yet")
+
+
+def _loss_factor(event: RawEvent) -> float | None:
+    """The factor on the loss of a backward: ``loss.backward()``'s receiver, or the loss handed to
+    an engine's or accelerator's ``backward(loss)``; None where the run does not know it."""
+    loss = event.receiver if is_data(event.receiver) else event.argument
+    return loss.factor if isinstance(loss, Unknown) and is_data(loss) else None
 
 
 def _local_node(event: RawEvent, module: ModuleFunctions) -> cst.CSTNode | None:

@@ -7,6 +7,7 @@ the microbatch it happened in, its epoch, its site and the call chain that reach
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,9 @@ class TraceEvent:
     #: for a forward, the library call that built the object run (a wrapper's constructor and its
     #: arguments, :class:`accumlint.model.values.Construction`); None where the run did not build it
     built: object = field(default=None, compare=False, repr=False)
+    #: for a backward, the factor the code put on the loss before it (``loss / A``: 1/A of the run's A;
+    #: :attr:`accumlint.model.values.Unknown.factor`); None where unknown
+    factor: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -112,9 +116,30 @@ class Trace:
         group's update after ``‖``, groups separated by ``;`` (``B | B ‖ step zero ; ...``)."""
         return " ; ".join(_group_line(group) for group in self.groups())
 
+    def loss_factors(self) -> list[str]:
+        """The factors the code put on its losses before their backwards, distinct, in the order
+        of the first backward of each, in words of the run's A (:func:`factor_in_a`)."""
+        a = self.configuration.accumulation
+        return list(dict.fromkeys(factor_in_a(e.factor, a) for e in self.events if e.kind is EventKind.BACKWARD))
+
     def updates_at(self) -> list[tuple[int, int | None]]:
         """(epoch, microbatch) of every optimizer update, in order."""
         return [(e.epoch, e.microbatch) for e in self.events if e.kind in (EventKind.UPDATE, EventKind.SCALER_STEP)]
+
+
+def factor_in_a(factor: float | None, a: int) -> str:
+    """``factor`` (a loss's, :attr:`TraceEvent.factor`) in words of A = ``a``: "1/A", "1/A²", "A",
+    "1", "0.5/A", else the number; "unknown" for None. With A = 1 every power of A is 1: the
+    number alone."""
+    if factor is None:
+        return "unknown"
+    if a > 1:
+        for power, word in ((-2, "1/A²"), (-1, "1/A"), (1, "A")):
+            if math.isclose(factor, a ** power):
+                return word
+        if not math.isclose(factor, 1.0) and math.isclose(round(factor * a, 6), factor * a):
+            return f"{factor * a:g}/A"
+    return f"{factor:g}"
 
 
 def _group_line(events: list[TraceEvent]) -> str:

@@ -35,17 +35,24 @@ class Unknown:
     (``args.grad_accum``, ``cfg.accum``, ``batch``), ``origin`` how it varies. ``sources``: the
     named run-level values it is computed from (the ones a configuration can bind); ``gate``:
     those of them it sets against a counter (``(step + 1) % args.accum == 0`` has the gate
-    ``{"args.accum"}``), which makes it change from microbatch to microbatch."""
+    ``{"args.accum"}``), which makes it change from microbatch to microbatch.
 
-    __slots__ = ("gate", "label", "modulo", "origin", "sources")
+    ``factor``, for per-microbatch data (a loss): the product of the numbers the code multiplied
+    it by since a library computed it (``loss / A`` with A = 4: 0.25; ``0.5 * loss``: 0.5), 1.0
+    for a value as computed, None where something the run does not know scaled it
+    (``loss * cfg.weight``). Only scaling counts: a sum of terms, a product of two data values
+    or a library function of them is a newly computed value (1.0)."""
+
+    __slots__ = ("factor", "gate", "label", "modulo", "origin", "sources")
 
     def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
-                 gate: frozenset[str] | None = None, modulo: bool = False) -> None:
+                 gate: frozenset[str] | None = None, modulo: bool = False, factor: float | None = 1.0) -> None:
         self.label = label
         self.origin = origin
         self.sources = sources
         self.gate = gate
         self.modulo = modulo  # the gate went through a modulo (a cadence, not a one-off threshold)
+        self.factor = factor
 
     @property
     def varies(self) -> bool:
@@ -185,6 +192,23 @@ def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
     if counted:
         gate = (gate or frozenset()) | sources
     return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None))
+
+
+def scaled(operator: str, left: object, right: object) -> float | None:
+    """The :attr:`Unknown.factor` of ``left <operator> right`` (a LibCST operator's class name)
+    where one side is data: a data value multiplied or divided by a number keeps its factor times
+    (or over) that number, by a run-level unknown loses it (None); anything else computes a new
+    value (1.0)."""
+    data = [value for value in (left, right) if is_data(value)]
+    if len(data) != 1 or operator not in ("Multiply", "Divide") or (operator == "Divide" and data[0] is right):
+        return 1.0
+    value, other = (left, right) if data[0] is left else (right, left)
+    assert isinstance(value, Unknown)
+    if value.factor is None or isinstance(other, bool):
+        return None
+    if not isinstance(other, (int, float)) or other == 0:
+        return None
+    return value.factor * other if operator == "Multiply" else value.factor / other
 
 
 def is_data(value: object) -> bool:
