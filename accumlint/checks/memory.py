@@ -34,6 +34,7 @@ class LossKeptWithGraph(Rule):
             backwards = [b for b in group.of_kind(EventKind.BACKWARD) if group.in_loop(b)
                          and group.cadence(b) in (Cadence.MICROBATCH, Cadence.UNKNOWN)]
             holders = _graph_bindings(backwards)
+            objects = _loss_objects(backwards)
             for key, bindings in _forward_outputs(model, group).items():
                 holders.setdefault(key, set()).update(bindings)
             deferred = _deferred_containers(group)
@@ -58,7 +59,7 @@ class LossKeptWithGraph(Rule):
                         _DEFERRED_FIX,
                     )
                     continue
-                if _overwritten_slot(site, group) or not _holds_graph(stored, site, holders, group.loop):
+                if _overwritten_slot(site, group) or not _holds_graph(stored, site, holders, group.loop, objects):
                     continue
                 if not container.startswith("self."):
                     definition = reaching_assignment(site.scope, container.split("[", 1)[0], site.order, None,
@@ -176,6 +177,17 @@ def _graph_bindings(backwards) -> dict[Key, set[Binding]]:
     return holders
 
 
+def _loss_objects(backwards) -> frozenset[Key]:
+    """The objects whose attribute a backward differentiates (``result`` of
+    ``result.loss.backward()``), keyed as :func:`_graph_bindings` keys names."""
+    found: set[Key] = set()
+    for backward in backwards:
+        name = dotted(backward.loss) if backward.loss is not None else None
+        if name is not None and "." in name:
+            found.add(home(backward.site.scope, name.rsplit(".", 1)[0], backward.order, backward.site.inline))
+    return frozenset(found)
+
+
 #: how many assignments back from a backward's loss its graph-holding names are followed
 _FOLLOW_DEPTH = 4
 
@@ -261,17 +273,23 @@ def _graph_free(value: cst.BaseExpression | None, site, depth: int = 0) -> bool:
                                                                                       depth + 1))
 
 
-def _holds_graph(stored: cst.BaseExpression, site, holders: dict[Key, set[Binding]], loop: cst.CSTNode) -> bool:
+def _holds_graph(stored: cst.BaseExpression, site, holders: dict[Key, set[Binding]], loop: cst.CSTNode,
+                 objects: frozenset[Key] = frozenset()) -> bool:
     """Whether a graph-holding binding (``holders``) reaches the stored value: a name is judged
     by the assignment that reaches the store, not by any of its bindings (``x = next(it);
     kept.append(x); x = augment(x)`` keeps the raw batch; a name re-bound to ``loss.item()``
     earlier in the iteration no longer holds the graph). Where the value the name had before
-    the loop reaches the store, so does the binding of the previous pass."""
+    the loop reaches the store, so does the binding of the previous pass. A method's result on
+    one of ``objects`` (objects whose attribute is a backpropagated loss) is not judged."""
+    method_of = home(site.scope, dotted(stored.func.value) or "", site.order, site.inline) \
+        if isinstance(stored, cst.Call) and isinstance(stored.func, cst.Attribute) else None
     for name in set(names_feeding(stored)):
         name, namespace = home(site.scope, name, site.order, site.inline)
         held = holders.get((name, namespace))
         if held is None:
             continue
+        if (name, namespace) == method_of and method_of in objects:
+            continue  # `result.snapshot()` where `result.loss` is the loss: what the object's method keeps is unknown
         definitions, on_entry = reaching_definitions(site.scope, name, site.order, inline=namespace)
         if any(d in held and (d.value is None or not _detached(d.value)) for d in definitions):
             return True
@@ -289,8 +307,10 @@ def _forward_outputs(model: FileModel, group) -> dict[Key, set[Binding]]:
         if (site.augmented is None and site.call is None
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
                 and model.roles.of(value.func, site).role in conventions.MODEL_ROLES):
-            for name in site.targets:
-                if name:
+            # `loss, shown = model(x)` where forward returns `loss, loss.item()`: only the loss holds a graph
+            free = model.graphless_outputs(value, site, len(site.targets)) if len(site.targets) > 1 else ()
+            for position, name in enumerate(site.targets):
+                if name and position not in free:
                     # the target as bound by this assignment (order + 1: a parameter it rebinds is local)
                     names.setdefault(home(site.scope, name, site.order + 1, site.inline), set()).add(site)
     return names

@@ -173,7 +173,8 @@ class IrregularUpdateBoundary(Rule):
                 continue  # update at the top of the loop body: it applies the previous microbatches
             fires_on_residue = test.polarity == (gate.update_branch == "body")
             divisor = dotted(test.divisor)
-            if divisor is not None and divisor in group.assigned:
+            counter = index_offset(test.dividend)[0]  # type: ignore[index]
+            if divisor is not None and group.varies(divisor) and not group.redrawn_at_update(divisor, counter):
                 yield Hit(test.report, f"the accumulation steps `{divisor}` are reassigned inside the loop, so "
                           "group sizes change from one update to the next",
                           "compute A once, before the loop")

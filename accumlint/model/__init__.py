@@ -15,6 +15,7 @@ from accumlint.model import boundary, conventions, losses
 from accumlint.model import ledger as ledgers
 from accumlint.model.dataflow import home, loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
+from accumlint.model.forward_sums import graphless_outputs
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -238,6 +239,12 @@ class FileModel:
     def divisions_by(self, event: Event, is_divisor) -> list[cst.CSTNode]:
         """Where the loss of a backward ``event`` was divided by a divisor ``is_divisor`` accepts."""
         return loss_divisions(event.loss, event.site, is_divisor)
+
+    def graphless_outputs(self, call: cst.Call, site: Site, count: int) -> frozenset[int]:
+        """The positions of the ``count``-tuple that the model call ``call`` (at ``site``)
+        returns that hold no autograd graph, read in its project class's ``forward``
+        (:func:`~accumlint.model.forward_sums.graphless_outputs`)."""
+        return graphless_outputs(self.functions, call, site, self.reaching, count)
 
     def reaching(self, name: str, site: Site, within: cst.CSTNode | None = None) -> Site | None:
         """The assignment to ``name`` that reaches ``site`` (execution order, same scope); in an

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import re
 
+import libcst as cst
+
 from accumlint.model.kinds import Role
+from accumlint.model.names import dotted, last_segment, positional
 
 #: Callee last segments that identify a role when the import cannot be resolved.
 CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
@@ -135,3 +138,17 @@ GLOBAL_BATCH_NAME = re.compile(
 #: Any sampler class (last segment): a call of one never shards a dataset by itself.
 SAMPLER_NAME = re.compile(r"Sampler$")
 
+#: calls that pass over their first argument's items as they are (a progress bar, a count beside
+#: them): ``for i, b in enumerate(tqdm(loader))`` iterates ``loader``
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+
+
+def passed_over(iterable: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What a loop over ``iterable`` passes over, through :data:`ITERATION_WRAPPERS`
+    (``enumerate(tqdm(loader))`` → ``loader``); None where a wrapper has no positional argument."""
+    while isinstance(iterable, cst.Call) and last_segment(dotted(iterable.func)) in ITERATION_WRAPPERS:
+        first = positional(iterable, 0)
+        if first is None:
+            return None
+        iterable = first
+    return iterable

@@ -19,6 +19,7 @@ import libcst as cst
 from accumlint.model.callgraph import local_names
 from accumlint.model.dataflow import value_history
 from accumlint.model.names import dotted, keyword, last_segment, method_name, walk
+from accumlint.model.scopes import unpacked
 
 if TYPE_CHECKING:
     from accumlint.model.events import Event
@@ -65,6 +66,59 @@ def forward_returns_sum(functions: ModuleFunctions, event: Event,
             verdicts = [v for v in (_forward_reduction(f, c) for f, c in classes) if v is not Reduction.UNKNOWN]
             return bool(verdicts) and all(v is Reduction.SUM for v in verdicts)
         return bool(classes) and all(_forward_reduction(f, c) is Reduction.SUM for f, c in classes)
+    return False
+
+
+def graphless_outputs(functions: ModuleFunctions, call: cst.Call, site: Site, reaching, count: int) -> frozenset[int]:
+    """The positions of the ``count``-tuple a model call returns (``loss, shown, n = model(x)``)
+    that hold no autograd graph: in every ``return`` of the ``forward`` of every project class
+    the callee is bound to, a tuple of ``count`` whose element there is a number (``0``,
+    ``loss.item()``, ``float(...)``, a ``.detach()``), read through the names ``forward``
+    binds; a callee the code does not bind (a parameter) may be any of the module's classes
+    whose ``forward`` returns such a tuple. Empty when no class is known or a return is not
+    such a tuple."""
+    name = dotted(call.func)
+    if name is None or functions.imports.qualify(name) is not None or name in functions.functions:
+        return frozenset()
+    classes = _classes_of(functions, name, site, reaching)
+    if classes is None:  # a parameter: the module's classes whose forward returns such a tuple
+        classes = [(functions, c) for c in functions.classes.values() if (f := _method(c, "forward")) is not None
+                   and any(isinstance(r.value, (cst.Tuple, cst.List)) and len(r.value.elements) == count
+                           for r in _own_returns(f))]
+    if not classes:
+        return frozenset()
+    free = set(range(count))
+    for _, class_def in classes:
+        forward = _method(class_def, "forward")
+        returns = _own_returns(forward) if forward is not None else []
+        if not returns:
+            return frozenset()
+        for statement in returns:
+            value = statement.value
+            if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != count \
+                    or any(isinstance(e, cst.StarredElement) for e in value.elements):
+                return frozenset()
+            free &= {i for i, element in enumerate(value.elements)
+                     if _graphless(element.value, forward)}  # type: ignore[arg-type]
+    return frozenset(free)
+
+
+#: calls whose result holds no graph: a Python number, or a tensor cut from the graph
+_GRAPHLESS_CALLS = frozenset({"item", "detach", "tolist", "float", "int", "len"})
+
+
+def _graphless(value: cst.BaseExpression, function: cst.FunctionDef, depth: int = 0) -> bool:
+    """Whether ``value`` (in ``function``) is a number or a value cut from the graph; a name
+    counts when every assignment to it in ``function`` is."""
+    if isinstance(value, (cst.Integer, cst.Float)) or (isinstance(value, cst.Name) and value.value == "None"):
+        return True
+    if isinstance(value, cst.UnaryOperation):
+        return _graphless(value.expression, function, depth)
+    if isinstance(value, cst.Call):
+        return (method_name(value) or dotted(value.func) or "") in _GRAPHLESS_CALLS
+    if isinstance(value, cst.Name) and depth < _MAX_DEPTH:
+        assigned = _assigned(function, value.value)
+        return bool(assigned) and all(_graphless(v, function, depth + 1) for v in assigned)
     return False
 
 
@@ -182,17 +236,28 @@ def _keyword_reduction(value: cst.BaseExpression | None) -> Reduction:
 
 def _assigned(function: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
     """The values ``name = ...`` assigns in ``function`` (a local of it, never rebound otherwise:
-    ``+=`` or a tuple target leaves it unread)."""
+    ``+=``, a loop or ``with`` target, or a tuple target unpacked at run time leaves it unread;
+    ``a, b = 0, x`` gives ``a`` the element in its place)."""
     if name not in local_names(function):
         return []
     values: list[cst.BaseExpression] = []
     for node in walk(function.body):
-        if isinstance(node, cst.AugAssign) and dotted(node.target) == name:
+        if isinstance(node, (cst.AugAssign, cst.For, cst.NamedExpr)) and any(
+                isinstance(n, cst.Name) and n.value == name for n in walk(node.target)):
+            return []
+        if isinstance(node, cst.AsName) and dotted(node.name) == name:
             return []
         if isinstance(node, cst.Assign):
             for target in node.targets:
+                elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) else ()
                 if dotted(target.target) == name:
                     values.append(node.value)
+                elif [dotted(e.value) for e in elements].count(name) == 1 and not any(
+                        isinstance(e, cst.StarredElement) for e in elements):
+                    element = unpacked(node.value, [dotted(e.value) for e in elements].index(name), len(elements))
+                    if element is None:
+                        return []
+                    values.append(element)
                 elif any(isinstance(n, cst.Name) and n.value == name for n in walk(target.target)):
                     return []
         if isinstance(node, cst.AnnAssign) and dotted(node.target) == name and node.value is not None:

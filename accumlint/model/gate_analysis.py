@@ -13,7 +13,7 @@ from accumlint import frameworks as fw
 from accumlint.model import boundary, conventions
 from accumlint.model.events import Event
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
-from accumlint.model.names import children, dotted, int_value, last_segment, names_in
+from accumlint.model.names import children, dotted, int_value, last_segment, method_name, names_in
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ class Gate:
 
 #: calls that return a value without side effects (a test made only of them is loop-invariant when its names are)
 _PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
+#: methods that change the length of the list or deque they are called on (a name they are called on
+#: varies in the loop); not ``update``/``add``: a GradScaler, a progress bar or a meter has those too
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "popleft", "appendleft", "remove", "clear"})
 
 
 class GateAnalysis:
@@ -161,6 +164,10 @@ class GateAnalysis:
         for site in self.scope.within(loop):
             if site.targets:
                 names.update(n for n in site.targets if n)
+            elif site.call is not None and method_name(site.call) in _MUTATORS:
+                receiver = dotted(site.call.func.value)  # type: ignore[attr-defined]
+                if receiver:  # `history.append(x)`: `len(history)` changes every time
+                    names.add(receiver)
         self._assigned[id(loop)] = names
         return names
 

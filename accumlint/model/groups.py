@@ -21,17 +21,20 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.gate_analysis import Gate, GateAnalysis
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
-from accumlint.model.names import dotted, last_segment, method_name, names_in, positional, walk
+from accumlint.model.names import calls_in, dotted, int_value, method_name, names_in, walk
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
-#: Calls that wrap a loader without changing what it yields (the index comes from enumerate).
-_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
 #: assignments followed back from a loss to the forward it was computed from (one forward, many losses)
 _MAX_ONE_FORWARD_CHAIN = 16
+
+
+#: calls that read a value without changing anything or drawing anything new
+_PURE_READS = frozenset({"get", "int", "float", "bool", "str", "getattr", "min", "max", "abs", "len"})
 
 
 @dataclass(eq=False)
@@ -92,13 +95,41 @@ class Group:
         ``while`` loop or a computed iterable (``range(n)``, ``zip(a, b)``)."""
         if not isinstance(self.loop, cst.For):
             return None
-        iterable: cst.BaseExpression = self.loop.iter
-        while isinstance(iterable, cst.Call) and last_segment(dotted(iterable.func)) in _ITERATION_WRAPPERS:
-            first = positional(iterable, 0)
-            if first is None:
-                return None
-            iterable = first
+        iterable = conventions.passed_over(self.loop.iter)
         return iterable if isinstance(iterable, (cst.Name, cst.Attribute)) else None
+
+    def varies(self, name: str) -> bool:
+        """Whether ``name``, assigned inside the microbatch loop, may change between microbatches:
+        some assignment gives it a value that reads a loop-variant name or calls anything but a
+        read (:data:`_PURE_READS`); re-reading one config entry every microbatch
+        (``A = cfg["runner"].get("accum")``) leaves it fixed. False for a name not assigned here."""
+        if name not in self.assigned:
+            return False
+        for site in self.loop_sites:
+            if name not in site.targets:
+                continue
+            value = site.value_of(name) if site.augmented is None else None
+            if value is None or (set(names_in(value)) & self.assigned) or any(
+                    (method_name(call) or dotted(call.func)) not in _PURE_READS for call in calls_in(value)):
+                return True
+        return False
+
+    def redrawn_at_update(self, name: str, counter: str) -> bool:
+        """Whether every assignment of ``name`` in the loop runs in the update's branch of the gate,
+        where ``counter`` (the gate's count of microbatches) is also set to a literal: each group
+        is counted afresh for the value chosen at its start (a group size drawn per update)."""
+        gate = self.gate
+        if gate is None:
+            return False
+
+        def at_update(site: Site) -> bool:
+            return any(f.node is gate.frame_node and f.kind is FrameKind.IF and f.branch == gate.update_branch
+                       for f in site.frames)
+
+        writes = [s for s in self.loop_sites if name in s.targets]
+        restarts = [s for s in self.loop_sites if counter in s.targets and s.augmented is None and at_update(s)
+                    and int_value(s.value_of(counter)) is not None]
+        return bool(writes) and bool(restarts) and all(at_update(s) for s in writes)
 
     def of_kind(self, *kinds: EventKind) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]

@@ -710,6 +710,10 @@ class Interpreter:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
+                if self.syntax.iterates_its_items(node, frame.owner) and (
+                        _is_loader(item) or isinstance(item, Unknown) and item.origin is Origin.DATA):
+                    self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
+                                  "are those of every loader together, which the simulation does not count")
                 try:
                     self.block(node.body, frame)
                 except _Break:
@@ -2206,6 +2210,17 @@ class SyntaxFacts:
     def has_update(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("update", node, lambda: has_update(node, owner))  # type: ignore[return-value]
 
+    def iterates_its_items(self, loop: cst.For, owner: ModuleFunctions) -> bool:
+        """Whether ``loop`` takes items that its body iterates for its backwards (``for loader in
+        shards(): for x in loader: ... backward``): each item is a pass over data, not a microbatch."""
+        def compute() -> bool:
+            if not isinstance(loop.target, cst.Name):
+                return False
+            item = loop.target.value
+            return any(isinstance(inner, cst.For) and _names(conventions.passed_over(inner.iter), item)
+                       and self.reaches_backward(inner.body, owner) for inner in walk(loop.body))
+        return self._get("items", loop, compute)  # type: ignore[return-value]
+
     def trains_inside(self, statement: cst.If, owner: ModuleFunctions) -> bool:
         """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
         training phase, not the update of the group the iterations before it accumulated (once per
@@ -2684,6 +2699,11 @@ def _counter_key(value: object) -> object:
     if isinstance(value, Obj):
         return value.number
     return value.label if isinstance(value, Unknown) and value.label else None
+
+
+def _names(node: cst.CSTNode | None, name: str) -> bool:
+    """Whether ``node`` is the plain name ``name``."""
+    return isinstance(node, cst.Name) and node.value == name
 
 
 def _is_loader(value: object) -> bool:

@@ -311,7 +311,17 @@ def iterated_loader(group: Group, model: FileModel | None = None) -> str | None:
     name = dotted(group.iterable)
     if name is None or model is None or not group.loop_sites:
         return name
-    return model.roles.stored_name(name, group.scope, group.loop_sites[0].order)
+    site = group.loop_sites[0]
+    for _ in range(_MAX_DEPTH):  # `bar = tqdm(loader)` before `for x in bar`: the loop iterates `loader`
+        definition = reaching_assignment(site.scope, name, site.order)
+        if definition is None or definition.augmented is not None or definition.inside(group.loop):
+            break
+        value = definition.value_of(name)
+        passed = conventions.passed_over(value) if value is not None else None
+        if not isinstance(passed, (cst.Name, cst.Attribute)):
+            break
+        name, site = dotted(passed), definition
+    return model.roles.stored_name(name, site.scope, site.order)
 
 
 def counted_loader(group: Group, model: FileModel) -> str | None:
