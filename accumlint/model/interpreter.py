@@ -1509,7 +1509,7 @@ class Interpreter:
             return Function(owner.functions[name], owner)
         if name in owner.classes:
             return ProjectClass(owner.classes[name], owner)
-        imported = owner.imported(name)
+        imported = owner.imported(name, any_module=name in owner.base_names)  # (`Base.__init__(self, ...)`)
         if imported is not None:
             found_owner, definition = imported
             if isinstance(definition, cst.ClassDef):

@@ -79,6 +79,7 @@ class ModuleFunctions:
         #: function (None: the module's own statements) → each plain name's assigned values
         self._assigned: dict[cst.FunctionDef | None, dict[str, list[cst.BaseExpression]]] = {}
         self._method_names: set[str] | None = None
+        self._base_names: frozenset[str] | None = None
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
@@ -127,13 +128,25 @@ class ModuleFunctions:
 
     # --- classes ------------------------------------------------------------------------------
     def bases(self, class_def: cst.ClassDef) -> list[tuple[ModuleFunctions, cst.ClassDef]]:
-        """The base classes of ``class_def`` that this module or the project defines."""
+        """The base classes of ``class_def`` that this module or the project defines, in any
+        project module: a base is part of every instance of its subclasses (a base trainer's
+        ``__init__`` builds what the subclass's loop uses), though its module may perform no
+        training event itself."""
         found = []
         for base in class_def.bases:
-            located = self.class_named(dotted(base.value))
+            located = self.class_named(dotted(base.value), any_module=True)
             if located is not None:
                 found.append(located)
         return found
+
+    @property
+    def base_names(self) -> frozenset[str]:
+        """The (dotted) names this module's class headers derive from: a class imported under one
+        of them is followed wherever it lives (:meth:`bases`), ``Base.__init__(self, ...)`` too."""
+        if self._base_names is None:
+            self._base_names = frozenset(name for class_def in self.classes.values() for base in class_def.bases
+                                         if (name := dotted(base.value)))
+        return self._base_names
 
     def class_named(self, name: str | None, any_module: bool = False) -> tuple[ModuleFunctions, cst.ClassDef] | None:
         """The class a (dotted) name refers to here: this module's, or one imported from the project
