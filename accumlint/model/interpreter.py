@@ -1547,8 +1547,12 @@ class Interpreter:
                         return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
                                                    node, method_owner)
                     return Function(definition, method_owner, class_def, owner)
-            return BoundMethod(owner, name, f"{owner.label}.{name}") if name in EVENT_METHODS else \
-                self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
+            if name in EVENT_METHODS:
+                return BoundMethod(owner, name, f"{owner.label}.{name}")
+            fixed = self._set_by_methods(owner, name)
+            if fixed is not None:
+                return fixed
+            return self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
         if name == "grad":  # a parameter's gradient: whether it is None depends on the backwards run so far
             return Unknown(f"{label_text(owner)}.grad", Origin.DATA)
         if isinstance(owner, Unknown):
@@ -1567,6 +1571,32 @@ class Interpreter:
         if isinstance(owner, LabeledInt):
             return Unknown(f"{owner.label}.{name}")
         return Unknown(name)
+
+    def _set_by_methods(self, instance: Obj, name: str) -> object:
+        """``self.<name>`` of a project instance that the run has not written: the whole number
+        that every write of its class and bases sets (a ``setup`` that the caller runs before the
+        loop method writes ``self.first_update = 0``; read before any write, Python would raise), as
+        a named constant; None where a write sets anything else (a resumed offset) or none shows."""
+        if instance.class_def is None or instance.owner is None:
+            return None
+        numbers = set()
+        stack, seen = [(instance.owner, instance.class_def)], set()
+        while stack and len(seen) < 16:
+            owner, class_def = stack.pop()
+            if id(class_def) in seen:
+                continue
+            seen.add(id(class_def))
+            fixed = owner.fixed_attribute(class_def, name)
+            if fixed is None:
+                return None
+            if fixed is not False:
+                numbers.add(fixed)
+            stack.extend(owner.bases(class_def))
+        if len(numbers) != 1:
+            return None
+        label = f"{instance.label}.{name}" if instance.label else name
+        self.note(f"`{label}` is taken as {next(iter(numbers))}, what every method of its class that writes it sets")
+        return self._bound(label, next(iter(numbers)))
 
     def _class_attribute(self, owner: ProjectClass, name: str) -> object:
         """``Settings.accum``: a class-level constant (rebindable to A) or a function of the class."""

@@ -17,6 +17,7 @@ from accumlint.model.names import (
     children,
     derives,
     dotted,
+    walk,
 )
 from accumlint.model.scopes import Frame
 
@@ -80,6 +81,7 @@ class ModuleFunctions:
         self._assigned: dict[cst.FunctionDef | None, dict[str, list[cst.BaseExpression]]] = {}
         self._method_names: set[str] | None = None
         self._base_names: frozenset[str] | None = None
+        self._fixed: dict[tuple[cst.ClassDef, str], int | None | bool] = {}
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
@@ -244,6 +246,39 @@ class ModuleFunctions:
                     if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
                         pair_values(statement.targets[0].target, statement.value, table)
         return table
+
+    def fixed_attribute(self, class_def: cst.ClassDef, name: str) -> int | None | bool:
+        """What the methods of ``class_def`` write to ``self.<name>``: the one whole number every
+        write of theirs sets (``self.first_update = 0`` in a ``setup`` its caller runs before the
+        loop), False where they write it no other way and none at all, None where some write is
+        not that number (another number, a resumed value, ``+=``) or where code of this module
+        writes ``<name>`` on another object (``runner.first_update = 5``): open."""
+        found = self._fixed.get((class_def, name), _UNSEEN)
+        if found is not _UNSEEN:
+            return found  # type: ignore[return-value]
+        numbers: set[int] = set()
+        open_write = False
+        for function, owner in self.class_of.items():  # (every def: a script's `main` writes too)
+            own = owner is class_def
+            for statement in _statements(function.body):
+                targets: list[cst.BaseExpression] = []
+                if isinstance(statement, cst.Assign):
+                    targets = [t.target for t in statement.targets]
+                elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                    targets = [statement.target]
+                for target in targets:
+                    written = [n for n in walk(target) if isinstance(n, cst.Attribute) and n.attr.value == name]
+                    if not written:
+                        continue
+                    plain = isinstance(statement, cst.Assign) and target is written[0] and own \
+                        and dotted(target.value) == "self" and isinstance(statement.value, cst.Integer)
+                    if plain:
+                        numbers.add(int(statement.value.evaluated_value))  # type: ignore[union-attr]
+                    elif own or any(dotted(n.value) != "self" for n in written):
+                        open_write = True
+        found = None if open_write or len(numbers) > 1 else next(iter(numbers)) if numbers else False
+        self._fixed[(class_def, name)] = found
+        return found
 
     def performs_backward(self, function: cst.FunctionDef) -> bool:
         """Whether ``function``'s body (not its nested defs) calls a backward (textually)."""
@@ -419,6 +454,10 @@ class ModuleFunctions:
 
 
 _BACKWARD_NAMES = frozenset({"backward", fw.lightning.MANUAL_BACKWARD})
+
+
+#: not looked up yet (:meth:`ModuleFunctions.fixed_attribute`)
+_UNSEEN = object()
 
 
 def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:

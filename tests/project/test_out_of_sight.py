@@ -148,3 +148,65 @@ def test_an_accelerator_passed_to_the_constructor_is_decided_by_the_script(tmp_p
     alone = _run(tmp_path / "alone", {"solver/__init__.py": "", "solver/runner.py": files["solver/runner.py"]})
     assert alone.loops == [("`accelerator.accumulate()` counts the microbatches of an object built where the run "
                             "cannot see: its A is unknown",)]
+
+
+# a base pipeline whose setup method (run by the caller before the loop method) writes the start
+_PIPELINE = """
+    import torch
+
+
+    class BasePipeline:
+        def __init__(self, args):
+            self.args = args
+
+        def initialize(self):
+            self.net = torch.nn.Linear(4, 4)
+            self.opt = torch.optim.AdamW(self.net.parameters())
+            self.accum = self.args.accum
+            self.data = iter(self.args.loader)
+            self.first = 0
+"""
+
+# the loop numbers its microbatches from the start the setup wrote; {gate}: the update's condition
+_TUNER = """
+    from pipeline.base import BasePipeline
+
+
+    class Tuner(BasePipeline):
+        def train(self):
+            for step in range(self.first + 1, self.args.total + 1):
+                batch = next(self.data)
+                (self.net(batch).mean() / self.accum).backward()
+                if {gate}:
+                    self.opt.step()
+                    self.opt.zero_grad()
+"""
+
+_RESUME = """
+        def resume(self, checkpoint):
+            self.first = checkpoint["step"]
+"""
+
+
+def _pipeline(gate: str, extra: str = "") -> dict[str, str]:
+    return {"pipeline/__init__.py": "", "pipeline/base.py": _PIPELINE,
+            "pipeline/tuner.py": _TUNER.replace("{gate}", gate) + extra}
+
+
+def test_a_start_that_a_sibling_method_writes_decides_the_gate(tmp_path: Path) -> None:
+    run = _run(tmp_path, _pipeline("step % self.accum == 0"))
+    assert run.loops == [()]  # decided: `self.first` is the 0 the base's `initialize` writes
+    assert run.findings == []
+
+
+def test_a_seeded_misaligned_gate_after_a_sibling_written_start_is_reported(tmp_path: Path) -> None:
+    run = _run(tmp_path, _pipeline("(step + 1) % self.accum == 0"))
+    assert [(Path(f.path).name, f.code, f.line) for f in run.findings] == [("tuner.py", "ACC006", 10)]
+
+
+def test_a_start_that_a_resume_may_write_stays_open(tmp_path: Path) -> None:
+    # a resumed offset is not the setup's 0: the condition's phase stays open, silent
+    run = _run(tmp_path, _pipeline("(step + 1) % self.accum == 0", _RESUME))
+    assert run.findings == []
+    assert run.loops == [("the condition `(step + 1) % self.accum == 0` depends on `self.first + 1`, which a caller "
+                          "the project does not show computes",)]
