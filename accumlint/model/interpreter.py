@@ -376,6 +376,8 @@ class Interpreter:
         # what library calls the run saw built (kept alive, so that the ids stay theirs): never wrapped
         # where they were not passed to `prepare`
         self._built_here: dict[int, Unknown] = {}
+        #: of those, the module whose code built each and the qualified name of what it called (by id)
+        self._made_by: dict[int, tuple[ModuleFunctions, str]] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -387,6 +389,7 @@ class Interpreter:
         self._stored.clear()
         self._counting.clear()
         self._wrapped.clear()
+        self._made_by.clear()
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -615,6 +618,8 @@ class Interpreter:
         named = _named(value, name)
         if named is not value and id(value) in self._built_here:
             self._built_here[id(named)] = named  # type: ignore[assignment]
+            if id(value) in self._made_by:
+                self._made_by[id(named)] = self._made_by[id(value)]
         return named
 
     def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
@@ -955,6 +960,20 @@ class Interpreter:
                           f"{counting.driver.framework}, and its role is unknown")
             return True
         return acts
+
+    def _project_method(self, receiver: Unknown, method: str) -> bool:
+        """Whether the run saw ``receiver`` built from a class of the project (in a module that
+        performs no training event, so not followed) that defines ``method`` itself or through a
+        project base (a metric's own ``accumulate()``): no framework's counting entry. Asked only
+        here, so the class's module is parsed only for such a call."""
+        made = self._made_by.get(id(receiver))
+        if made is None or made[0].project is None:
+            return False
+        owner, qualified = made
+        found = owner.project.lookup(owner, qualified, any_module=True)  # type: ignore[attr-defined]
+        if found is None or not isinstance(found[1], cst.ClassDef):
+            return False
+        return found[0].method(found[1], method) is not None
 
     def _built_outside(self, receiver: Unknown, counting: Counting) -> bool:
         """Whether the run saw ``receiver`` built by a library other than the counting object's
@@ -1904,6 +1923,7 @@ class Interpreter:
                 isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
             # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
             self._built_here[id(built)] = built
+            self._made_by[id(built)] = (frame.owner, label)
         return built
 
     def _construct(self, callee: ProjectClass, args: list[object], kwargs: dict[str, object], node: cst.Call) -> object:
@@ -1960,7 +1980,8 @@ class Interpreter:
         counting = self._counting.get(receiver.number) if isinstance(receiver, Obj) else None
         if counting is not None and method == counting.driver.enter:
             return _Entry(counting)
-        if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and method in _COUNTED_ENTRIES:
+        if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and method in _COUNTED_ENTRIES \
+                and not self._project_method(receiver, method):
             self.undecide(f"`{receiver.label}.{method}()` counts the microbatches of an object built where the run "
                           "cannot see: its A is unknown")
         if isinstance(receiver, Obj) and method in ("accumulate", "autocast"):

@@ -210,3 +210,56 @@ def test_a_start_that_a_resume_may_write_stays_open(tmp_path: Path) -> None:
     assert run.findings == []
     assert run.loops == [("the condition `(step + 1) % self.accum == 0` depends on `self.first + 1`, which a caller "
                           "the project does not show computes",)]
+
+
+# a metric class of the project (its module performs no training event) with its own `accumulate()`
+_METRIC = """
+    class SpanScore:
+        def __init__(self):
+            self.hits = 0
+
+        def update(self, hits):
+            self.hits += hits
+
+        def accumulate(self):
+            return self.hits
+"""
+
+_SCORED = """
+    import torch
+    from metrics import SpanScore
+
+
+    def evaluate(model, score, loader):
+        for batch in loader:
+            score.update(model(batch).argmax())
+        return score.accumulate()
+
+
+    def train(model, loader, accum):
+        optimizer = torch.optim.AdamW(model.parameters())
+        score = SpanScore()
+        for step, batch in enumerate(loader):
+            (model(batch).mean() / accum).backward()
+            if {gate}:
+                optimizer.step()
+                optimizer.zero_grad()
+            if step % 100 == 0:
+                evaluate(model, score, loader)
+"""
+
+
+def test_a_project_objects_own_accumulate_is_no_framework_count(tmp_path: Path) -> None:
+    good_train = _SCORED.replace("{gate}", "(step + 1) % accum == 0")
+    good = _run(tmp_path / "good", {"metrics.py": _METRIC, "train.py": good_train})
+    assert good.loops == [()]
+    assert good.findings == []
+    bad = _run(tmp_path / "bad", {"metrics.py": _METRIC, "train.py": _SCORED.replace("{gate}", "step % accum == 0")})
+    assert [(Path(f.path).name, f.code, f.line) for f in bad.findings] == [("train.py", "ACC006", 17)]
+    # a class that leaves `accumulate()` to a library base stays a count the run cannot see
+    inherited = _METRIC.replace("class SpanScore:", "class SpanScore(Tracker):").replace(
+        "        def accumulate(self):\n            return self.hits\n", "")
+    library = _run(tmp_path / "library", {"metrics.py": "from trackers import Tracker\n" + textwrap.dedent(inherited),
+                                          "train.py": good_train})
+    assert library.loops == [("`score.accumulate()` counts the microbatches of an object built where the run cannot "
+                              "see: its A is unknown",)]
