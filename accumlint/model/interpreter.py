@@ -377,6 +377,8 @@ class Interpreter:
         # what library calls the run saw built (kept alive, so that the ids stay theirs): never wrapped
         # where they were not passed to `prepare`
         self._built_here: dict[int, Unknown] = {}
+        #: of those, the module whose code built each and the qualified name of what it called (by id)
+        self._made_by: dict[int, tuple[ModuleFunctions, str]] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -388,6 +390,7 @@ class Interpreter:
         self._stored.clear()
         self._counting.clear()
         self._wrapped.clear()
+        self._made_by.clear()
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -616,6 +619,8 @@ class Interpreter:
         named = _named(value, name)
         if named is not value and id(value) in self._built_here:
             self._built_here[id(named)] = named  # type: ignore[assignment]
+            if id(value) in self._made_by:
+                self._made_by[id(named)] = self._made_by[id(value)]
         return named
 
     def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
@@ -960,6 +965,20 @@ class Interpreter:
                           f"{counting.driver.framework}, and its role is unknown")
             return True
         return acts
+
+    def _project_method(self, receiver: Unknown, method: str) -> bool:
+        """Whether the run saw ``receiver`` built from a class of the project (in a module that
+        performs no training event, so not followed) that defines ``method`` itself or through a
+        project base (a metric's own ``accumulate()``): no framework's counting entry. Asked only
+        here, so the class's module is parsed only for such a call."""
+        made = self._made_by.get(id(receiver))
+        if made is None or made[0].project is None:
+            return False
+        owner, qualified = made
+        found = owner.project.lookup(owner, qualified, any_module=True)  # type: ignore[attr-defined]
+        if found is None or not isinstance(found[1], cst.ClassDef):
+            return False
+        return found[0].method(found[1], method) is not None
 
     def _built_outside(self, receiver: Unknown, counting: Counting) -> bool:
         """Whether the run saw ``receiver`` built by a library other than the counting object's
@@ -1514,7 +1533,7 @@ class Interpreter:
             return Function(owner.functions[name], owner)
         if name in owner.classes:
             return ProjectClass(owner.classes[name], owner)
-        imported = owner.imported(name)
+        imported = owner.imported(name, any_module=name in owner.base_names)  # (`Base.__init__(self, ...)`)
         if imported is not None:
             found_owner, definition = imported
             if isinstance(definition, cst.ClassDef):
@@ -1552,8 +1571,12 @@ class Interpreter:
                         return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
                                                    node, method_owner)
                     return Function(definition, method_owner, class_def, owner)
-            return BoundMethod(owner, name, f"{owner.label}.{name}") if name in EVENT_METHODS else \
-                self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
+            if name in EVENT_METHODS:
+                return BoundMethod(owner, name, f"{owner.label}.{name}")
+            fixed = self._set_by_methods(owner, name)
+            if fixed is not None:
+                return fixed
+            return self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
         if name == "grad":  # a parameter's gradient: whether it is None depends on the backwards run so far
             return Unknown(f"{label_text(owner)}.grad", Origin.DATA)
         if isinstance(owner, Unknown):
@@ -1572,6 +1595,32 @@ class Interpreter:
         if isinstance(owner, LabeledInt):
             return Unknown(f"{owner.label}.{name}")
         return Unknown(name)
+
+    def _set_by_methods(self, instance: Obj, name: str) -> object:
+        """``self.<name>`` of a project instance that the run has not written: the whole number
+        that every write of its class and bases sets (a ``setup`` that the caller runs before the
+        loop method writes ``self.first_update = 0``; read before any write, Python would raise), as
+        a named constant; None where a write sets anything else (a resumed offset) or none shows."""
+        if instance.class_def is None or instance.owner is None:
+            return None
+        numbers = set()
+        stack, seen = [(instance.owner, instance.class_def)], set()
+        while stack and len(seen) < 16:
+            owner, class_def = stack.pop()
+            if id(class_def) in seen:
+                continue
+            seen.add(id(class_def))
+            fixed = owner.fixed_attribute(class_def, name)
+            if fixed is None:
+                return None
+            if fixed is not False:
+                numbers.add(fixed)
+            stack.extend(owner.bases(class_def))
+        if len(numbers) != 1:
+            return None
+        label = f"{instance.label}.{name}" if instance.label else name
+        self.note(f"`{label}` is taken as {next(iter(numbers))}, what every method of its class that writes it sets")
+        return self._bound(label, next(iter(numbers)))
 
     def _class_attribute(self, owner: ProjectClass, name: str) -> object:
         """``Settings.accum``: a class-level constant (rebindable to A) or a function of the class."""
@@ -1879,6 +1928,7 @@ class Interpreter:
                 isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
             # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
             self._built_here[id(built)] = built
+            self._made_by[id(built)] = (frame.owner, label)
         return built
 
     def _construct(self, callee: ProjectClass, args: list[object], kwargs: dict[str, object], node: cst.Call) -> object:
@@ -1935,7 +1985,8 @@ class Interpreter:
         counting = self._counting.get(receiver.number) if isinstance(receiver, Obj) else None
         if counting is not None and method == counting.driver.enter:
             return _Entry(counting)
-        if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and method in _COUNTED_ENTRIES:
+        if isinstance(receiver, Unknown) and receiver.origin is not Origin.DATA and method in _COUNTED_ENTRIES \
+                and not self._project_method(receiver, method):
             self.undecide(f"`{receiver.label}.{method}()` counts the microbatches of an object built where the run "
                           "cannot see: its A is unknown")
         if isinstance(receiver, Obj) and method in ("accumulate", "autocast"):

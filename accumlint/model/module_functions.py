@@ -17,6 +17,7 @@ from accumlint.model.names import (
     children,
     derives,
     dotted,
+    walk,
 )
 from accumlint.model.scopes import Frame
 
@@ -79,6 +80,8 @@ class ModuleFunctions:
         #: function (None: the module's own statements) → each plain name's assigned values
         self._assigned: dict[cst.FunctionDef | None, dict[str, list[cst.BaseExpression]]] = {}
         self._method_names: set[str] | None = None
+        self._base_names: frozenset[str] | None = None
+        self._fixed: dict[tuple[cst.ClassDef, str], int | None | bool] = {}
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
@@ -127,13 +130,25 @@ class ModuleFunctions:
 
     # --- classes ------------------------------------------------------------------------------
     def bases(self, class_def: cst.ClassDef) -> list[tuple[ModuleFunctions, cst.ClassDef]]:
-        """The base classes of ``class_def`` that this module or the project defines."""
+        """The base classes of ``class_def`` that this module or the project defines, in any
+        project module: a base is part of every instance of its subclasses (a base trainer's
+        ``__init__`` builds what the subclass's loop uses), though its module may perform no
+        training event itself."""
         found = []
         for base in class_def.bases:
-            located = self.class_named(dotted(base.value))
+            located = self.class_named(dotted(base.value), any_module=True)
             if located is not None:
                 found.append(located)
         return found
+
+    @property
+    def base_names(self) -> frozenset[str]:
+        """The (dotted) names this module's class headers derive from: a class imported under one
+        of them is followed wherever it lives (:meth:`bases`), ``Base.__init__(self, ...)`` too."""
+        if self._base_names is None:
+            self._base_names = frozenset(name for class_def in self.classes.values() for base in class_def.bases
+                                         if (name := dotted(base.value)))
+        return self._base_names
 
     def class_named(self, name: str | None, any_module: bool = False) -> tuple[ModuleFunctions, cst.ClassDef] | None:
         """The class a (dotted) name refers to here: this module's, or one imported from the project
@@ -231,6 +246,39 @@ class ModuleFunctions:
                     if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
                         pair_values(statement.targets[0].target, statement.value, table)
         return table
+
+    def fixed_attribute(self, class_def: cst.ClassDef, name: str) -> int | None | bool:
+        """What the methods of ``class_def`` write to ``self.<name>``: the one whole number every
+        write of theirs sets (``self.first_update = 0`` in a ``setup`` its caller runs before the
+        loop), False where they write it no other way and none at all, None where some write is
+        not that number (another number, a resumed value, ``+=``) or where code of this module
+        writes ``<name>`` on another object (``runner.first_update = 5``): open."""
+        found = self._fixed.get((class_def, name), _UNSEEN)
+        if found is not _UNSEEN:
+            return found  # type: ignore[return-value]
+        numbers: set[int] = set()
+        open_write = False
+        for function, owner in self.class_of.items():  # (every def: a script's `main` writes too)
+            own = owner is class_def
+            for statement in _statements(function.body):
+                targets: list[cst.BaseExpression] = []
+                if isinstance(statement, cst.Assign):
+                    targets = [t.target for t in statement.targets]
+                elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+                    targets = [statement.target]
+                for target in targets:
+                    written = [n for n in walk(target) if isinstance(n, cst.Attribute) and n.attr.value == name]
+                    if not written:
+                        continue
+                    plain = isinstance(statement, cst.Assign) and target is written[0] and own \
+                        and dotted(target.value) == "self" and isinstance(statement.value, cst.Integer)
+                    if plain:
+                        numbers.add(int(statement.value.evaluated_value))  # type: ignore[union-attr]
+                    elif own or any(dotted(n.value) != "self" for n in written):
+                        open_write = True
+        found = None if open_write or len(numbers) > 1 else next(iter(numbers)) if numbers else False
+        self._fixed[(class_def, name)] = found
+        return found
 
     def performs_backward(self, function: cst.FunctionDef) -> bool:
         """Whether ``function``'s body (not its nested defs) calls a backward (textually)."""
@@ -406,6 +454,10 @@ class ModuleFunctions:
 
 
 _BACKWARD_NAMES = frozenset({"backward", fw.lightning.MANUAL_BACKWARD})
+
+
+#: not looked up yet (:meth:`ModuleFunctions.fixed_attribute`)
+_UNSEEN = object()
 
 
 def _statements(body: cst.CSTNode) -> list[cst.BaseSmallStatement]:
