@@ -21,13 +21,10 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
     """The last plain or augmented assignment to ``name`` executed before position ``before``
     (optionally only those inside ``within``) in the namespace of ``inline`` (None: the scope's
     own code; assignments inside inlined helpers do not count there)."""
-    found: Site | None = None
-    for site in scope.sites:
-        if site.order >= before:
-            break
-        if name in site.targets and site.inline is inline and (within is None or site.inside(within)):
-            found = site
-    return found
+    for site in reversed(scope.assignments_to(name)):
+        if site.order < before and site.inline is inline and (within is None or site.inside(within)):
+            return site
+    return None
 
 
 #: frames under which a definition may not run on the way to a use they do not also enclose
@@ -52,7 +49,7 @@ def reaching_definitions(scope: Scope, name: str, before: int, candidates: list[
     use = scope.sites[before] if before < len(scope.sites) else None
     use_frames = {id(f.node): f for f in use.frames} if use is not None else {}
     if candidates is None:
-        candidates = [s for s in scope.sites[:before] if name in s.targets and s.inline is inline]
+        candidates = [s for s in scope.assignments_to(name) if s.order < before and s.inline is inline]
     found: list[Site] = []
     branches: list[tuple[Site, tuple[Frame, ...]]] = []  # possible definitions with their own frames
     for site in reversed(candidates):
