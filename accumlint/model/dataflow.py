@@ -4,6 +4,7 @@ order inside one scope), and the divisions a loss went through before its backwa
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -21,10 +22,16 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
     """The last plain or augmented assignment to ``name`` executed before position ``before``
     (optionally only those inside ``within``) in the namespace of ``inline`` (None: the scope's
     own code; assignments inside inlined helpers do not count there)."""
-    for site in reversed(scope.assignments_to(name)):
-        if site.order < before and site.inline is inline and (within is None or site.inside(within)):
+    bound = scope.assignments_to(name)
+    for position in range(bisect_left(bound, before, key=_order) - 1, -1, -1):
+        site = bound[position]
+        if site.inline is inline and (within is None or site.inside(within)):
             return site
     return None
+
+
+def _order(site: Site) -> int:
+    return site.order
 
 
 #: frames under which a definition may not run on the way to a use they do not also enclose
