@@ -4,6 +4,7 @@ order inside one scope), and the divisions a loss went through before its backwa
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -21,13 +22,16 @@ def reaching_assignment(scope: Scope, name: str, before: int, within: cst.CSTNod
     """The last plain or augmented assignment to ``name`` executed before position ``before``
     (optionally only those inside ``within``) in the namespace of ``inline`` (None: the scope's
     own code; assignments inside inlined helpers do not count there)."""
-    found: Site | None = None
-    for site in scope.sites:
-        if site.order >= before:
-            break
-        if name in site.targets and site.inline is inline and (within is None or site.inside(within)):
-            found = site
-    return found
+    bound = scope.assignments_to(name)
+    for position in range(bisect_left(bound, before, key=_order) - 1, -1, -1):
+        site = bound[position]
+        if site.inline is inline and (within is None or site.inside(within)):
+            return site
+    return None
+
+
+def _order(site: Site) -> int:
+    return site.order
 
 
 #: frames under which a definition may not run on the way to a use they do not also enclose
@@ -52,7 +56,7 @@ def reaching_definitions(scope: Scope, name: str, before: int, candidates: list[
     use = scope.sites[before] if before < len(scope.sites) else None
     use_frames = {id(f.node): f for f in use.frames} if use is not None else {}
     if candidates is None:
-        candidates = [s for s in scope.sites[:before] if name in s.targets and s.inline is inline]
+        candidates = [s for s in scope.assignments_to(name) if s.order < before and s.inline is inline]
     found: list[Site] = []
     branches: list[tuple[Site, tuple[Frame, ...]]] = []  # possible definitions with their own frames
     for site in reversed(candidates):

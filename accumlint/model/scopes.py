@@ -73,6 +73,23 @@ class Scope:
     counter_starts: dict[str, int] = field(default_factory=dict)
     #: in a framework-owned loop: dotted names the framework binds → their role's value (``"optimizer"``)
     framework_roles: dict[str, str] = field(default_factory=dict)
+    #: target name → the sites of :attr:`sites` that bind it, in order (:meth:`assignments_to`),
+    #: indexed up to site ``_indexed``
+    _bound: dict[str, list[Site]] = field(default_factory=dict, init=False, repr=False)
+    _indexed: int = field(default=0, init=False, repr=False)
+
+    def assignments_to(self, name: str) -> list[Site]:
+        """The sites that bind ``name`` (one of their ``targets``), in execution order. An index
+        kept beside :attr:`sites` (which the walk only appends to), brought up to date on each call:
+        the data-flow questions ask it for one name at a time, many times per scope."""
+        if self._indexed < len(self.sites):
+            bound = self._bound
+            for site in self.sites[self._indexed:]:
+                for target in dict.fromkeys(site.targets):
+                    if target is not None:
+                        bound.setdefault(target, []).append(site)
+            self._indexed = len(self.sites)
+        return self._bound.get(name, [])
 
     def returns_of(self, call: cst.Call) -> list[Site]:
         """The ``return`` sites (in the helper's names) of the helpers ``call`` was inlined to."""

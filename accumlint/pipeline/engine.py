@@ -37,6 +37,7 @@ from accumlint.files.reading import MAX_SOURCE_BYTES, decode_source
 from accumlint.heap import MEMORY_LIMIT
 from accumlint.model import FileModel, build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
+from accumlint.model.names import forget_walks
 from accumlint.noqa.suppression import apply_noqa, apply_noqa_where_it_happens
 from accumlint.pipeline import byte_stage
 from accumlint.pipeline.byte_stage import Vocabulary, later_stage
@@ -397,6 +398,15 @@ def _code_bytes(text: str) -> int:
 
 def _check_text(path: str, screened: Screened, context: RunContext, data: bytes | None = None,
                 ) -> FileResult:
+    """:func:`_checked_text`, and the module walks it kept dropped (its trees go with them)."""
+    try:
+        return _checked_text(path, screened, context, data)
+    finally:
+        forget_walks()
+
+
+def _checked_text(path: str, screened: Screened, context: RunContext, data: bytes | None = None,
+                  ) -> FileResult:
     """The LibCST stages on what :func:`_screen` passed on, the model following the modules of
     the ``context``'s project, its ``noqa`` directives applied unless the context ignores them;
     with the file's ``data``, the fixes

@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -63,9 +64,41 @@ _worker_context: RunContext | None = None
 
 
 def _in_context(function: Callable[..., T], *args: object) -> T:
-    """In a worker: ``function(*args, context=...)`` with the run's context."""
+    """In a worker: ``function(*args, context=...)`` with the run's context, on a deep frame
+    stack (:func:`_on_deep_stack`)."""
     assert _worker_context is not None, "called outside a worker"
-    return function(*args, context=_worker_context)
+    return _on_deep_stack(function, args, {"context": _worker_context})
+
+
+def _through(function: Callable[..., T], args: tuple[object, ...], kwargs: dict[str, object]) -> T:
+    return function(*args, **kwargs)
+
+
+#: the value-stack slots (8 bytes each) :func:`_on_deep_stack`'s frame reserves beyond its own needs
+DEEP_STACK_SLOTS = 2**16
+
+
+def _deep_caller() -> Callable[..., object]:
+    """:func:`_through` with :data:`DEEP_STACK_SLOTS` more value-stack slots (itself where the
+    implementation's code objects cannot be rebuilt so)."""
+    code = _through.__code__
+    try:
+        deep = code.replace(co_stacksize=code.co_stacksize + DEEP_STACK_SLOTS)
+    except (AttributeError, TypeError, ValueError):
+        return _through
+    function = types.FunctionType(deep, _through.__globals__, "_on_deep_stack")
+    function.__qualname__ = "_on_deep_stack"  # pickled by this name (run_alone)
+    return function
+
+
+#: ``_on_deep_stack(function, args, kwargs)`` is ``function(*args, **kwargs)`` called from a frame
+#: that opens a frame-stack chunk of 1 MiB and fills half of it: the calls below it push their
+#: frames into the other half, not into 16 KiB chunks of their own. CPython 3.11 and 3.12 (and
+#: 3.13, 3.14 before the fix of python/cpython#142183) map a new chunk each time a call crosses
+#: a chunk's end and unmap it when that call returns; the model's recursive interpreter crosses
+#: one such end again and again (accelerate's test_sync.py: 0.45 s of the kernel's page faults
+#: in a 0.8 s check). The half never used is never touched: it costs no memory.
+_on_deep_stack = _deep_caller()
 
 
 def _worker_start(parent: int, context: RunContext = ALONE) -> None:
@@ -580,7 +613,8 @@ def run_alone(function: Callable[..., T], *args: object, timeout: float | None =
         if cancel is not None:
             cancel._pools.add(pool)
     try:
-        future = pool.submit(function, *args) if context is None else pool.submit(_in_context, function, *args)
+        future = pool.submit(_on_deep_stack, function, args, {}) if context is None \
+            else pool.submit(_in_context, function, *args)
         processes = workers_of(pool)
         if cancel is not None and cancel.cancelled:  # cancelled while it forked: not killed yet
             for process in processes:
