@@ -315,7 +315,7 @@ class _Loader:
             else:
                 run.training_pass = self
                 run.start_epoch()
-                if not run._iteration_starts:
+                if not run._iteration_starts and run.epochs_from_code:  # (not in a body a driver calls per microbatch)
                     self.peeked_at = len(run.events)
         if self.secondary:
             training = run.training_pass
