@@ -50,6 +50,15 @@ CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (
     ("torch.optim.", Role.OPTIMIZER),  # after lr_scheduler and SWALR
 )
 
+#: ``torch.nn.Module``'s iterators over its own members (``nn/modules/module.py``, torch 2.13.0:
+#: ``parameters``, ``named_parameters``, ``buffers``, ``named_buffers``, ``children``,
+#: ``named_children``, ``modules``, ``named_modules``, each a generator): what ``next()`` takes from
+#: one (``next(model.parameters()).device``) is a tensor or a submodule of the model, never a microbatch.
+MODULE_MEMBER_ITERATORS = frozenset({
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
+    "named_modules",
+})
+
 # --- gradient sync ---------------------------------------------------------------------------
 
 #: FSDP2's ``fully_shard`` (``distributed/fsdp/_fully_shard/_fully_shard.py``): it shards the

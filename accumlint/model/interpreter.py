@@ -265,6 +265,16 @@ class _Loader:
         self.serial = 0
         self.position = 0  # items drawn so far
         self.made_at: tuple[ModuleFunctions, cst.CSTNode] | None = None
+        #: the run's events when it became the training pass outside every loop (a look at one batch,
+        #: ``next(iter(loader))``, before the loop that trains); None: drawn in a loop
+        self.peeked_at: int | None = None
+
+    def _peek(self) -> bool:
+        """Whether this training pass is still only a look at the data before training: it started
+        outside every loop and no backward ran since."""
+        run = self.interpreter
+        return self.peeked_at is not None and not any(
+            e.method in BACKWARD_CALLS for e in itertools.islice(run.events, self.peeked_at, None))
 
     def _fetched(self, same_data: bool) -> None:
         """Count the item drawn; the run's latest fetch is it where ``same_data`` (the training pass,
@@ -286,7 +296,15 @@ class _Loader:
             # epoch (a pass made elsewhere, a sample batch, stays another loader)
             renewed = running and training.maker is not None and training.maker is self.maker \
                 and run.drawn_in_epoch >= run.configuration.microbatches
-            if running and not renewed:
+            if running and not renewed and self in run._fresh and training._peek():
+                # `first = next(iter(loader))` before `for batch in loader:`: the loop trains, the look
+                # before it drew no microbatch of the epoch (else the loop is a second pass that only the
+                # budget ends)
+                training.done = True
+                run.training_pass = self
+                run.epoch -= 1
+                run.start_epoch()
+            elif running and not renewed:
                 # an evaluation loader, or a second loader zipped with the first: its items are
                 # not the epoch's microbatches (the training pass ends the zip, a budget the rest)
                 self.secondary = True
@@ -298,6 +316,8 @@ class _Loader:
             else:
                 run.training_pass = self
                 run.start_epoch()
+                if not run._iteration_starts and run.epochs_from_code:  # (not in a body a driver calls per microbatch)
+                    self.peeked_at = len(run.events)
         if self.secondary:
             training = run.training_pass
             self._fetched(training is not None and self.source is not None and training.source == self.source)
@@ -1888,7 +1908,8 @@ class Interpreter:
             return _Iteration(self, "zip", args[0], 0, args[1:])
         if segment == "islice" and len(args) == 2 and isinstance(args[1], int) and not isinstance(args[1], bool):
             return _Iteration(self, "islice", args[0], args[1])  # `islice(loader, k)`: its first k items
-        if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)):
+        if label == "iter" and len(args) == 1 and isinstance(args[0], (Obj, Unknown)) \
+                and not _member_iterator(node.args[0].value):
             # a new pass over the data
             made = self._pass(args[0], f"an item of {label_text(args[0])}", (frame.owner, node))
             made.maker = node
@@ -1902,6 +1923,10 @@ class Interpreter:
             iterator = args[0]
             if isinstance(iterator, _Iteration):
                 return iterator.next()
+            if _member_iterator(node.args[0].value):
+                # `next(model.parameters()).device`: a tensor of the model, not a draw (a draw here would
+                # make the training loop after it a second pass, run until the budget ends it)
+                return Unknown(f"next({label_text(iterator)})")
             if isinstance(iterator, (Obj, Unknown)):  # an iterator made where the run cannot see
                 key = label_text(iterator)
                 if key not in self._passes:
@@ -2690,6 +2715,15 @@ def _exception_name(node: cst.BaseExpression) -> str:
     target = node.func if isinstance(node, cst.Call) else node
     name = dotted(target)
     return last_segment(name) if name else "Exception"
+
+
+def _member_iterator(node: cst.BaseExpression) -> bool:
+    """Whether ``node`` is ``x.parameters()`` or another of ``nn.Module``'s iterators over its own
+    members (:data:`accumlint.frameworks.pytorch.MODULE_MEMBER_ITERATORS`), or ``iter()`` of one."""
+    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "iter" and len(node.args) == 1:
+        node = node.args[0].value
+    return type(node) is cst.Call and type(node.func) is cst.Attribute \
+        and node.func.attr.value in fw.pytorch.MODULE_MEMBER_ITERATORS
 
 
 def _name_of(definition: cst.FunctionDef | cst.Lambda) -> str:
