@@ -74,15 +74,18 @@ def graphless_outputs(functions: ModuleFunctions, call: cst.Call, site: Site, re
     that hold no autograd graph: in every ``return`` of the ``forward`` of every project class
     the callee is bound to, a tuple of ``count`` whose element there is a number (``0``,
     ``loss.item()``, ``float(...)``, a ``.detach()``), read through the names ``forward``
-    binds; a callee the code does not bind (a parameter) may be any of the module's classes
-    whose ``forward`` returns such a tuple. Empty when no class is known or a return is not
+    binds; a callee the code does not bind (a parameter) may be any class of the module, or
+    imported from the project, whose ``forward`` returns such a tuple. Empty when no class is known or a return is not
     such a tuple."""
     name = dotted(call.func)
     if name is None or functions.imports.qualify(name) is not None or name in functions.functions:
         return frozenset()
     classes = _classes_of(functions, name, site, reaching)
-    if classes is None:  # a parameter: the module's classes whose forward returns such a tuple
-        classes = [(functions, c) for c in functions.classes.values() if (f := _method(c, "forward")) is not None
+    if classes is None:  # a parameter: the classes in view whose forward returns such a tuple
+        in_view = [(functions, c) for c in functions.classes.values()] + [
+            found for local in functions.imports.names if local[:1].isupper()  # (a class's name: parsed lazily)
+            if (found := functions.class_named(local, any_module=True)) is not None]
+        classes = [(owner, c) for owner, c in in_view if (f := _method(c, "forward")) is not None
                    and any(isinstance(r.value, (cst.Tuple, cst.List)) and len(r.value.elements) == count
                            for r in _own_returns(f))]
     if not classes:
@@ -126,9 +129,9 @@ def _classes_of(functions: ModuleFunctions, name: str, site: Site, reaching, dep
     """The classes whose instance ``name`` holds at ``site`` (``[]``: bound to something that is
     no project class), or None when the code does not bind it (a parameter, an attribute)."""
     binding = reaching(name, site)
-    if binding is None or binding.value is None or depth > _MAX_DEPTH:
-        return None
-    value = binding.value
+    value = binding.value_of(name) if binding is not None else None
+    if value is None or depth > _MAX_DEPTH:
+        return None  # (also a name unpacked from a call's result: `model, opt = amp.initialize(...)`)
     while type(value) is cst.Call:
         method = method_name(value)
         if method in _SAME_MODULE and isinstance(value.func, cst.Attribute):
@@ -137,7 +140,7 @@ def _classes_of(functions: ModuleFunctions, name: str, site: Site, reaching, dep
             value = value.args[0].value
         else:
             break
-    if isinstance(value, (cst.Name, cst.Attribute)) and dotted(value) != name:
+    if isinstance(value, (cst.Name, cst.Attribute)):  # (`model = DDP(model)`: the binding before this one)
         return _classes_of(functions, dotted(value) or "", binding, reaching, depth + 1)
     if type(value) is not cst.Call:
         return []

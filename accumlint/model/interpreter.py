@@ -735,8 +735,7 @@ class Interpreter:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
-                if self.syntax.iterates_its_items(node, frame.owner) and (
-                        _is_loader(item) or isinstance(item, Unknown) and item.origin is Origin.DATA):
+                if self.syntax.iterates_its_items(node, frame.owner):
                     self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                                   "are those of every loader together, which the simulation does not count")
                 try:
@@ -2290,10 +2289,8 @@ class SyntaxFacts:
         """Whether ``loop`` takes items that its body iterates for its backwards (``for loader in
         shards(): for x in loader: ... backward``): each item is a pass over data, not a microbatch."""
         def compute() -> bool:
-            if not isinstance(loop.target, cst.Name):
-                return False
-            item = loop.target.value
-            return any(isinstance(inner, cst.For) and _names(conventions.passed_over(inner.iter), item)
+            items = {n.value for n in every_node(loop.target) if isinstance(n, cst.Name)}  # (`_, _, loader`)
+            return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in items
                        and self.reaches_backward(inner.body, owner) for inner in walk(loop.body))
         return self._get("items", loop, compute)  # type: ignore[return-value]
 
@@ -2784,11 +2781,6 @@ def _counter_key(value: object) -> object:
     if isinstance(value, Obj):
         return value.number
     return value.label if isinstance(value, Unknown) and value.label else None
-
-
-def _names(node: cst.CSTNode | None, name: str) -> bool:
-    """Whether ``node`` is the plain name ``name``."""
-    return isinstance(node, cst.Name) and node.value == name
 
 
 def _is_loader(value: object) -> bool:

@@ -15,9 +15,11 @@ snippets (no fetched code).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.support import lint
+from tests.support import findings, lint
 
 
 def codes(source: str, select: str = "ALL") -> list[str]:
@@ -68,6 +70,54 @@ def test_a_tensor_a_forward_returns_beside_its_loss_still_holds_it() -> None:
     """The twin: ``shown`` is a product of the loss (it keeps the graph); the literal stays clear."""
     assert [code for code, line in lint(MODEL_RETURNS_NUMBERS.replace("SHOWN", "loss * 2"), "ACC201")] \
         == ["ACC201"]
+
+
+def test_the_forward_of_an_imported_model_class_behind_wrappers(tmp_path: Path) -> None:
+    """The model is a parameter, re-bound through a tuple a library returns and a DDP wrapper; its
+    class is imported from another module of the project: the numbers its forward returns beside
+    the loss still hold no graph."""
+    files = {
+        "net.py": """
+            import torch
+
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = torch.nn.Linear(8, 1)
+
+                def forward(self, x):
+                    extra = 0
+                    loss = self.lin(x).pow(2).mean()
+                    return loss, loss.item(), extra
+        """,
+        "train.py": """
+            import torch
+            from apex import amp
+            from net import Net
+
+
+            def train(model, optimizer, loader, accum):
+                model, optimizer = amp.initialize(model, optimizer)
+                model = torch.nn.parallel.DistributedDataParallel(model)
+                shown, extras = [], []
+                for i, x in enumerate(loader):
+                    loss, value, extra = model(x)
+                    shown.append(value)
+                    extras.append(extra)
+                    (loss / accum).backward()
+                    if (i + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+
+
+            if __name__ == "__main__":
+                net = Net()
+                train(net, torch.optim.SGD(net.parameters(), lr=0.1),
+                      torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=4), 4)
+        """,
+    }
+    assert [code for _, code, _ in findings(tmp_path, files) if code == "ACC201"] == []
 
 
 OBJECT_WITH_A_LOSS = """
@@ -221,11 +271,17 @@ for epoch in range(2):
 """
 
 
-@pytest.mark.parametrize("loader", ["loader", "enumerate(loader, 1)"])
-def test_a_loader_per_shard_is_not_an_epoch_per_loader(loader: str) -> None:
+@pytest.mark.parametrize(("target", "loader"), [
+    ("loader", "loader"), ("loader", "enumerate(loader, 1)"), ("_, loader", "loader")])
+def test_a_loader_per_shard_is_not_an_epoch_per_loader(target: str, loader: str) -> None:
     """The simulation took each shard's loader for an epoch (ACC006: groups of 2 where A is 4);
     the epoch is every shard's microbatches together, which it does not count: undecided."""
-    assert codes(LOADER_PER_SHARD.replace("LOADER", loader), "ACC006") == []
+    source = LOADER_PER_SHARD.replace("for x in LOADER", f"for x in {loader}").replace(
+        "for loader in shard_loaders()", f"for {target} in shard_loaders()")
+    if target != "loader":
+        source = source.replace("yield torch.utils.data.DataLoader(shard, batch_size=4)",
+                                "yield shard, torch.utils.data.DataLoader(shard, batch_size=4)")
+    assert codes(source, "ACC006") == []
 
 
 def test_a_micro_loop_over_chunks_of_each_batch_is_still_simulated() -> None:
