@@ -16,7 +16,6 @@ from accumlint.model.names import calls_in, dotted, method_name, names_in, posit
 from accumlint.model.scopes import FrameKind, Site
 
 _ACCUMULATING = (LoopStyle.GATED, LoopStyle.MICRO_LOOP, LoopStyle.ACCELERATE, LoopStyle.DEEPSPEED)
-_DETACHING = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
 
 
 class LossKeptWithGraph(Rule):
@@ -360,7 +359,7 @@ def _overwritten_slot(site: Site, group) -> bool:
 
 def _detached(value: cst.BaseExpression) -> bool:
     for call in calls_in(value):
-        if (method_name(call) or dotted(call.func) or "") in _DETACHING:
+        if (method_name(call) or dotted(call.func) or "") in conventions.DETACHING_CALLS:
             return True
     # `loss.data` (`loss.data.mean()`, `loss.data[0]`): the same storage without autograd history
     while isinstance(value, (cst.Call, cst.Subscript, cst.Attribute)):

@@ -138,6 +138,10 @@ GLOBAL_BATCH_NAME = re.compile(
 #: Any sampler class (last segment): a call of one never shards a dataset by itself.
 SAMPLER_NAME = re.compile(r"Sampler$")
 
+#: calls (functions or methods) whose result holds no autograd graph: a Python number or string, a
+#: tensor cut from the graph, a NumPy copy
+DETACHING_CALLS = frozenset({"item", "detach", "float", "int", "tolist", "numpy", "detach_", "len", "str"})
+
 #: calls that pass over their first argument's items as they are (a progress bar, a count beside
 #: them): ``for i, b in enumerate(tqdm(loader))`` iterates ``loader``
 ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})

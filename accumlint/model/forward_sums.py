@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint.model import conventions
 from accumlint.model.callgraph import local_names
 from accumlint.model.dataflow import value_history
 from accumlint.model.names import dotted, keyword, last_segment, method_name, walk
@@ -106,10 +107,6 @@ def graphless_outputs(functions: ModuleFunctions, call: cst.Call, site: Site, re
     return frozenset(free)
 
 
-#: calls whose result holds no graph: a Python number, or a tensor cut from the graph
-_GRAPHLESS_CALLS = frozenset({"item", "detach", "tolist", "float", "int", "len"})
-
-
 def _graphless(value: cst.BaseExpression, function: cst.FunctionDef, depth: int = 0) -> bool:
     """Whether ``value`` (in ``function``) is a number or a value cut from the graph; a name
     counts when every assignment to it in ``function`` is."""
@@ -118,7 +115,7 @@ def _graphless(value: cst.BaseExpression, function: cst.FunctionDef, depth: int 
     if isinstance(value, cst.UnaryOperation):
         return _graphless(value.expression, function, depth)
     if isinstance(value, cst.Call):
-        return (method_name(value) or dotted(value.func) or "") in _GRAPHLESS_CALLS
+        return (method_name(value) or dotted(value.func) or "") in conventions.DETACHING_CALLS
     if isinstance(value, cst.Name) and depth < _MAX_DEPTH:
         assigned = _assigned(function, value.value)
         return bool(assigned) and all(_graphless(v, function, depth + 1) for v in assigned)

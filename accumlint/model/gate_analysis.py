@@ -30,7 +30,7 @@ class Gate:
 
 
 #: calls that return a value without side effects (a test made only of them is loop-invariant when its names are)
-_PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
+PURE_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "int", "float", "bool", "str"})
 #: methods that change the length of the list or deque they are called on (a name they are called on
 #: varies in the loop); not ``update``/``add``: a GradScaler, a progress bar or a meter has those too
 _MUTATORS = frozenset({"append", "extend", "insert", "pop", "popleft", "appendleft", "remove", "clear"})
@@ -103,7 +103,7 @@ class GateAnalysis:
         while stack:
             node = stack.pop()
             kind = type(node)  # exact types: isinstance on LibCST's (ABC) node classes is slow
-            if kind is cst.Call and dotted(node.func) not in _PURE_CALLS:
+            if kind is cst.Call and dotted(node.func) not in PURE_CALLS:
                 return False
             if kind is cst.Attribute and node.attr.value in fw.accelerate.BOUNDARY_ATTRS:
                 return False

@@ -24,7 +24,7 @@ from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
-from accumlint.model.gate_analysis import Gate, GateAnalysis
+from accumlint.model.gate_analysis import PURE_CALLS, Gate, GateAnalysis
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
 from accumlint.model.names import calls_in, dotted, int_value, method_name, names_in, walk
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
@@ -33,8 +33,9 @@ from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 _MAX_ONE_FORWARD_CHAIN = 16
 
 
-#: calls that read a value without changing anything or drawing anything new
-_PURE_READS = frozenset({"get", "int", "float", "bool", "str", "getattr", "min", "max", "abs", "len"})
+#: calls that read a value without changing anything or drawing anything new: the gate analysis's,
+#: a mapping's ``get`` and arithmetic on numbers
+_PURE_READS = PURE_CALLS | {"get", "min", "max", "abs"}
 
 
 @dataclass(eq=False)

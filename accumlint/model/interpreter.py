@@ -730,14 +730,14 @@ class Interpreter:
             self._havoc(node, frame)
             return
         broke = False
+        if self.syntax.iterates_its_items(node, frame.owner):
+            self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
+                          "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
-                if self.syntax.iterates_its_items(node, frame.owner):
-                    self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
-                                  "are those of every loader together, which the simulation does not count")
                 try:
                     self.block(node.body, frame)
                 except _Break:
