@@ -31,6 +31,7 @@ from accumlint.frameworks import (
 )
 from accumlint.frameworks.contracts import (
     BackwardContract,
+    CountingDriver,
     FrameworkTail,
     GroupContract,
     LoaderSharding,
@@ -43,7 +44,8 @@ from accumlint.frameworks.contracts import (
 
 __all__ = [
     "ACCUMULATION_KEYWORDS", "BACKWARD_CONTRACTS", "CONSTRUCTORS", "CONSTRUCTOR_PREFIXES", "FORWARD_DECIDES_SYNC",
-    "FRAMEWORK_TAILS", "FSDP2_SHARDS", "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS",
+    "COUNTER_BUILDER_NAMES", "COUNTING_DRIVERS", "FRAMEWORK_TAILS", "FSDP2_SHARDS",
+    "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS",
     "LOADER_SHARDING", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS",
     "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
     "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
@@ -135,6 +137,16 @@ RETURNED_REDUCTIONS = accelerate.RETURNED_REDUCTIONS | lightning.RETURNED_REDUCT
 GATHERS = pytorch.GATHERS | accelerate.GATHERS
 #: Calls that rescale gradients after the backward.
 GRAD_SCALING_CALLS = torchtune.GRAD_RESCALE_CALLS | pytorch.IN_PLACE_RESCALES
+
+#: Framework objects that count the microbatches themselves and decide which one ends a group.
+COUNTING_DRIVERS: tuple[CountingDriver, ...] = (accelerate.DRIVER, deepspeed.DRIVER)
+#: The last names of the calls that build one (Accelerate's ``Accelerator``, DeepSpeed's
+#: ``initialize``): a project function calling one hands its caller the object whose A decides
+#: the groups, so the project index follows it even where it performs no event (what a file's
+#: bytes show).
+COUNTER_BUILDER_NAMES = frozenset(
+    name.rsplit(".", 1)[-1] for driver in COUNTING_DRIVERS
+    for name in (*(q for q, role in CONSTRUCTORS.items() if role is driver.counter), driver.builder) if name)
 
 #: Library functions and methods whose behaviour decides a verdict, summarized (the model
 #: inlines them like project functions: :mod:`accumlint.model.summaries`).

@@ -20,7 +20,7 @@ from accumlint.model.kinds import Role
 from accumlint.model.values import Function, Obj, Unknown
 
 #: the counting object's role → its framework's driver
-DRIVERS: dict[Role, CountingDriver] = {d.counter: d for d in (fw.accelerate.DRIVER, fw.deepspeed.DRIVER)}
+DRIVERS: dict[Role, CountingDriver] = {d.counter: d for d in fw.COUNTING_DRIVERS}
 #: the functions that build a counting object among others (``deepspeed.initialize``) → its driver
 BUILDERS: dict[str, CountingDriver] = {d.builder: d for d in DRIVERS.values() if d.builder is not None}
 #: the calls that carry A under another name (``GradientAccumulationPlugin(num_steps=A)``), by the

@@ -214,7 +214,8 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
     calls = _calls_of(module)
     # a function a `partial(f, ...)` takes is called through it
     named = [n.func for n in calls] + [f for f in map(module.partial_of, calls) if f is not None]
-    called_methods = {f.attr.value for f in named if isinstance(f, cst.Attribute)}
+    instances = _instance_names(module)
+    called_methods = {f.attr.value for f in named if isinstance(f, cst.Attribute) and _may_be_own(f.value, instances)}
     called_functions = {f.value for f in named if isinstance(f, cst.Name)}
     taken = {id(e.function) for e in entries}
     found = []
@@ -226,6 +227,28 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
         name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
         found.append(EntryPoint("driver", name, function, function, class_def))
     return found
+
+
+def _instance_names(module: ModuleFunctions) -> frozenset[str]:
+    """The names that may hold an instance of one of the module's classes: ``self`` and ``cls``,
+    the classes' own names, names assigned a call to one (``t = Trainer(cfg)``) and parameters
+    annotated with one."""
+    classes = {class_def.name.value for class_def, _ in module.methods}
+    found = {"self", "cls", *classes}
+    for node in names.walk(module._module):
+        if type(node) is cst.Assign and type(node.value) is cst.Call and dotted(node.value.func) in classes:
+            found.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+        elif type(node) is cst.Param and node.annotation is not None \
+                and dotted(node.annotation.annotation) in classes:
+            found.add(node.name.value)
+    return frozenset(found)
+
+
+def _may_be_own(receiver: cst.BaseExpression, instances: frozenset[str]) -> bool:
+    """Whether a method call on ``receiver`` may run a method of the module's classes: any receiver
+    but a plain name that holds no instance of them (``model.train()`` on a model passed in does not
+    call a trainer's ``train``)."""
+    return type(receiver) is not cst.Name or receiver.value in instances
 
 
 def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,

@@ -37,8 +37,9 @@ MAX_KEPT_IMPORTERS = 8
 #: substrings every helper marker contains one of (backward, zero_grad, clip_*, the wrappers, losses)
 _NEEDLES = (b"backward", b"zero_grad", b"clip_grad", b"DataParallel", b"FSDP", b"fully_shard",
             b"cross_entropy", b"nll_loss", b"update_params")
-#: marks a name whose block only computes a token loss (see ProjectIndex.names_of)
-LOSS_ONLY = "~"
+#: marks a name whose block performs no event but is worth following from a loop: it computes a
+#: token loss or builds an object that counts the microbatches (see ProjectIndex.names_of)
+FOLLOW_ONLY = "~"
 #: the project modules one checked file's model may follow into
 MAX_FOLLOWED_MODULES = 4
 #: re-exports followed through a package's ``__init__`` (``from .sub import f``)
@@ -339,27 +340,25 @@ class ProjectIndex:
             from accumlint.pipeline.engine import vocabulary as engine_vocabulary  # (LibCST)
 
             vocabulary = engine_vocabulary()
-        if (len(data) > MAX_MODULE_BYTES or not _needles().find_matches_as_indexes(data)
-                or not byte_stage.backward_used(data, vocabulary)):
-            return ()  # (the substring test first: most modules hold none, and it is one pass)
+        if len(data) > MAX_MODULE_BYTES:
+            return ()
+        if not _needles().find_matches_as_indexes(data) or not byte_stage.backward_used(data, vocabulary):
+            return _builder_names(data)  # (the substring test first: most modules hold none, and it is one pass)
         # only the top-level blocks (a def or class up to the next one) whose own code calls
         # one: a module of many classes names only the few that do
         # (a block that only computes a token loss is marked ``~``: worth following from a loop,
         # but no reason for a file that calls it to pass the prefilter)
-        matches = list(_TOP_LEVEL.finditer(data))
         names = []
         bases: dict[str, set[str]] = {}  # class → the names its header derives from
-        for index, match in enumerate(matches):
-            end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
-            block = data[match.start():end]
+        for name, block in _top_level_blocks(data):
             if byte_stage.backward_used(block, vocabulary):
-                performs = _performs_events(match.group(1), block, vocabulary)
-                names.append(("" if performs else LOSS_ONLY) + match.group(1).decode())
+                performs = _performs_events(name, block, vocabulary)
+                names.append(("" if performs else FOLLOW_ONLY) + name.decode())
             elif (header := _CLASS_BASES.match(block)) is not None:
-                bases[match.group(1).decode()] = set(re.findall(r"[A-Za-z_]\w*", header.group(1).decode()))
+                bases[name.decode()] = set(re.findall(r"[A-Za-z_]\w*", header.group(1).decode()))
         # a class that inherits its events from a base of this module (`class Manager(Base)`: the
         # caller writes `Manager(...)`, the update is in `Base.finish`) is worth following too
-        performing = {name for name in names if not name.startswith(LOSS_ONLY)}
+        performing = {name for name in names if not name.startswith(FOLLOW_ONLY)}
         for _ in range(4):
             more = {name for name, parents in bases.items() if parents & performing} - performing
             if not more:
@@ -382,13 +381,14 @@ class ProjectIndex:
         :meth:`resolve_imports` looks up. Depends on the bytes alone (kept between runs)."""
         found: dict[str, None] = {}
         for match in _IMPORT.finditer(data):
-            if match.group(4) is not None:
-                names = [part.split()[0] for part in match.group(4).decode("ascii", "replace").split(",")
+            if match.group(5) is not None:
+                names = [part.split()[0] for part in match.group(5).decode("ascii", "replace").split(",")
                          if part.split()]
             else:
                 base = match.group(2).decode("ascii", "replace")
-                listed = [part.split()[0] for part in match.group(3).decode("ascii", "replace").split(",")
-                          if part.split()]
+                bracketed = match.group(3)
+                text = _COMMENT.sub(b"", bracketed) if bracketed is not None else match.group(4)
+                listed = [part.split()[0] for part in text.decode("ascii", "replace").split(",") if part.split()]
                 names = [f"{base}.{name}" if base else name for name in listed] + ([base] if base else [])
             found.update(dict.fromkeys(names))
         return tuple(found)
@@ -465,8 +465,8 @@ class ProjectIndex:
         """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
         self._by_path = {os.path.abspath(path): found for path, found in names.items()}
         every = {name for found in names.values() for name in found}
-        self._names = frozenset(name.encode() for name in every if not name.startswith(LOSS_ONLY))
-        self._followed = frozenset(name.lstrip(LOSS_ONLY).encode() for name in every)
+        self._names = frozenset(name.encode() for name in every if not name.startswith(FOLLOW_ONLY))
+        self._followed = frozenset(name.lstrip(FOLLOW_ONLY).encode() for name in every)
         self._searches = {}
         self._reachable = _reachable_names(self._by_path)
 
@@ -474,7 +474,7 @@ class ProjectIndex:
         """:meth:`event_names` and the names of blocks that compute a token loss."""
         if self._followed is None:
             names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
-            self._followed = frozenset(name.lstrip(LOSS_ONLY).encode() for name in names)
+            self._followed = frozenset(name.lstrip(FOLLOW_ONLY).encode() for name in names)
         return self._followed
 
     def _names_at(self, path: str) -> tuple[str, ...]:
@@ -496,7 +496,7 @@ class ProjectIndex:
         backward: a call of one of them may run a backward (read once per run)."""
         if self._names is None:
             names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
-            self._names = frozenset(name.encode() for name in names if not name.startswith(LOSS_ONLY))
+            self._names = frozenset(name.encode() for name in names if not name.startswith(FOLLOW_ONLY))
         return self._names
 
     def reachable_event_names(self, path: str) -> frozenset[bytes]:
@@ -534,6 +534,27 @@ class ProjectIndex:
 
 
 @functools.cache
+def _builder_names(data: bytes) -> tuple[str, ...]:
+    """The top-level blocks of a module that performs no event which build an object counting the
+    microbatches (``def make_accelerator(cfg): return Accelerator(...)``), marked
+    :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one learns its A there."""
+    from accumlint.frameworks import COUNTER_BUILDER_NAMES
+
+    calls = [name.encode() + b"(" for name in COUNTER_BUILDER_NAMES]
+    if not any(call in data for call in calls):
+        return ()
+    return tuple(FOLLOW_ONLY + name.decode() for name, block in _top_level_blocks(data)
+                 if any(call in block for call in calls))
+
+
+def _top_level_blocks(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Each top-level ``def``/``class`` of a module's bytes: its name and its block (up to the next one)."""
+    matches = list(_TOP_LEVEL.finditer(data))
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(data)
+        yield match.group(1), data[match.start():end]
+
+
 def _needles() -> BytesAhoCorasick:
     """One pass for all of :data:`_NEEDLES` (half the time of one ``in`` per needle)."""
     from ahocorasick_rs import BytesAhoCorasick
@@ -549,9 +570,11 @@ _CLASS_BASES = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
 
 
 _DEFINES = re.compile(rb"(?:def|class)[ \t]+\Z")
-#: an import statement's head: ``from (dots)(module) import names`` or ``import names``
-_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w \t,]+)|import[ \t]+([\w., \t]+))",
-                     re.M)
+#: an import statement's head: ``from (dots)(module) import names`` (the names in brackets may span
+#: lines and hold comments) or ``import names``
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([\w \t,]+))"
+                     rb"|import[ \t]+([\w., \t]+))", re.M)
+_COMMENT = re.compile(rb"#[^\n]*")
 _CLOSERS = (b")", b"]", b"}")
 #: the event calls a caller names in its own bytes to reach a block defined under that name
 _EVENT_CALL_NAMES = (b"backward", b"manual_backward", b"zero_grad", b"clip_grad_norm", b"clip_grad_norm_",
@@ -609,7 +632,7 @@ def _performs_events(name: bytes, block: bytes, vocabulary: Vocabulary) -> bool:
 
 
 def _reachable_names(names: dict[str, tuple[str, ...]]) -> dict[str, frozenset[bytes]]:
-    """Folder → the event names (no :data:`LOSS_ONLY` ones) of the modules an import searched
+    """Folder → the event names (no :data:`FOLLOW_ONLY` ones) of the modules an import searched
     from that folder can reach. An import names a module by identifiers (``a.b`` →
     ``a/b.py`` or ``a/b/__init__.py``), so a module is reachable only from the folders above
     it up to the first one whose name is no identifier (``torch-2.13.0-wheel``): a file one
@@ -618,7 +641,7 @@ def _reachable_names(names: dict[str, tuple[str, ...]]) -> dict[str, frozenset[b
     re-exports too."""
     reachable: dict[str, set[bytes]] = {}
     for path, found in names.items():
-        events = [name.encode() for name in found if not name.startswith(LOSS_ONLY)]
+        events = [name.encode() for name in found if not name.startswith(FOLLOW_ONLY)]
         if not events:
             continue
         folder, stem = os.path.split(path)

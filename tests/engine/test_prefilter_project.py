@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from accumlint.pipeline import engine
-from accumlint.project.index import LOSS_ONLY, ProjectIndex
+from accumlint.project.index import FOLLOW_ONLY, ProjectIndex
 from accumlint.run import runner
 from accumlint.settings.config import Settings
 
@@ -141,15 +141,15 @@ TENSOR_LIKE = '''
 
 def test_a_class_whose_events_are_only_in_its_event_named_methods_is_no_event_name() -> None:
     data = textwrap.dedent(TENSOR_LIKE).encode()
-    assert ProjectIndex.names_of(data) == (LOSS_ONLY + "Array",)  # followed by the model, no prefilter pass
+    assert ProjectIndex.names_of(data) == (FOLLOW_ONLY + "Array",)  # followed by the model, no prefilter pass
     trainer = data + b"\n\nclass Trainer:\n    def fit(self, loss):\n        self.clip_now(loss)\n" \
                      b"    def clip_now(self, loss):\n        torch.nn.utils.clip_grad_norm_(loss)\n"
-    assert ProjectIndex.names_of(trainer) == (LOSS_ONLY + "Array", "Trainer")
+    assert ProjectIndex.names_of(trainer) == (FOLLOW_ONLY + "Array", "Trainer")
 
 
 def test_a_function_named_like_the_event_it_performs_is_no_event_name() -> None:
     data = b"def backward(tensors):\n    run_engine(tensors)\n    tensors.backward()\n"
-    assert ProjectIndex.names_of(data) == (LOSS_ONLY + "backward",)
+    assert ProjectIndex.names_of(data) == (FOLLOW_ONLY + "backward",)
 
 
 def test_a_def_in_a_docstring_cuts_nothing() -> None:
@@ -260,3 +260,37 @@ def test_module_paths_are_found_once_per_folder(tmp_path: Path, monkeypatch: pyt
     assert index.module_path(folder, ["pkg", "ns", "other"]) is None  # its folder's listing answers
     assert index.module_path(folder, ["pkg", "helpers"]) is None
     assert len(looked) == 1  # remembered
+
+
+def test_a_module_that_only_builds_a_counting_object_is_followed_without_a_prefilter_pass() -> None:
+    data = textwrap.dedent('''
+        from accelerate import Accelerator
+
+
+        def log_dir(cfg):
+            return cfg.root + "/logs"
+
+
+        def make_accelerator(cfg):
+            return Accelerator(gradient_accumulation_steps=cfg.accum, project_dir=log_dir(cfg))
+
+
+        def make_engine(cfg, model):
+            engine, *_ = deepspeed.initialize(model=model, config=cfg.ds)
+            return engine
+    ''').encode()
+    assert ProjectIndex.names_of(data) == (FOLLOW_ONLY + "make_accelerator", FOLLOW_ONLY + "make_engine")
+    assert ProjectIndex.names_of(b"def log_dir(cfg):\n    return cfg.root\n") == ()
+
+
+def test_bracketed_imports_over_several_lines_bind_their_names() -> None:
+    data = textwrap.dedent('''
+        from pkg.setup import (
+            build,  # the accelerator
+            helper as aid,
+        )
+        from .local import (one)
+        import os.path, json
+    ''').encode()
+    assert ProjectIndex.import_names(data) == (
+        "pkg.setup.build", "pkg.setup.helper", "pkg.setup", "local.one", "local", "os.path", "json")

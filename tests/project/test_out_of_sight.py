@@ -263,3 +263,64 @@ def test_a_project_objects_own_accumulate_is_no_framework_count(tmp_path: Path) 
                                           "train.py": good_train})
     assert library.loops == [("`score.accumulate()` counts the microbatches of an object built where the run cannot "
                               "see: its A is unknown",)]
+
+
+# a factory in a module with no training event builds the accelerator; a trainer's setup method
+# returns it in a tuple; `train` (which no code of the module calls: `model.train()` is the
+# model's) hands it to the method with the loop
+_FACTORY = """
+    from accelerate import Accelerator
+
+
+    def make_accelerator(cfg):
+        if cfg.log_root is None:
+            logs = None
+        else:
+            logs = cfg.log_root + "/run"
+        return Accelerator(gradient_accumulation_steps=cfg.accum, project_dir=logs)
+"""
+
+_DRIVEN = """
+    import torch
+
+    from painter.training.factory import (
+        make_accelerator,  # the only place A is read
+    )
+
+
+    class PaintTrainer:
+        def train(self, cfg):
+            accelerator, dtype = self._setup(cfg)
+            model = torch.nn.Linear(4, 4)
+            optimizer = torch.optim.AdamW(model.parameters())
+            loader = torch.utils.data.DataLoader(cfg.data)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            self._loop(cfg, accelerator, model, optimizer, loader)
+
+        def _setup(self, cfg):
+            return make_accelerator(cfg), torch.bfloat16
+
+        def _loop(self, cfg, accelerator, model, optimizer, loader):
+            model.train()
+            for epoch in range(cfg.epochs):
+                for batch in loader:
+                    with accelerator.accumulate(model):
+    {body}
+"""
+
+
+def _factory_tree(body: str) -> dict[str, str]:
+    return {"painter/__init__.py": "", "painter/training/__init__.py": "",
+            "painter/training/factory.py": _FACTORY,
+            "painter/training/trainer.py": textwrap.dedent(_DRIVEN).replace(
+                "{body}", textwrap.indent(textwrap.dedent(_GOOD_BODY if body == "good" else _BAD_BODY).strip("\n")
+                                          .replace("self.", ""), " " * 20))}
+
+
+def test_an_accelerator_a_factory_module_builds_decides_the_loop_its_caller_runs(tmp_path: Path) -> None:
+    run = _run(tmp_path / "good", _factory_tree("good"))
+    assert run.errors == []
+    assert run.loops == [()]  # decided by `train`: A is the factory's `cfg.accum`
+    assert run.findings == []
+    bad = _run(tmp_path / "bad", _factory_tree("bad"))
+    assert [(Path(f.path).name, f.code, f.line) for f in bad.findings] == [("trainer.py", "ACC501", 26)]

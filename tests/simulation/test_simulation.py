@@ -2300,13 +2300,14 @@ def test_an_engine_from_another_module_is_driven_whether_built_there_or_passed_i
         """,
     })
     path = tmp_path / "loops.py"
-    built, given = explain_source(str(path), path.read_bytes(), None, str(tmp_path))
+    results = {r.entry.name: r for r in explain_source(str(path), path.read_bytes(), None, str(tmp_path))}
+    built, given = results["fit"], results["fit_given"]
     assert built.decided and given.decided, (built.reasons(), given.reasons())
-    # built by `build()` of engines.py, a module that performs no training event: the project index does
-    # not follow it, so the engine is one by its use and A the configuration's (not the config's 2)
-    assert (built.symbols, built.literal) == ((DEEPSPEED_A,), None)
-    assert {f.label: (f.role, f.evidence) for f in built.roles}["engine"] == \
-        (Role.ENGINE, "use: receives .backward(loss) and .step()")
+    # built by `build()` of engines.py, a module that performs no training event but builds a
+    # counting object: the project index follows it, so the engine is one by construction and A
+    # the config's 2
+    assert (built.symbols, built.literal) == ((), 2)
+    assert {f.label: (f.role, f.evidence) for f in built.roles}["engine"] == (Role.ENGINE, "construction")
     assert updates(run(built, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
     # passed in: an engine by its use, A the configuration's
     assert given.symbols == (DEEPSPEED_A,)
