@@ -34,7 +34,8 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import CountingDriver
-from accumlint.model import conventions
+from accumlint.frameworks.loops import RegisteredLoop
+from accumlint.model import conventions, owned_loops
 from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
@@ -379,6 +380,7 @@ class Interpreter:
         self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
+        self._iteration_depths: list[int] = []  # the call depth (``len(_stack)``) of each enclosing loop
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
         #: where each no-sync method referenced without a call was last named (its label's key)
@@ -464,15 +466,22 @@ class Interpreter:
         """Drive an implicit microbatch body: call ``function`` once per microbatch of every
         epoch, its ``self`` and the module's state kept between calls, its arguments computed
         by a caller the project does not show, except what a framework's caller is known to pass
-        (a LightningModule's ``training_step`` gets the batch's index in the epoch)."""
+        (a LightningModule's ``training_step`` gets the batch's index in the epoch; a function
+        handed to an ignite ``Engine`` reads the engine's iteration count)."""
         self._module_prelude()
         self.epochs_from_code = False
         index = fw.lightning.BATCH_INDEX_POSITION if is_microbatch_hook(function, class_def) else None
+        owned = owned_loops.find(self.module._module, self.module).get(function)
+        # the counters a framework that is handed the function keeps on its engine (ignite's
+        # `engine.state.iteration`: 1 on the first microbatch, never reset at an epoch's end)
+        counters = owned.counters if owned is not None and isinstance(owned.row, RegisteredLoop) else {}
 
         def drive() -> None:
             receiver = self._instance(class_def, function) if class_def is not None else None
             while not self.exhausted:
                 self._count_microbatch()
+                for label, first in counters.items():
+                    self._stored[label] = first + self.drawn - 1
                 arguments, keywords = self._entry_arguments(function, receiver, Origin.CALLER)
                 if index is not None and index < len(function.params.params):
                     arguments[index] = self.drawn_in_epoch - 1
@@ -734,6 +743,7 @@ class Interpreter:
             self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
+        self._iteration_depths.append(len(self._stack))
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
@@ -750,6 +760,7 @@ class Interpreter:
             raise
         finally:
             self._iteration_starts.pop()
+            self._iteration_depths.pop()
             made = self._fresh[fresh:]
             del self._fresh[fresh:]  # an error or the run's end leaves them as they were
         self._end_passes(made)
@@ -787,6 +798,7 @@ class Interpreter:
         if items is None:
             return
         self._iteration_starts.append(len(self.events))
+        self._iteration_depths.append(len(self._stack))
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
@@ -800,6 +812,7 @@ class Interpreter:
                 values.append(results if len(results) > 1 else results[0])
         finally:
             self._iteration_starts.pop()
+            self._iteration_depths.pop()
             made = self._fresh[fresh:]
             del self._fresh[fresh:]
         self._end_passes(made)
@@ -1091,6 +1104,7 @@ class Interpreter:
             else:
                 self._iterations(node)
             self._iteration_starts.append(len(self.events))
+            self._iteration_depths.append(len(self._stack))
             try:
                 self.block(node.body, frame)
             except _Break:
@@ -1099,6 +1113,7 @@ class Interpreter:
                 pass
             finally:
                 self._iteration_starts.pop()
+                self._iteration_depths.pop()
             test = self.expression(node.test, frame)
         if node.orelse is not None:
             self.block(node.orelse.body, frame)
@@ -1339,10 +1354,13 @@ class Interpreter:
         if finite is not None:  # `if not torch.isfinite(norm): skip`: the exceptional path is not the main one
             return finite
         branch = self._main_path(statement)
-        if statement is None:
-            return branch
-        skipping = _leaves_iteration(statement.body) or (
-            isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body))
+        if statement is None or _ends_in(statement.body, (cst.Raise,)) or (
+                isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
+            return branch  # (`if not loss.requires_grad: raise ...`: the run stops, it chooses no event)
+        # (a `return` in a helper the loop calls leaves the helper, not the loop's iteration)
+        own = not self._iteration_depths or self._iteration_depths[-1] == len(self._stack)
+        skipping = _leaves_iteration(statement.body, own) or (
+            isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body, own))
         harmless = skipping and len(self.events) == (self._iteration_starts[-1] if self._iteration_starts else 0)
         if not harmless and (skipping or self._has_event(statement, frame)):
             self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
@@ -2602,15 +2620,22 @@ def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
     return False
 
 
-def _leaves_iteration(body: cst.BaseSuite) -> bool:
-    """Whether a block ends by leaving the iteration (``continue``, ``break``, ``return``, ``raise``)."""
+def _leaves_iteration(body: cst.BaseSuite, returns: bool = True) -> bool:
+    """Whether a block ends by leaving the iteration (``continue``, ``break``, ``raise`` and, where
+    ``returns``, ``return``)."""
+    return _ends_in(body, (cst.Continue, cst.Break, cst.Return, cst.Raise) if returns
+                    else (cst.Continue, cst.Break, cst.Raise))
+
+
+def _ends_in(body: cst.BaseSuite, kinds: tuple[type[cst.BaseSmallStatement], ...]) -> bool:
+    """Whether a block's last statement is one of ``kinds``."""
     statements = body.body
     if not statements:
         return False
     last = statements[-1]
     smalls = last.body if isinstance(last, cst.SimpleStatementLine) else \
         (statements if isinstance(body, cst.SimpleStatementSuite) else [])
-    return any(isinstance(s, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for s in smalls[-1:])
+    return any(isinstance(s, kinds) for s in smalls[-1:])
 
 
 def _parts(value: object) -> Iterator[object]:
@@ -3081,7 +3106,7 @@ def _callees(func: cst.BaseExpression, name: str,
         return []
     if isinstance(func, cst.Attribute) and (
             name in fw.pytorch.MODULE_MODE_METHODS and (_named_role(dotted(func.value)) in conventions.MODEL_ROLES
-                                                        or not _may_be_project_instance(func.value, owner))
+                                                        or not may_be_project_instance(func.value, owner))
             or name in EVENT_METHODS and _named_role(dotted(func.value)) in _LIBRARY_EVENT_ROLES):
         # `model.train()`, `self.components.transformer.train()`, `self.optimizer.step()`: the module's mode,
         # the optimizer's update, not a project method of that name (a trainer's own `train` or `step`)
@@ -3155,16 +3180,32 @@ def _method_of_class(declared: str, name: str,
     return []
 
 
-def _may_be_project_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> bool:
+def may_be_project_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> bool:
     """Whether ``receiver`` may hold an instance of a project class: ``self``, a name the module
-    binds to one of its classes, or a name built from a class it imports from the project (a
-    receiver it does not build, `self.components.transformer`, holds a library object)."""
+    binds to one of its classes, a name built from a class it imports from the project, or a call
+    that is no library constructor (``Trainer().train()``); a receiver the module does not build
+    (``self.components.transformer``, a parameter ``model``) holds a library object."""
+    if type(receiver) is cst.Call:
+        callee = dotted(receiver.func)
+        return callee is None or constructor_role(owner.imports.qualify(callee) or callee, True) is None
     name = dotted(receiver)
     if name is None:
         return True
     if name in ("self", "cls") or last_segment(name) in _instances(owner):
         return True
     return last_segment(name) in _imported_instances(owner)
+
+
+def holds_own_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> bool:
+    """Whether ``receiver`` may hold an instance of one of ``owner``'s own classes: ``self``, a
+    name or attribute the module binds to one of them, or a call that is no library constructor
+    (``Trainer().train()``). Narrower than :func:`may_be_project_instance`: what a module's method
+    call shows about which of its own methods the module calls (``model.train()`` on a model it
+    builds by a helper does not call its trainer's ``train``)."""
+    if type(receiver) is cst.Call:
+        return may_be_project_instance(receiver, owner)
+    name = dotted(receiver)
+    return name is None or name in ("self", "cls") or last_segment(name) in _instances(owner)
 
 
 @functools.lru_cache(maxsize=64)

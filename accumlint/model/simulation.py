@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from accumlint.model import names
+from accumlint.frameworks.loops import RegisteredLoop
+from accumlint.model import names, owned_loops
 from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.interpreter import (
     GRADIENT_WRITE,
@@ -38,6 +39,7 @@ from accumlint.model.interpreter import (
     forget_syntax,
     gated_update,
     has_update,
+    holds_own_instance,
     label_text,
     reaches_event,
     unpacked_steps,
@@ -101,21 +103,21 @@ class EntryPoint:
     """Where a simulation starts: ``kind`` is ``"module"`` (the script's body from the top),
     ``"function"`` (a function holding a loop that reaches a backward), ``"body"`` (an
     implicit microbatch body) or ``"driver"`` (a loop-less function atop the module's calls that
-    runs such loops); ``node`` the loop (or the def) a user points at."""
+    runs such loops); ``node`` the loop (or the def) a user points at; ``caller``: what calls a
+    body, in words."""
 
     kind: str
     name: str
     node: cst.CSTNode
     function: cst.FunctionDef | None = None
     class_def: cst.ClassDef | None = None
+    caller: str = "a caller not shown"
 
     @property
     def description(self) -> str:
         """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
-        caller = "Lightning's training loop, with the batch's index in the epoch" if (
-            self.function is not None and is_microbatch_hook(self.function, self.class_def)) else "a caller not shown"
         return {"module": "the script's body", "function": f"loop in `{self.name}`",
-                "body": f"`{self.name}`, called once per microbatch by {caller}",
+                "body": f"`{self.name}`, called once per microbatch by {self.caller}",
                 "driver": f"`{self.name}`, which runs the loops it calls"}[self.kind]
 
 
@@ -214,8 +216,9 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
     calls = _calls_of(module)
     # a function a `partial(f, ...)` takes is called through it
     named = [n.func for n in calls] + [f for f in map(module.partial_of, calls) if f is not None]
-    instances = _instance_names(module)
-    called_methods = {f.attr.value for f in named if isinstance(f, cst.Attribute) and _may_be_own(f.value, instances)}
+    # (`model.train()` on a model passed in does not call a trainer's own `train`)
+    called_methods = {f.attr.value for f in named
+                      if isinstance(f, cst.Attribute) and holds_own_instance(f.value, module)}
     called_functions = {f.value for f in named if isinstance(f, cst.Name)}
     taken = {id(e.function) for e in entries}
     found = []
@@ -229,28 +232,6 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
     return found
 
 
-def _instance_names(module: ModuleFunctions) -> frozenset[str]:
-    """The names that may hold an instance of one of the module's classes: ``self`` and ``cls``,
-    the classes' own names, names assigned a call to one (``t = Trainer(cfg)``) and parameters
-    annotated with one."""
-    classes = {class_def.name.value for class_def, _ in module.methods}
-    found = {"self", "cls", *classes}
-    for node in names.walk(module._module):
-        if type(node) is cst.Assign and type(node.value) is cst.Call and dotted(node.value.func) in classes:
-            found.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
-        elif type(node) is cst.Param and node.annotation is not None \
-                and dotted(node.annotation.annotation) in classes:
-            found.add(node.name.value)
-    return frozenset(found)
-
-
-def _may_be_own(receiver: cst.BaseExpression, instances: frozenset[str]) -> bool:
-    """Whether a method call on ``receiver`` may run a method of the module's classes: any receiver
-    but a plain name that holds no instance of them (``model.train()`` on a model passed in does not
-    call a trainer's ``train``)."""
-    return type(receiver) is not cst.Name or receiver.value in instances
-
-
 def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
                     class_def: cst.ClassDef | None) -> list[EntryPoint]:
     name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
@@ -258,8 +239,19 @@ def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
     if loop is not None:
         return [EntryPoint("function", name, loop, function, class_def)]
     if module.performs_backward(function) and (_conditional_update(function, module) or _keeps_counter(function)):
-        return [EntryPoint("body", name, function, function, class_def)]
+        return [EntryPoint("body", name, function, function, class_def, _body_caller(module, function, class_def))]
     return []
+
+
+def _body_caller(module: ModuleFunctions, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> str:
+    """What calls an implicit microbatch body, in words: a framework's loop the code hands it to,
+    and what that loop passes, else a caller the project does not show."""
+    if is_microbatch_hook(function, class_def):
+        return "Lightning's training loop, with the batch's index in the epoch"
+    owned = owned_loops.find(module._module, module).get(function)
+    if owned is not None and isinstance(owned.row, RegisteredLoop):
+        return f"{owned.row.framework}'s engine, with its iteration count"
+    return "a caller not shown"
 
 
 def _overridden(module: ModuleFunctions, entry: EntryPoint) -> list[EntryPoint]:
