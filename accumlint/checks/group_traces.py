@@ -138,15 +138,18 @@ def _pending_groups(trace: Trace) -> list[list[TraceEvent]]:
 
 
 def _zeros_inside(trace: Trace) -> list[TraceVerdict]:
-    """ACC001 at each reset between two backwards of one group (the group's earlier gradients
-    are lost), once per reset call."""
+    """ACC001 at each reset between two backwards of one epoch in one group (the group's earlier
+    gradients are lost), once per reset call. A reset between the last backward of one epoch and
+    the first of the next runs once per epoch, not every microbatch: it drops the epoch's tail
+    (ACC005's when the next epoch's first group comes out short, a deliberate drop otherwise)."""
     found: dict[int, TraceVerdict] = {}
     for group in _pending_groups(trace)[:-1]:
-        seen_backward = False
+        last_epoch: int | None = None  # of the last backward so far
         for i, event in enumerate(group):
             if event.kind is B:
-                seen_backward = True
-            elif event.kind is Z and seen_backward and any(e.kind is B for e in group[i + 1:]):
+                last_epoch = event.epoch
+            elif event.kind is Z and last_epoch is not None and any(
+                    e.kind is B and e.epoch == last_epoch for e in group[i + 1:]):
                 found.setdefault(id(event.node), TraceVerdict("ACC001", event, trace.configuration.describe(),
                                                               "a gradient reset between two backwards of one group"))
     return list(found.values())
