@@ -640,8 +640,13 @@ class Interpreter:
             # a counter the run starts: assumed at 0 when the code does not show where it starts
             self.note(f"`{current.label}` is assumed to start at 0 (the code does not show its start)")
             current = 0
-        self.assign(node.target, _binary(type(node.operator).__name__.replace("Assign", ""), current, change,
-                                         _code(node.target)), frame)
+        result = _binary(type(node.operator).__name__.replace("Assign", ""), current, change, _code(node.target))
+        if frame.function is None and type(node.target) is cst.Name and isinstance(current, LabeledInt) \
+                and isinstance(result, int) and not isinstance(result, bool):
+            # a script's own arithmetic on a named constant (`accum *= 8` to simulate 8 GPUs): still the
+            # constant, which the configuration may bind to A
+            result = self._bound(node.target.value, int(result))
+        self.assign(node.target, result, frame)
 
     def _named(self, value: object, name: str) -> object:
         """:func:`_named`, keeping the mark of a library object the run saw built."""
@@ -3040,13 +3045,19 @@ def _trained(module: cst.Module, imports: ImportMap) -> frozenset[str]:
     return frozenset(found - {""})
 
 
+#: the augmented assignments that count (``step += 1``); ``accum *= 8`` or ``//= world_size`` scale a
+#: setting once
+_COUNTING_OPERATORS = (cst.AddAssign, cst.SubtractAssign)
+
+
 @functools.lru_cache(maxsize=64)
 def _counters(module: cst.Module) -> frozenset[str]:
     found: set[str] = set()
     stack: list[cst.CSTNode] = [module]
     while stack:  # every function's body too, unlike walk()
         node = stack.pop()
-        if type(node) is cst.AugAssign and isinstance(node.target, (cst.Name, cst.Attribute)):
+        if type(node) is cst.AugAssign and isinstance(node.target, (cst.Name, cst.Attribute)) \
+                and type(node.operator) in _COUNTING_OPERATORS:
             found.add(node.target.value if isinstance(node.target, cst.Name) else node.target.attr.value)
         if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
             stack.extend(children(node))
