@@ -3140,8 +3140,12 @@ def _callees(func: cst.BaseExpression, name: str,
         # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
         found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))
     if not found:
-        built = _instances(owner).get(name)  # `scaler = Scaler(); ... scaler(loss, optimizer)`
+        # `scaler = Scaler(); ... scaler(loss, optimizer)`, the class the module's own or imported from the project
+        built = _instances(owner).get(name)
         call = owner.method(built, "__call__") if built is not None else None
+        if call is None and name in _imported_instance_classes(owner):
+            module, class_def = _imported_instance_classes(owner)[name]
+            call = module.method(class_def, "__call__")
         if call is not None:
             found.append((call[0], call[1]))
     return found
@@ -3220,21 +3224,41 @@ def holds_own_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> 
 
 
 @functools.lru_cache(maxsize=64)
-def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
-    """The names (and attribute names) ``owner`` binds to a call of a class, or of a class-valued
-    name, that is not one of its own and not a known library constructor (``trainer =
-    Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
-    found: set[str] = set()
+def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str], ...]:
+    """(name or attribute name bound, dotted callee) of every ``x = Callee(...)`` / ``self.x =
+    Callee(...)`` in ``owner``'s code, its functions' bodies included."""
+    found: list[tuple[str, str]] = []
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root, statements_only=True)):
         if type(node) is cst.Assign and type(node.value) is cst.Call:
             callee = dotted(node.value.func) or ""
-            if constructor_role(owner.imports.qualify(callee) or callee, True) is not None:
-                continue
             for target in node.targets:
                 if isinstance(target.target, (cst.Name, cst.Attribute)):
-                    found.add(target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value)
-    return frozenset(found)
+                    found.append((target.target.value if isinstance(target.target, cst.Name)
+                                  else target.target.attr.value, callee))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
+    """The names (and attribute names) ``owner`` binds to a call of a class, or of a class-valued
+    name, that is not one of its own and not a known library constructor (``trainer =
+    Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
+    return frozenset(name for name, callee in _constructions(owner)
+                     if constructor_role(owner.imports.qualify(callee) or callee, True) is None)
+
+
+@functools.lru_cache(maxsize=64)
+def _imported_instance_classes(owner: ModuleFunctions) -> dict[str, tuple[ModuleFunctions, cst.ClassDef]]:
+    """The names ``owner`` binds to an instance of a class it imports from the project
+    (``stepper = Stepper(...)``, ``Stepper`` from a sibling module), with that class; a name bound
+    to instances of two classes is left out."""
+    found: dict[str, tuple[ModuleFunctions, cst.ClassDef] | None] = {}
+    for name, callee in _constructions(owner):
+        imported = owner.imported(callee) if callee and owner.project is not None else None
+        if imported is not None and isinstance(imported[1], cst.ClassDef):
+            found[name] = imported if found.get(name, imported) == imported else None  # type: ignore[assignment]
+    return {name: pair for name, pair in found.items() if pair is not None}
 
 
 @functools.lru_cache(maxsize=64)

@@ -324,3 +324,54 @@ def test_an_accelerator_a_factory_module_builds_decides_the_loop_its_caller_runs
     assert run.findings == []
     bad = _run(tmp_path / "bad", _factory_tree("bad"))
     assert [(Path(f.path).name, f.code, f.line) for f in bad.findings] == [("trainer.py", "ACC501", 26)]
+
+
+# a stepper class in a sibling module, whose instance the script calls once per microbatch
+_STEPPER = """
+    import torch
+
+
+    class Stepper:
+        def __init__(self):
+            self.scaler = torch.cuda.amp.GradScaler()
+
+        def __call__(self, loss, opt, apply):
+            self.scaler.scale(loss).backward()
+            if apply:
+                self.scaler.step(opt)
+                self.scaler.update()
+                opt.zero_grad()
+"""
+
+_STEPPED = """
+    import torch
+
+    from stepping import Stepper
+
+
+    def one_epoch(net, opt, stepper, batches, accum):
+        for k, x in enumerate(batches):
+            stepper(net(x).pow(2).mean() / accum, opt, apply={gate})
+
+
+    def main(cfg):
+        net = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        stepper = Stepper()
+        for _ in range(cfg.epochs):
+            one_epoch(net, opt, stepper, cfg.batches, cfg.accum)
+"""
+
+
+def test_an_instance_of_a_class_from_a_sibling_module_runs_its_call_per_microbatch(tmp_path: Path) -> None:
+    def placed(gate: str) -> tuple[list[tuple[str, ...]], list[tuple[str, str, int]]]:
+        run = _run(tmp_path / gate, {"stepping.py": _STEPPER, "train.py": _STEPPED.replace("{gate}", gate)})
+        return run.loops, sorted((Path(f.path).name, f.code, f.line) for f in run.findings)
+
+    # decided: the stepper's `__call__` runs the backward and the gated update; nothing resets the
+    # gradients at the epoch's end, so its tail joins the next epoch's first update (at the backward
+    # in the stepper, and at the call that reaches it)
+    assert placed("(k + 1) % accum == 0") == ([()], [("stepping.py", "ACC005", 11), ("train.py", "ACC005", 9)])
+    assert placed("k % accum == 0") == ([()], [("stepping.py", "ACC005", 11), ("stepping.py", "ACC006", 11),
+                                               ("train.py", "ACC005", 9), ("train.py", "ACC006", 9)])
+
