@@ -236,11 +236,18 @@ class MissingNormalization(Rule):
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges
                 invariant = model.frameworks.scale_invariant_optimizers(group)
-                if invariant is not None and not group.of_kind(EventKind.CLIP):
-                    continue  # Adam and its kin take the same step from the sum as from the mean
-                effect = ", which silently multiplies the effective learning rate by A" if invariant is None else (
-                    f": `{last_segment(invariant[0])}` takes the same step from the sum as from the mean, but the "
-                    "gradient clip sees A times the mean gradient and clips as if its threshold were A times lower")
+                by_rate = model.frameworks.learning_rate_divided_by_a(group)
+                if (invariant is not None or by_rate is not None) and not group.of_kind(EventKind.CLIP):
+                    continue  # Adam and its kin take the same step from the sum; a rate divided by A makes it the mean
+                effect = ", which silently multiplies the effective learning rate by A"
+                if by_rate is not None:
+                    effect = (f": the learning rate is divided by A (`{code_of(by_rate)}`), so the update is the "
+                              "group's mean gradient, but the gradient clip sees A times the mean gradient and "
+                              "clips as if its threshold were A times lower")
+                elif invariant is not None:
+                    effect = (f": `{last_segment(invariant[0])}` takes the same step from the sum as from the mean, "
+                              "but the gradient clip sees A times the mean gradient and clips as if its threshold "
+                              "were A times lower")
                 yield Hit(
                     event.node,
                     f"the loss{book.token_mean_scale()} reaches backward undivided in a loop that accumulates A "

@@ -87,6 +87,11 @@ FSDP1_PARAMETERS = ("module", "process_group", "sharding_strategy", "cpu_offload
 #: RAdam (its first steps, while the variance is not tractable, apply the moment unnormalised).
 #: An undivided sum of A gradients changes nothing for them but an absolute clip threshold.
 SCALE_INVARIANT_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "Adagrad", "RMSprop", "Rprop"})
+#: Where a ``torch.optim`` optimizer's constructor takes its learning rate: the keyword ``lr``,
+#: else the second positional argument (``SGD(params, lr=1e-3, ...)``, ``optim/sgd.py``; the
+#: same in every optimizer of ``torch.optim``).
+OPTIMIZER_LR_KEYWORD = "lr"
+OPTIMIZER_LR_POSITION = 1
 
 CPU_OFFLOAD = ConfigCarrier(
     "CPUOffload", "offload_params", 0, "offload_params", "cpu_offload",

@@ -44,7 +44,7 @@ class FileModel:
         self.module = module
         self.imports = ImportMap(module)
         self.scopes, self.functions = walk_scopes(module, project)
-        self.roles = Roles(self.imports, self.scopes, project)
+        self.roles = Roles(self.imports, self.scopes, project, self.functions)
         self.events: dict[Scope, list[Event]] = {}
         #: (id of a call, kind) whose inlined implementation decides itself when it acts (see
         #: :meth:`decides_inside`)

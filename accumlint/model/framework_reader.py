@@ -19,14 +19,14 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.model import conventions, losses
 from accumlint.model.closures import hand_gated_modules
-from accumlint.model.dataflow import loss_divisions, reaching_definitions
+from accumlint.model.dataflow import arithmetic, loss_divisions, reaching_definitions, value_history
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, positional, string_key, walk
 from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.roles import RoleInfo, Roles
-from accumlint.model.scopes import Scope
+from accumlint.model.scopes import Scope, Site
 from accumlint.model.statement_walk import is_microbatch_hook
 
 if TYPE_CHECKING:
@@ -331,6 +331,46 @@ class FrameworkReader:
                 return None
             found.append(qualified)
         return found or None
+
+    def learning_rate_divided_by_a(self, group: Group) -> cst.BinaryOperation | None:
+        """The division by A in the learning rate of the optimizers a group's updates step
+        (``SGD(params, lr=base / batch / A)``, or ``lr=base_lr`` with ``base_lr = cfg.lr / A``), when
+        every update's optimizer is a ``torch.optim`` one built in view with such a learning rate:
+        the update then applies the group's mean gradient times the base rate, a normalization by
+        the group's size applied through the rate (the Darknet convention). ``None`` otherwise.
+        The rate as constructed: a later write into ``param_groups`` is not read."""
+        found: cst.BinaryOperation | None = None
+        for update in group.of_kind(EventKind.UPDATE):
+            info = update.role
+            if info.role is not Role.OPTIMIZER or info.origin is None \
+                    or not self.model.roles.qualify_call(info.origin).startswith("torch.optim."):
+                return None
+            site = self._site_of(info.origin)
+            rate = keyword(info.origin, fw.pytorch.OPTIMIZER_LR_KEYWORD) \
+                or positional(info.origin, fw.pytorch.OPTIMIZER_LR_POSITION)
+            if site is None or rate is None:
+                return None
+            division = next((node for value, operator, _ in value_history(rate, site) if operator is None
+                             for node in arithmetic(value)
+                             if isinstance(node.operator, cst.Divide) and self._holds_a(node.right)), None)
+            if division is None:
+                return None
+            found = found or division
+        return found
+
+    def _holds_a(self, divisor: cst.BaseExpression) -> bool:
+        """A divisor that is A, or a product with A as a factor (``batch * A``)."""
+        if isinstance(divisor, cst.BinaryOperation) and isinstance(divisor.operator, cst.Multiply):
+            return self._holds_a(divisor.left) or self._holds_a(divisor.right)
+        return self.model.is_accumulation_name(divisor)
+
+    def _site_of(self, call: cst.Call) -> Site | None:
+        """The site (in the scope that runs it, not inlined) whose value is ``call``."""
+        for scope in self.model.scopes:
+            for site in scope.sites:
+                if site.value is call and not site.in_helper:
+                    return site
+        return None
 
     @staticmethod
     def scaler_enabled(info: RoleInfo) -> bool | None:

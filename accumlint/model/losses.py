@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model.dataflow import MAX_CHAIN, arithmetic, home, names_feeding, reaching_assignment, value_history
+from accumlint.model.dataflow import (
+    MAX_CHAIN,
+    arithmetic,
+    home,
+    names_feeding,
+    reaching_assignment,
+    reaching_definitions,
+    value_history,
+)
 from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
@@ -244,6 +252,8 @@ def _masking(call: cst.Call, constructor: cst.Call, site: Site,
         if (_negative_literal(ignored) and len(call.args) > 1
                 and _copied_inputs(call.args[1].value, call.args[0].value, origin)):
             return None  # targets copied from the token ids, never masked: no id equals a negative ignore value
+        if _negative_literal(ignored) and len(call.args) > 1 and _drawn_classes(call.args[1].value, origin):
+            return None  # targets drawn as class indices: none equals a negative ignore value
         return "`ignore_index` skips masked tokens"
     for arg in call.args[1:]:
         for value, _, _ in value_history(arg.value, site):
@@ -291,6 +301,49 @@ def _copied_inputs(targets: cst.BaseExpression, scores: cst.BaseExpression, site
                 return False
             copied = copied or key is not None or dotted(node.value) in inputs
     return copied and not any(_written_in_place(other, chain) for other in site.scope.sites)
+
+
+#: Calls whose result is class indices in ``[0, C)``: a draw from a categorical distribution
+#: (``Categorical(...).sample()``, ``torch.multinomial``) or the arg-max of scores (torch 2.13.0
+#: distributions/categorical.py, functional.py). No index they give equals a negative ignore value.
+_DRAWING_CALLS = frozenset({"sample", "multinomial", "argmax"})
+#: Methods that keep every element of the targets (layout, dtype, a copy): the spine passes them.
+_KEEPS_ELEMENTS = _TOKEN_LAYOUT | _CASTS | frozenset({"contiguous", "clone", "squeeze", "unsqueeze", "long"})
+
+
+def _drawn_classes(targets: cst.BaseExpression, site: Site) -> bool:
+    """Whether the targets of a token loss are class indices the code draws itself (a sample of
+    the model's own distribution, ``torch.multinomial``, an ``argmax``), followed back through
+    reshapes, casts and plain assignments (every definition that may reach) to the drawing call,
+    with none of the names on the way written in place (``drawn[m] = -1``). Targets combined with
+    anything else (``torch.where(keep, drawn, -1)``) or of unknown origin are not: they may hold
+    the ignore value."""
+    work: list[tuple[cst.BaseExpression, int]] = [(targets, site.order)]
+    names: set[str] = set()
+    drawn = False
+    for _ in range(MAX_CHAIN * 4):
+        if not work:
+            return drawn and not any(_written_in_place(other, names) for other in site.scope.sites)
+        current, order = work.pop()
+        while isinstance(current, cst.Call) and method_name(current) in _KEEPS_ELEMENTS:
+            current = current.func.value  # type: ignore[attr-defined]
+        if isinstance(current, cst.Call) and (method_name(current) or last_segment(dotted(current.func) or "")) \
+                in _DRAWING_CALLS:
+            drawn = True
+            continue
+        name = dotted(current) if isinstance(current, (cst.Name, cst.Attribute)) else None
+        if name is None:
+            return False
+        definitions, on_entry = reaching_definitions(site.scope, name, order, inline=site.inline)
+        if on_entry or not definitions:
+            return False
+        names.add(name)
+        for definition in definitions:
+            if definition.augmented is not None or definition.value is None \
+                    or isinstance(definition.node, (cst.For, cst.With)):
+                return False
+            work.append((definition.value, definition.order))
+    return False
 
 
 def _negative_literal(node: cst.BaseExpression) -> bool:

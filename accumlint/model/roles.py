@@ -19,6 +19,7 @@ from accumlint.model import conventions
 from accumlint.model.callgraph import bind
 from accumlint.model.dataflow import reaching_definitions
 from accumlint.model.kinds import Evidence, Role
+from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import (
     ImportMap,
     call_name,
@@ -114,8 +115,10 @@ def role_from_name(name: str | None) -> Role:
 class Roles:
     """Role lookups for one module."""
 
-    def __init__(self, imports: ImportMap, scopes: list[Scope], project: object | None = None) -> None:
+    def __init__(self, imports: ImportMap, scopes: list[Scope], project: object | None = None,
+                 functions: ModuleFunctions | None = None) -> None:
         self.imports = imports
+        self.functions = functions  # the module's defs (and, through its project, imported ones), or None
         self.project = project  # the module's ProjectView (its importers build its classes), or None
         self._importer_roles: list[Roles] | None = None
         self.scopes = scopes
@@ -260,6 +263,8 @@ class Roles:
                 if info is not None:
                     return info
                 break
+        if self._names_function(name, scope):
+            return UNKNOWN
         role = role_from_name(name)
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
@@ -277,6 +282,21 @@ class Roles:
             if name in uses.scalers:
                 return RoleInfo(Role.SCALER, Evidence.USE)
         return RoleInfo(role, Evidence.NAME) if role is not Role.UNKNOWN else UNKNOWN
+
+    def _names_function(self, name: str, scope: Scope) -> bool:
+        """Whether the plain ``name`` is bound only by a ``def`` (this module's, at any depth, or a
+        project module's it imports), by no assignment here nor a parameter of ``scope``: a
+        function is none of the objects a role names, so its name is no evidence
+        (``evaluate_model(...)`` computes with a model, it is not one; its call is no forward)."""
+        if self.functions is None or "." in name or role_from_name(name) is Role.UNKNOWN:
+            return False
+        if self._bindings[scope].get(name) or self._bindings[self.module_scope].get(name) \
+                or self._is_parameter(name, scope):
+            return False  # also bound to a value (an object passed in may be a model)
+        if name in self.functions.functions:
+            return True
+        found = self.functions.imported(name, any_module=True) if self.imports.qualify(name) else None
+        return found is not None and isinstance(found[1], cst.FunctionDef)
 
     # --- instances of this module's classes ------------------------------------------------
     def init_value(self, class_def: cst.ClassDef, name: str) -> cst.BaseExpression | None:
