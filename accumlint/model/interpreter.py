@@ -71,8 +71,9 @@ MAX_ENTRY_STATEMENTS = 150_000
 MAX_DEPTH = 12
 #: iterations of one loop over concrete values
 MAX_ITERATIONS = 2_000
-#: concrete values a loop that performs no training event is stepped through; one over more is summarised
-#: (its effect on the names it writes, not its iterations: set-up that counts, parses or times things)
+#: concrete values a loop that performs no training event is stepped through (passes, for a `while` with a
+#: way out); one over more is summarised (its effect on the names it writes, not its iterations: set-up
+#: that counts, parses or times things)
 MAX_STEPPED = 16
 #: roles whose event methods (``step``, ``zero_grad``, ``update``) on a receiver named for them are the
 #: library's: the optimizer's update, the scheduler's and the scaler's steps
@@ -392,6 +393,7 @@ class Interpreter:
         self.epoch = -1
         self.epochs_from_code = True  # False where the run, not a pass of the code, ends an epoch
         self.statements = 0
+        self.data_conditions = 0  # conditions on the microbatch's data decided so far
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
@@ -782,7 +784,7 @@ class Interpreter:
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
 
-    def _event_free(self, node: cst.For, frame: _Frame) -> bool:
+    def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
         """Whether the loop ``node`` can perform no training event, forward included, and draws no data:
         nothing in it, nor in the project functions it calls by name or through the values it calls
         (a function passed in, ``fn(**inputs)``), backpropagates, updates, resets or runs a model."""
@@ -800,10 +802,11 @@ class Interpreter:
                 return False  # (a model's forward, a method taken as a value, a class's `__init__` and `__call__`)
         return True
 
-    def _summarise(self, node: cst.For, frame: _Frame) -> None:
-        """Run a long loop over concrete values that performs no training event as its effect, not its
-        iterations: the names it binds, the attributes it sets and the containers it fills become unknown
-        (what it computes decides no event: a condition that reads it later leaves the run undecided)."""
+    def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
+        """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
+        out past :data:`MAX_STEPPED` passes) as its effect, not its iterations: the names it binds, the
+        attributes it sets and the containers it fills become unknown (what it computes decides no event:
+        a condition that reads it later leaves the run undecided)."""
         self._havoc(node, frame)
         for child in walk(node.body):
             if type(child) is cst.AssignTarget and isinstance(child.target, (cst.Attribute, cst.Subscript)):
@@ -1157,9 +1160,10 @@ class Interpreter:
         # (`x = make_batch()`): each pass is one microbatch, and the run ends when its microbatches are
         # drawn, as at a loader's end; a break the run cannot decide (`if it > cfg.max_iters:`) would
         # otherwise leave it to the iteration budget
+        can_end = self.syntax._get("can end", node, lambda: _can_end(node))
         per_microbatch = not isinstance(test, Unknown) and self.syntax.reaches_backward(node.body, frame.owner) \
-            and self.syntax._get("can end", node, lambda: _can_end(node)) \
-            and not self._draws_microbatches(node.body, frame)
+            and can_end and not self._draws_microbatches(node.body, frame)
+        stepped = 0
         while True:
             if isinstance(test, Unknown):
                 try:
@@ -1172,7 +1176,9 @@ class Interpreter:
                 self._iterations(node)
                 if per_microbatch and not self.loaded:
                     self._count_microbatch()
+                stepped += 1
             self._iteration_starts.append(len(self.events))
+            on_data = self.data_conditions
             try:
                 self.block(node.body, frame)
             except _Break:
@@ -1181,6 +1187,13 @@ class Interpreter:
                 pass
             finally:
                 self._iteration_starts.pop()
+            if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
+                    and can_end and self._event_free(node, frame):
+                # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training
+                # event and a way out that the data (or more passes than are stepped) decides ends as a
+                # summary, as its way out would
+                self._summarise(node, frame)
+                return
             test = self.expression(node.test, frame)
         if node.orelse is not None:
             self.block(node.orelse.body, frame)
@@ -1440,6 +1453,7 @@ class Interpreter:
         iteration before any event of it is a skipped microbatch (a shorter epoch): the main path
         is the other; a check of finiteness (a NaN/inf guard) takes its finite branch. Anything else
         that decides an event is a choice the code leaves open."""
+        self.data_conditions += 1
         finite = _finite_branch(test)
         if finite is not None:  # `if not torch.isfinite(norm): skip`: the exceptional path is not the main one
             return finite

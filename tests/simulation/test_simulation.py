@@ -1962,10 +1962,10 @@ def test_a_micro_loop_count_computed_from_two_sizes_is_bound_as_a():
 
 
 def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
-    """A script whose set-up every run repeats (a table of ``rows`` entries built in a ``while`` loop,
-    three statements each: a ``for`` over as many concrete values would be summarised, not stepped)
-    and whose update branch holds run-level choices, the second running ``choice``; ``reset`` ends
-    each microbatch."""
+    """A script whose set-up every run repeats (a table of ``rows`` entries built over concrete
+    values, three statements each, in nested loops: a single loop over as many values that performs
+    no training event would be summarised, not stepped) and whose update branch holds run-level
+    choices, the second running ``choice``; ``reset`` ends each microbatch."""
     return textwrap.dedent("""
         import argparse
         import torch
@@ -1974,11 +1974,10 @@ def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
         parser.add_argument("--accum", type=int, default=4)
         args, _ = parser.parse_known_args()
         table = {}
-        i = 0
-        while i < ROWS:
-            key = str(i)
-            table[key] = i * 2
-            i += 1
+        for i in range(ROWS):
+            value = i * 2
+            for key in (str(i),):
+                table[key] = value
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.AdamW(model.parameters())
         scheduler = torch.optim.lr_scheduler.LinearLR(optimizer)
