@@ -35,7 +35,14 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import CountingDriver
 from accumlint.model import conventions
-from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
+from accumlint.model.actions import (
+    EVALUATION,
+    NO_GRAD,
+    TRACKER_LIBRARIES,
+    action_of,
+    decorated_without_grad,
+    evaluates,
+)
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
@@ -394,6 +401,7 @@ class Interpreter:
         self.epochs_from_code = True  # False where the run, not a pass of the code, ends an epoch
         self.statements = 0
         self.data_conditions = 0  # conditions on the microbatch's data decided so far
+        self._grad_off = 0  # `no_grad` contexts and decorated functions being run
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
@@ -747,10 +755,11 @@ class Interpreter:
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
-        if isinstance(iterable, (list, tuple, str, range, dict)) and len(iterable) > MAX_STEPPED \
-                and self._event_free(node, frame):
-            self._summarise(node, frame)
-            return
+        # a long loop over concrete values with no training event written in it: its first pass shows
+        # whether the values it calls do any (a function passed in, a model's forward with gradients on)
+        summarised = isinstance(iterable, (list, tuple, str, range, dict)) and len(iterable) > MAX_STEPPED \
+            and self._event_free(node, frame)
+        marks = (len(self.events), self.drawn)
         self._micro_steps(node.iter, node.body, node, frame)
         fresh = len(self._fresh)
         items = self._iterate(iterable, node.body, node.iter, node.target, frame)
@@ -772,7 +781,12 @@ class Interpreter:
                     broke = True
                     break
                 except _Continue:
-                    continue
+                    pass
+                if summarised:
+                    summarised = False
+                    if self._quiet(*marks):
+                        self._summarise(node, frame)
+                        break
         except _Return:
             self._end_passes(self._fresh[fresh:])  # a `return` drops the statement's iterator, as `break` does
             raise
@@ -785,22 +799,16 @@ class Interpreter:
             self.block(node.orelse.body, frame)
 
     def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
-        """Whether the loop ``node`` can perform no training event, forward included, and draws no data:
-        nothing in it, nor in the project functions it calls by name or through the values it calls
-        (a function passed in, ``fn(**inputs)``), backpropagates, updates, resets or runs a model."""
-        if self._has_event(node, frame) or self.syntax.draws_data(node.body, frame.owner) or _writes_gradients(node):
-            return False
-        shared = self._globals.get(id(frame.owner), {})
-        for call in _calls(node):
-            if type(call.func) is not cst.Name:
-                continue
-            value = frame.names.get(call.func.value, shared.get(call.func.value))
-            if isinstance(value, Function):
-                if self.syntax.reaches_event(value.definition, value.owner):
-                    return False
-            elif isinstance(value, (Obj, BoundMethod, ProjectClass)):
-                return False  # (a model's forward, a method taken as a value, a class's `__init__` and `__call__`)
-        return True
+        """Whether no training event is written in the loop ``node`` (nor in the project functions it
+        calls by name), no gradient is written by hand and no data is drawn in it."""
+        return not self._has_event(node, frame) and not self.syntax.draws_data(node.body, frame.owner) \
+            and not _writes_gradients(node)
+
+    def _quiet(self, events: int, drawn: int) -> bool:
+        """Whether the run drew no microbatch and recorded no event since it had ``events`` events and
+        ``drawn`` microbatches, but forwards made while gradients are off (an evaluation's
+        ``for k in range(eval_iters): model(x)`` under ``no_grad``: no graph, nothing in a group)."""
+        return self.drawn == drawn and all(e.forward and self._grad_off for e in self.events[events:])
 
     def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
         """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
@@ -1164,6 +1172,7 @@ class Interpreter:
         per_microbatch = not isinstance(test, Unknown) and self.syntax.reaches_backward(node.body, frame.owner) \
             and can_end and not self._draws_microbatches(node.body, frame)
         stepped = 0
+        marks = (len(self.events), self.drawn)
         while True:
             if isinstance(test, Unknown):
                 try:
@@ -1188,7 +1197,7 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
             if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
-                    and can_end and self._event_free(node, frame):
+                    and can_end and self._event_free(node, frame) and self._quiet(*marks):
                 # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training
                 # event and a way out that the data (or more passes than are stepped) decides ends as a
                 # summary, as its way out would
@@ -1307,8 +1316,11 @@ class Interpreter:
     def _with(self, node: cst.With, frame: _Frame) -> None:
         held = len(self._sync_off)
         entered: list[Counting] = []
+        grad_off = self._grad_off
         try:
             for item in node.items:
+                if isinstance(item.item, cst.Call) and dotted(item.item.func) in NO_GRAD:
+                    self._grad_off += 1
                 value = self.expression(item.item, frame)
                 if isinstance(value, _Entry):
                     entered.append(value.counting)
@@ -1324,6 +1336,7 @@ class Interpreter:
                               f"{entered[0].driver.framework} counts one {LEFT_TO_ACC501}")
         finally:
             del self._sync_off[held:]
+            self._grad_off = grad_off
             for counting in entered:
                 counting.entered_at = None
 
@@ -2261,6 +2274,9 @@ class Interpreter:
         if not entry:
             self._stack.append((site_owner or self.module, node))
         self._active.append(definition)
+        grad_off = self._grad_off
+        if isinstance(definition, cst.FunctionDef) and decorated_without_grad(definition):
+            self._grad_off += 1
         try:
             if isinstance(definition, cst.Lambda):
                 return self.expression(definition.body, frame)
@@ -2268,6 +2284,7 @@ class Interpreter:
         except _Return as returned:
             return returned.value
         finally:
+            self._grad_off = grad_off
             self._active.pop()
             if not entry:
                 self._stack.pop()
