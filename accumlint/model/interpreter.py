@@ -190,6 +190,8 @@ class RawEvent:
     #: the role a framework's reference driver acted on the receiver as (the engine's own update and reset,
     #: the step of the scheduler it holds), None for a call of the code
     driven: Role | None = None
+    #: made while gradients are off (under ``no_grad``/``inference_mode``): a forward that builds no graph
+    grad_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -323,6 +325,9 @@ class _Loader:
             if anew:
                 training.done = True
                 run.training_pass = self
+                if training._peek():  # (the call before the loop looked at one batch: the epoch starts here)
+                    run.epoch -= 1
+                    run.start_epoch()
             elif running and not renewed and self in run._fresh and training._peek():
                 # `first = next(iter(loader))` before `for batch in loader:`: the loop trains, the look
                 # before it drew no microbatch of the epoch (else the loop is a second pass that only the
@@ -808,7 +813,7 @@ class Interpreter:
         """Whether the run drew no microbatch and recorded no event since it had ``events`` events and
         ``drawn`` microbatches, but forwards made while gradients are off (an evaluation's
         ``for k in range(eval_iters): model(x)`` under ``no_grad``: no graph, nothing in a group)."""
-        return self.drawn == drawn and all(e.forward and self._grad_off for e in self.events[events:])
+        return self.drawn == drawn and all(e.forward and e.grad_off for e in self.events[events:])
 
     def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
         """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
@@ -2223,7 +2228,7 @@ class Interpreter:
             self._backward_with_argument.add(_counter_key(receiver))
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
-                                    driven=driven))
+                                    driven=driven, grad_off=self._grad_off > 0))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
         """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
