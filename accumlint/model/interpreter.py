@@ -762,7 +762,7 @@ class Interpreter:
         iterable = self.expression(node.iter, frame)
         # a long loop over concrete values with no training event written in it: its first pass shows
         # whether the values it calls do any (a function passed in, a model's forward with gradients on)
-        summarised = isinstance(iterable, (list, tuple, str, range, dict)) and len(iterable) > MAX_STEPPED \
+        summarisable = isinstance(iterable, (list, tuple, str, range, dict)) and len(iterable) > MAX_STEPPED \
             and self._event_free(node, frame)
         marks = (len(self.events), self.drawn)
         self._micro_steps(node.iter, node.body, node, frame)
@@ -787,8 +787,8 @@ class Interpreter:
                     break
                 except _Continue:
                     pass
-                if summarised:
-                    summarised = False
+                if summarisable:
+                    summarisable = False
                     if self._quiet(*marks):
                         self._summarise(node, frame)
                         break
@@ -1500,9 +1500,10 @@ class Interpreter:
             if type(line) is not cst.SimpleStatementLine or not all(type(s) is cst.Assert for s in line.body):
                 return False
             for small in line.body:
-                if any(type(n) is cst.Call for n in walk(small.test)):  # type: ignore[attr-defined]
+                test = small.test  # type: ignore[attr-defined]
+                if any(type(n) is cst.Call for n in walk(test)):
                     return False
-                if self.expression(small.test, frame) is False:  # type: ignore[attr-defined]
+                if self.expression(test, frame) is False:
                     return True
         return False
 
