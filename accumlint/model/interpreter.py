@@ -1214,8 +1214,8 @@ class Interpreter:
 
     def _draws_microbatches(self, body: cst.CSTNode, frame: _Frame) -> bool:
         """Whether a loop ``body`` may draw microbatches itself (:func:`_draws_data`, where a loop inside
-        counts only if it reaches a backward): a call ``self.name(...)`` on an instance the run built
-        reaches the method its class defines (or inherits), not every method of that name."""
+        counts only if it reaches a training event): a call ``self.name(...)`` on an instance the run
+        built reaches the method its class defines (or inherits), not every method of that name."""
         receiver = frame.names.get("self")
         if not isinstance(receiver, Obj) or receiver.class_def is None or receiver.owner is None:
             return self.syntax.draws_microbatches(body, frame.owner)
@@ -3000,12 +3000,12 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
     project function that trains on data it draws (``for epoch in range(n): train_one_epoch(...)``)
     or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``).
-    ``loops_that_train``: a loop inside counts only where it reaches a backward (a loop over the
-    optimizer's parameter groups that sets the learning rate draws no microbatch); ``skip``: the
-    calls (their ids) already answered for."""
+    ``loops_that_train``: a loop inside counts only where it reaches a training event (a loop over
+    the optimizer's parameter groups that sets the learning rate draws no microbatch; one that steps
+    each of several optimizers is left as drawing, as before); ``skip``: the calls (their ids)
+    already answered for."""
     for child in walk(body):
-        if isinstance(child, (cst.For, cst.While)) and (
-                not loops_that_train or reaches_event(child.body, owner, names=BACKWARD_NAMES)):
+        if isinstance(child, (cst.For, cst.While)) and (not loops_that_train or reaches_event(child.body, owner)):
             return True
         if _is_next(child):
             return True

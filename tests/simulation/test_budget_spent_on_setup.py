@@ -223,6 +223,27 @@ def test_a_reset_before_the_update_over_a_fixed_count_is_reported() -> None:
     assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
 
 
+def test_passes_whose_inner_loop_steps_each_optimizer_stay_uncounted() -> None:
+    # a warm-up that alternates between updating the first optimizer and all of them: its inner loop
+    # performs training events, so its passes are not taken for microbatches (the roles of what the
+    # inner loop steps are not known well enough to judge groups: it stays silent)
+    code = """
+        def warm(a, b, c, times=6):
+            for k in range(times):
+                a(c).sum().backward()
+                if k % 2 == 0:
+                    b[0].step()
+                    b[0].zero_grad()
+                else:
+                    for d in b:
+                        d.step()
+                    a.zero_grad()
+    """
+    (result,) = checked(code, judged_only=False)
+    assert "no run drew a microbatch" in result.reasons()
+    assert lint(code) == []
+
+
 # --- next(iter(loader)) taken anew for each microbatch ---------------------------------------
 
 FRESH_ITERATOR = """
