@@ -45,8 +45,8 @@ ACTION_METHODS: dict[str, str] = {
 #: (``accelerator.log``) or an object of these libraries (``run = wandb.init(); run.log(...)``)
 TRACKER_LIBRARIES = ("wandb.", "mlflow.", "comet_ml.", "neptune.")
 
-#: context managers and calls that mark a function as an evaluation (forwards without gradients)
-_NO_GRAD = frozenset({"torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode"})
+#: context managers and decorators that turn gradients off (a function run under one evaluates)
+NO_GRAD = frozenset({"torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode"})
 
 
 def action_of(call: cst.Call, qualified: str | None, tracker: bool = False) -> str | None:
@@ -68,7 +68,7 @@ def evaluates(function: cst.FunctionDef) -> bool:
     loop (a pass over data). A weight average stepped under ``no_grad`` switches no mode."""
     decorated = decorated_without_grad(function)
     nodes = list(walk(function.body))
-    with_no_grad = any(isinstance(n, cst.WithItem) and isinstance(n.item, cst.Call) and dotted(n.item.func) in _NO_GRAD
+    with_no_grad = any(isinstance(n, cst.WithItem) and isinstance(n.item, cst.Call) and dotted(n.item.func) in NO_GRAD
                        for n in nodes)
     switches = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "eval"
                    and not n.args for n in nodes)
@@ -78,5 +78,5 @@ def evaluates(function: cst.FunctionDef) -> bool:
 def decorated_without_grad(function: cst.FunctionDef) -> bool:
     """Whether ``function`` is decorated with ``torch.no_grad`` / ``torch.inference_mode`` (with
     or without a call): nothing it computes builds a graph."""
-    return any(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in _NO_GRAD
+    return any(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) in NO_GRAD
                for d in function.decorators)

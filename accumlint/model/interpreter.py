@@ -36,7 +36,14 @@ from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import CountingDriver
 from accumlint.frameworks.loops import RegisteredLoop
 from accumlint.model import conventions, owned_loops
-from accumlint.model.actions import EVALUATION, TRACKER_LIBRARIES, action_of, evaluates
+from accumlint.model.actions import (
+    EVALUATION,
+    NO_GRAD,
+    TRACKER_LIBRARIES,
+    action_of,
+    decorated_without_grad,
+    evaluates,
+)
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.kinds import Role
@@ -72,6 +79,10 @@ MAX_ENTRY_STATEMENTS = 150_000
 MAX_DEPTH = 12
 #: iterations of one loop over concrete values
 MAX_ITERATIONS = 2_000
+#: concrete values a loop that performs no training event is stepped through (passes, for a `while` with a
+#: way out); one over more is summarised (its effect on the names it writes, not its iterations: set-up
+#: that counts, parses or times things)
+MAX_STEPPED = 16
 #: roles whose event methods (``step``, ``zero_grad``, ``update``) on a receiver named for them are the
 #: library's: the optimizer's update, the scheduler's and the scaler's steps
 _LIBRARY_EVENT_ROLES = frozenset({Role.OPTIMIZER, Role.SCHEDULER, Role.SCALER})
@@ -126,6 +137,12 @@ class BudgetExceeded(Exception):
     """A budget (statements, iterations) cut the run: ``args[0]`` says which."""
 
 
+def is_budget(reason: str) -> bool:
+    """Whether an undecided ``reason`` is one of :class:`BudgetExceeded`'s: the run's reach ended it,
+    not something the code leaves open."""
+    return reason.startswith("the statement budget of ") or reason.endswith(f" ran past {MAX_ITERATIONS} iterations")
+
+
 class _Break(Exception):
     pass
 
@@ -174,6 +191,8 @@ class RawEvent:
     #: the role a framework's reference driver acted on the receiver as (the engine's own update and reset,
     #: the step of the scheduler it holds), None for a call of the code
     driven: Role | None = None
+    #: made while gradients are off (under ``no_grad``/``inference_mode``): a forward that builds no graph
+    grad_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -257,6 +276,9 @@ class _Loader:
         self.started = False
         self.done = False
         self.secondary = False  # first drawn while another pass was drawing the epoch's microbatches
+        #: a loop that reaches no backward iterates it (an evaluation or a sampling loop): as a secondary
+        #: pass, its length unknown, it ends after an epoch's count of items instead of at a budget
+        self.untrained = False
         # an iterator made where the run cannot see, whose epochs the code counts (`range(iters_per_epoch)`
         # around `next(it)`): it goes on into the next epoch instead of ending
         self.stream = False
@@ -297,7 +319,17 @@ class _Loader:
             # epoch (a pass made elsewhere, a sample batch, stays another loader)
             renewed = running and training.maker is not None and training.maker is self.maker \
                 and run.drawn_in_epoch >= run.configuration.microbatches
-            if running and not renewed and self in run._fresh and training._peek():
+            # `batch = next(iter(loader))` in a function called once per microbatch: each call's pass is
+            # left after its first item, and the next call's pass gives the epoch's next microbatch
+            anew = running and not renewed and training.maker is not None and training.maker is self.maker \
+                and training.position == 1 and self not in run._fresh
+            if anew:
+                training.done = True
+                run.training_pass = self
+                if training._peek():  # (the call before the loop looked at one batch: the epoch starts here)
+                    run.epoch -= 1
+                    run.start_epoch()
+            elif running and not renewed and self in run._fresh and training._peek():
                 # `first = next(iter(loader))` before `for batch in loader:`: the loop trains, the look
                 # before it drew no microbatch of the epoch (else the loop is a second pass that only the
                 # budget ends)
@@ -320,6 +352,9 @@ class _Loader:
                 if not run._iteration_starts and run.epochs_from_code:  # (not in a body a driver calls per microbatch)
                     self.peeked_at = len(run.events)
         if self.secondary:
+            if self.untrained and self.position >= run.configuration.microbatches:
+                self.done = True
+                raise _Raised("StopIteration")
             training = run.training_pass
             self._fetched(training is not None and self.source is not None and training.source == self.source)
             return Unknown(self.label, Origin.DATA)
@@ -371,6 +406,8 @@ class Interpreter:
         self.epoch = -1
         self.epochs_from_code = True  # False where the run, not a pass of the code, ends an epoch
         self.statements = 0
+        self.data_conditions = 0  # conditions on the microbatch's data decided so far
+        self._grad_off = 0  # `no_grad` contexts and decorated functions being run
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
@@ -737,6 +774,11 @@ class Interpreter:
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
+        # a long loop over concrete values with no training event written in it: its first pass shows
+        # whether the values it calls do any (a function passed in, a model's forward with gradients on)
+        summarisable = isinstance(iterable, (list, tuple, str, range, dict)) and len(iterable) > MAX_STEPPED \
+            and self._event_free(node, frame)
+        marks = (len(self.events), self.drawn)
         self._micro_steps(node.iter, node.body, node, frame)
         fresh = len(self._fresh)
         items = self._iterate(iterable, node.body, node.iter, node.target, frame)
@@ -759,7 +801,12 @@ class Interpreter:
                     broke = True
                     break
                 except _Continue:
-                    continue
+                    pass
+                if summarisable:
+                    summarisable = False
+                    if self._quiet(*marks):
+                        self._summarise(node, frame)
+                        break
         except _Return:
             self._end_passes(self._fresh[fresh:])  # a `return` drops the statement's iterator, as `break` does
             raise
@@ -771,6 +818,47 @@ class Interpreter:
         self._end_passes(made)
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
+        """Whether no training event is written in the loop ``node`` (nor in the project functions it
+        calls by name), no gradient is written by hand and no data is drawn in it."""
+        return not self._has_event(node, frame) and not self.syntax.draws_data(node.body, frame.owner) \
+            and not _writes_gradients(node)
+
+    def _quiet(self, events: int, drawn: int) -> bool:
+        """Whether the run drew no microbatch and recorded no event since it had ``events`` events and
+        ``drawn`` microbatches, but forwards made while gradients are off (an evaluation's
+        ``for k in range(eval_iters): model(x)`` under ``no_grad``: no graph, nothing in a group)."""
+        return self.drawn == drawn and all(e.forward and e.grad_off for e in self.events[events:])
+
+    def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
+        """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
+        out past :data:`MAX_STEPPED` passes) as its effect, not its iterations: the names it binds, the
+        attributes it sets and the containers it fills become unknown (what it computes decides no event:
+        a condition that reads it later leaves the run undecided)."""
+        self._havoc(node, frame)
+        for child in walk(node.body):
+            if type(child) is cst.AssignTarget and isinstance(child.target, (cst.Attribute, cst.Subscript)):
+                self._forget(child.target, frame)
+            elif type(child) in (cst.AugAssign, cst.AnnAssign) and isinstance(child.target, cst.Attribute):
+                self._forget(child.target, frame)
+            elif type(child) is cst.Call and isinstance(child.func, cst.Attribute):
+                receiver = child.func.value
+                if type(receiver) is cst.Name and isinstance(frame.names.get(receiver.value), (list, dict, set)):
+                    frame.names[receiver.value] = Unknown(receiver.value, Origin.DATA)  # `tokens.append(...)`
+        self.note(f"the loop `{_code(node)[:40]}` performs no training event: its iterations are not stepped, "
+                  "what it computes is left unknown")
+
+    def _forget(self, target: cst.BaseExpression, frame: _Frame) -> None:
+        """Make what ``target`` (an attribute, or the container a subscript writes into) holds unknown."""
+        if isinstance(target, cst.Subscript):
+            if type(target.value) is cst.Name and target.value.value in frame.names:
+                frame.names[target.value.value] = Unknown(target.value.value, Origin.DATA)
+            return
+        try:
+            self.assign(target, Unknown(_code(target), Origin.DATA), frame)
+        except (_Raised, Infeasible):
+            pass
 
     def _comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
                        frame: _Frame) -> object:
@@ -1051,11 +1139,12 @@ class Interpreter:
             iterable.fresh = True
             return iterable.items()
         if isinstance(iterable, range) and self.syntax.reaches_backward(body, frame.owner) \
-                and not self.syntax.draws_data(body, frame.owner):
+                and not self._draws_microbatches(body, frame):
             return self._counted(iterable)  # `for micro_step in range(A)`: each pass is a microbatch
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
         if isinstance(iterable, _Loader):
+            iterable.untrained = not self.syntax.reaches_backward(body, frame.owner)
             return self._draws(iterable)
         if is_data(iterable) and self.drawn:
             return _parts(iterable)  # `for segment in batch.chunk(k)`: parts of the drawn microbatch
@@ -1098,6 +1187,15 @@ class Interpreter:
             self._havoc(node, frame)
             return
         counting = self.unbounded(node.body, frame.owner)
+        # `while True:` (or a counter against a fixed bound) around a backward, with no data drawn in it
+        # (`x = make_batch()`): each pass is one microbatch, and the run ends when its microbatches are
+        # drawn, as at a loader's end; a break the run cannot decide (`if it > cfg.max_iters:`) would
+        # otherwise leave it to the iteration budget
+        can_end = self.syntax._get("can end", node, lambda: _can_end(node))
+        per_microbatch = not isinstance(test, Unknown) and self.syntax.reaches_backward(node.body, frame.owner) \
+            and can_end and not self._draws_microbatches(node.body, frame)
+        stepped = 0
+        marks = (len(self.events), self.drawn)
         while True:
             if isinstance(test, Unknown):
                 try:
@@ -1108,8 +1206,12 @@ class Interpreter:
                 break
             else:
                 self._iterations(node)
+                if per_microbatch and not self.loaded:
+                    self._count_microbatch()
+                stepped += 1
             self._iteration_starts.append(len(self.events))
             self._iteration_depths.append(len(self._stack))
+            on_data = self.data_conditions
             try:
                 self.block(node.body, frame)
             except _Break:
@@ -1119,9 +1221,39 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
                 self._iteration_depths.pop()
+            if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
+                    and can_end and self._event_free(node, frame) and self._quiet(*marks):
+                # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training
+                # event and a way out that the data (or more passes than are stepped) decides ends as a
+                # summary, as its way out would
+                self._summarise(node, frame)
+                return
             test = self.expression(node.test, frame)
         if node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _draws_microbatches(self, body: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether a loop ``body`` may draw microbatches itself (:func:`_draws_data`, where a loop inside
+        counts only if it reaches a training event): a call ``self.name(...)`` on an instance the run
+        built reaches the method its class defines (or inherits), not every method of that name."""
+        receiver = frame.names.get("self")
+        if not isinstance(receiver, Obj) or receiver.class_def is None or receiver.owner is None:
+            return self.syntax.draws_microbatches(body, frame.owner)
+        class_def, owner = receiver.class_def, receiver.owner
+
+        def compute() -> bool:
+            resolved: set[int] = set()
+            for call in _calls(body):
+                func = call.func
+                if isinstance(func, cst.Attribute) and type(func.value) is cst.Name and func.value.value == "self":
+                    found = owner.method(class_def, func.attr.value)  # type: ignore[attr-defined]
+                    if found is not None and self.syntax.draws_microbatches(found[0].body, found[1]):
+                        return True
+                    if found is not None:
+                        resolved.add(id(call))
+            return _draws_data(body, frame.owner, loops_that_train=True, skip=frozenset(resolved))
+
+        return self.syntax._get(f"microbatches of {id(class_def)}", body, compute)  # type: ignore[return-value]
 
     def _iterations(self, node: cst.CSTNode) -> None:
         self._loop_iterations[id(node)] = count = self._loop_iterations.get(id(node), 0) + 1
@@ -1209,8 +1341,11 @@ class Interpreter:
     def _with(self, node: cst.With, frame: _Frame) -> None:
         held = len(self._sync_off)
         entered: list[Counting] = []
+        grad_off = self._grad_off
         try:
             for item in node.items:
+                if isinstance(item.item, cst.Call) and dotted(item.item.func) in NO_GRAD:
+                    self._grad_off += 1
                 value = self.expression(item.item, frame)
                 if isinstance(value, _Entry):
                     entered.append(value.counting)
@@ -1226,6 +1361,7 @@ class Interpreter:
                               f"{entered[0].driver.framework} counts one {LEFT_TO_ACC501}")
         finally:
             del self._sync_off[held:]
+            self._grad_off = grad_off
             for counting in entered:
                 counting.entered_at = None
 
@@ -1355,9 +1491,18 @@ class Interpreter:
         iteration before any event of it is a skipped microbatch (a shorter epoch): the main path
         is the other; a check of finiteness (a NaN/inf guard) takes its finite branch. Anything else
         that decides an event is a choice the code leaves open."""
+        self.data_conditions += 1
         finite = _finite_branch(test)
         if finite is not None:  # `if not torch.isfinite(norm): skip`: the exceptional path is not the main one
             return finite
+        if statement is not None:
+            # a branch that first asserts what this configuration contradicts (`assert accum == 1` before
+            # rescaling the gradients by a multiplier of the batch): no microbatch of a run that completes
+            # takes it, so the data's path is the other one, and the code leaves it no choice
+            body = self._asserted_away(statement.body, frame)
+            orelse = isinstance(statement.orelse, cst.Else) and self._asserted_away(statement.orelse.body, frame)
+            if body != orelse:
+                return orelse
         branch = self._main_path(statement)
         if statement is None or _ends_in(statement.body, (cst.Raise,)) or (
                 isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
@@ -1370,6 +1515,20 @@ class Interpreter:
         if not harmless and (skipping or self._has_event(statement, frame)):
             self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
         return branch
+
+    def _asserted_away(self, block: cst.BaseSuite, frame: _Frame) -> bool:
+        """Whether ``block`` begins with an ``assert`` that is false in this run (its test evaluated
+        where it calls nothing, so that the look runs no code); the asserts after a call are not read."""
+        for line in block.body:
+            if type(line) is not cst.SimpleStatementLine or not all(type(s) is cst.Assert for s in line.body):
+                return False
+            for small in line.body:
+                test = small.test  # type: ignore[attr-defined]
+                if any(type(n) is cst.Call for n in walk(test)):
+                    return False
+                if self.expression(test, frame) is False:
+                    return True
+        return False
 
     def _main_path(self, statement: cst.If | None) -> bool:
         if statement is None:
@@ -1896,23 +2055,9 @@ class Interpreter:
         if segment in CLIP_FUNCTIONS:
             self._record(segment, None, args[0] if args else None, node, frame, clip=True)
             return Unknown("the gradient norm", Origin.DATA)
-        if segment == "range" and label == "range":
-            numbers = [a for a in args if isinstance(a, int)]
-            if len(numbers) == len(args) and args:
-                return range(*numbers)
-            if any(is_data(a) for a in args):
-                # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
-                return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
-            self._epoch_count(args, frame)
-            # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1;
-            # a start the code does not fix (`range(resumed + 1, total)`) leaves every value open
-            first: int | Unknown = 0
-            if len(args) > 1 and _plain_int(args[0]):
-                first = args[0]
-            elif len(args) > 1 and isinstance(args[0], Unknown):
-                first = Unknown(_code(node.args[0].value), Origin.CALLER)
-            stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
-            return _Iteration(self, "range", None, first, stride=stride)
+        if segment == "range" and label == "range" or segment == "trange" and _from_tqdm(label) and args:
+            # (`tqdm.trange(a, b)` is `tqdm(range(a, b))`: the same values, with a progress bar)
+            return self._range(args, node, frame)
         if label == "isinstance" and len(args) == 2 and len(node.args) == 2:
             decided = _is_builtin_instance(args[0], node.args[1].value)
             if decided is not None:
@@ -1977,6 +2122,26 @@ class Interpreter:
             self._built_here[id(built)] = built
             self._made_by[id(built)] = (frame.owner, label)
         return built
+
+    def _range(self, args: list[object], node: cst.Call, frame: _Frame) -> object:
+        """The values of ``range(*args)`` (``node`` the call): a range where they are concrete, else
+        an iteration of unknown length that ends with the run's data."""
+        numbers = [a for a in args if isinstance(a, int)]
+        if len(numbers) == len(args) and args:
+            return range(*numbers)
+        if any(is_data(a) for a in args):
+            # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
+            return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
+        self._epoch_count(args, frame)
+        # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1;
+        # a start the code does not fix (`range(resumed + 1, total)`) leaves every value open
+        first: int | Unknown = 0
+        if len(args) > 1 and _plain_int(args[0]):
+            first = args[0]
+        elif len(args) > 1 and isinstance(args[0], Unknown):
+            first = Unknown(_code(node.args[0].value), Origin.CALLER)
+        stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
+        return _Iteration(self, "range", None, first, stride=stride)
 
     def _construct(self, callee: ProjectClass, args: list[object], kwargs: dict[str, object], node: cst.Call) -> object:
         obj = Obj(self._class_role(callee.owner, callee.class_def), "its class", _code(node),
@@ -2087,7 +2252,7 @@ class Interpreter:
             self._backward_with_argument.add(_counter_key(receiver))
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
-                                    driven=driven))
+                                    driven=driven, grad_off=self._grad_off > 0))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
         """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
@@ -2138,6 +2303,9 @@ class Interpreter:
         if not entry:
             self._stack.append((site_owner or self.module, node))
         self._active.append(definition)
+        grad_off = self._grad_off
+        if isinstance(definition, cst.FunctionDef) and decorated_without_grad(definition):
+            self._grad_off += 1
         try:
             if isinstance(definition, cst.Lambda):
                 return self.expression(definition.body, frame)
@@ -2145,6 +2313,7 @@ class Interpreter:
         except _Return as returned:
             return returned.value
         finally:
+            self._grad_off = grad_off
             self._active.pop()
             if not entry:
                 self._stack.pop()
@@ -2231,16 +2400,21 @@ class _Iteration:
         if isinstance(value, _Iteration):
             value.fresh = value.fresh or self.fresh  # `enumerate(islice(loader, k))` in a `for`
             return value.items()
+        run = self.interpreter
+        untrained = self.body is not None and not run.syntax.reaches_backward(self.body, self.owner)
         if isinstance(value, _Loader):
-            return self.interpreter._draws(value)
+            value.untrained = untrained
+            return run._draws(value)
         if isinstance(value, (list, tuple, range, str)):
             return _limited(iter(value))
-        if is_data(value) and self.interpreter.drawn:
+        if is_data(value) and run.drawn:
             return _parts(value)
         label = label_text(value)
-        make = self.interpreter._fresh_pass if self.fresh else self.interpreter._pass
+        make = run._fresh_pass if self.fresh else run._pass
         at = (self.owner, self.node) if self.node is not None else None
-        return self.interpreter._draws(make(value, f"an item of {label}", at))
+        made = make(value, f"an item of {label}", at)
+        made.untrained = untrained
+        return run._draws(made)
 
     def next(self) -> object:
         if self._iterator is None:
@@ -2261,6 +2435,12 @@ def _islice_count(iterable: cst.BaseExpression) -> cst.BaseExpression | None:
             and len(iterable.args) == 2 and not any(a.keyword or a.star for a in iterable.args):
         return iterable.args[1].value
     return None
+
+
+def _from_tqdm(label: str) -> bool:
+    """Whether ``label`` (a call's qualified name) is tqdm's: ``trange`` imported from it, or named through
+    one of its modules (``tqdm.auto.trange``)."""
+    return label == "trange" or label.split(".")[0] == "tqdm"
 
 
 def _data_source(data: object) -> object:
@@ -2399,6 +2579,10 @@ class SyntaxFacts:
 
     def draws_data(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("draws", node, lambda: _draws_data(node, owner))  # type: ignore[return-value]
+
+    def draws_microbatches(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        return self._get("microbatches", node,  # type: ignore[return-value]
+                         lambda: _draws_data(node, owner, loops_that_train=True))
 
     def epoch_indices(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The names that loops of ``scope`` count epochs with: the targets of a ``for`` whose
@@ -2643,6 +2827,28 @@ def _ends_in(body: cst.BaseSuite, kinds: tuple[type[cst.BaseSmallStatement], ...
     return any(isinstance(s, kinds) for s in smalls[-1:])
 
 
+def _can_end(loop: cst.While) -> bool:
+    """Whether the code gives ``loop`` a way out: a ``break`` of its own or a ``return`` in its body, or
+    a name (or attribute) of its condition written there. One without (``while x < 10:`` that never
+    moves ``x``) runs until a budget ends it."""
+    tested = {dotted(n) for n in walk(loop.test) if isinstance(n, (cst.Name, cst.Attribute))} - {None}
+    stack: list[tuple[cst.CSTNode, bool]] = [(loop.body, True)]
+    while stack:
+        node, own = stack.pop()
+        kind = type(node)
+        if kind is cst.Return or kind is cst.Break and own:
+            return True
+        if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+            if any(dotted(n) in tested for t in targets for n in walk(t) if isinstance(n, (cst.Name, cst.Attribute))):
+                return True
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        inner = own and kind not in (cst.For, cst.While)  # (a `break` in a nested loop leaves that loop)
+        stack.extend((child, inner) for child in children(node))
+    return False
+
+
 def _parts(value: object) -> Iterator[object]:
     """The parts of a microbatch already drawn (its chunks, its slices): two of them, none a
     microbatch of its own."""
@@ -2819,21 +3025,29 @@ def _is_loader(value: object) -> bool:
     return isinstance(value, Unknown) and _named_role(value.label) is Role.LOADER
 
 
-def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops_that_train: bool = False,
+                skip: frozenset[int] = frozenset()) -> bool:
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
     project function that trains on data it draws (``for epoch in range(n): train_one_epoch(...)``)
-    or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``)."""
+    or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``).
+    ``loops_that_train``: a loop inside counts only where it reaches a training event (a loop over
+    the optimizer's parameter groups that sets the learning rate draws no microbatch; one that steps
+    each of several optimizers is left as drawing, as before); ``skip``: the calls (their ids)
+    already answered for."""
     for child in walk(body):
-        if isinstance(child, (cst.For, cst.While)):
+        if isinstance(child, (cst.For, cst.While)) and (not loops_that_train or reaches_event(child.body, owner)):
             return True
         if _is_next(child):
             return True
     if depth < 3:
         for call in _calls(body):
+            if id(call) in skip:
+                continue
             func = call.func
             name = _call_name(func)
             if any(any(_is_next(n) for n in _calls(c.body)) or
-                   _draws_data(c.body, o, depth + 1) and reaches_event(c.body, o, names=BACKWARD_NAMES)
+                   _draws_data(c.body, o, depth + 1, loops_that_train)
+                   and reaches_event(c.body, o, names=BACKWARD_NAMES)
                    for c, o in _callees(func, name, owner)):
                 return True
     return False

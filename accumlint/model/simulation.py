@@ -40,6 +40,7 @@ from accumlint.model.interpreter import (
     gated_update,
     has_update,
     holds_own_instance,
+    is_budget,
     label_text,
     reaches_event,
     unpacked_steps,
@@ -584,23 +585,27 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
                                 "that the configurations fail")
     start = entry.function.body if entry.kind in ("driver", "body") else entry.node
     # runs that completed (drawing no microbatch is what they did, not where they stopped)
-    complete = not {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
+    left = {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
+    complete = not left
     if result.traces and not any(e.method in BACKWARD_CALLS for _, raw, _ in result._raw for e in raw):
         updated = any(e.method == "step" and _key(e.receiver) in facts and facts[_key(e.receiver)].role in _UPDATING
                       for _, raw, facts in result._raw for e in raw)
         # (an update without a written backward: a framework's, `engine.train_batch(batch)`, may run it)
-        if complete and not updated and not reaches_event(start, module, names=BACKWARD_CALLS):
-            # runs that completed, and no backward written in it nor in the project functions it
-            # calls (a `model.step(x)` of a recurrent generation looked like an update): it trains nothing
+        if all(map(is_budget, left)) and not updated and not reaches_event(start, module, names=BACKWARD_CALLS):
+            # runs that completed (or that a budget ended: what they did not reach holds no backward either),
+            # and no backward written in it nor in the project functions it calls (a `model.step(x)` of a
+            # recurrent generation looked like an update): it trains nothing
             result.undecided = [NO_BACKWARD]
         else:
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
                                     "reach)")
-    if complete and result.undecided and result.undecided != [NO_BACKWARD] and entry.kind != "body" \
+    if complete and (result.undecided or result.traces) and result.undecided != [NO_BACKWARD] \
+            and entry.kind != "body" \
             and not any(e.method == "step" for _, raw, _ in result._raw for e in raw) \
             and not has_update(start, module):
         # no run updated and no `.step()` is written in it or in what it calls (a benchmark's or a
-        # test's backwards): nothing gathers into a group (a body's framework updates it unseen)
+        # test's backwards), decided or not: nothing gathers into a group (a body's
+        # framework updates it unseen)
         result.undecided = [NO_UPDATE]
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:

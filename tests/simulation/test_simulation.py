@@ -1963,8 +1963,9 @@ def test_a_micro_loop_count_computed_from_two_sizes_is_bound_as_a():
 
 def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
     """A script whose set-up every run repeats (a table of ``rows`` entries built over concrete
-    values, three statements each) and whose update branch holds run-level choices, the second
-    running ``choice``; ``reset`` ends each microbatch."""
+    values, three statements each, in nested loops: a single loop over as many values that performs
+    no training event would be summarised, not stepped) and whose update branch holds run-level
+    choices, the second running ``choice``; ``reset`` ends each microbatch."""
     return textwrap.dedent("""
         import argparse
         import torch
@@ -1974,9 +1975,9 @@ def long_set_up(rows: int, reset: str, choice: str = "saved = step") -> str:
         args, _ = parser.parse_known_args()
         table = {}
         for i in range(ROWS):
-            key = str(i)
             value = i * 2
-            table[key] = value
+            for key in (str(i),):
+                table[key] = value
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.AdamW(model.parameters())
         scheduler = torch.optim.lr_scheduler.LinearLR(optimizer)
