@@ -508,10 +508,11 @@ class Interpreter:
         self._module_prelude()
         self.epochs_from_code = False
         index = fw.lightning.BATCH_INDEX_POSITION if is_microbatch_hook(function, class_def) else None
-        owned = owned_loops.find(self.module._module, self.module).get(function)
         # the counters a framework that is handed the function keeps on its engine (ignite's
-        # `engine.state.iteration`: 1 on the first microbatch, never reset at an epoch's end)
-        counters = owned.counters if owned is not None and isinstance(owned.row, RegisteredLoop) else {}
+        # `engine.state.iteration`: 1 on the first microbatch, never reset at an epoch's end); read
+        # once for all the entry's runs
+        counters: dict[str, int] = self.syntax._get(  # type: ignore[assignment]
+            "engine counters", function, lambda: _engine_counters(self.module, function))
 
         def drive() -> None:
             receiver = self._instance(class_def, function) if class_def is not None else None
@@ -2807,6 +2808,13 @@ def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
         if isinstance(parent, cst.Attribute) and (parent.value is node or parent.attr is node):
             return True  # only the whole dotted name is a leaf
     return False
+
+
+def _engine_counters(module: ModuleFunctions, function: cst.FunctionDef) -> dict[str, int]:
+    """The counters (dotted name → value on the first microbatch) of the engine the module hands
+    ``function`` to (:class:`~accumlint.frameworks.loops.RegisteredLoop`), else none."""
+    owned = owned_loops.find(module._module, module).get(function)
+    return owned.counters if owned is not None and isinstance(owned.row, RegisteredLoop) else {}
 
 
 def _leaves_iteration(body: cst.BaseSuite, returns: bool = True) -> bool:

@@ -471,7 +471,8 @@ class ProjectIndex:
         self._reachable = _reachable_names(self._by_path)
 
     def followed_names(self) -> frozenset[bytes]:
-        """:meth:`event_names` and the names of blocks that compute a token loss."""
+        """:meth:`event_names` and the names of blocks that compute a token loss or build an object
+        that counts the microbatches (:data:`FOLLOW_ONLY`)."""
         if self._followed is None:
             names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
             self._followed = frozenset(name.lstrip(FOLLOW_ONLY).encode() for name in names)
@@ -533,14 +534,11 @@ class ProjectIndex:
         return False
 
 
-@functools.cache
 def _builder_names(data: bytes) -> tuple[str, ...]:
     """The top-level blocks of a module that performs no event which build an object counting the
     microbatches (``def make_accelerator(cfg): return Accelerator(...)``), marked
     :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one learns its A there."""
-    from accumlint.frameworks import COUNTER_BUILDER_NAMES
-
-    calls = [name.encode() + b"(" for name in COUNTER_BUILDER_NAMES]
+    calls = _builder_calls()
     if not any(call in data for call in calls):
         return ()
     return tuple(FOLLOW_ONLY + name.decode() for name, block in _top_level_blocks(data)
@@ -555,6 +553,16 @@ def _top_level_blocks(data: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield match.group(1), data[match.start():end]
 
 
+@functools.cache
+def _builder_calls() -> tuple[bytes, ...]:
+    """``Accelerator(``, ``initialize(``: :data:`accumlint.frameworks.COUNTER_BUILDER_NAMES` as a
+    file's bytes show their calls (the framework tables are read when first needed)."""
+    from accumlint.frameworks import COUNTER_BUILDER_NAMES
+
+    return tuple(sorted(name.encode() + b"(" for name in COUNTER_BUILDER_NAMES))
+
+
+@functools.cache
 def _needles() -> BytesAhoCorasick:
     """One pass for all of :data:`_NEEDLES` (half the time of one ``in`` per needle)."""
     from ahocorasick_rs import BytesAhoCorasick
