@@ -401,6 +401,11 @@ class Interpreter:
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.fetched: Fetch | None = None  # the item of the training data last drawn
+        #: what the run appended to a list while it drew microbatches (by id; the value kept alive):
+        #: the microbatch (epoch, index) and the fetch last drawn then
+        self._drawn_as: dict[int, tuple[object, int, int | None, Fetch | None]] = {}
+        #: the microbatch the loop now iterating such items works on (:meth:`_replay`), None for none
+        self._replayed: tuple[int, int | None, Fetch | None] | None = None
         self._serials = itertools.count(1)  # of the passes made
         self.drawn_in_epoch = 0
         self.epoch = -1
@@ -464,6 +469,8 @@ class Interpreter:
 
     @property
     def microbatch(self) -> int | None:
+        if self._replayed is not None:
+            return self._replayed[1]
         return self.drawn_in_epoch - 1 if self.drawn_in_epoch else None
 
     @property
@@ -636,7 +643,9 @@ class Interpreter:
                     self._action(action, call, frame.owner)
             self.expression(node.value, frame)
         elif kind is cst.Assign:
-            value = self.expression(node.value, frame)
+            value = self._rewrapped(node, frame)
+            if value is None:
+                value = self.expression(node.value, frame)
             for target in node.targets:
                 self.assign(target.target, value, frame)
         elif kind is cst.AnnAssign:
@@ -667,6 +676,25 @@ class Interpreter:
                     name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
                     if name:
                         frame.names[name] = self._module_name(frame.owner, name)
+
+    def _rewrapped(self, node: cst.Assign, frame: _Frame) -> Function | BoundMethod | None:
+        """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``: a library call that
+        wraps a project function and is bound back to the name it came from keeps running that
+        function (a compiled or graph-captured callable computes what it wraps); None for any
+        other assignment, which is then evaluated as written."""
+        call = node.value
+        if type(call) is not cst.Call or len(node.targets) != 1 or not call.args or call.args[0].keyword \
+                or call.args[0].star or not isinstance(call.args[0].value, (cst.Name, cst.Attribute)) \
+                or _code(call.args[0].value) != _code(node.targets[0].target):
+            return None
+        wrapped = self.expression(call.args[0].value, frame)
+        if not isinstance(wrapped, (Function, BoundMethod)):
+            return None
+        callee = self.expression(call.func, frame)
+        if not (isinstance(callee, Unknown) and callee.origin is Origin.RUN and callee.label
+                and _is_imported(callee.label, frame.owner)):
+            return None  # (a project function is run: what it returns is what the name holds)
+        return wrapped
 
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
         if _rescales_gradient(node):
@@ -792,10 +820,15 @@ class Interpreter:
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
+        replays = self._replays(iterable, node, frame)
+        before = self._replayed
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
+                if replays:
+                    tag = self._drawn_as.get(id(item))
+                    self._replayed = tag[1:] if tag is not None and tag[0] is item else before
                 try:
                     self.block(node.body, frame)
                 except _Break:
@@ -803,6 +836,8 @@ class Interpreter:
                     break
                 except _Continue:
                     pass
+                finally:
+                    self._replayed = before
                 if summarisable:
                     summarisable = False
                     if self._quiet(*marks):
@@ -819,6 +854,18 @@ class Interpreter:
         self._end_passes(made)
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _replays(self, iterable: object, node: cst.For, frame: _Frame) -> bool:
+        """Whether the loop ``node`` goes back over microbatches drawn before it: ``iterable`` is a
+        list the run filled while drawing two microbatches or more (``held.append(next(it))`` in a
+        first loop), and the loop trains. Each iteration's events are then the microbatch its item
+        was drawn as (the group's backwards come after all its draws, one per microbatch)."""
+        if not isinstance(iterable, list) or len(iterable) < 2 \
+                or not self.syntax.reaches_backward(node.body, frame.owner):
+            return False
+        drawn = {(tag[1], tag[2]) for item in iterable
+                 if (tag := self._drawn_as.get(id(item))) is not None and tag[0] is item}
+        return len(drawn) > 1
 
     def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
         """Whether no training event is written in the loop ``node`` (nor in the project functions it
@@ -936,8 +983,12 @@ class Interpreter:
             self._names_a(self.expression(sliced, frame))
             return
         call = iterated
-        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
-                or not self.syntax.reaches_backward(body, frame.owner):
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)):
+            return
+        if len(call.args) == 1 and node is not None and self.syntax.prefetches(node, frame.owner):
+            self._names_a(self.expression(call.args[0].value, frame))
+            return
+        if not self.syntax.reaches_backward(body, frame.owner):
             return
         updates = self.syntax.has_update(body, frame.owner)
         if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
@@ -2229,6 +2280,8 @@ class Interpreter:
         if isinstance(receiver, list) and method == "append" and args:
             if len(receiver) < MAX_ITERATIONS:
                 receiver.append(args[0])
+                if self.drawn_in_epoch and self._replayed is None:
+                    self._drawn_as[id(args[0])] = (args[0], self.epoch, self.microbatch, self.fetched)
             return None
         if isinstance(receiver, dict):
             if method == "get" and args and isinstance(args[0], (str, int)):
@@ -2248,11 +2301,12 @@ class Interpreter:
                 self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
-        fetch = self.fetched if method in BACKWARD_CALLS else None
+        fetch = (self.fetched if self._replayed is None else self._replayed[2]) if method in BACKWARD_CALLS else None
         if method in BACKWARD_CALLS and argument is not None and _counter_key(receiver) is not None:
             self._backward_with_argument.add(_counter_key(receiver))
+        epoch = self.epoch if self._replayed is None else self._replayed[0]
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
+                                    self.microbatch, max(epoch, 0), forward, clip, synced, at, fetch,
                                     driven=driven, grad_off=self._grad_off > 0))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
@@ -2550,6 +2604,10 @@ class SyntaxFacts:
         """Whether an optimizer update follows ``statement`` in its loop's body (or its
         function's): what a ``continue`` or ``return`` in it would skip."""
         return update_follows(statement, owner, self.has_update)
+
+    def prefetches(self, loop: cst.For, owner: ModuleFunctions) -> bool:
+        """:func:`prefetches`, memoised."""
+        return self._get("prefetches", loop, lambda: prefetches(loop, owner))  # type: ignore[return-value]
 
     def trained(self, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
@@ -3201,13 +3259,32 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             return True
         if kind is cst.For and isinstance(child.iter, cst.Call) and (
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
-                and reaches_event(child.body, owner, names=BACKWARD_NAMES):
+                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) or prefetches(child, owner)):
             return True
     if depth < 2:
         for call in _calls(node):
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def prefetches(loop: cst.For, owner: ModuleFunctions) -> bool:
+    """Whether ``loop`` draws a group's microbatches ahead of their backwards: it draws data and
+    trains on none, it fills a list (``held.append(next(it))``, at any depth), and a later
+    statement of its block iterates that list in a loop that reaches a backward, an update
+    following (``for x, y in held: loss(x, y).backward()`` then ``opt.step()``)."""
+    if reaches_event(loop.body, owner, names=BACKWARD_NAMES) or not _draws_data(loop.body, owner):
+        return False
+    filled = {call.func.value.value for call in _calls(loop.body)  # type: ignore[union-attr]
+              if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+              and type(call.func.value) is cst.Name}
+    place = _following(owner._module).get(id(loop))
+    if not filled or place is None:
+        return False
+    later = itertools.islice(place[1], place[2] + 1, None)
+    return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in filled
+               and reaches_event(inner.body, owner, names=BACKWARD_NAMES)
+               for statement in later for inner in walk(statement)) and update_follows(loop, owner)
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:
@@ -3361,6 +3438,10 @@ def _callees(func: cst.BaseExpression, name: str,
     if not found and isinstance(func, cst.Name):
         # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
         found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))
+    elif not found and isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        # `self.fwd_bwd = self._fwd_bwd` in a constructor, `self.fwd_bwd(...)` in the loop
+        found.extend((f, owner) for (_, method), f in owner.methods.items()
+                     if method in _function_aliases(owner).get(f"self.{name}", ()))
     if not found:
         # `scaler = Scaler(); ... scaler(loss, optimizer)`, the class the module's own or imported from the project
         built = _instances(owner).get(name)
@@ -3506,25 +3587,38 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
 def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     """The plain names ``owner`` binds to one of its own functions, or to a choice between them
     (``step_fn = accum_step if flag else plain_step``), or to a ``functools.partial`` of one
-    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them."""
+    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them. Also,
+    keyed ``self.<name>``, the attributes a method binds to a method of the instance (``self.fwd_bwd
+    = self._fwd_bwd_body``): a call of such an attribute runs that method."""
     found: dict[str, tuple[str, ...]] = {}
+    methods = {name for _, name in owner.methods}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     # (the walk stops at each nested definition)
     for node in (n for root in roots for n in walk(root, statements_only=True)):
-        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
-            values = [node.value]
-            named: list[str] = []
-            while values:
-                value = values.pop()
-                if isinstance(value, cst.IfExp):
-                    values.extend((value.body, value.orelse))
-                elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
-                    values.append(fixed)
-                elif isinstance(value, cst.Name) and value.value in owner.functions:
-                    named.append(value.value)
-            if named:
-                key = node.targets[0].target.value
-                found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
+        if type(node) is not cst.Assign or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if type(target) is cst.Attribute and dotted(target.value) == "self":
+            key, callable_names = f"self.{target.attr.value}", methods
+        elif type(target) is cst.Name:
+            key, callable_names = target.value, owner.functions.keys()
+        else:
+            continue
+        values = [node.value]
+        named: list[str] = []
+        while values:
+            value = values.pop()
+            if isinstance(value, cst.IfExp):
+                values.extend((value.body, value.orelse))
+            elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
+                values.append(fixed)
+            elif type(target) is cst.Name and isinstance(value, cst.Name) or type(target) is cst.Attribute \
+                    and isinstance(value, cst.Attribute) and dotted(value.value) == "self":
+                name = value.value if isinstance(value, cst.Name) else value.attr.value
+                if name in callable_names:
+                    named.append(name)
+        if named:
+            found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
     return found
 
 
