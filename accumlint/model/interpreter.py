@@ -1983,6 +1983,10 @@ class Interpreter:
                 return self._call_value(receiver.attrs[method], args, kwargs, node, frame)
             if receiver.class_def is not None:
                 callee = self._attribute(receiver, method, func)
+                if isinstance(callee, Function) and receiver.role in _LIBRARY_EVENT_ROLES and method in EVENT_METHODS \
+                        and not _delegates(callee.definition, method):
+                    # `class WarmupAdam(torch.optim.Optimizer)` with its own `step()`: its update, not code to run
+                    return self._method(receiver, method, args, kwargs, node, frame)
                 if isinstance(callee, Function):
                     return self._call_function(callee, args, kwargs, node, frame.owner)
         elif isinstance(receiver, ProjectClass):
@@ -3285,6 +3289,15 @@ def prefetches(loop: cst.For, owner: ModuleFunctions) -> bool:
     return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in filled
                and reaches_event(inner.body, owner, names=BACKWARD_NAMES)
                for statement in later for inner in walk(statement)) and update_follows(loop, owner)
+
+
+def _delegates(definition: cst.FunctionDef | cst.Lambda, method: str) -> bool:
+    """Whether a project class's ``method`` hands the call on to another object's method of the same
+    name (``self.optimizer.step()`` in a wrapper's ``step``; ``super()``'s excluded): the wrapper's
+    code then decides when that runs, and is run; else (the update computed in place) it is the event."""
+    return any(isinstance(call.func, cst.Attribute) and call.func.attr.value == method
+               and not (isinstance(call.func.value, cst.Call) and dotted(call.func.value.func) == "super")
+               for call in _calls(definition.body))
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:
