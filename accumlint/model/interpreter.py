@@ -815,12 +815,13 @@ class Interpreter:
             self._havoc(node, frame)
             return
         broke = False
-        if self.syntax.iterates_its_items(node, frame.owner):
+        drawn = self._replays(iterable, node, frame)
+        replays = drawn is not None and len(drawn) > 1
+        if drawn is None and self.syntax.iterates_its_items(node, frame.owner):
             self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
-        replays = self._replays(iterable, node, frame)
         before = self._replayed
         try:
             for item in items:
@@ -855,17 +856,18 @@ class Interpreter:
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
 
-    def _replays(self, iterable: object, node: cst.For, frame: _Frame) -> bool:
-        """Whether the loop ``node`` goes back over microbatches drawn before it: ``iterable`` is a
-        list the run filled while drawing two microbatches or more (``held.append(next(it))`` in a
-        first loop), and the loop trains. Each iteration's events are then the microbatch its item
-        was drawn as (the group's backwards come after all its draws, one per microbatch)."""
-        if not isinstance(iterable, list) or len(iterable) < 2 \
-                or not self.syntax.reaches_backward(node.body, frame.owner):
-            return False
-        drawn = {(tag[1], tag[2]) for item in iterable
-                 if (tag := self._drawn_as.get(id(item))) is not None and tag[0] is item}
-        return len(drawn) > 1
+    def _replays(self, iterable: object, node: cst.For, frame: _Frame) -> set[tuple[int, int | None]] | None:
+        """The microbatches a loop ``node`` goes back over, drawn before it: ``iterable`` is a list
+        the run filled while drawing (``held.append(next(it))`` in a first loop), every item of it
+        so, and the loop trains; None for any other loop. Where they are two or more, each
+        iteration's events are the microbatch its item was drawn as (the group's backwards come
+        after all its draws, one per microbatch)."""
+        if not isinstance(iterable, list) or not iterable or not self.syntax.reaches_backward(node.body, frame.owner):
+            return None
+        tags = [self._drawn_as.get(id(item)) for item in iterable]
+        if any(tag is None or tag[0] is not item for tag, item in zip(tags, iterable, strict=True)):
+            return None
+        return {(tag[1], tag[2]) for tag in tags if tag is not None}
 
     def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
         """Whether no training event is written in the loop ``node`` (nor in the project functions it

@@ -174,3 +174,26 @@ def probe(cfg, net, loader):
         print(net(x).mean())
 """
     assert all(not r.symbols for r in simulate(ModuleFunctions(cst.parse_module(source)), "probe.py"))
+
+
+def test_a_list_of_drawn_chunks_trained_chunk_by_chunk_is_no_list_of_loaders() -> None:
+    """``for chunk in held: for ids, labels in chunk: ...backward()``: the inner loop iterates what
+    the group drew, not one loader after another."""
+    source = _trainer().replace("""            ids, labels = next(stream)
+            tokens += (labels != -100).sum()
+            held.append((ids, labels))
+        for ids, labels in held:
+            self.fwd_bwd(ids, labels, tokens)""", """            chunk = []
+            for _ in range(self.pieces):
+                chunk.append(next(stream))
+            held.append(chunk)
+        for chunk in held:
+            for ids, labels in chunk:
+                self.fwd_bwd(ids, labels, tokens)""")
+    source = source.replace("        self.updates = 0\n", "        self.updates = 0\n        self.pieces = 1\n")
+    result = _fit(source)
+    assert result.decided, result.reasons()
+    trace = next(t for t in result.traces if t.configuration.accumulation == 4 and t.configuration.microbatches == 8
+                 and t.configuration.replicas == 1)
+    assert [e.microbatch for e in trace.events if e.kind is EventKind.BACKWARD] == list(range(8))
+    assert lint(source) == []
