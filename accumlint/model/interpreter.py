@@ -678,22 +678,27 @@ class Interpreter:
                         frame.names[name] = self._module_name(frame.owner, name)
 
     def _rewrapped(self, node: cst.Assign, frame: _Frame) -> Function | BoundMethod | None:
-        """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``: a library call that
-        wraps a project function and is bound back to the name it came from keeps running that
-        function (a compiled or graph-captured callable computes what it wraps); None for any
-        other assignment, which is then evaluated as written."""
-        call = node.value
-        if type(call) is not cst.Call or len(node.targets) != 1 or not call.args or call.args[0].keyword \
-                or call.args[0].star or not isinstance(call.args[0].value, (cst.Name, cst.Attribute)) \
-                or _code(call.args[0].value) != _code(node.targets[0].target):
+        """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``, ``step = log(...)(track(...)(step))``:
+        library calls that wrap a project function, the result bound back to the name it came from,
+        keep running that function (a compiled, graph-captured or tracked callable computes what it
+        wraps); None for any other assignment, which is then evaluated as written."""
+        if len(node.targets) != 1:
             return None
-        wrapped = self.expression(call.args[0].value, frame)
+        name, calls, value = _code(node.targets[0].target), [], node.value
+        while type(value) is cst.Call and len(value.args) == 1 and not value.args[0].keyword \
+                and not value.args[0].star:
+            calls.append(value)
+            value = value.args[0].value
+        if not calls or not isinstance(value, (cst.Name, cst.Attribute)) or _code(value) != name:
+            return None
+        wrapped = self.expression(value, frame)
         if not isinstance(wrapped, (Function, BoundMethod)):
             return None
-        callee = self.expression(call.func, frame)
-        if not (isinstance(callee, Unknown) and callee.origin is Origin.RUN and callee.label
-                and _is_imported(callee.label, frame.owner)):
-            return None  # (a project function is run: what it returns is what the name holds)
+        for call in calls:
+            callee = self.expression(call.func, frame)
+            if not (isinstance(callee, Unknown) and callee.origin is not Origin.DATA and callee.label
+                    and (_is_imported(callee.label, frame.owner) or type(call.func) is cst.Call)):
+                return None  # (a project function is run: what it returns is what the name holds)
         return wrapped
 
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
@@ -1069,6 +1074,8 @@ class Interpreter:
             return counting if _driven_method(counting.driver, method) else None
         if not isinstance(receiver, Unknown):
             return None
+        if receiver.label in steps_with_argument(self.module._module):
+            return None  # `accel.step(opt)`: it steps the optimizer it is given, as a scaler does; no engine
         for driver in _STEPPING:
             if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
                 continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
@@ -3300,6 +3307,18 @@ def _delegates(definition: cst.FunctionDef | cst.Lambda, method: str) -> bool:
     return any(isinstance(call.func, cst.Attribute) and call.func.attr.value == method
                and not (isinstance(call.func.value, cst.Call) and dotted(call.func.value.func) == "super")
                for call in _calls(definition.body))
+
+
+@functools.lru_cache(maxsize=256)
+def steps_with_argument(module: cst.Module) -> frozenset[str]:
+    """The dotted receivers of the module's ``x.step(y, ...)`` calls with more positional arguments
+    than a DeepSpeed engine's ``step`` is given (:data:`accumlint.frameworks.deepspeed.STEP_POSITIONALS`):
+    an object whose update is handed the optimizer (``scaler.step(opt)``, another library's
+    accelerator ``accel.step(opt)``) or a scheduler given an epoch, never a counting engine."""
+    return frozenset(dotted(child.func.value) for child in every_node(module)
+                     if type(child) is cst.Call and isinstance(child.func, cst.Attribute)
+                     and child.func.attr.value == "step" and dotted(child.func.value)
+                     and sum(1 for a in child.args if a.keyword is None and not a.star) > fw.deepspeed.STEP_POSITIONALS)
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:
