@@ -958,6 +958,7 @@ class Interpreter:
                     continue
                 results = tuple(self.expression(part, frame) for part in element)
                 values.append(results if len(results) > 1 else results[0])
+                self._tag_drawn(values[-1])
         finally:
             self._iteration_starts.pop()
             self._iteration_depths.pop()
@@ -2289,12 +2290,16 @@ class Interpreter:
             return Obj(Role.SCHEDULER, "construction", _code(node))
         return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
 
+    def _tag_drawn(self, value: object) -> None:
+        """Remember the microbatch ``value`` is put into a list as (a list filled while drawing)."""
+        if self.drawn_in_epoch and self._replayed is None:
+            self._drawn_as[id(value)] = (value, self.epoch, self.microbatch, self.fetched)
+
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
         if isinstance(receiver, list) and method == "append" and args:
             if len(receiver) < MAX_ITERATIONS:
                 receiver.append(args[0])
-                if self.drawn_in_epoch and self._replayed is None:
-                    self._drawn_as[id(args[0])] = (args[0], self.epoch, self.microbatch, self.fetched)
+                self._tag_drawn(args[0])
             return None
         if isinstance(receiver, dict):
             if method == "get" and args and isinstance(args[0], (str, int)):
