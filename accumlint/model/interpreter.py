@@ -401,6 +401,11 @@ class Interpreter:
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.fetched: Fetch | None = None  # the item of the training data last drawn
+        #: what the run appended to a list while it drew microbatches (by id; the value kept alive):
+        #: the microbatch (epoch, index) and the fetch last drawn then
+        self._drawn_as: dict[int, tuple[object, int, int | None, Fetch | None]] = {}
+        #: the microbatch the loop now iterating such items works on (:meth:`_replay`), None for none
+        self._replayed: tuple[int, int | None, Fetch | None] | None = None
         self._serials = itertools.count(1)  # of the passes made
         self.drawn_in_epoch = 0
         self.epoch = -1
@@ -464,6 +469,8 @@ class Interpreter:
 
     @property
     def microbatch(self) -> int | None:
+        if self._replayed is not None:
+            return self._replayed[1]
         return self.drawn_in_epoch - 1 if self.drawn_in_epoch else None
 
     @property
@@ -636,7 +643,9 @@ class Interpreter:
                     self._action(action, call, frame.owner)
             self.expression(node.value, frame)
         elif kind is cst.Assign:
-            value = self.expression(node.value, frame)
+            value = self._rewrapped(node, frame)
+            if value is None:
+                value = self.expression(node.value, frame)
             for target in node.targets:
                 self.assign(target.target, value, frame)
         elif kind is cst.AnnAssign:
@@ -667,6 +676,30 @@ class Interpreter:
                     name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
                     if name:
                         frame.names[name] = self._module_name(frame.owner, name)
+
+    def _rewrapped(self, node: cst.Assign, frame: _Frame) -> Function | BoundMethod | None:
+        """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``, ``step = log(...)(track(...)(step))``:
+        library calls that wrap a project function, the result bound back to the name it came from,
+        keep running that function (a compiled, graph-captured or tracked callable computes what it
+        wraps); None for any other assignment, which is then evaluated as written."""
+        if len(node.targets) != 1:
+            return None
+        name, calls, value = _code(node.targets[0].target), [], node.value
+        while type(value) is cst.Call and len(value.args) == 1 and not value.args[0].keyword \
+                and not value.args[0].star:
+            calls.append(value)
+            value = value.args[0].value
+        if not calls or not isinstance(value, (cst.Name, cst.Attribute)) or _code(value) != name:
+            return None
+        wrapped = self.expression(value, frame)
+        if not isinstance(wrapped, (Function, BoundMethod)):
+            return None
+        for call in calls:
+            callee = self.expression(call.func, frame)
+            if not (isinstance(callee, Unknown) and callee.origin is not Origin.DATA and callee.label
+                    and (_is_imported(callee.label, frame.owner) or type(call.func) is cst.Call)):
+                return None  # (a project function is run: what it returns is what the name holds)
+        return wrapped
 
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
         if _rescales_gradient(node):
@@ -787,15 +820,21 @@ class Interpreter:
             self._havoc(node, frame)
             return
         broke = False
-        if self.syntax.iterates_its_items(node, frame.owner):
+        drawn = self._replays(iterable, node, frame)
+        replays = drawn is not None and len(drawn) > 1
+        if drawn is None and self.syntax.iterates_its_items(node, frame.owner):
             self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
+        before = self._replayed
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
+                if replays:
+                    tag = self._drawn_as.get(id(item))
+                    self._replayed = tag[1:] if tag is not None and tag[0] is item else before
                 try:
                     self.block(node.body, frame)
                 except _Break:
@@ -803,6 +842,8 @@ class Interpreter:
                     break
                 except _Continue:
                     pass
+                finally:
+                    self._replayed = before
                 if summarisable:
                     summarisable = False
                     if self._quiet(*marks):
@@ -819,6 +860,19 @@ class Interpreter:
         self._end_passes(made)
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _replays(self, iterable: object, node: cst.For, frame: _Frame) -> set[tuple[int, int | None]] | None:
+        """The microbatches a loop ``node`` goes back over, drawn before it: ``iterable`` is a list
+        the run filled while drawing (``held.append(next(it))`` in a first loop), every item of it
+        so, and the loop trains; None for any other loop. Where they are two or more, each
+        iteration's events are the microbatch its item was drawn as (the group's backwards come
+        after all its draws, one per microbatch)."""
+        if not isinstance(iterable, list) or not iterable or not self.syntax.reaches_backward(node.body, frame.owner):
+            return None
+        tags = [self._drawn_as.get(id(item)) for item in iterable]
+        if any(tag is None or tag[0] is not item for tag, item in zip(tags, iterable, strict=True)):
+            return None
+        return {(tag[1], tag[2]) for tag in tags if tag is not None}
 
     def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
         """Whether no training event is written in the loop ``node`` (nor in the project functions it
@@ -904,6 +958,7 @@ class Interpreter:
                     continue
                 results = tuple(self.expression(part, frame) for part in element)
                 values.append(results if len(results) > 1 else results[0])
+                self._tag_drawn(values[-1])
         finally:
             self._iteration_starts.pop()
             self._iteration_depths.pop()
@@ -936,8 +991,12 @@ class Interpreter:
             self._names_a(self.expression(sliced, frame))
             return
         call = iterated
-        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
-                or not self.syntax.reaches_backward(body, frame.owner):
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)):
+            return
+        if len(call.args) == 1 and node is not None and self.syntax.prefetches(node, frame.owner):
+            self._names_a(self.expression(call.args[0].value, frame))
+            return
+        if not self.syntax.reaches_backward(body, frame.owner):
             return
         updates = self.syntax.has_update(body, frame.owner)
         if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
@@ -1016,6 +1075,8 @@ class Interpreter:
             return counting if _driven_method(counting.driver, method) else None
         if not isinstance(receiver, Unknown):
             return None
+        if receiver.label in steps_with_argument(self.module._module):
+            return None  # `accel.step(opt)`: it steps the optimizer it is given, as a scaler does; no engine
         for driver in _STEPPING:
             if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
                 continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
@@ -1932,6 +1993,10 @@ class Interpreter:
                 return self._call_value(receiver.attrs[method], args, kwargs, node, frame)
             if receiver.class_def is not None:
                 callee = self._attribute(receiver, method, func)
+                if isinstance(callee, Function) and receiver.role in _LIBRARY_EVENT_ROLES and method in EVENT_METHODS \
+                        and not _delegates(callee.definition, method):
+                    # `class WarmupAdam(torch.optim.Optimizer)` with its own `step()`: its update, not code to run
+                    return self._method(receiver, method, args, kwargs, node, frame)
                 if isinstance(callee, Function):
                     return self._call_function(callee, args, kwargs, node, frame.owner)
         elif isinstance(receiver, ProjectClass):
@@ -2225,10 +2290,16 @@ class Interpreter:
             return Obj(Role.SCHEDULER, "construction", _code(node))
         return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
 
+    def _tag_drawn(self, value: object) -> None:
+        """Remember the microbatch ``value`` is put into a list as (a list filled while drawing)."""
+        if self.drawn_in_epoch and self._replayed is None:
+            self._drawn_as[id(value)] = (value, self.epoch, self.microbatch, self.fetched)
+
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
         if isinstance(receiver, list) and method == "append" and args:
             if len(receiver) < MAX_ITERATIONS:
                 receiver.append(args[0])
+                self._tag_drawn(args[0])
             return None
         if isinstance(receiver, dict):
             if method == "get" and args and isinstance(args[0], (str, int)):
@@ -2248,11 +2319,12 @@ class Interpreter:
                 self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
-        fetch = self.fetched if method in BACKWARD_CALLS else None
+        fetch = (self.fetched if self._replayed is None else self._replayed[2]) if method in BACKWARD_CALLS else None
         if method in BACKWARD_CALLS and argument is not None and _counter_key(receiver) is not None:
             self._backward_with_argument.add(_counter_key(receiver))
+        epoch = self.epoch if self._replayed is None else self._replayed[0]
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
+                                    self.microbatch, max(epoch, 0), forward, clip, synced, at, fetch,
                                     driven=driven, grad_off=self._grad_off > 0))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
@@ -2550,6 +2622,10 @@ class SyntaxFacts:
         """Whether an optimizer update follows ``statement`` in its loop's body (or its
         function's): what a ``continue`` or ``return`` in it would skip."""
         return update_follows(statement, owner, self.has_update)
+
+    def prefetches(self, loop: cst.For, owner: ModuleFunctions) -> bool:
+        """:func:`prefetches`, memoised."""
+        return self._get("prefetches", loop, lambda: prefetches(loop, owner))  # type: ignore[return-value]
 
     def trained(self, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
@@ -3201,13 +3277,53 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             return True
         if kind is cst.For and isinstance(child.iter, cst.Call) and (
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
-                and reaches_event(child.body, owner, names=BACKWARD_NAMES):
+                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) or prefetches(child, owner)):
             return True
     if depth < 2:
         for call in _calls(node):
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def prefetches(loop: cst.For, owner: ModuleFunctions) -> bool:
+    """Whether ``loop`` draws a group's microbatches ahead of their backwards: it draws data and
+    trains on none, it fills a list (``held.append(next(it))``, at any depth), and a later
+    statement of its block iterates that list in a loop that reaches a backward, an update
+    following (``for x, y in held: loss(x, y).backward()`` then ``opt.step()``)."""
+    if reaches_event(loop.body, owner, names=BACKWARD_NAMES) or not _draws_data(loop.body, owner):
+        return False
+    filled = {call.func.value.value for call in _calls(loop.body)  # type: ignore[union-attr]
+              if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+              and type(call.func.value) is cst.Name}
+    place = _following(owner._module).get(id(loop))
+    if not filled or place is None:
+        return False
+    later = itertools.islice(place[1], place[2] + 1, None)
+    return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in filled
+               and reaches_event(inner.body, owner, names=BACKWARD_NAMES)
+               for statement in later for inner in walk(statement)) and update_follows(loop, owner)
+
+
+def _delegates(definition: cst.FunctionDef | cst.Lambda, method: str) -> bool:
+    """Whether a project class's ``method`` hands the call on to another object's method of the same
+    name (``self.optimizer.step()`` in a wrapper's ``step``; ``super()``'s excluded): the wrapper's
+    code then decides when that runs, and is run; else (the update computed in place) it is the event."""
+    return any(isinstance(call.func, cst.Attribute) and call.func.attr.value == method
+               and not (isinstance(call.func.value, cst.Call) and dotted(call.func.value.func) == "super")
+               for call in _calls(definition.body))
+
+
+@functools.lru_cache(maxsize=256)
+def steps_with_argument(module: cst.Module) -> frozenset[str]:
+    """The dotted receivers of the module's ``x.step(y, ...)`` calls with more positional arguments
+    than a DeepSpeed engine's ``step`` is given (:data:`accumlint.frameworks.deepspeed.STEP_POSITIONALS`):
+    an object whose update is handed the optimizer (``scaler.step(opt)``, another library's
+    accelerator ``accel.step(opt)``) or a scheduler given an epoch, never a counting engine."""
+    return frozenset(dotted(child.func.value) for child in every_node(module)
+                     if type(child) is cst.Call and isinstance(child.func, cst.Attribute)
+                     and child.func.attr.value == "step" and dotted(child.func.value)
+                     and sum(1 for a in child.args if a.keyword is None and not a.star) > fw.deepspeed.STEP_POSITIONALS)
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:
@@ -3361,6 +3477,10 @@ def _callees(func: cst.BaseExpression, name: str,
     if not found and isinstance(func, cst.Name):
         # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
         found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))
+    elif not found and isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        # `self.fwd_bwd = self._fwd_bwd` in a constructor, `self.fwd_bwd(...)` in the loop
+        found.extend((f, owner) for (_, method), f in owner.methods.items()
+                     if method in _function_aliases(owner).get(f"self.{name}", ()))
     if not found:
         # `scaler = Scaler(); ... scaler(loss, optimizer)`, the class the module's own or imported from the project
         built = _instances(owner).get(name)
@@ -3506,25 +3626,38 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
 def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     """The plain names ``owner`` binds to one of its own functions, or to a choice between them
     (``step_fn = accum_step if flag else plain_step``), or to a ``functools.partial`` of one
-    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them."""
+    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them. Also,
+    keyed ``self.<name>``, the attributes a method binds to a method of the instance (``self.fwd_bwd
+    = self._fwd_bwd_body``): a call of such an attribute runs that method."""
     found: dict[str, tuple[str, ...]] = {}
+    methods = {name for _, name in owner.methods}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     # (the walk stops at each nested definition)
     for node in (n for root in roots for n in walk(root, statements_only=True)):
-        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
-            values = [node.value]
-            named: list[str] = []
-            while values:
-                value = values.pop()
-                if isinstance(value, cst.IfExp):
-                    values.extend((value.body, value.orelse))
-                elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
-                    values.append(fixed)
-                elif isinstance(value, cst.Name) and value.value in owner.functions:
-                    named.append(value.value)
-            if named:
-                key = node.targets[0].target.value
-                found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
+        if type(node) is not cst.Assign or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if type(target) is cst.Attribute and dotted(target.value) == "self":
+            key, callable_names = f"self.{target.attr.value}", methods
+        elif type(target) is cst.Name:
+            key, callable_names = target.value, owner.functions.keys()
+        else:
+            continue
+        values = [node.value]
+        named: list[str] = []
+        while values:
+            value = values.pop()
+            if isinstance(value, cst.IfExp):
+                values.extend((value.body, value.orelse))
+            elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
+                values.append(fixed)
+            elif type(target) is cst.Name and isinstance(value, cst.Name) or type(target) is cst.Attribute \
+                    and isinstance(value, cst.Attribute) and dotted(value.value) == "self":
+                name = value.value if isinstance(value, cst.Name) else value.attr.value
+                if name in callable_names:
+                    named.append(name)
+        if named:
+            found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
     return found
 
 

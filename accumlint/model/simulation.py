@@ -749,6 +749,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
     with_argument: set[object] = set()
     unpacked: dict[object, bool] = {}  # whether every .step() of the receiver has its result unpacked
     driven: dict[object, Role] = {}  # what a framework's reference driver acted on, as what
+    steps_optimizer: set[object] = set()  # receivers of `.step(opt)`, `opt` an optimizer by construction
     for event in events:
         key = _key(event.receiver)
         if key is None:
@@ -761,6 +762,8 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             driven.setdefault(key, event.driven)
         if event.method == "step":
             unpacked[key] = unpacked.get(key, True) and id(event.node) in unpacked_steps(event.owner._module)
+            if isinstance(event.argument, Obj) and event.argument.role is Role.OPTIMIZER:
+                steps_optimizer.add(key)
     facts: dict[object, RoleFact] = {}
     for key, used in methods.items():
         receiver = samples[key]
@@ -771,6 +774,8 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
             facts[key] = RoleFact(label, Role.SCHEDULER, "use: a framework's engine steps it at its boundary")
         elif is_data(receiver) or isinstance(receiver, Unknown) and used == {"backward"} and key not in with_argument:
             facts[key] = RoleFact(label, Role.OTHER, "a value computed from the data (a loss)")
+        elif key in steps_optimizer:
+            facts[key] = RoleFact(label, Role.SCALER, "use: its .step() is handed an optimizer, which it steps")
         elif key in with_argument and "step" in used:
             facts[key] = RoleFact(label, Role.ENGINE, "use: receives .backward(loss) and .step()")
         elif {"step", "zero_grad"} <= used:
