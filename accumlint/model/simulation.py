@@ -693,8 +693,25 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 trace.notes.append(note)
         if not finished and ruled_out:
             impossible[configuration] = ruled_out
-        traces.extend(finished)
+        traces.extend(_fresh_runs(finished))
     return traces, literal, reached, impossible
+
+
+def _fresh_runs(runs: list[tuple[Trace, list[RawEvent], dict]]) -> list[tuple[Trace, list[RawEvent], dict]]:
+    """``runs`` (one configuration's) without its resumed runs whose start a checkpoint holds
+    (:attr:`Trace.resumed`), where another run stands: the resume offset is a configuration of its
+    own (``shared/docs/semantic-core.md`` section 2), and one whose start is open decides nothing,
+    so the fresh runs decide alone, with a note; where every run is such a one, they stay (undecided)."""
+    resumed = [run for run in runs if run[0].resumed]
+    if not resumed or len(resumed) == len(runs):
+        return runs
+    kept = [run for run in runs if not run[0].resumed]
+    reasons = "; ".join(dict.fromkeys(reason for trace, _, _ in resumed for reason in trace.undecided))
+    note = (f"resumed runs left out: {len(resumed)} run(s) start where a checkpoint says ({reasons}); "
+            "the fresh runs decide")
+    for trace, _, _ in kept:
+        trace.notes.append(note)
+    return kept
 
 
 def _unsettled(choices: dict[str, bool], met: list[str], finished: list[tuple[Trace, list[RawEvent], dict]],
@@ -856,6 +873,7 @@ def _trace(run: Interpreter, configuration: Configuration,
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
                   microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
                   reduced_by_hand=run.reduced_by_hand,
+                  resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
                   early_gated=[node for owner, node in run.early_gated if owner is run.module])
     return trace, run.events, settle_roles(run.events)
 
