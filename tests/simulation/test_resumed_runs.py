@@ -2,7 +2,8 @@
 a resume offset"): a start epoch or a counter's first value read from what ``torch.load``
 returned is open in the run that resumes, and only there. That run is left out of its
 configuration with a note, and the fresh runs decide, instead of the whole entry staying
-undecided; where every run resumes, nothing decides and the entry stays silent."""
+undecided; where every run resumes, nothing decides and the entry stays silent. A helper of another
+module that loads the checkpoint (and performs no training event) is followed for it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from accumlint.commands.explain import render_text
 from tests.simulation.test_simulation import only
-from tests.support import lint
+from tests.support import findings, lint
 
 #: a start epoch a helper returns beside the optimizer (0 unless resuming); ``{gate}`` the update's
 #: condition on ``seen``, the microbatches seen since the first epoch; the epoch loop calls the
@@ -146,3 +147,56 @@ def test_an_open_start_not_read_from_a_checkpoint_still_leaves_the_entry_undecid
     result = only(source)
     assert not result.decided
     assert not any("resumed runs left out" in note for t in result.traces for note in t.notes)
+
+
+#: the helper that loads the checkpoint in a module of its own, which performs no training event
+_SOLVER = """
+import torch
+
+
+def build_optimizer(net, resume):
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    start_epoch = 0
+    if resume:
+        ckpt = torch.load(resume)
+        opt.load_state_dict(ckpt.pop("optimizer"))
+        start_epoch = ckpt.pop("epoch") + 1
+    return opt, start_epoch
+"""
+
+#: a trainer that gets its optimizer and start epoch from that helper in its constructor
+_TRAINER = """
+from solver.optim import build_optimizer
+
+
+class Trainer:
+    def __init__(self, args, net, loader):
+        self.args, self.net, self.loader = args, net, loader
+        self.optimizer, self.start_epoch = build_optimizer(net, args.resume)
+        self.epoch = 0
+
+    def train(self):
+        for epoch in range(self.start_epoch, self.args.epochs):
+            self.epoch = epoch
+            self.train_one_epoch()
+
+    def train_one_epoch(self):
+        for i, x in enumerate(self.loader):
+            ni = i + self.epoch * len(self.loader)
+            (self.net(x).mean() / self.args.accum).backward()
+            if {gate}:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("gate", "expected"), [
+    ("ni % self.args.accum == 0", [("engine.py", "ACC006", 20)]),
+    ("(ni + 1) % self.args.accum == 0", []),
+])
+def test_a_start_epoch_from_a_checkpoint_helper_of_another_module(tmp_path, gate: str,
+                                                                   expected: list[tuple[str, str, int]]) -> None:
+    # the helper performs no event, yet it is followed (it loads a checkpoint): its fresh runs start at 0
+    files = {"pyproject.toml": "[project]\nname = 'p'\n", "solver/__init__.py": "", "solver/optim.py": _SOLVER,
+             "engine.py": _TRAINER.replace("{gate}", gate)}
+    assert findings(tmp_path, files) == expected
