@@ -9,7 +9,9 @@ A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A
 N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
 runs; a budget or an unknown leaves a run undecided with the reason (the runs the entry's shared
 statement budget leaves unmade after some completed are left out instead, where each takes the other
-branch of choices that perform no training event only). The raw events of a run
+branch of choices that perform no training event only); a resumed run that is undecided only
+because it reads where a checkpoint says it starts is left out where a fresh run of its
+configuration stands (:func:`_fresh_runs`, the design's resume offset). The raw events of a run
 become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
 construction, from the framework tables, from use (what receives ``.backward(loss)`` and
 ``.step()``) and, the weakest evidence, from its name.
