@@ -67,6 +67,7 @@ from accumlint.model.values import (
     Unknown,
     combined,
     is_data,
+    is_restored,
     scaled,
     varies,
 )
@@ -395,6 +396,8 @@ class Interpreter:
         #: its counting context (``zero_grad()`` first in ``accumulate()``): where, as (module, call)
         self.early_gated: list[tuple[ModuleFunctions, cst.Call]] = []
         self.undecided: list[str] = []
+        #: the reasons in ``undecided`` that a checkpoint's start alone opened (a resumed run's)
+        self.resumed_open: set[str] = set()
         self.literal_gates: list[int] = []
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
@@ -1458,8 +1461,15 @@ class Interpreter:
             return self._data_branch(test, statement, frame)
         if value.origin is Origin.CALLER:
             if statement is not None and self._has_event(statement, frame):
-                labels = ", ".join(sorted({f"`{v.label}`" for _, v in self._leaves(test, frame)
-                                           if isinstance(v, Unknown) and v.origin is Origin.CALLER and v.label}))
+                open_values = [v for _, v in self._leaves(test, frame)
+                               if isinstance(v, Unknown) and v.origin is Origin.CALLER]
+                if open_values and all(v.restored for v in open_values):
+                    # (an epoch index counted from a start a checkpoint holds: open in the resumed run only)
+                    self.undecide(f"the condition `{_code(test)}` depends on where the resumed run starts "
+                                  f"({', '.join(sorted({f'`{v.label}`' for v in open_values if v.label}))}), "
+                                  "which a checkpoint holds", resumed=True)
+                    return self._main_path(statement)
+                labels = ", ".join(sorted({f"`{v.label}`" for v in open_values if v.label}))
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
                               "the project does not show computes")
             return self._main_path(statement)
@@ -1495,10 +1505,16 @@ class Interpreter:
                 self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
                           "what it decides is no backward, update or reset)")
             return False  # logging, evaluation, checkpoints: their quiet branch
-        if statement is not None and self._gates_update(statement, frame) and self._unfixed_dividend(test, frame):
+        dividend = self._unfixed_dividend(test, frame) \
+            if statement is not None and self._gates_update(statement, frame) else None
+        if dividend is not None:
             # `step = resumed + 1; ... if step % A == 0:`: where the counter starts decides where every group
             # ends; a run-level choice for its first test would make up a start (and groups of A + 1)
-            self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
+            if dividend.restored:
+                self.undecide(f"the condition `{_code(test)}` counts from `{dividend.label}`, where the resumed run "
+                              "starts, which a checkpoint holds", resumed=True)
+            else:
+                self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
             return False
         key, negated = _choice_key(test)
         if key in self.choices:
@@ -1645,16 +1661,17 @@ class Interpreter:
         cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
         return frozenset(found & gate) - divided, cadence
 
-    def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> bool:
-        """Whether ``test`` takes a value the run does not know modulo A bound by the configuration
-        (``step % accum`` with ``step = restore_step + 1``): a counter whose start the code leaves open."""
+    def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> Unknown | None:
+        """The value the run does not know that ``test`` takes modulo A bound by the configuration
+        (``step % accum`` with ``step = restore_step + 1``): a counter whose start the code leaves
+        open; None where there is none."""
         for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 dividend, divisor = self.expression(node.left, frame), self.expression(node.right, frame)
                 if isinstance(dividend, Unknown) and dividend.origin is Origin.RUN and not dividend.varies \
                         and isinstance(divisor, LabeledInt) and divisor.bound:
-                    return True
-        return False
+                    return dividend
+        return None
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
@@ -1686,9 +1703,14 @@ class Interpreter:
         if text not in self.notes:
             self.notes.append(text)
 
-    def undecide(self, text: str) -> None:
+    def undecide(self, text: str, resumed: bool = False) -> None:
+        """Leave the run undecided for the reason ``text``; ``resumed``: only because it reads where a
+        resumed run starts (:attr:`~accumlint.model.values.Unknown.restored`), which its fresh twin
+        does not (:attr:`resumed_open`)."""
         if text not in self.undecided:
             self.undecided.append(text)
+        if resumed:
+            self.resumed_open.add(text)
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1813,14 +1835,16 @@ class Interpreter:
             return value.evaluated_value
         return self._bound(name, None)
 
-    def _bound(self, label: str, number: int | None) -> object:
+    def _bound(self, label: str, number: int | None, restored: bool = False) -> object:
+        """The run-level value named ``label``: N or A where the configuration binds it, a named
+        constant where ``number`` is given, else an unknown (``restored``: read from a checkpoint)."""
         if label in self.lengths:
             return self.configuration.microbatches  # as `len(loader)` is
         if label in self.bindings:
             return LabeledInt(self.bindings[label], label, bound=True)
         if number is not None:
             return LabeledInt(number, label)
-        return Unknown(label, Origin.RUN, frozenset({label}))
+        return Unknown(label, Origin.RUN, frozenset({label}), restored=restored)
 
     def _attribute(self, owner: object, name: str, node: cst.CSTNode) -> object:
         if isinstance(owner, Obj):
@@ -1849,8 +1873,8 @@ class Interpreter:
             if name in _COUNTED_FLAGS and owner.origin is not Origin.DATA:
                 self.undecide(f"`{label}` is the boundary flag of an object built where the run cannot see")
             if owner.origin is Origin.RUN:
-                return self._bound(label, None)
-            return Unknown(label, owner.origin)
+                return self._bound(label, None, owner.restored)
+            return Unknown(label, owner.origin, restored=owner.restored)
         if isinstance(owner, ProjectClass):
             return self._class_attribute(owner, name)
         if isinstance(owner, dict):
@@ -1921,9 +1945,9 @@ class Interpreter:
                 except (IndexError, KeyError, TypeError):
                     return Unknown(_code(node))
             if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
-                return self._bound(f"{base.label}[{index!r}]", None)
+                return self._bound(f"{base.label}[{index!r}]", None, base.restored)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
-        return Unknown(_code(node), origin)
+        return Unknown(_code(node), origin, restored=is_restored(base))
 
     def _group_slice(self, data: object, part: cst.Slice, frame: _Frame) -> _Iteration | None:
         """``batches[start:start + A]`` of the epoch's microbatches (``batches = list(loader)``):
@@ -2181,7 +2205,8 @@ class Interpreter:
             return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
-        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
+        # (what a checkpoint load returns is where a resumed run starts: restored)
+        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs), restored=label in fw.pytorch.CHECKPOINT_LOADS)
         if callee.origin is Origin.RUN and label and not any(
                 isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
             # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
@@ -2205,7 +2230,7 @@ class Interpreter:
         if len(args) > 1 and _plain_int(args[0]):
             first = args[0]
         elif len(args) > 1 and isinstance(args[0], Unknown):
-            first = Unknown(_code(node.args[0].value), Origin.CALLER)
+            first = Unknown(_code(node.args[0].value), Origin.CALLER, restored=args[0].restored)
         stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
         return _Iteration(self, "range", None, first, stride=stride)
 
@@ -2271,7 +2296,8 @@ class Interpreter:
             return None
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
-            return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor)
+            return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor,
+                           restored=receiver.restored)
         if counting is not None and method == counting.driver.wrap:
             for value in args:
                 counting.wrapped.append(value)
@@ -2288,7 +2314,8 @@ class Interpreter:
             # `self.lr_schedulers()` of a LightningModule: its scheduler, or a list of them (unpacked in
             # `assign`); (the optimizers' accessor keeps its roles from use)
             return Obj(Role.SCHEDULER, "construction", _code(node))
-        return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
+        # (`state.pop("epoch")` of a checkpoint is restored too)
+        return Unknown(f"{label_text(receiver)}.{method}(...)", origin, restored=is_restored(receiver))
 
     def _tag_drawn(self, value: object) -> None:
         """Remember the microbatch ``value`` is put into a list as (a list filled while drawing)."""
@@ -2705,11 +2732,12 @@ def _named(value: object, name: str) -> object:
     if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
             and value.label != name and _computed(value.label):
         if value.gate is None:
-            return Unknown(name, Origin.RUN, frozenset({name}))
+            return Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored)
         if value.label.startswith(_CLAMPS):
-            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo)
+            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo,
+                           restored=value.restored)
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
-        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo)
+        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo, restored=value.restored)
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value

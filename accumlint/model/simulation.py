@@ -9,7 +9,9 @@ A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A
 N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
 runs; a budget or an unknown leaves a run undecided with the reason (the runs the entry's shared
 statement budget leaves unmade after some completed are left out instead, where each takes the other
-branch of choices that perform no training event only). The raw events of a run
+branch of choices that perform no training event only); a resumed run that is undecided only
+because it reads where a checkpoint says it starts is left out where a fresh run of its
+configuration stands (:func:`_fresh_runs`, the design's resume offset). The raw events of a run
 become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
 construction, from the framework tables, from use (what receives ``.backward(loss)`` and
 ``.step()``) and, the weakest evidence, from its name.
@@ -693,8 +695,25 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 trace.notes.append(note)
         if not finished and ruled_out:
             impossible[configuration] = ruled_out
-        traces.extend(finished)
+        traces.extend(_fresh_runs(finished))
     return traces, literal, reached, impossible
+
+
+def _fresh_runs(runs: list[tuple[Trace, list[RawEvent], dict]]) -> list[tuple[Trace, list[RawEvent], dict]]:
+    """``runs`` (one configuration's) without its resumed runs whose start a checkpoint holds
+    (:attr:`Trace.resumed`), where another run stands: the resume offset is a configuration of its
+    own (``shared/docs/semantic-core.md`` section 2), and one whose start is open decides nothing,
+    so the fresh runs decide alone, with a note; where every run is such a one, they stay (undecided)."""
+    resumed = [run for run in runs if run[0].resumed]
+    if not resumed or len(resumed) == len(runs):
+        return runs
+    kept = [run for run in runs if not run[0].resumed]
+    reasons = "; ".join(dict.fromkeys(reason for trace, _, _ in resumed for reason in trace.undecided))
+    note = (f"resumed runs left out: {len(resumed)} run(s) start where a checkpoint says ({reasons}); "
+            "the fresh runs decide")
+    for trace, _, _ in kept:
+        trace.notes.append(note)
+    return kept
 
 
 def _unsettled(choices: dict[str, bool], met: list[str], finished: list[tuple[Trace, list[RawEvent], dict]],
@@ -861,6 +880,7 @@ def _trace(run: Interpreter, configuration: Configuration,
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
                   microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
                   reduced_by_hand=run.reduced_by_hand,
+                  resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
                   early_gated=[node for owner, node in run.early_gated if owner is run.module])
     return trace, run.events, settle_roles(run.events)
 
