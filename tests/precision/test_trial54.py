@@ -85,3 +85,60 @@ def test_a_step_rebound_through_a_trackers_decorators_keeps_running(reset: bool,
     assert result.decided, result.reasons()
     assert result.symbols == ("accum",)
     assert lint(source) == expected
+
+
+_FAST_FORWARD = """
+import torch
+from accelerate import Accelerator
+
+
+def fit(accum=4, epochs=3, skip=0):
+    acc = Accelerator(gradient_accumulation_steps=accum)
+    net = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    data = torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=4)
+    net, opt, data = acc.prepare(net, opt, data)
+    for epoch in range(epochs):
+        for k, x in enumerate(data):
+            if epoch == 0 and k < skip:
+                continue
+            with acc.accumulate(net):
+                acc.backward(net(x).pow(2).mean())
+                opt.step()
+                opt.zero_grad()
+
+
+fit(skip=1)
+"""
+
+
+def test_a_fast_forward_that_shortens_the_epochs_last_group_is_no_irregular_gate() -> None:
+    """A run that skips the epoch's first microbatches (a resume's fast-forward) leaves its last
+    group short at the prepared loader's end: the epoch's tail (ACC005's, exempt under
+    Accelerate's end-of-loader sync), not an update on the wrong microbatch."""
+    assert lint(_FAST_FORWARD) == []
+
+
+def test_a_zero_based_gate_beside_a_fast_forward_is_still_found() -> None:
+    """The first group after the skipped microbatches is the short one here: the gate's."""
+    source = """
+import torch
+
+
+def fit(accum=4, epochs=3, skip=0):
+    net = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    data = torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=4)
+    for epoch in range(epochs):
+        for k, x in enumerate(data):
+            if epoch == 0 and k < skip:
+                continue
+            (net(x).pow(2).mean() / accum).backward()
+            if k % accum == 0:
+                opt.step()
+                opt.zero_grad()
+
+
+fit(skip=2)
+"""
+    assert lint(source) == [("ACC006", 14)]
