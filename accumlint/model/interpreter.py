@@ -291,6 +291,7 @@ class _Loader:
         #: the run's events when it became the training pass outside every loop (a look at one batch,
         #: ``next(iter(loader))``, before the loop that trains); None: drawn in a loop
         self.peeked_at: int | None = None
+        self.started_at = 0  # the run's events when its first item was drawn
 
     def _peek(self) -> bool:
         """Whether this training pass is still only a look at the data before training: it started
@@ -312,6 +313,7 @@ class _Loader:
             raise _Raised("StopIteration")
         if not self.started:
             self.started = True
+            self.started_at = len(run.events)
             training = run.training_pass
             running = training is not None and not training.done and training is not self
             # the `iter(loader)` that made the training pass makes a new one after that pass drew the
@@ -1134,7 +1136,7 @@ class Interpreter:
         expression ``iterated``, bound to ``target``) goes through; None where they are unknown
         and no training event is inside."""
         if self.syntax.trained_items and id(iterated) in self.syntax.trained_items:
-            return self._trained_items(body, frame.owner, target)
+            return self._trained_items(target)
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
@@ -1188,15 +1190,22 @@ class Interpreter:
         training = self.training_pass
         outer = training.made_at if training is not None else None
         if outer is None or loader.made_at is None or loader.made_at[1] is outer[1] \
-                or id(outer[1]) in self.syntax.trained_items:
+                or training.position != 1 or id(outer[1]) in self.syntax.trained_items:
             return  # (a loader zipped with the training pass shares its loop)
+        if any(e.method in BACKWARD_CALLS for e in itertools.islice(self.events, None, loader.started_at)):
+            return  # (a backward on the outer item itself: its items are microbatches)
         self.syntax.trained_items.add(id(outer[1]))
         raise NeedBinding(frozenset())
 
-    def _trained_items(self, body: cst.CSTNode, owner: ModuleFunctions, target: cst.CSTNode) -> Iterator[object]:
+    def _trained_items(self, target: cst.CSTNode) -> Iterator[object]:
         """The items of a loop each of which trains over data drawn inside it (marked by
-        :meth:`restart_if_items_train`): as many as the run's epochs last, each a run-level unknown."""
-        for _ in self.unbounded(body, owner):
+        :meth:`restart_if_items_train`): as many as the run's epochs last (the passes inside draw
+        them), each a run-level unknown."""
+        for count in itertools.count():
+            if self.exhausted:
+                return
+            if count > MAX_ITERATIONS:
+                raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
             yield Unknown(_code(target), Origin.RUN)
 
     def _draws(self, loader: _Loader) -> Iterator[object]:

@@ -182,5 +182,23 @@ def test_a_microbatch_split_into_parts_stays_one_microbatch() -> None:
     assert [t.updates_at() for t in result.traces][0] == [(0, 3), (0, 7), (1, 3), (1, 7)]
 
 
+def test_a_loop_that_trains_on_its_own_items_too_keeps_them_as_microbatches() -> None:
+    """A backward on the outer item before a nested pass trains: its items are microbatches, not
+    runs; the nested pass stays a second one (left to the budget, silent, as before)."""
+    code = textwrap.dedent("""
+        def train(model, loader, extra, optimizer, accum):
+            for i, x in enumerate(loader):
+                (model(x).mean() / accum).backward()
+                for y in extra:
+                    (model(y).mean() / accum).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+    (result,) = simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
+    assert "the statement budget of an entry point (5000) ran out" in result.reasons()
+    assert lint(code) == []
+
+
 def line_of(code: str, mark: str) -> int:
     return next(n for n, text in enumerate(code.splitlines(), 1) if mark in text)
