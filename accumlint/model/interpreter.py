@@ -292,6 +292,7 @@ class _Loader:
         #: the run's events when it became the training pass outside every loop (a look at one batch,
         #: ``next(iter(loader))``, before the loop that trains); None: drawn in a loop
         self.peeked_at: int | None = None
+        self.started_at = 0  # the run's events when its first item was drawn
 
     def _peek(self) -> bool:
         """Whether this training pass is still only a look at the data before training: it started
@@ -313,6 +314,7 @@ class _Loader:
             raise _Raised("StopIteration")
         if not self.started:
             self.started = True
+            self.started_at = len(run.events)
             training = run.training_pass
             running = training is not None and not training.done and training is not self
             # the `iter(loader)` that made the training pass makes a new one after that pass drew the
@@ -356,6 +358,8 @@ class _Loader:
             if self.untrained and self.position >= run.configuration.microbatches:
                 self.done = True
                 raise _Raised("StopIteration")
+            if not self.untrained and self.position >= run.configuration.microbatches:
+                run.restart_if_items_train(self)
             training = run.training_pass
             self._fetched(training is not None and self.source is not None and training.source == self.source)
             return Unknown(self.label, Origin.DATA)
@@ -1195,6 +1199,8 @@ class Interpreter:
         """The items a loop whose ``body`` runs once per item of ``iterable`` (the value of its
         expression ``iterated``, bound to ``target``) goes through; None where they are unknown
         and no training event is inside."""
+        if self.syntax.trained_items and id(iterated) in self.syntax.trained_items:
+            return self._trained_items(target)
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
@@ -1238,6 +1244,33 @@ class Interpreter:
         name = dotted(node.args[0].value) if node.args else None
         scope = frame.function if isinstance(frame.function, cst.FunctionDef) else frame.owner._module
         return name is not None and name in self.syntax.trained_on(scope, frame.owner)
+
+    def restart_if_items_train(self, loader: _Loader) -> None:
+        """Restart the entry's runs where ``loader``, a pass that trains drawn inside the loop over the
+        training pass, has drawn an epoch's microbatches: that loop's items were no microbatches but
+        each a run of training over data (``for config in grid: train(config)``, ``for phase in
+        schedule: for x in loader: ...``). Its loop then iterates as :meth:`_trained_items`; without the
+        restart the nested pass draws on until the statement budget ends the run."""
+        training = self.training_pass
+        outer = training.made_at if training is not None else None
+        if outer is None or loader.made_at is None or loader.made_at[1] is outer[1] \
+                or training.position != 1 or id(outer[1]) in self.syntax.trained_items:
+            return  # (a loader zipped with the training pass shares its loop)
+        if any(e.method in BACKWARD_CALLS for e in itertools.islice(self.events, None, loader.started_at)):
+            return  # (a backward on the outer item itself: its items are microbatches)
+        self.syntax.trained_items.add(id(outer[1]))
+        raise NeedBinding(frozenset())
+
+    def _trained_items(self, target: cst.CSTNode) -> Iterator[object]:
+        """The items of a loop each of which trains over data drawn inside it (marked by
+        :meth:`restart_if_items_train`): as many as the run's epochs last (the passes inside draw
+        them), each a run-level unknown."""
+        for count in itertools.count():
+            if self.exhausted:
+                return
+            if count > MAX_ITERATIONS:
+                raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
+            yield Unknown(_code(target), Origin.RUN)
 
     def _draws(self, loader: _Loader) -> Iterator[object]:
         while True:
@@ -2563,6 +2596,8 @@ class SyntaxFacts:
         self.owner = owner
         self.limit = limit  # statements every run of the entry may execute together
         self.statements = 0  # executed by every run of the entry so far
+        #: ids of the iterables of loops whose items each train over data drawn inside them (not microbatches)
+        self.trained_items: set[int] = set()
         self._memo: dict[tuple[str, int], tuple[cst.CSTNode, object]] = {}
 
     def _get(self, kind: str, node: cst.CSTNode, compute) -> object:

@@ -163,6 +163,10 @@ class Simulation:
     #: the importing module whose entry this is, where its runs joined this module's simulations for
     #: their verdicts on its code ("": an entry of this module)
     importer: str = ""
+    #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
+    statements: int = 0
+    #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
+    notes: list[str] = field(default_factory=list)
     # each run's raw events and settled roles, until _place turns them into trace events
     _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
 
@@ -435,6 +439,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                 JUDGED_ENTRY_STATEMENTS if judged_only else MAX_ENTRY_STATEMENTS, JUDGED_RUNS if judged_only else None,
                 tails=judged_only)
             spent += used
+            result.statements = used
         except RecursionError:
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
             spent += JUDGED_ENTRY_STATEMENTS
