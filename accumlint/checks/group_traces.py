@@ -225,9 +225,8 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
             ends.append(max((m for _, m in microbatches if m is not None), default=None))
     trained = [e.microbatch for e in trace.events
                if e.kind in (B, EventKind.FORWARD) and e.epoch == 0 and e.microbatch is not None]
-    if len(sizes) > 1 and sizes[-1] < a and trained and ends[-1] == max(trained):
-        del sizes[-1]
-    if sizes and any(size != a for size in sizes) and any(size > 1 for size in sizes):  # all 1: ACC004's
+    judged = sizes[:-1] if len(sizes) > 1 and sizes[-1] < a and trained and ends[-1] == max(trained) else sizes
+    if judged and any(size != a for size in judged) and any(size > 1 for size in judged):  # all 1: ACC004's
         update = next(e for e in trace.events if e.kind is S)
         return TraceVerdict("ACC006", update, trace.configuration.describe(),
                             f"groups of {sizes} microbatches where A is {a}")
