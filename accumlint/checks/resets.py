@@ -9,8 +9,8 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import TraceVerdict, trace_hits, with_traces
+from accumlint.checks.shared.leaks import models_reached, trained_models
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.leaks import models_reached, trained_models
 from accumlint.model.names import dotted, keyword
 from accumlint.model.simulation import BY_NAME, Simulation
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.checks.schedule.schedules import conditional_definition
 from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, keyword, last_segment, positional
-from accumlint.model.schedules import conditional_definition
 from accumlint.model.scopes import Site
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Schedule units: what a scheduler's horizon is counted in and which counters advance once
-per microbatch (which schedulers a framework steps by itself: :mod:`accumlint.model.owned_schedulers`).
+per microbatch (which schedulers a framework steps by itself: :mod:`accumlint.checks.schedule.owned_schedulers`).
 
 A schedule sized for U scheduler steps must be stepped U times. When the scheduler is
 stepped once per optimizer update, its horizon (``num_training_steps``, ``T_max``, warmup …)

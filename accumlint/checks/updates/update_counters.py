@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.checks.shared.counts import counter_units
 from accumlint.model.boundary import index_offset
-from accumlint.model.counts import counter_units
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import children, dotted, walk
 from accumlint.model.scopes import FrameKind
