@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint.checks.shared.leaks import models_reached, outermost_name, trained_models
-from accumlint.model.groups import Group, is_accumulate_call
-from accumlint.model.kinds import EventKind, Role
+from accumlint.model import EventKind, FrameKind, Group, Role
+from accumlint.model.groups import is_accumulate_call
 from accumlint.model.names import dotted
-from accumlint.model.scopes import FrameKind
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

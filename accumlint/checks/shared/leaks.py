@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model import Event, Role
 from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import reaching_assignment
-from accumlint.model.events import Event
-from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, keyword, method_name, positional, receiver
 from accumlint.model.roles import Roles
 
