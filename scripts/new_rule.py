@@ -5,7 +5,8 @@
 
 Writes, and touches nothing else:
 - the rule's entry in ``accumlint/spec/__init__.py`` (in code order; meaning and fix to be worded);
-- a class in ``accumlint/checks/<module>.py`` (created if new) whose ``check`` yields nothing yet;
+- a class in ``accumlint/checks/<module>.py`` (created if new; ``checks/<module>/__init__.py`` for a
+  family that is a package) whose ``check`` yields nothing yet;
 - ``rules/<CODE>-<name>/`` with a page skeleton, a bad/good pair of runnable scripts that
   mark the expected finding (``# expect: CODE``) and declare A (``ACCUMULATION_STEPS``), and
   ``cases.toml`` with one invalid and one valid snippet to start from;
@@ -241,6 +242,8 @@ from runtime_guard.report import RuntimeFinding
 
 def write_check(args: argparse.Namespace) -> Path:
     path = ROOT / "accumlint" / "checks" / f"{args.module}.py"
+    if path.with_suffix("").is_dir():  # a family whose own analyses live beside its rules
+        path = path.with_suffix("") / "__init__.py"
     cls = class_name(args.name)
     if path.exists():
         text = path.read_text(encoding="utf-8")

@@ -10,11 +10,11 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import A_NAMED_OR_BOUND_BYTES, RuleGate, runs_loop
+from accumlint.checks.shared.loss_chain import constant, loss_chain
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
 from accumlint.model.ledger import Factor, gradient_rescales
-from accumlint.model.loss_chain import constant, loss_chain
 from accumlint.model.names import dotted, last_segment, method_name
 from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
@@ -280,7 +280,7 @@ class DpRescaleOnLocalMean(Rule):
     ``"mean"`` reduction, ``x.mean()``) multiplied by the data-parallel size while DDP/FSDP
     averages gradients over the replicas: the update is D times the global mean.
 
-    Reads the loss's multiplicative chain (:mod:`accumlint.model.loss_chain`) and stays silent
+    Reads the loss's multiplicative chain (:mod:`accumlint.checks.shared.loss_chain`) and stays silent
     where it is opaque (a project's own loss, a sum of terms, a factor of unknown meaning), where
     it divides by anything but A (a global count: ACC405's correct form), where the ledger shows
     a count summed over the replicas or a gradient-side rescale, and where the module's wrapper

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, runs_loop
+from accumlint.checks.shared.counts import resume_mismatches, throughputs_of_one_microbatch
 from accumlint.model import FileModel
-from accumlint.model.counts import resume_mismatches, throughputs_of_one_microbatch
 
 
 class BatchnormWithAccumulation(Rule):

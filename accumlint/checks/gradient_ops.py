@@ -27,7 +27,7 @@ _LIGHTNING_CLIP = ("let Lightning clip (`Trainer(gradient_clip_val=...)`), or cl
                    "`on_before_optimizer_step`")
 
 
-def _accumulating_groups(model: FileModel) -> Iterator[Group]:
+def accumulating_groups(model: FileModel) -> Iterator[Group]:
     """Loops whose optimizer update runs once per group of A > 1 microbatches, with no
     optimizer updating on every microbatch next to it (a GAN's discriminator may own the
     per-microbatch gradient operations) and no gradient reset on every microbatch (then each
@@ -80,7 +80,7 @@ class ClipInsideGroup(Rule):
     @with_traces
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
-        for group in _accumulating_groups(model):
+        for group in accumulating_groups(model):
             for clip in group.of_kind(EventKind.CLIP):
                 if (group.cadence(clip) is not Cadence.MICROBATCH or id(clip.node) in reported
                         or clip.role.role in FRAMEWORK_CLIPPERS or _measures_only(clip)):
@@ -232,7 +232,7 @@ class ScalerInsideGroup(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
-        for group in _accumulating_groups(model):
+        for group in accumulating_groups(model):
             for event in group.events:
                 if group.cadence(event) is not Cadence.MICROBATCH or id(event.node) in reported:
                     continue
@@ -277,7 +277,7 @@ class GradRescaleInsideGroup(Rule):
     code = "ACC307"
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
-        for group in _accumulating_groups(model):
+        for group in accumulating_groups(model):
             for entry in gradient_rescales(model, group):  # the ledger's gradient side
                 event, node = entry.source, entry.report or entry.node
                 if id(node) in reported or entry.cadence is not Cadence.MICROBATCH or event is None:

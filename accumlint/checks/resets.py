@@ -9,8 +9,8 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import TraceVerdict, trace_hits, with_traces
+from accumlint.checks.shared.leaks import models_reached, switches_requires_grad, trained_models
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.leaks import models_reached, trained_models
 from accumlint.model.names import dotted, keyword
 from accumlint.model.simulation import BY_NAME, Simulation
 
@@ -194,11 +194,5 @@ class GradLeakAcrossModels(Rule):
 
 
 def _toggles_requires_grad(group) -> bool:
-    """Whether the loop switches ``requires_grad`` (``set_requires_grad(net_d, False)``,
-    ``p.requires_grad = False``): the stray gradients are then not computed."""
-    for site in group.region_sites:
-        if site.call is not None and "requires_grad" in (dotted(site.call.func) or ""):
-            return True
-        if any(t and t.endswith("requires_grad") for t in site.targets):
-            return True
-    return False
+    """Whether the loop switches ``requires_grad``: the stray gradients are then not computed."""
+    return any(switches_requires_grad(site) for site in group.region_sites)

@@ -26,9 +26,11 @@ from accumlint.model.scopes import FrameKind, Scope, Site
 from accumlint.model.statement_walk import walk_scopes
 from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
+#: the core's types a rule or a family's analysis names, imported from here rather than from the
+#: submodule that defines each
 __all__ = [
-    "Group", "Cadence", "Event", "EventKind", "FileModel", "LoopStyle", "Role", "RoleInfo", "Tail",
-    "build_model",
+    "Group", "Cadence", "Event", "EventKind", "FileModel", "FrameKind", "LoopStyle", "Role", "RoleInfo", "Scope",
+    "Site", "Tail", "build_model",
 ]
 
 

@@ -4,6 +4,7 @@ ruff-clean at any summary length, and a summary that opens with code stays as wr
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +30,16 @@ def test_a_summary_opening_with_code_is_not_capitalised() -> None:
     assert new_rule.sentence("optimizer.step() twice at one boundary") == "optimizer.step() twice at one boundary"
     assert new_rule.sentence("`zero_grad` before backward") == "`zero_grad` before backward"
     assert new_rule.sentence("gradients reset every microbatch") == "Gradients reset every microbatch"
+
+
+def test_a_family_package_gets_the_class_in_its_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A family whose analyses live beside its rules is a package: the class joins its ``__init__.py``
+    (the module the spec's ``implemented_by`` names), not a new ``<module>.py`` beside the package."""
+    family = tmp_path / "accumlint" / "checks" / "sync"
+    family.mkdir(parents=True)
+    (family / "__init__.py").write_text(new_rule.MODULE_HEAD.format(doc='"""Sync."""'), encoding="utf-8")
+    monkeypatch.setattr(new_rule, "ROOT", tmp_path)
+    args = new_rule.argparse.Namespace(module="sync", name="no-sync-fiddle", code="ACC499", summary="a fiddle")
+    assert new_rule.write_check(args) == family / "__init__.py"
+    assert "class NoSyncFiddle(Rule):" in (family / "__init__.py").read_text(encoding="utf-8")
+    assert not (tmp_path / "accumlint" / "checks" / "sync.py").exists()

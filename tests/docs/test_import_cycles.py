@@ -26,8 +26,8 @@ def _unit(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[0] == "accumlint" else None
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -110,6 +110,56 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 
 def test_no_import_cycle() -> None:
     assert cycles(import_graph()) == []
+
+
+def model_imports_of_checks(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Module of :mod:`accumlint.model` → the :mod:`accumlint.checks` modules its code imports."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((package / "model").rglob("*.py")):
+        name = _module_name(path, package)
+        checks = sorted(module for module in _imported(path, name) if _unit(module) == "checks")
+        if checks:
+            found[name] = checks
+    return found
+
+
+def private_model_names_in_checks(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Module of :mod:`accumlint.checks` → the ``module.name`` of each name with a leading underscore
+    it imports from :mod:`accumlint.model` (a rule reads the core's public API, never its internals)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((package / "checks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and _unit(node.module or "") == "model":
+                found.setdefault(_module_name(path, package), []).extend(
+                    f"{node.module}.{alias.name}" for alias in node.names if alias.name.startswith("_"))
+    return {module: names for module, names in found.items() if names}
+
+
+def test_the_model_never_imports_a_rule_family() -> None:
+    """The core (:mod:`accumlint.model`) is what every family reads; an analysis only some families
+    need lives under :mod:`accumlint.checks` (``checks/<family>/`` or ``checks/shared/``), and the
+    core imports none of it, not even inside a function."""
+    assert model_imports_of_checks() == {}
+
+
+def test_a_check_imports_no_private_name_of_the_model() -> None:
+    assert private_model_names_in_checks() == {}
+
+
+def test_the_layering_guards_see_a_violation(tmp_path: Path) -> None:
+    """A core module that imports a family's analysis inside a function, and a check that imports
+    a model module's private helper, are each named."""
+    package = tmp_path / "accumlint"
+    (package / "model").mkdir(parents=True)
+    (package / "checks" / "schedule").mkdir(parents=True)
+    (package / "model" / "groups.py").write_text(
+        "def f():\n    from accumlint.checks.schedule.schedules import horizons\n", encoding="utf-8")
+    (package / "checks" / "schedule" / "__init__.py").write_text(
+        "from accumlint.model.groups import Group, _loop_of\n", encoding="utf-8")
+    assert model_imports_of_checks(package) == {
+        "accumlint.model.groups": ["accumlint.checks.schedule.schedules",
+                                   "accumlint.checks.schedule.schedules.horizons"]}
+    assert private_model_names_in_checks(package) == {"accumlint.checks.schedule": ["accumlint.model.groups._loop_of"]}
 
 
 def test_the_graph_sees_each_kind_of_import() -> None:

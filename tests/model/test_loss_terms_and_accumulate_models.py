@@ -1,7 +1,7 @@
 """Issue 32: the model facts ACC107 and ACC503 read. A backward's loss split into summands
-with the divisors on the way to backward (:mod:`accumlint.model.loss_terms`), and the
+with the divisors on the way to backward (:mod:`accumlint.checks.normalization.loss_terms`), and the
 prepared models an ``accumulate()`` block trains without naming them
-(:func:`accumlint.model.accumulate.omitted_trained_models`, :meth:`Roles.prepared_from`)."""
+(:func:`accumlint.checks.framework_usage.accumulate.omitted_trained_models`, :meth:`Roles.prepared_from`)."""
 
 # One-file "these (code, line) findings" tests live in the rules' cases.toml; these assert the
 # model's answers themselves.
@@ -12,9 +12,9 @@ import textwrap
 
 import libcst as cst
 
+from accumlint.checks.framework_usage.accumulate import omitted_trained_models
+from accumlint.checks.normalization.loss_terms import carries_gradient, loss_terms
 from accumlint.model import EventKind, build_model
-from accumlint.model.accumulate import omitted_trained_models
-from accumlint.model.loss_terms import carries_gradient, loss_terms
 
 _CODE = cst.Module([]).code_for_node
 

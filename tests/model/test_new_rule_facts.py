@@ -7,13 +7,13 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from accumlint.checks.framework_usage.accumulate import double_entries
+from accumlint.checks.shared.counts import counter_units, resume_mismatches, throughputs_of_one_microbatch
+from accumlint.checks.shared.leaks import models_reached, trained_models
+from accumlint.checks.sync.fsdp2 import ddp_switches_on_fsdp2
+from accumlint.checks.updates.update_counters import update_counter_gates
 from accumlint.model import EventKind
-from accumlint.model.accumulate import double_entries
-from accumlint.model.counts import counter_units, resume_mismatches, throughputs_of_one_microbatch
-from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.grad_ops import op_cadence
-from accumlint.model.leaks import models_reached, trained_models
-from accumlint.model.update_counters import update_counter_gates
 from tests.support import model_of
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from accumlint.checks.schedule import AmbiguousStepUnit
-from accumlint.model.owned_schedulers import lightning_configured_schedulers
-from accumlint.model.schedules import (
+from accumlint.checks.schedule.owned_schedulers import lightning_configured_schedulers
+from accumlint.checks.schedule.schedules import (
     HorizonUnit,
     iterated_loader,
     microbatch_counters,

@@ -1,5 +1,9 @@
 """Data-parallel communication delayed correctly: ``no_sync`` covers the forward, and the
-last microbatch of each group runs with sync on (P10)."""
+last microbatch of each group runs with sync on (P10).
+
+The family's own analysis lives beside the rules: :mod:`.fsdp2` (FSDP2 models and the DDP-only
+switches used on them).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,9 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, runs_loop
 from accumlint.checks.group_traces import trace_hits
+from accumlint.checks.sync.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model import EventKind, FileModel, Role
 from accumlint.model.events import BACKWARD_CALLS
-from accumlint.model.fsdp2 import ddp_switches_on_fsdp2
 from accumlint.model.names import dotted, receiver
 from accumlint.model.scopes import FrameKind, Site
 from accumlint.model.sync import (

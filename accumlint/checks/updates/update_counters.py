@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.checks.shared.counts import counter_units
+from accumlint.model import EventKind, FrameKind
 from accumlint.model.boundary import index_offset
-from accumlint.model.counts import counter_units
-from accumlint.model.kinds import EventKind
 from accumlint.model.names import children, dotted, walk
-from accumlint.model.scopes import FrameKind
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel

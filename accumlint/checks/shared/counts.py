@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint.model import Cadence, Group
 from accumlint.model.dataflow import counter_name, home, origin, reaching_assignment
 from accumlint.model.grad_ops import site_cadence
-from accumlint.model.groups import Group
-from accumlint.model.kinds import Cadence
 from accumlint.model.names import code_of, dotted, last_segment, method_name, names_in, string_key, walk
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
-    from accumlint.model.scopes import Site
+    from accumlint.model import FileModel, Site
 
 #: calls that read a wall clock (``time.time()``, ``time.perf_counter()``, ``time.monotonic()``)
 _CLOCKS = frozenset({"time", "perf_counter", "monotonic", "perf_counter_ns", "time_ns", "monotonic_ns"})

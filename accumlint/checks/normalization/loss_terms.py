@@ -18,9 +18,7 @@ from accumlint.model.dataflow import value_history
 from accumlint.model.names import calls_in, dotted, method_name
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
-    from accumlint.model.events import Event
-    from accumlint.model.scopes import Site
+    from accumlint.model import Event, FileModel, Site
 
 #: how many assignments, helper returns and operators one decomposition follows
 _MAX_DEPTH = 12

@@ -1,5 +1,5 @@
 """Schedule units: what a scheduler's horizon is counted in and which counters advance once
-per microbatch (which schedulers a framework steps by itself: :mod:`accumlint.model.owned_schedulers`).
+per microbatch (which schedulers a framework steps by itself: :mod:`accumlint.checks.schedule.owned_schedulers`).
 
 A schedule sized for U scheduler steps must be stepped U times. When the scheduler is
 stepped once per optimizer update, its horizon (``num_training_steps``, ``T_max``, warmup …)
@@ -24,14 +24,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import conventions
+from accumlint.model import Cadence, EventKind, FrameKind, Group, LoopStyle, Site, conventions
 from accumlint.model.boundary import index_offset
 from accumlint.model.dataflow import carried, counter_name, home, reaching_assignment
-from accumlint.model.groups import Group, LoopStyle
-from accumlint.model.kinds import Cadence, EventKind
 from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional, string_key
 from accumlint.model.roles import constructor_role
-from accumlint.model.scopes import FrameKind, Site
 from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:

@@ -19,8 +19,7 @@ from accumlint.model.names import dotted, keyword, method_name, positional, rece
 from accumlint.model.sync import scope_name
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
-    from accumlint.model.scopes import Scope, Site
+    from accumlint.model import FileModel, Scope, Site
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model import Event, Role
 from accumlint.model.callgraph import Inline
 from accumlint.model.dataflow import reaching_assignment
-from accumlint.model.events import Event
-from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, keyword, method_name, positional, receiver
 from accumlint.model.roles import Roles
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
+    from accumlint.model import FileModel, Site
 
 #: calls whose result carries no graph to their argument
 _CUTS = fw.pytorch.GRAPH_CUTTING_METHODS | {"cpu_detach"}  # (a helper name some projects define)
@@ -158,3 +157,12 @@ def outermost_name(func: cst.BaseExpression, inline: Inline | None) -> str | Non
         return dotted(func)
     value, where = inline.resolve(func)
     return dotted(value) if where is None else None
+
+
+def switches_requires_grad(site: Site) -> bool:
+    """Whether the site switches ``requires_grad`` (``net.requires_grad_(False)``,
+    ``set_requires_grad(net_d, False)``, ``p.requires_grad = False``): a frozen model's gradients
+    are not computed, so which model a backward reaches is then left open."""
+    if site.call is not None and "requires_grad" in (dotted(site.call.func) or ""):
+        return True
+    return any(target and target.endswith("requires_grad") for target in site.targets)

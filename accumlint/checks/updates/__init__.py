@@ -1,4 +1,8 @@
-"""The optimizer update: gated once per group, on the right microbatch (P1)."""
+"""The optimizer update: gated once per group, on the right microbatch (P1).
+
+The family's own analysis lives beside the rules: :mod:`.update_counters` (gates on a counter of
+optimizer updates on a per-microbatch path).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,15 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP, RuleGate, runs_loop
-from accumlint.checks.gradient_ops import _accumulating_groups
+from accumlint.checks.gradient_ops import accumulating_groups
 from accumlint.checks.group_traces import trace_hits, with_traces
+from accumlint.checks.updates.update_counters import plain_update_counter_gates, update_counter_gates
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
 from accumlint.model.scopes import FrameKind
-from accumlint.model.update_counters import plain_update_counter_gates, update_counter_gates
 
 #: the last name of the HF Trainer's update counter (``self.state.global_step``)
 _UPDATE_COUNTER = fw.transformers.UPDATE_COUNTER.rsplit(".", 1)[-1]
@@ -134,7 +138,7 @@ class IrregularUpdateBoundary(Rule):
     #: a loop, or the definition of an HF ``training_step`` override (a per-microbatch hook that
     #: may gate on the update counter without calling backward itself) in a module that imports
     #: transformers or trl, names a Trainer class and reads the update counter
-    #: (:func:`~accumlint.model.update_counters.update_counter_gates`)
+    #: (:func:`~accumlint.checks.updates.update_counters.update_counter_gates`)
     gate = RuleGate(markers=tuple(sorted({*LOOP.markers, fw.transformers.TRAINING_STEP.encode()})),
                 facts=lambda facts: runs_loop(facts) or (
                     facts.defines((fw.transformers.TRAINING_STEP,))
@@ -223,7 +227,7 @@ class UpdateHookPerMicrobatch(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
-        for group in _accumulating_groups(model):
+        for group in accumulating_groups(model):
             for event in group.of_kind(EventKind.UPDATE_HOOK):
                 node = report_node(group, event)
                 if id(node) in reported:

@@ -1,4 +1,8 @@
-"""Framework usage contracts: Accelerate's ``accumulate()``, DeepSpeed's ``engine.step()`` and its counters (P1)."""
+"""Framework usage contracts: Accelerate's ``accumulate()``, DeepSpeed's ``engine.step()`` and its counters (P1).
+
+The family's own analysis lives beside the rules: :mod:`.accumulate` (Accelerate's ``accumulate()``
+entered more than once per microbatch, or without the trained model).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,9 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.framework_usage.accumulate import double_entries, omitted_trained_models
 from accumlint.checks.gate import RuleGate
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.accumulate import double_entries, omitted_trained_models
 from accumlint.model.closures import gated_closures
 from accumlint.model.interpreter import LEFT_TO_ACC501
 from accumlint.model.kinds import Evidence

@@ -26,7 +26,7 @@ from accumlint.model.events import BACKWARD_CALLS
 from accumlint.model.names import dotted, last_segment, method_name
 
 if TYPE_CHECKING:
-    from accumlint.model.scopes import Scope, Site
+    from accumlint.model import Scope, Site
 
 
 def evaluation_function(scope: Scope) -> bool:

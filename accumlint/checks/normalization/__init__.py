@@ -1,4 +1,9 @@
-"""Loss normalization: divide by A once, and only where no framework already does (P4)."""
+"""Loss normalization: divide by A once, and only where no framework already does (P4).
+
+The family's own analyses live beside the rules: :mod:`.loss_terms` (a backpropagated loss's
+summands and their divisors) and :mod:`.evaluation` (where a validation value is computed and
+reported).
+"""
 
 from __future__ import annotations
 
@@ -16,15 +21,15 @@ from accumlint.checks.gate import (
     defines_lightning_hook,
     runs_loop,
 )
+from accumlint.checks.normalization.evaluation import evaluation_function, reported_values
+from accumlint.checks.normalization.loss_terms import LossTerm, carries_gradient, loss_terms
+from accumlint.checks.shared.loss_chain import loss_chain
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model.dataflow import loss_divisions
-from accumlint.model.evaluation import evaluation_function, reported_values
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
-from accumlint.model.loss_chain import loss_chain
-from accumlint.model.loss_terms import LossTerm, carries_gradient, loss_terms
 from accumlint.model.names import code_of, dotted, last_segment
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -333,7 +338,7 @@ class FrameworkExpectsNormalization(Rule):
 
 class EvalLossScaledForAccumulation(Rule):
     """ACC108: a value an evaluation reports (returned, accumulated, logged) whose multiplicative
-    chain divides by A, computed in the evaluation (:mod:`accumlint.model.evaluation`): the
+    chain divides by A, computed in the evaluation (:mod:`accumlint.checks.normalization.evaluation`): the
     training loss's 1/A reused for a validation or test loss, which is then A times too small.
 
     The division must be the training loss's own (a helper or method whose division by A also

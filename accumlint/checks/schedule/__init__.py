@@ -1,4 +1,9 @@
-"""The LR scheduler follows its unit: once per optimizer update (P8)."""
+"""The LR scheduler follows its unit: once per optimizer update (P8).
+
+The family's own analyses live beside the rules: :mod:`.schedules` (what a scheduler's horizon is
+counted in, which counters advance per microbatch) and :mod:`.owned_schedulers` (the schedulers a
+framework steps by itself).
+"""
 
 from __future__ import annotations
 
@@ -9,20 +14,13 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP_MARKERS, RuleGate, runs_loop
-from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
-from accumlint.model.boundary import index_offset
-from accumlint.model.counts import counter_units
-from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import code_of, dotted, keyword, last_segment, method_name, names_in, positional
-from accumlint.model.owned_loops import lightning_accumulates
-from accumlint.model.owned_schedulers import (
+from accumlint.checks.schedule.owned_schedulers import (
     automatic_lightning_schedulers,
     lightning_configured_schedulers,
     owned_schedulers,
     stepped_by_engine,
 )
-from accumlint.model.roles import constructor_role
-from accumlint.model.schedules import (
+from accumlint.checks.schedule.schedules import (
     STEP_COUNTER_NAME,
     HorizonUnit,
     counted_loader,
@@ -36,6 +34,13 @@ from accumlint.model.schedules import (
     update_counted_horizons,
     update_counter_lr_writes,
 )
+from accumlint.checks.shared.counts import counter_units
+from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
+from accumlint.model.boundary import index_offset
+from accumlint.model.events import SCHEDULER_STEP_METHODS
+from accumlint.model.names import code_of, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.owned_loops import lightning_accumulates
+from accumlint.model.roles import constructor_role
 
 
 class SchedulerPerMicrobatch(Rule):
@@ -394,7 +399,7 @@ _LR_SCHEDULERS = next(last_segment(accessor).removesuffix("()") for accessor, ro
 class SchedulerIntervalDefaultsToEpoch(Rule):
     """ACC308: a LightningModule under automatic optimization returns from ``configure_optimizers``
     a scheduler whose horizon or warmup counts optimizer updates
-    (:func:`~accumlint.model.schedules.update_counted_horizons`) at the epoch interval, Lightning's
+    (:func:`~accumlint.checks.schedule.schedules.update_counted_horizons`) at the epoch interval, Lightning's
     default (:data:`accumlint.frameworks.lightning.SCHEDULER_DEFAULT_INTERVAL`): it is stepped once
     per epoch, so the warmup and decay planned over updates barely start.
 

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.model.groups import Group, is_accumulate_call
-from accumlint.model.kinds import EventKind, Role
-from accumlint.model.leaks import models_reached, outermost_name, trained_models
+from accumlint.checks.shared.leaks import models_reached, outermost_name, switches_requires_grad, trained_models
+from accumlint.model import EventKind, FrameKind, Group, Role
+from accumlint.model.groups import is_accumulate_call
 from accumlint.model.names import dotted
-from accumlint.model.scopes import FrameKind
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -147,12 +146,6 @@ def _enclosing_accumulate_calls(frames) -> list[cst.Call]:
 
 
 def _switches_requires_grad(model: FileModel) -> bool:
-    """Whether any scope of the module switches ``requires_grad`` (``net.requires_grad_(False)``,
-    ``p.requires_grad = False``): which model is frozen, and when, is then left open."""
-    for scope in model.scopes:
-        for site in scope.sites:
-            if site.call is not None and "requires_grad" in (dotted(site.call.func) or ""):
-                return True
-            if any(target and target.endswith("requires_grad") for target in site.targets):
-                return True
-    return False
+    """Whether any scope of the module switches ``requires_grad``: which model is frozen, and
+    when, is then left open."""
+    return any(switches_requires_grad(site) for scope in model.scopes for site in scope.sites)

@@ -21,8 +21,7 @@ from accumlint import frameworks as fw
 from accumlint.model.names import dotted, keyword, last_segment, method_name
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
-    from accumlint.model.scopes import Site
+    from accumlint.model import FileModel, Site
 
 #: the most expressions one chain reads (a bound on assignments and helper returns followed)
 _MAX_TERMS = 32

@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model.kinds import Role
+from accumlint.checks.schedule.schedules import conditional_definition
+from accumlint.model import Role, Site
 from accumlint.model.names import dotted, keyword, last_segment, positional
-from accumlint.model.schedules import conditional_definition
-from accumlint.model.scopes import Site
 
 if TYPE_CHECKING:
-    from accumlint.model import FileModel
-    from accumlint.model.events import Event
+    from accumlint.model import Event, FileModel
 
 #: Counts named in optimizer updates (last segment): ``max_updates``, ``warmup_updates``,
 #: ``num_optimizer_steps`` …
