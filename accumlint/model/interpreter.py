@@ -3177,7 +3177,8 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
 def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
-    micro-steps (``for _ in range(k)``) that a backward runs in, or enters a framework's counting
+    micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
+    pass, or one over a count named as A (a prefetch of a group's microbatches), or enters a framework's counting
     context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
     hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
     run of it can show a group of A."""
@@ -3195,11 +3196,21 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
                 and reaches_event(child.body, owner, names=BACKWARD_NAMES) and not _updates_each_pass(child, owner):
             return True
+        if kind is cst.For and _counts_accumulation_steps(child.iter):
+            return True  # `for _ in range(grad_accum_steps): group.append(next(it))`: A microbatches prefetched
     if depth < 2:
         for call in _calls(node):
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def _counts_accumulation_steps(iterable: cst.BaseExpression) -> bool:
+    """Whether ``iterable`` is ``range(n)`` of a name that says A (``range(self.grad_accum_steps)``)."""
+    if not (type(iterable) is cst.Call and dotted(iterable.func) == "range" and len(iterable.args) == 1):
+        return False
+    name = dotted(iterable.args[0].value)
+    return bool(name) and conventions.ACCUMULATION_NAME.search(last_segment(name)) is not None
 
 
 def _updates_each_pass(loop: cst.For, owner: ModuleFunctions) -> bool:

@@ -748,12 +748,11 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
     an optimizer; ``.unscale_()``: a gradient scaler, and what it steps an optimizer), or from
     its name. ``built``: the labels of receivers the run saw built by a library call of no known
     role, with the call's qualified name (:attr:`Interpreter.library_built`); a name that says
-    "DeepSpeed engine" yields to it, and to a module that does not import DeepSpeed."""
+    "DeepSpeed engine" yields to a construction by another library."""
     from accumlint.model.interpreter import _named_role
 
     methods: dict[object, set[str]] = {}
     samples: dict[object, object] = {}
-    owners: dict[object, ModuleFunctions] = {}  # the module of each receiver's first event
     with_argument: set[object] = set()
     unpacked: dict[object, bool] = {}  # whether every .step() of the receiver has its result unpacked
     driven: dict[object, Role] = {}  # what a framework's reference driver acted on, as what
@@ -763,7 +762,6 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
             continue
         methods.setdefault(key, set()).add(event.method)
         samples.setdefault(key, event.receiver)
-        owners.setdefault(key, event.owner)
         if event.method == "backward" and event.argument is not None:
             with_argument.add(key)
         if event.driven is not None:
@@ -796,15 +794,14 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
             if named is Role.ENGINE and made is not None and made.split(".")[0] != fw.deepspeed.PACKAGE:
                 # construction beats the name: `self.engine = LLM(...)` is a generation engine
                 facts[key] = RoleFact(label, Role.OTHER, f"construction: built by `{made}`, no DeepSpeed engine")
-            elif named is Role.ENGINE and not owners[key].imports.imports_module(fw.deepspeed.PACKAGE):
-                facts[key] = RoleFact(label, Role.OTHER, "named an engine in a module that does not import DeepSpeed")
             else:
                 facts[key] = RoleFact(label, named or Role.UNKNOWN, BY_NAME if named else "none")
-    for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`)
+    for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`), whatever its name
         fact = facts.get(_key(event.receiver))
         argument = _key(event.argument)
         if (fact is not None and fact.role is Role.SCALER and event.method in ("step", "unscale_")
-                and argument in facts and facts[argument].role is Role.UNKNOWN):
+                and argument in facts
+                and (facts[argument].role is Role.UNKNOWN or facts[argument].evidence == BY_NAME)):
             facts[argument] = RoleFact(facts[argument].label, Role.OPTIMIZER, "use: a scaler steps it")
     _steps_beside_the_update(facts, methods, with_argument | {_key(e.argument) for e in events})
     return facts
