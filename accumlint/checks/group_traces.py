@@ -214,14 +214,19 @@ def _groups_by_update_microbatch(trace: Trace) -> list[list[TraceEvent]]:
 def _irregular(trace: Trace) -> TraceVerdict | None:
     """ACC006: with whole groups (N = 2A), a group of the first epoch that does not hold A
     microbatches (those a forward or a backward of the group ran on; an update with nothing
-    pending, a flush after the loop, is no group)."""
+    pending, a flush after the loop, is no group). The epoch's last group, short because the
+    code skipped microbatches of the epoch (a resumed run's fast-forward), is its tail: ACC005's."""
     a = trace.configuration.accumulation
-    sizes = []
+    sizes, ends = [], []
     for group in _groups_by_update_microbatch(trace):
         microbatches = {(e.epoch, e.microbatch) for e in group if e.kind in (B, EventKind.FORWARD)}
         if group and group[-1].epoch == 0 and microbatches:
             sizes.append(len(microbatches))
-    if sizes and any(size != a for size in sizes) and any(size > 1 for size in sizes):  # all 1: ACC004's
+            ends.append(max((m for _, m in microbatches if m is not None), default=None))
+    trained = [e.microbatch for e in trace.events
+               if e.kind in (B, EventKind.FORWARD) and e.epoch == 0 and e.microbatch is not None]
+    judged = sizes[:-1] if len(sizes) > 1 and sizes[-1] < a and trained and ends[-1] == max(trained) else sizes
+    if judged and any(size != a for size in judged) and any(size > 1 for size in judged):  # all 1: ACC004's
         update = next(e for e in trace.events if e.kind is S)
         return TraceVerdict("ACC006", update, trace.configuration.describe(),
                             f"groups of {sizes} microbatches where A is {a}")

@@ -10,9 +10,11 @@ on "why is it silent here?".
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from accumlint.files.reading import NotARegularFile, decode_source, read_source, source_limit
+from accumlint.model.interpreter import is_budget
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.positions import node_positions
 from accumlint.model.simulation import Simulation, entry_points, simulate
@@ -82,7 +84,28 @@ def explain_source(path: str, data: bytes, line: int | None, project_root: str |
             entries = [min(holding, key=lambda e: spans[e.node].end.line - spans[e.node].start.line)]
         else:
             entries = [min(entries, key=lambda e: abs(spans[e.node].start.line - line) if e.node in spans else 1 << 30)]
-    return simulate(functions, path, entries)
+    results = simulate(functions, path, entries)
+    note_check_budget(results, simulate(ModuleFunctions(module, view), path, judged_only=True))
+    return results
+
+
+def note_check_budget(explained: list[Simulation], checked: list[Simulation]) -> None:
+    """Say on each of ``explained`` (``explain``'s simulations, 150,000 statements per entry point)
+    that a budget leaves undecided in ``checked`` (``check``'s of the same file, 5,000 per entry and
+    12,000 per file) but not in its own runs: ``check`` is silent on it for want of statements, not
+    for what the code leaves open."""
+    budgets = {id(result.entry.node): [m for m in map(_CHECK_BUDGET.search, result.reasons()) if m]
+               for result in checked if result.caller is None and not result.importer}
+    for result in explained:
+        cut = budgets.get(id(result.entry.node))
+        if cut and not any(is_budget(r) for r in result.reasons()):
+            result.notes.append(f"check leaves this loop to its statement budget ({cut[0]['limit']} statements "
+                                f"per {cut[0]['unit'] or cut[0]['file']}; explain ran {result.statements})")
+
+
+#: the statement budgets that ``check``'s simulations end in (:mod:`accumlint.model.simulation`)
+_CHECK_BUDGET = re.compile(r"(?:the statement budget of an? (?P<unit>entry point|run)|the (?P<file>file)'s "
+                           r"simulation budget for check) \((?P<limit>\d+)")
 
 
 def render_text(path: str, results: list[Simulation]) -> str:
@@ -106,7 +129,7 @@ def render_text(path: str, results: list[Simulation]) -> str:
             factors = trace.loss_factors()
             if factors:
                 out.append(f"    factor on the loss at each backward: {', '.join(factors)}")
-        notes = list(dict.fromkeys(n for t in result.traces for n in t.notes))
+        notes = list(dict.fromkeys([*result.notes, *(n for t in result.traces for n in t.notes)]))
         for note in notes:
             out.append(f"  note: {note}")
         for reason in result.reasons():
@@ -138,6 +161,7 @@ def to_json(path: str, results: list[Simulation]) -> list[dict]:
             "notes": t.notes,
             "undecided": t.undecided,
         } for t in r.traces],
+        "notes": r.notes,
         "undecided": r.reasons(),
     } for r in results]
 
@@ -155,6 +179,7 @@ def render_markdown(result: Simulation) -> str:
         factors = trace.loss_factors()
         if factors:
             lines += ["", f"factor on the loss at each backward: {', '.join(factors)}"]
+    lines += [f"\nnote: {note}" for note in result.notes]
     lines += [f"\nundecided: {reason}" for reason in result.reasons()]
     return "\n".join(lines)
 

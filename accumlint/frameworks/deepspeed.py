@@ -70,6 +70,10 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
 }
 #: ``engine.no_sync()`` exists (ZeRO 0/1) and skips the all-reduce.
 NO_SYNC_ROLES = (Role.ENGINE,)
+#: ``DeepSpeedEngine.step(self, lr_kwargs=None)`` takes no positional argument in use (the
+#: keyword is passed by name): an object whose ``step`` is handed one (``x.step(optimizer)``) is
+#: no engine. Source: deepspeed 0.19.6 ``runtime/engine.py`` (``DeepSpeedEngine.step``).
+STEP_POSITIONALS = 0
 
 #: ``deepspeed.initialize(lr_scheduler=...)``: the engine keeps the client scheduler (or builds
 #: one from the config's ``"scheduler"`` section when none is passed) and steps it inside

@@ -52,6 +52,12 @@ CONSTRUCTORS: dict[str, Role] = {
 #: it is given, never an optimizer update; no optimizer's, LR scheduler's or scaler's ``step`` takes one.
 PIPELINE_STEP_KEYWORDS = frozenset({"target", "losses", "return_outputs", "loss_kwargs"})
 
+#: Calls that return a saved object, a checkpoint (``serialization.py``, torch 2.13.0: ``load(f,
+#: map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args)``
+#: unpickles what ``torch.save`` wrote): what a run reads from one (an epoch, an update count) is
+#: where a resumed run starts, a value a fresh run does not have.
+CHECKPOINT_LOADS = frozenset({"torch.load", "torch.serialization.load"})
+
 #: Qualified-name prefixes (module → every public class in it has the role); order matters.
 CONSTRUCTOR_PREFIXES: tuple[tuple[str, Role], ...] = (
     ("torch.optim.lr_scheduler.", Role.SCHEDULER),

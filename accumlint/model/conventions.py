@@ -28,6 +28,10 @@ CONSTRUCTOR_NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^(Module|LightningModule|\w*PreTrainedModel)$"), Role.MODEL),
 )
 
+#: roles that one framework's class plays (HF Accelerate's ``Accelerator``, Lightning's ``Fabric``): a
+#: class of the same name imported from another package (``audiotools.ml.Accelerator``) is not it
+ONE_FRAMEWORK_ROLES = frozenset({Role.ACCELERATOR, Role.FABRIC})
+
 #: Variable names, the weakest evidence (matched against the last segment, lower-cased).
 NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^(lr_)?(sched|scheduler|schedulers|lr_scheduler|schedulers?_\w+|\w+_scheduler|\w+_sched)$"),

@@ -67,6 +67,7 @@ from accumlint.model.values import (
     Unknown,
     combined,
     is_data,
+    is_restored,
     scaled,
     varies,
 )
@@ -292,6 +293,7 @@ class _Loader:
         #: the run's events when it became the training pass outside every loop (a look at one batch,
         #: ``next(iter(loader))``, before the loop that trains); None: drawn in a loop
         self.peeked_at: int | None = None
+        self.started_at = 0  # the run's events when its first item was drawn
 
     def _peek(self) -> bool:
         """Whether this training pass is still only a look at the data before training: it started
@@ -313,6 +315,7 @@ class _Loader:
             raise _Raised("StopIteration")
         if not self.started:
             self.started = True
+            self.started_at = len(run.events)
             training = run.training_pass
             running = training is not None and not training.done and training is not self
             # the `iter(loader)` that made the training pass makes a new one after that pass drew the
@@ -356,6 +359,8 @@ class _Loader:
             if self.untrained and self.position >= run.configuration.microbatches:
                 self.done = True
                 raise _Raised("StopIteration")
+            if not self.untrained and self.position >= run.configuration.microbatches:
+                run.restart_if_items_train(self)
             training = run.training_pass
             self._fetched(training is not None and self.source is not None and training.source == self.source)
             return Unknown(self.label, Origin.DATA)
@@ -396,12 +401,19 @@ class Interpreter:
         #: its counting context (``zero_grad()`` first in ``accumulate()``): where, as (module, call)
         self.early_gated: list[tuple[ModuleFunctions, cst.Call]] = []
         self.undecided: list[str] = []
+        #: the reasons in ``undecided`` that a checkpoint's start alone opened (a resumed run's)
+        self.resumed_open: set[str] = set()
         self.literal_gates: list[int] = []
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.fetched: Fetch | None = None  # the item of the training data last drawn
+        #: what the run appended to a list while it drew microbatches (by id; the value kept alive):
+        #: the microbatch (epoch, index) and the fetch last drawn then
+        self._drawn_as: dict[int, tuple[object, int, int | None, Fetch | None]] = {}
+        #: the microbatch the loop now iterating such items works on (:meth:`_replay`), None for none
+        self._replayed: tuple[int, int | None, Fetch | None] | None = None
         self._serials = itertools.count(1)  # of the passes made
         self.drawn_in_epoch = 0
         self.epoch = -1
@@ -468,6 +480,8 @@ class Interpreter:
 
     @property
     def microbatch(self) -> int | None:
+        if self._replayed is not None:
+            return self._replayed[1]
         return self.drawn_in_epoch - 1 if self.drawn_in_epoch else None
 
     @property
@@ -640,7 +654,9 @@ class Interpreter:
                     self._action(action, call, frame.owner)
             self.expression(node.value, frame)
         elif kind is cst.Assign:
-            value = self.expression(node.value, frame)
+            value = self._rewrapped(node, frame)
+            if value is None:
+                value = self.expression(node.value, frame)
             for target in node.targets:
                 self.assign(target.target, value, frame)
         elif kind is cst.AnnAssign:
@@ -671,6 +687,30 @@ class Interpreter:
                     name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
                     if name:
                         frame.names[name] = self._module_name(frame.owner, name)
+
+    def _rewrapped(self, node: cst.Assign, frame: _Frame) -> Function | BoundMethod | None:
+        """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``, ``step = log(...)(track(...)(step))``:
+        library calls that wrap a project function, the result bound back to the name it came from,
+        keep running that function (a compiled, graph-captured or tracked callable computes what it
+        wraps); None for any other assignment, which is then evaluated as written."""
+        if len(node.targets) != 1:
+            return None
+        name, calls, value = _code(node.targets[0].target), [], node.value
+        while type(value) is cst.Call and len(value.args) == 1 and not value.args[0].keyword \
+                and not value.args[0].star:
+            calls.append(value)
+            value = value.args[0].value
+        if not calls or not isinstance(value, (cst.Name, cst.Attribute)) or _code(value) != name:
+            return None
+        wrapped = self.expression(value, frame)
+        if not isinstance(wrapped, (Function, BoundMethod)):
+            return None
+        for call in calls:
+            callee = self.expression(call.func, frame)
+            if not (isinstance(callee, Unknown) and callee.origin is not Origin.DATA and callee.label
+                    and (_is_imported(callee.label, frame.owner) or type(call.func) is cst.Call)):
+                return None  # (a project function is run: what it returns is what the name holds)
+        return wrapped
 
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
         if _rescales_gradient(node):
@@ -791,15 +831,21 @@ class Interpreter:
             self._havoc(node, frame)
             return
         broke = False
-        if self.syntax.iterates_its_items(node, frame.owner):
+        drawn = self._replays(iterable, node, frame)
+        replays = drawn is not None and len(drawn) > 1
+        if drawn is None and self.syntax.iterates_its_items(node, frame.owner):
             self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
+        before = self._replayed
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
+                if replays:
+                    tag = self._drawn_as.get(id(item))
+                    self._replayed = tag[1:] if tag is not None and tag[0] is item else before
                 try:
                     self.block(node.body, frame)
                 except _Break:
@@ -807,6 +853,8 @@ class Interpreter:
                     break
                 except _Continue:
                     pass
+                finally:
+                    self._replayed = before
                 if summarisable:
                     summarisable = False
                     if self._quiet(*marks):
@@ -823,6 +871,19 @@ class Interpreter:
         self._end_passes(made)
         if not broke and node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _replays(self, iterable: object, node: cst.For, frame: _Frame) -> set[tuple[int, int | None]] | None:
+        """The microbatches a loop ``node`` goes back over, drawn before it: ``iterable`` is a list
+        the run filled while drawing (``held.append(next(it))`` in a first loop), every item of it
+        so, and the loop trains; None for any other loop. Where they are two or more, each
+        iteration's events are the microbatch its item was drawn as (the group's backwards come
+        after all its draws, one per microbatch)."""
+        if not isinstance(iterable, list) or not iterable or not self.syntax.reaches_backward(node.body, frame.owner):
+            return None
+        tags = [self._drawn_as.get(id(item)) for item in iterable]
+        if any(tag is None or tag[0] is not item for tag, item in zip(tags, iterable, strict=True)):
+            return None
+        return {(tag[1], tag[2]) for tag in tags if tag is not None}
 
     def _event_free(self, node: cst.For | cst.While, frame: _Frame) -> bool:
         """Whether no training event is written in the loop ``node`` (nor in the project functions it
@@ -908,6 +969,7 @@ class Interpreter:
                     continue
                 results = tuple(self.expression(part, frame) for part in element)
                 values.append(results if len(results) > 1 else results[0])
+                self._tag_drawn(values[-1])
         finally:
             self._iteration_starts.pop()
             self._iteration_depths.pop()
@@ -940,8 +1002,12 @@ class Interpreter:
             self._names_a(self.expression(sliced, frame))
             return
         call = iterated
-        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)) \
-                or not self.syntax.reaches_backward(body, frame.owner):
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)):
+            return
+        if len(call.args) == 1 and node is not None and self.syntax.prefetches(node, frame.owner):
+            self._names_a(self.expression(call.args[0].value, frame))
+            return
+        if not self.syntax.reaches_backward(body, frame.owner):
             return
         updates = self.syntax.has_update(body, frame.owner)
         if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
@@ -1020,6 +1086,8 @@ class Interpreter:
             return counting if _driven_method(counting.driver, method) else None
         if not isinstance(receiver, Unknown):
             return None
+        if receiver.label in steps_with_argument(self.module._module):
+            return None  # `accel.step(opt)`: it steps the optimizer it is given, as a scaler does; no engine
         for driver in _STEPPING:
             if _named_role(receiver.label) not in (None, Role.MODEL, driver.counter):
                 continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
@@ -1135,6 +1203,8 @@ class Interpreter:
         """The items a loop whose ``body`` runs once per item of ``iterable`` (the value of its
         expression ``iterated``, bound to ``target``) goes through; None where they are unknown
         and no training event is inside."""
+        if self.syntax.trained_items and id(iterated) in self.syntax.trained_items:
+            return self._trained_items(target)
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
@@ -1178,6 +1248,33 @@ class Interpreter:
         name = dotted(node.args[0].value) if node.args else None
         scope = frame.function if isinstance(frame.function, cst.FunctionDef) else frame.owner._module
         return name is not None and name in self.syntax.trained_on(scope, frame.owner)
+
+    def restart_if_items_train(self, loader: _Loader) -> None:
+        """Restart the entry's runs where ``loader``, a pass that trains drawn inside the loop over the
+        training pass, has drawn an epoch's microbatches: that loop's items were no microbatches but
+        each a run of training over data (``for config in grid: train(config)``, ``for phase in
+        schedule: for x in loader: ...``). Its loop then iterates as :meth:`_trained_items`; without the
+        restart the nested pass draws on until the statement budget ends the run."""
+        training = self.training_pass
+        outer = training.made_at if training is not None else None
+        if outer is None or loader.made_at is None or loader.made_at[1] is outer[1] \
+                or training.position != 1 or id(outer[1]) in self.syntax.trained_items:
+            return  # (a loader zipped with the training pass shares its loop)
+        if any(e.method in BACKWARD_CALLS for e in itertools.islice(self.events, None, loader.started_at)):
+            return  # (a backward on the outer item itself: its items are microbatches)
+        self.syntax.trained_items.add(id(outer[1]))
+        raise NeedBinding(frozenset())
+
+    def _trained_items(self, target: cst.CSTNode) -> Iterator[object]:
+        """The items of a loop each of which trains over data drawn inside it (marked by
+        :meth:`restart_if_items_train`): as many as the run's epochs last (the passes inside draw
+        them), each a run-level unknown."""
+        for count in itertools.count():
+            if self.exhausted:
+                return
+            if count > MAX_ITERATIONS:
+                raise BudgetExceeded(f"a loop of unknown length ran past {MAX_ITERATIONS} iterations")
+            yield Unknown(_code(target), Origin.RUN)
 
     def _draws(self, loader: _Loader) -> Iterator[object]:
         while True:
@@ -1401,8 +1498,15 @@ class Interpreter:
             return self._data_branch(test, statement, frame)
         if value.origin is Origin.CALLER:
             if statement is not None and self._has_event(statement, frame):
-                labels = ", ".join(sorted({f"`{v.label}`" for _, v in self._leaves(test, frame)
-                                           if isinstance(v, Unknown) and v.origin is Origin.CALLER and v.label}))
+                open_values = [v for _, v in self._leaves(test, frame)
+                               if isinstance(v, Unknown) and v.origin is Origin.CALLER]
+                if open_values and all(v.restored for v in open_values):
+                    # (an epoch index counted from a start a checkpoint holds: open in the resumed run only)
+                    self.undecide(f"the condition `{_code(test)}` depends on where the resumed run starts "
+                                  f"({', '.join(sorted({f'`{v.label}`' for v in open_values if v.label}))}), "
+                                  "which a checkpoint holds", resumed=True)
+                    return self._main_path(statement)
+                labels = ", ".join(sorted({f"`{v.label}`" for v in open_values if v.label}))
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
                               "the project does not show computes")
             return self._main_path(statement)
@@ -1438,10 +1542,16 @@ class Interpreter:
                 self.note(f"`{_code(test)}` takes its quiet branch (a period the code does not fix; "
                           "what it decides is no backward, update or reset)")
             return False  # logging, evaluation, checkpoints: their quiet branch
-        if statement is not None and self._gates_update(statement, frame) and self._unfixed_dividend(test, frame):
+        dividend = self._unfixed_dividend(test, frame) \
+            if statement is not None and self._gates_update(statement, frame) else None
+        if dividend is not None:
             # `step = resumed + 1; ... if step % A == 0:`: where the counter starts decides where every group
             # ends; a run-level choice for its first test would make up a start (and groups of A + 1)
-            self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
+            if dividend.restored:
+                self.undecide(f"the condition `{_code(test)}` counts from `{dividend.label}`, where the resumed run "
+                              "starts, which a checkpoint holds", resumed=True)
+            else:
+                self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
             return False
         key, negated = _choice_key(test)
         if key in self.choices:
@@ -1588,16 +1698,17 @@ class Interpreter:
         cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
         return frozenset(found & gate) - divided, cadence
 
-    def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> bool:
-        """Whether ``test`` takes a value the run does not know modulo A bound by the configuration
-        (``step % accum`` with ``step = restore_step + 1``): a counter whose start the code leaves open."""
+    def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> Unknown | None:
+        """The value the run does not know that ``test`` takes modulo A bound by the configuration
+        (``step % accum`` with ``step = restore_step + 1``): a counter whose start the code leaves
+        open; None where there is none."""
         for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 dividend, divisor = self.expression(node.left, frame), self.expression(node.right, frame)
                 if isinstance(dividend, Unknown) and dividend.origin is Origin.RUN and not dividend.varies \
                         and isinstance(divisor, LabeledInt) and divisor.bound:
-                    return True
-        return False
+                    return dividend
+        return None
 
     def _nearest(self, test: cst.BaseExpression, frame: _Frame, gate: frozenset[str]) -> frozenset[str]:
         """The gate's symbols that the condition reads by name (``ni - last >= accumulate``:
@@ -1629,9 +1740,14 @@ class Interpreter:
         if text not in self.notes:
             self.notes.append(text)
 
-    def undecide(self, text: str) -> None:
+    def undecide(self, text: str, resumed: bool = False) -> None:
+        """Leave the run undecided for the reason ``text``; ``resumed``: only because it reads where a
+        resumed run starts (:attr:`~accumlint.model.values.Unknown.restored`), which its fresh twin
+        does not (:attr:`resumed_open`)."""
         if text not in self.undecided:
             self.undecided.append(text)
+        if resumed:
+            self.resumed_open.add(text)
 
     # --- expressions --------------------------------------------------------------------------
 
@@ -1756,14 +1872,16 @@ class Interpreter:
             return value.evaluated_value
         return self._bound(name, None)
 
-    def _bound(self, label: str, number: int | None) -> object:
+    def _bound(self, label: str, number: int | None, restored: bool = False) -> object:
+        """The run-level value named ``label``: N or A where the configuration binds it, a named
+        constant where ``number`` is given, else an unknown (``restored``: read from a checkpoint)."""
         if label in self.lengths:
             return self.configuration.microbatches  # as `len(loader)` is
         if label in self.bindings:
             return LabeledInt(self.bindings[label], label, bound=True)
         if number is not None:
             return LabeledInt(number, label)
-        return Unknown(label, Origin.RUN, frozenset({label}))
+        return Unknown(label, Origin.RUN, frozenset({label}), restored=restored)
 
     def _attribute(self, owner: object, name: str, node: cst.CSTNode) -> object:
         if isinstance(owner, Obj):
@@ -1792,8 +1910,8 @@ class Interpreter:
             if name in _COUNTED_FLAGS and owner.origin is not Origin.DATA:
                 self.undecide(f"`{label}` is the boundary flag of an object built where the run cannot see")
             if owner.origin is Origin.RUN:
-                return self._bound(label, None)
-            return Unknown(label, owner.origin)
+                return self._bound(label, None, owner.restored)
+            return Unknown(label, owner.origin, restored=owner.restored)
         if isinstance(owner, ProjectClass):
             return self._class_attribute(owner, name)
         if isinstance(owner, dict):
@@ -1864,9 +1982,9 @@ class Interpreter:
                 except (IndexError, KeyError, TypeError):
                     return Unknown(_code(node))
             if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
-                return self._bound(f"{base.label}[{index!r}]", None)
+                return self._bound(f"{base.label}[{index!r}]", None, base.restored)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
-        return Unknown(_code(node), origin)
+        return Unknown(_code(node), origin, restored=is_restored(base))
 
     def _group_slice(self, data: object, part: cst.Slice, frame: _Frame) -> _Iteration | None:
         """``batches[start:start + A]`` of the epoch's microbatches (``batches = list(loader)``):
@@ -1936,6 +2054,10 @@ class Interpreter:
                 return self._call_value(receiver.attrs[method], args, kwargs, node, frame)
             if receiver.class_def is not None:
                 callee = self._attribute(receiver, method, func)
+                if isinstance(callee, Function) and receiver.role in _LIBRARY_EVENT_ROLES and method in EVENT_METHODS \
+                        and not _delegates(callee.definition, method):
+                    # `class WarmupAdam(torch.optim.Optimizer)` with its own `step()`: its update, not code to run
+                    return self._method(receiver, method, args, kwargs, node, frame)
                 if isinstance(callee, Function):
                     return self._call_function(callee, args, kwargs, node, frame.owner)
         elif isinstance(receiver, ProjectClass):
@@ -2120,7 +2242,8 @@ class Interpreter:
             return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
-        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs))
+        # (what a checkpoint load returns is where a resumed run starts: restored)
+        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs), restored=label in fw.pytorch.CHECKPOINT_LOADS)
         if callee.origin is Origin.RUN and label and not any(
                 isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
             # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
@@ -2144,7 +2267,7 @@ class Interpreter:
         if len(args) > 1 and _plain_int(args[0]):
             first = args[0]
         elif len(args) > 1 and isinstance(args[0], Unknown):
-            first = Unknown(_code(node.args[0].value), Origin.CALLER)
+            first = Unknown(_code(node.args[0].value), Origin.CALLER, restored=args[0].restored)
         stride = args[2] if len(args) == 3 and _plain_int(args[2]) and args[2] > 0 else 1
         return _Iteration(self, "range", None, first, stride=stride)
 
@@ -2212,7 +2335,8 @@ class Interpreter:
             return None
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
-            return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor)
+            return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor,
+                           restored=receiver.restored)
         if counting is not None and method == counting.driver.wrap:
             for value in args:
                 counting.wrapped.append(value)
@@ -2229,12 +2353,19 @@ class Interpreter:
             # `self.lr_schedulers()` of a LightningModule: its scheduler, or a list of them (unpacked in
             # `assign`); (the optimizers' accessor keeps its roles from use)
             return Obj(Role.SCHEDULER, "construction", _code(node))
-        return Unknown(f"{label_text(receiver)}.{method}(...)", origin)
+        # (`state.pop("epoch")` of a checkpoint is restored too)
+        return Unknown(f"{label_text(receiver)}.{method}(...)", origin, restored=is_restored(receiver))
+
+    def _tag_drawn(self, value: object) -> None:
+        """Remember the microbatch ``value`` is put into a list as (a list filled while drawing)."""
+        if self.drawn_in_epoch and self._replayed is None:
+            self._drawn_as[id(value)] = (value, self.epoch, self.microbatch, self.fetched)
 
     def _container_method(self, receiver: list | dict, method: str, args: list[object]) -> object:
         if isinstance(receiver, list) and method == "append" and args:
             if len(receiver) < MAX_ITERATIONS:
                 receiver.append(args[0])
+                self._tag_drawn(args[0])
             return None
         if isinstance(receiver, dict):
             if method == "get" and args and isinstance(args[0], (str, int)):
@@ -2254,11 +2385,12 @@ class Interpreter:
                 self._forwarded[key] = (self.microbatch, self.epoch)
         if self._armed_off is not None and synced is True and (forward or method in BACKWARD_CALLS):
             synced, at = False, self._armed_off
-        fetch = self.fetched if method in BACKWARD_CALLS else None
+        fetch = (self.fetched if self._replayed is None else self._replayed[2]) if method in BACKWARD_CALLS else None
         if method in BACKWARD_CALLS and argument is not None and _counter_key(receiver) is not None:
             self._backward_with_argument.add(_counter_key(receiver))
+        epoch = self.epoch if self._replayed is None else self._replayed[0]
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(self.epoch, 0), forward, clip, synced, at, fetch,
+                                    self.microbatch, max(epoch, 0), forward, clip, synced, at, fetch,
                                     driven=driven, grad_off=self._grad_off > 0))
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
@@ -2470,6 +2602,8 @@ class SyntaxFacts:
         self.owner = owner
         self.limit = limit  # statements every run of the entry may execute together
         self.statements = 0  # executed by every run of the entry so far
+        #: ids of the iterables of loops whose items each train over data drawn inside them (not microbatches)
+        self.trained_items: set[int] = set()
         self._memo: dict[tuple[str, int], tuple[cst.CSTNode, object]] = {}
 
     def _get(self, kind: str, node: cst.CSTNode, compute) -> object:
@@ -2557,6 +2691,10 @@ class SyntaxFacts:
         function's): what a ``continue`` or ``return`` in it would skip."""
         return update_follows(statement, owner, self.has_update)
 
+    def prefetches(self, loop: cst.For, owner: ModuleFunctions) -> bool:
+        """:func:`prefetches`, memoised."""
+        return self._get("prefetches", loop, lambda: prefetches(loop, owner))  # type: ignore[return-value]
+
     def trained(self, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names whose ``.parameters()`` build an optimizer or are clipped somewhere in
         ``owner`` (``SGD(net.parameters())``, ``clip_grad_norm_(net.parameters(), 1.0)``), and
@@ -2635,11 +2773,12 @@ def _named(value: object, name: str) -> object:
     if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
             and value.label != name and _computed(value.label):
         if value.gate is None:
-            return Unknown(name, Origin.RUN, frozenset({name}))
+            return Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored)
         if value.label.startswith(_CLAMPS):
-            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo)
+            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo,
+                           restored=value.restored)
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
-        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo)
+        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo, restored=value.restored)
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value
@@ -3178,7 +3317,7 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
     micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
-    pass, or one over a count named as A (a prefetch of a group's microbatches), or enters a framework's counting
+    pass, or enters a framework's counting
     context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
     hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
     run of it can show a group of A."""
@@ -3194,23 +3333,14 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             return True
         if kind is cst.For and isinstance(child.iter, cst.Call) and (
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
-                and reaches_event(child.body, owner, names=BACKWARD_NAMES) and not _updates_each_pass(child, owner):
+                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) and not _updates_each_pass(child, owner)
+                     or prefetches(child, owner)):
             return True
-        if kind is cst.For and _counts_accumulation_steps(child.iter):
-            return True  # `for _ in range(grad_accum_steps): group.append(next(it))`: A microbatches prefetched
     if depth < 2:
         for call in _calls(node):
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
-
-
-def _counts_accumulation_steps(iterable: cst.BaseExpression) -> bool:
-    """Whether ``iterable`` is ``range(n)`` of a name that says A (``range(self.grad_accum_steps)``)."""
-    if not (type(iterable) is cst.Call and dotted(iterable.func) == "range" and len(iterable.args) == 1):
-        return False
-    name = dotted(iterable.args[0].value)
-    return bool(name) and conventions.ACCUMULATION_NAME.search(last_segment(name)) is not None
 
 
 def _updates_each_pass(loop: cst.For, owner: ModuleFunctions) -> bool:
@@ -3226,6 +3356,46 @@ def _updates_each_pass(loop: cst.For, owner: ModuleFunctions) -> bool:
                                      for c, o in _callees(call.func, _call_name(call.func), owner)]
     return not any(type(inner) in (cst.For, cst.While) and reaches_event(inner.body, o, names=BACKWARD_NAMES)
                    for body, o in bodies for inner in every_node(body))
+
+
+def prefetches(loop: cst.For, owner: ModuleFunctions) -> bool:
+    """Whether ``loop`` draws a group's microbatches ahead of their backwards: it draws data and
+    trains on none, it fills a list (``held.append(next(it))``, at any depth), and a later
+    statement of its block iterates that list in a loop that reaches a backward, an update
+    following (``for x, y in held: loss(x, y).backward()`` then ``opt.step()``)."""
+    if reaches_event(loop.body, owner, names=BACKWARD_NAMES) or not _draws_data(loop.body, owner):
+        return False
+    filled = {call.func.value.value for call in _calls(loop.body)  # type: ignore[union-attr]
+              if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+              and type(call.func.value) is cst.Name}
+    place = _following(owner._module).get(id(loop))
+    if not filled or place is None:
+        return False
+    later = itertools.islice(place[1], place[2] + 1, None)
+    return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in filled
+               and reaches_event(inner.body, owner, names=BACKWARD_NAMES)
+               for statement in later for inner in walk(statement)) and update_follows(loop, owner)
+
+
+def _delegates(definition: cst.FunctionDef | cst.Lambda, method: str) -> bool:
+    """Whether a project class's ``method`` hands the call on to another object's method of the same
+    name (``self.optimizer.step()`` in a wrapper's ``step``; ``super()``'s excluded): the wrapper's
+    code then decides when that runs, and is run; else (the update computed in place) it is the event."""
+    return any(isinstance(call.func, cst.Attribute) and call.func.attr.value == method
+               and not (isinstance(call.func.value, cst.Call) and dotted(call.func.value.func) == "super")
+               for call in _calls(definition.body))
+
+
+@functools.lru_cache(maxsize=256)
+def steps_with_argument(module: cst.Module) -> frozenset[str]:
+    """The dotted receivers of the module's ``x.step(y, ...)`` calls with more positional arguments
+    than a DeepSpeed engine's ``step`` is given (:data:`accumlint.frameworks.deepspeed.STEP_POSITIONALS`):
+    an object whose update is handed the optimizer (``scaler.step(opt)``, another library's
+    accelerator ``accel.step(opt)``) or a scheduler given an epoch, never a counting engine."""
+    return frozenset(dotted(child.func.value) for child in every_node(module)
+                     if type(child) is cst.Call and isinstance(child.func, cst.Attribute)
+                     and child.func.attr.value == "step" and dotted(child.func.value)
+                     and sum(1 for a in child.args if a.keyword is None and not a.star) > fw.deepspeed.STEP_POSITIONALS)
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:
@@ -3379,6 +3549,10 @@ def _callees(func: cst.BaseExpression, name: str,
     if not found and isinstance(func, cst.Name):
         # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
         found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))
+    elif not found and isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        # `self.fwd_bwd = self._fwd_bwd` in a constructor, `self.fwd_bwd(...)` in the loop
+        found.extend((f, owner) for (_, method), f in owner.methods.items()
+                     if method in _function_aliases(owner).get(f"self.{name}", ()))
     if not found:
         # `scaler = Scaler(); ... scaler(loss, optimizer)`, the class the module's own or imported from the project
         built = _instances(owner).get(name)
@@ -3524,25 +3698,38 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
 def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
     """The plain names ``owner`` binds to one of its own functions, or to a choice between them
     (``step_fn = accum_step if flag else plain_step``), or to a ``functools.partial`` of one
-    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them."""
+    (``backwards = partial(run_backward, half)``): a call of such a name runs one of them. Also,
+    keyed ``self.<name>``, the attributes a method binds to a method of the instance (``self.fwd_bwd
+    = self._fwd_bwd_body``): a call of such an attribute runs that method."""
     found: dict[str, tuple[str, ...]] = {}
+    methods = {name for _, name in owner.methods}
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     # (the walk stops at each nested definition)
     for node in (n for root in roots for n in walk(root, statements_only=True)):
-        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
-            values = [node.value]
-            named: list[str] = []
-            while values:
-                value = values.pop()
-                if isinstance(value, cst.IfExp):
-                    values.extend((value.body, value.orelse))
-                elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
-                    values.append(fixed)
-                elif isinstance(value, cst.Name) and value.value in owner.functions:
-                    named.append(value.value)
-            if named:
-                key = node.targets[0].target.value
-                found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
+        if type(node) is not cst.Assign or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if type(target) is cst.Attribute and dotted(target.value) == "self":
+            key, callable_names = f"self.{target.attr.value}", methods
+        elif type(target) is cst.Name:
+            key, callable_names = target.value, owner.functions.keys()
+        else:
+            continue
+        values = [node.value]
+        named: list[str] = []
+        while values:
+            value = values.pop()
+            if isinstance(value, cst.IfExp):
+                values.extend((value.body, value.orelse))
+            elif isinstance(value, cst.Call) and (fixed := owner.partial_of(value)) is not None:
+                values.append(fixed)
+            elif type(target) is cst.Name and isinstance(value, cst.Name) or type(target) is cst.Attribute \
+                    and isinstance(value, cst.Attribute) and dotted(value.value) == "self":
+                name = value.value if isinstance(value, cst.Name) else value.attr.value
+                if name in callable_names:
+                    named.append(name)
+        if named:
+            found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
     return found
 
 

@@ -10,6 +10,7 @@ object whose ``.parameters()`` build an optimizer is a model). The latest bindin
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import libcst as cst
@@ -736,8 +737,17 @@ def constructor_role(qualified: str, resolved: bool) -> Role | None:
     segment = last_segment(qualified)
     for pattern, role in conventions.CONSTRUCTOR_NAME_PATTERNS:
         if pattern.match(segment):
+            if resolved and role in conventions.ONE_FRAMEWORK_ROLES and \
+                    qualified.split(".")[0] not in _framework_packages(role):
+                return None  # `audiotools.ml.Accelerator`: another library's class of that name
             return role
     return None
+
+
+@functools.cache
+def _framework_packages(role: Role) -> frozenset[str]:
+    """The top-level packages whose constructors the framework tables list for ``role``."""
+    return frozenset(name.split(".")[0] for name, found in fw.CONSTRUCTORS.items() if found is role)
 
 
 def parameter_owners(call: cst.Call) -> set[str]:

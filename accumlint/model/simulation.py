@@ -9,7 +9,9 @@ A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A
 N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
 runs; a budget or an unknown leaves a run undecided with the reason (the runs the entry's shared
 statement budget leaves unmade after some completed are left out instead, where each takes the other
-branch of choices that perform no training event only). The raw events of a run
+branch of choices that perform no training event only); a resumed run that is undecided only
+because it reads where a checkpoint says it starts is left out where a fresh run of its
+configuration stands (:func:`_fresh_runs`, the design's resume offset). The raw events of a run
 become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
 construction, from the framework tables, from use (what receives ``.backward(loss)`` and
 ``.step()``) and, the weakest evidence, from its name.
@@ -163,6 +165,10 @@ class Simulation:
     #: the importing module whose entry this is, where its runs joined this module's simulations for
     #: their verdicts on its code ("": an entry of this module)
     importer: str = ""
+    #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
+    statements: int = 0
+    #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
+    notes: list[str] = field(default_factory=list)
     # each run's raw events and settled roles, until _place turns them into trace events
     _raw: list[tuple[Trace, list[RawEvent], dict[object, RoleFact]]] = field(default_factory=list, repr=False)
 
@@ -435,6 +441,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                 JUDGED_ENTRY_STATEMENTS if judged_only else MAX_ENTRY_STATEMENTS, JUDGED_RUNS if judged_only else None,
                 tails=judged_only)
             spent += used
+            result.statements = used
         except RecursionError:
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
             spent += JUDGED_ENTRY_STATEMENTS
@@ -698,8 +705,25 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
                 trace.notes.append(note)
         if not finished and ruled_out:
             impossible[configuration] = ruled_out
-        traces.extend(finished)
+        traces.extend(_fresh_runs(finished))
     return traces, literal, reached, impossible
+
+
+def _fresh_runs(runs: list[tuple[Trace, list[RawEvent], dict]]) -> list[tuple[Trace, list[RawEvent], dict]]:
+    """``runs`` (one configuration's) without its resumed runs whose start a checkpoint holds
+    (:attr:`Trace.resumed`), where another run stands: the resume offset is a configuration of its
+    own (``shared/docs/semantic-core.md`` section 2), and one whose start is open decides nothing,
+    so the fresh runs decide alone, with a note; where every run is such a one, they stay (undecided)."""
+    resumed = [run for run in runs if run[0].resumed]
+    if not resumed or len(resumed) == len(runs):
+        return runs
+    kept = [run for run in runs if not run[0].resumed]
+    reasons = "; ".join(dict.fromkeys(reason for trace, _, _ in resumed for reason in trace.undecided))
+    note = (f"resumed runs left out: {len(resumed)} run(s) start where a checkpoint says ({reasons}); "
+            "the fresh runs decide")
+    for trace, _, _ in kept:
+        trace.notes.append(note)
+    return kept
 
 
 def _unsettled(choices: dict[str, bool], met: list[str], finished: list[tuple[Trace, list[RawEvent], dict]],
@@ -756,6 +780,7 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
     with_argument: set[object] = set()
     unpacked: dict[object, bool] = {}  # whether every .step() of the receiver has its result unpacked
     driven: dict[object, Role] = {}  # what a framework's reference driver acted on, as what
+    steps_optimizer: set[object] = set()  # receivers of `.step(opt)`, `opt` an optimizer by construction
     for event in events:
         key = _key(event.receiver)
         if key is None:
@@ -768,6 +793,8 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
             driven.setdefault(key, event.driven)
         if event.method == "step":
             unpacked[key] = unpacked.get(key, True) and id(event.node) in no_update_steps(event.owner._module)
+            if isinstance(event.argument, Obj) and event.argument.role is Role.OPTIMIZER:
+                steps_optimizer.add(key)
     facts: dict[object, RoleFact] = {}
     for key, used in methods.items():
         receiver = samples[key]
@@ -778,6 +805,8 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
             facts[key] = RoleFact(label, Role.SCHEDULER, "use: a framework's engine steps it at its boundary")
         elif is_data(receiver) or isinstance(receiver, Unknown) and used == {"backward"} and key not in with_argument:
             facts[key] = RoleFact(label, Role.OTHER, "a value computed from the data (a loss)")
+        elif key in steps_optimizer:
+            facts[key] = RoleFact(label, Role.SCALER, "use: its .step() is handed an optimizer, which it steps")
         elif key in with_argument and "step" in used:
             facts[key] = RoleFact(label, Role.ENGINE, "use: receives .backward(loss) and .step()")
         elif {"step", "zero_grad"} <= used:
@@ -870,6 +899,7 @@ def _trace(run: Interpreter, configuration: Configuration,
     trace = Trace(configuration, tuple(choices.items()), notes=list(run.notes), undecided=list(run.undecided),
                   microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
                   reduced_by_hand=run.reduced_by_hand,
+                  resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
                   early_gated=[node for owner, node in run.early_gated if owner is run.module])
     return trace, run.events, settle_roles(run.events, run.library_built)
 

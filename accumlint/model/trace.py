@@ -90,6 +90,9 @@ class Trace:
     microbatches_drawn: int = 0
     epochs_from_code: bool = True
     reduced_by_hand: bool = False  # the run all-reduces gradients itself
+    #: undecided only where it reads the start a checkpoint holds (a resumed run whose start is open):
+    #: left out where a fresh run of its configuration stands (``semantic-core.md`` section 2)
+    resumed: bool = False
     #: the actions meant once per update (``EventKind.ACTION``, ``target`` what it is), each with the number
     #: of ``events`` recorded before it: apart, so that the events stay the guard's
     actions: list[tuple[int, TraceEvent]] = field(default_factory=list)

@@ -41,18 +41,24 @@ class Unknown:
     it by since a library computed it (``loss / A`` with A = 4: 0.25; ``0.5 * loss``: 0.5), 1.0
     for a value as computed, None where something the run does not know scaled it
     (``loss * cfg.weight``). Only scaling counts: a sum of terms, a product of two data values
-    or a library function of them is a newly computed value (1.0)."""
+    or a library function of them is a newly computed value (1.0).
 
-    __slots__ = ("factor", "gate", "label", "modulo", "origin", "sources")
+    ``restored``: computed from what a checkpoint load returned (``torch.load(path)["epoch"] + 1``):
+    a value a resumed run reads where a fresh one starts (a start epoch, a counter's first value),
+    open in that run only (``shared/docs/semantic-core.md`` section 2, "a resume offset")."""
+
+    __slots__ = ("factor", "gate", "label", "modulo", "origin", "restored", "sources")
 
     def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
-                 gate: frozenset[str] | None = None, modulo: bool = False, factor: float | None = 1.0) -> None:
+                 gate: frozenset[str] | None = None, modulo: bool = False, factor: float | None = 1.0,
+                 restored: bool = False) -> None:
         self.label = label
         self.origin = origin
         self.sources = sources
         self.gate = gate
         self.modulo = modulo  # the gate went through a modulo (a cadence, not a one-off threshold)
         self.factor = factor
+        self.restored = restored
 
     @property
     def varies(self) -> bool:
@@ -191,7 +197,8 @@ def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
     counted = any(varies(v) for v in values if not isinstance(v, Unknown))
     if counted:
         gate = (gate or frozenset()) | sources
-    return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None))
+    return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None),
+                   restored=any(v.restored for v in unknowns))
 
 
 def scaled(operator: str, left: object, right: object) -> float | None:
@@ -209,6 +216,11 @@ def scaled(operator: str, left: object, right: object) -> float | None:
     if not isinstance(other, (int, float)) or other == 0:
         return None
     return value.factor * other if operator == "Multiply" else value.factor / other
+
+
+def is_restored(value: object) -> bool:
+    """Whether ``value`` is computed from what a checkpoint load returned (:attr:`Unknown.restored`)."""
+    return isinstance(value, Unknown) and value.restored
 
 
 def is_data(value: object) -> bool:

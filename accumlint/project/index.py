@@ -38,7 +38,8 @@ MAX_KEPT_IMPORTERS = 8
 _NEEDLES = (b"backward", b"zero_grad", b"clip_grad", b"DataParallel", b"FSDP", b"fully_shard",
             b"cross_entropy", b"nll_loss", b"update_params")
 #: marks a name whose block performs no event but is worth following from a loop: it computes a
-#: token loss or builds an object that counts the microbatches (see ProjectIndex.names_of)
+#: token loss, builds an object that counts the microbatches or loads a checkpoint (see
+#: ProjectIndex.names_of)
 FOLLOW_ONLY = "~"
 #: the project modules one checked file's model may follow into
 MAX_FOLLOWED_MODULES = 4
@@ -536,9 +537,11 @@ class ProjectIndex:
 
 def _builder_names(data: bytes) -> tuple[str, ...]:
     """The top-level blocks of a module that performs no event which build an object counting the
-    microbatches (``def make_accelerator(cfg): return Accelerator(...)``), marked
-    :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one learns its A there."""
-    calls = _builder_calls()
+    microbatches (``def make_accelerator(cfg): return Accelerator(...)``) or load a checkpoint
+    (``def build_optimizer(cfg, model, resume): ... torch.load(resume) ... return opt, start_epoch``),
+    marked :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one learns its A
+    there, one that gets its start epoch from one learns that only a resumed run starts later."""
+    calls = _builder_calls() + _checkpoint_calls()
     if not any(call in data for call in calls):
         return ()
     return tuple(FOLLOW_ONLY + name.decode() for name, block in _top_level_blocks(data)
@@ -560,6 +563,15 @@ def _builder_calls() -> tuple[bytes, ...]:
     from accumlint.frameworks import COUNTER_BUILDER_NAMES
 
     return tuple(sorted(name.encode() + b"(" for name in COUNTER_BUILDER_NAMES))
+
+
+@functools.cache
+def _checkpoint_calls() -> tuple[bytes, ...]:
+    """``torch.load(``: :data:`accumlint.frameworks.pytorch.CHECKPOINT_LOADS` as a file's bytes
+    show their calls (the qualified spelling; a module that imports ``load`` by itself is not followed)."""
+    from accumlint.frameworks.pytorch import CHECKPOINT_LOADS
+
+    return tuple(sorted(name.encode() + b"(" for name in CHECKPOINT_LOADS))
 
 
 @functools.cache

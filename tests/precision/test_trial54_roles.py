@@ -360,35 +360,3 @@ def test_a_range_loop_of_micro_steps_before_its_update_is_still_counted() -> Non
     micro = "for _ in range(4):\n                loss = trainer.forward_backward_step(self.inputs, self.labels)"
     assert len(accumulation_loops(checked(STEPS.replace("BACKWARD", micro)))) == 1
 
-
-PREFETCHED = """
-import torch
-
-
-class Trainer:
-    def forward_backward_step(self, batch):
-        loss = self.model(batch).sum() / len(self.group)
-        loss.backward()
-        return loss
-
-    def train_step(self, it):
-        self.group = []
-        for _ in range(COUNT):
-            self.group.append(next(it))
-        for batch in self.group:
-            self.forward_backward_step(batch)
-        self.optimizer.step()
-        self.optimizer.zero_grad()
-
-    def train(self, it, steps):
-        while self.step < steps:
-            self.step += 1
-            self.train_step(it)
-"""
-
-
-def test_a_group_prefetched_over_a_count_named_as_a_is_still_an_accumulation_loop() -> None:
-    """No ``if`` gates the update and the backward runs in a loop over a list: the loop over a count
-    named as A that fills the list is what binds A (torchtitan's trainer), so ``check`` simulates it."""
-    assert len(accumulation_loops(checked(PREFETCHED.replace("COUNT", "self.gradient_accumulation_steps")))) == 1
-    assert accumulation_loops(checked(PREFETCHED.replace("COUNT", "self.num_workers"))) == []
