@@ -3317,10 +3317,9 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
     micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
-    pass, or enters a framework's counting
-    context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
-    hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
-    run of it can show a group of A."""
+    pass, or enters a framework's counting context (``accelerator.accumulate(model)``), or calls
+    the counting method of a receiver it hands a loss to (``engine.backward(loss)``,
+    ``engine.step()``): what binds A. Without one, no run of it can show a group of A."""
     if _steps_a_counter(node):
         return True
     for child in walk(node):
