@@ -20,6 +20,7 @@ from accumlint.frameworks import (
     deepspeed,
     diffusers,
     fairseq,
+    fastprogress,
     lightning,
     mmengine,
     peft,
@@ -49,8 +50,8 @@ __all__ = [
     "LOADER_SHARDING", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS",
     "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
     "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
-    "apex", "backward_contract", "bitsandbytes", "deepspeed", "diffusers", "fairseq", "lightning", "mmengine", "peft",
-    "pytorch", "timm", "torch_xla", "torchtune", "transformers",
+    "apex", "backward_contract", "bitsandbytes", "deepspeed", "diffusers", "fairseq", "fastprogress", "lightning",
+    "mmengine", "peft", "pytorch", "timm", "torch_xla", "torchtune", "transformers",
 ]
 
 #: Exact qualified constructor names → the role of the value they return.

@@ -41,7 +41,16 @@ CONSTRUCTORS: dict[str, Role] = {
     "torch.utils.data.dataloader.DataLoader": Role.LOADER,
     "torch.distributed.optim.ZeroRedundancyOptimizer": Role.OPTIMIZER,
     "torch.nn.Module": Role.MODEL,
+    # `prof.step()` marks a profiler's step boundary (``profiler/profiler.py`` ``profile.step``): never an update
+    "torch.profiler.profile": Role.OTHER,
+    "torch.profiler.profiler.profile": Role.OTHER,
 }
+
+#: The keywords of a pipeline schedule's ``step(*args, target=None, losses=None, return_outputs=True,
+#: loss_kwargs=None, **kwargs)`` (``distributed/pipelining/schedules.py``, ``PipelineScheduleSingle``
+#: and ``PipelineScheduleMulti``): it runs the forward and backward of every microbatch of the batch
+#: it is given, never an optimizer update; no optimizer's, LR scheduler's or scaler's ``step`` takes one.
+PIPELINE_STEP_KEYWORDS = frozenset({"target", "losses", "return_outputs", "loss_kwargs"})
 
 #: Calls that return a saved object, a checkpoint (``serialization.py``, torch 2.13.0: ``load(f,
 #: map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args)``

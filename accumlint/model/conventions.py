@@ -9,6 +9,7 @@ import re
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model.kinds import Role
 from accumlint.model.names import dotted, last_segment, positional
 
@@ -46,6 +47,8 @@ NAME_PATTERNS: tuple[tuple[re.Pattern[str], Role], ...] = (
     (re.compile(r"^fsdp_model$"), Role.FSDP_MODEL),
     (re.compile(r"^(model_engine|engine|ds_engine|deepspeed_engine)$"), Role.ENGINE),
     (re.compile(r"^(\w+_)?(model|net|network|module|policy|student|generator|discriminator)$"), Role.MODEL),
+    # a profiler's `prof.step()` marks its own step boundary (torch 2.13.0 ``profiler/profiler.py``): no update
+    (re.compile(r"^(\w+_)?(prof|profiler)$"), Role.OTHER),
     (re.compile(r"^_*(\w+_)?(loader|dataloader)$"), Role.LOADER),
 )
 
@@ -148,7 +151,7 @@ DETACHING_CALLS = frozenset({"item", "detach", "float", "int", "tolist", "numpy"
 
 #: calls that pass over their first argument's items as they are (a progress bar, a count beside
 #: them): ``for i, b in enumerate(tqdm(loader))`` iterates ``loader``
-ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"})
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"}) | fw.fastprogress.ITERATION_WRAPPERS
 
 
 def passed_over(iterable: cst.BaseExpression) -> cst.BaseExpression | None:

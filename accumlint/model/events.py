@@ -8,6 +8,7 @@ an object we cannot place.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -136,6 +137,8 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
     if method in ("zero_", "detach_") and target is not None and (dotted(target) or "").endswith(".grad"):
         return Event(EventKind.RESET, site, target, role, method)
     if method == "step":
+        if id(call) in no_update_steps(roles.module_scope.node):  # type: ignore[arg-type]
+            return None  # a noise scheduler's, an environment's, a generation engine's step
         if role.role in (Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER):
             return Event(EventKind.UPDATE, site, target, role, method)
         if role.role is Role.SCALER:
@@ -163,6 +166,55 @@ def _classify_assignment(site: Site) -> Event | None:
             if name and name.endswith(".grad"):
                 return Event(EventKind.RESET, site, None, UNKNOWN, "grad = None")
     return None
+
+
+#: keywords only the ``step`` of an object that is no optimizer, LR scheduler nor scaler takes
+_FOREIGN_STEP_KEYWORDS = fw.diffusers.NOISE_STEP_KEYWORDS | fw.pytorch.PIPELINE_STEP_KEYWORDS
+
+
+@functools.lru_cache(maxsize=256)
+def no_update_steps(module: cst.Module) -> frozenset[int]:
+    """``id``s of the module's ``.step(...)`` calls (its functions' included) whose shape shows an
+    object that is no optimizer, LR scheduler nor gradient scaler, whatever its name: the result
+    unpacked into two names or more (``obs, reward, done, info = env.step(action)``, an
+    environment's), three positional arguments or more or a noise scheduler's keywords
+    (``noise_scheduler.step(pred, t, x)``, diffusers' ``SchedulerMixin``) or a pipeline schedule's
+    (``pp_schedule.step(x, target=y, losses=out)``), the result indexed or an
+    attribute of it read (``.step(...).prev_sample``, ``.step(..., return_dict=False)[0]``), or the
+    result of an argument-less ``step()`` handed on (``outputs.extend(engine.step())``, a generation
+    engine's). An optimizer's ``step(closure=None)`` returns the closure's loss or None, an LR
+    scheduler's ``step(epoch)`` and ``ReduceLROnPlateau.step(metrics, epoch)`` None, a scaler's
+    ``step(optimizer, *args)`` what the optimizer's returns (torch 2.13.0 ``optim/optimizer.py``,
+    ``optim/lr_scheduler.py``, ``amp/grad_scaler.py``; DeepSpeed's and Accelerate's wrappers return
+    None). One walk per module: every syntactic question of it reads the same set."""
+    found: set[int] = set()
+    read: set[int] = set()  # steps with an attribute of their result read, or called as a method
+    called: set[int] = set()
+    for child in walk(module):
+        kind = type(child)
+        if kind is cst.Assign and _is_step(child.value) and any(
+                type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) > 1 for t in child.targets):
+            found.add(id(child.value))
+        elif kind is cst.Call and _is_step(child):
+            positional = [a for a in child.args if a.keyword is None and not a.star]
+            if len(positional) >= 3 or any(a.keyword is not None and a.keyword.value in _FOREIGN_STEP_KEYWORDS
+                                           for a in child.args):
+                found.add(id(child))
+        elif kind is cst.Call and type(child.func) is cst.Attribute and _is_step(child.func.value):
+            called.add(id(child.func.value))  # `opt.step(closure).item()`: a loss's method
+        if kind is cst.Call:
+            found.update(id(a.value) for a in child.args if _is_step(a.value) and not a.value.args)
+        elif kind is cst.Subscript and _is_step(child.value):
+            found.add(id(child.value))
+        elif kind is cst.Attribute and _is_step(child.value):
+            read.add(id(child.value))
+        elif kind in (cst.For, cst.CompFor) and _is_step(child.iter) and not child.iter.args:
+            found.add(id(child.iter))
+    return frozenset(found | (read - called))
+
+
+def _is_step(node: cst.CSTNode) -> bool:
+    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step"
 
 
 # --- gradient rescales and once-per-update hooks (ACC307, ACC007) ------------------------------

@@ -45,7 +45,7 @@ from accumlint.model.actions import (
     evaluates,
 )
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
-from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
@@ -97,7 +97,8 @@ EVENT_METHODS = frozenset({"zero_grad", "step", "update", "scale", "unscale_", "
 #: functions (last segment) that clip gradients
 CLIP_FUNCTIONS = CLIP_CALLS
 #: wrappers whose iteration is their argument's (``tqdm(loader)``)
-TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track", "progress_bar"})
+TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track"}) | \
+    fw.fastprogress.ITERATION_WRAPPERS
 #: roles that run a forward when called
 FORWARD_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGINE})
 #: the end of an undecided reason the simulator leaves to ACC501 (its check reads the runs for it)
@@ -450,6 +451,9 @@ class Interpreter:
         self._built_here: dict[int, Unknown] = {}
         #: of those, the module whose code built each and the qualified name of what it called (by id)
         self._made_by: dict[int, tuple[ModuleFunctions, str]] = {}
+        #: the labels of those whose ``step()`` the run called, with what built each (strings only: it
+        #: outlives :meth:`close`, for the roles settled from the run's events)
+        self.library_built: dict[str, str] = {}
 
     def close(self) -> None:
         """Drop what refers back to this run (loaders, iterators and the module state that holds
@@ -2307,6 +2311,8 @@ class Interpreter:
         if not self._acts(receiver, method, node, frame):
             return None  # a wrapped optimizer's or scheduler's call off the boundary: the framework skips it
         if method in EVENT_METHODS:
+            if method == "step" and id(receiver) in self._made_by and isinstance(receiver, Unknown) and receiver.label:
+                self.library_built[receiver.label] = self._made_by[id(receiver)][1]
             argument = args[0] if args else kwargs.get("loss")
             self._record(method, receiver, argument, node, frame, clip=method.startswith("clip_grad"))
             if method == "scale" and args:
@@ -3272,22 +3278,8 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
     return _reaches(node, owner, 0, set(), names)
 
 
-@functools.lru_cache(maxsize=256)
-def unpacked_steps(module: cst.Module) -> frozenset[int]:
-    """``id``s of the module's ``.step(...)`` calls (its functions' included) whose result is unpacked
-    into two names or more (``obs, reward, done, info = env.step(action)``): an environment's step,
-    never an optimizer update, whose result is the closure's loss or None (torch 2.13.0
-    ``optim/optimizer.py`` ``Optimizer.step``; DeepSpeed's and Accelerate's wrappers return None).
-    One walk per module: every syntactic question of it reads the same set."""
-    return frozenset(id(child.value) for child in every_node(module)
-                     if type(child) is cst.Assign and type(child.value) is cst.Call
-                     and isinstance(child.value.func, cst.Attribute) and child.value.func.attr.value == "step"
-                     and any(type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) > 1
-                             for t in child.targets))
-
-
 def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
-    unpacked = unpacked_steps(owner._module)
+    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
         name = _call_name(func)
@@ -3306,7 +3298,7 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
-    unpacked = unpacked_steps(owner._module)
+    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS and id(call) not in unpacked:
@@ -3324,10 +3316,10 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
 def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
-    micro-steps (``for _ in range(k)``) that a backward runs in, or enters a framework's counting
-    context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it
-    hands a loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no
-    run of it can show a group of A."""
+    micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
+    pass, or enters a framework's counting context (``accelerator.accumulate(model)``), or calls
+    the counting method of a receiver it hands a loss to (``engine.backward(loss)``,
+    ``engine.step()``): what binds A. Without one, no run of it can show a group of A."""
     if _steps_a_counter(node):
         return True
     for child in walk(node):
@@ -3340,13 +3332,29 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             return True
         if kind is cst.For and isinstance(child.iter, cst.Call) and (
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
-                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) or prefetches(child, owner)):
+                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) and not _updates_each_pass(child, owner)
+                     or prefetches(child, owner)):
             return True
     if depth < 2:
         for call in _calls(node):
             if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
                 return True
     return False
+
+
+def _updates_each_pass(loop: cst.For, owner: ModuleFunctions) -> bool:
+    """Whether each pass of ``loop`` updates once, after backwards made at its own level: a statement
+    of its body (not under an ``if`` nor a loop) updates, and no loop in its body, nor in a project
+    function its body calls, runs a backward (``for _ in range(steps): opt.zero_grad();
+    loss_of(batch).backward(); opt.step()``, a test's or a benchmark's loop). Such a loop counts
+    optimizer updates, not the micro-steps of a group."""
+    statements = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+    if not any(type(s) is cst.SimpleStatementLine and has_update(s, owner) for s in statements):
+        return False
+    bodies = [(loop.body, owner)] + [(c.body, o) for call in _calls(loop.body)
+                                     for c, o in _callees(call.func, _call_name(call.func), owner)]
+    return not any(type(inner) in (cst.For, cst.While) and reaches_event(inner.body, o, names=BACKWARD_NAMES)
+                   for body, o in bodies for inner in every_node(body))
 
 
 def prefetches(loop: cst.For, owner: ModuleFunctions) -> bool:
@@ -3418,7 +3426,7 @@ def update_follows(statement: cst.CSTNode, owner: ModuleFunctions,
 def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
-    for cached in (_calls, unpacked_steps, reaches_event, has_update, _counters, _following, _instances,
+    for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
                    _function_aliases, _imported_instances, _declared_classes, _is_generator, _writes_gradients,
                    _bound_names):
         cached.cache_clear()

@@ -724,6 +724,8 @@ def constructor_role(qualified: str, resolved: bool) -> Role | None:
     """The role of the value a callee returns, from the framework constructor tables."""
     if not qualified:
         return None
+    if fw.diffusers.NOISE_SCHEDULER.match(qualified):
+        return Role.OTHER  # a diffusion noise scheduler: named "...Scheduler", no LR scheduler
     if qualified in fw.CONSTRUCTORS:
         return fw.CONSTRUCTORS[qualified]
     for prefix, role in fw.CONSTRUCTOR_PREFIXES:

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.frameworks.loops import RegisteredLoop
 from accumlint.model import names, owned_loops
-from accumlint.model.events import BACKWARD_CALLS
+from accumlint.model.events import BACKWARD_CALLS, no_update_steps
 from accumlint.model.interpreter import (
     GRADIENT_WRITE,
     MAX_ENTRY_STATEMENTS,
@@ -45,7 +46,6 @@ from accumlint.model.interpreter import (
     is_budget,
     label_text,
     reaches_event,
-    unpacked_steps,
     walk,
 )
 from accumlint.model.kinds import Role
@@ -99,6 +99,8 @@ FRAMEWORK_ROLES = frozenset({Role.OPTIM_WRAPPER})
 DRIVEN_ROLES = frozenset({Role.ENGINE})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
+#: the calls that may update the parameters, whatever their receiver's name
+_UPDATE_CALLS = frozenset({"step", fw.mmengine.BACKWARD.method})
 
 
 @dataclass(frozen=True)
@@ -606,13 +608,16 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         else:
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
                                     "reach)")
-    if complete and (result.undecided or result.traces) and result.undecided != [NO_BACKWARD] \
+    if (result.undecided or result.traces) and result.undecided != [NO_BACKWARD] \
             and entry.kind != "body" \
             and not any(e.method == "step" for _, raw, _ in result._raw for e in raw) \
-            and not has_update(start, module):
+            and not has_update(start, module) \
+            and (complete or not reaches_event(start, module, names=_UPDATE_CALLS)):
         # no run updated and no `.step()` is written in it or in what it calls (a benchmark's or a
         # test's backwards), decided or not: nothing gathers into a group (a body's
-        # framework updates it unseen)
+        # framework updates it unseen); runs cut short (a condition on the data, a budget) may
+        # have missed a callee's update deeper down, so there no `step()` may be written anywhere
+        # the code reaches (a gradient test of a kernel)
         result.undecided = [NO_UPDATE]
     if not symbols and result.literal is None and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
@@ -761,11 +766,13 @@ def _parameters(optimizer: object) -> object:
     return ("value", id(over)) if over is not None else _key(optimizer)
 
 
-def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
+def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) -> dict[object, RoleFact]:
     """Each receiver's role: from construction (an :class:`Obj`'s own role), from use (it
     receives ``.backward(loss)``: an engine or accelerator; ``.step()`` and ``.zero_grad()``:
     an optimizer; ``.unscale_()``: a gradient scaler, and what it steps an optimizer), or from
-    its name."""
+    its name. ``built``: the labels of receivers the run saw built by a library call of no known
+    role, with the call's qualified name (:attr:`Interpreter.library_built`); a name that says
+    "DeepSpeed engine" yields to a construction by another library."""
     from accumlint.model.interpreter import _named_role
 
     methods: dict[object, set[str]] = {}
@@ -785,7 +792,7 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         if event.driven is not None:
             driven.setdefault(key, event.driven)
         if event.method == "step":
-            unpacked[key] = unpacked.get(key, True) and id(event.node) in unpacked_steps(event.owner._module)
+            unpacked[key] = unpacked.get(key, True) and id(event.node) in no_update_steps(event.owner._module)
             if isinstance(event.argument, Obj) and event.argument.role is Role.OPTIMIZER:
                 steps_optimizer.add(key)
     facts: dict[object, RoleFact] = {}
@@ -807,16 +814,23 @@ def settle_roles(events: list[RawEvent]) -> dict[object, RoleFact]:
         elif "unscale_" in used or {"scale", "update"} <= used:
             facts[key] = RoleFact(label, Role.SCALER, "use: receives .unscale_(), or .scale() and .update()")
         elif used == {"step"} and unpacked.get(key):
-            facts[key] = RoleFact(label, Role.OTHER, "use: the result of its .step() is unpacked into several "
-                                                     "names (an environment's step; an optimizer's is a loss or None)")
+            facts[key] = RoleFact(label, Role.OTHER, "use: its .step() takes a model's output or gives a result "
+                                                     "the code reads (an environment's, a noise scheduler's, a "
+                                                     "generation engine's step; an optimizer's is a loss or None)")
         else:
             named = _named_role(label if isinstance(receiver, Unknown) else None)
-            facts[key] = RoleFact(label, named or Role.UNKNOWN, BY_NAME if named else "none")
-    for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`)
+            made = (built or {}).get(label)
+            if named is Role.ENGINE and made is not None and made.split(".")[0] != fw.deepspeed.PACKAGE:
+                # construction beats the name: `self.engine = LLM(...)` is a generation engine
+                facts[key] = RoleFact(label, Role.OTHER, f"construction: built by `{made}`, no DeepSpeed engine")
+            else:
+                facts[key] = RoleFact(label, named or Role.UNKNOWN, BY_NAME if named else "none")
+    for event in events:  # what a scaler steps or unscales is an optimizer (`scaler.step(opt)`), whatever its name
         fact = facts.get(_key(event.receiver))
         argument = _key(event.argument)
         if (fact is not None and fact.role is Role.SCALER and event.method in ("step", "unscale_")
-                and argument in facts and facts[argument].role is Role.UNKNOWN):
+                and argument in facts
+                and (facts[argument].role is Role.UNKNOWN or facts[argument].evidence == BY_NAME)):
             facts[argument] = RoleFact(facts[argument].label, Role.OPTIMIZER, "use: a scaler steps it")
     _steps_beside_the_update(facts, methods, with_argument | {_key(e.argument) for e in events})
     return facts
@@ -887,7 +901,7 @@ def _trace(run: Interpreter, configuration: Configuration,
                   reduced_by_hand=run.reduced_by_hand,
                   resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
                   early_gated=[node for owner, node in run.early_gated if owner is run.module])
-    return trace, run.events, settle_roles(run.events)
+    return trace, run.events, settle_roles(run.events, run.library_built)
 
 
 def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines: bool = True) -> None:

@@ -481,5 +481,17 @@ def test_a_sampling_loop_over_a_second_pass_ends_and_trains_nothing() -> None:
                 images.append(latent)
             return images
     """)
-    assert [r.undecided for r in results] == [[NO_BACKWARD]]
+    # (a noise scheduler's `step(noise, t, latent)` is no update by its shape: with neither a backward
+    # nor an update, the loop is no entry at all)
+    assert [r.undecided for r in results] == []
     assert accumulation_loops(results) == []
+    # an update-like step of one argument keeps the entry: it trains nothing
+    results = checked("""
+        import torch
+
+        def sample(model, scheduler, prompts):
+            for prompt in prompts:
+                latent = model(torch.randn(1, 4), prompt)
+                scheduler.step(latent)
+    """)
+    assert [r.undecided for r in results] == [[NO_BACKWARD]]
