@@ -70,6 +70,22 @@ def _trainer(call: str = "fwd_bwd", body: str = "") -> str:
     return _TRAINER.replace("{replay}", _REPLAY.replace("{call}", call)).replace("{body}", body)
 
 
+#: the draw and replay loops of :data:`_TRAINER`'s update (what :func:`_with_update_body` replaces)
+_DRAW_AND_REPLAY = """            ids, labels = next(stream)
+            tokens += (labels != -100).sum()
+            held.append((ids, labels))
+        for ids, labels in held:
+            self.fwd_bwd(ids, labels, tokens)"""
+
+
+def _with_update_body(body: str) -> str:
+    """:data:`_TRAINER` with ``body`` for its draw and replay loops, ``self.pieces`` (one chunk per
+    microbatch, as without pipelining) set by the constructor."""
+    source = _trainer().replace(_DRAW_AND_REPLAY, body)
+    assert body in source
+    return source.replace("        self.updates = 0\n", "        self.updates = 0\n        self.pieces = 1\n")
+
+
 def _fit(source: str):
     (result,) = [r for r in simulate(ModuleFunctions(cst.parse_module(source)), "trainer.py")
                  if r.entry.name == "Trainer.fit"]
@@ -95,11 +111,7 @@ def test_the_draw_loop_names_a_and_each_backward_is_its_own_microbatch(call: str
 def test_a_nested_replay_of_the_drawn_microbatches_is_followed_too() -> None:
     """Each microbatch drawn as a list of pieces (a pipeline's chunks: one without pipelining), the
     list of lists replayed."""
-    source = _trainer().replace("""            ids, labels = next(stream)
-            tokens += (labels != -100).sum()
-            held.append((ids, labels))
-        for ids, labels in held:
-            self.fwd_bwd(ids, labels, tokens)""", """            pieces = []
+    source = _with_update_body("""            pieces = []
             for _ in range(self.pieces):
                 ids, labels = next(stream)
                 pieces.append((ids, labels))
@@ -109,8 +121,6 @@ def test_a_nested_replay_of_the_drawn_microbatches_is_followed_too() -> None:
             for ids, labels in pieces:
                 moved.append((ids.cuda(), labels.cuda()))
             self.fwd_bwd(moved[0][0], moved[0][1], tokens)""")
-    source = source.replace("        self.updates = 0\n", "        self.updates = 0\n        self.pieces = 1\n")
-    assert "self.pieces = 1" in source
     result = _fit(source)
     assert result.decided, result.reasons()
     trace = next(t for t in result.traces if t.configuration.accumulation == 2 and t.configuration.replicas == 1)
@@ -179,18 +189,13 @@ def probe(cfg, net, loader):
 def test_a_list_of_drawn_chunks_trained_chunk_by_chunk_is_no_list_of_loaders() -> None:
     """``for chunk in held: for ids, labels in chunk: ...backward()``: the inner loop iterates what
     the group drew, not one loader after another."""
-    source = _trainer().replace("""            ids, labels = next(stream)
-            tokens += (labels != -100).sum()
-            held.append((ids, labels))
-        for ids, labels in held:
-            self.fwd_bwd(ids, labels, tokens)""", """            chunk = []
+    source = _with_update_body("""            chunk = []
             for _ in range(self.pieces):
                 chunk.append(next(stream))
             held.append(chunk)
         for chunk in held:
             for ids, labels in chunk:
                 self.fwd_bwd(ids, labels, tokens)""")
-    source = source.replace("        self.updates = 0\n", "        self.updates = 0\n        self.pieces = 1\n")
     result = _fit(source)
     assert result.decided, result.reasons()
     trace = next(t for t in result.traces if t.configuration.accumulation == 4 and t.configuration.microbatches == 8
