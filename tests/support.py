@@ -44,6 +44,11 @@ def lint(source: str, select: str | None = None) -> list[tuple[str, int]]:
     return [(f.code, f.line) for f in check(source, select).findings]
 
 
+def lint_codes(source: str, select: str = "ALL") -> list[str]:
+    """The sorted codes of :func:`lint`'s findings (every rule by default)."""
+    return sorted(code for code, _ in lint(source, select))
+
+
 def model_of(source: str) -> FileModel:
     """The group model of a dedented snippet."""
     return build_model(cst.parse_module(textwrap.dedent(source)))

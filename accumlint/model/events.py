@@ -213,6 +213,17 @@ def no_update_steps(module: cst.Module) -> frozenset[int]:
     return frozenset(found | (read - called))
 
 
+@functools.lru_cache(maxsize=256)
+def steps_with_argument(module: cst.Module) -> frozenset[str]:
+    """The dotted receivers of the module's ``x.step(y, ...)`` calls with more positional arguments
+    than a DeepSpeed engine's ``step`` is given (:data:`accumlint.frameworks.deepspeed.STEP_POSITIONALS`):
+    an object whose update is handed the optimizer (``scaler.step(opt)``, another library's
+    accelerator ``accel.step(opt)``) or a scheduler given an epoch, never a counting engine."""
+    return frozenset(dotted(child.func.value) for child in walk(module)
+                     if _is_step(child) and dotted(child.func.value)
+                     and sum(1 for a in child.args if a.keyword is None and not a.star) > fw.deepspeed.STEP_POSITIONALS)
+
+
 def _is_step(node: cst.CSTNode) -> bool:
     return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "step"
 

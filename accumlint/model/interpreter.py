@@ -45,7 +45,7 @@ from accumlint.model.actions import (
     evaluates,
 )
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
-from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
@@ -3383,18 +3383,6 @@ def _delegates(definition: cst.FunctionDef | cst.Lambda, method: str) -> bool:
     return any(isinstance(call.func, cst.Attribute) and call.func.attr.value == method
                and not (isinstance(call.func.value, cst.Call) and dotted(call.func.value.func) == "super")
                for call in _calls(definition.body))
-
-
-@functools.lru_cache(maxsize=256)
-def steps_with_argument(module: cst.Module) -> frozenset[str]:
-    """The dotted receivers of the module's ``x.step(y, ...)`` calls with more positional arguments
-    than a DeepSpeed engine's ``step`` is given (:data:`accumlint.frameworks.deepspeed.STEP_POSITIONALS`):
-    an object whose update is handed the optimizer (``scaler.step(opt)``, another library's
-    accelerator ``accel.step(opt)``) or a scheduler given an epoch, never a counting engine."""
-    return frozenset(dotted(child.func.value) for child in every_node(module)
-                     if type(child) is cst.Call and isinstance(child.func, cst.Attribute)
-                     and child.func.attr.value == "step" and dotted(child.func.value)
-                     and sum(1 for a in child.args if a.keyword is None and not a.star) > fw.deepspeed.STEP_POSITIONALS)
 
 
 def _steps_a_counter(node: cst.CSTNode) -> bool:

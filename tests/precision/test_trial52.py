@@ -19,12 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import findings, lint
-
-
-def codes(source: str, select: str = "ALL") -> list[str]:
-    return sorted(code for code, _ in lint(source, select))
-
+from tests.support import findings, lint, lint_codes
 
 # --- ACC201: only what holds a graph is kept -----------------------------------------------------
 
@@ -63,7 +58,7 @@ if __name__ == "__main__":
 
 
 def test_numbers_a_forward_returns_beside_its_loss_hold_no_graph() -> None:
-    assert codes(MODEL_RETURNS_NUMBERS.replace("SHOWN", "loss.item()"), "ACC201") == []
+    assert lint_codes(MODEL_RETURNS_NUMBERS.replace("SHOWN", "loss.item()"), "ACC201") == []
 
 
 def test_a_tensor_a_forward_returns_beside_its_loss_still_holds_it() -> None:
@@ -147,7 +142,7 @@ for x in torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=4):
     ("result.loss.mean()", ["ACC201"]),  # the loss's own reduction keeps its graph
 ])
 def test_a_method_of_the_object_whose_attribute_is_the_loss(kept: str, expected: list[str]) -> None:
-    assert codes(OBJECT_WITH_A_LOSS.replace("KEPT", kept), "ACC201") == expected
+    assert lint_codes(OBJECT_WITH_A_LOSS.replace("KEPT", kept), "ACC201") == expected
 
 
 # --- ACC006 / ACC004: what varies in the loop --------------------------------------------------------
@@ -173,11 +168,11 @@ for epoch in range(2):
 
 
 def test_a_reread_from_the_same_config_entry_every_microbatch_is_fixed() -> None:
-    assert codes(REREAD_A.replace("READ", 'int(config["runner"].get("accum"))'), "ACC006") == []
+    assert lint_codes(REREAD_A.replace("READ", 'int(config["runner"].get("accum"))'), "ACC006") == []
 
 
 def test_a_recomputed_from_the_counter_every_microbatch_varies() -> None:
-    assert codes(REREAD_A.replace("READ", "min(8, 1 + steps // 100)"), "ACC006") == ["ACC006"]
+    assert lint_codes(REREAD_A.replace("READ", "min(8, 1 + steps // 100)"), "ACC006") == ["ACC006"]
 
 
 GROUP_SIZE_DRAWN_PER_UPDATE = """
@@ -204,12 +199,12 @@ while updates < 100:
 def test_a_group_size_drawn_at_each_update_with_the_count_restarted() -> None:
     """Each group is counted afresh for the size drawn at its start (a dynamic batch size): whole
     groups of the size the loss was divided by."""
-    assert codes(GROUP_SIZE_DRAWN_PER_UPDATE.replace("RESTART", "micro = 0"), "ACC006") == []
+    assert lint_codes(GROUP_SIZE_DRAWN_PER_UPDATE.replace("RESTART", "micro = 0"), "ACC006") == []
 
 
 def test_a_group_size_drawn_at_each_update_on_a_running_count() -> None:
     """The twin: the count runs on, so the new size's first boundary comes early or late."""
-    assert codes(GROUP_SIZE_DRAWN_PER_UPDATE.replace("RESTART", "pass"), "ACC006") == ["ACC006"]
+    assert lint_codes(GROUP_SIZE_DRAWN_PER_UPDATE.replace("RESTART", "pass"), "ACC006") == ["ACC006"]
 
 
 LENGTH_GATE = """
@@ -242,7 +237,7 @@ def test_an_update_gated_on_the_length_of_a_growing_list() -> None:
     """``len(history)`` grows by one every microbatch: the gate is a boundary test, not a
     condition fixed for the run (ACC004 said the update ran every microbatch); the horizon in
     microbatches of a scheduler stepped per update is then found."""
-    assert codes(LENGTH_GATE) == ["ACC305"]
+    assert lint_codes(LENGTH_GATE) == ["ACC305"]
 
 
 LOADER_PER_SHARD = """
@@ -281,7 +276,7 @@ def test_a_loader_per_shard_is_not_an_epoch_per_loader(target: str, loader: str)
     if target != "loader":
         source = source.replace("yield torch.utils.data.DataLoader(shard, batch_size=4)",
                                 "yield shard, torch.utils.data.DataLoader(shard, batch_size=4)")
-    assert codes(source, "ACC006") == []
+    assert lint_codes(source, "ACC006") == []
 
 
 def test_a_micro_loop_over_chunks_of_each_batch_is_still_simulated() -> None:
@@ -298,7 +293,7 @@ for batch in torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=16):
         (net(micro).pow(2).mean() / ACCUM).backward()
     opt.step()
 """
-    assert "ACC002" in codes(source)
+    assert "ACC002" in lint_codes(source)
 
 
 # --- ACC305: a loader iterated through a variable -------------------------------------------------
@@ -308,7 +303,7 @@ def test_a_horizon_in_microbatches_with_the_loader_behind_a_progress_bar() -> No
         "    for x in loader:", "    bar = tqdm(loader)\n    for i, x in enumerate(bar):").replace(
         "        history.append(loss.item())\n", "").replace("len(history) % args.accum", "(i + 1) % args.accum")
     source = "from tqdm import tqdm\n" + source
-    assert codes(source) == ["ACC005", "ACC305"]  # (the epoch's tail joins the next epoch's first group)
+    assert lint_codes(source) == ["ACC005", "ACC305"]  # (the epoch's tail joins the next epoch's first group)
 
 
 # --- misses left ------------------------------------------------------------------------------------
@@ -338,7 +333,7 @@ for step in range(args.train_steps):
         opt.zero_grad()
         sched.step()
 """
-    assert "ACC305" in codes(source)
+    assert "ACC305" in lint_codes(source)
 
 
 @pytest.mark.xfail(strict=True, reason="a stop test on a progress bar's count is taken as a run-level choice: in "
@@ -374,4 +369,4 @@ while not done:
             done = True
             break
 """
-    assert "ACC301" in codes(source)
+    assert "ACC301" in lint_codes(source)

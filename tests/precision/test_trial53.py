@@ -20,12 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import findings, lint, only_message
-
-
-def codes(source: str, select: str = "ALL") -> list[str]:
-    return sorted(code for code, _ in lint(source, select))
-
+from tests.support import findings, lint_codes, only_message
 
 # --- ACC102: targets that cannot hold the ignore value ------------------------------------------
 
@@ -62,7 +57,7 @@ for update in range(10):
     "picked = scores.detach().argmax(dim=-1)",
 ])
 def test_targets_drawn_from_the_models_own_scores_are_never_masked(targets: str) -> None:
-    assert codes(DRAWN_TARGETS.replace("TARGETS", targets), "ACC102") == []
+    assert lint_codes(DRAWN_TARGETS.replace("TARGETS", targets), "ACC102") == []
 
 
 @pytest.mark.parametrize("targets", [
@@ -74,14 +69,14 @@ def test_targets_drawn_from_the_models_own_scores_are_never_masked(targets: str)
 ])
 def test_targets_that_may_hold_the_ignore_value_still_weigh_tokens(targets: str) -> None:
     """The twins: targets the code masks (or whose origin it does not show) keep ACC102."""
-    assert codes(DRAWN_TARGETS.replace("TARGETS", targets), "ACC102") == ["ACC102"]
+    assert lint_codes(DRAWN_TARGETS.replace("TARGETS", targets), "ACC102") == ["ACC102"]
 
 
 def test_labels_read_from_the_batch_keep_the_mean_of_means() -> None:
     source = DRAWN_TARGETS.replace("batch = windows()", "batch = next(feed)").replace(
         "TARGETS", "picked = batch['labels']").replace("ignore_index=-1", "ignore_index=-100").replace(
         "scores = net(batch)", "scores = net(batch['input_ids'])")
-    assert codes(source, "ACC102") == ["ACC102"]
+    assert lint_codes(source, "ACC102") == ["ACC102"]
 
 
 # --- ACC201: a helper function named like a model is no model -----------------------------------
@@ -129,12 +124,12 @@ def fit(net, train_loader, val_loader, opt, accum, limit):
 
 
 def test_floats_an_evaluation_helper_named_like_a_model_returns_hold_no_graph() -> None:
-    assert codes(EVALUATE_BY_HELPER.replace("KEPT", "held"), "ACC201") == []
+    assert lint_codes(EVALUATE_BY_HELPER.replace("KEPT", "held"), "ACC201") == []
 
 
 def test_the_training_loss_kept_beside_them_still_holds_its_graph() -> None:
     """The twin: the tensor loss of the microbatch appended is the true finding."""
-    assert codes(EVALUATE_BY_HELPER.replace("KEPT", "loss"), "ACC201") == ["ACC201"]
+    assert lint_codes(EVALUATE_BY_HELPER.replace("KEPT", "loss"), "ACC201") == ["ACC201"]
 
 
 def test_an_imported_evaluation_helper_named_like_a_model(tmp_path: Path) -> None:
@@ -154,7 +149,7 @@ def test_a_model_object_named_like_the_helper_is_still_a_model() -> None:
         "seen, held = score_model(net, train_loader, val_loader, limit)", "held = score_model(x)").replace(
         "KEPT", "held").replace("seen_log.append(seen)", "pass").replace(
         "def fit(net,", "def fit(score_model, net,")
-    assert codes(source, "ACC201") == ["ACC201"]
+    assert lint_codes(source, "ACC201") == ["ACC201"]
 
 
 # --- ACC103: a learning rate divided by A is the normalization -----------------------------------
@@ -194,13 +189,13 @@ if __name__ == "__main__":
     "step_size = cfg.rate / (cfg.rows * cfg.chunks)",
 ])
 def test_a_summed_loss_with_the_rate_divided_by_a_is_normalized(rate: str) -> None:
-    assert codes(SUM_LOSS_RATE.replace("RATE", rate).replace("CLIP", "pass"), "ACC103") == []
+    assert lint_codes(SUM_LOSS_RATE.replace("RATE", rate).replace("CLIP", "pass"), "ACC103") == []
 
 
 def test_a_summed_loss_with_the_rate_divided_by_the_rows_only_is_a_times_the_mean() -> None:
     """The twin: the rate is scaled by the rows of one microbatch, not by A: the sum of A stays."""
     source = SUM_LOSS_RATE.replace("RATE", "step_size = cfg.rate / cfg.rows").replace("CLIP", "pass")
-    assert codes(source, "ACC103") == ["ACC103"]
+    assert lint_codes(source, "ACC103") == ["ACC103"]
 
 
 def test_a_clip_still_sees_the_sum_when_the_rate_is_divided() -> None:
@@ -236,7 +231,7 @@ for x in batches:
     if updates % cfg.save_every == 0 and updates > 0:
         torch.save(net.state_dict(), "last.pt")
 """
-    assert codes(source) == ["ACC010"]
+    assert lint_codes(source) == ["ACC010"]
 
 
 def test_a_zero_based_gate_beside_a_resumable_start_epoch() -> None:
@@ -276,4 +271,4 @@ class Runner:
                 self.opt.step()
                 self.opt.zero_grad()
 """
-    assert codes(source) == ["ACC006"]
+    assert lint_codes(source) == ["ACC006"]
