@@ -160,7 +160,9 @@ class CountingDriver:
     holds the argument ``scheduler`` (keyword, position) or one its config's ``scheduler_key``
     builds. The run stays undecided where the config turns the counting off (``unmanaged``: key,
     value), where the code calls one of ``manual_calls`` (it sets the boundary by hand) or writes
-    one of ``counters`` (the counter's own state)."""
+    ``count`` (the attribute holding the microbatches counted, which the boundary is decided from)
+    with a value the run does not know; a known value sets the count. Writes of the other
+    ``counters`` (the counter's own state) move no boundary."""
 
     framework: str
     counter: Role
@@ -185,6 +187,7 @@ class CountingDriver:
     unmanaged: tuple[str, object] | None = None
     manual_calls: frozenset[str] = frozenset()
     counters: frozenset[str] = frozenset()
+    count: str | None = None
 
 
 # --- library helpers, summarized ------------------------------------------------------------------

@@ -61,8 +61,10 @@ MANUAL_BOUNDARY_CALLS = frozenset({"set_gradient_accumulation_boundary"})
 #: A write by user code inside the loop moves the boundary or the update count. Source: deepspeed
 #: 0.19.8 ``runtime/engine.py``.
 #: Each counter → (what it is to the engine, what a write in the loop does).
+#: the engine's count of microbatches, from which ``is_gradient_accumulation_boundary()`` decides
+MICRO_STEPS = "micro_steps"
 ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
-    "micro_steps": ("the engine's micro-step counter, from which it decides its accumulation boundary "
+    MICRO_STEPS: ("the engine's micro-step counter, from which it decides its accumulation boundary "
                     "((micro_steps + 1) % A == 0)",
                     "the boundary moves: with A > 1 it never comes (no update) or comes at the wrong microbatch"),
     "global_steps": ("the engine's count of applied updates (its checkpoint tags, curriculum and logging read it)",
@@ -120,5 +122,5 @@ DRIVER = CountingDriver(
     counts="step", performs=("step", "zero_grad"), flag_call=True, builder=INITIALIZE, returns=INITIALIZE_RETURNS,
     config_keywords=CONFIG_KEYWORDS, scheduler=(SCHEDULER_KEYWORD, SCHEDULER_POSITION),
     scheduler_key=SCHEDULER_CONFIG_KEY, unmanaged=(UNMANAGED_KEY, False), manual_calls=MANUAL_BOUNDARY_CALLS,
-    counters=frozenset(ENGINE_COUNTERS),
+    counters=frozenset(ENGINE_COUNTERS), count=MICRO_STEPS,
 )

@@ -395,6 +395,7 @@ class Interpreter:
         self.choices = dict(choices)
         self.defaulted: list[str] = []
         self.eventful: set[str] = set()  # the defaulted choices whose branches hold a training event
+        self.shaping: set[str] = set()  # the defaulted choices whose branches shape events (see `_shapes`)
         self.events: list[RawEvent] = []
         self.notes: list[str] = []
         #: a framework-gated reset let through before the backward of a group's last microbatch inside
@@ -445,6 +446,7 @@ class Interpreter:
         # numbers; the label of one known from use)
         self._backward_with_argument: set[object] = set()  # receivers of `.backward(loss)` (their keys)
         self._counter_writes: set[str] = set()  # attributes the code wrote that a stepping counter keeps itself
+        self._counts_written: dict[object, int] = {}  # counts written before the run knew the counter by its use
         self._wrapped: dict[int, Counting] = {}  # what they wrapped (`prepare`), by the value's id
         # what library calls the run saw built (kept alive, so that the ids stay theirs): never wrapped
         # where they were not passed to `prepare`
@@ -464,6 +466,7 @@ class Interpreter:
         self._globals.clear()
         self._stored.clear()
         self._counting.clear()
+        self._counts_written.clear()
         self._wrapped.clear()
         self._made_by.clear()
 
@@ -761,8 +764,8 @@ class Interpreter:
                 frame.names[target.value] = value
         elif kind is cst.Attribute:
             owner = self.expression(target.value, frame)
-            if any(target.attr.value in driver.counters for driver in _STEPPING) and isinstance(owner, (Obj, Unknown)):
-                self._counter_writes.add(f"{label_text(owner)}.{target.attr.value}")
+            if any(target.attr.value == driver.count for driver in _STEPPING) and isinstance(owner, (Obj, Unknown)):
+                self._write_count(owner, target.attr.value, value)
             if isinstance(owner, Obj):
                 label = f"{owner.label}.{target.attr.value}"
                 value = self._named(value, label)
@@ -1072,6 +1075,21 @@ class Interpreter:
                 returned.append(Unknown(f"{code}[{i}]", Origin.RUN))
         return tuple(returned)
 
+    def _write_count(self, owner: Obj | Unknown, attribute: str, value: object) -> None:
+        """``owner.<attribute> = value`` where ``attribute`` is a counting driver's count of
+        microbatches (``engine.micro_steps = 0``): on a counter the run drives, a number the run
+        knows becomes its count, the boundary then follows from it as the engine decides it; any
+        other value is a write the run cannot follow (the counter's own count moves)."""
+        key = _counter_key(owner)
+        counting = self._counting.get(key) if key is not None else None
+        known = isinstance(value, int) and not isinstance(value, bool)
+        if known and counting is not None and counting.driver.count == attribute:
+            counting.count = int(value)  # type: ignore[call-overload]
+        elif known and counting is None and key is not None:
+            self._counts_written[key] = int(value)  # type: ignore[call-overload]  # (an engine known by its use later)
+        else:
+            self._counter_writes.add(f"{label_text(owner)}.{attribute}")
+
     def _stepping(self, receiver: object, method: str) -> Counting | None:
         """The counter whose own ``method`` call its driver runs (``engine.step()``,
         ``engine.is_gradient_accumulation_boundary()``): one the run saw built, or one known from
@@ -1093,6 +1111,7 @@ class Interpreter:
                 continue  # (`optimizer.backward(loss)` of a mixed-precision wrapper: no engine)
             if method != driver.counts or key in self._backward_with_argument:
                 counting = self._counting[key] = Counting(driver, receiver, {}, False, self._open_a)
+                counting.count = self._counts_written.pop(key, 0)
                 counting.entry_drawn = self.drawn - 1
                 counting.scheduler = Unknown(None)  # (built out of sight: whether it holds one is unknown)
                 return counting
@@ -1121,10 +1140,9 @@ class Interpreter:
         if self.drawn - counting.entry_drawn != 1:
             self.undecide(f"`{label}.{method}()` does not run once after every microbatch: {driver.framework} "
                           "counts its calls, not the microbatches (ACC502 reports one gated by hand)")
-        written = [name for name in driver.counters if f"{label}.{name}" in self._counter_writes]
-        if written:
-            self.undecide(f"`{label}.{written[0]}` is written by the code: {driver.framework}'s own count moves "
-                          "(ACC505 reports it)")
+        if f"{label}.{driver.count}" in self._counter_writes:
+            self.undecide(f"`{label}.{driver.count}` is written with a value the run does not know: "
+                          f"{driver.framework}'s own count moves (ACC505 reports it inside a loop)")
         counting.entry_drawn = self.drawn
         if counting.step(a):
             for performed in driver.performs:
@@ -1487,8 +1505,10 @@ class Interpreter:
 
     # --- conditions ---------------------------------------------------------------------------
 
-    def decide(self, test: cst.BaseExpression, frame: _Frame, statement: cst.If | None = None) -> bool:
-        """The branch a condition takes in this run (see the module docstring)."""
+    def decide(self, test: cst.BaseExpression, frame: _Frame, statement: cst.If | None = None,
+               arms: cst.IfExp | None = None) -> bool:
+        """The branch a condition takes in this run (see the module docstring); ``arms``: the
+        conditional expression whose test it is."""
         value = self.expression(test, frame)
         if not isinstance(value, Unknown):
             if statement is not None and self._gates_update(statement, frame):
@@ -1567,6 +1587,9 @@ class Interpreter:
         self.defaulted.append(key)
         if statement is None or self._has_event(statement, frame):
             self.eventful.add(key)
+        node = statement if statement is not None else arms
+        if node is None or self._has_event(node, frame) or self.syntax.shapes(node, frame.owner):
+            self.shaping.add(key)
         return first
 
     def _with_constants(self, test: cst.BaseExpression, frame: _Frame) -> object:
@@ -1791,7 +1814,7 @@ class Interpreter:
         if kind is cst.Comparison:
             return self._comparison(node, frame)
         if kind is cst.IfExp:
-            return self.expression(node.body if self.decide(node.test, frame) else node.orelse, frame)
+            return self.expression(node.body if self.decide(node.test, frame, arms=node) else node.orelse, frame)
         if kind in (cst.SimpleString, cst.ConcatenatedString):
             value = node.evaluated_value
             return value if isinstance(value, str) else Unknown(_code(node))
@@ -2616,6 +2639,23 @@ class SyntaxFacts:
     def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("event", node, lambda: reaches_event(node, owner))  # type: ignore[return-value]
 
+    def shapes(self, node: cst.If | cst.IfExp, owner: ModuleFunctions) -> bool:
+        """Whether a run-level choice's branches (``node``) build an object that the code calls
+        later: they call a class or a project function, and a name they bind (or that the
+        conditional expression is assigned to) is the callee or the receiver of a call
+        (``stepper = AmpStep() if args.amp else None`` … ``stepper(loss, opt)``; ``net = DDP(net)``
+        … ``net(x)``). The driver takes these choices the other way first: a choice that only moves
+        data (``x.cuda() if args.gpu else x``) or builds what nothing calls leaves the events as
+        they are."""
+        def compute() -> bool:
+            if not any(last_segment(dotted(call.func) or "")[:1].isupper()
+                       or _callees(call.func, _call_name(call.func), owner) for call in _calls(node)):
+                return False
+            bound = _bound_names(node) if isinstance(node, cst.If) else _assigned_to(owner._module).get(id(node), ())
+            return any(name in _called_names(owner._module) for name in bound)
+
+        return self._get("shapes", node, compute)  # type: ignore[return-value]
+
     def evaluates(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
         """Whether calling ``function`` is an evaluation (:func:`accumlint.model.actions.evaluates`)
         that trains nothing."""
@@ -3076,8 +3116,9 @@ def _choice_key(test: cst.BaseExpression) -> tuple[str, bool]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _bound_names(node: cst.For | cst.While) -> frozenset[str]:
-    """The plain names a loop binds (cached, as :func:`_writes_gradients`: each run meets the loop again)."""
+def _bound_names(node: cst.CSTNode) -> frozenset[str]:
+    """The plain names a loop (or a branch) binds (cached, as :func:`_writes_gradients`: each run meets
+    the loop again)."""
     names = set()
     for child in walk(node):
         if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
@@ -3255,6 +3296,49 @@ def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, 
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def _assigned_to(module: cst.Module) -> dict[int, frozenset[str]]:
+    """Per conditional expression that is an assignment's whole value (``s = A() if c else None``),
+    the names it is assigned to, over the whole module."""
+    return {id(n.value): frozenset(t.target.value for t in n.targets if type(t.target) is cst.Name)
+            for n in every_node(module) if type(n) is cst.Assign and type(n.value) is cst.IfExp}
+
+
+@functools.lru_cache(maxsize=64)
+def _called_names(module: cst.Module) -> frozenset[str]:
+    """The names that are the callee or the receiver's root of a call anywhere in ``module``
+    (``stepper(loss, opt)``, ``net(x)``, ``scaler.step(opt)``)."""
+    found = set()
+    for call in every_node(module):
+        if type(call) is cst.Call:
+            root = call.func
+            while isinstance(root, cst.Attribute):
+                root = root.value
+            if type(root) is cst.Name:
+                found.add(root.value)
+    return frozenset(found)
+
+
+def reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.FunctionDef) -> bool:
+    """Whether ``node`` (code of ``owner``) calls ``function``, directly or through the project's
+    functions and methods (a few levels), by the syntactic resolution the walkers use (a function or
+    method by name or import, an instance's ``__call__``): where the project shows who drives a body."""
+    return _reaches_function(node, owner, function, 0, set())
+
+
+def _reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.FunctionDef, depth: int,
+                      seen: set[int]) -> bool:
+    for call in _calls(node):
+        for candidate, candidate_owner in _callees(call.func, _call_name(call.func), owner):
+            if candidate is function:
+                return True
+            if depth < 3 and id(candidate) not in seen:
+                seen.add(id(candidate))
+                if _reaches_function(candidate.body, candidate_owner, function, depth + 1, seen):
+                    return True
+    return False
+
+
 @functools.lru_cache(maxsize=16384)
 def _calls(node: cst.CSTNode) -> tuple[cst.Call, ...]:
     """The calls of ``node`` outside nested definitions, in order (asked again and again by the
@@ -3416,7 +3500,7 @@ def forget_syntax() -> None:
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
                    _function_aliases, _imported_instances, _declared_classes, _is_generator, _writes_gradients,
-                   _bound_names):
+                   _bound_names, _assigned_to, _called_names):
         cached.cache_clear()
 
 
@@ -3543,12 +3627,11 @@ def _callees(func: cst.BaseExpression, name: str,
     if not found:
         # `scaler = Scaler(); ... scaler(loss, optimizer)`, the class the module's own or imported from the project
         built = _instances(owner).get(name)
-        call = owner.method(built, "__call__") if built is not None else None
-        if call is None and name in _imported_instance_classes(owner):
-            module, class_def = _imported_instance_classes(owner)[name]
-            call = module.method(class_def, "__call__")
-        if call is not None:
-            found.append((call[0], call[1]))
+        calls = [owner.method(built, "__call__")] if built is not None else []
+        if not any(calls):
+            calls = [module.method(class_def, "__call__")
+                     for module, class_def in _imported_instance_classes(owner).get(name, ())]
+        found.extend((call[0], call[1]) for call in calls if call is not None)
     return found
 
 
@@ -3631,13 +3714,24 @@ def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str], ...]:
     found: list[tuple[str, str]] = []
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root, statements_only=True)):
-        if type(node) is cst.Assign and type(node.value) is cst.Call:
-            callee = dotted(node.value.func) or ""
-            for target in node.targets:
-                if isinstance(target.target, (cst.Name, cst.Attribute)):
-                    found.append((target.target.value if isinstance(target.target, cst.Name)
-                                  else target.target.attr.value, callee))
+        if type(node) is cst.Assign:
+            for call in _built(node.value):
+                callee = dotted(call.func) or ""
+                for target in node.targets:
+                    if isinstance(target.target, (cst.Name, cst.Attribute)):
+                        found.append((target.target.value if isinstance(target.target, cst.Name)
+                                      else target.target.attr.value, callee))
     return tuple(found)
+
+
+def _built(value: cst.BaseExpression) -> list[cst.Call]:
+    """The calls whose result ``value`` is: itself, or the arms of a conditional expression that are
+    calls (``Scaler() if args.amp else None``: the name holds a ``Scaler`` where it holds an object)."""
+    if type(value) is cst.Call:
+        return [value]
+    if type(value) is cst.IfExp:
+        return _built(value.body) + _built(value.orelse)
+    return []
 
 
 @functools.lru_cache(maxsize=64)
@@ -3650,16 +3744,16 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=64)
-def _imported_instance_classes(owner: ModuleFunctions) -> dict[str, tuple[ModuleFunctions, cst.ClassDef]]:
+def _imported_instance_classes(owner: ModuleFunctions) -> dict[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]]:
     """The names ``owner`` binds to an instance of a class it imports from the project
-    (``stepper = Stepper(...)``, ``Stepper`` from a sibling module), with that class; a name bound
-    to instances of two classes is left out."""
-    found: dict[str, tuple[ModuleFunctions, cst.ClassDef] | None] = {}
+    (``stepper = Stepper(...)``, ``Stepper`` from a sibling module), with each such class (``scaler =
+    ApexScaler()`` in one branch, ``NativeScaler()`` in another: a call of the name may run either)."""
+    found: dict[str, list[tuple[ModuleFunctions, cst.ClassDef]]] = {}
     for name, callee in _constructions(owner):
         imported = owner.imported(callee) if callee and owner.project is not None else None
-        if imported is not None and isinstance(imported[1], cst.ClassDef):
-            found[name] = imported if found.get(name, imported) == imported else None  # type: ignore[assignment]
-    return {name: pair for name, pair in found.items() if pair is not None}
+        if imported is not None and isinstance(imported[1], cst.ClassDef) and imported not in found.get(name, ()):
+            found.setdefault(name, []).append(imported)  # type: ignore[arg-type]
+    return {name: tuple(classes) for name, classes in found.items()}
 
 
 @functools.lru_cache(maxsize=64)
@@ -3670,12 +3764,13 @@ def _instances(owner: ModuleFunctions) -> dict[str, cst.ClassDef]:
     stack: list[cst.CSTNode] = [owner._module]
     while stack:
         node = stack.pop()
-        if type(node) is cst.Assign and type(node.value) is cst.Call \
-                and type(node.value.func) is cst.Name and node.value.func.value in owner.classes:
+        for call in _built(node.value) if type(node) is cst.Assign else ():
+            if type(call.func) is not cst.Name or call.func.value not in owner.classes:
+                continue
             for target in node.targets:
                 if isinstance(target.target, (cst.Name, cst.Attribute)):
                     key = target.target.value if isinstance(target.target, cst.Name) else target.target.attr.value
-                    found[key] = owner.classes[node.value.func.value]
+                    found[key] = owner.classes[call.func.value]
         if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
             stack.extend(children(node))
     return found

@@ -46,6 +46,7 @@ from accumlint.model.interpreter import (
     is_budget,
     label_text,
     reaches_event,
+    reaches_function,
     walk,
 )
 from accumlint.model.kinds import Role
@@ -165,6 +166,9 @@ class Simulation:
     #: the importing module whose entry this is, where its runs joined this module's simulations for
     #: their verdicts on its code ("": an entry of this module)
     importer: str = ""
+    #: an implicit body whose own runs are undecided and that an entry of the project calls, in words
+    #: (the runs made of that entry did not reach it): it is no entry of its own, that caller counts it
+    driven_by: str = ""
     #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
     statements: int = 0
     #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
@@ -385,15 +389,18 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
     view = module.project
     index = getattr(view, "index", None)
     pending = [r for r in results if r.entry.function is not None and not r.undecided]
-    if not pending or index is None:
+    bodies = [r for r in results if r.entry.kind == "body" and not r.decided and r.caller is None and not r.driven_by]
+    if not (pending or bodies) or index is None:
         return
     own_record = view.used
-    names = {r.entry.name.partition(".")[0] for r in pending}  # what a caller must name: the class or function
+    # what a caller must name: the class or function
+    names = {r.entry.name.partition(".")[0] for r in (*pending, *bodies)}
     for importer in index.importers(view.path, sorted(names))[:MAX_IMPORTERS]:
         with index.standing_in(view.path, module):
             loaded = index.importer_functions(importer)
-            runs = [] if loaded is None else _simulate_all(loaded[0], importer, entry_points(loaded[0], caller=True),
-                                                           True)
+            entries = [] if loaded is None else entry_points(loaded[0], caller=True)
+            runs = _simulate_all(loaded[0], importer, entries, True) if loaded is not None and pending else []
+            driven = _driven(bodies, loaded[0], entries, os.path.basename(importer)) if loaded is not None else []
         read, view.used = view.used, own_record  # (a lookup of this module hands it the caller's record)
         callers: dict[int, Simulation] = {}
         for result in pending:
@@ -403,7 +410,7 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
                 result.caller = caller
                 result.undecided.append(f"its caller, the entry {caller.entry.name!r} of "
                                         f"{os.path.basename(importer)}, runs it with what it knows")
-        if callers and loaded is not None:
+        if (callers or driven) and loaded is not None:
             own_record.update({path: digest for path, digest in read.items() if path != view.path})
             own_record[importer] = loaded[1]
             if with_callers:
@@ -411,7 +418,8 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
                     run.importer = importer
                     results.append(run)
             pending = [r for r in pending if id(r) not in callers]
-        if not pending:
+        bodies = [r for r in bodies if not r.driven_by]
+        if not pending and not bodies:
             return
 
 
@@ -448,7 +456,37 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         reached |= functions
         results.append(result)
     _called_later(results)
+    _driven(results, module, [r.entry for r in results], "")
     return results
+
+
+def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable[EntryPoint],
+            where: str) -> list[Simulation]:
+    """The undecided implicit microbatch bodies among ``bodies`` whose caller the project shows:
+    an entry of ``module`` (``entries``; ``where``: its file's name, "" for the bodies' own module)
+    that is no body itself calls one, directly or through project functions (``scaler(loss, opt,
+    update_grad=...)`` in a branch its runs did not take). Each is marked (:attr:`Simulation.driven_by`):
+    no unknown driver runs it, so it is no accumulation loop of its own; its caller's entry is.
+    Returns those marked."""
+    marked = []
+    for body in bodies:
+        function = body.entry.function
+        if body.entry.kind != "body" or body.decided or body.caller is not None or body.driven_by or function is None:
+            continue
+        caller = next((e for e in entries if e.kind != "body" and reaches_function(_code_of(e), module, function)),
+                      None)
+        if caller is not None:
+            body.driven_by = f"the entry {caller.name!r}" + (f" of {where}" if where else "")
+            body.undecided.append(f"{body.driven_by} calls it, and no run of that entry reached the call: "
+                                  "that entry is the loop, this is no entry of its own")
+            marked.append(body)
+    return marked
+
+
+def _code_of(entry: EntryPoint) -> cst.CSTNode:
+    """The code an entry's runs execute: a driver's or a body's function body, else its loop (or
+    the script)."""
+    return entry.function.body if entry.kind in ("driver", "body") and entry.function is not None else entry.node
 
 
 def _resets(module: ModuleFunctions) -> bool:
@@ -487,7 +525,7 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`)."""
     found = []
     for result in results:
-        if result.importer or result.caller is not None or result.undecided in _NO_LOOP:
+        if result.importer or result.caller is not None or result.driven_by or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
             found.append(tuple(result.reasons()))
@@ -657,7 +695,11 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
         # every run takes a choice it meets first as false (as the condition is written); each choice
         # it defaulted is then run the other way (the latest first: the loop's own choices before
         # the set-up's flags)
-        pending: list[dict[str, bool]] = [{}]
+        # each with its cost: the choices it takes against their default that shape no event
+        # (`Interpreter.shaping`): the cheapest first, so that the runs a limit allows cover the choices
+        # that build what events use (`--amp` building the scaler) before the combinations of those that
+        # only move the data (`--channels-last`)
+        pending: list[tuple[int, dict[str, bool]]] = [(0, {})]
         limit = runs or (MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation
                          and configuration.replicas == 1 else MAX_OTHER_RUNS)
         finished: list[tuple[Trace, list[RawEvent], dict]] = []
@@ -666,7 +708,7 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
         spent = False  # the entry's budget ran out in a run after others of this configuration completed
         eventful: set[str] = set()  # the choices met whose branches hold a training event
         while pending and len(finished) < limit and attempts < MAX_ATTEMPTS:
-            choices = pending.pop(0)
+            cost, choices = pending.pop(min(range(len(pending)), key=lambda i: pending[i][0]))
             attempts += 1
             bindings = dict.fromkeys(symbols, configuration.accumulation)
             run = Interpreter(module, configuration, bindings, choices, syntax, frozenset(lengths))
@@ -690,7 +732,8 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
             spent = cut and bool(finished) and not eventful & _unsettled(choices, run.defaulted, finished, limit)
             if spent:
                 break
-            pending[0:0] = [{**choices, **{k: run.choices[k] for k in run.defaulted[:i]}, key: not run.choices[key]}
+            pending[0:0] = [(cost + (key not in run.shaping),
+                             {**choices, **{k: run.choices[k] for k in run.defaulted[:i]}, key: not run.choices[key]})
                             for i, key in reversed(list(enumerate(run.defaulted)))]
             if not feasible:
                 continue

@@ -141,9 +141,6 @@ def test_a_no_sync_context_around_every_microbatch_is_still_found(tmp_path: Path
     assert [code for code, _ in _sync_findings(tmp_path, source)] == ["ACC402"]
 
 
-@pytest.mark.xfail(strict=True, reason="check runs three combinations of run-level choices per configuration and "
-                   "flips the choices met last first: a DDP switch met before two others is never taken "
-                   "(explain, with its larger budget, shows the bug)")
 def test_a_sync_flag_behind_the_first_of_several_run_level_choices_is_found(tmp_path: Path) -> None:
     source = """
     import os
