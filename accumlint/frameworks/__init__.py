@@ -28,6 +28,7 @@ from accumlint.frameworks import (
     timm,
     torch_xla,
     torchtune,
+    torchvision,
     transformers,
 )
 from accumlint.frameworks.contracts import (
@@ -51,7 +52,7 @@ __all__ = [
     "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
     "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
     "apex", "backward_contract", "bitsandbytes", "deepspeed", "diffusers", "fairseq", "fastprogress", "lightning",
-    "mmengine", "peft", "pytorch", "timm", "torch_xla", "torchtune", "transformers",
+    "mmengine", "peft", "pytorch", "timm", "torch_xla", "torchtune", "torchvision", "transformers",
 ]
 
 #: Exact qualified constructor names → the role of the value they return.

@@ -151,7 +151,8 @@ DETACHING_CALLS = frozenset({"item", "detach", "float", "int", "tolist", "numpy"
 
 #: calls that pass over their first argument's items as they are (a progress bar, a count beside
 #: them): ``for i, b in enumerate(tqdm(loader))`` iterates ``loader``
-ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"}) | fw.fastprogress.ITERATION_WRAPPERS
+ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "iter"}) | fw.fastprogress.ITERATION_WRAPPERS | \
+    fw.torchvision.ITERATION_WRAPPERS
 
 
 def passed_over(iterable: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -98,7 +98,7 @@ EVENT_METHODS = frozenset({"zero_grad", "step", "update", "scale", "unscale_", "
 CLIP_FUNCTIONS = CLIP_CALLS
 #: wrappers whose iteration is their argument's (``tqdm(loader)``)
 TRANSPARENT_ITERABLES = frozenset({"tqdm", "trange", "iter", "list", "tuple", "track"}) | \
-    fw.fastprogress.ITERATION_WRAPPERS
+    fw.fastprogress.ITERATION_WRAPPERS | fw.torchvision.ITERATION_WRAPPERS
 #: roles that run a forward when called
 FORWARD_ROLES = frozenset({Role.MODEL, Role.DDP_MODEL, Role.FSDP_MODEL, Role.ENGINE})
 #: the end of an undecided reason the simulator leaves to ACC501 (its check reads the runs for it)
@@ -2328,6 +2328,8 @@ class Interpreter:
         if isinstance(receiver, _Loader) or isinstance(receiver, Obj) and receiver.role is Role.LOADER \
                 and method == "__iter__":
             return receiver
+        if method in fw.torchvision.ITERATION_WRAPPERS and args and isinstance(receiver, (Obj, Unknown)):
+            return args[0]  # `metric_logger.log_every(loader, 10)` (a logger passed in): the loader's items
         stepping = self._stepping(receiver, method)
         if stepping is not None:
             return self._drive(stepping, receiver, method, node, frame)

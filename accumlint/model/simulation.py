@@ -7,9 +7,11 @@ across calls, driven once per microbatch by a caller the project does not show) 
 each under a few configurations with the :class:`~accumlint.model.interpreter.Interpreter`:
 A ∈ {1, 2, 4} bound to the code's own accumulation symbol(s), epochs of N = 2A, 2A + 1 and
 N < A microbatches, two epochs, D = 1 and 2. Run-level choices split a configuration into
-runs; a budget or an unknown leaves a run undecided with the reason (the runs the entry's shared
-statement budget leaves unmade after some completed are left out instead, where each takes the other
-branch of choices that perform no training event only); a resumed run that is undecided only
+runs, those that perform an event or build what the code calls taken both ways first; a budget
+or an unknown leaves a run undecided with the reason (the runs the entry's shared statement
+budget leaves unmade after some completed are left out instead, where each takes the other
+branch of choices that perform no training event only); a body whose caller the project shows
+is counted with that caller (:func:`_driven`); a resumed run that is undecided only
 because it reads where a checkpoint says it starts is left out where a fresh run of its
 configuration stands (:func:`_fresh_runs`, the design's resume offset). The raw events of a run
 become a :class:`~accumlint.model.trace.Trace` once every receiver's role is settled, from
@@ -693,12 +695,11 @@ def _run_configurations(module: ModuleFunctions, entry: EntryPoint, symbols: set
     impossible: dict[Configuration, str] = {}
     for configuration in configs:
         # every run takes a choice it meets first as false (as the condition is written); each choice
-        # it defaulted is then run the other way (the latest first: the loop's own choices before
-        # the set-up's flags)
-        # each with its cost: the choices it takes against their default that shape no event
-        # (`Interpreter.shaping`): the cheapest first, so that the runs a limit allows cover the choices
-        # that build what events use (`--amp` building the scaler) before the combinations of those that
-        # only move the data (`--channels-last`)
+        # it defaulted is then run the other way, the latest first (the loop's own choices before the
+        # set-up's flags) among those of the same cost: how many choices it takes against their default
+        # that shape no event (`Interpreter.shaping`). The cheapest first: the runs a limit allows cover
+        # the choices that build what events use (`--amp` building the scaler the loop calls) before
+        # the combinations of those that only move the data (`--channels-last`)
         pending: list[tuple[int, dict[str, bool]]] = [(0, {})]
         limit = runs or (MAX_RUNS if configuration.microbatches == 2 * configuration.accumulation
                          and configuration.replicas == 1 else MAX_OTHER_RUNS)

@@ -348,6 +348,10 @@ def counted_loader(group: Group, model: FileModel) -> str | None:
 # --- counters -------------------------------------------------------------------------------
 
 
+#: wrappers a loop passes over the first argument of (not ``enumerate``: its index is the counter)
+_PASSING_WRAPPERS = conventions.ITERATION_WRAPPERS - {"enumerate"}
+
+
 def microbatch_counters(group: Group) -> dict[str, Site]:
     """Names that advance once per microbatch in the loop, with the site that advances them:
     the loop's own index (``for step, batch in enumerate(loader)``, ``for step in range(n)``)
@@ -359,9 +363,9 @@ def microbatch_counters(group: Group) -> dict[str, Site]:
     binding = group.loop_sites[0]
     if isinstance(group.loop, cst.For) and binding.node is group.loop:
         iterator, target = group.loop.iter, group.loop.target
-        while (isinstance(iterator, cst.Call) and last_segment(dotted(iterator.func)) == "tqdm"
+        while (isinstance(iterator, cst.Call) and last_segment(dotted(iterator.func)) in _PASSING_WRAPPERS
                and positional(iterator, 0) is not None):
-            iterator = positional(iterator, 0)  # tqdm(enumerate(loader))
+            iterator = positional(iterator, 0)  # tqdm(enumerate(loader)), logger.log_every(range(n), 10)
         callee = dotted(iterator.func) if isinstance(iterator, cst.Call) else None
         if callee == "enumerate" and isinstance(target, (cst.Tuple, cst.List)) and target.elements:
             index = dotted(target.elements[0].value)
