@@ -1078,15 +1078,23 @@ class Interpreter:
     def _write_count(self, owner: Obj | Unknown, attribute: str, value: object) -> None:
         """``owner.<attribute> = value`` where ``attribute`` is a counting driver's count of
         microbatches (``engine.micro_steps = 0``): on a counter the run drives, a number the run
-        knows becomes its count, the boundary then follows from it as the engine decides it; any
-        other value is a write the run cannot follow (the counter's own count moves)."""
+        knows becomes its count between passes over the data (a restart at an epoch's start), the
+        boundary then following from it as the engine decides it; one that changes the count inside
+        a pass moves the boundary (ACC505's bug: the run is left to that rule), and a value the run
+        does not know is a write it cannot follow."""
         key = _counter_key(owner)
         counting = self._counting.get(key) if key is not None else None
         known = isinstance(value, int) and not isinstance(value, bool)
-        if known and counting is not None and counting.driver.count == attribute:
-            counting.count = int(value)  # type: ignore[call-overload]
+        training = self.training_pass
+        if known and counting is not None and counting.driver.count == attribute and (
+                value == counting.count or training is None or not training.started or training.done):
+            counting.count = int(value)  # type: ignore[call-overload]  # (between passes: a restart of the count)
         elif known and counting is None and key is not None:
             self._counts_written[key] = int(value)  # type: ignore[call-overload]  # (an engine known by its use later)
+        elif known and counting is not None:
+            self.undecide(f"`{label_text(owner)}.{attribute}` is set inside the pass over the data to another "
+                          f"number than its own count: {counting.driver.framework}'s boundary moves "
+                          "(ACC505 reports it)")
         else:
             self._counter_writes.add(f"{label_text(owner)}.{attribute}")
 

@@ -2264,9 +2264,9 @@ def test_unmanaged_deepspeed_accumulation_stays_undecided(body: str, reason: str
     ("""
         for batch in loader:
             engine.backward(engine(batch))
-            engine.micro_steps = 0
+            engine.micro_steps = args.first_micro_step
             engine.step()
-    """, "`engine.micro_steps` is written by the code"),
+    """, "`engine.micro_steps` is written with a value the run does not know"),
 ])
 def test_a_deepspeed_boundary_the_code_moves_stays_undecided(loop: str, reason: str):
     head = "import deepspeed\n\ndef train(args, engine, loader):"
