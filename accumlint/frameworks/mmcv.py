@@ -7,10 +7,13 @@ Source: mmcv 1.7.2 ``mmcv/runner/epoch_based_runner.py`` ``EpochBasedRunner.trai
 ``call_hook('before_train_iter')``, ``run_iter`` (the model's ``train_step``: the forward, its
 outputs kept as ``runner.outputs``), ``call_hook('after_train_iter')``, ``_iter += 1``; then
 ``call_hook('after_train_epoch')``. ``iter_based_runner.py`` ``IterBasedRunner.train`` runs the
-same hooks around one batch and increments ``_inner_iter`` and ``_iter`` after
-``after_train_iter``. The runner runs no backward: an optimizer hook's ``after_train_iter`` does
-(``hooks/optimizer.py`` ``OptimizerHook.after_train_iter``: backward, clip, ``step()`` on every
-iteration), so that method is the microbatch's body. ``runner.iter`` counts iterations over the
+same iteration hooks around one batch and increments ``_inner_iter`` and ``_iter`` after
+``after_train_iter``, but restarts ``_inner_iter`` with each workflow phase (``run``), not with
+a pass over the data: the row's epoch is ``EpochBasedRunner``'s.
+
+The runner runs no backward: an optimizer hook's ``after_train_iter`` does (``hooks/optimizer.py``
+``OptimizerHook.after_train_iter``: backward, clip, ``step()`` on every iteration), so that
+method is the microbatch's body. ``runner.iter`` counts iterations over the
 whole run and ``runner.inner_iter`` within the epoch, both 0 when a hook of the first iteration
 reads them.
 
