@@ -43,7 +43,17 @@ class CallbackLoop:
     not override them (``train_step_single``); ``framework_backward``: the framework runs the
     backward itself between BODY and AFTER_BACKWARD (a callback runner with an after-backward
     hook); ``uncalled``: the BODY method must have no caller in the module (a name that is not
-    the framework's alone)."""
+    the framework's alone).
+
+    ``counters``: attribute path on the object the framework passes each hook at parameter
+    ``counter_position`` (``self`` is position 0) → its value on the run's first microbatch,
+    counting microbatches across epochs; ``epoch_counters``: the same for counts that restart
+    at each epoch's first microbatch; ``data``: attribute paths on that object that hold the
+    microbatch's data or the outputs of its forward (``outputs``: a value that changes with every
+    microbatch). ``base_methods``: methods of the framework's base class
+    that the hooks call on ``self`` (``every_n_iters``), name → the Python text of a function
+    that computes what the framework's method returns; the model runs it where the class does
+    not define the method."""
 
     framework: str
     version: str
@@ -57,6 +67,11 @@ class CallbackLoop:
     excluded_packages: tuple[str, ...] = ()
     #: attributes the framework sets on the class, by their role's name (``self.optimizer_``)
     attributes: dict[str, str] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    epoch_counters: dict[str, int] = field(default_factory=dict)
+    counter_position: int = 1
+    data: frozenset[str] = frozenset()
+    base_methods: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.contracts import CountingDriver
-from accumlint.frameworks.loops import RegisteredLoop
 from accumlint.model import conventions, owned_loops
 from accumlint.model.actions import (
     EVALUATION,
@@ -529,10 +528,10 @@ class Interpreter:
         self._module_prelude()
         self.epochs_from_code = False
         index = fw.lightning.BATCH_INDEX_POSITION if is_microbatch_hook(function, class_def) else None
-        # the counters a framework that is handed the function keeps on its engine (ignite's
-        # `engine.state.iteration`: 1 on the first microbatch, never reset at an epoch's end); read
-        # once for all the entry's runs
-        counters: dict[str, int] = self.syntax._get(  # type: ignore[assignment]
+        # the counters a framework that drives the function keeps on its engine or runner (ignite's
+        # `engine.state.iteration`: 1 on the first microbatch, never reset at an epoch's end; mmcv's
+        # `runner.inner_iter`, restarted with each epoch); read once for all the entry's runs
+        counters, epoch_counters, data = self.syntax._get(  # type: ignore[misc]
             "engine counters", function, lambda: _engine_counters(self.module, function))
 
         def drive() -> None:
@@ -541,6 +540,10 @@ class Interpreter:
                 self._count_microbatch()
                 for label, first in counters.items():
                     self._stored[label] = first + self.drawn - 1
+                for label, first in epoch_counters.items():
+                    self._stored[label] = first + self.drawn_in_epoch - 1
+                for label in data:  # (`runner.outputs`: this microbatch's forward outputs)
+                    self._stored[label] = Unknown(label, Origin.DATA)
                 arguments, keywords = self._entry_arguments(function, receiver, Origin.CALLER)
                 if index is not None and index < len(function.params.params):
                     arguments[index] = self.drawn_in_epoch - 1
@@ -1926,6 +1929,9 @@ class Interpreter:
                         return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
                                                    node, method_owner)
                     return Function(definition, method_owner, class_def, owner)
+                inherited = owned_loops.base_method(owner.owner, owner.class_def, name)
+                if inherited is not None:  # a framework base class's method (mmcv's `every_n_iters`)
+                    return Function(inherited[0], inherited[1], None, owner)
             if name in EVENT_METHODS:
                 return BoundMethod(owner, name, f"{owner.label}.{name}")
             fixed = self._set_by_methods(owner, name)
@@ -3005,11 +3011,14 @@ def _is_callee(node: cst.CSTNode, root: cst.CSTNode) -> bool:
     return False
 
 
-def _engine_counters(module: ModuleFunctions, function: cst.FunctionDef) -> dict[str, int]:
-    """The counters (dotted name → value on the first microbatch) of the engine the module hands
-    ``function`` to (:class:`~accumlint.frameworks.loops.RegisteredLoop`), else none."""
+def _engine_counters(module: ModuleFunctions,
+                     function: cst.FunctionDef) -> tuple[dict[str, int], dict[str, int], frozenset[str]]:
+    """The counters (dotted name → value on the first microbatch) of the framework loop that
+    drives ``function`` (the engine the module hands it to, the runner that calls its hook),
+    else none: those counting across epochs, those restarted with each epoch, and the names
+    that hold each microbatch's data (:class:`~accumlint.model.owned_loops.OwnedLoop`)."""
     owned = owned_loops.find(module._module, module).get(function)
-    return owned.counters if owned is not None and isinstance(owned.row, RegisteredLoop) else {}
+    return (owned.counters, owned.epoch_counters, owned.data) if owned is not None else ({}, {}, frozenset())
 
 
 def _leaves_iteration(body: cst.BaseSuite, returns: bool = True) -> bool:

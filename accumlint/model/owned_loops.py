@@ -18,12 +18,13 @@ name the module defines twice (which one is handed over is not read).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from accumlint.frameworks import catalyst, generic, ignite, lightning, mmengine, skorch, transformers
+from accumlint.frameworks import catalyst, generic, ignite, lightning, mmcv, mmengine, skorch, transformers
 from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
 from accumlint.model import losses
 from accumlint.model.kinds import EventKind
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # both import this module
     from accumlint.model.scopes import Scope
 
 #: the rows matched against every module, callback-style first
-CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, mmengine.BASE_MODEL, catalyst.RUNNER,
+CALLBACK_ROWS: tuple[CallbackLoop, ...] = (skorch.NET, mmengine.BASE_MODEL, mmcv.RUNNER_HOOKS, catalyst.RUNNER,
                                            catalyst.AFTER_BACKWARD_RUNNER, generic.BASE_TRAINER)
 REGISTERED_ROWS: tuple[RegisteredLoop, ...] = (ignite.ENGINE_LOOP,)
 
@@ -56,7 +57,10 @@ class OwnedLoop:
     the first per-batch hook); ``parts``: (phase, function, its class) in the framework's call
     order; ``epoch_node``: the node that stands for the epoch loop (None: no epoch hook);
     ``counters``: dotted name → its value on the first microbatch (``engine.state.iteration``
-    → 1); ``backward_methods``: inherited method names that run the microbatch's backward."""
+    → 1, ``runner.iter`` → 0); ``epoch_counters``: the same for counts that restart with each
+    epoch (``runner.inner_iter``); ``data``: dotted names that hold the microbatch's data or
+    its forward's outputs (``runner.outputs``); ``backward_methods``: inherited method names that run the
+    microbatch's backward."""
 
     row: CallbackLoop | RegisteredLoop
     body: cst.FunctionDef
@@ -64,6 +68,8 @@ class OwnedLoop:
     parts: list[tuple[Phase, cst.FunctionDef, cst.ClassDef | None]] = field(default_factory=list)
     epoch_node: cst.CSTNode | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    epoch_counters: dict[str, int] = field(default_factory=dict)
+    data: frozenset[str] = frozenset()
     backward_methods: frozenset[str] = frozenset()
     backward_pattern: bool = False  # an inherited method named like a backward runs it (generic row)
 
@@ -269,9 +275,14 @@ def _loop_of(functions, row: CallbackLoop, members: list[cst.ClassDef]) -> Owned
     bodies = [(f, c) for p, f, c in parts if p is Phase.BODY]
     if row.uncalled and (len(bodies) != 1 or _called(functions, bodies[0][0].name.value)):
         return None
-    body, owner = bodies[0] if bodies else per_batch[0]
+    # (of several members' bodies, the one that backpropagates stands for the microbatch loop)
+    body, owner = next((b for b in bodies if functions.performs_backward(b[0])), bodies[0]) if bodies \
+        else per_batch[0]
     loop = OwnedLoop(row, body, owner, parts, backward_methods=frozenset(
         name for name in row.backward_methods if functions.method(owner, name) is None))
+    loop.counters = _hook_counters(row.counters, row.counter_position, parts)
+    loop.epoch_counters = _hook_counters(row.epoch_counters, row.counter_position, parts)
+    loop.data = frozenset(_hook_counters(dict.fromkeys(row.data, 0), row.counter_position, parts))
     if not row.bases:  # the generic row: the hook must run a backward, its own or an inherited one's
         loop.backward_pattern = True
         if not (functions.performs_backward(body) or _inherited_backward(functions, body, owner)):
@@ -283,6 +294,37 @@ def _loop_of(functions, row: CallbackLoop, members: list[cst.ClassDef]) -> Owned
     if any(p in (Phase.EPOCH_START, Phase.EPOCH_END) for p, _, _ in parts):
         loop.epoch_node = owner
     return loop
+
+
+def _hook_counters(counters: dict[str, int], position: int,
+                   parts: list[tuple[Phase, cst.FunctionDef, cst.ClassDef | None]]) -> dict[str, int]:
+    """The row's attribute paths (``counters``: path → value) under the name each hook gives the
+    framework's object (its parameter at ``position``): ``iter`` → ``runner.iter``."""
+    if not counters:
+        return {}
+    names = {function.params.params[position].name.value for _, function, _ in parts
+             if len(function.params.params) > position}
+    return {f"{name}.{path}": start for name in names for path, start in counters.items()}
+
+
+def base_method(functions: ModuleFunctions, class_def: cst.ClassDef,
+                name: str) -> tuple[cst.FunctionDef, ModuleFunctions] | None:
+    """The framework's method ``name`` that ``class_def`` inherits as a member of a callback row
+    that states it (:attr:`~accumlint.frameworks.loops.CallbackLoop.base_methods`, mmcv's
+    ``Hook.every_n_iters``): its definition and the one-function module it forms, or None (the
+    class defines no such member, or no row states the method)."""
+    for row in CALLBACK_ROWS:
+        if name in row.base_methods and _takes_part(functions, class_def, row):
+            return _parsed_method(row.base_methods[name])
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_method(source: str) -> tuple[cst.FunctionDef, ModuleFunctions]:
+    from accumlint.model.module_functions import ModuleFunctions
+
+    module = cst.parse_module(source)
+    return module.body[0], ModuleFunctions(module)  # type: ignore[return-value]
 
 
 def _called(functions, name: str) -> bool:

@@ -266,6 +266,8 @@ def _body_caller(module: ModuleFunctions, function: cst.FunctionDef, class_def: 
     owned = owned_loops.find(module._module, module).get(function)
     if owned is not None and isinstance(owned.row, RegisteredLoop):
         return f"{owned.row.framework}'s engine, with its iteration count"
+    if owned is not None and (owned.counters or owned.epoch_counters):
+        return f"{owned.row.framework}'s loop as a hook, with its iteration counts"
     return "a caller not shown"
 
 
