@@ -834,6 +834,11 @@ class Interpreter:
         fresh = len(self._fresh)
         items = self._iterate(iterable, node.body, node.iter, node.target, frame)
         if items is None:  # unknown, and no training event inside
+            if _grown_names(node) and any(_is_next(n) for n in walk(node.body)):
+                # `for _ in range(chunks): held.append(next(it))`: the items it keeps are trained on later,
+                # and how many microbatches it takes is what the run cannot count
+                self.undecide(f"the loop over `{_code(node.iter)}` keeps an unknown number of items it draws: "
+                              "the simulation cannot count the microbatches it takes")
             self._havoc(node, frame)
             return
         broke = False
@@ -1468,6 +1473,12 @@ class Interpreter:
             self._record(GRADIENT_WRITE, None, None, node, frame)
         for name in _bound_names(node):
             frame.names[name] = Unknown(name, Origin.DATA)
+        for name in _grown_names(node):
+            # `for _ in range(chunks): held.append(next(it))`: a list the run holds, grown an unknown
+            # number of times, has an unknown length (kept empty, `assert len(held) == 1` would rule the
+            # path out); a name holding anything else (an object's `append`) keeps its value
+            if isinstance(frame.names.get(name), list):
+                frame.names[name] = Unknown(name, Origin.RUN)
 
     def _with(self, node: cst.With, frame: _Frame) -> None:
         held = len(self._sync_off)
@@ -1594,6 +1605,10 @@ class Interpreter:
         # budget allows all skip the gate and A is never bound; so does the only branch that trains
         # (`if args.do_train: ...` with the loop in it)
         first = _tests_accumulation(test) or statement is not None and self._only_body_trains(statement, frame)
+        if not first and statement is not None and self._has_event(statement, frame):
+            # a choice of training regime met first in the set-up (`if scaler is None: model.zero_grad()`)
+            later = self._training_side(key, frame)
+            first = later != negated if later is not None else first
         self.choices[key] = first != negated
         self.defaulted.append(key)
         if statement is None or self._has_event(statement, frame):
@@ -1630,6 +1645,25 @@ class Interpreter:
         orelse = statement.orelse
         return self.syntax.reaches_backward(statement.body, frame.owner) and not (
             orelse is not None and self.syntax.reaches_backward(orelse, frame.owner))
+
+    def _training_side(self, key: str, frame: _Frame) -> bool | None:
+        """The value of the choice ``key`` under which its function trains, where a test of it there
+        has one branch only that reaches a backward (``if scaler is None: model.backward(loss)`` with a
+        call the run cannot follow in the ``else``); None where no test of it says. A choice of training
+        regime met first in the set-up (``if scaler is None: model.zero_grad()``, a training event in a
+        branch) then takes its training side first, so that the few runs ``check`` makes still reach the
+        backward the code writes (the other side is run after it, where the runs allow)."""
+        function = frame.function
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        for statement in _choice_tests(function).get(key, ()):
+            _, negated = _choice_key(statement.test)
+            orelse = statement.orelse.body if isinstance(statement.orelse, cst.Else) else None
+            body = self.syntax.reaches_backward(statement.body, frame.owner)
+            other = orelse is not None and self.syntax.reaches_backward(orelse, frame.owner)
+            if body != other:
+                return body != negated
+        return None
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
@@ -3149,6 +3183,30 @@ def _bound_names(node: cst.CSTNode) -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=1024)
+def _choice_tests(function: cst.FunctionDef) -> dict[str, tuple[cst.If, ...]]:
+    """The ``if`` statements of ``function`` (not of its nested definitions) by the run-level choice
+    their test reads (:func:`_choice_key`), in order."""
+    found: dict[str, list[cst.If]] = {}
+    for node in walk(function.body, statements_only=True):
+        if type(node) is cst.If:
+            found.setdefault(_choice_key(node.test)[0], []).append(node)
+    return {key: tuple(statements) for key, statements in found.items()}
+
+
+#: the list methods that add items
+_GROWING = frozenset({"append", "extend", "insert"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _grown_names(node: cst.For | cst.While) -> frozenset[str]:
+    """The plain names a loop calls a growing list method on (``held.append(x)``), cached as
+    :func:`_bound_names`."""
+    return frozenset(call.func.value.value for call in _calls(node)  # type: ignore[union-attr]
+                     if isinstance(call.func, cst.Attribute) and call.func.attr.value in _GROWING
+                     and type(call.func.value) is cst.Name)
+
+
 def _catches(handler: cst.ExceptHandler, name: str) -> bool:
     if handler.type is None:
         return True
@@ -3519,7 +3577,7 @@ def forget_syntax() -> None:
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
                    _function_aliases, _imported_instances, _declared_classes, _is_generator, _writes_gradients,
-                   _bound_names, _assigned_to, _called_names):
+                   _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests):
         cached.cache_clear()
 
 

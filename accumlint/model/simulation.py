@@ -88,8 +88,13 @@ NO_BACKWARD = "no backward is written in it or in what it calls: it trains nothi
 #: no optimizer update: its backwards gather into no group (a benchmark, a gradient test)
 NO_UPDATE = "no optimizer update is written in it or in what it calls: its backwards form no group"
 NO_MICROBATCH = "no run drew a microbatch"
+#: the reason of an entry whose runs draw no microbatch and run no forward, with no backward written in
+#: it nor in what it calls: at most it applies gradients made elsewhere or written by hand (a helper that
+#: steps the optimizer, a test of the optimizer's state), so it is no accumulation loop
+NO_TRAINING = ("its runs draw no microbatch and run no forward, and no backward is written in it or in what "
+               "it calls: it only applies gradients made elsewhere")
 #: the reasons that say an entry is no accumulation loop at all (:func:`accumulation_loops`)
-_NO_LOOP = ([NO_GATED_UPDATE], [NO_BACKWARD], [NO_UPDATE])
+_NO_LOOP = ([NO_GATED_UPDATE], [NO_BACKWARD], [NO_UPDATE], [NO_TRAINING])
 #: times an entry point is restarted to bind newly found accumulation symbols
 MAX_REBINDS = 3
 #: roles whose object runs the accumulation itself and whose reference driver is not simulated; not
@@ -102,6 +107,8 @@ FRAMEWORK_ROLES = frozenset({Role.OPTIM_WRAPPER})
 DRIVEN_ROLES = frozenset({Role.ENGINE})
 #: roles whose ``step()`` is the optimizer update
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
+#: the roles whose update applies gradients and runs no backward of its own
+_PLAIN_UPDATES = frozenset({Role.OPTIMIZER, Role.SCALER})
 #: the calls that may update the parameters, whatever their receiver's name
 _UPDATE_CALLS = frozenset({"step", fw.mmengine.BACKWARD.method})
 
@@ -642,15 +649,20 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         updated = any(e.method == "step" and _key(e.receiver) in facts and facts[_key(e.receiver)].role in _UPDATING
                       for _, raw, facts in result._raw for e in raw)
         # (an update without a written backward: a framework's, `engine.train_batch(batch)`, may run it)
-        if all(map(is_budget, left)) and not updated and not reaches_event(start, module, names=BACKWARD_CALLS):
+        quiet = all(map(is_budget, left)) and not reaches_event(start, module, names=BACKWARD_CALLS)
+        if quiet and not updated:
             # runs that completed (or that a budget ended: what they did not reach holds no backward either),
             # and no backward written in it nor in the project functions it calls (a `model.step(x)` of a
             # recurrent generation looked like an update): it trains nothing
             result.undecided = [NO_BACKWARD]
+        elif quiet and _without_data(result):
+            # it updates, but no run draws data or runs a forward: no framework's update runs a backward
+            # on data it is not given (`optimizer.step()` in a helper, after gradients written by hand)
+            result.undecided = [NO_TRAINING]
         else:
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
                                     "reach)")
-    if (result.undecided or result.traces) and result.undecided != [NO_BACKWARD] \
+    if (result.undecided or result.traces) and result.undecided not in ([NO_BACKWARD], [NO_TRAINING]) \
             and entry.kind != "body" \
             and not any(e.method == "step" for _, raw, _ in result._raw for e in raw) \
             and not has_update(start, module) \
@@ -667,6 +679,18 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         smallest = min(t.configuration.accumulation for t in result.traces)
         result.traces = [t for t in result.traces if t.configuration.accumulation == smallest]
     return result, reached, used
+
+
+def _without_data(result: Simulation) -> bool:
+    """Whether no run of ``result`` drew a microbatch or ran a forward, and every update it made was a
+    plain optimizer's (or a gradient scaler's): no framework object (a DeepSpeed engine's
+    ``train_batch``, an optimizer wrapper) that may run a backward on data the code does not show."""
+    if NO_MICROBATCH not in result.undecided or any(
+            event.kind is EventKind.FORWARD for trace in result.traces for event in trace.events):
+        return False
+    roles = {facts[_key(e.receiver)].role if _key(e.receiver) in facts else None
+             for _, raw, facts in result._raw for e in raw if e.method in _UPDATE_CALLS}
+    return bool(roles) and roles <= _PLAIN_UPDATES
 
 
 def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
