@@ -407,6 +407,8 @@ class Interpreter:
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
+        #: the items `next(it, None)` drew (by id; the value kept alive): None only at the pass's end
+        self._items: dict[int, object] = {}
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.fetched: Fetch | None = None  # the item of the training data last drawn
         #: what the run appended to a list while it drew microbatches (by id; the value kept alive):
@@ -460,6 +462,7 @@ class Interpreter:
         them), so that reference counting alone frees the run and the trees its events name."""
         self.training_pass = None
         self._passes.clear()
+        self._items.clear()
         self._slices.clear()
         self._globals.clear()
         self._stored.clear()
@@ -2053,6 +2056,9 @@ class Interpreter:
                 # `p.grad is not None` in a loop over parameters: the gradient a backward left; where
                 # none did, the branch it guards (a reset, a clip) changes nothing
                 value: object = operator == "IsNot"
+            elif operator in ("Is", "IsNot") and None in (left, right) and any(
+                    id(v) in self._items and self._items[id(v)] is v for v in (left, right)):
+                value = operator == "IsNot"  # `batch is None` after `next(it, None)`: the pass's end, not a batch
             else:
                 value = _compare(operator, left, right, _code(node))
             if isinstance(value, Unknown):
@@ -2254,6 +2260,8 @@ class Interpreter:
                     self._passes[key] = self._pass(iterator, f"an item of {key}", (frame.owner, node))
                     self._passes[key].stream = bool(self.lengths)
                 iterator = self._passes[key]
+            if isinstance(iterator, _Loader) and len(args) == 2:
+                return self._next_or(iterator, args[1])
             if isinstance(iterator, _Loader):
                 return iterator.draw()
         if label in ("int", "float", "bool", "abs", "min", "max") and args and \
@@ -2277,6 +2285,21 @@ class Interpreter:
             self._built_here[id(built)] = built
             self._made_by[id(built)] = (frame.owner, label)
         return built
+
+    def _next_or(self, iterator: _Loader, default: object) -> object:
+        """``next(it, default)`` on a pass over data: its next item, or ``default`` at the pass's end
+        (where ``next(it)`` raises). With the default None the code tests for the end with ``is None``
+        (``batch = next(it, None); if batch is None: it = iter(loader)``): the items drawn are
+        remembered, so that the test is false for them (a batch is no None), not a condition on data."""
+        try:
+            item = iterator.draw()
+        except _Raised as raised:
+            if raised.name != "StopIteration":
+                raise
+            return default
+        if default is None:
+            self._items[id(item)] = item
+        return item
 
     def _range(self, args: list[object], node: cst.Call, frame: _Frame) -> object:
         """The values of ``range(*args)`` (``node`` the call): a range where they are concrete, else

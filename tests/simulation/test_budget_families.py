@@ -6,7 +6,13 @@ Passes after the run's data is spent: a hyper-parameter search calls the trainin
 per generation. The first call draws every microbatch of the run's epochs; each later one executes
 the function's set-up again and trains on nothing, until the generations or the budget run out.
 A pass of a loop that trains, begun with the run's microbatches all drawn, that performs no
-training event ends the loop's stepping: its remaining passes are summarised."""
+training event ends the loop's stepping: its remaining passes are summarised.
+
+A pass restarted at its end: ``batch = next(it, None)``, and where that is None a new pass. The test
+``batch is None`` was a condition on data that took the restart on every microbatch, whose items
+counted as no microbatch: the run drew one microbatch per optimizer update and went on past its
+epochs until the budget. ``next(it, None)`` gives None at the pass's end only, and a batch it drew
+is no None."""
 
 from __future__ import annotations
 
@@ -155,3 +161,78 @@ def test_passes_after_the_data_that_update_are_stepped() -> None:
     (trace,) = (t for t in result.traces if t.configuration == Configuration(4, 8))
     assert trace.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7), (1, 7), (1, 7)]
     assert not any("after the run's last microbatch" in note for note in trace.notes)
+
+
+# --- a pass restarted where `next(it, None)` gives its end ----------------------------------------
+
+#: the resets of GOOD and BAD on the trainer's own optimizer
+MEMBER_GOOD, MEMBER_BAD = (tuple(r.replace("opt.", "self.opt.") for r in resets) for resets in (GOOD, BAD))
+
+#: a trainer that takes each microbatch with `next(it, None)` and makes a new pass where it gets None,
+#: in a loop of A passes per optimizer update; its update steps run until the run's data ends
+RESTARTED = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class State:
+        pass
+
+
+    class Trainer:
+        def __init__(self, cfg):
+            self.cfg = cfg
+            self.net = torch.nn.Linear(8, 1)
+            self.opt = torch.optim.AdamW(self.net.parameters())
+            self.loader = DataLoader(torch.randn(64, 8), batch_size=4)
+            self.epoch = 0
+
+        def fetch(self, state):
+            batch = next(self.batches, None)
+            if batch is None:
+                self.epoch += 1
+                self.batches = iter(self.loader)
+                batch = next(self.batches)
+            state.x = batch.float()
+            state.noise = torch.randn_like(state.x)
+            state.t = torch.rand(state.x.shape[0])
+            state.mixed = state.x * (1 - state.t[:, None]) + state.noise * state.t[:, None]
+            state.scale = state.t.mean()
+            return state
+
+        def update(self, state):
+            for _ in range(self.cfg.accum):
+                state = self.fetch(state)
+                loss = (self.net(state.mixed) - state.noise).pow(2).mean() / self.cfg.accum
+                loss.backward()
+            {before}
+            self.opt.step()
+            {after}
+            return state
+
+        def train(self):
+            self.batches = iter(self.loader)
+            for step in range(1, self.cfg.steps + 1):
+                state = State()
+                state.step = step
+                self.update(state)
+"""
+
+
+def test_microbatches_taken_with_a_default_are_counted_one_by_one() -> None:
+    # before: `batch is None` was a condition on data taking its restart branch on every microbatch, the
+    # restarted pass a second one whose items counted as no microbatch: one microbatch index per update,
+    # updates on every index, and the run went on drawing past its epochs
+    (result,) = checked(seeded(RESTARTED, MEMBER_GOOD))
+    assert result.decided, result.reasons()
+    (whole,) = (t for t in result.traces if t.configuration == Configuration(4, 8))
+    assert whole.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    # with a tail, the pass restarted inside a group carries the group into the next epoch
+    (tail,) = (t for t in result.traces if t.configuration == Configuration(4, 9))
+    assert tail.updates_at() == [(0, 3), (0, 7), (1, 2), (1, 6)]
+
+
+def test_a_reset_before_the_update_under_a_restarted_pass_is_reported() -> None:
+    code = seeded(RESTARTED, MEMBER_BAD)
+    assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
+    assert lint_codes(seeded(RESTARTED, MEMBER_GOOD)) == []
