@@ -407,6 +407,8 @@ class Interpreter:
         self.reached: set[cst.FunctionDef] = set()  # project functions the run executed
         self.drawn = 0
         self.loaded = 0  # microbatches drawn from a loader or an iterator (not counted by passes)
+        #: the items `next(it, None)` drew (by id; the value kept alive): None only at the pass's end
+        self._items: dict[int, object] = {}
         self.training_pass: _Loader | None = None  # the pass drawing the epoch's microbatches
         self.fetched: Fetch | None = None  # the item of the training data last drawn
         #: what the run appended to a list while it drew microbatches (by id; the value kept alive):
@@ -461,6 +463,7 @@ class Interpreter:
         them), so that reference counting alone frees the run and the trees its events name."""
         self.training_pass = None
         self._passes.clear()
+        self._items.clear()
         self._slices.clear()
         self._globals.clear()
         self._stored.clear()
@@ -851,6 +854,7 @@ class Interpreter:
         self._iteration_depths.append(len(self._stack))
         before = self._replayed
         try:
+            spent = self._spent_marks()  # (taken before the pass draws its item: a draw is an event of its own)
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
@@ -871,6 +875,9 @@ class Interpreter:
                     if self._quiet(*marks):
                         self._summarise(node, frame)
                         break
+                if self._idle_after_data(spent, node, frame):
+                    break
+                spent = self._spent_marks()
         except _Return:
             self._end_passes(self._fresh[fresh:])  # a `return` drops the statement's iterator, as `break` does
             raise
@@ -908,11 +915,31 @@ class Interpreter:
         ``for k in range(eval_iters): model(x)`` under ``no_grad``: no graph, nothing in a group)."""
         return self.drawn == drawn and all(e.forward and e.grad_off for e in self.events[events:])
 
-    def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
+    def _spent_marks(self) -> tuple[int, int] | None:
+        """The run's events and microbatches drawn as a loop's pass starts, where every microbatch of the
+        run's epochs is drawn already (:attr:`exhausted`); None while some are left."""
+        return (len(self.events), self.drawn) if self.exhausted else None
+
+    def _idle_after_data(self, spent: tuple[int, int] | None, node: cst.For | cst.While, frame: _Frame) -> bool:
+        """Whether the loop ``node`` that trains (it reaches a backward) has just made a pass that began
+        with the run's microbatches all drawn (``spent``: :meth:`_spent_marks` then) and performed no
+        training event: a driver that calls the training function again and again (the generations of a
+        hyper-parameter search) trains on data the configuration no longer has, and would execute its
+        set-up once per remaining pass. Its remaining passes are then summarised (:meth:`_summarise`), as
+        their training cannot draw a microbatch and this pass showed them doing nothing else."""
+        if spent is None or not self._quiet(*spent) or not self.syntax.reaches_backward(node.body, frame.owner):
+            return False
+        self._summarise(node, frame, f"the passes of the loop `{_code(node)[:40]}` after the run's last "
+                                     "microbatch perform no training event: they are not stepped, what they "
+                                     "compute is left unknown")
+        return True
+
+    def _summarise(self, node: cst.For | cst.While, frame: _Frame, note: str | None = None) -> None:
         """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
         out past :data:`MAX_STEPPED` passes) as its effect, not its iterations: the names it binds, the
         attributes it sets and the containers it fills become unknown (what it computes decides no event:
-        a condition that reads it later leaves the run undecided)."""
+        a condition that reads it later leaves the run undecided). ``note``: what the run's notes say of
+        it (by default, that the loop performs no training event)."""
         self._havoc(node, frame)
         for child in walk(node.body):
             if type(child) is cst.AssignTarget and isinstance(child.target, (cst.Attribute, cst.Subscript)):
@@ -923,8 +950,8 @@ class Interpreter:
                 receiver = child.func.value
                 if type(receiver) is cst.Name and isinstance(frame.names.get(receiver.value), (list, dict, set)):
                     frame.names[receiver.value] = Unknown(receiver.value, Origin.DATA)  # `tokens.append(...)`
-        self.note(f"the loop `{_code(node)[:40]}` performs no training event: its iterations are not stepped, "
-                  "what it computes is left unknown")
+        self.note(note or f"the loop `{_code(node)[:40]}` performs no training event: its iterations are not "
+                  "stepped, what it computes is left unknown")
 
     def _forget(self, target: cst.BaseExpression, frame: _Frame) -> None:
         """Make what ``target`` (an attribute, or the container a subscript writes into) holds unknown."""
@@ -1333,6 +1360,7 @@ class Interpreter:
         stepped = 0
         marks = (len(self.events), self.drawn)
         while True:
+            spent = self._spent_marks()  # (taken before the pass counts its microbatch)
             if isinstance(test, Unknown):
                 try:
                     next(counting)
@@ -1357,6 +1385,8 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
                 self._iteration_depths.pop()
+            if self._idle_after_data(spent, node, frame):
+                break
             if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
                     and can_end and self._event_free(node, frame) and self._quiet(*marks):
                 # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training
@@ -2097,6 +2127,9 @@ class Interpreter:
                 # `p.grad is not None` in a loop over parameters: the gradient a backward left; where
                 # none did, the branch it guards (a reset, a clip) changes nothing
                 value: object = operator == "IsNot"
+            elif operator in ("Is", "IsNot") and None in (left, right) and any(
+                    id(v) in self._items and self._items[id(v)] is v for v in (left, right)):
+                value = operator == "IsNot"  # `batch is None` after `next(it, None)`: the pass's end, not a batch
             else:
                 value = _compare(operator, left, right, _code(node))
             if isinstance(value, Unknown):
@@ -2298,6 +2331,8 @@ class Interpreter:
                     self._passes[key] = self._pass(iterator, f"an item of {key}", (frame.owner, node))
                     self._passes[key].stream = bool(self.lengths)
                 iterator = self._passes[key]
+            if isinstance(iterator, _Loader) and len(args) == 2:
+                return self._next_or(iterator, args[1])
             if isinstance(iterator, _Loader):
                 return iterator.draw()
         if label in ("int", "float", "bool", "abs", "min", "max") and args and \
@@ -2321,6 +2356,21 @@ class Interpreter:
             self._built_here[id(built)] = built
             self._made_by[id(built)] = (frame.owner, label)
         return built
+
+    def _next_or(self, iterator: _Loader, default: object) -> object:
+        """``next(it, default)`` on a pass over data: its next item, or ``default`` at the pass's end
+        (where ``next(it)`` raises). With the default None the code tests for the end with ``is None``
+        (``batch = next(it, None); if batch is None: it = iter(loader)``): the items drawn are
+        remembered, so that the test is false for them (a batch is no None), not a condition on data."""
+        try:
+            item = iterator.draw()
+        except _Raised as raised:
+            if raised.name != "StopIteration":
+                raise
+            return default
+        if default is None:
+            self._items[id(item)] = item
+        return item
 
     def _range(self, args: list[object], node: cst.Call, frame: _Frame) -> object:
         """The values of ``range(*args)`` (``node`` the call): a range where they are concrete, else

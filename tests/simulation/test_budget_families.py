@@ -1,0 +1,238 @@
+"""Accumulation loops that ``check``'s statement budget left undecided in field trial 54, by where
+the statements went, reduced in our own words; each is decided now, with the verdict its code
+shows, and each has a twin with a bug seeded that is still reported.
+
+Passes after the run's data is spent: a hyper-parameter search calls the training function once
+per generation. The first call draws every microbatch of the run's epochs; each later one executes
+the function's set-up again and trains on nothing, until the generations or the budget run out.
+A pass of a loop that trains, begun with the run's microbatches all drawn, that performs no
+training event ends the loop's stepping: its remaining passes are summarised.
+
+A pass restarted at its end: ``batch = next(it, None)``, and where that is None a new pass. The test
+``batch is None`` was a condition on data that took the restart on every microbatch, whose items
+counted as no microbatch: the run drew one microbatch per optimizer update and went on past its
+epochs until the budget. ``next(it, None)`` gives None at the pass's end only, and a batch it drew
+is no None."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, simulate
+from accumlint.model.trace import Configuration
+from tests.support import lint, lint_codes
+
+#: the group's reset after its update; the bug seeded: the reset before it (the update applies zeros)
+GOOD, BAD = ("pass", "opt.zero_grad()"), ("opt.zero_grad()  # the bug seeded", "pass")
+
+
+def checked(code: str) -> list[Simulation]:
+    """The entries of ``code`` as ``check`` simulates them (the largest A's whole groups, its budget)."""
+    return simulate(ModuleFunctions(cst.parse_module(code)), "train.py", judged_only=True)
+
+
+def seeded(template: str, resets: tuple[str, str]) -> str:
+    """``template`` with the reset of its group ``{before}`` or ``{after}`` the update."""
+    before, after = resets
+    return textwrap.dedent(template).replace("{before}", before).replace("{after}", after)
+
+
+def line_of(code: str, mark: str) -> int:
+    return next(n for n, text in enumerate(code.splitlines(), 1) if mark in text)
+
+
+# --- a search that calls the training function once per generation ------------------------------
+
+SEARCH = """
+    import argparse
+
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def fit(settings, opts):
+        net = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=settings["lr"])
+        data = DataLoader(torch.randn(64, 8), batch_size=4)
+        assert len(data) % opts.accum == 0
+        trace = []
+        width = settings["width"] * 2
+        depth = settings["depth"] + width
+        trace.append(depth)
+        trace.append(width)
+        score = 0.0
+        for epoch in range(opts.epochs):
+            for i, x in enumerate(data):
+                (net(x).pow(2).mean() / opts.accum).backward()
+                if (i + 1) % opts.accum == 0:
+                    {before}
+                    opt.step()
+                    {after}
+            score = score + 1.0
+            trace.append(score)
+        print(trace, depth, width)
+        return score
+
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--accum", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--search", action="store_true")
+    opts = parser.parse_args()
+    settings = {"lr": 0.1, "width": 4, "depth": 2}
+    if not opts.search:
+        fit(settings, opts)
+    else:
+        best = 0.0
+        GENERATIONS
+            trial = dict(settings)
+            trial["lr"] = settings["lr"] * 0.9
+            trial["width"] = settings["width"] + 1
+            score = fit(trial, opts)
+            if score > best:
+                best = score
+                settings = trial
+            STEP
+"""
+
+#: the generations loop (its header, and what ends each pass): 300 passes, each a call of `fit`
+GENERATIONS = {
+    "for": ("for generation in range(300):", "pass"),
+    "while": ("generation = 0\n    while generation < 300:", "generation += 1"),
+}
+
+
+def search(loop: str, resets: tuple[str, str]) -> str:
+    header, step = GENERATIONS[loop]
+    return seeded(SEARCH, resets).replace("GENERATIONS", header).replace("STEP", step)
+
+
+@pytest.mark.parametrize("loop", sorted(GENERATIONS))
+def test_a_search_over_generations_is_decided_within_the_budget(loop: str) -> None:
+    # before: every generation ran `fit`'s set-up again, and the search's run spent the budget
+    (result,) = checked(search(loop, GOOD))
+    assert result.decided, result.reasons()
+    assert result.statements < JUDGED_ENTRY_STATEMENTS // 4
+    runs = [t for t in result.traces if t.configuration == Configuration(4, 8)]
+    assert sorted(dict(t.choices)["opts.search"] for t in runs) == [False, True]
+    for trace in runs:  # the search's run trains as the plain one does: its first generation draws the data
+        assert trace.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    (searching,) = (t for t in runs if dict(t.choices)["opts.search"])
+    assert any("after the run's last microbatch perform no training event" in note for note in searching.notes)
+
+
+@pytest.mark.parametrize("loop", sorted(GENERATIONS))
+def test_a_reset_before_the_update_under_a_search_is_reported(loop: str) -> None:
+    code = search(loop, BAD)
+    assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
+    assert lint_codes(search(loop, GOOD)) == []
+
+
+def test_passes_after_the_data_that_update_are_stepped() -> None:
+    # the passes after the first update without drawing: each is an event, none is summarised
+    code = textwrap.dedent("""
+        import torch
+
+        net = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        data = torch.utils.data.DataLoader(torch.randn(32, 8), batch_size=4)
+
+
+        def fit():
+            for epoch in range(2):
+                for i, x in enumerate(data):
+                    (net(x).sum() / 4).backward()
+                    if (i + 1) % 4 == 0:
+                        opt.step()
+                        opt.zero_grad()
+
+
+        for k in range(3):
+            if k == 0:
+                fit()
+            else:
+                opt.step()
+    """)
+    (result,) = checked(code)
+    (trace,) = (t for t in result.traces if t.configuration == Configuration(4, 8))
+    assert trace.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7), (1, 7), (1, 7)]
+    assert not any("after the run's last microbatch" in note for note in trace.notes)
+
+
+# --- a pass restarted where `next(it, None)` gives its end ----------------------------------------
+
+#: the resets of GOOD and BAD on the trainer's own optimizer
+MEMBER_GOOD, MEMBER_BAD = (tuple(r.replace("opt.", "self.opt.") for r in resets) for resets in (GOOD, BAD))
+
+#: a trainer that takes each microbatch with `next(it, None)` and makes a new pass where it gets None,
+#: in a loop of A passes per optimizer update; its update steps run until the run's data ends
+RESTARTED = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    class State:
+        pass
+
+
+    class Trainer:
+        def __init__(self, cfg):
+            self.cfg = cfg
+            self.net = torch.nn.Linear(8, 1)
+            self.opt = torch.optim.AdamW(self.net.parameters())
+            self.loader = DataLoader(torch.randn(64, 8), batch_size=4)
+            self.epoch = 0
+
+        def fetch(self, state):
+            batch = next(self.batches, None)
+            if batch is None:
+                self.epoch += 1
+                self.batches = iter(self.loader)
+                batch = next(self.batches)
+            state.x = batch.float()
+            state.noise = torch.randn_like(state.x)
+            state.t = torch.rand(state.x.shape[0])
+            state.mixed = state.x * (1 - state.t[:, None]) + state.noise * state.t[:, None]
+            state.scale = state.t.mean()
+            return state
+
+        def update(self, state):
+            for _ in range(self.cfg.accum):
+                state = self.fetch(state)
+                loss = (self.net(state.mixed) - state.noise).pow(2).mean() / self.cfg.accum
+                loss.backward()
+            {before}
+            self.opt.step()
+            {after}
+            return state
+
+        def train(self):
+            self.batches = iter(self.loader)
+            for step in range(1, self.cfg.steps + 1):
+                state = State()
+                state.step = step
+                self.update(state)
+"""
+
+
+def test_microbatches_taken_with_a_default_are_counted_one_by_one() -> None:
+    # before: `batch is None` was a condition on data taking its restart branch on every microbatch, the
+    # restarted pass a second one whose items counted as no microbatch: one microbatch index per update,
+    # updates on every index, and the run went on drawing past its epochs
+    (result,) = checked(seeded(RESTARTED, MEMBER_GOOD))
+    assert result.decided, result.reasons()
+    (whole,) = (t for t in result.traces if t.configuration == Configuration(4, 8))
+    assert whole.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7)]
+    # with a tail, the pass restarted inside a group carries the group into the next epoch
+    (tail,) = (t for t in result.traces if t.configuration == Configuration(4, 9))
+    assert tail.updates_at() == [(0, 3), (0, 7), (1, 2), (1, 6)]
+
+
+def test_a_reset_before_the_update_under_a_restarted_pass_is_reported() -> None:
+    code = seeded(RESTARTED, MEMBER_BAD)
+    assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
+    assert lint_codes(seeded(RESTARTED, MEMBER_GOOD)) == []
