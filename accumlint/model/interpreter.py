@@ -854,7 +854,6 @@ class Interpreter:
         self._iteration_depths.append(len(self._stack))
         before = self._replayed
         try:
-            spent = self._spent_marks()  # (taken before the pass draws its item: a draw is an event of its own)
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
                 self.assign(node.target, item, frame)
@@ -875,9 +874,6 @@ class Interpreter:
                     if self._quiet(*marks):
                         self._summarise(node, frame)
                         break
-                if self._idle_after_data(spent, node, frame):
-                    break
-                spent = self._spent_marks()
         except _Return:
             self._end_passes(self._fresh[fresh:])  # a `return` drops the statement's iterator, as `break` does
             raise
@@ -915,31 +911,11 @@ class Interpreter:
         ``for k in range(eval_iters): model(x)`` under ``no_grad``: no graph, nothing in a group)."""
         return self.drawn == drawn and all(e.forward and e.grad_off for e in self.events[events:])
 
-    def _spent_marks(self) -> tuple[int, int] | None:
-        """The run's events and microbatches drawn as a loop's pass starts, where every microbatch of the
-        run's epochs is drawn already (:attr:`exhausted`); None while some are left."""
-        return (len(self.events), self.drawn) if self.exhausted else None
-
-    def _idle_after_data(self, spent: tuple[int, int] | None, node: cst.For | cst.While, frame: _Frame) -> bool:
-        """Whether the loop ``node`` that trains (it reaches a backward) has just made a pass that began
-        with the run's microbatches all drawn (``spent``: :meth:`_spent_marks` then) and performed no
-        training event: a driver that calls the training function again and again (the generations of a
-        hyper-parameter search) trains on data the configuration no longer has, and would execute its
-        set-up once per remaining pass. Its remaining passes are then summarised (:meth:`_summarise`), as
-        their training cannot draw a microbatch and this pass showed them doing nothing else."""
-        if spent is None or not self._quiet(*spent) or not self.syntax.reaches_backward(node.body, frame.owner):
-            return False
-        self._summarise(node, frame, f"the passes of the loop `{_code(node)[:40]}` after the run's last "
-                                     "microbatch perform no training event: they are not stepped, what they "
-                                     "compute is left unknown")
-        return True
-
-    def _summarise(self, node: cst.For | cst.While, frame: _Frame, note: str | None = None) -> None:
+    def _summarise(self, node: cst.For | cst.While, frame: _Frame) -> None:
         """Run a long loop that performs no training event (over concrete values, or a ``while`` with a way
         out past :data:`MAX_STEPPED` passes) as its effect, not its iterations: the names it binds, the
         attributes it sets and the containers it fills become unknown (what it computes decides no event:
-        a condition that reads it later leaves the run undecided). ``note``: what the run's notes say of
-        it (by default, that the loop performs no training event)."""
+        a condition that reads it later leaves the run undecided)."""
         self._havoc(node, frame)
         for child in walk(node.body):
             if type(child) is cst.AssignTarget and isinstance(child.target, (cst.Attribute, cst.Subscript)):
@@ -950,8 +926,8 @@ class Interpreter:
                 receiver = child.func.value
                 if type(receiver) is cst.Name and isinstance(frame.names.get(receiver.value), (list, dict, set)):
                     frame.names[receiver.value] = Unknown(receiver.value, Origin.DATA)  # `tokens.append(...)`
-        self.note(note or f"the loop `{_code(node)[:40]}` performs no training event: its iterations are not "
-                  "stepped, what it computes is left unknown")
+        self.note(f"the loop `{_code(node)[:40]}` performs no training event: its iterations are not stepped, "
+                  "what it computes is left unknown")
 
     def _forget(self, target: cst.BaseExpression, frame: _Frame) -> None:
         """Make what ``target`` (an attribute, or the container a subscript writes into) holds unknown."""
@@ -1360,7 +1336,6 @@ class Interpreter:
         stepped = 0
         marks = (len(self.events), self.drawn)
         while True:
-            spent = self._spent_marks()  # (taken before the pass counts its microbatch)
             if isinstance(test, Unknown):
                 try:
                     next(counting)
@@ -1385,8 +1360,6 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
                 self._iteration_depths.pop()
-            if self._idle_after_data(spent, node, frame):
-                break
             if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
                     and can_end and self._event_free(node, frame) and self._quiet(*marks):
                 # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training

@@ -2,12 +2,6 @@
 the statements went, reduced in our own words; each is decided now, with the verdict its code
 shows, and each has a twin with a bug seeded that is still reported.
 
-Passes after the run's data is spent: a hyper-parameter search calls the training function once
-per generation. The first call draws every microbatch of the run's epochs; each later one executes
-the function's set-up again and trains on nothing, until the generations or the budget run out.
-A pass of a loop that trains, begun with the run's microbatches all drawn, that performs no
-training event ends the loop's stepping: its remaining passes are summarised.
-
 A pass restarted at its end: ``batch = next(it, None)``, and where that is None a new pass. The test
 ``batch is None`` was a condition on data that took the restart on every microbatch, whose items
 counted as no microbatch: the run drew one microbatch per optimizer update and went on past its
@@ -19,10 +13,9 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
-import pytest
 
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, simulate
+from accumlint.model.simulation import Simulation, simulate
 from accumlint.model.trace import Configuration
 from tests.support import lint, lint_codes
 
@@ -43,124 +36,6 @@ def seeded(template: str, resets: tuple[str, str]) -> str:
 
 def line_of(code: str, mark: str) -> int:
     return next(n for n, text in enumerate(code.splitlines(), 1) if mark in text)
-
-
-# --- a search that calls the training function once per generation ------------------------------
-
-SEARCH = """
-    import argparse
-
-    import torch
-    from torch.utils.data import DataLoader
-
-
-    def fit(settings, opts):
-        net = torch.nn.Linear(8, 1)
-        opt = torch.optim.SGD(net.parameters(), lr=settings["lr"])
-        data = DataLoader(torch.randn(64, 8), batch_size=4)
-        assert len(data) % opts.accum == 0
-        trace = []
-        width = settings["width"] * 2
-        depth = settings["depth"] + width
-        trace.append(depth)
-        trace.append(width)
-        score = 0.0
-        for epoch in range(opts.epochs):
-            for i, x in enumerate(data):
-                (net(x).pow(2).mean() / opts.accum).backward()
-                if (i + 1) % opts.accum == 0:
-                    {before}
-                    opt.step()
-                    {after}
-            score = score + 1.0
-            trace.append(score)
-        print(trace, depth, width)
-        return score
-
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--accum", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--search", action="store_true")
-    opts = parser.parse_args()
-    settings = {"lr": 0.1, "width": 4, "depth": 2}
-    if not opts.search:
-        fit(settings, opts)
-    else:
-        best = 0.0
-        GENERATIONS
-            trial = dict(settings)
-            trial["lr"] = settings["lr"] * 0.9
-            trial["width"] = settings["width"] + 1
-            score = fit(trial, opts)
-            if score > best:
-                best = score
-                settings = trial
-            STEP
-"""
-
-#: the generations loop (its header, and what ends each pass): 300 passes, each a call of `fit`
-GENERATIONS = {
-    "for": ("for generation in range(300):", "pass"),
-    "while": ("generation = 0\n    while generation < 300:", "generation += 1"),
-}
-
-
-def search(loop: str, resets: tuple[str, str]) -> str:
-    header, step = GENERATIONS[loop]
-    return seeded(SEARCH, resets).replace("GENERATIONS", header).replace("STEP", step)
-
-
-@pytest.mark.parametrize("loop", sorted(GENERATIONS))
-def test_a_search_over_generations_is_decided_within_the_budget(loop: str) -> None:
-    # before: every generation ran `fit`'s set-up again, and the search's run spent the budget
-    (result,) = checked(search(loop, GOOD))
-    assert result.decided, result.reasons()
-    assert result.statements < JUDGED_ENTRY_STATEMENTS // 4
-    runs = [t for t in result.traces if t.configuration == Configuration(4, 8)]
-    assert sorted(dict(t.choices)["opts.search"] for t in runs) == [False, True]
-    for trace in runs:  # the search's run trains as the plain one does: its first generation draws the data
-        assert trace.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7)]
-    (searching,) = (t for t in runs if dict(t.choices)["opts.search"])
-    assert any("after the run's last microbatch perform no training event" in note for note in searching.notes)
-
-
-@pytest.mark.parametrize("loop", sorted(GENERATIONS))
-def test_a_reset_before_the_update_under_a_search_is_reported(loop: str) -> None:
-    code = search(loop, BAD)
-    assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
-    assert lint_codes(search(loop, GOOD)) == []
-
-
-def test_passes_after_the_data_that_update_are_stepped() -> None:
-    # the passes after the first update without drawing: each is an event, none is summarised
-    code = textwrap.dedent("""
-        import torch
-
-        net = torch.nn.Linear(8, 1)
-        opt = torch.optim.SGD(net.parameters(), lr=0.1)
-        data = torch.utils.data.DataLoader(torch.randn(32, 8), batch_size=4)
-
-
-        def fit():
-            for epoch in range(2):
-                for i, x in enumerate(data):
-                    (net(x).sum() / 4).backward()
-                    if (i + 1) % 4 == 0:
-                        opt.step()
-                        opt.zero_grad()
-
-
-        for k in range(3):
-            if k == 0:
-                fit()
-            else:
-                opt.step()
-    """)
-    (result,) = checked(code)
-    (trace,) = (t for t in result.traces if t.configuration == Configuration(4, 8))
-    assert trace.updates_at() == [(0, 3), (0, 7), (1, 3), (1, 7), (1, 7), (1, 7)]
-    assert not any("after the run's last microbatch" in note for note in trace.notes)
 
 
 # --- a pass restarted where `next(it, None)` gives its end ----------------------------------------
