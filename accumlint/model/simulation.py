@@ -697,17 +697,25 @@ def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
                    result: Simulation) -> list[tuple[Trace, list[RawEvent], dict]]:
     """The runs that train: a run that draws no microbatch (an evaluation-only flag, a run
     resumed past its last epoch) is left out with a note; if no run draws one, the entry is
-    undecided."""
+    undecided. So is a run that backpropagates nothing where another run of its configuration
+    does (the other side of a training regime, whose backward is in a call the run cannot follow:
+    it shows no group to judge)."""
     idle = {id(trace) for trace, _, _ in traces if trace.microbatches_drawn == 0 and not trace.undecided}
-    if not idle:
-        return traces
-    if len(idle) == len(traces):
+    if idle and len(idle) == len(traces):
         result.undecided.append(NO_MICROBATCH)
         return traces
-    kept = [run for run in traces if id(run[0]) not in idle]
-    note = f"{len(idle)} run(s) draw no microbatch (they do not train) and are left out"
+    training = {trace.configuration for trace, raw, _ in traces if any(e.method in BACKWARD_CALLS for e in raw)}
+    silent = {id(trace) for trace, raw, _ in traces
+              if trace.configuration in training and not trace.undecided and id(trace) not in idle
+              and not any(e.method in BACKWARD_CALLS for e in raw)}
+    if not idle and not silent:
+        return traces
+    kept = [run for run in traces if id(run[0]) not in idle | silent]
+    notes = ([f"{len(idle)} run(s) draw no microbatch (they do not train) and are left out"] if idle else []) + (
+        [f"{len(silent)} run(s) backpropagate nothing where other runs of their configuration do (they show no "
+         "group) and are left out"] if silent else [])
     for trace, _, _ in kept:
-        trace.notes.append(note)
+        trace.notes.extend(notes)
     return kept
 
 
