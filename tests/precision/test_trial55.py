@@ -4,8 +4,9 @@
   many codebases; here a logger passed in) passes over ``range(n)``: the loop is decided, and a
   scheduler handed the loop's position (``sched.step(cur_epoch=e, cur_step=k)``) is no ACC304,
   while one stepped without it on every microbatch is.
-- Two misses, as strict xfails: a tail left by a loop over a configured ``range`` that draws with
-  ``next()``; a step count bumped on every microbatch and again at each sync (ACC902).
+- Misses and a false alarm, as strict xfails: a tail left by a loop over a configured ``range`` that
+  draws with ``next()``; a step count bumped on every microbatch and again at each sync (ACC902);
+  the views of one microbatch backpropagated one by one read as a group (ACC103, opt-in).
 """
 
 from __future__ import annotations
@@ -114,3 +115,23 @@ def test_a_step_count_bumped_per_microbatch_and_again_per_sync_is_acc902() -> No
                     break
     """
     assert "ACC902" in [code for code, _ in lint(textwrap.dedent(source), select="ALL")]
+
+
+@pytest.mark.xfail(strict=True, reason="ACC103 (opt-in) reads a loop over the views of one drawn microbatch, each "
+                   "backpropagated on its own before the one update, as a group of A microbatches; the views are "
+                   "parts of one microbatch whose objective is the sum of their terms")
+def test_terms_of_the_views_of_one_microbatch_backpropagated_one_by_one_are_no_acc103() -> None:
+    source = """
+    import torch
+
+
+    def fit(net, loader, opt):
+        for crops in loader:
+            opt.zero_grad()
+            for k, crop in enumerate(crops):
+                rest = [c for j, c in enumerate(crops) if j != k]
+                net(crop, rest).backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+    """
+    assert lint(textwrap.dedent(source), select="ALL") == []
