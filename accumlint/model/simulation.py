@@ -451,8 +451,10 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                 results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
                 continue
         if judged_only and spent > JUDGED_FILE_STATEMENTS:
+            # (an entry that writes no update anywhere it reaches forms no group: no loop to leave open)
             results.append(Simulation(entry, 0, undecided=[
-                f"the file's simulation budget for check ({JUDGED_FILE_STATEMENTS} statements) ran out"]))
+                f"the file's simulation budget for check ({JUDGED_FILE_STATEMENTS} statements) ran out"
+                if reaches_event(gated, module, names=_UPDATE_CALLS) else NO_UPDATE]))
             continue
         try:
             result, functions, used = _simulate_entry(

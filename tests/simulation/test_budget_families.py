@@ -13,9 +13,11 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
+import pytest
 
+from accumlint.model import simulation
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.simulation import Simulation, simulate
+from accumlint.model.simulation import Simulation, accumulation_loops, simulate
 from accumlint.model.trace import Configuration
 from tests.support import lint, lint_codes
 
@@ -111,3 +113,43 @@ def test_a_reset_before_the_update_under_a_restarted_pass_is_reported() -> None:
     code = seeded(RESTARTED, MEMBER_BAD)
     assert lint(code) == [("ACC003", line_of(code, "the bug seeded"))]
     assert lint_codes(seeded(RESTARTED, MEMBER_GOOD)) == []
+
+
+# --- the file's budget for check: what it leaves open is counted only where it could form a group ----
+
+SEVERAL_ENTRIES = """
+    import torch
+
+
+    def fit(net, opt, loader, accum):
+        for i, x in enumerate(loader):
+            (net(x).mean() / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+
+
+    def gradients_match(net, chunks, k):
+        for _ in range(k):
+            for chunk in chunks:
+                net(chunk).sum().backward()
+
+
+    def fit_again(net, opt, loader, accum):
+        for i, x in enumerate(loader):
+            (net(x).mean() / accum).backward()
+            if (i + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+
+
+def test_entries_past_the_file_budget_are_counted_only_where_they_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first entry spends the whole budget; the gradient check after it writes no update anywhere
+    monkeypatch.setattr(simulation, "JUDGED_FILE_STATEMENTS", 0)
+    results = checked(textwrap.dedent(SEVERAL_ENTRIES))
+    by_name = {r.entry.name: r for r in results}
+    assert by_name["gradients_match"].undecided == [simulation.NO_UPDATE]
+    budget = "the file's simulation budget for check (0 statements) ran out"
+    assert sorted(by_name[name].reasons() for name in ("fit", "fit_again")) == [[], [budget]]
+    assert sorted(accumulation_loops(results)) == [(), (budget,)]
