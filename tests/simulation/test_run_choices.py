@@ -133,3 +133,40 @@ def test_a_body_its_own_module_calls_on_a_path_no_run_took_is_no_loop_of_its_own
     body = next(r for r in results if r.entry.kind == "body")
     assert body.driven_by == "the entry 'train'"
     assert accumulation_loops(results) == [()]
+
+
+def test_a_switch_met_first_around_the_forward_counts_where_it_chooses_the_backward() -> None:
+    # `--half` is first tested around the forward (no event there), then again where it picks the
+    # scaled backward over the plain one; two switches build objects the loop calls
+    source = textwrap.dedent(SCALED_STEP) + textwrap.dedent("""
+        import torch
+
+
+        def train(model, optimizer, data, opts, accumulate):
+            stepper = ScaledStep()
+            swa = torch.optim.swa_utils.AveragedModel(model) if opts.swa else None
+            teacher = Teacher(model) if opts.teacher else None
+            for k, x in enumerate(data):
+                if opts.half:
+                    with torch.autocast("cuda"):
+                        y = model(x)
+                else:
+                    y = model(x)
+                if teacher is not None:
+                    y = y + teacher(x)
+                loss = y.mean() / accumulate
+                boundary = (k + 1) % accumulate == 0
+                if opts.half:
+                    stepper(loss, optimizer, apply=boundary)
+                else:
+                    loss.backward()
+                    if boundary:
+                        optimizer.step()
+                if boundary:
+                    optimizer.zero_grad()
+                    if swa is not None:
+                        swa.update_parameters(model)
+        """)
+    results = simulate(ModuleFunctions(cst.parse_module(source)), "fit.py", judged_only=True)
+    loop = next(r for r in results if r.entry.kind == "function")
+    assert any(("opts.half", True) in trace.choices for trace in loop.traces), [t.choices for t in loop.traces]
