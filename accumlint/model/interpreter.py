@@ -1600,9 +1600,6 @@ class Interpreter:
             return False
         key, negated = _choice_key(test)
         if key in self.choices:
-            if key in self.defaulted and key not in self.shaping and statement is not None and (
-                    self._has_event(statement, frame) or self.syntax.shapes(statement, frame.owner)):
-                self.shaping.add(key)  # (`if use_amp:` met again around the backward: it shapes the events)
             return self.choices[key] != negated
         if statement is not None and not self.syntax.matters(statement, frame.owner):
             return False  # `if args.verbose: print(...)`: either branch leaves the group as it is
