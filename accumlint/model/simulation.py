@@ -400,7 +400,7 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
     view = module.project
     index = getattr(view, "index", None)
     pending = [r for r in results if r.entry.function is not None and not r.undecided]
-    bodies = [r for r in results if r.entry.kind == "body" and not r.decided and r.caller is None and not r.driven_by]
+    bodies = [r for r in results if _unshown_body(r)]
     if not (pending or bodies) or index is None:
         return
     own_record = view.used
@@ -444,7 +444,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         if entry.function is not None and entry.function in reached \
                 and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
-        gated = entry.function.body if entry.kind in ("driver", "body") else entry.node  # (a def's own walk stops)
+        gated = _code_of(entry)
         if judged_only and not gated_update(gated, module):
             resets = _resets(module) if resets is None else resets
             if resets:  # without a reset its runs can still show ACC002's updates
@@ -482,12 +482,9 @@ def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable
     no unknown driver runs it, so it is no accumulation loop of its own; its caller's entry is.
     Returns those marked."""
     marked = []
-    for body in bodies:
-        function = body.entry.function
-        if body.entry.kind != "body" or body.decided or body.caller is not None or body.driven_by or function is None:
-            continue
-        caller = next((e for e in entries if e.kind != "body" and reaches_function(_code_of(e), module, function)),
-                      None)
+    for body in filter(_unshown_body, bodies):
+        caller = next((e for e in entries if e.kind != "body"
+                       and reaches_function(_code_of(e), module, body.entry.function)), None)  # type: ignore[arg-type]
         if caller is not None:
             body.driven_by = f"the entry {caller.name!r}" + (f" of {where}" if where else "")
             body.undecided.append(f"{body.driven_by} calls it, and no run of that entry reached the call: "
@@ -496,9 +493,15 @@ def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable
     return marked
 
 
+def _unshown_body(result: Simulation) -> bool:
+    """Whether ``result`` is an undecided implicit body whose caller no run and no code seen so far shows."""
+    return result.entry.kind == "body" and result.entry.function is not None and not result.decided \
+        and result.caller is None and not result.driven_by
+
+
 def _code_of(entry: EntryPoint) -> cst.CSTNode:
-    """The code an entry's runs execute: a driver's or a body's function body, else its loop (or
-    the script)."""
+    """The code an entry's runs execute: a driver's or a body's function body (a def's own walk
+    stops at the def), else its loop (or the script)."""
     return entry.function.body if entry.kind in ("driver", "body") and entry.function is not None else entry.node
 
 
@@ -643,7 +646,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
-    start = entry.function.body if entry.kind in ("driver", "body") else entry.node
+    start = _code_of(entry)
     # runs that completed (drawing no microbatch is what they did, not where they stopped)
     left = {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
     complete = not left
@@ -706,10 +709,10 @@ def _training_runs(traces: list[tuple[Trace, list[RawEvent], dict]],
     if idle and len(idle) == len(traces):
         result.undecided.append(NO_MICROBATCH)
         return traces
-    training = {trace.configuration for trace, raw, _ in traces if any(e.method in BACKWARD_CALLS for e in raw)}
-    silent = {id(trace) for trace, raw, _ in traces
-              if trace.configuration in training and not trace.undecided and id(trace) not in idle
-              and not any(e.method in BACKWARD_CALLS for e in raw)}
+    backpropagates = {id(trace): any(e.method in BACKWARD_CALLS for e in raw) for trace, raw, _ in traces}
+    training = {trace.configuration for trace, _, _ in traces if backpropagates[id(trace)]}
+    silent = {id(trace) for trace, _, _ in traces if trace.configuration in training and not trace.undecided
+              and id(trace) not in idle and not backpropagates[id(trace)]}
     if not idle and not silent:
         return traces
     kept = [run for run in traces if id(run[0]) not in idle | silent]

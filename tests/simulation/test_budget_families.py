@@ -117,31 +117,22 @@ def test_a_reset_before_the_update_under_a_restarted_pass_is_reported() -> None:
 
 # --- the file's budget for check: what it leaves open is counted only where it could form a group ----
 
-SEVERAL_ENTRIES = """
-    import torch
-
-
-    def fit(net, opt, loader, accum):
-        for i, x in enumerate(loader):
-            (net(x).mean() / accum).backward()
-            if (i + 1) % accum == 0:
-                opt.step()
-                opt.zero_grad()
-
-
-    def gradients_match(net, chunks, k):
-        for _ in range(k):
-            for chunk in chunks:
-                net(chunk).sum().backward()
-
-
-    def fit_again(net, opt, loader, accum):
-        for i, x in enumerate(loader):
-            (net(x).mean() / accum).backward()
-            if (i + 1) % accum == 0:
-                opt.step()
-                opt.zero_grad()
-    """
+#: an accumulating loop, written once per entry name
+_FIT = """
+def {name}(net, opt, loader, accum):
+    for i, x in enumerate(loader):
+        (net(x).mean() / accum).backward()
+        if (i + 1) % accum == 0:
+            opt.step()
+            opt.zero_grad()
+"""
+#: two accumulating entries around a gradient check that writes no update
+SEVERAL_ENTRIES = "import torch\n" + _FIT.format(name="fit") + """
+def gradients_match(net, chunks, k):
+    for _ in range(k):
+        for chunk in chunks:
+            net(chunk).sum().backward()
+""" + _FIT.format(name="fit_again")
 
 
 def test_entries_past_the_file_budget_are_counted_only_where_they_update(monkeypatch: pytest.MonkeyPatch) -> None:
