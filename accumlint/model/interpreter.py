@@ -2438,10 +2438,11 @@ class Interpreter:
                 counting.wrapped.append(value)
                 self._wrapped[id(value)] = counting
             return tuple(args) if len(args) != 1 else args[0]
-        if isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and method == "get" and args \
-                and isinstance(args[0], str) and args[0].isidentifier():
+        if isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and not receiver.restored \
+                and method == "get" and args and isinstance(args[0], str) and args[0].isidentifier():
             # `kwargs.get("accum_grad", 1)`, `cfg.get("accum", 4)` of a mapping the run does not show: a named
-            # run-level value (a whole-number default stays a constant the configurations can rebind)
+            # run-level value (a whole-number default stays a constant the configurations can rebind); not
+            # a checkpoint's `ckpt.get("epoch", -1)`: where the resumed run starts, not a setting
             default = args[1] if len(args) > 1 else None
             number = default if isinstance(default, int) and not isinstance(default, bool) else None
             return self._bound(args[0], None if number is None else int(number))

@@ -34,6 +34,7 @@ from accumlint.model import names, owned_loops
 from accumlint.model.events import BACKWARD_CALLS, no_update_steps
 from accumlint.model.interpreter import (
     GRADIENT_WRITE,
+    LEFT_TO_ACC501,
     MAX_ENTRY_STATEMENTS,
     BudgetExceeded,
     Infeasible,
@@ -538,13 +539,15 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
     updates every microbatch, or never, is not one: decided without such a run, or left
     unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
-    trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`)."""
+    trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`). A reason the
+    simulator leaves to ACC501 (:data:`LEFT_TO_ACC501`: ``accumulate()`` entered twice per
+    microbatch) is that rule's verdict on the loop, not a fact left open."""
     found = []
     for result in results:
         if result.importer or result.caller is not None or result.driven_by or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
-            found.append(tuple(result.reasons()))
+            found.append(tuple(r for r in result.reasons() if not r.endswith(LEFT_TO_ACC501)))
         elif any(map(_accumulates, result.traces)):
             found.append(())
     return found

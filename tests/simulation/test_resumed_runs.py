@@ -200,3 +200,53 @@ def test_a_start_epoch_from_a_checkpoint_helper_of_another_module(tmp_path, gate
     files = {"pyproject.toml": "[project]\nname = 'p'\n", "solver/__init__.py": "", "solver/optim.py": _SOLVER,
              "engine.py": _TRAINER.replace("{gate}", gate)}
     assert findings(tmp_path, files) == expected
+
+
+#: the whole training phase behind a test of where the run starts: a helper returns 0 for a fresh run and
+#: `ckpt.get("epoch", -1) + 1` of a checkpoint; a run that starts past the last epoch trains nothing
+_FINISHED_GUARD = """
+import argparse
+import torch
+
+
+def resume_point(path, net):
+    if not path:
+        return 0
+    ckpt = torch.load(path)
+    net.load_state_dict(ckpt["net"])
+    return ckpt.get("epoch", -1) + 1
+
+
+def one_epoch(net, opt, loader, accum):
+    opt.zero_grad()
+    for k, x in enumerate(loader):
+        (net(x).pow(2).mean() / accum).backward()
+        if {gate}:
+            opt.step()
+            opt.zero_grad()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--resume", default="")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--accum", type=int, default=4)
+    args = parser.parse_args()
+    net = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(list(range(8)))
+    start = resume_point(args.resume, net)
+    if start >= args.epochs:
+        print("finished already")
+    else:
+        for epoch in range(start, args.epochs):
+            one_epoch(net, opt, loader, args.accum)
+"""
+
+
+def test_a_checkpoint_default_is_where_the_run_resumes_not_a_setting() -> None:
+    # `ckpt.get("epoch", -1)` of a loaded checkpoint is no run-level constant (-1 + 1 would be a counter
+    # meeting `args.epochs`, "a training phase of its own"): the guard is a run-level test, the loop decided
+    assert lint(_FINISHED_GUARD.replace("{gate}", "k % accum == 0")) == [("ACC006", 18)]
+    assert lint(_FINISHED_GUARD.replace("{gate}", "(k + 1) % accum == 0"), "ALL") == []
+    assert only(_FINISHED_GUARD.replace("{gate}", "(k + 1) % accum == 0")).decided

@@ -15,7 +15,7 @@ import pytest
 from accumlint.commands.explain import Target, explain, render_text, to_json
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, configurations, simulate
+from accumlint.model.simulation import JUDGED_ENTRY_STATEMENTS, Simulation, accumulation_loops, configurations, simulate
 from accumlint.model.trace import Configuration, Trace
 from accumlint.spec.vocabulary import EventKind
 from tests.shared_data import REPO
@@ -1344,6 +1344,8 @@ def test_an_accumulate_entered_twice_per_microbatch_is_left_to_acc501():
     """)
     assert not result.decided
     assert any("more than once per microbatch" in reason for reason in result.reasons())
+    # ACC501's verdict on the loop: `--statistics` counts it as a decided accumulation loop
+    assert accumulation_loops([result]) == [()]
 
 
 def test_an_evaluation_loader_drawn_mid_epoch_draws_no_training_microbatch():
