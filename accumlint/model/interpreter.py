@@ -1221,18 +1221,23 @@ class Interpreter:
         return id(receiver) in self._built_here and \
             (receiver.label or "").split(".")[0] != counting.driver.source.package
 
-    def _epoch_count(self, args: list[object], frame: _Frame) -> None:
+    def _epoch_count(self, args: list[object], call: cst.Call, frame: _Frame) -> None:
         """``range(iters_per_epoch)`` of a run-level count named as an epoch's, in a function that trains on items it
         takes with ``next()`` from an iterator made where the run cannot see (a stream that goes on
-        across epochs): the count is the epoch's length N, as ``len(loader)`` is for a pass."""
+        across epochs), or ``call`` a range whose loop draws with ``next()`` from an iterator made anew
+        in each pass of an outer loop (:meth:`SyntaxFacts.pass_ranges`): the count is the epoch's
+        length N, as ``len(loader)`` is for a pass."""
         counts = [a for a in args if isinstance(a, Unknown)]
         if len(args) != 1 or len(counts) != 1 or counts[0].origin is not Origin.RUN or not counts[0].label \
-                or counts[0].gate is not None or counts[0].label in self.lengths \
-                or not conventions.EPOCH_LENGTH_NAME.search(last_segment(counts[0].label)):
-            return  # (a count named as the whole run's, `range(total_steps)`, is not an epoch's)
+                or counts[0].gate is not None or counts[0].label in self.lengths:
+            return
         function = frame.function
-        if isinstance(function, cst.FunctionDef) and self.syntax.reaches_backward(function.body, frame.owner) \
-                and self.syntax.streams(function, frame.owner):
+        if not isinstance(function, cst.FunctionDef) or not self.syntax.reaches_backward(function.body, frame.owner):
+            return
+        named = conventions.EPOCH_LENGTH_NAME.search(last_segment(counts[0].label))
+        # (a count named as the whole run's, `range(total_steps)`, is not an epoch's; nor one that draws from
+        # an iterator the function does not restart in each pass of an outer loop)
+        if named and self.syntax.streams(function, frame.owner) or id(call) in self.syntax.pass_ranges(function):
             raise NeedBinding(frozenset(), frozenset({counts[0].label}))
 
     def _iterate(self, iterable: object, body: cst.CSTNode, iterated: cst.BaseExpression, target: cst.CSTNode,
@@ -2354,7 +2359,7 @@ class Interpreter:
         if any(is_data(a) for a in args):
             # `range(0, len(batch), micro)`: the parts of one microbatch, not more microbatches
             return [Unknown("an offset into the microbatch", Origin.DATA)] * 2
-        self._epoch_count(args, frame)
+        self._epoch_count(args, node, frame)
         # a literal start (and step) still fixes the values: `range(1, total + 1)` counts from 1;
         # a start the code does not fix (`range(resumed + 1, total)`) leaves every value open
         first: int | Unknown = 0
@@ -2871,6 +2876,12 @@ class SyntaxFacts:
         iterator made where its caller, not its own code, decides (it is not restarted here)."""
         return self._get("streams", function, lambda: _streams(function, owner))  # type: ignore[return-value]
 
+    def pass_ranges(self, function: cst.FunctionDef) -> frozenset[int]:
+        """The ``range(...)`` calls (by id) of ``function``'s loops that draw with ``next(it)`` where
+        ``it = iter(...)`` is made anew in the body of an outer loop, before them: each pass of the
+        outer loop restarts the data, and the range counts the microbatches of that pass."""
+        return self._get("pass_ranges", function, lambda: _pass_ranges(function))  # type: ignore[return-value]
+
     def leaf_nodes(self, test: cst.BaseExpression) -> list[cst.CSTNode]:
         """The whole dotted names a condition reads (not a callee, not part of a longer name)."""
         return self._get("leaves", test, lambda: [  # type: ignore[return-value]
@@ -3375,6 +3386,25 @@ def _finite_branch(test: cst.BaseExpression) -> bool | None:
     if name in ("any", "all", "item") and isinstance(test.func, cst.Attribute) and not test.args:
         return _finite_branch(test.func.value)  # (any/all of a tensor check: the same on finite values)
     return fw.pytorch.NON_FINITE_CHECKS.get(name)
+
+
+def _pass_ranges(function: cst.FunctionDef) -> frozenset[int]:
+    """:meth:`SyntaxFacts.pass_ranges`."""
+    found: set[int] = set()
+    for outer in walk(function.body):
+        if type(outer) not in (cst.For, cst.While):
+            continue
+        restarted: set[str] = set()  # iterators made anew in this pass, so far
+        for statement in outer.body.body:
+            for node in walk(statement):
+                if type(node) is cst.Assign and type(node.value) is cst.Call and dotted(node.value.func) == "iter":
+                    restarted.update(t.target.value for t in node.targets if type(t.target) is cst.Name)
+                elif type(node) is cst.For and type(node.iter) is cst.Call and dotted(node.iter.func) == "range" \
+                        and any(type(c.func) is cst.Name and c.func.value == "next" and c.args
+                                and type(c.args[0].value) is cst.Name and c.args[0].value.value in restarted
+                                for c in _calls(node.body)):
+                    found.add(id(node.iter))
+    return frozenset(found)
 
 
 def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, seen: set[int] | None = None) -> bool:

@@ -4,9 +4,12 @@
   many codebases; here a logger passed in) passes over ``range(n)``: the loop is decided, and a
   scheduler handed the loop's position (``sched.step(cur_epoch=e, cur_step=k)``) is no ACC304,
   while one stepped without it on every microbatch is.
-- Misses and a false alarm, as strict xfails: a tail left by a loop over a configured ``range`` that
-  draws with ``next()``; a step count bumped on every microbatch and again at each sync (ACC902);
-  the views of one microbatch backpropagated one by one read as a group (ACC103, opt-in).
+- A loop over a configured ``range`` that draws with ``next()`` from an iterator made anew in each
+  epoch counts that epoch's microbatches: its count is N, so the tail that joins the next epoch's
+  first group is ACC005, and a tail flushed at the range's end is silent.
+- A miss and a false alarm, as strict xfails: a step count bumped on every microbatch and again at
+  each sync (ACC902); the views of one microbatch backpropagated one by one read as a group
+  (ACC103, opt-in).
 """
 
 from __future__ import annotations
@@ -63,12 +66,9 @@ def test_a_scheduler_stepped_blind_on_every_microbatch_of_a_logged_range_is_acc3
 
 # --- misses, left for the values (issue 31) and the epoch lengths a config names ---------------
 
-@pytest.mark.xfail(strict=True, reason="the epoch's length is a config value the loop's `range` counts while "
-                   "`next()` draws the microbatches; the simulator binds N only to a loader's length, so the "
-                   "runs never have an epoch that A does not divide, and the tail that joins the next epoch's "
-                   "first group is not seen")
-def test_a_tail_left_by_a_range_over_a_configured_length_is_acc005() -> None:
-    source = """
+#: an epoch of `settings["iters"]` microbatches drawn with `next()` from an iterator made anew in each epoch;
+#: `{flush}` the update's condition beside the cadence
+_RANGE_EPOCHS = """
     import torch
 
 
@@ -80,11 +80,40 @@ def test_a_tail_left_by_a_range_over_a_configured_length_is_acc005() -> None:
             for j in range(settings["iters"]):
                 inputs, labels = next(stream)
                 (torch.nn.functional.mse_loss(net(inputs), labels) / k).backward()
-                if (j + 1) % k == 0:
+                if (j + 1) % k == 0{flush}:
                     opt.step()
                     opt.zero_grad()
     """
-    assert [code for code, _ in lint(textwrap.dedent(source))] == ["ACC005"]
+
+
+def test_a_tail_left_by_a_range_over_a_configured_length_is_acc005() -> None:
+    assert lint(textwrap.dedent(_RANGE_EPOCHS.replace("{flush}", ""))) == [("ACC005", 13)]
+
+
+def test_a_tail_flushed_at_the_end_of_a_configured_range_is_silent() -> None:
+    source = _RANGE_EPOCHS.replace("{flush}", ' or j + 1 == settings["iters"]')
+    assert lint(textwrap.dedent(source), "ALL") == []
+
+
+def test_a_range_over_the_whole_run_is_no_epoch() -> None:
+    # one iterator for the whole run, made before its only loop: the range counts every microbatch of the
+    # run, and its last partial group is no epoch's tail
+    source = """
+    import torch
+
+
+    def fit(settings, net, data):
+        opt = torch.optim.AdamW(net.parameters())
+        k = settings["accumulate"]
+        stream = iter(data)
+        for j in range(settings["iters"]):
+            inputs, labels = next(stream)
+            (torch.nn.functional.mse_loss(net(inputs), labels) / k).backward()
+            if (j + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+    """
+    assert lint(textwrap.dedent(source), "ALL") == []
 
 
 @pytest.mark.xfail(strict=True, reason="ACC902 reads a counter's unit from one increment; a count bumped on every "
