@@ -721,12 +721,29 @@ class Interpreter:
                 return None  # (a project function is run: what it returns is what the name holds)
         return wrapped
 
+    def _first_count(self, owner: object, key: str, frame: _Frame, subscript: bool = False) -> int | None:
+        """0, where ``owner`` is an object built out of sight whose ``key`` (an attribute, or a string
+        subscript) the running function counts up (``state["iter"] += 1``) and the run has not
+        stored yet: the counter is assumed to start at 0, as :meth:`_augmented` assumes where the
+        increment comes first. A test read before that increment would otherwise be a run-level
+        choice for the first iteration and a count for the others."""
+        if not isinstance(owner, Unknown) or owner.origin is Origin.DATA or not owner.label \
+                or not isinstance(frame.function, cst.FunctionDef) \
+                or key not in self.syntax.counted_keys(frame.function):
+            return None
+        label = f"{owner.label}[{key!r}]" if subscript else f"{owner.label}.{key}"
+        if label in self._stored:
+            return None
+        self.note(f"`{label}` is assumed to start at 0 (the code does not show its start)")
+        self._stored[label] = 0
+        return 0
+
     def _augmented(self, node: cst.AugAssign, frame: _Frame) -> None:
         if _rescales_gradient(node):
             return  # `p.grad /= A`: normalisation on the gradient side, not gradients written by hand
         current = self.expression(node.target, frame)
         change = self.expression(node.value, frame)
-        if isinstance(current, Unknown) and current.origin is Origin.RUN and isinstance(change, int) \
+        if isinstance(current, Unknown) and current.origin is not Origin.DATA and isinstance(change, int) \
                 and isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) and current.label:
             # a counter the run starts: assumed at 0 when the code does not show where it starts
             self.note(f"`{current.label}` is assumed to start at 0 (the code does not show its start)")
@@ -814,6 +831,10 @@ class Interpreter:
                     owner[index] = value  # type: ignore[index]
                 except (IndexError, TypeError):
                     pass
+            elif isinstance(owner, Unknown) and owner.origin is not Origin.DATA and owner.label \
+                    and isinstance(index, (int, str)) and not isinstance(index, bool):
+                # `state["iter_num"] += 1` on a mapping built out of sight: the run keeps the value it stored
+                self._stored[f"{owner.label}[{index!r}]"] = value
         elif kind is cst.StarredElement:
             self.assign(target.value, Unknown(_code(target), Origin.RUN), frame)
 
@@ -1836,7 +1857,9 @@ class Interpreter:
         if kind is cst.Float:
             return LiteralFloat(node.evaluated_value)
         if kind is cst.Attribute:
-            value = self._attribute(self.expression(node.value, frame), node.attr.value, node)
+            owner = self.expression(node.value, frame)
+            first = self._first_count(owner, node.attr.value, frame)
+            value = first if first is not None else self._attribute(owner, node.attr.value, node)
             if node.attr.value in fw.NO_SYNC_METHODS and label_text(value):  # `cm = model.no_sync if ...`: called later
                 self._no_sync_named[label_text(value)] = (frame.owner, node)
             return value
@@ -2060,6 +2083,12 @@ class Interpreter:
                     return base[index]  # type: ignore[index]
                 except (IndexError, KeyError, TypeError):
                     return Unknown(_code(node))
+            stored = f"{base.label}[{index!r}]" if isinstance(base, Unknown) else None
+            if stored in self._stored and isinstance(index, (int, str)):
+                return self._stored[stored]  # type: ignore[index]
+            first = self._first_count(base, index, frame, subscript=True) if isinstance(index, str) else None
+            if first is not None:
+                return first
             if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
                 return self._bound(f"{base.label}[{index!r}]", None, base.restored)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
@@ -2875,6 +2904,24 @@ class SyntaxFacts:
         """Whether ``function`` takes items with ``next()`` from a parameter or an attribute: an
         iterator made where its caller, not its own code, decides (it is not restarted here)."""
         return self._get("streams", function, lambda: _streams(function, owner))  # type: ignore[return-value]
+
+    def counted_keys(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The attributes and string subscripts ``function`` counts up (``self.it += 1``,
+        ``state["iter_num"] += 1``), by their last name or key."""
+        def compute() -> frozenset[str]:
+            found = set()
+            for node in walk(function.body):
+                if type(node) is not cst.AugAssign or type(node.operator) not in _COUNTING_OPERATORS:
+                    continue
+                if type(node.target) is cst.Attribute:
+                    found.add(node.target.attr.value)
+                elif type(node.target) is cst.Subscript and len(node.target.slice) == 1 \
+                        and type(node.target.slice[0].slice) is cst.Index \
+                        and type(node.target.slice[0].slice.value) is cst.SimpleString:
+                    found.add(node.target.slice[0].slice.value.evaluated_value)
+            return frozenset(found)
+
+        return self._get("counted_keys", function, compute)  # type: ignore[return-value]
 
     def pass_ranges(self, function: cst.FunctionDef) -> frozenset[int]:
         """The ``range(...)`` calls (by id) of ``function``'s loops that draw with ``next(it)`` where

@@ -4,7 +4,8 @@ training code, rewritten as small synthetic snippets (no fetched code).
 - a GAN-shaped loop whose two optimizers update on one gate, each after its own backward
   (ACC006 read the second update as a group of one microbatch);
 - a loop that writes its microbatch index into a dict entry and gates the update on that entry,
-  called once per epoch: the tail leaks into the next epoch (missed: A is not found);
+  called once per epoch: the tail leaks into the next epoch (ACC005; the entry the loop stores
+  into the mapping it was given is read back from it);
 - per-microbatch loss components with their graph summed into a log dict by a helper (missed:
   ACC201 sees only the inline spelling).
 """
@@ -45,11 +46,10 @@ def test_a_reset_of_the_generator_every_microbatch_is_still_found(tmp_path: Path
     assert one(tmp_path, source) == [("ACC001", 9)]
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator does not bind A when the update's gate reads the microbatch "
-                                       "index back from a dict entry the loop wrote it to")
 def test_a_tail_carried_into_the_next_epoch_through_a_dict_entry(tmp_path: Path) -> None:
     # nothing resets at the epoch's start: the r microbatches after the last update join the
-    # next epoch's first group, which then holds A + r microbatches divided by A
+    # next epoch's first group, which then holds A + r microbatches divided by A (the index the loop
+    # stores into the mapping it was given is read back from it)
     source = """
     def train(model, opt, loader, info):
         for epoch in range(info["max_epoch"]):
