@@ -106,13 +106,11 @@ def tail_of(model: FileModel, group: Group) -> Tail | None:
     For a user-set boundary (a modulo on a per-pass index, or a counter gate) over a data
     loader, an iterable wrapping one (``pbar = tqdm(enumerate(loader))``), or a
     ``range(steps_per_epoch)`` loop drawing ``next(it)``. A leak into the next pass needs no
-    length arithmetic: the pass repeats (a framework's loop, or a counter gate in an epoch loop)
-    and nothing flushes or resets in between, so it happens unless the length is a multiple of
-    A; a modulo gate's pass that the code itself repeats (an epoch loop here, a caller calling
-    this function in a loop) is left to the simulated runs (ACC005's trace property). A tail
-    left unapplied by a single pass, or applied by a flush, is decided only when the code shows
-    the length need not be a multiple of A (``len(loader) // A``, ``% A``, a tail clause, a
-    post-loop flush). ``assert len(loader) % A == 0`` keeps every case silent.
+    length arithmetic: the pass repeats (an epoch loop here, or a caller calling this function in
+    a loop) and nothing flushes or resets in between, so it happens unless the length is a
+    multiple of A. A tail left unapplied by a single pass, or applied by a flush, is decided only
+    when the code shows the length need not be a multiple of A (``len(loader) // A``, ``% A``,
+    a tail clause, a post-loop flush). ``assert len(loader) % A == 0`` keeps every case silent.
     """
     roles = model.roles
     scope_events = model.events[group.scope]
@@ -162,10 +160,8 @@ def tail_of(model: FileModel, group: Group) -> Tail | None:
                     _flush_report(group, flush[0]))
     if any(e.kind is EventKind.RESET for e in after) or _reset_at_pass_start(group, scope_events):
         return Tail(TailTreatment.DROPPED, None, divided, report)
-    if owned:  # the framework's loop repeats the pass: the tail leaks into its next first group
-        return Tail(TailTreatment.LEAKS, None, divided, report)
     if group.outer_loop is not None or _called_in_loop(model, group):
-        return None  # the pass repeats: what its tail does across the passes is read off the simulated runs
+        return Tail(TailTreatment.LEAKS, None, divided, report)
     if length is None:
         return None
     return Tail(TailTreatment.NOT_APPLIED, None, divided, report)
