@@ -30,11 +30,8 @@ _WHAT_HAPPENS = {
         "divided by A: that update weighs r/A of a full group"
     ),
 }
-_SHIFTED = (
-    "the counter survives the epoch while the gradients are reset at the start of the next one: the last "
-    "r microbatches of each epoch are backpropagated and then wiped (dropped), and because the counter "
-    "still holds r, the next epoch's first update applies only A - r microbatches"
-)
+
+
 class PartialFinalGroup(Rule):
     """ACC005: the user's own update gate leaves the epoch's last ``len % A`` microbatches
     unapplied (carried into the next epoch) or applies them weighted r/A.
@@ -73,17 +70,17 @@ class PartialFinalGroup(Rule):
             tail = model.tail(group)
             if tail is None or tail.framework is not None or tail.report is None:
                 continue
-            text = _SHIFTED if tail.shifts_next else _WHAT_HAPPENS.get(tail.treatment)
+            text = _WHAT_HAPPENS.get(tail.treatment)
             if text is None:
                 continue
-            if (tail.shifts_next or tail.treatment is TailTreatment.LEAKS) and decides(model, self.code, tail.report):
+            if tail.treatment is TailTreatment.LEAKS and decides(model, self.code, tail.report):
                 continue  # what happens to the tail across epochs is read off the simulated runs
             if tail.samples:  # the gate counts samples: the tail is what is left of the pass's samples
                 text = text.replace("the loader's length is not a multiple of A",
                                     "the pass's sample count is not a multiple of the group's size in samples")
             merged = ("a group of A + r microbatches, weighted (A + r)/A" if tail.divided_by_a
                       else "a group of A + r microbatches that mixes two epochs")
-            weighted = tail.treatment is TailTreatment.WEIGHTED and not tail.shifts_next
+            weighted = tail.treatment is TailTreatment.WEIGHTED
             yield Hit(tail.report, text.format(merged=merged), WEIGHTED_TAIL if weighted else UNAPPLIED_TAIL)
         for call, batches, accumulation in lightning_short_epochs(model):
             yield Hit(

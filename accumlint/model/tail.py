@@ -87,10 +87,9 @@ class Tail:
 
     ``framework``: the framework that decides it (None: the user's own gate); ``divided_by_a``:
     whether each microbatch's loss is divided by A (so a partial group weighs r/A);
-    ``report``: the node to point at (the update gate, or a post-loop flush);
-    ``shifts_next``: the dropped tail's microbatches were counted, so the next pass's first
-    group is only A - r microbatches long; ``samples``: the gate counts samples, not microbatches
-    (``seen >= global_batch_size``), so the tail is the samples after the last full group.
+    ``report``: the node to point at (the update gate, or a post-loop flush); ``samples``: the
+    gate counts samples, not microbatches (``seen >= global_batch_size``), so the tail is the
+    samples after the last full group.
     """
 
     treatment: TailTreatment
@@ -98,7 +97,6 @@ class Tail:
     divided_by_a: bool
     report: cst.CSTNode | None
     source: str = ""
-    shifts_next: bool = False
     samples: bool = False
 
 
@@ -339,8 +337,9 @@ def _handled_around(model: FileModel, scope, loop: cst.CSTNode) -> bool:
 def _counter_tail(model: FileModel, group: Group, test: boundary.BoundaryTest,
                   scope_events: list[Event]) -> Tail | None:
     """A counter gate (``n += 1; if n == A: ...; n = 0``) inside an epoch loop, with nothing
-    after the micro-loop: what the epoch-start code does with the tail. A counter set before
-    the epoch loop survives the epoch; one set in the epoch loop's body restarts with it."""
+    after the micro-loop: one set in the epoch loop's body restarts with it, and with no reset at
+    the epoch's start the tail leaks into the next epoch's first update (a count that survives
+    the epoch is left to the simulated runs)."""
     outer = group.outer_loop
     counter = dotted(test.dividend) if test.dividend is not None else None
     if counter is None or (outer is not None and not isinstance(outer, cst.For)):
@@ -368,14 +367,10 @@ def _counter_tail(model: FileModel, group: Group, test: boundary.BoundaryTest,
     else:
         outer_start, _ = group.scope.loop_spans[outer]
         restarts = sets[-1].inside(outer) and sets[-1].order >= outer_start
-    wiped = _reset_at_pass_start(group, scope_events)
-    divided = _divided(model, group)
+    if not restarts or _reset_at_pass_start(group, scope_events):
+        return None  # a tail dropped on purpose, or a count that survives the epoch
     report = test.report or group.gate.frame_node  # type: ignore[union-attr]
-    if restarts and not wiped:
-        return Tail(TailTreatment.LEAKS, None, divided, report, samples=test.samples)
-    if not restarts and wiped:
-        return Tail(TailTreatment.DROPPED, None, divided, report, shifts_next=True, samples=test.samples)
-    return None  # both restart (tail dropped on purpose) or neither (groups run across epochs)
+    return Tail(TailTreatment.LEAKS, None, _divided(model, group), report, samples=test.samples)
 
 
 def engine_window_tail(model: FileModel, group: Group) -> cst.CSTNode | None:
