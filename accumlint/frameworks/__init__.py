@@ -47,7 +47,7 @@ from accumlint.frameworks.contracts import (
 __all__ = [
     "ACCUMULATION_KEYWORDS", "BACKWARD_CONTRACTS", "CONSTRUCTORS", "CONSTRUCTOR_PREFIXES", "FORWARD_DECIDES_SYNC",
     "COUNTER_BUILDER_NAMES", "COUNTING_DRIVERS", "FRAMEWORK_TAILS", "FSDP2_SHARDS",
-    "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS",
+    "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS", "INHERITED_BACKWARDS", "INHERITED_METHODS",
     "LOADER_SHARDING", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS",
     "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
     "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
@@ -153,3 +153,13 @@ COUNTER_BUILDER_NAMES = frozenset(
 #: Library functions and methods whose behaviour decides a verdict, summarized (the model
 #: inlines them like project functions: :mod:`accumlint.model.summaries`).
 SUMMARIES: tuple[Summary, ...] = (*timm.SUMMARIES,)
+
+#: Library base classes (qualified) → the methods a subclass inherits from them, name → the Python text
+#: of a function the model runs where the subclass's call on ``self`` finds no project definition
+#: (``transformers.INHERITED_METHODS``).
+INHERITED_METHODS: dict[str, dict[str, str]] = {
+    name: transformers.INHERITED_METHODS for name in transformers.TRAINER_CLASSES}
+#: The names of those methods that run a backward: a file calling one on ``self`` may train without
+#: writing a backward of its own (the byte stage lets it through)
+INHERITED_BACKWARDS = frozenset(name for methods in INHERITED_METHODS.values()
+                                for name, text in methods.items() if ".backward(" in text)

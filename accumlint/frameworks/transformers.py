@@ -72,6 +72,31 @@ BACKEND_FLAGS_SOURCE = Source("transformers", "4.31.0", "trainer.py Trainer.__in
 #: The class attributes a Trainer subclass declares its loss's normalization with.
 NORMALIZATION_ATTRS = frozenset({LOSS_KWARGS_ATTR, EXPLICIT_SCALED_ATTR})
 
+#: The Trainer methods a subclass inherits that a training loop of its own calls on ``self`` (a
+#: subclass that overrides ``_inner_training_loop`` and keeps ``self.training_step(model, inputs)``),
+#: reduced to what they do to the group, as the Python text of a function the model runs where the
+#: class does not define the method (``self.compute_loss`` then reaches the subclass's override).
+#: ``training_step``: the loss of ``compute_loss`` divided by ``current_gradient_accumulation_steps``
+#: (the group's microbatch count, set by the Trainer's own loop: a loop of the subclass that does not
+#: set it leaves the divisor open) unless the loss is already scaled for the group, which needs a
+#: ``num_items_in_batch`` (the test on it is a run-level choice where one is passed), then its
+#: backward; ``compute_loss``: the model's forward on the batch's keys and the loss its output holds.
+INHERITED_METHODS: dict[str, str] = {
+    TRAINING_STEP: (
+        "def training_step(self, model, inputs, num_items_in_batch=None):\n"
+        "    loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)\n"
+        "    if num_items_in_batch is None:\n"
+        "        loss = loss / self.current_gradient_accumulation_steps\n"
+        "    loss.backward()\n"
+        "    return loss.detach()\n"),
+    COMPUTE_LOSS: (
+        "def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):\n"
+        "    outputs = model(**inputs)\n"
+        "    loss = outputs['loss']\n"
+        "    return (loss, outputs) if return_outputs else loss\n"),
+}
+INHERITED_SOURCE = Source("transformers", VERSION, "trainer.py Trainer.training_step, Trainer.compute_loss")
+
 #: ``optimization.py``: parameters that size a schedule (in scheduler steps); the
 #: ``get_*_schedule_with_warmup`` functions take them by position too.
 SCHEDULE_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps", "num_decay_steps"})

@@ -1634,8 +1634,10 @@ class Interpreter:
         # budget allows all skip the gate and A is never bound; so does the only branch that trains
         # (`if args.do_train: ...` with the loop in it)
         first = _tests_accumulation(test) or statement is not None and self._only_body_trains(statement, frame)
-        if not first and statement is not None and self._has_event(statement, frame):
-            # a choice of training regime met first in the set-up (`if scaler is None: model.zero_grad()`)
+        if not first and statement is not None:
+            # a choice of training regime met first in the set-up (`if scaler is None: model.zero_grad()`),
+            # or before the test that trains (`if self.is_training: log(...)` above `if self.is_training:
+            # loss.backward()`)
             later = self._training_side(key, frame)
             first = later != negated if later is not None else first
         self.choices[key] = first != negated
@@ -1994,8 +1996,10 @@ class Interpreter:
                         return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
                                                    node, method_owner)
                     return Function(definition, method_owner, class_def, owner)
-                inherited = owned_loops.base_method(owner.owner, owner.class_def, name)
-                if inherited is not None:  # a framework base class's method (mmcv's `every_n_iters`)
+                inherited = owned_loops.base_method(owner.owner, owner.class_def, name) \
+                    or owned_loops.library_method(owner.owner, owner.class_def, name)
+                if inherited is not None:  # a framework base class's method (mmcv's `every_n_iters`, HF's
+                    # `training_step`)
                     return Function(inherited[0], inherited[1], None, owner)
             if name in EVENT_METHODS:
                 return BoundMethod(owner, name, f"{owner.label}.{name}")
@@ -3886,9 +3890,10 @@ def holds_own_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> 
 
 
 @functools.lru_cache(maxsize=64)
-def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str], ...]:
-    """(name or attribute name bound, dotted callee) of every ``x = Callee(...)`` / ``self.x =
-    Callee(...)`` in ``owner``'s code, its functions' bodies included."""
+def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str, bool], ...]:
+    """(name or attribute name bound, dotted callee, whether the call is handed the target's own value:
+    :func:`_rewraps`) of every ``x = Callee(...)`` / ``self.x = Callee(...)`` in ``owner``'s code, its
+    functions' bodies included."""
     found: list[tuple[str, str]] = []
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root, statements_only=True)):
@@ -3898,7 +3903,7 @@ def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str], ...]:
                 for target in node.targets:
                     if isinstance(target.target, (cst.Name, cst.Attribute)):
                         found.append((target.target.value if isinstance(target.target, cst.Name)
-                                      else target.target.attr.value, callee))
+                                      else target.target.attr.value, callee, _rewraps(node, call)))
     return tuple(found)
 
 
@@ -3916,9 +3921,46 @@ def _built(value: cst.BaseExpression) -> list[cst.Call]:
 def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     """The names (and attribute names) ``owner`` binds to a call of a class, or of a class-valued
     name, that is not one of its own and not a known library constructor (``trainer =
-    Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``)."""
-    return frozenset(name for name, callee in _constructions(owner)
-                     if constructor_role(owner.imports.qualify(callee) or callee, True) is None)
+    Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``); not a
+    call handed the name's own value back, nor a project function or method that builds no project
+    class (:func:`_builds_no_instance`)."""
+    return frozenset(name for name, callee, rewrap in _constructions(owner)
+                     if constructor_role(owner.imports.qualify(callee) or callee, True) is None
+                     and not rewrap and not _builds_no_instance(callee, owner))
+
+
+def _builds_no_instance(callee: str, owner: ModuleFunctions) -> bool:
+    """Whether ``callee`` is a method of one of ``owner``'s classes (its bases in other modules
+    included) or a project function that calls no project class: what it returns is no instance it
+    makes (``self.get_module("transformer")`` hands back a library model), so the name it binds holds
+    no trainer whose ``train()`` would run a loop. A function the project view does not show is not
+    known to be one."""
+    if callee.startswith("self.") and callee.count(".") == 1:
+        found = [owner.method(class_def, callee[5:]) for class_def in owner.classes.values()]
+        functions = [(f[0], f[1]) for f in found if f is not None]
+    else:
+        imported = owner.imported(callee) if callee else None
+        local = owner.functions.get(callee) if callee and "." not in callee else None
+        functions = [(imported[1], imported[0])] if imported is not None else [(local, owner)] if local else []
+    return bool(functions) and all(isinstance(function, cst.FunctionDef) and not _calls_a_class(function, module)
+                                   for function, module in functions)
+
+
+def _calls_a_class(function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
+    """Whether ``function`` (of ``owner``) calls a class of its module or one it imports from the
+    project (or a callee that has no name: ``factories[kind](...)``)."""
+    for call in _calls(function.body):
+        name = dotted(call.func)
+        if name is None or name in owner.classes or owner.class_named(name) is not None:
+            return True
+    return False
+
+
+def _rewraps(node: cst.Assign, call: cst.Call) -> bool:
+    """Whether ``call``, assigned by ``node``, is handed the value its target holds (``self.model =
+    checkpointed(self.model, ...)``): a wrapper of what the name held, not an object of another kind."""
+    targets = {dotted(t.target) for t in node.targets} - {None}
+    return any(dotted(arg.value) in targets for arg in call.args)
 
 
 @functools.lru_cache(maxsize=64)
@@ -3927,7 +3969,7 @@ def _imported_instance_classes(owner: ModuleFunctions) -> dict[str, tuple[tuple[
     (``stepper = Stepper(...)``, ``Stepper`` from a sibling module), with each such class (``scaler =
     ApexScaler()`` in one branch, ``NativeScaler()`` in another: a call of the name may run either)."""
     found: dict[str, list[tuple[ModuleFunctions, cst.ClassDef]]] = {}
-    for name, callee in _constructions(owner):
+    for name, callee, _ in _constructions(owner):
         imported = owner.imported(callee) if callee and owner.project is not None else None
         if imported is not None and isinstance(imported[1], cst.ClassDef) and imported not in found.get(name, ()):
             found.setdefault(name, []).append(imported)  # type: ignore[arg-type]

@@ -110,6 +110,9 @@ DRIVEN_ROLES = frozenset({Role.ENGINE})
 _UPDATING = frozenset({Role.OPTIMIZER, Role.ENGINE, Role.OPTIM_WRAPPER, Role.SCALER})
 #: the roles whose update applies gradients and runs no backward of its own
 _PLAIN_UPDATES = frozenset({Role.OPTIMIZER, Role.SCALER})
+#: roles whose ``step()`` neither updates the parameters nor runs a backward (an LR scheduler's sets the
+#: learning rate of the updates to come)
+_NO_UPDATE_ROLES = frozenset({Role.SCHEDULER})
 #: the calls that may update the parameters, whatever their receiver's name
 _UPDATE_CALLS = frozenset({"step", fw.mmengine.BACKWARD.method})
 
@@ -692,12 +695,13 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
 def _without_data(result: Simulation) -> bool:
     """Whether no run of ``result`` drew a microbatch or ran a forward, and every update it made was a
     plain optimizer's (or a gradient scaler's): no framework object (a DeepSpeed engine's
-    ``train_batch``, an optimizer wrapper) that may run a backward on data the code does not show."""
+    ``train_batch``, an optimizer wrapper) that may run a backward on data the code does not show. An
+    LR scheduler's ``step()`` beside them is no update."""
     if NO_MICROBATCH not in result.undecided or any(
             event.kind is EventKind.FORWARD for trace in result.traces for event in trace.events):
         return False
     roles = {facts[_key(e.receiver)].role if _key(e.receiver) in facts else None
-             for _, raw, facts in result._raw for e in raw if e.method in _UPDATE_CALLS}
+             for _, raw, facts in result._raw for e in raw if e.method in _UPDATE_CALLS} - _NO_UPDATE_ROLES
     return bool(roles) and roles <= _PLAIN_UPDATES
 
 

@@ -14,6 +14,7 @@ the same functions here: the stored vocabulary decides exactly as the engine's.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -160,9 +161,20 @@ def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary, project: Pr
         return True
     if loss_scaler_gate().search(data):
         return True  # its backward is behind the call
+    if inherited_backward().search(data):
+        return True  # a library base class's method runs it (an HF Trainer subclass's own loop)
     if path is None:
         return False
     return project is not None and project.root_of(path) is not None and project.mentions_event_name(data, path)
+
+
+@functools.cache
+def inherited_backward() -> LedPattern:
+    """A call on ``self`` of a method that a library base class's row runs a backward in
+    (:data:`accumlint.frameworks.INHERITED_BACKWARDS`: ``self.training_step(`` in the own loop of an
+    HF Trainer subclass), searched from the method's name."""
+    names = sorted(name.encode() for name in fw.INHERITED_BACKWARDS)
+    return LedPattern(re.compile(rb"(?<=self\.)(?:" + b"|".join(map(re.escape, names)) + rb")\s*\("), names)
 
 
 @functools.cache
