@@ -2917,7 +2917,7 @@ class SyntaxFacts:
             for node in walk(function.body):
                 if type(node) is not cst.AugAssign or type(node.operator) not in _COUNTING_OPERATORS:
                     continue
-                if type(node.target) is cst.Attribute:
+                if type(node.target) is cst.Attribute and node.target.attr.value != "grad":  # (a sum of gradients)
                     found.add(node.target.attr.value)
                 elif type(node.target) is cst.Subscript and len(node.target.slice) == 1 \
                         and type(node.target.slice[0].slice) is cst.Index \

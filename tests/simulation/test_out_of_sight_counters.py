@@ -61,3 +61,19 @@ def test_the_correct_gate_is_silent(key: str) -> None:
 @pytest.mark.parametrize("key", KEYS)
 def test_a_zero_based_gate_on_the_state_counter_is_acc006(key: str) -> None:
     assert lint(_source(key, 0)) == [("ACC006", 17)]
+
+
+def test_a_gradient_summed_by_hand_is_no_counter() -> None:
+    # `self.head.grad += noise` counts nothing up: the gradient is read as what the backwards left
+    result = only("""
+    class Trainer:
+        def fit(self, loader, accum):
+            for i, x in enumerate(loader):
+                self.model(x).mean().backward()
+                if self.head.grad is not None:
+                    self.head.grad += self.noise
+                if (i + 1) % accum == 0:
+                    self.opt.step()
+                    self.opt.zero_grad()
+    """)
+    assert not any("is assumed to start at 0" in note for t in result.traces for note in t.notes)
