@@ -731,7 +731,7 @@ class Interpreter:
                 or not isinstance(frame.function, cst.FunctionDef) \
                 or key not in self.syntax.counted_keys(frame.function):
             return None
-        label = f"{owner.label}[{key!r}]" if subscript else f"{owner.label}.{key}"
+        label = _item_label(owner.label, key) if subscript else f"{owner.label}.{key}"
         if label in self._stored:
             return None
         self.note(f"`{label}` is assumed to start at 0 (the code does not show its start)")
@@ -834,7 +834,7 @@ class Interpreter:
             elif isinstance(owner, Unknown) and owner.origin is not Origin.DATA and owner.label \
                     and isinstance(index, (int, str)) and not isinstance(index, bool):
                 # `state["iter_num"] += 1` on a mapping built out of sight: the run keeps the value it stored
-                self._stored[f"{owner.label}[{index!r}]"] = value
+                self._stored[_item_label(owner.label, index)] = value
         elif kind is cst.StarredElement:
             self.assign(target.value, Unknown(_code(target), Origin.RUN), frame)
 
@@ -1996,8 +1996,7 @@ class Interpreter:
                         return self._call_function(Function(definition, method_owner, class_def, owner), [owner], {},
                                                    node, method_owner)
                     return Function(definition, method_owner, class_def, owner)
-                inherited = owned_loops.base_method(owner.owner, owner.class_def, name) \
-                    or owned_loops.library_method(owner.owner, owner.class_def, name)
+                inherited = owned_loops.base_method(owner.owner, owner.class_def, name)
                 if inherited is not None:  # a framework base class's method (mmcv's `every_n_iters`, HF's
                     # `training_step`)
                     return Function(inherited[0], inherited[1], None, owner)
@@ -2087,14 +2086,14 @@ class Interpreter:
                     return base[index]  # type: ignore[index]
                 except (IndexError, KeyError, TypeError):
                     return Unknown(_code(node))
-            stored = f"{base.label}[{index!r}]" if isinstance(base, Unknown) else None
-            if stored in self._stored and isinstance(index, (int, str)):
-                return self._stored[stored]  # type: ignore[index]
+            stored = _item_label(base.label, index) if isinstance(base, Unknown) else None
+            if stored in self._stored:
+                return self._stored[stored]
             first = self._first_count(base, index, frame, subscript=True) if isinstance(index, str) else None
             if first is not None:
                 return first
             if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
-                return self._bound(f"{base.label}[{index!r}]", None, base.restored)
+                return self._bound(_item_label(base.label, index), None, base.restored)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
         return Unknown(_code(node), origin, restored=is_restored(base))
 
@@ -3088,6 +3087,12 @@ def _compare(operator: str, left: object, right: object, code: str) -> object:
         return bool(_COMPARE[operator](left, right))
     except Exception:  # noqa: BLE001
         return Unknown(code)
+
+
+def _item_label(label: str | None, key: int | str) -> str:
+    """The name of ``label[key]``, an item of a mapping the run does not show (``state['iter_num']``):
+    what the run stores it under and binds it by."""
+    return f"{label}[{key!r}]"
 
 
 @functools.lru_cache(maxsize=8192)

@@ -310,22 +310,15 @@ def _hook_counters(counters: dict[str, int], position: int,
 
 def base_method(functions: ModuleFunctions, class_def: cst.ClassDef,
                 name: str) -> tuple[cst.FunctionDef, ModuleFunctions] | None:
-    """The framework's method ``name`` that ``class_def`` inherits as a member of a callback row
+    """The framework's method ``name`` that ``class_def`` inherits: as a member of a callback row
     that states it (:attr:`~accumlint.frameworks.loops.CallbackLoop.base_methods`, mmcv's
-    ``Hook.every_n_iters``): its definition and the one-function module it forms, or None (the
-    class defines no such member, or no row states the method)."""
+    ``Hook.every_n_iters``), or from a library base class whose row states it, through its project
+    bases too (:data:`accumlint.frameworks.INHERITED_METHODS`: an HF ``Trainer``'s ``training_step``).
+    Returns its definition and the one-function module it forms, or None (a project class on the way
+    defines it, or no row states it)."""
     for row in CALLBACK_ROWS:
         if name in row.base_methods and _takes_part(functions, class_def, row):
             return _parsed_method(row.base_methods[name])
-    return None
-
-
-def library_method(functions: ModuleFunctions, class_def: cst.ClassDef,
-                   name: str) -> tuple[cst.FunctionDef, ModuleFunctions] | None:
-    """The method ``name`` that ``class_def`` inherits from a library base class whose row states it
-    (:data:`accumlint.frameworks.INHERITED_METHODS`: an HF ``Trainer``'s ``training_step``), through its
-    project bases too: its definition and the one-function module it forms, or None (a project class
-    on the way defines it, or no row states it)."""
     stack, seen = [(functions, class_def)], set()
     while stack and len(seen) < 16:
         owner, current = stack.pop(0)
@@ -334,12 +327,9 @@ def library_method(functions: ModuleFunctions, class_def: cst.ClassDef,
         seen.add(id(current))
         if owner.methods.get((current, name)) is not None:
             return None
+        stack.extend(owner.bases(current))
         for base in current.bases:
             dotted_name = dotted(base.value)
-            project = owner.class_named(dotted_name) if dotted_name else None
-            if project is not None:
-                stack.append(project)
-                continue
             row = fw.INHERITED_METHODS.get(owner.imports.qualify(dotted_name) or "") if dotted_name else None
             if row is not None and name in row:
                 return _parsed_method(row[name])
