@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.frameworks import stdlib
 from accumlint.frameworks.contracts import CountingDriver
 from accumlint.model import conventions, owned_loops
 from accumlint.model.actions import (
@@ -56,6 +57,7 @@ from accumlint.model.trace import Configuration
 from accumlint.model.values import (
     BoundMethod,
     Construction,
+    Derived,
     Function,
     LabeledInt,
     Literal,
@@ -431,6 +433,8 @@ class Interpreter:
         self._slices: dict[str, _Loader] = {}  # the pass the slices of a list of the epoch's microbatches draw
         self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
+        #: id → (a namespace of parsed command-line options, the whole-number defaults of its options)
+        self._options: dict[int, tuple[Unknown, dict[str, int]]] = {}
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
         self._iteration_depths: list[int] = []  # the call depth (``len(_stack)``) of each enclosing loop
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
@@ -467,6 +471,7 @@ class Interpreter:
         self._slices.clear()
         self._globals.clear()
         self._stored.clear()
+        self._options.clear()
         self._counting.clear()
         self._counts_written.clear()
         self._wrapped.clear()
@@ -754,11 +759,15 @@ class Interpreter:
             # a script's own arithmetic on a named constant (`accum *= 8` to simulate 8 GPUs): still the
             # constant, which the configuration may bind to A
             result = self._bound(node.target.value, int(result))
+        elif isinstance(result, (Literal, Derived)) and isinstance(node.operator, _COUNTING_OPERATORS):
+            result = int(result)  # `state["iter_num"] += 1` from a literal start: a counter's number, which varies
         self.assign(node.target, result, frame)
 
     def _named(self, value: object, name: str) -> object:
         """:func:`_named`, keeping the mark of a library object the run saw built."""
         named = _named(value, name)
+        if named is not value and id(value) in self._options:
+            self._options[id(named)] = (named, self._options[id(value)][1])
         if named is not value and id(value) in self._built_here:
             self._built_here[id(named)] = named  # type: ignore[assignment]
             if id(value) in self._made_by:
@@ -767,16 +776,17 @@ class Interpreter:
 
     def assign(self, target: cst.BaseExpression, value: object, frame: _Frame) -> None:
         kind = type(target)
-        if isinstance(value, Literal) and kind in (cst.Name, cst.Attribute) and (
+        if isinstance(value, (Literal, Derived)) and kind in (cst.Name, cst.Attribute) and (
                 target.value if kind is cst.Name else target.attr.value) in self.syntax.counters(frame.owner):
-            value = int(value)  # `update_step = 0` of a loop that counts it up: a counter's start
+            value = int(value)  # `update_step = 0`, `= START + 1` of a loop that counts it up: a counter's start
         if kind is cst.Name:
             value = self._named(value, target.value)
             if target.value in (*self.bindings, *self.lengths) and isinstance(value, Unknown) \
                     and value.origin is Origin.RUN:
                 value = self._bound(target.value, None)
-            if frame.function is None and isinstance(value, Literal):
-                value = self._bound(target.value, int(value))  # `ACCUM = 4`: a named constant A may rebind
+            if frame.function is None and isinstance(value, Literal) or isinstance(value, Derived):
+                # `ACCUM = 4`, `accum = batch // micro`: a named constant A may rebind
+                value = self._bound(target.value, int(value))
             elif frame.function is None and isinstance(value, dict):  # `config = {"accum": 4}`: its constants too
                 for key, item in list(value.items()):
                     if isinstance(item, Literal):
@@ -821,7 +831,11 @@ class Interpreter:
             else:
                 origin = value.origin if isinstance(value, Unknown) else Origin.RUN
                 for element in elements:
-                    self.assign(element, Unknown(_code(element), origin), frame)
+                    # an element of a run-level value is one too, named by its target (`(data_cfg,
+                    # train_cfg) = configs`: `train_cfg["accum"]` is a setting the configurations bind)
+                    label = _code(element)
+                    sources = frozenset({label}) if origin is Origin.RUN else frozenset()
+                    self.assign(element, Unknown(label, origin, sources), frame)
         elif kind is cst.Subscript:
             owner = self.expression(target.value, frame)
             index = self.expression(target.slice[0].slice.value, frame) if len(target.slice) == 1 and \
@@ -869,7 +883,10 @@ class Interpreter:
         drawn = self._replays(iterable, node, frame)
         replays = drawn is not None and len(drawn) > 1
         if drawn is None and self.syntax.iterates_its_items(node, frame.owner):
-            self.undecide(f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
+            self.undecide(f"`{_code(node.target)}`, an item of a data loader, is iterated for its backwards: each "
+                          "item holds several microbatches, which the simulation does not count"
+                          if _built_loader(iterable) else
+                          f"`{_code(node.target)}` takes one loader after another: an epoch's microbatches "
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
@@ -1698,7 +1715,8 @@ class Interpreter:
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
-            isinstance(statement.orelse, cst.Else) and self.syntax.has_update(statement.orelse.body, frame.owner))
+            isinstance(statement.orelse, cst.Else) and self.syntax.has_update(statement.orelse.body, frame.owner)) \
+            or self._instance_update(statement, frame)
 
     def _data_branch(self, test: cst.BaseExpression, statement: cst.If | None, frame: _Frame) -> bool:
         """The main path of a condition on the microbatch's data. A branch that leaves the
@@ -1820,7 +1838,20 @@ class Interpreter:
         """Whether the ``if`` decides an optimizer update: one runs in a branch, or a branch
         leaves the iteration before the update that follows."""
         return self.syntax.has_update(statement, frame.owner) or (
-            _leaves_iteration(statement.body) and self.syntax.update_follows(statement, frame.owner))
+            _leaves_iteration(statement.body) and self.syntax.update_follows(statement, frame.owner)) \
+            or self._instance_update(statement, frame)
+
+    def _instance_update(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether ``node`` calls a method of a project instance the run holds whose code updates
+        (``optimizer.step_and_update_lr()`` on a wrapper that a project function of another module
+        built from a class this module never names): the run knows the object where the names do not."""
+        for receiver, method in self.syntax.method_calls(node):
+            value = frame.names.get(receiver)
+            if isinstance(value, Obj) and value.class_def is not None and value.owner is not None:
+                found = value.owner.method(value.class_def, method)
+                if found is not None and self.syntax.has_update(found[0].body, found[1]):
+                    return True
+        return False
 
     def _decides_group(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether ``node`` performs an event of the group's structure: a backward, an optimizer
@@ -2012,6 +2043,9 @@ class Interpreter:
             label = f"{owner.label}.{name}" if owner.label else name
             if label in self._stored:
                 return self._stored[label]
+            options = self._options.get(id(owner))
+            if options is not None and name in options[1]:  # `args.accum` of a parsed command line: its default
+                return self._bound(label, options[1][name])
             if name in _COUNTED_FLAGS and owner.origin is not Origin.DATA:
                 self.undecide(f"`{label}` is the boundary flag of an object built where the run cannot see")
             if owner.origin is Origin.RUN:
@@ -2190,7 +2224,10 @@ class Interpreter:
                 return self._call_value(callee, args, kwargs, node, frame)
             # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
             return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
-        return self._method(receiver, method, args, kwargs, node, frame)
+        value = self._method(receiver, method, args, kwargs, node, frame)
+        if method in stdlib.PARSE_OPTIONS and isinstance(value, Unknown) and frame.owner.option_defaults():
+            self._options[id(value)] = (value, frame.owner.option_defaults())
+        return value
 
     def _super(self, method: str, node: cst.Call, frame: _Frame) -> object:
         """``super().method(...)``: the method of the first base that defines it, on the same ``self``."""
@@ -2750,6 +2787,16 @@ class SyntaxFacts:
     def reaches_event(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("event", node, lambda: reaches_event(node, owner))  # type: ignore[return-value]
 
+    def method_calls(self, node: cst.CSTNode) -> tuple[tuple[str, str], ...]:
+        """The ``name.method(...)`` calls in ``node`` that no module-level lookup resolves to an
+        update, as (receiver name, method name) pairs."""
+        def compute() -> tuple[tuple[str, str], ...]:
+            return tuple(dict.fromkeys(
+                (call.func.value.value, call.func.attr.value) for call in walk(node)
+                if type(call) is cst.Call and type(call.func) is cst.Attribute and type(call.func.value) is cst.Name
+                and call.func.attr.value not in _UPDATE_METHODS))
+        return self._get("method calls", node, compute)  # type: ignore[return-value]
+
     def shapes(self, node: cst.If | cst.IfExp, owner: ModuleFunctions) -> bool:
         """Whether a run-level choice's branches (``node``) build an object that the code calls
         later: they call a class or a project function, and a name they bind (or that the
@@ -2992,6 +3039,12 @@ def label_text(value: object) -> str:
 _CONSTANTS_FIXED = [False]
 
 
+def _constant(value: object) -> bool:
+    """Whether ``value`` is fixed by the code alone: a literal, a named constant the configuration
+    has not bound, or a number computed from them (:class:`Derived`)."""
+    return isinstance(value, (Literal, Derived)) or isinstance(value, LabeledInt) and not value.bound
+
+
 def _meets_counter(left: object, right: object) -> bool:
     """A named constant the configuration has not bound, set against a counter: until the run
     knows whether it is A, the result is unknown (its gate names the constant)."""
@@ -3063,6 +3116,8 @@ def _binary(operator: str, left: object, right: object, code: str) -> object:
         return Unknown(code)
     if isinstance(left, Literal) and isinstance(right, Literal) and type(result) is int:
         return Literal(result)  # `2 * 8` written in the code is as constant as its parts
+    if _constant(left) and _constant(right) and type(result) is int:
+        return Derived(result)  # `batch_size // micro_batch_size` of named constants: fixed for the run
     return Unknown(code) if result is None else result
 
 
@@ -3381,6 +3436,13 @@ def _counter_key(value: object) -> object:
     return value.label if isinstance(value, Unknown) and value.label else None
 
 
+def _built_loader(value: object) -> bool:
+    """Whether ``value`` is a data loader the run saw a library build (``DataLoader(dataset, ...)``):
+    its items are microbatches (a list of batches that a ``collate_fn`` made is one microbatch's
+    parts), never loaders of their own."""
+    return isinstance(value, Obj) and value.role is Role.LOADER and value.built is not None
+
+
 def _is_loader(value: object) -> bool:
     if isinstance(value, Obj):
         return value.role is Role.LOADER
@@ -3422,6 +3484,7 @@ def _plain_int(value: object) -> bool:
 
 def _is_next(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "next"
+
 
 
 def _finite_branch(test: cst.BaseExpression) -> bool | None:
@@ -3804,6 +3867,8 @@ def _callees(func: cst.BaseExpression, name: str,
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
             found.extend(_imported_methods(owner, name))  # `trainer.fit()`, `Trainer` imported from the project
+            if not found:  # `optim.step_and_update_lr()` of an object a project function built
+                found.extend(owner.methods_of_built_classes(name))
     if not found and isinstance(func, cst.Name):
         # `step_fn = accum_step if cfg.accumulate else plain_step; ... step_fn(...)`
         found.extend((owner.functions[f], owner) for f in _function_aliases(owner).get(name, ()))

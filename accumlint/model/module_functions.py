@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.frameworks import stdlib
 from accumlint.model.callgraph import bind, local_names, parameters
 from accumlint.model.names import (
     Branches,
@@ -83,6 +84,8 @@ class ModuleFunctions:
         self._base_names: frozenset[str] | None = None
         self._fixed: dict[tuple[cst.ClassDef, str], int | None | bool] = {}
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
+        self._option_defaults: dict[str, int] | None = None
+        self._built_methods: dict[str, list[tuple[cst.FunctionDef, ModuleFunctions]]] = {}
         self._callers: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         # every def at any depth (nested helpers, defs under `if __name__ == ...`); a method
         # is a def directly in a class body
@@ -181,6 +184,31 @@ class ModuleFunctions:
         if qualified is None:
             return None
         return self.project.lookup(self, qualified, any_module=any_module)  # type: ignore[attr-defined]
+
+    def methods_of_built_classes(self, name: str) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+        """The methods called ``name`` of the classes that the project functions this module imports
+        can build: those their modules define or import from the project (``model, optim =
+        get_model(cfg)``, then ``optim.step_and_update_lr()``, the class named only where ``get_model``
+        lives). At most 32 imported names per module are followed."""
+        found = self._built_methods.get(name)
+        if found is not None:
+            return found
+        found = []
+        for local in list(self.imports.names)[:32]:
+            imported = self.imported(local)
+            if imported is None or not isinstance(imported[1], cst.FunctionDef):
+                continue
+            module = imported[0]
+            for other in list(module.imports.names)[:32]:
+                built = module.imported(other)
+                if built is not None and isinstance(built[1], cst.ClassDef):
+                    method = built[0].method(built[1], name)
+                    if method is not None:
+                        found.append((method[0], method[1]))
+            found.extend((method[0], method[1]) for class_def in module.classes.values()
+                         if (method := module.method(class_def, name)) is not None)
+        self._built_methods[name] = found
+        return found
 
     def method(self, class_def: cst.ClassDef, name: str,
                skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
@@ -358,6 +386,32 @@ class ModuleFunctions:
             return None
         found = [c for c in self.classes.values() if all(self.method(c, m) for m in methods)]
         return (self, found[0]) if len(found) == 1 else None
+
+    def option_defaults(self) -> dict[str, int]:
+        """The whole-number defaults of the command-line options this module declares
+        (``parser.add_argument("--grad-accum", type=int, default=4)``: ``{"grad_accum": 4}``), by
+        their namespace attribute (:func:`accumlint.frameworks.stdlib.option_attribute`). An
+        attribute declared twice with different defaults is left out."""
+        if self._option_defaults is None:
+            found: dict[str, int | None] = {}
+            for node in walk(self._module):
+                if type(node) is not cst.Call or type(node.func) is not cst.Attribute \
+                        or node.func.attr.value != stdlib.ADD_OPTION:
+                    continue
+                keywords = {arg.keyword.value: arg.value for arg in node.args if arg.keyword is not None}
+                default = keywords.get(stdlib.DEFAULT)
+                if type(default) is not cst.Integer or not stdlib.NOT_AS_GIVEN.isdisjoint(keywords):
+                    continue
+                flags = [arg.value.evaluated_value for arg in node.args if arg.keyword is None
+                         and type(arg.value) is cst.SimpleString and isinstance(arg.value.evaluated_value, str)]
+                dest = keywords.get(stdlib.DEST)
+                name = stdlib.option_attribute(flags, dest.evaluated_value if type(dest) is cst.SimpleString
+                                               and isinstance(dest.evaluated_value, str) else None)
+                if name is not None:
+                    number = int(default.evaluated_value)
+                    found[name] = number if found.get(name, number) == number else None
+            self._option_defaults = {name: number for name, number in found.items() if number is not None}
+        return self._option_defaults
 
     def module_value(self, name: str) -> cst.BaseExpression | None:
         """The value of the one module-level assignment of ``name`` (under ``if``/``try`` at the

@@ -78,6 +78,12 @@ class LiteralFloat(float):
     never varies (``weight > 0.`` is a run-level test, not a counter's)."""
 
 
+class Derived(int):
+    """An integer computed from named constants and literals only (``global_batch // micro_batch``):
+    fixed for the run as its parts are, unlike a counter's value. A name it is assigned to becomes
+    a named constant of its own (:class:`LabeledInt`), the symbol a configuration binds to A."""
+
+
 class LabeledInt(int):
     """An integer read from a named constant or a default (``ACCUM = 4``): the label lets the
     configuration rebind it to A. Arithmetic on it gives plain integers."""
@@ -179,7 +185,7 @@ def varies(value: object) -> bool:
     computed, not a literal or a named constant) or an unknown computed from one."""
     if isinstance(value, Unknown):
         return value.varies
-    return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LiteralFloat, LabeledInt))
+    return isinstance(value, (int, float)) and not isinstance(value, (bool, Literal, LiteralFloat, LabeledInt, Derived))
 
 
 def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
