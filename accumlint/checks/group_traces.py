@@ -74,18 +74,6 @@ class TraceVerdict:
         return self.event.node
 
 
-def _one_cadence(trace: Trace) -> bool:
-    """Whether every optimizer of the run updates at the same microbatches (one group structure
-    for all of them); several optimizers on different cadences (a GAN's discriminator updated
-    every microbatch, its generator accumulated) need to know which backward reaches which
-    model, which the traces do not hold yet."""
-    cadences: dict[str, list[tuple[int, int | None]]] = {}
-    for event in trace.events:
-        if event.kind is S:
-            cadences.setdefault(event.target, []).append((event.epoch, event.microbatch))
-    return len({tuple(c) for c in cadences.values()}) <= 1
-
-
 def _training_events(trace: Trace) -> list[TraceEvent]:
     """The run's events without the passes over data that never update where every epoch holds
     whole groups (N ≥ A): a scan of the largest batches for out-of-memory, backward and reset
@@ -445,7 +433,7 @@ def _judgeable(simulation: Simulation, rule: Property) -> bool:
     rule speaks of groups, A bound to the code's gate and one group structure for all its
     optimizers (updates that nothing resets apply every gradient before them whatever A is)."""
     return simulation.decided and (not rule.grouped or bool(simulation.symbols or simulation.literal) and
-                                   all(_one_cadence(t) for t in simulation.traces))
+                                   not any(t.optimizers_apart() for t in simulation.traces))
 
 
 #: a property whose failure follows from another's, and that other: a reset every microbatch

@@ -74,6 +74,18 @@ class FileModel:
             if group.accumulates is None:
                 group.accumulates = self.frameworks.accumulates(group)
 
+    def settle_groups(self) -> None:
+        """Where a simulation decided a gated loop and its runs show no group
+        (:meth:`accumlint.model.simulation.Simulation.trains_without_groups`), the loop does not
+        accumulate: the test the reading of the code took for its group boundary is a training
+        ratio (a generator stepped with its own backward on every n-th batch). Runs the simulator
+        (the engine calls it before the rules, as a stage that may fail alone)."""
+        for group in self.loops:
+            if group.accumulates is True and group.style is LoopStyle.GATED and any(
+                    simulation.covers(group.loop) and simulation.trains_without_groups()
+                    for simulation in self.simulations):
+                group.accumulates = False
+
     @cached_property
     def simulations(self) -> list:
         """The simulator's runs of this module's entry points, in the configurations the trace

@@ -2851,7 +2851,7 @@ class SyntaxFacts:
             # a loop without a backward (over the optimizers to step, the parameters to clip) is
             # the group's update; a branch with no loop of its own trains on data it draws only
             # through `next()` or a project function that loops
-            if not loops and self.draws_data(branch, owner) and self.reaches_backward(branch, owner):
+            if not loops and _draws_data(branch, owner, peeks=False) and self.reaches_backward(branch, owner):
                 return True
         return False
 
@@ -3450,14 +3450,15 @@ def _is_loader(value: object) -> bool:
 
 
 def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops_that_train: bool = False,
-                skip: frozenset[int] = frozenset()) -> bool:
+                skip: frozenset[int] = frozenset(), peeks: bool = True) -> bool:
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
     project function that trains on data it draws (``for epoch in range(n): train_one_epoch(...)``)
     or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``).
     ``loops_that_train``: a loop inside counts only where it reaches a training event (a loop over
     the optimizer's parameter groups that sets the learning rate draws no microbatch; one that steps
     each of several optimizers is left as drawing, as before); ``skip``: the calls (their ids)
-    already answered for."""
+    already answered for; ``peeks``: whether a project function's ``next(iter(loader))`` counts
+    (:func:`_peeks`: a sample plotted, or a fetch that restarts the data, ACC009's)."""
     for child in walk(body):
         if isinstance(child, (cst.For, cst.While)) and (not loops_that_train or reaches_event(child.body, owner)):
             return True
@@ -3469,8 +3470,8 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops
                 continue
             func = call.func
             name = _call_name(func)
-            if any(any(_is_next(n) for n in _calls(c.body)) or
-                   _draws_data(c.body, o, depth + 1, loops_that_train)
+            if any(any(_is_next(n) and (peeks or not _peeks(n)) for n in _calls(c.body)) or
+                   _draws_data(c.body, o, depth + 1, loops_that_train, peeks=peeks)
                    and reaches_event(c.body, o, names=BACKWARD_NAMES)
                    for c, o in _callees(func, name, owner)):
                 return True
@@ -3485,6 +3486,11 @@ def _plain_int(value: object) -> bool:
 def _is_next(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "next"
 
+
+def _peeks(call: cst.Call) -> bool:
+    """Whether a ``next(...)`` call takes the first item of an iterator made for it
+    (``next(iter(val_loader))``): a look at the data (a sample to plot), not a draw from a stream."""
+    return bool(call.args) and isinstance(call.args[0].value, cst.Call) and dotted(call.args[0].value.func) == "iter"
 
 
 def _finite_branch(test: cst.BaseExpression) -> bool | None:

@@ -194,6 +194,17 @@ class Simulation:
         """Whether every run completed without an undecided reason."""
         return not self.undecided and all(not t.undecided for t in self.traces)
 
+    def trains_without_groups(self) -> bool:
+        """Whether the runs decide that optimizers updated at different microbatches each apply
+        only what one microbatch computed (:meth:`Trace.accumulates`), with A bound to the code's
+        gate and runs of A ≥ 2: what a reading of the code took for a group boundary is a training
+        ratio (a generator stepped with its own backward on every n-th batch beside a critic stepped
+        on every one). One optimizer updated on every microbatch against its gate is a bug of its
+        own (ACC004, ACC303), not this."""
+        runs = [t for t in self.traces if t.configuration.accumulation > 1]
+        return self.decided and bool(self.symbols or self.literal) and bool(runs) \
+            and all(t.optimizers_apart() and not t.accumulates() for t in runs)
+
     def covers(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is code that the runs executed: in the entry's loop or function, or
         in a project function they reached."""
@@ -551,22 +562,9 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
             continue
         if not result.decided:
             found.append(tuple(r for r in result.reasons() if not r.endswith(LEFT_TO_ACC501)))
-        elif any(map(_accumulates, result.traces)):
+        elif any(trace.accumulates() for trace in result.traces):
             found.append(())
     return found
-
-
-def _accumulates(trace: Trace) -> bool:
-    """Whether an update of ``trace`` applies the backwards of two microbatches or more."""
-    microbatches: set[tuple[int, int | None]] = set()  # those backpropagated since the last update
-    for event in trace.events:
-        if event.kind is EventKind.BACKWARD:
-            microbatches.add((event.epoch, event.microbatch))
-        elif event.kind is EventKind.UPDATE:
-            if len(microbatches) > 1:
-                return True
-            microbatches.clear()
-    return False
 
 
 def _with_tail_runs(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], lengths: set[str],
@@ -1027,6 +1025,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                         tuple(_where(o, n, module, path, positions) for o, n in event.chain), "",
                         _local_node(event, module), (*event.chain, (event.owner, event.node)))))
                     continue
+                if event.forward and event.grad_off:
+                    continue  # an evaluation's forward (`torch.no_grad()`): no graph, no part of a group
                 if event.method == GRADIENT_WRITE:
                     if in_group:  # after a backward, before the update: the update may not apply the backwards'
                         trace.undecided.append("the gradients are written by hand while a group accumulates: what "

@@ -125,6 +125,44 @@ class Trace:
         a = self.configuration.accumulation
         return list(dict.fromkeys(factor_in_a(e.factor, a) for e in self.events if e.kind is EventKind.BACKWARD))
 
+    def optimizers_apart(self) -> bool:
+        """Whether the run's optimizers update at different microbatches (several group structures:
+        a GAN's discriminator updated every microbatch, its generator every n-th), which only an
+        account of which backward reaches which model tells apart (:meth:`accumulates`)."""
+        cadences: dict[str, list[tuple[int, int | None]]] = {}
+        for event in self.events:
+            if event.kind is EventKind.UPDATE:
+                cadences.setdefault(event.target, []).append((event.epoch, event.microbatch))
+        return len({tuple(c) for c in cadences.values()}) > 1
+
+    def accumulates(self) -> bool:
+        """Whether an optimizer update applies what two microbatches or more computed (their
+        backwards, or forwards whose losses one backward takes later, ``sum(losses).backward()``):
+        per optimizer, the microbatches since its own previous update, less those whose forwards and
+        backwards are code that another optimizer's update always follows in the same microbatch
+        (that optimizer's own: a critic stepped on every microbatch, beside a generator stepped with
+        its own backward on every n-th one, is a training ratio and no group)."""
+        owners = _owners(self.events)
+        updates = (EventKind.UPDATE, EventKind.SCALER_STEP)
+        pending: dict[str, set[tuple[int, int | None]]] = {
+            _update_key(e): set() for e in self.events if e.kind in updates}
+        # a forward counts where its microbatch runs no backward (a loss kept for a later one), not
+        # beside backwards (a sample plotted after the update)
+        backpropagated = {(e.epoch, e.microbatch) for e in self.events if e.kind is EventKind.BACKWARD}
+        for event in self.events:
+            if event.kind is EventKind.BACKWARD or event.kind is EventKind.FORWARD \
+                    and (event.epoch, event.microbatch) not in backpropagated:
+                owner = owners.get((event.kind, _code_site(event)))
+                for key, microbatches in pending.items():
+                    if owner is None or owner == key:
+                        microbatches.add((event.epoch, event.microbatch))
+            elif event.kind in updates:
+                key = _update_key(event)
+                if len(pending[key]) > 1:
+                    return True
+                pending[key] = set()
+        return False
+
     def updates_at(self) -> list[tuple[int, int | None]]:
         """(epoch, microbatch) of every optimizer update, in order."""
         return [(e.epoch, e.microbatch) for e in self.events if e.kind in (EventKind.UPDATE, EventKind.SCALER_STEP)]
@@ -162,3 +200,37 @@ def _group_line(events: list[TraceEvent]) -> str:
         parts[-1].append(word)
     line = " | ".join(" ".join(p) for p in parts if p)
     return f"{line} ‖ {' '.join(after)}" if after else line
+
+
+def _code_site(event: TraceEvent) -> tuple[object, ...]:
+    """Where in the code an event happens: the syntax nodes of the calls that led there and its own
+    (by identity: a run made for ``check`` does not place its events on lines), else its place."""
+    if event.steps:
+        return tuple(id(node) for _, node in event.steps)
+    return (id(event.node),) if event.node is not None else (event.site, *event.chain)
+
+
+def _update_key(event: TraceEvent) -> str:
+    """The optimizer an update steps, by the code's name for it."""
+    return event.target
+
+
+def _owners(events: list[TraceEvent]) -> dict[tuple[EventKind, tuple[object, ...]], str]:
+    """The forward and backward sites that one optimizer owns: every run of the site is followed, in
+    its microbatch, by an update of that optimizer (its key) before any other backward."""
+    owners: dict[tuple[EventKind, tuple[object, ...]], str | None] = {}
+    for i, event in enumerate(events):
+        if event.kind not in (EventKind.BACKWARD, EventKind.FORWARD):
+            continue
+        follower = None
+        for later in events[i + 1:]:
+            if (later.epoch, later.microbatch) != (event.epoch, event.microbatch) or (
+                    later.kind is EventKind.BACKWARD and event.kind is EventKind.BACKWARD):
+                break
+            if later.kind in (EventKind.UPDATE, EventKind.SCALER_STEP):
+                follower = _update_key(later)
+                break
+        site = (event.kind, _code_site(event))
+        known = owners.get(site, follower)
+        owners[site] = follower if known == follower else None
+    return {site: owner for site, owner in owners.items() if owner is not None}

@@ -35,7 +35,7 @@ from accumlint.checks import ALL_RULES
 from accumlint.checks.base import Hit, Rule
 from accumlint.files.reading import MAX_SOURCE_BYTES, decode_source
 from accumlint.heap import MEMORY_LIMIT
-from accumlint.model import FileModel, build_model, summaries
+from accumlint.model import FileModel, LoopStyle, build_model, summaries
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS
 from accumlint.model.names import forget_walks
 from accumlint.noqa.suppression import apply_noqa, apply_noqa_where_it_happens
@@ -436,6 +436,8 @@ def _checked_text(path: str, screened: Screened, context: RunContext, data: byte
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the run
         result.internal_errors.append(f"{path}: internal error while modelling the file: {exc!r}")
         return result
+    if any(group.style is LoopStyle.GATED for group in model.loops):
+        later_stage(result.incomplete, "the simulated groups", model.settle_groups, None)
     hits: list[tuple[Rule, Hit]] = []
     for rule in rules:
         try:

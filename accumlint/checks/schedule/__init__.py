@@ -37,8 +37,9 @@ from accumlint.checks.schedule.schedules import (
 from accumlint.checks.shared.counts import counter_units
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import index_offset
+from accumlint.model.conventions import ITERATION_WRAPPERS
 from accumlint.model.events import SCHEDULER_STEP_METHODS
-from accumlint.model.names import code_of, dotted, keyword, last_segment, method_name, names_in, positional
+from accumlint.model.names import code_of, dotted, keyword, last_segment, method_name, names_in, positional, walk
 from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.roles import constructor_role
 
@@ -72,6 +73,8 @@ class SchedulerPerMicrobatch(Rule):
                     continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
                     continue  # sized `steps * A` on purpose: consistent with per-microbatch stepping
+                if _sized_by_the_loops_count(model, group, step.role.origin):
+                    continue  # its warmup a fraction of the loop's own count of microbatches
                 if step.role.origin is None and (
                         _stops_on_microbatch_budget(group, counters)
                         or _module_schedules_in_microbatches(model, group)
@@ -88,6 +91,39 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
+
+
+def _sized_by_the_loops_count(model: FileModel, group, constructor: cst.Call | None) -> bool:
+    """Whether the scheduler built by ``constructor`` is sized from the count of microbatches the
+    loop runs itself (``for rnd in range(cfg.rounds)``, a warmup of ``frac * cfg.rounds``), in its
+    arguments or in what a module function handed as one reads (a ``LambdaLR``'s ``lr_lambda``), one
+    module-level assignment deep, and never divided by A: its schedule is counted in microbatches,
+    as it is stepped (the spec's exemption for a horizon counted in microbatches)."""
+    loop = group.loop
+    iterated = loop.iter if isinstance(loop, cst.For) else None
+    while isinstance(iterated, cst.Call) and last_segment(dotted(iterated.func) or "") in ITERATION_WRAPPERS \
+            and iterated.args:
+        iterated = iterated.args[0].value  # `tqdm(range(n))`, `enumerate(range(n))`
+    if constructor is None or not isinstance(iterated, cst.Call) or dotted(iterated.func) != "range":
+        return False
+    bounds = [arg.value for arg in iterated.args if arg.keyword is None and not arg.star]
+    budget = dotted(bounds[1] if len(bounds) > 1 else bounds[0]) if bounds else None
+    if budget is None:
+        return False
+    functions = model.functions
+    sizing: list[cst.CSTNode] = []
+    for arg in constructor.args:
+        handed = functions.functions.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+        sizing.append(handed.body if handed is not None else arg.value)
+    read = {n.value for node in sizing for n in walk(node) if isinstance(n, cst.Name)}
+    scope = group.scope.node if isinstance(group.scope.node, cst.FunctionDef) else None
+    for name in sorted(read):
+        module_value = functions.module_value(name)
+        sizing.extend([module_value] if module_value is not None else functions.values_assigned(scope, name))
+    nodes = [n for node in sizing for n in walk(node)]
+    divided = any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Divide, cst.FloorDivide))
+                  and model.is_accumulation_name(n.right) for n in nodes)
+    return not divided and any(isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) == budget for n in nodes)
 
 
 def _stops_on_microbatch_budget(group, counters: dict) -> bool:

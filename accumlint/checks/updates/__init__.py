@@ -166,8 +166,8 @@ class IrregularUpdateBoundary(Rule):
             )
         for group in model.loops:
             gate = group.gate
-            if group.style is not LoopStyle.GATED or gate is None or gate.test is None:
-                continue
+            if group.style is not LoopStyle.GATED or gate is None or gate.test is None or group.accumulates is False:
+                continue  # (no group: the simulated runs show a training ratio, not a boundary)
             test = gate.test
             if test.kind != "modulo" or test.extra or test.report is None or index_offset(test.dividend) is None:
                 continue  # `(i // 2) % 2` alternates groups: not a count of microbatches
