@@ -3583,16 +3583,51 @@ def reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.Fu
 
 
 def _reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.FunctionDef, depth: int,
-                      seen: set[int]) -> bool:
+                      seen: set[int], handed: frozenset[str] = frozenset()) -> bool:
+    """``handed``: the names that hold an instance of ``function``'s class, handed in by the caller
+    (``train_one_epoch(model, loader, loss_scaler)`` with ``loss_scaler = NativeScaler()``): calling one
+    runs ``__call__``, a method of one runs that method."""
+    name = function.name.value
     for call in _calls(node):
-        for candidate, candidate_owner in _callees(call.func, _call_name(call.func), owner):
+        func = call.func
+        if handed and (type(func) is cst.Name and func.value in handed and name == "__call__" or
+                       type(func) is cst.Attribute and func.attr.value == name and dotted(func.value) in handed):
+            return True
+        for candidate, candidate_owner in _callees(func, _call_name(func), owner):
             if candidate is function:
                 return True
             if depth < 3 and id(candidate) not in seen:
                 seen.add(id(candidate))
-                if _reaches_function(candidate.body, candidate_owner, function, depth + 1, seen):
+                given = _handed_instances(call, candidate, candidate_owner, owner, function)
+                if _reaches_function(candidate.body, candidate_owner, function, depth + 1, seen, given):
                     return True
     return False
+
+
+def _handed_instances(call: cst.Call, callee: cst.FunctionDef, callee_owner: ModuleFunctions, owner: ModuleFunctions,
+                      method: cst.FunctionDef) -> frozenset[str]:
+    """The parameters of ``callee`` (of ``callee_owner``) that ``call`` (code of ``owner``) hands an
+    instance of the class that defines ``method``: a name ``owner`` binds to one built from that
+    class, its own or imported."""
+    built = {name for name, class_def in _instances(owner).items() if method in _methods_of(class_def)}
+    built |= {name for name, classes in _imported_instance_classes(owner).items()
+              if any(method in _methods_of(class_def) for _, class_def in classes)}
+    if not built:
+        return frozenset()
+    params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]
+    if callee_owner.class_of.get(callee) is not None and type(call.func) is cst.Attribute:
+        params = params[1:]  # `self.fit(loader, scaler)`: the receiver is the first
+    found = set()
+    for i, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
+        if dotted(arg.value) in built and i < len(params):
+            found.add(params[i])
+    found |= {arg.keyword.value for arg in call.args if arg.keyword is not None and dotted(arg.value) in built}
+    return frozenset(found)
+
+
+def _methods_of(class_def: cst.ClassDef) -> tuple[cst.FunctionDef, ...]:
+    """The methods written in ``class_def``'s own body."""
+    return tuple(s for s in class_def.body.body if type(s) is cst.FunctionDef)
 
 
 @functools.lru_cache(maxsize=16384)

@@ -425,8 +425,18 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
         with index.standing_in(view.path, module):
             loaded = index.importer_functions(importer)
             entries = [] if loaded is None else entry_points(loaded[0], caller=True)
-            runs = _simulate_all(loaded[0], importer, entries, True) if loaded is not None and pending else []
             driven = _driven(bodies, loaded[0], entries, os.path.basename(importer)) if loaded is not None else []
+            unseen = [body for body in bodies if not body.driven_by]
+            runs = _simulate_all(loaded[0], importer, entries, True) if loaded is not None and (pending or unseen) \
+                else []
+        for body in unseen:
+            # `loss_scaler(loss, opt, update_grad=...)` on an instance the caller hands its loop: the run
+            # follows the object where no name in the loop's module names its class
+            run = next((run for run in runs if body.entry.function in run.reached), None)
+            if run is not None:
+                body.driven_by = f"the entry {run.entry.name!r} of {os.path.basename(importer)}"
+                body.undecided.append(f"{body.driven_by} runs it: that entry is the loop, this is no entry of its own")
+                driven.append(body)
         read, view.used = view.used, own_record  # (a lookup of this module hands it the caller's record)
         callers: dict[int, Simulation] = {}
         for result in pending:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from accumlint.model.interpreter import reaches_function
+from accumlint.project.index import ProjectIndex
 from accumlint.run import runner
 from accumlint.settings.config import Settings
 from tests.support import EVERY_CODE, tree
@@ -117,3 +119,107 @@ def test_a_loader_of_batch_lists_is_undecided_with_its_reason(tmp_path: Path) ->
     (reasons,) = result.loops
     assert reasons == ("`batches`, an item of a data loader, is iterated for its backwards: each item holds "
                        "several microbatches, which the simulation does not count",)
+
+
+# --- a loss scaler handed to the loop: its `__call__` is no loop of its own --------------------------
+
+_SCALER = """
+    import torch
+
+
+    class ScalerWithNorm:
+        def __init__(self):
+            self.amp = torch.cuda.amp.GradScaler()
+
+        def __call__(self, loss, optimizer, parameters, clip=None, update_grad=True):
+            self.amp.scale(loss).backward()
+            if update_grad:
+                self.amp.unscale_(optimizer)
+                if clip is not None:
+                    norm = torch.nn.utils.clip_grad_norm_(parameters, clip)
+                else:
+                    norm = grad_norm(parameters)
+                self.amp.step(optimizer)
+                self.amp.update()
+            else:
+                norm = None
+            return norm
+
+
+    def grad_norm(parameters):
+        return torch.norm(torch.stack([p.grad.norm() for p in parameters if p.grad is not None]))
+"""
+
+_ENGINE = """
+    def train_one_epoch(model, loader, optimizer, loss_scaler, update_freq, use_amp, mixup, smoothing, ema):
+        for i, batch in enumerate(loader):
+            if mixup is not None:
+                batch = mixup(batch)
+            if smoothing > 0:
+                batch = batch * (1 - smoothing)
+            if ema is not None and i == 0:
+                ema.to(batch.device)
+            loss = model(batch).mean() / update_freq
+            last = (i + 1) % update_freq == 0 or i + 1 == len(loader)  # the tail applied at the epoch's end
+            if use_amp:
+                loss_scaler(loss, optimizer, model.parameters(), update_grad=last)
+                if last:
+                    optimizer.zero_grad()
+            else:
+                loss.backward()
+                if last:
+                    optimizer.step()
+                    optimizer.zero_grad()
+"""
+
+_MAIN = """
+    import argparse
+
+    import torch
+
+    from engine import train_one_epoch
+    from scaling import ScalerWithNorm
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--update-freq", type=int, default=4)
+    parser.add_argument("--amp", action="store_true")
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters())
+    loader = torch.utils.data.DataLoader(list(range(10)), batch_size=2)
+    loss_scaler = ScalerWithNorm()
+    for epoch in range(3):
+        train_one_epoch(model, loader, optimizer, loss_scaler, args.update_freq, args.amp, args.mixup, args.smoothing,
+                        args.ema)
+"""
+
+
+def test_a_scaler_handed_to_the_loop_is_driven_by_it_not_left_to_an_unseen_caller(tmp_path: Path) -> None:
+    files = {"scaling.py": _SCALER, "engine.py": _ENGINE, "main.py": _MAIN}
+    result = runner.check_files(tree(tmp_path, files), Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
+    assert result.errors == []
+    assert result.loops == [()]  # the script's loop, decided; the scaler's `__call__` is no entry of its own
+    # (the tail is applied at the epoch's end, each of its microbatches still divided by A: r/A of a group)
+    assert [(Path(f.path).name, f.code, f.line) for f in result.findings] == [("engine.py", "ACC005", 11)]
+
+
+def test_the_code_that_hands_the_scaler_in_reaches_its_call_without_running(tmp_path: Path) -> None:
+    # what `_driven` asks when no run took the branch that calls it: a name bound to an instance of the
+    # class, handed to a project function whose body calls that parameter, reaches `__call__`
+    files = {"scaling.py": _SCALER, "engine.py": _ENGINE, "main.py": _MAIN}
+    paths = tree(tmp_path, files)
+    index = ProjectIndex.for_files(paths, str(tmp_path))
+    index.set_names({path: index.names_of(Path(path).read_bytes()) for path in paths})
+    scaling, main = index.load(str(tmp_path / "scaling.py")), index.load(str(tmp_path / "main.py"))
+    assert scaling is not None and main is not None
+    method = scaling.methods[(scaling.classes["ScalerWithNorm"], "__call__")]
+    assert reaches_function(main._module, main, method)
+    elsewhere = _MAIN.replace("train_one_epoch(model, loader, optimizer, loss_scaler,",
+                              "train_one_epoch(model, loader, optimizer, None,")
+    paths = tree(tmp_path / "unhanded", {**files, "main.py": elsewhere})
+    index = ProjectIndex.for_files(paths, str(tmp_path / "unhanded"))
+    index.set_names({path: index.names_of(Path(path).read_bytes()) for path in paths})
+    scaling, main = index.load(paths[2]), index.load(paths[1])
+    assert scaling is not None and main is not None and paths[2].endswith("scaling.py")
+    method = scaling.methods[(scaling.classes["ScalerWithNorm"], "__call__")]
+    assert not reaches_function(main._module, main, method)
