@@ -127,6 +127,10 @@ class NeedBinding(Exception):
         self.lengths = lengths
 
 
+#: what an undecided reason says of a gate whose branch trains on data of its own
+TRAINING_PHASE = "starts a training phase of its own"
+
+
 class EndOfRun(Exception):
     """The run drew every microbatch of its epochs (or ended in an uncaught exception)."""
 
@@ -1607,9 +1611,11 @@ class Interpreter:
             if gating and gate and self.syntax.trains_inside(statement, frame.owner):  # type: ignore[arg-type]
                 # `if time % update_every == 0: learn(buffer)`: a training phase with its own loop over
                 # data, backwards and updates runs on that period; the period is not a group's A
-                self.undecide(f"the condition `{_code(test)}` starts a training phase of its own (a loop over data "
+                self.undecide(f"the condition `{_code(test)}` {TRAINING_PHASE} (a loop over data "
                               "with its backwards and updates): what it gates is not a group of microbatches")
-                return False
+                # the run can show nothing more of a group: going on would only spend the budget (an RL
+                # driver's episodes of generation between its phases)
+                raise EndOfRun
             if gating and gate:
                 positions, cadence = self._positions(test, frame, gate)
                 if positions and positions != gate:
@@ -1641,6 +1647,12 @@ class Interpreter:
             else:
                 self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix")
             return False
+        if statement is not None:
+            raises = _ends_in(statement.body, (cst.Raise,))
+            if raises != (isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
+                # a settings check (`if args.fp16 and not cuda: raise ValueError(...)`): the run that raises
+                # trains nothing, so the configuration is the one that goes on, as past a failed `assert`
+                return not raises
         key, negated = _choice_key(test)
         if key in self.choices:
             return self.choices[key] != negated

@@ -36,6 +36,7 @@ from accumlint.model.interpreter import (
     GRADIENT_WRITE,
     LEFT_TO_ACC501,
     MAX_ENTRY_STATEMENTS,
+    TRAINING_PHASE,
     BudgetExceeded,
     Infeasible,
     Interpreter,
@@ -678,7 +679,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
             # it updates, but no run draws data or runs a forward: no framework's update runs a backward
             # on data it is not given (`optimizer.step()` in a helper, after gradients written by hand)
             result.undecided = [NO_TRAINING]
-        else:
+        elif not any(TRAINING_PHASE in reason for reason in left):  # (the phase holds the backwards)
             result.undecided.append("no run reached a backward (the loop's events stay out of the simulation's "
                                     "reach)")
     if (result.undecided or result.traces) and result.undecided not in ([NO_BACKWARD], [NO_TRAINING]) \

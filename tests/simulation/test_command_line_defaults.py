@@ -7,7 +7,9 @@ namespace keeps its defaults through ``return parser.parse_args()`` and ``main(a
 option's attribute is its ``dest=`` or its long flag with ``-`` as ``_``.
 
 Also here: a tuple of run-level settings unpacked (``(data_cfg, train_cfg) = configs``) gives
-named settings, so ``train_cfg["optim"]["accum"]`` is a symbol the configurations bind."""
+named settings, so ``train_cfg["optim"]["accum"]`` is a symbol the configurations bind; and a
+settings check that raises (``if args.fp16 and not cuda: raise ...``) refuses a configuration,
+so it is no run-level choice to spend runs on."""
 
 from __future__ import annotations
 
@@ -107,3 +109,45 @@ def test_a_counting_option_is_not_read_as_its_default() -> None:
                                           '"--restore-step", action="count", default=0'))
     (result,) = simulated(source)
     assert not result.decided
+
+
+def test_a_settings_check_that_raises_is_no_run_level_choice() -> None:
+    # `if ... : raise` (or its `elif`) refuses a configuration: the run that raises trains nothing, so
+    # the runs go on past it, as past a failed assert, and spend no attempt on the refused side
+    source = """
+import argparse
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--accum", type=int, default=4)
+    args = parser.parse_args()
+    if args.fp16 and not torch.cuda.is_available():
+        raise ValueError("fp16 needs a GPU")
+    if args.max_steps > 0:
+        horizon = args.max_steps
+    elif args.streaming:
+        raise ValueError("a streamed dataset needs max_steps")
+    else:
+        horizon = None
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(list(range(10)), batch_size=2)
+    for epoch in range(2):
+        for i, batch in enumerate(loader):
+            (model(batch).mean() / args.accum).backward()
+            if (i + 1) % args.accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        print(horizon)
+
+
+if __name__ == "__main__":
+    main()
+"""
+    result = only(source)
+    assert result.decided, result.reasons()
+    keys = {key for trace in result.traces for key, _ in trace.choices}
+    assert not any("fp16" in key or "streaming" in key for key in keys), keys

@@ -2420,6 +2420,46 @@ def test_an_undeclared_receiver_keeps_the_resolution_by_name():
     assert any("training phase of its own" in r for r in only(source).reasons())
 
 
+#: an RL driver: episodes of generation, and every `update_every` steps a learning phase of its own
+RL_DRIVER = """
+    import torch
+
+
+    class Trainer:
+        def __init__(self, policy, optimizer, prompts):
+            self.policy, self.optimizer, self.prompts = policy, optimizer, prompts
+
+        def learn(self, memories):
+            loader = torch.utils.data.DataLoader(memories, batch_size=4)
+            for _ in range(2):
+                for batch in loader:
+                    loss = self.policy(batch).mean()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+
+        def train(self, episodes=50000, steps=500, update_every=5000):
+            memories, time = [], 0
+            for episode in range(episodes):
+                for step in range(steps):
+                    time += 1
+                    with torch.no_grad():
+                        memories.append(self.policy(self.prompts[step]))
+                    if time % update_every == 0:
+                        self.learn(memories)
+                        memories.clear()
+"""
+
+
+def test_a_driver_that_gates_a_training_phase_ends_its_runs_there():
+    # the run can show no group past the phase's gate: it ends there, on that one reason (not on the
+    # statement budget its episodes would spend, nor on "no run reached a backward")
+    (driver,) = [r for r in simulated(RL_DRIVER) if r.entry.name == "Trainer.train"]
+    assert not driver.decided
+    assert len(driver.reasons()) == 1 and "starts a training phase of its own" in driver.reasons()[0], \
+        driver.reasons()
+
+
 # --- an entry that holds no backward at all (s49: s4's generate.py, a recurrent `model.step(x)`) ---
 
 GENERATION = """
