@@ -3919,7 +3919,7 @@ def _callees(func: cst.BaseExpression, name: str,
         if imported is not None and isinstance(imported[1], cst.FunctionDef):
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
-            found.extend(_imported_methods(owner, name))  # `trainer.fit()`, `Trainer` imported from the project
+            found.extend(owner.imported_class_methods(name))  # `trainer.fit()`, `Trainer` imported from the project
             if not found:  # `optim.step_and_update_lr()` of an object a project function built
                 found.extend(owner.methods_of_built_classes(name))
     if not found and isinstance(func, cst.Name):
@@ -4155,16 +4155,4 @@ def _function_aliases(owner: ModuleFunctions) -> dict[str, tuple[str, ...]]:
                     named.append(name)
         if named:
             found[key] = tuple(dict.fromkeys(found.get(key, ()) + tuple(named)))
-    return found
-
-
-def _imported_methods(owner: ModuleFunctions, name: str) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
-    """The methods called ``name`` of the classes this module imports from the project."""
-    found = []
-    for local in list(owner.imports.names)[:32]:
-        imported = owner.imported(local)
-        if imported is not None and isinstance(imported[1], cst.ClassDef):
-            method = imported[0].method(imported[1], name)
-            if method is not None:
-                found.append((method[0], method[1]))
     return found

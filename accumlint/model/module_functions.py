@@ -185,6 +185,18 @@ class ModuleFunctions:
             return None
         return self.project.lookup(self, qualified, any_module=any_module)  # type: ignore[attr-defined]
 
+    def imported_class_methods(self, name: str) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+        """The methods called ``name`` of the classes this module imports from the project (at most
+        32 imported names are followed)."""
+        found = []
+        for local in list(self.imports.names)[:32]:
+            imported = self.imported(local)
+            if imported is not None and isinstance(imported[1], cst.ClassDef):
+                method = imported[0].method(imported[1], name)
+                if method is not None:
+                    found.append((method[0], method[1]))
+        return found
+
     def methods_of_built_classes(self, name: str) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
         """The methods called ``name`` of the classes that the project functions this module imports
         can build: those their modules define or import from the project (``model, optim =
@@ -199,12 +211,7 @@ class ModuleFunctions:
             if imported is None or not isinstance(imported[1], cst.FunctionDef):
                 continue
             module = imported[0]
-            for other in list(module.imports.names)[:32]:
-                built = module.imported(other)
-                if built is not None and isinstance(built[1], cst.ClassDef):
-                    method = built[0].method(built[1], name)
-                    if method is not None:
-                        found.append((method[0], method[1]))
+            found.extend(module.imported_class_methods(name))
             found.extend((method[0], method[1]) for class_def in module.classes.values()
                          if (method := module.method(class_def, name)) is not None)
         self._built_methods[name] = found
