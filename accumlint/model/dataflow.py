@@ -279,7 +279,12 @@ def arithmetic(expression: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
 
 def _divisions_in(expression: cst.BaseExpression) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
     """(node, divisor) for every ``x / d`` and ``x * (1 / d)`` in the arithmetic of ``expression``;
-    not the divisions inside a divisor (``loss / (n / A)`` multiplies by A)."""
+    not the divisions inside a divisor (``loss / (n / A)`` multiplies by A). A sum of terms each
+    divided (``sum((1 / A) * parts[k] * w[k] for k in parts)``) is divided too."""
+    if type(expression) is cst.Call and type(expression.func) is cst.Name and expression.func.value == "sum" \
+            and len(expression.args) == 1 and type(expression.args[0].value) in (cst.GeneratorExp, cst.ListComp):
+        yield from _divisions_in(expression.args[0].value.elt)
+        return
     in_divisor: set[int] = set()
     for node in arithmetic(expression):
         if id(node) in in_divisor:

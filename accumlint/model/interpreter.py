@@ -2405,6 +2405,11 @@ class Interpreter:
         if label == "getattr" and len(node.args) in (2, 3) and isinstance(args[1], str) and args[1].isidentifier():
             # `getattr(cfg, "accum", 1)`: the attribute, as `cfg.accum` reads it (its label what configurations bind)
             return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
+        if label == "setattr" and len(args) == 3 and isinstance(args[0], Obj) and isinstance(args[1], str):
+            # `for key, value in values.items(): setattr(self, key, value)`, the keys a call's keywords: the
+            # object holds what is set (a progress object's `epoch`, not its constructor's value)
+            args[0].attrs[args[1]] = args[2]
+            return None
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
         # (what a checkpoint load returns is where a resumed run starts: restored)
