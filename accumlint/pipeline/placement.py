@@ -5,18 +5,20 @@ helper's statement becomes a related location)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import replace
 
 import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
-from accumlint.checks.group_traces import AT_THE_GATE
+from accumlint.checks.group_traces import AT_THE_GATE, verdicts
 from accumlint.model.interpreter import BACKWARD_NAMES, reaches_event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import walk
 from accumlint.model.positions import node_positions
 from accumlint.model.scopes import FrameKind
+from accumlint.model.simulation import simulate
 from accumlint.spec import help_text
 from accumlint.spec.findings import Finding
 
@@ -54,53 +56,39 @@ def _in_this_module(model, module: cst.Module, rule: Rule, hit: Hit, related: di
     module checked in the same run and the hit is inside that loop: that module's own check
     reports it where the code to change is (its simulation runs the loop with what this module's
     callers pass, too), and each call that reaches it does not repeat it."""
-    events = model.via.get(id(hit.node))
-    if events and all(_in_a_loop_checked_alongside(model, e.site.inline, e.site.node) for e in events):
-        return None
-    if hit.flow and hit.flow[-1][0] is not None and _in_a_training_loop_checked_alongside(model, *hit.flow[-1][:2]):
+    if hit.flow and hit.flow[-1][0] is not None and _reported_where_it_loops(model, rule.code, *hit.flow[-1][:2]):
         return None  # a simulated run's verdict on a loop of the module this one calls into
-    if id(hit.node) in related or events or _is_local(model, hit.node):
+    if id(hit.node) in related or model.via.get(id(hit.node)) or _is_local(model, hit.node):
         return rule, hit
     found = model.report_for(hit.node)
     if found is None:
         return rule, hit  # left for the position lookup to drop
     call, site = found
-    if _in_a_loop_checked_alongside(model, site.inline, hit.node):
-        return None
     related[id(call)] = [(_owner_of(site, hit.node), hit.node)]
     return rule, replace(hit, node=call)
 
 
-def _in_a_loop_checked_alongside(model, inline, node: cst.CSTNode) -> bool:
-    """Whether ``node``, reached through the inlined call ``inline`` (innermost first), sits in a
-    loop of another module's code that this module's call runs (the loop of the innermost called
-    function that holds it, or holds the call leading to it), and that module is among the files
-    this run checks."""
-    files = getattr(getattr(getattr(model.functions, "project", None), "index", None), "files", ())
-    target = node
-    while inline is not None and inline.foreign is not None:
-        if any(type(loop) in (cst.For, cst.While) and any(n is target for n in walk(loop.body))
-               for loop in walk(inline.function.body)):
-            path = getattr(getattr(inline.foreign, "project", None), "path", None)
-            return path is not None and os.path.abspath(path) in files
-        target, inline = inline.call, inline.parent
-    return False
-
-
-def _in_a_training_loop_checked_alongside(model, owner, node: cst.CSTNode) -> bool:
-    """Whether ``node``, code of the project module ``owner`` (the last step of a simulated run's
-    flow), sits in a loop that trains (reaches a backward) in one of ``owner``'s functions, and
-    ``owner`` is among the files this run checks."""
+def _reported_where_it_loops(model, code: str, owner, node: cst.CSTNode) -> bool:
+    """Whether the trace verdict ``code`` at ``node``, code of the project module ``owner`` (the last
+    step of a simulated run's flow, in a loop that trains there), is one that ``owner``'s own check
+    finds too, ``owner`` being among the files of this run: its own simulations (which run its
+    loops with what their callers in the run pass) hold the same verdict at the same node."""
     path = getattr(getattr(owner, "project", None), "path", None)
     files = getattr(getattr(getattr(model.functions, "project", None), "index", None), "files", ())
-    if path is None or os.path.abspath(path) not in files:
+    if path is None or os.path.abspath(path) not in files or not any(
+            type(loop) in (cst.For, cst.While) and any(n is node for n in walk(loop.body))
+            and reaches_event(loop.body, owner, names=BACKWARD_NAMES)
+            for function in owner.class_of for loop in walk(function.body)):
         return False
-    for function in owner.class_of:
-        for loop in walk(function.body):
-            if type(loop) in (cst.For, cst.While) and any(n is node for n in walk(loop.body)) \
-                    and reaches_event(loop.body, owner, names=BACKWARD_NAMES):
-                return True
-    return False
+    return any(verdict.code == code and verdict.node is node
+               for simulation in _own_simulations(owner, path) for verdict in verdicts(simulation))
+
+
+@functools.lru_cache(maxsize=16)
+def _own_simulations(owner, path: str) -> tuple:
+    """The simulations ``owner``'s own check makes (its entries, and the runs of the checked modules
+    that import it), once per process for each module asked about."""
+    return tuple(simulate(owner, path, judged_only=True))
 
 
 def _is_local(model, node: cst.CSTNode) -> bool:

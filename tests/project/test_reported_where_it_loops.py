@@ -1,9 +1,10 @@
-"""A bug in a training loop of one project module, reached from a script of another (``trainer =
-Trainer(...); trainer.train()``), is reported once, in the module that loops, where the code to
-change is, when both files are checked in one run: that module's own check simulates the loop
-with what the script passes too. Checked alone (a pre-commit hook given the script only), the
-script still reports it at its call. A helper of another module that a script's own loop calls
-per microbatch is no loop of its own: the finding stays with the script's loop."""
+"""A simulated run's finding on a training loop of one project module, reached from a script of
+another (``model = TextModel(...); model.train_model(rows)``), is reported once, in the module that
+loops, where the code to change is, when both files are checked in one run and that module's own
+check finds it (its simulations run the loop with what the script passes too). Checked alone (a
+pre-commit hook given the script only), the script still reports it at its call. A helper of
+another module that a script's own loop calls per microbatch is no loop of its own: the finding
+stays with the script's loop."""
 
 from __future__ import annotations
 
