@@ -145,7 +145,7 @@ class Trace:
         owners = _owners(self.events)
         updates = (EventKind.UPDATE, EventKind.SCALER_STEP)
         pending: dict[str, set[tuple[int, int | None]]] = {
-            _update_key(e): set() for e in self.events if e.kind in updates}
+            e.target: set() for e in self.events if e.kind in updates}
         # a forward counts where its microbatch runs no backward (a loss kept for a later one), not
         # beside backwards (a sample plotted after the update)
         backpropagated = {(e.epoch, e.microbatch) for e in self.events if e.kind is EventKind.BACKWARD}
@@ -157,7 +157,7 @@ class Trace:
                     if owner is None or owner == key:
                         microbatches.add((event.epoch, event.microbatch))
             elif event.kind in updates:
-                key = _update_key(event)
+                key = event.target
                 if len(pending[key]) > 1:
                     return True
                 pending[key] = set()
@@ -210,11 +210,6 @@ def _code_site(event: TraceEvent) -> tuple[object, ...]:
     return (id(event.node),) if event.node is not None else (event.site, *event.chain)
 
 
-def _update_key(event: TraceEvent) -> str:
-    """The optimizer an update steps, by the code's name for it."""
-    return event.target
-
-
 def _owners(events: list[TraceEvent]) -> dict[tuple[EventKind, tuple[object, ...]], str]:
     """The forward and backward sites that one optimizer owns: every run of the site is followed, in
     its microbatch, by an update of that optimizer (its key) before any other backward."""
@@ -228,7 +223,7 @@ def _owners(events: list[TraceEvent]) -> dict[tuple[EventKind, tuple[object, ...
                     later.kind is EventKind.BACKWARD and event.kind is EventKind.BACKWARD):
                 break
             if later.kind in (EventKind.UPDATE, EventKind.SCALER_STEP):
-                follower = _update_key(later)
+                follower = later.target
                 break
         site = (event.kind, _code_site(event))
         known = owners.get(site, follower)

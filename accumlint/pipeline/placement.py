@@ -52,10 +52,9 @@ def _related_nodes(model, hits: list[tuple[Rule, Hit]]) -> dict[int, list[tuple[
 
 def _in_this_module(model, module: cst.Module, rule: Rule, hit: Hit, related: dict) -> tuple[Rule, Hit] | None:
     """``hit``, moved to the call of this module when it points into another module's code
-    (the helper's node becomes its related location); None where that call runs a loop of another
-    module checked in the same run and the hit is inside that loop: that module's own check
-    reports it where the code to change is (its simulation runs the loop with what this module's
-    callers pass, too), and each call that reaches it does not repeat it."""
+    (the helper's node becomes its related location); None for a simulated run's verdict that the
+    other module's own check, in the same run, finds where the code to change is
+    (:func:`_reported_where_it_loops`): the calls that reach it do not repeat it."""
     if hit.flow and hit.flow[-1][0] is not None and _reported_where_it_loops(model, rule.code, *hit.flow[-1][:2]):
         return None  # a simulated run's verdict on a loop of the module this one calls into
     if id(hit.node) in related or model.via.get(id(hit.node)) or _is_local(model, hit.node):
