@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import torch
 
+from accumlint import frameworks as fw
 from runtime_guard import distributed as dist_helpers
 from runtime_guard import frameworks, heap, warm
 from runtime_guard.contain import contained_wrapper, describe
@@ -489,7 +490,7 @@ class Probe:
             where = f"{type(obj).__name__}.{name} wrapper"
             wrap_instance_method(undo, obj, name, contained_wrapper(self._services.hook_failed, where, make))
         # process-wide functions: only the loop thread's calls are observed (undo.patch_function)
-        for name in ("clip_grad_norm_", "clip_grad_value_"):
+        for name in sorted(fw.pytorch.CLIP_FUNCTIONS - fw.pytorch.CLIP_ALIASES):
             patch_function(undo, (torch.nn.utils, torch.nn.utils.clip_grad), name, self._gradient_ops, thread,
                            observed_call(f"{name} wrapper",
                                          functools.partial(GradientOpsObserver.observe_clip, name=name)))

@@ -156,6 +156,14 @@ AVERAGING_OVERRIDES = frozenset({"register_comm_hook", "gradient_divide_factor",
 #: (qualified-name prefix) and FSDP1's ``FullyShardedDataParallel.clip_grad_norm_``
 #: (``distributed/fsdp/fully_sharded_data_parallel.py``).
 PLAIN_CLIP_PREFIX = "torch.nn.utils."
+#: The clip functions of ``nn/utils/clip_grad.py`` (torch 2.13.0), each taking the parameters
+#: first: ``clip_grads_with_norm_(parameters, max_norm, total_norm)`` scales by a norm computed
+#: apart (``get_total_norm``), as FSDP2 and tensor-parallel code do; ``clip_grad_norm`` is the
+#: deprecated spelling of ``clip_grad_norm_``.
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_"})
+#: Those that clip through another of them (``clip_grad_norm`` calls ``clip_grad_norm_``): a probe
+#: that patches the others sees their clips once.
+CLIP_ALIASES = frozenset({"clip_grad_norm"})
 PLAIN_CLIP_OWNERS = frozenset({Role.FSDP_MODEL})
 #: ``GradScaler(enabled=...)``: a disabled scaler returns the loss unscaled and its ``unscale_``
 #: and ``update`` do nothing (``amp/grad_scaler.py``).

@@ -30,7 +30,7 @@ BACKWARD_CALLS = frozenset({"backward", MANUAL_BACKWARD, _UPDATE_PARAMS})
 #: the methods that make a scheduler step (on a receiver in the scheduler role)
 SCHEDULER_STEP_METHODS = frozenset({"step", fw.timm.SCHEDULER_STEP_METHOD})
 #: the calls that clip gradients (a function such as ``torch.nn.utils.clip_grad_norm_`` or a method)
-CLIP_CALLS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", fw.lightning.CLIP_METHOD})
+CLIP_CALLS = fw.pytorch.CLIP_FUNCTIONS | {fw.lightning.CLIP_METHOD}
 #: unscale methods and the receiver roles they unscale for: ``GradScaler.unscale_(optimizer)``
 #: (torch 2.13.0 amp/grad_scaler.py) and ``Accelerator.unscale_gradients(optimizer=None)``
 #: (accelerate 1.15.0 accelerator.py, a no-op unless fp16 with native AMP)

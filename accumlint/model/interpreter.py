@@ -1622,6 +1622,13 @@ class Interpreter:
                     raise NeedBinding(gate - positions)
                 if positions and cadence:
                     raise NeedBinding(frozenset(), positions)
+                if cadence and not positions and self._divides_by_bound_only(test, frame):
+                    # `(pos + 1 + len(loader) * epoch) % accum` with `accum` bound: what is left open is where
+                    # the counter starts (an epoch range from a start the run does not know), not A
+                    self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix "
+                                  f"({', '.join(f'`{label}`' for label in sorted(gate))})",
+                                  resumed=value.restored)
+                    return False
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
@@ -1826,6 +1833,14 @@ class Interpreter:
                  if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal}
         cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
         return frozenset(found & gate) - divided, cadence
+
+    def _divides_by_bound_only(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """Whether every modulo in ``test`` divides by a number the run knows (A bound by the
+        configuration, a literal): what the test leaves open is then in the dividends."""
+        divisors = [node.right for node in walk(test)
+                    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)]
+        return bool(divisors) and not any(any(isinstance(n, cst.Call) for n in walk(d))
+                                          or isinstance(self.expression(d, frame), Unknown) for d in divisors)
 
     def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> Unknown | None:
         """The value the run does not know that ``test`` takes modulo A bound by the configuration

@@ -200,7 +200,8 @@ def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
     sources = frozenset().union(*(v.sources for v in unknowns))
     gates = [v.gate for v in unknowns if v.gate is not None]
     gate: frozenset[str] | None = frozenset().union(*gates) if gates else None
-    counted = any(varies(v) for v in values if not isinstance(v, Unknown))
+    # a counter, or an unknown computed from one, meeting a run-level unknown sets that against it too
+    counted = gate is not None or any(varies(v) for v in values if not isinstance(v, Unknown))
     if counted:
         gate = (gate or frozenset()) | sources
     return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None),

@@ -75,7 +75,8 @@ def train(
     """Run ``groups`` accumulation groups of the loop ``variant`` and return the report and final state.
 
     Variants: correct, zero_each, grad_none_each, no_zero, sched_each, step_each, clip_each,
-    clip_each_prebound, second_optimizer, losses_list, running_total, outputs_list, sum_then_backward,
+    clip_with_norm_each, clip_each_prebound, second_optimizer, losses_list, running_total, outputs_list,
+    sum_then_backward,
     retain_graph, zero_before_step, zero_at_group_start, zero_between_forward_and_backward,
     eval_forward, mean_of_means, divided_twice, not_divided, label_smoothing, unscale_update_each,
     clip_before_unscale, inject_inf; writes through ``.data`` (no version-counter bump):
@@ -148,6 +149,10 @@ def train(
                 kept.append(logits)
             if variant == "clip_each":
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+            if variant == "clip_with_norm_each":  # the norm computed apart, then the clip (torch >= 2.6)
+                params = list(model.parameters())
+                norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+                torch.nn.utils.clip_grads_with_norm_(params, 1e-3, norm)
             if variant == "clip_each_prebound":
                 prebound_clip(model.parameters(), 1e-3)
             if variant == "sched_each":

@@ -21,6 +21,7 @@ EXPECTED = {
     "sched_each": {"ACC304"},
     "step_each": {"ACC004"},
     "clip_each": {"ACC301"},
+    "clip_with_norm_each": {"ACC301"},
     "clip_each_prebound": {"ACC307"},  # a clip the probe did not see is an unseen in-place rescale
     "second_optimizer": {"ACC004"},
     "data_zero_each": {"ACC001"},
