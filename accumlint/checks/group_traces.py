@@ -419,8 +419,12 @@ PROPERTIES: dict[str, Property] = {
     "ACC006": Property(_irregular, lambda a: (2 * a,)),
     "ACC009": Property(_restarted_data, lambda a: (2 * a,)),
     "ACC010": Property(_repeated_action, lambda a: (2 * a,)),
-    "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace)),
-    "ACC301": Property(_clip_inside, lambda a: (2 * a,), each=_clips_inside),
+    # (a setting that runs one epoch, `n_epochs = 1` for a loader without a length, leaves out its runs)
+    "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace),
+                       about=lambda trace: _across_epochs(trace)),
+    # (the runs that clip: a clip under a setting, `if cfg.max_norm > 0:`, is judged in the runs that take it)
+    "ACC301": Property(_clip_inside, lambda a: (2 * a,), about=lambda trace: any(e.kind is C for e in trace.events),
+                       each=_clips_inside),
     "ACC402": Property(_never_synced, lambda a: (2 * a,),
                        about=lambda trace: any(e.synced is False for e in trace.events)),
     "ACC407": Property(_accumulated_without_sum, lambda a: (2 * a,),

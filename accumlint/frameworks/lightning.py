@@ -62,6 +62,12 @@ AUTOMATIC_OPTIMIZATION_ATTR = "automatic_optimization"
 #: Methods called once per microbatch, read as the body of that loop (``loops/optimization``:
 #: automatic and manual optimization both call training_step per batch).
 MICROBATCH_HOOKS = frozenset({"training_step"})
+#: The LightningModule hooks the fit loop calls for every batch, so for every microbatch under
+#: ``accumulate_grad_batches`` (lightning 2.6.6 ``loops/training_epoch_loop.py`` ``advance``:
+#: ``on_train_batch_start``, the batch's ``training_step`` and its backward hooks, then
+#: ``on_train_batch_end``; the optimizer-step hooks run at the group's boundary only).
+BATCH_HOOKS = MICROBATCH_HOOKS | {"on_train_batch_start", "on_train_batch_end", "on_before_backward",
+                                  "on_after_backward"}
 #: where Lightning passes ``training_step`` the batch's index, counting ``self``: the argument
 #: after ``batch``, whatever it is named, 0 at each epoch's first batch (lightning 2.6.6
 #: ``loops/training_epoch_loop.py`` ``advance``: ``batch_idx = self.batch_idx + 1`` with

@@ -107,6 +107,9 @@ LEFT_TO_ACC501 = "(ACC501 reports it)"
 #: the raw event of gradients written by hand (``p.grad = buf``): no trace event of its own, but
 #: between a backward and the update it leaves the run undecided (see simulation._place)
 GRADIENT_WRITE = "grad_write"
+#: the recorded methods that surely clear the gradients (``p.grad = None`` is recorded as ``zero_grad``;
+#: a ``zero_()`` may be any tensor's)
+_RESET_METHODS = frozenset({"zero_grad"})
 #: transparent context managers (every other one is transparent too; these are known to do nothing to a group)
 _BUILTIN_NAMES = frozenset({"print", "isinstance", "hasattr", "getattr", "setattr", "sorted", "sum", "any", "all",
                             "str", "repr", "round", "type", "super", "dict", "set", "open", "map", "filter"})
@@ -874,7 +877,7 @@ class Interpreter:
         marks = (len(self.events), self.drawn)
         self._micro_steps(node.iter, node.body, node, frame)
         fresh = len(self._fresh)
-        items = self._iterate(iterable, node.body, node.iter, node.target, frame)
+        items = self._iterate(iterable, node.body, node.iter, node.target, frame, node)
         if items is None:  # unknown, and no training event inside
             if _grown_names(node) and any(_is_next(n) for n in walk(node.body)):
                 # `for _ in range(chunks): held.append(next(it))`: the items it keeps are trained on later,
@@ -1283,12 +1286,17 @@ class Interpreter:
             raise NeedBinding(frozenset(), frozenset({counts[0].label}))
 
     def _iterate(self, iterable: object, body: cst.CSTNode, iterated: cst.BaseExpression, target: cst.CSTNode,
-                 frame: _Frame) -> Iterator[object] | None:
+                 frame: _Frame, loop: cst.For | None = None) -> Iterator[object] | None:
         """The items a loop whose ``body`` runs once per item of ``iterable`` (the value of its
-        expression ``iterated``, bound to ``target``) goes through; None where they are unknown
-        and no training event is inside."""
+        expression ``iterated``, bound to ``target``; ``loop``: the ``for`` statement, None for a
+        comprehension) goes through; None where they are unknown and no training event is inside."""
         if self.syntax.trained_items and id(iterated) in self.syntax.trained_items:
             return self._trained_items(target)
+        if loop is not None and not isinstance(iterable, (list, tuple, dict, range)) \
+                and self.syntax.steps_its_items(loop):
+            # `for opt_idx, optimizer in enumerate(self.optimizers)`, a backward and an update for each: the
+            # optimizers the run cannot see, once (not a pass over data)
+            return iter([Unknown(_code(target), Origin.RUN)])
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
@@ -1398,6 +1406,7 @@ class Interpreter:
             self._iteration_starts.append(len(self.events))
             self._iteration_depths.append(len(self._stack))
             on_data = self.data_conditions
+            before = (len(self.events), self.drawn)
             try:
                 self.block(node.body, frame)
             except _Break:
@@ -1407,6 +1416,11 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
                 self._iteration_depths.pop()
+            if self.exhausted and before == (len(self.events), self.drawn) \
+                    and self.syntax.draws_data(node.body, frame.owner):
+                # `while True:` around an epoch's pass, after the run's last epoch: no pass draws again, and
+                # the way out the code has (`if step > max_updates: break`) is what the run cannot reach
+                raise EndOfRun
             if not isinstance(test, Unknown) and (stepped > MAX_STEPPED or self.data_conditions != on_data) \
                     and can_end and self._event_free(node, frame) and self._quiet(*marks):
                 # `while True: key = f"part_{n}"; if key in batch: ... else: break`: a loop with no training
@@ -1631,6 +1645,10 @@ class Interpreter:
                     return False
                 raise NeedBinding(self._nearest(test, frame, gate))
             if statement is not None and self._decides_group(statement, frame):
+                if self._clears_clear_gradients(statement, frame):
+                    # `if done % check_every == 0: probe(net); net.zero_grad()` after the update and its reset:
+                    # either branch leaves the group as it is
+                    return False
                 self.undecide(f"the condition `{_code(test)}` varies with a counter and a value the code does not fix")
             elif statement is not None and not self._has_event(statement, frame) \
                     and not any(type(n) in (cst.Call, cst.NamedExpr) for n in walk(test)):
@@ -1885,6 +1903,18 @@ class Interpreter:
         update or a gradient reset (not a scheduler step, an evaluation forward, a log)."""
         return self.syntax.reaches_backward(node, frame.owner) or self.syntax.has_update(node, frame.owner) \
             or self.syntax.resets(node)
+
+    def _clears_clear_gradients(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether the only group event ``node`` performs is a gradient reset, while no backward
+        has run since the run's last reset (or its start): the reset changes nothing."""
+        if self.syntax.reaches_backward(node, frame.owner) or self.syntax.has_update(node, frame.owner):
+            return False
+        for event in reversed(self.events):
+            if event.method in BACKWARD_CALLS:
+                return False
+            if event.method in _RESET_METHODS:
+                return True
+        return True
 
     def _has_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether ``node`` performs a training event, a gradient reset included."""
@@ -2868,6 +2898,23 @@ class SyntaxFacts:
                        and self.reaches_backward(inner.body, owner) for inner in walk(loop.body))
         return self._get("items", loop, compute)  # type: ignore[return-value]
 
+    def steps_its_items(self, loop: cst.For) -> bool:
+        """Whether ``loop``'s body updates or resets what the loop takes (``for i, opt in
+        enumerate(optimizers): ... opt.step()``, ``scaler.step(opt)``): its items are optimizers, not
+        microbatches, even where a backward runs for each."""
+        def compute() -> bool:
+            items = {n.value for n in every_node(loop.target) if isinstance(n, cst.Name)}
+            for call in walk(loop.body):
+                if type(call) is not cst.Call or not isinstance(call.func, cst.Attribute):
+                    continue
+                method = call.func.attr.value
+                if method in ("step", "zero_grad") and dotted(call.func.value) in items:
+                    return True
+                if method == "step" and call.args and dotted(call.args[0].value) in items:
+                    return True
+            return False
+        return self._get("steps items", loop, compute)  # type: ignore[return-value]
+
     def trains_inside(self, statement: cst.If, owner: ModuleFunctions) -> bool:
         """Whether a branch of ``statement`` holds a loop over data that runs a backward: a whole
         training phase, not the update of the group the iterations before it accumulated (once per
@@ -2893,10 +2940,11 @@ class SyntaxFacts:
                          lambda: reaches_event(node, owner, names=MANUAL_REDUCTIONS))
 
     def matters(self, statement: cst.If, owner: ModuleFunctions) -> bool:
-        """Whether a branch of ``statement`` can change a run's events: it performs one, binds a
-        name or leaves the iteration or the function."""
+        """Whether a branch of ``statement`` can change a run's events: it performs one (a clip
+        included), binds a name or leaves the iteration or the function."""
         return self._get("matters", statement, lambda: self.reaches_event(statement, owner)  # type: ignore[return-value]
-                         or self.resets(statement) or any(type(n) in _MATTERING for n in walk(statement)))
+                         or self.resets(statement) or reaches_event(statement, owner, CLIP_CALLS)
+                         or any(type(n) in _MATTERING for n in walk(statement)))
 
     def trained_on(self, scope: cst.CSTNode, owner: ModuleFunctions) -> frozenset[str]:
         """The dotted names that the loops of ``scope`` reaching a backward iterate, through

@@ -598,7 +598,8 @@ def _with_tail_runs(module: ModuleFunctions, entry: EntryPoint, symbols: set[str
         more, reached, impossible = [], set(), {}
     result.impossible.update(impossible)
     done = [run for run in more if not run[0].undecided and run[0].microbatches_drawn]
-    if len(done) < len(more):
+    idle = [run for run in more if not run[0].undecided and not run[0].microbatches_drawn]  # (`if cfg.train:`)
+    if len(done) + len(idle) < len(more) or idle and not done:
         for trace, _, _ in traces:
             trace.notes.append(f"the runs with a tail (N = {2 * a + 1}) did not complete: the tail is not judged")
         return traces, reached

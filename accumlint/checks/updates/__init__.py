@@ -21,6 +21,7 @@ from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
+from accumlint.model.owned_loops import lightning_accumulates
 from accumlint.model.scopes import FrameKind
 
 #: the last name of the HF Trainer's update counter (``self.state.global_step``)
@@ -116,7 +117,10 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
         for frame in site.frames_inside(group.loop):
             test = frame.test if frame.kind in (FrameKind.IF, FrameKind.GUARD) else None
             if test is not None and _modulo_by_accumulation(model, test):
-                return True
+                # (not where the runs decide the loop and no value decides its updates: the periodic test
+                # gates a probe and a reset of gradients already clear, not a group)
+                return not any(simulation.covers(group.loop) and simulation.decided and not simulation.symbols
+                               and simulation.literal is None for simulation in model.simulations)
     return False
 
 
@@ -214,16 +218,21 @@ class UpdateHookPerMicrobatch(Rule):
     EMA or model average (``ema.update(model)``, ``swa_model.update_parameters(model)``,
     ``update_ema(...)``, a hand-written ``ema_p.mul_(d).add_(p, alpha=1 - d)`` over parameters)
     and AdaLoRA's ``update_and_allocate(step)`` whose cadence is "every microbatch" (also inside
-    a same-module helper, reported at the helper's call). Exempt: the call under the update gate,
+    a same-module helper, reported at the helper's call), and such an average in a LightningModule's
+    per-batch hook (``on_train_batch_end``) when a Trainer of the module accumulates. Exempt: the
+    call under the update gate,
     after the micro-loop, under ``if accelerator.sync_gradients:``; an EMA-named object that
     smooths a metric (``ema_loss.update(loss)``); a cadence the model cannot decide.
     """
 
     code = "ACC007"
-    #: a hook call (`update(` and `step(` are everywhere: a backward marker too) in a group
+    #: a hook call (`update(` and `step(` are everywhere: a backward marker too) in a group, or in a
+    #: LightningModule's per-batch hook
     gate = RuleGate(
         markers=tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"})),
-        backward=True, facts=lambda facts: runs_loop(facts) and facts.calls(GRADIENT_OP_NAMES))
+        facts=lambda facts: (runs_loop(facts) or facts.defines(fw.lightning.BATCH_HOOKS)
+                                            and facts.mentions(fw.lightning.MODULE_BASES))
+        and facts.calls(GRADIENT_OP_NAMES))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
@@ -252,6 +261,33 @@ class UpdateHookPerMicrobatch(Rule):
                     node,
                     f"{what} is meant to run once per optimizer update but runs on every microbatch: {effect}",
                 )
+        yield from _lightning_batch_hooks(model, reported)
+
+
+def _lightning_batch_hooks(model: FileModel, reported: set[int]) -> Iterator[Hit]:
+    """ACC007 in the per-batch hooks of a LightningModule under automatic optimization
+    (:data:`accumlint.frameworks.lightning.BATCH_HOOKS`: ``on_train_batch_end`` runs once per
+    microbatch) when a Trainer of the module may accumulate (``accumulate_grad_batches`` > 1)."""
+    if not lightning_accumulates(model):
+        return
+    for scope in model.scopes:
+        if scope.class_def is None or scope.name not in fw.lightning.BATCH_HOOKS \
+                or not model.frameworks.lightning_automatic(scope.class_def):
+            continue
+        for event in model.events[scope]:
+            call = event.site.call
+            if event.kind is not EventKind.UPDATE_HOOK or event.method in ("mul_", "lerp_") or call is None \
+                    or id(call) in reported or not reads_weights(model, None, event):  # type: ignore[arg-type]
+                continue  # (a hand-written decay over parameters is read in loops only)
+            reported.add(id(call))
+            yield Hit(
+                call,
+                f"`{dotted(call.func)}(...)` in `{scope.name}` runs on every batch, so on every microbatch under "
+                "`accumulate_grad_batches` > 1: the average moves A times per optimizer update over unchanged "
+                "weights and decays A times faster than its decay says",
+                "move it to `on_before_optimizer_step` or `optimizer_step` (once per update), or divide its "
+                "decay's exponent by A",
+            )
 
 
 class GroupRestartsDataIterator(Rule):
