@@ -2900,17 +2900,19 @@ class SyntaxFacts:
 
     def steps_its_items(self, loop: cst.For) -> bool:
         """Whether ``loop``'s body updates or resets what the loop takes (``for i, opt in
-        enumerate(optimizers): ... opt.step()``, ``scaler.step(opt)``): its items are optimizers, not
-        microbatches, even where a backward runs for each."""
+        enumerate(optimizers): ... opt.step()``, or a gradient scaler's ``scaler.step(opt)`` beside its
+        ``scaler.update()``): its items are optimizers, not microbatches, even where a backward runs
+        for each. (``scheduler.step(epoch)`` takes an epoch, not a scheduler: no ``update()`` beside it.)"""
         def compute() -> bool:
             items = {n.value for n in every_node(loop.target) if isinstance(n, cst.Name)}
-            for call in walk(loop.body):
-                if type(call) is not cst.Call or not isinstance(call.func, cst.Attribute):
-                    continue
-                method = call.func.attr.value
-                if method in ("step", "zero_grad") and dotted(call.func.value) in items:
+            calls = [call for call in walk(loop.body)
+                     if type(call) is cst.Call and isinstance(call.func, cst.Attribute)]
+            updated = {dotted(call.func.value) for call in calls if call.func.attr.value == "update"}
+            for call in calls:
+                method, receiver = call.func.attr.value, dotted(call.func.value)
+                if method in ("step", "zero_grad") and receiver in items:
                     return True
-                if method == "step" and call.args and dotted(call.args[0].value) in items:
+                if method == "step" and receiver in updated and call.args and dotted(call.args[0].value) in items:
                     return True
             return False
         return self._get("steps items", loop, compute)  # type: ignore[return-value]

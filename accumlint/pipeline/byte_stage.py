@@ -163,6 +163,8 @@ def calls_out(path: str | None, data: bytes, vocabulary: Vocabulary, project: Pr
         return True  # its backward is behind the call
     if inherited_backward().search(data):
         return True  # a library base class's method runs it (an HF Trainer subclass's own loop)
+    if lightning_module().search(data) and any(base.encode() in data for base in fw.lightning.MODULE_BASES):
+        return True  # Lightning's loop runs the backward of a LightningModule's `training_step`
     if path is None:
         return False
     return project is not None and project.root_of(path) is not None and project.mentions_event_name(data, path)
@@ -175,6 +177,14 @@ def inherited_backward() -> LedPattern:
     HF Trainer subclass), searched from the method's name."""
     names = sorted(name.encode() for name in fw.INHERITED_BACKWARDS)
     return LedPattern(re.compile(rb"(?<=self\.)(?:" + b"|".join(map(re.escape, names)) + rb")\s*\("), names)
+
+
+@functools.cache
+def lightning_module() -> LedPattern:
+    """The definition of a LightningModule's microbatch hook (``def training_step(``: Lightning
+    backpropagates what it returns), searched from the hook's name."""
+    names = sorted(name.encode() for name in fw.lightning.MICROBATCH_HOOKS)
+    return LedPattern(re.compile(rb"(?<=def )(?:" + b"|".join(map(re.escape, names)) + rb")\s*\("), names)
 
 
 @functools.cache

@@ -45,6 +45,17 @@ def test_a_dict_update_and_a_step_without_a_backward_do_not_pass_for_acc007() ->
     assert engine.may_fire(plain + b"\ndef g(loss):\n    loss.backward()\n", rules)
 
 
+def test_a_lightning_module_passes_for_acc007_without_a_backward_of_its_own() -> None:
+    # Lightning backpropagates what `training_step` returns: its per-batch hooks run in a group
+    rules = engine.rules_for({"ACC007"})
+    hooks = (b"    def training_step(self, batch, i):\n        return self.net(batch).mean()\n"
+             b"    def on_train_batch_end(self, out, batch, i):\n        self.avg.update_parameters(self.net)\n")
+    assert engine.may_fire(b"class M(pl.LightningModule):\n" + hooks, rules)
+    assert not engine.may_fire(b"class M(Base):\n" + hooks, rules)
+    assert not engine.may_fire(b"class M(pl.LightningModule):\n" + hooks.replace(b"def training_step", b"def step"),
+                               rules)
+
+
 def test_acc007_still_passes_a_file_whose_backward_is_in_a_project_helper(tmp_path: Path) -> None:
     paths = write(tmp_path, {
         "utils.py": """

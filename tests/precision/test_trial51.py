@@ -8,8 +8,8 @@ video diffusion), rewritten as small synthetic snippets (no fetched code).
   choosing the optimizer no longer times out (``tests/model/test_control_flow.py``);
 - misses left (strict xfails, below): a prepared copy of the loader thrown away while the
   original is iterated (ACC403), a learning rate set by hand from a microbatch counter against
-  horizons counted in updates (ACC305), a weight average moved in Lightning's per-batch hook
-  while the Trainer accumulates (ACC007);
+  horizons counted in updates (ACC305); a weight average moved in Lightning's per-batch hook
+  while the Trainer accumulates (ACC007) is found since;
 - no rule yet: a gradient clip after the optimizer step and reset (it clips nothing).
 """
 
@@ -60,8 +60,6 @@ def fit(net, opt, batches, cfg, epochs):
     assert "ACC305" in [code for code, _ in lint(source, "ALL")]
 
 
-@pytest.mark.xfail(strict=True, reason="Lightning's on_train_batch_end runs every batch; the model does not "
-                                       "drive it as a microbatch hook")
 def test_a_weight_average_moved_in_lightnings_per_batch_hook() -> None:
     source = """
 import copy

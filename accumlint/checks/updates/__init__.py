@@ -230,7 +230,7 @@ class UpdateHookPerMicrobatch(Rule):
     #: LightningModule's per-batch hook
     gate = RuleGate(
         markers=tuple(sorted(name.encode() for name in GRADIENT_OP_NAMES - {"div_", "divide_", "multiply_"})),
-        facts=lambda facts: (runs_loop(facts) or facts.defines(fw.lightning.BATCH_HOOKS)
+        backward=True, facts=lambda facts: (runs_loop(facts) or facts.defines(fw.lightning.BATCH_HOOKS)
                                             and facts.mentions(fw.lightning.MODULE_BASES))
         and facts.calls(GRADIENT_OP_NAMES))
 
