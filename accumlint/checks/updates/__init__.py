@@ -116,12 +116,21 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
     for site in group.loop_sites:
         for frame in site.frames_inside(group.loop):
             test = frame.test if frame.kind in (FrameKind.IF, FrameKind.GUARD) else None
-            if test is not None and _modulo_by_accumulation(model, test):
-                # (not where the runs decide the loop and no value decides its updates: the periodic test
-                # gates a probe and a reset of gradients already clear, not a group)
-                return not any(simulation.covers(group.loop) and simulation.decided and not simulation.symbols
-                               and simulation.literal is None for simulation in model.simulations)
+            if test is not None and _modulo_by_accumulation(model, test) and not _resets_clear_gradients(
+                    model, group, frame.node):
+                return True
     return False
+
+
+def _resets_clear_gradients(model: FileModel, group, statement: cst.CSTNode) -> bool:
+    """Whether the gradient events under ``statement`` are resets only, and the runs decide the
+    loop with no value deciding its updates: a periodic probe followed by ``net.zero_grad()`` after
+    the update and its reset (the gradients are already clear), no group of A."""
+    gated = [e for e in group.events if e.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.CLIP)
+             and any(f.node is statement for f in e.site.frames)]
+    return bool(gated) and all(e.kind is EventKind.RESET for e in gated) and any(
+        simulation.covers(group.loop) and simulation.decided and not simulation.symbols
+        and simulation.literal is None for simulation in model.simulations)
 
 
 def _modulo_by_accumulation(model: FileModel, test: cst.BaseExpression) -> bool:
