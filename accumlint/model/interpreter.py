@@ -1699,7 +1699,8 @@ class Interpreter:
         if statement is None or self._has_event(statement, frame):
             self.eventful.add(key)
         node = statement if statement is not None else arms
-        if node is None or self._has_event(node, frame) or self.syntax.shapes(node, frame.owner):
+        if node is None or self._has_event(node, frame) or self.syntax.shapes(node, frame.owner) \
+                or reaches_event(node, frame.owner, CLIP_CALLS):  # (`if cfg.max_grad_norm > 0: clip(...)`)
             self.shaping.add(key)
         return first
 

@@ -11,6 +11,9 @@ anew (no fetched code).
   epochs spun to the iteration budget (trial 58's NATSpeech, undecided). Its items are what it steps:
   optimizers, once; and a ``while True`` iteration that draws nothing after the run's last
   microbatch ends the run.
+- A clip every microbatch under ``if cfg.train.max_grad_norm > 0:`` among many other settings
+  (trial 59's DPR): the runs a configuration makes covered sixteen combinations of the others
+  first. A choice whose branch clips shapes the events, as one whose branch updates does.
 """
 
 from __future__ import annotations
@@ -140,3 +143,62 @@ def test_a_while_true_epoch_loop_ends_with_the_runs_data(monkeypatch: pytest.Mon
     reasons = {reason for trace in fit.traces for reason in trace.undecided} | set(fit.undecided)
     assert not any("ran past" in reason for reason in reasons), reasons
     assert fit.traces and all(trace.microbatches_drawn for trace in fit.traces)
+
+
+# --- a clip under a setting among more settings than the runs a configuration makes --------------
+# (trial 59's DPR trainers: the runs covered sixteen combinations of other settings first)
+
+_CLIP_AMONG_SETTINGS = """
+import torch
+
+
+class Wrapped(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def fit(net, loader, cfg):
+    if cfg.wrap_a:
+        net = Wrapped(net)
+    if cfg.wrap_b:
+        net = Wrapped(net)
+    if cfg.wrap_c:
+        net = Wrapped(net)
+    if cfg.wrap_d:
+        net = Wrapped(net)
+    if cfg.wrap_e:
+        net = Wrapped(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for epoch in range(cfg.epochs):
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.mse_loss(net(x), y) / cfg.accum
+            loss.backward()
+            limit = cfg.max_norm
+            if limit > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), limit)
+            if (i + 1) % cfg.accum == 0:
+                opt.step()
+                opt.zero_grad()
+"""
+
+
+def test_a_clip_under_a_setting_is_run_before_settings_that_only_wrap_the_model() -> None:
+    # a choice whose branch clips shapes the events: the runs take it the other way among the first
+    assert ("ACC301", 32) in lint(_CLIP_AMONG_SETTINGS)
+
+
+def test_the_same_clip_under_the_update_gate_is_silent() -> None:
+    gated = _CLIP_AMONG_SETTINGS.replace("""            limit = cfg.max_norm
+            if limit > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), limit)
+            if (i + 1) % cfg.accum == 0:
+""", """            limit = cfg.max_norm
+            if (i + 1) % cfg.accum == 0:
+                if limit > 0:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), limit)
+""")
+    assert "ACC301" not in [code for code, _ in lint(gated)]
