@@ -436,7 +436,7 @@ def _judgeable(simulation: Simulation, rule: Property) -> bool:
     """Whether the traces of ``simulation`` can hold a verdict on ``rule``: decided and, where the
     rule speaks of groups, A bound to the code's gate and one group structure for all its
     optimizers (updates that nothing resets apply every gradient before them whatever A is)."""
-    return simulation.decided and (not rule.grouped or bool(simulation.symbols or simulation.literal) and
+    return simulation.decided and (not rule.grouped or simulation.binds_a and
                                    not any(t.optimizers_apart() for t in simulation.traces))
 
 

@@ -1631,12 +1631,12 @@ class Interpreter:
                 # driver's episodes of generation between its phases)
                 raise EndOfRun
             if gating and gate:
-                positions, cadence = self._positions(test, frame, gate)
+                positions, cadence, known_divisors = self._positions(test, frame, gate)
                 if positions and positions != gate:
                     raise NeedBinding(gate - positions)
                 if positions and cadence:
                     raise NeedBinding(frozenset(), positions)
-                if cadence and not positions and self._divides_by_bound_only(test, frame):
+                if cadence and not positions and known_divisors:
                     # `(pos + 1 + len(loader) * epoch) % accum` with `accum` bound: what is left open is where
                     # the counter starts (an epoch range from a start the run does not know), not A
                     self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix "
@@ -1834,32 +1834,31 @@ class Interpreter:
         return leaves
 
     def _positions(self, test: cst.BaseExpression, frame: _Frame,
-                   gate: frozenset[str]) -> tuple[frozenset[str], bool]:
+                   gate: frozenset[str]) -> tuple[frozenset[str], bool, bool]:
         """The gate's symbols that the condition only sets equal to something (``i + 1 == self.n``),
-        never divides by, and whether it divides by a symbol already bound to A (``(i + 1) % accum``):
-        beside that cadence, they are a position in the epoch."""
+        never divides by; whether it divides by a symbol already bound to A (``(i + 1) % accum``):
+        beside that cadence, they are a position in the epoch; and whether every divisor is a
+        number the run knows (no unknown read, no call): what the test leaves open is then in
+        the dividends."""
         equal: set[int] = set()
         divisors: set[int] = set()
+        called = False
         for node in walk(test):
             if isinstance(node, cst.Comparison) and all(isinstance(c.operator, cst.Equal) for c in node.comparisons):
                 for side in (node.left, *(c.comparator for c in node.comparisons)):
                     equal.update(id(n) for n in walk(side))
             elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-                divisors.update(id(n) for n in walk(node.right))
+                inside = list(walk(node.right))
+                divisors.update(id(n) for n in inside)
+                called = called or any(isinstance(n, cst.Call) for n in inside)
         leaves = self._leaves(test, frame)
         divided = {label_text(value) for leaf, value in leaves if id(leaf) in divisors}
         found = {label_text(value) for leaf, value in leaves
                  if isinstance(value, (Unknown, LabeledInt)) and id(leaf) in equal}
         cadence = any(id(leaf) in divisors and isinstance(value, LabeledInt) and value.bound for leaf, value in leaves)
-        return frozenset(found & gate) - divided, cadence
-
-    def _divides_by_bound_only(self, test: cst.BaseExpression, frame: _Frame) -> bool:
-        """Whether every modulo in ``test`` divides by a number the run knows (A bound by the
-        configuration, a literal): what the test leaves open is then in the dividends."""
-        divisors = [node.right for node in walk(test)
-                    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)]
-        return bool(divisors) and not any(any(isinstance(n, cst.Call) for n in walk(d))
-                                          or isinstance(self.expression(d, frame), Unknown) for d in divisors)
+        known = bool(divisors) and not called and not any(
+            id(leaf) in divisors and isinstance(value, Unknown) for leaf, value in leaves)
+        return frozenset(found & gate) - divided, cadence, known
 
     def _unfixed_dividend(self, test: cst.BaseExpression, frame: _Frame) -> Unknown | None:
         """The value the run does not know that ``test`` takes modulo A bound by the configuration
@@ -2911,7 +2910,7 @@ class SyntaxFacts:
             updated = {dotted(call.func.value) for call in calls if call.func.attr.value == "update"}
             for call in calls:
                 method, receiver = call.func.attr.value, dotted(call.func.value)
-                if method in ("step", "zero_grad") and receiver in items:
+                if (method == "step" or method in _RESET_METHODS) and receiver in items:
                     return True
                 if method == "step" and receiver in updated and call.args and dotted(call.args[0].value) in items:
                     return True

@@ -375,19 +375,20 @@ def is_inherited_backward(functions: ModuleFunctions, call: cst.Call, owner: cst
 
 # --- Lightning: the hooks around each microbatch's backward ------------------------------------
 
-def lightning_backward_hooks(model: FileModel) -> list[Scope]:
-    """The scopes of ``on_before_backward`` / ``on_after_backward`` of LightningModules under
-    automatic optimization, in a module whose ``Trainer(accumulate_grad_batches=...)`` sets
-    A > 1 (an integer above 1, or an expression): Lightning calls them around every
-    microbatch's backward (:data:`accumlint.frameworks.lightning.BACKWARD_HOOKS`), so what
-    they do to ``.grad`` sees a partial sum of the group. ``model``: a
-    :class:`~accumlint.model.FileModel`. Empty when the module does not configure A > 1."""
+def lightning_backward_hooks(model: FileModel, hooks: frozenset[str] = lightning.BACKWARD_HOOKS) -> list[Scope]:
+    """The scopes of ``on_before_backward`` / ``on_after_backward`` (or of the other ``hooks``,
+    :data:`accumlint.frameworks.lightning.BATCH_HOOKS`) of LightningModules under automatic
+    optimization, in a module whose ``Trainer(accumulate_grad_batches=...)`` sets A > 1 (an
+    integer above 1, or an expression): Lightning calls them around every microbatch's backward
+    (:data:`accumlint.frameworks.lightning.BACKWARD_HOOKS`), so what they do to ``.grad`` sees a
+    partial sum of the group. ``model``: a :class:`~accumlint.model.FileModel`. Empty when the
+    module does not configure A > 1."""
     if not lightning_accumulates(model):
         return []
     return [
         scope for scope in model.scopes
         if isinstance(scope.node, cst.FunctionDef) and scope.class_def is not None
-        and scope.node.name.value in lightning.BACKWARD_HOOKS and model.frameworks.lightning_automatic(scope.class_def)
+        and scope.node.name.value in hooks and model.frameworks.lightning_automatic(scope.class_def)
     ]
 
 

@@ -195,6 +195,12 @@ class Simulation:
         """Whether every run completed without an undecided reason."""
         return not self.undecided and all(not t.undecided for t in self.traces)
 
+    @property
+    def binds_a(self) -> bool:
+        """Whether a value of the code decides when the optimizer updates: a symbol bound to A, or
+        the gate's literal modulus."""
+        return bool(self.symbols or self.literal)
+
     def trains_without_groups(self) -> bool:
         """Whether the runs decide that optimizers updated at different microbatches each apply
         only what one microbatch computed (:meth:`Trace.accumulates`), with A bound to the code's
@@ -203,7 +209,7 @@ class Simulation:
         on every one). One optimizer updated on every microbatch against its gate is a bug of its
         own (ACC004, ACC303), not this."""
         runs = [t for t in self.traces if t.configuration.accumulation > 1]
-        return self.decided and bool(self.symbols or self.literal) and bool(runs) \
+        return self.decided and self.binds_a and bool(runs) \
             and all(t.optimizers_apart() and not t.accumulates() for t in runs)
 
     def covers(self, node: cst.CSTNode) -> bool:
@@ -694,7 +700,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
         # have missed a callee's update deeper down, so there no `step()` may be written anywhere
         # the code reaches (a gradient test of a kernel)
         result.undecided = [NO_UPDATE]
-    if not symbols and result.literal is None and result.traces:
+    if not result.binds_a and result.traces:
         # nothing binds A: the configurations' A changes nothing, one A is enough (the smallest with runs:
         # an assertion on the loader's length can rule out the epochs of A = 1)
         smallest = min(t.configuration.accumulation for t in result.traces)

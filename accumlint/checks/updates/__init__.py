@@ -21,7 +21,7 @@ from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
 from accumlint.model.names import children, dotted, int_value
-from accumlint.model.owned_loops import lightning_accumulates
+from accumlint.model.owned_loops import lightning_backward_hooks
 from accumlint.model.scopes import FrameKind
 
 #: the last name of the HF Trainer's update counter (``self.state.global_step``)
@@ -129,8 +129,8 @@ def _resets_clear_gradients(model: FileModel, group, statement: cst.CSTNode) -> 
     gated = [e for e in group.events if e.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.CLIP)
              and any(f.node is statement for f in e.site.frames)]
     return bool(gated) and all(e.kind is EventKind.RESET for e in gated) and any(
-        simulation.covers(group.loop) and simulation.decided and not simulation.symbols
-        and simulation.literal is None for simulation in model.simulations)
+        simulation.covers(group.loop) and simulation.decided and not simulation.binds_a
+        for simulation in model.simulations)
 
 
 def _modulo_by_accumulation(model: FileModel, test: cst.BaseExpression) -> bool:
@@ -277,12 +277,7 @@ def _lightning_batch_hooks(model: FileModel, reported: set[int]) -> Iterator[Hit
     """ACC007 in the per-batch hooks of a LightningModule under automatic optimization
     (:data:`accumlint.frameworks.lightning.BATCH_HOOKS`: ``on_train_batch_end`` runs once per
     microbatch) when a Trainer of the module may accumulate (``accumulate_grad_batches`` > 1)."""
-    if not lightning_accumulates(model):
-        return
-    for scope in model.scopes:
-        if scope.class_def is None or scope.name not in fw.lightning.BATCH_HOOKS \
-                or not model.frameworks.lightning_automatic(scope.class_def):
-            continue
+    for scope in lightning_backward_hooks(model, fw.lightning.BATCH_HOOKS):
         for event in model.events[scope]:
             call = event.site.call
             if event.kind is not EventKind.UPDATE_HOOK or event.method in ("mul_", "lerp_") or call is None \
