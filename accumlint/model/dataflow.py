@@ -370,7 +370,9 @@ def value_history(
                 continue
             if isinstance(definition.node, (cst.For, cst.With)):
                 continue
-            work.append((definition.value, definition.order, inline, depth + 1))
+            # (`ids, mask = b["ids"], b["mask"]`: the name's own element, not the whole tuple)
+            value = definition.value_of(name) if len(definition.targets) > 1 else None
+            work.append((definition.value if value is None else value, definition.order, inline, depth + 1))
 
 
 def _outer_value(name: str, inline: Inline) -> tuple[cst.BaseExpression, Inline | None] | None:

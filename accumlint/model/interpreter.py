@@ -444,6 +444,7 @@ class Interpreter:
         self._options: dict[int, tuple[Unknown, dict[str, int]]] = {}
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
         self._iteration_depths: list[int] = []  # the call depth (``len(_stack)``) of each enclosing loop
+        self._iteration_loops: list[cst.CSTNode] = []  # each enclosing loop (a comprehension's `for` too)
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
         #: where each no-sync method referenced without a call was last named (its label's key)
@@ -453,6 +454,10 @@ class Interpreter:
         self._flag_off: dict[object, tuple[ModuleFunctions, cst.CSTNode] | None] = {}
         self._armed_off: tuple[ModuleFunctions, cst.CSTNode] | None = None
         self._forwarded: dict[object, tuple[int | None, int]] = {}  # each model's latest forward: (microbatch, epoch)
+        #: the latest forward with gradients on, as (epoch, microbatch); and the microbatch the events
+        #: after it belong to where the next microbatch was drawn before its backward (see `_attributed`)
+        self._forward_at: tuple[int, int | None] | None = None
+        self._ahead: int | None = None
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[object, Counting] = {}  # objects that count microbatches themselves (their Obj
         # numbers; the label of one known from use)
@@ -897,6 +902,7 @@ class Interpreter:
                           "are those of every loader together, which the simulation does not count")
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
+        self._iteration_loops.append(node)
         before = self._replayed
         try:
             for item in items:
@@ -925,6 +931,7 @@ class Interpreter:
         finally:
             self._iteration_starts.pop()
             self._iteration_depths.pop()
+            self._iteration_loops.pop()
             made = self._fresh[fresh:]
             del self._fresh[fresh:]  # an error or the run's end leaves them as they were
         self._end_passes(made)
@@ -978,10 +985,10 @@ class Interpreter:
         """Make what ``target`` (an attribute, or the container a subscript writes into) holds unknown."""
         if isinstance(target, cst.Subscript):
             if type(target.value) is cst.Name and target.value.value in frame.names:
-                frame.names[target.value.value] = Unknown(target.value.value, Origin.DATA)
+                frame.names[target.value.value] = Unknown(target.value.value, self._havoc_origin())
             return
         try:
-            self.assign(target, Unknown(_code(target), Origin.DATA), frame)
+            self.assign(target, Unknown(_code(target), self._havoc_origin()), frame)
         except (_Raised, Infeasible):
             pass
 
@@ -1017,6 +1024,7 @@ class Interpreter:
             return
         self._iteration_starts.append(len(self.events))
         self._iteration_depths.append(len(self._stack))
+        self._iteration_loops.append(for_in)
         try:
             for item in items:
                 self._iteration_starts[-1] = len(self.events)
@@ -1032,6 +1040,7 @@ class Interpreter:
         finally:
             self._iteration_starts.pop()
             self._iteration_depths.pop()
+            self._iteration_loops.pop()
             made = self._fresh[fresh:]
             del self._fresh[fresh:]
         self._end_passes(made)
@@ -1405,6 +1414,7 @@ class Interpreter:
                 stepped += 1
             self._iteration_starts.append(len(self.events))
             self._iteration_depths.append(len(self._stack))
+            self._iteration_loops.append(node)
             on_data = self.data_conditions
             before = (len(self.events), self.drawn)
             try:
@@ -1416,6 +1426,7 @@ class Interpreter:
             finally:
                 self._iteration_starts.pop()
                 self._iteration_depths.pop()
+                self._iteration_loops.pop()
             if self.exhausted and before == (len(self.events), self.drawn) \
                     and self.syntax.draws_data(node.body, frame.owner):
                 # `while True:` around an epoch's pass, after the run's last epoch: no pass draws again, and
@@ -1532,17 +1543,24 @@ class Interpreter:
 
     def _havoc(self, node: cst.CSTNode, frame: _Frame) -> None:
         """A loop the run cannot iterate and that performs no training event: the names it
-        binds become unknown data (gradients it writes by hand are recorded as a write)."""
+        binds become unknown (gradients it writes by hand are recorded as a write)."""
         if _writes_gradients(node):
             self._record(GRADIENT_WRITE, None, None, node, frame)
+        origin = self._havoc_origin()
         for name in _bound_names(node):
-            frame.names[name] = Unknown(name, Origin.DATA)
+            frame.names[name] = Unknown(name, origin)
         for name in _grown_names(node):
             # `for _ in range(chunks): held.append(next(it))`: a list the run holds, grown an unknown
             # number of times, has an unknown length (kept empty, `assert len(held) == 1` would rule the
             # path out); a name holding anything else (an object's `append`) keeps its value
             if isinstance(frame.names.get(name), list):
                 frame.names[name] = Unknown(name, Origin.RUN)
+
+    def _havoc_origin(self) -> Origin:
+        """What a loop the run does not step leaves in the names it binds: before the run's first
+        microbatch nothing it reads varies with one (settings mutated in a loop, ``for k, v in
+        meta.items(): hyp[k] = ...``), so a run-level unknown; after it, per-microbatch data."""
+        return Origin.DATA if self.drawn else Origin.RUN
 
     def _with(self, node: cst.With, frame: _Frame) -> None:
         held = len(self._sync_off)
@@ -1773,6 +1791,10 @@ class Interpreter:
             orelse = isinstance(statement.orelse, cst.Else) and self._asserted_away(statement.orelse.body, frame)
             if body != orelse:
                 return orelse
+        if statement is not None and self._retries(statement, frame):
+            # `while True:` around one microbatch's forward, left by `break` once its loss is good: the
+            # way out is the main path, each pass again over the same microbatch the exceptional one
+            return _ends_in(statement.body, (cst.Break,))
         branch = self._main_path(statement)
         if statement is None or _ends_in(statement.body, (cst.Raise,)) or (
                 isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
@@ -1785,6 +1807,19 @@ class Interpreter:
         if not harmless and (skipping or self._has_event(statement, frame)):
             self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
         return branch
+
+    def _retries(self, statement: cst.If, frame: _Frame) -> bool:
+        """Whether ``statement`` is written in the body of a ``while True:`` of this frame that draws
+        no data (a retry loop inside the microbatch's iteration) and exactly one of its branches ends
+        in ``break``."""
+        if not self._iteration_loops or self._iteration_depths[-1] != len(self._stack):
+            return False
+        loop = self._iteration_loops[-1]
+        if not isinstance(loop, cst.While) or self.expression(loop.test, frame) is not True \
+                or self.syntax.draws_data(loop.body, frame.owner):
+            return False
+        orelse = statement.orelse.body if isinstance(statement.orelse, cst.Else) else None
+        return _ends_in(statement.body, (cst.Break,)) != (orelse is not None and _ends_in(orelse, (cst.Break,)))
 
     def _asserted_away(self, block: cst.BaseSuite, frame: _Frame) -> bool:
         """Whether ``block`` begins with an ``assert`` that is false in this run (its test evaluated
@@ -2623,8 +2658,27 @@ class Interpreter:
             self._backward_with_argument.add(_counter_key(receiver))
         epoch = self.epoch if self._replayed is None else self._replayed[0]
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self.microbatch, max(epoch, 0), forward, clip, synced, at, fetch,
-                                    driven=driven, grad_off=self._grad_off > 0))
+                                    self._attributed(method, forward), max(epoch, 0), forward, clip, synced, at,
+                                    fetch, driven=driven, grad_off=self._grad_off > 0))
+
+    def _attributed(self, method: str, forward: bool) -> int | None:
+        """The microbatch an event being recorded belongs to: the latest drawn, but where the next
+        microbatch was drawn between a forward and its backward (``x, y = next(it)`` right after
+        ``loss = model(x, y)``, prefetching), the backward and what follows it up to the next forward
+        belong to the forward's microbatch: the group's backwards ran on the microbatches its
+        forwards did."""
+        micro = self.microbatch
+        if self._replayed is not None:
+            return micro
+        if forward:
+            if self._grad_off == 0:
+                self._forward_at, self._ahead = (self.epoch, micro), None
+            return micro
+        at = self._forward_at
+        if method in BACKWARD_CALLS and self._ahead is None and at is not None and at[0] == self.epoch \
+                and at[1] is not None and micro is not None and at[1] == micro - 1:
+            self._ahead = at[1]
+        return self._ahead if self._ahead is not None else micro
 
     def _tracks(self, call: cst.Call, frame: _Frame) -> bool:
         """Whether ``call`` is ``x.log(...)`` on a tracker (:data:`accumlint.model.actions.TRACKER_LIBRARIES`,
@@ -2639,7 +2693,7 @@ class Interpreter:
 
     def _action(self, action: str, node: cst.CSTNode, owner: ModuleFunctions) -> None:
         """Record ``action`` (:mod:`accumlint.model.actions`), called at ``node`` of ``owner``."""
-        self.events.append(RawEvent("action", None, None, node, owner, tuple(self._stack), self.microbatch,
+        self.events.append(RawEvent("action", None, None, node, owner, tuple(self._stack), self._attributed("", False),
                                     max(self.epoch, 0), action=action))
 
     def _call_function(self, callee: Function, args: list[object], kwargs: dict[str, object],
@@ -2869,7 +2923,7 @@ class SyntaxFacts:
         they are."""
         def compute() -> bool:
             if not any(last_segment(dotted(call.func) or "")[:1].isupper()
-                       or _callees(call.func, _call_name(call.func), owner) for call in _calls(node)):
+                       or _callees(call.func, _call_name(call.func), owner, call) for call in _calls(node)):
                 return False
             bound = _bound_names(node) if isinstance(node, cst.If) else _assigned_to(owner._module).get(id(node), ())
             return any(name in _called_names(owner._module) for name in bound)
@@ -3555,7 +3609,7 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops
             if any(any(_is_next(n) and (peeks or not _peeks(n)) for n in _calls(c.body)) or
                    _draws_data(c.body, o, depth + 1, loops_that_train, peeks=peeks)
                    and reaches_event(c.body, o, names=BACKWARD_NAMES)
-                   for c, o in _callees(func, name, owner)):
+                   for c, o in _callees(func, name, owner, call)):
                 return True
     return False
 
@@ -3626,7 +3680,7 @@ def _streams(function: cst.FunctionDef, owner: ModuleFunctions, depth: int = 0, 
             if isinstance(source, cst.Attribute) or isinstance(source, cst.Name) and source.value in parameters:
                 return True
         if depth < 2:
-            for candidate, candidate_owner in _callees(call.func, _call_name(call.func), owner):
+            for candidate, candidate_owner in _callees(call.func, _call_name(call.func), owner, call):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
                     if _streams(candidate, candidate_owner, depth + 1, seen):
@@ -3675,7 +3729,7 @@ def _reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.F
         if handed and (type(func) is cst.Name and func.value in handed and name == "__call__" or
                        type(func) is cst.Attribute and func.attr.value == name and dotted(func.value) in handed):
             return True
-        for candidate, candidate_owner in _callees(func, _call_name(func), owner):
+        for candidate, candidate_owner in _callees(func, _call_name(func), owner, call):
             if candidate is function:
                 return True
             if depth < 3 and id(candidate) not in seen:
@@ -3743,7 +3797,7 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
         if name in names and id(call) not in unpacked:
             return True
         if depth < 3:
-            for candidate, candidate_owner in _callees(func, name, owner):
+            for candidate, candidate_owner in _callees(func, name, owner, call):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
                     if _reaches(candidate.body, candidate_owner, depth + 1, seen, names):
@@ -3764,7 +3818,7 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
                 return True
         name = _call_name(func)
         if depth < 2:
-            for candidate, candidate_owner in _callees(func, name, owner):
+            for candidate, candidate_owner in _callees(func, name, owner, call):
                 if has_update(candidate.body, candidate_owner, depth + 1):
                     return True
     return False
@@ -3781,21 +3835,50 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
         return True
     for child in walk(node):
         kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
-        if kind is cst.If and (has_update(child, owner) or (  # or skips one: `if ...: continue`
-                _leaves_iteration(child.body) and update_follows(child, owner))):
+        if kind is cst.If and not _is_main_guard(child.test) and (
+                has_update(child, owner) or (  # or skips one: `if ...: continue`
+                    _leaves_iteration(child.body) and update_follows(child, owner))):
             return True
         if kind is cst.WithItem and isinstance(child.item, cst.Call) and \
                 isinstance(child.item.func, cst.Attribute) and child.item.func.attr.value in _COUNTED_ENTRIES:
             return True
         if kind is cst.For and isinstance(child.iter, cst.Call) and (
                 dotted(child.iter.func) == "range" or _islice_count(child.iter) is not None) \
-                and (reaches_event(child.body, owner, names=BACKWARD_NAMES) and not _updates_each_pass(child, owner)
+                and (_backward_at_own_level(child, owner) and not _updates_each_pass(child, owner)
                      or prefetches(child, owner)):
             return True
     if depth < 2:
         for call in _calls(node):
-            if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, _call_name(call.func), owner)):
+            name = _call_name(call.func)
+            # (an optimizer of the project whose `step()` computes the update in place is the update,
+            # as the run records it: the tests inside it gate no group)
+            if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, name, owner, call)
+                   if name not in _UPDATE_METHODS or _delegates(c, name)):
                 return True
+    return False
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"``: a script run is always its true side, never a choice of updates."""
+    return type(test) is cst.Comparison and dotted(test.left) == "__name__" and len(test.comparisons) == 1 \
+        and type(test.comparisons[0].operator) is cst.Equal \
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString) \
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+
+
+def _backward_at_own_level(loop: cst.For, owner: ModuleFunctions) -> bool:
+    """Whether ``loop``'s body reaches a backward outside the loops nested in it that update: an
+    epoch loop around a loop that trains and updates (``for epoch in range(n): for step in range(k):
+    ...; opt.step()``) leaves its groups, if any, to the inner loop (a loop over a microbatch's slices,
+    which updates nothing, is part of the outer loop's pass)."""
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.For, cst.While) and has_update(node.body, owner):  # type: ignore[attr-defined]
+            continue
+        if type(node) is cst.Call and reaches_event(node, owner, names=BACKWARD_NAMES):
+            return True
+        stack.extend(children(node))
     return False
 
 
@@ -3809,7 +3892,7 @@ def _updates_each_pass(loop: cst.For, owner: ModuleFunctions) -> bool:
     if not any(type(s) is cst.SimpleStatementLine and has_update(s, owner) for s in statements):
         return False
     bodies = [(loop.body, owner)] + [(c.body, o) for call in _calls(loop.body)
-                                     for c, o in _callees(call.func, _call_name(call.func), owner)]
+                                     for c, o in _callees(call.func, _call_name(call.func), owner, call)]
     return not any(type(inner) in (cst.For, cst.While) and reaches_event(inner.body, o, names=BACKWARD_NAMES)
                    for body, o in bodies for inner in every_node(body))
 
@@ -3963,12 +4046,17 @@ def _call_name(func: cst.BaseExpression) -> str:
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
 
 
-def _callees(func: cst.BaseExpression, name: str,
-             owner: ModuleFunctions) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
-    """The project functions a call of ``func`` (last segment ``name``) may reach, by name: the
-    module's methods and functions of that name, or what the import of its dotted name finds."""
+def _callees(func: cst.BaseExpression, name: str, owner: ModuleFunctions,
+             call: cst.Call | None = None) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+    """The project functions a call of ``func`` (last segment ``name``; ``call``: the call, where
+    known) may reach, by name: the module's methods and functions of that name, or what the import
+    of its dotted name finds."""
     if not name:
         return []
+    if call is not None and name in fw.pytorch.MODULE_MODE_METHODS and isinstance(func, cst.Attribute):
+        # `self.encoder.train()`: a project method `train(self, data, ...)` that its arguments cannot
+        # bind to is not what it calls (a module's mode switch is)
+        return [(f, o) for f, o in _callees(func, name, owner) if _binds(call, f)]
     if isinstance(func, cst.Attribute) and (
             name in fw.pytorch.MODULE_MODE_METHODS and (_named_role(dotted(func.value)) in conventions.MODEL_ROLES
                                                         or not may_be_project_instance(func.value, owner))
@@ -4008,6 +4096,22 @@ def _callees(func: cst.BaseExpression, name: str,
                      for module, class_def in _imported_instance_classes(owner).get(name, ())]
         found.extend((call[0], call[1]) for call in calls if call is not None)
     return found
+
+
+def _binds(call: cst.Call, method: cst.FunctionDef) -> bool:
+    """Whether ``call``'s arguments can bind to the parameters of ``method`` after its receiver's:
+    no parameter without a default is left out, no positional argument is left over. A starred
+    argument may bind anything."""
+    if any(arg.star for arg in call.args):
+        return True
+    params = method.params
+    positional = [*params.posonly_params, *params.params][1:]
+    given = sum(1 for arg in call.args if arg.keyword is None)
+    if given > len(positional) and not isinstance(params.star_arg, cst.Param):
+        return False
+    named = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    return all(param.default is not None or param.name.value in named
+               for param in (*positional[given:], *params.kwonly_params))
 
 
 def _declared_class(receiver: cst.BaseExpression, owner: ModuleFunctions) -> str | None:

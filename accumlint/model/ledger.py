@@ -222,7 +222,7 @@ def _framework_division(model: FileModel, event: Event):
         if keyword(event.site.call, contract.opt_out_keyword) is not None:
             return None  # scale_wrt_gas=... given explicitly: the caller owns the division
     if event.role.role is Role.ENGINE and (event.role.owner != fw.deepspeed.PACKAGE
-                                           and not model.imports.imports_module(fw.deepspeed.PACKAGE)):
+                                           and not model.roles.deepspeed_in_view()):
         return None
     if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
         return None

@@ -122,6 +122,7 @@ class Roles:
         self.functions = functions  # the module's defs (and, through its project, imported ones), or None
         self.project = project  # the module's ProjectView (its importers build its classes), or None
         self._importer_roles: list[Roles] | None = None
+        self._deepspeed: bool | None = None  # see `deepspeed_in_view`
         self.scopes = scopes
         self.module_scope = scopes[0]
         self._bindings: dict[Scope, dict[str, list[Site]]] = {}
@@ -269,10 +270,11 @@ class Roles:
         role = role_from_name(name)
         if role is Role.ENGINE and not self.imports.imports_module("deepspeed"):
             role = Role.UNKNOWN
-        if role in (Role.UNKNOWN, Role.MODEL) and self.imports.imports_module("deepspeed") \
-                and name in self._used_names(scope).engines:
+        if role in (Role.UNKNOWN, Role.MODEL) and name in self._used_names(scope).engines \
+                and self.deepspeed_in_view():
             # a module has no backward of a loss: what runs one and steps is the engine, however it
-            # was built (`ds_init = deepspeed.initialize` carried from the argument parser)
+            # was built (`ds_init = deepspeed.initialize` carried from the argument parser, or in the
+            # script that imports this epoch function and hands it the engine)
             return RoleInfo(Role.ENGINE, Evidence.USE)
         if role is Role.UNKNOWN and name in self._trained_names(scope):
             return RoleInfo(Role.MODEL, Evidence.USE)
@@ -378,6 +380,21 @@ class Roles:
     def importer_modules(self) -> list[cst.Module]:
         """The trees of the checked modules that import this one's classes (see :meth:`_importers`)."""
         return [roles.module_scope.node for roles in self._importers()]  # type: ignore[misc]
+
+    def deepspeed_in_view(self) -> bool:
+        """Whether DeepSpeed is imported by this module or by a checked module that imports it (the
+        script that builds the engine and hands it to this module's functions), computed once."""
+        if self._deepspeed is None:
+            self._deepspeed = self.imports.imports_module(fw.deepspeed.PACKAGE)
+            index = getattr(self.project, "index", None)
+            if not self._deepspeed and index is not None:
+                for importer in index.importers(self.project.path)[:_MAX_IMPORTERS]:  # type: ignore[attr-defined]
+                    loaded = index.importer_functions(importer)
+                    if loaded is not None and ImportMap(loaded[0]._module).imports_module(fw.deepspeed.PACKAGE):
+                        self.project.used[importer] = loaded[1]  # type: ignore[attr-defined]  # its change makes this stale
+                        self._deepspeed = True
+                        break
+        return self._deepspeed
 
     def _importers(self) -> list[Roles]:
         """The roles of the checked modules that import this one (walked alone, their calls not

@@ -183,6 +183,9 @@ class Simulation:
     #: an implicit body whose own runs are undecided and that an entry of the project calls, in words
     #: (the runs made of that entry did not reach it): it is no entry of its own, that caller counts it
     driven_by: str = ""
+    #: a loop-less script body or driver left undecided whose calls reach only loops that their own
+    #: entries decided, named in words (:func:`_loops_apart`): those are its loops, it counts as none
+    apart: str = ""
     #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
     statements: int = 0
     #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
@@ -194,6 +197,12 @@ class Simulation:
     def decided(self) -> bool:
         """Whether every run completed without an undecided reason."""
         return not self.undecided and all(not t.undecided for t in self.traces)
+
+    @property
+    def ungated(self) -> bool:
+        """Whether ``check`` left the entry unsimulated because nothing in its code decides when the
+        optimizer updates (:data:`NO_GATED_UPDATE`): no value of it is A."""
+        return self.undecided == [NO_GATED_UPDATE]
 
     @property
     def binds_a(self) -> bool:
@@ -501,6 +510,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         reached |= functions
         results.append(result)
     _called_later(results)
+    _loops_apart(results, module)
     _driven(results, module, [r.entry for r in results], "")
     return results
 
@@ -533,8 +543,14 @@ def _unshown_body(result: Simulation) -> bool:
 
 def _code_of(entry: EntryPoint) -> cst.CSTNode:
     """The code an entry's runs execute: a driver's or a body's function body (a def's own walk
-    stops at the def), else its loop (or the script)."""
-    return entry.function.body if entry.kind in ("driver", "body") and entry.function is not None else entry.node
+    stops at the def), else its loop, or the script's statements outside its definitions (what
+    its functions and classes hold runs only where the script calls them)."""
+    if entry.kind in ("driver", "body") and entry.function is not None:
+        return entry.function.body
+    if isinstance(entry.node, cst.Module):
+        return entry.node.with_changes(body=[s for s in entry.node.body
+                                             if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
+    return entry.node
 
 
 def _resets(module: ModuleFunctions) -> bool:
@@ -562,6 +578,23 @@ def _called_later(results: list[Simulation]) -> None:
             result.undecided.append(f"its caller, the entry {caller.entry.name!r}, runs it with what it knows")
 
 
+def _loops_apart(results: list[Simulation], module: ModuleFunctions) -> None:
+    """A script's body or a driver that holds no loop of its own, whose runs are undecided, and
+    whose calls reach only training loops that their own entries decided (a body whose runs spent
+    the budget in the set-up before ``train()``, simulated again as the loop in `train`): those
+    entries are its loops; it is no accumulation loop of its own (:attr:`Simulation.apart`)."""
+    for result in results:
+        entry = result.entry
+        if result.decided or entry.kind not in ("module", "driver") or isinstance(entry.node, (cst.For, cst.While)):
+            continue
+        loops = [other for other in results if other.entry.kind == "function" and other.entry.function is not None
+                 and other.caller is None and reaches_function(_code_of(entry), module, other.entry.function)]
+        if loops and all(other.decided for other in loops):
+            result.apart = ", ".join(f"`{other.entry.name}`" for other in loops)
+            result.notes.append(f"it holds no loop of its own: the loops it calls are decided as entries of their "
+                                f"own ({result.apart}), and counted there")
+
+
 def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     """Per accumulation loop among ``results`` (a module's :func:`simulate`), its undecided
     reasons (:meth:`Simulation.reasons`; empty: decided). A loop is an entry of the module whose
@@ -575,7 +608,8 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     microbatch) is that rule's verdict on the loop, not a fact left open."""
     found = []
     for result in results:
-        if result.importer or result.caller is not None or result.driven_by or result.undecided in _NO_LOOP:
+        if result.importer or result.caller is not None or result.driven_by or result.apart \
+                or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
             found.append(tuple(r for r in result.reasons() if not r.endswith(LEFT_TO_ACC501)))

@@ -27,7 +27,16 @@ from accumlint import frameworks as fw
 from accumlint.model import Cadence, EventKind, FrameKind, Group, LoopStyle, Site, conventions
 from accumlint.model.boundary import index_offset
 from accumlint.model.dataflow import carried, counter_name, home, reaching_assignment
-from accumlint.model.names import children, dotted, last_segment, method_name, names_in, positional, string_key
+from accumlint.model.names import (
+    children,
+    dotted,
+    last_segment,
+    method_name,
+    names_in,
+    positional,
+    string_key,
+    walk,
+)
 from accumlint.model.roles import constructor_role
 from accumlint.model.sync import scope_name
 
@@ -446,9 +455,24 @@ def _step_use(call: cst.Call, name: str, group: Group, node: cst.Call) -> str | 
     stepped = next((e for e in group.events if e.site.node is node and e.kind is EventKind.SCHEDULER_STEP), None)
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
-    if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args):
+    if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args) \
+            and not _against_epoch_length(call, group):
         return "the position in a logged progress line"
     return None
+
+
+def _against_epoch_length(call: cst.Call, group: Group) -> bool:
+    """Whether a logged line also shows a length (``len(loader)``, or a name the function binds to
+    one): ``batch 7/120`` sets the counter against the epoch's microbatches, a position in the
+    epoch in the unit it counts, which no reader takes for a count of optimizer updates."""
+    lengths = {target for site in group.scope.sites if site.augmented is None
+               for target in site.targets if target and _is_length(site.value_of(target))}
+    return any(_is_length(node) or isinstance(node, cst.Name) and node.value in lengths
+               for arg in call.args for node in walk(arg.value))
+
+
+def _is_length(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Call) and dotted(node.func) == "len"
 
 
 def _formats(value: cst.BaseExpression, name: str) -> bool:

@@ -124,12 +124,13 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
 
 def _resets_clear_gradients(model: FileModel, group, statement: cst.CSTNode) -> bool:
     """Whether the gradient events under ``statement`` are resets only, and the runs decide the
-    loop with no value deciding its updates: a periodic probe followed by ``net.zero_grad()`` after
-    the update and its reset (the gradients are already clear), no group of A."""
+    loop with no value deciding its updates (or nothing in its code decides them): a periodic probe
+    followed by ``net.zero_grad()`` after the update and its reset (the gradients are already
+    clear), no group of A."""
     gated = [e for e in group.events if e.kind in (EventKind.UPDATE, EventKind.RESET, EventKind.CLIP)
              and any(f.node is statement for f in e.site.frames)]
     return bool(gated) and all(e.kind is EventKind.RESET for e in gated) and any(
-        simulation.covers(group.loop) and simulation.decided and not simulation.binds_a
+        simulation.covers(group.loop) and (simulation.decided and not simulation.binds_a or simulation.ungated)
         for simulation in model.simulations)
 
 
