@@ -579,20 +579,31 @@ def _called_later(results: list[Simulation]) -> None:
 
 
 def _loops_apart(results: list[Simulation], module: ModuleFunctions) -> None:
-    """A script's body or a driver that holds no loop of its own, whose runs are undecided, and
-    whose calls reach only training loops that their own entries decided (a body whose runs spent
-    the budget in the set-up before ``train()``, simulated again as the loop in `train`): those
-    entries are its loops; it is no accumulation loop of its own (:attr:`Simulation.apart`)."""
+    """An entry whose runs are undecided and whose calls reach only training loops that their own
+    entries decided: a script's body or a driver that holds no loop of its own (a body whose runs
+    spent the budget in the set-up before ``train()``, simulated again as the loop in `train`), or a
+    loop whose only open fact is that it gates training phases (an RL driver's episodes, each
+    ``learn()`` a loop of its own). Those entries are its loops (or no accumulation loops at all:
+    nothing in them decides when the optimizer updates); it is no accumulation loop of its own
+    (:attr:`Simulation.apart`)."""
     for result in results:
         entry = result.entry
-        if result.decided or entry.kind not in ("module", "driver") or isinstance(entry.node, (cst.For, cst.While)):
+        if result.decided:
             continue
-        loops = [other for other in results if other.entry.kind == "function" and other.entry.function is not None
-                 and other.caller is None and reaches_function(_code_of(entry), module, other.entry.function)]
-        if loops and all(other.decided for other in loops):
+        loopless = entry.kind in ("module", "driver") and not isinstance(entry.node, (cst.For, cst.While))
+        phases = all(TRAINING_PHASE in reason for reason in result.reasons())
+        if not (loopless or phases):
+            continue
+        loops = [other for other in results if other is not result and other.entry.kind == "function"
+                 and other.entry.function is not None and other.caller is None
+                 and reaches_function(_code_of(entry), module, other.entry.function)]
+        # (a loop with no gated update, left unsimulated by `check`, is decided as no accumulation loop)
+        if loops and all(other.decided or other.ungated for other in loops):
             result.apart = ", ".join(f"`{other.entry.name}`" for other in loops)
-            result.notes.append(f"it holds no loop of its own: the loops it calls are decided as entries of their "
-                                f"own ({result.apart}), and counted there")
+            result.notes.append(
+                f"it holds no loop of its own: the loops it calls are decided as entries of their own ({result.apart}),"
+                " and counted there" if loopless else
+                f"the training phases it starts are loops of their own ({result.apart}), decided and counted there")
 
 
 def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:

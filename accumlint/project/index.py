@@ -187,6 +187,16 @@ class ProjectIndex:
             folders += [root, os.path.join(root, "src")]
         return list(dict.fromkeys(folders))
 
+    def _folders_for(self, importer: str, parts: Sequence[str]) -> list[str]:
+        """:meth:`search_paths` for an import of ``parts``, and the root's parent where the import
+        names the root's own folder first (``import mae_st.util.misc`` in the project ``mae_st/``:
+        the checkout is the package, found from the folder above it)."""
+        folders = self.search_paths(importer)
+        root = self.root_of(importer)
+        if root is not None and parts and parts[0] == os.path.basename(root):
+            folders.append(os.path.dirname(root))
+        return folders
+
     def module_path(self, folder: str, parts: Sequence[str]) -> str | None:
         """The file of module ``parts`` under ``folder`` (``a/b.py`` or ``a/b/__init__.py``;
         namespace packages need no ``__init__``)."""
@@ -237,8 +247,9 @@ class ProjectIndex:
         (``ImportMap``): the importer's own folder is searched first."""
         parts = qualified.split(".")
         found: list[tuple[str, str]] = []
+        folders = self._folders_for(importer, parts)
         for split in range(len(parts) - 1, 0, -1):
-            for folder in self.search_paths(importer):
+            for folder in folders:
                 path = self.module_path(folder, parts[:split])
                 if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:
                     found.append((os.path.abspath(path), ".".join(parts[split:])))
@@ -400,10 +411,9 @@ class ProjectIndex:
         a module added since the names were read counts)."""
         found: dict[str, None] = {}
         importer = os.path.abspath(importer)
-        folders = self.search_paths(importer)
         for name in names:
             parts = [part for part in name.split(".") if part]
-            for folder in folders:
+            for folder in self._folders_for(importer, parts):
                 path = next((p for k in range(len(parts), 0, -1) if (p := self.module_path(folder, parts[:k]))),
                             None)
                 if path is not None and self.root_of(path) is not None and os.path.abspath(path) != importer:

@@ -12,7 +12,8 @@
   ACC103 (opt-in; strict xfail while it fires). A real group left undivided keeps ACC103.
 - An epoch function gated by ``(step + 1) % A`` whose progress line, printed under an interval of
   updates, sets the microbatch ``step`` against ``len(loader)``: a position in the epoch, not an
-  update count (ACC902, opt-in; silent since: a logged line that shows a length shows a position).
+  update count (ACC902, opt-in; silent since: a line printed at the update that shows a length
+  shows a position; on the microbatch path it stays ACC902, as ``shared/cases/041`` wants).
   A microbatch counter used as a logger's x-axis keeps ACC902; the epoch's unflushed tail, with
   the epochs run by a caller in the same module, is ACC005.
 """

@@ -112,6 +112,14 @@ def test_a_relative_import_in_a_src_layout_reaches_the_backward(tmp_path: Path) 
     assert findings(tmp_path, SRC_LAYOUT) == [("src/pkg/train.py", "ACC001", 6)]
 
 
+def test_an_import_that_names_the_checkout_as_its_package_reaches_the_backward(tmp_path: Path) -> None:
+    # `from vidmae.engine.steps import ...` in the checkout `vidmae/` itself (run with its parent on the
+    # path, or installed by its folder's name): the checkout is the package
+    files = {name.removeprefix("src/pkg/"): text.replace("from .engine", "from vidmae.engine")
+             for name, text in SRC_LAYOUT.items() if name.startswith("src/pkg/")}
+    assert findings(tmp_path / "vidmae", files) == [("train.py", "ACC001", 6)]
+
+
 def test_an_absolute_import_of_a_clip_helper_reports_the_call_with_its_helper_line(tmp_path: Path) -> None:
     files = {
         "setup.cfg": "[metadata]\nname = pkg\n",

@@ -19,7 +19,11 @@ nothing open (issue 30: "cannot decide" must come from the code, not from the mo
   epoch loop around a loop that updates on every pass; the construction asserts what the try
   does not give): nothing decides when the optimizer updates, yet the guard, the epoch loop and
   the optimizer's own ``step`` were read as gates, and the runs' assertion left three
-  "accumulation loops" undecided.
+  "accumulation loops" undecided;
+- an RL driver whose period (``time % update_every == 0``) starts a training phase, ``learn()``,
+  a loop of its own: the driver's only open fact is that it gates phases, and the phase is
+  decided as its own entry (counted there, or no accumulation loop at all where nothing in it
+  decides when the optimizer updates); the driver counted as an undecided loop.
 """
 
 from __future__ import annotations
@@ -249,3 +253,49 @@ if __name__ == "__main__":
 
 def test_an_optimizers_own_test_run_is_no_accumulation_loop() -> None:
     assert accumulation_loops(simulated(OPTIMIZER_MODULE, judged_only=True)) == []
+
+
+# --- an RL driver whose period starts a training phase ---------------------------------------
+
+RL_DRIVER = """
+import torch
+
+
+class Trainer:
+    def __init__(self, policy, cfg):
+        self.policy = policy
+        self.cfg = cfg
+        self.opt = torch.optim.Adam(policy.parameters())
+
+    def learn(self, memories):
+        for i, (states, rewards) in enumerate(memories):
+            loss = self.policy(states, rewards){divided}
+            loss.backward()
+            {update}
+
+    def train(self, env, episodes, update_every):
+        memories, time = [], 0
+        for _ in range(episodes):
+            memories.append(env.rollout(self.policy))
+            time += 1
+            if time % update_every == 0:
+                self.learn(memories)
+                memories.clear()
+"""
+
+GROUPED = ("if (i + 1) % self.cfg.accum == 0:\n                self.opt.step()\n                self.opt.zero_grad()",
+           " / self.cfg.accum")
+EACH = ("self.opt.step()\n            self.opt.zero_grad()", "")
+
+
+def test_a_driver_whose_period_starts_a_training_phase_counts_the_phase_alone() -> None:
+    update, divided = GROUPED
+    results = simulated(RL_DRIVER.format(update=update, divided=divided), judged_only=True)
+    driver = next(r for r in results if r.entry.name == "Trainer.train")
+    assert driver.apart == "`Trainer.learn`"
+    assert accumulation_loops(results) == [()]
+
+
+def test_a_driver_of_phases_that_never_accumulate_is_no_accumulation_loop() -> None:
+    update, divided = EACH
+    assert accumulation_loops(simulated(RL_DRIVER.format(update=update, divided=divided), judged_only=True)) == []

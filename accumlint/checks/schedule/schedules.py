@@ -414,7 +414,7 @@ def step_axis_uses(group: Group, name: str) -> list[tuple[Site, str]]:
             if not (site.inline.reads_outer(call) or set(kept) & set(names_in(call))):
                 continue
             call = site.inline.rewrite(call, locals_unknown=True, carried=kept)  # type: ignore[assignment]
-        what = _step_use(call, name, group, site.call)
+        what = _step_use(call, name, group, site)
         if what is not None:
             uses.append((site, what))
     return uses
@@ -440,8 +440,9 @@ def _is_shifted_counter(value: cst.BaseExpression | None, name: str, group: Grou
     return False
 
 
-def _step_use(call: cst.Call, name: str, group: Group, node: cst.Call) -> str | None:
-    """What ``call`` (``node`` as written, read in the loop's names) uses counter ``name`` as, if any."""
+def _step_use(call: cst.Call, name: str, group: Group, site: Site) -> str | None:
+    """What ``call`` (``site``'s call as written, read in the loop's names) uses counter ``name`` as, if any."""
+    node = site.call
     callee = last_segment(dotted(call.func)) or (method_name(call) or "")
     for arg in call.args:
         if (arg.keyword is not None and arg.keyword.value in conventions.LOGGING_STEP_KEYWORDS
@@ -456,15 +457,24 @@ def _step_use(call: cst.Call, name: str, group: Group, node: cst.Call) -> str | 
     if stepped is not None and any(_is_counter(arg.value, name) for arg in call.args):
         return "the argument of a scheduler step"
     if callee.lower() in conventions.LOGGING_CALLS and any(_formats(arg.value, name) for arg in call.args) \
-            and not _against_epoch_length(call, group):
+            and not (_at_the_update(site, group) and _against_epoch_length(call, group)):
         return "the position in a logged progress line"
     return None
 
 
+def _at_the_update(site: Site, group: Group) -> bool:
+    """Whether ``site`` runs in the update's branch of the group's gate (once per optimizer update)."""
+    gate = group.gate
+    return gate is not None and any(frame.node is gate.frame_node and frame.branch == gate.update_branch
+                                    for frame in site.frames)
+
+
 def _against_epoch_length(call: cst.Call, group: Group) -> bool:
     """Whether a logged line also shows a length (``len(loader)``, or a name the function binds to
-    one): ``batch 7/120`` sets the counter against the epoch's microbatches, a position in the
-    epoch in the unit it counts, which no reader takes for a count of optimizer updates."""
+    one): printed at an update, ``batch 7/120`` sets the counter against the epoch's microbatches,
+    a position in the epoch in the unit it counts, which no reader takes for a count of optimizer
+    updates (on the microbatch path, every ``log_interval`` microbatches, the line's cadence and
+    loss are a microbatch's: ACC902, ``shared/cases/041``)."""
     lengths = {target for site in group.scope.sites if site.augmented is None
                for target in site.targets if target and _is_length(site.value_of(target))}
     return any(_is_length(node) or isinstance(node, cst.Name) and node.value in lengths
