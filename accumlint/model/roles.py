@@ -257,6 +257,11 @@ class Roles:
             if info is not None:
                 return info
         annotated = self._from_parameter(name, scope)
+        if annotated is not None and annotated.role is Role.MODEL and name in self._used_names(scope).engines \
+                and self.deepspeed_in_view():
+            # `model: torch.nn.Module` given `.backward(loss)` and `.step()`: a DeepSpeed engine, itself a
+            # module (deepspeed 0.x, runtime/engine.py: `class DeepSpeedEngine(Module)`)
+            return RoleInfo(Role.ENGINE, Evidence.USE)
         if annotated is not None:
             return annotated
         if scope is not self.module_scope and "." not in name:

@@ -5,7 +5,8 @@
   builds the engine with ``deepspeed.initialize`` (carried as a value) and passes the same steps:
   the engine divides again (ACC101). Missed across the two modules at first (an engine known by
   use needed DeepSpeed imported in its own module; found since: imported by the script that
-  imports the loop counts too); the same code in one file was found.
+  imports the loop counts too, and so does an engine parameter annotated ``torch.nn.Module``); the
+  same code in one file was found.
 - A contrastive step that backpropagates the views of one drawn batch one by one in a helper (each
   view the query, the others its keys), chosen by a setting against one joint backward, then one
   update: the views are parts of one microbatch, not a group, so the undivided per-view loss is no
@@ -105,6 +106,17 @@ def test_an_engine_loop_in_its_own_module_dividing_by_the_steps_is_acc101(tmp_pa
         "loops/tune.py": TUNE_EPOCH,
     }
     assert _double_divisions(tmp_path, files) == [("loops/tune.py", TUNE_DIVISION_LINE)]
+
+
+def test_an_engine_loop_whose_engine_is_annotated_as_a_module_is_acc101(tmp_path: Path) -> None:
+    # `net: torch.nn.Module` given `.backward(loss)` and `.step()`: a DeepSpeed engine is a module too
+    tune = "import torch\n" + TUNE_EPOCH.replace("def tune_epoch(net,", "def tune_epoch(net: torch.nn.Module,")
+    files = {
+        "run.py": ENGINE_RUNNER.format(import_line="from loops.tune import tune_epoch"),
+        "loops/__init__.py": "",
+        "loops/tune.py": tune,
+    }
+    assert _double_divisions(tmp_path, files) == [("loops/tune.py", TUNE_DIVISION_LINE + 1)]
 
 
 def test_the_same_engine_loop_beside_its_script_is_acc101(tmp_path: Path) -> None:
