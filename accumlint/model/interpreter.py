@@ -1543,12 +1543,11 @@ class Interpreter:
 
     def _havoc(self, node: cst.CSTNode, frame: _Frame) -> None:
         """A loop the run cannot iterate and that performs no training event: the names it
-        binds become unknown (gradients it writes by hand are recorded as a write)."""
+        binds become unknown data (gradients it writes by hand are recorded as a write)."""
         if _writes_gradients(node):
             self._record(GRADIENT_WRITE, None, None, node, frame)
-        origin = self._havoc_origin()
         for name in _bound_names(node):
-            frame.names[name] = Unknown(name, origin)
+            frame.names[name] = Unknown(name, Origin.DATA)
         for name in _grown_names(node):
             # `for _ in range(chunks): held.append(next(it))`: a list the run holds, grown an unknown
             # number of times, has an unknown length (kept empty, `assert len(held) == 1` would rule the
@@ -1557,9 +1556,11 @@ class Interpreter:
                 frame.names[name] = Unknown(name, Origin.RUN)
 
     def _havoc_origin(self) -> Origin:
-        """What a loop the run does not step leaves in the names it binds: before the run's first
-        microbatch nothing it reads varies with one (settings mutated in a loop, ``for k, v in
-        meta.items(): hyp[k] = ...``), so a run-level unknown; after it, per-microbatch data."""
+        """What a summarised loop leaves in the containers and attributes it writes (:meth:`_forget`):
+        before the run's first microbatch nothing it reads varies with one (settings clamped in a
+        loop, ``for k, v in meta.items(): hyp[k] = ...``), so a run-level unknown; after it,
+        per-microbatch data. (The names it binds stay data: its targets, and values it computes
+        only to read them again in the loop.)"""
         return Origin.DATA if self.drawn else Origin.RUN
 
     def _with(self, node: cst.With, frame: _Frame) -> None:
