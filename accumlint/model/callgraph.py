@@ -84,6 +84,22 @@ def bind(function: cst.FunctionDef, call: cst.Call, self_value: cst.BaseExpressi
     return bindings
 
 
+def can_bind(call: cst.Call, method: cst.FunctionDef) -> bool:
+    """Whether ``call``'s arguments can bind to the parameters of ``method`` after its receiver's
+    (the first): no parameter without a default is left out, no positional argument is left over.
+    A starred argument may bind anything."""
+    if any(arg.star for arg in call.args):
+        return True
+    params = method.params
+    positional = [*params.posonly_params, *params.params][1:]
+    given = sum(1 for arg in call.args if arg.keyword is None)
+    if given > len(positional) and not isinstance(params.star_arg, cst.Param):
+        return False
+    named = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    return all(param.default is not None or param.name.value in named
+               for param in (*positional[given:], *params.kwonly_params))
+
+
 @dataclass(eq=False)
 class Inline:
     """One inlined call: ``function`` called at ``call`` (a node of the caller's code).

@@ -44,6 +44,7 @@ from accumlint.model.actions import (
     decorated_without_grad,
     evaluates,
 )
+from accumlint.model.callgraph import can_bind
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument
 from accumlint.model.kinds import Role
@@ -3875,10 +3876,13 @@ def _backward_at_own_level(loop: cst.For, owner: ModuleFunctions) -> bool:
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
-        if type(node) in (cst.For, cst.While) and has_update(node.body, owner):  # type: ignore[attr-defined]
+        kind = type(node)
+        if kind in (cst.For, cst.While) and has_update(node.body, owner):  # type: ignore[attr-defined]
             continue
-        if type(node) is cst.Call and reaches_event(node, owner, names=BACKWARD_NAMES):
-            return True
+        if kind in (cst.SimpleStatementLine, cst.Call):  # (a statement's calls at once: no walk below it)
+            if reaches_event(node, owner, names=BACKWARD_NAMES):
+                return True
+            continue
         stack.extend(children(node))
     return False
 
@@ -4057,7 +4061,7 @@ def _callees(func: cst.BaseExpression, name: str, owner: ModuleFunctions,
     if call is not None and name in fw.pytorch.MODULE_MODE_METHODS and isinstance(func, cst.Attribute):
         # `self.encoder.train()`: a project method `train(self, data, ...)` that its arguments cannot
         # bind to is not what it calls (a module's mode switch is)
-        return [(f, o) for f, o in _callees(func, name, owner) if _binds(call, f)]
+        return [(f, o) for f, o in _callees(func, name, owner) if can_bind(call, f)]
     if isinstance(func, cst.Attribute) and (
             name in fw.pytorch.MODULE_MODE_METHODS and (_named_role(dotted(func.value)) in conventions.MODEL_ROLES
                                                         or not may_be_project_instance(func.value, owner))
@@ -4097,22 +4101,6 @@ def _callees(func: cst.BaseExpression, name: str, owner: ModuleFunctions,
                      for module, class_def in _imported_instance_classes(owner).get(name, ())]
         found.extend((call[0], call[1]) for call in calls if call is not None)
     return found
-
-
-def _binds(call: cst.Call, method: cst.FunctionDef) -> bool:
-    """Whether ``call``'s arguments can bind to the parameters of ``method`` after its receiver's:
-    no parameter without a default is left out, no positional argument is left over. A starred
-    argument may bind anything."""
-    if any(arg.star for arg in call.args):
-        return True
-    params = method.params
-    positional = [*params.posonly_params, *params.params][1:]
-    given = sum(1 for arg in call.args if arg.keyword is None)
-    if given > len(positional) and not isinstance(params.star_arg, cst.Param):
-        return False
-    named = {arg.keyword.value for arg in call.args if arg.keyword is not None}
-    return all(param.default is not None or param.name.value in named
-               for param in (*positional[given:], *params.kwonly_params))
 
 
 def _declared_class(receiver: cst.BaseExpression, owner: ModuleFunctions) -> str | None:

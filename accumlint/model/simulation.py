@@ -133,6 +133,19 @@ class EntryPoint:
     class_def: cst.ClassDef | None = None
     caller: str = "a caller not shown"
 
+    @functools.cached_property
+    def code(self) -> cst.CSTNode:
+        """The code the entry's runs execute: a driver's or a body's function body (a def's own walk
+        stops at the def), else its loop, or the script's statements outside its definitions (what
+        its functions and classes hold runs only where the script calls them; one view per entry,
+        so that the walks over it that are cached by node find it again)."""
+        if self.kind in ("driver", "body") and self.function is not None:
+            return self.function.body
+        if isinstance(self.node, cst.Module):
+            return self.node.with_changes(body=[s for s in self.node.body
+                                                if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
+        return self.node
+
     @property
     def description(self) -> str:
         """The entry in words: ``the script's body``, ``loop in `train```, or the body's name."""
@@ -485,7 +498,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         if entry.function is not None and entry.function in reached \
                 and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
-        gated = _code_of(entry)
+        gated = entry.code
         if judged_only and not gated_update(gated, module):
             resets = _resets(module) if resets is None else resets
             if resets:  # without a reset its runs can still show ACC002's updates
@@ -526,7 +539,7 @@ def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable
     marked = []
     for body in filter(_unshown_body, bodies):
         caller = next((e for e in entries if e.kind != "body"
-                       and reaches_function(_code_of(e), module, body.entry.function)), None)  # type: ignore[arg-type]
+                       and reaches_function(e.code, module, body.entry.function)), None)  # type: ignore[arg-type]
         if caller is not None:
             body.driven_by = f"the entry {caller.name!r}" + (f" of {where}" if where else "")
             body.undecided.append(f"{body.driven_by} calls it, and no run of that entry reached the call: "
@@ -539,18 +552,6 @@ def _unshown_body(result: Simulation) -> bool:
     """Whether ``result`` is an undecided implicit body whose caller no run and no code seen so far shows."""
     return result.entry.kind == "body" and result.entry.function is not None and not result.decided \
         and result.caller is None and not result.driven_by
-
-
-def _code_of(entry: EntryPoint) -> cst.CSTNode:
-    """The code an entry's runs execute: a driver's or a body's function body (a def's own walk
-    stops at the def), else its loop, or the script's statements outside its definitions (what
-    its functions and classes hold runs only where the script calls them)."""
-    if entry.kind in ("driver", "body") and entry.function is not None:
-        return entry.function.body
-    if isinstance(entry.node, cst.Module):
-        return entry.node.with_changes(body=[s for s in entry.node.body
-                                             if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
-    return entry.node
 
 
 def _resets(module: ModuleFunctions) -> bool:
@@ -596,7 +597,7 @@ def _loops_apart(results: list[Simulation], module: ModuleFunctions) -> None:
             continue
         loops = [other for other in results if other is not result and other.entry.kind == "function"
                  and other.entry.function is not None and other.caller is None
-                 and reaches_function(_code_of(entry), module, other.entry.function)]
+                 and reaches_function(entry.code, module, other.entry.function)]
         # (a loop with no gated update, left unsimulated by `check`, is decided as no accumulation loop)
         if loops and all(other.decided or other.ungated for other in loops):
             result.apart = ", ".join(f"`{other.entry.name}`" for other in loops)
@@ -713,7 +714,7 @@ def _simulate_entry(module: ModuleFunctions, path: str, entry: EntryPoint,
     if not result.traces and not result.undecided:
         result.undecided.append("no simulated run can happen: each ends in an assertion or a raise "
                                 "that the configurations fail")
-    start = _code_of(entry)
+    start = entry.code
     # runs that completed (drawing no microbatch is what they did, not where they stopped)
     left = {*result.undecided, *(r for t in result.traces for r in t.undecided)} - {NO_MICROBATCH}
     complete = not left
