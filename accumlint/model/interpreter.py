@@ -521,18 +521,23 @@ class Interpreter:
         frame = _Frame(self.module, names)
         self._run_to_end(lambda: self.block(self.module._module.body, frame))
 
-    def run_function(self, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> None:
+    def run_function(self, function: cst.FunctionDef, class_def: cst.ClassDef | None,
+                     handed: Handed = frozenset()) -> None:
         """Execute ``function``, its parameters unknown run-level values named by themselves
-        (``self`` an instance of ``class_def`` with ``__init__`` run first): once, or once per
-        epoch while each call draws data (a ``train_one_epoch`` its caller does not show)."""
+        (``self`` an instance of ``class_def`` with ``__init__`` run first), but those the project's
+        callers hand an instance of one project class (``handed``: one such instance, built once
+        for the run): once, or once per epoch while each call draws data (a ``train_one_epoch`` its
+        caller does not show)."""
         self._module_prelude()
 
         def drive() -> None:
             receiver = self._instance(class_def, function) if class_def is not None else None
+            given = {name: self._instance(classes[0][1], function, classes[0][0], name)
+                     for name, classes in handed if len(classes) == 1}
             for call in range(self.configuration.epochs):
                 self.epochs_from_code = self.epochs_from_code and call == 0
                 drawn = self.drawn
-                arguments, keywords = self._entry_arguments(function, receiver, Origin.RUN)
+                arguments, keywords = self._entry_arguments(function, receiver, Origin.RUN, given=given)
                 self._call_function(Function(function, self.module, class_def, receiver), arguments, keywords,
                                     function)
                 if self.drawn == drawn or self.exhausted:
@@ -602,9 +607,12 @@ class Interpreter:
         except (_Break, _Continue, _Return):
             pass
 
-    def _instance(self, class_def: cst.ClassDef, function: cst.FunctionDef) -> Obj:
-        owner = self.module
-        obj = Obj(self._class_role(owner, class_def), "its class", "self", class_def, owner)
+    def _instance(self, class_def: cst.ClassDef, function: cst.FunctionDef, owner: ModuleFunctions | None = None,
+                  label: str = "self") -> Obj:
+        """An instance of ``class_def`` (of ``owner``, this module by default) with its ``__init__``
+        run on unknown arguments (not where ``function`` is that ``__init__``)."""
+        owner = owner or self.module
+        obj = Obj(self._class_role(owner, class_def), "its class", label, class_def, owner)
         init = owner.method(class_def, "__init__")
         if init is not None and init[0] is not function:
             definition, init_owner, init_class = init
@@ -619,11 +627,13 @@ class Interpreter:
         return obj
 
     def _entry_arguments(self, function: cst.FunctionDef, receiver: object, origin: Origin,
-                         owner: ModuleFunctions | None = None) -> tuple[list[object], dict[str, object]]:
+                         owner: ModuleFunctions | None = None,
+                         given: dict[str, object] | None = None) -> tuple[list[object], dict[str, object]]:
         """The arguments of an entry point's function, which no caller the project shows passes:
-        each parameter an unknown of ``origin`` named by itself. A default does not decide it
-        (the unseen caller may pass anything), except a whole-number default, which stays a
-        named constant the configurations can rebind (``accum_steps=4``)."""
+        each parameter an unknown of ``origin`` named by itself, but those ``given`` (what every
+        caller the project shows hands them). A default does not decide it (the unseen caller may
+        pass anything), except a whole-number default, which stays a named constant the
+        configurations can rebind (``accum_steps=4``)."""
         values: list[object] = []
         keywords: dict[str, object] = {}
         for i, param in enumerate([*function.params.params, *function.params.kwonly_params]):
@@ -631,7 +641,8 @@ class Interpreter:
                 values.append(receiver)
                 continue
             default = self._default(param, owner or self.module) if param.default is not None else None
-            value = default if isinstance(default, LabeledInt) else \
+            value = given[param.name.value] if given and param.name.value in given else \
+                default if isinstance(default, LabeledInt) else \
                 self._bound(param.name.value, None) if origin is Origin.RUN else Unknown(param.name.value, origin)
             if param in function.params.kwonly_params:
                 keywords[param.name.value] = value
@@ -945,7 +956,7 @@ class Interpreter:
         so, and the loop trains; None for any other loop. Where they are two or more, each
         iteration's events are the microbatch its item was drawn as (the group's backwards come
         after all its draws, one per microbatch)."""
-        if not isinstance(iterable, list) or not iterable or not self.syntax.reaches_backward(node.body, frame.owner):
+        if not isinstance(iterable, list) or not iterable or not self._reaches_backward(node.body, frame):
             return None
         tags = [self._drawn_as.get(id(item)) for item in iterable]
         if any(tag is None or tag[0] is not item for tag, item in zip(tags, iterable, strict=True)):
@@ -1065,7 +1076,7 @@ class Interpreter:
         ``iterated`` and ``body`` are the loop's (a comprehension's iterable and element: ``node``
         None, no statement for an update to follow)."""
         sliced = _islice_count(iterated)
-        if sliced is not None and node is not None and self.syntax.reaches_backward(body, frame.owner) \
+        if sliced is not None and node is not None and self._reaches_backward(body, frame) \
                 and not self.syntax.has_update(body, frame.owner) \
                 and self.syntax.update_follows(node, frame.owner):
             self._names_a(self.expression(sliced, frame))
@@ -1076,7 +1087,7 @@ class Interpreter:
         if len(call.args) == 1 and node is not None and self.syntax.prefetches(node, frame.owner):
             self._names_a(self.expression(call.args[0].value, frame))
             return
-        if not self.syntax.reaches_backward(body, frame.owner):
+        if not self._reaches_backward(body, frame):
             return
         updates = self.syntax.has_update(body, frame.owner)
         if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
@@ -1287,7 +1298,7 @@ class Interpreter:
                 or counts[0].gate is not None or counts[0].label in self.lengths:
             return
         function = frame.function
-        if not isinstance(function, cst.FunctionDef) or not self.syntax.reaches_backward(function.body, frame.owner):
+        if not isinstance(function, cst.FunctionDef) or not self._reaches_backward(function.body, frame):
             return
         named = conventions.EPOCH_LENGTH_NAME.search(last_segment(counts[0].label))
         # (a count named as the whole run's, `range(total_steps)`, is not an epoch's; nor one that draws from
@@ -1315,19 +1326,19 @@ class Interpreter:
             iterable.node = iterated
             iterable.fresh = True
             return iterable.items()
-        if isinstance(iterable, range) and self.syntax.reaches_backward(body, frame.owner) \
+        if isinstance(iterable, range) and self._reaches_backward(body, frame) \
                 and not self._draws_microbatches(body, frame):
             return self._counted(iterable)  # `for micro_step in range(A)`: each pass is a microbatch
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
         if isinstance(iterable, _Loader):
-            iterable.untrained = not self.syntax.reaches_backward(body, frame.owner)
+            iterable.untrained = not self._reaches_backward(body, frame)
             return self._draws(iterable)
         if is_data(iterable) and self.drawn:
             return _parts(iterable)  # `for segment in batch.chunk(k)`: parts of the drawn microbatch
         data = isinstance(iterable, Unknown) or \
             isinstance(iterable, Obj) and iterable.role in (Role.LOADER, Role.UNKNOWN)
-        if data and self.syntax.reaches_backward(body, frame.owner):
+        if data and self._reaches_backward(body, frame):
             label = iterable.label if isinstance(iterable, (Obj, Unknown)) and iterable.label else "data"
             return self._draws(self._fresh_pass(iterable, f"an item of {label}", (frame.owner, iterated)))
         if data and (self._has_event(body, frame) or self.syntax.reduces(body, frame.owner)):
@@ -1396,7 +1407,7 @@ class Interpreter:
         # drawn, as at a loader's end; a break the run cannot decide (`if it > cfg.max_iters:`) would
         # otherwise leave it to the iteration budget
         can_end = self.syntax._get("can end", node, lambda: _can_end(node))
-        per_microbatch = not isinstance(test, Unknown) and self.syntax.reaches_backward(node.body, frame.owner) \
+        per_microbatch = not isinstance(test, Unknown) and self._reaches_backward(node.body, frame) \
             and can_end and not self._draws_microbatches(node.body, frame)
         stepped = 0
         marks = (len(self.events), self.drawn)
@@ -1749,8 +1760,8 @@ class Interpreter:
     def _only_body_trains(self, statement: cst.If, frame: _Frame) -> bool:
         """Whether the body of ``statement`` reaches a backward and its ``else`` (if any) does not."""
         orelse = statement.orelse
-        return self.syntax.reaches_backward(statement.body, frame.owner) and not (
-            orelse is not None and self.syntax.reaches_backward(orelse, frame.owner))
+        return self._reaches_backward(statement.body, frame) and not (
+            orelse is not None and self._reaches_backward(orelse, frame))
 
     def _training_side(self, key: str, frame: _Frame) -> bool | None:
         """The value of the choice ``key`` under which its function trains, where a test of it there
@@ -1765,8 +1776,8 @@ class Interpreter:
         for statement in _choice_tests(function).get(key, ()):
             _, negated = _choice_key(statement.test)
             orelse = statement.orelse.body if isinstance(statement.orelse, cst.Else) else None
-            body = self.syntax.reaches_backward(statement.body, frame.owner)
-            other = orelse is not None and self.syntax.reaches_backward(orelse, frame.owner)
+            body = self._reaches_backward(statement.body, frame)
+            other = orelse is not None and self._reaches_backward(orelse, frame)
             if body != other:
                 return body != negated
         return None
@@ -1938,13 +1949,13 @@ class Interpreter:
     def _decides_group(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether ``node`` performs an event of the group's structure: a backward, an optimizer
         update or a gradient reset (not a scheduler step, an evaluation forward, a log)."""
-        return self.syntax.reaches_backward(node, frame.owner) or self.syntax.has_update(node, frame.owner) \
+        return self._reaches_backward(node, frame) or self.syntax.has_update(node, frame.owner) \
             or self.syntax.resets(node)
 
     def _clears_clear_gradients(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether the only group event ``node`` performs is a gradient reset, while no backward
         has run since the run's last reset (or its start): the reset changes nothing."""
-        if self.syntax.reaches_backward(node, frame.owner) or self.syntax.has_update(node, frame.owner):
+        if self._reaches_backward(node, frame) or self.syntax.has_update(node, frame.owner):
             return False
         for event in reversed(self.events):
             if event.method in BACKWARD_CALLS:
@@ -1958,7 +1969,23 @@ class Interpreter:
         return self._reaches_event(node, frame) or self.syntax.resets(node)
 
     def _reaches_event(self, node: cst.CSTNode, frame: _Frame) -> bool:
-        return self.syntax.reaches_event(node, frame.owner)
+        return self.syntax.reaches_event(node, frame.owner) or self._handed_reach(node, frame, EVENT_NAMES)
+
+    def _reaches_backward(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        return self.syntax.reaches_backward(node, frame.owner) or self._handed_reach(node, frame, BACKWARD_NAMES)
+
+    def _handed_reach(self, node: cst.CSTNode, frame: _Frame, names: frozenset[str]) -> bool:
+        """Whether ``node`` reaches one of ``names`` through a method of a project class's instance
+        that ``frame`` holds, where the code alone does not show the class: a parameter handed one by
+        a caller in another module (``loss_scaler(loss, optimizer, update_grad=...)`` in an epoch
+        function that a script calls with ``NativeScaler()``)."""
+        handed = set()
+        for call in _calls(node):
+            root = call.func.value if type(call.func) is cst.Attribute else call.func
+            value = frame.names.get(root.value) if type(root) is cst.Name else None
+            if isinstance(value, Obj) and value.class_def is not None and value.owner is not None:
+                handed.add((root.value, ((value.owner, value.class_def),)))
+        return bool(handed) and _reaches(node, frame.owner, 0, set(), names, frozenset(handed))
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -3588,7 +3615,7 @@ def _is_loader(value: object) -> bool:
 
 
 def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops_that_train: bool = False,
-                skip: frozenset[int] = frozenset(), peeks: bool = True) -> bool:
+                skip: frozenset[int] = frozenset(), peeks: bool = True, handed: Handed = frozenset()) -> bool:
     """Whether a loop body draws data itself: it holds a loop or a ``next(...)``, or calls a
     project function that trains on data it draws (``for epoch in range(n): train_one_epoch(...)``)
     or that takes the next item (``batch = stepper.draw()`` returning ``next(self.stream)``).
@@ -3596,9 +3623,11 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops
     the optimizer's parameter groups that sets the learning rate draws no microbatch; one that steps
     each of several optimizers is left as drawing, as before); ``skip``: the calls (their ids)
     already answered for; ``peeks``: whether a project function's ``next(iter(loader))`` counts
-    (:func:`_peeks`: a sample plotted, or a fetch that restarts the data, ACC009's)."""
+    (:func:`_peeks`: a sample plotted, or a fetch that restarts the data, ACC009's); ``handed``: as
+    :func:`_reaches_function`'s."""
     for child in walk(body):
-        if isinstance(child, (cst.For, cst.While)) and (not loops_that_train or reaches_event(child.body, owner)):
+        if isinstance(child, (cst.For, cst.While)) and (
+                not loops_that_train or _reaches(child.body, owner, 0, set(), EVENT_NAMES, handed)):
             return True
         if _is_next(child):
             return True
@@ -3606,12 +3635,10 @@ def _draws_data(body: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, loops
         for call in _calls(body):
             if id(call) in skip:
                 continue
-            func = call.func
-            name = _call_name(func)
             if any(any(_is_next(n) and (peeks or not _peeks(n)) for n in _calls(c.body)) or
-                   _draws_data(c.body, o, depth + 1, loops_that_train, peeks=peeks)
-                   and reaches_event(c.body, o, names=BACKWARD_NAMES)
-                   for c, o in _callees(func, name, owner, call)):
+                   _draws_data(c.body, o, depth + 1, loops_that_train, peeks=peeks, handed=given)
+                   and _reaches(c.body, o, 0, set(), BACKWARD_NAMES, given)
+                   for c, o, given in _runs(call, owner, handed)):
                 return True
     return False
 
@@ -3721,46 +3748,87 @@ def reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.Fu
 
 
 def _reaches_function(node: cst.CSTNode, owner: ModuleFunctions, function: cst.FunctionDef, depth: int,
-                      seen: set[int], handed: frozenset[str] = frozenset()) -> bool:
-    """``handed``: the names that hold an instance of ``function``'s class, handed in by the caller
-    (``train_one_epoch(model, loader, loss_scaler)`` with ``loss_scaler = NativeScaler()``): calling one
-    runs ``__call__``, a method of one runs that method."""
-    name = function.name.value
+                      seen: set[int], handed: Handed = frozenset()) -> bool:
+    """``handed``: the instances of project classes the caller hands the code's parameters (:data:`Handed`)."""
     for call in _calls(node):
-        func = call.func
-        if handed and (type(func) is cst.Name and func.value in handed and name == "__call__" or
-                       type(func) is cst.Attribute and func.attr.value == name and dotted(func.value) in handed):
-            return True
-        for candidate, candidate_owner in _callees(func, _call_name(func), owner, call):
+        for candidate, candidate_owner, given in _runs(call, owner, handed):
             if candidate is function:
                 return True
             if depth < 3 and id(candidate) not in seen:
                 seen.add(id(candidate))
-                given = _handed_instances(call, candidate, candidate_owner, owner, function)
                 if _reaches_function(candidate.body, candidate_owner, function, depth + 1, seen, given):
                     return True
     return False
 
 
-def _handed_instances(call: cst.Call, callee: cst.FunctionDef, callee_owner: ModuleFunctions, owner: ModuleFunctions,
-                      method: cst.FunctionDef) -> frozenset[str]:
+#: per parameter name, the project classes (each with its module) whose instance a caller hands it
+#: (``train_one_epoch(model, loader, loss_scaler)`` with ``loss_scaler = NativeScaler()``: in the
+#: callee, calling ``loss_scaler`` runs that class's ``__call__``); a frozenset, so that the cached
+#: walkers can take it
+Handed = frozenset[tuple[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]]]
+
+
+def _runs(call: cst.Call, owner: ModuleFunctions,
+          handed: Handed = frozenset()) -> list[tuple[cst.FunctionDef, ModuleFunctions, Handed]]:
+    """The project functions and methods ``call`` (code of ``owner``) may run: by name or import
+    (:func:`_callees`), or a method of an instance ``handed`` to the code it is in; each with the
+    instances the call hands to its parameters, for the walkers that follow it."""
+    found = [*_callees(call.func, _call_name(call.func), owner, call), *_handed_methods(call, handed)]
+    return [(callee, module, _handed_classes(call, callee, module, owner)) for callee, module in found]
+
+
+def _handed_classes(call: cst.Call, callee: cst.FunctionDef, callee_owner: ModuleFunctions,
+                    owner: ModuleFunctions) -> Handed:
     """The parameters of ``callee`` (of ``callee_owner``) that ``call`` (code of ``owner``) hands an
-    instance of the class that defines ``method``: a name ``owner`` binds to one built from that
-    class, its own or imported."""
-    built = {name for name, class_def in _instances(owner).items() if method in _methods_of(class_def)}
-    built |= {name for name, classes in _imported_instance_classes(owner).items()
-              if any(method in _methods_of(class_def) for _, class_def in classes)}
-    if not built:
+    instance of a project class, with the class: a name ``owner`` binds to one built from a class of
+    its own or imported (:func:`_instance_classes`)."""
+    built = _instance_classes(owner)
+    if not built or not any(dotted(arg.value) in built for arg in call.args):
         return frozenset()
     params = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]
     if callee_owner.class_of.get(callee) is not None and type(call.func) is cst.Attribute:
         params = params[1:]  # `self.fit(loader, scaler)`: the receiver is the first
-    found = set()
-    for i, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
-        if dotted(arg.value) in built and i < len(params):
-            found.add(params[i])
-    found |= {arg.keyword.value for arg in call.args if arg.keyword is not None and dotted(arg.value) in built}
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    found = {(param, built[dotted(arg.value)]) for param, arg in zip(params, positional, strict=False)  # type: ignore[index]
+             if dotted(arg.value) in built}
+    found |= {(arg.keyword.value, built[dotted(arg.value)]) for arg in call.args  # type: ignore[index]
+              if arg.keyword is not None and dotted(arg.value) in built}
     return frozenset(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _instance_classes(owner: ModuleFunctions) -> dict[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]]:
+    """The names ``owner`` binds to an instance of a project class, its own (:func:`_instances`) or
+    imported (:func:`_imported_instance_classes`), with the classes each may hold."""
+    built = dict(_imported_instance_classes(owner))
+    for name, class_def in _instances(owner).items():
+        built[name] = (*built.get(name, ()), (owner, class_def))
+    return built
+
+
+def _handed_methods(call: cst.Call, handed: Handed) -> list[tuple[cst.FunctionDef, ModuleFunctions]]:
+    """The methods ``call`` runs on an instance ``handed`` to the code it is in: ``scaler(...)``
+    runs the class's ``__call__``, ``scaler.m(...)`` its ``m`` (written in the class's own body)."""
+    if not handed:
+        return []
+    func = call.func
+    if type(func) is cst.Name:
+        receiver, method = func.value, "__call__"
+    elif type(func) is cst.Attribute and type(func.value) is cst.Name:
+        receiver, method = func.value.value, func.attr.value
+    else:
+        return []
+    return [(m, module) for name, classes in handed if name == receiver for module, class_def in classes
+            for m in _methods_of(class_def) if m.name.value == method]
+
+
+def handed_by(code_of: ModuleFunctions, function: cst.FunctionDef, module: ModuleFunctions) -> list[Handed]:
+    """Per call in ``code_of``'s module (its functions' and methods' code too) that may run
+    ``function`` (of ``module``), what it hands its parameters (:func:`_handed_classes`)."""
+    name = function.name.value
+    return [_handed_classes(call, function, module, code_of) for call in every_node(code_of._module)
+            if type(call) is cst.Call and _call_name(call.func) == name
+            and any(c is function for c, _ in _callees(call.func, name, code_of, call))]
 
 
 def _methods_of(class_def: cst.ClassDef) -> tuple[cst.FunctionDef, ...]:
@@ -3783,6 +3851,12 @@ BACKWARD_NAMES = BACKWARD_CALLS
 EVENT_NAMES = BACKWARD_NAMES | {"step"}
 
 
+def reaches_through(node: cst.CSTNode, owner: ModuleFunctions, handed: Handed,
+                    names: frozenset[str] = EVENT_NAMES) -> bool:
+    """:func:`reaches_event` where the code's parameters hold the instances ``handed`` to them."""
+    return _reaches(node, owner, 0, set(), names, handed)
+
+
 @functools.lru_cache(maxsize=16384)
 def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[str] = EVENT_NAMES) -> bool:
     """Whether ``node`` calls one of ``names`` (a backward or an optimizer-like ``step``),
@@ -3791,26 +3865,27 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
     return _reaches(node, owner, 0, set(), names)
 
 
-def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
+def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str],
+             handed: Handed = frozenset()) -> bool:
+    """``handed``: as :func:`_reaches_function`'s (an instance's ``__call__`` that backpropagates)."""
     unpacked = no_update_steps(owner._module)
     for call in _calls(node):
-        func = call.func
-        name = _call_name(func)
-        if name in names and id(call) not in unpacked:
+        if _call_name(call.func) in names and id(call) not in unpacked:
             return True
         if depth < 3:
-            for candidate, candidate_owner in _callees(func, name, owner, call):
+            for candidate, candidate_owner, given in _runs(call, owner, handed):
                 if id(candidate) not in seen:
                     seen.add(id(candidate))
-                    if _reaches(candidate.body, candidate_owner, depth + 1, seen, names):
+                    if _reaches(candidate.body, candidate_owner, depth + 1, seen, names, given):
                         return True
     return False
 
 
 @functools.lru_cache(maxsize=16384)
-def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, handed: Handed = frozenset()) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
-    scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
+    scheduler, directly or through the project's functions (cached, as :func:`reaches_event`;
+    ``handed``: as :func:`_reaches_function`'s)."""
     unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
@@ -3818,27 +3893,27 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> boo
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True
-        name = _call_name(func)
         if depth < 2:
-            for candidate, candidate_owner in _callees(func, name, owner, call):
-                if has_update(candidate.body, candidate_owner, depth + 1):
+            for candidate, candidate_owner, given in _runs(call, owner, handed):
+                if has_update(candidate.body, candidate_owner, depth + 1, given):
                     return True
     return False
 
 
-def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
+def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, handed: Handed = frozenset()) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
     micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
     pass, or enters a framework's counting context (``accelerator.accumulate(model)``), or calls
     the counting method of a receiver it hands a loss to (``engine.backward(loss)``,
-    ``engine.step()``): what binds A. Without one, no run of it can show a group of A."""
+    ``engine.step()``): what binds A. Without one, no run of it can show a group of A. ``handed``:
+    as :func:`_reaches_function`'s."""
     if _steps_a_counter(node):
         return True
     for child in walk(node):
         kind = type(child)  # exact types: isinstance on LibCST's (ABC) node classes is slow
         if kind is cst.If and not _is_main_guard(child.test) and (
-                has_update(child, owner) or (  # or skips one: `if ...: continue`
+                has_update(child, owner, 0, handed) or (  # or skips one: `if ...: continue`
                     _leaves_iteration(child.body) and update_follows(child, owner))):
             return True
         if kind is cst.WithItem and isinstance(child.item, cst.Call) and \
@@ -3854,7 +3929,7 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> b
             name = _call_name(call.func)
             # (an optimizer of the project whose `step()` computes the update in place is the update,
             # as the run records it: the tests inside it gate no group)
-            if any(gated_update(c.body, o, depth + 1) for c, o in _callees(call.func, name, owner, call)
+            if any(gated_update(c.body, o, depth + 1, given) for c, o, given in _runs(call, owner, handed)
                    if name not in _UPDATE_METHODS or _delegates(c, name)):
                 return True
     return False
@@ -3960,8 +4035,8 @@ def forget_syntax() -> None:
     """Drop the cached syntactic facts (they hold the trees they were asked about): the
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
-                   _function_aliases, _imported_instances, _declared_classes, _is_generator, _writes_gradients,
-                   _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests):
+                   _instance_classes, _function_aliases, _imported_instances, _declared_classes, _is_generator,
+                   _writes_gradients, _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests):
         cached.cache_clear()
 
 

@@ -38,6 +38,7 @@ from accumlint.model.interpreter import (
     MAX_ENTRY_STATEMENTS,
     TRAINING_PHASE,
     BudgetExceeded,
+    Handed,
     Infeasible,
     Interpreter,
     NeedBinding,
@@ -45,12 +46,14 @@ from accumlint.model.interpreter import (
     SyntaxFacts,
     forget_syntax,
     gated_update,
+    handed_by,
     has_update,
     holds_own_instance,
     is_budget,
     label_text,
     reaches_event,
     reaches_function,
+    reaches_through,
     walk,
 )
 from accumlint.model.kinds import Role
@@ -132,6 +135,9 @@ class EntryPoint:
     function: cst.FunctionDef | None = None
     class_def: cst.ClassDef | None = None
     caller: str = "a caller not shown"
+    #: a function's parameters that its callers hand an instance of a project class, with the class
+    #: (:func:`_handed_by_callers`): the loop reaches its backward only through them
+    handed: Handed = frozenset()
 
     @functools.cached_property
     def code(self) -> cst.CSTNode:
@@ -301,12 +307,44 @@ def _drivers(module: ModuleFunctions, entries: list[EntryPoint], caller: bool = 
 def _function_entry(module: ModuleFunctions, function: cst.FunctionDef,
                     class_def: cst.ClassDef | None) -> list[EntryPoint]:
     name = f"{class_def.name.value}.{function.name.value}" if class_def is not None else function.name.value
-    loop = next((n for n in _outer_loops(function.body) if reaches_event(n.body, module)), None)
+    loops = _outer_loops(function.body)
+    loop = next((n for n in loops if reaches_event(n.body, module)), None)
     if loop is not None:
         return [EntryPoint("function", name, loop, function, class_def)]
+    handed = _handed_by_callers(module, function, class_def) if loops else frozenset()
+    loop = next((n for n in loops if reaches_through(n.body, module, handed)), None) if handed else None
+    if loop is not None:
+        return [EntryPoint("function", name, loop, function, class_def, handed=handed)]
     if module.performs_backward(function) and (_conditional_update(function, module) or _keeps_counter(function)):
         return [EntryPoint("body", name, function, function, class_def, _body_caller(module, function, class_def))]
     return []
+
+
+def _handed_by_callers(module: ModuleFunctions, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> Handed:
+    """The parameters of ``function`` that every call of it the project shows (in ``module`` and
+    in the checked modules that import it, read by the class's or the function's name) hands an
+    instance of the same project class: an epoch function's ``loss_scaler``, built by the script
+    that calls it. Only for a function whose loops call a parameter; the importers read are
+    recorded as read by this file (a change to one makes its result stale)."""
+    parameters = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    called = {(c.func.value if type(c.func) is cst.Attribute else c.func) for loop in _outer_loops(function.body)
+              for c in names.walk(loop.body) if type(c) is cst.Call}
+    if not any(type(root) is cst.Name and root.value in parameters - {"self", "cls"} for root in called):
+        return frozenset()
+    calls = handed_by(module, function, module)
+    view = module.project
+    index = getattr(view, "index", None)
+    if index is not None:
+        own = class_def.name.value if class_def is not None else function.name.value
+        for importer in index.importers(view.path, [own])[:MAX_IMPORTERS]:
+            with index.standing_in(view.path, module):
+                loaded = index.importer_functions(importer)
+                found = handed_by(loaded[0], function, module) if loaded is not None else []
+            if found and loaded is not None:
+                view.used.update({p: d for p, d in loaded[0].project.used.items() if p != view.path})
+                view.used[importer] = loaded[1]
+                calls.extend(found)
+    return frozenset.intersection(*calls) if calls else frozenset()
 
 
 def _body_caller(module: ModuleFunctions, function: cst.FunctionDef, class_def: cst.ClassDef | None) -> str:
@@ -499,7 +537,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                 and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
         gated = entry.code
-        if judged_only and not gated_update(gated, module):
+        if judged_only and not gated_update(gated, module, 0, entry.handed):
             resets = _resets(module) if resets is None else resets
             if resets:  # without a reset its runs can still show ACC002's updates
                 results.append(Simulation(entry, 0, undecided=[NO_GATED_UPDATE]))
@@ -508,7 +546,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
             # (an entry that writes no update anywhere it reaches forms no group: no loop to leave open)
             results.append(Simulation(entry, 0, undecided=[
                 f"the file's simulation budget for check ({JUDGED_FILE_STATEMENTS} statements) ran out"
-                if reaches_event(gated, module, names=_UPDATE_CALLS) else NO_UPDATE]))
+                if reaches_through(gated, module, entry.handed, _UPDATE_CALLS) else NO_UPDATE]))
             continue
         try:
             result, functions, used = _simulate_entry(
@@ -895,7 +933,7 @@ def _start(run: Interpreter, entry: EntryPoint) -> None:
     if entry.kind == "module":
         run.run_module()
     elif entry.kind in ("function", "driver"):
-        run.run_function(entry.function, entry.class_def)  # type: ignore[arg-type]
+        run.run_function(entry.function, entry.class_def, entry.handed)  # type: ignore[arg-type]
     else:
         run.run_body(entry.function, entry.class_def)  # type: ignore[arg-type]
 

@@ -13,7 +13,6 @@ import libcst as cst
 
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.group_traces import AT_THE_GATE, verdicts
-from accumlint.model.interpreter import BACKWARD_NAMES, reaches_event
 from accumlint.model.kinds import EventKind
 from accumlint.model.names import walk
 from accumlint.model.positions import node_positions
@@ -74,9 +73,9 @@ def _reported_where_it_loops(model, code: str, owner, node: cst.CSTNode) -> bool
     loops with what their callers in the run pass) hold the same verdict at the same node."""
     path = getattr(getattr(owner, "project", None), "path", None)
     files = getattr(getattr(getattr(model.functions, "project", None), "index", None), "files", ())
+    # (a loop that reaches its backward only through an instance its callers hand it is one too)
     if path is None or os.path.abspath(path) not in files or not any(
             type(loop) in (cst.For, cst.While) and any(n is node for n in walk(loop.body))
-            and reaches_event(loop.body, owner, names=BACKWARD_NAMES)
             for function in owner.class_of for loop in walk(function.body)):
         return False
     return any(verdict.code == code and verdict.node is node
