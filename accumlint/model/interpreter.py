@@ -459,6 +459,8 @@ class Interpreter:
         #: after it belong to where the next microbatch was drawn before its backward (see `_attributed`)
         self._forward_at: tuple[int, int | None] | None = None
         self._ahead: int | None = None
+        #: the first backward recorded before any microbatch was drawn (see :meth:`_run_to_end`)
+        self._undrawn_backward: cst.CSTNode | None = None
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[object, Counting] = {}  # objects that count microbatches themselves (their Obj
         # numbers; the label of one known from use)
@@ -606,6 +608,11 @@ class Interpreter:
                 self.notes.append(f"the run ended in an uncaught {raised.name}")
         except (_Break, _Continue, _Return):
             pass
+        if self._undrawn_backward is not None and self.drawn:
+            # (a run that draws nothing at all is left to the simulation's "no run drew a microbatch")
+            self.undecide(f"`{_code(self._undrawn_backward)[:60]}` backpropagates before the run drew a microbatch, "
+                          "and the run draws some later: where the loop's microbatches come from, the simulation "
+                          "does not follow")
 
     def _instance(self, class_def: cst.ClassDef, function: cst.FunctionDef, owner: ModuleFunctions | None = None,
                   label: str = "self") -> Obj:
@@ -2152,11 +2159,17 @@ class Interpreter:
                 if inherited is not None:  # a framework base class's method (mmcv's `every_n_iters`, HF's
                     # `training_step`)
                     return Function(inherited[0], inherited[1], None, owner)
-            if name in EVENT_METHODS:
-                return BoundMethod(owner, name, f"{owner.label}.{name}")
+            # (a number the class sets is no method: `state.step`)
             fixed = self._set_by_methods(owner, name)
             if fixed is not None:
                 return fixed
+            default = _class_default(owner.owner, owner.class_def, name) if owner.class_def is not None \
+                and owner.owner is not None else None
+            if default is not None:  # what the instance reads until it writes its own (a dataclass field's
+                # default, as its `__init__` sets it)
+                return self._class_value(*default, f"{owner.label}.{name}" if owner.label else name)
+            if name in EVENT_METHODS:
+                return BoundMethod(owner, name, f"{owner.label}.{name}")
             return self._bound(f"{owner.label}.{name}", None) if owner.label else Unknown(name)
         if name == "grad":  # a parameter's gradient: whether it is None depends on the backwards run so far
             return Unknown(f"{label_text(owner)}.grad", Origin.DATA)
@@ -2212,17 +2225,15 @@ class Interpreter:
         if found is not None:
             return Function(found[0], found[1], found[2])
         label = f"{owner.class_def.name.value}.{name}"
-        for statement in owner.class_def.body.body:
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
-            target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 \
-                else small.target if isinstance(small, cst.AnnAssign) else None
-            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
-            if isinstance(target, cst.Name) and target.value == name:
-                if isinstance(value, cst.Integer):
-                    return self._bound(label, int(value.evaluated_value))
-                if value is not None:
-                    return self.expression(value, _Frame(owner.owner, {}))
-        return self._bound(label, None)
+        default = _class_default(owner.owner, owner.class_def, name)
+        return self._class_value(*default, label) if default is not None else self._bound(label, None)
+
+    def _class_value(self, value: cst.BaseExpression, module: ModuleFunctions, label: str) -> object:
+        """A class-level value (:func:`_class_default`): a whole number as a named constant (rebindable
+        to A), else what the expression gives in its module."""
+        if isinstance(value, cst.Integer):
+            return self._bound(label, int(value.evaluated_value))
+        return self.expression(value, _Frame(module, {}))
 
     def _subscript(self, node: cst.Subscript, frame: _Frame) -> object:
         base = self.expression(node.value, frame)
@@ -2686,8 +2697,11 @@ class Interpreter:
         if method in BACKWARD_CALLS and argument is not None and _counter_key(receiver) is not None:
             self._backward_with_argument.add(_counter_key(receiver))
         epoch = self.epoch if self._replayed is None else self._replayed[0]
+        micro = self._attributed(method, forward)
+        if micro is None and method in BACKWARD_CALLS and not forward and self._undrawn_backward is None:
+            self._undrawn_backward = node
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
-                                    self._attributed(method, forward), max(epoch, 0), forward, clip, synced, at,
+                                    micro, max(epoch, 0), forward, clip, synced, at,
                                     fetch, driven=driven, grad_off=self._grad_off > 0))
 
     def _attributed(self, method: str, forward: bool) -> int | None:
@@ -3829,6 +3843,27 @@ def handed_by(code_of: ModuleFunctions, function: cst.FunctionDef, module: Modul
     return [_handed_classes(call, function, module, code_of) for call in every_node(code_of._module)
             if type(call) is cst.Call and _call_name(call.func) == name
             and any(c is function for c, _ in _callees(call.func, name, code_of, call))]
+
+
+def _class_default(owner: ModuleFunctions, class_def: cst.ClassDef,
+                   name: str) -> tuple[cst.BaseExpression, ModuleFunctions] | None:
+    """The value ``class_def``'s body, or a project base's, assigns to ``name`` at class level
+    (``accum = 4``; ``step: int = 0``, a dataclass field's default), with its module; None: none."""
+    stack, seen = [(owner, class_def)], set()
+    while stack and len(seen) < 16:
+        module, current = stack.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for statement in current.body.body:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+            target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                else small.target if isinstance(small, cst.AnnAssign) else None
+            value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+            if isinstance(target, cst.Name) and target.value == name and value is not None:
+                return value, module
+        stack.extend(module.bases(current))
+    return None
 
 
 def _methods_of(class_def: cst.ClassDef) -> tuple[cst.FunctionDef, ...]:
