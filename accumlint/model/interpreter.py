@@ -459,8 +459,9 @@ class Interpreter:
         #: after it belong to where the next microbatch was drawn before its backward (see `_attributed`)
         self._forward_at: tuple[int, int | None] | None = None
         self._ahead: int | None = None
-        #: the first backward recorded before any microbatch was drawn (see :meth:`_run_to_end`)
-        self._undrawn_backward: cst.CSTNode | None = None
+        #: the index in :attr:`events` of the first backward recorded before any microbatch was drawn
+        #: (see :meth:`_run_to_end`)
+        self._undrawn_backward: int | None = None
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
         self._counting: dict[object, Counting] = {}  # objects that count microbatches themselves (their Obj
         # numbers; the label of one known from use)
@@ -608,11 +609,28 @@ class Interpreter:
                 self.notes.append(f"the run ended in an uncaught {raised.name}")
         except (_Break, _Continue, _Return):
             pass
-        if self._undrawn_backward is not None and self.drawn:
-            # (a run that draws nothing at all is left to the simulation's "no run drew a microbatch")
-            self.undecide(f"`{_code(self._undrawn_backward)[:60]}` backpropagates before the run drew a microbatch, "
-                          "and the run draws some later: where the loop's microbatches come from, the simulation "
-                          "does not follow")
+        first = self._undrawn_backward
+        if first is not None and self.drawn:  # (a run that draws nothing is left to "no run drew a microbatch")
+            reset = self._reset_after(first)
+            if reset is None:
+                self.undecide(f"`{_code(self.events[first].node)[:60]}` backpropagates before the run drew a "
+                              "microbatch, and the run draws some later: where the loop's microbatches come from, "
+                              "the simulation does not follow")
+            else:  # what they backpropagated reaches no update: no event of any group
+                self.events[first:reset] = [e for e in self.events[first:reset]
+                                            if e.microbatch is not None or e.method not in BACKWARD_CALLS]
+
+    def _reset_after(self, index: int) -> int | None:
+        """The index of the gradient reset that follows the backward recorded at ``index`` before the
+        next backward of a microbatch (a reference backward written out before the loop, whose first
+        group starts with ``zero_grad()``): its gradients reach no update. None: no such reset."""
+        for at in range(index + 1, len(self.events)):
+            event = self.events[at]
+            if event.method in _RESET_METHODS or event.method == "zero_":
+                return at
+            if event.method in BACKWARD_CALLS and not event.forward and event.microbatch is not None:
+                return None
+        return None
 
     def _instance(self, class_def: cst.ClassDef, function: cst.FunctionDef, owner: ModuleFunctions | None = None,
                   label: str = "self") -> Obj:
@@ -1815,6 +1833,9 @@ class Interpreter:
             # `while True:` around one microbatch's forward, left by `break` once its loss is good: the
             # way out is the main path, each pass again over the same microbatch the exceptional one
             return _ends_in(statement.body, (cst.Break,))
+        trains = self._skips_its_backward(statement, frame) if statement is not None else None
+        if trains is not None:
+            return trains
         branch = self._main_path(statement)
         if statement is None or _ends_in(statement.body, (cst.Raise,)) or (
                 isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
@@ -1823,10 +1844,23 @@ class Interpreter:
         own = not self._iteration_depths or self._iteration_depths[-1] == len(self._stack)
         skipping = _leaves_iteration(statement.body, own) or (
             isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body, own))
-        harmless = skipping and len(self.events) == (self._iteration_starts[-1] if self._iteration_starts else 0)
+        # (before the microbatch's backward: only forwards, if anything, ran in this iteration)
+        harmless = skipping and all(
+            e.forward for e in self.events[self._iteration_starts[-1] if self._iteration_starts else 0:])
         if not harmless and (skipping or self._has_event(statement, frame)):
             self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
         return branch
+
+    def _skips_its_backward(self, statement: cst.If, frame: _Frame) -> bool | None:
+        """The branch of a data condition that trains, where only one branch reaches a backward and
+        the other runs no training event (``if not has_inf_or_nan(loss): backward ... else: print(...)``):
+        the other skips the microbatch's backward, the exceptional path. None: no such branch."""
+        orelse = statement.orelse.body if isinstance(statement.orelse, cst.Else) else statement.orelse
+        body = self._reaches_backward(statement.body, frame)
+        if body == (orelse is not None and self._reaches_backward(orelse, frame)):
+            return None
+        idle = orelse if body else statement.body
+        return body if idle is None or not self._has_event(idle, frame) else None
 
     def _retries(self, statement: cst.If, frame: _Frame) -> bool:
         """Whether ``statement`` is written in the body of a ``while True:`` of this frame that draws
@@ -2699,7 +2733,7 @@ class Interpreter:
         epoch = self.epoch if self._replayed is None else self._replayed[0]
         micro = self._attributed(method, forward)
         if micro is None and method in BACKWARD_CALLS and not forward and self._undrawn_backward is None:
-            self._undrawn_backward = node
+            self._undrawn_backward = len(self.events)
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     micro, max(epoch, 0), forward, clip, synced, at,
                                     fetch, driven=driven, grad_off=self._grad_off > 0))

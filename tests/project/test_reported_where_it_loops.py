@@ -49,10 +49,11 @@ _TRAINER = """
                         optimizer.zero_grad()
 """
 
+#: the script asks for three epochs (the settings' default is one: a tail then never joins a next epoch)
 _SCRIPT = """
     from lab.trainer import TextModel
 
-    model = TextModel("small")
+    model = TextModel("small", args={"num_train_epochs": 3})
     model.train_model(list(range(10)))
 """
 

@@ -2,7 +2,8 @@
 early from the helper (and a caller that raises on what it returned) leaves the helper, not the
 loop's iteration, so it decides no event and the loop stays decided (field trial 52: an auxiliary
 loss whose image check returns ``None`` on a rare shape, the caller raising on it). A ``continue``
-in the loop after the microbatch's first event still leaves the loop undecided."""
+in the loop after only the microbatch's forward skips the microbatch (the exceptional path); one
+after its backward still leaves the loop undecided."""
 
 from __future__ import annotations
 
@@ -70,8 +71,19 @@ def test_the_guarded_loop_still_reports_a_reset_before_the_backward() -> None:
     assert lint(bad) == [("ACC001", 22)]
 
 
-def test_a_continue_after_the_microbatchs_forward_still_leaves_the_loop_undecided() -> None:
-    assert _reasons(_SKIPPED) == ["the condition `pred.ndim != 3` on the microbatch's data decides an event"]
+def test_a_continue_after_only_the_microbatchs_forward_skips_the_microbatch() -> None:
+    # nothing but the forward ran in the iteration: the `continue` skips the microbatch (the
+    # exceptional path), as one before any event does
+    assert _reasons(_SKIPPED) == []
+
+
+def test_a_continue_after_the_microbatchs_backward_still_leaves_the_loop_undecided() -> None:
+    # the backward ran, the update gate is skipped: which events the group holds is the data's choice
+    after = _SKIPPED.replace("        if pred.ndim != 3:\n            continue\n", "").replace(
+        "        (pred.mean() / cfg.accum).backward()\n",
+        "        (pred.mean() / cfg.accum).backward()\n        if pred.ndim != 3:\n            continue\n")
+    assert "backward()\n        if pred.ndim" in after
+    assert _reasons(after) == ["the condition `pred.ndim != 3` on the microbatch's data decides an event"]
 
 
 #: a check between the forward and the backward whose failing side raises: ``{check}``

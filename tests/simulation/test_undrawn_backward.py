@@ -5,7 +5,9 @@ A diffusion trainer draws its items through a preprocessor the simulation does n
 runs recorded backwards at no microbatch, and groups of two backwards in one microbatch, and the
 loop was decided on that trace. A backward before the loop (a probe) made "groups of [5, 4]"
 (ACC006) where the loop itself updates on every A-th microbatch. Such a run is undecided, with
-the reason; a run that draws nothing at all keeps "no run drew a microbatch".
+the reason, unless the gradients are reset before the first microbatch's backward (a reference
+backward written out before the loop); a run that draws nothing at all keeps "no run drew a
+microbatch".
 """
 
 from __future__ import annotations
@@ -49,3 +51,11 @@ def test_a_backward_before_the_first_microbatch_leaves_the_loop_undecided() -> N
 
 def test_without_it_the_loop_is_decided() -> None:
     assert list(_reasons(PROBED.format(probe="model.train()"))) == []
+
+
+def test_a_reference_backward_whose_gradients_are_reset_first_is_no_reason() -> None:
+    # a forward and backward written out for reference before the loop, the gradients reset before
+    # the first group: they reach no update, and the loop is decided as without them
+    code = PROBED.format(probe="model(probe).sum().backward()\n    optimizer.zero_grad()")
+    assert list(_reasons(code)) == []
+    assert lint(code) == []
