@@ -3796,11 +3796,10 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
 
 
 def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str]) -> bool:
-    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
         name = _call_name(func)
-        if name in names and id(call) not in unpacked:
+        if name in names and not _foreign_step(call, name, owner):
             return True
         if depth < 3:
             for candidate, candidate_owner in _callees(func, name, owner, call):
@@ -3811,14 +3810,21 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
     return False
 
 
+def _foreign_step(call: cst.Call, name: str, owner: ModuleFunctions) -> bool:
+    """Whether ``call`` (named ``name``) is a ``.step(...)`` of an object that is no optimizer
+    (:func:`~accumlint.model.events.no_update_steps`). That walk of the whole module is asked for
+    a call named ``step`` only: it holds nothing else (a large module without one is never walked)."""
+    return name == "step" and id(call) in no_update_steps(owner._module)
+
+
 @functools.lru_cache(maxsize=16384)
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the project's functions (cached, as :func:`reaches_event`)."""
-    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS and id(call) not in unpacked:
+        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS \
+                and not _foreign_step(call, func.attr.value, owner):
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True
