@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accumlint.model.names import dotted, walk
+from accumlint.model.names import dotted, exact_kinds, walk
 
 CHECKPOINT = "checkpoint save"
 LOG = "log point"
@@ -47,6 +47,8 @@ TRACKER_LIBRARIES = ("wandb.", "mlflow.", "comet_ml.", "neptune.")
 
 #: context managers and decorators that turn gradients off (a function run under one evaluates)
 NO_GRAD = frozenset({"torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode"})
+#: the loops of a pass over data (:func:`evaluates`)
+_LOOP_KINDS = exact_kinds(cst.For, cst.While)
 
 
 def action_of(call: cst.Call, qualified: str | None, tracker: bool = False) -> str | None:
@@ -68,11 +70,12 @@ def evaluates(function: cst.FunctionDef) -> bool:
     loop (a pass over data). A weight average stepped under ``no_grad`` switches no mode."""
     decorated = decorated_without_grad(function)
     nodes = list(walk(function.body))
-    with_no_grad = any(isinstance(n, cst.WithItem) and isinstance(n.item, cst.Call) and dotted(n.item.func) in NO_GRAD
+    # exact types: isinstance on LibCST's (ABC) node classes is slow, and every node is tested
+    with_no_grad = any(type(n) is cst.WithItem and type(n.item) is cst.Call and dotted(n.item.func) in NO_GRAD
                        for n in nodes)
-    switches = any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "eval"
+    switches = any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "eval"
                    and not n.args for n in nodes)
-    return (decorated or with_no_grad) and switches and any(isinstance(n, (cst.For, cst.While)) for n in nodes)
+    return (decorated or with_no_grad) and switches and any(type(n) in _LOOP_KINDS for n in nodes)
 
 
 def decorated_without_grad(function: cst.FunctionDef) -> bool:

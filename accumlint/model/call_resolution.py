@@ -52,7 +52,7 @@ class CallResolution:
         if row is not None:  # a library function described by a table row
             return [Callee(summaries.function(row), summaries.owner_of(row), None, row.method,  # type: ignore[arg-type]
                            None)]
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:  # exact types: isinstance on LibCST's (ABC) classes is slow
             name = func.value
             value = self.values.get((id(inline) if inline is not None else 0, name))
             if value is not None:
@@ -72,7 +72,7 @@ class CallResolution:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
-            if (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name)
+            if (type(receiver) is cst.Call and type(receiver.func) is cst.Name
                     and receiver.func.value == "super"):
                 current = self.current_class(inline)
                 if current is None:
@@ -153,7 +153,7 @@ class CallResolution:
         if depth > 4:
             return None
         owner = self.module_of(inline)
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             return owner.class_named(dotted(value.func))
         name = dotted(value)
         if not name:
@@ -179,7 +179,7 @@ class CallResolution:
             passed = owner.annotated_class(function, name) or (
                 owner.passed_class(function, name) if inline is None else None)
             value = owner.module_value(name) if passed is None else None
-            if isinstance(value, cst.Call) and name not in owner.local_names(function):
+            if type(value) is cst.Call and name not in owner.local_names(function):
                 # a module-level object the function reads as a global (`manager = Manager(model)`)
                 passed = owner.class_named(dotted(value.func))
             return passed or owner.duck_class(owner.receivers(function).get(name, set()))

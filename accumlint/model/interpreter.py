@@ -1566,9 +1566,9 @@ class Interpreter:
 
         if any(given_a(arg.value) for arg in node.args):
             return True
-        used = {dotted(n) for arg in node.args for n in walk(arg.value) if isinstance(n, (cst.Name, cst.Attribute))}
+        used = {dotted(n) for arg in node.args for n in walk(arg.value) if type(n) in _NAMED}
         scope = frame.function.body if isinstance(frame.function, cst.FunctionDef) else frame.owner._module
-        return any(isinstance(assign, cst.Assign) and any(dotted(t.target) in used for t in assign.targets)
+        return any(type(assign) is cst.Assign and any(dotted(t.target) in used for t in assign.targets)
                    and given_a(assign.value) for assign in walk(scope))
 
     def _count_microbatch(self) -> None:
@@ -2356,12 +2356,12 @@ class Interpreter:
 
     def _call(self, node: cst.Call, frame: _Frame) -> object:
         func = node.func
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             callee = self.expression(func, frame)
             args, kwargs = self._arguments(node, frame)
             return self._call_value(callee, args, kwargs, node, frame)
         method = func.attr.value
-        if isinstance(func.value, cst.Call) and dotted(func.value.func) == "super":
+        if type(func.value) is cst.Call and dotted(func.value.func) == "super":
             return self._super(method, node, frame)
         receiver = self.expression(func.value, frame)
         args, kwargs = self._arguments(node, frame)
@@ -3035,7 +3035,7 @@ class SyntaxFacts:
         shards(): for x in loader: ... backward``): each item is a pass over data, not a microbatch."""
         def compute() -> bool:
             items = {n.value for n in every_node(loop.target) if isinstance(n, cst.Name)}  # (`_, _, loader`)
-            return any(isinstance(inner, cst.For) and dotted(conventions.passed_over(inner.iter)) in items
+            return any(type(inner) is cst.For and dotted(conventions.passed_over(inner.iter)) in items
                        and self.reaches_backward(inner.body, owner) for inner in walk(loop.body))
         return self._get("items", loop, compute)  # type: ignore[return-value]
 
@@ -3133,10 +3133,10 @@ class SyntaxFacts:
         """Whether ``node`` resets gradients itself (``zero_grad()``, ``p.grad = None``, ``grad.zero_()``)."""
         def compute() -> bool:
             for n in walk(node):
-                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) \
+                if type(n) is cst.Call and type(n.func) is cst.Attribute \
                         and n.func.attr.value in ("zero_grad", "zero_"):
                     return True
-                if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Attribute) \
+                if type(n) is cst.AssignTarget and type(n.target) is cst.Attribute \
                         and n.target.attr.value == "grad":
                     return True
             return False
@@ -3389,6 +3389,8 @@ _MATTERING = exact_kinds(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Return, c
                          cst.Assert)
 #: the code :func:`walk` does not enter: it runs when called, not where it is written
 _NESTED_CODE = exact_kinds(cst.Lambda, cst.FunctionDef)
+#: the nodes that name a value read (the hot walks test the exact type: see :func:`exact_kinds`)
+_NAMED = exact_kinds(cst.Name, cst.Attribute)
 
 
 def walk(node: cst.CSTNode, statements_only: bool = False) -> Iterator[cst.CSTNode]:
@@ -3475,7 +3477,7 @@ def _is_generator(definition: cst.FunctionDef) -> bool:
     """Whether ``definition`` yields (not in a nested definition): calling it makes an iterator.
     Cached: a helper is called again and again in every run (walking its body each time was
     a large share of the simulator's time on the corpus loop files)."""
-    return any(isinstance(node, (cst.Yield)) for node in walk(definition.body))
+    return any(type(node) is cst.Yield for node in walk(definition.body))
 
 
 def _rescales_gradient(node: cst.AugAssign) -> bool:
@@ -3543,9 +3545,9 @@ def _bound_names(node: cst.CSTNode) -> frozenset[str]:
     the loop again)."""
     names = set()
     for child in walk(node):
-        if isinstance(child, cst.AssignTarget) and isinstance(child.target, cst.Name):
+        if type(child) is cst.AssignTarget and type(child.target) is cst.Name:
             names.add(child.target.value)
-        elif isinstance(child, (cst.AugAssign, cst.AnnAssign)) and isinstance(child.target, cst.Name):
+        elif (type(child) is cst.AugAssign or type(child) is cst.AnnAssign) and type(child.target) is cst.Name:
             names.add(child.target.value)
     if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
         names.add(node.target.value)
@@ -3638,8 +3640,10 @@ def _is_imported(label: str, owner: ModuleFunctions) -> bool:
     return owner.imports.qualify(label.split(".")[0]) is not None
 
 
+@functools.lru_cache(maxsize=4096)
 def _named_role(label: str | None) -> Role | None:
-    """The role a variable's name suggests (the weakest evidence), if any."""
+    """The role a variable's name suggests (the weakest evidence), if any. Cached: every run asks
+    it of the same few labels, each a scan of :data:`~accumlint.model.conventions.NAME_PATTERNS`."""
     if not label:
         return None
     segment = last_segment(label).lower()
@@ -3947,9 +3951,9 @@ def reaches_event(node: cst.CSTNode, owner: ModuleFunctions, names: frozenset[st
 def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[int], names: frozenset[str],
              handed: Handed = frozenset()) -> bool:
     """``handed``: as :func:`_reaches_function`'s (an instance's ``__call__`` that backpropagates)."""
-    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
-        if _call_name(call.func) in names and id(call) not in unpacked:
+        name = _call_name(call.func)
+        if name in names and not _foreign_step(call, name, owner):
             return True
         if depth < 3:
             for candidate, candidate_owner, given in _runs(call, owner, handed):
@@ -3960,15 +3964,22 @@ def _reaches(node: cst.CSTNode, owner: ModuleFunctions, depth: int, seen: set[in
     return False
 
 
+def _foreign_step(call: cst.Call, name: str, owner: ModuleFunctions) -> bool:
+    """Whether ``call`` (named ``name``) is a ``.step(...)`` of an object that is no optimizer
+    (:func:`~accumlint.model.events.no_update_steps`). That walk of the whole module is asked for
+    a call named ``step`` only: it holds nothing else (a large module without one is never walked)."""
+    return name == "step" and id(call) in no_update_steps(owner._module)
+
+
 @functools.lru_cache(maxsize=16384)
 def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, handed: Handed = frozenset()) -> bool:
     """Whether ``node`` performs an optimizer update: ``x.step()`` on a receiver not named a
     scheduler, directly or through the project's functions (cached, as :func:`reaches_event`;
     ``handed``: as :func:`_reaches_function`'s)."""
-    unpacked = no_update_steps(owner._module)
     for call in _calls(node):
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS and id(call) not in unpacked:
+        if isinstance(func, cst.Attribute) and func.attr.value in _UPDATE_METHODS \
+                and not _foreign_step(call, func.attr.value, owner):
             receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
             if not any(p.match(receiver) and r is Role.SCHEDULER for p, r in conventions.NAME_PATTERNS):
                 return True

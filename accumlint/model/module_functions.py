@@ -18,19 +18,24 @@ from accumlint.model.names import (
     children,
     derives,
     dotted,
+    exact_kinds,
     walk,
 )
 from accumlint.model.scopes import Frame
+
+#: the targets that bind element-wise (``a, (b, c) = ...``): exact types, as the hot paths test
+#: them (isinstance on LibCST's ABC node classes is slow)
+_SEQUENCES = exact_kinds(cst.Tuple, cst.List)
 
 
 def target_names(target: cst.BaseExpression) -> tuple[str | None, ...]:
     """The dotted names an assignment target binds, element-wise (``a, (b, c.d)`` ->
     ``("a", "b", "c.d")``; ``None`` for an element that is no name)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in _SEQUENCES:
         names: list[str | None] = []
         for element in target.elements:
             value = element.value
-            names.extend(target_names(value) if isinstance(value, (cst.Tuple, cst.List)) else (dotted(value),))
+            names.extend(target_names(value) if type(value) in _SEQUENCES else (dotted(value),))
         return tuple(names)
     return (dotted(target),)
 
@@ -541,8 +546,8 @@ def pair_values(target: cst.BaseExpression, value: cst.BaseExpression,
                 table: dict[str, list[cst.BaseExpression]]) -> None:
     """Record ``target = value`` element-wise (``a, b = x, y``; ``a, b = prepare(x, y)`` keeps
     the call: its position decides the role)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+    if type(target) in _SEQUENCES:
+        if type(value) in _SEQUENCES and len(value.elements) == len(target.elements):
             for element, item in zip(target.elements, value.elements, strict=True):
                 pair_values(element.value, item.value, table)
         return

@@ -568,7 +568,7 @@ class Roles:
             names: dict[str, None] = {}
             for site in scope.sites:
                 for value in (site.value, site.call):
-                    if isinstance(value, cst.Call) and not site.in_helper and \
+                    if type(value) is cst.Call and not site.in_helper and \
                             constructor_role(self.qualify_call(value), False) is Role.OPTIMIZER:
                         names.update(dict.fromkeys(parameter_owners(value)))
             found = self._raw_trained[id(scope)] = tuple(names)
@@ -730,7 +730,7 @@ def _built(scopes: list[Scope], name: str | None) -> list[tuple[cst.Call, Site]]
     found = []
     for scope in scopes:
         for site in scope.sites:
-            value = site.value if isinstance(site.value, cst.Call) else site.call
+            value = site.value if type(site.value) is cst.Call else site.call
             if isinstance(value, cst.Call) and not site.in_helper and (name is None or dotted(value.func) == name):
                 found.append((value, site))
     return found
@@ -742,8 +742,10 @@ def _module_stem(project: object | None) -> str:
     return path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
+@functools.lru_cache(maxsize=4096)
 def constructor_role(qualified: str, resolved: bool) -> Role | None:
-    """The role of the value a callee returns, from the framework constructor tables."""
+    """The role of the value a callee returns, from the framework constructor tables. Cached (the
+    tables are constants): the simulator asks it of the same few callees in every run."""
     if not qualified:
         return None
     if fw.diffusers.NOISE_SCHEDULER.match(qualified):

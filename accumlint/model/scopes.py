@@ -243,9 +243,9 @@ class Site:
         """Whether the site runs inside ``with torch.no_grad()`` / ``torch.inference_mode()``
         (no graph is built there)."""
         for frame in self.frames:
-            if isinstance(frame.node, cst.With):
+            if type(frame.node) is cst.With:  # exact types: isinstance on LibCST's (ABC) classes is slow here
                 for item in frame.node.items:
-                    callee = dotted(item.item.func) if isinstance(item.item, cst.Call) else None
+                    callee = dotted(item.item.func) if type(item.item) is cst.Call else None
                     if callee and callee.rsplit(".", 1)[-1] in ("no_grad", "inference_mode"):
                         return True
         return False
