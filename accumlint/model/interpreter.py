@@ -91,8 +91,6 @@ MAX_STEPPED = 16
 _LIBRARY_EVENT_ROLES = frozenset({Role.OPTIMIZER, Role.SCHEDULER, Role.SCALER})
 #: the keyword under which an entry's unseen caller passes the extra keywords of a ``**kwargs``
 _UNSEEN_KEYWORDS = "**"
-#: the key under which a call's ``*value`` of data that the run cannot spread travels to the callee
-_UNSEEN_ARGS = "*"
 #: names a gate's condition is followed through to what assigns them (see ``Interpreter._literal_gate``)
 _FLAG_NAMES = 8
 
@@ -2420,8 +2418,6 @@ class Interpreter:
                     args.extend(value)
                 elif arg.star == "**" and isinstance(value, dict):
                     kwargs.update({str(k): v for k, v in value.items()})
-                elif is_data(value):  # `fn(*batch)`: how many there are, the run cannot say; the
-                    kwargs[_UNSEEN_ARGS] = value  # callee's parameters it may fill hold data
                 continue
             if arg.keyword is not None:
                 kwargs[arg.keyword.value] = value
@@ -2794,14 +2790,11 @@ class Interpreter:
                 # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
                 # construct returns, not a raise that ends the run
                 return Unknown(f"{_name_of(definition)}(...)")
-            if not isinstance(node, cst.FunctionDef) and _is_generator(definition):
-                data = next((a for a in [*args, *kwargs.values()] if is_data(a)), None)
-                if data is None:
-                    # `cycle(loader)`, `batches(dataset)`: a generator over the data yields one
-                    # microbatch per `next`
-                    return _Loader(self, f"an item of {_name_of(definition)}(...)")
-                # `chunks(*batch, size=k)`: a generator over one microbatch's parts yields its parts
-                return list(_parts(data))
+            if not isinstance(node, cst.FunctionDef) and _is_generator(definition) \
+                    and not any(is_data(a) for a in [*args, *kwargs.values()]):
+                # `cycle(loader)`, `batches(dataset)`: a generator over the data yields one
+                # microbatch per `next` (a generator over one batch's parts is run as code)
+                return _Loader(self, f"an item of {_name_of(definition)}(...)")
         names: dict[str, object] = dict(callee.closure) if callee.closure is not None else {}
         arguments = list(callee.partial_args) + list(args)
         if callee.self_value is not None and not _is_static(definition) and \
@@ -2833,7 +2826,6 @@ class Interpreter:
               names: dict[str, object], owner: ModuleFunctions) -> None:
         params = definition.params
         unseen = kwargs.pop(_UNSEEN_KEYWORDS, None)
-        spread = kwargs.pop(_UNSEEN_ARGS, None)  # data spread over positions the run cannot count
         positional = list(params.posonly_params) + list(params.params)
         for i, param in enumerate(positional):
             name = param.name.value
@@ -2841,8 +2833,6 @@ class Interpreter:
                 names[name] = args[i]
             elif name in kwargs:
                 names[name] = kwargs.pop(name)
-            elif spread is not None:
-                names[name] = Unknown(name, Origin.DATA)
             elif param.default is not None:
                 names[name] = self._default(param, owner)
             else:
@@ -2856,7 +2846,7 @@ class Interpreter:
             else:
                 names[name] = self._bound(name, None)
         if isinstance(params.star_arg, cst.Param):
-            names[params.star_arg.name.value] = tuple(args[len(positional):]) if spread is None else spread
+            names[params.star_arg.name.value] = tuple(args[len(positional):])
         if params.star_kwarg is not None:
             names[params.star_kwarg.name.value] = unseen if unseen is not None else dict(kwargs)
 
