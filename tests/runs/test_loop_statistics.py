@@ -30,14 +30,15 @@ for i, batch in enumerate(loader):
         optimizer.step()
         optimizer.zero_grad()
 """
-#: undecided: whether a microbatch is backpropagated depends on its data
+#: undecided: whether a backpropagated microbatch's group is updated depends on its data (a skip
+#: before the backward is a skipped microbatch, the exceptional path: decided)
 UNDECIDED = """\
 def train(model, loader, optimizer, accumulation_steps):
     for i, batch in enumerate(loader):
         loss = model(batch).mean() / accumulation_steps
+        loss.backward()
         if loss.item() > 10.0:
             continue
-        loss.backward()
         if (i + 1) % accumulation_steps == 0:
             optimizer.step()
             optimizer.zero_grad()
