@@ -145,17 +145,14 @@ def _classes_of(functions: ModuleFunctions, name: str, site: Site, reaching, dep
     return [located] if located is not None else []
 
 
-def _forward_reduction(functions: ModuleFunctions, class_def: cst.ClassDef, depth: int = 0) -> Reduction:
-    """How ``class_def``'s ``forward`` (its own, or a project base's) reduces the loss it returns."""
-    forward = _method(class_def, "forward")
-    if forward is None:
-        for base_functions, base in functions.bases(class_def):
-            if depth < _MAX_DEPTH:
-                found = _forward_reduction(base_functions, base, depth + 1)
-                if found is not Reduction.UNKNOWN:
-                    return found
-        return Reduction.UNKNOWN
-    return _returns(forward, class_def, 0)
+def _forward_reduction(functions: ModuleFunctions, class_def: cst.ClassDef) -> Reduction:
+    """How the ``forward`` that ``class_def`` runs (its own, or the nearest project base's)
+    reduces the loss it returns."""
+    for _, current in functions.lineage(class_def):
+        forward = _method(current, "forward")
+        if forward is not None:
+            return _returns(forward, current, 0)
+    return Reduction.UNKNOWN
 
 
 def _method(class_def: cst.ClassDef, name: str) -> cst.FunctionDef | None:

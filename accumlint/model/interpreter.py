@@ -2235,18 +2235,12 @@ class Interpreter:
         if instance.class_def is None or instance.owner is None:
             return None
         numbers = set()
-        stack, seen = [(instance.owner, instance.class_def)], set()
-        while stack and len(seen) < 16:
-            owner, class_def = stack.pop()
-            if id(class_def) in seen:
-                continue
-            seen.add(id(class_def))
+        for owner, class_def in instance.owner.lineage(instance.class_def):
             fixed = owner.fixed_attribute(class_def, name)
             if fixed is None:
                 return None
             if fixed is not False:
                 numbers.add(fixed)
-            stack.extend(owner.bases(class_def))
         if len(numbers) != 1:
             return None
         label = f"{instance.label}.{name}" if instance.label else name
@@ -3887,12 +3881,7 @@ def _class_default(owner: ModuleFunctions, class_def: cst.ClassDef,
                    name: str) -> tuple[cst.BaseExpression, ModuleFunctions] | None:
     """The value ``class_def``'s body, or a project base's, assigns to ``name`` at class level
     (``accum = 4``; ``step: int = 0``, a dataclass field's default), with its module; None: none."""
-    stack, seen = [(owner, class_def)], set()
-    while stack and len(seen) < 16:
-        module, current = stack.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    for module, current in owner.lineage(class_def):
         for statement in current.body.body:
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
             target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 \
@@ -3900,7 +3889,6 @@ def _class_default(owner: ModuleFunctions, class_def: cst.ClassDef,
             value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
             if isinstance(target, cst.Name) and target.value == name and value is not None:
                 return value, module
-        stack.extend(module.bases(current))
     return None
 
 

@@ -4,6 +4,7 @@ the project index the functions and classes of other modules."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -222,22 +223,30 @@ class ModuleFunctions:
         self._built_methods[name] = found
         return found
 
-    def method(self, class_def: cst.ClassDef, name: str,
-               skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
-        """``name`` looked up on ``class_def`` and then its bases, depth first (a class hierarchy
-        with a cycle is cut); ``skip_own``: start at the bases (``super().name``)."""
+    def lineage(self, class_def: cst.ClassDef) -> Iterator[tuple[ModuleFunctions, cst.ClassDef]]:
+        """``class_def`` (with this module) and then its project bases with theirs, depth first and
+        left to right (Python's lookup order for single inheritance and the usual mixins), each
+        once; a hierarchy with a cycle is cut, and the walk stops after 64 classes."""
         seen: set[int] = set()
-        stack: list[tuple[ModuleFunctions, cst.ClassDef, bool]] = [(self, class_def, skip_own)]
+        stack: list[tuple[ModuleFunctions, cst.ClassDef]] = [(self, class_def)]
         while stack and len(seen) < 64:
-            owner, current, skip = stack.pop(0)
+            owner, current = stack.pop(0)
             if id(current) in seen:
                 continue
             seen.add(id(current))
-            if not skip:
-                found = owner.methods.get((current, name))
-                if found is not None:
-                    return found, owner, current
-            stack[0:0] = [(o, c, False) for o, c in owner.bases(current)]
+            yield owner, current
+            stack[0:0] = owner.bases(current)
+
+    def method(self, class_def: cst.ClassDef, name: str,
+               skip_own: bool = False) -> tuple[cst.FunctionDef, ModuleFunctions, cst.ClassDef] | None:
+        """``name`` looked up on ``class_def`` and then its bases (:meth:`lineage`); ``skip_own``:
+        start at the bases (``super().name``)."""
+        for owner, current in self.lineage(class_def):
+            if skip_own and current is class_def:
+                continue
+            found = owner.methods.get((current, name))
+            if found is not None:
+                return found, owner, current
         return None
 
     def subclass_method(self, class_def: cst.ClassDef,
@@ -259,18 +268,7 @@ class ModuleFunctions:
         return [other for other in self.classes.values() if other is not class_def and self._derives(other, class_def)]
 
     def _derives(self, class_def: cst.ClassDef, base: cst.ClassDef) -> bool:
-        seen: set[int] = set()
-        stack = [class_def]
-        while stack and len(seen) < 64:
-            current = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            for _, parent in self.bases(current):
-                if parent is base:
-                    return True
-                stack.append(parent)
-        return False
+        return any(parent is base for _, parent in self.lineage(class_def) if parent is not class_def)
 
     def attributes(self, class_def: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
         """``self.x`` → the values its methods assign to it (``self.model, self.opt = m, o`` too)."""

@@ -319,15 +319,9 @@ def base_method(functions: ModuleFunctions, class_def: cst.ClassDef,
     for row in CALLBACK_ROWS:
         if name in row.base_methods and _takes_part(functions, class_def, row):
             return _parsed_method(row.base_methods[name])
-    stack, seen = [(functions, class_def)], set()
-    while stack and len(seen) < 16:
-        owner, current = stack.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    for owner, current in functions.lineage(class_def):
         if owner.methods.get((current, name)) is not None:
             return None
-        stack.extend(owner.bases(current))
         for base in current.bases:
             dotted_name = dotted(base.value)
             row = fw.INHERITED_METHODS.get(owner.imports.qualify(dotted_name) or "") if dotted_name else None
