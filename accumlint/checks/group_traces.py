@@ -434,10 +434,13 @@ PROPERTIES: dict[str, Property] = {
 
 def _judgeable(simulation: Simulation, rule: Property) -> bool:
     """Whether the traces of ``simulation`` can hold a verdict on ``rule``: decided and, where the
-    rule speaks of groups, A bound to the code's gate and one group structure for all its
-    optimizers (updates that nothing resets apply every gradient before them whatever A is)."""
+    rule speaks of groups, A bound to the code's gate, one group structure for all its optimizers
+    (updates that nothing resets apply every gradient before them whatever A is), and groups at
+    all (:meth:`~accumlint.model.simulation.Simulation.trains_without_groups`: a gate around whole
+    training steps is no boundary of one)."""
     return simulation.decided and (not rule.grouped or simulation.binds_a and
-                                   not any(t.optimizers_apart() for t in simulation.traces))
+                                   not any(t.optimizers_apart() for t in simulation.traces)
+                                   and not simulation.trains_without_groups())
 
 
 #: a property whose failure follows from another's, and that other: a reset every microbatch

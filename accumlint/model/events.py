@@ -134,7 +134,7 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
         return Event(EventKind.BACKWARD, site, target, role, method, positional(call, 0))
     if method == "zero_grad":
         return Event(EventKind.RESET, site, target, role, method) if role.role is not Role.SCHEDULER else None
-    if method in ("zero_", "detach_") and target is not None and (dotted(target) or "").endswith(".grad"):
+    if method in ("zero_", "detach_") and _is_grad(target):
         return Event(EventKind.RESET, site, target, role, method)
     if method == "step":
         if id(call) in no_update_steps(roles.module_scope.node):  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
 from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
-from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, last_segment
+from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, int_value, last_segment
 from accumlint.model.names import walk as every_node
 from accumlint.model.roles import constructor_role, parameter_owners
 from accumlint.model.statement_walk import is_microbatch_hook
@@ -1107,18 +1107,23 @@ class Interpreter:
             self._names_a(self.expression(sliced, frame))
             return
         call = iterated
-        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 3)):
+        if type(call) is cst.Call and dotted(call.func) == "enumerate" and call.args:
+            call = call.args[0].value  # `enumerate(range(K))` passes as `range(K)` does
+        if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 2, 3)):
             return
-        if len(call.args) == 1 and node is not None and self.syntax.prefetches(node, frame.owner):
-            self._names_a(self.expression(call.args[0].value, frame))
+        args = [arg.value for arg in call.args]
+        # K passes: `range(K)`, `range(0, K)`
+        count = args[-1] if len(args) == 1 or len(args) == 2 and int_value(args[0]) == 0 else None
+        if count is not None and node is not None and self.syntax.prefetches(node, frame.owner):
+            self._names_a(self.expression(count, frame))
             return
         if not self._reaches_backward(body, frame):
             return
         updates = self.syntax.has_update(body, frame.owner)
-        if len(call.args) == 1 and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
-            self._names_a(self.expression(call.args[0].value, frame))
-        elif len(call.args) == 3 and updates and self.syntax.draws_data(body, frame.owner):
-            self._names_a(self.expression(call.args[2].value, frame))
+        if count is not None and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
+            self._names_a(self.expression(count, frame))
+        elif len(args) == 3 and updates and self.syntax.draws_data(body, frame.owner):
+            self._names_a(self.expression(args[2], frame))
 
     def _names_a(self, count: object) -> int | None:
         """``count`` is the code's A: a count the configuration can bind names the accumulation
@@ -1348,11 +1353,11 @@ class Interpreter:
                 return None
             iterable.body = body
             iterable.owner = frame.owner
+            iterable.frame = frame
             iterable.node = iterated
             iterable.fresh = True
             return iterable.items()
-        if isinstance(iterable, range) and self._reaches_backward(body, frame) \
-                and not self._draws_microbatches(body, frame):
+        if isinstance(iterable, range) and self.passes_are_microbatches(body, frame):
             return self._counted(iterable)  # `for micro_step in range(A)`: each pass is a microbatch
         if isinstance(iterable, (list, tuple, str, range, dict)):
             return _limited(iter(iterable))
@@ -1371,6 +1376,11 @@ class Interpreter:
             # `for p in model.parameters(): dist.all_reduce(p.grad)`: once, for each
             return iter([Unknown(_code(target), Origin.RUN)])
         return None
+
+    def passes_are_microbatches(self, body: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether each pass of a counted loop with ``body`` (run in ``frame``) is a microbatch: it
+        reaches a backward and draws no microbatch itself (``for micro_step in range(A)``)."""
+        return self._reaches_backward(body, frame) and not self._draws_microbatches(body, frame)
 
     def _counted(self, passes: range) -> Iterator[object]:
         """Each pass a microbatch, unless the run draws its microbatches from a loader (the
@@ -2866,6 +2876,7 @@ class _Iteration:
         self.body: cst.CSTNode | None = None  # the loop's body, for a range of unknown length
         self.owner: ModuleFunctions = interpreter.module  # the module that holds the loop
         self.node: cst.CSTNode | None = None  # the loop's iterable, where a `for` iterates it
+        self.frame: _Frame | None = None  # the loop's frame, where a `for` iterates it
         self._iterator: Iterator[object] | None = None
         self.fresh = False  # iterated by a `for` statement: a pass it makes ends with the statement
 
@@ -2883,6 +2894,9 @@ class _Iteration:
             return
         base = self._source(self.base)
         if self.kind == "enumerate":
+            if isinstance(self.base, range) and self.body is not None and self.frame is not None \
+                    and run.passes_are_microbatches(self.body, self.frame):
+                base = run._counted(self.base)  # `for k, _ in enumerate(range(A))`: as `range(A)` is
             yield from enumerate(base, self.start)
         elif self.kind in ("islice", "group"):  # a group: the next `start` microbatches of the pass
             yield from itertools.islice(base, self.start)
@@ -2896,6 +2910,8 @@ class _Iteration:
     def _source(self, value: object) -> Iterator[object]:
         if isinstance(value, _Iteration):
             value.fresh = value.fresh or self.fresh  # `enumerate(islice(loader, k))` in a `for`
+            if value.body is None and self.body is not None:  # `enumerate(range(n))`: the loop's body is its too
+                value.body, value.owner, value.node, value.frame = self.body, self.owner, self.node, self.frame
             return value.items()
         run = self.interpreter
         untrained = self.body is not None and not run.syntax.reaches_backward(self.body, self.owner)

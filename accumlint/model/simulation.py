@@ -234,11 +234,13 @@ class Simulation:
         only what one microbatch computed (:meth:`Trace.accumulates`), with A bound to the code's
         gate and runs of A ≥ 2: what a reading of the code took for a group boundary is a training
         ratio (a generator stepped with its own backward on every n-th batch beside a critic stepped
-        on every one). One optimizer updated on every microbatch against its gate is a bug of its
-        own (ACC004, ACC303), not this."""
+        on every one), or a gate around a whole training step (reset, backward, update every n-th
+        iteration of an environment loop: the iterations between train nothing, :meth:`Trace.idles`).
+        One optimizer updated on every microbatch against its gate is a bug of its own (ACC004,
+        ACC303), not this."""
         runs = [t for t in self.traces if t.configuration.accumulation > 1]
         return self.decided and self.binds_a and bool(runs) \
-            and all(t.optimizers_apart() and not t.accumulates() for t in runs)
+            and all((t.optimizers_apart() or t.idles()) and not t.accumulates() for t in runs)
 
     def covers(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is code that the runs executed: in the entry's loop or function, or
@@ -1068,8 +1070,8 @@ def _event_kind(event: RawEvent, fact: RoleFact | None) -> EventKind | None:
         return EventKind.BACKWARD
     if event.method == "zero_grad":
         return EventKind.RESET
-    if event.method == "zero_":  # `p.grad.zero_()`: a reset of that gradient
-        return EventKind.RESET if label_text(event.receiver).endswith("grad") else None
+    if event.method == "zero_":  # `p.grad.zero_()`, `p.grad.data.zero_()`: a reset of that gradient
+        return EventKind.RESET if label_text(event.receiver).removesuffix(".data").endswith("grad") else None
     if event.method == "step":
         if role in _UPDATING:
             return EventKind.UPDATE

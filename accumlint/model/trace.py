@@ -135,6 +135,14 @@ class Trace:
                 cadences.setdefault(event.target, []).append((event.epoch, event.microbatch))
         return len({tuple(c) for c in cadences.values()}) > 1
 
+    def idles(self) -> bool:
+        """Whether some microbatch the run counted computes nothing that an update applies: no
+        forward and no backward of a loss (an iteration of an environment loop between two
+        trained ones)."""
+        computed = {(e.epoch, e.microbatch) for e in self.events
+                    if e.kind in (EventKind.BACKWARD, EventKind.FORWARD) and e.microbatch is not None}
+        return len(computed) < self.microbatches_drawn
+
     def accumulates(self) -> bool:
         """Whether an optimizer update applies what two microbatches or more computed (their
         backwards, or forwards whose losses one backward takes later, ``sum(losses).backward()``):

@@ -3,9 +3,9 @@
 Two false positives (one measured, one latent: found by reducing a loop the tool left undecided),
 two misses, and twins the tool already gets right:
 
-- a reset written as ``vec.grad.data.zero_()`` after the update of a latent-direction search is
-  not taken for a reset, so ACC002 says nothing ever clears the gradients (strict xfail; the same
-  loop resetting with ``vec.grad.zero_()`` is silent and passes);
+- a reset written as ``vec.grad.data.zero_()`` after the update of a latent-direction search was
+  not taken for a reset, so ACC002 said nothing ever clears the gradients (fixed: silent, as the
+  same loop resetting with ``vec.grad.zero_()`` is);
 - a loop that starts a group with ``size = min(A, batches_left)`` and updates when ``(i + 1) % A``
   is 0 *or* ``batches_left == size``: the second test holds for every microbatch of the epoch's
   last group, which is then updated once per microbatch (ACC006, found; the twin that counts the
@@ -53,10 +53,6 @@ def search(net, prompts, group):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`shift.grad.data.zero_()` is not recognised as a gradient reset: ACC002 fires",
-)
 def test_a_reset_through_grad_data_zero_is_silent() -> None:
     assert lint(_DIRECTION_SEARCH.format(reset="shift.grad.data.zero_()"), "ALL") == []
 
