@@ -565,7 +565,12 @@ class Interpreter:
 
         def drive() -> None:
             receiver = self._instance(class_def, function) if class_def is not None else None
+            # each call is an iteration of the caller's loop: a `return` in it leaves the microbatch
+            self._iteration_starts.append(len(self.events))
+            self._iteration_depths.append(len(self._stack))
+            self._iteration_loops.append(function)
             while not self.exhausted:
+                self._iteration_starts[-1] = len(self.events)
                 self._count_microbatch()
                 for label, first in counters.items():
                     self._stored[label] = first + self.drawn - 1
@@ -1850,8 +1855,9 @@ class Interpreter:
         if statement is None or _ends_in(statement.body, (cst.Raise,)) or (
                 isinstance(statement.orelse, cst.Else) and _ends_in(statement.orelse.body, (cst.Raise,))):
             return branch  # (`if not loss.requires_grad: raise ...`: the run stops, it chooses no event)
-        # (a `return` in a helper the loop calls leaves the helper, not the loop's iteration)
-        own = not self._iteration_depths or self._iteration_depths[-1] == len(self._stack)
+        # (a `return` in a helper the loop calls leaves the helper, not the loop's iteration; outside
+        # every loop, one in a helper of the entry leaves that helper, not the entry)
+        own = (self._iteration_depths[-1] if self._iteration_depths else 0) == len(self._stack)
         skipping = _leaves_iteration(statement.body, own) or (
             isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body, own))
         # (before the microbatch's backward: only forwards, if anything, ran in this iteration)

@@ -96,3 +96,46 @@ def test_a_slice_skipped_after_its_forward_is_the_exceptional_path() -> None:
 def test_a_reset_in_the_slice_loop_is_found() -> None:
     code = SLICED.format(before="optimizer.zero_grad()\n            ")
     assert [c for c, _ in lint(code)] == ["ACC001"]
+
+
+TRIMMED = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, opt, accum, half):
+        self.model = model
+        self.opt = opt
+        self.accum = accum
+        self.half = half
+        self.n_iter = 0
+
+    def trim(self, x, lengths):
+        if not self.half or len(lengths) < 8:
+            return x
+        keep = 8 * (len(lengths) // 8)
+        return x[:keep]
+
+    def step(self, x, lengths):
+        x = self.trim(x, lengths)
+        loss = self.model(x).mean() / self.accum
+        loss.backward()
+        self.n_iter += 1
+        if self.n_iter {gate}:
+            self.opt.step()
+            self.opt.zero_grad()
+"""
+
+
+def test_a_return_in_a_helper_of_a_microbatch_body_leaves_the_helper() -> None:
+    """A helper of a body that a caller runs once per microbatch returns early on a data condition
+    (a batch too small to trim): it leaves the helper, not the microbatch, and decides no event."""
+    result = _result(TRIMMED.format(gate="% self.accum == 0"))
+    assert list(result.reasons()) == []
+    assert {tuple(t.updates_at()) for t in result.traces} == {((0, 3), (0, 7), (1, 3), (1, 7))}
+
+
+def test_the_trimmed_body_is_silent_and_its_shifted_gate_shifts_the_groups() -> None:
+    assert lint(TRIMMED.format(gate="% self.accum == 0"), "ALL") == []
+    shifted = _result(TRIMMED.format(gate="% self.accum == 1"))
+    assert {tuple(t.updates_at()) for t in shifted.traces} == {((0, 0), (0, 4), (1, 0), (1, 4))}
