@@ -924,7 +924,12 @@ class Interpreter:
         marks = (len(self.events), self.drawn)
         self._micro_steps(node.iter, node.body, node, frame)
         fresh = len(self._fresh)
-        items = self._iterate(iterable, node.body, node.iter, node.target, frame, node)
+        bundled = _built_loader(iterable) and self.syntax.bundles(node, frame.owner)
+        if bundled:  # one item: the pass itself, whose microbatches the inner loop draws
+            items: Iterator[object] | None = iter([self._fresh_pass(
+                iterable, f"an item of {label_text(iterable)}", (frame.owner, node.iter))])
+        else:
+            items = self._iterate(iterable, node.body, node.iter, node.target, frame, node)
         if items is None:  # unknown, and no training event inside
             if _grown_names(node) and any(_is_next(n) for n in walk(node.body)):
                 # `for _ in range(chunks): held.append(next(it))`: the items it keeps are trained on later,
@@ -936,7 +941,7 @@ class Interpreter:
         broke = False
         drawn = self._replays(iterable, node, frame)
         replays = drawn is not None and len(drawn) > 1
-        if drawn is None and self.syntax.iterates_its_items(node, frame.owner):
+        if drawn is None and not bundled and self.syntax.iterates_its_items(node, frame.owner):
             self.undecide(f"`{_code(node.target)}`, an item of a data loader, is iterated for its backwards: each "
                           "item holds several microbatches, which the simulation does not count"
                           if _built_loader(iterable) else
@@ -3045,6 +3050,23 @@ class SyntaxFacts:
                        and self.reaches_backward(inner.body, owner) for inner in walk(loop.body))
         return self._get("items", loop, compute)  # type: ignore[return-value]
 
+    def bundles(self, loop: cst.For, owner: ModuleFunctions) -> bool:
+        """Whether ``loop`` takes items that each bundle several microbatches for an inner loop
+        (``for batches in loader: for batch in batches: ... backward``, a ``collate_fn`` that sorts
+        a large batch and splits it) and does nothing else per item that the inner loop could see:
+        no training event, no assignment (``if not training: break``, a progress bar's
+        ``update(1)``). Where one bundle ends and the next begins then changes no event, so the
+        inner loop's items are the epoch's microbatches, one stream."""
+        def compute() -> bool:
+            if type(loop.target) is not cst.Name or not self.iterates_its_items(loop, owner):
+                return False
+            item = loop.target.value
+            return all(
+                type(statement) is cst.For and dotted(conventions.passed_over(statement.iter)) == item
+                or not self.reaches_event(statement, owner) and not any(type(n) in _ASSIGNING for n in walk(statement))
+                for statement in loop.body.body)
+        return self._get("bundles", loop, compute)  # type: ignore[return-value]
+
     def steps_its_items(self, loop: cst.For) -> bool:
         """Whether ``loop``'s body updates or resets what the loop takes (``for i, opt in
         enumerate(optimizers): ... opt.step()``, or a gradient scaler's ``scaler.step(opt)`` beside its
@@ -3669,10 +3691,14 @@ def _counter_key(value: object) -> object:
     return value.label if isinstance(value, Unknown) and value.label else None
 
 
+#: statements that bind or change a name, an attribute or an item
+_ASSIGNING = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del, cst.NamedExpr, cst.For, cst.While, cst.With)
+
+
 def _built_loader(value: object) -> bool:
     """Whether ``value`` is a data loader the run saw a library build (``DataLoader(dataset, ...)``):
-    its items are microbatches (a list of batches that a ``collate_fn`` made is one microbatch's
-    parts), never loaders of their own."""
+    its items are microbatches, or bundles of them that an inner loop trains on one by one
+    (:meth:`SyntaxFacts.bundles`), never loaders of their own."""
     return isinstance(value, Obj) and value.role is Role.LOADER and value.built is not None
 
 
