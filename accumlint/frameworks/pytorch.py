@@ -74,6 +74,10 @@ MODULE_MEMBER_ITERATORS = frozenset({
     "named_modules",
 })
 
+#: the iterators of ``torch.nn.Module`` over its parameters (same file and version): a loop over
+#: one that tests its item (``if "head" in name:``) acts on some parameters only
+PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
+
 # --- gradient sync ---------------------------------------------------------------------------
 
 #: FSDP2's ``fully_shard`` (``distributed/fsdp/_fully_shard/_fully_shard.py``): it shards the

@@ -18,7 +18,7 @@ from accumlint import frameworks as fw
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver, walk
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
-from accumlint.model.scopes import Site
+from accumlint.model.scopes import FrameKind, Site
 
 #: Lightning's backward under manual optimization
 MANUAL_BACKWARD = fw.lightning.MANUAL_BACKWARD
@@ -135,7 +135,7 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
     if method == "zero_grad":
         return Event(EventKind.RESET, site, target, role, method) if role.role is not Role.SCHEDULER else None
     if method in ("zero_", "detach_") and _is_grad(target):
-        return Event(EventKind.RESET, site, target, role, method)
+        return Event(EventKind.RESET, site, target, role, method) if not _for_some_parameters(site) else None
     if method == "step":
         if id(call) in no_update_steps(roles.module_scope.node):  # type: ignore[arg-type]
             return None  # a noise scheduler's, an environment's, a generation engine's step
@@ -161,11 +161,20 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
 def _classify_assignment(site: Site) -> Event | None:
     if not site.targets or site.is_return or site.augmented is not None:
         return None
-    if isinstance(site.value, cst.Name) and site.value.value == "None":
+    if isinstance(site.value, cst.Name) and site.value.value == "None" and not _for_some_parameters(site):
         for name in site.targets:
             if name and name.endswith(".grad"):
                 return Event(EventKind.RESET, site, None, UNKNOWN, "grad = None")
     return None
+
+
+def _for_some_parameters(site: Site) -> bool:
+    """Whether ``site`` runs under a test of the item of a loop over a model's parameters
+    (:func:`tests_one_parameter`): a reset there clears the gradients of frozen parameters, not
+    the group's."""
+    loops = [f.node for f in site.frames if f.kind is FrameKind.LOOP]
+    return any(f.kind is FrameKind.IF and f.test is not None and tests_one_parameter(f.test, loop)
+               for f in site.frames for loop in loops)
 
 
 #: keywords only the ``step`` of an object that is no optimizer, LR scheduler nor scaler takes
@@ -385,3 +394,26 @@ def classify_gradient_op(site: Site) -> Event | None:
     if name in _BLEND_METHODS and method is not None and _blends_weights(site, call, name):
         return Event(EventKind.UPDATE_HOOK, site, target, UNKNOWN, WEIGHT_BLEND)
     return None
+
+
+def tests_one_parameter(test: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+    """Whether ``test`` reads the item of ``loop`` where it is a ``for`` over a model's parameters
+    (``for name, p in model.named_parameters(): if "head" in name:``, through ``enumerate``,
+    ``list``, ``tuple``), other than its gradient's existence: what it guards runs for some
+    parameters only."""
+    if type(loop) is not cst.For:
+        return False
+    iterable = loop.iter
+    while type(iterable) is cst.Call and dotted(iterable.func) in ("enumerate", "list", "tuple") and iterable.args:
+        iterable = iterable.args[0].value
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Attribute
+            and iterable.func.attr.value in fw.pytorch.PARAMETER_ITERATORS):
+        return False
+    items = {n.value for n in walk(loop.target) if type(n) is cst.Name}
+    # (`if p.grad is not None:`, `if p.requires_grad:` hold for every parameter the group trains)
+    guarded = {id(n.value) for n in walk(test) if type(n) is cst.Attribute and n.attr.value in _EVERY_TRAINED}
+    return any(type(n) is cst.Name and n.value in items and id(n) not in guarded for n in walk(test))
+
+
+#: a parameter's attributes whose test holds for every parameter the group trains
+_EVERY_TRAINED = frozenset({"grad", "requires_grad"})

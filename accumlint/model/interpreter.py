@@ -46,7 +46,7 @@ from accumlint.model.actions import (
 )
 from accumlint.model.callgraph import can_bind
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
-from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument
+from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument, tests_one_parameter
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, int_value, last_segment
@@ -446,6 +446,7 @@ class Interpreter:
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
         self._iteration_depths: list[int] = []  # the call depth (``len(_stack)``) of each enclosing loop
         self._iteration_loops: list[cst.CSTNode] = []  # each enclosing loop (a comprehension's `for` too)
+        self._partial = 0  # inside a branch taken for some of a model's parameters only (:meth:`_per_parameter`)
         self._fresh: list[_Loader] = []  # passes a `for` statement's own iterable made (they end with it)
         self._sync_off: list[_SyncOff] = []  # the no-sync contexts the `with` statements being run hold
         #: where each no-sync method referenced without a call was last named (its label's key)
@@ -907,6 +908,15 @@ class Interpreter:
             self.assign(target.value, Unknown(_code(target), Origin.RUN), frame)
 
     def _if(self, node: cst.If, frame: _Frame) -> None:
+        if self._per_parameter(node.test):
+            # `for name, p in model.named_parameters(): if "head" in name: p.grad = None`: the branch
+            # runs for some parameters only, so what it resets is a subset (frozen), not the group's
+            self._partial += 1
+            try:
+                self.block(node.body, frame)
+            finally:
+                self._partial -= 1
+            return
         branch = self.decide(node.test, frame, node)
         if branch:
             self.block(node.body, frame)
@@ -914,6 +924,12 @@ class Interpreter:
             self._if(node.orelse, frame)
         elif isinstance(node.orelse, cst.Else):
             self.block(node.orelse.body, frame)
+
+    def _per_parameter(self, test: cst.BaseExpression) -> bool:
+        """Whether ``test`` reads the item of the loop over a model's parameters that the current
+        iteration is in (:func:`~accumlint.model.events.tests_one_parameter`)."""
+        return bool(self._iteration_loops) and self._iteration_depths[-1] == len(self._stack) \
+            and tests_one_parameter(test, self._iteration_loops[-1])
 
     def _for(self, node: cst.For, frame: _Frame) -> None:
         iterable = self.expression(node.iter, frame)
@@ -1692,7 +1708,10 @@ class Interpreter:
                 self.undecide(f"the condition `{_code(test)}` depends on {labels or 'a parameter'}, which a caller "
                               "the project does not show computes")
             return self._main_path(statement)
-        if value.varies and not (not value.modulo and self._epoch_threshold(test, frame)):
+        # a threshold on a count whose only group event is a reset (`if it < cfg.freeze_iters: for p in
+        # head.parameters(): p.grad = None`) is a phase of the run, taken as a choice, as an epoch's is
+        phase = not value.modulo and statement is not None and self._resets_only(statement, frame)
+        if value.varies and not (not value.modulo and self._epoch_threshold(test, frame)) and not phase:
             gate = value.gate - set(self.bindings) if value.gate is not None else frozenset()
             # a cadence (a modulo) gates the update from either branch, or by leaving the iteration
             # before it; a threshold (`count >= accum`) only with the update in a branch
@@ -2014,10 +2033,15 @@ class Interpreter:
         return self._reaches_backward(node, frame) or self.syntax.has_update(node, frame.owner) \
             or self.syntax.resets(node)
 
+    def _resets_only(self, node: cst.CSTNode, frame: _Frame) -> bool:
+        """Whether the only group event ``node`` performs is a gradient reset."""
+        return self.syntax.resets(node) and not self._reaches_backward(node, frame) \
+            and not self.syntax.has_update(node, frame.owner)
+
     def _clears_clear_gradients(self, node: cst.CSTNode, frame: _Frame) -> bool:
         """Whether the only group event ``node`` performs is a gradient reset, while no backward
         has run since the run's last reset (or its start): the reset changes nothing."""
-        if self._reaches_backward(node, frame) or self.syntax.has_update(node, frame.owner):
+        if not self._resets_only(node, frame):
             return False
         for event in reversed(self.events):
             if event.method in BACKWARD_CALLS:
@@ -2733,6 +2757,9 @@ class Interpreter:
 
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
                 forward: bool = False, clip: bool = False, driven: Role | None = None) -> None:
+        if self._partial and method in ("zero_grad", "zero_") and receiver is None or \
+                self._partial and method == "zero_":
+            return  # a reset of some parameters only (frozen ones): no reset of the group's gradients
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
         at = next((c.at for c in reversed(self._sync_off) if c.at is not None), None)
         if forward:  # DDP reads its flag at the forward: the next backward of this model syncs by it

@@ -112,13 +112,23 @@ def test_a_builder_that_only_constructs_the_wrapper_is_followed_too(tmp_path: Pa
     assert result.loops == [()]
 
 
-def test_a_loader_of_batch_lists_is_undecided_with_its_reason(tmp_path: Path) -> None:
-    body = "\n".join("    " + line if line else line for line in _BODY.replace("{divided}", " / accum").splitlines())
-    result = _project(tmp_path, "            for batch in batches:" + body, target="batches")
+def _bundled(body: str) -> str:
+    """``body`` run for each batch of a loader item that bundles several (``for batch in batches:``)."""
+    indented = "\n".join("    " + line if line else line for line in body.splitlines())
+    return "            for batch in batches:" + indented
+
+
+def test_a_loader_of_batch_lists_is_decided_as_one_stream_of_microbatches(tmp_path: Path) -> None:
+    result = _project(tmp_path, _bundled(_BODY.replace("{divided}", " / accum")), target="batches")
     assert result.findings == []
-    (reasons,) = result.loops
-    assert reasons == ("`batches`, an item of a data loader, is iterated for its backwards: each item holds "
-                       "several microbatches, which the simulation does not count",)
+    assert result.loops == [()]
+
+
+def test_a_reset_before_each_bundled_backward_is_acc001(tmp_path: Path) -> None:
+    body = _BODY.replace("{divided}", " / accum").replace(
+        "                loss = model(", "                optimizer.zero_grad()\n                loss = model(", 1)
+    result = _project(tmp_path, _bundled(body), target="batches")
+    assert [(Path(f.path).name, f.code) for f in result.findings] == [("train.py", "ACC001")]
 
 
 # --- a loss scaler handed to the loop: its `__call__` is no loop of its own --------------------------
