@@ -1377,10 +1377,7 @@ class Interpreter:
         if isinstance(iterable, _Iteration):
             if not iterable.concrete() and not self._reaches_event(body, frame):
                 return None
-            iterable.body = body
-            iterable.owner = frame.owner
-            iterable.frame = frame
-            iterable.node = iterated
+            iterable.in_loop(body, iterated, frame)
             iterable.fresh = True
             return iterable.items()
         if isinstance(iterable, range) and self.passes_are_microbatches(body, frame):
@@ -2757,8 +2754,7 @@ class Interpreter:
 
     def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
                 forward: bool = False, clip: bool = False, driven: Role | None = None) -> None:
-        if self._partial and method in ("zero_grad", "zero_") and receiver is None or \
-                self._partial and method == "zero_":
+        if self._partial and (method == "zero_" or method == "zero_grad" and receiver is None):
             return  # a reset of some parameters only (frozen ones): no reset of the group's gradients
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
         at = next((c.at for c in reversed(self._sync_off) if c.at is not None), None)
@@ -2918,6 +2914,10 @@ class _Iteration:
         self._iterator: Iterator[object] | None = None
         self.fresh = False  # iterated by a `for` statement: a pass it makes ends with the statement
 
+    def in_loop(self, body: cst.CSTNode, node: cst.CSTNode | None, frame: _Frame) -> None:
+        """Iterated by the ``for`` with ``body`` and iterable ``node``, run in ``frame``."""
+        self.body, self.node, self.frame, self.owner = body, node, frame, frame.owner
+
     def concrete(self) -> bool:
         """Whether every value iterated is concrete (no data drawn, no unknown length)."""
         return self.kind != "range" and all(
@@ -2948,8 +2948,8 @@ class _Iteration:
     def _source(self, value: object) -> Iterator[object]:
         if isinstance(value, _Iteration):
             value.fresh = value.fresh or self.fresh  # `enumerate(islice(loader, k))` in a `for`
-            if value.body is None and self.body is not None:  # `enumerate(range(n))`: the loop's body is its too
-                value.body, value.owner, value.node, value.frame = self.body, self.owner, self.node, self.frame
+            if value.body is None and self.body is not None and self.frame is not None:
+                value.in_loop(self.body, self.node, self.frame)  # `enumerate(range(n))`: the loop's body is its too
             return value.items()
         run = self.interpreter
         untrained = self.body is not None and not run.syntax.reaches_backward(self.body, self.owner)

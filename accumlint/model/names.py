@@ -424,4 +424,3 @@ def string_key(expression: cst.BaseExpression) -> str | None:
 def code_of(node: cst.CSTNode) -> str:
     """The source of a node as written (a small expression, for a message)."""
     return cst.Module([]).code_for_node(node)
-
