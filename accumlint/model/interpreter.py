@@ -910,10 +910,15 @@ class Interpreter:
     def _if(self, node: cst.If, frame: _Frame) -> None:
         if self._per_parameter(node.test):
             # `for name, p in model.named_parameters(): if "head" in name: p.grad = None`: the branch
-            # runs for some parameters only, so what it resets is a subset (frozen), not the group's
+            # runs for some parameters only, so what it resets is a subset (frozen), not the group's;
+            # the other arm runs for the rest, so both arms run, each for a part of the model
             self._partial += 1
             try:
                 self.block(node.body, frame)
+                if isinstance(node.orelse, cst.If):
+                    self._if(node.orelse, frame)
+                elif isinstance(node.orelse, cst.Else):
+                    self.block(node.orelse.body, frame)
             finally:
                 self._partial -= 1
             return

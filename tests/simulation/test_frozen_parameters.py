@@ -19,6 +19,7 @@ import pytest
 
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import simulate
+from accumlint.spec.vocabulary import EventKind
 from tests.support import lint
 
 FROZEN = """
@@ -60,3 +61,17 @@ def test_the_same_drop_through_zero_is_no_group_reset() -> None:
 def test_every_parameters_gradient_dropped_on_each_microbatch_is_acc001() -> None:
     source = FROZEN.format(phase="epoch", drop="p.grad = None")
     assert [code for code, _ in lint(source, "ALL")] == ["ACC001"]
+
+
+def test_the_other_arm_of_a_per_parameter_test_runs_for_the_other_parameters() -> None:
+    # the frozen part's gradients go, the rest are clipped one by one: both arms run in the pass
+    drop = ('if "head" in name:\n                        p.grad = None\n'
+            '                    else:\n                        torch.nn.utils.clip_grad_norm_(p, 1.0)')
+    source = FROZEN.format(phase="epoch", drop=drop)
+    results = simulate(ModuleFunctions(cst.parse_module(textwrap.dedent(source))), "train.py", judged_only=True)
+    (result,) = results
+    kinds = {e.kind for t in result.traces for e in t.events}
+    assert EventKind.CLIP in kinds
+    assert EventKind.RESET in kinds  # the group's own reset after each update, none from the frozen arm
+    # the clip runs on each microbatch's partial gradients, before the gate: that is ACC301
+    assert lint(source, "ALL") == [("ACC301", 17)]
