@@ -78,11 +78,14 @@ class FileModel:
         """Where a simulation decided a gated loop and its runs show no group
         (:meth:`accumlint.model.simulation.Simulation.trains_without_groups`), the loop does not
         accumulate: the test the reading of the code took for its group boundary is a training
-        ratio (a generator stepped with its own backward on every n-th batch). Runs the simulator
-        (the engine calls it before the rules, as a stage that may fail alone)."""
+        ratio (a generator stepped with its own backward on every n-th batch). Nor where the runs
+        found the gate to start a training phase of its own (a delayed policy update: a loop of
+        resets, backwards and updates every n-th environment step), whatever else they left open.
+        Runs the simulator (the engine calls it before the rules, as a stage that may fail alone)."""
         for group in self.loops:
             if group.accumulates is True and group.style is LoopStyle.GATED and any(
-                    simulation.covers(group.loop) and simulation.trains_without_groups()
+                    simulation.covers(group.loop) and (simulation.trains_without_groups() or group.gate is not None
+                                                       and simulation.gates_phases(group.gate.frame_node, group.loop))
                     for simulation in self.simulations):
                 group.accumulates = False
 

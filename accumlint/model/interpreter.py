@@ -59,6 +59,7 @@ from accumlint.model.values import (
     BoundMethod,
     Construction,
     Derived,
+    Feeds,
     Function,
     LabeledInt,
     Literal,
@@ -68,6 +69,7 @@ from accumlint.model.values import (
     ProjectClass,
     Unknown,
     combined,
+    fed_by,
     is_data,
     is_restored,
     scaled,
@@ -204,6 +206,8 @@ class RawEvent:
     driven: Role | None = None
     #: made while gradients are off (under ``no_grad``/``inference_mode``): a forward that builds no graph
     grad_off: bool = False
+    #: a backward's: the forwards its loss was computed from (:attr:`Unknown.feeds`), None where unknown
+    feeds: frozenset[tuple[int, int | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -372,7 +376,7 @@ class _Loader:
                 run.restart_if_items_train(self)
             training = run.training_pass
             self._fetched(training is not None and self.source is not None and training.source == self.source)
-            return Unknown(self.label, Origin.DATA)
+            return Unknown(self.label, Origin.DATA, feeds=frozenset())
         if run.drawn_in_epoch >= run.configuration.microbatches:
             run.end_epoch()
             if not self.stream:
@@ -383,7 +387,7 @@ class _Loader:
         run.drawn += 1
         run.loaded += 1
         self._fetched(True)
-        return Unknown(self.label, Origin.DATA)
+        return Unknown(self.label, Origin.DATA, feeds=frozenset())
 
 
 class Interpreter:
@@ -410,6 +414,9 @@ class Interpreter:
         #: a framework-gated reset let through before the backward of a group's last microbatch inside
         #: its counting context (``zero_grad()`` first in ``accumulate()``): where, as (module, call)
         self.early_gated: list[tuple[ModuleFunctions, cst.Call]] = []
+        #: the conditions found to start a training phase of their own (:data:`TRAINING_PHASE`): each
+        #: an ``if`` statement whose period is no group's A
+        self.phase_gates: list[cst.CSTNode] = []
         self.undecided: list[str] = []
         #: the reasons in ``undecided`` that a checkpoint's start alone opened (a resumed run's)
         self.resumed_open: set[str] = set()
@@ -464,6 +471,10 @@ class Interpreter:
         #: (see :meth:`_run_to_end`)
         self._undrawn_backward: int | None = None
         self.reduced_by_hand = False  # the run all-reduces gradients itself (`dist.all_reduce(p.grad)`)
+        #: the labels of objects out of sight that were handed a value computed from a forward
+        #: (`memory.add(out)`): what is read back from them may have been computed from it
+        self._holders: set[str] = set()
+        self._discarded: cst.Call | None = None  # the call of the expression statement run last
         self._counting: dict[object, Counting] = {}  # objects that count microbatches themselves (their Obj
         # numbers; the label of one known from use)
         self._backward_with_argument: set[object] = set()  # receivers of `.backward(loss)` (their keys)
@@ -721,6 +732,7 @@ class Interpreter:
                 action = action_of(call, frame.owner.imports.qualify(dotted(call.func)), self._tracks(call, frame))
                 if action is not None:
                     self._action(action, call, frame.owner)
+                self._discarded = call
             self.expression(node.value, frame)
         elif kind is cst.Assign:
             value = self._rewrapped(node, frame)
@@ -890,7 +902,8 @@ class Interpreter:
                     # train_cfg) = configs`: `train_cfg["accum"]` is a setting the configurations bind)
                     label = _code(element)
                     sources = frozenset({label}) if origin is Origin.RUN else frozenset()
-                    self.assign(element, Unknown(label, origin, sources), frame)
+                    feeds = value.feeds if isinstance(value, Unknown) else None
+                    self.assign(element, Unknown(label, origin, sources, feeds=feeds), frame)
         elif kind is cst.Subscript:
             owner = self.expression(target.value, frame)
             index = self.expression(target.slice[0].slice.value, frame) if len(target.slice) == 1 and \
@@ -1724,6 +1737,7 @@ class Interpreter:
                 # data, backwards and updates runs on that period; the period is not a group's A
                 self.undecide(f"the condition `{_code(test)}` {TRAINING_PHASE} (a loop over data "
                               "with its backwards and updates): what it gates is not a group of microbatches")
+                self.phase_gates.append(statement)
                 # the run can show nothing more of a group: going on would only spend the budget (an RL
                 # driver's episodes of generation between its phases)
                 raise EndOfRun
@@ -2263,9 +2277,13 @@ class Interpreter:
                 return self._bound(label, options[1][name])
             if name in _COUNTED_FLAGS and owner.origin is not Origin.DATA:
                 self.undecide(f"`{label}` is the boundary flag of an object built where the run cannot see")
+            kept = owner.feeds is None or self._holds(owner)  # (`batch.obs` of `batch = replay.sample()`)
             if owner.origin is Origin.RUN:
-                return self._bound(label, None, owner.restored)
-            return Unknown(label, owner.origin, restored=owner.restored)
+                value = self._bound(label, None, owner.restored)
+                if kept and isinstance(value, Unknown):
+                    value.feeds = None
+                return value
+            return Unknown(label, owner.origin, restored=owner.restored, feeds=None if kept else owner.feeds)
         if isinstance(owner, ProjectClass):
             return self._class_attribute(owner, name)
         if isinstance(owner, dict):
@@ -2336,7 +2354,7 @@ class Interpreter:
             if isinstance(base, Unknown) and isinstance(index, (int, str)) and base.origin is Origin.RUN:
                 return self._bound(_item_label(base.label, index), None, base.restored)
         origin = base.origin if isinstance(base, Unknown) else Origin.RUN
-        return Unknown(_code(node), origin, restored=is_restored(base))
+        return Unknown(_code(node), origin, restored=is_restored(base), feeds=fed_by([base]))
 
     def _group_slice(self, data: object, part: cst.Slice, frame: _Frame) -> _Iteration | None:
         """``batches[start:start + A]`` of the epoch's microbatches (``batches = list(loader)``):
@@ -2421,7 +2439,9 @@ class Interpreter:
                 return self._call_function(Function(found[0], found[1], found[2]), args, kwargs, node, frame.owner)
             return Unknown(_code(node))
         elif isinstance(receiver, Unknown) and receiver.origin is Origin.RUN and receiver.label \
+                and "(" not in receiver.label \
                 and (_is_imported(receiver.label, frame.owner) or _is_imported(dotted(func) or "", frame.owner)):
+            # (a module's function; not a method of what one returned: `torch.stack(losses).mean().backward()`)
             local = dotted(func)
             imported = frame.owner.imported(local) if local else None  # `import utils as u; u.helper()`
             if imported is not None:
@@ -2483,16 +2503,26 @@ class Interpreter:
                                            frame.owner)
             if callee.role in FORWARD_ROLES or callee.role is Role.UNKNOWN and callee.class_def is not None:
                 self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
-                return Unknown(f"{callee.label}(...)", Origin.DATA)
+                return self._forward_output(callee, args, kwargs)
             return Unknown(f"{callee.label}(...)", _combined(args, kwargs))
         if isinstance(callee, Unknown):
             if callee.origin is Origin.RUN and (_named_role(callee.label) in FORWARD_ROLES
                                                 or callee.label in self.syntax.trained(frame.owner)) and \
                     _combined(args, kwargs) is not Origin.RUN:
                 self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
-                return Unknown(f"{callee.label}(...)", Origin.DATA)
+                return self._forward_output(callee, args, kwargs)
             return self._library_call(callee, args, kwargs, node, frame)
-        return Unknown(_code(node.func), _combined(args, kwargs))
+        return Unknown(_code(node.func), _combined(args, kwargs), feeds=fed_by([*args, *kwargs.values()]))
+
+    def _forward_output(self, model: Obj | Unknown, args: list[object], kwargs: dict[str, object]) -> Unknown:
+        """What the forward just recorded returns: data computed from its own event and from what
+        its inputs were computed from (a model fed another's output)."""
+        event = self.events[-1]
+        inputs = fed_by([*args, *kwargs.values()])
+        # (under `no_grad` it builds no graph: its output feeds no backward)
+        feeds = frozenset() if event.grad_off else \
+            None if inputs is None else inputs | {(event.epoch, event.microbatch)}
+        return Unknown(f"{model.label}(...)", Origin.DATA, feeds=feeds)
 
     def _parameters_of(self, node: cst.Call, frame: _Frame) -> object:
         """The value whose parameters an optimizer's construction ``node`` takes (``model`` of
@@ -2608,7 +2638,8 @@ class Interpreter:
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
         # (what a checkpoint load returns is where a resumed run starts: restored)
-        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs), restored=label in fw.pytorch.CHECKPOINT_LOADS)
+        built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs), restored=label in fw.pytorch.CHECKPOINT_LOADS,
+                        feeds=frozenset() if segment in _DETACHING else fed_by([*args, *kwargs.values()]))
         if callee.origin is Origin.RUN and label and not any(
                 isinstance(a, Obj) and a.number in self._counting for a in (*args, *kwargs.values())):
             # `EMA(net)`: an object the run saw built (not by a call handed the accelerator, which may prepare it)
@@ -2697,11 +2728,15 @@ class Interpreter:
                 self.library_built[receiver.label] = self._made_by[id(receiver)][1]
             argument = args[0] if args else kwargs.get("loss")
             self._record(method, receiver, argument, node, frame, clip=method.startswith("clip_grad"))
+            if method not in BACKWARD_CALLS:  # (`meter.update(loss)`)
+                self._keeps(receiver, method, fed_by([*args, *kwargs.values()]), node)
             if method == "scale" and args:
                 return args[0]
             if method == "step" and isinstance(receiver, (Obj, Unknown)) and _is_loader(receiver):
                 return None
-            return Unknown(f"{label_text(receiver)}.{method}(...)", Origin.DATA)
+            # (`obs, reward = env.step(action)`: computed from the arguments, not from the receiver's gradients)
+            return Unknown(f"{label_text(receiver)}.{method}(...)", Origin.DATA,
+                           feeds=fed_by([*args, *kwargs.values()]))
         if method in MANUAL_REDUCTIONS:
             self.reduced_by_hand = True
         if method in fw.NO_SYNC_METHODS and isinstance(receiver, (Obj, Unknown)):
@@ -2718,7 +2753,7 @@ class Interpreter:
         origin = receiver.origin if isinstance(receiver, Unknown) else _combined(args, kwargs)
         if method in ("item", "detach", "cpu", "float", "mean", "sum") and isinstance(receiver, Unknown):
             return Unknown(f"{receiver.label}.{method}()", receiver.origin, factor=receiver.factor,
-                           restored=receiver.restored)
+                           restored=receiver.restored, feeds=frozenset() if method in _DETACHING else receiver.feeds)
         if counting is not None and method == counting.driver.wrap:
             for value in args:
                 counting.wrapped.append(value)
@@ -2736,8 +2771,31 @@ class Interpreter:
             # `self.lr_schedulers()` of a LightningModule: its scheduler, or a list of them (unpacked in
             # `assign`); (the optimizers' accessor keeps its roles from use)
             return Obj(Role.SCHEDULER, "construction", _code(node))
+        fed = frozenset() if method in _DETACHING else None if self._holds(receiver) \
+            else fed_by([receiver, *args, *kwargs.values()])
+        self._keeps(receiver, method, fed, node)
         # (`state.pop("epoch")` of a checkpoint is restored too)
-        return Unknown(f"{label_text(receiver)}.{method}(...)", origin, restored=is_restored(receiver))
+        return Unknown(f"{label_text(receiver)}.{method}(...)", origin, restored=is_restored(receiver), feeds=fed)
+
+    def _keeps(self, receiver: object, method: str, fed: Feeds | None, node: cst.Call) -> None:
+        """Note what a call of ``method`` on ``receiver`` keeps of the forwards ``fed`` (what its
+        arguments were computed from): a tensor changed in place (``total.add_(loss)``) holds them;
+        an object out of sight whose method's result goes unused (``memory.add(out)``) may give them
+        back: what is read from it later is computed from forwards the run does not know (None)."""
+        if not isinstance(receiver, Unknown) or fed is not None and not fed:
+            return
+        if is_data(receiver) and method.endswith("_"):
+            receiver.feeds = fed
+        elif not is_data(receiver) and node is self._discarded:
+            receiver.feeds = None
+            if receiver.label:
+                self._holders.add(receiver.label)
+
+    def _holds(self, value: object) -> bool:
+        """Whether ``value`` is, or is read from, an object out of sight that keeps a forward's output
+        (:meth:`_keeps`): ``memory``, ``memory.items`` after ``memory.add(out)``."""
+        return bool(self._holders) and isinstance(value, Unknown) and value.label is not None and (
+            value.label in self._holders or any(value.label.startswith(f"{h}.") for h in self._holders))
 
     def _tag_drawn(self, value: object) -> None:
         """Remember the microbatch ``value`` is put into a list as (a list filled while drawing)."""
@@ -2779,7 +2837,8 @@ class Interpreter:
             self._undrawn_backward = len(self.events)
         self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
                                     micro, max(epoch, 0), forward, clip, synced, at,
-                                    fetch, driven=driven, grad_off=self._grad_off > 0))
+                                    fetch, driven=driven, grad_off=self._grad_off > 0,
+                                    feeds=_loss_feeds(receiver, argument) if method in BACKWARD_CALLS else None))
 
     def _attributed(self, method: str, forward: bool) -> int | None:
         """The microbatch an event being recorded belongs to: the latest drawn, but where the next
@@ -3278,12 +3337,13 @@ def _named(value: object, name: str) -> object:
     if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
             and value.label != name and _computed(value.label):
         if value.gate is None:
-            return Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored)
+            return Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored, feeds=value.feeds)
         if value.label.startswith(_CLAMPS):
             return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo,
-                           restored=value.restored)
+                           restored=value.restored, feeds=value.feeds)
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
-        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo, restored=value.restored)
+        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo, restored=value.restored,
+                       feeds=value.feeds)
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value
@@ -3351,10 +3411,22 @@ def _limited(iterator: Iterator[object]) -> Iterator[object]:
         yield item
 
 
+def _loss_feeds(receiver: object, argument: object) -> frozenset[tuple[int, int | None]] | None:
+    """The forwards the loss of a backward was computed from: ``loss.backward()``'s receiver, or
+    the loss handed to ``backward(loss)``; None where a forward's output went to an object out of
+    sight and read back (:meth:`Interpreter._holds`), or where the loss is no value the run holds."""
+    loss = receiver if is_data(receiver) or argument is None else argument
+    return loss.feeds if isinstance(loss, Unknown) else None
+
+
+#: tensor methods whose results hold no autograd graph: what they return feeds no backward
+_DETACHING = frozenset({"item", "detach", "argmax", "argmin", "tolist", "numpy"})
+
+
 def _combined(args: list[object], kwargs: dict[str, object]) -> Origin:
     values = [*args, *kwargs.values()]
-    if any(is_data(v) for v in values):
-        return Origin.DATA
+    if any(is_data(v) or isinstance(v, (list, tuple)) and any(is_data(i) for i in v) for v in values):
+        return Origin.DATA  # (`torch.stack(losses)` of a list of data too)
     if any(isinstance(v, Unknown) and v.origin is Origin.CALLER for v in values):
         return Origin.CALLER
     return Origin.RUN

@@ -242,6 +242,15 @@ class Simulation:
         return self.decided and self.binds_a and bool(runs) \
             and all((t.optimizers_apart() or t.idles()) and not t.accumulates() for t in runs)
 
+    def gates_phases(self, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """Whether ``statement`` (an ``if`` of ``loop``'s body) is, or lies in, an ``if`` of that body
+        that a run found to start a training phase of its own (:attr:`Trace.phase_gates`): what it
+        gates in ``loop`` is no group of ``loop``'s microbatches (a loop of its own inside the
+        phase is not ``loop``, and keeps its groups)."""
+        gates = {id(gate): gate for trace in self.traces for gate in trace.phase_gates}
+        inside = {id(n) for n in names.walk(loop)} if gates else set()
+        return any(id(gate) in inside and any(statement is n for n in names.walk(gate)) for gate in gates.values())
+
     def covers(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is code that the runs executed: in the entry's loop or function, or
         in a project function they reached."""
@@ -1092,7 +1101,8 @@ def _trace(run: Interpreter, configuration: Configuration,
                   microbatches_drawn=run.drawn, epochs_from_code=run.epochs_from_code,
                   reduced_by_hand=run.reduced_by_hand,
                   resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
-                  early_gated=[node for owner, node in run.early_gated if owner is run.module])
+                  early_gated=[node for owner, node in run.early_gated if owner is run.module],
+                  phase_gates=list(run.phase_gates))
     return trace, run.events, settle_roles(run.events, run.library_built)
 
 
@@ -1163,7 +1173,8 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
                     event.fetch,
                     _parameters(optimizer) if kind is EventKind.UPDATE else None,
                     event.receiver.built if event.forward and isinstance(event.receiver, Obj) else None,
-                    _loss_factor(event) if kind is EventKind.BACKWARD else None))
+                    _loss_factor(event) if kind is EventKind.BACKWARD else None,
+                    event.feeds if kind is EventKind.BACKWARD else None))
             for fact in facts.values():
                 if fact.role is not Role.OTHER:
                     shown.setdefault(fact.label, fact)

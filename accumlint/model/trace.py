@@ -71,6 +71,9 @@ class TraceEvent:
     #: for a backward, the factor the code put on the loss before it (``loss / A``: 1/A of the run's A;
     #: :attr:`accumlint.model.values.Unknown.factor`); None where unknown
     factor: float | None = field(default=None, compare=False)
+    #: for a backward, the forwards its loss was computed from, as (epoch, microbatch) of each forward
+    #: event (:attr:`accumlint.model.values.Unknown.feeds`); None where the run does not know them
+    feeds: frozenset[tuple[int, int | None]] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -99,6 +102,10 @@ class Trace:
     #: the calls of the module a framework gated to the group's last microbatch that acted there before
     #: its backward (:attr:`accumlint.model.interpreter.Interpreter.early_gated`)
     early_gated: list[cst.CSTNode] = field(default_factory=list)
+    #: the ``if`` statements the run found to start a training phase of their own, with its own
+    #: backwards and updates (:attr:`accumlint.model.interpreter.Interpreter.phase_gates`): no group
+    #: boundaries
+    phase_gates: list[cst.CSTNode] = field(default_factory=list)
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with
@@ -139,9 +146,21 @@ class Trace:
         """Whether some microbatch the run counted computes nothing that an update applies: no
         forward and no backward of a loss (an iteration of an environment loop between two
         trained ones)."""
+        taken = self._taken()
         computed = {(e.epoch, e.microbatch) for e in self.events
-                    if e.kind in (EventKind.BACKWARD, EventKind.FORWARD) and e.microbatch is not None}
+                    if (e.kind is EventKind.BACKWARD or e.kind is EventKind.FORWARD
+                        and (taken is None or (e.epoch, e.microbatch) in taken)) and e.microbatch is not None}
         return len(computed) < self.microbatches_drawn
+
+    def _taken(self) -> set[tuple[int, int | None]] | None:
+        """The forwards (epoch, microbatch) whose outputs some backward's loss was computed from,
+        where the run knows that of every backward (:attr:`TraceEvent.feeds`); None where it does
+        not, or no backward ran: then any forward may feed a later loss. A forward outside that set
+        computes nothing an update applies (an agent's action chosen by the trained network)."""
+        backwards = [e for e in self.events if e.kind is EventKind.BACKWARD]
+        if not backwards or any(e.feeds is None for e in backwards):
+            return None
+        return set().union(*(e.feeds for e in backwards if e.feeds is not None))
 
     def accumulates(self) -> bool:
         """Whether an optimizer update applies what two microbatches or more computed (their
@@ -155,11 +174,13 @@ class Trace:
         pending: dict[str, set[tuple[int, int | None]]] = {
             e.target: set() for e in self.events if e.kind in updates}
         # a forward counts where its microbatch runs no backward (a loss kept for a later one), not
-        # beside backwards (a sample plotted after the update)
+        # beside backwards (a sample plotted after the update), nor where no backward's loss takes it
         backpropagated = {(e.epoch, e.microbatch) for e in self.events if e.kind is EventKind.BACKWARD}
+        taken = self._taken()
         for event in self.events:
             if event.kind is EventKind.BACKWARD or event.kind is EventKind.FORWARD \
-                    and (event.epoch, event.microbatch) not in backpropagated:
+                    and (event.epoch, event.microbatch) not in backpropagated \
+                    and (taken is None or (event.epoch, event.microbatch) in taken):
                 owner = owners.get((event.kind, _code_site(event)))
                 for key, microbatches in pending.items():
                     if owner is None or owner == key:

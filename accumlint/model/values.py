@@ -9,6 +9,7 @@ project class) is an :class:`Obj`; a project function is a :class:`Function`.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -19,6 +20,18 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from accumlint.model.module_functions import ModuleFunctions
+
+
+#: the forwards a value was computed from: the (epoch, 0-based microbatch index) of each forward's
+#: event, the index None for a forward before the epoch's first draw (:attr:`Unknown.feeds`)
+Feeds = frozenset[tuple[int, "int | None"]]
+
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+UNSET = _Unset.UNSET
 
 
 class Origin(str, Enum):
@@ -45,13 +58,20 @@ class Unknown:
 
     ``restored``: computed from what a checkpoint load returned (``torch.load(path)["epoch"] + 1``):
     a value a resumed run reads where a fresh one starts (a start epoch, a counter's first value),
-    open in that run only (``shared/docs/semantic-core.md`` section 2, "a resume offset")."""
+    open in that run only (``shared/docs/semantic-core.md`` section 2, "a resume offset").
 
-    __slots__ = ("factor", "gate", "label", "modulo", "origin", "restored", "sources")
+    ``feeds``, for per-microbatch data: the forwards it was computed from, as the (epoch, 0-based
+    microbatch index) of each forward's event (``F.mse_loss(model(x), y)`` drawn at microbatch 3 of
+    epoch 0: ``{(0, 3)}``; a data item as drawn: none); None where something the run did not follow
+    may have run one (data made out of sight, an object out of sight that was handed a forward's
+    output). Unless told, data's are unknown and a run-level value's are none. A loss's provenance
+    (issue 31): which microbatches a backward learns from."""
+
+    __slots__ = ("factor", "feeds", "gate", "label", "modulo", "origin", "restored", "sources")
 
     def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
                  gate: frozenset[str] | None = None, modulo: bool = False, factor: float | None = 1.0,
-                 restored: bool = False) -> None:
+                 restored: bool = False, feeds: Feeds | None | _Unset = UNSET) -> None:
         self.label = label
         self.origin = origin
         self.sources = sources
@@ -59,6 +79,9 @@ class Unknown:
         self.modulo = modulo  # the gate went through a modulo (a cadence, not a one-off threshold)
         self.factor = factor
         self.restored = restored
+        # (unless told: data may come from a forward the run did not follow, a run-level value from none)
+        self.feeds: Feeds | None = (None if origin is Origin.DATA else frozenset()) if feeds is UNSET \
+            else feeds  # type: ignore[assignment]
 
     @property
     def varies(self) -> bool:
@@ -205,7 +228,27 @@ def combined(values: list[object], label: str, modulo: bool = False) -> Unknown:
     if counted:
         gate = (gate or frozenset()) | sources
     return Unknown(label, origin, sources, gate, any(v.modulo for v in unknowns) or (modulo and gate is not None),
-                   restored=any(v.restored for v in unknowns))
+                   restored=any(v.restored for v in unknowns), feeds=fed_by(values))
+
+
+def fed_by(values: Iterable[object], depth: int = 2) -> Feeds | None:
+    """The forwards that a value computed from ``values`` is computed from (:attr:`Unknown.feeds`):
+    the union over the data among them, and over the items of the lists, tuples and dicts among
+    them (``depth`` levels of nesting); None where one's are unknown, or a container is nested deeper."""
+    found: set[tuple[int, int | None]] = set()
+    for value in values:
+        if isinstance(value, Unknown):
+            if value.feeds is None:
+                return None
+            found |= value.feeds
+        elif isinstance(value, (list, tuple, dict)):
+            if depth == 0:
+                return None
+            inner = fed_by(value.values() if isinstance(value, dict) else value, depth - 1)
+            if inner is None:
+                return None
+            found |= inner
+    return frozenset(found)
 
 
 def scaled(operator: str, left: object, right: object) -> float | None:

@@ -433,10 +433,8 @@ def train_agent(q_model, opt, env, memory, cfg, writer):
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a forward on every tick (the action chosen by the trained network, outside no_grad) counts as a "
-    "loss that a later backward may take, so the ticks between trainings look like microbatches of a "
-    "group; telling them apart needs the loss's provenance: which microbatches' forwards feed each "
-    "backward (issue 31)"))
 def test_an_acting_forward_on_every_tick_does_not_make_the_tick_gate_a_boundary() -> None:
+    """The action's forward feeds no backward (its output goes through ``argmax``): the loss's
+    provenance says which forwards each backward takes, so the ticks between trainings are no
+    microbatches of a group."""
     assert "ACC006" not in _codes(_ACTING_NETWORK)
