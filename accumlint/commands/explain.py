@@ -129,6 +129,7 @@ def render_text(path: str, results: list[Simulation]) -> str:
             factors = trace.loss_factors()
             if factors:
                 out.append(f"    factor on the loss at each backward: {', '.join(factors)}")
+                out.append(f"    forwards each backward's loss comes from: {', '.join(trace.loss_sources())}")
         notes = list(dict.fromkeys([*result.notes, *(n for t in result.traces for n in t.notes)]))
         for note in notes:
             out.append(f"  note: {note}")
@@ -156,8 +157,12 @@ def to_json(path: str, results: list[Simulation]) -> list[dict]:
             "events": [{"kind": e.kind.name.lower(), "epoch": e.epoch, "microbatch": e.microbatch,
                         "target": e.target, "line": e.site[1], "file": e.site[0],
                         "chain": [{"file": f, "line": n} for f, n in e.chain],
-                        **({"loss_factor": e.factor} if e.kind is EventKind.BACKWARD else {})} for e in t.events],
+                        **({"loss_factor": e.factor,
+                            "loss_forwards": None if e.feeds is None else [[f, m] for f, m in sorted(
+                                e.feeds, key=lambda k: (k[0], -1 if k[1] is None else k[1]))]}
+                           if e.kind is EventKind.BACKWARD else {})} for e in t.events],
             "loss_factors": t.loss_factors(),
+            "loss_sources": t.loss_sources(),
             "notes": t.notes,
             "undecided": t.undecided,
         } for t in r.traces],
@@ -178,7 +183,8 @@ def render_markdown(result: Simulation) -> str:
                   f"    {_shortened(trace.timeline()) or '(no event)'}"]
         factors = trace.loss_factors()
         if factors:
-            lines += ["", f"factor on the loss at each backward: {', '.join(factors)}"]
+            lines += ["", f"factor on the loss at each backward: {', '.join(factors)}",
+                      "", f"forwards each backward's loss comes from: {', '.join(trace.loss_sources())}"]
     lines += [f"\nnote: {note}" for note in result.notes]
     lines += [f"\nundecided: {reason}" for reason in result.reasons()]
     return "\n".join(lines)

@@ -132,6 +132,12 @@ class Trace:
         a = self.configuration.accumulation
         return list(dict.fromkeys(factor_in_a(e.factor, a) for e in self.events if e.kind is EventKind.BACKWARD))
 
+    def loss_sources(self) -> list[str]:
+        """Which forwards the losses of the backwards were computed from (:attr:`TraceEvent.feeds`),
+        distinct, in the order of the first backward of each, in words: "its own microbatch",
+        "3 microbatches (its own and 2 before)", "no forward the run saw", "unknown"."""
+        return list(dict.fromkeys(_sources_in_words(e) for e in self.events if e.kind is EventKind.BACKWARD))
+
     def optimizers_apart(self) -> bool:
         """Whether the run's optimizers update at different microbatches (several group structures:
         a GAN's discriminator updated every microbatch, its generator every n-th), which only an
@@ -195,6 +201,21 @@ class Trace:
     def updates_at(self) -> list[tuple[int, int | None]]:
         """(epoch, microbatch) of every optimizer update, in order."""
         return [(e.epoch, e.microbatch) for e in self.events if e.kind in (EventKind.UPDATE, EventKind.SCALER_STEP)]
+
+
+def _sources_in_words(backward: TraceEvent) -> str:
+    feeds = backward.feeds
+    if feeds is None:
+        return "unknown"
+    if not feeds:
+        return "no forward the run saw"
+    own = (backward.epoch, backward.microbatch)
+    if feeds == {own}:
+        return "its own microbatch"
+    count = len(feeds)
+    if own in feeds and all((e, m or 0) <= (own[0], own[1] or 0) for e, m in feeds):
+        return f"{count} microbatches (its own and {count - 1} before)"
+    return f"{count} microbatches"
 
 
 def factor_in_a(factor: float | None, a: int) -> str:

@@ -15,6 +15,7 @@ import textwrap
 
 import libcst as cst
 
+from accumlint.commands.explain import render_text, to_json
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, simulate
 from accumlint.model.trace import Configuration, Trace
@@ -170,3 +171,15 @@ def test_a_loss_read_back_from_an_object_that_kept_outputs_is_unknown() -> None:
     trace = _run(_only(DEFERRED.format(backward="store.add(losses[-1])\n            store.total().backward()")),
                  2, 4)
     assert _feeds(trace) and all(f is None for f in _feeds(trace))
+
+
+def test_explain_says_which_forwards_each_backward_learns_from() -> None:
+    result = _only(DEFERRED.format(backward="(sum(losses) / accum).backward()"))
+    text = render_text("train.py", [result])
+    a2 = text.split("A=2 N=4 epochs=2 D=1\n")[1].split("\n  A=")[0]
+    assert "forwards each backward's loss comes from: 2 microbatches (its own and 1 before)" in a2
+    (run,) = [r for r in to_json("train.py", [result])[0]["runs"]
+              if r["configuration"] == {"accumulation": 2, "microbatches": 4, "epochs": 2, "replicas": 1}]
+    backwards = [e for e in run["events"] if e["kind"] == "backward"]
+    assert backwards[0]["loss_forwards"] == [[0, 0], [0, 1]]
+    assert run["loss_sources"] == ["2 microbatches (its own and 1 before)"]
