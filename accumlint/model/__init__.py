@@ -89,6 +89,15 @@ class FileModel:
                     for simulation in self.simulations):
                 group.accumulates = False
 
+    def divided_in_the_runs(self, group: Group, event: Event) -> bool:
+        """Whether the decided runs that cover ``group``'s loop divide the loss of the backward at
+        ``event`` in every run of A ≥ 2 (a known factor other than 1 on each: ``loss / A`` made in a
+        helper of another module that the reading of this one does not follow)."""
+        factors = [e.factor for simulation in self.simulations if simulation.decided and simulation.covers(group.loop)
+                   for trace in simulation.traces if trace.configuration.accumulation > 1
+                   for e in trace.events if e.kind is EventKind.BACKWARD and e.node is event.node]
+        return bool(factors) and all(f is not None and abs(f - 1.0) > 1e-9 for f in factors)
+
     @cached_property
     def simulations(self) -> list:
         """The simulator's runs of this module's entry points, in the configurations the trace

@@ -443,6 +443,8 @@ class Interpreter:
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
+        #: (module, imported name) → the project function it names, looked up where data is handed to it
+        self._data_helpers: dict[tuple[int, str], Function | None] = {}
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
         self._slices: dict[str, _Loader] = {}  # the pass the slices of a list of the epoch's microbatches draw
@@ -2449,6 +2451,9 @@ class Interpreter:
                 callee = ProjectClass(definition, found_owner) if isinstance(definition, cst.ClassDef) \
                     else Function(definition, found_owner)
                 return self._call_value(callee, args, kwargs, node, frame)
+            helper = self._helper_taking_data(f"{receiver.label}.{method}", args, kwargs, frame.owner)
+            if helper is not None:  # `objectives.compute(net, x, y)`
+                return self._call_function(helper, args, kwargs, node, frame.owner)
             # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
             return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
         value = self._method(receiver, method, args, kwargs, node, frame)
@@ -2511,8 +2516,27 @@ class Interpreter:
                     _combined(args, kwargs) is not Origin.RUN:
                 self._record("forward", callee, args[0] if args else None, node, frame, forward=True)
                 return self._forward_output(callee, args, kwargs)
+            helper = self._helper_taking_data(callee.label, args, kwargs, frame.owner) \
+                if callee.origin is Origin.RUN else None
+            if helper is not None:  # `loss = compute_loss(net, x, y, accum)` of `losses.py`
+                return self._call_function(helper, args, kwargs, node, frame.owner)
             return self._library_call(callee, args, kwargs, node, frame)
         return Unknown(_code(node.func), _combined(args, kwargs), feeds=fed_by([*args, *kwargs.values()]))
+
+    def _helper_taking_data(self, qualified: str | None, args: list[object], kwargs: dict[str, object],
+                            owner: ModuleFunctions) -> Function | None:
+        """The project function that ``qualified`` (an imported name) names, where the call hands
+        it per-microbatch data: also in a module that performs no training event, which the project
+        index does not follow otherwise (``loss = compute_loss(net, x, y, accum)`` of a
+        ``losses.py``: its forwards and its factor are the loss's). None for a library function."""
+        if not qualified or "(" in qualified or owner.project is None or _combined(args, kwargs) is not Origin.DATA:
+            return None
+        key = (id(owner), qualified)
+        if key not in self._data_helpers:
+            found = owner.project.lookup(owner, qualified, any_module=True)  # type: ignore[attr-defined]
+            self._data_helpers[key] = Function(found[1], found[0]) \
+                if found is not None and isinstance(found[1], cst.FunctionDef) else None
+        return self._data_helpers[key]
 
     def _forward_output(self, model: Obj | Unknown, args: list[object], kwargs: dict[str, object]) -> Unknown:
         """What the forward just recorded returns: data computed from its own event and from what
@@ -4377,6 +4401,12 @@ def _callees(func: cst.BaseExpression, name: str, owner: ModuleFunctions,
         if imported is not None and isinstance(imported[1], cst.FunctionDef):
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
+            # `learner = agents.Learner(...)`, then `learner.learn(batch)`: the method of the class built
+            for module, class_def in _imported_instance_classes(owner).get(dotted(func.value) or "", ()):
+                method = module.method(class_def, name)
+                if method is not None:
+                    found.append((method[0], method[1]))
+        if isinstance(func, cst.Attribute) and not found:
             found.extend(owner.imported_class_methods(name))  # `trainer.fit()`, `Trainer` imported from the project
             if not found:  # `optim.step_and_update_lr()` of an object a project function built
                 found.extend(owner.methods_of_built_classes(name))

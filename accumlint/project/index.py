@@ -355,7 +355,7 @@ class ProjectIndex:
         if len(data) > MAX_MODULE_BYTES:
             return ()
         if not _needles().find_matches_as_indexes(data) or not byte_stage.backward_used(data, vocabulary):
-            return _builder_names(data)  # (the substring test first: most modules hold none, and it is one pass)
+            return _follow_only_names(data)  # (the substring test first: most modules hold none, and it is one pass)
         # only the top-level blocks (a def or class up to the next one) whose own code calls
         # one: a module of many classes names only the few that do
         # (a block that only computes a token loss is marked ``~``: worth following from a loop,
@@ -545,17 +545,29 @@ class ProjectIndex:
         return False
 
 
-def _builder_names(data: bytes) -> tuple[str, ...]:
+def _follow_only_names(data: bytes) -> tuple[str, ...]:
     """The top-level blocks of a module that performs no event which build an object counting the
-    microbatches (``def make_accelerator(cfg): return Accelerator(...)``) or load a checkpoint
-    (``def build_optimizer(cfg, model, resume): ... torch.load(resume) ... return opt, start_epoch``),
-    marked :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one learns its A
-    there, one that gets its start epoch from one learns that only a resumed run starts later."""
+    microbatches (``def make_accelerator(cfg): return Accelerator(...)``), load a checkpoint
+    (``def build_optimizer(cfg, model, resume): ... torch.load(resume) ... return opt, start_epoch``)
+    or are functions that name a loss (``def compute_loss(model, batch, accum): return ... /
+    accum``), marked :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one
+    learns its A there, one that gets its start epoch from one learns that only a resumed run
+    starts later, one that gets its loss from one learns its division and the forwards it comes
+    from. (The simulator also follows a function of any project module that a call hands
+    per-microbatch data; the reading of the code follows these.)"""
     calls = _builder_calls() + _checkpoint_calls()
-    if not any(call in data for call in calls):
+    built = any(call in data for call in calls)
+    if not built and _LOSS_WORD.search(data) is None:
         return ()
     return tuple(FOLLOW_ONLY + name.decode() for name, block in _top_level_blocks(data)
-                 if any(call in block for call in calls))
+                 if built and any(call in block for call in calls)
+                 or _FUNCTION.match(block) is not None and _LOSS_WORD.search(block) is not None)
+
+
+#: a function's bytes that name a loss (``loss``, ``Loss``, ``criterion``): a helper a training loop
+#: may take the loss it backpropagates from
+_LOSS_WORD = re.compile(rb"loss|criterion", re.I)
+_FUNCTION = re.compile(rb"(?:async[ \t]+)?def\b")
 
 
 def _top_level_blocks(data: bytes) -> Iterator[tuple[bytes, bytes]]:

@@ -12,6 +12,7 @@ run keeps counting every forward, as it did before it knew any provenance.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 
@@ -20,7 +21,7 @@ from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, simulate
 from accumlint.model.trace import Configuration, Trace
 from accumlint.spec.vocabulary import EventKind
-from tests.support import lint
+from tests.support import findings, lint
 
 
 def _only(source: str) -> Simulation:
@@ -183,3 +184,32 @@ def test_explain_says_which_forwards_each_backward_learns_from() -> None:
     backwards = [e for e in run["events"] if e["kind"] == "backward"]
     assert backwards[0]["loss_forwards"] == [[0, 0], [0, 1]]
     assert run["loss_sources"] == ["2 microbatches (its own and 1 before)"]
+
+
+# --- a loss computed by a function of another module ----------------------------------------------
+
+LOSS_LOOP = """
+from objectives import objective
+
+
+def fit(net, opt, loader, crit, accum):
+    for i, (x, y) in enumerate(loader):
+        loss = objective(net, crit, x, y, accum)
+        loss.backward()
+        if (i + 1) % accum == 0:
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_a_loss_divided_by_a_in_another_modules_function_is_followed(tmp_path: Path) -> None:
+    """The module that computes the loss performs no training event; a loop that takes its loss
+    from it follows it there (its forward, its factor): no ACC103 for a division it cannot see."""
+    objectives = "def objective(net, crit, x, y, accum):\n    return crit(net(x), y) / accum\n"
+    assert findings(tmp_path, {"train.py": LOSS_LOOP, "objectives.py": objectives}) == []
+
+
+def test_the_same_function_without_the_division_is_acc103(tmp_path: Path) -> None:
+    objectives = "def objective(net, crit, x, y, accum):\n    return crit(net(x), y)\n"
+    assert [code for _, code, _ in findings(tmp_path, {"train.py": LOSS_LOOP, "objectives.py": objectives})] \
+        == ["ACC103"]

@@ -240,6 +240,8 @@ class MissingNormalization(Rule):
                 book = model.ledger(group, event)
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges
+                if model.divided_in_the_runs(group, event):
+                    continue  # a division the simulated runs made where the reading does not follow
                 invariant = model.frameworks.scale_invariant_optimizers(group)
                 by_rate = model.frameworks.learning_rate_divided_by_a(group)
                 if (invariant is not None or by_rate is not None) and not group.of_kind(EventKind.CLIP):

@@ -117,9 +117,17 @@ def _accumulation_evidence(model: FileModel, group) -> bool:
         for frame in site.frames_inside(group.loop):
             test = frame.test if frame.kind in (FrameKind.IF, FrameKind.GUARD) else None
             if test is not None and _modulo_by_accumulation(model, test) and not _resets_clear_gradients(
-                    model, group, frame.node):
+                    model, group, frame.node) and not _periodic_backward(group, frame.node):
                 return True
     return False
+
+
+def _periodic_backward(group, statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` gates a backward of its own and no update: a periodic extra pass (a
+    natural-gradient optimizer's curvature probe every n-th update, its reset before it), not the
+    boundary of a group."""
+    gated = [e.kind for e in group.events if any(f.node is statement for f in e.site.frames)]
+    return EventKind.BACKWARD in gated and EventKind.UPDATE not in gated
 
 
 def _resets_clear_gradients(model: FileModel, group, statement: cst.CSTNode) -> bool:
