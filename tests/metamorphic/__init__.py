@@ -8,7 +8,17 @@ roles; :mod:`tests.metamorphic.trainer` adds extract's trainer-class refactoring
 ``../shared/patterns``) under every transformation; ``python -m tests.metamorphic report``
 prints the invariance rates. Importing this package registers every transformation."""
 
-from tests.metamorphic import config, extract, gate, loop, rename, roles, trainer, wrap  # noqa: F401 - registers them
+from tests.metamorphic import (  # noqa: F401 - registers them
+    config,
+    extract,
+    gate,
+    loop,
+    rename,
+    roles,
+    trainer,
+    values,
+    wrap,
+)
 from tests.metamorphic.base import FAMILIES, REGISTRY, Program, Transformation
 
 __all__ = ["FAMILIES", "REGISTRY", "Program", "Transformation"]

@@ -13,7 +13,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
 #: The families of transformations, in the order the report prints them.
-FAMILIES = ("rename", "gate", "wrap", "loop", "extract", "config", "roles")
+FAMILIES = ("rename", "gate", "wrap", "loop", "extract", "config", "roles", "values")
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ FAST = (
     "extract.function",
     "config.argparse",
     "roles.dict",
+    "values.loss_helper",
 )
 
 
