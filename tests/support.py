@@ -49,6 +49,13 @@ def lint_codes(source: str, select: str = "ALL") -> list[str]:
     return sorted(code for code, _ in lint(source, select))
 
 
+def line_of(source: str, needle: str) -> int:
+    """The 1-based line of the one line of ``source`` (as :func:`lint` numbers it) holding ``needle``."""
+    hits = [n for n, text in enumerate(source.split("\n"), start=1) if needle in text]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
 def model_of(source: str) -> FileModel:
     """The group model of a dedented snippet."""
     return build_model(cst.parse_module(textwrap.dedent(source)))

@@ -105,6 +105,17 @@ def _split_reads(module: cst.Module, value: cst.BaseExpression) -> tuple[list[st
     return local, module_level
 
 
+def _loss_site(program: Program) -> tuple[cst.Module, cst.CSTNode, cst.Assign, list[str], list[str]] | None:
+    """For a one-file program: its tree, the loop, the loss's assignment (:func:`_loss_assignment`)
+    and the names its expression reads (:func:`_split_reads`), or None where it does not apply."""
+    module = parse(program.text) if program.is_single else None
+    found = None if module is None else _loss_assignment(module)
+    if module is None or found is None:
+        return None
+    split = _split_reads(module, found[1].value)
+    return None if split is None else (module, found[0], found[1], *split)
+
+
 def _helper(name: str, params: list[str], value: cst.BaseExpression) -> cst.FunctionDef:
     return cst.FunctionDef(
         name=cst.Name(name),
@@ -125,17 +136,12 @@ def loss_helper(program: Program) -> Program | None:
     """The loss's expression → a module-level function of the same file, defined before the
     top-level statement that holds the loop and called in the expression's place with the
     function-level names it reads (see the module's docstring)."""
-    if not program.is_single:
+    site = _loss_site(program)
+    if site is None:
         return None
-    module = parse(program.text)
-    found = None if module is None else _loss_assignment(module)
-    split = None if found is None else _split_reads(module, found[1].value)  # type: ignore[arg-type]
-    if found is None or split is None:
-        return None
-    loop, assignment = found
-    params, _ = split
+    module, loop, assignment, params, _ = site
     name = FreshNames(program.text)("compute_loss_")
-    changed = _with_call(module, assignment, name, params)  # type: ignore[arg-type]
+    changed = _with_call(module, assignment, name, params)
     # (the statement that holds the loop keeps its index: the call changed nothing above it)
     index = next(i for i, statement in enumerate(module.body) if contains(statement, loop))  # type: ignore[union-attr]
     body = list(changed.body)
@@ -148,18 +154,13 @@ def loss_module(program: Program) -> Program | None:
     """The loss's expression → a function of ``losses.py`` beside the script (``from losses
     import f``), which repeats the script's imports; the script's other module-level names the
     expression reads are passed in with its function-level ones."""
-    if not program.is_single or "losses" in FreshNames(program.text).taken:
+    site = None if "losses" in FreshNames(program.text).taken else _loss_site(program)
+    if site is None:
         return None
-    module = parse(program.text)
-    found = None if module is None else _loss_assignment(module)
-    split = None if found is None else _split_reads(module, found[1].value)  # type: ignore[arg-type]
-    if found is None or split is None:
-        return None
-    _, assignment = found
-    local, module_level = split
-    imports, imported = _top_imports(module)  # type: ignore[arg-type]
+    module, _, assignment, local, module_level = site
+    imports, imported = _top_imports(module)
     params = [*local, *(n for n in module_level if n not in imported)]
     name = FreshNames(program.text)("compute_loss_")
-    changed = insert_import(_with_call(module, assignment, name, params), f"from losses import {name}\n")  # type: ignore[arg-type]
+    changed = insert_import(_with_call(module, assignment, name, params), f"from losses import {name}\n")
     helper_text = cst.Module(body=[*imports, _helper(name, params, assignment.value)]).code
     return program.replace({program.main: changed.code, "losses.py": helper_text})

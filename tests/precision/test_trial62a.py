@@ -41,19 +41,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import lint
-
-
-def _line_of(source: str, needle: str) -> int:
-    """The 1-based line of the one line of ``source`` (as ``lint`` numbers it) holding ``needle``."""
-    hits = [n for n, text in enumerate(source.split("\n"), start=1) if needle in text]
-    assert len(hits) == 1, hits
-    return hits[0]
-
-
-def _codes(source: str, select: str = "ALL") -> list[str]:
-    return [code for code, _ in lint(source, select)]
-
+from tests.support import line_of, lint, lint_codes
 
 # --- ACC006: an RL loop whose every update has its own reset and backward ------------------------
 
@@ -85,13 +73,13 @@ _SHARED_BACKWARD = """\
 
 
 def test_an_update_with_its_own_reset_and_backward_under_a_tick_gate_is_silent() -> None:
-    assert "ACC006" not in _codes(_LEARN_EVERY.format(body=_OWN_BACKWARD))
+    assert "ACC006" not in lint_codes(_LEARN_EVERY.format(body=_OWN_BACKWARD))
 
 
 def test_a_backward_on_every_tick_under_the_same_gate_is_acc006() -> None:
     """The twin: backwards accumulate between updates, and the 0-based gate fires on tick 0."""
     source = _LEARN_EVERY.format(body=_SHARED_BACKWARD)
-    assert ("ACC006", _line_of(source, "if tick % cfg.learn_every == 0:")) in lint(source)
+    assert ("ACC006", line_of(source, "if tick % cfg.learn_every == 0:")) in lint(source)
 
 
 # --- ACC902: an environment-step counter in a loop that never accumulates -------------------------
@@ -128,12 +116,12 @@ _ACCUMULATED_UPDATE = """\
 
 
 def test_an_environment_step_counter_of_a_non_accumulating_loop_is_silent() -> None:
-    assert "ACC902" not in _codes(_LOGGED_TICKS.format(body=_GATED_UPDATE))
+    assert "ACC902" not in lint_codes(_LOGGED_TICKS.format(body=_GATED_UPDATE))
 
 
 def test_the_same_counter_over_accumulated_backwards_is_acc902() -> None:
     source = _LOGGED_TICKS.format(body=_ACCUMULATED_UPDATE)
-    line = _line_of(source, 'writer.add_scalar("charts/reward"')
+    line = line_of(source, 'writer.add_scalar("charts/reward"')
     assert ("ACC902", line) in lint(source, "ACC902")
 
 
@@ -170,12 +158,12 @@ _ACTOR_UPDATE = """\
 
 
 def test_episode_logging_beside_a_two_model_update_is_silent() -> None:
-    assert "ACC010" not in _codes(_TWO_MODELS.format(actor_update=_ACTOR_UPDATE))
+    assert "ACC010" not in lint_codes(_TWO_MODELS.format(actor_update=_ACTOR_UPDATE))
 
 
 def test_episode_logging_beside_a_one_model_update_is_silent() -> None:
     """The twin: the critic alone under the same gate draws no ACC010."""
-    assert "ACC010" not in _codes(_TWO_MODELS.format(actor_update=""))
+    assert "ACC010" not in lint_codes(_TWO_MODELS.format(actor_update=""))
 
 
 # --- ACC004: a warm-up optimizer wrapper built by a factory ---------------------------------------
@@ -225,12 +213,12 @@ def fit(net, loader, cfg):
     "update on every microbatch (loss divided by A, only the clip gated) is not seen"))
 def test_a_wrapper_from_a_factory_stepped_every_microbatch_is_acc004() -> None:
     source = _WRAPPER.format(build="build_optim(net)")
-    assert ("ACC004", _line_of(source, "opt.step_with_lr(scaler)")) in lint(source)
+    assert ("ACC004", line_of(source, "opt.step_with_lr(scaler)")) in lint(source)
 
 
 def test_the_wrapper_built_in_place_stepped_every_microbatch_is_acc004() -> None:
     source = _WRAPPER.format(build="WarmupOptim(net.parameters(), 1e-3)")
-    assert ("ACC004", _line_of(source, "opt.step_with_lr(scaler)")) in lint(source)
+    assert ("ACC004", line_of(source, "opt.step_with_lr(scaler)")) in lint(source)
 
 
 # --- ACC103: the mixed-precision branch backpropagates the undivided entry ------------------------
@@ -284,14 +272,14 @@ class Trainer:
 def test_an_amp_helper_backpropagating_the_undivided_entry_is_acc103() -> None:
     source = _AMP_BRANCH.format(amp_backward="ScaledBackward().run(self, out)")
     found = set(lint(source, "ALL"))
-    lines = {_line_of(source, "ScaledBackward().run(self, out)"),
-             _line_of(source, 'trainer.scaler.scale(out["loss"]).backward()')}
+    lines = {line_of(source, "ScaledBackward().run(self, out)"),
+             line_of(source, 'trainer.scaler.scale(out["loss"]).backward()')}
     assert {("ACC103", line) for line in lines} & found
 
 
 def test_the_same_backward_inline_is_acc103() -> None:
     source = _AMP_BRANCH.format(amp_backward='self.scaler.scale(out["loss"]).backward()')
-    line = _line_of(source, 'self.scaler.scale(out["loss"]).backward()')
+    line = line_of(source, 'self.scaler.scale(out["loss"]).backward()')
     assert ("ACC103", line) in lint(source, "ALL")
 
 
@@ -327,12 +315,12 @@ _POLICY_PHASE = """\
     "A, no flush) is no longer reported, though it joins the next auxiliary epoch's first update"))
 def test_an_auxiliary_tail_after_a_policy_phase_is_acc005() -> None:
     source = _TWO_PHASES.format(policy=_POLICY_PHASE)
-    assert ("ACC005", _line_of(source, "if (i + 1) % cfg.aux_accum == 0:")) in lint(source)
+    assert ("ACC005", line_of(source, "if (i + 1) % cfg.aux_accum == 0:")) in lint(source)
 
 
 def test_the_auxiliary_phase_alone_is_acc005() -> None:
     source = _TWO_PHASES.format(policy="        pass")
-    assert lint(source) == [("ACC005", _line_of(source, "if (i + 1) % cfg.aux_accum == 0:"))]
+    assert lint(source) == [("ACC005", line_of(source, "if (i + 1) % cfg.aux_accum == 0:"))]
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -343,7 +331,7 @@ def test_a_policy_gradient_left_for_the_first_auxiliary_update_is_acc002() -> No
     source = _TWO_PHASES.format(policy=_POLICY_PHASE)
     found = set(lint(source))
     # the auxiliary phase's first backward, where the stale gradient is added to, or its update
-    lines = {_line_of(source, " " * 16 + "loss.backward()"), _line_of(source, " " * 20 + "opt.step()")}
+    lines = {line_of(source, " " * 16 + "loss.backward()"), line_of(source, " " * 20 + "opt.step()")}
     assert {("ACC002", line) for line in lines} & found
 
 
@@ -385,7 +373,7 @@ def main(net, opt, cfg, loader):
 
 
 def test_a_zero_based_iteration_counter_gate_in_a_trainer_is_acc006() -> None:
-    line = _line_of(_ITER_COUNTER, "if self.n_iter % self.cfg.accum_steps == 0:")
+    line = line_of(_ITER_COUNTER, "if self.n_iter % self.cfg.accum_steps == 0:")
     assert ("ACC006", line) in lint(_ITER_COUNTER)
 
 
@@ -405,7 +393,7 @@ def fit(net, opt, loader, accum):
 def test_a_wrapper_backward_in_a_hand_gated_loop_draws_no_engine_finding() -> None:
     """``opt.backward(loss)`` with ``opt.step()`` reads as a DeepSpeed engine (the loop is left
     undecided); the hand gate and the division by A must not be reported as engine misuse."""
-    found = set(_codes(_WRAPPER_BACKWARD))
+    found = set(lint_codes(_WRAPPER_BACKWARD))
     assert found.isdisjoint({"ACC004", "ACC101", "ACC502"})
 
 
@@ -437,4 +425,4 @@ def test_an_acting_forward_on_every_tick_does_not_make_the_tick_gate_a_boundary(
     """The action's forward feeds no backward (its output goes through ``argmax``): the loss's
     provenance says which forwards each backward takes, so the ticks between trainings are no
     microbatches of a group."""
-    assert "ACC006" not in _codes(_ACTING_NETWORK)
+    assert "ACC006" not in lint_codes(_ACTING_NETWORK)

@@ -35,15 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import findings, lint
-
-
-def _line_of(source: str, needle: str) -> int:
-    """The 1-based line of the one line of ``source`` (as ``lint`` numbers it) holding ``needle``."""
-    hits = [n for n, text in enumerate(source.split("\n"), start=1) if needle in text]
-    assert len(hits) == 1, hits
-    return hits[0]
-
+from tests.support import findings, line_of, lint
 
 # --- ACC004: a periodic statistics backward in a learner called once per iteration ---------------
 
@@ -140,7 +132,7 @@ def worker(shared_net, local_net, env, cfg):
                    "backward lands in the local model, whose .grad is never cleared: not seen")
 def test_local_gradients_reset_only_through_the_shared_optimizer_is_acc002() -> None:
     source = _WORKER.format(reset="        opt.zero_grad()\n")
-    assert ("ACC002", _line_of(source, "opt.step()")) in lint(source, "ALL")
+    assert ("ACC002", line_of(source, "opt.step()")) in lint(source, "ALL")
 
 
 def test_local_gradients_reset_on_the_local_model_are_silent() -> None:
@@ -161,7 +153,7 @@ def worker(net, env, cfg):
         loss.backward()
         opt.step()
 """
-    assert lint(source, "ALL") == [("ACC002", _line_of(source, "opt.step()"))]
+    assert lint(source, "ALL") == [("ACC002", line_of(source, "opt.step()"))]
 
 
 # --- precision guards: RL loops the tool keeps silent ---------------------------------------------

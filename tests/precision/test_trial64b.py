@@ -36,19 +36,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import lint
-
-
-def _line_of(source: str, needle: str) -> int:
-    """The 1-based line of the one line of ``source`` (as ``lint`` numbers it) holding ``needle``."""
-    hits = [n for n, text in enumerate(source.split("\n"), start=1) if needle in text]
-    assert len(hits) == 1, hits
-    return hits[0]
-
-
-def _codes(source: str, select: str = "ALL") -> list[str]:
-    return [code for code, _ in lint(source, select)]
-
+from tests.support import line_of, lint, lint_codes
 
 # --- ACC005: a group size taken from the loader, the epoch left on a group's last microbatch -----
 
@@ -81,13 +69,13 @@ _LEAVE_ON_LAST_UPDATE = """\
 @pytest.mark.xfail(strict=True, reason="the simulation binds `accum` to 1, 2, 4 apart from the "
                    "loader length it is derived from, so the break never ends the epoch on a group")
 def test_a_break_after_the_wanted_number_of_updates_leaves_no_tail() -> None:
-    assert "ACC005" not in _codes(_PPO_PHASE.format(leave=_LEAVE_ON_LAST_UPDATE))
+    assert "ACC005" not in lint_codes(_PPO_PHASE.format(leave=_LEAVE_ON_LAST_UPDATE))
 
 
 def test_the_same_phase_without_the_break_is_acc005() -> None:
     """The twin: 9 microbatches with A = 4 leave one in ``.grad`` for the next sweep."""
     source = _PPO_PHASE.format(leave="")
-    assert ("ACC005", _line_of(source, "if (idx + 1) % accum == 0:")) in lint(source)
+    assert ("ACC005", line_of(source, "if (idx + 1) % accum == 0:")) in lint(source)
 
 
 # --- ACC101: a DeepSpeed engine configured with one accumulation step ----------------------------
@@ -115,20 +103,20 @@ def learn(net, opt, loader, cfg):
 @pytest.mark.xfail(strict=True, reason="ACC101 ignores the configured gradient_accumulation_steps "
                    "of 1: the engine divides by 1, the manual / A is the only normalization")
 def test_a_manual_division_over_an_engine_configured_with_one_step_is_not_acc101() -> None:
-    assert "ACC101" not in _codes(_ONE_STEP_ENGINE.format(engine_steps=1))
+    assert "ACC101" not in lint_codes(_ONE_STEP_ENGINE.format(engine_steps=1))
 
 
 def test_a_manual_division_over_an_engine_with_the_callers_steps_is_acc101() -> None:
     """The twin: the engine's accumulation steps come from the caller, so it may divide again."""
     source = _ONE_STEP_ENGINE.format(engine_steps="cfg.accum")
-    line = _line_of(source, "loss = engine(exp.obs).mean() / cfg.accum")
+    line = line_of(source, "loss = engine(exp.obs).mean() / cfg.accum")
     assert ("ACC101", line) in lint(source)
 
 
 def test_a_gated_engine_step_with_one_configured_step_is_still_acc502() -> None:
     """Every backward is an engine boundary with 1 step configured: a hand-made group is unsafe."""
     source = _ONE_STEP_ENGINE.format(engine_steps=1)
-    assert ("ACC502", _line_of(source, "engine.step()")) in lint(source)
+    assert ("ACC502", line_of(source, "engine.step()")) in lint(source)
 
 
 # --- ACC502: the engine reached through a strategy object on self --------------------------------
@@ -183,13 +171,13 @@ def learn(net, opt, loader, accum, ds_config):
 @pytest.mark.xfail(strict=True, reason="calls through `self.strategy` are not followed although its "
                    "class is named by the annotation of the parameter it was stored from")
 def test_a_gated_engine_step_through_a_strategy_attribute_is_acc502() -> None:
-    line = _line_of(_THROUGH_STRATEGY, "self.strategy.optimizer_step(self.engine)")
+    line = line_of(_THROUGH_STRATEGY, "self.strategy.optimizer_step(self.engine)")
     assert ("ACC502", line) in lint(_THROUGH_STRATEGY)
 
 
 def test_a_gated_engine_step_through_module_functions_is_acc502() -> None:
     """The twin: the same wrappers as module functions are followed; the finding is at the call."""
-    line = _line_of(_THROUGH_FUNCTIONS, "apply_update(engine)")
+    line = line_of(_THROUGH_FUNCTIONS, "apply_update(engine)")
     assert ("ACC502", line) in lint(_THROUGH_FUNCTIONS)
 
 
@@ -212,10 +200,10 @@ def ppo_phase(policy, opt, loader, accum):
                    "for data, so the hand-written token mean is not recognized")
 def test_a_token_mean_over_the_experience_mask_divided_by_a_is_acc102() -> None:
     source = _MASKED_SURROGATE.format(bind="", mask="exp.action_mask")
-    assert ("ACC102", _line_of(source, "(loss / accum).backward()")) in lint(source)
+    assert ("ACC102", line_of(source, "(loss / accum).backward()")) in lint(source)
 
 
 def test_the_same_mean_over_a_mask_bound_to_a_name_is_acc102() -> None:
     """The twin: ``mask = exp.action_mask`` first, then the same mean: found."""
     source = _MASKED_SURROGATE.format(bind="        mask = exp.action_mask", mask="mask")
-    assert ("ACC102", _line_of(source, "(loss / accum).backward()")) in lint(source)
+    assert ("ACC102", line_of(source, "(loss / accum).backward()")) in lint(source)
