@@ -2260,6 +2260,9 @@ class Interpreter:
             fixed = self._set_by_methods(owner, name)
             if fixed is not None:
                 return fixed
+            declared = self._declared_instance(owner, name)
+            if declared is not None:
+                return declared
             default = _class_default(owner.owner, owner.class_def, name) if owner.class_def is not None \
                 and owner.owner is not None else None
             if default is not None:  # what the instance reads until it writes its own (a dataclass field's
@@ -2313,6 +2316,24 @@ class Interpreter:
         label = f"{instance.label}.{name}" if instance.label else name
         self.note(f"`{label}` is taken as {next(iter(numbers))}, what every method of its class that writes it sets")
         return self._bound(label, next(iter(numbers)))
+
+    def _declared_instance(self, instance: Obj, name: str) -> Obj | None:
+        """``self.<name>`` of a project instance that the run has not written, where the methods of
+        its class store there only a parameter annotated with a project class (``def setup(self,
+        strategy: EngineStrategy): self.strategy = strategy``, a loop method run alone): an
+        instance of that class, kept on the instance, whose methods the run follows. None for a
+        library class or where the writes disagree."""
+        if instance.class_def is None or instance.owner is None:
+            return None
+        for module, class_def in instance.owner.lineage(instance.class_def):
+            declared = module.declared_attribute(class_def, name)
+            located = module.class_named(declared) if declared else None
+            if located is not None:
+                found = Obj(self._class_role(*located), "the class its setter's parameter declares",
+                            f"{instance.label}.{name}", located[1], located[0])
+                instance.attrs[name] = found
+                return found
+        return None
 
     def _class_attribute(self, owner: ProjectClass, name: str) -> object:
         """``Settings.accum``: a class-level constant (rebindable to A) or a function of the class."""

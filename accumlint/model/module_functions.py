@@ -285,6 +285,34 @@ class ModuleFunctions:
                         pair_values(statement.targets[0].target, statement.value, table)
         return table
 
+    def declared_attribute(self, class_def: cst.ClassDef, name: str) -> str | None:
+        """The class that the methods of ``class_def`` declare ``self.<name>`` to hold: each write
+        stores a parameter of its method annotated with the same dotted name (``def setup(self,
+        strategy: EngineStrategy): self.strategy = strategy``); None where a write stores
+        anything else, or none does."""
+        key = (class_def, f"declared {name}")
+        if key in self._fixed:
+            return self._fixed[key]  # type: ignore[return-value]
+        declared: set[str | None] = set()
+        for function, owner in self.class_of.items():
+            if owner is not class_def:
+                continue
+            annotations = {p.name.value: dotted(p.annotation.annotation) for p in function.params.params
+                           if p.annotation is not None}
+            for statement in _statements(function.body):
+                if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    continue
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) \
+                    else [statement.target]
+                if not any(isinstance(t, cst.Attribute) and t.attr.value == name and dotted(t.value) == "self"
+                           for t in targets):
+                    continue
+                value = statement.value if isinstance(statement, cst.Assign) else None
+                declared.add(annotations.get(value.value) if isinstance(value, cst.Name) else None)
+        found = next(iter(declared)) if len(declared) == 1 else None
+        self._fixed[key] = found  # type: ignore[assignment]
+        return found
+
     def fixed_attribute(self, class_def: cst.ClassDef, name: str) -> int | None | bool:
         """What the methods of ``class_def`` write to ``self.<name>``: the one whole number every
         write of theirs sets (``self.first_update = 0`` in a ``setup`` its caller runs before the
