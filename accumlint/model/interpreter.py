@@ -75,6 +75,7 @@ from accumlint.model.values import (
     scaled,
     varies,
 )
+from accumlint.spec.vocabulary import LOSS_HELPER_NAME
 
 #: statements one run may execute
 MAX_STATEMENTS = 60_000
@@ -2547,16 +2548,18 @@ class Interpreter:
     def _helper_taking_data(self, qualified: str | None, args: list[object], kwargs: dict[str, object],
                             owner: ModuleFunctions) -> Function | None:
         """The project function that ``qualified`` (an imported name) names, where the call hands
-        it per-microbatch data: also in a module that performs no training event, which the project
-        index does not follow otherwise (``loss = compute_loss(net, x, y, accum)`` of a
-        ``losses.py``: its forwards and its factor are the loss's). None for a library function."""
+        it per-microbatch data and it may compute a loss (:func:`_may_compute_loss`): also in a
+        module that performs no training event, which the project index does not follow otherwise
+        (``loss = compute_loss(net, x, y, accum)`` of a ``losses.py``: its forwards and its factor
+        are the loss's). None for a library function, or a helper that prepares data (following
+        it would spend the run's statements on what feeds no backward's factor)."""
         if not qualified or "(" in qualified or owner.project is None or _combined(args, kwargs) is not Origin.DATA:
             return None
         key = (id(owner), qualified)
         if key not in self._data_helpers:
             found = owner.project.lookup(owner, qualified, any_module=True)  # type: ignore[attr-defined]
             self._data_helpers[key] = Function(found[1], found[0]) \
-                if found is not None and isinstance(found[1], cst.FunctionDef) else None
+                if found is not None and isinstance(found[1], cst.FunctionDef) and _may_compute_loss(found[1]) else None
         return self._data_helpers[key]
 
     def _forward_output(self, model: Obj | Unknown, args: list[object], kwargs: dict[str, object]) -> Unknown:
@@ -3454,6 +3457,16 @@ def _limited(iterator: Iterator[object]) -> Iterator[object]:
         if count >= MAX_ITERATIONS:
             raise BudgetExceeded(f"a loop over concrete values ran past {MAX_ITERATIONS} iterations")
         yield item
+
+
+def _may_compute_loss(function: cst.FunctionDef) -> bool:
+    """Whether ``function`` may compute a loss: its name says so (:data:`LOSS_HELPER_NAME`), or it calls
+    one of its parameters (``crit(net(x), y)``: a model or a criterion handed in)."""
+    if LOSS_HELPER_NAME.search(function.name.value.encode()) is not None:
+        return True
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    return any(type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in params
+               for node in walk(function.body))
 
 
 def _loss_feeds(receiver: object, argument: object) -> frozenset[tuple[int, int | None]] | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from accumlint.files.reading import NotARegularFile, Signature, read_signed, read_source, signature_of
+from accumlint.spec.vocabulary import LOSS_HELPER_NAME
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -549,24 +550,20 @@ def _follow_only_names(data: bytes) -> tuple[str, ...]:
     """The top-level blocks of a module that performs no event which build an object counting the
     microbatches (``def make_accelerator(cfg): return Accelerator(...)``), load a checkpoint
     (``def build_optimizer(cfg, model, resume): ... torch.load(resume) ... return opt, start_epoch``)
-    or are functions that name a loss (``def compute_loss(model, batch, accum): return ... /
+    or are functions named for a loss (``def compute_loss(model, batch, accum): return ... /
     accum``), marked :data:`FOLLOW_ONLY`: a loop that gets its accelerator or engine from one
     learns its A there, one that gets its start epoch from one learns that only a resumed run
     starts later, one that gets its loss from one learns its division and the forwards it comes
     from. (The simulator also follows a function of any project module that a call hands
-    per-microbatch data; the reading of the code follows these.)"""
+    per-microbatch data and that may compute one; the reading of the code follows these.)"""
     calls = _builder_calls() + _checkpoint_calls()
     built = any(call in data for call in calls)
-    if not built and _LOSS_WORD.search(data) is None:
+    if not built and LOSS_HELPER_NAME.search(data) is None:
         return ()
     return tuple(FOLLOW_ONLY + name.decode() for name, block in _top_level_blocks(data)
                  if built and any(call in block for call in calls)
-                 or _FUNCTION.match(block) is not None and _LOSS_WORD.search(block) is not None)
+                 or _FUNCTION.match(block) is not None and LOSS_HELPER_NAME.search(name) is not None)
 
-
-#: a function's bytes that name a loss (``loss``, ``Loss``, ``criterion``): a helper a training loop
-#: may take the loss it backpropagates from
-_LOSS_WORD = re.compile(rb"loss|criterion", re.I)
 _FUNCTION = re.compile(rb"(?:async[ \t]+)?def\b")
 
 

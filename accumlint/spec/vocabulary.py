@@ -10,6 +10,7 @@ LibCST nor torch (``import runtime_guard`` stays light).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -129,3 +130,10 @@ FAMILIES: dict[int, Family] = {
         Family(9, "facts", "information worth recording, off by default"),
     )
 }
+
+
+#: a function's name that says it computes a loss (``compute_loss``, ``loss_fn``, ``criterion``,
+#: ``objective``): a helper a training loop may take the loss it backpropagates from (the project
+#: index follows such a function, the simulator one that a call hands data to; its name, not its
+#: code: a block's text also holds help strings such as ``--loss-scale``)
+LOSS_HELPER_NAME = re.compile(rb"loss|criterion|objective", re.I)
