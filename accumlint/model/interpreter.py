@@ -208,7 +208,7 @@ class RawEvent:
     #: made while gradients are off (under ``no_grad``/``inference_mode``): a forward that builds no graph
     grad_off: bool = False
     #: a backward's: the forwards its loss was computed from (:attr:`Unknown.feeds`), None where unknown
-    feeds: frozenset[tuple[int, int | None]] | None = None
+    feeds: Feeds | None = None
 
 
 @dataclass(frozen=True)
@@ -3469,7 +3469,7 @@ def _may_compute_loss(function: cst.FunctionDef) -> bool:
                for node in walk(function.body))
 
 
-def _loss_feeds(receiver: object, argument: object) -> frozenset[tuple[int, int | None]] | None:
+def _loss_feeds(receiver: object, argument: object) -> Feeds | None:
     """The forwards the loss of a backward was computed from: ``loss.backward()``'s receiver, or
     the loss handed to ``backward(loss)``; None where a forward's output went to an object out of
     sight and read back (:meth:`Interpreter._holds`), or where the loss is no value the run holds."""

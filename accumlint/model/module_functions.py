@@ -89,6 +89,7 @@ class ModuleFunctions:
         self._method_names: set[str] | None = None
         self._base_names: frozenset[str] | None = None
         self._fixed: dict[tuple[cst.ClassDef, str], int | None | bool] = {}
+        self._declared: dict[tuple[cst.ClassDef, str], str | None] = {}  # (:meth:`declared_attribute`)
         self._module_values: dict[str, cst.BaseExpression | None] | None = None
         self._option_defaults: dict[str, int] | None = None
         self._built_methods: dict[str, list[tuple[cst.FunctionDef, ModuleFunctions]]] = {}
@@ -290,9 +291,8 @@ class ModuleFunctions:
         stores a parameter of its method annotated with the same dotted name (``def setup(self,
         strategy: EngineStrategy): self.strategy = strategy``); None where a write stores
         anything else, or none does."""
-        key = (class_def, f"declared {name}")
-        if key in self._fixed:
-            return self._fixed[key]  # type: ignore[return-value]
+        if (class_def, name) in self._declared:
+            return self._declared[(class_def, name)]
         declared: set[str | None] = set()
         for function, owner in self.class_of.items():
             if owner is not class_def:
@@ -309,8 +309,7 @@ class ModuleFunctions:
                     continue
                 value = statement.value if isinstance(statement, cst.Assign) else None
                 declared.add(annotations.get(value.value) if isinstance(value, cst.Name) else None)
-        found = next(iter(declared)) if len(declared) == 1 else None
-        self._fixed[key] = found  # type: ignore[assignment]
+        found = self._declared[(class_def, name)] = next(iter(declared)) if len(declared) == 1 else None
         return found
 
     def fixed_attribute(self, class_def: cst.ClassDef, name: str) -> int | None | bool:

@@ -16,6 +16,8 @@ from accumlint.spec.vocabulary import EventKind
 if TYPE_CHECKING:
     import libcst as cst
 
+    from accumlint.model.values import Feeds
+
 #: a place in the code: (path, 1-based line)
 Place = tuple[str, int]
 
@@ -73,7 +75,7 @@ class TraceEvent:
     factor: float | None = field(default=None, compare=False)
     #: for a backward, the forwards its loss was computed from, as (epoch, microbatch) of each forward
     #: event (:attr:`accumlint.model.values.Unknown.feeds`); None where the run does not know them
-    feeds: frozenset[tuple[int, int | None]] | None = field(default=None, compare=False, repr=False)
+    feeds: Feeds | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
