@@ -75,14 +75,22 @@ class FrameworkReader:
 
     @cached_property
     def deepspeed_accumulates(self) -> bool | None:
-        """A > 1 in a DeepSpeed config dict of this module (``"gradient_accumulation_steps"``), else
-        of a checked module that imports its trainer class (the script that builds the engine)."""
+        """Whether a DeepSpeed config of this module, else of a checked module that imports its
+        trainer class (the script that builds the engine), sets ``"gradient_accumulation_steps"``
+        (a dict's entry, or ``conf["gradient_accumulation_steps"] = ...``) to more than 1: False
+        where every value it is set to is the literal 1, None where no config sets it."""
+        key = fw.deepspeed.ACCUMULATION_KEY
         for module in (self.model.module, *self.model.roles.importer_modules):
+            values = []
             for node in walk(module):
-                if (type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString)
-                        and node.key.evaluated_value == fw.deepspeed.ACCUMULATION_KEY):
-                    literal = int_value(node.value)
-                    return literal != 1 if literal is not None else True
+                # type(), not isinstance: this sees every node, and isinstance on LibCST's classes is slow
+                if type(node) is cst.DictElement and isinstance(node.key, cst.SimpleString) \
+                        and node.key.evaluated_value == key:
+                    values.append(node.value)
+                elif type(node) is cst.Assign and any(string_key(t.target) == key for t in node.targets):
+                    values.append(node.value)
+            if values:
+                return any(int_value(value) != 1 for value in values)
         return None
 
 

@@ -418,6 +418,11 @@ class Interpreter:
         #: the conditions found to start a training phase of their own (:data:`TRAINING_PHASE`): each
         #: an ``if`` statement whose period is no group's A
         self.phase_gates: list[cst.CSTNode] = []
+        #: the counting calls of a counter (``engine.step()``) made after more than one microbatch since
+        #: the last (ACC502's gate by hand): each as the counter's label where the run knows it from use
+        #: alone (None: it saw it built) and the calls that led there and its own, as (module, call),
+        #: outermost first
+        self.gated_counts: list[tuple[str | None, tuple[tuple[ModuleFunctions, cst.CSTNode], ...]]] = []
         self.undecided: list[str] = []
         #: the reasons in ``undecided`` that a checkpoint's start alone opened (a resumed run's)
         self.resumed_open: set[str] = set()
@@ -451,6 +456,7 @@ class Interpreter:
         self._slices: dict[str, _Loader] = {}  # the pass the slices of a list of the epoch's microbatches draw
         self._whole_groups: set[int] = set()  # loaders whose length is built from A (their Obj numbers)
         self._stored: dict[str, object] = {}  # attributes assigned on objects built out of sight
+        self._set_by_hand: set[int] = set()  # the countings (ids) whose boundary the code sets by hand
         #: id → (a namespace of parsed command-line options, the whole-number defaults of its options)
         self._options: dict[int, tuple[Unknown, dict[str, int]]] = {}
         self._iteration_starts: list[int] = []  # events recorded when each enclosing loop's iteration began
@@ -741,6 +747,9 @@ class Interpreter:
             value = self._rewrapped(node, frame)
             if value is None:
                 value = self.expression(node.value, frame)
+            if isinstance(value, Unknown) and value.origin is Origin.RUN and len(node.targets) == 1 \
+                    and type(node.targets[0].target) is cst.Name and node.targets[0].target.value in self.bindings:
+                self._solve_divisor(node.value, self.bindings[node.targets[0].target.value], frame)
             for target in node.targets:
                 self.assign(target.target, value, frame)
         elif kind is cst.AnnAssign:
@@ -771,6 +780,37 @@ class Interpreter:
                     name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
                     if name:
                         frame.names[name] = self._module_name(frame.owner, name)
+
+    def _solve_divisor(self, expression: cst.BaseExpression, a: int, frame: _Frame) -> None:
+        """``accum = max(1, len(loader) // cfg.updates)``, A bound to ``a``: A derived from a number the
+        run knows (N) and a run-level one it does not (the updates wanted per epoch). Bind the second to
+        a value that makes the derivation give ``a`` (``N // a``), so that the code's later reads of it
+        (``if (i + 1) // accum == cfg.updates: break``) agree with the configuration; left open where
+        none does (N < A)."""
+        floored = False
+        while type(expression) is cst.Call and dotted(expression.func) in ("max", "int") and expression.args:
+            # `max(1, x)`, `int(x)`: the operand that is not a literal
+            operands = [arg.value for arg in expression.args if int_value(arg.value) is None]
+            if len(operands) != 1:
+                return
+            floored = floored or dotted(expression.func) == "int"
+            expression = operands[0]
+        if type(expression) is not cst.BinaryOperation or type(expression.right) not in (cst.Name, cst.Attribute):
+            return
+        if not (type(expression.operator) is cst.FloorDivide or floored and type(expression.operator) is cst.Divide):
+            return
+        known, divisor = self.expression(expression.left, frame), self.expression(expression.right, frame)
+        if not (isinstance(known, int) and not isinstance(known, bool) and isinstance(divisor, Unknown)
+                and divisor.origin is Origin.RUN and divisor.label == dotted(expression.right)):
+            return
+        solved = known // a if a <= known else 0
+        if solved < 1 or known // solved != a:
+            return
+        label = divisor.label
+        if type(expression.right) is cst.Name:
+            frame.names[label] = LabeledInt(solved, label)
+        else:
+            self._stored[label] = LabeledInt(solved, label)
 
     def _rewrapped(self, node: cst.Assign, frame: _Frame) -> Function | BoundMethod | None:
         """``fn = torch.compile(fn)``, ``self.step_fn = wrap(self.step_fn)``, ``step = log(...)(track(...)(step))``:
@@ -1285,6 +1325,7 @@ class Interpreter:
         method returns the boundary; a manual boundary call leaves the run undecided."""
         driver, label = counting.driver, label_text(receiver)
         if method in driver.manual_calls:
+            self._set_by_hand.add(id(counting))
             self.undecide(f"`{label}.{method}()` sets the boundary by hand: {driver.framework}'s own micro-step "
                           "count no longer decides it")
             return None
@@ -1300,6 +1341,9 @@ class Interpreter:
             counting.resolved = a
             return counting.synced
         if self.drawn - counting.entry_drawn != 1:
+            if self.drawn - counting.entry_drawn > 1 and id(counting) not in self._set_by_hand:
+                self.gated_counts.append((None if isinstance(counting.obj, Obj) else label,
+                                          (*self._stack, (frame.owner, node))))
             self.undecide(f"`{label}.{method}()` does not run once after every microbatch: {driver.framework} "
                           "counts its calls, not the microbatches (ACC502 reports one gated by hand)")
         if f"{label}.{driver.count}" in self._counter_writes:

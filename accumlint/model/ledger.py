@@ -224,8 +224,9 @@ def _framework_division(model: FileModel, event: Event):
     if event.role.role is Role.ENGINE and (event.role.owner != fw.deepspeed.PACKAGE
                                            and not model.roles.deepspeed_in_view()):
         return None
-    if event.role.role is Role.ENGINE and model.frameworks.deepspeed_unmanaged:
-        return None
+    if event.role.role is Role.ENGINE and (model.frameworks.deepspeed_unmanaged
+                                           or model.frameworks.deepspeed_accumulates is False):
+        return None  # the engine's own accounting off, or configured to divide by 1
     if event.role.role is Role.ENGINE and event.role.evidence is Evidence.USE \
             and not _engine_steps_always(model, event):
         return None  # an engine known by use, stepped once per group by hand: its GAS may be 1

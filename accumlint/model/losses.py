@@ -104,6 +104,8 @@ def _read_from_data(name: str, site: Site) -> bool:
             return True
         if isinstance(value, cst.Attribute) and dotted(value) != name:
             return True
+    if "." in name:  # `exp.action_mask` read where it is used: a field of what the loop draws
+        return _read_from_data(name.rsplit(".", 1)[0], site)
     name, namespace = home(site.scope, name, site.order, site.inline)  # a helper's parameter: the caller's
     definition = reaching_assignment(site.scope, name, site.order, None, namespace)
     return definition is not None and isinstance(definition.node, cst.For)

@@ -108,6 +108,11 @@ class Trace:
     #: backwards and updates (:attr:`accumlint.model.interpreter.Interpreter.phase_gates`): no group
     #: boundaries
     phase_gates: list[cst.CSTNode] = field(default_factory=list)
+    #: a counter's own counting calls made after more than one microbatch since its last
+    #: (``engine.step()`` gated by hand), each as the calls of the simulated module that led there (its
+    #: own last where it is one), outermost first, and the counter's label where the run knows it from
+    #: use alone, None where it saw it built (:attr:`accumlint.model.interpreter.Interpreter.gated_counts`)
+    gated_counts: list[tuple[tuple[cst.CSTNode, ...], str | None]] = field(default_factory=list)
 
     def groups(self) -> list[list[TraceEvent]]:
         """The events split after each optimizer update: every group but maybe the last ends with

@@ -6,7 +6,7 @@ entered more than once per microbatch, or without the trained model).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -20,6 +20,7 @@ from accumlint.model.interpreter import LEFT_TO_ACC501
 from accumlint.model.kinds import Evidence
 from accumlint.model.names import code_of, dotted, int_value, method_name
 from accumlint.model.scopes import FrameKind
+from accumlint.model.trace import Trace
 
 #: ACC501's site part where a reset runs before the backward inside ``accumulate()``
 _RESET_AFTER_STEP = "move `optimizer.zero_grad()` after `optimizer.step()`, at the end of the block"
@@ -30,16 +31,24 @@ def _early_resets(model: FileModel) -> list[cst.CSTNode]:
     in every run of a configuration with A > 1, runs that leave nothing else open (a reset under a
     condition on the data is left to the code's intent; with A = 1 every microbatch ends a group and
     nothing is wiped)."""
+    return [node for node in _in_every_run(model, lambda trace: trace.early_gated,
+                                           lambda trace: all(r.endswith(LEFT_TO_ACC501) for r in trace.undecided))
+            if method_name(node) == "zero_grad"]
+
+
+def _in_every_run(model: FileModel, nodes: Callable[[Trace], list[cst.CSTNode]],
+                  admits: Callable[[Trace], bool] = lambda trace: True) -> list[cst.CSTNode]:
+    """The nodes that ``nodes`` gives for every run of some configuration with A > 1, among the runs
+    that ``admits`` (each run-level choice is a run: a node on one branch alone is no verdict)."""
     found: dict[int, cst.CSTNode] = {}
     for simulation in model.simulations:
-        runs: dict[object, list] = {}
+        runs: dict[object, list[Trace]] = {}
         for trace in simulation.traces:
-            if trace.configuration.accumulation > 1 and all(r.endswith(LEFT_TO_ACC501) for r in trace.undecided):
+            if trace.configuration.accumulation > 1 and admits(trace):
                 runs.setdefault(trace.configuration, []).append(trace)
         for traces in runs.values():
-            every = set.intersection(*({id(n) for n in t.early_gated} for t in traces))
-            found.update((id(n), n) for n in traces[0].early_gated
-                         if id(n) in every and method_name(n) == "zero_grad")
+            every = set.intersection(*({id(n) for n in nodes(t)} for t in traces))
+            found.update((id(n), n) for n in nodes(traces[0]) if id(n) in every)
     return list(found.values())
 
 
@@ -170,6 +179,20 @@ class EngineStepGated(Rule):
     code = "ACC502"
 
     def check(self, model: FileModel) -> Iterator[Hit]:
+        reported: set[int] = set()
+        for hit in self._read(model):
+            reported.add(id(hit.node))
+            yield hit
+        # the runs follow the step into helpers and objects the reading does not (a strategy on `self`)
+        if model.simulations and not model.frameworks.deepspeed_unmanaged:
+            for node in _in_every_run(model, lambda trace: [_under_the_gate(model, chain)
+                                                            for chain, label in trace.gated_counts
+                                                            if label is None or _built_engine(model, chain, label)]):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield _gated_step(node)
+
+    def _read(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
             for update in group.of_kind(EventKind.UPDATE):
                 role = update.role
@@ -179,13 +202,7 @@ class EngineStepGated(Rule):
                 # the config search walks the whole module: only once a gated step is seen
                 if (engine_step and group.cadence(update) is Cadence.UPDATE and not _manual_boundary(group)
                         and not model.frameworks.deepspeed_unmanaged):
-                    yield Hit(
-                        update.node,
-                        "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
-                        "itself; gated by hand it sees one micro-step per group, so updates come every A² "
-                        "microbatches (or never)",
-                        "take `engine.step()` out of the gate",
-                    )
+                    yield _gated_step(update.node)
                 elif role.role is Role.OPTIMIZER and (role.owner == fw.deepspeed.PACKAGE or (
                         # `engine.optimizer` only where DeepSpeed is imported: an ignite process
                         # function's `engine` is ignite's Engine
@@ -197,6 +214,41 @@ class EngineStepGated(Rule):
                         "check, no gradient reduction or reset, no engine-owned scheduler step",
                         "step the engine, not its optimizer",
                     )
+
+
+def _gated_step(node: cst.CSTNode) -> Hit:
+    """ACC502 at an engine's step (or the call that leads to it) that the code runs once per group."""
+    return Hit(
+        node,
+        "DeepSpeed expects `engine.step()` after every microbatch and decides the boundary "
+        "itself; gated by hand it sees one micro-step per group, so updates come every A² "
+        "microbatches (or never)",
+        "take `engine.step()` out of the gate",
+    )
+
+
+def _under_the_gate(model: FileModel, chain: tuple[cst.CSTNode, ...]) -> cst.CSTNode:
+    """Of the calls of this module that led to a gated counting call (outermost first), the innermost
+    one a condition of its own function holds (the learner's gated call of a strategy's
+    ``optimizer_step``, not the strategy's ungated ``model.step()``); the innermost where none is."""
+    for node in reversed(chain):
+        site = model.roles.own_site(node)
+        if site is not None and any(f.kind in (FrameKind.IF, FrameKind.GUARD) for f in site.frames):
+            return node
+    return chain[-1]
+
+
+def _built_engine(model: FileModel, chain: tuple[cst.CSTNode, ...], label: str) -> bool:
+    """Whether ``label``, read where a call of ``chain`` is, is a DeepSpeed engine the code builds or
+    declares (an engine known by its name or use alone, its config unseen, stepped once per group by
+    hand is as likely one of GAS 1 that the code accumulates for)."""
+    for node in chain:
+        site = model.roles.own_site(node)
+        if site is not None:
+            info = model.roles.named(label, site.scope, site.order)
+            if info.role is Role.ENGINE and info.evidence >= Evidence.ANNOTATION:
+                return True
+    return False
 
 
 def _engine_optimizer(model: FileModel, update) -> bool:
