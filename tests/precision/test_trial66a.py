@@ -17,10 +17,15 @@ gets right:
   ``backward(loss=loss, optimizer=optimizer)`` given as keywords: the loss is not followed through
   the keyword, its factor is unknown, and ACC103 says it reaches backward undivided (twins: the
   positional ``backward(loss, optimizer)`` is silent; the keyword form without the division is
-  ACC103).
+  ACC103; that finding is right only by accident: the loss is not followed through either form).
 
 Misses, strict xfails asserting the finding, with twins:
 
+- the same booster loop with the loss left undivided and given by position,
+  ``backward(loss, optimizer)``: the backpropagated tensor is not followed, its factor stays
+  unknown and ACC103 is silent (ColossalChat's PPO and GRPO trainers, where two boosted models
+  each backpropagate an undivided loss, are silent for the same reason; twin: ``loss.backward()``
+  on the undivided loss is ACC103);
 - a weight EMA written with ``torch._foreach_mul_`` / ``torch._foreach_add_(..., alpha=1 - d)``
   over an EMA-named list, run on every microbatch of an accumulation loop: the average decays A
   times too fast, ACC007 is not reported (twin: the same EMA as a loop over
@@ -192,6 +197,18 @@ def test_a_divided_loss_given_to_backward_by_position_is_silent() -> None:
 def test_an_undivided_loss_given_to_backward_by_keyword_is_acc103() -> None:
     source = _BOOSTED.format(divide="", backward=_KEYWORDS)
     assert ("ACC103", line_of(source, _KEYWORDS)) in lint(source, "ALL")
+
+
+@pytest.mark.xfail(strict=True, reason="the loss given to a booster's backward(loss, optimizer) is not "
+                   "followed: its factor is unknown, so the missing 1/A is not reported (ACC103)")
+def test_an_undivided_loss_given_to_backward_by_position_is_acc103() -> None:
+    source = _BOOSTED.format(divide="", backward=_POSITIONAL)
+    assert ("ACC103", line_of(source, _POSITIONAL)) in lint(source, "ALL")
+
+
+def test_an_undivided_loss_backpropagated_directly_is_acc103() -> None:
+    source = _BOOSTED.format(divide="", backward="loss.backward()")
+    assert ("ACC103", line_of(source, "loss.backward()")) in lint(source, "ALL")
 
 
 # --- ACC007: a foreach weight EMA on every microbatch ---------------------------------------------
