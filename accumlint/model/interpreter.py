@@ -134,6 +134,9 @@ class NeedBinding(Exception):
         self.lengths = lengths
 
 
+#: the passes a run takes through a loop that collects until the data says it ends (an episode)
+_EPISODE_PASSES = 2
+
 #: what an undecided reason says of a gate whose branch trains on data of its own
 TRAINING_PHASE = "starts a training phase of its own"
 
@@ -978,13 +981,36 @@ class Interpreter:
             finally:
                 self._partial -= 1
             return
+        gates = len(self.phase_gates)
         branch = self.decide(node.test, frame, node)
-        if branch:
+        if branch and len(self.phase_gates) > gates:
+            self._phase(node, frame)
+        elif branch:
             self.block(node.body, frame)
         elif isinstance(node.orelse, cst.If):
             self._if(node.orelse, frame)
         elif isinstance(node.orelse, cst.Else):
             self.block(node.orelse.body, frame)
+
+    def _phase(self, node: cst.If, frame: _Frame) -> None:
+        """Run the branch of a gate that starts a training phase of its own (:data:`TRAINING_PHASE`),
+        then end the run: the phase's own groups are what it shows. A phase the run cannot show whole
+        (it draws no microbatch, leaves a fact open, or spends the budget) is left out, the functions it
+        reached with it (their loops stay entries of their own), and the run ends undecided on the gate."""
+        events, undecided, drawn, reached = len(self.events), len(self.undecided), self.drawn, set(self.reached)
+        why = f"the condition `{_code(node.test)}` {TRAINING_PHASE} (a loop over data with its backwards and updates)"
+        try:
+            self.block(node.body, frame)
+        except BudgetExceeded:
+            self.drawn = drawn
+        if self.drawn == drawn or len(self.undecided) > undecided:
+            del self.events[events:]
+            del self.undecided[undecided:]
+            self.reached = reached  # (the phase's loops stay entries of their own)
+            self.undecide(f"{why}: what it gates is not a group of microbatches")
+        else:
+            self.note(f"{why}: what it gates is not a group of microbatches; the run shows the first phase")
+        raise EndOfRun
 
     def _per_parameter(self, test: cst.BaseExpression) -> bool:
         """Whether ``test`` reads the item of the loop over a model's parameters that the current
@@ -1532,10 +1558,15 @@ class Interpreter:
         can_end = self.syntax._get("can end", node, lambda: _can_end(node))
         per_microbatch = not isinstance(test, Unknown) and self._reaches_backward(node.body, frame) \
             and can_end and not self._draws_microbatches(node.body, frame)
-        stepped = 0
+        stepped = passes = 0
         marks = (len(self.events), self.drawn)
         while True:
-            if isinstance(test, Unknown):
+            if isinstance(test, Unknown) and test.origin is Origin.DATA and self._collects(node, frame):
+                # `while not done:` around an environment's steps, with no backward and no data drawn in
+                # it: an episode, whose end the data decides; the run takes two passes and its way out
+                if passes >= _EPISODE_PASSES:
+                    break
+            elif isinstance(test, Unknown):
                 try:
                     next(counting)
                 except StopIteration:
@@ -1552,6 +1583,7 @@ class Interpreter:
             self._iteration_loops.append(node)
             on_data = self.data_conditions
             before = (len(self.events), self.drawn)
+            passes += 1
             try:
                 self.block(node.body, frame)
             except _Break:
@@ -1577,6 +1609,11 @@ class Interpreter:
             test = self.expression(node.test, frame)
         if node.orelse is not None:
             self.block(node.orelse.body, frame)
+
+    def _collects(self, node: cst.While, frame: _Frame) -> bool:
+        """Whether a ``while`` loop's body reaches no backward and draws no data: it collects (an
+        environment's steps, acting with the trained network) for a training step after it."""
+        return not self._reaches_backward(node.body, frame) and not self.syntax.draws_data(node.body, frame.owner)
 
     def _draws_microbatches(self, body: cst.CSTNode, frame: _Frame) -> bool:
         """Whether a loop ``body`` may draw microbatches itself (:func:`_draws_data`, where a loop inside
@@ -1782,12 +1819,11 @@ class Interpreter:
             if gating and gate and self.syntax.trains_inside(statement, frame.owner):  # type: ignore[arg-type]
                 # `if time % update_every == 0: learn(buffer)`: a training phase with its own loop over
                 # data, backwards and updates runs on that period; the period is not a group's A
-                self.undecide(f"the condition `{_code(test)}` {TRAINING_PHASE} (a loop over data "
-                              "with its backwards and updates): what it gates is not a group of microbatches")
+                # the run shows one phase, its own groups included, and ends after it (:meth:`_phase`):
+                # going on would only spend the budget (an RL driver's episodes of generation between
+                # its phases)
                 self.phase_gates.append(statement)
-                # the run can show nothing more of a group: going on would only spend the budget (an RL
-                # driver's episodes of generation between its phases)
-                raise EndOfRun
+                return True
             if gating and gate:
                 positions, cadence, known_divisors = self._positions(test, frame, gate)
                 if positions and positions != gate:
@@ -1947,9 +1983,11 @@ class Interpreter:
         own = (self._iteration_depths[-1] if self._iteration_depths else 0) == len(self._stack)
         skipping = _leaves_iteration(statement.body, own) or (
             isinstance(statement.orelse, cst.Else) and _leaves_iteration(statement.orelse.body, own))
-        # (before the microbatch's backward: only forwards, if anything, ran in this iteration)
+        # (before the microbatch's backward: only forwards, if anything, ran in this iteration, and the
+        # steps of objects that are no optimizer: an environment's `obs, reward, done = env.step(action)`)
         harmless = skipping and all(
-            e.forward for e in self.events[self._iteration_starts[-1] if self._iteration_starts else 0:])
+            e.forward or e.method == "step" and type(e.node) is cst.Call and _foreign_step(e.node, "step", e.owner)
+            for e in self.events[self._iteration_starts[-1] if self._iteration_starts else 0:])
         if not harmless and (skipping or self._has_event(statement, frame)):
             self.undecide(f"the condition `{_code(test)}` on the microbatch's data decides an event")
         return branch

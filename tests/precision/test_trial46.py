@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.precision.test_trial44_b import loop_statistics
+from tests.simulation.test_phase_gates import ACCUMULATING_PHASE
 from tests.support import findings, one
 
 # --- ACC201: a helper's local running sum is no container kept across microbatches -------------
@@ -230,8 +231,9 @@ def test_a_range_counted_from_one_with_a_shifted_test_is_found(tmp_path: Path) -
     assert [code for code, _ in one(tmp_path, MULTI_OPTIMIZER.format(test="(i + 1) % every == 0"))] == ["ACC006"]
 
 
-def test_a_periodic_learning_phase_stays_undecided(tmp_path: Path) -> None:
-    # a loop over replayed batches with its own backward and update is a training phase
+def test_a_periodic_learning_phase_is_no_accumulation_loop(tmp_path: Path) -> None:
+    # a loop over replayed batches with its own backward and update is a training phase: the runs show
+    # the first one, which updates after every batch (decided: no accumulation loop at all)
     source = """
     def run(env, agent, opt, steps, learn_every, memory):
         for t in range(steps):
@@ -243,8 +245,14 @@ def test_a_periodic_learning_phase_stays_undecided(tmp_path: Path) -> None:
                     loss.backward()
                     opt.step()
     """
-    lines = loop_statistics(tmp_path, {"train.py": source})
-    assert lines == ["Accumulation loops: 0 decided, 1 undecided"]
+    assert loop_statistics(tmp_path, {"train.py": source}) == []
+
+
+def test_a_periodic_learning_phase_that_accumulates_is_a_decided_accumulation_loop(tmp_path: Path) -> None:
+    # the twin: the phase gathers `accum` batches per update; its groups are judged (none is wrong)
+    source = ACCUMULATING_PHASE.format(test="(i + 1) % accum == 0")
+    assert loop_statistics(tmp_path, {"train.py": source}) == ["Accumulation loops: 1 decided, 0 undecided"]
+    assert one(tmp_path, source) == []
 
 
 def test_a_dict_of_schedulers_stepped_under_the_gate_is_read_by_its_name(tmp_path: Path) -> None:

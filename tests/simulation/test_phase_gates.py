@@ -3,15 +3,16 @@
 An off-policy agent (field trial 62) updates its critic on every environment step and, every
 ``policy_every`` steps, runs a loop of ``policy_every`` actor updates, each with its own reset,
 backward and update. The simulation finds that gate to start a training phase of its own and
-leaves the loop open; the reading of the code took the same gate for the update's boundary and
-reported its 0-based test (ACC006). Where the runs say what a gate starts, that reading yields.
+shows the first phase and ends (a phase it cannot show whole leaves the loop open); the reading of
+the code took the same gate for the update's boundary and reported its 0-based test (ACC006). Where
+the runs say what a gate starts, that reading yields; the groups inside the phase are judged.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import lint
+from tests.support import line_of, lint
 
 DELAYED_POLICY = """
 import torch
@@ -73,3 +74,28 @@ def test_a_delayed_policy_phase_under_a_zero_based_gate_is_silent(act: str) -> N
 
 def test_a_zero_based_gate_over_an_accumulated_update_is_acc006() -> None:
     assert [code for code, _ in lint(ACCUMULATED, "ALL")] == ["ACC006"]
+
+
+#: a learning phase every `learn_every` environment steps that gathers `accum` replayed batches per update
+ACCUMULATING_PHASE = """
+def run(env, agent, opt, steps, learn_every, memory, accum):
+    for t in range(steps):
+        memory.add(env.step(agent.act()))
+        if t % learn_every == 0:
+            for i, batch in enumerate(memory.batches()):
+                loss = agent.loss(batch) / accum
+                loss.backward()
+                if {test}:
+                    opt.step()
+                    opt.zero_grad()
+"""
+
+
+def test_the_groups_inside_a_training_phase_are_judged() -> None:
+    """The runs show the first phase: a 0-based test in it closes the first group after one batch."""
+    source = ACCUMULATING_PHASE.format(test="i % accum == 0")
+    assert lint(source, "ALL") == [("ACC006", line_of(source, "if i % accum == 0:"))]
+
+
+def test_the_right_groups_inside_a_training_phase_are_silent() -> None:
+    assert lint(ACCUMULATING_PHASE.format(test="(i + 1) % accum == 0"), "ALL") == []

@@ -1392,7 +1392,11 @@ def test_a_period_that_starts_a_training_phase_is_not_a():
 
     result = next(r for r in results if r.entry.name == "Trainer.train")
     assert "update_every" not in result.symbols
-    assert not result.decided  # the phase's period is no A; the code leaves the cadence to `learn`
+    # the phase's period is no A: the runs show the first phase (each batch of `learn` updated on its
+    # own) and end after it, decided, with no group of several microbatches
+    assert result.decided
+    assert not any(trace.accumulates() for trace in result.traces)
+    assert all(any("the run shows the first phase" in note for note in trace.notes) for trace in result.traces)
     assert all(verdicts(r) == [] for r in results)
 
 
@@ -2451,13 +2455,16 @@ RL_DRIVER = """
 """
 
 
-def test_a_driver_that_gates_a_training_phase_ends_its_runs_there():
-    # the run can show no group past the phase's gate: it ends there, on that one reason (not on the
-    # statement budget its episodes would spend, nor on "no run reached a backward")
+def test_a_driver_that_gates_a_training_phase_ends_its_runs_after_the_first_phase():
+    # the runs show the first phase (its loader's batches, each updated on its own) and end after it
+    # (not on the statement budget the episodes would spend, nor on "no run reached a backward"):
+    # decided, with no group of several microbatches
     (driver,) = [r for r in simulated(RL_DRIVER) if r.entry.name == "Trainer.train"]
-    assert not driver.decided
-    assert len(driver.reasons()) == 1 and "starts a training phase of its own" in driver.reasons()[0], \
-        driver.reasons()
+    assert driver.decided, driver.reasons()
+    assert not any(trace.accumulates() for trace in driver.traces)
+    trace = driver.traces[0]
+    assert [e.kind.value for e in trace.events].count("backward") == trace.microbatches_drawn > 0
+    assert any("starts a training phase of its own" in note for note in trace.notes)
 
 
 # --- an entry that holds no backward at all (s49: s4's generate.py, a recurrent `model.step(x)`) ---
