@@ -11,7 +11,7 @@ from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
 from accumlint.checks.group_traces import FRAMEWORK_CLIPPERS, with_traces
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
-from accumlint.model.dataflow import reaching_assignment
+from accumlint.model.dataflow import reaching_assignment, value_history
 from accumlint.model.events import CLIP_CALLS, measures_only
 from accumlint.model.kinds import Evidence
 from accumlint.model.ledger import gradient_rescales
@@ -180,7 +180,7 @@ class ClipBeforeUnscale(Rule):
                     continue
                 step = next((e for e in events if e.kind is EventKind.UPDATE and e.method == "scaler.step"
                              and e.order > clip.order and not clip.site.excludes(e.site)), None)
-                if step is None:
+                if step is None or _after_an_unscaled_backward(events, clip):
                     continue
                 unscaled = any(e.kind is EventKind.UNSCALE and e.order < clip.order for e in events)
                 # keyed by the clip's own statement: its copies inlined into callers are the same clip
@@ -202,6 +202,24 @@ class ClipBeforeUnscale(Rule):
                 "gradient norm of the threshold divided by the scale",
                 _scaler_site(scaler),
             )
+
+
+def _after_an_unscaled_backward(events: list[Event], clip: Event) -> bool:
+    """Whether every backward that may run before ``clip`` on its path backpropagates a loss that no
+    scaler's ``scale(...)`` multiplied (a memory probe's plain ``loss.backward()`` before the scaled
+    training runs): the gradients it clips carry no loss scale. One arm that scales (``if amp:
+    scaler.scale(loss).backward() else: loss.backward()``) keeps the clip in question."""
+    backwards = [e for e in events if e.kind is EventKind.BACKWARD and e.order < clip.order
+                 and not clip.site.excludes(e.site)]
+    return bool(backwards) and all(_plain(backward) for backward in backwards)
+
+
+def _plain(backward: Event) -> bool:
+    """Whether a backward is a tensor's own on a value no ``scale(...)`` call computed."""
+    if backward.method != "backward" or backward.target is None or backward.role.role is not Role.UNKNOWN:
+        return False  # (an engine's or an accelerator's backward scales the loss itself)
+    return not any(method_name(call) == "scale" for value, _, _ in value_history(backward.target, backward.site)
+                   for call in calls_in(value))
 
 
 def _threshold_scaled(clip: Event) -> bool:

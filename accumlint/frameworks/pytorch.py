@@ -131,6 +131,12 @@ FSDP1_OFFLOAD_SOURCE = Source(
 #: DDP's sync switches (``nn/parallel/distributed.py``): the context and the flag it flips.
 DDP_NO_SYNC_METHOD = "no_sync"
 DDP_SYNC_FLAG = "require_backward_grad_sync"
+#: DDP's communication hook (``nn/parallel/distributed.py`` ``register_comm_hook(state, hook)``):
+#: the hook computes what each synchronized gradient bucket becomes (it may rescale it, by A too);
+#: the stock hooks of ``distributed/algorithms/ddp_comm_hooks/default_hooks.py`` average by the world
+#: size only.
+REGISTER_COMM_HOOK = "register_comm_hook"
+STOCK_COMM_HOOKS = frozenset({"allreduce_hook", "fp16_compress_hook", "bf16_compress_hook"})
 #: DDP decides at forward time (reducer armed in forward); FSDP reads its flag in the
 #: post-backward hook, so forward placement does not matter there.
 FORWARD_DECIDES_SYNC = frozenset({Role.DDP_MODEL})

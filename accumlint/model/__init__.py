@@ -19,7 +19,17 @@ from accumlint.model.forward_sums import graphless_outputs
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.names import ImportMap, dotted, int_value, last_segment, names_in, walk
+from accumlint.model.names import (
+    ImportMap,
+    dotted,
+    int_value,
+    keyword,
+    last_segment,
+    method_name,
+    names_in,
+    positional,
+    walk,
+)
 from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.scopes import FrameKind, Scope, Site
@@ -97,6 +107,16 @@ class FileModel:
                    for trace in simulation.traces if trace.configuration.accumulation > 1
                    for e in trace.events if e.kind is EventKind.BACKWARD and e.node is event.node]
         return bool(factors) and all(f is not None and abs(f - 1.0) > 1e-9 for f in factors)
+
+    def gated_in_the_runs(self, group: Group, event: Event) -> bool:
+        """Whether the decided runs that cover ``group``'s loop make the update at ``event`` on fewer
+        microbatches than they draw, in every run of A ≥ 2, and at all in some (a boundary on a counter
+        the reading does not follow: ``self.pending == self.accum`` in a method the loop calls)."""
+        counts = [(sum(1 for e in trace.events if e.kind is EventKind.UPDATE
+                       and (e.node is event.node or e.node is event.site.node)), trace.microbatches_drawn)
+                  for simulation in self.simulations if simulation.decided and simulation.covers(group.loop)
+                  for trace in simulation.traces if trace.configuration.accumulation > 1]
+        return any(made for made, _ in counts) and all(made < drawn for made, drawn in counts)
 
     @cached_property
     def simulations(self) -> list:
@@ -218,9 +238,22 @@ class FileModel:
     def may_rescale_gradients(self, group: Group) -> bool:
         """Whether the group's code hands a model's parameters to a function it cannot see
         (``self.divide_grads_(self.model.parameters(), n)`` with the function given from outside):
-        it may rescale their gradients (:func:`accumlint.model.losses.hands_parameters_over`)."""
+        it may rescale their gradients (:func:`accumlint.model.losses.hands_parameters_over`); or the
+        module registers a DDP communication hook of its own, which may rescale them at the sync."""
         events = {id(event.site) for event in group.events}
-        return losses.hands_parameters_over([s for s in group.region_sites if id(s) not in events], self.imports)
+        return losses.hands_parameters_over([s for s in group.region_sites if id(s) not in events], self.imports) \
+            or self._own_comm_hook
+
+    @cached_property
+    def _own_comm_hook(self) -> bool:
+        """Whether the module registers a DDP communication hook of its own (not a stock one of
+        torch's): it decides what each synchronized gradient bucket becomes, a division by A too."""
+        for call in walk(self.module):
+            if type(call) is cst.Call and method_name(call) == fw.pytorch.REGISTER_COMM_HOOK:
+                hook = positional(call, 1) or keyword(call, "hook")
+                if last_segment(dotted(hook)) not in fw.pytorch.STOCK_COMM_HOOKS:
+                    return True
+        return False
 
     @staticmethod
     def scales_gradients(group: Group) -> bool:
@@ -472,3 +505,4 @@ def _under_boundary_test(site: Site, call: cst.Call) -> bool:
                 and boundary.analyze(frame.test, lambda _name: None) is not None:
             return True
     return False
+

@@ -134,6 +134,10 @@ MODEL_PARALLEL_NAME = re.compile(
     r"^model_parallel(_size|_degree)?$", re.I)
 #: A count of the samples a group has seen so far (the counter of a sample-count gate,
 #: ``seen += len(batch); if seen >= global_batch_size: ...``).
+#: keywords that hand a loss function the denominator of the group (HF's ``num_items_in_batch``, a
+#: total of supervised tokens): the loss it returns may be normalized by it, out of sight
+DENOMINATOR_KEYWORD = re.compile(r"^(num_items_in_batch|\w*_?tokens_in_(batch|group|step)|total_\w*tokens\w*|"
+                                 r"normaliz(er|ation)|denominator|global_\w*(tokens|count))$", re.IGNORECASE)
 SAMPLE_COUNT_NAME = re.compile(r"^(n_|num_)?(samples|examples|seqs|sequences)(_seen|_in_group|_so_far|_acc\w*)?$|"
                                r"^(seen|n_seen|samples_seen|examples_seen|seen_samples|seen_examples)$", re.I)
 #: What a sample-count gate compares with: the group's target size in samples.

@@ -122,6 +122,12 @@ def _classify_training_event(site: Site, roles: Roles) -> Event | None:
             # `backward(loss)` we know: its own method, which of its arguments is the loss is open
             several = role.role is Role.MODEL and positional(call, 1) is not None
             return Event(EventKind.BACKWARD, site, target, role, method, None if several else positional(call, 0))
+        given = keyword(call, "loss")
+        if given is not None or positional(call, 1) is not None and role.role is Role.UNKNOWN \
+                and roles.of(positional(call, 1), site).role is Role.OPTIMIZER:
+            # `booster.backward(loss=loss, optimizer=opt)`, `booster.backward(loss, opt)`: an owner given the
+            # loss (a tensor's own backward takes no `loss=`, nor an optimizer after its gradient)
+            return Event(EventKind.BACKWARD, site, target, role, method, given or positional(call, 0))
         loss = target
         if isinstance(loss, cst.Call) and method_name(loss) == "scale":  # scaler.scale(loss).backward()
             loss = positional(loss, 0)
@@ -246,6 +252,9 @@ _RESCALE_METHODS = frozenset({"div_", "mul_", "divide_", "multiply_"})
 GRAD_RESCALE_CALLS = fw.fairseq.GRAD_RESCALE_CALLS | fw.torchtune.GRAD_RESCALE_CALLS
 #: foreach kernels that rescale a list in place: a rescale when the list is named for gradients
 _FOREACH_RESCALES = frozenset({"_foreach_div_", "_foreach_mul_"})
+#: foreach kernels that blend a list in place (``torch._foreach_lerp_(ema, params, 1 - d)``): with the
+#: scaling ones, a weight average when the list is named for one
+_FOREACH_BLENDS = frozenset({"_foreach_add_", "_foreach_lerp_"})
 #: calls defined to run once per optimizer update: torch's ``AveragedModel.update_parameters``,
 #: peft's AdaLoRA ``update_and_allocate(global_step)`` (their framework modules), and EMA helpers
 #: named for it
@@ -264,8 +273,8 @@ WEIGHT_BLEND = "weight average"
 #: module methods whose results pair one model's tensors with another's in ``zip(a.X(), b.X())``
 _WEIGHT_LISTS = frozenset({"parameters", "buffers"})
 #: every name :func:`classify_gradient_op` looks at (others cost one set lookup)
-GRADIENT_OP_NAMES = (_RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | UPDATE_HOOK_CALLS | _EMA_METHODS
-                     | _BLEND_METHODS)
+GRADIENT_OP_NAMES = (_RESCALE_METHODS | GRAD_RESCALE_CALLS | _FOREACH_RESCALES | _FOREACH_BLENDS | UPDATE_HOOK_CALLS
+                     | _EMA_METHODS | _BLEND_METHODS)
 
 
 def measures_only(call: cst.Call | None) -> bool:
@@ -378,10 +387,12 @@ def classify_gradient_op(site: Site) -> Event | None:
     if name in GRAD_RESCALE_CALLS:
         return Event(EventKind.GRAD_RESCALE, site, target if target is not None else positional(call, 0),
                      UNKNOWN, name)
-    if name in _FOREACH_RESCALES:
-        first = dotted(positional(call, 0)) or ""
-        if "grad" in last_segment(first).lower():
-            return Event(EventKind.GRAD_RESCALE, site, positional(call, 0), UNKNOWN, name)
+    if name in _FOREACH_RESCALES or name in _FOREACH_BLENDS:
+        first = positional(call, 0)
+        if name in _FOREACH_RESCALES and "grad" in last_segment(dotted(first) or "").lower():
+            return Event(EventKind.GRAD_RESCALE, site, first, UNKNOWN, name)
+        if is_ema_name(first) and not _names_a_metric(first):  # `torch._foreach_mul_(ema_params, d)`
+            return Event(EventKind.UPDATE_HOOK, site, first, UNKNOWN, name)
         return None
     if (name in UPDATE_HOOK_CALLS or name in _EMA_METHODS) and _names_a_metric(target):
         return None  # a smoothed loss or meter: no once-per-update hook on the weights

@@ -16,6 +16,7 @@ How one site is gated and how often it runs (boundary tests, flags, loop invaria
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -26,7 +27,7 @@ from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.events import Event
 from accumlint.model.gate_analysis import PURE_CALLS, Gate, GateAnalysis
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
-from accumlint.model.names import calls_in, dotted, int_value, method_name, names_in, walk
+from accumlint.model.names import calls_in, dotted, int_value, last_segment, method_name, names_in, walk
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 #: assignments followed back from a loss to the forward it was computed from (one forward, many losses)
@@ -381,7 +382,8 @@ class LoopAnalysis(GateAnalysis):
                                                   else self._site_cadence(group, site, user_groups=True))
         group.accumulates = {
             LoopStyle.GATED: True,
-            LoopStyle.MICRO_LOOP: True,
+            # (the views of one microbatch: a sum of terms, or a group cut where the code does not show)
+            LoopStyle.MICRO_LOOP: None if iterates_one_microbatch(group, _hook_batch(group.scope)) else True,
             LoopStyle.UNGATED: False,
         }.get(group.style)
 
@@ -428,3 +430,91 @@ def _own_frames_list(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
 def is_accumulate_call(node: cst.CSTNode) -> bool:
     """Whether a ``with`` item is ``<accelerator>.accumulate(...)``."""
     return isinstance(node, cst.Call) and method_name(node) == fw.accelerate.ACCUMULATE_METHOD
+
+
+#: calls that cut one batch into parts that together hold it once: a partition into microbatches
+_PARTITIONS = frozenset({"split", "chunk", "tensor_split", "split_with_sizes", "array_split", "unbind"})
+#: a name of microbatches or of their size (``micro_batches``, ``micro_bs``): parts cut for a group
+_MICROBATCH_NAME = re.compile(r"micro", re.IGNORECASE)
+
+
+def iterates_one_microbatch(group: Group, hook_batch: str | None) -> bool:
+    """Whether a MICRO_LOOP group's loop iterates parts of one drawn microbatch that the code does not
+    cut for a group: its iterable is read from the target of an enclosing loop of its scope, or from
+    ``hook_batch`` (the batch a Lightning ``training_step`` is handed), with no A-named or
+    microbatch-named value and no partition (``chunk``, ``split``, a strided range or slice) on the
+    way, and the loop draws nothing itself (``for k, crop in enumerate(crops)``, ``range(len(crops)
+    - 1)``): views of one microbatch (crops, augmentations) whose objective is the sum of their
+    terms, not a group."""
+    loop, scope = group.loop, group.scope
+    if type(loop) is not cst.For or loop not in scope.loop_spans \
+            or any(method_name(call) == "next" or dotted(call.func) == "next" for call in calls_in(loop.body)):
+        return False
+    start = scope.loop_spans[loop][0]
+    work: list[tuple[cst.BaseExpression, int]] = [(loop.iter, 0)]
+    seen: set[str] = set()
+    rooted = False
+    while work:
+        expression, depth = work.pop()
+        called = {id(call.func) for call in calls_in(expression)}
+        # (the keys a value is read under, `batch[self.modality_key]`, and the instance are not what is iterated)
+        keys = {id(n) for sub in walk(expression) if type(sub) is cst.Subscript for n in walk(sub.slice[0])} \
+            if any(type(sub) is cst.Subscript for sub in walk(expression)) else set()
+        for node in walk(expression):
+            kind = type(node)
+            if kind is cst.Call and (last_segment(dotted(node.func)) in _PARTITIONS or method_name(node) in _PARTITIONS
+                                     or dotted(node.func) == "range" and len(node.args) == 3):
+                return False
+            if kind is cst.Slice and node.step is not None:
+                return False
+            text = dotted(node) if kind in (cst.Name, cst.Attribute) else None
+            if text and (conventions.ACCUMULATION_NAME.search(last_segment(text)) or _MICROBATCH_NAME.search(text)):
+                return False
+        for node in walk(expression):
+            if type(node) is not cst.Name or id(node) in called or id(node) in keys or node.value in seen \
+                    or node.value in ("self", "cls"):
+                continue
+            seen.add(node.value)
+            definition = reaching_assignment(scope, node.value, start)
+            if definition is None or definition.node is scope.node:
+                if node.value != hook_batch:
+                    return False  # a parameter or a global: where it comes from is open
+                rooted = True
+            elif type(definition.node) is cst.For:
+                outer = definition.node
+                if not (outer in scope.loop_spans and outer is not loop
+                        and scope.loop_spans[outer][0] <= start < scope.loop_spans[outer][1]
+                        and _over_a_loader(outer, scope)):
+                    return False  # (`for group in groups: for batch in group:`: an item that is a group)
+                rooted = True  # a microbatch an enclosing loop drew from a loader
+            elif definition.value is not None and depth < 4:
+                work.append((definition.value, depth + 1))
+            else:
+                return False
+    return rooted
+
+
+def _over_a_loader(loop: cst.For, scope: Scope) -> bool:
+    """Whether ``loop`` passes over a data loader, each item one microbatch: named for one
+    (``train_loader``, through ``enumerate``/``tqdm``), or a name bound to a ``DataLoader(...)``."""
+    iterable = conventions.passed_over(loop.iter)
+    if type(iterable) is cst.Name:
+        definition = reaching_assignment(scope, iterable.value, scope.loop_spans[loop][0])
+        if definition is not None and type(definition.value) is cst.Call:
+            iterable = definition.value
+    if type(iterable) is cst.Call:
+        return last_segment(dotted(iterable.func)) == "DataLoader"
+    text = last_segment(dotted(iterable)).lower() if iterable is not None else ""
+    return any(role is Role.LOADER and pattern.search(text) for pattern, role in conventions.NAME_PATTERNS)
+
+
+def _hook_batch(scope: Scope) -> str | None:
+    """The name of the batch a framework hands ``scope`` once per microbatch (``batch`` of a
+    LightningModule's ``training_step(self, batch, batch_idx)``, its class deriving from Lightning's
+    directly or through the project's own base classes), else None."""
+    node = scope.node
+    if type(node) is not cst.FunctionDef or scope.class_def is None \
+            or node.name.value not in fw.lightning.MICROBATCH_HOOKS:
+        return None
+    params = node.params.params
+    return params[1].name.value if len(params) > 1 else None

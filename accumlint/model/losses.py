@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from accumlint.model import conventions
 from accumlint.model.dataflow import (
     MAX_CHAIN,
     arithmetic,
@@ -94,29 +95,37 @@ def masked_mean_by_hand(event: Event) -> TokenMean | None:
     return None
 
 
+def handed_a_denominator(event: Event) -> bool:
+    """Whether the value history of a backward's loss holds a call given the group's denominator by
+    a keyword named for one (:data:`conventions.DENOMINATOR_KEYWORD`: ``num_items_in_batch=``,
+    ``total_effective_tokens_in_batch=``): the loss it returns may be normalized by it, out of sight."""
+    if event.loss is None:
+        return False
+    return any(arg.keyword is not None and conventions.DENOMINATOR_KEYWORD.match(arg.keyword.value)
+               for value, _, _ in value_history(event.loss, event.site) for call in calls_in(value)
+               for arg in call.args)
+
+
 def _read_from_data(name: str, site: Site) -> bool:
     """Whether a mask comes with the data, so its count varies per microbatch: a loop target
     (``for x, y, mask in loader``), a field of a batch (``batch["loss_mask"]``, ``b.mask``), or
     a comparison against a padding value (``labels != -100``). A mask computed by a call
     (``random_masking(x, ratio)``: often a fixed count) or of unknown origin is not."""
-    for value, _, _ in value_history(cst.Name(name) if "." not in name else _attribute(name), site):
+    try:  # (the dotted text of a name, an attribute chain or a constant-key subscript is an expression)
+        expression = cst.parse_expression(name)
+    except cst.ParserSyntaxError:
+        return False
+    for value, _, _ in value_history(expression, site):
         if isinstance(value, (cst.Subscript, cst.Comparison)):
             return True
         if isinstance(value, cst.Attribute) and dotted(value) != name:
             return True
-    if "." in name:  # `exp.action_mask` read where it is used: a field of what the loop draws
-        return _read_from_data(name.rsplit(".", 1)[0], site)
+    if type(expression) in (cst.Attribute, cst.Subscript):
+        # `exp.action_mask`, `micro["mask"]` read where it is used: a field of what the loop draws
+        return _read_from_data(dotted(expression.value) or "", site)  # type: ignore[attr-defined]
     name, namespace = home(site.scope, name, site.order, site.inline)  # a helper's parameter: the caller's
     definition = reaching_assignment(site.scope, name, site.order, None, namespace)
     return definition is not None and isinstance(definition.node, cst.For)
-
-
-def _attribute(name: str) -> cst.BaseExpression:
-    head, *rest = name.split(".")
-    node: cst.BaseExpression = cst.Name(head)
-    for part in rest:
-        node = cst.Attribute(node, cst.Name(part))
-    return node
 
 
 def _summed_name(expression: cst.BaseExpression) -> str | None:

@@ -1008,6 +1008,12 @@ def settle_roles(events: list[RawEvent], built: dict[str, str] | None = None) ->
             facts[key] = RoleFact(label, Role.OTHER, "a value computed from the data (a loss)")
         elif key in steps_optimizer:
             facts[key] = RoleFact(label, Role.SCALER, "use: its .step() is handed an optimizer, which it steps")
+        elif key in with_argument and "step" in used and "zero_grad" in used \
+                and _named_role(label if isinstance(receiver, Unknown) else None) is Role.OPTIMIZER:
+            # an optimizer named so that also backpropagates the loss (apex's `FP16_Optimizer`, a booster's
+            # optimizer wrapper): it scales the loss and steps what it wraps; it counts no microbatches
+            facts[key] = RoleFact(label, Role.OPTIMIZER, "use: receives .backward(loss), .step() and .zero_grad(), "
+                                                         "named an optimizer: a mixed-precision wrapper")
         elif key in with_argument and "step" in used:
             facts[key] = RoleFact(label, Role.ENGINE, "use: receives .backward(loss) and .step()")
         elif {"step", "zero_grad"} <= used:

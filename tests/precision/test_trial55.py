@@ -146,9 +146,6 @@ def test_a_step_count_bumped_per_microbatch_and_again_per_sync_is_acc902() -> No
     assert "ACC902" in [code for code, _ in lint(textwrap.dedent(source), select="ALL")]
 
 
-@pytest.mark.xfail(strict=True, reason="ACC103 (opt-in) reads a loop over the views of one drawn microbatch, each "
-                   "backpropagated on its own before the one update, as a group of A microbatches; the views are "
-                   "parts of one microbatch whose objective is the sum of their terms")
 def test_terms_of_the_views_of_one_microbatch_backpropagated_one_by_one_are_no_acc103() -> None:
     source = """
     import torch

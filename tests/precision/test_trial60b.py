@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.support import findings, lint
 
 # --- DeepSpeed double division across two modules ---------------------------------------------
@@ -157,9 +155,6 @@ def train_epoch(net, opt, scaler, loader, cfg):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC103 (opt-in) reads a helper's loop over the views of one drawn batch, each "
-                   "backpropagated before the one update, as a group of A microbatches; the objective is the sum of "
-                   "the views' terms")
 def test_views_of_one_batch_backpropagated_in_a_helper_are_no_acc103() -> None:
     assert [code for code, _ in lint(PER_VIEW_HELPER, "ALL")] == []
 

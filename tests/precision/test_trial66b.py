@@ -1,7 +1,8 @@
 """Shapes from the 66th field trial (second half), reduced and written anew (no fetched code).
 
-False positives, each asserting silence (strict xfail while the tool still fires), with a twin the
-tool gets right:
+False positives, each asserting silence, with a twin the tool gets right (all three silent since
+the trial: a scheduler step on a path whose update runs every microbatch is once per update; the
+runs' cadence of an update overrules the reading's; a DDP hook of the module's own may rescale):
 
 - a loop with a mode flag: ``if not cfg.accumulate:`` runs the update, the scheduler step and the
   reset on every microbatch (no accumulation at all in that arm), ``else:`` runs the same three
@@ -17,23 +18,23 @@ tool gets right:
   group mean, yet ACC103 says the loss reaches the update undivided (twin: the same loop without
   the hook: a real ACC103).
 
-Misses, each asserting the finding (strict xfail), with a twin the tool finds today:
+Misses, each asserting the finding (strict xfail while missed), with a twin the tool finds today:
 
 - an evaluation (``model.eval()``, a validation pass, a print, ``model.train()``) tested on the
   update counter, ``(updates + 1) % eval_every == 0``, on the path every microbatch takes: it runs
   A times per update (ACC010; twin: a ``torch.save`` under the same test: found);
 - a weight average kept by an object whose ``__call__`` walks ``state_dict()`` with ``mul_`` and
   ``add_``, called on every microbatch beside a gated update (ACC007; twin: the same walk written
-  in the loop: found, though its message names the call ``None(...)``: a strict xfail asks for a
-  name);
+  in the loop: found; its message named the call ``None(...)``, fixed since: the call's text);
 - the mode-flag loop above with an off-by-one gate (the index bumped once before ``(i + 1) % A``):
   the accumulating arm's first group is short, yet the flag hides ACC006 (twin: the same loop
   without the flag: found);
 - a token mean through an in-module helper, ``masked_mean(x, micro["mask"])``, divided by A in a
   gated loop (ACC102; twin: the same mean written in the loop over a bound mask: found);
 - the same token mean written in the loop over the subscript itself, ``(x * micro["mask"]).sum() /
-  micro["mask"].sum()``: ACC101, ACC102 and ACC107 crash (a name built from the subscript text),
-  so nothing is reported and the file is not fully checked (twin: the bound mask: found, no crash);
+  micro["mask"].sum()``: ACC101, ACC102 and ACC107 crashed (a name built from the subscript text),
+  so nothing was reported and the file was not fully checked (fixed since: found, no crash; twin:
+  the bound mask);
 - an optimizer built by a helper that starts from ``optimizer = None`` and builds it only when a
   planned step count is given (the caller passes one on its training path): the update is not seen,
   so the tail of a ``(step + 1) % A`` loop over a shuffled loader leaks silently (ACC005; twin: the
@@ -84,16 +85,12 @@ def run(model, loader, optimizer, scheduler, cfg):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the non-accumulating arm steps the scheduler with the optimizer on "
-                                       "every microbatch; ACC304 reads it against the other arm's groups")
 def test_a_scheduler_stepped_with_the_update_in_each_flag_arm_is_silent() -> None:
     source = _FLAG_ARMS.format(arm_sched="            scheduler.step()\n",
                                gated_sched="                scheduler.step()\n", after="")
     assert "ACC304" not in lint_codes(source)
 
 
-@pytest.mark.xfail(strict=True, reason="the same two arms calling one closure that steps, schedules and "
-                                       "resets: ACC304 at the non-accumulating arm's call")
 def test_a_closure_update_called_from_each_flag_arm_is_silent() -> None:
     assert "ACC304" not in lint_codes(_FLAG_CLOSURE)
 
@@ -145,10 +142,15 @@ def train(model, optimizer, loader, accum):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the runs show one update per A microbatches, but ACC004 says the "
-                                       "update under `self.pending == self.accum` runs every microbatch")
 def test_an_update_gated_by_a_counter_on_the_trainer_object_is_silent() -> None:
+    """The runs make one update per A microbatches: the reading's every-microbatch cadence yields."""
     assert lint(_COUNTING_TRAINER, "ALL") == []
+
+
+def test_the_trainer_object_updating_on_every_call_is_acc004() -> None:
+    """The twin the runs confirm: the counter tested against 1, so every call updates."""
+    source = _COUNTING_TRAINER.replace("if self.pending == self.accum:", "if self.pending >= 1:")
+    assert lint(source, "ALL") == [("ACC004", line_of(source, "self.optimizer.step()"))]
 
 
 def test_the_same_counter_as_a_local_of_the_loop_is_silent() -> None:
@@ -182,11 +184,15 @@ def train(net, loader, optimizer, accum, rank):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the communication hook divides the synchronized buckets by A: "
-                                       "not read as the loop's normalization")
 def test_a_comm_hook_dividing_by_a_is_not_acc103() -> None:
     source = _HOOKED_DDP.format(register="    model.register_comm_hook(None, averaged)\n")
     assert "ACC103" not in lint_codes(source)
+
+
+def test_the_same_loop_with_a_stock_hook_is_acc103() -> None:
+    """torch's ``allreduce_hook`` averages by the world size only: the missing 1/A stays."""
+    source = _HOOKED_DDP.format(register="    model.register_comm_hook(None, allreduce_hook)\n")
+    assert ("ACC103", line_of(source, "loss.backward()")) in lint(source, "ALL")
 
 
 def test_the_same_loop_without_the_hook_is_acc103() -> None:
@@ -294,7 +300,6 @@ def test_the_same_average_written_in_the_loop_is_acc007() -> None:
     assert ("ACC007", line) in lint(_SHADOW_INLINE, "ALL")
 
 
-@pytest.mark.xfail(strict=True, reason="the message names the in-loop average `None(...)`")
 def test_the_in_loop_average_message_names_no_none() -> None:
     (finding,) = [f for f in check(_SHADOW_INLINE, "ALL").findings if f.code == "ACC007"]
     assert "None(" not in finding.message
@@ -373,7 +378,6 @@ def test_a_token_mean_through_a_helper_divided_by_a_is_acc102() -> None:
     assert ("ACC102", line_of(_HELPER_MEAN, "(loss / accum).backward()")) in lint(_HELPER_MEAN, "ALL")
 
 
-@pytest.mark.xfail(strict=True, reason="ACC101/ACC102/ACC107 crash building a name from `micro[\"mask\"]`")
 def test_a_token_mean_over_a_subscript_mask_is_acc102_without_a_crash() -> None:
     source = _INLINE_MEAN.format(bind="", mask='micro["mask"]')
     result = check(source, "ALL")

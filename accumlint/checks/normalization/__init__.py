@@ -30,6 +30,7 @@ from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
 from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
+from accumlint.model.losses import handed_a_denominator
 from accumlint.model.names import code_of, dotted, last_segment
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -242,6 +243,8 @@ class MissingNormalization(Rule):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges
                 if model.divided_in_the_runs(group, event):
                     continue  # a division the simulated runs made where the reading does not follow
+                if handed_a_denominator(event):
+                    continue  # `loss_fn(..., total_effective_tokens_in_batch=n)`: it may divide by the group's count
                 invariant = model.frameworks.scale_invariant_optimizers(group)
                 by_rate = model.frameworks.learning_rate_divided_by_a(group)
                 if (invariant is not None or by_rate is not None) and not group.of_kind(EventKind.CLIP):

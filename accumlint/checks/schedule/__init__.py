@@ -69,6 +69,8 @@ class SchedulerPerMicrobatch(Rule):
             for step in group.of_kind(EventKind.SCHEDULER_STEP):
                 if group.cadence(step) is not Cadence.MICROBATCH or step.role.owner is not None:
                     continue
+                if _beside_an_update_every_microbatch(group, step):
+                    continue  # on its path the optimizer updates every microbatch too (a mode without groups)
                 if _told_its_position(step, counters):
                     continue  # `sched.step(cur_epoch=e, cur_step=i)`: a setter of the absolute position
                 if horizon_multiplied_by_accumulation(step.role.origin, model.is_accumulation_name):
@@ -91,6 +93,15 @@ class SchedulerPerMicrobatch(Rule):
                 )
 
 
+
+
+def _beside_an_update_every_microbatch(group, step) -> bool:
+    """Whether ``step`` runs only on paths where the optimizer updates on every microbatch: an update of
+    that cadence shares its path and every gated update is on another (``if not cfg.accumulate:
+    optimizer.step(); scheduler.step()`` beside the gated arm): once per update there."""
+    updates = group.of_kind(EventKind.UPDATE)
+    return any(group.cadence(u) is Cadence.MICROBATCH and not step.site.excludes(u.site) for u in updates) \
+        and all(step.site.excludes(u.site) for u in updates if group.cadence(u) is not Cadence.MICROBATCH)
 
 
 def _sized_by_the_loops_count(model: FileModel, group, constructor: cst.Call | None) -> bool:

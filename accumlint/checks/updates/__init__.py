@@ -20,7 +20,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
-from accumlint.model.names import children, dotted, int_value
+from accumlint.model.names import children, code_of, dotted, int_value
 from accumlint.model.owned_loops import lightning_backward_hooks
 from accumlint.model.scopes import FrameKind
 
@@ -53,7 +53,7 @@ class StepEveryMicrobatch(Rule):
                     continue
                 if model.decides_inside(update):
                     continue  # a project wrapper's `step()` that gates its own updates
-                if group.cadence(update) is Cadence.MICROBATCH:
+                if group.cadence(update) is Cadence.MICROBATCH and not model.gated_in_the_runs(group, update):
                     yield Hit(
                         update.node,
                         "the optimizer update runs on every microbatch although the loop is written for "
@@ -255,17 +255,21 @@ class UpdateHookPerMicrobatch(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         reported: set[int] = set()
         for group in accumulating_groups(model):
+            averaged: set[str] = set()  # the lists a foreach average was reported on (its kernels, one finding)
             for event in group.of_kind(EventKind.UPDATE_HOOK):
                 node = report_node(group, event)
-                if id(node) in reported:
+                foreach = event.method.startswith("_foreach_") and dotted(event.target)
+                if id(node) in reported or foreach in averaged:
                     continue
                 if not reads_weights(model, group, event):
                     continue  # an average of data statistics (or a smoothed number): a new value each microbatch
                 if op_cadence(model, group, event) is not Cadence.MICROBATCH:
                     continue
                 reported.add(id(node))
+                if foreach:
+                    averaged.add(foreach)
                 call = node if isinstance(node, cst.Call) else event.site.call
-                what = f"`{dotted(call.func) if call is not None else event.method}(...)`"
+                what = f"`{_callee_text(call) if call is not None else event.method}(...)`"
                 if event.method == fw.peft.UPDATE_HOOK:
                     effect = ("the rank allocator advances its schedule A times per update and scores importance "
                               "on partial sums of the group's gradient")
@@ -282,6 +286,11 @@ class UpdateHookPerMicrobatch(Rule):
         yield from _lightning_batch_hooks(model, reported)
 
 
+def _callee_text(call: cst.Call) -> str:
+    """What a message calls a call: its dotted name, else its text (``e.mul_(0.999).add_``)."""
+    return dotted(call.func) or code_of(call.func)
+
+
 def _lightning_batch_hooks(model: FileModel, reported: set[int]) -> Iterator[Hit]:
     """ACC007 in the per-batch hooks of a LightningModule under automatic optimization
     (:data:`accumlint.frameworks.lightning.BATCH_HOOKS`: ``on_train_batch_end`` runs once per
@@ -295,7 +304,7 @@ def _lightning_batch_hooks(model: FileModel, reported: set[int]) -> Iterator[Hit
             reported.add(id(call))
             yield Hit(
                 call,
-                f"`{dotted(call.func)}(...)` in `{scope.name}` runs on every batch, so on every microbatch under "
+                f"`{_callee_text(call)}(...)` in `{scope.name}` runs on every batch, so on every microbatch under "
                 "`accumulate_grad_batches` > 1: the average moves A times per optimizer update over unchanged "
                 "weights and decays A times faster than its decay says",
                 "move it to `on_before_optimizer_step` or `optimizer_step` (once per update), or divide its "
