@@ -505,4 +505,3 @@ def _under_boundary_test(site: Site, call: cst.Call) -> bool:
                 and boundary.analyze(frame.test, lambda _name: None) is not None:
             return True
     return False
-

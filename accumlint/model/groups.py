@@ -28,6 +28,7 @@ from accumlint.model.events import Event
 from accumlint.model.gate_analysis import PURE_CALLS, Gate, GateAnalysis
 from accumlint.model.kinds import Cadence, EventKind, LoopStyle, Role
 from accumlint.model.names import calls_in, dotted, int_value, last_segment, method_name, names_in, walk
+from accumlint.model.roles import constructor_role, role_from_name
 from accumlint.model.scopes import Frame, FrameKind, Scope, Site
 
 #: assignments followed back from a loss to the forward it was computed from (one forward, many losses)
@@ -382,10 +383,11 @@ class LoopAnalysis(GateAnalysis):
                                                   else self._site_cadence(group, site, user_groups=True))
         group.accumulates = {
             LoopStyle.GATED: True,
-            # (the views of one microbatch: a sum of terms, or a group cut where the code does not show)
-            LoopStyle.MICRO_LOOP: None if iterates_one_microbatch(group, _hook_batch(group.scope)) else True,
+            LoopStyle.MICRO_LOOP: True,
             LoopStyle.UNGATED: False,
         }.get(group.style)
+        if group.style is LoopStyle.MICRO_LOOP and iterates_one_microbatch(group, _hook_batch(group.scope)):
+            group.accumulates = None  # the views of one microbatch: a sum of terms, or a group cut out of sight
 
     def _runs_backward(self, loop: cst.CSTNode) -> bool:
         """Whether a loop of this scope (a helper's too) runs a backward: its passes are
@@ -458,8 +460,8 @@ def iterates_one_microbatch(group: Group, hook_batch: str | None) -> bool:
         expression, depth = work.pop()
         called = {id(call.func) for call in calls_in(expression)}
         # (the keys a value is read under, `batch[self.modality_key]`, and the instance are not what is iterated)
-        keys = {id(n) for sub in walk(expression) if type(sub) is cst.Subscript for n in walk(sub.slice[0])} \
-            if any(type(sub) is cst.Subscript for sub in walk(expression)) else set()
+        keys = {id(n) for sub in walk(expression) if type(sub) is cst.Subscript for element in sub.slice
+                for n in walk(element)}
         for node in walk(expression):
             kind = type(node)
             if kind is cst.Call and (last_segment(dotted(node.func)) in _PARTITIONS or method_name(node) in _PARTITIONS
@@ -503,9 +505,8 @@ def _over_a_loader(loop: cst.For, scope: Scope) -> bool:
         if definition is not None and type(definition.value) is cst.Call:
             iterable = definition.value
     if type(iterable) is cst.Call:
-        return last_segment(dotted(iterable.func)) == "DataLoader"
-    text = last_segment(dotted(iterable)).lower() if iterable is not None else ""
-    return any(role is Role.LOADER and pattern.search(text) for pattern, role in conventions.NAME_PATTERNS)
+        return constructor_role(last_segment(dotted(iterable.func)), False) is Role.LOADER
+    return iterable is not None and role_from_name(dotted(iterable)) is Role.LOADER
 
 
 def _hook_batch(scope: Scope) -> str | None:

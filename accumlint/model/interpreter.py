@@ -998,7 +998,8 @@ class Interpreter:
         (it draws no microbatch, leaves a fact open, or spends the budget) is left out, the functions it
         reached with it (their loops stay entries of their own), and the run ends undecided on the gate."""
         events, undecided, drawn, reached = len(self.events), len(self.undecided), self.drawn, set(self.reached)
-        why = f"the condition `{_code(node.test)}` {TRAINING_PHASE} (a loop over data with its backwards and updates)"
+        why = (f"the condition `{_code(node.test)}` {TRAINING_PHASE} (a loop over data with its backwards and "
+               "updates): what it gates is not a group of microbatches")
         try:
             self.block(node.body, frame)
         except BudgetExceeded:
@@ -1007,9 +1008,9 @@ class Interpreter:
             del self.events[events:]
             del self.undecided[undecided:]
             self.reached = reached  # (the phase's loops stay entries of their own)
-            self.undecide(f"{why}: what it gates is not a group of microbatches")
+            self.undecide(why)
         else:
-            self.note(f"{why}: what it gates is not a group of microbatches; the run shows the first phase")
+            self.note(f"{why}; the run shows the first phase")
         raise EndOfRun
 
     def _per_parameter(self, test: cst.BaseExpression) -> bool:
@@ -1560,8 +1561,11 @@ class Interpreter:
             and can_end and not self._draws_microbatches(node.body, frame)
         stepped = passes = 0
         marks = (len(self.events), self.drawn)
+        collects: bool | None = None  # (asked once, where a test on the data first needs it)
         while True:
-            if isinstance(test, Unknown) and test.origin is Origin.DATA and self._collects(node, frame):
+            if isinstance(test, Unknown) and test.origin is Origin.DATA and collects is None:
+                collects = self._collects(node, frame)
+            if isinstance(test, Unknown) and test.origin is Origin.DATA and collects:
                 # `while not done:` around an environment's steps, with no backward and no data drawn in
                 # it: an episode, whose end the data decides; the run takes two passes and its way out
                 if passes >= _EPISODE_PASSES:
