@@ -21,7 +21,9 @@ from accumlint.model.scopes import FrameKind
 from accumlint.model.sync import scope_name
 
 _ONCE_PER_GROUP = (Cadence.UPDATE, Cadence.FRAMEWORK_GATED)
-_CLIP_MARKERS = tuple(sorted(name.encode() for name in CLIP_CALLS))
+#: a clip by name, or the two halves of one written by hand (a norm, then an in-place rescale)
+_CLIP_MARKERS = tuple(sorted({name.encode() for name in CLIP_CALLS} | {b"norm", b"vector_norm"}))
+_BY_HAND = (frozenset({"norm", "vector_norm"}), frozenset({"mul_", "div_"}))
 #: ACC301's site part in a Lightning hook that runs around every microbatch's backward
 _LIGHTNING_CLIP = ("let Lightning clip (`Trainer(gradient_clip_val=...)`), or clip in `configure_gradient_clipping` / "
                    "`on_before_optimizer_step`")
@@ -74,7 +76,8 @@ class ClipInsideGroup(Rule):
 
     code = "ACC301"
     #: a clip, and a group or a LightningModule (its hooks) to clip in
-    gate = RuleGate(markers=_CLIP_MARKERS, facts=lambda facts: facts.calls(CLIP_CALLS) and (
+    gate = RuleGate(markers=_CLIP_MARKERS, facts=lambda facts: (
+        facts.calls(CLIP_CALLS) or all(facts.calls(names) for names in _BY_HAND)) and (
         runs_loop(facts) or defines_lightning_hook(facts) or facts.mentions(fw.lightning.MODULE_BASES)))
 
     @with_traces

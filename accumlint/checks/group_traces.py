@@ -221,6 +221,13 @@ def _irregular(trace: Trace) -> TraceVerdict | None:
     return None
 
 
+def _accumulates(trace: Trace) -> bool:
+    """Whether some update of ``trace`` applies more than one microbatch: a run that updates after
+    every microbatch (the arm of a setting that turns accumulation off) shows no group of A."""
+    return any(len({(e.epoch, e.microbatch) for e in group if e.kind in (B, EventKind.FORWARD)}) > 1
+               for group in _groups_by_update_microbatch(trace))
+
+
 def _restarts(trace: Trace) -> bool:
     """Whether the update's cadence starts again with each epoch: the first two epochs update
     after the same microbatches of theirs (a per-epoch index; a count kept across epochs
@@ -416,9 +423,11 @@ PROPERTIES: dict[str, Property] = {
     "ACC001": Property(_zero_inside, lambda a: (2 * a,), each=_zeros_inside),
     "ACC002": Property(_never_reset, lambda a: (2 * a,), grouped=False, each=_repeated_updates),
     "ACC003": Property(_zero_before_step, lambda a: (2 * a,)),
-    "ACC006": Property(_irregular, lambda a: (2 * a,)),
+    # (a setting's arm that updates every microbatch is left out: ACC004 speaks of it)
+    "ACC006": Property(_irregular, lambda a: (2 * a,), about=_accumulates),
     "ACC009": Property(_restarted_data, lambda a: (2 * a,)),
-    "ACC010": Property(_repeated_action, lambda a: (2 * a,)),
+    # (the runs that act: an evaluation under a setting, `if cfg.eval and ...`, is judged where it is on)
+    "ACC010": Property(_repeated_action, lambda a: (2 * a,), about=lambda trace: bool(trace.actions)),
     # (a setting that runs one epoch, `n_epochs = 1` for a loader without a length, leaves out its runs)
     "ACC005": Property(_tail, lambda a: (2 * a, 2 * a + 1), lambda trace: _across_epochs(trace),
                        about=lambda trace: _across_epochs(trace)),

@@ -41,6 +41,11 @@ ACTION_METHODS: dict[str, str] = {
     "add_scalars": LOG,
 }
 
+#: the names of an evaluation pass, a method (``self.evaluate()``, ``trainer.validate()``, a framework's
+#: own) or a project function that trains nothing: called as a statement, it is an evaluation
+EVALUATION_NAMES = frozenset({"evaluate", "validate", "evaluation", "validation", "run_evaluation",
+                              "run_validation", "evaluate_model", "validate_model"})
+
 #: ``x.log(...)`` as a statement is a log point where ``x`` is a tracker: an Accelerate accelerator
 #: (``accelerator.log``) or an object of these libraries (``run = wandb.init(); run.log(...)``)
 TRACKER_LIBRARIES = ("wandb.", "mlflow.", "comet_ml.", "neptune.")
@@ -61,6 +66,8 @@ def action_of(call: cst.Call, qualified: str | None, tracker: bool = False) -> s
     method = call.func.attr.value
     if method in ACTION_METHODS:
         return ACTION_METHODS[method]
+    if method == "eval" and not call.args or method in EVALUATION_NAMES:
+        return EVALUATION  # `model.eval()` in the loop starts an evaluation pass; `self.evaluate()` is one
     return LOG if method == "log" and tracker else None
 
 

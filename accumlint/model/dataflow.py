@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -338,12 +338,23 @@ def value_history(
     Across calls: in an inlined helper a parameter's value is the caller's argument, a closure's
     free name the caller's; a call of a helper that was inlined here has the values its
     ``return`` statements give (in the helper's names)."""
+    for value, operator, statement, _ in located_value_history(expression, site):
+        yield value, operator, statement
+
+
+def located_value_history(
+    expression: cst.BaseExpression, site: Site,
+) -> Iterator[tuple[cst.BaseExpression, cst.BaseAugOp | None, cst.CSTNode | None, Site]]:
+    """:func:`value_history` with, for each expression, the site its names are read at (the
+    helper's, for a value a helper returned: its parameters are then the caller's arguments)."""
     scope = site.scope
     seen: set[int] = set()
     work: list[tuple[cst.BaseExpression, int, Inline | None, int]] = [(expression, site.order, site.inline, 0)]
     while work:
         current, order, inline, depth = work.pop()
-        yield current, None, None
+        at = site if order == site.order and inline is site.inline else replace(site, order=order,
+                                                                                               inline=inline)
+        yield current, None, None, at
         if depth >= MAX_CHAIN:
             continue
         if type(current) is cst.Call:
@@ -362,7 +373,7 @@ def value_history(
                 continue
             seen.add(id(definition))
             if definition.augmented is not None:
-                yield definition.value, definition.augmented, definition.node
+                yield definition.value, definition.augmented, definition.node, at
                 previous = reaching_assignment(scope, name, definition.order, None, inline)
                 if previous is not None and previous.value is not None and id(previous) not in seen:
                     seen.add(id(previous))

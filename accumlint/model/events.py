@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.model.dataflow import reaching_assignment
 from accumlint.model.kinds import EventKind, Role
 from accumlint.model.names import dotted, keyword, last_segment, method_name, positional, receiver, walk
 from accumlint.model.roles import UNKNOWN, RoleInfo, Roles
@@ -298,6 +299,57 @@ def _is_grad(expression: cst.BaseExpression | None) -> bool:
     return bool(name) and (name.endswith(".grad") or name.endswith(".grad.data"))  # type: ignore[union-attr]
 
 
+def _iterates_grads(site: Site, target: cst.BaseExpression | None) -> bool:
+    """Whether ``target`` is the item of an enclosing ``for g in grads`` whose iterable lists
+    gradient tensors: ``[p.grad for p in params if p.grad is not None]``, written there or assigned
+    to the name iterated (``grads = [...]; for g in grads:``)."""
+    if not isinstance(target, cst.Name):
+        return False
+    for frame in reversed(site.frames):
+        loop = frame.node
+        if not (isinstance(loop, cst.For) and isinstance(loop.target, cst.Name) and loop.target.value == target.value):
+            continue
+        iterable = loop.iter
+        if isinstance(iterable, cst.Name):
+            assigned = reaching_assignment(site.scope, iterable.value, site.order, None, site.inline)
+            iterable = assigned.value if assigned is not None and assigned.value is not None else iterable
+        return isinstance(iterable, (cst.ListComp, cst.GeneratorExp)) and _is_grad(iterable.elt)
+    return False
+
+
+#: calls that measure a gradient norm (a hand-written clip's first half, :func:`clips_by_hand`)
+_NORM_CALLS = frozenset({"norm", "vector_norm", "_foreach_norm"})
+
+
+def clips_by_hand(function: cst.FunctionDef) -> bool:
+    """Whether a project function is a norm clip written by hand: it measures a norm (``g.norm()``,
+    ``torch.norm(...)``) and rescales gradient tensors in place (``p.grad.mul_(coef)``, or the
+    items of a list of ``.grad`` tensors) under a test (``if coef < 1:``), or is named like
+    PyTorch's clip (``clip_grad_norm``): whatever its name, a clip, not a rescale on every call."""
+    if function.name.value in fw.pytorch.CLIP_FUNCTIONS:
+        return True
+    nodes = list(walk(function.body))
+    if not any(type(n) is cst.Call and last_segment(dotted(n.func) or "") in _NORM_CALLS for n in nodes):
+        return False
+    lists = {e.target.value for e in nodes if type(e) is cst.For and type(e.target) is cst.Name
+             and type(e.iter) in (cst.ListComp, cst.GeneratorExp) and _is_grad(e.iter.elt)}
+    lists |= {s.targets[0].target.value for s in nodes if type(s) is cst.Assign and len(s.targets) == 1
+              and type(s.targets[0].target) is cst.Name and type(s.value) in (cst.ListComp, cst.GeneratorExp)
+              and _is_grad(s.value.elt)}
+    iterated = {e.target.value for e in nodes if type(e) is cst.For and type(e.target) is cst.Name
+                and type(e.iter) is cst.Name and e.iter.value in lists} | lists
+
+    def rescales(node: cst.CSTNode) -> bool:
+        if not (type(node) is cst.Call and method_name(node) in _RESCALE_METHODS):
+            return False
+        target = _chain_root(receiver(node))
+        return _is_grad(target) or type(target) is cst.Name and target.value in iterated or \
+            type(target) is cst.Attribute and _is_grad(target.value) or \
+            type(target) is cst.Attribute and type(target.value) is cst.Attribute and _is_grad(target.value)
+
+    return any(type(n) is cst.If and any(rescales(m) for m in walk(n.body)) for n in nodes)
+
+
 #: words that make an EMA-named object a smoothed metric rather than an average of weights
 _METRIC_WORDS = ("loss", "meter", "metric", "acc", "time", "speed", "throughput", "norm", "reward", "score", "stat",
                  "sched", "optim")
@@ -350,6 +402,41 @@ def _paired_weights(node: cst.CSTNode) -> tuple[str, str] | None:
     return (names[0], names[1]) if names[0] and names[1] else None
 
 
+#: a model's tensors by name: ``for name, value in <model>.<list>()`` (``.items()`` of a state dict)
+_NAMED_WEIGHT_LISTS = frozenset({"named_parameters", "named_buffers"})
+
+
+def _keyed_weights(node: cst.CSTNode) -> tuple[str, str] | None:
+    """``(key, value)`` of ``for key, value in m.state_dict().items()`` (or ``m.named_parameters()``):
+    one model's tensors by name, which another's, looked up by the same key, can be moved toward."""
+    if not isinstance(node, cst.For) or not isinstance(node.target, (cst.Tuple, cst.List)) \
+            or len(node.target.elements) != 2:
+        return None
+    call = node.iter
+    if isinstance(call, cst.Call) and method_name(call) == "items" and not call.args:
+        call = receiver(call)
+        listed = isinstance(call, cst.Call) and method_name(call) == "state_dict"
+    else:
+        listed = isinstance(call, cst.Call) and method_name(call) in _NAMED_WEIGHT_LISTS
+    names = [e.value.value if isinstance(e.value, cst.Name) else None for e in node.target.elements]
+    return (names[0], names[1]) if listed and names[0] and names[1] else None
+
+
+def _keyed_blend(site: Site, call: cst.Call) -> bool:
+    """``other[key].add_(... value ...)`` (or ``lerp_``, ``mul_``) inside a walk of
+    :func:`_keyed_weights`: the tensor of the same name in another dict moved toward this model's."""
+    target = _chain_root(receiver(call))
+    if isinstance(target, cst.Attribute) and target.attr.value == "data":
+        target = target.value
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.Name)):
+        return False
+    key = target.slice[0].slice.value.value
+    read = {n.value for a in call.args for n in walk(a.value) if isinstance(n, cst.Name)}
+    return any(pair is not None and pair[0] == key and pair[1] in read
+               for pair in map(_keyed_weights, (f.node for f in reversed(site.frames))))
+
+
 def _blends_weights(site: Site, call: cst.Call, method: str) -> bool:
     """Whether an in-place call moves one model's tensor toward another's: ``s.lerp_(p, w)``,
     ``s.mul_(d).add_(p, alpha=1 - d)``, ``s.copy_(torch.lerp(p, s, d))`` with ``s, p`` paired by
@@ -361,7 +448,8 @@ def _blends_weights(site: Site, call: cst.Call, method: str) -> bool:
     pair = next((p for p in map(_paired_weights, (f.node for f in reversed(site.frames)))
                  if p is not None and root in p), None) if root is not None else None
     if pair is None:
-        return False  # (most `add_`/`copy_` calls: the arguments are never walked)
+        # (most `add_`/`copy_` calls: the arguments are never walked)
+        return root is None and method != "copy_" and _keyed_blend(site, call)
     other = pair[1] if root == pair[0] else pair[0]
     read = {n.value for a in call.args for n in walk(a.value) if isinstance(n, cst.Name)}
     return other in read and (method != "copy_" or root in read)
@@ -382,7 +470,7 @@ def classify_gradient_op(site: Site) -> Event | None:
     if name not in GRADIENT_OP_NAMES:
         return None
     target = receiver(call) if method is not None else None
-    if name in _RESCALE_METHODS and _is_grad(target):
+    if name in _RESCALE_METHODS and (_is_grad(target) or _iterates_grads(site, target)):
         return Event(EventKind.GRAD_RESCALE, site, target, UNKNOWN, name)
     if name in GRAD_RESCALE_CALLS:
         return Event(EventKind.GRAD_RESCALE, site, target if target is not None else positional(call, 0),

@@ -38,6 +38,7 @@ from accumlint.frameworks.contracts import CountingDriver
 from accumlint.model import conventions, owned_loops
 from accumlint.model.actions import (
     EVALUATION,
+    EVALUATION_NAMES,
     NO_GRAD,
     TRACKER_LIBRARIES,
     action_of,
@@ -46,7 +47,14 @@ from accumlint.model.actions import (
 )
 from accumlint.model.callgraph import can_bind
 from accumlint.model.counting import BUILDERS, DRIVERS, Counting, carrier_attrs
-from accumlint.model.events import BACKWARD_CALLS, CLIP_CALLS, no_update_steps, steps_with_argument, tests_one_parameter
+from accumlint.model.events import (
+    BACKWARD_CALLS,
+    CLIP_CALLS,
+    clips_by_hand,
+    no_update_steps,
+    steps_with_argument,
+    tests_one_parameter,
+)
 from accumlint.model.kinds import Role
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.names import ImportMap, children, dotted, exact_kinds, holds_statements, int_value, last_segment
@@ -64,6 +72,7 @@ from accumlint.model.values import (
     LabeledInt,
     Literal,
     LiteralFloat,
+    Multiple,
     Obj,
     Origin,
     ProjectClass,
@@ -450,6 +459,7 @@ class Interpreter:
         self.data_conditions = 0  # conditions on the microbatch's data decided so far
         self._grad_off = 0  # `no_grad` contexts and decorated functions being run
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
+        self._acting: set[int] = set()  # the call nodes recorded as an action (:meth:`_action`)
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
         #: (module, imported name) → the project function it names, looked up where data is handed to it
@@ -769,7 +779,8 @@ class Interpreter:
         elif kind is cst.Raise:
             raise _Raised(_exception_name(node.exc) if node.exc is not None else "Exception")
         elif kind is cst.Assert:
-            if self.expression(node.test, frame) is False:
+            if self.expression(node.test, frame) is False and not (
+                    self._set_up_out_of_sight(node.test, frame) and self.expression(node.test, frame) is not False):
                 raise Infeasible(_code(node.test))
         elif kind is cst.Global:
             frame.shared.update(n.name.value for n in node.names)
@@ -783,6 +794,29 @@ class Interpreter:
                     name = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
                     if name:
                         frame.names[name] = self._module_name(frame.owner, name)
+
+    def _set_up_out_of_sight(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """An ``assert`` that fails on attributes of ``self`` which another method of its class sets
+        (``assert self.feed is not None, "call attach() first"``): the caller the run does not show
+        set them up first, as the assert demands. Those attributes become unknown (True); False where
+        the test reads none such (the run fails the assert: the configuration is ruled out)."""
+        function = frame.function
+        if frame.class_def is None or not isinstance(function, cst.FunctionDef) or not function.params.params:
+            return False
+        receiver = frame.names.get(function.params.params[0].name.value)
+        if not isinstance(receiver, Obj):
+            return False
+        writes = frame.owner.attributes(frame.class_def)
+        opened = False
+        this = function.params.params[0].name.value
+        for node in walk(test):
+            if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == this:
+                name = node.attr.value
+                if any(not (type(value) is cst.Name and value.value == "None")
+                       for value in writes.get(f"{this}.{name}", ())):
+                    receiver.attrs[name] = Unknown(f"self.{name}")
+                    opened = True
+        return opened
 
     def _solve_divisor(self, expression: cst.BaseExpression, a: int, frame: _Frame) -> None:
         """``accum = max(1, len(loader) // cfg.updates)``, A bound to ``a``: A derived from a number the
@@ -2488,10 +2522,18 @@ class Interpreter:
                 return left
             return self.expression(node.right, frame)
         right = self.expression(node.right, frame)
+        # `cfg.eval_during_training and updates % cfg.eval_every == 0`: the setting is a choice of the
+        # run, the count's test the microbatch's; merged, the count's cadence would be lost
+        setting = left.origin is Origin.RUN and not left.varies \
+            and not any(type(n) is cst.Call for n in walk(node.left))
         if not isinstance(right, Unknown):
             if _truth(right) != is_and:
                 return right  # `unknown or True` is true, `unknown and False` false
+            if setting and _CONSTANTS_FIXED[0]:
+                return self.decide(node.left, frame)  # (the count's test at a fixed period: the setting decides)
             return left
+        if setting and right.varies:
+            return right if self.decide(node.left, frame) == is_and else not is_and
         return combined([left, right], _code(node))
 
     def _comparison(self, node: cst.Comparison, frame: _Frame) -> object:
@@ -2949,8 +2991,10 @@ class Interpreter:
                 return list(getattr(receiver, method)())
         return Unknown(method)
 
-    def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame,
-                forward: bool = False, clip: bool = False, driven: Role | None = None) -> None:
+    def _record(self, method: str, receiver: object, argument: object, node: cst.CSTNode, frame: _Frame | None,
+                forward: bool = False, clip: bool = False, driven: Role | None = None,
+                owner: ModuleFunctions | None = None) -> None:
+        """Record an event at ``node`` of ``owner`` (by default the module of ``frame``)."""
         if self._partial and (method == "zero_" or method == "zero_grad" and receiver is None):
             return  # a reset of some parameters only (frozen ones): no reset of the group's gradients
         synced = None if any(not c.known for c in self._sync_off) else not self._sync_off
@@ -2969,7 +3013,8 @@ class Interpreter:
         micro = self._attributed(method, forward)
         if micro is None and method in BACKWARD_CALLS and not forward and self._undrawn_backward is None:
             self._undrawn_backward = len(self.events)
-        self.events.append(RawEvent(method, receiver, argument, node, frame.owner, tuple(self._stack),
+        self.events.append(RawEvent(method, receiver, argument, node, owner or frame.owner,  # type: ignore[union-attr]
+                                    tuple(self._stack),
                                     micro, max(epoch, 0), forward, clip, synced, at,
                                     fetch, driven=driven, grad_off=self._grad_off > 0,
                                     feeds=_loss_feeds(receiver, argument) if method in BACKWARD_CALLS else None))
@@ -3005,7 +3050,13 @@ class Interpreter:
         return isinstance(receiver, Unknown) and label_text(receiver).startswith(TRACKER_LIBRARIES)
 
     def _action(self, action: str, node: cst.CSTNode, owner: ModuleFunctions) -> None:
-        """Record ``action`` (:mod:`accumlint.model.actions`), called at ``node`` of ``owner``."""
+        """Record ``action`` (:mod:`accumlint.model.actions`), called at ``node`` of ``owner``: once for
+        a call named for an evaluation that is one by its body too, and never inside a call that is one
+        (its ``model.eval()`` is part of the evaluation the call stands for)."""
+        if self.events and self.events[-1].method == "action" and self.events[-1].node is node \
+                or any(id(call) in self._acting for _, call in self._stack):
+            return
+        self._acting.add(id(node))
         self.events.append(RawEvent("action", None, None, node, owner, tuple(self._stack), self._attributed("", False),
                                     max(self.epoch, 0), action=action))
 
@@ -3022,6 +3073,12 @@ class Interpreter:
             self.reached.add(definition)
             if not isinstance(node, cst.FunctionDef) and self.syntax.evaluates(definition, callee.owner):
                 self._action(EVALUATION, node, site_owner or self.module)
+            if not isinstance(node, cst.FunctionDef) and self.syntax.clips_by_hand(definition):
+                # a norm clip written by hand (`coef = max_norm / norm; if coef < 1: g.mul_(coef)`): a clip
+                # of what its first argument holds, as PyTorch's, not a rescale on a test of the data
+                self._record("clip_grad_norm_", None, args[0] if args else None, node, None, clip=True,
+                             owner=site_owner or self.module)
+                return Unknown("the gradient norm", Origin.DATA)
             if _is_abstract(definition):
                 # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
                 # construct returns, not a raise that ends the run
@@ -3253,11 +3310,16 @@ class SyntaxFacts:
 
         return self._get("shapes", node, compute)  # type: ignore[return-value]
 
+    def clips_by_hand(self, function: cst.FunctionDef) -> bool:
+        """:func:`accumlint.model.events.clips_by_hand`, once per function."""
+        return self._get("clips", function, lambda: clips_by_hand(function))  # type: ignore[return-value]
+
     def evaluates(self, function: cst.FunctionDef, owner: ModuleFunctions) -> bool:
-        """Whether calling ``function`` is an evaluation (:func:`accumlint.model.actions.evaluates`)
-        that trains nothing."""
+        """Whether calling ``function`` is an evaluation (:func:`accumlint.model.actions.evaluates`, or
+        named for one: :data:`~accumlint.model.actions.EVALUATION_NAMES`) that trains nothing."""
         return self._get("evaluates", function,
-                         lambda: evaluates(function) and not self.reaches_backward(function.body, owner))
+                         lambda: (evaluates(function) or function.name.value in EVALUATION_NAMES)
+                         and not self.reaches_backward(function.body, owner))
 
     def reaches_backward(self, node: cst.CSTNode, owner: ModuleFunctions) -> bool:
         return self._get("backward", node,  # type: ignore[return-value]
@@ -3462,6 +3524,12 @@ class SyntaxFacts:
             if isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) is not None and not _is_callee(n, test)])
 
 
+def _renamed(value: Unknown, fresh: Unknown) -> Unknown:
+    """``fresh``, ``value`` under a new name, keeping what it knows of its number's shape."""
+    fresh.computed = value.computed
+    return Multiple(fresh, value.count, value.unit) if isinstance(value, Multiple) else fresh
+
+
 def _named(value: object, name: str) -> object:
     """A value built by a call takes the name it is assigned to (``args = parser.parse_args()``
     is ``args``; ``opt = AdamW(...)`` is ``opt``), so that labels read as the code does. A
@@ -3471,13 +3539,14 @@ def _named(value: object, name: str) -> object:
     if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
             and value.label != name and _computed(value.label):
         if value.gate is None:
-            return Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored, feeds=value.feeds)
+            return _renamed(value, Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored,
+                                           feeds=value.feeds))
         if value.label.startswith(_CLAMPS):
-            return Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name}, value.modulo,
-                           restored=value.restored, feeds=value.feeds)
+            return _renamed(value, Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name},
+                                           value.modulo, restored=value.restored, feeds=value.feeds))
     if isinstance(value, Unknown) and value.origin is Origin.RUN and (value.label is None or "(" in value.label):
-        return Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo, restored=value.restored,
-                       feeds=value.feeds)
+        return _renamed(value, Unknown(name, Origin.RUN, value.sources, value.gate, value.modulo,
+                                       restored=value.restored, feeds=value.feeds))
     if isinstance(value, Obj) and "(" in value.label:
         value.label = name
     return value
@@ -3602,10 +3671,15 @@ def _binary(operator: str, left: object, right: object, code: str) -> object:
             and right.origin is Origin.RUN:
         return left % 2  # a period the run does not know (:meth:`Interpreter._with_constants`)
     if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
+        counted = _counted_in_units(operator, left, right)
+        if counted is not None:
+            return counted
         value = combined([left, right], code, modulo=operator == "Modulo")
+        value.computed = True
         if value.origin is Origin.DATA:
             value.factor = scaled(operator, left, right)
-        return value
+        multiple = _multiple(operator, left, right)
+        return value if multiple is None else Multiple(value, *multiple)
     function = _BINARY.get(operator)
     if function is None:
         return Unknown(code)
@@ -3620,6 +3694,38 @@ def _binary(operator: str, left: object, right: object, code: str) -> object:
     return Unknown(code) if result is None else result
 
 
+def _unit(value: object) -> bool:
+    """Whether ``value`` can be the unit of a :class:`Multiple`: a number fixed for the run, unknown."""
+    return isinstance(value, Unknown) and not isinstance(value, Multiple) and value.origin is Origin.RUN \
+        and not value.varies
+
+
+def _multiple(operator: str, left: object, right: object) -> tuple[int, Unknown] | None:
+    """``(count, unit)`` of ``left <operator> right`` as copies of one run-level unknown: 0 plus
+    the unit is one copy, a multiple plus or minus its unit one more or one less."""
+    if operator == "Add" and _unit(right) and isinstance(left, int) and not isinstance(left, bool) and left == 0:
+        return 1, right  # type: ignore[return-value]
+    if operator in ("Add", "Subtract") and isinstance(left, Multiple) and left.same_unit(right):
+        return left.count + (1 if operator == "Add" else -1), left.unit
+    if operator == "Add" and (isinstance(right, Multiple) or _unit(left) and not _unit(right)):
+        return _multiple(operator, right, left)  # (`unit + seen`)
+    return None
+
+
+def _counted_in_units(operator: str, left: object, right: object) -> object:
+    """A multiple divided by its own unit: the count of copies (a plain, varying integer), 0 for zero
+    copies; None otherwise."""
+    if operator not in ("FloorDivide", "Divide"):
+        return None
+    if isinstance(left, Multiple) and left.same_unit(right):
+        count = left.count
+    elif isinstance(left, int) and not isinstance(left, bool) and left == 0 and _unit(right):
+        count = 0  # no copy yet (the counter as it starts)
+    else:
+        return None
+    return count if operator == "FloorDivide" else float(count)
+
+
 _COMPARE = {
     "Equal": lambda a, b: a == b, "NotEqual": lambda a, b: a != b, "LessThan": lambda a, b: a < b,
     "LessThanEqual": lambda a, b: a <= b, "GreaterThan": lambda a, b: a > b,
@@ -3629,8 +3735,13 @@ _COMPARE = {
 
 
 def _compare(operator: str, left: object, right: object, code: str) -> object:
+    if operator in ("Is", "IsNot") and None in (left, right) and any(
+            isinstance(side, Unknown) and side.computed for side in (left, right)):
+        return operator == "IsNot"  # a number the code computed is never None
     if isinstance(left, Unknown) or isinstance(right, Unknown) or _meets_counter(left, right):
-        return combined([left, right], code)
+        value = combined([left, right], code)
+        value.computed = True
+        return value
     if isinstance(left, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)) or \
             isinstance(right, (Obj, Function, ProjectClass, BoundMethod, _Loader, _Iteration)):
         if operator in ("Is", "IsNot", "Equal", "NotEqual"):

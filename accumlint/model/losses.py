@@ -19,6 +19,7 @@ from accumlint.model.dataflow import (
     MAX_CHAIN,
     arithmetic,
     home,
+    located_value_history,
     names_feeding,
     reaching_assignment,
     reaching_definitions,
@@ -82,15 +83,15 @@ def masked_mean_by_hand(event: Event) -> TokenMean | None:
     of a backward's loss: a mean over this microbatch's unmasked elements, written by hand."""
     if event.loss is None:
         return None
-    for value, operator, _ in value_history(event.loss, event.site):
+    for value, operator, _, at in located_value_history(event.loss, event.site):
         if operator is not None:
             continue
         for node in arithmetic(value):
             if not isinstance(node.operator, cst.Divide):
                 continue
             mask = _summed_name(node.right)
-            if (mask is not None and mask in _masked_sum_factors(node.left, event.site)
-                    and _read_from_data(mask, event.site)):
+            # (in a helper's return, `at` reads its parameters as the caller's arguments)
+            if mask is not None and mask in _masked_sum_factors(node.left, at) and _read_from_data(mask, at):
                 return TokenMean(node, f"`sum(... * {mask}) / {mask}.sum()` averages over the unmasked elements")
     return None
 

@@ -666,14 +666,21 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
     trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`). A reason the
     simulator leaves to ACC501 (:data:`LEFT_TO_ACC501`: ``accumulate()`` entered twice per
-    microbatch) is that rule's verdict on the loop, not a fact left open."""
+    microbatch) is that rule's verdict on the loop, not a fact left open. Straight-line code, a
+    module's body that never draws a microbatch and holds no loop, nor do the functions it ran,
+    is none either."""
     found = []
     for result in results:
         if result.importer or result.caller is not None or result.driven_by or result.apart \
                 or result.undecided in _NO_LOOP:
             continue
         if not result.decided:
-            found.append(tuple(r for r in result.reasons() if not r.endswith(LEFT_TO_ACC501)))
+            reasons = tuple(r for r in result.reasons() if not r.endswith(LEFT_TO_ACC501))
+            if reasons == (NO_MICROBATCH,) and result.entry.kind in ("module", "driver") and not any(
+                    type(node) in (cst.For, cst.While) for code in (result.entry.code, *result.reached)
+                    for node in names.walk(code)):
+                continue  # straight-line code (one backward, one update): no loop draws microbatches
+            found.append(reasons)
         elif any(trace.accumulates() for trace in result.traces):
             found.append(())
     return found

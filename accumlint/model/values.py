@@ -65,9 +65,12 @@ class Unknown:
     epoch 0: ``{(0, 3)}``; a data item as drawn: none); None where something the run did not follow
     may have run one (data made out of sight, an object out of sight that was handed a forward's
     output). Unless told, data's are unknown and a run-level value's are none. A loss's provenance
-    (issue 31): which microbatches a backward learns from."""
+    (issue 31): which microbatches a backward learns from.
 
-    __slots__ = ("factor", "feeds", "gate", "label", "modulo", "origin", "restored", "sources")
+    ``computed``: the result of arithmetic or a comparison (a number or a bool, never ``None``:
+    ``total is not None`` of ``total = len(data) // batch`` holds in every run)."""
+
+    __slots__ = ("computed", "factor", "feeds", "gate", "label", "modulo", "origin", "restored", "sources")
 
     def __init__(self, label: str | None, origin: Origin = Origin.RUN, sources: frozenset[str] = frozenset(),
                  gate: frozenset[str] | None = None, modulo: bool = False, factor: float | None = 1.0,
@@ -79,6 +82,7 @@ class Unknown:
         self.modulo = modulo  # the gate went through a modulo (a cadence, not a one-off threshold)
         self.factor = factor
         self.restored = restored
+        self.computed = False
         # (unless told: data may come from a forward the run did not follow, a run-level value from none)
         self.feeds: Feeds | None = (None if origin is Origin.DATA else frozenset()) if feeds is UNSET \
             else feeds  # type: ignore[assignment]
@@ -90,6 +94,27 @@ class Unknown:
 
     def __repr__(self) -> str:
         return f"<unknown {self.label or '?'} ({self.origin.value})>"
+
+
+class Multiple(Unknown):
+    """A whole number of copies of one run-level unknown: a counter advanced by an amount the run
+    does not know (``self.seen += self.batch_size`` from 0 is ``count`` copies of ``unit``). Read
+    as any unknown, except that dividing it by its unit gives back ``count`` (``self.seen //
+    self.batch_size``: the calls so far), which a gate can then count on."""
+
+    __slots__ = ("count", "unit")
+
+    def __init__(self, base: Unknown, count: int, unit: Unknown) -> None:
+        super().__init__(base.label, base.origin, base.sources, base.gate, base.modulo, base.factor,
+                         base.restored, base.feeds)
+        self.count = count
+        self.unit = unit
+        self.computed = True
+
+    def same_unit(self, value: object) -> bool:
+        """Whether ``value`` is this multiple's unit: the same unknown, or one read by the same name."""
+        return isinstance(value, Unknown) and not isinstance(value, Multiple) and (
+            value is self.unit or value.label is not None and value.label == self.unit.label)
 
 
 class Literal(int):

@@ -51,6 +51,15 @@ for batch in loader:
     optimizer.step()
     optimizer.zero_grad()
 """
+#: not an accumulation loop: straight-line code, one backward and one update, no loop at all
+STRAIGHT = """\
+import torch
+
+net = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+net(torch.randn(2, 4)).sum().backward()
+opt.step()
+"""
 #: one loop, counted once: `one_epoch`'s loop is decided by the runs of `main`, which calls it
 #: with A = 4 (its own runs, with A unknown, leave it to them)
 CALLED = """\
@@ -74,7 +83,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(cache.CACHE_DIR_ENV, raising=False)
     for name, text in {"decided.py": DECIDED, "undecided.py": UNDECIDED, "plain.py": PLAIN,
-                       "called.py": CALLED}.items():
+                       "called.py": CALLED, "straight.py": STRAIGHT}.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     return tmp_path
 
@@ -94,7 +103,7 @@ def test_a_cached_file_still_counts_its_loops(project: Path, monkeypatch: pytest
     (project / "other.py").write_text(UNDECIDED.replace("10.0", "20.0"), encoding="utf-8")
     expected = ["Accumulation loops: 2 decided, 2 undecided", f"2\tundecided: {REASON}"]
     cold = cli("check", "--jobs", "2", "--statistics", "--select", "ACC001", ".")
-    assert (cold.stdout.splitlines(), len(checked.names())) == (expected, 5)
+    assert (cold.stdout.splitlines(), len(checked.names())) == (expected, 6)
     checked.clear()
     warm = cli("check", "--jobs", "2", "--statistics", "--select", "ACC001", ".")
     assert (warm.stdout.splitlines(), checked.names()) == (expected, [])

@@ -77,3 +77,56 @@ def test_a_gradient_summed_by_hand_is_no_counter() -> None:
                     self.opt.zero_grad()
     """)
     assert not any("is assumed to start at 0" in note for t in result.traces for note in t.notes)
+
+
+#: a counter of samples, advanced by a batch size the run does not know (a parameter) and divided
+#: back by it for the gate: `{advance}` / `{index}` spell it
+_SAMPLES = """
+def train(model, optimizer, loader, per_batch, accum):
+    seen = 0
+    for batch in loader:
+        model(batch).mean().backward()
+        {advance}
+        if ({index}) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(("advance", "index"), [
+    ("seen += per_batch", "seen // per_batch"),
+    ("seen += loader.batch_size", "seen // loader.batch_size"),  # read twice, by the same name
+    ("seen = seen + per_batch", "seen // per_batch"),
+    ("seen = per_batch + seen", "seen // per_batch"),
+])
+def test_a_counter_in_units_of_an_unknown_batch_counts_microbatches(advance: str, index: str) -> None:
+    result = only(_SAMPLES.format(advance=advance, index=index))
+    assert result.decided, result.reasons()
+    assert updates(run(result, 2, 4)) == [(0, 1), (0, 3), (1, 1), (1, 3)]
+
+
+def test_a_counter_in_units_of_another_value_stays_unknown() -> None:
+    """Divided by something else than what advances it, the count is not a whole number of calls."""
+    result = only(_SAMPLES.format(advance="seen += per_batch", index="seen // 3"))
+    assert not result.decided
+
+
+def test_a_computed_number_is_never_none() -> None:
+    """``total is not None`` of a number the code computed holds in every run: the optimizer built
+    under it exists, so no run is left without updates."""
+    source = """
+def main(args, model, dataset, loader, make):
+    total = len(dataset) // args.batch_size
+    optimizer = None
+    if total is not None:
+        optimizer = make(model)
+    for step, x in enumerate(loader):
+        model(x).backward()
+        if (step + 1) % args.accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+    result = only(source)
+    assert result.decided, result.reasons()
+    full = [t for t in result.traces if t.configuration.microbatches >= 2 * t.configuration.accumulation]
+    assert full and all(updates(trace) for trace in full)
