@@ -262,7 +262,7 @@ def _tail(trace: Trace) -> TraceVerdict | None:
         merged = len({at for _, at in backwards})
         if (not resets and (merged != a or _restarts(trace))) or (resets and 0 < len(kept) < a):
             why = (f"they join the next epoch's first update, a group of {merged} microbatches from two epochs "
-                   f"where A is {a} (and the last epoch's are never applied)" if not resets else
+                   f"where A is {a} (and a run that ends after an epoch's tail never applies it)" if not resets else
                    f"a reset at the next epoch's start wipes them (dropped), and the count that survived it makes "
                    f"that epoch's first group A - r microbatches ({len(kept)} where A is {a})")
             return TraceVerdict("ACC005", group[-1], trace.configuration.describe(), why)

@@ -387,19 +387,27 @@ def _root(expression: cst.BaseExpression | None) -> str | None:
     return name.removesuffix(".data") if name else None
 
 
-def _paired_weights(node: cst.CSTNode) -> tuple[str, str] | None:
-    """The two targets of ``for a, b in zip(m1.parameters(), m2.parameters())`` (or ``buffers()``):
-    one model's tensor beside another's, position by position."""
+def _paired_weights(node: cst.CSTNode) -> tuple[str, str, frozenset[str]] | None:
+    """The two targets of ``for a, b in zip(m1.parameters(), m2.parameters())`` (or ``buffers()``;
+    one side may be a list the code keeps, ``zip(self.shadow, net.parameters())``): one model's
+    tensor beside another's, position by position; with the targets that may move toward the other
+    (beside a kept list only the list's: the model's own, moved toward the list, ``p.add_(v,
+    alpha=-lr)`` over momentum buffers, is an optimizer's update by hand)."""
     if not isinstance(node, cst.For) or not isinstance(node.target, (cst.Tuple, cst.List)):
         return None
     call = node.iter
     if not (isinstance(call, cst.Call) and dotted(call.func) == "zip" and len(call.args) == 2
             and len(node.target.elements) == 2):
         return None
-    if not all(isinstance(a.value, cst.Call) and method_name(a.value) in _WEIGHT_LISTS for a in call.args):
+    lists = [isinstance(a.value, cst.Call) and method_name(a.value) in _WEIGHT_LISTS for a in call.args]
+    if not any(lists) or not all(listed or isinstance(a.value, (cst.Name, cst.Attribute))
+                                 for listed, a in zip(lists, call.args, strict=True)):
         return None
     names = [dotted(e.value) if isinstance(e.value, cst.Name) else None for e in node.target.elements]
-    return (names[0], names[1]) if names[0] and names[1] else None
+    if not (names[0] and names[1]):
+        return None
+    movable = frozenset(names) if all(lists) else frozenset({names[lists.index(False)]})
+    return names[0], names[1], movable  # type: ignore[return-value]
 
 
 #: a model's tensors by name: ``for name, value in <model>.<list>()`` (``.items()`` of a state dict)
@@ -446,12 +454,15 @@ def _blends_weights(site: Site, call: cst.Call, method: str) -> bool:
     every microbatch is harmless)."""
     root = _root(receiver(call))
     pair = next((p for p in map(_paired_weights, (f.node for f in reversed(site.frames)))
-                 if p is not None and root in p), None) if root is not None else None
+                 if p is not None and root in p[2]), None) if root is not None else None
     if pair is None:
         # (most `add_`/`copy_` calls: the arguments are never walked)
         return root is None and method != "copy_" and _keyed_blend(site, call)
     other = pair[1] if root == pair[0] else pair[0]
     read = {n.value for a in call.args for n in walk(a.value) if isinstance(n, cst.Name)}
+    if any(isinstance(n, cst.Attribute) and n.attr.value == "grad" and dotted(n.value) == other
+           for a in call.args for n in walk(a.value)):
+        return False  # `buf.mul_(m).add_(p.grad)`: a momentum buffer of the gradients, no weight average
     return other in read and (method != "copy_" or root in read)
 
 

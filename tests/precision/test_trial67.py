@@ -12,6 +12,12 @@ RLHF): the shapes it showed, reduced and written anew.
 - ACC301: a norm clip written by hand (a norm, then ``p.grad.mul_(coef)`` under ``if coef < 1``)
   in a helper module, called on every microbatch behind a finite-loss guard: a clip, whatever the
   helper's name, not a data-dependent rescale.
+- ACC007: a weight average kept as a list beside the model (``zip(self.kept, net.parameters())``)
+  in a module's ``forward``, called from a LightningModule's ``on_train_batch_end`` under
+  ``accumulate_grad_batches``: reported at the hook's call; the model's own tensors moved toward
+  such a list (momentum by hand) are an update, not an average.
+- ACC005's message no longer says the last epoch's tail is never applied: the simulator, not the
+  code, may have ended the run there.
 """
 
 from __future__ import annotations
@@ -196,3 +202,69 @@ def test_a_norm_measured_without_a_rescale_is_no_clip() -> None:
     function = next(n for n in module.body if isinstance(n, cst.FunctionDef))
     assert not clips_by_hand(function)
     assert clips_by_hand(cst.parse_module(_HAND_CLIP.format(name="grad_norm")).body[1])
+
+
+# --- ACC007: a weight average kept beside the model, stepped in a Lightning per-batch hook ------------
+
+_LIT_SHADOW = """
+import torch
+import lightning.pytorch as pl
+
+
+class Shadow(torch.nn.Module):
+    def __init__(self, net, decay=0.999):
+        super().__init__()
+        self.decay = decay
+        self.kept = [p.detach().clone() for p in net.parameters()]
+
+    def forward(self, net):
+        with torch.no_grad():
+            for s, p in zip(self.kept, net.parameters()):
+                s.mul_(self.decay).add_(p, alpha=1 - self.decay)
+
+
+class Denoiser(pl.LightningModule):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+        self.shadow = Shadow(net)
+
+    def training_step(self, batch, batch_idx):
+        return self.net(batch).pow(2).mean()
+
+    def on_train_batch_end(self, *args, **kwargs):
+        self.shadow(self.net)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.net.parameters(), lr=1e-4)
+
+
+def run(data, net, steps):
+    pl.Trainer(accumulate_grad_batches={a}).fit(Denoiser(net), data)
+"""
+
+
+def test_a_kept_average_stepped_in_a_batch_hook_under_accumulation_is_acc007() -> None:
+    source = _LIT_SHADOW.format(a="steps")
+    assert lint(source, "ACC007") == [("ACC007", line_of(source, "self.shadow(self.net)"))]
+
+
+def test_the_same_hook_without_accumulation_is_silent() -> None:
+    assert lint(_LIT_SHADOW.format(a="1"), "ACC007") == []
+
+
+_HAND_MOMENTUM = """
+def train(model, loader, velocity, accum, lr):
+    for i, (x, y) in enumerate(loader):
+        (model(x, y) / accum).backward()
+        for p, v in zip(model.parameters(), velocity):
+            v.mul_(0.9).add_(p.grad)
+            p.data.add_(v, alpha=-lr)
+        if (i + 1) % accum == 0:
+            model.zero_grad()
+"""
+
+
+def test_an_update_by_hand_toward_a_kept_list_is_no_weight_average() -> None:
+    """The model's own tensors moved toward momentum buffers: an optimizer's update, not an EMA."""
+    assert "ACC007" not in [code for code, _ in lint(_HAND_MOMENTUM, "ALL")]

@@ -259,13 +259,14 @@ class UpdateHookPerMicrobatch(Rule):
             for event in group.of_kind(EventKind.UPDATE_HOOK):
                 node = report_node(group, event)
                 foreach = event.method.startswith("_foreach_") and dotted(event.target)
-                if id(node) in reported or foreach in averaged:
+                # (one finding per statement: `ema_p.mul_(d).add_(p, ...)` is one average, two calls)
+                if id(node) in reported or id(event.site.statement) in reported or foreach in averaged:
                     continue
                 if not reads_weights(model, group, event):
                     continue  # an average of data statistics (or a smoothed number): a new value each microbatch
                 if op_cadence(model, group, event) is not Cadence.MICROBATCH:
                     continue
-                reported.add(id(node))
+                reported.update((id(node), id(event.site.statement)))
                 if foreach:
                     averaged.add(foreach)
                 call = node if isinstance(node, cst.Call) else event.site.call
@@ -302,8 +303,10 @@ def _lightning_batch_hooks(model: FileModel, reported: set[int]) -> Iterator[Hit
                     or id(call) in reported or not reads_weights(model, None, event):  # type: ignore[arg-type]
                 continue  # (a hand-written decay over parameters is read in loops only)
             reported.add(id(call))
+            # (a blend in a helper the hook calls, `self.ema(self.net)`: reported at that call)
+            outer = next((f.node for f in event.site.frames if f.kind is FrameKind.HELPER), None)
             yield Hit(
-                call,
+                outer if isinstance(outer, cst.Call) else call,
                 f"`{_callee_text(call)}(...)` in `{scope.name}` runs on every batch, so on every microbatch under "
                 "`accumulate_grad_batches` > 1: the average moves A times per optimizer update over unchanged "
                 "weights and decays A times faster than its decay says",
