@@ -365,7 +365,8 @@ def _restarted_data(trace: Trace) -> TraceVerdict | None:
 
 def _repeated_action(trace: Trace) -> TraceVerdict | None:
     """ACC010: an action meant once per update (:mod:`accumlint.model.actions`) that runs on two
-    consecutive microbatches with no update between them, while in another group of the run it
+    consecutive microbatches (or two chunks of one, a backward between them) with no update
+    between them, while in another group of the run it
     does not run at all: it is keyed to a count that changes only at the updates (a test on an
     update counter on the microbatch path), so whenever it fires it fires for every microbatch of
     a group. An action on every microbatch (meant per microbatch, or a choice of the run) or on a
@@ -378,16 +379,19 @@ def _repeated_action(trace: Trace) -> TraceVerdict | None:
             updates += 1
         elif event.kind is B and updates < closed:
             groups_with_backward.add(updates)
-    by_site: dict[Place, list[tuple[int, TraceEvent]]] = {}
+    by_site: dict[Place, list[tuple[int, TraceEvent, int]]] = {}
     for index, action in trace.actions:
         before = sum(1 for e in trace.events[:index] if e.kind is S)
-        by_site.setdefault(action.site, []).append((before, action))
+        by_site.setdefault(action.site, []).append((before, action, index))
     for runs in by_site.values():
-        quiet = groups_with_backward - {before for before, _ in runs}
-        for (before, action), (after, other) in itertools.pairwise(runs):
-            if before == after and quiet and action.epoch == other.epoch and action.microbatch is not None \
-                    and other.microbatch == action.microbatch + 1:
-                times = sum(1 for b, _ in runs if b == before)
+        quiet = groups_with_backward - {before for before, _, _ in runs}
+        for (before, action, start), (after, other, end) in itertools.pairwise(runs):
+            if before != after or not quiet or action.epoch != other.epoch or action.microbatch is None:
+                continue
+            # the next microbatch, or the next chunk of the same one (a backward between the two)
+            if other.microbatch == action.microbatch + 1 or other.microbatch == action.microbatch and any(
+                    e.kind is B for e in trace.events[start:end]):
+                times = sum(1 for b, _, _ in runs if b == before)
                 return TraceVerdict("ACC010", action, trace.configuration.describe(),
                                     f"the {action.target} runs {times} times between two optimizer updates and not "
                                     f"at all in {len(quiet)} other group(s)")

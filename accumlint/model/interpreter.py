@@ -460,6 +460,8 @@ class Interpreter:
         self._grad_off = 0  # `no_grad` contexts and decorated functions being run
         self._stack: list[tuple[ModuleFunctions, cst.CSTNode]] = []
         self._acting: set[int] = set()  # the call nodes recorded as an action (:meth:`_action`)
+        self._yields: list[int] = []  # the bare yields counted by each generator run for its count
+        self._as_code: object = None  # the generator :meth:`_yielded` runs as code
         self._active: list[cst.FunctionDef | cst.Lambda] = []
         self._globals: dict[int, dict[str, object]] = {}
         #: (module, imported name) → the project function it names, looked up where data is handed to it
@@ -1257,6 +1259,11 @@ class Interpreter:
         call = iterated
         if type(call) is cst.Call and dotted(call.func) == "enumerate" and call.args:
             call = call.args[0].value  # `enumerate(range(K))` passes as `range(K)` does
+        passes = self._pass_count(call, frame) if type(call) is cst.Call and node is not None else None
+        if passes is not None and self._reaches_backward(body, frame) \
+                and not self.syntax.has_update(body, frame.owner) and self.syntax.update_follows(node, frame.owner):
+            self._names_a(self.expression(passes, frame))  # `for _ in accumulation_contexts(A, ...)`
+            return
         if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 2, 3)):
             return
         args = [arg.value for arg in call.args]
@@ -1272,6 +1279,25 @@ class Interpreter:
             self._names_a(self.expression(count, frame))
         elif len(args) == 3 and updates and self.syntax.draws_data(body, frame.owner):
             self._names_a(self.expression(args[2], frame))
+
+    def _pass_count(self, call: cst.Call, frame: _Frame) -> cst.BaseExpression | None:
+        """The argument of ``call`` that counts the passes of a generator of the project yielding no value
+        (:func:`_yields_nothing`): the one its parameter of that name is counted by in the generator
+        (``range(count)``, ``[...] * count``, ``count - 1``); None otherwise."""
+        if type(call.func) not in (cst.Name, cst.Attribute):
+            return None
+        callee = self.expression(call.func, frame)
+        if not isinstance(callee, Function) or not isinstance(callee.definition, cst.FunctionDef) \
+                or not _yields_nothing(callee.definition):
+            return None
+        counted = _counted_parameters(callee.definition)
+        params = [p.name.value for p in callee.definition.params.params]
+        if callee.self_value is not None and params and not _is_static(callee.definition):
+            params = params[1:]
+        found = [arg.value for position, arg in enumerate(call.args) if arg.star == "" and (
+            arg.keyword.value if arg.keyword is not None else params[position] if position < len(params) else None)
+            in counted]
+        return found[0] if len(found) == 1 else None
 
     def _names_a(self, count: object) -> int | None:
         """``count`` is the code's A: a count the configuration can bind names the accumulation
@@ -1853,7 +1879,8 @@ class Interpreter:
             # a cadence (a modulo) gates the update from either branch, or by leaving the iteration
             # before it; a threshold (`count >= accum`) only with the update in a branch
             gating = statement is not None and (self._gates_update(statement, frame) if value.modulo
-                                                else self._update_in_branch(statement, frame))
+                                                else self._update_in_branch(statement, frame)
+                                                or self._held_until_full(test, statement, frame))
             if gating and gate and self.syntax.trains_inside(statement, frame.owner):  # type: ignore[arg-type]
                 # `if time % update_every == 0: learn(buffer)`: a training phase with its own loop over
                 # data, backwards and updates runs on that period; the period is not a group's A
@@ -1875,7 +1902,14 @@ class Interpreter:
                                   f"({', '.join(f'`{label}`' for label in sorted(gate))})",
                                   resumed=value.restored)
                     return False
-                raise NeedBinding(self._nearest(test, frame, gate))
+                nearest = self._nearest(test, frame, gate)
+                if nearest == gate and self._reads_a(test, frame):
+                    # `g - last >= self.accumulate` with A bound, `g` counted from `self.start_epoch`: what is
+                    # left open is where the count starts (a resumed run's), not a second A
+                    self.undecide(f"the condition `{_code(test)}` counts from a start the code does not fix "
+                                  f"({', '.join(f'`{label}`' for label in sorted(gate))})", resumed=value.restored)
+                    return False
+                raise NeedBinding(nearest)
             if statement is not None and self._decides_group(statement, frame):
                 if self._clears_clear_gradients(statement, frame):
                     # `if done % check_every == 0: probe(net); net.zero_grad()` after the update and its reset:
@@ -1982,6 +2016,27 @@ class Interpreter:
             if body != other:
                 return body != negated
         return None
+
+    def _held_until_full(self, test: cst.BaseExpression, statement: cst.If, frame: _Frame) -> bool:
+        """``if len(held) < A: continue`` before the update, ``held`` a list the loop appends each
+        microbatch to and empties at the update: the microbatches are held until a group is full,
+        then backpropagated and applied (a threshold on a count the update resets, not a warm-up)."""
+        if not (type(test) is cst.Comparison and type(test.left) is cst.Call and dotted(test.left.func) == "len"
+                and len(test.left.args) == 1 and type(test.left.args[0].value) is cst.Name
+                and _leaves_iteration(statement.body) and self.syntax.update_follows(statement, frame.owner)):
+            return False
+        held = test.left.args[0].value.value
+        loop = next((node for node in reversed(self._iteration_loops)), None)
+        if loop is None:
+            return False
+        nodes = list(walk(loop))
+        appended = any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "append"
+                       and type(n.func.value) is cst.Name and n.func.value.value == held for n in nodes)
+        emptied = any(type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Name
+                      and n.targets[0].target.value == held and type(n.value) is cst.List and not n.value.elements
+                      or type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "clear"
+                      and type(n.func.value) is cst.Name and n.func.value.value == held for n in nodes)
+        return appended and emptied
 
     def _update_in_branch(self, statement: cst.If, frame: _Frame) -> bool:
         return self.syntax.has_update(statement.body, frame.owner) or (
@@ -2147,6 +2202,10 @@ class Interpreter:
                          if isinstance(value, (Unknown, LabeledInt))) & gate
         return read or gate
 
+    def _reads_a(self, test: cst.BaseExpression, frame: _Frame) -> bool:
+        """Whether the condition reads, by name, a symbol the configuration bound to A."""
+        return any(isinstance(value, LabeledInt) and value.bound for _, value in self._leaves(test, frame))
+
     def _gates_update(self, statement: cst.If, frame: _Frame) -> bool:
         """Whether the ``if`` decides an optimizer update: one runs in a branch, or a branch
         leaves the iteration before the update that follows."""
@@ -2244,6 +2303,9 @@ class Interpreter:
             return value
         if kind is cst.Call:
             return self._call(node, frame)
+        if kind is cst.Yield and self._yields and node.value is None:
+            self._yields[-1] += 1  # a bare `yield` of a generator run for its count (:meth:`_yielded`)
+            return None
         if kind is cst.BinaryOperation:
             left = self.expression(node.left, frame)
             right = self.expression(node.right, frame)
@@ -3083,7 +3145,12 @@ class Interpreter:
                 # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
                 # construct returns, not a raise that ends the run
                 return Unknown(f"{_name_of(definition)}(...)")
-            if not isinstance(node, cst.FunctionDef) and _is_generator(definition) \
+            if not isinstance(node, cst.FunctionDef) and definition is not self._as_code \
+                    and _yields_nothing(definition):
+                # `for _ in accumulation_contexts(A, ...): ...`: a generator that yields no value is no
+                # data source; it stands for as many passes as its body yields
+                return self._yielded(callee, args, kwargs, node, site_owner)
+            if not isinstance(node, cst.FunctionDef) and _is_generator(definition) and definition is not self._as_code \
                     and not any(is_data(a) for a in [*args, *kwargs.values()]):
                 # `cycle(loader)`, `batches(dataset)`: a generator over the data yields one
                 # microbatch per `next` (a generator over one batch's parts is run as code)
@@ -3114,6 +3181,19 @@ class Interpreter:
             if not entry:
                 self._stack.pop()
         return None
+
+    def _yielded(self, callee: Function, args: list[object], kwargs: dict[str, object], node: cst.CSTNode,
+                 site_owner: ModuleFunctions | None) -> object:
+        """Run a generator whose every ``yield`` is bare for the number of passes it stands for: a list of
+        that many ``None`` (what it does around each ``yield``, a ``with`` it enters, runs all at once)."""
+        self._yields.append(0)
+        outer, self._as_code = self._as_code, callee.definition
+        try:
+            self._call_function(callee, args, kwargs, node, site_owner)
+        finally:
+            self._as_code = outer
+            count = self._yields.pop()
+        return [None] * count
 
     def _bind(self, definition: cst.FunctionDef | cst.Lambda, args: list[object], kwargs: dict[str, object],
               names: dict[str, object], owner: ModuleFunctions) -> None:
@@ -3859,6 +3939,26 @@ def _parts(value: object) -> Iterator[object]:
     return iter([Unknown(f"a part of {label_text(value)}", Origin.DATA)] * 2)
 
 
+def _yields_nothing(definition: cst.FunctionDef) -> bool:
+    """A generator whose every ``yield`` is a statement of its own with no value (it marks passes)."""
+    yields = [n for n in walk(definition.body) if type(n) in (cst.Yield, cst.From)]
+    return bool(yields) and all(type(n) is cst.Yield and n.value is None for n in yields) and all(
+        type(s) is cst.Expr and type(s.value) is cst.Yield or not any(type(n) is cst.Yield for n in walk(s))
+        for s in walk(definition.body) if isinstance(s, cst.BaseSmallStatement))
+
+
+def _counted_parameters(function: cst.FunctionDef) -> set[str]:
+    """The parameters of ``function`` that count something in it: ``range(n)``, ``[x] * n``, ``n - 1``."""
+    params = {p.name.value for p in function.params.params}
+    found: set[str] = set()
+    for node in walk(function.body):
+        if type(node) is cst.Call and dotted(node.func) == "range":
+            found.update(a.value.value for a in node.args if type(a.value) is cst.Name)
+        elif type(node) is cst.BinaryOperation and type(node.operator) in (cst.Multiply, cst.Subtract):
+            found.update(side.value for side in (node.left, node.right) if type(side) is cst.Name)
+    return found & params
+
+
 @functools.lru_cache(maxsize=4096)
 def _is_generator(definition: cst.FunctionDef) -> bool:
     """Whether ``definition`` yields (not in a nested definition): calling it makes an iterator.
@@ -4378,11 +4478,11 @@ def has_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, handed
 def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, handed: Handed = frozenset()) -> bool:
     """Whether ``node`` (or a project function it calls, a few levels down) holds an ``if`` that
     decides an optimizer update (holds it, or leaves the iteration before it), or a loop of
-    micro-steps (``for _ in range(k)``) that a backward runs in and that does not update on each
-    pass, or enters a framework's counting context (``accelerator.accumulate(model)``), or calls
-    the counting method of a receiver it hands a loss to (``engine.backward(loss)``,
-    ``engine.step()``): what binds A. Without one, no run of it can show a group of A. ``handed``:
-    as :func:`_reaches_function`'s."""
+    micro-steps (``for _ in range(k)``, or over a generator of the project that yields no value)
+    that a backward runs in and that does not update on each pass, or enters a framework's counting
+    context (``accelerator.accumulate(model)``), or calls the counting method of a receiver it hands a
+    loss to (``engine.backward(loss)``, ``engine.step()``): what binds A. Without one, no run of it can
+    show a group of A. ``handed``: as :func:`_reaches_function`'s."""
     if _steps_a_counter(node):
         return True
     for child in walk(node):
@@ -4399,6 +4499,10 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, hand
                 and (_backward_at_own_level(child, owner) and not _updates_each_pass(child, owner)
                      or prefetches(child, owner)):
             return True
+        if kind is cst.For and type(child.iter) is cst.Call and _backward_at_own_level(child, owner) \
+                and not _updates_each_pass(child, owner) \
+                and any(_yields_nothing(callee) for callee, _, _ in _runs(child.iter, owner, handed)):
+            return True  # passes counted by a generator of the project (`for _ in contexts(A, ...)`)
     if depth < 2:
         for call in _calls(node):
             name = _call_name(call.func)

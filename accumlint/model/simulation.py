@@ -540,6 +540,8 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
 def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                   judged_only: bool) -> list[Simulation]:
     reached: set[cst.FunctionDef] = set()
+    #: per inherited entry function, the names of the methods an earlier run of it reached
+    reached_names: dict[cst.FunctionDef, frozenset[str]] = {}
     results = []
     spent = 0
     resets: bool | None = None
@@ -547,6 +549,9 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         if entry.function is not None and entry.function in reached \
                 and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
+        if entry.function in reached_names and entry.class_def is not None \
+                and not _overrides(module, entry, reached_names[entry.function]):
+            continue  # a subclass that changes nothing the run of its base's loop read: the same run
         gated = entry.code
         if judged_only and not gated_update(gated, module, 0, entry.handed):
             resets = _resets(module) if resets is None else resets
@@ -570,11 +575,34 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
             spent += JUDGED_ENTRY_STATEMENTS
         reached |= functions
+        names = frozenset(f.name.value for f in functions) | {"__init__"}
+        if entry.function is not None and entry.function not in reached_names and (
+                entry.class_def is None or not _overrides(module, entry, names)):
+            reached_names[entry.function] = names  # (a run as the loop's own class runs it)
         results.append(result)
     _called_later(results)
     _loops_apart(results, module)
     _driven(results, module, [r.entry for r in results], "")
     return results
+
+
+def _overrides(module: ModuleFunctions, entry: EntryPoint, names: frozenset[str]) -> bool:
+    """Whether the class of ``entry`` (or a class between it and the one defining its loop) defines
+    one of the methods ``names`` or a class attribute: what an inherited loop reads that a subclass
+    may change (``class KTOTrainer(PairedTrainer): def loss(...)``). A subclass that defines only other
+    methods runs the loop as its base does."""
+    home = module.class_of.get(entry.function)  # type: ignore[arg-type]
+    for _, current in module.lineage(entry.class_def):  # type: ignore[arg-type]
+        if current is home:
+            return False
+        for statement in current.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                if statement.name.value in names:
+                    return True
+            elif not (isinstance(statement, cst.SimpleStatementLine) and all(
+                    isinstance(s, (cst.Pass, cst.Expr)) for s in statement.body)):
+                return True  # (a class attribute, a nested class: anything the loop may read)
+    return False
 
 
 def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable[EntryPoint],
@@ -661,8 +689,9 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     reasons (:meth:`Simulation.reasons`; empty: decided). A loop is an entry of the module whose
     own runs decide it (one that a caller runs is counted with its caller's entry) and that is
     either decided with a run whose optimizer update applies the backwards of two microbatches
-    or more, or undecided (whether it accumulates is part of what it leaves open). An entry that
-    updates every microbatch, or never, is not one: decided without such a run, or left
+    or more (or, A bound, two backwards or more: the chunks of one microbatch), or undecided
+    (whether it accumulates is part of what it leaves open). An entry that updates every
+    microbatch, or never, is not one: decided without such a run, or left
     unsimulated by ``check`` for want of a gated update (:data:`NO_GATED_UPDATE`), or one that
     trains nothing (:data:`NO_BACKWARD`) or updates nothing (:data:`NO_UPDATE`). A reason the
     simulator leaves to ACC501 (:data:`LEFT_TO_ACC501`: ``accumulate()`` entered twice per
@@ -681,8 +710,10 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
                     for node in names.walk(code)):
                 continue  # straight-line code (one backward, one update): no loop draws microbatches
             found.append(reasons)
-        elif any(trace.accumulates() for trace in result.traces):
-            found.append(())
+        elif any(trace.accumulates() for trace in result.traces) or result.binds_a and any(
+                sum(e.kind is EventKind.BACKWARD for e in group) > 1 for trace in result.traces
+                for group in trace.groups()):
+            found.append(())  # (or A counts the chunks of each microbatch, `for c in range(n_chunks)`)
     return found
 
 
