@@ -2594,7 +2594,7 @@ class Interpreter:
             if setting and _CONSTANTS_FIXED[0]:
                 return self.decide(node.left, frame)  # (the count's test at a fixed period: the setting decides)
             return left
-        if setting and right.varies:
+        if setting and right.varies and right.modulo:  # (a cadence; a threshold stays one choice with it)
             return right if self.decide(node.left, frame) == is_and else not is_and
         return combined([left, right], _code(node))
 
