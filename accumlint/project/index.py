@@ -37,7 +37,21 @@ MAX_KEPT_TEXT_BYTES = 4 * 1024 * 1024
 MAX_KEPT_IMPORTERS = 8
 #: substrings every helper marker contains one of (backward, zero_grad, clip_*, the wrappers, losses)
 _NEEDLES = (b"backward", b"zero_grad", b"clip_grad", b"DataParallel", b"FSDP", b"fully_shard",
-            b"cross_entropy", b"nll_loss", b"update_params")
+            b"cross_entropy", b"nll_loss", b"update_params", b"mul_(", b"lerp_(")
+#: in-place work on a model's tensors that a rule reads as an event where a caller in another module runs
+#: it: a weight average (`mul_`/`lerp_` in a walk over a model's parameters or state dict) or a rescale
+#: of the gradients by hand (`p.grad.mul_(coef)`, a norm clip written out)
+_GRADIENT_WORK = re.compile(rb"\.(?:mul_|lerp_)\(")
+_WEIGHT_WALK = re.compile(rb"\b(?:named_parameters|parameters|state_dict)\(\)")
+_GRAD_RESCALE = re.compile(rb"\.grad(?:\.data)?\.(?:mul_|div_)\(")
+
+
+def _by_hand(block: bytes) -> bool:
+    """Whether a top-level block averages weights or rescales gradients by hand (:data:`_GRADIENT_WORK`
+    with a walk over a model's tensors, or ``.grad`` rescaled in place): a call of it from another
+    module is an event the rules read (ACC007, ACC301, ACC307), though it holds no backward."""
+    return bool(_GRADIENT_WORK.search(block)) and (
+        bool(_WEIGHT_WALK.search(block)) or bool(_GRAD_RESCALE.search(block)))
 #: marks a name whose block performs no event but is worth following from a loop: it computes a
 #: token loss, builds an object that counts the microbatches or loads a checkpoint (see
 #: ProjectIndex.names_of)
@@ -355,7 +369,8 @@ class ProjectIndex:
             vocabulary = engine_vocabulary()
         if len(data) > MAX_MODULE_BYTES:
             return ()
-        if not _needles().find_matches_as_indexes(data) or not byte_stage.backward_used(data, vocabulary):
+        if not _needles().find_matches_as_indexes(data) or not (
+                byte_stage.backward_used(data, vocabulary) or _GRADIENT_WORK.search(data)):
             return _follow_only_names(data)  # (the substring test first: most modules hold none, and it is one pass)
         # only the top-level blocks (a def or class up to the next one) whose own code calls
         # one: a module of many classes names only the few that do
@@ -364,7 +379,9 @@ class ProjectIndex:
         names = []
         bases: dict[str, set[str]] = {}  # class → the names its header derives from
         for name, block in _top_level_blocks(data):
-            if byte_stage.backward_used(block, vocabulary):
+            if _by_hand(block):
+                names.append(name.decode())  # (a weight average or a gradient rescale written by hand)
+            elif byte_stage.backward_used(block, vocabulary):
                 performs = _performs_events(name, block, vocabulary)
                 names.append(("" if performs else FOLLOW_ONLY) + name.decode())
             elif (header := _CLASS_BASES.match(block)) is not None:
