@@ -343,9 +343,7 @@ def clips_by_hand(function: cst.FunctionDef) -> bool:
         if not (type(node) is cst.Call and method_name(node) in _RESCALE_METHODS):
             return False
         target = _chain_root(receiver(node))
-        return _is_grad(target) or type(target) is cst.Name and target.value in iterated or \
-            type(target) is cst.Attribute and _is_grad(target.value) or \
-            type(target) is cst.Attribute and type(target.value) is cst.Attribute and _is_grad(target.value)
+        return _is_grad(target) or type(target) is cst.Name and target.value in iterated
 
     return any(type(n) is cst.If and any(rescales(m) for m in walk(n.body)) for n in nodes)
 

@@ -805,18 +805,18 @@ class Interpreter:
         function = frame.function
         if frame.class_def is None or not isinstance(function, cst.FunctionDef) or not function.params.params:
             return False
-        receiver = frame.names.get(function.params.params[0].name.value)
+        this = function.params.params[0].name.value
+        receiver = frame.names.get(this)
         if not isinstance(receiver, Obj):
             return False
         writes = frame.owner.attributes(frame.class_def)
         opened = False
-        this = function.params.params[0].name.value
         for node in walk(test):
             if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == this:
                 name = node.attr.value
                 if any(not (type(value) is cst.Name and value.value == "None")
                        for value in writes.get(f"{this}.{name}", ())):
-                    receiver.attrs[name] = Unknown(f"self.{name}")
+                    receiver.attrs[name] = Unknown(f"{this}.{name}")
                     opened = True
         return opened
 
@@ -2025,11 +2025,10 @@ class Interpreter:
                 and len(test.left.args) == 1 and type(test.left.args[0].value) is cst.Name
                 and _leaves_iteration(statement.body) and self.syntax.update_follows(statement, frame.owner)):
             return False
-        held = test.left.args[0].value.value
-        loop = next((node for node in reversed(self._iteration_loops)), None)
-        if loop is None:
+        if not self._iteration_loops:
             return False
-        nodes = list(walk(loop))
+        held = test.left.args[0].value.value
+        nodes = list(walk(self._iteration_loops[-1]))
         appended = any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "append"
                        and type(n.func.value) is cst.Name and n.func.value.value == held for n in nodes)
         emptied = any(type(n) is cst.Assign and len(n.targets) == 1 and type(n.targets[0].target) is cst.Name
