@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -1512,7 +1513,11 @@ class Interpreter:
         # (a count named as the whole run's, `range(total_steps)`, is not an epoch's; nor one that draws from
         # an iterator the function does not restart in each pass of an outer loop)
         if named and self.syntax.streams(function, frame.owner) or id(call) in self.syntax.pass_ranges(function):
-            raise NeedBinding(frozenset(), frozenset({counts[0].label}))
+            # (a count of draws named as A, or computed from one, is the group's: `range(ceil(n / accum))`
+            # follows once A is bound)
+            group = {label for label in counts[0].sources | {counts[0].label}
+                     if conventions.ACCUMULATION_NAME.search(last_segment(label))}
+            raise NeedBinding(frozenset(group)) if group else NeedBinding(frozenset(), frozenset({counts[0].label}))
 
     def _iterate(self, iterable: object, body: cst.CSTNode, iterated: cst.BaseExpression, target: cst.CSTNode,
                  frame: _Frame, loop: cst.For | None = None) -> Iterator[object] | None:
@@ -2862,8 +2867,11 @@ class Interpreter:
                 return {"int": int, "float": float, "bool": bool, "abs": abs, "min": min, "max": max}[label](*args)
             except (TypeError, ValueError):
                 pass
-        if label in ("int", "float") and len(args) == 1 and isinstance(args[0], Unknown):
-            return args[0]
+        if label in _ROUNDINGS and len(args) == 1 and isinstance(args[0], (int, float)) \
+                and not isinstance(args[0], bool):
+            return _ROUNDINGS[label](args[0])
+        if (label in ("int", "float") or label in _ROUNDINGS) and len(args) == 1 and isinstance(args[0], Unknown):
+            return args[0]  # (what it is computed from stays: `ceil(n / accum)` follows once A is bound)
         if label == "getattr" and len(node.args) in (2, 3) and isinstance(args[1], str) and args[1].isidentifier():
             # `getattr(cfg, "accum", 1)`: the attribute, as `cfg.accum` reads it (its label what configurations bind)
             return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
@@ -3632,6 +3640,9 @@ def _named(value: object, name: str) -> object:
 
 
 #: calls that make a whole number of a ratio (how A is computed from batch sizes)
+#: rounding functions of one number the runs compute (``math.ceil(n / accum)``: a count of groups)
+_ROUNDINGS: dict[str, Callable[[float], int]] = {"math.ceil": math.ceil, "math.floor": math.floor, "ceil": math.ceil,
+                                                 "floor": math.floor, "round": round}
 _CLAMPS = ("max(", "min(", "int(", "round(", "math.ceil(", "math.floor(", "ceil(", "floor(")
 
 

@@ -30,9 +30,10 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.frameworks.loops import RegisteredLoop
-from accumlint.model import names, owned_loops
+from accumlint.model import conventions, names, owned_loops
 from accumlint.model.events import BACKWARD_CALLS, no_update_steps
 from accumlint.model.interpreter import (
+    EVENT_METHODS,
     GRADIENT_WRITE,
     LEFT_TO_ACC501,
     MAX_ENTRY_STATEMENTS,
@@ -79,8 +80,8 @@ MAX_OTHER_RUNS = 4
 #: configuration, statements per entry point and per file. ``check`` runs on every file a
 #: commit touches; an entry that needs more is undecided (silent), ``explain`` shows it whole
 JUDGED_RUNS = 3
-JUDGED_ENTRY_STATEMENTS = 5_000
-JUDGED_FILE_STATEMENTS = 12_000
+JUDGED_ENTRY_STATEMENTS = 15_000
+JUDGED_FILE_STATEMENTS = 30_000
 #: runs one configuration may start, the ones the code asserts away included
 MAX_ATTEMPTS = 64
 #: why ``check`` does not simulate an entry without a gated update (:func:`gated_update`): no run of
@@ -117,6 +118,8 @@ _PLAIN_UPDATES = frozenset({Role.OPTIMIZER, Role.SCALER})
 #: roles whose ``step()`` neither updates the parameters nor runs a backward (an LR scheduler's sets the
 #: learning rate of the updates to come)
 _NO_UPDATE_ROLES = frozenset({Role.SCHEDULER})
+#: the calls an override that leaves an inherited loop's events alone never reaches (:func:`_computes_only`)
+_EVENTFUL = EVENT_METHODS | {"no_sync", "accumulate", "all_reduce", "prepare"}
 #: the calls that may update the parameters, whatever their receiver's name
 _UPDATE_CALLS = frozenset({"step", fw.mmengine.BACKWARD.method})
 
@@ -540,8 +543,9 @@ def _run_by_importers(results: list[Simulation], module: ModuleFunctions, with_c
 def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
                   judged_only: bool) -> list[Simulation]:
     reached: set[cst.FunctionDef] = set()
-    #: per inherited entry function, the names of the methods an earlier run of it reached
-    reached_names: dict[cst.FunctionDef, frozenset[str]] = {}
+    #: per inherited entry function, the runs made of it: the class, and what its run read on ``self``
+    made: dict[cst.FunctionDef, list[tuple[cst.ClassDef | None, frozenset[str]]]] = {}
+    abstract: list[Simulation] = []  # runs of a loop as a class that leaves a method it reads abstract
     results = []
     spent = 0
     resets: bool | None = None
@@ -549,8 +553,7 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
         if entry.function is not None and entry.function in reached \
                 and module.class_of.get(entry.function) is entry.class_def:  # (a subclass's run is its own)
             continue
-        if entry.function in reached_names and entry.class_def is not None \
-                and not _overrides(module, entry, reached_names[entry.function]):
+        if entry.function in made and _same_run(module, entry, made[entry.function]):
             continue  # a subclass that changes nothing the run of its base's loop read: the same run
         gated = entry.code
         if judged_only and not gated_update(gated, module, 0, entry.handed):
@@ -575,34 +578,137 @@ def _simulate_all(module: ModuleFunctions, path: str, entries: list[EntryPoint],
             result, functions = Simulation(entry, 0, undecided=["the code nests too deep to simulate"]), set()
             spent += JUDGED_ENTRY_STATEMENTS
         reached |= functions
-        names = frozenset(f.name.value for f in functions) | {"__init__"}
-        if entry.function is not None and entry.function not in reached_names and (
-                entry.class_def is None or not _overrides(module, entry, names)):
-            reached_names[entry.function] = names  # (a run as the loop's own class runs it)
+        if entry.function is not None:
+            read = _self_reads(functions) | {f.name.value for f in functions} | {"__init__"}
+            if entry.class_def is not None and _abstract(module, entry.class_def, read):
+                abstract.append(result)
+            else:
+                made.setdefault(entry.function, []).append((entry.class_def, read))
         results.append(result)
+    _concrete_runs(results, abstract, module)
     _called_later(results)
     _loops_apart(results, module)
     _driven(results, module, [r.entry for r in results], "")
     return results
 
 
-def _overrides(module: ModuleFunctions, entry: EntryPoint, names: frozenset[str]) -> bool:
-    """Whether the class of ``entry`` (or a class between it and the one defining its loop) defines
-    one of the methods ``names`` or a class attribute: what an inherited loop reads that a subclass
-    may change (``class KTOTrainer(PairedTrainer): def loss(...)``). A subclass that defines only other
-    methods runs the loop as its base does."""
-    home = module.class_of.get(entry.function)  # type: ignore[arg-type]
-    for _, current in module.lineage(entry.class_def):  # type: ignore[arg-type]
-        if current is home:
-            return False
-        for statement in current.body.body:
-            if isinstance(statement, cst.FunctionDef):
-                if statement.name.value in names:
-                    return True
-            elif not (isinstance(statement, cst.SimpleStatementLine) and all(
-                    isinstance(s, (cst.Pass, cst.Expr)) for s in statement.body)):
-                return True  # (a class attribute, a nested class: anything the loop may read)
+def _same_run(module: ModuleFunctions, entry: EntryPoint,
+              runs: list[tuple[cst.ClassDef | None, frozenset[str]]]) -> bool:
+    """Whether an inherited loop's run as the class of ``entry`` makes the events of a run already
+    made of it (``runs``: each as a class, with the methods and ``self`` attributes it read): each name
+    read is the same definition in both classes, or two methods that only compute values
+    (:func:`_computes_only`: ``KTOTrainer.loss`` and ``DPOTrainer.loss``). A method that only
+    raises (an abstract ``loss``) is never the same as another: a run through it ends there."""
+    if entry.class_def is None:
+        return False
+    for made, read in runs:
+        if made is entry.class_def:
+            return True
+        if made is None:
+            continue
+        if all(_alike(module, _definition(module, entry.class_def, name), _definition(module, made, name))
+               for name in read):
+            return True
     return False
+
+
+def _definition(module: ModuleFunctions, class_def: cst.ClassDef, name: str) -> cst.CSTNode | None:
+    """The statement that defines ``name`` for instances of ``class_def`` at class level (a method, a
+    class attribute), first in the lineage; None where no class of the project defines it there."""
+    for _, current in module.lineage(class_def):
+        for statement in current.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name \
+                    and not _delegates(statement):
+                return statement
+            if isinstance(statement, cst.SimpleStatementLine) and any(
+                    target == name for small in statement.body
+                    if type(small) in (cst.Assign, cst.AnnAssign) for target in _assigned(small)):
+                return statement
+    return None
+
+
+def _delegates(method: cst.FunctionDef) -> bool:
+    """Whether ``method`` only hands its call to the base's (``super().__init__(*args, **kwargs)``)."""
+    body = method.body.body
+    if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+        return False
+    small = body[0].body[0]
+    call = small.value if type(small) in (cst.Expr, cst.Return) else None
+    return (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == method.name.value and isinstance(call.func.value, cst.Call)
+            and dotted(call.func.value.func) == "super")
+
+
+def _alike(module: ModuleFunctions, one: cst.CSTNode | None, other: cst.CSTNode | None) -> bool:
+    """Whether two definitions of a name leave a run's events alike: the same, or each absent, abstract
+    or a method that only computes values (the run of a class that leaves it abstract ends there)."""
+    return one is other or all(node is None or isinstance(node, cst.FunctionDef) and (
+        _raises_only(node) or _computes_only(node, module)) for node in (one, other))
+
+
+def _abstract(module: ModuleFunctions, class_def: cst.ClassDef, read: frozenset[str]) -> bool:
+    """Whether a name a run as ``class_def`` read is a method that only raises there (an abstract
+    ``loss`` that its subclasses define)."""
+    return any(isinstance(node, cst.FunctionDef) and _raises_only(node)
+               for node in (_definition(module, class_def, name) for name in read))
+
+
+def _concrete_runs(results: list[Simulation], abstract: list[Simulation], module: ModuleFunctions) -> None:
+    """A run of an inherited loop as a class that leaves a method abstract (``BasicTrainer.train``
+    reaching ``raise NotImplementedError`` in ``loss``) is counted with a run of the same loop as a
+    subclass that defines it: that is the loop that trains."""
+    for result in abstract:
+        home = result.entry.class_def
+        concrete = next((other for other in results if other not in abstract and other.entry.function
+                         is result.entry.function and other.entry.class_def is not None
+                         and any(base is home for _, base in module.lineage(other.entry.class_def))), None)
+        if concrete is not None:
+            result.caller = concrete
+            result.undecided.append(f"it leaves a method abstract: the entry {concrete.entry.name!r} runs the loop")
+
+
+def _self_reads(functions: Iterable[cst.FunctionDef]) -> frozenset[str]:
+    """The names ``functions`` read or call on ``self`` (``self.loss(...)``, ``self.use_reference``)."""
+    return frozenset(node.attr.value for function in functions for node in walk(function.body)
+                     if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self")
+
+
+@functools.lru_cache(maxsize=4096)
+def _computes_only(method: cst.FunctionDef, module: ModuleFunctions) -> bool:
+    """Whether a ``method`` that overrides another leaves the events of a loop that calls it as they
+    were: its body does more than raise (an abstract method's run ends there), reaches no event method
+    (:data:`EVENT_METHODS`, a gradient sync, an Accelerate context), reads no A-named value and sets
+    no attribute of ``self`` (a role, a counter, a flag the loop reads later)."""
+    if _raises_only(method) or reaches_event(method.body, module, _EVENTFUL):
+        return False
+    for node in walk(method.body):
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign):
+            if any(target.startswith("self.") for target in _targets(node)):
+                return False
+        elif type(node) in (cst.Name, cst.Attribute) \
+                and conventions.ACCUMULATION_NAME.search(names.last_segment(dotted(node))):
+            return False
+    return True
+
+
+def _raises_only(method: cst.FunctionDef) -> bool:
+    """Whether ``method``'s body, its docstring and ``pass`` aside, only raises (an abstract method)."""
+    body = [s for s in method.body.body if not (isinstance(s, cst.SimpleStatementLine) and all(
+        type(small) in (cst.Expr, cst.Pass) for small in s.body))]
+    return bool(body) and all(isinstance(s, cst.SimpleStatementLine) and type(s.body[0]) is cst.Raise for s in body)
+
+
+def _assigned(statement: cst.Assign | cst.AnnAssign) -> list[str]:
+    """The names a class-level assignment binds."""
+    targets = statement.targets if isinstance(statement, cst.Assign) else [statement]
+    return [name for target in targets for name in _targets(target)]
+
+
+def _targets(node: cst.AssignTarget | cst.AugAssign | cst.AnnAssign) -> list[str]:
+    """The dotted names an assignment statement node writes (unpacked tuples included)."""
+    target = node.target
+    parts = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [target]
+    return [dotted(part.value if isinstance(part, cst.BaseElement) else part) or "" for part in parts]
 
 
 def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable[EntryPoint],
@@ -650,7 +756,8 @@ def _called_later(results: list[Simulation]) -> None:
     the caller's facts unknown, hold no verdict."""
     for i, result in enumerate(results):
         function = result.entry.function
-        caller = next((later for later in results[i + 1:] if function is not None and function in later.reached), None)
+        caller = next((later for later in results[i + 1:] if function is not None and function in later.reached
+                       and later.entry.function is not function), None)  # (not a subclass's run of the loop)
         if caller is not None:
             result.caller = caller
             result.undecided.append(f"its caller, the entry {caller.entry.name!r}, runs it with what it knows")
