@@ -162,7 +162,7 @@ def _fsdp2_mesh_info(model: Any) -> Any:
 class DataParallelSize:
     """D (the data-parallel replica count) as the probe reads it from the live objects, and where it
     comes from. ``size`` is ``None`` when it cannot be known. (The linter's
-    :class:`accumlint.model.parallel.DataParallel` is what a module's source says about data
+    :class:`accumlint.checks.shared.parallel.DataParallel` is what a module's source says about data
     parallelism.)"""
 
     size: int | None

@@ -3,10 +3,10 @@
 A rule is declared once, in ``accumlint/spec/__init__.py`` (``implemented_by=(module, class)``); this
 list imports the classes it names, so adding a rule registers nothing here.
 
-A family is a module (``tail.py``) or, where it has analyses of its own, a package whose
+A family is a module (``gate.py``) or, where it has analyses of its own, a package whose
 ``__init__.py`` holds the rule classes and whose other modules hold the analyses only its rules
-read (``schedule/schedules.py``); the analyses two families read are in :mod:`.shared`. The model
-imports none of them.
+read (``schedule/schedules.py``, ``tail/analysis.py``); the analyses two families read are in
+:mod:`.shared`. The model imports none of them.
 """
 
 from __future__ import annotations

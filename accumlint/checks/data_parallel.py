@@ -10,13 +10,13 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import A_NAMED_OR_BOUND_BYTES, RuleGate, runs_loop
+from accumlint.checks.shared.ledger import Factor, gradient_rescales, ledger
 from accumlint.checks.shared.loss_chain import constant, loss_chain
+from accumlint.checks.shared.parallel import Sampling, data_parallel
 from accumlint.model import EventKind, FileModel, conventions
 from accumlint.model.dataflow import names_feeding, value_history
 from accumlint.model.events import BACKWARD_CALLS, Event
-from accumlint.model.ledger import Factor, gradient_rescales
 from accumlint.model.names import dotted, last_segment, method_name
-from accumlint.model.parallel import Sampling
 from accumlint.model.sync import reduces_by_hand
 from accumlint.source.source_facts import SourceFacts
 
@@ -34,7 +34,7 @@ class DuplicateSamplesAcrossReplicas(Rule):
     # would only add files to the byte stage that the gate then drops)
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        parallel = model.parallel
+        parallel = data_parallel(model)
         if not parallel.replicated:
             return
         reported: set[int] = set()
@@ -75,7 +75,7 @@ class EffectiveBatchCountsDevices(Rule):
         facts=lambda facts: _may_count_devices(facts))
 
     def check(self, model: FileModel) -> Iterator[Hit]:
-        parallel = model.parallel
+        parallel = data_parallel(model)
         devices_apply = (parallel.replicated and not parallel.single_process_replicas
                          and not parallel.device_count_defines_world)
         for scope in model.scopes:
@@ -125,7 +125,7 @@ def _effective_batch_shape(model: FileModel, value: cst.BaseExpression) -> bool:
             stack.extend((node.left, node.right))
         else:
             factors.append(node)
-    parallel = model.parallel
+    parallel = data_parallel(model)
     return len(factors) >= 3 and any(model.is_accumulation_name(f) for f in factors) and any(
         parallel.counts_replicas(f) or parallel.counts_devices(f) for f in factors)
 
@@ -192,7 +192,7 @@ class GlobalDenominatorWithAveraging(Rule):
         for event in model.all_events():
             if event.kind is not EventKind.BACKWARD or event.loss is None or self._compensated(model, event):
                 continue
-            book = model.ledger(None, event)
+            book = ledger(model, None, event)
             for entry in book.of(Factor.DIVIDE_GLOBAL_COUNT):
                 if id(entry.node) not in reported:
                     reported.add(id(entry.node))
@@ -217,7 +217,7 @@ class GlobalDenominatorWithAveraging(Rule):
     def _gradient_side(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
         """The ledger's gradient-side rescales by a count summed over the replicas
         (``torch._foreach_div_(grads, tokens)`` after ``dist.all_reduce(tokens)``)."""
-        parallel = model.parallel
+        parallel = data_parallel(model)
         for group in model.loops:
             if group.accumulates is not True:
                 continue
@@ -246,7 +246,7 @@ class GlobalDenominatorWithAveraging(Rule):
     def _compensated(model: FileModel, event: Event) -> bool:
         """Whether a replica count multiplies the loss's value history or rescales the gradients
         in the backward's function."""
-        parallel = model.parallel
+        parallel = data_parallel(model)
         for value, operator, _ in value_history(event.loss, event.site):  # type: ignore[arg-type]
             if operator is None and any(parallel.is_replica_count(n) for n in names_feeding(value)):
                 return True
@@ -258,7 +258,7 @@ class GlobalDenominatorWithAveraging(Rule):
 def _gradients_rescaled_by_replicas(model: FileModel, event: Event) -> bool:
     """Whether the function of a backward ``event`` rescales the gradients by a replica count
     (``scale_grads(model, world_size / n)``, ``p.grad *= world_size``)."""
-    parallel = model.parallel
+    parallel = data_parallel(model)
     for site in event.site.scope.sites:
         call = site.call
         if call is not None and (method_name(call) or last_segment(dotted(call.func))) in fw.GRAD_SCALING_CALLS:
@@ -293,7 +293,7 @@ class DpRescaleOnLocalMean(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         if not _replicas_average(model):
             return
-        parallel = model.parallel
+        parallel = data_parallel(model)
         is_scalar = partial(_replica_count_or_a, model)
         reported: set[int] = set()
         for event in model.all_events():
@@ -304,7 +304,7 @@ class DpRescaleOnLocalMean(Rule):
             if (not factors or not chain.means or chain.opaque
                     or not all(_divides_by_a(model, divisor) for _, divisor, _ in chain.divisions)):
                 continue
-            book = model.ledger(None, event)
+            book = ledger(model, None, event)
             if book.has(Factor.DIVIDE_GLOBAL_COUNT, Factor.DIVIDE_WORLD, Factor.GRAD_RESCALE) \
                     or _gradients_rescaled_by_replicas(model, event):
                 continue
@@ -323,7 +323,7 @@ class DpRescaleOnLocalMean(Rule):
 def _replica_count_or_a(model: FileModel, expression: cst.BaseExpression) -> bool:
     """A name or call that is a replica count or A (a scalar of a loss chain)."""
     return ((dotted(expression.func if isinstance(expression, cst.Call) else expression) is not None
-             and model.parallel.counts_replicas(expression)) or model.is_accumulation_name(expression))
+             and data_parallel(model).counts_replicas(expression)) or model.is_accumulation_name(expression))
 
 
 def _divides_by_a(model: FileModel, divisor: cst.BaseExpression) -> bool:
@@ -335,7 +335,7 @@ def _replicas_average(model: FileModel) -> bool:
     """Whether the replicas' gradients are averaged for the loop (an averaging wrapper: DDP,
     FSDP, a prepared model) and not reduced by hand in the module (a reduction of its own decides
     the denominator)."""
-    if not model.parallel.averaging_wrapper:
+    if not data_parallel(model).averaging_wrapper:
         return False
     module_sites = [site for scope in model.scopes for site in scope.sites]
     return not reduces_by_hand([s for s in module_sites if s.call is not None and _reduces_gradients(s.call)])

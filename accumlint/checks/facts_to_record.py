@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, runs_loop
 from accumlint.checks.shared.counts import resume_mismatches, throughputs_of_one_microbatch
+from accumlint.checks.shared.parallel import data_parallel
 from accumlint.model import FileModel
 
 
@@ -24,7 +25,7 @@ class BatchnormWithAccumulation(Rule):
     def check(self, model: FileModel) -> Iterator[Hit]:
         if not any(group.accumulates is True for group in model.loops):
             return
-        for call in model.parallel.batchnorm_calls:
+        for call in data_parallel(model).batchnorm_calls:
             yield Hit(
                 call,
                 "this BatchNorm layer normalizes with the mean and variance of each microbatch (m examples), "

@@ -10,11 +10,11 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import RuleGate, defines_lightning_hook, runs_loop
 from accumlint.checks.group_traces import FRAMEWORK_CLIPPERS, with_traces
+from accumlint.checks.shared.ledger import gradient_rescales
 from accumlint.model import Cadence, Event, EventKind, FileModel, Group, LoopStyle, Role
 from accumlint.model.dataflow import reaching_assignment, value_history
 from accumlint.model.events import CLIP_CALLS, measures_only
 from accumlint.model.kinds import Evidence
-from accumlint.model.ledger import gradient_rescales
 from accumlint.model.names import calls_in, code_of, dotted, last_segment, method_name, names_in
 from accumlint.model.owned_loops import catalyst_batch_hooks, lightning_backward_hooks, lightning_clips_before_closure
 from accumlint.model.scopes import FrameKind

@@ -8,10 +8,11 @@ import libcst as cst
 
 from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
+from accumlint.checks.shared.forward_sums import graphless_outputs
+from accumlint.checks.shared.losses import retained_in_group, retains_graph
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, conventions
 from accumlint.model.callgraph import Inline, parameters
 from accumlint.model.dataflow import home, names_feeding, reaching_assignment, reaching_definitions
-from accumlint.model.losses import retains_graph
 from accumlint.model.names import calls_in, dotted, method_name, names_in, positional, walk
 from accumlint.model.scopes import FrameKind, Site
 
@@ -307,7 +308,8 @@ def _forward_outputs(model: FileModel, group) -> dict[Key, set[Binding]]:
                 and isinstance(value, cst.Call) and not isinstance(site.node, (cst.For, cst.With))
                 and model.roles.of(value.func, site).role in conventions.MODEL_ROLES):
             # `loss, shown = model(x)` where forward returns `loss, loss.item()`: only the loss holds a graph
-            free = model.graphless_outputs(value, site, len(site.targets)) if len(site.targets) > 1 else ()
+            free = graphless_outputs(model.functions, value, site, model.reaching, len(site.targets)) \
+                if len(site.targets) > 1 else ()
             for position, name in enumerate(site.targets):
                 if name and position not in free:
                     # the target as bound by this assignment (order + 1: a parameter it rebinds is local)
@@ -377,7 +379,7 @@ class RetainGraphInLoop(Rule):
 
     def check(self, model: FileModel) -> Iterator[Hit]:
         for group in model.loops:
-            for event in model.retained_backwards(group):
+            for event in retained_in_group(model, group):
                 yield Hit(
                     event.node,
                     "`retain_graph=True` keeps this microbatch's saved activations after its backward, and "

@@ -11,11 +11,9 @@ from functools import cached_property
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import boundary, conventions, losses
-from accumlint.model import ledger as ledgers
+from accumlint.model import boundary, conventions
 from accumlint.model.dataflow import home, loss_divisions, reaching_assignment, reaching_definitions
 from accumlint.model.events import Event, classify
-from accumlint.model.forward_sums import graphless_outputs
 from accumlint.model.framework_reader import FrameworkReader
 from accumlint.model.groups import Group, LoopAnalysis, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
@@ -23,24 +21,19 @@ from accumlint.model.names import (
     ImportMap,
     dotted,
     int_value,
-    keyword,
     last_segment,
-    method_name,
     names_in,
-    positional,
     walk,
 )
-from accumlint.model.parallel import DataParallel
 from accumlint.model.roles import RoleInfo, Roles
 from accumlint.model.scopes import FrameKind, Scope, Site
 from accumlint.model.statement_walk import walk_scopes
-from accumlint.model.tail import LengthFact, Tail, length_arithmetic, tail_of
 
 #: the core's types a rule or a family's analysis names, imported from here rather than from the
 #: submodule that defines each
 __all__ = [
     "Group", "Cadence", "Event", "EventKind", "FileModel", "FrameKind", "LoopStyle", "Role", "RoleInfo", "Scope",
-    "Site", "Tail", "build_model",
+    "Site", "build_model",
 ]
 
 
@@ -54,6 +47,9 @@ class FileModel:
 
     def __init__(self, module: cst.Module, project: object | None = None) -> None:
         self.module = module
+        #: what a family's analysis computes once per module, under a key of its own
+        #: (``"tail.length_facts"``): the analyses that live with their rules keep their facts here
+        self.memo: dict[str, object] = {}
         self.imports = ImportMap(module)
         self.scopes, self.functions = walk_scopes(module, project)
         self.roles = Roles(self.imports, self.scopes, project, self.functions)
@@ -150,71 +146,11 @@ class FileModel:
         a LightningModule's optimization mode, a DeepSpeed config, ...)."""
         return FrameworkReader(self)
 
-    def tail(self, group: Group) -> Tail | None:
-        """What ``group`` does with the last partial group of each pass (None: undecided)."""
-        return tail_of(self, group)
-
-    @cached_property
-    def length_arithmetic(self) -> dict[str, LengthFact]:
-        """Loader names (last segment) → what the module computes from ``len(loader)`` and A; an
-        ``assert len(loader) % A == 0`` of a checked module that imports this one counts too (the
-        script that asserts the length, then runs this module's trainer on the loader)."""
-        from accumlint.model.simulation import MAX_IMPORTERS
-
-        facts = length_arithmetic(self.module, self.is_accumulation_name)
-        view = self.functions.project
-        index = getattr(view, "index", None)
-        if index is None:
-            return facts
-        for importer in index.importers(view.path)[:MAX_IMPORTERS]:
-            loaded = index.importer_functions(importer)
-            if loaded is None:
-                continue
-            found = length_arithmetic(loaded[0]._module, self.is_accumulation_name)
-            asserted = {name for name, fact in found.items() if fact is LengthFact.MULTIPLE_OF_A}
-            if asserted:
-                facts.update(dict.fromkeys(asserted, LengthFact.MULTIPLE_OF_A))
-                view.used[importer] = loaded[1]  # a change to the importer makes this result stale
-        return facts
-
     def divided_by_a(self, event: Event) -> bool:
         """Whether the loss of a backward ``event`` was divided by an A-named value."""
         return bool(self.divisions_by(event, self.is_accumulation_name))
 
-    # --- losses -------------------------------------------------------------------------------
-    def token_mean(self, event: Event) -> losses.TokenMean | None:
-        """The mean-reduced token loss (with maskable labels) a backward differentiates, if shown."""
-        return losses.token_mean(event, lambda name, site: self.reaching(name, site), lambda: self._unmasked_keys)
-
-    @cached_property
-    def _unmasked_keys(self) -> frozenset[str]:
-        return losses.unmasked_collate_keys(self.functions)
-
-    def ledger(self, group: Group | None, event: Event) -> ledgers.Ledger:
-        """Every factor between a backward's per-element loss and the applied gradient
-        (:mod:`accumlint.model.ledger`); ``group`` None: the loss side only. Computed once."""
-        key = (id(group), id(event))
-        book = self._ledgers.get(key)
-        if book is None:
-            book = self._ledgers[key] = ledgers.ledger_of(self, group, event)
-        return book
-
-    @cached_property
-    def _ledgers(self) -> dict[tuple[int, int], ledgers.Ledger]:
-        return {}
-
-    @cached_property
-    def pads_labels_with_ignore(self) -> set[str]:
-        """Evidence that this module's own collate code pads labels with -100 (see
-        :func:`losses.pads_labels_with_ignore`); walked once per module."""
-        return losses.pads_labels_with_ignore(self.module)
-
-    @staticmethod
-    def loss_history_in_view(group: Group, event: Event) -> bool:
-        """Whether a backward inlined from a helper has its loss computed in view
-        (:func:`accumlint.model.losses.loss_history_in_view`)."""
-        return losses.loss_history_in_view(group, event)
-
+    # --- frameworks ---------------------------------------------------------------------------
     def on_trainer_backend_path(self, event: Event) -> bool:
         """Whether ``event`` runs, in a method of an HF Trainer subclass, under a test of a flag
         ``Trainer.__init__`` sets from how it was built (``if self.do_grad_scaling:``,
@@ -230,80 +166,10 @@ class FileModel:
         return bool(flags) and not any(
             flag in site.targets for scope in self.scopes for site in scope.sites for flag in flags)
 
-    @staticmethod
-    def never_scaled(event: Event) -> bool:
-        """Whether the loss of a backward reaches it with no division or multiplication at all."""
-        return losses.never_scaled(event)
-
-    def may_rescale_gradients(self, group: Group) -> bool:
-        """Whether the group's code hands a model's parameters to a function it cannot see
-        (``self.divide_grads_(self.model.parameters(), n)`` with the function given from outside):
-        it may rescale their gradients (:func:`accumlint.model.losses.hands_parameters_over`); or the
-        module registers a DDP communication hook of its own, which may rescale them at the sync."""
-        events = {id(event.site) for event in group.events}
-        return losses.hands_parameters_over([s for s in group.region_sites if id(s) not in events], self.imports) \
-            or self._own_comm_hook
-
-    @cached_property
-    def _own_comm_hook(self) -> bool:
-        """Whether the module registers a DDP communication hook of its own (not a stock one of
-        torch's): it decides what each synchronized gradient bucket becomes, a division by A too."""
-        for call in walk(self.module):
-            if type(call) is cst.Call and method_name(call) == fw.pytorch.REGISTER_COMM_HOOK:
-                hook = positional(call, 1) or keyword(call, "hook")
-                if last_segment(dotted(hook)) not in fw.pytorch.STOCK_COMM_HOOKS:
-                    return True
-        return False
-
-    @staticmethod
-    def scales_gradients(group: Group) -> bool:
-        """Whether the group's code rescales ``.grad`` by hand (normalizing after the backward)."""
-        return losses.scales_gradients(group.region_sites)
-
-    def divided_after_backward(self, group: Group) -> list[tuple[cst.CSTNode, Event]]:
-        """Divisions by A (or a microbatch count) of a loss whose backward already ran, in ``group``."""
-        events = [e for e in self.events[group.scope] if e.site.inside(group.loop)]
-        return [(node, event) for node, event in losses.divided_after_backward(group.scope, events, self._is_count)
-                if event.site.inside(group.loop) and any(s.node is node or s.value is node for s in group.loop_sites)]
-
-    def _is_count(self, divisor: cst.BaseExpression) -> bool:
-        return self.is_accumulation_name(divisor) or (isinstance(divisor, cst.Call) and dotted(divisor.func) == "len")
-
-    def retained_backwards(self, group: Group) -> list[Event]:
-        """Backwards of ``group``'s loop with ``retain_graph=True`` that nothing backpropagates again."""
-        if group.accumulates is not True:
-            return []
-        events = [e for e in group.events if group.in_loop(e) and self._fresh_graph(e, group)]
-        return losses.retained_backwards(events, group.loop_sites)
-
-    def _fresh_graph(self, event: Event, group: Group) -> bool:
-        """Whether a backward's loss is computed anew in each pass of the loop (a forward call in
-        the expression, or an assignment in the loop body), not a graph built once outside it."""
-        if event.loss is None:
-            return False
-        if isinstance(event.loss, cst.Call) or any(isinstance(n, cst.Call) for n in walk(event.loss)):
-            return True
-        name = dotted(event.loss)
-        definition = self.reaching(name, event.site) if name else None
-        return (definition is not None and definition.inside(group.loop)
-                and not isinstance(definition.node, (cst.For, cst.With)))
-
-    @cached_property
-    def parallel(self) -> DataParallel:
-        """Data-parallel facts: replicas, the loader each loop reads, GPU and world counts,
-        sums over replicas, BatchNorm layers (see :mod:`accumlint.model.parallel`)."""
-        return DataParallel(self)
-
     # --- data flow --------------------------------------------------------------------------
     def divisions_by(self, event: Event, is_divisor) -> list[cst.CSTNode]:
         """Where the loss of a backward ``event`` was divided by a divisor ``is_divisor`` accepts."""
         return loss_divisions(event.loss, event.site, is_divisor)
-
-    def graphless_outputs(self, call: cst.Call, site: Site, count: int) -> frozenset[int]:
-        """The positions of the ``count``-tuple that the model call ``call`` (at ``site``)
-        returns that hold no autograd graph, read in its project class's ``forward``
-        (:func:`~accumlint.model.forward_sums.graphless_outputs`)."""
-        return graphless_outputs(self.functions, call, site, self.reaching, count)
 
     def reaching(self, name: str, site: Site, within: cst.CSTNode | None = None) -> Site | None:
         """The assignment to ``name`` that reaches ``site`` (execution order, same scope); in an

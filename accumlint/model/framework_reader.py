@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import conventions, losses
+from accumlint.model import conventions
 from accumlint.model.closures import hand_gated_modules
-from accumlint.model.dataflow import arithmetic, loss_divisions, reaching_definitions, value_history
+from accumlint.model.dataflow import arithmetic, reaching_definitions, value_history
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle, is_accumulate_call
 from accumlint.model.kinds import EventKind, Evidence, Role
@@ -432,37 +432,6 @@ class FrameworkReader:
             fsdp = any(n.endswith(("FullyShardedDataParallel", "fully_shard")) for n in names)
             return True if ddp and not fsdp else None
         return None
-
-
-    def hf_overrides_ignoring_count(self) -> list[cst.FunctionDef]:
-        """HF Trainer subclasses' ``compute_loss`` overrides that accept ``num_items_in_batch`` and
-        ignore it, with no declaration of how their loss is normalized and no division by A
-        (transformers trainer.py ``training_step``: the loss then counts as normalized)."""
-        if not any(self.model.imports.imports_module(package) for package in fw.transformers.TRAINER_PACKAGES):
-            return []
-        found: list[cst.FunctionDef] = []
-        for scope in self.model.scopes:
-            function, owner = scope.node, scope.class_def
-            if (not isinstance(function, cst.FunctionDef) or owner is None
-                    or function.name.value != fw.transformers.COMPUTE_LOSS):
-                continue
-            if not any(self.model.imports.qualify(dotted(base.value)) in fw.transformers.TRAINER_CLASSES
-                       for base in owner.bases):
-                continue
-            if not losses.ignores_parameter(function, fw.transformers.COUNT_PARAMETER):
-                continue
-            if not losses.reads_key(function, fw.transformers.COUNTED_KEY):
-                continue  # without labels in the batch the Trainer counts nothing and divides by A itself
-            if losses.declares_attribute(owner, fw.transformers.NORMALIZATION_ATTRS):
-                continue
-            if losses.trained_models_take_no_loss_kwargs(self.model.module, owner.name.value):
-                continue  # the Trainer divides by A itself: a mean of means at most (ACC102's matter)
-            returns = [s for s in scope.sites if s.is_return and not s.in_helper and s.value is not None]
-            if any(loss_divisions(s.value, s, self.model.is_accumulation_name) for s in returns):
-                continue  # `mean / A`: a mean of means at the right scale (ACC102's matter)
-            found.append(function)
-        return found
-
 
 
 def _through_helper(expression: cst.BaseExpression, node: cst.With, scope: Scope, roles: Roles,

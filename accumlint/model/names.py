@@ -424,3 +424,15 @@ def string_key(expression: cst.BaseExpression) -> str | None:
 def code_of(node: cst.CSTNode) -> str:
     """The source of a node as written (a small expression, for a message)."""
     return cst.Module([]).code_for_node(node)
+
+
+def declares_attribute(class_def: cst.ClassDef, names: frozenset[str]) -> bool:
+    """Whether the class body or one of its methods assigns one of ``names`` (``x = ...`` in the
+    class body or ``self.x = ...`` anywhere in it)."""
+    for node in walk(class_def.body):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if last_segment(dotted(target)) in names:
+                    return True
+    return False

@@ -27,9 +27,8 @@ import libcst as cst
 from accumlint import frameworks as fw
 from accumlint.frameworks import catalyst, generic, ignite, lightning, mmcv, mmengine, skorch, transformers
 from accumlint.frameworks.loops import CallbackLoop, Phase, RegisteredLoop
-from accumlint.model import losses
 from accumlint.model.kinds import EventKind
-from accumlint.model.names import dotted, int_value, last_segment, walk
+from accumlint.model.names import declares_attribute, dotted, int_value, last_segment, walk
 
 if TYPE_CHECKING:  # both import this module
     from accumlint.model import FileModel
@@ -527,7 +526,7 @@ def _is_hf_trainer(model, call: cst.Call) -> bool:
     if located is None:
         return False
     _, class_def = located
-    if losses.declares_attribute(class_def, transformers.SCALED_FOR_GA):
+    if declares_attribute(class_def, transformers.SCALED_FOR_GA):
         return False
     return any(model.imports.qualify(dotted(base.value)) in transformers.TRAINER_CLASSES for base in class_def.bases)
 

@@ -71,7 +71,7 @@ def test_the_renamed_classes_are_where_the_vocabulary_says() -> None:
     assert where["Group"] == {"accumlint.model.groups"}
     assert where["ObservedGroup"] == {"runtime_guard.trace"}
     assert where["Event"] == {"accumlint.model.events"} and where["ObservedEvent"] == {"runtime_guard.trace"}
-    assert where["DataParallel"] == {"accumlint.model.parallel"}
+    assert where["DataParallel"] == {"accumlint.checks.shared.parallel"}
     assert where["DataParallelSize"] == {"runtime_guard.frameworks"}
     assert where["Gate"] == {"accumlint.model.gate_analysis"} and where["GatedUpdate"] == {"accumlint.fixes.base"}
     assert where["RuleGate"] == {"accumlint.checks.gate"}

@@ -8,6 +8,7 @@ import textwrap
 import libcst as cst
 
 from accumlint.checks import ALL_RULES
+from accumlint.checks.shared.parallel import data_parallel
 from accumlint.model import Cadence, Role
 from accumlint.model.scopes import Site
 from accumlint.pipeline.engine import check_source, rules_for
@@ -269,7 +270,7 @@ def test_a_name_holding_the_rank_shards_a_dataset_whatever_it_is_called() -> Non
         m = DistributedDataParallel(net)
         return d, m
     """)
-    assert model.parallel.rank_sharded
+    assert data_parallel(model).rank_sharded
 
 
 def test_a_group_drawn_ahead_counts_a() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from accumlint.checks.shared.parallel import data_parallel
 from tests.catalogue.test_rule_folders import case_code
 from tests.support import findings, lint, model_of
 
@@ -58,9 +59,9 @@ def test_the_loader_a_loop_reads() -> None:
     next(iter(...)); a loader received as a parameter has no constructor to read."""
     model = model_of(case_code("ACC403 micro-loop fed by next(iter(loader))"))
     (group,) = model.loops
-    use = model.parallel.loader_of(group)
+    use = data_parallel(model).loader_of(group)
     assert use is not None and use.built_here is not None
-    assert model.parallel.replicated and model.parallel.wrapper_calls
+    assert data_parallel(model).replicated and data_parallel(model).wrapper_calls
     src = """
     def train(model, loader, optimizer):
         for i, b in enumerate(loader):
@@ -70,7 +71,7 @@ def test_the_loader_a_loop_reads() -> None:
     """
     model = model_of(src)
     (group,) = model.loops
-    use = model.parallel.loader_of(group)
+    use = data_parallel(model).loader_of(group)
     assert use is not None and use.built_here is None
 
 

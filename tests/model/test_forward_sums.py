@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from accumlint.checks.shared.ledger import Factor, ledger
 from accumlint.model import EventKind
-from accumlint.model.ledger import Factor
 from accumlint.settings import config
 from tests.project.test_patterns import check
 from tests.support import lint, model_of
@@ -117,7 +117,7 @@ def test_the_ledger_names_the_forward_sum() -> None:
                               body="loss = model(tokens[sl], targets[sl])\n            loss.backward()"))
     (group,) = [g for g in model.loops if g.accumulates]
     (event,) = group.of_kind(EventKind.BACKWARD)
-    book = model.ledger(group, event)
+    book = ledger(model, group, event)
     assert [e.factor for e in book.entries] == [Factor.TOKEN_SUM]
     assert "forward" in book.entries[0].evidence
 

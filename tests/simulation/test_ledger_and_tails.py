@@ -18,8 +18,8 @@ import libcst as cst
 import pytest
 
 from accumlint.checks import ALL_RULES
+from accumlint.checks.shared.ledger import Factor, ledger
 from accumlint.model import EventKind, build_model
-from accumlint.model.ledger import Factor
 from accumlint.pipeline.engine import check_source, rules_for
 from tests.catalogue.test_rule_folders import case_code
 from tests.shared_data import SHARED, needs_shared, require_shared, shared_params
@@ -65,7 +65,7 @@ def test_ledger_entries_per_kind() -> None:
     model = build_model(cst.parse_module(source))
     (group,) = [g for g in model.loops if g.accumulates]
     (backward,) = group.of_kind(EventKind.BACKWARD)
-    book = model.ledger(group, backward)
+    book = ledger(model, group, backward)
     kinds = [entry.factor for entry in book.entries]
     assert kinds == [Factor.TOKEN_MEAN, Factor.DIVIDE_A, Factor.MULTIPLY, Factor.GRAD_RESCALE]
     (rescale,) = book.of(Factor.GRAD_RESCALE)
@@ -152,8 +152,8 @@ def test_each_ledger_entry_kind(factor: Factor) -> None:
     backwards = [e for e in model.all_events() if e.kind is EventKind.BACKWARD]
     assert len(backwards) == 1
     (group,) = [g for g in model.loops if g.accumulates]
-    entries = model.ledger(group, backwards[0]).of(factor)
-    assert len(entries) == 1, model.ledger(group, backwards[0]).entries
+    entries = ledger(model, group, backwards[0]).of(factor)
+    assert len(entries) == 1, ledger(model, group, backwards[0]).entries
     assert evidence in entries[0].evidence
     if factor is Factor.FRAMEWORK_A:
         assert len(entries[0].repeats) == 1  # the manual `/ accum` Accelerate repeats

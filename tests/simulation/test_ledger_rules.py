@@ -15,8 +15,8 @@ import textwrap
 
 import libcst as cst
 
+from accumlint.checks.shared.ledger import divisions_in_series
 from accumlint.model import EventKind, build_model
-from accumlint.model.ledger import divisions_in_series
 from tests.catalogue.test_rule_folders import case_code
 from tests.support import lint, only_message
 

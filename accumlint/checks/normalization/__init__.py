@@ -23,14 +23,15 @@ from accumlint.checks.gate import (
 )
 from accumlint.checks.normalization.evaluation import evaluation_function, reported_values
 from accumlint.checks.normalization.loss_terms import LossTerm, carries_gradient, loss_terms
+from accumlint.checks.shared import losses
+from accumlint.checks.shared.ledger import Factor, Ledger, divisions_in_series, is_token_count, ledger
 from accumlint.checks.shared.loss_chain import loss_chain
+from accumlint.checks.shared.losses import handed_a_denominator
 from accumlint.frameworks.transformers import COMPUTE_LOSS_FUNC
 from accumlint.model import Cadence, EventKind, FileModel, LoopStyle
 from accumlint.model.dataflow import loss_divisions
 from accumlint.model.events import BACKWARD_CALLS, MANUAL_BACKWARD, Event
 from accumlint.model.groups import Group
-from accumlint.model.ledger import Factor, Ledger, divisions_in_series, is_token_count
-from accumlint.model.losses import handed_a_denominator
 from accumlint.model.names import code_of, dotted, last_segment
 from accumlint.model.owned_loops import hf_loss_funcs_ignoring_count
 
@@ -42,7 +43,7 @@ def _microbatch_backwards(model: FileModel) -> Iterator[tuple[Group, Event, Ledg
             continue
         for event in group.of_kind(EventKind.BACKWARD):
             if group.in_loop(event) and group.cadence(event) is Cadence.MICROBATCH:
-                yield group, event, model.ledger(group, event)
+                yield group, event, ledger(model, group, event)
 
 
 class DoubleNormalization(Rule):
@@ -138,7 +139,7 @@ class DoubleNormalization(Rule):
     @staticmethod
     def _divisions(model: FileModel, event) -> list[tuple[cst.CSTNode, str]]:
         """The manual divisions by A the ledger says the backward API repeats."""
-        return [(node, entry.evidence) for entry in model.ledger(None, event).of(Factor.FRAMEWORK_A)
+        return [(node, entry.evidence) for entry in ledger(model, None, event).of(Factor.FRAMEWORK_A)
                 for node in entry.repeats]
 
     def _lightning(self, model: FileModel, reported: set[int]) -> Iterator[Hit]:
@@ -181,7 +182,7 @@ class MeanOfMeans(Rule):
             if group.accumulates is not True:
                 continue
             for event in group.of_kind(EventKind.BACKWARD):
-                book = model.ledger(group, event)
+                book = ledger(model, group, event)
                 means = book.of(Factor.TOKEN_MEAN)
                 if not means:
                     continue
@@ -221,24 +222,24 @@ class MissingNormalization(Rule):
         for group in model.loops:
             if group.accumulates is not True or group.style not in (LoopStyle.GATED, LoopStyle.MICRO_LOOP):
                 continue
-            if model.scales_gradients(group) or model.may_rescale_gradients(group):
+            if losses.scales_gradients(group.region_sites) or losses.may_rescale_gradients(model, group):
                 continue
             if any(group.cadence(r) is Cadence.MICROBATCH for r in group.of_kind(EventKind.RESET)):
                 continue  # reset every microbatch: nothing is summed (ACC001's matter)
-            late = {id(event) for _, event in model.divided_after_backward(group)}  # ACC104's matter
+            late = {id(event) for _, event in losses.divisions_after_backward(model, group)}  # ACC104's matter
             for event in group.of_kind(EventKind.BACKWARD):
                 if not group.in_loop(event) or group.cadence(event) is not Cadence.MICROBATCH:
                     continue
-                if event.site.in_helper and not model.loss_history_in_view(group, event):
+                if event.site.in_helper and not losses.loss_history_in_view(group, event):
                     continue  # a backward helper given the caller's loss: its history is the caller's to show
                 contract = fw.backward_contract(event.role.role, event.method)
                 if contract is not None and contract.normalizes is not fw.Normalizes.NEVER:
                     continue
-                if event.method != "backward" or id(event) in late or not model.never_scaled(event):
+                if event.method != "backward" or id(event) in late or not losses.never_scaled(event):
                     continue
                 if model.on_trainer_backend_path(event):
                     continue  # the HF Trainer's own GradScaler path, copied with its training_step
-                book = model.ledger(group, event)
+                book = ledger(model, group, event)
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.MULTIPLY, Factor.GRAD_RESCALE):
                     continue  # a denominator (or the sum convention, or a weight) another rule judges
                 if model.divided_in_the_runs(group, event):
@@ -274,8 +275,8 @@ class NormalizationAfterBackward(Rule):
         for group in model.loops:
             if group.accumulates is False:
                 continue
-            for node, event in model.divided_after_backward(group):
-                book = model.ledger(group, event)
+            for node, event in losses.divisions_after_backward(model, group):
+                book = ledger(model, group, event)
                 if book.normalized():
                     continue  # the backward saw a denominator (or the gradients get one): this one is for the log
                 contract = fw.backward_contract(event.role.role, event.method)
@@ -309,9 +310,9 @@ class FrameworkExpectsNormalization(Rule):
             if group.accumulates is not True:
                 continue
             for event in group.of_kind(EventKind.BACKWARD):
-                if event.method != MANUAL_BACKWARD or event.site.in_helper or not model.never_scaled(event):
+                if event.method != MANUAL_BACKWARD or event.site.in_helper or not losses.never_scaled(event):
                     continue
-                book = model.ledger(group, event)
+                book = ledger(model, group, event)
                 if book.normalized() or book.has(Factor.TOKEN_SUM, Factor.GRAD_RESCALE):
                     continue  # the gradients get their denominator after the backward, or the sum is the convention
                 yield Hit(
@@ -330,7 +331,7 @@ class FrameworkExpectsNormalization(Rule):
                 "in the loss function: divide a summed loss by `num_items_in_batch` (the group's item count), or the "
                 "loss by the accumulation steps",
             )
-        for function in model.frameworks.hf_overrides_ignoring_count():
+        for function in losses.hf_overrides_ignoring_count(model):
             yield Hit(
                 function,
                 "this `compute_loss` receives `num_items_in_batch` and ignores it: when the model accepts "

@@ -16,20 +16,19 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
+from accumlint.checks.shared.ledger import rescale_factor
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import boundary, conventions
 from accumlint.model.dataflow import value_history
 from accumlint.model.events import Event
 from accumlint.model.groups import Group, LoopStyle
 from accumlint.model.kinds import Cadence, EventKind, Role
-from accumlint.model.ledger import rescale_factor
 from accumlint.model.names import children, dotted, keyword, last_segment, walk
 from accumlint.model.roles import Roles
 from accumlint.model.scopes import FrameKind, Site
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
-
 
 
 class LengthFact(str, Enum):
@@ -40,6 +39,40 @@ class LengthFact(str, Enum):
 
 
 _GROUP_COUNT_OPERATORS = (cst.FloorDivide, cst.Modulo, cst.Divide)
+
+
+def length_facts(model: FileModel) -> dict[str, LengthFact]:
+    """Loader names (last segment) → what the module computes from ``len(loader)`` and A; an
+    ``assert len(loader) % A == 0`` of a checked module that imports this one counts too (the
+    script that asserts the length, then runs this module's trainer on the loader). Computed once
+    per module (:attr:`FileModel.memo`)."""
+    facts = model.memo.get(_LENGTH_FACTS)
+    if facts is None:
+        facts = model.memo[_LENGTH_FACTS] = _length_facts(model)
+    return facts  # type: ignore[return-value]
+
+
+_LENGTH_FACTS = "tail.length_facts"
+
+
+def _length_facts(model: FileModel) -> dict[str, LengthFact]:
+    from accumlint.model.simulation import MAX_IMPORTERS
+
+    facts = length_arithmetic(model.module, model.is_accumulation_name)
+    view = model.functions.project
+    index = getattr(view, "index", None)
+    if index is None:
+        return facts
+    for importer in index.importers(view.path)[:MAX_IMPORTERS]:
+        loaded = index.importer_functions(importer)
+        if loaded is None:
+            continue
+        found = length_arithmetic(loaded[0]._module, model.is_accumulation_name)
+        asserted = {name for name, fact in found.items() if fact is LengthFact.MULTIPLE_OF_A}
+        if asserted:
+            facts.update(dict.fromkeys(asserted, LengthFact.MULTIPLE_OF_A))
+            view.used[importer] = loaded[1]  # a change to the importer makes this result stale
+    return facts
 
 
 def length_arithmetic(module: cst.Module, is_a) -> dict[str, LengthFact]:
@@ -143,7 +176,7 @@ def tail_of(model: FileModel, group: Group) -> Tail | None:
         source = _pass_source(model, group)
         if source is None or not _per_pass_index(group, test) or not _backward_per_microbatch(group):
             return None
-        length = model.length_arithmetic.get(source)
+        length = length_facts(model).get(source)
         if length is LengthFact.MULTIPLE_OF_A or drops_partial_group(model, group):
             return None
     divided = _divided(model, group)
@@ -349,7 +382,7 @@ def _counter_tail(model: FileModel, group: Group, test: boundary.BoundaryTest,
     if test.samples and not _restarted_under_gate(group, counter):
         return None  # a sample count that is never restarted is no group's counter
     source = _pass_source(model, group)
-    if (source is None or model.length_arithmetic.get(source) is LengthFact.MULTIPLE_OF_A
+    if (source is None or length_facts(model).get(source) is LengthFact.MULTIPLE_OF_A
             or drops_partial_group(model, group)):
         return None
     if not _backward_per_microbatch(group):

@@ -10,16 +10,18 @@ import builtins
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
+from accumlint import frameworks as fw
 from accumlint.model import conventions
 from accumlint.model.dataflow import (
     MAX_CHAIN,
     arithmetic,
     home,
     located_value_history,
+    loss_divisions,
     names_feeding,
     reaching_assignment,
     reaching_definitions,
@@ -27,10 +29,20 @@ from accumlint.model.dataflow import (
 )
 from accumlint.model.events import Event
 from accumlint.model.kinds import EventKind
-from accumlint.model.names import calls_in, dotted, keyword, last_segment, method_name, walk
+from accumlint.model.names import (
+    calls_in,
+    declares_attribute,
+    dotted,
+    keyword,
+    last_segment,
+    method_name,
+    positional,
+    walk,
+)
 from accumlint.model.scopes import FrameKind, Scope, Site
 
 if TYPE_CHECKING:
+    from accumlint.model import FileModel
     from accumlint.model.groups import Group
     from accumlint.model.module_functions import ModuleFunctions
     from accumlint.model.names import ImportMap
@@ -40,6 +52,7 @@ if TYPE_CHECKING:
 _MEAN_LOSS = re.compile(r"(cross_entropy|CrossEntropyLoss|nll_loss|NLLLoss)$")
 #: Keys and names that carry masked token labels (HF convention: -100 marks unsupervised tokens).
 #: Reshapes that lay token positions out for a token loss (flattened, or classes moved to dim 1).
+_T = TypeVar("_T")
 _TOKEN_LAYOUT = frozenset({"view", "reshape", "flatten", "transpose", "permute"})
 _LABEL_KEYS = frozenset({"labels", "label_ids", "lm_labels", "target_ids"})
 
@@ -845,18 +858,6 @@ def reads_key(function: cst.FunctionDef, key: str) -> bool:
     return any(isinstance(node, cst.SimpleString) and node.evaluated_value == key for node in walk(function.body))
 
 
-def declares_attribute(class_def: cst.ClassDef, names: frozenset[str]) -> bool:
-    """Whether the class body or one of its methods assigns one of ``names`` (``x = ...`` in the
-    class body or ``self.x = ...`` anywhere in it)."""
-    for node in walk(class_def.body):
-        if isinstance(node, (cst.Assign, cst.AnnAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-            for target in targets:
-                if last_segment(dotted(target)) in names:
-                    return True
-    return False
-
-
 def trained_models_take_no_loss_kwargs(module: cst.Module, trainer_class: str) -> bool:
     """Whether every model this module gives ``trainer_class(model=...)`` is an instance of a class
     defined here whose ``forward`` takes no ``**kwargs`` (and that declares no ``accepts_loss_kwargs``).
@@ -898,3 +899,109 @@ def _forward_takes_no_kwargs(class_def: cst.ClassDef) -> bool:
     body = class_def.body.body if isinstance(class_def.body, cst.IndentedBlock) else ()
     forward = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
     return forward is not None and not isinstance(forward.params.star_kwarg, cst.Param)
+
+
+# --- the questions a rule asks of a module's losses -----------------------------------------------
+
+
+def backward_token_mean(model: FileModel, event: Event) -> TokenMean | None:
+    """The mean-reduced token loss (with maskable labels) a backward ``event`` differentiates, if shown."""
+    return token_mean(event, lambda name, site: model.reaching(name, site), lambda: _memo(
+        model, "losses.unmasked_keys", lambda: unmasked_collate_keys(model.functions)))
+
+
+def labels_padded_with_ignore(model: FileModel) -> set[str]:
+    """Evidence that the module's own collate code pads labels with -100 (:func:`pads_labels_with_ignore`),
+    walked once per module."""
+    return _memo(model, "losses.pads_labels", lambda: pads_labels_with_ignore(model.module))
+
+
+def may_rescale_gradients(model: FileModel, group: Group) -> bool:
+    """Whether the group's code hands a model's parameters to a function it cannot see
+    (``self.divide_grads_(self.model.parameters(), n)`` with the function given from outside): it
+    may rescale their gradients (:func:`hands_parameters_over`); or the module registers a DDP
+    communication hook of its own, which may rescale them at the sync."""
+    events = {id(event.site) for event in group.events}
+    return hands_parameters_over([s for s in group.region_sites if id(s) not in events], model.imports) \
+        or _memo(model, "losses.own_comm_hook", lambda: _own_comm_hook(model.module))
+
+
+def _own_comm_hook(module: cst.Module) -> bool:
+    """Whether ``module`` registers a DDP communication hook of its own (not a stock one of torch's): it
+    decides what each synchronized gradient bucket becomes, a division by A too."""
+    for call in walk(module):
+        if type(call) is cst.Call and method_name(call) == fw.pytorch.REGISTER_COMM_HOOK:
+            hook = positional(call, 1) or keyword(call, "hook")
+            if last_segment(dotted(hook)) not in fw.pytorch.STOCK_COMM_HOOKS:
+                return True
+    return False
+
+
+def divisions_after_backward(model: FileModel, group: Group) -> list[tuple[cst.CSTNode, Event]]:
+    """Divisions by A (or a microbatch count) of a loss whose backward already ran, in ``group``
+    (:func:`divided_after_backward`)."""
+    def is_count(divisor: cst.BaseExpression) -> bool:
+        return model.is_accumulation_name(divisor) or (isinstance(divisor, cst.Call) and dotted(divisor.func) == "len")
+
+    events = [e for e in model.events[group.scope] if e.site.inside(group.loop)]
+    return [(node, event) for node, event in divided_after_backward(group.scope, events, is_count)
+            if event.site.inside(group.loop) and any(s.node is node or s.value is node for s in group.loop_sites)]
+
+
+def retained_in_group(model: FileModel, group: Group) -> list[Event]:
+    """Backwards of ``group``'s loop with ``retain_graph=True`` that nothing backpropagates again
+    (:func:`retained_backwards`), among those whose loss each pass computes anew."""
+    if group.accumulates is not True:
+        return []
+    return retained_backwards([e for e in group.events if group.in_loop(e) and _fresh_graph(model, e, group)],
+                              group.loop_sites)
+
+
+def _fresh_graph(model: FileModel, event: Event, group: Group) -> bool:
+    """Whether a backward's loss is computed anew in each pass of the loop (a forward call in the
+    expression, or an assignment in the loop body), not a graph built once outside it."""
+    if event.loss is None:
+        return False
+    if isinstance(event.loss, cst.Call) or any(isinstance(n, cst.Call) for n in walk(event.loss)):
+        return True
+    name = dotted(event.loss)
+    definition = model.reaching(name, event.site) if name else None
+    return (definition is not None and definition.inside(group.loop)
+            and not isinstance(definition.node, (cst.For, cst.With)))
+
+
+def hf_overrides_ignoring_count(model: FileModel) -> list[cst.FunctionDef]:
+    """HF Trainer subclasses' ``compute_loss`` overrides that accept ``num_items_in_batch`` and
+    ignore it, with no declaration of how their loss is normalized and no division by A
+    (transformers trainer.py ``training_step``: the loss then counts as normalized)."""
+    if not any(model.imports.imports_module(package) for package in fw.transformers.TRAINER_PACKAGES):
+        return []
+    found: list[cst.FunctionDef] = []
+    for scope in model.scopes:
+        function, owner = scope.node, scope.class_def
+        if (not isinstance(function, cst.FunctionDef) or owner is None
+                or function.name.value != fw.transformers.COMPUTE_LOSS):
+            continue
+        if not any(model.imports.qualify(dotted(base.value)) in fw.transformers.TRAINER_CLASSES
+                   for base in owner.bases):
+            continue
+        if not ignores_parameter(function, fw.transformers.COUNT_PARAMETER):
+            continue
+        if not reads_key(function, fw.transformers.COUNTED_KEY):
+            continue  # without labels in the batch the Trainer counts nothing and divides by A itself
+        if declares_attribute(owner, fw.transformers.NORMALIZATION_ATTRS):
+            continue
+        if trained_models_take_no_loss_kwargs(model.module, owner.name.value):
+            continue  # the Trainer divides by A itself: a mean of means at most (ACC102's matter)
+        returns = [s for s in scope.sites if s.is_return and not s.in_helper and s.value is not None]
+        if any(loss_divisions(s.value, s, model.is_accumulation_name) for s in returns):
+            continue  # `mean / A`: a mean of means at the right scale (ACC102's matter)
+        found.append(function)
+    return found
+
+
+def _memo(model: FileModel, key: str, compute: Callable[[], _T]) -> _T:
+    """``compute()`` once per module, kept in :attr:`FileModel.memo` under ``key``."""
+    if key not in model.memo:
+        model.memo[key] = compute()
+    return model.memo[key]  # type: ignore[return-value]

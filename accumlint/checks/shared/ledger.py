@@ -6,7 +6,7 @@ Loss side (from the loss's value history): the loss's reduction when it is a mea
 microbatch's own supervised tokens (``cross_entropy(ignore_index=...)`` over token positions,
 a hand-written ``sum(x * mask) / mask.sum()``, an HF model's ``outputs.loss`` with a
 label-masking collator) or a token sum the model's own ``forward`` returns
-(:mod:`accumlint.model.forward_sums`), divisions by A, any multiplication. Gradient side: in-place rescales
+(:mod:`accumlint.checks.shared.forward_sums`), divisions by A, any multiplication. Gradient side: in-place rescales
 of the accumulated ``.grad`` (``p.grad.div_(n)``, ``mul_(1 / n)``, ``/=``, ``_foreach_div_``,
 ``scale_grads``, ``multiply_grads``) with their divisor and cadence. Around them, the
 backward API's own division by A (the framework rows: Accelerate, DeepSpeed, mmengine) and, under a
@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from accumlint import frameworks as fw
-from accumlint.model import losses
+from accumlint.checks.shared import losses
+from accumlint.checks.shared.forward_sums import forward_returns_sum
+from accumlint.checks.shared.parallel import DataParallel, data_parallel
 from accumlint.model.dataflow import arithmetic, names_feeding, value_history
-from accumlint.model.forward_sums import forward_returns_sum
 from accumlint.model.grad_ops import op_cadence, report_node
 from accumlint.model.groups import Group
 from accumlint.model.kinds import Cadence, EventKind, Evidence, Role
 from accumlint.model.names import dotted, int_value, keyword, last_segment, method_name, walk
-from accumlint.model.parallel import DataParallel
 
 if TYPE_CHECKING:
     from accumlint.model import FileModel
@@ -111,6 +111,20 @@ class Ledger:
         return f" (a mean over its microbatch's tokens: {means[0].evidence})" if means else ""
 
 
+def ledger(model: FileModel, group: Group | None, event: Event) -> Ledger:
+    """Every factor between a backward's per-element loss and the applied gradient (:func:`ledger_of`);
+    ``group`` None: the loss side only. Computed once per group and backward (:attr:`FileModel.memo`)."""
+    books: dict[tuple[int, int], Ledger] = model.memo.setdefault(_LEDGERS, {})  # type: ignore[assignment]
+    key = (id(group), id(event))
+    book = books.get(key)
+    if book is None:
+        book = books[key] = ledger_of(model, group, event)
+    return book
+
+
+_LEDGERS = "shared.ledgers"
+
+
 def ledger_of(model: FileModel, group: Group | None, event: Event) -> Ledger:
     """The ledger of a backward ``event`` (of ``group``; None for a backward outside the
     module's accumulation loops: no cadence, no gradient side). See the module docstring."""
@@ -129,7 +143,7 @@ def ledger_of(model: FileModel, group: Group | None, event: Event) -> Ledger:
         name, is_a = framework
         repeats = tuple(model.divisions_by(event, is_a))
         entries.append(Entry(Factor.FRAMEWORK_A, event.node, cadence, evidence=name, repeats=repeats))
-    parallel = model.parallel
+    parallel = data_parallel(model)
     if event.loss is not None and parallel.averaging_wrapper:
         for node in model.divisions_by(event, partial(_summed_count, parallel, event)):
             entries.append(Entry(Factor.DIVIDE_GLOBAL_COUNT, node, cadence))
@@ -272,9 +286,9 @@ def _world_size(parallel: DataParallel, divisor: cst.BaseExpression) -> bool:
 
 def token_mean_of(model: FileModel, event: Event, group: Group | None = None) -> losses.TokenMean | None:
     """The per-microbatch token mean a backward differentiates, by any of the shapes the
-    ledger knows (:mod:`accumlint.model.losses`), or None. An HF model's own loss counts only
+    ledger knows (:mod:`accumlint.checks.shared.losses`), or None. An HF model's own loss counts only
     when ``group``'s loader is built with a label-padding collator."""
-    found = model.token_mean(event) or losses.masked_mean_by_hand(event)
+    found = losses.backward_token_mean(model, event) or losses.masked_mean_by_hand(event)
     if found is None and group is not None:
         found = losses.hf_output_token_mean(event, lambda e, s: _model_output(model, e, s),
                                             _label_padding(model, group))
@@ -361,7 +375,7 @@ def _label_padding(model: FileModel, group: Group) -> set[str]:
     collator of its loader (:func:`_collators_feeding`), or the module's own collate code that
     writes -100 into labels (``labels.masked_fill(labels == pad, -100)``,
     ``pad_sequence(labels, padding_value=-100)``)."""
-    return _collators_feeding(model, group) or model.pads_labels_with_ignore
+    return _collators_feeding(model, group) or losses.labels_padded_with_ignore(model)
 
 
 def _model_output(model: FileModel, holder: cst.BaseExpression, site: Site) -> bool:

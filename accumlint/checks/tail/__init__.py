@@ -8,10 +8,10 @@ from accumlint import frameworks as fw
 from accumlint.checks.base import Hit, Rule
 from accumlint.checks.gate import LOOP, RuleGate, runs_loop
 from accumlint.checks.group_traces import decides, with_traces
+from accumlint.checks.tail.analysis import engine_window_tail, tail_of
 from accumlint.frameworks.contracts import TailTreatment
 from accumlint.model import FileModel
 from accumlint.model.owned_loops import lightning_short_epochs
-from accumlint.model.tail import engine_window_tail
 from accumlint.spec import UNAPPLIED_TAIL, WEIGHTED_TAIL
 
 _WHAT_HAPPENS = {
@@ -67,7 +67,7 @@ class PartialFinalGroup(Rule):
             yield from self._engine_window(model, group)  # the window builder's own A says it accumulates
             if group.accumulates is not True:
                 continue
-            tail = model.tail(group)
+            tail = tail_of(model, group)
             if tail is None or tail.framework is not None or tail.report is None:
                 continue
             text = _WHAT_HAPPENS.get(tail.treatment)

@@ -77,8 +77,20 @@ class LoaderUse:
         return self.info.origin
 
 
+def data_parallel(model: FileModel) -> DataParallel:
+    """Data-parallel facts of ``model``'s module: replicas, the loader each loop reads, GPU and world
+    counts, sums over replicas, BatchNorm layers. Built once per module (:attr:`FileModel.memo`)."""
+    facts = model.memo.get(_KEY)
+    if facts is None:
+        facts = model.memo[_KEY] = DataParallel(model)
+    return facts  # type: ignore[return-value]
+
+
+_KEY = "shared.data_parallel"
+
+
 class DataParallel:
-    """Data-parallel facts of one module (built lazily by :attr:`FileModel.parallel`)."""
+    """Data-parallel facts of one module (built once, lazily, by :func:`data_parallel`)."""
 
     def __init__(self, model: FileModel) -> None:
         # the model's parts, not the model: a reference back to it would make a cycle that
