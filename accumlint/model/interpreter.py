@@ -428,6 +428,9 @@ class Interpreter:
         #: a framework-gated reset let through before the backward of a group's last microbatch inside
         #: its counting context (``zero_grad()`` first in ``accumulate()``): where, as (module, call)
         self.early_gated: list[tuple[ModuleFunctions, cst.Call]] = []
+        #: the ``with`` statements that entered a counting context already entered in the same microbatch
+        #: (two ``accumulate()`` blocks one after the other): where, as (module, statement)
+        self.double_entries: list[tuple[ModuleFunctions, cst.With]] = []
         #: the conditions found to start a training phase of their own (:data:`TRAINING_PHASE`): each
         #: an ``if`` statement whose period is no group's A
         self.phase_gates: list[cst.CSTNode] = []
@@ -1815,6 +1818,8 @@ class Interpreter:
                 value = self.expression(item.item, frame)
                 if isinstance(value, _Entry):
                     entered.append(value.counting)
+                    if value.counting.entered_at is not None or value.counting.entry_drawn == self.drawn:
+                        self.double_entries.append((frame.owner, node))
                     value = self._count_entry(value.counting)
                 if isinstance(value, _SyncOff):
                     self._sync_off.append(value)

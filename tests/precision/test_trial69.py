@@ -1,10 +1,14 @@
-"""Loops the budgets of ``check`` left open in trials 67 and 68, reduced and written anew.
+"""Field trial 69 and the loops the budgets of ``check`` left open in trials 67 and 68, reduced and
+written anew.
 
 - A loop inherited by a family of trainers that differ only in how they compute the loss (each
   subclass overrides ``loss`` with arithmetic): one run of the loop stands for the family, not one
   run per subclass (the file's budget ran out after three, the rest undecided). A run as the base,
   whose ``loss`` only raises, is counted with a concrete subclass's run. A subclass whose override
   acts on the gradients, or whose class attribute the loop reads, still gets a run of its own.
+- Two ``accumulate()`` blocks one after the other in a microbatch (the forward in one, the backward and
+  the update in the next): the runs see the second entry count a microbatch again (ACC501); the
+  reading of one ``with`` statement saw nothing wrong.
 - A group drawn ahead by ``next()`` in a loop of ``range(n_in_group)`` where ``n_in_group`` is A (or
   the tail's remainder) and the outer loop runs ``ceil(len(loader) / A)`` times: the count named as
   A binds A, and the count of groups computed from it follows (it was bound as the epoch's length,
@@ -157,3 +161,32 @@ def test_a_group_drawn_ahead_by_a_count_named_as_a_binds_a() -> None:
     backwards = [e for e in trace.events if e.kind.name == "BACKWARD"]
     updates = [e for e in trace.events if e.kind.name == "UPDATE"]
     assert (len(backwards), len(updates)) == (2 * trace.configuration.microbatches, 4)
+
+
+_TWO_BLOCKS = """
+import torch
+from accelerate import Accelerator
+
+
+def main(model, loader, steps):
+    acc = Accelerator(gradient_accumulation_steps=steps)
+    opt = torch.optim.AdamW(model.parameters())
+    model, opt, loader = acc.prepare(model, opt, loader)
+    for x, y in loader:
+        with acc.accumulate(model):
+            loss = ((model(x) - y) ** 2).mean()
+        with acc.accumulate(model):
+            acc.backward(loss)
+            opt.step()
+            opt.zero_grad()
+"""
+
+
+def test_two_accumulate_blocks_one_after_the_other_are_acc501() -> None:
+    assert lint(_TWO_BLOCKS, "ACC501") == [("ACC501", line_of(_TWO_BLOCKS, "loss = ((model(x)") + 1)]
+
+
+def test_one_block_around_forward_backward_and_update_is_silent() -> None:
+    one = _TWO_BLOCKS.replace("            loss = ((model(x) - y) ** 2).mean()\n        with acc.accumulate(model):\n",
+                              "            loss = ((model(x) - y) ** 2).mean()\n")
+    assert lint(one, "ACC501") == []

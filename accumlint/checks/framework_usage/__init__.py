@@ -26,13 +26,17 @@ from accumlint.model.trace import Trace
 _RESET_AFTER_STEP = "move `optimizer.zero_grad()` after `optimizer.step()`, at the end of the block"
 
 
+def _left_to_this_rule(trace: Trace) -> bool:
+    """Whether a run leaves nothing open but what ACC501 reports."""
+    return all(r.endswith(LEFT_TO_ACC501) for r in trace.undecided)
+
+
 def _early_resets(model: FileModel) -> list[cst.CSTNode]:
     """The resets a framework gates to the group's last microbatch that act there before its backward
     in every run of a configuration with A > 1, runs that leave nothing else open (a reset under a
     condition on the data is left to the code's intent; with A = 1 every microbatch ends a group and
     nothing is wiped)."""
-    return [node for node in _in_every_run(model, lambda trace: trace.early_gated,
-                                           lambda trace: all(r.endswith(LEFT_TO_ACC501) for r in trace.undecided))
+    return [node for node in _in_every_run(model, lambda trace: trace.early_gated, _left_to_this_rule)
             if method_name(node) == "zero_grad"]
 
 
@@ -60,6 +64,18 @@ def _prepared_reset_first(node: cst.CSTNode) -> Hit:
         "group's last microbatch it is not a no-op and wipes the A−1 contributions already "
         "accumulated, so only the last microbatch reaches the update",
         _RESET_AFTER_STEP,
+    )
+
+
+def _entered_twice(node: cst.CSTNode) -> Hit:
+    """ACC501 at a ``with`` that enters ``accumulate()`` a second time in one microbatch."""
+    return Hit(
+        node,
+        "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
+        "counter, so with an even A the sync and the update come every A/2 microbatches, each "
+        "applying half a group divided by A",
+        "enter it once, with every model, around the forward, the backward and the update: "
+        "`with accelerator.accumulate(model_a, model_b):`",
     )
 
 
@@ -92,18 +108,19 @@ class AccumulateContextMisplaced(Rule):
             yield from self._never_entered(model, group)
             if group.accumulates is not False:
                 for with_node in double_entries(group):
-                    yield Hit(
-                        with_node,
-                        "`accumulate()` is entered twice per microbatch: each entry advances Accelerate's step "
-                        "counter, so with an even A the sync and the update come every A/2 microbatches, each "
-                        "applying half a group divided by A",
-                        "enter it once, with every model: `with accelerator.accumulate(model_a, model_b):`",
-                    )
+                    if id(with_node) not in reported:
+                        reported.add(id(with_node))
+                        yield _entered_twice(with_node)
         # the runs see a reset the static reading misses (an optimizer prepared through a helper)
         for node in _early_resets(model):
             if id(node) not in reported:
                 reported.add(id(node))
                 yield _prepared_reset_first(node)
+        # and a second entry the reading of one block misses (two `accumulate()` blocks one after the other)
+        for node in _in_every_run(model, lambda trace: trace.double_entries, _left_to_this_rule):
+            if id(node) not in reported:
+                reported.add(id(node))
+                yield _entered_twice(node)
 
     def _reset_before_backward(self, group) -> Iterator[Hit]:
         for context in group.accumulate_contexts:
