@@ -2875,8 +2875,11 @@ class Interpreter:
         if label in _ROUNDINGS and len(args) == 1 and isinstance(args[0], (int, float)) \
                 and not isinstance(args[0], bool):
             return _ROUNDINGS[label](args[0])
-        if (label in ("int", "float") or label in _ROUNDINGS) and len(args) == 1 and isinstance(args[0], Unknown):
-            return args[0]  # (what it is computed from stays: `ceil(n / accum)` follows once A is bound)
+        if label in ("int", "float") and len(args) == 1 and isinstance(args[0], Unknown):
+            return args[0]
+        if label in _ROUNDINGS and len(args) == 1 and isinstance(args[0], Unknown):
+            # (what it is computed from stays: `ceil(n / accum)` follows once A is bound)
+            return Unknown(f"{label}(...)", _combined(args, kwargs), args[0].sources, feeds=args[0].feeds)
         if label == "getattr" and len(node.args) in (2, 3) and isinstance(args[1], str) and args[1].isidentifier():
             # `getattr(cfg, "accum", 1)`: the attribute, as `cfg.accum` reads it (its label what configurations bind)
             return self.expression(cst.Attribute(node.args[0].value, cst.Name(args[1])), frame)
@@ -3630,8 +3633,9 @@ def _named(value: object, name: str) -> object:
     computed from (a clamped number that varies, a warm-up's ``max(1, interp(ni, ...))``, too)."""
     if isinstance(value, Unknown) and value.origin is Origin.RUN and value.label is not None \
             and value.label != name and _computed(value.label):
-        if value.gate is None:
-            return _renamed(value, Unknown(name, Origin.RUN, frozenset({name}), restored=value.restored,
+        if value.gate is None:  # (an A-named source stays: `groups = ceil(n / accum)` follows once A is bound)
+            kept = frozenset(s for s in value.sources if conventions.ACCUMULATION_NAME.search(last_segment(s)))
+            return _renamed(value, Unknown(name, Origin.RUN, kept | {name}, restored=value.restored,
                                            feeds=value.feeds))
         if value.label.startswith(_CLAMPS):
             return _renamed(value, Unknown(name, Origin.RUN, value.sources | {name}, value.gate | {name},
@@ -3644,10 +3648,12 @@ def _named(value: object, name: str) -> object:
     return value
 
 
-#: calls that make a whole number of a ratio (how A is computed from batch sizes)
 #: rounding functions of one number the runs compute (``math.ceil(n / accum)``: a count of groups)
+#: (not ``round``: a warm-up ramp ``round(k / 3)`` that the runs compute would stand for A, which the
+#: configurations bind by the name it is assigned to)
 _ROUNDINGS: dict[str, Callable[[float], int]] = {"math.ceil": math.ceil, "math.floor": math.floor, "ceil": math.ceil,
-                                                 "floor": math.floor, "round": round}
+                                                 "floor": math.floor}
+#: calls that make a whole number of a ratio (how A is computed from batch sizes)
 _CLAMPS = ("max(", "min(", "int(", "round(", "math.ceil(", "math.floor(", "ceil(", "floor(")
 
 

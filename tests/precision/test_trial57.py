@@ -15,8 +15,10 @@ False positives, now silent, each with a twin that keeps its finding:
   microbatches: the schedule matches the run, as the spec's exemption for a horizon counted in
   microbatches says (ACC304).
 
-Misses, as strict xfails: ``accumulate()`` entered twice per microbatch in two blocks one after
-the other (ACC501); a checkpoint tested on an update counter after the ``accumulate()`` block,
+- ``accumulate()`` entered twice per microbatch in two blocks one after the other (ACC501, found
+  from the runs since trial 69).
+
+Misses, as strict xfails: a checkpoint tested on an update counter after the ``accumulate()`` block,
 outside ``sync_gradients`` (ACC010); a BatchNorm in a model class imported from another module
 (ACC901); a scheduler horizon summed over a list of loaders (ACC305).
 """
@@ -299,8 +301,6 @@ net, opt, loader = accelerator.prepare(net, opt, loader)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="ACC501 sees accumulate() entered twice only when the entries are nested or "
-                   "joined in one with-statement, not as two blocks one after the other")
 def test_a_forward_block_and_a_backward_block_each_entering_accumulate_is_acc501() -> None:
     source = _PREPARED + textwrap.dedent("""
     for epoch in range(3):
