@@ -1253,7 +1253,7 @@ def _trace(run: Interpreter, configuration: Configuration,
                   reduced_by_hand=run.reduced_by_hand,
                   resumed=bool(run.undecided) and set(run.undecided) <= run.resumed_open,
                   early_gated=[node for owner, node in run.early_gated if owner is run.module],
-                  double_entries=[node for owner, node in run.double_entries if owner is run.module],
+                  double_entries=[node for _, node in run.double_entries],
                   phase_gates=list(run.phase_gates),
                   gated_counts=[(tuple(n for o, n in chain if o is run.module), label)
                                 for label, chain in run.gated_counts if any(o is run.module for o, _ in chain)])

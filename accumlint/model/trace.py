@@ -104,8 +104,9 @@ class Trace:
     #: the calls of the module a framework gated to the group's last microbatch that acted there before
     #: its backward (:attr:`accumlint.model.interpreter.Interpreter.early_gated`)
     early_gated: list[cst.CSTNode] = field(default_factory=list)
-    #: the ``with`` statements of the module that entered a counting context (``accumulate()``) a second
-    #: time in one microbatch (:attr:`accumlint.model.interpreter.Interpreter.double_entries`)
+    #: the ``with`` statements that entered a counting context (``accumulate()``) a second time in one
+    #: microbatch, of any module the run went through (a caller's run of a checked module's function
+    #: runs that module's own tree: :attr:`accumlint.model.interpreter.Interpreter.double_entries`)
     double_entries: list[cst.CSTNode] = field(default_factory=list)
     #: the ``if`` statements the run found to start a training phase of their own, with its own
     #: backwards and updates (:attr:`accumlint.model.interpreter.Interpreter.phase_gates`): no group

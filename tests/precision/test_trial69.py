@@ -243,3 +243,34 @@ def test_the_same_relay_in_one_module_is_acc001(tmp_path: Path) -> None:
     one = "".join(textwrap.dedent(_RELAY[name]) for name in ("stepper.py", "relay.py", "run.py"))
     one = one.replace("from relay import Relay\n", "").replace("from stepper import Stepper\n", "")
     assert "ACC001" in [code for _, code, _ in findings(tmp_path, {"run.py": one})]
+
+
+_EPOCH_HELPER = """
+def one_epoch(acc, model, opt, loader):
+    for x, y in loader:
+        with acc.accumulate(model):
+            loss = ((model(x) - y) ** 2).mean()
+        with acc.accumulate(model):
+            acc.backward(loss)
+            opt.step()
+            opt.zero_grad()
+"""
+
+_EPOCH_SCRIPT = """
+import torch
+from accelerate import Accelerator
+from loops import one_epoch
+
+acc = Accelerator(gradient_accumulation_steps=4)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.AdamW(model.parameters())
+loader = torch.utils.data.DataLoader(range(64), batch_size=4)
+model, opt, loader = acc.prepare(model, opt, loader)
+for epoch in range(3):
+    one_epoch(acc, model, opt, loader)
+"""
+
+
+def test_two_blocks_in_a_helper_that_a_script_of_the_project_runs_are_acc501(tmp_path: Path) -> None:
+    found = findings(tmp_path, {"loops.py": _EPOCH_HELPER, "train.py": _EPOCH_SCRIPT})
+    assert ("loops.py", "ACC501", line_of(_EPOCH_HELPER, "loss = ((model(x)") + 1) in found

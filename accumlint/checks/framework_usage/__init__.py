@@ -118,7 +118,7 @@ class AccumulateContextMisplaced(Rule):
                 yield _prepared_reset_first(node)
         # and a second entry the reading of one block misses (two `accumulate()` blocks one after the other)
         for node in _in_every_run(model, lambda trace: trace.double_entries, _left_to_this_rule):
-            if id(node) not in reported:
+            if id(node) not in reported and id(node) in model.local_nodes:
                 reported.add(id(node))
                 yield _entered_twice(node)
 
