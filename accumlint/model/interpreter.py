@@ -2866,6 +2866,8 @@ class Interpreter:
                 return self._next_or(iterator, args[1])
             if isinstance(iterator, _Loader):
                 return iterator.draw()
+        if label == "int" and len(args) == 1 and isinstance(args[0], LabeledInt):
+            return args[0]  # `int(cfg.get("accumulation_steps", 1))`: still the named value a configuration binds
         if label in ("int", "float", "bool", "abs", "min", "max") and args and \
                 all(isinstance(a, (int, float)) for a in args):
             try:

@@ -274,3 +274,22 @@ for epoch in range(3):
 def test_two_blocks_in_a_helper_that_a_script_of_the_project_runs_are_acc501(tmp_path: Path) -> None:
     found = findings(tmp_path, {"loops.py": _EPOCH_HELPER, "train.py": _EPOCH_SCRIPT})
     assert ("loops.py", "ACC501", line_of(_EPOCH_HELPER, "loss = ((model(x)") + 1) in found
+
+
+_CONFIG_DEFAULT = """
+def train(cfg, vae, opt, loader, booster):
+    accumulation_steps = int(cfg.get("accumulation_steps", 1))
+    for epoch in range(cfg.epochs):
+        for step, batch in enumerate(loader):
+            booster.backward(loss=vae(batch).mean() / accumulation_steps, optimizer=opt)
+            if (step + 1) % accumulation_steps == 0:
+                opt.step()
+                opt.zero_grad()
+"""
+
+
+def test_a_config_default_passed_through_int_stays_the_named_a() -> None:
+    (result,) = _check_runs(_CONFIG_DEFAULT)
+    assert result.symbols == ("accumulation_steps",)
+    assert result.decided, result.reasons()
+    assert accumulation_loops([result]) == [()]
