@@ -3158,7 +3158,7 @@ class Interpreter:
                 self._record("clip_grad_norm_", None, args[0] if args else None, node, None, clip=True,
                              owner=site_owner or self.module)
                 return Unknown("the gradient norm", Origin.DATA)
-            if _is_abstract(definition):
+            if is_abstract(definition):
                 # `def load_model(self): raise NotImplementedError`: what a subclass the run does not
                 # construct returns, not a raise that ends the run
                 return Unknown(f"{_name_of(definition)}(...)")
@@ -4125,7 +4125,7 @@ def _is_property(definition: cst.FunctionDef) -> bool:
                for d in definition.decorators)
 
 
-def _is_abstract(definition: cst.FunctionDef) -> bool:
+def is_abstract(definition: cst.FunctionDef) -> bool:
     """Whether ``definition`` is a stub that subclasses implement: a body of only a docstring,
     ``pass``, ``...`` and ``raise NotImplementedError``, with that raise or ``@abstractmethod``
     (what follows the raise never runs)."""

@@ -50,6 +50,7 @@ from accumlint.model.interpreter import (
     handed_by,
     has_update,
     holds_own_instance,
+    is_abstract,
     is_budget,
     label_text,
     reaches_event,
@@ -58,7 +59,7 @@ from accumlint.model.interpreter import (
     walk,
 )
 from accumlint.model.kinds import Role
-from accumlint.model.module_functions import ModuleFunctions
+from accumlint.model.module_functions import ModuleFunctions, target_names
 from accumlint.model.names import children, dotted, exact_kinds
 from accumlint.model.positions import node_positions
 from accumlint.model.statement_walk import is_microbatch_hook
@@ -597,8 +598,8 @@ def _same_run(module: ModuleFunctions, entry: EntryPoint,
     """Whether an inherited loop's run as the class of ``entry`` makes the events of a run already
     made of it (``runs``: each as a class, with the methods and ``self`` attributes it read): each name
     read is the same definition in both classes, or two methods that only compute values
-    (:func:`_computes_only`: ``KTOTrainer.loss`` and ``DPOTrainer.loss``). A method that only
-    raises (an abstract ``loss``) is never the same as another: a run through it ends there."""
+    (:func:`_computes_only`: ``KTOTrainer.loss`` and ``DPOTrainer.loss``), or an abstract one
+    (:func:`~accumlint.model.interpreter.is_abstract`): a run through it ends there."""
     if entry.class_def is None:
         return False
     for made, read in runs:
@@ -621,8 +622,7 @@ def _definition(module: ModuleFunctions, class_def: cst.ClassDef, name: str) -> 
                     and not _delegates(statement):
                 return statement
             if isinstance(statement, cst.SimpleStatementLine) and any(
-                    target == name for small in statement.body
-                    if type(small) in (cst.Assign, cst.AnnAssign) for target in _assigned(small)):
+                    target == name for small in statement.body for target in _assigned(small)):
                 return statement
     return None
 
@@ -643,13 +643,13 @@ def _alike(module: ModuleFunctions, one: cst.CSTNode | None, other: cst.CSTNode 
     """Whether two definitions of a name leave a run's events alike: the same, or each absent, abstract
     or a method that only computes values (the run of a class that leaves it abstract ends there)."""
     return one is other or all(node is None or isinstance(node, cst.FunctionDef) and (
-        _raises_only(node) or _computes_only(node, module)) for node in (one, other))
+        is_abstract(node) or _computes_only(node, module)) for node in (one, other))
 
 
 def _abstract(module: ModuleFunctions, class_def: cst.ClassDef, read: frozenset[str]) -> bool:
-    """Whether a name a run as ``class_def`` read is a method that only raises there (an abstract
-    ``loss`` that its subclasses define)."""
-    return any(isinstance(node, cst.FunctionDef) and _raises_only(node)
+    """Whether a name a run as ``class_def`` read is an abstract method there (a ``loss`` that raises
+    ``NotImplementedError`` and its subclasses define)."""
+    return any(isinstance(node, cst.FunctionDef) and is_abstract(node)
                for node in (_definition(module, class_def, name) for name in read))
 
 
@@ -676,14 +676,14 @@ def _self_reads(functions: Iterable[cst.FunctionDef]) -> frozenset[str]:
 @functools.lru_cache(maxsize=4096)
 def _computes_only(method: cst.FunctionDef, module: ModuleFunctions) -> bool:
     """Whether a ``method`` that overrides another leaves the events of a loop that calls it as they
-    were: its body does more than raise (an abstract method's run ends there), reaches no event method
+    were: it is not abstract (an abstract method's run ends there), reaches no event method
     (:data:`EVENT_METHODS`, a gradient sync, an Accelerate context), reads no A-named value and sets
     no attribute of ``self`` (a role, a counter, a flag the loop reads later)."""
-    if _raises_only(method) or reaches_event(method.body, module, _EVENTFUL):
+    if is_abstract(method) or reaches_event(method.body, module, _EVENTFUL):
         return False
     for node in walk(method.body):
         if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign):
-            if any(target.startswith("self.") for target in _targets(node)):
+            if any((target or "").startswith("self.") for target in target_names(node.target)):
                 return False
         elif type(node) in (cst.Name, cst.Attribute) \
                 and conventions.ACCUMULATION_NAME.search(names.last_segment(dotted(node))):
@@ -691,24 +691,11 @@ def _computes_only(method: cst.FunctionDef, module: ModuleFunctions) -> bool:
     return True
 
 
-def _raises_only(method: cst.FunctionDef) -> bool:
-    """Whether ``method``'s body, its docstring and ``pass`` aside, only raises (an abstract method)."""
-    body = [s for s in method.body.body if not (isinstance(s, cst.SimpleStatementLine) and all(
-        type(small) in (cst.Expr, cst.Pass) for small in s.body))]
-    return bool(body) and all(isinstance(s, cst.SimpleStatementLine) and type(s.body[0]) is cst.Raise for s in body)
-
-
-def _assigned(statement: cst.Assign | cst.AnnAssign) -> list[str]:
-    """The names a class-level assignment binds."""
-    targets = statement.targets if isinstance(statement, cst.Assign) else [statement]
-    return [name for target in targets for name in _targets(target)]
-
-
-def _targets(node: cst.AssignTarget | cst.AugAssign | cst.AnnAssign) -> list[str]:
-    """The dotted names an assignment statement node writes (unpacked tuples included)."""
-    target = node.target
-    parts = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [target]
-    return [dotted(part.value if isinstance(part, cst.BaseElement) else part) or "" for part in parts]
+def _assigned(small: cst.BaseSmallStatement) -> tuple[str | None, ...]:
+    """The names a class-level small statement binds (none unless an assignment)."""
+    if type(small) is cst.Assign:
+        return tuple(name for target in small.targets for name in target_names(target.target))
+    return target_names(small.target) if type(small) is cst.AnnAssign else ()
 
 
 def _driven(bodies: list[Simulation], module: ModuleFunctions, entries: Iterable[EntryPoint],
