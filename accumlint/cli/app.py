@@ -48,7 +48,7 @@ from accumlint.settings.config import ConfigError, SelectionLayer, Settings
 from accumlint.settings.discovery import DiscoveryError, discover, is_force_excluded
 from accumlint.settings.hierarchy import Resolver, excluded_by_own_settings
 from accumlint.spec import registry
-from accumlint.spec.findings import Finding
+from accumlint.spec.findings import Finding, LoopVerdict
 from accumlint.spec.registry import PARSE_ERROR_CODE
 
 # LibCST and the rules load only when a file is checked, fixed or a rule described
@@ -757,11 +757,11 @@ def _report(
     err: bool = False,
     incomplete: dict[str, list[str]] | None = None,
     report: _ReportFile | None = None,
-    loops: Sequence[tuple[str, ...]] = (),
+    loops: Sequence[LoopVerdict] = (),
 ) -> None:
     """Print the findings in ``output_format`` and, for people, the summary (on stderr with ``err``)
     to ``report`` (default: stdout); ``incomplete``: the files that were not fully checked, and why;
-    ``loops``: each accumulation loop's undecided reasons, counted by ``--statistics``."""
+    ``loops``: the accumulation loops with their undecided reasons, counted by ``--statistics``."""
     out = report or _ReportFile(None)
     body = render(
         findings,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -65,6 +65,7 @@ from accumlint.model.positions import node_positions
 from accumlint.model.statement_walk import is_microbatch_hook
 from accumlint.model.trace import Configuration, Place, Trace, TraceEvent
 from accumlint.model.values import Obj, Unknown, is_data
+from accumlint.spec.findings import LoopVerdict
 from accumlint.spec.vocabulary import EventKind
 
 #: A values the configurations bind the accumulation symbol(s) to
@@ -211,6 +212,9 @@ class Simulation:
     apart: str = ""
     #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
     statements: int = 0
+    #: where its runs' backwards and optimizer updates are (absolute paths, 1-based lines), else its own
+    #: line: what tells one loop run by several entry points (three scripts that start one trainer)
+    sites: tuple[Place, ...] = ()
     #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
     notes: list[str] = field(default_factory=list)
     # each run's raw events and settled roles, until _place turns them into trace events
@@ -792,7 +796,16 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
     microbatch) is that rule's verdict on the loop, not a fact left open. Straight-line code, a
     module's body that never draws a microbatch and holds no loop, nor do the functions it ran,
     is none either."""
-    found = []
+    return [reasons for _, reasons in _counted_loops(results)]
+
+
+def loop_verdicts(results: list[Simulation]) -> list[LoopVerdict]:
+    """:func:`accumulation_loops` with the :attr:`Simulation.sites` of each: what ``--statistics``
+    counts once per loop across the files of a run."""
+    return [LoopVerdict(result.sites, reasons) for result, reasons in _counted_loops(results)]
+
+
+def _counted_loops(results: list[Simulation]) -> Iterator[tuple[Simulation, tuple[str, ...]]]:
     for result in results:
         if result.importer or result.caller is not None or result.driven_by or result.apart \
                 or result.undecided in _NO_LOOP:
@@ -803,12 +816,11 @@ def accumulation_loops(results: list[Simulation]) -> list[tuple[str, ...]]:
                     type(node) in (cst.For, cst.While) for code in (result.entry.code, *result.reached)
                     for node in names.walk(code)):
                 continue  # straight-line code (one backward, one update): no loop draws microbatches
-            found.append(reasons)
+            yield result, reasons
         elif any(trace.accumulates() for trace in result.traces) or result.binds_a and any(
                 sum(e.kind is EventKind.BACKWARD for e in group) > 1 for trace in result.traces
                 for group in trace.groups()):
-            found.append(())  # (or A counts the chunks of each microbatch, `for c in range(n_chunks)`)
-    return found
+            yield result, ()  # (or A counts the chunks of each microbatch, `for c in range(n_chunks)`)
 
 
 def _with_tail_runs(module: ModuleFunctions, entry: EntryPoint, symbols: set[str], lengths: set[str],
@@ -1326,6 +1338,33 @@ def _place(results: list[Simulation], module: ModuleFunctions, path: str, lines:
             if fact.role in FRAMEWORK_ROLES:
                 result.undecided.append(f"`{fact.label}` ({fact.role.value}) decides the group's cadence itself; "
                                         "its reference driver is not simulated yet")
+    _loop_sites(results, module, path, positions)
+
+
+def _loop_sites(results: list[Simulation], module: ModuleFunctions, path: str, lines: dict[int, int]) -> None:
+    """Set :attr:`Simulation.sites` of ``results``, their trace events placed (``lines``: the
+    positions ``_place`` computed; ``check`` computes none, so those of the backwards and updates
+    here, one pass per module)."""
+    chosen: list[list[tuple[ModuleFunctions, cst.CSTNode]]] = []
+    for result in results:
+        steps = {id(node): (owner, node) for trace in result.traces for event in trace.events
+                 if event.kind in (EventKind.BACKWARD, EventKind.UPDATE) for owner, node in event.steps[-1:]}
+        chosen.append(list(steps.values()) or [(module, result.entry.node)])
+    by_owner: dict[int, tuple[ModuleFunctions, list[cst.CSTNode]]] = {}
+    for owner, node in (step for steps in chosen for step in steps):
+        if id(node) not in lines:
+            by_owner.setdefault(id(owner), (owner, []))[1].append(node)
+    for owner, nodes in by_owner.values():
+        try:
+            lines.update({id(n): r.start.line for n, r in node_positions(owner._module, nodes).items()})
+        except Exception:  # noqa: BLE001 — a node outside the module's tree (synthetic): no line
+            pass
+    own = path or getattr(module.project, "path", "")  # (``check`` simulates its module as "")
+    for result, steps in zip(results, chosen, strict=True):
+        places = {_where(owner, node, module, own, lines) for owner, node in steps}
+        # (a file the run cannot name: no site, counted on its own)
+        result.sites = tuple(sorted((os.path.abspath(file), line) for file, line in places)) \
+            if all(file for file, _ in places) else ()
 
 
 def _loss_factor(event: RawEvent) -> float | None:

@@ -57,7 +57,7 @@ from accumlint.source.parsing import nests_deep as _nests_deep
 from accumlint.source.parsing import syntax_error_position as _syntax_error_position
 from accumlint.source.prefilter import marker_search
 from accumlint.source.source_facts import source_facts
-from accumlint.spec.findings import Finding, Severity
+from accumlint.spec.findings import Finding, LoopVerdict, Severity
 from accumlint.spec.registry import PARSE_ERROR_CODE, PARSE_ERROR_NAME, PARSE_ERROR_URL
 
 if TYPE_CHECKING:
@@ -81,9 +81,9 @@ class FileResult:
     dependencies: dict[str, str] = field(default_factory=dict)
     #: each finding's own fix, where the check was asked for them (None: it was not)
     fixes: dict[Finding, SuggestedFix] | None = None
-    #: per accumulation loop the simulator found in the file, its undecided reasons (empty:
-    #: decided): :func:`accumlint.model.simulation.accumulation_loops`, for ``--statistics``
-    loops: list[tuple[str, ...]] = field(default_factory=list)
+    #: each accumulation loop the simulator found in the file, with its undecided reasons (empty:
+    #: decided): :func:`accumlint.model.simulation.loop_verdicts`, for ``--statistics``
+    loops: list[LoopVerdict] = field(default_factory=list)
 
     @property
     def fully_checked(self) -> bool:
@@ -473,11 +473,11 @@ def _checked_text(path: str, screened: Screened, context: RunContext, data: byte
     return result
 
 
-def _loops(model: FileModel) -> list[tuple[str, ...]]:
+def _loops(model: FileModel) -> list[LoopVerdict]:
     # the simulations the trace rules ran (computed here where no rule needed them)
-    from accumlint.model.simulation import accumulation_loops
+    from accumlint.model.simulation import loop_verdicts
 
-    return accumulation_loops(model.simulations)
+    return loop_verdicts(model.simulations)
 
 
 ALL_RULES_INSTANCES: tuple[Rule, ...] = tuple(rule_cls() for rule_cls in ALL_RULES)

@@ -62,7 +62,7 @@ from accumlint.files.reading import NotARegularFile, Signature, read_source, sig
 from accumlint.files.writing import rename_over_regular
 from accumlint.run import cache_dir
 from accumlint.run.cache_dir import CACHE_DIR_NAME, CACHEDIR_TAG, GITIGNORE, CacheDirError
-from accumlint.spec.findings import Finding, Severity
+from accumlint.spec.findings import Finding, LoopVerdict, Severity
 
 if TYPE_CHECKING:
     from accumlint.pipeline.byte_stage import Vocabulary
@@ -428,14 +428,18 @@ class CachedResult:
     state: str = ""
     #: each finding's fix, where the check that stored it computed them (None: it did not)
     fixes: dict[Finding, SuggestedFix] | None = None
-    #: per accumulation loop of the file, its undecided reasons (:attr:`accumlint.pipeline.engine.FileResult.loops`)
-    loops: list[tuple[str, ...]] = field(default_factory=list)
+    #: the file's accumulation loops with their undecided reasons (:attr:`accumlint.pipeline.engine.FileResult.loops`)
+    loops: list[LoopVerdict] = field(default_factory=list)
 
 
-def _decode_loops(rows: Any) -> list[tuple[str, ...]]:
-    if not isinstance(rows, list) or not all(isinstance(r, list) and all(isinstance(t, str) for t in r) for r in rows):
-        raise TypeError("each accumulation loop is a list of undecided reasons")
-    return [tuple(reasons) for reasons in rows]
+def _decode_loops(rows: Any) -> list[LoopVerdict]:
+    """Stored loops: ``[[[path, line], ...], [reason, ...]]`` each. Raises ``TypeError`` for any other shape."""
+    if not isinstance(rows, list) or not all(
+            isinstance(row, list) and len(row) == 2 and isinstance(row[0], list) and isinstance(row[1], list)
+            and all(isinstance(site, list) and len(site) == 2 and isinstance(site[0], str) and isinstance(site[1], int)
+                    for site in row[0]) and all(isinstance(reason, str) for reason in row[1]) for row in rows):
+        raise TypeError("each accumulation loop is its sites and its undecided reasons")
+    return [LoopVerdict(tuple((path, line) for path, line in sites), tuple(reasons)) for sites, reasons in rows]
 
 
 def _decode_unknown(rows: Sequence[Any]) -> list[tuple[int, str]]:
@@ -551,7 +555,7 @@ class ResultCache:
             unknown_noqa: Iterable[tuple[int, str]] = (), *, dependencies: Mapping[str, str] | None = None,
             names: Iterable[str] = (), state: str = "",
             fixes: Mapping[Finding, SuggestedFix] | None = None, signature: Signature | None = None,
-            loops: Iterable[tuple[str, ...]] = ()) -> None:
+            loops: Iterable[LoopVerdict] = ()) -> None:
         """Store the findings of ``path`` (bytes of ``digest``) and the unknown codes of its
         ``noqa`` directives as ``(line, code)``; ``dependencies``, ``names``, ``state``,
         ``fixes``, ``loops``: see :class:`CachedResult`; ``signature``: the file's, from the read
@@ -564,7 +568,7 @@ class ResultCache:
         depended = dict(dependencies or {})
         named = sorted(names)
         kept = _kept_signature(signature)
-        looped = [list(reasons) for reasons in loops]
+        looped = [[[list(site) for site in loop.sites], list(loop.reasons)] for loop in loops]
         self._entries[absolute] = {
             "digest": digest,
             "seen": self._today,

@@ -43,7 +43,7 @@ from accumlint.run.pool import (
 from accumlint.run.pool import _out_of_memory as _out_of_memory_result
 from accumlint.settings import config
 from accumlint.settings.config import Settings
-from accumlint.spec.findings import Finding
+from accumlint.spec.findings import Finding, LoopVerdict
 from accumlint.spec.registry import PARSE_ERROR_CODE
 
 # LibCST and the rules load at the first file that is not answered from the cache
@@ -74,9 +74,9 @@ class RunResult:
     #: the files whose checks computed their fixes (``suggest``), and those fixes
     suggested: set[str] = field(default_factory=set)
     fixes: dict[Finding, SuggestedFix] = field(default_factory=dict)
-    #: per accumulation loop of the files checked (cached ones included), its undecided reasons
-    #: (empty: decided): :attr:`accumlint.pipeline.engine.FileResult.loops`, for ``--statistics``
-    loops: list[tuple[str, ...]] = field(default_factory=list)
+    #: the accumulation loops of the files checked (cached ones included), each with its undecided
+    #: reasons: :attr:`accumlint.pipeline.engine.FileResult.loops`, for ``--statistics``
+    loops: list[LoopVerdict] = field(default_factory=list)
     cached: int = 0  #: files answered from the cache
     parsed: int = 0  #: files that passed the byte prefilter and were parsed
 

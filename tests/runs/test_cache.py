@@ -14,6 +14,7 @@ from accumlint.pipeline.run_context import RunContext
 from accumlint.run import cache, runner
 from accumlint.run.cache import CACHEDIR_TAG, GITIGNORE, ResultCache, fingerprint
 from accumlint.settings.config import Settings, known_codes
+from accumlint.spec.findings import LoopVerdict
 from tests.cli_helpers import cli_mixed as run
 from tests.cli_helpers import spy_reads
 from tests.support import later
@@ -253,10 +254,10 @@ def test_what_an_entry_depends_on_is_signed_too(tmp_path: Path) -> None:
     accumulation loops are signed with its findings: changing any of them makes the entry unusable."""
     store = ResultCache(tmp_path / "cache", "0" * 32, b"s" * 32)
     store.put("train.py", "d1", [], dependencies={"/p/utils.py": "d2"}, names=("loss_step",), state="s1",
-              loops=[(), ("a reason",)])
+              loops=[LoopVerdict((), ()), LoopVerdict((("/p/train.py", 4),), ("a reason",))])
     store.save()
     kept = ResultCache.load(tmp_path / "cache", "0" * 32, b"s" * 32).get("train.py", "d1")
-    assert kept is not None and kept.loops == [(), ("a reason",)]
+    assert kept is not None and kept.loops == [LoopVerdict((), ()), LoopVerdict((("/p/train.py", 4),), ("a reason",))]
     genuine = store.file.read_text(encoding="utf-8")
     for key, forged in (("dependencies", {}), ("names", []), ("state", "s2"), ("loops", [[]])):
         data = json.loads(genuine)

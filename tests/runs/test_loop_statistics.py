@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.report.output.text import reason_kind
+from accumlint.report.output.text import loop_statistics, reason_kind
 from accumlint.run import cache
+from accumlint.spec.findings import LoopVerdict
 from tests.cli_helpers import cli
 from tests.runs.test_cache import spy_checks
 
@@ -107,6 +108,50 @@ def test_a_cached_file_still_counts_its_loops(project: Path, monkeypatch: pytest
     checked.clear()
     warm = cli("check", "--jobs", "2", "--statistics", "--select", "ACC001", ".")
     assert (warm.stdout.splitlines(), checked.names()) == (expected, [])
+
+
+#: one loop in a module of its own, started by two scripts: three entry points, one loop
+FIT = """\
+def fit(model, loader, optimizer, accumulation_steps):
+    for i, batch in enumerate(loader):
+        loss = model(batch).mean() / accumulation_steps
+        loss.backward()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+STARTS_FIT = """\
+import torch
+
+from trainer import fit
+
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+fit(model, [torch.randn(8, 4) for _ in range(16)], optimizer, ACCUMULATION)
+"""
+
+
+def test_a_loop_that_several_scripts_start_counts_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trainer.py").write_text(FIT, encoding="utf-8")
+    for name, a in (("pretrain.py", "4"), ("finetune.py", "8")):
+        (tmp_path / name).write_text(STARTS_FIT.replace("ACCUMULATION", a), encoding="utf-8")
+    result = cli("check", "--no-cache", "--statistics", ".")
+    assert result.stdout.splitlines() == ["Accumulation loops: 1 decided, 0 undecided"]
+    # a loop of its own in another file still counts
+    (tmp_path / "decided.py").write_text(DECIDED, encoding="utf-8")
+    result = cli("check", "--no-cache", "--statistics", ".")
+    assert result.stdout.splitlines() == ["Accumulation loops: 2 decided, 0 undecided"]
+
+
+def test_a_loop_is_decided_where_one_of_its_entry_points_decides_it() -> None:
+    here, there = (("/p/trainer.py", 4), ("/p/trainer.py", 6)), (("/p/other.py", 3),)
+    assert loop_statistics([LoopVerdict(here, ("first",)), LoopVerdict(here, ()), LoopVerdict(here, ("second",))]) \
+        == (1, 0, [])
+    assert loop_statistics([LoopVerdict(here, ("first",)), LoopVerdict(there, ("first",)),
+                            LoopVerdict(here, ("second",))]) == (0, 2, [("first", 2), ("second", 1)])
+    # no sites (a file the check could not name): each verdict is a loop of its own
+    assert loop_statistics([LoopVerdict((), ()), LoopVerdict((), ("first",))]) == (1, 1, [("first", 1)])
 
 
 def test_a_reason_counts_whatever_code_it_quotes() -> None:

@@ -104,7 +104,7 @@ def render(
     ``fixes`` maps findings to their mechanical fixes (``[*]`` in text, ``fix`` in JSON, ``fixes`` in
     SARIF, ``suggestions`` in rdjson); ``unsafe``: ``--unsafe-fixes`` is on, so unsafe fixes count as
     applied. ``--statistics`` is JSON for ``json`` and a text table for every other format; it
-    counts ``loops``, each accumulation loop's undecided reasons (empty: decided), too.
+    counts ``loops``, the accumulation loops with their undecided reasons (empty: decided), too.
     ``incomplete``: the files that were not fully checked and why (path -> reasons): SARIF reports
     them as tool notifications of a run that did not succeed, JUnit as errors, GitHub, GitLab and
     rdjson as warnings of their own (the summary line of the text formats and the exit status read

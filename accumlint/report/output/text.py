@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from accumlint.spec.findings import Finding, Severity
+from accumlint.spec.findings import Finding, LoopVerdict, Severity
 
 if TYPE_CHECKING:
     from accumlint.run.suggested_fixes import SuggestedFix
@@ -176,8 +176,8 @@ def statistics(
     return sorted(rows, key=lambda t: (-t[2], t[0]))
 
 
-#: Each accumulation loop's undecided reasons (empty: decided), as the check found them.
-Loops = Sequence[Sequence[str]]
+#: The accumulation loops the check found, each with its sites and its undecided reasons (empty: decided).
+Loops = Sequence[LoopVerdict]
 #: what differs between two reasons of one kind: the code they quote, the names they repeat
 _QUOTED = re.compile(r"`[^`\n]*`|(?<!\w)'[^'\n]*'(?!\w)")  # (not an apostrophe: "the loop's events")
 
@@ -191,10 +191,19 @@ def reason_kind(reason: str) -> str:
 
 def loop_statistics(loops: Loops) -> tuple[int, int, list[tuple[str, int]]]:
     """``(decided, undecided, [(reason kind, loops), ...])`` of ``loops``, the reasons most
-    frequent first, then by text (a loop undecided for several reasons counts under each)."""
-    undecided = [loop for loop in loops if loop]
-    kinds = Counter(kind for loop in undecided for kind in dict.fromkeys(map(reason_kind, loop)))
-    return len(loops) - len(undecided), len(undecided), sorted(kinds.items(), key=lambda t: (-t[1], t[0]))
+    frequent first, then by text (a loop undecided for several reasons counts under each).
+    Verdicts with the same sites are one loop that several entry points run (each script that
+    starts one trainer): it counts once, decided where one of its entry points decides it, else
+    undecided for all their reasons."""
+    merged: dict[object, list[str] | None] = {}
+    for index, loop in enumerate(loops):
+        key = loop.sites or index  # (no sites: a loop of its own)
+        if key in merged and merged[key] is None:
+            continue
+        merged[key] = None if not loop.reasons else [*(merged.get(key) or ()), *loop.reasons]
+    undecided = [reasons for reasons in merged.values() if reasons]
+    kinds = Counter(kind for reasons in undecided for kind in dict.fromkeys(map(reason_kind, reasons)))
+    return len(merged) - len(undecided), len(undecided), sorted(kinds.items(), key=lambda t: (-t[1], t[0]))
 
 
 def format_statistics(
