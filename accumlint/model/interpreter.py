@@ -470,6 +470,7 @@ class Interpreter:
         self._globals: dict[int, dict[str, object]] = {}
         #: (module, imported name) → the project function it names, looked up where data is handed to it
         self._data_helpers: dict[tuple[int, str], Function | None] = {}
+        self._relays: dict[tuple[int, str], Function | ProjectClass | None] = {}
         self._loop_iterations: dict[int, int] = {}
         self._passes: dict[str, _Loader] = {}  # `next(it)` on an iterator built out of sight
         self._slices: dict[str, _Loader] = {}  # the pass the slices of a list of the epoch's microbatches draw
@@ -2741,8 +2742,31 @@ class Interpreter:
                 if callee.origin is Origin.RUN else None
             if helper is not None:  # `loss = compute_loss(net, x, y, accum)` of `losses.py`
                 return self._call_function(helper, args, kwargs, node, frame.owner)
+            relay = self._relay(callee.label, args, kwargs, frame.owner) if callee.origin is Origin.RUN else None
+            if relay is not None:  # `Relay(net, Stepper(...))` of `relay.py`, which calls no backward itself
+                return self._call_value(relay, args, kwargs, node, frame)
             return self._library_call(callee, args, kwargs, node, frame)
         return Unknown(_code(node.func), _combined(args, kwargs), feeds=fed_by([*args, *kwargs.values()]))
+
+    def _relay(self, qualified: str | None, args: list[object], kwargs: dict[str, object],
+               owner: ModuleFunctions) -> Function | ProjectClass | None:
+        """The project function or class that ``qualified`` (an imported name) names, in a module
+        that performs no training event itself (the project index does not follow it), where the
+        call hands it an instance of a project class whose code performs events (a trainer built
+        with the optimizer wrapper that steps): what it does with that object is the loop's. None
+        for a library name, or where no argument is such an instance."""
+        if not qualified or "(" in qualified or owner.project is None:
+            return None
+        performing = owner.project.index.event_names()  # type: ignore[attr-defined]
+        if not any(isinstance(value, Obj) and value.class_def is not None
+                   and value.class_def.name.value.encode() in performing for value in (*args, *kwargs.values())):
+            return None
+        key = (id(owner), qualified)
+        if key not in self._relays:
+            found = owner.project.lookup(owner, qualified, any_module=True)  # type: ignore[attr-defined]
+            self._relays[key] = None if found is None else ProjectClass(found[1], found[0]) \
+                if isinstance(found[1], cst.ClassDef) else Function(found[1], found[0])
+        return self._relays[key]
 
     def _helper_taking_data(self, qualified: str | None, args: list[object], kwargs: dict[str, object],
                             owner: ModuleFunctions) -> Function | None:
@@ -4350,7 +4374,10 @@ def _runs(call: cst.Call, owner: ModuleFunctions,
     (:func:`_callees`), or a method of an instance ``handed`` to the code it is in; each with the
     instances the call hands to its parameters, for the walkers that follow it."""
     found = [*_callees(call.func, _call_name(call.func), owner, call), *_handed_methods(call, handed)]
-    return [(callee, module, _handed_classes(call, callee, module, owner)) for callee, module in found]
+    stored = _stored_handed(call, owner)
+    if type(call.func) is cst.Attribute and dotted(call.func.value) == "self":  # (`self.m()`: the same instance)
+        stored |= {given for given in handed if given[0].startswith("self.")}
+    return [(callee, module, _handed_classes(call, callee, module, owner) | stored) for callee, module in found]
 
 
 def _handed_classes(call: cst.Call, callee: cst.FunctionDef, callee_owner: ModuleFunctions,
@@ -4390,8 +4417,8 @@ def _handed_methods(call: cst.Call, handed: Handed) -> list[tuple[cst.FunctionDe
     func = call.func
     if type(func) is cst.Name:
         receiver, method = func.value, "__call__"
-    elif type(func) is cst.Attribute and type(func.value) is cst.Name:
-        receiver, method = func.value.value, func.attr.value
+    elif type(func) is cst.Attribute and type(func.value) in (cst.Name, cst.Attribute):
+        receiver, method = dotted(func.value) or "", func.attr.value  # (`self.stepper.m`: :func:`_stored_handed`)
     else:
         return []
     return [(m, module) for name, classes in handed if name == receiver for module, class_def in classes
@@ -4756,6 +4783,8 @@ def _callees(func: cst.BaseExpression, name: str, owner: ModuleFunctions,
         found.append((owner.functions[name], owner))
     elif owner.project is not None:
         imported = owner.imported(dotted(func) or name)  # `helper(...)`, `utils.helper(...)`, `u.helper(...)`
+        if imported is None and call is not None and _hands_performing(call, owner):
+            imported = owner.imported(dotted(func) or name, any_module=True)  # a relay: `one(stepper, x)`
         if imported is not None and isinstance(imported[1], cst.FunctionDef):
             found.append((imported[1], imported[0]))
         elif isinstance(func, cst.Attribute) and not found:
@@ -4859,11 +4888,11 @@ def holds_own_instance(receiver: cst.BaseExpression, owner: ModuleFunctions) -> 
 
 
 @functools.lru_cache(maxsize=64)
-def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str, bool], ...]:
+def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str, bool, cst.Call], ...]:
     """(name or attribute name bound, dotted callee, whether the call is handed the target's own value:
-    :func:`_rewraps`) of every ``x = Callee(...)`` / ``self.x = Callee(...)`` in ``owner``'s code, its
-    functions' bodies included."""
-    found: list[tuple[str, str]] = []
+    :func:`_rewraps`, the call) of every ``x = Callee(...)`` / ``self.x = Callee(...)`` in ``owner``'s
+    code, its functions' bodies included."""
+    found: list[tuple[str, str, bool, cst.Call]] = []
     roots = (owner._module, *(f.body for f in owner.functions.values()), *(f.body for f in owner.methods.values()))
     for node in (n for root in roots for n in walk(root, statements_only=True)):
         if type(node) is cst.Assign:
@@ -4872,7 +4901,7 @@ def _constructions(owner: ModuleFunctions) -> tuple[tuple[str, str, bool], ...]:
                 for target in node.targets:
                     if isinstance(target.target, (cst.Name, cst.Attribute)):
                         found.append((target.target.value if isinstance(target.target, cst.Name)
-                                      else target.target.attr.value, callee, _rewraps(node, call)))
+                                      else target.target.attr.value, callee, _rewraps(node, call), call))
     return tuple(found)
 
 
@@ -4893,7 +4922,7 @@ def _imported_instances(owner: ModuleFunctions) -> frozenset[str]:
     Trainer(args)`` with ``Trainer`` imported from the project, ``trainer = trainer_cls(args)``); not a
     call handed the name's own value back, nor a project function or method that builds no project
     class (:func:`_builds_no_instance`)."""
-    return frozenset(name for name, callee, rewrap in _constructions(owner)
+    return frozenset(name for name, callee, rewrap, _ in _constructions(owner)
                      if constructor_role(owner.imports.qualify(callee) or callee, True) is None
                      and not rewrap and not _builds_no_instance(callee, owner))
 
@@ -4938,11 +4967,87 @@ def _imported_instance_classes(owner: ModuleFunctions) -> dict[str, tuple[tuple[
     (``stepper = Stepper(...)``, ``Stepper`` from a sibling module), with each such class (``scaler =
     ApexScaler()`` in one branch, ``NativeScaler()`` in another: a call of the name may run either)."""
     found: dict[str, list[tuple[ModuleFunctions, cst.ClassDef]]] = {}
-    for name, callee, _ in _constructions(owner):
+    for name, callee, _, call in _constructions(owner):
         imported = owner.imported(callee) if callee and owner.project is not None else None
+        if imported is None and callee and owner.project is not None and _hands_performing(call, owner):
+            imported = owner.imported(callee, any_module=True)  # a relay: `Trainer(net, Stepper(...))`
         if imported is not None and isinstance(imported[1], cst.ClassDef) and imported not in found.get(name, ()):
             found.setdefault(name, []).append(imported)  # type: ignore[arg-type]
     return {name: tuple(classes) for name, classes in found.items()}
+
+
+def _hands_performing(call: cst.Call, owner: ModuleFunctions) -> bool:
+    """Whether ``call`` hands an instance of a class whose code performs training events (one the
+    project index names, :meth:`~accumlint.project.ProjectIndex.event_names`): built in the argument
+    (``Trainer(net, Stepper(opt))``) or bound to a name ``owner`` builds it into."""
+    return any(_performing_classes(arg.value, owner) for arg in call.args)
+
+
+def _performing_classes(value: cst.BaseExpression,
+                        owner: ModuleFunctions) -> tuple[tuple[ModuleFunctions, cst.ClassDef], ...]:
+    """The classes that perform training events that ``value`` (code of ``owner``) holds an instance
+    of: built in place (``Stepper(opt)``) or bound to a name ``owner`` builds one into."""
+    if owner.project is None:
+        return ()
+    performing = owner.project.index.event_names()  # type: ignore[attr-defined]
+    name = dotted(value) if type(value) is not cst.Call else None
+    callees = [dotted(value.func) or ""] if type(value) is cst.Call else \
+        [callee for bound, callee, _, _ in _constructions(owner) if bound == name]
+    found = []
+    for callee in callees:
+        if callee.rsplit(".", 1)[-1].encode() not in performing:
+            continue
+        located = (owner, owner.classes[callee]) if callee in owner.classes else owner.imported(callee)
+        if located is not None and isinstance(located[1], cst.ClassDef) and located not in found:
+            found.append(located)
+    return tuple(found)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_handed(call: cst.Call, owner: ModuleFunctions) -> Handed:
+    """For ``x.m(...)`` (``call``, code of ``owner``) on a name ``owner`` binds to ``C(...)`` of a
+    project class: the instances of classes that perform training events that this construction
+    hands to parameters that ``C.__init__`` stores on ``self`` (``self.stepper = stepper``), keyed
+    ``self.<attribute>``: what ``C``'s methods call on them runs those classes' methods
+    (:func:`_handed_methods`)."""
+    func = call.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name or owner.project is None:
+        return frozenset()
+    found: set[tuple[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]]] = set()
+    for name, callee, _, built in _constructions(owner):
+        if name != func.value.value or not _hands_performing(built, owner):
+            continue
+        located = (owner, owner.classes[callee]) if callee in owner.classes \
+            else owner.imported(callee, any_module=True)
+        if located is None or not isinstance(located[1], cst.ClassDef):
+            continue
+        init = next((m for m in _methods_of(located[1]) if m.name.value == "__init__"), None)
+        if init is None:
+            continue
+        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+        positional = [a for a in built.args if a.keyword is None and not a.star]
+        handed = {param: _performing_classes(arg.value, owner) for param, arg in zip(params, positional, strict=False)}
+        handed |= {arg.keyword.value: _performing_classes(arg.value, owner) for arg in built.args
+                   if arg.keyword is not None}
+        found |= {(f"self.{attribute}", handed[param]) for attribute, param in _stored_parameters(init)
+                  if handed.get(param)}
+    return frozenset(found)
+
+
+def _stored_parameters(init: cst.FunctionDef) -> list[tuple[str, str]]:
+    """(attribute, parameter) of each ``self.<attribute> = <parameter>`` in ``init``'s own statements,
+    the tuple form ``self.a, self.b = a, b`` too."""
+    found = []
+    for statement in walk(init.body, statements_only=True):
+        if type(statement) is not cst.Assign or len(statement.targets) != 1:
+            continue
+        target, value = statement.targets[0].target, statement.value
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=False)] \
+            if type(target) is cst.Tuple and type(value) is cst.Tuple else [(target, value)]
+        for left, right in pairs:
+            if type(left) is cst.Attribute and dotted(left.value) == "self" and type(right) is cst.Name:
+                found.append((left.attr.value, right.value))
+    return found
 
 
 @functools.lru_cache(maxsize=64)

@@ -212,8 +212,9 @@ class Simulation:
     apart: str = ""
     #: statements its runs executed, rebinds and tail runs included (what its budget is measured in)
     statements: int = 0
-    #: where its runs' backwards and optimizer updates are (absolute paths, 1-based lines), else its own
-    #: line: what tells one loop run by several entry points (three scripts that start one trainer)
+    #: where the passes over the data its backwards learn from are made (the loop), else where its
+    #: backwards and optimizer updates are, else its own line (absolute paths, 1-based lines): what
+    #: tells one loop run by several entry points (three scripts that start one trainer)
     sites: tuple[Place, ...] = ()
     #: what the entry's runs leave to say beside its traces' notes (``explain``: what ``check`` made of it)
     notes: list[str] = field(default_factory=list)
@@ -1347,8 +1348,12 @@ def _loop_sites(results: list[Simulation], module: ModuleFunctions, path: str, l
     here, one pass per module)."""
     chosen: list[list[tuple[ModuleFunctions, cst.CSTNode]]] = []
     for result in results:
-        steps = {id(node): (owner, node) for trace in result.traces for event in trace.events
-                 if event.kind in (EventKind.BACKWARD, EventKind.UPDATE) for owner, node in event.steps[-1:]}
+        # the passes its backwards' data were drawn from (the loop), else where they and the updates are
+        events = [event for trace in result.traces for event in trace.events]
+        steps = {id(event.fetch.made_at[1]): event.fetch.made_at for event in events
+                 if event.kind is EventKind.BACKWARD and getattr(event.fetch, "made_at", None) is not None} or \
+            {id(node): (owner, node) for event in events if event.kind in (EventKind.BACKWARD, EventKind.UPDATE)
+             for owner, node in event.steps[-1:]}
         chosen.append(list(steps.values()) or [(module, result.entry.node)])
     by_owner: dict[int, tuple[ModuleFunctions, list[cst.CSTNode]]] = {}
     for owner, node in (step for steps in chosen for step in steps):

@@ -8,11 +8,11 @@ from typing import NamedTuple
 
 
 class LoopVerdict(NamedTuple):
-    """One accumulation loop a file's check simulated, for ``--statistics``: ``sites``, where its
-    backwards and optimizer updates are, as (absolute path, 1-based line), sorted — one loop that
-    several entry points run (three scripts starting one trainer) shows the same sites from each;
-    empty where the check could not name a file, then it counts on its own — and its undecided
-    ``reasons`` (empty: decided)."""
+    """One accumulation loop a file's check simulated, for ``--statistics``: ``sites``, where the
+    loop makes its passes over the data (else where its backwards and optimizer updates are), as
+    (absolute path, 1-based line), sorted — one loop that several entry points run (three scripts
+    starting one trainer) shows the same sites from each; empty where the check could not name a
+    file, then it counts on its own — and its undecided ``reasons`` (empty: decided)."""
 
     sites: tuple[tuple[str, int], ...]
     reasons: tuple[str, ...]

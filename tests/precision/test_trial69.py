@@ -14,8 +14,8 @@ written anew.
   A binds A, and the count of groups computed from it follows (it was bound as the epoch's length,
   which made groups of the whole epoch).
 
-A miss still open, as a strict xfail: a loop that reaches its backward through an object of another
-module relaying to an object it keeps on ``self`` (a third module's class).
+A loop that reaches its backward through an object of another module relaying to an object it
+keeps on ``self`` (a third module's class): its family is in ``test_relays.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import textwrap
 from pathlib import Path
 
 import libcst as cst
-import pytest
 
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, accumulation_loops, simulate
@@ -231,10 +230,6 @@ _RELAY = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="the loop reaches the backward through a method of an object it builds in "
-                   "another module that relays to an object kept on `self` (a third module's class): the project "
-                   "index follows only names whose own code calls a backward, so `Relay` is never loaded and the "
-                   "loop is no entry (trial 69, VAR's trainer and its optimizer wrapper)")
 def test_a_reset_reached_through_a_relay_object_in_another_module_is_acc001(tmp_path: Path) -> None:
     assert "ACC001" in [code for _, code, _ in findings(tmp_path, _RELAY)]
 
