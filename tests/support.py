@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import libcst as cst
@@ -24,6 +25,7 @@ from accumlint.run import cache, runner
 from accumlint.run.cache import ResultCache
 from accumlint.settings import config
 from accumlint.settings.config import Settings
+from accumlint.spec.findings import LoopVerdict
 
 #: every rule's code (``--select ALL``)
 EVERY_CODE = frozenset(config.known_codes())
@@ -152,3 +154,8 @@ def run_ranks(worker: Path, prefix: Path, world_size: int = 2, *, limit_s: float
                 proc.kill()
                 proc.communicate()
     return [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in range(world_size)]
+
+
+def loop_reasons(loops: Iterable[LoopVerdict]) -> list[tuple[str, ...]]:
+    """The undecided reasons of each accumulation loop a check counted (empty: decided)."""
+    return [loop.reasons for loop in loops]

@@ -48,7 +48,8 @@ __all__ = [
     "ACCUMULATION_KEYWORDS", "BACKWARD_CONTRACTS", "CONSTRUCTORS", "CONSTRUCTOR_PREFIXES", "FORWARD_DECIDES_SYNC",
     "COUNTER_BUILDER_NAMES", "COUNTING_DRIVERS", "FRAMEWORK_TAILS", "FSDP2_SHARDS",
     "FSDP2_SHARD_NAMES", "GATHERS", "GRAD_SCALING_CALLS", "GROUP_CONTRACTS", "INHERITED_BACKWARDS", "INHERITED_METHODS",
-    "LOADER_SHARDING", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS", "SCHEDULE_HORIZON_KEYWORDS",
+    "LOADER_SHARDING", "NAMED_SCHEDULE_READS", "NO_SYNC_METHODS", "PROCESS_GROUP_INIT", "RETURNED_REDUCTIONS",
+    "SCHEDULE_HORIZON_KEYWORDS",
     "SCHEDULE_HORIZON_POSITIONS", "SUMMARIES", "UNSCALING_CLIP_OWNERS", "BackwardContract", "FrameworkTail",
     "GroupContract", "LoaderSharding", "Normalizes", "Owner", "Role", "Summary", "TailTreatment", "accelerate",
     "apex", "backward_contract", "bitsandbytes", "deepspeed", "diffusers", "fairseq", "fastprogress", "lightning",
@@ -117,6 +118,13 @@ SCHEDULE_HORIZON_KEYWORDS = (pytorch.SCHEDULE_HORIZON_KEYWORDS | transformers.SC
 #: its keywords count.
 SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
     **transformers.SCHEDULE_HORIZON_POSITIONS, **pytorch.SCHEDULE_HORIZON_POSITIONS,
+}
+#: ``get_scheduler(name=...)`` of transformers and diffusers: per schedule name, the sizing keywords it
+#: reads (each library rejects a name it does not define; a name both define keeps what either reads).
+NAMED_SCHEDULE_READS: dict[str, frozenset[str]] = {
+    name: transformers.NAMED_SCHEDULE_READS.get(name, frozenset())
+    | diffusers.NAMED_SCHEDULE_READS.get(name, frozenset())
+    for name in {*transformers.NAMED_SCHEDULE_READS, *diffusers.NAMED_SCHEDULE_READS}
 }
 
 #: Calls that start a process group: the module runs as several processes.

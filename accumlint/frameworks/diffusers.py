@@ -20,6 +20,14 @@ READ_VERSIONS = (VERSION, "0.40.0.dev0")
 CONSTRUCTORS: dict[str, Role] = {"diffusers.optimization.get_scheduler": Role.SCHEDULER,
                                  "diffusers.training_utils.EMAModel": Role.OTHER}
 SCHEDULE_HORIZON_KEYWORDS = frozenset({"num_training_steps", "num_warmup_steps"})
+#: ``optimization.py`` ``get_scheduler(name, optimizer, step_rules, num_warmup_steps, num_training_steps,
+#: ...)``: the sizing parameters each named schedule reads (``"constant"`` returns
+#: ``get_constant_schedule(optimizer)``, ``"piecewise_constant"`` reads ``step_rules`` only); a name not
+#: listed reads both.
+NAMED_SCHEDULE_READS: dict[str, frozenset[str]] = {
+    "constant": frozenset(), "piecewise_constant": frozenset(),
+    "constant_with_warmup": frozenset({"num_warmup_steps"}),
+}
 
 #: A noise scheduler's class (every one in ``diffusers.schedulers`` is named ``<Kind>Scheduler``
 #: and derives from ``SchedulerMixin``), called or built by its ``ConfigMixin`` class methods

@@ -107,6 +107,13 @@ SCHEDULE_HORIZON_POSITIONS: dict[str, dict[int, str]] = {
         "get_cosine_with_min_lr_schedule_with_warmup")},
     "get_constant_schedule_with_warmup": {1: "num_warmup_steps"},
 }
+#: ``optimization.py`` ``get_scheduler(name, optimizer, num_warmup_steps, num_training_steps)``: the
+#: sizing parameters each named schedule reads (the others are ignored: ``"constant"`` returns
+#: ``get_constant_schedule(optimizer)``); a name not listed reads both.
+NAMED_SCHEDULE_READS: dict[str, frozenset[str]] = {
+    "constant": frozenset(), "reduce_lr_on_plateau": frozenset(), "greedy": frozenset(),
+    "constant_with_warmup": frozenset({"num_warmup_steps"}), "inverse_sqrt": frozenset({"num_warmup_steps"}),
+}
 #: pytorch-transformers 1.x ``WarmupLinearSchedule(warmup_steps, t_total)``.
 LEGACY_SCHEDULE_HORIZON_KEYWORDS = frozenset({"warmup_steps", "t_total"})
 

@@ -515,6 +515,9 @@ class Interpreter:
         self._built_here: dict[int, Unknown] = {}
         #: of those, the module whose code built each and the qualified name of what it called (by id)
         self._made_by: dict[int, tuple[ModuleFunctions, str]] = {}
+        #: the run-level names a checkpoint was loaded from (``torch.load(args.resume)``): a number read
+        #: out of one (``int(args.resume.split("-")[-1])``) is where the resumed run starts, as what the load returns is
+        self._checkpoint_paths: set[str] = set()
         #: the labels of those whose ``step()`` the run called, with what built each (strings only: it
         #: outlives :meth:`close`, for the roles settled from the run's events)
         self.library_built: dict[str, str] = {}
@@ -533,6 +536,7 @@ class Interpreter:
         self._counts_written.clear()
         self._wrapped.clear()
         self._made_by.clear()
+        self._checkpoint_paths.clear()
 
     # --- data ---------------------------------------------------------------------------------
 
@@ -1254,11 +1258,12 @@ class Interpreter:
         configuration can bind names the accumulation symbol; a literal one fixes A. So does
         ``for batch in islice(data, K)`` around the backward, the update after it: a group of K.
         ``iterated`` and ``body`` are the loop's (a comprehension's iterable and element: ``node``
-        None, no statement for an update to follow)."""
+        None, no statement for an update to follow). The update may follow in the caller of a helper
+        that runs one group's micro-steps (:meth:`_update_follows`)."""
         sliced = _islice_count(iterated)
         if sliced is not None and node is not None and self._reaches_backward(body, frame) \
                 and not self.syntax.has_update(body, frame.owner) \
-                and self.syntax.update_follows(node, frame.owner):
+                and self._update_follows(node, frame):
             self._names_a(self.expression(sliced, frame))
             return
         call = iterated
@@ -1266,7 +1271,7 @@ class Interpreter:
             call = call.args[0].value  # `enumerate(range(K))` passes as `range(K)` does
         passes = self._pass_count(call, frame) if type(call) is cst.Call and node is not None else None
         if passes is not None and self._reaches_backward(body, frame) \
-                and not self.syntax.has_update(body, frame.owner) and self.syntax.update_follows(node, frame.owner):
+                and not self.syntax.has_update(body, frame.owner) and self._update_follows(node, frame):
             self._names_a(self.expression(passes, frame))  # `for _ in accumulation_contexts(A, ...)`
             return
         if not (isinstance(call, cst.Call) and dotted(call.func) == "range" and len(call.args) in (1, 2, 3)):
@@ -1280,10 +1285,28 @@ class Interpreter:
         if not self._reaches_backward(body, frame):
             return
         updates = self.syntax.has_update(body, frame.owner)
-        if count is not None and not updates and node is not None and self.syntax.update_follows(node, frame.owner):
+        if count is not None and not updates and node is not None and self._update_follows(node, frame):
             self._names_a(self.expression(count, frame))
         elif len(args) == 3 and updates and self.syntax.draws_data(body, frame.owner):
             self._names_a(self.expression(args[2], frame))
+
+    def _update_follows(self, loop: cst.For, frame: _Frame) -> bool:
+        """Whether an optimizer update follows ``loop`` in its function (:func:`update_follows`), or, where
+        ``loop`` is a statement of its function's own body and the function was called by the code the
+        run is in, after that call in the caller (``loss = train_step(model, loader)``, then
+        ``optimizer.step()``: the helper runs the micro-steps of one group, in its one loop that
+        backpropagates)."""
+        if self.syntax.update_follows(loop, frame.owner):
+            return True
+        if not self._stack or not self.syntax.at_function_level(loop, frame.owner) \
+                or not isinstance(frame.function, cst.FunctionDef) or any(
+                    other is not loop and type(other) in (cst.For, cst.While)
+                    and self.syntax.at_function_level(other, frame.owner) and self._reaches_backward(other.body, frame)
+                    for other in walk(frame.function.body)):
+            return False  # (several loops that backpropagate, a pipeline schedule's phases: no one group's steps)
+        owner, call = self._stack[-1]
+        statement = _statements_of_calls(owner).get(id(call))
+        return statement is not None and self.syntax.update_follows(statement, owner)
 
     def _pass_count(self, call: cst.Call, frame: _Frame) -> cst.BaseExpression | None:
         """The argument of ``call`` that counts the passes of a generator of the project yielding no value
@@ -2431,7 +2454,7 @@ class Interpreter:
             return LabeledInt(self.bindings[label], label, bound=True)
         if number is not None:
             return LabeledInt(number, label)
-        return Unknown(label, Origin.RUN, frozenset({label}), restored=restored)
+        return Unknown(label, Origin.RUN, frozenset({label}), restored=restored or label in self._checkpoint_paths)
 
     def _attribute(self, owner: object, name: str, node: cst.CSTNode) -> object:
         if isinstance(owner, Obj):
@@ -2676,6 +2699,9 @@ class Interpreter:
             helper = self._helper_taking_data(f"{receiver.label}.{method}", args, kwargs, frame.owner)
             if helper is not None:  # `objectives.compute(net, x, y)`
                 return self._call_function(helper, args, kwargs, node, frame.owner)
+            relay = self._relay(f"{receiver.label}.{method}", args, kwargs, frame.owner)
+            if relay is not None:  # `kl_controller.make(args, accelerator)`
+                return self._call_value(relay, args, kwargs, node, frame)
             # `torch.nn.utils.clip_grad_norm_(...)`, `optim.AdamW(...)`: a library function
             return self._library_call(Unknown(f"{receiver.label}.{method}"), args, kwargs, node, frame)
         value = self._method(receiver, method, args, kwargs, node, frame)
@@ -2753,13 +2779,16 @@ class Interpreter:
         """The project function or class that ``qualified`` (an imported name) names, in a module
         that performs no training event itself (the project index does not follow it), where the
         call hands it an instance of a project class whose code performs events (a trainer built
-        with the optimizer wrapper that steps): what it does with that object is the loop's. None
-        for a library name, or where no argument is such an instance."""
+        with the optimizer wrapper that steps) or the object that counts the microbatches (a
+        controller built with the accelerator, which may ``prepare`` what it builds): what it does
+        with that object is the loop's. None for a library name, or where no argument is such an
+        instance."""
         if not qualified or "(" in qualified or owner.project is None:
             return None
         performing = owner.project.index.event_names()  # type: ignore[attr-defined]
-        if not any(isinstance(value, Obj) and value.class_def is not None
-                   and value.class_def.name.value.encode() in performing for value in (*args, *kwargs.values())):
+        if not any(isinstance(value, Obj) and (value.number in self._counting or value.class_def is not None
+                                               and value.class_def.name.value.encode() in performing)
+                   for value in (*args, *kwargs.values())):
             return None
         key = (id(owner), qualified)
         if key not in self._relays:
@@ -2917,6 +2946,8 @@ class Interpreter:
         if segment in ("get_world_size", "num_processes") and not args:
             return self.configuration.replicas
         # (what a checkpoint load returns is where a resumed run starts: restored)
+        if label in fw.pytorch.CHECKPOINT_LOADS and args and isinstance(args[0], Unknown) and args[0].label:
+            self._checkpoint_paths.add(args[0].label)
         built = Unknown(f"{label or '?'}(...)", _combined(args, kwargs), restored=label in fw.pytorch.CHECKPOINT_LOADS,
                         feeds=frozenset() if segment in _DETACHING else fed_by([*args, *kwargs.values()]))
         if callee.origin is Origin.RUN and label and not any(
@@ -2968,6 +2999,10 @@ class Interpreter:
         if init is not None:
             definition, owner, class_def = init
             self._call_function(Function(definition, owner, class_def, obj), [obj, *args], kwargs, node, owner)
+        elif obj.role in DRIVERS and DRIVERS[obj.role].builder is None:
+            # `class MyAccelerator(Accelerator)` with no `__init__` of its own: built as its library base is
+            self._counting[obj.number] = Counting(DRIVERS[obj.role], obj, kwargs,
+                                                  any(arg.star == "**" for arg in node.args))
         return obj
 
     def _class_role(self, owner: ModuleFunctions, class_def: cst.ClassDef, seen: frozenset[int] = frozenset()) -> Role:
@@ -3547,6 +3582,11 @@ class SyntaxFacts:
         """Whether an optimizer update follows ``statement`` in its loop's body (or its
         function's): what a ``continue`` or ``return`` in it would skip."""
         return update_follows(statement, owner, self.has_update)
+
+    def at_function_level(self, statement: cst.CSTNode, owner: ModuleFunctions) -> bool:
+        """:func:`_at_function_level`, memoised."""
+        return self._get("at_function_level", statement,  # type: ignore[return-value]
+                         lambda: _at_function_level(statement, owner))
 
     def prefetches(self, loop: cst.For, owner: ModuleFunctions) -> bool:
         """:func:`prefetches`, memoised."""
@@ -4553,7 +4593,7 @@ def gated_update(node: cst.CSTNode, owner: ModuleFunctions, depth: int = 0, hand
                 and not _updates_each_pass(child, owner) \
                 and any(_yields_nothing(callee) for callee, _, _ in _runs(child.iter, owner, handed)):
             return True  # passes counted by a generator of the project (`for _ in contexts(A, ...)`)
-    if depth < 2:
+    if depth < 3:  # (as deep as :func:`_reaches` looks for the backward: a relay's method, its helper, the stepper)
         for call in _calls(node):
             name = _call_name(call.func)
             # (an optimizer of the project whose `step()` computes the update in place is the update,
@@ -4665,7 +4705,8 @@ def forget_syntax() -> None:
     simulator calls it when it is done with a module, so a long run keeps no tree alive."""
     for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
                    _instance_classes, _function_aliases, _imported_instances, _declared_classes, _is_generator,
-                   _writes_gradients, _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests):
+                   _writes_gradients, _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests,
+                   _statements_of_calls, _stored_handed):
         cached.cache_clear()
 
 
@@ -4708,6 +4749,32 @@ def _counters(module: cst.Module) -> frozenset[str]:
         if holds_statements(type(node)):  # (an assignment is a statement: none inside an expression)
             stack.extend(children(node))
     return frozenset(found)
+
+
+def _at_function_level(statement: cst.CSTNode, owner: ModuleFunctions) -> bool:
+    """Whether ``statement`` runs once per call of its function: no loop holds it there (``if``,
+    ``with`` and ``try`` may)."""
+    following = _following(owner._module)
+    current = statement
+    while id(current) in following:
+        parent = following[id(current)][0]
+        if parent is None or isinstance(parent, (cst.For, cst.While)):
+            return False
+        if isinstance(parent, cst.FunctionDef):
+            return True
+        current = parent
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def _statements_of_calls(owner: ModuleFunctions) -> dict[int, cst.CSTNode]:
+    """Each call of ``owner``'s code written in a simple statement line → that line (the statement
+    an update may follow)."""
+    found: dict[int, cst.CSTNode] = {}
+    for node in every_node(owner._module):
+        if type(node) is cst.SimpleStatementLine:
+            found.update((id(call), node) for call in every_node(node) if type(call) is cst.Call)
+    return found
 
 
 @functools.lru_cache(maxsize=64)

@@ -9,7 +9,7 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,8 +56,16 @@ def _by_hand(block: bytes) -> bool:
 #: token loss, builds an object that counts the microbatches or loads a checkpoint (see
 #: ProjectIndex.names_of)
 FOLLOW_ONLY = "~"
+#: marks a class of a module whose own code performs no event, with the names of its bases
+#: (``"<PPOTrainer:RLTrainer"``): the run resolves it (:func:`resolve_derived`) into a name to follow
+#: where a base performs events in another module (a trainer whose loop its base in another file runs)
+DERIVES = "<"
 #: the project modules one checked file's model may follow into
 MAX_FOLLOWED_MODULES = 4
+#: more modules a targeted question (``any_module``: a loader class's collate function, a relay) may
+#: load once the events' modules used up :data:`MAX_FOLLOWED_MODULES`: a script that imports many event
+#: modules must still see where its labels are built
+MAX_ASKED_MODULES = 4
 #: re-exports followed through a package's ``__init__`` (``from .sub import f``)
 MAX_REEXPORT_DEPTH = 3
 #: the prefilter reads at most this many project files to learn which names perform a backward
@@ -371,7 +379,8 @@ class ProjectIndex:
             return ()
         if not _needles().find_matches_as_indexes(data) or not (
                 byte_stage.backward_used(data, vocabulary) or _GRADIENT_WORK.search(data)):
-            return _follow_only_names(data)  # (the substring test first: most modules hold none, and it is one pass)
+            # (the substring test first: most modules hold none, and it is one pass)
+            return _follow_only_names(data) + _derived_classes(data, ())
         # only the top-level blocks (a def or class up to the next one) whose own code calls
         # one: a module of many classes names only the few that do
         # (a block that only computes a token loss is marked ``~``: worth following from a loop,
@@ -395,7 +404,7 @@ class ProjectIndex:
                 break
             performing |= more
             names.extend(sorted(more))
-        return tuple(names)
+        return tuple(names) + _derived_classes(data, performing)
 
     def imported_modules(self, importer: str, data: bytes) -> list[str]:
         """The project modules (absolute paths, in no particular order) that the import
@@ -493,19 +502,25 @@ class ProjectIndex:
     def set_names(self, names: dict[str, tuple[str, ...]]) -> None:
         """The :meth:`names_of` of every checked file (path → names), learned by the caller."""
         self._by_path = {os.path.abspath(path): found for path, found in names.items()}
-        every = {name for found in names.values() for name in found}
+        every = {name for found in resolve_derived(names).values() for name in found}
         self._names = frozenset(name.encode() for name in every if not name.startswith(FOLLOW_ONLY))
         self._followed = frozenset(name.lstrip(FOLLOW_ONLY).encode() for name in every)
         self._searches = {}
-        self._reachable = _reachable_names(self._by_path)
+        self._reachable = _reachable_names(resolve_derived(self._by_path))
 
     def followed_names(self) -> frozenset[bytes]:
         """:meth:`event_names` and the names of blocks that compute a token loss or build an object
         that counts the microbatches (:data:`FOLLOW_ONLY`)."""
         if self._followed is None:
-            names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
+            names = self._scanned_names()
             self._followed = frozenset(name.lstrip(FOLLOW_ONLY).encode() for name in names)
         return self._followed
+
+    def _scanned_names(self) -> set[str]:
+        """Every name of the checked files (:meth:`names_of`, the derived classes resolved), read
+        from the files where :meth:`set_names` was not called."""
+        return {name for found in resolve_derived({path: self._names_at(path) for path in self.files[:MAX_SCANNED]})
+                .values() for name in found}
 
     def _names_at(self, path: str) -> tuple[str, ...]:
         try:
@@ -525,7 +540,7 @@ class ProjectIndex:
         """Top-level function and class names defined by the checked files whose code calls a
         backward: a call of one of them may run a backward (read once per run)."""
         if self._names is None:
-            names = {name for path in self.files[:MAX_SCANNED] for name in self._names_at(path)}
+            names = self._scanned_names()
             self._names = frozenset(name.encode() for name in names if not name.startswith(FOLLOW_ONLY))
         return self._names
 
@@ -561,6 +576,43 @@ class ProjectIndex:
                     and not _DEFINES.search(data, max(0, start - 12), start)):
                 return True  # (a module's own `def f` is no use of another module's `f`)
         return False
+
+
+def _derived_classes(data: bytes, performing: Collection[str]) -> tuple[str, ...]:
+    """:data:`DERIVES` marks of the module's top-level classes outside ``performing`` that name bases."""
+    found = []
+    for match in _DERIVED.finditer(data):
+        name = match.group(1).decode()
+        bases = [re.findall(r"[A-Za-z_]\w*", part.split("[")[0])[-1:] for part in match.group(2).decode().split(",")
+                 if "=" not in part]
+        bases = [base[0] for base in bases if base and base[0] != "object"]
+        if bases and name not in performing:
+            found.append(f"{DERIVES}{name}:{','.join(bases)}")
+    return tuple(found)
+
+
+#: a top-level class header with its bases (``class PPOTrainer(rl_trainer.RLTrainer):``)
+_DERIVED = re.compile(rb"^class[ \t]+([A-Za-z_]\w*)[ \t]*\(([^)]*)\)", re.M)
+
+
+def resolve_derived(by_path: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """``by_path`` (path → :meth:`ProjectIndex.names_of`) with each :data:`DERIVES` mark resolved:
+    a class one of whose bases is named by an event name of the project (its module's or another's,
+    a few generations down) becomes an event name of its module; the other marks are dropped. By
+    name alone, as the prefilter's names are: following a class too many costs a parse, never a finding."""
+    performing = {name for found in by_path.values() for name in found if name[:1] not in (FOLLOW_ONLY, DERIVES)}
+    marks = [(path, name, set(bases.split(","))) for path, found in by_path.items() for mark in found
+             if mark.startswith(DERIVES) for name, bases in [mark[1:].split(":", 1)]]
+    added: dict[str, list[str]] = {}
+    for _ in range(4):  # generations
+        more = [(path, name) for path, name, bases in marks if name not in performing and bases & performing]
+        if not more:
+            break
+        for path, name in more:
+            performing.add(name)
+            added.setdefault(path, []).append(name)
+    return {path: tuple(n for n in found if not n.startswith(DERIVES)) + tuple(added.get(path, ()))
+            for path, found in by_path.items()}
 
 
 def _follow_only_names(data: bytes) -> tuple[str, ...]:
@@ -736,6 +788,7 @@ class ProjectView:
         if not any_module and qualified.rsplit(".", 1)[-1].encode() not in self.index.followed_names():
             return None
         limit = MAX_MODULE_BYTES
+        limit_modules = MAX_FOLLOWED_MODULES + (MAX_ASKED_MODULES if any_module else 0)
         for path, attribute in self.index.locate(origin, qualified):
             if "." in attribute:
                 continue  # `pkg.mod.Class.method`: not a top-level name
@@ -744,7 +797,7 @@ class ProjectView:
                     continue
             except OSError:
                 continue
-            if path not in self.used and len(self.used) >= MAX_FOLLOWED_MODULES:
+            if path not in self.used and len(self.used) >= limit_modules:
                 continue
             functions = self.index.load(path)
             if functions is None:

@@ -36,7 +36,7 @@ import pytest
 
 from accumlint.run import runner
 from accumlint.settings.config import Settings
-from tests.support import EVERY_CODE, one, tree
+from tests.support import EVERY_CODE, loop_reasons, one, tree
 
 
 def _loop_reasons(root: Path, files: dict[str, str]) -> list[tuple[str, ...]]:
@@ -44,7 +44,7 @@ def _loop_reasons(root: Path, files: dict[str, str]) -> list[tuple[str, ...]]:
     paths = tree(root, files)
     run = runner.check_files(paths, Settings(project_root=root), EVERY_CODE, jobs=1, cache=None)
     assert run.errors == []
-    return run.loops
+    return loop_reasons(run.loops)
 
 
 # --- a Hessian refresh after the update, around an inner micro-loop -----------------------------

@@ -27,6 +27,7 @@ import libcst as cst
 
 from accumlint.model.module_functions import ModuleFunctions
 from accumlint.model.simulation import Simulation, accumulation_loops, simulate
+from tests.precision import test_relays as relays
 from tests.support import findings, line_of, lint
 
 _FAMILY = """
@@ -196,48 +197,11 @@ def test_one_block_around_forward_backward_and_update_is_silent() -> None:
     assert lint(one, "ACC501") == []
 
 
-_RELAY = {
-    "stepper.py": """
-        class Stepper:
-            def __init__(self, optimizer, every):
-                self.optimizer, self.share = optimizer, 1 / every
-
-            def backward_and_maybe_update(self, loss, last):
-                self.optimizer.zero_grad()
-                (loss * self.share).backward()
-                if last:
-                    self.optimizer.step()
-    """,
-    "relay.py": """
-        class Relay:
-            def __init__(self, net, stepper):
-                self.net, self.stepper = net, stepper
-
-            def one(self, x, last):
-                self.stepper.backward_and_maybe_update(self.net(x).pow(2).mean(), last)
-    """,
-    "run.py": """
-        import torch
-        from relay import Relay
-        from stepper import Stepper
-
-        every = 4
-        net = torch.nn.Linear(4, 1)
-        relay = Relay(net, Stepper(torch.optim.SGD(net.parameters(), lr=0.1), every))
-        for i, x in enumerate(torch.randn(8, 2, 4)):
-            relay.one(x, last=(i + 1) % every == 0)
-    """,
-}
-
-
-def test_a_reset_reached_through_a_relay_object_in_another_module_is_acc001(tmp_path: Path) -> None:
-    assert "ACC001" in [code for _, code, _ in findings(tmp_path, _RELAY)]
-
-
-def test_the_same_relay_in_one_module_is_acc001(tmp_path: Path) -> None:
-    one = "".join(textwrap.dedent(_RELAY[name]) for name in ("stepper.py", "relay.py", "run.py"))
+def test_the_relay_family_in_one_module_is_acc001(tmp_path: Path) -> None:
+    # (across modules: tests/precision/test_relays.py)
+    one = "".join(textwrap.dedent(part) for part in (relays.STEPPER, relays.RELAY, relays.SCRIPT))
     one = one.replace("from relay import Relay\n", "").replace("from stepper import Stepper\n", "")
-    assert "ACC001" in [code for _, code, _ in findings(tmp_path, {"run.py": one})]
+    assert "ACC001" in [code for _, code, _ in findings(tmp_path, {"run.py": one.replace("BUILD", relays.BY_NAME)})]
 
 
 _EPOCH_HELPER = """

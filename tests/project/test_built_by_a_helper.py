@@ -15,7 +15,7 @@ from accumlint.model.interpreter import reaches_function
 from accumlint.project.index import ProjectIndex
 from accumlint.run import runner
 from accumlint.settings.config import Settings
-from tests.support import EVERY_CODE, tree
+from tests.support import EVERY_CODE, loop_reasons, tree
 
 _WRAPPER = """
     class WarmupWrapper:
@@ -83,7 +83,7 @@ def _project(root: Path, body: str, target: str = "batch", build: str = _BUILD) 
 def test_the_gate_around_a_wrapper_method_built_elsewhere_decides_the_loop(tmp_path: Path) -> None:
     result = _project(tmp_path, _BODY.replace("{divided}", " / accum"))
     assert result.errors == []
-    assert result.loops == [()]
+    assert loop_reasons(result.loops) == [()]
     assert result.findings == []
 
 
@@ -109,7 +109,7 @@ def test_a_builder_that_only_constructs_the_wrapper_is_followed_too(tmp_path: Pa
         '            model.load_state_dict(torch.load(cfg["resume"])["model"])\n', "")
     assert "load" not in build
     result = _project(tmp_path, _BODY.replace("{divided}", ""), build=build)
-    assert result.loops == [()]
+    assert loop_reasons(result.loops) == [()]
 
 
 def _bundled(body: str) -> str:
@@ -121,7 +121,7 @@ def _bundled(body: str) -> str:
 def test_a_loader_of_batch_lists_is_decided_as_one_stream_of_microbatches(tmp_path: Path) -> None:
     result = _project(tmp_path, _bundled(_BODY.replace("{divided}", " / accum")), target="batches")
     assert result.findings == []
-    assert result.loops == [()]
+    assert loop_reasons(result.loops) == [()]
 
 
 def test_a_reset_before_each_bundled_backward_is_acc001(tmp_path: Path) -> None:
@@ -208,7 +208,8 @@ def test_a_scaler_handed_to_the_loop_is_driven_by_it_not_left_to_an_unseen_calle
     files = {"scaling.py": _SCALER, "engine.py": _ENGINE, "main.py": _MAIN}
     result = runner.check_files(tree(tmp_path, files), Settings(project_root=tmp_path), EVERY_CODE, jobs=1)
     assert result.errors == []
-    assert result.loops == [()]  # the script's loop, decided; the scaler's `__call__` is no entry of its own
+    # the script's loop, decided; the scaler's `__call__` is no entry of its own
+    assert loop_reasons(result.loops) == [()]
     # (the tail is applied at the epoch's end, each of its microbatches still divided by A: r/A of a group)
     assert [(Path(f.path).name, f.code, f.line) for f in result.findings] == [("engine.py", "ACC005", 11)]
 

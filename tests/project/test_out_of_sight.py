@@ -10,7 +10,7 @@ from pathlib import Path
 
 from accumlint.run import runner
 from accumlint.settings.config import Settings
-from tests.support import DEFAULT_RULES, tree
+from tests.support import DEFAULT_RULES, loop_reasons, tree
 
 # a base trainer whose module performs no training event: it only builds and prepares
 _BASE = """
@@ -94,7 +94,7 @@ def test_a_base_built_accelerator_through_a_reexport_decides_the_loop(tmp_path: 
     for name, init in _INITS.items():
         run = _run(tmp_path / name, _reexported_base(init, _GOOD_BODY))
         assert run.errors == []
-        assert run.loops == [()], name  # decided: A is the base's `cfg.accum`
+        assert loop_reasons(run.loops) == [()], name  # decided: A is the base's `cfg.accum`
         assert run.findings == [], name
 
 
@@ -143,11 +143,11 @@ _SCRIPT = """
 def test_an_accelerator_passed_to_the_constructor_is_decided_by_the_script(tmp_path: Path) -> None:
     files = {"solver/__init__.py": "", "solver/runner.py": _RUNNER.replace("{scale}", ""), "main.py": _SCRIPT}
     run = _run(tmp_path / "good", files)
-    assert run.loops == [()]  # the runner's loop is counted with the script that runs it
+    assert loop_reasons(run.loops) == [()]  # the runner's loop is counted with the script that runs it
     assert run.findings == []
     alone = _run(tmp_path / "alone", {"solver/__init__.py": "", "solver/runner.py": files["solver/runner.py"]})
-    assert alone.loops == [("`accelerator.accumulate()` counts the microbatches of an object built where the run "
-                            "cannot see: its A is unknown",)]
+    assert loop_reasons(alone.loops) == [("`accelerator.accumulate()` counts the microbatches of an object built "
+                                          "where the run cannot see: its A is unknown",)]
 
 
 # a base pipeline whose setup method (run by the caller before the loop method) writes the start
@@ -195,7 +195,7 @@ def _pipeline(gate: str, extra: str = "") -> dict[str, str]:
 
 def test_a_start_that_a_sibling_method_writes_decides_the_gate(tmp_path: Path) -> None:
     run = _run(tmp_path, _pipeline("step % self.accum == 0"))
-    assert run.loops == [()]  # decided: `self.first` is the 0 the base's `initialize` writes
+    assert loop_reasons(run.loops) == [()]  # decided: `self.first` is the 0 the base's `initialize` writes
     assert run.findings == []
 
 
@@ -208,8 +208,8 @@ def test_a_start_that_a_resume_may_write_stays_open(tmp_path: Path) -> None:
     # a resumed offset is not the setup's 0: the condition's phase stays open, silent
     run = _run(tmp_path, _pipeline("(step + 1) % self.accum == 0", _RESUME))
     assert run.findings == []
-    assert run.loops == [("the condition `(step + 1) % self.accum == 0` depends on `self.first + 1`, which a caller "
-                          "the project does not show computes",)]
+    assert loop_reasons(run.loops) == [("the condition `(step + 1) % self.accum == 0` depends on `self.first + 1`, "
+                                        "which a caller the project does not show computes",)]
 
 
 # a metric class of the project (its module performs no training event) with its own `accumulate()`
@@ -252,7 +252,7 @@ _SCORED = """
 def test_a_project_objects_own_accumulate_is_no_framework_count(tmp_path: Path) -> None:
     good_train = _SCORED.replace("{gate}", "(step + 1) % accum == 0")
     good = _run(tmp_path / "good", {"metrics.py": _METRIC, "train.py": good_train})
-    assert good.loops == [()]
+    assert loop_reasons(good.loops) == [()]
     assert good.findings == []
     bad = _run(tmp_path / "bad", {"metrics.py": _METRIC, "train.py": _SCORED.replace("{gate}", "step % accum == 0")})
     assert [(Path(f.path).name, f.code, f.line) for f in bad.findings] == [("train.py", "ACC006", 17)]
@@ -261,8 +261,8 @@ def test_a_project_objects_own_accumulate_is_no_framework_count(tmp_path: Path) 
         "        def accumulate(self):\n            return self.hits\n", "")
     library = _run(tmp_path / "library", {"metrics.py": "from trackers import Tracker\n" + textwrap.dedent(inherited),
                                           "train.py": good_train})
-    assert library.loops == [("`score.accumulate()` counts the microbatches of an object built where the run cannot "
-                              "see: its A is unknown",)]
+    assert loop_reasons(library.loops) == [("`score.accumulate()` counts the microbatches of an object built where "
+                                            "the run cannot see: its A is unknown",)]
 
 
 # a factory in a module with no training event builds the accelerator; a trainer's setup method
@@ -320,7 +320,7 @@ def _factory_tree(body: str) -> dict[str, str]:
 def test_an_accelerator_a_factory_module_builds_decides_the_loop_its_caller_runs(tmp_path: Path) -> None:
     run = _run(tmp_path / "good", _factory_tree("good"))
     assert run.errors == []
-    assert run.loops == [()]  # decided by `train`: A is the factory's `cfg.accum`
+    assert loop_reasons(run.loops) == [()]  # decided by `train`: A is the factory's `cfg.accum`
     assert run.findings == []
     bad = _run(tmp_path / "bad", _factory_tree("bad"))
     assert [(Path(f.path).name, f.code, f.line) for f in bad.findings] == [("trainer.py", "ACC501", 26)]
@@ -366,7 +366,7 @@ _STEPPED = """
 def test_an_instance_of_a_class_from_a_sibling_module_runs_its_call_per_microbatch(tmp_path: Path) -> None:
     def placed(gate: str) -> tuple[list[tuple[str, ...]], list[tuple[str, str, int]]]:
         run = _run(tmp_path / gate, {"stepping.py": _STEPPER, "train.py": _STEPPED.replace("{gate}", gate)})
-        return run.loops, sorted((Path(f.path).name, f.code, f.line) for f in run.findings)
+        return loop_reasons(run.loops), sorted((Path(f.path).name, f.code, f.line) for f in run.findings)
 
     # decided: the stepper's `__call__` runs the backward and the gated update; nothing resets the
     # gradients at the epoch's end, so its tail joins the next epoch's first update (at the backward

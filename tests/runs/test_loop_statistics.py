@@ -110,24 +110,16 @@ def test_a_cached_file_still_counts_its_loops(project: Path, monkeypatch: pytest
     assert (warm.stdout.splitlines(), checked.names()) == (expected, [])
 
 
-#: one loop in a module of its own, started by two scripts: three entry points, one loop
-FIT = """\
-def fit(model, loader, optimizer, accumulation_steps):
-    for i, batch in enumerate(loader):
-        loss = model(batch).mean() / accumulation_steps
-        loss.backward()
-        if (i + 1) % accumulation_steps == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-"""
+#: one loop in a module of its own (`one_epoch` of CALLED), started by two scripts: three entry points, one loop
+FIT = CALLED.split("\n\n\ndef main")[0] + "\n"
 STARTS_FIT = """\
 import torch
 
-from trainer import fit
+from trainer import one_epoch
 
 model = torch.nn.Linear(4, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-fit(model, [torch.randn(8, 4) for _ in range(16)], optimizer, ACCUMULATION)
+one_epoch(model, [torch.randn(8, 4) for _ in range(16)], optimizer, ACCUMULATION)
 """
 
 

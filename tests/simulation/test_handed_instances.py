@@ -23,7 +23,7 @@ from accumlint.commands.explain import explain_source
 from accumlint.run import runner
 from accumlint.run.cache import ResultCache
 from accumlint.settings.config import Settings
-from tests.support import EVERY_CODE, tree
+from tests.support import EVERY_CODE, loop_reasons, tree
 
 SCALER = """
 import torch
@@ -99,7 +99,7 @@ def _run(root: Path, files: dict[str, str]) -> runner.Run:
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_loop_is_one_decided_accumulation_loop_in_every_layout(tmp_path: Path, layout: str) -> None:
     run = _run(tmp_path, _layout(layout))
-    assert run.loops == [()]  # one accumulation loop, decided (no reason left open)
+    assert loop_reasons(run.loops) == [()]  # one accumulation loop, decided (no reason left open)
     assert [f.code for f in run.findings] == []
 
 
@@ -128,7 +128,7 @@ def test_a_reset_in_the_microbatch_loop_is_found_where_it_loops(tmp_path: Path, 
     lines = (tmp_path / holder).read_text().splitlines()
     assert lines[finding.line - 1].strip() == "optimizer.zero_grad()"
     assert "for i, (x, y)" in lines[finding.line - 2]
-    assert run.loops == [()]
+    assert loop_reasons(run.loops) == [()]
 
 
 def test_an_instance_that_never_backpropagates_makes_no_loop(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_an_instance_that_never_backpropagates_makes_no_loop(tmp_path: Path) -> 
     files = _layout("three_modules")
     files["util/misc.py"] = files["util/misc.py"].replace("self._scaler.scale(loss).backward()", "print(loss)")
     run = _run(tmp_path, files)
-    assert run.loops == []
+    assert loop_reasons(run.loops) == []
 
 
 def test_a_change_to_the_caller_that_hands_the_instance_rechecks_the_loop(tmp_path: Path) -> None:

@@ -653,6 +653,10 @@ def update_counted_horizons(model: FileModel, constructor: cst.Call) -> list[Hor
         value = positional(constructor, position)
         if value is not None:
             arguments.append((parameter, value))
+    named = _schedule_name(constructor) if callee == "get_scheduler" else None
+    if named in fw.NAMED_SCHEDULE_READS:  # `get_scheduler("constant", ...)` ignores its sizes
+        arguments = [(parameter, value) for parameter, value in arguments
+                     if parameter in fw.NAMED_SCHEDULE_READS[named]]
     for parameter, value in arguments:
         evidence = _update_count(model, value, site, 0)
         if evidence is not None:
@@ -664,6 +668,13 @@ def update_counted_horizons(model: FileModel, constructor: cst.Call) -> list[Hor
         if evidence is not None:
             found.append(Horizon(_LR_LAMBDA[1], function, HorizonUnit.UPDATES, evidence))  # type: ignore[arg-type]
     return found
+
+
+def _schedule_name(constructor: cst.Call) -> str | None:
+    """The literal schedule ``name`` of a ``get_scheduler`` call (keyword or first argument), or None."""
+    value = next((a.value for a in constructor.args if a.keyword is not None and a.keyword.value == "name"), None) \
+        or positional(constructor, 0)
+    return value.evaluated_value if isinstance(value, cst.SimpleString) else None  # type: ignore[return-value]
 
 
 def _update_count(model: FileModel, node: cst.BaseExpression, site: Site, depth: int) -> cst.CSTNode | None:

@@ -20,7 +20,7 @@ from accumlint.model import Cadence, EventKind, FileModel, LoopStyle, Role
 from accumlint.model.boundary import first_value, index_offset
 from accumlint.model.events import GRADIENT_OP_NAMES
 from accumlint.model.grad_ops import op_cadence, reads_weights, report_node
-from accumlint.model.names import children, code_of, dotted, int_value
+from accumlint.model.names import children, code_of, dotted, int_value, walk
 from accumlint.model.owned_loops import lightning_backward_hooks
 from accumlint.model.scopes import FrameKind
 
@@ -142,6 +142,29 @@ def _resets_clear_gradients(model: FileModel, group, statement: cst.CSTNode) -> 
         for simulation in model.simulations)
 
 
+def _boundaries_hold(model: FileModel, statement: cst.CSTNode) -> bool:
+    """Whether the runs of a decided entry with A bound execute ``statement`` and show each event it
+    gates at a group's boundary: with A > 1, none while a group holds some of its backwards but not
+    all of them (after the update, or before the group's first backward, or an update after the A-th)."""
+    inside = {id(node) for node in walk(statement)}
+    shown = False
+    for simulation in model.simulations:
+        if not simulation.decided or not simulation.binds_a or not simulation.covers(statement):
+            continue
+        for trace in simulation.traces:
+            a, pending = trace.configuration.accumulation, 0
+            for event in trace.events if a > 1 else ():
+                if event.kind is EventKind.BACKWARD:
+                    pending += 1
+                if event.node is not None and id(event.node) in inside:
+                    shown = True
+                    if pending % a:
+                        return False
+                if event.kind is EventKind.UPDATE:
+                    pending = 0
+    return shown
+
+
 def _modulo_by_accumulation(model: FileModel, test: cst.BaseExpression) -> bool:
     stack: list[cst.CSTNode] = [test]
     while stack:
@@ -177,7 +200,10 @@ class IrregularUpdateBoundary(Rule):
                 "in `training_step` test a microbatch count of your own, or move once-per-update code to a "
                 "callback's `on_optimizer_step` / `on_step_end`",
             )
-        for modulo, counter in plain_update_counter_gates(model):
+        for modulo, counter, statement in plain_update_counter_gates(model):
+            if _boundaries_hold(model, statement):
+                continue  # (the counter moves where the reading took it not to: `if accelerator.sync_gradients`
+                # outside `accumulate()` is true on every microbatch)
             yield Hit(
                 modulo,
                 f"`{counter}` counts optimizer updates (it advances only under the update gate) and is constant "

@@ -73,8 +73,8 @@ _GATED_KINDS = frozenset({EventKind.UPDATE, EventKind.RESET, EventKind.SCHEDULER
                           EventKind.UPDATE_HOOK, EventKind.GRAD_RESCALE})
 
 
-def plain_update_counter_gates(model: FileModel) -> list[tuple[cst.BinaryOperation, str]]:
-    """``(modulo, counter)`` for ``if`` tests ``counter % A`` (``(counter + k) % A``) in the
+def plain_update_counter_gates(model: FileModel) -> list[tuple[cst.BinaryOperation, str, cst.CSTNode]]:
+    """``(modulo, counter, the if statement)`` for ``if`` tests ``counter % A`` (``(counter + k) % A``) in the
     user's own accumulation loops where ``counter`` is advanced only by the loop's update
     (``counter_units`` says "update") and the ``if`` runs on every microbatch (it is not nested
     under the update gate) and gates an accumulation event (update, reset, scheduler step,
@@ -84,7 +84,7 @@ def plain_update_counter_gates(model: FileModel) -> list[tuple[cst.BinaryOperati
     counters = {name for name, unit in units.items() if unit == "update"}
     if not counters:
         return []
-    found: list[tuple[cst.BinaryOperation, str]] = []
+    found: list[tuple[cst.BinaryOperation, str, cst.CSTNode]] = []
     seen: set[int] = set()
     for group in model.loops:
         gate = group.gate
@@ -105,7 +105,7 @@ def plain_update_counter_gates(model: FileModel) -> list[tuple[cst.BinaryOperati
                 if modulo is None:
                     continue
                 seen.add(id(frame.node))
-                found.append((modulo, _counter_of(modulo.left, counters) or ""))
+                found.append((modulo, _counter_of(modulo.left, counters) or "", frame.node))
     return found
 
 
