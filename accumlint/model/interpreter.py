@@ -4706,7 +4706,7 @@ def forget_syntax() -> None:
     for cached in (_calls, no_update_steps, reaches_event, has_update, _counters, _following, _instances,
                    _instance_classes, _function_aliases, _imported_instances, _declared_classes, _is_generator,
                    _writes_gradients, _bound_names, _assigned_to, _called_names, _grown_names, _choice_tests,
-                   _statements_of_calls, _stored_handed):
+                   _statements_of_calls, _stored_handed, _performing_bindings):
         cached.cache_clear()
 
 
@@ -5056,18 +5056,30 @@ def _performing_classes(value: cst.BaseExpression,
     of: built in place (``Stepper(opt)``) or bound to a name ``owner`` builds one into."""
     if owner.project is None:
         return ()
-    performing = owner.project.index.event_names()  # type: ignore[attr-defined]
-    name = dotted(value) if type(value) is not cst.Call else None
-    callees = [dotted(value.func) or ""] if type(value) is cst.Call else \
-        [callee for bound, callee, _, _ in _constructions(owner) if bound == name]
-    found = []
-    for callee in callees:
-        if callee.rsplit(".", 1)[-1].encode() not in performing:
-            continue
-        located = (owner, owner.classes[callee]) if callee in owner.classes else owner.imported(callee)
-        if located is not None and isinstance(located[1], cst.ClassDef) and located not in found:
-            found.append(located)
-    return tuple(found)  # type: ignore[arg-type]
+    if type(value) is cst.Call:
+        return _performing_class(dotted(value.func) or "", owner)
+    return _performing_bindings(owner).get(dotted(value) or "", ())
+
+
+def _performing_class(callee: str, owner: ModuleFunctions) -> tuple[tuple[ModuleFunctions, cst.ClassDef], ...]:
+    """The class ``callee`` (dotted, code of ``owner``) names where its code performs training events
+    (:meth:`~accumlint.project.ProjectIndex.event_names`), as a one-item tuple; else empty."""
+    if callee.rsplit(".", 1)[-1].encode() not in owner.project.index.event_names():  # type: ignore[union-attr]
+        return ()
+    located = (owner, owner.classes[callee]) if callee in owner.classes else owner.imported(callee)
+    return ((located[0], located[1]),) if located is not None and isinstance(located[1], cst.ClassDef) else ()
+
+
+@functools.lru_cache(maxsize=64)
+def _performing_bindings(owner: ModuleFunctions) -> dict[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]]:
+    """The names ``owner`` binds to an instance of a class that performs training events, with the
+    classes each may hold (read once per module: every unresolved call of the static reach asks)."""
+    found: dict[str, tuple[tuple[ModuleFunctions, cst.ClassDef], ...]] = {}
+    for name, callee, _, _ in _constructions(owner):
+        for located in _performing_class(callee, owner):
+            if located not in found.get(name, ()):
+                found[name] = (*found.get(name, ()), located)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
